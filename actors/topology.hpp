@@ -1,0 +1,112 @@
+#pragma once
+
+// The topology file: what `baton run` reads. YAML, validated strictly: an
+// unknown key, a wrong type, a missing file or a value out of range is an
+// error naming the file, the line and what was expected (errc::bad_config).
+// See configs/transfer.yaml for every key with its meaning.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "model/layered_model.hpp"
+#include "model/local.hpp"
+#include "model/task.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+
+/// A node process the coordinator can spawn actors on.
+struct node_address {
+  std::string name;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+};
+
+/// A contiguous slice [begin, end) of the backbone's layers, placed on a node.
+struct stage_placement {
+  std::string name;  ///< "stage0", "stage1", ...
+  size_t begin = 0;
+  size_t end = 0;
+  std::string node;  ///< node name; empty when embedded
+};
+
+/// A trainable head placed on a node.
+struct head_placement {
+  model::head_spec spec; ///< name, task, model (seed derived), optimiser
+  std::string node;      ///< node name; empty when embedded
+};
+
+/// Backbone pre-training settings (`backbone.pretrain`).
+struct pretrain_settings {
+  std::string task = "all10";  ///< a task name from `tasks`
+  int32_t epochs = 1;
+  int64_t train_limit = 20000; ///< first N training samples
+  model::optimizer_spec optimizer;
+};
+
+/// Runtime settings (`runtime`).
+struct runtime_settings {
+  int32_t window = 4;             ///< credit window per tensor edge
+  int32_t scheduler_threads = 2;  ///< CAF scheduler threads
+  int32_t stage_threads = 1;      ///< torch threads per stage actor
+  int32_t head_threads = 1;       ///< torch threads per head actor
+  std::chrono::milliseconds heartbeat_interval{200};
+  std::chrono::milliseconds connection_timeout{2000};
+  std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests
+  int32_t progress_every = 20;    ///< heads report progress every N steps
+};
+
+/// A parsed, validated topology.
+struct topology {
+  std::string file;          ///< path it was read from ("<embedded>" for defaults)
+  std::string job = "transfer";
+  uint64_t seed = 42;
+
+  // -- data ------------------------------------------------------------------
+  std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t train_limit = 0;   ///< 0 = whole split
+  int64_t test_limit = 0;
+  int64_t synthetic_train = 4096, synthetic_test = 1024; ///< synthetic sizes
+  model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
+
+  // -- backbone ----------------------------------------------------------------
+  model::model_spec backbone;  ///< name convnet | convnet_wide | torchscript
+  std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
+  pretrain_settings pretrain;
+  std::vector<stage_placement> stages; ///< resolved from `backbone.split`
+
+  // -- tasks and heads ---------------------------------------------------------
+  std::vector<model::task> tasks;
+  std::vector<head_placement> heads;
+  std::string source_node;     ///< node of the source; empty when embedded
+
+  runtime_settings runtime;
+  std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
+
+  bool embedded() const { return nodes.empty(); }
+  const model::task* find_task(const std::string& name) const;
+};
+
+/// Reads and validates a topology file. `overrides` are "dotted.key=value"
+/// strings from `--set`, applied before validation (a value is parsed as
+/// YAML, so `--set backbone.split=[pool1]` works). Stage boundaries
+/// (`backbone.split`, a list of layer names ending a stage) are resolved
+/// against the backbone's layer names.
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides = {});
+
+/// Same, from YAML text; `name` is used in error messages in place of a path.
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides = {});
+
+/// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
+/// filled in later) and stages, heads and source spread over them round-robin
+/// unless they were already placed on a node of that name.
+topology with_local_nodes(topology t, int32_t count);
+
+} // namespace baton::actors

@@ -1,0 +1,75 @@
+#pragma once
+
+// Codecs between the structs of types.hpp and the Cap'n Proto schema
+// (messages/baton.capnp). Every encoded message is an Envelope carrying the
+// schema version; tensors are raw bytes (dtype, shape, data), copied at most
+// once on each side.
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "messages/types.hpp"
+
+namespace baton::messages {
+
+/// Limits applied while encoding and decoding.
+struct codec_limits {
+  uint64_t max_message_bytes = default_max_message_bytes;
+};
+
+/// An encoded message: a Cap'n Proto flat array (segment table + segments).
+using wire_bytes = std::vector<char>;
+
+// -- encoding: fails with payload_too_large or shape_mismatch ----------------
+
+caf::expected<wire_bytes> encode(const microbatch& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const gradient& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const credit& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const control& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const actor_report& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const node_report& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const spawn_request& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const progress& x, const codec_limits& limits = {});
+
+// -- decoding: never throws; any bad input is an error value -----------------
+
+/// Decodes `bytes` as a message of type T. Fails with malformed_message,
+/// unknown_schema_version, unknown_dtype, shape_mismatch or payload_too_large.
+template <class T>
+caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limits = {});
+
+template <class T>
+caf::expected<T> decode(const wire_bytes& bytes, const codec_limits& limits = {}) {
+  return decode<T>(bytes.data(), bytes.size(), limits);
+}
+
+// -- CAF serialization: used only when a message crosses a process -----------
+//
+// The serializer writes a uint32 length and the encoded bytes (one apply_raw).
+// The deserializer never fails the CAF message for bad content: it sets
+// `x.invalid` instead (see types.hpp) so the receiving actor can refuse it.
+
+#define BATON_DECLARE_INSPECT(type)                                            \
+  caf::error inspect(caf::serializer& f, type& x);                             \
+  caf::error inspect(caf::deserializer& f, type& x);                           \
+  /** Human-readable summary for CAF's to_string / logging. */                 \
+  std::string to_string(const type& x);
+
+BATON_DECLARE_INSPECT(microbatch)
+BATON_DECLARE_INSPECT(gradient)
+BATON_DECLARE_INSPECT(credit)
+BATON_DECLARE_INSPECT(control)
+BATON_DECLARE_INSPECT(actor_report)
+BATON_DECLARE_INSPECT(node_report)
+BATON_DECLARE_INSPECT(spawn_request)
+BATON_DECLARE_INSPECT(progress)
+
+#undef BATON_DECLARE_INSPECT
+
+/// Bytes a microbatch occupies on an edge (payload + labels), for metrics.
+int64_t payload_bytes(const microbatch& x);
+
+} // namespace baton::messages

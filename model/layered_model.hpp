@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+
+namespace baton::model {
+
+/// One named layer of a layered model.
+struct named_layer {
+  std::string name;
+  torch::nn::AnyModule module; ///< Tensor -> Tensor
+};
+
+/// A model as a sequence of named layers that can be sliced into contiguous
+/// stages. Copies share the layers (as torch modules do).
+class layered_model {
+public:
+  layered_model() = default;
+  explicit layered_model(std::vector<named_layer> layers);
+
+  /// Runs every layer in order.
+  at::Tensor forward(at::Tensor x) const;
+
+  /// The layers [begin, end) as a model sharing their parameters.
+  /// Precondition: begin <= end <= size().
+  layered_model slice(size_t begin, size_t end) const;
+
+  /// Index of the layer called `name`, or -1.
+  int64_t index_of(const std::string& name) const;
+
+  size_t size() const { return layers_.size(); }
+  const std::vector<named_layer>& layers() const { return layers_; }
+  std::vector<std::string> layer_names() const;
+
+  /// Parameters as "layer.param" -> tensor, in layer order.
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
+  std::vector<at::Tensor> parameters() const;
+
+  /// Sets requires_grad on every parameter.
+  void set_trainable(bool trainable);
+  /// Switches every layer between training and evaluation behaviour.
+  void train(bool on);
+
+private:
+  std::vector<named_layer> layers_;
+};
+
+/// What to build: a reference model by name, or a TorchScript file.
+struct model_spec {
+  /// "convnet" (backbone, 14 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
+  /// conv4 relu4 pool2 conv5 relu5 pool3 flatten fc1 relu6 -> 256 features),
+  /// "convnet_wide" (same, fc1 is 1152->`wide_features` then fc1b ->256),
+  /// "classifier" (linear 256 -> classes),
+  /// "head" (linear 256->128 relu linear 128->classes),
+  /// "mlp", "torchscript".
+  std::string name = "convnet";
+  int64_t classes = 10;            ///< output classes (classifier, head)
+  int64_t in_channels = 1;         ///< convnet input channels
+  int64_t wide_features = 32768;   ///< convnet_wide hidden width
+  std::string path;                ///< torchscript file (name == "torchscript")
+  uint64_t seed = 0;               ///< initialisation seed
+};
+
+/// Builds a model; parameters are initialised from `spec.seed` only, so the
+/// same spec gives the same weights on every machine and in every process.
+/// Throws model::error on an unknown name or unreadable TorchScript file.
+layered_model make_model(const model_spec& spec);
+
+/// Number of scalar parameters.
+int64_t parameter_count(const layered_model& m);
+
+/// SHA-256 (hex) of the parameters' raw bytes in named_parameters() order.
+std::string weights_digest(const layered_model& m);
+
+} // namespace baton::model
