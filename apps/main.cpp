@@ -1,1 +1,250 @@
-int main() { return 0; }
+// The `baton` command: parses arguments, builds a request and hands it to the
+// libraries. No logic of its own.
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/jobs.hpp"
+#include "actors/node.hpp"
+#include "messages/errc.hpp"
+
+namespace {
+
+using namespace baton;
+
+std::atomic<bool> interrupted{false};
+
+void on_signal(int) {
+  interrupted.store(true);
+}
+
+constexpr const char* usage = R"(baton: actor-based distributed training runtime
+
+usage:
+  baton run [TOPOLOGY.yaml] [options]   run a job (default: built-in configs/transfer.yaml,
+                                        all actors in this process)
+      --set KEY=VALUE        override a topology key (repeatable), e.g. --set data.epochs=2
+      --local-nodes N        start N `baton node` processes on 127.0.0.1 and run over them
+      --baseline separate    train every head in its own process with its own backbone
+      --mode local           one process, no actors (the reference loop)
+      --only-head NAME       with --mode local: train only this head
+      --threads N            with --mode local: torch threads (default: all cores)
+      --metrics-out FILE     write the metrics JSON to FILE
+  baton pretrain [TOPOLOGY.yaml] [--set KEY=VALUE]...
+                                        (re)make the backbone checkpoint of the topology
+  baton node [--config node.yaml] [--name N] [--host H] [--port P] [--port-file F]
+             [--scheduler-threads T] [--heartbeat-ms MS] [--connection-timeout-ms MS]
+                                        serve actors for a coordinator (port 0: any)
+  baton bench transfer [--heads K] [--quick] [--json FILE] [--backbone convnet|convnet_wide]
+                                        shared backbone vs separate baseline, side by side
+  baton help                            this text
+
+exit codes: 0 success, 1 run failed, 2 bad input (config, file, node), 130 interrupted
+)";
+
+int exit_code_of(const caf::error& err) {
+  if (err.category() != error_category_atom)
+    return 1;
+  switch (static_cast<errc>(err.code())) {
+    case errc::bad_config:
+    case errc::bad_file:
+    case errc::node_unreachable:
+    case errc::unknown_actor_type:
+      return 2;
+    case errc::interrupted:
+      return 130;
+    default:
+      return 1;
+  }
+}
+
+/// Argument cursor with "needs a value" errors.
+struct args {
+  std::vector<std::string> items;
+  size_t next = 0;
+  bool done() const { return next >= items.size(); }
+  std::string take() { return items[next++]; }
+  bool value(const std::string& flag, std::string& out) {
+    if (done()) {
+      std::fprintf(stderr, "baton: %s needs a value\n", flag.c_str());
+      return false;
+    }
+    out = take();
+    return true;
+  }
+};
+
+bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
+  try {
+    size_t used = 0;
+    out = std::stoi(text, &used);
+    if (used == text.size() && out >= 0)
+      return true;
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "baton: %s expects a non-negative integer, got '%s'\n", flag.c_str(),
+               text.c_str());
+  return false;
+}
+
+int fail(const caf::error& err) {
+  spdlog::error("{}", describe(err));
+  return exit_code_of(err);
+}
+
+bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
+  std::string v;
+  if (flag == "--set")
+    return a.value(flag, v) && (r.overrides.push_back(v), true);
+  if (flag == "--local-nodes")
+    return a.value(flag, v) && parse_int(flag, v, r.local_nodes);
+  if (flag == "--baseline")
+    return a.value(flag, r.baseline);
+  if (flag == "--mode")
+    return a.value(flag, r.mode);
+  if (flag == "--only-head")
+    return a.value(flag, r.only_head);
+  if (flag == "--threads")
+    return a.value(flag, v) && parse_int(flag, v, r.threads);
+  if (flag == "--metrics-out")
+    return a.value(flag, r.metrics_out);
+  if (!flag.empty() && flag[0] != '-' && r.topology_path.empty()) {
+    r.topology_path = flag;
+    return true;
+  }
+  std::fprintf(stderr, "baton run: unknown argument '%s' (see baton help)\n", flag.c_str());
+  return false;
+}
+
+int cmd_run(args& a, bool pretrain_only) {
+  actors::run_request r;
+  r.interrupted = &interrupted;
+  r.progress_tty = ::isatty(STDERR_FILENO) != 0;
+  while (!a.done())
+    if (!parse_run_flag(a, a.take(), r))
+      return 2;
+  if (pretrain_only) {
+    auto t = actors::load_request_topology(r);
+    if (!t)
+      return fail(t.error());
+    auto ok = actors::ensure_pretrained(*t, true);
+    return ok ? 0 : fail(ok.error());
+  }
+  auto result = actors::run_job(r);
+  if (!result)
+    return fail(result.error());
+  std::printf("%s", actors::results_table(*result).c_str());
+  if (!r.metrics_out.empty())
+    std::printf("metrics written to %s\n", r.metrics_out.c_str());
+  return 0;
+}
+
+int cmd_node(args& a) {
+  actors::node_settings s;
+  std::string v;
+  while (!a.done()) {
+    auto flag = a.take();
+    int32_t n = 0;
+    bool ok = true;
+    if (flag == "--config") {
+      ok = a.value(flag, v);
+      auto loaded = ok ? actors::load_node_settings(v) : caf::expected<actors::node_settings>{s};
+      if (!loaded)
+        return fail(loaded.error());
+      s = *loaded;
+    } else if (flag == "--name") {
+      ok = a.value(flag, s.name);
+    } else if (flag == "--host") {
+      ok = a.value(flag, s.host);
+    } else if (flag == "--port") {
+      ok = a.value(flag, v) && parse_int(flag, v, n) && n < 65536;
+      s.port = static_cast<uint16_t>(n);
+    } else if (flag == "--port-file") {
+      ok = a.value(flag, s.port_file);
+    } else if (flag == "--scheduler-threads") {
+      ok = a.value(flag, v) && parse_int(flag, v, s.system.scheduler_threads);
+    } else if (flag == "--heartbeat-ms") {
+      ok = a.value(flag, v) && parse_int(flag, v, n);
+      s.system.heartbeat_interval = std::chrono::milliseconds{n};
+    } else if (flag == "--connection-timeout-ms") {
+      ok = a.value(flag, v) && parse_int(flag, v, n);
+      s.system.connection_timeout = std::chrono::milliseconds{n};
+    } else {
+      std::fprintf(stderr, "baton node: unknown argument '%s' (see baton help)\n", flag.c_str());
+      ok = false;
+    }
+    if (!ok)
+      return 2;
+  }
+  return actors::run_node(s, interrupted);
+}
+
+int cmd_bench(args& a) {
+  if (a.done() || a.take() != "transfer") {
+    std::fprintf(stderr, "baton bench: expected 'transfer' (see baton help)\n");
+    return 2;
+  }
+  actors::bench_request r;
+  r.interrupted = &interrupted;
+  std::string v;
+  while (!a.done()) {
+    auto flag = a.take();
+    bool ok = true;
+    if (flag == "--heads")
+      ok = a.value(flag, v) && parse_int(flag, v, r.heads) && r.heads > 0;
+    else if (flag == "--quick")
+      r.quick = true;
+    else if (flag == "--json")
+      ok = a.value(flag, r.json_out);
+    else if (flag == "--backbone")
+      ok = a.value(flag, v) && (r.backbones = {v}, true);
+    else if (flag == "--set")
+      ok = a.value(flag, v) && (r.overrides.push_back(v), true);
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "baton bench transfer: bad argument '%s' (see baton help)\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  return actors::bench_transfer(r);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("baton"));
+  spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  args a{{argv + 1, argv + argc}};
+  if (a.done()) {
+    std::fputs(usage, stdout);
+    return 2;
+  }
+  auto command = a.take();
+  if (command == "run")
+    return cmd_run(a, false);
+  if (command == "pretrain")
+    return cmd_run(a, true);
+  if (command == "node")
+    return cmd_node(a);
+  if (command == "bench")
+    return cmd_bench(a);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), usage);
+  return 2;
+}

@@ -17,7 +17,12 @@ namespace baton::messages {
 
 /// Limits applied while encoding and decoding.
 struct codec_limits {
+  /// Largest tensor, and largest message apart from its headers, in bytes.
   uint64_t max_message_bytes = default_max_message_bytes;
+  /// Room above max_message_bytes for everything a message carries besides
+  /// its largest tensor (scalars, strings, labels, capnp framing), so that a
+  /// tensor of exactly max_message_bytes can still be sent.
+  uint64_t header_slack_bytes = uint64_t{4} << 20;
 };
 
 /// An encoded message: a Cap'n Proto flat array (segment table + segments).
@@ -48,9 +53,14 @@ caf::expected<T> decode(const wire_bytes& bytes, const codec_limits& limits = {}
 
 // -- CAF serialization: used only when a message crosses a process -----------
 //
-// The serializer writes a uint32 length and the encoded bytes (one apply_raw).
+// The serializer writes a uint32 length and the encoded bytes as raw byte
+// ranges (apply_raw of the segment table and of each capnp segment: large
+// tensors are referenced by the message, so their bytes are copied once, into
+// CAF's buffer). A message that cannot be encoded (too large, unsupported
+// dtype) or whose `invalid` is set travels as a refusal carrying the error.
 // The deserializer never fails the CAF message for bad content: it sets
 // `x.invalid` instead (see types.hpp) so the receiving actor can refuse it.
+// Limits on this path are the defaults of codec_limits.
 
 #define BATON_DECLARE_INSPECT(type)                                            \
   caf::error inspect(caf::serializer& f, type& x);                             \

@@ -45,14 +45,22 @@ std::string to_string(errc x);
 /// Builds an error value of category `errc` with a human-readable context.
 caf::error make_error(errc code, std::string context);
 
-/// The context string of an error made by make_error, or to_string(err).
+/// A one-line description for logs and users: "name: context" for errors of
+/// baton (e.g. "payload_too_large: tensor of 80 MiB exceeds the 64 MiB limit")
+/// and of CAF's `sec`, CAF's to_string(err) for others, "none" for no error.
 std::string describe(const caf::error& err);
 
 } // namespace baton
 
-namespace caf {
-template <>
-struct error_category<baton::errc> {
-  static constexpr uint8_t value = 101;
-};
-} // namespace caf
+// CAF 0.17.6 has no `caf::error_category` trait (that is CAF 0.18+): an error
+// category is an atom. This makes `caf::error e = errc::x;`,
+// `caf::make_error(errc::x, context...)` and `e == errc::x` work; errors of
+// baton have `e.category() == error_category_atom`.
+CAF_ERROR_CODE_ENUM(baton::errc, "baton")
+
+namespace baton {
+
+/// The CAF category of every baton error (`caf::error::category()`).
+inline constexpr caf::atom_value error_category_atom = caf::atom("baton");
+
+} // namespace baton

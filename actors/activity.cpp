@@ -1,0 +1,36 @@
+#include "actors/activity.hpp"
+
+#include <ATen/Parallel.h>
+#include <caf/actor_cast.hpp>
+#include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/interfaces.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+void use_thread_budget(int32_t threads) {
+  thread_local int32_t current = 0;
+  if (current != threads) {
+    at::set_num_threads(threads);
+    current = threads;
+  }
+}
+
+caf::actor sender_of(caf::local_actor* self) {
+  return caf::actor_cast<caf::actor>(self->current_sender());
+}
+
+void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
+          const std::string& what) {
+  spdlog::error("{}: {}", actor, what);
+  if (coordinator)
+    caf::anon_send(coordinator, failure_atom::value, actor, what);
+  if (auto* ev = dynamic_cast<caf::event_based_actor*>(self))
+    ev->quit(make_error(errc::actor_failed, actor + ": " + what));
+}
+
+} // namespace baton::actors

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/local_actor.hpp>
+
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// Busy/idle accounting of one actor: busy is time spent computing, idle the
+/// rest of the time since the first piece of work arrived.
+class activity {
+public:
+  using clock = std::chrono::steady_clock;
+
+  /// Marks the start of the actor's working life (idempotent).
+  void begin() {
+    if (!started_) {
+      started_ = true;
+      first_ = clock::now();
+    }
+  }
+  /// Adds the time since `since` to busy time.
+  void add_busy(clock::time_point since) { busy_ += clock::now() - since; }
+
+  double busy_seconds() const { return std::chrono::duration<double>(busy_).count(); }
+  double idle_seconds() const {
+    if (!started_)
+      return 0;
+    return std::chrono::duration<double>(clock::now() - first_ - busy_).count();
+  }
+
+private:
+  bool started_ = false;
+  clock::time_point first_;
+  clock::duration busy_{0};
+};
+
+/// Sets the torch intra-op thread budget of the calling thread, once per
+/// thread (each detached actor owns its thread and its OpenMP team).
+void use_thread_budget(int32_t threads);
+
+/// The caller's sender as an actor handle (null if anonymous).
+caf::actor sender_of(caf::local_actor* self);
+
+/// Tells the coordinator that `actor` failed and why, then quits `self`.
+void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
+          const std::string& what);
+
+} // namespace baton::actors

@@ -1,0 +1,303 @@
+#include "actors/coordinator.hpp"
+
+#include <map>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/interfaces.hpp"
+#include "actors/progress_line.hpp"
+#include "actors/role_spec.hpp"
+#include "actors/spawner.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// An actor the coordinator started.
+struct placed_actor {
+  std::string name;
+  std::string role;
+  std::string node;
+  caf::actor handle;
+  bool done = false; ///< its final report arrived
+};
+
+class coordinator {
+public:
+  coordinator(caf::actor_system& sys, const topology& t, const run_options& options)
+    : self_(sys), topology_(t), options_(options), progress_(options.progress_tty) {
+  }
+
+  ~coordinator() { shutdown(); }
+
+  caf::expected<job_result> run() {
+    auto started = clock_type::now();
+    if (auto err = connect_nodes())
+      return err;
+    if (auto err = spawn_all())
+      return err;
+    if (auto err = wire())
+      return err;
+    if (auto err = train())
+      return err;
+    collect_nodes();
+    result_.wall_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    result_.topology_file = topology_.file;
+    order_heads();
+    return std::move(result_);
+  }
+
+private:
+  std::chrono::milliseconds timeout() const { return topology_.runtime.request_timeout; }
+
+  // -- phase 1: spawners ---------------------------------------------------------
+
+  caf::error connect_nodes() {
+    auto& sys = self_->system();
+    if (topology_.embedded()) {
+      embedded_spawner_ = spawn_spawner(sys, "embedded");
+      spawners_[""] = embedded_spawner_;
+      return caf::none;
+    }
+    for (const auto& n : topology_.nodes) {
+      auto spawner = sys.middleman().remote_actor(n.host, n.port);
+      if (!spawner)
+        return make_error(errc::node_unreachable,
+                          topology_.file + ": node '" + n.name + "' at " + n.host + ":" +
+                            std::to_string(n.port) + " is unreachable: " +
+                            sys.render(spawner.error()));
+      self_->monitor(*spawner);
+      spawners_[n.name] = *spawner;
+    }
+    return caf::none;
+  }
+
+  // -- phase 2: spawning -------------------------------------------------------
+
+  caf::error spawn_one(const std::string& role, const std::string& name,
+                       const std::string& node, std::string spec) {
+    caf::error failure;
+    self_->request(spawners_.at(node), timeout(),
+                   messages::spawn_request{role, name, std::move(spec), {}})
+      .receive(
+        [&](caf::actor& handle) {
+          self_->monitor(handle);
+          actors_.push_back({name, role, node.empty() ? "embedded" : node, handle});
+        },
+        [&](caf::error& err) {
+          failure = make_error(errc::actor_failed, "cannot start " + role + " '" + name +
+                                                     "' on node '" +
+                                                     (node.empty() ? "embedded" : node) +
+                                                     "': " + describe(err));
+        });
+    return failure;
+  }
+
+  caf::error spawn_all() {
+    source_spec src;
+    src.dataset = topology_.dataset;
+    src.data_dir = topology_.data_dir;
+    src.train_limit = topology_.train_limit;
+    src.test_limit = topology_.test_limit;
+    src.synthetic_train = topology_.synthetic_train;
+    src.synthetic_test = topology_.synthetic_test;
+    src.plan = topology_.plan;
+    src.tasks = topology_.tasks;
+    src.window = topology_.runtime.window;
+    if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
+      return err;
+    for (const auto& s : topology_.stages) {
+      stage_spec spec{topology_.backbone, topology_.checkpoint,
+                      static_cast<int64_t>(s.begin), static_cast<int64_t>(s.end),
+                      topology_.runtime.window, topology_.runtime.stage_threads};
+      if (auto err = spawn_one("stage", s.name, s.node, to_yaml(spec)))
+        return err;
+    }
+    for (const auto& h : topology_.heads) {
+      head_role_spec spec{h.spec, topology_.runtime.head_threads,
+                          topology_.runtime.progress_every};
+      if (auto err = spawn_one("head", h.spec.name, h.node, to_yaml(spec)))
+        return err;
+    }
+    return caf::none;
+  }
+
+  // -- phase 3: wiring -----------------------------------------------------------
+
+  caf::error ask(const caf::actor& target, caf::message msg, const std::string& what) {
+    caf::error failure;
+    self_->request(target, timeout(), std::move(msg))
+      .receive([](caf::ok_atom) {},
+               [&](caf::error& err) {
+                 failure = make_error(errc::actor_failed, what + ": " + describe(err));
+               });
+    return failure;
+  }
+
+  caf::error wire() {
+    auto me = caf::actor_cast<caf::actor>(self_);
+    for (auto& a : actors_)
+      if (auto err = ask(a.handle, caf::make_message(observe_atom::value, me),
+                         "cannot reach " + a.name))
+        return err;
+    // actors_ holds: source, stages in order, heads in order.
+    size_t stages = topology_.stages.size();
+    for (size_t i = 0; i < stages; ++i) {
+      auto& from = actors_[i];
+      auto& to = actors_[i + 1];
+      if (auto err = ask(from.handle, caf::make_message(connect_atom::value, to.handle, to.name),
+                         "cannot connect " + from.name + " to " + to.name))
+        return err;
+    }
+    auto& last = actors_[stages];
+    for (size_t i = stages + 1; i < actors_.size(); ++i)
+      if (auto err = ask(last.handle,
+                         caf::make_message(connect_atom::value, actors_[i].handle, actors_[i].name),
+                         "cannot connect " + last.name + " to " + actors_[i].name))
+        return err;
+    return caf::none;
+  }
+
+  // -- phase 4: training -----------------------------------------------------------
+
+  placed_actor* find(const caf::actor_addr& addr) {
+    for (auto& a : actors_)
+      if (a.handle.address() == addr)
+        return &a;
+    return nullptr;
+  }
+
+  void on_final(messages::actor_report& r) {
+    for (auto& a : actors_)
+      if (a.name == r.actor)
+        a.done = true;
+    if (r.role == "head")
+      result_.heads.push_back(r);
+    result_.actors.push_back(std::move(r));
+  }
+
+  void on_epoch(const messages::actor_report& r) {
+    progress_.clear();
+    for (const auto& e : r.epochs)
+      spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%  train loss {:.4f}  ({} samples)",
+                   e.epoch + 1, r.actor, 100 * e.test_accuracy, e.train_loss, e.samples);
+  }
+
+  caf::error on_down(const caf::down_msg& msg) {
+    for (const auto& [node, spawner] : spawners_)
+      if (spawner.address() == msg.source)
+        return make_error(errc::node_unreachable,
+                          "lost node '" + node + "': " + self_->system().render(msg.reason));
+    auto* a = find(msg.source);
+    if (a == nullptr || a->done)
+      return caf::none;
+    return make_error(errc::actor_failed, a->role + " '" + a->name + "' on node '" + a->node +
+                                            "' terminated: " + self_->system().render(msg.reason));
+  }
+
+  caf::error on_tick(clock_type::time_point last_message) {
+    if (options_.interrupted != nullptr && options_.interrupted->load())
+      return make_error(errc::interrupted, "interrupted: stopping every actor");
+    if (clock_type::now() - last_message > options_.stall_timeout)
+      return make_error(errc::actor_failed,
+                        "no actor reported anything for " +
+                          std::to_string(options_.stall_timeout.count()) + " s: giving up");
+    return caf::none;
+  }
+
+  size_t unfinished() const {
+    size_t n = 0;
+    for (const auto& a : actors_)
+      n += a.done ? 0 : 1;
+    return n;
+  }
+
+  caf::error train() {
+    self_->send(actors_.front().handle, start_atom::value);
+    auto last_message = clock_type::now();
+    caf::error failure;
+    while (unfinished() > 0 && !failure) {
+      bool ticked = false;
+      self_->receive(
+        [&](final_atom, messages::actor_report& r) { on_final(r); },
+        [&](epoch_atom, messages::actor_report& r) { on_epoch(r); },
+        [&](messages::progress& p) { progress_.update(p.actor, p.epoch, p.samples, p.loss); },
+        [&](messages::control& c) {
+          if (c.kind == messages::control_kind::start)
+            progress_.set_total(c.value);
+        },
+        [&](failure_atom, std::string& actor, std::string& what) {
+          failure = make_error(errc::actor_failed, actor + ": " + what);
+        },
+        [&](caf::down_msg& msg) { failure = on_down(msg); },
+        caf::after(std::chrono::milliseconds(250)) >> [&] {
+          ticked = true;
+          failure = on_tick(last_message);
+        });
+      if (!ticked)
+        last_message = clock_type::now();
+    }
+    progress_.clear();
+    return failure;
+  }
+
+  // -- phase 5: collecting and shutting down -------------------------------------
+
+  void collect_nodes() {
+    if (topology_.embedded()) {
+      result_.nodes.push_back(current_node_report("embedded"));
+      return;
+    }
+    for (const auto& n : topology_.nodes)
+      self_->request(spawners_.at(n.name), timeout(), caf::get_atom::value, node_atom::value)
+        .receive([&](messages::node_report& r) { result_.nodes.push_back(std::move(r)); },
+                 [&](caf::error& err) {
+                   spdlog::warn("node {} did not report its usage: {}", n.name, describe(err));
+                 });
+    result_.nodes.push_back(current_node_report("coordinator"));
+  }
+
+  void order_heads() {
+    std::vector<messages::actor_report> ordered;
+    for (const auto& h : topology_.heads)
+      for (const auto& r : result_.heads)
+        if (r.actor == h.spec.name)
+          ordered.push_back(r);
+    result_.heads = std::move(ordered);
+  }
+
+  void shutdown() {
+    for (auto& a : actors_)
+      self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
+    if (embedded_spawner_)
+      self_->send_exit(embedded_spawner_, caf::exit_reason::kill);
+    actors_.clear();
+    embedded_spawner_ = nullptr;
+  }
+
+  caf::scoped_actor self_;
+  const topology& topology_;
+  run_options options_;
+  progress_line progress_;
+  std::map<std::string, caf::actor> spawners_; ///< node name ("" embedded) -> spawner
+  caf::actor embedded_spawner_;
+  std::vector<placed_actor> actors_; ///< source, stages in order, heads in order
+  job_result result_;
+};
+
+} // namespace
+
+caf::expected<job_result> run_transfer(caf::actor_system& sys, const topology& t,
+                                       const run_options& options) {
+  coordinator c{sys, t, options};
+  return c.run();
+}
+
+} // namespace baton::actors

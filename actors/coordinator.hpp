@@ -1,0 +1,36 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/job_result.hpp"
+#include "actors/topology.hpp"
+
+namespace baton::actors {
+
+/// How the coordinator runs a job.
+struct run_options {
+  bool progress_tty = false;  ///< redraw a progress line on the terminal
+  /// A run with no message from any actor for this long is declared stuck.
+  std::chrono::seconds stall_timeout{300};
+  /// Set (by a signal handler) to abort the run cleanly.
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Runs the transfer job of `t`: connects to its nodes (or spawns everything
+/// in this process when it has none), spawns the source, stages and heads,
+/// wires the edges (source -> stage0 -> ... -> last stage -> every head),
+/// monitors every actor, collects reports and progress, and shuts every actor
+/// down when the run ends, fails or is interrupted.
+///
+///   connect_nodes -> spawn_all -> wire -> (start) run -> collect -> shutdown
+///                       |          |          |
+///                       +----------+----------+--> shutdown (on any error)
+caf::expected<job_result> run_transfer(caf::actor_system& sys, const topology& t,
+                                       const run_options& options);
+
+} // namespace baton::actors

@@ -1,0 +1,197 @@
+#include "actors/head.hpp"
+
+#include <memory>
+#include <utility>
+
+#include <caf/all.hpp>
+
+#include "actors/activity.hpp"
+#include "actors/interfaces.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/layered_model.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using messages::control;
+using messages::control_kind;
+using messages::microbatch;
+
+/// Running sums of the current epoch.
+struct epoch_sums {
+  double loss_sum = 0;  ///< sum over microbatches of mean loss * samples
+  int64_t samples = 0;
+  int64_t correct = 0;
+  int64_t evaluated = 0;
+};
+
+struct head_state {
+  std::string name;
+  std::string node;
+  head_role_spec spec;
+  std::shared_ptr<model::head_trainer> trainer; ///< built by the spawner, used only here
+
+  caf::actor coordinator;
+  activity work;
+  epoch_sums epoch;
+  int64_t samples_total = 0;
+  int64_t steps_since_progress = 0;
+  double progress_loss = 0;
+  int64_t progress_samples = 0;
+  std::vector<messages::epoch_result> epochs;
+};
+
+using head_actor = caf::stateful_actor<head_state>;
+
+const at::Tensor* labels_of(const microbatch& m, const std::string& task) {
+  for (const auto& l : m.labels)
+    if (l.task == task)
+      return &l.values;
+  return nullptr;
+}
+
+void maybe_report_progress(head_actor* self, const microbatch& m) {
+  auto& st = self->state;
+  if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
+    return;
+  auto loss = st.progress_loss / std::max<int64_t>(1, st.progress_samples);
+  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.samples_total, loss, {}});
+  st.steps_since_progress = 0;
+  st.progress_loss = 0;
+  st.progress_samples = 0;
+}
+
+/// Trains on (or evaluates) one microbatch. Returns false on a failure.
+bool process(head_actor* self, const microbatch& m) {
+  auto& st = self->state;
+  const auto& task = st.spec.head.task_def.name;
+  const auto* labels = labels_of(m, task);
+  if (labels == nullptr) {
+    fail(self, st.coordinator, st.name,
+         "microbatch " + std::to_string(m.id) + " carries no labels for task '" + task + "'");
+    return false;
+  }
+  auto since = activity::clock::now();
+  try {
+    use_thread_budget(st.spec.threads);
+    auto batch = m.payload.size(0);
+    if (m.eval) {
+      st.epoch.correct += st.trainer->correct(m.payload, *labels);
+      st.epoch.evaluated += batch;
+    } else {
+      auto last = m.index_in_step == m.step_size - 1;
+      auto loss = st.trainer->train(m.payload, *labels, m.step_size, last);
+      st.epoch.loss_sum += loss * batch;
+      st.epoch.samples += batch;
+      st.samples_total += batch;
+      st.progress_loss += loss * batch;
+      st.progress_samples += batch;
+    }
+  } catch (const std::exception& e) {
+    fail(self, st.coordinator, st.name,
+         "training on microbatch " + std::to_string(m.id) + " failed: " + e.what());
+    return false;
+  }
+  st.work.add_busy(since);
+  if (!m.eval)
+    maybe_report_progress(self, m);
+  return true;
+}
+
+messages::actor_report make_report(const head_state& st) {
+  messages::actor_report r;
+  r.actor = st.name;
+  r.role = "head";
+  r.task = st.spec.head.task_def.name;
+  r.node = st.node;
+  r.busy_seconds = st.work.busy_seconds();
+  r.idle_seconds = st.work.idle_seconds();
+  r.samples = st.samples_total;
+  if (!st.epochs.empty()) {
+    r.train_loss = st.epochs.back().train_loss;
+    r.test_accuracy = st.epochs.back().test_accuracy;
+  }
+  r.weights_digest = model::weights_digest(st.trainer->model());
+  r.epochs = st.epochs;
+  return r;
+}
+
+void on_control(head_actor* self, const control& c) {
+  auto& st = self->state;
+  if (c.kind == control_kind::epoch_end) {
+    messages::epoch_result e;
+    e.epoch = c.epoch;
+    e.samples = st.epoch.samples;
+    e.train_loss = st.epoch.samples ? st.epoch.loss_sum / st.epoch.samples : 0.0;
+    e.test_accuracy =
+      st.epoch.evaluated ? static_cast<double>(st.epoch.correct) / st.epoch.evaluated : 0.0;
+    st.epochs.push_back(e);
+    st.epoch = {};
+    auto report = make_report(st);
+    report.epochs = {e};
+    self->send(st.coordinator, epoch_atom::value, std::move(report));
+  } else if (c.kind == control_kind::end_of_stream) {
+    self->send(st.coordinator, final_atom::value, make_report(st));
+  }
+}
+
+struct head_setup {
+  std::string name;
+  std::string node;
+  head_role_spec spec;
+  std::shared_ptr<model::head_trainer> trainer;
+};
+
+caf::behavior head_behavior(head_actor* self, head_setup setup) {
+  auto& init = self->state;
+  init.name = std::move(setup.name);
+  init.node = std::move(setup.node);
+  init.spec = std::move(setup.spec);
+  init.trainer = std::move(setup.trainer);
+  self->set_down_handler([=](const caf::down_msg& msg) {
+    if (msg.source == self->state.coordinator.address())
+      self->quit(msg.reason);
+  });
+  return {
+    [=](observe_atom, const caf::actor& coordinator) {
+      self->state.coordinator = coordinator;
+      self->monitor(coordinator);
+      return caf::ok_atom::value;
+    },
+    [=](const microbatch& m) {
+      auto& st = self->state;
+      if (m.invalid)
+        return fail(self, st.coordinator, st.name,
+                    "refused a microbatch that could not be decoded: " + describe(m.invalid));
+      st.work.begin();
+      self->send(sender_of(self), messages::credit{m.id, 1, {}});
+      process(self, m);
+    },
+    [=](const control& c) {
+      if (c.invalid)
+        return fail(self, self->state.coordinator, self->state.name,
+                    "refused a control message: " + describe(c.invalid));
+      on_control(self, c);
+    },
+  };
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& name,
+                                     const std::string& node, const head_role_spec& spec) {
+  try {
+    auto trainer = std::make_shared<model::head_trainer>(
+      model::make_model(spec.head.model), spec.head.task_def, spec.head.optimizer);
+    head_setup setup{name, node, spec, std::move(trainer)};
+    return sys.spawn<caf::detached>(head_behavior, std::move(setup));
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, name + ": " + e.what());
+  }
+}
+
+} // namespace baton::actors

@@ -1,0 +1,50 @@
+#pragma once
+
+// The messages every actor role understands, in one place.
+//
+// The roles are dynamically typed CAF actors (`caf::actor`): the downstream of
+// a stage may be another stage or a head, reached in-process or through a
+// node, and the same wiring code serves both. Each role's accepted messages:
+//
+//   spawner (one per node)
+//     spawn_request              -> caf::actor | error   start a registered role
+//     (get_atom, node_atom)      -> node_report           resources and usage
+//
+//   source
+//     (observe_atom, actor c)    -> ok_atom   report to c; quit when c is down
+//     (connect_atom, actor d, string name) -> ok_atom    downstream edge
+//     (start_atom)                            begin emitting
+//     credit                                  a slot freed downstream
+//
+//   stage (frozen)
+//     observe, connect as above
+//     microbatch                              forward, send to every downstream
+//     control                                 forwarded in order after the
+//                                             microbatches before it
+//     credit                                  a slot freed downstream
+//
+//   head
+//     observe as above
+//     microbatch                              train (or evaluate when eval)
+//     control                                 epoch_end: report the epoch;
+//                                             end_of_stream: final report
+//
+// Everything an actor tells the coordinator:
+//     actor_report   (per epoch: epochs has one entry, final: whole run)
+//     progress       (every runtime.progress_every steps)
+//     control{start, value = total training samples}   from the source
+//     (failure_atom, string actor, string what)        a fatal error in an actor
+
+#include <caf/atom.hpp>
+
+namespace baton::actors {
+
+using observe_atom = caf::atom_constant<caf::atom("observe")>;
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using node_atom = caf::atom_constant<caf::atom("node")>;
+using final_atom = caf::atom_constant<caf::atom("final")>;
+using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
+using failure_atom = caf::atom_constant<caf::atom("failure")>;
+
+} // namespace baton::actors

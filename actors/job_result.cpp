@@ -1,0 +1,158 @@
+#include "actors/job_result.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+nlohmann::json head_json(const messages::actor_report& h) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : h.epochs)
+    epochs.push_back({{"epoch", e.epoch},
+                      {"train_loss", e.train_loss},
+                      {"test_accuracy", e.test_accuracy},
+                      {"samples", e.samples}});
+  return {{"name", h.actor},           {"task", h.task},
+          {"test_accuracy", h.test_accuracy}, {"train_loss", h.train_loss},
+          {"samples", h.samples},      {"weights_digest", h.weights_digest},
+          {"node", h.node},            {"epochs", epochs}};
+}
+
+messages::actor_report head_from_json(const nlohmann::json& j) {
+  messages::actor_report h;
+  h.actor = j.at("name").get<std::string>();
+  h.role = "head";
+  h.task = j.at("task").get<std::string>();
+  h.test_accuracy = j.at("test_accuracy").get<double>();
+  h.train_loss = j.at("train_loss").get<double>();
+  h.samples = j.at("samples").get<int64_t>();
+  h.weights_digest = j.at("weights_digest").get<std::string>();
+  h.node = j.value("node", "");
+  for (const auto& e : j.value("epochs", nlohmann::json::array()))
+    h.epochs.push_back({e.at("epoch").get<int32_t>(), e.at("train_loss").get<double>(),
+                        e.at("test_accuracy").get<double>(), e.at("samples").get<int64_t>()});
+  return h;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+} // namespace
+
+nlohmann::json to_json(const job_result& r) {
+  nlohmann::json j;
+  j["job"] = r.job;
+  j["mode"] = r.mode;
+  j["topology"] = r.topology_file;
+  j["wall_seconds"] = r.wall_seconds;
+  j["heads"] = nlohmann::json::array();
+  for (const auto& h : r.heads)
+    j["heads"].push_back(head_json(h));
+  j["nodes"] = nlohmann::json::array();
+  for (const auto& n : r.nodes)
+    j["nodes"].push_back({{"name", n.name},
+                          {"peak_rss_bytes", n.peak_rss_bytes},
+                          {"cpu_seconds", n.cpu_seconds},
+                          {"cores", n.cores},
+                          {"memory_bytes", n.memory_bytes}});
+  j["edges"] = nlohmann::json::array();
+  j["actors"] = nlohmann::json::array();
+  for (const auto& a : r.actors) {
+    for (const auto& e : a.edges)
+      j["edges"].push_back(
+        {{"from", e.from}, {"to", e.to}, {"messages", e.messages}, {"bytes", e.bytes}});
+    j["actors"].push_back({{"name", a.actor},
+                           {"role", a.role},
+                           {"node", a.node},
+                           {"busy_seconds", a.busy_seconds},
+                           {"idle_seconds", a.idle_seconds}});
+  }
+  return j;
+}
+
+caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
+  try {
+    job_result r;
+    r.job = j.at("job").get<std::string>();
+    r.mode = j.at("mode").get<std::string>();
+    r.topology_file = j.value("topology", "");
+    r.wall_seconds = j.at("wall_seconds").get<double>();
+    for (const auto& h : j.at("heads"))
+      r.heads.push_back(head_from_json(h));
+    for (const auto& n : j.at("nodes"))
+      r.nodes.push_back({n.at("name").get<std::string>(), n.at("peak_rss_bytes").get<int64_t>(),
+                         n.at("cpu_seconds").get<double>(), n.value("cores", 0),
+                         n.value("memory_bytes", int64_t{0}), {}});
+    for (const auto& a : j.at("actors")) {
+      messages::actor_report x;
+      x.actor = a.at("name").get<std::string>();
+      x.role = a.at("role").get<std::string>();
+      x.node = a.value("node", "");
+      x.busy_seconds = a.at("busy_seconds").get<double>();
+      x.idle_seconds = a.at("idle_seconds").get<double>();
+      r.actors.push_back(std::move(x));
+    }
+    return r;
+  } catch (const std::exception& e) {
+    return make_error(errc::malformed_message, std::string{"metrics JSON: "} + e.what());
+  }
+}
+
+caf::expected<void> write_metrics(const job_result& r, const std::string& path) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp};
+    out << to_json(r).dump(2) << '\n';
+    if (!out)
+      return make_error(errc::bad_file, "cannot write metrics to '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error(errc::bad_file, "cannot rename '" + tmp + "' to '" + path + "'");
+  return caf::unit;
+}
+
+std::string results_table(const job_result& r) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-12s %-10s %10s %10s %9s  %s\n", "head", "task",
+                "test acc", "train loss", "samples", "weights (sha256)");
+  out << line;
+  for (const auto& h : r.heads) {
+    std::snprintf(line, sizeof line, "%-12s %-10s %9.2f%% %10.4f %9lld  %.16s\n",
+                  h.actor.c_str(), h.task.c_str(), 100 * h.test_accuracy, h.train_loss,
+                  static_cast<long long>(h.samples), h.weights_digest.c_str());
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "%s (%s): %.1f s wall, %s peak memory over %zu process(es)\n",
+                r.job.c_str(), r.mode.c_str(), r.wall_seconds, mib(total_peak_rss(r)).c_str(),
+                r.nodes.size());
+  out << line;
+  return out.str();
+}
+
+int64_t total_peak_rss(const job_result& r) {
+  int64_t sum = 0;
+  for (const auto& n : r.nodes)
+    sum += n.peak_rss_bytes;
+  return sum;
+}
+
+int64_t total_edge_bytes(const job_result& r) {
+  int64_t sum = 0;
+  for (const auto& a : r.actors)
+    for (const auto& e : a.edges)
+      sum += e.bytes;
+  return sum;
+}
+
+} // namespace baton::actors

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// Everything a finished run reports: the metrics JSON and the results table.
+struct job_result {
+  std::string job = "transfer";
+  std::string mode = "shared";  ///< shared (one backbone, K heads) | separate (baseline)
+  std::string topology_file;
+  double wall_seconds = 0;
+  std::vector<messages::actor_report> heads;  ///< in topology order
+  std::vector<messages::node_report> nodes;
+  std::vector<messages::actor_report> actors; ///< every actor, heads included
+};
+
+/// The metrics JSON: wall_seconds; heads [{name, task, test_accuracy,
+/// train_loss, samples, weights_digest, epochs}]; nodes [{name,
+/// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
+/// actors [{name, role, node, busy_seconds, idle_seconds}].
+nlohmann::json to_json(const job_result& r);
+
+/// Reads a job result back from its metrics JSON (used by the baseline,
+/// which collects one result per process).
+caf::expected<job_result> job_result_from_json(const nlohmann::json& j);
+
+/// Writes to_json(r) to `path` atomically.
+caf::expected<void> write_metrics(const job_result& r, const std::string& path);
+
+/// A plain-text table of the heads' results and the run's totals.
+std::string results_table(const job_result& r);
+
+/// Sum of peak RSS over the nodes (processes) of a run.
+int64_t total_peak_rss(const job_result& r);
+
+/// Sum of bytes over all edges of a run.
+int64_t total_edge_bytes(const job_result& r);
+
+} // namespace baton::actors

@@ -1,0 +1,250 @@
+#include "actors/jobs.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/child_process.hpp"
+#include "actors/coordinator.hpp"
+#include "actors/default_topology.hpp"
+#include "actors/local_cluster.hpp"
+#include "actors/spawner.hpp"
+#include "actors/system.hpp"
+#include "messages/errc.hpp"
+#include "model/checkpoint.hpp"
+#include "model/dataset.hpp"
+#include "model/error.hpp"
+#include "model/local.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int32_t cores() {
+  return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+}
+
+system_settings settings_of(const topology& t) {
+  return {t.runtime.scheduler_threads, t.runtime.heartbeat_interval,
+          t.runtime.connection_timeout};
+}
+
+/// Loads the topology's train and test splits (the same data a source reads).
+std::pair<model::dataset, model::dataset> load_data(const topology& t, int64_t train_limit) {
+  if (t.dataset == "synthetic")
+    return {model::make_synthetic(t.synthetic_train, 1, 28, 28, 10, t.plan.seed),
+            model::make_synthetic(t.synthetic_test, 1, 28, 28, 10, t.plan.seed + 1)};
+  return {model::load_fashion_mnist(t.data_dir, model::split::train, train_limit),
+          model::load_fashion_mnist(t.data_dir, model::split::test, t.test_limit)};
+}
+
+model::progress_fn log_progress(const std::string& what) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [what, last](const std::string& name, int32_t epoch, int64_t samples, double loss) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - *last < std::chrono::seconds(5))
+      return;
+    *last = now;
+    spdlog::info("{} {}: epoch {} {} samples, loss {:.4f}", what, name, epoch + 1, samples, loss);
+  };
+}
+
+// -- the local loop (--mode local): one process, no actors --------------------
+
+caf::expected<job_result> run_local(const topology& t, const run_request& r) {
+  at::set_num_threads(r.threads > 0 ? r.threads : cores());
+  std::vector<model::head_spec> heads;
+  for (const auto& h : t.heads)
+    if (r.only_head.empty() || h.spec.name == r.only_head)
+      heads.push_back(h.spec);
+  if (heads.empty())
+    return make_error(errc::bad_config, "--only-head " + r.only_head + ": no such head");
+  try {
+    auto [train, test] = load_data(t, t.train_limit);
+    auto backbone = model::make_model(t.backbone);
+    if (!t.checkpoint.empty())
+      model::load_checkpoint(backbone, t.checkpoint);
+    backbone.set_trainable(false);
+    backbone.train(false);
+    auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
+                                             log_progress("local"));
+    job_result out;
+    out.mode = "local";
+    for (const auto& h : results) {
+      messages::actor_report rep;
+      rep.actor = h.name;
+      rep.role = "head";
+      rep.task = h.task;
+      rep.node = "local";
+      rep.samples = h.samples;
+      rep.train_loss = h.train_loss.empty() ? 0 : h.train_loss.back();
+      rep.test_accuracy = h.test_accuracy.empty() ? 0 : h.test_accuracy.back();
+      rep.weights_digest = h.weights_digest;
+      for (size_t e = 0; e < h.train_loss.size(); ++e)
+        rep.epochs.push_back({static_cast<int32_t>(e), h.train_loss[e], h.test_accuracy[e],
+                              h.samples / static_cast<int64_t>(h.train_loss.size())});
+      out.heads.push_back(rep);
+      out.actors.push_back(rep);
+    }
+    out.nodes.push_back(current_node_report(r.only_head.empty() ? "local" : r.only_head));
+    return out;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
+// -- the actor run: embedded, on listed nodes, or on local nodes --------------
+
+caf::expected<job_result> run_actors(topology t, const run_request& r) {
+  std::optional<local_cluster> cluster;
+  if (r.local_nodes > 0) {
+    auto dir = make_work_directory("baton-nodes");
+    if (!dir)
+      return dir.error();
+    t = with_local_nodes(std::move(t), r.local_nodes);
+    auto started = local_cluster::start(r.local_nodes, settings_of(t), *dir);
+    if (!started)
+      return started.error();
+    cluster = std::move(*started);
+    t = cluster->place(std::move(t));
+    spdlog::info("started {} local nodes (logs in {})", r.local_nodes, *dir);
+  }
+  caf::actor_system_config cfg;
+  configure(cfg, settings_of(t));
+  caf::actor_system sys{cfg};
+  run_options options;
+  options.progress_tty = r.progress_tty;
+  options.interrupted = r.interrupted;
+  auto result = run_transfer(sys, t, options);
+  if (cluster)
+    cluster->stop();
+  return result;
+}
+
+// -- the separate baseline: K processes, one per head -------------------------
+
+caf::expected<job_result> run_separate(const topology& t, const run_request& r) {
+  auto dir = make_work_directory("baton-baseline");
+  if (!dir)
+    return dir.error();
+  auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(t.heads.size()));
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, child_process>> children;
+  for (const auto& h : t.heads) {
+    std::vector<std::string> argv{self_executable(), "run"};
+    if (!r.topology_path.empty())
+      argv.push_back(r.topology_path);
+    for (const auto& o : r.overrides) {
+      argv.push_back("--set");
+      argv.push_back(o);
+    }
+    auto out = *dir + "/" + h.spec.name + ".json";
+    argv.insert(argv.end(), {"--mode", "local", "--only-head", h.spec.name, "--threads",
+                             std::to_string(threads), "--metrics-out", out});
+    auto child = child_process::start(argv, *dir + "/" + h.spec.name + ".log");
+    if (!child)
+      return child.error();
+    children.emplace_back(out, std::move(*child));
+  }
+  spdlog::info("baseline: {} separate processes ({} torch thread(s) each, logs in {})",
+               children.size(), threads, *dir);
+  job_result result;
+  result.mode = "separate";
+  result.topology_file = t.file;
+  for (auto& [out, child] : children) {
+    while (child.running()) {
+      if (r.interrupted && r.interrupted->load())
+        return make_error(errc::interrupted, "interrupted: stopping the baseline processes");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (auto code = child.wait(); code != 0)
+      return make_error(errc::actor_failed, "baseline process failed (exit code " +
+                                              std::to_string(code) + "); its log:\n" +
+                                              child.log_tail());
+    std::ifstream in{out};
+    auto part = job_result_from_json(nlohmann::json::parse(in, nullptr, false));
+    if (!part)
+      return part.error();
+    for (auto& h : part->heads)
+      result.heads.push_back(h);
+    for (auto& n : part->nodes)
+      result.nodes.push_back(n);
+    for (auto& a : part->actors)
+      result.actors.push_back(a);
+  }
+  result.wall_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+} // namespace
+
+caf::expected<topology> load_request_topology(const run_request& r) {
+  if (!r.topology_path.empty())
+    return load_topology(r.topology_path, r.overrides);
+  // The built-in default keeps its checkpoint where configs/transfer.yaml does.
+  std::vector<std::string> overrides{"backbone.checkpoint=" BATON_SOURCE_DIR
+                                     "/build/checkpoints/convnet-pretrained.pt"};
+  overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
+  return parse_topology(default_topology_yaml, embedded_topology_name, overrides);
+}
+
+caf::expected<void> ensure_pretrained(const topology& t, bool force) {
+  if (t.checkpoint.empty() || (!force && fs::exists(t.checkpoint)))
+    return caf::unit;
+  const auto* task = t.find_task(t.pretrain.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
+                                          "' is not one of the topology's tasks");
+  spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
+               "epoch(s)) first",
+               t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
+               t.pretrain.epochs);
+  at::set_num_threads(cores());
+  try {
+    auto [train, test] = load_data(t, t.pretrain.train_limit);
+    model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
+    spec.plan.epochs = t.pretrain.epochs;
+    auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
+    spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",
+                 t.checkpoint, 100 * accuracy, task->name);
+    return caf::unit;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, std::string{"pre-training failed: "} + e.what());
+  }
+}
+
+caf::expected<job_result> run_job(const run_request& r) {
+  auto t = load_request_topology(r);
+  if (!t)
+    return t.error();
+  if (auto ok = ensure_pretrained(*t); !ok)
+    return ok.error();
+  caf::expected<job_result> result = make_error(errc::bad_config, "no job ran");
+  if (r.mode == "local")
+    result = run_local(*t, r);
+  else if (!r.mode.empty())
+    return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
+  else if (r.baseline == "separate")
+    result = run_separate(*t, r);
+  else if (!r.baseline.empty())
+    return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
+  else
+    result = run_actors(*t, r);
+  if (result && !r.metrics_out.empty())
+    if (auto ok = write_metrics(*result, r.metrics_out); !ok)
+      return ok.error();
+  return result;
+}
+
+} // namespace baton::actors

@@ -1,0 +1,61 @@
+#pragma once
+
+// What the `baton` commands do, behind the argument parsing of apps/.
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/job_result.hpp"
+#include "actors/topology.hpp"
+
+namespace baton::actors {
+
+/// The name under which the built-in default topology (configs/transfer.yaml,
+/// compiled in) is used when `baton run` gets no file.
+inline constexpr const char* embedded_topology_name = "<embedded configs/transfer.yaml>";
+
+/// `baton run` and `baton pretrain` arguments.
+struct run_request {
+  std::string topology_path;             ///< empty: the built-in default
+  std::vector<std::string> overrides;    ///< --set key=value
+  int32_t local_nodes = 0;               ///< --local-nodes N
+  std::string baseline;                  ///< --baseline separate
+  std::string mode;                      ///< --mode local (one process, no actors)
+  std::string only_head;                 ///< --only-head NAME (with --mode local)
+  int32_t threads = 0;                   ///< --threads (local mode); 0 = all cores
+  std::string metrics_out;               ///< --metrics-out FILE
+  bool progress_tty = false;
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Loads the request's topology (file or built-in default) with overrides.
+caf::expected<topology> load_request_topology(const run_request& r);
+
+/// Makes the backbone checkpoint by pre-training if it is missing (and says
+/// so). Nothing happens when the topology has no checkpoint.
+caf::expected<void> ensure_pretrained(const topology& t, bool force = false);
+
+/// Runs the job the request describes: the transfer job with actors
+/// (embedded, on listed nodes or on --local-nodes), the separate baseline,
+/// or the local single-process loop.
+caf::expected<job_result> run_job(const run_request& r);
+
+/// `baton bench transfer` options.
+struct bench_request {
+  int32_t heads = 3;
+  bool quick = false;
+  std::string json_out;
+  std::vector<std::string> backbones{"convnet", "convnet_wide"};
+  std::vector<std::string> overrides;
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Runs the shared-backbone job and the separate baseline, one after the
+/// other, for each backbone; prints wall times, ratios, peak memory and bytes
+/// between actors; writes the figures to json_out if set. Returns the exit code.
+int bench_transfer(const bench_request& r);
+
+} // namespace baton::actors

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/child_process.hpp"
+#include "actors/system.hpp"
+#include "actors/topology.hpp"
+
+namespace baton::actors {
+
+/// N `baton node` processes on 127.0.0.1 with OS-chosen ports, started for
+/// one run (`baton run --local-nodes N`) and always stopped when this object
+/// goes away (also on errors and Ctrl-C). Node logs go to `workdir`.
+class local_cluster {
+public:
+  /// Starts nodes n1..nN and waits until each has written its port.
+  static caf::expected<local_cluster> start(int32_t count, const system_settings& settings,
+                                            const std::string& workdir);
+
+  /// The nodes' addresses, in order n1..nN.
+  const std::vector<node_address>& addresses() const { return addresses_; }
+
+  /// Replaces the topology's node ports with the running nodes' ports.
+  topology place(topology t) const;
+
+  /// Stops every node (SIGTERM, then SIGKILL after a grace period).
+  void stop();
+
+private:
+  std::vector<child_process> nodes_;
+  std::vector<node_address> addresses_;
+};
+
+/// A fresh private directory under $TMPDIR (or /tmp) for logs and port files.
+caf::expected<std::string> make_work_directory(const std::string& prefix);
+
+} // namespace baton::actors

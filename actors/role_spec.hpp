@@ -1,0 +1,57 @@
+#pragma once
+
+// The settings of each actor role, as the coordinator sends them to a node in
+// a spawn_request (YAML text in `spec`). A node parses them strictly: a spec
+// it cannot read is refused with errc::bad_config, never half-applied.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "model/layered_model.hpp"
+#include "model/local.hpp"
+#include "model/task.hpp"
+
+namespace baton::actors {
+
+/// A source: reads a dataset and emits microbatches under a credit window.
+struct source_spec {
+  std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
+  std::string data_dir;
+  int64_t train_limit = 0;
+  int64_t test_limit = 0;
+  int64_t synthetic_train = 4096;
+  int64_t synthetic_test = 1024;
+  model::batch_plan plan;
+  std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
+  int32_t window = 4;
+};
+
+/// A frozen stage: layers [begin, end) of the backbone.
+struct stage_spec {
+  model::model_spec backbone;
+  std::string checkpoint; ///< whole-backbone checkpoint; empty = initial weights
+  int64_t begin = 0;
+  int64_t end = 0;
+  int32_t window = 4;
+  int32_t threads = 1;    ///< torch threads of this actor
+};
+
+/// A trainable head.
+struct head_role_spec {
+  model::head_spec head;
+  int32_t threads = 1;
+  int32_t progress_every = 20;
+};
+
+std::string to_yaml(const source_spec& x);
+std::string to_yaml(const stage_spec& x);
+std::string to_yaml(const head_role_spec& x);
+
+caf::expected<source_spec> parse_source_spec(const std::string& yaml);
+caf::expected<stage_spec> parse_stage_spec(const std::string& yaml);
+caf::expected<head_role_spec> parse_head_spec(const std::string& yaml);
+
+} // namespace baton::actors

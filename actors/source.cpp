@@ -1,0 +1,223 @@
+#include "actors/source.hpp"
+
+#include <deque>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <caf/all.hpp>
+
+#include "actors/activity.hpp"
+#include "actors/credit_window.hpp"
+#include "actors/interfaces.hpp"
+#include "messages/codec.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/dataset.hpp"
+#include "model/error.hpp"
+#include "model/task.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using messages::control;
+using messages::control_kind;
+using messages::microbatch;
+
+struct source_state {
+  std::string name;
+  std::string node;
+  source_spec spec;
+  model::dataset train;
+  model::dataset test;
+
+  caf::actor coordinator;
+  caf::actor downstream;
+  std::string downstream_name;
+  credit_window window{1};
+  messages::edge_stats edge;
+  activity work;
+
+  // Cursor over the emission order (see source.hpp).
+  int32_t epoch = 0;
+  model::epoch_plan train_plan;
+  std::vector<std::vector<int64_t>> eval_plan;
+  size_t next_train = 0;
+  size_t next_eval = 0;
+  int64_t next_id = 0;
+  int64_t step_base = 0; ///< optimiser steps of the epochs before this one
+  bool started = false;
+  bool finished = false;
+};
+
+/// What the source starts with: loaded before spawning, so that a missing
+/// file fails the spawn request instead of a running actor.
+struct source_setup {
+  std::string name;
+  std::string node;
+  source_spec spec;
+  model::dataset train;
+  model::dataset test;
+};
+
+using source_actor = caf::stateful_actor<source_state>;
+
+microbatch make_microbatch(source_state& st, const model::dataset& data,
+                           const std::vector<int64_t>& ids, bool eval) {
+  auto [images, labels] = model::gather(data, ids);
+  microbatch m;
+  m.id = st.next_id++;
+  m.epoch = st.epoch;
+  m.eval = eval;
+  m.payload = std::move(images);
+  for (const auto& t : st.spec.tasks)
+    m.labels.push_back({t.name, model::apply(t, labels)});
+  if (!eval) {
+    auto k = st.next_train;
+    m.step = st.step_base + st.train_plan.step_of[k];
+    m.step_size = st.train_plan.step_size_of[k];
+    // Position within the minibatch: count back to the first of its step.
+    int32_t index = 0;
+    while (k > 0 && st.train_plan.step_of[k - 1] == st.train_plan.step_of[st.next_train]) {
+      --k;
+      ++index;
+    }
+    m.index_in_step = index;
+  }
+  return m;
+}
+
+void send_microbatch(source_actor* self, microbatch m) {
+  auto& st = self->state;
+  st.window.on_send();
+  st.edge.messages += 1;
+  st.edge.bytes += messages::payload_bytes(m);
+  self->send(st.downstream, std::move(m));
+}
+
+void start_epoch(source_state& st) {
+  st.train_plan = model::plan_epoch(st.train.size(), st.spec.plan, st.epoch);
+  st.next_train = 0;
+  st.next_eval = 0;
+}
+
+void finish(source_actor* self) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.downstream, control{control_kind::end_of_stream, st.epoch, 0, "", {}});
+  messages::actor_report report;
+  report.actor = st.name;
+  report.role = "source";
+  report.node = st.node;
+  report.busy_seconds = st.work.busy_seconds();
+  report.idle_seconds = st.work.idle_seconds();
+  report.edges.push_back(st.edge);
+  self->send(st.coordinator, final_atom::value, std::move(report));
+}
+
+/// Emits while the window has credit; controls need none.
+void pump(source_actor* self) {
+  auto& st = self->state;
+  while (st.started && !st.finished) {
+    if (st.next_train < st.train_plan.microbatches.size()) {
+      if (!st.window.can_send())
+        return;
+      auto since = activity::clock::now();
+      auto m = make_microbatch(st, st.train, st.train_plan.microbatches[st.next_train], false);
+      st.work.add_busy(since);
+      ++st.next_train;
+      send_microbatch(self, std::move(m));
+    } else if (st.next_eval < st.eval_plan.size()) {
+      if (!st.window.can_send())
+        return;
+      auto m = make_microbatch(st, st.test, st.eval_plan[st.next_eval++], true);
+      send_microbatch(self, std::move(m));
+    } else {
+      self->send(st.downstream, control{control_kind::epoch_end, st.epoch, 0, "", {}});
+      st.step_base += st.train_plan.step_of.empty() ? 0 : st.train_plan.step_of.back() + 1;
+      if (++st.epoch == st.spec.plan.epochs)
+        return finish(self);
+      start_epoch(st);
+    }
+  }
+}
+
+caf::behavior source_behavior(source_actor* self, source_setup setup) {
+  auto& init = self->state;
+  init.name = std::move(setup.name);
+  init.node = std::move(setup.node);
+  init.spec = std::move(setup.spec);
+  init.train = std::move(setup.train);
+  init.test = std::move(setup.test);
+  init.window = credit_window{init.spec.window};
+  init.eval_plan = model::plan_eval(init.test.size(), init.spec.plan.batch_size);
+  self->set_down_handler([=](const caf::down_msg& msg) {
+    if (msg.source == self->state.coordinator.address())
+      self->quit(msg.reason);
+  });
+  return {
+    [=](observe_atom, const caf::actor& coordinator) {
+      self->state.coordinator = coordinator;
+      self->monitor(coordinator);
+      return caf::ok_atom::value;
+    },
+    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
+      auto& st = self->state;
+      st.downstream = downstream;
+      st.downstream_name = name;
+      st.edge = {st.name, name, 0, 0};
+      return caf::ok_atom::value;
+    },
+    [=](start_atom) {
+      auto& st = self->state;
+      if (st.started || !st.downstream)
+        return;
+      st.started = true;
+      st.work.begin();
+      use_thread_budget(1);
+      int64_t total = st.train.size() * st.spec.plan.epochs;
+      self->send(st.coordinator, control{control_kind::start, 0, total, st.name, {}});
+      start_epoch(st);
+      pump(self);
+    },
+    [=](const messages::credit& c) {
+      auto& st = self->state;
+      if (c.invalid || !st.window.on_credit(c.slots))
+        return fail(self, st.coordinator, st.name,
+                    "received a credit that matches no message in flight");
+      pump(self);
+    },
+  };
+}
+
+caf::expected<std::pair<model::dataset, model::dataset>> load_data(const source_spec& spec) {
+  try {
+    if (spec.dataset == "synthetic") {
+      auto train = model::make_synthetic(spec.synthetic_train, 1, 28, 28, 10, spec.plan.seed);
+      auto test = model::make_synthetic(spec.synthetic_test, 1, 28, 28, 10, spec.plan.seed + 1);
+      return std::make_pair(std::move(train), std::move(test));
+    }
+    if (spec.dataset == "fashion-mnist") {
+      auto train = model::load_fashion_mnist(spec.data_dir, model::split::train, spec.train_limit);
+      auto test = model::load_fashion_mnist(spec.data_dir, model::split::test, spec.test_limit);
+      return std::make_pair(std::move(train), std::move(test));
+    }
+    return make_error(errc::bad_config, "unknown dataset '" + spec.dataset + "'");
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
+                                       const std::string& node, const source_spec& spec) {
+  auto data = load_data(spec);
+  if (!data)
+    return data.error();
+  source_setup setup{name, node, spec, std::move(data->first), std::move(data->second)};
+  return sys.spawn<caf::detached>(source_behavior, std::move(setup));
+}
+
+} // namespace baton::actors

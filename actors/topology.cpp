@@ -1,0 +1,820 @@
+#include "actors/topology.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include <c10/util/Exception.h>
+#include <yaml-cpp/yaml.h>
+
+#include "messages/errc.hpp"
+#include "model/error.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// -- errors -------------------------------------------------------------------
+
+// A validation failure, already formatted "where: what". It only unwinds the
+// section parsers of this file, so that each check stays one line instead of
+// an error-return ladder; parse_topology turns it into a bad_config value and
+// nothing thrown here leaves this file.
+class config_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail_at(const std::string& where, const std::string& what) {
+  throw config_error(where + ": " + what);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& x) {
+  return std::find(items.begin(), items.end(), x) != items.end();
+}
+
+// -- schema -------------------------------------------------------------------
+
+// The keys of each map section by path pattern ("*" stands for a list index).
+// The validation and `--set` both read this one table, so they cannot
+// disagree about what a known key is.
+const std::map<std::string, std::vector<std::string>>& section_keys() {
+  static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
+  static const std::map<std::string, std::vector<std::string>> keys = {
+    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes"}},
+    {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
+              "epochs", "node", "synthetic_train", "synthetic_test"}},
+    {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "place", "pretrain"}},
+    {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
+    {"backbone.pretrain.optimizer", optimizer},
+    {"tasks.*", {"name", "labels"}},
+    {"heads.*", {"name", "task", "node", "optimizer"}},
+    {"heads.*.optimizer", optimizer},
+    {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
+                 "connection_timeout_ms", "request_timeout_ms", "progress_every"}},
+    {"nodes.*", {"name", "host", "port"}},
+  };
+  return keys;
+}
+
+// Paths whose value is a list; `--set` addresses their entries by index.
+bool is_list(const std::string& pattern) {
+  static const std::vector<std::string> lists = {"tasks", "heads", "nodes", "backbone.split",
+                                                 "backbone.place", "tasks.*.labels"};
+  return contains(lists, pattern);
+}
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::optional<size_t> parse_index(const std::string& text) {
+  size_t value = 0;
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (text.empty() || ec != std::errc{} || end != last)
+    return std::nullopt;
+  return value;
+}
+
+// "heads.2.optimizer" -> "heads.*.optimizer": the schema entry of a path.
+std::string pattern_of(const std::string& path) {
+  std::string out, segment;
+  std::istringstream in(path);
+  while (std::getline(in, segment, '.'))
+    out = child_path(out, parse_index(segment) ? "*" : segment);
+  return out;
+}
+
+// "at the top level" / "in 'runtime'", for key errors.
+std::string in_section(const std::string& path) {
+  return path.empty() ? "at the top level" : "in '" + path + "'";
+}
+
+// -- located values -------------------------------------------------------------
+
+// What every field needs to say where it came from: the file, and which paths
+// `--set` replaced (an error in those names the override, not a line).
+struct source_info {
+  std::string file;
+  fs::path base_dir;                            ///< relative paths are resolved here
+  std::map<std::string, std::string> overrides; ///< path -> "--set path=value"
+};
+
+// A YAML value with its dotted path and origin; the checked readers below
+// take one and fail with "file:line: 'path' must be ..., got ...".
+class field {
+public:
+  field(const source_info& source, YAML::Node node, std::string path, int line,
+        std::string origin)
+    : source_(&source), node_(std::move(node)), path_(std::move(path)), line_(line),
+      origin_(std::move(origin)) {}
+
+  field(const field&) = default;
+  // YAML::Node's operator= writes through to the node it refers to (it would
+  // edit the document); a field must rebind instead.
+  field& operator=(const field& other) {
+    source_ = other.source_;
+    node_.reset(other.node_);
+    path_ = other.path_;
+    line_ = other.line_;
+    origin_ = other.origin_;
+    return *this;
+  }
+
+  static field root(const source_info& source, const YAML::Node& doc) {
+    return field(source, doc, "", doc.Mark().line, "");
+  }
+
+  const YAML::Node& node() const { return node_; }
+  const std::string& path() const { return path_; }
+  const source_info& source() const { return *source_; }
+  bool is_null() const { return !node_.IsDefined() || node_.IsNull(); }
+
+  // "file:12" (1-based), or the `--set` that put the value there.
+  std::string where() const {
+    if (!origin_.empty())
+      return origin_;
+    return source_->file + ":" + std::to_string(std::max(line_, 0) + 1);
+  }
+
+  // How errors name this value.
+  std::string name() const { return path_.empty() ? "the topology" : "'" + path_ + "'"; }
+
+  // The value as an error message shows it.
+  std::string shown() const {
+    if (node_.IsScalar())
+      return "'" + node_.Scalar() + "'";
+    if (node_.IsMap())
+      return "a map";
+    return node_.IsSequence() ? "a list" : "nothing";
+  }
+
+  [[noreturn]] void fail(const std::string& what) const { fail_at(where(), what); }
+
+  [[noreturn]] void expected(const std::string& what) const {
+    fail(name() + " must be " + what + ", got " + shown());
+  }
+
+  // The field under `key` of this map; `at` is the key's node: a value is
+  // reported on its key's line (yaml-cpp marks an empty value on the next).
+  field child(const YAML::Node& at, const YAML::Node& value) const {
+    std::string path = child_path(path_, at.Scalar());
+    return field(*source_, value, path, at.Mark().line, origin_of(path));
+  }
+
+  // The value of `key`, if this is a map that has it.
+  std::optional<field> get(const std::string& key) const {
+    if (node_.IsMap())
+      for (const auto& entry : node_)
+        if (entry.first.Scalar() == key)
+          return child(entry.first, entry.second);
+    return std::nullopt;
+  }
+
+  field require(const std::string& key) const {
+    if (auto f = get(key))
+      return *f;
+    fail(name() + " is missing the key '" + key + "'");
+  }
+
+  // The value of `key`, or an empty value on this field's line: an absent
+  // section reads as one with no keys (all defaults).
+  field section(const std::string& key) const {
+    if (auto f = get(key))
+      return *f;
+    std::string path = child_path(path_, key);
+    return field(*source_, YAML::Node(YAML::NodeType::Null), path, line_, origin_of(path));
+  }
+
+  // The entries of a list (none when empty); anything else fails with `what`.
+  std::vector<field> items(const std::string& what) const {
+    if (is_null())
+      return {};
+    if (!node_.IsSequence())
+      expected(what);
+    std::vector<field> out;
+    for (const auto& item : node_) {
+      std::string path = child_path(path_, std::to_string(out.size()));
+      out.emplace_back(*source_, item, path, item.Mark().line, origin_of(path));
+    }
+    return out;
+  }
+
+private:
+  // The override of `path` itself, else whichever covers this field.
+  std::string origin_of(const std::string& path) const {
+    auto it = source_->overrides.find(path);
+    return it != source_->overrides.end() ? it->second : origin_;
+  }
+
+  const source_info* source_;
+  YAML::Node node_;
+  std::string path_;
+  int line_; ///< 0-based, as yaml-cpp counts
+  std::string origin_;
+};
+
+// -- checked readers ------------------------------------------------------------
+
+// Checks that `f` is a map of the keys its schema lists, none twice; an empty
+// section (`runtime:` with nothing under it) counts as a map without keys.
+void check_section(const field& f) {
+  if (f.is_null())
+    return;
+  if (!f.node().IsMap())
+    f.expected("a map");
+  const auto& allowed = section_keys().at(pattern_of(f.path()));
+  std::vector<std::string> seen;
+  for (const auto& entry : f.node()) {
+    const std::string& key = entry.first.Scalar();
+    field at = f.child(entry.first, entry.first);
+    if (!contains(allowed, key))
+      at.fail("unknown key '" + key + "' " + in_section(f.path()) + " (expected one of: "
+              + join(allowed) + ")");
+    if (contains(seen, key))
+      at.fail("key '" + key + "' appears twice " + in_section(f.path()));
+    seen.push_back(key);
+  }
+}
+
+const std::string& scalar(const field& f, const std::string& what) {
+  if (!f.node().IsScalar())
+    f.expected(what);
+  return f.node().Scalar();
+}
+
+// Integers are read with from_chars: whole text, decimal, no silent rounding
+// of "4.5" or wrapping of out-of-range values.
+template <class Integer>
+Integer read_integer(const field& f, Integer min, Integer max, const std::string& what) {
+  const std::string& text = scalar(f, what);
+  Integer value = 0;
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (ec != std::errc{} || end != last || value < min || value > max)
+    f.expected(what);
+  return value;
+}
+
+int32_t positive_int32(const field& f) {
+  return read_integer<int32_t>(f, 1, std::numeric_limits<int32_t>::max(), "a positive integer");
+}
+
+int64_t positive_int64(const field& f) {
+  return read_integer<int64_t>(f, 1, std::numeric_limits<int64_t>::max(), "a positive integer");
+}
+
+int64_t non_negative_int64(const field& f) {
+  return read_integer<int64_t>(f, 0, std::numeric_limits<int64_t>::max(),
+                               "a non-negative integer");
+}
+
+template <class Predicate>
+double read_number(const field& f, const std::string& what, Predicate ok) {
+  const std::string& text = scalar(f, what);
+  double value = 0;
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (ec != std::errc{} || end != last || !std::isfinite(value) || !ok(value))
+    f.expected(what);
+  return value;
+}
+
+std::string read_string(const field& f) {
+  const std::string& text = scalar(f, "a non-empty string");
+  if (text.empty())
+    f.expected("a non-empty string");
+  return text;
+}
+
+std::string read_choice(const field& f, const std::vector<std::string>& choices) {
+  const std::string& text = scalar(f, "one of: " + join(choices));
+  if (!contains(choices, text))
+    f.expected("one of: " + join(choices));
+  return text;
+}
+
+// Reads `key` of `section` into `out` when present; absent keys keep defaults.
+template <class T, class Reader>
+void read_if(const field& section, const std::string& key, T& out, Reader read) {
+  if (auto f = section.get(key))
+    out = read(*f);
+}
+
+std::chrono::milliseconds positive_milliseconds(const field& f) {
+  return std::chrono::milliseconds{positive_int32(f)};
+}
+
+// Relative paths in a topology are relative to the file, not to the working
+// directory of whoever runs it; they are made absolute so that node processes
+// started elsewhere on the host find the same file.
+std::string read_path(const field& f) {
+  fs::path path = read_string(f);
+  if (path.is_relative())
+    path = f.source().base_dir / path;
+  return fs::absolute(path).lexically_normal().string();
+}
+
+// A `node:` or `place:` entry: it must name a node listed under `nodes`.
+std::string read_node(const field& f, const std::vector<node_address>& nodes) {
+  std::string name = read_string(f);
+  if (nodes.empty())
+    f.fail(f.name() + " names node '" + name
+           + "' but the topology has no nodes (list them under 'nodes')");
+  std::vector<std::string> names;
+  for (const auto& node : nodes)
+    names.push_back(node.name);
+  if (!contains(names, name))
+    f.fail(f.name() + " names node '" + name + "', which is not under 'nodes' (expected one of: "
+           + join(names) + ")");
+  return name;
+}
+
+const model::task& read_task(const field& f, const topology& t) {
+  std::string name = read_string(f);
+  if (const model::task* found = t.find_task(name))
+    return *found;
+  std::vector<std::string> names;
+  for (const auto& task : t.tasks)
+    names.push_back(task.name);
+  if (names.empty())
+    f.fail(f.name() + " names task '" + name + "' but the topology has no tasks");
+  f.fail(f.name() + " names unknown task '" + name + "' (expected one of the tasks: "
+         + join(names) + ")");
+}
+
+// Names that must be unique within one list (tasks, heads, nodes).
+class unique_names {
+public:
+  explicit unique_names(std::string what) : what_(std::move(what)) {}
+
+  void add(const field& f, const std::string& name) {
+    auto [it, fresh] = first_seen_.emplace(name, f.where());
+    if (!fresh)
+      f.fail(what_ + " '" + name + "' is defined twice (first at " + it->second + ")");
+  }
+
+private:
+  std::string what_;
+  std::map<std::string, std::string> first_seen_; ///< name -> where
+};
+
+// -- sections -------------------------------------------------------------------
+
+void parse_job(const field& f, topology& t) {
+  std::string job = read_choice(f, {"transfer", "pipeline", "data-parallel", "ist", "local"});
+  if (job != "transfer")
+    f.fail("job '" + job + "' is not implemented yet (only 'transfer' is)");
+  t.job = job;
+}
+
+void parse_data(const field& data, topology& t) {
+  check_section(data);
+  read_if(data, "dataset", t.dataset,
+          [](const field& f) { return read_choice(f, {"fashion-mnist", "synthetic"}); });
+  read_if(data, "dir", t.data_dir, read_string);
+  read_if(data, "train_limit", t.train_limit, non_negative_int64);
+  read_if(data, "test_limit", t.test_limit, non_negative_int64);
+  read_if(data, "batch_size", t.plan.batch_size, positive_int64);
+  read_if(data, "epochs", t.plan.epochs, positive_int32);
+  read_if(data, "synthetic_train", t.synthetic_train, positive_int64);
+  read_if(data, "synthetic_test", t.synthetic_test, positive_int64);
+  read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
+  // Read last: its upper bound is the batch size, wherever that key is.
+  if (auto f = data.get("microbatches")) {
+    auto most = static_cast<int32_t>(
+      std::min<int64_t>(t.plan.batch_size, std::numeric_limits<int32_t>::max()));
+    t.plan.microbatches = read_integer<int32_t>(
+      *f, 1, most, "an integer from 1 to the batch size (" + std::to_string(most) + ")");
+  }
+}
+
+model::optimizer_spec parse_optimizer(const field& section) {
+  check_section(section);
+  model::optimizer_spec optimizer;
+  read_if(section, "lr", optimizer.lr, [](const field& f) {
+    return read_number(f, "a positive number", [](double x) { return x > 0; });
+  });
+  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
+    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
+  });
+  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
+    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
+  });
+  return optimizer;
+}
+
+model::task parse_task(const field& item, const std::string& dataset) {
+  check_section(item);
+  std::string name = read_string(item.require("name"));
+  field labels = item.require("labels");
+  std::vector<int64_t> label_map;
+  for (const field& label : labels.items("a list of task classes, one per dataset class"))
+    label_map.push_back(read_integer<int64_t>(label, 0, std::numeric_limits<int64_t>::max(),
+                                              "a non-negative integer (a task class)"));
+  // Fashion-MNIST has 10 classes; a shorter map would index past its end.
+  if (dataset == "fashion-mnist" && label_map.size() != 10)
+    labels.fail(labels.name() + " must map the 10 classes of fashion-mnist, got "
+                + std::to_string(label_map.size()) + " labels");
+  try {
+    return model::make_task(name, label_map);
+  } catch (const model::error& e) {
+    labels.fail(e.what());
+  }
+}
+
+std::vector<model::task> parse_tasks(const field& list, const std::string& dataset) {
+  std::vector<model::task> tasks;
+  unique_names names("task");
+  for (const field& item : list.items("a list of tasks ({name, labels})")) {
+    tasks.push_back(parse_task(item, dataset));
+    names.add(item.require("name"), tasks.back().name);
+  }
+  return tasks;
+}
+
+void parse_pretrain(const field& section, topology& t) {
+  check_section(section);
+  read_if(section, "task", t.pretrain.task, [&](const field& f) { return read_task(f, t).name; });
+  read_if(section, "epochs", t.pretrain.epochs, positive_int32);
+  read_if(section, "train_limit", t.pretrain.train_limit, non_negative_int64);
+  read_if(section, "optimizer", t.pretrain.optimizer, parse_optimizer);
+}
+
+// The backbone's layer names, which `split` refers to. convnet_wide is built
+// narrow: its names do not depend on the width, and the default width would
+// allocate ~150 MB only to read them.
+std::vector<std::string> layer_names(model::model_spec spec, const field& blame) {
+  if (spec.name == "convnet_wide")
+    spec.wide_features = 1;
+  std::vector<std::string> names;
+  try {
+    names = model::make_model(spec).layer_names();
+  } catch (const model::error& e) {
+    blame.fail("cannot build the backbone: " + std::string(e.what()));
+  } catch (const c10::Error& e) {
+    blame.fail("cannot build the backbone: " + std::string(e.what_without_backtrace()));
+  }
+  if (names.empty())
+    blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
+               "its layers)");
+  return names;
+}
+
+// One split point: the layer after which a stage ends. Returns the end (one
+// past that layer), which must follow `previous_end`.
+size_t split_point(const field& f, const std::vector<std::string>& layers, size_t previous_end) {
+  // A stage must follow every split point, so the last layer is not one.
+  std::vector<std::string> valid(layers.begin(), layers.end() - 1);
+  std::string name = read_string(f);
+  auto end = static_cast<size_t>(std::find(layers.begin(), layers.end(), name) - layers.begin()) + 1;
+  if (end > layers.size())
+    f.fail(f.name() + " names unknown layer '" + name + "' (expected one of: " + join(valid) + ")");
+  if (end == layers.size())
+    f.fail(f.name() + " is '" + name + "', the last layer, so no stage would follow it "
+           + "(expected one of: " + join(valid) + ")");
+  if (end <= previous_end)
+    f.fail(f.name() + " is '" + name + "', which does not come after '" + layers[previous_end - 1]
+           + "' (expected split points in layer order: " + join(valid) + ")");
+  return end;
+}
+
+// Stages from `backbone.split`: one ends after each listed layer, the last
+// one ends with the backbone.
+std::vector<stage_placement> make_stages(const field& split,
+                                         const std::vector<std::string>& layers) {
+  std::vector<size_t> ends;
+  for (const field& f : split.items("a list of layer names"))
+    ends.push_back(split_point(f, layers, ends.empty() ? 0 : ends.back()));
+  ends.push_back(layers.size());
+  std::vector<stage_placement> stages;
+  size_t begin = 0;
+  for (size_t end : ends) {
+    stages.push_back({"stage" + std::to_string(stages.size()), begin, end, ""});
+    begin = end;
+  }
+  return stages;
+}
+
+void place_stages(const field& place, topology& t) {
+  std::vector<field> items = place.items("a list of node names, one per stage");
+  for (size_t i = 0; i < items.size() && i < t.stages.size(); ++i)
+    t.stages[i].node = read_node(items[i], t.nodes);
+  if (items.size() != t.stages.size())
+    place.fail(place.name() + " must name one node per stage: the backbone has "
+               + std::to_string(t.stages.size()) + " stages, got "
+               + std::to_string(items.size()) + " nodes");
+}
+
+// The model, its files and the stages; the model is built to learn its layer
+// names, and an error doing so is reported on the key that chose it.
+void parse_backbone(const field& section, topology& t) {
+  check_section(section);
+  t.backbone.seed = model::derive_seed(t.seed, "backbone");
+  std::optional<field> model_key = section.get("model");
+  if (model_key)
+    t.backbone.name = read_choice(*model_key, {"convnet", "convnet_wide", "torchscript"});
+  read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
+  // `baton pretrain` creates the checkpoint: it need not exist yet.
+  read_if(section, "checkpoint", t.checkpoint, read_path);
+  std::optional<field> path_key = section.get("path");
+  if (path_key)
+    t.backbone.path = read_path(*path_key);
+  bool torchscript = t.backbone.name == "torchscript";
+  if (torchscript && !path_key)
+    model_key->fail("'backbone.model' is torchscript but 'backbone.path' is not given");
+  if (torchscript && !fs::exists(t.backbone.path))
+    path_key->fail("'backbone.path' names '" + path_key->node().Scalar() + "', but '"
+                   + t.backbone.path + "' does not exist");
+  const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
+  t.stages = make_stages(section.section("split"), layer_names(t.backbone, blame));
+  if (auto f = section.get("place"))
+    place_stages(*f, t);
+  if (auto f = section.get("pretrain"))
+    parse_pretrain(*f, t);
+}
+
+head_placement parse_head(const field& item, const topology& t) {
+  check_section(item);
+  head_placement head;
+  head.spec.name = read_string(item.require("name"));
+  head.spec.task_def = read_task(item.require("task"), t);
+  head.spec.model.name = "head";
+  head.spec.model.classes = head.spec.task_def.classes;
+  // Derived from the name only, so adding a head does not change the others.
+  head.spec.model.seed = model::derive_seed(t.seed, "head/" + head.spec.name);
+  read_if(item, "optimizer", head.spec.optimizer, parse_optimizer);
+  read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
+  return head;
+}
+
+std::vector<head_placement> parse_heads(const field& list, const topology& t) {
+  std::vector<field> items = list.items("a list of heads ({name, task, node, optimizer})");
+  if (items.empty())
+    list.fail(list.name() + " must list at least one head");
+  std::vector<head_placement> heads;
+  unique_names names("head");
+  for (const field& item : items) {
+    heads.push_back(parse_head(item, t));
+    names.add(item.require("name"), heads.back().spec.name);
+  }
+  return heads;
+}
+
+void parse_runtime(const field& section, runtime_settings& r) {
+  check_section(section);
+  read_if(section, "window", r.window, positive_int32);
+  read_if(section, "scheduler_threads", r.scheduler_threads, positive_int32);
+  read_if(section, "stage_threads", r.stage_threads, positive_int32);
+  read_if(section, "head_threads", r.head_threads, positive_int32);
+  read_if(section, "heartbeat_ms", r.heartbeat_interval, positive_milliseconds);
+  read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
+  read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);
+  read_if(section, "progress_every", r.progress_every, positive_int32);
+}
+
+std::vector<node_address> parse_nodes(const field& list) {
+  std::vector<node_address> nodes;
+  unique_names names("node"), addresses("address");
+  for (const field& item : list.items("a list of nodes ({name, host, port})")) {
+    check_section(item);
+    node_address node;
+    field name = item.require("name");
+    node.name = read_string(name);
+    names.add(name, node.name);
+    read_if(item, "host", node.host, read_string);
+    field port = item.require("port");
+    node.port = read_integer<uint16_t>(port, 1, 65535, "a port number from 1 to 65535");
+    addresses.add(port, node.host + ":" + std::to_string(node.port));
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+// Gives every unplaced actor a node, round-robin in a fixed order (source,
+// stages, heads): with N nodes the source and the first N-1 stages land on
+// different nodes. An actor's slot depends on its position only, not on
+// which others were placed by hand, so placing one actor moves no other.
+void place_round_robin(topology& t) {
+  if (t.nodes.empty())
+    return;
+  size_t slot = 0;
+  auto place = [&](std::string& node) {
+    if (node.empty())
+      node = t.nodes[slot % t.nodes.size()].name;
+    ++slot;
+  };
+  place(t.source_node);
+  for (auto& stage : t.stages)
+    place(stage.node);
+  for (auto& head : t.heads)
+    place(head.node);
+}
+
+// Sections are read in dependency order: nodes before any `node:` key, the
+// data set before the tasks (label count), tasks before the backbone's
+// pretrain task and the heads.
+topology build_topology(const field& root) {
+  check_section(root);
+  topology t;
+  t.file = root.source().file;
+  t.nodes = parse_nodes(root.section("nodes"));
+  if (auto f = root.get("job"))
+    parse_job(*f, t);
+  read_if(root, "seed", t.seed, [](const field& f) {
+    return read_integer<uint64_t>(f, 0, std::numeric_limits<uint64_t>::max(),
+                                  "a non-negative integer");
+  });
+  t.plan.seed = t.seed;
+  parse_data(root.section("data"), t);
+  t.tasks = parse_tasks(root.require("tasks"), t.dataset);
+  parse_backbone(root.section("backbone"), t);
+  t.heads = parse_heads(root.require("heads"), t);
+  parse_runtime(root.section("runtime"), t.runtime);
+  place_round_robin(t);
+  return t;
+}
+
+// -- `--set` overrides --------------------------------------------------------------
+
+// The node under `parent` for one path segment of a `--set`, created when
+// absent (so an override can add a key the file does not have). Only keys of
+// the schema and indexes of its lists are accepted; index == size appends.
+YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
+                     const std::string& segment, const std::string& where) {
+  bool empty = !parent.IsDefined() || parent.IsNull();
+  std::string pattern = pattern_of(parent_path);
+  if (is_list(pattern)) {
+    std::optional<size_t> index = parse_index(segment);
+    if (!index)
+      fail_at(where, "'" + segment + "' is not an index of the list '" + parent_path + "'");
+    if (!empty && !parent.IsSequence())
+      fail_at(where, "'" + parent_path + "' is not a list in the topology");
+    if (*index > parent.size())
+      fail_at(where, "index " + segment + " is past the end of '" + parent_path + "' ("
+              + std::to_string(parent.size()) + " entries)");
+    if (*index == parent.size())
+      parent.push_back(YAML::Node(YAML::NodeType::Null));
+    return parent[*index];
+  }
+  auto keys = section_keys().find(pattern);
+  if (keys == section_keys().end())
+    fail_at(where, "unknown key '" + segment + "' in '" + parent_path
+            + "' (it is a value, not a section)");
+  if (!contains(keys->second, segment))
+    fail_at(where, "unknown key '" + segment + "' " + in_section(parent_path)
+            + " (expected one of: " + join(keys->second) + ")");
+  if (!empty && !parent.IsMap())
+    fail_at(where, "'" + parent_path + "' is not a map in the topology");
+  return parent[segment];
+}
+
+YAML::Node parse_value(const std::string& text, const std::string& where) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    fail_at(where, "the value is not valid YAML: " + e.msg);
+  }
+}
+
+// Applies one "a.b.c=value" to the document. The paths it touches remember
+// the override, so that errors in its value name it instead of a line.
+void apply_override(YAML::Node& doc, const std::string& text, source_info& source) {
+  const std::string origin = "--set " + text;
+  size_t equals = text.find('=');
+  std::string path = text.substr(0, equals);
+  if (equals == std::string::npos || path.empty() || path.front() == '.'
+      || path.back() == '.' || path.find("..") != std::string::npos)
+    fail_at(origin, "expected dotted.key=value (for example data.epochs=3)");
+  YAML::Node value = parse_value(text.substr(equals + 1), origin);
+  YAML::Node current;
+  current.reset(doc);
+  std::string at, segment;
+  std::istringstream segments(path);
+  while (std::getline(segments, segment, '.')) {
+    YAML::Node next = step_into(current, at, segment, "--set " + path);
+    at = child_path(at, segment);
+    if (next.Mark().is_null()) // created here: it has no line of its own
+      source.overrides.emplace(at, origin);
+    current.reset(next);
+  }
+  current = value; // yaml-cpp's assignment writes through into the document
+  // What was under `path` came from earlier overrides: it is gone now.
+  auto below = source.overrides.lower_bound(path + ".");
+  while (below != source.overrides.end() && below->first.compare(0, path.size() + 1, path + ".") == 0)
+    below = source.overrides.erase(below);
+  source.overrides[path] = origin;
+}
+
+YAML::Node load_document(const std::string& text, const std::string& name) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    fail_at(name + ":" + std::to_string(std::max(e.mark.line, 0) + 1),
+            "YAML syntax error: " + e.msg + " (column " + std::to_string(e.mark.column + 1)
+              + ")");
+  }
+  // An empty file is an empty map, so that `--set` can still add to it.
+  if (doc.IsNull())
+    doc = YAML::Node(YAML::NodeType::Map);
+  return doc;
+}
+
+// Reads a whole file; returns 0 or the errno that says why not.
+int read_file(const std::string& path, std::string& out) {
+  std::error_code ignored;
+  // A directory opens fine as a stream on Linux and then reads nothing.
+  if (fs::is_directory(path, ignored))
+    return EISDIR;
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errno != 0 ? errno : ENOENT;
+  std::ostringstream text;
+  text << in.rdbuf(); // sets failbit on `text` for an empty file: not an error
+  if (in.bad())
+    return errno != 0 ? errno : EIO;
+  out = text.str();
+  return 0;
+}
+
+} // namespace
+
+const model::task* topology::find_task(const std::string& name) const {
+  auto it = std::find_if(tasks.begin(), tasks.end(),
+                         [&](const model::task& t) { return t.name == name; });
+  return it == tasks.end() ? nullptr : &*it;
+}
+
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  std::string text;
+  if (int error = read_file(path, text); error != 0)
+    return make_error(errc::bad_config,
+                      "cannot read topology file '" + path + "': " + std::strerror(error));
+  return parse_topology(text, path, overrides);
+}
+
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides) {
+  source_info source{name, fs::path(name).parent_path(), {}};
+  try {
+    YAML::Node doc = load_document(yaml_text, name);
+    field root = field::root(source, doc);
+    if (!doc.IsMap())
+      root.expected("a map of sections (" + join(section_keys().at("")) + ")");
+    for (const auto& text : overrides)
+      apply_override(doc, text, source);
+    return build_topology(root);
+  } catch (const config_error& e) {
+    return make_error(errc::bad_config, e.what());
+  } catch (const std::exception& e) {
+    // yaml-cpp, LibTorch or the file system failing where no check expected
+    // it: still an error value, never an exception out of the parser.
+    return make_error(errc::bad_config, name + ": " + e.what());
+  }
+}
+
+topology with_local_nodes(topology t, int32_t count) {
+  std::vector<node_address> nodes;
+  for (int32_t i = 1; i <= count; ++i)
+    nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0});
+  // Placements on other nodes than n1..nN cannot be kept: they are redone.
+  auto keep_local = [&](std::string& node) {
+    bool local = std::any_of(nodes.begin(), nodes.end(),
+                             [&](const node_address& n) { return n.name == node; });
+    if (!local)
+      node.clear();
+  };
+  keep_local(t.source_node);
+  for (auto& stage : t.stages)
+    keep_local(stage.node);
+  for (auto& head : t.heads)
+    keep_local(head.node);
+  t.nodes = std::move(nodes);
+  place_round_robin(t);
+  return t;
+}
+
+} // namespace baton::actors

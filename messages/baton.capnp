@@ -1,0 +1,159 @@
+# The wire format of baton: everything that crosses a process boundary.
+#
+# Every message is an Envelope. `version` is messages::schema_version of the
+# writer; a reader refuses any other version (unknown_schema_version), so a
+# change that an older reader cannot ignore must bump it. Adding fields or
+# union members at the end stays readable by older builds (Cap'n Proto
+# evolution rules) but still needs a version bump if they carry meaning that
+# must not be dropped.
+#
+# Tensors are raw bytes in the byte order of the writer (little-endian: every
+# supported host), row-major, with the element type and the shape alongside.
+
+@0xa65fcc7ffb637ae2;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("baton::messages::wire");
+
+# -- tensors -------------------------------------------------------------------
+
+enum DType {
+  float32 @0;
+  float64 @1;
+  int64 @2;
+  int32 @3;
+  uint8 @4;
+  int8 @5;
+  float16 @6;
+  bfloat16 @7;
+  bool @8;
+  int16 @9;
+}
+
+struct Tensor {
+  dtype @0 :DType;
+  shape @1 :List(Int64);  # sizes, outermost first; empty list: a scalar
+  data @2 :Data;          # product(shape) * element size bytes, row-major
+}
+
+# -- training traffic ----------------------------------------------------------
+
+struct TaskLabels {
+  task @0 :Text;
+  values @1 :Tensor;
+}
+
+struct Microbatch {
+  id @0 :Int64;
+  step @1 :Int64;
+  epoch @2 :Int32;
+  indexInStep @3 :Int32;
+  stepSize @4 :Int32;
+  eval @5 :Bool;
+  weightVersion @6 :Int64;
+  payload @7 :Tensor;     # absent: an undefined tensor
+  labels @8 :List(TaskLabels);
+}
+
+struct Gradient {
+  microbatchId @0 :Int64;
+  step @1 :Int64;
+  weightVersion @2 :Int64;
+  value @3 :Tensor;       # absent: an undefined tensor
+}
+
+struct Credit {
+  microbatchId @0 :Int64;
+  slots @1 :Int32;
+}
+
+enum ControlKind {
+  start @0;
+  epochEnd @1;
+  endOfStream @2;
+  shutdown @3;
+}
+
+struct Control {
+  kind @0 :ControlKind;
+  epoch @1 :Int32;
+  value @2 :Int64;
+  text @3 :Text;
+}
+
+# -- reports and node management -----------------------------------------------
+
+struct EdgeStats {
+  from @0 :Text;
+  to @1 :Text;
+  messages @2 :Int64;
+  bytes @3 :Int64;
+}
+
+struct EpochResult {
+  epoch @0 :Int32;
+  trainLoss @1 :Float64;
+  testAccuracy @2 :Float64;
+  samples @3 :Int64;
+}
+
+struct ActorReport {
+  actor @0 :Text;
+  role @1 :Text;
+  task @2 :Text;
+  node @3 :Text;
+  busySeconds @4 :Float64;
+  idleSeconds @5 :Float64;
+  samples @6 :Int64;
+  trainLoss @7 :Float64;
+  testAccuracy @8 :Float64;
+  weightsDigest @9 :Text;
+  edges @10 :List(EdgeStats);
+  epochs @11 :List(EpochResult);
+}
+
+struct NodeReport {
+  name @0 :Text;
+  peakRssBytes @1 :Int64;
+  cpuSeconds @2 :Float64;
+  cores @3 :Int32;
+  memoryBytes @4 :Int64;
+}
+
+struct SpawnRequest {
+  role @0 :Text;
+  name @1 :Text;
+  spec @2 :Text;
+}
+
+struct Progress {
+  actor @0 :Text;
+  epoch @1 :Int32;
+  samples @2 :Int64;
+  loss @3 :Float64;
+}
+
+# Sent in place of a message that its sender could not encode (too large,
+# unsupported tensor) or that was already invalid when it was sent: the
+# receiver gets the struct with `invalid` set instead of nothing at all.
+struct Refusal {
+  code @0 :UInt8;         # a baton::errc value
+  text @1 :Text;          # what went wrong, for humans
+}
+
+# -- the envelope --------------------------------------------------------------
+
+struct Envelope {
+  version @0 :UInt32;
+  body :union {
+    microbatch @1 :Microbatch;
+    gradient @2 :Gradient;
+    credit @3 :Credit;
+    control @4 :Control;
+    actorReport @5 :ActorReport;
+    nodeReport @6 :NodeReport;
+    spawnRequest @7 :SpawnRequest;
+    progress @8 :Progress;
+    refused @9 :Refusal;
+  }
+}

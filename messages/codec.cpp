@@ -1,0 +1,823 @@
+#include "messages/codec.hpp"
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <capnp/message.h>
+#include <capnp/orphan.h>
+#include <capnp/serialize.h>
+#include <caf/binary_deserializer.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/sec.hpp>
+#include <caf/serializer.hpp>
+#include <kj/exception.h>
+
+#include "messages/baton.capnp.h"
+#include "messages/errc.hpp"
+
+// Tensor bytes travel in host order and capnp's segment table is written by
+// hand below: both assume a little-endian host (every machine baton runs on).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "baton's wire format assumes a little-endian host");
+
+namespace baton::messages {
+
+namespace {
+
+using body_which = wire::Envelope::Body::Which;
+
+constexpr size_t word_size = sizeof(capnp::word);
+
+/// Tensors at least this large are referenced by the message instead of being
+/// copied into it, so that their bytes are copied once, into the output.
+constexpr size_t reference_threshold = 4096;
+
+/// Tensors with more dimensions than this are refused as malformed shapes.
+constexpr size_t max_dims = 64;
+
+// -- text helpers --------------------------------------------------------------
+
+/// "64 MiB" for whole MiB, else "67108865 bytes (64.00 MiB)" or "12 bytes".
+std::string size_text(uint64_t bytes) {
+  constexpr uint64_t mib = uint64_t{1} << 20;
+  if (bytes >= mib && bytes % mib == 0)
+    return std::to_string(bytes / mib) + " MiB";
+  auto text = std::to_string(bytes) + " bytes";
+  if (bytes >= mib) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), " (%.2f MiB)", static_cast<double>(bytes) / mib);
+    text += buf;
+  }
+  return text;
+}
+
+std::string limit_text(const codec_limits& limits) {
+  return "the " + size_text(limits.max_message_bytes) + " limit";
+}
+
+uint64_t max_frame_bytes(const codec_limits& limits) {
+  return limits.max_message_bytes + limits.header_slack_bytes;
+}
+
+capnp::Text::Reader text_of(const std::string& x) {
+  return {x.c_str(), x.size()};
+}
+
+std::string string_of(capnp::Text::Reader x) {
+  return {x.begin(), x.size()};
+}
+
+// -- dtypes ----------------------------------------------------------------------
+
+struct dtype_info {
+  wire::DType code;
+  at::ScalarType scalar;
+  const char* name;
+};
+
+constexpr std::array<dtype_info, 10> dtypes{{
+  {wire::DType::FLOAT32, at::kFloat, "float32"},
+  {wire::DType::FLOAT64, at::kDouble, "float64"},
+  {wire::DType::INT64, at::kLong, "int64"},
+  {wire::DType::INT32, at::kInt, "int32"},
+  {wire::DType::UINT8, at::kByte, "uint8"},
+  {wire::DType::INT8, at::kChar, "int8"},
+  {wire::DType::FLOAT16, at::kHalf, "float16"},
+  {wire::DType::BFLOAT16, at::kBFloat16, "bfloat16"},
+  {wire::DType::BOOL, at::kBool, "bool"},
+  {wire::DType::INT16, at::kShort, "int16"},
+}};
+
+const dtype_info* find_dtype(at::ScalarType x) {
+  for (const auto& info : dtypes)
+    if (info.scalar == x)
+      return &info;
+  return nullptr;
+}
+
+const dtype_info* find_dtype(wire::DType x) {
+  for (const auto& info : dtypes)
+    if (info.code == x)
+      return &info;
+  return nullptr;
+}
+
+std::string shape_text(at::IntArrayRef shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0)
+      text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+// -- the struct <-> union member table -------------------------------------------
+
+template <class T>
+struct wire_kind;
+
+#define BATON_WIRE_KIND(type, Member, MEMBER)                                  \
+  template <>                                                                  \
+  struct wire_kind<type> {                                                     \
+    static constexpr body_which which = wire::Envelope::Body::MEMBER;          \
+    static constexpr const char* name = #type;                                 \
+    static auto init(wire::Envelope::Body::Builder x) { return x.init##Member(); } \
+    static auto get(wire::Envelope::Body::Reader x) { return x.get##Member(); }    \
+  };
+
+BATON_WIRE_KIND(microbatch, Microbatch, MICROBATCH)
+BATON_WIRE_KIND(gradient, Gradient, GRADIENT)
+BATON_WIRE_KIND(credit, Credit, CREDIT)
+BATON_WIRE_KIND(control, Control, CONTROL)
+BATON_WIRE_KIND(actor_report, ActorReport, ACTOR_REPORT)
+BATON_WIRE_KIND(node_report, NodeReport, NODE_REPORT)
+BATON_WIRE_KIND(spawn_request, SpawnRequest, SPAWN_REQUEST)
+BATON_WIRE_KIND(progress, Progress, PROGRESS)
+
+#undef BATON_WIRE_KIND
+
+std::string kind_text(body_which x) {
+  switch (x) {
+    case wire::Envelope::Body::MICROBATCH: return "microbatch";
+    case wire::Envelope::Body::GRADIENT: return "gradient";
+    case wire::Envelope::Body::CREDIT: return "credit";
+    case wire::Envelope::Body::CONTROL: return "control";
+    case wire::Envelope::Body::ACTOR_REPORT: return "actor_report";
+    case wire::Envelope::Body::NODE_REPORT: return "node_report";
+    case wire::Envelope::Body::SPAWN_REQUEST: return "spawn_request";
+    case wire::Envelope::Body::PROGRESS: return "progress";
+    case wire::Envelope::Body::REFUSED: return "refusal";
+  }
+  return "unknown message kind " + std::to_string(static_cast<unsigned>(x));
+}
+
+// -- encoding ------------------------------------------------------------------
+
+/// A built message and the tensor memory that some of its segments point into.
+struct outgoing_message {
+  capnp::MallocMessageBuilder builder;
+  /// Keeps the memory of referenced tensors alive until the bytes are out.
+  std::vector<at::Tensor> referenced;
+  /// Start of each referenced segment and its exact byte length: capnp rounds
+  /// the segment up to whole words, but the bytes past a tensor's end are not
+  /// ours to read, so write_flat pads with zeros instead.
+  std::vector<std::pair<const capnp::word*, size_t>> external;
+  size_t size_bytes = 0;
+};
+
+using outgoing_ptr = std::unique_ptr<outgoing_message>;
+
+class encoder {
+public:
+  encoder(outgoing_message& out, const codec_limits& limits)
+    : out_(out), limits_(limits) {
+    // nop
+  }
+
+  /// Writes `x` (defined) into `b`; `what` names it in error messages.
+  caf::error tensor(wire::Tensor::Builder b, const at::Tensor& x, const std::string& what);
+
+  /// Refuses strings that alone exceed the limit (capnp would throw later).
+  caf::error text(const std::string& x, const char* what) const {
+    if (x.size() <= limits_.max_message_bytes)
+      return caf::none;
+    return make_error(errc::payload_too_large, std::string{what} + ": text of "
+                      + size_text(x.size()) + " exceeds " + limit_text(limits_));
+  }
+
+private:
+  void reference(wire::Tensor::Builder b, const at::Tensor& x, size_t nbytes);
+
+  outgoing_message& out_;
+  const codec_limits& limits_;
+};
+
+caf::error encoder::tensor(wire::Tensor::Builder b, const at::Tensor& x,
+                           const std::string& what) {
+  if (x.layout() != at::kStrided)
+    return make_error(errc::shape_mismatch,
+                      what + ": only dense (strided) tensors can be sent");
+  auto info = find_dtype(x.scalar_type());
+  if (info == nullptr)
+    return make_error(errc::unknown_dtype, what + ": dtype "
+                      + std::string{c10::toString(x.scalar_type())} + " cannot be sent");
+  auto nbytes = static_cast<uint64_t>(x.numel()) * x.element_size();
+  if (nbytes > limits_.max_message_bytes)
+    return make_error(errc::payload_too_large, what + ": tensor of " + size_text(nbytes)
+                      + " exceeds " + limit_text(limits_));
+  // detach: a tensor that requires grad must not grow the autograd graph here.
+  auto dense = x.detach();
+  if (!dense.device().is_cpu())
+    dense = dense.cpu();
+  dense = dense.contiguous();
+  b.setDtype(info->code);
+  auto shape = b.initShape(static_cast<unsigned>(dense.dim()));
+  for (int64_t i = 0; i < dense.dim(); ++i)
+    shape.set(static_cast<unsigned>(i), dense.size(i));
+  if (nbytes == 0)
+    return caf::none;
+  auto bytes = static_cast<const capnp::byte*>(dense.data_ptr());
+  if (nbytes >= reference_threshold && reinterpret_cast<uintptr_t>(bytes) % word_size == 0) {
+    reference(b, dense, nbytes);
+  } else {
+    // Small or misaligned (a view at an odd offset): copy into the message.
+    std::memcpy(b.initData(static_cast<unsigned>(nbytes)).begin(), bytes, nbytes);
+  }
+  return caf::none;
+}
+
+void encoder::reference(wire::Tensor::Builder b, const at::Tensor& x, size_t nbytes) {
+  auto bytes = static_cast<const capnp::byte*>(x.data_ptr());
+  auto orphanage = capnp::Orphanage::getForMessageContaining(b);
+  b.adoptData(orphanage.referenceExternalData(capnp::Data::Reader{bytes, nbytes}));
+  out_.referenced.push_back(x);
+  out_.external.emplace_back(reinterpret_cast<const capnp::word*>(bytes), nbytes);
+}
+
+// One overload per struct: fill the union member of the envelope.
+
+caf::error write_fields(encoder& e, wire::Microbatch::Builder b, const microbatch& x) {
+  b.setId(x.id);
+  b.setStep(x.step);
+  b.setEpoch(x.epoch);
+  b.setIndexInStep(x.index_in_step);
+  b.setStepSize(x.step_size);
+  b.setEval(x.eval);
+  b.setWeightVersion(x.weight_version);
+  if (x.payload.defined())
+    if (auto err = e.tensor(b.initPayload(), x.payload, "payload"))
+      return err;
+  auto labels = b.initLabels(static_cast<unsigned>(x.labels.size()));
+  for (size_t i = 0; i < x.labels.size(); ++i) {
+    const auto& task = x.labels[i];
+    auto out = labels[static_cast<unsigned>(i)];
+    if (auto err = e.text(task.task, "task name"))
+      return err;
+    out.setTask(text_of(task.task));
+    if (task.values.defined())
+      if (auto err = e.tensor(out.initValues(), task.values, "labels of task '" + task.task + "'"))
+        return err;
+  }
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::Gradient::Builder b, const gradient& x) {
+  b.setMicrobatchId(x.microbatch_id);
+  b.setStep(x.step);
+  b.setWeightVersion(x.weight_version);
+  if (x.value.defined())
+    return e.tensor(b.initValue(), x.value, "gradient");
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::Credit::Builder b, const credit& x) {
+  b.setMicrobatchId(x.microbatch_id);
+  b.setSlots(x.slots);
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::Control::Builder b, const control& x) {
+  if (auto err = e.text(x.text, "control text"))
+    return err;
+  b.setKind(static_cast<wire::ControlKind>(x.kind));
+  b.setEpoch(x.epoch);
+  b.setValue(x.value);
+  b.setText(text_of(x.text));
+  return caf::none;
+}
+
+void write_edges(wire::ActorReport::Builder b, const std::vector<edge_stats>& xs) {
+  auto edges = b.initEdges(static_cast<unsigned>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto out = edges[static_cast<unsigned>(i)];
+    out.setFrom(text_of(xs[i].from));
+    out.setTo(text_of(xs[i].to));
+    out.setMessages(xs[i].messages);
+    out.setBytes(xs[i].bytes);
+  }
+}
+
+void write_epochs(wire::ActorReport::Builder b, const std::vector<epoch_result>& xs) {
+  auto epochs = b.initEpochs(static_cast<unsigned>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto out = epochs[static_cast<unsigned>(i)];
+    out.setEpoch(xs[i].epoch);
+    out.setTrainLoss(xs[i].train_loss);
+    out.setTestAccuracy(xs[i].test_accuracy);
+    out.setSamples(xs[i].samples);
+  }
+}
+
+caf::error write_fields(encoder&, wire::ActorReport::Builder b, const actor_report& x) {
+  b.setActor(text_of(x.actor));
+  b.setRole(text_of(x.role));
+  b.setTask(text_of(x.task));
+  b.setNode(text_of(x.node));
+  b.setBusySeconds(x.busy_seconds);
+  b.setIdleSeconds(x.idle_seconds);
+  b.setSamples(x.samples);
+  b.setTrainLoss(x.train_loss);
+  b.setTestAccuracy(x.test_accuracy);
+  b.setWeightsDigest(text_of(x.weights_digest));
+  write_edges(b, x.edges);
+  write_epochs(b, x.epochs);
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::NodeReport::Builder b, const node_report& x) {
+  b.setName(text_of(x.name));
+  b.setPeakRssBytes(x.peak_rss_bytes);
+  b.setCpuSeconds(x.cpu_seconds);
+  b.setCores(x.cores);
+  b.setMemoryBytes(x.memory_bytes);
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::SpawnRequest::Builder b, const spawn_request& x) {
+  if (auto err = e.text(x.spec, "spawn spec"))
+    return err;
+  b.setRole(text_of(x.role));
+  b.setName(text_of(x.name));
+  b.setSpec(text_of(x.spec));
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::Progress::Builder b, const progress& x) {
+  b.setActor(text_of(x.actor));
+  b.setEpoch(x.epoch);
+  b.setSamples(x.samples);
+  b.setLoss(x.loss);
+  return caf::none;
+}
+
+/// Checks the size of a built message and records it.
+caf::error finish(outgoing_message& out, const codec_limits& limits, const char* kind) {
+  out.size_bytes = capnp::computeSerializedSizeInWords(out.builder) * word_size;
+  if (out.size_bytes <= max_frame_bytes(limits))
+    return caf::none;
+  return make_error(errc::payload_too_large,
+                    std::string{kind} + ": message of " + size_text(out.size_bytes)
+                      + " exceeds " + limit_text(limits) + " (plus "
+                      + size_text(limits.header_slack_bytes) + " for headers)");
+}
+
+template <class T>
+caf::expected<outgoing_ptr> build(const T& x, const codec_limits& limits) {
+  try {
+    auto out = std::make_unique<outgoing_message>();
+    auto envelope = out->builder.initRoot<wire::Envelope>();
+    envelope.setVersion(schema_version);
+    encoder e{*out, limits};
+    if (auto err = write_fields(e, wire_kind<T>::init(envelope.getBody()), x))
+      return err;
+    if (auto err = finish(*out, limits, wire_kind<T>::name))
+      return err;
+    return out;
+  } catch (const kj::Exception& ex) {
+    return make_error(errc::malformed_message, std::string{"cannot encode "} + wire_kind<T>::name
+                      + ": " + ex.getDescription().cStr());
+  } catch (const std::exception& ex) {
+    return make_error(errc::malformed_message,
+                      std::string{"cannot encode "} + wire_kind<T>::name + ": " + ex.what());
+  }
+}
+
+/// A message that stands for one that could not be sent (see Refusal).
+outgoing_ptr build_refusal(const caf::error& reason) {
+  constexpr size_t max_text = 4096;
+  auto out = std::make_unique<outgoing_message>();
+  auto envelope = out->builder.initRoot<wire::Envelope>();
+  envelope.setVersion(schema_version);
+  auto refused = envelope.getBody().initRefused();
+  bool ours = reason.category() == error_category_atom;
+  refused.setCode(ours ? reason.code() : static_cast<uint8_t>(errc::malformed_message));
+  auto text = describe(reason).substr(0, max_text);
+  refused.setText(text_of(text));
+  out->size_bytes = capnp::computeSerializedSizeInWords(out->builder) * word_size;
+  return out;
+}
+
+/// Writes the flat-array form of `out` (segment table, then the segments) as
+/// a few raw byte ranges: `sink(const void*, size_t) -> caf::error`.
+template <class Sink>
+caf::error write_flat(outgoing_message& out, Sink&& sink) {
+  auto segments = out.builder.getSegmentsForOutput();
+  // Count - 1, then each size in words, padded to a whole word.
+  std::vector<uint32_t> table((segments.size() + 2) & ~size_t{1}, 0);
+  table[0] = static_cast<uint32_t>(segments.size() - 1);
+  for (size_t i = 0; i < segments.size(); ++i)
+    table[i + 1] = static_cast<uint32_t>(segments[i].size());
+  if (auto err = sink(table.data(), table.size() * sizeof(uint32_t)))
+    return err;
+  static constexpr capnp::byte zeros[word_size] = {};
+  for (auto segment : segments) {
+    size_t bytes = segment.size() * word_size;
+    for (const auto& [start, exact] : out.external)
+      if (start == segment.begin())
+        bytes = exact;
+    if (auto err = sink(segment.begin(), bytes))
+      return err;
+    if (bytes % word_size != 0)
+      if (auto err = sink(zeros, word_size - bytes % word_size))
+        return err;
+  }
+  return caf::none;
+}
+
+template <class T>
+caf::expected<wire_bytes> encode_as(const T& x, const codec_limits& limits) {
+  auto out = build(x, limits);
+  if (!out)
+    return std::move(out.error());
+  wire_bytes result;
+  result.reserve((*out)->size_bytes);
+  auto append = [&result](const void* data, size_t size) {
+    auto first = static_cast<const char*>(data);
+    result.insert(result.end(), first, first + size);
+    return caf::error{};
+  };
+  if (auto err = write_flat(**out, append))
+    return err;
+  return result;
+}
+
+// -- decoding ------------------------------------------------------------------
+
+/// Word-aligned memory holding received bytes; decoded tensors may be views
+/// into it and keep it alive through their deleters.
+using shared_words = std::shared_ptr<uint64_t[]>;
+
+shared_words make_words(size_t bytes) {
+  return shared_words{new uint64_t[(bytes + word_size - 1) / word_size]};
+}
+
+/// Refuses a frame of `size` bytes before anything is allocated or parsed.
+caf::error check_frame(uint64_t size, const codec_limits& limits) {
+  if (size > max_frame_bytes(limits))
+    return make_error(errc::payload_too_large,
+                      "message of " + size_text(size) + " exceeds " + limit_text(limits)
+                        + " (plus " + size_text(limits.header_slack_bytes) + " for headers)");
+  if (size == 0 || size % word_size != 0)
+    return make_error(errc::malformed_message, "message of " + std::to_string(size)
+                      + " bytes is not a whole number of 8-byte words");
+  return caf::none;
+}
+
+class decoder {
+public:
+  /// `owner` is null when the bytes are borrowed: tensors are then copied out.
+  decoder(const codec_limits& limits, shared_words owner)
+    : limits_(limits), owner_(std::move(owner)) {
+    // nop
+  }
+
+  caf::error tensor(wire::Tensor::Reader r, const std::string& what, at::Tensor& out) const;
+
+private:
+  caf::expected<uint64_t> checked_bytes(const std::vector<int64_t>& shape,
+                                        const dtype_info& info, const std::string& what) const;
+
+  const codec_limits& limits_;
+  shared_words owner_;
+};
+
+caf::expected<uint64_t> decoder::checked_bytes(const std::vector<int64_t>& shape,
+                                               const dtype_info& info,
+                                               const std::string& what) const {
+  uint64_t count = 1;
+  bool overflow = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      return make_error(errc::shape_mismatch, what + ": dimension " + std::to_string(i)
+                        + " of shape " + shape_text(shape) + " is negative");
+    overflow |= __builtin_mul_overflow(count, static_cast<uint64_t>(shape[i]), &count);
+  }
+  uint64_t bytes = 0;
+  overflow |= __builtin_mul_overflow(count, c10::elementSize(info.scalar), &bytes);
+  if (overflow || bytes > limits_.max_message_bytes)
+    return make_error(errc::payload_too_large, what + ": shape " + shape_text(shape) + " of "
+                      + info.name + " exceeds " + limit_text(limits_));
+  return bytes;
+}
+
+caf::error decoder::tensor(wire::Tensor::Reader r, const std::string& what,
+                           at::Tensor& out) const {
+  auto info = find_dtype(r.getDtype());
+  if (info == nullptr)
+    return make_error(errc::unknown_dtype, what + ": dtype code "
+                      + std::to_string(static_cast<unsigned>(r.getDtype()))
+                      + " is unknown to this build");
+  auto dims = r.getShape();
+  if (dims.size() > max_dims)
+    return make_error(errc::shape_mismatch, what + ": " + std::to_string(dims.size())
+                      + " dimensions, at most " + std::to_string(max_dims) + " are accepted");
+  std::vector<int64_t> shape;
+  shape.reserve(dims.size());
+  for (auto dim : dims)
+    shape.push_back(dim);
+  auto bytes = checked_bytes(shape, *info, what);
+  if (!bytes)
+    return std::move(bytes.error());
+  auto data = r.getData();
+  if (data.size() != *bytes)
+    return make_error(errc::shape_mismatch, what + ": shape " + shape_text(shape) + " of "
+                      + info->name + " needs " + std::to_string(*bytes)
+                      + " bytes, the data has " + std::to_string(data.size()));
+  auto options = at::TensorOptions().dtype(info->scalar);
+  if (*bytes == 0) {
+    out = at::empty(shape, options);
+  } else if (owner_ != nullptr) {
+    // A view into the received buffer: no copy; the deleter shares ownership.
+    auto keep = owner_;
+    auto first = const_cast<capnp::byte*>(data.begin());
+    out = at::from_blob(first, shape, [keep](void*) {}, options);
+  } else {
+    out = at::empty(shape, options);
+    std::memcpy(out.data_ptr(), data.begin(), *bytes);
+  }
+  return caf::none;
+}
+
+// One overload per struct: read the union member of the envelope.
+
+caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch& x) {
+  x.id = r.getId();
+  x.step = r.getStep();
+  x.epoch = r.getEpoch();
+  x.index_in_step = r.getIndexInStep();
+  x.step_size = r.getStepSize();
+  x.eval = r.getEval();
+  x.weight_version = r.getWeightVersion();
+  if (r.hasPayload())
+    if (auto err = d.tensor(r.getPayload(), "payload", x.payload))
+      return err;
+  auto labels = r.getLabels();
+  x.labels.resize(labels.size());
+  for (unsigned i = 0; i < labels.size(); ++i) {
+    auto& task = x.labels[i];
+    task.task = string_of(labels[i].getTask());
+    if (labels[i].hasValues())
+      if (auto err = d.tensor(labels[i].getValues(), "labels of task '" + task.task + "'",
+                              task.values))
+        return err;
+  }
+  return caf::none;
+}
+
+caf::error read_fields(const decoder& d, wire::Gradient::Reader r, gradient& x) {
+  x.microbatch_id = r.getMicrobatchId();
+  x.step = r.getStep();
+  x.weight_version = r.getWeightVersion();
+  if (r.hasValue())
+    return d.tensor(r.getValue(), "gradient", x.value);
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::Credit::Reader r, credit& x) {
+  x.microbatch_id = r.getMicrobatchId();
+  x.slots = r.getSlots();
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::Control::Reader r, control& x) {
+  auto kind = static_cast<unsigned>(r.getKind());
+  if (kind > static_cast<unsigned>(control_kind::shutdown))
+    return make_error(errc::malformed_message,
+                      "control kind " + std::to_string(kind) + " is unknown to this build");
+  x.kind = static_cast<control_kind>(kind);
+  x.epoch = r.getEpoch();
+  x.value = r.getValue();
+  x.text = string_of(r.getText());
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::ActorReport::Reader r, actor_report& x) {
+  x.actor = string_of(r.getActor());
+  x.role = string_of(r.getRole());
+  x.task = string_of(r.getTask());
+  x.node = string_of(r.getNode());
+  x.busy_seconds = r.getBusySeconds();
+  x.idle_seconds = r.getIdleSeconds();
+  x.samples = r.getSamples();
+  x.train_loss = r.getTrainLoss();
+  x.test_accuracy = r.getTestAccuracy();
+  x.weights_digest = string_of(r.getWeightsDigest());
+  for (auto edge : r.getEdges())
+    x.edges.push_back(edge_stats{string_of(edge.getFrom()), string_of(edge.getTo()),
+                                 edge.getMessages(), edge.getBytes()});
+  for (auto epoch : r.getEpochs())
+    x.epochs.push_back(epoch_result{epoch.getEpoch(), epoch.getTrainLoss(),
+                                    epoch.getTestAccuracy(), epoch.getSamples()});
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::NodeReport::Reader r, node_report& x) {
+  x.name = string_of(r.getName());
+  x.peak_rss_bytes = r.getPeakRssBytes();
+  x.cpu_seconds = r.getCpuSeconds();
+  x.cores = r.getCores();
+  x.memory_bytes = r.getMemoryBytes();
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::SpawnRequest::Reader r, spawn_request& x) {
+  x.role = string_of(r.getRole());
+  x.name = string_of(r.getName());
+  x.spec = string_of(r.getSpec());
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::Progress::Reader r, progress& x) {
+  x.actor = string_of(r.getActor());
+  x.epoch = r.getEpoch();
+  x.samples = r.getSamples();
+  x.loss = r.getLoss();
+  return caf::none;
+}
+
+/// The error that a sender put in place of the message it could not send.
+caf::error read_refusal(wire::Refusal::Reader r) {
+  auto code = r.getCode();
+  auto text = string_of(r.getText());
+  bool known = code > 0 && code <= static_cast<uint8_t>(errc::interrupted);
+  if (!known)
+    return make_error(errc::malformed_message,
+                      "refusal with unknown code " + std::to_string(code) + ": " + text);
+  // The text already starts with the code's name (it came from describe()).
+  auto prefix = to_string(static_cast<errc>(code)) + ": ";
+  if (text.compare(0, prefix.size(), prefix) == 0)
+    text.erase(0, prefix.size());
+  return make_error(static_cast<errc>(code), "refused by the sender: " + text);
+}
+
+template <class T>
+caf::expected<T> read_envelope(wire::Envelope::Reader envelope, const decoder& d) {
+  auto version = envelope.getVersion();
+  if (version != schema_version)
+    return make_error(errc::unknown_schema_version,
+                      "message has schema version " + std::to_string(version)
+                        + ", this build reads version " + std::to_string(schema_version));
+  auto body = envelope.getBody();
+  if (body.which() == wire::Envelope::Body::REFUSED)
+    return read_refusal(body.getRefused());
+  if (body.which() != wire_kind<T>::which)
+    return make_error(errc::malformed_message, std::string{"expected a "} + wire_kind<T>::name
+                      + ", got a " + kind_text(body.which()));
+  T result;
+  if (auto err = read_fields(d, wire_kind<T>::get(body), result))
+    return err;
+  return result;
+}
+
+/// Decodes whole words; never throws.
+template <class T>
+caf::expected<T> decode_words(kj::ArrayPtr<const capnp::word> words, const decoder& d) {
+  try {
+    capnp::ReaderOptions options;
+    // Sized to the message (capnp's default stops at 64 MiB); the factor
+    // leaves room for getters that count the same struct twice.
+    options.traversalLimitInWords = words.size() * 4 + 1024;
+    capnp::FlatArrayMessageReader reader{words, options};
+    if (reader.getEnd() != words.end())
+      return make_error(errc::malformed_message,
+                        std::to_string((words.end() - reader.getEnd()) * word_size)
+                          + " bytes follow the end of the message");
+    return read_envelope<T>(reader.getRoot<wire::Envelope>(), d);
+  } catch (const kj::Exception& ex) {
+    return make_error(errc::malformed_message, std::string{"not a valid "} + wire_kind<T>::name
+                      + " message: " + ex.getDescription().cStr());
+  } catch (const std::exception& ex) {
+    return make_error(errc::malformed_message, std::string{"cannot decode a "}
+                      + wire_kind<T>::name + ": " + ex.what());
+  }
+}
+
+// -- CAF serialization ---------------------------------------------------------
+
+template <class T>
+caf::error save(caf::serializer& f, const T& x) {
+  // Whatever cannot be encoded travels as a refusal: CAF 0.17 would otherwise
+  // send a truncated message that the receiver drops without a word.
+  outgoing_ptr out;
+  if (x.invalid)
+    out = build_refusal(x.invalid);
+  else if (auto built = build(x, codec_limits{}))
+    out = std::move(*built);
+  else
+    out = build_refusal(built.error());
+  auto size = static_cast<uint32_t>(out->size_bytes);
+  if (auto err = f(size))
+    return err;
+  return write_flat(*out, [&f](const void* data, size_t bytes) {
+    return f.apply_raw(bytes, const_cast<void*>(data));
+  });
+}
+
+/// Consumes `size` bytes of `f` without keeping them.
+caf::error skip(caf::deserializer& f, uint32_t size) {
+  if (auto binary = dynamic_cast<caf::binary_deserializer*>(&f)) {
+    binary->skip(size);
+    return caf::none;
+  }
+  std::array<char, 65536> chunk;
+  while (size > 0) {
+    auto n = std::min<uint32_t>(size, chunk.size());
+    if (auto err = f.apply_raw(n, chunk.data()))
+      return err;
+    size -= n;
+  }
+  return caf::none;
+}
+
+template <class T>
+caf::error load(caf::deserializer& f, T& x) {
+  codec_limits limits;
+  uint32_t size = 0;
+  if (auto err = f(size))
+    return err;
+  // A length beyond the CAF message breaks the stream itself: that alone is
+  // an error for CAF (and checking it first avoids a useless allocation).
+  if (auto binary = dynamic_cast<caf::binary_deserializer*>(&f))
+    if (size > binary->remaining())
+      return caf::sec::end_of_stream;
+  if (auto err = check_frame(size, limits)) {
+    if (auto skip_err = skip(f, size))
+      return skip_err;
+    x = T{};
+    x.invalid = std::move(err);
+    return caf::none;
+  }
+  auto buffer = make_words(size);
+  if (auto err = f.apply_raw(size, buffer.get()))
+    return err;
+  auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(buffer.get()),
+                            size / word_size);
+  auto result = decode_words<T>(words, decoder{limits, buffer});
+  if (result) {
+    x = std::move(*result);
+  } else {
+    x = T{};
+    x.invalid = std::move(result.error());
+  }
+  return caf::none;
+}
+
+} // namespace
+
+// -- public API ------------------------------------------------------------------
+
+template <class T>
+caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limits) {
+  if (auto err = check_frame(size, limits))
+    return err;
+  if (reinterpret_cast<uintptr_t>(bytes) % word_size == 0) {
+    auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(bytes), size / word_size);
+    return decode_words<T>(words, decoder{limits, nullptr});
+  }
+  // Misaligned input: copy it once into words that the tensors then share.
+  auto buffer = make_words(size);
+  std::memcpy(buffer.get(), bytes, size);
+  auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(buffer.get()),
+                            size / word_size);
+  return decode_words<T>(words, decoder{limits, buffer});
+}
+
+#define BATON_DEFINE_CODEC(type)                                               \
+  caf::expected<wire_bytes> encode(const type& x, const codec_limits& limits) { \
+    return encode_as(x, limits);                                               \
+  }                                                                            \
+  template caf::expected<type> decode<type>(const char*, size_t,               \
+                                            const codec_limits&);              \
+  caf::error inspect(caf::serializer& f, type& x) {                            \
+    return save(f, x);                                                         \
+  }                                                                            \
+  caf::error inspect(caf::deserializer& f, type& x) {                          \
+    return load(f, x);                                                         \
+  }
+
+BATON_DEFINE_CODEC(microbatch)
+BATON_DEFINE_CODEC(gradient)
+BATON_DEFINE_CODEC(credit)
+BATON_DEFINE_CODEC(control)
+BATON_DEFINE_CODEC(actor_report)
+BATON_DEFINE_CODEC(node_report)
+BATON_DEFINE_CODEC(spawn_request)
+BATON_DEFINE_CODEC(progress)
+
+#undef BATON_DEFINE_CODEC
+
+int64_t payload_bytes(const microbatch& x) {
+  int64_t total = x.payload.defined() ? static_cast<int64_t>(x.payload.nbytes()) : 0;
+  for (const auto& task : x.labels)
+    if (task.values.defined())
+      total += static_cast<int64_t>(task.values.nbytes());
+  return total;
+}
+
+} // namespace baton::messages

@@ -1,0 +1,431 @@
+#include "actors/topology.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "messages/errc.hpp"
+
+namespace fs = std::filesystem;
+using baton::actors::load_topology;
+using baton::actors::parse_topology;
+using baton::actors::topology;
+using baton::actors::with_local_nodes;
+
+namespace {
+
+const std::string reference_file = std::string(BATON_SOURCE_DIR) + "/configs/transfer.yaml";
+
+// The smallest valid topology; tests append or replace sections.
+const std::string tasks_and_heads = R"(tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+  - {name: footwear, labels: [0, 0, 0, 0, 0, 1, 0, 1, 0, 1]}
+heads:
+  - {name: a, task: all10}
+  - {name: b, task: footwear}
+  - {name: c, task: all10}
+)";
+
+// 1-based line of the first occurrence of `needle` in `text`.
+int line_of(const std::string& text, const std::string& needle) {
+  size_t at = text.find(needle);
+  EXPECT_NE(at, std::string::npos) << needle;
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + at, '\n'));
+}
+
+class topology_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path()
+           / ("baton_topology_test_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes `text` to a file in this test's directory and returns its path.
+  std::string write(const std::string& text, const std::string& name = "topology.yaml") {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  caf::expected<topology> load(const std::string& text,
+                               const std::vector<std::string>& overrides = {}) {
+    return load_topology(write(text), overrides);
+  }
+
+  // Expects a bad_config error whose message contains every part.
+  static void expect_error(const caf::expected<topology>& result,
+                           const std::vector<std::string>& parts) {
+    ASSERT_FALSE(result) << "expected an error containing: " << parts.front();
+    const caf::error& err = result.error();
+    EXPECT_EQ(err.category(), baton::error_category_atom);
+    EXPECT_EQ(err.code(), static_cast<uint8_t>(baton::errc::bad_config));
+    std::string message = baton::describe(err);
+    for (const auto& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos)
+        << "message: " << message << "\nmissing: " << part;
+  }
+
+  // Loads `text` and expects an error at the line where `needle` is.
+  void expect_error_at(const std::string& text, const std::string& needle,
+                       std::vector<std::string> parts) {
+    std::string path = (dir_ / "topology.yaml").string();
+    parts.insert(parts.begin(), path + ":" + std::to_string(line_of(text, needle)) + ": ");
+    expect_error(load(text), parts);
+  }
+
+  fs::path dir_;
+};
+
+// -- the reference file --------------------------------------------------------
+
+TEST_F(topology_test, reference_file_parses) {
+  auto t = load_topology(reference_file);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->file, reference_file);
+  EXPECT_EQ(t->job, "transfer");
+  EXPECT_EQ(t->seed, 42u);
+  EXPECT_EQ(t->dataset, "fashion-mnist");
+  EXPECT_EQ(t->data_dir, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(t->plan.batch_size, 64);
+  EXPECT_EQ(t->plan.microbatches, 2);
+  EXPECT_EQ(t->plan.epochs, 1);
+  EXPECT_EQ(t->plan.seed, 42u);
+  EXPECT_EQ(t->backbone.name, "convnet");
+  EXPECT_EQ(t->backbone.seed, baton::model::derive_seed(42, "backbone"));
+  // Relative to the file's directory (configs/), not to the working directory.
+  EXPECT_EQ(t->checkpoint, (fs::path(BATON_SOURCE_DIR) / "build/checkpoints/convnet-pretrained.pt")
+                             .lexically_normal()
+                             .string());
+  ASSERT_EQ(t->stages.size(), 3u);
+  const std::vector<std::pair<size_t, size_t>> ranges = {{0, 5}, {5, 10}, {10, 16}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(t->stages[i].name, "stage" + std::to_string(i));
+    EXPECT_EQ(t->stages[i].begin, ranges[i].first);
+    EXPECT_EQ(t->stages[i].end, ranges[i].second);
+    EXPECT_EQ(t->stages[i].node, "");
+  }
+  EXPECT_TRUE(t->embedded());
+  EXPECT_EQ(t->source_node, "");
+}
+
+TEST_F(topology_test, reference_file_tasks_heads_and_runtime) {
+  auto t = load_topology(reference_file);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  ASSERT_EQ(t->tasks.size(), 3u);
+  ASSERT_EQ(t->heads.size(), 3u);
+  const std::vector<std::pair<std::string, int64_t>> heads = {
+    {"all10", 10}, {"footwear", 2}, {"groups4", 4}};
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto& spec = t->heads[i].spec;
+    EXPECT_EQ(spec.name, heads[i].first);
+    EXPECT_EQ(spec.task_def.name, heads[i].first);
+    EXPECT_EQ(spec.task_def.classes, heads[i].second);
+    EXPECT_EQ(spec.model.name, "head");
+    EXPECT_EQ(spec.model.classes, heads[i].second);
+    EXPECT_EQ(spec.model.seed, baton::model::derive_seed(42, "head/" + heads[i].first));
+    EXPECT_DOUBLE_EQ(spec.optimizer.lr, 0.05);
+    EXPECT_DOUBLE_EQ(spec.optimizer.momentum, 0.9);
+    EXPECT_EQ(t->heads[i].node, "");
+  }
+  ASSERT_NE(t->find_task("footwear"), nullptr);
+  EXPECT_EQ(t->find_task("footwear")->label_map[7], 1);
+  EXPECT_EQ(t->find_task("nope"), nullptr);
+  EXPECT_EQ(t->pretrain.task, "all10");
+  EXPECT_EQ(t->pretrain.epochs, 1);
+  EXPECT_EQ(t->pretrain.train_limit, 20000);
+  EXPECT_EQ(t->runtime.window, 4);
+  EXPECT_EQ(t->runtime.scheduler_threads, 2);
+  EXPECT_EQ(t->runtime.heartbeat_interval.count(), 200);
+  EXPECT_EQ(t->runtime.connection_timeout.count(), 2000);
+  EXPECT_EQ(t->runtime.request_timeout.count(), 10000);
+  EXPECT_EQ(t->runtime.progress_every, 20);
+}
+
+TEST_F(topology_test, defaults_and_relative_paths) {
+  auto t = load(tasks_and_heads + "backbone: {checkpoint: weights/ck.pt}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->checkpoint, (dir_ / "weights/ck.pt").string());
+  ASSERT_EQ(t->stages.size(), 1u); // no split: the whole backbone is one stage
+  EXPECT_EQ(t->stages[0].end, 16u);
+  EXPECT_EQ(t->plan.microbatches, 1);
+  EXPECT_EQ(t->runtime.window, 4);
+}
+
+// -- `--set` ------------------------------------------------------------------------
+
+TEST_F(topology_test, set_overrides_values_and_lists) {
+  auto t = load_topology(reference_file, {"data.epochs=3", "backbone.split=[pool2]",
+                                          "heads.1.optimizer.lr=0.01", "runtime.window=8"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->plan.epochs, 3);
+  ASSERT_EQ(t->stages.size(), 2u);
+  EXPECT_EQ(t->stages[0].end, 10u);
+  EXPECT_EQ(t->stages[1].begin, 10u);
+  EXPECT_EQ(t->stages[1].end, 16u);
+  EXPECT_DOUBLE_EQ(t->heads[1].spec.optimizer.lr, 0.01);
+  EXPECT_DOUBLE_EQ(t->heads[0].spec.optimizer.lr, 0.05);
+  EXPECT_EQ(t->runtime.window, 8);
+}
+
+TEST_F(topology_test, set_creates_sections_the_file_lacks) {
+  auto t = load(tasks_and_heads, {"backbone.pretrain.optimizer.lr=0.5", "seed=7",
+                                  "heads.3={name: d, task: footwear}"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_DOUBLE_EQ(t->pretrain.optimizer.lr, 0.5);
+  EXPECT_EQ(t->seed, 7u);
+  EXPECT_EQ(t->plan.seed, 7u);
+  ASSERT_EQ(t->heads.size(), 4u);
+  EXPECT_EQ(t->heads[3].spec.name, "d");
+}
+
+TEST_F(topology_test, set_unknown_key) {
+  expect_error(load_topology(reference_file, {"data.epoks=3"}),
+               {"--set data.epoks: unknown key 'epoks' in 'data' (expected one of: dataset, "});
+  expect_error(load_topology(reference_file, {"windw=3"}),
+               {"--set windw: unknown key 'windw' at the top level (expected one of: job, "});
+  expect_error(load_topology(reference_file, {"data.epochs.x=3"}),
+               {"--set data.epochs.x: unknown key 'x' in 'data.epochs'"});
+}
+
+TEST_F(topology_test, set_value_errors_name_the_override) {
+  expect_error(load_topology(reference_file, {"data.epochs=x"}),
+               {"--set data.epochs=x: 'data.epochs' must be a positive integer, got 'x'"});
+  expect_error(load_topology(reference_file, {"backbone.split=[pool9]"}),
+               {"--set backbone.split=[pool9]: 'backbone.split.0' names unknown layer 'pool9'"});
+  expect_error(load_topology(reference_file, {"heads.0={name: z, task: nope}"}),
+               {"--set heads.0={name: z, task: nope}: 'heads.0.task' names unknown task 'nope'"});
+}
+
+TEST_F(topology_test, set_malformed) {
+  expect_error(load_topology(reference_file, {"data.epochs"}),
+               {"--set data.epochs: expected dotted.key=value"});
+  expect_error(load_topology(reference_file, {"data.epochs=[3"}),
+               {"--set data.epochs=[3: the value is not valid YAML"});
+  expect_error(load_topology(reference_file, {"heads.7.name=x"}),
+               {"--set heads.7.name: index 7 is past the end of 'heads' (3 entries)"});
+  expect_error(load_topology(reference_file, {"heads.x.name=x"}),
+               {"--set heads.x.name: 'x' is not an index of the list 'heads'"});
+}
+
+// -- errors in the file ---------------------------------------------------------------
+
+TEST_F(topology_test, unknown_key_at_top_level) {
+  std::string text = "job: transfer\nwindow: 4\n" + tasks_and_heads;
+  expect_error_at(text, "window",
+                  {"unknown key 'window' at the top level (expected one of: job, seed, data, "});
+}
+
+TEST_F(topology_test, unknown_key_nested) {
+  std::string text = tasks_and_heads + "runtime:\n  window: 4\n  windw: 4\n";
+  expect_error_at(text, "windw", {"unknown key 'windw' in 'runtime' (expected one of: window, "
+                                  "scheduler_threads, stage_threads"});
+  text = "tasks:\n  - {name: t, labels: [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]}\n"
+         "heads:\n  - {name: h, task: t, optimiser: {lr: 0.1}}\n";
+  expect_error_at(text, "optimiser", {"unknown key 'optimiser' in 'heads.0'"});
+}
+
+TEST_F(topology_test, duplicate_key) {
+  std::string text = tasks_and_heads + "data:\n  epochs: 1\n  batch_size: 8\n  epochs: 2\n";
+  expect_error_at(text, "epochs: 2", {"key 'epochs' appears twice in 'data'"});
+}
+
+TEST_F(topology_test, wrong_type) {
+  std::string text = tasks_and_heads + "runtime:\n  window: four\n";
+  expect_error_at(text, "four", {"'runtime.window' must be a positive integer, got 'four'"});
+  text = tasks_and_heads + "runtime:\n  window: 0\n";
+  expect_error_at(text, "window", {"'runtime.window' must be a positive integer, got '0'"});
+  text = tasks_and_heads + "data: 5\n";
+  expect_error_at(text, "data", {"'data' must be a map, got '5'"});
+  text = tasks_and_heads + "data:\n  dataset: mnist\n";
+  expect_error_at(text, "mnist", {"'data.dataset' must be one of: fashion-mnist, synthetic"});
+}
+
+TEST_F(topology_test, values_out_of_range) {
+  std::string text = tasks_and_heads + "data: {batch_size: 8, microbatches: 9}\n";
+  expect_error_at(text, "microbatches",
+                  {"'data.microbatches' must be an integer from 1 to the batch size (8), got '9'"});
+  text = tasks_and_heads + "nodes:\n  - {name: n1, port: 70000}\n";
+  expect_error_at(text, "70000", {"'nodes.0.port' must be a port number from 1 to 65535"});
+  text = tasks_and_heads + "backbone:\n  pretrain: {optimizer: {momentum: 1.5}}\n";
+  expect_error_at(text, "momentum", {"'backbone.pretrain.optimizer.momentum' must be a number"});
+}
+
+TEST_F(topology_test, missing_file) {
+  std::string path = (dir_ / "absent.yaml").string();
+  expect_error(load_topology(path),
+               {"cannot read topology file '" + path + "': No such file or directory"});
+}
+
+TEST_F(topology_test, yaml_syntax_error) {
+  // yaml-cpp notices the error where `stage_threads: 1` turns the scalar "4
+  // stage_threads" into a key.
+  std::string text = tasks_and_heads + "runtime:\n  window: 4\n   stage_threads: 1\n";
+  expect_error_at(text, "stage_threads", {"YAML syntax error: "});
+}
+
+TEST_F(topology_test, job_not_implemented) {
+  std::string text = "job: pipeline\n" + tasks_and_heads;
+  expect_error_at(text, "pipeline", {"job 'pipeline' is not implemented yet"});
+}
+
+TEST_F(topology_test, split_unknown_layer) {
+  std::string text = tasks_and_heads + "backbone:\n  split: [pool1,\n    pool9]\n";
+  expect_error_at(text, "pool9", {"'backbone.split.1' names unknown layer 'pool9' (expected one "
+                                  "of: conv1, relu1, conv2, relu2, pool1, conv3"});
+}
+
+TEST_F(topology_test, split_out_of_order) {
+  std::string text = tasks_and_heads + "backbone:\n  split:\n    - pool2\n    - pool1\n";
+  expect_error_at(text, "- pool1", {"'backbone.split.1' is 'pool1', which does not come after "
+                                    "'pool2'", "conv1, relu1"});
+}
+
+TEST_F(topology_test, split_at_last_layer) {
+  std::string text = tasks_and_heads + "backbone:\n  split: [relu6]\n";
+  expect_error_at(text, "split", {"'backbone.split.0' is 'relu6', the last layer",
+                                  "flatten, fc1)"});
+}
+
+TEST_F(topology_test, torchscript_path_must_exist) {
+  std::string text = tasks_and_heads + "backbone:\n  model: torchscript\n  path: nope.pt\n";
+  expect_error_at(text, "nope.pt", {"'backbone.path' names 'nope.pt'", "does not exist"});
+  text = tasks_and_heads + "backbone:\n  model: torchscript\n";
+  expect_error_at(text, "torchscript", {"'backbone.path' is not given"});
+}
+
+TEST_F(topology_test, heads_and_tasks) {
+  std::string text = tasks_and_heads + "  - {name: d, task: groups4}\n";
+  expect_error_at(text, "groups4", {"'heads.3.task' names unknown task 'groups4' (expected one "
+                                    "of the tasks: all10, footwear)"});
+  text = tasks_and_heads + "  - {name: b, task: all10}\n";
+  expect_error_at(text, "{name: b, task: all10}", {"head 'b' is defined twice (first at "});
+  text = "tasks:\n  - {name: t, labels: [0, 1]}\nheads: [{name: h, task: t}]\n";
+  expect_error_at(text, "labels", {"must map the 10 classes of fashion-mnist, got 2 labels"});
+  text = "tasks:\n  - {name: t, labels: [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]}\nheads: []\n";
+  expect_error_at(text, "heads", {"'heads' must list at least one head"});
+  expect_error_at("tasks: []\n", "tasks", {"the topology is missing the key 'heads'"});
+}
+
+// -- nodes and placement ------------------------------------------------------------
+
+const std::string two_nodes = R"(nodes:
+  - {name: n1, port: 7001}
+  - {name: n2, host: 10.0.0.2, port: 7002}
+)";
+
+TEST_F(topology_test, placement_names_unknown_node) {
+  std::string text = two_nodes + tasks_and_heads + "  - {name: d, task: all10, node: n9}\n";
+  expect_error_at(text, "n9", {"'heads.3.node' names node 'n9', which is not under 'nodes' "
+                               "(expected one of: n1, n2)"});
+  text = two_nodes + tasks_and_heads + "backbone: {split: [pool1], place: [n1, n3]}\n";
+  expect_error_at(text, "place", {"'backbone.place.1' names node 'n3'"});
+  text = two_nodes + tasks_and_heads + "backbone: {split: [pool1], place: [n1]}\n";
+  expect_error_at(text, "place", {"one node per stage: the backbone has 2 stages, got 1"});
+}
+
+TEST_F(topology_test, placement_without_nodes) {
+  std::string text = tasks_and_heads + "data:\n  node: n1\n";
+  expect_error_at(text, "node: n1",
+                  {"'data.node' names node 'n1' but the topology has no nodes"});
+}
+
+TEST_F(topology_test, nodes_without_placement_are_round_robin) {
+  auto t = load(two_nodes + tasks_and_heads + "backbone: {split: [pool1, pool2]}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  ASSERT_EQ(t->nodes.size(), 2u);
+  EXPECT_FALSE(t->embedded());
+  EXPECT_EQ(t->nodes[0].host, "127.0.0.1");
+  EXPECT_EQ(t->nodes[1].host, "10.0.0.2");
+  EXPECT_EQ(t->nodes[1].port, 7002);
+  // source, stage0..2, heads a..c over n1 n2 n1 n2 ...
+  EXPECT_EQ(t->source_node, "n1");
+  EXPECT_EQ(t->stages[0].node, "n2");
+  EXPECT_EQ(t->stages[1].node, "n1");
+  EXPECT_EQ(t->stages[2].node, "n2");
+  EXPECT_EQ(t->heads[0].node, "n1");
+  EXPECT_EQ(t->heads[1].node, "n2");
+  EXPECT_EQ(t->heads[2].node, "n1");
+}
+
+TEST_F(topology_test, explicit_placement_is_kept) {
+  std::string text = two_nodes + tasks_and_heads + "backbone: {split: [pool1], place: [n1, n1]}\n"
+                     + "data: {node: n2}\n";
+  auto t = load(text, {"heads.2.node=n2"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->source_node, "n2");
+  EXPECT_EQ(t->stages[0].node, "n1");
+  EXPECT_EQ(t->stages[1].node, "n1");
+  EXPECT_EQ(t->heads[0].node, "n2"); // slot 3 of n1 n2 n1 n2
+  EXPECT_EQ(t->heads[1].node, "n1");
+  EXPECT_EQ(t->heads[2].node, "n2");
+}
+
+TEST_F(topology_test, duplicate_nodes) {
+  std::string text = two_nodes + "  - {name: n1, port: 7003}\n" + tasks_and_heads;
+  expect_error_at(text, "{name: n1, port: 7003}", {"node 'n1' is defined twice"});
+  text = two_nodes + "  - {name: n3, port: 7001}\n" + tasks_and_heads;
+  expect_error_at(text, "{name: n3", {"address '127.0.0.1:7001' is defined twice"});
+}
+
+TEST_F(topology_test, with_local_nodes_round_robin) {
+  auto t = load_topology(reference_file);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  topology local = with_local_nodes(*t, 3);
+  ASSERT_EQ(local.nodes.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(local.nodes[i].name, "n" + std::to_string(i + 1));
+    EXPECT_EQ(local.nodes[i].host, "127.0.0.1");
+    EXPECT_EQ(local.nodes[i].port, 0);
+  }
+  EXPECT_EQ(local.source_node, "n1");
+  EXPECT_EQ(local.stages[0].node, "n2");
+  EXPECT_EQ(local.stages[1].node, "n3");
+  EXPECT_EQ(local.stages[2].node, "n1");
+  EXPECT_EQ(local.heads[0].node, "n2");
+  EXPECT_EQ(local.heads[1].node, "n3");
+  EXPECT_EQ(local.heads[2].node, "n1");
+}
+
+TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
+  std::string text = "nodes:\n  - {name: n2, port: 7002}\n  - {name: far, port: 7009}\n"
+                     + tasks_and_heads + "backbone: {split: [pool1], place: [far, n2]}\n";
+  auto t = load(text);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  topology local = with_local_nodes(*t, 3);
+  EXPECT_EQ(local.stages[0].node, "n2"); // was on `far`: back to its round-robin slot
+  EXPECT_EQ(local.stages[1].node, "n2"); // kept, although its slot is n3
+  // Defaulted to n2 in the file; n2 is a local node's name, so it is kept.
+  EXPECT_EQ(local.source_node, "n2");
+  EXPECT_EQ(local.heads[0].node, "n1"); // was on `far` (slot 3): n1
+  topology embedded = with_local_nodes(*t, 0);
+  EXPECT_TRUE(embedded.embedded());
+  EXPECT_EQ(embedded.stages[1].node, "");
+}
+
+// -- robustness -----------------------------------------------------------------------
+
+TEST_F(topology_test, garbage_is_an_error_value_never_an_exception) {
+  const std::vector<std::string> texts = {
+    "", "[]", "- a\n- b\n", "just text", "job: [", "heads: 5\ntasks: []\n",
+    "tasks: {a: 1}\nheads: []\n", "tasks:\n  - 5\nheads: []\n", "? [a, b]\n: c\n",
+    "seed: -1\n" + tasks_and_heads, "seed: 18446744073709551616\n" + tasks_and_heads,
+    "data: {epochs: 1.5}\n" + tasks_and_heads, "tasks:\n  - {name: t, labels: [-1]}\n"};
+  for (const auto& text : texts) {
+    caf::expected<topology> t{topology{}};
+    EXPECT_NO_THROW(t = parse_topology(text, "garbage.yaml")) << text;
+    expect_error(t, {"garbage.yaml"});
+  }
+}
+
+} // namespace

@@ -1,0 +1,540 @@
+// The codecs of messages/codec.hpp within one process: round trips of every
+// struct (bit for bit), every kind of bad input as an error value, the size
+// limit, CAF's serializer path, and a fuzz loop over corrupted microbatches.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/deep_to_string.hpp>
+#include <caf/make_message.hpp>
+
+#include "messages/codec.hpp"
+#include "messages/type_ids.hpp"
+#include "tests/messages/message_testing.hpp"
+
+using namespace baton;
+using namespace baton::messages;
+using namespace baton::messages::testing;
+
+namespace {
+
+constexpr uint64_t mib = uint64_t{1} << 20;
+
+const wire_patcher& patcher() {
+  static const wire_patcher instance;
+  return instance;
+}
+
+template <class T>
+T round_trip(const T& x, const codec_limits& limits = {}) {
+  auto bytes = encode(x, limits);
+  EXPECT_TRUE(bytes) << describe(bytes.error());
+  if (!bytes)
+    return T{};
+  auto y = decode<T>(*bytes, limits);
+  EXPECT_TRUE(y) << describe(y.error());
+  return y ? std::move(*y) : T{};
+}
+
+wire_bytes encoded(const microbatch& x) {
+  auto bytes = encode(x);
+  EXPECT_TRUE(bytes) << describe(bytes.error());
+  return bytes ? std::move(*bytes) : wire_bytes{};
+}
+
+/// Encodes the sample microbatch after `edit` changed its envelope.
+wire_bytes patched(const std::function<void(capnp::DynamicStruct::Builder)>& edit) {
+  return patcher().patch(encoded(sample(tag<microbatch>{})), edit);
+}
+
+capnp::DynamicStruct::Builder payload_of(capnp::DynamicStruct::Builder envelope) {
+  return wire_patcher::body(envelope, "microbatch").get("payload").as<capnp::DynamicStruct>();
+}
+
+/// Expects decoding `bytes` as T to fail with `code`; returns the description.
+template <class T = microbatch>
+std::string expect_refused(const wire_bytes& bytes, errc code, const codec_limits& limits = {}) {
+  auto result = decode<T>(bytes, limits);
+  EXPECT_FALSE(result) << "decoded although it should have failed with " << to_string(code);
+  if (result)
+    return {};
+  EXPECT_TRUE(is(result.error(), code)) << describe(result.error());
+  return describe(result.error());
+}
+
+// -- CAF serialization helpers --------------------------------------------------
+
+template <class T>
+std::vector<char> caf_serialize(T& x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  auto err = inspect(sink, x);
+  EXPECT_FALSE(err) << describe(err);
+  return buf;
+}
+
+template <class T>
+T caf_deserialize(const std::vector<char>& buf) {
+  T x;
+  caf::binary_deserializer source{nullptr, buf};
+  auto err = inspect(source, x);
+  EXPECT_FALSE(err) << describe(err);
+  EXPECT_EQ(source.remaining(), 0u);
+  return x;
+}
+
+} // namespace
+
+// -- round trips -----------------------------------------------------------------
+
+TEST(codec, microbatch_round_trips_for_every_dtype) {
+  for (auto dtype : {at::kFloat, at::kDouble, at::kLong, at::kByte, at::kInt, at::kChar,
+                     at::kHalf, at::kBFloat16, at::kBool, at::kShort}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    auto x = sample(tag<microbatch>{}, dtype);
+    expect_same(x, round_trip(x));
+  }
+}
+
+TEST(codec, float_special_values_survive_bit_for_bit) {
+  auto x = sample(tag<microbatch>{});
+  float nan_with_payload;
+  uint32_t bits = 0x7fc01234;
+  std::memcpy(&nan_with_payload, &bits, sizeof(bits));
+  x.payload = at::tensor({nan_with_payload, -0.0f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::denorm_min(), 1.0f});
+  auto y = round_trip(x);
+  EXPECT_TRUE(bit_equal(x.payload, y.payload));
+}
+
+TEST(codec, non_contiguous_payload_round_trips) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = pattern({64, 48}, at::kFloat).t().slice(0, 0, 48, 2);
+  ASSERT_FALSE(x.payload.is_contiguous());
+  auto y = round_trip(x);
+  expect_same(x, y);
+  EXPECT_TRUE(y.payload.is_contiguous());
+}
+
+TEST(codec, misaligned_view_round_trips) {
+  // A contiguous view starting 3 bytes into its storage: too large to copy
+  // cheaply, not word-aligned, so the encoder must not reference it.
+  auto base = pattern({10000}, at::kByte);
+  auto x = sample(tag<microbatch>{});
+  x.payload = base.slice(0, 3, 9003);
+  ASSERT_TRUE(x.payload.is_contiguous());
+  ASSERT_NE(reinterpret_cast<uintptr_t>(x.payload.data_ptr()) % 8, 0u);
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, large_tensor_of_odd_byte_size_round_trips) {
+  // 4100 bytes: referenced by the message, not a whole number of words.
+  auto x = sample(tag<microbatch>{});
+  x.payload = pattern({1025}, at::kFloat);
+  auto bytes = encoded(x);
+  EXPECT_EQ(bytes.size() % 8, 0u);
+  auto y = decode<microbatch>(bytes);
+  ASSERT_TRUE(y) << describe(y.error());
+  expect_same(x, *y);
+}
+
+TEST(codec, empty_scalar_and_undefined_tensors_round_trip) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = at::empty({0, 5}, at::kFloat);
+  x.labels = {{"scalar", at::tensor(7, at::kLong)}, {"no labels", at::Tensor{}}, {"", at::empty({0}, at::kLong)}};
+  auto y = round_trip(x);
+  expect_same(x, y);
+  EXPECT_EQ(y.payload.sizes(), (std::vector<int64_t>{0, 5}));
+  EXPECT_EQ(y.labels[0].values.dim(), 0);
+  EXPECT_FALSE(y.labels[1].values.defined());
+  auto g = sample(tag<gradient>{});
+  g.value = at::Tensor{};
+  EXPECT_FALSE(round_trip(g).value.defined());
+  microbatch none;
+  expect_same(none, round_trip(none));
+}
+
+TEST(codec, gradient_round_trips) {
+  auto x = sample(tag<gradient>{});
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, credit_round_trips) {
+  auto x = sample(tag<credit>{});
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, control_round_trips_for_every_kind) {
+  for (auto kind : {control_kind::start, control_kind::epoch_end, control_kind::end_of_stream,
+                    control_kind::shutdown}) {
+    auto x = sample(tag<control>{});
+    x.kind = kind;
+    expect_same(x, round_trip(x));
+  }
+}
+
+TEST(codec, actor_report_round_trips) {
+  auto x = sample(tag<actor_report>{});
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, node_report_round_trips) {
+  auto x = sample(tag<node_report>{});
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, spawn_request_round_trips) {
+  auto x = sample(tag<spawn_request>{});
+  x.spec += std::string(100000, 'y'); // YAML text of any length
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, progress_round_trips) {
+  auto x = sample(tag<progress>{});
+  expect_same(x, round_trip(x));
+}
+
+TEST(codec, decoded_tensors_do_not_alias_the_input) {
+  auto x = sample(tag<microbatch>{});
+  auto bytes = encoded(x);
+  auto y = decode<microbatch>(bytes);
+  ASSERT_TRUE(y);
+  std::fill(bytes.begin(), bytes.end(), '\0');
+  bytes = wire_bytes{};
+  expect_same(x, *y);
+}
+
+TEST(codec, decode_accepts_misaligned_input) {
+  auto x = sample(tag<microbatch>{});
+  auto bytes = encoded(x);
+  microbatch y;
+  {
+    std::vector<char> shifted(bytes.size() + 1);
+    std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
+    auto result = decode<microbatch>(shifted.data() + 1, bytes.size());
+    ASSERT_TRUE(result) << describe(result.error());
+    y = std::move(*result);
+  }
+  // The input is gone: the tensors must hold what they need.
+  expect_same(x, y);
+}
+
+TEST(codec, tensor_of_exactly_the_limit_round_trips) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = at::full({int64_t{64} << 20}, 7, at::kByte);
+  x.payload.index_put_({-1}, 9);
+  auto y = round_trip(x);
+  EXPECT_TRUE(bit_equal(x.payload, y.payload));
+}
+
+TEST(codec, payload_bytes_counts_payload_and_labels) {
+  auto x = sample(tag<microbatch>{});
+  EXPECT_EQ(payload_bytes(x), 4 * 28 * 28 * 4 + 3 * 4 * 8);
+  EXPECT_EQ(payload_bytes(microbatch{}), 0);
+}
+
+// -- encode refuses --------------------------------------------------------------
+
+TEST(codec, encode_refuses_a_tensor_one_byte_over_the_limit) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = at::empty({int64_t{64 << 20} + 1}, at::kByte);
+  auto bytes = encode(x);
+  ASSERT_FALSE(bytes);
+  EXPECT_TRUE(is(bytes.error(), errc::payload_too_large)) << describe(bytes.error());
+  auto text = describe(bytes.error());
+  EXPECT_NE(text.find("payload_too_large: payload: tensor of 67108865 bytes"), std::string::npos)
+    << text;
+  EXPECT_NE(text.find("exceeds the 64 MiB limit"), std::string::npos) << text;
+}
+
+TEST(codec, encode_refuses_a_message_over_the_limit) {
+  // Each tensor fits, but together with the headers the message does not.
+  codec_limits limits{1024, 256};
+  auto x = sample(tag<microbatch>{});
+  x.payload = pattern({250}, at::kFloat);
+  x.labels = {{"a", pattern({120}, at::kLong)}};
+  auto bytes = encode(x, limits);
+  ASSERT_FALSE(bytes);
+  EXPECT_TRUE(is(bytes.error(), errc::payload_too_large)) << describe(bytes.error());
+  EXPECT_NE(describe(bytes.error()).find("message of"), std::string::npos);
+}
+
+TEST(codec, encode_refuses_a_dtype_without_wire_code) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = at::zeros({2, 2}, at::kComplexFloat);
+  auto bytes = encode(x);
+  ASSERT_FALSE(bytes);
+  EXPECT_TRUE(is(bytes.error(), errc::unknown_dtype)) << describe(bytes.error());
+}
+
+TEST(codec, encode_refuses_a_sparse_tensor) {
+  auto g = sample(tag<gradient>{});
+  g.value = at::eye(3).to_sparse();
+  auto bytes = encode(g);
+  ASSERT_FALSE(bytes);
+  EXPECT_TRUE(is(bytes.error(), errc::shape_mismatch)) << describe(bytes.error());
+}
+
+// -- decode refuses --------------------------------------------------------------
+
+TEST(codec, decode_refuses_truncated_bytes) {
+  auto bytes = encoded(sample(tag<microbatch>{}));
+  bytes.resize(bytes.size() / 2 / 8 * 8);
+  expect_refused(bytes, errc::malformed_message);
+}
+
+TEST(codec, decode_refuses_garbage) {
+  std::mt19937 rng{7};
+  wire_bytes bytes(4096);
+  for (auto& byte : bytes)
+    byte = static_cast<char>(rng());
+  expect_refused(bytes, errc::malformed_message);
+}
+
+TEST(codec, decode_refuses_empty_input) {
+  expect_refused(wire_bytes{}, errc::malformed_message);
+}
+
+TEST(codec, decode_refuses_a_size_that_is_not_whole_words) {
+  auto bytes = encoded(sample(tag<microbatch>{}));
+  bytes.push_back('\0');
+  expect_refused(bytes, errc::malformed_message);
+}
+
+TEST(codec, decode_refuses_trailing_bytes) {
+  auto bytes = encoded(sample(tag<microbatch>{}));
+  bytes.resize(bytes.size() + 8, '\0');
+  auto text = expect_refused(bytes, errc::malformed_message);
+  EXPECT_NE(text.find("8 bytes follow"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_another_message_kind) {
+  auto bytes = encode(sample(tag<gradient>{}));
+  ASSERT_TRUE(bytes);
+  auto text = expect_refused(*bytes, errc::malformed_message);
+  EXPECT_NE(text.find("expected a microbatch, got a gradient"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_an_unknown_schema_version) {
+  auto bytes = patched([](auto envelope) { envelope.set("version", schema_version + 1); });
+  auto text = expect_refused(bytes, errc::unknown_schema_version);
+  EXPECT_NE(text.find("schema version 2"), std::string::npos) << text;
+  // A message without any version (0) is refused too.
+  expect_refused(patched([](auto envelope) { envelope.set("version", 0); }),
+                 errc::unknown_schema_version);
+}
+
+TEST(codec, decode_refuses_an_unknown_dtype_code) {
+  auto bytes = patched([](auto envelope) {
+    auto payload = payload_of(envelope);
+    payload.set("dtype", wire_patcher::raw_enum(payload, "dtype", 42));
+  });
+  auto text = expect_refused(bytes, errc::unknown_dtype);
+  EXPECT_NE(text.find("dtype code 42"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_negative_dimensions) {
+  auto bytes = patched([](auto envelope) {
+    payload_of(envelope).get("shape").template as<capnp::DynamicList>().set(1, -1);
+  });
+  auto text = expect_refused(bytes, errc::shape_mismatch);
+  EXPECT_NE(text.find("negative"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_a_shape_that_does_not_match_the_data) {
+  auto bytes = patched([](auto envelope) {
+    payload_of(envelope).get("shape").template as<capnp::DynamicList>().set(0, 5);
+  });
+  auto text = expect_refused(bytes, errc::shape_mismatch);
+  EXPECT_NE(text.find("needs 15680 bytes, the data has 12544"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_data_shorter_than_the_shape) {
+  auto bytes = patched([](auto envelope) {
+    auto labels = wire_patcher::body(envelope, "microbatch").get("labels").template as<capnp::DynamicList>();
+    auto values = labels[0].template as<capnp::DynamicStruct>().get("values").template as<capnp::DynamicStruct>();
+    auto short_data = kj::heapArray<capnp::byte>(8);
+    values.set("data", capnp::Data::Reader{short_data.begin(), short_data.size()});
+  });
+  expect_refused(bytes, errc::shape_mismatch);
+}
+
+TEST(codec, decode_refuses_too_many_dimensions) {
+  auto bytes = patched([](auto envelope) {
+    auto payload = payload_of(envelope);
+    auto shape = payload.init("shape", 100).template as<capnp::DynamicList>();
+    for (unsigned i = 0; i < 100; ++i)
+      shape.set(i, 1);
+  });
+  expect_refused(bytes, errc::shape_mismatch);
+}
+
+TEST(codec, decode_refuses_a_shape_whose_size_overflows) {
+  auto bytes = patched([](auto envelope) {
+    auto shape = payload_of(envelope).get("shape").template as<capnp::DynamicList>();
+    shape.set(0, int64_t{1} << 40);
+    shape.set(2, int64_t{1} << 40);
+  });
+  expect_refused(bytes, errc::payload_too_large);
+}
+
+TEST(codec, decode_refuses_a_tensor_over_the_limit) {
+  auto bytes = encoded(sample(tag<microbatch>{})); // payload: 12544 bytes
+  auto text = expect_refused(bytes, errc::payload_too_large, codec_limits{8192, mib});
+  EXPECT_NE(text.find("payload"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_a_message_over_the_limit_before_parsing) {
+  auto bytes = encoded(sample(tag<microbatch>{}));
+  auto text = expect_refused(bytes, errc::payload_too_large, codec_limits{1024, 1024});
+  EXPECT_NE(text.find("message of"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_an_unknown_control_kind) {
+  auto bytes = encode(sample(tag<control>{}));
+  ASSERT_TRUE(bytes);
+  auto bad = patcher().patch(*bytes, [](auto envelope) {
+    auto body = wire_patcher::body(envelope, "control");
+    body.set("kind", wire_patcher::raw_enum(body, "kind", 9));
+  });
+  expect_refused<control>(bad, errc::malformed_message);
+}
+
+// -- CAF serialization -----------------------------------------------------------
+
+TEST(codec, caf_serialization_round_trips) {
+  auto x = sample(tag<microbatch>{});
+  auto buf = caf_serialize(x);
+  expect_same(x, caf_deserialize<microbatch>(buf));
+  auto report = sample(tag<actor_report>{});
+  auto report_buf = caf_serialize(report);
+  expect_same(report, caf_deserialize<actor_report>(report_buf));
+}
+
+TEST(codec, caf_serialization_sends_a_refusal_for_an_oversized_tensor) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = at::empty({int64_t{64 << 20} + 1}, at::kByte);
+  auto buf = caf_serialize(x);
+  EXPECT_LT(buf.size(), 4096u); // the refusal, not the tensor
+  auto y = caf_deserialize<microbatch>(buf);
+  ASSERT_TRUE(is(y.invalid, errc::payload_too_large)) << describe(y.invalid);
+  EXPECT_NE(describe(y.invalid).find("refused by the sender"), std::string::npos);
+}
+
+TEST(codec, caf_serialization_keeps_invalid) {
+  auto x = sample(tag<credit>{});
+  x.invalid = make_error(errc::unknown_dtype, "payload: dtype code 42 is unknown");
+  auto buf = caf_serialize(x);
+  auto y = caf_deserialize<credit>(buf);
+  EXPECT_TRUE(is(y.invalid, errc::unknown_dtype)) << describe(y.invalid);
+  EXPECT_NE(describe(y.invalid).find("dtype code 42"), std::string::npos);
+}
+
+TEST(codec, caf_deserializer_sets_invalid_and_keeps_the_stream_in_sync) {
+  auto bad = patched([](auto envelope) {
+    payload_of(envelope).get("shape").template as<capnp::DynamicList>().set(0, 5);
+  });
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  auto size = static_cast<uint32_t>(bad.size());
+  uint32_t marker = 0xba70;
+  ASSERT_FALSE(sink(size));
+  ASSERT_FALSE(sink.apply_raw(bad.size(), bad.data()));
+  ASSERT_FALSE(sink(marker));
+  caf::binary_deserializer source{nullptr, buf};
+  microbatch y;
+  EXPECT_FALSE(inspect(source, y));
+  EXPECT_TRUE(is(y.invalid, errc::shape_mismatch)) << describe(y.invalid);
+  uint32_t after = 0;
+  EXPECT_FALSE(source(after));
+  EXPECT_EQ(after, marker);
+}
+
+TEST(codec, caf_deserializer_skips_an_oversized_frame) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  auto size = static_cast<uint32_t>(70 * mib);
+  uint32_t marker = 0xba70;
+  ASSERT_FALSE(sink(size));
+  buf.resize(buf.size() + size, '\0');
+  ASSERT_FALSE(sink(marker));
+  caf::binary_deserializer source{nullptr, buf};
+  microbatch y;
+  EXPECT_FALSE(inspect(source, y));
+  EXPECT_TRUE(is(y.invalid, errc::payload_too_large)) << describe(y.invalid);
+  uint32_t after = 0;
+  EXPECT_FALSE(source(after));
+  EXPECT_EQ(after, marker);
+}
+
+TEST(codec, caf_deserializer_fails_on_a_length_beyond_the_stream) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  uint32_t size = 1024;
+  ASSERT_FALSE(sink(size));
+  buf.resize(buf.size() + 16, '\0');
+  caf::binary_deserializer source{nullptr, buf};
+  microbatch y;
+  EXPECT_TRUE(inspect(source, y));
+}
+
+// -- fuzzing ---------------------------------------------------------------------
+
+TEST(codec, corrupted_microbatches_never_crash_the_decoder) {
+  auto x = sample(tag<microbatch>{});
+  x.payload = pattern({4, 1, 16, 16}, at::kFloat); // 4 KiB: a referenced segment
+  auto original = encoded(x);
+  std::mt19937 rng{20240611};
+  int decoded = 0;
+  int refused = 0;
+  for (int round = 0; round < 2000; ++round) {
+    auto bytes = original;
+    auto flips = 1 + rng() % 8;
+    for (unsigned i = 0; i < flips; ++i)
+      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+    if (rng() % 4 == 0)
+      bytes.resize(rng() % bytes.size());
+    auto result = decode<microbatch>(bytes);
+    if (!result) {
+      ++refused;
+      continue;
+    }
+    ++decoded;
+    // Whatever decoded must be consistent tensors that can be read in full.
+    auto check = [](const at::Tensor& t) {
+      if (!t.defined())
+        return;
+      EXPECT_EQ(t.nbytes(), static_cast<size_t>(t.numel()) * t.element_size());
+      if (t.numel() > 0)
+        (void) t.to(at::kDouble).sum().item<double>();
+    };
+    check(result->payload);
+    for (const auto& task : result->labels)
+      check(task.values);
+  }
+  EXPECT_EQ(decoded + refused, 2000);
+  EXPECT_GT(refused, 0);
+}
+
+// -- text ------------------------------------------------------------------------
+
+TEST(codec, to_string_summarizes_without_values) {
+  auto x = sample(tag<microbatch>{});
+  auto text = to_string(x);
+  EXPECT_NE(text.find("microbatch(id=42"), std::string::npos) << text;
+  EXPECT_NE(text.find("payload=Float[4, 1, 28, 28]"), std::string::npos) << text;
+  EXPECT_NE(text.find("labels[footwear]=Long[4]"), std::string::npos) << text;
+  x.invalid = make_error(errc::shape_mismatch, "payload: bad");
+  EXPECT_EQ(to_string(x), "microbatch(invalid: shape_mismatch: payload: bad)");
+  // CAF prints message content through the same overloads.
+  auto msg = caf::make_message(sample(tag<credit>{}));
+  EXPECT_NE(caf::deep_to_string(msg).find("credit(microbatch=41, slots=3)"), std::string::npos)
+    << caf::deep_to_string(msg);
+  EXPECT_NE(to_string(sample(tag<control>{})).find("kind=epoch_end"), std::string::npos);
+  EXPECT_NE(to_string(sample(tag<spawn_request>{})).find("spec_bytes="), std::string::npos);
+}

@@ -1,0 +1,148 @@
+// A user's TorchScript backbone as a layered model: written at test time by
+// Python's torch (skipped when no Python with torch is available), compared
+// against the output Python computed for the same input.
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "model/checkpoint.hpp"
+#include "model/error.hpp"
+#include "model/layered_model.hpp"
+#include "model/training.hpp"
+
+namespace fs = std::filesystem;
+using namespace baton::model;
+
+namespace {
+
+// Children 0..4 of a Sequential; child 3 is itself a Sequential, so its
+// parameters are nested ("3.0.weight"). io.pt holds an input and the output
+// of the eager model for it.
+const char* make_model_py = R"py(
+import sys, torch
+out = sys.argv[1]
+torch.manual_seed(0)
+m = torch.nn.Sequential(
+    torch.nn.Conv2d(1, 4, 3, padding=1),
+    torch.nn.ReLU(),
+    torch.nn.Flatten(),
+    torch.nn.Sequential(torch.nn.Linear(4 * 8 * 8, 16), torch.nn.Tanh()),
+    torch.nn.Linear(16, 3))
+torch.jit.script(m).save(out + "/model.pt")
+x = torch.randn(5, 1, 8, 8)
+with torch.no_grad():
+    y = m(x)
+class Tensors(torch.nn.Module):
+    def __init__(self, x, y):
+        super().__init__()
+        self.register_buffer("x", x)
+        self.register_buffer("y", y)
+    def forward(self):
+        return self.x
+torch.jit.script(Tensors(x, y)).save(out + "/io.pt")
+)py";
+
+/// The first Python interpreter on this machine that can import torch, or "".
+std::string python_with_torch() {
+  for (const char* candidate : {"python3", "/usr/bin/python3"}) {
+    const std::string probe = std::string(candidate) + " -c 'import torch' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0)
+      return candidate;
+  }
+  return "";
+}
+
+class torchscript : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const std::string python = python_with_torch();
+    if (python.empty())
+      GTEST_SKIP() << "no python3 that can import torch (install python3-torch) to write the "
+                      "TorchScript model this test loads";
+    std::string pattern = (fs::temp_directory_path() / "baton-torchscript-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    const std::string script = (dir_ / "make_model.py").string();
+    std::ofstream(script) << make_model_py;
+    const std::string command = python + " " + script + " " + dir_.string();
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    auto io = torch::jit::load((dir_ / "io.pt").string());
+    x_ = io.attr("x").toTensor();
+    y_ = io.attr("y").toTensor();
+    spec_.name = "torchscript";
+    spec_.path = (dir_ / "model.pt").string();
+  }
+  void TearDown() override {
+    if (!dir_.empty())
+      fs::remove_all(dir_);
+  }
+
+  fs::path dir_;
+  model_spec spec_;
+  at::Tensor x_, y_;
+};
+
+} // namespace
+
+TEST_F(torchscript, children_become_layers_with_python_output) {
+  auto m = make_model(spec_);
+  EXPECT_EQ(m.layer_names(), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
+  std::vector<std::string> names;
+  for (const auto& p : m.named_parameters())
+    names.push_back(p.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "3.0.weight", "3.0.bias",
+                                             "4.weight", "4.bias"}));
+  EXPECT_EQ(parameter_count(m), 4 * 9 + 4 + 256 * 16 + 16 + 16 * 3 + 3);
+  torch::NoGradGuard no_grad;
+  auto y = m.forward(x_);
+  EXPECT_TRUE(torch::allclose(y, y_, 1e-5, 1e-6)) << (y - y_).abs().max();
+  // Invariant 1 holds for TorchScript layers too.
+  for (size_t a = 0; a <= m.size(); ++a)
+    EXPECT_TRUE(torch::equal(m.slice(a, m.size()).forward(m.slice(0, a).forward(x_)), y))
+        << "split at " << a;
+}
+
+TEST_F(torchscript, parameters_are_the_interpreters_tensors) {
+  auto m = make_model(spec_);
+  const std::string file = (dir_ / "ckpt.pt").string();
+  save_checkpoint(m, file);
+  torch::NoGradGuard no_grad;
+  auto original = m.forward(x_);
+  for (auto& p : m.parameters())
+    p.zero_();
+  // Zeroed through named_parameters(): the interpreter sees it (the output is
+  // the last layer's zero bias).
+  EXPECT_TRUE(torch::equal(m.forward(x_), torch::zeros_like(original)));
+  load_checkpoint(m, file);
+  EXPECT_TRUE(torch::equal(m.forward(x_), original));
+}
+
+TEST_F(torchscript, layers_train) {
+  auto model = make_model(spec_);
+  const std::string before = weights_digest(model);
+  head_trainer trainer(model, make_task("all3", {0, 1, 2}), optimizer_spec{});
+  auto labels = torch::tensor({0, 1, 2, 0, 1}, torch::kInt64);
+  const double first = trainer.train(x_, labels, 1, true);
+  for (int i = 0; i < 20; ++i)
+    trainer.train(x_, labels, 1, true);
+  EXPECT_NE(weights_digest(model), before);
+  EXPECT_LT(trainer.train(x_, labels, 1, true), first);
+}
+
+TEST_F(torchscript, corrupt_file_is_an_error_naming_it) {
+  const std::string bad = (dir_ / "bad.pt").string();
+  std::ofstream(bad) << "not a torchscript archive";
+  spec_.path = bad;
+  try {
+    make_model(spec_);
+    ADD_FAILURE() << "expected model::error";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  }
+}
