@@ -56,7 +56,7 @@ std::string heads_override(int32_t heads) {
 std::vector<std::string> side_overrides(const bench_request& r, const std::string& backbone) {
   std::vector<std::string> o{heads_override(r.heads), "backbone.model=" + backbone};
   if (backbone != "convnet") // no pretrained wide backbone: frozen initial weights
-    o.push_back("backbone.checkpoint=");
+    o.push_back("backbone.checkpoint=none");
   if (r.quick)
     o.insert(o.end(), {"data.train_limit=4096", "data.test_limit=1000"});
   o.insert(o.end(), r.overrides.begin(), r.overrides.end());

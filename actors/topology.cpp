@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 // A validation failure, already formatted "where: what". It only unwinds the
 // section parsers of this file, so that each check stays one line instead of
-// an error-return ladder; parse_topology turns it into a bad_config value and
+// an error-return ladder; parse_document turns it into a bad_config value and
 // nothing thrown here leaves this file.
 class config_error : public std::runtime_error {
 public:
@@ -116,7 +116,7 @@ std::string in_section(const std::string& path) {
 // `--set` replaced (an error in those names the override, not a line).
 struct source_info {
   std::string file;
-  fs::path base_dir;                            ///< relative paths are resolved here
+  fs::path base_dir;                            ///< the file's directory; empty = cwd
   std::map<std::string, std::string> overrides; ///< path -> "--set path=value"
 };
 
@@ -149,6 +149,7 @@ public:
   const std::string& path() const { return path_; }
   const source_info& source() const { return *source_; }
   bool is_null() const { return !node_.IsDefined() || node_.IsNull(); }
+  bool overridden() const { return !origin_.empty(); }
 
   // "file:12" (1-based), or the `--set` that put the value there.
   std::string where() const {
@@ -326,11 +327,12 @@ std::chrono::milliseconds positive_milliseconds(const field& f) {
 }
 
 // Relative paths in a topology are relative to the file, not to the working
-// directory of whoever runs it; they are made absolute so that node processes
-// started elsewhere on the host find the same file.
+// directory of whoever runs it, except in a `--set`: those were typed in the
+// working directory. Made absolute so that node processes started elsewhere
+// on the host find the same file.
 std::string read_path(const field& f) {
   fs::path path = read_string(f);
-  if (path.is_relative())
+  if (path.is_relative() && !f.overridden())
     path = f.source().base_dir / path;
   return fs::absolute(path).lexically_normal().string();
 }
@@ -474,6 +476,8 @@ std::vector<std::string> layer_names(model::model_spec spec, const field& blame)
     blame.fail("cannot build the backbone: " + std::string(e.what()));
   } catch (const c10::Error& e) {
     blame.fail("cannot build the backbone: " + std::string(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    blame.fail("cannot build the backbone: " + std::string(e.what()));
   }
   if (names.empty())
     blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
@@ -487,9 +491,11 @@ size_t split_point(const field& f, const std::vector<std::string>& layers, size_
   // A stage must follow every split point, so the last layer is not one.
   std::vector<std::string> valid(layers.begin(), layers.end() - 1);
   std::string name = read_string(f);
-  auto end = static_cast<size_t>(std::find(layers.begin(), layers.end(), name) - layers.begin()) + 1;
-  if (end > layers.size())
-    f.fail(f.name() + " names unknown layer '" + name + "' (expected one of: " + join(valid) + ")");
+  auto found = std::find(layers.begin(), layers.end(), name);
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (found == layers.end())
+    f.fail(f.name() + " names unknown layer '" + name + "' (expected one of: " + join(valid)
+           + ")");
   if (end == layers.size())
     f.fail(f.name() + " is '" + name + "', the last layer, so no stage would follow it "
            + "(expected one of: " + join(valid) + ")");
@@ -536,7 +542,9 @@ void parse_backbone(const field& section, topology& t) {
     t.backbone.name = read_choice(*model_key, {"convnet", "convnet_wide", "torchscript"});
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
-  read_if(section, "checkpoint", t.checkpoint, read_path);
+  // `none`: no pretrained weights (frozen initial weights, for speed tests).
+  read_if(section, "checkpoint", t.checkpoint,
+          [](const field& f) { return read_string(f) == "none" ? std::string{} : read_path(f); });
   std::optional<field> path_key = section.get("path");
   if (path_key)
     t.backbone.path = read_path(*path_key);
@@ -697,6 +705,25 @@ YAML::Node parse_value(const std::string& text, const std::string& where) {
   }
 }
 
+// The node at `path` (dotted), walked and created as the schema allows.
+// Sections created on the way have no line of their own: they remember the
+// override that made them.
+YAML::Node walk_to(YAML::Node& doc, const std::string& path, const std::string& origin,
+                   source_info& source) {
+  YAML::Node current;
+  current.reset(doc);
+  std::string at, segment;
+  std::istringstream segments(path);
+  while (std::getline(segments, segment, '.')) {
+    YAML::Node next = step_into(current, at, segment, "--set " + path);
+    at = child_path(at, segment);
+    if (next.Mark().is_null())
+      source.overrides.emplace(at, origin);
+    current.reset(next);
+  }
+  return current;
+}
+
 // Applies one "a.b.c=value" to the document. The paths it touches remember
 // the override, so that errors in its value name it instead of a line.
 void apply_override(YAML::Node& doc, const std::string& text, source_info& source) {
@@ -707,22 +734,13 @@ void apply_override(YAML::Node& doc, const std::string& text, source_info& sourc
       || path.back() == '.' || path.find("..") != std::string::npos)
     fail_at(origin, "expected dotted.key=value (for example data.epochs=3)");
   YAML::Node value = parse_value(text.substr(equals + 1), origin);
-  YAML::Node current;
-  current.reset(doc);
-  std::string at, segment;
-  std::istringstream segments(path);
-  while (std::getline(segments, segment, '.')) {
-    YAML::Node next = step_into(current, at, segment, "--set " + path);
-    at = child_path(at, segment);
-    if (next.Mark().is_null()) // created here: it has no line of its own
-      source.overrides.emplace(at, origin);
-    current.reset(next);
-  }
-  current = value; // yaml-cpp's assignment writes through into the document
-  // What was under `path` came from earlier overrides: it is gone now.
-  auto below = source.overrides.lower_bound(path + ".");
-  while (below != source.overrides.end() && below->first.compare(0, path.size() + 1, path + ".") == 0)
-    below = source.overrides.erase(below);
+  YAML::Node target = walk_to(doc, path, origin, source);
+  target = value; // yaml-cpp's assignment writes through into the document
+  // Paths below `path` that earlier overrides set are gone with their values.
+  const std::string below = path + ".";
+  auto it = source.overrides.lower_bound(below);
+  while (it != source.overrides.end() && it->first.compare(0, below.size(), below) == 0)
+    it = source.overrides.erase(it);
   source.overrides[path] = origin;
 }
 
@@ -759,26 +777,9 @@ int read_file(const std::string& path, std::string& out) {
   return 0;
 }
 
-} // namespace
-
-const model::task* topology::find_task(const std::string& name) const {
-  auto it = std::find_if(tasks.begin(), tasks.end(),
-                         [&](const model::task& t) { return t.name == name; });
-  return it == tasks.end() ? nullptr : &*it;
-}
-
-caf::expected<topology> load_topology(const std::string& path,
-                                      const std::vector<std::string>& overrides) {
-  std::string text;
-  if (int error = read_file(path, text); error != 0)
-    return make_error(errc::bad_config,
-                      "cannot read topology file '" + path + "': " + std::strerror(error));
-  return parse_topology(text, path, overrides);
-}
-
-caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+caf::expected<topology> parse_document(const std::string& yaml_text, source_info source,
                                        const std::vector<std::string>& overrides) {
-  source_info source{name, fs::path(name).parent_path(), {}};
+  const std::string& name = source.file;
   try {
     YAML::Node doc = load_document(yaml_text, name);
     field root = field::root(source, doc);
@@ -794,6 +795,30 @@ caf::expected<topology> parse_topology(const std::string& yaml_text, const std::
     // it: still an error value, never an exception out of the parser.
     return make_error(errc::bad_config, name + ": " + e.what());
   }
+}
+
+} // namespace
+
+const model::task* topology::find_task(const std::string& name) const {
+  auto it = std::find_if(tasks.begin(), tasks.end(),
+                         [&](const model::task& t) { return t.name == name; });
+  return it == tasks.end() ? nullptr : &*it;
+}
+
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  std::string text;
+  if (int error = read_file(path, text); error != 0)
+    return make_error(errc::bad_config,
+                      "cannot read topology file '" + path + "': " + std::strerror(error));
+  return parse_document(text, source_info{path, fs::path(path).parent_path(), {}}, overrides);
+}
+
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides) {
+  // `name` only labels messages (it may be "<embedded ...>"): relative paths
+  // are resolved against the working directory.
+  return parse_document(yaml_text, source_info{name, {}, {}}, overrides);
 }
 
 topology with_local_nodes(topology t, int32_t count) {

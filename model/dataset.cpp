@@ -205,15 +205,19 @@ dataset make_synthetic(int64_t n, int64_t c, int64_t h, int64_t w, int64_t class
                        uint64_t seed) {
   if (n < 0 || c <= 0 || h <= 0 || w <= 0 || classes <= 0)
     throw error("synthetic dataset: expected n >= 0 and positive c, h, w, classes");
-  std::mt19937_64 rng(mix64(seed));
   const int64_t per_sample = c * h * w;
   // Each class has a fixed +-0.5 pattern; a sample is its class pattern plus
   // uniform noise of variance 0.75 (total variance 1), so a linear model can
-  // learn the labels.
+  // learn the labels. The patterns depend on the shape and the number of
+  // classes only, not on the seed: a training set and a test set made with
+  // different seeds describe the same classes.
+  std::mt19937_64 pattern_rng(mix64(0x5eed5eedULL ^ mix64(static_cast<uint64_t>(per_sample)) ^
+                                    static_cast<uint64_t>(classes)));
   auto patterns = torch::empty({classes, per_sample}, torch::kFloat32);
   float* pattern = patterns.data_ptr<float>();
   for (int64_t i = 0; i < classes * per_sample; ++i)
-    pattern[i] = (rng() >> 63) ? 0.5f : -0.5f;
+    pattern[i] = (pattern_rng() >> 63) ? 0.5f : -0.5f;
+  std::mt19937_64 rng(mix64(seed));
   auto labels = torch::empty({n}, torch::kInt64);
   auto images = torch::empty({n, c, h, w}, torch::kFloat32);
   int64_t* label = labels.data_ptr<int64_t>();

@@ -162,6 +162,18 @@ TEST_F(topology_test, defaults_and_relative_paths) {
   EXPECT_EQ(t->runtime.window, 4);
 }
 
+TEST_F(topology_test, paths_without_a_file_are_relative_to_the_working_directory) {
+  std::string text = tasks_and_heads + "backbone: {checkpoint: weights/ck.pt}\n";
+  // A path typed in `--set` is relative to where it was typed.
+  auto t = load(text, {"backbone.checkpoint=other/ck.pt"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->checkpoint, (fs::current_path() / "other/ck.pt").string());
+  // parse_topology's name labels messages only: it is no directory.
+  t = parse_topology(text, "<embedded configs/transfer.yaml>");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->checkpoint, (fs::current_path() / "weights/ck.pt").string());
+}
+
 // -- `--set` ------------------------------------------------------------------------
 
 TEST_F(topology_test, set_overrides_values_and_lists) {
@@ -180,8 +192,12 @@ TEST_F(topology_test, set_overrides_values_and_lists) {
 
 TEST_F(topology_test, set_creates_sections_the_file_lacks) {
   auto t = load(tasks_and_heads, {"backbone.pretrain.optimizer.lr=0.5", "seed=7",
-                                  "heads.3={name: d, task: footwear}"});
+                                  "heads.3={name: d, task: footwear}", "nodes.0.name=n1",
+                                  "nodes.0.port=7001"});
   ASSERT_TRUE(t) << baton::describe(t.error());
+  ASSERT_EQ(t->nodes.size(), 1u);
+  EXPECT_EQ(t->nodes[0].port, 7001);
+  EXPECT_EQ(t->heads[2].node, "n1");
   EXPECT_DOUBLE_EQ(t->pretrain.optimizer.lr, 0.5);
   EXPECT_EQ(t->seed, 7u);
   EXPECT_EQ(t->plan.seed, 7u);
@@ -205,6 +221,15 @@ TEST_F(topology_test, set_value_errors_name_the_override) {
                {"--set backbone.split=[pool9]: 'backbone.split.0' names unknown layer 'pool9'"});
   expect_error(load_topology(reference_file, {"heads.0={name: z, task: nope}"}),
                {"--set heads.0={name: z, task: nope}: 'heads.0.task' names unknown task 'nope'"});
+}
+
+TEST_F(topology_test, later_overrides_win) {
+  expect_error(load_topology(reference_file, {"backbone.split=[pool1, pool2]",
+                                              "backbone.split.1=pool9"}),
+               {"--set backbone.split.1=pool9: 'backbone.split.1' names unknown layer 'pool9'"});
+  auto t = load_topology(reference_file, {"heads.0.task=nope", "heads.0={name: z, task: all10}"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->heads[0].spec.name, "z");
 }
 
 TEST_F(topology_test, set_malformed) {
@@ -302,6 +327,12 @@ TEST_F(topology_test, torchscript_path_must_exist) {
   expect_error_at(text, "nope.pt", {"'backbone.path' names 'nope.pt'", "does not exist"});
   text = tasks_and_heads + "backbone:\n  model: torchscript\n";
   expect_error_at(text, "torchscript", {"'backbone.path' is not given"});
+}
+
+TEST_F(topology_test, torchscript_file_that_is_not_a_model) {
+  write("not a zip archive", "bad.pt");
+  std::string text = tasks_and_heads + "backbone:\n  model: torchscript\n  path: bad.pt\n";
+  expect_error_at(text, "bad.pt", {"cannot build the backbone: "});
 }
 
 TEST_F(topology_test, heads_and_tasks) {

@@ -218,6 +218,9 @@ TEST(dataset, synthetic_is_deterministic_and_learnable) {
   auto distances = torch::cdist(flat, torch::stack(means));
   auto accuracy = distances.argmin(1).eq(a.labels).to(torch::kFloat64).mean().item<double>();
   EXPECT_GT(accuracy, 0.9);
+  // A set made with another seed (a test split) has the same classes.
+  auto other = torch::cdist(c.images.view({512, -1}), torch::stack(means)).argmin(1);
+  EXPECT_GT(other.eq(c.labels).to(torch::kFloat64).mean().item<double>(), 0.9);
 }
 
 // -- order and shards ----------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <sys/wait.h>
 #include <fstream>
 #include <map>
 
@@ -25,7 +26,11 @@ namespace {
 // parameters are nested ("3.0.weight"). io.pt holds an input and the output
 // of the eager model for it.
 const char* make_model_py = R"py(
-import sys, torch
+import sys
+try:
+    import torch
+except ImportError:
+    sys.exit(3)  # this interpreter has no torch: the test tries the next one
 out = sys.argv[1]
 torch.manual_seed(0)
 m = torch.nn.Sequential(
@@ -48,42 +53,52 @@ class Tensors(torch.nn.Module):
 torch.jit.script(Tensors(x, y)).save(out + "/io.pt")
 )py";
 
-/// The first Python interpreter on this machine that can import torch, or "".
-std::string python_with_torch() {
-  for (const char* candidate : {"python3", "/usr/bin/python3"}) {
-    const std::string probe = std::string(candidate) + " -c 'import torch' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) == 0)
-      return candidate;
-  }
-  return "";
-}
-
+/// Writes the model once for the whole suite (importing torch in Python takes
+/// seconds). The first interpreter that has torch writes it; none: skip.
 class torchscript : public ::testing::Test {
 protected:
-  void SetUp() override {
-    const std::string python = python_with_torch();
-    if (python.empty())
-      GTEST_SKIP() << "no python3 that can import torch (install python3-torch) to write the "
-                      "TorchScript model this test loads";
+  static void SetUpTestSuite() {
     std::string pattern = (fs::temp_directory_path() / "baton-torchscript-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      failure_ = "cannot create a temporary directory";
+      return;
+    }
     dir_ = pattern;
     const std::string script = (dir_ / "make_model.py").string();
     std::ofstream(script) << make_model_py;
-    const std::string command = python + " " + script + " " + dir_.string();
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    for (const char* python : {"python3", "/usr/bin/python3"}) {
+      const std::string command =
+          std::string(python) + " " + script + " " + dir_.string() + " 2>" + (dir_ / "log").string();
+      const int status = std::system(command.c_str());
+      if (status == 0)
+        return;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      if (code != 3 && code != 127) { // 3: no torch, 127: no such interpreter
+        failure_ = command + " failed (exit " + std::to_string(code) + "), see its log";
+        return;
+      }
+    }
+    skip_ = "no python3 that can import torch (install python3-torch) to write the TorchScript "
+            "model this test loads";
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty())
+      fs::remove_all(dir_);
+  }
+
+  void SetUp() override {
+    if (!skip_.empty())
+      GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failure_.empty()) << failure_;
     auto io = torch::jit::load((dir_ / "io.pt").string());
     x_ = io.attr("x").toTensor();
     y_ = io.attr("y").toTensor();
     spec_.name = "torchscript";
     spec_.path = (dir_ / "model.pt").string();
   }
-  void TearDown() override {
-    if (!dir_.empty())
-      fs::remove_all(dir_);
-  }
 
-  fs::path dir_;
+  static inline fs::path dir_;
+  static inline std::string skip_, failure_;
   model_spec spec_;
   at::Tensor x_, y_;
 };

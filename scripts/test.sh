@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Quick start 2: install what is missing, build, and run every test (ctest).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+cd "$root/build"
+ctest --output-on-failure --timeout 900 "$@"

@@ -1,0 +1,98 @@
+// The credit window across processes: a stage on a real `baton node` process
+// sends a slow receiver (this test) at most W microbatches before a credit
+// comes back, however many inputs it holds.
+
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/child_process.hpp"
+#include "actors/interfaces.hpp"
+#include "actors/role_spec.hpp"
+#include "actors/system.hpp"
+#include "messages/type_ids.hpp"
+#include "tests/actors/baton_process.hpp"
+
+using namespace baton;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int32_t window = 3;
+constexpr int inputs = 4 * window;
+
+messages::microbatch make_input(int64_t id) {
+  messages::microbatch m;
+  m.id = id;
+  m.payload = at::zeros({2, 1, 28, 28});
+  m.labels.push_back({"all10", at::zeros({2}, at::kLong)});
+  return m;
+}
+
+/// Counts microbatches arriving within `wait` without returning credits.
+int drain(caf::scoped_actor& self, std::chrono::milliseconds wait) {
+  int received = 0;
+  bool quiet = false;
+  while (!quiet)
+    self->receive([&](const messages::microbatch&) { ++received; },
+                  [&](const messages::credit&) {}, // the stage crediting us as its source
+                  caf::after(wait) >> [&] { quiet = true; });
+  return received;
+}
+
+} // namespace
+
+TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
+  auto dir = testing::temp_dir("backpressure");
+  auto node = actors::child_process::start(
+    {BATON_BINARY, "node", "--name", "n1", "--port", "0", "--port-file", dir + "/port"},
+    dir + "/node.log");
+  ASSERT_TRUE(node);
+  uint16_t port = 0;
+  for (int i = 0; i < 500 && port == 0; ++i) {
+    std::ifstream in{dir + "/port"};
+    in >> port;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_NE(port, 0) << node->log_tail();
+
+  caf::actor_system_config cfg;
+  actors::configure(cfg, {});
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto spawner = sys.middleman().remote_actor("127.0.0.1", port);
+  ASSERT_TRUE(spawner) << sys.render(spawner.error());
+
+  actors::stage_spec spec;
+  spec.backbone.name = "convnet";
+  spec.begin = 0;
+  spec.end = 5;
+  spec.window = window;
+  caf::actor stage;
+  self->request(*spawner, 10s, messages::spawn_request{"stage", "stage0", to_yaml(spec), {}})
+    .receive([&](caf::actor& a) { stage = a; },
+             [&](caf::error& err) { FAIL() << sys.render(err); });
+  ASSERT_TRUE(stage);
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->request(stage, 10s, actors::observe_atom::value, me).receive([](caf::ok_atom) {}, [](caf::error&) {});
+  self->request(stage, 10s, actors::connect_atom::value, me, std::string{"receiver"})
+    .receive([](caf::ok_atom) {}, [&](caf::error& err) { FAIL() << sys.render(err); });
+
+  for (int i = 0; i < inputs; ++i)
+    self->send(stage, make_input(i));
+  // Without credits back, exactly one window's worth arrives.
+  EXPECT_EQ(drain(self, 1500ms), window);
+  // Each credit releases exactly one more.
+  for (int i = 0; i < 3; ++i) {
+    self->send(stage, messages::credit{-1, 1, {}});
+    EXPECT_EQ(drain(self, 1000ms), 1);
+  }
+  // A window's worth of credits releases a window's worth.
+  self->send(stage, messages::credit{-1, window, {}});
+  EXPECT_EQ(drain(self, 1500ms), window);
+  self->send_exit(stage, caf::exit_reason::user_shutdown);
+  node->stop();
+}

@@ -1,0 +1,103 @@
+// The transfer job end to end, as a user runs it: real `baton` processes,
+// real Fashion-MNIST, real training, nodes over real sockets on 127.0.0.1.
+
+#include <gtest/gtest.h>
+
+#include "tests/actors/baton_process.hpp"
+
+using namespace baton::testing;
+
+namespace {
+
+/// A small pretrained backbone shared by the suite (pre-training is not what
+/// these tests check; a few thousand samples give usable features).
+class transfer : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(temp_dir("transfer"));
+    checkpoint_ = new std::string(*dir_ + "/convnet-small.pt");
+    auto out = run_baton({"pretrain", source_path("configs/transfer.yaml"), "--set",
+                          "backbone.checkpoint=" + *checkpoint_, "--set",
+                          "backbone.pretrain.train_limit=3000", "--set", "data.test_limit=500"});
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+  }
+
+  /// The default topology on a subset of the data, with the suite's backbone.
+  static std::vector<std::string> job(int64_t train, int64_t test) {
+    return {"run", source_path("configs/transfer.yaml"),
+            "--set", "backbone.checkpoint=" + *checkpoint_,
+            "--set", "data.train_limit=" + std::to_string(train),
+            "--set", "data.test_limit=" + std::to_string(test)};
+  }
+
+  static nlohmann::json run_job(std::vector<std::string> args, const std::string& name) {
+    auto metrics = *dir_ + "/" + name + ".json";
+    args.insert(args.end(), {"--metrics-out", metrics});
+    auto out = run_baton(args);
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    return read_json(metrics);
+  }
+
+  static std::vector<std::string> digests(const nlohmann::json& metrics) {
+    std::vector<std::string> out;
+    for (const auto& h : metrics.at("heads"))
+      out.push_back(h.at("weights_digest").get<std::string>());
+    return out;
+  }
+
+  static std::string* dir_;
+  static std::string* checkpoint_;
+};
+
+std::string* transfer::dir_ = nullptr;
+std::string* transfer::checkpoint_ = nullptr;
+
+} // namespace
+
+// DESIGN invariant 3: K heads on one shared backbone (actors) give the same
+// head weights as K separate single-head runs (one process each, plain loop).
+TEST_F(transfer, k_heads_equal_k_single_head_runs) {
+  auto shared = run_job(job(1024, 256), "shared");
+  auto separate = run_job([] {
+    auto a = job(1024, 256);
+    a.insert(a.end(), {"--baseline", "separate"});
+    return a;
+  }(), "separate");
+  ASSERT_EQ(shared.at("heads").size(), 3u);
+  EXPECT_EQ(digests(shared), digests(separate));
+  EXPECT_EQ(separate.at("nodes").size(), 3u) << "one process per head";
+}
+
+// DESIGN invariant 7: the same job embedded and over 3 node processes.
+TEST_F(transfer, embedded_equals_three_node_processes) {
+  auto embedded = run_job(job(768, 256), "embedded");
+  auto nodes = run_job([] {
+    auto a = job(768, 256);
+    a.insert(a.end(), {"--local-nodes", "3"});
+    return a;
+  }(), "nodes");
+  EXPECT_EQ(digests(embedded), digests(nodes));
+  EXPECT_EQ(nodes.at("nodes").size(), 4u) << "3 nodes and the coordinator";
+  // Features crossed processes: the stage -> head edges carried bytes.
+  int64_t bytes = 0;
+  for (const auto& e : nodes.at("edges"))
+    bytes += e.at("bytes").get<int64_t>();
+  EXPECT_GT(bytes, 0);
+}
+
+// A short run on real data reaches a sane accuracy per head. Thresholds: the
+// backbone saw 3000 pretraining samples and heads train one epoch on 6000;
+// a linear probe on such features reaches ~80% on 10 classes, so 70% leaves
+// room for seeds while still failing if features or labels are scrambled
+// (chance: 10%, 70% (majority class of footwear), 40%).
+TEST_F(transfer, short_run_reaches_sane_accuracy) {
+  auto metrics = run_job(job(6000, 2000), "accuracy");
+  std::map<std::string, double> minimum{{"all10", 0.70}, {"footwear", 0.93}, {"groups4", 0.85}};
+  for (const auto& h : metrics.at("heads")) {
+    auto name = h.at("name").get<std::string>();
+    EXPECT_GE(h.at("test_accuracy").get<double>(), minimum.at(name)) << name;
+    EXPECT_EQ(h.at("samples").get<int64_t>(), 6000) << name;
+  }
+  EXPECT_GT(metrics.at("wall_seconds").get<double>(), 0);
+  EXPECT_FALSE(metrics.at("actors").empty());
+}
