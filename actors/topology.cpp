@@ -337,6 +337,14 @@ std::string read_path(const field& f) {
   return fs::absolute(path).lexically_normal().string();
 }
 
+// The checkpoint path, or "" for none: `none`, an empty string or no value
+// (the backbone keeps its seeded initial weights, as speed tests want).
+std::string read_checkpoint(const field& f) {
+  if (f.is_null() || (f.node().IsScalar() && f.node().Scalar().empty()))
+    return "";
+  return read_string(f) == "none" ? std::string{} : read_path(f);
+}
+
 // A `node:` or `place:` entry: it must name a node listed under `nodes`.
 std::string read_node(const field& f, const std::vector<node_address>& nodes) {
   std::string name = read_string(f);
@@ -542,9 +550,7 @@ void parse_backbone(const field& section, topology& t) {
     t.backbone.name = read_choice(*model_key, {"convnet", "convnet_wide", "torchscript"});
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
-  // `none`: no pretrained weights (frozen initial weights, for speed tests).
-  read_if(section, "checkpoint", t.checkpoint,
-          [](const field& f) { return read_string(f) == "none" ? std::string{} : read_path(f); });
+  read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
   std::optional<field> path_key = section.get("path");
   if (path_key)
     t.backbone.path = read_path(*path_key);

@@ -1,8 +1,11 @@
 #include "messages/codec.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -40,7 +43,7 @@ constexpr size_t reference_threshold = 4096;
 /// Tensors with more dimensions than this are refused as malformed shapes.
 constexpr size_t max_dims = 64;
 
-// -- text helpers --------------------------------------------------------------
+// -- text and error helpers ----------------------------------------------------
 
 /// "64 MiB" for whole MiB, else "67108865 bytes (64.00 MiB)" or "12 bytes".
 std::string size_text(uint64_t bytes) {
@@ -58,6 +61,11 @@ std::string size_text(uint64_t bytes) {
 
 std::string limit_text(const codec_limits& limits) {
   return "the " + size_text(limits.max_message_bytes) + " limit";
+}
+
+caf::error out_of_memory(uint64_t bytes) {
+  return make_error(errc::payload_too_large,
+                    "cannot allocate " + size_text(bytes) + " for a message");
 }
 
 uint64_t max_frame_bytes(const codec_limits& limits) {
@@ -436,7 +444,11 @@ caf::expected<wire_bytes> encode_as(const T& x, const codec_limits& limits) {
   if (!out)
     return std::move(out.error());
   wire_bytes result;
-  result.reserve((*out)->size_bytes);
+  try {
+    result.reserve((*out)->size_bytes);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory((*out)->size_bytes);
+  }
   auto append = [&result](const void* data, size_t size) {
     auto first = static_cast<const char*>(data);
     result.insert(result.end(), first, first + size);
@@ -453,8 +465,14 @@ caf::expected<wire_bytes> encode_as(const T& x, const codec_limits& limits) {
 /// into it and keep it alive through their deleters.
 using shared_words = std::shared_ptr<uint64_t[]>;
 
+/// Uninitialized words for `bytes` bytes; null if memory is exhausted (the
+/// size was checked against the limits already, so that is all that is left).
 shared_words make_words(size_t bytes) {
-  return shared_words{new uint64_t[(bytes + word_size - 1) / word_size]};
+  try {
+    return shared_words{new uint64_t[(bytes + word_size - 1) / word_size]};
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
 }
 
 /// Refuses a frame of `size` bytes before anything is allocated or parsed.
@@ -735,6 +753,13 @@ caf::error skip(caf::deserializer& f, uint32_t size) {
   return caf::none;
 }
 
+/// Replaces `x` by a struct that only says why it could not be read.
+template <class T>
+void set_invalid(T& x, caf::error reason) {
+  x = T{};
+  x.invalid = std::move(reason);
+}
+
 template <class T>
 caf::error load(caf::deserializer& f, T& x) {
   codec_limits limits;
@@ -746,25 +771,23 @@ caf::error load(caf::deserializer& f, T& x) {
   if (auto binary = dynamic_cast<caf::binary_deserializer*>(&f))
     if (size > binary->remaining())
       return caf::sec::end_of_stream;
-  if (auto err = check_frame(size, limits)) {
-    if (auto skip_err = skip(f, size))
-      return skip_err;
-    x = T{};
-    x.invalid = std::move(err);
-    return caf::none;
+  auto refusal = check_frame(size, limits);
+  auto buffer = refusal ? nullptr : make_words(size);
+  if (!refusal && buffer == nullptr)
+    refusal = out_of_memory(size);
+  if (refusal) {
+    set_invalid(x, std::move(refusal));
+    return skip(f, size);
   }
-  auto buffer = make_words(size);
   if (auto err = f.apply_raw(size, buffer.get()))
     return err;
   auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(buffer.get()),
                             size / word_size);
   auto result = decode_words<T>(words, decoder{limits, buffer});
-  if (result) {
+  if (result)
     x = std::move(*result);
-  } else {
-    x = T{};
-    x.invalid = std::move(result.error());
-  }
+  else
+    set_invalid(x, std::move(result.error()));
   return caf::none;
 }
 
@@ -782,6 +805,8 @@ caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limi
   }
   // Misaligned input: copy it once into words that the tensors then share.
   auto buffer = make_words(size);
+  if (buffer == nullptr)
+    return out_of_memory(size);
   std::memcpy(buffer.get(), bytes, size);
   auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(buffer.get()),
                             size / word_size);

@@ -194,11 +194,11 @@ double pretrain(const pretrain_spec& spec, const dataset& train, const dataset& 
   check_plan(spec.plan);
   // The whole model is the "head": every layer trainable, same arithmetic as
   // the transfer heads, fed with images instead of features.
-  std::vector<std::unique_ptr<head_run>> runs;
   head_spec whole;
   whole.name = "pretrain";
   whole.task_def = spec.task_def;
   whole.optimizer = spec.optimizer;
+  std::vector<std::unique_ptr<head_run>> runs;
   runs.push_back(std::make_unique<head_run>(
       whole, make_pretrain_model(spec.backbone, spec.task_def.classes)));
   const layered_model identity; // no layers: forward returns its input

@@ -2,6 +2,7 @@
 // sends a slow receiver (this test) at most W microbatches before a credit
 // comes back, however many inputs it holds.
 
+#include <fstream>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -46,7 +47,7 @@ int drain(caf::scoped_actor& self, std::chrono::milliseconds wait) {
 } // namespace
 
 TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
-  auto dir = testing::temp_dir("backpressure");
+  auto dir = baton::testing::temp_dir("backpressure");
   auto node = actors::child_process::start(
     {BATON_BINARY, "node", "--name", "n1", "--port", "0", "--port-file", dir + "/port"},
     dir + "/node.log");

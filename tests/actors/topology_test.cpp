@@ -162,6 +162,17 @@ TEST_F(topology_test, defaults_and_relative_paths) {
   EXPECT_EQ(t->runtime.window, 4);
 }
 
+TEST_F(topology_test, checkpoint_none_means_initial_weights) {
+  for (const char* none : {"none", "\"\"", "~"}) {
+    auto t = load(tasks_and_heads + "backbone: {checkpoint: " + none + "}\n");
+    ASSERT_TRUE(t) << none << ": " << baton::describe(t.error());
+    EXPECT_EQ(t->checkpoint, "") << none;
+  }
+  auto t = load_topology(reference_file, {"backbone.checkpoint=none"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->checkpoint, "");
+}
+
 TEST_F(topology_test, paths_without_a_file_are_relative_to_the_working_directory) {
   std::string text = tasks_and_heads + "backbone: {checkpoint: weights/ck.pt}\n";
   // A path typed in `--set` is relative to where it was typed.

@@ -46,7 +46,9 @@ inline bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
     return false;
   auto x = a.contiguous();
   auto y = b.contiguous();
-  return x.nbytes() == y.nbytes() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+  if (x.nbytes() != y.nbytes())
+    return false;
+  return x.nbytes() == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
 }
 
 /// Bit equality plus value equality as LibTorch sees it (NaN-free tensors).
