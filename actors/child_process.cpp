@@ -45,6 +45,9 @@ caf::expected<child_process> child_process::start(const std::vector<std::string>
     return make_error(errc::actor_failed, std::string{"fork failed: "} + std::strerror(errno));
   }
   if (pid == 0) {
+    // Own process group: a Ctrl-C on the terminal reaches the parent only,
+    // which then stops its children in order.
+    ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent)
       ::_exit(1); // the parent died before prctl took effect

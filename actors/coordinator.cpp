@@ -224,6 +224,10 @@ private:
     auto last_message = clock_type::now();
     caf::error failure;
     while (unfinished() > 0 && !failure) {
+      if (options_.interrupted != nullptr && options_.interrupted->load()) {
+        failure = make_error(errc::interrupted, "interrupted: stopping every actor");
+        break;
+      }
       bool ticked = false;
       self_->receive(
         [&](final_atom, messages::actor_report& r) { on_final(r); },

@@ -52,7 +52,7 @@ private:
 
 /// What to build: a reference model by name, or a TorchScript file.
 struct model_spec {
-  /// "convnet" (backbone, 14 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
+  /// "convnet" (backbone, 16 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
   /// conv4 relu4 pool2 conv5 relu5 pool3 flatten fc1 relu6 -> 256 features),
   /// "convnet_wide" (same, fc1 is 1152->`wide_features` then fc1b ->256),
   /// "classifier" (linear 256 -> classes),
