@@ -19,16 +19,18 @@ namespace baton::messages {
 struct codec_limits {
   /// Largest tensor, and largest message apart from its headers, in bytes.
   uint64_t max_message_bytes = default_max_message_bytes;
-  /// Room above max_message_bytes for everything a message carries besides
-  /// its largest tensor (scalars, strings, labels, capnp framing), so that a
-  /// tensor of exactly max_message_bytes can still be sent.
+  /// Room above max_message_bytes for the rest of a message (scalars,
+  /// strings, labels, capnp framing), so that a tensor of exactly
+  /// max_message_bytes can still be sent: a message may have
+  /// max_message_bytes + header_slack_bytes bytes.
   uint64_t header_slack_bytes = uint64_t{4} << 20;
 };
 
 /// An encoded message: a Cap'n Proto flat array (segment table + segments).
 using wire_bytes = std::vector<char>;
 
-// -- encoding: fails with payload_too_large or shape_mismatch ----------------
+// -- encoding: fails with payload_too_large, shape_mismatch (a tensor that is
+// not dense) or unknown_dtype (a dtype without wire code, e.g. complex) -------
 
 caf::expected<wire_bytes> encode(const microbatch& x, const codec_limits& limits = {});
 caf::expected<wire_bytes> encode(const gradient& x, const codec_limits& limits = {});
