@@ -1,6 +1,7 @@
 #include "actors/coordinator.hpp"
 
 #include <map>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -64,6 +65,7 @@ private:
     if (topology_.embedded()) {
       embedded_spawner_ = spawn_spawner(sys, "embedded");
       spawners_[""] = embedded_spawner_;
+      node_cores_[""] = static_cast<int32_t>(std::thread::hardware_concurrency());
       return caf::none;
     }
     for (const auto& n : topology_.nodes) {
@@ -75,6 +77,12 @@ private:
                             sys.render(spawner.error()));
       self_->monitor(*spawner);
       spawners_[n.name] = *spawner;
+      self_->request(*spawner, timeout(), caf::get_atom::value, node_atom::value)
+        .receive([&](messages::node_report& r) { node_cores_[n.name] = r.cores; },
+                 [&](caf::error& err) {
+                   spdlog::warn("node {} did not report its resources: {}", n.name,
+                                describe(err));
+                 });
     }
     return caf::none;
   }
@@ -100,7 +108,25 @@ private:
     return failure;
   }
 
+  /// Compute threads the topology asks of each node, against its cores.
+  void check_thread_budget() const {
+    std::map<std::string, int32_t> threads; // node -> torch threads
+    threads[topology_.source_node] += 1;
+    for (const auto& s : topology_.stages)
+      threads[s.node] += topology_.runtime.stage_threads;
+    for (const auto& h : topology_.heads)
+      threads[h.node] += topology_.runtime.head_threads;
+    for (const auto& [node, n] : threads) {
+      auto cores = node_cores_.count(node) ? node_cores_.at(node) : 0;
+      if (cores > 0 && n > cores)
+        spdlog::warn("node '{}' runs {} compute threads on {} cores (as the topology's "
+                     "runtime.*_threads ask): they will share the cores",
+                     node.empty() ? "embedded" : node, n, cores);
+    }
+  }
+
   caf::error spawn_all() {
+    check_thread_budget();
     source_spec src;
     src.dataset = topology_.dataset;
     src.data_dir = topology_.data_dir;
@@ -204,7 +230,7 @@ private:
 
   caf::error on_tick(clock_type::time_point last_message) {
     if (options_.interrupted != nullptr && options_.interrupted->load())
-      return make_error(errc::interrupted, "interrupted: stopping every actor");
+      return make_error(errc::interrupted, "stopping every actor");
     if (clock_type::now() - last_message > options_.stall_timeout)
       return make_error(errc::actor_failed,
                         "no actor reported anything for " +
@@ -225,7 +251,7 @@ private:
     caf::error failure;
     while (unfinished() > 0 && !failure) {
       if (options_.interrupted != nullptr && options_.interrupted->load()) {
-        failure = make_error(errc::interrupted, "interrupted: stopping every actor");
+        failure = make_error(errc::interrupted, "stopping every actor");
         break;
       }
       bool ticked = false;
@@ -291,6 +317,7 @@ private:
   run_options options_;
   progress_line progress_;
   std::map<std::string, caf::actor> spawners_; ///< node name ("" embedded) -> spawner
+  std::map<std::string, int32_t> node_cores_;  ///< node name -> hardware threads
   caf::actor embedded_spawner_;
   std::vector<placed_actor> actors_; ///< source, stages in order, heads in order
   job_result result_;

@@ -164,7 +164,7 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   for (auto& [out, child] : children) {
     while (child.running()) {
       if (r.interrupted && r.interrupted->load())
-        return make_error(errc::interrupted, "interrupted: stopping the baseline processes");
+        return make_error(errc::interrupted, "stopping the baseline processes");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (auto code = child.wait(); code != 0)
