@@ -5,7 +5,12 @@
 #include <string>
 
 #include <caf/actor.hpp>
+#include <caf/atom.hpp>
 #include <caf/local_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
+
+#include "actors/interfaces.hpp"
 
 #include "messages/types.hpp"
 
@@ -46,6 +51,23 @@ void use_thread_budget(int32_t threads);
 
 /// The caller's sender as an actor handle (null if anonymous).
 caf::actor sender_of(caf::local_actor* self);
+
+/// The observe handler every role shares: on (observe_atom, coordinator) the
+/// actor stores the coordinator in `state.coordinator` (where it sends its
+/// reports), monitors it, and quits when it goes down, so that a lost
+/// coordinator leaves no actor behind on a node.
+template <class State>
+auto observe_coordinator(caf::stateful_actor<State>* self) {
+  self->set_down_handler([=](const caf::down_msg& msg) {
+    if (msg.source == self->state.coordinator.address())
+      self->quit(msg.reason);
+  });
+  return [=](observe_atom, const caf::actor& coordinator) {
+    self->state.coordinator = coordinator;
+    self->monitor(coordinator);
+    return caf::ok_atom::value;
+  };
+}
 
 /// Tells the coordinator that `actor` failed and why, then quits `self`.
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,

@@ -152,16 +152,8 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
   init.trainer = std::move(setup.trainer);
-  self->set_down_handler([=](const caf::down_msg& msg) {
-    if (msg.source == self->state.coordinator.address())
-      self->quit(msg.reason);
-  });
   return {
-    [=](observe_atom, const caf::actor& coordinator) {
-      self->state.coordinator = coordinator;
-      self->monitor(coordinator);
-      return caf::ok_atom::value;
-    },
+    observe_coordinator(self),
     [=](const microbatch& m) {
       auto& st = self->state;
       if (m.invalid)

@@ -102,6 +102,12 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       x.idle_seconds = a.at("idle_seconds").get<double>();
       r.actors.push_back(std::move(x));
     }
+    // Edges are listed flat; each belongs to the actor that sent on it.
+    for (const auto& e : j.value("edges", nlohmann::json::array()))
+      for (auto& a : r.actors)
+        if (a.actor == e.at("from").get<std::string>())
+          a.edges.push_back({e.at("from").get<std::string>(), e.at("to").get<std::string>(),
+                             e.at("messages").get<int64_t>(), e.at("bytes").get<int64_t>()});
     return r;
   } catch (const std::exception& e) {
     return make_error(errc::malformed_message, std::string{"metrics JSON: "} + e.what());

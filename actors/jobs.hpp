@@ -50,6 +50,7 @@ struct bench_request {
   std::string json_out;
   std::vector<std::string> backbones{"convnet", "convnet_wide"};
   std::vector<std::string> overrides;
+  int32_t local_nodes = 0; ///< run the shared side over N local node processes
   const std::atomic<bool>* interrupted = nullptr;
 };
 

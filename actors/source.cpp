@@ -152,16 +152,8 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
   init.test = std::move(setup.test);
   init.window = credit_window{init.spec.window};
   init.eval_plan = model::plan_eval(init.test.size(), init.spec.plan.batch_size);
-  self->set_down_handler([=](const caf::down_msg& msg) {
-    if (msg.source == self->state.coordinator.address())
-      self->quit(msg.reason);
-  });
   return {
-    [=](observe_atom, const caf::actor& coordinator) {
-      self->state.coordinator = coordinator;
-      self->monitor(coordinator);
-      return caf::ok_atom::value;
-    },
+    observe_coordinator(self),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
       auto& st = self->state;
       st.downstream = downstream;

@@ -145,16 +145,8 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
   init.layers = std::move(setup.layers);
-  self->set_down_handler([=](const caf::down_msg& msg) {
-    if (msg.source == self->state.coordinator.address())
-      self->quit(msg.reason);
-  });
   return {
-    [=](observe_atom, const caf::actor& coordinator) {
-      self->state.coordinator = coordinator;
-      self->monitor(coordinator);
-      return caf::ok_atom::value;
-    },
+    observe_coordinator(self),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
       auto& st = self->state;
       st.outputs.push_back({downstream, credit_window{st.spec.window}, {st.name, name, 0, 0}});

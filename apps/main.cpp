@@ -45,7 +45,9 @@ usage:
              [--scheduler-threads T] [--heartbeat-ms MS] [--connection-timeout-ms MS]
                                         serve actors for a coordinator (port 0: any)
   baton bench transfer [--heads K] [--quick] [--json FILE] [--backbone convnet|convnet_wide]
+                       [--local-nodes N] [--set KEY=VALUE]...
                                         shared backbone vs separate baseline, side by side
+                                        (--local-nodes: the shared side over N node processes)
   baton help                            this text
 
 exit codes: 0 success, 1 run failed, 2 bad input (config, file, node), 130 interrupted
@@ -203,6 +205,8 @@ int cmd_bench(args& a) {
       ok = a.value(flag, v) && parse_int(flag, v, r.heads) && r.heads > 0;
     else if (flag == "--quick")
       r.quick = true;
+    else if (flag == "--local-nodes")
+      ok = a.value(flag, v) && parse_int(flag, v, r.local_nodes);
     else if (flag == "--json")
       ok = a.value(flag, r.json_out);
     else if (flag == "--backbone")
