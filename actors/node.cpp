@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -21,16 +22,19 @@ caf::error node_error(const std::string& path, const YAML::Node& n, const std::s
                     path + ":" + std::to_string(n.Mark().line + 1) + ": " + what);
 }
 
+/// Reads a positive integer no larger than what T holds.
 template <class T>
 caf::error read_positive(const std::string& path, const YAML::Node& n, const char* key, T& out) {
+  constexpr auto max = static_cast<int64_t>(std::numeric_limits<T>::max());
   try {
     auto value = n.as<int64_t>();
-    if (value <= 0)
-      throw std::out_of_range("not positive");
+    if (value <= 0 || value > max)
+      throw std::out_of_range("out of range");
     out = static_cast<T>(value);
     return caf::none;
   } catch (const std::exception&) {
-    return node_error(path, n, std::string{"'"} + key + "' must be a positive integer");
+    return node_error(path, n, std::string{"'"} + key + "' must be an integer from 1 to " +
+                                 std::to_string(max));
   }
 }
 
