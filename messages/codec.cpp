@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <utility>
 
-#include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 #include <capnp/message.h>
-#include <capnp/orphan.h>
 #include <capnp/serialize.h>
 #include <caf/binary_deserializer.hpp>
 #include <caf/deserializer.hpp>
@@ -22,9 +18,10 @@
 
 #include "messages/baton.capnp.h"
 #include "messages/errc.hpp"
+#include "messages/tensor_codec.hpp"
 
-// Tensor bytes travel in host order and capnp's segment table is written by
-// hand below: both assume a little-endian host (every machine baton runs on).
+// capnp's segment table is written by hand below (write_flat): that assumes a
+// little-endian host (every machine baton runs on), as tensor bytes do.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "baton's wire format assumes a little-endian host");
 
@@ -32,36 +29,19 @@ namespace baton::messages {
 
 namespace {
 
+// Tensors on the wire (messages/tensor_codec.hpp).
+using detail::limit_text;
+using detail::read_tensor;
+using detail::shared_words;
+using detail::size_text;
+using detail::tensor_references;
+using detail::write_tensor;
+
 using body_which = wire::Envelope::Body::Which;
 
 constexpr size_t word_size = sizeof(capnp::word);
 
-/// Tensors at least this large are referenced by the message instead of being
-/// copied into it, so that their bytes are copied once, into the output.
-constexpr size_t reference_threshold = 4096;
-
-/// Tensors with more dimensions than this are refused as malformed shapes.
-constexpr size_t max_dims = 64;
-
 // -- text and error helpers ----------------------------------------------------
-
-/// "64 MiB" for whole MiB, else "67108865 bytes (64.00 MiB)" or "12 bytes".
-std::string size_text(uint64_t bytes) {
-  constexpr uint64_t mib = uint64_t{1} << 20;
-  if (bytes >= mib && bytes % mib == 0)
-    return std::to_string(bytes / mib) + " MiB";
-  auto text = std::to_string(bytes) + " bytes";
-  if (bytes >= mib) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), " (%.2f MiB)", static_cast<double>(bytes) / mib);
-    text += buf;
-  }
-  return text;
-}
-
-std::string limit_text(const codec_limits& limits) {
-  return "the " + size_text(limits.max_message_bytes) + " limit";
-}
 
 caf::error out_of_memory(uint64_t bytes) {
   return make_error(errc::payload_too_large,
@@ -78,51 +58,6 @@ capnp::Text::Reader text_of(const std::string& x) {
 
 std::string string_of(capnp::Text::Reader x) {
   return {x.begin(), x.size()};
-}
-
-// -- dtypes ----------------------------------------------------------------------
-
-struct dtype_info {
-  wire::DType code;
-  at::ScalarType scalar;
-  const char* name;
-};
-
-constexpr std::array<dtype_info, 10> dtypes{{
-  {wire::DType::FLOAT32, at::kFloat, "float32"},
-  {wire::DType::FLOAT64, at::kDouble, "float64"},
-  {wire::DType::INT64, at::kLong, "int64"},
-  {wire::DType::INT32, at::kInt, "int32"},
-  {wire::DType::UINT8, at::kByte, "uint8"},
-  {wire::DType::INT8, at::kChar, "int8"},
-  {wire::DType::FLOAT16, at::kHalf, "float16"},
-  {wire::DType::BFLOAT16, at::kBFloat16, "bfloat16"},
-  {wire::DType::BOOL, at::kBool, "bool"},
-  {wire::DType::INT16, at::kShort, "int16"},
-}};
-
-const dtype_info* find_dtype(at::ScalarType x) {
-  for (const auto& info : dtypes)
-    if (info.scalar == x)
-      return &info;
-  return nullptr;
-}
-
-const dtype_info* find_dtype(wire::DType x) {
-  for (const auto& info : dtypes)
-    if (info.code == x)
-      return &info;
-  return nullptr;
-}
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0)
-      text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
 }
 
 // -- the struct <-> union member table -------------------------------------------
@@ -170,12 +105,8 @@ std::string kind_text(body_which x) {
 /// A built message and the tensor memory that some of its segments point into.
 struct outgoing_message {
   capnp::MallocMessageBuilder builder;
-  /// Keeps the memory of referenced tensors alive until the bytes are out.
-  std::vector<at::Tensor> referenced;
-  /// Start of each referenced segment and its exact byte length: capnp rounds
-  /// the segment up to whole words, but the bytes past a tensor's end are not
-  /// ours to read, so write_flat pads with zeros instead.
-  std::vector<std::pair<const capnp::word*, size_t>> external;
+  /// The tensors that segments of `builder` point into.
+  tensor_references references;
   size_t size_bytes = 0;
 };
 
@@ -189,7 +120,9 @@ public:
   }
 
   /// Writes `x` (defined) into `b`; `what` names it in error messages.
-  caf::error tensor(wire::Tensor::Builder b, const at::Tensor& x, const std::string& what);
+  caf::error tensor(wire::Tensor::Builder b, const at::Tensor& x, const std::string& what) {
+    return write_tensor(b, x, what, limits_, out_.references);
+  }
 
   /// Refuses strings that alone exceed the limit (capnp would throw later).
   caf::error text(const std::string& x, const char* what) const {
@@ -200,53 +133,9 @@ public:
   }
 
 private:
-  void reference(wire::Tensor::Builder b, const at::Tensor& x, size_t nbytes);
-
   outgoing_message& out_;
   const codec_limits& limits_;
 };
-
-caf::error encoder::tensor(wire::Tensor::Builder b, const at::Tensor& x,
-                           const std::string& what) {
-  if (x.layout() != at::kStrided)
-    return make_error(errc::shape_mismatch,
-                      what + ": only dense (strided) tensors can be sent");
-  auto info = find_dtype(x.scalar_type());
-  if (info == nullptr)
-    return make_error(errc::unknown_dtype, what + ": dtype "
-                      + std::string{c10::toString(x.scalar_type())} + " cannot be sent");
-  auto nbytes = static_cast<uint64_t>(x.numel()) * x.element_size();
-  if (nbytes > limits_.max_message_bytes)
-    return make_error(errc::payload_too_large, what + ": tensor of " + size_text(nbytes)
-                      + " exceeds " + limit_text(limits_));
-  // detach: a tensor that requires grad must not grow the autograd graph here.
-  auto dense = x.detach();
-  if (!dense.device().is_cpu())
-    dense = dense.cpu();
-  dense = dense.contiguous();
-  b.setDtype(info->code);
-  auto shape = b.initShape(static_cast<unsigned>(dense.dim()));
-  for (int64_t i = 0; i < dense.dim(); ++i)
-    shape.set(static_cast<unsigned>(i), dense.size(i));
-  if (nbytes == 0)
-    return caf::none;
-  auto bytes = static_cast<const capnp::byte*>(dense.data_ptr());
-  if (nbytes >= reference_threshold && reinterpret_cast<uintptr_t>(bytes) % word_size == 0) {
-    reference(b, dense, nbytes);
-  } else {
-    // Small or misaligned (a view at an odd offset): copy into the message.
-    std::memcpy(b.initData(static_cast<unsigned>(nbytes)).begin(), bytes, nbytes);
-  }
-  return caf::none;
-}
-
-void encoder::reference(wire::Tensor::Builder b, const at::Tensor& x, size_t nbytes) {
-  auto bytes = static_cast<const capnp::byte*>(x.data_ptr());
-  auto orphanage = capnp::Orphanage::getForMessageContaining(b);
-  b.adoptData(orphanage.referenceExternalData(capnp::Data::Reader{bytes, nbytes}));
-  out_.referenced.push_back(x);
-  out_.external.emplace_back(reinterpret_cast<const capnp::word*>(bytes), nbytes);
-}
 
 // One overload per struct: fill the union member of the envelope.
 
@@ -426,7 +315,7 @@ caf::error write_flat(outgoing_message& out, Sink&& sink) {
   static constexpr capnp::byte zeros[word_size] = {};
   for (auto segment : segments) {
     size_t bytes = segment.size() * word_size;
-    for (const auto& [start, exact] : out.external)
+    for (const auto& [start, exact] : out.references.external)
       if (start == segment.begin())
         bytes = exact;
     if (auto err = sink(segment.begin(), bytes))
@@ -461,10 +350,6 @@ caf::expected<wire_bytes> encode_as(const T& x, const codec_limits& limits) {
 
 // -- decoding ------------------------------------------------------------------
 
-/// Word-aligned memory holding received bytes; decoded tensors may be views
-/// into it and keep it alive through their deleters.
-using shared_words = std::shared_ptr<uint64_t[]>;
-
 /// Uninitialized words for `bytes` bytes; null if memory is exhausted (the
 /// size was checked against the limits already, so that is all that is left).
 shared_words make_words(size_t bytes) {
@@ -495,72 +380,15 @@ public:
     // nop
   }
 
-  caf::error tensor(wire::Tensor::Reader r, const std::string& what, at::Tensor& out) const;
+  /// Reads `r` into `out`; `what` names it in error messages.
+  caf::error tensor(wire::Tensor::Reader r, const std::string& what, at::Tensor& out) const {
+    return read_tensor(r, what, limits_, owner_, out);
+  }
 
 private:
-  caf::expected<uint64_t> checked_bytes(const std::vector<int64_t>& shape,
-                                        const dtype_info& info, const std::string& what) const;
-
   const codec_limits& limits_;
   shared_words owner_;
 };
-
-caf::expected<uint64_t> decoder::checked_bytes(const std::vector<int64_t>& shape,
-                                               const dtype_info& info,
-                                               const std::string& what) const {
-  uint64_t count = 1;
-  bool overflow = false;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
-      return make_error(errc::shape_mismatch, what + ": dimension " + std::to_string(i)
-                        + " of shape " + shape_text(shape) + " is negative");
-    overflow |= __builtin_mul_overflow(count, static_cast<uint64_t>(shape[i]), &count);
-  }
-  uint64_t bytes = 0;
-  overflow |= __builtin_mul_overflow(count, c10::elementSize(info.scalar), &bytes);
-  if (overflow || bytes > limits_.max_message_bytes)
-    return make_error(errc::payload_too_large, what + ": shape " + shape_text(shape) + " of "
-                      + info.name + " exceeds " + limit_text(limits_));
-  return bytes;
-}
-
-caf::error decoder::tensor(wire::Tensor::Reader r, const std::string& what,
-                           at::Tensor& out) const {
-  auto info = find_dtype(r.getDtype());
-  if (info == nullptr)
-    return make_error(errc::unknown_dtype, what + ": dtype code "
-                      + std::to_string(static_cast<unsigned>(r.getDtype()))
-                      + " is unknown to this build");
-  auto dims = r.getShape();
-  if (dims.size() > max_dims)
-    return make_error(errc::shape_mismatch, what + ": " + std::to_string(dims.size())
-                      + " dimensions, at most " + std::to_string(max_dims) + " are accepted");
-  std::vector<int64_t> shape;
-  shape.reserve(dims.size());
-  for (auto dim : dims)
-    shape.push_back(dim);
-  auto bytes = checked_bytes(shape, *info, what);
-  if (!bytes)
-    return std::move(bytes.error());
-  auto data = r.getData();
-  if (data.size() != *bytes)
-    return make_error(errc::shape_mismatch, what + ": shape " + shape_text(shape) + " of "
-                      + info->name + " needs " + std::to_string(*bytes)
-                      + " bytes, the data has " + std::to_string(data.size()));
-  auto options = at::TensorOptions().dtype(info->scalar);
-  if (*bytes == 0) {
-    out = at::empty(shape, options);
-  } else if (owner_ != nullptr) {
-    // A view into the received buffer: no copy; the deleter shares ownership.
-    auto keep = owner_;
-    auto first = const_cast<capnp::byte*>(data.begin());
-    out = at::from_blob(first, shape, [keep](void*) {}, options);
-  } else {
-    out = at::empty(shape, options);
-    std::memcpy(out.data_ptr(), data.begin(), *bytes);
-  }
-  return caf::none;
-}
 
 // One overload per struct: read the union member of the envelope.
 
