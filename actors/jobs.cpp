@@ -228,6 +228,9 @@ caf::expected<job_result> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
     return t.error();
+  if (t->job == "pipeline")
+    return make_error(errc::bad_config, t->file + ": job 'pipeline' is parsed but its runtime "
+                                                  "is not implemented yet (issue 3)");
   if (auto ok = ensure_pretrained(*t); !ok)
     return ok.error();
   caf::expected<job_result> result = make_error(errc::bad_config, "no job ran");

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,12 +10,13 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
+#include <exception>
 #include <utility>
 
 #include <c10/util/Exception.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"
 
@@ -26,31 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// -- errors -------------------------------------------------------------------
-
-// A validation failure, already formatted "where: what". It only unwinds the
-// section parsers of this file, so that each check stays one line instead of
-// an error-return ladder; parse_document turns it into a bad_config value and
-// nothing thrown here leaves this file.
-class config_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-[[noreturn]] void fail_at(const std::string& where, const std::string& what) {
-  throw config_error(where + ": " + what);
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items)
-    out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
-bool contains(const std::vector<std::string>& items, const std::string& x) {
-  return std::find(items.begin(), items.end(), x) != items.end();
-}
+// The located fields and their checked readers (actors/yaml_field.hpp).
+using namespace detail;
 
 // -- schema -------------------------------------------------------------------
 
@@ -60,7 +37,7 @@ bool contains(const std::vector<std::string>& items, const std::string& x) {
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes"}},
+    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "pipeline"}},
     {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
               "epochs", "node", "synthetic_train", "synthetic_test"}},
     {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "place", "pretrain"}},
@@ -72,19 +49,19 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
                  "connection_timeout_ms", "request_timeout_ms", "progress_every"}},
     {"nodes.*", {"name", "host", "port"}},
+    {"pipeline", {"schedule", "vertical_sync", "stages"}},
+    {"pipeline.stages.*", {"last_layer", "replicas", "node"}},
   };
   return keys;
 }
 
 // Paths whose value is a list; `--set` addresses their entries by index.
 bool is_list(const std::string& pattern) {
-  static const std::vector<std::string> lists = {"tasks", "heads", "nodes", "backbone.split",
-                                                 "backbone.place", "tasks.*.labels"};
+  static const std::vector<std::string> lists = {"tasks",          "heads",
+                                                 "nodes",          "backbone.split",
+                                                 "backbone.place", "tasks.*.labels",
+                                                 "pipeline.stages"};
   return contains(lists, pattern);
-}
-
-std::string child_path(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
 }
 
 std::optional<size_t> parse_index(const std::string& text) {
@@ -110,131 +87,6 @@ std::string in_section(const std::string& path) {
   return path.empty() ? "at the top level" : "in '" + path + "'";
 }
 
-// -- located values -------------------------------------------------------------
-
-// What every field needs to say where it came from: the file, and which paths
-// `--set` replaced (an error in those names the override, not a line).
-struct source_info {
-  std::string file;
-  fs::path base_dir;                            ///< the file's directory; empty = cwd
-  std::map<std::string, std::string> overrides; ///< path -> "--set path=value"
-};
-
-// A YAML value with its dotted path and origin; the checked readers below
-// take one and fail with "file:line: 'path' must be ..., got ...".
-class field {
-public:
-  field(const source_info& source, YAML::Node node, std::string path, int line,
-        std::string origin)
-    : source_(&source), node_(std::move(node)), path_(std::move(path)), line_(line),
-      origin_(std::move(origin)) {}
-
-  field(const field&) = default;
-  // YAML::Node's operator= writes through to the node it refers to (it would
-  // edit the document); a field must rebind instead.
-  field& operator=(const field& other) {
-    source_ = other.source_;
-    node_.reset(other.node_);
-    path_ = other.path_;
-    line_ = other.line_;
-    origin_ = other.origin_;
-    return *this;
-  }
-
-  static field root(const source_info& source, const YAML::Node& doc) {
-    return field(source, doc, "", doc.Mark().line, "");
-  }
-
-  const YAML::Node& node() const { return node_; }
-  const std::string& path() const { return path_; }
-  const source_info& source() const { return *source_; }
-  bool is_null() const { return !node_.IsDefined() || node_.IsNull(); }
-  bool overridden() const { return !origin_.empty(); }
-
-  // "file:12" (1-based), or the `--set` that put the value there.
-  std::string where() const {
-    if (!origin_.empty())
-      return origin_;
-    return source_->file + ":" + std::to_string(std::max(line_, 0) + 1);
-  }
-
-  // How errors name this value.
-  std::string name() const { return path_.empty() ? "the topology" : "'" + path_ + "'"; }
-
-  // The value as an error message shows it.
-  std::string shown() const {
-    if (node_.IsScalar())
-      return "'" + node_.Scalar() + "'";
-    if (node_.IsMap())
-      return "a map";
-    return node_.IsSequence() ? "a list" : "nothing";
-  }
-
-  [[noreturn]] void fail(const std::string& what) const { fail_at(where(), what); }
-
-  [[noreturn]] void expected(const std::string& what) const {
-    fail(name() + " must be " + what + ", got " + shown());
-  }
-
-  // The field under `key` of this map; `at` is the key's node: a value is
-  // reported on its key's line (yaml-cpp marks an empty value on the next).
-  field child(const YAML::Node& at, const YAML::Node& value) const {
-    std::string path = child_path(path_, at.Scalar());
-    return field(*source_, value, path, at.Mark().line, origin_of(path));
-  }
-
-  // The value of `key`, if this is a map that has it.
-  std::optional<field> get(const std::string& key) const {
-    if (node_.IsMap())
-      for (const auto& entry : node_)
-        if (entry.first.Scalar() == key)
-          return child(entry.first, entry.second);
-    return std::nullopt;
-  }
-
-  field require(const std::string& key) const {
-    if (auto f = get(key))
-      return *f;
-    fail(name() + " is missing the key '" + key + "'");
-  }
-
-  // The value of `key`, or an empty value on this field's line: an absent
-  // section reads as one with no keys (all defaults).
-  field section(const std::string& key) const {
-    if (auto f = get(key))
-      return *f;
-    std::string path = child_path(path_, key);
-    return field(*source_, YAML::Node(YAML::NodeType::Null), path, line_, origin_of(path));
-  }
-
-  // The entries of a list (none when empty); anything else fails with `what`.
-  std::vector<field> items(const std::string& what) const {
-    if (is_null())
-      return {};
-    if (!node_.IsSequence())
-      expected(what);
-    std::vector<field> out;
-    for (const auto& item : node_) {
-      std::string path = child_path(path_, std::to_string(out.size()));
-      out.emplace_back(*source_, item, path, item.Mark().line, origin_of(path));
-    }
-    return out;
-  }
-
-private:
-  // The override of `path` itself, else whichever covers this field.
-  std::string origin_of(const std::string& path) const {
-    auto it = source_->overrides.find(path);
-    return it != source_->overrides.end() ? it->second : origin_;
-  }
-
-  const source_info* source_;
-  YAML::Node node_;
-  std::string path_;
-  int line_; ///< 0-based, as yaml-cpp counts
-  std::string origin_;
-};
-
 // -- checked readers ------------------------------------------------------------
 
 // Checks that `f` is a map of the keys its schema lists, none twice; an empty
@@ -256,85 +108,6 @@ void check_section(const field& f) {
       at.fail("key '" + key + "' appears twice " + in_section(f.path()));
     seen.push_back(key);
   }
-}
-
-const std::string& scalar(const field& f, const std::string& what) {
-  if (!f.node().IsScalar())
-    f.expected(what);
-  return f.node().Scalar();
-}
-
-// Integers are read with from_chars: whole text, decimal, no silent rounding
-// of "4.5" or wrapping of out-of-range values.
-template <class Integer>
-Integer read_integer(const field& f, Integer min, Integer max, const std::string& what) {
-  const std::string& text = scalar(f, what);
-  Integer value = 0;
-  const char* last = text.data() + text.size();
-  auto [end, ec] = std::from_chars(text.data(), last, value);
-  if (ec != std::errc{} || end != last || value < min || value > max)
-    f.expected(what);
-  return value;
-}
-
-int32_t positive_int32(const field& f) {
-  return read_integer<int32_t>(f, 1, std::numeric_limits<int32_t>::max(), "a positive integer");
-}
-
-int64_t positive_int64(const field& f) {
-  return read_integer<int64_t>(f, 1, std::numeric_limits<int64_t>::max(), "a positive integer");
-}
-
-int64_t non_negative_int64(const field& f) {
-  return read_integer<int64_t>(f, 0, std::numeric_limits<int64_t>::max(),
-                               "a non-negative integer");
-}
-
-template <class Predicate>
-double read_number(const field& f, const std::string& what, Predicate ok) {
-  const std::string& text = scalar(f, what);
-  double value = 0;
-  const char* last = text.data() + text.size();
-  auto [end, ec] = std::from_chars(text.data(), last, value);
-  if (ec != std::errc{} || end != last || !std::isfinite(value) || !ok(value))
-    f.expected(what);
-  return value;
-}
-
-std::string read_string(const field& f) {
-  const std::string& text = scalar(f, "a non-empty string");
-  if (text.empty())
-    f.expected("a non-empty string");
-  return text;
-}
-
-std::string read_choice(const field& f, const std::vector<std::string>& choices) {
-  const std::string& text = scalar(f, "one of: " + join(choices));
-  if (!contains(choices, text))
-    f.expected("one of: " + join(choices));
-  return text;
-}
-
-// Reads `key` of `section` into `out` when present; absent keys keep defaults.
-template <class T, class Reader>
-void read_if(const field& section, const std::string& key, T& out, Reader read) {
-  if (auto f = section.get(key))
-    out = read(*f);
-}
-
-std::chrono::milliseconds positive_milliseconds(const field& f) {
-  return std::chrono::milliseconds{positive_int32(f)};
-}
-
-// Relative paths in a topology are relative to the file, not to the working
-// directory of whoever runs it, except in a `--set`: those were typed in the
-// working directory. Made absolute so that node processes started elsewhere
-// on the host find the same file.
-std::string read_path(const field& f) {
-  fs::path path = read_string(f);
-  if (path.is_relative() && !f.overridden())
-    path = f.source().base_dir / path;
-  return fs::absolute(path).lexically_normal().string();
 }
 
 // The checkpoint path, or "" for none: `none`, an empty string or no value
@@ -373,28 +146,12 @@ const model::task& read_task(const field& f, const topology& t) {
          + join(names) + ")");
 }
 
-// Names that must be unique within one list (tasks, heads, nodes).
-class unique_names {
-public:
-  explicit unique_names(std::string what) : what_(std::move(what)) {}
-
-  void add(const field& f, const std::string& name) {
-    auto [it, fresh] = first_seen_.emplace(name, f.where());
-    if (!fresh)
-      f.fail(what_ + " '" + name + "' is defined twice (first at " + it->second + ")");
-  }
-
-private:
-  std::string what_;
-  std::map<std::string, std::string> first_seen_; ///< name -> where
-};
-
 // -- sections -------------------------------------------------------------------
 
 void parse_job(const field& f, topology& t) {
   std::string job = read_choice(f, {"transfer", "pipeline", "data-parallel", "ist", "local"});
-  if (job != "transfer")
-    f.fail("job '" + job + "' is not implemented yet (only 'transfer' is)");
+  if (job != "transfer" && job != "pipeline")
+    f.fail("job '" + job + "' is not implemented yet (only 'transfer' and 'pipeline' are)");
   t.job = job;
 }
 
@@ -541,8 +298,9 @@ void place_stages(const field& place, topology& t) {
 }
 
 // The model, its files and the stages; the model is built to learn its layer
-// names, and an error doing so is reported on the key that chose it.
-void parse_backbone(const field& section, topology& t) {
+// names, and an error doing so is reported on the key that chose it. Returns
+// those names.
+std::vector<std::string> parse_backbone(const field& section, topology& t) {
   check_section(section);
   t.backbone.seed = model::derive_seed(t.seed, "backbone");
   std::optional<field> model_key = section.get("model");
@@ -561,11 +319,66 @@ void parse_backbone(const field& section, topology& t) {
     path_key->fail("'backbone.path' names '" + path_key->node().Scalar() + "', but '"
                    + t.backbone.path + "' does not exist");
   const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
-  t.stages = make_stages(section.section("split"), layer_names(t.backbone, blame));
+  std::vector<std::string> names = layer_names(t.backbone, blame);
+  t.stages = make_stages(section.section("split"), names);
   if (auto f = section.get("place"))
     place_stages(*f, t);
   if (auto f = section.get("pretrain"))
     parse_pretrain(*f, t);
+  return names;
+}
+
+// One `pipeline.stages` entry: the stage after `previous_end` up to its
+// `last_layer`, on `replicas` machines.
+topology::pipeline_stage parse_pipeline_stage(const field& item,
+                                              const std::vector<std::string>& layers,
+                                              size_t previous_end, const topology& t) {
+  check_section(item);
+  field last = item.require("last_layer");
+  std::string name = read_string(last);
+  auto found = std::find(layers.begin(), layers.end(), name);
+  if (found == layers.end())
+    last.fail(last.name() + " names unknown layer '" + name + "' (expected one of: "
+              + join(layers) + ")");
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (end <= previous_end)
+    last.fail(last.name() + " is '" + name + "', which does not come after '"
+              + layers[previous_end - 1] + "' (expected stages in layer order: "
+              + join(layers) + ")");
+  topology::pipeline_stage stage{previous_end, end, 1, ""};
+  read_if(item, "replicas", stage.replicas, positive_int32);
+  read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
+  return stage;
+}
+
+// `pipeline:` (job: pipeline only): the schedule and the stages of the whole
+// model being trained, the backbone and its classifier ("fc2", as
+// model::make_pretrain_model builds it); the last stage ends with the model.
+void parse_pipeline(const field& section, std::vector<std::string> layers, topology& t) {
+  if (t.job != "pipeline") {
+    if (!section.is_null())
+      section.fail("'pipeline' is only read with job: pipeline (the job is '" + t.job + "')");
+    return;
+  }
+  if (section.is_null())
+    section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
+  check_section(section);
+  read_if(section, "schedule", t.schedule,
+          [](const field& f) { return read_choice(f, {"gpipe", "1f1b-flush", "1f1b"}); });
+  if (auto f = section.get("vertical_sync")) {
+    t.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
+    if (t.vertical_sync && t.schedule != "1f1b")
+      f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
+              + t.schedule + "')");
+  }
+  layers.push_back("fc2");
+  field stages = section.require("stages");
+  for (const field& item : stages.items("a list of stages ({last_layer, replicas, node})"))
+    t.pipeline.push_back(
+      parse_pipeline_stage(item, layers, t.pipeline.empty() ? 0 : t.pipeline.back().end, t));
+  if (t.pipeline.empty() || t.pipeline.back().end != layers.size())
+    stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
+                "layer '" + layers.back() + "'");
 }
 
 head_placement parse_head(const field& item, const topology& t) {
@@ -662,7 +475,8 @@ topology build_topology(const field& root) {
   t.plan.seed = t.seed;
   parse_data(root.section("data"), t);
   t.tasks = parse_tasks(root.require("tasks"), t.dataset);
-  parse_backbone(root.section("backbone"), t);
+  std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
+  parse_pipeline(root.section("pipeline"), std::move(layers), t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
   place_round_robin(t);

@@ -85,6 +85,19 @@ struct topology {
   std::vector<head_placement> heads;
   std::string source_node;     ///< node of the source; empty when embedded
 
+  // -- pipeline (job: pipeline) -----------------------------------------------------
+  /// A stage of the trained model (backbone + classifier "fc2"): layers
+  /// [begin, end) on `replicas` machines.
+  struct pipeline_stage {
+    size_t begin = 0;
+    size_t end = 0;
+    int32_t replicas = 1;
+    std::string node;  ///< node name; empty when embedded or not placed
+  };
+  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
+  bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
+  std::vector<pipeline_stage> pipeline; ///< from `pipeline.stages`; empty unless job: pipeline
+
   runtime_settings runtime;
   std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
 

@@ -15,6 +15,7 @@
 
 #include "actors/jobs.hpp"
 #include "actors/node.hpp"
+#include "actors/planning.hpp"
 #include "messages/errc.hpp"
 
 namespace {
@@ -48,6 +49,18 @@ usage:
                        [--local-nodes N] [--set KEY=VALUE]...
                                         shared backbone vs separate baseline, side by side
                                         (--local-nodes: the shared side over N node processes)
+  baton profile TOPOLOGY.yaml --out profile.json [--microbatches N] [--batch B]
+                                        time every layer of the topology's model (forward,
+                                        backward, activation and parameter bytes), one thread,
+                                        averaged over N microbatches (default 10) of B samples
+                                        (default: data.batch_size / data.microbatches)
+  baton plan --profile profile.json --machines N [--bandwidth B] [--memory M] [--straight]
+             [--out topology.yaml] [--topology TOPOLOGY.yaml]
+                                        PipeDream's partitioner: stages and replicas ("2-1-1")
+                                        for at most N machines, B bytes/s between machines
+                                        (default 1e9), M bytes per machine (default unlimited);
+                                        --straight: no replication; --out: the topology with
+                                        job: pipeline and the planned stages
   baton help                            this text
 
 exit codes: 0 success, 1 run failed, 2 bad input (config, file, node), 130 interrupted
@@ -94,6 +107,19 @@ bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
   } catch (const std::exception&) {
   }
   std::fprintf(stderr, "baton: %s expects a non-negative integer, got '%s'\n", flag.c_str(),
+               text.c_str());
+  return false;
+}
+
+bool parse_positive(const std::string& flag, const std::string& text, double& out) {
+  try {
+    size_t used = 0;
+    out = std::stod(text, &used);
+    if (used == text.size() && out > 0)
+      return true;
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "baton: %s expects a positive number, got '%s'\n", flag.c_str(),
                text.c_str());
   return false;
 }
@@ -224,6 +250,71 @@ int cmd_bench(args& a) {
   return actors::bench_transfer(r);
 }
 
+int cmd_profile(args& a) {
+  actors::profile_request r;
+  std::string v;
+  while (!a.done()) {
+    auto flag = a.take();
+    int32_t n = 0;
+    bool ok = true;
+    if (flag == "--out")
+      ok = a.value(flag, r.out);
+    else if (flag == "--microbatches")
+      ok = a.value(flag, v) && parse_int(flag, v, r.microbatches) && r.microbatches > 0;
+    else if (flag == "--batch")
+      ok = a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.microbatch_size = n, true);
+    else if (!flag.empty() && flag[0] != '-' && r.topology_path.empty())
+      r.topology_path = flag;
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "baton profile: bad argument '%s' (see baton help)\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (r.topology_path.empty() || r.out.empty()) {
+    std::fprintf(stderr, "baton profile: expected TOPOLOGY.yaml and --out FILE (see baton help)\n");
+    return 2;
+  }
+  auto profile = actors::run_profile(r);
+  return profile ? 0 : fail(profile.error());
+}
+
+int cmd_plan(args& a) {
+  actors::plan_request r;
+  std::string v;
+  while (!a.done()) {
+    auto flag = a.take();
+    bool ok = true;
+    if (flag == "--profile")
+      ok = a.value(flag, r.profile_path);
+    else if (flag == "--machines")
+      ok = a.value(flag, v) && parse_int(flag, v, r.machines) && r.machines > 0;
+    else if (flag == "--bandwidth")
+      ok = a.value(flag, v) && parse_positive(flag, v, r.bandwidth);
+    else if (flag == "--memory")
+      ok = a.value(flag, v) && parse_positive(flag, v, r.memory);
+    else if (flag == "--straight")
+      r.straight = true;
+    else if (flag == "--out")
+      ok = a.value(flag, r.out);
+    else if (flag == "--topology")
+      ok = a.value(flag, r.topology_path);
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "baton plan: bad argument '%s' (see baton help)\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (r.profile_path.empty() || r.machines < 1) {
+    std::fprintf(stderr, "baton plan: expected --profile FILE and --machines N (see baton help)\n");
+    return 2;
+  }
+  auto plan = actors::run_plan(r);
+  return plan ? 0 : fail(plan.error());
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -245,6 +336,10 @@ int main(int argc, char** argv) {
     return cmd_node(a);
   if (command == "bench")
     return cmd_bench(a);
+  if (command == "profile")
+    return cmd_profile(a);
+  if (command == "plan")
+    return cmd_plan(a);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(usage, stdout);
     return 0;

@@ -311,8 +311,8 @@ TEST_F(topology_test, yaml_syntax_error) {
 }
 
 TEST_F(topology_test, job_not_implemented) {
-  std::string text = "job: pipeline\n" + tasks_and_heads;
-  expect_error_at(text, "pipeline", {"job 'pipeline' is not implemented yet"});
+  std::string text = "job: ist\n" + tasks_and_heads;
+  expect_error_at(text, "ist", {"job 'ist' is not implemented yet"});
 }
 
 TEST_F(topology_test, split_unknown_layer) {

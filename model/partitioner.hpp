@@ -1,0 +1,93 @@
+#pragma once
+
+// Profile-driven partitioning of a layered model into pipeline stages:
+// PipeDream's dynamic program (Narayanan et al., SOSP'19, section 3.1) over
+// layers and machines, with stage replication, the communication cost of
+// activations between stages and of weight synchronisation among replicas,
+// and an optional per-machine memory limit. Pure arithmetic: no torch, no
+// actors, so it is tested against brute force on small instances.
+//
+// Units: seconds and bytes. Times are per microbatch, the unit the profiler
+// measures and a pipeline admits (PipeDream's "minibatch").
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace baton::model {
+
+/// What one layer costs, for one microbatch (from `baton profile`).
+struct layer_cost {
+  std::string name;
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  int64_t activation_bytes = 0; ///< the layer's output for one microbatch
+  int64_t parameter_bytes = 0;
+};
+
+/// The machine model and the constraints of a plan.
+struct partition_options {
+  int32_t machines = 1;     ///< at most this many machines are used
+  double bandwidth = 1e9;   ///< bytes per second between any two machines
+  /// Bytes a machine may hold for its stage (stashed weight versions and
+  /// activations); infinity = unlimited.
+  double memory = std::numeric_limits<double>::infinity();
+  bool straight = false;    ///< no replication: every stage on one machine
+};
+
+/// One stage of a plan: layers [begin, end) on `replicas` machines.
+struct stage_plan {
+  size_t begin = 0;
+  size_t end = 0;
+  int32_t replicas = 1;
+  /// Microbatches in flight at this stage under 1F1B: the number of stages
+  /// from it to the end (PipeDream's NOAM for an unreplicated input stage).
+  int32_t in_flight = 1;
+  double compute_seconds = 0;         ///< (forward + backward) / replicas
+  double weight_sync_seconds = 0;     ///< all-reduce among replicas / replicas
+  double output_seconds = 0;          ///< 2 x output activation / bandwidth (0 for the last stage)
+  double memory_bytes = 0;            ///< per machine: (parameters + activations) x in_flight
+  /// max(compute, weight sync): what PipeDream's T(i->j, m) is for this stage.
+  double stage_seconds() const;
+};
+
+/// A partition: stages in order, covering every layer.
+struct partition_plan {
+  std::vector<stage_plan> stages;
+  /// The predicted time per microbatch of the slowest stage or link: the
+  /// pipeline's steady-state time between two microbatches.
+  double slowest_seconds = 0;
+
+  /// PipeDream's notation: replicas per stage, "2-1-1".
+  std::string notation() const;
+  int32_t machines_used() const;
+};
+
+/// Fills a stage's figures (compute, sync, output, memory) from the layer
+/// costs; `stages_after` is the number of stages that follow it.
+stage_plan evaluate_stage(const std::vector<layer_cost>& layers, size_t begin, size_t end,
+                          int32_t replicas, int32_t stages_after, double bandwidth);
+
+/// The figures of a whole partition (stage boundaries and replicas given),
+/// as the planner predicts them. Precondition: the stages are contiguous and
+/// cover [0, layers.size()).
+partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
+                                  const std::vector<std::pair<size_t, int32_t>>& stage_ends,
+                                  double bandwidth);
+
+/// True when every stage of `plan` fits the options (memory, machines,
+/// straight).
+bool feasible(const partition_plan& plan, const partition_options& options);
+
+/// The partition with the smallest slowest-stage time over every contiguous
+/// split and replica assignment with at most `machines` machines in all (on
+/// ties: fewer stages, then earlier stage ends and fewer replicas in the
+/// first stage). Runs in O(L^2 M^3) for L layers and M machines. Throws
+/// model::error when no partition fits (no layers, fewer than one machine, a
+/// bandwidth <= 0, or no stages within the memory limit).
+partition_plan plan_partition(const std::vector<layer_cost>& layers,
+                              const partition_options& options);
+
+} // namespace baton::model

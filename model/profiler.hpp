@@ -1,0 +1,48 @@
+#pragma once
+
+// Per-layer costs of a layered model on this machine: what the partitioner
+// (model/partitioner.hpp) plans with. Each layer is timed alone on the input
+// its predecessors produce, forward and backward, on synthetic data.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/layered_model.hpp"
+#include "model/partitioner.hpp"
+
+namespace baton::model {
+
+/// How to profile.
+struct profile_options {
+  int64_t microbatch_size = 32;                   ///< samples per timed microbatch
+  std::vector<int64_t> sample_shape{1, 28, 28};   ///< one input sample (C, H, W)
+  int32_t microbatches = 10;                      ///< timed microbatches, averaged
+  int32_t warmups = 2;                            ///< untimed microbatches first
+  int32_t threads = 1;                            ///< torch intra-op threads while profiling
+  uint64_t seed = 0;                              ///< synthetic input seed
+};
+
+/// The measured costs of a model.
+struct model_profile {
+  std::string model;            ///< model name, as the topology says it
+  int64_t microbatch_size = 0;
+  int32_t microbatches = 0;     ///< timed microbatches per figure
+  int32_t threads = 1;
+  std::string hostname;
+  int32_t cores = 0;            ///< hardware threads of this machine
+  std::vector<layer_cost> layers;
+};
+
+/// Times every layer of `m`: forward_seconds is the layer's forward with
+/// autograd recording (as in training); backward_seconds is the backward of
+/// that output alone (the layer is fed a detached input that requires grad,
+/// and its output gets a ones-like gradient), both averaged over
+/// `microbatches` after `warmups`. activation_bytes is the output's size and
+/// parameter_bytes the layer's parameters' size, exactly. Sets torch's
+/// intra-op threads to `threads` and restores them afterwards. The model's
+/// parameters get gradients (cleared again); their values do not change.
+/// Throws model::error when a layer rejects the input shape.
+model_profile profile_model(const layered_model& m, const profile_options& options);
+
+} // namespace baton::model
