@@ -72,8 +72,9 @@ private:
       auto spawner = sys.middleman().remote_actor(n.host, n.port);
       if (!spawner)
         return make_error(errc::node_unreachable,
-                          topology_.file + ": node '" + n.name + "' at " + n.host + ":" +
-                            std::to_string(n.port) + " is unreachable: " +
+                          (n.where.empty() ? topology_.file : n.where) + ": node '" + n.name +
+                            "' at " + n.host + ":" + std::to_string(n.port) +
+                            " is unreachable (is `baton node` running there?): " +
                             sys.render(spawner.error()));
       self_->monitor(*spawner);
       spawners_[n.name] = *spawner;

@@ -55,7 +55,7 @@ caf::expected<local_cluster> local_cluster::start(int32_t count, const system_se
     if (!child)
       return child.error();
     cluster.nodes_.push_back(std::move(*child));
-    cluster.addresses_.push_back({name, "127.0.0.1", 0});
+    cluster.addresses_.push_back({name, "127.0.0.1", 0, ""});
   }
   for (size_t i = 0; i < cluster.nodes_.size(); ++i) {
     auto& address = cluster.addresses_[i];

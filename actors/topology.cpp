@@ -426,6 +426,7 @@ std::vector<node_address> parse_nodes(const field& list) {
   for (const field& item : list.items("a list of nodes ({name, host, port})")) {
     check_section(item);
     node_address node;
+    node.where = item.where();
     field name = item.require("name");
     node.name = read_string(name);
     names.add(name, node.name);
@@ -644,7 +645,7 @@ caf::expected<topology> parse_topology(const std::string& yaml_text, const std::
 topology with_local_nodes(topology t, int32_t count) {
   std::vector<node_address> nodes;
   for (int32_t i = 1; i <= count; ++i)
-    nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0});
+    nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0, ""});
   // Placements on other nodes than n1..nN cannot be kept: they are redone.
   auto keep_local = [&](std::string& node) {
     bool local = std::any_of(nodes.begin(), nodes.end(),

@@ -24,6 +24,7 @@ struct node_address {
   std::string name;
   std::string host = "127.0.0.1";
   uint16_t port = 0;
+  std::string where; ///< "file:line" of its entry (or the --set); empty for local nodes
 };
 
 /// A contiguous slice [begin, end) of the backbone's layers, placed on a node.

@@ -66,7 +66,7 @@ TEST(bad_topology, unreachable_node) {
                                        "nodes:\n  - {name: n1, host: 127.0.0.1, port: 1}\n");
   auto out = run_baton({"run", path});
   EXPECT_EQ(out.exit_code, 2) << out.text;
-  EXPECT_NE(out.text.find("n1"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find(path + ":9: node 'n1'"), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("unreachable"), std::string::npos) << out.text;
 }
 
