@@ -51,6 +51,7 @@ public:
     collect_nodes();
     result_.wall_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     result_.topology_file = topology_.file;
+    result_.job = topology_.job;
     order_heads();
     return std::move(result_);
   }
@@ -92,6 +93,9 @@ private:
 
   caf::error spawn_one(const std::string& role, const std::string& name,
                        const std::string& node, std::string spec) {
+    if (spawners_.count(node) == 0)
+      return make_error(errc::bad_config, topology_.file + ": " + role + " '" + name +
+                                            "' is placed on no known node ('" + node + "')");
     caf::error failure;
     self_->request(spawners_.at(node), timeout(),
                    messages::spawn_request{role, name, std::move(spec), {}})
@@ -140,6 +144,8 @@ private:
     src.window = topology_.runtime.window;
     if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
       return err;
+    if (topology_.job == "pipeline")
+      return spawn_pipeline();
     for (const auto& s : topology_.stages) {
       stage_spec spec{topology_.backbone, topology_.checkpoint,
                       static_cast<int64_t>(s.begin), static_cast<int64_t>(s.end),
@@ -147,12 +153,44 @@ private:
       if (auto err = spawn_one("stage", s.name, s.node, to_yaml(spec)))
         return err;
     }
+    chain_ = topology_.stages.size();
     for (const auto& h : topology_.heads) {
       head_role_spec spec{h.spec, topology_.runtime.head_threads,
                           topology_.runtime.progress_every};
       if (auto err = spawn_one("head", h.spec.name, h.node, to_yaml(spec)))
         return err;
     }
+    return caf::none;
+  }
+
+  /// job: pipeline: trainable stages of backbone + classifier, trained on the
+  /// pretrain task with the pretrain optimiser (the same model `baton
+  /// pretrain` trains in one process).
+  caf::error spawn_pipeline() {
+    const auto* task = topology_.find_task(topology_.pretrain.task);
+    if (task == nullptr)
+      return make_error(errc::bad_config, "backbone.pretrain.task '" + topology_.pretrain.task +
+                                            "' is not one of the topology's tasks");
+    const auto& stages = topology_.pipeline;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      pipeline_stage_spec spec;
+      spec.backbone = topology_.backbone;
+      spec.classes = task->classes;
+      spec.task = task->name;
+      spec.begin = static_cast<int64_t>(stages[i].begin);
+      spec.end = static_cast<int64_t>(stages[i].end);
+      spec.first = i == 0;
+      spec.last = i + 1 == stages.size();
+      spec.schedule = topology_.schedule;
+      spec.optimizer = topology_.pretrain.optimizer;
+      spec.window = topology_.runtime.window;
+      spec.threads = topology_.runtime.stage_threads;
+      spec.progress_every = topology_.runtime.progress_every;
+      if (auto err = spawn_one("pipeline_stage", "stage" + std::to_string(i), stages[i].node,
+                               to_yaml(spec)))
+        return err;
+    }
+    chain_ = stages.size();
     return caf::none;
   }
 
@@ -174,8 +212,8 @@ private:
       if (auto err = ask(a.handle, caf::make_message(observe_atom::value, me),
                          "cannot reach " + a.name))
         return err;
-    // actors_ holds: source, stages in order, heads in order.
-    size_t stages = topology_.stages.size();
+    // actors_ holds: source, the chain of stages in order, heads in order.
+    size_t stages = chain_;
     for (size_t i = 0; i < stages; ++i) {
       auto& from = actors_[i];
       auto& to = actors_[i + 1];
@@ -205,7 +243,7 @@ private:
     for (auto& a : actors_)
       if (a.name == r.actor)
         a.done = true;
-    if (r.role == "head")
+    if (r.role == "head" || (r.role == "pipeline_stage" && !r.task.empty()))
       result_.heads.push_back(r);
     result_.actors.push_back(std::move(r));
   }
@@ -296,6 +334,8 @@ private:
   }
 
   void order_heads() {
+    if (topology_.job == "pipeline")
+      return;
     std::vector<messages::actor_report> ordered;
     for (const auto& h : topology_.heads)
       for (const auto& r : result_.heads)
@@ -321,12 +361,13 @@ private:
   std::map<std::string, int32_t> node_cores_;  ///< node name -> hardware threads
   caf::actor embedded_spawner_;
   std::vector<placed_actor> actors_; ///< source, stages in order, heads in order
+  size_t chain_ = 0;                 ///< stages between the source and the heads
   job_result result_;
 };
 
 } // namespace
 
-caf::expected<job_result> run_transfer(caf::actor_system& sys, const topology& t,
+caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
                                        const run_options& options) {
   coordinator c{sys, t, options};
   return c.run();

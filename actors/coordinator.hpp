@@ -21,16 +21,17 @@ struct run_options {
   const std::atomic<bool>* interrupted = nullptr;
 };
 
-/// Runs the transfer job of `t`: connects to its nodes (or spawns everything
-/// in this process when it has none), spawns the source, stages and heads,
-/// wires the edges (source -> stage0 -> ... -> last stage -> every head),
+/// Runs the job of `t` (transfer or pipeline): connects to its nodes (or
+/// spawns everything in this process when it has none), spawns the source,
+/// stages and heads, wires the edges (source -> stage0 -> ... -> last stage
+/// -> every head; a pipeline has no heads: its last stage has the loss),
 /// monitors every actor, collects reports and progress, and shuts every actor
 /// down when the run ends, fails or is interrupted.
 ///
 ///   connect_nodes -> spawn_all -> wire -> (start) run -> collect -> shutdown
 ///                       |          |          |
 ///                       +----------+----------+--> shutdown (on any error)
-caf::expected<job_result> run_transfer(caf::actor_system& sys, const topology& t,
+caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
                                        const run_options& options);
 
 } // namespace baton::actors

@@ -71,11 +71,14 @@ nlohmann::json to_json(const job_result& r) {
     for (const auto& e : a.edges)
       j["edges"].push_back(
         {{"from", e.from}, {"to", e.to}, {"messages", e.messages}, {"bytes", e.bytes}});
-    j["actors"].push_back({{"name", a.actor},
-                           {"role", a.role},
-                           {"node", a.node},
-                           {"busy_seconds", a.busy_seconds},
-                           {"idle_seconds", a.idle_seconds}});
+    nlohmann::json actor = {{"name", a.actor},
+                            {"role", a.role},
+                            {"node", a.node},
+                            {"busy_seconds", a.busy_seconds},
+                            {"idle_seconds", a.idle_seconds}};
+    if (!a.weights_digest.empty())
+      actor["weights_digest"] = a.weights_digest; // trainable actors
+    j["actors"].push_back(std::move(actor));
   }
   return j;
 }
@@ -100,6 +103,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       x.node = a.value("node", "");
       x.busy_seconds = a.at("busy_seconds").get<double>();
       x.idle_seconds = a.at("idle_seconds").get<double>();
+      x.weights_digest = a.value("weights_digest", "");
       r.actors.push_back(std::move(x));
     }
     // Edges are listed flat; each belongs to the actor that sent on it.

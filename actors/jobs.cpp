@@ -23,6 +23,8 @@
 #include "model/dataset.hpp"
 #include "model/error.hpp"
 #include "model/local.hpp"
+#include "model/stage_trainer.hpp"
+#include "model/task.hpp"
 
 namespace baton::actors {
 
@@ -103,6 +105,80 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   }
 }
 
+// -- the local pipeline reference (--mode local, job: pipeline) ----------------
+
+/// Trains the pipeline's whole model as one stage: the same microbatches in
+/// the same order, the same arithmetic; per-stage digests are taken by slicing
+/// the model at the pipeline's boundaries, so they compare with the stages'.
+caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r) {
+  // The stages' thread budget by default: then the arithmetic is the same
+  // bit for bit (OpenBLAS sums in another order with more threads).
+  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
+  const auto* task = t.find_task(t.pretrain.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
+  try {
+    auto [train, test] = load_data(t, t.train_limit);
+    auto whole = model::make_pretrain_model(t.backbone, task->classes);
+    model::stage_trainer trainer{whole, t.pretrain.optimizer, model::stash_mode::stash};
+    bool flush = t.schedule != "1f1b";
+    messages::actor_report last;
+    for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
+      auto plan = model::plan_epoch(train.size(), t.plan, epoch);
+      double loss_sum = 0;
+      int64_t samples = 0;
+      int32_t in_step = 0;
+      for (size_t k = 0; k < plan.microbatches.size(); ++k) {
+        auto [x, y] = model::gather(train, plan.microbatches[k]);
+        auto size = plan.step_size_of[k];
+        trainer.forward(static_cast<int64_t>(k), x, true);
+        auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(*task, y),
+                                       flush ? size : 1);
+        loss_sum += b.loss * x.size(0);
+        samples += x.size(0);
+        if (!flush || ++in_step == size) {
+          trainer.step();
+          in_step = 0;
+        }
+      }
+      int64_t correct = 0;
+      for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
+        auto [x, y] = model::gather(test, ids);
+        correct += trainer.infer(x).argmax(1).eq(model::apply(*task, y)).sum().item<int64_t>();
+      }
+      double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
+      last.epochs.push_back({epoch, samples ? loss_sum / samples : 0.0, accuracy, samples});
+      last.samples += samples;
+      spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
+                   100 * accuracy);
+    }
+    job_result out;
+    out.job = "pipeline";
+    out.mode = "local";
+    for (size_t i = 0; i < t.pipeline.size(); ++i) {
+      messages::actor_report stage;
+      stage.actor = "stage" + std::to_string(i);
+      stage.role = "pipeline_stage";
+      stage.node = "local";
+      stage.weights_digest =
+        model::weights_digest(whole.slice(t.pipeline[i].begin, t.pipeline[i].end));
+      if (i + 1 == t.pipeline.size()) {
+        stage.task = task->name;
+        stage.samples = last.samples;
+        stage.epochs = last.epochs;
+        stage.train_loss = last.epochs.empty() ? 0 : last.epochs.back().train_loss;
+        stage.test_accuracy = last.epochs.empty() ? 0 : last.epochs.back().test_accuracy;
+        out.heads.push_back(stage);
+      }
+      out.actors.push_back(stage);
+    }
+    out.nodes.push_back(current_node_report("local"));
+    return out;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------
 
 caf::expected<job_result> run_actors(topology t, const run_request& r) {
@@ -125,7 +201,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   run_options options;
   options.progress_tty = r.progress_tty;
   options.interrupted = r.interrupted;
-  auto result = run_transfer(sys, t, options);
+  auto result = run_actor_job(sys, t, options);
   if (cluster)
     cluster->stop();
   return result;
@@ -228,13 +304,16 @@ caf::expected<job_result> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
     return t.error();
-  if (t->job == "pipeline")
-    return make_error(errc::bad_config, t->file + ": job 'pipeline' is parsed but its runtime "
-                                                  "is not implemented yet (issue 3)");
-  if (auto ok = ensure_pretrained(*t); !ok)
-    return ok.error();
+  // A pipeline trains the backbone itself: it needs no pretrained one.
+  if (t->job != "pipeline")
+    if (auto ok = ensure_pretrained(*t); !ok)
+      return ok.error();
   caf::expected<job_result> result = make_error(errc::bad_config, "no job ran");
-  if (r.mode == "local")
+  if (t->job == "pipeline" && !r.baseline.empty())
+    return make_error(errc::bad_config, "--baseline applies to job: transfer only");
+  if (r.mode == "local" && t->job == "pipeline")
+    result = run_pipeline_local(*t, r);
+  else if (r.mode == "local")
     result = run_local(*t, r);
   else if (!r.mode.empty())
     return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");

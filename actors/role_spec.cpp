@@ -117,6 +117,46 @@ std::string to_yaml(const head_role_spec& x) {
   return dump(n);
 }
 
+std::string to_yaml(const pipeline_stage_spec& x) {
+  YAML::Node n;
+  n["backbone"] = encode(x.backbone);
+  n["classes"] = x.classes;
+  n["task"] = x.task;
+  n["begin"] = x.begin;
+  n["end"] = x.end;
+  n["first"] = x.first;
+  n["last"] = x.last;
+  n["schedule"] = x.schedule;
+  n["optimizer"] = encode(x.optimizer);
+  n["window"] = x.window;
+  n["threads"] = x.threads;
+  n["progress_every"] = x.progress_every;
+  return dump(n);
+}
+
+caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& yaml) {
+  return parse<pipeline_stage_spec>(yaml, "pipeline stage", [](const YAML::Node& n) {
+    pipeline_stage_spec x;
+    x.backbone = decode_model(n["backbone"]);
+    x.classes = n["classes"].as<int64_t>();
+    x.task = n["task"].as<std::string>();
+    x.begin = n["begin"].as<int64_t>();
+    x.end = n["end"].as<int64_t>();
+    x.first = n["first"].as<bool>();
+    x.last = n["last"].as<bool>();
+    x.schedule = n["schedule"].as<std::string>();
+    x.optimizer = decode_optimizer(n["optimizer"]);
+    x.window = n["window"].as<int32_t>();
+    x.threads = n["threads"].as<int32_t>();
+    x.progress_every = n["progress_every"].as<int32_t>();
+    if (x.begin < 0 || x.end <= x.begin || x.window < 1 || x.threads < 1 || x.classes < 1)
+      throw std::runtime_error("need 0 <= begin < end and positive window, threads, classes");
+    if (x.schedule != "gpipe" && x.schedule != "1f1b-flush" && x.schedule != "1f1b")
+      throw std::runtime_error("unknown schedule '" + x.schedule + "'");
+    return x;
+  });
+}
+
 caf::expected<source_spec> parse_source_spec(const std::string& yaml) {
   return parse<source_spec>(yaml, "source", [](const YAML::Node& n) {
     source_spec x;

@@ -46,7 +46,26 @@ struct head_role_spec {
   int32_t progress_every = 20;
 };
 
+/// A trainable pipeline stage: layers [begin, end) of the backbone followed by
+/// its classifier, trained under `schedule`.
+struct pipeline_stage_spec {
+  model::model_spec backbone;
+  int64_t classes = 10;      ///< classifier outputs (the task's classes)
+  std::string task;          ///< the task whose labels the last stage trains on
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool first = false;        ///< receives samples (no input gradient)
+  bool last = false;         ///< computes the loss
+  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
+  model::optimizer_spec optimizer;
+  int32_t window = 4;
+  int32_t threads = 1;
+  int32_t progress_every = 20;
+};
+
 std::string to_yaml(const source_spec& x);
+std::string to_yaml(const pipeline_stage_spec& x);
+caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& yaml);
 std::string to_yaml(const stage_spec& x);
 std::string to_yaml(const head_role_spec& x);
 

@@ -11,6 +11,7 @@
 
 #include "actors/head.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "actors/role_spec.hpp"
 #include "actors/source.hpp"
 #include "actors/stage.hpp"
@@ -20,7 +21,7 @@
 namespace baton::actors {
 
 const std::vector<std::string>& registered_roles() {
-  static const std::vector<std::string> roles{"source", "stage", "head"};
+  static const std::vector<std::string> roles{"source", "stage", "head", "pipeline_stage"};
   return roles;
 }
 
@@ -40,9 +41,13 @@ caf::expected<caf::actor> spawn_role(caf::actor_system& sys, const std::string& 
     auto spec = parse_head_spec(req.spec);
     return spec ? spawn_head(sys, req.name, node, *spec) : spec.error();
   }
+  if (req.role == "pipeline_stage") {
+    auto spec = parse_pipeline_stage_spec(req.spec);
+    return spec ? spawn_pipeline_stage(sys, req.name, node, *spec) : spec.error();
+  }
   return make_error(errc::unknown_actor_type,
                     "node " + node + " has no actor type '" + req.role +
-                      "' (registered: source, stage, head)");
+                      "' (registered: source, stage, head, pipeline_stage)");
 }
 
 messages::node_report current_node_report(const std::string& node) {

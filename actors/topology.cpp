@@ -453,6 +453,11 @@ void place_round_robin(topology& t) {
     ++slot;
   };
   place(t.source_node);
+  if (t.job == "pipeline") { // its actors: the source and the trainable stages
+    for (auto& stage : t.pipeline)
+      place(stage.node);
+    return;
+  }
   for (auto& stage : t.stages)
     place(stage.node);
   for (auto& head : t.heads)
@@ -658,6 +663,8 @@ topology with_local_nodes(topology t, int32_t count) {
     keep_local(stage.node);
   for (auto& head : t.heads)
     keep_local(head.node);
+  for (auto& stage : t.pipeline)
+    keep_local(stage.node);
   t.nodes = std::move(nodes);
   place_round_robin(t);
   return t;

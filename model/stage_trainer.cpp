@@ -37,6 +37,11 @@ at::Tensor stage_trainer::forward(int64_t id, const at::Tensor& input, bool firs
   return out;
 }
 
+at::Tensor stage_trainer::infer(const at::Tensor& input) const {
+  torch::NoGradGuard no_grad;
+  return layers_.forward(input);
+}
+
 backward_result stage_trainer::backward(int64_t id, const at::Tensor& output_gradient) {
   return run_backward(id, &output_gradient, nullptr, 1);
 }

@@ -48,6 +48,9 @@ public:
   /// Precondition: `id` is not in flight.
   at::Tensor forward(int64_t id, const at::Tensor& input, bool first_stage);
 
+  /// Forward without autograd state, with the current weights (evaluation).
+  at::Tensor infer(const at::Tensor& input) const;
+
   /// Backward of microbatch `id` given dL/d(output). Gradients accumulate
   /// into the parameters until step(). Precondition: forward(id) ran.
   backward_result backward(int64_t id, const at::Tensor& output_gradient);

@@ -232,14 +232,3 @@ TEST_F(planning_test, bad_pipeline_sections_name_the_line) {
               .find("no nodes"),
             std::string::npos);
 }
-
-TEST_F(planning_test, run_refuses_a_pipeline_job_with_exit_code_2) {
-  const auto file = path("pipeline.yaml");
-  std::ofstream(file) << pipeline_base << "pipeline:\n  stages: [{last_layer: fc2}]\n";
-  auto out = run_baton({"run", file});
-  EXPECT_EQ(out.exit_code, 2) << out.text;
-  EXPECT_NE(out.text.find("job 'pipeline' is parsed but its runtime is not implemented yet "
-                          "(issue 3)"),
-            std::string::npos)
-    << out.text;
-}

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/role_spec.hpp"
+
+namespace baton::actors {
+
+/// Builds the stage's slice of the backbone + classifier (initial weights from
+/// the seed) and spawns a detached trainable pipeline stage named `name`.
+///
+/// The schedule is the choice between a waiting backward and a new forward:
+///   gpipe       forwards first; one step per minibatch after its backwards
+///   1f1b-flush  a waiting backward first; one step per minibatch; no forward
+///               of minibatch k+1 before the step of k (the flush)
+///   1f1b        a waiting backward first; a step after every backward;
+///               weight stashing keeps each backward on its forward's version
+/// Forwards also need a credit of the output window; gradients go back to the
+/// sender of the microbatch. The last stage computes the loss right after its
+/// forward. Evaluation microbatches and controls wait until nothing is in
+/// flight, so an epoch's report sees its final weights.
+caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std::string& name,
+                                               const std::string& node,
+                                               const pipeline_stage_spec& spec);
+
+} // namespace baton::actors
