@@ -172,6 +172,13 @@ private:
       return make_error(errc::bad_config, "backbone.pretrain.task '" + topology_.pretrain.task +
                                             "' is not one of the topology's tasks");
     const auto& stages = topology_.pipeline;
+    for (size_t i = 0; i < stages.size(); ++i)
+      if (stages[i].replicas > 1)
+        return make_error(errc::bad_config,
+                          topology_.file + ": pipeline stage " + std::to_string(i) + " has " +
+                            std::to_string(stages[i].replicas) +
+                            " replicas: stage replication is not implemented yet (use "
+                            "`baton plan --straight` for a plan without it)");
     for (size_t i = 0; i < stages.size(); ++i) {
       pipeline_stage_spec spec;
       spec.backbone = topology_.backbone;
