@@ -24,6 +24,13 @@ caf::actor sender_of(caf::local_actor* self) {
   return caf::actor_cast<caf::actor>(self->current_sender());
 }
 
+const at::Tensor* task_labels_of(const messages::microbatch& m, const std::string& task) {
+  for (const auto& l : m.labels)
+    if (l.task == task)
+      return &l.values;
+  return nullptr;
+}
+
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const std::string& what) {
   spdlog::error("{}: {}", actor, what);

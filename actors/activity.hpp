@@ -69,6 +69,9 @@ auto observe_coordinator(caf::stateful_actor<State>* self) {
   };
 }
 
+/// The labels of task `task` in `m`, or nullptr when it carries none.
+const at::Tensor* task_labels_of(const messages::microbatch& m, const std::string& task);
+
 /// Tells the coordinator that `actor` failed and why, then quits `self`.
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const std::string& what);

@@ -47,13 +47,6 @@ struct head_state {
 
 using head_actor = caf::stateful_actor<head_state>;
 
-const at::Tensor* labels_of(const microbatch& m, const std::string& task) {
-  for (const auto& l : m.labels)
-    if (l.task == task)
-      return &l.values;
-  return nullptr;
-}
-
 void maybe_report_progress(head_actor* self, const microbatch& m) {
   auto& st = self->state;
   if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
@@ -69,7 +62,7 @@ void maybe_report_progress(head_actor* self, const microbatch& m) {
 bool process(head_actor* self, const microbatch& m) {
   auto& st = self->state;
   const auto& task = st.spec.head.task_def.name;
-  const auto* labels = labels_of(m, task);
+  const auto* labels = task_labels_of(m, task);
   if (labels == nullptr) {
     fail(self, st.coordinator, st.name,
          "microbatch " + std::to_string(m.id) + " carries no labels for task '" + task + "'");

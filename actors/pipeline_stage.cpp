@@ -84,13 +84,6 @@ bool front_ready(const pipeline_state& st) {
   return !flush(st) || m.step == st.steps_done;
 }
 
-const at::Tensor* labels_of(const microbatch& m, const std::string& task) {
-  for (const auto& l : m.labels)
-    if (l.task == task)
-      return &l.values;
-  return nullptr;
-}
-
 void send_downstream(pipeline_actor* self, microbatch m) {
   auto& st = self->state;
   st.window.on_send();
@@ -130,7 +123,7 @@ void maybe_report_progress(pipeline_actor* self, const microbatch& m, double los
 /// The last stage: forward, loss and backward in one go (or evaluation).
 void last_stage(pipeline_actor* self, microbatch& m) {
   auto& st = self->state;
-  const auto* labels = labels_of(m, st.spec.task);
+  const auto* labels = task_labels_of(m, st.spec.task);
   if (labels == nullptr)
     throw std::runtime_error("microbatch " + std::to_string(m.id) +
                              " carries no labels for task '" + st.spec.task + "'");
