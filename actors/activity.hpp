@@ -45,6 +45,23 @@ private:
   clock::duration busy_{0};
 };
 
+/// Running sums of one epoch of a trainable actor that has a loss.
+struct epoch_sums {
+  double loss_sum = 0;  ///< sum over microbatches of mean loss * samples
+  int64_t samples = 0;  ///< training samples
+  int64_t correct = 0;  ///< correct predictions on the test split
+  int64_t evaluated = 0;///< test samples evaluated
+
+  /// The epoch's result (mean loss, accuracy); the sums start over.
+  messages::epoch_result close(int32_t epoch) {
+    messages::epoch_result e{epoch, samples ? loss_sum / samples : 0.0,
+                             evaluated ? static_cast<double>(correct) / evaluated : 0.0,
+                             samples};
+    *this = {};
+    return e;
+  }
+};
+
 /// Sets the torch intra-op thread budget of the calling thread, once per
 /// thread (each detached actor owns its thread and its OpenMP team).
 void use_thread_budget(int32_t threads);

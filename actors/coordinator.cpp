@@ -10,6 +10,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/progress_line.hpp"
 #include "actors/role_spec.hpp"
+#include "actors/source.hpp"
 #include "actors/spawner.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -132,16 +133,7 @@ private:
 
   caf::error spawn_all() {
     check_thread_budget();
-    source_spec src;
-    src.dataset = topology_.dataset;
-    src.data_dir = topology_.data_dir;
-    src.train_limit = topology_.train_limit;
-    src.test_limit = topology_.test_limit;
-    src.synthetic_train = topology_.synthetic_train;
-    src.synthetic_test = topology_.synthetic_test;
-    src.plan = topology_.plan;
-    src.tasks = topology_.tasks;
-    src.window = topology_.runtime.window;
+    auto src = make_source_spec(topology_);
     if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
       return err;
     if (topology_.job == "pipeline")

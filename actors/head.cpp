@@ -21,14 +21,6 @@ using messages::control;
 using messages::control_kind;
 using messages::microbatch;
 
-/// Running sums of the current epoch.
-struct epoch_sums {
-  double loss_sum = 0;  ///< sum over microbatches of mean loss * samples
-  int64_t samples = 0;
-  int64_t correct = 0;
-  int64_t evaluated = 0;
-};
-
 struct head_state {
   std::string name;
   std::string node;
@@ -116,14 +108,8 @@ messages::actor_report make_report(const head_state& st) {
 void on_control(head_actor* self, const control& c) {
   auto& st = self->state;
   if (c.kind == control_kind::epoch_end) {
-    messages::epoch_result e;
-    e.epoch = c.epoch;
-    e.samples = st.epoch.samples;
-    e.train_loss = st.epoch.samples ? st.epoch.loss_sum / st.epoch.samples : 0.0;
-    e.test_accuracy =
-      st.epoch.evaluated ? static_cast<double>(st.epoch.correct) / st.epoch.evaluated : 0.0;
+    auto e = st.epoch.close(c.epoch);
     st.epochs.push_back(e);
-    st.epoch = {};
     auto report = make_report(st);
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));

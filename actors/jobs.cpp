@@ -16,6 +16,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/default_topology.hpp"
 #include "actors/local_cluster.hpp"
+#include "actors/source.hpp"
 #include "actors/spawner.hpp"
 #include "actors/system.hpp"
 #include "messages/errc.hpp"
@@ -41,13 +42,12 @@ system_settings settings_of(const topology& t) {
           t.runtime.connection_timeout};
 }
 
-/// Loads the topology's train and test splits (the same data a source reads).
-std::pair<model::dataset, model::dataset> load_data(const topology& t, int64_t train_limit) {
-  if (t.dataset == "synthetic")
-    return {model::make_synthetic(t.synthetic_train, 1, 28, 28, 10, t.plan.seed),
-            model::make_synthetic(t.synthetic_test, 1, 28, 28, 10, t.plan.seed + 1)};
-  return {model::load_fashion_mnist(t.data_dir, model::split::train, train_limit),
-          model::load_fashion_mnist(t.data_dir, model::split::test, t.test_limit)};
+/// The topology's train and test splits, exactly as its source reads them.
+caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
+                                                                   int64_t train_limit) {
+  auto spec = make_source_spec(t);
+  spec.train_limit = train_limit;
+  return load_source_data(spec);
 }
 
 model::progress_fn log_progress(const std::string& what) {
@@ -72,7 +72,10 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   if (heads.empty())
     return make_error(errc::bad_config, "--only-head " + r.only_head + ": no such head");
   try {
-    auto [train, test] = load_data(t, t.train_limit);
+    auto data = load_data(t, t.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
     auto backbone = model::make_model(t.backbone);
     if (!t.checkpoint.empty())
       model::load_checkpoint(backbone, t.checkpoint);
@@ -118,7 +121,10 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
   try {
-    auto [train, test] = load_data(t, t.train_limit);
+    auto data = load_data(t, t.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     model::stage_trainer trainer{whole, t.pretrain.optimizer, model::stash_mode::stash};
     bool flush = t.schedule != "1f1b";
@@ -288,7 +294,10 @@ caf::expected<void> ensure_pretrained(const topology& t, bool force) {
                t.pretrain.epochs);
   at::set_num_threads(cores());
   try {
-    auto [train, test] = load_data(t, t.pretrain.train_limit);
+    auto data = load_data(t, t.pretrain.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
     model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
     spec.plan.epochs = t.pretrain.epochs;
     auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));

@@ -26,14 +26,6 @@ using messages::control_kind;
 using messages::gradient;
 using messages::microbatch;
 
-/// Loss and accuracy sums of the current epoch (last stage only).
-struct epoch_sums {
-  double loss_sum = 0;
-  int64_t samples = 0;
-  int64_t correct = 0;
-  int64_t evaluated = 0;
-};
-
 struct pipeline_state {
   std::string name;
   std::string node;
@@ -202,14 +194,8 @@ void on_control(pipeline_actor* self, const control& c) {
   if (!st.spec.last)
     self->send(st.downstream, c);
   if (c.kind == control_kind::epoch_end && st.spec.last) {
-    messages::epoch_result e{c.epoch,
-                             st.epoch.samples ? st.epoch.loss_sum / st.epoch.samples : 0.0,
-                             st.epoch.evaluated
-                               ? static_cast<double>(st.epoch.correct) / st.epoch.evaluated
-                               : 0.0,
-                             st.epoch.samples};
+    auto e = st.epoch.close(c.epoch);
     st.epochs.push_back(e);
-    st.epoch = {};
     auto report = make_report(st);
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));

@@ -183,7 +183,23 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
   };
 }
 
-caf::expected<std::pair<model::dataset, model::dataset>> load_data(const source_spec& spec) {
+} // namespace
+
+source_spec make_source_spec(const topology& t) {
+  source_spec s;
+  s.dataset = t.dataset;
+  s.data_dir = t.data_dir;
+  s.train_limit = t.train_limit;
+  s.test_limit = t.test_limit;
+  s.synthetic_train = t.synthetic_train;
+  s.synthetic_test = t.synthetic_test;
+  s.plan = t.plan;
+  s.tasks = t.tasks;
+  s.window = t.runtime.window;
+  return s;
+}
+
+caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec) {
   try {
     if (spec.dataset == "synthetic") {
       auto train = model::make_synthetic(spec.synthetic_train, 1, 28, 28, 10, spec.plan.seed);
@@ -201,11 +217,9 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const source_
   }
 }
 
-} // namespace
-
 caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
                                        const std::string& node, const source_spec& spec) {
-  auto data = load_data(spec);
+  auto data = load_source_data(spec);
   if (!data)
     return data.error();
   source_setup setup{name, node, spec, std::move(data->first), std::move(data->second)};

@@ -6,9 +6,20 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
+#include <utility>
+
 #include "actors/role_spec.hpp"
+#include "actors/topology.hpp"
+#include "model/dataset.hpp"
 
 namespace baton::actors {
+
+/// The source settings of a topology: its data, batch plan, tasks and window.
+source_spec make_source_spec(const topology& t);
+
+/// The train and test splits a source with `spec` reads. The local loops load
+/// through this too, so that they see exactly the data the actors see.
+caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec);
 
 /// Loads the source's dataset (errors are returned, nothing is spawned) and
 /// spawns a detached source actor named `name` on this process.
