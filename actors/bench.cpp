@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/bench.hpp"
 #include "actors/child_process.hpp"
 #include "actors/jobs.hpp"
 #include "actors/local_cluster.hpp"
@@ -12,14 +13,13 @@
 
 namespace baton::actors {
 
-namespace {
-
-/// One side of the comparison, run as its own process so that its peak memory
-/// is its own.
-caf::expected<job_result> run_side(const std::vector<std::string>& overrides,
+caf::expected<job_result> run_side(const std::string& topology,
+                                   const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,
                                    const std::string& label, const std::atomic<bool>* interrupted) {
   std::vector<std::string> argv{self_executable(), "run"};
+  if (!topology.empty())
+    argv.push_back(topology);
   for (const auto& o : overrides)
     argv.insert(argv.end(), {"--set", o});
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -39,6 +39,8 @@ caf::expected<job_result> run_side(const std::vector<std::string>& overrides,
   std::ifstream in{out};
   return job_result_from_json(nlohmann::json::parse(in, nullptr, false));
 }
+
+namespace {
 
 /// `heads` heads cycling over the default tasks.
 std::string heads_override(int32_t heads) {
@@ -135,8 +137,8 @@ int bench_transfer(const bench_request& r) {
     std::vector<std::string> shared_flags;
     if (r.local_nodes > 0)
       shared_flags = {"--local-nodes", std::to_string(r.local_nodes)};
-    auto shared = run_side(overrides, shared_flags, *dir, backbone + "-shared", r.interrupted);
-    auto separate = shared ? run_side(overrides, {"--baseline", "separate"}, *dir,
+    auto shared = run_side("", overrides, shared_flags, *dir, backbone + "-shared", r.interrupted);
+    auto separate = shared ? run_side("", overrides, {"--baseline", "separate"}, *dir,
                                       backbone + "-separate", r.interrupted)
                            : caf::expected<job_result>{shared.error()};
     if (!shared || !separate) {

@@ -1,5 +1,6 @@
 #include "actors/coordinator.hpp"
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -31,6 +32,32 @@ struct placed_actor {
   bool done = false; ///< its final report arrived
 };
 
+/// One report for the replicas of a stage: samples add up, the training loss
+/// is the samples-weighted mean, and accuracy is replica 0's (evaluation
+/// microbatches all go to replica 0). Replicas end with the same weights; the
+/// digest is replica 0's (each replica's own is in the actors list).
+messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports) {
+  std::sort(reports.begin(), reports.end(),
+            [](const auto& a, const auto& b) { return a.actor < b.actor; });
+  auto merged = reports.front();
+  merged.actor = merged.actor.substr(0, merged.actor.find('.'));
+  for (size_t i = 1; i < reports.size(); ++i) {
+    merged.samples += reports[i].samples;
+    for (size_t e = 0; e < merged.epochs.size() && e < reports[i].epochs.size(); ++e) {
+      auto& into = merged.epochs[e];
+      const auto& from = reports[i].epochs[e];
+      auto samples = into.samples + from.samples;
+      if (samples > 0)
+        into.train_loss = (into.train_loss * into.samples + from.train_loss * from.samples) /
+                          static_cast<double>(samples);
+      into.samples = samples;
+    }
+  }
+  if (!merged.epochs.empty())
+    merged.train_loss = merged.epochs.back().train_loss;
+  return merged;
+}
+
 class coordinator {
 public:
   coordinator(caf::actor_system& sys, const topology& t, const run_options& options)
@@ -54,6 +81,7 @@ public:
     result_.topology_file = topology_.file;
     result_.job = topology_.job;
     order_heads();
+    order_weights();
     return std::move(result_);
   }
 
@@ -136,6 +164,7 @@ private:
     auto src = make_source_spec(topology_);
     if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
       return err;
+    levels_.push_back({0});
     if (topology_.job == "pipeline")
       return spawn_pipeline();
     for (const auto& s : topology_.stages) {
@@ -144,8 +173,8 @@ private:
                       topology_.runtime.window, topology_.runtime.stage_threads};
       if (auto err = spawn_one("stage", s.name, s.node, to_yaml(spec)))
         return err;
+      levels_.push_back({actors_.size() - 1});
     }
-    chain_ = topology_.stages.size();
     for (const auto& h : topology_.heads) {
       head_role_spec spec{h.spec, topology_.runtime.head_threads,
                           topology_.runtime.progress_every};
@@ -165,12 +194,21 @@ private:
                                             "' is not one of the topology's tasks");
     const auto& stages = topology_.pipeline;
     for (size_t i = 0; i < stages.size(); ++i)
-      if (stages[i].replicas > 1)
+      if (stages[i].replicas > topology_.plan.microbatches)
         return make_error(errc::bad_config,
                           topology_.file + ": pipeline stage " + std::to_string(i) + " has " +
-                            std::to_string(stages[i].replicas) +
-                            " replicas: stage replication is not implemented yet (use "
-                            "`baton plan --straight` for a plan without it)");
+                            std::to_string(stages[i].replicas) + " replicas but a minibatch has " +
+                            std::to_string(topology_.plan.microbatches) +
+                            " microbatches (data.microbatches): microbatches are dealt to "
+                            "replicas by position, so a replica would get none");
+    // PipeDream's NOAM: a stage admits as many microbatches as there are
+    // workers from it to the end of the pipeline, per replica.
+    int32_t workers_after = 0;
+    std::vector<int32_t> noam(stages.size());
+    for (size_t i = stages.size(); i-- > 0;) {
+      workers_after += stages[i].replicas;
+      noam[i] = (workers_after + stages[i].replicas - 1) / stages[i].replicas;
+    }
     for (size_t i = 0; i < stages.size(); ++i) {
       pipeline_stage_spec spec;
       spec.backbone = topology_.backbone;
@@ -185,11 +223,21 @@ private:
       spec.window = topology_.runtime.window;
       spec.threads = topology_.runtime.stage_threads;
       spec.progress_every = topology_.runtime.progress_every;
-      if (auto err = spawn_one("pipeline_stage", "stage" + std::to_string(i), stages[i].node,
-                               to_yaml(spec)))
-        return err;
+      spec.replicas = stages[i].replicas;
+      spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
+      spec.max_in_flight = topology_.schedule == "gpipe" ? 0 : noam[i];
+      spec.vertical_sync = topology_.vertical_sync;
+      spec.trace = options_.trace;
+      levels_.emplace_back();
+      for (int32_t r = 0; r < stages[i].replicas; ++r) {
+        spec.replica = r;
+        auto name = "stage" + std::to_string(i) +
+                    (stages[i].replicas > 1 ? "." + std::to_string(r) : std::string{});
+        if (auto err = spawn_one("pipeline_stage", name, stages[i].node_of(r), to_yaml(spec)))
+          return err;
+        levels_.back().push_back(actors_.size() - 1);
+      }
     }
-    chain_ = stages.size();
     return caf::none;
   }
 
@@ -211,22 +259,34 @@ private:
       if (auto err = ask(a.handle, caf::make_message(observe_atom::value, me),
                          "cannot reach " + a.name))
         return err;
-    // actors_ holds: source, the chain of stages in order, heads in order.
-    size_t stages = chain_;
-    for (size_t i = 0; i < stages; ++i) {
-      auto& from = actors_[i];
-      auto& to = actors_[i + 1];
-      if (auto err = ask(from.handle, caf::make_message(connect_atom::value, to.handle, to.name),
-                         "cannot connect " + from.name + " to " + to.name))
-        return err;
-    }
-    auto& last = actors_[stages];
-    for (size_t i = stages + 1; i < actors_.size(); ++i)
-      if (auto err = ask(last.handle,
-                         caf::make_message(connect_atom::value, actors_[i].handle, actors_[i].name),
-                         "cannot connect " + last.name + " to " + actors_[i].name))
+    // Each level (source, stage 0, 1, ...) feeds every actor of the next.
+    for (size_t l = 0; l + 1 < levels_.size(); ++l)
+      for (auto f : levels_[l])
+        for (auto t : levels_[l + 1])
+          if (auto err = connect(actors_[f], actors_[t]))
+            return err;
+    // Replicas of a stage know each other: they sum their gradients.
+    for (const auto& level : levels_)
+      for (size_t r = 0; level.size() > 1 && r < level.size(); ++r)
+        for (size_t peer = 0; peer < level.size(); ++peer)
+          if (peer != r)
+            if (auto err = ask(actors_[level[r]].handle,
+                               caf::make_message(group_atom::value, actors_[level[peer]].handle,
+                                                 static_cast<int32_t>(peer)),
+                               "cannot introduce " + actors_[level[peer]].name + " to " +
+                                 actors_[level[r]].name))
+              return err;
+    // Heads (transfer job) hang off the last stage.
+    auto last = levels_.back().front();
+    for (size_t i = levels_.back().back() + 1; i < actors_.size(); ++i)
+      if (auto err = connect(actors_[last], actors_[i]))
         return err;
     return caf::none;
+  }
+
+  caf::error connect(const placed_actor& from, const placed_actor& to) {
+    return ask(from.handle, caf::make_message(connect_atom::value, to.handle, to.name),
+               "cannot connect " + from.name + " to " + to.name);
   }
 
   // -- phase 4: training -----------------------------------------------------------
@@ -238,20 +298,58 @@ private:
     return nullptr;
   }
 
+  /// Replicas of the last pipeline stage report separately; the job's result
+  /// is one report of the stage (see merge_replica_reports).
+  size_t last_stage_replicas() const {
+    return topology_.job == "pipeline" ? levels_.back().size() : 1;
+  }
+
   void on_final(messages::actor_report& r) {
     for (auto& a : actors_)
       if (a.name == r.actor)
         a.done = true;
-    if (r.role == "head" || (r.role == "pipeline_stage" && !r.task.empty()))
+    if (r.role == "head")
       result_.heads.push_back(r);
+    if (r.role == "pipeline_stage" && !r.task.empty()) {
+      last_stage_finals_.push_back(r);
+      if (last_stage_finals_.size() == last_stage_replicas())
+        result_.heads.push_back(merge_replica_reports(last_stage_finals_));
+    }
     result_.actors.push_back(std::move(r));
   }
 
   void on_epoch(const messages::actor_report& r) {
+    auto report = r;
+    if (last_stage_replicas() > 1) {
+      auto& reports = last_stage_epochs_[r.epochs.front().epoch];
+      reports.push_back(r);
+      if (reports.size() < last_stage_replicas())
+        return;
+      report = merge_replica_reports(reports);
+      last_stage_epochs_.erase(r.epochs.front().epoch);
+    }
     progress_.clear();
-    for (const auto& e : r.epochs)
+    for (const auto& e : report.epochs)
       spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%  train loss {:.4f}  ({} samples)",
-                   e.epoch + 1, r.actor, 100 * e.test_accuracy, e.train_loss, e.samples);
+                   e.epoch + 1, report.actor, 100 * e.test_accuracy, e.train_loss, e.samples);
+  }
+
+  void on_weights(messages::tensor_set& w) {
+    if (w.kind != "weights" || w.invalid) {
+      spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected)",
+                   w.kind, w.from);
+      return;
+    }
+    stage_weights_[w.from] = std::move(w);
+  }
+
+  /// Stage weights in stage order (replica 0 of each stage sends them).
+  void order_weights() {
+    for (size_t l = 1; topology_.job == "pipeline" && l < levels_.size(); ++l) {
+      auto it = stage_weights_.find(actors_[levels_[l].front()].name);
+      if (it != stage_weights_.end())
+        result_.stage_weights.push_back(std::move(it->second));
+    }
   }
 
   caf::error on_down(const caf::down_msg& msg) {
@@ -296,6 +394,7 @@ private:
       self_->receive(
         [&](final_atom, messages::actor_report& r) { on_final(r); },
         [&](epoch_atom, messages::actor_report& r) { on_epoch(r); },
+        [&](messages::tensor_set& w) { on_weights(w); },
         [&](messages::progress& p) { progress_.update(p.actor, p.epoch, p.samples, p.loss); },
         [&](messages::control& c) {
           if (c.kind == messages::control_kind::start)
@@ -359,8 +458,14 @@ private:
   std::map<std::string, caf::actor> spawners_; ///< node name ("" embedded) -> spawner
   std::map<std::string, int32_t> node_cores_;  ///< node name -> hardware threads
   caf::actor embedded_spawner_;
-  std::vector<placed_actor> actors_; ///< source, stages in order, heads in order
-  size_t chain_ = 0;                 ///< stages between the source and the heads
+  std::vector<placed_actor> actors_; ///< source, stages (replicas) in order, heads in order
+  /// Indices into actors_ of each level of the chain: the source, then each
+  /// stage's replicas in order. Heads come after the last level.
+  std::vector<std::vector<size_t>> levels_;
+  /// job: pipeline: epoch reports of the last stage's replicas, until all came.
+  std::map<int32_t, std::vector<messages::actor_report>> last_stage_epochs_;
+  std::vector<messages::actor_report> last_stage_finals_;
+  std::map<std::string, messages::tensor_set> stage_weights_; ///< by stage actor name
   job_result result_;
 };
 

@@ -19,6 +19,7 @@ struct run_options {
   std::chrono::seconds stall_timeout{300};
   /// Set (by a signal handler) to abort the run cleanly.
   const std::atomic<bool>* interrupted = nullptr;
+  bool trace = false;         ///< pipeline stages record their schedule (--trace)
 };
 
 /// Runs the job of `t` (transfer or pipeline): connects to its nodes (or

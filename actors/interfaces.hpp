@@ -23,6 +23,16 @@
 //                                             microbatches before it
 //     credit                                  a slot freed downstream
 //
+//   pipeline_stage (trainable)
+//     observe as above
+//     (connect_atom, actor d, string name) -> ok_atom    a downstream (replica), in order
+//     (group_atom, actor peer, int32 r)    -> ok_atom    replica r of its group
+//     microbatch, control, credit            as a stage; controls counted until every
+//                                            upstream replica sent its copy
+//     gradient                               backward of a microbatch it forwarded
+//     tensor_set{gradients}                  a peer replica's gradient sum of a step
+//     sends the coordinator tensor_set{weights} (replica 0) before its final report
+//
 //   head
 //     observe as above
 //     microbatch                              train (or evaluate when eval)
@@ -45,6 +55,7 @@ using start_atom = caf::atom_constant<caf::atom("start")>;
 using node_atom = caf::atom_constant<caf::atom("node")>;
 using final_atom = caf::atom_constant<caf::atom("final")>;
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
+using group_atom = caf::atom_constant<caf::atom("group")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
 
 } // namespace baton::actors

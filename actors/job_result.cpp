@@ -41,6 +41,13 @@ messages::actor_report head_from_json(const nlohmann::json& j) {
   return h;
 }
 
+/// `seconds` as a fraction of an actor's lifetime (busy + idle); 0 when the
+/// actor never started.
+double fraction_of_life(double seconds, const messages::actor_report& a) {
+  auto life = a.busy_seconds + a.idle_seconds;
+  return life > 0 ? seconds / life : 0.0;
+}
+
 std::string mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
@@ -75,7 +82,11 @@ nlohmann::json to_json(const job_result& r) {
                             {"role", a.role},
                             {"node", a.node},
                             {"busy_seconds", a.busy_seconds},
-                            {"idle_seconds", a.idle_seconds}};
+                            {"idle_seconds", a.idle_seconds},
+                            {"bubble_seconds", a.bubble_seconds},
+                            {"busy_fraction", fraction_of_life(a.busy_seconds, a)},
+                            {"idle_fraction", fraction_of_life(a.idle_seconds, a)},
+                            {"bubble_fraction", fraction_of_life(a.bubble_seconds, a)}};
     if (!a.weights_digest.empty())
       actor["weights_digest"] = a.weights_digest; // trainable actors
     j["actors"].push_back(std::move(actor));
@@ -103,6 +114,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       x.node = a.value("node", "");
       x.busy_seconds = a.at("busy_seconds").get<double>();
       x.idle_seconds = a.at("idle_seconds").get<double>();
+      x.bubble_seconds = a.value("bubble_seconds", 0.0);
       x.weights_digest = a.value("weights_digest", "");
       r.actors.push_back(std::move(x));
     }

@@ -19,12 +19,17 @@ struct job_result {
   std::vector<messages::actor_report> heads;  ///< in topology order
   std::vector<messages::node_report> nodes;
   std::vector<messages::actor_report> actors; ///< every actor, heads included
+  /// Pipeline stages' final weights, in stage order (not in the metrics JSON).
+  std::vector<messages::tensor_set> stage_weights;
 };
 
 /// The metrics JSON: wall_seconds; heads [{name, task, test_accuracy,
 /// train_loss, samples, weights_digest, epochs}]; nodes [{name,
 /// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
-/// actors [{name, role, node, busy_seconds, idle_seconds}].
+/// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,
+/// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its
+/// seconds over busy + idle (0 when that is 0); bubble time is part of idle
+/// time. Trace events are not written here (see actors/trace.hpp).
 nlohmann::json to_json(const job_result& r);
 
 /// Reads a job result back from its metrics JSON (used by the baseline,

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -16,9 +17,11 @@
 #include "actors/coordinator.hpp"
 #include "actors/default_topology.hpp"
 #include "actors/local_cluster.hpp"
+#include "actors/planning.hpp"
 #include "actors/source.hpp"
 #include "actors/spawner.hpp"
 #include "actors/system.hpp"
+#include "actors/trace.hpp"
 #include "messages/errc.hpp"
 #include "model/checkpoint.hpp"
 #include "model/dataset.hpp"
@@ -121,6 +124,7 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
   try {
+    auto started = std::chrono::steady_clock::now();
     auto data = load_data(t, t.train_limit);
     if (!data)
       return data.error();
@@ -166,8 +170,12 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
       stage.actor = "stage" + std::to_string(i);
       stage.role = "pipeline_stage";
       stage.node = "local";
-      stage.weights_digest =
-        model::weights_digest(whole.slice(t.pipeline[i].begin, t.pipeline[i].end));
+      auto slice = whole.slice(t.pipeline[i].begin, t.pipeline[i].end);
+      stage.weights_digest = model::weights_digest(slice);
+      messages::tensor_set weights{"weights", stage.actor, 0, trainer.version(), 0, {}, {}};
+      for (const auto& p : slice.parameters())
+        weights.tensors.push_back(p.detach());
+      out.stage_weights.push_back(std::move(weights));
       if (i + 1 == t.pipeline.size()) {
         stage.task = task->name;
         stage.samples = last.samples;
@@ -179,6 +187,8 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
       out.actors.push_back(stage);
     }
     out.nodes.push_back(current_node_report("local"));
+    out.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
@@ -188,6 +198,9 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------
 
 caf::expected<job_result> run_actors(topology t, const run_request& r) {
+  // `backbone.split: auto`: profiled and planned here, before any process or actor starts.
+  if (auto planned = resolve_backbone_split(t, r.local_nodes); !planned)
+    return planned.error();
   std::optional<local_cluster> cluster;
   if (r.local_nodes > 0) {
     auto dir = make_work_directory("baton-nodes");
@@ -207,6 +220,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   run_options options;
   options.progress_tty = r.progress_tty;
   options.interrupted = r.interrupted;
+  options.trace = !r.trace_out.empty();
   auto result = run_actor_job(sys, t, options);
   if (cluster)
     cluster->stop();
@@ -309,6 +323,37 @@ caf::expected<void> ensure_pretrained(const topology& t, bool force) {
   }
 }
 
+/// The whole trained model of a pipeline run (its stages' weights in order),
+/// saved as a checkpoint of backbone + fc2: the form `baton pretrain` writes
+/// and a transfer job's `backbone.checkpoint` reads.
+caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
+                                        const std::string& path) {
+  const auto* task = t.find_task(t.pretrain.task);
+  if (task == nullptr || result.stage_weights.size() != t.pipeline.size())
+    return make_error(errc::actor_failed,
+                      "cannot save the model: " + std::to_string(result.stage_weights.size()) +
+                        " of " + std::to_string(t.pipeline.size()) + " stages sent their weights");
+  try {
+    auto whole = model::make_pretrain_model(t.backbone, task->classes);
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < t.pipeline.size(); ++i) {
+      auto parameters = whole.slice(t.pipeline[i].begin, t.pipeline[i].end).parameters();
+      const auto& sent = result.stage_weights[i].tensors;
+      if (sent.size() != parameters.size())
+        return make_error(errc::actor_failed, "cannot save the model: stage " +
+                                                std::to_string(i) + " sent " +
+                                                std::to_string(sent.size()) + " tensors for " +
+                                                std::to_string(parameters.size()) + " parameters");
+      for (size_t p = 0; p < parameters.size(); ++p)
+        parameters[p].copy_(sent[p]);
+    }
+    model::save_checkpoint(whole, path);
+    return {};
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, "cannot save the model to " + path + ": " + e.what());
+  }
+}
+
 caf::expected<job_result> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
@@ -318,6 +363,12 @@ caf::expected<job_result> run_job(const run_request& r) {
     if (auto ok = ensure_pretrained(*t); !ok)
       return ok.error();
   caf::expected<job_result> result = make_error(errc::bad_config, "no job ran");
+  if (!r.trace_out.empty() && (t->job != "pipeline" || !r.mode.empty()))
+    return make_error(errc::bad_config, "--trace records the stage actors of job: pipeline "
+                                        "(not --mode local, not job: transfer)");
+  if (!r.save_model.empty() && t->job != "pipeline")
+    return make_error(errc::bad_config, "--save-model saves what job: pipeline trained; a "
+                                        "transfer job's heads are in its metrics");
   if (t->job == "pipeline" && !r.baseline.empty())
     return make_error(errc::bad_config, "--baseline applies to job: transfer only");
   if (r.mode == "local" && t->job == "pipeline")
@@ -334,6 +385,12 @@ caf::expected<job_result> run_job(const run_request& r) {
     result = run_actors(*t, r);
   if (result && !r.metrics_out.empty())
     if (auto ok = write_metrics(*result, r.metrics_out); !ok)
+      return ok.error();
+  if (result && !r.trace_out.empty())
+    if (auto err = write_chrome_trace(r.trace_out, result->actors))
+      return err;
+  if (result && !r.save_model.empty())
+    if (auto ok = save_pipeline_model(*t, *result, r.save_model); !ok)
       return ok.error();
   return result;
 }

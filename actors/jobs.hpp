@@ -27,6 +27,8 @@ struct run_request {
   std::string only_head;                 ///< --only-head NAME (with --mode local)
   int32_t threads = 0;                   ///< --threads (local mode); 0 = all cores
   std::string metrics_out;               ///< --metrics-out FILE
+  std::string trace_out;                 ///< --trace FILE (job: pipeline, actors)
+  std::string save_model;                ///< --save-model FILE (job: pipeline)
   bool progress_tty = false;
   const std::atomic<bool>* interrupted = nullptr;
 };
@@ -58,5 +60,22 @@ struct bench_request {
 /// other, for each backbone; prints wall times, ratios, peak memory and bytes
 /// between actors; writes the figures to json_out if set. Returns the exit code.
 int bench_transfer(const bench_request& r);
+
+/// `baton bench pipeline` options.
+struct bench_pipeline_request {
+  bool quick = false;
+  std::string json_out;
+  std::vector<std::string> models{"convnet", "resnet18"};
+  std::vector<std::string> schedules{"gpipe", "1f1b-flush", "1f1b"};
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// For each model: profiles it, plans 2 stages (`baton plan --straight`),
+/// then runs (a) the local loop with one compute thread and (b) the 2-stage
+/// pipeline over two node processes with one compute thread each, under each
+/// schedule; prints samples/s, the ratio to (a), per-stage utilisation, the
+/// measured bubble fraction next to gpipe's theoretical one and the extra CPU
+/// the actors and the wire cost. Returns the exit code.
+int bench_pipeline(const bench_pipeline_request& r);
 
 } // namespace baton::actors

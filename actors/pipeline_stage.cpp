@@ -3,14 +3,17 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <variant>
 
+#include <ATen/ATen.h>
 #include <caf/all.hpp>
 
 #include "actors/activity.hpp"
-#include "actors/credit_window.hpp"
+#include "actors/fanout.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/trace.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
@@ -25,6 +28,27 @@ using messages::control;
 using messages::control_kind;
 using messages::gradient;
 using messages::microbatch;
+using messages::tensor_set;
+using clock_type = activity::clock;
+
+/// A microbatch between its forward and its backward at this stage.
+struct in_flight_entry {
+  caf::actor sender; ///< where its gradient goes
+  int64_t step = 0;
+  int32_t step_size = 1;
+};
+
+/// The replica group of a replicated stage: replicas sum their gradients of
+/// each step (the source's minibatch) and step together, in step order.
+struct replica_group {
+  std::vector<caf::actor> peers;                   ///< by replica index (self: null)
+  std::map<int64_t, int32_t> backwards_of_step;    ///< this replica's backwards per step
+  std::map<int64_t, std::vector<at::Tensor>> mine; ///< this replica's sums, until sent
+  std::map<int64_t, std::map<int32_t, std::vector<at::Tensor>>> contributions;
+  std::map<int64_t, int32_t> size_of_step;         ///< microbatches per step
+  int64_t contributed = 0; ///< steps this replica contributed to (in order)
+  int64_t applied = 0;     ///< group steps made
+};
 
 struct pipeline_state {
   std::string name;
@@ -33,18 +57,25 @@ struct pipeline_state {
   std::shared_ptr<model::stage_trainer> trainer;
 
   caf::actor coordinator;
-  caf::actor upstream; ///< sender of the microbatches: credits and gradients go back
-  caf::actor downstream;
-  credit_window window{1};
-  messages::edge_stats forward_edge;
+  fanout downstream; ///< the next stage or its replicas (none for the last stage)
   messages::edge_stats backward_edge;
   activity work;
+  trace_recorder trace{false};
+  double bubble_seconds = 0;
+  std::optional<clock_type::time_point> last_training_work; ///< end of the last one
 
-  std::deque<std::variant<microbatch, control>> inputs;
+  /// Microbatches (with their senders) and controls, in arrival order.
+  struct input {
+    std::variant<microbatch, control> item;
+    caf::actor sender;
+  };
+  std::deque<input> inputs;
   std::deque<gradient> gradients;
-  std::map<int64_t, int32_t> step_size_of; ///< in-flight microbatch -> its minibatch size
+  std::map<std::pair<int, int32_t>, int32_t> control_copies; ///< (kind, epoch) -> copies
+  std::map<int64_t, in_flight_entry> in_flight;
   int64_t steps_done = 0;                  ///< minibatches completed (flush schedules)
   int32_t backwards_in_step = 0;
+  replica_group group;
 
   epoch_sums epoch;
   int64_t samples_total = 0;
@@ -58,50 +89,173 @@ bool flush(const pipeline_state& st) {
   return st.spec.schedule != "1f1b";
 }
 
+bool replicated(const pipeline_state& st) {
+  return st.spec.replicas > 1;
+}
+
+/// Microbatches of a `size`-microbatch step that replica `r` of `n` gets.
+int32_t share_of(int32_t size, int32_t r, int32_t n) {
+  return size > r ? (size - 1 - r) / n + 1 : 0;
+}
+
+/// Nothing in flight, no gradient waiting, every step contributed to made.
 bool drained(const pipeline_state& st) {
-  return st.trainer->in_flight() == 0 && st.gradients.empty();
+  return st.trainer->in_flight() == 0 && st.gradients.empty() &&
+         st.group.applied == st.group.contributed;
 }
 
 /// Whether the front input may go now.
 bool front_ready(const pipeline_state& st) {
   if (st.inputs.empty())
     return false;
-  if (std::holds_alternative<control>(st.inputs.front()))
-    return drained(st);
-  const auto& m = std::get<microbatch>(st.inputs.front());
-  if (!st.spec.last && !st.window.can_send())
+  if (const auto* c = std::get_if<control>(&st.inputs.front().item))
+    // Epoch ends and the end of the stream carry the source's step count: a
+    // replica that had no share of the last steps waits for them too.
+    return drained(st) && (!replicated(st) || c->kind == control_kind::shutdown ||
+                           st.group.applied >= c->value);
+  const auto& m = std::get<microbatch>(st.inputs.front().item);
+  if (!st.spec.last && !st.downstream.can_send(m))
     return false;
   if (m.eval)
     return drained(st);
+  if (st.spec.max_in_flight > 0 &&
+      st.trainer->in_flight() >= static_cast<size_t>(st.spec.max_in_flight))
+    return false;
   return !flush(st) || m.step == st.steps_done;
 }
 
-void send_downstream(pipeline_actor* self, microbatch m) {
-  auto& st = self->state;
-  st.window.on_send();
-  st.forward_edge.messages += 1;
-  st.forward_edge.bytes += messages::payload_bytes(m);
-  self->send(st.downstream, std::move(m));
+/// Counts idle time between two pieces of training work as bubble.
+void account(pipeline_state& st, clock_type::time_point start, bool training) {
+  auto end = clock_type::now();
+  st.work.add_busy(start);
+  if (training && st.last_training_work)
+    st.bubble_seconds += std::chrono::duration<double>(start - *st.last_training_work).count();
+  if (training)
+    st.last_training_work = end;
+  else
+    st.last_training_work.reset();
 }
+
+// -- replica groups ------------------------------------------------------------
+
+/// Makes every group step whose contributions are all in, in step order.
+void try_group_steps(pipeline_actor* self) {
+  auto& st = self->state;
+  auto& g = st.group;
+  for (;;) {
+    auto it = g.contributions.find(g.applied);
+    if (it == g.contributions.end() || it->second.size() < static_cast<size_t>(st.spec.replicas))
+      return;
+    auto since = clock_type::now();
+    // Summed in replica order on every replica: the same bits everywhere.
+    auto sum = it->second.at(0);
+    for (int32_t r = 1; r < st.spec.replicas; ++r)
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] = sum[i] + it->second.at(r)[i];
+    if (!flush(st)) // 1f1b: each loss was its microbatch's mean: average them
+      for (auto& t : sum)
+        t = t / g.size_of_step.at(g.applied);
+    st.trainer->step(sum);
+    st.trace.record("step", since, clock_type::now(), -1, st.trainer->version());
+    g.contributions.erase(it);
+    g.size_of_step.erase(g.applied);
+    g.applied += 1;
+    st.steps_done += 1;
+    st.work.add_busy(since);
+  }
+}
+
+/// Sends this replica's sum of `step` to its peers and keeps it.
+void contribute(pipeline_actor* self, int64_t step, std::vector<at::Tensor> sum) {
+  auto& st = self->state;
+  auto& g = st.group;
+  for (int32_t r = 0; r < st.spec.replicas; ++r)
+    if (r != st.spec.replica)
+      self->send(g.peers.at(r), tensor_set{"gradients", st.name, st.spec.replica, step,
+                                           g.size_of_step.at(step), sum, {}});
+  g.contributions[step][st.spec.replica] = std::move(sum);
+  g.contributed = step + 1;
+}
+
+/// Contributes, in step order, every step whose share this replica has done
+/// (a step it has no share of contributes zeros).
+void contribute_ready(pipeline_actor* self) {
+  auto& st = self->state;
+  auto& g = st.group;
+  for (;;) {
+    auto size = g.size_of_step.find(g.contributed);
+    if (size == g.size_of_step.end())
+      return;
+    auto share = share_of(size->second, st.spec.replica, st.spec.replicas);
+    if (share == 0) {
+      contribute(self, g.contributed, st.trainer->take_gradients());
+      continue;
+    }
+    auto done = g.backwards_of_step.find(g.contributed);
+    if (done == g.backwards_of_step.end() || done->second < share)
+      return;
+    auto step = g.contributed;
+    g.backwards_of_step.erase(done);
+    auto sum = std::move(g.mine.at(step));
+    g.mine.erase(step);
+    contribute(self, step, std::move(sum));
+  }
+}
+
+/// A replicated stage's backward: its gradients go to its step's sum.
+void after_replica_backward(pipeline_actor* self, const in_flight_entry& e) {
+  auto& st = self->state;
+  auto& g = st.group;
+  g.size_of_step[e.step] = e.step_size;
+  auto grads = st.trainer->take_gradients();
+  auto& sum = g.mine[e.step];
+  if (sum.empty())
+    sum = std::move(grads);
+  else
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] = sum[i] + grads[i];
+  g.backwards_of_step[e.step] += 1;
+  contribute_ready(self);
+  try_group_steps(self);
+}
+
+void on_peer_gradients(pipeline_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  auto& g = st.group;
+  if (t.step < g.applied || g.contributions[t.step].count(t.replica))
+    throw std::runtime_error("replica " + std::to_string(t.replica) + " sent step " +
+                             std::to_string(t.step) + " twice");
+  g.size_of_step[t.step] = t.step_size;
+  g.contributions[t.step][t.replica] = std::move(t.tensors);
+  contribute_ready(self);
+  try_group_steps(self);
+}
+
+// -- forward and backward ----------------------------------------------------------
 
 /// Counts a finished backward; steps when the schedule says so.
 void after_backward(pipeline_actor* self, int64_t id) {
   auto& st = self->state;
-  auto size = st.step_size_of.at(id);
-  st.step_size_of.erase(id);
-  if (flush(st) && ++st.backwards_in_step < size)
+  auto e = st.in_flight.at(id);
+  st.in_flight.erase(id);
+  if (replicated(st))
+    return after_replica_backward(self, e);
+  if (flush(st) && ++st.backwards_in_step < e.step_size)
     return;
+  auto since = clock_type::now();
   st.trainer->step();
+  st.trace.record("step", since, clock_type::now(), -1, st.trainer->version());
   st.backwards_in_step = 0;
   st.steps_done += 1;
 }
 
-void send_gradient(pipeline_actor* self, const microbatch& m, at::Tensor value) {
+void send_gradient(pipeline_actor* self, int64_t id, int64_t step, int64_t version,
+                   at::Tensor value) {
   auto& st = self->state;
-  gradient g{m.id, m.step, m.weight_version, std::move(value), {}};
+  gradient g{id, step, version, std::move(value), {}};
   st.backward_edge.messages += 1;
   st.backward_edge.bytes += static_cast<int64_t>(g.value.nbytes());
-  self->send(st.upstream, std::move(g));
+  self->send(st.in_flight.at(id).sender, std::move(g));
 }
 
 void maybe_report_progress(pipeline_actor* self, const microbatch& m, double loss) {
@@ -112,8 +266,13 @@ void maybe_report_progress(pipeline_actor* self, const microbatch& m, double los
   self->send(st.coordinator, messages::progress{st.name, m.epoch, st.samples_total, loss, {}});
 }
 
+/// The version a training forward uses: the input stage's under vertical sync.
+int64_t forward_version(const pipeline_state& st, const microbatch& m) {
+  return st.spec.vertical_sync && !st.spec.first ? m.weight_version : -1;
+}
+
 /// The last stage: forward, loss and backward in one go (or evaluation).
-void last_stage(pipeline_actor* self, microbatch& m) {
+void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point since) {
   auto& st = self->state;
   const auto* labels = task_labels_of(m, st.spec.task);
   if (labels == nullptr)
@@ -124,50 +283,60 @@ void last_stage(pipeline_actor* self, microbatch& m) {
     auto logits = st.trainer->infer(m.payload);
     st.epoch.correct += logits.argmax(1).eq(*labels).sum().item<int64_t>();
     st.epoch.evaluated += batch;
+    st.trace.record("eval", since, clock_type::now(), m.id, st.trainer->version());
     return;
   }
-  st.trainer->forward(m.id, m.payload, st.spec.first);
-  st.step_size_of[m.id] = m.step_size;
+  st.trainer->forward(m.id, m.payload, st.spec.first, forward_version(st, m));
+  auto forwarded = clock_type::now();
   auto r = st.trainer->backward_loss(m.id, *labels, flush(st) ? m.step_size : 1);
+  st.trace.record("forward", since, forwarded, m.id, r.forward_version);
+  st.trace.record("backward", forwarded, clock_type::now(), m.id, r.backward_version);
   st.epoch.loss_sum += r.loss * batch;
   st.epoch.samples += batch;
   st.samples_total += batch;
   if (!st.spec.first)
-    send_gradient(self, m, r.input_gradient);
+    send_gradient(self, m.id, m.step, m.weight_version, r.input_gradient);
   after_backward(self, m.id);
   maybe_report_progress(self, m, r.loss);
 }
 
-void forward_one(pipeline_actor* self, microbatch m) {
+void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
   auto& st = self->state;
-  self->send(st.upstream, messages::credit{m.id, 1, {}});
+  auto since = clock_type::now();
+  self->send(sender, messages::credit{m.id, 1, {}});
   if (st.spec.first)
     m.weight_version = st.trainer->version();
+  if (!m.eval)
+    st.in_flight[m.id] = {sender, m.step, m.step_size};
   if (st.spec.last)
-    return last_stage(self, m);
+    return last_stage(self, m, since);
   if (m.eval) {
     m.payload = st.trainer->infer(m.payload);
+    st.trace.record("eval", since, clock_type::now(), m.id, st.trainer->version());
   } else {
-    m.payload = st.trainer->forward(m.id, m.payload, st.spec.first);
-    st.step_size_of[m.id] = m.step_size;
+    auto version = forward_version(st, m);
+    m.payload = st.trainer->forward(m.id, m.payload, st.spec.first, version);
+    st.trace.record("forward", since, clock_type::now(), m.id,
+                    version < 0 ? st.trainer->version() : version);
   }
-  send_downstream(self, std::move(m));
+  auto sent = clock_type::now();
+  st.downstream.send(self, std::move(m));
+  st.trace.record("send", sent, clock_type::now(), -1, -1);
 }
 
 void backward_one(pipeline_actor* self, gradient g) {
   auto& st = self->state;
+  auto since = clock_type::now();
   auto r = st.trainer->backward(g.microbatch_id, g.value);
-  if (!st.spec.first) {
-    microbatch shape;
-    shape.id = g.microbatch_id;
-    shape.step = g.step;
-    shape.weight_version = g.weight_version;
-    send_gradient(self, shape, r.input_gradient);
-  }
+  st.trace.record("backward", since, clock_type::now(), g.microbatch_id, r.backward_version);
+  if (!st.spec.first)
+    send_gradient(self, g.microbatch_id, g.step, g.weight_version, r.input_gradient);
   after_backward(self, g.microbatch_id);
 }
 
-messages::actor_report make_report(const pipeline_state& st) {
+// -- reports and controls ------------------------------------------------------------
+
+messages::actor_report make_report(pipeline_state& st) {
   messages::actor_report r;
   r.actor = st.name;
   r.role = "pipeline_stage";
@@ -175,6 +344,7 @@ messages::actor_report make_report(const pipeline_state& st) {
   r.node = st.node;
   r.busy_seconds = st.work.busy_seconds();
   r.idle_seconds = st.work.idle_seconds();
+  r.bubble_seconds = st.bubble_seconds;
   r.samples = st.samples_total;
   if (!st.epochs.empty()) {
     r.train_loss = st.epochs.back().train_loss;
@@ -182,17 +352,24 @@ messages::actor_report make_report(const pipeline_state& st) {
   }
   r.weights_digest = model::weights_digest(st.trainer->layers());
   r.epochs = st.epochs;
-  if (!st.spec.last)
-    r.edges.push_back(st.forward_edge);
+  r.edges = st.downstream.edges();
   if (!st.spec.first)
     r.edges.push_back(st.backward_edge);
   return r;
 }
 
+/// The stage's weights, for a checkpoint of the whole model.
+tensor_set weights_of(const pipeline_state& st) {
+  tensor_set w{"weights", st.name, st.spec.replica, st.trainer->version(), 0, {}, {}};
+  for (const auto& p : st.trainer->layers().parameters())
+    w.tensors.push_back(p.detach());
+  return w;
+}
+
 void on_control(pipeline_actor* self, const control& c) {
   auto& st = self->state;
   if (!st.spec.last)
-    self->send(st.downstream, c);
+    st.downstream.broadcast(self, c);
   if (c.kind == control_kind::epoch_end && st.spec.last) {
     auto e = st.epoch.close(c.epoch);
     st.epochs.push_back(e);
@@ -200,7 +377,11 @@ void on_control(pipeline_actor* self, const control& c) {
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));
   } else if (c.kind == control_kind::end_of_stream) {
-    self->send(st.coordinator, final_atom::value, make_report(st));
+    if (st.spec.replica == 0)
+      self->send(st.coordinator, weights_of(st));
+    auto report = make_report(st);
+    report.trace = st.trace.take();
+    self->send(st.coordinator, final_atom::value, std::move(report));
   }
 }
 
@@ -209,25 +390,28 @@ void act(pipeline_actor* self) {
   auto& st = self->state;
   for (;;) {
     bool forward_first = st.spec.schedule == "gpipe" && front_ready(st);
-    auto since = activity::clock::now();
+    auto since = clock_type::now();
     if (!st.gradients.empty() && !forward_first) {
       auto g = std::move(st.gradients.front());
       st.gradients.pop_front();
       use_thread_budget(st.spec.threads);
       backward_one(self, std::move(g));
+      account(st, since, true);
     } else if (front_ready(st)) {
       auto input = std::move(st.inputs.front());
       st.inputs.pop_front();
-      if (auto* c = std::get_if<control>(&input)) {
+      if (auto* c = std::get_if<control>(&input.item)) {
         on_control(self, *c);
         continue;
       }
       use_thread_budget(st.spec.threads);
-      forward_one(self, std::move(std::get<microbatch>(input)));
+      auto& m = std::get<microbatch>(input.item);
+      bool training = !m.eval;
+      forward_one(self, std::move(m), input.sender);
+      account(st, since, training);
     } else {
       return;
     }
-    st.work.add_busy(since);
   }
 }
 
@@ -239,6 +423,17 @@ void guarded(pipeline_actor* self, const char* what, F f) {
   } catch (const std::exception& e) {
     fail(self, self->state.coordinator, self->state.name, std::string{what} + ": " + e.what());
   }
+}
+
+/// A control is queued once every upstream replica sent its copy: then every
+/// microbatch before it, from each of them, has arrived.
+void on_control_copy(pipeline_actor* self, control c) {
+  auto& st = self->state;
+  auto key = std::make_pair(static_cast<int>(c.kind), c.epoch);
+  if (++st.control_copies[key] < st.spec.upstream_replicas)
+    return;
+  st.control_copies.erase(key);
+  st.inputs.push_back({std::move(c), nullptr});
 }
 
 struct pipeline_setup {
@@ -254,13 +449,23 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
   init.trainer = std::move(setup.trainer);
-  init.window = credit_window{init.spec.window};
+  init.trace = trace_recorder{init.spec.trace};
+  init.group.peers.resize(static_cast<size_t>(init.spec.replicas));
+  init.backward_edge = {init.name, "upstream", 0, 0};
   return {
     observe_coordinator(self),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
       auto& st = self->state;
-      st.downstream = downstream;
-      st.forward_edge = {st.name, name, 0, 0};
+      st.downstream.add(downstream, st.name, name, st.spec.window);
+      return caf::ok_atom::value;
+    },
+    [=](group_atom, const caf::actor& peer, int32_t replica) -> caf::result<caf::ok_atom> {
+      auto& st = self->state;
+      if (replica < 0 || replica >= st.spec.replicas || replica == st.spec.replica)
+        return make_error(errc::bad_config, st.name + ": no replica " + std::to_string(replica) +
+                                              " in a group of " +
+                                              std::to_string(st.spec.replicas));
+      st.group.peers[static_cast<size_t>(replica)] = peer;
       return caf::ok_atom::value;
     },
     [=](microbatch& m) {
@@ -268,30 +473,44 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       if (m.invalid)
         return fail(self, st.coordinator, st.name, "refused a microbatch: " + describe(m.invalid));
       st.work.begin();
-      if (!st.upstream) {
-        st.upstream = sender_of(self);
-        st.backward_edge = {st.name, "upstream", 0, 0};
-      }
-      st.inputs.emplace_back(std::move(m));
-      guarded(self, "forward", [=] { act(self); });
+      guarded(self, "forward", [=, &m] {
+        auto& st = self->state;
+        if (st.spec.vertical_sync && !st.spec.first && !m.eval)
+          st.trainer->retain_from(m.weight_version);
+        st.inputs.push_back({std::move(m), sender_of(self)});
+        act(self);
+      });
     },
     [=](control& c) {
       if (c.invalid)
         return fail(self, self->state.coordinator, self->state.name,
                     "refused a control message: " + describe(c.invalid));
-      self->state.inputs.emplace_back(std::move(c));
+      on_control_copy(self, std::move(c));
       guarded(self, "control", [=] { act(self); });
     },
     [=](gradient& g) {
       auto& st = self->state;
-      if (g.invalid || st.spec.last)
+      if (g.invalid || st.spec.last || st.in_flight.count(g.microbatch_id) == 0)
         return fail(self, st.coordinator, st.name, "refused a gradient it cannot use");
       st.gradients.push_back(std::move(g));
       guarded(self, "backward", [=] { act(self); });
     },
+    [=](tensor_set& t) {
+      auto& st = self->state;
+      if (t.invalid || t.kind != "gradients" || !replicated(st) || t.replica < 0 ||
+          t.replica >= st.spec.replicas || t.replica == st.spec.replica ||
+          t.tensors.size() != st.trainer->layers().parameters().size())
+        return fail(self, st.coordinator, st.name,
+                    "refused gradients from '" + t.from + "' it cannot use" +
+                      (t.invalid ? ": " + describe(t.invalid) : std::string{}));
+      guarded(self, "replica gradients", [=, &t] {
+        on_peer_gradients(self, t);
+        act(self);
+      });
+    },
     [=](const messages::credit& c) {
       auto& st = self->state;
-      if (c.invalid || !st.window.on_credit(c.slots))
+      if (c.invalid || !st.downstream.on_credit(sender_of(self), c.slots))
         return fail(self, st.coordinator, st.name, "received a credit that matches nothing");
       guarded(self, "forward", [=] { act(self); });
     },

@@ -1,5 +1,7 @@
 #include "actors/planning.hpp"
 
+#include <cassert>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include "actors/topology.hpp"
@@ -22,6 +25,13 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 constexpr int32_t profile_warmups = 2;
+
+// `backbone.split: auto` profiles at every run: few microbatches, so that it
+// takes well under a second for convnet and a few for convnet_wide.
+constexpr int32_t split_timed_microbatches = 5;
+
+/// `baton plan`'s default bandwidth between two machines, bytes/s.
+const double default_bandwidth = plan_request{}.bandwidth;
 
 std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* pattern, ...) {
@@ -43,6 +53,19 @@ model::layered_model pipeline_model(const topology& t) {
   if (t.backbone.name == "mlp")
     return model::make_model(t.backbone);
   return model::make_pretrain_model(t.backbone, 10);
+}
+
+/// One input sample of the topology's data, (C, H, W): Fashion-MNIST's
+/// images or the synthetic set's shape.
+std::vector<int64_t> sample_shape_of(const topology& t) {
+  if (t.dataset == "synthetic")
+    return t.synthetic_shape;
+  return {t.backbone.in_channels, 28, 28};
+}
+
+/// Samples per microbatch, as the source cuts a minibatch.
+int64_t microbatch_size_of(const topology& t) {
+  return std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches);
 }
 
 std::string profile_table(const model::model_profile& p) {
@@ -213,10 +236,8 @@ caf::expected<profile_file> run_profile(const profile_request& r) {
   p.warmups = profile_warmups;
   p.microbatches_per_minibatch = t->plan.microbatches;
   model::profile_options options;
-  options.microbatch_size =
-    r.microbatch_size > 0 ? r.microbatch_size
-                          : std::max<int64_t>(1, t->plan.batch_size / t->plan.microbatches);
-  options.sample_shape = {t->backbone.in_channels, 28, 28};
+  options.microbatch_size = r.microbatch_size > 0 ? r.microbatch_size : microbatch_size_of(*t);
+  options.sample_shape = sample_shape_of(*t);
   options.microbatches = r.microbatches;
   options.warmups = profile_warmups;
   options.threads = 1;
@@ -296,6 +317,12 @@ caf::expected<std::string> planned_topology_yaml(const std::string& topology_pat
     root["backbone"]["checkpoint"] = t->checkpoint.empty() ? "none" : t->checkpoint;
   if (root["backbone"] && root["backbone"]["path"])
     root["backbone"]["path"] = t->backbone.path;
+  // `split: auto` (and its `stages`, and `place` with one node per planned
+  // stage) describe the transfer job's frozen stages; job: pipeline refuses
+  // them and takes its stages from the section below.
+  if (t->split_auto)
+    for (const char* key : {"split", "stages", "place"})
+      root["backbone"].remove(key);
   YAML::Node pipeline;
   pipeline["schedule"] = "1f1b";
   for (const auto& s : plan.stages) {
@@ -345,6 +372,99 @@ caf::expected<model::partition_plan> run_plan(const plan_request& r) {
     return make_error(errc::bad_file, r.out + ": cannot write the planned topology");
   std::printf("topology written to %s\n", r.out.c_str());
   return plan;
+}
+
+// -- backbone split ------------------------------------------------------------------------
+
+caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across_processes) {
+  backbone_split out;
+  model::profile_options options;
+  options.microbatch_size = microbatch_size_of(t);
+  options.sample_shape = sample_shape_of(t);
+  options.microbatches = split_timed_microbatches;
+  options.warmups = profile_warmups;
+  options.threads = t.runtime.stage_threads;
+  options.seed = t.seed;
+  options.backward = false;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    // The seeded initial weights: the time of a forward does not depend on
+    // the weights' values, so the checkpoint is not loaded.
+    auto backbone = model::make_model(t.backbone);
+    backbone.set_trainable(false);
+    backbone.train(false);
+    out.profile = model::profile_model(backbone, options);
+  } catch (const std::exception& e) { // model::error, c10::Error
+    return make_error(errc::bad_config, t.file + ": backbone.split: auto: cannot profile the "
+                                                 "backbone: " + e.what());
+  }
+  out.profile_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.profile.model = t.backbone.name;
+  model::partition_options plan_options;
+  const auto stages = static_cast<int32_t>(t.stages.size());
+  plan_options.machines = stages;
+  plan_options.stages = stages;
+  plan_options.straight = true;
+  plan_options.forward_only = true;
+  plan_options.bandwidth =
+    across_processes ? default_bandwidth : std::numeric_limits<double>::infinity();
+  out.bandwidth = plan_options.bandwidth;
+  try {
+    out.plan = model::plan_partition(out.profile.layers, plan_options);
+  } catch (const model::error& e) {
+    return make_error(errc::bad_config, t.file + ": backbone.split: auto: " + e.what());
+  }
+  for (size_t k = 0; k + 1 < out.plan.stages.size(); ++k)
+    out.split.push_back(out.profile.layers[out.plan.stages[k].end - 1].name);
+  return out;
+}
+
+namespace {
+
+/// The log lines of a planned split: what was measured, the split as
+/// `backbone.split` would list it, and the predicted time of every stage.
+void log_backbone_split(const backbone_split& b) {
+  const auto& p = b.profile;
+  double whole = 0;
+  for (const auto& l : p.layers)
+    whole += l.forward_seconds;
+  spdlog::info("backbone.split: auto: profiled {} forward only in {:.2f} s ({} layers, "
+               "microbatch of {} samples, {} timed after {} warm-ups, {} torch thread{}, {} "
+               "with {} cores); links between stages: {}",
+               p.model, b.profile_seconds, p.layers.size(), p.microbatch_size, p.microbatches,
+               profile_warmups, p.threads, p.threads == 1 ? "" : "s", p.hostname, p.cores,
+               std::isinf(b.bandwidth) ? std::string{"free (one process)"}
+                                       : format("%.3g bytes/s (node processes)", b.bandwidth));
+  std::string split;
+  for (const auto& name : b.split)
+    split += (split.empty() ? "" : ", ") + name;
+  spdlog::info("backbone.split: auto chose split: [{}] ({} stages); predicted per microbatch: "
+               "slowest stage {:.3f} ms, whole backbone {:.3f} ms",
+               split, b.plan.stages.size(), 1e3 * b.plan.slowest_seconds, 1e3 * whole);
+  for (size_t k = 0; k < b.plan.stages.size(); ++k) {
+    const auto& s = b.plan.stages[k];
+    spdlog::info("  stage{} {}: forward {:.3f} ms, send {:.3f} ms", k,
+                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds);
+  }
+}
+
+} // namespace
+
+caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes) {
+  if (!t.split_auto)
+    return caf::unit;
+  auto planned = plan_backbone_split(t, !t.embedded() || local_nodes > 0);
+  if (!planned)
+    return planned.error();
+  log_backbone_split(*planned);
+  assert(planned->plan.stages.size() == t.stages.size() && "the plan has one stage per placement");
+  for (size_t k = 0; k < t.stages.size(); ++k) {
+    t.stages[k].begin = planned->plan.stages[k].begin;
+    t.stages[k].end = planned->plan.stages[k].end;
+  }
+  t.split_auto = false;
+  return caf::unit;
 }
 
 } // namespace baton::actors

@@ -85,6 +85,7 @@ std::string to_yaml(const source_spec& x) {
   n["test_limit"] = x.test_limit;
   n["synthetic_train"] = x.synthetic_train;
   n["synthetic_test"] = x.synthetic_test;
+  n["synthetic_shape"] = x.synthetic_shape;
   n["batch_size"] = x.plan.batch_size;
   n["microbatches"] = x.plan.microbatches;
   n["epochs"] = x.plan.epochs;
@@ -131,6 +132,12 @@ std::string to_yaml(const pipeline_stage_spec& x) {
   n["window"] = x.window;
   n["threads"] = x.threads;
   n["progress_every"] = x.progress_every;
+  n["replica"] = x.replica;
+  n["replicas"] = x.replicas;
+  n["upstream_replicas"] = x.upstream_replicas;
+  n["max_in_flight"] = x.max_in_flight;
+  n["vertical_sync"] = x.vertical_sync;
+  n["trace"] = x.trace;
   return dump(n);
 }
 
@@ -149,8 +156,18 @@ caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& 
     x.window = n["window"].as<int32_t>();
     x.threads = n["threads"].as<int32_t>();
     x.progress_every = n["progress_every"].as<int32_t>();
+    x.replica = n["replica"].as<int32_t>();
+    x.replicas = n["replicas"].as<int32_t>();
+    x.upstream_replicas = n["upstream_replicas"].as<int32_t>();
+    x.max_in_flight = n["max_in_flight"].as<int32_t>();
+    x.vertical_sync = n["vertical_sync"].as<bool>();
+    x.trace = n["trace"].as<bool>();
     if (x.begin < 0 || x.end <= x.begin || x.window < 1 || x.threads < 1 || x.classes < 1)
       throw std::runtime_error("need 0 <= begin < end and positive window, threads, classes");
+    if (x.replicas < 1 || x.replica < 0 || x.replica >= x.replicas || x.upstream_replicas < 1 ||
+        x.max_in_flight < 0)
+      throw std::runtime_error("need 0 <= replica < replicas, upstream_replicas >= 1 and "
+                               "max_in_flight >= 0");
     if (x.schedule != "gpipe" && x.schedule != "1f1b-flush" && x.schedule != "1f1b")
       throw std::runtime_error("unknown schedule '" + x.schedule + "'");
     return x;
@@ -166,6 +183,9 @@ caf::expected<source_spec> parse_source_spec(const std::string& yaml) {
     x.test_limit = n["test_limit"].as<int64_t>();
     x.synthetic_train = n["synthetic_train"].as<int64_t>();
     x.synthetic_test = n["synthetic_test"].as<int64_t>();
+    x.synthetic_shape = n["synthetic_shape"].as<std::vector<int64_t>>();
+    if (x.synthetic_shape.size() != 3)
+      throw std::runtime_error("synthetic_shape must be [C, H, W]");
     x.plan.batch_size = n["batch_size"].as<int64_t>();
     x.plan.microbatches = n["microbatches"].as<int32_t>();
     x.plan.epochs = n["epochs"].as<int32_t>();

@@ -24,6 +24,7 @@ struct source_spec {
   int64_t test_limit = 0;
   int64_t synthetic_train = 4096;
   int64_t synthetic_test = 1024;
+  std::vector<int64_t> synthetic_shape{1, 28, 28}; ///< C, H, W of a synthetic sample
   model::batch_plan plan;
   std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
   int32_t window = 4;
@@ -61,6 +62,12 @@ struct pipeline_stage_spec {
   int32_t window = 4;
   int32_t threads = 1;
   int32_t progress_every = 20;
+  int32_t replica = 0;           ///< index in the stage's replica group
+  int32_t replicas = 1;          ///< size of the replica group
+  int32_t upstream_replicas = 1; ///< senders of its microbatches (copies of each control)
+  int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
+  bool vertical_sync = false;    ///< forward with the version the input stage chose
+  bool trace = false;            ///< record the schedule for --trace
 };
 
 std::string to_yaml(const source_spec& x);

@@ -1,13 +1,14 @@
 #include "actors/source.hpp"
 
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <caf/all.hpp>
 
 #include "actors/activity.hpp"
-#include "actors/credit_window.hpp"
+#include "actors/fanout.hpp"
 #include "actors/interfaces.hpp"
 #include "messages/codec.hpp"
 #include "messages/errc.hpp"
@@ -33,11 +34,9 @@ struct source_state {
   model::dataset test;
 
   caf::actor coordinator;
-  caf::actor downstream;
-  std::string downstream_name;
-  credit_window window{1};
-  messages::edge_stats edge;
+  fanout downstream; ///< the first stage, or its replicas
   activity work;
+  std::optional<microbatch> pending; ///< made, waiting for its receiver's credit
 
   // Cursor over the emission order (see source.hpp).
   int32_t epoch = 0;
@@ -88,14 +87,6 @@ microbatch make_microbatch(source_state& st, const model::dataset& data,
   return m;
 }
 
-void send_microbatch(source_actor* self, microbatch m) {
-  auto& st = self->state;
-  st.window.on_send();
-  st.edge.messages += 1;
-  st.edge.bytes += messages::payload_bytes(m);
-  self->send(st.downstream, std::move(m));
-}
-
 void start_epoch(source_state& st) {
   st.train_plan = model::plan_epoch(st.train.size(), st.spec.plan, st.epoch);
   st.next_train = 0;
@@ -105,37 +96,50 @@ void start_epoch(source_state& st) {
 void finish(source_actor* self) {
   auto& st = self->state;
   st.finished = true;
-  self->send(st.downstream, control{control_kind::end_of_stream, st.epoch, 0, "", {}});
+  st.downstream.broadcast(self,
+                          control{control_kind::end_of_stream, st.epoch, st.step_base, "", {}});
   messages::actor_report report;
   report.actor = st.name;
   report.role = "source";
   report.node = st.node;
   report.busy_seconds = st.work.busy_seconds();
   report.idle_seconds = st.work.idle_seconds();
-  report.edges.push_back(st.edge);
+  report.edges = st.downstream.edges();
   self->send(st.coordinator, final_atom::value, std::move(report));
 }
 
-/// Emits while the window has credit; controls need none.
+/// The next microbatch to emit, made once; false when the epoch has none left.
+bool make_next(source_state& st) {
+  if (st.pending)
+    return true;
+  auto since = activity::clock::now();
+  if (st.next_train < st.train_plan.microbatches.size()) {
+    st.pending = make_microbatch(st, st.train, st.train_plan.microbatches[st.next_train], false);
+    ++st.next_train;
+  } else if (st.next_eval < st.eval_plan.size()) {
+    st.pending = make_microbatch(st, st.test, st.eval_plan[st.next_eval++], true);
+  } else {
+    return false;
+  }
+  st.work.add_busy(since);
+  return true;
+}
+
+/// Emits while the receiver of the next microbatch has credit; controls need none.
 void pump(source_actor* self) {
   auto& st = self->state;
   while (st.started && !st.finished) {
-    if (st.next_train < st.train_plan.microbatches.size()) {
-      if (!st.window.can_send())
+    if (make_next(st)) {
+      if (!st.downstream.can_send(*st.pending))
         return;
-      auto since = activity::clock::now();
-      auto m = make_microbatch(st, st.train, st.train_plan.microbatches[st.next_train], false);
-      st.work.add_busy(since);
-      ++st.next_train;
-      send_microbatch(self, std::move(m));
-    } else if (st.next_eval < st.eval_plan.size()) {
-      if (!st.window.can_send())
-        return;
-      auto m = make_microbatch(st, st.test, st.eval_plan[st.next_eval++], true);
-      send_microbatch(self, std::move(m));
+      st.downstream.send(self, std::move(*st.pending));
+      st.pending.reset();
     } else {
-      self->send(st.downstream, control{control_kind::epoch_end, st.epoch, 0, "", {}});
+      // Controls carry the minibatches (steps) sent so far: a stage replica
+      // that had no share of the last ones learns how many to wait for.
       st.step_base += st.train_plan.step_of.empty() ? 0 : st.train_plan.step_of.back() + 1;
+      st.downstream.broadcast(self,
+                              control{control_kind::epoch_end, st.epoch, st.step_base, "", {}});
       if (++st.epoch == st.spec.plan.epochs)
         return finish(self);
       start_epoch(st);
@@ -150,20 +154,17 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
   init.spec = std::move(setup.spec);
   init.train = std::move(setup.train);
   init.test = std::move(setup.test);
-  init.window = credit_window{init.spec.window};
   init.eval_plan = model::plan_eval(init.test.size(), init.spec.plan.batch_size);
   return {
     observe_coordinator(self),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
       auto& st = self->state;
-      st.downstream = downstream;
-      st.downstream_name = name;
-      st.edge = {st.name, name, 0, 0};
+      st.downstream.add(downstream, st.name, name, st.spec.window);
       return caf::ok_atom::value;
     },
     [=](start_atom) {
       auto& st = self->state;
-      if (st.started || !st.downstream)
+      if (st.started || st.downstream.size() == 0)
         return;
       st.started = true;
       st.work.begin();
@@ -175,7 +176,7 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
     },
     [=](const messages::credit& c) {
       auto& st = self->state;
-      if (c.invalid || !st.window.on_credit(c.slots))
+      if (c.invalid || !st.downstream.on_credit(sender_of(self), c.slots))
         return fail(self, st.coordinator, st.name,
                     "received a credit that matches no message in flight");
       pump(self);
@@ -193,6 +194,7 @@ source_spec make_source_spec(const topology& t) {
   s.test_limit = t.test_limit;
   s.synthetic_train = t.synthetic_train;
   s.synthetic_test = t.synthetic_test;
+  s.synthetic_shape = t.synthetic_shape;
   s.plan = t.plan;
   s.tasks = t.tasks;
   s.window = t.runtime.window;
@@ -202,8 +204,11 @@ source_spec make_source_spec(const topology& t) {
 caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec) {
   try {
     if (spec.dataset == "synthetic") {
-      auto train = model::make_synthetic(spec.synthetic_train, 1, 28, 28, 10, spec.plan.seed);
-      auto test = model::make_synthetic(spec.synthetic_test, 1, 28, 28, 10, spec.plan.seed + 1);
+      const auto& shape = spec.synthetic_shape; // [C, H, W], checked by the parser
+      auto train = model::make_synthetic(spec.synthetic_train, shape[0], shape[1], shape[2], 10,
+                                         spec.plan.seed);
+      auto test = model::make_synthetic(spec.synthetic_test, shape[0], shape[1], shape[2], 10,
+                                        spec.plan.seed + 1);
       return std::make_pair(std::move(train), std::move(test));
     }
     if (spec.dataset == "fashion-mnist") {

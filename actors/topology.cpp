@@ -39,8 +39,9 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::map<std::string, std::vector<std::string>> keys = {
     {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "pipeline"}},
     {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
-              "epochs", "node", "synthetic_train", "synthetic_test"}},
-    {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "place", "pretrain"}},
+              "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
+    {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "stages", "place",
+                  "pretrain"}},
     {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
     {"backbone.pretrain.optimizer", optimizer},
     {"tasks.*", {"name", "labels"}},
@@ -50,7 +51,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
                  "connection_timeout_ms", "request_timeout_ms", "progress_every"}},
     {"nodes.*", {"name", "host", "port"}},
     {"pipeline", {"schedule", "vertical_sync", "stages"}},
-    {"pipeline.stages.*", {"last_layer", "replicas", "node"}},
+    {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}},
   };
   return keys;
 }
@@ -155,6 +156,27 @@ void parse_job(const field& f, topology& t) {
   t.job = job;
 }
 
+// `data.synthetic_shape`: [C, H, W] of one sample, each positive, at most
+// 2^24 values in all (64 MiB of floats: one sample per message at most).
+std::vector<int64_t> read_sample_shape(const field& f) {
+  const std::string what = "a list of three positive integers [C, H, W]";
+  std::vector<field> items = f.items(what);
+  if (items.size() != 3)
+    f.fail(f.name() + " must be " + what + ", got " + std::to_string(items.size())
+           + " values");
+  std::vector<int64_t> shape;
+  int64_t values = 1;
+  for (const field& item : items) {
+    shape.push_back(read_integer<int64_t>(item, 1, int64_t{1} << 24,
+                                          "a positive integer (at most 16777216)"));
+    values *= shape.back(); // both <= 2^24 here: no overflow
+    if (values > (int64_t{1} << 24))
+      f.fail(f.name() + " asks for more than 2^24 values per sample (expected [C, H, W] "
+             "with C x H x W <= 16777216)");
+  }
+  return shape;
+}
+
 void parse_data(const field& data, topology& t) {
   check_section(data);
   read_if(data, "dataset", t.dataset,
@@ -166,6 +188,12 @@ void parse_data(const field& data, topology& t) {
   read_if(data, "epochs", t.plan.epochs, positive_int32);
   read_if(data, "synthetic_train", t.synthetic_train, positive_int64);
   read_if(data, "synthetic_test", t.synthetic_test, positive_int64);
+  if (auto f = data.get("synthetic_shape")) {
+    if (t.dataset != "synthetic")
+      f->fail(f->name() + " applies to data.dataset: synthetic only (the dataset is '"
+              + t.dataset + "')");
+    t.synthetic_shape = read_sample_shape(*f);
+  }
   read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
   // Read last: its upper bound is the batch size, wherever that key is.
   if (auto f = data.get("microbatches")) {
@@ -275,7 +303,7 @@ size_t split_point(const field& f, const std::vector<std::string>& layers, size_
 std::vector<stage_placement> make_stages(const field& split,
                                          const std::vector<std::string>& layers) {
   std::vector<size_t> ends;
-  for (const field& f : split.items("a list of layer names"))
+  for (const field& f : split.items("a list of layer names, or auto"))
     ends.push_back(split_point(f, layers, ends.empty() ? 0 : ends.back()));
   ends.push_back(layers.size());
   std::vector<stage_placement> stages;
@@ -285,6 +313,63 @@ std::vector<stage_placement> make_stages(const field& split,
     begin = end;
   }
   return stages;
+}
+
+// `split: auto`: `count` stages of (nearly) equal numbers of layers, the
+// placeholder until the planner sets the boundaries at run time.
+std::vector<stage_placement> even_stages(size_t count, size_t layers) {
+  std::vector<stage_placement> stages;
+  for (size_t k = 0; k < count; ++k)
+    stages.push_back({"stage" + std::to_string(k), k * layers / count, (k + 1) * layers / count,
+                      ""});
+  return stages;
+}
+
+// How many stages `split: auto` plans: `backbone.stages`, else one per node
+// `backbone.place` names (placing N stages asks for N), else 3; never more
+// than there are layers, as a stage holds at least one.
+size_t auto_stage_count(const std::optional<field>& count, const std::optional<field>& place,
+                        size_t layers) {
+  const std::string most = std::to_string(layers);
+  std::optional<size_t> placed;
+  if (place && place->node().IsSequence())
+    placed = place->node().size();
+  if (count) {
+    auto n = read_integer<size_t>(*count, 1, layers,
+                                  "an integer from 1 to the backbone's " + most + " layers");
+    if (placed && *placed != n)
+      count->fail(count->name() + " is " + std::to_string(n) + " but 'backbone.place' ("
+                  + place->where() + ") names " + std::to_string(*placed)
+                  + " nodes, one per stage (expected as many stages as nodes, or no 'stages': "
+                  + "it defaults to the number of nodes placed)");
+    return n;
+  }
+  if (!placed)
+    return std::min<size_t>(3, layers);
+  if (*placed < 1 || *placed > layers)
+    place->fail(place->name() + " names " + std::to_string(*placed)
+                + " nodes, one per stage, but split: auto plans from 1 stage to one per layer ("
+                + most + ")");
+  return *placed;
+}
+
+// `backbone.split` (and `stages`): a list of layer names ending stages, or
+// `auto` for boundaries the planner chooses at run time (job: transfer only).
+void parse_split(const field& section, const std::vector<std::string>& layers, topology& t) {
+  field split = section.section("split");
+  std::optional<field> count = section.get("stages");
+  t.split_auto = split.node().IsScalar() && split.node().Scalar() == "auto";
+  if (t.split_auto && t.job == "pipeline")
+    split.fail(split.name() + " is auto, but job: pipeline takes its stages from the 'pipeline' "
+               "section (`baton profile` then `baton plan --out` writes one)");
+  if (count && !t.split_auto)
+    count->fail(count->name() + " applies to split: auto only (a list of split points "
+                "makes one stage more than it names)");
+  if (t.split_auto)
+    t.stages = even_stages(auto_stage_count(count, section.get("place"), layers.size()),
+                           layers.size());
+  else
+    t.stages = make_stages(split, layers);
 }
 
 void place_stages(const field& place, topology& t) {
@@ -305,7 +390,11 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   t.backbone.seed = model::derive_seed(t.seed, "backbone");
   std::optional<field> model_key = section.get("model");
   if (model_key)
-    t.backbone.name = read_choice(*model_key, {"convnet", "convnet_wide", "torchscript"});
+    t.backbone.name =
+      read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
+  if (t.backbone.name == "resnet18" && t.job != "pipeline")
+    model_key->fail("'backbone.model' is resnet18, a pipeline backbone (512 features), but the "
+                    "heads of job: " + t.job + " take 256 features (expected job: pipeline)");
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
   read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
@@ -320,7 +409,7 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
                    + t.backbone.path + "' does not exist");
   const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
   std::vector<std::string> names = layer_names(t.backbone, blame);
-  t.stages = make_stages(section.section("split"), names);
+  parse_split(section, names, t);
   if (auto f = section.get("place"))
     place_stages(*f, t);
   if (auto f = section.get("pretrain"))
@@ -345,9 +434,22 @@ topology::pipeline_stage parse_pipeline_stage(const field& item,
     last.fail(last.name() + " is '" + name + "', which does not come after '"
               + layers[previous_end - 1] + "' (expected stages in layer order: "
               + join(layers) + ")");
-  topology::pipeline_stage stage{previous_end, end, 1, ""};
+  topology::pipeline_stage stage{previous_end, end, 1, "", {}};
   read_if(item, "replicas", stage.replicas, positive_int32);
   read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
+  if (auto nodes = item.get("nodes")) {
+    if (item.get("node"))
+      nodes->fail("give either 'node' (every replica there) or 'nodes' (one per replica)");
+    for (const field& n : nodes->items("a list of node names, one per replica"))
+      stage.replica_nodes.push_back(read_node(n, t.nodes));
+    if (stage.replica_nodes.size() != static_cast<size_t>(stage.replicas))
+      nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
+                  " nodes for " + std::to_string(stage.replicas) + " replicas");
+  }
+  if (stage.replicas > 1 && t.vertical_sync)
+    item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
+              "versions count group steps, not the input stage's (set replicas: 1 or "
+              "vertical_sync: false)");
   return stage;
 }
 
@@ -453,15 +555,49 @@ void place_round_robin(topology& t) {
     ++slot;
   };
   place(t.source_node);
-  if (t.job == "pipeline") { // its actors: the source and the trainable stages
-    for (auto& stage : t.pipeline)
-      place(stage.node);
+  if (t.job == "pipeline") { // its actors: the source and the trainable stages (replicas)
+    for (auto& stage : t.pipeline) {
+      if (stage.replicas == 1 || !stage.node.empty() || !stage.replica_nodes.empty()) {
+        place(stage.node);
+        continue;
+      }
+      stage.replica_nodes.resize(static_cast<size_t>(stage.replicas));
+      for (auto& node : stage.replica_nodes)
+        place(node);
+    }
     return;
   }
   for (auto& stage : t.stages)
     place(stage.node);
   for (auto& head : t.heads)
     place(head.node);
+}
+
+// The backbone's input against the data's samples, so that a mismatch is an
+// error here and not a LibTorch shape error in a stage: resnet18 takes 3
+// channels of any size, the convnets 28x28 images of the data's channel count
+// (their first convolution is built for it). A TorchScript backbone's input
+// is not known before it runs. Sets the backbone's in_channels.
+void check_sample_shape(const field& root, topology& t) {
+  const std::vector<int64_t> shape =
+    t.dataset == "synthetic" ? t.synthetic_shape : std::vector<int64_t>{1, 28, 28};
+  t.backbone.in_channels = shape[0];
+  const std::string size = std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x"
+                           + std::to_string(shape[2]);
+  field data = root.section("data");
+  std::optional<field> shape_key = data.get("synthetic_shape");
+  const std::string samples =
+    shape_key ? "data.synthetic_shape is " + size
+              : "the samples of data.dataset '" + t.dataset + "' are " + size;
+  if (t.backbone.name == "resnet18" && shape[0] != 3)
+    root.section("backbone").require("model").fail(
+      "'backbone.model' is resnet18, which takes 3-channel images, but " + samples
+      + " (expected data.dataset: synthetic with data.synthetic_shape: [3, 32, 32])");
+  bool convnet = t.backbone.name == "convnet" || t.backbone.name == "convnet_wide";
+  if (convnet && (shape[1] != 28 || shape[2] != 28))
+    (shape_key ? *shape_key : data)
+      .fail("'backbone.model' " + t.backbone.name + " takes 28x28 images, but " + samples
+            + " (expected data.synthetic_shape: [C, 28, 28])");
 }
 
 // Sections are read in dependency order: nodes before any `node:` key, the
@@ -482,6 +618,7 @@ topology build_topology(const field& root) {
   parse_data(root.section("data"), t);
   t.tasks = parse_tasks(root.require("tasks"), t.dataset);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
+  check_sample_shape(root, t);
   parse_pipeline(root.section("pipeline"), std::move(layers), t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
@@ -663,8 +800,14 @@ topology with_local_nodes(topology t, int32_t count) {
     keep_local(stage.node);
   for (auto& head : t.heads)
     keep_local(head.node);
-  for (auto& stage : t.pipeline)
+  for (auto& stage : t.pipeline) {
     keep_local(stage.node);
+    for (auto& node : stage.replica_nodes)
+      keep_local(node);
+    if (std::any_of(stage.replica_nodes.begin(), stage.replica_nodes.end(),
+                    [](const std::string& node) { return node.empty(); }))
+      stage.replica_nodes.clear();
+  }
   t.nodes = std::move(nodes);
   place_round_robin(t);
   return t;

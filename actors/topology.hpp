@@ -73,13 +73,22 @@ struct topology {
   int64_t train_limit = 0;   ///< 0 = whole split
   int64_t test_limit = 0;
   int64_t synthetic_train = 4096, synthetic_test = 1024; ///< synthetic sizes
+  std::vector<int64_t> synthetic_shape{1, 28, 28}; ///< C, H, W of a synthetic sample
   model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
 
   // -- backbone ----------------------------------------------------------------
-  model::model_spec backbone;  ///< name convnet | convnet_wide | torchscript
+  /// name convnet | convnet_wide | resnet18 (job: pipeline) | torchscript;
+  /// in_channels: the samples' channels (resnet18: 3, checked at load)
+  model::model_spec backbone;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   pretrain_settings pretrain;
   std::vector<stage_placement> stages; ///< resolved from `backbone.split`
+  /// `backbone.split: auto` (job: transfer): `stages` holds the planned
+  /// number of stages (`backbone.stages`, else one per `backbone.place` node,
+  /// else 3) with their names and nodes, but an even split of the layers as
+  /// a placeholder; `resolve_backbone_split` (actors/planning.hpp) plans the
+  /// boundaries at run time and clears this flag.
+  bool split_auto = false;
 
   // -- tasks and heads ---------------------------------------------------------
   std::vector<model::task> tasks;
@@ -94,6 +103,12 @@ struct topology {
     size_t end = 0;
     int32_t replicas = 1;
     std::string node;  ///< node name; empty when embedded or not placed
+    std::vector<std::string> replica_nodes; ///< node of each replica (`nodes:`), else empty
+
+    /// The node of replica `r`.
+    const std::string& node_of(int32_t r) const {
+      return replica_nodes.empty() ? node : replica_nodes[static_cast<size_t>(r)];
+    }
   };
   std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
   bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
@@ -110,7 +125,8 @@ struct topology {
 /// strings from `--set`, applied before validation (a value is parsed as
 /// YAML, so `--set backbone.split=[pool1]` works). Stage boundaries
 /// (`backbone.split`, a list of layer names ending a stage) are resolved
-/// against the backbone's layer names.
+/// against the backbone's layer names; `backbone.split: auto` leaves them to
+/// the planner (topology::split_auto).
 caf::expected<topology> load_topology(const std::string& path,
                                       const std::vector<std::string>& overrides = {});
 

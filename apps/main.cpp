@@ -40,6 +40,11 @@ usage:
       --only-head NAME       with --mode local: train only this head
       --threads N            with --mode local: torch threads (default: all cores)
       --metrics-out FILE     write the metrics JSON to FILE
+      --trace FILE           job: pipeline: write every stage's schedule (forward, backward,
+                             step, send with microbatch ids and weight versions) as a
+                             Chrome / Perfetto trace (open in ui.perfetto.dev)
+      --save-model FILE      job: pipeline: save the trained model (backbone + fc2) as a
+                             checkpoint, e.g. the `backbone.checkpoint` of a transfer job
   baton pretrain [TOPOLOGY.yaml] [--set KEY=VALUE]...
                                         (re)make the backbone checkpoint of the topology
   baton node [--config node.yaml] [--name N] [--host H] [--port P] [--port-file F]
@@ -49,6 +54,11 @@ usage:
                        [--local-nodes N] [--set KEY=VALUE]...
                                         shared backbone vs separate baseline, side by side
                                         (--local-nodes: the shared side over N node processes)
+  baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
+                       [--schedule gpipe|1f1b-flush|1f1b]
+                                        (a) local loop, one compute thread, vs (b) a 2-stage
+                                        pipeline on 2 node processes, one thread each, per
+                                        schedule: samples/s, ratio, utilisation, bubble
   baton profile TOPOLOGY.yaml --out profile.json [--microbatches N] [--batch B]
                                         time every layer of the topology's model (forward,
                                         backward, activation and parameter bytes), one thread,
@@ -145,6 +155,10 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
     return a.value(flag, v) && parse_int(flag, v, r.threads);
   if (flag == "--metrics-out")
     return a.value(flag, r.metrics_out);
+  if (flag == "--trace")
+    return a.value(flag, r.trace_out);
+  if (flag == "--save-model")
+    return a.value(flag, r.save_model);
   if (!flag.empty() && flag[0] != '-' && r.topology_path.empty()) {
     r.topology_path = flag;
     return true;
@@ -173,6 +187,10 @@ int cmd_run(args& a, bool pretrain_only) {
   std::printf("%s", actors::results_table(*result).c_str());
   if (!r.metrics_out.empty())
     std::printf("metrics written to %s\n", r.metrics_out.c_str());
+  if (!r.trace_out.empty())
+    std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
+  if (!r.save_model.empty())
+    std::printf("model saved to %s\n", r.save_model.c_str());
   return 0;
 }
 
@@ -216,9 +234,39 @@ int cmd_node(args& a) {
   return actors::run_node(s, interrupted);
 }
 
+int cmd_bench_pipeline(args& a) {
+  actors::bench_pipeline_request r;
+  r.interrupted = &interrupted;
+  std::string v;
+  while (!a.done()) {
+    auto flag = a.take();
+    bool ok = true;
+    if (flag == "--quick")
+      r.quick = true;
+    else if (flag == "--json")
+      ok = a.value(flag, r.json_out);
+    else if (flag == "--model")
+      ok = a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
+    else if (flag == "--schedule")
+      ok = a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b") &&
+           (r.schedules = {v}, true);
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "baton bench pipeline: bad argument '%s' (see baton help)\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  return actors::bench_pipeline(r);
+}
+
 int cmd_bench(args& a) {
-  if (a.done() || a.take() != "transfer") {
-    std::fprintf(stderr, "baton bench: expected 'transfer' (see baton help)\n");
+  auto what = a.done() ? std::string{} : a.take();
+  if (what == "pipeline")
+    return cmd_bench_pipeline(a);
+  if (what != "transfer") {
+    std::fprintf(stderr, "baton bench: expected 'transfer' or 'pipeline' (see baton help)\n");
     return 2;
   }
   actors::bench_request r;

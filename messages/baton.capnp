@@ -9,6 +9,12 @@
 #
 # Tensors are raw bytes in the byte order of the writer (little-endian: every
 # supported host), row-major, with the element type and the shape alongside.
+#
+# Version history:
+#   1  the first release.
+#   2  TensorSet (replica gradients and weights) and ActorReport's
+#      bubbleSeconds and trace: a version-1 reader would drop the trace and
+#      the bubble time without a word, and could not read a TensorSet at all.
 
 @0xa65fcc7ffb637ae2;
 
@@ -62,6 +68,20 @@ struct Gradient {
   value @3 :Tensor;       # absent: an undefined tensor
 }
 
+# One entry of a TensorSet; a list of Tensor could not say "undefined".
+struct OptionalTensor {
+  value @0 :Tensor;       # absent: an undefined tensor (a parameter without gradient)
+}
+
+struct TensorSet {
+  kind @0 :Text;          # "gradients" | "weights"
+  from @1 :Text;
+  replica @2 :Int32;
+  step @3 :Int64;
+  stepSize @4 :Int32;
+  tensors @5 :List(OptionalTensor);
+}
+
 struct Credit {
   microbatchId @0 :Int64;
   slots @1 :Int32;
@@ -97,6 +117,14 @@ struct EpochResult {
   samples @3 :Int64;
 }
 
+struct TraceEvent {
+  kind @0 :Text;
+  startUs @1 :Int64;      # microseconds since the Unix epoch
+  durationUs @2 :Int64;
+  microbatchId @3 :Int64;
+  weightVersion @4 :Int64;
+}
+
 struct ActorReport {
   actor @0 :Text;
   role @1 :Text;
@@ -110,6 +138,8 @@ struct ActorReport {
   weightsDigest @9 :Text;
   edges @10 :List(EdgeStats);
   epochs @11 :List(EpochResult);
+  bubbleSeconds @12 :Float64;
+  trace @13 :List(TraceEvent);
 }
 
 struct NodeReport {
@@ -155,5 +185,6 @@ struct Envelope {
     spawnRequest @7 :SpawnRequest;
     progress @8 :Progress;
     refused @9 :Refusal;
+    tensorSet @10 :TensorSet;
   }
 }

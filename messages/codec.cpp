@@ -18,6 +18,7 @@
 
 #include "messages/baton.capnp.h"
 #include "messages/errc.hpp"
+#include "messages/fields.hpp"
 #include "messages/tensor_codec.hpp"
 
 // capnp's segment table is written by hand below (write_flat): that assumes a
@@ -31,11 +32,17 @@ namespace {
 
 // Tensors on the wire (messages/tensor_codec.hpp).
 using detail::limit_text;
-using detail::read_tensor;
 using detail::shared_words;
 using detail::size_text;
 using detail::tensor_references;
-using detail::write_tensor;
+
+// Struct fields on the wire (messages/fields.hpp).
+using detail::decoder;
+using detail::encoder;
+using detail::read_fields;
+using detail::string_of;
+using detail::text_of;
+using detail::write_fields;
 
 using body_which = wire::Envelope::Body::Which;
 
@@ -50,14 +57,6 @@ caf::error out_of_memory(uint64_t bytes) {
 
 uint64_t max_frame_bytes(const codec_limits& limits) {
   return limits.max_message_bytes + limits.header_slack_bytes;
-}
-
-capnp::Text::Reader text_of(const std::string& x) {
-  return {x.c_str(), x.size()};
-}
-
-std::string string_of(capnp::Text::Reader x) {
-  return {x.begin(), x.size()};
 }
 
 // -- the struct <-> union member table -------------------------------------------
@@ -76,6 +75,7 @@ struct wire_kind;
 
 BATON_WIRE_KIND(microbatch, Microbatch, MICROBATCH)
 BATON_WIRE_KIND(gradient, Gradient, GRADIENT)
+BATON_WIRE_KIND(tensor_set, TensorSet, TENSOR_SET)
 BATON_WIRE_KIND(credit, Credit, CREDIT)
 BATON_WIRE_KIND(control, Control, CONTROL)
 BATON_WIRE_KIND(actor_report, ActorReport, ACTOR_REPORT)
@@ -89,6 +89,7 @@ std::string kind_text(body_which x) {
   switch (x) {
     case wire::Envelope::Body::MICROBATCH: return "microbatch";
     case wire::Envelope::Body::GRADIENT: return "gradient";
+    case wire::Envelope::Body::TENSOR_SET: return "tensor_set";
     case wire::Envelope::Body::CREDIT: return "credit";
     case wire::Envelope::Body::CONTROL: return "control";
     case wire::Envelope::Body::ACTOR_REPORT: return "actor_report";
@@ -112,147 +113,6 @@ struct outgoing_message {
 
 using outgoing_ptr = std::unique_ptr<outgoing_message>;
 
-class encoder {
-public:
-  encoder(outgoing_message& out, const codec_limits& limits)
-    : out_(out), limits_(limits) {
-    // nop
-  }
-
-  /// Writes `x` (defined) into `b`; `what` names it in error messages.
-  caf::error tensor(wire::Tensor::Builder b, const at::Tensor& x, const std::string& what) {
-    return write_tensor(b, x, what, limits_, out_.references);
-  }
-
-  /// Refuses strings that alone exceed the limit (capnp would throw later).
-  caf::error text(const std::string& x, const char* what) const {
-    if (x.size() <= limits_.max_message_bytes)
-      return caf::none;
-    return make_error(errc::payload_too_large, std::string{what} + ": text of "
-                      + size_text(x.size()) + " exceeds " + limit_text(limits_));
-  }
-
-private:
-  outgoing_message& out_;
-  const codec_limits& limits_;
-};
-
-// One overload per struct: fill the union member of the envelope.
-
-caf::error write_fields(encoder& e, wire::Microbatch::Builder b, const microbatch& x) {
-  b.setId(x.id);
-  b.setStep(x.step);
-  b.setEpoch(x.epoch);
-  b.setIndexInStep(x.index_in_step);
-  b.setStepSize(x.step_size);
-  b.setEval(x.eval);
-  b.setWeightVersion(x.weight_version);
-  if (x.payload.defined())
-    if (auto err = e.tensor(b.initPayload(), x.payload, "payload"))
-      return err;
-  auto labels = b.initLabels(static_cast<unsigned>(x.labels.size()));
-  for (size_t i = 0; i < x.labels.size(); ++i) {
-    const auto& task = x.labels[i];
-    auto out = labels[static_cast<unsigned>(i)];
-    if (auto err = e.text(task.task, "task name"))
-      return err;
-    out.setTask(text_of(task.task));
-    if (task.values.defined())
-      if (auto err = e.tensor(out.initValues(), task.values, "labels of task '" + task.task + "'"))
-        return err;
-  }
-  return caf::none;
-}
-
-caf::error write_fields(encoder& e, wire::Gradient::Builder b, const gradient& x) {
-  b.setMicrobatchId(x.microbatch_id);
-  b.setStep(x.step);
-  b.setWeightVersion(x.weight_version);
-  if (x.value.defined())
-    return e.tensor(b.initValue(), x.value, "gradient");
-  return caf::none;
-}
-
-caf::error write_fields(encoder&, wire::Credit::Builder b, const credit& x) {
-  b.setMicrobatchId(x.microbatch_id);
-  b.setSlots(x.slots);
-  return caf::none;
-}
-
-caf::error write_fields(encoder& e, wire::Control::Builder b, const control& x) {
-  if (auto err = e.text(x.text, "control text"))
-    return err;
-  b.setKind(static_cast<wire::ControlKind>(x.kind));
-  b.setEpoch(x.epoch);
-  b.setValue(x.value);
-  b.setText(text_of(x.text));
-  return caf::none;
-}
-
-void write_edges(wire::ActorReport::Builder b, const std::vector<edge_stats>& xs) {
-  auto edges = b.initEdges(static_cast<unsigned>(xs.size()));
-  for (size_t i = 0; i < xs.size(); ++i) {
-    auto out = edges[static_cast<unsigned>(i)];
-    out.setFrom(text_of(xs[i].from));
-    out.setTo(text_of(xs[i].to));
-    out.setMessages(xs[i].messages);
-    out.setBytes(xs[i].bytes);
-  }
-}
-
-void write_epochs(wire::ActorReport::Builder b, const std::vector<epoch_result>& xs) {
-  auto epochs = b.initEpochs(static_cast<unsigned>(xs.size()));
-  for (size_t i = 0; i < xs.size(); ++i) {
-    auto out = epochs[static_cast<unsigned>(i)];
-    out.setEpoch(xs[i].epoch);
-    out.setTrainLoss(xs[i].train_loss);
-    out.setTestAccuracy(xs[i].test_accuracy);
-    out.setSamples(xs[i].samples);
-  }
-}
-
-caf::error write_fields(encoder&, wire::ActorReport::Builder b, const actor_report& x) {
-  b.setActor(text_of(x.actor));
-  b.setRole(text_of(x.role));
-  b.setTask(text_of(x.task));
-  b.setNode(text_of(x.node));
-  b.setBusySeconds(x.busy_seconds);
-  b.setIdleSeconds(x.idle_seconds);
-  b.setSamples(x.samples);
-  b.setTrainLoss(x.train_loss);
-  b.setTestAccuracy(x.test_accuracy);
-  b.setWeightsDigest(text_of(x.weights_digest));
-  write_edges(b, x.edges);
-  write_epochs(b, x.epochs);
-  return caf::none;
-}
-
-caf::error write_fields(encoder&, wire::NodeReport::Builder b, const node_report& x) {
-  b.setName(text_of(x.name));
-  b.setPeakRssBytes(x.peak_rss_bytes);
-  b.setCpuSeconds(x.cpu_seconds);
-  b.setCores(x.cores);
-  b.setMemoryBytes(x.memory_bytes);
-  return caf::none;
-}
-
-caf::error write_fields(encoder& e, wire::SpawnRequest::Builder b, const spawn_request& x) {
-  if (auto err = e.text(x.spec, "spawn spec"))
-    return err;
-  b.setRole(text_of(x.role));
-  b.setName(text_of(x.name));
-  b.setSpec(text_of(x.spec));
-  return caf::none;
-}
-
-caf::error write_fields(encoder&, wire::Progress::Builder b, const progress& x) {
-  b.setActor(text_of(x.actor));
-  b.setEpoch(x.epoch);
-  b.setSamples(x.samples);
-  b.setLoss(x.loss);
-  return caf::none;
-}
-
 /// Checks the size of a built message and records it.
 caf::error finish(outgoing_message& out, const codec_limits& limits, const char* kind) {
   out.size_bytes = capnp::computeSerializedSizeInWords(out.builder) * word_size;
@@ -270,7 +130,7 @@ caf::expected<outgoing_ptr> build(const T& x, const codec_limits& limits) {
     auto out = std::make_unique<outgoing_message>();
     auto envelope = out->builder.initRoot<wire::Envelope>();
     envelope.setVersion(schema_version);
-    encoder e{*out, limits};
+    encoder e{limits, out->references};
     if (auto err = write_fields(e, wire_kind<T>::init(envelope.getBody()), x))
       return err;
     if (auto err = finish(*out, limits, wire_kind<T>::name))
@@ -369,121 +229,6 @@ caf::error check_frame(uint64_t size, const codec_limits& limits) {
   if (size == 0 || size % word_size != 0)
     return make_error(errc::malformed_message, "message of " + std::to_string(size)
                       + " bytes is not a whole number of 8-byte words");
-  return caf::none;
-}
-
-class decoder {
-public:
-  /// `owner` is null when the bytes are borrowed: tensors are then copied out.
-  decoder(const codec_limits& limits, shared_words owner)
-    : limits_(limits), owner_(std::move(owner)) {
-    // nop
-  }
-
-  /// Reads `r` into `out`; `what` names it in error messages.
-  caf::error tensor(wire::Tensor::Reader r, const std::string& what, at::Tensor& out) const {
-    return read_tensor(r, what, limits_, owner_, out);
-  }
-
-private:
-  const codec_limits& limits_;
-  shared_words owner_;
-};
-
-// One overload per struct: read the union member of the envelope.
-
-caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch& x) {
-  x.id = r.getId();
-  x.step = r.getStep();
-  x.epoch = r.getEpoch();
-  x.index_in_step = r.getIndexInStep();
-  x.step_size = r.getStepSize();
-  x.eval = r.getEval();
-  x.weight_version = r.getWeightVersion();
-  if (r.hasPayload())
-    if (auto err = d.tensor(r.getPayload(), "payload", x.payload))
-      return err;
-  auto labels = r.getLabels();
-  x.labels.resize(labels.size());
-  for (unsigned i = 0; i < labels.size(); ++i) {
-    auto& task = x.labels[i];
-    task.task = string_of(labels[i].getTask());
-    if (labels[i].hasValues())
-      if (auto err = d.tensor(labels[i].getValues(), "labels of task '" + task.task + "'",
-                              task.values))
-        return err;
-  }
-  return caf::none;
-}
-
-caf::error read_fields(const decoder& d, wire::Gradient::Reader r, gradient& x) {
-  x.microbatch_id = r.getMicrobatchId();
-  x.step = r.getStep();
-  x.weight_version = r.getWeightVersion();
-  if (r.hasValue())
-    return d.tensor(r.getValue(), "gradient", x.value);
-  return caf::none;
-}
-
-caf::error read_fields(const decoder&, wire::Credit::Reader r, credit& x) {
-  x.microbatch_id = r.getMicrobatchId();
-  x.slots = r.getSlots();
-  return caf::none;
-}
-
-caf::error read_fields(const decoder&, wire::Control::Reader r, control& x) {
-  auto kind = static_cast<unsigned>(r.getKind());
-  if (kind > static_cast<unsigned>(control_kind::shutdown))
-    return make_error(errc::malformed_message,
-                      "control kind " + std::to_string(kind) + " is unknown to this build");
-  x.kind = static_cast<control_kind>(kind);
-  x.epoch = r.getEpoch();
-  x.value = r.getValue();
-  x.text = string_of(r.getText());
-  return caf::none;
-}
-
-caf::error read_fields(const decoder&, wire::ActorReport::Reader r, actor_report& x) {
-  x.actor = string_of(r.getActor());
-  x.role = string_of(r.getRole());
-  x.task = string_of(r.getTask());
-  x.node = string_of(r.getNode());
-  x.busy_seconds = r.getBusySeconds();
-  x.idle_seconds = r.getIdleSeconds();
-  x.samples = r.getSamples();
-  x.train_loss = r.getTrainLoss();
-  x.test_accuracy = r.getTestAccuracy();
-  x.weights_digest = string_of(r.getWeightsDigest());
-  for (auto edge : r.getEdges())
-    x.edges.push_back(edge_stats{string_of(edge.getFrom()), string_of(edge.getTo()),
-                                 edge.getMessages(), edge.getBytes()});
-  for (auto epoch : r.getEpochs())
-    x.epochs.push_back(epoch_result{epoch.getEpoch(), epoch.getTrainLoss(),
-                                    epoch.getTestAccuracy(), epoch.getSamples()});
-  return caf::none;
-}
-
-caf::error read_fields(const decoder&, wire::NodeReport::Reader r, node_report& x) {
-  x.name = string_of(r.getName());
-  x.peak_rss_bytes = r.getPeakRssBytes();
-  x.cpu_seconds = r.getCpuSeconds();
-  x.cores = r.getCores();
-  x.memory_bytes = r.getMemoryBytes();
-  return caf::none;
-}
-
-caf::error read_fields(const decoder&, wire::SpawnRequest::Reader r, spawn_request& x) {
-  x.role = string_of(r.getRole());
-  x.name = string_of(r.getName());
-  x.spec = string_of(r.getSpec());
-  return caf::none;
-}
-
-caf::error read_fields(const decoder&, wire::Progress::Reader r, progress& x) {
-  x.actor = string_of(r.getActor());
-  x.epoch = r.getEpoch();
-  x.samples = r.getSamples();
-  x.loss = r.getLoss();
   return caf::none;
 }
 
@@ -656,6 +401,7 @@ caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limi
 
 BATON_DEFINE_CODEC(microbatch)
 BATON_DEFINE_CODEC(gradient)
+BATON_DEFINE_CODEC(tensor_set)
 BATON_DEFINE_CODEC(credit)
 BATON_DEFINE_CODEC(control)
 BATON_DEFINE_CODEC(actor_report)

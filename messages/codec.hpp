@@ -17,7 +17,8 @@ namespace baton::messages {
 
 /// Limits applied while encoding and decoding.
 struct codec_limits {
-  /// Largest tensor, and largest message apart from its headers, in bytes.
+  /// Largest tensor, and largest message apart from its headers, in bytes
+  /// (a tensor_set's tensors together, an actor_report's trace included).
   uint64_t max_message_bytes = default_max_message_bytes;
   /// Room above max_message_bytes for the rest of a message (scalars,
   /// strings, labels, capnp framing), so that a tensor of exactly
@@ -34,6 +35,7 @@ using wire_bytes = std::vector<char>;
 
 caf::expected<wire_bytes> encode(const microbatch& x, const codec_limits& limits = {});
 caf::expected<wire_bytes> encode(const gradient& x, const codec_limits& limits = {});
+caf::expected<wire_bytes> encode(const tensor_set& x, const codec_limits& limits = {});
 caf::expected<wire_bytes> encode(const credit& x, const codec_limits& limits = {});
 caf::expected<wire_bytes> encode(const control& x, const codec_limits& limits = {});
 caf::expected<wire_bytes> encode(const actor_report& x, const codec_limits& limits = {});
@@ -72,6 +74,7 @@ caf::expected<T> decode(const wire_bytes& bytes, const codec_limits& limits = {}
 
 BATON_DECLARE_INSPECT(microbatch)
 BATON_DECLARE_INSPECT(gradient)
+BATON_DECLARE_INSPECT(tensor_set)
 BATON_DECLARE_INSPECT(credit)
 BATON_DECLARE_INSPECT(control)
 BATON_DECLARE_INSPECT(actor_report)

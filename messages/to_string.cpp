@@ -106,6 +106,21 @@ std::string to_string(const gradient& x) {
   return out.str();
 }
 
+std::string to_string(const tensor_set& x) {
+  if (x.invalid)
+    return invalid_text("tensor_set", x.invalid);
+  summary out{"tensor_set"};
+  out.field("kind", x.kind).field("from", x.from).field("replica", x.replica);
+  out.field("step", x.step).field("step_size", x.step_size);
+  // A set may hold every parameter of a model: count and size say enough.
+  int64_t bytes = 0;
+  for (const auto& tensor : x.tensors)
+    if (tensor.defined())
+      bytes += static_cast<int64_t>(tensor.nbytes());
+  out.field("tensors", x.tensors.size()).field("bytes", bytes);
+  return out.str();
+}
+
 std::string to_string(const credit& x) {
   if (x.invalid)
     return invalid_text("credit", x.invalid);
@@ -132,9 +147,12 @@ std::string to_string(const actor_report& x) {
   if (!x.task.empty())
     out.field("task", x.task);
   out.field("node", x.node).field("busy_s", x.busy_seconds).field("idle_s", x.idle_seconds);
+  out.field("bubble_s", x.bubble_seconds);
   out.field("samples", x.samples).field("train_loss", x.train_loss);
   out.field("test_accuracy", x.test_accuracy);
   out.field("edges", x.edges.size()).field("epochs", x.epochs.size());
+  if (!x.trace.empty())
+    out.field("trace_events", x.trace.size());
   return out.str();
 }
 

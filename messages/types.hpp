@@ -21,7 +21,7 @@
 namespace baton::messages {
 
 /// Version of messages/baton.capnp written by this build; readers refuse others.
-inline constexpr uint32_t schema_version = 1;
+inline constexpr uint32_t schema_version = 2;
 
 /// Default limit of one encoded message (and of one tensor), in bytes.
 inline constexpr uint64_t default_max_message_bytes = uint64_t{64} << 20;
@@ -55,6 +55,18 @@ struct gradient {
   caf::error invalid;
 };
 
+/// Tensors that trainable actors exchange as a whole: a replica's gradient
+/// sum for one step of its replica group, or a stage's weights.
+struct tensor_set {
+  std::string kind;        ///< "gradients" | "weights"
+  std::string from;        ///< sending actor
+  int32_t replica = 0;     ///< sender's index in its replica group
+  int64_t step = 0;        ///< the step (group round) the tensors belong to
+  int32_t step_size = 0;   ///< microbatches in that step
+  std::vector<at::Tensor> tensors;
+  caf::error invalid;
+};
+
 /// A credit returned by a receiver: `slots` more messages may be sent.
 struct credit {
   int64_t microbatch_id = -1; ///< the message whose slot was freed (-1: none)
@@ -65,8 +77,9 @@ struct credit {
 /// What a control message asks for or announces.
 enum class control_kind : uint8_t {
   start = 0,     ///< begin emitting (sent to a source)
-  epoch_end,     ///< all microbatches of `epoch` (train and eval) were sent
-  end_of_stream, ///< no more microbatches will follow
+  epoch_end,     ///< all microbatches of `epoch` (train and eval) were sent;
+                 ///< value: minibatches (steps) sent so far in the run
+  end_of_stream, ///< no more microbatches will follow; value: as for epoch_end
   shutdown,      ///< stop now (text says why)
 };
 
@@ -95,6 +108,16 @@ struct epoch_result {
   int64_t samples = 0;      ///< training samples seen in the epoch
 };
 
+/// One slice of an actor's schedule (for `--trace`): what it did, when, on
+/// which microbatch and with which weight version.
+struct trace_event {
+  std::string kind;            ///< forward, backward, step, send, wait, eval, allreduce
+  int64_t start_us = 0;        ///< microseconds since the Unix epoch (system clock)
+  int64_t duration_us = 0;
+  int64_t microbatch_id = -1;  ///< -1: not about one microbatch (a step)
+  int64_t weight_version = -1; ///< version used (forward/backward) or made (step)
+};
+
 /// What an actor reports to the coordinator at the end of a run (and per epoch).
 struct actor_report {
   std::string actor;          ///< actor name from the topology
@@ -109,6 +132,8 @@ struct actor_report {
   std::string weights_digest; ///< SHA-256 hex of the final weights (trainable actors)
   std::vector<edge_stats> edges;
   std::vector<epoch_result> epochs;
+  double bubble_seconds = 0;  ///< idle while it had work in flight (pipeline stages)
+  std::vector<trace_event> trace; ///< its schedule, when the run is traced
   caf::error invalid;
 };
 

@@ -104,6 +104,22 @@ std::vector<at::Tensor> layered_model::parameters() const {
   return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> layered_model::named_buffers() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& layer : layers_)
+    for (const auto& b : layer.module.ptr()->named_buffers(/*recurse=*/true))
+      out.emplace_back(layer.name + "." + b.key(), b.value());
+  return out;
+}
+
+std::vector<at::Tensor> layered_model::buffers() const {
+  std::vector<at::Tensor> out;
+  for (const auto& layer : layers_)
+    for (const auto& b : layer.module.ptr()->buffers(/*recurse=*/true))
+      out.push_back(b);
+  return out;
+}
+
 void layered_model::set_trainable(bool trainable) {
   for (auto& p : parameters())
     p.set_requires_grad(trainable);
@@ -140,13 +156,45 @@ void fill_uniform(at::Tensor& t, double bound, std::mt19937_64& rng) {
   }
 }
 
+/// Fills `t` (float, contiguous) with approximately normal values of mean 0
+/// and standard deviation `deviation`, in element order: each is the sum of
+/// 12 uniforms in [0, 1), minus 6 (Irwin-Hall), which is exact in double
+/// arithmetic and needs no libm call (whose last bits may differ between
+/// machines). The uniforms come from a SplitMix64 stream keyed by one draw of
+/// `rng`: six 64-bit values per element, where the twister would take seconds
+/// for resnet18's 11 M weights.
+void fill_normal(at::Tensor& t, double deviation, std::mt19937_64& rng) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32 && t.is_contiguous(),
+              "initialisation expects contiguous float parameters");
+  constexpr double two_to_minus_32 = 1.0 / 4294967296.0;
+  float* data = t.data_ptr<float>();
+  uint64_t state = rng();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double sum = 0;
+    for (int k = 0; k < 6; ++k, state += 0x9e3779b97f4a7c15ULL) {
+      const uint64_t bits = mix64(state);
+      sum += static_cast<double>(bits >> 32) * two_to_minus_32;
+      sum += static_cast<double>(bits & 0xffffffffULL) * two_to_minus_32;
+    }
+    data[i] = static_cast<float>((sum - 6.0) * deviation);
+  }
+}
+
+/// How convolution weights are drawn.
+enum class conv_init {
+  fan_in_uniform,    ///< PyTorch's default: uniform +-1/sqrt(fan_in), as linear layers
+  kaiming_fan_out,   ///< torchvision's ResNet: normal, std sqrt(2 / fan_out)
+};
+
 /// Re-initialises every parameter of `m` from `seed` alone, as PyTorch's
 /// defaults do in distribution (uniform +-1/sqrt(fan_in) for weights and
 /// biases of linear and convolution layers; ones and zeros for normalisation),
 /// but from a local generator: modules are built concurrently in several
 /// threads, and the global torch generator would make the weights depend on
-/// the interleaving.
-void initialise(layered_model& m, uint64_t seed) {
+/// the interleaving. Buffers keep the values their modules start with
+/// (running mean 0, running variance 1).
+void initialise(layered_model& m, uint64_t seed,
+                conv_init convolutions = conv_init::fan_in_uniform) {
   torch::NoGradGuard no_grad;
   std::mt19937_64 rng(mix64(seed));
   for (const auto& layer : m.layers()) {
@@ -154,7 +202,12 @@ void initialise(layered_model& m, uint64_t seed) {
       auto params = module->named_parameters(/*recurse=*/false);
       auto* weight = params.find("weight");
       auto* bias = params.find("bias");
-      if (weight && weight->dim() >= 2) {
+      if (weight && weight->dim() == 4 && convolutions == conv_init::kaiming_fan_out) {
+        const double fan_out = static_cast<double>(weight->numel() / weight->size(1));
+        fill_normal(*weight, std::sqrt(2.0 / fan_out), rng);
+        if (bias)
+          bias->zero_();
+      } else if (weight && weight->dim() >= 2) {
         const double bound = 1.0 / std::sqrt(static_cast<double>((*weight)[0].numel()));
         fill_uniform(*weight, bound, rng);
         if (bias)
@@ -200,11 +253,11 @@ std::vector<named_layer> convnet_trunk(int64_t in_channels) {
 }
 
 constexpr int64_t convnet_flat = 128 * 3 * 3;
-constexpr int64_t backbone_features = 256;
+constexpr int64_t backbone_width = 256; ///< convnet features; the default head input
 
 std::vector<named_layer> convnet(const model_spec& spec) {
   auto layers = convnet_trunk(spec.in_channels);
-  layers.push_back(linear_layer("fc1", convnet_flat, backbone_features));
+  layers.push_back(linear_layer("fc1", convnet_flat, backbone_width));
   layers.push_back(relu_layer("relu6"));
   return layers;
 }
@@ -216,14 +269,14 @@ std::vector<named_layer> convnet_wide(const model_spec& spec) {
   auto layers = convnet_trunk(spec.in_channels);
   layers.push_back(linear_layer("fc1", convnet_flat, spec.wide_features));
   layers.push_back(relu_layer("relu6"));
-  layers.push_back(linear_layer("fc1b", spec.wide_features, backbone_features));
+  layers.push_back(linear_layer("fc1b", spec.wide_features, backbone_width));
   layers.push_back(relu_layer("relu7"));
   return layers;
 }
 
 std::vector<named_layer> head(const model_spec& spec) {
   std::vector<named_layer> layers;
-  layers.push_back(linear_layer("fc1", backbone_features, 128));
+  layers.push_back(linear_layer("fc1", spec.features, 128));
   layers.push_back(relu_layer("relu1"));
   layers.push_back(linear_layer("fc2", 128, spec.classes));
   return layers;
@@ -244,6 +297,85 @@ std::vector<named_layer> mlp(const model_spec& spec) {
   layers.push_back(linear_layer("fc3", hidden, spec.classes, false));
   return layers;
 }
+
+// -- resnet18 ----------------------------------------------------------------------
+
+/// torchvision's ResNet BasicBlock: two 3x3 convolutions with batch norm and a
+/// residual connection, through a 1x1 convolution with batch norm
+/// ("downsample") when the stride or the channel count changes.
+struct BasicBlockOptions {
+  BasicBlockOptions(int64_t in_channels, int64_t out_channels)
+      : in_channels_(in_channels), out_channels_(out_channels) {}
+  TORCH_ARG(int64_t, in_channels);
+  TORCH_ARG(int64_t, out_channels);
+  TORCH_ARG(int64_t, stride) = 1;
+};
+
+class BasicBlockImpl : public torch::nn::Module {
+public:
+  explicit BasicBlockImpl(const BasicBlockOptions& options) {
+    using namespace torch::nn;
+    const int64_t in = options.in_channels(), out = options.out_channels();
+    conv1_ = register_module(
+        "conv1", Conv2d(Conv2dOptions(in, out, 3).stride(options.stride()).padding(1).bias(false)));
+    bn1_ = register_module("bn1", BatchNorm2d(out));
+    conv2_ = register_module("conv2", Conv2d(Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    bn2_ = register_module("bn2", BatchNorm2d(out));
+    // Registered under torchvision's names (downsample.0, downsample.1), so
+    // parameter keys match a torchvision state dict's.
+    if (options.stride() != 1 || in != out)
+      downsample_ = register_module(
+          "downsample",
+          Sequential(Conv2d(Conv2dOptions(in, out, 1).stride(options.stride()).bias(false)),
+                     BatchNorm2d(out)));
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    auto identity = downsample_ ? downsample_->forward(x) : x;
+    auto y = torch::relu(bn1_(conv1_(x)));
+    y = bn2_(conv2_(y));
+    return torch::relu(y + identity);
+  }
+
+private:
+  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
+  torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
+  torch::nn::Sequential downsample_{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+constexpr int64_t resnet18_features = 512;
+
+named_layer basic_block(const char* name, int64_t in, int64_t out, int64_t stride = 1) {
+  return {name, AnyModule(BasicBlock(BasicBlockOptions(in, out).stride(stride)))};
+}
+
+/// torchvision's resnet18 up to its average pool and flatten (no fc): the
+/// 7x7 stride-2 stem and max pool, then four stages of two BasicBlocks.
+/// 3x32x32 input -> 64x8x8 after the stem -> 512x1x1 -> 512 features.
+std::vector<named_layer> resnet18() {
+  using namespace torch::nn;
+  std::vector<named_layer> layers;
+  layers.push_back(
+      {"conv1", AnyModule(Conv2d(Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)))});
+  layers.push_back({"bn1", AnyModule(BatchNorm2d(64))});
+  layers.push_back(relu_layer("relu"));
+  layers.push_back(
+      {"maxpool", AnyModule(MaxPool2d(MaxPool2dOptions(3).stride(2).padding(1)))});
+  layers.push_back(basic_block("layer1_0", 64, 64));
+  layers.push_back(basic_block("layer1_1", 64, 64));
+  layers.push_back(basic_block("layer2_0", 64, 128, 2));
+  layers.push_back(basic_block("layer2_1", 128, 128));
+  layers.push_back(basic_block("layer3_0", 128, 256, 2));
+  layers.push_back(basic_block("layer3_1", 256, 256));
+  layers.push_back(basic_block("layer4_0", 256, resnet18_features, 2));
+  layers.push_back(basic_block("layer4_1", resnet18_features, resnet18_features));
+  layers.push_back({"avgpool", AnyModule(AdaptiveAvgPool2d(AdaptiveAvgPool2dOptions(1)))});
+  layers.push_back(flatten_layer("flatten"));
+  return layers;
+}
+
+// -- a TorchScript model's children --------------------------------------------------
 
 std::vector<named_layer> torchscript(const model_spec& spec) {
   if (spec.path.empty() || !std::filesystem::is_regular_file(spec.path))
@@ -272,6 +404,9 @@ layered_model make_model(const model_spec& spec) {
       spec.classes <= 0)
     throw error("model '" + spec.name + "': expected classes > 0, got " +
                 std::to_string(spec.classes));
+  if ((spec.name == "classifier" || spec.name == "head") && spec.features <= 0)
+    throw error("model '" + spec.name + "': expected features > 0, got " +
+                std::to_string(spec.features));
   if (spec.name == "torchscript") // pretrained: keep the file's weights
     return layered_model(torchscript(spec));
   std::vector<named_layer> layers;
@@ -279,18 +414,30 @@ layered_model make_model(const model_spec& spec) {
     layers = convnet(spec);
   else if (spec.name == "convnet_wide")
     layers = convnet_wide(spec);
+  else if (spec.name == "resnet18")
+    layers = resnet18();
   else if (spec.name == "classifier")
-    layers.push_back(linear_layer("fc2", backbone_features, spec.classes));
+    layers.push_back(linear_layer("fc2", spec.features, spec.classes));
   else if (spec.name == "head")
     layers = head(spec);
   else if (spec.name == "mlp")
     layers = mlp(spec);
   else
-    throw error("unknown model '" + spec.name +
-                "', expected convnet, convnet_wide, classifier, head, mlp or torchscript");
+    throw error("unknown model '" + spec.name + "', expected convnet, convnet_wide, resnet18, "
+                "classifier, head, mlp or torchscript");
   layered_model m(std::move(layers));
-  initialise(m, spec.seed);
+  initialise(m, spec.seed,
+             spec.name == "resnet18" ? conv_init::kaiming_fan_out : conv_init::fan_in_uniform);
   return m;
+}
+
+int64_t backbone_features(const model_spec& spec) {
+  if (spec.name == "convnet" || spec.name == "convnet_wide" || spec.name == "torchscript")
+    return backbone_width;
+  if (spec.name == "resnet18")
+    return resnet18_features;
+  throw error("model '" + spec.name +
+              "' is not a backbone (expected convnet, convnet_wide, resnet18 or torchscript)");
 }
 
 int64_t parameter_count(const layered_model& m) {

@@ -41,6 +41,12 @@ public:
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   std::vector<at::Tensor> parameters() const;
 
+  /// Buffers as "layer.buffer" -> tensor, in layer order: the state that is
+  /// not trained by gradients (batch norm's running_mean, running_var and
+  /// num_batches_tracked). Empty for models without batch norm statistics.
+  std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
+  std::vector<at::Tensor> buffers() const;
+
   /// Sets requires_grad on every parameter.
   void set_trainable(bool trainable);
   /// Switches every layer between training and evaluation behaviour.
@@ -55,12 +61,18 @@ struct model_spec {
   /// "convnet" (backbone, 16 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
   /// conv4 relu4 pool2 conv5 relu5 pool3 flatten fc1 relu6 -> 256 features),
   /// "convnet_wide" (same, fc1 is 1152->`wide_features` then fc1b ->256),
-  /// "classifier" (linear 256 -> classes),
-  /// "head" (linear 256->128 relu linear 128->classes),
+  /// "resnet18" (torchvision's ResNet-18 without its fc, 3-channel input,
+  /// 14 layers: conv1 bn1 relu maxpool layer1_0 layer1_1 layer2_0 layer2_1
+  /// layer3_0 layer3_1 layer4_0 layer4_1 avgpool flatten -> 512 features;
+  /// each layerN_k is one BasicBlock),
+  /// "classifier" (linear `features` -> classes),
+  /// "head" (linear `features`->128 relu linear 128->classes),
   /// "mlp", "torchscript".
   std::string name = "convnet";
   int64_t classes = 10;            ///< output classes (classifier, head)
-  int64_t in_channels = 1;         ///< convnet input channels
+  int64_t features = 256;          ///< input width (classifier, head): backbone_features()
+  int64_t in_channels = 1;         ///< convnet, convnet_wide and mlp input channels
+                                   ///< (resnet18 always takes 3)
   int64_t wide_features = 32768;   ///< convnet_wide hidden width
   std::string path;                ///< torchscript file (name == "torchscript")
   uint64_t seed = 0;               ///< initialisation seed
@@ -71,10 +83,17 @@ struct model_spec {
 /// Throws model::error on an unknown name or unreadable TorchScript file.
 layered_model make_model(const model_spec& spec);
 
+/// The width of the features a backbone built from `spec` outputs: 256 for
+/// convnet and convnet_wide, 512 for resnet18, and 256 for torchscript (what
+/// the classifier and the heads take from a user's backbone). Throws
+/// model::error for a model that is not a backbone.
+int64_t backbone_features(const model_spec& spec);
+
 /// Number of scalar parameters.
 int64_t parameter_count(const layered_model& m);
 
 /// SHA-256 (hex) of the parameters' raw bytes in named_parameters() order.
+/// Buffers (batch norm's running statistics) are not part of it.
 std::string weights_digest(const layered_model& m);
 
 } // namespace baton::model

@@ -183,6 +183,7 @@ layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
   model_spec classifier;
   classifier.name = "classifier";
   classifier.classes = classes;
+  classifier.features = backbone_features(backbone);
   classifier.seed = derive_seed(backbone.seed, "fc2");
   const layered_model head = make_model(classifier);
   layers.insert(layers.end(), head.layers().begin(), head.layers().end());

@@ -35,6 +35,12 @@ double weight_sync(double bytes, int32_t replicas, double bandwidth) {
   return 4.0 * (replicas - 1) * bytes / (replicas * bandwidth);
 }
 
+/// Times a stage's output crosses its link per microbatch: the activation
+/// forward and, when training, its gradient back.
+double link_crossings(bool forward_only) {
+  return forward_only ? 1.0 : 2.0;
+}
+
 /// T(i -> j, r) of the paper, from prefix sums.
 double stage_time(const prefix_sums& sums, size_t begin, size_t end, int32_t replicas,
                   double bandwidth) {
@@ -63,8 +69,10 @@ double stage_memory(const prefix_sums& sums, size_t begin, size_t end, int32_t i
 // has s microbatches in flight:
 //   best(1, i, m) = min_r T(i -> L, r)
 //   best(s, i, m) = min_{j, r} max(T(i -> j, r), 2 a_{j-1} / B, best(s-1, j, m-r))
-// over stages that fit the memory limit. The objective is a maximum of terms
-// that each depend on one stage or one boundary, so the recurrence is exact.
+// over stages that fit the memory limit (a_{j-1} / B for frozen, forward-only
+// stages). The objective is a maximum of terms that each depend on one stage
+// or one boundary, so the recurrence is exact. With `options.stages` set, only
+// best(stages, 0, M) is a candidate answer.
 
 struct choice {
   size_t end = 0;
@@ -76,7 +84,9 @@ public:
   planner(const std::vector<layer_cost>& layers, const partition_options& options)
       : layers_(layers), options_(options), sums_(layers), layer_count_(layers.size()),
         machines_(static_cast<size_t>(options.machines)),
-        max_stages_(std::min(layer_count_, machines_)) {
+        max_stages_(options.stages > 0 ? static_cast<size_t>(options.stages)
+                                       : std::min(layer_count_, machines_)),
+        min_stages_(options.stages > 0 ? max_stages_ : 1) {
     const size_t cells = (max_stages_ + 1) * (layer_count_ + 1) * (machines_ + 1);
     best_.assign(cells, infinity);
     choice_.assign(cells, choice{});
@@ -89,7 +99,7 @@ public:
           solve(stages, begin, machines);
     size_t best_stages = 0;
     double best = infinity;
-    for (size_t stages = 1; stages <= max_stages_; ++stages)
+    for (size_t stages = min_stages_; stages <= max_stages_; ++stages)
       if (at(stages, 0, machines_) < best) {
         best = at(stages, 0, machines_);
         best_stages = stages;
@@ -121,9 +131,10 @@ private:
     for (size_t end = first_end; end <= last_end; ++end) {
       if (stage_memory(sums_, begin, end, in_flight) > options_.memory)
         break; // longer stages only hold more
-      const double link =
-        stages == 1 ? 0.0 : 2.0 * static_cast<double>(layers_[end - 1].activation_bytes) /
-                              options_.bandwidth;
+      const double link = stages == 1 ? 0.0
+                                      : link_crossings(options_.forward_only) *
+                                          static_cast<double>(layers_[end - 1].activation_bytes) /
+                                          options_.bandwidth;
       const int32_t replicas_limit = max_replicas(machines - (stages - 1));
       for (int32_t r = 1; r <= replicas_limit; ++r) {
         double rest = 0.0;
@@ -151,7 +162,7 @@ private:
       begin = c.end;
       machines -= static_cast<size_t>(c.replicas);
     }
-    return evaluate_partition(layers_, ends, options_.bandwidth);
+    return evaluate_partition(layers_, ends, options_.bandwidth, options_.forward_only);
   }
 
   std::string infeasible_message() const {
@@ -174,6 +185,7 @@ private:
   const partition_options& options_;
   prefix_sums sums_;
   size_t layer_count_, machines_, max_stages_;
+  size_t min_stages_; ///< options.stages when set (then also max_stages_), else 1
   std::vector<double> best_;
   std::vector<choice> choice_;
 };
@@ -199,7 +211,8 @@ int32_t partition_plan::machines_used() const {
 }
 
 stage_plan evaluate_stage(const std::vector<layer_cost>& layers, size_t begin, size_t end,
-                          int32_t replicas, int32_t stages_after, double bandwidth) {
+                          int32_t replicas, int32_t stages_after, double bandwidth,
+                          bool forward_only) {
   stage_plan s;
   s.begin = begin;
   s.end = end;
@@ -213,22 +226,24 @@ stage_plan evaluate_stage(const std::vector<layer_cost>& layers, size_t begin, s
   }
   s.compute_seconds = compute / replicas;
   s.weight_sync_seconds = weight_sync(parameters, replicas, bandwidth) / replicas;
-  s.output_seconds =
-    stages_after == 0 ? 0.0
-                      : 2.0 * static_cast<double>(layers[end - 1].activation_bytes) / bandwidth;
+  s.output_seconds = stages_after == 0 ? 0.0
+                                       : link_crossings(forward_only) *
+                                           static_cast<double>(layers[end - 1].activation_bytes) /
+                                           bandwidth;
   s.memory_bytes = (parameters + activations) * s.in_flight;
   return s;
 }
 
 partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
                                   const std::vector<std::pair<size_t, int32_t>>& stage_ends,
-                                  double bandwidth) {
+                                  double bandwidth, bool forward_only) {
   partition_plan plan;
   size_t begin = 0;
   const auto count = static_cast<int32_t>(stage_ends.size());
   for (int32_t k = 0; k < count; ++k) {
     const auto [end, replicas] = stage_ends[static_cast<size_t>(k)];
-    plan.stages.push_back(evaluate_stage(layers, begin, end, replicas, count - 1 - k, bandwidth));
+    plan.stages.push_back(
+      evaluate_stage(layers, begin, end, replicas, count - 1 - k, bandwidth, forward_only));
     const auto& s = plan.stages.back();
     plan.slowest_seconds = std::max({plan.slowest_seconds, s.stage_seconds(), s.output_seconds});
     begin = end;
@@ -254,6 +269,12 @@ partition_plan plan_partition(const std::vector<layer_cost>& layers,
                 " machines, expected at least 1");
   if (!(options.bandwidth > 0))
     throw error("expected a bandwidth > 0 bytes/s");
+  if (options.stages < 0 || options.stages > options.machines ||
+      static_cast<size_t>(options.stages) > layers.size())
+    throw error("cannot split " + std::to_string(layers.size()) + " layers into " +
+                std::to_string(options.stages) + " stages on " +
+                std::to_string(options.machines) +
+                " machines: expected 1 to min(layers, machines) stages, or 0 for any");
   return planner(layers, options).run();
 }
 

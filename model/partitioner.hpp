@@ -35,6 +35,12 @@ struct partition_options {
   /// activations); infinity = unlimited.
   double memory = std::numeric_limits<double>::infinity();
   bool straight = false;    ///< no replication: every stage on one machine
+  /// Exactly this many stages (0 = the fastest number of stages up to
+  /// `machines`); at most `machines` and the number of layers.
+  int32_t stages = 0;
+  /// Frozen stages (forward only): a link carries each activation once;
+  /// training sends it forward and its gradient back, twice.
+  bool forward_only = false;
 };
 
 /// One stage of a plan: layers [begin, end) on `replicas` machines.
@@ -47,7 +53,8 @@ struct stage_plan {
   int32_t in_flight = 1;
   double compute_seconds = 0;         ///< (forward + backward) / replicas
   double weight_sync_seconds = 0;     ///< all-reduce among replicas / replicas
-  double output_seconds = 0;          ///< 2 x output activation / bandwidth (0 for the last stage)
+  /// 2 x output activation / bandwidth (1 x when forward-only; 0 for the last stage)
+  double output_seconds = 0;
   double memory_bytes = 0;            ///< per machine: (parameters + activations) x in_flight
   /// max(compute, weight sync): what PipeDream's T(i->j, m) is for this stage.
   double stage_seconds() const;
@@ -68,14 +75,15 @@ struct partition_plan {
 /// Fills a stage's figures (compute, sync, output, memory) from the layer
 /// costs; `stages_after` is the number of stages that follow it.
 stage_plan evaluate_stage(const std::vector<layer_cost>& layers, size_t begin, size_t end,
-                          int32_t replicas, int32_t stages_after, double bandwidth);
+                          int32_t replicas, int32_t stages_after, double bandwidth,
+                          bool forward_only = false);
 
 /// The figures of a whole partition (stage boundaries and replicas given),
 /// as the planner predicts them. Precondition: the stages are contiguous and
 /// cover [0, layers.size()).
 partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
                                   const std::vector<std::pair<size_t, int32_t>>& stage_ends,
-                                  double bandwidth);
+                                  double bandwidth, bool forward_only = false);
 
 /// True when every stage of `plan` fits the options (memory, machines,
 /// straight).
@@ -84,9 +92,10 @@ bool feasible(const partition_plan& plan, const partition_options& options);
 /// The partition with the smallest slowest-stage time over every contiguous
 /// split and replica assignment with at most `machines` machines in all (on
 /// ties: fewer stages, then earlier stage ends and fewer replicas in the
-/// first stage). Runs in O(L^2 M^3) for L layers and M machines. Throws
-/// model::error when no partition fits (no layers, fewer than one machine, a
-/// bandwidth <= 0, or no stages within the memory limit).
+/// first stage), or over exactly `options.stages` stages. Runs in O(L^2 M^3)
+/// for L layers and M machines. Throws model::error when no partition fits (no
+/// layers, fewer than one machine, a bandwidth <= 0, a stage count out of
+/// range, or no stages within the memory limit).
 partition_plan plan_partition(const std::vector<layer_cost>& layers,
                               const partition_options& options);
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -55,30 +56,37 @@ private:
 };
 
 /// One pass over every layer: each layer is timed on the (detached) output
-/// of the previous one; `timed` adds the times to `out`.
-void profile_pass(const layered_model& m, at::Tensor x, bool timed,
+/// of the previous one; `timed` adds the times to `out`. Without `backward`,
+/// forwards run with autograd off, as a frozen stage runs them.
+void profile_pass(const layered_model& m, at::Tensor x, bool timed, bool backward,
                   std::vector<layer_cost>& out) {
   for (size_t k = 0; k < m.size(); ++k) {
     const auto& layer = m.layers()[k];
     auto& module = const_cast<torch::nn::AnyModule&>(layer.module);
-    auto input = x.detach().requires_grad_(true);
+    auto input = x.detach().requires_grad_(backward);
     at::Tensor output;
     auto started = clock::now();
     try {
+      std::optional<torch::NoGradGuard> no_grad;
+      if (!backward)
+        no_grad.emplace();
       output = module.forward(input);
     } catch (const c10::Error& e) {
       throw error("profiling layer '" + layer.name + "': its forward rejected an input of shape " +
                   c10::str(input.sizes()) + " (" + e.what_without_backtrace() + ")");
     }
     const double forward = seconds_since(started);
-    auto gradient = torch::ones_like(output);
-    started = clock::now();
-    output.backward(gradient);
-    const double backward = seconds_since(started);
-    clear_gradients(layer);
+    double backward_time = 0;
+    if (backward) {
+      auto gradient = torch::ones_like(output);
+      started = clock::now();
+      output.backward(gradient);
+      backward_time = seconds_since(started);
+      clear_gradients(layer);
+    }
     if (timed) {
       out[k].forward_seconds += forward;
-      out[k].backward_seconds += backward;
+      out[k].backward_seconds += backward_time;
     }
     out[k].activation_bytes = static_cast<int64_t>(output.nbytes());
     x = output.detach();
@@ -107,7 +115,7 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   const auto input = at::randn(shape, generator, torch::kFloat32);
   for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass)
-    profile_pass(m, input, pass >= options.warmups, profile.layers);
+    profile_pass(m, input, pass >= options.warmups, options.backward, profile.layers);
   for (auto& layer : profile.layers) {
     layer.forward_seconds /= options.microbatches;
     layer.backward_seconds /= options.microbatches;

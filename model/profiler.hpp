@@ -21,6 +21,9 @@ struct profile_options {
   int32_t warmups = 2;                            ///< untimed microbatches first
   int32_t threads = 1;                            ///< torch intra-op threads while profiling
   uint64_t seed = 0;                              ///< synthetic input seed
+  /// false: forward only, without autograd, as frozen stages run it
+  /// (backward_seconds stay 0).
+  bool backward = true;
 };
 
 /// The measured costs of a model.
@@ -39,9 +42,11 @@ struct model_profile {
 /// that output alone (the layer is fed a detached input that requires grad,
 /// and its output gets a ones-like gradient), both averaged over
 /// `microbatches` after `warmups`. activation_bytes is the output's size and
-/// parameter_bytes the layer's parameters' size, exactly. Sets torch's
-/// intra-op threads to `threads` and restores them afterwards. The model's
-/// parameters get gradients (cleared again); their values do not change.
+/// parameter_bytes the layer's parameters' size, exactly. With
+/// `options.backward` false, each layer's forward runs under a no-grad guard
+/// and nothing else is timed. Sets torch's intra-op threads to `threads` and
+/// restores them afterwards. The model's parameters get gradients (cleared
+/// again); their values do not change.
 /// Throws model::error when a layer rejects the input shape.
 model_profile profile_model(const layered_model& m, const profile_options& options);
 

@@ -1,10 +1,52 @@
 #include "model/stage_trainer.hpp"
 
+#include <optional>
+
 #include <torch/torch.h>
 
 #include "model/error.hpp"
 
 namespace baton::model {
+
+namespace {
+
+/// Evaluation mode for the lifetime of the scope, then training mode again
+/// (a stage_trainer's layers are in training mode between calls), also when
+/// the forward throws.
+class evaluation_scope {
+public:
+  explicit evaluation_scope(layered_model& m) : model_(m) { model_.train(false); }
+  ~evaluation_scope() { model_.train(true); }
+  evaluation_scope(const evaluation_scope&) = delete;
+  evaluation_scope& operator=(const evaluation_scope&) = delete;
+
+private:
+  layered_model& model_;
+};
+
+/// Copies of a model's buffers, put back when the scope ends. The buffers
+/// must not be written between a forward and its backward (autograd saved
+/// them and checks their version), so the scope has to end after backward.
+class buffers_kept {
+public:
+  explicit buffers_kept(const layered_model& m) : buffers_(m.buffers()) {
+    for (const auto& b : buffers_)
+      copies_.push_back(b.clone());
+  }
+  ~buffers_kept() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_.size(); ++i)
+      buffers_[i].copy_(copies_[i]);
+  }
+  buffers_kept(const buffers_kept&) = delete;
+  buffers_kept& operator=(const buffers_kept&) = delete;
+
+private:
+  std::vector<at::Tensor> buffers_;
+  std::vector<at::Tensor> copies_;
+};
+
+} // namespace
 
 stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, stash_mode mode)
   : layers_(std::move(layers)), optimizer_(optimizer), mode_(mode) {
@@ -19,26 +61,50 @@ stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, sta
   versions_[0] = {std::move(data), 0};
 }
 
-at::Tensor stage_trainer::forward(int64_t id, const at::Tensor& input, bool first_stage) {
+at::Tensor stage_trainer::forward(int64_t id, const at::Tensor& input, bool first_stage,
+                                  int64_t version) {
   if (stash_.count(id) != 0)
     throw error("stage forward: microbatch " + std::to_string(id) + " is already in flight");
+  if (version < 0)
+    version = version_;
+  if (!holds(version))
+    throw error("stage forward: microbatch " + std::to_string(id) + " asks for weight version " +
+                std::to_string(version) + ", which this stage no longer holds (current " +
+                std::to_string(version_) + ")");
   stashed s;
   s.input = input;
   s.first_stage = first_stage;
-  s.version = version_;
+  s.version = version;
   s.leaf = first_stage ? input : input.detach().requires_grad_(true);
+  if (version != version_)
+    use_parameters(versions_.at(version).parameters);
   {
     torch::AutoGradMode grad{mode_ == stash_mode::stash};
     s.output = layers_.forward(s.leaf);
   }
+  if (version != version_)
+    use_parameters(versions_.at(version_).parameters);
   auto out = s.output.detach();
-  versions_[version_].users += 1;
+  versions_[version].users += 1;
   stash_.emplace(id, std::move(s));
   return out;
 }
 
-at::Tensor stage_trainer::infer(const at::Tensor& input) const {
+void stage_trainer::retain_from(int64_t v) {
+  if (retain_from_ != INT64_MAX && v < retain_from_)
+    throw error("stage: vertical sync asked for version " + std::to_string(v) + " after " +
+                std::to_string(retain_from_) + " (versions must not go back)");
+  retain_from_ = v;
+  for (auto it = versions_.begin(); it != versions_.end();) {
+    auto next = std::next(it);
+    drop_unused(it->first);
+    it = next;
+  }
+}
+
+at::Tensor stage_trainer::infer(const at::Tensor& input) {
   torch::NoGradGuard no_grad;
+  evaluation_scope evaluation(layers_);
   return layers_.forward(input);
 }
 
@@ -60,13 +126,18 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
   stash_.erase(it);
   backward_result result;
   result.forward_version = s.version;
+  // Until the backward is done (see buffers_kept).
+  std::optional<buffers_kept> running_statistics;
   if (mode_ == stash_mode::stash) {
     // The graph was built with version s.version: make the parameters that
     // version again for the duration of the backward.
     use_parameters(versions_.at(s.version).parameters);
     result.backward_version = s.version;
   } else {
-    // No stash: recompute the forward with the weights of now.
+    // No stash: recompute the forward with the weights of now. The forward
+    // of `id` already updated the running statistics; a second update would
+    // count the microbatch twice.
+    running_statistics.emplace(layers_);
     s.leaf = s.first_stage ? s.input : s.input.detach().requires_grad_(true);
     s.output = layers_.forward(s.leaf);
     result.backward_version = version_;
@@ -93,18 +164,50 @@ void stage_trainer::use_parameters(const std::vector<at::Tensor>& data) {
 }
 
 void stage_trainer::release(int64_t version) {
-  auto& entry = versions_.at(version);
-  entry.users -= 1;
-  if (entry.users == 0 && version != version_)
-    versions_.erase(version);
+  versions_.at(version).users -= 1;
+  drop_unused(version);
+}
+
+/// Drops `version` unless it is current, used, or kept for vertical sync.
+void stage_trainer::drop_unused(int64_t version) {
+  auto it = versions_.find(version);
+  if (it != versions_.end() && it->second.users == 0 && version != version_ &&
+      version < retain_from_)
+    versions_.erase(it);
+}
+
+std::vector<at::Tensor> stage_trainer::take_gradients() {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> out;
+  for (auto& p : parameters_) {
+    out.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    if (p.grad().defined())
+      p.mutable_grad().zero_();
+  }
+  return out;
 }
 
 void stage_trainer::step() {
+  std::vector<at::Tensor> accumulated;
+  for (const auto& p : parameters_)
+    accumulated.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
+  step(accumulated);
+}
+
+void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
+  if (gradients.size() != parameters_.size())
+    throw error("stage step: " + std::to_string(gradients.size()) + " gradients for " +
+                std::to_string(parameters_.size()) + " parameters");
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    if (!gradients[i].sizes().equals(parameters_[i].sizes()) ||
+        gradients[i].scalar_type() != parameters_[i].scalar_type())
+      throw error("stage step: gradient " + std::to_string(i) +
+                  " does not match its parameter's shape and type");
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> next;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto& p = parameters_[i];
-    auto grad = p.grad().defined() ? p.grad() : torch::zeros_like(p);
+    auto grad = gradients[i];
     if (optimizer_.weight_decay != 0)
       grad = grad + optimizer_.weight_decay * p.detach();
     // Same arithmetic as torch::optim::SGD (momentum buffer starts as the
@@ -120,8 +223,7 @@ void stage_trainer::step() {
   auto previous = version_++;
   versions_[version_] = {next, 0};
   use_parameters(next);
-  if (versions_.at(previous).users == 0)
-    versions_.erase(previous);
+  drop_unused(previous);
 }
 
 } // namespace baton::model

@@ -11,6 +11,17 @@
 // backward, the stage swaps in the parameters of the microbatch's forward
 // version, runs autograd, and swaps the current version back: the backward of
 // m uses exactly the weights its forward used.
+//
+// Buffers (batch norm's running_mean, running_var, num_batches_tracked) are
+// not parameters and are not versioned: there is one copy, updated in place
+// by every training forward, in the order the microbatches arrive (the
+// schedule's forward order, which is the source's order on every stage).
+// Backward and step never touch them; without stashing, the recomputed
+// forward at backward leaves them as they were (the microbatch's statistics
+// were taken by its forward, once). infer() runs in evaluation mode: it uses
+// the current running statistics and does not change them. A replica of a
+// stage keeps its own buffers (gradients are summed in a group, buffers are
+// not). weights_digest() and checkpoints cover parameters only, not buffers.
 
 #include <cstdint>
 #include <map>
@@ -43,13 +54,27 @@ class stage_trainer {
 public:
   stage_trainer(layered_model layers, optimizer_spec optimizer, stash_mode mode);
 
-  /// Forward of microbatch `id` with the current weights. `first_stage`:
-  /// the input needs no gradient. Returns the output, detached (to send).
+  /// Forward of microbatch `id` with the current weights, or with the held
+  /// version `version` (vertical sync: the version the input stage chose).
+  /// `first_stage`: the input needs no gradient. Returns the output,
+  /// detached (to send). In training mode: batch norm normalises with the
+  /// microbatch's statistics and updates its running statistics (buffers).
   /// Precondition: `id` is not in flight.
-  at::Tensor forward(int64_t id, const at::Tensor& input, bool first_stage);
+  at::Tensor forward(int64_t id, const at::Tensor& input, bool first_stage,
+                     int64_t version = -1);
 
-  /// Forward without autograd state, with the current weights (evaluation).
-  at::Tensor infer(const at::Tensor& input) const;
+  /// Vertical sync: no later forward will ask for a version older than `v`;
+  /// versions from `v` on are kept even when no microbatch uses them yet.
+  void retain_from(int64_t v);
+
+  /// Whether version `v` is held (the current one or a kept older one).
+  bool holds(int64_t v) const { return versions_.count(v) != 0; }
+
+  /// Forward without autograd state, with the current weights (evaluation),
+  /// in evaluation mode: batch norm uses its running statistics and leaves
+  /// them unchanged. Not const: the layers are switched to evaluation mode
+  /// for the call and back to training mode after it (also on an exception).
+  at::Tensor infer(const at::Tensor& input);
 
   /// Backward of microbatch `id` given dL/d(output). Gradients accumulate
   /// into the parameters until step(). Precondition: forward(id) ran.
@@ -61,6 +86,14 @@ public:
 
   /// One SGD step over the accumulated gradients (then zeroed): version + 1.
   void step();
+
+  /// The accumulated gradients (zeros for parameters that got none), copied;
+  /// the accumulators are zeroed. A replica's contribution to its group.
+  std::vector<at::Tensor> take_gradients();
+
+  /// One SGD step with `gradients` (one per parameter, in parameters'
+  /// order) instead of the accumulated ones: version + 1.
+  void step(const std::vector<at::Tensor>& gradients);
 
   /// The current weight version (0 before any step).
   int64_t version() const { return version_; }
@@ -89,6 +122,7 @@ private:
                                const at::Tensor* labels, int32_t scale);
   void use_parameters(const std::vector<at::Tensor>& data);
   void release(int64_t version);
+  void drop_unused(int64_t version);
 
   layered_model layers_;
   std::vector<at::Tensor> parameters_; ///< the parameter variables (leaves)
@@ -96,6 +130,7 @@ private:
   optimizer_spec optimizer_;
   stash_mode mode_;
   int64_t version_ = 0;
+  int64_t retain_from_ = INT64_MAX; ///< vertical sync: keep versions >= this
   std::map<int64_t, stashed> stash_;
   std::map<int64_t, version_entry> versions_;
 };

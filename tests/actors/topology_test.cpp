@@ -455,6 +455,104 @@ TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
   EXPECT_EQ(embedded.stages[1].node, "");
 }
 
+// -- backbone.split: auto ----------------------------------------------------------------
+
+// The stages are contiguous, non-empty and cover the backbone's 16 layers.
+void expect_cover(const topology& t, size_t count) {
+  ASSERT_EQ(t.stages.size(), count);
+  size_t begin = 0;
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(t.stages[i].name, "stage" + std::to_string(i));
+    EXPECT_EQ(t.stages[i].begin, begin);
+    EXPECT_LT(t.stages[i].begin, t.stages[i].end);
+    begin = t.stages[i].end;
+  }
+  EXPECT_EQ(begin, 16u);
+}
+
+TEST_F(topology_test, split_auto_plans_three_stages_by_default) {
+  auto t = load(tasks_and_heads + "backbone:\n  split: auto\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_TRUE(t->split_auto);
+  expect_cover(*t, 3);
+  // An explicit split is not planned.
+  t = load_topology(reference_file);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_FALSE(t->split_auto);
+}
+
+TEST_F(topology_test, split_auto_stage_count) {
+  auto t = load(tasks_and_heads + "backbone: {split: auto, stages: 5}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_TRUE(t->split_auto);
+  expect_cover(*t, 5);
+  // Placing the stages on nodes asks for one stage per node named.
+  t = load(two_nodes + tasks_and_heads + "backbone: {split: auto, place: [n2, n1]}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  expect_cover(*t, 2);
+  EXPECT_EQ(t->stages[0].node, "n2");
+  EXPECT_EQ(t->stages[1].node, "n1");
+  t = load(two_nodes + tasks_and_heads + "backbone: {split: auto, stages: 2, place: [n2, n1]}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  expect_cover(*t, 2);
+  // Nodes without placement: the default count, round-robin as always.
+  t = load(two_nodes + tasks_and_heads + "backbone: {split: auto}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  expect_cover(*t, 3);
+  EXPECT_EQ(t->stages[0].node, "n2");
+}
+
+TEST_F(topology_test, split_auto_from_set_replaces_the_list) {
+  auto t = load_topology(reference_file, {"backbone.split=auto"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_TRUE(t->split_auto);
+  expect_cover(*t, 3);
+  t = load_topology(reference_file, {"backbone.split=auto", "backbone.stages=16"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  expect_cover(*t, 16);
+  // And back: a list replaces `auto`.
+  t = load_topology(reference_file, {"backbone.split=auto", "backbone.split=[pool2]"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_FALSE(t->split_auto);
+  EXPECT_EQ(t->stages.size(), 2u);
+  expect_error(load_topology(reference_file, {"backbone.split=auto", "backbone.stages=0"}),
+               {"--set backbone.stages=0: 'backbone.stages' must be an integer from 1 to the "
+                "backbone's 16 layers, got '0'"});
+}
+
+TEST_F(topology_test, split_auto_stage_count_out_of_range) {
+  for (const char* count : {"0", "17", "-1", "two"})
+    expect_error_at(tasks_and_heads + "backbone:\n  split: auto\n  stages: " + count + "\n",
+                    "stages:", {"'backbone.stages' must be an integer from 1 to the backbone's "
+                                "16 layers, got '" + std::string(count) + "'"});
+  expect_error_at(two_nodes + tasks_and_heads + "backbone:\n  split: auto\n  place: []\n",
+                  "place: []", {"'backbone.place' names 0 nodes, one per stage, but split: auto "
+                                "plans from 1 stage to one per layer (16)"});
+}
+
+TEST_F(topology_test, split_auto_contradictions) {
+  std::string text = two_nodes + tasks_and_heads
+                     + "backbone:\n  split: auto\n  stages: 3\n  place: [n1, n2]\n";
+  expect_error_at(text, "stages: 3",
+                  {"'backbone.stages' is 3 but 'backbone.place' (", "topology.yaml:"
+                   + std::to_string(line_of(text, "place:")) + ") names 2 nodes, one per stage"});
+  text = tasks_and_heads + "backbone:\n  split: [pool1]\n  stages: 2\n";
+  expect_error_at(text, "stages: 2", {"'backbone.stages' applies to split: auto only"});
+  text = tasks_and_heads + "backbone:\n  stages: 2\n";
+  expect_error_at(text, "stages: 2", {"'backbone.stages' applies to split: auto only"});
+  text = tasks_and_heads + "backbone:\n  split: automatic\n";
+  expect_error_at(text, "split:", {"'backbone.split' must be a list of layer names, or auto, "
+                                   "got 'automatic'"});
+}
+
+TEST_F(topology_test, split_auto_is_for_the_transfer_job_only) {
+  std::string text = "job: pipeline\n" + tasks_and_heads
+                     + "backbone:\n  split: auto\npipeline:\n  stages: [{last_layer: fc2}]\n";
+  expect_error_at(text, "split: auto",
+                  {"'backbone.split' is auto, but job: pipeline takes its stages from the "
+                   "'pipeline' section (`baton profile` then `baton plan --out` writes one)"});
+}
+
 // -- robustness -----------------------------------------------------------------------
 
 TEST_F(topology_test, garbage_is_an_error_value_never_an_exception) {

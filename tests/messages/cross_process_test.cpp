@@ -47,6 +47,7 @@ caf::behavior echo_actor(caf::event_based_actor*) {
   return {
     [](const microbatch& x) { return x; },
     [](const gradient& x) { return x; },
+    [](const tensor_set& x) { return x; },
     [](const credit& x) { return x; },
     [](const control& x) { return x; },
     [](const actor_report& x) { return x; },
@@ -262,7 +263,7 @@ std::string cross_process::failure_;
 
 TEST_F(cross_process, every_type_of_the_id_block_round_trips) {
   constexpr auto count = caf::id_block::baton::end - caf::id_block::baton::begin;
-  static_assert(count == 8, "a new message type also needs a sample in message_testing.hpp");
+  static_assert(count == 9, "a new message type also needs a sample in message_testing.hpp");
   round_trip_each(std::make_integer_sequence<caf::type_id_t, count>{});
 }
 
@@ -295,6 +296,32 @@ TEST_F(cross_process, oversized_tensor_arrives_invalid_instead_of_vanishing) {
   x.payload = at::zeros({int64_t{64 << 20} + 1}, at::kByte);
   auto y = echo(x);
   EXPECT_TRUE(is(y.invalid, errc::payload_too_large)) << describe(y.invalid);
+}
+
+TEST_F(cross_process, tensor_sets_of_many_tensors_round_trip) {
+  auto x = sample(tag<tensor_set>{});
+  x.kind = "weights";
+  for (int i = 0; i < 40; ++i)
+    x.tensors.push_back(pattern({int64_t{1} << (i % 16)}, i % 2 ? at::kFloat : at::kDouble));
+  expect_same(x, echo(x));
+  tensor_set empty;
+  empty.kind = "gradients";
+  expect_same(empty, echo(empty));
+}
+
+TEST_F(cross_process, tensor_set_with_an_oversized_tensor_arrives_invalid) {
+  auto x = sample(tag<tensor_set>{});
+  x.tensors.push_back(at::zeros({int64_t{64 << 20} + 1}, at::kByte));
+  auto y = echo(x);
+  EXPECT_TRUE(is(y.invalid, errc::payload_too_large)) << describe(y.invalid);
+  EXPECT_NE(describe(y.invalid).find("gradients[7]"), std::string::npos) << describe(y.invalid);
+}
+
+TEST_F(cross_process, actor_report_with_a_trace_round_trips) {
+  auto x = sample(tag<actor_report>{});
+  for (int64_t i = 0; i < 20000; ++i)
+    x.trace.push_back({i % 2 ? "backward" : "forward", 1718000000000000 + 50 * i, 40, i, i / 4});
+  expect_same(x, echo(x));
 }
 
 TEST_F(cross_process, invalid_message_stays_invalid) {

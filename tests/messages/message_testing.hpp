@@ -89,6 +89,23 @@ inline gradient sample(tag<gradient>) {
   return x;
 }
 
+inline tensor_set sample(tag<tensor_set>) {
+  tensor_set x;
+  x.kind = "gradients";
+  x.from = "stage-2-replica-1";
+  x.replica = 1;
+  x.step = 7;
+  x.step_size = 4;
+  x.tensors = {pattern({256, 64}, at::kFloat), // 64 KiB: referenced by the message
+               pattern({64}, at::kDouble),
+               pattern({3, 5, 7}, at::kHalf),  // 210 bytes: copied, not whole words
+               at::scalar_tensor(5, at::kLong),
+               at::empty({0, 8}, at::kBFloat16),
+               at::Tensor{},                   // a parameter without gradient
+               pattern({2, 3}, at::kBool)};
+  return x;
+}
+
 inline credit sample(tag<credit>) {
   credit x;
   x.microbatch_id = 41;
@@ -119,6 +136,11 @@ inline actor_report sample(tag<actor_report>) {
   x.weights_digest = std::string(64, 'f');
   x.edges = {{"stage-1", "head-footwear", 938, 123456789}, {"head-footwear", "stage-1", 938, 4242}};
   x.epochs = {{0, 0.5, 0.81, 60000}, {1, 0.3, 0.87, 60000}};
+  x.bubble_seconds = 0.125;
+  x.trace = {{"forward", 1718000000123456, 1500, 42, 12},
+             {"backward", 1718000000125000, 3100, 42, 12},
+             {"step", 1718000000128200, 800, -1, 13},
+             {"", 0, 0, -1, -1}};
   return x;
 }
 
@@ -176,6 +198,18 @@ inline void expect_same(const gradient& a, const gradient& b) {
   expect_same_tensor(a.value, b.value, "gradient");
 }
 
+inline void expect_same(const tensor_set& a, const tensor_set& b) {
+  EXPECT_FALSE(b.invalid) << describe(b.invalid);
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.from, b.from);
+  EXPECT_EQ(a.replica, b.replica);
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.step_size, b.step_size);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i)
+    expect_same_tensor(a.tensors[i], b.tensors[i], ("tensors[" + std::to_string(i) + "]").c_str());
+}
+
 inline void expect_same(const credit& a, const credit& b) {
   EXPECT_FALSE(b.invalid) << describe(b.invalid);
   EXPECT_EQ(a.microbatch_id, b.microbatch_id);
@@ -215,6 +249,15 @@ inline void expect_same(const actor_report& a, const actor_report& b) {
     EXPECT_EQ(a.epochs[i].train_loss, b.epochs[i].train_loss);
     EXPECT_EQ(a.epochs[i].test_accuracy, b.epochs[i].test_accuracy);
     EXPECT_EQ(a.epochs[i].samples, b.epochs[i].samples);
+  }
+  EXPECT_EQ(a.bubble_seconds, b.bubble_seconds);
+  ASSERT_EQ(a.trace.size(), b.trace.size());
+  for (size_t i = 0; i < a.trace.size(); ++i) {
+    EXPECT_EQ(a.trace[i].kind, b.trace[i].kind);
+    EXPECT_EQ(a.trace[i].start_us, b.trace[i].start_us);
+    EXPECT_EQ(a.trace[i].duration_us, b.trace[i].duration_us);
+    EXPECT_EQ(a.trace[i].microbatch_id, b.trace[i].microbatch_id);
+    EXPECT_EQ(a.trace[i].weight_version, b.trace[i].weight_version);
   }
 }
 

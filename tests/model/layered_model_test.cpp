@@ -1,5 +1,6 @@
 #include "model/layered_model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -7,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/error.hpp"
+#include "model/local.hpp"
 
 using namespace baton::model;
 
@@ -66,6 +68,74 @@ TEST(layered_model, convnet_slices_compose_bit_for_bit) {
   expect_slices_compose(m, input({4, 1, 28, 28}, 2));
 }
 
+TEST(layered_model, resnet18_layers_shapes_and_parameter_count) {
+  auto m = make_model(spec_of("resnet18", 1));
+  EXPECT_EQ(m.layer_names(),
+            (std::vector<std::string>{"conv1", "bn1", "relu", "maxpool", "layer1_0", "layer1_1",
+                                      "layer2_0", "layer2_1", "layer3_0", "layer3_1", "layer4_0",
+                                      "layer4_1", "avgpool", "flatten"}));
+  // torchvision's resnet18 has 11,689,512 parameters, 513,000 of them in fc.
+  EXPECT_EQ(parameter_count(m), 11689512 - 513000);
+  // Parameter keys follow torchvision's (layer2.0.downsample.0 -> layer2_0.downsample.0).
+  auto params = m.named_parameters();
+  auto has = [&](const std::string& key) {
+    return std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.first == key; });
+  };
+  EXPECT_TRUE(has("layer2_0.downsample.0.weight"));
+  EXPECT_TRUE(has("layer2_0.downsample.1.bias"));
+  EXPECT_FALSE(has("layer1_0.downsample.0.weight")); // same stride and channels
+  EXPECT_EQ(backbone_features(spec_of("resnet18", 1)), 512);
+  EXPECT_EQ(backbone_features(spec_of("convnet", 1)), 256);
+  EXPECT_THROW(backbone_features(spec_of("head", 1)), error);
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(m.forward(input({3, 3, 32, 32}, 1)).sizes(), (std::vector<int64_t>{3, 512}));
+}
+
+TEST(layered_model, resnet18_slices_compose_bit_for_bit_in_evaluation_mode) {
+  auto m = make_model(spec_of("resnet18", 2));
+  m.train(false);
+  expect_slices_compose(m, input({2, 3, 32, 32}, 2));
+}
+
+TEST(layered_model, resnet18_initialisation_as_torchvision) {
+  auto a = make_model(spec_of("resnet18", 5));
+  EXPECT_EQ(weights_digest(a), weights_digest(make_model(spec_of("resnet18", 5))));
+  EXPECT_NE(weights_digest(a), weights_digest(make_model(spec_of("resnet18", 6))));
+  for (const auto& [name, p] : a.named_parameters()) {
+    if (p.dim() == 4) { // convolutions: kaiming normal, fan_out, relu gain
+      const auto fan_out = static_cast<double>(p.size(0) * p.size(2) * p.size(3));
+      const double expected = std::sqrt(2.0 / fan_out);
+      EXPECT_NEAR(p.mean().item<double>(), 0.0, 0.05 * expected) << name;
+      EXPECT_NEAR(p.std().item<double>(), expected, 0.05 * expected) << name;
+    } else if (name.find("weight") != std::string::npos) { // batch norm
+      EXPECT_TRUE(torch::equal(p, torch::ones_like(p))) << name;
+    } else {
+      EXPECT_TRUE(torch::equal(p, torch::zeros_like(p))) << name;
+    }
+  }
+  // Buffers: 3 per batch norm (20 of them), at their initial values.
+  auto buffers = a.named_buffers();
+  ASSERT_EQ(buffers.size(), 60u);
+  EXPECT_EQ(buffers.front().first, "bn1.running_mean");
+  for (const auto& [name, b] : buffers) {
+    const bool variance = name.find("running_var") != std::string::npos;
+    EXPECT_TRUE(torch::equal(b, variance ? torch::ones_like(b) : torch::zeros_like(b))) << name;
+  }
+  EXPECT_TRUE(make_model(spec_of("convnet", 1)).named_buffers().empty());
+}
+
+TEST(layered_model, pretrain_model_classifier_takes_the_backbone_features) {
+  auto resnet = make_pretrain_model(spec_of("resnet18", 3), 10);
+  EXPECT_EQ(resnet.layer_names().back(), "fc2");
+  EXPECT_EQ(resnet.named_parameters().back().first, "fc2.bias");
+  EXPECT_EQ(parameter_count(resnet), 11689512 - 513000 + 512 * 10 + 10);
+  resnet.train(false);
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(resnet.forward(input({2, 3, 32, 32}, 3)).sizes(), (std::vector<int64_t>{2, 10}));
+  auto convnet = make_pretrain_model(spec_of("convnet", 3), 10);
+  EXPECT_EQ(convnet.forward(input({2, 1, 28, 28}, 3)).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
 TEST(layered_model, head_and_classifier) {
   auto head = make_model(spec_of("head", 3, 4));
   EXPECT_EQ(head.layer_names(), (std::vector<std::string>{"fc1", "relu1", "fc2"}));
@@ -74,6 +144,11 @@ TEST(layered_model, head_and_classifier) {
   auto classifier = make_model(spec_of("classifier", 3, 10));
   EXPECT_EQ(classifier.layer_names(), std::vector<std::string>{"fc2"});
   EXPECT_EQ(parameter_count(classifier), 2570);
+  model_spec wide = spec_of("classifier", 3, 10);
+  wide.features = 512;
+  EXPECT_EQ(parameter_count(make_model(wide)), 5130);
+  wide.features = 0;
+  EXPECT_THROW(make_model(wide), error);
 }
 
 TEST(layered_model, mlp_slices_compose_and_has_20m_parameters) {

@@ -240,3 +240,116 @@ TEST(stage_trainer, one_f_one_b_matches_a_by_hand_reference_over_many_steps) {
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_TRUE(torch::allclose(got[i], weights.back()[i], 1e-4, 1e-6)) << i;
 }
+
+// -- batch norm buffers (resnet18) ------------------------------------------------
+
+namespace {
+
+/// The first five layers of resnet18 (conv1 bn1 relu maxpool layer1_0): three
+/// batch norms, 3x32x32 input.
+layered_model resnet_slice() {
+  model_spec spec;
+  spec.name = "resnet18";
+  spec.seed = 11;
+  return make_model(spec).slice(0, 5);
+}
+
+at::Tensor images(int64_t batch, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return at::randn({batch, 3, 32, 32}, gen);
+}
+
+std::vector<at::Tensor> buffer_copies(const stage_trainer& stage) {
+  std::vector<at::Tensor> out;
+  for (const auto& b : stage.layers().buffers())
+    out.push_back(b.clone());
+  return out;
+}
+
+void expect_buffers_equal(const stage_trainer& stage, const std::vector<at::Tensor>& expected) {
+  auto named = stage.layers().named_buffers();
+  ASSERT_EQ(named.size(), expected.size());
+  for (size_t i = 0; i < named.size(); ++i)
+    EXPECT_TRUE(torch::equal(named[i].second, expected[i])) << named[i].first;
+}
+
+} // namespace
+
+// Evaluation uses the running statistics, changes none of them, and leaves
+// the stage in training mode.
+TEST(stage_trainer, infer_runs_in_evaluation_mode_and_leaves_buffers_unchanged) {
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::stash};
+  stage.forward(0, images(4, 1), true); // running statistics away from 0 and 1
+  const auto before = buffer_copies(stage);
+  ASSERT_EQ(before.size(), 9u);
+  const auto x = images(4, 2);
+  const auto inferred = stage.infer(x);
+  expect_buffers_equal(stage, before);
+  for (const auto& layer : stage.layers().layers())
+    EXPECT_TRUE(layer.module.ptr()->is_training()) << layer.name;
+  // The same as an evaluation-mode forward of the same layers...
+  auto reference = stage.layers();
+  reference.train(false);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(inferred, reference.forward(x)));
+  reference.train(true);
+  // ...and not a training-mode one (batch statistics): the check can fail.
+  EXPECT_FALSE(torch::allclose(inferred, reference.forward(x), 1e-4, 1e-5));
+}
+
+TEST(stage_trainer, training_forward_updates_running_statistics_once) {
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::stash};
+  const auto before = buffer_copies(stage);
+  stage.forward(0, images(4, 1), true);
+  auto named = stage.layers().named_buffers();
+  ASSERT_EQ(named[0].first, "bn1.running_mean");
+  EXPECT_FALSE(torch::equal(named[0].second, before[0]));
+  EXPECT_EQ(named[2].first, "bn1.num_batches_tracked");
+  EXPECT_EQ(named[2].second.item<int64_t>(), 1);
+  // Backward and step leave the buffers alone.
+  const auto after_forward = buffer_copies(stage);
+  stage.backward(0, at::ones({4, 64, 8, 8}));
+  stage.step();
+  expect_buffers_equal(stage, after_forward);
+}
+
+// Without stashing the backward recomputes the forward: the running
+// statistics must not count the microbatch a second time.
+TEST(stage_trainer, recomputed_forward_leaves_buffers_as_after_the_forward) {
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::none};
+  stage.forward(0, images(4, 1), true);
+  stage.forward(1, images(4, 2), true);
+  const auto after_forwards = buffer_copies(stage);
+  auto r = stage.backward(0, at::ones({4, 64, 8, 8}));
+  EXPECT_EQ(r.backward_version, 0);
+  expect_buffers_equal(stage, after_forwards);
+  stage.step();
+  stage.backward(1, at::ones({4, 64, 8, 8}));
+  expect_buffers_equal(stage, after_forwards);
+  EXPECT_EQ(stage.layers().named_buffers()[2].second.item<int64_t>(), 2);
+}
+
+// 1F1B with batch norm: later forwards update the running statistics in
+// place while earlier microbatches wait for their backward; autograd must
+// not reject that, and the backward still uses the forward's weights.
+TEST(stage_trainer, batch_norm_stage_interleaves_forwards_and_backwards) {
+  const auto x0 = images(4, 1), x1 = images(4, 2), x2 = images(4, 3);
+  const auto ones = at::ones({4, 64, 8, 8});
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::stash};
+  stage.forward(0, x0, true);
+  stage.forward(1, x1, true);
+  stage.backward(0, ones);
+  stage.step();
+  stage.forward(2, x2, true);
+  auto r = stage.backward(1, ones);
+  EXPECT_EQ(r.forward_version, 0);
+  EXPECT_EQ(r.backward_version, 0);
+  // Reference: microbatch 1's gradient on the initial weights.
+  auto reference = resnet_slice();
+  reference.forward(x1).backward(ones);
+  auto got = stage.layers().parameters();
+  auto expected = reference.parameters();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i].grad(), expected[i].grad(), 1e-4, 1e-6)) << i;
+}

@@ -1,0 +1,52 @@
+#include "actors/fanout.hpp"
+
+#include <caf/send.hpp>
+
+#include "messages/codec.hpp"
+#include "messages/type_ids.hpp"
+
+namespace baton::actors {
+
+void fanout::add(caf::actor receiver, const std::string& from, const std::string& to,
+                 int32_t window) {
+  receivers_.push_back({std::move(receiver), credit_window{window}, {from, to, 0, 0}});
+}
+
+size_t fanout::pick(const messages::microbatch& m) const {
+  if (m.eval)
+    return 0;
+  return static_cast<size_t>(m.index_in_step) % receivers_.size();
+}
+
+bool fanout::can_send(const messages::microbatch& m) const {
+  return receivers_[pick(m)].window.can_send();
+}
+
+void fanout::send(caf::event_based_actor* self, messages::microbatch m) {
+  auto& r = receivers_[pick(m)];
+  r.window.on_send();
+  r.edge.messages += 1;
+  r.edge.bytes += messages::payload_bytes(m);
+  self->send(r.handle, std::move(m));
+}
+
+void fanout::broadcast(caf::event_based_actor* self, const messages::control& c) const {
+  for (const auto& r : receivers_)
+    self->send(r.handle, c);
+}
+
+bool fanout::on_credit(const caf::actor& from, int32_t slots) {
+  for (auto& r : receivers_)
+    if (r.handle == from)
+      return r.window.on_credit(slots);
+  return false;
+}
+
+std::vector<messages::edge_stats> fanout::edges() const {
+  std::vector<messages::edge_stats> out;
+  for (const auto& r : receivers_)
+    out.push_back(r.edge);
+  return out;
+}
+
+} // namespace baton::actors

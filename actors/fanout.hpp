@@ -1,0 +1,58 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "actors/credit_window.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// The receivers of an actor's microbatches: the next stage, or its replicas,
+/// each behind its own credit window.
+///
+/// Dealing is the same rule at every sender: a training microbatch goes to
+/// replica `index_in_step % replicas`, an evaluation microbatch to replica 0.
+/// So replica j of every replicated stage sees the same share of every
+/// minibatch, whichever replica of the stage before sent it, and one replica
+/// evaluates (its accuracy is the stage's).
+class fanout {
+public:
+  /// Adds the next receiver (replicas in their order) with `window` slots.
+  void add(caf::actor receiver, const std::string& from, const std::string& to, int32_t window);
+
+  size_t size() const { return receivers_.size(); }
+
+  /// Which receiver `m` goes to. Precondition: size() > 0.
+  size_t pick(const messages::microbatch& m) const;
+
+  /// Whether `m`'s receiver has a free slot.
+  bool can_send(const messages::microbatch& m) const;
+
+  /// Sends `m` to its receiver and counts it. Precondition: can_send(m).
+  void send(caf::event_based_actor* self, messages::microbatch m);
+
+  /// Sends `c` to every receiver (each needs every control, in order).
+  void broadcast(caf::event_based_actor* self, const messages::control& c) const;
+
+  /// Credits the window of the receiver `from`; false when `from` is not a
+  /// receiver or credits more than was sent.
+  bool on_credit(const caf::actor& from, int32_t slots);
+
+  /// Traffic per edge, one per receiver.
+  std::vector<messages::edge_stats> edges() const;
+
+private:
+  struct receiver {
+    caf::actor handle;
+    credit_window window;
+    messages::edge_stats edge;
+  };
+  std::vector<receiver> receivers_;
+};
+
+} // namespace baton::actors

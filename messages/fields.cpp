@@ -1,0 +1,307 @@
+#include "messages/fields.hpp"
+
+#include <utility>
+#include <vector>
+
+#include "messages/errc.hpp"
+
+namespace baton::messages::detail {
+
+namespace {
+
+/// "gradients[3]": how errors name entry `index` of a tensor set.
+std::string entry_name(const std::string& kind, size_t index) {
+  return (kind.empty() ? std::string{"tensors"} : kind) + "[" + std::to_string(index) + "]";
+}
+
+// Lists of an actor report.
+
+void write_edges(wire::ActorReport::Builder b, const std::vector<edge_stats>& xs) {
+  auto edges = b.initEdges(static_cast<unsigned>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto out = edges[static_cast<unsigned>(i)];
+    out.setFrom(text_of(xs[i].from));
+    out.setTo(text_of(xs[i].to));
+    out.setMessages(xs[i].messages);
+    out.setBytes(xs[i].bytes);
+  }
+}
+
+void write_epochs(wire::ActorReport::Builder b, const std::vector<epoch_result>& xs) {
+  auto epochs = b.initEpochs(static_cast<unsigned>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto out = epochs[static_cast<unsigned>(i)];
+    out.setEpoch(xs[i].epoch);
+    out.setTrainLoss(xs[i].train_loss);
+    out.setTestAccuracy(xs[i].test_accuracy);
+    out.setSamples(xs[i].samples);
+  }
+}
+
+void write_trace(wire::ActorReport::Builder b, const std::vector<trace_event>& xs) {
+  auto trace = b.initTrace(static_cast<unsigned>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto out = trace[static_cast<unsigned>(i)];
+    out.setKind(text_of(xs[i].kind));
+    out.setStartUs(xs[i].start_us);
+    out.setDurationUs(xs[i].duration_us);
+    out.setMicrobatchId(xs[i].microbatch_id);
+    out.setWeightVersion(xs[i].weight_version);
+  }
+}
+
+} // namespace
+
+// -- text ------------------------------------------------------------------------
+
+capnp::Text::Reader text_of(const std::string& x) {
+  return {x.c_str(), x.size()};
+}
+
+std::string string_of(capnp::Text::Reader x) {
+  return {x.begin(), x.size()};
+}
+
+// -- encoding ------------------------------------------------------------------
+
+caf::error encoder::text(const std::string& x, const char* what) const {
+  if (x.size() <= limits_.max_message_bytes)
+    return caf::none;
+  return make_error(errc::payload_too_large, std::string{what} + ": text of "
+                    + size_text(x.size()) + " exceeds " + limit_text(limits_));
+}
+
+caf::error write_fields(encoder& e, wire::Microbatch::Builder b, const microbatch& x) {
+  b.setId(x.id);
+  b.setStep(x.step);
+  b.setEpoch(x.epoch);
+  b.setIndexInStep(x.index_in_step);
+  b.setStepSize(x.step_size);
+  b.setEval(x.eval);
+  b.setWeightVersion(x.weight_version);
+  if (x.payload.defined())
+    if (auto err = e.tensor(b.initPayload(), x.payload, "payload"))
+      return err;
+  auto labels = b.initLabels(static_cast<unsigned>(x.labels.size()));
+  for (size_t i = 0; i < x.labels.size(); ++i) {
+    const auto& task = x.labels[i];
+    auto out = labels[static_cast<unsigned>(i)];
+    if (auto err = e.text(task.task, "task name"))
+      return err;
+    out.setTask(text_of(task.task));
+    if (task.values.defined())
+      if (auto err = e.tensor(out.initValues(), task.values, "labels of task '" + task.task + "'"))
+        return err;
+  }
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::Gradient::Builder b, const gradient& x) {
+  b.setMicrobatchId(x.microbatch_id);
+  b.setStep(x.step);
+  b.setWeightVersion(x.weight_version);
+  if (x.value.defined())
+    return e.tensor(b.initValue(), x.value, "gradient");
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::TensorSet::Builder b, const tensor_set& x) {
+  if (auto err = e.text(x.kind, "tensor set kind"))
+    return err;
+  if (auto err = e.text(x.from, "tensor set sender"))
+    return err;
+  b.setKind(text_of(x.kind));
+  b.setFrom(text_of(x.from));
+  b.setReplica(x.replica);
+  b.setStep(x.step);
+  b.setStepSize(x.step_size);
+  // Each tensor is checked against the limit here, their sum by the caller.
+  auto tensors = b.initTensors(static_cast<unsigned>(x.tensors.size()));
+  for (size_t i = 0; i < x.tensors.size(); ++i)
+    if (x.tensors[i].defined())
+      if (auto err = e.tensor(tensors[static_cast<unsigned>(i)].initValue(), x.tensors[i],
+                              entry_name(x.kind, i)))
+        return err;
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::Credit::Builder b, const credit& x) {
+  b.setMicrobatchId(x.microbatch_id);
+  b.setSlots(x.slots);
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::Control::Builder b, const control& x) {
+  if (auto err = e.text(x.text, "control text"))
+    return err;
+  b.setKind(static_cast<wire::ControlKind>(x.kind));
+  b.setEpoch(x.epoch);
+  b.setValue(x.value);
+  b.setText(text_of(x.text));
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::ActorReport::Builder b, const actor_report& x) {
+  b.setActor(text_of(x.actor));
+  b.setRole(text_of(x.role));
+  b.setTask(text_of(x.task));
+  b.setNode(text_of(x.node));
+  b.setBusySeconds(x.busy_seconds);
+  b.setIdleSeconds(x.idle_seconds);
+  b.setSamples(x.samples);
+  b.setTrainLoss(x.train_loss);
+  b.setTestAccuracy(x.test_accuracy);
+  b.setWeightsDigest(text_of(x.weights_digest));
+  write_edges(b, x.edges);
+  write_epochs(b, x.epochs);
+  b.setBubbleSeconds(x.bubble_seconds);
+  write_trace(b, x.trace);
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::NodeReport::Builder b, const node_report& x) {
+  b.setName(text_of(x.name));
+  b.setPeakRssBytes(x.peak_rss_bytes);
+  b.setCpuSeconds(x.cpu_seconds);
+  b.setCores(x.cores);
+  b.setMemoryBytes(x.memory_bytes);
+  return caf::none;
+}
+
+caf::error write_fields(encoder& e, wire::SpawnRequest::Builder b, const spawn_request& x) {
+  if (auto err = e.text(x.spec, "spawn spec"))
+    return err;
+  b.setRole(text_of(x.role));
+  b.setName(text_of(x.name));
+  b.setSpec(text_of(x.spec));
+  return caf::none;
+}
+
+caf::error write_fields(encoder&, wire::Progress::Builder b, const progress& x) {
+  b.setActor(text_of(x.actor));
+  b.setEpoch(x.epoch);
+  b.setSamples(x.samples);
+  b.setLoss(x.loss);
+  return caf::none;
+}
+
+// -- decoding ------------------------------------------------------------------
+
+caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch& x) {
+  x.id = r.getId();
+  x.step = r.getStep();
+  x.epoch = r.getEpoch();
+  x.index_in_step = r.getIndexInStep();
+  x.step_size = r.getStepSize();
+  x.eval = r.getEval();
+  x.weight_version = r.getWeightVersion();
+  if (r.hasPayload())
+    if (auto err = d.tensor(r.getPayload(), "payload", x.payload))
+      return err;
+  auto labels = r.getLabels();
+  x.labels.resize(labels.size());
+  for (unsigned i = 0; i < labels.size(); ++i) {
+    auto& task = x.labels[i];
+    task.task = string_of(labels[i].getTask());
+    if (labels[i].hasValues())
+      if (auto err = d.tensor(labels[i].getValues(), "labels of task '" + task.task + "'",
+                              task.values))
+        return err;
+  }
+  return caf::none;
+}
+
+caf::error read_fields(const decoder& d, wire::Gradient::Reader r, gradient& x) {
+  x.microbatch_id = r.getMicrobatchId();
+  x.step = r.getStep();
+  x.weight_version = r.getWeightVersion();
+  if (r.hasValue())
+    return d.tensor(r.getValue(), "gradient", x.value);
+  return caf::none;
+}
+
+caf::error read_fields(const decoder& d, wire::TensorSet::Reader r, tensor_set& x) {
+  x.kind = string_of(r.getKind());
+  x.from = string_of(r.getFrom());
+  x.replica = r.getReplica();
+  x.step = r.getStep();
+  x.step_size = r.getStepSize();
+  auto tensors = r.getTensors();
+  x.tensors.resize(tensors.size());
+  for (unsigned i = 0; i < tensors.size(); ++i)
+    if (tensors[i].hasValue())
+      if (auto err = d.tensor(tensors[i].getValue(), entry_name(x.kind, i), x.tensors[i]))
+        return err;
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::Credit::Reader r, credit& x) {
+  x.microbatch_id = r.getMicrobatchId();
+  x.slots = r.getSlots();
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::Control::Reader r, control& x) {
+  auto kind = static_cast<unsigned>(r.getKind());
+  if (kind > static_cast<unsigned>(control_kind::shutdown))
+    return make_error(errc::malformed_message,
+                      "control kind " + std::to_string(kind) + " is unknown to this build");
+  x.kind = static_cast<control_kind>(kind);
+  x.epoch = r.getEpoch();
+  x.value = r.getValue();
+  x.text = string_of(r.getText());
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::ActorReport::Reader r, actor_report& x) {
+  x.actor = string_of(r.getActor());
+  x.role = string_of(r.getRole());
+  x.task = string_of(r.getTask());
+  x.node = string_of(r.getNode());
+  x.busy_seconds = r.getBusySeconds();
+  x.idle_seconds = r.getIdleSeconds();
+  x.samples = r.getSamples();
+  x.train_loss = r.getTrainLoss();
+  x.test_accuracy = r.getTestAccuracy();
+  x.weights_digest = string_of(r.getWeightsDigest());
+  for (auto edge : r.getEdges())
+    x.edges.push_back(edge_stats{string_of(edge.getFrom()), string_of(edge.getTo()),
+                                 edge.getMessages(), edge.getBytes()});
+  for (auto epoch : r.getEpochs())
+    x.epochs.push_back(epoch_result{epoch.getEpoch(), epoch.getTrainLoss(),
+                                    epoch.getTestAccuracy(), epoch.getSamples()});
+  x.bubble_seconds = r.getBubbleSeconds();
+  auto trace = r.getTrace();
+  x.trace.reserve(trace.size());
+  for (auto event : trace)
+    x.trace.push_back(trace_event{string_of(event.getKind()), event.getStartUs(),
+                                  event.getDurationUs(), event.getMicrobatchId(),
+                                  event.getWeightVersion()});
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::NodeReport::Reader r, node_report& x) {
+  x.name = string_of(r.getName());
+  x.peak_rss_bytes = r.getPeakRssBytes();
+  x.cpu_seconds = r.getCpuSeconds();
+  x.cores = r.getCores();
+  x.memory_bytes = r.getMemoryBytes();
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::SpawnRequest::Reader r, spawn_request& x) {
+  x.role = string_of(r.getRole());
+  x.name = string_of(r.getName());
+  x.spec = string_of(r.getSpec());
+  return caf::none;
+}
+
+caf::error read_fields(const decoder&, wire::Progress::Reader r, progress& x) {
+  x.actor = string_of(r.getActor());
+  x.epoch = r.getEpoch();
+  x.samples = r.getSamples();
+  x.loss = r.getLoss();
+  return caf::none;
+}
+
+} // namespace baton::messages::detail

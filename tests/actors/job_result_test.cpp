@@ -1,0 +1,68 @@
+// The metrics JSON of actors/job_result.hpp: per-actor time fractions and the
+// round trip through job_result_from_json.
+
+#include "actors/job_result.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using baton::actors::job_result;
+using baton::actors::job_result_from_json;
+using baton::actors::to_json;
+using baton::messages::actor_report;
+
+namespace {
+
+actor_report actor(std::string name, double busy, double idle, double bubble) {
+  actor_report x;
+  x.actor = std::move(name);
+  x.role = "stage";
+  x.node = "node-a";
+  x.busy_seconds = busy;
+  x.idle_seconds = idle;
+  x.bubble_seconds = bubble;
+  x.edges = {{x.actor, "head-all", 10, 4096}};
+  x.trace = {{"forward", 1718000000000000, 10, 0, 0}};
+  return x;
+}
+
+} // namespace
+
+TEST(job_result, actors_have_fractions_of_their_lifetime) {
+  job_result r;
+  r.actors = {actor("stage-1", 3.0, 1.0, 0.5), actor("never-started", 0, 0, 0)};
+  auto j = to_json(r);
+  const auto& a = j.at("actors").at(0);
+  EXPECT_DOUBLE_EQ(a.at("busy_seconds").get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(a.at("bubble_seconds").get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(a.at("busy_fraction").get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(a.at("idle_fraction").get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(a.at("bubble_fraction").get<double>(), 0.125);
+  // Bubble time is part of idle time: the fractions of busy and idle add up.
+  EXPECT_DOUBLE_EQ(a.at("busy_fraction").get<double>() + a.at("idle_fraction").get<double>(), 1.0);
+  const auto& idle = j.at("actors").at(1);
+  EXPECT_EQ(idle.at("busy_fraction").get<double>(), 0.0);
+  EXPECT_EQ(idle.at("idle_fraction").get<double>(), 0.0);
+  EXPECT_EQ(idle.at("bubble_fraction").get<double>(), 0.0);
+  // Bytes per edge stay; the trace is not part of the metrics.
+  ASSERT_EQ(j.at("edges").size(), 2u);
+  EXPECT_EQ(j.at("edges").at(0).at("bytes").get<int64_t>(), 4096);
+  EXPECT_EQ(j.dump().find("trace"), std::string::npos);
+  EXPECT_EQ(j.dump().find("forward"), std::string::npos);
+}
+
+TEST(job_result, bubble_seconds_survive_the_metrics_json) {
+  job_result r;
+  r.actors = {actor("stage-1", 3.0, 1.0, 0.5)};
+  auto back = job_result_from_json(to_json(r));
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->actors.size(), 1u);
+  EXPECT_EQ(back->actors[0].bubble_seconds, 0.5);
+  EXPECT_EQ(back->actors[0].edges.at(0).bytes, 4096);
+  // Metrics written before bubble time existed still read.
+  auto old = to_json(r);
+  old["actors"][0].erase("bubble_seconds");
+  back = job_result_from_json(old);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->actors[0].bubble_seconds, 0.0);
+}
