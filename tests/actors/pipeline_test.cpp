@@ -261,9 +261,11 @@ TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
 
 // Convergence: the convnet trained from scratch with asynchronous 1F1B over 3
 // stages (configs/pipeline.yaml, all 60,000 samples) reaches 89% test
-// accuracy. The longest test (about 5 minutes on 2 cores).
+// accuracy: 84.9% after 1 epoch and 87.2% after 2 in our run, after 4 epochs
+// 88.8% before the NOAM limits (which lowered staleness), hence 6 epochs.
+// The longest test (about 10 minutes on 2 cores).
 TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_89_percent) {
-  auto m = run({"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=5",
+  auto m = run({"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=6",
                 "--set", "data.test_limit=0"},
                "converge");
   ASSERT_EQ(m.at("heads").size(), 1u);
