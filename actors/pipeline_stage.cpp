@@ -161,7 +161,6 @@ void try_group_steps(pipeline_actor* self) {
     g.size_of_step.erase(g.applied);
     g.applied += 1;
     st.steps_done += 1;
-    st.work.add_busy(since);
   }
 }
 
@@ -504,7 +503,9 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
                     "refused gradients from '" + t.from + "' it cannot use" +
                       (t.invalid ? ": " + describe(t.invalid) : std::string{}));
       guarded(self, "replica gradients", [=, &t] {
-        on_peer_gradients(self, t);
+        auto since = clock_type::now();
+        on_peer_gradients(self, t); // may step: busy, not bubble
+        self->state.work.add_busy(since);
         act(self);
       });
     },
