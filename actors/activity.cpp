@@ -34,8 +34,10 @@ const at::Tensor* task_labels_of(const messages::microbatch& m, const std::strin
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const std::string& what) {
   spdlog::error("{}: {}", actor, what);
+  // Sent as `self`: the coordinator tells this actor from an earlier
+  // incarnation of the same name (after a restart) by its address.
   if (coordinator)
-    caf::anon_send(coordinator, failure_atom::value, actor, what);
+    caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor, what);
   if (auto* ev = dynamic_cast<caf::event_based_actor*>(self))
     ev->quit(make_error(errc::actor_failed, actor + ": " + what));
 }

@@ -93,4 +93,17 @@ const at::Tensor* task_labels_of(const messages::microbatch& m, const std::strin
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const std::string& what);
 
+/// Runs `f`; a LibTorch or model error fails the actor (its state has
+/// `coordinator` and `name`) with "`what`: error". Whether `f` succeeded.
+template <class Self, class F>
+bool guarded(Self* self, const std::string& what, F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    fail(self, self->state.coordinator, self->state.name, what + ": " + e.what());
+    return false;
+  }
+}
+
 } // namespace baton::actors

@@ -1,7 +1,12 @@
 #include "actors/coordinator.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -10,6 +15,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/progress_line.hpp"
+#include "actors/recovery.hpp"
 #include "actors/role_spec.hpp"
 #include "actors/source.hpp"
 #include "actors/spawner.hpp"
@@ -70,13 +76,26 @@ public:
     auto started = clock_type::now();
     if (auto err = connect_nodes())
       return err;
-    if (auto err = spawn_all())
+    if (auto err = prepare_recovery())
       return err;
-    if (auto err = wire())
-      return err;
-    if (auto err = train())
-      return err;
+    // Each pass runs the job from restore_step_; a failure the topology
+    // recovers from leads to another pass from the newest common checkpoint.
+    for (;;) {
+      if (auto err = spawn_all())
+        return err;
+      if (auto err = wire())
+        return err;
+      resumed();
+      auto failure = train();
+      if (!failure)
+        break;
+      if (!recoverable_)
+        return failure;
+      if (auto err = recover(failure))
+        return err;
+    }
     collect_nodes();
+    finish_checkpoints();
     result_.wall_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     result_.topology_file = topology_.file;
     result_.job = topology_.job;
@@ -99,7 +118,7 @@ private:
       return caf::none;
     }
     for (const auto& n : topology_.nodes) {
-      auto spawner = sys.middleman().remote_actor(n.host, n.port);
+      auto spawner = connect_node(sys, n.host, n.port, n.name, topology_.runtime.tls, timeout());
       if (!spawner)
         return make_error(errc::node_unreachable,
                           (n.where.empty() ? topology_.file : n.where) + ": node '" + n.name +
@@ -121,7 +140,8 @@ private:
   // -- phase 2: spawning -------------------------------------------------------
 
   caf::error spawn_one(const std::string& role, const std::string& name,
-                       const std::string& node, std::string spec) {
+                       const std::string& placed, std::string spec) {
+    auto node = node_for(placed);
     if (spawners_.count(node) == 0)
       return make_error(errc::bad_config, topology_.file + ": " + role + " '" + name +
                                             "' is placed on no known node ('" + node + "')");
@@ -162,6 +182,7 @@ private:
   caf::error spawn_all() {
     check_thread_budget();
     auto src = make_source_spec(topology_);
+    src.start_step = restore_step_;
     if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
       return err;
     levels_.push_back({0});
@@ -177,7 +198,7 @@ private:
     }
     for (const auto& h : topology_.heads) {
       head_role_spec spec{h.spec, topology_.runtime.head_threads,
-                          topology_.runtime.progress_every};
+                          topology_.runtime.progress_every, recovery_of(h.spec.name)};
       if (auto err = spawn_one("head", h.spec.name, h.node, to_yaml(spec)))
         return err;
     }
@@ -233,6 +254,7 @@ private:
         spec.replica = r;
         auto name = "stage" + std::to_string(i) +
                     (stages[i].replicas > 1 ? "." + std::to_string(r) : std::string{});
+        spec.recovery = recovery_of(name);
         if (auto err = spawn_one("pipeline_stage", name, stages[i].node_of(r), to_yaml(spec)))
           return err;
         levels_.back().push_back(actors_.size() - 1);
@@ -329,9 +351,14 @@ private:
       last_stage_epochs_.erase(r.epochs.front().epoch);
     }
     progress_.clear();
-    for (const auto& e : report.epochs)
+    for (const auto& e : report.epochs) {
       spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%  train loss {:.4f}  ({} samples)",
                    e.epoch + 1, report.actor, 100 * e.test_accuracy, e.train_loss, e.samples);
+      if (!std::isfinite(e.train_loss))
+        spdlog::warn("{}: the training loss is not finite, training diverged; lower the "
+                     "optimizer's lr or momentum (under 1f1b every microbatch is a step)",
+                     report.actor);
+    }
   }
 
   void on_weights(messages::tensor_set& w) {
@@ -354,23 +381,31 @@ private:
 
   caf::error on_down(const caf::down_msg& msg) {
     for (const auto& [node, spawner] : spawners_)
-      if (spawner.address() == msg.source)
-        return make_error(errc::node_unreachable,
-                          "lost node '" + node + "': " + self_->system().render(msg.reason));
+      if (spawner.address() == msg.source) {
+        auto lost = node;
+        lose_node(lost);
+        return failed("node_lost", lost,
+                      make_error(errc::node_unreachable,
+                                 "lost node '" + lost + "': " + self_->system().render(msg.reason)));
+      }
     auto* a = find(msg.source);
     if (a == nullptr || a->done)
       return caf::none;
-    return make_error(errc::actor_failed, a->role + " '" + a->name + "' on node '" + a->node +
-                                            "' terminated: " + self_->system().render(msg.reason));
+    return failed("actor_down", a->name,
+                  make_error(errc::actor_failed, a->role + " '" + a->name + "' on node '" +
+                                                   a->node + "' terminated: " +
+                                                   self_->system().render(msg.reason)));
   }
 
   caf::error on_tick(clock_type::time_point last_message) {
     if (options_.interrupted != nullptr && options_.interrupted->load())
       return make_error(errc::interrupted, "stopping every actor");
+    fire_timed_faults();
     if (clock_type::now() - last_message > options_.stall_timeout)
-      return make_error(errc::actor_failed,
-                        "no actor reported anything for " +
-                          std::to_string(options_.stall_timeout.count()) + " s: giving up");
+      return failed("stalled", "job",
+                    make_error(errc::actor_failed,
+                               "no actor reported anything for " +
+                                 std::to_string(options_.stall_timeout.count()) + " s"));
     return caf::none;
   }
 
@@ -383,6 +418,8 @@ private:
 
   caf::error train() {
     self_->send(actors_.front().handle, start_atom::value);
+    training_started_ = clock_type::now();
+    recoverable_ = false;
     auto last_message = clock_type::now();
     caf::error failure;
     while (unfinished() > 0 && !failure) {
@@ -391,17 +428,43 @@ private:
         break;
       }
       bool ticked = false;
+      // Messages from actors of an earlier pass (a restart) are dropped.
+      auto current = [&] {
+        return find(caf::actor_cast<caf::actor_addr>(self_->current_sender())) != nullptr;
+      };
       self_->receive(
-        [&](final_atom, messages::actor_report& r) { on_final(r); },
-        [&](epoch_atom, messages::actor_report& r) { on_epoch(r); },
-        [&](messages::tensor_set& w) { on_weights(w); },
-        [&](messages::progress& p) { progress_.update(p.actor, p.epoch, p.samples, p.loss); },
+        [&](final_atom, messages::actor_report& r) {
+          if (current())
+            on_final(r);
+        },
+        [&](epoch_atom, messages::actor_report& r) {
+          if (current())
+            on_epoch(r);
+        },
+        [&](messages::tensor_set& w) {
+          if (current())
+            on_weights(w);
+        },
+        [&](messages::progress& p) {
+          if (current())
+            progress_.update(p.actor, p.epoch, p.samples, p.loss);
+        },
         [&](messages::control& c) {
-          if (c.kind == messages::control_kind::start)
+          if (c.kind == messages::control_kind::start && current())
             progress_.set_total(c.value);
         },
+        [&](trained_atom, std::string& actor, int64_t trained, int64_t duplicates) {
+          if (current())
+            result_.trained[actor] = {trained, duplicates};
+        },
+        [&](step_atom, std::string&, int64_t step) {
+          if (current())
+            on_step(step);
+        },
         [&](failure_atom, std::string& actor, std::string& what) {
-          failure = make_error(errc::actor_failed, actor + ": " + what);
+          if (current())
+            failure = failed("actor_failed", actor,
+                             make_error(errc::actor_failed, actor + ": " + what));
         },
         [&](caf::down_msg& msg) { failure = on_down(msg); },
         caf::after(std::chrono::milliseconds(250)) >> [&] {
@@ -415,6 +478,277 @@ private:
     return failure;
   }
 
+  // -- recovery (actors/recovery.hpp) ------------------------------------------------
+
+  /// A fault of the topology, and whether it fired.
+  struct armed_fault {
+    fault_spec spec;
+    bool fired = false;
+    clock_type::time_point at; ///< when it fired
+  };
+
+  /// Checks the faults against the nodes, chooses the checkpoint directory
+  /// and, with --resume, the step to continue from.
+  caf::error prepare_recovery() {
+    for (const auto& f : topology_.faults) {
+      if (f.kind != "throw" && spawners_.count(f.node) == 0)
+        return make_error(errc::bad_config,
+                          f.where + ": fault '" + f.kind + "' names node '" + f.node + "', " +
+                            (topology_.embedded()
+                               ? std::string{"but the job runs embedded in one process (use "
+                                             "--local-nodes N or nodes:)"}
+                               : "which is not one of the topology's nodes"));
+      faults_.push_back({f, false, {}});
+    }
+    checkpoint_dir_ = options_.resume_dir.empty() ? topology_.runtime.checkpoint_dir
+                                                  : options_.resume_dir;
+    if (topology_.runtime.checkpoint_every == 0 && options_.resume_dir.empty())
+      return caf::none;
+    if (checkpoint_dir_.empty()) {
+      auto dir = make_run_directory();
+      if (!dir)
+        return dir.error();
+      checkpoint_dir_ = *dir;
+      owns_checkpoint_dir_ = true;
+    }
+    result_.checkpoint_dir = checkpoint_dir_;
+    if (!options_.resume_dir.empty()) {
+      restore_step_ = common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_))
+                        .front();
+      if (restore_step_ == 0)
+        return make_error(errc::bad_file, "--resume " + checkpoint_dir_ +
+                                            ": no step of which every trainable actor (" +
+                                            join_names(trainable_actor_names(topology_)) +
+                                            ") has a valid checkpoint");
+      spdlog::info("resuming from step {} (checkpoints in {})", restore_step_, checkpoint_dir_);
+    } else {
+      spdlog::info("checkpoints every {} steps in {}", topology_.runtime.checkpoint_every,
+                   checkpoint_dir_);
+    }
+    return caf::none;
+  }
+
+  static std::string join_names(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names)
+      out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  caf::expected<std::string> make_run_directory() const {
+    auto base = std::filesystem::temp_directory_path() / "baton-checkpoints-XXXXXX";
+    std::string pattern = base.string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      return make_error(errc::bad_file, "cannot create a checkpoint directory " + pattern);
+    return pattern;
+  }
+
+  /// The checkpoint and fault settings of trainable actor `name` in this pass.
+  recovery_spec recovery_of(const std::string& name) {
+    recovery_spec r;
+    if (!checkpoint_dir_.empty()) {
+      r.checkpoint_dir = checkpoint_dir_of(checkpoint_dir_, name);
+      r.checkpoint_every = topology_.runtime.checkpoint_every;
+      r.restore_step = restore_step_;
+    }
+    for (auto& f : faults_)
+      if (!f.fired && f.spec.kind == "throw" && f.spec.actor == name) {
+        // Armed once: a restarted actor does not throw again.
+        r.throw_at_step = f.spec.at_step;
+        f.fired = true;
+        f.at = {};
+      }
+    // The last trainable actor reports its steps while node faults wait for one.
+    auto trainable = trainable_actor_names(topology_);
+    if (!trainable.empty() && name == trainable.back())
+      for (const auto& f : faults_)
+        if (!f.fired && f.spec.at_step >= 0 && f.spec.kind != "throw")
+          r.notify_from_step = r.notify_from_step < 0 ? f.spec.at_step
+                                                      : std::min(r.notify_from_step,
+                                                                 f.spec.at_step);
+    return r;
+  }
+
+  /// The node an actor placed on `placed` runs on: that node while it is
+  /// alive, else a surviving one (spare nodes, which the placement left
+  /// empty, first).
+  std::string node_for(const std::string& placed) {
+    if (spawners_.count(placed) != 0 || lost_nodes_.count(placed) == 0)
+      return placed;
+    auto it = moved_.find(placed);
+    if (it != moved_.end() && spawners_.count(it->second) != 0)
+      return it->second;
+    std::string chosen;
+    size_t fewest = SIZE_MAX;
+    for (const auto& [node, spawner] : spawners_) {
+      size_t load = 0;
+      for (const auto& a : actors_)
+        load += a.node == node ? 1 : 0;
+      for (const auto& [from, to] : moved_)
+        load += to == node ? 1 : 0;
+      if (load < fewest) {
+        fewest = load;
+        chosen = node;
+      }
+    }
+    if (!chosen.empty()) {
+      spdlog::warn("node '{}' is lost: its actors move to node '{}'", placed, chosen);
+      moved_[placed] = chosen;
+    }
+    return chosen;
+  }
+
+  void lose_node(const std::string& node) {
+    spawners_.erase(node);
+    lost_nodes_.insert(node);
+  }
+
+  /// Records what failed; recoverable when the topology recovers and the
+  /// run was not interrupted.
+  caf::error failed(const std::string& kind, const std::string& target, caf::error err) {
+    recoverable_ = topology_.recovers();
+    failure_kind_ = kind;
+    failure_target_ = target;
+    return err;
+  }
+
+  /// A node fault fires: the node's spawner kills or stops its process.
+  void fire(armed_fault& f) {
+    f.fired = true;
+    f.at = clock_type::now();
+    auto spawner = spawners_.find(f.spec.node);
+    if (spawner == spawners_.end())
+      return;
+    spdlog::warn("injecting fault: {} node '{}' (at step {})", f.spec.kind, f.spec.node,
+                 last_step_);
+    self_->send(spawner->second, fault_atom::value,
+                std::string{f.spec.kind == "kill_node" ? "kill" : "stop"},
+                static_cast<int32_t>(f.spec.stopped.count()));
+  }
+
+  void fire_timed_faults() {
+    for (auto& f : faults_)
+      if (!f.fired && f.spec.after.count() >= 0 &&
+          clock_type::now() - training_started_ >= f.spec.after)
+        fire(f);
+  }
+
+  void on_step(int64_t step) {
+    last_step_ = std::max(last_step_, step);
+    for (auto& f : faults_)
+      if (!f.fired && f.spec.kind != "throw" && f.spec.at_step >= 0 && step >= f.spec.at_step)
+        fire(f);
+  }
+
+  /// The injected fault that explains a failure of `target`: a node fault
+  /// that fired, else a throw armed in `target`; each explains one failure.
+  armed_fault* injected_for(const std::string& target) {
+    for (auto& f : faults_)
+      if (f.fired && f.spec.kind != "throw" && counted_.count(&f) == 0)
+        return &f;
+    for (auto& f : faults_)
+      if (f.fired && f.spec.kind == "throw" && f.spec.actor == target && counted_.count(&f) == 0)
+        return &f;
+    return nullptr;
+  }
+
+  /// Stops every actor of the failed pass, waits until they are gone (so
+  /// that none writes a checkpoint while the step is chosen), and picks the
+  /// newest step every trainable actor has a valid checkpoint of.
+  caf::error recover(const caf::error& failure) {
+    auto detected = clock_type::now();
+    progress_.clear();
+    if (result_.restarts >= topology_.runtime.max_restarts)
+      return make_error(errc::actor_failed,
+                        describe(failure) + " (gave up after " +
+                          std::to_string(result_.restarts) + " restarts: runtime.max_restarts)");
+    spdlog::warn("{}: restarting the job from its checkpoints", describe(failure));
+    stop_pass();
+    if (spawners_.empty())
+      return make_error(errc::node_unreachable, "every node is lost: " + describe(failure));
+    restore_step_ =
+      checkpoint_dir_.empty()
+        ? 0
+        : common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_)).front();
+    fault_record record{failure_kind_, failure_target_, last_step_, -1, -1, restore_step_};
+    if (auto* f = injected_for(failure_target_)) {
+      counted_.insert(f);
+      record.kind = f->spec.kind;
+      record.target = f->spec.kind == "throw" ? f->spec.actor : f->spec.node;
+      if (f->at != clock_type::time_point{})
+        record.detected_after_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(detected - f->at).count();
+      else
+        record.detected_after_ms = 0; // the actor reported its own exception
+    }
+    open_fault_ = record;
+    detected_at_ = detected;
+    result_.restarts += 1;
+    spdlog::warn("restart {} of at most {}: every actor restarts from step {}{}",
+                 result_.restarts, topology_.runtime.max_restarts, restore_step_,
+                 restore_step_ == 0 ? " (the initial weights)" : "");
+    return caf::none;
+  }
+
+  /// The actors of the new pass are wired and about to start.
+  void resumed() {
+    if (!open_fault_)
+      return;
+    open_fault_->recovered_after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        clock_type::now() - detected_at_)
+                                        .count();
+    spdlog::info("recovered from {} of '{}' in {} ms (detected after {} ms)", open_fault_->kind,
+                 open_fault_->target, open_fault_->recovered_after_ms,
+                 open_fault_->detected_after_ms);
+    result_.faults.push_back(*open_fault_);
+    open_fault_.reset();
+  }
+
+  /// Kills every actor of this pass and forgets what they reported.
+  void stop_pass() {
+    std::set<caf::actor_addr> alive;
+    for (auto& a : actors_) {
+      alive.insert(a.handle.address());
+      // Not exit_reason::kill: that one also ends the spawner linked to it.
+      self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
+    }
+    auto deadline = clock_type::now() + topology_.runtime.connection_timeout +
+                    std::chrono::seconds(3);
+    while (!alive.empty() && clock_type::now() < deadline) {
+      self_->receive(
+        [&](caf::down_msg& msg) {
+          alive.erase(msg.source);
+          for (const auto& [node, spawner] : spawners_)
+            if (spawner.address() == msg.source) {
+              auto lost = node;
+              lose_node(lost);
+              break;
+            }
+        },
+        [&](caf::message&) {}, // reports of the stopped pass
+        caf::after(std::chrono::milliseconds(100)) >> [] {});
+    }
+    if (!alive.empty())
+      spdlog::warn("{} actors of the failed pass did not confirm their end", alive.size());
+    actors_.clear();
+    levels_.clear();
+    last_stage_epochs_.clear();
+    last_stage_finals_.clear();
+    stage_weights_.clear();
+    result_.heads.clear();
+    result_.actors.clear();
+    result_.trained.clear();
+  }
+
+  /// Checkpoints of a successful run in a directory baton made are removed.
+  void finish_checkpoints() {
+    if (owns_checkpoint_dir_) {
+      std::error_code ec;
+      std::filesystem::remove_all(checkpoint_dir_, ec);
+      result_.checkpoint_dir.clear();
+    }
+  }
+
   // -- phase 5: collecting and shutting down -------------------------------------
 
   void collect_nodes() {
@@ -422,12 +756,15 @@ private:
       result_.nodes.push_back(current_node_report("embedded"));
       return;
     }
-    for (const auto& n : topology_.nodes)
+    for (const auto& n : topology_.nodes) {
+      if (spawners_.count(n.name) == 0) // lost during the run
+        continue;
       self_->request(spawners_.at(n.name), timeout(), caf::get_atom::value, node_atom::value)
         .receive([&](messages::node_report& r) { result_.nodes.push_back(std::move(r)); },
                  [&](caf::error& err) {
                    spdlog::warn("node {} did not report its usage: {}", n.name, describe(err));
                  });
+    }
     result_.nodes.push_back(current_node_report("coordinator"));
   }
 
@@ -467,6 +804,21 @@ private:
   std::vector<messages::actor_report> last_stage_finals_;
   std::map<std::string, messages::tensor_set> stage_weights_; ///< by stage actor name
   job_result result_;
+
+  // Recovery.
+  std::vector<armed_fault> faults_;
+  std::set<const armed_fault*> counted_; ///< faults already recorded
+  std::string checkpoint_dir_;          ///< "" = no checkpoints
+  bool owns_checkpoint_dir_ = false;    ///< made by baton: removed after success
+  int64_t restore_step_ = 0;            ///< the step this pass starts from
+  int64_t last_step_ = -1;              ///< newest step reported (notify_from_step)
+  std::set<std::string> lost_nodes_;
+  std::map<std::string, std::string> moved_; ///< lost node -> where its actors went
+  bool recoverable_ = false;
+  std::string failure_kind_, failure_target_;
+  std::optional<fault_record> open_fault_;
+  clock_type::time_point detected_at_;
+  clock_type::time_point training_started_;
 };
 
 } // namespace

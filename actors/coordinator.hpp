@@ -20,6 +20,9 @@ struct run_options {
   /// Set (by a signal handler) to abort the run cleanly.
   const std::atomic<bool>* interrupted = nullptr;
   bool trace = false;         ///< pipeline stages record their schedule (--trace)
+  /// --resume DIR: continue from the newest step every trainable actor has a
+  /// checkpoint of in DIR (a run whose coordinator was killed).
+  std::string resume_dir;
 };
 
 /// Runs the job of `t` (transfer or pipeline): connects to its nodes (or

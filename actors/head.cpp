@@ -7,6 +7,7 @@
 
 #include "actors/activity.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/recovery.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
@@ -29,12 +30,11 @@ struct head_state {
 
   caf::actor coordinator;
   activity work;
-  epoch_sums epoch;
-  int64_t samples_total = 0;
+  training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
+  std::optional<checkpointing> checkpoints;
   int64_t steps_since_progress = 0;
   double progress_loss = 0;
   int64_t progress_samples = 0;
-  std::vector<messages::epoch_result> epochs;
 };
 
 using head_actor = caf::stateful_actor<head_state>;
@@ -44,7 +44,7 @@ void maybe_report_progress(head_actor* self, const microbatch& m) {
   if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
     return;
   auto loss = st.progress_loss / std::max<int64_t>(1, st.progress_samples);
-  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.samples_total, loss, {}});
+  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
   st.steps_since_progress = 0;
   st.progress_loss = 0;
   st.progress_samples = 0;
@@ -61,26 +61,30 @@ bool process(head_actor* self, const microbatch& m) {
     return false;
   }
   auto since = activity::clock::now();
-  try {
+  auto trained = guarded(self, "training on microbatch " + std::to_string(m.id) + " failed", [&] {
     use_thread_budget(st.spec.threads);
     auto batch = m.payload.size(0);
     if (m.eval) {
-      st.epoch.correct += st.trainer->correct(m.payload, *labels);
-      st.epoch.evaluated += batch;
+      st.counters.epoch.correct += st.trainer->correct(m.payload, *labels);
+      st.counters.epoch.evaluated += batch;
     } else {
+      if (!st.counters.admit(m.id))
+        return; // already trained (a replay): dropped
+      maybe_throw_fault(st.checkpoints->spec(), m);
       auto last = m.index_in_step == m.step_size - 1;
       auto loss = st.trainer->train(m.payload, *labels, m.step_size, last);
-      st.epoch.loss_sum += loss * batch;
-      st.epoch.samples += batch;
-      st.samples_total += batch;
+      st.counters.epoch.loss_sum += loss * batch;
+      st.counters.epoch.samples += batch;
+      st.counters.samples_total += batch;
       st.progress_loss += loss * batch;
       st.progress_samples += batch;
+      if (last)
+        after_step(self, st.coordinator, st.name, *st.checkpoints, st.trainer->version(),
+                   st.counters, [&] { return st.trainer->save_state(); });
     }
-  } catch (const std::exception& e) {
-    fail(self, st.coordinator, st.name,
-         "training on microbatch " + std::to_string(m.id) + " failed: " + e.what());
+  });
+  if (!trained)
     return false;
-  }
   st.work.add_busy(since);
   if (!m.eval)
     maybe_report_progress(self, m);
@@ -95,25 +99,27 @@ messages::actor_report make_report(const head_state& st) {
   r.node = st.node;
   r.busy_seconds = st.work.busy_seconds();
   r.idle_seconds = st.work.idle_seconds();
-  r.samples = st.samples_total;
-  if (!st.epochs.empty()) {
-    r.train_loss = st.epochs.back().train_loss;
-    r.test_accuracy = st.epochs.back().test_accuracy;
+  r.samples = st.counters.samples_total;
+  if (!st.counters.epochs.empty()) {
+    r.train_loss = st.counters.epochs.back().train_loss;
+    r.test_accuracy = st.counters.epochs.back().test_accuracy;
   }
   r.weights_digest = model::weights_digest(st.trainer->model());
-  r.epochs = st.epochs;
+  r.epochs = st.counters.epochs;
   return r;
 }
 
 void on_control(head_actor* self, const control& c) {
   auto& st = self->state;
   if (c.kind == control_kind::epoch_end) {
-    auto e = st.epoch.close(c.epoch);
-    st.epochs.push_back(e);
+    auto e = st.counters.epoch.close(c.epoch);
+    st.counters.epochs.push_back(e);
     auto report = make_report(st);
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));
   } else if (c.kind == control_kind::end_of_stream) {
+    self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+               st.counters.duplicates);
     self->send(st.coordinator, final_atom::value, make_report(st));
   }
 }
@@ -123,6 +129,7 @@ struct head_setup {
   std::string node;
   head_role_spec spec;
   std::shared_ptr<model::head_trainer> trainer;
+  training_counters counters; ///< restored from the checkpoint, or zero
 };
 
 caf::behavior head_behavior(head_actor* self, head_setup setup) {
@@ -131,6 +138,8 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
   init.trainer = std::move(setup.trainer);
+  init.counters = std::move(setup.counters);
+  init.checkpoints.emplace(init.spec.recovery);
   return {
     observe_coordinator(self),
     [=](const microbatch& m) {
@@ -158,7 +167,12 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
   try {
     auto trainer = std::make_shared<model::head_trainer>(
       model::make_model(spec.head.model), spec.head.task_def, spec.head.optimizer);
-    head_setup setup{name, node, spec, std::move(trainer)};
+    training_counters counters;
+    if (auto restored = checkpointing{spec.recovery}.restore()) {
+      trainer->restore(*restored);
+      counters = training_counters::from_json(restored->counters);
+    }
+    head_setup setup{name, node, spec, std::move(trainer), std::move(counters)};
     return sys.spawn<caf::detached>(head_behavior, std::move(setup));
   } catch (const std::exception& e) {
     return make_error(errc::bad_config, name + ": " + e.what());

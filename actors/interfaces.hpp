@@ -44,6 +44,14 @@
 //     progress       (every runtime.progress_every steps)
 //     control{start, value = total training samples}   from the source
 //     (failure_atom, string actor, string what)        a fatal error in an actor
+//     (step_atom, string actor, int64 step)            step done (recovery.notify_from_step)
+//     (trained_atom, string actor, int64 trained, int64 duplicates)
+//                                                      before the final report of a
+//                                                      trainable actor (exactly-once counts)
+//
+// The coordinator tells a spawner (fault injection, `faults:`):
+//     (fault_atom, string kind, int32 ms)   kind "kill": SIGKILL the node's process;
+//                                           "stop": SIGSTOP it for ms milliseconds
 
 #include <caf/atom.hpp>
 
@@ -57,5 +65,8 @@ using final_atom = caf::atom_constant<caf::atom("final")>;
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using failure_atom = caf::atom_constant<caf::atom("failure")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using trained_atom = caf::atom_constant<caf::atom("trained")>;
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
 
 } // namespace baton::actors

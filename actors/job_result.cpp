@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -25,19 +26,26 @@ nlohmann::json head_json(const messages::actor_report& h) {
           {"node", h.node},            {"epochs", epochs}};
 }
 
+/// A training number from the metrics JSON; a diverged run's NaN loss is
+/// written as null by nlohmann::json and reads back as NaN.
+double number(const nlohmann::json& j, const char* key) {
+  const auto& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+
 messages::actor_report head_from_json(const nlohmann::json& j) {
   messages::actor_report h;
   h.actor = j.at("name").get<std::string>();
   h.role = "head";
   h.task = j.at("task").get<std::string>();
-  h.test_accuracy = j.at("test_accuracy").get<double>();
-  h.train_loss = j.at("train_loss").get<double>();
+  h.test_accuracy = number(j, "test_accuracy");
+  h.train_loss = number(j, "train_loss");
   h.samples = j.at("samples").get<int64_t>();
   h.weights_digest = j.at("weights_digest").get<std::string>();
   h.node = j.value("node", "");
   for (const auto& e : j.value("epochs", nlohmann::json::array()))
-    h.epochs.push_back({e.at("epoch").get<int32_t>(), e.at("train_loss").get<double>(),
-                        e.at("test_accuracy").get<double>(), e.at("samples").get<int64_t>()});
+    h.epochs.push_back({e.at("epoch").get<int32_t>(), number(e, "train_loss"),
+                        number(e, "test_accuracy"), e.at("samples").get<int64_t>()});
   return h;
 }
 
@@ -91,6 +99,20 @@ nlohmann::json to_json(const job_result& r) {
       actor["weights_digest"] = a.weights_digest; // trainable actors
     j["actors"].push_back(std::move(actor));
   }
+  j["restarts"] = r.restarts;
+  j["faults"] = nlohmann::json::array();
+  for (const auto& f : r.faults)
+    j["faults"].push_back({{"kind", f.kind},
+                           {"target", f.target},
+                           {"at_step", f.at_step},
+                           {"detected_after_ms", f.detected_after_ms},
+                           {"recovered_after_ms", f.recovered_after_ms},
+                           {"restored_step", f.restored_step}});
+  j["trained"] = nlohmann::json::object();
+  for (const auto& [actor, count] : r.trained)
+    j["trained"][actor] = {{"trained", count.trained}, {"duplicates", count.duplicates}};
+  if (!r.checkpoint_dir.empty())
+    j["checkpoint_dir"] = r.checkpoint_dir;
   return j;
 }
 
@@ -118,6 +140,16 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       x.weights_digest = a.value("weights_digest", "");
       r.actors.push_back(std::move(x));
     }
+    r.restarts = j.value("restarts", 0);
+    for (const auto& f : j.value("faults", nlohmann::json::array()))
+      r.faults.push_back({f.at("kind").get<std::string>(), f.at("target").get<std::string>(),
+                          f.at("at_step").get<int64_t>(), f.at("detected_after_ms").get<int64_t>(),
+                          f.at("recovered_after_ms").get<int64_t>(),
+                          f.value("restored_step", int64_t{-1})});
+    for (const auto& [actor, count] : j.value("trained", nlohmann::json::object()).items())
+      r.trained[actor] = {count.at("trained").get<int64_t>(),
+                          count.at("duplicates").get<int64_t>()};
+    r.checkpoint_dir = j.value("checkpoint_dir", "");
     // Edges are listed flat; each belongs to the actor that sent on it.
     for (const auto& e : j.value("edges", nlohmann::json::array()))
       for (auto& a : r.actors)

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -42,7 +43,7 @@ int32_t cores() {
 
 system_settings settings_of(const topology& t) {
   return {t.runtime.scheduler_threads, t.runtime.heartbeat_interval,
-          t.runtime.connection_timeout};
+          t.runtime.connection_timeout, t.runtime.tls};
 }
 
 /// The topology's train and test splits, exactly as its source reads them.
@@ -173,7 +174,7 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
       auto slice = whole.slice(t.pipeline[i].begin, t.pipeline[i].end);
       stage.weights_digest = model::weights_digest(slice);
       messages::tensor_set weights{"weights", stage.actor, 0, trainer.version(), 0, {}, {}};
-      for (const auto& p : slice.parameters())
+      for (const auto& p : slice.state())
         weights.tensors.push_back(p.detach());
       out.stage_weights.push_back(std::move(weights));
       if (i + 1 == t.pipeline.size()) {
@@ -221,6 +222,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   options.progress_tty = r.progress_tty;
   options.interrupted = r.interrupted;
   options.trace = !r.trace_out.empty();
+  options.resume_dir = r.resume_dir;
   auto result = run_actor_job(sys, t, options);
   if (cluster)
     cluster->stop();
@@ -285,6 +287,21 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
 
 } // namespace
 
+caf::expected<std::string> fault_override(const std::string& text) {
+  std::string entries;
+  std::istringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    auto equals = item.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == item.size())
+      return make_error(errc::bad_config,
+                        "--fault " + text + ": expected key=value,... (for example "
+                        "kind=kill_node,node=n2,at_step=10)");
+    entries += (entries.empty() ? "" : ", ") + item.substr(0, equals) + ": " +
+               item.substr(equals + 1);
+  }
+  return "faults.+={" + entries + "}";
+}
+
 caf::expected<topology> load_request_topology(const run_request& r) {
   if (!r.topology_path.empty())
     return load_topology(r.topology_path, r.overrides);
@@ -337,15 +354,21 @@ caf::expected<void> save_pipeline_model(const topology& t, const job_result& res
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < t.pipeline.size(); ++i) {
-      auto parameters = whole.slice(t.pipeline[i].begin, t.pipeline[i].end).parameters();
+      auto state = whole.slice(t.pipeline[i].begin, t.pipeline[i].end).state();
       const auto& sent = result.stage_weights[i].tensors;
-      if (sent.size() != parameters.size())
-        return make_error(errc::actor_failed, "cannot save the model: stage " +
-                                                std::to_string(i) + " sent " +
-                                                std::to_string(sent.size()) + " tensors for " +
-                                                std::to_string(parameters.size()) + " parameters");
-      for (size_t p = 0; p < parameters.size(); ++p)
-        parameters[p].copy_(sent[p]);
+      if (sent.size() != state.size())
+        return make_error(errc::actor_failed,
+                          "cannot save the model: stage " + std::to_string(i) + " sent " +
+                            std::to_string(sent.size()) + " tensors for " +
+                            std::to_string(state.size()) + " parameters and buffers");
+      for (size_t p = 0; p < state.size(); ++p)
+        if (!sent[p].defined() || !sent[p].sizes().equals(state[p].sizes()) ||
+            sent[p].scalar_type() != state[p].scalar_type())
+          return make_error(errc::actor_failed, "cannot save the model: stage " +
+                                                  std::to_string(i) + " sent tensor " +
+                                                  std::to_string(p) + " of the wrong shape");
+      for (size_t p = 0; p < state.size(); ++p)
+        state[p].copy_(sent[p]);
     }
     model::save_checkpoint(whole, path);
     return {};

@@ -29,9 +29,14 @@ struct run_request {
   std::string metrics_out;               ///< --metrics-out FILE
   std::string trace_out;                 ///< --trace FILE (job: pipeline, actors)
   std::string save_model;                ///< --save-model FILE (job: pipeline)
+  std::string resume_dir;                ///< --resume DIR (checkpoints of a killed run)
   bool progress_tty = false;
   const std::atomic<bool>* interrupted = nullptr;
 };
+
+/// The `--set` override that appends the fault `--fault TEXT` describes:
+/// "kind=throw,actor=stage1,at_step=5" -> "faults.+={kind: throw, ...}".
+caf::expected<std::string> fault_override(const std::string& text);
 
 /// Loads the request's topology (file or built-in default) with overrides.
 caf::expected<topology> load_request_topology(const run_request& r);
@@ -77,5 +82,19 @@ struct bench_pipeline_request {
 /// measured bubble fraction next to gpipe's theoretical one and the extra CPU
 /// the actors and the wire cost. Returns the exit code.
 int bench_pipeline(const bench_pipeline_request& r);
+
+/// `baton bench faults` options.
+struct bench_faults_request {
+  bool quick = false;
+  std::string json_out;
+  std::string kill_at = "half"; ///< step of the SIGKILL: "half" of the run, or a number
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Runs the same short gpipe pipeline over 3 local node processes twice,
+/// fault-free and with the node of stage 0 SIGKILLed mid-run; prints both
+/// wall times, detection and recovery times, the step restored and whether
+/// the final weights and exactly-once counts match. Returns the exit code.
+int bench_faults(const bench_faults_request& r);
 
 } // namespace baton::actors

@@ -1,9 +1,11 @@
 #include "actors/local_cluster.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "actors/certs.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -31,6 +33,33 @@ caf::expected<uint16_t> await_port(child_process& child, const std::string& port
                       child.log_tail());
 }
 
+/// With TLS, node `name` gets its own certificate from the directory of the
+/// run's certificate (DIR/NAME.pem and DIR/NAME.key, as `baton certs issue
+/// NAME --dir DIR` makes them), the run's CA, and accepts only the run's
+/// certificate name (tls.allow). Its name must be in its certificate: the
+/// coordinator checks that as for any node.
+caf::expected<std::vector<std::string>> tls_flags(const tls_settings& run, const std::string& name) {
+  if (!run.enabled())
+    return std::vector<std::string>{};
+  auto dir = std::filesystem::path{run.certificate}.parent_path().string();
+  auto files = issued_files(name, dir);
+  for (const auto& path : {files.certificate, files.key})
+    if (!std::filesystem::exists(path))
+      return make_error(errc::bad_config,
+                        "--local-nodes with TLS: local node " + name + " needs '" + path +
+                          "' next to this run's certificate (make it with `baton certs issue " +
+                          name + " --dir " + dir + "`)");
+  auto own = read_certificate(run.certificate);
+  if (!own)
+    return own.error();
+  auto names = certificate_names(own->get());
+  std::vector<std::string> flags{"--tls-cert", files.certificate, "--tls-key", files.key,
+                                 "--tls-ca", run.ca};
+  if (!names.empty())
+    flags.insert(flags.end(), {"--tls-allow", names.front()});
+  return flags;
+}
+
 } // namespace
 
 caf::expected<local_cluster> local_cluster::start(int32_t count, const system_settings& settings,
@@ -51,6 +80,10 @@ caf::expected<local_cluster> local_cluster::start(int32_t count, const system_se
                                   std::to_string(settings.heartbeat_interval.count()),
                                   "--connection-timeout-ms",
                                   std::to_string(settings.connection_timeout.count())};
+    auto tls = tls_flags(settings.tls, name);
+    if (!tls)
+      return tls.error();
+    argv.insert(argv.end(), tls->begin(), tls->end());
     auto child = child_process::start(argv, workdir + "/" + name + ".log");
     if (!child)
       return child.error();

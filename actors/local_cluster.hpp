@@ -16,7 +16,11 @@ namespace baton::actors {
 /// goes away (also on errors and Ctrl-C). Node logs go to `workdir`.
 class local_cluster {
 public:
-  /// Starts nodes n1..nN and waits until each has written its port.
+  /// Starts nodes n1..nN and waits until each has written its port. With
+  /// `settings.tls`, node nI uses DIR/nI.pem and DIR/nI.key from the
+  /// directory DIR of the run's certificate, the run's CA, and serves only
+  /// the run's certificate name (tls.allow); a missing file is an error
+  /// (the nodes started so far are stopped).
   static caf::expected<local_cluster> start(int32_t count, const system_settings& settings,
                                             const std::string& workdir);
 

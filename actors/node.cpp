@@ -1,12 +1,15 @@
 #include "actors/node.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
@@ -20,6 +23,15 @@ namespace {
 caf::error node_error(const std::string& path, const YAML::Node& n, const std::string& what) {
   return make_error(errc::bad_config,
                     path + ":" + std::to_string(n.Mark().line + 1) + ": " + what);
+}
+
+/// The key of a map entry: yaml-cpp throws on as<std::string>() of a key that
+/// is a list or a map (`[a]: 1`), which must be a bad_config value instead.
+caf::expected<std::string> key_of(const std::string& path, const YAML::Node& key) {
+  if (key.IsScalar())
+    return key.Scalar();
+  const char* got = key.IsMap() ? "a map" : key.IsSequence() ? "a list" : "nothing";
+  return node_error(path, key, std::string{"expected a key name, got "} + got);
 }
 
 /// Reads a positive integer no larger than what T holds.
@@ -38,14 +50,120 @@ caf::error read_positive(const std::string& path, const YAML::Node& n, const cha
   }
 }
 
+/// `p` relative to the directory of the node file `path`.
+std::string resolve(const std::string& path, const std::string& p) {
+  namespace fs = std::filesystem;
+  return fs::absolute(fs::path{path}.parent_path() / p).lexically_normal().string();
+}
+
+caf::error read_path(const std::string& path, const YAML::Node& n, const std::string& key,
+                     std::string& out) {
+  if (!n.IsScalar() || n.Scalar().empty())
+    return node_error(path, n, "'" + key + "' must be a path");
+  out = resolve(path, n.Scalar());
+  return caf::none;
+}
+
+caf::error read_list(const std::string& path, const YAML::Node& n, const std::string& key,
+                     std::vector<std::string>& out, bool paths) {
+  if (!n.IsSequence())
+    return node_error(path, n, "'" + key + "' must be a list, e.g. [a, b]");
+  for (const auto& item : n) {
+    if (!item.IsScalar() || item.Scalar().empty())
+      return node_error(path, item, "every entry of '" + key + "' must be a non-empty string");
+    out.push_back(paths ? resolve(path, item.Scalar()) : item.Scalar());
+  }
+  return caf::none;
+}
+
+/// The `tls:` section: certificate, key, ca (paths) and allow (names).
+caf::error read_tls(const std::string& path, const YAML::Node& n, node_settings& s) {
+  if (!n.IsMap())
+    return node_error(path, n, "'tls' must be a map {certificate, key, ca, allow}");
+  auto& tls = s.system.tls;
+  for (const auto& kv : n) {
+    auto name = key_of(path, kv.first);
+    if (!name)
+      return std::move(name.error());
+    const std::string& key = *name;
+    const auto& v = kv.second;
+    caf::error err;
+    if (key == "certificate")
+      err = read_path(path, v, "tls.certificate", tls.certificate);
+    else if (key == "key")
+      err = read_path(path, v, "tls.key", tls.key);
+    else if (key == "ca")
+      err = read_path(path, v, "tls.ca", tls.ca);
+    else if (key == "allow")
+      err = read_list(path, v, "tls.allow", s.tls_allow, false);
+    else
+      err = node_error(path, kv.first, "unknown key '" + key + "' in 'tls' (expected one of: "
+                                       "certificate, key, ca, allow)");
+    if (err)
+      return err;
+  }
+  return caf::none;
+}
+
+/// What CAF or a spawn request would otherwise fail on later: TLS files and
+/// path roots that do not exist.
+caf::error check_node_settings(const node_settings& s) {
+  if (!s.tls_allow.empty() && !s.system.tls.enabled())
+    return make_error(errc::bad_config, "tls.allow needs TLS: give tls.certificate, tls.key and "
+                                        "tls.ca (or --tls-cert, --tls-key, --tls-ca)");
+  if (s.system.tls.enabled())
+    if (auto err = check_tls_files(s.system.tls))
+      return err;
+  auto roots = s.paths.data_dirs;
+  if (!s.paths.checkpoint_dir.empty())
+    roots.push_back(s.paths.checkpoint_dir);
+  for (const auto& root : roots)
+    if (std::error_code ec; !std::filesystem::is_directory(root, ec))
+      return make_error(errc::bad_config, "'" + root + "' (data_dirs or checkpoint_dir) is not "
+                                          "a directory");
+  return caf::none;
+}
+
+/// Says once what the node does not restrict.
+void log_restrictions(const node_settings& s) {
+  std::string open;
+  if (s.paths.data_dirs.empty())
+    open = "no data_dirs (datasets)";
+  if (s.paths.checkpoint_dir.empty())
+    open += (open.empty() ? "" : ", ") + std::string{"no checkpoint_dir (checkpoints, TorchScript)"};
+  if (!open.empty())
+    spdlog::warn("node {}: unrestricted paths: {}; spawned actors may read such files anywhere "
+                 "this process can",
+                 s.name, open);
+  if (!s.system.tls.enabled())
+    spdlog::warn("node {}: no TLS: any process that reaches {} may spawn actors here", s.name,
+                 s.host);
+}
+
+caf::expected<uint16_t> publish(caf::actor_system& sys, const node_settings& s,
+                                const caf::actor& spawner) {
+  // A plain port next to a TLS one would be an unauthenticated way in.
+  if (s.system.tls.enabled())
+    return caf::openssl::publish(spawner, s.port, s.host.c_str(), true);
+  return sys.middleman().publish(spawner, s.port, s.host.c_str(), true);
+}
+
 } // namespace
 
 caf::expected<node_settings> load_node_settings(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error(errc::bad_config, "cannot read node file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf(); // sets failbit on `text` for an empty file: not an error
+  return parse_node_settings(text.str(), path);
+}
+
+caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
+                                                 const std::string& path) {
   YAML::Node doc;
   try {
-    doc = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return make_error(errc::bad_config, "cannot read node file '" + path + "'");
+    doc = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return make_error(errc::bad_config, path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
@@ -53,7 +171,10 @@ caf::expected<node_settings> load_node_settings(const std::string& path) {
     return node_error(path, doc, "expected a map of node settings");
   node_settings s;
   for (const auto& kv : doc) {
-    auto key = kv.first.as<std::string>();
+    auto name = key_of(path, kv.first);
+    if (!name)
+      return std::move(name.error());
+    const std::string& key = *name;
     const auto& v = kv.second;
     caf::error err;
     int64_t ms = 0;
@@ -70,10 +191,17 @@ caf::expected<node_settings> load_node_settings(const std::string& path) {
     else if (key == "connection_timeout_ms" &&
              !(err = read_positive(path, v, "connection_timeout_ms", ms)))
       s.system.connection_timeout = std::chrono::milliseconds{ms};
+    else if (key == "tls")
+      err = read_tls(path, v, s);
+    else if (key == "data_dirs")
+      err = read_list(path, v, "data_dirs", s.paths.data_dirs, true);
+    else if (key == "checkpoint_dir")
+      err = read_path(path, v, "checkpoint_dir", s.paths.checkpoint_dir);
     else if (key != "heartbeat_ms" && key != "connection_timeout_ms")
       return node_error(path, kv.first,
                         "unknown key '" + key + "' (expected one of: name, host, port, "
-                        "scheduler_threads, heartbeat_ms, connection_timeout_ms)");
+                        "scheduler_threads, heartbeat_ms, connection_timeout_ms, tls, "
+                        "data_dirs, checkpoint_dir)");
     if (err)
       return err;
   }
@@ -81,19 +209,27 @@ caf::expected<node_settings> load_node_settings(const std::string& path) {
 }
 
 int run_node(const node_settings& settings, const std::atomic<bool>& stop) {
+  // Before the actor system: CAF aborts on a certificate it cannot load.
+  if (auto err = check_node_settings(settings)) {
+    spdlog::error("node {}: {}", settings.name, describe(err));
+    return 2;
+  }
+  log_restrictions(settings);
   caf::actor_system_config cfg;
   configure(cfg, settings.system);
   caf::actor_system sys{cfg};
-  auto spawner = spawn_spawner(sys, settings.name);
-  auto port = sys.middleman().publish(spawner, settings.port, settings.host.c_str(), true);
+  auto spawner = spawn_spawner(sys, settings.name,
+                               {settings.paths, settings.system.tls, settings.tls_allow});
+  auto port = publish(sys, settings, spawner);
   if (!port) {
     spdlog::error("node {}: cannot listen on {}:{}: {}", settings.name, settings.host,
                   settings.port, sys.render(port.error()));
     caf::anon_send_exit(spawner, caf::exit_reason::kill);
     return 2;
   }
-  std::printf("baton node %s listening on %s:%u\n", settings.name.c_str(),
-              settings.host.c_str(), static_cast<unsigned>(*port));
+  std::printf("baton node %s listening on %s:%u%s\n", settings.name.c_str(),
+              settings.host.c_str(), static_cast<unsigned>(*port),
+              settings.system.tls.enabled() ? " with TLS" : "");
   std::fflush(stdout);
   if (!settings.port_file.empty()) {
     auto tmp = settings.port_file + ".tmp";
@@ -105,6 +241,7 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop) {
   spdlog::info("node {}: stopping", settings.name);
   // Killing the spawner kills every actor it started (they are linked).
   caf::anon_send_exit(spawner, caf::exit_reason::kill);
+  // TLS ports share the middleman's BASP broker, which closes them too.
   sys.middleman().unpublish(spawner, *port);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "actors/activity.hpp"
 #include "actors/fanout.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/recovery.hpp"
 #include "actors/trace.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -77,10 +78,9 @@ struct pipeline_state {
   int32_t backwards_in_step = 0;
   replica_group group;
 
-  epoch_sums epoch;
-  int64_t samples_total = 0;
+  training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
+  std::optional<checkpointing> checkpoints;
   int64_t steps_since_progress = 0;
-  std::vector<messages::epoch_result> epochs;
 };
 
 using pipeline_actor = caf::stateful_actor<pipeline_state>;
@@ -161,6 +161,8 @@ void try_group_steps(pipeline_actor* self) {
     g.size_of_step.erase(g.applied);
     g.applied += 1;
     st.steps_done += 1;
+    after_step(self, st.coordinator, st.name, *st.checkpoints, st.trainer->version(),
+               st.counters, [&] { return st.trainer->save_state(); });
   }
 }
 
@@ -246,6 +248,8 @@ void after_backward(pipeline_actor* self, int64_t id) {
   st.trace.record("step", since, clock_type::now(), -1, st.trainer->version());
   st.backwards_in_step = 0;
   st.steps_done += 1;
+  after_step(self, st.coordinator, st.name, *st.checkpoints, st.trainer->version(), st.counters,
+             [&] { return st.trainer->save_state(); });
 }
 
 void send_gradient(pipeline_actor* self, int64_t id, int64_t step, int64_t version,
@@ -262,7 +266,7 @@ void maybe_report_progress(pipeline_actor* self, const microbatch& m, double los
   if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
     return;
   st.steps_since_progress = 0;
-  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.samples_total, loss, {}});
+  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
 }
 
 /// The version a training forward uses: the input stage's under vertical sync.
@@ -280,8 +284,8 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
   auto batch = m.payload.size(0);
   if (m.eval) {
     auto logits = st.trainer->infer(m.payload);
-    st.epoch.correct += logits.argmax(1).eq(*labels).sum().item<int64_t>();
-    st.epoch.evaluated += batch;
+    st.counters.epoch.correct += logits.argmax(1).eq(*labels).sum().item<int64_t>();
+    st.counters.epoch.evaluated += batch;
     st.trace.record("eval", since, clock_type::now(), m.id, st.trainer->version());
     return;
   }
@@ -290,9 +294,9 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
   auto r = st.trainer->backward_loss(m.id, *labels, flush(st) ? m.step_size : 1);
   st.trace.record("forward", since, forwarded, m.id, r.forward_version);
   st.trace.record("backward", forwarded, clock_type::now(), m.id, r.backward_version);
-  st.epoch.loss_sum += r.loss * batch;
-  st.epoch.samples += batch;
-  st.samples_total += batch;
+  st.counters.epoch.loss_sum += r.loss * batch;
+  st.counters.epoch.samples += batch;
+  st.counters.samples_total += batch;
   if (!st.spec.first)
     send_gradient(self, m.id, m.step, m.weight_version, r.input_gradient);
   after_backward(self, m.id);
@@ -305,8 +309,11 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
   self->send(sender, messages::credit{m.id, 1, {}});
   if (st.spec.first)
     m.weight_version = st.trainer->version();
-  if (!m.eval)
+  if (!m.eval) {
+    st.counters.admit(m.id); // new: drop_duplicates() ran before
+    maybe_throw_fault(st.checkpoints->spec(), m);
     st.in_flight[m.id] = {sender, m.step, m.step_size};
+  }
   if (st.spec.last)
     return last_stage(self, m, since);
   if (m.eval) {
@@ -344,23 +351,24 @@ messages::actor_report make_report(pipeline_state& st) {
   r.busy_seconds = st.work.busy_seconds();
   r.idle_seconds = st.work.idle_seconds();
   r.bubble_seconds = st.bubble_seconds;
-  r.samples = st.samples_total;
-  if (!st.epochs.empty()) {
-    r.train_loss = st.epochs.back().train_loss;
-    r.test_accuracy = st.epochs.back().test_accuracy;
+  r.samples = st.counters.samples_total;
+  if (!st.counters.epochs.empty()) {
+    r.train_loss = st.counters.epochs.back().train_loss;
+    r.test_accuracy = st.counters.epochs.back().test_accuracy;
   }
   r.weights_digest = model::weights_digest(st.trainer->layers());
-  r.epochs = st.epochs;
+  r.epochs = st.counters.epochs;
   r.edges = st.downstream.edges();
   if (!st.spec.first)
     r.edges.push_back(st.backward_edge);
   return r;
 }
 
-/// The stage's weights, for a checkpoint of the whole model.
+/// The stage's weights and buffers (layered_model::state()), for a
+/// checkpoint of the whole model.
 tensor_set weights_of(const pipeline_state& st) {
   tensor_set w{"weights", st.name, st.spec.replica, st.trainer->version(), 0, {}, {}};
-  for (const auto& p : st.trainer->layers().parameters())
+  for (const auto& p : st.trainer->layers().state())
     w.tensors.push_back(p.detach());
   return w;
 }
@@ -370,12 +378,14 @@ void on_control(pipeline_actor* self, const control& c) {
   if (!st.spec.last)
     st.downstream.broadcast(self, c);
   if (c.kind == control_kind::epoch_end && st.spec.last) {
-    auto e = st.epoch.close(c.epoch);
-    st.epochs.push_back(e);
+    auto e = st.counters.epoch.close(c.epoch);
+    st.counters.epochs.push_back(e);
     auto report = make_report(st);
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));
   } else if (c.kind == control_kind::end_of_stream) {
+    self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+               st.counters.duplicates);
     if (st.spec.replica == 0)
       self->send(st.coordinator, weights_of(st));
     auto report = make_report(st);
@@ -384,10 +394,27 @@ void on_control(pipeline_actor* self, const control& c) {
   }
 }
 
+/// Drops the training microbatches at the front of the inputs that this
+/// stage has already trained (replayed after a restart), returning their
+/// credit. Counted when trained, not when received: a checkpoint must not
+/// count microbatches that were only queued.
+void drop_duplicates(pipeline_actor* self) {
+  auto& st = self->state;
+  while (!st.inputs.empty()) {
+    const auto* m = std::get_if<microbatch>(&st.inputs.front().item);
+    if (m == nullptr || m->eval || m->id > st.counters.last_id)
+      return;
+    st.counters.duplicates += 1;
+    self->send(st.inputs.front().sender, messages::credit{m->id, 1, {}});
+    st.inputs.pop_front();
+  }
+}
+
 /// Does whatever the schedule allows, until nothing can go.
 void act(pipeline_actor* self) {
   auto& st = self->state;
   for (;;) {
+    drop_duplicates(self);
     bool forward_first = st.spec.schedule == "gpipe" && front_ready(st);
     auto since = clock_type::now();
     if (!st.gradients.empty() && !forward_first) {
@@ -414,16 +441,6 @@ void act(pipeline_actor* self) {
   }
 }
 
-/// Runs `f`; a LibTorch or model error fails the actor with a clear message.
-template <class F>
-void guarded(pipeline_actor* self, const char* what, F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    fail(self, self->state.coordinator, self->state.name, std::string{what} + ": " + e.what());
-  }
-}
-
 /// A control is queued once every upstream replica sent its copy: then every
 /// microbatch before it, from each of them, has arrived.
 void on_control_copy(pipeline_actor* self, control c) {
@@ -440,6 +457,7 @@ struct pipeline_setup {
   std::string node;
   pipeline_stage_spec spec;
   std::shared_ptr<model::stage_trainer> trainer;
+  training_counters counters; ///< restored from the checkpoint, or zero
 };
 
 caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
@@ -449,6 +467,11 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
   init.spec = std::move(setup.spec);
   init.trainer = std::move(setup.trainer);
   init.trace = trace_recorder{init.spec.trace};
+  init.counters = std::move(setup.counters);
+  init.checkpoints.emplace(init.spec.recovery);
+  // A restored stage continues after the step of its checkpoint.
+  init.steps_done = init.trainer->version();
+  init.group.applied = init.group.contributed = init.trainer->version();
   init.group.peers.resize(static_cast<size_t>(init.spec.replicas));
   init.backward_edge = {init.name, "upstream", 0, 0};
   return {
@@ -533,8 +556,13 @@ caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std
     // minibatch use one version anyway, so stashing costs nothing there.
     auto trainer = std::make_shared<model::stage_trainer>(
       whole.slice(spec.begin, spec.end), spec.optimizer, model::stash_mode::stash);
-    return sys.spawn<caf::detached>(pipeline_behavior,
-                                    pipeline_setup{name, node, spec, std::move(trainer)});
+    training_counters counters;
+    if (auto restored = checkpointing{spec.recovery}.restore()) {
+      trainer->restore(*restored);
+      counters = training_counters::from_json(restored->counters);
+    }
+    return sys.spawn<caf::detached>(
+      pipeline_behavior, pipeline_setup{name, node, spec, std::move(trainer), std::move(counters)});
   } catch (const std::exception& e) {
     return make_error(errc::bad_config, name + ": " + e.what());
   }

@@ -37,6 +37,16 @@ YAML::Node encode(const model::optimizer_spec& x) {
   return n;
 }
 
+YAML::Node encode(const recovery_spec& x) {
+  YAML::Node n;
+  n["checkpoint_dir"] = x.checkpoint_dir;
+  n["checkpoint_every"] = x.checkpoint_every;
+  n["restore_step"] = x.restore_step;
+  n["throw_at_step"] = x.throw_at_step;
+  n["notify_from_step"] = x.notify_from_step;
+  return n;
+}
+
 std::string dump(const YAML::Node& n) {
   YAML::Emitter out;
   out.SetDoublePrecision(17);
@@ -62,6 +72,20 @@ model::optimizer_spec decode_optimizer(const YAML::Node& n) {
   x.lr = n["lr"].as<double>();
   x.momentum = n["momentum"].as<double>();
   x.weight_decay = n["weight_decay"].as<double>();
+  return x;
+}
+
+recovery_spec decode_recovery(const YAML::Node& n) {
+  recovery_spec x;
+  x.checkpoint_dir = n["checkpoint_dir"].as<std::string>();
+  x.checkpoint_every = n["checkpoint_every"].as<int32_t>();
+  x.restore_step = n["restore_step"].as<int64_t>();
+  x.throw_at_step = n["throw_at_step"].as<int64_t>();
+  x.notify_from_step = n["notify_from_step"].as<int64_t>();
+  if (x.checkpoint_every < 0 || x.restore_step < 0)
+    throw std::runtime_error("checkpoint_every and restore_step must not be negative");
+  if ((x.checkpoint_every > 0 || x.restore_step > 0) && x.checkpoint_dir.empty())
+    throw std::runtime_error("checkpoints need a checkpoint_dir");
   return x;
 }
 
@@ -93,6 +117,7 @@ std::string to_yaml(const source_spec& x) {
   for (const auto& t : x.tasks)
     n["tasks"].push_back(encode(t));
   n["window"] = x.window;
+  n["start_step"] = x.start_step;
   return dump(n);
 }
 
@@ -115,6 +140,7 @@ std::string to_yaml(const head_role_spec& x) {
   n["optimizer"] = encode(x.head.optimizer);
   n["threads"] = x.threads;
   n["progress_every"] = x.progress_every;
+  n["recovery"] = encode(x.recovery);
   return dump(n);
 }
 
@@ -138,6 +164,7 @@ std::string to_yaml(const pipeline_stage_spec& x) {
   n["max_in_flight"] = x.max_in_flight;
   n["vertical_sync"] = x.vertical_sync;
   n["trace"] = x.trace;
+  n["recovery"] = encode(x.recovery);
   return dump(n);
 }
 
@@ -162,6 +189,7 @@ caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& 
     x.max_in_flight = n["max_in_flight"].as<int32_t>();
     x.vertical_sync = n["vertical_sync"].as<bool>();
     x.trace = n["trace"].as<bool>();
+    x.recovery = decode_recovery(n["recovery"]);
     if (x.begin < 0 || x.end <= x.begin || x.window < 1 || x.threads < 1 || x.classes < 1)
       throw std::runtime_error("need 0 <= begin < end and positive window, threads, classes");
     if (x.replicas < 1 || x.replica < 0 || x.replica >= x.replicas || x.upstream_replicas < 1 ||
@@ -194,8 +222,10 @@ caf::expected<source_spec> parse_source_spec(const std::string& yaml) {
       x.tasks.push_back(model::make_task(t["name"].as<std::string>(),
                                          t["labels"].as<std::vector<int64_t>>()));
     x.window = n["window"].as<int32_t>();
-    if (x.window < 1 || x.plan.batch_size < 1 || x.plan.microbatches < 1)
-      throw std::runtime_error("window, batch_size and microbatches must be positive");
+    x.start_step = n["start_step"].as<int64_t>();
+    if (x.window < 1 || x.plan.batch_size < 1 || x.plan.microbatches < 1 || x.start_step < 0)
+      throw std::runtime_error("window, batch_size and microbatches must be positive, "
+                               "start_step not negative");
     return x;
   });
 }
@@ -226,6 +256,7 @@ caf::expected<head_role_spec> parse_head_spec(const std::string& yaml) {
     x.head.optimizer = decode_optimizer(n["optimizer"]);
     x.threads = n["threads"].as<int32_t>();
     x.progress_every = n["progress_every"].as<int32_t>();
+    x.recovery = decode_recovery(n["recovery"]);
     if (x.threads < 1 || x.progress_every < 1)
       throw std::runtime_error("threads and progress_every must be positive");
     return x;

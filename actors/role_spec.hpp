@@ -16,6 +16,16 @@
 
 namespace baton::actors {
 
+/// Checkpoints and injected faults of a trainable actor (head, pipeline
+/// stage). See actors/recovery.hpp.
+struct recovery_spec {
+  std::string checkpoint_dir;   ///< this actor's checkpoints; "" = none
+  int32_t checkpoint_every = 0; ///< optimiser steps between checkpoints; 0 = none
+  int64_t restore_step = 0;     ///< start from the checkpoint of this step; 0: initial weights
+  int64_t throw_at_step = -1;   ///< fault injection: throw before training this step
+  int64_t notify_from_step = -1; ///< tell the coordinator of every step from this one on
+};
+
 /// A source: reads a dataset and emits microbatches under a credit window.
 struct source_spec {
   std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
@@ -28,6 +38,7 @@ struct source_spec {
   model::batch_plan plan;
   std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
   int32_t window = 4;
+  int64_t start_step = 0; ///< first training step to emit (a restart after a failure)
 };
 
 /// A frozen stage: layers [begin, end) of the backbone.
@@ -45,6 +56,7 @@ struct head_role_spec {
   model::head_spec head;
   int32_t threads = 1;
   int32_t progress_every = 20;
+  recovery_spec recovery;
 };
 
 /// A trainable pipeline stage: layers [begin, end) of the backbone followed by
@@ -68,6 +80,7 @@ struct pipeline_stage_spec {
   int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
   bool vertical_sync = false;    ///< forward with the version the input stage chose
   bool trace = false;            ///< record the schedule for --trace
+  recovery_spec recovery;
 };
 
 std::string to_yaml(const source_spec& x);

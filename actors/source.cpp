@@ -125,6 +125,28 @@ bool make_next(source_state& st) {
   return true;
 }
 
+/// Moves the cursor to the first microbatch of training step `start` (a
+/// restart after a failure), with the ids a run from the beginning would
+/// have given: epochs before it, then the microbatches of its epoch before
+/// the step. A step that ends an epoch's training is followed by that
+/// epoch's evaluation, which the restored actors have not done yet.
+void seek(source_state& st, int64_t start) {
+  for (;;) {
+    auto steps = st.train_plan.step_of.empty() ? 0 : st.train_plan.step_of.back() + 1;
+    if (start <= st.step_base + steps || st.epoch + 1 == st.spec.plan.epochs)
+      break;
+    st.step_base += steps;
+    st.next_id += static_cast<int64_t>(st.train_plan.microbatches.size() + st.eval_plan.size());
+    ++st.epoch;
+    start_epoch(st);
+  }
+  while (st.next_train < st.train_plan.step_of.size() &&
+         st.step_base + st.train_plan.step_of[st.next_train] < start) {
+    ++st.next_train;
+    ++st.next_id;
+  }
+}
+
 /// Emits while the receiver of the next microbatch has credit; controls need none.
 void pump(source_actor* self) {
   auto& st = self->state;
@@ -172,6 +194,7 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
       int64_t total = st.train.size() * st.spec.plan.epochs;
       self->send(st.coordinator, control{control_kind::start, 0, total, st.name, {}});
       start_epoch(st);
+      seek(st, st.spec.start_step);
       pump(self);
     },
     [=](const messages::credit& c) {

@@ -86,14 +86,12 @@ bool process(stage_actor* self, microbatch m, const caf::actor& upstream) {
   // Free the upstream slot first: the next transfer overlaps this compute.
   self->send(upstream, messages::credit{m.id, 1, {}});
   auto since = activity::clock::now();
-  try {
+  auto computed = guarded(self, "forward of microbatch " + std::to_string(m.id) + " failed", [&] {
     use_thread_budget(st.spec.threads);
     m.payload = model::forward_frozen(st.layers, m.payload);
-  } catch (const std::exception& e) {
-    fail(self, st.coordinator, st.name,
-         "forward of microbatch " + std::to_string(m.id) + " failed: " + e.what());
+  });
+  if (!computed)
     return false;
-  }
   st.work.add_busy(since);
   auto bytes = messages::payload_bytes(m);
   for (auto& out : st.outputs) {

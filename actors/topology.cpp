@@ -37,7 +37,8 @@ using namespace detail;
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "pipeline"}},
+    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "pipeline",
+          "faults"}},
     {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
               "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
     {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "stages", "place",
@@ -48,7 +49,10 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"heads.*", {"name", "task", "node", "optimizer"}},
     {"heads.*.optimizer", optimizer},
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
-                 "connection_timeout_ms", "request_timeout_ms", "progress_every"}},
+                 "connection_timeout_ms", "request_timeout_ms", "progress_every",
+                 "checkpoint_every", "checkpoint_dir", "max_restarts", "tls"}},
+    {"runtime.tls", {"certificate", "key", "ca"}},
+    {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms"}},
     {"nodes.*", {"name", "host", "port"}},
     {"pipeline", {"schedule", "vertical_sync", "stages"}},
     {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}},
@@ -58,10 +62,9 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
 
 // Paths whose value is a list; `--set` addresses their entries by index.
 bool is_list(const std::string& pattern) {
-  static const std::vector<std::string> lists = {"tasks",          "heads",
-                                                 "nodes",          "backbone.split",
-                                                 "backbone.place", "tasks.*.labels",
-                                                 "pipeline.stages"};
+  static const std::vector<std::string> lists = {
+    "tasks",          "heads",          "nodes",           "backbone.split",
+    "backbone.place", "tasks.*.labels", "pipeline.stages", "faults"};
   return contains(lists, pattern);
 }
 
@@ -510,6 +513,19 @@ std::vector<head_placement> parse_heads(const field& list, const topology& t) {
   return heads;
 }
 
+// `runtime.tls`: this run's certificate, key and CA, checked here because
+// CAF aborts the process on files it cannot load.
+tls_settings parse_tls(const field& section) {
+  check_section(section);
+  tls_settings tls;
+  read_if(section, "certificate", tls.certificate, read_path);
+  read_if(section, "key", tls.key, read_path);
+  read_if(section, "ca", tls.ca, read_path);
+  if (auto err = check_tls_files(tls))
+    section.fail("'runtime.tls' (or --tls-cert, --tls-key, --tls-ca): " + describe(err));
+  return tls;
+}
+
 void parse_runtime(const field& section, runtime_settings& r) {
   check_section(section);
   read_if(section, "window", r.window, positive_int32);
@@ -520,6 +536,91 @@ void parse_runtime(const field& section, runtime_settings& r) {
   read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
   read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);
   read_if(section, "progress_every", r.progress_every, positive_int32);
+  read_if(section, "checkpoint_every", r.checkpoint_every, [](const field& f) {
+    return read_integer<int32_t>(f, 0, std::numeric_limits<int32_t>::max(),
+                                 "a number of steps (0: no checkpoints)");
+  });
+  read_if(section, "checkpoint_dir", r.checkpoint_dir, read_path);
+  read_if(section, "max_restarts", r.max_restarts, [](const field& f) {
+    return read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
+  });
+  if (auto f = section.get("tls"))
+    r.tls = parse_tls(*f);
+}
+
+} // namespace
+
+std::vector<std::string> trainable_actor_names(const topology& t) {
+  std::vector<std::string> names;
+  for (const auto& h : t.heads) // a pipeline's `heads` name its task, not actors
+    if (t.job != "pipeline")
+      names.push_back(h.spec.name);
+  for (size_t i = 0; i < t.pipeline.size(); ++i) {
+    auto stage = "stage" + std::to_string(i);
+    if (t.pipeline[i].replicas == 1)
+      names.push_back(stage);
+    for (int32_t r = 0; t.pipeline[i].replicas > 1 && r < t.pipeline[i].replicas; ++r)
+      names.push_back(stage + "." + std::to_string(r));
+  }
+  return names;
+}
+
+namespace {
+
+fault_spec parse_fault(const field& item, const topology& t) {
+  check_section(item);
+  fault_spec f;
+  f.where = item.where();
+  f.kind = read_choice(item.require("kind"), {"throw", "kill_node", "stop_node"});
+  read_if(item, "at_step", f.at_step, non_negative_int64);
+  read_if(item, "after_ms", f.after, positive_milliseconds);
+  if (f.kind == "throw") {
+    field actor = item.require("actor");
+    f.actor = read_string(actor);
+    auto names = trainable_actor_names(t);
+    if (!contains(names, f.actor))
+      actor.fail("fault 'throw' names actor '" + f.actor +
+                 "', which is not a trainable actor of this job (" + join(names) + ")");
+    if (f.at_step < 0)
+      item.fail("fault 'throw' needs at_step (the step during which the actor throws)");
+    if (item.get("node") || item.get("after_ms") || item.get("stopped_ms"))
+      item.fail("fault 'throw' takes kind, actor and at_step only");
+  } else {
+    // Nodes are checked when the job starts: `--local-nodes` makes them later.
+    f.node = read_string(item.require("node"));
+    if ((f.at_step < 0) == (f.after.count() < 0))
+      item.fail("fault '" + f.kind + "' needs exactly one of at_step and after_ms");
+    if (item.get("actor"))
+      item.fail("fault '" + f.kind + "' names a node, not an actor");
+    if (f.kind == "stop_node")
+      f.stopped = positive_milliseconds(item.require("stopped_ms"));
+    else if (item.get("stopped_ms"))
+      item.fail("stopped_ms applies to kind stop_node only");
+  }
+  return f;
+}
+
+std::vector<fault_spec> parse_faults(const field& list, const topology& t) {
+  std::vector<fault_spec> faults;
+  for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
+                                      "after_ms, stopped_ms})"))
+    faults.push_back(parse_fault(item, t));
+  return faults;
+}
+
+/// Recovery restores a consistent cut of the weights, which only the
+/// synchronous schedules have between minibatches.
+void check_recovery(const field& root, const topology& t) {
+  if (t.job != "pipeline" || t.schedule != "1f1b")
+    return;
+  if (!t.faults.empty())
+    root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
+                                "1f1b-flush): asynchronous 1f1b has no step at which every "
+                                "stage's weights are consistent");
+  if (t.runtime.checkpoint_every > 0)
+    root.require("runtime").require("checkpoint_every")
+      .fail("checkpoints need a synchronous schedule (gpipe or 1f1b-flush): under 1f1b the "
+            "stages never share a step with nothing in flight");
 }
 
 std::vector<node_address> parse_nodes(const field& list) {
@@ -622,6 +723,8 @@ topology build_topology(const field& root) {
   parse_pipeline(root.section("pipeline"), std::move(layers), t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
+  t.faults = parse_faults(root.section("faults"), t);
+  check_recovery(root, t);
   place_round_robin(t);
   return t;
 }
@@ -636,7 +739,9 @@ YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
   bool empty = !parent.IsDefined() || parent.IsNull();
   std::string pattern = pattern_of(parent_path);
   if (is_list(pattern)) {
-    std::optional<size_t> index = parse_index(segment);
+    // "+" appends: `--set faults.+={kind: throw, ...}` adds an entry.
+    std::optional<size_t> index =
+      segment == "+" ? std::optional<size_t>{empty ? 0 : parent.size()} : parse_index(segment);
     if (!index)
       fail_at(where, "'" + segment + "' is not an index of the list '" + parent_path + "'");
     if (!empty && !parent.IsSequence())
@@ -679,6 +784,8 @@ YAML::Node walk_to(YAML::Node& doc, const std::string& path, const std::string& 
   std::istringstream segments(path);
   while (std::getline(segments, segment, '.')) {
     YAML::Node next = step_into(current, at, segment, "--set " + path);
+    if (segment == "+") // the entry it appended
+      segment = std::to_string(current.size() - 1);
     at = child_path(at, segment);
     if (next.Mark().is_null())
       source.overrides.emplace(at, origin);

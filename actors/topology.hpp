@@ -12,6 +12,7 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/tls.hpp"
 #include "model/layered_model.hpp"
 #include "model/local.hpp"
 #include "model/task.hpp"
@@ -59,6 +60,23 @@ struct runtime_settings {
   std::chrono::milliseconds connection_timeout{2000};
   std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests
   int32_t progress_every = 20;    ///< heads report progress every N steps
+  /// Trainable actors checkpoint after every N optimiser steps; 0: never
+  /// (a restart then begins from the initial weights).
+  int32_t checkpoint_every = 0;
+  std::string checkpoint_dir;     ///< "": a fresh directory under the system's temp dir
+  int32_t max_restarts = 3;       ///< restarts after failures before giving up
+  tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
+};
+
+/// An injected fault (`faults:` or `--fault`): see README "Faults".
+struct fault_spec {
+  std::string kind;   ///< throw | kill_node | stop_node
+  std::string actor;  ///< throw: the trainable actor (a head, "stage1", "stage1.0")
+  std::string node;   ///< kill_node, stop_node: the node
+  int64_t at_step = -1;              ///< when the job has made this many steps ...
+  std::chrono::milliseconds after{-1}; ///< ... or this long after training started
+  std::chrono::milliseconds stopped{0}; ///< stop_node: how long the node stays stopped
+  std::string where;  ///< "file:line" or "--fault ..."
 };
 
 /// A parsed, validated topology.
@@ -115,9 +133,15 @@ struct topology {
   std::vector<pipeline_stage> pipeline; ///< from `pipeline.stages`; empty unless job: pipeline
 
   runtime_settings runtime;
+  std::vector<fault_spec> faults;
   std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
 
   bool embedded() const { return nodes.empty(); }
+  /// Whether a failure restarts the job from its checkpoints (or from the
+  /// start): with checkpoints or injected faults, and max_restarts > 0.
+  bool recovers() const {
+    return (runtime.checkpoint_every > 0 || !faults.empty()) && runtime.max_restarts > 0;
+  }
   const model::task* find_task(const std::string& name) const;
 };
 
@@ -133,6 +157,11 @@ caf::expected<topology> load_topology(const std::string& path,
 /// Same, from YAML text; `name` is used in error messages in place of a path.
 caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
                                        const std::vector<std::string>& overrides = {});
+
+/// The trainable actors of the job, as the coordinator names them: heads,
+/// pipeline stages ("stage1", or "stage1.0" for replica 0 of a replicated
+/// stage). A `throw` fault names one of them; each keeps its checkpoints.
+std::vector<std::string> trainable_actor_names(const topology& t);
 
 /// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
 /// filled in later) and stages, heads and source spread over them round-robin

@@ -13,6 +13,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/certs.hpp"
 #include "actors/jobs.hpp"
 #include "actors/node.hpp"
 #include "actors/planning.hpp"
@@ -45,11 +46,28 @@ usage:
                              Chrome / Perfetto trace (open in ui.perfetto.dev)
       --save-model FILE      job: pipeline: save the trained model (backbone + fc2) as a
                              checkpoint, e.g. the `backbone.checkpoint` of a transfer job
+      --fault K=V,...        inject a fault (repeatable; see README "Faults and recovery"):
+                             kind=throw,actor=stage1,at_step=9 | kind=kill_node,node=n2,
+                             at_step=6 | kind=stop_node,node=n2,after_ms=3000,stopped_ms=4000
+      --resume DIR           continue a killed run from its checkpoints in DIR (give the
+                             same topology and --set as that run)
+      --tls-cert F --tls-key F --tls-ca F
+                             mutual TLS to the nodes with this certificate, key and CA
+                             (same as runtime.tls); with --local-nodes, node nI uses
+                             nI.pem / nI.key from the certificate's directory
   baton pretrain [TOPOLOGY.yaml] [--set KEY=VALUE]...
                                         (re)make the backbone checkpoint of the topology
   baton node [--config node.yaml] [--name N] [--host H] [--port P] [--port-file F]
              [--scheduler-threads T] [--heartbeat-ms MS] [--connection-timeout-ms MS]
-                                        serve actors for a coordinator (port 0: any)
+             [--tls-cert F --tls-key F --tls-ca F] [--tls-allow NAME]...
+                                        serve actors for a coordinator (port 0: any); with
+                                        TLS only to coordinators whose certificate has a
+                                        --tls-allow name (node.yaml: tls, data_dirs,
+                                        checkpoint_dir; see README "Security")
+  baton certs init DIR [--force]        make the cluster CA: DIR/ca.pem and DIR/ca.key
+  baton certs issue NAME --dir DIR [--force] [--days D]
+                                        make DIR/NAME.pem and DIR/NAME.key (CN and DNS name
+                                        NAME) signed by the CA in DIR (default: 825 days)
   baton bench transfer [--heads K] [--quick] [--json FILE] [--backbone convnet|convnet_wide]
                        [--local-nodes N] [--set KEY=VALUE]...
                                         shared backbone vs separate baseline, side by side
@@ -59,6 +77,11 @@ usage:
                                         (a) local loop, one compute thread, vs (b) a 2-stage
                                         pipeline on 2 node processes, one thread each, per
                                         schedule: samples/s, ratio, utilisation, bubble
+  baton bench faults [--quick] [--json FILE] [--kill-at STEP]
+                                        a gpipe pipeline on 3 local nodes, fault-free and
+                                        with the node of stage 0 SIGKILLed at STEP (default:
+                                        half way): wall times, detection and recovery
+                                        times, whether the weights match
   baton profile TOPOLOGY.yaml --out profile.json [--microbatches N] [--batch B]
                                         time every layer of the topology's model (forward,
                                         backward, activation and parameter bytes), one thread,
@@ -139,6 +162,17 @@ int fail(const caf::error& err) {
   return exit_code_of(err);
 }
 
+/// `--tls-cert F` on `baton run` is `--set runtime.tls.certificate=F`: one
+/// path into the topology, checked where runtime.tls is. The value is a YAML
+/// single-quoted string, so that any path stays a string.
+std::string tls_override(const std::string& flag, const std::string& path) {
+  std::string key = flag == "--tls-cert" ? "certificate" : flag == "--tls-key" ? "key" : "ca";
+  std::string quoted;
+  for (char c : path)
+    quoted += c == '\'' ? std::string{"''"} : std::string(1, c);
+  return "runtime.tls." + key + "='" + quoted + "'";
+}
+
 bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
   std::string v;
   if (flag == "--set")
@@ -159,6 +193,21 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
     return a.value(flag, r.trace_out);
   if (flag == "--save-model")
     return a.value(flag, r.save_model);
+  if (flag == "--resume")
+    return a.value(flag, r.resume_dir);
+  if (flag == "--fault") {
+    if (!a.value(flag, v))
+      return false;
+    auto entry = actors::fault_override(v);
+    if (!entry) {
+      std::fprintf(stderr, "baton run: %s\n", describe(entry.error()).c_str());
+      return false;
+    }
+    r.overrides.push_back(*entry);
+    return true;
+  }
+  if (flag == "--tls-cert" || flag == "--tls-key" || flag == "--tls-ca")
+    return a.value(flag, v) && (r.overrides.push_back(tls_override(flag, v)), true);
   if (!flag.empty() && flag[0] != '-' && r.topology_path.empty()) {
     r.topology_path = flag;
     return true;
@@ -224,6 +273,14 @@ int cmd_node(args& a) {
     } else if (flag == "--connection-timeout-ms") {
       ok = a.value(flag, v) && parse_int(flag, v, n);
       s.system.connection_timeout = std::chrono::milliseconds{n};
+    } else if (flag == "--tls-cert") {
+      ok = a.value(flag, s.system.tls.certificate);
+    } else if (flag == "--tls-key") {
+      ok = a.value(flag, s.system.tls.key);
+    } else if (flag == "--tls-ca") {
+      ok = a.value(flag, s.system.tls.ca);
+    } else if (flag == "--tls-allow") {
+      ok = a.value(flag, v) && (s.tls_allow.push_back(v), true);
     } else {
       std::fprintf(stderr, "baton node: unknown argument '%s' (see baton help)\n", flag.c_str());
       ok = false;
@@ -232,6 +289,46 @@ int cmd_node(args& a) {
       return 2;
   }
   return actors::run_node(s, interrupted);
+}
+
+int cmd_certs(args& a) {
+  auto what = a.done() ? std::string{} : a.take();
+  std::string target, dir, v;
+  bool force = false;
+  int32_t days = 825;
+  while (!a.done()) {
+    auto flag = a.take();
+    bool ok = true;
+    if (flag == "--force")
+      force = true;
+    else if (flag == "--dir")
+      ok = a.value(flag, dir);
+    else if (flag == "--days")
+      ok = a.value(flag, v) && parse_int(flag, v, days) && days > 0;
+    else if (!flag.empty() && flag[0] != '-' && target.empty())
+      target = flag;
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "baton certs: bad argument '%s' (see baton help)\n", flag.c_str());
+      return 2;
+    }
+  }
+  caf::expected<actors::certificate_files> made = caf::error{};
+  if (what == "init" && !target.empty() && dir.empty())
+    made = actors::init_cluster_ca(target, force);
+  else if (what == "issue" && !target.empty() && !dir.empty())
+    made = actors::issue_certificate(target, dir, force, days);
+  else {
+    std::fprintf(stderr, "baton certs: expected `init DIR` or `issue NAME --dir DIR` "
+                         "(see baton help)\n");
+    return 2;
+  }
+  if (!made)
+    return fail(made.error());
+  std::printf("wrote %s (certificate) and %s (private key, mode 0600)\n",
+              made->certificate.c_str(), made->key.c_str());
+  return 0;
 }
 
 int cmd_bench_pipeline(args& a) {
@@ -261,12 +358,41 @@ int cmd_bench_pipeline(args& a) {
   return actors::bench_pipeline(r);
 }
 
+int cmd_bench_faults(args& a) {
+  actors::bench_faults_request r;
+  int32_t step = 0;
+  r.interrupted = &interrupted;
+  std::string v;
+  while (!a.done()) {
+    auto flag = a.take();
+    bool ok = true;
+    if (flag == "--quick")
+      r.quick = true;
+    else if (flag == "--json")
+      ok = a.value(flag, r.json_out);
+    else if (flag == "--kill-at")
+      ok = a.value(flag, v) && parse_int(flag, v, step) && step >= 0 &&
+           (r.kill_at = v, true);
+    else
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "baton bench faults: bad argument '%s' (see baton help)\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  return actors::bench_faults(r);
+}
+
 int cmd_bench(args& a) {
   auto what = a.done() ? std::string{} : a.take();
   if (what == "pipeline")
     return cmd_bench_pipeline(a);
+  if (what == "faults")
+    return cmd_bench_faults(a);
   if (what != "transfer") {
-    std::fprintf(stderr, "baton bench: expected 'transfer' or 'pipeline' (see baton help)\n");
+    std::fprintf(stderr,
+                 "baton bench: expected 'transfer', 'pipeline' or 'faults' (see baton help)\n");
     return 2;
   }
   actors::bench_request r;
@@ -376,6 +502,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto command = a.take();
+  // `baton COMMAND --help` anywhere on the line: the usage, which covers
+  // every command.
+  for (const auto& arg : std::vector<std::string>{argv + 1, argv + argc})
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
   if (command == "run")
     return cmd_run(a, false);
   if (command == "pretrain")
@@ -388,6 +521,8 @@ int main(int argc, char** argv) {
     return cmd_profile(a);
   if (command == "plan")
     return cmd_plan(a);
+  if (command == "certs")
+    return cmd_certs(a);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(usage, stdout);
     return 0;

@@ -248,7 +248,7 @@ caf::error read_refusal(wire::Refusal::Reader r) {
 }
 
 template <class T>
-caf::expected<T> read_envelope(wire::Envelope::Reader envelope, const decoder& d) {
+caf::expected<T> read_envelope(wire::Envelope::Reader envelope, decoder& d) {
   auto version = envelope.getVersion();
   if (version != schema_version)
     return make_error(errc::unknown_schema_version,
@@ -266,19 +266,24 @@ caf::expected<T> read_envelope(wire::Envelope::Reader envelope, const decoder& d
   return result;
 }
 
-/// Decodes whole words; never throws.
+/// Decodes whole words; never throws. `owner` holds `words`, or is null when
+/// they are borrowed (see decoder).
 template <class T>
-caf::expected<T> decode_words(kj::ArrayPtr<const capnp::word> words, const decoder& d) {
+caf::expected<T> decode_words(kj::ArrayPtr<const capnp::word> words, const codec_limits& limits,
+                              shared_words owner) {
   try {
     capnp::ReaderOptions options;
     // Sized to the message (capnp's default stops at 64 MiB); the factor
-    // leaves room for getters that count the same struct twice.
+    // leaves room for getters that count the same struct twice. It would also
+    // let a list of zero-sized structs claim 4 entries a word: the decoder
+    // bounds every list by the size of the message instead (fields.cpp).
     options.traversalLimitInWords = words.size() * 4 + 1024;
     capnp::FlatArrayMessageReader reader{words, options};
     if (reader.getEnd() != words.end())
       return make_error(errc::malformed_message,
                         std::to_string((words.end() - reader.getEnd()) * word_size)
                           + " bytes follow the end of the message");
+    decoder d{limits, std::move(owner), words.size()};
     return read_envelope<T>(reader.getRoot<wire::Envelope>(), d);
   } catch (const kj::Exception& ex) {
     return make_error(errc::malformed_message, std::string{"not a valid "} + wire_kind<T>::name
@@ -356,7 +361,7 @@ caf::error load(caf::deserializer& f, T& x) {
     return err;
   auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(buffer.get()),
                             size / word_size);
-  auto result = decode_words<T>(words, decoder{limits, buffer});
+  auto result = decode_words<T>(words, limits, buffer);
   if (result)
     x = std::move(*result);
   else
@@ -374,7 +379,7 @@ caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limi
     return err;
   if (reinterpret_cast<uintptr_t>(bytes) % word_size == 0) {
     auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(bytes), size / word_size);
-    return decode_words<T>(words, decoder{limits, nullptr});
+    return decode_words<T>(words, limits, nullptr);
   }
   // Misaligned input: copy it once into words that the tensors then share.
   auto buffer = make_words(size);
@@ -383,7 +388,7 @@ caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limi
   std::memcpy(buffer.get(), bytes, size);
   auto words = kj::arrayPtr(reinterpret_cast<const capnp::word*>(buffer.get()),
                             size / word_size);
-  return decode_words<T>(words, decoder{limits, buffer});
+  return decode_words<T>(words, limits, buffer);
 }
 
 #define BATON_DEFINE_CODEC(type)                                               \

@@ -9,6 +9,35 @@ namespace baton::messages::detail {
 
 namespace {
 
+// Lists on the wire. Cap'n Proto accepts a list of zero-sized structs (or of
+// Void) of any length, charging each entry one word of the traversal limit
+// only: with our limit of 4 words per message word (codec.cpp decode_words), a
+// 64 MiB actor_report could claim 32 million empty edges and make us allocate
+// 2.5 GB of edge_stats. But a sender has our schema (other schema versions are
+// refused first), its encoder writes every entry of a List(T) with the full
+// data and pointer sections of T, and the lists of one message never overlap:
+// the lists of a message we wrote take at least sum(count * entry_words<T>)
+// of its words. read_fields claims that many words (decoder::claim) before it
+// builds a single C++ entry, and refuses a list that claims more than is left
+// as malformed. The C++ entries are then about as large as the message
+// (edge_stats: 80 bytes per 32 on the wire; task_labels: 40 per 16), and the
+// bytes of their strings are bounded by capnp's traversal limit.
+
+/// Words per entry of a List(T) as this build writes it (capnp's own
+/// structSize<T>, which MessageBuilder uses for every list it initializes).
+template <class T>
+constexpr uint64_t entry_words() {
+  constexpr uint64_t words = T::_capnpPrivate::dataWordSize + T::_capnpPrivate::pointerCount;
+  static_assert(words > 0, "a list of empty structs has no size to bound it by");
+  return words;
+}
+
+/// Claims the words of list `xs` of struct type T (see above).
+template <class T>
+caf::error claim(decoder& d, typename capnp::List<T>::Reader xs, const char* what) {
+  return d.claim(xs.size(), entry_words<T>(), what);
+}
+
 /// "gradients[3]": how errors name entry `index` of a tensor set.
 std::string entry_name(const std::string& kind, size_t index) {
   return (kind.empty() ? std::string{"tensors"} : kind) + "[" + std::to_string(index) + "]";
@@ -187,7 +216,20 @@ caf::error write_fields(encoder&, wire::Progress::Builder b, const progress& x) 
 
 // -- decoding ------------------------------------------------------------------
 
-caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch& x) {
+caf::error decoder::claim(uint64_t count, uint64_t words_each, const char* what) {
+  // No overflow: count < 2^29 (capnp's list size) and words_each < 2^17.
+  auto words = count * words_each;
+  if (words <= unclaimed_words_) {
+    unclaimed_words_ -= words;
+    return caf::none;
+  }
+  return make_error(errc::malformed_message,
+                    std::string{what} + ": " + std::to_string(count) + " entries need at least "
+                      + size_text(words * sizeof(capnp::word)) + ", the message has "
+                      + size_text(unclaimed_words_ * sizeof(capnp::word)) + " left for them");
+}
+
+caf::error read_fields(decoder& d, wire::Microbatch::Reader r, microbatch& x) {
   x.id = r.getId();
   x.step = r.getStep();
   x.epoch = r.getEpoch();
@@ -199,6 +241,8 @@ caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch&
     if (auto err = d.tensor(r.getPayload(), "payload", x.payload))
       return err;
   auto labels = r.getLabels();
+  if (auto err = claim<wire::TaskLabels>(d, labels, "labels"))
+    return err;
   x.labels.resize(labels.size());
   for (unsigned i = 0; i < labels.size(); ++i) {
     auto& task = x.labels[i];
@@ -211,7 +255,7 @@ caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch&
   return caf::none;
 }
 
-caf::error read_fields(const decoder& d, wire::Gradient::Reader r, gradient& x) {
+caf::error read_fields(decoder& d, wire::Gradient::Reader r, gradient& x) {
   x.microbatch_id = r.getMicrobatchId();
   x.step = r.getStep();
   x.weight_version = r.getWeightVersion();
@@ -220,13 +264,16 @@ caf::error read_fields(const decoder& d, wire::Gradient::Reader r, gradient& x) 
   return caf::none;
 }
 
-caf::error read_fields(const decoder& d, wire::TensorSet::Reader r, tensor_set& x) {
+caf::error read_fields(decoder& d, wire::TensorSet::Reader r, tensor_set& x) {
   x.kind = string_of(r.getKind());
   x.from = string_of(r.getFrom());
   x.replica = r.getReplica();
   x.step = r.getStep();
   x.step_size = r.getStepSize();
   auto tensors = r.getTensors();
+  const char* what = x.kind.empty() ? "tensors" : x.kind.c_str();
+  if (auto err = claim<wire::OptionalTensor>(d, tensors, what))
+    return err;
   x.tensors.resize(tensors.size());
   for (unsigned i = 0; i < tensors.size(); ++i)
     if (tensors[i].hasValue())
@@ -235,13 +282,13 @@ caf::error read_fields(const decoder& d, wire::TensorSet::Reader r, tensor_set& 
   return caf::none;
 }
 
-caf::error read_fields(const decoder&, wire::Credit::Reader r, credit& x) {
+caf::error read_fields(decoder&, wire::Credit::Reader r, credit& x) {
   x.microbatch_id = r.getMicrobatchId();
   x.slots = r.getSlots();
   return caf::none;
 }
 
-caf::error read_fields(const decoder&, wire::Control::Reader r, control& x) {
+caf::error read_fields(decoder&, wire::Control::Reader r, control& x) {
   auto kind = static_cast<unsigned>(r.getKind());
   if (kind > static_cast<unsigned>(control_kind::shutdown))
     return make_error(errc::malformed_message,
@@ -253,7 +300,7 @@ caf::error read_fields(const decoder&, wire::Control::Reader r, control& x) {
   return caf::none;
 }
 
-caf::error read_fields(const decoder&, wire::ActorReport::Reader r, actor_report& x) {
+caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x) {
   x.actor = string_of(r.getActor());
   x.role = string_of(r.getRole());
   x.task = string_of(r.getTask());
@@ -264,14 +311,24 @@ caf::error read_fields(const decoder&, wire::ActorReport::Reader r, actor_report
   x.train_loss = r.getTrainLoss();
   x.test_accuracy = r.getTestAccuracy();
   x.weights_digest = string_of(r.getWeightsDigest());
-  for (auto edge : r.getEdges())
+  auto edges = r.getEdges();
+  auto epochs = r.getEpochs();
+  auto trace = r.getTrace();
+  if (auto err = claim<wire::EdgeStats>(d, edges, "edges"))
+    return err;
+  if (auto err = claim<wire::EpochResult>(d, epochs, "epochs"))
+    return err;
+  if (auto err = claim<wire::TraceEvent>(d, trace, "trace"))
+    return err;
+  x.edges.reserve(edges.size());
+  for (auto edge : edges)
     x.edges.push_back(edge_stats{string_of(edge.getFrom()), string_of(edge.getTo()),
                                  edge.getMessages(), edge.getBytes()});
-  for (auto epoch : r.getEpochs())
+  x.epochs.reserve(epochs.size());
+  for (auto epoch : epochs)
     x.epochs.push_back(epoch_result{epoch.getEpoch(), epoch.getTrainLoss(),
                                     epoch.getTestAccuracy(), epoch.getSamples()});
   x.bubble_seconds = r.getBubbleSeconds();
-  auto trace = r.getTrace();
   x.trace.reserve(trace.size());
   for (auto event : trace)
     x.trace.push_back(trace_event{string_of(event.getKind()), event.getStartUs(),
@@ -280,7 +337,7 @@ caf::error read_fields(const decoder&, wire::ActorReport::Reader r, actor_report
   return caf::none;
 }
 
-caf::error read_fields(const decoder&, wire::NodeReport::Reader r, node_report& x) {
+caf::error read_fields(decoder&, wire::NodeReport::Reader r, node_report& x) {
   x.name = string_of(r.getName());
   x.peak_rss_bytes = r.getPeakRssBytes();
   x.cpu_seconds = r.getCpuSeconds();
@@ -289,14 +346,14 @@ caf::error read_fields(const decoder&, wire::NodeReport::Reader r, node_report& 
   return caf::none;
 }
 
-caf::error read_fields(const decoder&, wire::SpawnRequest::Reader r, spawn_request& x) {
+caf::error read_fields(decoder&, wire::SpawnRequest::Reader r, spawn_request& x) {
   x.role = string_of(r.getRole());
   x.name = string_of(r.getName());
   x.spec = string_of(r.getSpec());
   return caf::none;
 }
 
-caf::error read_fields(const decoder&, wire::Progress::Reader r, progress& x) {
+caf::error read_fields(decoder&, wire::Progress::Reader r, progress& x) {
   x.actor = string_of(r.getActor());
   x.epoch = r.getEpoch();
   x.samples = r.getSamples();

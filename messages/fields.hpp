@@ -6,6 +6,7 @@
 // envelope around them. Internal to messages/: it includes the generated
 // baton.capnp.h, which no other layer may see.
 
+#include <cstdint>
 #include <string>
 
 #include <ATen/core/Tensor.h>
@@ -65,13 +66,15 @@ caf::error write_fields(encoder& e, wire::Progress::Builder b, const progress& x
 
 // -- decoding ------------------------------------------------------------------
 
-/// What read_fields needs besides the reader: the limits, and the buffer that
-/// decoded tensors may view.
+/// What read_fields needs besides the reader: the limits, the buffer that
+/// decoded tensors may view, and how many words of the message its lists may
+/// still claim (see claim).
 class decoder {
 public:
   /// `owner` is null when the bytes are borrowed: tensors are then copied out.
-  decoder(const codec_limits& limits, shared_words owner)
-    : limits_(limits), owner_(std::move(owner)) {
+  /// `message_words` is the size of the whole message in 8-byte words.
+  decoder(const codec_limits& limits, shared_words owner, uint64_t message_words)
+    : limits_(limits), owner_(std::move(owner)), unclaimed_words_(message_words) {
     // nop
   }
 
@@ -80,23 +83,31 @@ public:
     return read_tensor(r, what, limits_, owner_, out);
   }
 
+  /// Claims the words that a list of `count` entries of `words_each` words
+  /// occupies in a message that this build wrote, before any entry becomes a
+  /// C++ object; fails with malformed_message when the message has fewer
+  /// words left than that. `what` names the list in error messages.
+  caf::error claim(uint64_t count, uint64_t words_each, const char* what);
+
 private:
   const codec_limits& limits_;
   shared_words owner_;
+  uint64_t unclaimed_words_;
 };
 
 // Read the union member of the envelope into a default-constructed struct;
-// fail as read_tensor does (or with malformed_message for an unknown enum).
-// May throw kj::Exception for bytes that capnp itself refuses.
+// fail as read_tensor does (or with malformed_message for an unknown enum or
+// a list longer than the message can hold). May throw kj::Exception for bytes
+// that capnp itself refuses.
 
-caf::error read_fields(const decoder& d, wire::Microbatch::Reader r, microbatch& x);
-caf::error read_fields(const decoder& d, wire::Gradient::Reader r, gradient& x);
-caf::error read_fields(const decoder& d, wire::TensorSet::Reader r, tensor_set& x);
-caf::error read_fields(const decoder& d, wire::Credit::Reader r, credit& x);
-caf::error read_fields(const decoder& d, wire::Control::Reader r, control& x);
-caf::error read_fields(const decoder& d, wire::ActorReport::Reader r, actor_report& x);
-caf::error read_fields(const decoder& d, wire::NodeReport::Reader r, node_report& x);
-caf::error read_fields(const decoder& d, wire::SpawnRequest::Reader r, spawn_request& x);
-caf::error read_fields(const decoder& d, wire::Progress::Reader r, progress& x);
+caf::error read_fields(decoder& d, wire::Microbatch::Reader r, microbatch& x);
+caf::error read_fields(decoder& d, wire::Gradient::Reader r, gradient& x);
+caf::error read_fields(decoder& d, wire::TensorSet::Reader r, tensor_set& x);
+caf::error read_fields(decoder& d, wire::Credit::Reader r, credit& x);
+caf::error read_fields(decoder& d, wire::Control::Reader r, control& x);
+caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x);
+caf::error read_fields(decoder& d, wire::NodeReport::Reader r, node_report& x);
+caf::error read_fields(decoder& d, wire::SpawnRequest::Reader r, spawn_request& x);
+caf::error read_fields(decoder& d, wire::Progress::Reader r, progress& x);
 
 } // namespace baton::messages::detail

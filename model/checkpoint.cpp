@@ -12,7 +12,8 @@
 #include "model/error.hpp"
 
 // A checkpoint is a torch::serialize archive (the format torch::save writes)
-// with one tensor per parameter under its "layer.param" key. Keys with dots
+// with one tensor per parameter and per buffer (batch norm's running
+// statistics) under its "layer.name" key. Keys with dots
 // are stored and read back as they are (checked in checkpoint_test), so no
 // encoding is needed.
 
@@ -44,7 +45,7 @@ void save_checkpoint(const layered_model& m, const std::string& path) {
                   "' (" + ec.message() + ")");
   }
   torch::serialize::OutputArchive archive;
-  for (const auto& p : m.named_parameters())
+  for (const auto& p : m.named_state())
     archive.write(p.first, p.second.detach());
   const fs::path tmp = temporary_path(target);
   try {
@@ -74,7 +75,7 @@ void load_checkpoint(layered_model& m, const std::string& path) {
   }
   // Read and check everything before changing anything, so that a failed
   // load leaves the model as it was.
-  auto params = m.named_parameters();
+  auto params = m.named_state();
   std::vector<at::Tensor> values(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& [key, param] = params[i];
@@ -85,7 +86,7 @@ void load_checkpoint(layered_model& m, const std::string& path) {
       throw error(path + ": cannot read key '" + key + "' (" + e.what_without_backtrace() + ")");
     }
     if (!found)
-      throw error(path + ": missing key '" + key + "' (the model's parameter)");
+      throw error(path + ": missing key '" + key + "' (a parameter or buffer of the model)");
     if (values[i].sizes() != param.sizes() || values[i].scalar_type() != param.scalar_type()) {
       std::ostringstream msg;
       msg << path << ": key '" << key << "' has shape " << values[i].sizes() << " "

@@ -6,11 +6,12 @@
 
 namespace baton::model {
 
-/// Writes every parameter of `m` under its "layer.param" name, atomically
+/// Writes every parameter and buffer of `m` (named_state()) under its
+/// "layer.name" key, atomically
 /// (temporary file + rename). Throws model::error on I/O failure.
 void save_checkpoint(const layered_model& m, const std::string& path);
 
-/// Loads the parameters of the layers present in `m` from `path` (which may
+/// Loads the parameters and buffers of the layers present in `m` from `path` (which may
 /// hold a larger model: loading a slice from a whole-model checkpoint works).
 /// Throws model::error naming the file and key on a missing file, a missing
 /// key or a shape mismatch.

@@ -5,10 +5,10 @@
 #include <random>
 #include <set>
 
-#include <openssl/evp.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include "model/digest.hpp"
 #include "model/error.hpp"
 
 namespace baton::model {
@@ -117,6 +117,20 @@ std::vector<at::Tensor> layered_model::buffers() const {
   for (const auto& layer : layers_)
     for (const auto& b : layer.module.ptr()->buffers(/*recurse=*/true))
       out.push_back(b);
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> layered_model::named_state() const {
+  auto out = named_parameters();
+  for (auto& b : named_buffers())
+    out.push_back(std::move(b));
+  return out;
+}
+
+std::vector<at::Tensor> layered_model::state() const {
+  auto out = parameters();
+  for (auto& b : buffers())
+    out.push_back(std::move(b));
   return out;
 }
 
@@ -448,26 +462,12 @@ int64_t parameter_count(const layered_model& m) {
 }
 
 std::string weights_digest(const layered_model& m) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
-                                                              &EVP_MD_CTX_free);
-  TORCH_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1,
-              "weights_digest: cannot initialise SHA-256");
+  sha256 digest;
   for (const auto& p : m.named_parameters()) {
     auto bytes = p.second.detach().contiguous();
-    TORCH_CHECK(EVP_DigestUpdate(ctx.get(), bytes.data_ptr(), bytes.nbytes()) == 1,
-                "weights_digest: SHA-256 update failed");
+    digest.update(bytes.data_ptr(), bytes.nbytes());
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  TORCH_CHECK(EVP_DigestFinal_ex(ctx.get(), digest, &length) == 1,
-              "weights_digest: SHA-256 final failed");
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
+  return digest.hex();
 }
 
 } // namespace baton::model

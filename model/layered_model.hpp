@@ -47,6 +47,11 @@ public:
   std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
   std::vector<at::Tensor> buffers() const;
 
+  /// The whole state: named_parameters() then named_buffers(). What a
+  /// checkpoint holds and what a stage sends as its weights.
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const;
+  std::vector<at::Tensor> state() const;
+
   /// Sets requires_grad on every parameter.
   void set_trainable(bool trainable);
   /// Switches every layer between training and evaluation behaviour.

@@ -226,4 +226,45 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
   drop_unused(previous);
 }
 
+training_state stage_trainer::save_state() const {
+  if (!stash_.empty())
+    throw error("stage checkpoint: " + std::to_string(stash_.size()) +
+                " microbatches are in flight (checkpoints are taken between minibatches)");
+  training_state s;
+  s.version = version_;
+  s.tensors = layers_.named_state();
+  auto names = layers_.named_parameters();
+  for (size_t i = 0; i < names.size(); ++i)
+    s.tensors.emplace_back("momentum." + names[i].first, momentum_[i]);
+  for (auto& t : s.tensors)
+    t.second = t.second.detach().clone();
+  return s;
+}
+
+void stage_trainer::restore(const training_state& s) {
+  if (!stash_.empty())
+    throw error("stage restore: microbatches are in flight");
+  auto names = layers_.named_parameters();
+  auto buffers = layers_.named_buffers();
+  // Check everything first: a checkpoint that does not fit changes nothing.
+  std::vector<at::Tensor> weights, momenta, buffer_values;
+  for (const auto& [name, p] : names) {
+    weights.push_back(s.matching(name, p).clone());
+    momenta.push_back(s.matching("momentum." + name, p).clone());
+  }
+  for (const auto& [name, b] : buffers)
+    buffer_values.push_back(s.matching(name, b));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers[i].second.copy_(buffer_values[i]);
+  for (auto& p : parameters_)
+    if (p.grad().defined())
+      p.mutable_grad().zero_();
+  momentum_ = std::move(momenta);
+  version_ = s.version;
+  versions_.clear();
+  versions_[version_] = {weights, 0};
+  use_parameters(weights);
+}
+
 } // namespace baton::model

@@ -21,7 +21,8 @@
 // were taken by its forward, once). infer() runs in evaluation mode: it uses
 // the current running statistics and does not change them. A replica of a
 // stage keeps its own buffers (gradients are summed in a group, buffers are
-// not). weights_digest() and checkpoints cover parameters only, not buffers.
+// not). weights_digest() covers parameters only; checkpoints and the
+// stage's final "weights" (layered_model::state()) carry the buffers too.
 
 #include <cstdint>
 #include <map>
@@ -32,6 +33,7 @@
 
 #include "model/layered_model.hpp"
 #include "model/training.hpp"
+#include "model/training_checkpoint.hpp"
 
 namespace baton::model {
 
@@ -94,6 +96,14 @@ public:
   /// One SGD step with `gradients` (one per parameter, in parameters'
   /// order) instead of the accumulated ones: version + 1.
   void step(const std::vector<at::Tensor>& gradients);
+
+  /// Current weights, buffers, momentum and version, for a checkpoint.
+  /// Precondition: nothing in flight (a flush schedule between minibatches).
+  training_state save_state() const;
+  /// Continues from `s` (the versions held become just s.version); throws
+  /// model::error naming the tensor when `s` does not fit this stage, and
+  /// then changes nothing. Precondition: nothing in flight.
+  void restore(const training_state& s);
 
   /// The current weight version (0 before any step).
   int64_t version() const { return version_; }

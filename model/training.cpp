@@ -47,6 +47,54 @@ double head_trainer::train(const at::Tensor& features, const at::Tensor& task_la
   return loss.item<double>();
 }
 
+namespace {
+
+std::string momentum_key(const at::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+} // namespace
+
+training_state head_trainer::save_state() const {
+  training_state s;
+  s.version = version_;
+  s.tensors = model_.named_state();
+  const auto& sgd_state = optimizer_->sgd.state();
+  for (const auto& [name, p] : model_.named_parameters()) {
+    auto it = sgd_state.find(momentum_key(p));
+    if (it != sgd_state.end())
+      s.tensors.emplace_back(
+        "momentum." + name,
+        static_cast<const torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+  }
+  for (auto& t : s.tensors)
+    t.second = t.second.detach().clone();
+  return s;
+}
+
+void head_trainer::restore(const training_state& s) {
+  // Check everything first: a checkpoint that does not fit changes nothing.
+  std::vector<at::Tensor> values;
+  for (const auto& [name, t] : model_.named_state())
+    values.push_back(s.matching(name, t));
+  std::vector<std::pair<at::Tensor, at::Tensor>> momenta; // parameter, buffer
+  const auto& options = static_cast<const torch::optim::SGDOptions&>(optimizer_->sgd.defaults());
+  if (options.momentum() != 0)
+    for (const auto& [name, p] : model_.named_parameters())
+      momenta.emplace_back(p, s.matching("momentum." + name, p));
+  torch::NoGradGuard no_grad;
+  auto state = model_.state();
+  for (size_t i = 0; i < state.size(); ++i)
+    state[i].copy_(values[i]);
+  auto& sgd_state = optimizer_->sgd.state();
+  for (const auto& [p, buffer] : momenta) {
+    auto param_state = std::make_unique<torch::optim::SGDParamState>();
+    param_state->momentum_buffer(buffer.clone());
+    sgd_state[momentum_key(p)] = std::move(param_state);
+  }
+  version_ = s.version;
+}
+
 int64_t head_trainer::correct(const at::Tensor& features, const at::Tensor& task_labels) {
   torch::NoGradGuard no_grad;
   model_.train(false);

@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/layered_model.hpp"
+#include "model/training_checkpoint.hpp"
 #include "model/task.hpp"
 
 namespace baton::model {
@@ -46,6 +47,13 @@ public:
   const task& task_def() const { return task_; }
   /// Optimiser steps taken (the weight version).
   int64_t version() const { return version_; }
+
+  /// Weights, buffers, SGD momentum and version, for a checkpoint. Call
+  /// between steps (no gradient accumulated).
+  training_state save_state() const;
+  /// Continues from `s`; throws model::error (naming the tensor) when it does
+  /// not fit this head, and then changes nothing.
+  void restore(const training_state& s);
 
 private:
   layered_model model_;

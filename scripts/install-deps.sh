@@ -11,6 +11,7 @@ packages=(
   googletest libgtest-dev libssl-dev zlib1g-dev
   dataset-fashion-mnist libopenblas0-openmp
   python3-torch procps
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 
@@ -12,6 +14,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/deep_to_string.hpp>
 #include <caf/make_message.hpp>
+#include <capnp/any.h>
 
 #include "messages/codec.hpp"
 #include "messages/type_ids.hpp"
@@ -79,6 +82,35 @@ std::string expect_refused(const wire_bytes& bytes, errc code, const codec_limit
     return {};
   EXPECT_TRUE(is(result.error(), code)) << describe(result.error());
   return describe(result.error());
+}
+
+/// A list of the envelope's body member and how many entries it claims.
+struct claimed_list {
+  const char* field;
+  unsigned count;
+};
+
+/// `bytes` with each list of `lists` (fields of the body member `member`)
+/// replaced by zero-sized structs: no bytes on the wire, which Cap'n Proto
+/// accepts within its traversal limit (one word an entry) as a hostile peer
+/// could send them.
+wire_bytes with_empty_entries(const wire_bytes& bytes, const char* member,
+                              std::vector<claimed_list> lists) {
+  return patcher().patch(bytes, [&](capnp::DynamicStruct::Builder envelope) {
+    auto body = wire_patcher::body(envelope, member);
+    auto pointers = body.as<capnp::AnyStruct>().getPointerSection();
+    for (const auto& list : lists) {
+      auto slot = body.getSchema().getFieldByName(list.field).getProto().getSlot();
+      pointers[slot.getOffset()].initAsListOfAnyStruct(0, 0, list.count);
+    }
+  });
+}
+
+/// Twice as many entries as `bytes` has words: more than a list that we wrote
+/// could have (each entry takes a word at least), fewer than capnp's traversal
+/// limit of 4 a word lets through.
+unsigned too_many_entries(const wire_bytes& bytes) {
+  return static_cast<unsigned>(bytes.size() / sizeof(capnp::word) * 2);
 }
 
 // -- CAF serialization helpers --------------------------------------------------
@@ -542,6 +574,98 @@ TEST(codec, decode_refuses_a_tensor_set_with_a_bad_tensor) {
   ASSERT_TRUE(bytes);
   text = expect_refused<tensor_set>(*bytes, errc::payload_too_large, codec_limits{32768, mib});
   EXPECT_NE(text.find("gradients[0]"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_a_list_longer_than_the_message_can_hold) {
+  // Each of these lists would make its decoder build one C++ entry (up to 80
+  // bytes) per quarter word of the message.
+  auto report = encode(sample(tag<actor_report>{}));
+  ASSERT_TRUE(report) << describe(report.error());
+  auto count = too_many_entries(*report);
+  for (const char* field : {"edges", "epochs", "trace"}) {
+    SCOPED_TRACE(field);
+    auto bad = with_empty_entries(*report, "actorReport", {{field, count}});
+    auto text = expect_refused<actor_report>(bad, errc::malformed_message);
+    auto expected = std::string{field} + ": " + std::to_string(count) + " entries need at least";
+    EXPECT_NE(text.find(expected), std::string::npos) << text;
+  }
+  auto mb = encoded(sample(tag<microbatch>{}));
+  auto bad_mb = with_empty_entries(mb, "microbatch", {{"labels", too_many_entries(mb)}});
+  auto text = expect_refused(bad_mb, errc::malformed_message);
+  EXPECT_NE(text.find("labels: "), std::string::npos) << text;
+  auto set = encode(sample(tag<tensor_set>{}));
+  ASSERT_TRUE(set) << describe(set.error());
+  auto bad_set = with_empty_entries(*set, "tensorSet", {{"tensors", too_many_entries(*set)}});
+  text = expect_refused<tensor_set>(bad_set, errc::malformed_message);
+  EXPECT_NE(text.find("gradients: "), std::string::npos) << text;
+  // CAF's path delivers the struct with `invalid` set, and nothing else.
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  auto bad = with_empty_entries(*report, "actorReport", {{"edges", count}});
+  ASSERT_FALSE(sink(static_cast<uint32_t>(bad.size())));
+  ASSERT_FALSE(sink.apply_raw(bad.size(), bad.data()));
+  actor_report y;
+  caf::binary_deserializer source{nullptr, buf};
+  EXPECT_FALSE(inspect(source, y));
+  EXPECT_TRUE(is(y.invalid, errc::malformed_message)) << describe(y.invalid);
+  EXPECT_TRUE(y.edges.empty());
+}
+
+TEST(codec, decode_refuses_lists_that_together_exceed_the_message) {
+  auto x = sample(tag<actor_report>{});
+  x.weights_digest = std::string(8000, 'f'); // some room for entries
+  auto bytes = encode(x);
+  ASSERT_TRUE(bytes) << describe(bytes.error());
+  // Edges take 4 words and trace events 5: each list alone fits in the
+  // message, both together (9/8 of its words) do not.
+  auto count = static_cast<unsigned>(bytes->size() / sizeof(capnp::word) / 8);
+  auto edges = decode<actor_report>(with_empty_entries(*bytes, "actorReport", {{"edges", count}}));
+  ASSERT_TRUE(edges) << describe(edges.error());
+  EXPECT_EQ(edges->edges.size(), count);
+  auto trace = decode<actor_report>(with_empty_entries(*bytes, "actorReport", {{"trace", count}}));
+  ASSERT_TRUE(trace) << describe(trace.error());
+  EXPECT_EQ(trace->trace.size(), count);
+  auto both = with_empty_entries(*bytes, "actorReport", {{"edges", count}, {"trace", count}});
+  auto text = expect_refused<actor_report>(both, errc::malformed_message);
+  EXPECT_NE(text.find("trace: " + std::to_string(count) + " entries"), std::string::npos) << text;
+}
+
+TEST(codec, decode_refuses_the_empty_struct_list_regression_input) {
+  // fuzz/corpus/messages keeps it for the fuzzer: an actor_report of 7192
+  // bytes (a 7000-byte weights digest) whose edges are 3500 zero-sized structs
+  // (AnyPointer::initAsListOfAnyStruct(0, 0, 3500)), which capnp reads within
+  // the traversal limit of such a message.
+  auto path = std::string{BATON_SOURCE_DIR}
+              + "/fuzz/corpus/messages/regression-empty-struct-list-amplification";
+  std::ifstream in{path, std::ios::binary};
+  ASSERT_TRUE(in) << path;
+  wire_bytes bytes{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  auto text = expect_refused<actor_report>(bytes, errc::malformed_message);
+  EXPECT_NE(text.find("edges: 3500 entries"), std::string::npos) << text;
+}
+
+TEST(codec, lists_as_long_as_the_message_can_hold_round_trip) {
+  // Undefined tensors take one word an entry, the least of any list: the
+  // bound is tight for them.
+  tensor_set set;
+  set.kind = "gradients";
+  set.tensors.resize(200000);
+  auto bytes = encode(set);
+  ASSERT_TRUE(bytes) << describe(bytes.error());
+  EXPECT_LT(bytes->size(), 200000u * 8 + 256);
+  expect_same(set, round_trip(set));
+  microbatch mb;
+  mb.labels.resize(50000);
+  mb.labels[49999] = {"all", at::arange(3, at::kLong)};
+  expect_same(mb, round_trip(mb));
+  // Three lists together: their claims add up within one message.
+  auto report = sample(tag<actor_report>{});
+  for (int64_t i = 0; i < 50000; ++i) {
+    report.edges.push_back({"", "", i, i});
+    report.epochs.push_back({static_cast<int32_t>(i), 0.5, 0.25, i});
+    report.trace.push_back({"", i, i, i, i});
+  }
+  expect_same(report, round_trip(report));
 }
 
 // -- CAF serialization -----------------------------------------------------------

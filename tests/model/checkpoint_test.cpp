@@ -68,6 +68,29 @@ TEST_F(checkpoint, whole_model_round_trip_creates_directories_atomically) {
   EXPECT_EQ(weights_digest(loaded), weights_digest(make_model(spec_of("convnet", 3))));
 }
 
+// Batch norm's running statistics are buffers, not parameters: a checkpoint
+// holds them too, so a saved resnet18 evaluates as it did.
+TEST_F(checkpoint, batch_norm_running_statistics_round_trip) {
+  auto saved = make_model(spec_of("resnet18", 1));
+  saved.train(true);
+  {
+    torch::NoGradGuard no_grad;
+    saved.forward(torch::randn({4, 3, 32, 32}));
+  }
+  save_checkpoint(saved, path("resnet18.pt"));
+  auto loaded = make_model(spec_of("resnet18", 1));
+  auto before = saved.named_buffers();
+  ASSERT_FALSE(before.empty());
+  ASSERT_FALSE(torch::equal(before.front().second, loaded.named_buffers().front().second));
+  load_checkpoint(loaded, path("resnet18.pt"));
+  auto after = loaded.named_buffers();
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].first, before[i].first);
+    EXPECT_TRUE(torch::equal(after[i].second, before[i].second)) << after[i].first;
+  }
+}
+
 TEST_F(checkpoint, whole_checkpoint_loads_into_a_slice) {
   auto saved = make_model(spec_of("convnet", 1));
   save_checkpoint(saved, path("convnet.pt"));

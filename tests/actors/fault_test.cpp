@@ -1,0 +1,192 @@
+// Faults and recovery end to end (DESIGN.md invariant 8): real `baton`
+// processes, faults injected the way a user injects them (`--fault`), and
+// the weights compared with the fault-free run of the same seed.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/actors/baton_process.hpp"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+class faults : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() { dir_ = new std::string(temp_dir("faults")); }
+
+  /// A short gpipe pipeline: 1024 samples in minibatches of 2 x 32, 16 steps
+  /// per epoch, 2 epochs, a checkpoint every 4 steps.
+  static std::vector<std::string> pipeline_job() {
+    return {"run",   source_path("configs/pipeline.yaml"),
+            "--set", "data.train_limit=1024",
+            "--set", "data.test_limit=256",
+            "--set", "data.microbatches=2",
+            "--set", "data.epochs=2",
+            "--set", "pipeline.schedule=gpipe",
+            "--set", "runtime.checkpoint_every=4"};
+  }
+
+  /// A short transfer job (3 heads on the frozen backbone).
+  static std::vector<std::string> transfer_job() {
+    return {"run",   source_path("configs/transfer.yaml"),
+            "--set", "data.train_limit=1024",
+            "--set", "data.test_limit=256",
+            "--set", "runtime.checkpoint_every=4"};
+  }
+
+  static nlohmann::json run(std::vector<std::string> args, const std::string& name) {
+    auto metrics = *dir_ + "/" + name + ".json";
+    args.insert(args.end(), {"--metrics-out", metrics});
+    auto out = run_baton(args);
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    return read_json(metrics);
+  }
+
+  static std::vector<std::string> with(std::vector<std::string> a,
+                                       std::initializer_list<std::string> more) {
+    a.insert(a.end(), more);
+    return a;
+  }
+
+  /// Every trainable actor's weights digest, by name.
+  static std::map<std::string, std::string> digests(const nlohmann::json& metrics) {
+    std::map<std::string, std::string> out;
+    for (const auto& a : metrics.at("actors"))
+      if (a.contains("weights_digest"))
+        out[a.at("name").get<std::string>()] = a.at("weights_digest").get<std::string>();
+    return out;
+  }
+
+  /// Equal weights and exactly-once counts: every microbatch trained once.
+  static void expect_same_training(const nlohmann::json& faulty, const nlohmann::json& clean) {
+    EXPECT_EQ(digests(faulty), digests(clean));
+    EXPECT_FALSE(digests(clean).empty());
+    EXPECT_EQ(faulty.at("trained"), clean.at("trained"));
+    for (const auto& [actor, count] : faulty.at("trained").items()) {
+      EXPECT_GT(count.at("trained").get<int64_t>(), 0) << actor;
+      EXPECT_EQ(count.at("duplicates").get<int64_t>(), 0) << actor;
+    }
+  }
+
+  static std::string* dir_;
+};
+
+std::string* faults::dir_ = nullptr;
+
+} // namespace
+
+// A stage throws during step 9: every actor restarts from the checkpoint of
+// step 8 and the run ends with the fault-free weights.
+TEST_F(faults, a_stage_that_throws_restarts_from_its_checkpoint) {
+  auto clean = run(pipeline_job(), "gpipe-clean");
+  auto faulty =
+    run(with(pipeline_job(), {"--fault", "kind=throw,actor=stage1,at_step=9"}), "gpipe-throw");
+  expect_same_training(faulty, clean);
+  ASSERT_EQ(faulty.at("faults").size(), 1u);
+  const auto& f = faulty.at("faults")[0];
+  EXPECT_EQ(f.at("kind"), "throw");
+  EXPECT_EQ(f.at("target"), "stage1");
+  EXPECT_EQ(f.at("restored_step"), 8);
+  EXPECT_GE(f.at("recovered_after_ms").get<int64_t>(), 0);
+  EXPECT_EQ(faulty.at("restarts"), 1);
+  EXPECT_EQ(clean.at("restarts"), 0);
+}
+
+// The same over node processes, with the node of stage 0 SIGKILLed after
+// step 6: its actors move to a surviving node.
+TEST_F(faults, a_killed_node_is_replaced) {
+  auto clean = run(with(pipeline_job(), {"--local-nodes", "3"}), "nodes-clean");
+  auto faulty = run(with(pipeline_job(), {"--local-nodes", "3", "--fault",
+                                          "kind=kill_node,node=n2,at_step=6"}),
+                    "nodes-kill");
+  expect_same_training(faulty, clean);
+  ASSERT_EQ(faulty.at("faults").size(), 1u);
+  const auto& f = faulty.at("faults")[0];
+  EXPECT_EQ(f.at("kind"), "kill_node");
+  EXPECT_EQ(f.at("target"), "n2");
+  EXPECT_GE(f.at("detected_after_ms").get<int64_t>(), 0);
+  EXPECT_EQ(f.at("restored_step").get<int64_t>() % 4, 0);
+  for (const auto& a : faulty.at("actors"))
+    EXPECT_NE(a.at("node"), "n2") << a.at("name");
+}
+
+// The transfer job: a head throws; the frozen stages and the other heads
+// restart too, and every head ends as in the fault-free run.
+TEST_F(faults, a_head_that_throws_in_the_transfer_job) {
+  auto clean = run(transfer_job(), "transfer-clean");
+  auto faulty = run(with(transfer_job(), {"--fault", "kind=throw,actor=footwear,at_step=6"}),
+                    "transfer-throw");
+  expect_same_training(faulty, clean);
+  ASSERT_EQ(faulty.at("faults").size(), 1u);
+  EXPECT_EQ(faulty.at("faults")[0].at("restored_step"), 4);
+}
+
+// Without checkpoints a fault restarts from the initial weights.
+TEST_F(faults, without_checkpoints_the_job_restarts_from_the_beginning) {
+  auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_every=0"});
+  auto clean = run(job, "scratch-clean");
+  auto faulty = run(with(job, {"--fault", "kind=throw,actor=stage0,at_step=3"}), "scratch-throw");
+  expect_same_training(faulty, clean);
+  ASSERT_EQ(faulty.at("faults").size(), 1u);
+  EXPECT_EQ(faulty.at("faults")[0].at("restored_step"), 0);
+}
+
+// The coordinator itself is killed: `--resume DIR` continues from the
+// checkpoints in DIR and ends with the fault-free weights.
+TEST_F(faults, resume_after_the_coordinator_was_killed) {
+  auto checkpoints = *dir_ + "/resume-checkpoints";
+  auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + checkpoints, "--set",
+                                   "data.epochs=3"});
+  auto clean = run(with(pipeline_job(), {"--set", "data.epochs=3"}), "resume-clean");
+
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::vector<std::string> args{BATON_BINARY};
+    args.insert(args.end(), job.begin(), job.end());
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::freopen("/dev/null", "w", stdout);
+    ::execv(BATON_BINARY, argv.data());
+    ::_exit(127);
+  }
+  // Kill it once the last stage has a checkpoint of step 12 (of 48).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  auto marker = fs::path(checkpoints) / "stage2" / "step-000000000012.ckpt";
+  while (!fs::exists(marker) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(fs::exists(marker)) << "the run made no checkpoint of step 12";
+
+  auto resumed = run(with(job, {"--resume", checkpoints}), "resume-resumed");
+  expect_same_training(resumed, clean);
+}
+
+// Faults that cannot work are refused before anything starts.
+TEST_F(faults, impossible_faults_are_refused) {
+  auto unknown = run_baton(with(pipeline_job(), {"--fault", "kind=throw,actor=stage7,at_step=1"}));
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.text;
+  EXPECT_NE(unknown.text.find("stage7"), std::string::npos) << unknown.text;
+  auto embedded =
+    run_baton(with(pipeline_job(), {"--fault", "kind=kill_node,node=n1,at_step=1"}));
+  EXPECT_EQ(embedded.exit_code, 2) << embedded.text;
+  EXPECT_NE(embedded.text.find("embedded"), std::string::npos) << embedded.text;
+  auto async = run_baton(with(pipeline_job(), {"--set", "pipeline.schedule=1f1b"}));
+  EXPECT_EQ(async.exit_code, 2) << async.text;
+  EXPECT_NE(async.text.find("synchronous"), std::string::npos) << async.text;
+  auto malformed = run_baton(with(pipeline_job(), {"--fault", "kill_node"}));
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.text;
+}

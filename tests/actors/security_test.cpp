@@ -1,0 +1,425 @@
+// Security end to end: `baton certs`, mutual TLS between real `baton node`
+// processes and the coordinator, the identity proof that closes CAF's name
+// gap (node names, tls.allow), and the nodes' path restrictions.
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/certs.hpp"
+#include "actors/child_process.hpp"
+#include "actors/role_spec.hpp"
+#include "actors/spawner.hpp"
+#include "actors/system.hpp"
+#include "actors/tls.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "tests/actors/baton_process.hpp"
+
+using namespace baton;
+using namespace baton::testing;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream{path} << text;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st{};
+  ::stat(path.c_str(), &st);
+  return st.st_mode & 07777;
+}
+
+/// A `baton node` process, always stopped (child_process's destructor).
+struct node_process {
+  actors::child_process child;
+  uint16_t port = 0;
+  std::string log_path;
+
+  std::string log() const { return read_file(log_path); }
+};
+
+/// Starts `baton node ARGS...` on 127.0.0.1 with an OS-chosen port and waits
+/// for its port file; nullopt (with the log on stderr) if it never listens.
+std::optional<node_process> start_node(const std::string& dir, const std::string& name,
+                                       std::vector<std::string> args) {
+  static int started = 0;
+  auto stem = dir + "/" + name + "-" + std::to_string(++started);
+  // --config first: it replaces every setting given before it.
+  std::vector<std::string> argv{BATON_BINARY, "node"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--name", name, "--port", "0", "--port-file", stem + ".port"});
+  auto child = actors::child_process::start(argv, stem + ".log");
+  if (!child)
+    return std::nullopt;
+  node_process node{std::move(*child), 0, stem + ".log"};
+  for (int i = 0; i < 1500 && node.port == 0 && node.child.running(); ++i) {
+    std::ifstream in{stem + ".port"};
+    in >> node.port;
+    std::this_thread::sleep_for(20ms);
+  }
+  if (node.port == 0) {
+    std::fprintf(stderr, "node %s did not listen:\n%s\n", name.c_str(), node.log().c_str());
+    return std::nullopt;
+  }
+  return node;
+}
+
+class security : public ::testing::Test {
+protected:
+  /// One cluster CA with certificates for the coordinator, n1 and n2, and
+  /// another CA with its own "coordinator".
+  static void SetUpTestSuite() {
+    dir_ = new std::string(temp_dir("security"));
+    for (const auto& args : std::vector<std::vector<std::string>>{
+           {"certs", "init", certs()},
+           {"certs", "issue", "coordinator", "--dir", certs()},
+           {"certs", "issue", "n1", "--dir", certs()},
+           {"certs", "issue", "n2", "--dir", certs()},
+           {"certs", "init", other()},
+           {"certs", "issue", "coordinator", "--dir", other()}}) {
+      auto out = run_baton(args);
+      ASSERT_EQ(out.exit_code, 0) << out.text;
+    }
+  }
+
+  static std::string certs() { return *dir_ + "/certs"; }
+  static std::string other() { return *dir_ + "/other-ca"; }
+
+  /// --tls-cert/--tls-key/--tls-ca for certificate `name` of the CA in `ca_dir`.
+  static std::vector<std::string> tls(const std::string& name, const std::string& ca_dir = certs()) {
+    return {"--tls-cert", ca_dir + "/" + name + ".pem", "--tls-key", ca_dir + "/" + name + ".key",
+            "--tls-ca", ca_dir + "/ca.pem"};
+  }
+
+  /// A small transfer job (initial backbone weights) over the one node
+  /// `name` at 127.0.0.1:port.
+  static std::vector<std::string> job_on(const std::string& name, uint16_t port) {
+    return {"run", source_path("configs/transfer.yaml"),
+            "--set", "backbone.checkpoint=none",
+            "--set", "data.train_limit=256",
+            "--set", "data.test_limit=64",
+            "--set", "nodes=[{name: " + name + ", host: 127.0.0.1, port: " +
+                       std::to_string(port) + "}]"};
+  }
+
+  static command_output run(std::vector<std::string> args, const std::vector<std::string>& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return run_baton(args);
+  }
+
+  static std::string* dir_;
+};
+
+std::string* security::dir_ = nullptr;
+
+/// An in-process client for sending a spawner raw messages.
+struct client {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+
+  explicit client(const actors::tls_settings& tls = {}) {
+    actors::system_settings settings;
+    settings.tls = tls;
+    actors::configure(cfg, settings);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+
+  /// The error a spawn request of `role` gets, or none if it was served.
+  caf::error spawn(const caf::actor& spawner, const std::string& role, const std::string& spec) {
+    caf::scoped_actor self{*sys};
+    caf::error result;
+    self->request(spawner, 10s, messages::spawn_request{role, "x", spec, {}})
+      .receive([&](caf::actor& started) { caf::anon_send_exit(started, caf::exit_reason::kill); },
+               [&](caf::error& err) { result = err; });
+    return result;
+  }
+};
+
+std::string synthetic_source_spec() {
+  actors::source_spec spec;
+  spec.dataset = "synthetic";
+  return to_yaml(spec);
+}
+
+} // namespace
+
+// -- baton certs ---------------------------------------------------------------
+
+TEST_F(security, certs_init_and_issue_write_private_keys_and_a_valid_chain) {
+  auto dir = temp_dir("certs") + "/ca";
+  auto ca = actors::init_cluster_ca(dir);
+  ASSERT_TRUE(ca) << describe(ca.error());
+  EXPECT_EQ(mode_of(ca->key), 0600u);
+  EXPECT_EQ(mode_of(ca->certificate), 0644u);
+  EXPECT_EQ(mode_of(dir), 0700u) << "a directory it creates is private";
+  auto n1 = actors::issue_certificate("n1", dir);
+  ASSERT_TRUE(n1) << describe(n1.error());
+  EXPECT_EQ(n1->certificate, dir + "/n1.pem");
+  EXPECT_EQ(mode_of(n1->key), 0600u);
+  EXPECT_FALSE(actors::check_tls_files({n1->certificate, n1->key, ca->certificate}));
+  auto cert = actors::read_certificate(n1->certificate);
+  ASSERT_TRUE(cert);
+  EXPECT_EQ(actors::certificate_names(cert->get()), (std::vector<std::string>{"n1", "n1"}));
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << "left " << entry.path();
+}
+
+TEST_F(security, certs_existing_files_are_replaced_only_with_force) {
+  auto dir = temp_dir("certs");
+  ASSERT_TRUE(actors::init_cluster_ca(dir));
+  auto first = read_file(dir + "/ca.pem");
+  auto again = actors::init_cluster_ca(dir);
+  ASSERT_FALSE(again);
+  EXPECT_NE(describe(again.error()).find("already exists (pass --force"), std::string::npos)
+    << describe(again.error());
+  EXPECT_EQ(read_file(dir + "/ca.pem"), first);
+  ASSERT_TRUE(actors::issue_certificate("n1", dir));
+  EXPECT_FALSE(actors::issue_certificate("n1", dir));
+  ASSERT_TRUE(actors::issue_certificate("n1", dir, true));
+  ASSERT_TRUE(actors::init_cluster_ca(dir, true));
+  EXPECT_NE(read_file(dir + "/ca.pem"), first);
+  // n1 was signed by the replaced CA: no longer valid for the new one.
+  auto err = actors::check_tls_files({dir + "/n1.pem", dir + "/n1.key", dir + "/ca.pem"});
+  EXPECT_NE(describe(err).find("is not valid for the CA"), std::string::npos) << describe(err);
+}
+
+TEST_F(security, certs_issue_needs_a_ca_and_a_plain_name) {
+  auto dir = temp_dir("certs");
+  auto missing = actors::issue_certificate("n1", dir);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(describe(missing.error()).find("run `baton certs init " + dir + "` first"),
+            std::string::npos)
+    << describe(missing.error());
+  ASSERT_TRUE(actors::init_cluster_ca(dir));
+  for (const auto& bad : std::vector<std::string>{"", "ca", "../n1", "-n1", "n 1",
+                                                  std::string(65, 'a')})
+    EXPECT_FALSE(actors::issue_certificate(bad, dir)) << "'" << bad << "'";
+  EXPECT_FALSE(fs::exists(dir + "/../n1.pem"));
+}
+
+TEST_F(security, certs_command_line_refuses_overwrite) {
+  auto dir = temp_dir("certs");
+  EXPECT_EQ(run_baton({"certs", "init", dir}).exit_code, 0);
+  auto again = run_baton({"certs", "init", dir});
+  EXPECT_EQ(again.exit_code, 2) << again.text;
+  EXPECT_NE(again.text.find("already exists"), std::string::npos) << again.text;
+  auto issue = run_baton({"certs", "issue", "n1"});
+  EXPECT_EQ(issue.exit_code, 2) << "--dir is required";
+}
+
+// -- checks before an actor system starts ----------------------------------------------
+
+TEST_F(security, bad_tls_files_are_errors_not_aborts) {
+  auto mismatch = actors::check_tls_files(
+    {certs() + "/n1.pem", certs() + "/n2.key", certs() + "/ca.pem"});
+  EXPECT_NE(describe(mismatch).find("is not the key of the certificate"), std::string::npos)
+    << describe(mismatch);
+  auto foreign = actors::check_tls_files(
+    {other() + "/coordinator.pem", other() + "/coordinator.key", certs() + "/ca.pem"});
+  EXPECT_NE(describe(foreign).find("is not valid for the CA"), std::string::npos);
+  auto partial = actors::check_tls_files({certs() + "/n1.pem", "", ""});
+  EXPECT_NE(describe(partial).find("missing: key, ca"), std::string::npos);
+  // CAF would abort the process on the mismatched key: baton exits with 2.
+  auto node = run_baton({"node", "--tls-cert", certs() + "/n1.pem", "--tls-key",
+                         certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"});
+  EXPECT_EQ(node.exit_code, 2) << node.text;
+  auto coordinator = run(job_on("n1", 1), {"--tls-cert", certs() + "/n1.pem", "--tls-key",
+                                           certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"});
+  EXPECT_EQ(coordinator.exit_code, 2) << coordinator.text;
+  EXPECT_NE(coordinator.text.find("runtime.tls"), std::string::npos) << coordinator.text;
+}
+
+// -- mutual TLS ------------------------------------------------------------------
+
+TEST_F(security, mutual_tls_run_works_with_allow_list_and_path_roots) {
+  auto yaml = *dir_ + "/tls-node.yaml";
+  write_file(yaml, "tls:\n"
+                   "  certificate: certs/n1.pem\n" // relative to the file
+                   "  key: certs/n1.key\n"
+                   "  ca: certs/ca.pem\n"
+                   "  allow: [coordinator]\n"
+                   "data_dirs: [/usr/share/datasets]\n"
+                   "checkpoint_dir: " + *dir_ + "\n");
+  auto node = start_node(*dir_, "n1", {"--config", yaml});
+  ASSERT_TRUE(node);
+  auto out = run(job_on("n1", node->port), tls("coordinator"));
+  ASSERT_EQ(out.exit_code, 0) << out.text << "\nnode log:\n" << node->log();
+  auto log = node->log();
+  EXPECT_NE(log.find("listening on 127.0.0.1:" + std::to_string(node->port) + " with TLS"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("peer authenticated as 'coordinator'"), std::string::npos) << log;
+  EXPECT_NE(log.find("spawned source"), std::string::npos) << log;
+  EXPECT_EQ(log.find("unrestricted"), std::string::npos) << log;
+}
+
+TEST_F(security, mutual_tls_over_local_nodes) {
+  auto metrics = *dir_ + "/local-nodes.json";
+  auto args = job_on("n1", 1);
+  args.resize(args.size() - 2); // no `nodes`: --local-nodes makes them
+  auto out = run(args, {"--local-nodes", "2", "--metrics-out", metrics, "--tls-cert",
+                        certs() + "/coordinator.pem", "--tls-key", certs() + "/coordinator.key",
+                        "--tls-ca", certs() + "/ca.pem"});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(read_json(metrics).at("nodes").size(), 3u) << "2 nodes and the coordinator";
+}
+
+TEST_F(security, coordinator_without_certificate_is_refused) {
+  auto node = start_node(*dir_, "n1", tls("n1"));
+  ASSERT_TRUE(node);
+  auto out = run_baton(job_on("n1", node->port));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("closed the connection during the handshake"), std::string::npos)
+    << out.text;
+  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+}
+
+TEST_F(security, certificate_from_another_ca_is_refused) {
+  auto node = start_node(*dir_, "n1", tls("n1"));
+  ASSERT_TRUE(node);
+  auto out = run(job_on("n1", node->port), tls("coordinator", other()));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("TLS connection to node 'n1'"), std::string::npos) << out.text;
+  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+}
+
+TEST_F(security, plain_node_is_refused_by_a_tls_coordinator) {
+  auto node = start_node(*dir_, "n1", {});
+  ASSERT_TRUE(node);
+  auto out = run(job_on("n1", node->port), tls("coordinator"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+}
+
+// CAF accepts any certificate of the CA; the proof checks the node's name.
+TEST_F(security, node_name_not_in_its_certificate_is_refused) {
+  auto node = start_node(*dir_, "n1", tls("n1"));
+  ASSERT_TRUE(node);
+  auto out = run(job_on("n2", node->port), tls("coordinator"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("presented a certificate for 'n1' (CN n1, DNS n1), but the topology "
+                          "expects 'n2'"),
+            std::string::npos)
+    << out.text;
+  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+}
+
+TEST_F(security, coordinator_not_in_allow_list_is_refused) {
+  auto args = tls("n1");
+  args.insert(args.end(), {"--tls-allow", "admin", "--tls-allow", "n2"});
+  auto node = start_node(*dir_, "n1", args);
+  ASSERT_TRUE(node);
+  auto out = run(job_on("n1", node->port), tls("coordinator"));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("does not accept the certificate for 'coordinator' (CN coordinator, "
+                          "DNS coordinator): not in its tls.allow (admin, n2)"),
+            std::string::npos)
+    << out.text;
+  auto log = node->log();
+  EXPECT_NE(log.find("refused a peer's identity"), std::string::npos) << log;
+  EXPECT_EQ(log.find("n1: spawned"), std::string::npos) << log;
+}
+
+// A client with a good certificate that skips the proof gets nothing spawned.
+TEST_F(security, spawn_request_without_identity_proof_is_refused) {
+  auto node = start_node(*dir_, "n1", tls("n1"));
+  ASSERT_TRUE(node);
+  client c{{certs() + "/coordinator.pem", certs() + "/coordinator.key", certs() + "/ca.pem"}};
+  auto spawner = caf::openssl::remote_actor(*c.sys, "127.0.0.1", node->port);
+  ASSERT_TRUE(spawner) << c.sys->render(spawner.error());
+  auto err = c.spawn(*spawner, "source", synthetic_source_spec());
+  EXPECT_NE(describe(err).find("has not proven its identity"), std::string::npos)
+    << describe(err);
+  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+}
+
+// -- what a node lets actors do ------------------------------------------------------
+
+TEST_F(security, dataset_outside_data_dirs_is_refused) {
+  fs::create_directories(*dir_ + "/data");
+  auto yaml = *dir_ + "/paths-node.yaml";
+  write_file(yaml, "data_dirs: [data]\n");
+  auto node = start_node(*dir_, "n1", {"--config", yaml});
+  ASSERT_TRUE(node);
+  auto out = run_baton(job_on("n1", node->port));
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("dataset directory '/usr/share/datasets/fashion-mnist'"),
+            std::string::npos)
+    << out.text;
+  EXPECT_NE(out.text.find("is outside the node's data_dirs (" + *dir_ + "/data)"),
+            std::string::npos)
+    << out.text;
+  auto log = node->log();
+  EXPECT_NE(log.find("refused to spawn source"), std::string::npos) << log;
+  EXPECT_EQ(log.find("spawned source"), std::string::npos) << log;
+}
+
+TEST_F(security, unknown_role_is_refused) {
+  auto node = start_node(*dir_, "n1", {});
+  ASSERT_TRUE(node);
+  client c;
+  auto spawner = c.sys->middleman().remote_actor("127.0.0.1", node->port);
+  ASSERT_TRUE(spawner) << c.sys->render(spawner.error());
+  auto err = c.spawn(*spawner, "shell", "command: rm -rf /");
+  EXPECT_EQ(err, errc::unknown_actor_type) << describe(err);
+  EXPECT_NE(describe(err).find("node n1 has no actor type 'shell' (registered: source, stage, "
+                               "head, pipeline_stage)"),
+            std::string::npos)
+    << describe(err);
+  // The node still serves registered roles.
+  EXPECT_FALSE(c.spawn(*spawner, "source", synthetic_source_spec()));
+  EXPECT_NE(node->log().find("refused to spawn shell"), std::string::npos) << node->log();
+}
+
+TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
+  auto dir = temp_dir("paths");
+  fs::create_directories(dir + "/checkpoints/sub");
+  fs::create_directories(dir + "/outside");
+  write_file(dir + "/outside/model.pt", "x");
+  fs::create_directory_symlink(dir + "/outside", dir + "/checkpoints/link");
+  actors::path_roots roots{{dir + "/data"}, dir + "/checkpoints"};
+  auto stage_with = [](const std::string& checkpoint) {
+    actors::stage_spec spec;
+    spec.checkpoint = checkpoint;
+    return spec;
+  };
+  EXPECT_FALSE(check_paths(stage_with(dir + "/checkpoints/sub/model.pt"), roots));
+  EXPECT_FALSE(check_paths(stage_with(""), roots)) << "no checkpoint reads no file";
+  for (auto bad : {dir + "/checkpoints/link/model.pt", dir + "/checkpoints/../outside/model.pt",
+                   dir + "/checkpoints-other/model.pt", std::string{"/etc/passwd"}}) {
+    auto err = check_paths(stage_with(bad), roots);
+    EXPECT_NE(describe(err).find("outside the node's checkpoint_dir"), std::string::npos)
+      << bad << ": " << describe(err);
+  }
+  actors::pipeline_stage_spec script;
+  script.backbone.name = "torchscript";
+  script.backbone.path = dir + "/outside/model.pt";
+  EXPECT_NE(describe(check_paths(script, roots)).find("TorchScript file"), std::string::npos);
+  actors::head_role_spec head; // writes and restores checkpoints there
+  head.recovery.checkpoint_dir = dir + "/outside/head";
+  EXPECT_NE(describe(check_paths(head, roots)).find("checkpoint directory"), std::string::npos);
+  head.recovery.checkpoint_dir = dir + "/checkpoints/run-1/head";
+  EXPECT_FALSE(check_paths(head, roots));
+  actors::source_spec source;
+  source.data_dir = dir + "/data/../outside";
+  EXPECT_TRUE(check_paths(source, roots));
+  source.dataset = "synthetic";
+  EXPECT_FALSE(check_paths(source, roots)) << "synthetic data reads no directory";
+  EXPECT_FALSE(check_paths(stage_with("/etc/passwd"), {})) << "no roots: unrestricted";
+}
