@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <deque>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -84,6 +86,8 @@ public:
       if (auto err = spawn_all())
         return err;
       if (auto err = wire())
+        return err;
+      if (auto err = arm_edge_faults())
         return err;
       resumed();
       auto failure = train();
@@ -401,11 +405,17 @@ private:
     if (options_.interrupted != nullptr && options_.interrupted->load())
       return make_error(errc::interrupted, "stopping every actor");
     fire_timed_faults();
-    if (clock_type::now() - last_message > options_.stall_timeout)
+    auto limit = std::min<clock_type::duration>(options_.stall_timeout,
+                                                topology_.runtime.stall_timeout);
+    if (clock_type::now() - last_message > limit)
       return failed("stalled", "job",
                     make_error(errc::actor_failed,
                                "no actor reported anything for " +
-                                 std::to_string(options_.stall_timeout.count()) + " s"));
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  limit)
+                                                  .count()) +
+                                 " ms (runtime.stall_timeout_ms): a message was lost or an "
+                                 "actor hangs"));
     return caf::none;
   }
 
@@ -461,6 +471,10 @@ private:
           if (current())
             on_step(step);
         },
+        [&](fault_atom, std::string& what, std::string& from, int64_t step) {
+          if (current() && what == "dropped")
+            on_dropped(from, step);
+        },
         [&](failure_atom, std::string& actor, std::string& what) {
           if (current())
             failure = failed("actor_failed", actor,
@@ -491,13 +505,18 @@ private:
   /// and, with --resume, the step to continue from.
   caf::error prepare_recovery() {
     for (const auto& f : topology_.faults) {
-      if (f.kind != "throw" && spawners_.count(f.node) == 0)
+      if (node_fault(f) && spawners_.count(f.node) == 0)
         return make_error(errc::bad_config,
                           f.where + ": fault '" + f.kind + "' names node '" + f.node + "', " +
                             (topology_.embedded()
                                ? std::string{"but the job runs embedded in one process (use "
                                              "--local-nodes N or nodes:)"}
                                : "which is not one of the topology's nodes"));
+      if (f.kind == "chaos") {
+        chaos_ = f;
+        chaos_rng_.seed(f.seed);
+        continue;
+      }
       faults_.push_back({f, false, {}});
     }
     checkpoint_dir_ = options_.resume_dir.empty() ? topology_.runtime.checkpoint_dir
@@ -558,14 +577,18 @@ private:
         f.fired = true;
         f.at = {};
       }
-    // The last trainable actor reports its steps while node faults wait for one.
+    // The last trainable actor reports its steps while node faults wait for
+    // one, and every step under chaos.
     auto trainable = trainable_actor_names(topology_);
-    if (!trainable.empty() && name == trainable.back())
+    if (!trainable.empty() && name == trainable.back()) {
       for (const auto& f : faults_)
-        if (!f.fired && f.spec.at_step >= 0 && f.spec.kind != "throw")
-          r.notify_from_step = r.notify_from_step < 0 ? f.spec.at_step
-                                                      : std::min(r.notify_from_step,
-                                                                 f.spec.at_step);
+        if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0)
+          r.notify_from_step = r.notify_from_step < 0
+                                 ? f.spec.at_step
+                                 : std::min(r.notify_from_step, f.spec.at_step);
+      if (chaos_)
+        r.notify_from_step = 1;
+    }
     return r;
   }
 
@@ -626,25 +649,105 @@ private:
                 static_cast<int32_t>(f.spec.stopped.count()));
   }
 
+  static bool node_fault(const fault_spec& f) {
+    return f.kind == "kill_node" || f.kind == "stop_node";
+  }
+
   void fire_timed_faults() {
     for (auto& f : faults_)
-      if (!f.fired && f.spec.after.count() >= 0 &&
+      if (!f.fired && node_fault(f.spec) && f.spec.after.count() >= 0 &&
           clock_type::now() - training_started_ >= f.spec.after)
         fire(f);
   }
 
   void on_step(int64_t step) {
-    last_step_ = std::max(last_step_, step);
+    if (step <= last_step_)
+      return; // a step replayed after a restart
+    last_step_ = step;
     for (auto& f : faults_)
-      if (!f.fired && f.spec.kind != "throw" && f.spec.at_step >= 0 && step >= f.spec.at_step)
+      if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0 && step >= f.spec.at_step)
         fire(f);
+    if (chaos_)
+      chaos_step(step);
   }
 
-  /// The injected fault that explains a failure of `target`: a node fault
-  /// that fired, else a throw armed in `target`; each explains one failure.
+  /// Chaos: with probability `rate` per step, one fault chosen at random
+  /// (seeded): a trainable actor throws, or a node is killed or stopped for
+  /// 3 s (never the last node alive).
+  void chaos_step(int64_t step) {
+    std::bernoulli_distribution hit(chaos_->rate);
+    if (!hit(chaos_rng_))
+      return;
+    fault_spec f;
+    f.at_step = step;
+    f.where = "chaos";
+    std::vector<std::string> nodes;
+    for (const auto& [node, spawner] : spawners_)
+      if (!node.empty())
+        nodes.push_back(node);
+    std::uniform_int_distribution<size_t> kind(0, nodes.size() > 1 ? 2 : 0);
+    auto k = kind(chaos_rng_);
+    if (k == 0) {
+      std::vector<const placed_actor*> trainable;
+      for (const auto& a : actors_)
+        if (a.role == "head" || a.role == "pipeline_stage")
+          trainable.push_back(&a);
+      if (trainable.empty())
+        return;
+      const auto* a = trainable[std::uniform_int_distribution<size_t>(
+        0, trainable.size() - 1)(chaos_rng_)];
+      f.kind = "throw";
+      f.actor = a->name;
+      spdlog::warn("chaos: '{}' throws (step {})", a->name, step);
+      faults_.push_back({f, true, clock_type::now()});
+      self_->send(a->handle, fault_atom::value, std::string{"throw (chaos)"});
+      return;
+    }
+    f.kind = k == 1 ? "kill_node" : "stop_node";
+    f.node = nodes[std::uniform_int_distribution<size_t>(0, nodes.size() - 1)(chaos_rng_)];
+    f.stopped = std::chrono::milliseconds(3000);
+    faults_.push_back({f, false, {}});
+    fire(faults_.back());
+  }
+
+  /// Sets the delay and drop faults on their sender's edge (each pass: the
+  /// actors are new; a drop that happened is not set again).
+  caf::error arm_edge_faults() {
+    for (auto& f : faults_) {
+      if ((f.spec.kind != "delay" && f.spec.kind != "drop") || f.fired)
+        continue;
+      const placed_actor* from = nullptr;
+      for (const auto& a : actors_)
+        if (a.name == f.spec.from)
+          from = &a;
+      if (from == nullptr)
+        return make_error(errc::bad_config, f.spec.where + ": no actor '" + f.spec.from + "'");
+      int64_t value = f.spec.kind == "delay" ? f.spec.delay.count() : f.spec.at_step;
+      if (auto err = ask(from->handle,
+                         caf::make_message(fault_atom::value, f.spec.kind, f.spec.to, value),
+                         f.spec.where + ": cannot set fault " + f.spec.kind))
+        return err;
+    }
+    return caf::none;
+  }
+
+  /// A sender dropped a microbatch (a drop fault): the time detection counts from.
+  void on_dropped(const std::string& from, int64_t step) {
+    for (auto& f : faults_)
+      if (f.spec.kind == "drop" && f.spec.from == from && !f.fired) {
+        f.fired = true;
+        f.at = clock_type::now();
+        spdlog::warn("injected fault: {} dropped its microbatch of step {} to {}", from, step,
+                     f.spec.to);
+      }
+  }
+
+  /// The injected fault that explains a failure of `target`: a node or drop
+  /// fault that fired, else a throw armed in (or sent to) `target`; each
+  /// explains one failure.
   armed_fault* injected_for(const std::string& target) {
     for (auto& f : faults_)
-      if (f.fired && f.spec.kind != "throw" && counted_.count(&f) == 0)
+      if (f.fired && (node_fault(f.spec) || f.spec.kind == "drop") && counted_.count(&f) == 0)
         return &f;
     for (auto& f : faults_)
       if (f.fired && f.spec.kind == "throw" && f.spec.actor == target && counted_.count(&f) == 0)
@@ -674,7 +777,9 @@ private:
     if (auto* f = injected_for(failure_target_)) {
       counted_.insert(f);
       record.kind = f->spec.kind;
-      record.target = f->spec.kind == "throw" ? f->spec.actor : f->spec.node;
+      record.target = f->spec.kind == "throw"  ? f->spec.actor
+                       : f->spec.kind == "drop" ? f->spec.from + "->" + f->spec.to
+                                                : f->spec.node;
       if (f->at != clock_type::time_point{})
         record.detected_after_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(detected - f->at).count();
@@ -806,7 +911,9 @@ private:
   job_result result_;
 
   // Recovery.
-  std::vector<armed_fault> faults_;
+  std::deque<armed_fault> faults_;      ///< deque: counted_ points into it
+  std::optional<fault_spec> chaos_;
+  std::mt19937_64 chaos_rng_;
   std::set<const armed_fault*> counted_; ///< faults already recorded
   std::string checkpoint_dir_;          ///< "" = no checkpoints
   bool owns_checkpoint_dir_ = false;    ///< made by baton: removed after success

@@ -25,14 +25,35 @@ bool fanout::can_send(const messages::microbatch& m) const {
 void fanout::send(caf::event_based_actor* self, messages::microbatch m) {
   auto& r = receivers_[pick(m)];
   r.window.on_send();
+  dropped_last_ = !m.eval && m.step == r.drop_step;
+  if (dropped_last_) {
+    r.drop_step = -1;
+    return;
+  }
   r.edge.messages += 1;
   r.edge.bytes += messages::payload_bytes(m);
-  self->send(r.handle, std::move(m));
+  if (r.delay.count() > 0)
+    self->delayed_send(r.handle, r.delay, std::move(m));
+  else
+    self->send(r.handle, std::move(m));
+}
+
+bool fanout::inject(const std::string& to, std::chrono::milliseconds delay, int64_t drop_step) {
+  for (auto& r : receivers_)
+    if (r.edge.to == to) {
+      r.delay = delay;
+      r.drop_step = drop_step;
+      return true;
+    }
+  return false;
 }
 
 void fanout::broadcast(caf::event_based_actor* self, const messages::control& c) const {
   for (const auto& r : receivers_)
-    self->send(r.handle, c);
+    if (r.delay.count() > 0)
+      self->delayed_send(r.handle, r.delay, c);
+    else
+      self->send(r.handle, c);
 }
 
 bool fanout::on_credit(const caf::actor& from, int32_t slots) {

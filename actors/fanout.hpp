@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,15 @@ public:
   /// receiver or credits more than was sent.
   bool on_credit(const caf::actor& from, int32_t slots);
 
+  /// Fault injection on the edge to receiver `to`: every message to it
+  /// (microbatches and controls, so their order holds) goes `delay` late,
+  /// and the first training microbatch of step `drop_step` (-1: none) is
+  /// dropped, its slot staying taken. False when `to` is not a receiver.
+  bool inject(const std::string& to, std::chrono::milliseconds delay, int64_t drop_step);
+
+  /// Whether the last send() dropped its microbatch (a drop fault).
+  bool dropped_last() const { return dropped_last_; }
+
   /// Traffic per edge, one per receiver.
   std::vector<messages::edge_stats> edges() const;
 
@@ -51,8 +61,11 @@ private:
     caf::actor handle;
     credit_window window;
     messages::edge_stats edge;
+    std::chrono::milliseconds delay{0};
+    int64_t drop_step = -1;
   };
   std::vector<receiver> receivers_;
+  bool dropped_last_ = false;
 };
 
 } // namespace baton::actors

@@ -151,6 +151,10 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
       self->send(sender_of(self), messages::credit{m.id, 1, {}});
       process(self, m);
     },
+    [=](fault_atom, const std::string& kind) {
+      auto& st = self->state;
+      fail(self, st.coordinator, st.name, "injected fault: " + kind);
+    },
     [=](const control& c) {
       if (c.invalid)
         return fail(self, self->state.coordinator, self->state.name,

@@ -326,7 +326,10 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
                     version < 0 ? st.trainer->version() : version);
   }
   auto sent = clock_type::now();
+  auto step = m.step;
   st.downstream.send(self, std::move(m));
+  if (st.downstream.dropped_last())
+    self->send(st.coordinator, fault_atom::value, std::string{"dropped"}, st.name, step);
   st.trace.record("send", sent, clock_type::now(), -1, -1);
 }
 
@@ -480,6 +483,13 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       auto& st = self->state;
       st.downstream.add(downstream, st.name, name, st.spec.window);
       return caf::ok_atom::value;
+    },
+    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
+      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
+    },
+    [=](fault_atom, const std::string& kind) {
+      auto& st = self->state;
+      fail(self, st.coordinator, st.name, "injected fault: " + kind);
     },
     [=](group_atom, const caf::actor& peer, int32_t replica) -> caf::result<caf::ok_atom> {
       auto& st = self->state;

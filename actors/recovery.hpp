@@ -20,10 +20,12 @@
 
 #include <caf/actor.hpp>
 #include <caf/error.hpp>
+#include <caf/result.hpp>
 
 #include "actors/activity.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/role_spec.hpp"
+#include "messages/errc.hpp"
 #include "messages/types.hpp"
 #include "model/training_checkpoint.hpp"
 
@@ -83,6 +85,22 @@ void after_step(Self* self, const caf::actor& coordinator, const std::string& na
   auto from = checkpoints.spec().notify_from_step;
   if (from >= 0 && version >= from)
     self->send(coordinator, step_atom::value, name, version);
+}
+
+/// Fault injection on a sender's edge: (fault_atom, "delay" | "drop", to,
+/// value) sets `downstream`'s delay (value ms) or drop step (value) to
+/// receiver `to`.
+template <class Fanout>
+caf::result<caf::ok_atom> inject_edge_fault(Fanout& downstream, const std::string& from,
+                                            const std::string& kind, const std::string& to,
+                                            int64_t value) {
+  bool ok = kind == "delay"   ? downstream.inject(to, std::chrono::milliseconds(value), -1)
+            : kind == "drop" ? downstream.inject(to, std::chrono::milliseconds(0), value)
+                             : false;
+  if (!ok)
+    return make_error(errc::bad_config, from + ": cannot inject '" + kind + "' on the edge to '" +
+                                          to + "' (no such receiver or kind)");
+  return caf::ok_atom::value;
 }
 
 /// Fault injection on a node, in its own process: "kill" SIGKILLs it; "stop"

@@ -10,6 +10,7 @@
 #include "actors/activity.hpp"
 #include "actors/fanout.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/recovery.hpp"
 #include "messages/codec.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -154,8 +155,11 @@ void pump(source_actor* self) {
     if (make_next(st)) {
       if (!st.downstream.can_send(*st.pending))
         return;
+      auto step = st.pending->step;
       st.downstream.send(self, std::move(*st.pending));
       st.pending.reset();
+      if (st.downstream.dropped_last())
+        self->send(st.coordinator, fault_atom::value, std::string{"dropped"}, st.name, step);
     } else {
       // Controls carry the minibatches (steps) sent so far: a stage replica
       // that had no share of the last ones learns how many to wait for.
@@ -183,6 +187,9 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
       auto& st = self->state;
       st.downstream.add(downstream, st.name, name, st.spec.window);
       return caf::ok_atom::value;
+    },
+    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
+      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
     },
     [=](start_atom) {
       auto& st = self->state;

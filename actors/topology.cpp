@@ -50,9 +50,11 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"heads.*.optimizer", optimizer},
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
-                 "checkpoint_every", "checkpoint_dir", "max_restarts", "tls"}},
+                 "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
+                 "tls"}},
     {"runtime.tls", {"certificate", "key", "ca"}},
-    {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms"}},
+    {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
+                  "delay_ms", "rate", "seed"}},
     {"nodes.*", {"name", "host", "port"}},
     {"pipeline", {"schedule", "vertical_sync", "stages"}},
     {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}},
@@ -544,6 +546,7 @@ void parse_runtime(const field& section, runtime_settings& r) {
   read_if(section, "max_restarts", r.max_restarts, [](const field& f) {
     return read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
   });
+  read_if(section, "stall_timeout_ms", r.stall_timeout, positive_milliseconds);
   if (auto f = section.get("tls"))
     r.tls = parse_tls(*f);
 }
@@ -571,9 +574,49 @@ fault_spec parse_fault(const field& item, const topology& t) {
   check_section(item);
   fault_spec f;
   f.where = item.where();
-  f.kind = read_choice(item.require("kind"), {"throw", "kill_node", "stop_node"});
+  f.kind = read_choice(item.require("kind"),
+                       {"throw", "kill_node", "stop_node", "delay", "drop", "chaos"});
   read_if(item, "at_step", f.at_step, non_negative_int64);
   read_if(item, "after_ms", f.after, positive_milliseconds);
+  auto only = [&](const std::vector<std::string>& keys) {
+    for (const auto* key : {"actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
+                            "delay_ms", "rate", "seed"})
+      if (item.get(key) && !contains(keys, key))
+        item.fail("fault '" + f.kind + "' takes " + join(keys) + " (not " + key + ")");
+  };
+  if (f.kind == "delay" || f.kind == "drop") {
+    only({"kind", "from", "to", f.kind == "delay" ? "delay_ms" : "at_step"});
+    // Edges from the source and from pipeline stages (their fanout).
+    std::vector<std::string> from_names{"source"}, to_names;
+    for (const auto& n : trainable_actor_names(t))
+      if (n.rfind("stage", 0) == 0) {
+        from_names.push_back(n);
+        to_names.push_back(n);
+      }
+    for (const auto& s : t.stages)
+      to_names.push_back(s.name);
+    field from = item.require("from"), to = item.require("to");
+    f.from = read_string(from);
+    f.to = read_string(to);
+    if (!contains(from_names, f.from))
+      from.fail("fault '" + f.kind + "': 'from' must be one of " + join(from_names));
+    if (!contains(to_names, f.to))
+      to.fail("fault '" + f.kind + "': 'to' must be one of " + join(to_names));
+    if (f.kind == "delay")
+      f.delay = positive_milliseconds(item.require("delay_ms"));
+    else if (f.at_step < 0)
+      item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
+    return f;
+  }
+  if (f.kind == "chaos") {
+    only({"kind", "rate", "seed"});
+    f.rate = read_number(item.require("rate"), "a probability per step in (0, 1]",
+                         [](double x) { return x > 0 && x <= 1; });
+    read_if(item, "seed", f.seed, [](const field& s) {
+      return read_integer<uint64_t>(s, 0, std::numeric_limits<uint64_t>::max(), "a seed");
+    });
+    return f;
+  }
   if (f.kind == "throw") {
     field actor = item.require("actor");
     f.actor = read_string(actor);

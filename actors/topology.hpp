@@ -65,17 +65,24 @@ struct runtime_settings {
   int32_t checkpoint_every = 0;
   std::string checkpoint_dir;     ///< "": a fresh directory under the system's temp dir
   int32_t max_restarts = 3;       ///< restarts after failures before giving up
+  /// No message from any actor for this long: the run is stuck (a lost
+  /// message), which fails it, or restarts it when it recovers.
+  std::chrono::milliseconds stall_timeout{300000};
   tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
 };
 
 /// An injected fault (`faults:` or `--fault`): see README "Faults".
 struct fault_spec {
-  std::string kind;   ///< throw | kill_node | stop_node
+  std::string kind;   ///< throw | kill_node | stop_node | delay | drop | chaos
   std::string actor;  ///< throw: the trainable actor (a head, "stage1", "stage1.0")
   std::string node;   ///< kill_node, stop_node: the node
   int64_t at_step = -1;              ///< when the job has made this many steps ...
   std::chrono::milliseconds after{-1}; ///< ... or this long after training started
   std::chrono::milliseconds stopped{0}; ///< stop_node: how long the node stays stopped
+  std::string from, to;                ///< delay, drop: the edge (sender -> receiver)
+  std::chrono::milliseconds delay{0};  ///< delay: added to every message on the edge
+  double rate = 0;                     ///< chaos: probability of a fault per step
+  uint64_t seed = 1;                   ///< chaos: its random choices
   std::string where;  ///< "file:line" or "--fault ..."
 };
 

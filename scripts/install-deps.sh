@@ -10,7 +10,7 @@ packages=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
   googletest libgtest-dev libssl-dev zlib1g-dev
   dataset-fashion-mnist libopenblas0-openmp
-  python3-torch procps
+  python3-torch procps iproute2
   clang libclang-rt-14-dev
 )
 

@@ -175,6 +175,37 @@ TEST_F(faults, resume_after_the_coordinator_was_killed) {
   expect_same_training(resumed, clean);
 }
 
+// A microbatch dropped on an edge stalls the pipeline: the stall timeout
+// detects it and the job restarts from its checkpoints. A delay on another
+// edge changes the timing only.
+TEST_F(faults, a_dropped_microbatch_is_detected_by_the_stall_timeout) {
+  auto clean = run(pipeline_job(), "drop-clean");
+  auto faulty = run(with(pipeline_job(),
+                         {"--set", "runtime.stall_timeout_ms=3000", "--fault",
+                          "kind=drop,from=stage0,to=stage1,at_step=5", "--fault",
+                          "kind=delay,from=source,to=stage0,delay_ms=5"}),
+                    "drop");
+  expect_same_training(faulty, clean);
+  ASSERT_EQ(faulty.at("faults").size(), 1u);
+  const auto& f = faulty.at("faults")[0];
+  EXPECT_EQ(f.at("kind"), "drop");
+  EXPECT_EQ(f.at("target"), "stage0->stage1");
+  EXPECT_EQ(f.at("restored_step"), 4);
+}
+
+// Seeded chaos over node processes: throws, kills and stops at random steps;
+// the run still ends with the fault-free weights.
+TEST_F(faults, seeded_chaos_ends_with_the_fault_free_weights) {
+  auto clean = run(with(pipeline_job(), {"--local-nodes", "3"}), "chaos-clean");
+  auto faulty = run(with(pipeline_job(), {"--local-nodes", "3", "--set",
+                                          "runtime.max_restarts=20", "--fault",
+                                          "kind=chaos,rate=0.08,seed=5"}),
+                    "chaos");
+  expect_same_training(faulty, clean);
+  EXPECT_GE(faulty.at("faults").size(), 1u);
+  EXPECT_EQ(faulty.at("restarts").get<size_t>(), faulty.at("faults").size());
+}
+
 // Faults that cannot work are refused before anything starts.
 TEST_F(faults, impossible_faults_are_refused) {
   auto unknown = run_baton(with(pipeline_job(), {"--fault", "kind=throw,actor=stage7,at_step=1"}));
