@@ -68,8 +68,11 @@ bool process(head_actor* self, const microbatch& m) {
       st.counters.epoch.correct += st.trainer->correct(m.payload, *labels);
       st.counters.epoch.evaluated += batch;
     } else {
-      if (!st.counters.admit(m.id))
+      if (st.counters.trained_before(m.id, m.step, st.trainer->version())) {
+        st.counters.duplicates += 1;
         return; // already trained (a replay): dropped
+      }
+      st.counters.admit(m.id, m.step);
       maybe_throw_fault(st.checkpoints->spec(), m);
       auto last = m.index_in_step == m.step_size - 1;
       auto loss = st.trainer->train(m.payload, *labels, m.step_size, last);

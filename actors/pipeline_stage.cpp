@@ -310,7 +310,7 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
   if (st.spec.first)
     m.weight_version = st.trainer->version();
   if (!m.eval) {
-    st.counters.admit(m.id); // new: drop_duplicates() ran before
+    st.counters.admit(m.id, m.step); // new: drop_duplicates() ran before
     maybe_throw_fault(st.checkpoints->spec(), m);
     st.in_flight[m.id] = {sender, m.step, m.step_size};
   }
@@ -403,9 +403,10 @@ void on_control(pipeline_actor* self, const control& c) {
 /// count microbatches that were only queued.
 void drop_duplicates(pipeline_actor* self) {
   auto& st = self->state;
-  while (!st.inputs.empty()) {
+  // 1f1b steps per microbatch, not per minibatch, and never restarts.
+  while (flush(st) && !st.inputs.empty()) {
     const auto* m = std::get_if<microbatch>(&st.inputs.front().item);
-    if (m == nullptr || m->eval || m->id > st.counters.last_id)
+    if (m == nullptr || m->eval || !st.counters.trained_before(m->id, m->step, st.steps_done))
       return;
     st.counters.duplicates += 1;
     self->send(st.inputs.front().sender, messages::credit{m->id, 1, {}});

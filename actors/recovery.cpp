@@ -16,14 +16,17 @@
 
 namespace baton::actors {
 
-bool training_counters::admit(int64_t id) {
-  if (id <= last_id) {
-    duplicates += 1;
-    return false;
+bool training_counters::trained_before(int64_t id, int64_t step, int64_t steps_done) const {
+  return step < steps_done || (step == current_step_ && current_ids_.count(id) != 0);
+}
+
+void training_counters::admit(int64_t id, int64_t step) {
+  if (step != current_step_) {
+    current_step_ = step;
+    current_ids_.clear();
   }
-  last_id = id;
+  current_ids_.insert(id);
   trained += 1;
-  return true;
 }
 
 std::string training_counters::to_json() const {
@@ -33,8 +36,7 @@ std::string training_counters::to_json() const {
   nlohmann::json j = {{"loss_sum", epoch.loss_sum},   {"samples", epoch.samples},
                       {"correct", epoch.correct},     {"evaluated", epoch.evaluated},
                       {"epochs", epochs_json},        {"samples_total", samples_total},
-                      {"trained", trained},           {"last_id", last_id},
-                      {"duplicates", duplicates}};
+                      {"trained", trained},           {"duplicates", duplicates}};
   return j.dump();
 }
 
@@ -53,7 +55,6 @@ training_counters training_counters::from_json(const std::string& text) {
                           e.at(3).get<int64_t>()});
     c.samples_total = j.at("samples_total").get<int64_t>();
     c.trained = j.at("trained").get<int64_t>();
-    c.last_id = j.at("last_id").get<int64_t>();
     c.duplicates = j.at("duplicates").get<int64_t>();
     return c;
   } catch (const nlohmann::json::exception& e) {

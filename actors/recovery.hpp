@@ -10,11 +10,12 @@
 // s+1 has touched any weight. After a failure the coordinator restarts every
 // actor of the job from the newest step that every trainable actor has a
 // valid checkpoint of (step 0: the initial weights), and the source replays
-// from that step. Receivers drop a training microbatch whose id they already
-// trained (ids grow along the source's order).
+// from that step. Receivers drop a training microbatch they already trained,
+// by (microbatch id, step).
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,21 +33,31 @@
 namespace baton::actors {
 
 /// What a trainable actor counts; saved with its weights.
-struct training_counters {
+class training_counters {
+public:
   epoch_sums epoch;                           ///< the epoch under way
   std::vector<messages::epoch_result> epochs; ///< epochs closed
   int64_t samples_total = 0;                  ///< training samples
   int64_t trained = 0;     ///< training microbatches trained (each once)
-  int64_t last_id = -1;    ///< highest training microbatch id trained
   int64_t duplicates = 0;  ///< training microbatches dropped as already trained
 
-  /// Whether training microbatch `id` is new; counts it either way
-  /// (`trained` or `duplicates`). Call when training it, not on arrival.
-  bool admit(int64_t id);
+  /// Whether training microbatch `id` of step `step` was already trained,
+  /// by (microbatch id, step): its step is among the `steps_done` made, or
+  /// the id was seen in the step under way. Ids alone do not order: replicas
+  /// upstream interleave theirs.
+  bool trained_before(int64_t id, int64_t step, int64_t steps_done) const;
+  /// Counts `id` of `step` as trained (when training it, not on arrival:
+  /// a checkpoint must not count microbatches that were only queued).
+  void admit(int64_t id, int64_t step);
+
 
   std::string to_json() const;
   /// Throws std::runtime_error on text to_json() did not write.
   static training_counters from_json(const std::string& text);
+
+private:
+  int64_t current_step_ = -1;     ///< the step under way
+  std::set<int64_t> current_ids_; ///< ids trained in it (empty at checkpoints)
 };
 
 /// Saving and restoring one trainable actor's checkpoints.
