@@ -146,7 +146,10 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
                           f.at("at_step").get<int64_t>(), f.at("detected_after_ms").get<int64_t>(),
                           f.at("recovered_after_ms").get<int64_t>(),
                           f.value("restored_step", int64_t{-1})});
-    for (const auto& [actor, count] : j.value("trained", nlohmann::json::object()).items())
+    // Not `j.value(...).items()` in the loop header: the temporary would end
+    // before the loop.
+    auto trained = j.value("trained", nlohmann::json::object());
+    for (const auto& [actor, count] : trained.items())
       r.trained[actor] = {count.at("trained").get<int64_t>(),
                           count.at("duplicates").get<int64_t>()};
     r.checkpoint_dir = j.value("checkpoint_dir", "");

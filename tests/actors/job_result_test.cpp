@@ -3,6 +3,9 @@
 
 #include "actors/job_result.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -65,4 +68,33 @@ TEST(job_result, bubble_seconds_survive_the_metrics_json) {
   back = job_result_from_json(old);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->actors[0].bubble_seconds, 0.0);
+}
+
+// Faults, restarts and the exactly-once counts survive the round trip (the
+// benches read them back); a diverged run's NaN loss reads back as NaN.
+TEST(job_result, faults_counts_and_nan_losses_round_trip) {
+  job_result r;
+  r.restarts = 2;
+  r.faults = {{"kill_node", "n2", 6, 18, 160, 4}, {"throw", "stage1", 9, 0, 80, 8}};
+  r.trained = {{"stage0", {64, 0}}, {"stage1", {64, 1}}};
+  r.checkpoint_dir = "/tmp/x";
+  actor_report head = actor("stage2", 1, 1, 0);
+  head.role = "head";
+  head.train_loss = std::numeric_limits<double>::quiet_NaN();
+  head.weights_digest = "abc";
+  r.heads = {head};
+  auto back = job_result_from_json(nlohmann::json::parse(to_json(r).dump()));
+  ASSERT_TRUE(back) << "read back failed";
+  EXPECT_EQ(back->restarts, 2);
+  ASSERT_EQ(back->faults.size(), 2u);
+  EXPECT_EQ(back->faults[0].kind, "kill_node");
+  EXPECT_EQ(back->faults[0].target, "n2");
+  EXPECT_EQ(back->faults[0].detected_after_ms, 18);
+  EXPECT_EQ(back->faults[1].restored_step, 8);
+  ASSERT_EQ(back->trained.size(), 2u);
+  EXPECT_EQ(back->trained.at("stage1").trained, 64);
+  EXPECT_EQ(back->trained.at("stage1").duplicates, 1);
+  EXPECT_EQ(back->checkpoint_dir, "/tmp/x");
+  ASSERT_EQ(back->heads.size(), 1u);
+  EXPECT_TRUE(std::isnan(back->heads[0].train_loss));
 }
