@@ -388,9 +388,9 @@ private:
       if (spawner.address() == msg.source) {
         auto lost = node;
         lose_node(lost);
+        auto why = self_->system().render(msg.reason);
         return failed("node_lost", lost,
-                      make_error(errc::node_unreachable,
-                                 "lost node '" + lost + "': " + self_->system().render(msg.reason)));
+                      make_error(errc::node_unreachable, "lost node '" + lost + "': " + why));
       }
     auto* a = find(msg.source);
     if (a == nullptr || a->done)
@@ -407,15 +407,14 @@ private:
     fire_timed_faults();
     auto limit = std::min<clock_type::duration>(options_.stall_timeout,
                                                 topology_.runtime.stall_timeout);
-    if (clock_type::now() - last_message > limit)
+    if (clock_type::now() - last_message > limit) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
       return failed("stalled", "job",
                     make_error(errc::actor_failed,
-                               "no actor reported anything for " +
-                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  limit)
-                                                  .count()) +
+                               "no actor reported anything for " + std::to_string(ms) +
                                  " ms (runtime.stall_timeout_ms): a message was lost or an "
                                  "actor hangs"));
+    }
     return caf::none;
   }
 
@@ -780,6 +779,8 @@ private:
       record.target = f->spec.kind == "throw"  ? f->spec.actor
                        : f->spec.kind == "drop" ? f->spec.from + "->" + f->spec.to
                                                 : f->spec.node;
+      if (f->spec.at_step >= 0)
+        record.at_step = f->spec.at_step;
       if (f->at != clock_type::time_point{})
         record.detected_after_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(detected - f->at).count();

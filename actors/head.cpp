@@ -1,6 +1,7 @@
 #include "actors/head.hpp"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -44,7 +45,8 @@ void maybe_report_progress(head_actor* self, const microbatch& m) {
   if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
     return;
   auto loss = st.progress_loss / std::max<int64_t>(1, st.progress_samples);
-  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
+  self->send(st.coordinator,
+             messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
   st.steps_since_progress = 0;
   st.progress_loss = 0;
   st.progress_samples = 0;

@@ -266,7 +266,8 @@ void maybe_report_progress(pipeline_actor* self, const microbatch& m, double los
   if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
     return;
   st.steps_since_progress = 0;
-  self->send(st.coordinator, messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
+  self->send(st.coordinator,
+             messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
 }
 
 /// The version a training forward uses: the input stage's under vertical sync.

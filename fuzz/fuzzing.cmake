@@ -6,7 +6,7 @@
 # Without a clang++ that links -fsanitize=fuzzer, all of it is skipped.
 
 option(BATON_FUZZ "Build the libFuzzer targets (needs clang and libclang-rt-14-dev)" ON)
-set(BATON_FUZZ_SECONDS 60 CACHE STRING "Length of each bounded fuzz session in ctest")
+set(BATON_FUZZ_SECONDS 30 CACHE STRING "Length of each bounded fuzz session in ctest")
 
 # Returns in `out` whether `cxx` compiles and links a libFuzzer target.
 function(baton_fuzz_probe cxx out)
