@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
-#include <deque>
 #include <optional>
 #include <random>
 #include <set>
@@ -16,11 +15,13 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/interfaces.hpp"
+#include "actors/local_cluster.hpp"
 #include "actors/progress_line.hpp"
 #include "actors/recovery.hpp"
 #include "actors/role_spec.hpp"
 #include "actors/source.hpp"
 #include "actors/spawner.hpp"
+#include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
@@ -523,7 +524,7 @@ private:
     if (topology_.runtime.checkpoint_every == 0 && options_.resume_dir.empty())
       return caf::none;
     if (checkpoint_dir_.empty()) {
-      auto dir = make_run_directory();
+      auto dir = make_work_directory("baton-checkpoints");
       if (!dir)
         return dir.error();
       checkpoint_dir_ = *dir;
@@ -536,7 +537,7 @@ private:
       if (restore_step_ == 0)
         return make_error(errc::bad_file, "--resume " + checkpoint_dir_ +
                                             ": no step of which every trainable actor (" +
-                                            join_names(trainable_actor_names(topology_)) +
+                                            detail::join(trainable_actor_names(topology_)) +
                                             ") has a valid checkpoint");
       spdlog::info("resuming from step {} (checkpoints in {})", restore_step_, checkpoint_dir_);
     } else {
@@ -544,21 +545,6 @@ private:
                    checkpoint_dir_);
     }
     return caf::none;
-  }
-
-  static std::string join_names(const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& n : names)
-      out += (out.empty() ? "" : ", ") + n;
-    return out;
-  }
-
-  caf::expected<std::string> make_run_directory() const {
-    auto base = std::filesystem::temp_directory_path() / "baton-checkpoints-XXXXXX";
-    std::string pattern = base.string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      return make_error(errc::bad_file, "cannot create a checkpoint directory " + pattern);
-    return pattern;
   }
 
   /// The checkpoint and fault settings of trainable actor `name` in this pass.

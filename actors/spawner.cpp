@@ -19,6 +19,7 @@
 #include "actors/role_spec.hpp"
 #include "actors/source.hpp"
 #include "actors/stage.hpp"
+#include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 
@@ -200,7 +201,7 @@ struct spawner_state {
     if (!allowed(*names))
       return make_error(errc::bad_config, "node " + node + " does not accept the certificate for " +
                                             describe_names(*names) + ": not in its tls.allow (" +
-                                            join_names(policy.allow) + ")");
+                                            detail::join(policy.allow) + ")");
     authenticated.insert(peer);
     return names;
   }
@@ -212,13 +213,6 @@ struct spawner_state {
       if (std::find(policy.allow.begin(), policy.allow.end(), name) != policy.allow.end())
         return true;
     return false;
-  }
-
-  static std::string join_names(const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& n : names)
-      out += (out.empty() ? "" : ", ") + n;
-    return out;
   }
 };
 
