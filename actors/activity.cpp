@@ -1,5 +1,7 @@
 #include "actors/activity.hpp"
 
+#include <ctime>
+
 #include <ATen/Parallel.h>
 #include <caf/actor_cast.hpp>
 #include <caf/atom.hpp>
@@ -11,6 +13,28 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+
+namespace {
+
+double seconds_of(const timespec& t) {
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+double cpu_clock_seconds(clockid_t clock) {
+  timespec t{};
+  ::clock_gettime(clock, &t);
+  return seconds_of(t);
+}
+
+} // namespace
+
+double thread_cpu_seconds() {
+  return cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+}
+
+double process_cpu_seconds() {
+  return cpu_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+}
 
 void use_thread_budget(int32_t threads) {
   thread_local int32_t current = 0;

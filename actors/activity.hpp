@@ -16,8 +16,18 @@
 
 namespace baton::actors {
 
+/// CPU seconds (user + system) of the calling thread.
+double thread_cpu_seconds();
+
+/// CPU seconds (user + system) of this process, every thread.
+double process_cpu_seconds();
+
 /// Busy/idle accounting of one actor: busy is time spent computing, idle the
-/// rest of the time since the first piece of work arrived.
+/// rest of the time since the first piece of work arrived. Optionally also
+/// CPU time: the actor's thread inside its computations (compute_scope), and
+/// its whole process since the first piece of work, so that what the process
+/// spends beyond the computations (messages, serialisation, sockets, other
+/// actors) can be told.
 class activity {
 public:
   using clock = std::chrono::steady_clock;
@@ -27,10 +37,20 @@ public:
     if (!started_) {
       started_ = true;
       first_ = clock::now();
+      process_cpu_at_begin_ = process_cpu_seconds();
     }
   }
   /// Adds the time since `since` to busy time.
   void add_busy(clock::time_point since) { busy_ += clock::now() - since; }
+  /// Adds the calling thread's CPU seconds since `since` (a reading of
+  /// thread_cpu_seconds()) to compute CPU time.
+  void add_compute_cpu(double since) { compute_cpu_ += thread_cpu_seconds() - since; }
+
+  double compute_cpu_seconds() const { return compute_cpu_; }
+  /// The process's CPU seconds since begin() (0 before).
+  double process_cpu_seconds_since_begin() const {
+    return started_ ? process_cpu_seconds() - process_cpu_at_begin_ : 0;
+  }
 
   double busy_seconds() const { return std::chrono::duration<double>(busy_).count(); }
   double idle_seconds() const {
@@ -43,6 +63,21 @@ private:
   bool started_ = false;
   clock::time_point first_;
   clock::duration busy_{0};
+  double compute_cpu_ = 0;
+  double process_cpu_at_begin_ = 0;
+};
+
+/// Counts the calling thread's CPU time during its lifetime as compute.
+class compute_scope {
+public:
+  explicit compute_scope(activity& a) : activity_(a), since_(thread_cpu_seconds()) {}
+  ~compute_scope() { activity_.add_compute_cpu(since_); }
+  compute_scope(const compute_scope&) = delete;
+  compute_scope& operator=(const compute_scope&) = delete;
+
+private:
+  activity& activity_;
+  double since_;
 };
 
 /// Running sums of one epoch of a trainable actor that has a loss.

@@ -1,7 +1,9 @@
 // `baton bench pipeline`: the 2-stage pipeline against the one-thread local
 // loop, same model, same data, in one invocation.
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <fstream>
 #include <thread>
 
@@ -44,11 +46,13 @@ const std::vector<bench_model>& bench_models() {
 constexpr int32_t bench_microbatches = 4;
 constexpr int64_t bench_microbatch = 32;
 
-/// Training samples per second of a run (the wall includes evaluation,
-/// which both sides do on the same test samples).
+/// Training samples per second of a run: its samples over its training
+/// time (setup excluded on both sides: processes, data, models; evaluation
+/// included, which both sides do on the same test samples).
 double samples_per_second(const job_result& r) {
   int64_t samples = r.heads.empty() ? 0 : r.heads.front().samples;
-  return r.wall_seconds > 0 ? samples / r.wall_seconds : 0;
+  double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+  return seconds > 0 ? samples / seconds : 0;
 }
 
 double cpu_seconds(const job_result& r) {
@@ -56,6 +60,69 @@ double cpu_seconds(const job_result& r) {
   for (const auto& n : r.nodes)
     sum += n.cpu_seconds;
   return sum;
+}
+
+/// The actor and wire overhead of a pipeline run: CPU seconds its stages'
+/// processes spent while they trained beyond the stages' computations
+/// (forward, backward, step, evaluation), over those computations. It covers
+/// messages, serialisation, sockets, CAF's threads and the source.
+double overhead_of(const job_result& r) {
+  double compute = 0;
+  double process = 0;
+  for (const auto& a : r.actors)
+    if (a.role == "pipeline_stage") {
+      compute += a.compute_cpu_seconds;
+      process += a.process_cpu_seconds;
+    }
+  return compute > 0 ? process / compute - 1 : 0;
+}
+
+/// The CPU time this machine's hypervisor gave to others (steal), from
+/// /proc/stat: a noisy host makes every ratio noisy, so the bench shows it.
+class steal_meter {
+public:
+  steal_meter() : start_(read()) {}
+  /// Steal over all CPU time since construction (0 where unknown).
+  double fraction() const {
+    auto now = read();
+    auto total = now.total - start_.total;
+    return total > 0 ? static_cast<double>(now.steal - start_.steal) / total : 0;
+  }
+
+private:
+  struct sample {
+    int64_t steal = 0;
+    int64_t total = 0;
+  };
+  static sample read() {
+    std::ifstream in{"/proc/stat"};
+    std::string cpu;
+    in >> cpu;
+    sample s;
+    for (int i = 0; i < 10 && in; ++i) {
+      int64_t v = 0;
+      in >> v;
+      s.total += v;
+      if (i == 7)
+        s.steal = v;
+    }
+    return s;
+  }
+  sample start_;
+};
+
+/// One run of one side, with the host's steal during it.
+struct side_run {
+  job_result result;
+  double steal = 0;
+};
+
+/// The run with the median training samples/s of `runs` (not empty).
+const side_run& median_run(std::vector<side_run>& runs) {
+  std::sort(runs.begin(), runs.end(), [](const side_run& a, const side_run& b) {
+    return samples_per_second(a.result) < samples_per_second(b.result);
+  });
+  return runs[runs.size() / 2];
 }
 
 /// gpipe's bubble with p stages and m microbatches per minibatch.
@@ -101,7 +168,7 @@ caf::expected<std::string> plan_two_stages(const std::string& topology, const st
   profile_request p;
   p.topology_path = topology;
   p.out = dir + "/" + label + ".profile.json";
-  p.microbatches = quick ? 3 : 10;
+  p.microbatches = quick ? 10 : 20;
   p.microbatch_size = bench_microbatch;
   if (auto profiled = run_profile(p); !profiled)
     return profiled.error();
@@ -118,18 +185,55 @@ caf::expected<std::string> plan_two_stages(const std::string& topology, const st
 
 } // namespace
 
+namespace {
+
+/// Runs every side of one model `repeat` times, interleaved (local, then each
+/// schedule, then again), so that a slow spell of the host hits all sides.
+/// The runs by side: "local", then the schedules.
+caf::expected<std::map<std::string, std::vector<side_run>>>
+run_sides(const bench_pipeline_request& r, const std::string& name, const std::string& planned,
+          const std::vector<std::string>& overrides, const std::string& dir) {
+  std::map<std::string, std::vector<side_run>> runs;
+  for (int32_t rep = 1; rep <= r.repeat; ++rep) {
+    std::vector<std::string> sides{"local"};
+    sides.insert(sides.end(), r.schedules.begin(), r.schedules.end());
+    for (const auto& side : sides) {
+      auto o = overrides;
+      std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
+      if (side != "local") {
+        o.insert(o.end(), {"pipeline.schedule=" + side, "runtime.stage_threads=1"});
+        flags = {"--local-nodes", "2"};
+      }
+      steal_meter steal;
+      auto label = name + "-" + side + "-" + std::to_string(rep);
+      auto result = run_side(planned, o, flags, dir, label, r.interrupted);
+      if (!result)
+        return result.error() == errc::interrupted
+                 ? result.error()
+                 : make_error(errc::actor_failed, side + ": " + describe(result.error()));
+      runs[side].push_back({std::move(*result), steal.fraction()});
+      std::printf("  run %d/%d %-11s %8.1f samples/s\n", rep, r.repeat, side.c_str(),
+                  samples_per_second(runs[side].back().result));
+      std::fflush(stdout);
+    }
+  }
+  return runs;
+}
+
+} // namespace
+
 int bench_pipeline(const bench_pipeline_request& r) {
   auto dir = make_work_directory("baton-bench-pipeline");
   if (!dir) {
     spdlog::error("{}", describe(dir.error()));
     return 1;
   }
-  std::printf("baton bench pipeline: %s, %u cores\n"
+  std::printf("baton bench pipeline: %s, %u cores, %d run(s) per side (median shown)\n"
               "  (a) local: the whole model in one process, one compute thread\n"
               "  (b) 2 stages (planned by `baton plan --straight`) on 2 node processes, one "
               "compute thread each\n",
-              r.quick ? "quick" : "full", std::thread::hardware_concurrency());
-  nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick},
+              r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat);
+  nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick}, {"repeat", r.repeat},
                         {"cores", std::thread::hardware_concurrency()},
                         {"results", nlohmann::json::array()}};
   int code = 0;
@@ -157,52 +261,55 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    auto local = run_side(*planned, overrides, {"--mode", "local", "--threads", "1"}, *dir,
-                          name + "-local", r.interrupted);
-    if (!local) {
-      spdlog::error("{}: {}", name, describe(local.error()));
+    auto runs = run_sides(r, name, *planned, overrides, *dir);
+    if (!runs) {
+      spdlog::error("{}: {}", name, describe(runs.error()));
       code = 1;
       continue;
     }
-    std::printf("\n%-9s %-11s %10s %8s %13s %9s %9s %10s\n", name.c_str(), "side", "samples/s",
-                "vs (a)", "stage busy", "bubble", "theory", "extra CPU");
-    std::printf("%-9s %-11s %10.1f %8s %13s %9s %9s %10s\n", "", "(a) local",
-                samples_per_second(*local), "1.00x", "-", "-", "-", "-");
-    std::fflush(stdout);
+    const auto& local = median_run(runs->at("local"));
+    auto local_rate = samples_per_second(local.result);
+    std::printf("\n%-9s %-13s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
+                "samples/s", "vs (a)", "stage busy", "bubble", "theory", "overhead",
+                "extra CPU", "steal");
+    std::printf("%-9s %-13s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
+                local_rate, "1.00x", "-", "-", "-", "-", "-", 100 * local.steal);
     for (const auto& schedule : r.schedules) {
-      auto o = overrides;
-      o.insert(o.end(), {"pipeline.schedule=" + schedule, "runtime.stage_threads=1"});
-      auto side = run_side(*planned, o, {"--local-nodes", "2"}, *dir,
-                           name + "-" + schedule, r.interrupted);
-      if (!side) {
-        spdlog::error("{} {}: {}", name, schedule, describe(side.error()));
-        code = 1;
-        continue;
-      }
-      auto ratio = samples_per_second(*side) / samples_per_second(*local);
-      auto figures = stages_of(*side);
+      const auto& side = median_run(runs->at(schedule));
+      auto rate = samples_per_second(side.result);
+      auto ratio = rate / local_rate;
+      auto figures = stages_of(side.result);
       auto theory = schedule == "1f1b" ? 0.0 : gpipe_bubble(2, bench_microbatches);
-      auto extra_cpu = cpu_seconds(*side) / cpu_seconds(*local) - 1;
-      std::printf("%-9s %-11s %10.1f %7.2fx %13s %8.1f%% %8.1f%% %9.1f%%\n", "",
-                  ("(b) " + schedule).c_str(), samples_per_second(*side), ratio,
+      auto overhead = overhead_of(side.result);
+      auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
+      std::printf("%-9s %-13s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
+                  ("(b) " + schedule).c_str(), rate, ratio,
                   percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
-                  100 * extra_cpu);
+                  100 * overhead, 100 * extra_cpu, 100 * side.steal);
       std::fflush(stdout);
       out["results"].push_back({{"model", name},
                                 {"schedule", schedule},
-                                {"local_samples_per_second", samples_per_second(*local)},
-                                {"pipeline_samples_per_second", samples_per_second(*side)},
+                                {"local_samples_per_second", local_rate},
+                                {"pipeline_samples_per_second", rate},
                                 {"ratio", ratio},
                                 {"stage_utilisation", figures.utilisation},
                                 {"bubble_fraction", figures.bubble},
                                 {"theoretical_bubble_fraction", theory},
-                                {"extra_cpu_fraction", extra_cpu}});
+                                {"overhead_fraction", overhead},
+                                {"extra_cpu_fraction", extra_cpu},
+                                {"local_steal_fraction", local.steal},
+                                {"pipeline_steal_fraction", side.steal}});
     }
   }
-  std::printf("\nbubble: a stage's idle time between two pieces of training work over its "
-              "training time (mean of the stages);\ntheory: (p-1)/(m+p-1) for p = 2 stages, m = 4 "
-              "microbatches (flush schedules), 0 for 1f1b;\nextra CPU: CPU seconds of every "
-              "process of (b) over those of (a), minus 1 (actors, wire, one more LibTorch).\n");
+  std::printf(
+    "\nsamples/s: training samples over training time (setup excluded, the final evaluation "
+    "included);\nstage busy: each stage's compute over its life; bubble: a stage's idle time "
+    "between two pieces\nof training work over its training time (mean of the stages); theory: "
+    "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; "
+    "overhead: CPU of the stages' processes\nwhile training beyond the stages' computations "
+    "(messages, wire, CAF, the source) over those\ncomputations; extra CPU: CPU seconds of every "
+    "process of (b) (starting included) over (a)'s,\nminus 1; steal: CPU time the hypervisor "
+    "gave to other guests during the run (noise).\n");
   if (!r.json_out.empty()) {
     std::ofstream{r.json_out} << out.dump(2) << '\n';
     std::printf("figures written to %s\n", r.json_out.c_str());

@@ -77,6 +77,7 @@ public:
 
   caf::expected<job_result> run() {
     auto started = clock_type::now();
+    std::optional<clock_type::time_point> training_started;
     if (auto err = connect_nodes())
       return err;
     if (auto err = prepare_recovery())
@@ -91,6 +92,8 @@ public:
       if (auto err = arm_edge_faults())
         return err;
       resumed();
+      if (!training_started)
+        training_started = clock_type::now();
       auto failure = train();
       if (!failure)
         break;
@@ -101,7 +104,9 @@ public:
     }
     collect_nodes();
     finish_checkpoints();
-    result_.wall_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    auto ended = clock_type::now();
+    result_.wall_seconds = std::chrono::duration<double>(ended - started).count();
+    result_.train_seconds = std::chrono::duration<double>(ended - *training_started).count();
     result_.topology_file = topology_.file;
     result_.job = topology_.job;
     order_heads();

@@ -70,6 +70,7 @@ nlohmann::json to_json(const job_result& r) {
   j["mode"] = r.mode;
   j["topology"] = r.topology_file;
   j["wall_seconds"] = r.wall_seconds;
+  j["train_seconds"] = r.train_seconds;
   j["heads"] = nlohmann::json::array();
   for (const auto& h : r.heads)
     j["heads"].push_back(head_json(h));
@@ -97,6 +98,10 @@ nlohmann::json to_json(const job_result& r) {
                             {"bubble_fraction", fraction_of_life(a.bubble_seconds, a)}};
     if (!a.weights_digest.empty())
       actor["weights_digest"] = a.weights_digest; // trainable actors
+    if (a.process_cpu_seconds > 0) {              // pipeline stages
+      actor["compute_cpu_seconds"] = a.compute_cpu_seconds;
+      actor["process_cpu_seconds"] = a.process_cpu_seconds;
+    }
     j["actors"].push_back(std::move(actor));
   }
   j["restarts"] = r.restarts;
@@ -123,6 +128,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.mode = j.at("mode").get<std::string>();
     r.topology_file = j.value("topology", "");
     r.wall_seconds = j.at("wall_seconds").get<double>();
+    r.train_seconds = j.value("train_seconds", 0.0);
     for (const auto& h : j.at("heads"))
       r.heads.push_back(head_from_json(h));
     for (const auto& n : j.at("nodes"))
@@ -137,6 +143,8 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       x.busy_seconds = a.at("busy_seconds").get<double>();
       x.idle_seconds = a.at("idle_seconds").get<double>();
       x.bubble_seconds = a.value("bubble_seconds", 0.0);
+      x.compute_cpu_seconds = a.value("compute_cpu_seconds", 0.0);
+      x.process_cpu_seconds = a.value("process_cpu_seconds", 0.0);
       x.weights_digest = a.value("weights_digest", "");
       r.actors.push_back(std::move(x));
     }

@@ -33,6 +33,9 @@ struct job_result {
   std::string mode = "shared";  ///< shared (one backbone, K heads) | separate (baseline)
   std::string topology_file;
   double wall_seconds = 0;
+  /// From the first training microbatch to the end: the wall without setup
+  /// (connecting nodes, spawning actors, loading data and models).
+  double train_seconds = 0;
   std::vector<messages::actor_report> heads;  ///< in topology order
   std::vector<messages::node_report> nodes;
   std::vector<messages::actor_report> actors; ///< every actor, heads included
@@ -44,7 +47,7 @@ struct job_result {
   std::string checkpoint_dir;                     ///< where checkpoints went ("" none)
 };
 
-/// The metrics JSON: wall_seconds; heads [{name, task, test_accuracy,
+/// The metrics JSON: wall_seconds; train_seconds; heads [{name, task, test_accuracy,
 /// train_loss, samples, weights_digest, epochs}]; nodes [{name,
 /// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
 /// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,

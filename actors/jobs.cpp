@@ -76,6 +76,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   if (heads.empty())
     return make_error(errc::bad_config, "--only-head " + r.only_head + ": no such head");
   try {
+    auto started = std::chrono::steady_clock::now();
     auto data = load_data(t, t.train_limit);
     if (!data)
       return data.error();
@@ -85,9 +86,13 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
       model::load_checkpoint(backbone, t.checkpoint);
     backbone.set_trainable(false);
     backbone.train(false);
+    auto training_started = std::chrono::steady_clock::now();
     auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
                                              log_progress("local"));
+    auto ended = std::chrono::steady_clock::now();
     job_result out;
+    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
+    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
     out.mode = "local";
     for (const auto& h : results) {
       messages::actor_report rep;
@@ -134,6 +139,7 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
     model::stage_trainer trainer{whole, t.pretrain.optimizer, model::stash_mode::stash};
     bool flush = t.schedule != "1f1b";
     messages::actor_report last;
+    auto training_started = std::chrono::steady_clock::now();
     for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
       auto plan = model::plan_epoch(train.size(), t.plan, epoch);
       double loss_sum = 0;
@@ -188,8 +194,9 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
       out.actors.push_back(stage);
     }
     out.nodes.push_back(current_node_report("local"));
-    out.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    auto ended = std::chrono::steady_clock::now();
+    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
+    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
@@ -279,6 +286,8 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
       result.nodes.push_back(n);
     for (auto& a : part->actors)
       result.actors.push_back(a);
+    // The processes train at the same time: the slowest one's time.
+    result.train_seconds = std::max(result.train_seconds, part->train_seconds);
   }
   result.wall_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

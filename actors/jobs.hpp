@@ -72,6 +72,7 @@ struct bench_pipeline_request {
   std::string json_out;
   std::vector<std::string> models{"convnet", "resnet18"};
   std::vector<std::string> schedules{"gpipe", "1f1b-flush", "1f1b"};
+  int32_t repeat = 1; ///< runs per side, interleaved; the median is shown
   const std::atomic<bool>* interrupted = nullptr;
 };
 
@@ -79,8 +80,9 @@ struct bench_pipeline_request {
 /// then runs (a) the local loop with one compute thread and (b) the 2-stage
 /// pipeline over two node processes with one compute thread each, under each
 /// schedule; prints samples/s, the ratio to (a), per-stage utilisation, the
-/// measured bubble fraction next to gpipe's theoretical one and the extra CPU
-/// the actors and the wire cost. Returns the exit code.
+/// measured bubble fraction next to gpipe's theoretical one, the actor and
+/// wire overhead (CPU beyond the stages' computations) and the extra CPU of
+/// all processes. Returns the exit code.
 int bench_pipeline(const bench_pipeline_request& r);
 
 /// `baton bench faults` options.

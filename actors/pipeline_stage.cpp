@@ -147,6 +147,7 @@ void try_group_steps(pipeline_actor* self) {
     if (it == g.contributions.end() || it->second.size() < static_cast<size_t>(st.spec.replicas))
       return;
     auto since = clock_type::now();
+    compute_scope compute{st.work};
     // Summed in replica order on every replica: the same bits everywhere.
     auto sum = it->second.at(0);
     for (int32_t r = 1; r < st.spec.replicas; ++r)
@@ -208,13 +209,16 @@ void after_replica_backward(pipeline_actor* self, const in_flight_entry& e) {
   auto& st = self->state;
   auto& g = st.group;
   g.size_of_step[e.step] = e.step_size;
-  auto grads = st.trainer->take_gradients();
-  auto& sum = g.mine[e.step];
-  if (sum.empty())
-    sum = std::move(grads);
-  else
-    for (size_t i = 0; i < sum.size(); ++i)
-      sum[i] = sum[i] + grads[i];
+  {
+    compute_scope compute{st.work};
+    auto grads = st.trainer->take_gradients();
+    auto& sum = g.mine[e.step];
+    if (sum.empty())
+      sum = std::move(grads);
+    else
+      for (size_t i = 0; i < sum.size(); ++i)
+        sum[i] = sum[i] + grads[i];
+  }
   g.backwards_of_step[e.step] += 1;
   contribute_ready(self);
   try_group_steps(self);
@@ -244,7 +248,10 @@ void after_backward(pipeline_actor* self, int64_t id) {
   if (flush(st) && ++st.backwards_in_step < e.step_size)
     return;
   auto since = clock_type::now();
-  st.trainer->step();
+  {
+    compute_scope compute{st.work};
+    st.trainer->step();
+  }
   st.trace.record("step", since, clock_type::now(), -1, st.trainer->version());
   st.backwards_in_step = 0;
   st.steps_done += 1;
@@ -284,15 +291,21 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
                              " carries no labels for task '" + st.spec.task + "'");
   auto batch = m.payload.size(0);
   if (m.eval) {
+    compute_scope compute{st.work};
     auto logits = st.trainer->infer(m.payload);
     st.counters.epoch.correct += logits.argmax(1).eq(*labels).sum().item<int64_t>();
     st.counters.epoch.evaluated += batch;
     st.trace.record("eval", since, clock_type::now(), m.id, st.trainer->version());
     return;
   }
-  st.trainer->forward(m.id, m.payload, st.spec.first, forward_version(st, m));
-  auto forwarded = clock_type::now();
-  auto r = st.trainer->backward_loss(m.id, *labels, flush(st) ? m.step_size : 1);
+  auto forwarded = since;
+  model::backward_result r;
+  {
+    compute_scope compute{st.work};
+    st.trainer->forward(m.id, m.payload, st.spec.first, forward_version(st, m));
+    forwarded = clock_type::now();
+    r = st.trainer->backward_loss(m.id, *labels, flush(st) ? m.step_size : 1);
+  }
   st.trace.record("forward", since, forwarded, m.id, r.forward_version);
   st.trace.record("backward", forwarded, clock_type::now(), m.id, r.backward_version);
   st.counters.epoch.loss_sum += r.loss * batch;
@@ -318,9 +331,11 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
   if (st.spec.last)
     return last_stage(self, m, since);
   if (m.eval) {
+    compute_scope compute{st.work};
     m.payload = st.trainer->infer(m.payload);
     st.trace.record("eval", since, clock_type::now(), m.id, st.trainer->version());
   } else {
+    compute_scope compute{st.work};
     auto version = forward_version(st, m);
     m.payload = st.trainer->forward(m.id, m.payload, st.spec.first, version);
     st.trace.record("forward", since, clock_type::now(), m.id,
@@ -337,7 +352,11 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
 void backward_one(pipeline_actor* self, gradient g) {
   auto& st = self->state;
   auto since = clock_type::now();
-  auto r = st.trainer->backward(g.microbatch_id, g.value);
+  model::backward_result r;
+  {
+    compute_scope compute{st.work};
+    r = st.trainer->backward(g.microbatch_id, g.value);
+  }
   st.trace.record("backward", since, clock_type::now(), g.microbatch_id, r.backward_version);
   if (!st.spec.first)
     send_gradient(self, g.microbatch_id, g.step, g.weight_version, r.input_gradient);
@@ -355,6 +374,8 @@ messages::actor_report make_report(pipeline_state& st) {
   r.busy_seconds = st.work.busy_seconds();
   r.idle_seconds = st.work.idle_seconds();
   r.bubble_seconds = st.bubble_seconds;
+  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
+  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   r.samples = st.counters.samples_total;
   if (!st.counters.epochs.empty()) {
     r.train_loss = st.counters.epochs.back().train_loss;

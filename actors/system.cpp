@@ -1,5 +1,6 @@
 #include "actors/system.hpp"
 
+#include <caf/atom.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/timespan.hpp>
@@ -27,6 +28,13 @@ void configure(caf::actor_system_config& cfg, const system_settings& s) {
   messages::register_types(cfg);
   cfg.load<caf::io::middleman>();
   cfg.set("scheduler.max-threads", static_cast<size_t>(s.scheduler_threads));
+  // Compute runs in detached actors: the scheduler only routes messages.
+  // Work stealing polls for work between messages (spins, then sleeps 50 us
+  // at a time); on 2 cores those wake-ups took CPU from the stages: the
+  // sharing policy waits on a condition variable instead. Measured with
+  // `baton bench pipeline`: 1f1b over 2 node processes went from 507 to 674
+  // samples/s, and the nodes' CPU seconds fell by a quarter.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("middleman.heartbeat-interval", caf::timespan{s.heartbeat_interval});
   cfg.set("middleman.connection-timeout", caf::timespan{s.connection_timeout});
   // Stages on one node talk to heads on another directly, not through the

@@ -1,11 +1,13 @@
 // The `baton` command: parses arguments, builds a request and hands it to the
 // libraries. No logic of its own.
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -73,10 +75,12 @@ usage:
                                         shared backbone vs separate baseline, side by side
                                         (--local-nodes: the shared side over N node processes)
   baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
-                       [--schedule gpipe|1f1b-flush|1f1b]
+                       [--schedule gpipe|1f1b-flush|1f1b] [--repeat N]
                                         (a) local loop, one compute thread, vs (b) a 2-stage
                                         pipeline on 2 node processes, one thread each, per
-                                        schedule: samples/s, ratio, utilisation, bubble
+                                        schedule: samples/s, ratio, utilisation, bubble,
+                                        overhead; --repeat: N interleaved runs per side,
+                                        the median shown (default 1)
   baton bench faults [--quick] [--json FILE] [--kill-at STEP]
                                         a gpipe pipeline on 3 local nodes, fault-free and
                                         with the node of stage 0 SIGKILLed at STEP (default:
@@ -347,6 +351,8 @@ int cmd_bench_pipeline(args& a) {
     else if (flag == "--schedule")
       ok = a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b") &&
            (r.schedules = {v}, true);
+    else if (flag == "--repeat")
+      ok = a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
     else
       ok = false;
     if (!ok) {
@@ -491,7 +497,24 @@ int cmd_plan(args& a) {
 
 } // namespace
 
+/// glibc serves blocks from 128 KiB up with mmap and gives them back on
+/// free (its threshold adapts, per arena, only as far as it has seen): every
+/// microbatch's activations and gradients were fresh pages, zeroed by the
+/// kernel and faulted in. Blocks under 64 MiB now come from the heap and are
+/// reused; at most 128 MiB of free heap is kept before trimming. Measured
+/// with `baton bench pipeline`: 10-15% more samples/s on both sides. The
+/// MALLOC_*_ environment variables still win.
+void tune_allocator() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr)
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr)
+    mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  if (std::getenv("MALLOC_TOP_PAD_") == nullptr)
+    mallopt(M_TOP_PAD, 16 << 20);
+}
+
 int main(int argc, char** argv) {
+  tune_allocator();
   spdlog::set_default_logger(spdlog::stderr_color_mt("baton"));
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGINT, on_signal);

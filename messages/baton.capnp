@@ -140,6 +140,11 @@ struct ActorReport {
   epochs @11 :List(EpochResult);
   bubbleSeconds @12 :Float64;
   trace @13 :List(TraceEvent);
+  # CPU seconds of the actor's thread inside its computations, and of its
+  # whole process since its first piece of work (0 from actors that do not
+  # measure them; an older reader drops only these figures).
+  computeCpuSeconds @14 :Float64;
+  processCpuSeconds @15 :Float64;
 }
 
 struct NodeReport {

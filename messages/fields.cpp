@@ -185,6 +185,8 @@ caf::error write_fields(encoder&, wire::ActorReport::Builder b, const actor_repo
   write_epochs(b, x.epochs);
   b.setBubbleSeconds(x.bubble_seconds);
   write_trace(b, x.trace);
+  b.setComputeCpuSeconds(x.compute_cpu_seconds);
+  b.setProcessCpuSeconds(x.process_cpu_seconds);
   return caf::none;
 }
 
@@ -334,6 +336,8 @@ caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x)
     x.trace.push_back(trace_event{string_of(event.getKind()), event.getStartUs(),
                                   event.getDurationUs(), event.getMicrobatchId(),
                                   event.getWeightVersion()});
+  x.compute_cpu_seconds = r.getComputeCpuSeconds();
+  x.process_cpu_seconds = r.getProcessCpuSeconds();
   return caf::none;
 }
 

@@ -148,6 +148,9 @@ std::string to_string(const actor_report& x) {
     out.field("task", x.task);
   out.field("node", x.node).field("busy_s", x.busy_seconds).field("idle_s", x.idle_seconds);
   out.field("bubble_s", x.bubble_seconds);
+  if (x.process_cpu_seconds > 0)
+    out.field("compute_cpu_s", x.compute_cpu_seconds)
+      .field("process_cpu_s", x.process_cpu_seconds);
   out.field("samples", x.samples).field("train_loss", x.train_loss);
   out.field("test_accuracy", x.test_accuracy);
   out.field("edges", x.edges.size()).field("epochs", x.epochs.size());

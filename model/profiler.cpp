@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -17,10 +18,6 @@ namespace baton::model {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-double seconds_since(clock::time_point start) {
-  return std::chrono::duration<double>(clock::now() - start).count();
-}
 
 std::string this_hostname() {
   char name[256] = {};
@@ -41,6 +38,13 @@ void clear_gradients(const named_layer& layer) {
     p.mutable_grad() = at::Tensor();
 }
 
+/// The median of `xs` (not empty; reordered).
+double median(std::vector<double>& xs) {
+  auto middle = xs.begin() + static_cast<std::ptrdiff_t>(xs.size() / 2);
+  std::nth_element(xs.begin(), middle, xs.end());
+  return *middle;
+}
+
 /// Restores torch's intra-op thread count when profiling ends (also on error).
 class thread_budget {
 public:
@@ -55,41 +59,72 @@ private:
   int saved_;
 };
 
-/// One pass over every layer: each layer is timed on the (detached) output
-/// of the previous one; `timed` adds the times to `out`. Without `backward`,
-/// forwards run with autograd off, as a frozen stage runs them.
-void profile_pass(const layered_model& m, at::Tensor x, bool timed, bool backward,
+/// Runs a layer, naming it in the error when it rejects its input.
+at::Tensor run_layer(const named_layer& layer, const at::Tensor& input) {
+  try {
+    return const_cast<torch::nn::AnyModule&>(layer.module).forward(input);
+  } catch (const c10::Error& e) {
+    throw error("profiling layer '" + layer.name + "': its forward rejected an input of shape " +
+                c10::str(input.sizes()) + " (" + e.what_without_backtrace() + ")");
+  }
+}
+
+/// One microbatch through the whole model, as training runs it: one forward
+/// graph over every layer and one backward through it. Each layer is timed
+/// in that context (its input is its predecessor's output, caches as warm or
+/// cold as in training): forward by timestamps between layers, backward by a
+/// hook on each layer's output, which autograd calls just before that
+/// layer's backward starts. Layers timed alone on detached inputs summed to
+/// 1.35x the measured training step of the convnet, and not evenly: plans
+/// made from them were unbalanced. `timed` adds the times to `out`. Without
+/// `backward`, the forwards run with autograd off, as a frozen stage runs
+/// them.
+void profile_pass(const layered_model& m, const at::Tensor& input, bool timed, bool backward,
                   std::vector<layer_cost>& out) {
-  for (size_t k = 0; k < m.size(); ++k) {
-    const auto& layer = m.layers()[k];
-    auto& module = const_cast<torch::nn::AnyModule&>(layer.module);
-    auto input = x.detach().requires_grad_(backward);
-    at::Tensor output;
-    auto started = clock::now();
-    try {
-      std::optional<torch::NoGradGuard> no_grad;
-      if (!backward)
-        no_grad.emplace();
-      output = module.forward(input);
-    } catch (const c10::Error& e) {
-      throw error("profiling layer '" + layer.name + "': its forward rejected an input of shape " +
-                  c10::str(input.sizes()) + " (" + e.what_without_backtrace() + ")");
-    }
-    const double forward = seconds_since(started);
-    double backward_time = 0;
-    if (backward) {
-      auto gradient = torch::ones_like(output);
-      started = clock::now();
-      output.backward(gradient);
-      backward_time = seconds_since(started);
+  const size_t n = m.size();
+  std::vector<at::Tensor> outputs(n);
+  std::vector<clock::time_point> forward_ends(n);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!backward)
+    no_grad.emplace();
+  const auto forward_start = clock::now();
+  at::Tensor x = input;
+  for (size_t k = 0; k < n; ++k) {
+    x = run_layer(m.layers()[k], x);
+    forward_ends[k] = clock::now();
+    outputs[k] = x;
+  }
+  // backward_starts[k]: when layer k's backward began; a layer whose
+  // output needs no gradient (no parameter before it) has no backward.
+  std::vector<std::optional<clock::time_point>> backward_starts(n);
+  clock::time_point backward_end;
+  if (backward && outputs[n - 1].requires_grad()) {
+    for (size_t k = 0; k < n; ++k)
+      if (outputs[k].requires_grad())
+        outputs[k].register_hook([&backward_starts, k](const at::Tensor&) {
+          backward_starts[k] = clock::now();
+        });
+    outputs[n - 1].backward(torch::ones_like(outputs[n - 1]));
+    backward_end = clock::now();
+    for (const auto& layer : m.layers())
       clear_gradients(layer);
-    }
-    if (timed) {
-      out[k].forward_seconds += forward;
-      out[k].backward_seconds += backward_time;
-    }
-    out[k].activation_bytes = static_cast<int64_t>(output.nbytes());
-    x = output.detach();
+  }
+  for (size_t k = 0; k < n; ++k) {
+    out[k].activation_bytes = static_cast<int64_t>(outputs[k].nbytes());
+    if (!timed)
+      continue;
+    auto began = k == 0 ? forward_start : forward_ends[k - 1];
+    out[k].forward_seconds += std::chrono::duration<double>(forward_ends[k] - began).count();
+    if (!backward_starts[k])
+      continue;
+    // Layer k's backward lasts until the one before it starts (or the end).
+    auto until = backward_end;
+    for (size_t j = k; j-- > 0;)
+      if (backward_starts[j]) {
+        until = *backward_starts[j];
+        break;
+      }
+    out[k].backward_seconds += std::chrono::duration<double>(until - *backward_starts[k]).count();
   }
 }
 
@@ -114,11 +149,22 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   shape.insert(shape.end(), options.sample_shape.begin(), options.sample_shape.end());
   auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   const auto input = at::randn(shape, generator, torch::kFloat32);
-  for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass)
-    profile_pass(m, input, pass >= options.warmups, options.backward, profile.layers);
-  for (auto& layer : profile.layers) {
-    layer.forward_seconds /= options.microbatches;
-    layer.backward_seconds /= options.microbatches;
+  // Each layer's figure is the median over the timed microbatches: on a
+  // shared host one slow spell must not move a plan's stage boundary.
+  std::vector<std::vector<double>> forwards(m.size()), backwards(m.size());
+  for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass) {
+    auto timed = pass >= options.warmups;
+    for (auto& layer : profile.layers)
+      layer.forward_seconds = layer.backward_seconds = 0;
+    profile_pass(m, input, timed, options.backward, profile.layers);
+    for (size_t k = 0; timed && k < m.size(); ++k) {
+      forwards[k].push_back(profile.layers[k].forward_seconds);
+      backwards[k].push_back(profile.layers[k].backward_seconds);
+    }
+  }
+  for (size_t k = 0; k < m.size(); ++k) {
+    profile.layers[k].forward_seconds = median(forwards[k]);
+    profile.layers[k].backward_seconds = median(backwards[k]);
   }
   return profile;
 }

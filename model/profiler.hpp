@@ -1,8 +1,8 @@
 #pragma once
 
 // Per-layer costs of a layered model on this machine: what the partitioner
-// (model/partitioner.hpp) plans with. Each layer is timed alone on the input
-// its predecessors produce, forward and backward, on synthetic data.
+// (model/partitioner.hpp) plans with. Each layer is timed inside a forward
+// and backward of the whole model, on synthetic data.
 
 #include <cstdint>
 #include <string>
@@ -17,7 +17,7 @@ namespace baton::model {
 struct profile_options {
   int64_t microbatch_size = 32;                   ///< samples per timed microbatch
   std::vector<int64_t> sample_shape{1, 28, 28};   ///< one input sample (C, H, W)
-  int32_t microbatches = 10;                      ///< timed microbatches, averaged
+  int32_t microbatches = 10;                      ///< timed microbatches (median taken)
   int32_t warmups = 2;                            ///< untimed microbatches first
   int32_t threads = 1;                            ///< torch intra-op threads while profiling
   uint64_t seed = 0;                              ///< synthetic input seed
@@ -37,16 +37,17 @@ struct model_profile {
   std::vector<layer_cost> layers;
 };
 
-/// Times every layer of `m`: forward_seconds is the layer's forward with
-/// autograd recording (as in training); backward_seconds is the backward of
-/// that output alone (the layer is fed a detached input that requires grad,
-/// and its output gets a ones-like gradient), both averaged over
-/// `microbatches` after `warmups`. activation_bytes is the output's size and
-/// parameter_bytes the layer's parameters' size, exactly. With
-/// `options.backward` false, each layer's forward runs under a no-grad guard
-/// and nothing else is timed. Sets torch's intra-op threads to `threads` and
-/// restores them afterwards. The model's parameters get gradients (cleared
-/// again); their values do not change.
+/// Times every layer of `m` in the context of training: one forward over the
+/// whole model with autograd recording and one backward through it (a
+/// ones-like gradient on the last output), the layers timed by timestamps
+/// between them and by a hook on each output that marks the start of its
+/// layer's backward; each figure is the median over `microbatches` after
+/// `warmups`. The first layer computes no input gradient (as in training).
+/// activation_bytes is the output's size and parameter_bytes the layer's
+/// parameters' size, exactly. With `options.backward` false, the forward
+/// runs under a no-grad guard and nothing else is timed. Sets torch's
+/// intra-op threads to `threads` and restores them afterwards. The model's
+/// parameters get gradients (cleared again); their values do not change.
 /// Throws model::error when a layer rejects the input shape.
 model_profile profile_model(const layered_model& m, const profile_options& options);
 

@@ -141,6 +141,8 @@ inline actor_report sample(tag<actor_report>) {
              {"backward", 1718000000125000, 3100, 42, 12},
              {"step", 1718000000128200, 800, -1, 13},
              {"", 0, 0, -1, -1}};
+  x.compute_cpu_seconds = 11.75;
+  x.process_cpu_seconds = 12.375;
   return x;
 }
 
@@ -251,6 +253,8 @@ inline void expect_same(const actor_report& a, const actor_report& b) {
     EXPECT_EQ(a.epochs[i].samples, b.epochs[i].samples);
   }
   EXPECT_EQ(a.bubble_seconds, b.bubble_seconds);
+  EXPECT_EQ(a.compute_cpu_seconds, b.compute_cpu_seconds);
+  EXPECT_EQ(a.process_cpu_seconds, b.process_cpu_seconds);
   ASSERT_EQ(a.trace.size(), b.trace.size());
   for (size_t i = 0; i < a.trace.size(); ++i) {
     EXPECT_EQ(a.trace[i].kind, b.trace[i].kind);

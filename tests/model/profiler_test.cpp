@@ -88,6 +88,12 @@ TEST(profiler_test, mlp_sizes_follow_the_microbatch) {
   EXPECT_EQ(profile.layers[1].parameter_bytes, 784 * 4096 * float_bytes);
   EXPECT_EQ(profile.layers[1].activation_bytes, 8 * 4096 * float_bytes);
   EXPECT_EQ(profile.layers[2].parameter_bytes, 2 * 4096 * float_bytes); // batch norm
+  // Training computes no gradient for the flatten in front of the first
+  // parameter (its input is the data): its backward costs nothing there.
+  EXPECT_EQ(profile.layers[0].name, "flatten");
+  EXPECT_EQ(profile.layers[0].backward_seconds, 0.0);
+  for (size_t k = 1; k < profile.layers.size(); ++k)
+    EXPECT_GT(profile.layers[k].backward_seconds, 0.0) << profile.layers[k].name;
 }
 
 TEST(profiler_test, wrong_input_shape_names_the_layer) {
