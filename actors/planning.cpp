@@ -69,21 +69,23 @@ int64_t microbatch_size_of(const topology& t) {
 }
 
 std::string profile_table(const model::model_profile& p) {
-  std::string out = format("%-10s %12s %12s %14s %14s\n", "layer", "forward ms", "backward ms",
-                           "activation MiB", "parameter MiB");
-  double forward = 0, backward = 0, activations = 0, parameters = 0;
+  std::string out = format("%-10s %11s %12s %10s %14s %14s\n", "layer", "forward ms",
+                           "backward ms", "update ms", "activation MiB", "parameter MiB");
+  double forward = 0, backward = 0, update = 0, activations = 0, parameters = 0;
   for (const auto& l : p.layers) {
-    out += format("%-10s %12.3f %12.3f %14s %14s\n", l.name.c_str(), 1e3 * l.forward_seconds,
-                  1e3 * l.backward_seconds,
+    out += format("%-10s %11.3f %12.3f %10.3f %14s %14s\n", l.name.c_str(),
+                  1e3 * l.forward_seconds, 1e3 * l.backward_seconds, 1e3 * l.update_seconds,
                   mebibytes(static_cast<double>(l.activation_bytes)).c_str(),
                   mebibytes(static_cast<double>(l.parameter_bytes)).c_str());
     forward += l.forward_seconds;
     backward += l.backward_seconds;
+    update += l.update_seconds;
     activations += static_cast<double>(l.activation_bytes);
     parameters += static_cast<double>(l.parameter_bytes);
   }
-  out += format("%-10s %12.3f %12.3f %14s %14s\n", "total", 1e3 * forward, 1e3 * backward,
-                mebibytes(activations).c_str(), mebibytes(parameters).c_str());
+  out += format("%-10s %11.3f %12.3f %10.3f %14s %14s\n", "total", 1e3 * forward,
+                1e3 * backward, 1e3 * update, mebibytes(activations).c_str(),
+                mebibytes(parameters).c_str());
   return out;
 }
 
@@ -140,7 +142,9 @@ bool read_layer(const json_reader& read, const json& j, size_t index, model::lay
          read.number(j, "forward_seconds", l.forward_seconds, err) &&
          read.number(j, "backward_seconds", l.backward_seconds, err) &&
          read.integer(j, "activation_bytes", l.activation_bytes, err) &&
-         read.integer(j, "parameter_bytes", l.parameter_bytes, err);
+         read.integer(j, "parameter_bytes", l.parameter_bytes, err) &&
+         // Profiles written before update times were measured have none.
+         (!j.contains("update_seconds") || read.number(j, "update_seconds", l.update_seconds, err));
 }
 
 // -- printing the plan ------------------------------------------------------------------
@@ -168,7 +172,8 @@ json to_json(const profile_file& p) {
                       {"forward_seconds", l.forward_seconds},
                       {"backward_seconds", l.backward_seconds},
                       {"activation_bytes", l.activation_bytes},
-                      {"parameter_bytes", l.parameter_bytes}});
+                      {"parameter_bytes", l.parameter_bytes},
+                      {"update_seconds", l.update_seconds}});
   return {{"model", p.profile.model},
           {"topology", p.topology},
           {"microbatch_size", p.profile.microbatch_size},
@@ -242,6 +247,7 @@ caf::expected<profile_file> run_profile(const profile_request& r) {
   options.warmups = profile_warmups;
   options.threads = 1;
   options.seed = t->seed;
+  options.optimizer = t->pretrain.optimizer;
   try {
     auto m = pipeline_model(*t);
     p.profile = model::profile_model(m, options);
@@ -271,7 +277,7 @@ std::string describe_plan(const model::partition_plan& plan, const profile_file&
   const auto& layers = p.profile.layers;
   double one_machine = 0;
   for (const auto& l : layers)
-    one_machine += l.forward_seconds + l.backward_seconds;
+    one_machine += model::training_seconds(l);
   std::string out = format("plan for %s (%zu layers, microbatch of %lld samples) on at most %d "
                            "machines, %.3g bytes/s, memory %s%s\n",
                            p.profile.model.c_str(), layers.size(),

@@ -21,7 +21,7 @@ struct prefix_sums {
     parameters.assign(layers.size() + 1, 0.0);
     activations.assign(layers.size() + 1, 0.0);
     for (size_t k = 0; k < layers.size(); ++k) {
-      compute[k + 1] = compute[k] + layers[k].forward_seconds + layers[k].backward_seconds;
+      compute[k + 1] = compute[k] + training_seconds(layers[k]);
       parameters[k + 1] = parameters[k] + static_cast<double>(layers[k].parameter_bytes);
       activations[k + 1] = activations[k] + static_cast<double>(layers[k].activation_bytes);
     }
@@ -220,7 +220,7 @@ stage_plan evaluate_stage(const std::vector<layer_cost>& layers, size_t begin, s
   s.in_flight = stages_after + 1;
   double compute = 0, parameters = 0, activations = 0;
   for (size_t k = begin; k < end; ++k) {
-    compute += layers[k].forward_seconds + layers[k].backward_seconds;
+    compute += training_seconds(layers[k]);
     parameters += static_cast<double>(layers[k].parameter_bytes);
     activations += static_cast<double>(layers[k].activation_bytes);
   }

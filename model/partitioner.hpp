@@ -25,7 +25,17 @@ struct layer_cost {
   double backward_seconds = 0;
   int64_t activation_bytes = 0; ///< the layer's output for one microbatch
   int64_t parameter_bytes = 0;
+  /// One optimiser step of the layer's parameters (0 without parameters).
+  double update_seconds = 0;
 };
+
+/// What a layer costs a training stage per microbatch: forward, backward
+/// and one optimiser step, as under 1F1B, which steps after every
+/// microbatch (plans are made for 1F1B; a flush schedule steps once per
+/// minibatch, which this overestimates a little).
+inline double training_seconds(const layer_cost& l) {
+  return l.forward_seconds + l.backward_seconds + l.update_seconds;
+}
 
 /// The machine model and the constraints of a plan.
 struct partition_options {
@@ -51,7 +61,7 @@ struct stage_plan {
   /// Microbatches in flight at this stage under 1F1B: the number of stages
   /// from it to the end (PipeDream's NOAM for an unreplicated input stage).
   int32_t in_flight = 1;
-  double compute_seconds = 0;         ///< (forward + backward) / replicas
+  double compute_seconds = 0;         ///< (forward + backward + update) / replicas
   double weight_sync_seconds = 0;     ///< all-reduce among replicas / replicas
   /// 2 x output activation / bandwidth (1 x when forward-only; 0 for the last stage)
   double output_seconds = 0;

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "model/error.hpp"
+#include "model/stage_trainer.hpp"
 
 namespace baton::model {
 
@@ -36,6 +37,22 @@ int64_t parameter_bytes(const named_layer& layer) {
 void clear_gradients(const named_layer& layer) {
   for (auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
     p.mutable_grad() = at::Tensor();
+}
+
+/// One optimiser step of a layer's parameters as a training stage takes it
+/// (model::sgd_step_out_of_place on gradients of the same shapes).
+double time_update(const named_layer& layer, const optimizer_spec& optimizer) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parameters, gradients, momenta;
+  for (const auto& p : layer.module.ptr()->parameters(/*recurse=*/true)) {
+    parameters.push_back(p.detach());
+    gradients.push_back(torch::ones_like(p));
+    momenta.push_back(torch::zeros_like(p));
+  }
+  const auto started = clock::now();
+  for (size_t i = 0; i < parameters.size(); ++i)
+    sgd_step_out_of_place(parameters[i], gradients[i], momenta[i], optimizer, false);
+  return std::chrono::duration<double>(clock::now() - started).count();
 }
 
 /// The median of `xs` (not empty; reordered).
@@ -151,20 +168,27 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   const auto input = at::randn(shape, generator, torch::kFloat32);
   // Each layer's figure is the median over the timed microbatches: on a
   // shared host one slow spell must not move a plan's stage boundary.
-  std::vector<std::vector<double>> forwards(m.size()), backwards(m.size());
+  std::vector<std::vector<double>> forwards(m.size()), backwards(m.size()), updates(m.size());
   for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass) {
     auto timed = pass >= options.warmups;
     for (auto& layer : profile.layers)
       layer.forward_seconds = layer.backward_seconds = 0;
     profile_pass(m, input, timed, options.backward, profile.layers);
-    for (size_t k = 0; timed && k < m.size(); ++k) {
+    for (size_t k = 0; k < m.size(); ++k) {
+      auto update = options.backward && profile.layers[k].parameter_bytes > 0
+                      ? time_update(m.layers()[k], options.optimizer)
+                      : 0.0;
+      if (!timed)
+        continue;
       forwards[k].push_back(profile.layers[k].forward_seconds);
       backwards[k].push_back(profile.layers[k].backward_seconds);
+      updates[k].push_back(update);
     }
   }
   for (size_t k = 0; k < m.size(); ++k) {
     profile.layers[k].forward_seconds = median(forwards[k]);
     profile.layers[k].backward_seconds = median(backwards[k]);
+    profile.layers[k].update_seconds = median(updates[k]);
   }
   return profile;
 }

@@ -10,6 +10,7 @@
 
 #include "model/layered_model.hpp"
 #include "model/partitioner.hpp"
+#include "model/training.hpp"
 
 namespace baton::model {
 
@@ -21,6 +22,7 @@ struct profile_options {
   int32_t warmups = 2;                            ///< untimed microbatches first
   int32_t threads = 1;                            ///< torch intra-op threads while profiling
   uint64_t seed = 0;                              ///< synthetic input seed
+  optimizer_spec optimizer;                       ///< whose step is timed (update_seconds)
   /// false: forward only, without autograd, as frozen stages run it
   /// (backward_seconds stay 0).
   bool backward = true;
@@ -43,6 +45,8 @@ struct model_profile {
 /// between them and by a hook on each output that marks the start of its
 /// layer's backward; each figure is the median over `microbatches` after
 /// `warmups`. The first layer computes no input gradient (as in training).
+/// update_seconds is one out-of-place SGD step of the layer's parameters
+/// with `options.optimizer` (as a stage steps; 0 without parameters).
 /// activation_bytes is the output's size and parameter_bytes the layer's
 /// parameters' size, exactly. With `options.backward` false, the forward
 /// runs under a no-grad guard and nothing else is timed. Sets torch's

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "model/error.hpp"
@@ -47,6 +48,60 @@ private:
 };
 
 } // namespace
+
+namespace {
+
+bool contiguous_float(const at::Tensor& t, const at::Tensor& like) {
+  return t.defined() && t.scalar_type() == at::kFloat && t.is_contiguous() &&
+         t.sizes().equals(like.sizes());
+}
+
+/// The step in one pass over the elements (the ATen version below takes
+/// four, each allocating: for resnet18's layer4, 28 ms per step here against
+/// 12 ms, memory-bound). Same operations in the same order per element.
+at::Tensor fused_sgd_step(const at::Tensor& parameter, const at::Tensor& gradient,
+                          at::Tensor& momentum, const optimizer_spec& optimizer, bool first) {
+  auto next = at::empty_like(parameter);
+  const float lr = static_cast<float>(optimizer.lr);
+  const float mu = static_cast<float>(optimizer.momentum);
+  const float decay = static_cast<float>(optimizer.weight_decay);
+  const float* p = parameter.data_ptr<float>();
+  const float* g = gradient.data_ptr<float>();
+  float* m = momentum.data_ptr<float>();
+  float* n = next.data_ptr<float>();
+  at::parallel_for(0, parameter.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float grad = decay != 0 ? g[i] + decay * p[i] : g[i];
+      if (mu != 0) {
+        m[i] = first ? grad : m[i] * mu + grad;
+        grad = m[i];
+      }
+      n[i] = p[i] - lr * grad;
+    }
+  });
+  return next;
+}
+
+} // namespace
+
+at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& gradient,
+                                 at::Tensor& momentum, const optimizer_spec& optimizer,
+                                 bool first) {
+  torch::NoGradGuard no_grad;
+  if (contiguous_float(parameter, parameter) && contiguous_float(gradient, parameter) &&
+      contiguous_float(momentum, parameter) && momentum.data_ptr() != parameter.data_ptr() &&
+      momentum.data_ptr() != gradient.data_ptr())
+    return fused_sgd_step(parameter, gradient, momentum, optimizer, first);
+  auto grad = gradient;
+  if (optimizer.weight_decay != 0)
+    grad = grad + optimizer.weight_decay * parameter;
+  // torch::optim::SGD's arithmetic (its momentum buffer starts as the first
+  // gradient), but out of place: version v's tensors stay intact.
+  momentum = first && optimizer.momentum != 0 ? grad.clone()
+                                              : momentum * optimizer.momentum + grad;
+  auto update = optimizer.momentum != 0 ? momentum : grad;
+  return parameter - optimizer.lr * update;
+}
 
 stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, stash_mode mode)
   : layers_(std::move(layers)), optimizer_(optimizer), mode_(mode) {
@@ -207,16 +262,8 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
   std::vector<at::Tensor> next;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto& p = parameters_[i];
-    auto grad = gradients[i];
-    if (optimizer_.weight_decay != 0)
-      grad = grad + optimizer_.weight_decay * p.detach();
-    // Same arithmetic as torch::optim::SGD (momentum buffer starts as the
-    // first gradient), but out of place: version v's tensors stay intact.
-    momentum_[i] = version_ == 0 && optimizer_.momentum != 0
-                     ? grad.clone()
-                     : momentum_[i] * optimizer_.momentum + grad;
-    auto update = optimizer_.momentum != 0 ? momentum_[i] : grad;
-    next.push_back(p.detach() - optimizer_.lr * update);
+    next.push_back(
+      sgd_step_out_of_place(p.detach(), gradients[i], momentum_[i], optimizer_, version_ == 0));
     if (p.grad().defined())
       p.mutable_grad().zero_();
   }

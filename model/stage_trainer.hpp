@@ -37,6 +37,16 @@
 
 namespace baton::model {
 
+/// One SGD step of one parameter, out of place (the tensors of the current
+/// version stay intact): updates `momentum` (in place; it becomes the
+/// gradient when `first`, as torch::optim::SGD starts its buffer) and
+/// returns the next value of `parameter`. torch::optim::SGD's operations in
+/// its order per element (float32 tensors in one fused pass, whose rounding
+/// may differ from ATen's kernels in the last bit).
+at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& gradient,
+                                 at::Tensor& momentum, const optimizer_spec& optimizer,
+                                 bool first);
+
 /// Whether backward uses the weights of the forward (PipeDream) or the
 /// current ones (recomputing the forward with them: what happens without
 /// stashing, kept so that tests can show the difference).
