@@ -98,3 +98,24 @@ TEST(job_result, faults_counts_and_nan_losses_round_trip) {
   ASSERT_EQ(back->heads.size(), 1u);
   EXPECT_TRUE(std::isnan(back->heads[0].train_loss));
 }
+
+// The bench reads the training time and the stages' CPU figures back from
+// each side's metrics JSON; actors that do not measure CPU write none.
+TEST(job_result, train_seconds_and_stage_cpu_round_trip) {
+  job_result r;
+  r.wall_seconds = 7.5;
+  r.train_seconds = 6.25;
+  auto stage = actor("stage0", 3.0, 1.0, 0.5);
+  stage.compute_cpu_seconds = 2.75;
+  stage.process_cpu_seconds = 2.875;
+  r.actors = {stage, actor("source", 0.1, 6.0, 0)};
+  auto j = to_json(r);
+  EXPECT_FALSE(j.at("actors").at(1).contains("compute_cpu_seconds"));
+  auto back = job_result_from_json(j);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->wall_seconds, 7.5);
+  EXPECT_EQ(back->train_seconds, 6.25);
+  EXPECT_EQ(back->actors.at(0).compute_cpu_seconds, 2.75);
+  EXPECT_EQ(back->actors.at(0).process_cpu_seconds, 2.875);
+  EXPECT_EQ(back->actors.at(1).process_cpu_seconds, 0.0);
+}
