@@ -177,6 +177,21 @@ std::string tls_override(const std::string& flag, const std::string& path) {
   return "runtime.tls." + key + "='" + quoted + "'";
 }
 
+/// Reads every remaining argument with `accept(flag)`, which takes the values
+/// it needs from `a` and says whether the argument was good; the first bad
+/// one is reported as "COMMAND: bad argument 'X'". Whether all were good.
+template <class Accept>
+bool read_flags(args& a, const char* command, Accept&& accept) {
+  while (!a.done()) {
+    auto flag = a.take();
+    if (!accept(flag)) {
+      std::fprintf(stderr, "%s: bad argument '%s' (see baton help)\n", command, flag.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
   std::string v;
   if (flag == "--set")
@@ -300,24 +315,19 @@ int cmd_certs(args& a) {
   std::string target, dir, v;
   bool force = false;
   int32_t days = 825;
-  while (!a.done()) {
-    auto flag = a.take();
-    bool ok = true;
+  bool read = read_flags(a, "baton certs", [&](const std::string& flag) {
     if (flag == "--force")
-      force = true;
-    else if (flag == "--dir")
-      ok = a.value(flag, dir);
-    else if (flag == "--days")
-      ok = a.value(flag, v) && parse_int(flag, v, days) && days > 0;
-    else if (!flag.empty() && flag[0] != '-' && target.empty())
-      target = flag;
-    else
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "baton certs: bad argument '%s' (see baton help)\n", flag.c_str());
-      return 2;
-    }
-  }
+      return force = true;
+    if (flag == "--dir")
+      return a.value(flag, dir);
+    if (flag == "--days")
+      return a.value(flag, v) && parse_int(flag, v, days) && days > 0;
+    if (!flag.empty() && flag[0] != '-' && target.empty())
+      return target = flag, true;
+    return false;
+  });
+  if (!read)
+    return 2;
   caf::expected<actors::certificate_files> made = caf::error{};
   if (what == "init" && !target.empty() && dir.empty())
     made = actors::init_cluster_ca(target, force);
@@ -339,29 +349,21 @@ int cmd_bench_pipeline(args& a) {
   actors::bench_pipeline_request r;
   r.interrupted = &interrupted;
   std::string v;
-  while (!a.done()) {
-    auto flag = a.take();
-    bool ok = true;
+  bool read = read_flags(a, "baton bench pipeline", [&](const std::string& flag) {
     if (flag == "--quick")
-      r.quick = true;
-    else if (flag == "--json")
-      ok = a.value(flag, r.json_out);
-    else if (flag == "--model")
-      ok = a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
-    else if (flag == "--schedule")
-      ok = a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b") &&
-           (r.schedules = {v}, true);
-    else if (flag == "--repeat")
-      ok = a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
-    else
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "baton bench pipeline: bad argument '%s' (see baton help)\n",
-                   flag.c_str());
-      return 2;
-    }
-  }
-  return actors::bench_pipeline(r);
+      return r.quick = true;
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--model")
+      return a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
+    if (flag == "--schedule")
+      return a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b") &&
+             (r.schedules = {v}, true);
+    if (flag == "--repeat")
+      return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
+    return false;
+  });
+  return read ? actors::bench_pipeline(r) : 2;
 }
 
 int cmd_bench_faults(args& a) {
@@ -369,25 +371,16 @@ int cmd_bench_faults(args& a) {
   int32_t step = 0;
   r.interrupted = &interrupted;
   std::string v;
-  while (!a.done()) {
-    auto flag = a.take();
-    bool ok = true;
+  bool read = read_flags(a, "baton bench faults", [&](const std::string& flag) {
     if (flag == "--quick")
-      r.quick = true;
-    else if (flag == "--json")
-      ok = a.value(flag, r.json_out);
-    else if (flag == "--kill-at")
-      ok = a.value(flag, v) && parse_int(flag, v, step) && step >= 0 &&
-           (r.kill_at = v, true);
-    else
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "baton bench faults: bad argument '%s' (see baton help)\n",
-                   flag.c_str());
-      return 2;
-    }
-  }
-  return actors::bench_faults(r);
+      return r.quick = true;
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--kill-at")
+      return a.value(flag, v) && parse_int(flag, v, step) && step >= 0 && (r.kill_at = v, true);
+    return false;
+  });
+  return read ? actors::bench_faults(r) : 2;
 }
 
 int cmd_bench(args& a) {
@@ -404,54 +397,41 @@ int cmd_bench(args& a) {
   actors::bench_request r;
   r.interrupted = &interrupted;
   std::string v;
-  while (!a.done()) {
-    auto flag = a.take();
-    bool ok = true;
+  bool read = read_flags(a, "baton bench transfer", [&](const std::string& flag) {
     if (flag == "--heads")
-      ok = a.value(flag, v) && parse_int(flag, v, r.heads) && r.heads > 0;
-    else if (flag == "--quick")
-      r.quick = true;
-    else if (flag == "--local-nodes")
-      ok = a.value(flag, v) && parse_int(flag, v, r.local_nodes);
-    else if (flag == "--json")
-      ok = a.value(flag, r.json_out);
-    else if (flag == "--backbone")
-      ok = a.value(flag, v) && (r.backbones = {v}, true);
-    else if (flag == "--set")
-      ok = a.value(flag, v) && (r.overrides.push_back(v), true);
-    else
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "baton bench transfer: bad argument '%s' (see baton help)\n",
-                   flag.c_str());
-      return 2;
-    }
-  }
-  return actors::bench_transfer(r);
+      return a.value(flag, v) && parse_int(flag, v, r.heads) && r.heads > 0;
+    if (flag == "--quick")
+      return r.quick = true;
+    if (flag == "--local-nodes")
+      return a.value(flag, v) && parse_int(flag, v, r.local_nodes);
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--backbone")
+      return a.value(flag, v) && (r.backbones = {v}, true);
+    if (flag == "--set")
+      return a.value(flag, v) && (r.overrides.push_back(v), true);
+    return false;
+  });
+  return read ? actors::bench_transfer(r) : 2;
 }
 
 int cmd_profile(args& a) {
   actors::profile_request r;
   std::string v;
-  while (!a.done()) {
-    auto flag = a.take();
+  bool read = read_flags(a, "baton profile", [&](const std::string& flag) {
     int32_t n = 0;
-    bool ok = true;
     if (flag == "--out")
-      ok = a.value(flag, r.out);
-    else if (flag == "--microbatches")
-      ok = a.value(flag, v) && parse_int(flag, v, r.microbatches) && r.microbatches > 0;
-    else if (flag == "--batch")
-      ok = a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.microbatch_size = n, true);
-    else if (!flag.empty() && flag[0] != '-' && r.topology_path.empty())
-      r.topology_path = flag;
-    else
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "baton profile: bad argument '%s' (see baton help)\n", flag.c_str());
-      return 2;
-    }
-  }
+      return a.value(flag, r.out);
+    if (flag == "--microbatches")
+      return a.value(flag, v) && parse_int(flag, v, r.microbatches) && r.microbatches > 0;
+    if (flag == "--batch")
+      return a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.microbatch_size = n, true);
+    if (!flag.empty() && flag[0] != '-' && r.topology_path.empty())
+      return r.topology_path = flag, true;
+    return false;
+  });
+  if (!read)
+    return 2;
   if (r.topology_path.empty() || r.out.empty()) {
     std::fprintf(stderr, "baton profile: expected TOPOLOGY.yaml and --out FILE (see baton help)\n");
     return 2;
@@ -463,30 +443,25 @@ int cmd_profile(args& a) {
 int cmd_plan(args& a) {
   actors::plan_request r;
   std::string v;
-  while (!a.done()) {
-    auto flag = a.take();
-    bool ok = true;
+  bool read = read_flags(a, "baton plan", [&](const std::string& flag) {
     if (flag == "--profile")
-      ok = a.value(flag, r.profile_path);
-    else if (flag == "--machines")
-      ok = a.value(flag, v) && parse_int(flag, v, r.machines) && r.machines > 0;
-    else if (flag == "--bandwidth")
-      ok = a.value(flag, v) && parse_positive(flag, v, r.bandwidth);
-    else if (flag == "--memory")
-      ok = a.value(flag, v) && parse_positive(flag, v, r.memory);
-    else if (flag == "--straight")
-      r.straight = true;
-    else if (flag == "--out")
-      ok = a.value(flag, r.out);
-    else if (flag == "--topology")
-      ok = a.value(flag, r.topology_path);
-    else
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "baton plan: bad argument '%s' (see baton help)\n", flag.c_str());
-      return 2;
-    }
-  }
+      return a.value(flag, r.profile_path);
+    if (flag == "--machines")
+      return a.value(flag, v) && parse_int(flag, v, r.machines) && r.machines > 0;
+    if (flag == "--bandwidth")
+      return a.value(flag, v) && parse_positive(flag, v, r.bandwidth);
+    if (flag == "--memory")
+      return a.value(flag, v) && parse_positive(flag, v, r.memory);
+    if (flag == "--straight")
+      return r.straight = true;
+    if (flag == "--out")
+      return a.value(flag, r.out);
+    if (flag == "--topology")
+      return a.value(flag, r.topology_path);
+    return false;
+  });
+  if (!read)
+    return 2;
   if (r.profile_path.empty() || r.machines < 1) {
     std::fprintf(stderr, "baton plan: expected --profile FILE and --machines N (see baton help)\n");
     return 2;
