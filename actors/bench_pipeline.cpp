@@ -269,10 +269,10 @@ int bench_pipeline(const bench_pipeline_request& r) {
     }
     const auto& local = median_run(runs->at("local"));
     auto local_rate = samples_per_second(local.result);
-    std::printf("\n%-9s %-13s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
+    std::printf("\n%-9s %-14s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
                 "samples/s", "vs (a)", "stage busy", "bubble", "theory", "overhead",
                 "extra CPU", "steal");
-    std::printf("%-9s %-13s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
+    std::printf("%-9s %-14s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
                 local_rate, "1.00x", "-", "-", "-", "-", "-", 100 * local.steal);
     for (const auto& schedule : r.schedules) {
       const auto& side = median_run(runs->at(schedule));
@@ -282,7 +282,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
       auto theory = schedule == "1f1b" ? 0.0 : gpipe_bubble(2, bench_microbatches);
       auto overhead = overhead_of(side.result);
       auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
-      std::printf("%-9s %-13s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
+      std::printf("%-9s %-14s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
                   ("(b) " + schedule).c_str(), rate, ratio,
                   percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
                   100 * overhead, 100 * extra_cpu, 100 * side.steal);

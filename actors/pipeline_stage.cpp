@@ -147,16 +147,18 @@ void try_group_steps(pipeline_actor* self) {
     if (it == g.contributions.end() || it->second.size() < static_cast<size_t>(st.spec.replicas))
       return;
     auto since = clock_type::now();
-    compute_scope compute{st.work};
-    // Summed in replica order on every replica: the same bits everywhere.
-    auto sum = it->second.at(0);
-    for (int32_t r = 1; r < st.spec.replicas; ++r)
-      for (size_t i = 0; i < sum.size(); ++i)
-        sum[i] = sum[i] + it->second.at(r)[i];
-    if (!flush(st)) // 1f1b: each loss was its microbatch's mean: average them
-      for (auto& t : sum)
-        t = t / g.size_of_step.at(g.applied);
-    st.trainer->step(sum);
+    {
+      compute_scope compute{st.work};
+      // Summed in replica order on every replica: the same bits everywhere.
+      auto sum = it->second.at(0);
+      for (int32_t r = 1; r < st.spec.replicas; ++r)
+        for (size_t i = 0; i < sum.size(); ++i)
+          sum[i] = sum[i] + it->second.at(r)[i];
+      if (!flush(st)) // 1f1b: each loss was its microbatch's mean: average them
+        for (auto& t : sum)
+          t = t / g.size_of_step.at(g.applied);
+      st.trainer->step(sum);
+    }
     st.trace.record("step", since, clock_type::now(), -1, st.trainer->version());
     g.contributions.erase(it);
     g.size_of_step.erase(g.applied);
