@@ -87,9 +87,10 @@ usage:
                                         half way): wall times, detection and recovery
                                         times, whether the weights match
   baton profile TOPOLOGY.yaml --out profile.json [--microbatches N] [--batch B]
-                                        time every layer of the topology's model (forward,
-                                        backward, activation and parameter bytes), one thread,
-                                        averaged over N microbatches (default 10) of B samples
+                                        time every layer of the topology's model inside a
+                                        training pass (forward, backward, optimiser step,
+                                        activation and parameter bytes), one thread, the
+                                        median over N microbatches (default 10) of B samples
                                         (default: data.batch_size / data.microbatches)
   baton plan --profile profile.json --machines N [--bandwidth B] [--memory M] [--straight]
              [--out topology.yaml] [--topology TOPOLOGY.yaml]
