@@ -193,10 +193,10 @@ namespace {
 caf::expected<std::map<std::string, std::vector<side_run>>>
 run_sides(const bench_pipeline_request& r, const std::string& name, const std::string& planned,
           const std::vector<std::string>& overrides, const std::string& dir) {
+  std::vector<std::string> sides{"local"};
+  sides.insert(sides.end(), r.schedules.begin(), r.schedules.end());
   std::map<std::string, std::vector<side_run>> runs;
   for (int32_t rep = 1; rep <= r.repeat; ++rep) {
-    std::vector<std::string> sides{"local"};
-    sides.insert(sides.end(), r.schedules.begin(), r.schedules.end());
     for (const auto& side : sides) {
       auto o = overrides;
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};

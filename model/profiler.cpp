@@ -86,6 +86,13 @@ at::Tensor run_layer(const named_layer& layer, const at::Tensor& input) {
   }
 }
 
+/// What one pass measured of one layer.
+struct layer_pass {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  int64_t activation_bytes = 0;
+};
+
 /// One microbatch through the whole model, as training runs it: one forward
 /// graph over every layer and one backward through it. Each layer is timed
 /// in that context (its input is its predecessor's output, caches as warm or
@@ -93,11 +100,11 @@ at::Tensor run_layer(const named_layer& layer, const at::Tensor& input) {
 /// hook on each layer's output, which autograd calls just before that
 /// layer's backward starts. Layers timed alone on detached inputs summed to
 /// 1.35x the measured training step of the convnet, and not evenly: plans
-/// made from them were unbalanced. `timed` adds the times to `out`. Without
-/// `backward`, the forwards run with autograd off, as a frozen stage runs
-/// them.
-void profile_pass(const layered_model& m, const at::Tensor& input, bool timed, bool backward,
-                  std::vector<layer_cost>& out) {
+/// made from them were unbalanced. Without `backward`, the forwards run with
+/// autograd off, as a frozen stage runs them (backward times stay 0). One
+/// entry per layer.
+std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& input,
+                                     bool backward) {
   const size_t n = m.size();
   std::vector<at::Tensor> outputs(n);
   std::vector<clock::time_point> forward_ends(n);
@@ -126,12 +133,11 @@ void profile_pass(const layered_model& m, const at::Tensor& input, bool timed, b
     for (const auto& layer : m.layers())
       clear_gradients(layer);
   }
+  std::vector<layer_pass> out(n);
   for (size_t k = 0; k < n; ++k) {
     out[k].activation_bytes = static_cast<int64_t>(outputs[k].nbytes());
-    if (!timed)
-      continue;
     auto began = k == 0 ? forward_start : forward_ends[k - 1];
-    out[k].forward_seconds += std::chrono::duration<double>(forward_ends[k] - began).count();
+    out[k].forward_seconds = std::chrono::duration<double>(forward_ends[k] - began).count();
     if (!backward_starts[k])
       continue;
     // Layer k's backward lasts until the one before it starts (or the end).
@@ -141,8 +147,9 @@ void profile_pass(const layered_model& m, const at::Tensor& input, bool timed, b
         until = *backward_starts[j];
         break;
       }
-    out[k].backward_seconds += std::chrono::duration<double>(until - *backward_starts[k]).count();
+    out[k].backward_seconds = std::chrono::duration<double>(until - *backward_starts[k]).count();
   }
+  return out;
 }
 
 } // namespace
@@ -170,18 +177,16 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   // shared host one slow spell must not move a plan's stage boundary.
   std::vector<std::vector<double>> forwards(m.size()), backwards(m.size()), updates(m.size());
   for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass) {
-    auto timed = pass >= options.warmups;
-    for (auto& layer : profile.layers)
-      layer.forward_seconds = layer.backward_seconds = 0;
-    profile_pass(m, input, timed, options.backward, profile.layers);
+    auto measured = profile_pass(m, input, options.backward);
     for (size_t k = 0; k < m.size(); ++k) {
       auto update = options.backward && profile.layers[k].parameter_bytes > 0
                       ? time_update(m.layers()[k], options.optimizer)
                       : 0.0;
-      if (!timed)
+      profile.layers[k].activation_bytes = measured[k].activation_bytes;
+      if (pass < options.warmups)
         continue;
-      forwards[k].push_back(profile.layers[k].forward_seconds);
-      backwards[k].push_back(profile.layers[k].backward_seconds);
+      forwards[k].push_back(measured[k].forward_seconds);
+      backwards[k].push_back(measured[k].backward_seconds);
       updates[k].push_back(update);
     }
   }

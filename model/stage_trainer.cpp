@@ -51,9 +51,16 @@ private:
 
 namespace {
 
-bool contiguous_float(const at::Tensor& t, const at::Tensor& like) {
-  return t.defined() && t.scalar_type() == at::kFloat && t.is_contiguous() &&
-         t.sizes().equals(like.sizes());
+/// Whether the fused step applies: three contiguous float32 tensors of one
+/// shape, the momentum buffer not sharing the others' memory (it is written).
+bool fusable(const at::Tensor& parameter, const at::Tensor& gradient,
+             const at::Tensor& momentum) {
+  for (const auto* t : {&parameter, &gradient, &momentum})
+    if (!t->defined() || t->scalar_type() != at::kFloat || !t->is_contiguous() ||
+        !t->sizes().equals(parameter.sizes()))
+      return false;
+  return momentum.data_ptr() != parameter.data_ptr() &&
+         momentum.data_ptr() != gradient.data_ptr();
 }
 
 /// The step in one pass over the elements (the ATen version below takes
@@ -89,9 +96,7 @@ at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& 
                                  at::Tensor& momentum, const optimizer_spec& optimizer,
                                  bool first) {
   torch::NoGradGuard no_grad;
-  if (contiguous_float(parameter, parameter) && contiguous_float(gradient, parameter) &&
-      contiguous_float(momentum, parameter) && momentum.data_ptr() != parameter.data_ptr() &&
-      momentum.data_ptr() != gradient.data_ptr())
+  if (fusable(parameter, gradient, momentum))
     return fused_sgd_step(parameter, gradient, momentum, optimizer, first);
   auto grad = gradient;
   if (optimizer.weight_decay != 0)
