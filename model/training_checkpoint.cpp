@@ -61,18 +61,20 @@ training_state deserialize(const std::string& payload, const std::string& path) 
   try {
     std::istringstream in(payload);
     archive.load_from(in);
-    at::Tensor t;
-    archive.read("baton.names", t);
-    std::istringstream names(tensor_bytes(t));
-    for (std::string name; std::getline(names, name);) {
+    // Each read into a tensor of its own: InputArchive::read into a defined
+    // tensor set_()s its storage but keeps the tensor's dtype, so reading the
+    // int64 version into the uint8 names tensor kept its low byte (step 300
+    // read back as 44).
+    auto read = [&](const std::string& key) {
       at::Tensor value;
-      archive.read(name, value);
-      s.tensors.emplace_back(name, value);
-    }
-    archive.read("baton.version", t);
-    s.version = t.item<int64_t>();
-    archive.read("baton.counters", t);
-    s.counters = tensor_bytes(t);
+      archive.read(key, value);
+      return value;
+    };
+    std::istringstream names(tensor_bytes(read("baton.names")));
+    for (std::string name; std::getline(names, name);)
+      s.tensors.emplace_back(name, read(name));
+    s.version = read("baton.version").item<int64_t>();
+    s.counters = tensor_bytes(read("baton.counters"));
   } catch (const c10::Error& e) {
     throw error(path + ": not a readable checkpoint archive (" + e.what_without_backtrace() +
                 ")");
@@ -177,8 +179,9 @@ std::vector<int64_t> checkpoint_store::steps_on_disk() const {
     long long step = -1;
     char tail = 0;
     auto name = entry.path().filename().string();
+    // The name must be exactly the one path_of gives (no sign, no extra digits).
     if (std::sscanf(name.c_str(), "step-%lld.ckp%c", &step, &tail) == 2 && tail == 't' &&
-        name.size() == 22 && step >= 0)
+        step >= 0 && fs::path(path_of(step)).filename() == name)
       steps.push_back(step);
   }
   std::sort(steps.begin(), steps.end());

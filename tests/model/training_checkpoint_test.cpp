@@ -82,6 +82,23 @@ TEST_F(training_checkpoint, round_trip_keeps_the_newest_files) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "stage0"), fs::directory_iterator{}), 2);
 }
 
+// Issue 9: the version read back modulo 256 (step 300 as 44), so no
+// checkpoint of a run longer than 255 steps could be restored.
+TEST_F(training_checkpoint, steps_beyond_one_and_two_bytes_round_trip) {
+  checkpoint_store store{(dir_ / "long").string(), 8};
+  const std::vector<int64_t> steps{255, 256, 280, 300, 65535, 65536, 70000,
+                                   int64_t{999'999'999'999}, int64_t{1} << 40};
+  for (auto v : steps)
+    store.save(sample_state(v));
+  EXPECT_EQ(store.valid_steps(), std::vector<int64_t>(steps.begin() + 1, steps.end()));
+  for (auto v : {int64_t{300}, int64_t{70000}, int64_t{1} << 40}) {
+    auto s = store.load(v);
+    EXPECT_EQ(s.version, v);
+    EXPECT_EQ(s.at("bn.num_batches_tracked").item<int64_t>(), v);
+  }
+  EXPECT_EQ(store.load_newest(299)->version, 280);
+}
+
 TEST_F(training_checkpoint, corrupt_and_truncated_files_are_detected_and_skipped) {
   checkpoint_store store{dir_.string()};
   for (int64_t v : {1, 2, 3})
