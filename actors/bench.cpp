@@ -110,6 +110,7 @@ int bench_transfer(const bench_request& r) {
     spdlog::error("{}", describe(dir.error()));
     return 1;
   }
+  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
   // Pre-training is not part of either side: do it first if needed.
   run_request base;
   base.overrides = side_overrides(r, "convnet");

@@ -45,6 +45,7 @@ int bench_faults(const bench_faults_request& r) {
     spdlog::error("{}", describe(dir.error()));
     return 1;
   }
+  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
   const int64_t samples = r.quick ? 2048 : 8192;
   const int64_t steps = samples / 64; // one epoch of minibatches of 2 x 32
   auto kill_at = r.kill_at == "half" ? steps / 2 : std::stoll(r.kill_at);

@@ -228,6 +228,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
     spdlog::error("{}", describe(dir.error()));
     return 1;
   }
+  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
   std::printf("baton bench pipeline: %s, %u cores, %d run(s) per side (median shown)\n"
               "  (a) local: the whole model in one process, one compute thread\n"
               "  (b) 2 stages (planned by `baton plan --straight`) on 2 node processes, one "

@@ -73,7 +73,10 @@ public:
     : self_(sys), topology_(t), options_(options), progress_(options.progress_tty) {
   }
 
-  ~coordinator() { shutdown(); }
+  ~coordinator() {
+    shutdown();
+    remove_owned_checkpoints();
+  }
 
   caf::expected<job_result> run() {
     auto started = clock_type::now();
@@ -103,7 +106,7 @@ public:
         return err;
     }
     collect_nodes();
-    finish_checkpoints();
+    remove_owned_checkpoints();
     auto ended = clock_type::now();
     result_.wall_seconds = std::chrono::duration<double>(ended - started).count();
     result_.train_seconds = std::chrono::duration<double>(ended - *training_started).count();
@@ -536,6 +539,10 @@ private:
       owns_checkpoint_dir_ = true;
     }
     result_.checkpoint_dir = checkpoint_dir_;
+    std::error_code ec;
+    std::filesystem::create_directories(checkpoint_dir_, ec);
+    if (auto err = write_run_record(checkpoint_dir_, options_.record))
+      return err;
     if (!options_.resume_dir.empty()) {
       restore_step_ = common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_))
                         .front();
@@ -546,8 +553,11 @@ private:
                                             ") has a valid checkpoint");
       spdlog::info("resuming from step {} (checkpoints in {})", restore_step_, checkpoint_dir_);
     } else {
-      spdlog::info("checkpoints every {} steps in {}", topology_.runtime.checkpoint_every,
-                   checkpoint_dir_);
+      spdlog::info("checkpoints every {} steps in {}{}", topology_.runtime.checkpoint_every,
+                   checkpoint_dir_,
+                   owns_checkpoint_dir_ ? " (removed at the end: set runtime.checkpoint_dir "
+                                          "to keep them for --resume)"
+                                        : "");
     }
     return caf::none;
   }
@@ -837,12 +847,15 @@ private:
     result_.trained.clear();
   }
 
-  /// Checkpoints of a successful run in a directory baton made are removed.
-  void finish_checkpoints() {
+  /// Checkpoints in a directory baton made (no runtime.checkpoint_dir) are
+  /// removed when the run ends, failed or not: nobody asked to keep them,
+  /// and a run that should be resumable names its directory.
+  void remove_owned_checkpoints() {
     if (owns_checkpoint_dir_) {
       std::error_code ec;
       std::filesystem::remove_all(checkpoint_dir_, ec);
       result_.checkpoint_dir.clear();
+      owns_checkpoint_dir_ = false;
     }
   }
 
@@ -908,7 +921,7 @@ private:
   std::mt19937_64 chaos_rng_;
   std::set<const armed_fault*> counted_; ///< faults already recorded
   std::string checkpoint_dir_;          ///< "" = no checkpoints
-  bool owns_checkpoint_dir_ = false;    ///< made by baton: removed after success
+  bool owns_checkpoint_dir_ = false;    ///< made by baton: removed at the end
   int64_t restore_step_ = 0;            ///< the step this pass starts from
   int64_t last_step_ = -1;              ///< newest step reported (notify_from_step)
   std::set<std::string> lost_nodes_;

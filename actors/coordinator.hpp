@@ -8,6 +8,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/job_result.hpp"
+#include "actors/run_record.hpp"
 #include "actors/topology.hpp"
 
 namespace baton::actors {
@@ -23,6 +24,9 @@ struct run_options {
   /// --resume DIR: continue from the newest step every trainable actor has a
   /// checkpoint of in DIR (a run whose coordinator was killed).
   std::string resume_dir;
+  /// The topology and `--set` options of this run, written as run.yaml into
+  /// the checkpoint directory (what --resume DIR reads).
+  run_record record;
 };
 
 /// Runs the job of `t` (transfer or pipeline): connects to its nodes (or

@@ -1,6 +1,8 @@
 #include "actors/job_result.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -178,11 +180,19 @@ caf::expected<void> write_metrics(const job_result& r, const std::string& path) 
   {
     std::ofstream out{tmp};
     out << to_json(r).dump(2) << '\n';
-    if (!out)
-      return make_error(errc::bad_file, "cannot write metrics to '" + tmp + "'");
+    if (!out.flush()) {
+      auto reason = std::strerror(errno);
+      std::remove(tmp.c_str());
+      return make_error(errc::bad_file,
+                        "cannot write metrics to '" + tmp + "' (" + reason + ")");
+    }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return make_error(errc::bad_file, "cannot rename '" + tmp + "' to '" + path + "'");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return make_error(errc::bad_file,
+                      "cannot rename '" + tmp + "' to '" + path + "' (" + reason + ")");
+  }
   return caf::unit;
 }
 

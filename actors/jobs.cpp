@@ -19,6 +19,7 @@
 #include "actors/default_topology.hpp"
 #include "actors/local_cluster.hpp"
 #include "actors/planning.hpp"
+#include "actors/run_outputs.hpp"
 #include "actors/source.hpp"
 #include "actors/spawner.hpp"
 #include "actors/system.hpp"
@@ -209,18 +210,24 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   // `backbone.split: auto`: profiled and planned here, before any process or actor starts.
   if (auto planned = resolve_backbone_split(t, r.local_nodes); !planned)
     return planned.error();
+  auto record = request_record(r);
+  if (!record)
+    return record.error();
   std::optional<local_cluster> cluster;
+  std::optional<owned_directory> logs;
   if (r.local_nodes > 0) {
     auto dir = make_work_directory("baton-nodes");
     if (!dir)
       return dir.error();
+    logs.emplace(*dir);
     t = with_local_nodes(std::move(t), r.local_nodes);
     auto started = local_cluster::start(r.local_nodes, settings_of(t), *dir);
     if (!started)
       return started.error();
     cluster = std::move(*started);
     t = cluster->place(std::move(t));
-    spdlog::info("started {} local nodes (logs in {})", r.local_nodes, *dir);
+    spdlog::info("started {} local nodes (logs in {}, removed after a successful run)",
+                 r.local_nodes, *dir);
   }
   caf::actor_system_config cfg;
   configure(cfg, settings_of(t));
@@ -230,9 +237,14 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   options.interrupted = r.interrupted;
   options.trace = !r.trace_out.empty();
   options.resume_dir = r.resume_dir;
+  options.record = *record;
   auto result = run_actor_job(sys, t, options);
   if (cluster)
     cluster->stop();
+  if (!result && logs) {
+    logs->keep();
+    spdlog::info("the local nodes' logs are kept in {}", logs->path());
+  }
   return result;
 }
 
@@ -242,6 +254,7 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   auto dir = make_work_directory("baton-baseline");
   if (!dir)
     return dir.error();
+  owned_directory logs{*dir};
   auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(t.heads.size()));
   auto started = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, child_process>> children;
@@ -311,14 +324,92 @@ caf::expected<std::string> fault_override(const std::string& text) {
   return "faults.+={" + entries + "}";
 }
 
+namespace {
+
+/// The built-in default keeps its checkpoint where configs/transfer.yaml does.
+std::vector<std::string> with_default_checkpoint(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all{"backbone.checkpoint=" BATON_SOURCE_DIR
+                               "/build/checkpoints/convnet-pretrained.pt"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return all;
+}
+
+/// The topology of `record`: the text it was started with, its overrides.
+caf::expected<topology> load_recorded(const run_record& record) {
+  if (record.topology_file.empty())
+    return parse_topology(record.topology_text, embedded_topology_name,
+                          with_default_checkpoint(record.overrides));
+  return parse_topology_as(record.topology_text, record.topology_file, record.overrides);
+}
+
+/// Whether DIR has a run record (checkpoints of an older baton have none).
+bool has_run_record(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(run_record_path(dir), ec);
+}
+
+/// `--resume DIR`: the recorded run's topology and options (request_record);
+/// its training settings must be those of the recorded run.
+caf::expected<topology> load_resumed_topology(const run_request& r) {
+  if (!has_run_record(r.resume_dir)) {
+    spdlog::warn("--resume {}: no {} (checkpoints of an older baton): the topology and --set "
+                 "options must be those of the run that wrote them",
+                 r.resume_dir, run_record_path(r.resume_dir));
+    run_request as_given = r;
+    as_given.resume_dir.clear();
+    return load_request_topology(as_given);
+  }
+  auto then = read_run_record(r.resume_dir);
+  auto now = request_record(r);
+  if (!then)
+    return then.error();
+  if (!now)
+    return now.error();
+  auto name = [](const run_record& x) {
+    return x.topology_file.empty() ? std::string{embedded_topology_name} : x.topology_file;
+  };
+  auto then_values = topology_values(then->topology_text, name(*then), then->overrides);
+  if (!then_values)
+    return then_values.error();
+  auto now_values = topology_values(now->topology_text, name(*now), now->overrides);
+  if (!now_values)
+    return now_values.error();
+  auto difference = settings_difference(training_settings(*then_values),
+                                        training_settings(*now_values));
+  if (!difference.empty())
+    return make_error(errc::bad_config,
+                      "--resume " + r.resume_dir + ": the checkpoints were trained with other "
+                      "settings (" + difference + "); a resumed run may change runtime, "
+                      "faults, nodes and placement only (the run's settings are in " +
+                      run_record_path(r.resume_dir) + ")");
+  return load_recorded(*now);
+}
+
+} // namespace
+
+caf::expected<run_record> request_record(const run_request& r) {
+  auto record = make_run_record(r.topology_path, default_topology_yaml, r.overrides);
+  if (!record || r.resume_dir.empty() || !has_run_record(r.resume_dir))
+    return record;
+  auto then = read_run_record(r.resume_dir);
+  if (!then)
+    return then.error();
+  if (r.topology_path.empty()) {
+    record->topology_file = then->topology_file;
+    record->topology_text = then->topology_text;
+  }
+  record->overrides.insert(record->overrides.begin(), then->overrides.begin(),
+                           then->overrides.end());
+  return record;
+}
+
 caf::expected<topology> load_request_topology(const run_request& r) {
+  if (!r.resume_dir.empty())
+    return load_resumed_topology(r);
   if (!r.topology_path.empty())
     return load_topology(r.topology_path, r.overrides);
-  // The built-in default keeps its checkpoint where configs/transfer.yaml does.
-  std::vector<std::string> overrides{"backbone.checkpoint=" BATON_SOURCE_DIR
-                                     "/build/checkpoints/convnet-pretrained.pt"};
-  overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
-  return parse_topology(default_topology_yaml, embedded_topology_name, overrides);
+  return parse_topology(default_topology_yaml, embedded_topology_name,
+                        with_default_checkpoint(r.overrides));
 }
 
 caf::expected<void> ensure_pretrained(const topology& t, bool force) {
@@ -390,6 +481,14 @@ caf::expected<job_result> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
     return t.error();
+  auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
+                                          {"--trace", r.trace_out},
+                                          {"--save-model", r.save_model}};
+  auto inputs = std::vector<std::string>{t->file, t->checkpoint, t->backbone.path};
+  if (!r.resume_dir.empty())
+    inputs.push_back(run_record_path(r.resume_dir));
+  if (auto err = check_outputs(outputs, inputs))
+    return err;
   // A pipeline trains the backbone itself: it needs no pretrained one.
   if (t->job != "pipeline")
     if (auto ok = ensure_pretrained(*t); !ok)
@@ -415,16 +514,24 @@ caf::expected<job_result> run_job(const run_request& r) {
     return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
   else
     result = run_actors(*t, r);
-  if (result && !r.metrics_out.empty())
-    if (auto ok = write_metrics(*result, r.metrics_out); !ok)
-      return ok.error();
-  if (result && !r.trace_out.empty())
-    if (auto err = write_chrome_trace(r.trace_out, result->actors))
-      return err;
-  if (result && !r.save_model.empty())
-    if (auto ok = save_pipeline_model(*t, *result, r.save_model); !ok)
-      return ok.error();
   return result;
+}
+
+caf::error write_outputs(const run_request& r, const job_result& result) {
+  if (!r.metrics_out.empty())
+    if (auto ok = write_metrics(result, r.metrics_out); !ok)
+      return ok.error();
+  if (!r.trace_out.empty())
+    if (auto err = write_chrome_trace(r.trace_out, result.actors))
+      return err;
+  if (!r.save_model.empty()) {
+    auto t = load_request_topology(r);
+    if (!t)
+      return t.error();
+    if (auto ok = save_pipeline_model(*t, result, r.save_model); !ok)
+      return ok.error();
+  }
+  return caf::none;
 }
 
 } // namespace baton::actors

@@ -9,6 +9,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/job_result.hpp"
+#include "actors/run_record.hpp"
 #include "actors/topology.hpp"
 
 namespace baton::actors {
@@ -39,7 +40,15 @@ struct run_request {
 caf::expected<std::string> fault_override(const std::string& text);
 
 /// Loads the request's topology (file or built-in default) with overrides.
+/// With --resume DIR: the run recorded in DIR (request_record), refused with
+/// a list of the differences when its training settings are not the
+/// recorded run's.
 caf::expected<topology> load_request_topology(const run_request& r);
+
+/// The topology and options of the run `r` describes; with --resume DIR and
+/// a record there, the recorded topology (unless `r` names one) and the
+/// recorded options followed by `r`'s.
+caf::expected<run_record> request_record(const run_request& r);
 
 /// Makes the backbone checkpoint by pre-training if it is missing (and says
 /// so). Nothing happens when the topology has no checkpoint.
@@ -47,8 +56,14 @@ caf::expected<void> ensure_pretrained(const topology& t, bool force = false);
 
 /// Runs the job the request describes: the transfer job with actors
 /// (embedded, on listed nodes or on --local-nodes), the separate baseline,
-/// or the local single-process loop.
+/// or the local single-process loop. The output files are checked before
+/// anything trains (writable, not a directory, not an input of the run) and
+/// are written by write_outputs.
 caf::expected<job_result> run_job(const run_request& r);
+
+/// Writes what `r` asked for of a finished run: --metrics-out, --trace,
+/// --save-model.
+caf::error write_outputs(const run_request& r, const job_result& result);
 
 /// `baton bench transfer` options.
 struct bench_request {

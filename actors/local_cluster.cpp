@@ -124,4 +124,11 @@ caf::expected<std::string> make_work_directory(const std::string& prefix) {
   return pattern;
 }
 
+owned_directory::~owned_directory() {
+  if (path_.empty() || kept_)
+    return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
 } // namespace baton::actors

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -40,5 +41,27 @@ private:
 
 /// A fresh private directory under $TMPDIR (or /tmp) for logs and port files.
 caf::expected<std::string> make_work_directory(const std::string& prefix);
+
+/// A directory a run made for its own files (node logs, port files,
+/// checkpoints nobody asked to keep): removed with everything in it when the
+/// run is done with it, unless the run keeps it (a failed run keeps its logs
+/// and says where they are).
+class owned_directory {
+public:
+  /// Owns `path` (empty: nothing).
+  explicit owned_directory(std::string path = {}) : path_(std::move(path)) {}
+  owned_directory(const owned_directory&) = delete;
+  owned_directory& operator=(const owned_directory&) = delete;
+  ~owned_directory();
+
+  const std::string& path() const { return path_; }
+
+  /// Leaves the directory where it is.
+  void keep() { kept_ = true; }
+
+private:
+  std::string path_;
+  bool kept_ = false;
+};
 
 } // namespace baton::actors

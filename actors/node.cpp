@@ -1,6 +1,10 @@
 #include "actors/node.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -105,9 +109,43 @@ caf::error read_tls(const std::string& path, const YAML::Node& n, node_settings&
   return caf::none;
 }
 
-/// What CAF or a spawn request would otherwise fail on later: TLS files and
-/// path roots that do not exist.
+/// A node name is printed in logs, matched against `nodes:` and against TLS
+/// certificate names: 1 to 64 letters, digits, '.', '_' or '-'.
+caf::error check_node_name(const std::string& name) {
+  auto allowed = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  };
+  if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), allowed))
+    return make_error(errc::bad_config, "node name '" + name.substr(0, 64) + "' must be 1 to 64 "
+                                        "letters, digits, '.', '_' or '-'");
+  return caf::none;
+}
+
+/// Writes `port` to `path` through a temporary file renamed over it, so that
+/// a launcher polling for the file never reads half of it.
+caf::error write_port_file(const std::string& path, uint16_t port) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp};
+    out << port << '\n';
+    if (!out.flush())
+      return make_error(errc::bad_file, "--port-file " + path + ": cannot write " + tmp + " (" +
+                                          std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return make_error(errc::bad_file, "--port-file " + path + ": cannot rename " + tmp +
+                                        " over it (" + reason + ")");
+  }
+  return caf::none;
+}
+
+/// What CAF or a spawn request would otherwise fail on later: a bad name, TLS
+/// files and path roots that do not exist, a port file that cannot be written.
 caf::error check_node_settings(const node_settings& s) {
+  if (auto err = check_node_name(s.name))
+    return err;
   if (!s.tls_allow.empty() && !s.system.tls.enabled())
     return make_error(errc::bad_config, "tls.allow needs TLS: give tls.certificate, tls.key and "
                                         "tls.ca (or --tls-cert, --tls-key, --tls-ca)");
@@ -121,6 +159,17 @@ caf::error check_node_settings(const node_settings& s) {
     if (std::error_code ec; !std::filesystem::is_directory(root, ec))
       return make_error(errc::bad_config, "'" + root + "' (data_dirs or checkpoint_dir) is not "
                                           "a directory");
+  // Before listening: a launcher waits for this file, so a node that cannot
+  // write it must say so instead of serving without it.
+  if (!s.port_file.empty()) {
+    if (std::error_code ec; std::filesystem::is_directory(s.port_file, ec))
+      return make_error(errc::bad_file, "--port-file " + s.port_file + " is a directory");
+    auto tmp = s.port_file + ".tmp";
+    if (!std::ofstream{tmp})
+      return make_error(errc::bad_file, "--port-file " + s.port_file + ": cannot create " + tmp +
+                                          " (" + std::strerror(errno) + ")");
+    std::remove(tmp.c_str());
+  }
   return caf::none;
 }
 
@@ -231,11 +280,12 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop) {
               settings.host.c_str(), static_cast<unsigned>(*port),
               settings.system.tls.enabled() ? " with TLS" : "");
   std::fflush(stdout);
-  if (!settings.port_file.empty()) {
-    auto tmp = settings.port_file + ".tmp";
-    std::ofstream{tmp} << *port << '\n';
-    std::rename(tmp.c_str(), settings.port_file.c_str());
-  }
+  if (!settings.port_file.empty())
+    if (auto err = write_port_file(settings.port_file, *port)) {
+      spdlog::error("node {}: {}", settings.name, describe(err));
+      caf::anon_send_exit(spawner, caf::exit_reason::kill);
+      return 2;
+    }
   while (!stop.load())
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   spdlog::info("node {}: stopping", settings.name);

@@ -910,7 +910,47 @@ caf::expected<topology> parse_document(const std::string& yaml_text, source_info
   }
 }
 
+// Every scalar under `node` by dotted path into `out`; an empty map or list,
+// or a null, is a value of its own so that adding or removing one shows.
+void flatten(const YAML::Node& node, const std::string& path,
+             std::map<std::string, std::string>& out) {
+  if (node.IsMap() && node.size() > 0) {
+    for (const auto& kv : node)
+      flatten(kv.second, child_path(path, kv.first.Scalar()), out);
+  } else if (node.IsSequence() && node.size() > 0) {
+    for (size_t i = 0; i < node.size(); ++i)
+      flatten(node[i], child_path(path, std::to_string(i)), out);
+  } else {
+    out[path] = node.IsScalar() ? node.Scalar() : node.IsMap() ? "{}"
+                                                 : node.IsSequence() ? "[]" : "~";
+  }
+}
+
 } // namespace
+
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides) {
+  source_info source{name, {}, {}};
+  try {
+    YAML::Node doc = load_document(yaml_text, name);
+    for (const auto& text : overrides)
+      apply_override(doc, text, source);
+    std::map<std::string, std::string> values;
+    flatten(doc, "", values);
+    return values;
+  } catch (const config_error& e) {
+    return make_error(errc::bad_config, e.what());
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, name + ": " + e.what());
+  }
+}
+
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides) {
+  return parse_document(yaml_text, source_info{path, fs::path(path).parent_path(), {}},
+                        overrides);
+}
 
 const model::task* topology::find_task(const std::string& name) const {
   auto it = std::find_if(tasks.begin(), tasks.end(),

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,19 @@ caf::expected<topology> load_topology(const std::string& path,
 /// Same, from YAML text; `name` is used in error messages in place of a path.
 caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
                                        const std::vector<std::string>& overrides = {});
+
+/// Same as load_topology, from `yaml_text` that the file `path` held (its
+/// relative paths are relative to `path`'s directory): `--resume` parses the
+/// text a run was started with, not the file as it is now.
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides = {});
+
+/// Every scalar of the topology document after `overrides`, by dotted path
+/// ("data.batch_size" -> "64", "tasks.0.labels.3" -> "3"), unvalidated: what
+/// a run was configured with, for comparing two runs. `name` labels errors.
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides = {});
 
 /// The trainable actors of the job, as the coordinator names them: heads,
 /// pipeline stages ("stage1", or "stage1.0" for replica 0 of a replicated

@@ -149,6 +149,19 @@ bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
   return false;
 }
 
+/// A TCP port, 0 (any: chosen by the OS) to 65535.
+bool parse_port(const std::string& flag, const std::string& text, uint16_t& out) {
+  int32_t n = 0;
+  if (parse_int(flag, text, n) && n <= 65535) {
+    out = static_cast<uint16_t>(n);
+    return true;
+  }
+  if (n > 65535)
+    std::fprintf(stderr, "baton: %s expects a port from 0 (any) to 65535, got '%s'\n",
+                 flag.c_str(), text.c_str());
+  return false;
+}
+
 bool parse_positive(const std::string& flag, const std::string& text, double& out) {
   try {
     size_t used = 0;
@@ -253,7 +266,11 @@ int cmd_run(args& a, bool pretrain_only) {
   auto result = actors::run_job(r);
   if (!result)
     return fail(result.error());
+  // The table first: what was trained is shown even if an output fails.
   std::printf("%s", actors::results_table(*result).c_str());
+  std::fflush(stdout);
+  if (auto err = actors::write_outputs(r, *result))
+    return fail(err);
   if (!r.metrics_out.empty())
     std::printf("metrics written to %s\n", r.metrics_out.c_str());
   if (!r.trace_out.empty())
@@ -281,8 +298,7 @@ int cmd_node(args& a) {
     } else if (flag == "--host") {
       ok = a.value(flag, s.host);
     } else if (flag == "--port") {
-      ok = a.value(flag, v) && parse_int(flag, v, n) && n < 65536;
-      s.port = static_cast<uint16_t>(n);
+      ok = a.value(flag, v) && parse_port(flag, v, s.port);
     } else if (flag == "--port-file") {
       ok = a.value(flag, s.port_file);
     } else if (flag == "--scheduler-threads") {

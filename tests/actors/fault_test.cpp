@@ -221,3 +221,65 @@ TEST_F(faults, impossible_faults_are_refused) {
   auto malformed = run_baton(with(pipeline_job(), {"--fault", "kill_node"}));
   EXPECT_EQ(malformed.exit_code, 2) << malformed.text;
 }
+
+// Issue 9: checkpoints of step 256 and later restore (the version used to
+// read back modulo 256). A transfer head throws at step 290 of 300 and a
+// gpipe stage at step 270: both recover from their newest checkpoint.
+TEST_F(faults, recovery_past_step_256) {
+  auto transfer = with(transfer_job(), {"--set", "data.train_limit=2400", "--set",
+                                        "data.batch_size=8", "--set",
+                                        "runtime.checkpoint_every=20"});
+  auto clean = run(transfer, "long-transfer-clean");
+  auto faulty =
+    run(with(transfer, {"--fault", "kind=throw,actor=all10,at_step=290"}), "long-transfer-throw");
+  expect_same_training(faulty, clean);
+  ASSERT_EQ(faulty.at("faults").size(), 1u);
+  EXPECT_EQ(faulty.at("faults")[0].at("restored_step"), 280);
+
+  auto pipeline = with(pipeline_job(), {"--set", "data.train_limit=4480", "--set",
+                                        "data.batch_size=16", "--set", "data.epochs=1",
+                                        "--set", "runtime.checkpoint_every=20"});
+  auto pipeline_clean = run(pipeline, "long-gpipe-clean");
+  auto pipeline_faulty =
+    run(with(pipeline, {"--fault", "kind=throw,actor=stage1,at_step=270"}), "long-gpipe-throw");
+  expect_same_training(pipeline_faulty, pipeline_clean);
+  ASSERT_EQ(pipeline_faulty.at("faults").size(), 1u);
+  EXPECT_EQ(pipeline_faulty.at("faults")[0].at("restored_step"), 260);
+}
+
+// `--resume DIR` on the checkpoints of a finished run of 300 steps: the
+// tester's case ("step-000000000300.ckpt: holds step 44, not 300"). The run
+// record in DIR supplies the topology and options; nothing is trained again.
+TEST_F(faults, resume_of_a_finished_run_of_300_steps) {
+  auto checkpoints = *dir_ + "/resume-300";
+  auto job = with(transfer_job(), {"--set", "data.train_limit=2400", "--set",
+                                   "data.batch_size=8", "--set", "runtime.checkpoint_every=20",
+                                   "--set", "runtime.checkpoint_dir=" + checkpoints});
+  auto clean = run(job, "resume-300-clean");
+  ASSERT_TRUE(fs::exists(fs::path(checkpoints) / "all10" / "step-000000000300.ckpt"));
+  ASSERT_TRUE(fs::exists(fs::path(checkpoints) / "run.yaml"));
+  auto resumed = run({"run", "--resume", checkpoints}, "resume-300-resumed");
+  EXPECT_EQ(digests(resumed), digests(clean));
+}
+
+// Issue 9: `--resume` with other training settings trained a mixed run
+// (23,840 samples in a 20,000-sample epoch). It is refused with what
+// differs; runtime settings and placement may change.
+TEST_F(faults, resume_with_other_training_settings_is_refused) {
+  auto checkpoints = *dir_ + "/resume-mismatch";
+  auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + checkpoints});
+  run(job, "resume-mismatch-first");
+  auto other = run_baton(with(job, {"--set", "data.batch_size=32", "--resume", checkpoints}));
+  EXPECT_EQ(other.exit_code, 2) << other.text;
+  EXPECT_NE(other.text.find("data.batch_size: 64 then, 32 now"), std::string::npos)
+    << other.text;
+  auto other_file = run_baton({"run", source_path("configs/transfer.yaml"), "--resume",
+                               checkpoints});
+  EXPECT_EQ(other_file.exit_code, 2) << other_file.text;
+  EXPECT_NE(other_file.text.find("job: pipeline then, transfer now"), std::string::npos)
+    << other_file.text;
+  // Runtime and placement are free: the same job over local nodes resumes.
+  auto moved = run_baton(with(job, {"--set", "runtime.stall_timeout_ms=60000", "--local-nodes",
+                                    "2", "--resume", checkpoints}));
+  EXPECT_EQ(moved.exit_code, 0) << moved.text;
+}

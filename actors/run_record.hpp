@@ -1,0 +1,53 @@
+#pragma once
+
+// The run record: the topology and `--set` options a run was started with,
+// written as run.yaml into its checkpoint directory, so that `--resume DIR`
+// needs nothing else and refuses to continue the checkpoints with other
+// training settings (a mixed run would train neither configuration).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+namespace baton::actors {
+
+/// What a run was configured with.
+struct run_record {
+  std::string topology_file;          ///< absolute path; empty: the built-in default
+  std::string topology_text;          ///< the file's text when the run started
+  std::vector<std::string> overrides; ///< its `--set` options, without `--fault`s
+};
+
+/// The record's file in a checkpoint directory.
+std::string run_record_path(const std::string& checkpoint_dir);
+
+/// The record of a run from its topology file (empty: the built-in default,
+/// whose text is `default_text`) and `--set` options. Fault overrides are left
+/// out: a resumed run injects the faults it is given, not the killed run's.
+caf::expected<run_record> make_run_record(const std::string& topology_file,
+                                          const std::string& default_text,
+                                          const std::vector<std::string>& overrides);
+
+/// Writes `record` to run_record_path(dir) (temporary file + rename).
+caf::error write_run_record(const std::string& dir, const run_record& record);
+
+/// Reads run_record_path(dir); errc::bad_file naming the file when it is
+/// missing, unreadable or malformed.
+caf::expected<run_record> read_run_record(const std::string& dir);
+
+/// The settings that decide what a run trains, from every scalar of a
+/// topology document (`values`: dotted path -> text, as topology_values
+/// gives): everything except `runtime`, `faults`, `nodes` and placement keys
+/// (`node`, `nodes`, `place`), which may change between a run and its resume.
+std::map<std::string, std::string>
+training_settings(const std::map<std::string, std::string>& values);
+
+/// "data.batch_size: 64 then, 32 now; ..." for every training setting that
+/// differs, or empty when they are the same.
+std::string settings_difference(const std::map<std::string, std::string>& then,
+                                const std::map<std::string, std::string>& now);
+
+} // namespace baton::actors

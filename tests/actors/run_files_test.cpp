@@ -1,0 +1,214 @@
+// The files a run writes and leaves (issue 9, items 13-18 and 20): outputs
+// checked before anything trains, never an input of the run, the results
+// table printed even when an output fails at the end, node flags refused
+// with a message, and no directory left behind in $TMPDIR.
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/actors/baton_process.hpp"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string contents(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// A short transfer job (3 heads), 512 samples.
+std::vector<std::string> short_job(std::vector<std::string> more = {}) {
+  std::vector<std::string> args{"run",   source_path("configs/transfer.yaml"),
+                                "--set", "data.train_limit=512",
+                                "--set", "data.test_limit=128"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+/// Sets $TMPDIR for the baton processes a test starts, and restores it.
+class scoped_tmpdir {
+public:
+  explicit scoped_tmpdir(const std::string& dir) {
+    if (const char* old = std::getenv("TMPDIR"))
+      old_ = old;
+    ::setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~scoped_tmpdir() {
+    if (old_.empty())
+      ::unsetenv("TMPDIR");
+    else
+      ::setenv("TMPDIR", old_.c_str(), 1);
+  }
+
+private:
+  std::string old_;
+};
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  return names;
+}
+
+class run_files : public ::testing::Test {
+protected:
+  void SetUp() override { dir_ = temp_dir("run-files"); }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string dir_;
+};
+
+} // namespace
+
+// Item 13: an unwritable --metrics-out was found after training, without a
+// reason. Now before anything starts, exit code 2, with the reason.
+TEST_F(run_files, unwritable_outputs_are_refused_before_training) {
+  auto missing = run_baton(short_job({"--metrics-out", dir_ + "/no/such/dir/m.json"}));
+  EXPECT_EQ(missing.exit_code, 2) << missing.text;
+  EXPECT_NE(missing.text.find("does not exist"), std::string::npos) << missing.text;
+  EXPECT_EQ(missing.text.find("spawned"), std::string::npos) << missing.text;
+
+  auto trace = run_baton(short_job({"--trace", dir_ + "/no/t.json"}));
+  EXPECT_EQ(trace.exit_code, 2) << trace.text;
+  EXPECT_NE(trace.text.find("--trace"), std::string::npos) << trace.text;
+
+  // A device would be replaced by the rename that writes the file.
+  auto device = run_baton(short_job({"--metrics-out", "/dev/null"}));
+  EXPECT_EQ(device.exit_code, 2) << device.text;
+  EXPECT_NE(device.text.find("not a regular file"), std::string::npos) << device.text;
+  struct stat st{};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+// Item 14: a directory failed at the end and left a stray DIR.tmp.
+TEST_F(run_files, a_directory_as_output_is_refused_and_nothing_is_left) {
+  auto out = dir_ + "/metrics";
+  fs::create_directory(out);
+  auto r = run_baton(short_job({"--metrics-out", out}));
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_NE(r.text.find("is a directory"), std::string::npos) << r.text;
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  EXPECT_TRUE(fs::is_directory(out));
+}
+
+// Item 15: an output equal to an input silently overwrote it.
+TEST_F(run_files, outputs_that_are_inputs_of_the_run_are_refused) {
+  auto topology = dir_ + "/transfer.yaml";
+  fs::copy_file(source_path("configs/transfer.yaml"), topology);
+  auto before = contents(topology);
+  // The copy's relative backbone.checkpoint would point elsewhere: name it.
+  auto checkpoint = source_path("build/checkpoints/convnet-pretrained.pt");
+  auto same_topology = run_baton({"run", topology, "--set", "backbone.checkpoint=" + checkpoint,
+                                  "--metrics-out", topology});
+  EXPECT_EQ(same_topology.exit_code, 2) << same_topology.text;
+  EXPECT_NE(same_topology.text.find("is an input of this run"), std::string::npos)
+    << same_topology.text;
+  EXPECT_EQ(contents(topology), before);
+
+  // Through another spelling of the path.
+  auto spelled = run_baton({"run", topology, "--set", "backbone.checkpoint=" + checkpoint,
+                            "--metrics-out", dir_ + "/./../" + fs::path(dir_).filename().string() +
+                                               "/transfer.yaml"});
+  EXPECT_EQ(spelled.exit_code, 2) << spelled.text;
+
+  auto backbone = run_baton(short_job({"--set", "backbone.checkpoint=" + checkpoint,
+                                       "--metrics-out", checkpoint}));
+  EXPECT_EQ(backbone.exit_code, 2) << backbone.text;
+  EXPECT_NE(backbone.text.find("is an input of this run"), std::string::npos) << backbone.text;
+
+  auto twice = run_baton(short_job({"--metrics-out", dir_ + "/x.json", "--trace",
+                                    dir_ + "/x.json"}));
+  EXPECT_EQ(twice.exit_code, 2) << twice.text;
+}
+
+// Item 13, second half: an output that fails at the end (here its
+// temporary file's name is taken by a directory made during the run) still
+// leaves the results table on the screen, and the reason.
+TEST_F(run_files, the_results_table_is_printed_when_writing_fails_at_the_end) {
+  auto out = dir_ + "/m.json";
+  std::string cmd = quote(BATON_BINARY);
+  for (const auto& a : short_job({"--metrics-out", out}))
+    cmd += " " + quote(a);
+  cmd += " 2>&1 </dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string text;
+  char line[4096];
+  bool blocked = false;
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    text += line;
+    if (!blocked && text.find("spawned head") != std::string::npos)
+      blocked = fs::create_directory(out + ".tmp");
+  }
+  int status = ::pclose(pipe);
+  ASSERT_TRUE(blocked) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << text;
+  EXPECT_NE(text.find("weights (sha256)"), std::string::npos) << text;
+  EXPECT_NE(text.find("cannot write metrics"), std::string::npos) << text;
+}
+
+// Items 16-18: node flags out of range were refused silently or accepted.
+TEST_F(run_files, bad_node_flags_are_refused_with_a_message) {
+  for (const auto* port : {"70000", "65536"}) {
+    auto r = run_baton({"node", "--port", port});
+    EXPECT_EQ(r.exit_code, 2) << r.text;
+    EXPECT_NE(r.text.find("0 (any) to 65535"), std::string::npos) << r.text;
+  }
+  auto empty_name = run_baton({"node", "--name", ""});
+  EXPECT_EQ(empty_name.exit_code, 2) << empty_name.text;
+  EXPECT_NE(empty_name.text.find("node name ''"), std::string::npos) << empty_name.text;
+  auto odd_name = run_baton({"node", "--name", "a/b"});
+  EXPECT_EQ(odd_name.exit_code, 2) << odd_name.text;
+
+  // A launcher waiting for the port file would wait forever: the node says
+  // it cannot write it and exits before listening.
+  auto port_file = run_baton({"node", "--port-file", dir_ + "/no/such/dir/port"});
+  EXPECT_EQ(port_file.exit_code, 2) << port_file.text;
+  EXPECT_NE(port_file.text.find("--port-file"), std::string::npos) << port_file.text;
+  EXPECT_EQ(port_file.text.find("listening"), std::string::npos) << port_file.text;
+  auto directory = run_baton({"node", "--port-file", dir_});
+  EXPECT_EQ(directory.exit_code, 2) << directory.text;
+}
+
+// Item 20: every --local-nodes run left a baton-nodes-* directory and failed
+// runs left baton-checkpoints-*. A successful run leaves nothing; a failed
+// one removes its checkpoints (nobody named a checkpoint_dir) and keeps
+// only the nodes' logs, saying where.
+TEST_F(run_files, runs_leave_nothing_in_the_temporary_directory) {
+  auto tmp = dir_ + "/tmp";
+  fs::create_directory(tmp);
+  scoped_tmpdir scoped{tmp};
+  auto ok = run_baton(short_job({"--local-nodes", "2", "--set", "runtime.checkpoint_every=2"}));
+  EXPECT_EQ(ok.exit_code, 0) << ok.text;
+  EXPECT_TRUE(entries(tmp).empty()) << ok.text;
+
+  auto failed = run_baton(short_job({"--local-nodes", "2", "--set", "runtime.checkpoint_every=2",
+                                     "--set", "runtime.max_restarts=0", "--fault",
+                                     "kind=throw,actor=all10,at_step=3"}));
+  EXPECT_EQ(failed.exit_code, 1) << failed.text;
+  auto left = entries(tmp);
+  ASSERT_EQ(left.size(), 1u) << failed.text;
+  EXPECT_EQ(left[0].rfind("baton-nodes-", 0), 0u) << left[0];
+  EXPECT_NE(failed.text.find("logs are kept in " + tmp + "/" + left[0]), std::string::npos)
+    << failed.text;
+
+  auto embedded = run_baton(short_job({"--set", "runtime.checkpoint_every=2", "--set",
+                                       "runtime.max_restarts=0", "--fault",
+                                       "kind=throw,actor=all10,at_step=3"}));
+  EXPECT_EQ(embedded.exit_code, 1) << embedded.text;
+  EXPECT_EQ(entries(tmp).size(), 1u) << embedded.text;
+}
