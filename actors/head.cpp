@@ -182,7 +182,7 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
       counters = training_counters::from_json(restored->counters);
     }
     head_setup setup{name, node, spec, std::move(trainer), std::move(counters)};
-    return sys.spawn<caf::detached>(head_behavior, std::move(setup));
+    return spawn_detached(sys, name, head_behavior, std::move(setup));
   } catch (const std::exception& e) {
     return make_error(errc::bad_config, name + ": " + e.what());
   }

@@ -596,8 +596,9 @@ caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std
       trainer->restore(*restored);
       counters = training_counters::from_json(restored->counters);
     }
-    return sys.spawn<caf::detached>(
-      pipeline_behavior, pipeline_setup{name, node, spec, std::move(trainer), std::move(counters)});
+    return spawn_detached(sys, name, pipeline_behavior,
+                          pipeline_setup{name, node, spec, std::move(trainer),
+                                         std::move(counters)});
   } catch (const std::exception& e) {
     return make_error(errc::bad_config, name + ": " + e.what());
   }

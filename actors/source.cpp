@@ -258,7 +258,7 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
   if (!data)
     return data.error();
   source_setup setup{name, node, spec, std::move(data->first), std::move(data->second)};
-  return sys.spawn<caf::detached>(source_behavior, std::move(setup));
+  return spawn_detached(sys, name, source_behavior, std::move(setup));
 }
 
 } // namespace baton::actors

@@ -195,7 +195,7 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
     layers.set_trainable(false);
     layers.train(false);
     stage_setup setup{name, node, spec, std::move(layers)};
-    return sys.spawn<caf::detached>(stage_behavior, std::move(setup));
+    return spawn_detached(sys, name, stage_behavior, std::move(setup));
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, name + ": " + e.what());
   }
