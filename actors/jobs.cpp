@@ -17,6 +17,7 @@
 #include "actors/child_process.hpp"
 #include "actors/coordinator.hpp"
 #include "actors/default_topology.hpp"
+#include "actors/framed_transport.hpp"
 #include "actors/local_cluster.hpp"
 #include "actors/planning.hpp"
 #include "actors/run_outputs.hpp"
@@ -232,6 +233,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   caf::actor_system_config cfg;
   configure(cfg, settings_of(t));
   caf::actor_system sys{cfg};
+  install_framed_transport(sys); // BASP's own port checks frame lengths too
   run_options options;
   options.progress_tty = r.progress_tty;
   options.interrupted = r.interrupted;

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/framed_transport.hpp"
 #include "actors/spawner.hpp"
 #include "messages/errc.hpp"
 
@@ -194,7 +195,8 @@ caf::expected<uint16_t> publish(caf::actor_system& sys, const node_settings& s,
   // A plain port next to a TLS one would be an unauthenticated way in.
   if (s.system.tls.enabled())
     return caf::openssl::publish(spawner, s.port, s.host.c_str(), true);
-  return sys.middleman().publish(spawner, s.port, s.host.c_str(), true);
+  // Plain TCP through the transport that refuses oversized BASP frames.
+  return publish_framed(sys, spawner, s.port, s.host);
 }
 
 } // namespace

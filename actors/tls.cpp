@@ -12,6 +12,7 @@
 #include <openssl/x509.h>
 
 #include "actors/certs.hpp"
+#include "actors/framed_transport.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -217,7 +218,9 @@ caf::expected<caf::actor> connect_node(caf::actor_system& sys, const std::string
                                        std::chrono::milliseconds timeout) {
   auto where = address(expected_name, host, port);
   if (!tls.enabled()) {
-    auto spawner = sys.middleman().remote_actor(host, port);
+    // Without TLS anyone may connect: through the transport that refuses
+    // oversized BASP frames (framed_transport.hpp).
+    auto spawner = remote_actor_framed(sys, host, port);
     if (!spawner && spawner.error() == caf::sec::disconnect_during_handshake)
       return unreachable(where + " closed the connection during the handshake (if it uses TLS, "
                                  "give this run runtime.tls or --tls-cert, --tls-key, --tls-ca): " +

@@ -1,0 +1,52 @@
+#pragma once
+
+// Plain-TCP BASP connections whose frames are checked before CAF reads them.
+//
+// CAF 0.17 allocates whatever payload length a BASP header announces (see
+// frame_guard.hpp). caf_openssl shows where a transport plugs in: a second
+// middleman actor, sharing the middleman's BASP broker, whose doormen and
+// scribes read through their own policy. Baton's reads through a
+// frame_guard, so that a header announcing more than the limit fails the
+// read: CAF then closes the connection with nothing allocated, and the
+// refusal is logged with the peer's address.
+//
+//   publish_framed / remote_actor_framed        (instead of sys.middleman())
+//        |  publish / connect requests
+//   framed middleman actor  --  doorman / scribe: stream_impl<framed policy>
+//        |  doormen and scribes handed over             |  read_some
+//   the middleman's BASP broker (shared)           frame_guard.feed()
+//
+// Without TLS, CAF's broker also opens a port of its own for automatic
+// node-to-node connections, on every interface and unguarded; it is closed
+// and replaced by a guarded one (install_framed_transport). With TLS,
+// baton keeps caf_openssl, whose handshake refuses strangers before BASP
+// reads anything, and automatic connections are off.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+namespace baton::actors {
+
+/// Starts the guarded transport of `sys` once (later calls do nothing) and
+/// replaces BASP's automatic-connection port, if automatic connections are
+/// on, by a guarded one on `host` ("" or 0.0.0.0: every interface, as CAF
+/// did), advertised to peers. Call right after the actor system starts,
+/// before it listens or connects.
+void install_framed_transport(caf::actor_system& sys, const std::string& host = "");
+
+/// Publishes `whom` on host:port (0: chosen by the OS) through the guarded
+/// transport; returns the port. Installs the transport if needed.
+caf::expected<uint16_t> publish_framed(caf::actor_system& sys, const caf::actor& whom,
+                                       uint16_t port, const std::string& host);
+
+/// Connects to the (dynamically typed) actor published at host:port through
+/// the guarded transport. Errors are CAF's (sec::cannot_connect_to_node,
+/// disconnect_during_handshake, no_actor_published_at_port, ...).
+caf::expected<caf::actor> remote_actor_framed(caf::actor_system& sys, const std::string& host,
+                                              uint16_t port);
+
+} // namespace baton::actors

@@ -1,0 +1,365 @@
+// The BASP frame limit end to end (issue 9): a raw TCP client sends a real
+// `baton node` one 32-byte header announcing a 4 GiB payload, and a fake
+// node answers `baton run` with one. Before the frame guard each header made
+// the receiver allocate and zero-fill 4 GiB; now the connection is refused
+// at the header and logged, the receiver's peak memory (VmHWM, ru_maxrss)
+// stays small, and the node still serves a run.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "actors/child_process.hpp"
+#include "tests/actors/baton_process.hpp"
+
+using namespace baton;
+using namespace baton::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Peak memory below which the attack counts as refused: a node after a
+/// small run uses about 250 MB, one refused header used to add 4.36 GB.
+constexpr int64_t small_peak_kb = 500 * 1024;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+/// VmHWM (peak resident set) of a running process, in KiB; -1 if unknown.
+int64_t peak_kb(pid_t pid) {
+  std::istringstream status{read_file("/proc/" + std::to_string(pid) + "/status")};
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoll(line.substr(6));
+  return -1;
+}
+
+/// A BASP header: operation, payload length (big-endian at bytes 4..7),
+/// operation data and destination actor as CAF's validity check wants them.
+std::string basp_header(uint8_t operation, uint32_t length) {
+  std::string bytes(32, '\0');
+  bytes[0] = static_cast<char>(operation);
+  for (int i = 0; i < 4; ++i)
+    bytes[4 + i] = static_cast<char>(length >> (24 - 8 * i));
+  if (operation == 0x00)
+    bytes[15] = 1; // a server handshake carries a nonzero operation_data
+  if (operation == 0x02)
+    bytes[31] = 1; // a direct message names its destination actor
+  return bytes;
+}
+
+constexpr uint8_t server_handshake = 0x00;
+constexpr uint8_t client_handshake = 0x01;
+constexpr uint8_t direct_message = 0x02;
+
+/// A socket closed when it goes out of scope.
+struct socket_fd {
+  int fd = -1;
+  explicit socket_fd(int x) : fd(x) {}
+  socket_fd(socket_fd&& other) noexcept : fd(std::exchange(other.fd, -1)) {}
+  socket_fd(const socket_fd&) = delete;
+  ~socket_fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+void set_receive_timeout(int fd, std::chrono::seconds timeout) {
+  timeval tv{};
+  tv.tv_sec = timeout.count();
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+std::optional<socket_fd> connect_to(uint16_t port) {
+  socket_fd s{::socket(AF_INET, SOCK_STREAM, 0)};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (s.fd < 0 || ::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return std::nullopt;
+  set_receive_timeout(s.fd, 30s);
+  return s;
+}
+
+/// Reads until the peer closes the connection; false if it stays open
+/// (the receive timeout passed) or errs.
+bool closed_by_peer(int fd) {
+  char buf[4096];
+  for (;;) {
+    auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0)
+      return true;
+    if (n < 0)
+      return errno == ECONNRESET;
+  }
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+/// The TCP ports `pid` listens on, with whether each is bound to loopback
+/// only: its socket inodes matched against /proc/net/tcp{,6}.
+std::vector<std::pair<uint16_t, bool>> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    auto target = std::filesystem::read_symlink(entry.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0)
+      inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<std::pair<uint16_t, bool>> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream in{read_file(table)};
+    std::string line;
+    std::getline(in, line); // column names
+    while (std::getline(in, line)) {
+      std::istringstream fields{line};
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+        timeout >> inode;
+      if (state != "0A" || inodes.count(inode) == 0) // 0A: LISTEN
+        continue;
+      auto colon = local.find(':');
+      auto address = local.substr(0, colon);
+      auto port = static_cast<uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16));
+      bool loopback = address == "0100007F" || address == "00000000000000000000000001000000";
+      ports.emplace_back(port, loopback);
+    }
+  }
+  return ports;
+}
+
+/// A `baton node` process, always stopped (child_process's destructor).
+struct node_process {
+  actors::child_process child;
+  uint16_t port = 0;
+  std::string log_path;
+
+  std::string log() const { return read_file(log_path); }
+};
+
+/// `baton node ARGS...` on 127.0.0.1 with an OS-chosen port.
+std::optional<node_process> start_node(const std::string& dir, const std::string& name,
+                                       std::vector<std::string> args = {}) {
+  static int started = 0;
+  auto stem = dir + "/" + name + "-" + std::to_string(++started);
+  std::vector<std::string> argv{BATON_BINARY, "node"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--name", name, "--port", "0", "--port-file", stem + ".port"});
+  auto child = actors::child_process::start(argv, stem + ".log");
+  if (!child)
+    return std::nullopt;
+  node_process node{std::move(*child), 0, stem + ".log"};
+  for (int i = 0; i < 1500 && node.port == 0 && node.child.running(); ++i) {
+    std::ifstream in{stem + ".port"};
+    in >> node.port;
+    std::this_thread::sleep_for(20ms);
+  }
+  if (node.port == 0) {
+    std::fprintf(stderr, "node %s did not listen:\n%s\n", name.c_str(), node.log().c_str());
+    return std::nullopt;
+  }
+  return node;
+}
+
+/// A small transfer job over the one node `name` at 127.0.0.1:port.
+std::vector<std::string> job_on(const std::string& name, uint16_t port) {
+  return {"run", source_path("configs/transfer.yaml"),
+          "--set", "backbone.checkpoint=none",
+          "--set", "data.train_limit=256",
+          "--set", "data.test_limit=64",
+          "--set", "nodes=[{name: " + name + ", host: 127.0.0.1, port: " +
+                     std::to_string(port) + "}]"};
+}
+
+/// Sends `header` on a fresh connection to `port` and says whether the node
+/// closed it (after its own handshake, which a raw client ignores).
+bool attack(uint16_t port, const std::string& header) {
+  auto s = connect_to(port);
+  return s && send_all(s->fd, header) && closed_by_peer(s->fd);
+}
+
+/// `baton ARGS...` run to its end, with its peak memory from wait4.
+struct finished_run {
+  int exit_code = -1;
+  int64_t peak_kb = -1; ///< ru_maxrss
+  std::string output;
+};
+
+finished_run run_measured(const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<std::string> strings{BATON_BINARY};
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& x : strings)
+    argv.push_back(x.data());
+  argv.push_back(nullptr);
+  finished_run result;
+  // Not child_process: its destructor would signal a pid that wait4 reaped.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  if (pid < 0)
+    return result;
+  int status = 0;
+  rusage usage{};
+  // Always reaped: killed if it has not ended within 10 minutes.
+  pid_t reaped = 0;
+  for (int i = 0; i < 60000 && (reaped = ::wait4(pid, &status, WNOHANG, &usage)) == 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  if (reaped == 0) {
+    ::kill(pid, SIGKILL);
+    reaped = ::wait4(pid, &status, 0, &usage);
+  }
+  if (reaped == pid) {
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.peak_kb = usage.ru_maxrss;
+  }
+  result.output = read_file(log_path);
+  return result;
+}
+
+} // namespace
+
+TEST(frame_limit, node_refuses_a_4_gib_header_keeps_small_memory_and_still_serves_a_run) {
+  auto dir = temp_dir("frame-limit");
+  auto node = start_node(dir, "n1");
+  ASSERT_TRUE(node);
+  // Two connections: before the guard, 8.65 GB together. The first frame a
+  // peer sends must be its handshake, so both kinds are tried.
+  EXPECT_TRUE(attack(node->port, basp_header(direct_message, 0xFFFFFFFF)));
+  EXPECT_TRUE(attack(node->port, basp_header(client_handshake, 0xFFFFFFFF)));
+  auto peak = peak_kb(node->child.pid());
+  std::printf("node VmHWM after two 4 GiB headers: %lld kB\n", static_cast<long long>(peak));
+  EXPECT_GT(peak, 0);
+  EXPECT_LT(peak, small_peak_kb) << "VmHWM " << peak << " kB";
+  ASSERT_TRUE(node->child.running()) << node->log();
+  auto log = node->log();
+  EXPECT_NE(log.find("refused a BASP connection from 127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("4294967295 bytes"), std::string::npos) << log;
+  // The node still serves.
+  auto out = run_baton(job_on("n1", node->port));
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(node->log().find("n1: spawned"), std::string::npos) << node->log();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(frame_limit, every_port_of_a_loopback_node_is_on_loopback_and_guarded) {
+  auto dir = temp_dir("frame-limit");
+  auto node = start_node(dir, "n1");
+  ASSERT_TRUE(node);
+  // The published port and the one BASP opens for automatic connections
+  // between nodes (CAF opens it on every interface, unguarded; baton
+  // replaces it).
+  auto ports = listening_ports(node->child.pid());
+  EXPECT_GE(ports.size(), 2u);
+  for (auto [port, loopback] : ports) {
+    EXPECT_TRUE(loopback) << "port " << port << " listens beyond 127.0.0.1";
+    EXPECT_TRUE(attack(port, basp_header(direct_message, 0xFFFFFFFF))) << "port " << port;
+  }
+  auto peak = peak_kb(node->child.pid());
+  EXPECT_LT(peak, small_peak_kb) << "VmHWM " << peak << " kB";
+  EXPECT_TRUE(node->child.running()) << node->log();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(frame_limit, many_connections_in_their_handshake_do_not_add_up) {
+  auto dir = temp_dir("frame-limit");
+  auto node = start_node(dir, "n1");
+  ASSERT_TRUE(node);
+  auto before = peak_kb(node->child.pid());
+  // Each announces the largest handshake allowed and never sends it: the
+  // shared budget (16 MiB) refuses the connections beyond it.
+  std::vector<socket_fd> held;
+  for (int i = 0; i < 400; ++i) {
+    auto s = connect_to(node->port);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(send_all(s->fd, basp_header(client_handshake, 64 << 10)));
+    held.push_back(std::move(*s));
+  }
+  // 16 MiB / 64 KiB = 256 fit in the budget; the node logs each refusal.
+  auto refusals = [&] {
+    auto log = node->log();
+    size_t n = 0;
+    for (auto at = log.find("hold the budget"); at != std::string::npos;
+         at = log.find("hold the budget", at + 1))
+      ++n;
+    return n;
+  };
+  for (int i = 0; i < 3000 && refusals() < 400 - 256; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(refusals(), 400u - 256u) << node->log();
+  auto grown = peak_kb(node->child.pid()) - before;
+  EXPECT_LT(grown, 64 * 1024) << "VmHWM grew " << grown << " kB";
+  held.clear();
+  EXPECT_TRUE(node->child.running()) << node->log();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {
+  auto dir = temp_dir("frame-limit");
+  // A "node" that answers every connection with a server handshake header
+  // announcing 4 GiB, then waits for the coordinator to hang up.
+  socket_fd server{::socket(AF_INET, SOCK_STREAM, 0)};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(server.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(server.fd, 8), 0);
+  socklen_t size = sizeof addr;
+  ::getsockname(server.fd, reinterpret_cast<sockaddr*>(&addr), &size);
+  uint16_t port = ntohs(addr.sin_port);
+  std::atomic<int> hung_up{0};
+  std::thread fake_node{[&] {
+    set_receive_timeout(server.fd, 60s); // accept() gives up too
+    socket_fd peer{::accept(server.fd, nullptr, nullptr)};
+    if (peer.fd < 0)
+      return;
+    set_receive_timeout(peer.fd, 60s);
+    if (send_all(peer.fd, basp_header(server_handshake, 0xFFFFFFFF)) && closed_by_peer(peer.fd))
+      ++hung_up;
+  }};
+  auto run = run_measured(job_on("n1", port), dir + "/run.log");
+  ::shutdown(server.fd, SHUT_RDWR);
+  fake_node.join();
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("node 'n1' at 127.0.0.1:" + std::to_string(port)), std::string::npos)
+    << run.output;
+  EXPECT_NE(run.output.find("refused a BASP connection from 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+    << run.output;
+  std::printf("coordinator peak RSS: %lld kB\n", static_cast<long long>(run.peak_kb));
+  EXPECT_GT(run.peak_kb, 0);
+  EXPECT_LT(run.peak_kb, small_peak_kb) << "peak " << run.peak_kb << " kB";
+  EXPECT_EQ(hung_up.load(), 1);
+  std::filesystem::remove_all(dir);
+}
