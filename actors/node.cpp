@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include <netdb.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
@@ -142,11 +144,41 @@ caf::error write_port_file(const std::string& path, uint16_t port) {
   return caf::none;
 }
 
+/// True if every address `host` resolves to is a loopback address (127/8,
+/// ::1): only processes on this machine can reach a port there.
+bool loopback_only(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
+    return false;
+  bool loopback = true;
+  for (auto a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      auto ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+      loopback = loopback && (ip >> 24) == 127;
+    } else {
+      auto& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+      loopback = loopback && a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&ip);
+    }
+  }
+  ::freeaddrinfo(found);
+  return loopback;
+}
+
 /// What CAF or a spawn request would otherwise fail on later: a bad name, TLS
 /// files and path roots that do not exist, a port file that cannot be written.
 caf::error check_node_settings(const node_settings& s) {
   if (auto err = check_node_name(s.name))
     return err;
+  // Without TLS whoever reaches the port may spawn actors that read this
+  // host's files: beyond loopback that takes an explicit --insecure.
+  if (!s.system.tls.enabled() && !s.insecure && !loopback_only(s.host))
+    return make_error(errc::bad_config,
+                      "no TLS on " + s.host + ", which is not a loopback address: anyone "
+                      "who reaches it could spawn actors here; give --tls-cert, --tls-key and "
+                      "--tls-ca (see `baton certs` and README \"Security\"), or --insecure to "
+                      "serve without authentication on a trusted network");
   if (!s.tls_allow.empty() && !s.system.tls.enabled())
     return make_error(errc::bad_config, "tls.allow needs TLS: give tls.certificate, tls.key and "
                                         "tls.ca (or --tls-cert, --tls-key, --tls-ca)");
@@ -186,8 +218,8 @@ void log_restrictions(const node_settings& s) {
                  "this process can",
                  s.name, open);
   if (!s.system.tls.enabled())
-    spdlog::warn("node {}: no TLS: any process that reaches {} may spawn actors here", s.name,
-                 s.host);
+    spdlog::warn("node {}: no TLS{}: any process that reaches {} may spawn actors here", s.name,
+                 s.insecure ? " (--insecure)" : "", s.host);
 }
 
 caf::expected<uint16_t> publish(caf::actor_system& sys, const node_settings& s,

@@ -18,6 +18,10 @@ struct node_settings {
   std::string host = "127.0.0.1"; ///< address to listen on
   uint16_t port = 0;              ///< 0: chosen by the OS
   std::string port_file;          ///< if set, the chosen port is written here
+  /// `--insecure`: listen without TLS on an address that is not loopback.
+  /// Without it such a node refuses to start: a plain port lets anyone who
+  /// reaches it spawn actors (README "Security").
+  bool insecure = false;
   system_settings system;         ///< system.tls: `tls: {certificate, key, ca}`
   /// `tls.allow`: names (CN or subjectAltName DNS) of the peer certificates
   /// it serves; empty: any certificate of its CA.

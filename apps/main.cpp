@@ -61,11 +61,13 @@ usage:
                                         (re)make the backbone checkpoint of the topology
   baton node [--config node.yaml] [--name N] [--host H] [--port P] [--port-file F]
              [--scheduler-threads T] [--heartbeat-ms MS] [--connection-timeout-ms MS]
-             [--tls-cert F --tls-key F --tls-ca F] [--tls-allow NAME]...
+             [--tls-cert F --tls-key F --tls-ca F] [--tls-allow NAME]... [--insecure]
                                         serve actors for a coordinator (port 0: any); with
                                         TLS only to coordinators whose certificate has a
                                         --tls-allow name (node.yaml: tls, data_dirs,
-                                        checkpoint_dir; see README "Security")
+                                        checkpoint_dir; see README "Security"); without TLS
+                                        only on loopback (default 127.0.0.1) unless
+                                        --insecure
   baton certs init DIR [--force]        make the cluster CA: DIR/ca.pem and DIR/ca.key
   baton certs issue NAME --dir DIR [--force] [--days D]
                                         make DIR/NAME.pem and DIR/NAME.key (CN and DNS name
@@ -317,6 +319,8 @@ int cmd_node(args& a) {
       ok = a.value(flag, s.system.tls.ca);
     } else if (flag == "--tls-allow") {
       ok = a.value(flag, v) && (s.tls_allow.push_back(v), true);
+    } else if (flag == "--insecure") {
+      s.insecure = true;
     } else {
       std::fprintf(stderr, "baton node: unknown argument '%s' (see baton help)\n", flag.c_str());
       ok = false;

@@ -37,7 +37,8 @@ public:
                const std::string& dir) {
     port_file_ = dir + "/" + name + ".port";
     auto command = prefix + " " + quote(BATON_BINARY) + " node --name " + name + " --host " +
-                   host + " --port 0 --port-file " + quote(port_file_) + " --heartbeat-ms 200" +
+                   host + " --insecure --port 0 --port-file " + quote(port_file_) +
+                   " --heartbeat-ms 200" +
                    " --connection-timeout-ms 2000 > " + quote(dir + "/" + name + ".log") + " 2>&1";
     pid_ = ::fork();
     if (pid_ == 0) {
