@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/topology.hpp"
+#include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"
 #include "model/local.hpp"
@@ -220,11 +221,14 @@ caf::expected<profile_file> profile_from_json(const json& j, const std::string& 
 }
 
 caf::expected<profile_file> load_profile(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    return make_error(errc::bad_file, path + ": cannot read the profile (expected the JSON "
-                                             "written by `baton profile --out`)");
-  auto j = json::parse(in, nullptr, false);
+  // A regular file of at most 4 MiB (~10,000 layers; a resnet18 profile is
+  // a few KB), as every config file: `--profile /dev/zero` read without end.
+  constexpr size_t max_profile_bytes = size_t{4} << 20;
+  std::string text;
+  if (std::string why = detail::read_config_file(path, text, max_profile_bytes); !why.empty())
+    return make_error(errc::bad_file, path + ": cannot read the profile: " + why
+                                        + " (expected the JSON written by `baton profile --out`)");
+  auto j = json::parse(text, nullptr, false);
   if (j.is_discarded())
     return make_error(errc::bad_file, path + ": not valid JSON");
   return profile_from_json(j, path);

@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -58,12 +59,10 @@ caf::expected<run_record> make_run_record(const std::string& topology_file,
   } else {
     std::error_code ec;
     r.topology_file = fs::absolute(topology_file, ec).lexically_normal().string();
-    std::ifstream in(topology_file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in)
-      return make_error(errc::bad_config, "cannot read topology file '" + topology_file + "'");
-    r.topology_text = text.str();
+    if (std::string why = detail::read_config_file(topology_file, r.topology_text);
+        !why.empty())
+      return make_error(errc::bad_config,
+                        "cannot read topology file '" + topology_file + "': " + why);
   }
   for (const auto& o : overrides)
     if (!is_fault_override(o))
@@ -101,8 +100,14 @@ caf::error write_run_record(const std::string& dir, const run_record& record) {
 
 caf::expected<run_record> read_run_record(const std::string& dir) {
   auto path = run_record_path(dir);
+  // The topology (at most max_config_bytes) and the --set options: 1 MiB is
+  // ample, and a record that is a device or a FIFO is refused unread.
+  constexpr size_t max_record_bytes = size_t{1} << 20;
+  std::string text;
+  if (std::string why = detail::read_config_file(path, text, max_record_bytes); !why.empty())
+    return make_error(errc::bad_file, path + ": cannot read the run record: " + why);
   try {
-    auto doc = YAML::LoadFile(path);
+    auto doc = YAML::Load(text);
     run_record r;
     r.topology_file = doc["topology_file"].as<std::string>();
     r.topology_text = doc["topology"].as<std::string>();

@@ -9,6 +9,17 @@
 
 namespace baton::actors {
 
+/// The most CAF scheduler threads a process may ask for (runtime.scheduler_threads,
+/// node.yaml's scheduler_threads, `baton node --scheduler-threads`): they only
+/// route messages, and CAF aborts when it cannot create one.
+inline constexpr int32_t max_scheduler_threads = 64;
+
+/// The most compute (torch) threads one actor may ask for (runtime.stage_threads,
+/// runtime.head_threads): four times a 64-core host. Every actor's threads
+/// are created when it starts, so a typo such as 100000 must be an error,
+/// not thousands of threads.
+inline constexpr int32_t max_compute_threads = 256;
+
 /// Settings every baton process applies to its actor system.
 struct system_settings {
   int32_t scheduler_threads = 2; ///< CAF threads: they only route messages

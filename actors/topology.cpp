@@ -1,11 +1,8 @@
 #include "actors/topology.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -16,8 +13,10 @@
 #include <c10/util/Exception.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/system.hpp"
 #include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
+#include "model/dataset.hpp"
 #include "model/error.hpp"
 
 namespace baton::actors {
@@ -28,6 +27,13 @@ namespace fs = std::filesystem;
 
 // The located fields and their checked readers (actors/yaml_field.hpp).
 using namespace detail;
+
+static_assert(max_topology_bytes == max_config_bytes, "one limit on config files");
+
+/// "at most 64 heads": the limit in list errors.
+std::string at_most(size_t most, const std::string& what) {
+  return "at most " + std::to_string(most) + " " + what;
+}
 
 // -- schema -------------------------------------------------------------------
 
@@ -108,10 +114,10 @@ void check_section(const field& f) {
     const std::string& key = entry.first.Scalar();
     field at = f.child(entry.first, entry.first);
     if (!contains(allowed, key))
-      at.fail("unknown key '" + key + "' " + in_section(f.path()) + " (expected one of: "
+      at.fail("unknown key " + quoted(key) + " " + in_section(f.path()) + " (expected one of: "
               + join(allowed) + ")");
     if (contains(seen, key))
-      at.fail("key '" + key + "' appears twice " + in_section(f.path()));
+      at.fail("key " + quoted(key) + " appears twice " + in_section(f.path()));
     seen.push_back(key);
   }
 }
@@ -126,7 +132,7 @@ std::string read_checkpoint(const field& f) {
 
 // A `node:` or `place:` entry: it must name a node listed under `nodes`.
 std::string read_node(const field& f, const std::vector<node_address>& nodes) {
-  std::string name = read_string(f);
+  std::string name = read_name(f);
   if (nodes.empty())
     f.fail(f.name() + " names node '" + name
            + "' but the topology has no nodes (list them under 'nodes')");
@@ -140,7 +146,7 @@ std::string read_node(const field& f, const std::vector<node_address>& nodes) {
 }
 
 const model::task& read_task(const field& f, const topology& t) {
-  std::string name = read_string(f);
+  std::string name = read_name(f);
   if (const model::task* found = t.find_task(name))
     return *found;
   std::vector<std::string> names;
@@ -209,6 +215,58 @@ void parse_data(const field& data, topology& t) {
   }
 }
 
+// The job's length, when it is known here: its optimiser steps and how they
+// were counted, for the error that refuses a fault no step reaches.
+struct job_length {
+  int64_t steps = 0;
+  std::string how; ///< "2 epochs x 938 minibatches of 64 from 60000 training samples"
+};
+
+// The training samples a run will have, or at most: a synthetic set is as
+// the topology says; Fashion-MNIST is read here (its IDX headers only) when
+// this process or its local nodes will read it (no `nodes:` listed), which
+// also refuses a missing, unreadable or corrupt dataset before any actor or
+// process starts. On listed nodes only `data.train_limit` bounds it.
+std::optional<int64_t> check_dataset(const field& data, const topology& t) {
+  if (t.dataset == "synthetic")
+    return t.synthetic_train;
+  const std::optional<int64_t> limit =
+    t.train_limit > 0 ? std::optional<int64_t>{t.train_limit} : std::nullopt;
+  if (!t.embedded())
+    return limit; // the data is on the source's node, which checks it when it starts
+  std::optional<field> dir = data.get("dir");
+  std::optional<field> dataset = data.get("dataset");
+  const field& blame = dir ? *dir : dataset ? *dataset : data;
+  int64_t size = 0;
+  try {
+    size = model::fashion_mnist_size(t.data_dir, model::split::train);
+    model::fashion_mnist_size(t.data_dir, model::split::test);
+  } catch (const model::error& e) {
+    blame.fail("cannot read the dataset " + t.dataset + " in '" + t.data_dir + "' (data.dir): "
+               + e.what());
+  }
+  return limit ? std::min(*limit, size) : size;
+}
+
+// Steps = epochs x minibatches per epoch (a last partial minibatch counts, as
+// model::plan_epoch cuts it); nullopt when the size is unknown or the count
+// would not fit in 64 bits.
+std::optional<job_length> length_of(std::optional<int64_t> samples, const topology& t) {
+  if (!samples)
+    return std::nullopt;
+  const int64_t batch = t.plan.batch_size;
+  const int64_t per_epoch = *samples / batch + (*samples % batch != 0 ? 1 : 0);
+  if (per_epoch > std::numeric_limits<int64_t>::max() / t.plan.epochs)
+    return std::nullopt;
+  const int32_t epochs = t.plan.epochs;
+  return job_length{
+    per_epoch * epochs,
+    std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs") + " x "
+      + std::to_string(per_epoch) + " minibatches of " + std::to_string(batch) + " from "
+      + (t.dataset == "fashion-mnist" && !t.embedded() ? "at most " : "")
+      + std::to_string(*samples) + " training samples"};
+}
+
 model::optimizer_spec parse_optimizer(const field& section) {
   check_section(section);
   model::optimizer_spec optimizer;
@@ -224,18 +282,29 @@ model::optimizer_spec parse_optimizer(const field& section) {
   return optimizer;
 }
 
+// A task maps each class of the dataset to a task class: the map has one
+// entry per dataset class (a shorter one would index past its end) and the
+// task has at most as many classes (a task class of 99 would make a 100-way
+// head that never sees 90 of them, 1e8 a 51 GB one). The size is checked
+// before any entry is read.
 model::task parse_task(const field& item, const std::string& dataset) {
   check_section(item);
-  std::string name = read_string(item.require("name"));
+  std::string name = read_name(item.require("name"));
   field labels = item.require("labels");
+  const int64_t classes = model::dataset_classes(dataset);
+  const std::string count = std::to_string(classes);
+  if (labels.node().IsSequence() && labels.node().size() != static_cast<size_t>(classes))
+    labels.fail(labels.name() + " must map the " + count + " classes of " + dataset + ", got "
+                + std::to_string(labels.node().size()) + " labels");
+  const std::string what = "a task class from 0 to " + std::to_string(classes - 1) + " ("
+                           + dataset + " has " + count + " classes; a task has at most as many)";
   std::vector<int64_t> label_map;
-  for (const field& label : labels.items("a list of task classes, one per dataset class"))
-    label_map.push_back(read_integer<int64_t>(label, 0, std::numeric_limits<int64_t>::max(),
-                                              "a non-negative integer (a task class)"));
-  // Fashion-MNIST has 10 classes; a shorter map would index past its end.
-  if (dataset == "fashion-mnist" && label_map.size() != 10)
-    labels.fail(labels.name() + " must map the 10 classes of fashion-mnist, got "
-                + std::to_string(label_map.size()) + " labels");
+  for (const field& label :
+       labels.items("a list of task classes, one per dataset class", static_cast<size_t>(classes)))
+    label_map.push_back(read_integer<int64_t>(label, 0, classes - 1, what));
+  if (label_map.empty()) // `labels: []` or `labels:` with nothing
+    labels.fail(labels.name() + " must map the " + count + " classes of " + dataset
+                + ", got no labels");
   try {
     return model::make_task(name, label_map);
   } catch (const model::error& e) {
@@ -246,7 +315,7 @@ model::task parse_task(const field& item, const std::string& dataset) {
 std::vector<model::task> parse_tasks(const field& list, const std::string& dataset) {
   std::vector<model::task> tasks;
   unique_names names("task");
-  for (const field& item : list.items("a list of tasks ({name, labels})")) {
+  for (const field& item : list.items("a list of tasks ({name, labels})", max_tasks)) {
     tasks.push_back(parse_task(item, dataset));
     names.add(item.require("name"), tasks.back().name);
   }
@@ -308,7 +377,7 @@ size_t split_point(const field& f, const std::vector<std::string>& layers, size_
 std::vector<stage_placement> make_stages(const field& split,
                                          const std::vector<std::string>& layers) {
   std::vector<size_t> ends;
-  for (const field& f : split.items("a list of layer names, or auto"))
+  for (const field& f : split.items("a list of layer names, or auto", max_stages - 1))
     ends.push_back(split_point(f, layers, ends.empty() ? 0 : ends.back()));
   ends.push_back(layers.size());
   std::vector<stage_placement> stages;
@@ -340,8 +409,12 @@ size_t auto_stage_count(const std::optional<field>& count, const std::optional<f
   if (place && place->node().IsSequence())
     placed = place->node().size();
   if (count) {
-    auto n = read_integer<size_t>(*count, 1, layers,
-                                  "an integer from 1 to the backbone's " + most + " layers");
+    auto n = read_integer<size_t>(
+      *count, 1, std::min(layers, max_stages),
+      layers <= max_stages ? "an integer from 1 to the backbone's " + most + " layers"
+                           : "an integer from 1 to " + std::to_string(max_stages) + " ("
+                               + at_most(max_stages, "stages") + "; the backbone has " + most
+                               + " layers)");
     if (placed && *placed != n)
       count->fail(count->name() + " is " + std::to_string(n) + " but 'backbone.place' ("
                   + place->where() + ") names " + std::to_string(*placed)
@@ -351,10 +424,10 @@ size_t auto_stage_count(const std::optional<field>& count, const std::optional<f
   }
   if (!placed)
     return std::min<size_t>(3, layers);
-  if (*placed < 1 || *placed > layers)
+  if (*placed < 1 || *placed > std::min(layers, max_stages))
     place->fail(place->name() + " names " + std::to_string(*placed)
                 + " nodes, one per stage, but split: auto plans from 1 stage to one per layer ("
-                + most + ")");
+                + most + ")" + (layers > max_stages ? ", " + at_most(max_stages, "stages") : ""));
   return *placed;
 }
 
@@ -378,7 +451,7 @@ void parse_split(const field& section, const std::vector<std::string>& layers, t
 }
 
 void place_stages(const field& place, topology& t) {
-  std::vector<field> items = place.items("a list of node names, one per stage");
+  std::vector<field> items = place.items("a list of node names, one per stage", max_stages);
   for (size_t i = 0; i < items.size() && i < t.stages.size(); ++i)
     t.stages[i].node = read_node(items[i], t.nodes);
   if (items.size() != t.stages.size())
@@ -440,12 +513,16 @@ topology::pipeline_stage parse_pipeline_stage(const field& item,
               + layers[previous_end - 1] + "' (expected stages in layer order: "
               + join(layers) + ")");
   topology::pipeline_stage stage{previous_end, end, 1, "", {}};
-  read_if(item, "replicas", stage.replicas, positive_int32);
+  read_if(item, "replicas", stage.replicas, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_replicas,
+                                 "a number of replicas from 1 to " + std::to_string(max_replicas));
+  });
   read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
   if (auto nodes = item.get("nodes")) {
     if (item.get("node"))
       nodes->fail("give either 'node' (every replica there) or 'nodes' (one per replica)");
-    for (const field& n : nodes->items("a list of node names, one per replica"))
+    for (const field& n : nodes->items("a list of node names, one per replica",
+                                       static_cast<size_t>(max_replicas)))
       stage.replica_nodes.push_back(read_node(n, t.nodes));
     if (stage.replica_nodes.size() != static_cast<size_t>(stage.replicas))
       nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
@@ -480,9 +557,17 @@ void parse_pipeline(const field& section, std::vector<std::string> layers, topol
   }
   layers.push_back("fc2");
   field stages = section.require("stages");
-  for (const field& item : stages.items("a list of stages ({last_layer, replicas, node})"))
+  size_t actors = 0;
+  for (const field& item :
+       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
     t.pipeline.push_back(
       parse_pipeline_stage(item, layers, t.pipeline.empty() ? 0 : t.pipeline.back().end, t));
+    actors += static_cast<size_t>(t.pipeline.back().replicas);
+    if (actors > max_pipeline_actors)
+      item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
+                + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
+                                                                         "in all") + ")");
+  }
   if (t.pipeline.empty() || t.pipeline.back().end != layers.size())
     stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
                 "layer '" + layers.back() + "'");
@@ -491,7 +576,7 @@ void parse_pipeline(const field& section, std::vector<std::string> layers, topol
 head_placement parse_head(const field& item, const topology& t) {
   check_section(item);
   head_placement head;
-  head.spec.name = read_string(item.require("name"));
+  head.spec.name = read_name(item.require("name"));
   head.spec.task_def = read_task(item.require("task"), t);
   head.spec.model.name = "head";
   head.spec.model.classes = head.spec.task_def.classes;
@@ -503,7 +588,8 @@ head_placement parse_head(const field& item, const topology& t) {
 }
 
 std::vector<head_placement> parse_heads(const field& list, const topology& t) {
-  std::vector<field> items = list.items("a list of heads ({name, task, node, optimizer})");
+  std::vector<field> items =
+    list.items("a list of heads ({name, task, node, optimizer})", max_heads);
   if (items.empty())
     list.fail(list.name() + " must list at least one head");
   std::vector<head_placement> heads;
@@ -531,9 +617,18 @@ tls_settings parse_tls(const field& section) {
 void parse_runtime(const field& section, runtime_settings& r) {
   check_section(section);
   read_if(section, "window", r.window, positive_int32);
-  read_if(section, "scheduler_threads", r.scheduler_threads, positive_int32);
-  read_if(section, "stage_threads", r.stage_threads, positive_int32);
-  read_if(section, "head_threads", r.head_threads, positive_int32);
+  read_if(section, "scheduler_threads", r.scheduler_threads, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_scheduler_threads,
+                                 "a number of threads from 1 to "
+                                   + std::to_string(max_scheduler_threads));
+  });
+  auto compute_threads = [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_compute_threads,
+                                 "a number of threads per actor from 1 to "
+                                   + std::to_string(max_compute_threads));
+  };
+  read_if(section, "stage_threads", r.stage_threads, compute_threads);
+  read_if(section, "head_threads", r.head_threads, compute_threads);
   read_if(section, "heartbeat_ms", r.heartbeat_interval, positive_milliseconds);
   read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
   read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);
@@ -596,8 +691,8 @@ fault_spec parse_fault(const field& item, const topology& t) {
     for (const auto& s : t.stages)
       to_names.push_back(s.name);
     field from = item.require("from"), to = item.require("to");
-    f.from = read_string(from);
-    f.to = read_string(to);
+    f.from = read_name(from);
+    f.to = read_name(to);
     if (!contains(from_names, f.from))
       from.fail("fault '" + f.kind + "': 'from' must be one of " + join(from_names));
     if (!contains(to_names, f.to))
@@ -619,7 +714,7 @@ fault_spec parse_fault(const field& item, const topology& t) {
   }
   if (f.kind == "throw") {
     field actor = item.require("actor");
-    f.actor = read_string(actor);
+    f.actor = read_name(actor);
     auto names = trainable_actor_names(t);
     if (!contains(names, f.actor))
       actor.fail("fault 'throw' names actor '" + f.actor +
@@ -630,7 +725,7 @@ fault_spec parse_fault(const field& item, const topology& t) {
       item.fail("fault 'throw' takes kind, actor and at_step only");
   } else {
     // Nodes are checked when the job starts: `--local-nodes` makes them later.
-    f.node = read_string(item.require("node"));
+    f.node = read_name(item.require("node"));
     if ((f.at_step < 0) == (f.after.count() < 0))
       item.fail("fault '" + f.kind + "' needs exactly one of at_step and after_ms");
     if (item.get("actor"))
@@ -643,11 +738,29 @@ fault_spec parse_fault(const field& item, const topology& t) {
   return f;
 }
 
-std::vector<fault_spec> parse_faults(const field& list, const topology& t) {
+// A fault at a step the job never reaches would never fire: a run "with a
+// fault" that has none. Refused when the job's length is known here.
+void check_fault_step(const field& item, const fault_spec& f,
+                      const std::optional<job_length>& length) {
+  std::optional<field> at_step = item.get("at_step");
+  if (!at_step || !length || f.at_step < length->steps)
+    return;
+  const std::string expected =
+    length->steps == 0 ? "expected no fault at a step"
+                       : "expected a step from 0 to " + std::to_string(length->steps - 1);
+  at_step->fail(at_step->name() + " is " + std::to_string(f.at_step) + ", but the job has "
+                + std::to_string(length->steps) + " steps (" + length->how
+                + "), so the fault would never fire (" + expected + ")");
+}
+
+std::vector<fault_spec> parse_faults(const field& list, const topology& t,
+                                     const std::optional<job_length>& length) {
   std::vector<fault_spec> faults;
   for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
-                                      "after_ms, stopped_ms})"))
+                                      "after_ms, stopped_ms})", max_faults)) {
     faults.push_back(parse_fault(item, t));
+    check_fault_step(item, faults.back(), length);
+  }
   return faults;
 }
 
@@ -669,12 +782,12 @@ void check_recovery(const field& root, const topology& t) {
 std::vector<node_address> parse_nodes(const field& list) {
   std::vector<node_address> nodes;
   unique_names names("node"), addresses("address");
-  for (const field& item : list.items("a list of nodes ({name, host, port})")) {
+  for (const field& item : list.items("a list of nodes ({name, host, port})", max_nodes)) {
     check_section(item);
     node_address node;
     node.where = item.where();
     field name = item.require("name");
-    node.name = read_string(name);
+    node.name = read_name(name);
     names.add(name, node.name);
     read_if(item, "host", node.host, read_string);
     field port = item.require("port");
@@ -760,13 +873,14 @@ topology build_topology(const field& root) {
   });
   t.plan.seed = t.seed;
   parse_data(root.section("data"), t);
+  const std::optional<job_length> length = length_of(check_dataset(root.section("data"), t), t);
   t.tasks = parse_tasks(root.require("tasks"), t.dataset);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   check_sample_shape(root, t);
   parse_pipeline(root.section("pipeline"), std::move(layers), t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
-  t.faults = parse_faults(root.section("faults"), t);
+  t.faults = parse_faults(root.section("faults"), t, length);
   check_recovery(root, t);
   place_round_robin(t);
   return t;
@@ -786,7 +900,7 @@ YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
     std::optional<size_t> index =
       segment == "+" ? std::optional<size_t>{empty ? 0 : parent.size()} : parse_index(segment);
     if (!index)
-      fail_at(where, "'" + segment + "' is not an index of the list '" + parent_path + "'");
+      fail_at(where, quoted(segment) + " is not an index of the list '" + parent_path + "'");
     if (!empty && !parent.IsSequence())
       fail_at(where, "'" + parent_path + "' is not a list in the topology");
     if (*index > parent.size())
@@ -798,10 +912,10 @@ YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
   }
   auto keys = section_keys().find(pattern);
   if (keys == section_keys().end())
-    fail_at(where, "unknown key '" + segment + "' in '" + parent_path
+    fail_at(where, "unknown key " + quoted(segment) + " in '" + parent_path
             + "' (it is a value, not a section)");
   if (!contains(keys->second, segment))
-    fail_at(where, "unknown key '" + segment + "' " + in_section(parent_path)
+    fail_at(where, "unknown key " + quoted(segment) + " " + in_section(parent_path)
             + " (expected one of: " + join(keys->second) + ")");
   if (!empty && !parent.IsMap())
     fail_at(where, "'" + parent_path + "' is not a map in the topology");
@@ -837,15 +951,25 @@ YAML::Node walk_to(YAML::Node& doc, const std::string& path, const std::string& 
   return current;
 }
 
+// How errors name the override `text`: "--set a.b=value", cut short as
+// values are, since every error in it repeats this.
+std::string override_origin(const std::string& text) {
+  return "--set " + shortened(text, 128);
+}
+
 // Applies one "a.b.c=value" to the document. The paths it touches remember
 // the override, so that errors in its value name it instead of a line.
 void apply_override(YAML::Node& doc, const std::string& text, source_info& source) {
-  const std::string origin = "--set " + text;
+  const std::string origin = override_origin(text);
+  constexpr size_t longest_path = 256; // the schema's longest is ~40
   size_t equals = text.find('=');
-  std::string path = text.substr(0, equals);
+  std::string path = text.substr(0, std::min(equals, longest_path + 1));
   if (equals == std::string::npos || path.empty() || path.front() == '.'
       || path.back() == '.' || path.find("..") != std::string::npos)
     fail_at(origin, "expected dotted.key=value (for example data.epochs=3)");
+  if (path.size() > longest_path)
+    fail_at(origin, "the key is longer than " + std::to_string(longest_path)
+                      + " bytes (expected dotted.key=value, for example data.epochs=3)");
   YAML::Node value = parse_value(text.substr(equals + 1), origin);
   YAML::Node target = walk_to(doc, path, origin, source);
   target = value; // yaml-cpp's assignment writes through into the document
@@ -872,24 +996,6 @@ YAML::Node load_document(const std::string& text, const std::string& name) {
   return doc;
 }
 
-// Reads a whole file; returns 0 or the errno that says why not.
-int read_file(const std::string& path, std::string& out) {
-  std::error_code ignored;
-  // A directory opens fine as a stream on Linux and then reads nothing.
-  if (fs::is_directory(path, ignored))
-    return EISDIR;
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return errno != 0 ? errno : ENOENT;
-  std::ostringstream text;
-  text << in.rdbuf(); // sets failbit on `text` for an empty file: not an error
-  if (in.bad())
-    return errno != 0 ? errno : EIO;
-  out = text.str();
-  return 0;
-}
-
 caf::expected<topology> parse_document(const std::string& yaml_text, source_info source,
                                        const std::vector<std::string>& overrides) {
   const std::string& name = source.file;
@@ -912,14 +1018,20 @@ caf::expected<topology> parse_document(const std::string& yaml_text, source_info
 
 // Every scalar under `node` by dotted path into `out`; an empty map or list,
 // or a null, is a value of its own so that adding or removing one shows.
+// YAML aliases are expanded here, so nested ones could multiply a small file
+// into billions of values: at most max_flattened are.
 void flatten(const YAML::Node& node, const std::string& path,
-             std::map<std::string, std::string>& out) {
+             std::map<std::string, std::string>& out, const std::string& file) {
+  constexpr size_t max_flattened = 100000;
+  if (out.size() >= max_flattened)
+    fail_at(file, "the topology has more than " + std::to_string(max_flattened)
+                    + " values once its YAML aliases are expanded");
   if (node.IsMap() && node.size() > 0) {
     for (const auto& kv : node)
-      flatten(kv.second, child_path(path, kv.first.Scalar()), out);
+      flatten(kv.second, child_path(path, kv.first.Scalar()), out, file);
   } else if (node.IsSequence() && node.size() > 0) {
     for (size_t i = 0; i < node.size(); ++i)
-      flatten(node[i], child_path(path, std::to_string(i)), out);
+      flatten(node[i], child_path(path, std::to_string(i)), out, file);
   } else {
     out[path] = node.IsScalar() ? node.Scalar() : node.IsMap() ? "{}"
                                                  : node.IsSequence() ? "[]" : "~";
@@ -937,7 +1049,7 @@ topology_values(const std::string& yaml_text, const std::string& name,
     for (const auto& text : overrides)
       apply_override(doc, text, source);
     std::map<std::string, std::string> values;
-    flatten(doc, "", values);
+    flatten(doc, "", values, name);
     return values;
   } catch (const config_error& e) {
     return make_error(errc::bad_config, e.what());
@@ -961,9 +1073,8 @@ const model::task* topology::find_task(const std::string& name) const {
 caf::expected<topology> load_topology(const std::string& path,
                                       const std::vector<std::string>& overrides) {
   std::string text;
-  if (int error = read_file(path, text); error != 0)
-    return make_error(errc::bad_config,
-                      "cannot read topology file '" + path + "': " + std::strerror(error));
+  if (std::string why = read_config_file(path, text); !why.empty())
+    return make_error(errc::bad_config, "cannot read topology file '" + path + "': " + why);
   return parse_document(text, source_info{path, fs::path(path).parent_path(), {}}, overrides);
 }
 

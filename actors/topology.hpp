@@ -21,6 +21,29 @@
 
 namespace baton::actors {
 
+// -- limits ---------------------------------------------------------------------
+// A topology larger than these is refused with the limit in the error (README
+// "Topology limits"): every entry is an actor, a thread budget or a
+// connection, and a typo or a hostile file must not become a million of them.
+
+/// The largest topology file: 256 KiB (detail::max_config_bytes).
+inline constexpr size_t max_topology_bytes = size_t{256} << 10;
+/// Tasks (`tasks`): label maps, one per head at most.
+inline constexpr size_t max_tasks = 64;
+/// Heads (`heads`): one actor each.
+inline constexpr size_t max_heads = 64;
+/// Nodes (`nodes`): one connection each.
+inline constexpr size_t max_nodes = 256;
+/// Stages of the backbone (`backbone.split`, `backbone.stages`) or of a
+/// pipeline (`pipeline.stages`); never more than the model has layers.
+inline constexpr size_t max_stages = 64;
+/// Replicas of one pipeline stage (`pipeline.stages.*.replicas`).
+inline constexpr int32_t max_replicas = 64;
+/// Stage actors of a pipeline, all replicas counted.
+inline constexpr size_t max_pipeline_actors = 256;
+/// Injected faults (`faults`).
+inline constexpr size_t max_faults = 64;
+
 /// A node process the coordinator can spawn actors on.
 struct node_address {
   std::string name;
@@ -54,9 +77,9 @@ struct pretrain_settings {
 /// Runtime settings (`runtime`).
 struct runtime_settings {
   int32_t window = 4;             ///< credit window per tensor edge
-  int32_t scheduler_threads = 2;  ///< CAF scheduler threads
-  int32_t stage_threads = 1;      ///< torch threads per stage actor
-  int32_t head_threads = 1;       ///< torch threads per head actor
+  int32_t scheduler_threads = 2;  ///< CAF scheduler threads, 1..max_scheduler_threads (64)
+  int32_t stage_threads = 1;      ///< torch threads per stage actor, 1..max_compute_threads (256)
+  int32_t head_threads = 1;       ///< torch threads per head actor, 1..max_compute_threads
   std::chrono::milliseconds heartbeat_interval{200};
   std::chrono::milliseconds connection_timeout{2000};
   std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests

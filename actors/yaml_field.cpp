@@ -1,6 +1,12 @@
 #include "actors/yaml_field.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 
 namespace baton::actors::detail {
@@ -26,6 +32,101 @@ bool contains(const std::vector<std::string>& items, const std::string& x) {
 
 std::string child_path(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
+}
+
+namespace {
+
+// The first `most` bytes of `text` at most, cut at a UTF-8 character
+// boundary (never after a lead byte), control characters as \xNN; `cut`
+// says whether anything was left out.
+std::string printable_prefix(const std::string& text, size_t most, bool& cut) {
+  size_t end = std::min(text.size(), most);
+  // Back off continuation bytes (10xxxxxx) to the start of their character.
+  while (end < text.size() && end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    --end;
+  cut = end < text.size();
+  std::string out;
+  for (size_t i = 0; i < end; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+      static const char hex[] = "0123456789abcdef";
+      out += std::string{"\\x"} + hex[c >> 4] + hex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string shortened(const std::string& text, size_t most) {
+  bool cut = false;
+  std::string out = printable_prefix(text, most, cut);
+  return cut ? out + "... (" + std::to_string(text.size()) + " bytes)" : out;
+}
+
+std::string quoted(const std::string& text) {
+  bool cut = false;
+  std::string out = "'" + printable_prefix(text, max_quoted_bytes, cut);
+  return cut ? out + "...' (" + std::to_string(text.size()) + " bytes)" : out + "'";
+}
+
+// -- config files ---------------------------------------------------------------
+
+namespace {
+
+/// What a non-regular file is, for "not a regular file (a directory)".
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO or pipe";
+  return S_ISSOCK(mode) ? "a socket" : "not a file";
+}
+
+std::string too_large(uintmax_t size, size_t max_bytes) {
+  return std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) + " ("
+         + std::to_string(max_bytes >> 10) + " KiB) a config file may have";
+}
+
+} // namespace
+
+std::string read_config_file(const std::string& path, std::string& out, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO that has no writer would otherwise block
+  // before fstat could refuse it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    return std::strerror(errno);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_at_end{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    return std::strerror(errno);
+  if (!S_ISREG(info.st_mode))
+    return "not a regular file (" + file_kind(info.st_mode) + ")";
+  if (static_cast<uintmax_t>(info.st_size) > max_bytes)
+    return too_large(static_cast<uintmax_t>(info.st_size), max_bytes);
+  out.clear();
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return std::strerror(errno);
+    if (got == 0)
+      return "";
+    out.append(buffer, static_cast<size_t>(got));
+    if (out.size() > max_bytes) // it grew after fstat
+      return too_large(out.size(), max_bytes) + " (it grew while read)";
+  }
 }
 
 // -- located values -------------------------------------------------------------
@@ -60,7 +161,7 @@ std::string field::name() const {
 
 std::string field::shown() const {
   if (node_.IsScalar())
-    return "'" + node_.Scalar() + "'";
+    return quoted(node_.Scalar());
   if (node_.IsMap())
     return "a map";
   return node_.IsSequence() ? "a list" : "nothing";
@@ -100,11 +201,15 @@ field field::section(const std::string& key) const {
   return field(*source_, YAML::Node(YAML::NodeType::Null), path, line_, origin_of(path));
 }
 
-std::vector<field> field::items(const std::string& what) const {
+std::vector<field> field::items(const std::string& what, size_t most) const {
   if (is_null())
     return {};
   if (!node_.IsSequence())
     expected(what);
+  if (node_.size() > most)
+    fail(name() + " has " + std::to_string(node_.size()) + " entries, more than the "
+         + std::to_string(most) + " allowed (expected " + what + ", at most "
+         + std::to_string(most) + ")");
   std::vector<field> out;
   for (const auto& item : node_) {
     std::string path = child_path(path_, std::to_string(out.size()));
@@ -140,9 +245,20 @@ int64_t non_negative_int64(const field& f) {
 }
 
 std::string read_string(const field& f) {
-  const std::string& text = scalar(f, "a non-empty string");
-  if (text.empty())
-    f.expected("a non-empty string");
+  static const std::string what =
+    "a non-empty string of at most " + std::to_string(max_string_bytes) + " bytes";
+  const std::string& text = scalar(f, what);
+  if (text.empty() || text.size() > max_string_bytes)
+    f.expected(what);
+  return text;
+}
+
+std::string read_name(const field& f) {
+  static const std::string what =
+    "a non-empty name of at most " + std::to_string(max_name_bytes) + " bytes";
+  const std::string& text = scalar(f, what);
+  if (text.empty() || text.size() > max_name_bytes)
+    f.expected(what);
   return text;
 }
 

@@ -46,6 +46,51 @@ bool contains(const std::vector<std::string>& items, const std::string& x);
 /// The dotted path of `key` under `parent` ("" is the top level).
 std::string child_path(const std::string& parent, const std::string& key);
 
+/// How much of a value an error message quotes: a 50 MB value must not make
+/// a 50 MB log line.
+inline constexpr size_t max_quoted_bytes = 48;
+
+/// `text` as errors show what a user typed: at most its first `most` bytes
+/// (cut at a UTF-8 character boundary, then "... (N bytes)"), control
+/// characters as \xNN so that a value cannot forge log lines.
+std::string shortened(const std::string& text, size_t most);
+
+/// shortened(text, max_quoted_bytes) in single quotes, as errors show a
+/// value: "'abc'", or "'abc...' (52428800 bytes)".
+std::string quoted(const std::string& text);
+
+// -- limits ----------------------------------------------------------------------
+
+/// The most entries a list may have when its reader sets no tighter limit,
+/// so that no reader holds more than this many fields whatever the file says.
+inline constexpr size_t max_list_items = 1024;
+
+/// The longest string value: 4096 bytes, Linux's PATH_MAX (paths are the
+/// longest strings a topology has).
+inline constexpr size_t max_string_bytes = 4096;
+
+/// The longest name of a task, head, node or pipeline actor: names appear in
+/// logs, file names and lists in error messages.
+inline constexpr size_t max_name_bytes = 64;
+
+// -- config files ---------------------------------------------------------------
+
+/// The largest config file baton reads (a topology, a node.yaml): 256 KiB.
+/// A real topology is a few KB; yaml-cpp holds ~750 bytes per value it
+/// parses, so this cap bounds what a hostile file costs (~100 MB) before any
+/// checked reader sees it.
+inline constexpr size_t max_config_bytes = size_t{256} << 10;
+
+/// Reads the whole regular file `path` into `out`. Returns "" on success,
+/// else why not ("No such file or directory", "not a regular file (a
+/// character device)", "262145 bytes, more than the 262144 (256 KiB) a
+/// config file may have"). A device, FIFO, socket or directory is refused
+/// before any byte is read: /dev/zero never ends and a FIFO may never
+/// write. At most `max_bytes` + 1 bytes are read, even from a file that
+/// grows meanwhile.
+std::string read_config_file(const std::string& path, std::string& out,
+                             size_t max_bytes = max_config_bytes);
+
 // -- located values -------------------------------------------------------------
 
 /// What every field needs to say where it came from: the file, and which paths
@@ -122,8 +167,10 @@ public:
   /// section reads as one with no keys (all defaults).
   field section(const std::string& key) const;
 
-  /// The entries of a list (none when empty); anything else fails with `what`.
-  std::vector<field> items(const std::string& what) const;
+  /// The entries of a list (none when empty); anything else fails with
+  /// `what`, and so does a list of more than `most` entries (before any
+  /// entry is read), naming the limit.
+  std::vector<field> items(const std::string& what, size_t most = max_list_items) const;
 
 private:
   // The override of `path` itself, else whichever covers this field.
@@ -178,8 +225,11 @@ double read_number(const field& f, const std::string& what, Predicate ok) {
   return value;
 }
 
-/// A non-empty string.
+/// A non-empty string of at most max_string_bytes.
 std::string read_string(const field& f);
+
+/// A non-empty name of at most max_name_bytes (a task, head or node).
+std::string read_name(const field& f);
 
 /// One of `choices`.
 std::string read_choice(const field& f, const std::vector<std::string>& choices);

@@ -1,7 +1,9 @@
 #include "model/dataset.hpp"
 
 #include <array>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -74,9 +76,22 @@ uint32_t big_endian_u32(const unsigned char* p) {
 }
 
 gz_file gz_open(const std::string& path) {
+  // gzopen opens any file (a directory too) and reads a FIFO without end:
+  // only a regular file is a dataset file.
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (ec)
+    throw error(path + ": cannot open: " + ec.message() +
+                " (expected a Fashion-MNIST IDX .gz file)");
+  if (!std::filesystem::is_regular_file(status))
+    throw error(path + ": cannot open: not a regular file (expected a Fashion-MNIST IDX .gz "
+                       "file)");
+  errno = 0;
   gz_file f{gzopen(path.c_str(), "rb")};
-  if (!f)
-    throw error(path + ": cannot open (expected a Fashion-MNIST IDX .gz file)");
+  if (!f) {
+    std::string why = errno != 0 ? std::string{": "} + std::strerror(errno) : "";
+    throw error(path + ": cannot open" + why + " (expected a Fashion-MNIST IDX .gz file)");
+  }
   gzbuffer(f.get(), 1 << 18); // fewer, larger reads: the images file is 26 MB
   return f;
 }
@@ -96,12 +111,10 @@ std::vector<uint32_t> read_idx_header(gzFile f, const std::string& path,
   return sizes;
 }
 
-/// Reads the first `count` images (all when `limit` is 0); `total` is the
-/// number the file declares.
-at::Tensor read_idx_images(const std::string& path, int64_t limit, int64_t& total,
-                           int64_t& count) {
-  auto f = gz_open(path);
-  auto dims = read_idx_header(f.get(), path, idx_images_magic, 3);
+/// Reads and checks the header of an IDX images file; returns the number of
+/// images it declares.
+int64_t read_images_header(gzFile f, const std::string& path) {
+  auto dims = read_idx_header(f, path, idx_images_magic, 3);
   if (dims[1] != mnist_side || dims[2] != mnist_side)
     throw error(path + ": images are " + std::to_string(dims[1]) + "x" +
                 std::to_string(dims[2]) + ", expected 28x28");
@@ -109,7 +122,30 @@ at::Tensor read_idx_images(const std::string& path, int64_t limit, int64_t& tota
   if (dims[0] > max_idx_count)
     throw error(path + ": declares " + std::to_string(dims[0]) + " images, expected at most " +
                 std::to_string(max_idx_count));
-  total = dims[0];
+  return dims[0];
+}
+
+/// Reads and checks the header of an IDX labels file: `total` labels.
+void read_labels_header(gzFile f, const std::string& path, int64_t total) {
+  auto dims = read_idx_header(f, path, idx_labels_magic, 1);
+  if (dims[0] != total)
+    throw error(path + ": declares " + std::to_string(dims[0]) + " labels, expected " +
+                std::to_string(total) + " (one per image)");
+}
+
+/// The paths of a split's images and labels files in `dir`.
+std::pair<std::string, std::string> fashion_mnist_files(const std::string& dir, split which) {
+  const std::string prefix = which == split::train ? "train" : "t10k";
+  return {dir + "/" + prefix + "-images-idx3-ubyte.gz",
+          dir + "/" + prefix + "-labels-idx1-ubyte.gz"};
+}
+
+/// Reads the first `count` images (all when `limit` is 0); `total` is the
+/// number the file declares.
+at::Tensor read_idx_images(const std::string& path, int64_t limit, int64_t& total,
+                           int64_t& count) {
+  auto f = gz_open(path);
+  total = read_images_header(f.get(), path);
   count = total;
   if (limit > 0 && limit < count)
     count = limit;
@@ -123,10 +159,7 @@ at::Tensor read_idx_images(const std::string& path, int64_t limit, int64_t& tota
 
 at::Tensor read_idx_labels(const std::string& path, int64_t total, int64_t count) {
   auto f = gz_open(path);
-  auto dims = read_idx_header(f.get(), path, idx_labels_magic, 1);
-  if (dims[0] != total)
-    throw error(path + ": declares " + std::to_string(dims[0]) + " labels, expected " +
-                std::to_string(total) + " (one per image)");
+  read_labels_header(f.get(), path, total);
   auto bytes = torch::empty({count}, torch::kUInt8);
   gz_read_exact(f.get(), path, bytes.data_ptr(), static_cast<size_t>(count), "the labels");
   if (count == total)
@@ -184,10 +217,21 @@ std::vector<unsigned char> read_whole_file(const std::string& path) {
 
 } // namespace
 
+int64_t dataset_classes(const std::string& name) {
+  if (name == "fashion-mnist" || name == "cifar10")
+    return fashion_mnist_classes;
+  return name == "synthetic" ? synthetic_classes : 0;
+}
+
+int64_t fashion_mnist_size(const std::string& dir, split which) {
+  const auto [images_path, labels_path] = fashion_mnist_files(dir, which);
+  const int64_t total = read_images_header(gz_open(images_path).get(), images_path);
+  read_labels_header(gz_open(labels_path).get(), labels_path, total);
+  return total;
+}
+
 dataset load_fashion_mnist(const std::string& dir, split which, int64_t limit) {
-  const std::string prefix = which == split::train ? "train" : "t10k";
-  const std::string images_path = dir + "/" + prefix + "-images-idx3-ubyte.gz";
-  const std::string labels_path = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
+  const auto [images_path, labels_path] = fashion_mnist_files(dir, which);
   int64_t total = 0, count = 0;
   auto pixels = read_idx_images(images_path, limit, total, count);
   dataset out;
@@ -197,7 +241,7 @@ dataset load_fashion_mnist(const std::string& dir, split which, int64_t limit) {
                    .div_(255.0)
                    .sub_(fashion_mnist_mean)
                    .div_(fashion_mnist_std);
-  out.classes = 10;
+  out.classes = fashion_mnist_classes;
   return out;
 }
 

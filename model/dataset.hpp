@@ -19,6 +19,18 @@ struct dataset {
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
+/// Classes of Fashion-MNIST (and of CIFAR-10): labels 0..9.
+inline constexpr int64_t fashion_mnist_classes = 10;
+
+/// Classes of the synthetic dataset a job's source makes (make_synthetic's
+/// `classes`): ten, like the datasets it stands in for.
+inline constexpr int64_t synthetic_classes = 10;
+
+/// The classes of the dataset a topology names ("fashion-mnist",
+/// "synthetic"): how many entries a task's label map has. 0 for a name it
+/// does not know.
+int64_t dataset_classes(const std::string& name);
+
 /// Debian's dataset-fashion-mnist location.
 inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
 
@@ -26,6 +38,12 @@ inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fa
 /// (train-images-idx3-ubyte.gz, ...). `limit` > 0 keeps the first `limit`
 /// samples. Throws model::error naming the file on a missing or corrupt file.
 dataset load_fashion_mnist(const std::string& dir, split which, int64_t limit = 0);
+
+/// The number of samples of a Fashion-MNIST split in `dir`, read from the
+/// IDX headers of its images and labels files only (a few bytes each), so
+/// that a missing or corrupt file is found before a job starts. Throws
+/// model::error naming the file, as load_fashion_mnist would.
+int64_t fashion_mnist_size(const std::string& dir, split which);
 
 /// A deterministic synthetic dataset: `n` samples of shape [c, h, w] with
 /// labels in [0, classes), seeded; labels are learnable (class-dependent mean).

@@ -15,7 +15,8 @@ struct task {
   int64_t classes = 0;            ///< 1 + max(label_map)
 };
 
-/// Builds a task, validating the map (non-empty, values >= 0). Throws
+/// Builds a task, validating the map (non-empty, values from 0 to its
+/// length - 1: a task has at most as many classes as the dataset). Throws
 /// model::error otherwise.
 task make_task(std::string name, std::vector<int64_t> label_map);
 

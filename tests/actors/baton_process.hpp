@@ -26,12 +26,8 @@ inline std::string quote(const std::string& s) {
   return out + "'";
 }
 
-/// Runs `baton ARGS...` and waits for it (stdin closed, output captured).
-inline command_output run_baton(const std::vector<std::string>& args) {
-  std::string cmd = quote(BATON_BINARY);
-  for (const auto& a : args)
-    cmd += " " + quote(a);
-  cmd += " 2>&1 </dev/null";
+/// Runs the shell command `cmd` and waits for it (output captured).
+inline command_output run_shell(const std::string& cmd) {
   command_output out;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr)
@@ -43,6 +39,29 @@ inline command_output run_baton(const std::vector<std::string>& args) {
   int status = ::pclose(pipe);
   out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return out;
+}
+
+/// `baton ARGS...` as a shell command line (stdin closed, stderr to stdout).
+inline std::string baton_command(const std::vector<std::string>& args) {
+  std::string cmd = quote(BATON_BINARY);
+  for (const auto& a : args)
+    cmd += " " + quote(a);
+  return cmd + " 2>&1 </dev/null";
+}
+
+/// Runs `baton ARGS...` and waits for it (stdin closed, output captured).
+inline command_output run_baton(const std::vector<std::string>& args) {
+  return run_shell(baton_command(args));
+}
+
+/// Same, for input that once made baton read or allocate without end: it is
+/// killed after `seconds` (exit code 137) and fails an allocation beyond
+/// `megabytes` of address space, so that a regression fails the test instead
+/// of the machine.
+inline command_output run_baton_bounded(const std::vector<std::string>& args, int seconds = 60,
+                                        int megabytes = 3072) {
+  return run_shell("ulimit -v " + std::to_string(megabytes * 1024) + "; timeout -s KILL " +
+                   std::to_string(seconds) + " " + baton_command(args));
 }
 
 inline nlohmann::json read_json(const std::string& path) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "messages/errc.hpp"
+#include "model/task.hpp"
 
 namespace fs = std::filesystem;
 using baton::actors::load_topology;
@@ -566,6 +567,183 @@ TEST_F(topology_test, garbage_is_an_error_value_never_an_exception) {
     EXPECT_NO_THROW(t = parse_topology(text, "garbage.yaml")) << text;
     expect_error(t, {"garbage.yaml"});
   }
+}
+
+// -- hostile and careless input (issue 9) ---------------------------------------------
+
+// "[0, 0, ..., 0]" with `n` entries.
+std::string flow_list(size_t n, const std::string& entry = "0") {
+  std::string out = "[";
+  for (size_t i = 0; i < n; ++i)
+    out += (i ? ", " : "") + entry;
+  return out + "]";
+}
+
+// Item 4: a 50 MB list took 9.76 GB before any reader saw it. The file is
+// refused by its size, before yaml-cpp parses it.
+TEST_F(topology_test, a_file_over_256_kib_is_refused_before_it_is_parsed) {
+  std::string text = tasks_and_heads + "# " + std::string(256 * 1024, 'x') + "\n";
+  std::string path = write(text);
+  expect_error(load_topology(path),
+               {"cannot read topology file '" + path + "': " + std::to_string(text.size())
+                  + " bytes, more than the 262144 (256 KiB) a config file may have"});
+}
+
+// Item 4: a long list is refused by its length (before its entries are read),
+// naming the key and the line.
+TEST_F(topology_test, long_lists_name_the_key_the_line_and_the_limit) {
+  std::string text = "tasks:\n  - {name: t, labels: " + flow_list(20000) + "}\n"
+                     + "heads: [{name: h, task: t}]\n";
+  expect_error_at(text, "labels",
+                  {"'tasks.0.labels' must map the 10 classes of fashion-mnist, got 20000 labels"});
+  text = tasks_and_heads + "backbone: {split: " + flow_list(5000, "pool1") + "}\n";
+  expect_error_at(text, "split",
+                  {"'backbone.split' has 5000 entries, more than the 63 allowed"});
+  text = tasks_and_heads + "runtime: {tls: {certificate: " + flow_list(3000) + "}}\n";
+  expect_error_at(text, "tls", {"'runtime.tls.certificate' must be a non-empty string"});
+}
+
+// Item 5: a 50 MB value was repeated whole in the error (a 52 MB log line).
+TEST_F(topology_test, a_long_value_is_quoted_by_a_short_prefix) {
+  const std::string value(200000, 'v');
+  std::string text = "job: " + value + "\n" + tasks_and_heads;
+  auto t = load(text);
+  expect_error(t, {":1: 'job' must be one of: ", "got '" + std::string(48, 'v') + "...' (200000 "
+                                                   "bytes)"});
+  EXPECT_LT(baton::describe(t.error()).size(), 400u);
+  // An unknown key and a `--set` are cut short the same way.
+  t = load(tasks_and_heads + "? " + value + "\n: 1\n"); // an explicit key: no length limit
+  expect_error(t, {"unknown key '" + std::string(48, 'v') + "...' (200000 bytes)"});
+  EXPECT_LT(baton::describe(t.error()).size(), 400u);
+  t = load(tasks_and_heads, {"job=" + value});
+  expect_error(t, {"--set job=vvv", "... (200004 bytes): 'job' must be one of"});
+  EXPECT_LT(baton::describe(t.error()).size(), 600u);
+  // Control characters cannot forge a log line.
+  expect_error(load(tasks_and_heads, {"job=\"a\\nERROR forged\""}), {"'a\\x0aERROR forged'"});
+  expect_error(load(tasks_and_heads, {"job=a\nERROR forged"}), {"--set job=a\\x0aERROR"});
+  // A string longer than a path is refused as such.
+  expect_error_at(tasks_and_heads + "data: {dir: " + std::string(5000, 'd') + "}\n", "dir:",
+                  {"'data.dir' must be a non-empty string of at most 4096 bytes, got 'ddd"});
+}
+
+// Item 6: 771k heads spawned 668 actors, then hung.
+TEST_F(topology_test, per_actor_lists_are_bounded_with_the_range_in_the_error) {
+  std::string heads = "heads:\n";
+  for (int i = 0; i < 65; ++i)
+    heads += "  - {name: h" + std::to_string(i) + ", task: t}\n";
+  std::string task = "tasks:\n  - {name: t, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+  expect_error_at(task + heads, "heads:",
+                  {"'heads' has 65 entries, more than the 64 allowed (expected a list of heads "
+                   "({name, task, node, optimizer}), at most 64)"});
+  std::string tasks = "tasks:\n";
+  for (int i = 0; i < 65; ++i)
+    tasks += "  - {name: t" + std::to_string(i) + ", labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+  expect_error_at(tasks + "heads: [{name: h, task: t0}]\n", "tasks:",
+                  {"'tasks' has 65 entries, more than the 64 allowed"});
+  std::string nodes = "nodes:\n";
+  for (int i = 0; i < 257; ++i)
+    nodes += "  - {name: n" + std::to_string(i) + ", port: " + std::to_string(7000 + i) + "}\n";
+  expect_error_at(nodes + tasks_and_heads, "nodes:",
+                  {"'nodes' has 257 entries, more than the 256 allowed"});
+  std::string faults = "faults:\n";
+  for (int i = 0; i < 65; ++i)
+    faults += "  - {kind: throw, actor: a, at_step: 1}\n";
+  expect_error_at(tasks_and_heads + faults, "faults:",
+                  {"'faults' has 65 entries, more than the 64 allowed"});
+  // A name is at most 64 bytes: names are listed in errors and logs.
+  expect_error_at(tasks_and_heads + "  - {name: " + std::string(65, 'n') + ", task: all10}\n",
+                  std::string(65, 'n'), {"'heads.3.name' must be a non-empty name of at most 64"});
+}
+
+TEST_F(topology_test, pipeline_replicas_and_stage_actors_are_bounded) {
+  const std::string pipeline = "job: pipeline\n" + tasks_and_heads + "pipeline:\n  stages:\n";
+  expect_error_at(pipeline + "    - {last_layer: fc2, replicas: 1000000}\n", "replicas",
+                  {"'pipeline.stages.0.replicas' must be a number of replicas from 1 to 64, got "
+                   "'1000000'"});
+  std::string stages = pipeline;
+  for (const char* layer : {"conv1", "conv2", "pool1", "conv3", "conv4"})
+    stages += "    - {last_layer: " + std::string{layer} + ", replicas: 64}\n";
+  stages += "    - {last_layer: fc2}\n";
+  expect_error_at(stages, "conv4", {"'pipeline.stages' asks for more than 256 stage actors, "
+                                    "replicas counted"});
+}
+
+// Item 8 (the devices and FIFOs, which read without end or block, are run
+// bounded in bad_topology_test): only a regular file is read.
+TEST_F(topology_test, a_directory_is_not_a_topology) {
+  expect_error(load_topology(dir_.string()), {"not a regular file (a directory)"});
+}
+
+// Item 9: scheduler_threads=100000 aborted; stage_threads=100000 made
+// threads until the process could make no more.
+TEST_F(topology_test, thread_counts_have_a_range) {
+  expect_error_at(tasks_and_heads + "runtime: {scheduler_threads: 100000}\n", "scheduler",
+                  {"'runtime.scheduler_threads' must be a number of threads from 1 to 64, got "
+                   "'100000'"});
+  expect_error_at(tasks_and_heads + "runtime: {stage_threads: 100000}\n", "stage_threads",
+                  {"'runtime.stage_threads' must be a number of threads per actor from 1 to "
+                   "256, got '100000'"});
+  expect_error_at(tasks_and_heads + "runtime: {head_threads: 257}\n", "head_threads",
+                  {"'runtime.head_threads' must be a number of threads per actor from 1 to 256"});
+  auto t = load(tasks_and_heads + "runtime: {scheduler_threads: 64, stage_threads: 256}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->runtime.stage_threads, 256);
+}
+
+// Item 10: label 99 made a 100-way head, 1e8 a 51 GB allocation.
+TEST_F(topology_test, task_classes_are_bounded_by_the_dataset_classes) {
+  expect_error_at("tasks:\n  - {name: t, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8,\n    99]}\n"
+                  "heads: [{name: h, task: t}]\n",
+                  "99", {"'tasks.0.labels.9' must be a task class from 0 to 9 (fashion-mnist "
+                         "has 10 classes; a task has at most as many), got '99'"});
+  expect_error_at("tasks:\n  - {name: t, labels: [100000000, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
+                  "heads: [{name: h, task: t}]\n",
+                  "labels", {"'tasks.0.labels.0' must be a task class from 0 to 9"});
+  // A synthetic set has its own classes (10), and a map must cover them.
+  const std::string synthetic = "data: {dataset: synthetic}\n";
+  expect_error_at(synthetic + "tasks:\n  - {name: t, labels: [0, 1, 2]}\n"
+                  "heads: [{name: h, task: t}]\n",
+                  "labels", {"'tasks.0.labels' must map the 10 classes of synthetic, got 3"});
+  EXPECT_THROW(baton::model::make_task("t", {0, 1, 3}), std::exception)
+    << "a map over 3 dataset classes names task class 3";
+}
+
+// Item 11: a missing dataset directory failed only once actors were spawned.
+TEST_F(topology_test, a_missing_dataset_is_refused_at_load_when_read_here) {
+  std::string text = tasks_and_heads + "data:\n  dir: " + (dir_ / "nowhere").string() + "\n";
+  expect_error_at(text, "dir:", {"cannot read the dataset fashion-mnist in '"
+                                 + (dir_ / "nowhere").string() + "' (data.dir): ",
+                                 "train-images-idx3-ubyte.gz: cannot open: No such file"});
+  // On listed nodes the data is the source node's to read: not checked here.
+  auto t = load("nodes: [{name: n1, port: 7001}]\n" + text);
+  EXPECT_TRUE(t) << baton::describe(t.error());
+}
+
+// Item 19: a fault past the job's end was accepted and never fired.
+TEST_F(topology_test, a_fault_at_a_step_the_job_never_reaches_is_refused) {
+  const std::string synthetic =
+    "data: {dataset: synthetic, synthetic_train: 100, batch_size: 16, epochs: 2}\n";
+  // 2 epochs x 7 minibatches (the last one of 4 samples): steps 0 to 13.
+  auto t = load(synthetic + tasks_and_heads + "faults: [{kind: throw, actor: a, at_step: 13}]\n");
+  EXPECT_TRUE(t) << baton::describe(t.error());
+  expect_error_at(synthetic + tasks_and_heads
+                    + "faults:\n  - {kind: kill_node, node: n2,\n     at_step: 14}\n",
+                  "at_step", {"'faults.0.at_step' is 14, but the job has 14 steps (2 epochs x 7 "
+                              "minibatches of 16 from 100 training samples), so the fault would "
+                              "never fire (expected a step from 0 to 13)"});
+  // Fashion-MNIST read here: 60000 samples, or the limit.
+  expect_error_at(tasks_and_heads + "data: {train_limit: 640}\n"
+                    + "faults: [{kind: throw, actor: a, at_step: 10}]\n",
+                  "faults", {"the job has 10 steps (1 epoch x 10 minibatches of 64 from 640 "
+                             "training samples)"});
+  expect_error_at(tasks_and_heads + "faults: [{kind: throw, actor: a, at_step: 100000}]\n",
+                  "faults", {"the job has 938 steps (1 epoch x 938 minibatches of 64 from 60000 "
+                             "training samples)"});
+  // From `--fault` (a --set), the error names it.
+  expect_error(load(synthetic + tasks_and_heads,
+                    {"faults.+={kind: drop, from: source, to: stage0, at_step: 99}"}),
+               {"--set faults.+={kind: drop, from: source, to: stage0, at_step: 99}: "
+                "'faults.0.at_step' is 99, but the job has 14 steps"});
 }
 
 } // namespace

@@ -139,6 +139,33 @@ TEST_F(dataset_files, fashion_mnist_missing_file_names_the_path) {
                       path("t10k-labels-idx1-ubyte.gz"));
 }
 
+// Issue 9 item 11: what a topology checks before a job starts (a missing
+// directory was found only when the source was spawned, and exited 1).
+TEST_F(dataset_files, fashion_mnist_size_reads_headers_and_names_what_is_wrong) {
+  EXPECT_EQ(fashion_mnist_size(fmnist_dir, split::train), 60000);
+  EXPECT_EQ(fashion_mnist_size(fmnist_dir, split::test), 10000);
+  expect_error_naming([&] { fashion_mnist_size(path("nowhere"), split::train); },
+                      path("nowhere") + "/train-images-idx3-ubyte.gz: cannot open: No such file "
+                                        "or directory");
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 4, 28, 0));
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(3));
+  expect_error_naming([&] { fashion_mnist_size(dir_.string(), split::test); },
+                      path("t10k-labels-idx1-ubyte.gz") + ": declares 3 labels, expected 4");
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(4));
+  EXPECT_EQ(fashion_mnist_size(dir_.string(), split::test), 4);
+  // A directory where a file should be: gzopen opens it, a dataset is refused.
+  fs::remove(path("t10k-labels-idx1-ubyte.gz"));
+  fs::create_directory(path("t10k-labels-idx1-ubyte.gz"));
+  expect_error_naming([&] { fashion_mnist_size(dir_.string(), split::test); },
+                      "t10k-labels-idx1-ubyte.gz: cannot open: not a regular file");
+}
+
+TEST(dataset, classes_of_the_datasets_a_topology_names) {
+  EXPECT_EQ(dataset_classes("fashion-mnist"), 10);
+  EXPECT_EQ(dataset_classes("synthetic"), 10);
+  EXPECT_EQ(dataset_classes("imagenet"), 0);
+}
+
 TEST_F(dataset_files, fashion_mnist_small_valid_files) {
   write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 3, 28, 255));
   write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(3));
