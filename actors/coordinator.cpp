@@ -167,10 +167,13 @@ private:
           actors_.push_back({name, role, node.empty() ? "embedded" : node, handle});
         },
         [&](caf::error& err) {
-          failure = make_error(errc::actor_failed, "cannot start " + role + " '" + name +
-                                                     "' on node '" +
-                                                     (node.empty() ? "embedded" : node) +
-                                                     "': " + describe(err));
+          // A node refusing bad input (a dataset it cannot read, a path
+          // outside its roots) is bad input of the run: exit code 2.
+          bool bad_input = err.category() == error_category_atom &&
+                           (err == errc::bad_file || err == errc::bad_config);
+          failure = make_error(bad_input ? static_cast<errc>(err.code()) : errc::actor_failed,
+                               "cannot start " + role + " '" + name + "' on node '" +
+                                 (node.empty() ? "embedded" : node) + "': " + describe(err));
         });
     return failure;
   }
