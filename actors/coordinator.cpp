@@ -471,8 +471,10 @@ private:
             progress_.update(p.actor, p.epoch, p.samples, p.loss);
         },
         [&](messages::control& c) {
-          if (c.kind == messages::control_kind::start && current())
+          if (c.kind == messages::control_kind::start && current()) {
             progress_.set_total(c.value);
+            warn_unreachable_faults(c.value);
+          }
         },
         [&](trained_atom, std::string& actor, int64_t trained, int64_t duplicates) {
           if (current())
@@ -501,6 +503,24 @@ private:
     }
     progress_.clear();
     return failure;
+  }
+
+  /// A fault at a step past the job's end never fires. The parser refuses
+  /// one when it knows the job's length; when the data is read on a listed
+  /// node it is known only now, from the source's sample count (all epochs):
+  /// said once, as the run starts.
+  void warn_unreachable_faults(int64_t samples) {
+    if (length_checked_)
+      return;
+    length_checked_ = true;
+    const int64_t epochs = topology_.plan.epochs, batch = topology_.plan.batch_size;
+    const int64_t per_epoch = samples / epochs;
+    const int64_t steps = epochs * (per_epoch / batch + (per_epoch % batch != 0 ? 1 : 0));
+    for (const auto& f : topology_.faults)
+      if (f.at_step >= steps)
+        spdlog::warn("{}: fault '{}' at step {} will never fire: the job has {} steps ({} "
+                     "training samples per epoch in minibatches of {})",
+                     f.where, f.kind, f.at_step, steps, per_epoch, batch);
   }
 
   // -- recovery (actors/recovery.hpp) ------------------------------------------------
@@ -927,6 +947,7 @@ private:
   bool owns_checkpoint_dir_ = false;    ///< made by baton: removed at the end
   int64_t restore_step_ = 0;            ///< the step this pass starts from
   int64_t last_step_ = -1;              ///< newest step reported (notify_from_step)
+  bool length_checked_ = false;         ///< warn_unreachable_faults ran
   std::set<std::string> lost_nodes_;
   std::map<std::string, std::string> moved_; ///< lost node -> where its actors went
   bool recoverable_ = false;

@@ -21,6 +21,7 @@
 
 #include "actors/framed_transport.hpp"
 #include "actors/spawner.hpp"
+#include "actors/yaml_field.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -41,10 +42,10 @@ caf::expected<std::string> key_of(const std::string& path, const YAML::Node& key
   return node_error(path, key, std::string{"expected a key name, got "} + got);
 }
 
-/// Reads a positive integer no larger than what T holds.
+/// Reads an integer from 1 to `max` (at most what T holds).
 template <class T>
-caf::error read_positive(const std::string& path, const YAML::Node& n, const char* key, T& out) {
-  constexpr auto max = static_cast<int64_t>(std::numeric_limits<T>::max());
+caf::error read_positive(const std::string& path, const YAML::Node& n, const char* key, T& out,
+                         int64_t max = static_cast<int64_t>(std::numeric_limits<T>::max())) {
   try {
     auto value = n.as<int64_t>();
     if (value <= 0 || value > max)
@@ -171,6 +172,12 @@ bool loopback_only(const std::string& host) {
 caf::error check_node_settings(const node_settings& s) {
   if (auto err = check_node_name(s.name))
     return err;
+  // CAF aborts the process when it cannot create a scheduler thread.
+  if (s.system.scheduler_threads < 1 || s.system.scheduler_threads > max_scheduler_threads)
+    return make_error(errc::bad_config,
+                      "scheduler threads (--scheduler-threads or scheduler_threads) must be "
+                      "from 1 to " + std::to_string(max_scheduler_threads) + ", got " +
+                        std::to_string(s.system.scheduler_threads));
   // Without TLS whoever reaches the port may spawn actors that read this
   // host's files: beyond loopback that takes an explicit --insecure.
   if (!s.system.tls.enabled() && !s.insecure && !loopback_only(s.host))
@@ -234,12 +241,12 @@ caf::expected<uint16_t> publish(caf::actor_system& sys, const node_settings& s,
 } // namespace
 
 caf::expected<node_settings> load_node_settings(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return make_error(errc::bad_config, "cannot read node file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf(); // sets failbit on `text` for an empty file: not an error
-  return parse_node_settings(text.str(), path);
+  // Bounded and regular files only, as a topology: `--config /dev/zero`
+  // would otherwise read forever.
+  std::string text;
+  if (std::string why = detail::read_config_file(path, text); !why.empty())
+    return make_error(errc::bad_config, "cannot read node file '" + path + "': " + why);
+  return parse_node_settings(text, path);
 }
 
 caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
@@ -268,7 +275,8 @@ caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
     else if (key == "port")
       err = read_positive(path, v, "port", s.port);
     else if (key == "scheduler_threads")
-      err = read_positive(path, v, "scheduler_threads", s.system.scheduler_threads);
+      err = read_positive(path, v, "scheduler_threads", s.system.scheduler_threads,
+                          max_scheduler_threads);
     else if (key == "heartbeat_ms" && !(err = read_positive(path, v, "heartbeat_ms", ms)))
       s.system.heartbeat_interval = std::chrono::milliseconds{ms};
     else if (key == "connection_timeout_ms" &&

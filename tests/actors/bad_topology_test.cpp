@@ -1,7 +1,11 @@
 // Bad topology files, as a user meets them: exit code 2 and a message naming
 // the file, the line and what was expected.
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -74,4 +78,247 @@ TEST(bad_topology, bad_override) {
   auto out = run_baton({"run", source_path("configs/transfer.yaml"), "--set", "data.epochs=x"});
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("data.epochs"), std::string::npos) << out.text;
+}
+
+// -- hostile and careless input (issue 9) ---------------------------------------------
+// Run bounded (a time and an address-space limit): before the fixes these
+// read or allocated without end.
+
+// Item 8: `baton run /dev/zero` read ~800 MB/s until killed; a FIFO blocks.
+TEST(bad_topology, devices_and_fifos_are_refused_unread) {
+  for (const char* device : {"/dev/zero", "/dev/urandom"}) {
+    auto out = run_baton_bounded({"run", device});
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_NE(out.text.find(std::string{"cannot read topology file '"} + device +
+                            "': not a regular file (a character device)"),
+              std::string::npos)
+      << out.text;
+  }
+  auto fifo = temp_dir("fifo") + "/topology.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto out = run_baton_bounded({"run", fifo});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("not a regular file (a FIFO or pipe)"), std::string::npos) << out.text;
+}
+
+// Item 8: every file the CLI reads as config: node.yaml, a plan's profile.
+TEST(bad_topology, node_config_and_profile_from_a_device_are_refused) {
+  auto node = run_baton_bounded({"node", "--config", "/dev/zero"});
+  EXPECT_EQ(node.exit_code, 2) << node.text;
+  EXPECT_NE(node.text.find("cannot read node file '/dev/zero': not a regular file"),
+            std::string::npos)
+    << node.text;
+  auto plan = run_baton_bounded({"plan", "--profile", "/dev/urandom", "--machines", "2"});
+  EXPECT_EQ(plan.exit_code, 2) << plan.text;
+  EXPECT_NE(plan.text.find("/dev/urandom: cannot read the profile: not a regular file"),
+            std::string::npos)
+    << plan.text;
+}
+
+// Item 4: a 50 MB list took 9.76 GB and ended in std::bad_alloc with no line.
+TEST(bad_topology, a_huge_topology_is_refused_by_its_size) {
+  std::string labels = "[0";
+  while (labels.size() < (size_t{4} << 20))
+    labels += ", 0";
+  std::string text = valid_prefix;
+  text.insert(text.find("heads:"), "  - {name: t, labels: " + labels + "]}\n");
+  auto path = write_topology("huge", text);
+  auto out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text.substr(0, 1000);
+  EXPECT_NE(out.text.find("more than the 262144 (256 KiB) a config file may have"),
+            std::string::npos)
+    << out.text.substr(0, 1000);
+}
+
+// Items 4 and 5: a long list names its key and line; a long value is quoted
+// by a prefix (it was repeated whole: a 52 MB log line).
+TEST(bad_topology, long_lists_and_values_make_short_errors) {
+  std::string labels = "[0";
+  for (int i = 0; i < 50000; ++i)
+    labels += ", 0";
+  std::string text = valid_prefix;
+  text.insert(text.find("heads:"), "  - {name: t, labels: " + labels + "]}\n");
+  auto path = write_topology("list", text);
+  auto out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text.substr(0, 1000);
+  EXPECT_NE(out.text.find(path + ":6: 'tasks.1.labels' must map the 10 classes of synthetic, got "
+                                 "50001 labels"),
+            std::string::npos)
+    << out.text.substr(0, 1000);
+  path = write_topology("value", std::string{valid_prefix} + "runtime: {window: " +
+                                   std::string(200000, '7') + "x}\n");
+  out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text.substr(0, 1000);
+  EXPECT_NE(out.text.find(path + ":8: 'runtime.window' must be a positive integer, got '777"),
+            std::string::npos)
+    << out.text.substr(0, 1000);
+  EXPECT_NE(out.text.find("...' (200001 bytes)"), std::string::npos) << out.text.substr(0, 1000);
+  EXPECT_LT(out.text.size(), 1000u);
+}
+
+// Item 6: 771k heads spawned 668 actors, then hung.
+TEST(bad_topology, too_many_heads_is_an_error_with_the_range) {
+  std::string heads = "heads:\n";
+  for (int i = 0; i < 100000; ++i)
+    heads += "  - {name: h" + std::to_string(i) + ", task: all10}\n";
+  std::string text = valid_prefix;
+  text = text.substr(0, text.find("heads:")) + heads;
+  // Too large a file first; under the size limit, too many heads.
+  auto out = run_baton_bounded({"run", write_topology("heads", text)});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("a config file may have"), std::string::npos) << out.text;
+  text = text.substr(0, text.find("  - {name: h200,"));
+  auto path = write_topology("heads200", text);
+  out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(path + ":6: 'heads' has 200 entries, more than the 64 allowed"),
+            std::string::npos)
+    << out.text;
+}
+
+// Item 9: scheduler_threads=100000 aborted (exit 134); stage_threads=100000
+// made threads until the process could make no more, deaf to SIGTERM.
+TEST(bad_topology, thread_counts_out_of_range_are_bad_input) {
+  auto path = write_topology("threads", valid_prefix);
+  for (const char* set : {"runtime.scheduler_threads=100000", "runtime.stage_threads=100000",
+                          "runtime.head_threads=0"}) {
+    auto out = run_baton_bounded({"run", path, "--set", set});
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_NE(out.text.find("must be a number of threads"), std::string::npos) << out.text;
+  }
+  for (const char* threads : {"100000", "0"}) {
+    auto node = run_baton_bounded({"node", "--scheduler-threads", threads});
+    EXPECT_EQ(node.exit_code, 2) << node.text;
+    EXPECT_NE(node.text.find("--scheduler-threads"), std::string::npos) << node.text;
+    EXPECT_NE(node.text.find("from 1 to 64, got"), std::string::npos) << node.text;
+  }
+  auto config = temp_dir("node") + "/node.yaml";
+  std::ofstream{config} << "name: n1\nscheduler_threads: 100000\n";
+  auto node = run_baton_bounded({"node", "--config", config});
+  EXPECT_EQ(node.exit_code, 2) << node.text;
+  EXPECT_NE(node.text.find(config + ":2: 'scheduler_threads' must be an integer from 1 to 64"),
+            std::string::npos)
+    << node.text;
+}
+
+// Item 10: label 99 gave a 100-way head; 1e8 a 51 GB allocation and a
+// 62-frame backtrace.
+TEST(bad_topology, a_task_class_beyond_the_dataset_classes_names_its_line) {
+  std::string text = valid_prefix;
+  text.replace(text.find("8, 9]"), 5, "8, 100000000]");
+  auto path = write_topology("label", text);
+  auto out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(path + ":5: 'tasks.0.labels.9' must be a task class from 0 to 9 "
+                                 "(synthetic has 10 classes; a task has at most as many), got "
+                                 "'100000000'"),
+            std::string::npos)
+    << out.text;
+}
+
+// Item 11: a missing dataset directory exited 1 (a failed run), not 2.
+TEST(bad_topology, a_missing_dataset_directory_is_bad_input) {
+  std::string text = valid_prefix;
+  text.replace(text.find("{dataset: synthetic, synthetic_train: 64, synthetic_test: 32,"),
+               62, "{dir: /nonexistent/fashion-mnist, train_limit: 64, test_limit: 32,");
+  auto path = write_topology("dataset", text);
+  for (auto mode : std::vector<std::vector<std::string>>{{}, {"--mode", "local"}}) {
+    std::vector<std::string> args{"run", path};
+    args.insert(args.end(), mode.begin(), mode.end());
+    auto out = run_baton_bounded(args);
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_NE(out.text.find(path + ":2: cannot read the dataset fashion-mnist in "
+                                   "'/nonexistent/fashion-mnist' (data.dir): "),
+              std::string::npos)
+      << out.text;
+  }
+}
+
+// Item 19: a fault after the job's last step was accepted and never fired.
+TEST(bad_topology, a_fault_past_the_last_step_is_refused) {
+  auto path = write_topology("fault", valid_prefix);
+  auto out = run_baton_bounded(
+    {"run", path, "--fault", "kind=throw,actor=all10,at_step=4"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("'faults.0.at_step' is 4, but the job has 4 steps (1 epoch x 4 "
+                          "minibatches of 16 from 64 training samples), so the fault would never "
+                          "fire (expected a step from 0 to 3)"),
+            std::string::npos)
+    << out.text;
+}
+
+// Item 11: on a listed node the data is the node's to read, and its refusal
+// of the source was a failed run (actor_failed, exit 1). It is bad input.
+TEST(bad_topology, a_dataset_the_node_cannot_read_is_bad_input) {
+  auto dir = temp_dir("remote");
+  std::string text = valid_prefix;
+  text.replace(text.find("{dataset: synthetic, synthetic_train: 64, synthetic_test: 32,"), 62,
+               "{dir: /nonexistent/fashion-mnist, train_limit: 64, test_limit: 32,");
+  auto path = write_topology("remote", text + "nodes:\n  - {name: n1, port: 1}\n");
+  auto port = quote(dir + "/port");
+  auto out = run_shell(
+    quote(BATON_BINARY) + " node --name n1 --port 0 --port-file " + port + " >" +
+    quote(dir + "/node.log") + " 2>&1 </dev/null & node=$!; i=0; while [ ! -s " + port +
+    " ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; timeout -s KILL 120 " +
+    quote(BATON_BINARY) + " run " + quote(path) + " --set nodes.0.port=$(cat " + port +
+    ") 2>&1 </dev/null; rc=$?; kill $node; wait $node; exit $rc");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("bad_file: cannot start source 'source' on node 'n1': bad_file: "
+                          "/nonexistent/fashion-mnist/train-images-idx3-ubyte.gz: cannot open"),
+            std::string::npos)
+    << out.text;
+}
+
+namespace {
+
+/// Writes `bytes` to `path` and gzips it in place (PATH.gz).
+void write_gzipped(const std::string& path, const std::string& bytes) {
+  std::ofstream{path, std::ios::binary} << bytes;
+  ASSERT_EQ(run_shell("gzip -f " + quote(path)).exit_code, 0);
+}
+
+std::string big_endian(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+
+/// A Fashion-MNIST directory of `n` training and `n` test samples.
+std::string small_fashion_mnist(uint32_t n) {
+  auto dir = temp_dir("fmnist");
+  for (const char* split : {"train", "t10k"}) {
+    std::string images = big_endian(2051) + big_endian(n) + big_endian(28) + big_endian(28);
+    images += std::string(static_cast<size_t>(n) * 28 * 28, '\x40');
+    std::string labels = big_endian(2049) + big_endian(n);
+    for (uint32_t i = 0; i < n; ++i)
+      labels += static_cast<char>(i % 10);
+    write_gzipped(dir + "/" + split + "-images-idx3-ubyte", images);
+    write_gzipped(dir + "/" + split + "-labels-idx1-ubyte", labels);
+  }
+  return dir;
+}
+
+} // namespace
+
+// Item 19: where the job's length is known only on the node that reads the
+// data, a fault past its end is said at the start of the run (it was silent).
+TEST(bad_topology, a_fault_past_the_last_step_is_warned_when_known_only_at_run_time) {
+  auto data = small_fashion_mnist(64);
+  auto dir = temp_dir("late");
+  std::string text = valid_prefix;
+  text.replace(text.find("{dataset: synthetic, synthetic_train: 64, synthetic_test: 32,"), 62,
+               "{dir: " + data + ",");
+  auto path = write_topology("late", text + "nodes:\n  - {name: n1, port: 1}\n");
+  auto port = quote(dir + "/port");
+  auto out = run_shell(
+    quote(BATON_BINARY) + " node --name n1 --port 0 --port-file " + port + " >" +
+    quote(dir + "/node.log") + " 2>&1 </dev/null & node=$!; i=0; while [ ! -s " + port +
+    " ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; timeout -s KILL 300 " +
+    quote(BATON_BINARY) + " run " + quote(path) + " --set nodes.0.port=$(cat " + port +
+    ") --fault kind=throw,actor=all10,at_step=4 2>&1 </dev/null; rc=$?; kill $node; "
+    "wait $node; exit $rc");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("at_step: 4}: fault 'throw' at step 4 will never fire: the job has 4 steps (64 "
+                          "training samples per epoch in minibatches of 16)"),
+            std::string::npos)
+    << out.text;
 }
