@@ -235,10 +235,12 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
   try {
     if (spec.dataset == "synthetic") {
       const auto& shape = spec.synthetic_shape; // [C, H, W], checked by the parser
-      auto train = model::make_synthetic(spec.synthetic_train, shape[0], shape[1], shape[2], 10,
-                                         spec.plan.seed);
-      auto test = model::make_synthetic(spec.synthetic_test, shape[0], shape[1], shape[2], 10,
-                                        spec.plan.seed + 1);
+      // The classes the parser checks task label maps against.
+      const int64_t classes = model::synthetic_classes;
+      auto train = model::make_synthetic(spec.synthetic_train, shape[0], shape[1], shape[2],
+                                         classes, spec.plan.seed);
+      auto test = model::make_synthetic(spec.synthetic_test, shape[0], shape[1], shape[2],
+                                        classes, spec.plan.seed + 1);
       return std::make_pair(std::move(train), std::move(test));
     }
     if (spec.dataset == "fashion-mnist") {

@@ -188,6 +188,26 @@ std::vector<int64_t> read_sample_shape(const field& f) {
   return shape;
 }
 
+// A synthetic split is made in memory: at most 2^30 float32 values (4 GiB)
+// each, so that `synthetic_train: 1e12` is an error and not a bad_alloc.
+void check_synthetic_size(const field& data, const std::string& key, const topology& t) {
+  if (t.dataset != "synthetic")
+    return;
+  std::optional<field> f = data.get(key);
+  if (!f)
+    f = data.get("synthetic_shape"); // the default count, with this shape
+  if (!f)
+    f = data;
+  constexpr int64_t most_values = int64_t{1} << 30;
+  const auto& shape = t.synthetic_shape;
+  const int64_t per_sample = shape[0] * shape[1] * shape[2]; // <= 2^24, checked
+  const int64_t samples = key == "synthetic_train" ? t.synthetic_train : t.synthetic_test;
+  if (samples > most_values / per_sample)
+    f->fail("data." + key + " asks for " + std::to_string(samples) + " samples of "
+            + std::to_string(per_sample) + " values, more than 2^30 values (4 GiB) in all "
+            + "(expected at most " + std::to_string(most_values / per_sample) + " samples)");
+}
+
 void parse_data(const field& data, topology& t) {
   check_section(data);
   read_if(data, "dataset", t.dataset,
@@ -205,6 +225,8 @@ void parse_data(const field& data, topology& t) {
               + t.dataset + "')");
     t.synthetic_shape = read_sample_shape(*f);
   }
+  check_synthetic_size(data, "synthetic_train", t);
+  check_synthetic_size(data, "synthetic_test", t);
   read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
   // Read last: its upper bound is the batch size, wherever that key is.
   if (auto f = data.get("microbatches")) {

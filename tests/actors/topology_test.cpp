@@ -668,6 +668,18 @@ TEST_F(topology_test, pipeline_replicas_and_stage_actors_are_bounded) {
                                     "replicas counted"});
 }
 
+// Bounded memory: a synthetic split is made in memory (it was a bad_alloc).
+TEST_F(topology_test, a_synthetic_split_is_at_most_4_gib) {
+  expect_error_at("data:\n  dataset: synthetic\n  synthetic_train: 1000000000000\n"
+                    + tasks_and_heads,
+                  "synthetic_train", {"data.synthetic_train asks for 1000000000000 samples of 784 "
+                                      "values, more than 2^30 values (4 GiB) in all (expected at "
+                                      "most 1369568 samples)"});
+  expect_error_at("data:\n  dataset: synthetic\n  synthetic_shape: [1, 4096, 4096]\n"
+                    + tasks_and_heads,
+                  "synthetic_shape", {"data.synthetic_train asks for 4096 samples"});
+}
+
 // Item 8 (the devices and FIFOs, which read without end or block, are run
 // bounded in bad_topology_test): only a regular file is read.
 TEST_F(topology_test, a_directory_is_not_a_topology) {
