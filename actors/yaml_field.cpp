@@ -86,7 +86,7 @@ std::string file_kind(mode_t mode) {
     return "a block device";
   if (S_ISFIFO(mode))
     return "a FIFO or pipe";
-  return S_ISSOCK(mode) ? "a socket" : "not a file";
+  return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
 }
 
 std::string too_large(uintmax_t size, size_t max_bytes) {
