@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -27,8 +29,34 @@ using namespace baton;
 
 std::atomic<bool> interrupted{false};
 
+/// How long a stop asked for by SIGINT or SIGTERM may take (actors stopped,
+/// node processes ended, outputs written) before baton exits regardless.
+constexpr auto stop_grace = std::chrono::seconds(15);
+
+/// The first SIGINT or SIGTERM asks the running command to stop cleanly;
+/// a second one exits at once.
 void on_signal(int) {
-  interrupted.store(true);
+  if (interrupted.exchange(true)) {
+    const char text[] = "\nbaton: second signal: exiting now\n";
+    auto ignored = ::write(STDERR_FILENO, text, sizeof text - 1);
+    (void)ignored;
+    ::_exit(130);
+  }
+}
+
+/// Makes a signal always end the process: a command busy where it cannot
+/// look at `interrupted` (a thread that cannot be created, CAF waiting for
+/// an actor) exits `stop_grace` after the signal.
+void start_stop_watchdog() {
+  std::thread{[] {
+    while (!interrupted.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(stop_grace);
+    std::fprintf(stderr, "baton: still stopping %lld s after the signal: exiting now\n",
+                 static_cast<long long>(stop_grace.count()));
+    std::fflush(stderr);
+    ::_exit(130);
+  }}.detach();
 }
 
 constexpr const char* usage = R"(baton: actor-based distributed training runtime
@@ -148,6 +176,21 @@ bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
   }
   std::fprintf(stderr, "baton: %s expects a non-negative integer, got '%s'\n", flag.c_str(),
                text.c_str());
+  return false;
+}
+
+/// An integer from `min` to `max`; the error states the range.
+bool parse_in_range(const std::string& flag, const std::string& text, int32_t min, int32_t max,
+                    int32_t& out) {
+  int32_t n = 0;
+  bool number = parse_int(flag, text, n);
+  if (number && n >= min && n <= max) {
+    out = n;
+    return true;
+  }
+  if (number)
+    std::fprintf(stderr, "baton: %s expects an integer from %d to %d, got '%s'\n", flag.c_str(),
+                 min, max, text.c_str());
   return false;
 }
 
@@ -304,7 +347,8 @@ int cmd_node(args& a) {
     } else if (flag == "--port-file") {
       ok = a.value(flag, s.port_file);
     } else if (flag == "--scheduler-threads") {
-      ok = a.value(flag, v) && parse_int(flag, v, s.system.scheduler_threads);
+      ok = a.value(flag, v) && parse_in_range(flag, v, 1, actors::max_scheduler_threads,
+                                              s.system.scheduler_threads);
     } else if (flag == "--heartbeat-ms") {
       ok = a.value(flag, v) && parse_int(flag, v, n);
       s.system.heartbeat_interval = std::chrono::milliseconds{n};
@@ -515,6 +559,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  start_stop_watchdog();
   args a{{argv + 1, argv + argc}};
   if (a.done()) {
     std::fputs(usage, stdout);
