@@ -638,7 +638,13 @@ tls_settings parse_tls(const field& section) {
 
 void parse_runtime(const field& section, runtime_settings& r) {
   check_section(section);
-  read_if(section, "window", r.window, positive_int32);
+  // Messages in flight per edge; each may be 64 MiB, and the receiver holds them.
+  read_if(section, "window", r.window, [](const field& f) {
+    auto window = positive_int32(f);
+    if (window > 256)
+      f.expected("a positive integer at most 256 (messages in flight per edge)");
+    return window;
+  });
   read_if(section, "scheduler_threads", r.scheduler_threads, [](const field& f) {
     return read_integer<int32_t>(f, 1, max_scheduler_threads,
                                  "a number of threads from 1 to "

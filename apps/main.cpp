@@ -264,7 +264,7 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
   if (flag == "--only-head")
     return a.value(flag, r.only_head);
   if (flag == "--threads")
-    return a.value(flag, v) && parse_int(flag, v, r.threads);
+    return a.value(flag, v) && parse_in_range(flag, v, 0, actors::max_compute_threads, r.threads);
   if (flag == "--metrics-out")
     return a.value(flag, r.metrics_out);
   if (flag == "--trace")

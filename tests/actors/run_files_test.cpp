@@ -168,6 +168,9 @@ TEST_F(run_files, bad_node_flags_are_refused_with_a_message) {
     EXPECT_EQ(r.exit_code, 2) << r.text;
     EXPECT_NE(r.text.find("0 (any) to 65535"), std::string::npos) << r.text;
   }
+  auto threads = run_baton({"run", "--mode", "local", "--threads", "100000"});
+  EXPECT_EQ(threads.exit_code, 2) << threads.text;
+  EXPECT_NE(threads.text.find("from 0 to 256"), std::string::npos) << threads.text;
   auto empty_name = run_baton({"node", "--name", ""});
   EXPECT_EQ(empty_name.exit_code, 2) << empty_name.text;
   EXPECT_NE(empty_name.text.find("node name ''"), std::string::npos) << empty_name.text;

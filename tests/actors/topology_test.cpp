@@ -700,6 +700,9 @@ TEST_F(topology_test, thread_counts_have_a_range) {
   auto t = load(tasks_and_heads + "runtime: {scheduler_threads: 64, stage_threads: 256}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->runtime.stage_threads, 256);
+  // The credit window: messages of up to 64 MiB that a receiver may hold.
+  expect_error_at(tasks_and_heads + "runtime: {window: 100000}\n", "window",
+                  {"'runtime.window' must be a positive integer at most 256"});
 }
 
 // Item 10: label 99 made a 100-way head, 1e8 a 51 GB allocation.
