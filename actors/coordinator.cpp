@@ -15,7 +15,6 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/interfaces.hpp"
-#include "actors/local_cluster.hpp"
 #include "actors/progress_line.hpp"
 #include "actors/recovery.hpp"
 #include "actors/role_spec.hpp"
@@ -73,10 +72,7 @@ public:
     : self_(sys), topology_(t), options_(options), progress_(options.progress_tty) {
   }
 
-  ~coordinator() {
-    shutdown();
-    remove_owned_checkpoints();
-  }
+  ~coordinator() { shutdown(); }
 
   caf::expected<job_result> run() {
     auto started = clock_type::now();
@@ -106,7 +102,8 @@ public:
         return err;
     }
     collect_nodes();
-    remove_owned_checkpoints();
+    if (checkpoint_dir_ == options_.temporary_checkpoint_dir)
+      result_.checkpoint_dir.clear(); // removed by its owner: nothing to resume from
     auto ended = clock_type::now();
     result_.wall_seconds = std::chrono::duration<double>(ended - started).count();
     result_.train_seconds = std::chrono::duration<double>(ended - *training_started).count();
@@ -554,13 +551,12 @@ private:
                                                   : options_.resume_dir;
     if (topology_.runtime.checkpoint_every == 0 && options_.resume_dir.empty())
       return caf::none;
-    if (checkpoint_dir_.empty()) {
-      auto dir = make_work_directory("baton-checkpoints");
-      if (!dir)
-        return dir.error();
-      checkpoint_dir_ = *dir;
-      owns_checkpoint_dir_ = true;
-    }
+    if (checkpoint_dir_.empty())
+      checkpoint_dir_ = options_.temporary_checkpoint_dir;
+    if (checkpoint_dir_.empty())
+      return make_error(errc::bad_config, "runtime.checkpoint_every is " +
+                                            std::to_string(topology_.runtime.checkpoint_every) +
+                                            " but no checkpoint directory is set");
     result_.checkpoint_dir = checkpoint_dir_;
     std::error_code ec;
     std::filesystem::create_directories(checkpoint_dir_, ec);
@@ -578,7 +574,7 @@ private:
     } else {
       spdlog::info("checkpoints every {} steps in {}{}", topology_.runtime.checkpoint_every,
                    checkpoint_dir_,
-                   owns_checkpoint_dir_ ? " (removed at the end: set runtime.checkpoint_dir "
+                   checkpoint_dir_ == options_.temporary_checkpoint_dir ? " (removed at the end: set runtime.checkpoint_dir "
                                           "to keep them for --resume)"
                                         : "");
     }
@@ -870,18 +866,6 @@ private:
     result_.trained.clear();
   }
 
-  /// Checkpoints in a directory baton made (no runtime.checkpoint_dir) are
-  /// removed when the run ends, failed or not: nobody asked to keep them,
-  /// and a run that should be resumable names its directory.
-  void remove_owned_checkpoints() {
-    if (owns_checkpoint_dir_) {
-      std::error_code ec;
-      std::filesystem::remove_all(checkpoint_dir_, ec);
-      result_.checkpoint_dir.clear();
-      owns_checkpoint_dir_ = false;
-    }
-  }
-
   // -- phase 5: collecting and shutting down -------------------------------------
 
   void collect_nodes() {
@@ -944,7 +928,6 @@ private:
   std::mt19937_64 chaos_rng_;
   std::set<const armed_fault*> counted_; ///< faults already recorded
   std::string checkpoint_dir_;          ///< "" = no checkpoints
-  bool owns_checkpoint_dir_ = false;    ///< made by baton: removed at the end
   int64_t restore_step_ = 0;            ///< the step this pass starts from
   int64_t last_step_ = -1;              ///< newest step reported (notify_from_step)
   bool length_checked_ = false;         ///< warn_unreachable_faults ran

@@ -24,6 +24,10 @@ struct run_options {
   /// --resume DIR: continue from the newest step every trainable actor has a
   /// checkpoint of in DIR (a run whose coordinator was killed).
   std::string resume_dir;
+  /// A directory baton made for this run's checkpoints (the topology names
+  /// none): used when checkpoints are on and runtime.checkpoint_dir is empty,
+  /// and removed by its owner after the run and its nodes have stopped.
+  std::string temporary_checkpoint_dir;
   /// The topology and `--set` options of this run, written as run.yaml into
   /// the checkpoint directory (what --resume DIR reads).
   run_record record;

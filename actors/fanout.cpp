@@ -1,5 +1,6 @@
 #include "actors/fanout.hpp"
 
+#include <caf/node_id.hpp>
 #include <caf/send.hpp>
 
 #include "messages/codec.hpp"
@@ -61,6 +62,21 @@ bool fanout::on_credit(const caf::actor& from, int32_t slots) {
     if (r.handle == from)
       return r.window.on_credit(slots);
   return false;
+}
+
+std::string fanout::refusal(const caf::actor& from, int32_t slots) const {
+  auto name = [](const caf::actor& a) {
+    return a ? std::to_string(a.id()) + "@" + to_string(a.node()) : std::string{"nobody"};
+  };
+  std::string text = "a credit of " + std::to_string(slots) + " from actor " + name(from);
+  for (const auto& r : receivers_)
+    if (r.handle == from)
+      return text + " ('" + r.edge.to + "'), which has " + std::to_string(r.window.in_flight()) +
+             " in flight";
+  text += ", which is not a receiver (";
+  for (size_t i = 0; i < receivers_.size(); ++i)
+    text += (i > 0 ? ", " : "") + receivers_[i].edge.to + " = " + name(receivers_[i].handle);
+  return text + ")";
 }
 
 std::vector<messages::edge_stats> fanout::edges() const {

@@ -44,6 +44,10 @@ public:
   /// receiver or credits more than was sent.
   bool on_credit(const caf::actor& from, int32_t slots);
 
+  /// Why on_credit(from, slots) was refused, naming the sender and what is
+  /// in flight to each receiver (for the error a refusal ends the actor with).
+  std::string refusal(const caf::actor& from, int32_t slots) const;
+
   /// Fault injection on the edge to receiver `to`: every message to it
   /// (microbatches and controls, so their order holds) goes `delay` late,
   /// and the first training microbatch of step `drop_step` (-1: none) is

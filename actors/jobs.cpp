@@ -214,6 +214,17 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   auto record = request_record(r);
   if (!record)
     return record.error();
+  // Checkpoints nobody asked to keep go to a directory of this run's, removed
+  // when the run ends, failed or not, after its nodes stopped (a node of a
+  // failed run may still be writing one): a resumable run names its directory.
+  std::optional<owned_directory> checkpoints;
+  if (t.runtime.checkpoint_every > 0 && t.runtime.checkpoint_dir.empty() &&
+      r.resume_dir.empty()) {
+    auto dir = make_work_directory("baton-checkpoints");
+    if (!dir)
+      return dir.error();
+    checkpoints.emplace(*dir);
+  }
   std::optional<local_cluster> cluster;
   std::optional<owned_directory> logs;
   if (r.local_nodes > 0) {
@@ -240,6 +251,8 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   options.trace = !r.trace_out.empty();
   options.resume_dir = r.resume_dir;
   options.record = *record;
+  if (checkpoints)
+    options.temporary_checkpoint_dir = checkpoints->path();
   auto result = run_actor_job(sys, t, options);
   if (cluster)
     cluster->stop();

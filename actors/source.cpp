@@ -208,7 +208,8 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
       auto& st = self->state;
       if (c.invalid || !st.downstream.on_credit(sender_of(self), c.slots))
         return fail(self, st.coordinator, st.name,
-                    "received a credit that matches no message in flight");
+                    "refused " + (c.invalid ? "an invalid credit: " + describe(c.invalid)
+                                            : st.downstream.refusal(sender_of(self), c.slots)));
       pump(self);
     },
   };
