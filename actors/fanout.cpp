@@ -1,16 +1,20 @@
 #include "actors/fanout.hpp"
 
+#include <algorithm>
+
 #include <caf/node_id.hpp>
 #include <caf/send.hpp>
+#include <spdlog/spdlog.h>
 
 #include "messages/codec.hpp"
+#include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 
 namespace baton::actors {
 
 void fanout::add(caf::actor receiver, const std::string& from, const std::string& to,
                  int32_t window) {
-  receivers_.push_back({std::move(receiver), credit_window{window}, {from, to, 0, 0}});
+  receivers_.push_back({std::move(receiver), credit_window{window}, {}, {from, to, 0, 0}});
 }
 
 size_t fanout::pick(const messages::microbatch& m) const {
@@ -26,6 +30,7 @@ bool fanout::can_send(const messages::microbatch& m) const {
 void fanout::send(caf::event_based_actor* self, messages::microbatch m) {
   auto& r = receivers_[pick(m)];
   r.window.on_send();
+  r.in_flight.push_back(m.id);
   dropped_last_ = !m.eval && m.step == r.drop_step;
   if (dropped_last_) {
     r.drop_step = -1;
@@ -57,25 +62,41 @@ void fanout::broadcast(caf::event_based_actor* self, const messages::control& c)
       self->send(r.handle, c);
 }
 
-bool fanout::on_credit(const caf::actor& from, int32_t slots) {
-  for (auto& r : receivers_)
-    if (r.handle == from)
-      return r.window.on_credit(slots);
-  return false;
+namespace {
+
+std::string name_of(const caf::actor& a) {
+  return a ? std::to_string(a.id()) + "@" + to_string(a.node()) : std::string{"nobody"};
 }
 
-std::string fanout::refusal(const caf::actor& from, int32_t slots) const {
-  auto name = [](const caf::actor& a) {
-    return a ? std::to_string(a.id()) + "@" + to_string(a.node()) : std::string{"nobody"};
-  };
-  std::string text = "a credit of " + std::to_string(slots) + " from actor " + name(from);
-  for (const auto& r : receivers_)
-    if (r.handle == from)
-      return text + " ('" + r.edge.to + "'), which has " + std::to_string(r.window.in_flight()) +
-             " in flight";
-  text += ", which is not a receiver (";
-  for (size_t i = 0; i < receivers_.size(); ++i)
-    text += (i > 0 ? ", " : "") + receivers_[i].edge.to + " = " + name(receivers_[i].handle);
+} // namespace
+
+std::string fanout::take_credit(const caf::actor& from, const messages::credit& c) {
+  if (c.invalid)
+    return "an invalid credit: " + describe(c.invalid);
+  if (c.slots != 1)
+    return "a credit of " + std::to_string(c.slots) + " slots (each microbatch returns one)";
+  for (auto& r : receivers_) {
+    auto i = std::find(r.in_flight.begin(), r.in_flight.end(), c.microbatch_id);
+    if (i == r.in_flight.end())
+      continue;
+    if (r.handle != from && !warned_sender_) {
+      warned_sender_ = true;
+      spdlog::warn("{}: the credit of microbatch {} came from actor {}, not from '{}' ({}) that "
+                   "it was sent to; credited to '{}' all the same",
+                   r.edge.from, c.microbatch_id, name_of(from), r.edge.to, name_of(r.handle),
+                   r.edge.to);
+    }
+    r.in_flight.erase(i);
+    r.window.on_credit(1);
+    return {};
+  }
+  std::string text = "a credit of microbatch " + std::to_string(c.microbatch_id) +
+                     " from actor " + name_of(from) + ", which no receiver has in flight (";
+  for (size_t i = 0; i < receivers_.size(); ++i) {
+    const auto& r = receivers_[i];
+    text += (i > 0 ? "; " : "") + r.edge.to + " = " + name_of(r.handle) + ": " +
+            std::to_string(r.in_flight.size()) + " in flight";
+  }
   return text + ")";
 }
 

@@ -40,13 +40,15 @@ public:
   /// Sends `c` to every receiver (each needs every control, in order).
   void broadcast(caf::event_based_actor* self, const messages::control& c) const;
 
-  /// Credits the window of the receiver `from`; false when `from` is not a
-  /// receiver or credits more than was sent.
-  bool on_credit(const caf::actor& from, int32_t slots);
-
-  /// Why on_credit(from, slots) was refused, naming the sender and what is
-  /// in flight to each receiver (for the error a refusal ends the actor with).
-  std::string refusal(const caf::actor& from, int32_t slots) const;
+  /// Credits the slot of microbatch `c.microbatch_id` back to the receiver
+  /// it was sent to. Returns "" or, when no receiver has that microbatch in
+  /// flight (a confused or malicious peer), why the credit is refused.
+  ///
+  /// The microbatch names the edge, not the sender's handle: CAF 0.17 names
+  /// the sender of a remote message by the connection it came over, and once
+  /// (CI, 3 node processes) a stage's credits came from a handle other than
+  /// its receiver's. Such a credit is logged once.
+  std::string take_credit(const caf::actor& from, const messages::credit& c);
 
   /// Fault injection on the edge to receiver `to`: every message to it
   /// (microbatches and controls, so their order holds) goes `delay` late,
@@ -64,12 +66,14 @@ private:
   struct receiver {
     caf::actor handle;
     credit_window window;
+    std::vector<int64_t> in_flight; ///< ids of the microbatches sent and not credited
     messages::edge_stats edge;
     std::chrono::milliseconds delay{0};
     int64_t drop_step = -1;
   };
   std::vector<receiver> receivers_;
   bool dropped_last_ = false;
+  bool warned_sender_ = false; ///< a credit came from another handle (logged once)
 };
 
 } // namespace baton::actors

@@ -569,10 +569,8 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
     },
     [=](const messages::credit& c) {
       auto& st = self->state;
-      if (c.invalid || !st.downstream.on_credit(sender_of(self), c.slots))
-        return fail(self, st.coordinator, st.name,
-                    "refused " + (c.invalid ? "an invalid credit: " + describe(c.invalid)
-                                            : st.downstream.refusal(sender_of(self), c.slots)));
+      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
+        return fail(self, st.coordinator, st.name, "refused " + refused);
       guarded(self, "forward", [=] { act(self); });
     },
   };

@@ -206,10 +206,8 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
     },
     [=](const messages::credit& c) {
       auto& st = self->state;
-      if (c.invalid || !st.downstream.on_credit(sender_of(self), c.slots))
-        return fail(self, st.coordinator, st.name,
-                    "refused " + (c.invalid ? "an invalid credit: " + describe(c.invalid)
-                                            : st.downstream.refusal(sender_of(self), c.slots)));
+      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
+        return fail(self, st.coordinator, st.name, "refused " + refused);
       pump(self);
     },
   };
