@@ -17,10 +17,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/certs.hpp"
-#include "actors/jobs.hpp"
-#include "actors/node.hpp"
-#include "actors/planning.hpp"
+#include "actors/modes/pipeline/planning.hpp"
+#include "actors/net/certs.hpp"
+#include "actors/runtime/jobs.hpp"
+#include "actors/runtime/node.hpp"
 #include "messages/errc.hpp"
 
 namespace {

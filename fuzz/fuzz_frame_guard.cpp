@@ -1,4 +1,4 @@
-// Fuzz target: the BASP frame guard (actors/frame_guard.hpp) on any byte
+// Fuzz target: the BASP frame guard (actors/net/frame_guard.hpp) on any byte
 // stream, cut into reads of any sizes. What must hold:
 //   - the verdict does not depend on how the stream is cut into reads;
 //   - it matches a plain reference parse of the same stream (headers,
@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "actors/frame_guard.hpp"
+#include "actors/net/frame_guard.hpp"
 
 namespace {
 

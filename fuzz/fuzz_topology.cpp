@@ -1,6 +1,6 @@
 // Fuzz target: the bytes as YAML text for the two config parsers a user
-// reaches, the topology (actors/topology.hpp, what `baton run` reads) and
-// node.yaml (actors/node.hpp, what `baton node --config` reads).
+// reaches, the topology (actors/config/topology.hpp, what `baton run` reads) and
+// node.yaml (actors/runtime/node.hpp, what `baton node --config` reads).
 //
 // Lines "#set dotted.key=value" (YAML comments) are also passed as `--set`
 // overrides. Bad text must be a bad_config error: an exception, a crash, a
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/node.hpp"
-#include "actors/topology.hpp"
+#include "actors/config/topology.hpp"
+#include "actors/runtime/node.hpp"
 #include "messages/errc.hpp"
 
 namespace {

@@ -10,10 +10,10 @@
 #include <caf/io/all.hpp>
 #include <gtest/gtest.h>
 
-#include "actors/child_process.hpp"
-#include "actors/interfaces.hpp"
-#include "actors/role_spec.hpp"
-#include "actors/system.hpp"
+#include "actors/config/role_spec.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/runtime/child_process.hpp"
+#include "actors/runtime/system.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/actors/baton_process.hpp"
 

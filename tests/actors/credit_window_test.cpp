@@ -1,4 +1,4 @@
-#include "actors/credit_window.hpp"
+#include "actors/flow/credit_window.hpp"
 
 #include <deque>
 #include <random>

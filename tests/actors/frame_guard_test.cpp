@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/frame_guard.hpp"
+#include "actors/net/frame_guard.hpp"
 
 using baton::actors::basp_header_bytes;
 using baton::actors::frame_guard;

@@ -27,7 +27,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/child_process.hpp"
+#include "actors/runtime/child_process.hpp"
 #include "tests/actors/baton_process.hpp"
 
 using namespace baton;

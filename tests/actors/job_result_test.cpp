@@ -1,7 +1,7 @@
-// The metrics JSON of actors/job_result.hpp: per-actor time fractions and the
+// The metrics JSON of actors/runtime/job_result.hpp: per-actor time fractions and the
 // round trip through job_result_from_json.
 
-#include "actors/job_result.hpp"
+#include "actors/runtime/job_result.hpp"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "actors/planning.hpp"
+#include "actors/modes/pipeline/planning.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/topology.hpp"
+#include "actors/config/topology.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"
 #include "tests/actors/baton_process.hpp"

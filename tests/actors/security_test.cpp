@@ -14,12 +14,12 @@
 #include <caf/openssl/all.hpp>
 #include <gtest/gtest.h>
 
-#include "actors/certs.hpp"
-#include "actors/child_process.hpp"
-#include "actors/role_spec.hpp"
-#include "actors/spawner.hpp"
-#include "actors/system.hpp"
-#include "actors/tls.hpp"
+#include "actors/config/role_spec.hpp"
+#include "actors/net/certs.hpp"
+#include "actors/net/tls.hpp"
+#include "actors/runtime/child_process.hpp"
+#include "actors/runtime/spawner.hpp"
+#include "actors/runtime/system.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/actors/baton_process.hpp"

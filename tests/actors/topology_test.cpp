@@ -1,4 +1,4 @@
-#include "actors/topology.hpp"
+#include "actors/config/topology.hpp"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
-// The trace module of actors/trace.hpp: the recorder alone, and the Chrome
+// The trace module of actors/flow/trace.hpp: the recorder alone, and the Chrome
 // trace written from actor reports, parsed back as a viewer would read it.
 
-#include "actors/trace.hpp"
+#include "actors/flow/trace.hpp"
 
 #include <stdlib.h>
 

@@ -1,0 +1,1145 @@
+#include "actors/config/topology.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <exception>
+#include <utility>
+
+#include <c10/util/Exception.h>
+#include <yaml-cpp/yaml.h>
+
+#include "actors/config/yaml_field.hpp"
+#include "actors/runtime/system.hpp"
+#include "messages/errc.hpp"
+#include "model/dataset.hpp"
+#include "model/error.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+static_assert(max_topology_bytes == max_config_bytes, "one limit on config files");
+
+/// "at most 64 heads": the limit in list errors.
+std::string at_most(size_t most, const std::string& what) {
+  return "at most " + std::to_string(most) + " " + what;
+}
+
+// -- schema -------------------------------------------------------------------
+
+// The keys of each map section by path pattern ("*" stands for a list index).
+// The validation and `--set` both read this one table, so they cannot
+// disagree about what a known key is.
+const std::map<std::string, std::vector<std::string>>& section_keys() {
+  static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
+  static const std::map<std::string, std::vector<std::string>> keys = {
+    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "pipeline",
+          "faults"}},
+    {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
+              "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
+    {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "stages", "place",
+                  "pretrain"}},
+    {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
+    {"backbone.pretrain.optimizer", optimizer},
+    {"tasks.*", {"name", "labels"}},
+    {"heads.*", {"name", "task", "node", "optimizer"}},
+    {"heads.*.optimizer", optimizer},
+    {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
+                 "connection_timeout_ms", "request_timeout_ms", "progress_every",
+                 "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
+                 "tls"}},
+    {"runtime.tls", {"certificate", "key", "ca"}},
+    {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
+                  "delay_ms", "rate", "seed"}},
+    {"nodes.*", {"name", "host", "port"}},
+    {"pipeline", {"schedule", "vertical_sync", "stages"}},
+    {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}},
+  };
+  return keys;
+}
+
+// Paths whose value is a list; `--set` addresses their entries by index.
+bool is_list(const std::string& pattern) {
+  static const std::vector<std::string> lists = {
+    "tasks",          "heads",          "nodes",           "backbone.split",
+    "backbone.place", "tasks.*.labels", "pipeline.stages", "faults"};
+  return contains(lists, pattern);
+}
+
+std::optional<size_t> parse_index(const std::string& text) {
+  size_t value = 0;
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (text.empty() || ec != std::errc{} || end != last)
+    return std::nullopt;
+  return value;
+}
+
+// "heads.2.optimizer" -> "heads.*.optimizer": the schema entry of a path.
+std::string pattern_of(const std::string& path) {
+  std::string out, segment;
+  std::istringstream in(path);
+  while (std::getline(in, segment, '.'))
+    out = child_path(out, parse_index(segment) ? "*" : segment);
+  return out;
+}
+
+// "at the top level" / "in 'runtime'", for key errors.
+std::string in_section(const std::string& path) {
+  return path.empty() ? "at the top level" : "in '" + path + "'";
+}
+
+// -- checked readers ------------------------------------------------------------
+
+// Checks that `f` is a map of the keys its schema lists, none twice; an empty
+// section (`runtime:` with nothing under it) counts as a map without keys.
+void check_section(const field& f) {
+  if (f.is_null())
+    return;
+  if (!f.node().IsMap())
+    f.expected("a map");
+  const auto& allowed = section_keys().at(pattern_of(f.path()));
+  std::vector<std::string> seen;
+  for (const auto& entry : f.node()) {
+    const std::string& key = entry.first.Scalar();
+    field at = f.child(entry.first, entry.first);
+    if (!contains(allowed, key))
+      at.fail("unknown key " + quoted(key) + " " + in_section(f.path()) + " (expected one of: "
+              + join(allowed) + ")");
+    if (contains(seen, key))
+      at.fail("key " + quoted(key) + " appears twice " + in_section(f.path()));
+    seen.push_back(key);
+  }
+}
+
+// The checkpoint path, or "" for none: `none`, an empty string or no value
+// (the backbone keeps its seeded initial weights, as speed tests want).
+std::string read_checkpoint(const field& f) {
+  if (f.is_null() || (f.node().IsScalar() && f.node().Scalar().empty()))
+    return "";
+  return read_string(f) == "none" ? std::string{} : read_path(f);
+}
+
+// A `node:` or `place:` entry: it must name a node listed under `nodes`.
+std::string read_node(const field& f, const std::vector<node_address>& nodes) {
+  std::string name = read_name(f);
+  if (nodes.empty())
+    f.fail(f.name() + " names node '" + name
+           + "' but the topology has no nodes (list them under 'nodes')");
+  std::vector<std::string> names;
+  for (const auto& node : nodes)
+    names.push_back(node.name);
+  if (!contains(names, name))
+    f.fail(f.name() + " names node '" + name + "', which is not under 'nodes' (expected one of: "
+           + join(names) + ")");
+  return name;
+}
+
+const model::task& read_task(const field& f, const topology& t) {
+  std::string name = read_name(f);
+  if (const model::task* found = t.find_task(name))
+    return *found;
+  std::vector<std::string> names;
+  for (const auto& task : t.tasks)
+    names.push_back(task.name);
+  if (names.empty())
+    f.fail(f.name() + " names task '" + name + "' but the topology has no tasks");
+  f.fail(f.name() + " names unknown task '" + name + "' (expected one of the tasks: "
+         + join(names) + ")");
+}
+
+// -- sections -------------------------------------------------------------------
+
+void parse_job(const field& f, topology& t) {
+  std::string job = read_choice(f, {"transfer", "pipeline", "data-parallel", "ist", "local"});
+  if (job != "transfer" && job != "pipeline")
+    f.fail("job '" + job + "' is not implemented yet (only 'transfer' and 'pipeline' are)");
+  t.job = job;
+}
+
+// `data.synthetic_shape`: [C, H, W] of one sample, each positive, at most
+// 2^24 values in all (64 MiB of floats: one sample per message at most).
+std::vector<int64_t> read_sample_shape(const field& f) {
+  const std::string what = "a list of three positive integers [C, H, W]";
+  std::vector<field> items = f.items(what);
+  if (items.size() != 3)
+    f.fail(f.name() + " must be " + what + ", got " + std::to_string(items.size())
+           + " values");
+  std::vector<int64_t> shape;
+  int64_t values = 1;
+  for (const field& item : items) {
+    shape.push_back(read_integer<int64_t>(item, 1, int64_t{1} << 24,
+                                          "a positive integer (at most 16777216)"));
+    values *= shape.back(); // both <= 2^24 here: no overflow
+    if (values > (int64_t{1} << 24))
+      f.fail(f.name() + " asks for more than 2^24 values per sample (expected [C, H, W] "
+             "with C x H x W <= 16777216)");
+  }
+  return shape;
+}
+
+// A synthetic split is made in memory: at most 2^30 float32 values (4 GiB)
+// each, so that `synthetic_train: 1e12` is an error and not a bad_alloc.
+void check_synthetic_size(const field& data, const std::string& key, const topology& t) {
+  if (t.dataset != "synthetic")
+    return;
+  std::optional<field> f = data.get(key);
+  if (!f)
+    f = data.get("synthetic_shape"); // the default count, with this shape
+  if (!f)
+    f = data;
+  constexpr int64_t most_values = int64_t{1} << 30;
+  const auto& shape = t.synthetic_shape;
+  const int64_t per_sample = shape[0] * shape[1] * shape[2]; // <= 2^24, checked
+  const int64_t samples = key == "synthetic_train" ? t.synthetic_train : t.synthetic_test;
+  if (samples > most_values / per_sample)
+    f->fail("data." + key + " asks for " + std::to_string(samples) + " samples of "
+            + std::to_string(per_sample) + " values, more than 2^30 values (4 GiB) in all "
+            + "(expected at most " + std::to_string(most_values / per_sample) + " samples)");
+}
+
+void parse_data(const field& data, topology& t) {
+  check_section(data);
+  read_if(data, "dataset", t.dataset,
+          [](const field& f) { return read_choice(f, {"fashion-mnist", "synthetic"}); });
+  read_if(data, "dir", t.data_dir, read_string);
+  read_if(data, "train_limit", t.train_limit, non_negative_int64);
+  read_if(data, "test_limit", t.test_limit, non_negative_int64);
+  read_if(data, "batch_size", t.plan.batch_size, positive_int64);
+  read_if(data, "epochs", t.plan.epochs, positive_int32);
+  read_if(data, "synthetic_train", t.synthetic_train, positive_int64);
+  read_if(data, "synthetic_test", t.synthetic_test, positive_int64);
+  if (auto f = data.get("synthetic_shape")) {
+    if (t.dataset != "synthetic")
+      f->fail(f->name() + " applies to data.dataset: synthetic only (the dataset is '"
+              + t.dataset + "')");
+    t.synthetic_shape = read_sample_shape(*f);
+  }
+  check_synthetic_size(data, "synthetic_train", t);
+  check_synthetic_size(data, "synthetic_test", t);
+  read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
+  // Read last: its upper bound is the batch size, wherever that key is.
+  if (auto f = data.get("microbatches")) {
+    auto most = static_cast<int32_t>(
+      std::min<int64_t>(t.plan.batch_size, std::numeric_limits<int32_t>::max()));
+    t.plan.microbatches = read_integer<int32_t>(
+      *f, 1, most, "an integer from 1 to the batch size (" + std::to_string(most) + ")");
+  }
+}
+
+// The job's length, when it is known here: its optimiser steps and how they
+// were counted, for the error that refuses a fault no step reaches.
+struct job_length {
+  int64_t steps = 0;
+  std::string how; ///< "2 epochs x 938 minibatches of 64 from 60000 training samples"
+};
+
+// The training samples a run will have, or at most: a synthetic set is as
+// the topology says; Fashion-MNIST is read here (its IDX headers only) when
+// this process or its local nodes will read it (no `nodes:` listed), which
+// also refuses a missing, unreadable or corrupt dataset before any actor or
+// process starts. On listed nodes only `data.train_limit` bounds it.
+std::optional<int64_t> check_dataset(const field& data, const topology& t) {
+  if (t.dataset == "synthetic")
+    return t.synthetic_train;
+  const std::optional<int64_t> limit =
+    t.train_limit > 0 ? std::optional<int64_t>{t.train_limit} : std::nullopt;
+  if (!t.embedded())
+    return limit; // the data is on the source's node, which checks it when it starts
+  std::optional<field> dir = data.get("dir");
+  std::optional<field> dataset = data.get("dataset");
+  const field& blame = dir ? *dir : dataset ? *dataset : data;
+  int64_t size = 0;
+  try {
+    size = model::fashion_mnist_size(t.data_dir, model::split::train);
+    model::fashion_mnist_size(t.data_dir, model::split::test);
+  } catch (const model::error& e) {
+    blame.fail("cannot read the dataset " + t.dataset + " in '" + t.data_dir + "' (data.dir): "
+               + e.what());
+  }
+  return limit ? std::min(*limit, size) : size;
+}
+
+// Steps = epochs x minibatches per epoch (a last partial minibatch counts, as
+// model::plan_epoch cuts it); nullopt when the size is unknown or the count
+// would not fit in 64 bits.
+std::optional<job_length> length_of(std::optional<int64_t> samples, const topology& t) {
+  if (!samples)
+    return std::nullopt;
+  const int64_t batch = t.plan.batch_size;
+  const int64_t per_epoch = *samples / batch + (*samples % batch != 0 ? 1 : 0);
+  if (per_epoch > std::numeric_limits<int64_t>::max() / t.plan.epochs)
+    return std::nullopt;
+  const int32_t epochs = t.plan.epochs;
+  return job_length{
+    per_epoch * epochs,
+    std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs") + " x "
+      + std::to_string(per_epoch) + " minibatches of " + std::to_string(batch) + " from "
+      + (t.dataset == "fashion-mnist" && !t.embedded() ? "at most " : "")
+      + std::to_string(*samples) + " training samples"};
+}
+
+model::optimizer_spec parse_optimizer(const field& section) {
+  check_section(section);
+  model::optimizer_spec optimizer;
+  read_if(section, "lr", optimizer.lr, [](const field& f) {
+    return read_number(f, "a positive number", [](double x) { return x > 0; });
+  });
+  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
+    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
+  });
+  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
+    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
+  });
+  return optimizer;
+}
+
+// A task maps each class of the dataset to a task class: the map has one
+// entry per dataset class (a shorter one would index past its end) and the
+// task has at most as many classes (a task class of 99 would make a 100-way
+// head that never sees 90 of them, 1e8 a 51 GB one). The size is checked
+// before any entry is read.
+model::task parse_task(const field& item, const std::string& dataset) {
+  check_section(item);
+  std::string name = read_name(item.require("name"));
+  field labels = item.require("labels");
+  const int64_t classes = model::dataset_classes(dataset);
+  const std::string count = std::to_string(classes);
+  if (labels.node().IsSequence() && labels.node().size() != static_cast<size_t>(classes))
+    labels.fail(labels.name() + " must map the " + count + " classes of " + dataset + ", got "
+                + std::to_string(labels.node().size()) + " labels");
+  const std::string what = "a task class from 0 to " + std::to_string(classes - 1) + " ("
+                           + dataset + " has " + count + " classes; a task has at most as many)";
+  std::vector<int64_t> label_map;
+  for (const field& label :
+       labels.items("a list of task classes, one per dataset class", static_cast<size_t>(classes)))
+    label_map.push_back(read_integer<int64_t>(label, 0, classes - 1, what));
+  if (label_map.empty()) // `labels: []` or `labels:` with nothing
+    labels.fail(labels.name() + " must map the " + count + " classes of " + dataset
+                + ", got no labels");
+  try {
+    return model::make_task(name, label_map);
+  } catch (const model::error& e) {
+    labels.fail(e.what());
+  }
+}
+
+std::vector<model::task> parse_tasks(const field& list, const std::string& dataset) {
+  std::vector<model::task> tasks;
+  unique_names names("task");
+  for (const field& item : list.items("a list of tasks ({name, labels})", max_tasks)) {
+    tasks.push_back(parse_task(item, dataset));
+    names.add(item.require("name"), tasks.back().name);
+  }
+  return tasks;
+}
+
+void parse_pretrain(const field& section, topology& t) {
+  check_section(section);
+  read_if(section, "task", t.pretrain.task, [&](const field& f) { return read_task(f, t).name; });
+  read_if(section, "epochs", t.pretrain.epochs, positive_int32);
+  read_if(section, "train_limit", t.pretrain.train_limit, non_negative_int64);
+  read_if(section, "optimizer", t.pretrain.optimizer, parse_optimizer);
+}
+
+// The backbone's layer names, which `split` refers to. convnet_wide is built
+// narrow: its names do not depend on the width, and the default width would
+// allocate ~150 MB only to read them.
+std::vector<std::string> layer_names(model::model_spec spec, const field& blame) {
+  if (spec.name == "convnet_wide")
+    spec.wide_features = 1;
+  std::vector<std::string> names;
+  try {
+    names = model::make_model(spec).layer_names();
+  } catch (const model::error& e) {
+    blame.fail("cannot build the backbone: " + std::string(e.what()));
+  } catch (const c10::Error& e) {
+    blame.fail("cannot build the backbone: " + std::string(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    blame.fail("cannot build the backbone: " + std::string(e.what()));
+  }
+  if (names.empty())
+    blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
+               "its layers)");
+  return names;
+}
+
+// One split point: the layer after which a stage ends. Returns the end (one
+// past that layer), which must follow `previous_end`.
+size_t split_point(const field& f, const std::vector<std::string>& layers, size_t previous_end) {
+  // A stage must follow every split point, so the last layer is not one.
+  std::vector<std::string> valid(layers.begin(), layers.end() - 1);
+  std::string name = read_string(f);
+  auto found = std::find(layers.begin(), layers.end(), name);
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (found == layers.end())
+    f.fail(f.name() + " names unknown layer '" + name + "' (expected one of: " + join(valid)
+           + ")");
+  if (end == layers.size())
+    f.fail(f.name() + " is '" + name + "', the last layer, so no stage would follow it "
+           + "(expected one of: " + join(valid) + ")");
+  if (end <= previous_end)
+    f.fail(f.name() + " is '" + name + "', which does not come after '" + layers[previous_end - 1]
+           + "' (expected split points in layer order: " + join(valid) + ")");
+  return end;
+}
+
+// Stages from `backbone.split`: one ends after each listed layer, the last
+// one ends with the backbone.
+std::vector<stage_placement> make_stages(const field& split,
+                                         const std::vector<std::string>& layers) {
+  std::vector<size_t> ends;
+  for (const field& f : split.items("a list of layer names, or auto", max_stages - 1))
+    ends.push_back(split_point(f, layers, ends.empty() ? 0 : ends.back()));
+  ends.push_back(layers.size());
+  std::vector<stage_placement> stages;
+  size_t begin = 0;
+  for (size_t end : ends) {
+    stages.push_back({"stage" + std::to_string(stages.size()), begin, end, ""});
+    begin = end;
+  }
+  return stages;
+}
+
+// `split: auto`: `count` stages of (nearly) equal numbers of layers, the
+// placeholder until the planner sets the boundaries at run time.
+std::vector<stage_placement> even_stages(size_t count, size_t layers) {
+  std::vector<stage_placement> stages;
+  for (size_t k = 0; k < count; ++k)
+    stages.push_back({"stage" + std::to_string(k), k * layers / count, (k + 1) * layers / count,
+                      ""});
+  return stages;
+}
+
+// How many stages `split: auto` plans: `backbone.stages`, else one per node
+// `backbone.place` names (placing N stages asks for N), else 3; never more
+// than there are layers, as a stage holds at least one.
+size_t auto_stage_count(const std::optional<field>& count, const std::optional<field>& place,
+                        size_t layers) {
+  const std::string most = std::to_string(layers);
+  std::optional<size_t> placed;
+  if (place && place->node().IsSequence())
+    placed = place->node().size();
+  if (count) {
+    auto n = read_integer<size_t>(
+      *count, 1, std::min(layers, max_stages),
+      layers <= max_stages ? "an integer from 1 to the backbone's " + most + " layers"
+                           : "an integer from 1 to " + std::to_string(max_stages) + " ("
+                               + at_most(max_stages, "stages") + "; the backbone has " + most
+                               + " layers)");
+    if (placed && *placed != n)
+      count->fail(count->name() + " is " + std::to_string(n) + " but 'backbone.place' ("
+                  + place->where() + ") names " + std::to_string(*placed)
+                  + " nodes, one per stage (expected as many stages as nodes, or no 'stages': "
+                  + "it defaults to the number of nodes placed)");
+    return n;
+  }
+  if (!placed)
+    return std::min<size_t>(3, layers);
+  if (*placed < 1 || *placed > std::min(layers, max_stages))
+    place->fail(place->name() + " names " + std::to_string(*placed)
+                + " nodes, one per stage, but split: auto plans from 1 stage to one per layer ("
+                + most + ")" + (layers > max_stages ? ", " + at_most(max_stages, "stages") : ""));
+  return *placed;
+}
+
+// `backbone.split` (and `stages`): a list of layer names ending stages, or
+// `auto` for boundaries the planner chooses at run time (job: transfer only).
+void parse_split(const field& section, const std::vector<std::string>& layers, topology& t) {
+  field split = section.section("split");
+  std::optional<field> count = section.get("stages");
+  t.split_auto = split.node().IsScalar() && split.node().Scalar() == "auto";
+  if (t.split_auto && t.job == "pipeline")
+    split.fail(split.name() + " is auto, but job: pipeline takes its stages from the 'pipeline' "
+               "section (`baton profile` then `baton plan --out` writes one)");
+  if (count && !t.split_auto)
+    count->fail(count->name() + " applies to split: auto only (a list of split points "
+                "makes one stage more than it names)");
+  if (t.split_auto)
+    t.stages = even_stages(auto_stage_count(count, section.get("place"), layers.size()),
+                           layers.size());
+  else
+    t.stages = make_stages(split, layers);
+}
+
+void place_stages(const field& place, topology& t) {
+  std::vector<field> items = place.items("a list of node names, one per stage", max_stages);
+  for (size_t i = 0; i < items.size() && i < t.stages.size(); ++i)
+    t.stages[i].node = read_node(items[i], t.nodes);
+  if (items.size() != t.stages.size())
+    place.fail(place.name() + " must name one node per stage: the backbone has "
+               + std::to_string(t.stages.size()) + " stages, got "
+               + std::to_string(items.size()) + " nodes");
+}
+
+// The model, its files and the stages; the model is built to learn its layer
+// names, and an error doing so is reported on the key that chose it. Returns
+// those names.
+std::vector<std::string> parse_backbone(const field& section, topology& t) {
+  check_section(section);
+  t.backbone.seed = model::derive_seed(t.seed, "backbone");
+  std::optional<field> model_key = section.get("model");
+  if (model_key)
+    t.backbone.name =
+      read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
+  if (t.backbone.name == "resnet18" && t.job != "pipeline")
+    model_key->fail("'backbone.model' is resnet18, a pipeline backbone (512 features), but the "
+                    "heads of job: " + t.job + " take 256 features (expected job: pipeline)");
+  read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
+  // `baton pretrain` creates the checkpoint: it need not exist yet.
+  read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
+  std::optional<field> path_key = section.get("path");
+  if (path_key)
+    t.backbone.path = read_path(*path_key);
+  bool torchscript = t.backbone.name == "torchscript";
+  if (torchscript && !path_key)
+    model_key->fail("'backbone.model' is torchscript but 'backbone.path' is not given");
+  if (torchscript && !fs::exists(t.backbone.path))
+    path_key->fail("'backbone.path' names '" + path_key->node().Scalar() + "', but '"
+                   + t.backbone.path + "' does not exist");
+  const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
+  std::vector<std::string> names = layer_names(t.backbone, blame);
+  parse_split(section, names, t);
+  if (auto f = section.get("place"))
+    place_stages(*f, t);
+  if (auto f = section.get("pretrain"))
+    parse_pretrain(*f, t);
+  return names;
+}
+
+// One `pipeline.stages` entry: the stage after `previous_end` up to its
+// `last_layer`, on `replicas` machines.
+topology::pipeline_stage parse_pipeline_stage(const field& item,
+                                              const std::vector<std::string>& layers,
+                                              size_t previous_end, const topology& t) {
+  check_section(item);
+  field last = item.require("last_layer");
+  std::string name = read_string(last);
+  auto found = std::find(layers.begin(), layers.end(), name);
+  if (found == layers.end())
+    last.fail(last.name() + " names unknown layer '" + name + "' (expected one of: "
+              + join(layers) + ")");
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (end <= previous_end)
+    last.fail(last.name() + " is '" + name + "', which does not come after '"
+              + layers[previous_end - 1] + "' (expected stages in layer order: "
+              + join(layers) + ")");
+  topology::pipeline_stage stage{previous_end, end, 1, "", {}};
+  read_if(item, "replicas", stage.replicas, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_replicas,
+                                 "a number of replicas from 1 to " + std::to_string(max_replicas));
+  });
+  read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
+  if (auto nodes = item.get("nodes")) {
+    if (item.get("node"))
+      nodes->fail("give either 'node' (every replica there) or 'nodes' (one per replica)");
+    for (const field& n : nodes->items("a list of node names, one per replica",
+                                       static_cast<size_t>(max_replicas)))
+      stage.replica_nodes.push_back(read_node(n, t.nodes));
+    if (stage.replica_nodes.size() != static_cast<size_t>(stage.replicas))
+      nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
+                  " nodes for " + std::to_string(stage.replicas) + " replicas");
+  }
+  if (stage.replicas > 1 && t.vertical_sync)
+    item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
+              "versions count group steps, not the input stage's (set replicas: 1 or "
+              "vertical_sync: false)");
+  return stage;
+}
+
+// `pipeline:` (job: pipeline only): the schedule and the stages of the whole
+// model being trained, the backbone and its classifier ("fc2", as
+// model::make_pretrain_model builds it); the last stage ends with the model.
+void parse_pipeline(const field& section, std::vector<std::string> layers, topology& t) {
+  if (t.job != "pipeline") {
+    if (!section.is_null())
+      section.fail("'pipeline' is only read with job: pipeline (the job is '" + t.job + "')");
+    return;
+  }
+  if (section.is_null())
+    section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
+  check_section(section);
+  read_if(section, "schedule", t.schedule,
+          [](const field& f) { return read_choice(f, {"gpipe", "1f1b-flush", "1f1b"}); });
+  if (auto f = section.get("vertical_sync")) {
+    t.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
+    if (t.vertical_sync && t.schedule != "1f1b")
+      f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
+              + t.schedule + "')");
+  }
+  layers.push_back("fc2");
+  field stages = section.require("stages");
+  size_t actors = 0;
+  for (const field& item :
+       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
+    t.pipeline.push_back(
+      parse_pipeline_stage(item, layers, t.pipeline.empty() ? 0 : t.pipeline.back().end, t));
+    actors += static_cast<size_t>(t.pipeline.back().replicas);
+    if (actors > max_pipeline_actors)
+      item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
+                + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
+                                                                         "in all") + ")");
+  }
+  if (t.pipeline.empty() || t.pipeline.back().end != layers.size())
+    stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
+                "layer '" + layers.back() + "'");
+}
+
+head_placement parse_head(const field& item, const topology& t) {
+  check_section(item);
+  head_placement head;
+  head.spec.name = read_name(item.require("name"));
+  head.spec.task_def = read_task(item.require("task"), t);
+  head.spec.model.name = "head";
+  head.spec.model.classes = head.spec.task_def.classes;
+  // Derived from the name only, so adding a head does not change the others.
+  head.spec.model.seed = model::derive_seed(t.seed, "head/" + head.spec.name);
+  read_if(item, "optimizer", head.spec.optimizer, parse_optimizer);
+  read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
+  return head;
+}
+
+std::vector<head_placement> parse_heads(const field& list, const topology& t) {
+  std::vector<field> items =
+    list.items("a list of heads ({name, task, node, optimizer})", max_heads);
+  if (items.empty())
+    list.fail(list.name() + " must list at least one head");
+  std::vector<head_placement> heads;
+  unique_names names("head");
+  for (const field& item : items) {
+    heads.push_back(parse_head(item, t));
+    names.add(item.require("name"), heads.back().spec.name);
+  }
+  return heads;
+}
+
+// `runtime.tls`: this run's certificate, key and CA, checked here because
+// CAF aborts the process on files it cannot load.
+tls_settings parse_tls(const field& section) {
+  check_section(section);
+  tls_settings tls;
+  read_if(section, "certificate", tls.certificate, read_path);
+  read_if(section, "key", tls.key, read_path);
+  read_if(section, "ca", tls.ca, read_path);
+  if (auto err = check_tls_files(tls))
+    section.fail("'runtime.tls' (or --tls-cert, --tls-key, --tls-ca): " + describe(err));
+  return tls;
+}
+
+void parse_runtime(const field& section, runtime_settings& r) {
+  check_section(section);
+  // Messages in flight per edge; each may be 64 MiB, and the receiver holds them.
+  read_if(section, "window", r.window, [](const field& f) {
+    auto window = positive_int32(f);
+    if (window > 256)
+      f.expected("a positive integer at most 256 (messages in flight per edge)");
+    return window;
+  });
+  read_if(section, "scheduler_threads", r.scheduler_threads, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_scheduler_threads,
+                                 "a number of threads from 1 to "
+                                   + std::to_string(max_scheduler_threads));
+  });
+  auto compute_threads = [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_compute_threads,
+                                 "a number of threads per actor from 1 to "
+                                   + std::to_string(max_compute_threads));
+  };
+  read_if(section, "stage_threads", r.stage_threads, compute_threads);
+  read_if(section, "head_threads", r.head_threads, compute_threads);
+  read_if(section, "heartbeat_ms", r.heartbeat_interval, positive_milliseconds);
+  read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
+  read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);
+  read_if(section, "progress_every", r.progress_every, positive_int32);
+  read_if(section, "checkpoint_every", r.checkpoint_every, [](const field& f) {
+    return read_integer<int32_t>(f, 0, std::numeric_limits<int32_t>::max(),
+                                 "a number of steps (0: no checkpoints)");
+  });
+  read_if(section, "checkpoint_dir", r.checkpoint_dir, read_path);
+  read_if(section, "max_restarts", r.max_restarts, [](const field& f) {
+    return read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
+  });
+  read_if(section, "stall_timeout_ms", r.stall_timeout, positive_milliseconds);
+  if (auto f = section.get("tls"))
+    r.tls = parse_tls(*f);
+}
+
+} // namespace
+
+std::vector<std::string> trainable_actor_names(const topology& t) {
+  std::vector<std::string> names;
+  for (const auto& h : t.heads) // a pipeline's `heads` name its task, not actors
+    if (t.job != "pipeline")
+      names.push_back(h.spec.name);
+  for (size_t i = 0; i < t.pipeline.size(); ++i) {
+    auto stage = "stage" + std::to_string(i);
+    if (t.pipeline[i].replicas == 1)
+      names.push_back(stage);
+    for (int32_t r = 0; t.pipeline[i].replicas > 1 && r < t.pipeline[i].replicas; ++r)
+      names.push_back(stage + "." + std::to_string(r));
+  }
+  return names;
+}
+
+namespace {
+
+fault_spec parse_fault(const field& item, const topology& t) {
+  check_section(item);
+  fault_spec f;
+  f.where = item.where();
+  f.kind = read_choice(item.require("kind"),
+                       {"throw", "kill_node", "stop_node", "delay", "drop", "chaos"});
+  read_if(item, "at_step", f.at_step, non_negative_int64);
+  read_if(item, "after_ms", f.after, positive_milliseconds);
+  auto only = [&](const std::vector<std::string>& keys) {
+    for (const auto* key : {"actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
+                            "delay_ms", "rate", "seed"})
+      if (item.get(key) && !contains(keys, key))
+        item.fail("fault '" + f.kind + "' takes " + join(keys) + " (not " + key + ")");
+  };
+  if (f.kind == "delay" || f.kind == "drop") {
+    only({"kind", "from", "to", f.kind == "delay" ? "delay_ms" : "at_step"});
+    // Edges from the source and from pipeline stages (their fanout).
+    std::vector<std::string> from_names{"source"}, to_names;
+    for (const auto& n : trainable_actor_names(t))
+      if (n.rfind("stage", 0) == 0) {
+        from_names.push_back(n);
+        to_names.push_back(n);
+      }
+    for (const auto& s : t.stages)
+      to_names.push_back(s.name);
+    field from = item.require("from"), to = item.require("to");
+    f.from = read_name(from);
+    f.to = read_name(to);
+    if (!contains(from_names, f.from))
+      from.fail("fault '" + f.kind + "': 'from' must be one of " + join(from_names));
+    if (!contains(to_names, f.to))
+      to.fail("fault '" + f.kind + "': 'to' must be one of " + join(to_names));
+    if (f.kind == "delay")
+      f.delay = positive_milliseconds(item.require("delay_ms"));
+    else if (f.at_step < 0)
+      item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
+    return f;
+  }
+  if (f.kind == "chaos") {
+    only({"kind", "rate", "seed"});
+    f.rate = read_number(item.require("rate"), "a probability per step in (0, 1]",
+                         [](double x) { return x > 0 && x <= 1; });
+    read_if(item, "seed", f.seed, [](const field& s) {
+      return read_integer<uint64_t>(s, 0, std::numeric_limits<uint64_t>::max(), "a seed");
+    });
+    return f;
+  }
+  if (f.kind == "throw") {
+    field actor = item.require("actor");
+    f.actor = read_name(actor);
+    auto names = trainable_actor_names(t);
+    if (!contains(names, f.actor))
+      actor.fail("fault 'throw' names actor '" + f.actor +
+                 "', which is not a trainable actor of this job (" + join(names) + ")");
+    if (f.at_step < 0)
+      item.fail("fault 'throw' needs at_step (the step during which the actor throws)");
+    if (item.get("node") || item.get("after_ms") || item.get("stopped_ms"))
+      item.fail("fault 'throw' takes kind, actor and at_step only");
+  } else {
+    // Nodes are checked when the job starts: `--local-nodes` makes them later.
+    f.node = read_name(item.require("node"));
+    if ((f.at_step < 0) == (f.after.count() < 0))
+      item.fail("fault '" + f.kind + "' needs exactly one of at_step and after_ms");
+    if (item.get("actor"))
+      item.fail("fault '" + f.kind + "' names a node, not an actor");
+    if (f.kind == "stop_node")
+      f.stopped = positive_milliseconds(item.require("stopped_ms"));
+    else if (item.get("stopped_ms"))
+      item.fail("stopped_ms applies to kind stop_node only");
+  }
+  return f;
+}
+
+// A fault at a step the job never reaches would never fire: a run "with a
+// fault" that has none. Refused when the job's length is known here.
+void check_fault_step(const field& item, const fault_spec& f,
+                      const std::optional<job_length>& length) {
+  std::optional<field> at_step = item.get("at_step");
+  if (!at_step || !length || f.at_step < length->steps)
+    return;
+  const std::string expected =
+    length->steps == 0 ? "expected no fault at a step"
+                       : "expected a step from 0 to " + std::to_string(length->steps - 1);
+  at_step->fail(at_step->name() + " is " + std::to_string(f.at_step) + ", but the job has "
+                + std::to_string(length->steps) + " steps (" + length->how
+                + "), so the fault would never fire (" + expected + ")");
+}
+
+std::vector<fault_spec> parse_faults(const field& list, const topology& t,
+                                     const std::optional<job_length>& length) {
+  std::vector<fault_spec> faults;
+  for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
+                                      "after_ms, stopped_ms})", max_faults)) {
+    faults.push_back(parse_fault(item, t));
+    check_fault_step(item, faults.back(), length);
+  }
+  return faults;
+}
+
+/// Recovery restores a consistent cut of the weights, which only the
+/// synchronous schedules have between minibatches.
+void check_recovery(const field& root, const topology& t) {
+  if (t.job != "pipeline" || t.schedule != "1f1b")
+    return;
+  if (!t.faults.empty())
+    root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
+                                "1f1b-flush): asynchronous 1f1b has no step at which every "
+                                "stage's weights are consistent");
+  if (t.runtime.checkpoint_every > 0)
+    root.require("runtime").require("checkpoint_every")
+      .fail("checkpoints need a synchronous schedule (gpipe or 1f1b-flush): under 1f1b the "
+            "stages never share a step with nothing in flight");
+}
+
+std::vector<node_address> parse_nodes(const field& list) {
+  std::vector<node_address> nodes;
+  unique_names names("node"), addresses("address");
+  for (const field& item : list.items("a list of nodes ({name, host, port})", max_nodes)) {
+    check_section(item);
+    node_address node;
+    node.where = item.where();
+    field name = item.require("name");
+    node.name = read_name(name);
+    names.add(name, node.name);
+    read_if(item, "host", node.host, read_string);
+    field port = item.require("port");
+    node.port = read_integer<uint16_t>(port, 1, 65535, "a port number from 1 to 65535");
+    addresses.add(port, node.host + ":" + std::to_string(node.port));
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+// Gives every unplaced actor a node, round-robin in a fixed order (source,
+// stages, heads): with N nodes the source and the first N-1 stages land on
+// different nodes. An actor's slot depends on its position only, not on
+// which others were placed by hand, so placing one actor moves no other.
+void place_round_robin(topology& t) {
+  if (t.nodes.empty())
+    return;
+  size_t slot = 0;
+  auto place = [&](std::string& node) {
+    if (node.empty())
+      node = t.nodes[slot % t.nodes.size()].name;
+    ++slot;
+  };
+  place(t.source_node);
+  if (t.job == "pipeline") { // its actors: the source and the trainable stages (replicas)
+    for (auto& stage : t.pipeline) {
+      if (stage.replicas == 1 || !stage.node.empty() || !stage.replica_nodes.empty()) {
+        place(stage.node);
+        continue;
+      }
+      stage.replica_nodes.resize(static_cast<size_t>(stage.replicas));
+      for (auto& node : stage.replica_nodes)
+        place(node);
+    }
+    return;
+  }
+  for (auto& stage : t.stages)
+    place(stage.node);
+  for (auto& head : t.heads)
+    place(head.node);
+}
+
+// The backbone's input against the data's samples, so that a mismatch is an
+// error here and not a LibTorch shape error in a stage: resnet18 takes 3
+// channels of any size, the convnets 28x28 images of the data's channel count
+// (their first convolution is built for it). A TorchScript backbone's input
+// is not known before it runs. Sets the backbone's in_channels.
+void check_sample_shape(const field& root, topology& t) {
+  const std::vector<int64_t> shape =
+    t.dataset == "synthetic" ? t.synthetic_shape : std::vector<int64_t>{1, 28, 28};
+  t.backbone.in_channels = shape[0];
+  const std::string size = std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x"
+                           + std::to_string(shape[2]);
+  field data = root.section("data");
+  std::optional<field> shape_key = data.get("synthetic_shape");
+  const std::string samples =
+    shape_key ? "data.synthetic_shape is " + size
+              : "the samples of data.dataset '" + t.dataset + "' are " + size;
+  if (t.backbone.name == "resnet18" && shape[0] != 3)
+    root.section("backbone").require("model").fail(
+      "'backbone.model' is resnet18, which takes 3-channel images, but " + samples
+      + " (expected data.dataset: synthetic with data.synthetic_shape: [3, 32, 32])");
+  bool convnet = t.backbone.name == "convnet" || t.backbone.name == "convnet_wide";
+  if (convnet && (shape[1] != 28 || shape[2] != 28))
+    (shape_key ? *shape_key : data)
+      .fail("'backbone.model' " + t.backbone.name + " takes 28x28 images, but " + samples
+            + " (expected data.synthetic_shape: [C, 28, 28])");
+}
+
+// Sections are read in dependency order: nodes before any `node:` key, the
+// data set before the tasks (label count), tasks before the backbone's
+// pretrain task and the heads.
+topology build_topology(const field& root) {
+  check_section(root);
+  topology t;
+  t.file = root.source().file;
+  t.nodes = parse_nodes(root.section("nodes"));
+  if (auto f = root.get("job"))
+    parse_job(*f, t);
+  read_if(root, "seed", t.seed, [](const field& f) {
+    return read_integer<uint64_t>(f, 0, std::numeric_limits<uint64_t>::max(),
+                                  "a non-negative integer");
+  });
+  t.plan.seed = t.seed;
+  parse_data(root.section("data"), t);
+  const std::optional<job_length> length = length_of(check_dataset(root.section("data"), t), t);
+  t.tasks = parse_tasks(root.require("tasks"), t.dataset);
+  std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
+  check_sample_shape(root, t);
+  parse_pipeline(root.section("pipeline"), std::move(layers), t);
+  t.heads = parse_heads(root.require("heads"), t);
+  parse_runtime(root.section("runtime"), t.runtime);
+  t.faults = parse_faults(root.section("faults"), t, length);
+  check_recovery(root, t);
+  place_round_robin(t);
+  return t;
+}
+
+// -- `--set` overrides --------------------------------------------------------------
+
+// The node under `parent` for one path segment of a `--set`, created when
+// absent (so an override can add a key the file does not have). Only keys of
+// the schema and indexes of its lists are accepted; index == size appends.
+YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
+                     const std::string& segment, const std::string& where) {
+  bool empty = !parent.IsDefined() || parent.IsNull();
+  std::string pattern = pattern_of(parent_path);
+  if (is_list(pattern)) {
+    // "+" appends: `--set faults.+={kind: throw, ...}` adds an entry.
+    std::optional<size_t> index =
+      segment == "+" ? std::optional<size_t>{empty ? 0 : parent.size()} : parse_index(segment);
+    if (!index)
+      fail_at(where, quoted(segment) + " is not an index of the list '" + parent_path + "'");
+    if (!empty && !parent.IsSequence())
+      fail_at(where, "'" + parent_path + "' is not a list in the topology");
+    if (*index > parent.size())
+      fail_at(where, "index " + segment + " is past the end of '" + parent_path + "' ("
+              + std::to_string(parent.size()) + " entries)");
+    if (*index == parent.size())
+      parent.push_back(YAML::Node(YAML::NodeType::Null));
+    return parent[*index];
+  }
+  auto keys = section_keys().find(pattern);
+  if (keys == section_keys().end())
+    fail_at(where, "unknown key " + quoted(segment) + " in '" + parent_path
+            + "' (it is a value, not a section)");
+  if (!contains(keys->second, segment))
+    fail_at(where, "unknown key " + quoted(segment) + " " + in_section(parent_path)
+            + " (expected one of: " + join(keys->second) + ")");
+  if (!empty && !parent.IsMap())
+    fail_at(where, "'" + parent_path + "' is not a map in the topology");
+  return parent[segment];
+}
+
+YAML::Node parse_value(const std::string& text, const std::string& where) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    fail_at(where, "the value is not valid YAML: " + e.msg);
+  }
+}
+
+// The node at `path` (dotted), walked and created as the schema allows.
+// Sections created on the way have no line of their own: they remember the
+// override that made them.
+YAML::Node walk_to(YAML::Node& doc, const std::string& path, const std::string& origin,
+                   source_info& source) {
+  YAML::Node current;
+  current.reset(doc);
+  std::string at, segment;
+  std::istringstream segments(path);
+  while (std::getline(segments, segment, '.')) {
+    YAML::Node next = step_into(current, at, segment, "--set " + path);
+    if (segment == "+") // the entry it appended
+      segment = std::to_string(current.size() - 1);
+    at = child_path(at, segment);
+    if (next.Mark().is_null())
+      source.overrides.emplace(at, origin);
+    current.reset(next);
+  }
+  return current;
+}
+
+// How errors name the override `text`: "--set a.b=value", cut short as
+// values are, since every error in it repeats this.
+std::string override_origin(const std::string& text) {
+  return "--set " + shortened(text, 128);
+}
+
+// Applies one "a.b.c=value" to the document. The paths it touches remember
+// the override, so that errors in its value name it instead of a line.
+void apply_override(YAML::Node& doc, const std::string& text, source_info& source) {
+  const std::string origin = override_origin(text);
+  constexpr size_t longest_path = 256; // the schema's longest is ~40
+  size_t equals = text.find('=');
+  std::string path = text.substr(0, std::min(equals, longest_path + 1));
+  if (equals == std::string::npos || path.empty() || path.front() == '.'
+      || path.back() == '.' || path.find("..") != std::string::npos)
+    fail_at(origin, "expected dotted.key=value (for example data.epochs=3)");
+  if (path.size() > longest_path)
+    fail_at(origin, "the key is longer than " + std::to_string(longest_path)
+                      + " bytes (expected dotted.key=value, for example data.epochs=3)");
+  YAML::Node value = parse_value(text.substr(equals + 1), origin);
+  YAML::Node target = walk_to(doc, path, origin, source);
+  target = value; // yaml-cpp's assignment writes through into the document
+  // Paths below `path` that earlier overrides set are gone with their values.
+  const std::string below = path + ".";
+  auto it = source.overrides.lower_bound(below);
+  while (it != source.overrides.end() && it->first.compare(0, below.size(), below) == 0)
+    it = source.overrides.erase(it);
+  source.overrides[path] = origin;
+}
+
+YAML::Node load_document(const std::string& text, const std::string& name) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    fail_at(name + ":" + std::to_string(std::max(e.mark.line, 0) + 1),
+            "YAML syntax error: " + e.msg + " (column " + std::to_string(e.mark.column + 1)
+              + ")");
+  }
+  // An empty file is an empty map, so that `--set` can still add to it.
+  if (doc.IsNull())
+    doc = YAML::Node(YAML::NodeType::Map);
+  return doc;
+}
+
+caf::expected<topology> parse_document(const std::string& yaml_text, source_info source,
+                                       const std::vector<std::string>& overrides) {
+  const std::string& name = source.file;
+  try {
+    YAML::Node doc = load_document(yaml_text, name);
+    field root = field::root(source, doc);
+    if (!doc.IsMap())
+      root.expected("a map of sections (" + join(section_keys().at("")) + ")");
+    for (const auto& text : overrides)
+      apply_override(doc, text, source);
+    return build_topology(root);
+  } catch (const config_error& e) {
+    return make_error(errc::bad_config, e.what());
+  } catch (const std::exception& e) {
+    // yaml-cpp, LibTorch or the file system failing where no check expected
+    // it: still an error value, never an exception out of the parser.
+    return make_error(errc::bad_config, name + ": " + e.what());
+  }
+}
+
+// Every scalar under `node` by dotted path into `out`; an empty map or list,
+// or a null, is a value of its own so that adding or removing one shows.
+// YAML aliases are expanded here, so nested ones could multiply a small file
+// into billions of values: at most max_flattened are.
+void flatten(const YAML::Node& node, const std::string& path,
+             std::map<std::string, std::string>& out, const std::string& file) {
+  constexpr size_t max_flattened = 100000;
+  if (out.size() >= max_flattened)
+    fail_at(file, "the topology has more than " + std::to_string(max_flattened)
+                    + " values once its YAML aliases are expanded");
+  if (node.IsMap() && node.size() > 0) {
+    for (const auto& kv : node)
+      flatten(kv.second, child_path(path, kv.first.Scalar()), out, file);
+  } else if (node.IsSequence() && node.size() > 0) {
+    for (size_t i = 0; i < node.size(); ++i)
+      flatten(node[i], child_path(path, std::to_string(i)), out, file);
+  } else {
+    out[path] = node.IsScalar() ? node.Scalar() : node.IsMap() ? "{}"
+                                                 : node.IsSequence() ? "[]" : "~";
+  }
+}
+
+} // namespace
+
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides) {
+  source_info source{name, {}, {}};
+  try {
+    YAML::Node doc = load_document(yaml_text, name);
+    for (const auto& text : overrides)
+      apply_override(doc, text, source);
+    std::map<std::string, std::string> values;
+    flatten(doc, "", values, name);
+    return values;
+  } catch (const config_error& e) {
+    return make_error(errc::bad_config, e.what());
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, name + ": " + e.what());
+  }
+}
+
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides) {
+  return parse_document(yaml_text, source_info{path, fs::path(path).parent_path(), {}},
+                        overrides);
+}
+
+const model::task* topology::find_task(const std::string& name) const {
+  auto it = std::find_if(tasks.begin(), tasks.end(),
+                         [&](const model::task& t) { return t.name == name; });
+  return it == tasks.end() ? nullptr : &*it;
+}
+
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  std::string text;
+  if (std::string why = read_config_file(path, text); !why.empty())
+    return make_error(errc::bad_config, "cannot read topology file '" + path + "': " + why);
+  return parse_document(text, source_info{path, fs::path(path).parent_path(), {}}, overrides);
+}
+
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides) {
+  // `name` only labels messages (it may be "<embedded ...>"): relative paths
+  // are resolved against the working directory.
+  return parse_document(yaml_text, source_info{name, {}, {}}, overrides);
+}
+
+topology with_local_nodes(topology t, int32_t count) {
+  std::vector<node_address> nodes;
+  for (int32_t i = 1; i <= count; ++i)
+    nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0, ""});
+  // Placements on other nodes than n1..nN cannot be kept: they are redone.
+  auto keep_local = [&](std::string& node) {
+    bool local = std::any_of(nodes.begin(), nodes.end(),
+                             [&](const node_address& n) { return n.name == node; });
+    if (!local)
+      node.clear();
+  };
+  keep_local(t.source_node);
+  for (auto& stage : t.stages)
+    keep_local(stage.node);
+  for (auto& head : t.heads)
+    keep_local(head.node);
+  for (auto& stage : t.pipeline) {
+    keep_local(stage.node);
+    for (auto& node : stage.replica_nodes)
+      keep_local(node);
+    if (std::any_of(stage.replica_nodes.begin(), stage.replica_nodes.end(),
+                    [](const std::string& node) { return node.empty(); }))
+      stage.replica_nodes.clear();
+  }
+  t.nodes = std::move(nodes);
+  place_round_robin(t);
+  return t;
+}
+
+} // namespace baton::actors

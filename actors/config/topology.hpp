@@ -1,0 +1,215 @@
+#pragma once
+
+// The topology file: what `baton run` reads. YAML, validated strictly: an
+// unknown key, a wrong type, a missing file or a value out of range is an
+// error naming the file, the line and what was expected (errc::bad_config).
+// See configs/transfer.yaml for every key with its meaning.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/net/tls.hpp"
+#include "model/layered_model.hpp"
+#include "model/local.hpp"
+#include "model/task.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+
+// -- limits ---------------------------------------------------------------------
+// A topology larger than these is refused with the limit in the error (README
+// "Topology limits"): every entry is an actor, a thread budget or a
+// connection, and a typo or a hostile file must not become a million of them.
+
+/// The largest topology file: 256 KiB (detail::max_config_bytes).
+inline constexpr size_t max_topology_bytes = size_t{256} << 10;
+/// Tasks (`tasks`): label maps, one per head at most.
+inline constexpr size_t max_tasks = 64;
+/// Heads (`heads`): one actor each.
+inline constexpr size_t max_heads = 64;
+/// Nodes (`nodes`): one connection each.
+inline constexpr size_t max_nodes = 256;
+/// Stages of the backbone (`backbone.split`, `backbone.stages`) or of a
+/// pipeline (`pipeline.stages`); never more than the model has layers.
+inline constexpr size_t max_stages = 64;
+/// Replicas of one pipeline stage (`pipeline.stages.*.replicas`).
+inline constexpr int32_t max_replicas = 64;
+/// Stage actors of a pipeline, all replicas counted.
+inline constexpr size_t max_pipeline_actors = 256;
+/// Injected faults (`faults`).
+inline constexpr size_t max_faults = 64;
+
+/// A node process the coordinator can spawn actors on.
+struct node_address {
+  std::string name;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string where; ///< "file:line" of its entry (or the --set); empty for local nodes
+};
+
+/// A contiguous slice [begin, end) of the backbone's layers, placed on a node.
+struct stage_placement {
+  std::string name;  ///< "stage0", "stage1", ...
+  size_t begin = 0;
+  size_t end = 0;
+  std::string node;  ///< node name; empty when embedded
+};
+
+/// A trainable head placed on a node.
+struct head_placement {
+  model::head_spec spec; ///< name, task, model (seed derived), optimiser
+  std::string node;      ///< node name; empty when embedded
+};
+
+/// Backbone pre-training settings (`backbone.pretrain`).
+struct pretrain_settings {
+  std::string task = "all10";  ///< a task name from `tasks`
+  int32_t epochs = 1;
+  int64_t train_limit = 20000; ///< first N training samples
+  model::optimizer_spec optimizer;
+};
+
+/// Runtime settings (`runtime`).
+struct runtime_settings {
+  int32_t window = 4;             ///< credit window per tensor edge
+  int32_t scheduler_threads = 2;  ///< CAF scheduler threads, 1..max_scheduler_threads (64)
+  int32_t stage_threads = 1;      ///< torch threads per stage actor, 1..max_compute_threads (256)
+  int32_t head_threads = 1;       ///< torch threads per head actor, 1..max_compute_threads
+  std::chrono::milliseconds heartbeat_interval{200};
+  std::chrono::milliseconds connection_timeout{2000};
+  std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests
+  int32_t progress_every = 20;    ///< heads report progress every N steps
+  /// Trainable actors checkpoint after every N optimiser steps; 0: never
+  /// (a restart then begins from the initial weights).
+  int32_t checkpoint_every = 0;
+  std::string checkpoint_dir;     ///< "": a fresh directory under the system's temp dir
+  int32_t max_restarts = 3;       ///< restarts after failures before giving up
+  /// No message from any actor for this long: the run is stuck (a lost
+  /// message), which fails it, or restarts it when it recovers.
+  std::chrono::milliseconds stall_timeout{300000};
+  tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
+};
+
+/// An injected fault (`faults:` or `--fault`): see README "Faults".
+struct fault_spec {
+  std::string kind;   ///< throw | kill_node | stop_node | delay | drop | chaos
+  std::string actor;  ///< throw: the trainable actor (a head, "stage1", "stage1.0")
+  std::string node;   ///< kill_node, stop_node: the node
+  int64_t at_step = -1;              ///< when the job has made this many steps ...
+  std::chrono::milliseconds after{-1}; ///< ... or this long after training started
+  std::chrono::milliseconds stopped{0}; ///< stop_node: how long the node stays stopped
+  std::string from, to;                ///< delay, drop: the edge (sender -> receiver)
+  std::chrono::milliseconds delay{0};  ///< delay: added to every message on the edge
+  double rate = 0;                     ///< chaos: probability of a fault per step
+  uint64_t seed = 1;                   ///< chaos: its random choices
+  std::string where;  ///< "file:line" or "--fault ..."
+};
+
+/// A parsed, validated topology.
+struct topology {
+  std::string file;          ///< path it was read from ("<embedded>" for defaults)
+  std::string job = "transfer";
+  uint64_t seed = 42;
+
+  // -- data ------------------------------------------------------------------
+  std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t train_limit = 0;   ///< 0 = whole split
+  int64_t test_limit = 0;
+  int64_t synthetic_train = 4096, synthetic_test = 1024; ///< synthetic sizes
+  std::vector<int64_t> synthetic_shape{1, 28, 28}; ///< C, H, W of a synthetic sample
+  model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
+
+  // -- backbone ----------------------------------------------------------------
+  /// name convnet | convnet_wide | resnet18 (job: pipeline) | torchscript;
+  /// in_channels: the samples' channels (resnet18: 3, checked at load)
+  model::model_spec backbone;
+  std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
+  pretrain_settings pretrain;
+  std::vector<stage_placement> stages; ///< resolved from `backbone.split`
+  /// `backbone.split: auto` (job: transfer): `stages` holds the planned
+  /// number of stages (`backbone.stages`, else one per `backbone.place` node,
+  /// else 3) with their names and nodes, but an even split of the layers as
+  /// a placeholder; `resolve_backbone_split` (actors/modes/pipeline/planning.hpp) plans the
+  /// boundaries at run time and clears this flag.
+  bool split_auto = false;
+
+  // -- tasks and heads ---------------------------------------------------------
+  std::vector<model::task> tasks;
+  std::vector<head_placement> heads;
+  std::string source_node;     ///< node of the source; empty when embedded
+
+  // -- pipeline (job: pipeline) -----------------------------------------------------
+  /// A stage of the trained model (backbone + classifier "fc2"): layers
+  /// [begin, end) on `replicas` machines.
+  struct pipeline_stage {
+    size_t begin = 0;
+    size_t end = 0;
+    int32_t replicas = 1;
+    std::string node;  ///< node name; empty when embedded or not placed
+    std::vector<std::string> replica_nodes; ///< node of each replica (`nodes:`), else empty
+
+    /// The node of replica `r`.
+    const std::string& node_of(int32_t r) const {
+      return replica_nodes.empty() ? node : replica_nodes[static_cast<size_t>(r)];
+    }
+  };
+  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
+  bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
+  std::vector<pipeline_stage> pipeline; ///< from `pipeline.stages`; empty unless job: pipeline
+
+  runtime_settings runtime;
+  std::vector<fault_spec> faults;
+  std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
+
+  bool embedded() const { return nodes.empty(); }
+  /// Whether a failure restarts the job from its checkpoints (or from the
+  /// start): with checkpoints or injected faults, and max_restarts > 0.
+  bool recovers() const {
+    return (runtime.checkpoint_every > 0 || !faults.empty()) && runtime.max_restarts > 0;
+  }
+  const model::task* find_task(const std::string& name) const;
+};
+
+/// Reads and validates a topology file. `overrides` are "dotted.key=value"
+/// strings from `--set`, applied before validation (a value is parsed as
+/// YAML, so `--set backbone.split=[pool1]` works). Stage boundaries
+/// (`backbone.split`, a list of layer names ending a stage) are resolved
+/// against the backbone's layer names; `backbone.split: auto` leaves them to
+/// the planner (topology::split_auto).
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides = {});
+
+/// Same, from YAML text; `name` is used in error messages in place of a path.
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides = {});
+
+/// Same as load_topology, from `yaml_text` that the file `path` held (its
+/// relative paths are relative to `path`'s directory): `--resume` parses the
+/// text a run was started with, not the file as it is now.
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides = {});
+
+/// Every scalar of the topology document after `overrides`, by dotted path
+/// ("data.batch_size" -> "64", "tasks.0.labels.3" -> "3"), unvalidated: what
+/// a run was configured with, for comparing two runs. `name` labels errors.
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides = {});
+
+/// The trainable actors of the job, as the coordinator names them: heads,
+/// pipeline stages ("stage1", or "stage1.0" for replica 0 of a replicated
+/// stage). A `throw` fault names one of them; each keeps its checkpoints.
+std::vector<std::string> trainable_actor_names(const topology& t);
+
+/// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
+/// filled in later) and stages, heads and source spread over them round-robin
+/// unless they were already placed on a node of that name.
+topology with_local_nodes(topology t, int32_t count);
+
+} // namespace baton::actors

@@ -1,0 +1,289 @@
+#include "actors/config/yaml_field.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+namespace baton::actors::detail {
+
+namespace fs = std::filesystem;
+
+// -- errors -------------------------------------------------------------------
+
+void fail_at(const std::string& where, const std::string& what) {
+  throw config_error(where + ": " + what);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& x) {
+  return std::find(items.begin(), items.end(), x) != items.end();
+}
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+namespace {
+
+// The first `most` bytes of `text` at most, cut at a UTF-8 character
+// boundary (never after a lead byte), control characters as \xNN; `cut`
+// says whether anything was left out.
+std::string printable_prefix(const std::string& text, size_t most, bool& cut) {
+  size_t end = std::min(text.size(), most);
+  // Back off continuation bytes (10xxxxxx) to the start of their character.
+  while (end < text.size() && end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    --end;
+  cut = end < text.size();
+  std::string out;
+  for (size_t i = 0; i < end; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+      static const char hex[] = "0123456789abcdef";
+      out += std::string{"\\x"} + hex[c >> 4] + hex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string shortened(const std::string& text, size_t most) {
+  bool cut = false;
+  std::string out = printable_prefix(text, most, cut);
+  return cut ? out + "... (" + std::to_string(text.size()) + " bytes)" : out;
+}
+
+std::string quoted(const std::string& text) {
+  bool cut = false;
+  std::string out = "'" + printable_prefix(text, max_quoted_bytes, cut);
+  return cut ? out + "...' (" + std::to_string(text.size()) + " bytes)" : out + "'";
+}
+
+// -- config files ---------------------------------------------------------------
+
+namespace {
+
+/// What a non-regular file is, for "not a regular file (a directory)".
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO or pipe";
+  return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
+}
+
+std::string too_large(uintmax_t size, size_t max_bytes) {
+  return std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) + " ("
+         + std::to_string(max_bytes >> 10) + " KiB) a config file may have";
+}
+
+} // namespace
+
+std::string read_config_file(const std::string& path, std::string& out, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO that has no writer would otherwise block
+  // before fstat could refuse it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    return std::strerror(errno);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_at_end{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0)
+    return std::strerror(errno);
+  if (!S_ISREG(info.st_mode))
+    return "not a regular file (" + file_kind(info.st_mode) + ")";
+  if (static_cast<uintmax_t>(info.st_size) > max_bytes)
+    return too_large(static_cast<uintmax_t>(info.st_size), max_bytes);
+  out.clear();
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0)
+      return std::strerror(errno);
+    if (got == 0)
+      return "";
+    out.append(buffer, static_cast<size_t>(got));
+    if (out.size() > max_bytes) // it grew after fstat
+      return too_large(out.size(), max_bytes) + " (it grew while read)";
+  }
+}
+
+// -- located values -------------------------------------------------------------
+
+field::field(const source_info& source, YAML::Node node, std::string path, int line,
+             std::string origin)
+  : source_(&source), node_(std::move(node)), path_(std::move(path)), line_(line),
+    origin_(std::move(origin)) {}
+
+field& field::operator=(const field& other) {
+  source_ = other.source_;
+  node_.reset(other.node_);
+  path_ = other.path_;
+  line_ = other.line_;
+  origin_ = other.origin_;
+  return *this;
+}
+
+field field::root(const source_info& source, const YAML::Node& doc) {
+  return field(source, doc, "", doc.Mark().line, "");
+}
+
+std::string field::where() const {
+  if (!origin_.empty())
+    return origin_;
+  return source_->file + ":" + std::to_string(std::max(line_, 0) + 1);
+}
+
+std::string field::name() const {
+  return path_.empty() ? "the topology" : "'" + path_ + "'";
+}
+
+std::string field::shown() const {
+  if (node_.IsScalar())
+    return quoted(node_.Scalar());
+  if (node_.IsMap())
+    return "a map";
+  return node_.IsSequence() ? "a list" : "nothing";
+}
+
+void field::fail(const std::string& what) const {
+  fail_at(where(), what);
+}
+
+void field::expected(const std::string& what) const {
+  fail(name() + " must be " + what + ", got " + shown());
+}
+
+field field::child(const YAML::Node& at, const YAML::Node& value) const {
+  std::string path = child_path(path_, at.Scalar());
+  return field(*source_, value, path, at.Mark().line, origin_of(path));
+}
+
+std::optional<field> field::get(const std::string& key) const {
+  if (node_.IsMap())
+    for (const auto& entry : node_)
+      if (entry.first.Scalar() == key)
+        return child(entry.first, entry.second);
+  return std::nullopt;
+}
+
+field field::require(const std::string& key) const {
+  if (auto f = get(key))
+    return *f;
+  fail(name() + " is missing the key '" + key + "'");
+}
+
+field field::section(const std::string& key) const {
+  if (auto f = get(key))
+    return *f;
+  std::string path = child_path(path_, key);
+  return field(*source_, YAML::Node(YAML::NodeType::Null), path, line_, origin_of(path));
+}
+
+std::vector<field> field::items(const std::string& what, size_t most) const {
+  if (is_null())
+    return {};
+  if (!node_.IsSequence())
+    expected(what);
+  if (node_.size() > most)
+    fail(name() + " has " + std::to_string(node_.size()) + " entries, more than the "
+         + std::to_string(most) + " allowed (expected " + what + ", at most "
+         + std::to_string(most) + ")");
+  std::vector<field> out;
+  for (const auto& item : node_) {
+    std::string path = child_path(path_, std::to_string(out.size()));
+    out.emplace_back(*source_, item, path, item.Mark().line, origin_of(path));
+  }
+  return out;
+}
+
+std::string field::origin_of(const std::string& path) const {
+  auto it = source_->overrides.find(path);
+  return it != source_->overrides.end() ? it->second : origin_;
+}
+
+// -- checked readers ------------------------------------------------------------
+
+const std::string& scalar(const field& f, const std::string& what) {
+  if (!f.node().IsScalar())
+    f.expected(what);
+  return f.node().Scalar();
+}
+
+int32_t positive_int32(const field& f) {
+  return read_integer<int32_t>(f, 1, std::numeric_limits<int32_t>::max(), "a positive integer");
+}
+
+int64_t positive_int64(const field& f) {
+  return read_integer<int64_t>(f, 1, std::numeric_limits<int64_t>::max(), "a positive integer");
+}
+
+int64_t non_negative_int64(const field& f) {
+  return read_integer<int64_t>(f, 0, std::numeric_limits<int64_t>::max(),
+                               "a non-negative integer");
+}
+
+std::string read_string(const field& f) {
+  static const std::string what =
+    "a non-empty string of at most " + std::to_string(max_string_bytes) + " bytes";
+  const std::string& text = scalar(f, what);
+  if (text.empty() || text.size() > max_string_bytes)
+    f.expected(what);
+  return text;
+}
+
+std::string read_name(const field& f) {
+  static const std::string what =
+    "a non-empty name of at most " + std::to_string(max_name_bytes) + " bytes";
+  const std::string& text = scalar(f, what);
+  if (text.empty() || text.size() > max_name_bytes)
+    f.expected(what);
+  return text;
+}
+
+std::string read_choice(const field& f, const std::vector<std::string>& choices) {
+  const std::string& text = scalar(f, "one of: " + join(choices));
+  if (!contains(choices, text))
+    f.expected("one of: " + join(choices));
+  return text;
+}
+
+std::chrono::milliseconds positive_milliseconds(const field& f) {
+  return std::chrono::milliseconds{positive_int32(f)};
+}
+
+std::string read_path(const field& f) {
+  fs::path path = read_string(f);
+  if (path.is_relative() && !f.overridden())
+    path = f.source().base_dir / path;
+  return fs::absolute(path).lexically_normal().string();
+}
+
+void unique_names::add(const field& f, const std::string& name) {
+  auto [it, fresh] = first_seen_.emplace(name, f.where());
+  if (!fresh)
+    f.fail(what_ + " '" + name + "' is defined twice (first at " + it->second + ")");
+}
+
+} // namespace baton::actors::detail

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "actors/flow/credit_window.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// The receivers of an actor's microbatches: the next stage, or its replicas,
+/// each behind its own credit window.
+///
+/// Dealing is the same rule at every sender: a training microbatch goes to
+/// replica `index_in_step % replicas`, an evaluation microbatch to replica 0.
+/// So replica j of every replicated stage sees the same share of every
+/// minibatch, whichever replica of the stage before sent it, and one replica
+/// evaluates (its accuracy is the stage's).
+class fanout {
+public:
+  /// Adds the next receiver (replicas in their order) with `window` slots.
+  void add(caf::actor receiver, const std::string& from, const std::string& to, int32_t window);
+
+  size_t size() const { return receivers_.size(); }
+
+  /// Which receiver `m` goes to. Precondition: size() > 0.
+  size_t pick(const messages::microbatch& m) const;
+
+  /// Whether `m`'s receiver has a free slot.
+  bool can_send(const messages::microbatch& m) const;
+
+  /// Sends `m` to its receiver and counts it. Precondition: can_send(m).
+  void send(caf::event_based_actor* self, messages::microbatch m);
+
+  /// Sends `c` to every receiver (each needs every control, in order).
+  void broadcast(caf::event_based_actor* self, const messages::control& c) const;
+
+  /// Credits the slot of microbatch `c.microbatch_id` back to the receiver
+  /// it was sent to. Returns "" or, when no receiver has that microbatch in
+  /// flight (a confused or malicious peer), why the credit is refused.
+  ///
+  /// The microbatch names the edge, not the sender's handle: CAF 0.17 names
+  /// the sender of a remote message by the connection it came over, and once
+  /// (CI, 3 node processes) a stage's credits came from a handle other than
+  /// its receiver's. Such a credit is logged once.
+  std::string take_credit(const caf::actor& from, const messages::credit& c);
+
+  /// Fault injection on the edge to receiver `to`: every message to it
+  /// (microbatches and controls, so their order holds) goes `delay` late,
+  /// and the first training microbatch of step `drop_step` (-1: none) is
+  /// dropped, its slot staying taken. False when `to` is not a receiver.
+  bool inject(const std::string& to, std::chrono::milliseconds delay, int64_t drop_step);
+
+  /// Whether the last send() dropped its microbatch (a drop fault).
+  bool dropped_last() const { return dropped_last_; }
+
+  /// Traffic per edge, one per receiver.
+  std::vector<messages::edge_stats> edges() const;
+
+private:
+  struct receiver {
+    caf::actor handle;
+    credit_window window;
+    std::vector<int64_t> in_flight; ///< ids of the microbatches sent and not credited
+    messages::edge_stats edge;
+    std::chrono::milliseconds delay{0};
+    int64_t drop_step = -1;
+  };
+  std::vector<receiver> receivers_;
+  bool dropped_last_ = false;
+  bool warned_sender_ = false; ///< a credit came from another handle (logged once)
+};
+
+} // namespace baton::actors

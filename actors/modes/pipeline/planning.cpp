@@ -1,0 +1,480 @@
+#include "actors/modes/pipeline/planning.hpp"
+
+#include <cassert>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "actors/config/topology.hpp"
+#include "actors/config/yaml_field.hpp"
+#include "messages/errc.hpp"
+#include "model/error.hpp"
+#include "model/local.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+constexpr int32_t profile_warmups = 2;
+
+// `backbone.split: auto` profiles at every run: few microbatches, so that it
+// takes well under a second for convnet and a few for convnet_wide.
+constexpr int32_t split_timed_microbatches = 5;
+
+/// `baton plan`'s default bandwidth between two machines, bytes/s.
+const double default_bandwidth = plan_request{}.bandwidth;
+
+std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* pattern, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, pattern);
+  std::vsnprintf(buffer, sizeof buffer, pattern, args);
+  va_end(args);
+  return buffer;
+}
+
+std::string mebibytes(double bytes) {
+  return format("%.2f", bytes / 1048576.0);
+}
+
+/// The model a pipeline trains for the topology: the backbone with the
+/// classifier pre-training puts on it (layer "fc2"), or the mlp as it is.
+model::layered_model pipeline_model(const topology& t) {
+  if (t.backbone.name == "mlp")
+    return model::make_model(t.backbone);
+  return model::make_pretrain_model(t.backbone, 10);
+}
+
+/// One input sample of the topology's data, (C, H, W): Fashion-MNIST's
+/// images or the synthetic set's shape.
+std::vector<int64_t> sample_shape_of(const topology& t) {
+  if (t.dataset == "synthetic")
+    return t.synthetic_shape;
+  return {t.backbone.in_channels, 28, 28};
+}
+
+/// Samples per microbatch, as the source cuts a minibatch.
+int64_t microbatch_size_of(const topology& t) {
+  return std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches);
+}
+
+std::string profile_table(const model::model_profile& p) {
+  std::string out = format("%-10s %11s %12s %10s %14s %14s\n", "layer", "forward ms",
+                           "backward ms", "update ms", "activation MiB", "parameter MiB");
+  double forward = 0, backward = 0, update = 0, activations = 0, parameters = 0;
+  for (const auto& l : p.layers) {
+    out += format("%-10s %11.3f %12.3f %10.3f %14s %14s\n", l.name.c_str(),
+                  1e3 * l.forward_seconds, 1e3 * l.backward_seconds, 1e3 * l.update_seconds,
+                  mebibytes(static_cast<double>(l.activation_bytes)).c_str(),
+                  mebibytes(static_cast<double>(l.parameter_bytes)).c_str());
+    forward += l.forward_seconds;
+    backward += l.backward_seconds;
+    update += l.update_seconds;
+    activations += static_cast<double>(l.activation_bytes);
+    parameters += static_cast<double>(l.parameter_bytes);
+  }
+  out += format("%-10s %11.3f %12.3f %10.3f %14s %14s\n", "total", 1e3 * forward,
+                1e3 * backward, 1e3 * update, mebibytes(activations).c_str(),
+                mebibytes(parameters).c_str());
+  return out;
+}
+
+// -- reading the profile JSON ---------------------------------------------------------
+
+/// A JSON member of the expected kind, or an error naming the file and key.
+struct json_reader {
+  const std::string& name;
+
+  caf::error fail(const std::string& key, const std::string& expected) const {
+    return make_error(errc::bad_file, name + ": '" + key + "': expected " + expected);
+  }
+
+  bool number(const json& j, const std::string& key, double& out, caf::error& err) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
+        it->get<double>() < 0) {
+      err = fail(key, "a non-negative number");
+      return false;
+    }
+    out = it->get<double>();
+    return true;
+  }
+
+  template <class Integer>
+  bool integer(const json& j, const std::string& key, Integer& out, caf::error& err) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+      err = fail(key, "a non-negative integer");
+      return false;
+    }
+    out = static_cast<Integer>(it->get<int64_t>());
+    return true;
+  }
+
+  bool string(const json& j, const std::string& key, std::string& out, caf::error& err) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) {
+      err = fail(key, "a string");
+      return false;
+    }
+    out = it->get<std::string>();
+    return true;
+  }
+};
+
+bool read_layer(const json_reader& read, const json& j, size_t index, model::layer_cost& l,
+                caf::error& err) {
+  if (!j.is_object()) {
+    err = read.fail("layers[" + std::to_string(index) + "]", "an object");
+    return false;
+  }
+  return read.string(j, "name", l.name, err) &&
+         read.number(j, "forward_seconds", l.forward_seconds, err) &&
+         read.number(j, "backward_seconds", l.backward_seconds, err) &&
+         read.integer(j, "activation_bytes", l.activation_bytes, err) &&
+         read.integer(j, "parameter_bytes", l.parameter_bytes, err) &&
+         // Profiles written before update times were measured have none.
+         (!j.contains("update_seconds") || read.number(j, "update_seconds", l.update_seconds, err));
+}
+
+// -- printing the plan ------------------------------------------------------------------
+
+std::string layer_range(const model::stage_plan& s, const std::vector<model::layer_cost>& layers) {
+  if (s.end - s.begin == 1)
+    return layers[s.begin].name;
+  return layers[s.begin].name + ".." + layers[s.end - 1].name;
+}
+
+std::string bytes_or_unlimited(double bytes) {
+  if (std::isinf(bytes))
+    return "unlimited";
+  return format("%.0f bytes (%.1f MiB)", bytes, bytes / 1048576.0);
+}
+
+} // namespace
+
+// -- profile --------------------------------------------------------------------------
+
+json to_json(const profile_file& p) {
+  json layers = json::array();
+  for (const auto& l : p.profile.layers)
+    layers.push_back({{"name", l.name},
+                      {"forward_seconds", l.forward_seconds},
+                      {"backward_seconds", l.backward_seconds},
+                      {"activation_bytes", l.activation_bytes},
+                      {"parameter_bytes", l.parameter_bytes},
+                      {"update_seconds", l.update_seconds}});
+  return {{"model", p.profile.model},
+          {"topology", p.topology},
+          {"microbatch_size", p.profile.microbatch_size},
+          {"microbatches_per_minibatch", p.microbatches_per_minibatch},
+          {"timed_microbatches", p.profile.microbatches},
+          {"warmups", p.warmups},
+          {"threads", p.profile.threads},
+          {"machine", {{"hostname", p.profile.hostname}, {"cores", p.profile.cores}}},
+          {"layers", layers}};
+}
+
+caf::expected<profile_file> profile_from_json(const json& j, const std::string& name) {
+  json_reader read{name};
+  if (!j.is_object())
+    return make_error(errc::bad_file, name + ": not a profile JSON object (expected the output "
+                                             "of `baton profile`)");
+  profile_file p;
+  caf::error err;
+  if (!read.string(j, "model", p.profile.model, err) ||
+      !read.string(j, "topology", p.topology, err) ||
+      !read.integer(j, "microbatch_size", p.profile.microbatch_size, err) ||
+      !read.integer(j, "microbatches_per_minibatch", p.microbatches_per_minibatch, err) ||
+      !read.integer(j, "timed_microbatches", p.profile.microbatches, err) ||
+      !read.integer(j, "threads", p.profile.threads, err))
+    return err;
+  read.integer(j, "warmups", p.warmups, err); // informative only
+  if (auto machine = j.find("machine"); machine != j.end() && machine->is_object()) {
+    p.profile.hostname = machine->value("hostname", "");
+    p.profile.cores = machine->value("cores", 0);
+  }
+  auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_array() || layers->empty())
+    return read.fail("layers", "a non-empty list of layers");
+  std::set<std::string> names;
+  for (size_t k = 0; k < layers->size(); ++k) {
+    model::layer_cost l;
+    if (!read_layer(read, (*layers)[k], k, l, err))
+      return err;
+    if (l.name.empty() || !names.insert(l.name).second)
+      return read.fail("layers[" + std::to_string(k) + "].name", "a unique, non-empty name");
+    p.profile.layers.push_back(l);
+  }
+  return p;
+}
+
+caf::expected<profile_file> load_profile(const std::string& path) {
+  // A regular file of at most 4 MiB (~10,000 layers; a resnet18 profile is
+  // a few KB), as every config file: `--profile /dev/zero` read without end.
+  constexpr size_t max_profile_bytes = size_t{4} << 20;
+  std::string text;
+  if (std::string why = detail::read_config_file(path, text, max_profile_bytes); !why.empty())
+    return make_error(errc::bad_file, path + ": cannot read the profile: " + why
+                                        + " (expected the JSON written by `baton profile --out`)");
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    return make_error(errc::bad_file, path + ": not valid JSON");
+  return profile_from_json(j, path);
+}
+
+caf::expected<profile_file> run_profile(const profile_request& r) {
+  if (r.out.empty())
+    return make_error(errc::bad_config, "baton profile: --out FILE is required");
+  auto t = load_topology(r.topology_path);
+  if (!t)
+    return t.error();
+  profile_file p;
+  p.topology = fs::absolute(r.topology_path).lexically_normal().string();
+  p.warmups = profile_warmups;
+  p.microbatches_per_minibatch = t->plan.microbatches;
+  model::profile_options options;
+  options.microbatch_size = r.microbatch_size > 0 ? r.microbatch_size : microbatch_size_of(*t);
+  options.sample_shape = sample_shape_of(*t);
+  options.microbatches = r.microbatches;
+  options.warmups = profile_warmups;
+  options.threads = 1;
+  options.seed = t->seed;
+  options.optimizer = t->pretrain.optimizer;
+  try {
+    auto m = pipeline_model(*t);
+    p.profile = model::profile_model(m, options);
+  } catch (const std::exception& e) { // model::error, c10::Error
+    return make_error(errc::bad_config, r.topology_path + ": cannot profile the model: " +
+                                          e.what());
+  }
+  p.profile.model = t->backbone.name;
+  std::printf("profile of %s (%zu layers), microbatch of %lld samples, %d timed microbatches "
+              "after %d warm-ups, 1 torch thread, on %s (%d cores)\n",
+              p.profile.model.c_str(), p.profile.layers.size(),
+              static_cast<long long>(p.profile.microbatch_size), p.profile.microbatches,
+              p.warmups, p.profile.hostname.c_str(), p.profile.cores);
+  std::printf("%s", profile_table(p.profile).c_str());
+  std::ofstream out{r.out};
+  out << to_json(p).dump(2) << "\n";
+  if (!out)
+    return make_error(errc::bad_file, r.out + ": cannot write the profile");
+  std::printf("profile written to %s\n", r.out.c_str());
+  return p;
+}
+
+// -- plan ---------------------------------------------------------------------------------
+
+std::string describe_plan(const model::partition_plan& plan, const profile_file& p,
+                          const model::partition_options& options) {
+  const auto& layers = p.profile.layers;
+  double one_machine = 0;
+  for (const auto& l : layers)
+    one_machine += model::training_seconds(l);
+  std::string out = format("plan for %s (%zu layers, microbatch of %lld samples) on at most %d "
+                           "machines, %.3g bytes/s, memory %s%s\n",
+                           p.profile.model.c_str(), layers.size(),
+                           static_cast<long long>(p.profile.microbatch_size), options.machines,
+                           options.bandwidth, bytes_or_unlimited(options.memory).c_str(),
+                           options.straight ? ", straight (no replication)" : "");
+  out += format("configuration %s: %zu stage(s) on %d machine(s)\n", plan.notation().c_str(),
+                plan.stages.size(), plan.machines_used());
+  out += format("%-5s %-20s %8s %11s %9s %9s %10s %9s\n", "stage", "layers", "replicas",
+                "compute ms", "sync ms", "send ms", "memory MiB", "in flight");
+  for (size_t k = 0; k < plan.stages.size(); ++k) {
+    const auto& s = plan.stages[k];
+    out += format("%-5zu %-20s %8d %11.3f %9.3f %9.3f %10s %9d\n", k,
+                  layer_range(s, layers).c_str(), s.replicas, 1e3 * s.compute_seconds,
+                  1e3 * s.weight_sync_seconds, 1e3 * s.output_seconds,
+                  mebibytes(s.memory_bytes).c_str(), s.in_flight);
+  }
+  out += format("predicted time per microbatch of the slowest stage: %.3f ms (one machine: "
+                "%.3f ms, %.2fx); per minibatch of %d microbatches: %.3f ms\n",
+                1e3 * plan.slowest_seconds, 1e3 * one_machine,
+                plan.slowest_seconds > 0 ? one_machine / plan.slowest_seconds : 0.0,
+                p.microbatches_per_minibatch,
+                1e3 * plan.slowest_seconds * p.microbatches_per_minibatch);
+  return out;
+}
+
+caf::expected<std::string> planned_topology_yaml(const std::string& topology_path,
+                                                 const model::partition_plan& plan,
+                                                 const std::vector<model::layer_cost>& layers) {
+  auto t = load_topology(topology_path);
+  if (!t)
+    return t.error();
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(topology_path);
+  } catch (const YAML::Exception& e) {
+    return make_error(errc::bad_config, topology_path + ": " + e.what());
+  }
+  root["job"] = "pipeline";
+  // The parsed topology holds these paths made absolute against the file's
+  // directory; the planned file may live elsewhere.
+  if (root["backbone"] && root["backbone"]["checkpoint"])
+    root["backbone"]["checkpoint"] = t->checkpoint.empty() ? "none" : t->checkpoint;
+  if (root["backbone"] && root["backbone"]["path"])
+    root["backbone"]["path"] = t->backbone.path;
+  // `split: auto` (and its `stages`, and `place` with one node per planned
+  // stage) describe the transfer job's frozen stages; job: pipeline refuses
+  // them and takes its stages from the section below.
+  if (t->split_auto)
+    for (const char* key : {"split", "stages", "place"})
+      root["backbone"].remove(key);
+  YAML::Node pipeline;
+  pipeline["schedule"] = "1f1b";
+  for (const auto& s : plan.stages) {
+    YAML::Node stage;
+    stage["last_layer"] = layers[s.end - 1].name;
+    stage["replicas"] = s.replicas;
+    stage.SetStyle(YAML::EmitterStyle::Flow);
+    pipeline["stages"].push_back(stage);
+  }
+  root["pipeline"] = pipeline;
+  YAML::Emitter emitter;
+  emitter << root;
+  return "# Planned by `baton plan` from " + t->file + ": configuration " + plan.notation() +
+         ", predicted " + format("%.3f", 1e3 * plan.slowest_seconds) +
+         " ms per microbatch (slowest stage).\n" + emitter.c_str() + "\n";
+}
+
+caf::expected<model::partition_plan> run_plan(const plan_request& r) {
+  if (r.profile_path.empty())
+    return make_error(errc::bad_config, "baton plan: --profile FILE is required");
+  if (r.machines < 1)
+    return make_error(errc::bad_config, "baton plan: --machines N (N >= 1) is required");
+  auto p = load_profile(r.profile_path);
+  if (!p)
+    return p.error();
+  model::partition_options options;
+  options.machines = r.machines;
+  options.bandwidth = r.bandwidth;
+  options.memory = r.memory;
+  options.straight = r.straight;
+  model::partition_plan plan;
+  try {
+    plan = model::plan_partition(p->profile.layers, options);
+  } catch (const model::error& e) {
+    return make_error(errc::bad_config, std::string{"baton plan: "} + e.what());
+  }
+  std::printf("%s", describe_plan(plan, *p, options).c_str());
+  if (r.out.empty())
+    return plan;
+  auto yaml = planned_topology_yaml(r.topology_path.empty() ? p->topology : r.topology_path,
+                                    plan, p->profile.layers);
+  if (!yaml)
+    return yaml.error();
+  std::ofstream out{r.out};
+  out << *yaml;
+  if (!out)
+    return make_error(errc::bad_file, r.out + ": cannot write the planned topology");
+  std::printf("topology written to %s\n", r.out.c_str());
+  return plan;
+}
+
+// -- backbone split ------------------------------------------------------------------------
+
+caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across_processes) {
+  backbone_split out;
+  model::profile_options options;
+  options.microbatch_size = microbatch_size_of(t);
+  options.sample_shape = sample_shape_of(t);
+  options.microbatches = split_timed_microbatches;
+  options.warmups = profile_warmups;
+  options.threads = t.runtime.stage_threads;
+  options.seed = t.seed;
+  options.backward = false;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    // The seeded initial weights: the time of a forward does not depend on
+    // the weights' values, so the checkpoint is not loaded.
+    auto backbone = model::make_model(t.backbone);
+    backbone.set_trainable(false);
+    backbone.train(false);
+    out.profile = model::profile_model(backbone, options);
+  } catch (const std::exception& e) { // model::error, c10::Error
+    return make_error(errc::bad_config, t.file + ": backbone.split: auto: cannot profile the "
+                                                 "backbone: " + e.what());
+  }
+  out.profile_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.profile.model = t.backbone.name;
+  model::partition_options plan_options;
+  const auto stages = static_cast<int32_t>(t.stages.size());
+  plan_options.machines = stages;
+  plan_options.stages = stages;
+  plan_options.straight = true;
+  plan_options.forward_only = true;
+  plan_options.bandwidth =
+    across_processes ? default_bandwidth : std::numeric_limits<double>::infinity();
+  out.bandwidth = plan_options.bandwidth;
+  try {
+    out.plan = model::plan_partition(out.profile.layers, plan_options);
+  } catch (const model::error& e) {
+    return make_error(errc::bad_config, t.file + ": backbone.split: auto: " + e.what());
+  }
+  for (size_t k = 0; k + 1 < out.plan.stages.size(); ++k)
+    out.split.push_back(out.profile.layers[out.plan.stages[k].end - 1].name);
+  return out;
+}
+
+namespace {
+
+/// The log lines of a planned split: what was measured, the split as
+/// `backbone.split` would list it, and the predicted time of every stage.
+void log_backbone_split(const backbone_split& b) {
+  const auto& p = b.profile;
+  double whole = 0;
+  for (const auto& l : p.layers)
+    whole += l.forward_seconds;
+  spdlog::info("backbone.split: auto: profiled {} forward only in {:.2f} s ({} layers, "
+               "microbatch of {} samples, {} timed after {} warm-ups, {} torch thread{}, {} "
+               "with {} cores); links between stages: {}",
+               p.model, b.profile_seconds, p.layers.size(), p.microbatch_size, p.microbatches,
+               profile_warmups, p.threads, p.threads == 1 ? "" : "s", p.hostname, p.cores,
+               std::isinf(b.bandwidth) ? std::string{"free (one process)"}
+                                       : format("%.3g bytes/s (node processes)", b.bandwidth));
+  std::string split;
+  for (const auto& name : b.split)
+    split += (split.empty() ? "" : ", ") + name;
+  spdlog::info("backbone.split: auto chose split: [{}] ({} stages); predicted per microbatch: "
+               "slowest stage {:.3f} ms, whole backbone {:.3f} ms",
+               split, b.plan.stages.size(), 1e3 * b.plan.slowest_seconds, 1e3 * whole);
+  for (size_t k = 0; k < b.plan.stages.size(); ++k) {
+    const auto& s = b.plan.stages[k];
+    spdlog::info("  stage{} {}: forward {:.3f} ms, send {:.3f} ms", k,
+                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds);
+  }
+}
+
+} // namespace
+
+caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes) {
+  if (!t.split_auto)
+    return caf::unit;
+  auto planned = plan_backbone_split(t, !t.embedded() || local_nodes > 0);
+  if (!planned)
+    return planned.error();
+  log_backbone_split(*planned);
+  assert(planned->plan.stages.size() == t.stages.size() && "the plan has one stage per placement");
+  for (size_t k = 0; k < t.stages.size(); ++k) {
+    t.stages[k].begin = planned->plan.stages[k].begin;
+    t.stages[k].end = planned->plan.stages[k].end;
+  }
+  t.split_auto = false;
+  return caf::unit;
+}
+
+} // namespace baton::actors

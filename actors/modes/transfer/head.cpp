@@ -1,0 +1,191 @@
+#include "actors/modes/transfer/head.hpp"
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <caf/all.hpp>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/roles/recovery.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/layered_model.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using messages::control;
+using messages::control_kind;
+using messages::microbatch;
+
+struct head_state {
+  std::string name;
+  std::string node;
+  head_role_spec spec;
+  std::shared_ptr<model::head_trainer> trainer; ///< built by the spawner, used only here
+
+  caf::actor coordinator;
+  activity work;
+  training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
+  std::optional<checkpointing> checkpoints;
+  int64_t steps_since_progress = 0;
+  double progress_loss = 0;
+  int64_t progress_samples = 0;
+};
+
+using head_actor = caf::stateful_actor<head_state>;
+
+void maybe_report_progress(head_actor* self, const microbatch& m) {
+  auto& st = self->state;
+  if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
+    return;
+  auto loss = st.progress_loss / std::max<int64_t>(1, st.progress_samples);
+  self->send(st.coordinator,
+             messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
+  st.steps_since_progress = 0;
+  st.progress_loss = 0;
+  st.progress_samples = 0;
+}
+
+/// Trains on (or evaluates) one microbatch. Returns false on a failure.
+bool process(head_actor* self, const microbatch& m) {
+  auto& st = self->state;
+  const auto& task = st.spec.head.task_def.name;
+  const auto* labels = task_labels_of(m, task);
+  if (labels == nullptr) {
+    fail(self, st.coordinator, st.name,
+         "microbatch " + std::to_string(m.id) + " carries no labels for task '" + task + "'");
+    return false;
+  }
+  auto since = activity::clock::now();
+  auto trained = guarded(self, "training on microbatch " + std::to_string(m.id) + " failed", [&] {
+    use_thread_budget(st.spec.threads);
+    auto batch = m.payload.size(0);
+    if (m.eval) {
+      st.counters.epoch.correct += st.trainer->correct(m.payload, *labels);
+      st.counters.epoch.evaluated += batch;
+    } else {
+      if (st.counters.trained_before(m.id, m.step, st.trainer->version())) {
+        st.counters.duplicates += 1;
+        return; // already trained (a replay): dropped
+      }
+      st.counters.admit(m.id, m.step);
+      maybe_throw_fault(st.checkpoints->spec(), m);
+      auto last = m.index_in_step == m.step_size - 1;
+      auto loss = st.trainer->train(m.payload, *labels, m.step_size, last);
+      st.counters.epoch.loss_sum += loss * batch;
+      st.counters.epoch.samples += batch;
+      st.counters.samples_total += batch;
+      st.progress_loss += loss * batch;
+      st.progress_samples += batch;
+      if (last)
+        after_step(self, st.coordinator, st.name, *st.checkpoints, st.trainer->version(),
+                   st.counters, [&] { return st.trainer->save_state(); });
+    }
+  });
+  if (!trained)
+    return false;
+  st.work.add_busy(since);
+  if (!m.eval)
+    maybe_report_progress(self, m);
+  return true;
+}
+
+messages::actor_report make_report(const head_state& st) {
+  messages::actor_report r;
+  r.actor = st.name;
+  r.role = "head";
+  r.task = st.spec.head.task_def.name;
+  r.node = st.node;
+  r.busy_seconds = st.work.busy_seconds();
+  r.idle_seconds = st.work.idle_seconds();
+  r.samples = st.counters.samples_total;
+  if (!st.counters.epochs.empty()) {
+    r.train_loss = st.counters.epochs.back().train_loss;
+    r.test_accuracy = st.counters.epochs.back().test_accuracy;
+  }
+  r.weights_digest = model::weights_digest(st.trainer->model());
+  r.epochs = st.counters.epochs;
+  return r;
+}
+
+void on_control(head_actor* self, const control& c) {
+  auto& st = self->state;
+  if (c.kind == control_kind::epoch_end) {
+    auto e = st.counters.epoch.close(c.epoch);
+    st.counters.epochs.push_back(e);
+    auto report = make_report(st);
+    report.epochs = {e};
+    self->send(st.coordinator, epoch_atom::value, std::move(report));
+  } else if (c.kind == control_kind::end_of_stream) {
+    self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+               st.counters.duplicates);
+    self->send(st.coordinator, final_atom::value, make_report(st));
+  }
+}
+
+struct head_setup {
+  std::string name;
+  std::string node;
+  head_role_spec spec;
+  std::shared_ptr<model::head_trainer> trainer;
+  training_counters counters; ///< restored from the checkpoint, or zero
+};
+
+caf::behavior head_behavior(head_actor* self, head_setup setup) {
+  auto& init = self->state;
+  init.name = std::move(setup.name);
+  init.node = std::move(setup.node);
+  init.spec = std::move(setup.spec);
+  init.trainer = std::move(setup.trainer);
+  init.counters = std::move(setup.counters);
+  init.checkpoints.emplace(init.spec.recovery);
+  return {
+    observe_coordinator(self),
+    [=](const microbatch& m) {
+      auto& st = self->state;
+      if (m.invalid)
+        return fail(self, st.coordinator, st.name,
+                    "refused a microbatch that could not be decoded: " + describe(m.invalid));
+      st.work.begin();
+      self->send(sender_of(self), messages::credit{m.id, 1, {}});
+      process(self, m);
+    },
+    [=](fault_atom, const std::string& kind) {
+      auto& st = self->state;
+      fail(self, st.coordinator, st.name, "injected fault: " + kind);
+    },
+    [=](const control& c) {
+      if (c.invalid)
+        return fail(self, self->state.coordinator, self->state.name,
+                    "refused a control message: " + describe(c.invalid));
+      on_control(self, c);
+    },
+  };
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& name,
+                                     const std::string& node, const head_role_spec& spec) {
+  try {
+    auto trainer = std::make_shared<model::head_trainer>(
+      model::make_model(spec.head.model), spec.head.task_def, spec.head.optimizer);
+    training_counters counters;
+    if (auto restored = checkpointing{spec.recovery}.restore()) {
+      trainer->restore(*restored);
+      counters = training_counters::from_json(restored->counters);
+    }
+    head_setup setup{name, node, spec, std::move(trainer), std::move(counters)};
+    return spawn_detached(sys, name, head_behavior, std::move(setup));
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, name + ": " + e.what());
+  }
+}
+
+} // namespace baton::actors

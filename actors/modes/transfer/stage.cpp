@@ -1,0 +1,204 @@
+#include "actors/modes/transfer/stage.hpp"
+
+#include <deque>
+#include <utility>
+#include <variant>
+
+#include <caf/all.hpp>
+#include <c10/util/Exception.h>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/credit_window.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "messages/codec.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/checkpoint.hpp"
+#include "model/layered_model.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using messages::control;
+using messages::control_kind;
+using messages::microbatch;
+
+/// One outgoing edge.
+struct output {
+  caf::actor handle;
+  credit_window window;
+  messages::edge_stats stats;
+};
+
+struct stage_state {
+  std::string name;
+  std::string node;
+  stage_spec spec;
+  model::layered_model layers;
+
+  caf::actor coordinator;
+  caf::actor upstream; ///< the sender of the microbatches: credits go back to it
+  std::vector<output> outputs;
+  std::deque<std::variant<microbatch, control>> inputs;
+  activity work;
+  bool finished = false;
+};
+
+using stage_actor = caf::stateful_actor<stage_state>;
+
+bool outputs_have_credit(const stage_state& st) {
+  for (const auto& out : st.outputs)
+    if (!out.window.can_send())
+      return false;
+  return !st.outputs.empty();
+}
+
+void send_report(stage_actor* self) {
+  auto& st = self->state;
+  messages::actor_report report;
+  report.actor = st.name;
+  report.role = "stage";
+  report.node = st.node;
+  report.busy_seconds = st.work.busy_seconds();
+  report.idle_seconds = st.work.idle_seconds();
+  for (const auto& out : st.outputs)
+    report.edges.push_back(out.stats);
+  self->send(st.coordinator, final_atom::value, std::move(report));
+}
+
+void forward_control(stage_actor* self, const control& c) {
+  auto& st = self->state;
+  for (auto& out : st.outputs)
+    self->send(out.handle, c);
+  if (c.kind == control_kind::end_of_stream) {
+    st.finished = true;
+    send_report(self);
+  }
+}
+
+/// Runs the layers on one microbatch and sends the result to every output.
+/// Returns false when LibTorch failed (the actor then fails).
+bool process(stage_actor* self, microbatch m, const caf::actor& upstream) {
+  auto& st = self->state;
+  // Free the upstream slot first: the next transfer overlaps this compute.
+  self->send(upstream, messages::credit{m.id, 1, {}});
+  auto since = activity::clock::now();
+  auto computed = guarded(self, "forward of microbatch " + std::to_string(m.id) + " failed", [&] {
+    use_thread_budget(st.spec.threads);
+    m.payload = model::forward_frozen(st.layers, m.payload);
+  });
+  if (!computed)
+    return false;
+  st.work.add_busy(since);
+  auto bytes = messages::payload_bytes(m);
+  for (auto& out : st.outputs) {
+    out.window.on_send();
+    out.stats.messages += 1;
+    out.stats.bytes += bytes;
+    self->send(out.handle, m);
+  }
+  return true;
+}
+
+/// Acts while the front input can go: a control always, a microbatch when
+/// every output has a credit.
+void act(stage_actor* self) {
+  auto& st = self->state;
+  while (!st.inputs.empty()) {
+    if (auto* c = std::get_if<control>(&st.inputs.front())) {
+      auto copy = std::move(*c);
+      st.inputs.pop_front();
+      forward_control(self, copy);
+      continue;
+    }
+    if (!outputs_have_credit(st))
+      return;
+    auto m = std::move(std::get<microbatch>(st.inputs.front()));
+    st.inputs.pop_front();
+    if (!process(self, std::move(m), st.upstream))
+      return;
+  }
+}
+
+struct stage_setup {
+  std::string name;
+  std::string node;
+  stage_spec spec;
+  model::layered_model layers;
+};
+
+output* output_of(stage_state& st, const caf::actor_addr& sender) {
+  for (auto& out : st.outputs)
+    if (out.handle.address() == sender)
+      return &out;
+  return nullptr;
+}
+
+caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
+  auto& init = self->state;
+  init.name = std::move(setup.name);
+  init.node = std::move(setup.node);
+  init.spec = std::move(setup.spec);
+  init.layers = std::move(setup.layers);
+  return {
+    observe_coordinator(self),
+    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
+      auto& st = self->state;
+      st.outputs.push_back({downstream, credit_window{st.spec.window}, {st.name, name, 0, 0}});
+      return caf::ok_atom::value;
+    },
+    [=](microbatch& m) {
+      auto& st = self->state;
+      if (m.invalid)
+        return fail(self, st.coordinator, st.name,
+                    "refused a microbatch that could not be decoded: " + describe(m.invalid));
+      st.work.begin();
+      st.upstream = sender_of(self);
+      st.inputs.emplace_back(std::move(m));
+      act(self);
+    },
+    [=](control& c) {
+      if (c.invalid)
+        return fail(self, self->state.coordinator, self->state.name,
+                    "refused a control message: " + describe(c.invalid));
+      self->state.inputs.emplace_back(std::move(c));
+      act(self);
+    },
+    [=](const messages::credit& c) {
+      auto& st = self->state;
+      auto* out = output_of(st, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      if (c.invalid || out == nullptr || !out->window.on_credit(c.slots))
+        return fail(self, st.coordinator, st.name,
+                    "received a credit that matches no message in flight");
+      act(self);
+    },
+  };
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
+                                      const std::string& node, const stage_spec& spec) {
+  try {
+    auto whole = model::make_model(spec.backbone);
+    if (static_cast<size_t>(spec.end) > whole.size())
+      return make_error(errc::bad_config,
+                        name + ": layers [" + std::to_string(spec.begin) + ", " +
+                          std::to_string(spec.end) + ") exceed the backbone's " +
+                          std::to_string(whole.size()) + " layers");
+    auto layers = whole.slice(spec.begin, spec.end);
+    if (!spec.checkpoint.empty())
+      model::load_checkpoint(layers, spec.checkpoint);
+    layers.set_trainable(false);
+    layers.train(false);
+    stage_setup setup{name, node, spec, std::move(layers)};
+    return spawn_detached(sys, name, stage_behavior, std::move(setup));
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, name + ": " + e.what());
+  }
+}
+
+} // namespace baton::actors

@@ -1,0 +1,310 @@
+#include "actors/net/framed_transport.hpp"
+
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/io/basp_broker.hpp>
+#include <caf/io/middleman_actor_impl.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+#include <caf/io/network/doorman_impl.hpp>
+#include <caf/io/network/interfaces.hpp>
+#include <caf/io/network/stream_impl.hpp>
+#include <caf/policy/tcp.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/net/frame_guard.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+namespace net = caf::io::network;
+
+/// Where the framed middleman actor of a system is registered.
+constexpr auto registry_name = caf::atom("BatonFrame");
+
+/// The key under which CAF's BASP broker advertises its automatic-connection
+/// port (uint16_t port, address_listing) to peers.
+const std::string connectivity_key = "basp.default-connectivity-tcp";
+
+constexpr auto request_timeout = std::chrono::seconds(30);
+
+std::string peer_of(net::native_socket fd) {
+  auto address = net::remote_addr_of_fd(fd);
+  auto port = net::remote_port_of_fd(fd);
+  return (address ? *address : std::string{"?"}) + ":" + (port ? std::to_string(*port) : "?");
+}
+
+/// caf::policy::tcp, with every byte read shown to a frame_guard first. CAF
+/// asks for exactly a header, then exactly its payload, and resizes its
+/// buffer in between: failing the read that completes a refused header is
+/// the last moment before that allocation.
+class framed_policy {
+public:
+  explicit framed_policy(std::string peer) : peer_(std::move(peer)) {}
+
+  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf, size_t len) {
+    auto state = caf::policy::tcp::read_some(result, fd, buf, len);
+    if (state != net::rw_state::success || result == 0 || guard_.feed(buf, result))
+      return state;
+    // CAF reports the failure to the BASP broker, which closes the connection.
+    spdlog::error("refused a BASP connection from {}: {} (frames are limited to {} bytes, "
+                  "handshakes to {}); closing it",
+                  peer_, guard_.reason(), max_frame_payload, max_handshake_payload);
+    result = 0;
+    return net::rw_state::failure;
+  }
+
+  net::rw_state write_some(size_t& result, net::native_socket fd, const void* buf, size_t len) {
+    return caf::policy::tcp::write_some(result, fd, buf, len);
+  }
+
+  bool try_accept(net::native_socket& result, net::native_socket fd) {
+    return caf::policy::tcp::try_accept(result, fd);
+  }
+
+  bool must_read_more(net::native_socket, size_t) { return false; }
+
+private:
+  std::string peer_; ///< "address:port", for the log
+  frame_guard guard_;
+};
+
+/// caf::io::network::scribe_impl over the framed policy (the same members;
+/// CAF's class fixes its policy to plain TCP).
+class framed_scribe : public caf::io::scribe {
+public:
+  framed_scribe(net::default_multiplexer& mpx, net::native_socket fd)
+      : scribe(net::conn_hdl_from_socket(fd)), stream_(mpx, fd, peer_of(fd)) {}
+
+  void configure_read(caf::io::receive_policy::config config) override {
+    stream_.configure_read(config);
+    if (!launched_) {
+      launched_ = true;
+      stream_.start(this);
+    }
+  }
+
+  void ack_writes(bool enable) override { stream_.ack_writes(enable); }
+  std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
+  std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
+
+  void graceful_shutdown() override {
+    stream_.graceful_shutdown();
+    detach(&stream_.backend(), false);
+  }
+
+  void flush() override { stream_.flush(this); }
+
+  std::string addr() const override {
+    auto x = net::remote_addr_of_fd(stream_.fd());
+    return x ? *x : std::string{};
+  }
+
+  uint16_t port() const override {
+    auto x = net::remote_port_of_fd(stream_.fd());
+    return x ? *x : 0;
+  }
+
+  void add_to_loop() override { stream_.activate(this); }
+  void remove_from_loop() override { stream_.passivate(); }
+
+private:
+  bool launched_ = false;
+  net::stream_impl<framed_policy> stream_;
+};
+
+/// CAF's doorman, handing accepted sockets to framed scribes.
+class framed_doorman : public net::doorman_impl {
+public:
+  using net::doorman_impl::doorman_impl;
+
+  bool new_connection() override {
+    // Already detached from the broker while the multiplexer still held an
+    // event for the socket (as in CAF's doorman_impl).
+    if (detached())
+      return false;
+    auto& mpx = acceptor_.backend();
+    auto fd = acceptor_.accepted_socket();
+    net::keepalive(fd, true);
+    auto scribe = caf::make_counted<framed_scribe>(mpx, fd);
+    auto hdl = scribe->hdl();
+    parent()->add_scribe(std::move(scribe));
+    return doorman::new_connection(&mpx, hdl);
+  }
+};
+
+/// The middleman actor of caf_openssl's pattern: CAF's implementation, with
+/// its connections and ports made by the framed classes above.
+class framed_middleman_actor : public caf::io::middleman_actor_impl {
+public:
+  framed_middleman_actor(caf::actor_config& cfg, caf::actor broker)
+      : caf::io::middleman_actor_impl(cfg, std::move(broker)) {}
+
+  const char* name() const override { return "baton.framed_middleman_actor"; }
+
+  void on_exit() override {
+    // The system's destructor waits until this detached actor is destroyed,
+    // before the registry would drop its reference.
+    system().registry().erase(registry_name);
+    caf::io::middleman_actor_impl::on_exit();
+  }
+
+protected:
+  caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
+    auto fd = net::new_tcp_connection(host, port);
+    if (!fd)
+      return std::move(fd.error());
+    net::keepalive(*fd, true);
+    return caf::make_counted<framed_scribe>(multiplexer(), *fd);
+  }
+
+  caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* address,
+                                           bool reuse) override {
+    auto fd = net::new_tcp_acceptor_impl(port, address, reuse);
+    if (!fd)
+      return std::move(fd.error());
+    return caf::make_counted<framed_doorman>(multiplexer(), *fd);
+  }
+
+private:
+  net::default_multiplexer& multiplexer() {
+    return static_cast<net::default_multiplexer&>(system().middleman().backend());
+  }
+};
+
+bool any_address(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::";
+}
+
+/// BASP's automatic-connection port and the addresses it advertises, once
+/// the broker has put them into the config server (it does so as it
+/// starts, concurrently with the caller); nullopt when there is none.
+std::optional<std::pair<uint16_t, net::address_listing>> advertised_port(caf::actor_system& sys) {
+  caf::scoped_actor self{sys, true};
+  auto config_server = caf::actor_cast<caf::actor>(sys.registry().get(caf::atom("ConfigServ")));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    std::optional<std::pair<uint16_t, net::address_listing>> found;
+    self->request(config_server, request_timeout, caf::get_atom::value, connectivity_key)
+      .receive(
+        [&](const std::string&, caf::message& value) {
+          if (value.match_elements<uint16_t, net::address_listing>())
+            found.emplace(value.get_as<uint16_t>(0), value.get_as<net::address_listing>(1));
+        },
+        [](caf::error&) {});
+    if (found)
+      return found;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::nullopt;
+}
+
+/// Puts a guarded port in the place of BASP's automatic-connection port: the
+/// new port is advertised before the old one closes, so that peers never
+/// learn a closed port.
+void replace_automatic_port(caf::actor_system& sys, const caf::io::middleman_actor& framed,
+                            const std::string& host) {
+  auto old = advertised_port(sys);
+  if (!old) {
+    spdlog::warn("BASP advertised no automatic-connection port; nothing to guard");
+    return;
+  }
+  caf::scoped_actor self{sys, true};
+  auto listen_on = any_address(host) ? std::string{} : host;
+  caf::expected<uint16_t> port = caf::sec::cannot_open_port;
+  self->request(framed, request_timeout, caf::open_atom::value, uint16_t{0}, listen_on, false)
+    .receive([&](uint16_t p) { port = p; }, [&](caf::error& err) { port = std::move(err); });
+  if (port) {
+    auto addresses = old->second;
+    // A node bound to one address is reached there, not at whatever else
+    // its interfaces carry.
+    if (!any_address(host))
+      addresses = {{host.find(':') == std::string::npos ? net::protocol::ipv4 : net::protocol::ipv6,
+                    {host}}};
+    auto config_server = caf::actor_cast<caf::actor>(sys.registry().get(caf::atom("ConfigServ")));
+    self->send(config_server, caf::put_atom::value, connectivity_key,
+               caf::make_message(*port, std::move(addresses)));
+  } else {
+    spdlog::warn("cannot open a guarded port for automatic connections ({}); peers will reach "
+                 "this process through others",
+                 sys.render(port.error()));
+  }
+  // The old port listens on every interface without the frame check.
+  self->request(sys.middleman().actor_handle(), request_timeout, caf::close_atom::value,
+                old->first)
+    .receive([] {},
+             [&](caf::error& err) {
+               spdlog::warn("cannot close BASP's unguarded port {}: {}", old->first,
+                            sys.render(err));
+             });
+}
+
+/// The framed middleman actor of `sys`, spawned on first use.
+caf::io::middleman_actor framed_middleman(caf::actor_system& sys, bool* created = nullptr) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock{mutex};
+  if (auto existing = sys.registry().get(registry_name))
+    return caf::actor_cast<caf::io::middleman_actor>(existing);
+  auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  // Detached as CAF's own middleman actor: connecting blocks its thread.
+  auto framed = sys.spawn<framed_middleman_actor, caf::detached + caf::hidden>(broker);
+  // A detached actor must be gone before the system's destructor waits for
+  // detached threads: it ends with the broker, which the middleman stops.
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(framed);
+  caf::actor_cast<caf::abstract_actor*>(broker)->attach_functor([weak] {
+    if (auto strong = weak.lock())
+      caf::anon_send_exit(caf::actor_cast<caf::actor>(strong), caf::exit_reason::kill);
+  });
+  sys.registry().put(registry_name, caf::actor_cast<caf::strong_actor_ptr>(framed));
+  if (created != nullptr)
+    *created = true;
+  return framed;
+}
+
+} // namespace
+
+void install_framed_transport(caf::actor_system& sys, const std::string& host) {
+  bool created = false;
+  auto framed = framed_middleman(sys, &created);
+  if (created && caf::get_or(sys.config(), "middleman.enable-automatic-connections", false))
+    replace_automatic_port(sys, framed, host);
+}
+
+caf::expected<uint16_t> publish_framed(caf::actor_system& sys, const caf::actor& whom,
+                                       uint16_t port, const std::string& host) {
+  install_framed_transport(sys, host);
+  auto framed = framed_middleman(sys);
+  caf::scoped_actor self{sys, true};
+  caf::expected<uint16_t> result = caf::sec::cannot_open_port;
+  self->request(framed, request_timeout, caf::publish_atom::value, port,
+                caf::actor_cast<caf::strong_actor_ptr>(whom), std::set<std::string>{}, host, true)
+    .receive([&](uint16_t actual) { result = actual; },
+             [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+caf::expected<caf::actor> remote_actor_framed(caf::actor_system& sys, const std::string& host,
+                                              uint16_t port) {
+  install_framed_transport(sys);
+  auto framed = framed_middleman(sys);
+  caf::scoped_actor self{sys, true};
+  caf::expected<caf::actor> result = caf::sec::cannot_connect_to_node;
+  self->request(framed, caf::infinite, caf::connect_atom::value, host, port)
+    .receive(
+      [&](caf::node_id&, caf::strong_actor_ptr& actor, std::set<std::string>& interface) {
+        if (!actor)
+          result = caf::sec::no_actor_published_at_port;
+        else if (!interface.empty()) // a typed actor: baton publishes dynamically typed ones
+          result = caf::sec::unexpected_actor_messaging_interface;
+        else
+          result = caf::actor_cast<caf::actor>(std::move(actor));
+      },
+      [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+} // namespace baton::actors

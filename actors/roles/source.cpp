@@ -1,0 +1,265 @@
+#include "actors/roles/source.hpp"
+
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <caf/all.hpp>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/fanout.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/roles/recovery.hpp"
+#include "messages/codec.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/dataset.hpp"
+#include "model/error.hpp"
+#include "model/task.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using messages::control;
+using messages::control_kind;
+using messages::microbatch;
+
+struct source_state {
+  std::string name;
+  std::string node;
+  source_spec spec;
+  model::dataset train;
+  model::dataset test;
+
+  caf::actor coordinator;
+  fanout downstream; ///< the first stage, or its replicas
+  activity work;
+  std::optional<microbatch> pending; ///< made, waiting for its receiver's credit
+
+  // Cursor over the emission order (see source.hpp).
+  int32_t epoch = 0;
+  model::epoch_plan train_plan;
+  std::vector<std::vector<int64_t>> eval_plan;
+  size_t next_train = 0;
+  size_t next_eval = 0;
+  int64_t next_id = 0;
+  int64_t step_base = 0; ///< optimiser steps of the epochs before this one
+  bool started = false;
+  bool finished = false;
+};
+
+/// What the source starts with: loaded before spawning, so that a missing
+/// file fails the spawn request instead of a running actor.
+struct source_setup {
+  std::string name;
+  std::string node;
+  source_spec spec;
+  model::dataset train;
+  model::dataset test;
+};
+
+using source_actor = caf::stateful_actor<source_state>;
+
+microbatch make_microbatch(source_state& st, const model::dataset& data,
+                           const std::vector<int64_t>& ids, bool eval) {
+  auto [images, labels] = model::gather(data, ids);
+  microbatch m;
+  m.id = st.next_id++;
+  m.epoch = st.epoch;
+  m.eval = eval;
+  m.payload = std::move(images);
+  for (const auto& t : st.spec.tasks)
+    m.labels.push_back({t.name, model::apply(t, labels)});
+  if (!eval) {
+    auto k = st.next_train;
+    m.step = st.step_base + st.train_plan.step_of[k];
+    m.step_size = st.train_plan.step_size_of[k];
+    // Position within the minibatch: count back to the first of its step.
+    int32_t index = 0;
+    while (k > 0 && st.train_plan.step_of[k - 1] == st.train_plan.step_of[st.next_train]) {
+      --k;
+      ++index;
+    }
+    m.index_in_step = index;
+  }
+  return m;
+}
+
+void start_epoch(source_state& st) {
+  st.train_plan = model::plan_epoch(st.train.size(), st.spec.plan, st.epoch);
+  st.next_train = 0;
+  st.next_eval = 0;
+}
+
+void finish(source_actor* self) {
+  auto& st = self->state;
+  st.finished = true;
+  st.downstream.broadcast(self,
+                          control{control_kind::end_of_stream, st.epoch, st.step_base, "", {}});
+  messages::actor_report report;
+  report.actor = st.name;
+  report.role = "source";
+  report.node = st.node;
+  report.busy_seconds = st.work.busy_seconds();
+  report.idle_seconds = st.work.idle_seconds();
+  report.edges = st.downstream.edges();
+  self->send(st.coordinator, final_atom::value, std::move(report));
+}
+
+/// The next microbatch to emit, made once; false when the epoch has none left.
+bool make_next(source_state& st) {
+  if (st.pending)
+    return true;
+  auto since = activity::clock::now();
+  if (st.next_train < st.train_plan.microbatches.size()) {
+    st.pending = make_microbatch(st, st.train, st.train_plan.microbatches[st.next_train], false);
+    ++st.next_train;
+  } else if (st.next_eval < st.eval_plan.size()) {
+    st.pending = make_microbatch(st, st.test, st.eval_plan[st.next_eval++], true);
+  } else {
+    return false;
+  }
+  st.work.add_busy(since);
+  return true;
+}
+
+/// Moves the cursor to the first microbatch of training step `start` (a
+/// restart after a failure), with the ids a run from the beginning would
+/// have given: epochs before it, then the microbatches of its epoch before
+/// the step. A step that ends an epoch's training is followed by that
+/// epoch's evaluation, which the restored actors have not done yet.
+void seek(source_state& st, int64_t start) {
+  for (;;) {
+    auto steps = st.train_plan.step_of.empty() ? 0 : st.train_plan.step_of.back() + 1;
+    if (start <= st.step_base + steps || st.epoch + 1 == st.spec.plan.epochs)
+      break;
+    st.step_base += steps;
+    st.next_id += static_cast<int64_t>(st.train_plan.microbatches.size() + st.eval_plan.size());
+    ++st.epoch;
+    start_epoch(st);
+  }
+  while (st.next_train < st.train_plan.step_of.size() &&
+         st.step_base + st.train_plan.step_of[st.next_train] < start) {
+    ++st.next_train;
+    ++st.next_id;
+  }
+}
+
+/// Emits while the receiver of the next microbatch has credit; controls need none.
+void pump(source_actor* self) {
+  auto& st = self->state;
+  while (st.started && !st.finished) {
+    if (make_next(st)) {
+      if (!st.downstream.can_send(*st.pending))
+        return;
+      auto step = st.pending->step;
+      st.downstream.send(self, std::move(*st.pending));
+      st.pending.reset();
+      if (st.downstream.dropped_last())
+        self->send(st.coordinator, fault_atom::value, std::string{"dropped"}, st.name, step);
+    } else {
+      // Controls carry the minibatches (steps) sent so far: a stage replica
+      // that had no share of the last ones learns how many to wait for.
+      st.step_base += st.train_plan.step_of.empty() ? 0 : st.train_plan.step_of.back() + 1;
+      st.downstream.broadcast(self,
+                              control{control_kind::epoch_end, st.epoch, st.step_base, "", {}});
+      if (++st.epoch == st.spec.plan.epochs)
+        return finish(self);
+      start_epoch(st);
+    }
+  }
+}
+
+caf::behavior source_behavior(source_actor* self, source_setup setup) {
+  auto& init = self->state;
+  init.name = std::move(setup.name);
+  init.node = std::move(setup.node);
+  init.spec = std::move(setup.spec);
+  init.train = std::move(setup.train);
+  init.test = std::move(setup.test);
+  init.eval_plan = model::plan_eval(init.test.size(), init.spec.plan.batch_size);
+  return {
+    observe_coordinator(self),
+    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
+      auto& st = self->state;
+      st.downstream.add(downstream, st.name, name, st.spec.window);
+      return caf::ok_atom::value;
+    },
+    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
+      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
+    },
+    [=](start_atom) {
+      auto& st = self->state;
+      if (st.started || st.downstream.size() == 0)
+        return;
+      st.started = true;
+      st.work.begin();
+      use_thread_budget(1);
+      int64_t total = st.train.size() * st.spec.plan.epochs;
+      self->send(st.coordinator, control{control_kind::start, 0, total, st.name, {}});
+      start_epoch(st);
+      seek(st, st.spec.start_step);
+      pump(self);
+    },
+    [=](const messages::credit& c) {
+      auto& st = self->state;
+      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
+        return fail(self, st.coordinator, st.name, "refused " + refused);
+      pump(self);
+    },
+  };
+}
+
+} // namespace
+
+source_spec make_source_spec(const topology& t) {
+  source_spec s;
+  s.dataset = t.dataset;
+  s.data_dir = t.data_dir;
+  s.train_limit = t.train_limit;
+  s.test_limit = t.test_limit;
+  s.synthetic_train = t.synthetic_train;
+  s.synthetic_test = t.synthetic_test;
+  s.synthetic_shape = t.synthetic_shape;
+  s.plan = t.plan;
+  s.tasks = t.tasks;
+  s.window = t.runtime.window;
+  return s;
+}
+
+caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec) {
+  try {
+    if (spec.dataset == "synthetic") {
+      const auto& shape = spec.synthetic_shape; // [C, H, W], checked by the parser
+      // The classes the parser checks task label maps against.
+      const int64_t classes = model::synthetic_classes;
+      auto train = model::make_synthetic(spec.synthetic_train, shape[0], shape[1], shape[2],
+                                         classes, spec.plan.seed);
+      auto test = model::make_synthetic(spec.synthetic_test, shape[0], shape[1], shape[2],
+                                        classes, spec.plan.seed + 1);
+      return std::make_pair(std::move(train), std::move(test));
+    }
+    if (spec.dataset == "fashion-mnist") {
+      auto train = model::load_fashion_mnist(spec.data_dir, model::split::train, spec.train_limit);
+      auto test = model::load_fashion_mnist(spec.data_dir, model::split::test, spec.test_limit);
+      return std::make_pair(std::move(train), std::move(test));
+    }
+    return make_error(errc::bad_config, "unknown dataset '" + spec.dataset + "'");
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
+caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
+                                       const std::string& node, const source_spec& spec) {
+  auto data = load_source_data(spec);
+  if (!data)
+    return data.error();
+  source_setup setup{name, node, spec, std::move(data->first), std::move(data->second)};
+  return spawn_detached(sys, name, source_behavior, std::move(setup));
+}
+
+} // namespace baton::actors

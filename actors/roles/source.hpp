@@ -1,0 +1,34 @@
+#pragma once
+
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include <utility>
+
+#include "actors/config/role_spec.hpp"
+#include "actors/config/topology.hpp"
+#include "model/dataset.hpp"
+
+namespace baton::actors {
+
+/// The source settings of a topology: its data, batch plan, tasks and window.
+source_spec make_source_spec(const topology& t);
+
+/// The train and test splits a source with `spec` reads. The local loops load
+/// through this too, so that they see exactly the data the actors see.
+caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec);
+
+/// Loads the source's dataset (errors are returned, nothing is spawned) and
+/// spawns a detached source actor named `name` on this process.
+///
+/// Emission order, per epoch e: the training microbatches of e (plan_epoch),
+/// then the test split as eval microbatches (plan_eval), then
+/// control{epoch_end, e}; after the last epoch control{end_of_stream}.
+/// Microbatches wait for a credit of the downstream window; controls do not.
+caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
+                                       const std::string& node, const source_spec& spec);
+
+} // namespace baton::actors

@@ -1,0 +1,144 @@
+#include "actors/runtime/child_process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+int exit_code(int status) {
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return -1;
+}
+
+} // namespace
+
+caf::expected<child_process> child_process::start(const std::vector<std::string>& argv,
+                                                  const std::string& log_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0)
+    return make_error(errc::bad_file,
+                      "cannot open log file '" + log_path + "': " + std::strerror(errno));
+  auto parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    return make_error(errc::actor_failed, std::string{"fork failed: "} + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // Own process group: a Ctrl-C on the terminal reaches the parent only,
+    // which then stops its children in order.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(1); // the parent died before prctl took effect
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(log);
+  child_process child;
+  child.pid_ = pid;
+  child.log_path_ = log_path;
+  return child;
+}
+
+child_process::child_process(child_process&& other) noexcept
+  : pid_(other.pid_), status_(other.status_), exited_(other.exited_),
+    log_path_(std::move(other.log_path_)) {
+  other.pid_ = -1;
+}
+
+child_process& child_process::operator=(child_process&& other) noexcept {
+  if (this != &other) {
+    stop();
+    pid_ = other.pid_;
+    status_ = other.status_;
+    exited_ = other.exited_;
+    log_path_ = std::move(other.log_path_);
+    other.pid_ = -1;
+  }
+  return *this;
+}
+
+child_process::~child_process() {
+  stop();
+}
+
+bool child_process::running() {
+  if (pid_ < 0 || exited_)
+    return false;
+  if (::waitpid(pid_, &status_, WNOHANG) == pid_)
+    exited_ = true;
+  return !exited_;
+}
+
+int child_process::wait() {
+  if (pid_ < 0)
+    return -1;
+  while (!exited_) {
+    if (::waitpid(pid_, &status_, 0) == pid_)
+      exited_ = true;
+    else if (errno != EINTR)
+      return -1;
+  }
+  return exit_code(status_);
+}
+
+int child_process::stop(std::chrono::milliseconds grace) {
+  if (pid_ < 0)
+    return -1;
+  if (running()) {
+    ::kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + grace;
+    while (running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (running())
+      ::kill(pid_, SIGKILL);
+  }
+  return wait();
+}
+
+std::string child_process::log_tail(size_t lines) const {
+  std::ifstream in{log_path_};
+  std::deque<std::string> tail;
+  for (std::string line; std::getline(in, line);) {
+    tail.push_back(line);
+    if (tail.size() > lines)
+      tail.pop_front();
+  }
+  std::string out;
+  for (const auto& l : tail)
+    out += "  | " + l + "\n";
+  return out;
+}
+
+std::string self_executable() {
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    return "baton";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+} // namespace baton::actors

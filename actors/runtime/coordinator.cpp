@@ -1,0 +1,951 @@
+#include "actors/runtime/coordinator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/config/role_spec.hpp"
+#include "actors/config/yaml_field.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/roles/recovery.hpp"
+#include "actors/roles/source.hpp"
+#include "actors/runtime/progress_line.hpp"
+#include "actors/runtime/spawner.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// An actor the coordinator started.
+struct placed_actor {
+  std::string name;
+  std::string role;
+  std::string node;
+  caf::actor handle;
+  bool done = false; ///< its final report arrived
+};
+
+/// One report for the replicas of a stage: samples add up, the training loss
+/// is the samples-weighted mean, and accuracy is replica 0's (evaluation
+/// microbatches all go to replica 0). Replicas end with the same weights; the
+/// digest is replica 0's (each replica's own is in the actors list).
+messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports) {
+  std::sort(reports.begin(), reports.end(),
+            [](const auto& a, const auto& b) { return a.actor < b.actor; });
+  auto merged = reports.front();
+  merged.actor = merged.actor.substr(0, merged.actor.find('.'));
+  for (size_t i = 1; i < reports.size(); ++i) {
+    merged.samples += reports[i].samples;
+    for (size_t e = 0; e < merged.epochs.size() && e < reports[i].epochs.size(); ++e) {
+      auto& into = merged.epochs[e];
+      const auto& from = reports[i].epochs[e];
+      auto samples = into.samples + from.samples;
+      if (samples > 0)
+        into.train_loss = (into.train_loss * into.samples + from.train_loss * from.samples) /
+                          static_cast<double>(samples);
+      into.samples = samples;
+    }
+  }
+  if (!merged.epochs.empty())
+    merged.train_loss = merged.epochs.back().train_loss;
+  return merged;
+}
+
+class coordinator {
+public:
+  coordinator(caf::actor_system& sys, const topology& t, const run_options& options)
+    : self_(sys), topology_(t), options_(options), progress_(options.progress_tty) {
+  }
+
+  ~coordinator() { shutdown(); }
+
+  caf::expected<job_result> run() {
+    auto started = clock_type::now();
+    std::optional<clock_type::time_point> training_started;
+    if (auto err = connect_nodes())
+      return err;
+    if (auto err = prepare_recovery())
+      return err;
+    // Each pass runs the job from restore_step_; a failure the topology
+    // recovers from leads to another pass from the newest common checkpoint.
+    for (;;) {
+      if (auto err = spawn_all())
+        return err;
+      if (auto err = wire())
+        return err;
+      if (auto err = arm_edge_faults())
+        return err;
+      resumed();
+      if (!training_started)
+        training_started = clock_type::now();
+      auto failure = train();
+      if (!failure)
+        break;
+      if (!recoverable_)
+        return failure;
+      if (auto err = recover(failure))
+        return err;
+    }
+    collect_nodes();
+    if (checkpoint_dir_ == options_.temporary_checkpoint_dir)
+      result_.checkpoint_dir.clear(); // removed by its owner: nothing to resume from
+    auto ended = clock_type::now();
+    result_.wall_seconds = std::chrono::duration<double>(ended - started).count();
+    result_.train_seconds = std::chrono::duration<double>(ended - *training_started).count();
+    result_.topology_file = topology_.file;
+    result_.job = topology_.job;
+    order_heads();
+    order_weights();
+    return std::move(result_);
+  }
+
+private:
+  std::chrono::milliseconds timeout() const { return topology_.runtime.request_timeout; }
+
+  // -- phase 1: spawners ---------------------------------------------------------
+
+  caf::error connect_nodes() {
+    auto& sys = self_->system();
+    if (topology_.embedded()) {
+      embedded_spawner_ = spawn_spawner(sys, "embedded");
+      spawners_[""] = embedded_spawner_;
+      node_cores_[""] = static_cast<int32_t>(std::thread::hardware_concurrency());
+      return caf::none;
+    }
+    for (const auto& n : topology_.nodes) {
+      auto spawner = connect_node(sys, n.host, n.port, n.name, topology_.runtime.tls, timeout());
+      if (!spawner)
+        return make_error(errc::node_unreachable,
+                          (n.where.empty() ? topology_.file : n.where) + ": node '" + n.name +
+                            "' at " + n.host + ":" + std::to_string(n.port) +
+                            " is unreachable (is `baton node` running there?): " +
+                            sys.render(spawner.error()));
+      self_->monitor(*spawner);
+      spawners_[n.name] = *spawner;
+      self_->request(*spawner, timeout(), caf::get_atom::value, node_atom::value)
+        .receive([&](messages::node_report& r) { node_cores_[n.name] = r.cores; },
+                 [&](caf::error& err) {
+                   spdlog::warn("node {} did not report its resources: {}", n.name,
+                                describe(err));
+                 });
+    }
+    return caf::none;
+  }
+
+  // -- phase 2: spawning -------------------------------------------------------
+
+  caf::error spawn_one(const std::string& role, const std::string& name,
+                       const std::string& placed, std::string spec) {
+    auto node = node_for(placed);
+    if (spawners_.count(node) == 0)
+      return make_error(errc::bad_config, topology_.file + ": " + role + " '" + name +
+                                            "' is placed on no known node ('" + node + "')");
+    caf::error failure;
+    self_->request(spawners_.at(node), timeout(),
+                   messages::spawn_request{role, name, std::move(spec), {}})
+      .receive(
+        [&](caf::actor& handle) {
+          self_->monitor(handle);
+          actors_.push_back({name, role, node.empty() ? "embedded" : node, handle});
+        },
+        [&](caf::error& err) {
+          // A node refusing bad input (a dataset it cannot read, a path
+          // outside its roots) is bad input of the run: exit code 2.
+          bool bad_input = err.category() == error_category_atom &&
+                           (err == errc::bad_file || err == errc::bad_config);
+          failure = make_error(bad_input ? static_cast<errc>(err.code()) : errc::actor_failed,
+                               "cannot start " + role + " '" + name + "' on node '" +
+                                 (node.empty() ? "embedded" : node) + "': " + describe(err));
+        });
+    return failure;
+  }
+
+  /// Compute threads the topology asks of each node, against its cores.
+  void check_thread_budget() const {
+    std::map<std::string, int32_t> threads; // node -> torch threads
+    threads[topology_.source_node] += 1;
+    for (const auto& s : topology_.stages)
+      threads[s.node] += topology_.runtime.stage_threads;
+    for (const auto& h : topology_.heads)
+      threads[h.node] += topology_.runtime.head_threads;
+    for (const auto& [node, n] : threads) {
+      auto cores = node_cores_.count(node) ? node_cores_.at(node) : 0;
+      if (cores > 0 && n > cores)
+        spdlog::warn("node '{}' runs {} compute threads on {} cores (as the topology's "
+                     "runtime.*_threads ask): they will share the cores",
+                     node.empty() ? "embedded" : node, n, cores);
+    }
+  }
+
+  caf::error spawn_all() {
+    check_thread_budget();
+    auto src = make_source_spec(topology_);
+    src.start_step = restore_step_;
+    if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
+      return err;
+    levels_.push_back({0});
+    if (topology_.job == "pipeline")
+      return spawn_pipeline();
+    for (const auto& s : topology_.stages) {
+      stage_spec spec{topology_.backbone, topology_.checkpoint,
+                      static_cast<int64_t>(s.begin), static_cast<int64_t>(s.end),
+                      topology_.runtime.window, topology_.runtime.stage_threads};
+      if (auto err = spawn_one("stage", s.name, s.node, to_yaml(spec)))
+        return err;
+      levels_.push_back({actors_.size() - 1});
+    }
+    for (const auto& h : topology_.heads) {
+      head_role_spec spec{h.spec, topology_.runtime.head_threads,
+                          topology_.runtime.progress_every, recovery_of(h.spec.name)};
+      if (auto err = spawn_one("head", h.spec.name, h.node, to_yaml(spec)))
+        return err;
+    }
+    return caf::none;
+  }
+
+  /// job: pipeline: trainable stages of backbone + classifier, trained on the
+  /// pretrain task with the pretrain optimiser (the same model `baton
+  /// pretrain` trains in one process).
+  caf::error spawn_pipeline() {
+    const auto* task = topology_.find_task(topology_.pretrain.task);
+    if (task == nullptr)
+      return make_error(errc::bad_config, "backbone.pretrain.task '" + topology_.pretrain.task +
+                                            "' is not one of the topology's tasks");
+    const auto& stages = topology_.pipeline;
+    for (size_t i = 0; i < stages.size(); ++i)
+      if (stages[i].replicas > topology_.plan.microbatches)
+        return make_error(errc::bad_config,
+                          topology_.file + ": pipeline stage " + std::to_string(i) + " has " +
+                            std::to_string(stages[i].replicas) + " replicas but a minibatch has " +
+                            std::to_string(topology_.plan.microbatches) +
+                            " microbatches (data.microbatches): microbatches are dealt to "
+                            "replicas by position, so a replica would get none");
+    // PipeDream's NOAM: a stage admits as many microbatches as there are
+    // workers from it to the end of the pipeline, per replica.
+    int32_t workers_after = 0;
+    std::vector<int32_t> noam(stages.size());
+    for (size_t i = stages.size(); i-- > 0;) {
+      workers_after += stages[i].replicas;
+      noam[i] = (workers_after + stages[i].replicas - 1) / stages[i].replicas;
+    }
+    for (size_t i = 0; i < stages.size(); ++i) {
+      pipeline_stage_spec spec;
+      spec.backbone = topology_.backbone;
+      spec.classes = task->classes;
+      spec.task = task->name;
+      spec.begin = static_cast<int64_t>(stages[i].begin);
+      spec.end = static_cast<int64_t>(stages[i].end);
+      spec.first = i == 0;
+      spec.last = i + 1 == stages.size();
+      spec.schedule = topology_.schedule;
+      spec.optimizer = topology_.pretrain.optimizer;
+      spec.window = topology_.runtime.window;
+      spec.threads = topology_.runtime.stage_threads;
+      spec.progress_every = topology_.runtime.progress_every;
+      spec.replicas = stages[i].replicas;
+      spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
+      spec.max_in_flight = topology_.schedule == "gpipe" ? 0 : noam[i];
+      spec.vertical_sync = topology_.vertical_sync;
+      spec.trace = options_.trace;
+      levels_.emplace_back();
+      for (int32_t r = 0; r < stages[i].replicas; ++r) {
+        spec.replica = r;
+        auto name = "stage" + std::to_string(i) +
+                    (stages[i].replicas > 1 ? "." + std::to_string(r) : std::string{});
+        spec.recovery = recovery_of(name);
+        if (auto err = spawn_one("pipeline_stage", name, stages[i].node_of(r), to_yaml(spec)))
+          return err;
+        levels_.back().push_back(actors_.size() - 1);
+      }
+    }
+    return caf::none;
+  }
+
+  // -- phase 3: wiring -----------------------------------------------------------
+
+  caf::error ask(const caf::actor& target, caf::message msg, const std::string& what) {
+    caf::error failure;
+    self_->request(target, timeout(), std::move(msg))
+      .receive([](caf::ok_atom) {},
+               [&](caf::error& err) {
+                 failure = make_error(errc::actor_failed, what + ": " + describe(err));
+               });
+    return failure;
+  }
+
+  caf::error wire() {
+    auto me = caf::actor_cast<caf::actor>(self_);
+    for (auto& a : actors_)
+      if (auto err = ask(a.handle, caf::make_message(observe_atom::value, me),
+                         "cannot reach " + a.name))
+        return err;
+    // Each level (source, stage 0, 1, ...) feeds every actor of the next.
+    for (size_t l = 0; l + 1 < levels_.size(); ++l)
+      for (auto f : levels_[l])
+        for (auto t : levels_[l + 1])
+          if (auto err = connect(actors_[f], actors_[t]))
+            return err;
+    // Replicas of a stage know each other: they sum their gradients.
+    for (const auto& level : levels_)
+      for (size_t r = 0; level.size() > 1 && r < level.size(); ++r)
+        for (size_t peer = 0; peer < level.size(); ++peer)
+          if (peer != r)
+            if (auto err = ask(actors_[level[r]].handle,
+                               caf::make_message(group_atom::value, actors_[level[peer]].handle,
+                                                 static_cast<int32_t>(peer)),
+                               "cannot introduce " + actors_[level[peer]].name + " to " +
+                                 actors_[level[r]].name))
+              return err;
+    // Heads (transfer job) hang off the last stage.
+    auto last = levels_.back().front();
+    for (size_t i = levels_.back().back() + 1; i < actors_.size(); ++i)
+      if (auto err = connect(actors_[last], actors_[i]))
+        return err;
+    return caf::none;
+  }
+
+  caf::error connect(const placed_actor& from, const placed_actor& to) {
+    return ask(from.handle, caf::make_message(connect_atom::value, to.handle, to.name),
+               "cannot connect " + from.name + " to " + to.name);
+  }
+
+  // -- phase 4: training -----------------------------------------------------------
+
+  placed_actor* find(const caf::actor_addr& addr) {
+    for (auto& a : actors_)
+      if (a.handle.address() == addr)
+        return &a;
+    return nullptr;
+  }
+
+  /// Replicas of the last pipeline stage report separately; the job's result
+  /// is one report of the stage (see merge_replica_reports).
+  size_t last_stage_replicas() const {
+    return topology_.job == "pipeline" ? levels_.back().size() : 1;
+  }
+
+  void on_final(messages::actor_report& r) {
+    for (auto& a : actors_)
+      if (a.name == r.actor)
+        a.done = true;
+    if (r.role == "head")
+      result_.heads.push_back(r);
+    if (r.role == "pipeline_stage" && !r.task.empty()) {
+      last_stage_finals_.push_back(r);
+      if (last_stage_finals_.size() == last_stage_replicas())
+        result_.heads.push_back(merge_replica_reports(last_stage_finals_));
+    }
+    result_.actors.push_back(std::move(r));
+  }
+
+  void on_epoch(const messages::actor_report& r) {
+    auto report = r;
+    if (last_stage_replicas() > 1) {
+      auto& reports = last_stage_epochs_[r.epochs.front().epoch];
+      reports.push_back(r);
+      if (reports.size() < last_stage_replicas())
+        return;
+      report = merge_replica_reports(reports);
+      last_stage_epochs_.erase(r.epochs.front().epoch);
+    }
+    progress_.clear();
+    for (const auto& e : report.epochs) {
+      spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%  train loss {:.4f}  ({} samples)",
+                   e.epoch + 1, report.actor, 100 * e.test_accuracy, e.train_loss, e.samples);
+      if (!std::isfinite(e.train_loss))
+        spdlog::warn("{}: the training loss is not finite, training diverged; lower the "
+                     "optimizer's lr or momentum (under 1f1b every microbatch is a step)",
+                     report.actor);
+    }
+  }
+
+  void on_weights(messages::tensor_set& w) {
+    if (w.kind != "weights" || w.invalid) {
+      spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected)",
+                   w.kind, w.from);
+      return;
+    }
+    stage_weights_[w.from] = std::move(w);
+  }
+
+  /// Stage weights in stage order (replica 0 of each stage sends them).
+  void order_weights() {
+    for (size_t l = 1; topology_.job == "pipeline" && l < levels_.size(); ++l) {
+      auto it = stage_weights_.find(actors_[levels_[l].front()].name);
+      if (it != stage_weights_.end())
+        result_.stage_weights.push_back(std::move(it->second));
+    }
+  }
+
+  caf::error on_down(const caf::down_msg& msg) {
+    for (const auto& [node, spawner] : spawners_)
+      if (spawner.address() == msg.source) {
+        auto lost = node;
+        lose_node(lost);
+        auto why = self_->system().render(msg.reason);
+        return failed("node_lost", lost,
+                      make_error(errc::node_unreachable, "lost node '" + lost + "': " + why));
+      }
+    auto* a = find(msg.source);
+    if (a == nullptr || a->done)
+      return caf::none;
+    return failed("actor_down", a->name,
+                  make_error(errc::actor_failed, a->role + " '" + a->name + "' on node '" +
+                                                   a->node + "' terminated: " +
+                                                   self_->system().render(msg.reason)));
+  }
+
+  caf::error on_tick(clock_type::time_point last_message) {
+    if (options_.interrupted != nullptr && options_.interrupted->load())
+      return make_error(errc::interrupted, "stopping every actor");
+    fire_timed_faults();
+    auto limit = std::min<clock_type::duration>(options_.stall_timeout,
+                                                topology_.runtime.stall_timeout);
+    if (clock_type::now() - last_message > limit) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
+      return failed("stalled", "job",
+                    make_error(errc::actor_failed,
+                               "no actor reported anything for " + std::to_string(ms) +
+                                 " ms (runtime.stall_timeout_ms): a message was lost or an "
+                                 "actor hangs"));
+    }
+    return caf::none;
+  }
+
+  size_t unfinished() const {
+    size_t n = 0;
+    for (const auto& a : actors_)
+      n += a.done ? 0 : 1;
+    return n;
+  }
+
+  caf::error train() {
+    self_->send(actors_.front().handle, start_atom::value);
+    training_started_ = clock_type::now();
+    recoverable_ = false;
+    auto last_message = clock_type::now();
+    caf::error failure;
+    while (unfinished() > 0 && !failure) {
+      if (options_.interrupted != nullptr && options_.interrupted->load()) {
+        failure = make_error(errc::interrupted, "stopping every actor");
+        break;
+      }
+      bool ticked = false;
+      // Messages from actors of an earlier pass (a restart) are dropped.
+      auto current = [&] {
+        return find(caf::actor_cast<caf::actor_addr>(self_->current_sender())) != nullptr;
+      };
+      self_->receive(
+        [&](final_atom, messages::actor_report& r) {
+          if (current())
+            on_final(r);
+        },
+        [&](epoch_atom, messages::actor_report& r) {
+          if (current())
+            on_epoch(r);
+        },
+        [&](messages::tensor_set& w) {
+          if (current())
+            on_weights(w);
+        },
+        [&](messages::progress& p) {
+          if (current())
+            progress_.update(p.actor, p.epoch, p.samples, p.loss);
+        },
+        [&](messages::control& c) {
+          if (c.kind == messages::control_kind::start && current()) {
+            progress_.set_total(c.value);
+            warn_unreachable_faults(c.value);
+          }
+        },
+        [&](trained_atom, std::string& actor, int64_t trained, int64_t duplicates) {
+          if (current())
+            result_.trained[actor] = {trained, duplicates};
+        },
+        [&](step_atom, std::string&, int64_t step) {
+          if (current())
+            on_step(step);
+        },
+        [&](fault_atom, std::string& what, std::string& from, int64_t step) {
+          if (current() && what == "dropped")
+            on_dropped(from, step);
+        },
+        [&](failure_atom, std::string& actor, std::string& what) {
+          if (current())
+            failure = failed("actor_failed", actor,
+                             make_error(errc::actor_failed, actor + ": " + what));
+        },
+        [&](caf::down_msg& msg) { failure = on_down(msg); },
+        caf::after(std::chrono::milliseconds(250)) >> [&] {
+          ticked = true;
+          failure = on_tick(last_message);
+        });
+      if (!ticked)
+        last_message = clock_type::now();
+    }
+    progress_.clear();
+    return failure;
+  }
+
+  /// A fault at a step past the job's end never fires. The parser refuses
+  /// one when it knows the job's length; when the data is read on a listed
+  /// node it is known only now, from the source's sample count (all epochs):
+  /// said once, as the run starts.
+  void warn_unreachable_faults(int64_t samples) {
+    if (length_checked_)
+      return;
+    length_checked_ = true;
+    const int64_t epochs = topology_.plan.epochs, batch = topology_.plan.batch_size;
+    const int64_t per_epoch = samples / epochs;
+    const int64_t steps = epochs * (per_epoch / batch + (per_epoch % batch != 0 ? 1 : 0));
+    for (const auto& f : topology_.faults)
+      if (f.at_step >= steps)
+        spdlog::warn("{}: fault '{}' at step {} will never fire: the job has {} steps ({} "
+                     "training samples per epoch in minibatches of {})",
+                     f.where, f.kind, f.at_step, steps, per_epoch, batch);
+  }
+
+  // -- recovery (actors/roles/recovery.hpp) ------------------------------------------------
+
+  /// A fault of the topology, and whether it fired.
+  struct armed_fault {
+    fault_spec spec;
+    bool fired = false;
+    clock_type::time_point at; ///< when it fired
+  };
+
+  /// Checks the faults against the nodes, chooses the checkpoint directory
+  /// and, with --resume, the step to continue from.
+  caf::error prepare_recovery() {
+    for (const auto& f : topology_.faults) {
+      if (node_fault(f) && spawners_.count(f.node) == 0)
+        return make_error(errc::bad_config,
+                          f.where + ": fault '" + f.kind + "' names node '" + f.node + "', " +
+                            (topology_.embedded()
+                               ? std::string{"but the job runs embedded in one process (use "
+                                             "--local-nodes N or nodes:)"}
+                               : "which is not one of the topology's nodes"));
+      if (f.kind == "chaos") {
+        chaos_ = f;
+        chaos_rng_.seed(f.seed);
+        continue;
+      }
+      faults_.push_back({f, false, {}});
+    }
+    checkpoint_dir_ = options_.resume_dir.empty() ? topology_.runtime.checkpoint_dir
+                                                  : options_.resume_dir;
+    if (topology_.runtime.checkpoint_every == 0 && options_.resume_dir.empty())
+      return caf::none;
+    if (checkpoint_dir_.empty())
+      checkpoint_dir_ = options_.temporary_checkpoint_dir;
+    if (checkpoint_dir_.empty())
+      return make_error(errc::bad_config, "runtime.checkpoint_every is " +
+                                            std::to_string(topology_.runtime.checkpoint_every) +
+                                            " but no checkpoint directory is set");
+    result_.checkpoint_dir = checkpoint_dir_;
+    std::error_code ec;
+    std::filesystem::create_directories(checkpoint_dir_, ec);
+    if (auto err = write_run_record(checkpoint_dir_, options_.record))
+      return err;
+    if (!options_.resume_dir.empty()) {
+      restore_step_ = common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_))
+                        .front();
+      if (restore_step_ == 0)
+        return make_error(errc::bad_file, "--resume " + checkpoint_dir_ +
+                                            ": no step of which every trainable actor (" +
+                                            detail::join(trainable_actor_names(topology_)) +
+                                            ") has a valid checkpoint");
+      spdlog::info("resuming from step {} (checkpoints in {})", restore_step_, checkpoint_dir_);
+    } else {
+      spdlog::info("checkpoints every {} steps in {}{}", topology_.runtime.checkpoint_every,
+                   checkpoint_dir_,
+                   checkpoint_dir_ == options_.temporary_checkpoint_dir ? " (removed at the end: set runtime.checkpoint_dir "
+                                          "to keep them for --resume)"
+                                        : "");
+    }
+    return caf::none;
+  }
+
+  /// The checkpoint and fault settings of trainable actor `name` in this pass.
+  recovery_spec recovery_of(const std::string& name) {
+    recovery_spec r;
+    if (!checkpoint_dir_.empty()) {
+      r.checkpoint_dir = checkpoint_dir_of(checkpoint_dir_, name);
+      r.checkpoint_every = topology_.runtime.checkpoint_every;
+      r.restore_step = restore_step_;
+    }
+    for (auto& f : faults_)
+      if (!f.fired && f.spec.kind == "throw" && f.spec.actor == name) {
+        // Armed once: a restarted actor does not throw again.
+        r.throw_at_step = f.spec.at_step;
+        f.fired = true;
+        f.at = {};
+      }
+    // The last trainable actor reports its steps while node faults wait for
+    // one, and every step under chaos.
+    auto trainable = trainable_actor_names(topology_);
+    if (!trainable.empty() && name == trainable.back()) {
+      for (const auto& f : faults_)
+        if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0)
+          r.notify_from_step = r.notify_from_step < 0
+                                 ? f.spec.at_step
+                                 : std::min(r.notify_from_step, f.spec.at_step);
+      if (chaos_)
+        r.notify_from_step = 1;
+    }
+    return r;
+  }
+
+  /// The node an actor placed on `placed` runs on: that node while it is
+  /// alive, else a surviving one (spare nodes, which the placement left
+  /// empty, first).
+  std::string node_for(const std::string& placed) {
+    if (spawners_.count(placed) != 0 || lost_nodes_.count(placed) == 0)
+      return placed;
+    auto it = moved_.find(placed);
+    if (it != moved_.end() && spawners_.count(it->second) != 0)
+      return it->second;
+    std::string chosen;
+    size_t fewest = SIZE_MAX;
+    for (const auto& [node, spawner] : spawners_) {
+      size_t load = 0;
+      for (const auto& a : actors_)
+        load += a.node == node ? 1 : 0;
+      for (const auto& [from, to] : moved_)
+        load += to == node ? 1 : 0;
+      if (load < fewest) {
+        fewest = load;
+        chosen = node;
+      }
+    }
+    if (!chosen.empty()) {
+      spdlog::warn("node '{}' is lost: its actors move to node '{}'", placed, chosen);
+      moved_[placed] = chosen;
+    }
+    return chosen;
+  }
+
+  void lose_node(const std::string& node) {
+    spawners_.erase(node);
+    lost_nodes_.insert(node);
+  }
+
+  /// Records what failed; recoverable when the topology recovers and the
+  /// run was not interrupted.
+  caf::error failed(const std::string& kind, const std::string& target, caf::error err) {
+    recoverable_ = topology_.recovers();
+    failure_kind_ = kind;
+    failure_target_ = target;
+    return err;
+  }
+
+  /// A node fault fires: the node's spawner kills or stops its process.
+  void fire(armed_fault& f) {
+    f.fired = true;
+    f.at = clock_type::now();
+    auto spawner = spawners_.find(f.spec.node);
+    if (spawner == spawners_.end())
+      return;
+    spdlog::warn("injecting fault: {} node '{}' (at step {})", f.spec.kind, f.spec.node,
+                 last_step_);
+    self_->send(spawner->second, fault_atom::value,
+                std::string{f.spec.kind == "kill_node" ? "kill" : "stop"},
+                static_cast<int32_t>(f.spec.stopped.count()));
+  }
+
+  static bool node_fault(const fault_spec& f) {
+    return f.kind == "kill_node" || f.kind == "stop_node";
+  }
+
+  void fire_timed_faults() {
+    for (auto& f : faults_)
+      if (!f.fired && node_fault(f.spec) && f.spec.after.count() >= 0 &&
+          clock_type::now() - training_started_ >= f.spec.after)
+        fire(f);
+  }
+
+  void on_step(int64_t step) {
+    if (step <= last_step_)
+      return; // a step replayed after a restart
+    last_step_ = step;
+    for (auto& f : faults_)
+      if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0 && step >= f.spec.at_step)
+        fire(f);
+    if (chaos_)
+      chaos_step(step);
+  }
+
+  /// Chaos: with probability `rate` per step, one fault chosen at random
+  /// (seeded): a trainable actor throws, or a node is killed or stopped for
+  /// 3 s (never the last node alive).
+  void chaos_step(int64_t step) {
+    std::bernoulli_distribution hit(chaos_->rate);
+    if (!hit(chaos_rng_))
+      return;
+    fault_spec f;
+    f.at_step = step;
+    f.where = "chaos";
+    std::vector<std::string> nodes;
+    for (const auto& [node, spawner] : spawners_)
+      if (!node.empty())
+        nodes.push_back(node);
+    std::uniform_int_distribution<size_t> kind(0, nodes.size() > 1 ? 2 : 0);
+    auto k = kind(chaos_rng_);
+    if (k == 0) {
+      std::vector<const placed_actor*> trainable;
+      for (const auto& a : actors_)
+        if (a.role == "head" || a.role == "pipeline_stage")
+          trainable.push_back(&a);
+      if (trainable.empty())
+        return;
+      const auto* a = trainable[std::uniform_int_distribution<size_t>(
+        0, trainable.size() - 1)(chaos_rng_)];
+      f.kind = "throw";
+      f.actor = a->name;
+      spdlog::warn("chaos: '{}' throws (step {})", a->name, step);
+      faults_.push_back({f, true, clock_type::now()});
+      self_->send(a->handle, fault_atom::value, std::string{"throw (chaos)"});
+      return;
+    }
+    f.kind = k == 1 ? "kill_node" : "stop_node";
+    f.node = nodes[std::uniform_int_distribution<size_t>(0, nodes.size() - 1)(chaos_rng_)];
+    f.stopped = std::chrono::milliseconds(3000);
+    faults_.push_back({f, false, {}});
+    fire(faults_.back());
+  }
+
+  /// Sets the delay and drop faults on their sender's edge (each pass: the
+  /// actors are new; a drop that happened is not set again).
+  caf::error arm_edge_faults() {
+    for (auto& f : faults_) {
+      if ((f.spec.kind != "delay" && f.spec.kind != "drop") || f.fired)
+        continue;
+      const placed_actor* from = nullptr;
+      for (const auto& a : actors_)
+        if (a.name == f.spec.from)
+          from = &a;
+      if (from == nullptr)
+        return make_error(errc::bad_config, f.spec.where + ": no actor '" + f.spec.from + "'");
+      int64_t value = f.spec.kind == "delay" ? f.spec.delay.count() : f.spec.at_step;
+      if (auto err = ask(from->handle,
+                         caf::make_message(fault_atom::value, f.spec.kind, f.spec.to, value),
+                         f.spec.where + ": cannot set fault " + f.spec.kind))
+        return err;
+    }
+    return caf::none;
+  }
+
+  /// A sender dropped a microbatch (a drop fault): the time detection counts from.
+  void on_dropped(const std::string& from, int64_t step) {
+    for (auto& f : faults_)
+      if (f.spec.kind == "drop" && f.spec.from == from && !f.fired) {
+        f.fired = true;
+        f.at = clock_type::now();
+        spdlog::warn("injected fault: {} dropped its microbatch of step {} to {}", from, step,
+                     f.spec.to);
+      }
+  }
+
+  /// The injected fault that explains a failure of `target`: a node or drop
+  /// fault that fired, else a throw armed in (or sent to) `target`; each
+  /// explains one failure.
+  armed_fault* injected_for(const std::string& target) {
+    for (auto& f : faults_)
+      if (f.fired && (node_fault(f.spec) || f.spec.kind == "drop") && counted_.count(&f) == 0)
+        return &f;
+    for (auto& f : faults_)
+      if (f.fired && f.spec.kind == "throw" && f.spec.actor == target && counted_.count(&f) == 0)
+        return &f;
+    return nullptr;
+  }
+
+  /// Stops every actor of the failed pass, waits until they are gone (so
+  /// that none writes a checkpoint while the step is chosen), and picks the
+  /// newest step every trainable actor has a valid checkpoint of.
+  caf::error recover(const caf::error& failure) {
+    auto detected = clock_type::now();
+    progress_.clear();
+    if (result_.restarts >= topology_.runtime.max_restarts)
+      return make_error(errc::actor_failed,
+                        describe(failure) + " (gave up after " +
+                          std::to_string(result_.restarts) + " restarts: runtime.max_restarts)");
+    spdlog::warn("{}: restarting the job from its checkpoints", describe(failure));
+    stop_pass();
+    if (spawners_.empty())
+      return make_error(errc::node_unreachable, "every node is lost: " + describe(failure));
+    restore_step_ =
+      checkpoint_dir_.empty()
+        ? 0
+        : common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_)).front();
+    fault_record record{failure_kind_, failure_target_, last_step_, -1, -1, restore_step_};
+    if (auto* f = injected_for(failure_target_)) {
+      counted_.insert(f);
+      record.kind = f->spec.kind;
+      record.target = f->spec.kind == "throw"  ? f->spec.actor
+                       : f->spec.kind == "drop" ? f->spec.from + "->" + f->spec.to
+                                                : f->spec.node;
+      if (f->spec.at_step >= 0)
+        record.at_step = f->spec.at_step;
+      if (f->at != clock_type::time_point{})
+        record.detected_after_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(detected - f->at).count();
+      else
+        record.detected_after_ms = 0; // the actor reported its own exception
+    }
+    open_fault_ = record;
+    detected_at_ = detected;
+    result_.restarts += 1;
+    spdlog::warn("restart {} of at most {}: every actor restarts from step {}{}",
+                 result_.restarts, topology_.runtime.max_restarts, restore_step_,
+                 restore_step_ == 0 ? " (the initial weights)" : "");
+    return caf::none;
+  }
+
+  /// The actors of the new pass are wired and about to start.
+  void resumed() {
+    if (!open_fault_)
+      return;
+    open_fault_->recovered_after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        clock_type::now() - detected_at_)
+                                        .count();
+    spdlog::info("recovered from {} of '{}' in {} ms (detected after {} ms)", open_fault_->kind,
+                 open_fault_->target, open_fault_->recovered_after_ms,
+                 open_fault_->detected_after_ms);
+    result_.faults.push_back(*open_fault_);
+    open_fault_.reset();
+  }
+
+  /// Kills every actor of this pass and forgets what they reported.
+  void stop_pass() {
+    std::set<caf::actor_addr> alive;
+    for (auto& a : actors_) {
+      alive.insert(a.handle.address());
+      // Not exit_reason::kill: that one also ends the spawner linked to it.
+      self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
+    }
+    auto deadline = clock_type::now() + topology_.runtime.connection_timeout +
+                    std::chrono::seconds(3);
+    while (!alive.empty() && clock_type::now() < deadline) {
+      self_->receive(
+        [&](caf::down_msg& msg) {
+          alive.erase(msg.source);
+          for (const auto& [node, spawner] : spawners_)
+            if (spawner.address() == msg.source) {
+              auto lost = node;
+              lose_node(lost);
+              break;
+            }
+        },
+        [&](caf::message&) {}, // reports of the stopped pass
+        caf::after(std::chrono::milliseconds(100)) >> [] {});
+    }
+    if (!alive.empty())
+      spdlog::warn("{} actors of the failed pass did not confirm their end", alive.size());
+    actors_.clear();
+    levels_.clear();
+    last_stage_epochs_.clear();
+    last_stage_finals_.clear();
+    stage_weights_.clear();
+    result_.heads.clear();
+    result_.actors.clear();
+    result_.trained.clear();
+  }
+
+  // -- phase 5: collecting and shutting down -------------------------------------
+
+  void collect_nodes() {
+    if (topology_.embedded()) {
+      result_.nodes.push_back(current_node_report("embedded"));
+      return;
+    }
+    for (const auto& n : topology_.nodes) {
+      if (spawners_.count(n.name) == 0) // lost during the run
+        continue;
+      self_->request(spawners_.at(n.name), timeout(), caf::get_atom::value, node_atom::value)
+        .receive([&](messages::node_report& r) { result_.nodes.push_back(std::move(r)); },
+                 [&](caf::error& err) {
+                   spdlog::warn("node {} did not report its usage: {}", n.name, describe(err));
+                 });
+    }
+    result_.nodes.push_back(current_node_report("coordinator"));
+  }
+
+  void order_heads() {
+    if (topology_.job == "pipeline")
+      return;
+    std::vector<messages::actor_report> ordered;
+    for (const auto& h : topology_.heads)
+      for (const auto& r : result_.heads)
+        if (r.actor == h.spec.name)
+          ordered.push_back(r);
+    result_.heads = std::move(ordered);
+  }
+
+  void shutdown() {
+    for (auto& a : actors_)
+      self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
+    if (embedded_spawner_)
+      self_->send_exit(embedded_spawner_, caf::exit_reason::kill);
+    actors_.clear();
+    embedded_spawner_ = nullptr;
+  }
+
+  caf::scoped_actor self_;
+  const topology& topology_;
+  run_options options_;
+  progress_line progress_;
+  std::map<std::string, caf::actor> spawners_; ///< node name ("" embedded) -> spawner
+  std::map<std::string, int32_t> node_cores_;  ///< node name -> hardware threads
+  caf::actor embedded_spawner_;
+  std::vector<placed_actor> actors_; ///< source, stages (replicas) in order, heads in order
+  /// Indices into actors_ of each level of the chain: the source, then each
+  /// stage's replicas in order. Heads come after the last level.
+  std::vector<std::vector<size_t>> levels_;
+  /// job: pipeline: epoch reports of the last stage's replicas, until all came.
+  std::map<int32_t, std::vector<messages::actor_report>> last_stage_epochs_;
+  std::vector<messages::actor_report> last_stage_finals_;
+  std::map<std::string, messages::tensor_set> stage_weights_; ///< by stage actor name
+  job_result result_;
+
+  // Recovery.
+  std::deque<armed_fault> faults_;      ///< deque: counted_ points into it
+  std::optional<fault_spec> chaos_;
+  std::mt19937_64 chaos_rng_;
+  std::set<const armed_fault*> counted_; ///< faults already recorded
+  std::string checkpoint_dir_;          ///< "" = no checkpoints
+  int64_t restore_step_ = 0;            ///< the step this pass starts from
+  int64_t last_step_ = -1;              ///< newest step reported (notify_from_step)
+  bool length_checked_ = false;         ///< warn_unreachable_faults ran
+  std::set<std::string> lost_nodes_;
+  std::map<std::string, std::string> moved_; ///< lost node -> where its actors went
+  bool recoverable_ = false;
+  std::string failure_kind_, failure_target_;
+  std::optional<fault_record> open_fault_;
+  clock_type::time_point detected_at_;
+  clock_type::time_point training_started_;
+};
+
+} // namespace
+
+caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
+                                       const run_options& options) {
+  coordinator c{sys, t, options};
+  return c.run();
+}
+
+} // namespace baton::actors

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/runtime/job_result.hpp"
+#include "actors/runtime/run_record.hpp"
+
+namespace baton::actors {
+
+/// How the coordinator runs a job.
+struct run_options {
+  bool progress_tty = false;  ///< redraw a progress line on the terminal
+  /// A run with no message from any actor for this long is declared stuck.
+  std::chrono::seconds stall_timeout{300};
+  /// Set (by a signal handler) to abort the run cleanly.
+  const std::atomic<bool>* interrupted = nullptr;
+  bool trace = false;         ///< pipeline stages record their schedule (--trace)
+  /// --resume DIR: continue from the newest step every trainable actor has a
+  /// checkpoint of in DIR (a run whose coordinator was killed).
+  std::string resume_dir;
+  /// A directory baton made for this run's checkpoints (the topology names
+  /// none): used when checkpoints are on and runtime.checkpoint_dir is empty,
+  /// and removed by its owner after the run and its nodes have stopped.
+  std::string temporary_checkpoint_dir;
+  /// The topology and `--set` options of this run, written as run.yaml into
+  /// the checkpoint directory (what --resume DIR reads).
+  run_record record;
+};
+
+/// Runs the job of `t` (transfer or pipeline): connects to its nodes (or
+/// spawns everything in this process when it has none), spawns the source,
+/// stages and heads, wires the edges (source -> stage0 -> ... -> last stage
+/// -> every head; a pipeline has no heads: its last stage has the loss),
+/// monitors every actor, collects reports and progress, and shuts every actor
+/// down when the run ends, fails or is interrupted.
+///
+///   connect_nodes -> spawn_all -> wire -> (start) run -> collect -> shutdown
+///                       |          |          |
+///                       +----------+----------+--> shutdown (on any error)
+caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
+                                       const run_options& options);
+
+} // namespace baton::actors

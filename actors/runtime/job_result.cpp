@@ -1,0 +1,233 @@
+#include "actors/runtime/job_result.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+nlohmann::json head_json(const messages::actor_report& h) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : h.epochs)
+    epochs.push_back({{"epoch", e.epoch},
+                      {"train_loss", e.train_loss},
+                      {"test_accuracy", e.test_accuracy},
+                      {"samples", e.samples}});
+  return {{"name", h.actor},           {"task", h.task},
+          {"test_accuracy", h.test_accuracy}, {"train_loss", h.train_loss},
+          {"samples", h.samples},      {"weights_digest", h.weights_digest},
+          {"node", h.node},            {"epochs", epochs}};
+}
+
+/// A training number from the metrics JSON; a diverged run's NaN loss is
+/// written as null by nlohmann::json and reads back as NaN.
+double number(const nlohmann::json& j, const char* key) {
+  const auto& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+
+messages::actor_report head_from_json(const nlohmann::json& j) {
+  messages::actor_report h;
+  h.actor = j.at("name").get<std::string>();
+  h.role = "head";
+  h.task = j.at("task").get<std::string>();
+  h.test_accuracy = number(j, "test_accuracy");
+  h.train_loss = number(j, "train_loss");
+  h.samples = j.at("samples").get<int64_t>();
+  h.weights_digest = j.at("weights_digest").get<std::string>();
+  h.node = j.value("node", "");
+  for (const auto& e : j.value("epochs", nlohmann::json::array()))
+    h.epochs.push_back({e.at("epoch").get<int32_t>(), number(e, "train_loss"),
+                        number(e, "test_accuracy"), e.at("samples").get<int64_t>()});
+  return h;
+}
+
+/// `seconds` as a fraction of an actor's lifetime (busy + idle); 0 when the
+/// actor never started.
+double fraction_of_life(double seconds, const messages::actor_report& a) {
+  auto life = a.busy_seconds + a.idle_seconds;
+  return life > 0 ? seconds / life : 0.0;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+} // namespace
+
+nlohmann::json to_json(const job_result& r) {
+  nlohmann::json j;
+  j["job"] = r.job;
+  j["mode"] = r.mode;
+  j["topology"] = r.topology_file;
+  j["wall_seconds"] = r.wall_seconds;
+  j["train_seconds"] = r.train_seconds;
+  j["heads"] = nlohmann::json::array();
+  for (const auto& h : r.heads)
+    j["heads"].push_back(head_json(h));
+  j["nodes"] = nlohmann::json::array();
+  for (const auto& n : r.nodes)
+    j["nodes"].push_back({{"name", n.name},
+                          {"peak_rss_bytes", n.peak_rss_bytes},
+                          {"cpu_seconds", n.cpu_seconds},
+                          {"cores", n.cores},
+                          {"memory_bytes", n.memory_bytes}});
+  j["edges"] = nlohmann::json::array();
+  j["actors"] = nlohmann::json::array();
+  for (const auto& a : r.actors) {
+    for (const auto& e : a.edges)
+      j["edges"].push_back(
+        {{"from", e.from}, {"to", e.to}, {"messages", e.messages}, {"bytes", e.bytes}});
+    nlohmann::json actor = {{"name", a.actor},
+                            {"role", a.role},
+                            {"node", a.node},
+                            {"busy_seconds", a.busy_seconds},
+                            {"idle_seconds", a.idle_seconds},
+                            {"bubble_seconds", a.bubble_seconds},
+                            {"busy_fraction", fraction_of_life(a.busy_seconds, a)},
+                            {"idle_fraction", fraction_of_life(a.idle_seconds, a)},
+                            {"bubble_fraction", fraction_of_life(a.bubble_seconds, a)}};
+    if (!a.weights_digest.empty())
+      actor["weights_digest"] = a.weights_digest; // trainable actors
+    if (a.process_cpu_seconds > 0) {              // pipeline stages
+      actor["compute_cpu_seconds"] = a.compute_cpu_seconds;
+      actor["process_cpu_seconds"] = a.process_cpu_seconds;
+    }
+    j["actors"].push_back(std::move(actor));
+  }
+  j["restarts"] = r.restarts;
+  j["faults"] = nlohmann::json::array();
+  for (const auto& f : r.faults)
+    j["faults"].push_back({{"kind", f.kind},
+                           {"target", f.target},
+                           {"at_step", f.at_step},
+                           {"detected_after_ms", f.detected_after_ms},
+                           {"recovered_after_ms", f.recovered_after_ms},
+                           {"restored_step", f.restored_step}});
+  j["trained"] = nlohmann::json::object();
+  for (const auto& [actor, count] : r.trained)
+    j["trained"][actor] = {{"trained", count.trained}, {"duplicates", count.duplicates}};
+  if (!r.checkpoint_dir.empty())
+    j["checkpoint_dir"] = r.checkpoint_dir;
+  return j;
+}
+
+caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
+  try {
+    job_result r;
+    r.job = j.at("job").get<std::string>();
+    r.mode = j.at("mode").get<std::string>();
+    r.topology_file = j.value("topology", "");
+    r.wall_seconds = j.at("wall_seconds").get<double>();
+    r.train_seconds = j.value("train_seconds", 0.0);
+    for (const auto& h : j.at("heads"))
+      r.heads.push_back(head_from_json(h));
+    for (const auto& n : j.at("nodes"))
+      r.nodes.push_back({n.at("name").get<std::string>(), n.at("peak_rss_bytes").get<int64_t>(),
+                         n.at("cpu_seconds").get<double>(), n.value("cores", 0),
+                         n.value("memory_bytes", int64_t{0}), {}});
+    for (const auto& a : j.at("actors")) {
+      messages::actor_report x;
+      x.actor = a.at("name").get<std::string>();
+      x.role = a.at("role").get<std::string>();
+      x.node = a.value("node", "");
+      x.busy_seconds = a.at("busy_seconds").get<double>();
+      x.idle_seconds = a.at("idle_seconds").get<double>();
+      x.bubble_seconds = a.value("bubble_seconds", 0.0);
+      x.compute_cpu_seconds = a.value("compute_cpu_seconds", 0.0);
+      x.process_cpu_seconds = a.value("process_cpu_seconds", 0.0);
+      x.weights_digest = a.value("weights_digest", "");
+      r.actors.push_back(std::move(x));
+    }
+    r.restarts = j.value("restarts", 0);
+    for (const auto& f : j.value("faults", nlohmann::json::array()))
+      r.faults.push_back({f.at("kind").get<std::string>(), f.at("target").get<std::string>(),
+                          f.at("at_step").get<int64_t>(), f.at("detected_after_ms").get<int64_t>(),
+                          f.at("recovered_after_ms").get<int64_t>(),
+                          f.value("restored_step", int64_t{-1})});
+    // Not `j.value(...).items()` in the loop header: the temporary would end
+    // before the loop.
+    auto trained = j.value("trained", nlohmann::json::object());
+    for (const auto& [actor, count] : trained.items())
+      r.trained[actor] = {count.at("trained").get<int64_t>(),
+                          count.at("duplicates").get<int64_t>()};
+    r.checkpoint_dir = j.value("checkpoint_dir", "");
+    // Edges are listed flat; each belongs to the actor that sent on it.
+    for (const auto& e : j.value("edges", nlohmann::json::array()))
+      for (auto& a : r.actors)
+        if (a.actor == e.at("from").get<std::string>())
+          a.edges.push_back({e.at("from").get<std::string>(), e.at("to").get<std::string>(),
+                             e.at("messages").get<int64_t>(), e.at("bytes").get<int64_t>()});
+    return r;
+  } catch (const std::exception& e) {
+    return make_error(errc::malformed_message, std::string{"metrics JSON: "} + e.what());
+  }
+}
+
+caf::expected<void> write_metrics(const job_result& r, const std::string& path) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp};
+    out << to_json(r).dump(2) << '\n';
+    if (!out.flush()) {
+      auto reason = std::strerror(errno);
+      std::remove(tmp.c_str());
+      return make_error(errc::bad_file,
+                        "cannot write metrics to '" + tmp + "' (" + reason + ")");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return make_error(errc::bad_file,
+                      "cannot rename '" + tmp + "' to '" + path + "' (" + reason + ")");
+  }
+  return caf::unit;
+}
+
+std::string results_table(const job_result& r) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-12s %-10s %10s %10s %9s  %s\n", "head", "task",
+                "test acc", "train loss", "samples", "weights (sha256)");
+  out << line;
+  for (const auto& h : r.heads) {
+    std::snprintf(line, sizeof line, "%-12s %-10s %9.2f%% %10.4f %9lld  %.16s\n",
+                  h.actor.c_str(), h.task.c_str(), 100 * h.test_accuracy, h.train_loss,
+                  static_cast<long long>(h.samples), h.weights_digest.c_str());
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "%s (%s): %.1f s wall, %s peak memory over %zu process(es)\n",
+                r.job.c_str(), r.mode.c_str(), r.wall_seconds, mib(total_peak_rss(r)).c_str(),
+                r.nodes.size());
+  out << line;
+  return out.str();
+}
+
+int64_t total_peak_rss(const job_result& r) {
+  int64_t sum = 0;
+  for (const auto& n : r.nodes)
+    sum += n.peak_rss_bytes;
+  return sum;
+}
+
+int64_t total_edge_bytes(const job_result& r) {
+  int64_t sum = 0;
+  for (const auto& a : r.actors)
+    for (const auto& e : a.edges)
+      sum += e.bytes;
+  return sum;
+}
+
+} // namespace baton::actors

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// Everything a finished run reports: the metrics JSON and the results table.
+/// A fault and what became of it (`faults:` in the metrics JSON).
+struct fault_record {
+  std::string kind;   ///< throw | kill_node | stop_node | actor_failed | node_lost | stalled
+  std::string target; ///< actor or node
+  int64_t at_step = -1;           ///< the job's step when it was injected or seen (-1: unknown)
+  int64_t detected_after_ms = -1; ///< injection to detection (-1: not injected by baton)
+  int64_t recovered_after_ms = -1; ///< detection to training again (-1: not recovered)
+  int64_t restored_step = -1;     ///< the checkpoint step the job restarted from
+};
+
+/// Training microbatches a trainable actor trained, and replays it dropped.
+struct trained_count {
+  int64_t trained = 0;
+  int64_t duplicates = 0;
+};
+
+struct job_result {
+  std::string job = "transfer";
+  std::string mode = "shared";  ///< shared (one backbone, K heads) | separate (baseline)
+  std::string topology_file;
+  double wall_seconds = 0;
+  /// From the first training microbatch to the end: the wall without setup
+  /// (connecting nodes, spawning actors, loading data and models).
+  double train_seconds = 0;
+  std::vector<messages::actor_report> heads;  ///< in topology order
+  std::vector<messages::node_report> nodes;
+  std::vector<messages::actor_report> actors; ///< every actor, heads included
+  /// Pipeline stages' final weights, in stage order (not in the metrics JSON).
+  std::vector<messages::tensor_set> stage_weights;
+  std::vector<fault_record> faults;               ///< injected and seen, in order
+  int32_t restarts = 0;                           ///< restarts from checkpoints
+  std::map<std::string, trained_count> trained;   ///< by trainable actor
+  std::string checkpoint_dir;                     ///< where checkpoints went ("" none)
+};
+
+/// The metrics JSON: wall_seconds; train_seconds; heads [{name, task, test_accuracy,
+/// train_loss, samples, weights_digest, epochs}]; nodes [{name,
+/// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
+/// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,
+/// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its
+/// seconds over busy + idle (0 when that is 0); bubble time is part of idle
+/// time. Trace events are not written here (see actors/flow/trace.hpp). With
+/// recovery: restarts, faults [{kind, target, at_step, detected_after_ms,
+/// recovered_after_ms, restored_step}], trained {actor: {trained,
+/// duplicates}}, checkpoint_dir.
+nlohmann::json to_json(const job_result& r);
+
+/// Reads a job result back from its metrics JSON (used by the baseline,
+/// which collects one result per process).
+caf::expected<job_result> job_result_from_json(const nlohmann::json& j);
+
+/// Writes to_json(r) to `path` atomically.
+caf::expected<void> write_metrics(const job_result& r, const std::string& path);
+
+/// A plain-text table of the heads' results and the run's totals.
+std::string results_table(const job_result& r);
+
+/// Sum of peak RSS over the nodes (processes) of a run.
+int64_t total_peak_rss(const job_result& r);
+
+/// Sum of bytes over all edges of a run.
+int64_t total_edge_bytes(const job_result& r);
+
+} // namespace baton::actors

@@ -1,0 +1,117 @@
+#pragma once
+
+// What the `baton` commands do, behind the argument parsing of apps/.
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/runtime/job_result.hpp"
+#include "actors/runtime/run_record.hpp"
+
+namespace baton::actors {
+
+/// The name under which the built-in default topology (configs/transfer.yaml,
+/// compiled in) is used when `baton run` gets no file.
+inline constexpr const char* embedded_topology_name = "<embedded configs/transfer.yaml>";
+
+/// `baton run` and `baton pretrain` arguments.
+struct run_request {
+  std::string topology_path;             ///< empty: the built-in default
+  std::vector<std::string> overrides;    ///< --set key=value
+  int32_t local_nodes = 0;               ///< --local-nodes N
+  std::string baseline;                  ///< --baseline separate
+  std::string mode;                      ///< --mode local (one process, no actors)
+  std::string only_head;                 ///< --only-head NAME (with --mode local)
+  int32_t threads = 0;                   ///< --threads (local mode); 0 = all cores
+  std::string metrics_out;               ///< --metrics-out FILE
+  std::string trace_out;                 ///< --trace FILE (job: pipeline, actors)
+  std::string save_model;                ///< --save-model FILE (job: pipeline)
+  std::string resume_dir;                ///< --resume DIR (checkpoints of a killed run)
+  bool progress_tty = false;
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// The `--set` override that appends the fault `--fault TEXT` describes:
+/// "kind=throw,actor=stage1,at_step=5" -> "faults.+={kind: throw, ...}".
+caf::expected<std::string> fault_override(const std::string& text);
+
+/// Loads the request's topology (file or built-in default) with overrides.
+/// With --resume DIR: the run recorded in DIR (request_record), refused with
+/// a list of the differences when its training settings are not the
+/// recorded run's.
+caf::expected<topology> load_request_topology(const run_request& r);
+
+/// The topology and options of the run `r` describes; with --resume DIR and
+/// a record there, the recorded topology (unless `r` names one) and the
+/// recorded options followed by `r`'s.
+caf::expected<run_record> request_record(const run_request& r);
+
+/// Makes the backbone checkpoint by pre-training if it is missing (and says
+/// so). Nothing happens when the topology has no checkpoint.
+caf::expected<void> ensure_pretrained(const topology& t, bool force = false);
+
+/// Runs the job the request describes: the transfer job with actors
+/// (embedded, on listed nodes or on --local-nodes), the separate baseline,
+/// or the local single-process loop. The output files are checked before
+/// anything trains (writable, not a directory, not an input of the run) and
+/// are written by write_outputs.
+caf::expected<job_result> run_job(const run_request& r);
+
+/// Writes what `r` asked for of a finished run: --metrics-out, --trace,
+/// --save-model.
+caf::error write_outputs(const run_request& r, const job_result& result);
+
+/// `baton bench transfer` options.
+struct bench_request {
+  int32_t heads = 3;
+  bool quick = false;
+  std::string json_out;
+  std::vector<std::string> backbones{"convnet", "convnet_wide"};
+  std::vector<std::string> overrides;
+  int32_t local_nodes = 0; ///< run the shared side over N local node processes
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Runs the shared-backbone job and the separate baseline, one after the
+/// other, for each backbone; prints wall times, ratios, peak memory and bytes
+/// between actors; writes the figures to json_out if set. Returns the exit code.
+int bench_transfer(const bench_request& r);
+
+/// `baton bench pipeline` options.
+struct bench_pipeline_request {
+  bool quick = false;
+  std::string json_out;
+  std::vector<std::string> models{"convnet", "resnet18"};
+  std::vector<std::string> schedules{"gpipe", "1f1b-flush", "1f1b"};
+  int32_t repeat = 1; ///< runs per side, interleaved; the median is shown
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// For each model: profiles it, plans 2 stages (`baton plan --straight`),
+/// then runs (a) the local loop with one compute thread and (b) the 2-stage
+/// pipeline over two node processes with one compute thread each, under each
+/// schedule; prints samples/s, the ratio to (a), per-stage utilisation, the
+/// measured bubble fraction next to gpipe's theoretical one, the actor and
+/// wire overhead (CPU beyond the stages' computations) and the extra CPU of
+/// all processes. Returns the exit code.
+int bench_pipeline(const bench_pipeline_request& r);
+
+/// `baton bench faults` options.
+struct bench_faults_request {
+  bool quick = false;
+  std::string json_out;
+  std::string kill_at = "half"; ///< step of the SIGKILL: "half" of the run, or a number
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Runs the same short gpipe pipeline over 3 local node processes twice,
+/// fault-free and with the node of stage 0 SIGKILLed mid-run; prints both
+/// wall times, detection and recovery times, the step restored and whether
+/// the final weights and exactly-once counts match. Returns the exit code.
+int bench_faults(const bench_faults_request& r);
+
+} // namespace baton::actors

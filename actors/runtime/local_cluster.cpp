@@ -1,0 +1,134 @@
+#include "actors/runtime/local_cluster.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "actors/net/certs.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+/// Waits for `child` to write its port file; fails if it exits first.
+caf::expected<uint16_t> await_port(child_process& child, const std::string& port_file,
+                                   const std::string& name) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in{port_file};
+    unsigned port = 0;
+    if (in >> port && port > 0 && port < 65536)
+      return static_cast<uint16_t>(port);
+    if (!child.running())
+      return make_error(errc::node_unreachable, "local node " + name + " exited (code " +
+                                                  std::to_string(child.wait()) +
+                                                  ") before listening; its log:\n" +
+                                                  child.log_tail());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return make_error(errc::node_unreachable,
+                    "local node " + name + " did not listen within 30 s; its log:\n" +
+                      child.log_tail());
+}
+
+/// With TLS, node `name` gets its own certificate from the directory of the
+/// run's certificate (DIR/NAME.pem and DIR/NAME.key, as `baton certs issue
+/// NAME --dir DIR` makes them), the run's CA, and accepts only the run's
+/// certificate name (tls.allow). Its name must be in its certificate: the
+/// coordinator checks that as for any node.
+caf::expected<std::vector<std::string>> tls_flags(const tls_settings& run, const std::string& name) {
+  if (!run.enabled())
+    return std::vector<std::string>{};
+  auto dir = std::filesystem::path{run.certificate}.parent_path().string();
+  auto files = issued_files(name, dir);
+  for (const auto& path : {files.certificate, files.key})
+    if (!std::filesystem::exists(path))
+      return make_error(errc::bad_config,
+                        "--local-nodes with TLS: local node " + name + " needs '" + path +
+                          "' next to this run's certificate (make it with `baton certs issue " +
+                          name + " --dir " + dir + "`)");
+  auto own = read_certificate(run.certificate);
+  if (!own)
+    return own.error();
+  auto names = certificate_names(own->get());
+  std::vector<std::string> flags{"--tls-cert", files.certificate, "--tls-key", files.key,
+                                 "--tls-ca", run.ca};
+  if (!names.empty())
+    flags.insert(flags.end(), {"--tls-allow", names.front()});
+  return flags;
+}
+
+} // namespace
+
+caf::expected<local_cluster> local_cluster::start(int32_t count, const system_settings& settings,
+                                                  const std::string& workdir) {
+  local_cluster cluster;
+  auto exe = self_executable();
+  for (int32_t i = 1; i <= count; ++i) {
+    auto name = "n" + std::to_string(i);
+    auto port_file = workdir + "/" + name + ".port";
+    std::vector<std::string> argv{exe,
+                                  "node",
+                                  "--name", name,
+                                  "--host", "127.0.0.1",
+                                  "--port", "0",
+                                  "--port-file", port_file,
+                                  "--scheduler-threads", std::to_string(settings.scheduler_threads),
+                                  "--heartbeat-ms",
+                                  std::to_string(settings.heartbeat_interval.count()),
+                                  "--connection-timeout-ms",
+                                  std::to_string(settings.connection_timeout.count())};
+    auto tls = tls_flags(settings.tls, name);
+    if (!tls)
+      return tls.error();
+    argv.insert(argv.end(), tls->begin(), tls->end());
+    auto child = child_process::start(argv, workdir + "/" + name + ".log");
+    if (!child)
+      return child.error();
+    cluster.nodes_.push_back(std::move(*child));
+    cluster.addresses_.push_back({name, "127.0.0.1", 0, ""});
+  }
+  for (size_t i = 0; i < cluster.nodes_.size(); ++i) {
+    auto& address = cluster.addresses_[i];
+    auto port = await_port(cluster.nodes_[i], workdir + "/" + address.name + ".port", address.name);
+    if (!port)
+      return port.error();
+    address.port = *port;
+  }
+  return cluster;
+}
+
+topology local_cluster::place(topology t) const {
+  for (auto& n : t.nodes)
+    for (const auto& a : addresses_)
+      if (a.name == n.name) {
+        n.host = a.host;
+        n.port = a.port;
+      }
+  return t;
+}
+
+void local_cluster::stop() {
+  for (auto& n : nodes_)
+    n.stop();
+  nodes_.clear();
+}
+
+caf::expected<std::string> make_work_directory(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string{base ? base : "/tmp"} + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    return make_error(errc::bad_file, "cannot create a directory like '" + pattern + "'");
+  return pattern;
+}
+
+owned_directory::~owned_directory() {
+  if (path_.empty() || kept_)
+    return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+} // namespace baton::actors

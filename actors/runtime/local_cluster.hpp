@@ -1,0 +1,67 @@
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/runtime/child_process.hpp"
+#include "actors/runtime/system.hpp"
+
+namespace baton::actors {
+
+/// N `baton node` processes on 127.0.0.1 with OS-chosen ports, started for
+/// one run (`baton run --local-nodes N`) and always stopped when this object
+/// goes away (also on errors and Ctrl-C). Node logs go to `workdir`.
+class local_cluster {
+public:
+  /// Starts nodes n1..nN and waits until each has written its port. With
+  /// `settings.tls`, node nI uses DIR/nI.pem and DIR/nI.key from the
+  /// directory DIR of the run's certificate, the run's CA, and serves only
+  /// the run's certificate name (tls.allow); a missing file is an error
+  /// (the nodes started so far are stopped).
+  static caf::expected<local_cluster> start(int32_t count, const system_settings& settings,
+                                            const std::string& workdir);
+
+  /// The nodes' addresses, in order n1..nN.
+  const std::vector<node_address>& addresses() const { return addresses_; }
+
+  /// Replaces the topology's node ports with the running nodes' ports.
+  topology place(topology t) const;
+
+  /// Stops every node (SIGTERM, then SIGKILL after a grace period).
+  void stop();
+
+private:
+  std::vector<child_process> nodes_;
+  std::vector<node_address> addresses_;
+};
+
+/// A fresh private directory under $TMPDIR (or /tmp) for logs and port files.
+caf::expected<std::string> make_work_directory(const std::string& prefix);
+
+/// A directory a run made for its own files (node logs, port files,
+/// checkpoints nobody asked to keep): removed with everything in it when the
+/// run is done with it, unless the run keeps it (a failed run keeps its logs
+/// and says where they are).
+class owned_directory {
+public:
+  /// Owns `path` (empty: nothing).
+  explicit owned_directory(std::string path = {}) : path_(std::move(path)) {}
+  owned_directory(const owned_directory&) = delete;
+  owned_directory& operator=(const owned_directory&) = delete;
+  ~owned_directory();
+
+  const std::string& path() const { return path_; }
+
+  /// Leaves the directory where it is.
+  void keep() { kept_ = true; }
+
+private:
+  std::string path_;
+  bool kept_ = false;
+};
+
+} // namespace baton::actors

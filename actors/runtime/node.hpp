@@ -1,0 +1,49 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/runtime/spawner.hpp"
+#include "actors/runtime/system.hpp"
+
+namespace baton::actors {
+
+/// What `baton node` runs with (node.yaml or flags).
+struct node_settings {
+  std::string name = "node";
+  std::string host = "127.0.0.1"; ///< address to listen on
+  uint16_t port = 0;              ///< 0: chosen by the OS
+  std::string port_file;          ///< if set, the chosen port is written here
+  /// `--insecure`: listen without TLS on an address that is not loopback.
+  /// Without it such a node refuses to start: a plain port lets anyone who
+  /// reaches it spawn actors (README "Security").
+  bool insecure = false;
+  system_settings system;         ///< system.tls: `tls: {certificate, key, ca}`
+  /// `tls.allow`: names (CN or subjectAltName DNS) of the peer certificates
+  /// it serves; empty: any certificate of its CA.
+  std::vector<std::string> tls_allow;
+  path_roots paths;               ///< `data_dirs`, `checkpoint_dir`; empty: unrestricted
+};
+
+/// Reads a node.yaml: keys name, host, port, scheduler_threads, heartbeat_ms,
+/// connection_timeout_ms, tls {certificate, key, ca, allow}, data_dirs,
+/// checkpoint_dir. Relative paths are relative to the file's directory.
+/// Errors name the file, the line and what was expected.
+caf::expected<node_settings> load_node_settings(const std::string& path);
+
+/// Same, from YAML text; `path` only names it in error messages.
+caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
+                                                 const std::string& path);
+
+/// Runs a node until `stop` becomes true: checks its TLS files and path roots
+/// (exit code 2 on an error, before any actor system starts), starts an
+/// actor system, publishes the spawner on host:port (with TLS only through
+/// caf_openssl), prints "baton node NAME listening on HOST:PORT" (plus
+/// " with TLS") and writes the port file. Returns the process exit code.
+int run_node(const node_settings& settings, const std::atomic<bool>& stop);
+
+} // namespace baton::actors

@@ -1,0 +1,75 @@
+#include "actors/runtime/run_outputs.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Whether `a` and `b` name the same file: the same normalised path (also
+/// when neither exists yet), or the same inode (links).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  auto x = fs::weakly_canonical(a, ec);
+  auto y = fs::weakly_canonical(b, ec);
+  if (!x.empty() && x == y)
+    return true;
+  return fs::equivalent(a, b, ec) && !ec;
+}
+
+caf::error refuse(const output_file& out, const std::string& why) {
+  return make_error(errc::bad_file, out.flag + " " + out.path + ": " + why);
+}
+
+/// Creates and removes the temporary file the output is written through.
+caf::error check_writable(const output_file& out) {
+  std::error_code ec;
+  auto status = fs::status(out.path, ec);
+  if (fs::is_directory(status))
+    return refuse(out, "is a directory (name a file)");
+  // A device or a pipe would be replaced by the rename that writes it.
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    return refuse(out, "is not a regular file");
+  auto dir = fs::path(out.path).parent_path();
+  if (!dir.empty() && !fs::is_directory(dir, ec))
+    return refuse(out, "the directory " + dir.string() + " does not exist");
+  auto tmp = out.path + ".tmp";
+  bool existed = fs::exists(tmp, ec);
+  errno = 0;
+  if (!std::ofstream{tmp, std::ios::app})
+    return refuse(out, "cannot be written (" +
+                         std::string{errno != 0 ? std::strerror(errno) : "unknown reason"} + ")");
+  if (!existed)
+    std::remove(tmp.c_str());
+  return caf::none;
+}
+
+} // namespace
+
+caf::error check_outputs(const std::vector<output_file>& outputs,
+                         const std::vector<std::string>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& out = outputs[i];
+    if (out.path.empty())
+      continue;
+    for (const auto& in : inputs)
+      if (!in.empty() && same_file(out.path, in))
+        return refuse(out, "is an input of this run (" + in + "); it would be overwritten");
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && same_file(out.path, outputs[j].path))
+        return refuse(out, "is also the file of " + outputs[j].flag);
+    if (auto err = check_writable(out))
+      return err;
+  }
+  return caf::none;
+}
+
+} // namespace baton::actors

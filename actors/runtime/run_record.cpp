@@ -1,0 +1,161 @@
+#include "actors/runtime/run_record.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "actors/config/yaml_field.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// How long a value may be in a difference message: a list of 10,000
+/// labels is a path per label, but one value is still quoted short.
+constexpr size_t shown_length = 40;
+
+std::string shown(const std::string& value) {
+  return value.size() <= shown_length ? value : value.substr(0, shown_length) + "...";
+}
+
+bool is_fault_override(const std::string& text) {
+  return text.rfind("faults", 0) == 0;
+}
+
+/// Whether `path`'s first segment is `section` or one of its segments is
+/// `segment`.
+bool starts_with_section(const std::string& path, const std::string& section) {
+  return path == section || path.rfind(section + ".", 0) == 0;
+}
+
+bool has_segment(const std::string& path, const std::string& segment) {
+  std::istringstream segments(path);
+  for (std::string s; std::getline(segments, s, '.');)
+    if (s == segment)
+      return true;
+  return false;
+}
+
+} // namespace
+
+std::string run_record_path(const std::string& checkpoint_dir) {
+  return (fs::path(checkpoint_dir) / "run.yaml").string();
+}
+
+caf::expected<run_record> make_run_record(const std::string& topology_file,
+                                          const std::string& default_text,
+                                          const std::vector<std::string>& overrides) {
+  run_record r;
+  if (topology_file.empty()) {
+    r.topology_text = default_text;
+  } else {
+    std::error_code ec;
+    r.topology_file = fs::absolute(topology_file, ec).lexically_normal().string();
+    if (std::string why = detail::read_config_file(topology_file, r.topology_text);
+        !why.empty())
+      return make_error(errc::bad_config,
+                        "cannot read topology file '" + topology_file + "': " + why);
+  }
+  for (const auto& o : overrides)
+    if (!is_fault_override(o))
+      r.overrides.push_back(o);
+  return r;
+}
+
+caf::error write_run_record(const std::string& dir, const run_record& record) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "topology_file" << YAML::Value << record.topology_file;
+  out << YAML::Key << "overrides" << YAML::Value << YAML::BeginSeq;
+  for (const auto& o : record.overrides)
+    out << YAML::SingleQuoted << o;
+  out << YAML::EndSeq;
+  out << YAML::Key << "topology" << YAML::Value << YAML::Literal << record.topology_text;
+  out << YAML::EndMap;
+  auto path = run_record_path(dir);
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream file{tmp};
+    file << "# Written by baton run: the topology and --set options of the run whose\n"
+            "# checkpoints are in this directory. `baton run --resume DIR` reads it.\n"
+         << out.c_str() << '\n';
+    if (!file.flush())
+      return make_error(errc::bad_file, "cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return make_error(errc::bad_file, "cannot rename " + tmp + " to " + path + " (" + reason + ")");
+  }
+  return caf::none;
+}
+
+caf::expected<run_record> read_run_record(const std::string& dir) {
+  auto path = run_record_path(dir);
+  // The topology (at most max_config_bytes) and the --set options: 1 MiB is
+  // ample, and a record that is a device or a FIFO is refused unread.
+  constexpr size_t max_record_bytes = size_t{1} << 20;
+  std::string text;
+  if (std::string why = detail::read_config_file(path, text, max_record_bytes); !why.empty())
+    return make_error(errc::bad_file, path + ": cannot read the run record: " + why);
+  try {
+    auto doc = YAML::Load(text);
+    run_record r;
+    r.topology_file = doc["topology_file"].as<std::string>();
+    r.topology_text = doc["topology"].as<std::string>();
+    for (const auto& o : doc["overrides"])
+      r.overrides.push_back(o.as<std::string>());
+    return r;
+  } catch (const YAML::Exception& e) {
+    return make_error(errc::bad_file, path + ": not a run record written by baton (" + e.msg +
+                                        "); give the topology and --set of that run");
+  }
+}
+
+std::map<std::string, std::string>
+training_settings(const std::map<std::string, std::string>& values) {
+  std::map<std::string, std::string> out;
+  for (const auto& [path, value] : values) {
+    bool free = starts_with_section(path, "runtime") || starts_with_section(path, "faults") ||
+                starts_with_section(path, "nodes") || has_segment(path, "node") ||
+                has_segment(path, "nodes") || has_segment(path, "place");
+    if (!free)
+      out.emplace(path, value);
+  }
+  return out;
+}
+
+std::string settings_difference(const std::map<std::string, std::string>& then,
+                                const std::map<std::string, std::string>& now) {
+  std::string out;
+  size_t listed = 0, differing = 0;
+  auto add = [&](const std::string& path, const std::string& before, const std::string& after) {
+    if (++differing > 10)
+      return;
+    ++listed;
+    out += (out.empty() ? "" : "; ") + path + ": " + before + " then, " + after + " now";
+  };
+  for (const auto& [path, value] : then) {
+    auto it = now.find(path);
+    if (it == now.end())
+      add(path, shown(value), "absent");
+    else if (it->second != value)
+      add(path, shown(value), shown(it->second));
+  }
+  for (const auto& [path, value] : now)
+    if (then.count(path) == 0)
+      add(path, "absent", shown(value));
+  if (differing > listed)
+    out += "; and " + std::to_string(differing - listed) + " more";
+  return out;
+}
+
+} // namespace baton::actors

@@ -1,0 +1,307 @@
+#include "actors/runtime/spawner.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/config/role_spec.hpp"
+#include "actors/config/yaml_field.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/modes/pipeline/pipeline_stage.hpp"
+#include "actors/modes/transfer/head.hpp"
+#include "actors/modes/transfer/stage.hpp"
+#include "actors/roles/recovery.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+
+namespace baton::actors {
+
+const std::vector<std::string>& registered_roles() {
+  static const std::vector<std::string> roles{"source", "stage", "head", "pipeline_stage"};
+  return roles;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Whether `path` (already resolved) lies in `root` (already resolved).
+bool lies_in(const fs::path& path, const fs::path& root) {
+  auto root_end = std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first;
+  // A root spelled with a trailing '/' ends in an empty element.
+  return root_end == root.end() || (std::next(root_end) == root.end() && root_end->empty());
+}
+
+/// Refuses `path` unless it lies in one of `roots`; `key` names the roots in
+/// node.yaml. No roots: no restriction.
+caf::error check_path(const std::string& path, const char* what,
+                      const std::vector<std::string>& roots, const char* key) {
+  if (roots.empty() || path.empty())
+    return caf::none;
+  std::error_code ec;
+  auto resolved = fs::weakly_canonical(path, ec);
+  if (!ec)
+    for (const auto& root : roots)
+      if (lies_in(resolved, fs::weakly_canonical(root, ec)) && !ec)
+        return caf::none;
+  std::string list;
+  for (const auto& root : roots)
+    list += (list.empty() ? "" : ", ") + root;
+  return make_error(errc::bad_file, std::string{what} + " '" + path + "' (resolved: '" +
+                                      resolved.string() + "') is outside the node's " + key +
+                                      " (" + list + ")");
+}
+
+caf::error check_checkpoint_root(const std::string& path, const char* what,
+                                 const path_roots& roots) {
+  std::vector<std::string> dirs;
+  if (!roots.checkpoint_dir.empty())
+    dirs.push_back(roots.checkpoint_dir);
+  return check_path(path, what, dirs, "checkpoint_dir");
+}
+
+caf::error check_model(const model::model_spec& spec, const path_roots& roots) {
+  return check_checkpoint_root(spec.path, "TorchScript file", roots);
+}
+
+// A trainable actor writes its checkpoints there and restores from them.
+caf::error check_recovery(const recovery_spec& spec, const path_roots& roots) {
+  return check_checkpoint_root(spec.checkpoint_dir, "checkpoint directory", roots);
+}
+
+/// Parses, checks the files, then spawns: a spec that fails either starts nothing.
+template <class Spec>
+caf::expected<caf::actor>
+parse_check_spawn(caf::actor_system& sys, const std::string& node,
+                  const messages::spawn_request& req, const path_roots& roots,
+                  caf::expected<Spec> (*parse)(const std::string&),
+                  caf::expected<caf::actor> (*spawn)(caf::actor_system&, const std::string&,
+                                                     const std::string&, const Spec&)) {
+  auto spec = parse(req.spec);
+  if (!spec)
+    return spec.error();
+  if (auto err = check_paths(*spec, roots))
+    return err;
+  return spawn(sys, req.name, node, *spec);
+}
+
+} // namespace
+
+caf::error check_paths(const source_spec& spec, const path_roots& roots) {
+  if (spec.dataset == "synthetic") // generated in memory: reads no file
+    return caf::none;
+  return check_path(spec.data_dir, "dataset directory", roots.data_dirs, "data_dirs");
+}
+
+caf::error check_paths(const stage_spec& spec, const path_roots& roots) {
+  if (auto err = check_checkpoint_root(spec.checkpoint, "checkpoint", roots))
+    return err;
+  return check_model(spec.backbone, roots);
+}
+
+caf::error check_paths(const head_role_spec& spec, const path_roots& roots) {
+  if (auto err = check_recovery(spec.recovery, roots))
+    return err;
+  return check_model(spec.head.model, roots);
+}
+
+caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots) {
+  if (auto err = check_recovery(spec.recovery, roots))
+    return err;
+  return check_model(spec.backbone, roots);
+}
+
+caf::expected<caf::actor> spawn_role(caf::actor_system& sys, const std::string& node,
+                                     const messages::spawn_request& req,
+                                     const path_roots& roots) {
+  if (req.invalid)
+    return make_error(errc::malformed_message, "spawn request: " + describe(req.invalid));
+  if (req.role == "source")
+    return parse_check_spawn(sys, node, req, roots, parse_source_spec, spawn_source);
+  if (req.role == "stage")
+    return parse_check_spawn(sys, node, req, roots, parse_stage_spec, spawn_stage);
+  if (req.role == "head")
+    return parse_check_spawn(sys, node, req, roots, parse_head_spec, spawn_head);
+  if (req.role == "pipeline_stage")
+    return parse_check_spawn(sys, node, req, roots, parse_pipeline_stage_spec,
+                             spawn_pipeline_stage);
+  std::string known;
+  for (const auto& role : registered_roles())
+    known += (known.empty() ? "" : ", ") + role;
+  return make_error(errc::unknown_actor_type, "node " + node + " has no actor type '" + req.role +
+                                                "' (registered: " + known + ")");
+}
+
+messages::node_report current_node_report(const std::string& node) {
+  messages::node_report r;
+  r.name = node;
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux: KiB
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  r.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  r.cores = static_cast<int32_t>(std::thread::hardware_concurrency());
+  r.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return r;
+}
+
+namespace {
+
+/// A spawner's state: its node, its policy and who proved their identity.
+struct spawner_state {
+  std::string node;
+  spawner_policy policy;
+  std::map<caf::node_id, std::string> nonces; ///< the open challenge of each peer process
+  std::set<caf::node_id> authenticated;       ///< peer processes that passed the proof
+  static inline const char* name = "spawner";
+
+  /// Whether `sender` may have actors spawned and read the node report:
+  /// anyone without TLS; with TLS this process and authenticated peers.
+  bool may_serve(const caf::strong_actor_ptr& sender, const caf::node_id& here) const {
+    if (!policy.tls.enabled())
+      return true;
+    return sender != nullptr && (sender->node() == here || authenticated.count(sender->node()));
+  }
+
+  /// Steps 1-2 of the proof (actors/net/tls.hpp): signs the peer's nonce and
+  /// issues one for `peer`, replacing an older open challenge.
+  caf::expected<std::pair<std::string, identity_proof>> challenge(const caf::node_id& peer,
+                                                                  const std::string& nonce) {
+    if (!policy.tls.enabled())
+      return make_error(errc::bad_config, "node " + node + " does not use TLS");
+    if (nonce.size() > 256)
+      return make_error(errc::malformed_message, "identity proof: nonce too long");
+    auto proof = prove_identity(policy.tls, "node", nonce);
+    if (!proof)
+      return proof.error();
+    return std::make_pair(nonces[peer] = make_nonce(), std::move(*proof));
+  }
+
+  /// Steps 3-4: checks the peer's proof against its open challenge, the CA
+  /// and tls.allow; returns the certificate's names.
+  caf::expected<std::vector<std::string>> authenticate(const caf::node_id& peer,
+                                                       const identity_proof& proof) {
+    auto open = nonces.find(peer);
+    if (!policy.tls.enabled() || open == nonces.end())
+      return make_error(errc::malformed_message, "identity proof without a challenge");
+    auto nonce = std::move(open->second);
+    nonces.erase(open); // one attempt per challenge
+    auto names = check_proof(policy.tls.ca, proof, "client", nonce);
+    if (!names)
+      return names.error();
+    if (!allowed(*names))
+      return make_error(errc::bad_config, "node " + node + " does not accept the certificate for " +
+                                            describe_names(*names) + ": not in its tls.allow (" +
+                                            detail::join(policy.allow) + ")");
+    authenticated.insert(peer);
+    return names;
+  }
+
+  bool allowed(const std::vector<std::string>& names) const {
+    if (policy.allow.empty())
+      return true;
+    for (const auto& name : names)
+      if (std::find(policy.allow.begin(), policy.allow.end(), name) != policy.allow.end())
+        return true;
+    return false;
+  }
+};
+
+using spawner_actor = caf::stateful_actor<spawner_state>;
+
+caf::error refuse_unauthenticated(spawner_actor* self, const std::string& what) {
+  auto err = make_error(errc::bad_config,
+                        "node " + self->state.node + " refused " + what + ": the sender has not "
+                        "proven its identity (TLS identity proof, see actors/net/tls.hpp)");
+  spdlog::warn("{}", describe(err));
+  return err;
+}
+
+caf::result<caf::actor> serve_spawn(spawner_actor* self, const messages::spawn_request& req) {
+  auto& state = self->state;
+  if (!state.may_serve(self->current_sender(), self->node()))
+    return refuse_unauthenticated(self, "to spawn " + req.role + " '" + req.name + "'");
+  auto started = spawn_role(self->system(), state.node, req, state.policy.roots);
+  if (!started) {
+    spdlog::warn("node {}: refused to spawn {} '{}': {}", state.node, req.role, req.name,
+                 describe(started.error()));
+    return started.error();
+  }
+  self->link_to(*started);
+  spdlog::info("node {}: spawned {} '{}'", state.node, req.role, req.name);
+  return *started;
+}
+
+caf::result<std::string, std::string, std::string> serve_challenge(spawner_actor* self,
+                                                                   const std::string& nonce) {
+  auto sender = self->current_sender();
+  if (sender == nullptr)
+    return make_error(errc::malformed_message, "identity proof from an anonymous sender");
+  auto answer = self->state.challenge(sender->node(), nonce);
+  if (!answer)
+    return answer.error();
+  auto& [ours, proof] = *answer;
+  return {ours, proof.certificate_pem, proof.signature};
+}
+
+caf::result<caf::ok_atom> serve_proof(spawner_actor* self, identity_proof proof) {
+  auto sender = self->current_sender();
+  if (sender == nullptr)
+    return make_error(errc::malformed_message, "identity proof from an anonymous sender");
+  auto names = self->state.authenticate(sender->node(), proof);
+  if (!names) {
+    spdlog::warn("node {}: refused a peer's identity: {}", self->state.node,
+                 describe(names.error()));
+    return names.error();
+  }
+  spdlog::info("node {}: peer authenticated as {}", self->state.node, describe_names(*names));
+  return caf::ok_atom::value;
+}
+
+caf::behavior spawner_behavior(spawner_actor* self, std::string node, spawner_policy policy) {
+  self->state.node = std::move(node);
+  self->state.policy = std::move(policy);
+  // Children that end (normally or not) must not take the spawner down.
+  self->set_exit_handler([=](const caf::exit_msg& msg) {
+    if (msg.source == nullptr || msg.reason == caf::exit_reason::kill)
+      self->quit(msg.reason);
+  });
+  return {
+    [=](const messages::spawn_request& req) { return serve_spawn(self, req); },
+    [=](caf::get_atom, node_atom) -> caf::result<messages::node_report> {
+      if (!self->state.may_serve(self->current_sender(), self->node()))
+        return refuse_unauthenticated(self, "its node report");
+      return current_node_report(self->state.node);
+    },
+    [=](fault_atom, const std::string& kind, int32_t ms) -> caf::result<void> {
+      if (!self->state.may_serve(self->current_sender(), self->node()))
+        return refuse_unauthenticated(self, "to inject a fault");
+      spdlog::warn("node {}: injected fault: {} this process{}", self->state.node, kind,
+                   kind == "stop" ? " for " + std::to_string(ms) + " ms" : std::string{});
+      if (auto err = inject_process_fault(kind, ms))
+        return err;
+      return caf::unit;
+    },
+    [=](auth_atom, const std::string& nonce) { return serve_challenge(self, nonce); },
+    [=](auth_atom, std::string& certificate_pem, std::string& signature) {
+      return serve_proof(self, {std::move(certificate_pem), std::move(signature)});
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_spawner(caf::actor_system& sys, const std::string& node, spawner_policy policy) {
+  return sys.spawn<caf::detached>(spawner_behavior, node, std::move(policy));
+}
+
+} // namespace baton::actors

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include <caf/actor_system_config.hpp>
+
+#include "actors/net/tls.hpp"
+
+namespace baton::actors {
+
+/// The most CAF scheduler threads a process may ask for (runtime.scheduler_threads,
+/// node.yaml's scheduler_threads, `baton node --scheduler-threads`): they only
+/// route messages, and CAF aborts when it cannot create one.
+inline constexpr int32_t max_scheduler_threads = 64;
+
+/// The most compute (torch) threads one actor may ask for (runtime.stage_threads,
+/// runtime.head_threads): four times a 64-core host. Every actor's threads
+/// are created when it starts, so a typo such as 100000 must be an error,
+/// not thousands of threads.
+inline constexpr int32_t max_compute_threads = 256;
+
+/// Settings every baton process applies to its actor system.
+struct system_settings {
+  int32_t scheduler_threads = 2; ///< CAF threads: they only route messages
+  /// Heartbeats must be on at *every* node, or a hung peer is never detected
+  /// (and a one-sided timeout declares healthy idle peers dead).
+  std::chrono::milliseconds heartbeat_interval{200};
+  std::chrono::milliseconds connection_timeout{2000};
+  /// Mutual TLS (caf_openssl) when enabled; check it with check_tls_files()
+  /// first: CAF aborts the process on a certificate it cannot load.
+  tls_settings tls;
+};
+
+/// Registers baton's message types, loads the middleman, sets scheduler
+/// threads, heartbeats and automatic node-to-node connections on `cfg`; with
+/// TLS also loads caf::openssl::manager with the certificate, key and CA.
+void configure(caf::actor_system_config& cfg, const system_settings& s);
+
+} // namespace baton::actors

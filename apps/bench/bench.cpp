@@ -1,0 +1,159 @@
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime/child_process.hpp"
+#include "actors/runtime/jobs.hpp"
+#include "actors/runtime/local_cluster.hpp"
+#include "apps/bench/bench.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+caf::expected<job_result> run_side(const std::string& topology,
+                                   const std::vector<std::string>& overrides,
+                                   std::vector<std::string> flags, const std::string& dir,
+                                   const std::string& label, const std::atomic<bool>* interrupted) {
+  std::vector<std::string> argv{self_executable(), "run"};
+  if (!topology.empty())
+    argv.push_back(topology);
+  for (const auto& o : overrides)
+    argv.insert(argv.end(), {"--set", o});
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  auto out = dir + "/" + label + ".json";
+  argv.insert(argv.end(), {"--metrics-out", out});
+  auto child = child_process::start(argv, dir + "/" + label + ".log");
+  if (!child)
+    return child.error();
+  while (child->running()) {
+    if (interrupted && interrupted->load())
+      return make_error(errc::interrupted, "interrupted");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (auto code = child->wait(); code != 0)
+    return make_error(errc::actor_failed, label + " failed (exit code " + std::to_string(code) +
+                                            "); its log:\n" + child->log_tail());
+  std::ifstream in{out};
+  return job_result_from_json(nlohmann::json::parse(in, nullptr, false));
+}
+
+namespace {
+
+/// `heads` heads cycling over the default tasks.
+std::string heads_override(int32_t heads) {
+  static const char* tasks[] = {"all10", "footwear", "groups4"};
+  std::string list = "heads=[";
+  for (int32_t i = 0; i < heads; ++i) {
+    auto task = tasks[i % 3];
+    auto name = heads <= 3 ? std::string{task} : task + std::string{"_"} + std::to_string(i);
+    list += (i ? ", " : "") + std::string{"{name: "} + name + ", task: " + task + "}";
+  }
+  return list + "]";
+}
+
+std::vector<std::string> side_overrides(const bench_request& r, const std::string& backbone) {
+  std::vector<std::string> o{heads_override(r.heads), "backbone.model=" + backbone};
+  if (backbone == "convnet_wide") {
+    // No pretrained wide backbone: frozen initial weights (the timing and the
+    // memory do not depend on them). Its fc1 (1152x32768, 75 MFLOP/sample)
+    // gets a stage of its own instead of sharing one with conv5 and fc1b.
+    o.insert(o.end(), {"backbone.checkpoint=none", "backbone.split=[pool2, relu6]"});
+  }
+  if (r.quick)
+    o.insert(o.end(), {"data.train_limit=4096", "data.test_limit=1000"});
+  o.insert(o.end(), r.overrides.begin(), r.overrides.end());
+  return o;
+}
+
+bool same_weights(const job_result& a, const job_result& b) {
+  if (a.heads.size() != b.heads.size())
+    return false;
+  for (size_t i = 0; i < a.heads.size(); ++i)
+    if (a.heads[i].weights_digest != b.heads[i].weights_digest)
+      return false;
+  return true;
+}
+
+double mib(int64_t bytes) {
+  return bytes / 1048576.0;
+}
+
+nlohmann::json compare(const std::string& backbone, const job_result& shared,
+                       const job_result& separate) {
+  auto shared_mem = total_peak_rss(shared);
+  auto separate_mem = total_peak_rss(separate);
+  std::printf("%-13s %9.1f %9.1f %7.2fx %9.0f %9.0f %7.2fx %10.1f  %s\n", backbone.c_str(),
+              shared.wall_seconds, separate.wall_seconds,
+              shared.wall_seconds / separate.wall_seconds, mib(shared_mem), mib(separate_mem),
+              static_cast<double>(shared_mem) / separate_mem, mib(total_edge_bytes(shared)),
+              same_weights(shared, separate) ? "yes" : "NO");
+  std::fflush(stdout);
+  return {{"backbone", backbone},
+          {"shared_wall_seconds", shared.wall_seconds},
+          {"separate_wall_seconds", separate.wall_seconds},
+          {"time_ratio", shared.wall_seconds / separate.wall_seconds},
+          {"shared_peak_rss_bytes", shared_mem},
+          {"separate_peak_rss_bytes", separate_mem},
+          {"memory_ratio", static_cast<double>(shared_mem) / separate_mem},
+          {"bytes_between_actors", total_edge_bytes(shared)},
+          {"identical_head_weights", same_weights(shared, separate)}};
+}
+
+} // namespace
+
+int bench_transfer(const bench_request& r) {
+  auto dir = make_work_directory("baton-bench");
+  if (!dir) {
+    spdlog::error("{}", describe(dir.error()));
+    return 1;
+  }
+  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
+  // Pre-training is not part of either side: do it first if needed.
+  run_request base;
+  base.overrides = side_overrides(r, "convnet");
+  if (auto t = load_request_topology(base); !t || !ensure_pretrained(*t)) {
+    spdlog::error("cannot prepare the pretrained backbone");
+    return 1;
+  }
+  auto where = r.local_nodes > 0 ? "actors on " + std::to_string(r.local_nodes) +
+                                     " local node processes (edge bytes cross sockets)"
+                                 : std::string{"actors in one process"};
+  std::printf("baton bench transfer: %d heads, %s, %u cores\n  shared = one backbone, %d heads, "
+              "%s\n  separate = %d processes, each with its own backbone and one head\n",
+              r.heads, r.quick ? "quick (4096 train / 1000 test samples, 1 epoch)"
+                               : "full data (60000 train / 10000 test, 1 epoch)",
+              std::thread::hardware_concurrency(), r.heads, where.c_str(), r.heads);
+  std::printf("%-13s %9s %9s %8s %9s %9s %8s %10s  %s\n", "backbone", "shared s", "separate s",
+              "time", "shared MiB", "sep. MiB", "memory", "edge MiB", "same weights");
+  nlohmann::json out = {{"bench", "transfer"}, {"heads", r.heads}, {"quick", r.quick},
+                        {"local_nodes", r.local_nodes},
+                        {"cores", std::thread::hardware_concurrency()},
+                        {"results", nlohmann::json::array()}};
+  int code = 0;
+  for (const auto& backbone : r.backbones) {
+    auto overrides = side_overrides(r, backbone);
+    std::vector<std::string> shared_flags;
+    if (r.local_nodes > 0)
+      shared_flags = {"--local-nodes", std::to_string(r.local_nodes)};
+    auto shared = run_side("", overrides, shared_flags, *dir, backbone + "-shared", r.interrupted);
+    auto separate = shared ? run_side("", overrides, {"--baseline", "separate"}, *dir,
+                                      backbone + "-separate", r.interrupted)
+                           : caf::expected<job_result>{shared.error()};
+    if (!shared || !separate) {
+      spdlog::error("{}: {}", backbone, describe(!shared ? shared.error() : separate.error()));
+      code = 1;
+      continue;
+    }
+    out["results"].push_back(compare(backbone, *shared, *separate));
+  }
+  if (!r.json_out.empty()) {
+    std::ofstream{r.json_out} << out.dump(2) << '\n';
+    std::printf("figures written to %s\n", r.json_out.c_str());
+  }
+  return code;
+}
+
+} // namespace baton::actors

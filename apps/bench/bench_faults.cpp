@@ -1,0 +1,107 @@
+// `baton bench faults`: the same job fault-free and with a SIGKILLed node,
+// side by side.
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime/jobs.hpp"
+#include "actors/runtime/local_cluster.hpp"
+#include "apps/bench/bench.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+/// Every trainable actor's digest, by name.
+std::map<std::string, std::string> digests(const job_result& r) {
+  std::map<std::string, std::string> out;
+  for (const auto& a : r.actors)
+    if (!a.weights_digest.empty())
+      out[a.actor] = a.weights_digest;
+  return out;
+}
+
+bool same_counts(const job_result& a, const job_result& b) {
+  if (a.trained.size() != b.trained.size())
+    return false;
+  for (const auto& [actor, count] : a.trained) {
+    auto it = b.trained.find(actor);
+    if (it == b.trained.end() || it->second.trained != count.trained ||
+        count.duplicates != 0 || it->second.duplicates != 0)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int bench_faults(const bench_faults_request& r) {
+  auto dir = make_work_directory("baton-bench-faults");
+  if (!dir) {
+    spdlog::error("{}", describe(dir.error()));
+    return 1;
+  }
+  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
+  const int64_t samples = r.quick ? 2048 : 8192;
+  const int64_t steps = samples / 64; // one epoch of minibatches of 2 x 32
+  auto kill_at = r.kill_at == "half" ? steps / 2 : std::stoll(r.kill_at);
+  std::vector<std::string> overrides{
+    "data.train_limit=" + std::to_string(samples), "data.test_limit=1000",
+    "data.microbatches=2", "pipeline.schedule=gpipe", "runtime.checkpoint_every=8"};
+  std::string topology = std::string{BATON_SOURCE_DIR} + "/configs/pipeline.yaml";
+  std::printf("baton bench faults: configs/pipeline.yaml, gpipe, %lld samples (%lld steps), "
+              "checkpoints every 8 steps, 3 local node processes\n"
+              "  faulty: node n2 (stage 0) SIGKILLs itself after step %lld\n",
+              static_cast<long long>(samples), static_cast<long long>(steps),
+              static_cast<long long>(kill_at));
+  std::fflush(stdout);
+  auto clean = run_side(topology, overrides, {"--local-nodes", "3"}, *dir, "clean",
+                        r.interrupted);
+  if (!clean) {
+    spdlog::error("fault-free run: {}", describe(clean.error()));
+    return 1;
+  }
+  auto faulty = run_side(topology, overrides,
+                         {"--local-nodes", "3", "--fault",
+                          "kind=kill_node,node=n2,at_step=" + std::to_string(kill_at)},
+                         *dir, "faulty", r.interrupted);
+  if (!faulty) {
+    spdlog::error("run with the fault: {}", describe(faulty.error()));
+    return 1;
+  }
+  bool same_weights = digests(*clean) == digests(*faulty) && !digests(*clean).empty();
+  bool exactly_once = same_counts(*clean, *faulty);
+  std::printf("\n%-10s %9s %9s %12s %12s %9s %13s %13s\n", "run", "wall s", "ratio",
+              "detected ms", "recovered ms", "restored", "same weights", "exactly once");
+  std::printf("%-10s %9.1f %9s %12s %12s %9s %13s %13s\n", "clean", clean->wall_seconds,
+              "1.00x", "-", "-", "-", "-", "-");
+  auto fault = faulty->faults.empty() ? fault_record{} : faulty->faults.front();
+  std::printf("%-10s %9.1f %8.2fx %12lld %12lld %9lld %13s %13s\n", "faulty",
+              faulty->wall_seconds, faulty->wall_seconds / clean->wall_seconds,
+              static_cast<long long>(fault.detected_after_ms),
+              static_cast<long long>(fault.recovered_after_ms),
+              static_cast<long long>(fault.restored_step), same_weights ? "yes" : "NO",
+              exactly_once ? "yes" : "NO");
+  std::printf("\ndetected: from the kill to the coordinator noticing the lost node; "
+              "recovered: from then\nuntil every actor was restarted from the checkpoint of "
+              "the restored step and wired again.\n");
+  if (!r.json_out.empty()) {
+    nlohmann::json out = {{"bench", "faults"},
+                          {"samples", samples},
+                          {"kill_at_step", kill_at},
+                          {"clean_wall_seconds", clean->wall_seconds},
+                          {"faulty_wall_seconds", faulty->wall_seconds},
+                          {"faults", to_json(*faulty)["faults"]},
+                          {"same_weights", same_weights},
+                          {"exactly_once", exactly_once}};
+    std::ofstream{r.json_out} << out.dump(2) << '\n';
+    std::printf("figures written to %s\n", r.json_out.c_str());
+  }
+  return same_weights && exactly_once && faulty->faults.size() == 1 ? 0 : 1;
+}
+
+} // namespace baton::actors
