@@ -11,8 +11,8 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/layered_model.hpp"
-#include "model/training_checkpoint.hpp"
 #include "model/task.hpp"
+#include "model/training_checkpoint.hpp"
 
 namespace baton::model {
 
