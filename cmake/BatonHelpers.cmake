@@ -10,12 +10,17 @@ function(baton_add_library name)
   endif()
 endfunction()
 
-# baton_add_test(NAME SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s])
-#   One GoogleTest executable per suite, registered with ctest.
+# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [LABELS ...] [TIMEOUT s])
+#   One GoogleTest executable per suite, registered with ctest. SUPPORT links
+#   baton_test_support (tests/support/: scratch directories, running baton,
+#   node processes), which brings the include path of the source tree.
 function(baton_add_test name)
-  cmake_parse_arguments(arg "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "SUPPORT" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main)
+  if(arg_SUPPORT)
+    target_link_libraries(${name} PRIVATE baton_test_support)
+  endif()
   target_compile_definitions(${name} PRIVATE
     BATON_BINARY="$<TARGET_FILE:baton>"
     BATON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -8,8 +8,10 @@
 #include <torch/torch.h>
 
 #include "model/error.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 using namespace baton::model;
 
 namespace {
@@ -24,16 +26,10 @@ model_spec spec_of(const std::string& name, uint64_t seed, int64_t classes = 10)
 
 class checkpoint : public ::testing::Test {
 protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "baton-checkpoint-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  fs::path dir_;
+  scratch_dir scratch_{"checkpoint"};
+  const fs::path dir_ = scratch_.path();
 };
 
 /// Expects `f` to throw model::error whose message names every one of `needles`.

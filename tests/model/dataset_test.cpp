@@ -13,8 +13,10 @@
 #include <zlib.h>
 
 #include "model/error.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 using namespace baton::model;
 
 namespace {
@@ -24,13 +26,6 @@ const std::string fmnist_dir = default_fashion_mnist_dir;
 /// A fresh temporary directory, removed with the fixture.
 class dataset_files : public ::testing::Test {
 protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "baton-dataset-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   void write_file(const std::string& name, const std::vector<unsigned char>& bytes) const {
@@ -47,7 +42,8 @@ protected:
     gzclose(f);
   }
 
-  fs::path dir_;
+  scratch_dir scratch_{"dataset"};
+  const fs::path dir_ = scratch_.path();
 };
 
 void put_u32(std::vector<unsigned char>& out, uint32_t v) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -16,8 +17,10 @@
 #include "model/error.hpp"
 #include "model/layered_model.hpp"
 #include "model/training.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 using namespace baton::model;
 
 namespace {
@@ -58,12 +61,13 @@ torch.jit.script(Tensors(x, y)).save(out + "/io.pt")
 class torchscript : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
-    std::string pattern = (fs::temp_directory_path() / "baton-torchscript-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      failure_ = "cannot create a temporary directory";
+    try {
+      scratch_ = std::make_unique<scratch_dir>("torchscript");
+    } catch (const std::exception& e) {
+      failure_ = e.what();
       return;
     }
-    dir_ = pattern;
+    dir_ = scratch_->path();
     const std::string script = (dir_ / "make_model.py").string();
     std::ofstream(script) << make_model_py;
     for (const char* python : {"python3", "/usr/bin/python3"}) {
@@ -81,10 +85,7 @@ protected:
     skip_ = "no python3 that can import torch (install python3-torch) to write the TorchScript "
             "model this test loads";
   }
-  static void TearDownTestSuite() {
-    if (!dir_.empty())
-      fs::remove_all(dir_);
-  }
+  static void TearDownTestSuite() { scratch_.reset(); }
 
   void SetUp() override {
     if (!skip_.empty())
@@ -97,6 +98,7 @@ protected:
     spec_.path = (dir_ / "model.pt").string();
   }
 
+  static inline std::unique_ptr<scratch_dir> scratch_;
   static inline fs::path dir_;
   static inline std::string skip_, failure_;
   model_spec spec_;

@@ -11,22 +11,18 @@
 #include "model/stage_trainer.hpp"
 #include "model/task.hpp"
 #include "model/training.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 using namespace baton::model;
 
 namespace {
 
 class training_checkpoint : public ::testing::Test {
 protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "baton-training-ckpt-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
+  scratch_dir scratch_{"training-checkpoint"};
+  const fs::path dir_ = scratch_.path();
 };
 
 training_state sample_state(int64_t version) {

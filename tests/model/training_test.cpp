@@ -11,8 +11,10 @@
 #include "model/checkpoint.hpp"
 #include "model/error.hpp"
 #include "model/local.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 using namespace baton::model;
 
 namespace {
@@ -193,9 +195,8 @@ TEST(training, head_with_too_few_outputs_is_an_error) {
 // -- pre-training -----------------------------------------------------------------------
 
 TEST(training, pretrain_writes_a_checkpoint_the_backbone_loads) {
-  std::string pattern = (fs::temp_directory_path() / "baton-pretrain-XXXXXX").string();
-  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-  const fs::path dir = pattern;
+  scratch_dir scratch{"pretrain"};
+  const fs::path dir = scratch.path();
   pretrain_spec spec;
   spec.backbone = spec_of("convnet", 11);
   spec.task_def = all10();
@@ -226,5 +227,4 @@ TEST(training, pretrain_writes_a_checkpoint_the_backbone_loads) {
     correct += evaluator.correct(images, labels);
   }
   EXPECT_DOUBLE_EQ(static_cast<double>(correct) / 512.0, accuracy);
-  fs::remove_all(dir);
 }

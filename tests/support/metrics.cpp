@@ -1,0 +1,34 @@
+#include "tests/support/metrics.hpp"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/commands.hpp"
+
+namespace baton::testing {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in{path};
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+nlohmann::json run_job(const scratch_dir& dir, std::vector<std::string> args,
+                       const std::string& name) {
+  auto metrics = dir.path() + "/" + name + ".json";
+  args.insert(args.end(), {"--metrics-out", metrics});
+  auto out = run_baton(args);
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  return read_json(metrics);
+}
+
+std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metrics,
+                                                    const std::string& role) {
+  std::map<std::string, std::string> out;
+  for (const auto& a : metrics.at("actors"))
+    if (a.contains("weights_digest") && (role.empty() || a.at("role") == role))
+      out[a.at("name").get<std::string>()] = a.at("weights_digest").get<std::string>();
+  return out;
+}
+
+} // namespace baton::testing

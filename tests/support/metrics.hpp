@@ -1,0 +1,30 @@
+#pragma once
+
+// A job run to its end and the metrics file (--metrics-out) it wrote.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/scratch_dir.hpp"
+
+namespace baton::testing {
+
+/// The JSON in the file at `path`; a discarded value (is_discarded()) when
+/// the file is missing or is not JSON.
+nlohmann::json read_json(const std::string& path);
+
+/// Runs `baton ARGS... --metrics-out DIR/NAME.json`, expects exit code 0
+/// (a test failure with baton's output otherwise) and returns the metrics.
+nlohmann::json run_job(const scratch_dir& dir, std::vector<std::string> args,
+                       const std::string& name);
+
+/// The weights digest of every actor in `metrics` that reports one (the
+/// trainable actors), by actor name; only those of `role` when it is given
+/// ("head", "pipeline_stage").
+std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metrics,
+                                                    const std::string& role = "");
+
+} // namespace baton::testing

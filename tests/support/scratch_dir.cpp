@@ -1,0 +1,52 @@
+#include "tests/support/scratch_dir.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+namespace baton::testing {
+
+namespace {
+
+/// Whether what a directory made now belongs to has failed so far: the
+/// running test, else the running suite (SetUpTestSuite/TearDownTestSuite),
+/// else the whole program.
+bool owner_failed() {
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  if (const auto* test = unit->current_test_info())
+    return test->result()->Failed();
+  if (const auto* suite = unit->current_test_suite())
+    return suite->Failed();
+  return unit->Failed();
+}
+
+} // namespace
+
+scratch_dir::scratch_dir(const std::string& name) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  std::string pattern = parent + "/baton-test-" + name + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot make the scratch directory '" + pattern +
+                             "': " + std::strerror(errno));
+  path_ = std::filesystem::absolute(pattern).string();
+}
+
+scratch_dir::~scratch_dir() {
+  if (owner_failed()) {
+    std::fprintf(stderr, "kept the scratch directory of a failed test: %s\n", path_.c_str());
+    return;
+  }
+  std::error_code ec; // a destructor does not throw; a leftover is only reported
+  std::filesystem::remove_all(path_, ec);
+  if (ec)
+    std::fprintf(stderr, "cannot remove the scratch directory %s: %s\n", path_.c_str(),
+                 ec.message().c_str());
+}
+
+} // namespace baton::testing
