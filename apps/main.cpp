@@ -18,7 +18,9 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/modes/pipeline/planning.hpp"
+#include "actors/modes/registry.hpp"
 #include "actors/net/certs.hpp"
+#include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
 #include "messages/errc.hpp"
@@ -372,7 +374,7 @@ int cmd_node(args& a) {
     if (!ok)
       return 2;
   }
-  return actors::run_node(s, interrupted);
+  return actors::run_node(s, interrupted, actors::all_roles());
 }
 
 int cmd_certs(args& a) {

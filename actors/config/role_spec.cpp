@@ -47,6 +47,13 @@ YAML::Node encode(const recovery_spec& x) {
   return n;
 }
 
+YAML::Node encode(const run_settings& x) {
+  YAML::Node n;
+  n["recovery"] = encode(x.recovery);
+  n["trace"] = x.trace;
+  return n;
+}
+
 std::string dump(const YAML::Node& n) {
   YAML::Emitter out;
   out.SetDoublePrecision(17);
@@ -84,8 +91,27 @@ recovery_spec decode_recovery(const YAML::Node& n) {
   x.notify_from_step = n["notify_from_step"].as<int64_t>();
   if (x.checkpoint_every < 0 || x.restore_step < 0)
     throw std::runtime_error("checkpoint_every and restore_step must not be negative");
-  if ((x.checkpoint_every > 0 || x.restore_step > 0) && x.checkpoint_dir.empty())
+  if (x.checkpoint_every > 0 && x.checkpoint_dir.empty())
     throw std::runtime_error("checkpoints need a checkpoint_dir");
+  return x;
+}
+
+/// `run:` of a role's settings; absent: nothing to restore, no checkpoints.
+run_settings decode_run(const YAML::Node& n) {
+  run_settings x;
+  if (!n)
+    return x;
+  x.recovery = decode_recovery(n["recovery"]);
+  x.trace = n["trace"].as<bool>();
+  return x;
+}
+
+/// The recovery of a trainable role, which restores from its checkpoints.
+recovery_spec decode_trainable_recovery(const YAML::Node& run) {
+  auto x = decode_run(run).recovery;
+  if (x.restore_step > 0 && x.checkpoint_dir.empty())
+    throw std::runtime_error("restoring step " + std::to_string(x.restore_step) +
+                             " needs a checkpoint_dir");
   return x;
 }
 
@@ -100,6 +126,12 @@ caf::expected<T> parse(const std::string& yaml, const char* role, F decode_fn) {
 }
 
 } // namespace
+
+std::string with_run(const std::string& settings, const run_settings& run) {
+  auto n = YAML::Load(settings);
+  n["run"] = encode(run);
+  return dump(n);
+}
 
 std::string to_yaml(const source_spec& x) {
   YAML::Node n;
@@ -117,7 +149,9 @@ std::string to_yaml(const source_spec& x) {
   for (const auto& t : x.tasks)
     n["tasks"].push_back(encode(t));
   n["window"] = x.window;
-  n["start_step"] = x.start_step;
+  run_settings run;
+  run.recovery.restore_step = x.start_step;
+  n["run"] = encode(run);
   return dump(n);
 }
 
@@ -140,7 +174,7 @@ std::string to_yaml(const head_role_spec& x) {
   n["optimizer"] = encode(x.head.optimizer);
   n["threads"] = x.threads;
   n["progress_every"] = x.progress_every;
-  n["recovery"] = encode(x.recovery);
+  n["run"] = encode(run_settings{x.recovery, false});
   return dump(n);
 }
 
@@ -163,8 +197,7 @@ std::string to_yaml(const pipeline_stage_spec& x) {
   n["upstream_replicas"] = x.upstream_replicas;
   n["max_in_flight"] = x.max_in_flight;
   n["vertical_sync"] = x.vertical_sync;
-  n["trace"] = x.trace;
-  n["recovery"] = encode(x.recovery);
+  n["run"] = encode(run_settings{x.recovery, x.trace});
   return dump(n);
 }
 
@@ -188,8 +221,8 @@ caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& 
     x.upstream_replicas = n["upstream_replicas"].as<int32_t>();
     x.max_in_flight = n["max_in_flight"].as<int32_t>();
     x.vertical_sync = n["vertical_sync"].as<bool>();
-    x.trace = n["trace"].as<bool>();
-    x.recovery = decode_recovery(n["recovery"]);
+    x.trace = decode_run(n["run"]).trace;
+    x.recovery = decode_trainable_recovery(n["run"]);
     if (x.begin < 0 || x.end <= x.begin || x.window < 1 || x.threads < 1 || x.classes < 1)
       throw std::runtime_error("need 0 <= begin < end and positive window, threads, classes");
     if (x.replicas < 1 || x.replica < 0 || x.replica >= x.replicas || x.upstream_replicas < 1 ||
@@ -222,7 +255,7 @@ caf::expected<source_spec> parse_source_spec(const std::string& yaml) {
       x.tasks.push_back(model::make_task(t["name"].as<std::string>(),
                                          t["labels"].as<std::vector<int64_t>>()));
     x.window = n["window"].as<int32_t>();
-    x.start_step = n["start_step"].as<int64_t>();
+    x.start_step = decode_run(n["run"]).recovery.restore_step;
     if (x.window < 1 || x.plan.batch_size < 1 || x.plan.microbatches < 1 || x.start_step < 0)
       throw std::runtime_error("window, batch_size and microbatches must be positive, "
                                "start_step not negative");
@@ -256,7 +289,7 @@ caf::expected<head_role_spec> parse_head_spec(const std::string& yaml) {
     x.head.optimizer = decode_optimizer(n["optimizer"]);
     x.threads = n["threads"].as<int32_t>();
     x.progress_every = n["progress_every"].as<int32_t>();
-    x.recovery = decode_recovery(n["recovery"]);
+    x.recovery = decode_trainable_recovery(n["run"]);
     if (x.threads < 1 || x.progress_every < 1)
       throw std::runtime_error("threads and progress_every must be positive");
     return x;

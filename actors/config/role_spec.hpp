@@ -26,6 +26,17 @@ struct recovery_spec {
   int64_t notify_from_step = -1; ///< tell the coordinator of every step from this one on
 };
 
+/// What the runtime adds to every actor's settings, as the key `run:`, at
+/// each spawn: what the plan cannot know (this pass's restore step, the
+/// checkpoints and injected faults of a trainable actor, --trace).
+struct run_settings {
+  recovery_spec recovery; ///< restore_step applies to every role (a source starts there)
+  bool trace = false;     ///< record the schedule (pipeline stages)
+};
+
+/// The settings `settings` (a YAML map) with `run:` set to `run`.
+std::string with_run(const std::string& settings, const run_settings& run);
+
 /// A source: reads a dataset and emits microbatches under a credit window.
 struct source_spec {
   std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
@@ -38,7 +49,7 @@ struct source_spec {
   model::batch_plan plan;
   std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
   int32_t window = 4;
-  int64_t start_step = 0; ///< first training step to emit (a restart after a failure)
+  int64_t start_step = 0; ///< first training step to emit: `run.recovery.restore_step`
 };
 
 /// A frozen stage: layers [begin, end) of the backbone.
@@ -56,7 +67,7 @@ struct head_role_spec {
   model::head_spec head;
   int32_t threads = 1;
   int32_t progress_every = 20;
-  recovery_spec recovery;
+  recovery_spec recovery; ///< `run.recovery`
 };
 
 /// A trainable pipeline stage: layers [begin, end) of the backbone followed by
@@ -79,8 +90,8 @@ struct pipeline_stage_spec {
   int32_t upstream_replicas = 1; ///< senders of its microbatches (copies of each control)
   int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
   bool vertical_sync = false;    ///< forward with the version the input stage chose
-  bool trace = false;            ///< record the schedule for --trace
-  recovery_spec recovery;
+  bool trace = false;            ///< record the schedule for --trace: `run.trace`
+  recovery_spec recovery;        ///< `run.recovery`
 };
 
 std::string to_yaml(const source_spec& x);

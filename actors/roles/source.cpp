@@ -262,4 +262,19 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
   return spawn_detached(sys, name, source_behavior, std::move(setup));
 }
 
+caf::error check_paths(const source_spec& spec, const path_roots& roots) {
+  if (spec.dataset == "synthetic") // generated in memory: reads no file
+    return caf::none;
+  return check_path(spec.data_dir, "dataset directory", roots.data_dirs, "data_dirs");
+}
+
+caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_args& args) {
+  auto spec = parse_source_spec(args.settings);
+  if (!spec)
+    return spec.error();
+  if (auto err = check_paths(*spec, args.roots))
+    return err;
+  return spawn_source(sys, args.name, args.node, *spec);
+}
+
 } // namespace baton::actors

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "actors/config/role_spec.hpp"
+#include "actors/runtime/role_type.hpp"
 #include "actors/config/topology.hpp"
 #include "model/dataset.hpp"
 
@@ -30,5 +31,13 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
 /// Microbatches wait for a credit of the downstream window; controls do not.
 caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
                                        const std::string& node, const source_spec& spec);
+
+/// Refuses (errc::bad_file) a source whose settings read a file outside the
+/// node's roots: its dataset directory against `data_dirs` (not for the synthetic data set).
+caf::error check_paths(const source_spec& spec, const path_roots& roots);
+
+/// The `source` role of a node's role table: parses the settings, checks
+/// their files (check_paths) and spawns; starts nothing on any error.
+caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_args& args);
 
 } // namespace baton::actors

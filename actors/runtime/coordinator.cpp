@@ -18,7 +18,6 @@
 #include "actors/config/yaml_field.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/roles/recovery.hpp"
-#include "actors/roles/source.hpp"
 #include "actors/runtime/progress_line.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
@@ -68,9 +67,10 @@ messages::actor_report merge_replica_reports(std::vector<messages::actor_report>
 
 class coordinator {
 public:
-  coordinator(caf::actor_system& sys, const topology& t, const run_options& options)
-    : self_(sys), topology_(t), options_(options), progress_(options.progress_tty) {
-  }
+  coordinator(caf::actor_system& sys, const topology& t, const job_plan& plan,
+              const run_options& options)
+    : self_(sys), topology_(t), plan_(plan), options_(options),
+      progress_(options.progress_tty) {}
 
   ~coordinator() { shutdown(); }
 
@@ -109,8 +109,7 @@ public:
     result_.train_seconds = std::chrono::duration<double>(ended - *training_started).count();
     result_.topology_file = topology_.file;
     result_.job = topology_.job;
-    order_heads();
-    order_weights();
+    order_results();
     return std::move(result_);
   }
 
@@ -122,7 +121,9 @@ private:
   caf::error connect_nodes() {
     auto& sys = self_->system();
     if (topology_.embedded()) {
-      embedded_spawner_ = spawn_spawner(sys, "embedded");
+      spawner_policy policy;
+      policy.roles = options_.roles;
+      embedded_spawner_ = spawn_spawner(sys, "embedded", std::move(policy));
       spawners_[""] = embedded_spawner_;
       node_cores_[""] = static_cast<int32_t>(std::thread::hardware_concurrency());
       return caf::none;
@@ -175,14 +176,11 @@ private:
     return failure;
   }
 
-  /// Compute threads the topology asks of each node, against its cores.
+  /// Compute threads the plan asks of each node, against its cores.
   void check_thread_budget() const {
     std::map<std::string, int32_t> threads; // node -> torch threads
-    threads[topology_.source_node] += 1;
-    for (const auto& s : topology_.stages)
-      threads[s.node] += topology_.runtime.stage_threads;
-    for (const auto& h : topology_.heads)
-      threads[h.node] += topology_.runtime.head_threads;
+    for (const auto& a : plan_.actors)
+      threads[a.node] += a.threads;
     for (const auto& [node, n] : threads) {
       auto cores = node_cores_.count(node) ? node_cores_.at(node) : 0;
       if (cores > 0 && n > cores)
@@ -192,87 +190,22 @@ private:
     }
   }
 
-  caf::error spawn_all() {
-    check_thread_budget();
-    auto src = make_source_spec(topology_);
-    src.start_step = restore_step_;
-    if (auto err = spawn_one("source", "source", topology_.source_node, to_yaml(src)))
-      return err;
-    levels_.push_back({0});
-    if (topology_.job == "pipeline")
-      return spawn_pipeline();
-    for (const auto& s : topology_.stages) {
-      stage_spec spec{topology_.backbone, topology_.checkpoint,
-                      static_cast<int64_t>(s.begin), static_cast<int64_t>(s.end),
-                      topology_.runtime.window, topology_.runtime.stage_threads};
-      if (auto err = spawn_one("stage", s.name, s.node, to_yaml(spec)))
-        return err;
-      levels_.push_back({actors_.size() - 1});
-    }
-    for (const auto& h : topology_.heads) {
-      head_role_spec spec{h.spec, topology_.runtime.head_threads,
-                          topology_.runtime.progress_every, recovery_of(h.spec.name)};
-      if (auto err = spawn_one("head", h.spec.name, h.node, to_yaml(spec)))
-        return err;
-    }
-    return caf::none;
+  /// What this pass adds to `a`'s settings: where it restarts from and, if
+  /// it is trainable, its checkpoints and faults.
+  run_settings run_of(const planned_actor& a) {
+    run_settings run;
+    if (a.trainable)
+      run.recovery = recovery_of(a.name);
+    run.recovery.restore_step = restore_step_;
+    run.trace = options_.trace;
+    return run;
   }
 
-  /// job: pipeline: trainable stages of backbone + classifier, trained on the
-  /// pretrain task with the pretrain optimiser (the same model `baton
-  /// pretrain` trains in one process).
-  caf::error spawn_pipeline() {
-    const auto* task = topology_.find_task(topology_.pretrain.task);
-    if (task == nullptr)
-      return make_error(errc::bad_config, "backbone.pretrain.task '" + topology_.pretrain.task +
-                                            "' is not one of the topology's tasks");
-    const auto& stages = topology_.pipeline;
-    for (size_t i = 0; i < stages.size(); ++i)
-      if (stages[i].replicas > topology_.plan.microbatches)
-        return make_error(errc::bad_config,
-                          topology_.file + ": pipeline stage " + std::to_string(i) + " has " +
-                            std::to_string(stages[i].replicas) + " replicas but a minibatch has " +
-                            std::to_string(topology_.plan.microbatches) +
-                            " microbatches (data.microbatches): microbatches are dealt to "
-                            "replicas by position, so a replica would get none");
-    // PipeDream's NOAM: a stage admits as many microbatches as there are
-    // workers from it to the end of the pipeline, per replica.
-    int32_t workers_after = 0;
-    std::vector<int32_t> noam(stages.size());
-    for (size_t i = stages.size(); i-- > 0;) {
-      workers_after += stages[i].replicas;
-      noam[i] = (workers_after + stages[i].replicas - 1) / stages[i].replicas;
-    }
-    for (size_t i = 0; i < stages.size(); ++i) {
-      pipeline_stage_spec spec;
-      spec.backbone = topology_.backbone;
-      spec.classes = task->classes;
-      spec.task = task->name;
-      spec.begin = static_cast<int64_t>(stages[i].begin);
-      spec.end = static_cast<int64_t>(stages[i].end);
-      spec.first = i == 0;
-      spec.last = i + 1 == stages.size();
-      spec.schedule = topology_.schedule;
-      spec.optimizer = topology_.pretrain.optimizer;
-      spec.window = topology_.runtime.window;
-      spec.threads = topology_.runtime.stage_threads;
-      spec.progress_every = topology_.runtime.progress_every;
-      spec.replicas = stages[i].replicas;
-      spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
-      spec.max_in_flight = topology_.schedule == "gpipe" ? 0 : noam[i];
-      spec.vertical_sync = topology_.vertical_sync;
-      spec.trace = options_.trace;
-      levels_.emplace_back();
-      for (int32_t r = 0; r < stages[i].replicas; ++r) {
-        spec.replica = r;
-        auto name = "stage" + std::to_string(i) +
-                    (stages[i].replicas > 1 ? "." + std::to_string(r) : std::string{});
-        spec.recovery = recovery_of(name);
-        if (auto err = spawn_one("pipeline_stage", name, stages[i].node_of(r), to_yaml(spec)))
-          return err;
-        levels_.back().push_back(actors_.size() - 1);
-      }
-    }
+  caf::error spawn_all() {
+    check_thread_budget();
+    for (const auto& a : plan_.actors)
+      if (auto err = spawn_one(a.role, a.name, a.node, with_run(a.settings, run_of(a))))
+        return err;
     return caf::none;
   }
 
@@ -288,40 +221,29 @@ private:
     return failure;
   }
 
+  /// Tells every actor who its coordinator is, then introduces the plan's
+  /// edges in order: data edges (a sender adds its receivers in that order)
+  /// and peer edges (a replica learns its peers).
   caf::error wire() {
     auto me = caf::actor_cast<caf::actor>(self_);
     for (auto& a : actors_)
       if (auto err = ask(a.handle, caf::make_message(observe_atom::value, me),
                          "cannot reach " + a.name))
         return err;
-    // Each level (source, stage 0, 1, ...) feeds every actor of the next.
-    for (size_t l = 0; l + 1 < levels_.size(); ++l)
-      for (auto f : levels_[l])
-        for (auto t : levels_[l + 1])
-          if (auto err = connect(actors_[f], actors_[t]))
-            return err;
-    // Replicas of a stage know each other: they sum their gradients.
-    for (const auto& level : levels_)
-      for (size_t r = 0; level.size() > 1 && r < level.size(); ++r)
-        for (size_t peer = 0; peer < level.size(); ++peer)
-          if (peer != r)
-            if (auto err = ask(actors_[level[r]].handle,
-                               caf::make_message(group_atom::value, actors_[level[peer]].handle,
-                                                 static_cast<int32_t>(peer)),
-                               "cannot introduce " + actors_[level[peer]].name + " to " +
-                                 actors_[level[r]].name))
-              return err;
-    // Heads (transfer job) hang off the last stage.
-    auto last = levels_.back().front();
-    for (size_t i = levels_.back().back() + 1; i < actors_.size(); ++i)
-      if (auto err = connect(actors_[last], actors_[i]))
+    for (const auto& e : plan_.edges) {
+      const auto* from = find(e.from);
+      const auto* to = find(e.to);
+      if (from == nullptr || to == nullptr)
+        return make_error(errc::bad_config, "the plan has an edge " + e.from + " -> " + e.to +
+                                              " between actors it does not have");
+      auto msg = e.kind == planned_edge::kind_t::data
+                   ? caf::make_message(connect_atom::value, to->handle, to->name)
+                   : caf::make_message(group_atom::value, to->handle, e.index);
+      if (auto err = ask(from->handle, std::move(msg),
+                         "cannot connect " + from->name + " to " + to->name))
         return err;
+    }
     return caf::none;
-  }
-
-  caf::error connect(const placed_actor& from, const placed_actor& to) {
-    return ask(from.handle, caf::make_message(connect_atom::value, to.handle, to.name),
-               "cannot connect " + from.name + " to " + to.name);
   }
 
   // -- phase 4: training -----------------------------------------------------------
@@ -333,35 +255,54 @@ private:
     return nullptr;
   }
 
-  /// Replicas of the last pipeline stage report separately; the job's result
-  /// is one report of the stage (see merge_replica_reports).
-  size_t last_stage_replicas() const {
-    return topology_.job == "pipeline" ? levels_.back().size() : 1;
+  placed_actor* find(const std::string& name) {
+    for (auto& a : actors_)
+      if (a.name == name)
+        return &a;
+    return nullptr;
+  }
+
+  /// The result group `actor` reports into ("" none).
+  std::string result_of(const std::string& actor) const {
+    const auto* a = plan_.find(actor);
+    return a == nullptr ? std::string{} : a->result;
   }
 
   void on_final(messages::actor_report& r) {
     for (auto& a : actors_)
       if (a.name == r.actor)
         a.done = true;
-    if (r.role == "head")
-      result_.heads.push_back(r);
-    if (r.role == "pipeline_stage" && !r.task.empty()) {
-      last_stage_finals_.push_back(r);
-      if (last_stage_finals_.size() == last_stage_replicas())
-        result_.heads.push_back(merge_replica_reports(last_stage_finals_));
+    auto group = result_of(r.actor);
+    if (!group.empty()) {
+      auto& reports = group_finals_[group];
+      reports.push_back(r);
+      if (reports.size() == plan_.group_size(group))
+        results_[group] = merged(group, reports);
     }
     result_.actors.push_back(std::move(r));
   }
 
+  /// One report for the members of result group `group` (see
+  /// merge_replica_reports); a group of one is its member's report.
+  static messages::actor_report merged(const std::string& group,
+                                       const std::vector<messages::actor_report>& reports) {
+    if (reports.size() == 1)
+      return reports.front();
+    auto report = merge_replica_reports(reports);
+    report.actor = group;
+    return report;
+  }
+
   void on_epoch(const messages::actor_report& r) {
     auto report = r;
-    if (last_stage_replicas() > 1) {
-      auto& reports = last_stage_epochs_[r.epochs.front().epoch];
+    auto group = result_of(r.actor);
+    if (plan_.group_size(group) > 1) {
+      auto& reports = group_epochs_[{group, r.epochs.front().epoch}];
       reports.push_back(r);
-      if (reports.size() < last_stage_replicas())
+      if (reports.size() < plan_.group_size(group))
         return;
-      report = merge_replica_reports(reports);
-      last_stage_epochs_.erase(r.epochs.front().epoch);
+      report = merged(group, reports);
+      group_epochs_.erase({group, r.epochs.front().epoch});
     }
     progress_.clear();
     for (const auto& e : report.epochs) {
@@ -380,14 +321,17 @@ private:
                    w.kind, w.from);
       return;
     }
-    stage_weights_[w.from] = std::move(w);
+    weights_[w.from] = std::move(w);
   }
 
-  /// Stage weights in stage order (replica 0 of each stage sends them).
-  void order_weights() {
-    for (size_t l = 1; topology_.job == "pipeline" && l < levels_.size(); ++l) {
-      auto it = stage_weights_.find(actors_[levels_[l].front()].name);
-      if (it != stage_weights_.end())
+  /// Results and weights in plan order.
+  void order_results() {
+    for (const auto& a : plan_.actors) {
+      if (auto it = results_.find(a.result); !a.result.empty() && it != results_.end()) {
+        result_.heads.push_back(std::move(it->second));
+        results_.erase(it);
+      }
+      if (auto it = weights_.find(a.name); a.sends_weights && it != weights_.end())
         result_.stage_weights.push_back(std::move(it->second));
     }
   }
@@ -435,7 +379,9 @@ private:
   }
 
   caf::error train() {
-    self_->send(actors_.front().handle, start_atom::value);
+    for (const auto& a : plan_.actors)
+      if (a.starts)
+        self_->send(find(a.name)->handle, start_atom::value);
     training_started_ = clock_type::now();
     recoverable_ = false;
     auto last_message = clock_type::now();
@@ -563,12 +509,12 @@ private:
     if (auto err = write_run_record(checkpoint_dir_, options_.record))
       return err;
     if (!options_.resume_dir.empty()) {
-      restore_step_ = common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_))
+      restore_step_ = common_checkpoint_steps(checkpoint_dir_, plan_.trainable_names())
                         .front();
       if (restore_step_ == 0)
         return make_error(errc::bad_file, "--resume " + checkpoint_dir_ +
                                             ": no step of which every trainable actor (" +
-                                            detail::join(trainable_actor_names(topology_)) +
+                                            detail::join(plan_.trainable_names()) +
                                             ") has a valid checkpoint");
       spdlog::info("resuming from step {} (checkpoints in {})", restore_step_, checkpoint_dir_);
     } else {
@@ -598,7 +544,7 @@ private:
       }
     // The last trainable actor reports its steps while node faults wait for
     // one, and every step under chaos.
-    auto trainable = trainable_actor_names(topology_);
+    auto trainable = plan_.trainable_names();
     if (!trainable.empty() && name == trainable.back()) {
       for (const auto& f : faults_)
         if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0)
@@ -708,9 +654,9 @@ private:
     auto k = kind(chaos_rng_);
     if (k == 0) {
       std::vector<const placed_actor*> trainable;
-      for (const auto& a : actors_)
-        if (a.role == "head" || a.role == "pipeline_stage")
-          trainable.push_back(&a);
+      for (const auto& name : plan_.trainable_names())
+        if (const auto* a = find(name))
+          trainable.push_back(a);
       if (trainable.empty())
         return;
       const auto* a = trainable[std::uniform_int_distribution<size_t>(
@@ -791,7 +737,7 @@ private:
     restore_step_ =
       checkpoint_dir_.empty()
         ? 0
-        : common_checkpoint_steps(checkpoint_dir_, trainable_actor_names(topology_)).front();
+        : common_checkpoint_steps(checkpoint_dir_, plan_.trainable_names()).front();
     fault_record record{failure_kind_, failure_target_, last_step_, -1, -1, restore_step_};
     if (auto* f = injected_for(failure_target_)) {
       counted_.insert(f);
@@ -857,10 +803,10 @@ private:
     if (!alive.empty())
       spdlog::warn("{} actors of the failed pass did not confirm their end", alive.size());
     actors_.clear();
-    levels_.clear();
-    last_stage_epochs_.clear();
-    last_stage_finals_.clear();
-    stage_weights_.clear();
+    group_epochs_.clear();
+    group_finals_.clear();
+    results_.clear();
+    weights_.clear();
     result_.heads.clear();
     result_.actors.clear();
     result_.trained.clear();
@@ -885,17 +831,6 @@ private:
     result_.nodes.push_back(current_node_report("coordinator"));
   }
 
-  void order_heads() {
-    if (topology_.job == "pipeline")
-      return;
-    std::vector<messages::actor_report> ordered;
-    for (const auto& h : topology_.heads)
-      for (const auto& r : result_.heads)
-        if (r.actor == h.spec.name)
-          ordered.push_back(r);
-    result_.heads = std::move(ordered);
-  }
-
   void shutdown() {
     for (auto& a : actors_)
       self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
@@ -907,19 +842,18 @@ private:
 
   caf::scoped_actor self_;
   const topology& topology_;
+  const job_plan& plan_;
   run_options options_;
   progress_line progress_;
   std::map<std::string, caf::actor> spawners_; ///< node name ("" embedded) -> spawner
   std::map<std::string, int32_t> node_cores_;  ///< node name -> hardware threads
   caf::actor embedded_spawner_;
-  std::vector<placed_actor> actors_; ///< source, stages (replicas) in order, heads in order
-  /// Indices into actors_ of each level of the chain: the source, then each
-  /// stage's replicas in order. Heads come after the last level.
-  std::vector<std::vector<size_t>> levels_;
-  /// job: pipeline: epoch reports of the last stage's replicas, until all came.
-  std::map<int32_t, std::vector<messages::actor_report>> last_stage_epochs_;
-  std::vector<messages::actor_report> last_stage_finals_;
-  std::map<std::string, messages::tensor_set> stage_weights_; ///< by stage actor name
+  std::vector<placed_actor> actors_; ///< this pass's, in plan order
+  /// Epoch reports of a result group's members, until all came.
+  std::map<std::pair<std::string, int32_t>, std::vector<messages::actor_report>> group_epochs_;
+  std::map<std::string, std::vector<messages::actor_report>> group_finals_;
+  std::map<std::string, messages::actor_report> results_;  ///< by result group, when complete
+  std::map<std::string, messages::tensor_set> weights_;    ///< by actor name
   job_result result_;
 
   // Recovery.
@@ -943,8 +877,8 @@ private:
 } // namespace
 
 caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
-                                       const run_options& options) {
-  coordinator c{sys, t, options};
+                                       const job_plan& plan, const run_options& options) {
+  coordinator c{sys, t, plan, options};
   return c.run();
 }
 

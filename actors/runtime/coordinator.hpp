@@ -3,12 +3,15 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
+#include "actors/runtime/role_type.hpp"
 #include "actors/runtime/run_record.hpp"
 
 namespace baton::actors {
@@ -31,19 +34,23 @@ struct run_options {
   /// The topology and `--set` options of this run, written as run.yaml into
   /// the checkpoint directory (what --resume DIR reads).
   run_record record;
+  /// What the embedded process may spawn (a job without nodes).
+  std::vector<role_type> roles;
 };
 
-/// Runs the job of `t` (transfer or pipeline): connects to its nodes (or
-/// spawns everything in this process when it has none), spawns the source,
-/// stages and heads, wires the edges (source -> stage0 -> ... -> last stage
-/// -> every head; a pipeline has no heads: its last stage has the loss),
-/// monitors every actor, collects reports and progress, and shuts every actor
-/// down when the run ends, fails or is interrupted.
+/// Runs `plan` (made from `t` by its mode): connects to the nodes of `t` (or
+/// spawns everything in this process when it has none), spawns the plan's
+/// actors in order, introduces its edges in order, starts its sources,
+/// monitors every actor, collects reports (one result per result group) and
+/// weights, rolls the job back to the newest common checkpoint when an actor
+/// or node fails (while `t`'s runtime allows), and shuts every actor down
+/// when the run ends, fails or is interrupted. It knows no training mode.
 ///
-///   connect_nodes -> spawn_all -> wire -> (start) run -> collect -> shutdown
-///                       |          |          |
-///                       +----------+----------+--> shutdown (on any error)
+///   connect_nodes -> prepare_recovery -> spawn_all -> wire -> arm faults -> train -> collect
+///                                           ^                                  |
+///                                           +--- recover (restart pass) <------+ (a failure)
+///   any error: shutdown
 caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
-                                       const run_options& options);
+                                       const job_plan& plan, const run_options& options);
 
 } // namespace baton::actors

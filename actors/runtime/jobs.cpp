@@ -6,10 +6,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <thread>
 
-#include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -17,21 +14,15 @@
 #include "actors/config/default_topology.hpp"
 #include "actors/flow/trace.hpp"
 #include "actors/modes/pipeline/planning.hpp"
+#include "actors/modes/registry.hpp"
 #include "actors/net/framed_transport.hpp"
-#include "actors/roles/source.hpp"
-#include "actors/runtime/child_process.hpp"
 #include "actors/runtime/coordinator.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "actors/runtime/system.hpp"
 #include "messages/errc.hpp"
-#include "model/checkpoint.hpp"
-#include "model/dataset.hpp"
 #include "model/error.hpp"
-#include "model/local.hpp"
-#include "model/stage_trainer.hpp"
-#include "model/task.hpp"
 
 namespace baton::actors {
 
@@ -39,170 +30,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int32_t cores() {
-  return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
-}
-
 system_settings settings_of(const topology& t) {
   return {t.runtime.scheduler_threads, t.runtime.heartbeat_interval,
           t.runtime.connection_timeout, t.runtime.tls};
-}
-
-/// The topology's train and test splits, exactly as its source reads them.
-caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
-                                                                   int64_t train_limit) {
-  auto spec = make_source_spec(t);
-  spec.train_limit = train_limit;
-  return load_source_data(spec);
-}
-
-model::progress_fn log_progress(const std::string& what) {
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-  return [what, last](const std::string& name, int32_t epoch, int64_t samples, double loss) {
-    auto now = std::chrono::steady_clock::now();
-    if (now - *last < std::chrono::seconds(5))
-      return;
-    *last = now;
-    spdlog::info("{} {}: epoch {} {} samples, loss {:.4f}", what, name, epoch + 1, samples, loss);
-  };
-}
-
-// -- the local loop (--mode local): one process, no actors --------------------
-
-caf::expected<job_result> run_local(const topology& t, const run_request& r) {
-  at::set_num_threads(r.threads > 0 ? r.threads : cores());
-  std::vector<model::head_spec> heads;
-  for (const auto& h : t.heads)
-    if (r.only_head.empty() || h.spec.name == r.only_head)
-      heads.push_back(h.spec);
-  if (heads.empty())
-    return make_error(errc::bad_config, "--only-head " + r.only_head + ": no such head");
-  try {
-    auto started = std::chrono::steady_clock::now();
-    auto data = load_data(t, t.train_limit);
-    if (!data)
-      return data.error();
-    auto& [train, test] = *data;
-    auto backbone = model::make_model(t.backbone);
-    if (!t.checkpoint.empty())
-      model::load_checkpoint(backbone, t.checkpoint);
-    backbone.set_trainable(false);
-    backbone.train(false);
-    auto training_started = std::chrono::steady_clock::now();
-    auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
-                                             log_progress("local"));
-    auto ended = std::chrono::steady_clock::now();
-    job_result out;
-    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
-    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
-    out.mode = "local";
-    for (const auto& h : results) {
-      messages::actor_report rep;
-      rep.actor = h.name;
-      rep.role = "head";
-      rep.task = h.task;
-      rep.node = "local";
-      rep.samples = h.samples;
-      rep.train_loss = h.train_loss.empty() ? 0 : h.train_loss.back();
-      rep.test_accuracy = h.test_accuracy.empty() ? 0 : h.test_accuracy.back();
-      rep.weights_digest = h.weights_digest;
-      for (size_t e = 0; e < h.train_loss.size(); ++e)
-        rep.epochs.push_back({static_cast<int32_t>(e), h.train_loss[e], h.test_accuracy[e],
-                              h.samples / static_cast<int64_t>(h.train_loss.size())});
-      out.heads.push_back(rep);
-      out.actors.push_back(rep);
-    }
-    out.nodes.push_back(current_node_report(r.only_head.empty() ? "local" : r.only_head));
-    return out;
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, e.what());
-  }
-}
-
-// -- the local pipeline reference (--mode local, job: pipeline) ----------------
-
-/// Trains the pipeline's whole model as one stage: the same microbatches in
-/// the same order, the same arithmetic; per-stage digests are taken by slicing
-/// the model at the pipeline's boundaries, so they compare with the stages'.
-caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r) {
-  // The stages' thread budget by default: then the arithmetic is the same
-  // bit for bit (OpenBLAS sums in another order with more threads).
-  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
-  const auto* task = t.find_task(t.pretrain.task);
-  if (task == nullptr)
-    return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
-  try {
-    auto started = std::chrono::steady_clock::now();
-    auto data = load_data(t, t.train_limit);
-    if (!data)
-      return data.error();
-    auto& [train, test] = *data;
-    auto whole = model::make_pretrain_model(t.backbone, task->classes);
-    model::stage_trainer trainer{whole, t.pretrain.optimizer, model::stash_mode::stash};
-    bool flush = t.schedule != "1f1b";
-    messages::actor_report last;
-    auto training_started = std::chrono::steady_clock::now();
-    for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
-      auto plan = model::plan_epoch(train.size(), t.plan, epoch);
-      double loss_sum = 0;
-      int64_t samples = 0;
-      int32_t in_step = 0;
-      for (size_t k = 0; k < plan.microbatches.size(); ++k) {
-        auto [x, y] = model::gather(train, plan.microbatches[k]);
-        auto size = plan.step_size_of[k];
-        trainer.forward(static_cast<int64_t>(k), x, true);
-        auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(*task, y),
-                                       flush ? size : 1);
-        loss_sum += b.loss * x.size(0);
-        samples += x.size(0);
-        if (!flush || ++in_step == size) {
-          trainer.step();
-          in_step = 0;
-        }
-      }
-      int64_t correct = 0;
-      for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
-        auto [x, y] = model::gather(test, ids);
-        correct += trainer.infer(x).argmax(1).eq(model::apply(*task, y)).sum().item<int64_t>();
-      }
-      double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
-      last.epochs.push_back({epoch, samples ? loss_sum / samples : 0.0, accuracy, samples});
-      last.samples += samples;
-      spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
-                   100 * accuracy);
-    }
-    job_result out;
-    out.job = "pipeline";
-    out.mode = "local";
-    for (size_t i = 0; i < t.pipeline.size(); ++i) {
-      messages::actor_report stage;
-      stage.actor = "stage" + std::to_string(i);
-      stage.role = "pipeline_stage";
-      stage.node = "local";
-      auto slice = whole.slice(t.pipeline[i].begin, t.pipeline[i].end);
-      stage.weights_digest = model::weights_digest(slice);
-      messages::tensor_set weights{"weights", stage.actor, 0, trainer.version(), 0, {}, {}};
-      for (const auto& p : slice.state())
-        weights.tensors.push_back(p.detach());
-      out.stage_weights.push_back(std::move(weights));
-      if (i + 1 == t.pipeline.size()) {
-        stage.task = task->name;
-        stage.samples = last.samples;
-        stage.epochs = last.epochs;
-        stage.train_loss = last.epochs.empty() ? 0 : last.epochs.back().train_loss;
-        stage.test_accuracy = last.epochs.empty() ? 0 : last.epochs.back().test_accuracy;
-        out.heads.push_back(stage);
-      }
-      out.actors.push_back(stage);
-    }
-    out.nodes.push_back(current_node_report("local"));
-    auto ended = std::chrono::steady_clock::now();
-    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
-    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
-    return out;
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, e.what());
-  }
 }
 
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------
@@ -241,6 +71,9 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
     spdlog::info("started {} local nodes (logs in {}, removed after a successful run)",
                  r.local_nodes, *dir);
   }
+  auto plan = plan_of(t);
+  if (!plan)
+    return plan.error();
   caf::actor_system_config cfg;
   configure(cfg, settings_of(t));
   caf::actor_system sys{cfg};
@@ -253,72 +86,14 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   options.record = *record;
   if (checkpoints)
     options.temporary_checkpoint_dir = checkpoints->path();
-  auto result = run_actor_job(sys, t, options);
+  options.roles = all_roles();
+  auto result = run_actor_job(sys, t, *plan, options);
   if (cluster)
     cluster->stop();
   if (!result && logs) {
     logs->keep();
     spdlog::info("the local nodes' logs are kept in {}", logs->path());
   }
-  return result;
-}
-
-// -- the separate baseline: K processes, one per head -------------------------
-
-caf::expected<job_result> run_separate(const topology& t, const run_request& r) {
-  auto dir = make_work_directory("baton-baseline");
-  if (!dir)
-    return dir.error();
-  owned_directory logs{*dir};
-  auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(t.heads.size()));
-  auto started = std::chrono::steady_clock::now();
-  std::vector<std::pair<std::string, child_process>> children;
-  for (const auto& h : t.heads) {
-    std::vector<std::string> argv{self_executable(), "run"};
-    if (!r.topology_path.empty())
-      argv.push_back(r.topology_path);
-    for (const auto& o : r.overrides) {
-      argv.push_back("--set");
-      argv.push_back(o);
-    }
-    auto out = *dir + "/" + h.spec.name + ".json";
-    argv.insert(argv.end(), {"--mode", "local", "--only-head", h.spec.name, "--threads",
-                             std::to_string(threads), "--metrics-out", out});
-    auto child = child_process::start(argv, *dir + "/" + h.spec.name + ".log");
-    if (!child)
-      return child.error();
-    children.emplace_back(out, std::move(*child));
-  }
-  spdlog::info("baseline: {} separate processes ({} torch thread(s) each, logs in {})",
-               children.size(), threads, *dir);
-  job_result result;
-  result.mode = "separate";
-  result.topology_file = t.file;
-  for (auto& [out, child] : children) {
-    while (child.running()) {
-      if (r.interrupted && r.interrupted->load())
-        return make_error(errc::interrupted, "stopping the baseline processes");
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (auto code = child.wait(); code != 0)
-      return make_error(errc::actor_failed, "baseline process failed (exit code " +
-                                              std::to_string(code) + "); its log:\n" +
-                                              child.log_tail());
-    std::ifstream in{out};
-    auto part = job_result_from_json(nlohmann::json::parse(in, nullptr, false));
-    if (!part)
-      return part.error();
-    for (auto& h : part->heads)
-      result.heads.push_back(h);
-    for (auto& n : part->nodes)
-      result.nodes.push_back(n);
-    for (auto& a : part->actors)
-      result.actors.push_back(a);
-    // The processes train at the same time: the slowest one's time.
-    result.train_seconds = std::max(result.train_seconds, part->train_seconds);
-  }
-  result.wall_seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
 }
 
@@ -427,75 +202,52 @@ caf::expected<topology> load_request_topology(const run_request& r) {
                         with_default_checkpoint(r.overrides));
 }
 
-caf::expected<void> ensure_pretrained(const topology& t, bool force) {
-  if (t.checkpoint.empty() || (!force && fs::exists(t.checkpoint)))
-    return caf::unit;
-  const auto* task = t.find_task(t.pretrain.task);
-  if (task == nullptr)
-    return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
-                                          "' is not one of the topology's tasks");
-  spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
-               "epoch(s)) first",
-               t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
-               t.pretrain.epochs);
-  at::set_num_threads(cores());
-  try {
-    auto data = load_data(t, t.pretrain.train_limit);
-    if (!data)
-      return data.error();
-    auto& [train, test] = *data;
-    model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
-    spec.plan.epochs = t.pretrain.epochs;
-    auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
-    spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",
-                 t.checkpoint, 100 * accuracy, task->name);
-    return caf::unit;
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, std::string{"pre-training failed: "} + e.what());
-  }
+namespace {
+
+/// The jobs (`job:` values) whose mode has `feature`, for an error.
+template <class Has>
+std::string jobs_with(Has feature) {
+  std::string out;
+  for (const auto& m : all_modes())
+    if (feature(m))
+      out += (out.empty() ? "job: " : ", ") + m.name;
+  return out.empty() ? "none" : out;
 }
 
-/// The whole trained model of a pipeline run (its stages' weights in order),
-/// saved as a checkpoint of backbone + fc2: the form `baton pretrain` writes
-/// and a transfer job's `backbone.checkpoint` reads.
-caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
-                                        const std::string& path) {
-  const auto* task = t.find_task(t.pretrain.task);
-  if (task == nullptr || result.stage_weights.size() != t.pipeline.size())
-    return make_error(errc::actor_failed,
-                      "cannot save the model: " + std::to_string(result.stage_weights.size()) +
-                        " of " + std::to_string(t.pipeline.size()) + " stages sent their weights");
-  try {
-    auto whole = model::make_pretrain_model(t.backbone, task->classes);
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < t.pipeline.size(); ++i) {
-      auto state = whole.slice(t.pipeline[i].begin, t.pipeline[i].end).state();
-      const auto& sent = result.stage_weights[i].tensors;
-      if (sent.size() != state.size())
-        return make_error(errc::actor_failed,
-                          "cannot save the model: stage " + std::to_string(i) + " sent " +
-                            std::to_string(sent.size()) + " tensors for " +
-                            std::to_string(state.size()) + " parameters and buffers");
-      for (size_t p = 0; p < state.size(); ++p)
-        if (!sent[p].defined() || !sent[p].sizes().equals(state[p].sizes()) ||
-            sent[p].scalar_type() != state[p].scalar_type())
-          return make_error(errc::actor_failed, "cannot save the model: stage " +
-                                                  std::to_string(i) + " sent tensor " +
-                                                  std::to_string(p) + " of the wrong shape");
-      for (size_t p = 0; p < state.size(); ++p)
-        state[p].copy_(sent[p]);
-    }
-    model::save_checkpoint(whole, path);
-    return {};
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, "cannot save the model to " + path + ": " + e.what());
-  }
+/// The request's flags that `mode` does not offer, refused before anything
+/// runs.
+caf::error check_flags(const run_request& r, const training_mode& mode) {
+  if (!r.mode.empty() && r.mode != "local")
+    return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
+  if (!r.baseline.empty() && r.baseline != "separate")
+    return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
+  if (!r.trace_out.empty() && (!mode.traces || !r.mode.empty()))
+    return make_error(errc::bad_config,
+                      "--trace records the actors of a run (not --mode local) of " +
+                        jobs_with([](const auto& m) { return m.traces; }) + ", not job: " +
+                        mode.name);
+  if (!r.save_model.empty() && mode.save_model == nullptr)
+    return make_error(errc::bad_config,
+                      "--save-model saves the model of " +
+                        jobs_with([](const auto& m) { return m.save_model != nullptr; }) +
+                        "; job: " + mode.name + " has its results in its metrics");
+  if (!r.baseline.empty() && mode.run_separate == nullptr)
+    return make_error(errc::bad_config,
+                      "--baseline separate applies to " +
+                        jobs_with([](const auto& m) { return m.run_separate != nullptr; }) +
+                        ", not job: " + mode.name);
+  return caf::none;
 }
+
+} // namespace
 
 caf::expected<job_result> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
     return t.error();
+  const auto* mode = find_mode(t->job);
+  if (mode == nullptr)
+    return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
   auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
                                           {"--trace", r.trace_out},
                                           {"--save-model", r.save_model}};
@@ -504,32 +256,16 @@ caf::expected<job_result> run_job(const run_request& r) {
     inputs.push_back(run_record_path(r.resume_dir));
   if (auto err = check_outputs(outputs, inputs))
     return err;
-  // A pipeline trains the backbone itself: it needs no pretrained one.
-  if (t->job != "pipeline")
-    if (auto ok = ensure_pretrained(*t); !ok)
+  if (auto err = check_flags(r, *mode))
+    return err;
+  if (mode->prepare != nullptr)
+    if (auto ok = mode->prepare(*t); !ok)
       return ok.error();
-  caf::expected<job_result> result = make_error(errc::bad_config, "no job ran");
-  if (!r.trace_out.empty() && (t->job != "pipeline" || !r.mode.empty()))
-    return make_error(errc::bad_config, "--trace records the stage actors of job: pipeline "
-                                        "(not --mode local, not job: transfer)");
-  if (!r.save_model.empty() && t->job != "pipeline")
-    return make_error(errc::bad_config, "--save-model saves what job: pipeline trained; a "
-                                        "transfer job's heads are in its metrics");
-  if (t->job == "pipeline" && !r.baseline.empty())
-    return make_error(errc::bad_config, "--baseline applies to job: transfer only");
-  if (r.mode == "local" && t->job == "pipeline")
-    result = run_pipeline_local(*t, r);
-  else if (r.mode == "local")
-    result = run_local(*t, r);
-  else if (!r.mode.empty())
-    return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
-  else if (r.baseline == "separate")
-    result = run_separate(*t, r);
-  else if (!r.baseline.empty())
-    return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
-  else
-    result = run_actors(*t, r);
-  return result;
+  if (r.mode == "local")
+    return mode->run_local(*t, r);
+  if (r.baseline == "separate")
+    return mode->run_separate(*t, r);
+  return run_actors(*t, r);
 }
 
 caf::error write_outputs(const run_request& r, const job_result& result) {
@@ -543,7 +279,10 @@ caf::error write_outputs(const run_request& r, const job_result& result) {
     auto t = load_request_topology(r);
     if (!t)
       return t.error();
-    if (auto ok = save_pipeline_model(*t, result, r.save_model); !ok)
+    const auto* mode = find_mode(t->job);
+    if (mode == nullptr || mode->save_model == nullptr)
+      return make_error(errc::bad_config, "--save-model: job: " + t->job + " saves no model");
+    if (auto ok = mode->save_model(*t, result, r.save_model); !ok)
       return ok.error();
   }
   return caf::none;

@@ -50,13 +50,9 @@ caf::expected<topology> load_request_topology(const run_request& r);
 /// recorded options followed by `r`'s.
 caf::expected<run_record> request_record(const run_request& r);
 
-/// Makes the backbone checkpoint by pre-training if it is missing (and says
-/// so). Nothing happens when the topology has no checkpoint.
-caf::expected<void> ensure_pretrained(const topology& t, bool force = false);
-
-/// Runs the job the request describes: the transfer job with actors
-/// (embedded, on listed nodes or on --local-nodes), the separate baseline,
-/// or the local single-process loop. The output files are checked before
+/// Runs the job the request describes with its mode (actors/modes/): the
+/// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
+/// its one-process reference (--mode local) or its baseline (--baseline). The output files are checked before
 /// anything trains (writable, not a directory, not an input of the run) and
 /// are written by write_outputs.
 caf::expected<job_result> run_job(const run_request& r);

@@ -299,7 +299,8 @@ caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
   return s;
 }
 
-int run_node(const node_settings& settings, const std::atomic<bool>& stop) {
+int run_node(const node_settings& settings, const std::atomic<bool>& stop,
+             const std::vector<role_type>& roles) {
   // Before the actor system: CAF aborts on a certificate it cannot load.
   if (auto err = check_node_settings(settings)) {
     spdlog::error("node {}: {}", settings.name, describe(err));
@@ -310,7 +311,7 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop) {
   configure(cfg, settings.system);
   caf::actor_system sys{cfg};
   auto spawner = spawn_spawner(sys, settings.name,
-                               {settings.paths, settings.system.tls, settings.tls_allow});
+                               {roles, settings.paths, settings.system.tls, settings.tls_allow});
   auto port = publish(sys, settings, spawner);
   if (!port) {
     spdlog::error("node {}: cannot listen on {}:{}: {}", settings.name, settings.host,

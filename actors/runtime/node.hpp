@@ -43,7 +43,9 @@ caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
 /// (exit code 2 on an error, before any actor system starts), starts an
 /// actor system, publishes the spawner on host:port (with TLS only through
 /// caf_openssl), prints "baton node NAME listening on HOST:PORT" (plus
-/// " with TLS") and writes the port file. Returns the process exit code.
-int run_node(const node_settings& settings, const std::atomic<bool>& stop);
+/// " with TLS") and writes the port file; spawns the roles of `roles` only.
+/// Returns the process exit code.
+int run_node(const node_settings& settings, const std::atomic<bool>& stop,
+             const std::vector<role_type>& roles);
 
 } // namespace baton::actors

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -12,131 +11,25 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/config/role_spec.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "actors/flow/interfaces.hpp"
-#include "actors/modes/pipeline/pipeline_stage.hpp"
-#include "actors/modes/transfer/head.hpp"
-#include "actors/modes/transfer/stage.hpp"
 #include "actors/roles/recovery.hpp"
-#include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 
 namespace baton::actors {
 
-const std::vector<std::string>& registered_roles() {
-  static const std::vector<std::string> roles{"source", "stage", "head", "pipeline_stage"};
-  return roles;
-}
-
-namespace {
-
-namespace fs = std::filesystem;
-
-/// Whether `path` (already resolved) lies in `root` (already resolved).
-bool lies_in(const fs::path& path, const fs::path& root) {
-  auto root_end = std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first;
-  // A root spelled with a trailing '/' ends in an empty element.
-  return root_end == root.end() || (std::next(root_end) == root.end() && root_end->empty());
-}
-
-/// Refuses `path` unless it lies in one of `roots`; `key` names the roots in
-/// node.yaml. No roots: no restriction.
-caf::error check_path(const std::string& path, const char* what,
-                      const std::vector<std::string>& roots, const char* key) {
-  if (roots.empty() || path.empty())
-    return caf::none;
-  std::error_code ec;
-  auto resolved = fs::weakly_canonical(path, ec);
-  if (!ec)
-    for (const auto& root : roots)
-      if (lies_in(resolved, fs::weakly_canonical(root, ec)) && !ec)
-        return caf::none;
-  std::string list;
-  for (const auto& root : roots)
-    list += (list.empty() ? "" : ", ") + root;
-  return make_error(errc::bad_file, std::string{what} + " '" + path + "' (resolved: '" +
-                                      resolved.string() + "') is outside the node's " + key +
-                                      " (" + list + ")");
-}
-
-caf::error check_checkpoint_root(const std::string& path, const char* what,
-                                 const path_roots& roots) {
-  std::vector<std::string> dirs;
-  if (!roots.checkpoint_dir.empty())
-    dirs.push_back(roots.checkpoint_dir);
-  return check_path(path, what, dirs, "checkpoint_dir");
-}
-
-caf::error check_model(const model::model_spec& spec, const path_roots& roots) {
-  return check_checkpoint_root(spec.path, "TorchScript file", roots);
-}
-
-// A trainable actor writes its checkpoints there and restores from them.
-caf::error check_recovery(const recovery_spec& spec, const path_roots& roots) {
-  return check_checkpoint_root(spec.checkpoint_dir, "checkpoint directory", roots);
-}
-
-/// Parses, checks the files, then spawns: a spec that fails either starts nothing.
-template <class Spec>
-caf::expected<caf::actor>
-parse_check_spawn(caf::actor_system& sys, const std::string& node,
-                  const messages::spawn_request& req, const path_roots& roots,
-                  caf::expected<Spec> (*parse)(const std::string&),
-                  caf::expected<caf::actor> (*spawn)(caf::actor_system&, const std::string&,
-                                                     const std::string&, const Spec&)) {
-  auto spec = parse(req.spec);
-  if (!spec)
-    return spec.error();
-  if (auto err = check_paths(*spec, roots))
-    return err;
-  return spawn(sys, req.name, node, *spec);
-}
-
-} // namespace
-
-caf::error check_paths(const source_spec& spec, const path_roots& roots) {
-  if (spec.dataset == "synthetic") // generated in memory: reads no file
-    return caf::none;
-  return check_path(spec.data_dir, "dataset directory", roots.data_dirs, "data_dirs");
-}
-
-caf::error check_paths(const stage_spec& spec, const path_roots& roots) {
-  if (auto err = check_checkpoint_root(spec.checkpoint, "checkpoint", roots))
-    return err;
-  return check_model(spec.backbone, roots);
-}
-
-caf::error check_paths(const head_role_spec& spec, const path_roots& roots) {
-  if (auto err = check_recovery(spec.recovery, roots))
-    return err;
-  return check_model(spec.head.model, roots);
-}
-
-caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots) {
-  if (auto err = check_recovery(spec.recovery, roots))
-    return err;
-  return check_model(spec.backbone, roots);
-}
-
 caf::expected<caf::actor> spawn_role(caf::actor_system& sys, const std::string& node,
                                      const messages::spawn_request& req,
+                                     const std::vector<role_type>& roles,
                                      const path_roots& roots) {
   if (req.invalid)
     return make_error(errc::malformed_message, "spawn request: " + describe(req.invalid));
-  if (req.role == "source")
-    return parse_check_spawn(sys, node, req, roots, parse_source_spec, spawn_source);
-  if (req.role == "stage")
-    return parse_check_spawn(sys, node, req, roots, parse_stage_spec, spawn_stage);
-  if (req.role == "head")
-    return parse_check_spawn(sys, node, req, roots, parse_head_spec, spawn_head);
-  if (req.role == "pipeline_stage")
-    return parse_check_spawn(sys, node, req, roots, parse_pipeline_stage_spec,
-                             spawn_pipeline_stage);
+  if (const auto* role = find_role(roles, req.role))
+    return role->spawn(sys, spawn_args{req.name, node, req.spec, roots});
   std::string known;
-  for (const auto& role : registered_roles())
-    known += (known.empty() ? "" : ", ") + role;
+  for (const auto& r : roles)
+    known += (known.empty() ? "" : ", ") + r.name;
   return make_error(errc::unknown_actor_type, "node " + node + " has no actor type '" + req.role +
                                                 "' (registered: " + known + ")");
 }
@@ -230,7 +123,8 @@ caf::result<caf::actor> serve_spawn(spawner_actor* self, const messages::spawn_r
   auto& state = self->state;
   if (!state.may_serve(self->current_sender(), self->node()))
     return refuse_unauthenticated(self, "to spawn " + req.role + " '" + req.name + "'");
-  auto started = spawn_role(self->system(), state.node, req, state.policy.roots);
+  auto started =
+    spawn_role(self->system(), state.node, req, state.policy.roles, state.policy.roots);
   if (!started) {
     spdlog::warn("node {}: refused to spawn {} '{}': {}", state.node, req.role, req.name,
                  describe(started.error()));

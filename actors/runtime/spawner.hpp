@@ -8,43 +8,19 @@
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
+#include "actors/runtime/role_type.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {
 
-/// The actor types a node may start. A spawn_request naming anything else
-/// is refused with errc::unknown_actor_type.
-const std::vector<std::string>& registered_roles();
-
-/// Where a node lets spawned actors read files (node.yaml `data_dirs`,
-/// `checkpoint_dir`). Roots are compared after std::filesystem's
-/// weakly_canonical (symlinks and `..` resolved); an empty list or string
-/// leaves that kind of file unrestricted.
-struct path_roots {
-  std::vector<std::string> data_dirs; ///< dataset directories (source data_dir)
-  std::string checkpoint_dir;         ///< checkpoints and TorchScript files
-};
-
-struct source_spec;
-struct stage_spec;
-struct head_role_spec;
-struct pipeline_stage_spec;
-
-/// Refuses (errc::bad_file) a spec that reads a file outside its roots: a
-/// source's dataset directory (not for the synthetic data set) against
-/// data_dirs; a stage's checkpoint, the checkpoint directory a trainable
-/// actor writes and restores (runtime.checkpoint_dir) and any TorchScript
-/// model file against checkpoint_dir. The error names the path, its resolved
-/// form and the roots.
-caf::error check_paths(const source_spec& spec, const path_roots& roots);
-caf::error check_paths(const stage_spec& spec, const path_roots& roots);
-caf::error check_paths(const head_role_spec& spec, const path_roots& roots);
-caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots);
-
-/// Parses `req.spec` for `req.role`, checks its files against `roots` and
-/// starts the actor on this process. Nothing is started on any error.
+/// Starts the actor `req` asks for on this process, with the factory of its
+/// role in `roles` (which parses the settings and checks the files they name
+/// against `roots`). A role outside `roles` is refused with
+/// errc::unknown_actor_type, naming the roles there are. Nothing is started
+/// on any error.
 caf::expected<caf::actor> spawn_role(caf::actor_system& sys, const std::string& node,
                                      const messages::spawn_request& req,
+                                     const std::vector<role_type>& roles,
                                      const path_roots& roots = {});
 
 /// This process's resources and usage (peak RSS, CPU time, cores, memory).
@@ -52,6 +28,7 @@ messages::node_report current_node_report(const std::string& node);
 
 /// What a node's spawner enforces.
 struct spawner_policy {
+  std::vector<role_type> roles; ///< what it may spawn
   path_roots roots;
   /// The node's TLS identity. When enabled, the spawner answers the identity
   /// proof of actors/net/tls.hpp (auth_atom) and serves spawn requests and node

@@ -604,4 +604,20 @@ caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std
   }
 }
 
+caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots) {
+  // A trainable actor writes its checkpoints there and restores from them.
+  if (auto err = check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots))
+    return err;
+  return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
+}
+
+caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys, const spawn_args& args) {
+  auto spec = parse_pipeline_stage_spec(args.settings);
+  if (!spec)
+    return spec.error();
+  if (auto err = check_paths(*spec, args.roots))
+    return err;
+  return spawn_pipeline_stage(sys, args.name, args.node, *spec);
+}
+
 } // namespace baton::actors

@@ -188,4 +188,20 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
   }
 }
 
+caf::error check_paths(const head_role_spec& spec, const path_roots& roots) {
+  // A trainable actor writes its checkpoints there and restores from them.
+  if (auto err = check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots))
+    return err;
+  return check_checkpoint_path(spec.head.model.path, "TorchScript file", roots);
+}
+
+caf::expected<caf::actor> spawn_head_role(caf::actor_system& sys, const spawn_args& args) {
+  auto spec = parse_head_spec(args.settings);
+  if (!spec)
+    return spec.error();
+  if (auto err = check_paths(*spec, args.roots))
+    return err;
+  return spawn_head(sys, args.name, args.node, *spec);
+}
+
 } // namespace baton::actors

@@ -7,6 +7,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/role_spec.hpp"
+#include "actors/runtime/role_type.hpp"
 
 namespace baton::actors {
 
@@ -19,5 +20,13 @@ namespace baton::actors {
 /// control{epoch_end} and sends its final report on control{end_of_stream}.
 caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& name,
                                      const std::string& node, const head_role_spec& spec);
+
+/// Refuses (errc::bad_file) a head whose settings read a file outside the
+/// node's roots: its checkpoint directory and TorchScript file against `checkpoint_dir`.
+caf::error check_paths(const head_role_spec& spec, const path_roots& roots);
+
+/// The `head` role of a node's role table: parses the settings, checks
+/// their files (check_paths) and spawns; starts nothing on any error.
+caf::expected<caf::actor> spawn_head_role(caf::actor_system& sys, const spawn_args& args);
 
 } // namespace baton::actors

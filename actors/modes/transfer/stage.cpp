@@ -201,4 +201,19 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
   }
 }
 
+caf::error check_paths(const stage_spec& spec, const path_roots& roots) {
+  if (auto err = check_checkpoint_path(spec.checkpoint, "checkpoint", roots))
+    return err;
+  return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
+}
+
+caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args) {
+  auto spec = parse_stage_spec(args.settings);
+  if (!spec)
+    return spec.error();
+  if (auto err = check_paths(*spec, args.roots))
+    return err;
+  return spawn_stage(sys, args.name, args.node, *spec);
+}
+
 } // namespace baton::actors

@@ -7,6 +7,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/role_spec.hpp"
+#include "actors/runtime/role_type.hpp"
 
 namespace baton::actors {
 
@@ -20,5 +21,13 @@ namespace baton::actors {
 /// Controls are forwarded in order, without credits.
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
                                       const std::string& node, const stage_spec& spec);
+
+/// Refuses (errc::bad_file) a stage whose settings read a file outside the
+/// node's roots: its backbone checkpoint and TorchScript file against `checkpoint_dir`.
+caf::error check_paths(const stage_spec& spec, const path_roots& roots);
+
+/// The `stage` role of a node's role table: parses the settings, checks
+/// their files (check_paths) and spawns; starts nothing on any error.
+caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args);
 
 } // namespace baton::actors

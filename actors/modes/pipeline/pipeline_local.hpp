@@ -1,0 +1,29 @@
+#pragma once
+
+// The pipeline job's one-process reference (`--mode local`) and the model it
+// trained (`--save-model`).
+
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/runtime/job_result.hpp"
+#include "actors/runtime/jobs.hpp"
+
+namespace baton::actors {
+
+/// Trains the pipeline's whole model as one stage: the same microbatches in
+/// the same order, the same arithmetic; per-stage digests are taken by
+/// slicing the model at the pipeline's boundaries, so they compare with the
+/// stages'. `--threads` defaults to the stages' thread budget (then the sums
+/// are the same bit for bit).
+caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r);
+
+/// The whole trained model of a pipeline run (its stages' weights in order),
+/// saved as a checkpoint of backbone + fc2: the form `baton pretrain` writes
+/// and a transfer job's `backbone.checkpoint` reads.
+caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
+                                        const std::string& path);
+
+} // namespace baton::actors

@@ -1,0 +1,61 @@
+#include "actors/modes/registry.hpp"
+
+#include "actors/modes/pipeline/pipeline_local.hpp"
+#include "actors/modes/pipeline/pipeline_plan.hpp"
+#include "actors/modes/pipeline/pipeline_stage.hpp"
+#include "actors/modes/transfer/head.hpp"
+#include "actors/modes/transfer/stage.hpp"
+#include "actors/modes/transfer/transfer_local.hpp"
+#include "actors/modes/transfer/transfer_plan.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+const std::vector<role_type>& all_roles() {
+  static const std::vector<role_type> roles{
+    {"source", spawn_source_role},
+    {"stage", spawn_stage_role},
+    {"head", spawn_head_role},
+    {"pipeline_stage", spawn_pipeline_stage_role},
+  };
+  return roles;
+}
+
+namespace {
+
+caf::expected<job_plan> transfer_plan(const topology& t) {
+  return plan_transfer(t);
+}
+
+caf::expected<void> transfer_prepare(const topology& t) {
+  return ensure_pretrained(t);
+}
+
+} // namespace
+
+const std::vector<training_mode>& all_modes() {
+  static const std::vector<training_mode> modes{
+    {"transfer", transfer_plan, run_transfer_local, transfer_prepare, nullptr, run_separate,
+     false},
+    // A pipeline trains the backbone itself: it needs no pretrained one.
+    {"pipeline", plan_pipeline, run_pipeline_local, nullptr, save_pipeline_model, nullptr,
+     true},
+  };
+  return modes;
+}
+
+const training_mode* find_mode(const std::string& name) {
+  for (const auto& m : all_modes())
+    if (m.name == name)
+      return &m;
+  return nullptr;
+}
+
+caf::expected<job_plan> plan_of(const topology& t) {
+  if (const auto* mode = find_mode(t.job))
+    return mode->plan(t);
+  return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
+}
+
+} // namespace baton::actors

@@ -1,0 +1,31 @@
+#pragma once
+
+// The one list of training modes and of the roles their plans name. The
+// runtime (actors/runtime/) never includes this file: the caller hands it
+// the plan and the role table.
+
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/modes/mode.hpp"
+#include "actors/runtime/job_plan.hpp"
+#include "actors/runtime/role_type.hpp"
+
+namespace baton::actors {
+
+/// Every role a node may spawn: the shared ones and each mode's.
+const std::vector<role_type>& all_roles();
+
+/// Every training mode, by the value of `job:`.
+const std::vector<training_mode>& all_modes();
+
+/// The mode named `name` (`job:`), or nullptr.
+const training_mode* find_mode(const std::string& name);
+
+/// The plan of `t`'s job (`job:`), made by its mode.
+caf::expected<job_plan> plan_of(const topology& t);
+
+} // namespace baton::actors

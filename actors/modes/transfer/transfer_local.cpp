@@ -1,0 +1,159 @@
+#include "actors/modes/transfer/transfer_local.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime/child_process.hpp"
+#include "actors/runtime/local_cluster.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "actors/runtime/spawner.hpp"
+#include "messages/errc.hpp"
+#include "model/checkpoint.hpp"
+#include "model/local.hpp"
+
+namespace baton::actors {
+
+caf::expected<job_result> run_transfer_local(const topology& t, const run_request& r) {
+  at::set_num_threads(r.threads > 0 ? r.threads : cores());
+  std::vector<model::head_spec> heads;
+  for (const auto& h : t.heads)
+    if (r.only_head.empty() || h.spec.name == r.only_head)
+      heads.push_back(h.spec);
+  if (heads.empty())
+    return make_error(errc::bad_config, "--only-head " + r.only_head + ": no such head");
+  try {
+    auto started = std::chrono::steady_clock::now();
+    auto data = load_data(t, t.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    auto backbone = model::make_model(t.backbone);
+    if (!t.checkpoint.empty())
+      model::load_checkpoint(backbone, t.checkpoint);
+    backbone.set_trainable(false);
+    backbone.train(false);
+    auto training_started = std::chrono::steady_clock::now();
+    auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
+                                             log_progress("local"));
+    auto ended = std::chrono::steady_clock::now();
+    job_result out;
+    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
+    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
+    out.mode = "local";
+    for (const auto& h : results) {
+      messages::actor_report rep;
+      rep.actor = h.name;
+      rep.role = "head";
+      rep.task = h.task;
+      rep.node = "local";
+      rep.samples = h.samples;
+      rep.train_loss = h.train_loss.empty() ? 0 : h.train_loss.back();
+      rep.test_accuracy = h.test_accuracy.empty() ? 0 : h.test_accuracy.back();
+      rep.weights_digest = h.weights_digest;
+      for (size_t e = 0; e < h.train_loss.size(); ++e)
+        rep.epochs.push_back({static_cast<int32_t>(e), h.train_loss[e], h.test_accuracy[e],
+                              h.samples / static_cast<int64_t>(h.train_loss.size())});
+      out.heads.push_back(rep);
+      out.actors.push_back(rep);
+    }
+    out.nodes.push_back(current_node_report(r.only_head.empty() ? "local" : r.only_head));
+    return out;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
+caf::expected<job_result> run_separate(const topology& t, const run_request& r) {
+  auto dir = make_work_directory("baton-baseline");
+  if (!dir)
+    return dir.error();
+  owned_directory logs{*dir};
+  auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(t.heads.size()));
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::string, child_process>> children;
+  for (const auto& h : t.heads) {
+    std::vector<std::string> argv{self_executable(), "run"};
+    if (!r.topology_path.empty())
+      argv.push_back(r.topology_path);
+    for (const auto& o : r.overrides) {
+      argv.push_back("--set");
+      argv.push_back(o);
+    }
+    auto out = *dir + "/" + h.spec.name + ".json";
+    argv.insert(argv.end(), {"--mode", "local", "--only-head", h.spec.name, "--threads",
+                             std::to_string(threads), "--metrics-out", out});
+    auto child = child_process::start(argv, *dir + "/" + h.spec.name + ".log");
+    if (!child)
+      return child.error();
+    children.emplace_back(out, std::move(*child));
+  }
+  spdlog::info("baseline: {} separate processes ({} torch thread(s) each, logs in {})",
+               children.size(), threads, *dir);
+  job_result result;
+  result.mode = "separate";
+  result.topology_file = t.file;
+  for (auto& [out, child] : children) {
+    while (child.running()) {
+      if (r.interrupted && r.interrupted->load())
+        return make_error(errc::interrupted, "stopping the baseline processes");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (auto code = child.wait(); code != 0)
+      return make_error(errc::actor_failed, "baseline process failed (exit code " +
+                                              std::to_string(code) + "); its log:\n" +
+                                              child.log_tail());
+    std::ifstream in{out};
+    auto part = job_result_from_json(nlohmann::json::parse(in, nullptr, false));
+    if (!part)
+      return part.error();
+    for (auto& h : part->heads)
+      result.heads.push_back(h);
+    for (auto& n : part->nodes)
+      result.nodes.push_back(n);
+    for (auto& a : part->actors)
+      result.actors.push_back(a);
+    // The processes train at the same time: the slowest one's time.
+    result.train_seconds = std::max(result.train_seconds, part->train_seconds);
+  }
+  result.wall_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+caf::expected<void> ensure_pretrained(const topology& t, bool force) {
+  if (t.checkpoint.empty() || (!force && std::filesystem::exists(t.checkpoint)))
+    return caf::unit;
+  const auto* task = t.find_task(t.pretrain.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
+                                          "' is not one of the topology's tasks");
+  spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
+               "epoch(s)) first",
+               t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
+               t.pretrain.epochs);
+  at::set_num_threads(cores());
+  try {
+    auto data = load_data(t, t.pretrain.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
+    spec.plan.epochs = t.pretrain.epochs;
+    auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
+    spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",
+                 t.checkpoint, 100 * accuracy, task->name);
+    return caf::unit;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, std::string{"pre-training failed: "} + e.what());
+  }
+}
+
+} // namespace baton::actors

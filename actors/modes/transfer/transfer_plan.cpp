@@ -1,0 +1,39 @@
+#include "actors/modes/transfer/transfer_plan.hpp"
+
+#include "actors/config/role_spec.hpp"
+#include "actors/roles/source.hpp"
+
+namespace baton::actors {
+
+job_plan plan_transfer(const topology& t) {
+  job_plan plan;
+  planned_actor source{"source", "source", t.source_node, to_yaml(make_source_spec(t))};
+  source.starts = true;
+  plan.actors.push_back(std::move(source));
+  std::string previous = "source";
+  for (const auto& s : t.stages) {
+    stage_spec spec{t.backbone,
+                    t.checkpoint,
+                    static_cast<int64_t>(s.begin),
+                    static_cast<int64_t>(s.end),
+                    t.runtime.window,
+                    t.runtime.stage_threads};
+    planned_actor stage{"stage", s.name, s.node, to_yaml(spec)};
+    stage.threads = t.runtime.stage_threads;
+    plan.actors.push_back(std::move(stage));
+    plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
+    previous = s.name;
+  }
+  for (const auto& h : t.heads) {
+    head_role_spec spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
+    planned_actor head{"head", h.spec.name, h.node, to_yaml(spec)};
+    head.threads = t.runtime.head_threads;
+    head.trainable = true;
+    head.result = h.spec.name;
+    plan.actors.push_back(std::move(head));
+    plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
+  }
+  return plan;
+}
+
+} // namespace baton::actors

@@ -1,0 +1,83 @@
+#pragma once
+
+// What the runtime runs: a training mode turns its topology section into a
+// job_plan, and the coordinator places, spawns, wires, supervises, restarts
+// and collects any plan without knowing which mode made it. Plain data: no
+// CAF, no mode.
+//
+//   mode (actors/modes/<m>/)          runtime (actors/runtime/)
+//   topology section -> job_plan  ->  spawn actors in order, introduce edges
+//                                     in order, start the `starts`, merge
+//                                     the reports of each result group
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace baton::actors {
+
+/// One actor of a job, as a mode asks for it.
+struct planned_actor {
+  std::string role;     ///< a role of the role table: "source", "head", ...
+  std::string name;     ///< unique in the job: faults, checkpoints and metrics name it
+  std::string node;     ///< the node it is placed on; "" = the embedded process
+  std::string settings; ///< the role's settings (YAML); the runtime adds `run:`
+  int32_t threads = 1;  ///< compute threads, checked against the node's cores
+  /// Checkpointed and restored on a restart; a `throw` fault (and chaos) may
+  /// name it. The last trainable actor in plan order reports its steps.
+  bool trainable = false;
+  bool starts = false;  ///< sent start_atom once every edge is wired (a source)
+  /// "" or the result this actor reports into: one result per group, its
+  /// members' reports merged (samples add, loss weighted by samples, the
+  /// accuracy of the member that evaluated). Replicas share one group.
+  std::string result;
+  /// Sends its weights at the end (replica 0 of each pipeline stage): the
+  /// job's weights, in plan order.
+  bool sends_weights = false;
+};
+
+/// How two actors are introduced, in plan order: a sender adds its
+/// receivers in the order of its edges.
+struct planned_edge {
+  enum class kind_t {
+    data, ///< `from` sends microbatches to `to` under a credit window
+    peer  ///< `from` is told `to`'s handle as its peer number `index`
+  };
+  kind_t kind = kind_t::data;
+  std::string from;
+  std::string to;
+  int32_t index = 0; ///< peer edges: `to`'s place in `from`'s group
+};
+
+/// A whole job: what to spawn and how to connect it.
+struct job_plan {
+  std::vector<planned_actor> actors; ///< spawned in this order
+  std::vector<planned_edge> edges;   ///< introduced in this order
+
+  /// The actor named `name`, or nullptr.
+  const planned_actor* find(const std::string& name) const {
+    for (const auto& a : actors)
+      if (a.name == name)
+        return &a;
+    return nullptr;
+  }
+
+  /// The names of the trainable actors, in plan order.
+  std::vector<std::string> trainable_names() const {
+    std::vector<std::string> out;
+    for (const auto& a : actors)
+      if (a.trainable)
+        out.push_back(a.name);
+    return out;
+  }
+
+  /// How many actors report into result group `result`.
+  size_t group_size(const std::string& result) const {
+    size_t n = 0;
+    for (const auto& a : actors)
+      n += !result.empty() && a.result == result ? 1 : 0;
+    return n;
+  }
+};
+
+} // namespace baton::actors

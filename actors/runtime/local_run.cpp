@@ -1,0 +1,36 @@
+#include "actors/runtime/local_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/roles/source.hpp"
+
+namespace baton::actors {
+
+int32_t cores() {
+  return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+}
+
+caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
+                                                                   int64_t train_limit) {
+  auto spec = make_source_spec(t);
+  spec.train_limit = train_limit;
+  return load_source_data(spec);
+}
+
+model::progress_fn log_progress(const std::string& what) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [what, last](const std::string& name, int32_t epoch, int64_t samples, double loss) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - *last < std::chrono::seconds(5))
+      return;
+    *last = now;
+    spdlog::info("{} {}: epoch {} {} samples, loss {:.4f}", what, name, epoch + 1, samples, loss);
+  };
+}
+
+} // namespace baton::actors

@@ -1,0 +1,31 @@
+#pragma once
+
+// What the one-process runs share (the modes' `--mode local` references and
+// pre-training): the machine's cores, the topology's data as its source
+// reads it, and progress in the log.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "model/dataset.hpp"
+#include "model/local.hpp"
+
+namespace baton::actors {
+
+/// The machine's hardware threads (at least 1).
+int32_t cores();
+
+/// The topology's train and test splits, exactly as its source reads them,
+/// with at most `train_limit` training samples (0: all).
+caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
+                                                                   int64_t train_limit);
+
+/// Logs the progress of a one-process run every 5 s at most, as "WHAT NAME:
+/// epoch E N samples, loss L".
+model::progress_fn log_progress(const std::string& what);
+
+} // namespace baton::actors
