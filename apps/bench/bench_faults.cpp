@@ -37,6 +37,25 @@ bool same_counts(const job_result& a, const job_result& b) {
   return true;
 }
 
+/// The two runs side by side, and what the columns mean.
+void print_table(const job_result& clean, const job_result& faulty, bool same_weights,
+                 bool exactly_once) {
+  std::printf("\n%-10s %9s %9s %12s %12s %9s %13s %13s\n", "run", "wall s", "ratio",
+              "detected ms", "recovered ms", "restored", "same weights", "exactly once");
+  std::printf("%-10s %9.1f %9s %12s %12s %9s %13s %13s\n", "clean", clean.wall_seconds,
+              "1.00x", "-", "-", "-", "-", "-");
+  auto fault = faulty.faults.empty() ? fault_record{} : faulty.faults.front();
+  std::printf("%-10s %9.1f %8.2fx %12lld %12lld %9lld %13s %13s\n", "faulty",
+              faulty.wall_seconds, faulty.wall_seconds / clean.wall_seconds,
+              static_cast<long long>(fault.detected_after_ms),
+              static_cast<long long>(fault.recovered_after_ms),
+              static_cast<long long>(fault.restored_step), same_weights ? "yes" : "NO",
+              exactly_once ? "yes" : "NO");
+  std::printf("\ndetected: from the kill to the coordinator noticing the lost node; "
+              "recovered: from then\nuntil every actor was restarted from the checkpoint of "
+              "the restored step and wired again.\n");
+}
+
 } // namespace
 
 int bench_faults(const bench_faults_request& r) {
@@ -75,20 +94,7 @@ int bench_faults(const bench_faults_request& r) {
   }
   bool same_weights = digests(*clean) == digests(*faulty) && !digests(*clean).empty();
   bool exactly_once = same_counts(*clean, *faulty);
-  std::printf("\n%-10s %9s %9s %12s %12s %9s %13s %13s\n", "run", "wall s", "ratio",
-              "detected ms", "recovered ms", "restored", "same weights", "exactly once");
-  std::printf("%-10s %9.1f %9s %12s %12s %9s %13s %13s\n", "clean", clean->wall_seconds,
-              "1.00x", "-", "-", "-", "-", "-");
-  auto fault = faulty->faults.empty() ? fault_record{} : faulty->faults.front();
-  std::printf("%-10s %9.1f %8.2fx %12lld %12lld %9lld %13s %13s\n", "faulty",
-              faulty->wall_seconds, faulty->wall_seconds / clean->wall_seconds,
-              static_cast<long long>(fault.detected_after_ms),
-              static_cast<long long>(fault.recovered_after_ms),
-              static_cast<long long>(fault.restored_step), same_weights ? "yes" : "NO",
-              exactly_once ? "yes" : "NO");
-  std::printf("\ndetected: from the kill to the coordinator noticing the lost node; "
-              "recovered: from then\nuntil every actor was restarted from the checkpoint of "
-              "the restored step and wired again.\n");
+  print_table(*clean, *faulty, same_weights, exactly_once);
   if (!r.json_out.empty()) {
     nlohmann::json out = {{"bench", "faults"},
                           {"samples", samples},

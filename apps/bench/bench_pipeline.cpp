@@ -220,6 +220,72 @@ run_sides(const bench_pipeline_request& r, const std::string& name, const std::s
   return runs;
 }
 
+/// Prints one model's rows (the local side, then each schedule's median
+/// run) and adds them to `out`.
+void report_model(const bench_pipeline_request& r, const std::string& name,
+                  std::map<std::string, std::vector<side_run>>& runs,
+                  nlohmann::json& out) {
+  const auto& local = median_run(runs.at("local"));
+  auto local_rate = samples_per_second(local.result);
+  std::printf("\n%-9s %-14s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
+              "samples/s", "vs (a)", "stage busy", "bubble", "theory", "overhead",
+              "extra CPU", "steal");
+  std::printf("%-9s %-14s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
+              local_rate, "1.00x", "-", "-", "-", "-", "-", 100 * local.steal);
+  for (const auto& schedule : r.schedules) {
+    const auto& side = median_run(runs.at(schedule));
+    auto rate = samples_per_second(side.result);
+    auto ratio = rate / local_rate;
+    auto figures = stages_of(side.result);
+    auto theory = schedule == "1f1b" ? 0.0 : gpipe_bubble(2, bench_microbatches);
+    auto overhead = overhead_of(side.result);
+    auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
+    std::printf("%-9s %-14s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
+                ("(b) " + schedule).c_str(), rate, ratio,
+                percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
+                100 * overhead, 100 * extra_cpu, 100 * side.steal);
+    std::fflush(stdout);
+    out["results"].push_back({{"model", name},
+                              {"schedule", schedule},
+                              {"local_samples_per_second", local_rate},
+                              {"pipeline_samples_per_second", rate},
+                              {"ratio", ratio},
+                              {"stage_utilisation", figures.utilisation},
+                              {"bubble_fraction", figures.bubble},
+                              {"theoretical_bubble_fraction", theory},
+                              {"overhead_fraction", overhead},
+                              {"extra_cpu_fraction", extra_cpu},
+                              {"local_steal_fraction", local.steal},
+                              {"pipeline_steal_fraction", side.steal}});
+  }
+}
+
+/// What the legend under the tables means.
+void print_legend() {
+  std::printf(
+    "\nsamples/s: training samples over training time (setup excluded, the final evaluation "
+    "included);\nstage busy: each stage's compute over its life; bubble: a stage's idle time "
+    "between two pieces\nof training work over its training time (mean of the stages); theory: "
+    "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; "
+    "overhead: CPU of the stages' processes\nwhile training beyond the stages' computations "
+    "(messages, wire, CAF, the source) over those\ncomputations; extra CPU: CPU seconds of every "
+    "process of (b) (starting included) over (a)'s,\nminus 1; steal: CPU time the hypervisor "
+    "gave to other guests during the run (noise).\n");
+}
+
+/// The topology overrides of one model's sides.
+std::vector<std::string> overrides_of(const bench_model& m, bool quick) {
+  auto overrides = quick ? m.quick : m.full;
+  // 1f1b steps after every microbatch, 4 times as often as the other
+  // sides, and diverged at the topology's lr of 0.05 with momentum 0.9: the
+  // bench trains at lr 0.01 on every side (it measures speed, not accuracy).
+  overrides.insert(overrides.end(),
+                   {"data.microbatches=" + std::to_string(bench_microbatches),
+                    "data.batch_size=" + std::to_string(bench_microbatches * bench_microbatch),
+                    "backbone.pretrain.optimizer.lr=0.01"});
+  return overrides;
+}
+
 } // namespace
 
 int bench_pipeline(const bench_pipeline_request& r) {
@@ -247,14 +313,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
       spdlog::error("bench pipeline: unknown model '{}' (convnet, resnet18)", name);
       return 2;
     }
-    auto overrides = r.quick ? m->quick : m->full;
-    // 1f1b steps after every microbatch, 4 times as often as the other
-    // sides, and diverged at the topology's lr of 0.05 with momentum 0.9: the
-    // bench trains at lr 0.01 on every side (it measures speed, not accuracy).
-    overrides.insert(overrides.end(),
-                     {"data.microbatches=" + std::to_string(bench_microbatches),
-                      "data.batch_size=" + std::to_string(bench_microbatches * bench_microbatch),
-                      "backbone.pretrain.optimizer.lr=0.01"});
+    auto overrides = overrides_of(*m, r.quick);
     auto planned =
       plan_two_stages(std::string{BATON_SOURCE_DIR} + "/" + m->topology, *dir, name, r.quick);
     if (!planned) {
@@ -268,49 +327,9 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    const auto& local = median_run(runs->at("local"));
-    auto local_rate = samples_per_second(local.result);
-    std::printf("\n%-9s %-14s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
-                "samples/s", "vs (a)", "stage busy", "bubble", "theory", "overhead",
-                "extra CPU", "steal");
-    std::printf("%-9s %-14s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
-                local_rate, "1.00x", "-", "-", "-", "-", "-", 100 * local.steal);
-    for (const auto& schedule : r.schedules) {
-      const auto& side = median_run(runs->at(schedule));
-      auto rate = samples_per_second(side.result);
-      auto ratio = rate / local_rate;
-      auto figures = stages_of(side.result);
-      auto theory = schedule == "1f1b" ? 0.0 : gpipe_bubble(2, bench_microbatches);
-      auto overhead = overhead_of(side.result);
-      auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
-      std::printf("%-9s %-14s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
-                  ("(b) " + schedule).c_str(), rate, ratio,
-                  percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
-                  100 * overhead, 100 * extra_cpu, 100 * side.steal);
-      std::fflush(stdout);
-      out["results"].push_back({{"model", name},
-                                {"schedule", schedule},
-                                {"local_samples_per_second", local_rate},
-                                {"pipeline_samples_per_second", rate},
-                                {"ratio", ratio},
-                                {"stage_utilisation", figures.utilisation},
-                                {"bubble_fraction", figures.bubble},
-                                {"theoretical_bubble_fraction", theory},
-                                {"overhead_fraction", overhead},
-                                {"extra_cpu_fraction", extra_cpu},
-                                {"local_steal_fraction", local.steal},
-                                {"pipeline_steal_fraction", side.steal}});
-    }
+    report_model(r, name, *runs, out);
   }
-  std::printf(
-    "\nsamples/s: training samples over training time (setup excluded, the final evaluation "
-    "included);\nstage busy: each stage's compute over its life; bubble: a stage's idle time "
-    "between two pieces\nof training work over its training time (mean of the stages); theory: "
-    "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; "
-    "overhead: CPU of the stages' processes\nwhile training beyond the stages' computations "
-    "(messages, wire, CAF, the source) over those\ncomputations; extra CPU: CPU seconds of every "
-    "process of (b) (starting included) over (a)'s,\nminus 1; steal: CPU time the hypervisor "
-    "gave to other guests during the run (noise).\n");
+  print_legend();
   if (!r.json_out.empty()) {
     std::ofstream{r.json_out} << out.dump(2) << '\n';
     std::printf("figures written to %s\n", r.json_out.c_str());

@@ -16,6 +16,70 @@
 
 namespace baton::actors {
 
+namespace {
+
+/// One epoch of the whole model, microbatch by microbatch as the stages see
+/// them (a step per minibatch under a flush schedule, per microbatch under
+/// 1f1b), then its test accuracy.
+messages::epoch_result train_epoch(const topology& t, const model::task& task,
+                                  model::stage_trainer& trainer, const model::dataset& train,
+                                  const model::dataset& test, int32_t epoch) {
+  bool flush = t.schedule != "1f1b";
+  auto plan = model::plan_epoch(train.size(), t.plan, epoch);
+  double loss_sum = 0;
+  int64_t samples = 0;
+  int32_t in_step = 0;
+  for (size_t k = 0; k < plan.microbatches.size(); ++k) {
+    auto [x, y] = model::gather(train, plan.microbatches[k]);
+    auto size = plan.step_size_of[k];
+    trainer.forward(static_cast<int64_t>(k), x, true);
+    auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(task, y),
+                                   flush ? size : 1);
+    loss_sum += b.loss * x.size(0);
+    samples += x.size(0);
+    if (!flush || ++in_step == size) {
+      trainer.step();
+      in_step = 0;
+    }
+  }
+  int64_t correct = 0;
+  for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
+    auto [x, y] = model::gather(test, ids);
+    correct += trainer.infer(x).argmax(1).eq(model::apply(task, y)).sum().item<int64_t>();
+  }
+  double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
+  return {epoch, samples ? loss_sum / samples : 0.0, accuracy, samples};
+}
+
+/// The stages' reports and weights, cut from the whole model at the
+/// pipeline's boundaries; the last stage carries the epochs of `trained`.
+void report_stages(const topology& t, const model::task& task, model::layered_model& whole,
+                   int64_t version, const messages::actor_report& trained, job_result& out) {
+  for (size_t i = 0; i < t.pipeline.size(); ++i) {
+    messages::actor_report stage;
+    stage.actor = "stage" + std::to_string(i);
+    stage.role = "pipeline_stage";
+    stage.node = "local";
+    auto slice = whole.slice(t.pipeline[i].begin, t.pipeline[i].end);
+    stage.weights_digest = model::weights_digest(slice);
+    messages::tensor_set weights{"weights", stage.actor, 0, version, 0, {}, {}};
+    for (const auto& p : slice.state())
+      weights.tensors.push_back(p.detach());
+    out.stage_weights.push_back(std::move(weights));
+    if (i + 1 == t.pipeline.size()) {
+      stage.task = task.name;
+      stage.samples = trained.samples;
+      stage.epochs = trained.epochs;
+      stage.train_loss = trained.epochs.empty() ? 0 : trained.epochs.back().train_loss;
+      stage.test_accuracy = trained.epochs.empty() ? 0 : trained.epochs.back().test_accuracy;
+      out.heads.push_back(stage);
+    }
+    out.actors.push_back(stage);
+  }
+}
+
+} // namespace
+
 caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r) {
   // The stages' thread budget by default: then the arithmetic is the same
   // bit for bit (OpenBLAS sums in another order with more threads).
@@ -31,62 +95,18 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
     auto& [train, test] = *data;
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     model::stage_trainer trainer{whole, t.pretrain.optimizer, model::stash_mode::stash};
-    bool flush = t.schedule != "1f1b";
-    messages::actor_report last;
+    messages::actor_report trained;
     auto training_started = std::chrono::steady_clock::now();
     for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
-      auto plan = model::plan_epoch(train.size(), t.plan, epoch);
-      double loss_sum = 0;
-      int64_t samples = 0;
-      int32_t in_step = 0;
-      for (size_t k = 0; k < plan.microbatches.size(); ++k) {
-        auto [x, y] = model::gather(train, plan.microbatches[k]);
-        auto size = plan.step_size_of[k];
-        trainer.forward(static_cast<int64_t>(k), x, true);
-        auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(*task, y),
-                                       flush ? size : 1);
-        loss_sum += b.loss * x.size(0);
-        samples += x.size(0);
-        if (!flush || ++in_step == size) {
-          trainer.step();
-          in_step = 0;
-        }
-      }
-      int64_t correct = 0;
-      for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
-        auto [x, y] = model::gather(test, ids);
-        correct += trainer.infer(x).argmax(1).eq(model::apply(*task, y)).sum().item<int64_t>();
-      }
-      double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
-      last.epochs.push_back({epoch, samples ? loss_sum / samples : 0.0, accuracy, samples});
-      last.samples += samples;
+      trained.epochs.push_back(train_epoch(t, *task, trainer, train, test, epoch));
+      trained.samples += trained.epochs.back().samples;
       spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
-                   100 * accuracy);
+                   100 * trained.epochs.back().test_accuracy);
     }
     job_result out;
     out.job = "pipeline";
     out.mode = "local";
-    for (size_t i = 0; i < t.pipeline.size(); ++i) {
-      messages::actor_report stage;
-      stage.actor = "stage" + std::to_string(i);
-      stage.role = "pipeline_stage";
-      stage.node = "local";
-      auto slice = whole.slice(t.pipeline[i].begin, t.pipeline[i].end);
-      stage.weights_digest = model::weights_digest(slice);
-      messages::tensor_set weights{"weights", stage.actor, 0, trainer.version(), 0, {}, {}};
-      for (const auto& p : slice.state())
-        weights.tensors.push_back(p.detach());
-      out.stage_weights.push_back(std::move(weights));
-      if (i + 1 == t.pipeline.size()) {
-        stage.task = task->name;
-        stage.samples = last.samples;
-        stage.epochs = last.epochs;
-        stage.train_loss = last.epochs.empty() ? 0 : last.epochs.back().train_loss;
-        stage.test_accuracy = last.epochs.empty() ? 0 : last.epochs.back().test_accuracy;
-        out.heads.push_back(stage);
-      }
-      out.actors.push_back(stage);
-    }
+    report_stages(t, *task, whole, trainer.version(), trained, out);
     out.nodes.push_back(current_node_report("local"));
     auto ended = std::chrono::steady_clock::now();
     out.wall_seconds = std::chrono::duration<double>(ended - started).count();

@@ -488,7 +488,9 @@ struct pipeline_setup {
   training_counters counters; ///< restored from the checkpoint, or zero
 };
 
-caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
+/// The state a stage starts with: its settings, its trainer (restored or
+/// fresh) and what follows from them.
+void init_state(pipeline_actor* self, pipeline_setup setup) {
   auto& init = self->state;
   init.name = std::move(setup.name);
   init.node = std::move(setup.node);
@@ -502,6 +504,37 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
   init.group.applied = init.group.contributed = init.trainer->version();
   init.group.peers.resize(static_cast<size_t>(init.spec.replicas));
   init.backward_edge = {init.name, "upstream", 0, 0};
+}
+
+/// A replica's peer sent its gradients (a replicated stage sums them).
+void on_peer_tensors(pipeline_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  if (t.invalid || t.kind != "gradients" || !replicated(st) || t.replica < 0 ||
+      t.replica >= st.spec.replicas || t.replica == st.spec.replica ||
+      t.tensors.size() != st.trainer->layers().parameters().size())
+    return fail(self, st.coordinator, st.name,
+                "refused gradients from '" + t.from + "' it cannot use" +
+                  (t.invalid ? ": " + describe(t.invalid) : std::string{}));
+  guarded(self, "replica gradients", [=, &t] {
+    auto since = clock_type::now();
+    on_peer_gradients(self, t); // may step: busy, not bubble
+    self->state.work.add_busy(since);
+    act(self);
+  });
+}
+
+/// A replica learns peer number `replica` of its group.
+caf::result<caf::ok_atom> on_peer(pipeline_actor* self, const caf::actor& peer, int32_t replica) {
+  auto& st = self->state;
+  if (replica < 0 || replica >= st.spec.replicas || replica == st.spec.replica)
+    return make_error(errc::bad_config, st.name + ": no replica " + std::to_string(replica) +
+                                          " in a group of " + std::to_string(st.spec.replicas));
+  st.group.peers[static_cast<size_t>(replica)] = peer;
+  return caf::ok_atom::value;
+}
+
+caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
+  init_state(self, std::move(setup));
   return {
     observe_coordinator(self),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
@@ -516,14 +549,8 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       auto& st = self->state;
       fail(self, st.coordinator, st.name, "injected fault: " + kind);
     },
-    [=](group_atom, const caf::actor& peer, int32_t replica) -> caf::result<caf::ok_atom> {
-      auto& st = self->state;
-      if (replica < 0 || replica >= st.spec.replicas || replica == st.spec.replica)
-        return make_error(errc::bad_config, st.name + ": no replica " + std::to_string(replica) +
-                                              " in a group of " +
-                                              std::to_string(st.spec.replicas));
-      st.group.peers[static_cast<size_t>(replica)] = peer;
-      return caf::ok_atom::value;
+    [=](group_atom, const caf::actor& peer, int32_t replica) {
+      return on_peer(self, peer, replica);
     },
     [=](microbatch& m) {
       auto& st = self->state;
@@ -552,21 +579,7 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       st.gradients.push_back(std::move(g));
       guarded(self, "backward", [=] { act(self); });
     },
-    [=](tensor_set& t) {
-      auto& st = self->state;
-      if (t.invalid || t.kind != "gradients" || !replicated(st) || t.replica < 0 ||
-          t.replica >= st.spec.replicas || t.replica == st.spec.replica ||
-          t.tensors.size() != st.trainer->layers().parameters().size())
-        return fail(self, st.coordinator, st.name,
-                    "refused gradients from '" + t.from + "' it cannot use" +
-                      (t.invalid ? ": " + describe(t.invalid) : std::string{}));
-      guarded(self, "replica gradients", [=, &t] {
-        auto since = clock_type::now();
-        on_peer_gradients(self, t); // may step: busy, not bubble
-        self->state.work.add_busy(since);
-        act(self);
-      });
-    },
+    [=](tensor_set& t) { on_peer_tensors(self, t); },
     [=](const messages::credit& c) {
       auto& st = self->state;
       if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
