@@ -2,9 +2,6 @@
 // sends a slow receiver (this test) at most W microbatches before a credit
 // comes back, however many inputs it holds.
 
-#include <fstream>
-#include <thread>
-
 #include <ATen/ATen.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -12,10 +9,10 @@
 
 #include "actors/config/role_spec.hpp"
 #include "actors/flow/interfaces.hpp"
-#include "actors/runtime/child_process.hpp"
-#include "actors/runtime/system.hpp"
+#include "actors/net/system.hpp"
 #include "messages/type_ids.hpp"
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton;
 using namespace std::chrono_literals;
@@ -47,18 +44,10 @@ int drain(caf::scoped_actor& self, std::chrono::milliseconds wait) {
 } // namespace
 
 TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
-  auto dir = baton::testing::temp_dir("backpressure");
-  auto node = actors::child_process::start(
-    {BATON_BINARY, "node", "--name", "n1", "--port", "0", "--port-file", dir + "/port"},
-    dir + "/node.log");
-  ASSERT_TRUE(node);
-  uint16_t port = 0;
-  for (int i = 0; i < 500 && port == 0; ++i) {
-    std::ifstream in{dir + "/port"};
-    in >> port;
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_NE(port, 0) << node->log_tail();
+  baton::testing::scratch_dir dir{"backpressure"};
+  baton::testing::node_process node{dir.path(), "n1"};
+  auto port = node.port();
+  ASSERT_NE(port, 0) << node.log();
 
   caf::actor_system_config cfg;
   actors::configure(cfg, {});
@@ -95,5 +84,5 @@ TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
   self->send(stage, messages::credit{-1, window, {}});
   EXPECT_EQ(drain(self, 1500ms), window);
   self->send_exit(stage, caf::exit_reason::user_shutdown);
-  node->stop();
+  node.stop();
 }

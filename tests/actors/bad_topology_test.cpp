@@ -3,23 +3,20 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 
 namespace {
-
-std::string write_topology(const std::string& name, const std::string& text) {
-  auto path = temp_dir("bad") + "/" + name + ".yaml";
-  std::ofstream{path} << text;
-  return path;
-}
 
 const char* valid_prefix = R"(job: transfer
 data: {dataset: synthetic, synthetic_train: 64, synthetic_test: 32, batch_size: 16}
@@ -30,9 +27,21 @@ heads:
   - {name: all10, task: all10}
 )";
 
+class bad_topology : public ::testing::Test {
+protected:
+  /// Writes `text` to NAME.yaml in this test's directory; returns its path.
+  std::string write_topology(const std::string& name, const std::string& text) const {
+    auto path = dir_.path() + "/" + name + ".yaml";
+    std::ofstream{path} << text;
+    return path;
+  }
+
+  scratch_dir dir_{"bad-topology"};
+};
+
 } // namespace
 
-TEST(bad_topology, unknown_key_names_file_and_line) {
+TEST_F(bad_topology, unknown_key_names_file_and_line) {
   auto path = write_topology("unknown", std::string{valid_prefix} + "runtime:\n  windw: 4\n");
   auto out = run_baton({"run", path});
   EXPECT_EQ(out.exit_code, 2) << out.text;
@@ -40,7 +49,7 @@ TEST(bad_topology, unknown_key_names_file_and_line) {
   EXPECT_NE(out.text.find("windw"), std::string::npos) << out.text;
 }
 
-TEST(bad_topology, wrong_type_names_file_and_line) {
+TEST_F(bad_topology, wrong_type_names_file_and_line) {
   auto path = write_topology("type", std::string{valid_prefix} + "runtime:\n  window: four\n");
   auto out = run_baton({"run", path});
   EXPECT_EQ(out.exit_code, 2) << out.text;
@@ -48,13 +57,13 @@ TEST(bad_topology, wrong_type_names_file_and_line) {
   EXPECT_NE(out.text.find("four"), std::string::npos) << out.text;
 }
 
-TEST(bad_topology, missing_file) {
+TEST_F(bad_topology, missing_file) {
   auto out = run_baton({"run", "/nonexistent/topology.yaml"});
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("/nonexistent/topology.yaml"), std::string::npos) << out.text;
 }
 
-TEST(bad_topology, split_point_out_of_range) {
+TEST_F(bad_topology, split_point_out_of_range) {
   std::string text = valid_prefix;
   text.replace(text.find("[pool1]"), 7, "[pool9]");
   auto path = write_topology("split", text);
@@ -64,7 +73,7 @@ TEST(bad_topology, split_point_out_of_range) {
   EXPECT_NE(out.text.find("pool9"), std::string::npos) << out.text;
 }
 
-TEST(bad_topology, unreachable_node) {
+TEST_F(bad_topology, unreachable_node) {
   // Port 1 on loopback: nothing listens there for an unprivileged service.
   auto path = write_topology("node", std::string{valid_prefix} +
                                        "nodes:\n  - {name: n1, host: 127.0.0.1, port: 1}\n");
@@ -74,7 +83,7 @@ TEST(bad_topology, unreachable_node) {
   EXPECT_NE(out.text.find("unreachable"), std::string::npos) << out.text;
 }
 
-TEST(bad_topology, bad_override) {
+TEST_F(bad_topology, bad_override) {
   auto out = run_baton({"run", source_path("configs/transfer.yaml"), "--set", "data.epochs=x"});
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("data.epochs"), std::string::npos) << out.text;
@@ -85,7 +94,7 @@ TEST(bad_topology, bad_override) {
 // read or allocated without end.
 
 // Item 8: `baton run /dev/zero` read ~800 MB/s until killed; a FIFO blocks.
-TEST(bad_topology, devices_and_fifos_are_refused_unread) {
+TEST_F(bad_topology, devices_and_fifos_are_refused_unread) {
   for (const char* device : {"/dev/zero", "/dev/urandom"}) {
     auto out = run_baton_bounded({"run", device});
     EXPECT_EQ(out.exit_code, 2) << out.text;
@@ -94,7 +103,7 @@ TEST(bad_topology, devices_and_fifos_are_refused_unread) {
               std::string::npos)
       << out.text;
   }
-  auto fifo = temp_dir("fifo") + "/topology.yaml";
+  auto fifo = dir_.path() + "/topology.yaml";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   auto out = run_baton_bounded({"run", fifo});
   EXPECT_EQ(out.exit_code, 2) << out.text;
@@ -102,7 +111,7 @@ TEST(bad_topology, devices_and_fifos_are_refused_unread) {
 }
 
 // Item 8: every file the CLI reads as config: node.yaml, a plan's profile.
-TEST(bad_topology, node_config_and_profile_from_a_device_are_refused) {
+TEST_F(bad_topology, node_config_and_profile_from_a_device_are_refused) {
   auto node = run_baton_bounded({"node", "--config", "/dev/zero"});
   EXPECT_EQ(node.exit_code, 2) << node.text;
   EXPECT_NE(node.text.find("cannot read node file '/dev/zero': not a regular file"),
@@ -116,7 +125,7 @@ TEST(bad_topology, node_config_and_profile_from_a_device_are_refused) {
 }
 
 // Item 4: a 50 MB list took 9.76 GB and ended in std::bad_alloc with no line.
-TEST(bad_topology, a_huge_topology_is_refused_by_its_size) {
+TEST_F(bad_topology, a_huge_topology_is_refused_by_its_size) {
   std::string labels = "[0";
   while (labels.size() < (size_t{4} << 20))
     labels += ", 0";
@@ -132,7 +141,7 @@ TEST(bad_topology, a_huge_topology_is_refused_by_its_size) {
 
 // Items 4 and 5: a long list names its key and line; a long value is quoted
 // by a prefix (it was repeated whole: a 52 MB log line).
-TEST(bad_topology, long_lists_and_values_make_short_errors) {
+TEST_F(bad_topology, long_lists_and_values_make_short_errors) {
   std::string labels = "[0";
   for (int i = 0; i < 50000; ++i)
     labels += ", 0";
@@ -157,7 +166,7 @@ TEST(bad_topology, long_lists_and_values_make_short_errors) {
 }
 
 // Item 6: 771k heads spawned 668 actors, then hung.
-TEST(bad_topology, too_many_heads_is_an_error_with_the_range) {
+TEST_F(bad_topology, too_many_heads_is_an_error_with_the_range) {
   std::string heads = "heads:\n";
   for (int i = 0; i < 100000; ++i)
     heads += "  - {name: h" + std::to_string(i) + ", task: all10}\n";
@@ -178,7 +187,7 @@ TEST(bad_topology, too_many_heads_is_an_error_with_the_range) {
 
 // Item 9: scheduler_threads=100000 aborted (exit 134); stage_threads=100000
 // made threads until the process could make no more, deaf to SIGTERM.
-TEST(bad_topology, thread_counts_out_of_range_are_bad_input) {
+TEST_F(bad_topology, thread_counts_out_of_range_are_bad_input) {
   auto path = write_topology("threads", valid_prefix);
   for (const char* set : {"runtime.scheduler_threads=100000", "runtime.stage_threads=100000",
                           "runtime.head_threads=0"}) {
@@ -192,7 +201,7 @@ TEST(bad_topology, thread_counts_out_of_range_are_bad_input) {
     EXPECT_NE(node.text.find("--scheduler-threads"), std::string::npos) << node.text;
     EXPECT_NE(node.text.find("from 1 to 64, got"), std::string::npos) << node.text;
   }
-  auto config = temp_dir("node") + "/node.yaml";
+  auto config = dir_.path() + "/node.yaml";
   std::ofstream{config} << "name: n1\nscheduler_threads: 100000\n";
   auto node = run_baton_bounded({"node", "--config", config});
   EXPECT_EQ(node.exit_code, 2) << node.text;
@@ -203,7 +212,7 @@ TEST(bad_topology, thread_counts_out_of_range_are_bad_input) {
 
 // Item 10: label 99 gave a 100-way head; 1e8 a 51 GB allocation and a
 // 62-frame backtrace.
-TEST(bad_topology, a_task_class_beyond_the_dataset_classes_names_its_line) {
+TEST_F(bad_topology, a_task_class_beyond_the_dataset_classes_names_its_line) {
   std::string text = valid_prefix;
   text.replace(text.find("8, 9]"), 5, "8, 100000000]");
   auto path = write_topology("label", text);
@@ -217,7 +226,7 @@ TEST(bad_topology, a_task_class_beyond_the_dataset_classes_names_its_line) {
 }
 
 // Item 11: a missing dataset directory exited 1 (a failed run), not 2.
-TEST(bad_topology, a_missing_dataset_directory_is_bad_input) {
+TEST_F(bad_topology, a_missing_dataset_directory_is_bad_input) {
   std::string text = valid_prefix;
   text.replace(text.find("{dataset: synthetic, synthetic_train: 64, synthetic_test: 32,"),
                62, "{dir: /nonexistent/fashion-mnist, train_limit: 64, test_limit: 32,");
@@ -235,7 +244,7 @@ TEST(bad_topology, a_missing_dataset_directory_is_bad_input) {
 }
 
 // Item 19: a fault after the job's last step was accepted and never fired.
-TEST(bad_topology, a_fault_past_the_last_step_is_refused) {
+TEST_F(bad_topology, a_fault_past_the_last_step_is_refused) {
   auto path = write_topology("fault", valid_prefix);
   auto out = run_baton_bounded(
     {"run", path, "--fault", "kind=throw,actor=all10,at_step=4"});
@@ -249,19 +258,14 @@ TEST(bad_topology, a_fault_past_the_last_step_is_refused) {
 
 // Item 11: on a listed node the data is the node's to read, and its refusal
 // of the source was a failed run (actor_failed, exit 1). It is bad input.
-TEST(bad_topology, a_dataset_the_node_cannot_read_is_bad_input) {
-  auto dir = temp_dir("remote");
+TEST_F(bad_topology, a_dataset_the_node_cannot_read_is_bad_input) {
   std::string text = valid_prefix;
   text.replace(text.find("{dataset: synthetic, synthetic_train: 64, synthetic_test: 32,"), 62,
                "{dir: /nonexistent/fashion-mnist, train_limit: 64, test_limit: 32,");
   auto path = write_topology("remote", text + "nodes:\n  - {name: n1, port: 1}\n");
-  auto port = quote(dir + "/port");
-  auto out = run_shell(
-    quote(BATON_BINARY) + " node --name n1 --port 0 --port-file " + port + " >" +
-    quote(dir + "/node.log") + " 2>&1 </dev/null & node=$!; i=0; while [ ! -s " + port +
-    " ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; timeout -s KILL 120 " +
-    quote(BATON_BINARY) + " run " + quote(path) + " --set nodes.0.port=$(cat " + port +
-    ") 2>&1 </dev/null; rc=$?; kill $node; wait $node; exit $rc");
+  node_process node{dir_.path(), "n1"};
+  auto out = run_baton_bounded(
+    {"run", path, "--set", "nodes.0.port=" + std::to_string(node.port())}, 120, 0);
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("bad_file: cannot start source 'source' on node 'n1': bad_file: "
                           "/nonexistent/fashion-mnist/train-images-idx3-ubyte.gz: cannot open"),
@@ -282,9 +286,8 @@ std::string big_endian(uint32_t v) {
           static_cast<char>(v)};
 }
 
-/// A Fashion-MNIST directory of `n` training and `n` test samples.
-std::string small_fashion_mnist(uint32_t n) {
-  auto dir = temp_dir("fmnist");
+/// A Fashion-MNIST directory `dir` of `n` training and `n` test samples.
+void write_small_fashion_mnist(const std::string& dir, uint32_t n) {
   for (const char* split : {"train", "t10k"}) {
     std::string images = big_endian(2051) + big_endian(n) + big_endian(28) + big_endian(28);
     images += std::string(static_cast<size_t>(n) * 28 * 28, '\x40');
@@ -294,28 +297,25 @@ std::string small_fashion_mnist(uint32_t n) {
     write_gzipped(dir + "/" + split + "-images-idx3-ubyte", images);
     write_gzipped(dir + "/" + split + "-labels-idx1-ubyte", labels);
   }
-  return dir;
 }
 
 } // namespace
 
 // Item 19: where the job's length is known only on the node that reads the
 // data, a fault past its end is said at the start of the run (it was silent).
-TEST(bad_topology, a_fault_past_the_last_step_is_warned_when_known_only_at_run_time) {
-  auto data = small_fashion_mnist(64);
-  auto dir = temp_dir("late");
+TEST_F(bad_topology, a_fault_past_the_last_step_is_warned_when_known_only_at_run_time) {
+  auto data = dir_.path() + "/fashion-mnist";
+  std::filesystem::create_directory(data);
+  write_small_fashion_mnist(data, 64);
   std::string text = valid_prefix;
   text.replace(text.find("{dataset: synthetic, synthetic_train: 64, synthetic_test: 32,"), 62,
                "{dir: " + data + ",");
   auto path = write_topology("late", text + "nodes:\n  - {name: n1, port: 1}\n");
-  auto port = quote(dir + "/port");
-  auto out = run_shell(
-    quote(BATON_BINARY) + " node --name n1 --port 0 --port-file " + port + " >" +
-    quote(dir + "/node.log") + " 2>&1 </dev/null & node=$!; i=0; while [ ! -s " + port +
-    " ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; timeout -s KILL 300 " +
-    quote(BATON_BINARY) + " run " + quote(path) + " --set nodes.0.port=$(cat " + port +
-    ") --fault kind=throw,actor=all10,at_step=4 2>&1 </dev/null; rc=$?; kill $node; "
-    "wait $node; exit $rc");
+  node_process node{dir_.path(), "n1"};
+  auto out = run_baton_bounded({"run", path, "--set",
+                                "nodes.0.port=" + std::to_string(node.port()), "--fault",
+                                "kind=throw,actor=all10,at_step=4"},
+                               300, 0);
   EXPECT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("at_step: 4}: fault 'throw' at step 4 will never fire: the job has 4 steps (64 "
                           "training samples per epoch in minibatches of 16)"),

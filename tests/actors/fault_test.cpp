@@ -8,11 +8,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 namespace fs = std::filesystem;
@@ -21,7 +24,8 @@ namespace {
 
 class faults : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() { dir_ = new std::string(temp_dir("faults")); }
+  static void SetUpTestSuite() { dir_ = std::make_unique<scratch_dir>("faults"); }
+  static void TearDownTestSuite() { dir_.reset(); }
 
   /// A short gpipe pipeline: 1024 samples in minibatches of 2 x 32, 16 steps
   /// per epoch, 2 epochs, a checkpoint every 4 steps.
@@ -43,33 +47,10 @@ protected:
             "--set", "runtime.checkpoint_every=4"};
   }
 
-  static nlohmann::json run(std::vector<std::string> args, const std::string& name) {
-    auto metrics = *dir_ + "/" + name + ".json";
-    args.insert(args.end(), {"--metrics-out", metrics});
-    auto out = run_baton(args);
-    EXPECT_EQ(out.exit_code, 0) << out.text;
-    return read_json(metrics);
-  }
-
-  static std::vector<std::string> with(std::vector<std::string> a,
-                                       std::initializer_list<std::string> more) {
-    a.insert(a.end(), more);
-    return a;
-  }
-
-  /// Every trainable actor's weights digest, by name.
-  static std::map<std::string, std::string> digests(const nlohmann::json& metrics) {
-    std::map<std::string, std::string> out;
-    for (const auto& a : metrics.at("actors"))
-      if (a.contains("weights_digest"))
-        out[a.at("name").get<std::string>()] = a.at("weights_digest").get<std::string>();
-    return out;
-  }
-
   /// Equal weights and exactly-once counts: every microbatch trained once.
   static void expect_same_training(const nlohmann::json& faulty, const nlohmann::json& clean) {
-    EXPECT_EQ(digests(faulty), digests(clean));
-    EXPECT_FALSE(digests(clean).empty());
+    EXPECT_EQ(digests_by_actor(faulty), digests_by_actor(clean));
+    EXPECT_FALSE(digests_by_actor(clean).empty());
     EXPECT_EQ(faulty.at("trained"), clean.at("trained"));
     for (const auto& [actor, count] : faulty.at("trained").items()) {
       EXPECT_GT(count.at("trained").get<int64_t>(), 0) << actor;
@@ -77,19 +58,17 @@ protected:
     }
   }
 
-  static std::string* dir_;
+  static inline std::unique_ptr<scratch_dir> dir_;
 };
-
-std::string* faults::dir_ = nullptr;
 
 } // namespace
 
 // A stage throws during step 9: every actor restarts from the checkpoint of
 // step 8 and the run ends with the fault-free weights.
 TEST_F(faults, a_stage_that_throws_restarts_from_its_checkpoint) {
-  auto clean = run(pipeline_job(), "gpipe-clean");
-  auto faulty =
-    run(with(pipeline_job(), {"--fault", "kind=throw,actor=stage1,at_step=9"}), "gpipe-throw");
+  auto clean = run_job(*dir_, pipeline_job(), "gpipe-clean");
+  auto faulty = run_job(
+    *dir_, with(pipeline_job(), {"--fault", "kind=throw,actor=stage1,at_step=9"}), "gpipe-throw");
   expect_same_training(faulty, clean);
   ASSERT_EQ(faulty.at("faults").size(), 1u);
   const auto& f = faulty.at("faults")[0];
@@ -104,10 +83,11 @@ TEST_F(faults, a_stage_that_throws_restarts_from_its_checkpoint) {
 // The same over node processes, with the node of stage 0 SIGKILLed after
 // step 6: its actors move to a surviving node.
 TEST_F(faults, a_killed_node_is_replaced) {
-  auto clean = run(with(pipeline_job(), {"--local-nodes", "3"}), "nodes-clean");
-  auto faulty = run(with(pipeline_job(), {"--local-nodes", "3", "--fault",
-                                          "kind=kill_node,node=n2,at_step=6"}),
-                    "nodes-kill");
+  auto clean = run_job(*dir_, with(pipeline_job(), {"--local-nodes", "3"}), "nodes-clean");
+  auto faulty = run_job(*dir_,
+                        with(pipeline_job(), {"--local-nodes", "3", "--fault",
+                                              "kind=kill_node,node=n2,at_step=6"}),
+                        "nodes-kill");
   expect_same_training(faulty, clean);
   ASSERT_EQ(faulty.at("faults").size(), 1u);
   const auto& f = faulty.at("faults")[0];
@@ -122,9 +102,10 @@ TEST_F(faults, a_killed_node_is_replaced) {
 // The transfer job: a head throws; the frozen stages and the other heads
 // restart too, and every head ends as in the fault-free run.
 TEST_F(faults, a_head_that_throws_in_the_transfer_job) {
-  auto clean = run(transfer_job(), "transfer-clean");
-  auto faulty = run(with(transfer_job(), {"--fault", "kind=throw,actor=footwear,at_step=6"}),
-                    "transfer-throw");
+  auto clean = run_job(*dir_, transfer_job(), "transfer-clean");
+  auto faulty = run_job(
+    *dir_, with(transfer_job(), {"--fault", "kind=throw,actor=footwear,at_step=6"}),
+    "transfer-throw");
   expect_same_training(faulty, clean);
   ASSERT_EQ(faulty.at("faults").size(), 1u);
   EXPECT_EQ(faulty.at("faults")[0].at("restored_step"), 4);
@@ -133,8 +114,9 @@ TEST_F(faults, a_head_that_throws_in_the_transfer_job) {
 // Without checkpoints a fault restarts from the initial weights.
 TEST_F(faults, without_checkpoints_the_job_restarts_from_the_beginning) {
   auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_every=0"});
-  auto clean = run(job, "scratch-clean");
-  auto faulty = run(with(job, {"--fault", "kind=throw,actor=stage0,at_step=3"}), "scratch-throw");
+  auto clean = run_job(*dir_, job, "scratch-clean");
+  auto faulty =
+    run_job(*dir_, with(job, {"--fault", "kind=throw,actor=stage0,at_step=3"}), "scratch-throw");
   expect_same_training(faulty, clean);
   ASSERT_EQ(faulty.at("faults").size(), 1u);
   EXPECT_EQ(faulty.at("faults")[0].at("restored_step"), 0);
@@ -143,10 +125,10 @@ TEST_F(faults, without_checkpoints_the_job_restarts_from_the_beginning) {
 // The coordinator itself is killed: `--resume DIR` continues from the
 // checkpoints in DIR and ends with the fault-free weights.
 TEST_F(faults, resume_after_the_coordinator_was_killed) {
-  auto checkpoints = *dir_ + "/resume-checkpoints";
+  auto checkpoints = dir_->path() + "/resume-checkpoints";
   auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + checkpoints, "--set",
                                    "data.epochs=3"});
-  auto clean = run(with(pipeline_job(), {"--set", "data.epochs=3"}), "resume-clean");
+  auto clean = run_job(*dir_, with(pipeline_job(), {"--set", "data.epochs=3"}), "resume-clean");
 
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -171,7 +153,7 @@ TEST_F(faults, resume_after_the_coordinator_was_killed) {
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(fs::exists(marker)) << "the run made no checkpoint of step 12";
 
-  auto resumed = run(with(job, {"--resume", checkpoints}), "resume-resumed");
+  auto resumed = run_job(*dir_, with(job, {"--resume", checkpoints}), "resume-resumed");
   expect_same_training(resumed, clean);
 }
 
@@ -179,12 +161,13 @@ TEST_F(faults, resume_after_the_coordinator_was_killed) {
 // detects it and the job restarts from its checkpoints. A delay on another
 // edge changes the timing only.
 TEST_F(faults, a_dropped_microbatch_is_detected_by_the_stall_timeout) {
-  auto clean = run(pipeline_job(), "drop-clean");
-  auto faulty = run(with(pipeline_job(),
-                         {"--set", "runtime.stall_timeout_ms=3000", "--fault",
-                          "kind=drop,from=stage0,to=stage1,at_step=5", "--fault",
-                          "kind=delay,from=source,to=stage0,delay_ms=5"}),
-                    "drop");
+  auto clean = run_job(*dir_, pipeline_job(), "drop-clean");
+  auto faulty = run_job(*dir_,
+                        with(pipeline_job(),
+                             {"--set", "runtime.stall_timeout_ms=3000", "--fault",
+                              "kind=drop,from=stage0,to=stage1,at_step=5", "--fault",
+                              "kind=delay,from=source,to=stage0,delay_ms=5"}),
+                        "drop");
   expect_same_training(faulty, clean);
   ASSERT_EQ(faulty.at("faults").size(), 1u);
   const auto& f = faulty.at("faults")[0];
@@ -196,11 +179,12 @@ TEST_F(faults, a_dropped_microbatch_is_detected_by_the_stall_timeout) {
 // Seeded chaos over node processes: throws, kills and stops at random steps;
 // the run still ends with the fault-free weights.
 TEST_F(faults, seeded_chaos_ends_with_the_fault_free_weights) {
-  auto clean = run(with(pipeline_job(), {"--local-nodes", "3"}), "chaos-clean");
-  auto faulty = run(with(pipeline_job(), {"--local-nodes", "3", "--set",
-                                          "runtime.max_restarts=20", "--fault",
-                                          "kind=chaos,rate=0.08,seed=5"}),
-                    "chaos");
+  auto clean = run_job(*dir_, with(pipeline_job(), {"--local-nodes", "3"}), "chaos-clean");
+  auto faulty = run_job(*dir_,
+                        with(pipeline_job(), {"--local-nodes", "3", "--set",
+                                              "runtime.max_restarts=20", "--fault",
+                                              "kind=chaos,rate=0.08,seed=5"}),
+                        "chaos");
   expect_same_training(faulty, clean);
   EXPECT_GE(faulty.at("faults").size(), 1u);
   EXPECT_EQ(faulty.at("restarts").get<size_t>(), faulty.at("faults").size());
@@ -229,9 +213,9 @@ TEST_F(faults, recovery_past_step_256) {
   auto transfer = with(transfer_job(), {"--set", "data.train_limit=2400", "--set",
                                         "data.batch_size=8", "--set",
                                         "runtime.checkpoint_every=20"});
-  auto clean = run(transfer, "long-transfer-clean");
-  auto faulty =
-    run(with(transfer, {"--fault", "kind=throw,actor=all10,at_step=290"}), "long-transfer-throw");
+  auto clean = run_job(*dir_, transfer, "long-transfer-clean");
+  auto faulty = run_job(*dir_, with(transfer, {"--fault", "kind=throw,actor=all10,at_step=290"}),
+                        "long-transfer-throw");
   expect_same_training(faulty, clean);
   ASSERT_EQ(faulty.at("faults").size(), 1u);
   EXPECT_EQ(faulty.at("faults")[0].at("restored_step"), 280);
@@ -239,9 +223,10 @@ TEST_F(faults, recovery_past_step_256) {
   auto pipeline = with(pipeline_job(), {"--set", "data.train_limit=4480", "--set",
                                         "data.batch_size=16", "--set", "data.epochs=1",
                                         "--set", "runtime.checkpoint_every=20"});
-  auto pipeline_clean = run(pipeline, "long-gpipe-clean");
+  auto pipeline_clean = run_job(*dir_, pipeline, "long-gpipe-clean");
   auto pipeline_faulty =
-    run(with(pipeline, {"--fault", "kind=throw,actor=stage1,at_step=270"}), "long-gpipe-throw");
+    run_job(*dir_, with(pipeline, {"--fault", "kind=throw,actor=stage1,at_step=270"}),
+            "long-gpipe-throw");
   expect_same_training(pipeline_faulty, pipeline_clean);
   ASSERT_EQ(pipeline_faulty.at("faults").size(), 1u);
   EXPECT_EQ(pipeline_faulty.at("faults")[0].at("restored_step"), 260);
@@ -251,24 +236,24 @@ TEST_F(faults, recovery_past_step_256) {
 // tester's case ("step-000000000300.ckpt: holds step 44, not 300"). The run
 // record in DIR supplies the topology and options; nothing is trained again.
 TEST_F(faults, resume_of_a_finished_run_of_300_steps) {
-  auto checkpoints = *dir_ + "/resume-300";
+  auto checkpoints = dir_->path() + "/resume-300";
   auto job = with(transfer_job(), {"--set", "data.train_limit=2400", "--set",
                                    "data.batch_size=8", "--set", "runtime.checkpoint_every=20",
                                    "--set", "runtime.checkpoint_dir=" + checkpoints});
-  auto clean = run(job, "resume-300-clean");
+  auto clean = run_job(*dir_, job, "resume-300-clean");
   ASSERT_TRUE(fs::exists(fs::path(checkpoints) / "all10" / "step-000000000300.ckpt"));
   ASSERT_TRUE(fs::exists(fs::path(checkpoints) / "run.yaml"));
-  auto resumed = run({"run", "--resume", checkpoints}, "resume-300-resumed");
-  EXPECT_EQ(digests(resumed), digests(clean));
+  auto resumed = run_job(*dir_, {"run", "--resume", checkpoints}, "resume-300-resumed");
+  EXPECT_EQ(digests_by_actor(resumed), digests_by_actor(clean));
 }
 
 // Issue 9: `--resume` with other training settings trained a mixed run
 // (23,840 samples in a 20,000-sample epoch). It is refused with what
 // differs; runtime settings and placement may change.
 TEST_F(faults, resume_with_other_training_settings_is_refused) {
-  auto checkpoints = *dir_ + "/resume-mismatch";
+  auto checkpoints = dir_->path() + "/resume-mismatch";
   auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + checkpoints});
-  run(job, "resume-mismatch-first");
+  run_job(*dir_, job, "resume-mismatch-first");
   auto other = run_baton(with(job, {"--set", "data.batch_size=32", "--resume", checkpoints}));
   EXPECT_EQ(other.exit_code, 2) << other.text;
   EXPECT_NE(other.text.find("data.batch_size: 64 then, 32 now"), std::string::npos)

@@ -27,8 +27,9 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/runtime/child_process.hpp"
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton;
 using namespace baton::testing;
@@ -153,39 +154,6 @@ std::vector<std::pair<uint16_t, bool>> listening_ports(pid_t pid) {
   return ports;
 }
 
-/// A `baton node` process, always stopped (child_process's destructor).
-struct node_process {
-  actors::child_process child;
-  uint16_t port = 0;
-  std::string log_path;
-
-  std::string log() const { return read_file(log_path); }
-};
-
-/// `baton node ARGS...` on 127.0.0.1 with an OS-chosen port.
-std::optional<node_process> start_node(const std::string& dir, const std::string& name,
-                                       std::vector<std::string> args = {}) {
-  static int started = 0;
-  auto stem = dir + "/" + name + "-" + std::to_string(++started);
-  std::vector<std::string> argv{BATON_BINARY, "node"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  argv.insert(argv.end(), {"--name", name, "--port", "0", "--port-file", stem + ".port"});
-  auto child = actors::child_process::start(argv, stem + ".log");
-  if (!child)
-    return std::nullopt;
-  node_process node{std::move(*child), 0, stem + ".log"};
-  for (int i = 0; i < 1500 && node.port == 0 && node.child.running(); ++i) {
-    std::ifstream in{stem + ".port"};
-    in >> node.port;
-    std::this_thread::sleep_for(20ms);
-  }
-  if (node.port == 0) {
-    std::fprintf(stderr, "node %s did not listen:\n%s\n", name.c_str(), node.log().c_str());
-    return std::nullopt;
-  }
-  return node;
-}
-
 /// A small transfer job over the one node `name` at 127.0.0.1:port.
 std::vector<std::string> job_on(const std::string& name, uint16_t port) {
   return {"run", source_path("configs/transfer.yaml"),
@@ -251,64 +219,62 @@ finished_run run_measured(const std::vector<std::string>& args, const std::strin
 } // namespace
 
 TEST(frame_limit, node_refuses_a_4_gib_header_keeps_small_memory_and_still_serves_a_run) {
-  auto dir = temp_dir("frame-limit");
-  auto node = start_node(dir, "n1");
-  ASSERT_TRUE(node);
+  scratch_dir dir{"frame-limit"};
+  node_process node{dir.path(), "n1"};
+  ASSERT_NE(node.port(), 0) << node.log();
   // Two connections: before the guard, 8.65 GB together. The first frame a
   // peer sends must be its handshake, so both kinds are tried.
-  EXPECT_TRUE(attack(node->port, basp_header(direct_message, 0xFFFFFFFF)));
-  EXPECT_TRUE(attack(node->port, basp_header(client_handshake, 0xFFFFFFFF)));
-  auto peak = peak_kb(node->child.pid());
+  EXPECT_TRUE(attack(node.port(), basp_header(direct_message, 0xFFFFFFFF)));
+  EXPECT_TRUE(attack(node.port(), basp_header(client_handshake, 0xFFFFFFFF)));
+  auto peak = peak_kb(node.pid());
   std::printf("node VmHWM after two 4 GiB headers: %lld kB\n", static_cast<long long>(peak));
   EXPECT_GT(peak, 0);
   EXPECT_LT(peak, small_peak_kb) << "VmHWM " << peak << " kB";
-  ASSERT_TRUE(node->child.running()) << node->log();
-  auto log = node->log();
+  ASSERT_TRUE(node.running()) << node.log();
+  auto log = node.log();
   EXPECT_NE(log.find("refused a BASP connection from 127.0.0.1:"), std::string::npos) << log;
   EXPECT_NE(log.find("4294967295 bytes"), std::string::npos) << log;
   // The node still serves.
-  auto out = run_baton(job_on("n1", node->port));
+  auto out = run_baton(job_on("n1", node.port()));
   EXPECT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_NE(node->log().find("n1: spawned"), std::string::npos) << node->log();
-  std::filesystem::remove_all(dir);
+  EXPECT_NE(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 TEST(frame_limit, every_port_of_a_loopback_node_is_on_loopback_and_guarded) {
-  auto dir = temp_dir("frame-limit");
-  auto node = start_node(dir, "n1");
-  ASSERT_TRUE(node);
+  scratch_dir dir{"frame-limit"};
+  node_process node{dir.path(), "n1"};
+  ASSERT_NE(node.port(), 0) << node.log();
   // The published port and the one BASP opens for automatic connections
   // between nodes (CAF opens it on every interface, unguarded; baton
   // replaces it).
-  auto ports = listening_ports(node->child.pid());
+  auto ports = listening_ports(node.pid());
   EXPECT_GE(ports.size(), 2u);
   for (auto [port, loopback] : ports) {
     EXPECT_TRUE(loopback) << "port " << port << " listens beyond 127.0.0.1";
     EXPECT_TRUE(attack(port, basp_header(direct_message, 0xFFFFFFFF))) << "port " << port;
   }
-  auto peak = peak_kb(node->child.pid());
+  auto peak = peak_kb(node.pid());
   EXPECT_LT(peak, small_peak_kb) << "VmHWM " << peak << " kB";
-  EXPECT_TRUE(node->child.running()) << node->log();
-  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(node.running()) << node.log();
 }
 
 TEST(frame_limit, many_connections_in_their_handshake_do_not_add_up) {
-  auto dir = temp_dir("frame-limit");
-  auto node = start_node(dir, "n1");
-  ASSERT_TRUE(node);
-  auto before = peak_kb(node->child.pid());
+  scratch_dir dir{"frame-limit"};
+  node_process node{dir.path(), "n1"};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto before = peak_kb(node.pid());
   // Each announces the largest handshake allowed and never sends it: the
   // shared budget (16 MiB) refuses the connections beyond it.
   std::vector<socket_fd> held;
   for (int i = 0; i < 400; ++i) {
-    auto s = connect_to(node->port);
+    auto s = connect_to(node.port());
     ASSERT_TRUE(s);
     ASSERT_TRUE(send_all(s->fd, basp_header(client_handshake, 64 << 10)));
     held.push_back(std::move(*s));
   }
   // 16 MiB / 64 KiB = 256 fit in the budget; the node logs each refusal.
   auto refusals = [&] {
-    auto log = node->log();
+    auto log = node.log();
     size_t n = 0;
     for (auto at = log.find("hold the budget"); at != std::string::npos;
          at = log.find("hold the budget", at + 1))
@@ -317,16 +283,15 @@ TEST(frame_limit, many_connections_in_their_handshake_do_not_add_up) {
   };
   for (int i = 0; i < 3000 && refusals() < 400 - 256; ++i)
     std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(refusals(), 400u - 256u) << node->log();
-  auto grown = peak_kb(node->child.pid()) - before;
+  EXPECT_EQ(refusals(), 400u - 256u) << node.log();
+  auto grown = peak_kb(node.pid()) - before;
   EXPECT_LT(grown, 64 * 1024) << "VmHWM grew " << grown << " kB";
   held.clear();
-  EXPECT_TRUE(node->child.running()) << node->log();
-  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(node.running()) << node.log();
 }
 
 TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {
-  auto dir = temp_dir("frame-limit");
+  scratch_dir dir{"frame-limit"};
   // A "node" that answers every connection with a server handshake header
   // announcing 4 GiB, then waits for the coordinator to hang up.
   socket_fd server{::socket(AF_INET, SOCK_STREAM, 0)};
@@ -348,7 +313,7 @@ TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {
     if (send_all(peer.fd, basp_header(server_handshake, 0xFFFFFFFF)) && closed_by_peer(peer.fd))
       ++hung_up;
   }};
-  auto run = run_measured(job_on("n1", port), dir + "/run.log");
+  auto run = run_measured(job_on("n1", port), dir.path() + "/run.log");
   ::shutdown(server.fd, SHUT_RDWR);
   fake_node.join();
   EXPECT_EQ(run.exit_code, 2) << run.output;
@@ -361,5 +326,4 @@ TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {
   EXPECT_GT(run.peak_kb, 0);
   EXPECT_LT(run.peak_kb, small_peak_kb) << "peak " << run.peak_kb << " kB";
   EXPECT_EQ(hung_up.load(), 1);
-  std::filesystem::remove_all(dir);
 }

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
 
 using namespace baton::testing;
 

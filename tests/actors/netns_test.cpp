@@ -5,19 +5,20 @@
 // mid-run shows detection (heartbeats) and recovery across hosts. Needs
 // root (CAP_NET_ADMIN); skipped with a clear message elsewhere.
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 namespace fs = std::filesystem;
@@ -28,52 +29,6 @@ namespace {
 bool sh(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
 }
-
-/// A `baton node` started with `prefix` (e.g. "ip netns exec NS"), stopped
-/// (SIGKILL) when this goes out of scope.
-class node_process {
-public:
-  node_process(const std::string& prefix, const std::string& name, const std::string& host,
-               const std::string& dir) {
-    port_file_ = dir + "/" + name + ".port";
-    auto command = prefix + " " + quote(BATON_BINARY) + " node --name " + name + " --host " +
-                   host + " --insecure --port 0 --port-file " + quote(port_file_) +
-                   " --heartbeat-ms 200" +
-                   " --connection-timeout-ms 2000 > " + quote(dir + "/" + name + ".log") + " 2>&1";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), nullptr);
-      ::_exit(127);
-    }
-  }
-  ~node_process() {
-    if (pid_ > 0) {
-      ::kill(-pid_, SIGKILL);
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  node_process(const node_process&) = delete;
-  node_process& operator=(const node_process&) = delete;
-
-  /// The port it listens on, once it wrote it (0 after 30 s without).
-  int port() const {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream in{port_file_};
-      int port = 0;
-      if (in >> port && port > 0)
-        return port;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return 0;
-  }
-
-private:
-  pid_t pid_ = -1;
-  std::string port_file_;
-};
 
 class netns : public ::testing::Test {
 protected:
@@ -112,7 +67,7 @@ protected:
         shaping_ = "none";
     }
     std::printf("link between the hosts shaped with: %s\n", shaping_.c_str());
-    dir_ = temp_dir("netns");
+    dir_ = std::make_unique<scratch_dir>("netns");
   }
 
   void TearDown() override {
@@ -122,20 +77,21 @@ protected:
     sh("ip netns del " + ns_);
   }
 
-  std::string ns_, host_if_, ns_if_, host_ip_, ns_ip_, dir_;
+  /// A node on `host` with the heartbeats that detect a lost link within
+  /// the test; `launcher` runs it in another namespace.
+  node_process start_node(const std::string& name, const std::string& host,
+                          const std::vector<std::string>& launcher = {}) const {
+    return node_process{dir_->path(), name,
+                        {"--host", host, "--insecure", "--heartbeat-ms", "200",
+                         "--connection-timeout-ms", "2000"},
+                        launcher};
+  }
+
+  std::string ns_, host_if_, ns_if_, host_ip_, ns_ip_;
+  std::unique_ptr<scratch_dir> dir_;
   bool created_ = false;
   std::string shaping_; ///< the tc qdisc on the link
-
 };
-
-/// Every trainable actor's weights digest, by name.
-std::map<std::string, std::string> digests(const nlohmann::json& metrics) {
-  std::map<std::string, std::string> out;
-  for (const auto& a : metrics.at("actors"))
-    if (a.contains("weights_digest"))
-      out[a.at("name").get<std::string>()] = a.at("weights_digest").get<std::string>();
-  return out;
-}
 
 } // namespace
 
@@ -144,11 +100,13 @@ std::map<std::string, std::string> digests(const nlohmann::json& metrics) {
 // missing heartbeats, moves its stages to host 1 and ends with the same
 // weights.
 TEST_F(netns, a_link_taken_down_between_hosts_is_detected_and_recovered) {
-  node_process h1("", "h1", host_ip_, dir_);
-  node_process h2("ip netns exec " + ns_, "h2", ns_ip_, dir_);
+  auto h1 = start_node("h1", host_ip_);
+  // `ip netns exec NS` runs (execs) the node inside the namespace.
+  auto h2 = start_node("h2", ns_ip_, {"/bin/sh", "-c", "exec ip netns exec " + ns_ + " \"$@\"",
+                                      "sh"});
   int p1 = h1.port(), p2 = h2.port();
-  ASSERT_GT(p1, 0) << "node h1 did not start (see " << dir_ << "/h1.log)";
-  ASSERT_GT(p2, 0) << "node h2 did not start in " << ns_ << " (see " << dir_ << "/h2.log)";
+  ASSERT_GT(p1, 0) << "node h1 did not start (see " << h1.log_path() << ")";
+  ASSERT_GT(p2, 0) << "node h2 did not start in " << ns_ << " (see " << h2.log_path() << ")";
 
   std::vector<std::string> job{"run",   source_path("configs/pipeline.yaml"),
                                "--set", "data.train_limit=2048",
@@ -156,13 +114,13 @@ TEST_F(netns, a_link_taken_down_between_hosts_is_detected_and_recovered) {
                                "--set", "data.microbatches=2",
                                "--set", "pipeline.schedule=gpipe",
                                "--set", "runtime.checkpoint_every=4"};
-  auto embedded_metrics = dir_ + "/embedded.json";
+  auto embedded_metrics = dir_->path() + "/embedded.json";
   auto embedded = job;
   embedded.insert(embedded.end(), {"--metrics-out", embedded_metrics});
   auto e = run_baton(embedded);
   ASSERT_EQ(e.exit_code, 0) << e.text;
 
-  auto checkpoints = dir_ + "/checkpoints";
+  auto checkpoints = dir_->path() + "/checkpoints";
   auto over_hosts = job;
   over_hosts.insert(over_hosts.end(),
                     {"--set", "nodes.0={name: h1, host: " + host_ip_ + ", port: " +
@@ -170,7 +128,7 @@ TEST_F(netns, a_link_taken_down_between_hosts_is_detected_and_recovered) {
                      "--set", "nodes.1={name: h2, host: " + ns_ip_ + ", port: " +
                                 std::to_string(p2) + "}",
                      "--set", "runtime.checkpoint_dir=" + checkpoints, "--metrics-out",
-                     dir_ + "/hosts.json"});
+                     dir_->path() + "/hosts.json"});
   // Take the link down once the last stage checkpointed step 8 (of 32).
   std::thread cut([&] {
     auto marker = fs::path(checkpoints) / "stage2" / "step-000000000008.ckpt";
@@ -182,8 +140,8 @@ TEST_F(netns, a_link_taken_down_between_hosts_is_detected_and_recovered) {
   auto run = run_baton(over_hosts);
   cut.join();
   ASSERT_EQ(run.exit_code, 0) << run.text;
-  auto metrics = read_json(dir_ + "/hosts.json");
-  EXPECT_EQ(digests(metrics), digests(read_json(embedded_metrics)));
+  auto metrics = read_json(dir_->path() + "/hosts.json");
+  EXPECT_EQ(digests_by_actor(metrics), digests_by_actor(read_json(embedded_metrics)));
   ASSERT_EQ(metrics.at("faults").size(), 1u) << run.text;
   const auto& f = metrics.at("faults")[0];
   EXPECT_EQ(f.at("kind"), "node_lost");

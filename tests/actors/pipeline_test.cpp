@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -10,7 +11,9 @@
 
 #include "model/checkpoint.hpp"
 #include "model/local.hpp"
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 
@@ -18,41 +21,14 @@ namespace {
 
 class pipeline : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() { dir_ = new std::string(temp_dir("pipeline")); }
+  static void SetUpTestSuite() { dir_ = std::make_unique<scratch_dir>("pipeline"); }
+  static void TearDownTestSuite() { dir_.reset(); }
 
   static std::vector<std::string> job(const std::string& schedule) {
     return {"run",   source_path("configs/pipeline.yaml"),
             "--set", "data.train_limit=1024",
             "--set", "data.test_limit=256",
             "--set", "pipeline.schedule=" + schedule};
-  }
-
-  static nlohmann::json run(std::vector<std::string> args, const std::string& name) {
-    auto metrics = *dir_ + "/" + name + ".json";
-    args.insert(args.end(), {"--metrics-out", metrics});
-    auto out = run_baton(args);
-    EXPECT_EQ(out.exit_code, 0) << out.text;
-    return read_json(metrics);
-  }
-
-  /// The weights digest of every trainable stage, in order.
-  static std::vector<std::string> stage_digests(const nlohmann::json& metrics) {
-    std::vector<std::string> out;
-    for (const auto& a : metrics.at("actors"))
-      if (a.at("role") == "pipeline_stage")
-        out.push_back(a.at("weights_digest").get<std::string>());
-    return out;
-  }
-
-  static std::vector<std::string> with(std::vector<std::string> a,
-                                       std::initializer_list<std::string> more) {
-    a.insert(a.end(), more);
-    return a;
-  }
-  static std::vector<std::string> with(std::vector<std::string> a,
-                                       const std::vector<std::string>& more) {
-    a.insert(a.end(), more.begin(), more.end());
-    return a;
   }
 
   /// Every parameter of a checkpoint of the pipeline's model (convnet + fc2).
@@ -100,10 +76,8 @@ protected:
     return out;
   }
 
-  static std::string* dir_;
+  static inline std::unique_ptr<scratch_dir> dir_;
 };
-
-std::string* pipeline::dir_ = nullptr;
 
 } // namespace
 
@@ -111,17 +85,19 @@ std::string* pipeline::dir_ = nullptr;
 // weights of the local run with gradient accumulation over the same
 // microbatches, here bit for bit (same thread budget, same order of sums).
 TEST_F(pipeline, synchronous_schedules_equal_the_local_run) {
-  auto local = run(with(job("gpipe"), {"--mode", "local"}), "local");
-  ASSERT_EQ(stage_digests(local).size(), 3u);
-  EXPECT_EQ(stage_digests(run(job("gpipe"), "gpipe")), stage_digests(local));
-  EXPECT_EQ(stage_digests(run(job("1f1b-flush"), "flush")), stage_digests(local));
+  auto local = run_job(*dir_, with(job("gpipe"), {"--mode", "local"}), "local");
+  ASSERT_EQ(digests_by_actor(local, "pipeline_stage").size(), 3u);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, job("gpipe"), "gpipe"), "pipeline_stage"),
+            digests_by_actor(local, "pipeline_stage"));
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, job("1f1b-flush"), "flush"), "pipeline_stage"),
+            digests_by_actor(local, "pipeline_stage"));
 }
 
 // DESIGN invariants 2 and 7: the same over 3 node processes.
 TEST_F(pipeline, synchronous_schedule_over_node_processes_equals_the_local_run) {
-  auto local = run(with(job("1f1b-flush"), {"--mode", "local"}), "local-flush");
-  auto nodes = run(with(job("1f1b-flush"), {"--local-nodes", "3"}), "nodes");
-  EXPECT_EQ(stage_digests(nodes), stage_digests(local));
+  auto local = run_job(*dir_, with(job("1f1b-flush"), {"--mode", "local"}), "local-flush");
+  auto nodes = run_job(*dir_, with(job("1f1b-flush"), {"--local-nodes", "3"}), "nodes");
+  EXPECT_EQ(digests_by_actor(nodes, "pipeline_stage"), digests_by_actor(local, "pipeline_stage"));
   EXPECT_EQ(nodes.at("nodes").size(), 4u);
 }
 
@@ -129,27 +105,28 @@ TEST_F(pipeline, synchronous_schedule_over_node_processes_equals_the_local_run) 
 // weights differ from the synchronous run's (stale weights by design; that
 // each backward uses its forward's version is stage_trainer_test's job).
 TEST_F(pipeline, asynchronous_1f1b_trains_every_sample) {
-  auto async = run(job("1f1b"), "async");
-  auto flush = run(job("1f1b-flush"), "flush-ref");
+  auto async = run_job(*dir_, job("1f1b"), "async");
+  auto flush = run_job(*dir_, job("1f1b-flush"), "flush-ref");
   ASSERT_EQ(async.at("heads").size(), 1u);
   EXPECT_EQ(async.at("heads")[0].at("samples").get<int64_t>(), 1024);
   EXPECT_LT(async.at("heads")[0].at("train_loss").get<double>(), 2.31); // ln 10 = 2.303
-  EXPECT_NE(stage_digests(async), stage_digests(flush));
+  EXPECT_NE(digests_by_actor(async, "pipeline_stage"), digests_by_actor(flush, "pipeline_stage"));
 }
 
 // `baton plan --out` writes a topology that `baton run` runs.
 TEST_F(pipeline, a_planned_topology_runs) {
-  auto profile = *dir_ + "/profile.json";
-  auto planned = *dir_ + "/planned.yaml";
+  auto profile = dir_->path() + "/profile.json";
+  auto planned = dir_->path() + "/planned.yaml";
   auto p = run_baton({"profile", source_path("configs/pipeline.yaml"), "--out", profile,
                       "--microbatches", "1"});
   ASSERT_EQ(p.exit_code, 0) << p.text;
   auto q = run_baton({"plan", "--profile", profile, "--machines", "3", "--straight", "--out",
                       planned});
   ASSERT_EQ(q.exit_code, 0) << q.text;
-  auto r = run({"run", planned, "--set", "data.train_limit=256", "--set", "data.test_limit=64"},
-               "planned");
-  EXPECT_FALSE(stage_digests(r).empty());
+  auto r = run_job(*dir_,
+                   {"run", planned, "--set", "data.train_limit=256", "--set", "data.test_limit=64"},
+                   "planned");
+  EXPECT_FALSE(digests_by_actor(r, "pipeline_stage").empty());
 }
 
 // Invariant 2 with a replicated stage ("1-2-1"): the replicas sum their
@@ -161,18 +138,17 @@ TEST_F(pipeline, a_planned_topology_runs) {
 TEST_F(pipeline, a_replicated_stage_equals_the_local_run) {
   const std::vector<std::string> four{"--set", "data.microbatches=4", "--set",
                                       "data.train_limit=256"};
-  auto local_model = *dir_ + "/local-replicated.pt";
-  run(with(with(job("1f1b-flush"), four), {"--mode", "local", "--save-model", local_model}),
-      "local-replicated");
+  auto local_model = dir_->path() + "/local-replicated.pt";
+  run_job(*dir_,
+          with(with(job("1f1b-flush"), four), {"--mode", "local", "--save-model", local_model}),
+          "local-replicated");
   for (std::string schedule : {"gpipe", "1f1b-flush"}) {
-    auto model = *dir_ + "/" + schedule + "-replicated.pt";
-    auto m = run(with(with(job(schedule), four),
-                      {"--set", "pipeline.stages.1.replicas=2", "--save-model", model}),
-                 schedule + "-replicated");
-    std::map<std::string, std::string> digest;
-    for (const auto& a : m.at("actors"))
-      if (a.at("role") == "pipeline_stage")
-        digest[a.at("name").get<std::string>()] = a.at("weights_digest").get<std::string>();
+    auto model = dir_->path() + "/" + schedule + "-replicated.pt";
+    auto m = run_job(*dir_,
+                     with(with(job(schedule), four),
+                          {"--set", "pipeline.stages.1.replicas=2", "--save-model", model}),
+                     schedule + "-replicated");
+    auto digest = digests_by_actor(m, "pipeline_stage");
     ASSERT_EQ(digest.size(), 4u) << schedule;
     EXPECT_EQ(digest.at("stage1.0"), digest.at("stage1.1")) << schedule;
     EXPECT_EQ(m.at("heads")[0].at("samples").get<int64_t>(), 256) << schedule;
@@ -185,14 +161,16 @@ TEST_F(pipeline, a_replicated_stage_equals_the_local_run) {
 TEST_F(pipeline, replicas_on_node_processes_equal_the_local_run) {
   const std::vector<std::string> four{"--set", "data.microbatches=4", "--set",
                                       "data.train_limit=256"};
-  auto local_model = *dir_ + "/local-last-replicated.pt";
-  auto local = run(with(with(job("gpipe"), four), {"--mode", "local", "--save-model", local_model}),
-                   "local-last");
-  auto model = *dir_ + "/nodes-replicated.pt";
-  auto m = run(with(with(job("gpipe"), four),
-                    {"--set", "pipeline.stages.2.replicas=2", "--local-nodes", "2",
-                     "--save-model", model}),
-               "nodes-replicated");
+  auto local_model = dir_->path() + "/local-last-replicated.pt";
+  auto local = run_job(
+    *dir_, with(with(job("gpipe"), four), {"--mode", "local", "--save-model", local_model}),
+    "local-last");
+  auto model = dir_->path() + "/nodes-replicated.pt";
+  auto m = run_job(*dir_,
+                   with(with(job("gpipe"), four),
+                        {"--set", "pipeline.stages.2.replicas=2", "--local-nodes", "2",
+                         "--save-model", model}),
+                   "nodes-replicated");
   EXPECT_LT(max_difference(model, local_model), 1e-7);
   ASSERT_EQ(m.at("heads").size(), 1u);
   EXPECT_EQ(m.at("heads")[0].at("samples").get<int64_t>(), 256);
@@ -206,8 +184,8 @@ TEST_F(pipeline, replicas_on_node_processes_equal_the_local_run) {
 // the stages' versions for one microbatch differ (so the next test can fail),
 // with it they agree.
 TEST_F(pipeline, stashing_and_vertical_sync_in_the_trace) {
-  auto trace = *dir_ + "/async.trace.json";
-  run(with(job("1f1b"), {"--set", "runtime.window=2", "--trace", trace}), "traced");
+  auto trace = dir_->path() + "/async.trace.json";
+  run_job(*dir_, with(job("1f1b"), {"--set", "runtime.window=2", "--trace", trace}), "traced");
   auto actors = trace_by_actor(trace);
   ASSERT_EQ(actors.count("stage0") + actors.count("stage1") + actors.count("stage2"), 3u);
   bool stages_differ = false;
@@ -235,10 +213,11 @@ TEST_F(pipeline, stashing_and_vertical_sync_in_the_trace) {
   }
   EXPECT_TRUE(stages_differ) << "without vertical sync the stages should use other versions";
 
-  auto synced = *dir_ + "/vertical.trace.json";
-  run(with(job("1f1b"), {"--set", "runtime.window=2", "--set", "pipeline.vertical_sync=true",
-                         "--trace", synced}),
-      "vertical");
+  auto synced = dir_->path() + "/vertical.trace.json";
+  run_job(*dir_,
+          with(job("1f1b"), {"--set", "runtime.window=2", "--set", "pipeline.vertical_sync=true",
+                             "--trace", synced}),
+          "vertical");
   auto vertical = trace_by_actor(synced);
   auto input = versions(vertical.at("stage0"), "forward");
   for (int i = 1; i < 3; ++i) {
@@ -250,12 +229,13 @@ TEST_F(pipeline, stashing_and_vertical_sync_in_the_trace) {
 
 // A pipeline run's --save-model is a backbone checkpoint a transfer job reads.
 TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
-  auto model = *dir_ + "/pretrained-by-pipeline.pt";
-  run(with(job("1f1b"), {"--save-model", model}), "save");
-  auto transfer = run({"run", source_path("configs/transfer.yaml"), "--set",
-                       "backbone.checkpoint=" + model, "--set", "data.train_limit=512", "--set",
-                       "data.test_limit=128"},
-                      "transfer-on-saved");
+  auto model = dir_->path() + "/pretrained-by-pipeline.pt";
+  run_job(*dir_, with(job("1f1b"), {"--save-model", model}), "save");
+  auto transfer = run_job(*dir_,
+                          {"run", source_path("configs/transfer.yaml"), "--set",
+                           "backbone.checkpoint=" + model, "--set", "data.train_limit=512",
+                           "--set", "data.test_limit=128"},
+                          "transfer-on-saved");
   EXPECT_EQ(transfer.at("heads").size(), 3u);
 }
 
@@ -264,9 +244,10 @@ TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
 // test accuracy: 85.3, 89.7, 89.6 and 90.8% after epochs 1-4 in our run. The
 // longest test (about 5 minutes on 2 cores).
 TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_89_percent) {
-  auto m = run({"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=4",
-                "--set", "data.test_limit=0"},
-               "converge");
+  auto m = run_job(*dir_,
+                   {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=4",
+                    "--set", "data.test_limit=0"},
+                   "converge");
   ASSERT_EQ(m.at("heads").size(), 1u);
   EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.89);
 }

@@ -1,6 +1,5 @@
 #include "actors/modes/pipeline/planning.hpp"
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -9,15 +8,16 @@
 #include "actors/config/topology.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
 
-namespace fs = std::filesystem;
 using baton::actors::profile_file;
 using baton::actors::profile_from_json;
 using baton::testing::read_json;
 using baton::testing::run_baton;
 using baton::testing::source_path;
-using baton::testing::temp_dir;
+using baton::testing::scratch_dir;
 
 namespace {
 
@@ -38,11 +38,9 @@ profile_file small_profile() {
 
 class planning_test : public ::testing::Test {
 protected:
-  void SetUp() override { dir_ = temp_dir("planning"); }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string path(const std::string& name) const { return dir_.path() + "/" + name; }
 
-  std::string dir_;
+  scratch_dir dir_{"planning"};
 };
 
 } // namespace

@@ -12,7 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 namespace fs = std::filesystem;
@@ -63,12 +64,8 @@ std::vector<std::string> entries(const std::string& dir) {
 
 class run_files : public ::testing::Test {
 protected:
-  void SetUp() override { dir_ = temp_dir("run-files"); }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string dir_;
+  scratch_dir scratch_{"run-files"};
+  const std::string dir_ = scratch_.path();
 };
 
 } // namespace

@@ -6,8 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <optional>
-#include <thread>
+#include <memory>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -15,14 +14,21 @@
 #include <gtest/gtest.h>
 
 #include "actors/config/role_spec.hpp"
+#include "actors/modes/pipeline/pipeline_stage.hpp"
+#include "actors/modes/registry.hpp"
+#include "actors/modes/transfer/head.hpp"
+#include "actors/modes/transfer/stage.hpp"
 #include "actors/net/certs.hpp"
 #include "actors/net/tls.hpp"
-#include "actors/runtime/child_process.hpp"
+#include "actors/roles/source.hpp"
 #include "actors/runtime/spawner.hpp"
-#include "actors/runtime/system.hpp"
+#include "actors/net/system.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton;
 using namespace baton::testing;
@@ -46,47 +52,12 @@ mode_t mode_of(const std::string& path) {
   return st.st_mode & 07777;
 }
 
-/// A `baton node` process, always stopped (child_process's destructor).
-struct node_process {
-  actors::child_process child;
-  uint16_t port = 0;
-  std::string log_path;
-
-  std::string log() const { return read_file(log_path); }
-};
-
-/// Starts `baton node ARGS...` on 127.0.0.1 with an OS-chosen port and waits
-/// for its port file; nullopt (with the log on stderr) if it never listens.
-std::optional<node_process> start_node(const std::string& dir, const std::string& name,
-                                       std::vector<std::string> args) {
-  static int started = 0;
-  auto stem = dir + "/" + name + "-" + std::to_string(++started);
-  // --config first: it replaces every setting given before it.
-  std::vector<std::string> argv{BATON_BINARY, "node"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  argv.insert(argv.end(), {"--name", name, "--port", "0", "--port-file", stem + ".port"});
-  auto child = actors::child_process::start(argv, stem + ".log");
-  if (!child)
-    return std::nullopt;
-  node_process node{std::move(*child), 0, stem + ".log"};
-  for (int i = 0; i < 1500 && node.port == 0 && node.child.running(); ++i) {
-    std::ifstream in{stem + ".port"};
-    in >> node.port;
-    std::this_thread::sleep_for(20ms);
-  }
-  if (node.port == 0) {
-    std::fprintf(stderr, "node %s did not listen:\n%s\n", name.c_str(), node.log().c_str());
-    return std::nullopt;
-  }
-  return node;
-}
-
 class security : public ::testing::Test {
 protected:
   /// One cluster CA with certificates for the coordinator, n1 and n2, and
   /// another CA with its own "coordinator".
   static void SetUpTestSuite() {
-    dir_ = new std::string(temp_dir("security"));
+    dir_ = std::make_unique<scratch_dir>("security");
     for (const auto& args : std::vector<std::vector<std::string>>{
            {"certs", "init", certs()},
            {"certs", "issue", "coordinator", "--dir", certs()},
@@ -99,8 +70,10 @@ protected:
     }
   }
 
-  static std::string certs() { return *dir_ + "/certs"; }
-  static std::string other() { return *dir_ + "/other-ca"; }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  static std::string certs() { return dir_->path() + "/certs"; }
+  static std::string other() { return dir_->path() + "/other-ca"; }
 
   /// --tls-cert/--tls-key/--tls-ca for certificate `name` of the CA in `ca_dir`.
   static std::vector<std::string> tls(const std::string& name, const std::string& ca_dir = certs()) {
@@ -119,15 +92,8 @@ protected:
                        std::to_string(port) + "}]"};
   }
 
-  static command_output run(std::vector<std::string> args, const std::vector<std::string>& more) {
-    args.insert(args.end(), more.begin(), more.end());
-    return run_baton(args);
-  }
-
-  static std::string* dir_;
+  static inline std::unique_ptr<scratch_dir> dir_;
 };
-
-std::string* security::dir_ = nullptr;
 
 /// An in-process client for sending a spawner raw messages.
 struct client {
@@ -163,7 +129,8 @@ std::string synthetic_source_spec() {
 // -- baton certs ---------------------------------------------------------------
 
 TEST_F(security, certs_init_and_issue_write_private_keys_and_a_valid_chain) {
-  auto dir = temp_dir("certs") + "/ca";
+  scratch_dir scratch{"certs"};
+  auto dir = scratch.path() + "/ca";
   auto ca = actors::init_cluster_ca(dir);
   ASSERT_TRUE(ca) << describe(ca.error());
   EXPECT_EQ(mode_of(ca->key), 0600u);
@@ -182,7 +149,8 @@ TEST_F(security, certs_init_and_issue_write_private_keys_and_a_valid_chain) {
 }
 
 TEST_F(security, certs_existing_files_are_replaced_only_with_force) {
-  auto dir = temp_dir("certs");
+  scratch_dir scratch{"certs"};
+  const auto& dir = scratch.path();
   ASSERT_TRUE(actors::init_cluster_ca(dir));
   auto first = read_file(dir + "/ca.pem");
   auto again = actors::init_cluster_ca(dir);
@@ -201,7 +169,8 @@ TEST_F(security, certs_existing_files_are_replaced_only_with_force) {
 }
 
 TEST_F(security, certs_issue_needs_a_ca_and_a_plain_name) {
-  auto dir = temp_dir("certs");
+  scratch_dir scratch{"certs"};
+  const auto& dir = scratch.path();
   auto missing = actors::issue_certificate("n1", dir);
   ASSERT_FALSE(missing);
   EXPECT_NE(describe(missing.error()).find("run `baton certs init " + dir + "` first"),
@@ -215,7 +184,8 @@ TEST_F(security, certs_issue_needs_a_ca_and_a_plain_name) {
 }
 
 TEST_F(security, certs_command_line_refuses_overwrite) {
-  auto dir = temp_dir("certs");
+  scratch_dir scratch{"certs"};
+  const auto& dir = scratch.path();
   EXPECT_EQ(run_baton({"certs", "init", dir}).exit_code, 0);
   auto again = run_baton({"certs", "init", dir});
   EXPECT_EQ(again.exit_code, 2) << again.text;
@@ -240,8 +210,9 @@ TEST_F(security, bad_tls_files_are_errors_not_aborts) {
   auto node = run_baton({"node", "--tls-cert", certs() + "/n1.pem", "--tls-key",
                          certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"});
   EXPECT_EQ(node.exit_code, 2) << node.text;
-  auto coordinator = run(job_on("n1", 1), {"--tls-cert", certs() + "/n1.pem", "--tls-key",
-                                           certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"});
+  auto coordinator =
+    run_baton(with(job_on("n1", 1), {"--tls-cert", certs() + "/n1.pem", "--tls-key",
+                                     certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"}));
   EXPECT_EQ(coordinator.exit_code, 2) << coordinator.text;
   EXPECT_NE(coordinator.text.find("runtime.tls"), std::string::npos) << coordinator.text;
 }
@@ -249,20 +220,20 @@ TEST_F(security, bad_tls_files_are_errors_not_aborts) {
 // -- mutual TLS ------------------------------------------------------------------
 
 TEST_F(security, mutual_tls_run_works_with_allow_list_and_path_roots) {
-  auto yaml = *dir_ + "/tls-node.yaml";
+  auto yaml = dir_->path() + "/tls-node.yaml";
   write_file(yaml, "tls:\n"
                    "  certificate: certs/n1.pem\n" // relative to the file
                    "  key: certs/n1.key\n"
                    "  ca: certs/ca.pem\n"
                    "  allow: [coordinator]\n"
                    "data_dirs: [/usr/share/datasets]\n"
-                   "checkpoint_dir: " + *dir_ + "\n");
-  auto node = start_node(*dir_, "n1", {"--config", yaml});
-  ASSERT_TRUE(node);
-  auto out = run(job_on("n1", node->port), tls("coordinator"));
-  ASSERT_EQ(out.exit_code, 0) << out.text << "\nnode log:\n" << node->log();
-  auto log = node->log();
-  EXPECT_NE(log.find("listening on 127.0.0.1:" + std::to_string(node->port) + " with TLS"),
+                   "checkpoint_dir: " + dir_->path() + "\n");
+  node_process node{dir_->path(), "n1", {"--config", yaml}};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
+  ASSERT_EQ(out.exit_code, 0) << out.text << "\nnode log:\n" << node.log();
+  auto log = node.log();
+  EXPECT_NE(log.find("listening on 127.0.0.1:" + std::to_string(node.port()) + " with TLS"),
             std::string::npos) << log;
   EXPECT_NE(log.find("peer authenticated as 'coordinator'"), std::string::npos) << log;
   EXPECT_NE(log.find("spawned source"), std::string::npos) << log;
@@ -270,111 +241,112 @@ TEST_F(security, mutual_tls_run_works_with_allow_list_and_path_roots) {
 }
 
 TEST_F(security, mutual_tls_over_local_nodes) {
-  auto metrics = *dir_ + "/local-nodes.json";
+  auto metrics = dir_->path() + "/local-nodes.json";
   auto args = job_on("n1", 1);
   args.resize(args.size() - 2); // no `nodes`: --local-nodes makes them
-  auto out = run(args, {"--local-nodes", "2", "--metrics-out", metrics, "--tls-cert",
-                        certs() + "/coordinator.pem", "--tls-key", certs() + "/coordinator.key",
-                        "--tls-ca", certs() + "/ca.pem"});
+  auto out = run_baton(with(args, {"--local-nodes", "2", "--metrics-out", metrics, "--tls-cert",
+                                   certs() + "/coordinator.pem", "--tls-key",
+                                   certs() + "/coordinator.key", "--tls-ca",
+                                   certs() + "/ca.pem"}));
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_EQ(read_json(metrics).at("nodes").size(), 3u) << "2 nodes and the coordinator";
 }
 
 TEST_F(security, coordinator_without_certificate_is_refused) {
-  auto node = start_node(*dir_, "n1", tls("n1"));
-  ASSERT_TRUE(node);
-  auto out = run_baton(job_on("n1", node->port));
+  node_process node{dir_->path(), "n1", tls("n1")};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(job_on("n1", node.port()));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("closed the connection during the handshake"), std::string::npos)
     << out.text;
-  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+  EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 TEST_F(security, certificate_from_another_ca_is_refused) {
-  auto node = start_node(*dir_, "n1", tls("n1"));
-  ASSERT_TRUE(node);
-  auto out = run(job_on("n1", node->port), tls("coordinator", other()));
+  node_process node{dir_->path(), "n1", tls("n1")};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator", other())));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("TLS connection to node 'n1'"), std::string::npos) << out.text;
-  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+  EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 TEST_F(security, plain_node_is_refused_by_a_tls_coordinator) {
-  auto node = start_node(*dir_, "n1", {});
-  ASSERT_TRUE(node);
-  auto out = run(job_on("n1", node->port), tls("coordinator"));
+  node_process node{dir_->path(), "n1", {}};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
-  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+  EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 // CAF accepts any certificate of the CA; the proof checks the node's name.
 TEST_F(security, node_name_not_in_its_certificate_is_refused) {
-  auto node = start_node(*dir_, "n1", tls("n1"));
-  ASSERT_TRUE(node);
-  auto out = run(job_on("n2", node->port), tls("coordinator"));
+  node_process node{dir_->path(), "n1", tls("n1")};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(with(job_on("n2", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("presented a certificate for 'n1' (CN n1, DNS n1), but the topology "
                           "expects 'n2'"),
             std::string::npos)
     << out.text;
-  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+  EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 TEST_F(security, coordinator_not_in_allow_list_is_refused) {
   auto args = tls("n1");
   args.insert(args.end(), {"--tls-allow", "admin", "--tls-allow", "n2"});
-  auto node = start_node(*dir_, "n1", args);
-  ASSERT_TRUE(node);
-  auto out = run(job_on("n1", node->port), tls("coordinator"));
+  node_process node{dir_->path(), "n1", args};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("does not accept the certificate for 'coordinator' (CN coordinator, "
                           "DNS coordinator): not in its tls.allow (admin, n2)"),
             std::string::npos)
     << out.text;
-  auto log = node->log();
+  auto log = node.log();
   EXPECT_NE(log.find("refused a peer's identity"), std::string::npos) << log;
   EXPECT_EQ(log.find("n1: spawned"), std::string::npos) << log;
 }
 
 // A client with a good certificate that skips the proof gets nothing spawned.
 TEST_F(security, spawn_request_without_identity_proof_is_refused) {
-  auto node = start_node(*dir_, "n1", tls("n1"));
-  ASSERT_TRUE(node);
+  node_process node{dir_->path(), "n1", tls("n1")};
+  ASSERT_NE(node.port(), 0) << node.log();
   client c{{certs() + "/coordinator.pem", certs() + "/coordinator.key", certs() + "/ca.pem"}};
-  auto spawner = caf::openssl::remote_actor(*c.sys, "127.0.0.1", node->port);
+  auto spawner = caf::openssl::remote_actor(*c.sys, "127.0.0.1", node.port());
   ASSERT_TRUE(spawner) << c.sys->render(spawner.error());
   auto err = c.spawn(*spawner, "source", synthetic_source_spec());
   EXPECT_NE(describe(err).find("has not proven its identity"), std::string::npos)
     << describe(err);
-  EXPECT_EQ(node->log().find("n1: spawned"), std::string::npos) << node->log();
+  EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 // -- what a node lets actors do ------------------------------------------------------
 
 TEST_F(security, dataset_outside_data_dirs_is_refused) {
-  fs::create_directories(*dir_ + "/data");
-  auto yaml = *dir_ + "/paths-node.yaml";
+  fs::create_directories(dir_->path() + "/data");
+  auto yaml = dir_->path() + "/paths-node.yaml";
   write_file(yaml, "data_dirs: [data]\n");
-  auto node = start_node(*dir_, "n1", {"--config", yaml});
-  ASSERT_TRUE(node);
-  auto out = run_baton(job_on("n1", node->port));
+  node_process node{dir_->path(), "n1", {"--config", yaml}};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(job_on("n1", node.port()));
   EXPECT_NE(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("dataset directory '/usr/share/datasets/fashion-mnist'"),
             std::string::npos)
     << out.text;
-  EXPECT_NE(out.text.find("is outside the node's data_dirs (" + *dir_ + "/data)"),
+  EXPECT_NE(out.text.find("is outside the node's data_dirs (" + dir_->path() + "/data)"),
             std::string::npos)
     << out.text;
-  auto log = node->log();
+  auto log = node.log();
   EXPECT_NE(log.find("refused to spawn source"), std::string::npos) << log;
   EXPECT_EQ(log.find("spawned source"), std::string::npos) << log;
 }
 
 TEST_F(security, unknown_role_is_refused) {
-  auto node = start_node(*dir_, "n1", {});
-  ASSERT_TRUE(node);
+  node_process node{dir_->path(), "n1", {}};
+  ASSERT_NE(node.port(), 0) << node.log();
   client c;
-  auto spawner = c.sys->middleman().remote_actor("127.0.0.1", node->port);
+  auto spawner = c.sys->middleman().remote_actor("127.0.0.1", node.port());
   ASSERT_TRUE(spawner) << c.sys->render(spawner.error());
   auto err = c.spawn(*spawner, "shell", "command: rm -rf /");
   EXPECT_EQ(err, errc::unknown_actor_type) << describe(err);
@@ -384,11 +356,12 @@ TEST_F(security, unknown_role_is_refused) {
     << describe(err);
   // The node still serves registered roles.
   EXPECT_FALSE(c.spawn(*spawner, "source", synthetic_source_spec()));
-  EXPECT_NE(node->log().find("refused to spawn shell"), std::string::npos) << node->log();
+  EXPECT_NE(node.log().find("refused to spawn shell"), std::string::npos) << node.log();
 }
 
 TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
-  auto dir = temp_dir("paths");
+  scratch_dir scratch{"paths"};
+  const auto& dir = scratch.path();
   fs::create_directories(dir + "/checkpoints/sub");
   fs::create_directories(dir + "/outside");
   write_file(dir + "/outside/model.pt", "x");

@@ -18,7 +18,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 namespace fs = std::filesystem;
@@ -119,16 +120,11 @@ std::vector<std::string> many_heads(int heads, int samples = 512) {
 
 class stopping : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir_ = temp_dir("stop");
-    // Writable by uid 65534, which the thread-limit test runs as.
-    fs::permissions(dir_, fs::perms::all);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string dir_;
+  // Writable by uid 65534, which the thread-limit test runs as.
+  void SetUp() override { fs::permissions(dir_, fs::perms::all); }
+
+  scratch_dir scratch_{"stop"};
+  const std::string dir_ = scratch_.path();
 };
 
 } // namespace

@@ -1,7 +1,5 @@
 #include "actors/config/topology.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -12,8 +10,10 @@
 
 #include "messages/errc.hpp"
 #include "model/task.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 using baton::actors::load_topology;
 using baton::actors::parse_topology;
 using baton::actors::topology;
@@ -42,16 +42,6 @@ int line_of(const std::string& text, const std::string& needle) {
 
 class topology_test : public ::testing::Test {
 protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path()
-           / ("baton_topology_test_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `text` to a file in this test's directory and returns its path.
   std::string write(const std::string& text, const std::string& name = "topology.yaml") {
     std::string path = (dir_ / name).string();
@@ -85,7 +75,8 @@ protected:
     expect_error(load(text), parts);
   }
 
-  fs::path dir_;
+  scratch_dir scratch_{"topology"};
+  const fs::path dir_ = scratch_.path();
 };
 
 // -- the reference file --------------------------------------------------------

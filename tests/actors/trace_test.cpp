@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/errc.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace std::chrono_literals;
 using baton::errc;
@@ -25,6 +26,7 @@ using baton::messages::actor_report;
 using baton::messages::trace_event;
 
 namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
 
 namespace {
 
@@ -57,13 +59,6 @@ std::vector<actor_report> sample_reports() {
 
 class chrome_trace_file : public ::testing::Test {
 protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "baton-trace-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   /// Parses the file at `name` (fails the test on invalid JSON).
@@ -74,7 +69,8 @@ protected:
     return j;
   }
 
-  fs::path dir_;
+  scratch_dir scratch_{"trace"};
+  const fs::path dir_ = scratch_.path();
 };
 
 } // namespace

@@ -1,9 +1,14 @@
 // The transfer job end to end, as a user runs it: real `baton` processes,
 // real Fashion-MNIST, real training, nodes over real sockets on 127.0.0.1.
 
+#include <map>
+#include <memory>
+
 #include <gtest/gtest.h>
 
-#include "tests/actors/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
 
@@ -14,70 +19,54 @@ namespace {
 class transfer : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(temp_dir("transfer"));
-    checkpoint_ = new std::string(*dir_ + "/convnet-small.pt");
+    dir_ = std::make_unique<scratch_dir>("transfer");
     auto out = run_baton({"pretrain", source_path("configs/transfer.yaml"), "--set",
-                          "backbone.checkpoint=" + *checkpoint_, "--set",
+                          "backbone.checkpoint=" + checkpoint(), "--set",
                           "backbone.pretrain.train_limit=3000", "--set",
                           "backbone.pretrain.epochs=3", "--set", "data.test_limit=500"});
     ASSERT_EQ(out.exit_code, 0) << out.text;
   }
 
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  static std::string checkpoint() { return dir_->path() + "/convnet-small.pt"; }
+
   /// The default topology on a subset of the data, with the suite's backbone.
   static std::vector<std::string> job(int64_t train, int64_t test) {
     return {"run", source_path("configs/transfer.yaml"),
-            "--set", "backbone.checkpoint=" + *checkpoint_,
+            "--set", "backbone.checkpoint=" + checkpoint(),
             "--set", "data.train_limit=" + std::to_string(train),
             "--set", "data.test_limit=" + std::to_string(test)};
   }
 
-  static nlohmann::json run_job(std::vector<std::string> args, const std::string& name) {
-    auto metrics = *dir_ + "/" + name + ".json";
-    args.insert(args.end(), {"--metrics-out", metrics});
-    auto out = run_baton(args);
-    EXPECT_EQ(out.exit_code, 0) << out.text;
-    return read_json(metrics);
-  }
-
-  static std::vector<std::string> digests(const nlohmann::json& metrics) {
-    std::vector<std::string> out;
-    for (const auto& h : metrics.at("heads"))
-      out.push_back(h.at("weights_digest").get<std::string>());
-    return out;
-  }
-
-  static std::string* dir_;
-  static std::string* checkpoint_;
+  static inline std::unique_ptr<scratch_dir> dir_;
 };
-
-std::string* transfer::dir_ = nullptr;
-std::string* transfer::checkpoint_ = nullptr;
 
 } // namespace
 
 // DESIGN invariant 3: K heads on one shared backbone (actors) give the same
 // head weights as K separate single-head runs (one process each, plain loop).
 TEST_F(transfer, k_heads_equal_k_single_head_runs) {
-  auto shared = run_job(job(1024, 256), "shared");
-  auto separate = run_job([] {
+  auto shared = run_job(*dir_, job(1024, 256), "shared");
+  auto separate = run_job(*dir_, [] {
     auto a = job(1024, 256);
     a.insert(a.end(), {"--baseline", "separate"});
     return a;
   }(), "separate");
   ASSERT_EQ(shared.at("heads").size(), 3u);
-  EXPECT_EQ(digests(shared), digests(separate));
+  EXPECT_EQ(digests_by_actor(shared, "head"), digests_by_actor(separate, "head"));
   EXPECT_EQ(separate.at("nodes").size(), 3u) << "one process per head";
 }
 
 // DESIGN invariant 7: the same job embedded and over 3 node processes.
 TEST_F(transfer, embedded_equals_three_node_processes) {
-  auto embedded = run_job(job(768, 256), "embedded");
-  auto nodes = run_job([] {
+  auto embedded = run_job(*dir_, job(768, 256), "embedded");
+  auto nodes = run_job(*dir_, [] {
     auto a = job(768, 256);
     a.insert(a.end(), {"--local-nodes", "3"});
     return a;
   }(), "nodes");
-  EXPECT_EQ(digests(embedded), digests(nodes));
+  EXPECT_EQ(digests_by_actor(embedded, "head"), digests_by_actor(nodes, "head"));
   EXPECT_EQ(nodes.at("nodes").size(), 4u) << "3 nodes and the coordinator";
   // Features crossed processes: the stage -> head edges carried bytes.
   int64_t bytes = 0;
@@ -94,7 +83,7 @@ TEST_F(transfer, embedded_equals_three_node_processes) {
 // differences across machines, and fail on scrambled features or labels
 // (chance: 10%; majority class: 70% footwear, 40% groups4).
 TEST_F(transfer, short_run_reaches_sane_accuracy) {
-  auto metrics = run_job(job(6000, 2000), "accuracy");
+  auto metrics = run_job(*dir_, job(6000, 2000), "accuracy");
   std::map<std::string, double> minimum{{"all10", 0.70}, {"footwear", 0.93}, {"groups4", 0.85}};
   for (const auto& h : metrics.at("heads")) {
     auto name = h.at("name").get<std::string>();

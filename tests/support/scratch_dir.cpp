@@ -30,9 +30,10 @@ bool owner_failed() {
 scratch_dir::scratch_dir(const std::string& name) {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
-  std::string pattern = parent + "/baton-test-" + name + "-XXXXXX";
+  const std::string wanted = parent + "/baton-test-" + name + "-XXXXXX";
+  std::string pattern = wanted; // mkdtemp fills in the Xs
   if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("cannot make the scratch directory '" + pattern +
+    throw std::runtime_error("cannot make the scratch directory '" + wanted +
                              "': " + std::strerror(errno));
   path_ = std::filesystem::absolute(pattern).string();
 }
