@@ -19,8 +19,9 @@
 
 #include "actors/modes/pipeline/planning.hpp"
 #include "actors/modes/registry.hpp"
-#include "actors/net/certs.hpp"
+#include "actors/modes/run.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
+#include "actors/net/certs.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
 #include "messages/errc.hpp"

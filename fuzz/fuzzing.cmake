@@ -54,7 +54,7 @@ if(BATON_FUZZ AND baton_fuzz_ok)
     # build decide what is out of date on every build.
     BUILD_ALWAYS ON
     INSTALL_COMMAND ""
-    DEPENDS baton_actors baton_messages baton_model)
+    DEPENDS baton_actors_runtime baton_messages baton_model)
 
   # baton_add_fuzz_test(TARGET CORPUS SECONDS MAX_LEN [DICT]): its two ctest
   # cases; SECONDS is a share of BATON_FUZZ_SECONDS, in percent.

@@ -14,7 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/yaml_field.hpp"
-#include "actors/runtime/system.hpp"
+#include "actors/net/system.hpp"
 #include "messages/errc.hpp"
 #include "model/dataset.hpp"
 #include "model/error.hpp"

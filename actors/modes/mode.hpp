@@ -25,6 +25,9 @@ struct training_mode {
   caf::expected<job_result> (*run_local)(const topology& t, const run_request& r);
   /// Before anything runs (e.g. pre-train a missing backbone).
   caf::expected<void> (*prepare)(const topology& t) = nullptr;
+  /// Before an actor run places anything: settles what the topology left
+  /// to planning (transfer: `backbone.split: auto`, for `local_nodes`).
+  caf::expected<void> (*settle)(topology& t, int32_t local_nodes) = nullptr;
   /// `--save-model PATH`: the trained model, from the weights the actors sent.
   caf::expected<void> (*save_model)(const topology& t, const job_result& result,
                                     const std::string& path) = nullptr;

@@ -3,6 +3,7 @@
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
 #include "actors/modes/pipeline/pipeline_stage.hpp"
+#include "actors/modes/pipeline/planning.hpp"
 #include "actors/modes/transfer/head.hpp"
 #include "actors/modes/transfer/stage.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
@@ -32,15 +33,19 @@ caf::expected<void> transfer_prepare(const topology& t) {
   return ensure_pretrained(t);
 }
 
+caf::expected<void> transfer_settle(topology& t, int32_t local_nodes) {
+  return resolve_backbone_split(t, local_nodes);
+}
+
 } // namespace
 
 const std::vector<training_mode>& all_modes() {
   static const std::vector<training_mode> modes{
-    {"transfer", transfer_plan, run_transfer_local, transfer_prepare, nullptr, run_separate,
-     false},
+    {"transfer", transfer_plan, run_transfer_local, transfer_prepare, transfer_settle, nullptr,
+     run_separate, false},
     // A pipeline trains the backbone itself: it needs no pretrained one.
-    {"pipeline", plan_pipeline, run_pipeline_local, nullptr, save_pipeline_model, nullptr,
-     true},
+    {"pipeline", plan_pipeline, run_pipeline_local, nullptr, nullptr, save_pipeline_model,
+     nullptr, true},
   };
   return modes;
 }

@@ -11,8 +11,8 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/mode.hpp"
+#include "actors/roles/role_type.hpp"
 #include "actors/runtime/job_plan.hpp"
-#include "actors/runtime/role_type.hpp"
 
 namespace baton::actors {
 

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "actors/config/role_spec.hpp"
-#include "actors/runtime/role_type.hpp"
 #include "actors/config/topology.hpp"
+#include "actors/roles/role_type.hpp"
 #include "model/dataset.hpp"
 
 namespace baton::actors {

@@ -9,9 +9,9 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/roles/role_type.hpp"
 #include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
-#include "actors/runtime/role_type.hpp"
 #include "actors/runtime/run_record.hpp"
 
 namespace baton::actors {

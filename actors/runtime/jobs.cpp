@@ -12,15 +12,12 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/config/default_topology.hpp"
-#include "actors/flow/trace.hpp"
-#include "actors/modes/pipeline/planning.hpp"
-#include "actors/modes/registry.hpp"
 #include "actors/net/framed_transport.hpp"
+#include "actors/net/system.hpp"
 #include "actors/runtime/coordinator.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/spawner.hpp"
-#include "actors/runtime/system.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"
 
@@ -37,10 +34,13 @@ system_settings settings_of(const topology& t) {
 
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------
 
-caf::expected<job_result> run_actors(topology t, const run_request& r) {
-  // `backbone.split: auto`: profiled and planned here, before any process or actor starts.
-  if (auto planned = resolve_backbone_split(t, r.local_nodes); !planned)
-    return planned.error();
+} // namespace
+
+caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job) {
+  // Before any process or actor starts (transfer: `backbone.split: auto`).
+  if (job.settle != nullptr)
+    if (auto settled = job.settle(t, r.local_nodes); !settled)
+      return settled.error();
   auto record = request_record(r);
   if (!record)
     return record.error();
@@ -71,7 +71,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
     spdlog::info("started {} local nodes (logs in {}, removed after a successful run)",
                  r.local_nodes, *dir);
   }
-  auto plan = plan_of(t);
+  auto plan = job.plan(t);
   if (!plan)
     return plan.error();
   caf::actor_system_config cfg;
@@ -86,7 +86,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   options.record = *record;
   if (checkpoints)
     options.temporary_checkpoint_dir = checkpoints->path();
-  options.roles = all_roles();
+  options.roles = job.roles;
   auto result = run_actor_job(sys, t, *plan, options);
   if (cluster)
     cluster->stop();
@@ -96,8 +96,6 @@ caf::expected<job_result> run_actors(topology t, const run_request& r) {
   }
   return result;
 }
-
-} // namespace
 
 caf::expected<std::string> fault_override(const std::string& text) {
   std::string entries;
@@ -200,92 +198,6 @@ caf::expected<topology> load_request_topology(const run_request& r) {
     return load_topology(r.topology_path, r.overrides);
   return parse_topology(default_topology_yaml, embedded_topology_name,
                         with_default_checkpoint(r.overrides));
-}
-
-namespace {
-
-/// The jobs (`job:` values) whose mode has `feature`, for an error.
-template <class Has>
-std::string jobs_with(Has feature) {
-  std::string out;
-  for (const auto& m : all_modes())
-    if (feature(m))
-      out += (out.empty() ? "job: " : ", ") + m.name;
-  return out.empty() ? "none" : out;
-}
-
-/// The request's flags that `mode` does not offer, refused before anything
-/// runs.
-caf::error check_flags(const run_request& r, const training_mode& mode) {
-  if (!r.mode.empty() && r.mode != "local")
-    return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
-  if (!r.baseline.empty() && r.baseline != "separate")
-    return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
-  if (!r.trace_out.empty() && (!mode.traces || !r.mode.empty()))
-    return make_error(errc::bad_config,
-                      "--trace records the actors of a run (not --mode local) of " +
-                        jobs_with([](const auto& m) { return m.traces; }) + ", not job: " +
-                        mode.name);
-  if (!r.save_model.empty() && mode.save_model == nullptr)
-    return make_error(errc::bad_config,
-                      "--save-model saves the model of " +
-                        jobs_with([](const auto& m) { return m.save_model != nullptr; }) +
-                        "; job: " + mode.name + " has its results in its metrics");
-  if (!r.baseline.empty() && mode.run_separate == nullptr)
-    return make_error(errc::bad_config,
-                      "--baseline separate applies to " +
-                        jobs_with([](const auto& m) { return m.run_separate != nullptr; }) +
-                        ", not job: " + mode.name);
-  return caf::none;
-}
-
-} // namespace
-
-caf::expected<job_result> run_job(const run_request& r) {
-  auto t = load_request_topology(r);
-  if (!t)
-    return t.error();
-  const auto* mode = find_mode(t->job);
-  if (mode == nullptr)
-    return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
-  auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
-                                          {"--trace", r.trace_out},
-                                          {"--save-model", r.save_model}};
-  auto inputs = std::vector<std::string>{t->file, t->checkpoint, t->backbone.path};
-  if (!r.resume_dir.empty())
-    inputs.push_back(run_record_path(r.resume_dir));
-  if (auto err = check_outputs(outputs, inputs))
-    return err;
-  if (auto err = check_flags(r, *mode))
-    return err;
-  if (mode->prepare != nullptr)
-    if (auto ok = mode->prepare(*t); !ok)
-      return ok.error();
-  if (r.mode == "local")
-    return mode->run_local(*t, r);
-  if (r.baseline == "separate")
-    return mode->run_separate(*t, r);
-  return run_actors(*t, r);
-}
-
-caf::error write_outputs(const run_request& r, const job_result& result) {
-  if (!r.metrics_out.empty())
-    if (auto ok = write_metrics(result, r.metrics_out); !ok)
-      return ok.error();
-  if (!r.trace_out.empty())
-    if (auto err = write_chrome_trace(r.trace_out, result.actors))
-      return err;
-  if (!r.save_model.empty()) {
-    auto t = load_request_topology(r);
-    if (!t)
-      return t.error();
-    const auto* mode = find_mode(t->job);
-    if (mode == nullptr || mode->save_model == nullptr)
-      return make_error(errc::bad_config, "--save-model: job: " + t->job + " saves no model");
-    if (auto ok = mode->save_model(*t, result, r.save_model); !ok)
-      return ok.error();
-  }
-  return caf::none;
 }
 
 } // namespace baton::actors

@@ -9,6 +9,8 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/roles/role_type.hpp"
+#include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/run_record.hpp"
 
@@ -50,16 +52,21 @@ caf::expected<topology> load_request_topology(const run_request& r);
 /// recorded options followed by `r`'s.
 caf::expected<run_record> request_record(const run_request& r);
 
-/// Runs the job the request describes with its mode (actors/modes/): the
-/// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
-/// its one-process reference (--mode local) or its baseline (--baseline). The output files are checked before
-/// anything trains (writable, not a directory, not an input of the run) and
-/// are written by write_outputs.
-caf::expected<job_result> run_job(const run_request& r);
+/// What a mode hands the runtime for an actor run.
+struct actor_job {
+  /// The plan of the placed topology (nodes known).
+  caf::expected<job_plan> (*plan)(const topology& t);
+  /// Settles what the topology left to planning, before anything is placed
+  /// or started (e.g. `backbone.split: auto`); null: nothing to settle.
+  caf::expected<void> (*settle)(topology& t, int32_t local_nodes) = nullptr;
+  std::vector<role_type> roles; ///< what the embedded process may spawn
+};
 
-/// Writes what `r` asked for of a finished run: --metrics-out, --trace,
-/// --save-model.
-caf::error write_outputs(const run_request& r, const job_result& result);
+/// Runs `job` with actors: embedded in this process, on the topology's
+/// nodes, or on `--local-nodes` N processes started (and always stopped)
+/// here; checkpoints nobody named go to a directory of the run's, removed
+/// when it ends. See run_actor_job (coordinator.hpp).
+caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job);
 
 /// `baton bench transfer` options.
 struct bench_request {

@@ -7,8 +7,8 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/net/system.hpp"
 #include "actors/runtime/spawner.hpp"
-#include "actors/runtime/system.hpp"
 
 namespace baton::actors {
 

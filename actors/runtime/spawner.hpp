@@ -8,7 +8,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
-#include "actors/runtime/role_type.hpp"
+#include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {

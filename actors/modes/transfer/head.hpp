@@ -7,7 +7,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/role_spec.hpp"
-#include "actors/runtime/role_type.hpp"
+#include "actors/roles/role_type.hpp"
 
 namespace baton::actors {
 

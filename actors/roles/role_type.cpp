@@ -1,4 +1,4 @@
-#include "actors/runtime/role_type.hpp"
+#include "actors/roles/role_type.hpp"
 
 #include <algorithm>
 #include <filesystem>

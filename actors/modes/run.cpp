@@ -1,0 +1,100 @@
+#include "actors/modes/run.hpp"
+
+#include <string>
+#include <vector>
+
+#include "actors/flow/trace.hpp"
+#include "actors/modes/registry.hpp"
+#include "actors/runtime/run_outputs.hpp"
+#include "actors/runtime/run_record.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+/// The jobs (`job:` values) whose mode has `feature`, for an error.
+template <class Has>
+std::string jobs_with(Has feature) {
+  std::string out;
+  for (const auto& m : all_modes())
+    if (feature(m))
+      out += (out.empty() ? "job: " : ", ") + m.name;
+  return out.empty() ? "none" : out;
+}
+
+/// The request's flags that `mode` does not offer, refused before anything
+/// runs.
+caf::error check_flags(const run_request& r, const training_mode& mode) {
+  if (!r.mode.empty() && r.mode != "local")
+    return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
+  if (!r.baseline.empty() && r.baseline != "separate")
+    return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
+  if (!r.trace_out.empty() && (!mode.traces || !r.mode.empty()))
+    return make_error(errc::bad_config,
+                      "--trace records the actors of a run (not --mode local) of " +
+                        jobs_with([](const auto& m) { return m.traces; }) + ", not job: " +
+                        mode.name);
+  if (!r.save_model.empty() && mode.save_model == nullptr)
+    return make_error(errc::bad_config,
+                      "--save-model saves the model of " +
+                        jobs_with([](const auto& m) { return m.save_model != nullptr; }) +
+                        "; job: " + mode.name + " has its results in its metrics");
+  if (!r.baseline.empty() && mode.run_separate == nullptr)
+    return make_error(errc::bad_config,
+                      "--baseline separate applies to " +
+                        jobs_with([](const auto& m) { return m.run_separate != nullptr; }) +
+                        ", not job: " + mode.name);
+  return caf::none;
+}
+
+} // namespace
+
+caf::expected<job_result> run_job(const run_request& r) {
+  auto t = load_request_topology(r);
+  if (!t)
+    return t.error();
+  const auto* mode = find_mode(t->job);
+  if (mode == nullptr)
+    return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
+  auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
+                                          {"--trace", r.trace_out},
+                                          {"--save-model", r.save_model}};
+  auto inputs = std::vector<std::string>{t->file, t->checkpoint, t->backbone.path};
+  if (!r.resume_dir.empty())
+    inputs.push_back(run_record_path(r.resume_dir));
+  if (auto err = check_outputs(outputs, inputs))
+    return err;
+  if (auto err = check_flags(r, *mode))
+    return err;
+  if (mode->prepare != nullptr)
+    if (auto ok = mode->prepare(*t); !ok)
+      return ok.error();
+  if (r.mode == "local")
+    return mode->run_local(*t, r);
+  if (r.baseline == "separate")
+    return mode->run_separate(*t, r);
+  return run_actors(*t, r, actor_job{mode->plan, mode->settle, all_roles()});
+}
+
+caf::error write_outputs(const run_request& r, const job_result& result) {
+  if (!r.metrics_out.empty())
+    if (auto ok = write_metrics(result, r.metrics_out); !ok)
+      return ok.error();
+  if (!r.trace_out.empty())
+    if (auto err = write_chrome_trace(r.trace_out, result.actors))
+      return err;
+  if (!r.save_model.empty()) {
+    auto t = load_request_topology(r);
+    if (!t)
+      return t.error();
+    const auto* mode = find_mode(t->job);
+    if (mode == nullptr || mode->save_model == nullptr)
+      return make_error(errc::bad_config, "--save-model: job: " + t->job + " saves no model");
+    if (auto ok = mode->save_model(*t, result, r.save_model); !ok)
+      return ok.error();
+  }
+  return caf::none;
+}
+
+} // namespace baton::actors

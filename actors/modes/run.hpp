@@ -1,0 +1,24 @@
+#pragma once
+
+// `baton run`: the request's job, run by its mode.
+
+#include <caf/expected.hpp>
+
+#include "actors/runtime/job_result.hpp"
+#include "actors/runtime/jobs.hpp"
+
+namespace baton::actors {
+
+/// Runs the job the request describes with its mode (registry.hpp): the
+/// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
+/// its one-process reference (--mode local) or its baseline (--baseline
+/// separate). Flags the mode does not offer are refused first. The output
+/// files are checked before anything trains (writable, not a directory, not
+/// an input of the run) and are written by write_outputs.
+caf::expected<job_result> run_job(const run_request& r);
+
+/// Writes what `r` asked for of a finished run: --metrics-out, --trace,
+/// --save-model (by the job's mode).
+caf::error write_outputs(const run_request& r, const job_result& result);
+
+} // namespace baton::actors
