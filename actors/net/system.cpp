@@ -1,4 +1,4 @@
-#include "actors/runtime/system.hpp"
+#include "actors/net/system.hpp"
 
 #include <caf/atom.hpp>
 #include <caf/io/middleman.hpp>
