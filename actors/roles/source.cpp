@@ -269,12 +269,7 @@ caf::error check_paths(const source_spec& spec, const path_roots& roots) {
 }
 
 caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_args& args) {
-  auto spec = parse_source_spec(args.settings);
-  if (!spec)
-    return spec.error();
-  if (auto err = check_paths(*spec, args.roots))
-    return err;
-  return spawn_source(sys, args.name, args.node, *spec);
+  return parse_check_spawn<source_spec>(sys, args, parse_source_spec, check_paths, spawn_source);
 }
 
 } // namespace baton::actors

@@ -625,12 +625,7 @@ caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots)
 }
 
 caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys, const spawn_args& args) {
-  auto spec = parse_pipeline_stage_spec(args.settings);
-  if (!spec)
-    return spec.error();
-  if (auto err = check_paths(*spec, args.roots))
-    return err;
-  return spawn_pipeline_stage(sys, args.name, args.node, *spec);
+  return parse_check_spawn<pipeline_stage_spec>(sys, args, parse_pipeline_stage_spec, check_paths, spawn_pipeline_stage);
 }
 
 } // namespace baton::actors

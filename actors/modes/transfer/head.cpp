@@ -196,12 +196,7 @@ caf::error check_paths(const head_role_spec& spec, const path_roots& roots) {
 }
 
 caf::expected<caf::actor> spawn_head_role(caf::actor_system& sys, const spawn_args& args) {
-  auto spec = parse_head_spec(args.settings);
-  if (!spec)
-    return spec.error();
-  if (auto err = check_paths(*spec, args.roots))
-    return err;
-  return spawn_head(sys, args.name, args.node, *spec);
+  return parse_check_spawn<head_role_spec>(sys, args, parse_head_spec, check_paths, spawn_head);
 }
 
 } // namespace baton::actors

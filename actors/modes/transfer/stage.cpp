@@ -208,12 +208,7 @@ caf::error check_paths(const stage_spec& spec, const path_roots& roots) {
 }
 
 caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args) {
-  auto spec = parse_stage_spec(args.settings);
-  if (!spec)
-    return spec.error();
-  if (auto err = check_paths(*spec, args.roots))
-    return err;
-  return spawn_stage(sys, args.name, args.node, *spec);
+  return parse_check_spawn<stage_spec>(sys, args, parse_stage_spec, check_paths, spawn_stage);
 }
 
 } // namespace baton::actors
