@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -18,6 +16,8 @@
 #include "actors/config/yaml_field.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/roles/recovery.hpp"
+#include "actors/runtime/fault_injector.hpp"
+#include "actors/runtime/placement.hpp"
 #include "actors/runtime/progress_line.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
@@ -268,7 +268,16 @@ private:
     return a == nullptr ? std::string{} : a->result;
   }
 
+  // -- phase 4 handlers: each ignores a message of an earlier pass ---------------
+
+  /// Whether the message being handled comes from an actor of this pass.
+  bool from_current() {
+    return find(caf::actor_cast<caf::actor_addr>(self_->current_sender())) != nullptr;
+  }
+
   void on_final(messages::actor_report& r) {
+    if (!from_current())
+      return;
     for (auto& a : actors_)
       if (a.name == r.actor)
         a.done = true;
@@ -294,6 +303,8 @@ private:
   }
 
   void on_epoch(const messages::actor_report& r) {
+    if (!from_current())
+      return;
     auto report = r;
     auto group = result_of(r.actor);
     if (plan_.group_size(group) > 1) {
@@ -316,12 +327,43 @@ private:
   }
 
   void on_weights(messages::tensor_set& w) {
+    if (!from_current())
+      return;
     if (w.kind != "weights" || w.invalid) {
       spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected)",
                    w.kind, w.from);
       return;
     }
     weights_[w.from] = std::move(w);
+  }
+
+  void on_progress(const messages::progress& p) {
+    if (from_current())
+      progress_.update(p.actor, p.epoch, p.samples, p.loss);
+  }
+
+  void on_control(const messages::control& c) {
+    if (c.kind == messages::control_kind::start && from_current()) {
+      progress_.set_total(c.value);
+      warn_unreachable_faults(c.value);
+    }
+  }
+
+  void on_trained(const std::string& actor, int64_t trained, int64_t duplicates) {
+    if (from_current())
+      result_.trained[actor] = {trained, duplicates};
+  }
+
+  /// A sender reports a fault it acted on ("dropped": a drop fault).
+  void on_fault_report(const std::string& what, const std::string& from, int64_t step) {
+    if (from_current() && what == "dropped")
+      on_dropped(from, step);
+  }
+
+  caf::error on_failure(const std::string& actor, const std::string& what) {
+    if (!from_current())
+      return caf::none;
+    return failed("actor_failed", actor, make_error(errc::actor_failed, actor + ": " + what));
   }
 
   /// Results and weights in plan order.
@@ -378,12 +420,19 @@ private:
     return n;
   }
 
-  caf::error train() {
+  /// Sends start to the actors the plan starts; the pass's clock begins.
+  void start_pass() {
     for (const auto& a : plan_.actors)
       if (a.starts)
         self_->send(find(a.name)->handle, start_atom::value);
     training_started_ = clock_type::now();
     recoverable_ = false;
+  }
+
+  /// Runs the pass until every actor sent its final report (none) or
+  /// something failed (the failure).
+  caf::error train() {
+    start_pass();
     auto last_message = clock_type::now();
     caf::error failure;
     while (unfinished() > 0 && !failure) {
@@ -392,49 +441,22 @@ private:
         break;
       }
       bool ticked = false;
-      // Messages from actors of an earlier pass (a restart) are dropped.
-      auto current = [&] {
-        return find(caf::actor_cast<caf::actor_addr>(self_->current_sender())) != nullptr;
-      };
+      // Each handler drops the messages of an earlier pass (before a restart).
       self_->receive(
-        [&](final_atom, messages::actor_report& r) {
-          if (current())
-            on_final(r);
-        },
-        [&](epoch_atom, messages::actor_report& r) {
-          if (current())
-            on_epoch(r);
-        },
-        [&](messages::tensor_set& w) {
-          if (current())
-            on_weights(w);
-        },
-        [&](messages::progress& p) {
-          if (current())
-            progress_.update(p.actor, p.epoch, p.samples, p.loss);
-        },
-        [&](messages::control& c) {
-          if (c.kind == messages::control_kind::start && current()) {
-            progress_.set_total(c.value);
-            warn_unreachable_faults(c.value);
-          }
-        },
+        [&](final_atom, messages::actor_report& r) { on_final(r); },
+        [&](epoch_atom, messages::actor_report& r) { on_epoch(r); },
+        [&](messages::tensor_set& w) { on_weights(w); },
+        [&](messages::progress& p) { on_progress(p); },
+        [&](messages::control& c) { on_control(c); },
         [&](trained_atom, std::string& actor, int64_t trained, int64_t duplicates) {
-          if (current())
-            result_.trained[actor] = {trained, duplicates};
+          on_trained(actor, trained, duplicates);
         },
-        [&](step_atom, std::string&, int64_t step) {
-          if (current())
-            on_step(step);
-        },
+        [&](step_atom, std::string&, int64_t step) { on_step(step); },
         [&](fault_atom, std::string& what, std::string& from, int64_t step) {
-          if (current() && what == "dropped")
-            on_dropped(from, step);
+          on_fault_report(what, from, step);
         },
         [&](failure_atom, std::string& actor, std::string& what) {
-          if (current())
-            failure = failed("actor_failed", actor,
-                             make_error(errc::actor_failed, actor + ": " + what));
+          failure = on_failure(actor, what);
         },
         [&](caf::down_msg& msg) { failure = on_down(msg); },
         caf::after(std::chrono::milliseconds(250)) >> [&] {
@@ -468,31 +490,19 @@ private:
 
   // -- recovery (actors/roles/recovery.hpp) ------------------------------------------------
 
-  /// A fault of the topology, and whether it fired.
-  struct armed_fault {
-    fault_spec spec;
-    bool fired = false;
-    clock_type::time_point at; ///< when it fired
-  };
-
   /// Checks the faults against the nodes, chooses the checkpoint directory
   /// and, with --resume, the step to continue from.
   caf::error prepare_recovery() {
     for (const auto& f : topology_.faults) {
-      if (node_fault(f) && spawners_.count(f.node) == 0)
+      if (is_node_fault(f) && spawners_.count(f.node) == 0)
         return make_error(errc::bad_config,
                           f.where + ": fault '" + f.kind + "' names node '" + f.node + "', " +
                             (topology_.embedded()
                                ? std::string{"but the job runs embedded in one process (use "
                                              "--local-nodes N or nodes:)"}
                                : "which is not one of the topology's nodes"));
-      if (f.kind == "chaos") {
-        chaos_ = f;
-        chaos_rng_.seed(f.seed);
-        continue;
-      }
-      faults_.push_back({f, false, {}});
     }
+    faults_ = fault_injector{topology_.faults};
     checkpoint_dir_ = options_.resume_dir.empty() ? topology_.runtime.checkpoint_dir
                                                   : options_.resume_dir;
     if (topology_.runtime.checkpoint_every == 0 && options_.resume_dir.empty())
@@ -535,55 +545,27 @@ private:
       r.checkpoint_every = topology_.runtime.checkpoint_every;
       r.restore_step = restore_step_;
     }
-    for (auto& f : faults_)
-      if (!f.fired && f.spec.kind == "throw" && f.spec.actor == name) {
-        // Armed once: a restarted actor does not throw again.
-        r.throw_at_step = f.spec.at_step;
-        f.fired = true;
-        f.at = {};
-      }
-    // The last trainable actor reports its steps while node faults wait for
-    // one, and every step under chaos.
+    r.throw_at_step = faults_.throw_step_for(name);
+    // The last trainable actor reports the job's steps (for node faults and chaos).
     auto trainable = plan_.trainable_names();
-    if (!trainable.empty() && name == trainable.back()) {
-      for (const auto& f : faults_)
-        if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0)
-          r.notify_from_step = r.notify_from_step < 0
-                                 ? f.spec.at_step
-                                 : std::min(r.notify_from_step, f.spec.at_step);
-      if (chaos_)
-        r.notify_from_step = 1;
-    }
+    if (!trainable.empty() && name == trainable.back())
+      r.notify_from_step = faults_.notify_from_step();
     return r;
   }
 
-  /// The node an actor placed on `placed` runs on: that node while it is
-  /// alive, else a surviving one (spare nodes, which the placement left
-  /// empty, first).
+  /// The node an actor placed on `placed` runs on (see placement.hpp).
   std::string node_for(const std::string& placed) {
-    if (spawners_.count(placed) != 0 || lost_nodes_.count(placed) == 0)
-      return placed;
-    auto it = moved_.find(placed);
-    if (it != moved_.end() && spawners_.count(it->second) != 0)
-      return it->second;
-    std::string chosen;
-    size_t fewest = SIZE_MAX;
-    for (const auto& [node, spawner] : spawners_) {
-      size_t load = 0;
-      for (const auto& a : actors_)
-        load += a.node == node ? 1 : 0;
-      for (const auto& [from, to] : moved_)
-        load += to == node ? 1 : 0;
-      if (load < fewest) {
-        fewest = load;
-        chosen = node;
-      }
+    placement nodes{{}, lost_nodes_, {}, moved_};
+    for (const auto& [node, spawner] : spawners_)
+      nodes.live.push_back(node);
+    for (const auto& a : actors_)
+      nodes.actors_on[a.node] += 1;
+    auto choice = actors::node_for(placed, nodes);
+    if (choice.moves) {
+      spdlog::warn("node '{}' is lost: its actors move to node '{}'", placed, choice.node);
+      moved_[placed] = choice.node;
     }
-    if (!chosen.empty()) {
-      spdlog::warn("node '{}' is lost: its actors move to node '{}'", placed, chosen);
-      moved_[placed] = chosen;
-    }
-    return chosen;
+    return choice.node;
   }
 
   void lose_node(const std::string& node) {
@@ -600,97 +582,55 @@ private:
     return err;
   }
 
-  /// A node fault fires: the node's spawner kills or stops its process.
-  void fire(armed_fault& f) {
-    f.fired = true;
-    f.at = clock_type::now();
-    auto spawner = spawners_.find(f.spec.node);
+  /// Injects a fault the injector fired: a node's spawner kills or stops
+  /// its process; chaos's throw goes to the actor.
+  void inject(const fault_spec& f) {
+    if (f.kind == "throw") {
+      spdlog::warn("chaos: '{}' throws (step {})", f.actor, f.at_step);
+      if (const auto* a = find(f.actor))
+        self_->send(a->handle, fault_atom::value, std::string{"throw (chaos)"});
+      return;
+    }
+    auto spawner = spawners_.find(f.node);
     if (spawner == spawners_.end())
       return;
-    spdlog::warn("injecting fault: {} node '{}' (at step {})", f.spec.kind, f.spec.node,
-                 last_step_);
+    spdlog::warn("injecting fault: {} node '{}' (at step {})", f.kind, f.node,
+                 faults_.last_step());
     self_->send(spawner->second, fault_atom::value,
-                std::string{f.spec.kind == "kill_node" ? "kill" : "stop"},
-                static_cast<int32_t>(f.spec.stopped.count()));
-  }
-
-  static bool node_fault(const fault_spec& f) {
-    return f.kind == "kill_node" || f.kind == "stop_node";
+                std::string{f.kind == "kill_node" ? "kill" : "stop"},
+                static_cast<int32_t>(f.stopped.count()));
   }
 
   void fire_timed_faults() {
-    for (auto& f : faults_)
-      if (!f.fired && node_fault(f.spec) && f.spec.after.count() >= 0 &&
-          clock_type::now() - training_started_ >= f.spec.after)
-        fire(f);
+    auto now = clock_type::now();
+    for (const auto& f : faults_.due(now - training_started_, now))
+      inject(f);
   }
 
+  /// The job made step `step`: node faults set for it fire, and chaos draws.
   void on_step(int64_t step) {
-    if (step <= last_step_)
-      return; // a step replayed after a restart
-    last_step_ = step;
-    for (auto& f : faults_)
-      if (!f.fired && node_fault(f.spec) && f.spec.at_step >= 0 && step >= f.spec.at_step)
-        fire(f);
-    if (chaos_)
-      chaos_step(step);
-  }
-
-  /// Chaos: with probability `rate` per step, one fault chosen at random
-  /// (seeded): a trainable actor throws, or a node is killed or stopped for
-  /// 3 s (never the last node alive).
-  void chaos_step(int64_t step) {
-    std::bernoulli_distribution hit(chaos_->rate);
-    if (!hit(chaos_rng_))
+    if (!from_current())
       return;
-    fault_spec f;
-    f.at_step = step;
-    f.where = "chaos";
-    std::vector<std::string> nodes;
+    std::vector<std::string> live, trainable;
     for (const auto& [node, spawner] : spawners_)
-      if (!node.empty())
-        nodes.push_back(node);
-    std::uniform_int_distribution<size_t> kind(0, nodes.size() > 1 ? 2 : 0);
-    auto k = kind(chaos_rng_);
-    if (k == 0) {
-      std::vector<const placed_actor*> trainable;
-      for (const auto& name : plan_.trainable_names())
-        if (const auto* a = find(name))
-          trainable.push_back(a);
-      if (trainable.empty())
-        return;
-      const auto* a = trainable[std::uniform_int_distribution<size_t>(
-        0, trainable.size() - 1)(chaos_rng_)];
-      f.kind = "throw";
-      f.actor = a->name;
-      spdlog::warn("chaos: '{}' throws (step {})", a->name, step);
-      faults_.push_back({f, true, clock_type::now()});
-      self_->send(a->handle, fault_atom::value, std::string{"throw (chaos)"});
-      return;
-    }
-    f.kind = k == 1 ? "kill_node" : "stop_node";
-    f.node = nodes[std::uniform_int_distribution<size_t>(0, nodes.size() - 1)(chaos_rng_)];
-    f.stopped = std::chrono::milliseconds(3000);
-    faults_.push_back({f, false, {}});
-    fire(faults_.back());
+      live.push_back(node);
+    for (const auto& name : plan_.trainable_names())
+      if (find(name) != nullptr)
+        trainable.push_back(name);
+    for (const auto& f : faults_.on_step(step, clock_type::now(), live, trainable))
+      inject(f);
   }
 
   /// Sets the delay and drop faults on their sender's edge (each pass: the
   /// actors are new; a drop that happened is not set again).
   caf::error arm_edge_faults() {
-    for (auto& f : faults_) {
-      if ((f.spec.kind != "delay" && f.spec.kind != "drop") || f.fired)
-        continue;
-      const placed_actor* from = nullptr;
-      for (const auto& a : actors_)
-        if (a.name == f.spec.from)
-          from = &a;
+    for (const auto& f : faults_.edge_faults()) {
+      const auto* from = find(f.from);
       if (from == nullptr)
-        return make_error(errc::bad_config, f.spec.where + ": no actor '" + f.spec.from + "'");
-      int64_t value = f.spec.kind == "delay" ? f.spec.delay.count() : f.spec.at_step;
-      if (auto err = ask(from->handle,
-                         caf::make_message(fault_atom::value, f.spec.kind, f.spec.to, value),
-                         f.spec.where + ": cannot set fault " + f.spec.kind))
+        return make_error(errc::bad_config, f.where + ": no actor '" + f.from + "'");
+      int64_t value = f.kind == "delay" ? f.delay.count() : f.at_step;
+      if (auto err = ask(from->handle, caf::make_message(fault_atom::value, f.kind, f.to, value),
+                         f.where + ": cannot set fault " + f.kind))
         return err;
     }
     return caf::none;
@@ -698,26 +638,9 @@ private:
 
   /// A sender dropped a microbatch (a drop fault): the time detection counts from.
   void on_dropped(const std::string& from, int64_t step) {
-    for (auto& f : faults_)
-      if (f.spec.kind == "drop" && f.spec.from == from && !f.fired) {
-        f.fired = true;
-        f.at = clock_type::now();
-        spdlog::warn("injected fault: {} dropped its microbatch of step {} to {}", from, step,
-                     f.spec.to);
-      }
-  }
-
-  /// The injected fault that explains a failure of `target`: a node or drop
-  /// fault that fired, else a throw armed in (or sent to) `target`; each
-  /// explains one failure.
-  armed_fault* injected_for(const std::string& target) {
-    for (auto& f : faults_)
-      if (f.fired && (node_fault(f.spec) || f.spec.kind == "drop") && counted_.count(&f) == 0)
-        return &f;
-    for (auto& f : faults_)
-      if (f.fired && f.spec.kind == "throw" && f.spec.actor == target && counted_.count(&f) == 0)
-        return &f;
-    return nullptr;
+    for (const auto& f : faults_.dropped(from, clock_type::now()))
+      spdlog::warn("injected fault: {} dropped its microbatch of step {} to {}", from, step,
+                   f.to);
   }
 
   /// Stops every actor of the failed pass, waits until they are gone (so
@@ -738,20 +661,14 @@ private:
       checkpoint_dir_.empty()
         ? 0
         : common_checkpoint_steps(checkpoint_dir_, plan_.trainable_names()).front();
-    fault_record record{failure_kind_, failure_target_, last_step_, -1, -1, restore_step_};
-    if (auto* f = injected_for(failure_target_)) {
-      counted_.insert(f);
-      record.kind = f->spec.kind;
-      record.target = f->spec.kind == "throw"  ? f->spec.actor
-                       : f->spec.kind == "drop" ? f->spec.from + "->" + f->spec.to
-                                                : f->spec.node;
-      if (f->spec.at_step >= 0)
-        record.at_step = f->spec.at_step;
-      if (f->at != clock_type::time_point{})
-        record.detected_after_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(detected - f->at).count();
-      else
-        record.detected_after_ms = 0; // the actor reported its own exception
+    fault_record record{failure_kind_, failure_target_, faults_.last_step(), -1, -1,
+                        restore_step_};
+    if (auto f = faults_.explain(failure_target_, detected)) {
+      record.kind = f->kind;
+      record.target = f->target;
+      if (f->at_step >= 0)
+        record.at_step = f->at_step;
+      record.detected_after_ms = f->detected_after_ms;
     }
     open_fault_ = record;
     detected_at_ = detected;
@@ -857,13 +774,9 @@ private:
   job_result result_;
 
   // Recovery.
-  std::deque<armed_fault> faults_;      ///< deque: counted_ points into it
-  std::optional<fault_spec> chaos_;
-  std::mt19937_64 chaos_rng_;
-  std::set<const armed_fault*> counted_; ///< faults already recorded
+  fault_injector faults_;
   std::string checkpoint_dir_;          ///< "" = no checkpoints
   int64_t restore_step_ = 0;            ///< the step this pass starts from
-  int64_t last_step_ = -1;              ///< newest step reported (notify_from_step)
   bool length_checked_ = false;         ///< warn_unreachable_faults ran
   std::set<std::string> lost_nodes_;
   std::map<std::string, std::string> moved_; ///< lost node -> where its actors went

@@ -1,0 +1,147 @@
+#include "actors/runtime/fault_injector.hpp"
+
+#include <algorithm>
+
+namespace baton::actors {
+
+bool is_node_fault(const fault_spec& f) {
+  return f.kind == "kill_node" || f.kind == "stop_node";
+}
+
+fault_injector::fault_injector(const std::vector<fault_spec>& faults) {
+  for (const auto& f : faults) {
+    if (f.kind == "chaos") {
+      chaos_ = f;
+      chaos_rng_.seed(f.seed);
+      continue;
+    }
+    faults_.push_back({f, false, {}, false});
+  }
+}
+
+int64_t fault_injector::throw_step_for(const std::string& actor) {
+  int64_t step = -1;
+  for (auto& f : faults_)
+    if (!f.fired && f.spec.kind == "throw" && f.spec.actor == actor) {
+      step = f.spec.at_step;
+      f.fired = true;
+      f.at = {};
+    }
+  return step;
+}
+
+int64_t fault_injector::notify_from_step() const {
+  int64_t from = -1;
+  for (const auto& f : faults_)
+    if (!f.fired && is_node_fault(f.spec) && f.spec.at_step >= 0)
+      from = from < 0 ? f.spec.at_step : std::min(from, f.spec.at_step);
+  return chaos_ ? 1 : from;
+}
+
+std::vector<fault_spec> fault_injector::edge_faults() const {
+  std::vector<fault_spec> edges;
+  for (const auto& f : faults_)
+    if ((f.spec.kind == "delay" || f.spec.kind == "drop") && !f.fired)
+      edges.push_back(f.spec);
+  return edges;
+}
+
+void fault_injector::fire(armed_fault& f, clock_type::time_point now,
+                          std::vector<fault_spec>& fired) {
+  f.fired = true;
+  f.at = now;
+  fired.push_back(f.spec);
+}
+
+std::vector<fault_spec> fault_injector::on_step(int64_t step, clock_type::time_point now,
+                                                const std::vector<std::string>& live_nodes,
+                                                const std::vector<std::string>& trainable) {
+  std::vector<fault_spec> fired;
+  if (step <= last_step_)
+    return fired; // a step replayed after a restart
+  last_step_ = step;
+  for (auto& f : faults_)
+    if (!f.fired && is_node_fault(f.spec) && f.spec.at_step >= 0 && step >= f.spec.at_step)
+      fire(f, now, fired);
+  if (chaos_)
+    if (auto f = chaos_at(step, now, live_nodes, trainable))
+      fired.push_back(*f);
+  return fired;
+}
+
+/// Chaos: with probability `rate` per step, one fault chosen at random
+/// (seeded): a trainable actor throws, or a node is killed or stopped for
+/// 3 s (never the last node alive). The draws and their order are the
+/// seed's sequence: changing them changes every chaos run.
+std::optional<fault_spec> fault_injector::chaos_at(int64_t step, clock_type::time_point now,
+                                                   const std::vector<std::string>& live_nodes,
+                                                   const std::vector<std::string>& trainable) {
+  std::bernoulli_distribution hit(chaos_->rate);
+  if (!hit(chaos_rng_))
+    return std::nullopt;
+  fault_spec f;
+  f.at_step = step;
+  f.where = "chaos";
+  std::vector<std::string> nodes;
+  for (const auto& node : live_nodes)
+    if (!node.empty())
+      nodes.push_back(node);
+  std::uniform_int_distribution<size_t> kind(0, nodes.size() > 1 ? 2 : 0);
+  auto k = kind(chaos_rng_);
+  if (k == 0) {
+    if (trainable.empty())
+      return std::nullopt;
+    f.kind = "throw";
+    f.actor = trainable[std::uniform_int_distribution<size_t>(0, trainable.size() - 1)(chaos_rng_)];
+  } else {
+    f.kind = k == 1 ? "kill_node" : "stop_node";
+    f.node = nodes[std::uniform_int_distribution<size_t>(0, nodes.size() - 1)(chaos_rng_)];
+    f.stopped = std::chrono::milliseconds(3000);
+  }
+  faults_.push_back({f, true, now, false});
+  return f;
+}
+
+std::vector<fault_spec> fault_injector::due(clock_type::duration since_start,
+                                            clock_type::time_point now) {
+  std::vector<fault_spec> fired;
+  for (auto& f : faults_)
+    if (!f.fired && is_node_fault(f.spec) && f.spec.after.count() >= 0 &&
+        since_start >= f.spec.after)
+      fire(f, now, fired);
+  return fired;
+}
+
+std::vector<fault_spec> fault_injector::dropped(const std::string& from,
+                                                clock_type::time_point now) {
+  std::vector<fault_spec> fired;
+  for (auto& f : faults_)
+    if (f.spec.kind == "drop" && f.spec.from == from && !f.fired)
+      fire(f, now, fired);
+  return fired;
+}
+
+std::optional<explained_fault> fault_injector::explain(const std::string& target,
+                                                       clock_type::time_point detected) {
+  armed_fault* found = nullptr;
+  for (auto& f : faults_)
+    if (!found && f.fired && !f.counted && (is_node_fault(f.spec) || f.spec.kind == "drop"))
+      found = &f;
+  for (auto& f : faults_)
+    if (!found && f.fired && !f.counted && f.spec.kind == "throw" && f.spec.actor == target)
+      found = &f;
+  if (found == nullptr)
+    return std::nullopt;
+  found->counted = true;
+  const auto& s = found->spec;
+  explained_fault e;
+  e.kind = s.kind;
+  e.target = s.kind == "throw" ? s.actor : s.kind == "drop" ? s.from + "->" + s.to : s.node;
+  e.at_step = s.at_step;
+  if (found->at != clock_type::time_point{})
+    e.detected_after_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(detected - found->at).count();
+  return e;
+}
+
+} // namespace baton::actors

@@ -1,0 +1,47 @@
+#include "actors/runtime/placement.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace baton::actors {
+
+namespace {
+
+/// Listed live and not lost (the coordinator never lists a lost node live;
+/// a lost node wins if it does).
+bool is_live(const placement& nodes, const std::string& node) {
+  return nodes.lost.count(node) == 0 &&
+         std::find(nodes.live.begin(), nodes.live.end(), node) != nodes.live.end();
+}
+
+/// Actors on `node` now, counting each lost node moved there as one more.
+size_t load_of(const placement& nodes, const std::string& node) {
+  auto it = nodes.actors_on.find(node);
+  size_t load = it == nodes.actors_on.end() ? 0 : it->second;
+  for (const auto& [from, to] : nodes.moved)
+    load += to == node ? 1 : 0;
+  return load;
+}
+
+} // namespace
+
+placement_choice node_for(const std::string& placed, const placement& nodes) {
+  if (nodes.lost.count(placed) == 0)
+    return {placed, false}; // an unknown node too: spawning there says so
+  if (auto it = nodes.moved.find(placed); it != nodes.moved.end() && is_live(nodes, it->second))
+    return {it->second, false};
+  placement_choice choice;
+  size_t fewest = SIZE_MAX;
+  for (const auto& node : nodes.live) {
+    if (nodes.lost.count(node) != 0)
+      continue;
+    if (auto load = load_of(nodes, node); load < fewest) {
+      fewest = load;
+      choice.node = node;
+    }
+  }
+  choice.moves = !choice.node.empty();
+  return choice;
+}
+
+} // namespace baton::actors

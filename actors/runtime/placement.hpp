@@ -1,0 +1,40 @@
+#pragma once
+
+// Where an actor runs when the node the plan placed it on is lost: plain
+// data in, a node out (no actor system; the coordinator does the spawning).
+
+#include <cstddef>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace baton::actors {
+
+/// What the coordinator knows of the nodes when it spawns an actor.
+struct placement {
+  /// Nodes still reachable ("" = the embedded process), in order: on a tie
+  /// the first one wins.
+  std::vector<std::string> live;
+  std::set<std::string> lost; ///< nodes lost during the run
+  /// Node -> actors of this pass already spawned there (a node missing
+  /// here has none, as a spare node the plan left empty).
+  std::map<std::string, size_t> actors_on;
+  std::map<std::string, std::string> moved; ///< lost node -> where its actors went
+};
+
+/// The node an actor goes to, and whether its lost node moves there now.
+struct placement_choice {
+  std::string node; ///< "" when no node survives (or the job runs embedded)
+  /// `node` is a new destination for the lost node: record it in
+  /// placement::moved so that its other actors follow.
+  bool moves = false;
+};
+
+/// The node an actor placed on `placed` runs on: `placed` while it is not
+/// lost; else the node its actors already moved to, if still live; else the
+/// live node with the fewest actors (actors spawned there plus lost nodes
+/// moved there), so spare nodes first. Never a lost node.
+placement_choice node_for(const std::string& placed, const placement& nodes);
+
+} // namespace baton::actors
