@@ -28,89 +28,96 @@ namespace baton::actors {
 
 namespace {
 
-caf::error node_error(const std::string& path, const YAML::Node& n, const std::string& what) {
-  return make_error(errc::bad_config,
-                    path + ":" + std::to_string(n.Mark().line + 1) + ": " + what);
+using detail::field;
+
+/// The keys of node.yaml and of its `tls:` section.
+const std::vector<std::string>& node_keys() {
+  static const std::vector<std::string> keys = {
+    "name", "host", "port", "scheduler_threads", "heartbeat_ms", "connection_timeout_ms", "tls",
+    "data_dirs", "checkpoint_dir"};
+  return keys;
 }
 
-/// The key of a map entry: yaml-cpp throws on as<std::string>() of a key that
-/// is a list or a map (`[a]: 1`), which must be a bad_config value instead.
-caf::expected<std::string> key_of(const std::string& path, const YAML::Node& key) {
-  if (key.IsScalar())
-    return key.Scalar();
-  const char* got = key.IsMap() ? "a map" : key.IsSequence() ? "a list" : "nothing";
-  return node_error(path, key, std::string{"expected a key name, got "} + got);
+const std::vector<std::string>& tls_keys() {
+  static const std::vector<std::string> keys = {"certificate", "key", "ca", "allow"};
+  return keys;
 }
 
-/// Reads an integer from 1 to `max` (at most what T holds).
+/// Checks that the map `f` has only keys of `allowed`, each a name and none
+/// twice, as the topology parser checks its sections.
+void check_keys(const field& f, const std::vector<std::string>& allowed) {
+  std::string in = f.path().empty() ? "" : " in '" + f.path() + "'";
+  std::vector<std::string> seen;
+  for (const auto& entry : f.node()) {
+    field at = f.child(entry.first, entry.first);
+    // yaml-cpp throws on as<std::string>() of a key that is a list or a map
+    // (`[a]: 1`), found by fuzz_topology.
+    if (!entry.first.IsScalar())
+      at.fail("expected a key name, got " + at.shown());
+    const std::string& key = entry.first.Scalar();
+    if (!detail::contains(allowed, key))
+      at.fail("unknown key " + detail::quoted(key) + in + " (expected one of: " +
+              detail::join(allowed) + ")");
+    if (detail::contains(seen, key))
+      at.fail("key " + detail::quoted(key) + " appears twice" +
+              (in.empty() ? " at the top level" : in));
+    seen.push_back(key);
+  }
+}
+
+/// An integer from 1 to `max` (at most what T holds).
 template <class T>
-caf::error read_positive(const std::string& path, const YAML::Node& n, const char* key, T& out,
-                         int64_t max = static_cast<int64_t>(std::numeric_limits<T>::max())) {
-  try {
-    auto value = n.as<int64_t>();
-    if (value <= 0 || value > max)
-      throw std::out_of_range("out of range");
-    out = static_cast<T>(value);
-    return caf::none;
-  } catch (const std::exception&) {
-    return node_error(path, n, std::string{"'"} + key + "' must be an integer from 1 to " +
-                                 std::to_string(max));
-  }
+T read_positive(const field& f,
+                int64_t max = static_cast<int64_t>(std::numeric_limits<T>::max())) {
+  return static_cast<T>(
+    detail::read_integer<int64_t>(f, 1, max, "an integer from 1 to " + std::to_string(max)));
 }
 
-/// `p` relative to the directory of the node file `path`.
-std::string resolve(const std::string& path, const std::string& p) {
-  namespace fs = std::filesystem;
-  return fs::absolute(fs::path{path}.parent_path() / p).lexically_normal().string();
-}
-
-caf::error read_path(const std::string& path, const YAML::Node& n, const std::string& key,
-                     std::string& out) {
-  if (!n.IsScalar() || n.Scalar().empty())
-    return node_error(path, n, "'" + key + "' must be a path");
-  out = resolve(path, n.Scalar());
-  return caf::none;
-}
-
-caf::error read_list(const std::string& path, const YAML::Node& n, const std::string& key,
-                     std::vector<std::string>& out, bool paths) {
-  if (!n.IsSequence())
-    return node_error(path, n, "'" + key + "' must be a list, e.g. [a, b]");
-  for (const auto& item : n) {
-    if (!item.IsScalar() || item.Scalar().empty())
-      return node_error(path, item, "every entry of '" + key + "' must be a non-empty string");
-    out.push_back(paths ? resolve(path, item.Scalar()) : item.Scalar());
-  }
-  return caf::none;
+/// A list of non-empty strings; paths relative to the node file.
+std::vector<std::string> read_list(const field& f, bool paths) {
+  std::vector<std::string> out;
+  for (const auto& item : f.items("a list, e.g. [a, b]"))
+    out.push_back(paths ? detail::read_path(item) : detail::read_string(item));
+  return out;
 }
 
 /// The `tls:` section: certificate, key, ca (paths) and allow (names).
-caf::error read_tls(const std::string& path, const YAML::Node& n, node_settings& s) {
-  if (!n.IsMap())
-    return node_error(path, n, "'tls' must be a map {certificate, key, ca, allow}");
+void read_tls(const field& f, node_settings& s) {
+  if (!f.node().IsMap())
+    f.expected("a map {certificate, key, ca, allow}");
+  check_keys(f, tls_keys());
   auto& tls = s.system.tls;
-  for (const auto& kv : n) {
-    auto name = key_of(path, kv.first);
-    if (!name)
-      return std::move(name.error());
-    const std::string& key = *name;
-    const auto& v = kv.second;
-    caf::error err;
-    if (key == "certificate")
-      err = read_path(path, v, "tls.certificate", tls.certificate);
-    else if (key == "key")
-      err = read_path(path, v, "tls.key", tls.key);
-    else if (key == "ca")
-      err = read_path(path, v, "tls.ca", tls.ca);
-    else if (key == "allow")
-      err = read_list(path, v, "tls.allow", s.tls_allow, false);
-    else
-      err = node_error(path, kv.first, "unknown key '" + key + "' in 'tls' (expected one of: "
-                                       "certificate, key, ca, allow)");
-    if (err)
-      return err;
-  }
-  return caf::none;
+  detail::read_if(f, "certificate", tls.certificate, detail::read_path);
+  detail::read_if(f, "key", tls.key, detail::read_path);
+  detail::read_if(f, "ca", tls.ca, detail::read_path);
+  detail::read_if(f, "allow", s.tls_allow, [](const field& x) { return read_list(x, false); });
+}
+
+/// The settings of the map `root`; throws a config_error.
+node_settings read_node_settings(const field& root) {
+  if (!root.node().IsMap())
+    root.fail("expected a map of node settings (" + detail::join(node_keys()) + "), got " +
+              root.shown());
+  check_keys(root, node_keys());
+  node_settings s;
+  auto& sys = s.system;
+  auto milliseconds = [](const field& f) {
+    return std::chrono::milliseconds{read_positive<int64_t>(f)};
+  };
+  detail::read_if(root, "name", s.name, detail::read_name);
+  detail::read_if(root, "host", s.host, detail::read_string);
+  detail::read_if(root, "port", s.port, [](const field& f) { return read_positive<uint16_t>(f); });
+  detail::read_if(root, "scheduler_threads", sys.scheduler_threads, [](const field& f) {
+    return read_positive<decltype(system_settings::scheduler_threads)>(f, max_scheduler_threads);
+  });
+  detail::read_if(root, "heartbeat_ms", sys.heartbeat_interval, milliseconds);
+  detail::read_if(root, "connection_timeout_ms", sys.connection_timeout, milliseconds);
+  if (auto tls = root.get("tls"))
+    read_tls(*tls, s);
+  detail::read_if(root, "data_dirs", s.paths.data_dirs,
+                  [](const field& f) { return read_list(f, true); });
+  detail::read_if(root, "checkpoint_dir", s.paths.checkpoint_dir, detail::read_path);
+  return s;
 }
 
 /// A node name is printed in logs, matched against `nodes:` and against TLS
@@ -257,46 +264,15 @@ caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
   } catch (const YAML::Exception& e) {
     return make_error(errc::bad_config, path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
-  if (!doc.IsMap())
-    return node_error(path, doc, "expected a map of node settings");
-  node_settings s;
-  for (const auto& kv : doc) {
-    auto name = key_of(path, kv.first);
-    if (!name)
-      return std::move(name.error());
-    const std::string& key = *name;
-    const auto& v = kv.second;
-    caf::error err;
-    int64_t ms = 0;
-    if (key == "name" && v.IsScalar())
-      s.name = v.as<std::string>();
-    else if (key == "host" && v.IsScalar())
-      s.host = v.as<std::string>();
-    else if (key == "port")
-      err = read_positive(path, v, "port", s.port);
-    else if (key == "scheduler_threads")
-      err = read_positive(path, v, "scheduler_threads", s.system.scheduler_threads,
-                          max_scheduler_threads);
-    else if (key == "heartbeat_ms" && !(err = read_positive(path, v, "heartbeat_ms", ms)))
-      s.system.heartbeat_interval = std::chrono::milliseconds{ms};
-    else if (key == "connection_timeout_ms" &&
-             !(err = read_positive(path, v, "connection_timeout_ms", ms)))
-      s.system.connection_timeout = std::chrono::milliseconds{ms};
-    else if (key == "tls")
-      err = read_tls(path, v, s);
-    else if (key == "data_dirs")
-      err = read_list(path, v, "data_dirs", s.paths.data_dirs, true);
-    else if (key == "checkpoint_dir")
-      err = read_path(path, v, "checkpoint_dir", s.paths.checkpoint_dir);
-    else if (key != "heartbeat_ms" && key != "connection_timeout_ms")
-      return node_error(path, kv.first,
-                        "unknown key '" + key + "' (expected one of: name, host, port, "
-                        "scheduler_threads, heartbeat_ms, connection_timeout_ms, tls, "
-                        "data_dirs, checkpoint_dir)");
-    if (err)
-      return err;
+  detail::source_info source{path, std::filesystem::path{path}.parent_path(), {}};
+  try {
+    return read_node_settings(field::root(source, doc));
+  } catch (const detail::config_error& e) {
+    return make_error(errc::bad_config, e.what());
+  } catch (const std::exception& e) {
+    // yaml-cpp failing where no check expected it: still an error value.
+    return make_error(errc::bad_config, path + ": " + e.what());
   }
-  return s;
 }
 
 int run_node(const node_settings& settings, const std::atomic<bool>& stop,

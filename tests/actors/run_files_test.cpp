@@ -186,6 +186,24 @@ TEST_F(run_files, bad_node_flags_are_refused_with_a_message) {
   EXPECT_EQ(directory.exit_code, 2) << directory.text;
 }
 
+// Issue 10 item 7: node.yaml's own reader said "unknown key 'name'" of a
+// `name` of the wrong type, and took a key given twice.
+TEST_F(run_files, node_file_errors_name_the_key_the_line_and_what_was_expected) {
+  auto config = dir_ + "/node.yaml";
+  std::ofstream{config} << "port: 7001\nname: [a]\n";
+  auto name = run_baton({"node", "--config", config});
+  EXPECT_EQ(name.exit_code, 2) << name.text;
+  EXPECT_NE(name.text.find(config + ":2: 'name' must be a non-empty name"), std::string::npos)
+    << name.text;
+  EXPECT_NE(name.text.find("got a list"), std::string::npos) << name.text;
+  EXPECT_EQ(name.text.find("unknown key"), std::string::npos) << name.text;
+  std::ofstream{config} << "name: n1\ntls:\n  ca: ca.pem\n  ca: other.pem\n";
+  auto twice = run_baton({"node", "--config", config});
+  EXPECT_EQ(twice.exit_code, 2) << twice.text;
+  EXPECT_NE(twice.text.find(config + ":4: key 'ca' appears twice in 'tls'"), std::string::npos)
+    << twice.text;
+}
+
 // Item 20: every --local-nodes run left a baton-nodes-* directory and failed
 // runs left baton-checkpoints-*. A successful run leaves nothing; a failed
 // one removes its checkpoints (nobody named a checkpoint_dir) and keeps
