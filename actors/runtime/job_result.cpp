@@ -58,7 +58,8 @@ double fraction_of_life(double seconds, const messages::actor_report& a) {
   return life > 0 ? seconds / life : 0.0;
 }
 
-std::string mib(int64_t bytes) {
+/// `bytes` as a table shows it: "12.3 MiB".
+std::string mib_text(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
   return buf;
@@ -209,7 +210,7 @@ std::string results_table(const job_result& r) {
     out << line;
   }
   std::snprintf(line, sizeof line, "%s (%s): %.1f s wall, %s peak memory over %zu process(es)\n",
-                r.job.c_str(), r.mode.c_str(), r.wall_seconds, mib(total_peak_rss(r)).c_str(),
+                r.job.c_str(), r.mode.c_str(), r.wall_seconds, mib_text(total_peak_rss(r)).c_str(),
                 r.nodes.size());
   out << line;
   return out.str();

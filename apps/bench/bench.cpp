@@ -78,7 +78,8 @@ bool same_weights(const job_result& a, const job_result& b) {
   return true;
 }
 
-double mib(int64_t bytes) {
+/// `bytes` in MiB, for a number column.
+double in_mib(int64_t bytes) {
   return bytes / 1048576.0;
 }
 
@@ -88,8 +89,8 @@ nlohmann::json compare(const std::string& backbone, const job_result& shared,
   auto separate_mem = total_peak_rss(separate);
   std::printf("%-13s %9.1f %9.1f %7.2fx %9.0f %9.0f %7.2fx %10.1f  %s\n", backbone.c_str(),
               shared.wall_seconds, separate.wall_seconds,
-              shared.wall_seconds / separate.wall_seconds, mib(shared_mem), mib(separate_mem),
-              static_cast<double>(shared_mem) / separate_mem, mib(total_edge_bytes(shared)),
+              shared.wall_seconds / separate.wall_seconds, in_mib(shared_mem), in_mib(separate_mem),
+              static_cast<double>(shared_mem) / separate_mem, in_mib(total_edge_bytes(shared)),
               same_weights(shared, separate) ? "yes" : "NO");
   std::fflush(stdout);
   return {{"backbone", backbone},
