@@ -41,15 +41,14 @@ caf::error make_error(errc code, std::string context) {
   return caf::make_error(code, std::move(context));
 }
 
-namespace {
-
-/// The context of `err` when it is a single string (what make_error stores).
-std::string context_text(const caf::error& err) {
+std::string context_of(const caf::error& err) {
   const auto& context = err.context();
   if (context.match_elements<std::string>())
     return context.get_as<std::string>(0);
   return context.empty() ? std::string{} : caf::to_string(context);
 }
+
+namespace {
 
 /// "name: context", or "name" alone when there is no context.
 std::string join(std::string name, const std::string& context) {
@@ -66,10 +65,10 @@ std::string describe(const caf::error& err) {
   if (!err)
     return "none";
   if (err.category() == error_category_atom)
-    return join(to_string(static_cast<errc>(err.code())), context_text(err));
+    return join(to_string(static_cast<errc>(err.code())), context_of(err));
   // CAF's own errors (timeouts, lost peers) are common in logs: name them too.
   if (err.category() == caf::atom("system"))
-    return join(caf::to_string(static_cast<caf::sec>(err.code())), context_text(err));
+    return join(caf::to_string(static_cast<caf::sec>(err.code())), context_of(err));
   return caf::to_string(err);
 }
 

@@ -45,6 +45,9 @@ std::string to_string(errc x);
 /// Builds an error value of category `errc` with a human-readable context.
 caf::error make_error(errc code, std::string context);
 
+/// The context of `err` as text: the string make_error stored, "" for none.
+std::string context_of(const caf::error& err);
+
 /// A one-line description for logs and users: "name: context" for errors of
 /// baton (e.g. "payload_too_large: tensor of 80 MiB exceeds the 64 MiB limit")
 /// and of CAF's `sec`, CAF's to_string(err) for others, "none" for no error.

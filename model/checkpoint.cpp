@@ -41,8 +41,8 @@ void save_checkpoint(const layered_model& m, const std::string& path) {
   if (target.has_parent_path()) {
     fs::create_directories(target.parent_path(), ec);
     if (ec)
-      throw error(path + ": cannot create directory '" + target.parent_path().string() +
-                  "' (" + ec.message() + ")");
+      throw file_error(path + ": cannot create directory '" + target.parent_path().string() +
+                       "' (" + ec.message() + ")");
   }
   torch::serialize::OutputArchive archive;
   for (const auto& p : m.named_state())
@@ -52,7 +52,7 @@ void save_checkpoint(const layered_model& m, const std::string& path) {
     archive.save_to(tmp.string());
   } catch (const c10::Error& e) {
     fs::remove(tmp, ec);
-    throw error(path + ": cannot write checkpoint (" + e.what_without_backtrace() + ")");
+    throw file_error(path + ": cannot write checkpoint (" + e.what_without_backtrace() + ")");
   }
   // rename() replaces the target atomically: a reader sees the old or the new
   // checkpoint, never half of one.
@@ -60,18 +60,18 @@ void save_checkpoint(const layered_model& m, const std::string& path) {
   if (ec) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    throw error(path + ": cannot move checkpoint into place (" + ec.message() + ")");
+    throw file_error(path + ": cannot move checkpoint into place (" + ec.message() + ")");
   }
 }
 
 void load_checkpoint(layered_model& m, const std::string& path) {
   if (!fs::is_regular_file(path))
-    throw error(path + ": checkpoint file not found");
+    throw file_error(path + ": checkpoint file not found");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
   } catch (const c10::Error& e) {
-    throw error(path + ": not a readable checkpoint (" + e.what_without_backtrace() + ")");
+    throw file_error(path + ": not a readable checkpoint (" + e.what_without_backtrace() + ")");
   }
   // Read and check everything before changing anything, so that a failed
   // load leaves the model as it was.
@@ -83,16 +83,17 @@ void load_checkpoint(layered_model& m, const std::string& path) {
     try {
       found = archive.try_read(key, values[i]);
     } catch (const c10::Error& e) {
-      throw error(path + ": cannot read key '" + key + "' (" + e.what_without_backtrace() + ")");
+      throw file_error(path + ": cannot read key '" + key + "' (" + e.what_without_backtrace() +
+                       ")");
     }
     if (!found)
-      throw error(path + ": missing key '" + key + "' (a parameter or buffer of the model)");
+      throw file_error(path + ": missing key '" + key + "' (a parameter or buffer of the model)");
     if (values[i].sizes() != param.sizes() || values[i].scalar_type() != param.scalar_type()) {
       std::ostringstream msg;
       msg << path << ": key '" << key << "' has shape " << values[i].sizes() << " "
           << values[i].scalar_type() << ", expected " << param.sizes() << " "
           << param.scalar_type();
-      throw error(msg.str());
+      throw file_error(msg.str());
     }
   }
   // copy_ keeps the parameters' identity: slices, optimisers and TorchScript

@@ -45,12 +45,12 @@ void gz_read_exact(gzFile f, const std::string& path, void* out, size_t n,
     if (got < 0) {
       int code = 0;
       const char* msg = gzerror(f, &code);
-      throw error(path + ": corrupt gzip data while reading " + what + " (" +
-                  (msg ? msg : "unknown zlib error") + ")");
+      throw file_error(path + ": corrupt gzip data while reading " + what + " (" +
+                       (msg ? msg : "unknown zlib error") + ")");
     }
     if (got == 0)
-      throw error(path + ": truncated: expected " + std::to_string(n) + " bytes of " +
-                  what + ", got " + std::to_string(done));
+      throw file_error(path + ": truncated: expected " + std::to_string(n) + " bytes of " +
+                       what + ", got " + std::to_string(done));
     done += static_cast<size_t>(got);
   }
 }
@@ -64,10 +64,10 @@ void gz_expect_end(gzFile f, const std::string& path) {
   if (got < 0) {
     int code = 0;
     const char* msg = gzerror(f, &code);
-    throw error(path + ": corrupt gzip data (" + (msg ? msg : "unknown zlib error") + ")");
+    throw file_error(path + ": corrupt gzip data (" + (msg ? msg : "unknown zlib error") + ")");
   }
   if (got > 0)
-    throw error(path + ": longer than its IDX header declares");
+    throw file_error(path + ": longer than its IDX header declares");
 }
 
 uint32_t big_endian_u32(const unsigned char* p) {
@@ -81,16 +81,16 @@ gz_file gz_open(const std::string& path) {
   std::error_code ec;
   auto status = std::filesystem::status(path, ec);
   if (ec)
-    throw error(path + ": cannot open: " + ec.message() +
-                " (expected a Fashion-MNIST IDX .gz file)");
+    throw file_error(path + ": cannot open: " + ec.message() +
+                     " (expected a Fashion-MNIST IDX .gz file)");
   if (!std::filesystem::is_regular_file(status))
-    throw error(path + ": cannot open: not a regular file (expected a Fashion-MNIST IDX .gz "
+    throw file_error(path + ": cannot open: not a regular file (expected a Fashion-MNIST IDX .gz "
                        "file)");
   errno = 0;
   gz_file f{gzopen(path.c_str(), "rb")};
   if (!f) {
     std::string why = errno != 0 ? std::string{": "} + std::strerror(errno) : "";
-    throw error(path + ": cannot open" + why + " (expected a Fashion-MNIST IDX .gz file)");
+    throw file_error(path + ": cannot open" + why + " (expected a Fashion-MNIST IDX .gz file)");
   }
   gzbuffer(f.get(), 1 << 18); // fewer, larger reads: the images file is 26 MB
   return f;
@@ -103,8 +103,8 @@ std::vector<uint32_t> read_idx_header(gzFile f, const std::string& path,
   gz_read_exact(f, path, header.data(), 4 * (dims + 1), "the IDX header");
   uint32_t got = big_endian_u32(header.data());
   if (got != magic)
-    throw error(path + ": bad IDX magic number " + std::to_string(got) + ", expected " +
-                std::to_string(magic));
+    throw file_error(path + ": bad IDX magic number " + std::to_string(got) + ", expected " +
+                     std::to_string(magic));
   std::vector<uint32_t> sizes;
   for (size_t i = 0; i < dims; ++i)
     sizes.push_back(big_endian_u32(header.data() + 4 * (i + 1)));
@@ -116,12 +116,12 @@ std::vector<uint32_t> read_idx_header(gzFile f, const std::string& path,
 int64_t read_images_header(gzFile f, const std::string& path) {
   auto dims = read_idx_header(f, path, idx_images_magic, 3);
   if (dims[1] != mnist_side || dims[2] != mnist_side)
-    throw error(path + ": images are " + std::to_string(dims[1]) + "x" +
-                std::to_string(dims[2]) + ", expected 28x28");
+    throw file_error(path + ": images are " + std::to_string(dims[1]) + "x" +
+                     std::to_string(dims[2]) + ", expected 28x28");
   // A corrupt header must not turn into a multi-gigabyte allocation.
   if (dims[0] > max_idx_count)
-    throw error(path + ": declares " + std::to_string(dims[0]) + " images, expected at most " +
-                std::to_string(max_idx_count));
+    throw file_error(path + ": declares " + std::to_string(dims[0]) + " images, expected at most " +
+                     std::to_string(max_idx_count));
   return dims[0];
 }
 
@@ -129,8 +129,8 @@ int64_t read_images_header(gzFile f, const std::string& path) {
 void read_labels_header(gzFile f, const std::string& path, int64_t total) {
   auto dims = read_idx_header(f, path, idx_labels_magic, 1);
   if (dims[0] != total)
-    throw error(path + ": declares " + std::to_string(dims[0]) + " labels, expected " +
-                std::to_string(total) + " (one per image)");
+    throw file_error(path + ": declares " + std::to_string(dims[0]) + " labels, expected " +
+                     std::to_string(total) + " (one per image)");
 }
 
 /// The paths of a split's images and labels files in `dir`.
@@ -165,8 +165,8 @@ at::Tensor read_idx_labels(const std::string& path, int64_t total, int64_t count
   if (count == total)
     gz_expect_end(f.get(), path);
   if (count > 0 && bytes.max().item<int64_t>() > 9)
-    throw error(path + ": label " + std::to_string(bytes.max().item<int64_t>()) +
-                " out of range, expected 0..9");
+    throw file_error(path + ": label " + std::to_string(bytes.max().item<int64_t>()) +
+                     " out of range, expected 0..9");
   return bytes.to(torch::kInt64);
 }
 
@@ -206,12 +206,12 @@ constexpr int64_t cifar_record = 1 + cifar_pixels;
 std::vector<unsigned char> read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
-    throw error(path + ": cannot open (expected a CIFAR-10 binary batch file)");
+    throw file_error(path + ": cannot open (expected a CIFAR-10 binary batch file)");
   auto size = static_cast<size_t>(in.tellg());
   std::vector<unsigned char> bytes(size);
   in.seekg(0);
   if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-    throw error(path + ": read error");
+    throw file_error(path + ": read error");
   return bytes;
 }
 
@@ -290,14 +290,14 @@ dataset load_cifar10_binary(const std::vector<std::string>& files, int64_t limit
       break;
     auto bytes = read_whole_file(path);
     if (bytes.size() % cifar_record != 0)
-      throw error(path + ": truncated: " + std::to_string(bytes.size()) +
-                  " bytes is not a whole number of 3073-byte CIFAR-10 records");
+      throw file_error(path + ": truncated: " + std::to_string(bytes.size()) +
+                       " bytes is not a whole number of 3073-byte CIFAR-10 records");
     for (size_t at = 0; at < bytes.size(); at += cifar_record) {
       if (limit > 0 && static_cast<int64_t>(labels.size()) >= limit)
         break;
       if (bytes[at] > 9)
-        throw error(path + ": record " + std::to_string(at / cifar_record) + " has label " +
-                    std::to_string(bytes[at]) + ", expected 0..9");
+        throw file_error(path + ": record " + std::to_string(at / cifar_record) + " has label " +
+                         std::to_string(bytes[at]) + ", expected 0..9");
       labels.push_back(bytes[at]);
       pixels.insert(pixels.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at) + 1,
                     bytes.begin() + static_cast<std::ptrdiff_t>(at + cifar_record));

@@ -14,4 +14,13 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// An error of a file model/ reads or writes (a dataset, a checkpoint that is
+/// missing, corrupt or does not match the model, a TorchScript archive, a
+/// checkpoint that cannot be written): bad input of the run, where other
+/// model errors are failures of the computation or of its caller.
+class file_error : public error {
+public:
+  using error::error;
+};
+
 } // namespace baton::model

@@ -393,21 +393,21 @@ std::vector<named_layer> resnet18() {
 
 std::vector<named_layer> torchscript(const model_spec& spec) {
   if (spec.path.empty() || !std::filesystem::is_regular_file(spec.path))
-    throw error("model 'torchscript': file '" + spec.path +
-                "' not found (expected a TorchScript archive from torch.jit.save)");
+    throw file_error("model 'torchscript': file '" + spec.path +
+                     "' not found (expected a TorchScript archive from torch.jit.save)");
   torch::jit::Module module;
   try {
     module = torch::jit::load(spec.path);
   } catch (const c10::Error& e) {
-    throw error(spec.path + ": not a readable TorchScript archive (" + e.what_without_backtrace() +
-                ")");
+    throw file_error(spec.path + ": not a readable TorchScript archive (" +
+                     e.what_without_backtrace() + ")");
   }
   std::vector<named_layer> layers;
   for (const auto& child : module.named_children())
     layers.push_back({child.name, AnyModule(ScriptLayer(child.value))});
   if (layers.empty())
-    throw error(spec.path + ": the TorchScript model has no child modules, expected its layers "
-                            "as top-level children");
+    throw file_error(spec.path + ": the TorchScript model has no child modules, expected its "
+                                 "layers as top-level children");
   return layers;
 }
 

@@ -76,8 +76,8 @@ training_state deserialize(const std::string& payload, const std::string& path) 
     s.version = read("baton.version").item<int64_t>();
     s.counters = tensor_bytes(read("baton.counters"));
   } catch (const c10::Error& e) {
-    throw error(path + ": not a readable checkpoint archive (" + e.what_without_backtrace() +
-                ")");
+    throw file_error(path + ": not a readable checkpoint archive (" + e.what_without_backtrace() +
+                     ")");
   }
   return s;
 }
@@ -90,7 +90,7 @@ void write_all(int fd, const std::string& bytes, const std::string& path) {
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      throw error(path + ": write failed (" + std::strerror(errno) + ")");
+      throw file_error(path + ": write failed (" + std::strerror(errno) + ")");
     }
     done += static_cast<size_t>(n);
   }
@@ -111,7 +111,7 @@ const at::Tensor& training_state::at(const std::string& name) const {
   for (const auto& [key, tensor] : tensors)
     if (key == name)
       return tensor;
-  throw error("checkpoint: no tensor '" + name + "'");
+  throw file_error("checkpoint: no tensor '" + name + "'");
 }
 
 const at::Tensor& training_state::matching(const std::string& name,
@@ -121,7 +121,7 @@ const at::Tensor& training_state::matching(const std::string& name,
     std::ostringstream msg;
     msg << "checkpoint: tensor '" << name << "' is " << t.sizes() << " " << t.scalar_type()
         << ", the model has " << like.sizes() << " " << like.scalar_type();
-    throw error(msg.str());
+    throw file_error(msg.str());
   }
   return t;
 }
@@ -139,7 +139,7 @@ void checkpoint_store::save(const training_state& s) const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw error(dir_ + ": cannot create the checkpoint directory (" + ec.message() + ")");
+    throw file_error(dir_ + ": cannot create the checkpoint directory (" + ec.message() + ")");
   auto payload = serialize(s);
   std::ostringstream header;
   header << magic << ' ' << format << ' ' << sha256_hex(payload) << ' ' << payload.size()
@@ -148,12 +148,12 @@ void checkpoint_store::save(const training_state& s) const {
   auto tmp = target + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    throw error(tmp + ": cannot create (" + std::strerror(errno) + ")");
+    throw file_error(tmp + ": cannot create (" + std::strerror(errno) + ")");
   try {
     write_all(fd, header.str(), tmp);
     write_all(fd, payload, tmp);
     if (::fsync(fd) != 0)
-      throw error(tmp + ": fsync failed (" + std::strerror(errno) + ")");
+      throw file_error(tmp + ": fsync failed (" + std::strerror(errno) + ")");
   } catch (...) {
     ::close(fd);
     fs::remove(tmp, ec);
@@ -164,7 +164,7 @@ void checkpoint_store::save(const training_state& s) const {
   if (ec) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    throw error(target + ": cannot move the checkpoint into place (" + ec.message() + ")");
+    throw file_error(target + ": cannot move the checkpoint into place (" + ec.message() + ")");
   }
   sync_directory(dir_);
   auto steps = steps_on_disk();
@@ -192,25 +192,25 @@ std::string checkpoint_store::verified_payload(int64_t step) const {
   auto path = path_of(step);
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw error(path + ": checkpoint not found");
+    throw file_error(path + ": checkpoint not found");
   std::string word, checksum;
   int version = 0;
   size_t length = 0;
   in >> word >> version >> checksum >> length;
   if (!in || word != magic || in.get() != '\n')
-    throw error(path + ": not a baton checkpoint (bad header)");
+    throw file_error(path + ": not a baton checkpoint (bad header)");
   if (version != format)
-    throw error(path + ": checkpoint format " + std::to_string(version) + ", this baton reads " +
-                std::to_string(format));
+    throw file_error(path + ": checkpoint format " + std::to_string(version) +
+                     ", this baton reads " + std::to_string(format));
   std::string payload(length, '\0');
   in.read(payload.data(), static_cast<std::streamsize>(length));
   if (static_cast<size_t>(in.gcount()) != length)
-    throw error(path + ": truncated checkpoint (" + std::to_string(in.gcount()) + " of " +
-                std::to_string(length) + " bytes)");
+    throw file_error(path + ": truncated checkpoint (" + std::to_string(in.gcount()) + " of " +
+                     std::to_string(length) + " bytes)");
   if (in.peek() != std::ifstream::traits_type::eof())
-    throw error(path + ": checkpoint has bytes after its payload");
+    throw file_error(path + ": checkpoint has bytes after its payload");
   if (sha256_hex(payload) != checksum)
-    throw error(path + ": corrupt checkpoint (checksum mismatch)");
+    throw file_error(path + ": corrupt checkpoint (checksum mismatch)");
   return payload;
 }
 
@@ -218,8 +218,8 @@ training_state checkpoint_store::load(int64_t step) const {
   auto path = path_of(step);
   auto s = deserialize(verified_payload(step), path);
   if (s.version != step)
-    throw error(path + ": holds step " + std::to_string(s.version) + ", not " +
-                std::to_string(step));
+    throw file_error(path + ": holds step " + std::to_string(s.version) + ", not " +
+                     std::to_string(step));
   return s;
 }
 

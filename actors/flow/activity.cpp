@@ -66,4 +66,18 @@ void fail(caf::local_actor* self, const caf::actor& coordinator, const std::stri
     ev->quit(make_error(errc::actor_failed, actor + ": " + what));
 }
 
+void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
+          const caf::error& cause) {
+  // The coordinator reports any failure as actor_failed: a cause of another
+  // kind (compute_failed, bad_file) keeps its name in the text.
+  std::string what = cause == errc::actor_failed ? context_of(cause) : describe(cause);
+  spdlog::error("{}: {}", actor, what);
+  if (coordinator)
+    caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor, what);
+  if (auto* ev = dynamic_cast<caf::event_based_actor*>(self))
+    ev->quit(cause.category() == error_category_atom
+               ? make_error(static_cast<errc>(cause.code()), actor + ": " + context_of(cause))
+               : cause);
+}
+
 } // namespace baton::actors

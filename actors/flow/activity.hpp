@@ -15,6 +15,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/system_messages.hpp>
 
+#include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
 
 #include "messages/errc.hpp"
@@ -130,19 +131,27 @@ auto observe_coordinator(caf::stateful_actor<State>* self) {
 /// The labels of task `task` in `m`, or nullptr when it carries none.
 const at::Tensor* task_labels_of(const messages::microbatch& m, const std::string& task);
 
-/// Tells the coordinator that `actor` failed and why, then quits `self`.
+/// Tells the coordinator that `actor` failed and why, then quits `self`
+/// (errc::actor_failed).
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const std::string& what);
 
-/// Runs `f`; a LibTorch or model error fails the actor (its state has
-/// `coordinator` and `name`) with "`what`: error". Whether `f` succeeded.
+/// Same, for a failure whose cause is an error value (error_of): the
+/// coordinator is told its code unless it is actor_failed ("compute_failed:
+/// forward: ..."), and `self` quits with it.
+void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
+          const caf::error& cause);
+
+/// Runs `f`; an exception fails the actor (its state has `coordinator` and
+/// `name`) with error_of(exception, `what`): a LibTorch error is
+/// compute_failed, a model file error bad_file. Whether `f` succeeded.
 template <class Self, class F>
 bool guarded(Self* self, const std::string& what, F&& f) {
   try {
     f();
     return true;
   } catch (const std::exception& e) {
-    fail(self, self->state.coordinator, self->state.name, what + ": " + e.what());
+    fail(self, self->state.coordinator, self->state.name, error_of(e, what));
     return false;
   }
 }

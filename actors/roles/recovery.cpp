@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "messages/errc.hpp"
+#include "model/error.hpp"
 
 namespace baton::actors {
 
@@ -43,7 +44,7 @@ std::string training_counters::to_json() const {
 training_counters training_counters::from_json(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw std::runtime_error("checkpoint counters are not a JSON object");
+    throw model::file_error("checkpoint counters are not a JSON object");
   try {
     training_counters c;
     c.epoch.loss_sum = j.at("loss_sum").get<double>();
@@ -58,7 +59,7 @@ training_counters training_counters::from_json(const std::string& text) {
     c.duplicates = j.at("duplicates").get<int64_t>();
     return c;
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(std::string{"checkpoint counters: "} + e.what());
+    throw model::file_error(std::string{"checkpoint counters: "} + e.what());
   }
 }
 

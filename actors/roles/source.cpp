@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
 #include "actors/flow/fanout.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/roles/recovery.hpp"
@@ -249,7 +250,7 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
     }
     return make_error(errc::bad_config, "unknown dataset '" + spec.dataset + "'");
   } catch (const std::exception& e) {
-    return make_error(errc::bad_file, e.what());
+    return error_of(e);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
 #include "actors/flow/fanout.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/flow/trace.hpp"
@@ -613,7 +614,7 @@ caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std
                           pipeline_setup{name, node, spec, std::move(trainer),
                                          std::move(counters)});
   } catch (const std::exception& e) {
-    return make_error(errc::bad_config, name + ": " + e.what());
+    return error_of(e, name);
   }
 }
 

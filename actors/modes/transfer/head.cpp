@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/roles/recovery.hpp"
 #include "messages/errc.hpp"
@@ -184,7 +185,7 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
     head_setup setup{name, node, spec, std::move(trainer), std::move(counters)};
     return spawn_detached(sys, name, head_behavior, std::move(setup));
   } catch (const std::exception& e) {
-    return make_error(errc::bad_config, name + ": " + e.what());
+    return error_of(e, name);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
 #include "actors/flow/credit_window.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "messages/codec.hpp"
@@ -197,7 +198,7 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
     stage_setup setup{name, node, spec, std::move(layers)};
     return spawn_detached(sys, name, stage_behavior, std::move(setup));
   } catch (const std::exception& e) {
-    return make_error(errc::bad_file, name + ": " + e.what());
+    return error_of(e, name);
   }
 }
 
