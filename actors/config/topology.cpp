@@ -693,6 +693,50 @@ std::vector<std::string> trainable_actor_names(const topology& t) {
 
 namespace {
 
+// The edge of a delay or drop fault: `from` sends to `to`. Senders are the
+// source, pipeline stages (their fanout deals) and frozen stages (theirs
+// broadcasts to the next stage, or to every head after the last one).
+void read_edge_fault(const field& item, const topology& t, fault_spec& f) {
+  std::vector<std::string> from_names{"source"}, to_names;
+  for (const auto& n : trainable_actor_names(t))
+    if (n.rfind("stage", 0) == 0) {
+      from_names.push_back(n);
+      to_names.push_back(n);
+    }
+  // A pipeline's `heads` name its task, not actors; its stages are trainable.
+  bool frozen = t.job != "pipeline";
+  std::vector<std::string> heads;
+  for (const auto& h : t.heads)
+    if (frozen)
+      heads.push_back(h.spec.name);
+  for (const auto& s : t.stages) {
+    if (frozen)
+      from_names.push_back(s.name);
+    to_names.push_back(s.name);
+  }
+  to_names.insert(to_names.end(), heads.begin(), heads.end());
+  field from = item.require("from"), to = item.require("to");
+  f.from = read_name(from);
+  f.to = read_name(to);
+  if (!contains(from_names, f.from))
+    from.fail("fault '" + f.kind + "': 'from' must be one of " + join(from_names));
+  if (!contains(to_names, f.to))
+    to.fail("fault '" + f.kind + "': 'to' must be one of " + join(to_names));
+  for (size_t i = 0; frozen && i < t.stages.size(); ++i) {
+    if (t.stages[i].name != f.from)
+      continue;
+    auto receivers = i + 1 < t.stages.size() ? std::vector<std::string>{t.stages[i + 1].name}
+                                             : heads;
+    if (!contains(receivers, f.to))
+      to.fail("fault '" + f.kind + "': '" + f.from + "' sends to " + join(receivers) +
+              " (not '" + f.to + "')");
+  }
+  if (f.kind == "delay")
+    f.delay = positive_milliseconds(item.require("delay_ms"));
+  else if (f.at_step < 0)
+    item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
+}
+
 fault_spec parse_fault(const field& item, const topology& t) {
   check_section(item);
   fault_spec f;
@@ -709,26 +753,7 @@ fault_spec parse_fault(const field& item, const topology& t) {
   };
   if (f.kind == "delay" || f.kind == "drop") {
     only({"kind", "from", "to", f.kind == "delay" ? "delay_ms" : "at_step"});
-    // Edges from the source and from pipeline stages (their fanout).
-    std::vector<std::string> from_names{"source"}, to_names;
-    for (const auto& n : trainable_actor_names(t))
-      if (n.rfind("stage", 0) == 0) {
-        from_names.push_back(n);
-        to_names.push_back(n);
-      }
-    for (const auto& s : t.stages)
-      to_names.push_back(s.name);
-    field from = item.require("from"), to = item.require("to");
-    f.from = read_name(from);
-    f.to = read_name(to);
-    if (!contains(from_names, f.from))
-      from.fail("fault '" + f.kind + "': 'from' must be one of " + join(from_names));
-    if (!contains(to_names, f.to))
-      to.fail("fault '" + f.kind + "': 'to' must be one of " + join(to_names));
-    if (f.kind == "delay")
-      f.delay = positive_milliseconds(item.require("delay_ms"));
-    else if (f.at_step < 0)
-      item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
+    read_edge_fault(item, t, f);
     return f;
   }
   if (f.kind == "chaos") {

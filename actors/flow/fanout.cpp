@@ -24,15 +24,28 @@ size_t fanout::pick(const messages::microbatch& m) const {
 }
 
 bool fanout::can_send(const messages::microbatch& m) const {
-  return receivers_[pick(m)].window.can_send();
+  if (receivers_.empty())
+    return false;
+  if (dealing_ == dealing::deal)
+    return receivers_[pick(m)].window.can_send();
+  return std::all_of(receivers_.begin(), receivers_.end(),
+                     [](const receiver& r) { return r.window.can_send(); });
 }
 
 void fanout::send(caf::event_based_actor* self, messages::microbatch m) {
-  auto& r = receivers_[pick(m)];
+  dropped_last_ = false;
+  if (dealing_ == dealing::deal)
+    return send_to(self, receivers_[pick(m)], std::move(m));
+  for (size_t i = 0; i + 1 < receivers_.size(); ++i)
+    send_to(self, receivers_[i], m); // a copy shares the payload's storage
+  send_to(self, receivers_.back(), std::move(m));
+}
+
+void fanout::send_to(caf::event_based_actor* self, receiver& r, messages::microbatch m) {
   r.window.on_send();
   r.in_flight.push_back(m.id);
-  dropped_last_ = !m.eval && m.step == r.drop_step;
-  if (dropped_last_) {
+  if (!m.eval && m.step == r.drop_step) {
+    dropped_last_ = true;
     r.drop_step = -1;
     return;
   }
@@ -75,21 +88,30 @@ std::string fanout::take_credit(const caf::actor& from, const messages::credit& 
     return "an invalid credit: " + describe(c.invalid);
   if (c.slots != 1)
     return "a credit of " + std::to_string(c.slots) + " slots (each microbatch returns one)";
-  for (auto& r : receivers_) {
-    auto i = std::find(r.in_flight.begin(), r.in_flight.end(), c.microbatch_id);
-    if (i == r.in_flight.end())
-      continue;
-    if (r.handle != from && !warned_sender_) {
-      warned_sender_ = true;
-      spdlog::warn("{}: the credit of microbatch {} came from actor {}, not from '{}' ({}) that "
-                   "it was sent to; credited to '{}' all the same",
-                   r.edge.from, c.microbatch_id, name_of(from), r.edge.to, name_of(r.handle),
-                   r.edge.to);
-    }
-    r.in_flight.erase(i);
-    r.window.on_credit(1);
-    return {};
+  auto in_flight = [&](const receiver& r) {
+    return std::find(r.in_flight.begin(), r.in_flight.end(), c.microbatch_id);
+  };
+  auto has_it = [&](const receiver& r) { return in_flight(r) != r.in_flight.end(); };
+  // The sender's handle first: broadcasting, every receiver has the id.
+  auto r = std::find_if(receivers_.begin(), receivers_.end(),
+                        [&](const receiver& x) { return x.handle == from && has_it(x); });
+  if (r == receivers_.end())
+    r = std::find_if(receivers_.begin(), receivers_.end(), has_it);
+  if (r == receivers_.end())
+    return refused(from, c);
+  if (r->handle != from && !warned_sender_) {
+    warned_sender_ = true;
+    spdlog::warn("{}: the credit of microbatch {} came from actor {}, not from '{}' ({}) that "
+                 "it was sent to; credited to '{}' all the same",
+                 r->edge.from, c.microbatch_id, name_of(from), r->edge.to, name_of(r->handle),
+                 r->edge.to);
   }
+  r->in_flight.erase(in_flight(*r));
+  r->window.on_credit(1);
+  return {};
+}
+
+std::string fanout::refused(const caf::actor& from, const messages::credit& c) const {
   std::string text = "a credit of microbatch " + std::to_string(c.microbatch_id) +
                      " from actor " + name_of(from) + ", which no receiver has in flight (";
   for (size_t i = 0; i < receivers_.size(); ++i) {

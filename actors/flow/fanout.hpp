@@ -13,28 +13,43 @@
 
 namespace baton::actors {
 
-/// The receivers of an actor's microbatches: the next stage, or its replicas,
-/// each behind its own credit window.
+/// How a fanout hands out microbatches.
+enum class dealing {
+  /// Each microbatch to one receiver, by the replica rule of `fanout`.
+  deal,
+  /// Every microbatch to every receiver (a frozen stage to every head).
+  broadcast,
+};
+
+/// The receivers of an actor's microbatches: the next stage, its replicas,
+/// or every head, each behind its own credit window. Controls go to every
+/// receiver.
 ///
 /// Dealing is the same rule at every sender: a training microbatch goes to
 /// replica `index_in_step % replicas`, an evaluation microbatch to replica 0.
 /// So replica j of every replicated stage sees the same share of every
 /// minibatch, whichever replica of the stage before sent it, and one replica
-/// evaluates (its accuracy is the stage's).
+/// evaluates (its accuracy is the stage's). Broadcasting sends every
+/// microbatch to every receiver, once each receiver has a free slot.
 class fanout {
 public:
+  /// A fanout that deals (the default) or broadcasts.
+  explicit fanout(dealing how = dealing::deal) : dealing_(how) {}
+
   /// Adds the next receiver (replicas in their order) with `window` slots.
   void add(caf::actor receiver, const std::string& from, const std::string& to, int32_t window);
 
   size_t size() const { return receivers_.size(); }
 
-  /// Which receiver `m` goes to. Precondition: size() > 0.
+  /// Which receiver `m` goes to when dealing. Precondition: size() > 0.
   size_t pick(const messages::microbatch& m) const;
 
-  /// Whether `m`'s receiver has a free slot.
+  /// Whether `m` can go: its receiver has a free slot (dealing), or every
+  /// receiver has one (broadcasting). False without receivers.
   bool can_send(const messages::microbatch& m) const;
 
-  /// Sends `m` to its receiver and counts it. Precondition: can_send(m).
+  /// Sends `m` to its receiver, or to every receiver, and counts it.
+  /// Precondition: can_send(m).
   void send(caf::event_based_actor* self, messages::microbatch m);
 
   /// Sends `c` to every receiver (each needs every control, in order).
@@ -44,7 +59,9 @@ public:
   /// it was sent to. Returns "" or, when no receiver has that microbatch in
   /// flight (a confused or malicious peer), why the credit is refused.
   ///
-  /// The microbatch names the edge, not the sender's handle: CAF 0.17 names
+  /// The receiver is the one whose handle is `from` and that has the
+  /// microbatch in flight (broadcasting, every receiver has the same ids in
+  /// flight). Failing that, the first receiver that has it: CAF 0.17 names
   /// the sender of a remote message by the connection it came over, and once
   /// (CI, 3 node processes) a stage's credits came from a handle other than
   /// its receiver's. Such a credit is logged once.
@@ -56,7 +73,8 @@ public:
   /// dropped, its slot staying taken. False when `to` is not a receiver.
   bool inject(const std::string& to, std::chrono::milliseconds delay, int64_t drop_step);
 
-  /// Whether the last send() dropped its microbatch (a drop fault).
+  /// Whether the last send() dropped its microbatch (a drop fault), to one
+  /// receiver at least.
   bool dropped_last() const { return dropped_last_; }
 
   /// Traffic per edge, one per receiver.
@@ -71,6 +89,13 @@ private:
     std::chrono::milliseconds delay{0};
     int64_t drop_step = -1;
   };
+  /// Sends `m` to `r` and counts it, unless a drop fault takes it.
+  void send_to(caf::event_based_actor* self, receiver& r, messages::microbatch m);
+
+  /// Why the credit `c` from `from` matches no microbatch in flight.
+  std::string refused(const caf::actor& from, const messages::credit& c) const;
+
+  dealing dealing_;
   std::vector<receiver> receivers_;
   bool dropped_last_ = false;
   bool warned_sender_ = false; ///< a credit came from another handle (logged once)

@@ -49,10 +49,13 @@ public:
   /// Counts `id` of `step` as trained (when training it, not on arrival:
   /// a checkpoint must not count microbatches that were only queued).
   void admit(int64_t id, int64_t step);
-
+  /// How many microbatches of `step` were admitted (0 for a step not under way).
+  int64_t admitted_in(int64_t step) const {
+    return step == current_step_ ? static_cast<int64_t>(current_ids_.size()) : 0;
+  }
 
   std::string to_json() const;
-  /// Throws std::runtime_error on text to_json() did not write.
+  /// Throws model::file_error on text to_json() did not write.
   static training_counters from_json(const std::string& text);
 
 private:

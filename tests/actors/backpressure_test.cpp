@@ -2,6 +2,8 @@
 // sends a slow receiver (this test) at most W microbatches before a credit
 // comes back, however many inputs it holds.
 
+#include <deque>
+
 #include <ATen/ATen.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -30,12 +32,17 @@ messages::microbatch make_input(int64_t id) {
   return m;
 }
 
-/// Counts microbatches arriving within `wait` without returning credits.
-int drain(caf::scoped_actor& self, std::chrono::milliseconds wait) {
+/// Counts microbatches arriving within `wait` without returning credits;
+/// appends their ids to `uncredited`.
+int drain(caf::scoped_actor& self, std::chrono::milliseconds wait,
+          std::deque<int64_t>& uncredited) {
   int received = 0;
   bool quiet = false;
   while (!quiet)
-    self->receive([&](const messages::microbatch&) { ++received; },
+    self->receive([&](const messages::microbatch& m) {
+                    ++received;
+                    uncredited.push_back(m.id);
+                  },
                   [&](const messages::credit&) {}, // the stage crediting us as its source
                   caf::after(wait) >> [&] { quiet = true; });
   return received;
@@ -73,16 +80,24 @@ TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
 
   for (int i = 0; i < inputs; ++i)
     self->send(stage, make_input(i));
+  // A credit names the microbatch it returns, as a receiver sends it.
+  std::deque<int64_t> uncredited;
+  auto credit_oldest = [&] {
+    ASSERT_FALSE(uncredited.empty());
+    self->send(stage, messages::credit{uncredited.front(), 1, {}});
+    uncredited.pop_front();
+  };
   // Without credits back, exactly one window's worth arrives.
-  EXPECT_EQ(drain(self, 1500ms), window);
+  EXPECT_EQ(drain(self, 1500ms, uncredited), window);
   // Each credit releases exactly one more.
   for (int i = 0; i < 3; ++i) {
-    self->send(stage, messages::credit{-1, 1, {}});
-    EXPECT_EQ(drain(self, 1000ms), 1);
+    credit_oldest();
+    EXPECT_EQ(drain(self, 1000ms, uncredited), 1);
   }
   // A window's worth of credits releases a window's worth.
-  self->send(stage, messages::credit{-1, window, {}});
-  EXPECT_EQ(drain(self, 1500ms), window);
+  for (int i = 0; i < window; ++i)
+    credit_oldest();
+  EXPECT_EQ(drain(self, 1500ms, uncredited), window);
   self->send_exit(stage, caf::exit_reason::user_shutdown);
   node.stop();
 }

@@ -176,6 +176,28 @@ TEST_F(faults, a_dropped_microbatch_is_detected_by_the_stall_timeout) {
   EXPECT_EQ(f.at("restored_step"), 4);
 }
 
+// Issue 10 item 7: a frozen stage sends through a broadcasting fanout, so
+// it can be the sender of an edge fault. A delay on its edge to one head
+// changes the timing only; a microbatch dropped on it is noticed by that
+// head when the rest of its step comes, and the job restarts from its
+// checkpoints. Every head ends as in the fault-free run.
+TEST_F(faults, edge_faults_from_a_frozen_stage_end_with_the_fault_free_weights) {
+  auto clean = run_job(*dir_, transfer_job(), "frozen-clean");
+  auto delayed = run_job(
+    *dir_, with(transfer_job(), {"--fault", "kind=delay,from=stage2,to=footwear,delay_ms=5"}),
+    "frozen-delay");
+  expect_same_training(delayed, clean);
+  EXPECT_EQ(delayed.at("faults").size(), 0u);
+  EXPECT_EQ(delayed.at("restarts"), 0);
+  auto dropped = run_job(
+    *dir_, with(transfer_job(), {"--fault", "kind=drop,from=stage2,to=all10,at_step=5"}),
+    "frozen-drop");
+  expect_same_training(dropped, clean);
+  ASSERT_EQ(dropped.at("faults").size(), 1u);
+  EXPECT_EQ(dropped.at("faults")[0].at("target"), "stage2->all10");
+  EXPECT_EQ(dropped.at("faults")[0].at("restored_step"), 4);
+}
+
 // Seeded chaos over node processes: throws, kills and stops at random steps;
 // the run still ends with the fault-free weights.
 TEST_F(faults, seeded_chaos_ends_with_the_fault_free_weights) {

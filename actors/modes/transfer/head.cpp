@@ -53,6 +53,20 @@ void maybe_report_progress(head_actor* self, const microbatch& m) {
   st.progress_samples = 0;
 }
 
+/// "" or, when a training microbatch before `m` never came (a drop fault,
+/// a lost message), which: a step trained without it would be wrong.
+std::string lost_before(const head_state& st, const microbatch& m) {
+  auto steps_done = st.trainer->version();
+  if (m.eval || st.counters.trained_before(m.id, m.step, steps_done))
+    return {};
+  auto admitted = st.counters.admitted_in(m.step);
+  if (m.step > steps_done)
+    return "step " + std::to_string(steps_done) + " is incomplete";
+  if (m.index_in_step == m.step_size - 1 && admitted != m.step_size - 1)
+    return std::to_string(m.step_size - 1 - admitted) + " of step " + std::to_string(m.step);
+  return {};
+}
+
 /// Trains on (or evaluates) one microbatch. Returns false on a failure.
 bool process(head_actor* self, const microbatch& m) {
   auto& st = self->state;
@@ -61,6 +75,12 @@ bool process(head_actor* self, const microbatch& m) {
   if (labels == nullptr) {
     fail(self, st.coordinator, st.name,
          "microbatch " + std::to_string(m.id) + " carries no labels for task '" + task + "'");
+    return false;
+  }
+  if (auto lost = lost_before(st, m); !lost.empty()) {
+    fail(self, st.coordinator, st.name,
+         "microbatch " + std::to_string(m.id) + " of step " + std::to_string(m.step) +
+           " came, but a microbatch before it never did (" + lost + ")");
     return false;
   }
   auto since = activity::clock::now();

@@ -9,8 +9,9 @@
 
 #include "actors/flow/activity.hpp"
 #include "actors/flow/error_of.hpp"
-#include "actors/flow/credit_window.hpp"
+#include "actors/flow/fanout.hpp"
 #include "actors/flow/interfaces.hpp"
+#include "actors/roles/recovery.hpp"
 #include "messages/codec.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -27,13 +28,6 @@ using messages::control;
 using messages::control_kind;
 using messages::microbatch;
 
-/// One outgoing edge.
-struct output {
-  caf::actor handle;
-  credit_window window;
-  messages::edge_stats stats;
-};
-
 struct stage_state {
   std::string name;
   std::string node;
@@ -42,20 +36,13 @@ struct stage_state {
 
   caf::actor coordinator;
   caf::actor upstream; ///< the sender of the microbatches: credits go back to it
-  std::vector<output> outputs;
+  fanout downstream{dealing::broadcast}; ///< the next stage, or every head
   std::deque<std::variant<microbatch, control>> inputs;
   activity work;
   bool finished = false;
 };
 
 using stage_actor = caf::stateful_actor<stage_state>;
-
-bool outputs_have_credit(const stage_state& st) {
-  for (const auto& out : st.outputs)
-    if (!out.window.can_send())
-      return false;
-  return !st.outputs.empty();
-}
 
 void send_report(stage_actor* self) {
   auto& st = self->state;
@@ -65,22 +52,20 @@ void send_report(stage_actor* self) {
   report.node = st.node;
   report.busy_seconds = st.work.busy_seconds();
   report.idle_seconds = st.work.idle_seconds();
-  for (const auto& out : st.outputs)
-    report.edges.push_back(out.stats);
+  report.edges = st.downstream.edges();
   self->send(st.coordinator, final_atom::value, std::move(report));
 }
 
 void forward_control(stage_actor* self, const control& c) {
   auto& st = self->state;
-  for (auto& out : st.outputs)
-    self->send(out.handle, c);
+  st.downstream.broadcast(self, c);
   if (c.kind == control_kind::end_of_stream) {
     st.finished = true;
     send_report(self);
   }
 }
 
-/// Runs the layers on one microbatch and sends the result to every output.
+/// Runs the layers on one microbatch and sends the result to every receiver.
 /// Returns false when LibTorch failed (the actor then fails).
 bool process(stage_actor* self, microbatch m, const caf::actor& upstream) {
   auto& st = self->state;
@@ -94,18 +79,15 @@ bool process(stage_actor* self, microbatch m, const caf::actor& upstream) {
   if (!computed)
     return false;
   st.work.add_busy(since);
-  auto bytes = messages::payload_bytes(m);
-  for (auto& out : st.outputs) {
-    out.window.on_send();
-    out.stats.messages += 1;
-    out.stats.bytes += bytes;
-    self->send(out.handle, m);
-  }
+  auto step = m.step;
+  st.downstream.send(self, std::move(m));
+  if (st.downstream.dropped_last())
+    self->send(st.coordinator, fault_atom::value, std::string{"dropped"}, st.name, step);
   return true;
 }
 
 /// Acts while the front input can go: a control always, a microbatch when
-/// every output has a credit.
+/// every receiver has a credit.
 void act(stage_actor* self) {
   auto& st = self->state;
   while (!st.inputs.empty()) {
@@ -115,7 +97,7 @@ void act(stage_actor* self) {
       forward_control(self, copy);
       continue;
     }
-    if (!outputs_have_credit(st))
+    if (!st.downstream.can_send(std::get<microbatch>(st.inputs.front())))
       return;
     auto m = std::move(std::get<microbatch>(st.inputs.front()));
     st.inputs.pop_front();
@@ -131,13 +113,6 @@ struct stage_setup {
   model::layered_model layers;
 };
 
-output* output_of(stage_state& st, const caf::actor_addr& sender) {
-  for (auto& out : st.outputs)
-    if (out.handle.address() == sender)
-      return &out;
-  return nullptr;
-}
-
 caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
   auto& init = self->state;
   init.name = std::move(setup.name);
@@ -148,8 +123,11 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
     observe_coordinator(self),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
       auto& st = self->state;
-      st.outputs.push_back({downstream, credit_window{st.spec.window}, {st.name, name, 0, 0}});
+      st.downstream.add(downstream, st.name, name, st.spec.window);
       return caf::ok_atom::value;
+    },
+    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
+      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
     },
     [=](microbatch& m) {
       auto& st = self->state;
@@ -170,10 +148,8 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
     },
     [=](const messages::credit& c) {
       auto& st = self->state;
-      auto* out = output_of(st, caf::actor_cast<caf::actor_addr>(self->current_sender()));
-      if (c.invalid || out == nullptr || !out->window.on_credit(c.slots))
-        return fail(self, st.coordinator, st.name,
-                    "received a credit that matches no message in flight");
+      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
+        return fail(self, st.coordinator, st.name, "refused " + refused);
       act(self);
     },
   };
