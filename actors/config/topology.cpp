@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <exception>
 #include <utility>
 
@@ -657,6 +658,8 @@ void parse_runtime(const field& section, runtime_settings& r) {
   };
   read_if(section, "stage_threads", r.stage_threads, compute_threads);
   read_if(section, "head_threads", r.head_threads, compute_threads);
+  r.stage_threads_asked = section.get("stage_threads").has_value();
+  r.head_threads_asked = section.get("head_threads").has_value();
   read_if(section, "heartbeat_ms", r.heartbeat_interval, positive_milliseconds);
   read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
   read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);
@@ -689,6 +692,16 @@ std::vector<std::string> trainable_actor_names(const topology& t) {
       names.push_back(stage + "." + std::to_string(r));
   }
   return names;
+}
+
+void derive_thread_budgets(topology& t, int32_t cores) {
+  // The source, the trainable actors and, in a transfer job, the frozen stages.
+  auto actors = 1 + trainable_actor_names(t).size() + (t.job != "pipeline" ? t.stages.size() : 0);
+  auto share = std::max<int32_t>(1, cores / static_cast<int32_t>(actors));
+  if (!t.runtime.stage_threads_asked)
+    t.runtime.stage_threads = share;
+  if (!t.runtime.head_threads_asked)
+    t.runtime.head_threads = share;
 }
 
 namespace {
@@ -933,6 +946,7 @@ topology build_topology(const field& root) {
   parse_pipeline(root.section("pipeline"), std::move(layers), t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
+  derive_thread_budgets(t, static_cast<int32_t>(std::thread::hardware_concurrency()));
   t.faults = parse_faults(root.section("faults"), t, length);
   check_recovery(root, t);
   place_round_robin(t);

@@ -80,6 +80,12 @@ struct runtime_settings {
   int32_t scheduler_threads = 2;  ///< CAF scheduler threads, 1..max_scheduler_threads (64)
   int32_t stage_threads = 1;      ///< torch threads per stage actor, 1..max_compute_threads (256)
   int32_t head_threads = 1;       ///< torch threads per head actor, 1..max_compute_threads
+  /// Whether the topology set stage_threads, head_threads. The budgets it
+  /// leaves unset are derived from the cores (derive_thread_budgets), and
+  /// only budgets a user asked for are warned about when they exceed them.
+  bool stage_threads_asked = false;
+  bool head_threads_asked = false;
+  bool threads_asked() const { return stage_threads_asked || head_threads_asked; }
   std::chrono::milliseconds heartbeat_interval{200};
   std::chrono::milliseconds connection_timeout{2000};
   std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests
@@ -206,6 +212,13 @@ topology_values(const std::string& yaml_text, const std::string& name,
 /// pipeline stages ("stage1", or "stage1.0" for replica 0 of a replicated
 /// stage). A `throw` fault names one of them; each keeps its checkpoints.
 std::vector<std::string> trainable_actor_names(const topology& t);
+
+/// Sets the thread budgets `t` leaves unset (runtime.stage_threads,
+/// runtime.head_threads) to an equal share of `cores` for every actor of the
+/// job (the source, the stages and the heads), at least 1: the default job
+/// fits the machine. Over node processes each node runs fewer actors than
+/// the job, so the share never asks more than this machine has.
+void derive_thread_budgets(topology& t, int32_t cores);
 
 /// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
 /// filled in later) and stages, heads and source spread over them round-robin

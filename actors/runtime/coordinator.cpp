@@ -176,8 +176,12 @@ private:
     return failure;
   }
 
-  /// Compute threads the plan asks of each node, against its cores.
+  /// Compute threads the plan asks of each node, against its cores. Only
+  /// budgets the topology set are warned about: derived ones give every
+  /// actor an equal share of the cores, at least one thread.
   void check_thread_budget() const {
+    if (!topology_.runtime.threads_asked())
+      return;
     std::map<std::string, int32_t> threads; // node -> torch threads
     for (const auto& a : plan_.actors)
       threads[a.node] += a.threads;
