@@ -21,6 +21,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/error.hpp>
+#include <caf/message_handler.hpp>
 #include <caf/result.hpp>
 
 #include "actors/config/role_spec.hpp"
@@ -115,6 +116,32 @@ caf::result<caf::ok_atom> inject_edge_fault(Fanout& downstream, const std::strin
     return make_error(errc::bad_config, from + ": cannot inject '" + kind + "' on the edge to '" +
                                           to + "' (no such receiver or kind)");
   return caf::ok_atom::value;
+}
+
+/// The handlers every sender of microbatches shares (`state.downstream` a
+/// fanout, `state.spec.window` its credit window): (connect_atom, receiver,
+/// name) adds a receiver; (fault_atom, kind, to, value) sets a delay or drop
+/// fault on an edge (inject_edge_fault); a credit frees the slot of its
+/// microbatch, then `next()` runs; a credit the fanout refuses fails the
+/// actor. Put before the actor's own handlers with or_else.
+template <class Actor, class Next>
+caf::message_handler sender_handlers(Actor* self, Next next) {
+  return {
+    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
+      auto& st = self->state;
+      st.downstream.add(downstream, st.name, name, st.spec.window);
+      return caf::ok_atom::value;
+    },
+    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
+      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
+    },
+    [=](const messages::credit& c) {
+      auto& st = self->state;
+      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
+        return fail(self, st.coordinator, st.name, "refused " + refused);
+      next();
+    },
+  };
 }
 
 /// Fault injection on a node, in its own process: "kill" SIGKILLs it; "stop"

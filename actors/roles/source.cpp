@@ -182,16 +182,8 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
   init.train = std::move(setup.train);
   init.test = std::move(setup.test);
   init.eval_plan = model::plan_eval(init.test.size(), init.spec.plan.batch_size);
-  return {
+  caf::message_handler own{
     observe_coordinator(self),
-    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
-      auto& st = self->state;
-      st.downstream.add(downstream, st.name, name, st.spec.window);
-      return caf::ok_atom::value;
-    },
-    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
-      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
-    },
     [=](start_atom) {
       auto& st = self->state;
       if (st.started || st.downstream.size() == 0)
@@ -205,13 +197,8 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
       seek(st, st.spec.start_step);
       pump(self);
     },
-    [=](const messages::credit& c) {
-      auto& st = self->state;
-      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
-        return fail(self, st.coordinator, st.name, "refused " + refused);
-      pump(self);
-    },
   };
+  return sender_handlers(self, [=] { pump(self); }).or_else(own);
 }
 
 } // namespace

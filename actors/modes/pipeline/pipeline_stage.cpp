@@ -536,16 +536,8 @@ caf::result<caf::ok_atom> on_peer(pipeline_actor* self, const caf::actor& peer, 
 
 caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
   init_state(self, std::move(setup));
-  return {
+  caf::message_handler own{
     observe_coordinator(self),
-    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
-      auto& st = self->state;
-      st.downstream.add(downstream, st.name, name, st.spec.window);
-      return caf::ok_atom::value;
-    },
-    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
-      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
-    },
     [=](fault_atom, const std::string& kind) {
       auto& st = self->state;
       fail(self, st.coordinator, st.name, "injected fault: " + kind);
@@ -581,13 +573,8 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       guarded(self, "backward", [=] { act(self); });
     },
     [=](tensor_set& t) { on_peer_tensors(self, t); },
-    [=](const messages::credit& c) {
-      auto& st = self->state;
-      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
-        return fail(self, st.coordinator, st.name, "refused " + refused);
-      guarded(self, "forward", [=] { act(self); });
-    },
   };
+  return sender_handlers(self, [=] { guarded(self, "forward", [=] { act(self); }); }).or_else(own);
 }
 
 } // namespace

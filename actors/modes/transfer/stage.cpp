@@ -119,16 +119,8 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
   init.layers = std::move(setup.layers);
-  return {
+  caf::message_handler own{
     observe_coordinator(self),
-    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
-      auto& st = self->state;
-      st.downstream.add(downstream, st.name, name, st.spec.window);
-      return caf::ok_atom::value;
-    },
-    [=](fault_atom, const std::string& kind, const std::string& to, int64_t value) {
-      return inject_edge_fault(self->state.downstream, self->state.name, kind, to, value);
-    },
     [=](microbatch& m) {
       auto& st = self->state;
       if (m.invalid)
@@ -146,13 +138,8 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
       self->state.inputs.emplace_back(std::move(c));
       act(self);
     },
-    [=](const messages::credit& c) {
-      auto& st = self->state;
-      if (auto refused = st.downstream.take_credit(sender_of(self), c); !refused.empty())
-        return fail(self, st.coordinator, st.name, "refused " + refused);
-      act(self);
-    },
   };
+  return sender_handlers(self, [=] { act(self); }).or_else(own);
 }
 
 } // namespace
