@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/job_schemas.hpp"
 #include "actors/runtime/node.hpp"
 #include "messages/errc.hpp"
 

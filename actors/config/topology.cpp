@@ -14,6 +14,7 @@
 #include <c10/util/Exception.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/config/job_schema.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
@@ -31,11 +32,6 @@ using namespace detail;
 
 static_assert(max_topology_bytes == max_config_bytes, "one limit on config files");
 
-/// "at most 64 heads": the limit in list errors.
-std::string at_most(size_t most, const std::string& what) {
-  return "at most " + std::to_string(most) + " " + what;
-}
-
 // -- schema -------------------------------------------------------------------
 
 // The keys of each map section by path pattern ("*" stands for a list index).
@@ -44,8 +40,7 @@ std::string at_most(size_t most, const std::string& what) {
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "pipeline",
-          "faults"}},
+    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "faults"}},
     {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
               "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
     {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "stages", "place",
@@ -63,18 +58,44 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
                   "delay_ms", "rate", "seed"}},
     {"nodes.*", {"name", "host", "port"}},
-    {"pipeline", {"schedule", "vertical_sync", "stages"}},
-    {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}},
   };
   return keys;
 }
 
+// The jobs `source` is parsed with.
+const std::vector<job_schema>& jobs_of(const source_info& source) {
+  static const std::vector<job_schema> none;
+  return source.jobs != nullptr ? *source.jobs : none;
+}
+
+// The keys of the map at `pattern`: the common sections' and the jobs'
+// (each job's own section is a key of the top level); nullopt for a path
+// that is not a map of the schema.
+std::optional<std::vector<std::string>> keys_of(const std::string& pattern,
+                                                const source_info& source) {
+  std::optional<std::vector<std::string>> keys;
+  if (auto common = section_keys().find(pattern); common != section_keys().end())
+    keys = common->second;
+  for (const job_schema& job : jobs_of(source)) {
+    if (pattern.empty() && !job.section.empty()) {
+      keys->push_back(job.section);
+    } else if (auto own = job.keys.find(pattern); own != job.keys.end()) {
+      keys.emplace(own->second);
+    }
+  }
+  return keys;
+}
+
 // Paths whose value is a list; `--set` addresses their entries by index.
-bool is_list(const std::string& pattern) {
+bool is_list(const std::string& pattern, const source_info& source) {
   static const std::vector<std::string> lists = {
-    "tasks",          "heads",          "nodes",           "backbone.split",
-    "backbone.place", "tasks.*.labels", "pipeline.stages", "faults"};
-  return contains(lists, pattern);
+    "tasks", "heads", "nodes", "backbone.split", "backbone.place", "tasks.*.labels", "faults"};
+  if (contains(lists, pattern))
+    return true;
+  for (const job_schema& job : jobs_of(source))
+    if (contains(job.lists, pattern))
+      return true;
+  return false;
 }
 
 std::optional<size_t> parse_index(const std::string& text) {
@@ -100,16 +121,20 @@ std::string in_section(const std::string& path) {
   return path.empty() ? "at the top level" : "in '" + path + "'";
 }
 
+} // namespace
+
 // -- checked readers ------------------------------------------------------------
 
-// Checks that `f` is a map of the keys its schema lists, none twice; an empty
-// section (`runtime:` with nothing under it) counts as a map without keys.
-void check_section(const field& f) {
+std::string detail::at_most(size_t most, const std::string& what) {
+  return "at most " + std::to_string(most) + " " + what;
+}
+
+void detail::check_section(const field& f) {
   if (f.is_null())
     return;
   if (!f.node().IsMap())
     f.expected("a map");
-  const auto& allowed = section_keys().at(pattern_of(f.path()));
+  const auto allowed = keys_of(pattern_of(f.path()), f.source()).value();
   std::vector<std::string> seen;
   for (const auto& entry : f.node()) {
     const std::string& key = entry.first.Scalar();
@@ -131,8 +156,7 @@ std::string read_checkpoint(const field& f) {
   return read_string(f) == "none" ? std::string{} : read_path(f);
 }
 
-// A `node:` or `place:` entry: it must name a node listed under `nodes`.
-std::string read_node(const field& f, const std::vector<node_address>& nodes) {
+std::string detail::read_node(const field& f, const std::vector<node_address>& nodes) {
   std::string name = read_name(f);
   if (nodes.empty())
     f.fail(f.name() + " names node '" + name
@@ -145,6 +169,8 @@ std::string read_node(const field& f, const std::vector<node_address>& nodes) {
            + join(names) + ")");
   return name;
 }
+
+namespace {
 
 const model::task& read_task(const field& f, const topology& t) {
   std::string name = read_name(f);
@@ -161,11 +187,21 @@ const model::task& read_task(const field& f, const topology& t) {
 
 // -- sections -------------------------------------------------------------------
 
-void parse_job(const field& f, topology& t) {
-  std::string job = read_choice(f, {"transfer", "pipeline", "data-parallel", "ist", "local"});
-  if (job != "transfer" && job != "pipeline")
-    f.fail("job '" + job + "' is not implemented yet (only 'transfer' and 'pipeline' are)");
-  t.job = job;
+// `job:`, one of `jobs` (the first when absent); a job without a parser is
+// planned, not implemented yet.
+void parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t) {
+  std::vector<std::string> names, implemented;
+  for (const job_schema& job : jobs) {
+    names.push_back(job.name);
+    if (job.parse != nullptr)
+      implemented.push_back("'" + job.name + "'");
+  }
+  std::optional<field> f = root.get("job");
+  t.job = f ? read_choice(*f, names) : jobs.at(0).name;
+  t.schema = &*std::find_if(jobs.begin(), jobs.end(),
+                            [&](const job_schema& job) { return job.name == t.job; });
+  if (t.schema->parse == nullptr)
+    (f ? *f : root).fail("job '" + t.job + "' is not implemented yet (only " + join(implemented) + " are)");
 }
 
 // `data.synthetic_shape`: [C, H, W] of one sample, each positive, at most
@@ -460,9 +496,6 @@ void parse_split(const field& section, const std::vector<std::string>& layers, t
   field split = section.section("split");
   std::optional<field> count = section.get("stages");
   t.split_auto = split.node().IsScalar() && split.node().Scalar() == "auto";
-  if (t.split_auto && t.job == "pipeline")
-    split.fail(split.name() + " is auto, but job: pipeline takes its stages from the 'pipeline' "
-               "section (`baton profile` then `baton plan --out` writes one)");
   if (count && !t.split_auto)
     count->fail(count->name() + " applies to split: auto only (a list of split points "
                 "makes one stage more than it names)");
@@ -493,9 +526,6 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   if (model_key)
     t.backbone.name =
       read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
-  if (t.backbone.name == "resnet18" && t.job != "pipeline")
-    model_key->fail("'backbone.model' is resnet18, a pipeline backbone (512 features), but the "
-                    "heads of job: " + t.job + " take 256 features (expected job: pipeline)");
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
   read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
@@ -516,84 +546,6 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   if (auto f = section.get("pretrain"))
     parse_pretrain(*f, t);
   return names;
-}
-
-// One `pipeline.stages` entry: the stage after `previous_end` up to its
-// `last_layer`, on `replicas` machines.
-topology::pipeline_stage parse_pipeline_stage(const field& item,
-                                              const std::vector<std::string>& layers,
-                                              size_t previous_end, const topology& t) {
-  check_section(item);
-  field last = item.require("last_layer");
-  std::string name = read_string(last);
-  auto found = std::find(layers.begin(), layers.end(), name);
-  if (found == layers.end())
-    last.fail(last.name() + " names unknown layer '" + name + "' (expected one of: "
-              + join(layers) + ")");
-  auto end = static_cast<size_t>(found - layers.begin()) + 1;
-  if (end <= previous_end)
-    last.fail(last.name() + " is '" + name + "', which does not come after '"
-              + layers[previous_end - 1] + "' (expected stages in layer order: "
-              + join(layers) + ")");
-  topology::pipeline_stage stage{previous_end, end, 1, "", {}};
-  read_if(item, "replicas", stage.replicas, [](const field& f) {
-    return read_integer<int32_t>(f, 1, max_replicas,
-                                 "a number of replicas from 1 to " + std::to_string(max_replicas));
-  });
-  read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
-  if (auto nodes = item.get("nodes")) {
-    if (item.get("node"))
-      nodes->fail("give either 'node' (every replica there) or 'nodes' (one per replica)");
-    for (const field& n : nodes->items("a list of node names, one per replica",
-                                       static_cast<size_t>(max_replicas)))
-      stage.replica_nodes.push_back(read_node(n, t.nodes));
-    if (stage.replica_nodes.size() != static_cast<size_t>(stage.replicas))
-      nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
-                  " nodes for " + std::to_string(stage.replicas) + " replicas");
-  }
-  if (stage.replicas > 1 && t.vertical_sync)
-    item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
-              "versions count group steps, not the input stage's (set replicas: 1 or "
-              "vertical_sync: false)");
-  return stage;
-}
-
-// `pipeline:` (job: pipeline only): the schedule and the stages of the whole
-// model being trained, the backbone and its classifier ("fc2", as
-// model::make_pretrain_model builds it); the last stage ends with the model.
-void parse_pipeline(const field& section, std::vector<std::string> layers, topology& t) {
-  if (t.job != "pipeline") {
-    if (!section.is_null())
-      section.fail("'pipeline' is only read with job: pipeline (the job is '" + t.job + "')");
-    return;
-  }
-  if (section.is_null())
-    section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
-  check_section(section);
-  read_if(section, "schedule", t.schedule,
-          [](const field& f) { return read_choice(f, {"gpipe", "1f1b-flush", "1f1b"}); });
-  if (auto f = section.get("vertical_sync")) {
-    t.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
-    if (t.vertical_sync && t.schedule != "1f1b")
-      f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
-              + t.schedule + "')");
-  }
-  layers.push_back("fc2");
-  field stages = section.require("stages");
-  size_t actors = 0;
-  for (const field& item :
-       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
-    t.pipeline.push_back(
-      parse_pipeline_stage(item, layers, t.pipeline.empty() ? 0 : t.pipeline.back().end, t));
-    actors += static_cast<size_t>(t.pipeline.back().replicas);
-    if (actors > max_pipeline_actors)
-      item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
-                + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
-                                                                         "in all") + ")");
-  }
-  if (t.pipeline.empty() || t.pipeline.back().end != layers.size())
-    stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
-                "layer '" + layers.back() + "'");
 }
 
 head_placement parse_head(const field& item, const topology& t) {
@@ -680,23 +632,12 @@ void parse_runtime(const field& section, runtime_settings& r) {
 } // namespace
 
 std::vector<std::string> trainable_actor_names(const topology& t) {
-  std::vector<std::string> names;
-  for (const auto& h : t.heads) // a pipeline's `heads` name its task, not actors
-    if (t.job != "pipeline")
-      names.push_back(h.spec.name);
-  for (size_t i = 0; i < t.pipeline.size(); ++i) {
-    auto stage = "stage" + std::to_string(i);
-    if (t.pipeline[i].replicas == 1)
-      names.push_back(stage);
-    for (int32_t r = 0; t.pipeline[i].replicas > 1 && r < t.pipeline[i].replicas; ++r)
-      names.push_back(stage + "." + std::to_string(r));
-  }
-  return names;
+  return t.schema->trainable ? t.schema->trainable(t) : std::vector<std::string>{};
 }
 
 void derive_thread_budgets(topology& t, int32_t cores) {
-  // The source, the trainable actors and, in a transfer job, the frozen stages.
-  auto actors = 1 + trainable_actor_names(t).size() + (t.job != "pipeline" ? t.stages.size() : 0);
+  // The source and the actors of the job that compute.
+  auto actors = 1 + (t.schema->compute_actors ? t.schema->compute_actors(t) : 0);
   auto share = std::max<int32_t>(1, cores / static_cast<int32_t>(actors));
   if (!t.runtime.stage_threads_asked)
     t.runtime.stage_threads = share;
@@ -706,44 +647,21 @@ void derive_thread_budgets(topology& t, int32_t cores) {
 
 namespace {
 
-// The edge of a delay or drop fault: `from` sends to `to`. Senders are the
-// source, pipeline stages (their fanout deals) and frozen stages (theirs
-// broadcasts to the next stage, or to every head after the last one).
+// The edge of a delay or drop fault: `from` sends to `to`, one of the
+// edges of the job's mode.
 void read_edge_fault(const field& item, const topology& t, fault_spec& f) {
-  std::vector<std::string> from_names{"source"}, to_names;
-  for (const auto& n : trainable_actor_names(t))
-    if (n.rfind("stage", 0) == 0) {
-      from_names.push_back(n);
-      to_names.push_back(n);
-    }
-  // A pipeline's `heads` name its task, not actors; its stages are trainable.
-  bool frozen = t.job != "pipeline";
-  std::vector<std::string> heads;
-  for (const auto& h : t.heads)
-    if (frozen)
-      heads.push_back(h.spec.name);
-  for (const auto& s : t.stages) {
-    if (frozen)
-      from_names.push_back(s.name);
-    to_names.push_back(s.name);
-  }
-  to_names.insert(to_names.end(), heads.begin(), heads.end());
+  const fault_edges edges = t.schema->edges ? t.schema->edges(t) : fault_edges{};
   field from = item.require("from"), to = item.require("to");
   f.from = read_name(from);
   f.to = read_name(to);
-  if (!contains(from_names, f.from))
-    from.fail("fault '" + f.kind + "': 'from' must be one of " + join(from_names));
-  if (!contains(to_names, f.to))
-    to.fail("fault '" + f.kind + "': 'to' must be one of " + join(to_names));
-  for (size_t i = 0; frozen && i < t.stages.size(); ++i) {
-    if (t.stages[i].name != f.from)
-      continue;
-    auto receivers = i + 1 < t.stages.size() ? std::vector<std::string>{t.stages[i + 1].name}
-                                             : heads;
-    if (!contains(receivers, f.to))
-      to.fail("fault '" + f.kind + "': '" + f.from + "' sends to " + join(receivers) +
-              " (not '" + f.to + "')");
-  }
+  if (!contains(edges.from, f.from))
+    from.fail("fault '" + f.kind + "': 'from' must be one of " + join(edges.from));
+  if (!contains(edges.to, f.to))
+    to.fail("fault '" + f.kind + "': 'to' must be one of " + join(edges.to));
+  if (auto only = edges.receivers.find(f.from);
+      only != edges.receivers.end() && !contains(only->second, f.to))
+    to.fail("fault '" + f.kind + "': '" + f.from + "' sends to " + join(only->second) +
+            " (not '" + f.to + "')");
   if (f.kind == "delay")
     f.delay = positive_milliseconds(item.require("delay_ms"));
   else if (f.at_step < 0)
@@ -830,21 +748,6 @@ std::vector<fault_spec> parse_faults(const field& list, const topology& t,
   return faults;
 }
 
-/// Recovery restores a consistent cut of the weights, which only the
-/// synchronous schedules have between minibatches.
-void check_recovery(const field& root, const topology& t) {
-  if (t.job != "pipeline" || t.schedule != "1f1b")
-    return;
-  if (!t.faults.empty())
-    root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
-                                "1f1b-flush): asynchronous 1f1b has no step at which every "
-                                "stage's weights are consistent");
-  if (t.runtime.checkpoint_every > 0)
-    root.require("runtime").require("checkpoint_every")
-      .fail("checkpoints need a synchronous schedule (gpipe or 1f1b-flush): under 1f1b the "
-            "stages never share a step with nothing in flight");
-}
-
 std::vector<node_address> parse_nodes(const field& list) {
   std::vector<node_address> nodes;
   unique_names names("node"), addresses("address");
@@ -864,10 +767,11 @@ std::vector<node_address> parse_nodes(const field& list) {
   return nodes;
 }
 
-// Gives every unplaced actor a node, round-robin in a fixed order (source,
-// stages, heads): with N nodes the source and the first N-1 stages land on
-// different nodes. An actor's slot depends on its position only, not on
-// which others were placed by hand, so placing one actor moves no other.
+// Gives every unplaced actor a node, round-robin in a fixed order (the
+// source, then the job's actors as its mode lists them): with N nodes the
+// source and the first N-1 stages land on different nodes. An actor's slot
+// depends on its position only, not on which others were placed by hand, so
+// placing one actor moves no other.
 void place_round_robin(topology& t) {
   if (t.nodes.empty())
     return;
@@ -878,22 +782,8 @@ void place_round_robin(topology& t) {
     ++slot;
   };
   place(t.source_node);
-  if (t.job == "pipeline") { // its actors: the source and the trainable stages (replicas)
-    for (auto& stage : t.pipeline) {
-      if (stage.replicas == 1 || !stage.node.empty() || !stage.replica_nodes.empty()) {
-        place(stage.node);
-        continue;
-      }
-      stage.replica_nodes.resize(static_cast<size_t>(stage.replicas));
-      for (auto& node : stage.replica_nodes)
-        place(node);
-    }
-    return;
-  }
-  for (auto& stage : t.stages)
-    place(stage.node);
-  for (auto& head : t.heads)
-    place(head.node);
+  if (t.schema->place)
+    t.schema->place(t, place);
 }
 
 // The backbone's input against the data's samples, so that a mismatch is an
@@ -923,16 +813,25 @@ void check_sample_shape(const field& root, topology& t) {
             + " (expected data.synthetic_shape: [C, 28, 28])");
 }
 
+// A job's own section is read with that job only.
+void refuse_other_sections(const field& root, const std::vector<job_schema>& jobs,
+                           const topology& t) {
+  for (const job_schema& job : jobs)
+    if (job.name != t.job && !job.section.empty())
+      if (auto f = root.get(job.section); f && !f->is_null())
+        f->fail("'" + job.section + "' is only read with job: " + job.name + " (the job is '" +
+                t.job + "')");
+}
+
 // Sections are read in dependency order: nodes before any `node:` key, the
 // data set before the tasks (label count), tasks before the backbone's
-// pretrain task and the heads.
-topology build_topology(const field& root) {
+// pretrain task and the heads, the backbone before the job's own section.
+topology build_topology(const field& root, const std::vector<job_schema>& jobs) {
   check_section(root);
   topology t;
   t.file = root.source().file;
   t.nodes = parse_nodes(root.section("nodes"));
-  if (auto f = root.get("job"))
-    parse_job(*f, t);
+  parse_job(root, jobs, t);
   read_if(root, "seed", t.seed, [](const field& f) {
     return read_integer<uint64_t>(f, 0, std::numeric_limits<uint64_t>::max(),
                                   "a non-negative integer");
@@ -942,13 +841,15 @@ topology build_topology(const field& root) {
   const std::optional<job_length> length = length_of(check_dataset(root.section("data"), t), t);
   t.tasks = parse_tasks(root.require("tasks"), t.dataset);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
+  refuse_other_sections(root, jobs, t);
+  t.schema->parse(root, layers, t);
   check_sample_shape(root, t);
-  parse_pipeline(root.section("pipeline"), std::move(layers), t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
   derive_thread_budgets(t, static_cast<int32_t>(std::thread::hardware_concurrency()));
   t.faults = parse_faults(root.section("faults"), t, length);
-  check_recovery(root, t);
+  if (t.schema->check)
+    t.schema->check(root, t);
   place_round_robin(t);
   return t;
 }
@@ -959,10 +860,11 @@ topology build_topology(const field& root) {
 // absent (so an override can add a key the file does not have). Only keys of
 // the schema and indexes of its lists are accepted; index == size appends.
 YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
-                     const std::string& segment, const std::string& where) {
+                     const std::string& segment, const std::string& where,
+                     const source_info& source) {
   bool empty = !parent.IsDefined() || parent.IsNull();
   std::string pattern = pattern_of(parent_path);
-  if (is_list(pattern)) {
+  if (is_list(pattern, source)) {
     // "+" appends: `--set faults.+={kind: throw, ...}` adds an entry.
     std::optional<size_t> index =
       segment == "+" ? std::optional<size_t>{empty ? 0 : parent.size()} : parse_index(segment);
@@ -977,13 +879,13 @@ YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
       parent.push_back(YAML::Node(YAML::NodeType::Null));
     return parent[*index];
   }
-  auto keys = section_keys().find(pattern);
-  if (keys == section_keys().end())
+  auto keys = keys_of(pattern, source);
+  if (!keys)
     fail_at(where, "unknown key " + quoted(segment) + " in '" + parent_path
             + "' (it is a value, not a section)");
-  if (!contains(keys->second, segment))
+  if (!contains(*keys, segment))
     fail_at(where, "unknown key " + quoted(segment) + " " + in_section(parent_path)
-            + " (expected one of: " + join(keys->second) + ")");
+            + " (expected one of: " + join(*keys) + ")");
   if (!empty && !parent.IsMap())
     fail_at(where, "'" + parent_path + "' is not a map in the topology");
   return parent[segment];
@@ -1007,7 +909,7 @@ YAML::Node walk_to(YAML::Node& doc, const std::string& path, const std::string& 
   std::string at, segment;
   std::istringstream segments(path);
   while (std::getline(segments, segment, '.')) {
-    YAML::Node next = step_into(current, at, segment, "--set " + path);
+    YAML::Node next = step_into(current, at, segment, "--set " + path, source);
     if (segment == "+") // the entry it appended
       segment = std::to_string(current.size() - 1);
     at = child_path(at, segment);
@@ -1064,16 +966,18 @@ YAML::Node load_document(const std::string& text, const std::string& name) {
 }
 
 caf::expected<topology> parse_document(const std::string& yaml_text, source_info source,
-                                       const std::vector<std::string>& overrides) {
+                                       const std::vector<std::string>& overrides,
+                                       const std::vector<job_schema>& jobs) {
+  source.jobs = &jobs;
   const std::string& name = source.file;
   try {
     YAML::Node doc = load_document(yaml_text, name);
     field root = field::root(source, doc);
     if (!doc.IsMap())
-      root.expected("a map of sections (" + join(section_keys().at("")) + ")");
+      root.expected("a map of sections (" + join(*keys_of("", source)) + ")");
     for (const auto& text : overrides)
       apply_override(doc, text, source);
-    return build_topology(root);
+    return build_topology(root, jobs);
   } catch (const config_error& e) {
     return make_error(errc::bad_config, e.what());
   } catch (const std::exception& e) {
@@ -1109,8 +1013,8 @@ void flatten(const YAML::Node& node, const std::string& path,
 
 caf::expected<std::map<std::string, std::string>>
 topology_values(const std::string& yaml_text, const std::string& name,
-                const std::vector<std::string>& overrides) {
-  source_info source{name, {}, {}};
+                const std::vector<std::string>& overrides, const std::vector<job_schema>& jobs) {
+  source_info source{name, {}, {}, &jobs};
   try {
     YAML::Node doc = load_document(yaml_text, name);
     for (const auto& text : overrides)
@@ -1126,9 +1030,10 @@ topology_values(const std::string& yaml_text, const std::string& name,
 }
 
 caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
-                                          const std::vector<std::string>& overrides) {
-  return parse_document(yaml_text, source_info{path, fs::path(path).parent_path(), {}},
-                        overrides);
+                                          const std::vector<std::string>& overrides,
+                                          const std::vector<job_schema>& jobs) {
+  return parse_document(yaml_text, source_info{path, fs::path(path).parent_path(), {}}, overrides,
+                        jobs);
 }
 
 const model::task* topology::find_task(const std::string& name) const {
@@ -1138,18 +1043,21 @@ const model::task* topology::find_task(const std::string& name) const {
 }
 
 caf::expected<topology> load_topology(const std::string& path,
-                                      const std::vector<std::string>& overrides) {
+                                      const std::vector<std::string>& overrides,
+                                      const std::vector<job_schema>& jobs) {
   std::string text;
   if (std::string why = read_config_file(path, text); !why.empty())
     return make_error(errc::bad_config, "cannot read topology file '" + path + "': " + why);
-  return parse_document(text, source_info{path, fs::path(path).parent_path(), {}}, overrides);
+  return parse_document(text, source_info{path, fs::path(path).parent_path(), {}}, overrides,
+                        jobs);
 }
 
 caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
-                                       const std::vector<std::string>& overrides) {
+                                       const std::vector<std::string>& overrides,
+                                       const std::vector<job_schema>& jobs) {
   // `name` only labels messages (it may be "<embedded ...>"): relative paths
   // are resolved against the working directory.
-  return parse_document(yaml_text, source_info{name, {}, {}}, overrides);
+  return parse_document(yaml_text, source_info{name, {}, {}}, overrides, jobs);
 }
 
 topology with_local_nodes(topology t, int32_t count) {
@@ -1157,25 +1065,14 @@ topology with_local_nodes(topology t, int32_t count) {
   for (int32_t i = 1; i <= count; ++i)
     nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0, ""});
   // Placements on other nodes than n1..nN cannot be kept: they are redone.
-  auto keep_local = [&](std::string& node) {
-    bool local = std::any_of(nodes.begin(), nodes.end(),
-                             [&](const node_address& n) { return n.name == node; });
-    if (!local)
-      node.clear();
+  auto local = [&](const std::string& node) {
+    return std::any_of(nodes.begin(), nodes.end(),
+                       [&](const node_address& n) { return n.name == node; });
   };
-  keep_local(t.source_node);
-  for (auto& stage : t.stages)
-    keep_local(stage.node);
-  for (auto& head : t.heads)
-    keep_local(head.node);
-  for (auto& stage : t.pipeline) {
-    keep_local(stage.node);
-    for (auto& node : stage.replica_nodes)
-      keep_local(node);
-    if (std::any_of(stage.replica_nodes.begin(), stage.replica_nodes.end(),
-                    [](const std::string& node) { return node.empty(); }))
-      stage.replica_nodes.clear();
-  }
+  if (!local(t.source_node))
+    t.source_node.clear();
+  if (t.schema->forget)
+    t.schema->forget(t, local);
   t.nodes = std::move(nodes);
   place_round_robin(t);
   return t;

@@ -21,6 +21,8 @@
 
 namespace baton::actors {
 
+struct job_schema;
+
 // -- limits ---------------------------------------------------------------------
 // A topology larger than these is refused with the limit in the error (README
 // "Topology limits"): every entry is an actor, a thread budget or a
@@ -119,7 +121,11 @@ struct fault_spec {
 /// A parsed, validated topology.
 struct topology {
   std::string file;          ///< path it was read from ("<embedded>" for defaults)
-  std::string job = "transfer";
+  /// `job:`; when absent, the first of the jobs it was parsed with.
+  std::string job;
+  /// That job's schema, from the list the topology was parsed with (which
+  /// outlives it): what its trainable actors, edges and placement are.
+  const job_schema* schema = nullptr;
   uint64_t seed = 42;
 
   // -- data ------------------------------------------------------------------
@@ -187,42 +193,47 @@ struct topology {
 /// YAML, so `--set backbone.split=[pool1]` works). Stage boundaries
 /// (`backbone.split`, a list of layer names ending a stage) are resolved
 /// against the backbone's layer names; `backbone.split: auto` leaves them to
-/// the planner (topology::split_auto).
+/// the planner (topology::split_auto). `jobs` are the training modes' schemas
+/// (all_job_schemas(), actors/modes/job_schemas.hpp, which also has these
+/// functions without it); `job:` names one of them.
 caf::expected<topology> load_topology(const std::string& path,
-                                      const std::vector<std::string>& overrides = {});
+                                      const std::vector<std::string>& overrides,
+                                      const std::vector<job_schema>& jobs);
 
 /// Same, from YAML text; `name` is used in error messages in place of a path.
 caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
-                                       const std::vector<std::string>& overrides = {});
+                                       const std::vector<std::string>& overrides,
+                                       const std::vector<job_schema>& jobs);
 
 /// Same as load_topology, from `yaml_text` that the file `path` held (its
 /// relative paths are relative to `path`'s directory): `--resume` parses the
 /// text a run was started with, not the file as it is now.
 caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
-                                          const std::vector<std::string>& overrides = {});
+                                          const std::vector<std::string>& overrides,
+                                          const std::vector<job_schema>& jobs);
 
 /// Every scalar of the topology document after `overrides`, by dotted path
 /// ("data.batch_size" -> "64", "tasks.0.labels.3" -> "3"), unvalidated: what
 /// a run was configured with, for comparing two runs. `name` labels errors.
 caf::expected<std::map<std::string, std::string>>
 topology_values(const std::string& yaml_text, const std::string& name,
-                const std::vector<std::string>& overrides = {});
+                const std::vector<std::string>& overrides, const std::vector<job_schema>& jobs);
 
-/// The trainable actors of the job, as the coordinator names them: heads,
-/// pipeline stages ("stage1", or "stage1.0" for replica 0 of a replicated
-/// stage). A `throw` fault names one of them; each keeps its checkpoints.
+/// The trainable actors of the job, as its mode names them (heads, or
+/// "stage1" and "stage1.0" for replica 0 of a replicated stage). A `throw`
+/// fault names one of them; each keeps its checkpoints.
 std::vector<std::string> trainable_actor_names(const topology& t);
 
 /// Sets the thread budgets `t` leaves unset (runtime.stage_threads,
 /// runtime.head_threads) to an equal share of `cores` for every actor of the
-/// job (the source, the stages and the heads), at least 1: the default job
+/// job that computes (the source and its mode's), at least 1: the default job
 /// fits the machine. Over node processes each node runs fewer actors than
 /// the job, so the share never asks more than this machine has.
 void derive_thread_budgets(topology& t, int32_t cores);
 
 /// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
-/// filled in later) and stages, heads and source spread over them round-robin
-/// unless they were already placed on a node of that name.
+/// filled in later) and the source and the job's actors spread over them
+/// round-robin unless they were already placed on a node of that name.
 topology with_local_nodes(topology t, int32_t count);
 
 } // namespace baton::actors

@@ -20,6 +20,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+namespace baton::actors {
+struct job_schema;
+} // namespace baton::actors
+
 namespace baton::actors::detail {
 
 // -- errors -------------------------------------------------------------------
@@ -99,6 +103,9 @@ struct source_info {
   std::string file;                             ///< as error messages name it
   std::filesystem::path base_dir;               ///< the file's directory; empty = cwd
   std::map<std::string, std::string> overrides; ///< path -> "--set path=value"
+  /// The training modes' schemas (actors/config/job_schema.hpp): their keys
+  /// are known keys. Outlives the fields.
+  const std::vector<job_schema>* jobs = nullptr;
 };
 
 /// A YAML value with its dotted path and origin; the checked readers below

@@ -57,6 +57,10 @@ const training_mode* find_mode(const std::string& name) {
   return nullptr;
 }
 
+caf::expected<topology> load_request_topology(const run_request& r) {
+  return load_request_topology(r, all_job_schemas());
+}
+
 caf::expected<job_plan> plan_of(const topology& t) {
   if (const auto* mode = find_mode(t.job))
     return mode->plan(t);

@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/job_schemas.hpp"
 #include "actors/modes/mode.hpp"
 #include "actors/roles/role_type.hpp"
 #include "actors/runtime/job_plan.hpp"
@@ -24,6 +25,9 @@ const std::vector<training_mode>& all_modes();
 
 /// The mode named `name` (`job:`), or nullptr.
 const training_mode* find_mode(const std::string& name);
+
+/// load_request_topology with every mode's schema (all_job_schemas()).
+caf::expected<topology> load_request_topology(const run_request& r);
 
 /// The plan of `t`'s job (`job:`), made by its mode.
 caf::expected<job_plan> plan_of(const topology& t);

@@ -29,7 +29,7 @@ struct trained_count {
 };
 
 struct job_result {
-  std::string job = "transfer";
+  std::string job;              ///< `job:` of the topology that ran
   std::string mode = "shared";  ///< shared (one backbone, K heads) | separate (baseline)
   std::string topology_file;
   double wall_seconds = 0;

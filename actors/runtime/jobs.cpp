@@ -123,11 +123,12 @@ std::vector<std::string> with_default_checkpoint(const std::vector<std::string>&
 }
 
 /// The topology of `record`: the text it was started with, its overrides.
-caf::expected<topology> load_recorded(const run_record& record) {
+caf::expected<topology> load_recorded(const run_record& record,
+                                      const std::vector<job_schema>& jobs) {
   if (record.topology_file.empty())
     return parse_topology(record.topology_text, embedded_topology_name,
-                          with_default_checkpoint(record.overrides));
-  return parse_topology_as(record.topology_text, record.topology_file, record.overrides);
+                          with_default_checkpoint(record.overrides), jobs);
+  return parse_topology_as(record.topology_text, record.topology_file, record.overrides, jobs);
 }
 
 /// Whether DIR has a run record (checkpoints of an older baton have none).
@@ -138,14 +139,15 @@ bool has_run_record(const std::string& dir) {
 
 /// `--resume DIR`: the recorded run's topology and options (request_record);
 /// its training settings must be those of the recorded run.
-caf::expected<topology> load_resumed_topology(const run_request& r) {
+caf::expected<topology> load_resumed_topology(const run_request& r,
+                                              const std::vector<job_schema>& jobs) {
   if (!has_run_record(r.resume_dir)) {
     spdlog::warn("--resume {}: no {} (checkpoints of an older baton): the topology and --set "
                  "options must be those of the run that wrote them",
                  r.resume_dir, run_record_path(r.resume_dir));
     run_request as_given = r;
     as_given.resume_dir.clear();
-    return load_request_topology(as_given);
+    return load_request_topology(as_given, jobs);
   }
   auto then = read_run_record(r.resume_dir);
   auto now = request_record(r);
@@ -156,10 +158,10 @@ caf::expected<topology> load_resumed_topology(const run_request& r) {
   auto name = [](const run_record& x) {
     return x.topology_file.empty() ? std::string{embedded_topology_name} : x.topology_file;
   };
-  auto then_values = topology_values(then->topology_text, name(*then), then->overrides);
+  auto then_values = topology_values(then->topology_text, name(*then), then->overrides, jobs);
   if (!then_values)
     return then_values.error();
-  auto now_values = topology_values(now->topology_text, name(*now), now->overrides);
+  auto now_values = topology_values(now->topology_text, name(*now), now->overrides, jobs);
   if (!now_values)
     return now_values.error();
   auto difference = settings_difference(training_settings(*then_values),
@@ -170,7 +172,7 @@ caf::expected<topology> load_resumed_topology(const run_request& r) {
                       "settings (" + difference + "); a resumed run may change runtime, "
                       "faults, nodes and placement only (the run's settings are in " +
                       run_record_path(r.resume_dir) + ")");
-  return load_recorded(*now);
+  return load_recorded(*now, jobs);
 }
 
 } // namespace
@@ -191,13 +193,14 @@ caf::expected<run_record> request_record(const run_request& r) {
   return record;
 }
 
-caf::expected<topology> load_request_topology(const run_request& r) {
+caf::expected<topology> load_request_topology(const run_request& r,
+                                              const std::vector<job_schema>& jobs) {
   if (!r.resume_dir.empty())
-    return load_resumed_topology(r);
+    return load_resumed_topology(r, jobs);
   if (!r.topology_path.empty())
-    return load_topology(r.topology_path, r.overrides);
+    return load_topology(r.topology_path, r.overrides, jobs);
   return parse_topology(default_topology_yaml, embedded_topology_name,
-                        with_default_checkpoint(r.overrides));
+                        with_default_checkpoint(r.overrides), jobs);
 }
 
 } // namespace baton::actors

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/registry.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/jobs.hpp"

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/job_schemas.hpp"
 #include "messages/errc.hpp"
 
 using namespace baton::actors;

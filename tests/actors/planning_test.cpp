@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/job_schemas.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"
 #include "tests/support/commands.hpp"

@@ -1,4 +1,5 @@
 #include "actors/config/topology.hpp"
+#include "actors/modes/job_schemas.hpp"
 
 #include <algorithm>
 #include <filesystem>

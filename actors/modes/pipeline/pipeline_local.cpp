@@ -104,7 +104,7 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
                    100 * trained.epochs.back().test_accuracy);
     }
     job_result out;
-    out.job = "pipeline";
+    out.job = t.job;
     out.mode = "local";
     report_stages(t, *task, whole, trainer.version(), trained, out);
     out.nodes.push_back(current_node_report("local"));

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/job_schemas.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/error.hpp"

@@ -45,6 +45,7 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
                                              log_progress("local"));
     auto ended = std::chrono::steady_clock::now();
     job_result out;
+    out.job = t.job;
     out.wall_seconds = std::chrono::duration<double>(ended - started).count();
     out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
     out.mode = "local";
@@ -98,6 +99,7 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   spdlog::info("baseline: {} separate processes ({} torch thread(s) each, logs in {})",
                children.size(), threads, *dir);
   job_result result;
+  result.job = t.job;
   result.mode = "separate";
   result.topology_file = t.file;
   for (auto& [out, child] : children) {

@@ -1,0 +1,75 @@
+#pragma once
+
+// What the topology parser asks of a training mode. The parser reads the
+// common sections (data, tasks, backbone, heads, runtime, nodes, faults);
+// each mode gives a job_schema for what is its own: its section, its
+// actors' names and edges, where they go. actors/modes/job_schemas.cpp
+// lists them; the parser takes that list and names no mode.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/config/topology.hpp"
+#include "actors/config/yaml_field.hpp"
+
+namespace baton::actors {
+
+/// The edges a `delay` or `drop` fault may name.
+struct fault_edges {
+  std::vector<std::string> from; ///< every sender
+  std::vector<std::string> to;   ///< every receiver
+  /// Senders that reach only some receivers: sender -> its receivers.
+  std::map<std::string, std::vector<std::string>> receivers;
+};
+
+/// One training mode, as the topology parser sees it (`job: NAME`).
+/// Every hook but `parse` may be null when the mode has nothing to say.
+struct job_schema {
+  std::string name; ///< the value of `job:`
+  /// Its own top-level section (the pipeline's), read with `job: NAME` only and
+  /// refused with any other; "" for none.
+  std::string section;
+  /// The keys of its maps by path pattern ("pipeline.stages.*": a list
+  /// entry), and the paths that are lists: validation and `--set` read them
+  /// as they read the common sections'.
+  std::map<std::string, std::vector<std::string>> keys;
+  std::vector<std::string> lists;
+  /// Reads its section and checks what it needs of the common ones, right
+  /// after the backbone (`layers`: the backbone's layer names). Null: a job
+  /// planned but not implemented yet, refused by name.
+  void (*parse)(const detail::field& root, const std::vector<std::string>& layers,
+                topology& t) = nullptr;
+  /// After the runtime section and the faults: what must hold between them.
+  void (*check)(const detail::field& root, const topology& t) = nullptr;
+  /// Its trainable actors, as the coordinator names them (`throw` faults,
+  /// checkpoints).
+  std::vector<std::string> (*trainable)(const topology& t) = nullptr;
+  /// How many of its actors compute besides the source (thread budgets).
+  size_t (*compute_actors)(const topology& t) = nullptr;
+  /// The edges a delay or drop fault may name, the source's included.
+  fault_edges (*edges)(const topology& t) = nullptr;
+  /// Hands the node of each of its actors to `place`, in a fixed order
+  /// (round-robin placement fills the empty ones).
+  void (*place)(topology& t, const std::function<void(std::string&)>& place) = nullptr;
+  /// Forgets every placement on a node for which `keep` is false.
+  void (*forget)(topology& t, const std::function<bool(const std::string&)>& keep) = nullptr;
+};
+
+namespace detail {
+
+/// Checks that `f` is a map of the keys the schema lists for its path (the
+/// common sections' and those of the jobs it is parsed with), none twice;
+/// an empty section counts as a map without keys.
+void check_section(const field& f);
+
+/// A `node:` or `place:` entry: it must name a node listed under `nodes`.
+std::string read_node(const field& f, const std::vector<node_address>& nodes);
+
+/// "at most 64 heads": a limit, as list errors state it.
+std::string at_most(size_t most, const std::string& what);
+
+} // namespace detail
+
+} // namespace baton::actors

@@ -1,0 +1,46 @@
+#include "actors/modes/job_schemas.hpp"
+
+#include "actors/modes/pipeline/pipeline_section.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
+
+namespace baton::actors {
+
+namespace {
+
+/// A `job:` value known but not implemented yet.
+job_schema planned(std::string name) {
+  job_schema schema;
+  schema.name = std::move(name);
+  return schema;
+}
+
+} // namespace
+
+const std::vector<job_schema>& all_job_schemas() {
+  static const std::vector<job_schema> jobs{transfer_schema(), pipeline_schema(),
+                                            planned("data-parallel"), planned("ist")};
+  return jobs;
+}
+
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  return load_topology(path, overrides, all_job_schemas());
+}
+
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides) {
+  return parse_topology(yaml_text, name, overrides, all_job_schemas());
+}
+
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides) {
+  return parse_topology_as(yaml_text, path, overrides, all_job_schemas());
+}
+
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides) {
+  return topology_values(yaml_text, name, overrides, all_job_schemas());
+}
+
+} // namespace baton::actors

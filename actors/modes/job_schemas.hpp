@@ -1,0 +1,39 @@
+#pragma once
+
+// The training modes' topology schemas, and the topology readers with them:
+// what every caller outside the runtime uses (the runtime is handed the
+// list). See actors/config/job_schema.hpp.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/job_schema.hpp"
+#include "actors/config/topology.hpp"
+
+namespace baton::actors {
+
+/// Every `job:` value: each mode's schema, the default (`job:` absent)
+/// first, then the jobs planned but not implemented yet.
+const std::vector<job_schema>& all_job_schemas();
+
+/// load_topology with all_job_schemas().
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides = {});
+
+/// parse_topology with all_job_schemas().
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides = {});
+
+/// parse_topology_as with all_job_schemas().
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides = {});
+
+/// topology_values with all_job_schemas().
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides = {});
+
+} // namespace baton::actors

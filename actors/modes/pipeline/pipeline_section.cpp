@@ -1,0 +1,194 @@
+#include "actors/modes/pipeline/pipeline_section.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace baton::actors {
+
+namespace {
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+// One `pipeline.stages` entry: the stage after `previous_end` up to its
+// `last_layer`, on `replicas` machines.
+topology::pipeline_stage parse_stage(const field& item,
+                                              const std::vector<std::string>& layers,
+                                              size_t previous_end, const topology& t) {
+  check_section(item);
+  field last = item.require("last_layer");
+  std::string name = read_string(last);
+  auto found = std::find(layers.begin(), layers.end(), name);
+  if (found == layers.end())
+    last.fail(last.name() + " names unknown layer '" + name + "' (expected one of: "
+              + join(layers) + ")");
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (end <= previous_end)
+    last.fail(last.name() + " is '" + name + "', which does not come after '"
+              + layers[previous_end - 1] + "' (expected stages in layer order: "
+              + join(layers) + ")");
+  topology::pipeline_stage stage{previous_end, end, 1, "", {}};
+  read_if(item, "replicas", stage.replicas, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_replicas,
+                                 "a number of replicas from 1 to " + std::to_string(max_replicas));
+  });
+  read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
+  if (auto nodes = item.get("nodes")) {
+    if (item.get("node"))
+      nodes->fail("give either 'node' (every replica there) or 'nodes' (one per replica)");
+    for (const field& n : nodes->items("a list of node names, one per replica",
+                                       static_cast<size_t>(max_replicas)))
+      stage.replica_nodes.push_back(read_node(n, t.nodes));
+    if (stage.replica_nodes.size() != static_cast<size_t>(stage.replicas))
+      nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
+                  " nodes for " + std::to_string(stage.replicas) + " replicas");
+  }
+  if (stage.replicas > 1 && t.vertical_sync)
+    item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
+              "versions count group steps, not the input stage's (set replicas: 1 or "
+              "vertical_sync: false)");
+  return stage;
+}
+
+// `pipeline:` (job: pipeline only): the schedule and the stages of the whole
+// model being trained, the backbone and its classifier ("fc2", as
+// model::make_pretrain_model builds it); the last stage ends with the model.
+void parse_pipeline(const field& section, std::vector<std::string> layers, topology& t) {
+  if (section.is_null())
+    section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
+  check_section(section);
+  read_if(section, "schedule", t.schedule,
+          [](const field& f) { return read_choice(f, {"gpipe", "1f1b-flush", "1f1b"}); });
+  if (auto f = section.get("vertical_sync")) {
+    t.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
+    if (t.vertical_sync && t.schedule != "1f1b")
+      f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
+              + t.schedule + "')");
+  }
+  layers.push_back("fc2");
+  field stages = section.require("stages");
+  size_t actors = 0;
+  for (const field& item :
+       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
+    t.pipeline.push_back(
+      parse_stage(item, layers, t.pipeline.empty() ? 0 : t.pipeline.back().end, t));
+    actors += static_cast<size_t>(t.pipeline.back().replicas);
+    if (actors > max_pipeline_actors)
+      item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
+                + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
+                                                                         "in all") + ")");
+  }
+  if (t.pipeline.empty() || t.pipeline.back().end != layers.size())
+    stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
+                "layer '" + layers.back() + "'");
+}
+
+/// Recovery restores a consistent cut of the weights, which only the
+/// synchronous schedules have between minibatches.
+void check_recovery(const field& root, const topology& t) {
+  if (t.schedule != "1f1b")
+    return;
+  if (!t.faults.empty())
+    root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
+                                "1f1b-flush): asynchronous 1f1b has no step at which every "
+                                "stage's weights are consistent");
+  if (t.runtime.checkpoint_every > 0)
+    root.require("runtime").require("checkpoint_every")
+      .fail("checkpoints need a synchronous schedule (gpipe or 1f1b-flush): under 1f1b the "
+            "stages never share a step with nothing in flight");
+}
+
+
+// `backbone.split: auto` plans the slices of a frozen backbone; a pipeline's
+// stages are its own section's.
+void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+  if (t.split_auto)
+    root.section("backbone").section("split")
+      .fail("'backbone.split' is auto, but job: pipeline takes its stages from the 'pipeline' "
+            "section (`baton profile` then `baton plan --out` writes one)");
+  parse_pipeline(root.section("pipeline"), layers, t);
+}
+
+// "stage1", or "stage1.0" for replica 0 of a replicated stage.
+std::vector<std::string> stage_names(const topology& t) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < t.pipeline.size(); ++i) {
+    auto stage = "stage" + std::to_string(i);
+    if (t.pipeline[i].replicas == 1)
+      names.push_back(stage);
+    for (int32_t r = 0; t.pipeline[i].replicas > 1 && r < t.pipeline[i].replicas; ++r)
+      names.push_back(stage + "." + std::to_string(r));
+  }
+  return names;
+}
+
+size_t stage_count(const topology& t) {
+  return stage_names(t).size();
+}
+
+// The source and every stage send (their fanouts deal to the next stage's
+// replicas); a pipeline's `heads` name its task, not actors.
+fault_edges edges(const topology& t) {
+  fault_edges out;
+  out.from = {"source"};
+  for (const auto& name : stage_names(t)) {
+    out.from.push_back(name);
+    out.to.push_back(name);
+  }
+  for (const auto& s : t.stages)
+    if (!contains(out.to, s.name))
+      out.to.push_back(s.name);
+  return out;
+}
+
+// Its actors are the stages' replicas, in stage order; a replicated stage
+// placed on no node gets a node per replica.
+void place(topology& t, const std::function<void(std::string&)>& place) {
+  for (auto& stage : t.pipeline) {
+    if (stage.replicas == 1 || !stage.node.empty() || !stage.replica_nodes.empty()) {
+      place(stage.node);
+      continue;
+    }
+    stage.replica_nodes.resize(static_cast<size_t>(stage.replicas));
+    for (auto& node : stage.replica_nodes)
+      place(node);
+  }
+}
+
+// A stage whose replicas lose any of their nodes is placed again, whole.
+void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
+  auto forget_one = [&](std::string& node) {
+    if (!keep(node))
+      node.clear();
+  };
+  for (auto& stage : t.pipeline) {
+    forget_one(stage.node);
+    for (auto& node : stage.replica_nodes)
+      forget_one(node);
+    if (std::any_of(stage.replica_nodes.begin(), stage.replica_nodes.end(),
+                    [](const std::string& node) { return node.empty(); }))
+      stage.replica_nodes.clear();
+  }
+}
+
+} // namespace
+
+job_schema pipeline_schema() {
+  job_schema schema;
+  schema.name = "pipeline";
+  schema.section = "pipeline";
+  schema.keys = {{"pipeline", {"schedule", "vertical_sync", "stages"}},
+                 {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}}};
+  schema.lists = {"pipeline.stages"};
+  schema.parse = parse;
+  schema.check = check_recovery;
+  schema.trainable = stage_names;
+  schema.compute_actors = stage_count;
+  schema.edges = edges;
+  schema.place = place;
+  schema.forget = forget;
+  return schema;
+}
+
+} // namespace baton::actors
