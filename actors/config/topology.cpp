@@ -201,7 +201,8 @@ void parse_job(const field& root, const std::vector<job_schema>& jobs, topology&
   t.schema = &*std::find_if(jobs.begin(), jobs.end(),
                             [&](const job_schema& job) { return job.name == t.job; });
   if (t.schema->parse == nullptr)
-    (f ? *f : root).fail("job '" + t.job + "' is not implemented yet (only " + join(implemented) + " are)");
+    (f ? *f : root).fail("job '" + t.job + "' is not implemented yet (only " + join(implemented) +
+                         " are)");
 }
 
 // `data.synthetic_shape`: [C, H, W] of one sample, each positive, at most

@@ -30,6 +30,15 @@ void training_counters::admit(int64_t id, int64_t step) {
   trained += 1;
 }
 
+void report_counters(const training_counters& counters, messages::actor_report& r) {
+  r.samples = counters.samples_total;
+  if (!counters.epochs.empty()) {
+    r.train_loss = counters.epochs.back().train_loss;
+    r.test_accuracy = counters.epochs.back().test_accuracy;
+  }
+  r.epochs = counters.epochs;
+}
+
 std::string training_counters::to_json() const {
   nlohmann::json epochs_json = nlohmann::json::array();
   for (const auto& e : epochs)

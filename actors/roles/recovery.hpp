@@ -64,6 +64,10 @@ private:
   std::set<int64_t> current_ids_; ///< ids trained in it (empty at checkpoints)
 };
 
+/// Fills what every trainable actor reports alike from its counters: its
+/// samples, its epochs, and the last epoch's loss and accuracy.
+void report_counters(const training_counters& counters, messages::actor_report& r);
+
 /// Saving and restoring one trainable actor's checkpoints.
 class checkpointing {
 public:

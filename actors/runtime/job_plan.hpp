@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace baton::actors {
@@ -35,6 +36,17 @@ struct planned_actor {
   /// job's weights, in plan order.
   bool sends_weights = false;
 };
+
+/// An actor with its role, name, node and settings, the rest as defaulted.
+inline planned_actor make_planned_actor(std::string role, std::string name, std::string node,
+                                        std::string settings) {
+  planned_actor a;
+  a.role = std::move(role);
+  a.name = std::move(name);
+  a.node = std::move(node);
+  a.settings = std::move(settings);
+  return a;
+}
 
 /// How two actors are introduced, in plan order: a sender adds its
 /// receivers in the order of its edges.

@@ -68,7 +68,8 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
   if (auto err = check_stages(t))
     return err;
   job_plan plan;
-  planned_actor source{"source", "source", t.source_node, to_yaml(make_source_spec(t))};
+  auto source =
+    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;
   plan.actors.push_back(std::move(source));
   auto noam = noam_of(t.pipeline);
@@ -81,7 +82,7 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
     for (int32_t r = 0; r < stage.replicas; ++r) {
       spec.replica = r;
       auto name = stage.replicas > 1 ? base + "." + std::to_string(r) : base;
-      planned_actor a{"pipeline_stage", name, stage.node_of(r), to_yaml(spec)};
+      auto a = make_planned_actor("pipeline_stage", name, stage.node_of(r), to_yaml(spec));
       a.threads = t.runtime.stage_threads;
       a.trainable = true;
       a.sends_weights = r == 0;

@@ -379,13 +379,8 @@ messages::actor_report make_report(pipeline_state& st) {
   r.bubble_seconds = st.bubble_seconds;
   r.compute_cpu_seconds = st.work.compute_cpu_seconds();
   r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
-  r.samples = st.counters.samples_total;
-  if (!st.counters.epochs.empty()) {
-    r.train_loss = st.counters.epochs.back().train_loss;
-    r.test_accuracy = st.counters.epochs.back().test_accuracy;
-  }
+  report_counters(st.counters, r);
   r.weights_digest = model::weights_digest(st.trainer->layers());
-  r.epochs = st.counters.epochs;
   r.edges = st.downstream.edges();
   if (!st.spec.first)
     r.edges.push_back(st.backward_edge);
@@ -612,8 +607,10 @@ caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots)
   return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
 }
 
-caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys, const spawn_args& args) {
-  return parse_check_spawn<pipeline_stage_spec>(sys, args, parse_pipeline_stage_spec, check_paths, spawn_pipeline_stage);
+caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys,
+                                                    const spawn_args& args) {
+  return parse_check_spawn<pipeline_stage_spec>(sys, args, parse_pipeline_stage_spec, check_paths,
+                                                spawn_pipeline_stage);
 }
 
 } // namespace baton::actors

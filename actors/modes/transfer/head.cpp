@@ -125,13 +125,8 @@ messages::actor_report make_report(const head_state& st) {
   r.node = st.node;
   r.busy_seconds = st.work.busy_seconds();
   r.idle_seconds = st.work.idle_seconds();
-  r.samples = st.counters.samples_total;
-  if (!st.counters.epochs.empty()) {
-    r.train_loss = st.counters.epochs.back().train_loss;
-    r.test_accuracy = st.counters.epochs.back().test_accuracy;
-  }
+  report_counters(st.counters, r);
   r.weights_digest = model::weights_digest(st.trainer->model());
-  r.epochs = st.counters.epochs;
   return r;
 }
 

@@ -7,7 +7,8 @@ namespace baton::actors {
 
 job_plan plan_transfer(const topology& t) {
   job_plan plan;
-  planned_actor source{"source", "source", t.source_node, to_yaml(make_source_spec(t))};
+  auto source =
+    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;
   plan.actors.push_back(std::move(source));
   std::string previous = "source";
@@ -18,7 +19,7 @@ job_plan plan_transfer(const topology& t) {
                     static_cast<int64_t>(s.end),
                     t.runtime.window,
                     t.runtime.stage_threads};
-    planned_actor stage{"stage", s.name, s.node, to_yaml(spec)};
+    auto stage = make_planned_actor("stage", s.name, s.node, to_yaml(spec));
     stage.threads = t.runtime.stage_threads;
     plan.actors.push_back(std::move(stage));
     plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
@@ -26,7 +27,7 @@ job_plan plan_transfer(const topology& t) {
   }
   for (const auto& h : t.heads) {
     head_role_spec spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
-    planned_actor head{"head", h.spec.name, h.node, to_yaml(spec)};
+    auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
     head.threads = t.runtime.head_threads;
     head.trainable = true;
     head.result = h.spec.name;
