@@ -1,0 +1,168 @@
+#include "model/feature_cache.hpp"
+
+#include <set>
+
+#include <torch/torch.h>
+#include <gtest/gtest.h>
+
+#include "model/data_parallel.hpp"
+#include "model/error.hpp"
+#include "model/freezing.hpp"
+
+using namespace baton::model;
+
+namespace {
+
+layered_model tiny_model(bool batch_norm_without_statistics = false) {
+  torch::manual_seed(5);
+  std::vector<named_layer> layers;
+  layers.push_back({"flatten", torch::nn::AnyModule(torch::nn::Flatten())});
+  layers.push_back({"fc1", torch::nn::AnyModule(torch::nn::Linear(784, 32))});
+  layers.push_back({"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(
+                               torch::nn::BatchNorm1dOptions(32).track_running_stats(
+                                   !batch_norm_without_statistics)))});
+  layers.push_back({"relu1", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc2", torch::nn::AnyModule(torch::nn::Linear(32, 24))});
+  layers.push_back({"relu2", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc3", torch::nn::AnyModule(torch::nn::Linear(24, 10))});
+  return layered_model(std::move(layers));
+}
+
+const dataset& train_data() {
+  static const dataset d = make_synthetic(64, 1, 28, 28, 10, 3);
+  return d;
+}
+
+const dataset& test_data() {
+  static const dataset d = make_synthetic(16, 1, 28, 28, 10, 4);
+  return d;
+}
+
+data_parallel_spec frozen_spec() {
+  data_parallel_spec spec;
+  spec.workers = 2;
+  spec.batch_size = 8;
+  spec.epochs = 3;
+  spec.optimizer = {0.05, 0.9, 1e-3};
+  spec.freeze_up_to = "relu1";
+  return spec;
+}
+
+} // namespace
+
+TEST(feature_cache, hits_misses_and_the_budget) {
+  feature_cache cache(1.0 / 1024); // 1 kiB: two rows of 128 floats
+  const at::Tensor row = torch::ones({128});
+  EXPECT_FALSE(cache.find(1).defined());
+  EXPECT_TRUE(cache.insert(1, row));
+  EXPECT_TRUE(cache.insert(2, row * 2));
+  EXPECT_FALSE(cache.insert(3, row * 3)); // over the budget: recomputed every time
+  EXPECT_TRUE(torch::equal(cache.find(2), row * 2));
+  EXPECT_FALSE(cache.find(3).defined());
+  const auto s = cache.stats();
+  EXPECT_EQ(s.hits, 1);
+  EXPECT_EQ(s.misses, 2);
+  EXPECT_EQ(s.rejected, 1);
+  EXPECT_EQ(s.entries, 2);
+  EXPECT_EQ(s.bytes, 1024);
+  EXPECT_THROW(feature_cache(-1), error);
+}
+
+TEST(feature_cache, a_new_freeze_point_drops_every_row) {
+  feature_cache cache(1);
+  cache.set_freeze_point(3);
+  cache.insert(7, torch::ones({4}));
+  cache.set_freeze_point(3); // unchanged: rows stay
+  EXPECT_TRUE(cache.find(7).defined());
+  cache.set_freeze_point(5);
+  EXPECT_EQ(cache.freeze_point(), 5u);
+  EXPECT_FALSE(cache.find(7).defined());
+  EXPECT_EQ(cache.stats().invalidations, 1);
+  EXPECT_EQ(cache.stats().bytes, 0);
+}
+
+TEST(feature_cache, a_row_is_a_copy_not_a_view_of_its_batch) {
+  feature_cache cache(1);
+  at::Tensor batch = torch::ones({4, 8});
+  cache.insert(0, batch[1]);
+  batch.zero_();
+  EXPECT_EQ(cache.find(0).sum().item<float>(), 8.0f);
+}
+
+TEST(feature_cache, cached_features_equal_recomputed_ones) {
+  const auto m = tiny_model();
+  const auto prefix = m.slice(0, 4);
+  apply_freeze_point(m, 4);
+  feature_cache cache(1);
+  cache.set_freeze_point(4);
+  const std::vector<int64_t> first{3, 9, 12, 40}, second{40, 1, 3, 50, 9, 7};
+  frozen_features(prefix, &cache, train_data(), first);
+  const at::Tensor cached = frozen_features(prefix, &cache, train_data(), second);
+  EXPECT_TRUE(torch::equal(cached, frozen_features(prefix, nullptr, train_data(), second)));
+  EXPECT_EQ(cache.stats().hits, 3);
+  EXPECT_EQ(cache.stats().misses, 7);
+  EXPECT_EQ(cache.stats().entries, 7);
+}
+
+// DESIGN invariant 9: a run that reads frozen features from the cache ends
+// with the weights of the same run that recomputes them, also when the
+// budget holds only some of the samples.
+TEST(feature_cache, cache_equals_no_cache_bit_for_bit) {
+  auto spec = frozen_spec();
+  const auto plain = run_data_parallel_local([] { return tiny_model(); }, train_data(),
+                                             test_data(), spec);
+  spec.cache = true;
+  const auto cached = run_data_parallel_local([] { return tiny_model(); }, train_data(),
+                                              test_data(), spec);
+  EXPECT_EQ(cached.weights_digest, plain.weights_digest);
+  // Each worker caches the samples of its own shares, which the reshuffled
+  // order changes every epoch: a sample misses once per worker that sees it.
+  int64_t misses = 0;
+  for (int32_t w = 0; w < 2; ++w) {
+    std::set<int64_t> seen;
+    for (int32_t epoch = 0; epoch < 3; ++epoch)
+      for (auto id : worker_share(64, spec.seed, epoch, w, 2, spec.remainder))
+        seen.insert(id);
+    misses += static_cast<int64_t>(seen.size());
+  }
+  EXPECT_EQ(cached.cache.misses, misses);
+  EXPECT_EQ(cached.cache.hits, 3 * 64 - misses);
+  EXPECT_GT(cached.cache.hits, 0);
+  EXPECT_EQ(cached.cache.bytes, misses * 32 * 4);
+  spec.cache_mb = 20.0 * 32 * 4 / (1024 * 1024); // 20 rows per worker
+  const auto partial = run_data_parallel_local([] { return tiny_model(); }, train_data(),
+                                               test_data(), spec);
+  EXPECT_EQ(partial.weights_digest, plain.weights_digest);
+  EXPECT_EQ(partial.cache.entries, 40);
+  EXPECT_GT(partial.cache.rejected, 0);
+}
+
+TEST(feature_cache, cache_equals_no_cache_with_adaptive_freezing) {
+  auto spec = frozen_spec();
+  spec.freeze_up_to.clear();
+  spec.freeze_groups = {"relu1", "relu2"};
+  spec.adaptive.interval = 2;
+  const auto plain = run_data_parallel_local([] { return tiny_model(); }, train_data(),
+                                             test_data(), spec);
+  spec.cache = true;
+  const auto cached = run_data_parallel_local([] { return tiny_model(); }, train_data(),
+                                              test_data(), spec);
+  EXPECT_EQ(cached.weights_digest, plain.weights_digest);
+  EXPECT_EQ(cached.frozen_layers, plain.frozen_layers);
+}
+
+TEST(feature_cache, refuses_a_prefix_that_normalises_over_the_batch) {
+  auto spec = frozen_spec();
+  spec.cache = true;
+  EXPECT_THROW(run_data_parallel_local([] { return tiny_model(true); }, train_data(),
+                                       test_data(), spec),
+               error);
+  spec.feature_block = 0; // one batch: a cached row could differ from a recomputed one
+  EXPECT_THROW(run_data_parallel_local([] { return tiny_model(); }, train_data(), test_data(),
+                                       spec),
+               error);
+  spec.feature_block = 1;
+  spec.cache = false; // without the cache it is only a frozen prefix
+  EXPECT_NO_THROW(run_data_parallel_local([] { return tiny_model(true); }, train_data(),
+                                          test_data(), spec));
+}
