@@ -71,6 +71,16 @@ std::optional<freeze_decision> adaptive_freezer::decide(int64_t step,
   return d;
 }
 
+void adaptive_freezer::restore(const state& s) {
+  if (s.frozen < 0 || s.frozen > limit() ||
+      (!s.previous.empty() && s.previous.size() != groups_.size()))
+    throw error("adaptive freezing: a checkpoint with " + std::to_string(s.frozen) +
+                " frozen groups and " + std::to_string(s.previous.size()) +
+                " norms does not fit " + std::to_string(groups_.size()) + " groups");
+  frozen_ = s.frozen;
+  previous_ = s.previous;
+}
+
 double percentile(std::vector<double> values, double p) {
   TORCH_CHECK(!values.empty(), "percentile of no values");
   std::sort(values.begin(), values.end());

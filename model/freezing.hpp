@@ -65,6 +65,17 @@ public:
 
   /// Groups frozen so far (a prefix of the groups).
   int32_t frozen() const { return frozen_; }
+
+  /// What a checkpoint keeps of the rule: the frozen groups and the norms
+  /// of the last interval (the next decision's "previous").
+  struct state {
+    int32_t frozen = 0;
+    std::vector<double> previous; ///< empty before the first interval
+  };
+  state save() const { return {frozen_, previous_}; }
+  /// Continues from `s`; throws model::error when it does not fit these
+  /// groups (and then changes nothing).
+  void restore(const state& s);
   const std::vector<std::string>& groups() const { return groups_; }
 
 private:

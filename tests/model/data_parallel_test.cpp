@@ -345,6 +345,57 @@ TEST(data_parallel, one_worker_equals_plain_sgd_bit_for_bit) {
   EXPECT_LT(result.train_loss[1], result.train_loss[0]);
 }
 
+// The reference steps with the scheduled lr: linear scaling (global batch 8
+// over base 4: x2) and one epoch of warmup, step by step.
+TEST(data_parallel, one_worker_follows_the_scaled_and_warmed_up_lr) {
+  auto spec = base_spec(1);
+  spec.linear_scaling = true;
+  spec.base_batch = 4;
+  spec.warmup_epochs = 1;
+  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const lr_schedule schedule{spec.optimizer.lr, true, 8, 4, 1};
+  auto m = tiny_model();
+  auto momentum = zeros_like_parameters(m);
+  int64_t step = 0;
+  for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
+    const auto order = epoch_order(train_data().size(), spec.seed, epoch);
+    for (size_t begin = 0; begin < order.size(); begin += 8, ++step) {
+      optimizer_spec opt = spec.optimizer;
+      opt.lr = scheduled_lr(schedule, step, 8);
+      plain_step(m, momentum, step == 0, {{order.begin() + begin, order.begin() + begin + 8}},
+                 opt);
+    }
+  }
+  EXPECT_EQ(result.weights_digest, weights_digest(m));
+  EXPECT_NE(result.weights_digest,
+            run_data_parallel_local(tiny_model, train_data(), test_data(), base_spec(1))
+                .weights_digest);
+}
+
+// The step function is torch::optim::SGD's arithmetic (to rounding).
+TEST(data_parallel, one_worker_is_torch_sgd_to_float_tolerance) {
+  const auto spec = base_spec(1);
+  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  auto m = tiny_model();
+  torch::optim::SGD sgd(m.parameters(), torch::optim::SGDOptions(spec.optimizer.lr)
+                                            .momentum(spec.optimizer.momentum)
+                                            .weight_decay(spec.optimizer.weight_decay));
+  for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
+    const auto order = epoch_order(train_data().size(), spec.seed, epoch);
+    for (size_t begin = 0; begin < order.size(); begin += 8) {
+      auto [images, labels] = gather(train_data(), {order.begin() + begin,
+                                                    order.begin() + begin + 8});
+      sgd.zero_grad();
+      torch::nn::functional::cross_entropy(m.forward(images), labels).backward();
+      sgd.step();
+    }
+  }
+  const auto got = result.model.parameters();
+  const auto want = m.parameters();
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-6)) << i;
+}
+
 // DESIGN invariant 2: W = 2 and W = 3 (uneven chunks), ring and worker-order
 // sums, == the local run with gradient accumulation over the global minibatch.
 TEST(data_parallel, workers_equal_gradient_accumulation_over_the_global_minibatch) {

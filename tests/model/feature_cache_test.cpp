@@ -8,6 +8,7 @@
 #include "model/data_parallel.hpp"
 #include "model/error.hpp"
 #include "model/freezing.hpp"
+#include "model/local.hpp"
 
 using namespace baton::model;
 
@@ -141,7 +142,8 @@ TEST(feature_cache, cache_equals_no_cache_with_adaptive_freezing) {
   auto spec = frozen_spec();
   spec.freeze_up_to.clear();
   spec.freeze_groups = {"relu1", "relu2"};
-  spec.adaptive.interval = 2;
+  spec.adaptive.interval = 1;
+  spec.epochs = 4;
   const auto plain = run_data_parallel_local([] { return tiny_model(); }, train_data(),
                                              test_data(), spec);
   spec.cache = true;
@@ -149,6 +151,8 @@ TEST(feature_cache, cache_equals_no_cache_with_adaptive_freezing) {
                                               test_data(), spec);
   EXPECT_EQ(cached.weights_digest, plain.weights_digest);
   EXPECT_EQ(cached.frozen_layers, plain.frozen_layers);
+  EXPECT_GT(cached.frozen_layers, 0u); // the cache was used
+  EXPECT_GT(cached.cache.hits, 0);
 }
 
 TEST(feature_cache, refuses_a_prefix_that_normalises_over_the_batch) {
@@ -165,4 +169,27 @@ TEST(feature_cache, refuses_a_prefix_that_normalises_over_the_batch) {
   spec.cache = false; // without the cache it is only a frozen prefix
   EXPECT_NO_THROW(run_data_parallel_local([] { return tiny_model(true); }, train_data(),
                                           test_data(), spec));
+}
+
+// The reference workload: convnet + classifier on Fashion-MNIST, the first
+// convnet group (conv1 .. pool1) frozen and cached, from the second epoch on
+// read from the cache: the convolutions' rows too equal their recomputation.
+TEST(feature_cache, convnet_on_fashion_mnist_cache_equals_no_cache) {
+  const dataset train = load_fashion_mnist(default_fashion_mnist_dir, split::train, 96);
+  const dataset test = load_fashion_mnist(default_fashion_mnist_dir, split::test, 32);
+  model_spec backbone;
+  backbone.seed = 9;
+  const model_factory make = [&] { return make_pretrain_model(backbone, 10); };
+  data_parallel_spec spec;
+  spec.workers = 2;
+  spec.batch_size = 16;
+  spec.epochs = 2;
+  spec.optimizer = {0.02, 0.9, 0};
+  spec.freeze_up_to = "pool1";
+  const auto plain = run_data_parallel_local(make, train, test, spec);
+  spec.cache = true;
+  const auto cached = run_data_parallel_local(make, train, test, spec);
+  EXPECT_EQ(cached.weights_digest, plain.weights_digest);
+  EXPECT_GT(cached.cache.hits, 0);
+  EXPECT_EQ(weights_digest(cached.model.slice(0, 5)), weights_digest(make().slice(0, 5)));
 }

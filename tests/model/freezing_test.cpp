@@ -79,6 +79,22 @@ TEST(freezing, rule_freezes_the_leading_groups_below_the_percentile) {
   EXPECT_EQ(f.frozen(), 2);
 }
 
+// A freezer restored from a checkpoint decides as the one that ran on.
+TEST(freezing, a_restored_freezer_continues_the_same_decisions) {
+  adaptive_freezer f({"g1", "g2", "g3", "g4"}, every_step());
+  f.decide(0, {10, 10, 10, 10});
+  f.decide(1, {9.9, 9.5, 5, 10});
+  adaptive_freezer g({"g1", "g2", "g3", "g4"}, every_step());
+  g.restore(f.save());
+  const auto a = f.decide(2, {123, 9.4905, 4, 9});
+  const auto b = g.decide(2, {123, 9.4905, 4, 9});
+  EXPECT_EQ(a->frozen_after, b->frozen_after);
+  EXPECT_EQ(a->rates, b->rates);
+  EXPECT_THROW(g.restore({1, {1, 2}}), error);
+  EXPECT_THROW(g.restore({5, {}}), error);
+  EXPECT_EQ(g.frozen(), 2);
+}
+
 TEST(freezing, max_frozen_bounds_the_prefix) {
   adaptive_freezer f({"g1", "g2", "g3"}, every_step(100, 1));
   f.decide(0, {1, 1, 1});
@@ -178,4 +194,5 @@ TEST(freezing, adaptive_freezing_in_the_local_reference) {
   }
   const size_t points[] = {0, 3, 6}; // after bn1, after relu2
   EXPECT_EQ(result.frozen_layers, points[frozen]);
+  EXPECT_GT(frozen, 0); // on this data the first group's rate falls below the median
 }
