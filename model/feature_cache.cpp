@@ -68,22 +68,46 @@ cache_stats feature_cache::stats() const { return stats_; }
 
 namespace {
 
-/// The prefix's output rows for `ids`, in blocks of `block_rows` (0: one batch).
+/// Blocks of `block` sample ids in which sample s sits at row s mod block
+/// (each id once, in the first block whose row is free); rows no sample
+/// takes repeat the block's first sample. Returns the blocks and, per id,
+/// its (block, row).
+std::vector<std::vector<int64_t>> canonical_blocks(const std::vector<int64_t>& ids,
+                                                   size_t block,
+                                                   std::vector<std::pair<size_t, size_t>>& at) {
+  std::vector<std::vector<int64_t>> blocks;
+  for (int64_t id : ids) {
+    const auto row = static_cast<size_t>(id % static_cast<int64_t>(block));
+    size_t b = 0;
+    while (b < blocks.size() && blocks[b][row] >= 0)
+      ++b;
+    if (b == blocks.size())
+      blocks.emplace_back(block, -1);
+    blocks[b][row] = id;
+    at.emplace_back(b, row);
+  }
+  for (auto& ids_of_block : blocks) {
+    const int64_t filler = *std::find_if(ids_of_block.begin(), ids_of_block.end(),
+                                         [](int64_t id) { return id >= 0; });
+    std::replace(ids_of_block.begin(), ids_of_block.end(), int64_t{-1}, filler);
+  }
+  return blocks;
+}
+
+/// The prefix's output rows for `ids`, in canonical blocks (0: one batch).
 at::Tensor compute_rows(const layered_model& prefix, const dataset& data,
                         const std::vector<int64_t>& ids, int64_t block_rows) {
   if (block_rows <= 0)
     return prefix.forward(gather(data, ids).first);
-  std::vector<at::Tensor> blocks;
-  const auto block = static_cast<size_t>(block_rows);
-  for (size_t begin = 0; begin < ids.size(); begin += block) {
-    const size_t end = std::min(ids.size(), begin + block);
-    std::vector<int64_t> padded(ids.begin() + static_cast<std::ptrdiff_t>(begin),
-                                ids.begin() + static_cast<std::ptrdiff_t>(end));
-    padded.resize(block, padded.back());
-    blocks.push_back(prefix.forward(gather(data, padded).first)
-                         .narrow(0, 0, static_cast<int64_t>(end - begin)));
-  }
-  return torch::cat(blocks);
+  std::vector<std::pair<size_t, size_t>> at;
+  const auto blocks = canonical_blocks(ids, static_cast<size_t>(block_rows), at);
+  std::vector<at::Tensor> outputs;
+  for (const auto& block : blocks)
+    outputs.push_back(prefix.forward(gather(data, block).first));
+  std::vector<at::Tensor> rows;
+  for (const auto& [b, row] : at)
+    rows.push_back(outputs[b][static_cast<int64_t>(row)]);
+  return torch::stack(rows);
 }
 
 } // namespace

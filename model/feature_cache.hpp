@@ -65,18 +65,21 @@ private:
 /// The frozen prefix's output for the samples `ids` of `data`, in order:
 /// rows found in `cache` are read, the others are computed (evaluation
 /// mode, NoGradGuard) and offered to the cache; with a null cache every row
-/// is computed. `block_rows` >= 1 computes rows in canonical blocks of
-/// exactly that many samples (the last block padded by repeating its last
-/// sample): a row's bits then do not depend on which other samples share
-/// its minibatch, which BLAS kernels do not promise for a batch of any size
+/// is computed. `block_rows` = K >= 1 computes rows in canonical blocks:
+/// batches of exactly K samples in which sample s always sits at row
+/// s mod K (a minibatch takes as many blocks as the most crowded row; free
+/// rows repeat a sample of the block). A row's bits then depend on its
+/// sample only, never on the other samples of its minibatch, which BLAS and
+/// convolution kernels do not promise for a batch of any size and order
 /// (OpenBLAS's sgemm rounds a row differently by its position and by the
-/// batch's size). With 1 a row is a function of its sample by construction;
-/// this is what makes a cached row equal a recomputed one. 0 computes all
-/// missing rows in one batch: fastest, and only valid without a cache (a
-/// cache then throws model::error). Precondition: the cache's freeze point
-/// is the prefix's.
+/// batch's size; a convolution over one image takes another path than over
+/// several). That is what makes a cached row equal a recomputed one, given
+/// kernels whose arithmetic depends on shapes and positions, not values.
+/// 0 computes all missing rows in one batch: fastest, and only valid
+/// without a cache (a cache then throws model::error). Precondition: the
+/// cache's freeze point is the prefix's.
 at::Tensor frozen_features(const layered_model& prefix, feature_cache* cache,
                            const dataset& data, const std::vector<int64_t>& ids,
-                           int64_t block_rows = 1);
+                           int64_t block_rows = 4);
 
 } // namespace baton::model

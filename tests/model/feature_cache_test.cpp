@@ -105,6 +105,24 @@ TEST(feature_cache, cached_features_equal_recomputed_ones) {
   EXPECT_EQ(cache.stats().entries, 7);
 }
 
+// In canonical blocks a sample's row has the same bits whatever minibatch
+// (size, order, neighbours) it is computed in.
+TEST(feature_cache, canonical_blocks_make_a_row_independent_of_its_minibatch) {
+  const auto m = tiny_model();
+  const auto prefix = m.slice(0, 4);
+  apply_freeze_point(m, 4);
+  const std::vector<int64_t> a{3, 9, 12, 40, 41, 42, 43, 1, 2, 60, 61}, b{41, 7, 50, 51, 3};
+  for (int64_t block : {1, 3, 4, 8}) {
+    const at::Tensor fa = frozen_features(prefix, nullptr, train_data(), a, block);
+    const at::Tensor fb = frozen_features(prefix, nullptr, train_data(), b, block);
+    ASSERT_EQ(fa.size(0), 11);
+    EXPECT_TRUE(torch::equal(fa[4], fb[0])) << block;
+    EXPECT_TRUE(torch::equal(fa[0], fb[4])) << block;
+    EXPECT_TRUE(torch::allclose(fa, frozen_features(prefix, nullptr, train_data(), a, 0), 1e-5,
+                                1e-6));
+  }
+}
+
 // DESIGN invariant 9: a run that reads frozen features from the cache ends
 // with the weights of the same run that recomputes them, also when the
 // budget holds only some of the samples.
@@ -165,7 +183,7 @@ TEST(feature_cache, refuses_a_prefix_that_normalises_over_the_batch) {
   EXPECT_THROW(run_data_parallel_local([] { return tiny_model(); }, train_data(), test_data(),
                                        spec),
                error);
-  spec.feature_block = 1;
+  spec.feature_block = 4;
   spec.cache = false; // without the cache it is only a frozen prefix
   EXPECT_NO_THROW(run_data_parallel_local([] { return tiny_model(true); }, train_data(),
                                           test_data(), spec));
