@@ -428,6 +428,51 @@ TEST(data_parallel, workers_equal_gradient_accumulation_over_the_global_minibatc
     }
 }
 
+// W = 2 by hand, bit for bit (a sum of two has one order): each replica runs
+// its own minibatch (so its own batch norm statistics), the gradients are
+// averaged, worker 0 steps and its weights are copied; the result keeps
+// worker 0's running statistics.
+TEST(data_parallel, two_workers_by_hand_bit_for_bit_with_per_worker_batch_norm) {
+  const auto make = [] {
+    auto layers = tiny_model().layers();
+    layers.insert(layers.begin() + 2,
+                  {"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(32))});
+    return layered_model(std::move(layers));
+  };
+  auto spec = base_spec(2);
+  const auto result = run_data_parallel_local(make, train_data(), test_data(), spec);
+  std::vector<layered_model> models{make(), make()};
+  auto momentum = zeros_like_parameters(models[0]);
+  int64_t step = 0;
+  for (int32_t epoch = 0; epoch < spec.epochs; ++epoch)
+    for (size_t k = 0; k < 4; ++k, ++step) {
+      std::vector<std::vector<at::Tensor>> grads(2);
+      for (int32_t w = 0; w < 2; ++w) {
+        const auto share = worker_share(64, spec.seed, epoch, w, 2, spec.remainder);
+        auto [images, labels] =
+            gather(train_data(), {share.begin() + 8 * k, share.begin() + 8 * (k + 1)});
+        torch::nn::functional::cross_entropy(models[w].forward(images), labels).backward();
+        for (auto& p : models[w].parameters()) {
+          grads[w].push_back(p.grad().clone());
+          p.mutable_grad() = at::Tensor();
+        }
+      }
+      torch::NoGradGuard no_grad;
+      auto p0 = models[0].parameters(), p1 = models[1].parameters();
+      for (size_t i = 0; i < p0.size(); ++i) {
+        p0[i].copy_(sgd_step_out_of_place(p0[i].detach(), at::div(grads[0][i] + grads[1][i], 2.0),
+                                          momentum[i], spec.optimizer, step == 0));
+        p1[i].copy_(p0[i]);
+      }
+    }
+  EXPECT_EQ(result.weights_digest, weights_digest(models[0]));
+  const auto got = result.model.buffers(), want0 = models[0].buffers(),
+             want1 = models[1].buffers();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(torch::equal(got[0], want0[0])); // worker 0's running mean
+  EXPECT_FALSE(torch::equal(got[0], want1[0]));
+}
+
 TEST(data_parallel, frozen_prefix_never_changes) {
   auto spec = base_spec(2);
   spec.freeze_up_to = "relu1";
