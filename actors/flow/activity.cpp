@@ -61,21 +61,26 @@ void fail(caf::local_actor* self, const caf::actor& coordinator, const std::stri
   // Sent as `self`: the coordinator tells this actor from an earlier
   // incarnation of the same name (after a restart) by its address.
   if (coordinator)
-    caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor, what);
+    caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor,
+                 static_cast<uint8_t>(errc::actor_failed), what);
   if (auto* ev = dynamic_cast<caf::event_based_actor*>(self))
     ev->quit(make_error(errc::actor_failed, actor + ": " + what));
 }
 
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const caf::error& cause) {
-  // The coordinator reports any failure as actor_failed: a cause of another
-  // kind (compute_failed, bad_file) keeps its name in the text.
+  // The run fails with the cause's code (a baton error; anything else is
+  // actor_failed); a cause of another kind (compute_failed, bad_file) also
+  // keeps its name in the text, which this actor's log line shares.
+  bool ours = cause.category() == error_category_atom;
+  auto code = ours ? cause.code() : static_cast<uint8_t>(errc::actor_failed);
   std::string what = cause == errc::actor_failed ? context_of(cause) : describe(cause);
   spdlog::error("{}: {}", actor, what);
   if (coordinator)
-    caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor, what);
+    caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor,
+                 code, what);
   if (auto* ev = dynamic_cast<caf::event_based_actor*>(self))
-    ev->quit(cause.category() == error_category_atom
+    ev->quit(ours
                ? make_error(static_cast<errc>(cause.code()), actor + ": " + context_of(cause))
                : cause);
 }

@@ -132,13 +132,15 @@ auto observe_coordinator(caf::stateful_actor<State>* self) {
 const at::Tensor* task_labels_of(const messages::microbatch& m, const std::string& task);
 
 /// Tells the coordinator that `actor` failed and why, then quits `self`
-/// (errc::actor_failed).
+/// (errc::actor_failed: the run fails with that code).
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const std::string& what);
 
 /// Same, for a failure whose cause is an error value (error_of): the
-/// coordinator is told its code unless it is actor_failed ("compute_failed:
-/// forward: ..."), and `self` quits with it.
+/// coordinator is told its code, with which the run fails (a LibTorch error
+/// is compute_failed, a file bad_file), and its text, which names the code
+/// unless it is actor_failed ("compute_failed: forward: ..."); `self` quits
+/// with it.
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const caf::error& cause);
 

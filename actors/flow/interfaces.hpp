@@ -43,7 +43,10 @@
 //     actor_report   (per epoch: epochs has one entry, final: whole run)
 //     progress       (every runtime.progress_every steps)
 //     control{start, value = total training samples}   from the source
-//     (failure_atom, string actor, string what)        a fatal error in an actor
+//     (failure_atom, string actor, uint8 code, string what)
+//                                                      a fatal error in an actor: code is
+//                                                      its errc (compute_failed, bad_file,
+//                                                      actor_failed), the run's error
 //     (step_atom, string actor, int64 step)            step done (recovery.notify_from_step)
 //     (trained_atom, string actor, int64 trained, int64 duplicates)
 //                                                      before the final report of a

@@ -46,10 +46,14 @@ struct run_options {
 /// or node fails (while `t`'s runtime allows), and shuts every actor down
 /// when the run ends, fails or is interrupted. It knows no training mode.
 ///
-///   connect_nodes -> prepare_recovery -> spawn_all -> wire -> arm faults -> train -> collect
+///   connect nodes -> prepare_recovery -> spawn_all -> wire -> arm faults -> train -> collect
 ///                                           ^                                  |
 ///                                           +--- recover (restart pass) <------+ (a failure)
 ///   any error: shutdown
+///
+/// The parts are its own units: job_nodes (the spawners, lost nodes),
+/// job_pass (the actors of a pass), result_collector (their reports),
+/// checkpoints.hpp and fault_injector (recovery as plain data).
 caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
                                        const job_plan& plan, const run_options& options);
 

@@ -8,6 +8,35 @@ bool is_node_fault(const fault_spec& f) {
   return f.kind == "kill_node" || f.kind == "stop_node";
 }
 
+std::optional<std::string> unknown_fault_node(const std::vector<fault_spec>& faults,
+                                              const std::vector<std::string>& nodes,
+                                              bool embedded) {
+  for (const auto& f : faults)
+    if (is_node_fault(f) && std::find(nodes.begin(), nodes.end(), f.node) == nodes.end())
+      return f.where + ": fault '" + f.kind + "' names node '" + f.node + "', " +
+             (embedded ? std::string{"but the job runs embedded in one process (use "
+                                     "--local-nodes N or nodes:)"}
+                       : "which is not one of the topology's nodes");
+  return std::nullopt;
+}
+
+std::vector<std::string> unreachable_fault_warnings(const std::vector<fault_spec>& faults,
+                                                    int64_t samples, int64_t epochs,
+                                                    int64_t batch_size) {
+  const int64_t per_epoch = samples / epochs;
+  const int64_t steps =
+    epochs * (per_epoch / batch_size + (per_epoch % batch_size != 0 ? 1 : 0));
+  std::vector<std::string> warnings;
+  for (const auto& f : faults)
+    if (f.at_step >= steps)
+      warnings.push_back(f.where + ": fault '" + f.kind + "' at step " +
+                         std::to_string(f.at_step) + " will never fire: the job has " +
+                         std::to_string(steps) + " steps (" + std::to_string(per_epoch) +
+                         " training samples per epoch in minibatches of " +
+                         std::to_string(batch_size) + ")");
+  return warnings;
+}
+
 fault_injector::fault_injector(const std::vector<fault_spec>& faults) {
   for (const auto& f : faults) {
     if (f.kind == "chaos") {
@@ -142,6 +171,20 @@ std::optional<explained_fault> fault_injector::explain(const std::string& target
     e.detected_after_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(detected - found->at).count();
   return e;
+}
+
+fault_record fault_injector::record_failure(const std::string& kind, const std::string& target,
+                                            int64_t restored_step,
+                                            clock_type::time_point detected) {
+  fault_record record{kind, target, last_step_, -1, -1, restored_step};
+  if (auto f = explain(target, detected)) {
+    record.kind = f->kind;
+    record.target = f->target;
+    if (f->at_step >= 0)
+      record.at_step = f->at_step;
+    record.detected_after_ms = f->detected_after_ms;
+  }
+  return record;
 }
 
 } // namespace baton::actors

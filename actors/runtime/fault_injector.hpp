@@ -1,7 +1,8 @@
 #pragma once
 
 // Fault injection as plain data: which of the topology's faults fire when,
-// and which one explains a failure. No actor system and no clock: the
+// which one explains a failure (and how its record reads), and which can
+// never fire in the job at hand. No actor system and no clock: the
 // coordinator passes the time in and does the sending (fault_atom to a
 // node's spawner or to an actor).
 
@@ -13,11 +14,28 @@
 #include <vector>
 
 #include "actors/config/topology.hpp"
+#include "actors/runtime/job_result.hpp"
 
 namespace baton::actors {
 
 /// Whether `f` kills or stops a node (kill_node, stop_node).
 bool is_node_fault(const fault_spec& f);
+
+/// Why a node fault of `faults` can never fire, as the error to refuse the
+/// run with: the first one naming a node not among `nodes` (the connected
+/// nodes; "" when the job is `embedded` in one process). None when all can.
+std::optional<std::string> unknown_fault_node(const std::vector<fault_spec>& faults,
+                                              const std::vector<std::string>& nodes,
+                                              bool embedded);
+
+/// A warning for each fault of `faults` set for a step past the job's end:
+/// a job of `epochs` epochs over `samples` training samples (all epochs) in
+/// minibatches of `batch_size`. The parser refuses these when it knows the
+/// job's length; when a node reads the data it is known only as the run
+/// starts.
+std::vector<std::string> unreachable_fault_warnings(const std::vector<fault_spec>& faults,
+                                                    int64_t samples, int64_t epochs,
+                                                    int64_t batch_size);
 
 /// The injected fault that explains a failure: what the fault record says.
 struct explained_fault {
@@ -78,6 +96,13 @@ public:
   /// sent to) `target`. Each explains one failure: it is not returned again.
   std::optional<explained_fault> explain(const std::string& target,
                                          clock_type::time_point detected);
+  /// The record of a failure (`kind`: actor_failed, actor_down, node_lost,
+  /// stalled) of `target` detected at `detected`, after which the job
+  /// restarts from `restored_step`: at the newest step the job reported,
+  /// and in the words of the injected fault that explains it, if one does
+  /// (explain). Not yet recovered (recovered_after_ms is -1).
+  fault_record record_failure(const std::string& kind, const std::string& target,
+                              int64_t restored_step, clock_type::time_point detected);
 
   /// The newest step the job reported (-1 before any).
   int64_t last_step() const { return last_step_; }

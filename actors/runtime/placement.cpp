@@ -44,4 +44,19 @@ placement_choice node_for(const std::string& placed, const placement& nodes) {
   return choice;
 }
 
+std::vector<thread_oversubscription>
+oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>& node_cores) {
+  std::map<std::string, int32_t> threads; // node -> torch threads
+  for (const auto& a : plan.actors)
+    threads[a.node] += a.threads;
+  std::vector<thread_oversubscription> over;
+  for (const auto& [node, n] : threads) {
+    auto it = node_cores.find(node);
+    auto cores = it == node_cores.end() ? 0 : it->second;
+    if (cores > 0 && n > cores)
+      over.push_back({node, n, cores});
+  }
+  return over;
+}
+
 } // namespace baton::actors

@@ -4,10 +4,13 @@
 // data in, a node out (no actor system; the coordinator does the spawning).
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
 
@@ -36,5 +39,20 @@ struct placement_choice {
 /// live node with the fewest actors (actors spawned there plus lost nodes
 /// moved there), so spare nodes first. Never a lost node.
 placement_choice node_for(const std::string& placed, const placement& nodes);
+
+/// A node asked to run more compute threads than it has cores.
+struct thread_oversubscription {
+  std::string node;    ///< "" = the embedded process
+  int32_t threads = 0; ///< the plan's compute threads there (planned_actor::threads)
+  int32_t cores = 0;   ///< the node's hardware threads
+};
+
+/// The nodes where `plan` places more compute threads than `node_cores`
+/// (node -> hardware threads, as each node reported them) says they have,
+/// by node name. A node that did not report its cores (or reported 0) is
+/// not judged. Threads are summed by the node the plan placed each actor
+/// on: they share the cores, which is slower but works.
+std::vector<thread_oversubscription>
+oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>& node_cores);
 
 } // namespace baton::actors

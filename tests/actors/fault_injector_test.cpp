@@ -185,3 +185,60 @@ TEST(fault_injector, a_chaos_throw_explains_its_actors_failure) {
   EXPECT_EQ(e->detected_after_ms, 50);
   EXPECT_EQ(e->at_step, 1);
 }
+
+TEST(fault_injector, a_node_fault_must_name_a_node_of_the_job) {
+  using baton::actors::unknown_fault_node;
+  auto kill = node_fault("kill_node", "n3", 5);
+  kill.where = "t.yaml:9";
+  std::vector<fault_spec> faults{throw_at("head0", 3), kill};
+  EXPECT_FALSE(unknown_fault_node(faults, {"n1", "n3"}, false).has_value());
+  EXPECT_FALSE(unknown_fault_node({throw_at("n9", 3)}, {"n1"}, false).has_value())
+    << "only node faults name nodes";
+  auto listed = unknown_fault_node(faults, {"n1", "n2"}, false);
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(*listed, "t.yaml:9: fault 'kill_node' names node 'n3', which is not one of the "
+                     "topology's nodes");
+  auto embedded = unknown_fault_node(faults, {""}, true);
+  ASSERT_TRUE(embedded.has_value());
+  EXPECT_EQ(*embedded, "t.yaml:9: fault 'kill_node' names node 'n3', but the job runs embedded "
+                       "in one process (use --local-nodes N or nodes:)");
+}
+
+TEST(fault_injector, a_fault_past_the_jobs_last_step_is_warned_about) {
+  using baton::actors::unreachable_fault_warnings;
+  auto late = throw_at("head0", 8);
+  late.where = "--fault 1";
+  auto last = node_fault("kill_node", "n1", 7);
+  // 2 epochs of 50 samples in minibatches of 16: 4 steps each (the last
+  // minibatch is short), steps 0..7.
+  std::vector<fault_spec> faults{last, late, node_fault("stop_node", "n1", -1, 100ms)};
+  auto warnings = unreachable_fault_warnings(faults, 100, 2, 16);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "--fault 1: fault 'throw' at step 8 will never fire: the job has 8 "
+                         "steps (50 training samples per epoch in minibatches of 16)");
+  // 65 samples per epoch are 5 minibatches: steps 0..9, all can fire (a
+  // fault set by time has no step).
+  EXPECT_TRUE(unreachable_fault_warnings(faults, 130, 2, 16).empty());
+}
+
+TEST(fault_injector, a_failure_record_is_in_the_words_of_the_fault_that_explains_it) {
+  fault_injector faults{{node_fault("kill_node", "n2", 5)}};
+  faults.on_step(3, moment(500), {"n1", "n2"}, {});
+  // Nothing injected explains it: what the coordinator saw, at the job's step.
+  auto seen = faults.record_failure("actor_down", "head0", 0, moment(600));
+  EXPECT_EQ(seen.kind, "actor_down");
+  EXPECT_EQ(seen.target, "head0");
+  EXPECT_EQ(seen.at_step, 3);
+  EXPECT_EQ(seen.detected_after_ms, -1);
+  EXPECT_EQ(seen.recovered_after_ms, -1);
+  EXPECT_EQ(seen.restored_step, 0);
+
+  faults.on_step(6, moment(1000), {"n1", "n2"}, {});
+  auto injected = faults.record_failure("node_lost", "n2", 4, moment(1300));
+  EXPECT_EQ(injected.kind, "kill_node");
+  EXPECT_EQ(injected.target, "n2");
+  EXPECT_EQ(injected.at_step, 5) << "the step it was set for, not the step it was seen at";
+  EXPECT_EQ(injected.detected_after_ms, 300);
+  EXPECT_EQ(injected.recovered_after_ms, -1);
+  EXPECT_EQ(injected.restored_step, 4);
+}

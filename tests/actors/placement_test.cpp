@@ -59,3 +59,30 @@ TEST(placement, never_a_lost_node) {
   EXPECT_EQ(none.node, "");
   EXPECT_FALSE(none.moves);
 }
+
+TEST(placement, a_node_asked_for_more_threads_than_it_has_cores_is_oversubscribed) {
+  using baton::actors::job_plan;
+  using baton::actors::oversubscribed_nodes;
+  using baton::actors::planned_actor;
+  auto actor = [](std::string node, int32_t threads) {
+    planned_actor a;
+    a.node = std::move(node);
+    a.threads = threads;
+    return a;
+  };
+  job_plan plan;
+  plan.actors = {actor("a", 2), actor("b", 3), actor("a", 3), actor("", 9), actor("c", 8)};
+  // "a": 5 threads on 4 cores; "b": 3 on 4; "c" did not report its cores;
+  // "" (embedded) reported 0: not judged.
+  auto over = oversubscribed_nodes(plan, {{"a", 4}, {"b", 4}, {"", 0}});
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].node, "a");
+  EXPECT_EQ(over[0].threads, 5);
+  EXPECT_EQ(over[0].cores, 4);
+  // Exactly as many threads as cores is not oversubscribed; the embedded
+  // process is judged as any node.
+  over = oversubscribed_nodes(plan, {{"a", 5}, {"", 8}});
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0].node, "");
+  EXPECT_EQ(over[0].threads, 9);
+}

@@ -1,0 +1,75 @@
+#pragma once
+
+// The nodes of a job as its coordinator sees them: the spawner of each node
+// (or of the embedded process), the cores each reported, and the nodes lost
+// during the run with where their actors went. The coordinator asks through
+// its own blocking actor, which also receives the spawners' down messages.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
+#include <caf/blocking_actor.hpp>
+#include <caf/error.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/roles/role_type.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// The spawners a job's actors are started by.
+class job_nodes {
+public:
+  /// Nodes reached through `self` (which must outlive this and monitors
+  /// every node's spawner), with `timeout` for each request.
+  job_nodes(caf::blocking_actor* self, std::chrono::milliseconds timeout)
+    : self_(self), timeout_(timeout) {}
+
+  /// Connects to every node of `t` and asks each for its cores (a node that
+  /// does not answer is warned about and not judged by its cores). A job
+  /// without nodes gets a spawner in this process ("" its node name) that
+  /// may spawn `roles`. errc::node_unreachable naming the node and where the
+  /// topology lists it when one cannot be reached.
+  caf::error connect(const topology& t, std::vector<role_type> roles);
+
+  /// The nodes still reachable ("" the embedded process), by name.
+  std::vector<std::string> live() const;
+  /// Whether every node is lost.
+  bool empty() const { return spawners_.empty(); }
+  /// The spawner of live node `node`, or nullptr (lost or unknown).
+  const caf::actor* spawner_of(const std::string& node) const;
+  /// Node name -> hardware threads, of the nodes that reported them.
+  const std::map<std::string, int32_t>& cores() const { return cores_; }
+
+  /// The node an actor placed on `placed` runs on (see placement.hpp), when
+  /// `actors_on` says how many actors of the pass each node has. When a
+  /// lost node's actors move, says so once and remembers where.
+  std::string node_for(const std::string& placed, std::map<std::string, size_t> actors_on);
+  /// When `source` is a node's spawner, the node is lost: its name.
+  std::optional<std::string> lose(const caf::actor_addr& source);
+
+  /// Appends each live node's report of its usage (a node that does not
+  /// answer is warned about) and this process's ("coordinator"); a job
+  /// without nodes has one report, "embedded".
+  void collect_reports(const topology& t, std::vector<messages::node_report>& into);
+  /// Ends the embedded spawner, if any (listed nodes keep running).
+  void shutdown();
+
+private:
+  caf::blocking_actor* self_;
+  std::chrono::milliseconds timeout_;
+  std::map<std::string, caf::actor> spawners_; ///< node name ("" embedded) -> spawner
+  std::map<std::string, int32_t> cores_;       ///< node name -> hardware threads
+  caf::actor embedded_spawner_;
+  std::set<std::string> lost_;
+  std::map<std::string, std::string> moved_; ///< lost node -> where its actors went
+};
+
+} // namespace baton::actors

@@ -1,0 +1,146 @@
+#include "actors/runtime/job_pass.hpp"
+
+#include <set>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/flow/interfaces.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+caf::error job_pass::spawn(const caf::actor& spawner, const std::string& node,
+                           const planned_actor& a, std::string settings) {
+  auto where = node.empty() ? std::string{"embedded"} : node;
+  caf::error failure;
+  messages::spawn_request request{a.role, a.name, std::move(settings), {}};
+  self_->request(spawner, timeout_, std::move(request))
+    .receive(
+      [&](caf::actor& handle) {
+        self_->monitor(handle);
+        actors_.push_back({a.name, a.role, where, handle});
+      },
+      [&](caf::error& err) {
+        // A node refusing bad input (a dataset it cannot read, a path
+        // outside its roots) is bad input of the run: exit code 2.
+        bool bad_input = err.category() == error_category_atom &&
+                         (err == errc::bad_file || err == errc::bad_config);
+        failure = make_error(bad_input ? static_cast<errc>(err.code()) : errc::actor_failed,
+                             "cannot start " + a.role + " '" + a.name + "' on node '" + where +
+                               "': " + describe(err));
+      });
+  return failure;
+}
+
+caf::error job_pass::ask(const caf::actor& target, caf::message msg, const std::string& what) {
+  caf::error failure;
+  self_->request(target, timeout_, std::move(msg))
+    .receive([](caf::ok_atom) {},
+             [&](caf::error& err) {
+               failure = make_error(errc::actor_failed, what + ": " + describe(err));
+             });
+  return failure;
+}
+
+caf::error job_pass::wire(const job_plan& plan) {
+  auto me = caf::actor_cast<caf::actor>(self_);
+  for (auto& a : actors_)
+    if (auto err = ask(a.handle, caf::make_message(observe_atom::value, me),
+                       "cannot reach " + a.name))
+      return err;
+  for (const auto& e : plan.edges) {
+    const auto* from = find(e.from);
+    const auto* to = find(e.to);
+    if (from == nullptr || to == nullptr)
+      return make_error(errc::bad_config, "the plan has an edge " + e.from + " -> " + e.to +
+                                            " between actors it does not have");
+    auto msg = e.kind == planned_edge::kind_t::data
+                 ? caf::make_message(connect_atom::value, to->handle, to->name)
+                 : caf::make_message(group_atom::value, to->handle, e.index);
+    if (auto err = ask(from->handle, std::move(msg),
+                       "cannot connect " + from->name + " to " + to->name))
+      return err;
+  }
+  return caf::none;
+}
+
+caf::error job_pass::arm(const std::vector<fault_spec>& edge_faults) {
+  for (const auto& f : edge_faults) {
+    const auto* from = find(f.from);
+    if (from == nullptr)
+      return make_error(errc::bad_config, f.where + ": no actor '" + f.from + "'");
+    int64_t value = f.kind == "delay" ? f.delay.count() : f.at_step;
+    if (auto err = ask(from->handle, caf::make_message(fault_atom::value, f.kind, f.to, value),
+                       f.where + ": cannot set fault " + f.kind))
+      return err;
+  }
+  return caf::none;
+}
+
+void job_pass::start(const job_plan& plan) {
+  for (const auto& a : plan.actors)
+    if (a.starts)
+      self_->send(find(a.name)->handle, start_atom::value);
+}
+
+placed_actor* job_pass::find(const caf::actor_addr& addr) {
+  for (auto& a : actors_)
+    if (a.handle.address() == addr)
+      return &a;
+  return nullptr;
+}
+
+placed_actor* job_pass::find(const std::string& name) {
+  for (auto& a : actors_)
+    if (a.name == name)
+      return &a;
+  return nullptr;
+}
+
+std::map<std::string, size_t> job_pass::actors_on() const {
+  std::map<std::string, size_t> on;
+  for (const auto& a : actors_)
+    on[a.node] += 1;
+  return on;
+}
+
+size_t job_pass::unfinished() const {
+  size_t n = 0;
+  for (const auto& a : actors_)
+    n += a.done ? 0 : 1;
+  return n;
+}
+
+void job_pass::stop(std::chrono::steady_clock::duration wait,
+                    const std::function<void(const caf::down_msg&)>& on_down) {
+  std::set<caf::actor_addr> alive;
+  for (auto& a : actors_) {
+    alive.insert(a.handle.address());
+    // Not exit_reason::kill: that one also ends the spawner linked to it.
+    self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
+  }
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!alive.empty() && std::chrono::steady_clock::now() < deadline) {
+    self_->receive(
+      [&](caf::down_msg& msg) {
+        alive.erase(msg.source);
+        on_down(msg);
+      },
+      [&](caf::message&) {}, // reports of the stopped pass
+      caf::after(std::chrono::milliseconds(100)) >> [] {});
+  }
+  if (!alive.empty())
+    spdlog::warn("{} actors of the failed pass did not confirm their end", alive.size());
+  actors_.clear();
+}
+
+void job_pass::shutdown() {
+  for (auto& a : actors_)
+    self_->send_exit(a.handle, caf::exit_reason::user_shutdown);
+  actors_.clear();
+}
+
+} // namespace baton::actors

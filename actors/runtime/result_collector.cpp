@@ -1,0 +1,107 @@
+#include "actors/runtime/result_collector.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+namespace baton::actors {
+
+messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports) {
+  std::sort(reports.begin(), reports.end(),
+            [](const auto& a, const auto& b) { return a.actor < b.actor; });
+  auto merged = reports.front();
+  merged.actor = merged.actor.substr(0, merged.actor.find('.'));
+  for (size_t i = 1; i < reports.size(); ++i) {
+    merged.samples += reports[i].samples;
+    for (size_t e = 0; e < merged.epochs.size() && e < reports[i].epochs.size(); ++e) {
+      auto& into = merged.epochs[e];
+      const auto& from = reports[i].epochs[e];
+      auto samples = into.samples + from.samples;
+      if (samples > 0)
+        into.train_loss = (into.train_loss * into.samples + from.train_loss * from.samples) /
+                          static_cast<double>(samples);
+      into.samples = samples;
+    }
+  }
+  if (!merged.epochs.empty())
+    merged.train_loss = merged.epochs.back().train_loss;
+  return merged;
+}
+
+namespace {
+
+/// One report for the members of result group `group` (see
+/// merge_replica_reports); a group of one is its member's report.
+messages::actor_report merged(const std::string& group,
+                              const std::vector<messages::actor_report>& reports) {
+  if (reports.size() == 1)
+    return reports.front();
+  auto report = merge_replica_reports(reports);
+  report.actor = group;
+  return report;
+}
+
+} // namespace
+
+void result_collector::final_report(messages::actor_report report) {
+  const auto* planned = plan_.find(report.actor);
+  auto group = planned == nullptr ? std::string{} : planned->result;
+  if (!group.empty()) {
+    auto& reports = group_finals_[group];
+    reports.push_back(report);
+    if (reports.size() == plan_.group_size(group))
+      results_[group] = merged(group, reports);
+  }
+  actors_.push_back(std::move(report));
+}
+
+std::optional<messages::actor_report>
+result_collector::epoch_report(const messages::actor_report& report) {
+  const auto* planned = plan_.find(report.actor);
+  auto group = planned == nullptr ? std::string{} : planned->result;
+  if (plan_.group_size(group) <= 1)
+    return report;
+  std::pair<std::string, int32_t> key{group, report.epochs.front().epoch};
+  auto& reports = group_epochs_[key];
+  reports.push_back(report);
+  if (reports.size() < plan_.group_size(group))
+    return std::nullopt;
+  auto merged_report = merged(group, reports);
+  group_epochs_.erase(key);
+  return merged_report;
+}
+
+void result_collector::weights(messages::tensor_set weights) {
+  auto from = weights.from;
+  weights_[from] = std::move(weights);
+}
+
+void result_collector::trained(const std::string& actor, int64_t trained, int64_t duplicates) {
+  trained_[actor] = {trained, duplicates};
+}
+
+void result_collector::clear() {
+  actors_.clear();
+  trained_.clear();
+  group_epochs_.clear();
+  group_finals_.clear();
+  results_.clear();
+  weights_.clear();
+}
+
+void result_collector::finish(job_result& result) {
+  result.actors.insert(result.actors.end(), std::make_move_iterator(actors_.begin()),
+                       std::make_move_iterator(actors_.end()));
+  for (auto& [actor, count] : trained_)
+    result.trained[actor] = count;
+  for (const auto& a : plan_.actors) {
+    if (auto it = results_.find(a.result); !a.result.empty() && it != results_.end()) {
+      result.heads.push_back(std::move(it->second));
+      results_.erase(it);
+    }
+    if (auto it = weights_.find(a.name); a.sends_weights && it != weights_.end())
+      result.stage_weights.push_back(std::move(it->second));
+  }
+  clear();
+}
+
+} // namespace baton::actors

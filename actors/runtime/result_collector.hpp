@@ -1,0 +1,65 @@
+#pragma once
+
+// What the actors of a pass report, gathered into a job's result: plain
+// data (no actor system). The coordinator decides which messages count
+// (those of the current pass) and hands them over; the collector merges the
+// reports of each result group and orders everything by the plan.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/runtime/job_plan.hpp"
+#include "actors/runtime/job_result.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+
+/// One report for the replicas of a stage: samples add up, the training loss
+/// is the samples-weighted mean, and accuracy is replica 0's (evaluation
+/// microbatches all go to replica 0). Replicas end with the same weights; the
+/// digest is replica 0's (each replica's own is in the actors list). Its
+/// actor is the replicas' name without ".N". `reports` is not empty.
+messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports);
+
+/// The reports, weights and counts of one pass of a job.
+class result_collector {
+public:
+  /// Collects for `plan`, which must outlive the collector.
+  explicit result_collector(const job_plan& plan) : plan_(plan) {}
+
+  /// An actor's final report: listed among the actors, and its group's
+  /// result once every member of the group sent its own.
+  void final_report(messages::actor_report report);
+  /// An actor's report of one epoch: the report to show for its group (an
+  /// actor in no group or a group of one: its own), or nothing while other
+  /// members of the group have not sent that epoch yet.
+  std::optional<messages::actor_report> epoch_report(const messages::actor_report& report);
+  /// A stage's final weights (kind "weights"), by the actor that sent them.
+  void weights(messages::tensor_set weights);
+  /// A trainable actor's exactly-once counts.
+  void trained(const std::string& actor, int64_t trained, int64_t duplicates);
+
+  /// Forgets everything of the pass (a failed pass before a restart).
+  void clear();
+  /// Moves what was collected into `result`: the actors' reports as they
+  /// came, the trained counts, then the groups' results and the weights in
+  /// plan order (a group where its first member is; an incomplete group is
+  /// left out). The collector is empty after.
+  void finish(job_result& result);
+
+private:
+  const job_plan& plan_;
+  std::vector<messages::actor_report> actors_; ///< final reports, as they came
+  std::map<std::string, trained_count> trained_; ///< by trainable actor
+  /// Epoch reports of a result group's members, until all came.
+  std::map<std::pair<std::string, int32_t>, std::vector<messages::actor_report>> group_epochs_;
+  std::map<std::string, std::vector<messages::actor_report>> group_finals_;
+  std::map<std::string, messages::actor_report> results_; ///< by result group, when complete
+  std::map<std::string, messages::tensor_set> weights_;   ///< by actor name
+};
+
+} // namespace baton::actors
