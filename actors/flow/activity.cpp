@@ -70,15 +70,15 @@ void fail(caf::local_actor* self, const caf::actor& coordinator, const std::stri
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const caf::error& cause) {
   // The run fails with the cause's code (a baton error; anything else is
-  // actor_failed); a cause of another kind (compute_failed, bad_file) also
-  // keeps its name in the text, which this actor's log line shares.
+  // actor_failed), which the coordinator names: its text is the context
+  // only. This actor's log line names a cause of another kind
+  // (compute_failed, bad_file) itself.
   bool ours = cause.category() == error_category_atom;
   auto code = ours ? cause.code() : static_cast<uint8_t>(errc::actor_failed);
-  std::string what = cause == errc::actor_failed ? context_of(cause) : describe(cause);
-  spdlog::error("{}: {}", actor, what);
+  spdlog::error("{}: {}", actor, cause == errc::actor_failed ? context_of(cause) : describe(cause));
   if (coordinator)
     caf::send_as(caf::actor_cast<caf::actor>(self), coordinator, failure_atom::value, actor,
-                 code, what);
+                 code, ours ? context_of(cause) : describe(cause));
   if (auto* ev = dynamic_cast<caf::event_based_actor*>(self))
     ev->quit(ours
                ? make_error(static_cast<errc>(cause.code()), actor + ": " + context_of(cause))

@@ -46,7 +46,7 @@ heads:
 )";
   auto out = run_baton_bounded({"run", topology}, 120, 0);
   EXPECT_EQ(out.exit_code, 1) << out.text; // a failed run, not bad input
-  EXPECT_NE(out.text.find("compute_failed: all10: compute_failed: training on microbatch "),
+  EXPECT_NE(out.text.find("compute_failed: all10: training on microbatch "),
             std::string::npos)
     << out.text;
   EXPECT_EQ(out.text.find("actor_failed: all10"), std::string::npos) << out.text;
