@@ -24,6 +24,7 @@
 #include "actors/net/certs.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
+#include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
 
 namespace {
@@ -414,7 +415,7 @@ int cmd_certs(args& a) {
 }
 
 int cmd_bench_pipeline(args& a) {
-  actors::bench_pipeline_request r;
+  apps::bench_pipeline_request r;
   r.interrupted = &interrupted;
   std::string v;
   bool read = read_flags(a, "baton bench pipeline", [&](const std::string& flag) {
@@ -431,11 +432,11 @@ int cmd_bench_pipeline(args& a) {
       return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
     return false;
   });
-  return read ? actors::bench_pipeline(r) : 2;
+  return read ? apps::bench_pipeline(r) : 2;
 }
 
 int cmd_bench_faults(args& a) {
-  actors::bench_faults_request r;
+  apps::bench_faults_request r;
   int32_t step = 0;
   r.interrupted = &interrupted;
   std::string v;
@@ -448,7 +449,7 @@ int cmd_bench_faults(args& a) {
       return a.value(flag, v) && parse_int(flag, v, step) && step >= 0 && (r.kill_at = v, true);
     return false;
   });
-  return read ? actors::bench_faults(r) : 2;
+  return read ? apps::bench_faults(r) : 2;
 }
 
 int cmd_bench(args& a) {
@@ -462,7 +463,7 @@ int cmd_bench(args& a) {
                  "baton bench: expected 'transfer', 'pipeline' or 'faults' (see baton help)\n");
     return 2;
   }
-  actors::bench_request r;
+  apps::bench_request r;
   r.interrupted = &interrupted;
   std::string v;
   bool read = read_flags(a, "baton bench transfer", [&](const std::string& flag) {
@@ -480,7 +481,7 @@ int cmd_bench(args& a) {
       return a.value(flag, v) && (r.overrides.push_back(v), true);
     return false;
   });
-  return read ? actors::bench_transfer(r) : 2;
+  return read ? apps::bench_transfer(r) : 2;
 }
 
 int cmd_profile(args& a) {

@@ -15,6 +15,7 @@
 #include "actors/config/yaml_field.hpp"
 
 namespace baton::actors {
+inline namespace config {
 
 /// The edges a `delay` or `drop` fault may name.
 struct fault_edges {
@@ -72,4 +73,5 @@ std::string at_most(size_t most, const std::string& what);
 
 } // namespace detail
 
+} // namespace config
 } // namespace baton::actors

@@ -5,6 +5,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace config {
 
 namespace {
 
@@ -296,4 +297,5 @@ caf::expected<head_role_spec> parse_head_spec(const std::string& yaml) {
   });
 }
 
+} // namespace config
 } // namespace baton::actors

@@ -15,6 +15,7 @@
 #include "model/task.hpp"
 
 namespace baton::actors {
+inline namespace config {
 
 /// Checkpoints and injected faults of a trainable actor (head, pipeline
 /// stage). See actors/roles/recovery.hpp.
@@ -104,4 +105,5 @@ caf::expected<source_spec> parse_source_spec(const std::string& yaml);
 caf::expected<stage_spec> parse_stage_spec(const std::string& yaml);
 caf::expected<head_role_spec> parse_head_spec(const std::string& yaml);
 
+} // namespace config
 } // namespace baton::actors

@@ -22,6 +22,7 @@
 #include "model/error.hpp"
 
 namespace baton::actors {
+inline namespace config {
 
 namespace {
 
@@ -1079,4 +1080,5 @@ topology with_local_nodes(topology t, int32_t count) {
   return t;
 }
 
+} // namespace config
 } // namespace baton::actors

@@ -20,6 +20,7 @@
 #include "model/training.hpp"
 
 namespace baton::actors {
+inline namespace config {
 
 struct job_schema;
 
@@ -236,4 +237,5 @@ void derive_thread_budgets(topology& t, int32_t cores);
 /// round-robin unless they were already placed on a node of that name.
 topology with_local_nodes(topology t, int32_t count);
 
+} // namespace config
 } // namespace baton::actors

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <limits>
 
-namespace baton::actors::detail {
+namespace baton::actors {
+inline namespace config {
+namespace detail {
 
 namespace fs = std::filesystem;
 
@@ -286,4 +288,6 @@ void unique_names::add(const field& f, const std::string& name) {
     f.fail(what_ + " '" + name + "' is defined twice (first at " + it->second + ")");
 }
 
-} // namespace baton::actors::detail
+} // namespace detail
+} // namespace config
+} // namespace baton::actors

@@ -21,10 +21,14 @@
 #include <yaml-cpp/yaml.h>
 
 namespace baton::actors {
+inline namespace config {
 struct job_schema;
+} // namespace config
 } // namespace baton::actors
 
-namespace baton::actors::detail {
+namespace baton::actors {
+inline namespace config {
+namespace detail {
 
 // -- errors -------------------------------------------------------------------
 
@@ -273,4 +277,6 @@ private:
   std::map<std::string, std::string> first_seen_; ///< name -> where
 };
 
-} // namespace baton::actors::detail
+} // namespace detail
+} // namespace config
+} // namespace baton::actors

@@ -13,6 +13,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 namespace {
 
@@ -85,4 +86,5 @@ void fail(caf::local_actor* self, const caf::actor& coordinator, const std::stri
                : cause);
 }
 
+} // namespace flow
 } // namespace baton::actors

@@ -22,6 +22,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 /// CPU seconds (user + system) of the calling thread.
 double thread_cpu_seconds();
@@ -182,4 +183,5 @@ caf::expected<caf::actor> spawn_detached(caf::actor_system& sys, const std::stri
   }
 }
 
+} // namespace flow
 } // namespace baton::actors

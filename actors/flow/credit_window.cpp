@@ -3,6 +3,7 @@
 #include <cassert>
 
 namespace baton::actors {
+inline namespace flow {
 
 credit_window::credit_window(int32_t size) : size_(size) {
   assert(size >= 1 && "a credit window needs at least one slot");
@@ -23,4 +24,5 @@ bool credit_window::on_credit(int32_t slots) {
   return true;
 }
 
+} // namespace flow
 } // namespace baton::actors

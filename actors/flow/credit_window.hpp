@@ -3,6 +3,7 @@
 #include <cstdint>
 
 namespace baton::actors {
+inline namespace flow {
 
 /// The sender's side of a credit-based flow-control edge: at most `size`
 /// messages may be in flight (sent and not yet credited back by the receiver).
@@ -38,4 +39,5 @@ private:
   int64_t sent_ = 0;
 };
 
+} // namespace flow
 } // namespace baton::actors

@@ -7,6 +7,7 @@
 #include "model/error.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 caf::error error_of(const std::exception& e, const std::string& doing) {
   auto with_doing = [&](const std::string& what) {
@@ -19,4 +20,5 @@ caf::error error_of(const std::exception& e, const std::string& doing) {
   return make_error(errc::actor_failed, with_doing(e.what()));
 }
 
+} // namespace flow
 } // namespace baton::actors

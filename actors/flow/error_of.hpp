@@ -9,6 +9,7 @@
 #include <caf/error.hpp>
 
 namespace baton::actors {
+inline namespace flow {
 
 /// The error value of `e`, caught where an actor meets LibTorch and model/:
 /// - model::file_error (a dataset, checkpoint or TorchScript file that is
@@ -20,4 +21,5 @@ namespace baton::actors {
 /// The context is "`doing`: what e says", or what e says when `doing` is "".
 caf::error error_of(const std::exception& e, const std::string& doing = "");
 
+} // namespace flow
 } // namespace baton::actors

@@ -11,6 +11,7 @@
 #include "messages/type_ids.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 void fanout::add(caf::actor receiver, const std::string& from, const std::string& to,
                  int32_t window) {
@@ -129,4 +130,5 @@ std::vector<messages::edge_stats> fanout::edges() const {
   return out;
 }
 
+} // namespace flow
 } // namespace baton::actors

@@ -12,6 +12,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 /// How a fanout hands out microbatches.
 enum class dealing {
@@ -101,4 +102,5 @@ private:
   bool warned_sender_ = false; ///< a credit came from another handle (logged once)
 };
 
+} // namespace flow
 } // namespace baton::actors

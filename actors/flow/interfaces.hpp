@@ -59,6 +59,7 @@
 #include <caf/atom.hpp>
 
 namespace baton::actors {
+inline namespace flow {
 
 using observe_atom = caf::atom_constant<caf::atom("observe")>;
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
@@ -72,4 +73,5 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using trained_atom = caf::atom_constant<caf::atom("trained")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
 
+} // namespace flow
 } // namespace baton::actors

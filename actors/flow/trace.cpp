@@ -13,6 +13,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 // -- trace_recorder ----------------------------------------------------------------
 
@@ -133,4 +134,5 @@ caf::error write_chrome_trace(const std::string& path,
   return caf::none;
 }
 
+} // namespace flow
 } // namespace baton::actors

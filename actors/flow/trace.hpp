@@ -18,6 +18,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace flow {
 
 /// Records the trace events of one actor. Takes steady-clock time points (the
 /// ones activity uses) and stores system-clock microseconds: the offset
@@ -76,4 +77,5 @@ nlohmann::json chrome_trace(const std::vector<messages::actor_report>& actors);
 caf::error write_chrome_trace(const std::string& path,
                               const std::vector<messages::actor_report>& actors);
 
+} // namespace flow
 } // namespace baton::actors

@@ -4,6 +4,7 @@
 #include "actors/modes/transfer/transfer_section.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 namespace {
 
@@ -43,4 +44,5 @@ topology_values(const std::string& yaml_text, const std::string& name,
   return topology_values(yaml_text, name, overrides, all_job_schemas());
 }
 
+} // namespace modes
 } // namespace baton::actors

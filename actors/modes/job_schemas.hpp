@@ -14,6 +14,7 @@
 #include "actors/config/topology.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 /// Every `job:` value: each mode's schema, the default (`job:` absent)
 /// first, then the jobs planned but not implemented yet.
@@ -36,4 +37,5 @@ caf::expected<std::map<std::string, std::string>>
 topology_values(const std::string& yaml_text, const std::string& name,
                 const std::vector<std::string>& overrides = {});
 
+} // namespace modes
 } // namespace baton::actors

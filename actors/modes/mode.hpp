@@ -14,6 +14,7 @@
 #include "actors/runtime/jobs.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 /// One training mode (the value of `job:`). Optional parts are null.
 struct training_mode {
@@ -37,4 +38,5 @@ struct training_mode {
   bool traces = false;
 };
 
+} // namespace modes
 } // namespace baton::actors

@@ -12,6 +12,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 const std::vector<role_type>& all_roles() {
   static const std::vector<role_type> roles{
@@ -67,4 +68,5 @@ caf::expected<job_plan> plan_of(const topology& t) {
   return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
 }
 
+} // namespace modes
 } // namespace baton::actors

@@ -16,6 +16,7 @@
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 /// Every role a node may spawn: the shared ones and each mode's.
 const std::vector<role_type>& all_roles();
@@ -32,4 +33,5 @@ caf::expected<topology> load_request_topology(const run_request& r);
 /// The plan of `t`'s job (`job:`), made by its mode.
 caf::expected<job_plan> plan_of(const topology& t);
 
+} // namespace modes
 } // namespace baton::actors

@@ -10,6 +10,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 namespace {
 
@@ -97,4 +98,5 @@ caf::error write_outputs(const run_request& r, const job_result& result) {
   return caf::none;
 }
 
+} // namespace modes
 } // namespace baton::actors

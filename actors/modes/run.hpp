@@ -8,6 +8,7 @@
 #include "actors/runtime/jobs.hpp"
 
 namespace baton::actors {
+inline namespace modes {
 
 /// Runs the job the request describes with its mode (registry.hpp): the
 /// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
@@ -21,4 +22,5 @@ caf::expected<job_result> run_job(const run_request& r);
 /// --save-model (by the job's mode).
 caf::error write_outputs(const run_request& r, const job_result& result);
 
+} // namespace modes
 } // namespace baton::actors

@@ -19,6 +19,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace net {
 
 namespace {
 
@@ -309,4 +310,5 @@ std::string openssl_errors() {
   return out.empty() ? "no details from OpenSSL" : out;
 }
 
+} // namespace net
 } // namespace baton::actors

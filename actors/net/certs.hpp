@@ -16,6 +16,7 @@
 #include <openssl/types.h>
 
 namespace baton::actors {
+inline namespace net {
 
 // -- files -------------------------------------------------------------------
 
@@ -79,4 +80,5 @@ std::string verify_against(X509* cert, X509* ca);
 /// OpenSSL's queued error texts, joined (and the queue cleared).
 std::string openssl_errors();
 
+} // namespace net
 } // namespace baton::actors

@@ -4,6 +4,7 @@
 #include <cstring>
 
 namespace baton::actors {
+inline namespace net {
 
 namespace {
 
@@ -114,4 +115,5 @@ void frame_guard::frame_complete() {
   }
 }
 
+} // namespace net
 } // namespace baton::actors

@@ -25,6 +25,7 @@
 #include <string>
 
 namespace baton::actors {
+inline namespace net {
 
 /// Bytes of a BASP header (CAF 0.17 basp::header_size).
 constexpr size_t basp_header_bytes = 32;
@@ -133,4 +134,5 @@ private:
   std::string reason_;
 };
 
+} // namespace net
 } // namespace baton::actors

@@ -19,6 +19,7 @@
 #include "actors/net/frame_guard.hpp"
 
 namespace baton::actors {
+inline namespace net {
 
 namespace {
 
@@ -307,4 +308,5 @@ caf::expected<caf::actor> remote_actor_framed(caf::actor_system& sys, const std:
   return result;
 }
 
+} // namespace net
 } // namespace baton::actors

@@ -30,6 +30,7 @@
 #include <caf/expected.hpp>
 
 namespace baton::actors {
+inline namespace net {
 
 /// Starts the guarded transport of `sys` once (later calls do nothing) and
 /// replaces BASP's automatic-connection port, if automatic connections are
@@ -49,4 +50,5 @@ caf::expected<uint16_t> publish_framed(caf::actor_system& sys, const caf::actor&
 caf::expected<caf::actor> remote_actor_framed(caf::actor_system& sys, const std::string& host,
                                               uint16_t port);
 
+} // namespace net
 } // namespace baton::actors

@@ -8,6 +8,7 @@
 #include "messages/type_ids.hpp"
 
 namespace baton::actors {
+inline namespace net {
 
 namespace {
 
@@ -44,4 +45,5 @@ void configure(caf::actor_system_config& cfg, const system_settings& s) {
     configure_tls(cfg, s.tls);
 }
 
+} // namespace net
 } // namespace baton::actors

@@ -8,6 +8,7 @@
 #include "actors/net/tls.hpp"
 
 namespace baton::actors {
+inline namespace net {
 
 /// The most CAF scheduler threads a process may ask for (runtime.scheduler_threads,
 /// node.yaml's scheduler_threads, `baton node --scheduler-threads`): they only
@@ -37,4 +38,5 @@ struct system_settings {
 /// TLS also loads caf::openssl::manager with the certificate, key and CA.
 void configure(caf::actor_system_config& cfg, const system_settings& s);
 
+} // namespace net
 } // namespace baton::actors

@@ -16,6 +16,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace net {
 
 namespace {
 
@@ -241,4 +242,5 @@ caf::expected<caf::actor> connect_node(caf::actor_system& sys, const std::string
   return spawner;
 }
 
+} // namespace net
 } // namespace baton::actors

@@ -35,6 +35,7 @@
 #include <caf/expected.hpp>
 
 namespace baton::actors {
+inline namespace net {
 
 /// The proof of identity messages (see above), answered by the spawner.
 using auth_atom = caf::atom_constant<caf::atom("auth")>;
@@ -89,4 +90,5 @@ caf::expected<caf::actor> connect_node(caf::actor_system& sys, const std::string
                                        const tls_settings& tls,
                                        std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+} // namespace net
 } // namespace baton::actors

@@ -16,6 +16,7 @@
 #include "model/error.hpp"
 
 namespace baton::actors {
+inline namespace roles {
 
 bool training_counters::trained_before(int64_t id, int64_t step, int64_t steps_done) const {
   return step < steps_done || (step == current_step_ && current_ids_.count(id) != 0);
@@ -146,4 +147,5 @@ std::vector<int64_t> common_checkpoint_steps(const std::string& run_dir,
   return out;
 }
 
+} // namespace roles
 } // namespace baton::actors

@@ -32,6 +32,7 @@
 #include "model/training_checkpoint.hpp"
 
 namespace baton::actors {
+inline namespace roles {
 
 /// What a trainable actor counts; saved with its weights.
 class training_counters {
@@ -160,4 +161,5 @@ std::string checkpoint_dir_of(const std::string& run_dir, const std::string& nam
 std::vector<int64_t> common_checkpoint_steps(const std::string& run_dir,
                                              const std::vector<std::string>& actors);
 
+} // namespace roles
 } // namespace baton::actors

@@ -6,6 +6,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace roles {
 
 namespace {
 
@@ -52,4 +53,5 @@ const role_type* find_role(const std::vector<role_type>& roles, const std::strin
   return nullptr;
 }
 
+} // namespace roles
 } // namespace baton::actors

@@ -14,6 +14,7 @@
 #include <caf/expected.hpp>
 
 namespace baton::actors {
+inline namespace roles {
 
 /// Where a node lets spawned actors read files (node.yaml `data_dirs`,
 /// `checkpoint_dir`). Roots are compared after std::filesystem's
@@ -71,4 +72,5 @@ parse_check_spawn(caf::actor_system& sys, const spawn_args& args,
 /// The role named `name` in `roles`, or nullptr.
 const role_type* find_role(const std::vector<role_type>& roles, const std::string& name);
 
+} // namespace roles
 } // namespace baton::actors

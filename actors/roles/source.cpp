@@ -21,6 +21,7 @@
 #include "model/task.hpp"
 
 namespace baton::actors {
+inline namespace roles {
 
 namespace {
 
@@ -260,4 +261,5 @@ caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_
   return parse_check_spawn<source_spec>(sys, args, parse_source_spec, check_paths, spawn_source);
 }
 
+} // namespace roles
 } // namespace baton::actors

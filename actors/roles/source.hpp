@@ -14,6 +14,7 @@
 #include "model/dataset.hpp"
 
 namespace baton::actors {
+inline namespace roles {
 
 /// The source settings of a topology: its data, batch plan, tasks and window.
 source_spec make_source_spec(const topology& t);
@@ -40,4 +41,5 @@ caf::error check_paths(const source_spec& spec, const path_roots& roots);
 /// their files (check_paths) and spawns; starts nothing on any error.
 caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_args& args);
 
+} // namespace roles
 } // namespace baton::actors

@@ -11,6 +11,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 caf::expected<checkpoint_choice> choose_checkpoints(const topology& t, const job_plan& plan,
                                                     const run_options& options) {
@@ -67,4 +68,5 @@ run_settings run_settings_of(const planned_actor& a, const job_plan& plan,
   return run;
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -17,6 +17,7 @@
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// The checkpoint directory of a run and the step it starts from.
 struct checkpoint_choice {
@@ -49,4 +50,5 @@ run_settings run_settings_of(const planned_actor& a, const job_plan& plan,
                              const checkpoint_choice& checkpoints, fault_injector& faults,
                              bool trace);
 
+} // namespace runtime
 } // namespace baton::actors

@@ -15,6 +15,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -141,4 +142,5 @@ std::string self_executable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+} // namespace runtime
 } // namespace baton::actors

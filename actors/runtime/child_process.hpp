@@ -9,6 +9,7 @@
 #include <caf/expected.hpp>
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// A child process that is always stopped: the destructor sends SIGTERM,
 /// waits a grace period, then SIGKILLs. The child also gets SIGTERM if this
@@ -50,4 +51,5 @@ private:
 /// Absolute path of the running executable (/proc/self/exe).
 std::string self_executable();
 
+} // namespace runtime
 } // namespace baton::actors

@@ -22,6 +22,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -438,4 +439,5 @@ caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& 
   return c.run();
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -15,6 +15,7 @@
 #include "actors/runtime/run_record.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// How the coordinator runs a job.
 struct run_options {
@@ -57,4 +58,5 @@ struct run_options {
 caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
                                        const job_plan& plan, const run_options& options);
 
+} // namespace runtime
 } // namespace baton::actors

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 namespace baton::actors {
+inline namespace runtime {
 
 bool is_node_fault(const fault_spec& f) {
   return f.kind == "kill_node" || f.kind == "stop_node";
@@ -187,4 +188,5 @@ fault_record fault_injector::record_failure(const std::string& kind, const std::
   return record;
 }
 
+} // namespace runtime
 } // namespace baton::actors

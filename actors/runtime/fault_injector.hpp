@@ -17,6 +17,7 @@
 #include "actors/runtime/job_result.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// Whether `f` kills or stops a node (kill_node, stop_node).
 bool is_node_fault(const fault_spec& f);
@@ -127,4 +128,5 @@ private:
   int64_t last_step_ = -1;
 };
 
+} // namespace runtime
 } // namespace baton::actors

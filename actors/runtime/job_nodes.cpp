@@ -13,6 +13,7 @@
 #include "messages/type_ids.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 caf::error job_nodes::connect(const topology& t, std::vector<role_type> roles) {
   auto& sys = self_->system();
@@ -101,4 +102,5 @@ void job_nodes::shutdown() {
   embedded_spawner_ = nullptr;
 }
 
+} // namespace runtime
 } // namespace baton::actors

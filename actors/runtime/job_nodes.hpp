@@ -23,6 +23,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// The spawners a job's actors are started by.
 class job_nodes {
@@ -72,4 +73,5 @@ private:
   std::map<std::string, std::string> moved_; ///< lost node -> where its actors went
 };
 
+} // namespace runtime
 } // namespace baton::actors

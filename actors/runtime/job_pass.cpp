@@ -11,6 +11,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 caf::error job_pass::spawn(const caf::actor& spawner, const std::string& node,
                            const planned_actor& a, std::string settings) {
@@ -143,4 +144,5 @@ void job_pass::shutdown() {
   actors_.clear();
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -23,6 +23,7 @@
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// An actor the coordinator started.
 struct placed_actor {
@@ -83,4 +84,5 @@ private:
   std::vector<placed_actor> actors_;
 };
 
+} // namespace runtime
 } // namespace baton::actors

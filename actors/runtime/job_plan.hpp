@@ -16,6 +16,7 @@
 #include <vector>
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// One actor of a job, as a mode asks for it.
 struct planned_actor {
@@ -92,4 +93,5 @@ struct job_plan {
   }
 };
 
+} // namespace runtime
 } // namespace baton::actors

@@ -12,6 +12,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -231,4 +232,5 @@ int64_t total_edge_bytes(const job_result& r) {
   return sum;
 }
 
+} // namespace runtime
 } // namespace baton::actors

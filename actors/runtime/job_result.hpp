@@ -10,6 +10,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// Everything a finished run reports: the metrics JSON and the results table.
 /// A fault and what became of it (`faults:` in the metrics JSON).
@@ -75,4 +76,5 @@ int64_t total_peak_rss(const job_result& r);
 /// Sum of bytes over all edges of a run.
 int64_t total_edge_bytes(const job_result& r);
 
+} // namespace runtime
 } // namespace baton::actors

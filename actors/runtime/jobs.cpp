@@ -22,6 +22,7 @@
 #include "model/error.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -203,4 +204,5 @@ caf::expected<topology> load_request_topology(const run_request& r,
                         with_default_checkpoint(r.overrides), jobs);
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -15,6 +15,7 @@
 #include "actors/runtime/run_record.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// The name under which the built-in default topology (configs/transfer.yaml,
 /// compiled in) is used when `baton run` gets no file.
@@ -69,53 +70,5 @@ struct actor_job {
 /// when it ends. See run_actor_job (coordinator.hpp).
 caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job);
 
-/// `baton bench transfer` options.
-struct bench_request {
-  int32_t heads = 3;
-  bool quick = false;
-  std::string json_out;
-  std::vector<std::string> backbones{"convnet", "convnet_wide"};
-  std::vector<std::string> overrides;
-  int32_t local_nodes = 0; ///< run the shared side over N local node processes
-  const std::atomic<bool>* interrupted = nullptr;
-};
-
-/// Runs the shared-backbone job and the separate baseline, one after the
-/// other, for each backbone; prints wall times, ratios, peak memory and bytes
-/// between actors; writes the figures to json_out if set. Returns the exit code.
-int bench_transfer(const bench_request& r);
-
-/// `baton bench pipeline` options.
-struct bench_pipeline_request {
-  bool quick = false;
-  std::string json_out;
-  std::vector<std::string> models{"convnet", "resnet18"};
-  std::vector<std::string> schedules{"gpipe", "1f1b-flush", "1f1b"};
-  int32_t repeat = 1; ///< runs per side, interleaved; the median is shown
-  const std::atomic<bool>* interrupted = nullptr;
-};
-
-/// For each model: profiles it, plans 2 stages (`baton plan --straight`),
-/// then runs (a) the local loop with one compute thread and (b) the 2-stage
-/// pipeline over two node processes with one compute thread each, under each
-/// schedule; prints samples/s, the ratio to (a), per-stage utilisation, the
-/// measured bubble fraction next to gpipe's theoretical one, the actor and
-/// wire overhead (CPU beyond the stages' computations) and the extra CPU of
-/// all processes. Returns the exit code.
-int bench_pipeline(const bench_pipeline_request& r);
-
-/// `baton bench faults` options.
-struct bench_faults_request {
-  bool quick = false;
-  std::string json_out;
-  std::string kill_at = "half"; ///< step of the SIGKILL: "half" of the run, or a number
-  const std::atomic<bool>* interrupted = nullptr;
-};
-
-/// Runs the same short gpipe pipeline over 3 local node processes twice,
-/// fault-free and with the node of stage 0 SIGKILLed mid-run; prints both
-/// wall times, detection and recovery times, the step restored and whether
-/// the final weights and exactly-once counts match. Returns the exit code.
-int bench_faults(const bench_faults_request& r);
-
+} // namespace runtime
 } // namespace baton::actors

@@ -9,6 +9,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -131,4 +132,5 @@ owned_directory::~owned_directory() {
   std::filesystem::remove_all(path_, ec);
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -11,6 +11,7 @@
 #include "actors/runtime/child_process.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// N `baton node` processes on 127.0.0.1 with OS-chosen ports, started for
 /// one run (`baton run --local-nodes N`) and always stopped when this object
@@ -64,4 +65,5 @@ private:
   bool kept_ = false;
 };
 
+} // namespace runtime
 } // namespace baton::actors

@@ -10,6 +10,7 @@
 #include "actors/roles/source.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 int32_t cores() {
   return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
@@ -33,4 +34,5 @@ model::progress_fn log_progress(const std::string& what) {
   };
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -15,6 +15,7 @@
 #include "model/local.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// The machine's hardware threads (at least 1).
 int32_t cores();
@@ -28,4 +29,5 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topolog
 /// epoch E N samples, loss L".
 model::progress_fn log_progress(const std::string& what);
 
+} // namespace runtime
 } // namespace baton::actors

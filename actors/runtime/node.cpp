@@ -25,6 +25,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -315,4 +316,5 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop,
   return 0;
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -11,6 +11,7 @@
 #include "actors/runtime/spawner.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// What `baton node` runs with (node.yaml or flags).
 struct node_settings {
@@ -48,4 +49,5 @@ caf::expected<node_settings> parse_node_settings(const std::string& yaml_text,
 int run_node(const node_settings& settings, const std::atomic<bool>& stop,
              const std::vector<role_type>& roles);
 
+} // namespace runtime
 } // namespace baton::actors

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace {
 
@@ -59,4 +60,5 @@ oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>&
   return over;
 }
 
+} // namespace runtime
 } // namespace baton::actors

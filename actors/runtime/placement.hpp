@@ -13,6 +13,7 @@
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// What the coordinator knows of the nodes when it spawns an actor.
 struct placement {
@@ -55,4 +56,5 @@ struct thread_oversubscription {
 std::vector<thread_oversubscription>
 oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>& node_cores);
 
+} // namespace runtime
 } // namespace baton::actors

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 namespace baton::actors {
+inline namespace runtime {
 
 progress_line::progress_line(bool tty, std::chrono::seconds log_every)
   : tty_(tty), log_every_(log_every) {
@@ -59,4 +60,5 @@ std::string progress_line::render() const {
   return line;
 }
 
+} // namespace runtime
 } // namespace baton::actors

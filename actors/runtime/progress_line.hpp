@@ -6,6 +6,7 @@
 #include <string>
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// The live progress of a run: one line redrawn in place on a terminal
 /// (samples/s, loss per head, ETA), a plain log line every few seconds
@@ -37,4 +38,5 @@ private:
   bool drawn_ = false;
 };
 
+} // namespace runtime
 } // namespace baton::actors

@@ -4,6 +4,7 @@
 #include <iterator>
 
 namespace baton::actors {
+inline namespace runtime {
 
 messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports) {
   std::sort(reports.begin(), reports.end(),
@@ -104,4 +105,5 @@ void result_collector::finish(job_result& result) {
   clear();
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -17,6 +17,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// One report for the replicas of a stage: samples add up, the training loss
 /// is the samples-weighted mean, and accuracy is replica 0's (evaluation
@@ -62,4 +63,5 @@ private:
   std::map<std::string, messages::tensor_set> weights_;   ///< by actor name
 };
 
+} // namespace runtime
 } // namespace baton::actors

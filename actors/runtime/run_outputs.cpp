@@ -9,6 +9,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace fs = std::filesystem;
 
@@ -72,4 +73,5 @@ caf::error check_outputs(const std::vector<output_file>& outputs,
   return caf::none;
 }
 
+} // namespace runtime
 } // namespace baton::actors

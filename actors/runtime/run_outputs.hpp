@@ -10,6 +10,7 @@
 #include <caf/error.hpp>
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// A file a run will write, and the flag that named it.
 struct output_file {
@@ -25,4 +26,5 @@ struct output_file {
 caf::error check_outputs(const std::vector<output_file>& outputs,
                          const std::vector<std::string>& inputs);
 
+} // namespace runtime
 } // namespace baton::actors

@@ -13,6 +13,7 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 namespace fs = std::filesystem;
 
@@ -158,4 +159,5 @@ std::string settings_difference(const std::map<std::string, std::string>& then,
   return out;
 }
 
+} // namespace runtime
 } // namespace baton::actors

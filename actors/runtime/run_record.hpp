@@ -13,6 +13,7 @@
 #include <caf/expected.hpp>
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// What a run was configured with.
 struct run_record {
@@ -50,4 +51,5 @@ training_settings(const std::map<std::string, std::string>& values);
 std::string settings_difference(const std::map<std::string, std::string>& then,
                                 const std::map<std::string, std::string>& now);
 
+} // namespace runtime
 } // namespace baton::actors

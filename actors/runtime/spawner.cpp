@@ -18,6 +18,7 @@
 #include "messages/type_ids.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 caf::expected<caf::actor> spawn_role(caf::actor_system& sys, const std::string& node,
                                      const messages::spawn_request& req,
@@ -198,4 +199,5 @@ caf::actor spawn_spawner(caf::actor_system& sys, const std::string& node, spawne
   return sys.spawn<caf::detached>(spawner_behavior, node, std::move(policy));
 }
 
+} // namespace runtime
 } // namespace baton::actors

@@ -12,6 +12,7 @@
 #include "messages/types.hpp"
 
 namespace baton::actors {
+inline namespace runtime {
 
 /// Starts the actor `req` asks for on this process, with the factory of its
 /// role in `roles` (which parses the settings and checks the files they name
@@ -48,4 +49,5 @@ struct spawner_policy {
 caf::actor spawn_spawner(caf::actor_system& sys, const std::string& node,
                          spawner_policy policy = {});
 
+} // namespace runtime
 } // namespace baton::actors

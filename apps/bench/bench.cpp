@@ -13,7 +13,8 @@
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
 
-namespace baton::actors {
+namespace baton::apps {
+inline namespace bench {
 
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
@@ -159,4 +160,5 @@ int bench_transfer(const bench_request& r) {
   return code;
 }
 
-} // namespace baton::actors
+} // namespace bench
+} // namespace baton::apps

@@ -12,7 +12,8 @@
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
 
-namespace baton::actors {
+namespace baton::apps {
+inline namespace bench {
 
 namespace {
 
@@ -110,4 +111,5 @@ int bench_faults(const bench_faults_request& r) {
   return same_weights && exactly_once && faulty->faults.size() == 1 ? 0 : 1;
 }
 
-} // namespace baton::actors
+} // namespace bench
+} // namespace baton::apps

@@ -16,7 +16,8 @@
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
 
-namespace baton::actors {
+namespace baton::apps {
+inline namespace bench {
 
 namespace {
 
@@ -337,4 +338,5 @@ int bench_pipeline(const bench_pipeline_request& r) {
   return code;
 }
 
-} // namespace baton::actors
+} // namespace bench
+} // namespace baton::apps

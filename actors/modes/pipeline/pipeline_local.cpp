@@ -15,6 +15,8 @@
 #include "model/task.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 namespace {
 
@@ -151,4 +153,6 @@ caf::expected<void> save_pipeline_model(const topology& t, const job_result& res
   }
 }
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

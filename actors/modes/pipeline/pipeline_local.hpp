@@ -12,6 +12,8 @@
 #include "actors/runtime/jobs.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 /// Trains the pipeline's whole model as one stage: the same microbatches in
 /// the same order, the same arithmetic; per-stage digests are taken by
@@ -26,4 +28,6 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
 caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
                                         const std::string& path);
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

@@ -5,6 +5,8 @@
 #include "messages/errc.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 namespace {
 
@@ -105,4 +107,6 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
   return plan;
 }
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

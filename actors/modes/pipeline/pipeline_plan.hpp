@@ -17,10 +17,14 @@
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 /// The plan of a pipeline topology (job: pipeline); bad_config (naming the
 /// file) when a stage has more replicas than a minibatch has microbatches,
 /// or the task it trains on is not one of the topology's.
 caf::expected<job_plan> plan_pipeline(const topology& t);
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

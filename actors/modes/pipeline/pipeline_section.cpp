@@ -5,6 +5,8 @@
 #include <vector>
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 namespace {
 
@@ -191,4 +193,6 @@ job_schema pipeline_schema() {
   return schema;
 }
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

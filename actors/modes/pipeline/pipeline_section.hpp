@@ -8,8 +8,12 @@
 #include "actors/config/job_schema.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 /// The schema of job: pipeline, for the topology parser.
 job_schema pipeline_schema();
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

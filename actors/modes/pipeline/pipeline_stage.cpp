@@ -23,6 +23,8 @@
 #include "model/stage_trainer.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 namespace {
 
@@ -613,4 +615,6 @@ caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys,
                                                 spawn_pipeline_stage);
 }
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

@@ -10,6 +10,8 @@
 #include "actors/roles/role_type.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 /// Builds the stage's slice of the backbone + classifier (initial weights from
 /// the seed) and spawns a detached trainable pipeline stage named `name`.
@@ -44,4 +46,6 @@ caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots)
 /// their files (check_paths) and spawns; starts nothing on any error.
 caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys, const spawn_args& args);
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

@@ -20,6 +20,8 @@
 #include "model/local.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 namespace {
 
@@ -478,4 +480,6 @@ caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes) {
   return caf::unit;
 }
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

@@ -18,6 +18,8 @@
 #include "model/profiler.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
 
 // -- profile --------------------------------------------------------------------
 
@@ -115,4 +117,6 @@ caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across
 /// many node processes (`baton run --local-nodes`).
 caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes = 0);
 
+} // namespace pipeline
+} // namespace modes
 } // namespace baton::actors

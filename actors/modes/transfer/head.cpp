@@ -17,6 +17,8 @@
 #include "model/training.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 namespace {
 
@@ -215,4 +217,6 @@ caf::expected<caf::actor> spawn_head_role(caf::actor_system& sys, const spawn_ar
   return parse_check_spawn<head_role_spec>(sys, args, parse_head_spec, check_paths, spawn_head);
 }
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

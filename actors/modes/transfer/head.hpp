@@ -10,6 +10,8 @@
 #include "actors/roles/role_type.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 /// Builds the head model (initial weights from its seed) and spawns a
 /// detached head actor named `name`.
@@ -29,4 +31,6 @@ caf::error check_paths(const head_role_spec& spec, const path_roots& roots);
 /// their files (check_paths) and spawns; starts nothing on any error.
 caf::expected<caf::actor> spawn_head_role(caf::actor_system& sys, const spawn_args& args);
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

@@ -21,6 +21,8 @@
 #include "model/training.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 namespace {
 
@@ -175,4 +177,6 @@ caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_a
   return parse_check_spawn<stage_spec>(sys, args, parse_stage_spec, check_paths, spawn_stage);
 }
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

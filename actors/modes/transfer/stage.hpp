@@ -10,6 +10,8 @@
 #include "actors/roles/role_type.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 /// Builds the backbone slice [begin, end), loads its weights from the
 /// checkpoint (errors are returned, nothing is spawned) and spawns a detached
@@ -30,4 +32,6 @@ caf::error check_paths(const stage_spec& spec, const path_roots& roots);
 /// their files (check_paths) and spawns; starts nothing on any error.
 caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args);
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

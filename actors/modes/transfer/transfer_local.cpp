@@ -20,6 +20,8 @@
 #include "model/local.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 caf::expected<job_result> run_transfer_local(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : cores());
@@ -158,4 +160,6 @@ caf::expected<void> ensure_pretrained(const topology& t, bool force) {
   }
 }
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

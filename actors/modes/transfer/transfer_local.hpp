@@ -12,6 +12,8 @@
 #include "actors/runtime/jobs.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 /// `--mode local`: every head (or `--only-head`) trained in this process on
 /// the frozen backbone, with `--threads` (default: every core).
@@ -26,4 +28,6 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r);
 /// topology has no checkpoint.
 caf::expected<void> ensure_pretrained(const topology& t, bool force = false);
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

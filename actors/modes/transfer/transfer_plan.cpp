@@ -4,6 +4,8 @@
 #include "actors/roles/source.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 job_plan plan_transfer(const topology& t) {
   job_plan plan;
@@ -37,4 +39,6 @@ job_plan plan_transfer(const topology& t) {
   return plan;
 }
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

@@ -13,8 +13,12 @@
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 /// The plan of a transfer topology (job: transfer).
 job_plan plan_transfer(const topology& t);
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

@@ -4,6 +4,8 @@
 #include <vector>
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 namespace {
 
@@ -75,4 +77,6 @@ job_schema transfer_schema() {
   return schema;
 }
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors

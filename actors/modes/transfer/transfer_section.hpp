@@ -7,8 +7,12 @@
 #include "actors/config/job_schema.hpp"
 
 namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
 
 /// The schema of job: transfer, for the topology parser.
 job_schema transfer_schema();
 
+} // namespace transfer
+} // namespace modes
 } // namespace baton::actors
