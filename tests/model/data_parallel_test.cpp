@@ -8,24 +8,13 @@
 
 #include "model/dataset.hpp"
 #include "model/error.hpp"
+#include "tests/model/tiny_model.hpp"
 #include "model/stage_trainer.hpp"
 
 using namespace baton::model;
+using baton::model::testing::tiny_model;
 
 namespace {
-
-/// A small model (784 -> 32 -> 24 -> 10) so that every run takes milliseconds.
-layered_model tiny_model() {
-  torch::manual_seed(5);
-  std::vector<named_layer> layers;
-  layers.push_back({"flatten", torch::nn::AnyModule(torch::nn::Flatten())});
-  layers.push_back({"fc1", torch::nn::AnyModule(torch::nn::Linear(784, 32))});
-  layers.push_back({"relu1", torch::nn::AnyModule(torch::nn::ReLU())});
-  layers.push_back({"fc2", torch::nn::AnyModule(torch::nn::Linear(32, 24))});
-  layers.push_back({"relu2", torch::nn::AnyModule(torch::nn::ReLU())});
-  layers.push_back({"fc3", torch::nn::AnyModule(torch::nn::Linear(24, 10))});
-  return layered_model(std::move(layers));
-}
 
 const dataset& train_data() {
   static const dataset d = make_synthetic(64, 1, 28, 28, 10, 3);

@@ -7,26 +7,24 @@
 
 #include "model/data_parallel.hpp"
 #include "model/error.hpp"
+#include "tests/model/tiny_model.hpp"
 #include "model/freezing.hpp"
 #include "model/local.hpp"
 
 using namespace baton::model;
+using baton::model::testing::tiny_norm;
+using baton::model::testing::tiny_norm_model;
 
 namespace {
 
-layered_model tiny_model(bool batch_norm_without_statistics = false) {
-  torch::manual_seed(5);
-  std::vector<named_layer> layers;
-  layers.push_back({"flatten", torch::nn::AnyModule(torch::nn::Flatten())});
-  layers.push_back({"fc1", torch::nn::AnyModule(torch::nn::Linear(784, 32))});
-  layers.push_back({"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(
-                               torch::nn::BatchNorm1dOptions(32).track_running_stats(
-                                   !batch_norm_without_statistics)))});
-  layers.push_back({"relu1", torch::nn::AnyModule(torch::nn::ReLU())});
-  layers.push_back({"fc2", torch::nn::AnyModule(torch::nn::Linear(32, 24))});
-  layers.push_back({"relu2", torch::nn::AnyModule(torch::nn::ReLU())});
-  layers.push_back({"fc3", torch::nn::AnyModule(torch::nn::Linear(24, 10))});
-  return layered_model(std::move(layers));
+/// The tiny model with batch norm after fc1 (running statistics).
+layered_model bn_model() {
+  return tiny_norm_model(tiny_norm::running);
+}
+
+/// The same with batch statistics only, which a cache must refuse.
+layered_model batch_only_bn_model() {
+  return tiny_norm_model(tiny_norm::batch_only);
 }
 
 const dataset& train_data() {
@@ -91,7 +89,7 @@ TEST(feature_cache, a_row_is_a_copy_not_a_view_of_its_batch) {
 }
 
 TEST(feature_cache, cached_features_equal_recomputed_ones) {
-  const auto m = tiny_model();
+  const auto m = bn_model();
   const auto prefix = m.slice(0, 4);
   apply_freeze_point(m, 4);
   feature_cache cache(1);
@@ -108,7 +106,7 @@ TEST(feature_cache, cached_features_equal_recomputed_ones) {
 // In canonical blocks a sample's row has the same bits whatever minibatch
 // (size, order, neighbours) it is computed in.
 TEST(feature_cache, canonical_blocks_make_a_row_independent_of_its_minibatch) {
-  const auto m = tiny_model();
+  const auto m = bn_model();
   const auto prefix = m.slice(0, 4);
   apply_freeze_point(m, 4);
   const std::vector<int64_t> a{3, 9, 12, 40, 41, 42, 43, 1, 2, 60, 61}, b{41, 7, 50, 51, 3};
@@ -128,11 +126,9 @@ TEST(feature_cache, canonical_blocks_make_a_row_independent_of_its_minibatch) {
 // budget holds only some of the samples.
 TEST(feature_cache, cache_equals_no_cache_bit_for_bit) {
   auto spec = frozen_spec();
-  const auto plain = run_data_parallel_local([] { return tiny_model(); }, train_data(),
-                                             test_data(), spec);
+  const auto plain = run_data_parallel_local(bn_model, train_data(), test_data(), spec);
   spec.cache = true;
-  const auto cached = run_data_parallel_local([] { return tiny_model(); }, train_data(),
-                                              test_data(), spec);
+  const auto cached = run_data_parallel_local(bn_model, train_data(), test_data(), spec);
   EXPECT_EQ(cached.weights_digest, plain.weights_digest);
   // Each worker caches the samples of its own shares, which the reshuffled
   // order changes every epoch: a sample misses once per worker that sees it.
@@ -149,8 +145,7 @@ TEST(feature_cache, cache_equals_no_cache_bit_for_bit) {
   EXPECT_GT(cached.cache.hits, 0);
   EXPECT_EQ(cached.cache.bytes, misses * 32 * 4);
   spec.cache_mb = 20.0 * 32 * 4 / (1024 * 1024); // 20 rows per worker
-  const auto partial = run_data_parallel_local([] { return tiny_model(); }, train_data(),
-                                               test_data(), spec);
+  const auto partial = run_data_parallel_local(bn_model, train_data(), test_data(), spec);
   EXPECT_EQ(partial.weights_digest, plain.weights_digest);
   EXPECT_EQ(partial.cache.entries, 40);
   EXPECT_GT(partial.cache.rejected, 0);
@@ -162,11 +157,9 @@ TEST(feature_cache, cache_equals_no_cache_with_adaptive_freezing) {
   spec.freeze_groups = {"relu1", "relu2"};
   spec.adaptive.interval = 1;
   spec.epochs = 4;
-  const auto plain = run_data_parallel_local([] { return tiny_model(); }, train_data(),
-                                             test_data(), spec);
+  const auto plain = run_data_parallel_local(bn_model, train_data(), test_data(), spec);
   spec.cache = true;
-  const auto cached = run_data_parallel_local([] { return tiny_model(); }, train_data(),
-                                              test_data(), spec);
+  const auto cached = run_data_parallel_local(bn_model, train_data(), test_data(), spec);
   EXPECT_EQ(cached.weights_digest, plain.weights_digest);
   EXPECT_EQ(cached.frozen_layers, plain.frozen_layers);
   EXPECT_GT(cached.frozen_layers, 0u); // the cache was used
@@ -176,17 +169,13 @@ TEST(feature_cache, cache_equals_no_cache_with_adaptive_freezing) {
 TEST(feature_cache, refuses_a_prefix_that_normalises_over_the_batch) {
   auto spec = frozen_spec();
   spec.cache = true;
-  EXPECT_THROW(run_data_parallel_local([] { return tiny_model(true); }, train_data(),
-                                       test_data(), spec),
+  EXPECT_THROW(run_data_parallel_local(batch_only_bn_model, train_data(), test_data(), spec),
                error);
   spec.feature_block = 0; // one batch: a cached row could differ from a recomputed one
-  EXPECT_THROW(run_data_parallel_local([] { return tiny_model(); }, train_data(), test_data(),
-                                       spec),
-               error);
+  EXPECT_THROW(run_data_parallel_local(bn_model, train_data(), test_data(), spec), error);
   spec.feature_block = 4;
   spec.cache = false; // without the cache it is only a frozen prefix
-  EXPECT_NO_THROW(run_data_parallel_local([] { return tiny_model(true); }, train_data(),
-                                          test_data(), spec));
+  EXPECT_NO_THROW(run_data_parallel_local(batch_only_bn_model, train_data(), test_data(), spec));
 }
 
 // The reference workload: convnet + classifier on Fashion-MNIST, the first

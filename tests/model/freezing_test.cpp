@@ -8,24 +8,22 @@
 
 #include "model/data_parallel.hpp"
 #include "model/error.hpp"
+#include "tests/model/tiny_model.hpp"
 
 using namespace baton::model;
+using baton::model::testing::tiny_norm;
+using baton::model::testing::tiny_norm_model;
 
 namespace {
 
-layered_model tiny_model(bool batch_norm_without_statistics = false) {
-  torch::manual_seed(5);
-  std::vector<named_layer> layers;
-  layers.push_back({"flatten", torch::nn::AnyModule(torch::nn::Flatten())});
-  layers.push_back({"fc1", torch::nn::AnyModule(torch::nn::Linear(784, 32))});
-  layers.push_back({"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(
-                               torch::nn::BatchNorm1dOptions(32).track_running_stats(
-                                   !batch_norm_without_statistics)))});
-  layers.push_back({"relu1", torch::nn::AnyModule(torch::nn::ReLU())});
-  layers.push_back({"fc2", torch::nn::AnyModule(torch::nn::Linear(32, 24))});
-  layers.push_back({"relu2", torch::nn::AnyModule(torch::nn::ReLU())});
-  layers.push_back({"fc3", torch::nn::AnyModule(torch::nn::Linear(24, 10))});
-  return layered_model(std::move(layers));
+/// The tiny model with batch norm after fc1 (running statistics).
+layered_model bn_model() {
+  return tiny_norm_model(tiny_norm::running);
+}
+
+/// The same with batch statistics only, which a cache must refuse.
+layered_model batch_only_bn_model() {
+  return tiny_norm_model(tiny_norm::batch_only);
 }
 
 adaptive_freeze_options every_step(double percentile = 50, int32_t max_frozen = -1) {
@@ -125,7 +123,7 @@ TEST(freezing, decisions_are_due_every_interval_and_checked) {
 }
 
 TEST(freezing, interval_gradients_give_l1_norms_of_the_sums_per_group) {
-  const auto m = tiny_model();
+  const auto m = bn_model();
   const auto groups = parameter_groups(m, {"bn1", "relu2"});
   // fc1.w fc1.b bn1.w bn1.b | fc2.w fc2.b | fc3.w fc3.b
   EXPECT_EQ(groups, (std::vector<int32_t>{0, 0, 0, 0, 1, 1, -1, -1}));
@@ -147,7 +145,7 @@ TEST(freezing, interval_gradients_give_l1_norms_of_the_sums_per_group) {
 }
 
 TEST(freezing, freeze_point_makes_the_prefix_forward_only) {
-  const auto m = tiny_model();
+  const auto m = bn_model();
   EXPECT_EQ(freeze_point(m, ""), 0u);
   EXPECT_EQ(freeze_point(m, "relu1"), 4u);
   EXPECT_THROW(freeze_point(m, "fc9"), error);
@@ -159,9 +157,9 @@ TEST(freezing, freeze_point_makes_the_prefix_forward_only) {
 }
 
 TEST(freezing, batch_norm_without_statistics_depends_on_the_batch) {
-  EXPECT_TRUE(batch_dependent_layers(tiny_model(false)).empty());
-  EXPECT_EQ(batch_dependent_layers(tiny_model(true)), (std::vector<std::string>{"bn1"}));
-  EXPECT_TRUE(batch_dependent_layers(tiny_model(true).slice(0, 2)).empty());
+  EXPECT_TRUE(batch_dependent_layers(bn_model()).empty());
+  EXPECT_EQ(batch_dependent_layers(batch_only_bn_model()), (std::vector<std::string>{"bn1"}));
+  EXPECT_TRUE(batch_dependent_layers(batch_only_bn_model().slice(0, 2)).empty());
 }
 
 // The rule inside the reference: a decision at the end of every interval
@@ -178,7 +176,7 @@ TEST(freezing, adaptive_freezing_in_the_local_reference) {
   spec.adaptive.percentile = 50;
   const dataset train = make_synthetic(64, 1, 28, 28, 10, 3);
   const dataset test = make_synthetic(16, 1, 28, 28, 10, 4);
-  const auto result = run_data_parallel_local([] { return tiny_model(); }, train, test, spec);
+  const auto result = run_data_parallel_local(bn_model, train, test, spec);
   EXPECT_EQ(result.steps, 12);
   ASSERT_EQ(result.decisions.size(), 5u); // intervals end at steps 1, 3, ..., 11; first records
   int32_t frozen = 0;
