@@ -22,6 +22,7 @@
 #include "actors/modes/run.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/net/certs.hpp"
+#include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
 #include "apps/bench/bench.hpp"
@@ -70,6 +71,10 @@ usage:
                                         all actors in this process)
       --set KEY=VALUE        override a topology key (repeatable), e.g. --set data.epochs=2
       --local-nodes N        start N `baton node` processes on 127.0.0.1 and run over them
+      --link RATE[,DELAY]    with --local-nodes: each node on an emulated host (its own
+                             network namespace, a veth link to a bridge, shaped with tc
+                             tbf, and netem delay where the kernel has it), e.g. 1gbit,1ms
+                             or 100mbit; needs root (see README "Emulated hosts")
       --baseline separate    train every head in its own process with its own backbone
       --mode local           one process, no actors (the reference loop)
       --only-head NAME       with --mode local: train only this head
@@ -105,17 +110,19 @@ usage:
                                         make DIR/NAME.pem and DIR/NAME.key (CN and DNS name
                                         NAME) signed by the CA in DIR (default: 825 days)
   baton bench transfer [--heads K] [--quick] [--json FILE] [--backbone convnet|convnet_wide]
-                       [--local-nodes N] [--set KEY=VALUE]...
+                       [--local-nodes N [--link RATE[,DELAY]]] [--set KEY=VALUE]...
                                         shared backbone vs separate baseline, side by side
                                         (--local-nodes: the shared side over N node processes)
   baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
-                       [--schedule gpipe|1f1b-flush|1f1b] [--repeat N]
+                       [--schedule gpipe|1f1b-flush|1f1b] [--repeat N] [--link RATE[,DELAY]]
                                         (a) local loop, one compute thread, vs (b) a 2-stage
                                         pipeline on 2 node processes, one thread each, per
                                         schedule: samples/s, ratio, utilisation, bubble,
                                         overhead; --repeat: N interleaved runs per side,
                                         the median shown (default 1)
-  baton bench faults [--quick] [--json FILE] [--kill-at STEP]
+                                        (every bench: --link puts the node processes it
+                                        starts on emulated hosts, as `baton run --link`)
+  baton bench faults [--quick] [--json FILE] [--kill-at STEP] [--link RATE[,DELAY]]
                                         a gpipe pipeline on 3 local nodes, fault-free and
                                         with the node of stage 0 SIGKILLed at STEP (default:
                                         half way): wall times, detection and recovery
@@ -224,6 +231,18 @@ bool parse_positive(const std::string& flag, const std::string& text, double& ou
   return false;
 }
 
+/// A `--link` value: RATE[,DELAY] (parse_link_spec); the error names the
+/// flag and the expected form.
+bool parse_link(const std::string& flag, const std::string& text, std::string& out) {
+  std::string error;
+  if (!actors::parse_link_spec(text, error)) {
+    std::fprintf(stderr, "baton: %s %s\n", flag.c_str(), error.c_str());
+    return false;
+  }
+  out = text;
+  return true;
+}
+
 int fail(const caf::error& err) {
   spdlog::error("{}", describe(err));
   return exit_code_of(err);
@@ -261,6 +280,8 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
     return a.value(flag, v) && (r.overrides.push_back(v), true);
   if (flag == "--local-nodes")
     return a.value(flag, v) && parse_int(flag, v, r.local_nodes);
+  if (flag == "--link")
+    return a.value(flag, v) && parse_link(flag, v, r.link);
   if (flag == "--baseline")
     return a.value(flag, r.baseline);
   if (flag == "--mode")
@@ -305,6 +326,11 @@ int cmd_run(args& a, bool pretrain_only) {
   while (!a.done())
     if (!parse_run_flag(a, a.take(), r))
       return 2;
+  if (!r.link.empty() && (r.local_nodes < 1 || r.mode == "local" || !r.baseline.empty())) {
+    std::fprintf(stderr, "baton run: --link needs --local-nodes N (it shapes the links of the "
+                         "local node processes), without --mode local or --baseline\n");
+    return 2;
+  }
   if (pretrain_only) {
     auto t = actors::load_request_topology(r);
     if (!t)
@@ -430,6 +456,8 @@ int cmd_bench_pipeline(args& a) {
              (r.schedules = {v}, true);
     if (flag == "--repeat")
       return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
     return false;
   });
   return read ? apps::bench_pipeline(r) : 2;
@@ -447,6 +475,8 @@ int cmd_bench_faults(args& a) {
       return a.value(flag, r.json_out);
     if (flag == "--kill-at")
       return a.value(flag, v) && parse_int(flag, v, step) && step >= 0 && (r.kill_at = v, true);
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
     return false;
   });
   return read ? apps::bench_faults(r) : 2;
@@ -479,8 +509,15 @@ int cmd_bench(args& a) {
       return a.value(flag, v) && (r.backbones = {v}, true);
     if (flag == "--set")
       return a.value(flag, v) && (r.overrides.push_back(v), true);
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
     return false;
   });
+  if (read && !r.link.empty() && r.local_nodes < 1) {
+    std::fprintf(stderr, "baton bench transfer: --link needs --local-nodes N (the shared side's "
+                         "node processes are what it shapes)\n");
+    return 2;
+  }
   return read ? apps::bench_transfer(r) : 2;
 }
 

@@ -35,6 +35,20 @@ system_settings settings_of(const topology& t) {
 
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------
 
+/// The parsed `--link` of `r` (nothing without one).
+caf::expected<std::optional<link_spec>> link_of(const run_request& r) {
+  if (r.link.empty())
+    return std::optional<link_spec>{};
+  if (r.local_nodes < 1)
+    return make_error(errc::bad_config, "--link " + r.link + " needs --local-nodes N: it shapes "
+                                        "the links of the local node processes");
+  std::string error;
+  auto spec = parse_link_spec(r.link, error);
+  if (!spec)
+    return make_error(errc::bad_config, "--link " + error);
+  return spec;
+}
+
 } // namespace
 
 caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job) {
@@ -45,6 +59,9 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
   auto record = request_record(r);
   if (!record)
     return record.error();
+  auto link = link_of(r);
+  if (!link)
+    return link.error();
   // Checkpoints nobody asked to keep go to a directory of this run's, removed
   // when the run ends, failed or not, after its nodes stopped (a node of a
   // failed run may still be writing one): a resumable run names its directory.
@@ -64,7 +81,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
       return dir.error();
     logs.emplace(*dir);
     t = with_local_nodes(std::move(t), r.local_nodes);
-    auto started = local_cluster::start(r.local_nodes, settings_of(t), *dir);
+    auto started = local_cluster::start(r.local_nodes, settings_of(t), *dir, *link);
     if (!started)
       return started.error();
     cluster = std::move(*started);

@@ -26,6 +26,7 @@ struct run_request {
   std::string topology_path;             ///< empty: the built-in default
   std::vector<std::string> overrides;    ///< --set key=value
   int32_t local_nodes = 0;               ///< --local-nodes N
+  std::string link;                      ///< --link RATE[,DELAY]: local nodes on emulated hosts
   std::string baseline;                  ///< --baseline separate
   std::string mode;                      ///< --mode local (one process, no actors)
   std::string only_head;                 ///< --only-head NAME (with --mode local)

@@ -1,9 +1,13 @@
 #include "actors/runtime/local_cluster.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "actors/net/certs.hpp"
 #include "messages/errc.hpp"
@@ -61,36 +65,71 @@ caf::expected<std::vector<std::string>> tls_flags(const tls_settings& run, const
   return flags;
 }
 
+/// The emulated hosts of `--link`, after removing those of crashed runs.
+caf::expected<std::unique_ptr<emulated_hosts>> make_emulated_hosts(int32_t count,
+                                                                   const link_spec& link) {
+  if (::geteuid() != 0)
+    return make_error(errc::bad_config,
+                      "--link " + link.text + " needs root: it creates network namespaces, veth "
+                      "pairs, a bridge and tc qdiscs (CAP_NET_ADMIN); run baton as root, or "
+                      "drop --link to run the local nodes on 127.0.0.1");
+  for (const auto& name : remove_stale_emulated_hosts())
+    spdlog::info("--link: removed {}, left by an earlier baton run that no longer exists", name);
+  std::string error;
+  auto hosts = emulated_hosts::create(count, link, error);
+  if (!hosts)
+    return make_error(errc::bad_config, error);
+  spdlog::info("--link {}: {} emulated hosts in network namespaces {}..{}, links shaped with {}",
+               link.text, count, hosts->namespace_of(0), hosts->namespace_of(hosts->size() - 1),
+               hosts->shaping());
+  return hosts;
+}
+
 } // namespace
 
+caf::expected<void> local_cluster::start_node(const std::string& name, size_t index,
+                                              const system_settings& settings,
+                                              const std::string& workdir) {
+  auto port_file = workdir + "/" + name + ".port";
+  auto host = hosts_ ? hosts_->address_of(index) : std::string{"127.0.0.1"};
+  std::vector<std::string> argv = hosts_ ? hosts_->launcher(index) : std::vector<std::string>{};
+  argv.insert(argv.end(),
+              {self_executable(), "node", "--name", name, "--host", host, "--port", "0",
+               "--port-file", port_file, "--scheduler-threads",
+               std::to_string(settings.scheduler_threads), "--heartbeat-ms",
+               std::to_string(settings.heartbeat_interval.count()), "--connection-timeout-ms",
+               std::to_string(settings.connection_timeout.count())});
+  auto tls = tls_flags(settings.tls, name);
+  if (!tls)
+    return tls.error();
+  argv.insert(argv.end(), tls->begin(), tls->end());
+  // An emulated host's address is on this machine's private bridge: trusted
+  // as 127.0.0.1 is (see the header).
+  if (hosts_ && !settings.tls.enabled())
+    argv.push_back("--insecure");
+  auto child = child_process::start(argv, workdir + "/" + name + ".log");
+  if (!child)
+    return child.error();
+  nodes_.push_back(std::move(*child));
+  addresses_.push_back({name, host, 0, ""});
+  return caf::unit;
+}
+
 caf::expected<local_cluster> local_cluster::start(int32_t count, const system_settings& settings,
-                                                  const std::string& workdir) {
+                                                  const std::string& workdir,
+                                                  const std::optional<link_spec>& link) {
   local_cluster cluster;
-  auto exe = self_executable();
-  for (int32_t i = 1; i <= count; ++i) {
-    auto name = "n" + std::to_string(i);
-    auto port_file = workdir + "/" + name + ".port";
-    std::vector<std::string> argv{exe,
-                                  "node",
-                                  "--name", name,
-                                  "--host", "127.0.0.1",
-                                  "--port", "0",
-                                  "--port-file", port_file,
-                                  "--scheduler-threads", std::to_string(settings.scheduler_threads),
-                                  "--heartbeat-ms",
-                                  std::to_string(settings.heartbeat_interval.count()),
-                                  "--connection-timeout-ms",
-                                  std::to_string(settings.connection_timeout.count())};
-    auto tls = tls_flags(settings.tls, name);
-    if (!tls)
-      return tls.error();
-    argv.insert(argv.end(), tls->begin(), tls->end());
-    auto child = child_process::start(argv, workdir + "/" + name + ".log");
-    if (!child)
-      return child.error();
-    cluster.nodes_.push_back(std::move(*child));
-    cluster.addresses_.push_back({name, "127.0.0.1", 0, ""});
+  if (link) {
+    auto hosts = make_emulated_hosts(count, *link);
+    if (!hosts)
+      return hosts.error();
+    cluster.hosts_ = std::move(*hosts);
   }
+  for (int32_t i = 1; i <= count; ++i)
+    if (auto started = cluster.start_node("n" + std::to_string(i), static_cast<size_t>(i - 1),
+                                          settings, workdir);
+        !started)
+      return started.error();
   for (size_t i = 0; i < cluster.nodes_.size(); ++i) {
     auto& address = cluster.addresses_[i];
     auto port = await_port(cluster.nodes_[i], workdir + "/" + address.name + ".port", address.name);
@@ -115,6 +154,7 @@ void local_cluster::stop() {
   for (auto& n : nodes_)
     n.stop();
   nodes_.clear();
+  hosts_.reset();
 }
 
 caf::expected<std::string> make_work_directory(const std::string& prefix) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,13 +11,17 @@
 #include "actors/config/topology.hpp"
 #include "actors/net/system.hpp"
 #include "actors/runtime/child_process.hpp"
+#include "actors/runtime/emulated_hosts.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
 
 /// N `baton node` processes on 127.0.0.1 with OS-chosen ports, started for
 /// one run (`baton run --local-nodes N`) and always stopped when this object
-/// goes away (also on errors and Ctrl-C). Node logs go to `workdir`.
+/// goes away (also on errors and Ctrl-C). Node logs go to `workdir`. With a
+/// link (`--link RATE[,DELAY]`) each node runs on an emulated host instead:
+/// in its own network namespace behind a shaped link (emulated_hosts.hpp),
+/// listening on its address there; the namespaces go with the nodes.
 class local_cluster {
 public:
   /// Starts nodes n1..nN and waits until each has written its port. With
@@ -23,8 +29,16 @@ public:
   /// directory DIR of the run's certificate, the run's CA, and serves only
   /// the run's certificate name (tls.allow); a missing file is an error
   /// (the nodes started so far are stopped).
+  ///
+  /// With `link`: needs root (an error with errc::bad_config otherwise);
+  /// first removes what crashed earlier runs left (remove_stale_emulated_hosts),
+  /// then builds the hosts, and logs how the links are shaped. Without TLS
+  /// the nodes there serve without authentication (`baton node --insecure`),
+  /// as nodes on 127.0.0.1 do: their addresses are on a bridge of this
+  /// machine only.
   static caf::expected<local_cluster> start(int32_t count, const system_settings& settings,
-                                            const std::string& workdir);
+                                            const std::string& workdir,
+                                            const std::optional<link_spec>& link = std::nullopt);
 
   /// The nodes' addresses, in order n1..nN.
   const std::vector<node_address>& addresses() const { return addresses_; }
@@ -32,10 +46,17 @@ public:
   /// Replaces the topology's node ports with the running nodes' ports.
   topology place(topology t) const;
 
-  /// Stops every node (SIGTERM, then SIGKILL after a grace period).
+  /// Stops every node (SIGTERM, then SIGKILL after a grace period), then
+  /// removes the emulated hosts, if any.
   void stop();
 
 private:
+  /// Starts node `name` (n1..nN), on emulated host `index` if there are any.
+  caf::expected<void> start_node(const std::string& name, size_t index,
+                                 const system_settings& settings, const std::string& workdir);
+
+  // Declared before nodes_: destroyed after them (processes first).
+  std::unique_ptr<emulated_hosts> hosts_;
   std::vector<child_process> nodes_;
   std::vector<node_address> addresses_;
 };

@@ -16,6 +16,12 @@
 namespace baton::apps {
 inline namespace bench {
 
+std::vector<std::string> with_link(std::vector<std::string> flags, const std::string& link) {
+  if (!link.empty())
+    flags.insert(flags.end(), {"--link", link});
+  return flags;
+}
+
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,
@@ -133,7 +139,7 @@ int bench_transfer(const bench_request& r) {
   std::printf("%-13s %9s %9s %8s %9s %9s %8s %10s  %s\n", "backbone", "shared s", "separate s",
               "time", "shared MiB", "sep. MiB", "memory", "edge MiB", "same weights");
   nlohmann::json out = {{"bench", "transfer"}, {"heads", r.heads}, {"quick", r.quick},
-                        {"local_nodes", r.local_nodes},
+                        {"local_nodes", r.local_nodes}, {"link", r.link},
                         {"cores", std::thread::hardware_concurrency()},
                         {"results", nlohmann::json::array()}};
   int code = 0;
@@ -141,7 +147,7 @@ int bench_transfer(const bench_request& r) {
     auto overrides = side_overrides(r, backbone);
     std::vector<std::string> shared_flags;
     if (r.local_nodes > 0)
-      shared_flags = {"--local-nodes", std::to_string(r.local_nodes)};
+      shared_flags = with_link({"--local-nodes", std::to_string(r.local_nodes)}, r.link);
     auto shared = run_side("", overrides, shared_flags, *dir, backbone + "-shared", r.interrupted);
     auto separate = shared ? run_side("", overrides, {"--baseline", "separate"}, *dir,
                                       backbone + "-separate", r.interrupted)

@@ -20,6 +20,9 @@ using namespace baton::actors;
 /// its own process (so that its peak memory and CPU time are its own), logs
 /// to dir/label.log and returns its metrics. An empty `topology` is the
 /// built-in default.
+/// `flags` with `--link LINK` added when `link` is not empty.
+std::vector<std::string> with_link(std::vector<std::string> flags, const std::string& link);
+
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,
@@ -33,6 +36,7 @@ struct bench_request {
   std::vector<std::string> backbones{"convnet", "convnet_wide"};
   std::vector<std::string> overrides;
   int32_t local_nodes = 0; ///< run the shared side over N local node processes
+  std::string link;        ///< --link RATE[,DELAY] for those nodes (empty: loopback)
   const std::atomic<bool>* interrupted = nullptr;
 };
 
@@ -48,6 +52,7 @@ struct bench_pipeline_request {
   std::vector<std::string> models{"convnet", "resnet18"};
   std::vector<std::string> schedules{"gpipe", "1f1b-flush", "1f1b"};
   int32_t repeat = 1; ///< runs per side, interleaved; the median is shown
+  std::string link;   ///< --link RATE[,DELAY] for the node processes (empty: loopback)
   const std::atomic<bool>* interrupted = nullptr;
 };
 
@@ -65,6 +70,7 @@ struct bench_faults_request {
   bool quick = false;
   std::string json_out;
   std::string kill_at = "half"; ///< step of the SIGKILL: "half" of the run, or a number
+  std::string link;             ///< --link RATE[,DELAY] for the node processes (empty: loopback)
   const std::atomic<bool>* interrupted = nullptr;
 };
 

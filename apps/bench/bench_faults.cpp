@@ -79,15 +79,16 @@ int bench_faults(const bench_faults_request& r) {
               static_cast<long long>(samples), static_cast<long long>(steps),
               static_cast<long long>(kill_at));
   std::fflush(stdout);
-  auto clean = run_side(topology, overrides, {"--local-nodes", "3"}, *dir, "clean",
-                        r.interrupted);
+  auto clean = run_side(topology, overrides, with_link({"--local-nodes", "3"}, r.link), *dir,
+                        "clean", r.interrupted);
   if (!clean) {
     spdlog::error("fault-free run: {}", describe(clean.error()));
     return 1;
   }
   auto faulty = run_side(topology, overrides,
-                         {"--local-nodes", "3", "--fault",
-                          "kind=kill_node,node=n2,at_step=" + std::to_string(kill_at)},
+                         with_link({"--local-nodes", "3", "--fault",
+                                    "kind=kill_node,node=n2,at_step=" + std::to_string(kill_at)},
+                                   r.link),
                          *dir, "faulty", r.interrupted);
   if (!faulty) {
     spdlog::error("run with the fault: {}", describe(faulty.error()));

@@ -203,7 +203,7 @@ run_sides(const bench_pipeline_request& r, const std::string& name, const std::s
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
       if (side != "local") {
         o.insert(o.end(), {"pipeline.schedule=" + side, "runtime.stage_threads=1"});
-        flags = {"--local-nodes", "2"};
+        flags = with_link({"--local-nodes", "2"}, r.link);
       }
       steal_meter steal;
       auto label = name + "-" + side + "-" + std::to_string(rep);
