@@ -202,6 +202,59 @@ std::vector<ist_piece> ist_shard_pieces(const ist_shape& shape, const ist_partit
   return out;
 }
 
+namespace {
+
+/// The whole-network tensor a piece is in, the global indices along its dim,
+/// and the worker's rows when it is a hidden-to-hidden block (undefined
+/// otherwise).
+struct piece_indices {
+  at::Tensor along;
+  at::Tensor rows;
+};
+
+piece_indices indices_of(const ist_network& whole, const ist_partition& partition,
+                         int32_t worker, const ist_piece& piece) {
+  const auto& neurons = partition.neurons(piece.layer, worker);
+  if (piece.layer >= whole.hidden_layers() || piece.positions.begin < 0 ||
+      piece.positions.end > static_cast<int64_t>(neurons.size()) ||
+      piece.tensor >= 3 * whole.hidden_layers() + 1)
+    throw error("ist piece: tensor " + std::to_string(piece.tensor) + " layer " +
+                std::to_string(piece.layer) + " does not fit the network or the partition");
+  piece_indices out;
+  out.along = index_tensor(std::vector<int64_t>(neurons.begin() + piece.positions.begin,
+                                                neurons.begin() + piece.positions.end));
+  const size_t k = piece.tensor / 3; // fc(k+1) when tensor % 3 == 0
+  if (piece.tensor % 3 == 0 && k > 0 && k < whole.hidden_layers())
+    out.rows = index_tensor(partition.neurons(k, worker));
+  return out;
+}
+
+} // namespace
+
+at::Tensor take_piece(const ist_network& whole, const ist_partition& partition, int32_t worker,
+                      const ist_piece& piece) {
+  torch::NoGradGuard no_grad;
+  const auto index = indices_of(whole, partition, worker, piece);
+  auto t = whole.parameters()[piece.tensor].detach();
+  if (index.rows.defined())
+    t = t.index_select(0, index.rows);
+  return t.index_select(piece.dim, index.along).contiguous();
+}
+
+void put_piece(ist_network& whole, const ist_partition& partition, int32_t worker,
+               const ist_piece& piece, const at::Tensor& values) {
+  torch::NoGradGuard no_grad;
+  const auto index = indices_of(whole, partition, worker, piece);
+  auto target = whole.parameters()[piece.tensor].detach();
+  if (!index.rows.defined()) {
+    target.index_copy_(piece.dim, index.along, values.detach());
+    return;
+  }
+  auto rows = target.index_select(0, index.rows);
+  rows.index_copy_(piece.dim, index.along, values.detach());
+  target.index_copy_(0, index.rows, rows);
+}
+
 // -- bytes -----------------------------------------------------------------------
 
 int64_t ist_subnet_elements(const ist_shape& shape, const ist_partition& partition,

@@ -139,6 +139,20 @@ struct ist_piece {
 std::vector<ist_piece> ist_shard_pieces(const ist_shape& shape, const ist_partition& partition,
                                         int32_t worker, int32_t shard, int32_t shards);
 
+/// The values of `piece` for worker `worker`, taken from `whole` (or from
+/// any network of the whole's shape that holds at least the shard's owned
+/// slices: only those elements are read): shaped as the piece of the
+/// worker's subnet tensor. Concatenating the pieces of shards 0..S-1 along
+/// piece.dim gives slice_subnet's tensor.
+at::Tensor take_piece(const ist_network& whole, const ist_partition& partition, int32_t worker,
+                      const ist_piece& piece);
+
+/// Writes `values` (shaped as take_piece's result) back into `whole` where
+/// take_piece read them; nothing else changes. Doing it for every piece of
+/// every shard is write_back_subnet.
+void put_piece(ist_network& whole, const ist_partition& partition, int32_t worker,
+               const ist_piece& piece, const at::Tensor& values);
+
 // -- bytes -----------------------------------------------------------------------
 
 /// Scalars in worker `worker`'s subnet of `partition`: what it receives at

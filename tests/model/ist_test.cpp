@@ -435,3 +435,36 @@ TEST(ist, learns_fashion_mnist_with_two_workers) {
   EXPECT_EQ(result.steps, 4 * 10);
   EXPECT_EQ(result.samples, 2 * 4 * 10 * 32);
 }
+
+TEST(ist, shard_pieces_assemble_the_subnet_and_write_it_back) {
+  const auto shape = small_shape({7, 9, 5});
+  const auto start = make_ist_network(shape, 4);
+  for (int32_t shards : {1, 2, 3}) {
+    const auto p = make_ist_partition(shape.hidden, 2, 4, 3);
+    auto by_pieces = start.clone(), by_subnet = start.clone();
+    for (int32_t w = 0; w < 2; ++w) {
+      const auto sub = slice_subnet(start, p, w).parameters();
+      std::vector<std::vector<at::Tensor>> parts(sub.size());
+      for (int32_t s = 0; s < shards; ++s)
+        for (const auto& piece : ist_shard_pieces(shape, p, w, s, shards)) {
+          auto values = take_piece(start, p, w, piece);
+          parts[piece.tensor].push_back(values);
+          put_piece(by_pieces, p, w, piece, values + 1000.0 * (s + 1)); // a shard's mark
+        }
+      auto trained = slice_subnet(start, p, w);
+      for (size_t t = 0; t < sub.size(); ++t) {
+        const int64_t dim = t % 3 == 0 && t > 0 ? 1 : 0;
+        EXPECT_TRUE(torch::equal(torch::cat(parts[t], dim), sub[t])) << "tensor " << t;
+      }
+      // the same marks through the subnet: write_back_subnet == every put_piece
+      auto marked = trained.parameters();
+      for (int32_t s = 0; s < shards; ++s)
+        for (const auto& piece : ist_shard_pieces(shape, p, w, s, shards))
+          marked[piece.tensor]
+              .narrow(piece.dim, piece.positions.begin, piece.positions.size())
+              .add_(1000.0 * (s + 1));
+      write_back_subnet(by_subnet, trained, p, w);
+    }
+    expect_equal_networks(by_pieces, by_subnet);
+  }
+}
