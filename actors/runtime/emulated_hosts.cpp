@@ -305,6 +305,11 @@ bool emulated_hosts::add_bridge(int subnet, std::string& error) {
   if (!run_all({{ip_, "link", "add", name, "type", "bridge"}}, error))
     return false;
   bridge_ = name;
+  // Frames between two emulated hosts cross the bridge only: with bridge
+  // netfilter on (br_netfilter), a host firewall's FORWARD policy (DROP where
+  // Docker runs) would drop them. Best effort: older kernels lack the option.
+  run_tool({ip_, "link", "set", bridge_, "type", "bridge", "nf_call_iptables", "0",
+            "nf_call_ip6tables", "0", "nf_call_arptables", "0"});
   auto address = subnet_prefix + std::to_string(subnet) + ".1/24";
   return run_all({{ip_, "addr", "add", address, "dev", bridge_},
                   {ip_, "link", "set", bridge_, "up"}},
