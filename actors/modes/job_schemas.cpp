@@ -1,5 +1,6 @@
 #include "actors/modes/job_schemas.hpp"
 
+#include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/pipeline/pipeline_section.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
 
@@ -19,7 +20,7 @@ job_schema planned(std::string name) {
 
 const std::vector<job_schema>& all_job_schemas() {
   static const std::vector<job_schema> jobs{transfer_schema(), pipeline_schema(),
-                                            planned("data-parallel"), planned("ist")};
+                                            data_parallel_schema(), planned("ist")};
   return jobs;
 }
 

@@ -1,5 +1,8 @@
 #include "actors/modes/registry.hpp"
 
+#include "actors/modes/data_parallel/data_parallel_local.hpp"
+#include "actors/modes/data_parallel/data_parallel_plan.hpp"
+#include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
 #include "actors/modes/pipeline/pipeline_stage.hpp"
@@ -20,6 +23,7 @@ const std::vector<role_type>& all_roles() {
     {"stage", spawn_stage_role},
     {"head", spawn_head_role},
     {"pipeline_stage", spawn_pipeline_stage_role},
+    {"data_parallel_worker", spawn_data_parallel_worker_role},
   };
   return roles;
 }
@@ -47,6 +51,8 @@ const std::vector<training_mode>& all_modes() {
     // A pipeline trains the backbone itself: it needs no pretrained one.
     {"pipeline", plan_pipeline, run_pipeline_local, nullptr, nullptr, save_pipeline_model,
      nullptr, true},
+    // Workers train the whole model from its initial weights: no pretraining.
+    {"data-parallel", plan_data_parallel, run_data_parallel_local_job},
   };
   return modes;
 }

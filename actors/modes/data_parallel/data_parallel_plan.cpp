@@ -1,0 +1,83 @@
+#include "actors/modes/data_parallel/data_parallel_plan.hpp"
+
+#include <algorithm>
+
+#include "actors/modes/data_parallel/data_parallel_section.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+#include "model/data_parallel.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+namespace {
+
+/// The largest message a worker sends: a bucket's longest ring chunk.
+int64_t largest_chunk_bytes(const data_parallel_worker_spec& spec) {
+  auto layout = model::make_flat_layout(make_data_parallel_model(spec.model));
+  int64_t most = 0;
+  for (const auto& b : model::make_buckets(layout, spec.bucket_mb))
+    most = std::max(most, model::ring_chunks(b.numel, spec.workers).front().size() * 4);
+  return most;
+}
+
+constexpr int64_t max_message_bytes = int64_t{64} << 20;
+
+} // namespace
+
+data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
+                                          int32_t worker) {
+  auto settings = data_parallel_settings_of(t);
+  data_parallel_worker_spec spec;
+  spec.worker = worker;
+  spec.workers = settings.workers;
+  spec.model = t.backbone;
+  spec.model.classes = task.classes;
+  spec.task = task;
+  spec.data = make_source_spec(t);
+  spec.optimizer = t.pretrain.optimizer;
+  spec.bucket_mb = settings.bucket_mb;
+  spec.threads = t.runtime.stage_threads;
+  spec.progress_every = t.runtime.progress_every;
+  return spec;
+}
+
+caf::expected<job_plan> plan_data_parallel(const topology& t) {
+  const auto* task = t.find_task(t.pretrain.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
+                                          "' is not one of the topology's tasks");
+  auto settings = data_parallel_settings_of(t);
+  try {
+    auto bytes = largest_chunk_bytes(worker_settings(t, *task, 0));
+    if (settings.workers > 1 && bytes > max_message_bytes)
+      return make_error(errc::bad_config,
+                        t.file + ": a ring chunk of " + std::to_string(bytes >> 20) +
+                          " MiB exceeds the 64 MiB a message may carry (lower "
+                          "data_parallel.bucket_mb or add workers)");
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, t.file + ": cannot build the model: " + e.what());
+  }
+  job_plan plan;
+  for (int32_t w = 0; w < settings.workers; ++w) {
+    auto a = make_planned_actor("data_parallel_worker", worker_name(w),
+                                settings.nodes[static_cast<size_t>(w)],
+                                to_yaml(worker_settings(t, *task, w)));
+    a.threads = t.runtime.stage_threads;
+    a.trainable = true;
+    a.starts = true;
+    a.result = workers_group;
+    a.sends_weights = w == 0;
+    plan.actors.push_back(std::move(a));
+  }
+  for (int32_t w = 0; settings.workers > 1 && w < settings.workers; ++w) {
+    int32_t next = model::ring_next(w, settings.workers);
+    plan.edges.push_back({planned_edge::kind_t::peer, worker_name(w), worker_name(next), next});
+  }
+  return plan;
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

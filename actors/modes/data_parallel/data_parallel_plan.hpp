@@ -1,0 +1,34 @@
+#pragma once
+
+// The data-parallel job as a plan, here with W = 3:
+//
+//   worker.0 -> worker.1 -> worker.2 -> worker.0     peer edges: the ring
+//   (every worker starts: each reads its own share of the data)
+//
+// No source: workers load the data themselves (data_parallel_worker.hpp
+// says why). Every worker is trainable and reports into the result group
+// "workers"; worker 0 evaluates and sends the weights.
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/runtime/job_plan.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+/// Worker w's settings in a topology of job: data-parallel (the task it
+/// trains: backbone.pretrain.task, looked up by the caller).
+data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
+                                          int32_t worker);
+
+/// The plan of a data-parallel topology; bad_config (naming the file) when
+/// its task is unknown or a ring chunk would exceed the 64 MiB a message
+/// may carry.
+caf::expected<job_plan> plan_data_parallel(const topology& t);
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,206 @@
+#include "actors/modes/data_parallel/data_parallel_section.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+namespace {
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+/// The models a worker can hold whole: built by make_data_parallel_model.
+const std::vector<std::string> worker_models{"mlp", "convnet", "resnet18"};
+
+/// `t.schedule` as the section's scalars (see the header: where it is kept).
+std::string encode_scalars(const data_parallel_settings& s) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "{exchange: " << s.exchange << ", bucket_mb: " << s.bucket_mb << "}";
+  return out.str();
+}
+
+model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer) {
+  check_section(section);
+  read_if(section, "lr", optimizer.lr, [](const field& f) {
+    return read_number(f, "a positive number", [](double x) { return x > 0; });
+  });
+  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
+    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
+  });
+  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
+    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
+  });
+  return optimizer;
+}
+
+/// `data_parallel.model`, else `backbone.model` when a worker can hold it.
+std::string read_model(const field& section, const field& root, const topology& t) {
+  if (auto f = section.get("model"))
+    return read_choice(*f, worker_models);
+  if (contains(worker_models, t.backbone.name))
+    return t.backbone.name;
+  auto backbone = root.section("backbone");
+  auto blame = backbone.get("model");
+  (blame ? *blame : root).fail("job: data-parallel trains a whole model of " +
+                               join(worker_models) + ", but backbone.model is '" +
+                               t.backbone.name + "' (set data_parallel.model)");
+}
+
+/// The mlp's first layer takes C x 28 x 28 (the convnets and resnet18 are
+/// checked by the parser after this section).
+void check_mlp_input(const field& section, const field& root, const topology& t) {
+  const auto& shape = t.synthetic_shape;
+  if (t.backbone.name != "mlp" || t.dataset != "synthetic" || (shape[1] == 28 && shape[2] == 28))
+    return;
+  auto blame = section.get("model");
+  (blame ? *blame : root).fail("the mlp takes 28x28 images, but data.synthetic_shape is [" +
+                               std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
+                               ", " + std::to_string(shape[2]) + "] (expected [C, 28, 28])");
+}
+
+/// `data_parallel.exchange`: ring only, for now.
+std::string read_exchange(const field& f) {
+  auto exchange = read_choice(f, {"ring", "ps"});
+  if (exchange == "ps")
+    f.fail(f.name() + " is 'ps': the parameter-server exchange is not implemented yet "
+           "(expected ring)");
+  return exchange;
+}
+
+/// `data_parallel.nodes`: one node per worker.
+std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t workers) {
+  std::vector<std::string> nodes;
+  for (const field& n : f.items("a list of node names, one per worker",
+                                static_cast<size_t>(max_workers)))
+    nodes.push_back(read_node(n, t.nodes));
+  if (nodes.size() != static_cast<size_t>(workers))
+    f.fail(f.name() + " names " + std::to_string(nodes.size()) + " nodes for " +
+           std::to_string(workers) + " workers (expected one node per worker)");
+  return nodes;
+}
+
+// `data_parallel:` (job: data-parallel only; absent: every default).
+void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+  field section = root.section("data_parallel");
+  data_parallel_settings s;
+  if (!section.is_null())
+    check_section(section);
+  read_if(section, "workers", s.workers, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_workers,
+                                 "a number of workers from 1 to " + std::to_string(max_workers));
+  });
+  read_if(section, "exchange", s.exchange, read_exchange);
+  read_if(section, "bucket_mb", s.bucket_mb, [](const field& f) {
+    return read_number(f, "a number of MiB in (0, 1024]",
+                       [](double x) { return x > 0 && x <= 1024; });
+  });
+  t.backbone.name = read_model(section, root, t);
+  check_mlp_input(section, root, t);
+  read_if(section, "optimizer", t.pretrain.optimizer,
+          [&](const field& f) { return read_optimizer(f, t.pretrain.optimizer); });
+  if (auto f = section.get("nodes"))
+    s.nodes = read_nodes(*f, t, s.workers);
+  // The whole model, one stage, W replicas: see the header.
+  topology::pipeline_stage workers{0, layers.size(), s.workers, "", s.nodes};
+  t.pipeline = {workers};
+  t.schedule = encode_scalars(s);
+}
+
+/// Workers do not checkpoint yet: refuse what would need them.
+void check(const field& root, const topology& t) {
+  if (!t.faults.empty())
+    root.require("faults").fail("faults and recovery are not implemented for job: "
+                                "data-parallel yet (its workers do not checkpoint); remove "
+                                "'faults'");
+  if (t.runtime.checkpoint_every > 0) {
+    auto runtime = root.get("runtime");
+    auto key = runtime ? runtime->get("checkpoint_every") : std::nullopt;
+    (key ? *key : root).fail("runtime.checkpoint_every: checkpoints are not implemented for "
+                             "job: data-parallel yet (expected 0)");
+  }
+}
+
+std::vector<std::string> worker_names(const topology& t) {
+  std::vector<std::string> names;
+  for (int32_t w = 0; w < data_parallel_settings_of(t).workers; ++w)
+    names.push_back(worker_name(w));
+  return names;
+}
+
+size_t worker_count(const topology& t) {
+  return static_cast<size_t>(data_parallel_settings_of(t).workers);
+}
+
+// Each worker sends to its successor on the ring only.
+fault_edges edges(const topology& t) {
+  fault_edges out;
+  auto names = worker_names(t);
+  out.from = names;
+  out.to = names;
+  for (size_t w = 0; w < names.size(); ++w)
+    out.receivers[names[w]] = {names[(w + 1) % names.size()]};
+  return out;
+}
+
+// One node per worker: round-robin gives each its own slot.
+void place(topology& t, const std::function<void(std::string&)>& place) {
+  auto& workers = t.pipeline.front();
+  workers.replica_nodes.resize(static_cast<size_t>(workers.replicas));
+  for (auto& node : workers.replica_nodes)
+    place(node);
+}
+
+// A worker whose node is lost is placed again (the others keep theirs).
+void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
+  for (auto& node : t.pipeline.front().replica_nodes)
+    if (!keep(node))
+      node.clear();
+}
+
+} // namespace
+
+data_parallel_settings data_parallel_settings_of(const topology& t) {
+  data_parallel_settings s;
+  if (t.pipeline.empty())
+    return s;
+  const auto& workers = t.pipeline.front();
+  s.workers = workers.replicas;
+  for (int32_t w = 0; w < workers.replicas; ++w)
+    s.nodes.push_back(workers.node_of(w));
+  auto scalars = YAML::Load(t.schedule);
+  s.exchange = scalars["exchange"].as<std::string>();
+  s.bucket_mb = scalars["bucket_mb"].as<double>();
+  return s;
+}
+
+std::string worker_name(int32_t worker) {
+  return "worker." + std::to_string(worker);
+}
+
+job_schema data_parallel_schema() {
+  job_schema schema;
+  schema.name = "data-parallel";
+  schema.section = "data_parallel";
+  schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "model", "optimizer",
+                                    "nodes"}},
+                 {"data_parallel.optimizer", {"lr", "momentum", "weight_decay"}}};
+  schema.lists = {"data_parallel.nodes"};
+  schema.parse = parse;
+  schema.check = check;
+  schema.trainable = worker_names;
+  schema.compute_actors = worker_count;
+  schema.edges = edges;
+  schema.place = place;
+  schema.forget = forget;
+  return schema;
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

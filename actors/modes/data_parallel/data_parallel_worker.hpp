@@ -1,0 +1,82 @@
+#pragma once
+
+// A data-parallel worker: the whole model, trained on its share of every
+// epoch, its gradients all-reduced over the ring with its peers every step
+// (synchronous, BSP).
+//
+// Data: a worker reads the dataset itself and trains its DistributedSampler
+// share (model::worker_share: the seeded epoch order, padded to a multiple
+// of W, every W-th sample from its index). No source deals to it: the
+// source's replica rule deals a step's microbatches by position, which is
+// not DistributedSampler's strided share, and a worker needs no credit
+// window for data it has in memory. Worker 0 evaluates on the test split.
+//
+// One step, on every worker alike:
+//
+//   forward + backward of its minibatch (mean loss)
+//     -> buckets (model::make_buckets) -> ring all-reduce (ring_exchange)
+//     -> sum / W (at::div) -> sgd_step_out_of_place of every parameter
+//
+// so that every worker holds the same weights, equal bit for bit to
+// model::run_data_parallel_local. After each epoch: worker 0 evaluates, and
+// every worker sends its epoch report (the group "workers" merges them);
+// at the end its trained count, its final report and (worker 0) its weights.
+// Faults and checkpoints are not supported yet (the schema refuses them).
+
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/config/role_spec.hpp"
+#include "actors/roles/role_type.hpp"
+#include "model/layered_model.hpp"
+#include "model/task.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+/// A worker's settings (role `data_parallel_worker`).
+struct data_parallel_worker_spec {
+  int32_t worker = 0;              ///< its index on the ring
+  int32_t workers = 1;             ///< W
+  model::model_spec model;         ///< mlp | convnet | resnet18; classes = the task's
+  model::task task;                ///< the labels it trains on
+  /// The data as a source would read it: dataset, limits, the per-worker
+  /// batch size, epochs and the order's seed (plan.batch_size, .epochs, .seed).
+  source_spec data;
+  model::optimizer_spec optimizer;
+  double bucket_mb = 25;           ///< gradient bucket cap (MiB)
+  int64_t eval_batch = 256;        ///< test samples per evaluation batch (worker 0)
+  int32_t threads = 1;             ///< torch threads of this actor
+  int32_t progress_every = 20;     ///< steps between progress messages (worker 0)
+};
+
+/// The settings as YAML (the `settings` of a planned actor).
+std::string to_yaml(const data_parallel_worker_spec& x);
+
+/// Parses to_yaml's text strictly: errc::bad_config on anything else.
+caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml);
+
+/// The model a worker trains (and the local reference): the mlp alone, or a
+/// backbone (convnet, resnet18) followed by its classifier "fc2". Its
+/// initial weights depend on `spec` only. Throws model::error.
+model::layered_model make_data_parallel_model(const model::model_spec& spec);
+
+/// Loads the worker's data and model and spawns a detached worker `name`.
+caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
+                                                     const std::string& name,
+                                                     const std::string& node,
+                                                     const data_parallel_worker_spec& spec);
+
+/// The `data_parallel_worker` role of a node's role table: parses the
+/// settings, checks its dataset directory against the node's data_dirs and
+/// spawns; starts nothing on any error.
+caf::expected<caf::actor> spawn_data_parallel_worker_role(caf::actor_system& sys,
+                                                          const spawn_args& args);
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors
