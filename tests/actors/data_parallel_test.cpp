@@ -87,6 +87,8 @@ TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
   EXPECT_NE(refusal("  model: vgg\n").find("dp.yaml:12"), std::string::npos);
   EXPECT_NE(refusal("  worker: 2\n").find("dp.yaml:12"), std::string::npos);
   EXPECT_NE(refusal("  optimizer: {lr: 0}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"), std::string::npos);
   EXPECT_NE(refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
   auto faults = refusal("  workers: 2\n",
                         "faults: [{kind: throw, actor: worker.0, at_step: 2}]\n");
@@ -263,6 +265,23 @@ TEST_F(data_parallel_run, embedded_equals_the_local_reference) {
     int64_t share = (200 + workers - 1) / workers;
     expect_exactly_once(actors, workers, 2 * ((share + 15) / 16));
   }
+}
+
+// Linear lr scaling with warmup (Goyal et al.): every worker computes the
+// same scheduled lr per step, as the reference does.
+TEST_F(data_parallel_run, scaled_and_warmed_up_lr_equals_the_local_reference) {
+  auto scaled = with(job(2), {"--set", "data_parallel.optimizer.lr_scaling=linear", "--set",
+                              "data_parallel.optimizer.base_batch=64", "--set",
+                              "data_parallel.optimizer.warmup_epochs=1.5"});
+  auto local = run_job(*dir_, with(scaled, {"--mode", "local"}), "scaled-local");
+  auto actors = run_job(*dir_, scaled, "scaled-embedded");
+  ASSERT_EQ(digests_by_actor(local, "data_parallel_worker").size(), 2u);
+  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"),
+            digests_by_actor(local, "data_parallel_worker"));
+  // And the schedule changes the result: the test can fail.
+  EXPECT_NE(digests_by_actor(local, "data_parallel_worker"),
+            digests_by_actor(run_job(*dir_, with(job(2), {"--mode", "local"}), "plain-local"),
+                             "data_parallel_worker"));
 }
 
 TEST_F(data_parallel_run, node_processes_equal_embedded) {

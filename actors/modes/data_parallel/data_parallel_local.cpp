@@ -27,6 +27,9 @@ model::data_parallel_spec reference_spec(const data_parallel_worker_spec& worker
   spec.seed = worker.data.plan.seed;
   spec.remainder = model::remainder_policy::pad;
   spec.optimizer = worker.optimizer;
+  spec.linear_scaling = worker.linear_scaling;
+  spec.base_batch = worker.base_batch;
+  spec.warmup_epochs = worker.warmup_epochs;
   spec.sum = model::summation::ring;
   spec.bucket_mb = worker.bucket_mb;
   spec.eval_batch = worker.eval_batch;

@@ -37,6 +37,9 @@ data_parallel_worker_spec worker_settings(const topology& t, const model::task& 
   spec.task = task;
   spec.data = make_source_spec(t);
   spec.optimizer = t.pretrain.optimizer;
+  spec.linear_scaling = settings.lr_scaling == "linear";
+  spec.base_batch = settings.base_batch;
+  spec.warmup_epochs = settings.warmup_epochs;
   spec.bucket_mb = settings.bucket_mb;
   spec.threads = t.runtime.stage_threads;
   spec.progress_every = t.runtime.progress_every;

@@ -21,8 +21,21 @@ const std::vector<std::string> worker_models{"mlp", "convnet", "resnet18"};
 std::string encode_scalars(const data_parallel_settings& s) {
   std::ostringstream out;
   out.precision(17);
-  out << "{exchange: " << s.exchange << ", bucket_mb: " << s.bucket_mb << "}";
+  out << "{exchange: " << s.exchange << ", bucket_mb: " << s.bucket_mb
+      << ", lr_scaling: " << s.lr_scaling << ", base_batch: " << s.base_batch
+      << ", warmup_epochs: " << s.warmup_epochs << "}";
   return out.str();
+}
+
+/// The large-minibatch keys of `data_parallel.optimizer`.
+void read_schedule(const field& section, data_parallel_settings& s) {
+  read_if(section, "lr_scaling", s.lr_scaling,
+          [](const field& f) { return read_choice(f, {"none", "linear"}); });
+  read_if(section, "base_batch", s.base_batch, positive_int64);
+  read_if(section, "warmup_epochs", s.warmup_epochs, [](const field& f) {
+    return read_number(f, "a number of epochs in [0, 1000]",
+                       [](double x) { return x >= 0 && x <= 1000; });
+  });
 }
 
 model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer) {
@@ -102,8 +115,10 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   });
   t.backbone.name = read_model(section, root, t);
   check_mlp_input(section, root, t);
-  read_if(section, "optimizer", t.pretrain.optimizer,
-          [&](const field& f) { return read_optimizer(f, t.pretrain.optimizer); });
+  if (auto f = section.get("optimizer")) {
+    t.pretrain.optimizer = read_optimizer(*f, t.pretrain.optimizer);
+    read_schedule(*f, s);
+  }
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
   // The whole model, one stage, W replicas: see the header.
@@ -176,6 +191,9 @@ data_parallel_settings data_parallel_settings_of(const topology& t) {
   auto scalars = YAML::Load(t.schedule);
   s.exchange = scalars["exchange"].as<std::string>();
   s.bucket_mb = scalars["bucket_mb"].as<double>();
+  s.lr_scaling = scalars["lr_scaling"].as<std::string>();
+  s.base_batch = scalars["base_batch"].as<int64_t>();
+  s.warmup_epochs = scalars["warmup_epochs"].as<double>();
   return s;
 }
 
@@ -189,7 +207,8 @@ job_schema data_parallel_schema() {
   schema.section = "data_parallel";
   schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "model", "optimizer",
                                     "nodes"}},
-                 {"data_parallel.optimizer", {"lr", "momentum", "weight_decay"}}};
+                 {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
+                                              "base_batch", "warmup_epochs"}}};
   schema.lists = {"data_parallel.nodes"};
   schema.parse = parse;
   schema.check = check;

@@ -13,7 +13,8 @@
 //                        replicas are the workers (replicas = W, their nodes)
 //   t.pretrain.optimizer the optimizer (as job: pipeline uses it)
 //   t.backbone.name      the model (data_parallel.model)
-//   t.schedule           "{exchange: ring, bucket_mb: 25}" (YAML)
+//   t.schedule           "{exchange: ring, bucket_mb: 25, lr_scaling: none,
+//                        base_batch: 256, warmup_epochs: 0}" (YAML)
 // Moving them to a `topology::data_parallel` struct touches this file's
 // parse/settings_of and nothing else.
 
@@ -35,6 +36,11 @@ struct data_parallel_settings {
   int32_t workers = 2;            ///< W: worker actors, each with the whole model
   std::string exchange = "ring";  ///< ring (all-reduce); ps is not implemented yet
   double bucket_mb = 25;          ///< gradient bucket cap in MiB (DDP's bucket_cap_mb)
+  /// optimizer.lr_scaling: "linear" multiplies the lr by W x batch_size /
+  /// base_batch (Goyal et al.); "none" keeps it.
+  std::string lr_scaling = "none";
+  int64_t base_batch = 256;       ///< optimizer.base_batch: the batch the lr is for
+  double warmup_epochs = 0;       ///< optimizer.warmup_epochs: linear ramp to the target lr
   std::vector<std::string> nodes; ///< node of each worker ("" embedded / not placed)
 };
 

@@ -47,7 +47,10 @@ struct data_parallel_worker_spec {
   /// The data as a source would read it: dataset, limits, the per-worker
   /// batch size, epochs and the order's seed (plan.batch_size, .epochs, .seed).
   source_spec data;
-  model::optimizer_spec optimizer;
+  model::optimizer_spec optimizer; ///< lr: the schedule's base lr
+  bool linear_scaling = false;     ///< lr x W x batch_size / base_batch
+  int64_t base_batch = 256;
+  double warmup_epochs = 0;        ///< linear warmup to the scaled lr
   double bucket_mb = 25;           ///< gradient bucket cap (MiB)
   int64_t eval_batch = 256;        ///< test samples per evaluation batch (worker 0)
   int32_t threads = 1;             ///< torch threads of this actor

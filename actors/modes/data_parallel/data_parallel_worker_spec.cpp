@@ -59,16 +59,19 @@ data_parallel_worker_spec decode(const YAML::Node& n) {
   x.optimizer.lr = n["optimizer"]["lr"].as<double>();
   x.optimizer.momentum = n["optimizer"]["momentum"].as<double>();
   x.optimizer.weight_decay = n["optimizer"]["weight_decay"].as<double>();
+  x.linear_scaling = n["linear_scaling"].as<bool>();
+  x.base_batch = n["base_batch"].as<int64_t>();
+  x.warmup_epochs = n["warmup_epochs"].as<double>();
   x.bucket_mb = n["bucket_mb"].as<double>();
   x.eval_batch = n["eval_batch"].as<int64_t>();
   x.threads = n["threads"].as<int32_t>();
   x.progress_every = n["progress_every"].as<int32_t>();
   if (x.workers < 1 || x.worker < 0 || x.worker >= x.workers)
     throw std::runtime_error("need 0 <= worker < workers");
-  if (!(x.bucket_mb > 0) || x.eval_batch < 1 || x.threads < 1 || x.progress_every < 1 ||
-      !(x.optimizer.lr > 0))
-    throw std::runtime_error("bucket_mb, eval_batch, threads, progress_every and lr must be "
-                             "positive");
+  if (!(x.bucket_mb > 0) || x.base_batch < 1 || !(x.warmup_epochs >= 0) || x.eval_batch < 1 ||
+      x.threads < 1 || x.progress_every < 1 || !(x.optimizer.lr > 0))
+    throw std::runtime_error("bucket_mb, base_batch, eval_batch, threads, progress_every and "
+                             "lr must be positive, warmup_epochs not negative");
   return x;
 }
 
@@ -85,6 +88,9 @@ std::string to_yaml(const data_parallel_worker_spec& x) {
   n["optimizer"]["lr"] = x.optimizer.lr;
   n["optimizer"]["momentum"] = x.optimizer.momentum;
   n["optimizer"]["weight_decay"] = x.optimizer.weight_decay;
+  n["linear_scaling"] = x.linear_scaling;
+  n["base_batch"] = x.base_batch;
+  n["warmup_epochs"] = x.warmup_epochs;
   n["bucket_mb"] = x.bucket_mb;
   n["eval_batch"] = x.eval_batch;
   n["threads"] = x.threads;
