@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
@@ -142,6 +143,27 @@ TEST(data_parallel_plan, places_one_worker_per_node) {
   ASSERT_EQ(p.actors.size(), 2u);
   EXPECT_NE(p.actors[0].node, p.actors[1].node);
   EXPECT_FALSE(p.actors[0].node.empty());
+}
+
+TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
+  auto p = plan_for("  workers: 3\n  bucket_mb: 0.5\n");
+  ASSERT_EQ(p.actors.size(), 3u);
+  auto spec = parse_data_parallel_worker_spec(p.actors[2].settings);
+  ASSERT_TRUE(spec) << baton::describe(spec.error());
+  EXPECT_EQ(spec->worker, 2);
+  EXPECT_EQ(spec->workers, 3);
+  EXPECT_EQ(spec->bucket_mb, 0.5);
+  EXPECT_EQ(spec->model.name, "convnet");
+  EXPECT_EQ(spec->data.plan.batch_size, 16);
+  EXPECT_EQ(to_yaml(*spec), p.actors[2].settings);
+  auto two = p.actors[2].settings; // worker 2 of 2 workers
+  two.replace(two.find("workers: 3"), 10, "workers: 2");
+  for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
+                                 two}) {
+    auto refused = parse_data_parallel_worker_spec(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
+  }
 }
 
 // -- one worker's side of the ring --------------------------------------------------
@@ -291,9 +313,19 @@ TEST_F(data_parallel_run, node_processes_equal_embedded) {
   ASSERT_EQ(digests.size(), 2u);
   EXPECT_EQ(digests_by_actor(nodes, "data_parallel_worker"), digests);
   EXPECT_EQ(digests.begin()->second, digests.rbegin()->second); // every worker alike
-  // Bytes on the ring: each worker sent 2 (W - 1) / W of the gradient per step.
-  bool counted = false;
-  for (const auto& e : nodes.at("edges"))
-    counted = counted || (e.at("from") == "worker.0" && e.at("bytes").get<int64_t>() > 0);
-  EXPECT_TRUE(counted) << nodes.at("edges").dump();
+  // Bytes on the ring: per step and bucket, every chunk but two (W = 2: one
+  // of two chunks), model::ring_bytes_sent; 2 epochs of 7 steps (100 / 16).
+  baton::model::model_spec convnet;
+  convnet.name = "convnet";
+  auto layout = baton::model::make_flat_layout(make_data_parallel_model(convnet));
+  for (int32_t w = 0; w < 2; ++w) {
+    int64_t per_step = 0;
+    for (const auto& b : baton::model::make_buckets(layout, 25))
+      per_step += baton::model::ring_bytes_sent(b.numel, 4, w, 2);
+    int64_t bytes = -1;
+    for (const auto& e : nodes.at("edges"))
+      if (e.at("from") == "worker." + std::to_string(w))
+        bytes = e.at("bytes").get<int64_t>();
+    EXPECT_EQ(bytes, 14 * per_step) << nodes.at("edges").dump();
+  }
 }
