@@ -5,6 +5,7 @@
 // error naming the file, the line and what was expected (errc::bad_config).
 // See configs/transfer.yaml for every key with its meaning.
 
+#include <any>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -175,6 +176,12 @@ struct topology {
   std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
   bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
   std::vector<pipeline_stage> pipeline; ///< from `pipeline.stages`; empty unless job: pipeline
+
+  /// The job's own settings, as its mode's `job_schema::parse` stored them
+  /// (a struct of the mode's, e.g. data_parallel_settings): the parser knows
+  /// no mode, and a mode reads its own with std::any_cast. Empty for a mode
+  /// whose settings are the fields above (transfer, pipeline).
+  std::any mode_settings;
 
   runtime_settings runtime;
   std::vector<fault_spec> faults;

@@ -28,7 +28,7 @@ constexpr int64_t max_message_bytes = int64_t{64} << 20;
 
 data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
                                           int32_t worker) {
-  auto settings = data_parallel_settings_of(t);
+  const auto& settings = data_parallel_settings_of(t);
   data_parallel_worker_spec spec;
   spec.worker = worker;
   spec.workers = settings.workers;
@@ -36,7 +36,7 @@ data_parallel_worker_spec worker_settings(const topology& t, const model::task& 
   spec.model.classes = task.classes;
   spec.task = task;
   spec.data = make_source_spec(t);
-  spec.optimizer = t.pretrain.optimizer;
+  spec.optimizer = settings.optimizer;
   spec.linear_scaling = settings.lr_scaling == "linear";
   spec.base_batch = settings.base_batch;
   spec.warmup_epochs = settings.warmup_epochs;
@@ -51,7 +51,7 @@ caf::expected<job_plan> plan_data_parallel(const topology& t) {
   if (task == nullptr)
     return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
                                           "' is not one of the topology's tasks");
-  auto settings = data_parallel_settings_of(t);
+  const auto& settings = data_parallel_settings_of(t);
   try {
     auto bytes = largest_chunk_bytes(worker_settings(t, *task, 0));
     if (settings.workers > 1 && bytes > max_message_bytes)

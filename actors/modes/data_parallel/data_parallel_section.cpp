@@ -1,9 +1,6 @@
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 
 #include <algorithm>
-#include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 namespace baton::actors {
 inline namespace modes {
@@ -16,16 +13,6 @@ using namespace detail;
 
 /// The models a worker can hold whole: built by make_data_parallel_model.
 const std::vector<std::string> worker_models{"mlp", "convnet", "resnet18"};
-
-/// `t.schedule` as the section's scalars (see the header: where it is kept).
-std::string encode_scalars(const data_parallel_settings& s) {
-  std::ostringstream out;
-  out.precision(17);
-  out << "{exchange: " << s.exchange << ", bucket_mb: " << s.bucket_mb
-      << ", lr_scaling: " << s.lr_scaling << ", base_batch: " << s.base_batch
-      << ", warmup_epochs: " << s.warmup_epochs << "}";
-  return out.str();
-}
 
 /// The large-minibatch keys of `data_parallel.optimizer`.
 void read_schedule(const field& section, data_parallel_settings& s) {
@@ -99,7 +86,7 @@ std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t w
 }
 
 // `data_parallel:` (job: data-parallel only; absent: every default).
-void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+void parse(const field& root, const std::vector<std::string>&, topology& t) {
   field section = root.section("data_parallel");
   data_parallel_settings s;
   if (!section.is_null())
@@ -115,16 +102,19 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   });
   t.backbone.name = read_model(section, root, t);
   check_mlp_input(section, root, t);
+  s.optimizer = t.pretrain.optimizer;
   if (auto f = section.get("optimizer")) {
-    t.pretrain.optimizer = read_optimizer(*f, t.pretrain.optimizer);
+    s.optimizer = read_optimizer(*f, s.optimizer);
     read_schedule(*f, s);
   }
+  s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
-  // The whole model, one stage, W replicas: see the header.
-  topology::pipeline_stage workers{0, layers.size(), s.workers, "", s.nodes};
-  t.pipeline = {workers};
-  t.schedule = encode_scalars(s);
+  t.mode_settings = std::move(s);
+}
+
+data_parallel_settings& settings_of(topology& t) {
+  return std::any_cast<data_parallel_settings&>(t.mode_settings);
 }
 
 /// Workers do not checkpoint yet: refuse what would need them.
@@ -165,36 +155,21 @@ fault_edges edges(const topology& t) {
 
 // One node per worker: round-robin gives each its own slot.
 void place(topology& t, const std::function<void(std::string&)>& place) {
-  auto& workers = t.pipeline.front();
-  workers.replica_nodes.resize(static_cast<size_t>(workers.replicas));
-  for (auto& node : workers.replica_nodes)
+  for (auto& node : settings_of(t).nodes)
     place(node);
 }
 
 // A worker whose node is lost is placed again (the others keep theirs).
 void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  for (auto& node : t.pipeline.front().replica_nodes)
+  for (auto& node : settings_of(t).nodes)
     if (!keep(node))
       node.clear();
 }
 
 } // namespace
 
-data_parallel_settings data_parallel_settings_of(const topology& t) {
-  data_parallel_settings s;
-  if (t.pipeline.empty())
-    return s;
-  const auto& workers = t.pipeline.front();
-  s.workers = workers.replicas;
-  for (int32_t w = 0; w < workers.replicas; ++w)
-    s.nodes.push_back(workers.node_of(w));
-  auto scalars = YAML::Load(t.schedule);
-  s.exchange = scalars["exchange"].as<std::string>();
-  s.bucket_mb = scalars["bucket_mb"].as<double>();
-  s.lr_scaling = scalars["lr_scaling"].as<std::string>();
-  s.base_batch = scalars["base_batch"].as<int64_t>();
-  s.warmup_epochs = scalars["warmup_epochs"].as<double>();
-  return s;
+const data_parallel_settings& data_parallel_settings_of(const topology& t) {
+  return std::any_cast<const data_parallel_settings&>(t.mode_settings);
 }
 
 std::string worker_name(int32_t worker) {

@@ -3,25 +3,15 @@
 // The topology of job: data-parallel, as its mode reads it: the
 // `data_parallel:` section (workers, exchange, gradient buckets, model,
 // optimizer, placement), its worker actors' names, edges and placement.
-//
-// Where the section is kept: topology.hpp has no data-parallel field yet
-// (adding one rebuilds every unit of actors/, left to the session that adds
-// the parameter server). Until then the section lives in fields that job:
-// data-parallel does not otherwise use, read and written only here (through
-// data_parallel_settings_of) and by nothing else:
-//   t.pipeline           one entry: the whole model as one stage whose
-//                        replicas are the workers (replicas = W, their nodes)
-//   t.pretrain.optimizer the optimizer (as job: pipeline uses it)
-//   t.backbone.name      the model (data_parallel.model)
-//   t.schedule           "{exchange: ring, bucket_mb: 25, lr_scaling: none,
-//                        base_batch: 256, warmup_epochs: 0}" (YAML)
-// Moving them to a `topology::data_parallel` struct touches this file's
-// parse/settings_of and nothing else.
+// The section is kept in topology::mode_settings as a
+// data_parallel_settings (data_parallel_settings_of reads it); the model
+// it names replaces backbone.model.
 
 #include <string>
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
+#include "model/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -41,12 +31,17 @@ struct data_parallel_settings {
   std::string lr_scaling = "none";
   int64_t base_batch = 256;       ///< optimizer.base_batch: the batch the lr is for
   double warmup_epochs = 0;       ///< optimizer.warmup_epochs: linear ramp to the target lr
-  std::vector<std::string> nodes; ///< node of each worker ("" embedded / not placed)
+  /// `data_parallel.optimizer` (lr, momentum, weight_decay), over the
+  /// defaults of backbone.pretrain.optimizer.
+  model::optimizer_spec optimizer;
+  /// The node of each worker: as `nodes` lists them, else filled by
+  /// placement ("" when embedded).
+  std::vector<std::string> nodes;
 };
 
-/// The section of a topology parsed with job: data-parallel. Precondition:
-/// t.job == "data-parallel" (the parser filled the fields it is kept in).
-data_parallel_settings data_parallel_settings_of(const topology& t);
+/// The section of a topology parsed with job: data-parallel (throws
+/// std::bad_any_cast for a topology of another job).
+const data_parallel_settings& data_parallel_settings_of(const topology& t);
 
 /// Worker w's actor name: "worker.W" (the result group merges "worker.*").
 std::string worker_name(int32_t worker);
