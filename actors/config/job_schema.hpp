@@ -68,6 +68,10 @@ void check_section(const field& f);
 /// A `node:` or `place:` entry: it must name a node listed under `nodes`.
 std::string read_node(const field& f, const std::vector<node_address>& nodes);
 
+/// An optimizer section's lr, momentum and weight_decay over `optimizer`
+/// (its other keys are the section's own, checked by check_section).
+model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer);
+
 /// "at most 64 heads": a limit, as list errors state it.
 std::string at_most(size_t most, const std::string& what);
 

@@ -171,6 +171,21 @@ std::string detail::read_node(const field& f, const std::vector<node_address>& n
   return name;
 }
 
+model::optimizer_spec detail::read_optimizer(const field& section,
+                                             model::optimizer_spec optimizer) {
+  check_section(section);
+  read_if(section, "lr", optimizer.lr, [](const field& f) {
+    return read_number(f, "a positive number", [](double x) { return x > 0; });
+  });
+  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
+    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
+  });
+  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
+    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
+  });
+  return optimizer;
+}
+
 namespace {
 
 const model::task& read_task(const field& f, const topology& t) {
@@ -329,18 +344,7 @@ std::optional<job_length> length_of(std::optional<int64_t> samples, const topolo
 }
 
 model::optimizer_spec parse_optimizer(const field& section) {
-  check_section(section);
-  model::optimizer_spec optimizer;
-  read_if(section, "lr", optimizer.lr, [](const field& f) {
-    return read_number(f, "a positive number", [](double x) { return x > 0; });
-  });
-  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
-    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
-  });
-  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
-    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
-  });
-  return optimizer;
+  return read_optimizer(section, {});
 }
 
 // A task maps each class of the dataset to a task class: the map has one

@@ -49,6 +49,18 @@ caf::expected<std::optional<link_spec>> link_of(const run_request& r) {
   return spec;
 }
 
+/// What the coordinator takes from the request and the mode.
+run_options options_of(const run_request& r, const run_record& record, const actor_job& job) {
+  run_options options;
+  options.progress_tty = r.progress_tty;
+  options.interrupted = r.interrupted;
+  options.trace = !r.trace_out.empty();
+  options.resume_dir = r.resume_dir;
+  options.record = record;
+  options.roles = job.roles;
+  return options;
+}
+
 } // namespace
 
 caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job) {
@@ -96,15 +108,9 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
   configure(cfg, settings_of(t));
   caf::actor_system sys{cfg};
   install_framed_transport(sys); // BASP's own port checks frame lengths too
-  run_options options;
-  options.progress_tty = r.progress_tty;
-  options.interrupted = r.interrupted;
-  options.trace = !r.trace_out.empty();
-  options.resume_dir = r.resume_dir;
-  options.record = *record;
+  run_options options = options_of(r, *record, job);
   if (checkpoints)
     options.temporary_checkpoint_dir = checkpoints->path();
-  options.roles = job.roles;
   auto result = run_actor_job(sys, t, *plan, options);
   if (cluster)
     cluster->stop();

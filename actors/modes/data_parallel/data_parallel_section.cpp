@@ -25,20 +25,6 @@ void read_schedule(const field& section, data_parallel_settings& s) {
   });
 }
 
-model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer) {
-  check_section(section);
-  read_if(section, "lr", optimizer.lr, [](const field& f) {
-    return read_number(f, "a positive number", [](double x) { return x > 0; });
-  });
-  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
-    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
-  });
-  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
-    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
-  });
-  return optimizer;
-}
-
 /// `data_parallel.model`, else `backbone.model` when a worker can hold it.
 std::string read_model(const field& section, const field& root, const topology& t) {
   if (auto f = section.get("model"))
