@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/roles/source.hpp"
+#include "actors/runtime/spawner.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -32,6 +33,19 @@ model::progress_fn log_progress(const std::string& what) {
     *last = now;
     spdlog::info("{} {}: epoch {} {} samples, loss {:.4f}", what, name, epoch + 1, samples, loss);
   };
+}
+
+job_result local_result(const topology& t, const std::string& node,
+                        std::chrono::steady_clock::time_point started,
+                        std::chrono::steady_clock::time_point training_started) {
+  auto ended = std::chrono::steady_clock::now();
+  job_result out;
+  out.job = t.job;
+  out.mode = "local";
+  out.nodes.push_back(current_node_report(node));
+  out.wall_seconds = std::chrono::duration<double>(ended - started).count();
+  out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
+  return out;
 }
 
 } // namespace runtime

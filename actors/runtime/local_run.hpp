@@ -4,6 +4,7 @@
 // pre-training): the machine's cores, the topology's data as its source
 // reads it, and progress in the log.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/runtime/job_result.hpp"
 #include "model/dataset.hpp"
 #include "model/local.hpp"
 
@@ -28,6 +30,13 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topolog
 /// Logs the progress of a one-process run every 5 s at most, as "WHAT NAME:
 /// epoch E N samples, loss L".
 model::progress_fn log_progress(const std::string& what);
+
+/// A one-process run's result before its reports: `t`'s job, mode
+/// "local", this process's usage as node `node`, and the wall and training
+/// seconds from `started` and `training_started` until now.
+job_result local_result(const topology& t, const std::string& node,
+                        std::chrono::steady_clock::time_point started,
+                        std::chrono::steady_clock::time_point training_started);
 
 } // namespace runtime
 } // namespace baton::actors

@@ -9,7 +9,6 @@
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
-#include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
 #include "model/data_parallel.hpp"
 
@@ -86,14 +85,8 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);
-    job_result out;
-    out.job = t.job;
-    out.mode = "local";
+    auto out = local_result(t, "local", started, training_started);
     report(worker, result, out);
-    out.nodes.push_back(current_node_report("local"));
-    auto ended = std::chrono::steady_clock::now();
-    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
-    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime/local_run.hpp"
-#include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
 #include "model/checkpoint.hpp"
 #include "model/local.hpp"
@@ -105,14 +104,8 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
       spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
                    100 * trained.epochs.back().test_accuracy);
     }
-    job_result out;
-    out.job = t.job;
-    out.mode = "local";
+    auto out = local_result(t, "local", started, training_started);
     report_stages(t, *task, whole, trainer.version(), trained, out);
-    out.nodes.push_back(current_node_report("local"));
-    auto ended = std::chrono::steady_clock::now();
-    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
-    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

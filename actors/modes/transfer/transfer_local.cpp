@@ -14,7 +14,6 @@
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
-#include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
 #include "model/checkpoint.hpp"
 #include "model/local.hpp"
@@ -45,12 +44,8 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
     auto training_started = std::chrono::steady_clock::now();
     auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
                                              log_progress("local"));
-    auto ended = std::chrono::steady_clock::now();
-    job_result out;
-    out.job = t.job;
-    out.wall_seconds = std::chrono::duration<double>(ended - started).count();
-    out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
-    out.mode = "local";
+    auto out = local_result(t, r.only_head.empty() ? "local" : r.only_head, started,
+                            training_started);
     for (const auto& h : results) {
       messages::actor_report rep;
       rep.actor = h.name;
@@ -67,7 +62,6 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
       out.heads.push_back(rep);
       out.actors.push_back(rep);
     }
-    out.nodes.push_back(current_node_report(r.only_head.empty() ? "local" : r.only_head));
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
