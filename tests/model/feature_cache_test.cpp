@@ -12,20 +12,10 @@
 #include "model/local.hpp"
 
 using namespace baton::model;
-using baton::model::testing::tiny_norm;
-using baton::model::testing::tiny_norm_model;
+using baton::model::testing::batch_only_bn_model;
+using baton::model::testing::bn_model;
 
 namespace {
-
-/// The tiny model with batch norm after fc1 (running statistics).
-layered_model bn_model() {
-  return tiny_norm_model(tiny_norm::running);
-}
-
-/// The same with batch statistics only, which a cache must refuse.
-layered_model batch_only_bn_model() {
-  return tiny_norm_model(tiny_norm::batch_only);
-}
 
 const dataset& train_data() {
   static const dataset d = make_synthetic(64, 1, 28, 28, 10, 3);

@@ -11,20 +11,10 @@
 #include "tests/model/tiny_model.hpp"
 
 using namespace baton::model;
-using baton::model::testing::tiny_norm;
-using baton::model::testing::tiny_norm_model;
+using baton::model::testing::batch_only_bn_model;
+using baton::model::testing::bn_model;
 
 namespace {
-
-/// The tiny model with batch norm after fc1 (running statistics).
-layered_model bn_model() {
-  return tiny_norm_model(tiny_norm::running);
-}
-
-/// The same with batch statistics only, which a cache must refuse.
-layered_model batch_only_bn_model() {
-  return tiny_norm_model(tiny_norm::batch_only);
-}
 
 adaptive_freeze_options every_step(double percentile = 50, int32_t max_frozen = -1) {
   adaptive_freeze_options o;

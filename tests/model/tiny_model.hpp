@@ -38,4 +38,14 @@ inline layered_model tiny_model() {
   return tiny_norm_model(tiny_norm::none);
 }
 
+/// With batch norm after fc1 (running statistics).
+inline layered_model bn_model() {
+  return tiny_norm_model(tiny_norm::running);
+}
+
+/// With batch statistics only, which a feature cache must refuse.
+inline layered_model batch_only_bn_model() {
+  return tiny_norm_model(tiny_norm::batch_only);
+}
+
 } // namespace baton::model::testing
