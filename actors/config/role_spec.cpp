@@ -1,15 +1,12 @@
 #include "actors/config/role_spec.hpp"
 
-#include <yaml-cpp/yaml.h>
-
+#include "actors/config/role_spec_yaml.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
 inline namespace config {
 
-namespace {
-
-// -- encoding ------------------------------------------------------------------
+// -- the pieces a mode's settings nest (role_spec_yaml.hpp) ---------------------
 
 YAML::Node encode(const model::model_spec& x) {
   YAML::Node n;
@@ -38,31 +35,12 @@ YAML::Node encode(const model::optimizer_spec& x) {
   return n;
 }
 
-YAML::Node encode(const recovery_spec& x) {
-  YAML::Node n;
-  n["checkpoint_dir"] = x.checkpoint_dir;
-  n["checkpoint_every"] = x.checkpoint_every;
-  n["restore_step"] = x.restore_step;
-  n["throw_at_step"] = x.throw_at_step;
-  n["notify_from_step"] = x.notify_from_step;
-  return n;
-}
-
-YAML::Node encode(const run_settings& x) {
-  YAML::Node n;
-  n["recovery"] = encode(x.recovery);
-  n["trace"] = x.trace;
-  return n;
-}
-
 std::string dump(const YAML::Node& n) {
   YAML::Emitter out;
   out.SetDoublePrecision(17);
   out << n;
   return out.c_str();
 }
-
-// -- decoding (throws YAML::Exception; callers turn it into an error) ---------
 
 model::model_spec decode_model(const YAML::Node& n) {
   model::model_spec x;
@@ -82,6 +60,31 @@ model::optimizer_spec decode_optimizer(const YAML::Node& n) {
   x.weight_decay = n["weight_decay"].as<double>();
   return x;
 }
+
+model::task decode_task(const YAML::Node& n) {
+  return model::make_task(n["name"].as<std::string>(), n["labels"].as<std::vector<int64_t>>());
+}
+
+namespace {
+
+YAML::Node encode(const recovery_spec& x) {
+  YAML::Node n;
+  n["checkpoint_dir"] = x.checkpoint_dir;
+  n["checkpoint_every"] = x.checkpoint_every;
+  n["restore_step"] = x.restore_step;
+  n["throw_at_step"] = x.throw_at_step;
+  n["notify_from_step"] = x.notify_from_step;
+  return n;
+}
+
+YAML::Node encode(const run_settings& x) {
+  YAML::Node n;
+  n["recovery"] = encode(x.recovery);
+  n["trace"] = x.trace;
+  return n;
+}
+
+// -- decoding (throws YAML::Exception; callers turn it into an error) ---------
 
 recovery_spec decode_recovery(const YAML::Node& n) {
   recovery_spec x;
@@ -253,8 +256,7 @@ caf::expected<source_spec> parse_source_spec(const std::string& yaml) {
     x.plan.epochs = n["epochs"].as<int32_t>();
     x.plan.seed = std::stoull(n["seed"].as<std::string>());
     for (const auto& t : n["tasks"])
-      x.tasks.push_back(model::make_task(t["name"].as<std::string>(),
-                                         t["labels"].as<std::vector<int64_t>>()));
+      x.tasks.push_back(decode_task(t));
     x.window = n["window"].as<int32_t>();
     x.start_step = decode_run(n["run"]).recovery.restore_step;
     if (x.window < 1 || x.plan.batch_size < 1 || x.plan.microbatches < 1 || x.start_step < 0)
@@ -283,9 +285,7 @@ caf::expected<head_role_spec> parse_head_spec(const std::string& yaml) {
   return parse<head_role_spec>(yaml, "head", [](const YAML::Node& n) {
     head_role_spec x;
     x.head.name = n["name"].as<std::string>();
-    const auto& t = n["task"];
-    x.head.task_def = model::make_task(t["name"].as<std::string>(),
-                                       t["labels"].as<std::vector<int64_t>>());
+    x.head.task_def = decode_task(n["task"]);
     x.head.model = decode_model(n["model"]);
     x.head.optimizer = decode_optimizer(n["optimizer"]);
     x.threads = n["threads"].as<int32_t>();

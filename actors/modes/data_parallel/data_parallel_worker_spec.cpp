@@ -1,12 +1,11 @@
-// The settings codec of the data-parallel worker (YAML, as role_spec.cpp
-// writes the other roles'; its data part is a source's settings).
+// The settings codec of the data-parallel worker: YAML, with role_spec's
+// pieces (model, task, optimizer); its data part is a source's settings.
 
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 
 #include <stdexcept>
 
-#include <yaml-cpp/yaml.h>
-
+#include "actors/config/role_spec_yaml.hpp"
 #include "messages/errc.hpp"
 #include "model/local.hpp"
 
@@ -16,21 +15,9 @@ inline namespace data_parallel {
 
 namespace {
 
-YAML::Node encode_model(const model::model_spec& x) {
-  YAML::Node n;
-  n["name"] = x.name;
-  n["classes"] = x.classes;
-  n["in_channels"] = x.in_channels;
-  n["seed"] = std::to_string(x.seed); // 64-bit unsigned: as text
-  return n;
-}
-
-model::model_spec decode_model(const YAML::Node& n) {
-  model::model_spec x;
-  x.name = n["name"].as<std::string>();
-  x.classes = n["classes"].as<int64_t>();
-  x.in_channels = n["in_channels"].as<int64_t>();
-  x.seed = std::stoull(n["seed"].as<std::string>());
+/// The models a worker holds whole (make_data_parallel_model).
+model::model_spec decode_worker_model(const YAML::Node& n) {
+  auto x = decode_model(n);
   if (x.name != "mlp" && x.name != "convnet" && x.name != "resnet18")
     throw std::runtime_error("unknown worker model '" + x.name + "'");
   if (x.classes < 1 || x.in_channels < 1)
@@ -38,27 +25,17 @@ model::model_spec decode_model(const YAML::Node& n) {
   return x;
 }
 
-std::string dump(const YAML::Node& n) {
-  YAML::Emitter out;
-  out.SetDoublePrecision(17);
-  out << n;
-  return out.c_str();
-}
-
 data_parallel_worker_spec decode(const YAML::Node& n) {
   data_parallel_worker_spec x;
   x.worker = n["worker"].as<int32_t>();
   x.workers = n["workers"].as<int32_t>();
-  x.model = decode_model(n["model"]);
-  x.task = model::make_task(n["task"]["name"].as<std::string>(),
-                            n["task"]["labels"].as<std::vector<int64_t>>());
+  x.model = decode_worker_model(n["model"]);
+  x.task = decode_task(n["task"]);
   auto data = parse_source_spec(dump(n["data"]));
   if (!data)
     throw std::runtime_error(describe(data.error()));
   x.data = std::move(*data);
-  x.optimizer.lr = n["optimizer"]["lr"].as<double>();
-  x.optimizer.momentum = n["optimizer"]["momentum"].as<double>();
-  x.optimizer.weight_decay = n["optimizer"]["weight_decay"].as<double>();
+  x.optimizer = decode_optimizer(n["optimizer"]);
   x.linear_scaling = n["linear_scaling"].as<bool>();
   x.base_batch = n["base_batch"].as<int64_t>();
   x.warmup_epochs = n["warmup_epochs"].as<double>();
@@ -81,13 +58,10 @@ std::string to_yaml(const data_parallel_worker_spec& x) {
   YAML::Node n;
   n["worker"] = x.worker;
   n["workers"] = x.workers;
-  n["model"] = encode_model(x.model);
-  n["task"]["name"] = x.task.name;
-  n["task"]["labels"] = x.task.label_map;
+  n["model"] = encode(x.model);
+  n["task"] = encode(x.task);
   n["data"] = YAML::Load(to_yaml(x.data));
-  n["optimizer"]["lr"] = x.optimizer.lr;
-  n["optimizer"]["momentum"] = x.optimizer.momentum;
-  n["optimizer"]["weight_decay"] = x.optimizer.weight_decay;
+  n["optimizer"] = encode(x.optimizer);
   n["linear_scaling"] = x.linear_scaling;
   n["base_batch"] = x.base_batch;
   n["warmup_epochs"] = x.warmup_epochs;

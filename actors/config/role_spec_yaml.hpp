@@ -1,0 +1,31 @@
+#pragma once
+
+// The YAML pieces of the role settings codec (role_spec.cpp) that a mode's
+// own role settings nest: a model, an optimizer, a task. Decoders throw
+// YAML::Exception or std::exception; the spec parsers turn that into
+// errc::bad_config.
+
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "model/layered_model.hpp"
+#include "model/task.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+inline namespace config {
+
+YAML::Node encode(const model::model_spec& x);
+YAML::Node encode(const model::optimizer_spec& x);
+YAML::Node encode(const model::task& x);
+
+model::model_spec decode_model(const YAML::Node& n);
+model::optimizer_spec decode_optimizer(const YAML::Node& n);
+model::task decode_task(const YAML::Node& n);
+
+/// `n` as text, doubles with all 17 digits (a round trip keeps every bit).
+std::string dump(const YAML::Node& n);
+
+} // namespace config
+} // namespace baton::actors
