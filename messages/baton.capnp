@@ -145,6 +145,15 @@ struct ActorReport {
   # measure them; an older reader drops only these figures).
   computeCpuSeconds @14 :Float64;
   processCpuSeconds @15 :Float64;
+  # Role-specific figures and events (JSON objects): a worker's time split,
+  # a cache's counts, freezing decisions. An older reader drops them only.
+  figures @16 :List(NamedFigure);
+  events @17 :List(Text);
+}
+
+struct NamedFigure {
+  name @0 :Text;
+  value @1 :Float64;
 }
 
 struct NodeReport {

@@ -67,6 +67,18 @@ void write_epochs(wire::ActorReport::Builder b, const std::vector<epoch_result>&
   }
 }
 
+void write_figures(wire::ActorReport::Builder b, const actor_report& x) {
+  auto figures = b.initFigures(static_cast<unsigned>(x.figures.size()));
+  for (size_t i = 0; i < x.figures.size(); ++i) {
+    auto out = figures[static_cast<unsigned>(i)];
+    out.setName(text_of(x.figures[i].name));
+    out.setValue(x.figures[i].value);
+  }
+  auto events = b.initEvents(static_cast<unsigned>(x.events.size()));
+  for (size_t i = 0; i < x.events.size(); ++i)
+    events.set(static_cast<unsigned>(i), text_of(x.events[i]));
+}
+
 void write_trace(wire::ActorReport::Builder b, const std::vector<trace_event>& xs) {
   auto trace = b.initTrace(static_cast<unsigned>(xs.size()));
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -187,6 +199,7 @@ caf::error write_fields(encoder&, wire::ActorReport::Builder b, const actor_repo
   write_trace(b, x.trace);
   b.setComputeCpuSeconds(x.compute_cpu_seconds);
   b.setProcessCpuSeconds(x.process_cpu_seconds);
+  write_figures(b, x);
   return caf::none;
 }
 
@@ -302,6 +315,22 @@ caf::error read_fields(decoder&, wire::Control::Reader r, control& x) {
   return caf::none;
 }
 
+caf::error read_figures(decoder& d, wire::ActorReport::Reader r, actor_report& x) {
+  auto figures = r.getFigures();
+  auto events = r.getEvents();
+  if (auto err = claim<wire::NamedFigure>(d, figures, "figures"))
+    return err;
+  if (auto err = d.claim(events.size(), 1, "events")) // a pointer per entry
+    return err;
+  x.figures.reserve(figures.size());
+  for (auto f : figures)
+    x.figures.push_back(named_figure{string_of(f.getName()), f.getValue()});
+  x.events.reserve(events.size());
+  for (auto e : events)
+    x.events.push_back(string_of(e));
+  return caf::none;
+}
+
 caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x) {
   x.actor = string_of(r.getActor());
   x.role = string_of(r.getRole());
@@ -338,7 +367,7 @@ caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x)
                                   event.getWeightVersion()});
   x.compute_cpu_seconds = r.getComputeCpuSeconds();
   x.process_cpu_seconds = r.getProcessCpuSeconds();
-  return caf::none;
+  return read_figures(d, r, x);
 }
 
 caf::error read_fields(decoder&, wire::NodeReport::Reader r, node_report& x) {

@@ -156,6 +156,10 @@ std::string to_string(const actor_report& x) {
   out.field("edges", x.edges.size()).field("epochs", x.epochs.size());
   if (!x.trace.empty())
     out.field("trace_events", x.trace.size());
+  if (!x.figures.empty())
+    out.field("figures", x.figures.size());
+  if (!x.events.empty())
+    out.field("events", x.events.size());
   return out.str();
 }
 

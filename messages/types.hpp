@@ -118,6 +118,14 @@ struct trace_event {
   int64_t weight_version = -1; ///< version used (forward/backward) or made (step)
 };
 
+/// A named figure of an actor's report that only some roles measure (a
+/// data-parallel worker's time split, a cache's hits): the metrics JSON lists
+/// them under the actor's "figures".
+struct named_figure {
+  std::string name; ///< snake_case, with its unit: "backward_seconds", "cache_hits"
+  double value = 0;
+};
+
 /// What an actor reports to the coordinator at the end of a run (and per epoch).
 struct actor_report {
   std::string actor;          ///< actor name from the topology
@@ -136,6 +144,10 @@ struct actor_report {
   std::vector<trace_event> trace; ///< its schedule, when the run is traced
   double compute_cpu_seconds = 0; ///< its thread's CPU inside computations (pipeline stages)
   double process_cpu_seconds = 0; ///< its process's CPU since its first work (pipeline stages)
+  std::vector<named_figure> figures; ///< role-specific figures, in the actor's order
+  /// Role-specific events, one JSON object per entry (an adaptive freezing
+  /// decision, say); the metrics JSON lists them, parsed, under "events".
+  std::vector<std::string> events;
   caf::error invalid;
 };
 

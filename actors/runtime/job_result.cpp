@@ -66,6 +66,33 @@ std::string mib_text(int64_t bytes) {
   return buf;
 }
 
+/// An actor's role-specific figures (an object, name -> value) and events
+/// (an array; each a JSON object when it parses as one, else its text).
+void add_figures_and_events(const messages::actor_report& a, nlohmann::json& actor) {
+  if (!a.figures.empty()) {
+    auto& figures = actor["figures"] = nlohmann::json::object();
+    for (const auto& f : a.figures)
+      figures[f.name] = f.value;
+  }
+  if (a.events.empty())
+    return;
+  auto& events = actor["events"] = nlohmann::json::array();
+  for (const auto& e : a.events) {
+    auto parsed = nlohmann::json::parse(e, nullptr, false);
+    events.push_back(parsed.is_discarded() ? nlohmann::json(e) : parsed);
+  }
+}
+
+/// add_figures_and_events read back (events as their compact JSON text).
+void read_figures_and_events(const nlohmann::json& actor, messages::actor_report& a) {
+  const auto figures = actor.value("figures", nlohmann::json::object());
+  for (const auto& [name, value] : figures.items())
+    a.figures.push_back({name, value.get<double>()});
+  const auto events = actor.value("events", nlohmann::json::array());
+  for (const auto& e : events)
+    a.events.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+}
+
 } // namespace
 
 nlohmann::json to_json(const job_result& r) {
@@ -106,6 +133,7 @@ nlohmann::json to_json(const job_result& r) {
       actor["compute_cpu_seconds"] = a.compute_cpu_seconds;
       actor["process_cpu_seconds"] = a.process_cpu_seconds;
     }
+    add_figures_and_events(a, actor);
     j["actors"].push_back(std::move(actor));
   }
   j["restarts"] = r.restarts;
@@ -150,6 +178,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       x.compute_cpu_seconds = a.value("compute_cpu_seconds", 0.0);
       x.process_cpu_seconds = a.value("process_cpu_seconds", 0.0);
       x.weights_digest = a.value("weights_digest", "");
+      read_figures_and_events(a, x);
       r.actors.push_back(std::move(x));
     }
     r.restarts = j.value("restarts", 0);

@@ -119,3 +119,24 @@ TEST(job_result, train_seconds_and_stage_cpu_round_trip) {
   EXPECT_EQ(back->actors.at(0).process_cpu_seconds, 2.875);
   EXPECT_EQ(back->actors.at(1).process_cpu_seconds, 0.0);
 }
+
+// Role-specific figures come back by name; events that are JSON objects are
+// embedded as objects and read back as their compact text.
+TEST(job_result, figures_and_events_round_trip) {
+  job_result r;
+  auto worker = actor("worker.0", 3.0, 1.0, 0);
+  worker.figures = {{"backward_seconds", 1.5}, {"cache_hits", 640}};
+  worker.events = {R"({"layer":"pool1","step":40})", "plain text"};
+  r.actors = {worker, actor("source", 0.1, 6.0, 0)};
+  auto j = to_json(r);
+  EXPECT_EQ(j.at("actors").at(0).at("figures").at("cache_hits"), 640);
+  EXPECT_EQ(j.at("actors").at(0).at("events").at(0).at("layer"), "pool1");
+  EXPECT_FALSE(j.at("actors").at(1).contains("figures"));
+  auto back = job_result_from_json(j);
+  ASSERT_TRUE(back);
+  const auto& w = back->actors.at(0);
+  ASSERT_EQ(w.figures.size(), 2u);
+  EXPECT_EQ(w.figures[0].name, "backward_seconds");
+  EXPECT_EQ(w.figures[1].value, 640);
+  EXPECT_EQ(w.events, worker.events);
+}

@@ -143,6 +143,8 @@ inline actor_report sample(tag<actor_report>) {
              {"", 0, 0, -1, -1}};
   x.compute_cpu_seconds = 11.75;
   x.process_cpu_seconds = 12.375;
+  x.figures = {{"backward_seconds", 3.5}, {"cache_hits", 59000}, {"", -0.0}};
+  x.events = {R"({"step":40,"layer":"pool1"})", "", "not json"};
   return x;
 }
 
@@ -263,6 +265,12 @@ inline void expect_same(const actor_report& a, const actor_report& b) {
     EXPECT_EQ(a.trace[i].microbatch_id, b.trace[i].microbatch_id);
     EXPECT_EQ(a.trace[i].weight_version, b.trace[i].weight_version);
   }
+  ASSERT_EQ(a.figures.size(), b.figures.size());
+  for (size_t i = 0; i < a.figures.size(); ++i) {
+    EXPECT_EQ(a.figures[i].name, b.figures[i].name);
+    EXPECT_EQ(a.figures[i].value, b.figures[i].value);
+  }
+  EXPECT_EQ(a.events, b.events);
 }
 
 inline void expect_same(const node_report& a, const node_report& b) {
