@@ -122,6 +122,16 @@ usage:
                                         the median shown (default 1)
                                         (every bench: --link puts the node processes it
                                         starts on emulated hosts, as `baton run --link`)
+  baton bench data-parallel [--quick] [--json FILE] [--model mlp|convnet|resnet18]
+                       [--workers W] [--batch B] [--shards S] [--sync-every L]
+                       [--side ring|ps|local-sgd|ps-stale]... [--link RATE[,DELAY]]
+                       [--set KEY=VALUE]...
+                                        (a) local loop, one compute thread, global batch
+                                        W x B (default 2 x 64), vs W workers on W node
+                                        processes, one thread each: ring, ps, local SGD,
+                                        ps with bounded staleness (--side: only those):
+                                        samples/s, ratio, efficiency, time split per step,
+                                        overlap, bytes per step next to the theory
   baton bench faults [--quick] [--json FILE] [--kill-at STEP] [--link RATE[,DELAY]]
                                         a gpipe pipeline on 3 local nodes, fault-free and
                                         with the node of stage 0 SIGKILLed at STEP (default:
@@ -482,15 +492,62 @@ int cmd_bench_faults(args& a) {
   return read ? apps::bench_faults(r) : 2;
 }
 
+/// One `baton bench data-parallel` flag into `r` (false: not one of its flags
+/// or a bad value).
+bool read_data_parallel_flag(args& a, const std::string& flag,
+                             apps::bench_data_parallel_request& r) {
+  std::string v;
+  int32_t n = 0;
+  if (flag == "--quick")
+    return r.quick = true;
+  if (flag == "--json")
+    return a.value(flag, r.json_out);
+  if (flag == "--model")
+    return a.value(flag, v) && (v == "mlp" || v == "convnet" || v == "resnet18") &&
+           (r.model = v, true);
+  if (flag == "--workers")
+    return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
+           r.workers <= 16;
+  if (flag == "--batch")
+    return a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.batch = n, true);
+  if (flag == "--shards")
+    return a.value(flag, v) && parse_int(flag, v, r.shards) && r.shards >= 1;
+  if (flag == "--sync-every")
+    return a.value(flag, v) && parse_int(flag, v, r.sync_every) && r.sync_every >= 1;
+  if (flag == "--side")
+    return a.value(flag, v) &&
+           (v == "ring" || v == "ps" || v == "local-sgd" || v == "ps-stale") &&
+           (r.sides.push_back(v), true);
+  if (flag == "--set")
+    return a.value(flag, v) && (r.overrides.push_back(v), true);
+  if (flag == "--link")
+    return a.value(flag, v) && parse_link(flag, v, r.link);
+  return false;
+}
+
+int cmd_bench_data_parallel(args& a) {
+  apps::bench_data_parallel_request r;
+  r.interrupted = &interrupted;
+  bool read = read_flags(a, "baton bench data-parallel", [&](const std::string& flag) {
+    return read_data_parallel_flag(a, flag, r);
+  });
+  if (r.quick)
+    r.train_limit = 4096;
+  return read ? apps::bench_data_parallel(r) : 2;
+}
+
 int cmd_bench(args& a) {
   auto what = a.done() ? std::string{} : a.take();
   if (what == "pipeline")
     return cmd_bench_pipeline(a);
+  if (what == "data-parallel")
+    return cmd_bench_data_parallel(a);
   if (what == "faults")
     return cmd_bench_faults(a);
   if (what != "transfer") {
     std::fprintf(stderr,
-                 "baton bench: expected 'transfer', 'pipeline' or 'faults' (see baton help)\n");
+                 "baton bench: expected 'transfer', 'pipeline', 'data-parallel' or 'faults' "
+                 "(see baton help)\n");
     return 2;
   }
   apps::bench_request r;

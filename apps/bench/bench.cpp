@@ -22,6 +22,33 @@ std::vector<std::string> with_link(std::vector<std::string> flags, const std::st
   return flags;
 }
 
+double samples_per_second(const job_result& r) {
+  int64_t samples = r.heads.empty() ? 0 : r.heads.front().samples;
+  double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+  return seconds > 0 ? samples / seconds : 0;
+}
+
+double steal_meter::fraction() const {
+  auto now = read();
+  auto total = now.total - start_.total;
+  return total > 0 ? static_cast<double>(now.steal - start_.steal) / total : 0;
+}
+
+steal_meter::sample steal_meter::read() {
+  std::ifstream in{"/proc/stat"};
+  std::string cpu;
+  in >> cpu;
+  sample s;
+  for (int i = 0; i < 10 && in; ++i) {
+    int64_t v = 0;
+    in >> v;
+    s.total += v;
+    if (i == 7)
+      s.steal = v;
+  }
+  return s;
+}
+
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,

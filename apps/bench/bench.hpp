@@ -23,6 +23,34 @@ using namespace baton::actors;
 /// `flags` with `--link LINK` added when `link` is not empty.
 std::vector<std::string> with_link(std::vector<std::string> flags, const std::string& link);
 
+/// Training samples per second of a run: its samples over its training
+/// time (setup excluded on both sides: processes, data, models; evaluation
+/// included, which both sides do on the same test samples).
+double samples_per_second(const job_result& r);
+
+/// The CPU time this machine's hypervisor gave to others (steal), from
+/// /proc/stat: a noisy host makes every ratio noisy, so the benches show it.
+class steal_meter {
+public:
+  steal_meter() : start_(read()) {}
+  /// Steal over all CPU time since construction (0 where unknown).
+  double fraction() const;
+
+private:
+  struct sample {
+    int64_t steal = 0;
+    int64_t total = 0;
+  };
+  static sample read();
+  sample start_;
+};
+
+/// One run of one side, with the host's steal during it.
+struct side_run {
+  job_result result;
+  double steal = 0;
+};
+
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,
@@ -79,6 +107,31 @@ struct bench_faults_request {
 /// wall times, detection and recovery times, the step restored and whether
 /// the final weights and exactly-once counts match. Returns the exit code.
 int bench_faults(const bench_faults_request& r);
+
+/// `baton bench data-parallel` options.
+struct bench_data_parallel_request {
+  bool quick = false;
+  std::string json_out;
+  std::string model = "mlp";  ///< mlp | convnet | resnet18
+  int32_t workers = 2;        ///< W workers, each on its own node process
+  int64_t batch = 64;         ///< samples per worker per step
+  int64_t train_limit = 16384; ///< training samples (one epoch)
+  int32_t shards = 2;         ///< S of the parameter-server rows
+  int32_t sync_every = 4;     ///< L of the local-SGD row
+  int32_t staleness = 2;      ///< max_staleness of the bounded-staleness row
+  std::vector<std::string> sides; ///< ring, ps, local-sgd, ps-stale (empty: all)
+  std::vector<std::string> overrides;
+  std::string link;           ///< --link RATE[,DELAY] for the node processes (empty: loopback)
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Runs (a) the one-process loop with one compute thread and the global
+/// batch, then W workers on W node processes with one compute thread each
+/// under (b) the ring, (c) the parameter server, (d) local SGD, (e) the
+/// parameter server with bounded staleness; prints samples/s, the ratio to
+/// (a), scaling efficiency, each worker's time split per step, the overlap,
+/// bytes per step next to the theory. Returns the exit code.
+int bench_data_parallel(const bench_data_parallel_request& r);
 
 } // namespace bench
 } // namespace baton::apps

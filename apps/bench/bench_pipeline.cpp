@@ -47,15 +47,6 @@ const std::vector<bench_model>& bench_models() {
 constexpr int32_t bench_microbatches = 4;
 constexpr int64_t bench_microbatch = 32;
 
-/// Training samples per second of a run: its samples over its training
-/// time (setup excluded on both sides: processes, data, models; evaluation
-/// included, which both sides do on the same test samples).
-double samples_per_second(const job_result& r) {
-  int64_t samples = r.heads.empty() ? 0 : r.heads.front().samples;
-  double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
-  return seconds > 0 ? samples / seconds : 0;
-}
-
 double cpu_seconds(const job_result& r) {
   double sum = 0;
   for (const auto& n : r.nodes)
@@ -77,46 +68,6 @@ double overhead_of(const job_result& r) {
     }
   return compute > 0 ? process / compute - 1 : 0;
 }
-
-/// The CPU time this machine's hypervisor gave to others (steal), from
-/// /proc/stat: a noisy host makes every ratio noisy, so the bench shows it.
-class steal_meter {
-public:
-  steal_meter() : start_(read()) {}
-  /// Steal over all CPU time since construction (0 where unknown).
-  double fraction() const {
-    auto now = read();
-    auto total = now.total - start_.total;
-    return total > 0 ? static_cast<double>(now.steal - start_.steal) / total : 0;
-  }
-
-private:
-  struct sample {
-    int64_t steal = 0;
-    int64_t total = 0;
-  };
-  static sample read() {
-    std::ifstream in{"/proc/stat"};
-    std::string cpu;
-    in >> cpu;
-    sample s;
-    for (int i = 0; i < 10 && in; ++i) {
-      int64_t v = 0;
-      in >> v;
-      s.total += v;
-      if (i == 7)
-        s.steal = v;
-    }
-    return s;
-  }
-  sample start_;
-};
-
-/// One run of one side, with the host's steal during it.
-struct side_run {
-  job_result result;
-  double steal = 0;
-};
 
 /// The run with the median training samples/s of `runs` (not empty).
 const side_run& median_run(std::vector<side_run>& runs) {

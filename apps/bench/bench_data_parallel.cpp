@@ -1,0 +1,263 @@
+// `baton bench data-parallel`: W data-parallel workers on W node processes,
+// under each exchange, against the one-thread local loop with the global
+// batch, same model, same data, in one invocation.
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/runtime/local_cluster.hpp"
+#include "apps/bench/bench.hpp"
+#include "messages/errc.hpp"
+#include "model/data_parallel.hpp"
+
+namespace baton::apps {
+inline namespace bench {
+
+namespace {
+
+/// One row of the table: its label and what it sets over the common sides.
+struct dp_side {
+  std::string name;                   ///< "local", "ring", "ps", ...
+  std::string label;                  ///< "(a) local", ...
+  std::vector<std::string> overrides; ///< over the common overrides
+};
+
+/// The rows: (a) one process, one compute thread, the global batch; (b) the
+/// ring; (c) the parameter server; (d) local SGD over the ring; (e) the
+/// parameter server with bounded staleness.
+std::vector<dp_side> sides_of(const bench_data_parallel_request& r) {
+  auto w = std::to_string(r.workers);
+  std::vector<dp_side> all{
+    {"local", "(a) local",
+     {"data_parallel.workers=1", "data.batch_size=" + std::to_string(r.workers * r.batch)}},
+    {"ring", "(b) ring", {"data_parallel.workers=" + w}},
+    {"ps", "(c) ps S=" + std::to_string(r.shards),
+     {"data_parallel.workers=" + w, "data_parallel.exchange=ps",
+      "data_parallel.shards=" + std::to_string(r.shards)}},
+    {"local-sgd", "(d) local SGD L=" + std::to_string(r.sync_every),
+     {"data_parallel.workers=" + w, "data_parallel.sync_every=" + std::to_string(r.sync_every)}},
+    {"ps-stale", "(e) ps s=" + std::to_string(r.staleness),
+     {"data_parallel.workers=" + w, "data_parallel.exchange=ps",
+      "data_parallel.shards=" + std::to_string(r.shards),
+      "data_parallel.max_staleness=" + std::to_string(r.staleness)}},
+  };
+  std::vector<dp_side> chosen;
+  for (auto& s : all)
+    if (s.name == "local" || r.sides.empty() ||
+        std::find(r.sides.begin(), r.sides.end(), s.name) != r.sides.end())
+      chosen.push_back(std::move(s));
+  return chosen;
+}
+
+/// The overrides every side shares: the model, the data, one compute thread.
+std::vector<std::string> common_overrides(const bench_data_parallel_request& r) {
+  std::vector<std::string> o{"data_parallel.model=" + r.model,
+                             "data.batch_size=" + std::to_string(r.batch),
+                             "data.epochs=1",
+                             "data.train_limit=" + std::to_string(r.train_limit),
+                             "data.test_limit=1000",
+                             "runtime.stage_threads=1"};
+  if (r.model == "resnet18")
+    o = {"data_parallel.model=resnet18", "data.dataset=synthetic",
+         "data.synthetic_shape=[3, 32, 32]",
+         "data.synthetic_train=" + std::to_string(r.train_limit), "data.synthetic_test=256",
+         "data.batch_size=" + std::to_string(r.batch), "data.epochs=1",
+         "runtime.stage_threads=1"};
+  return o;
+}
+
+/// Bytes of the model's trainable parameters (float32): a worker's gradient.
+int64_t gradient_bytes(const std::string& model) {
+  model::model_spec spec;
+  spec.name = model;
+  spec.classes = 10;
+  auto layout = model::make_flat_layout(make_data_parallel_model(spec));
+  return layout.trainable().size() * 4;
+}
+
+/// The mean over workers of each named figure (a worker's seconds in
+/// forward, backward, exchange wait, step), per global step.
+std::map<std::string, double> figures_per_step(const job_result& r, int64_t steps) {
+  std::map<std::string, double> sum;
+  int32_t workers = 0;
+  for (const auto& a : r.actors) {
+    if (a.role != "data_parallel_worker")
+      continue;
+    ++workers;
+    for (const auto& f : a.figures)
+      sum[f.name] += f.value;
+  }
+  for (auto& [name, value] : sum)
+    value /= std::max(1, workers) * static_cast<double>(std::max<int64_t>(1, steps));
+  return sum;
+}
+
+/// Bytes one worker sends per step (its edges' bytes over the steps, mean
+/// over workers) and bytes the shards send each worker per step.
+std::pair<double, double> bytes_per_step(const job_result& r, int32_t workers, int64_t steps) {
+  double up = 0;
+  double down = 0;
+  for (const auto& a : r.actors)
+    for (const auto& e : a.edges)
+      (a.role == "data_parallel_worker" ? up : down) += static_cast<double>(e.bytes);
+  double per = static_cast<double>(workers) * static_cast<double>(std::max<int64_t>(1, steps));
+  return {up / per, down / per};
+}
+
+/// The theory of bytes a worker sends per step under side `name` (and the
+/// shards send it back, for ps).
+std::pair<double, double> theory_of(const std::string& name, double gradient, int32_t workers,
+                                    int32_t sync_every) {
+  if (name == "ring")
+    return {model::ring_bytes_theory(gradient, workers), 0};
+  if (name == "local-sgd")
+    return {model::ring_bytes_theory(gradient, workers) / sync_every, 0};
+  if (name == "ps" || name == "ps-stale")
+    return {gradient, gradient};
+  return {0, 0};
+}
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1 << 20));
+  return buf;
+}
+
+/// "f/b/x/s" milliseconds per step of a side's workers ("-" when its
+/// workers do not report the split).
+std::string split_of(const std::map<std::string, double>& f) {
+  auto get = [&](const char* name) {
+    auto it = f.find(name);
+    return it == f.end() ? -1.0 : 1000 * it->second;
+  };
+  if (get("backward_seconds") < 0)
+    return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f/%.0f/%.0f/%.0f", get("forward_seconds"),
+                get("backward_seconds"), get("exchange_wait_seconds"), get("step_seconds"));
+  return buf;
+}
+
+/// Steps of one epoch of the bench's data under side `s`.
+int64_t steps_of(const bench_data_parallel_request& r, const dp_side& s) {
+  bool local = s.name == "local";
+  return model::data_parallel_steps_per_epoch(r.train_limit, local ? 1 : r.workers,
+                                              local ? r.workers * r.batch : r.batch,
+                                              model::remainder_policy::pad);
+}
+
+/// Prints one side's row and returns its JSON.
+nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& s,
+                           const side_run& run, double local_rate, double gradient) {
+  auto steps = steps_of(r, s);
+  auto rate = samples_per_second(run.result);
+  auto ratio = local_rate > 0 ? rate / local_rate : 0;
+  auto figures = figures_per_step(run.result, steps);
+  auto [up, down] = bytes_per_step(run.result, r.workers, steps);
+  auto [theory_up, theory_down] = theory_of(s.name, gradient, r.workers, r.sync_every);
+  auto overlap = figures.count("overlap_fraction")
+                   ? std::to_string(std::lround(100 * figures.at("overlap_fraction"))) + "%"
+                   : std::string{"-"};
+  bool local = s.name == "local";
+  std::printf("%-18s %9.1f %6.2fx %6.0f%% %15s %8s %7s/%-7s %7s/%-7s %6.1f%% %5.0f%%\n",
+              s.label.c_str(), rate, ratio, local ? 100.0 : 100 * ratio / r.workers,
+              split_of(figures).c_str(), overlap.c_str(),
+              mib(up).c_str(), mib(down).c_str(), mib(theory_up).c_str(),
+              mib(theory_down).c_str(),
+              100 * run.result.heads.front().test_accuracy, 100 * run.steal);
+  std::fflush(stdout);
+  nlohmann::json f = nlohmann::json::object();
+  for (const auto& [name, value] : figures)
+    f[name] = value;
+  return {{"side", s.name}, {"label", s.label}, {"samples_per_second", rate},
+          {"ratio", ratio}, {"steps", steps}, {"seconds_per_step", f},
+          {"bytes_sent_per_worker_step", up}, {"bytes_received_per_worker_step", down},
+          {"theory_sent", theory_up}, {"theory_received", theory_down},
+          {"test_accuracy", run.result.heads.front().test_accuracy},
+          {"weights_digest", run.result.heads.front().weights_digest},
+          {"steal_fraction", run.steal}};
+}
+
+void print_header(const bench_data_parallel_request& r) {
+  std::printf("baton bench data-parallel: %s, model %s, W = %d workers x %lld samples per step, "
+              "%lld training samples, %u cores, link %s\n"
+              "  (a) local: the whole model in one process, one compute thread, the global "
+              "batch (W x %lld)\n"
+              "  (b)-(e): W workers on W node processes, one compute thread each\n\n",
+              r.quick ? "quick" : "full", r.model.c_str(), r.workers,
+              static_cast<long long>(r.batch), static_cast<long long>(r.train_limit),
+              std::thread::hardware_concurrency(), r.link.empty() ? "loopback" : r.link.c_str(),
+              static_cast<long long>(r.batch));
+  std::printf("%-18s %9s %7s %7s %15s %8s %15s %15s %7s %6s\n", "side", "samples/s", "vs (a)",
+              "effic.", "f/b/x/s ms/step", "overlap", "MiB/step out/in", "theory out/in",
+              "test acc", "steal");
+}
+
+void print_legend() {
+  std::printf(
+    "\nsamples/s: training samples over training time (setup excluded); effic.: the ratio over "
+    "W;\nf/b/x/s: a worker's forward, backward, wait for the exchange and optimizer step per "
+    "step (ms,\nmean over workers); overlap: the exchange's share hidden behind the backward; "
+    "MiB/step out/in:\nwhat a worker sends (to its ring successor or the shards) and the shards "
+    "send it, per step,\nnext to the theory (ring 2(W-1)/W x gradient bytes, divided by L for "
+    "local SGD; ps: the gradient\nup, the parameters down); steal: CPU the hypervisor gave to "
+    "other guests (noise).\n");
+}
+
+} // namespace
+
+int bench_data_parallel(const bench_data_parallel_request& r) {
+  auto dir = make_work_directory("baton-bench-data-parallel");
+  if (!dir) {
+    spdlog::error("{}", describe(dir.error()));
+    return 1;
+  }
+  owned_directory cleanup{*dir};
+  print_header(r);
+  const std::string topology = std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml";
+  auto gradient = static_cast<double>(gradient_bytes(r.model));
+  nlohmann::json out = {{"bench", "data-parallel"}, {"quick", r.quick}, {"model", r.model},
+                        {"workers", r.workers}, {"batch", r.batch},
+                        {"train_samples", r.train_limit}, {"link", r.link},
+                        {"gradient_bytes", gradient}, {"results", nlohmann::json::array()}};
+  double local_rate = 0;
+  int code = 0;
+  for (const auto& s : sides_of(r)) {
+    auto o = common_overrides(r);
+    o.insert(o.end(), s.overrides.begin(), s.overrides.end());
+    o.insert(o.end(), r.overrides.begin(), r.overrides.end());
+    std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
+    if (s.name != "local")
+      flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
+    steal_meter steal;
+    auto result = run_side(topology, o, flags, *dir, s.name, r.interrupted);
+    if (!result) {
+      if (result.error() == errc::interrupted)
+        return 130;
+      std::printf("%-18s failed: %s\n", s.label.c_str(), describe(result.error()).c_str());
+      code = 1;
+      continue;
+    }
+    side_run run{std::move(*result), steal.fraction()};
+    if (s.name == "local")
+      local_rate = samples_per_second(run.result);
+    out["results"].push_back(report_side(r, s, run, local_rate, gradient));
+  }
+  print_legend();
+  if (!r.json_out.empty()) {
+    std::ofstream{r.json_out} << out.dump(2) << '\n';
+    std::printf("figures written to %s\n", r.json_out.c_str());
+  }
+  return code;
+}
+
+} // namespace bench
+} // namespace baton::apps
