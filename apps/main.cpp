@@ -132,6 +132,11 @@ usage:
                                         ps with bounded staleness (--side: only those):
                                         samples/s, ratio, efficiency, time split per step,
                                         overlap, bytes per step next to the theory
+  baton bench freezing [--quick] [--json FILE] [--epochs E] [--batch B] [--link RATE[,DELAY]]
+                                        a convnet pretrained on groups4 fine-tuned on all10
+                                        by 2 workers on 2 node processes: fully, frozen after
+                                        each group, frozen + cached, adaptive (+ cache):
+                                        samples/s, speedup, time split, bytes, accuracy
   baton bench faults [--quick] [--json FILE] [--kill-at STEP] [--link RATE[,DELAY]]
                                         a gpipe pipeline on 3 local nodes, fault-free and
                                         with the node of stage 0 SIGKILLed at STEP (default:
@@ -536,8 +541,31 @@ int cmd_bench_data_parallel(args& a) {
   return read ? apps::bench_data_parallel(r) : 2;
 }
 
+int cmd_bench_freezing(args& a) {
+  apps::bench_freezing_request r;
+  r.interrupted = &interrupted;
+  std::string v;
+  int32_t batch = 0;
+  bool read = read_flags(a, "baton bench freezing", [&](const std::string& flag) {
+    if (flag == "--quick")
+      return r.quick = true;
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--epochs")
+      return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
+    if (flag == "--batch")
+      return a.value(flag, v) && parse_int(flag, v, batch) && batch >= 2 && (r.batch = batch, true);
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
+    return false;
+  });
+  return read ? apps::bench_freezing(r) : 2;
+}
+
 int cmd_bench(args& a) {
   auto what = a.done() ? std::string{} : a.take();
+  if (what == "freezing")
+    return cmd_bench_freezing(a);
   if (what == "pipeline")
     return cmd_bench_pipeline(a);
   if (what == "data-parallel")
@@ -546,8 +574,8 @@ int cmd_bench(args& a) {
     return cmd_bench_faults(a);
   if (what != "transfer") {
     std::fprintf(stderr,
-                 "baton bench: expected 'transfer', 'pipeline', 'data-parallel' or 'faults' "
-                 "(see baton help)\n");
+                 "baton bench: expected 'transfer', 'pipeline', 'data-parallel', 'freezing' or "
+                 "'faults' (see baton help)\n");
     return 2;
   }
   apps::bench_request r;

@@ -49,19 +49,10 @@ steal_meter::sample steal_meter::read() {
   return s;
 }
 
-caf::expected<job_result> run_side(const std::string& topology,
-                                   const std::vector<std::string>& overrides,
-                                   std::vector<std::string> flags, const std::string& dir,
-                                   const std::string& label, const std::atomic<bool>* interrupted) {
-  std::vector<std::string> argv{self_executable(), "run"};
-  if (!topology.empty())
-    argv.push_back(topology);
-  for (const auto& o : overrides)
-    argv.insert(argv.end(), {"--set", o});
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  auto out = dir + "/" + label + ".json";
-  argv.insert(argv.end(), {"--metrics-out", out});
-  auto child = child_process::start(argv, dir + "/" + label + ".log");
+caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
+                                const std::atomic<bool>* interrupted) {
+  args.insert(args.begin(), self_executable());
+  auto child = child_process::start(args, log);
   if (!child)
     return child.error();
   while (child->running()) {
@@ -70,8 +61,26 @@ caf::expected<job_result> run_side(const std::string& topology,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (auto code = child->wait(); code != 0)
-    return make_error(errc::actor_failed, label + " failed (exit code " + std::to_string(code) +
-                                            "); its log:\n" + child->log_tail());
+    return make_error(errc::actor_failed, "`baton " + args.at(1) + "` failed (exit code " +
+                                            std::to_string(code) + "); its log:\n" +
+                                            child->log_tail());
+  return {};
+}
+
+caf::expected<job_result> run_side(const std::string& topology,
+                                   const std::vector<std::string>& overrides,
+                                   std::vector<std::string> flags, const std::string& dir,
+                                   const std::string& label, const std::atomic<bool>* interrupted) {
+  std::vector<std::string> args{"run"};
+  if (!topology.empty())
+    args.push_back(topology);
+  for (const auto& o : overrides)
+    args.insert(args.end(), {"--set", o});
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto out = dir + "/" + label + ".json";
+  args.insert(args.end(), {"--metrics-out", out});
+  if (auto done = run_command(std::move(args), dir + "/" + label + ".log", interrupted); !done)
+    return done.error();
   std::ifstream in{out};
   return job_result_from_json(nlohmann::json::parse(in, nullptr, false));
 }

@@ -51,6 +51,12 @@ struct side_run {
   double steal = 0;
 };
 
+/// Runs `baton args...` (this executable) as a child process logging to
+/// `log`; an error with the log's tail when it exits with a non-zero code,
+/// errc::interrupted when `interrupted` is set first (the child is stopped).
+caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
+                                const std::atomic<bool>* interrupted);
+
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,
@@ -132,6 +138,25 @@ struct bench_data_parallel_request {
 /// (a), scaling efficiency, each worker's time split per step, the overlap,
 /// bytes per step next to the theory. Returns the exit code.
 int bench_data_parallel(const bench_data_parallel_request& r);
+
+/// `baton bench freezing` options.
+struct bench_freezing_request {
+  bool quick = false;
+  std::string json_out;
+  int32_t epochs = 3;  ///< fine-tuning epochs (the cache serves from the second)
+  int64_t batch = 32;  ///< samples per worker per step
+  std::string link;    ///< --link RATE[,DELAY] for the node processes (empty: loopback)
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// Pretrains the convnet on groups4, then fine-tunes it on all10 with W = 2
+/// workers on 2 node processes: fully, frozen after each convnet group,
+/// frozen to pool3 with the feature cache, adaptively, adaptively with the
+/// cache; prints samples/s, the speedup over full fine-tuning, each
+/// worker's time per epoch split into forward, backward, exchange and step,
+/// bytes per step, test accuracy and the adaptive decisions. Returns the
+/// exit code.
+int bench_freezing(const bench_freezing_request& r);
 
 } // namespace bench
 } // namespace baton::apps
