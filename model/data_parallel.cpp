@@ -296,6 +296,18 @@ double scheduled_lr(const lr_schedule& s, int64_t step, int64_t steps_per_epoch)
   return s.lr + (target - s.lr) * static_cast<double>(step) / warmup_steps;
 }
 
+// -- the frozen prefix ---------------------------------------------------------
+
+int64_t prefix_block_rows(const layered_model& prefix, bool cache, int64_t feature_block) {
+  const auto dependent = batch_dependent_layers(prefix);
+  if (cache && !dependent.empty())
+    throw error("feature cache: frozen layer '" + dependent.front() +
+                "' normalises over the batch (batch norm without running statistics), so "
+                "its output cannot be cached per sample; freeze before it or set cache: none");
+  // Such a prefix is computed over the whole minibatch, as training would.
+  return dependent.empty() ? feature_block : 0;
+}
+
 // -- the local reference -------------------------------------------------------
 
 namespace {
@@ -332,13 +344,8 @@ struct run_state {
 
 /// Moves the freeze point (never backwards) on every replica and cache.
 void set_point(run_state& s, size_t point) {
-  const auto dependent = batch_dependent_layers(s.workers.front().model.slice(0, point));
-  if (s.spec.cache && !dependent.empty())
-    throw error("feature cache: frozen layer '" + dependent.front() +
-                "' normalises over the batch (batch norm without running statistics), so "
-                "its output cannot be cached per sample; freeze before it or set cache: none");
-  // Such a prefix is computed over the whole minibatch, as training would.
-  s.feature_block = dependent.empty() ? s.spec.feature_block : 0;
+  s.feature_block = prefix_block_rows(s.workers.front().model.slice(0, point), s.spec.cache,
+                                      s.spec.feature_block);
   s.point = point;
   for (auto& w : s.workers) {
     apply_freeze_point(w.model, point);

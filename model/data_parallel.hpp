@@ -232,6 +232,15 @@ struct lr_schedule {
 /// model::error on a non-positive lr, batch or steps_per_epoch.
 double scheduled_lr(const lr_schedule& schedule, int64_t step, int64_t steps_per_epoch);
 
+// -- the frozen prefix ---------------------------------------------------------
+
+/// frozen_features' block_rows for the frozen prefix `prefix` of a run:
+/// `feature_block`, or 0 (the whole minibatch, as training computes it) when
+/// a layer of the prefix normalises over the batch (batch_dependent_layers).
+/// Such a prefix cannot be cached per sample: throws model::error naming the
+/// layer when `cache`. What the reference and the worker actors both use.
+int64_t prefix_block_rows(const layered_model& prefix, bool cache, int64_t feature_block);
+
 // -- the local reference -------------------------------------------------------
 
 /// How the workers' gradients are summed (see the conventions above).

@@ -1,0 +1,149 @@
+#include "actors/modes/data_parallel/worker_replica.hpp"
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "model/local.hpp"
+#include "model/stage_trainer.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+worker_replica::worker_replica(model::layered_model m, const data_parallel_worker_spec& spec)
+    : model_(std::move(m)), optimizer_(spec.optimizer), bucket_mb_(spec.bucket_mb), use_cache_(spec.cache),
+      feature_block_(spec.feature_block) {
+  parameters_ = model_.parameters();
+  for (const auto& p : parameters_)
+    momentum_.push_back(torch::zeros_like(p));
+  stepped_.assign(parameters_.size(), false);
+  if (spec.cache)
+    cache_ = std::make_unique<model::feature_cache>(spec.cache_mb);
+  if (!spec.freeze_groups.empty()) {
+    freezer_.emplace(spec.freeze_groups, spec.adaptive);
+    interval_.emplace(model::parameter_groups(model_, spec.freeze_groups),
+                      static_cast<int32_t>(spec.freeze_groups.size()));
+  }
+  set_point(model::freeze_point(model_, spec.freeze_up_to));
+}
+
+/// Moves the freeze point (never backwards): modes, cache, layout, buckets.
+void worker_replica::set_point(size_t point) {
+  block_rows_ = model::prefix_block_rows(model_.slice(0, point), use_cache_, feature_block_);
+  point_ = point;
+  model::apply_freeze_point(model_, point);
+  if (cache_)
+    cache_->set_freeze_point(point);
+  layout_ = model::make_flat_layout(model_, point);
+  buckets_ = model::make_buckets(layout_, bucket_mb_);
+}
+
+std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
+                                                  const std::vector<int64_t>& ids,
+                                                  double& loss) {
+  const at::Tensor labels = model::gather(data, ids).second;
+  const at::Tensor input =
+    point_ > 0 ? model::frozen_features(model_.slice(0, point_), cache_.get(), data, ids,
+                                        block_rows_)
+               : model::gather(data, ids).first;
+  const at::Tensor logits = model_.slice(point_, model_.size()).forward(input);
+  const at::Tensor mean_loss = torch::nn::functional::cross_entropy(logits, labels);
+  mean_loss.backward();
+  loss = mean_loss.item<double>();
+  std::vector<at::Tensor> grads;
+  for (auto& p : parameters_) {
+    grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::Tensor());
+    p.mutable_grad() = at::Tensor();
+  }
+  return grads;
+}
+
+void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
+  model::optimizer_spec opt = optimizer_;
+  opt.lr = lr;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!gradients[i].defined())
+      continue;
+    const at::Tensor next = model::sgd_step_out_of_place(parameters_[i].detach(), gradients[i],
+                                                         momentum_[i], opt, !stepped_[i]);
+    parameters_[i].copy_(next);
+    stepped_[i] = true;
+  }
+}
+
+std::vector<at::Tensor> worker_replica::bucket_vectors(
+  const std::vector<at::Tensor>& per_key) const {
+  std::vector<at::Tensor> flats;
+  for (const auto& b : buckets_)
+    flats.push_back(model::bucket_flat(b, layout_, per_key));
+  return flats;
+}
+
+std::vector<at::Tensor> worker_replica::mean(const std::vector<at::Tensor>& sums,
+                                             int32_t workers) const {
+  TORCH_CHECK(sums.size() == buckets_.size(), "worker replica: ", sums.size(), " sums for ",
+              buckets_.size(), " buckets");
+  std::vector<at::Tensor> out(layout_.keys.size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    model::scatter_bucket(buckets_[b], layout_, at::div(sums[b], static_cast<double>(workers)),
+                          out);
+  return out;
+}
+
+void worker_replica::set_parameters(const std::vector<at::Tensor>& mean) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < mean.size(); ++i)
+    if (mean[i].defined())
+      parameters_[i].copy_(mean[i]);
+}
+
+std::optional<model::freeze_decision> worker_replica::adapt(
+  int64_t step, const std::vector<at::Tensor>& reduced) {
+  if (!freezer_)
+    return std::nullopt;
+  interval_->add(reduced);
+  if (!freezer_->due(step))
+    return std::nullopt;
+  const int32_t before = freezer_->frozen();
+  auto decision = freezer_->decide(step, interval_->l1_norms());
+  interval_->reset();
+  if (!decision)
+    return std::nullopt;
+  decisions_.push_back(*decision);
+  if (freezer_->frozen() > before)
+    set_point(model::freeze_point(model_, decision->layer));
+  return decision;
+}
+
+int64_t worker_replica::correct(const model::dataset& test, int64_t eval_batch) {
+  torch::NoGradGuard no_grad;
+  model_.slice(0, model_.size()).train(false);
+  int64_t correct = 0;
+  for (const auto& ids : model::plan_eval(test.size(), eval_batch)) {
+    auto [images, labels] = model::gather(test, ids);
+    correct += model_.forward(images).argmax(1).eq(labels).sum().item<int64_t>();
+  }
+  model::apply_freeze_point(model_, point_);
+  return correct;
+}
+
+model::cache_stats worker_replica::cache_stats() const {
+  return cache_ ? cache_->stats() : model::cache_stats{};
+}
+
+std::string freeze_decision_json(const model::freeze_decision& d) {
+  nlohmann::json j;
+  j["event"] = "freeze";
+  j["step"] = d.step;
+  j["frozen_before"] = d.frozen_before;
+  j["frozen_after"] = d.frozen_after;
+  j["layer"] = d.layer;
+  j["rates"] = d.rates;
+  j["threshold"] = d.threshold;
+  return j.dump();
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,128 @@
+#pragma once
+
+// One data-parallel worker's model replica and the arithmetic of its steps,
+// free of actors: the frozen prefix (fixed or moved by AutoFreeze) run
+// forward only through the feature cache, the trainable rest's forward and
+// backward, the SGD step, the gradient buckets of the trainable keys, local
+// SGD's averaging. Every operation is the one model::run_data_parallel_local
+// performs for that worker, in its order, so that a ring of actors holding
+// these ends with the reference's weights bit for bit:
+//
+//   gradients(ids) -> bucket_vectors -> (ring: sums) -> mean -> step -> adapt
+//   local SGD: gradients -> step ... every L steps: bucket_vectors(parameters)
+//              -> (ring: sums) -> mean -> set_parameters
+//
+// The caller (the worker actor) moves the vectors around the ring.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "model/data_parallel.hpp"
+#include "model/dataset.hpp"
+#include "model/feature_cache.hpp"
+#include "model/freezing.hpp"
+#include "model/layered_model.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+/// A worker's replica, its optimizer state, its frozen prefix and cache.
+class worker_replica {
+public:
+  /// Takes `m` (initial_data_parallel_model(spec)) and applies spec's fixed
+  /// freeze point; makes the cache and the adaptive rule the spec asks for.
+  /// Throws model::error on a layer the model lacks or a cached prefix whose
+  /// output depends on the batch.
+  worker_replica(model::layered_model m, const data_parallel_worker_spec& spec);
+
+  // -- a step ---------------------------------------------------------------------
+
+  /// Forward (the frozen prefix through model::frozen_features) and
+  /// backward of minibatch `ids` of `data` with its mean cross-entropy loss,
+  /// which it stores in `loss`. Returns the gradient per parameter
+  /// (named_parameters() order; undefined for frozen ones) and leaves none in
+  /// the model.
+  std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
+                                    double& loss);
+
+  /// One SGD step (model::sgd_step_out_of_place) of every parameter whose
+  /// entry of `gradients` is defined, at learning rate `lr`; a key's first
+  /// step starts its momentum buffer, as torch's SGD does.
+  void step(const std::vector<at::Tensor>& gradients, double lr);
+
+  /// The flat vector of every bucket (model::bucket_flat) of per-key
+  /// tensors: gradients, or parameters() for local SGD's average.
+  std::vector<at::Tensor> bucket_vectors(const std::vector<at::Tensor>& per_key) const;
+
+  /// Per key, the buckets' sums over the workers divided by `workers`
+  /// (at::div after the sum, as the reference); undefined for frozen keys.
+  std::vector<at::Tensor> mean(const std::vector<at::Tensor>& sums, int32_t workers) const;
+
+  /// Local SGD: the trainable parameters take the values of `mean`.
+  void set_parameters(const std::vector<at::Tensor>& mean);
+
+  /// Adaptive freezing after global step `step` with its reduced gradients
+  /// (mean's result): adds them to the interval's sums and, when a decision
+  /// is due, takes it, keeps it and moves the freeze point (layout, buckets
+  /// and cache follow). Returns the decision taken, if any. Nothing without
+  /// adaptive freezing.
+  std::optional<model::freeze_decision> adapt(int64_t step,
+                                              const std::vector<at::Tensor>& reduced);
+
+  /// Correct predictions of the whole model over `test` in batches of
+  /// `eval_batch` (evaluation mode, then the freeze point's modes again).
+  int64_t correct(const model::dataset& test, int64_t eval_batch);
+
+  // -- what it holds --------------------------------------------------------------
+
+  const model::layered_model& model() const { return model_; }
+  /// The leaves, named_parameters() order.
+  const std::vector<at::Tensor>& parameters() const { return parameters_; }
+  /// The leaves, for a parameter server's pulls to write their values into
+  /// (the tensors, never the vector, change).
+  std::vector<at::Tensor>& parameters() { return parameters_; }
+  const model::flat_layout& layout() const { return layout_; }
+  const std::vector<model::bucket>& buckets() const { return buckets_; }
+  /// The freeze point: layers [0, point) frozen.
+  size_t point() const { return point_; }
+  /// Every adaptive decision taken, in order.
+  const std::vector<model::freeze_decision>& decisions() const { return decisions_; }
+  /// The cache's counters (zeros without a cache).
+  model::cache_stats cache_stats() const;
+
+private:
+  void set_point(size_t point);
+
+  model::layered_model model_;
+  std::vector<at::Tensor> parameters_;
+  std::vector<at::Tensor> momentum_;
+  std::vector<bool> stepped_; ///< per key: its momentum buffer holds a step
+  model::optimizer_spec optimizer_; ///< lr: replaced by each step's
+  double bucket_mb_;
+  bool use_cache_;
+  int64_t feature_block_;     ///< the spec's canonical block rows
+  int64_t block_rows_ = 0;    ///< frozen_features' block_rows for this prefix
+  size_t point_ = 0;
+  model::flat_layout layout_;
+  std::vector<model::bucket> buckets_;
+  std::unique_ptr<model::feature_cache> cache_;
+  std::optional<model::adaptive_freezer> freezer_;
+  std::optional<model::interval_gradients> interval_;
+  std::vector<model::freeze_decision> decisions_;
+};
+
+/// An adaptive freezing decision as one JSON object (an actor_report
+/// event): {"event": "freeze", "step", "frozen_before", "frozen_after",
+/// "layer", "rates", "threshold"}.
+std::string freeze_decision_json(const model::freeze_decision& d);
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors
