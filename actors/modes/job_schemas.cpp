@@ -1,26 +1,16 @@
 #include "actors/modes/job_schemas.hpp"
 
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
+#include "actors/modes/ist/ist_section.hpp"
 #include "actors/modes/pipeline/pipeline_section.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 
-namespace {
-
-/// A `job:` value known but not implemented yet.
-job_schema planned(std::string name) {
-  job_schema schema;
-  schema.name = std::move(name);
-  return schema;
-}
-
-} // namespace
-
 const std::vector<job_schema>& all_job_schemas() {
   static const std::vector<job_schema> jobs{transfer_schema(), pipeline_schema(),
-                                            data_parallel_schema(), planned("ist")};
+                                            data_parallel_schema(), ist_schema()};
   return jobs;
 }
 

@@ -3,6 +3,10 @@
 #include "actors/modes/data_parallel/data_parallel_local.hpp"
 #include "actors/modes/data_parallel/data_parallel_plan.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/ist/ist_local.hpp"
+#include "actors/modes/ist/ist_plan.hpp"
+#include "actors/modes/ist/ist_shard.hpp"
+#include "actors/modes/ist/ist_worker.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
 #include "actors/modes/pipeline/pipeline_stage.hpp"
@@ -24,6 +28,8 @@ const std::vector<role_type>& all_roles() {
     {"head", spawn_head_role},
     {"pipeline_stage", spawn_pipeline_stage_role},
     {"data_parallel_worker", spawn_data_parallel_worker_role},
+    {"ist_worker", spawn_ist_worker_role},
+    {"ist_shard", spawn_ist_shard_role},
   };
   return roles;
 }
@@ -53,6 +59,8 @@ const std::vector<training_mode>& all_modes() {
      nullptr, true},
     // Workers train the whole model from its initial weights: no pretraining.
     {"data-parallel", plan_data_parallel, run_data_parallel_local_job},
+    // Shards make the initial network from the seed: no pretraining.
+    {"ist", plan_ist, run_ist_local_job},
   };
   return modes;
 }

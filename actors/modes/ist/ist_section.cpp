@@ -1,0 +1,197 @@
+#include "actors/modes/ist/ist_section.hpp"
+
+#include <algorithm>
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+namespace {
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+/// `ist.kind`: ist; resist (residual networks) is part B, not here yet.
+std::string read_kind(const field& f) {
+  auto kind = read_choice(f, {"ist", "resist"});
+  if (kind == "resist")
+    f.fail(f.name() + " is 'resist': ResIST (residual blocks dealt to workers) is not "
+           "implemented yet (expected ist)");
+  return kind;
+}
+
+/// `ist.hidden`: one positive width per hidden layer, each at least W and S
+/// (every worker and every shard gets a neuron of every layer).
+std::vector<int64_t> read_hidden(const field& f, const ist_settings& s) {
+  const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
+  std::vector<int64_t> widths;
+  for (const field& item : f.items(what, ist_max_hidden_layers)) {
+    auto width = read_integer<int64_t>(item, 1, ist_max_width,
+                                       "a width from 1 to " + std::to_string(ist_max_width));
+    if (width < s.workers || width < s.shards)
+      item.fail(item.name() + " is " + std::to_string(width) + ": every hidden layer needs at "
+                "least one neuron per worker and per shard (expected at least " +
+                std::to_string(std::max(s.workers, s.shards)) + ")");
+    widths.push_back(width);
+  }
+  if (widths.empty())
+    f.expected(what);
+  return widths;
+}
+
+/// `ist.nodes`: one node per worker.
+std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t workers) {
+  std::vector<std::string> nodes;
+  for (const field& n : f.items("a list of node names, one per worker",
+                                static_cast<size_t>(ist_max_workers)))
+    nodes.push_back(read_node(n, t.nodes));
+  if (nodes.size() != static_cast<size_t>(workers))
+    f.fail(f.name() + " names " + std::to_string(nodes.size()) + " nodes for " +
+           std::to_string(workers) + " workers (expected one node per worker)");
+  return nodes;
+}
+
+int32_t read_count(const field& f) {
+  return read_integer<int32_t>(f, 1, ist_max_workers,
+                               "a number from 1 to " + std::to_string(ist_max_workers));
+}
+
+/// Batch norm with batch statistics needs two samples per minibatch.
+void check_batch(const field& root, const topology& t) {
+  if (t.plan.batch_size >= 2)
+    return;
+  auto key = root.section("data").get("batch_size");
+  (key ? *key : root).fail("data.batch_size is " + std::to_string(t.plan.batch_size) +
+                           ": job: ist normalises each minibatch with its own statistics "
+                           "(expected at least 2)");
+}
+
+// `ist:` (job: ist only; absent: every default).
+void parse(const field& root, const std::vector<std::string>&, topology& t) {
+  field section = root.section("ist");
+  ist_settings s;
+  if (!section.is_null())
+    check_section(section);
+  std::string kind;
+  read_if(section, "kind", kind, read_kind);
+  std::string model;
+  read_if(section, "model", model, [](const field& f) { return read_choice(f, {"mlp"}); });
+  read_if(section, "workers", s.workers, read_count);
+  s.shards = s.workers;
+  read_if(section, "shards", s.shards, read_count);
+  read_if(section, "local_steps", s.local_steps, positive_int32);
+  if (auto f = section.get("hidden"))
+    s.hidden = read_hidden(*f, s); // the default [4096] is wider than 64 workers
+  if (auto f = section.get("optimizer"))
+    s.optimizer = read_optimizer(*f, s.optimizer);
+  check_batch(root, t);
+  s.nodes.resize(static_cast<size_t>(s.workers));
+  if (auto f = section.get("nodes"))
+    s.nodes = read_nodes(*f, t, s.workers);
+  // The job trains its own mlp: the backbone section's model is not used.
+  t.backbone.name = "mlp";
+  t.mode_settings = std::move(s);
+}
+
+ist_settings& settings_of(topology& t) {
+  return std::any_cast<ist_settings&>(t.mode_settings);
+}
+
+/// Shards do not checkpoint yet: refuse what would need them.
+void check(const field& root, const topology& t) {
+  if (!t.faults.empty())
+    root.require("faults").fail("faults and recovery are not implemented for job: ist yet "
+                                "(its shards do not checkpoint); remove 'faults'");
+  if (t.runtime.checkpoint_every > 0) {
+    auto runtime = root.get("runtime");
+    auto key = runtime ? runtime->get("checkpoint_every") : std::nullopt;
+    (key ? *key : root).fail("runtime.checkpoint_every: checkpoints are not implemented for "
+                             "job: ist yet (expected 0)");
+  }
+}
+
+std::vector<std::string> worker_names(const topology& t) {
+  std::vector<std::string> names;
+  for (int32_t w = 0; w < ist_settings_of(t).workers; ++w)
+    names.push_back(ist_worker_name(w));
+  return names;
+}
+
+std::vector<std::string> shard_names(const topology& t) {
+  std::vector<std::string> names;
+  for (int32_t s = 0; s < ist_settings_of(t).shards; ++s)
+    names.push_back(ist_shard_name(s));
+  return names;
+}
+
+// The workers compute; the shards only copy slices.
+size_t worker_count(const topology& t) {
+  return static_cast<size_t>(ist_settings_of(t).workers);
+}
+
+// Every worker sends to every shard and every shard to every worker.
+fault_edges edges(const topology& t) {
+  fault_edges out;
+  auto workers = worker_names(t), shards = shard_names(t);
+  out.from = workers;
+  out.from.insert(out.from.end(), shards.begin(), shards.end());
+  out.to = out.from;
+  for (const auto& w : workers)
+    out.receivers[w] = shards;
+  for (const auto& s : shards)
+    out.receivers[s] = workers;
+  return out;
+}
+
+// One node per worker (round-robin gives each its own slot); shards follow.
+void place(topology& t, const std::function<void(std::string&)>& place) {
+  for (auto& node : settings_of(t).nodes)
+    place(node);
+}
+
+// A worker whose node is lost is placed again (the others keep theirs).
+void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
+  for (auto& node : settings_of(t).nodes)
+    if (!keep(node))
+      node.clear();
+}
+
+} // namespace
+
+const ist_settings& ist_settings_of(const topology& t) {
+  return std::any_cast<const ist_settings&>(t.mode_settings);
+}
+
+std::string ist_worker_name(int32_t worker) {
+  return "worker." + std::to_string(worker);
+}
+
+std::string ist_shard_name(int32_t shard) {
+  return "shard." + std::to_string(shard);
+}
+
+const std::string& ist_shard_node(const ist_settings& s, int32_t shard) {
+  return s.nodes.at(static_cast<size_t>(shard % s.workers));
+}
+
+job_schema ist_schema() {
+  job_schema schema;
+  schema.name = "ist";
+  schema.section = "ist";
+  schema.keys = {{"ist", {"kind", "model", "workers", "shards", "local_steps", "hidden",
+                          "optimizer", "nodes"}},
+                 {"ist.optimizer", {"lr", "momentum", "weight_decay"}}};
+  schema.lists = {"ist.hidden", "ist.nodes"};
+  schema.parse = parse;
+  schema.check = check;
+  schema.trainable = worker_names;
+  schema.compute_actors = worker_count;
+  schema.edges = edges;
+  schema.place = place;
+  schema.forget = forget;
+  return schema;
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors

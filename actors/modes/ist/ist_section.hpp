@@ -1,0 +1,69 @@
+#pragma once
+
+// The topology of job: ist (independent subnet training, issue 12 part A),
+// as its mode reads it: the `ist:` section (workers, shards, local steps,
+// hidden widths, optimizer, placement), its actors' names, edges and
+// placement. The section is kept in topology::mode_settings as an
+// ist_settings (ist_settings_of reads it).
+//
+//   ist:
+//     workers: 2          # W worker actors, each trains one subnet per round
+//     shards: 2           # S shard actors (default W), each owns 1/S of the neurons
+//     local_steps: 10     # L SGD steps per round
+//     hidden: [4096]      # the mlp's hidden widths, each >= W and >= S
+//     optimizer: {lr: 0.01, momentum: 0, weight_decay: 0}
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/config/job_schema.hpp"
+#include "model/training.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+/// The most workers (and shards) an IST job may have.
+inline constexpr int32_t ist_max_workers = 64;
+
+/// The most hidden layers of the mlp, and the widest one.
+inline constexpr size_t ist_max_hidden_layers = 16;
+inline constexpr int64_t ist_max_width = 65536;
+
+/// The `ist:` section, parsed and validated.
+struct ist_settings {
+  int32_t workers = 2;          ///< W: worker actors, one subnet each per round
+  int32_t shards = 2;           ///< S: shard actors (default W)
+  int32_t local_steps = 10;     ///< L: local SGD steps per round
+  std::vector<int64_t> hidden{4096}; ///< the mlp's hidden widths
+  /// `ist.optimizer` (lr, momentum, weight_decay) over the authors' plain SGD
+  /// (lr 0.01, no momentum); a momentum buffer is reset every round.
+  model::optimizer_spec optimizer{0.01, 0.0, 0.0};
+  /// The node of each worker: as `nodes` lists them, else filled by
+  /// placement ("" when embedded). Shard s runs on worker s % W's node.
+  std::vector<std::string> nodes;
+};
+
+/// The section of a topology parsed with job: ist (throws std::bad_any_cast
+/// for a topology of another job).
+const ist_settings& ist_settings_of(const topology& t);
+
+/// Worker w's actor name: "worker.W" (the result group merges "worker.*").
+std::string ist_worker_name(int32_t worker);
+
+/// Shard s's actor name: "shard.S".
+std::string ist_shard_name(int32_t shard);
+
+/// The node shard `shard` runs on: its worker's, s % W.
+const std::string& ist_shard_node(const ist_settings& s, int32_t shard);
+
+/// The result group every worker reports into.
+inline const std::string ist_workers_group = "workers";
+
+/// The schema of job: ist, for the topology parser.
+job_schema ist_schema();
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,239 @@
+#include "actors/modes/ist/ist_shard.hpp"
+
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <torch/torch.h>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/modes/ist/ist_pieces.hpp"
+#include "actors/modes/ist/ist_section.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/error.hpp"
+#include "model/ist.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+namespace {
+
+using messages::tensor_set;
+
+struct shard_setup {
+  std::string name;
+  std::string node;
+  ist_shard_spec spec;
+  model::ist_network whole;
+};
+
+struct shard_state {
+  std::string name;
+  std::string node;
+  ist_shard_spec spec;
+  caf::actor coordinator;
+  std::vector<caf::actor> workers; ///< by index, from the plan's peer edges
+
+  // -- the network and the round ----------------------------------------------------
+  model::ist_network whole; ///< only the owned slices are read or written
+  model::ist_partition whole_partition; ///< one worker: its pieces are the owned slices
+  std::vector<model::ist_piece> owned;
+  model::ist_partition partition; ///< this round's
+  int64_t round = 0;
+  int64_t rounds_per_epoch = 0;   ///< from the workers (0: none came back yet)
+  std::vector<bool> returned;     ///< by worker: its trained pieces of this round came
+  int32_t returned_count = 0;
+  bool started = false;
+  bool finished = false;
+
+  activity work;
+  std::vector<messages::edge_stats> edges; ///< to each worker
+};
+
+using shard_actor = caf::stateful_actor<shard_state>;
+
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors)
+    n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+void send_to_worker(shard_actor* self, int32_t worker, tensor_set t) {
+  auto& st = self->state;
+  auto& edge = st.edges[static_cast<size_t>(worker)];
+  edge.messages += 1;
+  edge.bytes += bytes_of(t.tensors);
+  self->send(st.workers[static_cast<size_t>(worker)], std::move(t));
+}
+
+/// The pieces of this round's subnets it owns, to every worker.
+void send_round(shard_actor* self) {
+  auto& st = self->state;
+  auto since = activity::clock::now();
+  const auto& spec = st.spec;
+  st.partition = model::make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, st.round);
+  st.returned.assign(static_cast<size_t>(spec.workers), false);
+  st.returned_count = 0;
+  for (int32_t w = 0; w < spec.workers; ++w) {
+    std::vector<at::Tensor> pieces;
+    {
+      compute_scope compute{st.work};
+      pieces = ist_take_pieces(
+        st.whole, st.partition, w,
+        model::ist_shard_pieces(spec.shape, st.partition, w, spec.shard, spec.shards));
+    }
+    send_to_worker(self, w, tensor_set{"ist_subnet", st.name, spec.shard, st.round, 0,
+                                       std::move(pieces), {}});
+  }
+  st.work.add_busy(since);
+}
+
+messages::actor_report make_report(shard_state& st) {
+  messages::actor_report r;
+  r.actor = st.name;
+  r.role = "ist_shard";
+  r.node = st.node;
+  r.busy_seconds = st.work.busy_seconds();
+  r.idle_seconds = st.work.idle_seconds();
+  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
+  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  r.edges = st.edges;
+  r.figures.push_back({"rounds", static_cast<double>(st.round + 1)});
+  r.figures.push_back({"owned_parameters",
+                       static_cast<double>(ist_owned_elements(st.spec.shape, st.spec.shard,
+                                                              st.spec.shards))});
+  return r;
+}
+
+/// Every worker's pieces of the round are back: the epoch's end goes to
+/// worker 0 (and, at the run's end, to the coordinator), then the next round.
+void end_round(shard_actor* self) {
+  auto& st = self->state;
+  const int64_t done = st.round + 1;
+  if (done % st.rounds_per_epoch == 0) {
+    std::vector<at::Tensor> slices; // copies: the shard writes its network in place later
+    for (auto& t : ist_take_pieces(st.whole, st.whole_partition, 0, st.owned))
+      slices.push_back(t.clone());
+    const int64_t epoch = done / st.rounds_per_epoch - 1;
+    send_to_worker(self, 0, tensor_set{"ist_owned", st.name, st.spec.shard, epoch, 0, slices, {}});
+    if (epoch + 1 == st.spec.epochs) {
+      st.finished = true;
+      self->send(st.coordinator,
+                 tensor_set{"weights", st.name, st.spec.shard, done, 0, std::move(slices), {}});
+      self->send(st.coordinator, final_atom::value, make_report(st));
+      return;
+    }
+  }
+  st.round = done;
+  send_round(self);
+}
+
+/// A worker's trained pieces of this round, put back in place.
+void on_trained(shard_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  const auto w = t.replica;
+  bool fits = !t.invalid && t.kind == "ist_trained" && st.started && !st.finished && w >= 0 &&
+              w < st.spec.workers && t.step == st.round && !st.returned[static_cast<size_t>(w)] &&
+              t.step_size >= 1 && (st.rounds_per_epoch == 0 || t.step_size == st.rounds_per_epoch);
+  if (!fits)
+    return fail(self, st.coordinator, st.name,
+                "refused a tensor_set '" + t.kind + "' from '" + t.from + "' of step " +
+                  std::to_string(t.step) + " (expected one worker's trained pieces of round " +
+                  std::to_string(st.round) + ", once, with the rounds per epoch " +
+                  (st.rounds_per_epoch ? std::to_string(st.rounds_per_epoch) : "as step_size") +
+                  ")" + (t.invalid ? ": " + describe(t.invalid) : std::string{}));
+  guarded(self, "put back " + t.from + "'s pieces", [&] {
+    auto since = activity::clock::now();
+    {
+      compute_scope compute{st.work};
+      ist_put_pieces(st.whole, st.partition, w,
+                     model::ist_shard_pieces(st.spec.shape, st.partition, w, st.spec.shard,
+                                             st.spec.shards),
+                     t.tensors);
+    }
+    st.work.add_busy(since);
+    st.rounds_per_epoch = t.step_size;
+    st.returned[static_cast<size_t>(w)] = true;
+    if (++st.returned_count == st.spec.workers)
+      end_round(self);
+  });
+}
+
+caf::result<caf::ok_atom> on_peer(shard_actor* self, const caf::actor& peer, int32_t index) {
+  auto& st = self->state;
+  if (index < 0 || index >= st.spec.workers)
+    return make_error(errc::bad_config, st.name + ": its peers are workers 0 to " +
+                                          std::to_string(st.spec.workers - 1) + ", not " +
+                                          std::to_string(index));
+  st.workers[static_cast<size_t>(index)] = peer;
+  return caf::ok_atom::value;
+}
+
+void on_start(shard_actor* self) {
+  auto& st = self->state;
+  if (st.started)
+    return;
+  for (size_t w = 0; w < st.workers.size(); ++w)
+    if (!st.workers[w])
+      return fail(self, st.coordinator, st.name,
+                  "started without worker " + std::to_string(w) + " as its peer");
+  st.started = true;
+  st.work.begin();
+  use_thread_budget(1); // it only copies slices
+  guarded(self, "round 0", [=] { send_round(self); });
+}
+
+caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
+  auto& st = self->state;
+  st.name = std::move(setup.name);
+  st.node = std::move(setup.node);
+  st.spec = std::move(setup.spec);
+  st.whole = std::move(setup.whole);
+  st.whole_partition = ist_whole_partition(st.spec.shape);
+  st.owned = model::ist_shard_pieces(st.spec.shape, st.whole_partition, 0, st.spec.shard,
+                                     st.spec.shards);
+  st.workers.resize(static_cast<size_t>(st.spec.workers));
+  for (int32_t w = 0; w < st.spec.workers; ++w)
+    st.edges.push_back({st.name, ist_worker_name(w), 0, 0});
+  return {
+    observe_coordinator(self),
+    [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
+    [=](start_atom) { on_start(self); },
+    [=](tensor_set& t) { on_trained(self, t); },
+    [=](fault_atom, const std::string& kind) {
+      fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
+    },
+  };
+}
+
+caf::error no_paths(const ist_shard_spec&, const path_roots&) {
+  return caf::none; // a shard reads no file
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_ist_shard(caf::actor_system& sys, const std::string& name,
+                                          const std::string& node, const ist_shard_spec& spec) {
+  try {
+    auto whole = model::make_ist_network(spec.shape, spec.seed);
+    return spawn_detached(sys, name, shard_behavior,
+                          shard_setup{name, node, spec, std::move(whole)});
+  } catch (const std::exception& e) {
+    return error_of(e, name);
+  }
+}
+
+caf::expected<caf::actor> spawn_ist_shard_role(caf::actor_system& sys, const spawn_args& args) {
+  return parse_check_spawn<ist_shard_spec>(sys, args, parse_ist_shard_spec, no_paths,
+                                           spawn_ist_shard);
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,395 @@
+#include "actors/modes/ist/ist_worker.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <torch/torch.h>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/modes/ist/ist_pieces.hpp"
+#include "actors/modes/ist/ist_section.hpp"
+#include "actors/roles/recovery.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/error.hpp"
+#include "model/ist.hpp"
+#include "model/local.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+namespace {
+
+using messages::tensor_set;
+
+struct worker_setup {
+  std::string name;
+  std::string node;
+  ist_worker_spec spec;
+  model::dataset train;
+  model::dataset test;
+};
+
+/// The tensors of one round (or one evaluation) from every shard, as they come.
+struct arrivals {
+  std::vector<std::vector<at::Tensor>> from; ///< by shard
+  std::vector<bool> came;
+  int32_t count = 0;
+};
+
+struct worker_state {
+  std::string name;
+  std::string node;
+  ist_worker_spec spec;
+  caf::actor coordinator;
+  std::vector<caf::actor> shards; ///< by index, from the plan's peer edges
+
+  // -- data and rounds ---------------------------------------------------------------
+  model::dataset train;
+  model::dataset test;
+  int64_t steps_per_epoch = 0;
+  int64_t rounds_per_epoch = 0;
+  std::vector<std::vector<int64_t>> minibatches; ///< this epoch's
+  int32_t epoch = 0;
+  int64_t round = 0;     ///< the run's next round
+  bool evaluating = false; ///< worker 0: waits for the shards' owned slices
+  bool started = false;
+  bool finished = false;
+  std::map<int64_t, arrivals> subnets; ///< by round
+  std::map<int64_t, arrivals> owned;   ///< by epoch (worker 0)
+
+  // -- worker 0's whole network (evaluation) ------------------------------------------
+  model::ist_network whole;
+  model::ist_partition whole_partition;
+  double test_loss = 0;
+
+  training_counters counters;
+  activity work;
+  std::vector<messages::edge_stats> edges; ///< to each shard
+  int64_t received_bytes = 0; ///< subnet pieces only
+  int64_t steps_since_progress = 0;
+};
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+bool lead(const worker_state& st) {
+  return st.spec.worker == 0;
+}
+
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors)
+    n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+void begin_epoch(worker_state& st) {
+  const auto& plan = st.spec.data.plan;
+  st.minibatches = model::ist_worker_minibatches(st.train.size(), plan.seed, st.epoch,
+                                                 st.spec.worker, st.spec.workers,
+                                                 plan.batch_size);
+}
+
+/// Its subnet of this round, trained for the round's local steps.
+model::ist_network train_subnet(worker_state& st, const model::ist_partition& partition,
+                                const std::vector<std::vector<at::Tensor>>& pieces) {
+  compute_scope compute{st.work};
+  auto subnet = ist_assemble_subnet(st.spec.shape, partition, st.spec.worker, pieces);
+  const int64_t first = (st.round % st.rounds_per_epoch) * st.spec.local_steps;
+  const int64_t last = std::min(st.steps_per_epoch, first + st.spec.local_steps);
+  const std::vector<std::vector<int64_t>> steps(st.minibatches.begin() + first,
+                                                st.minibatches.begin() + last);
+  const auto r = model::ist_local_steps(subnet, st.train, steps, st.spec.optimizer);
+  for (int64_t j = first; j < last; ++j) { // a local step is one minibatch: its id is its step
+    const int64_t id = st.epoch * st.steps_per_epoch + j;
+    st.counters.admit(id, id);
+  }
+  st.counters.epoch.loss_sum += r.loss_sum;
+  st.counters.epoch.samples += r.samples;
+  st.counters.samples_total += r.samples;
+  st.steps_since_progress += r.steps;
+  return subnet;
+}
+
+/// Trains the round whose pieces all came and sends them back.
+void train_round(worker_actor* self, arrivals pieces) {
+  auto& st = self->state;
+  const auto& spec = st.spec;
+  const auto partition =
+    model::make_ist_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, st.round);
+  const auto subnet = train_subnet(st, partition, pieces.from);
+  for (int32_t s = 0; s < spec.shards; ++s) {
+    auto back = ist_split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards);
+    auto& edge = st.edges[static_cast<size_t>(s)];
+    edge.messages += 1;
+    edge.bytes += bytes_of(back);
+    self->send(st.shards[static_cast<size_t>(s)],
+               tensor_set{"ist_trained", st.name, spec.worker, st.round,
+                          static_cast<int32_t>(st.rounds_per_epoch), std::move(back), {}});
+  }
+  st.round += 1;
+}
+
+void maybe_report_progress(worker_actor* self) {
+  auto& st = self->state;
+  if (!lead(st) || st.steps_since_progress < st.spec.progress_every)
+    return;
+  st.steps_since_progress = 0;
+  auto& e = st.counters.epoch;
+  self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
+                                                e.samples ? e.loss_sum / e.samples : 0.0, {}});
+}
+
+// -- epochs and reports ----------------------------------------------------------------
+
+/// Worker 0: the whole network from every shard's owned slices, evaluated
+/// on the test split as the reference evaluates it.
+void evaluate(worker_state& st, const arrivals& slices) {
+  compute_scope compute{st.work};
+  for (int32_t s = 0; s < st.spec.shards; ++s)
+    ist_put_pieces(st.whole, st.whole_partition, 0,
+                   model::ist_shard_pieces(st.spec.shape, st.whole_partition, 0, s,
+                                           st.spec.shards),
+                   slices.from[static_cast<size_t>(s)]);
+  const auto e = model::ist_evaluate(st.whole, st.test, st.spec.eval_batch);
+  st.test_loss = e.loss;
+  st.counters.epoch.evaluated = e.samples;
+  st.counters.epoch.correct =
+    static_cast<int64_t>(std::llround(e.accuracy * static_cast<double>(e.samples)));
+}
+
+messages::actor_report make_report(worker_state& st) {
+  messages::actor_report r;
+  r.actor = st.name;
+  r.role = "ist_worker";
+  r.task = st.spec.task.name;
+  r.node = st.node;
+  r.busy_seconds = st.work.busy_seconds();
+  r.idle_seconds = st.work.idle_seconds();
+  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
+  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  report_counters(st.counters, r);
+  r.edges = st.edges;
+  const double rounds = static_cast<double>(std::max<int64_t>(st.round, 1));
+  int64_t sent = 0;
+  for (const auto& e : st.edges)
+    sent += e.bytes;
+  r.figures = {{"rounds", static_cast<double>(st.round)},
+               {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
+               {"sent_bytes_per_round", static_cast<double>(sent) / rounds},
+               {"formula_bytes_per_round",
+                model::ist_bytes_formula(st.spec.shape, st.spec.workers)}};
+  if (lead(st)) {
+    r.weights_digest = model::ist_digest(st.whole);
+    r.figures.push_back({"test_loss", st.test_loss});
+  }
+  return r;
+}
+
+void finish(worker_actor* self) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+             st.counters.duplicates);
+  self->send(st.coordinator, final_atom::value, make_report(st));
+}
+
+void end_epoch(worker_actor* self) {
+  auto& st = self->state;
+  auto e = st.counters.epoch.close(st.epoch);
+  st.counters.epochs.push_back(e);
+  auto report = make_report(st);
+  report.epochs = {e};
+  self->send(st.coordinator, epoch_atom::value, std::move(report));
+  st.epoch += 1;
+  if (st.epoch == st.spec.data.plan.epochs)
+    return finish(self);
+  begin_epoch(st);
+}
+
+/// Takes every step it can: a round whose pieces all came, worker 0's
+/// evaluation once every owned slice came; returns when it waits.
+void advance(worker_actor* self) {
+  auto& st = self->state;
+  use_thread_budget(st.spec.threads);
+  while (st.started && !st.finished) {
+    auto since = activity::clock::now();
+    if (st.evaluating) {
+      auto it = st.owned.find(st.epoch);
+      if (it == st.owned.end() || it->second.count < st.spec.shards)
+        return;
+      evaluate(st, it->second);
+      st.owned.erase(it);
+      st.evaluating = false;
+      end_epoch(self);
+      st.work.add_busy(since);
+      continue;
+    }
+    auto it = st.subnets.find(st.round);
+    if (it == st.subnets.end() || it->second.count < st.spec.shards)
+      return;
+    auto pieces = std::move(it->second);
+    st.subnets.erase(it);
+    train_round(self, std::move(pieces));
+    if (st.round % st.rounds_per_epoch == 0) { // the epoch's last round
+      if (lead(st))
+        st.evaluating = true;
+      else
+        end_epoch(self);
+    }
+    st.work.add_busy(since);
+    maybe_report_progress(self);
+  }
+}
+
+// -- the actor ---------------------------------------------------------------------------
+
+/// A shard's tensors: queued by round (or epoch), then used in order.
+void on_tensors(worker_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  const bool subnet = t.kind == "ist_subnet";
+  const bool slices = t.kind == "ist_owned" && lead(st);
+  const int64_t now = subnet ? st.round : st.epoch;
+  auto& queue = subnet ? st.subnets : st.owned;
+  auto* a = !t.invalid && (subnet || slices) && t.replica >= 0 && t.replica < st.spec.shards &&
+                t.step >= now
+              ? &queue[t.step]
+              : nullptr;
+  if (a != nullptr && a->came.empty()) {
+    a->from.resize(static_cast<size_t>(st.spec.shards));
+    a->came.assign(static_cast<size_t>(st.spec.shards), false);
+  }
+  if (a == nullptr || a->came[static_cast<size_t>(t.replica)])
+    return fail(self, st.coordinator, st.name,
+                "refused a tensor_set '" + t.kind + "' from '" + t.from + "' of step " +
+                  std::to_string(t.step) + " (expected one shard's subnet pieces of round " +
+                  std::to_string(st.round) + " or later, once" +
+                  (lead(st) ? ", or its owned slices after an epoch)" : ")") +
+                  (t.invalid ? ": " + describe(t.invalid) : std::string{}));
+  if (subnet)
+    st.received_bytes += bytes_of(t.tensors);
+  a->came[static_cast<size_t>(t.replica)] = true;
+  a->from[static_cast<size_t>(t.replica)] = std::move(t.tensors);
+  a->count += 1;
+  guarded(self, "round " + std::to_string(st.round), [=] { advance(self); });
+}
+
+caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
+  auto& st = self->state;
+  if (index < 0 || index >= st.spec.shards)
+    return make_error(errc::bad_config, st.name + ": its peers are shards 0 to " +
+                                          std::to_string(st.spec.shards - 1) + ", not " +
+                                          std::to_string(index));
+  st.shards[static_cast<size_t>(index)] = peer;
+  return caf::ok_atom::value;
+}
+
+void on_start(worker_actor* self) {
+  auto& st = self->state;
+  if (st.started)
+    return;
+  for (size_t s = 0; s < st.shards.size(); ++s)
+    if (!st.shards[s])
+      return fail(self, st.coordinator, st.name,
+                  "started without shard " + std::to_string(s) + " as its peer");
+  st.started = true;
+  st.work.begin();
+  const auto& plan = st.spec.data.plan;
+  if (lead(st)) // the progress line's total: this worker's samples
+    self->send(st.coordinator,
+               messages::control{messages::control_kind::start, 0,
+                                 st.steps_per_epoch * plan.batch_size * plan.epochs, st.name,
+                                 {}});
+  guarded(self, "training", [=] { advance(self); });
+}
+
+void init_state(worker_actor* self, worker_setup setup) {
+  auto& st = self->state;
+  st.name = std::move(setup.name);
+  st.node = std::move(setup.node);
+  st.spec = std::move(setup.spec);
+  st.train = std::move(setup.train);
+  st.test = std::move(setup.test);
+  const auto& plan = st.spec.data.plan;
+  st.steps_per_epoch =
+    model::ist_steps_per_epoch(st.train.size(), plan.batch_size, st.spec.workers);
+  st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
+  st.shards.resize(static_cast<size_t>(st.spec.shards));
+  for (int32_t s = 0; s < st.spec.shards; ++s)
+    st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
+  if (lead(st)) {
+    st.whole = model::make_ist_network(st.spec.shape, plan.seed);
+    st.whole_partition = ist_whole_partition(st.spec.shape);
+  }
+  begin_epoch(st);
+}
+
+caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
+  init_state(self, std::move(setup));
+  return {
+    observe_coordinator(self),
+    [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
+    [=](start_atom) { on_start(self); },
+    [=](tensor_set& t) { on_tensors(self, t); },
+    [=](fault_atom, const std::string& kind) {
+      fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
+    },
+  };
+}
+
+/// The data as the reference reads it, with the task's labels; refuses
+/// samples that are not `inputs` values wide or too few for one step.
+caf::expected<std::pair<model::dataset, model::dataset>> load_data(const ist_worker_spec& spec) {
+  auto data = load_source_data(spec.data);
+  if (!data)
+    return data.error();
+  auto& [train, test] = *data;
+  train.labels = model::apply(spec.task, train.labels);
+  test.labels = model::apply(spec.task, test.labels);
+  for (const auto* split : {&train, &test})
+    if (split->size() > 0 && split->images.numel() / split->size() != spec.shape.inputs)
+      return make_error(errc::bad_config, "samples of " +
+                                            std::to_string(split->images.numel() / split->size()) +
+                                            " values, expected " +
+                                            std::to_string(spec.shape.inputs));
+  model::ist_steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers); // throws
+  return data;
+}
+
+caf::error check_worker_paths(const ist_worker_spec& spec, const path_roots& roots) {
+  return check_paths(spec.data, roots);
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_ist_worker(caf::actor_system& sys, const std::string& name,
+                                           const std::string& node, const ist_worker_spec& spec) {
+  try {
+    auto data = load_data(spec);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    return spawn_detached(sys, name, worker_behavior,
+                          worker_setup{name, node, spec, std::move(train), std::move(test)});
+  } catch (const std::exception& e) {
+    return error_of(e, name);
+  }
+}
+
+caf::expected<caf::actor> spawn_ist_worker_role(caf::actor_system& sys, const spawn_args& args) {
+  return parse_check_spawn<ist_worker_spec>(sys, args, parse_ist_worker_spec, check_worker_paths,
+                                            spawn_ist_worker);
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors
