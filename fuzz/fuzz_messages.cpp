@@ -59,6 +59,15 @@ void read_tensors(const microbatch& x, const char* kind) {
   read_all(x.payload, kind);
   for (const auto& task : x.labels)
     read_all(task.values, kind);
+  // Decoded sample ids: none, or one id >= 0 per payload row.
+  if (x.samples.empty())
+    return;
+  if (!x.payload.defined() || x.payload.dim() == 0 ||
+      x.payload.size(0) != static_cast<int64_t>(x.samples.size()))
+    fail(kind, "decoded sample ids that do not match the payload's rows");
+  for (int64_t id : x.samples)
+    if (id < 0)
+      fail(kind, "decoded a negative sample id");
 }
 
 void read_tensors(const gradient& x, const char* kind) {

@@ -73,8 +73,10 @@ bool write_messages(const fs::path& dir) {
   mb.weight_version = 13;
   mb.payload = values(2 * 1 * 4 * 4, at::kFloat).reshape({2, 1, 4, 4});
   mb.labels = {{"all", values(2, at::kLong)}, {"footwear", values(2, at::kLong)}};
+  mb.samples = {17, 4};
   microbatch referenced = mb; // 4 KiB: a segment of its own (codec.cpp write_flat)
   referenced.payload = values(4 * 1 * 16 * 16, at::kFloat).reshape({4, 1, 16, 16});
+  referenced.samples = {59999, 0, 3, 12};
   gradient grad{41, 7, 12, values(8, at::kFloat).reshape({2, 4}), {}};
   tensor_set set{"gradients", "stage-1-replica-0", 1, 7, 4,
                  {values(6, at::kFloat).reshape({2, 3}), at::Tensor{}, values(3, at::kDouble),

@@ -15,6 +15,10 @@
 #   2  TensorSet (replica gradients and weights) and ActorReport's
 #      bubbleSeconds and trace: a version-1 reader would drop the trace and
 #      the bubble time without a word, and could not read a TensorSet at all.
+#   3  Microbatch's samples (the data set's sample ids, which a frozen
+#      stage's feature cache is keyed by) and ActorReport's figures and
+#      events: a version-2 reader would drop the ids, and a cache could not
+#      tell which samples it holds.
 
 @0xa65fcc7ffb637ae2;
 
@@ -59,6 +63,9 @@ struct Microbatch {
   weightVersion @6 :Int64;
   payload @7 :Tensor;     # absent: an undefined tensor
   labels @8 :List(TaskLabels);
+  # The sample id of every payload row; empty: not known. A reader refuses
+  # a list whose length is not the payload's rows, or a negative id.
+  samples @9 :List(Int64);
 }
 
 struct Gradient {

@@ -91,6 +91,22 @@ void write_trace(wire::ActorReport::Builder b, const std::vector<trace_event>& x
   }
 }
 
+/// A microbatch's sample ids against its payload: none, or one id >= 0 per row.
+caf::error check_samples(const microbatch& x) {
+  if (x.samples.empty())
+    return caf::none;
+  const int64_t rows = x.payload.defined() && x.payload.dim() > 0 ? x.payload.size(0) : 0;
+  if (static_cast<int64_t>(x.samples.size()) != rows)
+    return make_error(errc::shape_mismatch,
+                      "samples: " + std::to_string(x.samples.size()) + " ids for a payload of "
+                        + std::to_string(rows) + " rows, expected one id per row");
+  for (int64_t id : x.samples)
+    if (id < 0)
+      return make_error(errc::malformed_message,
+                        "samples: sample id " + std::to_string(id) + " is negative");
+  return caf::none;
+}
+
 } // namespace
 
 // -- text ------------------------------------------------------------------------
@@ -134,6 +150,11 @@ caf::error write_fields(encoder& e, wire::Microbatch::Builder b, const microbatc
       if (auto err = e.tensor(out.initValues(), task.values, "labels of task '" + task.task + "'"))
         return err;
   }
+  if (auto err = check_samples(x))
+    return err;
+  auto samples = b.initSamples(static_cast<unsigned>(x.samples.size()));
+  for (size_t i = 0; i < x.samples.size(); ++i)
+    samples.set(static_cast<unsigned>(i), x.samples[i]);
   return caf::none;
 }
 
@@ -267,7 +288,12 @@ caf::error read_fields(decoder& d, wire::Microbatch::Reader r, microbatch& x) {
                               task.values))
         return err;
   }
-  return caf::none;
+  // A List(Int64) takes its 8 bytes an entry on the wire: nothing to claim.
+  auto samples = r.getSamples();
+  x.samples.resize(samples.size());
+  for (unsigned i = 0; i < samples.size(); ++i)
+    x.samples[i] = samples[i];
+  return check_samples(x);
 }
 
 caf::error read_fields(decoder& d, wire::Gradient::Reader r, gradient& x) {

@@ -94,6 +94,8 @@ std::string to_string(const microbatch& x) {
   out.field("payload", x.payload);
   for (const auto& task : x.labels)
     out.field(("labels[" + task.task + "]").c_str(), task.values);
+  if (!x.samples.empty())
+    out.field("samples", static_cast<int64_t>(x.samples.size()));
   return out.str();
 }
 

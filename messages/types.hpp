@@ -21,7 +21,7 @@
 namespace baton::messages {
 
 /// Version of messages/baton.capnp written by this build; readers refuse others.
-inline constexpr uint32_t schema_version = 2;
+inline constexpr uint32_t schema_version = 3;
 
 /// Default limit of one encoded message (and of one tensor), in bytes.
 inline constexpr uint64_t default_max_message_bytes = uint64_t{64} << 20;
@@ -43,6 +43,11 @@ struct microbatch {
   int64_t weight_version = -1;///< weight version used by the first stage (-1: none)
   at::Tensor payload;         ///< inputs or activations, batch first
   std::vector<task_labels> labels; ///< labels of every task of the job
+  /// The data set's sample id of every payload row (of the test split when
+  /// `eval`), as the source cut them: a frozen stage's feature cache is keyed
+  /// by them. Empty: not known (not cut from a data set); otherwise exactly
+  /// one id >= 0 per payload row, or the message is invalid.
+  std::vector<int64_t> samples;
   caf::error invalid;         ///< set when received bytes could not be decoded
 };
 

@@ -11,6 +11,7 @@
 // recomputing it gives.
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -81,5 +82,80 @@ private:
 at::Tensor frozen_features(const layered_model& prefix, feature_cache* cache,
                            const dataset& data, const std::vector<int64_t>& ids,
                            int64_t block_rows = 4);
+
+/// The same for inputs at hand (a microbatch's images): row i of `inputs` is
+/// sample `ids[i]` (the cache key; >= 0 with block_rows >= 1). Gives exactly
+/// the rows of the dataset form above for the same samples, which reads the
+/// rows it computes and calls this one. `forwarded_rows`, when given, grows
+/// by the rows the prefix ran (the repeated rows of canonical blocks
+/// included). Throws model::error when inputs and ids disagree in length.
+at::Tensor frozen_features(const layered_model& prefix, feature_cache* cache,
+                           const at::Tensor& inputs, const std::vector<int64_t>& ids,
+                           int64_t block_rows = 4, int64_t* forwarded_rows = nullptr);
+
+// -- a frozen backbone with its cache -----------------------------------------------
+
+/// How a frozen backbone's features are computed and kept (the transfer
+/// job's `backbone.cache`, `backbone.cache_mb`, `backbone.feature_block`).
+struct feature_cache_spec {
+  bool cache = false;     ///< keep rows in memory (`cache: memory`)
+  double cache_mb = 256;  ///< the cache's budget in MiB of tensor data
+  /// Canonical block rows K (frozen_features' block_rows); 0: a microbatch
+  /// in one forward, as without any cache (only valid with cache false).
+  int64_t block_rows = 0;
+};
+
+/// Cache keys of test-split samples: sample id + this, so that they never
+/// meet the training split's ids (both count from 0). Sample ids must be
+/// below it (a data set of 2^40 samples is not in sight).
+inline constexpr int64_t eval_key_offset = int64_t{1} << 40;
+
+/// What a frozen backbone did, per split: samples asked for and how many of
+/// them it computed (the others came from its cache).
+struct feature_counts {
+  int64_t train_samples = 0;  ///< training samples whose features were asked for
+  int64_t train_computed = 0; ///< of those, run through the backbone
+  int64_t eval_samples = 0;   ///< test-split samples asked for
+  int64_t eval_computed = 0;  ///< of those, run through the backbone
+  int64_t forward_rows = 0;   ///< rows the backbone ran (canonical blocks' repeats included)
+  feature_counts& operator+=(const feature_counts& o);
+};
+
+/// A frozen backbone (evaluation mode, no gradient) and its feature cache:
+/// what the transfer job's stage and its `--mode local` reference both run,
+/// so that they compute every row the same way. Not thread-safe.
+class frozen_backbone {
+public:
+  /// Throws model::error for a cache without canonical blocks (block_rows
+  /// < 1), a negative budget, or layers whose output depends on the batch
+  /// (batch_dependent_layers): their rows could not be cached.
+  frozen_backbone(layered_model layers, const feature_cache_spec& spec);
+
+  /// The features of `inputs`, whose row i is sample `samples[i]` of the
+  /// training split (or of the test split with `eval`). Without cache and
+  /// blocks this is one forward and `samples` may be empty; otherwise it
+  /// needs one id in [0, eval_key_offset) per row (else model::error).
+  at::Tensor features(const at::Tensor& inputs, const std::vector<int64_t>& samples, bool eval);
+
+  /// The counts since the last call (an epoch's), kept in epochs(); then
+  /// starts counting anew.
+  feature_counts end_epoch();
+  /// The counts of every ended epoch, in order.
+  const std::vector<feature_counts>& epochs() const { return epochs_; }
+  /// The counts of the whole run, this epoch's included.
+  feature_counts total() const;
+  /// The cache's counters (zeros without a cache).
+  cache_stats stats() const;
+  const feature_cache_spec& spec() const { return spec_; }
+  const layered_model& layers() const { return layers_; }
+
+private:
+  layered_model layers_;
+  feature_cache_spec spec_;
+  std::unique_ptr<feature_cache> cache_;
+  feature_counts epoch_;
+  feature_counts total_;
+  std::vector<feature_counts> epochs_;
+};
 
 } // namespace baton::model

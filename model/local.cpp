@@ -48,7 +48,7 @@ void account(head_run& run, double loss, int64_t samples, bool step_done, int32_
 
 /// One epoch: each microbatch goes through the backbone once and its features
 /// are given to every head in turn.
-void train_epoch(const layered_model& backbone, std::vector<std::unique_ptr<head_run>>& runs,
+void train_epoch(frozen_backbone& backbone, std::vector<std::unique_ptr<head_run>>& runs,
                  const dataset& train, const batch_plan& plan, int32_t epoch,
                  const progress_fn& progress) {
   const epoch_plan p = plan_epoch(train.size(), plan, epoch);
@@ -58,7 +58,7 @@ void train_epoch(const layered_model& backbone, std::vector<std::unique_ptr<head
   }
   for (size_t i = 0; i < p.microbatches.size(); ++i) {
     auto [images, labels] = gather(train, p.microbatches[i]);
-    const at::Tensor features = forward_frozen(backbone, images);
+    const at::Tensor features = backbone.features(images, p.microbatches[i], false);
     const bool step_done = last_in_step(p, i);
     for (auto& run : runs) {
       const double loss = run->trainer.train(features, apply(run->spec.task_def, labels),
@@ -73,13 +73,13 @@ void train_epoch(const layered_model& backbone, std::vector<std::unique_ptr<head
 }
 
 /// Test accuracy of every head on the frozen backbone's features.
-void evaluate(const layered_model& backbone, std::vector<std::unique_ptr<head_run>>& runs,
+void evaluate(frozen_backbone& backbone, std::vector<std::unique_ptr<head_run>>& runs,
               const dataset& test, int64_t batch_size) {
   std::vector<int64_t> correct(runs.size(), 0);
   int64_t total = 0;
   for (const auto& ids : plan_eval(test.size(), batch_size)) {
     auto [images, labels] = gather(test, ids);
-    const at::Tensor features = forward_frozen(backbone, images);
+    const at::Tensor features = backbone.features(images, ids, true);
     for (size_t h = 0; h < runs.size(); ++h)
       correct[h] += runs[h]->trainer.correct(features, apply(runs[h]->spec.task_def, labels));
     total += images.size(0);
@@ -155,6 +155,15 @@ std::vector<head_result> run_transfer_local(const layered_model& backbone,
                                             const dataset& train, const dataset& test,
                                             const batch_plan& plan,
                                             const progress_fn& progress) {
+  frozen_backbone frozen{backbone, {}};
+  return run_transfer_local(frozen, heads, train, test, plan, progress);
+}
+
+std::vector<head_result> run_transfer_local(frozen_backbone& backbone,
+                                            const std::vector<head_spec>& heads,
+                                            const dataset& train, const dataset& test,
+                                            const batch_plan& plan,
+                                            const progress_fn& progress) {
   check_plan(plan);
   std::vector<std::unique_ptr<head_run>> runs;
   for (const auto& spec : heads) {
@@ -169,6 +178,7 @@ std::vector<head_result> run_transfer_local(const layered_model& backbone,
   for (int32_t epoch = 0; epoch < plan.epochs; ++epoch) {
     train_epoch(backbone, runs, train, plan, epoch, progress);
     evaluate(backbone, runs, test, plan.batch_size);
+    backbone.end_epoch();
   }
   std::vector<head_result> results;
   for (auto& run : runs) {
@@ -202,7 +212,7 @@ double pretrain(const pretrain_spec& spec, const dataset& train, const dataset& 
   std::vector<std::unique_ptr<head_run>> runs;
   runs.push_back(std::make_unique<head_run>(
       whole, make_pretrain_model(spec.backbone, spec.task_def.classes)));
-  const layered_model identity; // no layers: forward returns its input
+  frozen_backbone identity{layered_model{}, {}}; // no layers: forward returns its input
   for (int32_t epoch = 0; epoch < spec.plan.epochs; ++epoch)
     train_epoch(identity, runs, train, spec.plan, epoch, progress);
   evaluate(identity, runs, test, spec.plan.batch_size);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/dataset.hpp"
+#include "model/feature_cache.hpp"
 #include "model/layered_model.hpp"
 #include "model/task.hpp"
 #include "model/training.hpp"
@@ -67,6 +68,15 @@ using progress_fn = std::function<void(const std::string&, int32_t, int64_t, dou
 /// microbatch is forwarded through the backbone once and given to every head.
 /// With one head this is exactly what one separate baseline process does.
 std::vector<head_result> run_transfer_local(const layered_model& backbone,
+                                            const std::vector<head_spec>& heads,
+                                            const dataset& train, const dataset& test,
+                                            const batch_plan& plan,
+                                            const progress_fn& progress = {});
+
+/// The same with the backbone's features computed (and cached) as
+/// `backbone` says, as the transfer job's stage computes them; each epoch
+/// (training, then evaluation) ends with backbone.end_epoch().
+std::vector<head_result> run_transfer_local(frozen_backbone& backbone,
                                             const std::vector<head_spec>& heads,
                                             const dataset& train, const dataset& test,
                                             const batch_plan& plan,

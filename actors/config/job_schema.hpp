@@ -37,6 +37,9 @@ struct job_schema {
   /// as they read the common sections'.
   std::map<std::string, std::vector<std::string>> keys;
   std::vector<std::string> lists;
+  /// Runs the backbone frozen from the input and reads `backbone.cache`,
+  /// `cache_mb` and `feature_block` (topology::features); other jobs refuse them.
+  bool frozen_backbone = false;
   /// Reads its section and checks what it needs of the common ones, right
   /// after the backbone (`layers`: the backbone's layer names). Null: a job
   /// planned but not implemented yet, refused by name.

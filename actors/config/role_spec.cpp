@@ -167,6 +167,9 @@ std::string to_yaml(const stage_spec& x) {
   n["end"] = x.end;
   n["window"] = x.window;
   n["threads"] = x.threads;
+  n["features"]["cache"] = x.features.cache;
+  n["features"]["cache_mb"] = x.features.cache_mb;
+  n["features"]["block_rows"] = x.features.block_rows;
   return dump(n);
 }
 
@@ -275,8 +278,15 @@ caf::expected<stage_spec> parse_stage_spec(const std::string& yaml) {
     x.end = n["end"].as<int64_t>();
     x.window = n["window"].as<int32_t>();
     x.threads = n["threads"].as<int32_t>();
+    x.features.cache = n["features"]["cache"].as<bool>();
+    x.features.cache_mb = n["features"]["cache_mb"].as<double>();
+    x.features.block_rows = n["features"]["block_rows"].as<int64_t>();
     if (x.begin < 0 || x.end <= x.begin || x.window < 1 || x.threads < 1)
       throw std::runtime_error("need 0 <= begin < end, window >= 1, threads >= 1");
+    if (!(x.features.cache_mb >= 0) || x.features.block_rows < 0 ||
+        (x.features.cache && (x.features.block_rows < 1 || x.begin != 0)))
+      throw std::runtime_error("need cache_mb >= 0, block_rows >= 0, and with a cache "
+                               "block_rows >= 1 and begin 0");
     return x;
   });
 }

@@ -10,6 +10,7 @@
 
 #include <caf/expected.hpp>
 
+#include "model/feature_cache.hpp"
 #include "model/layered_model.hpp"
 #include "model/local.hpp"
 #include "model/task.hpp"
@@ -61,6 +62,9 @@ struct stage_spec {
   int64_t end = 0;
   int32_t window = 4;
   int32_t threads = 1;    ///< torch threads of this actor
+  /// How it computes and keeps its features (`backbone.cache`, `cache_mb`,
+  /// `feature_block`); a cache only in a stage that holds the whole backbone.
+  model::feature_cache_spec features;
 };
 
 /// A trainable head.

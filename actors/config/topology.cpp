@@ -45,7 +45,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
               "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
     {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "stages", "place",
-                  "pretrain"}},
+                  "pretrain", "cache", "cache_mb", "feature_block"}},
     {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
     {"backbone.pretrain.optimizer", optimizer},
     {"tasks.*", {"name", "labels"}},
@@ -522,6 +522,28 @@ void place_stages(const field& place, topology& t) {
                + std::to_string(items.size()) + " nodes");
 }
 
+// `backbone.cache`, `cache_mb` and `feature_block` (model::feature_cache_spec):
+// a cache keeps rows only when they are computed in canonical blocks.
+void parse_feature_cache(const field& section, topology& t) {
+  if (auto f = section.get("cache"))
+    t.features.cache = read_choice(*f, {"none", "memory"}) == "memory";
+  read_if(section, "cache_mb", t.features.cache_mb, [](const field& f) {
+    return read_number(f, "a number of MiB from 0 to 1048576",
+                       [](double x) { return x >= 0 && x <= 1048576; });
+  });
+  read_if(section, "feature_block", t.features.block_rows, [](const field& f) {
+    return read_integer<int64_t>(f, 0, 65536,
+                                 "a number of rows from 0 (a microbatch in one forward) to 65536");
+  });
+  if (t.features.cache && t.features.block_rows < 1) {
+    std::optional<field> block = section.get("feature_block");
+    (block ? *block : section.require("cache"))
+      .fail("'backbone.cache' is memory, which needs 'backbone.feature_block' >= 1 (rows "
+            "computed in canonical blocks of K samples, so that a cached row equals a "
+            "recomputed one), got " + std::to_string(t.features.block_rows));
+  }
+}
+
 // The model, its files and the stages; the model is built to learn its layer
 // names, and an error doing so is reported on the key that chose it. Returns
 // those names.
@@ -551,7 +573,25 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
     place_stages(*f, t);
   if (auto f = section.get("pretrain"))
     parse_pretrain(*f, t);
+  parse_feature_cache(section, t);
   return names;
+}
+
+// The feature keys are read by jobs that run the backbone frozen from the
+// input only; any other job refuses them rather than ignore them.
+void refuse_feature_cache(const field& root, const std::vector<job_schema>& jobs,
+                          const topology& t) {
+  if (t.schema->frozen_backbone)
+    return;
+  std::vector<std::string> readers;
+  for (const job_schema& job : jobs)
+    if (job.frozen_backbone)
+      readers.push_back("job: " + job.name);
+  field section = root.section("backbone");
+  for (const char* key : {"cache", "cache_mb", "feature_block"})
+    if (auto f = section.get(key))
+      f->fail("'backbone." + std::string{key} + "' is read only by jobs that run the backbone "
+              "frozen (" + join(readers) + "); job: " + t.job + " does not");
 }
 
 head_placement parse_head(const field& item, const topology& t) {
@@ -848,6 +888,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   t.tasks = parse_tasks(root.require("tasks"), t.dataset);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   refuse_other_sections(root, jobs, t);
+  refuse_feature_cache(root, jobs, t);
   t.schema->parse(root, layers, t);
   check_sample_shape(root, t);
   t.heads = parse_heads(root.require("heads"), t);

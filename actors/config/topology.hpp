@@ -152,6 +152,10 @@ struct topology {
   /// a placeholder; `resolve_backbone_split` (actors/modes/pipeline/planning.hpp) plans the
   /// boundaries at run time and clears this flag.
   bool split_auto = false;
+  /// `backbone.cache` (none|memory), `cache_mb` and `feature_block`: how the
+  /// frozen backbone's features are computed and kept, by jobs whose schema
+  /// says `frozen_backbone` (transfer); others refuse the keys.
+  model::feature_cache_spec features;
 
   // -- tasks and heads ---------------------------------------------------------
   std::vector<model::task> tasks;

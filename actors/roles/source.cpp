@@ -73,6 +73,7 @@ microbatch make_microbatch(source_state& st, const model::dataset& data,
   m.epoch = st.epoch;
   m.eval = eval;
   m.payload = std::move(images);
+  m.samples = ids; // a frozen stage's feature cache is keyed by them
   for (const auto& t : st.spec.tasks)
     m.labels.push_back({t.name, model::apply(t, labels)});
   if (!eval) {

@@ -206,6 +206,16 @@ TEST(codec, empty_scalar_and_undefined_tensors_round_trip) {
   expect_same(none, round_trip(none));
 }
 
+TEST(codec, sample_ids_round_trip) {
+  auto x = sample_with_ids();
+  expect_same(x, round_trip(x));
+  auto y = caf_deserialize<microbatch>(caf_serialize(x));
+  expect_same(x, y);
+  EXPECT_EQ(y.samples, (std::vector<int64_t>{59999, 0, 17, 3}));
+  // No ids: not cut from a data set, still valid.
+  EXPECT_TRUE(round_trip(sample(tag<microbatch>{})).samples.empty());
+}
+
 TEST(codec, gradient_round_trips) {
   auto x = sample(tag<gradient>{});
   expect_same(x, round_trip(x));
@@ -466,7 +476,7 @@ TEST(codec, decode_refuses_an_unknown_schema_version) {
   EXPECT_NE(text.find("schema version " + std::to_string(schema_version + 1)), std::string::npos)
     << text;
   // Version 1 had no tensor sets and no traces: its readers would drop them.
-  static_assert(schema_version == 2, "baton.capnp's version history needs the new version");
+  static_assert(schema_version == 3, "baton.capnp's version history needs the new version");
   expect_refused(patched([](auto envelope) { envelope.set("version", 1); }),
                  errc::unknown_schema_version);
   // A message without any version (0) is refused too.
@@ -775,10 +785,65 @@ TEST(codec, caf_deserializer_fails_on_a_length_beyond_the_stream) {
   EXPECT_TRUE(inspect(source, y));
 }
 
+// -- sample ids ------------------------------------------------------------------
+
+/// The sample microbatch with ids, its samples list replaced by `ids` on the wire.
+wire_bytes with_wire_samples(const std::vector<int64_t>& ids) {
+  auto bytes = encode(sample_with_ids());
+  EXPECT_TRUE(bytes) << describe(bytes.error());
+  return patcher().patch(bytes ? *bytes : wire_bytes{}, [&](auto envelope) {
+    auto body = wire_patcher::body(envelope, "microbatch");
+    auto list = body.init("samples", static_cast<unsigned>(ids.size()))
+                  .template as<capnp::DynamicList>();
+    for (unsigned i = 0; i < ids.size(); ++i)
+      list.set(i, ids[i]);
+  });
+}
+
+TEST(codec, encode_refuses_sample_ids_that_do_not_match_the_rows) {
+  for (std::vector<int64_t> ids : {std::vector<int64_t>{1, 2, 3}, {1, 2, 3, 4, 5}}) {
+    auto x = sample(tag<microbatch>{});
+    x.samples = ids;
+    auto bytes = encode(x);
+    ASSERT_FALSE(bytes);
+    EXPECT_TRUE(is(bytes.error(), errc::shape_mismatch)) << describe(bytes.error());
+  }
+  auto x = sample_with_ids();
+  x.samples[2] = -5;
+  auto bytes = encode(x);
+  ASSERT_FALSE(bytes);
+  EXPECT_TRUE(is(bytes.error(), errc::malformed_message)) << describe(bytes.error());
+  x.payload = at::Tensor{}; // ids without any row
+  EXPECT_FALSE(encode(x));
+}
+
+TEST(codec, decode_refuses_sample_ids_that_do_not_match_the_rows) {
+  auto text = expect_refused(with_wire_samples({1, 2, 3}), errc::shape_mismatch);
+  EXPECT_NE(text.find("samples: 3 ids for a payload of 4 rows"), std::string::npos) << text;
+  text = expect_refused(with_wire_samples({1, 2, 3, 4, 5, 6, 7, 8}), errc::shape_mismatch);
+  EXPECT_NE(text.find("samples: 8 ids"), std::string::npos) << text;
+  text = expect_refused(with_wire_samples({1, -2, 3, 4}), errc::malformed_message);
+  EXPECT_NE(text.find("sample id -2 is negative"), std::string::npos) << text;
+  // The patch itself is sound: four ids decode.
+  auto fine = decode<microbatch>(with_wire_samples({4, 3, 2, 1}));
+  ASSERT_TRUE(fine) << describe(fine.error());
+  EXPECT_EQ(fine->samples, (std::vector<int64_t>{4, 3, 2, 1}));
+  // CAF's path delivers the struct with `invalid` set, never a crash.
+  auto bad = with_wire_samples({7});
+  std::vector<char> frame;
+  caf::binary_serializer sink{nullptr, frame};
+  ASSERT_FALSE(sink(static_cast<uint32_t>(bad.size())));
+  ASSERT_FALSE(sink.apply_raw(bad.size(), bad.data()));
+  microbatch y;
+  caf::binary_deserializer source{nullptr, frame};
+  EXPECT_FALSE(inspect(source, y));
+  EXPECT_TRUE(is(y.invalid, errc::shape_mismatch)) << describe(y.invalid);
+}
+
 // -- fuzzing ---------------------------------------------------------------------
 
 TEST(codec, corrupted_microbatches_never_crash_the_decoder) {
-  auto x = sample(tag<microbatch>{});
+  auto x = sample_with_ids();
   x.payload = pattern({4, 1, 16, 16}, at::kFloat); // 4 KiB: a referenced segment
   auto original = encoded(x);
   std::mt19937 rng{20240611};
@@ -818,6 +883,13 @@ TEST(codec, corrupted_microbatches_never_crash_the_decoder) {
     check(result->payload);
     for (const auto& task : result->labels)
       check(task.values);
+    // Ids decode only as one id >= 0 per payload row (or none).
+    if (!result->samples.empty()) {
+      ASSERT_TRUE(result->payload.defined());
+      EXPECT_EQ(static_cast<int64_t>(result->samples.size()), result->payload.size(0));
+      for (int64_t id : result->samples)
+        EXPECT_GE(id, 0);
+    }
   }
   EXPECT_EQ(decoded + refused, 2000);
   EXPECT_GT(refused, 0);

@@ -80,6 +80,13 @@ inline microbatch sample(tag<microbatch>, at::ScalarType dtype = at::kFloat) {
   return x;
 }
 
+/// The sample microbatch with the data set's sample id of each of its 4 rows.
+inline microbatch sample_with_ids() {
+  microbatch x = sample(tag<microbatch>{});
+  x.samples = {59999, 0, 17, 3};
+  return x;
+}
+
 inline gradient sample(tag<gradient>) {
   gradient x;
   x.microbatch_id = 42;
@@ -186,6 +193,7 @@ inline void expect_same(const microbatch& a, const microbatch& b) {
   EXPECT_EQ(a.step_size, b.step_size);
   EXPECT_EQ(a.eval, b.eval);
   EXPECT_EQ(a.weight_version, b.weight_version);
+  EXPECT_EQ(a.samples, b.samples);
   expect_same_tensor(a.payload, b.payload, "payload");
   ASSERT_EQ(a.labels.size(), b.labels.size());
   for (size_t i = 0; i < a.labels.size(); ++i) {

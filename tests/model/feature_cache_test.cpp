@@ -190,3 +190,89 @@ TEST(feature_cache, convnet_on_fashion_mnist_cache_equals_no_cache) {
   EXPECT_GT(cached.cache.hits, 0);
   EXPECT_EQ(weights_digest(cached.model.slice(0, 5)), weights_digest(make().slice(0, 5)));
 }
+
+// The images-at-hand form (a transfer stage's microbatch) gives exactly the
+// rows of the data-set form, with and without a cache and blocks; K = 0 and
+// no cache is one plain forward of the inputs.
+TEST(feature_cache, rows_from_inputs_equal_rows_from_the_data_set) {
+  const auto m = bn_model();
+  const auto prefix = m.slice(0, 4);
+  apply_freeze_point(m, 4);
+  const std::vector<int64_t> ids{41, 7, 50, 51, 3, 7, 12};
+  const at::Tensor images = gather(train_data(), ids).first;
+  for (int64_t block : {0, 1, 3, 4}) {
+    SCOPED_TRACE(block);
+    int64_t forwarded = 0;
+    const at::Tensor rows = frozen_features(prefix, nullptr, images, ids, block, &forwarded);
+    EXPECT_TRUE(torch::equal(rows, frozen_features(prefix, nullptr, train_data(), ids, block)));
+    EXPECT_EQ(forwarded % std::max<int64_t>(block, 1), 0);
+    EXPECT_GE(forwarded, static_cast<int64_t>(ids.size()));
+    if (block == 0) {
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(torch::equal(rows, prefix.forward(images)));
+      continue;
+    }
+    feature_cache by_inputs(1), by_data(1);
+    frozen_features(prefix, &by_inputs, images.slice(0, 0, 3), {41, 7, 50}, block);
+    frozen_features(prefix, &by_data, train_data(), {41, 7, 50}, block);
+    const at::Tensor a = frozen_features(prefix, &by_inputs, images, ids, block);
+    EXPECT_TRUE(torch::equal(a, frozen_features(prefix, &by_data, train_data(), ids, block)));
+    EXPECT_TRUE(torch::equal(a, rows));
+    EXPECT_EQ(by_inputs.stats().hits, by_data.stats().hits);
+  }
+  EXPECT_THROW(frozen_features(prefix, nullptr, images, {1, 2}, 4), error);
+  EXPECT_THROW(frozen_features(prefix, nullptr, images.slice(0, 0, 2), {1, -2}, 4), error);
+}
+
+// frozen_backbone: the transfer stage's features. Test-split ids are kept
+// apart from training ids; per-epoch counts say what ran.
+TEST(feature_cache, frozen_backbone_counts_and_keeps_the_splits_apart) {
+  const auto m = bn_model();
+  const auto prefix = m.slice(0, 4);
+  apply_freeze_point(m, 4);
+  frozen_backbone cached{prefix, {true, 1, 4}};
+  frozen_backbone plain{prefix, {false, 1, 4}};
+  const std::vector<int64_t> ids{3, 9, 12, 14}; // in both splits (the test split has 16)
+  const at::Tensor train_images = gather(train_data(), ids).first;
+  const at::Tensor test_images = gather(test_data(), ids).first;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    EXPECT_TRUE(torch::equal(cached.features(train_images, ids, false),
+                             plain.features(train_images, ids, false)));
+    // Same ids, other split: the test rows, not the cached training rows.
+    EXPECT_TRUE(torch::equal(cached.features(test_images, ids, true),
+                             plain.features(test_images, ids, true)));
+    cached.end_epoch();
+    plain.end_epoch();
+  }
+  ASSERT_EQ(cached.epochs().size(), 2u);
+  EXPECT_EQ(cached.epochs()[0].train_computed, 4);
+  EXPECT_EQ(cached.epochs()[0].eval_computed, 4);
+  EXPECT_EQ(cached.epochs()[0].forward_rows, 8);
+  EXPECT_EQ(cached.epochs()[1].train_samples, 4);
+  EXPECT_EQ(cached.epochs()[1].train_computed, 0);
+  EXPECT_EQ(cached.epochs()[1].eval_computed, 0);
+  EXPECT_EQ(cached.epochs()[1].forward_rows, 0);
+  EXPECT_EQ(plain.epochs()[1].train_computed, 4);
+  EXPECT_EQ(cached.total().train_samples, 8);
+  EXPECT_EQ(cached.stats().entries, 8);
+  EXPECT_EQ(cached.stats().hits, 8);
+  EXPECT_THROW(cached.features(train_images, {1, 2}, false), error);      // ids != rows
+  EXPECT_THROW(cached.features(train_images, {}, false), error);          // no ids
+  EXPECT_THROW(cached.features(train_images.slice(0, 0, 1), {eval_key_offset}, true), error);
+  // Without cache and blocks the ids are not needed: one forward.
+  frozen_backbone whole{prefix, {}};
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(whole.features(train_images, {}, false), prefix.forward(train_images)));
+}
+
+TEST(feature_cache, frozen_backbone_refuses_what_it_cannot_cache) {
+  const auto m = bn_model();
+  apply_freeze_point(m, 4);
+  EXPECT_THROW(frozen_backbone(m.slice(0, 4), {true, 1, 0}), error);  // no canonical blocks
+  EXPECT_THROW(frozen_backbone(m.slice(0, 4), {true, -1, 4}), error); // negative budget
+  EXPECT_THROW(frozen_backbone(m.slice(0, 4), {false, 1, -1}), error);
+  const auto batch_only = batch_only_bn_model();
+  apply_freeze_point(batch_only, 4);
+  EXPECT_THROW(frozen_backbone(batch_only.slice(0, 4), {true, 1, 4}), error);
+  EXPECT_NO_THROW(frozen_backbone(batch_only.slice(0, 4), {false, 1, 4}));
+}

@@ -1,11 +1,13 @@
 #include "actors/modes/transfer/stage.hpp"
 
 #include <deque>
+#include <optional>
 #include <utility>
 #include <variant>
 
 #include <caf/all.hpp>
 #include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/flow/activity.hpp"
 #include "actors/flow/error_of.hpp"
@@ -18,7 +20,6 @@
 #include "messages/types.hpp"
 #include "model/checkpoint.hpp"
 #include "model/layered_model.hpp"
-#include "model/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -34,7 +35,8 @@ struct stage_state {
   std::string name;
   std::string node;
   stage_spec spec;
-  model::layered_model layers;
+  /// Its layers, with the feature cache when spec.features asks for one.
+  std::optional<model::frozen_backbone> backbone;
 
   caf::actor coordinator;
   caf::actor upstream; ///< the sender of the microbatches: credits go back to it
@@ -55,12 +57,16 @@ void send_report(stage_actor* self) {
   report.busy_seconds = st.work.busy_seconds();
   report.idle_seconds = st.work.idle_seconds();
   report.edges = st.downstream.edges();
+  report_features(*st.backbone, report);
   self->send(st.coordinator, final_atom::value, std::move(report));
 }
 
 void forward_control(stage_actor* self, const control& c) {
   auto& st = self->state;
   st.downstream.broadcast(self, c);
+  // Every microbatch of the epoch came before it: its counts are complete.
+  if (c.kind == control_kind::epoch_end)
+    st.backbone->end_epoch();
   if (c.kind == control_kind::end_of_stream) {
     st.finished = true;
     send_report(self);
@@ -76,7 +82,7 @@ bool process(stage_actor* self, microbatch m, const caf::actor& upstream) {
   auto since = activity::clock::now();
   auto computed = guarded(self, "forward of microbatch " + std::to_string(m.id) + " failed", [&] {
     use_thread_budget(st.spec.threads);
-    m.payload = model::forward_frozen(st.layers, m.payload);
+    m.payload = st.backbone->features(m.payload, m.samples, m.eval);
   });
   if (!computed)
     return false;
@@ -119,8 +125,8 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
   auto& init = self->state;
   init.name = std::move(setup.name);
   init.node = std::move(setup.node);
+  init.backbone.emplace(std::move(setup.layers), setup.spec.features);
   init.spec = std::move(setup.spec);
-  init.layers = std::move(setup.layers);
   caf::message_handler own{
     observe_coordinator(self),
     [=](microbatch& m) {
@@ -146,6 +152,38 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
 
 } // namespace
 
+void report_features(const model::frozen_backbone& backbone, messages::actor_report& report) {
+  const model::feature_counts all = backbone.total();
+  auto figure = [&](const char* name, int64_t value) {
+    report.figures.push_back({name, static_cast<double>(value)});
+  };
+  figure("feature_block", backbone.spec().block_rows);
+  figure("backbone_train_samples", all.train_samples);
+  figure("backbone_train_computed", all.train_computed);
+  figure("backbone_eval_samples", all.eval_samples);
+  figure("backbone_eval_computed", all.eval_computed);
+  figure("backbone_forward_rows", all.forward_rows);
+  if (backbone.spec().cache) {
+    const model::cache_stats cache = backbone.stats();
+    figure("cache_hits", cache.hits);
+    figure("cache_misses", cache.misses);
+    figure("cache_rejected", cache.rejected);
+    figure("cache_entries", cache.entries);
+    figure("cache_bytes", cache.bytes);
+  }
+  for (size_t e = 0; e < backbone.epochs().size(); ++e) {
+    const model::feature_counts& c = backbone.epochs()[e];
+    report.events.push_back(nlohmann::json{{"event", "backbone_epoch"},
+                                           {"epoch", e},
+                                           {"train_samples", c.train_samples},
+                                           {"train_computed", c.train_computed},
+                                           {"eval_samples", c.eval_samples},
+                                           {"eval_computed", c.eval_computed},
+                                           {"forward_rows", c.forward_rows}}
+                              .dump());
+  }
+}
+
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
                                       const std::string& node, const stage_spec& spec) {
   try {
@@ -160,6 +198,10 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
       model::load_checkpoint(layers, spec.checkpoint);
     layers.set_trainable(false);
     layers.train(false);
+    if (spec.features.cache && spec.begin != 0)
+      return make_error(errc::bad_config, name + ": a feature cache needs the stage that takes "
+                                                 "the source's samples (layers from 0)");
+    model::frozen_backbone check{layers, spec.features}; // throws on a spec it refuses
     stage_setup setup{name, node, spec, std::move(layers)};
     return spawn_detached(sys, name, stage_behavior, std::move(setup));
   } catch (const std::exception& e) {

@@ -8,6 +8,8 @@
 
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/role_type.hpp"
+#include "messages/types.hpp"
+#include "model/feature_cache.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -17,12 +19,28 @@ inline namespace transfer {
 /// checkpoint (errors are returned, nothing is spawned) and spawns a detached
 /// frozen stage named `name`.
 ///
+/// A stage computes its features as `spec.features` says
+/// (model::frozen_backbone): with `cache`, the stage that holds the whole
+/// backbone keeps each sample's features, keyed by the microbatch's sample
+/// ids (test-split ones apart), and runs the backbone on the others only.
+///
 /// A stage keeps its inputs in arrival order. It forwards a microbatch when
 /// every output window has a credit; it returns the upstream credit when it
 /// takes the microbatch up (so the next transfer overlaps this compute).
 /// Controls are forwarded in order, without credits.
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
                                       const std::string& node, const stage_spec& spec);
+
+/// Adds what `backbone` did to `report`, as the stage and `--mode local`
+/// report it: figures feature_block, backbone_train_samples,
+/// backbone_train_computed (rows the backbone ran rather than read from its
+/// cache), backbone_eval_samples, backbone_eval_computed,
+/// backbone_forward_rows (canonical blocks' repeated rows included) and,
+/// with a cache, cache_hits, cache_misses, cache_rejected, cache_entries,
+/// cache_bytes; and one event per ended epoch, {"event": "backbone_epoch",
+/// "epoch", "train_samples", "train_computed", "eval_samples",
+/// "eval_computed", "forward_rows"}.
+void report_features(const model::frozen_backbone& backbone, messages::actor_report& report);
 
 /// Refuses (errc::bad_file) a stage whose settings read a file outside the
 /// node's roots: its backbone checkpoint and TorchScript file against `checkpoint_dir`.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/transfer/stage.hpp"
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
@@ -21,6 +22,20 @@
 namespace baton::actors {
 inline namespace modes {
 inline namespace transfer {
+
+namespace {
+
+/// What the backbone did in this process, reported as its stage would.
+messages::actor_report backbone_report(const model::frozen_backbone& backbone) {
+  messages::actor_report rep;
+  rep.actor = "backbone";
+  rep.role = "stage";
+  rep.node = "local";
+  report_features(backbone, rep);
+  return rep;
+}
+
+} // namespace
 
 caf::expected<job_result> run_transfer_local(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : cores());
@@ -36,16 +51,19 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
     if (!data)
       return data.error();
     auto& [train, test] = *data;
-    auto backbone = model::make_model(t.backbone);
+    auto layers = model::make_model(t.backbone);
     if (!t.checkpoint.empty())
-      model::load_checkpoint(backbone, t.checkpoint);
-    backbone.set_trainable(false);
-    backbone.train(false);
+      model::load_checkpoint(layers, t.checkpoint);
+    layers.set_trainable(false);
+    layers.train(false);
+    // Features computed (and cached) as the job's one stage computes them.
+    model::frozen_backbone backbone{std::move(layers), t.features};
     auto training_started = std::chrono::steady_clock::now();
     auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
                                              log_progress("local"));
     auto out = local_result(t, r.only_head.empty() ? "local" : r.only_head, started,
                             training_started);
+    out.actors.push_back(backbone_report(backbone));
     for (const auto& h : results) {
       messages::actor_report rep;
       rep.actor = h.name;

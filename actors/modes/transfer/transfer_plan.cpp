@@ -20,7 +20,8 @@ job_plan plan_transfer(const topology& t) {
                     static_cast<int64_t>(s.begin),
                     static_cast<int64_t>(s.end),
                     t.runtime.window,
-                    t.runtime.stage_threads};
+                    t.runtime.stage_threads,
+                    t.features}; // one stage when not the default (transfer_section.cpp)
     auto stage = make_planned_actor("stage", s.name, s.node, to_yaml(spec));
     stage.threads = t.runtime.stage_threads;
     plan.actors.push_back(std::move(stage));

@@ -1,5 +1,6 @@
 #include "actors/modes/transfer/transfer_section.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,12 +12,29 @@ namespace {
 
 using namespace detail;
 
+// The feature cache (and canonical blocks) live in the stage that takes the
+// source's images and holds the whole backbone: its cache keys are the data
+// set's sample ids, and its output rows are the heads' features, which
+// --mode local computes the same way.
+void check_feature_cache(const field& root, const topology& t) {
+  if ((!t.features.cache && t.features.block_rows == 0) || t.stages.size() == 1)
+    return;
+  field section = root.section("backbone");
+  std::optional<field> key = section.get(t.features.cache ? "cache" : "feature_block");
+  const std::string what = t.features.cache ? "'backbone.cache' is memory, which caches"
+                                            : "'backbone.feature_block' computes";
+  key->fail(what + " the features of the whole backbone in the one stage that holds it, but "
+            "'backbone.split' cuts it into " + std::to_string(t.stages.size()) +
+            " stages (expected split: [], or backbone.stages: 1 with split: auto)");
+}
+
 // The heads take the 256 features of the convnets' last layer.
 void parse(const field& root, const std::vector<std::string>&, topology& t) {
   if (t.backbone.name == "resnet18")
     root.section("backbone").require("model")
       .fail("'backbone.model' is resnet18, a pipeline backbone (512 features), but the heads of "
             "job: transfer take 256 features (expected job: pipeline)");
+  check_feature_cache(root, t);
 }
 
 std::vector<std::string> head_names(const topology& t) {
@@ -68,6 +86,7 @@ void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
 job_schema transfer_schema() {
   job_schema schema;
   schema.name = "transfer";
+  schema.frozen_backbone = true;
   schema.parse = parse;
   schema.trainable = head_names;
   schema.compute_actors = compute_actors;
