@@ -42,9 +42,10 @@ void report(const ist_worker_spec& worker, int32_t shards, const model::ist_resu
   group.samples = result.samples;
   group.weights_digest = result.weights_digest;
   const auto epochs = result.train_loss.size();
+  const int64_t per_epoch = epochs ? result.samples / static_cast<int64_t>(epochs) : 0;
   for (size_t e = 0; e < epochs; ++e)
-    group.epochs.push_back({static_cast<int32_t>(e), result.train_loss[e],
-                            result.test_accuracy[e], result.samples / static_cast<int64_t>(epochs)});
+    group.epochs.push_back(
+      {static_cast<int32_t>(e), result.train_loss[e], result.test_accuracy[e], per_epoch});
   if (!group.epochs.empty()) {
     group.train_loss = group.epochs.back().train_loss;
     group.test_accuracy = group.epochs.back().test_accuracy;

@@ -46,12 +46,14 @@ struct ist_shard_spec {
   int32_t epochs = 1;       ///< when to stop (rounds per epoch come from the workers)
 };
 
-/// The settings as YAML.
+/// A worker's settings as YAML.
 std::string to_yaml(const ist_worker_spec& x);
+/// A shard's settings as YAML.
 std::string to_yaml(const ist_shard_spec& x);
 
-/// Parse to_yaml's text strictly: errc::bad_config on anything else.
+/// Parses to_yaml's text of a worker strictly: errc::bad_config on anything else.
 caf::expected<ist_worker_spec> parse_ist_worker_spec(const std::string& yaml);
+/// Parses to_yaml's text of a shard strictly: errc::bad_config on anything else.
 caf::expected<ist_shard_spec> parse_ist_shard_spec(const std::string& yaml);
 
 } // namespace ist
