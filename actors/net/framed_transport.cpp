@@ -1,9 +1,7 @@
 #include "actors/net/framed_transport.hpp"
 
 #include <mutex>
-#include <optional>
 #include <set>
-#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -27,10 +25,6 @@ namespace net = caf::io::network;
 
 /// Where the framed middleman actor of a system is registered.
 constexpr auto registry_name = caf::atom("BatonFrame");
-
-/// The key under which CAF's BASP broker advertises its automatic-connection
-/// port (uint16_t port, address_listing) to peers.
-const std::string connectivity_key = "basp.default-connectivity-tcp";
 
 constexpr auto request_timeout = std::chrono::seconds(30);
 
@@ -178,74 +172,8 @@ private:
   }
 };
 
-bool any_address(const std::string& host) {
-  return host.empty() || host == "0.0.0.0" || host == "::";
-}
-
-/// BASP's automatic-connection port and the addresses it advertises, once
-/// the broker has put them into the config server (it does so as it
-/// starts, concurrently with the caller); nullopt when there is none.
-std::optional<std::pair<uint16_t, net::address_listing>> advertised_port(caf::actor_system& sys) {
-  caf::scoped_actor self{sys, true};
-  auto config_server = caf::actor_cast<caf::actor>(sys.registry().get(caf::atom("ConfigServ")));
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    std::optional<std::pair<uint16_t, net::address_listing>> found;
-    self->request(config_server, request_timeout, caf::get_atom::value, connectivity_key)
-      .receive(
-        [&](const std::string&, caf::message& value) {
-          if (value.match_elements<uint16_t, net::address_listing>())
-            found.emplace(value.get_as<uint16_t>(0), value.get_as<net::address_listing>(1));
-        },
-        [](caf::error&) {});
-    if (found)
-      return found;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return std::nullopt;
-}
-
-/// Puts a guarded port in the place of BASP's automatic-connection port: the
-/// new port is advertised before the old one closes, so that peers never
-/// learn a closed port.
-void replace_automatic_port(caf::actor_system& sys, const caf::io::middleman_actor& framed,
-                            const std::string& host) {
-  auto old = advertised_port(sys);
-  if (!old) {
-    spdlog::warn("BASP advertised no automatic-connection port; nothing to guard");
-    return;
-  }
-  caf::scoped_actor self{sys, true};
-  auto listen_on = any_address(host) ? std::string{} : host;
-  caf::expected<uint16_t> port = caf::sec::cannot_open_port;
-  self->request(framed, request_timeout, caf::open_atom::value, uint16_t{0}, listen_on, false)
-    .receive([&](uint16_t p) { port = p; }, [&](caf::error& err) { port = std::move(err); });
-  if (port) {
-    auto addresses = old->second;
-    // A node bound to one address is reached there, not at whatever else
-    // its interfaces carry.
-    if (!any_address(host))
-      addresses = {{host.find(':') == std::string::npos ? net::protocol::ipv4 : net::protocol::ipv6,
-                    {host}}};
-    auto config_server = caf::actor_cast<caf::actor>(sys.registry().get(caf::atom("ConfigServ")));
-    self->send(config_server, caf::put_atom::value, connectivity_key,
-               caf::make_message(*port, std::move(addresses)));
-  } else {
-    spdlog::warn("cannot open a guarded port for automatic connections ({}); peers will reach "
-                 "this process through others",
-                 sys.render(port.error()));
-  }
-  // The old port listens on every interface without the frame check.
-  self->request(sys.middleman().actor_handle(), request_timeout, caf::close_atom::value,
-                old->first)
-    .receive([] {},
-             [&](caf::error& err) {
-               spdlog::warn("cannot close BASP's unguarded port {}: {}", old->first,
-                            sys.render(err));
-             });
-}
-
 /// The framed middleman actor of `sys`, spawned on first use.
-caf::io::middleman_actor framed_middleman(caf::actor_system& sys, bool* created = nullptr) {
+caf::io::middleman_actor framed_middleman(caf::actor_system& sys) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock{mutex};
   if (auto existing = sys.registry().get(registry_name))
@@ -261,23 +189,18 @@ caf::io::middleman_actor framed_middleman(caf::actor_system& sys, bool* created 
       caf::anon_send_exit(caf::actor_cast<caf::actor>(strong), caf::exit_reason::kill);
   });
   sys.registry().put(registry_name, caf::actor_cast<caf::strong_actor_ptr>(framed));
-  if (created != nullptr)
-    *created = true;
   return framed;
 }
 
 } // namespace
 
-void install_framed_transport(caf::actor_system& sys, const std::string& host) {
-  bool created = false;
-  auto framed = framed_middleman(sys, &created);
-  if (created && caf::get_or(sys.config(), "middleman.enable-automatic-connections", false))
-    replace_automatic_port(sys, framed, host);
+void install_framed_transport(caf::actor_system& sys) {
+  framed_middleman(sys);
 }
 
 caf::expected<uint16_t> publish_framed(caf::actor_system& sys, const caf::actor& whom,
                                        uint16_t port, const std::string& host) {
-  install_framed_transport(sys, host);
+  install_framed_transport(sys);
   auto framed = framed_middleman(sys);
   caf::scoped_actor self{sys, true};
   caf::expected<uint16_t> result = caf::sec::cannot_open_port;

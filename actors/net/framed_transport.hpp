@@ -16,11 +16,10 @@
 //        |  doormen and scribes handed over             |  read_some
 //   the middleman's BASP broker (shared)           frame_guard.feed()
 //
-// Without TLS, CAF's broker also opens a port of its own for automatic
-// node-to-node connections, on every interface and unguarded; it is closed
-// and replaced by a guarded one (install_framed_transport). With TLS,
-// baton keeps caf_openssl, whose handshake refuses strangers before BASP
-// reads anything, and automatic connections are off.
+// CAF's automatic node-to-node connections are off (net/system.cpp), so
+// BASP opens no port of its own: nodes connect to each other's published,
+// guarded ports (job_nodes::connect_peers). With TLS, baton keeps
+// caf_openssl, whose handshake refuses strangers before BASP reads anything.
 
 #include <cstdint>
 #include <string>
@@ -32,12 +31,9 @@
 namespace baton::actors {
 inline namespace net {
 
-/// Starts the guarded transport of `sys` once (later calls do nothing) and
-/// replaces BASP's automatic-connection port, if automatic connections are
-/// on, by a guarded one on `host` ("" or 0.0.0.0: every interface, as CAF
-/// did), advertised to peers. Call right after the actor system starts,
-/// before it listens or connects.
-void install_framed_transport(caf::actor_system& sys, const std::string& host = "");
+/// Starts the guarded transport of `sys` once (later calls do nothing).
+/// Call right after the actor system starts, before it listens or connects.
+void install_framed_transport(caf::actor_system& sys);
 
 /// Publishes `whom` on host:port (0: chosen by the OS) through the guarded
 /// transport; returns the port. Installs the transport if needed.

@@ -18,9 +18,8 @@ void configure_tls(caf::actor_system_config& cfg, const tls_settings& tls) {
   cfg.openssl_certificate = tls.certificate;
   cfg.openssl_key = tls.key;
   cfg.openssl_cafile = tls.ca;
-  // CAF 0.17's automatic connections are plain TCP, which a TLS port refuses;
-  // nodes then reach each other through the coordinator's TLS connections.
-  cfg.set("middleman.enable-automatic-connections", false);
+  // Nodes reach each other through the coordinator's TLS connections (the
+  // direct ones of job_nodes::connect_peers are plain TCP).
 }
 
 } // namespace
@@ -38,9 +37,11 @@ void configure(caf::actor_system_config& cfg, const system_settings& s) {
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("middleman.heartbeat-interval", caf::timespan{s.heartbeat_interval});
   cfg.set("middleman.connection-timeout", caf::timespan{s.connection_timeout});
-  // Stages on one node talk to heads on another directly, not through the
-  // coordinator's process (without TLS: see configure_tls).
-  cfg.set("middleman.enable-automatic-connections", true);
+  // Nodes talk to each other directly over the connections the coordinator
+  // has them open before any actor exists (job_nodes::connect_peers), never
+  // over CAF 0.17's automatic connections, which two nodes may open at once
+  // and then lose messages on.
+  cfg.set("middleman.enable-automatic-connections", false);
   if (s.tls.enabled())
     configure_tls(cfg, s.tls);
 }

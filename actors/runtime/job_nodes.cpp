@@ -42,7 +42,24 @@ caf::error job_nodes::connect(const topology& t, std::vector<role_type> roles) {
                               describe(err));
                });
   }
+  connect_peers(t);
   return caf::none;
+}
+
+void job_nodes::connect_peers(const topology& t) {
+  if (t.runtime.tls.enabled())
+    return;
+  for (size_t i = 0; i < t.nodes.size(); ++i)
+    for (size_t j = i + 1; j < t.nodes.size(); ++j) {
+      const auto& from = t.nodes[i];
+      const auto& to = t.nodes[j];
+      self_->request(spawners_.at(from.name), timeout_, connect_atom::value, to.host, to.port)
+        .receive([](caf::ok_atom) {},
+                 [&](caf::error& err) {
+                   spdlog::warn("nodes {} and {} will talk through this process: {}",
+                                from.name, to.name, describe(err));
+                 });
+    }
 }
 
 std::vector<std::string> job_nodes::live() const {

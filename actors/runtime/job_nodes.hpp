@@ -40,6 +40,17 @@ public:
   /// topology lists it when one cannot be reached.
   caf::error connect(const topology& t, std::vector<role_type> roles);
 
+  /// Gives every pair of nodes of `t` its direct connection, one pair at a
+  /// time, before any actor exists: the node listed first connects to the
+  /// other. CAF 0.17's automatic connections open them on first use instead,
+  /// from both ends at once when two nodes learn of each other together, and
+  /// 0.17.6 then attributes one of the two connections to no node and drops
+  /// what arrives on it (fixed in CAF 0.18 by actor-framework PR #1070): a
+  /// run stalled about once in 150 three-node runs. A pair that cannot
+  /// connect is warned about; its messages go through this process. With
+  /// TLS nothing is done: nodes already talk through the coordinator.
+  void connect_peers(const topology& t);
+
   /// The nodes still reachable ("" the embedded process), by name.
   std::vector<std::string> live() const;
   /// Whether every node is lost.

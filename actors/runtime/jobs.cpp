@@ -107,7 +107,7 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
   caf::actor_system_config cfg;
   configure(cfg, settings_of(t));
   caf::actor_system sys{cfg};
-  install_framed_transport(sys); // BASP's own port checks frame lengths too
+  install_framed_transport(sys);
   run_options options = options_of(r, *record, job);
   if (checkpoints)
     options.temporary_checkpoint_dir = checkpoints->path();

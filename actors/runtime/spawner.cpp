@@ -13,6 +13,7 @@
 
 #include "actors/config/yaml_field.hpp"
 #include "actors/flow/interfaces.hpp"
+#include "actors/net/framed_transport.hpp"
 #include "actors/roles/recovery.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -162,6 +163,21 @@ caf::result<caf::ok_atom> serve_proof(spawner_actor* self, identity_proof proof)
   return caf::ok_atom::value;
 }
 
+/// Opens this node's direct connection to the peer node at host:port (the
+/// coordinator asks one node of every pair: job_nodes::connect_peers).
+caf::result<caf::ok_atom> serve_peer_connection(spawner_actor* self, const std::string& host,
+                                                uint16_t port) {
+  if (!self->state.may_serve(self->current_sender(), self->node()))
+    return refuse_unauthenticated(self, "to connect to a peer node");
+  auto peer = remote_actor_framed(self->system(), host, port);
+  if (!peer)
+    return make_error(errc::node_unreachable,
+                      self->state.node + ": cannot reach the peer node at " + host + ":" +
+                        std::to_string(port) + ": " + self->system().render(peer.error()));
+  spdlog::info("node {}: connected directly to the node at {}:{}", self->state.node, host, port);
+  return caf::ok_atom::value;
+}
+
 caf::behavior spawner_behavior(spawner_actor* self, std::string node, spawner_policy policy) {
   self->state.node = std::move(node);
   self->state.policy = std::move(policy);
@@ -185,6 +201,9 @@ caf::behavior spawner_behavior(spawner_actor* self, std::string node, spawner_po
       if (auto err = inject_process_fault(kind, ms))
         return err;
       return caf::unit;
+    },
+    [=](connect_atom, const std::string& host, uint16_t port) {
+      return serve_peer_connection(self, host, port);
     },
     [=](auth_atom, const std::string& nonce) { return serve_challenge(self, nonce); },
     [=](auth_atom, std::string& certificate_pem, std::string& signature) {
