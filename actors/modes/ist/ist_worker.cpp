@@ -361,7 +361,11 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const ist_wor
                                             std::to_string(split->images.numel() / split->size()) +
                                             " values, expected " +
                                             std::to_string(spec.shape.inputs));
-  model::ist_steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers); // throws
+  try {
+    model::ist_steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers);
+  } catch (const model::error& e) { // too little data for one step: the topology's fault
+    return make_error(errc::bad_config, e.what());
+  }
   return data;
 }
 
