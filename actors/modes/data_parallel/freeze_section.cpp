@@ -17,13 +17,20 @@ using namespace detail;
 /// The keys only adaptive freezing reads.
 const std::vector<std::string> adaptive_keys{"groups", "interval", "percentile", "max_frozen"};
 
-/// The model a worker will hold (its layer names and modules; the classes
-/// change no name).
-model::layered_model worker_model(const topology& t) {
+/// The model a worker will hold (its layer names and modules).
+model::layered_model worker_model(const topology& t, const data_parallel_settings& s) {
   model::model_spec spec = t.backbone;
-  const auto* task = t.find_task(t.pretrain.task);
+  const auto* task = t.find_task(s.task);
   spec.classes = task != nullptr ? task->classes : 10;
   return make_data_parallel_model(spec);
+}
+
+/// `task`: one of the topology's tasks.
+std::string read_worker_task(const field& f, const topology& t) {
+  std::vector<std::string> names;
+  for (const auto& task : t.tasks)
+    names.push_back(task.name);
+  return read_choice(f, names);
 }
 
 /// Every layer but the classifier (the last): the layers that may be frozen.
@@ -168,6 +175,8 @@ const std::vector<std::string>& freeze_keys() {
 
 void read_freezing(const field& root, const field& section, const topology& t,
                    data_parallel_settings& s) {
+  s.task = t.pretrain.task;
+  read_if(section, "task", s.task, [&](const field& f) { return read_worker_task(f, t); });
   read_if(section, "sync_every", s.sync_every, [](const field& f) {
     return read_integer<int32_t>(f, 0, 1000000,
                                  "a number of steps from 0 (every step's gradients all-reduced) "
@@ -177,7 +186,7 @@ void read_freezing(const field& root, const field& section, const topology& t,
   auto freeze = section.get("freeze");
   if (freeze && !freeze->is_null()) {
     check_section(*freeze);
-    const auto m = worker_model(t);
+    const auto m = worker_model(t, s);
     const auto layers = freezable_layers(m);
     s.freeze.policy = "fixed";
     if (auto policy = freeze->get("policy"))

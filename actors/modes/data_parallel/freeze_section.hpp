@@ -1,7 +1,7 @@
 #pragma once
 
 // The keys of the `data_parallel:` section that choose what a worker trains
-// and how often it exchanges: `sync_every` (local SGD), `freeze` (a fixed or
+// and how often it exchanges: `task`, `sync_every` (local SGD), `freeze` (a fixed or
 // adaptive frozen prefix and its feature cache) and, from the common
 // sections, `backbone.checkpoint` (a pretrained backbone). Every refusal
 // names the file and line of the key at fault, as the reference
@@ -22,7 +22,7 @@ inline namespace data_parallel {
 /// resnet18: its four stages; mlp: relu1, relu2). Empty for another model.
 std::vector<std::string> default_freeze_groups(const std::string& model);
 
-/// Reads `sync_every` and `freeze` of `section` into `s` (the model is
+/// Reads `task`, `sync_every` and `freeze` of `section` into `s` (the model is
 /// t.backbone, already chosen) and checks `backbone.checkpoint` against the
 /// model. Throws config_error with file:line on an unknown layer (naming the
 /// valid ones), groups out of model order, adaptive freezing with
