@@ -1,6 +1,7 @@
 #include "actors/modes/data_parallel/worker_replica.hpp"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "model/local.hpp"
@@ -142,6 +143,32 @@ std::string freeze_decision_json(const model::freeze_decision& d) {
   j["rates"] = d.rates;
   j["threshold"] = d.threshold;
   return j.dump();
+}
+
+void report_freezing(const worker_replica& replica, messages::actor_report& r) {
+  r.figures.push_back({"frozen_layers", static_cast<double>(replica.point())});
+  if (replica.caches()) {
+    const auto c = replica.cache_stats();
+    r.figures.insert(r.figures.end(),
+                     {{"cache_hits", static_cast<double>(c.hits)},
+                      {"cache_misses", static_cast<double>(c.misses)},
+                      {"cache_rejected", static_cast<double>(c.rejected)},
+                      {"cache_entries", static_cast<double>(c.entries)},
+                      {"cache_bytes", static_cast<double>(c.bytes)},
+                      {"cache_invalidations", static_cast<double>(c.invalidations)}});
+  }
+  for (const auto& d : replica.decisions())
+    r.events.push_back(freeze_decision_json(d));
+}
+
+void log_decision(const std::string& name, const model::freeze_decision& d) {
+  std::string rates;
+  for (double rate : d.rates)
+    rates += (rates.empty() ? "" : ", ") + fmt::format("{:.4g}", rate);
+  spdlog::info("{}: adaptive freezing after step {}: {} -> {} group(s) frozen{}, change rates "
+               "[{}], threshold {:.4g}",
+               name, d.step, d.frozen_before, d.frozen_after,
+               d.layer.empty() ? std::string{} : " (up to " + d.layer + ")", rates, d.threshold);
 }
 
 } // namespace data_parallel

@@ -23,6 +23,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "messages/types.hpp"
 #include "model/data_parallel.hpp"
 #include "model/dataset.hpp"
 #include "model/feature_cache.hpp"
@@ -94,6 +95,8 @@ public:
   size_t point() const { return point_; }
   /// Every adaptive decision taken, in order.
   const std::vector<model::freeze_decision>& decisions() const { return decisions_; }
+  /// Whether it caches the frozen prefix's output.
+  bool caches() const { return cache_ != nullptr; }
   /// The cache's counters (zeros without a cache).
   model::cache_stats cache_stats() const;
 
@@ -122,6 +125,15 @@ private:
 /// event): {"event": "freeze", "step", "frozen_before", "frozen_after",
 /// "layer", "rates", "threshold"}.
 std::string freeze_decision_json(const model::freeze_decision& d);
+
+/// Adds the replica's freeze point ("frozen_layers") and, with a cache, its
+/// counts ("cache_hits", ...) to r.figures, and every adaptive decision to
+/// r.events: what the metrics JSON shows of a worker's freezing.
+void report_freezing(const worker_replica& replica, messages::actor_report& r);
+
+/// Logs worker `name`'s adaptive decision: step, groups frozen, layer,
+/// change rates and threshold.
+void log_decision(const std::string& name, const model::freeze_decision& d);
 
 } // namespace data_parallel
 } // namespace modes
