@@ -80,6 +80,9 @@ void read_adaptive(const field& freeze, const std::vector<std::string>& layers,
   out.groups = default_freeze_groups(t.backbone.name);
   if (auto f = freeze.get("groups"))
     out.groups = read_groups(*f, layers);
+  else if (out.groups.empty())
+    freeze.fail(freeze.name() + " has no default groups for model '" + t.backbone.name +
+                "' (expected groups: [LAYER, ...], layers of: " + join(layers) + ")");
   read_if(freeze, "interval", out.adaptive.interval, positive_int32);
   read_if(freeze, "percentile", out.adaptive.percentile, [](const field& f) {
     return read_number(f, "a percentile in [0, 100]", [](double x) { return x >= 0 && x <= 100; });
