@@ -15,11 +15,13 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker_replica.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
 #include "model/checkpoint.hpp"
 #include "model/data_parallel.hpp"
+#include "model/dataset.hpp"
 #include "model/digest.hpp"
 #include "model/freezing.hpp"
 #include "tests/support/commands.hpp"
@@ -171,6 +173,115 @@ TEST(data_parallel_freezing_section, garbage_worker_settings_are_bad_config) {
     auto refused = parse_data_parallel_worker_spec(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
+  }
+}
+
+// -- the replicas without actors ----------------------------------------------------
+
+namespace {
+
+/// W worker_replica objects trained as the worker actors train them (ring
+/// sums, mean, step, adaptive decision; local SGD's averages), one epoch
+/// of `spec`'s shares; returns replica 0's weights digest.
+std::string train_replicas(const data_parallel_worker_spec& spec,
+                           const baton::model::dataset& train) {
+  namespace m = baton::model;
+  std::vector<worker_replica> replicas;
+  for (int32_t w = 0; w < spec.workers; ++w)
+    replicas.emplace_back(make_data_parallel_model(spec.model), spec);
+  auto sum_over = [&](const std::vector<std::vector<at::Tensor>>& per_worker) {
+    std::vector<at::Tensor> sums;
+    for (size_t b = 0; b < per_worker.front().size(); ++b) {
+      std::vector<at::Tensor> inputs;
+      for (const auto& vectors : per_worker)
+        inputs.push_back(vectors[b]);
+      sums.push_back(m::ring_allreduce(inputs));
+    }
+    return sums;
+  };
+  std::vector<std::vector<std::vector<int64_t>>> batches;
+  for (int32_t w = 0; w < spec.workers; ++w)
+    batches.push_back(m::worker_minibatches(
+      m::worker_share(train.size(), spec.data.plan.seed, 0, w, spec.workers,
+                      m::remainder_policy::pad),
+      spec.data.plan.batch_size));
+  const double lr = spec.optimizer.lr;
+  int32_t local = 0;
+  for (size_t k = 0; k < batches.front().size(); ++k) {
+    std::vector<std::vector<at::Tensor>> per_worker;
+    for (int32_t w = 0; w < spec.workers; ++w) {
+      double loss = 0;
+      auto grads = replicas[w].gradients(train, batches[w][k], loss);
+      if (spec.sync_every > 0)
+        replicas[w].step(grads, lr);
+      else
+        per_worker.push_back(replicas[w].bucket_vectors(grads));
+    }
+    if (spec.sync_every == 0) {
+      const auto sums = sum_over(per_worker);
+      for (auto& r : replicas) {
+        const auto reduced = r.mean(sums, spec.workers);
+        r.step(reduced, lr);
+        r.adapt(static_cast<int64_t>(k), reduced);
+      }
+    }
+    if (spec.sync_every > 0 && (++local == spec.sync_every || k + 1 == batches.front().size())) {
+      local = 0;
+      std::vector<std::vector<at::Tensor>> weights;
+      for (auto& r : replicas)
+        weights.push_back(r.bucket_vectors(r.parameters()));
+      const auto sums = sum_over(weights);
+      for (auto& r : replicas)
+        r.set_parameters(r.mean(sums, spec.workers));
+    }
+  }
+  for (const auto& r : replicas)
+    EXPECT_EQ(r.decisions().size(), replicas.front().decisions().size());
+  return m::weights_digest(replicas.front().model());
+}
+
+} // namespace
+
+// W = 3 replicas (uneven ring chunks, small buckets) stepped as the actors
+// step them end with the reference's weights: adaptive freezing with the
+// cache, a fixed prefix with local SGD.
+TEST(worker_replica, replicas_equal_the_local_reference) {
+  namespace m = baton::model;
+  const auto train = m::make_synthetic(150, 1, 28, 28, 10, 11);
+  data_parallel_worker_spec spec;
+  spec.workers = 3;
+  spec.model.name = "convnet";
+  spec.model.classes = 10;
+  spec.data.plan.batch_size = 8;
+  spec.data.plan.seed = 5;
+  spec.optimizer.lr = 0.05;
+  spec.optimizer.momentum = 0.9;
+  spec.bucket_mb = 0.25;
+  for (bool adaptive : {true, false}) {
+    spec.freeze_groups = adaptive ? std::vector<std::string>{"pool1", "pool2", "pool3"}
+                                  : std::vector<std::string>{};
+    spec.adaptive.interval = 2;
+    spec.adaptive.percentile = 80;
+    spec.freeze_up_to = adaptive ? "" : "pool1";
+    spec.sync_every = adaptive ? 0 : 2;
+    spec.cache = adaptive;
+    m::data_parallel_spec reference;
+    reference.workers = spec.workers;
+    reference.batch_size = spec.data.plan.batch_size;
+    reference.epochs = 1;
+    reference.seed = spec.data.plan.seed;
+    reference.optimizer = spec.optimizer;
+    reference.bucket_mb = spec.bucket_mb;
+    reference.sync_every = spec.sync_every;
+    reference.freeze_up_to = spec.freeze_up_to;
+    reference.freeze_groups = spec.freeze_groups;
+    reference.adaptive = spec.adaptive;
+    reference.cache = spec.cache;
+    const auto result = m::run_data_parallel_local(
+      [&] { return make_data_parallel_model(spec.model); }, train, m::dataset{}, reference);
+    if (adaptive)
+      EXPECT_GT(result.frozen_layers, 0u); // it froze: the test can fail
+    EXPECT_EQ(train_replicas(spec, train), result.weights_digest) << "adaptive " << adaptive;
   }
 }
 
