@@ -77,12 +77,16 @@ YAML::Node encode(const recovery_spec& x) {
   return n;
 }
 
+} // namespace
+
 YAML::Node encode(const run_settings& x) {
   YAML::Node n;
   n["recovery"] = encode(x.recovery);
   n["trace"] = x.trace;
   return n;
 }
+
+namespace {
 
 // -- decoding (throws YAML::Exception; callers turn it into an error) ---------
 
@@ -110,7 +114,8 @@ run_settings decode_run(const YAML::Node& n) {
   return x;
 }
 
-/// The recovery of a trainable role, which restores from its checkpoints.
+} // namespace
+
 recovery_spec decode_trainable_recovery(const YAML::Node& run) {
   auto x = decode_run(run).recovery;
   if (x.restore_step > 0 && x.checkpoint_dir.empty())
@@ -118,6 +123,8 @@ recovery_spec decode_trainable_recovery(const YAML::Node& run) {
                              " needs a checkpoint_dir");
   return x;
 }
+
+namespace {
 
 template <class T, class F>
 caf::expected<T> parse(const std::string& yaml, const char* role, F decode_fn) {

@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "actors/config/role_spec.hpp"
 #include "model/layered_model.hpp"
 #include "model/task.hpp"
 #include "model/training.hpp"
@@ -23,6 +24,12 @@ YAML::Node encode(const model::task& x);
 model::model_spec decode_model(const YAML::Node& n);
 model::optimizer_spec decode_optimizer(const YAML::Node& n);
 model::task decode_task(const YAML::Node& n);
+
+/// `run:` of a role's settings (what with_run adds), for a mode's own roles.
+YAML::Node encode(const run_settings& x);
+/// The recovery of a trainable role from its settings' `run:` node
+/// (absent: none); a restore step without a checkpoint_dir is refused.
+recovery_spec decode_trainable_recovery(const YAML::Node& run);
 
 /// `n` as text, doubles with all 17 digits (a round trip keeps every bit).
 std::string dump(const YAML::Node& n);

@@ -97,11 +97,19 @@ TEST(ist_section, refuses_bad_input_with_file_and_line) {
   EXPECT_TRUE(has(narrow, "at least 3")) << narrow;
   EXPECT_TRUE(has(refusal("  workers: 2\n  shards: 5\n  hidden: [4]\n"), "at least 5"));
   EXPECT_TRUE(has(refusal("  workers: 2\n  nodes: [a]\n"), "nodes"));
-  auto faults = refusal("  workers: 2\n", "faults: [{kind: throw, actor: worker.0, at_step: 2}]\n");
-  EXPECT_TRUE(has(faults, "ist.yaml:13")) << faults;
-  EXPECT_TRUE(has(faults, "not implemented")) << faults;
-  auto checkpoints = refusal("  workers: 2\n", "runtime: {checkpoint_every: 2}\n");
-  EXPECT_TRUE(has(checkpoints, "ist.yaml:13")) << checkpoints;
+  // Faults count rounds (1 here: 6 local steps per worker, L = 10); the
+  // workers and shards send no microbatches on credit edges: no delay, no drop.
+  auto delay = refusal("  workers: 2\n", "faults: [{kind: delay, from: worker.0, to: shard.0, "
+                                         "delay_ms: 5}]\n");
+  EXPECT_TRUE(has(delay, "ist.yaml:13")) << delay;
+  EXPECT_TRUE(has(delay, "not supported by job: ist")) << delay;
+  auto late = refusal("  workers: 2\n", "faults: [{kind: throw, actor: shard.1, at_step: 1}]\n");
+  EXPECT_TRUE(has(late, "ist.yaml:13")) << late;
+  EXPECT_TRUE(has(late, "1 rounds")) << late;
+  EXPECT_TRUE(has(refusal("  workers: 2\n", "faults: [{kind: throw, actor: source, at_step: 0}]\n"),
+                  "worker.0, worker.1, shard.0, shard.1"));
+  EXPECT_TRUE(parse("  workers: 2\n", "faults: [{kind: throw, actor: shard.1, at_step: 0}]\n"
+                                       "runtime: {checkpoint_every: 2}\n"));
   // Batch norm with batch statistics: a minibatch of one sample is refused.
   auto text = topology_text("  workers: 2\n");
   text.replace(text.find("batch_size: 16"), 14, "batch_size: 1");
@@ -135,7 +143,7 @@ TEST(ist_plan, is_w_workers_and_s_shards_all_wired_to_all) {
     bool worker = i < 3;
     EXPECT_EQ(a.role, worker ? "ist_worker" : "ist_shard");
     EXPECT_EQ(a.name, worker ? "worker." + std::to_string(i) : "shard." + std::to_string(i - 3));
-    EXPECT_EQ(a.trainable, worker);
+    EXPECT_TRUE(a.trainable); // workers checkpoint counters, shards their slices
     EXPECT_TRUE(a.starts);
     EXPECT_EQ(a.result, worker ? "workers" : "");
     EXPECT_EQ(a.sends_weights, !worker); // the shards' owned slices: the whole network
@@ -190,6 +198,23 @@ TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   EXPECT_EQ(shard->shard, 1);
   EXPECT_EQ(shard->seed, 7u);
   EXPECT_EQ(to_yaml(*shard), p.actors[4].settings);
+  // The runtime's `run:` (with_run at each spawn): checkpoints, the restore
+  // round, the throw round; a restore without a checkpoint directory is refused.
+  run_settings run;
+  run.recovery = {"/tmp/checkpoints/shard.1", 2, 4, 5, 3};
+  auto restored = parse_ist_shard_spec(with_run(p.actors[4].settings, run));
+  ASSERT_TRUE(restored) << baton::describe(restored.error());
+  EXPECT_EQ(restored->recovery.checkpoint_dir, "/tmp/checkpoints/shard.1");
+  EXPECT_EQ(restored->recovery.restore_step, 4);
+  EXPECT_EQ(restored->recovery.throw_at_step, 5);
+  auto resumed = parse_ist_worker_spec(with_run(p.actors[2].settings, run));
+  ASSERT_TRUE(resumed) << baton::describe(resumed.error());
+  EXPECT_EQ(resumed->recovery.checkpoint_every, 2);
+  EXPECT_EQ(to_yaml(*resumed), with_run(p.actors[2].settings, run));
+  run.recovery.checkpoint_dir.clear();
+  run.recovery.checkpoint_every = 0;
+  EXPECT_FALSE(parse_ist_worker_spec(with_run(p.actors[2].settings, run)));
+  EXPECT_FALSE(parse_ist_shard_spec(with_run(p.actors[4].settings, run)));
   auto narrow = p.actors[2].settings; // a width below W
   narrow.replace(narrow.find("- 37"), 4, "- 2");
   for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},

@@ -88,6 +88,7 @@ caf::expected<job_plan> plan_ist(const topology& t) {
   for (int32_t s = 0; s < settings.shards; ++s) {
     auto a = make_planned_actor("ist_shard", ist_shard_name(s), ist_shard_node(settings, s),
                                 to_yaml(ist_shard_settings(t, *task, s)));
+    a.trainable = true; // it checkpoints its owned slices (actors/roles/recovery.hpp)
     a.starts = true;
     a.sends_weights = true;
     plan.actors.push_back(std::move(a));

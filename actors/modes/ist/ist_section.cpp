@@ -1,6 +1,10 @@
 #include "actors/modes/ist/ist_section.hpp"
 
 #include <algorithm>
+#include <optional>
+
+#include "model/error.hpp"
+#include "model/ist.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -97,16 +101,46 @@ ist_settings& settings_of(topology& t) {
   return std::any_cast<ist_settings&>(t.mode_settings);
 }
 
-/// Shards do not checkpoint yet: refuse what would need them.
+/// The rounds of the job when its training set's size is known here (a
+/// synthetic set) or bounded (data.train_limit): the job's steps for faults.
+std::optional<int64_t> rounds_of(const topology& t) {
+  const int64_t samples = t.dataset == "synthetic" ? t.synthetic_train : t.train_limit;
+  if (samples <= 0)
+    return std::nullopt;
+  const auto& s = ist_settings_of(t);
+  try {
+    auto steps = model::ist_steps_per_epoch(samples, t.plan.batch_size, s.workers);
+    return t.plan.epochs * model::ist_rounds_per_epoch(steps, s.local_steps);
+  } catch (const model::error&) {
+    return std::nullopt; // too little data: the workers say so when they load it
+  }
+}
+
+/// A fault of the job's faults list at `index`, located for an error.
+field fault_field(const field& root, size_t index) {
+  size_t i = 0;
+  for (const field& item : root.require("faults").items("a list of faults", max_faults))
+    if (i++ == index)
+      return item;
+  return root.require("faults");
+}
+
+/// Faults and checkpoints count rounds (the job's step): workers and shards
+/// throw and checkpoint at rounds, nodes are killed or stopped after one.
+/// Its actors send no microbatches through a fanout: no delay or drop.
 void check(const field& root, const topology& t) {
-  if (!t.faults.empty())
-    root.require("faults").fail("faults and recovery are not implemented for job: ist yet "
-                                "(its shards do not checkpoint); remove 'faults'");
-  if (t.runtime.checkpoint_every > 0) {
-    auto runtime = root.get("runtime");
-    auto key = runtime ? runtime->get("checkpoint_every") : std::nullopt;
-    (key ? *key : root).fail("runtime.checkpoint_every: checkpoints are not implemented for "
-                             "job: ist yet (expected 0)");
+  const auto rounds = rounds_of(t);
+  for (size_t i = 0; i < t.faults.size(); ++i) {
+    const auto& f = t.faults[i];
+    if (f.kind == "delay" || f.kind == "drop")
+      fault_field(root, i).fail("fault '" + f.kind + "' is not supported by job: ist (its "
+                                "workers and shards exchange subnets, not microbatches on "
+                                "credit edges; expected throw, kill_node, stop_node or chaos)");
+    if (rounds && f.at_step >= *rounds)
+      fault_field(root, i).require("at_step").fail(
+        "at_step is " + std::to_string(f.at_step) + ", but the job has " +
+        std::to_string(*rounds) + " rounds (its steps), so the fault would never fire "
+        "(expected a round from 0 to " + std::to_string(*rounds - 1) + ")");
   }
 }
 
@@ -121,6 +155,14 @@ std::vector<std::string> shard_names(const topology& t) {
   std::vector<std::string> names;
   for (int32_t s = 0; s < ist_settings_of(t).shards; ++s)
     names.push_back(ist_shard_name(s));
+  return names;
+}
+
+// Workers checkpoint their counters, shards their slices; both may throw.
+std::vector<std::string> trainable_names(const topology& t) {
+  auto names = worker_names(t);
+  for (auto& s : shard_names(t))
+    names.push_back(std::move(s));
   return names;
 }
 
@@ -184,7 +226,7 @@ job_schema ist_schema() {
   schema.lists = {"ist.hidden", "ist.nodes"};
   schema.parse = parse;
   schema.check = check;
-  schema.trainable = worker_names;
+  schema.trainable = trainable_names;
   schema.compute_actors = worker_count;
   schema.edges = edges;
   schema.place = place;

@@ -1,5 +1,7 @@
 #include "actors/modes/ist/ist_shard.hpp"
 
+#include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/ist/ist_pieces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/roles/recovery.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
@@ -29,7 +32,7 @@ struct shard_setup {
   std::string name;
   std::string node;
   ist_shard_spec spec;
-  model::ist_network whole;
+  model::ist_network whole; ///< its owned slices restored from its checkpoint, if any
 };
 
 struct shard_state {
@@ -50,6 +53,7 @@ struct shard_state {
   int32_t returned_count = 0;
   bool started = false;
   bool finished = false;
+  std::optional<checkpointing> checkpoints; ///< its owned slices after rounds
 
   activity work;
   std::vector<messages::edge_stats> edges; ///< to each worker
@@ -104,22 +108,43 @@ messages::actor_report make_report(shard_state& st) {
   r.compute_cpu_seconds = st.work.compute_cpu_seconds();
   r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   r.edges = st.edges;
-  r.figures.push_back({"rounds", static_cast<double>(st.round + 1)});
+  // The rounds this actor made (a restored one starts at its restore step).
+  const int64_t rounds = st.round + 1 - st.spec.recovery.restore_step;
+  r.figures.push_back({"rounds", static_cast<double>(rounds)});
   r.figures.push_back({"owned_parameters",
                        static_cast<double>(ist_owned_elements(st.spec.shape, st.spec.shard,
                                                               st.spec.shards))});
   return r;
 }
 
-/// Every worker's pieces of the round are back: the epoch's end goes to
-/// worker 0 (and, at the run's end, to the coordinator), then the next round.
+/// Its owned slices (copies: the shard writes its network in place later).
+std::vector<at::Tensor> owned_slices(shard_state& st) {
+  std::vector<at::Tensor> slices;
+  for (auto& t : ist_take_pieces(st.whole, st.whole_partition, 0, st.owned))
+    slices.push_back(t.clone());
+  return slices;
+}
+
+/// A checkpoint of `rounds` rounds made: its owned slices, by index.
+model::training_state checkpoint_of(shard_state& st, int64_t rounds) {
+  model::training_state state;
+  auto slices = owned_slices(st);
+  for (size_t i = 0; i < slices.size(); ++i)
+    state.tensors.emplace_back("owned." + std::to_string(i), std::move(slices[i]));
+  state.version = rounds;
+  return state;
+}
+
+/// Every worker's pieces of the round are back: the checkpoint when due (a
+/// round boundary: the job's step), the epoch's end to worker 0 (and, at the
+/// run's end, to the coordinator), then the next round.
 void end_round(shard_actor* self) {
   auto& st = self->state;
   const int64_t done = st.round + 1;
+  after_step(self, st.coordinator, st.name, *st.checkpoints, done, training_counters{},
+             [&] { return checkpoint_of(st, done); });
   if (done % st.rounds_per_epoch == 0) {
-    std::vector<at::Tensor> slices; // copies: the shard writes its network in place later
-    for (auto& t : ist_take_pieces(st.whole, st.whole_partition, 0, st.owned))
-      slices.push_back(t.clone());
+    auto slices = owned_slices(st);
     const int64_t epoch = done / st.rounds_per_epoch - 1;
     send_to_worker(self, 0, tensor_set{"ist_owned", st.name, st.spec.shard, epoch, 0, slices, {}});
     if (epoch + 1 == st.spec.epochs) {
@@ -149,6 +174,10 @@ void on_trained(shard_actor* self, tensor_set& t) {
                   (st.rounds_per_epoch ? std::to_string(st.rounds_per_epoch) : "as step_size") +
                   ")" + (t.invalid ? ": " + describe(t.invalid) : std::string{}));
   guarded(self, "put back " + t.from + "'s pieces", [&] {
+    // A fault in the middle of a round: some pieces are back, some are not.
+    if (st.round == st.spec.recovery.throw_at_step)
+      throw std::runtime_error("injected fault: throw in round " + std::to_string(st.round) +
+                               " with the pieces of " + t.from + " back");
     auto since = activity::clock::now();
     {
       compute_scope compute{st.work};
@@ -198,6 +227,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
   st.whole_partition = ist_whole_partition(st.spec.shape);
   st.owned = model::ist_shard_pieces(st.spec.shape, st.whole_partition, 0, st.spec.shard,
                                      st.spec.shards);
+  st.round = st.spec.recovery.restore_step; // a restored shard replays from there
+  st.checkpoints.emplace(st.spec.recovery);
   st.workers.resize(static_cast<size_t>(st.spec.workers));
   for (int32_t w = 0; w < st.spec.workers; ++w)
     st.edges.push_back({st.name, ist_worker_name(w), 0, 0});
@@ -212,8 +243,23 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
   };
 }
 
-caf::error no_paths(const ist_shard_spec&, const path_roots&) {
-  return caf::none; // a shard reads no file
+/// Puts the owned slices of its checkpoint of spec.recovery.restore_step
+/// (none for 0: the initial network) in place. Throws model::error.
+void restore_owned(model::ist_network& whole, const ist_shard_spec& spec) {
+  auto restored = checkpointing{spec.recovery}.restore();
+  if (!restored)
+    return;
+  const auto partition = ist_whole_partition(spec.shape);
+  const auto owned = model::ist_shard_pieces(spec.shape, partition, 0, spec.shard, spec.shards);
+  std::vector<at::Tensor> slices;
+  for (size_t i = 0; i < owned.size(); ++i)
+    slices.push_back(restored->at("owned." + std::to_string(i)));
+  ist_put_pieces(whole, partition, 0, owned, slices); // checks every shape
+}
+
+/// It reads its checkpoints only, from where the node lets it.
+caf::error check_shard_paths(const ist_shard_spec& spec, const path_roots& roots) {
+  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
 }
 
 } // namespace
@@ -222,6 +268,7 @@ caf::expected<caf::actor> spawn_ist_shard(caf::actor_system& sys, const std::str
                                           const std::string& node, const ist_shard_spec& spec) {
   try {
     auto whole = model::make_ist_network(spec.shape, spec.seed);
+    restore_owned(whole, spec);
     return spawn_detached(sys, name, shard_behavior,
                           shard_setup{name, node, spec, std::move(whole)});
   } catch (const std::exception& e) {
@@ -230,7 +277,7 @@ caf::expected<caf::actor> spawn_ist_shard(caf::actor_system& sys, const std::str
 }
 
 caf::expected<caf::actor> spawn_ist_shard_role(caf::actor_system& sys, const spawn_args& args) {
-  return parse_check_spawn<ist_shard_spec>(sys, args, parse_ist_shard_spec, no_paths,
+  return parse_check_spawn<ist_shard_spec>(sys, args, parse_ist_shard_spec, check_shard_paths,
                                            spawn_ist_shard);
 }
 

@@ -20,7 +20,13 @@
 // Every actor computes the partition from seed and round: no partition
 // messages. The rounds per epoch come from the workers (their data size:
 // each "ist_trained" carries it in step_size); a shard checks they agree.
-// Faults and checkpoints are not supported yet (the schema refuses them).
+//
+// Recovery (actors/roles/recovery.hpp): the job's step is the round. After
+// round r's pieces are all back, a shard checkpoints its owned slices as
+// step r + 1 when due and tells the coordinator of it; a restored shard
+// starts at run.recovery.restore_step with the slices of that checkpoint
+// and replays the round with the same partition. A `throw` fault fires when
+// the first trained pieces of its round come back (the middle of a round).
 
 #include <string>
 

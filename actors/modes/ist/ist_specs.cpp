@@ -63,6 +63,7 @@ ist_worker_spec decode_worker(const YAML::Node& n) {
   x.eval_batch = n["eval_batch"].as<int64_t>();
   x.threads = n["threads"].as<int32_t>();
   x.progress_every = n["progress_every"].as<int32_t>();
+  x.recovery = decode_trainable_recovery(n["run"]);
   if (x.local_steps < 1 || x.eval_batch < 1 || x.threads < 1 || x.progress_every < 1 ||
       !(x.optimizer.lr > 0) || x.data.plan.batch_size < 2 || x.shape.classes != x.task.classes)
     throw std::runtime_error("local_steps, eval_batch, threads, progress_every and lr must be "
@@ -80,6 +81,7 @@ ist_shard_spec decode_shard(const YAML::Node& n) {
   x.shape = decode_shape(n["shape"], std::max(x.workers, x.shards));
   x.seed = n["seed"].as<uint64_t>();
   x.epochs = n["epochs"].as<int32_t>();
+  x.recovery = decode_trainable_recovery(n["run"]);
   if (x.epochs < 1)
     throw std::runtime_error("epochs must be positive");
   return x;
@@ -110,6 +112,7 @@ std::string to_yaml(const ist_worker_spec& x) {
   n["eval_batch"] = x.eval_batch;
   n["threads"] = x.threads;
   n["progress_every"] = x.progress_every;
+  n["run"] = encode(run_settings{x.recovery, false});
   return dump(n);
 }
 
@@ -121,6 +124,7 @@ std::string to_yaml(const ist_shard_spec& x) {
   n["shape"] = encode_shape(x.shape);
   n["seed"] = x.seed;
   n["epochs"] = x.epochs;
+  n["run"] = encode(run_settings{x.recovery, false});
   return dump(n);
 }
 

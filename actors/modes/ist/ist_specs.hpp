@@ -3,7 +3,8 @@
 // The settings of the IST roles (the `settings` of their planned actors) and
 // their YAML codec: a worker's (its index, the network's shape, local steps,
 // the data as a source reads it, the optimizer) and a shard's (its index,
-// the shape, the seed, the epochs).
+// the shape, the seed, the epochs), each with the `run.recovery` the runtime
+// adds at every spawn.
 
 #include <cstdint>
 #include <string>
@@ -34,6 +35,9 @@ struct ist_worker_spec {
   int64_t eval_batch = 256;  ///< test samples per evaluation batch (worker 0)
   int32_t threads = 1;       ///< torch threads of this actor
   int32_t progress_every = 20; ///< local steps between progress messages (worker 0)
+  /// `run.recovery`: its counters' checkpoints at round boundaries, the
+  /// round to restore (restore_step), the round it throws in (a fault).
+  recovery_spec recovery;
 };
 
 /// A shard's settings (role `ist_shard`).
@@ -44,6 +48,9 @@ struct ist_shard_spec {
   model::ist_shape shape;   ///< the whole network's
   uint64_t seed = 42;       ///< the run's: initial network and partitions
   int32_t epochs = 1;       ///< when to stop (rounds per epoch come from the workers)
+  /// `run.recovery`: its owned slices' checkpoints at round boundaries, the
+  /// round to restore (restore_step), the round it throws in (a fault).
+  recovery_spec recovery;
 };
 
 /// A worker's settings as YAML.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -37,6 +39,7 @@ struct worker_setup {
   ist_worker_spec spec;
   model::dataset train;
   model::dataset test;
+  training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
 };
 
 /// The tensors of one round (or one evaluation) from every shard, as they come.
@@ -72,7 +75,8 @@ struct worker_state {
   model::ist_partition whole_partition;
   double test_loss = 0;
 
-  training_counters counters;
+  training_counters counters; ///< checkpointed at round boundaries (exactly-once counts)
+  std::optional<checkpointing> checkpoints;
   activity work;
   std::vector<messages::edge_stats> edges; ///< to each shard
   int64_t received_bytes = 0; ///< subnet pieces only
@@ -179,11 +183,13 @@ messages::actor_report make_report(worker_state& st) {
   r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   report_counters(st.counters, r);
   r.edges = st.edges;
-  const double rounds = static_cast<double>(std::max<int64_t>(st.round, 1));
+  // The rounds this actor made (a restored one starts at its restore step).
+  const int64_t made = st.round - st.spec.recovery.restore_step;
+  const double rounds = static_cast<double>(std::max<int64_t>(made, 1));
   int64_t sent = 0;
   for (const auto& e : st.edges)
     sent += e.bytes;
-  r.figures = {{"rounds", static_cast<double>(st.round)},
+  r.figures = {{"rounds", static_cast<double>(made)},
                {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
                {"sent_bytes_per_round", static_cast<double>(sent) / rounds},
                {"formula_bytes_per_round",
@@ -203,6 +209,17 @@ void finish(worker_actor* self) {
   self->send(st.coordinator, final_atom::value, make_report(st));
 }
 
+/// Round st.round - 1 is over, its epoch's end included: the counters'
+/// checkpoint when due (the shards checkpoint the weights of the same round).
+/// None once finished: a restored run always has a round to replay.
+void after_round(worker_actor* self) {
+  auto& st = self->state;
+  if (st.finished)
+    return;
+  after_step(self, st.coordinator, st.name, *st.checkpoints, st.round, st.counters,
+             [&] { return model::training_state{{}, st.round, {}}; });
+}
+
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
   auto e = st.counters.epoch.close(st.epoch);
@@ -214,6 +231,7 @@ void end_epoch(worker_actor* self) {
   if (st.epoch == st.spec.data.plan.epochs)
     return finish(self);
   begin_epoch(st);
+  after_round(self);
 }
 
 /// Takes every step it can: a round whose pieces all came, worker 0's
@@ -237,6 +255,8 @@ void advance(worker_actor* self) {
     auto it = st.subnets.find(st.round);
     if (it == st.subnets.end() || it->second.count < st.spec.shards)
       return;
+    if (st.round == st.spec.recovery.throw_at_step) // a fault in the middle of a round
+      throw std::runtime_error("injected fault: throw in round " + std::to_string(st.round));
     auto pieces = std::move(it->second);
     st.subnets.erase(it);
     train_round(self, std::move(pieces));
@@ -245,6 +265,8 @@ void advance(worker_actor* self) {
         st.evaluating = true;
       else
         end_epoch(self);
+    } else {
+      after_round(self);
     }
     st.work.add_busy(since);
     maybe_report_progress(self);
@@ -319,10 +341,15 @@ void init_state(worker_actor* self, worker_setup setup) {
   st.spec = std::move(setup.spec);
   st.train = std::move(setup.train);
   st.test = std::move(setup.test);
+  st.counters = std::move(setup.counters);
+  st.checkpoints.emplace(st.spec.recovery);
   const auto& plan = st.spec.data.plan;
   st.steps_per_epoch =
     model::ist_steps_per_epoch(st.train.size(), plan.batch_size, st.spec.workers);
   st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
+  // A restored worker replays from its restore step: same round, same orders.
+  st.round = st.spec.recovery.restore_step;
+  st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
   st.shards.resize(static_cast<size_t>(st.spec.shards));
   for (int32_t s = 0; s < st.spec.shards; ++s)
     st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
@@ -370,7 +397,16 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const ist_wor
 }
 
 caf::error check_worker_paths(const ist_worker_spec& spec, const path_roots& roots) {
-  return check_paths(spec.data, roots);
+  if (auto err = check_paths(spec.data, roots))
+    return err;
+  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
+}
+
+/// Its counters at spec.recovery.restore_step (zero for 0). Throws
+/// model::error on a missing or corrupt checkpoint.
+training_counters restore_counters(const ist_worker_spec& spec) {
+  auto restored = checkpointing{spec.recovery}.restore();
+  return restored ? training_counters::from_json(restored->counters) : training_counters{};
 }
 
 } // namespace
@@ -382,8 +418,10 @@ caf::expected<caf::actor> spawn_ist_worker(caf::actor_system& sys, const std::st
     if (!data)
       return data.error();
     auto& [train, test] = *data;
+    auto counters = restore_counters(spec);
     return spawn_detached(sys, name, worker_behavior,
-                          worker_setup{name, node, spec, std::move(train), std::move(test)});
+                          worker_setup{name, node, spec, std::move(train), std::move(test),
+                                       std::move(counters)});
   } catch (const std::exception& e) {
     return error_of(e, name);
   }

@@ -18,7 +18,14 @@
 //   (worker 0: the whole network's digest). The shards send the final
 //   weights.
 //
-// Faults and checkpoints are not supported yet (the schema refuses them).
+// Recovery (actors/roles/recovery.hpp): the job's step is the round. A
+// worker checkpoints its counters (epoch sums, epochs, local steps trained:
+// the exactly-once counts) when a round is over, its epoch's end included,
+// at the same rounds as the shards checkpoint their slices. A restored
+// worker starts at run.recovery.restore_step with those counters: the same
+// partition and minibatch order for every replayed round, and no local step
+// counted twice. A `throw` fault fires when its pieces of that round are
+// all there, before it trains them.
 
 #include <string>
 
