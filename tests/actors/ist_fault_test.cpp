@@ -55,8 +55,8 @@ protected:
   }
 
   /// The fault-free weights and exactly-once counts: every worker trained
-  /// each of its local steps once, none twice.
-  static void expect_fault_free_training(const nlohmann::json& faulty) {
+  /// each of its local steps once, none twice; after `restarts` restarts.
+  static void expect_fault_free_training(const nlohmann::json& faulty, int64_t restarts = 1) {
     const auto& reference = clean();
     auto digests = digests_by_actor(reference, "ist_worker");
     ASSERT_EQ(digests.size(), 1u); // worker 0 evaluates the whole network
@@ -68,7 +68,7 @@ protected:
       EXPECT_EQ(count.at("trained").get<int64_t>(), steps_per_worker) << actor;
       EXPECT_EQ(count.at("duplicates").get<int64_t>(), 0) << actor;
     }
-    EXPECT_EQ(faulty.at("restarts"), 1);
+    EXPECT_EQ(faulty.at("restarts"), restarts);
     EXPECT_EQ(reference.at("restarts"), 0);
   }
 
@@ -145,6 +145,28 @@ TEST_F(ist_faults, a_killed_node_loses_a_worker_and_a_shard) {
   EXPECT_GE(f.at("detected_after_ms").get<int64_t>(), 0);
   for (const auto& a : faulty.at("actors"))
     EXPECT_NE(a.at("node"), "n2") << a.at("name");
+}
+
+// Seeded chaos over node processes: workers and shards throw, nodes are
+// killed or stopped at random rounds; every restart replays from the newest
+// round all of them checkpointed, and the run ends with the fault-free weights.
+TEST_F(ist_faults, seeded_chaos_ends_with_the_fault_free_weights) {
+  auto faulty = run_job(*dir_,
+                        with(job(), {"--local-nodes", "2", "--set", "runtime.max_restarts=20",
+                                     "--fault", "kind=chaos,rate=0.3,seed=5"}),
+                        "chaos");
+  ASSERT_GE(faulty.at("faults").size(), 1u);
+  expect_fault_free_training(faulty, static_cast<int64_t>(faulty.at("faults").size()));
+}
+
+// `--resume DIR` of a finished run: the workers' newest checkpoint is the
+// last round before the end (they write none once finished), so the shards'
+// last rounds are replayed from there, to the same weights and counts.
+TEST_F(ist_faults, resume_of_a_finished_run_replays_its_last_rounds) {
+  auto checkpoints = dir_->path() + "/resume";
+  run_job(*dir_, with(job(), {"--set", "runtime.checkpoint_dir=" + checkpoints}), "kept");
+  auto resumed = run_job(*dir_, {"run", "--resume", checkpoints}, "resumed");
+  expect_fault_free_training(resumed, 0);
 }
 
 // A delay or drop fault has no credit edge to act on; a round past the
