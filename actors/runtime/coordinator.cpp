@@ -139,7 +139,8 @@ private:
   void on_epoch(const messages::actor_report& r) {
     if (!from_current())
       return;
-    auto report = collected_.epoch_report(r);
+    auto seconds = std::chrono::duration<double>(clock_type::now() - training_started_).count();
+    auto report = collected_.epoch_report(r, seconds);
     if (!report)
       return; // other members of its result group have not sent this epoch
     progress_.clear();

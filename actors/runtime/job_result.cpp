@@ -16,13 +16,17 @@ inline namespace runtime {
 
 namespace {
 
-nlohmann::json head_json(const messages::actor_report& h) {
+nlohmann::json head_json(const messages::actor_report& h,
+                         const std::map<int32_t, double>* seconds) {
   nlohmann::json epochs = nlohmann::json::array();
-  for (const auto& e : h.epochs)
+  for (const auto& e : h.epochs) {
     epochs.push_back({{"epoch", e.epoch},
                       {"train_loss", e.train_loss},
                       {"test_accuracy", e.test_accuracy},
                       {"samples", e.samples}});
+    if (seconds != nullptr && seconds->count(e.epoch))
+      epochs.back()["seconds"] = seconds->at(e.epoch);
+  }
   return {{"name", h.actor},           {"task", h.task},
           {"test_accuracy", h.test_accuracy}, {"train_loss", h.train_loss},
           {"samples", h.samples},      {"weights_digest", h.weights_digest},
@@ -103,8 +107,11 @@ nlohmann::json to_json(const job_result& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["train_seconds"] = r.train_seconds;
   j["heads"] = nlohmann::json::array();
-  for (const auto& h : r.heads)
-    j["heads"].push_back(head_json(h));
+  for (const auto& h : r.heads) {
+    auto seconds = r.epoch_seconds.find(h.actor);
+    j["heads"].push_back(head_json(h, seconds == r.epoch_seconds.end() ? nullptr
+                                                                        : &seconds->second));
+  }
   j["nodes"] = nlohmann::json::array();
   for (const auto& n : r.nodes)
     j["nodes"].push_back({{"name", n.name},
@@ -161,8 +168,13 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.topology_file = j.value("topology", "");
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.train_seconds = j.value("train_seconds", 0.0);
-    for (const auto& h : j.at("heads"))
+    for (const auto& h : j.at("heads")) {
       r.heads.push_back(head_from_json(h));
+      for (const auto& e : h.value("epochs", nlohmann::json::array()))
+        if (e.contains("seconds"))
+          r.epoch_seconds[r.heads.back().actor][e.at("epoch").get<int32_t>()] =
+            e.at("seconds").get<double>();
+    }
     for (const auto& n : j.at("nodes"))
       r.nodes.push_back({n.at("name").get<std::string>(), n.at("peak_rss_bytes").get<int64_t>(),
                          n.at("cpu_seconds").get<double>(), n.value("cores", 0),

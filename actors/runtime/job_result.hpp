@@ -46,10 +46,15 @@ struct job_result {
   int32_t restarts = 0;                           ///< restarts from checkpoints
   std::map<std::string, trained_count> trained;   ///< by trainable actor
   std::string checkpoint_dir;                     ///< where checkpoints went ("" none)
+  /// Seconds into training when each head's (result group's) epoch report
+  /// was complete, by head and epoch; the metrics JSON writes them as each
+  /// epoch's "seconds" (runs of the actors only: --mode local has none).
+  std::map<std::string, std::map<int32_t, double>> epoch_seconds;
 };
 
 /// The metrics JSON: wall_seconds; train_seconds; heads [{name, task, test_accuracy,
-/// train_loss, samples, weights_digest, epochs}]; nodes [{name,
+/// train_loss, samples, weights_digest, epochs [{epoch, train_loss,
+/// test_accuracy, samples, seconds (when known)}]}]; nodes [{name,
 /// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
 /// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,
 /// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its

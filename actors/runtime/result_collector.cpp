@@ -56,11 +56,16 @@ void result_collector::final_report(messages::actor_report report) {
 }
 
 std::optional<messages::actor_report>
-result_collector::epoch_report(const messages::actor_report& report) {
+result_collector::epoch_report(const messages::actor_report& report, double seconds) {
   const auto* planned = plan_.find(report.actor);
   auto group = planned == nullptr ? std::string{} : planned->result;
+  auto stamped = [&](messages::actor_report r) {
+    for (const auto& e : r.epochs)
+      epoch_seconds_[r.actor][e.epoch] = seconds;
+    return r;
+  };
   if (plan_.group_size(group) <= 1)
-    return report;
+    return stamped(report);
   std::pair<std::string, int32_t> key{group, report.epochs.front().epoch};
   auto& reports = group_epochs_[key];
   reports.push_back(report);
@@ -68,7 +73,7 @@ result_collector::epoch_report(const messages::actor_report& report) {
     return std::nullopt;
   auto merged_report = merged(group, reports);
   group_epochs_.erase(key);
-  return merged_report;
+  return stamped(std::move(merged_report));
 }
 
 void result_collector::weights(messages::tensor_set weights) {
@@ -94,6 +99,7 @@ void result_collector::finish(job_result& result) {
                        std::make_move_iterator(actors_.end()));
   for (auto& [actor, count] : trained_)
     result.trained[actor] = count;
+  result.epoch_seconds = epoch_seconds_;
   for (const auto& a : plan_.actors) {
     if (auto it = results_.find(a.result); !a.result.empty() && it != results_.end()) {
       result.heads.push_back(std::move(it->second));

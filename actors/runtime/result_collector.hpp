@@ -35,16 +35,19 @@ public:
   /// An actor's final report: listed among the actors, and its group's
   /// result once every member of the group sent its own.
   void final_report(messages::actor_report report);
-  /// An actor's report of one epoch: the report to show for its group (an
-  /// actor in no group or a group of one: its own), or nothing while other
-  /// members of the group have not sent that epoch yet.
-  std::optional<messages::actor_report> epoch_report(const messages::actor_report& report);
+  /// An actor's report of one epoch, `seconds` into training: the report to
+  /// show for its group (an actor in no group or a group of one: its own), or
+  /// nothing while other members of the group have not sent that epoch yet.
+  /// The group's epoch is stamped with the seconds of its last member's.
+  std::optional<messages::actor_report> epoch_report(const messages::actor_report& report,
+                                                     double seconds = 0);
   /// A stage's final weights (kind "weights"), by the actor that sent them.
   void weights(messages::tensor_set weights);
   /// A trainable actor's exactly-once counts.
   void trained(const std::string& actor, int64_t trained, int64_t duplicates);
 
-  /// Forgets everything of the pass (a failed pass before a restart).
+  /// Forgets everything of the pass (a failed pass before a restart) but the
+  /// epochs' times: an epoch trained again after a restart is stamped anew.
   void clear();
   /// Moves what was collected into `result`: the actors' reports as they
   /// came, the trained counts, then the groups' results and the weights in
@@ -61,6 +64,7 @@ private:
   std::map<std::string, std::vector<messages::actor_report>> group_finals_;
   std::map<std::string, messages::actor_report> results_; ///< by result group, when complete
   std::map<std::string, messages::tensor_set> weights_;   ///< by actor name
+  std::map<std::string, std::map<int32_t, double>> epoch_seconds_; ///< by group, epoch
 };
 
 } // namespace runtime

@@ -115,6 +115,23 @@ TEST(result_collector, an_epoch_report_waits_for_every_member_of_its_group) {
   EXPECT_EQ(epoch1->epochs.front().epoch, 1);
 }
 
+// A group's epoch is stamped when its last member reports it; a restart
+// keeps the stamps, and an epoch trained again is stamped anew.
+TEST(result_collector, stamps_each_group_epoch_with_its_time) {
+  auto plan = plan_with_replicas();
+  result_collector collected{plan};
+  EXPECT_FALSE(collected.epoch_report(report("stage.0", 0, 10, 1.0, 0.9), 1.5).has_value());
+  EXPECT_TRUE(collected.epoch_report(report("stage.1", 0, 30, 2.0, 0.1), 2.5).has_value());
+  EXPECT_FALSE(collected.epoch_report(report("stage.0", 1, 10, 1.0, 0.9), 3.0).has_value());
+  collected.clear(); // a restart before epoch 1 completed
+  EXPECT_FALSE(collected.epoch_report(report("stage.1", 1, 10, 1.0, 0.9), 5.0).has_value());
+  EXPECT_TRUE(collected.epoch_report(report("stage.0", 1, 30, 2.0, 0.1), 6.0).has_value());
+  job_result result;
+  collected.finish(result);
+  ASSERT_EQ(result.epoch_seconds.count("stage"), 1u);
+  EXPECT_EQ(result.epoch_seconds.at("stage"), (std::map<int32_t, double>{{0, 2.5}, {1, 6.0}}));
+}
+
 TEST(result_collector, finish_orders_results_and_weights_by_the_plan) {
   job_plan plan;
   plan.actors = {member("b", "b", true), member("a.0", "a", true), member("a.1", "a"),
