@@ -57,8 +57,10 @@ const std::vector<training_mode>& all_modes() {
     // A pipeline trains the backbone itself: it needs no pretrained one.
     {"pipeline", plan_pipeline, run_pipeline_local, nullptr, nullptr, save_pipeline_model,
      nullptr, true},
-    // Workers train the whole model from its initial weights: no pretraining.
-    {"data-parallel", plan_data_parallel, run_data_parallel_local_job},
+    // Workers may start from a pretrained backbone (backbone.checkpoint):
+    // pre-trained first when missing, as for transfer.
+    {"data-parallel", plan_data_parallel, run_data_parallel_local_job, transfer_prepare, nullptr,
+     save_data_parallel_model},
     // Shards make the initial network from the seed: no pretraining.
     {"ist", plan_ist, run_ist_local_job},
   };

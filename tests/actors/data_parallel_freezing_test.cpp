@@ -118,7 +118,7 @@ TEST(data_parallel_freezing_section, refuses_what_the_reference_refuses_with_fil
   EXPECT_TRUE(parse("  freeze: {up_to: fc1, cache: memory}\n", "mlp")); // before bn1
   auto adaptive_batch = refusal("  freeze: {policy: adaptive, cache: memory}\n", "mlp");
   EXPECT_TRUE(has(adaptive_batch, "bn1")) << adaptive_batch;
-  for (const std::string& bad :
+  for (const char* bad :
        {"  freeze: {}\n", "  freeze: {up_to: pool1, interval: 5}\n",
         "  freeze: {policy: adaptive, up_to: pool1}\n",
         "  freeze: {policy: adaptive, groups: [pool2, pool1]}\n",
@@ -279,8 +279,9 @@ TEST(worker_replica, replicas_equal_the_local_reference) {
     reference.cache = spec.cache;
     const auto result = m::run_data_parallel_local(
       [&] { return make_data_parallel_model(spec.model); }, train, m::dataset{}, reference);
-    if (adaptive)
+    if (adaptive) {
       EXPECT_GT(result.frozen_layers, 0u); // it froze: the test can fail
+    }
     EXPECT_EQ(train_replicas(spec, train), result.weights_digest) << "adaptive " << adaptive;
   }
 }

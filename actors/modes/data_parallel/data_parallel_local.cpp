@@ -7,9 +7,11 @@
 
 #include "actors/modes/data_parallel/data_parallel_plan.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
+#include "actors/modes/data_parallel/worker_replica.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
+#include "model/checkpoint.hpp"
 #include "model/data_parallel.hpp"
 
 namespace baton::actors {
@@ -32,7 +34,34 @@ model::data_parallel_spec reference_spec(const data_parallel_worker_spec& worker
   spec.sum = model::summation::ring;
   spec.bucket_mb = worker.bucket_mb;
   spec.eval_batch = worker.eval_batch;
+  spec.sync_every = worker.sync_every;
+  spec.freeze_up_to = worker.freeze_up_to;
+  spec.freeze_groups = worker.freeze_groups;
+  spec.adaptive = worker.adaptive;
+  spec.cache = worker.cache;
+  spec.cache_mb = worker.cache_mb;
+  spec.feature_block = worker.feature_block;
   return spec;
+}
+
+/// Worker w's freeze point and adaptive decisions (every worker takes the
+/// same), as the actors' reports carry theirs; worker 0's also has the
+/// cache's counts, which the reference sums over the workers
+/// ("cache_hits_all_workers", ...).
+void add_freezing(const data_parallel_worker_spec& worker, int32_t w,
+                  const model::data_parallel_result& result, messages::actor_report& r) {
+  r.figures.push_back({"frozen_layers", static_cast<double>(result.frozen_layers)});
+  if (worker.cache && w == 0) {
+    const auto& c = result.cache;
+    r.figures.insert(r.figures.end(),
+                     {{"cache_hits_all_workers", static_cast<double>(c.hits)},
+                      {"cache_misses_all_workers", static_cast<double>(c.misses)},
+                      {"cache_rejected_all_workers", static_cast<double>(c.rejected)},
+                      {"cache_entries_all_workers", static_cast<double>(c.entries)},
+                      {"cache_bytes_all_workers", static_cast<double>(c.bytes)}});
+  }
+  for (const auto& d : result.decisions)
+    r.events.push_back(freeze_decision_json(d));
 }
 
 /// The reference's result as the actors report it.
@@ -59,6 +88,7 @@ void report(const data_parallel_worker_spec& worker, const model::data_parallel_
     a.role = "data_parallel_worker";
     a.node = "local";
     a.weights_digest = result.weights_digest;
+    add_freezing(worker, w, result, a);
     out.actors.push_back(a);
   }
 }
@@ -67,9 +97,9 @@ void report(const data_parallel_worker_spec& worker, const model::data_parallel_
 
 caf::expected<job_result> run_data_parallel_local_job(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
-  const auto* task = t.find_task(t.pretrain.task);
+  const auto* task = t.find_task(data_parallel_settings_of(t).task);
   if (task == nullptr)
-    return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
+    return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
   try {
     auto started = std::chrono::steady_clock::now();
     auto worker = worker_settings(t, *task, 0);
@@ -81,15 +111,47 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
     test.labels = model::apply(*task, test.labels);
     auto training_started = std::chrono::steady_clock::now();
     auto result = model::run_data_parallel_local(
-      [&] { return make_data_parallel_model(worker.model); }, train, test, reference_spec(worker));
+      [&] { return initial_data_parallel_model(worker); }, train, test, reference_spec(worker));
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);
     auto out = local_result(t, "local", started, training_started);
     report(worker, result, out);
+    messages::tensor_set weights{"weights", worker_name(0), 0, result.steps, 0, {}, {}};
+    for (const auto& p : result.model.state())
+      weights.tensors.push_back(p.detach());
+    out.stage_weights.push_back(std::move(weights)); // as worker 0 sends them
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
+  }
+}
+
+caf::expected<void> save_data_parallel_model(const topology& t, const job_result& result,
+                                             const std::string& path) {
+  const auto* task = t.find_task(data_parallel_settings_of(t).task);
+  if (task == nullptr || result.stage_weights.size() != 1)
+    return make_error(errc::actor_failed, "cannot save the model: worker 0 sent no weights");
+  try {
+    auto whole = make_data_parallel_model(worker_settings(t, *task, 0).model);
+    auto state = whole.state();
+    const auto& sent = result.stage_weights.front().tensors;
+    bool fits = sent.size() == state.size();
+    for (size_t p = 0; fits && p < state.size(); ++p)
+      fits = sent[p].defined() && sent[p].sizes().equals(state[p].sizes()) &&
+             sent[p].scalar_type() == state[p].scalar_type();
+    if (!fits)
+      return make_error(errc::actor_failed, "cannot save the model: worker 0 sent " +
+                                              std::to_string(sent.size()) + " tensors for " +
+                                              std::to_string(state.size()) +
+                                              " parameters and buffers, or of other shapes");
+    at::NoGradGuard no_grad;
+    for (size_t p = 0; p < state.size(); ++p)
+      state[p].copy_(sent[p]);
+    model::save_checkpoint(whole, path);
+    return {};
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, "cannot save the model to " + path + ": " + e.what());
   }
 }
 

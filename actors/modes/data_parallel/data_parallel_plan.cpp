@@ -24,6 +24,20 @@ int64_t largest_chunk_bytes(const data_parallel_worker_spec& spec) {
 
 constexpr int64_t max_message_bytes = int64_t{64} << 20;
 
+/// Local SGD, the frozen prefix, the cache and the pretrained backbone.
+void set_freezing(const data_parallel_settings& settings, const topology& t,
+                  data_parallel_worker_spec& spec) {
+  spec.sync_every = settings.sync_every;
+  const auto& freeze = settings.freeze;
+  spec.freeze_up_to = freeze.policy == "fixed" ? freeze.up_to : std::string{};
+  if (freeze.policy == "adaptive")
+    spec.freeze_groups = freeze.groups;
+  spec.adaptive = freeze.adaptive;
+  spec.cache = freeze.cache;
+  spec.cache_mb = freeze.cache_mb;
+  spec.checkpoint = t.checkpoint;
+}
+
 } // namespace
 
 data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
@@ -41,13 +55,14 @@ data_parallel_worker_spec worker_settings(const topology& t, const model::task& 
   spec.base_batch = settings.base_batch;
   spec.warmup_epochs = settings.warmup_epochs;
   spec.bucket_mb = settings.bucket_mb;
+  set_freezing(settings, t, spec);
   spec.threads = t.runtime.stage_threads;
   spec.progress_every = t.runtime.progress_every;
   return spec;
 }
 
 caf::expected<job_plan> plan_data_parallel(const topology& t) {
-  const auto* task = t.find_task(t.pretrain.task);
+  const auto* task = t.find_task(data_parallel_settings_of(t).task);
   if (task == nullptr)
     return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
                                           "' is not one of the topology's tasks");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "actors/modes/data_parallel/freeze_section.hpp"
+
 namespace baton::actors {
 inline namespace modes {
 inline namespace data_parallel {
@@ -88,6 +90,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   });
   t.backbone.name = read_model(section, root, t);
   check_mlp_input(section, root, t);
+  read_freezing(root, section, t, s);
   s.optimizer = t.pretrain.optimizer;
   if (auto f = section.get("optimizer")) {
     s.optimizer = read_optimizer(*f, s.optimizer);
@@ -167,10 +170,11 @@ job_schema data_parallel_schema() {
   schema.name = "data-parallel";
   schema.section = "data_parallel";
   schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "model", "optimizer",
-                                    "nodes"}},
+                                    "nodes", "sync_every", "freeze", "task"}},
+                 {"data_parallel.freeze", freeze_keys()},
                  {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
                                               "base_batch", "warmup_epochs"}}};
-  schema.lists = {"data_parallel.nodes"};
+  schema.lists = {"data_parallel.nodes", "data_parallel.freeze.groups"};
   schema.parse = parse;
   schema.check = check;
   schema.trainable = worker_names;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
+#include "model/freezing.hpp"
 #include "model/training.hpp"
 
 namespace baton::actors {
@@ -21,11 +22,32 @@ inline namespace data_parallel {
 /// whole model replica).
 inline constexpr int32_t max_workers = 64;
 
+/// `data_parallel.freeze`: the prefix of the model that runs forward only
+/// (no backward, no gradient traffic), fixed or chosen by AutoFreeze, and
+/// the feature cache of its output (freeze_section.hpp reads it).
+struct freeze_settings {
+  /// "none" (nothing frozen), "fixed" (the layers up to `up_to`) or
+  /// "adaptive" (AutoFreeze over `groups`).
+  std::string policy = "none";
+  std::string up_to;                       ///< fixed: the last frozen layer
+  std::vector<std::string> groups;         ///< adaptive: each group's last layer, in order
+  model::adaptive_freeze_options adaptive; ///< adaptive: interval, percentile, max_frozen
+  bool cache = false;                      ///< cache: memory: the prefix's rows per sample
+  double cache_mb = 256;                   ///< the cache's budget per worker (MiB)
+};
+
 /// The `data_parallel:` section, parsed and validated.
 struct data_parallel_settings {
   int32_t workers = 2;            ///< W: worker actors, each with the whole model
   std::string exchange = "ring";  ///< ring (all-reduce); ps is not implemented yet
   double bucket_mb = 25;          ///< gradient bucket cap in MiB (DDP's bucket_cap_mb)
+  /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
+  /// trainable weights averaged after every L steps and at every epoch end.
+  int32_t sync_every = 0;
+  freeze_settings freeze;         ///< the frozen prefix and its cache
+  /// The task the workers train: `data_parallel.task`, else
+  /// backbone.pretrain.task (a pretrained backbone may have learnt another).
+  std::string task;
   /// optimizer.lr_scaling: "linear" multiplies the lr by W x batch_size /
   /// base_batch (Goyal et al.); "none" keeps it.
   std::string lr_scaling = "none";

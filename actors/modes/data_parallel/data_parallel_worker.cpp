@@ -14,6 +14,7 @@
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"
+#include "actors/modes/data_parallel/worker_replica.hpp"
 #include "actors/roles/recovery.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
@@ -50,13 +51,8 @@ struct worker_state {
   caf::actor coordinator;
   caf::actor next; ///< the ring's successor (null when W = 1)
 
-  // -- the replica and its optimizer ---------------------------------------------
-  model::layered_model model;
-  std::vector<at::Tensor> parameters; ///< the leaves, named_parameters() order
-  std::vector<at::Tensor> momentum;
-  bool stepped = false;               ///< momentum buffers hold a step (torch's `first`)
-  model::flat_layout layout;
-  std::vector<model::bucket> buckets;
+  // -- the replica, its optimizer, frozen prefix and cache ------------------------
+  std::optional<worker_replica> replica;
   model::lr_schedule schedule;
   int64_t steps_per_epoch = 0;
 
@@ -68,7 +64,9 @@ struct worker_state {
   size_t in_epoch = 0; ///< the epoch's next minibatch
   int64_t step = 0;    ///< global steps taken
   bool started = false;
-  bool exchanging = false; ///< a step's gradients are on the ring
+  bool exchanging = false; ///< the ring carries a step's gradients or local SGD's weights
+  bool averaging = false;  ///< local SGD: the ring carries the weights
+  int32_t local_steps = 0; ///< local SGD: steps since the last average
   bool finished = false;
   std::optional<ring_exchange> ring;
   std::deque<tensor_set> inbox; ///< the predecessor's chunks, in arrival (= send) order
@@ -95,24 +93,23 @@ void begin_epoch(worker_state& st) {
 }
 
 /// Forward and backward of the next minibatch (mean loss), as the local
-/// reference computes a worker's gradient; leaves no gradient in the model.
+/// reference computes a worker's gradient (the frozen prefix forward only,
+/// through the cache); leaves no gradient in the model.
 std::vector<at::Tensor> gradients_of_next(worker_state& st) {
   const auto& ids = st.minibatches[st.in_epoch];
-  auto [images, labels] = model::gather(st.train, ids);
-  const at::Tensor logits = st.model.slice(0, st.model.size()).forward(images);
-  const at::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
-  loss.backward();
+  double loss = 0;
+  auto grads = st.replica->gradients(st.train, ids, loss);
   auto batch = static_cast<int64_t>(ids.size());
   st.counters.admit(st.step * st.spec.workers + st.spec.worker, st.step);
-  st.counters.epoch.loss_sum += loss.item<double>() * static_cast<double>(batch);
+  st.counters.epoch.loss_sum += loss * static_cast<double>(batch);
   st.counters.epoch.samples += batch;
   st.counters.samples_total += batch;
-  std::vector<at::Tensor> grads;
-  for (auto& p : st.parameters) {
-    grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::Tensor());
-    p.mutable_grad() = at::Tensor();
-  }
   return grads;
+}
+
+/// The lr of the step under way (every worker computes the same).
+double current_lr(const worker_state& st) {
+  return model::scheduled_lr(st.schedule, st.step, st.steps_per_epoch);
 }
 
 void send_round(worker_actor* self, const ring_message& m) {
@@ -129,9 +126,7 @@ void begin_step(worker_actor* self) {
   std::vector<at::Tensor> flats;
   {
     compute_scope compute{st.work};
-    auto grads = gradients_of_next(st);
-    for (const auto& b : st.buckets)
-      flats.push_back(model::bucket_flat(b, st.layout, grads));
+    flats = st.replica->bucket_vectors(gradients_of_next(st));
   }
   st.exchanging = true;
   if (auto first = st.ring->begin(std::move(flats)))
@@ -153,29 +148,61 @@ void apply_arrived(worker_actor* self) {
 }
 
 /// The all-reduced gradients divided by W, then one SGD step of every
-/// parameter with the scheduled lr: the reference's sgd_update.
+/// trainable parameter with the scheduled lr (the reference's sgd_update),
+/// then the adaptive freezing decision when one is due.
 void finish_step(worker_actor* self) {
   auto& st = self->state;
-  compute_scope compute{st.work};
-  std::vector<at::Tensor> reduced(st.layout.keys.size());
-  for (size_t b = 0; b < st.buckets.size(); ++b)
-    model::scatter_bucket(st.buckets[b], st.layout,
-                          at::div(st.ring->buckets()[b], static_cast<double>(st.spec.workers)),
-                          reduced);
-  model::optimizer_spec opt = st.spec.optimizer;
-  opt.lr = model::scheduled_lr(st.schedule, st.step, st.steps_per_epoch);
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < st.parameters.size(); ++i) {
-    if (!reduced[i].defined())
-      continue;
-    const at::Tensor next = model::sgd_step_out_of_place(st.parameters[i].detach(), reduced[i],
-                                                         st.momentum[i], opt, !st.stepped);
-    st.parameters[i].copy_(next);
+  {
+    compute_scope compute{st.work};
+    const auto reduced = st.replica->mean(st.ring->buckets(), st.spec.workers);
+    st.replica->step(reduced, current_lr(st));
+    if (auto decision = st.replica->adapt(st.step, reduced))
+      log_decision(st.name, *decision); // every worker logs the same at the same step
   }
-  st.stepped = true;
   st.step += 1;
   st.in_epoch += 1;
   st.exchanging = false;
+}
+
+// -- local SGD (sync_every: L) -----------------------------------------------------
+
+/// Puts the trainable weights on the ring, to be averaged.
+void begin_average(worker_actor* self) {
+  auto& st = self->state;
+  std::vector<at::Tensor> flats;
+  {
+    compute_scope compute{st.work};
+    flats = st.replica->bucket_vectors(st.replica->parameters());
+  }
+  st.local_steps = 0;
+  st.exchanging = true;
+  st.averaging = true;
+  if (auto first = st.ring->begin(std::move(flats)))
+    send_round(self, *first);
+}
+
+/// The summed weights divided by W replace the trainable weights; momentum
+/// stays this worker's.
+void finish_average(worker_actor* self) {
+  auto& st = self->state;
+  compute_scope compute{st.work};
+  st.replica->set_parameters(st.replica->mean(st.ring->buckets(), st.spec.workers));
+  st.exchanging = false;
+  st.averaging = false;
+}
+
+/// A local step: this worker's own gradient, its own SGD step; the weights
+/// go on the ring after every L of them.
+void local_step(worker_actor* self) {
+  auto& st = self->state;
+  {
+    compute_scope compute{st.work};
+    st.replica->step(gradients_of_next(st), current_lr(st));
+  }
+  st.step += 1;
+  st.in_epoch += 1;
+  if (++st.local_steps == st.spec.sync_every)
+    begin_average(self);
 }
 
 void maybe_report_progress(worker_actor* self) {
@@ -191,16 +218,10 @@ void maybe_report_progress(worker_actor* self) {
 // -- epochs and reports ----------------------------------------------------------------
 
 /// Worker 0's test accuracy counts, as the reference evaluates (evaluation
-/// mode, then training mode again).
+/// mode, then the freeze point's modes again).
 void evaluate(worker_state& st) {
-  torch::NoGradGuard no_grad;
-  st.model.slice(0, st.model.size()).train(false);
-  for (const auto& ids : model::plan_eval(st.test.size(), st.spec.eval_batch)) {
-    auto [images, labels] = model::gather(st.test, ids);
-    st.counters.epoch.correct += st.model.forward(images).argmax(1).eq(labels).sum().item<int64_t>();
-    st.counters.epoch.evaluated += static_cast<int64_t>(ids.size());
-  }
-  model::apply_freeze_point(st.model, 0);
+  st.counters.epoch.correct += st.replica->correct(st.test, st.spec.eval_batch);
+  st.counters.epoch.evaluated += st.test.size();
 }
 
 messages::actor_report make_report(worker_state& st) {
@@ -214,7 +235,8 @@ messages::actor_report make_report(worker_state& st) {
   r.compute_cpu_seconds = st.work.compute_cpu_seconds();
   r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   report_counters(st.counters, r);
-  r.weights_digest = model::weights_digest(st.model);
+  r.weights_digest = model::weights_digest(st.replica->model());
+  report_freezing(*st.replica, r);
   if (st.next)
     r.edges.push_back(st.ring_edge);
   return r;
@@ -223,7 +245,7 @@ messages::actor_report make_report(worker_state& st) {
 /// The replica's weights and buffers (layered_model::state()), worker 0's.
 tensor_set weights_of(const worker_state& st) {
   tensor_set w{"weights", st.name, st.spec.worker, st.step, 0, {}, {}};
-  for (const auto& p : st.model.state())
+  for (const auto& p : st.replica->model().state())
     w.tensors.push_back(p.detach());
   return w;
 }
@@ -255,30 +277,54 @@ void end_epoch(worker_actor* self) {
   begin_epoch(st);
 }
 
-/// Trains while it can: a step's gradients go on the ring, the
-/// predecessor's chunks are applied as they arrive, and a step whose
-/// exchange is over is taken; returns when it waits for a chunk or is done.
+/// With nothing on the ring, starts what comes next: the epoch's end
+/// (after local SGD's last average), a synchronous step's exchange or a
+/// local step (which may put the weights on the ring). Returns whether the
+/// ring carries something now.
+bool start_next(worker_actor* self) {
+  auto& st = self->state;
+  if (st.in_epoch == st.minibatches.size()) {
+    if (st.local_steps > 0) {
+      begin_average(self); // local SGD averages at every epoch end
+      return true;
+    }
+    end_epoch(self);
+    return false;
+  }
+  if (st.spec.sync_every == 0) {
+    begin_step(self);
+    return true;
+  }
+  local_step(self);
+  maybe_report_progress(self);
+  return st.exchanging;
+}
+
+/// Trains while it can: a step's gradients (or local SGD's weights) go on
+/// the ring, the predecessor's chunks are applied as they arrive, and what
+/// the exchange was for is finished; returns when it waits for a chunk or
+/// is done.
 void advance(worker_actor* self) {
   auto& st = self->state;
   use_thread_budget(st.spec.threads);
   while (st.started && !st.finished) {
     auto since = activity::clock::now();
-    if (!st.exchanging) {
-      if (st.in_epoch == st.minibatches.size()) {
-        end_epoch(self);
-        st.work.add_busy(since);
-        continue;
-      }
-      begin_step(self);
+    if (!st.exchanging && !start_next(self)) {
+      st.work.add_busy(since);
+      continue;
     }
     apply_arrived(self);
     if (!st.ring->done()) {
       st.work.add_busy(since);
       return;
     }
-    finish_step(self);
+    if (st.averaging) {
+      finish_average(self);
+    } else {
+      finish_step(self);
+      maybe_report_progress(self);
+    }
     st.work.add_busy(since);
-    maybe_report_progress(self);
   }
 }
 
@@ -291,12 +337,7 @@ void init_state(worker_actor* self, worker_setup setup) {
   st.spec = std::move(setup.spec);
   st.train = std::move(setup.train);
   st.test = std::move(setup.test);
-  st.model = std::move(setup.model);
-  st.parameters = st.model.parameters();
-  for (const auto& p : st.parameters)
-    st.momentum.push_back(torch::zeros_like(p));
-  st.layout = model::make_flat_layout(st.model);
-  st.buckets = model::make_buckets(st.layout, st.spec.bucket_mb);
+  st.replica.emplace(std::move(setup.model), st.spec);
   const auto& plan = st.spec.data.plan;
   st.steps_per_epoch = model::data_parallel_steps_per_epoch(
     st.train.size(), st.spec.workers, plan.batch_size, model::remainder_policy::pad);
@@ -382,7 +423,7 @@ caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
     // The task's labels, once: the reference trains on the same.
     train.labels = model::apply(spec.task, train.labels);
     test.labels = model::apply(spec.task, test.labels);
-    auto m = make_data_parallel_model(spec.model);
+    auto m = initial_data_parallel_model(spec);
     return spawn_detached(sys, name, worker_behavior,
                           worker_setup{name, node, spec, std::move(train), std::move(test),
                                        std::move(m)});
@@ -394,7 +435,9 @@ caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
 namespace {
 
 caf::error check_worker_paths(const data_parallel_worker_spec& spec, const path_roots& roots) {
-  return check_paths(spec.data, roots);
+  if (auto err = check_paths(spec.data, roots))
+    return err;
+  return check_checkpoint_path(spec.checkpoint, "checkpoint", roots);
 }
 
 } // namespace

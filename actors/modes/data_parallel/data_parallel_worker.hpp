@@ -18,12 +18,20 @@
 //     -> sum / W (at::div) -> sgd_step_out_of_place of every parameter
 //
 // so that every worker holds the same weights, equal bit for bit to
-// model::run_data_parallel_local. After each epoch: worker 0 evaluates, and
+// model::run_data_parallel_local. The arithmetic is worker_replica's
+// (worker_replica.hpp): a frozen prefix (freeze_up_to, or moved by
+// AutoFreeze's decisions, which every worker takes alike after the same
+// step from the same all-reduced gradients) runs forward only, through the
+// feature cache, and its keys are in no bucket. With local SGD (sync_every
+// L) a worker steps on its own gradient and the ring carries the trainable
+// weights, averaged after every L steps and at every epoch end.
+// After each epoch: worker 0 evaluates, and
 // every worker sends its epoch report (the group "workers" merges them);
 // at the end its trained count, its final report and (worker 0) its weights.
 // Faults and checkpoints are not supported yet (the schema refuses them).
 
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -31,6 +39,7 @@
 
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/role_type.hpp"
+#include "model/data_parallel.hpp"
 #include "model/layered_model.hpp"
 #include "model/task.hpp"
 
@@ -52,6 +61,22 @@ struct data_parallel_worker_spec {
   int64_t base_batch = 256;
   double warmup_epochs = 0;        ///< linear warmup to the scaled lr
   double bucket_mb = 25;           ///< gradient bucket cap (MiB)
+  /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
+  /// trainable weights averaged over the ring after every L steps and at
+  /// every epoch end (model::data_parallel_spec::sync_every).
+  int32_t sync_every = 0;
+  std::string freeze_up_to;        ///< the last layer of a fixed frozen prefix ("" for none)
+  /// Adaptive freezing (AutoFreeze) when not empty: each freezable group's
+  /// last layer, in model order; exclusive with freeze_up_to and sync_every.
+  std::vector<std::string> freeze_groups;
+  model::adaptive_freeze_options adaptive;
+  bool cache = false;              ///< the frozen prefix's output cached per sample
+  double cache_mb = 256;           ///< the cache's budget (MiB)
+  /// Rows of the frozen prefix's canonical blocks (frozen_features).
+  int64_t feature_block = model::data_parallel_spec{}.feature_block;
+  /// A pretrained backbone (`baton pretrain`'s whole-model checkpoint): every
+  /// layer but the classifier "fc2" starts from it; "" for the seeded weights.
+  std::string checkpoint;
   int64_t eval_batch = 256;        ///< test samples per evaluation batch (worker 0)
   int32_t threads = 1;             ///< torch threads of this actor
   int32_t progress_every = 20;     ///< steps between progress messages (worker 0)
@@ -67,6 +92,12 @@ caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const s
 /// backbone (convnet, resnet18) followed by its classifier "fc2". Its
 /// initial weights depend on `spec` only. Throws model::error.
 model::layered_model make_data_parallel_model(const model::model_spec& spec);
+
+/// The model a worker starts from (and the local reference's replicas):
+/// make_data_parallel_model, with the backbone (every layer but the last,
+/// the classifier) loaded from spec.checkpoint when one is given. Throws
+/// model::error.
+model::layered_model initial_data_parallel_model(const data_parallel_worker_spec& spec);
 
 /// Loads the worker's data and model and spawns a detached worker `name`.
 caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
