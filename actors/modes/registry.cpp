@@ -7,6 +7,7 @@
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_shard.hpp"
 #include "actors/modes/ist/ist_worker.hpp"
+#include "actors/modes/data_parallel/ps_shard.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
 #include "actors/modes/pipeline/pipeline_stage.hpp"
@@ -30,6 +31,7 @@ const std::vector<role_type>& all_roles() {
     {"data_parallel_worker", spawn_data_parallel_worker_role},
     {"ist_worker", spawn_ist_worker_role},
     {"ist_shard", spawn_ist_shard_role},
+    {"data_parallel_shard", spawn_data_parallel_shard_role},
   };
   return roles;
 }

@@ -80,8 +80,8 @@ job_plan plan_for(const std::string& section, int32_t local_nodes = 0) {
 // -- the section --------------------------------------------------------------------
 
 TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
-  EXPECT_NE(refusal("  exchange: ps\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  exchange: ps\n").find("not implemented yet"), std::string::npos);
+  EXPECT_NE(refusal("  exchange: hub\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  exchange: hub\n").find("ring"), std::string::npos);
   EXPECT_NE(refusal("  workers: 0\n").find("dp.yaml:12"), std::string::npos);
   EXPECT_NE(refusal("  workers: many\n").find("from 1 to 64"), std::string::npos);
   EXPECT_NE(refusal("  bucket_mb: -1\n").find("dp.yaml:12"), std::string::npos);

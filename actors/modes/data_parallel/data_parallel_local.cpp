@@ -31,7 +31,8 @@ model::data_parallel_spec reference_spec(const data_parallel_worker_spec& worker
   spec.linear_scaling = worker.linear_scaling;
   spec.base_batch = worker.base_batch;
   spec.warmup_epochs = worker.warmup_epochs;
-  spec.sum = model::summation::ring;
+  // A shard sums its W pushes in worker order (ps_exchange.hpp).
+  spec.sum = worker.exchange == "ps" ? model::summation::worker_order : model::summation::ring;
   spec.bucket_mb = worker.bucket_mb;
   spec.eval_batch = worker.eval_batch;
   spec.sync_every = worker.sync_every;

@@ -5,6 +5,14 @@
 //   worker.0 -> worker.1 -> worker.2 -> worker.0     peer edges: the ring
 //   (every worker starts: each reads its own share of the data)
 //
+// With exchange: ps there is no ring: S shard actors follow the workers,
+// with peer edges both ways between every worker and every shard,
+//
+//   worker.w -> shard.s (index s)     shard.s -> worker.w (index w)
+//
+// (shards start too: an idle one reports at once; they are not trainable
+// and report into no result group).
+//
 // No source: workers load the data themselves (data_parallel_worker.hpp
 // says why). Every worker is trainable and reports into the result group
 // "workers"; worker 0 evaluates and sends the weights.
@@ -13,6 +21,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/ps_shard.hpp"
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
@@ -23,6 +32,11 @@ inline namespace data_parallel {
 /// trains: backbone.pretrain.task, looked up by the caller).
 data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
                                           int32_t worker);
+
+/// Shard s's settings in a topology of job: data-parallel with exchange: ps
+/// (the workers' model, data, optimizer and schedule).
+data_parallel_shard_spec shard_settings(const topology& t, const model::task& task,
+                                        int32_t shard);
 
 /// The plan of a data-parallel topology; bad_config (naming the file) when
 /// its task is unknown or a ring chunk would exceed the 64 MiB a message

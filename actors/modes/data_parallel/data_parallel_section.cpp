@@ -52,25 +52,44 @@ void check_mlp_input(const field& section, const field& root, const topology& t)
                                ", " + std::to_string(shape[2]) + "] (expected [C, 28, 28])");
 }
 
-/// `data_parallel.exchange`: ring only, for now.
+/// `data_parallel.exchange`: ring (all-reduce) or ps (parameter shards).
 std::string read_exchange(const field& f) {
-  auto exchange = read_choice(f, {"ring", "ps"});
-  if (exchange == "ps")
-    f.fail(f.name() + " is 'ps': the parameter-server exchange is not implemented yet "
-           "(expected ring)");
-  return exchange;
+  return read_choice(f, {"ring", "ps"});
 }
 
-/// `data_parallel.nodes`: one node per worker.
-std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t workers) {
+/// `data_parallel.nodes` (one node per worker) or `shard_nodes` (per shard).
+std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t count,
+                                    const std::string& what = "worker") {
   std::vector<std::string> nodes;
-  for (const field& n : f.items("a list of node names, one per worker",
+  for (const field& n : f.items("a list of node names, one per " + what,
                                 static_cast<size_t>(max_workers)))
     nodes.push_back(read_node(n, t.nodes));
-  if (nodes.size() != static_cast<size_t>(workers))
+  if (nodes.size() != static_cast<size_t>(count))
     f.fail(f.name() + " names " + std::to_string(nodes.size()) + " nodes for " +
-           std::to_string(workers) + " workers (expected one node per worker)");
+           std::to_string(count) + " " + what + "s (expected one node per " + what + ")");
   return nodes;
+}
+
+/// The parameter server's keys (`shards`, `max_staleness`, `shard_nodes`):
+/// read with exchange: ps only.
+void read_ps(const field& section, const topology& t, data_parallel_settings& s) {
+  if (s.exchange != "ps") {
+    for (const char* key : {"shards", "max_staleness", "shard_nodes"})
+      if (auto f = section.get(key))
+        f->fail(f->name() + " is read with data_parallel.exchange: ps only (the exchange is '" +
+                s.exchange + "')");
+    return;
+  }
+  read_if(section, "shards", s.shards, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_shards,
+                                 "a number of shards from 1 to " + std::to_string(max_shards));
+  });
+  read_if(section, "max_staleness", s.max_staleness, [](const field& f) {
+    return read_integer<int32_t>(f, 0, 1000000, "a number of steps >= 0 (0: BSP)");
+  });
+  s.shard_nodes.resize(static_cast<size_t>(s.shards));
+  if (auto f = section.get("shard_nodes"))
+    s.shard_nodes = read_nodes(*f, t, s.shards, "shard");
 }
 
 // `data_parallel:` (job: data-parallel only; absent: every default).
@@ -84,6 +103,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
                                  "a number of workers from 1 to " + std::to_string(max_workers));
   });
   read_if(section, "exchange", s.exchange, read_exchange);
+  read_ps(section, t, s);
   read_if(section, "bucket_mb", s.bucket_mb, [](const field& f) {
     return read_number(f, "a number of MiB in (0, 1024]",
                        [](double x) { return x > 0 && x <= 1024; });
@@ -131,8 +151,27 @@ size_t worker_count(const topology& t) {
   return static_cast<size_t>(data_parallel_settings_of(t).workers);
 }
 
+/// ps: every worker sends to every shard and every shard to every worker.
+fault_edges ps_edges(const topology& t) {
+  fault_edges out;
+  auto workers = worker_names(t);
+  std::vector<std::string> shards;
+  for (int32_t s = 0; s < data_parallel_settings_of(t).shards; ++s)
+    shards.push_back(shard_name(s));
+  out.from = workers;
+  out.from.insert(out.from.end(), shards.begin(), shards.end());
+  out.to = out.from;
+  for (const auto& w : workers)
+    out.receivers[w] = shards;
+  for (const auto& s : shards)
+    out.receivers[s] = workers;
+  return out;
+}
+
 // Each worker sends to its successor on the ring only.
 fault_edges edges(const topology& t) {
+  if (data_parallel_settings_of(t).exchange == "ps")
+    return ps_edges(t);
   fault_edges out;
   auto names = worker_names(t);
   out.from = names;
@@ -142,17 +181,21 @@ fault_edges edges(const topology& t) {
   return out;
 }
 
-// One node per worker: round-robin gives each its own slot.
+// One node per worker, then (ps) per shard: round-robin gives each its own
+// slot, the shards continuing after the workers.
 void place(topology& t, const std::function<void(std::string&)>& place) {
   for (auto& node : settings_of(t).nodes)
     place(node);
+  for (auto& node : settings_of(t).shard_nodes)
+    place(node);
 }
 
-// A worker whose node is lost is placed again (the others keep theirs).
+// A worker or shard whose node is lost is placed again (the others keep theirs).
 void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  for (auto& node : settings_of(t).nodes)
-    if (!keep(node))
-      node.clear();
+  for (auto* nodes : {&settings_of(t).nodes, &settings_of(t).shard_nodes})
+    for (auto& node : *nodes)
+      if (!keep(node))
+        node.clear();
 }
 
 } // namespace
@@ -165,16 +208,22 @@ std::string worker_name(int32_t worker) {
   return "worker." + std::to_string(worker);
 }
 
+std::string shard_name(int32_t shard) {
+  return "shard." + std::to_string(shard);
+}
+
 job_schema data_parallel_schema() {
   job_schema schema;
   schema.name = "data-parallel";
   schema.section = "data_parallel";
   schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "model", "optimizer",
-                                    "nodes", "sync_every", "freeze", "task"}},
+                                    "nodes", "shards", "max_staleness", "shard_nodes",
+                                    "sync_every", "freeze", "task"}},
                  {"data_parallel.freeze", freeze_keys()},
                  {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
                                               "base_batch", "warmup_epochs"}}};
-  schema.lists = {"data_parallel.nodes", "data_parallel.freeze.groups"};
+  schema.lists = {"data_parallel.nodes", "data_parallel.shard_nodes",
+                  "data_parallel.freeze.groups"};
   schema.parse = parse;
   schema.check = check;
   schema.trainable = worker_names;

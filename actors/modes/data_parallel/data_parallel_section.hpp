@@ -22,6 +22,9 @@ inline namespace data_parallel {
 /// whole model replica).
 inline constexpr int32_t max_workers = 64;
 
+/// The most parameter shards (exchange: ps) a data-parallel job may have.
+inline constexpr int32_t max_shards = 64;
+
 /// `data_parallel.freeze`: the prefix of the model that runs forward only
 /// (no backward, no gradient traffic), fixed or chosen by AutoFreeze, and
 /// the feature cache of its output (freeze_section.hpp reads it).
@@ -39,7 +42,13 @@ struct freeze_settings {
 /// The `data_parallel:` section, parsed and validated.
 struct data_parallel_settings {
   int32_t workers = 2;            ///< W: worker actors, each with the whole model
-  std::string exchange = "ring";  ///< ring (all-reduce); ps is not implemented yet
+  std::string exchange = "ring";  ///< ring (all-reduce) | ps (parameter shards)
+  /// ps: S parameter shard actors, each owning a contiguous, byte-balanced
+  /// range of the flat parameters (model::shard_ranges).
+  int32_t shards = 1;
+  /// ps: bounded staleness s, a worker at most s steps ahead of the slowest
+  /// (ps_exchange.hpp: may_compute); 0 is BSP.
+  int32_t max_staleness = 0;
   double bucket_mb = 25;          ///< gradient bucket cap in MiB (DDP's bucket_cap_mb)
   /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
   /// trainable weights averaged after every L steps and at every epoch end.
@@ -59,6 +68,9 @@ struct data_parallel_settings {
   /// The node of each worker: as `nodes` lists them, else filled by
   /// placement ("" when embedded).
   std::vector<std::string> nodes;
+  /// ps: the node of each shard: as `shard_nodes` lists them, else filled
+  /// by placement after the workers' (round-robin continues).
+  std::vector<std::string> shard_nodes;
 };
 
 /// The section of a topology parsed with job: data-parallel (throws
@@ -67,6 +79,10 @@ const data_parallel_settings& data_parallel_settings_of(const topology& t);
 
 /// Worker w's actor name: "worker.W" (the result group merges "worker.*").
 std::string worker_name(int32_t worker);
+
+/// Shard s's actor name (exchange: ps): "shard.S". Shards report into no
+/// result group: the job's result is the workers'.
+std::string shard_name(int32_t shard);
 
 /// The result group every worker reports into.
 inline const std::string workers_group = "workers";

@@ -1,5 +1,6 @@
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
+#include "actors/modes/data_parallel/ps_exchange.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"
 #include "actors/modes/data_parallel/worker_replica.hpp"
 #include "actors/roles/recovery.hpp"
@@ -70,6 +72,11 @@ struct worker_state {
   bool finished = false;
   std::optional<ring_exchange> ring;
   std::deque<tensor_set> inbox; ///< the predecessor's chunks, in arrival (= send) order
+
+  // -- exchange: ps (ps_exchange.hpp) ---------------------------------------------
+  std::vector<caf::actor> shards;                ///< by shard index (peer edges)
+  std::optional<ps_exchange> ps;
+  std::vector<messages::edge_stats> shard_edges; ///< to each shard: its pushes
 
   training_counters counters;
   activity work;
@@ -239,6 +246,7 @@ messages::actor_report make_report(worker_state& st) {
   report_freezing(*st.replica, r);
   if (st.next)
     r.edges.push_back(st.ring_edge);
+  r.edges.insert(r.edges.end(), st.shard_edges.begin(), st.shard_edges.end());
   return r;
 }
 
@@ -277,6 +285,64 @@ void end_epoch(worker_actor* self) {
   begin_epoch(st);
 }
 
+// -- the parameter-server exchange (exchange: ps) ------------------------------------
+
+bool uses_ps(const worker_state& st) {
+  return st.spec.exchange == "ps";
+}
+
+/// Computes the next step's gradient and pushes every busy shard its slice.
+void push_step(worker_actor* self) {
+  auto& st = self->state;
+  std::vector<at::Tensor> slices;
+  {
+    compute_scope compute{st.work};
+    slices = st.ps->split(gradients_of_next(st));
+  }
+  for (size_t s = 0; s < slices.size(); ++s) {
+    if (!slices[s].defined())
+      continue; // an idle shard: its keys are frozen
+    st.shard_edges[s].messages += 1;
+    st.shard_edges[s].bytes += static_cast<int64_t>(slices[s].nbytes());
+    self->send(st.shards[s], tensor_set{"ps_push", st.name, st.spec.worker, st.step, 0,
+                                        {std::move(slices[s])}, {}});
+  }
+  st.step += 1;
+  st.in_epoch += 1;
+}
+
+/// Writes the shards' weights of every step pushed whose slices all arrived.
+void apply_pulled(worker_state& st) {
+  compute_scope compute{st.work};
+  while (st.ps->applied() < st.step && st.ps->complete())
+    st.ps->apply(st.replica->parameters());
+}
+
+/// advance() with the shards: pushes a step while it is at most
+/// max_staleness steps ahead of the weights it applied (may_compute), and
+/// ends an epoch once every step of it is applied, so that evaluation and
+/// the final weights are the shards' (staleness does not cross epochs).
+void advance_ps(worker_actor* self) {
+  auto& st = self->state;
+  while (st.started && !st.finished) {
+    auto since = activity::clock::now();
+    apply_pulled(st);
+    const bool epoch_over = st.in_epoch == st.minibatches.size();
+    if (epoch_over ? st.ps->applied() < st.step
+                   : !may_compute(st.step, st.ps->applied(), st.spec.max_staleness)) {
+      st.work.add_busy(since);
+      return; // waits for pulls
+    }
+    if (epoch_over) {
+      end_epoch(self);
+    } else {
+      push_step(self);
+      maybe_report_progress(self);
+    }
+    st.work.add_busy(since);
+  }
+}
+
 /// With nothing on the ring, starts what comes next: the epoch's end
 /// (after local SGD's last average), a synchronous step's exchange or a
 /// local step (which may put the weights on the ring). Returns whether the
@@ -307,6 +373,8 @@ bool start_next(worker_actor* self) {
 void advance(worker_actor* self) {
   auto& st = self->state;
   use_thread_budget(st.spec.threads);
+  if (uses_ps(st))
+    return advance_ps(self);
   while (st.started && !st.finished) {
     auto since = activity::clock::now();
     if (!st.exchanging && !start_next(self)) {
@@ -346,12 +414,58 @@ void init_state(worker_actor* self, worker_setup setup) {
   st.ring.emplace(st.spec.worker, st.spec.workers);
   int32_t next = model::ring_next(st.spec.worker, st.spec.workers);
   st.ring_edge = {st.name, worker_name(next), 0, 0};
+  if (uses_ps(st)) {
+    st.ps.emplace(st.replica->layout(), st.spec.shards);
+    st.shards.resize(static_cast<size_t>(st.spec.shards));
+    for (int32_t s = 0; s < st.spec.shards; ++s)
+      st.shard_edges.push_back({st.name, shard_name(s), 0, 0});
+  }
+}
+
+/// A shard's new slice of a step: recorded, applied once the step's slices
+/// are all in (ps_exchange refuses a wrong size, step or duplicate).
+void on_pull(worker_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  if (t.invalid || t.kind != "ps_pull" || t.tensors.size() != 1 || t.replica < 0 ||
+      t.replica >= st.spec.shards)
+    return fail(self, st.coordinator, st.name,
+                "refused a tensor_set '" + t.kind + "' from '" + t.from +
+                  "' (expected a shard's new slice, from one of " +
+                  std::to_string(st.spec.shards) + " shards)" +
+                  (t.invalid ? ": " + describe(t.invalid) : std::string{}));
+  guarded(self, "parameter server", [&] {
+    st.ps->receive(t.replica, t.step, std::move(t.tensors.front()));
+    advance(self);
+  });
+}
+
+/// With exchange: ps the plan gives a worker every shard as a peer.
+caf::result<caf::ok_atom> on_shard_peer(worker_actor* self, const caf::actor& peer,
+                                        int32_t index) {
+  auto& st = self->state;
+  if (index < 0 || index >= st.spec.shards)
+    return make_error(errc::bad_config, st.name + ": its peers are shards 0 to " +
+                                          std::to_string(st.spec.shards - 1) + ", not " +
+                                          std::to_string(index));
+  st.shards[static_cast<size_t>(index)] = peer;
+  return caf::ok_atom::value;
+}
+
+/// The peers a worker cannot start without, named ("" when it has them all).
+std::string missing_peers(const worker_state& st) {
+  if (uses_ps(st))
+    return std::any_of(st.shards.begin(), st.shards.end(), [](const auto& s) { return !s; })
+             ? "every shard"
+             : "";
+  return st.spec.workers > 1 && !st.next ? "its ring successor" : "";
 }
 
 /// A chunk from the predecessor: queued (it may come before this worker's
 /// start or gradients), then applied in order.
 void on_chunk(worker_actor* self, tensor_set& t) {
   auto& st = self->state;
+  if (uses_ps(st))
+    return on_pull(self, t);
   auto previous = model::ring_previous(st.spec.worker, st.spec.workers);
   if (t.invalid || t.kind != "ring" || st.spec.workers == 1 || t.replica != previous ||
       t.tensors.size() != 1 || t.step < st.step)
@@ -367,6 +481,8 @@ void on_chunk(worker_actor* self, tensor_set& t) {
 /// The ring's successor: the plan's one peer edge of this worker.
 caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
   auto& st = self->state;
+  if (uses_ps(st))
+    return on_shard_peer(self, peer, index);
   if (st.spec.workers == 1 || index != model::ring_next(st.spec.worker, st.spec.workers))
     return make_error(errc::bad_config,
                       st.name + ": its only peer is its successor on the ring, worker " +
@@ -380,8 +496,8 @@ void on_start(worker_actor* self) {
   auto& st = self->state;
   if (st.started)
     return;
-  if (st.spec.workers > 1 && !st.next)
-    return fail(self, st.coordinator, st.name, "started without its ring successor");
+  if (auto missing = missing_peers(st); !missing.empty())
+    return fail(self, st.coordinator, st.name, "started without " + missing);
   st.started = true;
   st.work.begin();
   if (lead(st)) // the progress line's total: this worker's samples

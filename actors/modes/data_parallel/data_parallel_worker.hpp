@@ -36,6 +36,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/role_type.hpp"
@@ -61,6 +62,11 @@ struct data_parallel_worker_spec {
   int64_t base_batch = 256;
   double warmup_epochs = 0;        ///< linear warmup to the scaled lr
   double bucket_mb = 25;           ///< gradient bucket cap (MiB)
+  /// ring (all-reduce, the worker steps) | ps (pushes to the shards, pulls
+  /// their new slices: ps_exchange.hpp; no local step).
+  std::string exchange = "ring";
+  int32_t shards = 1;              ///< ps: S shard actors
+  int32_t max_staleness = 0;       ///< ps: steps ahead of the slowest worker (0: BSP)
   /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
   /// trainable weights averaged over the ring after every L steps and at
   /// every epoch end (model::data_parallel_spec::sync_every).
@@ -87,6 +93,10 @@ std::string to_yaml(const data_parallel_worker_spec& x);
 
 /// Parses to_yaml's text strictly: errc::bad_config on anything else.
 caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml);
+
+/// role_spec's model codec (decode_model) limited to the models a worker
+/// holds whole; throws on anything else. The shard's codec uses it too.
+model::model_spec decode_worker_model(const YAML::Node& n);
 
 /// The model a worker trains (and the local reference): the mlp alone, or a
 /// backbone (convnet, resnet18) followed by its classifier "fc2". Its

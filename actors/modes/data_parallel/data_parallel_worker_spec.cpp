@@ -14,9 +14,6 @@ namespace baton::actors {
 inline namespace modes {
 inline namespace data_parallel {
 
-namespace {
-
-/// The models a worker holds whole (make_data_parallel_model).
 model::model_spec decode_worker_model(const YAML::Node& n) {
   auto x = decode_model(n);
   if (x.name != "mlp" && x.name != "convnet" && x.name != "resnet18")
@@ -24,6 +21,18 @@ model::model_spec decode_worker_model(const YAML::Node& n) {
   if (x.classes < 1 || x.in_channels < 1)
     throw std::runtime_error("classes and in_channels must be positive");
   return x;
+}
+
+namespace {
+
+/// The parameter server's settings of a worker (exchange: ps).
+void decode_exchange(const YAML::Node& n, data_parallel_worker_spec& x) {
+  x.exchange = n["exchange"].as<std::string>();
+  x.shards = n["shards"].as<int32_t>();
+  x.max_staleness = n["max_staleness"].as<int32_t>();
+  if ((x.exchange != "ring" && x.exchange != "ps") || x.shards < 1 || x.max_staleness < 0)
+    throw std::runtime_error("exchange must be ring or ps, shards positive, max_staleness "
+                             "not negative");
 }
 
 /// `freeze:` of the settings: the frozen prefix, adaptive freezing, the cache.
@@ -85,6 +94,7 @@ data_parallel_worker_spec decode(const YAML::Node& n) {
   x.base_batch = n["base_batch"].as<int64_t>();
   x.warmup_epochs = n["warmup_epochs"].as<double>();
   x.bucket_mb = n["bucket_mb"].as<double>();
+  decode_exchange(n, x);
   decode_freeze(n, x);
   x.eval_batch = n["eval_batch"].as<int64_t>();
   x.threads = n["threads"].as<int32_t>();
@@ -112,6 +122,9 @@ std::string to_yaml(const data_parallel_worker_spec& x) {
   n["base_batch"] = x.base_batch;
   n["warmup_epochs"] = x.warmup_epochs;
   n["bucket_mb"] = x.bucket_mb;
+  n["exchange"] = x.exchange;
+  n["shards"] = x.shards;
+  n["max_staleness"] = x.max_staleness;
   n["sync_every"] = x.sync_every;
   n["freeze"] = encode_freeze(x);
   n["checkpoint"] = x.checkpoint;

@@ -1,0 +1,165 @@
+#include "actors/modes/data_parallel/ps_exchange.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include "model/error.hpp"
+#include "model/stage_trainer.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+namespace {
+
+/// A slice that arrived: `what` names it in the error.
+void check_slice(const at::Tensor& t, int64_t expected, const std::string& what) {
+  if (!t.defined() || t.scalar_type() != at::kFloat || t.dim() != 1 || t.numel() != expected)
+    throw model::error(what + ": expected " + std::to_string(expected) +
+                       " float32 elements in one dimension");
+}
+
+} // namespace
+
+bool may_compute(int64_t step, int64_t applied, int32_t max_staleness) {
+  return applied >= step - max_staleness;
+}
+
+std::vector<model::key_range> shard_parts(const model::flat_layout& layout, int32_t shards) {
+  std::vector<model::key_range> parts;
+  for (const auto& range : model::shard_ranges(layout, shards))
+    parts.push_back(model::trainable_part(range, layout));
+  return parts;
+}
+
+void write_range(std::vector<at::Tensor>& parameters, const model::flat_layout& layout,
+                 const model::key_range& range, const at::Tensor& values) {
+  torch::NoGradGuard no_grad;
+  for (size_t i : model::keys_in(range, layout)) {
+    const model::key_range& key = layout.keys[i].range;
+    const int64_t begin = std::max(key.begin, range.begin);
+    const int64_t end = std::min(key.end, range.end);
+    // view(): a parameter is contiguous, and a copy would be written in vain.
+    parameters[i].detach().view({-1}).narrow(0, begin - key.begin, end - begin)
+      .copy_(values.narrow(0, begin - range.begin, end - begin));
+  }
+}
+
+// -- the worker's side ---------------------------------------------------------------
+
+ps_exchange::ps_exchange(model::flat_layout layout, int32_t shards)
+  : layout_(std::move(layout)) {
+  parts_ = shard_parts(layout_, shards);
+  for (const auto& p : parts_)
+    busy_ += p.empty() ? 0 : 1;
+}
+
+const model::key_range& ps_exchange::part(int32_t shard) const {
+  if (shard < 0 || shard >= shards())
+    throw model::error("parameter server: no shard " + std::to_string(shard));
+  return parts_[static_cast<size_t>(shard)];
+}
+
+std::vector<at::Tensor> ps_exchange::split(const std::vector<at::Tensor>& gradients) const {
+  const at::Tensor flat = model::flatten(gradients, layout_);
+  std::vector<at::Tensor> out;
+  for (const auto& p : parts_)
+    out.push_back(p.empty() ? at::Tensor() : model::slice(flat, p).clone());
+  return out;
+}
+
+void ps_exchange::receive(int32_t shard, int64_t step, at::Tensor slice) {
+  const auto what = "parameter server: shard " + std::to_string(shard) + "'s slice of step " +
+                    std::to_string(step);
+  if (idle(shard))
+    throw model::error(what + ": the shard is idle (its keys are frozen)");
+  if (step < applied_)
+    throw model::error(what + ": step " + std::to_string(step) + " is applied already");
+  check_slice(slice, part(shard).size(), what);
+  auto& slices = arrived_[step];
+  if (!slices.emplace(shard, std::move(slice)).second)
+    throw model::error(what + ": arrived twice");
+}
+
+bool ps_exchange::complete() const {
+  auto it = arrived_.find(applied_);
+  return busy_ == 0 || (it != arrived_.end() && it->second.size() == busy_);
+}
+
+void ps_exchange::apply(std::vector<at::Tensor>& parameters) {
+  if (!complete())
+    throw model::error("parameter server: the slices of step " + std::to_string(applied_) +
+                       " have not all arrived");
+  auto it = arrived_.find(applied_);
+  if (it != arrived_.end()) {
+    for (const auto& [shard, slice] : it->second)
+      write_range(parameters, layout_, parts_[static_cast<size_t>(shard)], slice);
+    arrived_.erase(it);
+  }
+  applied_ += 1;
+}
+
+// -- the shard's side ----------------------------------------------------------------
+
+shard_optimizer::shard_optimizer(model::key_range part, const at::Tensor& initial,
+                                 int32_t workers, model::optimizer_spec optimizer,
+                                 model::lr_schedule schedule, int64_t steps_per_epoch)
+  : part_(part), workers_(workers), optimizer_(optimizer), schedule_(schedule),
+    steps_per_epoch_(steps_per_epoch) {
+  if (workers < 1)
+    throw model::error("parameter shard: expected workers >= 1");
+  check_slice(initial.reshape({-1}), part.size(), "parameter shard: its initial weights");
+  weights_ = initial.detach().reshape({-1}).clone();
+  momentum_ = torch::zeros_like(weights_);
+}
+
+void shard_optimizer::push(int32_t worker, int64_t step, at::Tensor gradient) {
+  const auto what = "parameter shard: worker " + std::to_string(worker) +
+                    "'s gradient of step " + std::to_string(step);
+  if (worker < 0 || worker >= workers_)
+    throw model::error(what + ": no such worker (" + std::to_string(workers_) + " workers)");
+  if (step < steps_)
+    throw model::error(what + ": step " + std::to_string(step) + " is taken already");
+  check_slice(gradient, part_.size(), what);
+  auto& pushes = pushed_[step];
+  pushes.resize(static_cast<size_t>(workers_));
+  auto& slot = pushes[static_cast<size_t>(worker)];
+  if (slot.defined())
+    throw model::error(what + ": pushed twice");
+  slot = std::move(gradient);
+}
+
+bool shard_optimizer::ready() const {
+  auto it = pushed_.find(steps_);
+  if (it == pushed_.end())
+    return false;
+  return std::all_of(it->second.begin(), it->second.end(),
+                     [](const at::Tensor& g) { return g.defined(); });
+}
+
+at::Tensor shard_optimizer::step() {
+  if (!ready())
+    throw model::error("parameter shard: the pushes of step " + std::to_string(steps_) +
+                       " have not all arrived");
+  auto it = pushed_.find(steps_);
+  // The reference's arithmetic per element (model/data_parallel.hpp): the
+  // sum in worker order, then / W, then the step; sgd_step_out_of_place is
+  // per element, so stepping the slice at once gives the bits of stepping
+  // each parameter whole.
+  const at::Tensor mean = at::div(model::worker_order_sum(it->second),
+                                  static_cast<double>(workers_));
+  pushed_.erase(it);
+  model::optimizer_spec opt = optimizer_;
+  opt.lr = model::scheduled_lr(schedule_, steps_, steps_per_epoch_);
+  weights_ = model::sgd_step_out_of_place(weights_, mean, momentum_, opt, steps_ == 0);
+  steps_ += 1;
+  return weights_;
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,80 @@
+#pragma once
+
+// A parameter shard of job: data-parallel with `exchange: ps` (role
+// `data_parallel_shard`): it owns a contiguous part of the flat parameters
+// (ps_exchange.hpp: shard_parts), its momentum and the lr schedule, and
+// takes the optimizer steps of that part.
+//
+//   spawn: the model from the same model_spec as the workers (the same
+//          initial weights), kept as the part's flat slice
+//   (group_atom, worker w, w) x W   the plan's peer edges: every worker
+//   push (tensor_set "ps_push", step k) from each worker
+//     -> all W of step k: sum in worker order, / W, sgd_step_out_of_place
+//     -> the new slice (tensor_set "ps_pull", step k) to every worker
+//   after the run's last step: its final report (edge bytes per worker)
+//
+// A shard whose part is empty (its whole range frozen) is idle: no worker
+// pushes to it, and it reports at its start. Shards are not trainable actors
+// of the plan: they train no samples and, as workers, do not checkpoint yet.
+// The run's steps (and the lr schedule's steps per epoch) come from the
+// training split's size, which the shard reads without loading the data.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/config/role_spec.hpp"
+#include "actors/roles/role_type.hpp"
+#include "model/layered_model.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+/// A shard's settings (role `data_parallel_shard`).
+struct data_parallel_shard_spec {
+  int32_t shard = 0;               ///< its index: its range is shard_ranges(...)[shard]
+  int32_t shards = 1;              ///< S
+  int32_t workers = 1;             ///< W: pushes summed per step
+  model::model_spec model;         ///< the workers' model (initial weights and layout)
+  /// The last frozen layer ("" for none): the keys of layers up to it are
+  /// never pushed nor pulled.
+  std::string freeze_up_to;
+  /// The workers' data settings: the training split's size, batch size and
+  /// epochs give the run's steps; no sample is loaded.
+  source_spec data;
+  model::optimizer_spec optimizer; ///< lr: the schedule's base lr
+  bool linear_scaling = false;     ///< lr x W x batch_size / base_batch
+  int64_t base_batch = 256;
+  double warmup_epochs = 0;
+  int32_t threads = 1;             ///< torch threads of this actor
+};
+
+/// The settings as YAML (the `settings` of a planned actor).
+std::string to_yaml(const data_parallel_shard_spec& x);
+
+/// Parses to_yaml's text strictly: errc::bad_config on anything else.
+caf::expected<data_parallel_shard_spec> parse_data_parallel_shard_spec(const std::string& yaml);
+
+/// The training samples `data` describes (a split's size after its limit),
+/// read from the files' headers only. Throws model::error.
+int64_t training_samples(const source_spec& data);
+
+/// Builds the shard's part and spawns a detached shard `name`.
+caf::expected<caf::actor> spawn_data_parallel_shard(caf::actor_system& sys,
+                                                    const std::string& name,
+                                                    const std::string& node,
+                                                    const data_parallel_shard_spec& spec);
+
+/// The `data_parallel_shard` role of a node's role table: parses the
+/// settings, checks its dataset directory against the node's data_dirs and
+/// spawns; starts nothing on any error.
+caf::expected<caf::actor> spawn_data_parallel_shard_role(caf::actor_system& sys,
+                                                         const spawn_args& args);
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors
