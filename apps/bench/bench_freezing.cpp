@@ -35,8 +35,11 @@ std::vector<freezing_side> freezing_sides() {
                                      std::string{"data_parallel.freeze.cache="} +
                                        (cache ? "memory" : "none")};
   };
+  // As configs/fine-tune.yaml: decide every 16 steps, never past pool3.
   auto adaptive = [](bool cache) {
     return std::vector<std::string>{"data_parallel.freeze.policy=adaptive",
+                                     "data_parallel.freeze.interval=16",
+                                     "data_parallel.freeze.max_frozen=pool3",
                                      std::string{"data_parallel.freeze.cache="} +
                                        (cache ? "memory" : "none")};
   };
@@ -80,17 +83,20 @@ double bytes_per_step(const job_result& r, int64_t steps) {
   return bytes / static_cast<double>(std::max<int64_t>(1, steps));
 }
 
-/// The freezing decisions of worker 0 (adaptive rows), "layer@step, ...".
+/// Where worker 0's adaptive decisions moved the freeze point (adaptive
+/// rows), "layer@step, ..." (a decision that keeps the point is left out).
 std::string decisions_of(const job_result& r) {
   std::string out;
+  std::string frozen;
   for (const auto& a : r.actors) {
     if (a.actor != "worker.0")
       continue;
     for (const auto& e : a.events) {
       auto j = nlohmann::json::parse(e, nullptr, false);
-      if (j.is_discarded() || !j.contains("layer"))
+      if (j.is_discarded() || !j.contains("layer") || j.value("layer", "") == frozen)
         continue;
-      out += (out.empty() ? "" : ", ") + j.value("layer", std::string{"?"}) + "@" +
+      frozen = j.value("layer", "");
+      out += (out.empty() ? "" : ", ") + frozen + "@" +
              std::to_string(j.value("step", int64_t{-1}));
     }
   }

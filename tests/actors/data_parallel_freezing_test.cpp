@@ -454,5 +454,13 @@ TEST_F(data_parallel_freezing_run, node_processes_equal_embedded) {
   ASSERT_EQ(digests.size(), 2u);
   EXPECT_EQ(digests_by_actor(nodes, "data_parallel_worker"), digests);
   EXPECT_EQ(ring_bytes(nodes, 0), ring_bytes(embedded, 0));
-  EXPECT_EQ(actor(nodes, "worker.1").at("figures"), actor(embedded, "worker.1").at("figures"));
+  // The freezing and cache figures (the time split differs run to run).
+  auto counts = [](nlohmann::json figures) {
+    for (const char* timing :
+         {"forward_seconds", "backward_seconds", "exchange_wait_seconds", "step_seconds"})
+      figures.erase(timing);
+    return figures;
+  };
+  EXPECT_EQ(counts(actor(nodes, "worker.1").at("figures")),
+            counts(actor(embedded, "worker.1").at("figures")));
 }

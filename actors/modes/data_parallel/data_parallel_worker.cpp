@@ -82,6 +82,10 @@ struct worker_state {
   activity work;
   messages::edge_stats ring_edge;
   int64_t steps_since_progress = 0;
+  /// Since when it waits for the exchange (set when advance() returns for
+  /// it), and the seconds it waited in all.
+  std::optional<activity::clock::time_point> waiting_since;
+  double exchange_wait = 0;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
@@ -244,6 +248,11 @@ messages::actor_report make_report(worker_state& st) {
   report_counters(st.counters, r);
   r.weights_digest = model::weights_digest(st.replica->model());
   report_freezing(*st.replica, r);
+  const auto& phases = st.replica->phases();
+  r.figures.insert(r.figures.end(), {{"forward_seconds", phases.forward},
+                                     {"backward_seconds", phases.backward},
+                                     {"exchange_wait_seconds", st.exchange_wait},
+                                     {"step_seconds", phases.step}});
   if (st.next)
     r.edges.push_back(st.ring_edge);
   r.edges.insert(r.edges.end(), st.shard_edges.begin(), st.shard_edges.end());
@@ -331,6 +340,7 @@ void advance_ps(worker_actor* self) {
     if (epoch_over ? st.ps->applied() < st.step
                    : !may_compute(st.step, st.ps->applied(), st.spec.max_staleness)) {
       st.work.add_busy(since);
+      st.waiting_since = activity::clock::now();
       return; // waits for pulls
     }
     if (epoch_over) {
@@ -373,6 +383,11 @@ bool start_next(worker_actor* self) {
 void advance(worker_actor* self) {
   auto& st = self->state;
   use_thread_budget(st.spec.threads);
+  if (st.waiting_since) {
+    st.exchange_wait +=
+      std::chrono::duration<double>(activity::clock::now() - *st.waiting_since).count();
+    st.waiting_since.reset();
+  }
   if (uses_ps(st))
     return advance_ps(self);
   while (st.started && !st.finished) {
@@ -384,6 +399,7 @@ void advance(worker_actor* self) {
     apply_arrived(self);
     if (!st.ring->done()) {
       st.work.add_busy(since);
+      st.waiting_since = activity::clock::now();
       return;
     }
     if (st.averaging) {

@@ -1,5 +1,7 @@
 #include "actors/modes/data_parallel/worker_replica.hpp"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -42,24 +44,31 @@ void worker_replica::set_point(size_t point) {
 std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
                                                   const std::vector<int64_t>& ids,
                                                   double& loss) {
-  const at::Tensor labels = model::gather(data, ids).second;
+  using clock = std::chrono::steady_clock;
+  auto began = clock::now();
+  auto [images, labels] = model::gather(data, ids);
   const at::Tensor input =
     point_ > 0 ? model::frozen_features(model_.slice(0, point_), cache_.get(), data, ids,
                                         block_rows_)
-               : model::gather(data, ids).first;
+               : images;
   const at::Tensor logits = model_.slice(point_, model_.size()).forward(input);
   const at::Tensor mean_loss = torch::nn::functional::cross_entropy(logits, labels);
+  auto forwarded = clock::now();
   mean_loss.backward();
   loss = mean_loss.item<double>();
+  // The gradient tensors themselves: the model lets go of them.
   std::vector<at::Tensor> grads;
   for (auto& p : parameters_) {
-    grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::Tensor());
+    grads.push_back(p.grad().defined() ? p.grad().detach() : at::Tensor());
     p.mutable_grad() = at::Tensor();
   }
+  phases_.forward += std::chrono::duration<double>(forwarded - began).count();
+  phases_.backward += std::chrono::duration<double>(clock::now() - forwarded).count();
   return grads;
 }
 
 void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
+  auto began = std::chrono::steady_clock::now();
   model::optimizer_spec opt = optimizer_;
   opt.lr = lr;
   torch::NoGradGuard no_grad;
@@ -71,6 +80,7 @@ void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
     parameters_[i].copy_(next);
     stepped_[i] = true;
   }
+  phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
 
 std::vector<at::Tensor> worker_replica::bucket_vectors(

@@ -34,6 +34,13 @@ namespace baton::actors {
 inline namespace modes {
 inline namespace data_parallel {
 
+/// Where a replica's steps spent their time (wall seconds, summed).
+struct phase_seconds {
+  double forward = 0;  ///< reading the minibatch, the frozen prefix (or the cache), the forward
+  double backward = 0; ///< the backward and taking the gradients out
+  double step = 0;     ///< the optimizer steps
+};
+
 /// A worker's replica, its optimizer state, its frozen prefix and cache.
 class worker_replica {
 public:
@@ -99,6 +106,8 @@ public:
   bool caches() const { return cache_ != nullptr; }
   /// The cache's counters (zeros without a cache).
   model::cache_stats cache_stats() const;
+  /// The time gradients() and step() took so far.
+  const phase_seconds& phases() const { return phases_; }
 
 private:
   void set_point(size_t point);
@@ -119,6 +128,7 @@ private:
   std::optional<model::adaptive_freezer> freezer_;
   std::optional<model::interval_gradients> interval_;
   std::vector<model::freeze_decision> decisions_;
+  phase_seconds phases_;
 };
 
 /// An adaptive freezing decision as one JSON object (an actor_report
