@@ -10,6 +10,7 @@
 
 #include "model/digest.hpp"
 #include "model/error.hpp"
+#include "model/ist_network.hpp"
 
 namespace baton::model {
 
@@ -312,6 +313,42 @@ std::vector<named_layer> mlp(const model_spec& spec) {
   return layers;
 }
 
+/// IST's network (model/ist_network.hpp) as layers, with its parameters in
+/// ist_network::parameters()' order and values: the same forward, bit for
+/// bit (BatchNorm1d without running statistics calls torch::batch_norm with
+/// the batch's statistics, as ist_forward does).
+layered_model ist_mlp(const model_spec& spec) {
+  ist_shape shape;
+  shape.inputs = 28 * 28 * spec.in_channels;
+  shape.hidden = spec.hidden;
+  shape.classes = spec.classes;
+  const auto source = make_ist_network(shape, spec.seed); // checks the shape
+  std::vector<named_layer> layers;
+  layers.push_back(flatten_layer("flatten"));
+  int64_t fan_in = shape.inputs;
+  for (size_t k = 0; k < shape.hidden.size(); ++k) {
+    const std::string n = std::to_string(k + 1);
+    layers.push_back(linear_layer(("fc" + n).c_str(), fan_in, shape.hidden[k], false));
+    layers.push_back(batch_norm_layer(("bn" + n).c_str(), shape.hidden[k]));
+    layers.push_back(relu_layer(("relu" + n).c_str()));
+    fan_in = shape.hidden[k];
+  }
+  const std::string out = "fc" + std::to_string(shape.hidden.size() + 1);
+  layers.push_back(linear_layer(out.c_str(), fan_in, shape.classes, false));
+  layers.push_back({"norm", AnyModule(torch::nn::BatchNorm1d(
+                                torch::nn::BatchNorm1dOptions(shape.classes)
+                                    .affine(false)
+                                    .track_running_stats(false)))});
+  layered_model m(std::move(layers));
+  torch::NoGradGuard no_grad;
+  auto params = m.parameters();
+  const auto values = source.parameters();
+  TORCH_CHECK(params.size() == values.size(), "ist_mlp: parameter count mismatch");
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].copy_(values[i]);
+  return m;
+}
+
 // -- resnet18 ----------------------------------------------------------------------
 
 /// torchvision's ResNet BasicBlock: two 3x3 convolutions with batch norm and a
@@ -414,7 +451,8 @@ std::vector<named_layer> torchscript(const model_spec& spec) {
 } // namespace
 
 layered_model make_model(const model_spec& spec) {
-  if ((spec.name == "classifier" || spec.name == "head" || spec.name == "mlp") &&
+  if ((spec.name == "classifier" || spec.name == "head" || spec.name == "mlp" ||
+       spec.name == "ist_mlp") &&
       spec.classes <= 0)
     throw error("model '" + spec.name + "': expected classes > 0, got " +
                 std::to_string(spec.classes));
@@ -423,6 +461,8 @@ layered_model make_model(const model_spec& spec) {
                 std::to_string(spec.features));
   if (spec.name == "torchscript") // pretrained: keep the file's weights
     return layered_model(torchscript(spec));
+  if (spec.name == "ist_mlp") // IST's own initialisation
+    return ist_mlp(spec);
   std::vector<named_layer> layers;
   if (spec.name == "convnet")
     layers = convnet(spec);
@@ -438,7 +478,7 @@ layered_model make_model(const model_spec& spec) {
     layers = mlp(spec);
   else
     throw error("unknown model '" + spec.name + "', expected convnet, convnet_wide, resnet18, "
-                "classifier, head, mlp or torchscript");
+                "classifier, head, mlp, ist_mlp or torchscript");
   layered_model m(std::move(layers));
   initialise(m, spec.seed,
              spec.name == "resnet18" ? conv_init::kaiming_fan_out : conv_init::fan_in_uniform);

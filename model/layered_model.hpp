@@ -72,13 +72,19 @@ struct model_spec {
   /// each layerN_k is one BasicBlock),
   /// "classifier" (linear `features` -> classes),
   /// "head" (linear `features`->128 relu linear 128->classes),
-  /// "mlp", "torchscript".
+  /// "mlp", "torchscript",
+  /// "ist_mlp" (the network of independent subnet training,
+  /// model/ist_network.hpp, as layers: flatten, then per hidden layer k
+  /// fc<k> (no bias) bn<k> (batch statistics, affine) relu<k>, then
+  /// fc<L+1> (no bias) and `norm` (affine-free batch statistics on the
+  /// logits); widths `hidden`, weights those of make_ist_network(seed)).
   std::string name = "convnet";
   int64_t classes = 10;            ///< output classes (classifier, head)
   int64_t features = 256;          ///< input width (classifier, head): backbone_features()
   int64_t in_channels = 1;         ///< convnet, convnet_wide and mlp input channels
                                    ///< (resnet18 always takes 3)
   int64_t wide_features = 32768;   ///< convnet_wide hidden width
+  std::vector<int64_t> hidden{4096}; ///< ist_mlp hidden widths, one per hidden layer
   std::string path;                ///< torchscript file (name == "torchscript")
   uint64_t seed = 0;               ///< initialisation seed
 };

@@ -14,6 +14,7 @@ YAML::Node encode(const model::model_spec& x) {
   n["classes"] = x.classes;
   n["in_channels"] = x.in_channels;
   n["wide_features"] = x.wide_features;
+  n["hidden"] = x.hidden;
   n["path"] = x.path;
   // Seeds are 64-bit unsigned; YAML ints would be read back signed.
   n["seed"] = std::to_string(x.seed);
@@ -48,6 +49,8 @@ model::model_spec decode_model(const YAML::Node& n) {
   x.classes = n["classes"].as<int64_t>();
   x.in_channels = n["in_channels"].as<int64_t>();
   x.wide_features = n["wide_features"].as<int64_t>();
+  if (n["hidden"]) // absent in settings written before ist_mlp: the default
+    x.hidden = n["hidden"].as<std::vector<int64_t>>();
   x.path = n["path"].as<std::string>();
   x.seed = std::stoull(n["seed"].as<std::string>());
   return x;
