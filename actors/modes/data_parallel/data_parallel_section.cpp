@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/modes/data_parallel/freeze_section.hpp"
+#include "actors/modes/ist/ist_section.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -14,7 +15,7 @@ namespace {
 using namespace detail;
 
 /// The models a worker can hold whole: built by make_data_parallel_model.
-const std::vector<std::string> worker_models{"mlp", "convnet", "resnet18"};
+const std::vector<std::string> worker_models{"mlp", "ist_mlp", "convnet", "resnet18"};
 
 /// The large-minibatch keys of `data_parallel.optimizer`.
 void read_schedule(const field& section, data_parallel_settings& s) {
@@ -40,11 +41,31 @@ std::string read_model(const field& section, const field& root, const topology& 
                                t.backbone.name + "' (set data_parallel.model)");
 }
 
+/// `data_parallel.hidden`: ist_mlp's hidden widths (job: ist's `ist.hidden`
+/// limits), read with model: ist_mlp only; absent: model_spec's default.
+void read_hidden(const field& section, topology& t) {
+  auto f = section.get("hidden");
+  if (!f)
+    return;
+  if (t.backbone.name != "ist_mlp")
+    f->fail(f->name() + " is read with data_parallel.model: ist_mlp only (the model is '" +
+            t.backbone.name + "')");
+  const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
+  std::vector<int64_t> widths;
+  for (const field& item : f->items(what, ist_max_hidden_layers))
+    widths.push_back(read_integer<int64_t>(item, 1, ist_max_width,
+                                           "a width from 1 to " + std::to_string(ist_max_width)));
+  if (widths.empty())
+    f->expected(what);
+  t.backbone.hidden = std::move(widths);
+}
+
 /// The mlp's first layer takes C x 28 x 28 (the convnets and resnet18 are
 /// checked by the parser after this section).
 void check_mlp_input(const field& section, const field& root, const topology& t) {
   const auto& shape = t.synthetic_shape;
-  if (t.backbone.name != "mlp" || t.dataset != "synthetic" || (shape[1] == 28 && shape[2] == 28))
+  const bool mlp = t.backbone.name == "mlp" || t.backbone.name == "ist_mlp";
+  if (!mlp || t.dataset != "synthetic" || (shape[1] == 28 && shape[2] == 28))
     return;
   auto blame = section.get("model");
   (blame ? *blame : root).fail("the mlp takes 28x28 images, but data.synthetic_shape is [" +
@@ -109,6 +130,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
                        [](double x) { return x > 0 && x <= 1024; });
   });
   t.backbone.name = read_model(section, root, t);
+  read_hidden(section, t);
   check_mlp_input(section, root, t);
   read_freezing(root, section, t, s);
   s.optimizer = t.pretrain.optimizer;
@@ -218,11 +240,11 @@ job_schema data_parallel_schema() {
   schema.section = "data_parallel";
   schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "model", "optimizer",
                                     "nodes", "shards", "max_staleness", "shard_nodes",
-                                    "sync_every", "freeze", "task"}},
+                                    "sync_every", "freeze", "task", "hidden"}},
                  {"data_parallel.freeze", freeze_keys()},
                  {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
                                               "base_batch", "warmup_epochs"}}};
-  schema.lists = {"data_parallel.nodes", "data_parallel.shard_nodes",
+  schema.lists = {"data_parallel.nodes", "data_parallel.shard_nodes", "data_parallel.hidden",
                   "data_parallel.freeze.groups"};
   schema.parse = parse;
   schema.check = check;

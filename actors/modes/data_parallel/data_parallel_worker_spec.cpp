@@ -16,7 +16,7 @@ inline namespace data_parallel {
 
 model::model_spec decode_worker_model(const YAML::Node& n) {
   auto x = decode_model(n);
-  if (x.name != "mlp" && x.name != "convnet" && x.name != "resnet18")
+  if (x.name != "mlp" && x.name != "ist_mlp" && x.name != "convnet" && x.name != "resnet18")
     throw std::runtime_error("unknown worker model '" + x.name + "'");
   if (x.classes < 1 || x.in_channels < 1)
     throw std::runtime_error("classes and in_channels must be positive");
@@ -144,7 +144,7 @@ caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const s
 }
 
 model::layered_model make_data_parallel_model(const model::model_spec& spec) {
-  if (spec.name == "mlp")
+  if (spec.name == "mlp" || spec.name == "ist_mlp") // whole networks, no classifier to add
     return model::make_model(spec);
   return model::make_pretrain_model(spec, spec.classes);
 }

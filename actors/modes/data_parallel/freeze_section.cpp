@@ -125,7 +125,7 @@ void read_cache(const field& freeze, const model::layered_model& m, freeze_setti
 /// `backbone.checkpoint` loads every layer but the classifier: the mlp has
 /// no backbone.
 void check_checkpoint(const field& root, const topology& t) {
-  if (t.checkpoint.empty() || t.backbone.name != "mlp")
+  if (t.checkpoint.empty() || (t.backbone.name != "mlp" && t.backbone.name != "ist_mlp"))
     return;
   auto backbone = root.section("backbone");
   auto key = backbone.get("checkpoint");
