@@ -137,6 +137,14 @@ usage:
                                         by 2 workers on 2 node processes: fully, frozen after
                                         each group, frozen + cached, adaptive (+ cache):
                                         samples/s, speedup, time split, bytes, accuracy
+  baton bench ist [--quick] [--workers W] [--link RATE[,DELAY]] [--target ACC] [--epochs E]
+                  [--json FILE]
+                                        IST's network, 2 and 3 layers ([4096], [4096, 4096];
+                                        quick: [512], [512, 512], 16384 samples, 5 epochs),
+                                        W workers (default 2) on W node processes: (a) IST,
+                                        (b) local SGD with IST's L, (c) the ring every step:
+                                        time to ACC (default 0.85) over E epochs (default 10),
+                                        accuracy curve, bytes per round, speedups of (a)
   baton bench faults [--quick] [--json FILE] [--kill-at STEP] [--link RATE[,DELAY]]
                                         a gpipe pipeline on 3 local nodes, fault-free and
                                         with the node of stage 0 SIGKILLed at STEP (default:
@@ -541,6 +549,49 @@ int cmd_bench_data_parallel(args& a) {
   return read ? apps::bench_data_parallel(r) : 2;
 }
 
+/// One `baton bench ist` flag into `r` (false: not one of its flags or a bad
+/// value).
+bool read_ist_flag(args& a, const std::string& flag, apps::bench_ist_request& r) {
+  std::string v;
+  if (flag == "--quick")
+    return r.quick = true;
+  if (flag == "--json")
+    return a.value(flag, r.json_out);
+  if (flag == "--workers")
+    return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
+           r.workers <= 16;
+  if (flag == "--epochs")
+    return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
+  if (flag == "--target") {
+    if (!a.value(flag, v))
+      return false;
+    char* end = nullptr;
+    r.target = std::strtod(v.c_str(), &end);
+    return end && *end == '\0' && r.target > 0 && r.target <= 1;
+  }
+  if (flag == "--link")
+    return a.value(flag, v) && parse_link(flag, v, r.link);
+  return false;
+}
+
+int cmd_bench_ist(args& a) {
+  apps::bench_ist_request r;
+  r.interrupted = &interrupted;
+  bool epochs_given = false;
+  bool read = read_flags(a, "baton bench ist", [&](const std::string& flag) {
+    epochs_given = epochs_given || flag == "--epochs";
+    return read_ist_flag(a, flag, r);
+  });
+  if (r.quick) { // ~3-5 minutes on 2 cores: narrow networks, fewer samples
+    r.networks = {{512}, {512, 512}};
+    r.train_limit = 16384;
+    r.test_limit = 2000;
+    if (!epochs_given)
+      r.epochs = 5;
+  }
+  return read ? apps::bench_ist(r) : 2;
+}
+
 int cmd_bench_freezing(args& a) {
   apps::bench_freezing_request r;
   r.interrupted = &interrupted;
@@ -572,10 +623,12 @@ int cmd_bench(args& a) {
     return cmd_bench_data_parallel(a);
   if (what == "faults")
     return cmd_bench_faults(a);
+  if (what == "ist")
+    return cmd_bench_ist(a);
   if (what != "transfer") {
     std::fprintf(stderr,
-                 "baton bench: expected 'transfer', 'pipeline', 'data-parallel', 'freezing' or "
-                 "'faults' (see baton help)\n");
+                 "baton bench: expected 'transfer', 'pipeline', 'data-parallel', 'freezing', "
+                 "'ist' or 'faults' (see baton help)\n");
     return 2;
   }
   apps::bench_request r;

@@ -158,5 +158,32 @@ struct bench_freezing_request {
 /// exit code.
 int bench_freezing(const bench_freezing_request& r);
 
+/// `baton bench ist` options.
+struct bench_ist_request {
+  bool quick = false;
+  std::string json_out;
+  int32_t workers = 2;        ///< W workers (IST, local SGD, ring), each on its own node process
+  std::string link;           ///< --link RATE[,DELAY] for the node processes (empty: loopback)
+  double target = 0.85;       ///< test accuracy whose time is compared
+  int32_t epochs = 10;        ///< epoch limit of every run
+  int64_t batch = 64;         ///< samples per worker per step
+  int64_t train_limit = 0;    ///< training samples (0: all 60000)
+  int64_t test_limit = 10000; ///< test samples
+  int32_t local_steps = 8;    ///< IST's L and local SGD's sync_every
+  double lr = 0.01;           ///< plain SGD (momentum 0) in every run
+  /// Hidden widths of each network benched: 2-layer and 3-layer.
+  std::vector<std::vector<int64_t>> networks{{4096}, {4096, 4096}};
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+/// For each network: (a) IST (configs/ist.yaml), (b) data-parallel local SGD
+/// with sync_every = IST's local steps, (c) the data-parallel ring every
+/// step, all on IST's network (data_parallel.model: ist_mlp) with W workers
+/// on W node processes and the same link; prints each run's accuracy curve
+/// over time, its time to the target (or its best accuracy), bytes per
+/// worker per round next to the formula, and the speedups of (a) over (b)
+/// and (c). Returns the exit code.
+int bench_ist(const bench_ist_request& r);
+
 } // namespace bench
 } // namespace baton::apps
