@@ -170,6 +170,34 @@ TEST(emulated_hosts, a_shaped_run_equals_the_loopback_run_under_the_rate) {
   EXPECT_EQ(leftovers(), "");
 }
 
+// Data parallelism over two emulated hosts: the ring's chunks cross the
+// links, the weights are the loopback run's, and each worker's bytes went
+// at most at the link's rate.
+TEST(emulated_hosts, a_data_parallel_ring_over_shaped_links_equals_loopback) {
+  REQUIRE_ROOT();
+  scratch_dir dir{"link-dp"};
+  const std::vector<std::string> job{"run",   source_path("configs/data-parallel.yaml"),
+                                     "--set", "data.train_limit=512",
+                                     "--set", "data.test_limit=128",
+                                     "--set", "data.epochs=1",
+                                     "--local-nodes", "2"};
+  auto loopback = run_job(dir, job, "loopback");
+  auto shaped = run_job(dir, with(job, {"--link", "50mbit,1ms"}), "shaped");
+  EXPECT_EQ(digests_by_actor(shaped), digests_by_actor(loopback));
+  EXPECT_EQ(digests_by_actor(shaped).size(), 2u) << "two workers";
+  auto wall = shaped.at("wall_seconds").get<double>();
+  auto between = bytes_between_nodes(shaped);
+  ASSERT_EQ(between.size(), 2u) << "each worker sends to the other's node";
+  for (const auto& [nodes, bytes] : between) {
+    double rate = static_cast<double>(bytes) / wall;
+    std::printf("%s -> %s: %lld bytes in %.1f s: %.2f MB/s (loopback run: %.1f s)\n",
+                nodes.first.c_str(), nodes.second.c_str(), static_cast<long long>(bytes), wall,
+                rate / 1e6, loopback.at("wall_seconds").get<double>());
+    EXPECT_LT(rate, 50e6 / 8) << nodes.first << " -> " << nodes.second;
+  }
+  EXPECT_EQ(leftovers(), "");
+}
+
 // A run that fails (an actor throws and restarts are off) and a run whose
 // node n2 is SIGKILLed mid-run leave nothing behind.
 TEST(emulated_hosts, nothing_is_left_after_a_failure_or_a_killed_node) {
