@@ -313,10 +313,6 @@ std::vector<std::vector<int64_t>> ist_worker_minibatches(int64_t dataset_size, u
   return out;
 }
 
-namespace {
-
-/// torch::optim::SGD::step's arithmetic for one parameter (no dampening, no
-/// Nesterov), in place.
 void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
                 const optimizer_spec& optimizer) {
   auto d_p = gradient;
@@ -331,8 +327,6 @@ void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& m
   }
   parameter.add_(d_p, -optimizer.lr);
 }
-
-} // namespace
 
 ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
                                  const std::vector<std::vector<int64_t>>& minibatches,

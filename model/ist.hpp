@@ -192,6 +192,14 @@ struct ist_local_result {
   int64_t steps = 0;
 };
 
+/// torch::optim::SGD::step's arithmetic for one parameter, in place (no
+/// dampening, no Nesterov): weight decay, then the momentum buffer (created
+/// as a clone of the first update when `momentum` is undefined), then
+/// parameter -= lr x update. Call under NoGradGuard. Shared by IST's and
+/// ResIST's local steps (model/resist.hpp).
+void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
+                const optimizer_spec& optimizer);
+
 /// Trains `subnet` in place for one round: one step per entry of
 /// `minibatches` (sample ids of `train`), each on its mean loss, with
 /// torch::optim::SGD's arithmetic (weight decay, then momentum without

@@ -385,13 +385,19 @@ public:
     auto identity = downsample_ ? downsample_->forward(x) : x;
     auto y = torch::relu(bn1_(conv1_(x)));
     y = bn2_(conv2_(y));
+    if (residual_scale_ != 1.0) // ResIST's evaluation (model/resist.hpp); 1: untouched bits
+      y = y * residual_scale_;
     return torch::relu(y + identity);
   }
+
+  /// The factor on the residual branch (1: torchvision's block).
+  void set_residual_scale(double scale) { residual_scale_ = scale; }
 
 private:
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr};
   torch::nn::Sequential downsample_{nullptr};
+  double residual_scale_ = 1.0;
 };
 TORCH_MODULE(BasicBlock);
 
@@ -402,13 +408,14 @@ named_layer basic_block(const char* name, int64_t in, int64_t out, int64_t strid
 }
 
 /// torchvision's resnet18 up to its average pool and flatten (no fc): the
-/// 7x7 stride-2 stem and max pool, then four stages of two BasicBlocks.
-/// 3x32x32 input -> 64x8x8 after the stem -> 512x1x1 -> 512 features.
-std::vector<named_layer> resnet18() {
+/// 7x7 stride-2 stem (over `in_channels` input channels) and max pool, then
+/// four stages of two BasicBlocks. 3x32x32 input -> 64x8x8 after the stem ->
+/// 512x1x1 -> 512 features.
+std::vector<named_layer> resnet18(int64_t in_channels) {
   using namespace torch::nn;
   std::vector<named_layer> layers;
-  layers.push_back(
-      {"conv1", AnyModule(Conv2d(Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)))});
+  layers.push_back({"conv1", AnyModule(Conv2d(
+                                 Conv2dOptions(in_channels, 64, 7).stride(2).padding(3).bias(false)))});
   layers.push_back({"bn1", AnyModule(BatchNorm2d(64))});
   layers.push_back(relu_layer("relu"));
   layers.push_back(
@@ -469,7 +476,7 @@ layered_model make_model(const model_spec& spec) {
   else if (spec.name == "convnet_wide")
     layers = convnet_wide(spec);
   else if (spec.name == "resnet18")
-    layers = resnet18();
+    layers = resnet18(spec.in_channels);
   else if (spec.name == "classifier")
     layers.push_back(linear_layer("fc2", spec.features, spec.classes));
   else if (spec.name == "head")
@@ -492,6 +499,14 @@ int64_t backbone_features(const model_spec& spec) {
     return resnet18_features;
   throw error("model '" + spec.name +
               "' is not a backbone (expected convnet, convnet_wide, resnet18 or torchscript)");
+}
+
+bool set_residual_scale(const named_layer& layer, double scale) {
+  auto block = std::dynamic_pointer_cast<BasicBlockImpl>(layer.module.ptr());
+  if (!block)
+    return false;
+  block->set_residual_scale(scale);
+  return true;
 }
 
 int64_t parameter_count(const layered_model& m) {

@@ -66,7 +66,8 @@ struct model_spec {
   /// "convnet" (backbone, 16 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
   /// conv4 relu4 pool2 conv5 relu5 pool3 flatten fc1 relu6 -> 256 features),
   /// "convnet_wide" (same, fc1 is 1152->`wide_features` then fc1b ->256),
-  /// "resnet18" (torchvision's ResNet-18 without its fc, 3-channel input,
+  /// "resnet18" (torchvision's ResNet-18 without its fc, `in_channels` input
+  /// channels: its stem convolution takes them; 3 gives torchvision's,
   /// 14 layers: conv1 bn1 relu maxpool layer1_0 layer1_1 layer2_0 layer2_1
   /// layer3_0 layer3_1 layer4_0 layer4_1 avgpool flatten -> 512 features;
   /// each layerN_k is one BasicBlock),
@@ -81,8 +82,8 @@ struct model_spec {
   std::string name = "convnet";
   int64_t classes = 10;            ///< output classes (classifier, head)
   int64_t features = 256;          ///< input width (classifier, head): backbone_features()
-  int64_t in_channels = 1;         ///< convnet, convnet_wide and mlp input channels
-                                   ///< (resnet18 always takes 3)
+  int64_t in_channels = 1;         ///< input channels of convnet, convnet_wide, mlp and
+                                   ///< resnet18 (set it to 3 for torchvision's resnet18)
   int64_t wide_features = 32768;   ///< convnet_wide hidden width
   std::vector<int64_t> hidden{4096}; ///< ist_mlp hidden widths, one per hidden layer
   std::string path;                ///< torchscript file (name == "torchscript")
@@ -99,6 +100,13 @@ layered_model make_model(const model_spec& spec);
 /// the classifier and the heads take from a user's backbone). Throws
 /// model::error for a model that is not a backbone.
 int64_t backbone_features(const model_spec& spec);
+
+/// Sets the factor on the residual branch of `layer` when it is a resnet18
+/// BasicBlock (relu(scale x branch + shortcut); 1, the default, is
+/// torchvision's block bit for bit): ResIST's evaluation of a partitioned
+/// block (model/resist.hpp). Returns false, changing nothing, for any other
+/// layer.
+bool set_residual_scale(const named_layer& layer, double scale);
 
 /// Number of scalar parameters.
 int64_t parameter_count(const layered_model& m);

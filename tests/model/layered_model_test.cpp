@@ -19,6 +19,8 @@ model_spec spec_of(const std::string& name, uint64_t seed, int64_t classes = 10)
   spec.name = name;
   spec.seed = seed;
   spec.classes = classes;
+  if (name == "resnet18")
+    spec.in_channels = 3; // torchvision's stem
   return spec;
 }
 

@@ -250,6 +250,7 @@ namespace {
 layered_model resnet_slice() {
   model_spec spec;
   spec.name = "resnet18";
+  spec.in_channels = 3;
   spec.seed = 11;
   return make_model(spec).slice(0, 5);
 }
