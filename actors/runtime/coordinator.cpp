@@ -139,7 +139,8 @@ private:
   void on_epoch(const messages::actor_report& r) {
     if (!from_current())
       return;
-    auto seconds = std::chrono::duration<double>(clock_type::now() - training_started_).count();
+    // Seconds since the first pass began: a replayed epoch's time counts its restarts.
+    auto seconds = std::chrono::duration<double>(clock_type::now() - first_pass_started_).count();
     auto report = collected_.epoch_report(r, seconds);
     if (!report)
       return; // other members of its result group have not sent this epoch
@@ -230,6 +231,8 @@ private:
   void start_pass() {
     pass_.start(plan_);
     training_started_ = clock_type::now();
+    if (first_pass_started_ == clock_type::time_point{})
+      first_pass_started_ = training_started_;
     recoverable_ = false;
   }
 
@@ -429,7 +432,8 @@ private:
   std::string failure_kind_, failure_target_;
   std::optional<fault_record> open_fault_;
   clock_type::time_point detected_at_;
-  clock_type::time_point training_started_;
+  clock_type::time_point training_started_;   ///< this pass's start (timed faults)
+  clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
 };
 
 } // namespace

@@ -91,10 +91,11 @@ TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
   EXPECT_NE(refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"), std::string::npos);
   EXPECT_NE(refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"), std::string::npos);
   EXPECT_NE(refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
+  // Faults the ring cannot replay exactly (no credit edge for a drop).
   auto faults = refusal("  workers: 2\n",
-                        "faults: [{kind: throw, actor: worker.0, at_step: 2}]\n");
+                        "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
   EXPECT_NE(faults.find("dp.yaml:13"), std::string::npos) << faults;
-  EXPECT_NE(faults.find("not implemented"), std::string::npos) << faults;
+  EXPECT_NE(faults.find("not supported by job: data-parallel"), std::string::npos) << faults;
   // Its section is read with its job only.
   auto text = topology_text("  workers: 2\n");
   text.replace(text.find("job: data-parallel"), 18, "job: pipeline");

@@ -265,7 +265,7 @@ TEST(ps_plan, is_workers_and_shards_with_peer_edges_both_ways) {
     const auto& a = p.actors[2 + s];
     EXPECT_EQ(a.role, "data_parallel_shard");
     EXPECT_EQ(a.name, "shard." + std::to_string(s));
-    EXPECT_FALSE(a.trainable);
+    EXPECT_TRUE(a.trainable); // it checkpoints its slice
     EXPECT_TRUE(a.starts);
     EXPECT_EQ(a.result, "");
     EXPECT_FALSE(a.sends_weights);

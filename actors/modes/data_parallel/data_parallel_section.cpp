@@ -1,9 +1,12 @@
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "model/data_parallel.hpp"
+#include "model/error.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -148,17 +151,62 @@ data_parallel_settings& settings_of(topology& t) {
   return std::any_cast<data_parallel_settings&>(t.mode_settings);
 }
 
-/// Workers do not checkpoint yet: refuse what would need them.
+/// The job's steps when its training set's size is known here (a synthetic
+/// set) or bounded (data.train_limit): epochs x steps per epoch.
+std::optional<int64_t> steps_of(const topology& t) {
+  const int64_t samples = t.dataset == "synthetic" ? t.synthetic_train : t.train_limit;
+  if (samples <= 0)
+    return std::nullopt;
+  try {
+    return t.plan.epochs * model::data_parallel_steps_per_epoch(
+                             samples, data_parallel_settings_of(t).workers, t.plan.batch_size,
+                             model::remainder_policy::pad);
+  } catch (const model::error&) {
+    return std::nullopt; // too little data: the workers say so when they load it
+  }
+}
+
+/// What recovery cannot make exact yet, refused at `blame`: bounded
+/// staleness (a worker's checkpoint would not be a cut of the shards') and
+/// adaptive freezing (its change-rate sums are not checkpointed).
+void check_recoverable(const field& root, const field& blame, const topology& t) {
+  const auto& s = data_parallel_settings_of(t);
+  auto section = root.section("data_parallel");
+  if (s.max_staleness > 0)
+    section.require("max_staleness")
+      .fail(blame.name() + " with max_staleness " + std::to_string(s.max_staleness) +
+            ": job: data-parallel recovers from faults under BSP only (a worker's "
+            "checkpoint is a cut of the shards' only then; expected 0)");
+  if (s.freeze.policy == "adaptive")
+    section.section("freeze").require("policy").fail(
+      blame.name() + " with adaptive freezing: its interval's gradient sums are not "
+                     "checkpointed (expected freeze.policy none or fixed)");
+}
+
+/// Faults and checkpoints count global steps: workers and shards throw and
+/// checkpoint at steps, nodes are killed or stopped after one. Ring chunks
+/// and the shards' pushes and pulls go through no credit edge: no delay or
+/// drop. Refused with bounded staleness and adaptive freezing.
 void check(const field& root, const topology& t) {
-  if (!t.faults.empty())
-    root.require("faults").fail("faults and recovery are not implemented for job: "
-                                "data-parallel yet (its workers do not checkpoint); remove "
-                                "'faults'");
-  if (t.runtime.checkpoint_every > 0) {
-    auto runtime = root.get("runtime");
-    auto key = runtime ? runtime->get("checkpoint_every") : std::nullopt;
-    (key ? *key : root).fail("runtime.checkpoint_every: checkpoints are not implemented for "
-                             "job: data-parallel yet (expected 0)");
+  if (auto runtime = root.get("runtime"); runtime && t.runtime.checkpoint_every > 0)
+    check_recoverable(root, runtime->require("checkpoint_every"), t);
+  if (t.faults.empty())
+    return;
+  const field faults = root.require("faults");
+  check_recoverable(root, faults, t);
+  const auto steps = steps_of(t);
+  size_t i = 0;
+  for (const field& item : faults.items("a list of faults", max_faults)) {
+    const auto& f = t.faults.at(i++);
+    if (f.kind == "delay" || f.kind == "drop")
+      item.fail("fault '" + f.kind + "' is not supported by job: data-parallel (ring chunks and "
+                "the shards' pushes and pulls use no credit edge; expected throw, kill_node, "
+                "stop_node or chaos)");
+    if (steps && f.at_step >= *steps)
+      item.require("at_step").fail(
+        "at_step is " + std::to_string(f.at_step) + ", but the job has " +
+        std::to_string(*steps) + " steps, so the fault would never fire (expected a step from "
+        "0 to " + std::to_string(*steps - 1) + ")");
   }
 }
 
@@ -166,6 +214,16 @@ std::vector<std::string> worker_names(const topology& t) {
   std::vector<std::string> names;
   for (int32_t w = 0; w < data_parallel_settings_of(t).workers; ++w)
     names.push_back(worker_name(w));
+  return names;
+}
+
+// Workers checkpoint their replicas, shards (ps) their slices; both may throw.
+std::vector<std::string> trainable_names(const topology& t) {
+  auto names = worker_names(t);
+  for (int32_t s = 0; data_parallel_settings_of(t).exchange == "ps" &&
+                      s < data_parallel_settings_of(t).shards;
+       ++s)
+    names.push_back(shard_name(s));
   return names;
 }
 
@@ -248,7 +306,7 @@ job_schema data_parallel_schema() {
                   "data_parallel.freeze.groups"};
   schema.parse = parse;
   schema.check = check;
-  schema.trainable = worker_names;
+  schema.trainable = trainable_names;
   schema.compute_actors = worker_count;
   schema.edges = edges;
   schema.place = place;

@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -44,6 +45,8 @@ struct worker_setup {
   model::dataset train;
   model::dataset test;
   model::layered_model model;
+  /// Its checkpoint of spec.recovery.restore_step (none for 0).
+  std::optional<model::training_state> restored;
 };
 
 struct worker_state {
@@ -78,7 +81,9 @@ struct worker_state {
   std::optional<ps_exchange> ps;
   std::vector<messages::edge_stats> shard_edges; ///< to each shard: its pushes
 
-  training_counters counters;
+  training_counters counters; ///< checkpointed at global steps (exactly-once counts)
+  std::optional<checkpointing> checkpoints;
+  int64_t noted = 0; ///< the last step whose beginning was checkpointed and told
   activity work;
   messages::edge_stats ring_edge;
   int64_t steps_since_progress = 0;
@@ -129,6 +134,22 @@ void send_round(worker_actor* self, const ring_message& m) {
   st.ring_edge.bytes += static_cast<int64_t>(m.chunk.nbytes());
   self->send(st.next, tensor_set{"ring", st.name, st.spec.worker, st.step, m.round,
                                  {m.chunk}, {}});
+}
+
+/// Step st.step is about to begin, every exchange of the steps before it
+/// over (an epoch's end included): a consistent cut of the job. Writes the
+/// checkpoint when due and tells the coordinator of the step (once per
+/// step; a restored worker starts past its restore step's), then fires a
+/// `throw` fault set for this step.
+void begin_global_step(worker_actor* self) {
+  auto& st = self->state;
+  if (st.step > st.noted) {
+    st.noted = st.step;
+    after_step(self, st.coordinator, st.name, *st.checkpoints, st.step, st.counters,
+               [&] { return st.replica->save_state(st.step); });
+  }
+  if (st.step == st.spec.recovery.throw_at_step)
+    throw std::runtime_error("injected fault: throw before step " + std::to_string(st.step));
 }
 
 /// Computes the step's gradients and puts their buckets on the ring.
@@ -346,6 +367,7 @@ void advance_ps(worker_actor* self) {
     if (epoch_over) {
       end_epoch(self);
     } else {
+      begin_global_step(self);
       push_step(self);
       maybe_report_progress(self);
     }
@@ -367,6 +389,7 @@ bool start_next(worker_actor* self) {
     end_epoch(self);
     return false;
   }
+  begin_global_step(self);
   if (st.spec.sync_every == 0) {
     begin_step(self);
     return true;
@@ -414,6 +437,31 @@ void advance(worker_actor* self) {
 
 // -- the actor ---------------------------------------------------------------------------
 
+/// Its checkpoint (if any) in place: weights, buffers, momentum, counters,
+/// and the global step it restarts at, whose epoch begins at on_start.
+void resume(worker_state& st, std::optional<model::training_state> restored) {
+  st.checkpoints.emplace(st.spec.recovery);
+  st.step = st.spec.recovery.restore_step;
+  st.noted = st.step;
+  st.epoch = static_cast<int32_t>(st.step / st.steps_per_epoch);
+  if (!restored)
+    return;
+  st.replica->restore(*restored);
+  st.counters = training_counters::from_json(restored->counters);
+  if (st.ps)
+    st.ps->restart_at(st.step);
+}
+
+/// The epoch of its first step and its place in it: step 0, or a restored
+/// worker's restore step (local SGD's count since the last average follows:
+/// averages come after every L steps of an epoch and at its end).
+void begin_run(worker_state& st) {
+  begin_epoch(st);
+  st.in_epoch = static_cast<size_t>(st.step % st.steps_per_epoch);
+  if (st.spec.sync_every > 0)
+    st.local_steps = static_cast<int32_t>(st.in_epoch % st.spec.sync_every);
+}
+
 void init_state(worker_actor* self, worker_setup setup) {
   auto& st = self->state;
   st.name = std::move(setup.name);
@@ -436,6 +484,7 @@ void init_state(worker_actor* self, worker_setup setup) {
     for (int32_t s = 0; s < st.spec.shards; ++s)
       st.shard_edges.push_back({st.name, shard_name(s), 0, 0});
   }
+  resume(st, std::move(setup.restored));
 }
 
 /// A shard's new slice of a step: recorded, applied once the step's slices
@@ -523,7 +572,7 @@ void on_start(worker_actor* self) {
                                    st.spec.data.plan.epochs,
                                  st.name, {}});
   guarded(self, "training", [=] {
-    begin_epoch(self->state);
+    begin_run(self->state);
     advance(self);
   });
 }
@@ -556,9 +605,10 @@ caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
     train.labels = model::apply(spec.task, train.labels);
     test.labels = model::apply(spec.task, test.labels);
     auto m = initial_data_parallel_model(spec);
+    auto restored = checkpointing{spec.recovery}.restore();
     return spawn_detached(sys, name, worker_behavior,
                           worker_setup{name, node, spec, std::move(train), std::move(test),
-                                       std::move(m)});
+                                       std::move(m), std::move(restored)});
   } catch (const std::exception& e) {
     return error_of(e, name);
   }
@@ -569,7 +619,9 @@ namespace {
 caf::error check_worker_paths(const data_parallel_worker_spec& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
-  return check_checkpoint_path(spec.checkpoint, "checkpoint", roots);
+  if (auto err = check_checkpoint_path(spec.checkpoint, "checkpoint", roots))
+    return err;
+  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
 }
 
 } // namespace

@@ -28,7 +28,20 @@
 // After each epoch: worker 0 evaluates, and
 // every worker sends its epoch report (the group "workers" merges them);
 // at the end its trained count, its final report and (worker 0) its weights.
-// Faults and checkpoints are not supported yet (the schema refuses them).
+//
+// Recovery (actors/roles/recovery.hpp): the job's step is the global
+// optimizer step. When a worker is about to begin step s (every exchange of
+// the steps before it over, an epoch's end included) it checkpoints, when s
+// is a multiple of checkpoint_every, its weights and buffers, momentum,
+// which keys stepped and its counters, and tells the coordinator of s. BSP:
+// every worker's step s is a cut (the all-reduce or the shards' step s - 1
+// is done). Local SGD: the same cut, since no message crosses workers
+// between averages and an average that follows step s - 1 is over before
+// step s begins. A restored worker starts at run.recovery.restore_step: its
+// epoch (s / steps per epoch), the index in it, the lr schedule and local
+// SGD's count follow from s; its cache starts empty (the same bits). A
+// `throw` fault fires before it begins that step. The section refuses
+// checkpoints and faults with max_staleness > 0 and adaptive freezing.
 
 #include <string>
 #include <vector>
@@ -86,6 +99,9 @@ struct data_parallel_worker_spec {
   int64_t eval_batch = 256;        ///< test samples per evaluation batch (worker 0)
   int32_t threads = 1;             ///< torch threads of this actor
   int32_t progress_every = 20;     ///< steps between progress messages (worker 0)
+  /// `run.recovery`: checkpoints at global steps, the step to restore
+  /// (restore_step), the step it throws before (a fault).
+  recovery_spec recovery;
 };
 
 /// The settings as YAML (the `settings` of a planned actor).

@@ -99,6 +99,7 @@ data_parallel_worker_spec decode(const YAML::Node& n) {
   x.eval_batch = n["eval_batch"].as<int64_t>();
   x.threads = n["threads"].as<int32_t>();
   x.progress_every = n["progress_every"].as<int32_t>();
+  x.recovery = decode_trainable_recovery(n["run"]);
   if (x.workers < 1 || x.worker < 0 || x.worker >= x.workers)
     throw std::runtime_error("need 0 <= worker < workers");
   if (!(x.bucket_mb > 0) || x.base_batch < 1 || !(x.warmup_epochs >= 0) || x.eval_batch < 1 ||
@@ -131,6 +132,7 @@ std::string to_yaml(const data_parallel_worker_spec& x) {
   n["eval_batch"] = x.eval_batch;
   n["threads"] = x.threads;
   n["progress_every"] = x.progress_every;
+  n["run"] = encode(run_settings{x.recovery, false});
   return dump(n);
 }
 

@@ -85,6 +85,13 @@ void ps_exchange::receive(int32_t shard, int64_t step, at::Tensor slice) {
     throw model::error(what + ": arrived twice");
 }
 
+void ps_exchange::restart_at(int64_t step) {
+  if (!arrived_.empty() || applied_ > 0 || step < 0)
+    throw model::error("parameter server: restarted after a slice arrived (or at a negative "
+                       "step)");
+  applied_ = step;
+}
+
 bool ps_exchange::complete() const {
   auto it = arrived_.find(applied_);
   return busy_ == 0 || (it != arrived_.end() && it->second.size() == busy_);
@@ -131,6 +138,17 @@ void shard_optimizer::push(int32_t worker, int64_t step, at::Tensor gradient) {
   if (slot.defined())
     throw model::error(what + ": pushed twice");
   slot = std::move(gradient);
+}
+
+void shard_optimizer::restore(int64_t steps, const at::Tensor& weights,
+                              const at::Tensor& momentum) {
+  if (!pushed_.empty() || steps < 0)
+    throw model::error("parameter shard: restored after a push (or to a negative step)");
+  check_slice(weights.reshape({-1}), part_.size(), "parameter shard: its restored weights");
+  check_slice(momentum.reshape({-1}), part_.size(), "parameter shard: its restored momentum");
+  weights_ = weights.detach().reshape({-1}).clone();
+  momentum_ = momentum.detach().reshape({-1}).clone();
+  steps_ = steps;
 }
 
 bool shard_optimizer::ready() const {

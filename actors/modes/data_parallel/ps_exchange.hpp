@@ -90,6 +90,10 @@ public:
   void apply(std::vector<at::Tensor>& parameters);
   /// Steps whose weights were applied: the next step awaited.
   int64_t applied() const { return applied_; }
+  /// A restored worker's exchange: the weights of steps [0, step) are in
+  /// its parameters already (its checkpoint), the next awaited is `step`.
+  /// Throws model::error once a slice was received.
+  void restart_at(int64_t step);
 
 private:
   model::flat_layout layout_;
@@ -130,6 +134,12 @@ public:
   const at::Tensor& weights() const { return weights_; }
   /// The part this shard owns.
   const model::key_range& part() const { return part_; }
+  /// The momentum of the part (zeros before the first step).
+  const at::Tensor& momentum() const { return momentum_; }
+  /// A restored shard: `steps` steps taken, with these weights and momentum
+  /// (part().size() float32 elements each, copied). Throws model::error on
+  /// a size mismatch or once a push was recorded.
+  void restore(int64_t steps, const at::Tensor& weights, const at::Tensor& momentum);
 
 private:
   model::key_range part_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
+#include "actors/roles/recovery.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -49,6 +51,7 @@ struct shard_state {
   std::optional<shard_optimizer> core;
   int64_t steps = 0;
   bool finished = false;
+  std::optional<checkpointing> checkpoints; ///< its slice and momentum after steps
   activity work;
   std::vector<messages::edge_stats> edges; ///< to each worker: its pulls
 };
@@ -74,8 +77,16 @@ void finish(shard_actor* self) {
   self->send(st.coordinator, final_atom::value, std::move(r));
 }
 
+/// A checkpoint of its part after `steps` steps: the slice and its momentum.
+model::training_state checkpoint_of(const shard_optimizer& core) {
+  return {{{"weights", core.weights().clone()}, {"momentum", core.momentum().clone()}},
+          core.steps(),
+          {}};
+}
+
 /// Takes every step whose W pushes arrived and sends the new slice to every
-/// worker; reports once the run's last step is taken.
+/// worker (then its checkpoint when due); reports once the run's last step
+/// is taken.
 void advance(shard_actor* self) {
   auto& st = self->state;
   use_thread_budget(st.spec.threads);
@@ -93,6 +104,8 @@ void advance(shard_actor* self) {
       self->send(st.workers[w],
                  tensor_set{"ps_pull", st.name, st.spec.shard, step, 0, {weights}, {}});
     }
+    after_step(self, st.coordinator, st.name, *st.checkpoints, step + 1, training_counters{},
+               [&] { return checkpoint_of(*st.core); });
     st.work.add_busy(since);
   }
   if (!st.finished && st.core->steps() == st.steps)
@@ -111,6 +124,9 @@ void on_push(shard_actor* self, tensor_set& t) {
                   (t.invalid ? ": " + describe(t.invalid) : std::string{}));
   st.work.begin();
   guarded(self, "parameter shard", [&] {
+    if (t.step == st.spec.recovery.throw_at_step) // a fault at its step's first push
+      throw std::runtime_error("injected fault: throw in step " + std::to_string(t.step) +
+                               " with the push of " + t.from);
     st.core->push(t.replica, t.step, std::move(t.tensors.front()));
     advance(self);
   });
@@ -132,7 +148,18 @@ void on_start(shard_actor* self) {
   st.work.begin();
   if (std::any_of(st.workers.begin(), st.workers.end(), [](const caf::actor& w) { return !w; }))
     return fail(self, st.coordinator, st.name, "started without every worker as its peer");
-  // An idle shard has nothing to do; nor has any shard of a run without steps.
+  // An idle shard has nothing to do (its empty part is the same at every
+  // step: its checkpoints, written now, let the job restore any step); nor
+  // has any shard of a run without steps.
+  if (!st.finished && idle(st))
+    guarded(self, "parameter shard", [&] {
+      for (int64_t v = st.core->steps() + 1; v <= st.steps; ++v)
+        if (st.checkpoints->due(v)) {
+          auto state = checkpoint_of(*st.core);
+          state.version = v;
+          st.checkpoints->save(std::move(state), training_counters{});
+        }
+    });
   if (!st.finished && (idle(st) || st.steps == 0))
     finish(self);
 }
@@ -144,6 +171,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
   st.spec = std::move(setup.spec);
   st.core.emplace(std::move(setup.core));
   st.steps = setup.steps;
+  st.checkpoints.emplace(st.spec.recovery);
   st.workers.resize(static_cast<size_t>(st.spec.workers));
   for (int32_t w = 0; w < st.spec.workers; ++w)
     st.edges.push_back({st.name, worker_name(w), 0, 0});
@@ -158,7 +186,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
   };
 }
 
-/// The shard's part of the initial weights, its optimizer and schedule.
+/// The shard's part of the initial weights (or of its checkpoint of
+/// spec.recovery.restore_step), its optimizer and schedule.
 shard_optimizer make_core(const data_parallel_shard_spec& spec, int64_t steps_per_epoch) {
   auto m = make_data_parallel_model(spec.model);
   auto layout = model::make_flat_layout(m, model::freeze_point(m, spec.freeze_up_to));
@@ -167,12 +196,19 @@ shard_optimizer make_core(const data_parallel_shard_spec& spec, int64_t steps_pe
   model::lr_schedule schedule{spec.optimizer.lr, spec.linear_scaling,
                               spec.workers * spec.data.plan.batch_size, spec.base_batch,
                               spec.warmup_epochs};
-  return {part, model::slice(flat, part), spec.workers, spec.optimizer, schedule,
-          steps_per_epoch};
+  shard_optimizer core{part,     model::slice(flat, part), spec.workers, spec.optimizer,
+                       schedule, steps_per_epoch};
+  // A restored shard: its part's weights and momentum of restore_step.
+  if (auto restored = checkpointing{spec.recovery}.restore())
+    core.restore(restored->version, restored->at("weights"), restored->at("momentum"));
+  return core;
 }
 
+/// Its data (the split's size) and its checkpoints, where the node lets it.
 caf::error check_shard_paths(const data_parallel_shard_spec& spec, const path_roots& roots) {
-  return check_paths(spec.data, roots);
+  if (auto err = check_paths(spec.data, roots))
+    return err;
+  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
 }
 
 } // namespace

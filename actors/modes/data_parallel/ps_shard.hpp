@@ -14,8 +14,13 @@
 //   after the run's last step: its final report (edge bytes per worker)
 //
 // A shard whose part is empty (its whole range frozen) is idle: no worker
-// pushes to it, and it reports at its start. Shards are not trainable actors
-// of the plan: they train no samples and, as workers, do not checkpoint yet.
+// pushes to it, and it reports at its start.
+//
+// Recovery (actors/roles/recovery.hpp): shards are trainable actors of the
+// plan. After its step s - 1 a shard checkpoints, when s is due, its slice
+// and momentum slice as step s (an idle shard writes its empty checkpoints
+// at its start); a restored shard starts at run.recovery.restore_step with
+// them. A `throw` fault fires when the first push of that step arrives.
 // The run's steps (and the lr schedule's steps per epoch) come from the
 // training split's size, which the shard reads without loading the data.
 
@@ -51,6 +56,9 @@ struct data_parallel_shard_spec {
   int64_t base_batch = 256;
   double warmup_epochs = 0;
   int32_t threads = 1;             ///< torch threads of this actor
+  /// `run.recovery`: checkpoints of its slice and momentum at steps, the
+  /// step to restore (restore_step), the step it throws in (a fault).
+  recovery_spec recovery;
 };
 
 /// The settings as YAML (the `settings` of a planned actor).

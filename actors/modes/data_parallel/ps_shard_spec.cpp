@@ -33,6 +33,7 @@ data_parallel_shard_spec decode(const YAML::Node& n) {
   x.base_batch = n["base_batch"].as<int64_t>();
   x.warmup_epochs = n["warmup_epochs"].as<double>();
   x.threads = n["threads"].as<int32_t>();
+  x.recovery = decode_trainable_recovery(n["run"]);
   if (x.shards < 1 || x.shards > max_shards || x.shard < 0 || x.shard >= x.shards)
     throw std::runtime_error("need 0 <= shard < shards <= " + std::to_string(max_shards));
   if (x.workers < 1 || x.base_batch < 1 || !(x.warmup_epochs >= 0) || x.threads < 1 ||
@@ -57,6 +58,7 @@ std::string to_yaml(const data_parallel_shard_spec& x) {
   n["base_batch"] = x.base_batch;
   n["warmup_epochs"] = x.warmup_epochs;
   n["threads"] = x.threads;
+  n["run"] = encode(run_settings{x.recovery, false});
   return dump(n);
 }
 

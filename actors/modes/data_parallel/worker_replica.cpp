@@ -139,6 +139,43 @@ int64_t worker_replica::correct(const model::dataset& test, int64_t eval_batch) 
   return correct;
 }
 
+model::training_state worker_replica::save_state(int64_t steps) const {
+  model::training_state s;
+  s.version = steps;
+  s.tensors = model_.named_state();
+  auto names = model_.named_parameters();
+  for (size_t i = 0; i < names.size(); ++i) {
+    s.tensors.emplace_back("momentum." + names[i].first, momentum_[i]);
+    s.tensors.emplace_back("stepped." + names[i].first,
+                           torch::tensor(static_cast<int64_t>(stepped_[i])));
+  }
+  for (auto& t : s.tensors)
+    t.second = t.second.detach().clone();
+  return s;
+}
+
+void worker_replica::restore(const model::training_state& s) {
+  const auto names = model_.named_parameters();
+  const auto buffers = model_.named_buffers();
+  // Check everything first: a checkpoint that does not fit changes nothing.
+  std::vector<at::Tensor> weights, momenta, buffer_values;
+  std::vector<bool> stepped;
+  for (const auto& [name, p] : names) {
+    weights.push_back(s.matching(name, p));
+    momenta.push_back(s.matching("momentum." + name, p).clone());
+    stepped.push_back(s.matching("stepped." + name, torch::tensor(int64_t{0})).item<int64_t>());
+  }
+  for (const auto& [name, b] : buffers)
+    buffer_values.push_back(s.matching(name, b));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < names.size(); ++i)
+    parameters_[i].copy_(weights[i]);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers[i].second.copy_(buffer_values[i]);
+  momentum_ = std::move(momenta);
+  stepped_ = std::move(stepped);
+}
+
 model::cache_stats worker_replica::cache_stats() const {
   return cache_ ? cache_->stats() : model::cache_stats{};
 }

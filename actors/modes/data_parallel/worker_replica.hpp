@@ -29,6 +29,7 @@
 #include "model/feature_cache.hpp"
 #include "model/freezing.hpp"
 #include "model/layered_model.hpp"
+#include "model/training_checkpoint.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -87,6 +88,17 @@ public:
   /// Correct predictions of the whole model over `test` in batches of
   /// `eval_batch` (evaluation mode, then the freeze point's modes again).
   int64_t correct(const model::dataset& test, int64_t eval_batch);
+
+  // -- checkpoints (actors/roles/recovery.hpp) -------------------------------------
+
+  /// Its weights and buffers (named_state: batch norm's statistics are this
+  /// worker's own), momentum and which keys stepped, as version `steps`.
+  /// Not the cache (a restored replica refills it: the same bits) nor
+  /// adaptive freezing's state (the section refuses checkpoints with it).
+  model::training_state save_state(int64_t steps) const;
+  /// Puts save_state's tensors back; checks every name and shape first and
+  /// changes nothing on a mismatch. Throws model::error.
+  void restore(const model::training_state& s);
 
   // -- what it holds --------------------------------------------------------------
 
