@@ -124,11 +124,12 @@ usage:
                                         starts on emulated hosts, as `baton run --link`)
   baton bench data-parallel [--quick] [--json FILE] [--model mlp|convnet|resnet18]
                        [--workers W] [--batch B] [--shards S] [--sync-every L]
-                       [--side ring|ps|local-sgd|ps-stale]... [--link RATE[,DELAY]]
+                       [--side ring|ring-serial|ps|local-sgd|ps-stale]... [--link RATE[,DELAY]]
                        [--set KEY=VALUE]...
                                         (a) local loop, one compute thread, global batch
                                         W x B (default 2 x 64), vs W workers on W node
-                                        processes, one thread each: ring, ps, local SGD,
+                                        processes, one thread each: ring, ring without
+                                        overlap (ring-serial), ps, local SGD,
                                         ps with bounded staleness (--side: only those):
                                         samples/s, ratio, efficiency, time split per step,
                                         overlap, bytes per step next to the theory
@@ -529,7 +530,8 @@ bool read_data_parallel_flag(args& a, const std::string& flag,
     return a.value(flag, v) && parse_int(flag, v, r.sync_every) && r.sync_every >= 1;
   if (flag == "--side")
     return a.value(flag, v) &&
-           (v == "ring" || v == "ps" || v == "local-sgd" || v == "ps-stale") &&
+           (v == "ring" || v == "ring-serial" || v == "ps" || v == "local-sgd" ||
+            v == "ps-stale") &&
            (r.sides.push_back(v), true);
   if (flag == "--set")
     return a.value(flag, v) && (r.overrides.push_back(v), true);

@@ -125,7 +125,8 @@ struct bench_data_parallel_request {
   int32_t shards = 2;         ///< S of the parameter-server rows
   int32_t sync_every = 4;     ///< L of the local-SGD row
   int32_t staleness = 2;      ///< max_staleness of the bounded-staleness row
-  std::vector<std::string> sides; ///< ring, ps, local-sgd, ps-stale (empty: all)
+  /// ring, ring-serial, ps, local-sgd, ps-stale (empty: all)
+  std::vector<std::string> sides;
   std::vector<std::string> overrides;
   std::string link;           ///< --link RATE[,DELAY] for the node processes (empty: loopback)
   const std::atomic<bool>* interrupted = nullptr;

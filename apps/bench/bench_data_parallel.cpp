@@ -31,14 +31,17 @@ struct dp_side {
 };
 
 /// The rows: (a) one process, one compute thread, the global batch; (b) the
-/// ring; (c) the parameter server; (d) local SGD over the ring; (e) the
-/// parameter server with bounded staleness.
+/// ring, each bucket all-reduced as the backward finishes it, and (b') once
+/// the whole backward is done; (c) the parameter server; (d) local SGD over
+/// the ring; (e) the parameter server with bounded staleness.
 std::vector<dp_side> sides_of(const bench_data_parallel_request& r) {
   auto w = std::to_string(r.workers);
   std::vector<dp_side> all{
     {"local", "(a) local",
      {"data_parallel.workers=1", "data.batch_size=" + std::to_string(r.workers * r.batch)}},
     {"ring", "(b) ring", {"data_parallel.workers=" + w}},
+    {"ring-serial", "(b') ring, serial",
+     {"data_parallel.workers=" + w, "data_parallel.overlap=false"}},
     {"ps", "(c) ps S=" + std::to_string(r.shards),
      {"data_parallel.workers=" + w, "data_parallel.exchange=ps",
       "data_parallel.shards=" + std::to_string(r.shards)}},
@@ -116,7 +119,7 @@ std::pair<double, double> bytes_per_step(const job_result& r, int32_t workers, i
 /// shards send it back, for ps).
 std::pair<double, double> theory_of(const std::string& name, double gradient, int32_t workers,
                                     int32_t sync_every) {
-  if (name == "ring")
+  if (name == "ring" || name == "ring-serial")
     return {model::ring_bytes_theory(gradient, workers), 0};
   if (name == "local-sgd")
     return {model::ring_bytes_theory(gradient, workers) / sync_every, 0};
@@ -163,8 +166,12 @@ nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& 
   auto figures = figures_per_step(run.result, steps);
   auto [up, down] = bytes_per_step(run.result, r.workers, steps);
   auto [theory_up, theory_down] = theory_of(s.name, gradient, r.workers, r.sync_every);
-  auto overlap = figures.count("overlap_fraction")
-                   ? std::to_string(std::lround(100 * figures.at("overlap_fraction"))) + "%"
+  // The exchange's time: alongside the backward (overlap), then waited for.
+  auto figure = [&](const char* name) { return figures.count(name) ? figures.at(name) : 0.0; };
+  double alongside = figure("overlap_seconds");
+  double waited = figure("exchange_wait_seconds");
+  auto overlap = alongside > 0
+                   ? std::to_string(std::lround(100 * alongside / (alongside + waited))) + "%"
                    : std::string{"-"};
   bool local = s.name == "local";
   std::printf("%-18s %9.1f %6.2fx %6.0f%% %15s %8s %7s/%-7s %7s/%-7s %6.1f%% %5.0f%%\n",
@@ -205,7 +212,8 @@ void print_legend() {
   std::printf(
     "\nsamples/s: training samples over training time (setup excluded); effic.: the ratio over "
     "W;\nf/b/x/s: a worker's forward, backward, wait for the exchange and optimizer step per "
-    "step (ms,\nmean over workers); overlap: the exchange's share hidden behind the backward; "
+    "step (ms,\nmean over workers); overlap: of the exchange's time (its first bucket on the "
+    "ring to its end), the share\nspent alongside the backward; "
     "MiB/step out/in:\nwhat a worker sends (to its ring successor or the shards) and the shards "
     "send it, per step,\nnext to the theory (ring 2(W-1)/W x gradient bytes, divided by L for "
     "local SGD; ps: the gradient\nup, the parameters down); steal: CPU the hypervisor gave to "

@@ -173,29 +173,54 @@ namespace {
 
 /// W ring_exchange objects passing their messages around: each sends as
 /// soon as it can, and a receiver takes the messages of its predecessor in
-/// the order they were sent, as CAF delivers them between two actors.
-std::vector<at::Tensor> simulate_ring(const std::vector<std::vector<at::Tensor>>& per_worker) {
+/// the order they were sent, as CAF delivers them between two actors. With
+/// `overlapped`, every worker puts its buckets one at a time, last first,
+/// taking what has arrived between two puts (a backward that finishes the
+/// buckets while chunks arrive).
+std::vector<at::Tensor> simulate_ring(const std::vector<std::vector<at::Tensor>>& per_worker,
+                                      bool overlapped = false) {
   const auto w_count = static_cast<int32_t>(per_worker.size());
   std::vector<ring_exchange> ring;
   std::vector<std::deque<ring_message>> in_flight(per_worker.size()); ///< by sender
-  for (int32_t w = 0; w < w_count; ++w) {
-    ring.emplace_back(w, w_count);
-    if (auto m = ring.back().begin(per_worker[static_cast<size_t>(w)]))
-      in_flight[static_cast<size_t>(w)].push_back(std::move(*m));
-  }
-  for (bool moved = true; moved;) {
-    moved = false;
+  auto post = [&](int32_t w, std::vector<ring_message> messages) {
+    for (auto& m : messages)
+      in_flight[static_cast<size_t>(w)].push_back(std::move(m));
+  };
+  // One message of each sender that has one delivered; whether any was.
+  auto deliver = [&] {
+    bool moved = false;
     for (int32_t w = 0; w < w_count; ++w) {
       auto& queue = in_flight[static_cast<size_t>(w)];
       if (queue.empty())
         continue;
       moved = true;
-      auto next = static_cast<size_t>(baton::model::ring_next(w, w_count));
-      auto reply = ring[next].receive(queue.front());
+      auto next = baton::model::ring_next(w, w_count);
+      auto m = std::move(queue.front());
       queue.pop_front();
-      if (reply)
-        in_flight[next].push_back(std::move(*reply));
+      post(next, ring[static_cast<size_t>(next)].receive(std::move(m)));
     }
+    return moved;
+  };
+  for (int32_t w = 0; w < w_count; ++w) {
+    ring.emplace_back(w, w_count);
+    std::vector<at::Tensor> copies;
+    for (const auto& b : per_worker[static_cast<size_t>(w)])
+      copies.push_back(b.clone());
+    if (!overlapped) {
+      post(w, ring.back().begin(std::move(copies)));
+      continue;
+    }
+    std::vector<int64_t> sizes;
+    for (const auto& b : copies)
+      sizes.push_back(b.numel());
+    ring.back().start(sizes);
+  }
+  for (size_t b = per_worker.front().size(); overlapped && b-- > 0;) {
+    for (int32_t w = 0; w < w_count; ++w)
+      post(w, ring[static_cast<size_t>(w)].put(b, per_worker[static_cast<size_t>(w)][b].clone()));
+    deliver();
+  }
+  while (deliver()) {
   }
   for (const auto& r : ring)
     EXPECT_TRUE(r.done());
@@ -206,31 +231,41 @@ std::vector<at::Tensor> simulate_ring(const std::vector<std::vector<at::Tensor>>
 
 TEST(ring_exchange, equals_the_reference_ring_bit_for_bit) {
   torch::manual_seed(3);
-  for (int32_t w_count : {1, 2, 3, 4}) {
-    std::vector<std::vector<at::Tensor>> per_worker(static_cast<size_t>(w_count));
-    for (auto& buckets : per_worker)
-      for (int64_t size : {11, 2, 1000}) // uneven chunks, and chunks of nothing
-        buckets.push_back(torch::randn({size}));
-    auto sums = simulate_ring(per_worker);
-    ASSERT_EQ(sums.size(), 3u);
-    for (size_t b = 0; b < 3; ++b) {
-      std::vector<at::Tensor> inputs;
-      for (const auto& buckets : per_worker)
-        inputs.push_back(buckets[b]);
-      EXPECT_TRUE(torch::equal(sums[b], baton::model::ring_allreduce(inputs)))
-        << "W=" << w_count << " bucket " << b;
+  for (bool overlapped : {false, true})
+    for (int32_t w_count : {1, 2, 3, 4}) {
+      std::vector<std::vector<at::Tensor>> per_worker(static_cast<size_t>(w_count));
+      for (auto& buckets : per_worker)
+        for (int64_t size : {11, 2, 1000}) // uneven chunks, and chunks of nothing
+          buckets.push_back(torch::randn({size}));
+      auto sums = simulate_ring(per_worker, overlapped);
+      ASSERT_EQ(sums.size(), 3u);
+      for (size_t b = 0; b < 3; ++b) {
+        std::vector<at::Tensor> inputs;
+        for (const auto& buckets : per_worker)
+          inputs.push_back(buckets[b]);
+        EXPECT_TRUE(torch::equal(sums[b], baton::model::ring_allreduce(inputs)))
+          << "W=" << w_count << " bucket " << b << (overlapped ? " overlapped" : "");
+      }
     }
-  }
 }
 
-TEST(ring_exchange, refuses_a_chunk_out_of_order_or_of_the_wrong_size) {
-  ring_exchange r(1, 3);
-  ASSERT_TRUE(r.begin({torch::zeros({9})}));
-  EXPECT_THROW(r.receive({1, torch::zeros({3})}), baton::model::error);
+TEST(ring_exchange, keeps_an_early_round_and_refuses_a_bad_one) {
+  ring_exchange r(1, 3); // 2 buckets of 9: rounds 0..3 and 4..7, chunks of 3
+  r.start({9, 9});
+  EXPECT_EQ(r.put(1, torch::ones({9})).size(), 1u); // bucket 1's first round, at once
+  EXPECT_THROW(r.put(1, torch::ones({9})), baton::model::error);  // twice
+  EXPECT_THROW(r.put(0, torch::ones({8})), baton::model::error);  // wrong size
+  EXPECT_THROW(r.put(2, torch::ones({9})), baton::model::error);  // no such bucket
+  EXPECT_TRUE(r.receive({4, torch::ones({3})}).empty()); // bucket 1's, early: kept
+  EXPECT_THROW(r.receive({4, torch::ones({3})}), baton::model::error); // twice
+  EXPECT_THROW(r.receive({8, torch::ones({3})}), baton::model::error); // no such round
   EXPECT_THROW(r.receive({0, torch::zeros({4})}), baton::model::error);
   EXPECT_THROW(r.receive({0, torch::zeros({3}, torch::kInt64)}), baton::model::error);
+  EXPECT_TRUE(r.receive({0, torch::ones({3})}).empty()); // bucket 0 is not here yet
   EXPECT_EQ(r.expected_round(), 0);
-  EXPECT_TRUE(r.receive({0, torch::zeros({3})}));
+  // Bucket 0 arrives: its first round goes out, round 0 is applied (round 1 follows).
+  EXPECT_EQ(r.put(0, torch::ones({9})).size(), 2u);
+  EXPECT_EQ(r.expected_round(), 1);
   EXPECT_THROW(ring_exchange(3, 3), baton::model::error);
 }
 
@@ -329,4 +364,23 @@ TEST_F(data_parallel_run, node_processes_equal_embedded) {
         bytes = e.at("bytes").get<int64_t>();
     EXPECT_EQ(bytes, 14 * per_step) << nodes.at("edges").dump();
   }
+}
+
+// Buckets on the ring as the backward finishes them (overlap, the default)
+// or after it: the same sums, so the same weights, over three node
+// processes whose chunks of the next bucket arrive while a worker still
+// reduces the one before; the overlapped run reports its overlap.
+TEST_F(data_parallel_run, overlap_changes_no_bit) {
+  auto overlapped = run_job(*dir_, with(job(3, "0.25"), {"--local-nodes", "3"}), "overlap-nodes");
+  auto after = run_job(*dir_, with(job(3, "0.25"), {"--set", "data_parallel.overlap=false"}),
+                       "no-overlap");
+  auto digests = digests_by_actor(after, "data_parallel_worker");
+  ASSERT_EQ(digests.size(), 3u);
+  EXPECT_EQ(digests_by_actor(overlapped, "data_parallel_worker"), digests);
+  for (const auto& a : overlapped.at("actors"))
+    if (a.at("role") == "data_parallel_worker")
+      EXPECT_GT(a.at("figures").at("overlap_seconds").get<double>(), 0) << a.at("name");
+  for (const auto& a : after.at("actors"))
+    if (a.at("role") == "data_parallel_worker")
+      EXPECT_EQ(a.at("figures").at("overlap_seconds").get<double>(), 0) << a.at("name");
 }

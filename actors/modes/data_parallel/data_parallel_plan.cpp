@@ -108,6 +108,7 @@ data_parallel_worker_spec worker_settings(const topology& t, const model::task& 
   spec.base_batch = settings.base_batch;
   spec.warmup_epochs = settings.warmup_epochs;
   spec.bucket_mb = settings.bucket_mb;
+  spec.overlap = settings.overlap;
   spec.exchange = settings.exchange;
   spec.shards = settings.shards;
   spec.max_staleness = settings.max_staleness;

@@ -132,6 +132,9 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
     return read_number(f, "a number of MiB in (0, 1024]",
                        [](double x) { return x > 0 && x <= 1024; });
   });
+  read_if(section, "overlap", s.overlap, [](const field& f) {
+    return read_choice(f, {"true", "false"}) == "true";
+  });
   t.backbone.name = read_model(section, root, t);
   read_hidden(section, t);
   check_mlp_input(section, root, t);
@@ -296,9 +299,9 @@ job_schema data_parallel_schema() {
   job_schema schema;
   schema.name = "data-parallel";
   schema.section = "data_parallel";
-  schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "model", "optimizer",
-                                    "nodes", "shards", "max_staleness", "shard_nodes",
-                                    "sync_every", "freeze", "task", "hidden"}},
+  schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "overlap", "model",
+                                    "optimizer", "nodes", "shards", "max_staleness",
+                                    "shard_nodes", "sync_every", "freeze", "task", "hidden"}},
                  {"data_parallel.freeze", freeze_keys()},
                  {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
                                               "base_batch", "warmup_epochs"}}};

@@ -50,6 +50,9 @@ struct data_parallel_settings {
   /// (ps_exchange.hpp: may_compute); 0 is BSP.
   int32_t max_staleness = 0;
   double bucket_mb = 25;          ///< gradient bucket cap in MiB (DDP's bucket_cap_mb)
+  /// ring: a bucket's all-reduce starts as soon as the backward produced
+  /// its gradients (DDP's overlap); false: once the whole backward is done.
+  bool overlap = true;
   /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
   /// trainable weights averaged after every L steps and at every epoch end.
   int32_t sync_every = 0;

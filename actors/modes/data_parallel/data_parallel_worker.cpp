@@ -91,6 +91,9 @@ struct worker_state {
   /// it), and the seconds it waited in all.
   std::optional<activity::clock::time_point> waiting_since;
   double exchange_wait = 0;
+  /// Seconds from a step's first bucket on the ring to its backward's end:
+  /// the exchange alongside the backward (overlap).
+  double overlap = 0;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
@@ -110,11 +113,14 @@ void begin_epoch(worker_state& st) {
 
 /// Forward and backward of the next minibatch (mean loss), as the local
 /// reference computes a worker's gradient (the frozen prefix forward only,
-/// through the cache); leaves no gradient in the model.
-std::vector<at::Tensor> gradients_of_next(worker_state& st) {
+/// through the cache); leaves no gradient in the model. `on_bucket`: see
+/// worker_replica::gradients.
+std::vector<at::Tensor> gradients_of_next(worker_state& st,
+                                          const worker_replica::bucket_ready& on_bucket = {}) {
   const auto& ids = st.minibatches[st.in_epoch];
   double loss = 0;
-  auto grads = st.replica->gradients(st.train, ids, loss);
+  auto grads = on_bucket ? st.replica->gradients(st.train, ids, loss, on_bucket)
+                         : st.replica->gradients(st.train, ids, loss);
   auto batch = static_cast<int64_t>(ids.size());
   st.counters.admit(st.step * st.spec.workers + st.spec.worker, st.step);
   st.counters.epoch.loss_sum += loss * static_cast<double>(batch);
@@ -152,17 +158,33 @@ void begin_global_step(worker_actor* self) {
     throw std::runtime_error("injected fault: throw before step " + std::to_string(st.step));
 }
 
-/// Computes the step's gradients and puts their buckets on the ring.
+void send_rounds(worker_actor* self, const std::vector<ring_message>& messages) {
+  for (const auto& m : messages)
+    send_round(self, m);
+}
+
+/// Computes the step's gradients and puts their buckets on the ring: each
+/// as the backward finishes it (overlap), or all after the backward.
 void begin_step(worker_actor* self) {
   auto& st = self->state;
-  std::vector<at::Tensor> flats;
-  {
-    compute_scope compute{st.work};
-    flats = st.replica->bucket_vectors(gradients_of_next(st));
-  }
+  st.ring->start(st.replica->bucket_sizes());
   st.exchanging = true;
-  if (auto first = st.ring->begin(std::move(flats)))
-    send_round(self, *first);
+  compute_scope compute{st.work};
+  if (!st.spec.overlap) {
+    auto flats = st.replica->bucket_vectors(gradients_of_next(st));
+    for (size_t b = 0; b < flats.size(); ++b)
+      send_rounds(self, st.ring->put(b, std::move(flats[b])));
+    return;
+  }
+  std::optional<activity::clock::time_point> first_put;
+  gradients_of_next(st, [&](size_t b, at::Tensor flat) {
+    if (!first_put)
+      first_put = activity::clock::now();
+    send_rounds(self, st.ring->put(b, std::move(flat)));
+  });
+  // The exchange ran alongside the backward from its first bucket on.
+  if (first_put)
+    st.overlap += std::chrono::duration<double>(activity::clock::now() - *first_put).count();
 }
 
 /// Applies the predecessor's chunks of this step that have arrived.
@@ -174,8 +196,7 @@ void apply_arrived(worker_actor* self) {
     if (t.step != st.step)
       throw model::error("ring: " + t.from + " sent a chunk of step " + std::to_string(t.step) +
                          " during step " + std::to_string(st.step));
-    if (auto next = st.ring->receive({t.step_size, t.tensors.front()}))
-      send_round(self, *next);
+    send_rounds(self, st.ring->receive({t.step_size, std::move(t.tensors.front())}));
   }
 }
 
@@ -209,8 +230,7 @@ void begin_average(worker_actor* self) {
   st.local_steps = 0;
   st.exchanging = true;
   st.averaging = true;
-  if (auto first = st.ring->begin(std::move(flats)))
-    send_round(self, *first);
+  send_rounds(self, st.ring->begin(std::move(flats)));
 }
 
 /// The summed weights divided by W replace the trainable weights; momentum
@@ -273,6 +293,7 @@ messages::actor_report make_report(worker_state& st) {
   r.figures.insert(r.figures.end(), {{"forward_seconds", phases.forward},
                                      {"backward_seconds", phases.backward},
                                      {"exchange_wait_seconds", st.exchange_wait},
+                                     {"overlap_seconds", st.overlap},
                                      {"step_seconds", phases.step}});
   if (st.next)
     r.edges.push_back(st.ring_edge);

@@ -75,6 +75,9 @@ struct data_parallel_worker_spec {
   int64_t base_batch = 256;
   double warmup_epochs = 0;        ///< linear warmup to the scaled lr
   double bucket_mb = 25;           ///< gradient bucket cap (MiB)
+  /// ring: put each bucket on the ring as the backward finishes it (true),
+  /// or every bucket after the backward (false); the same sums either way.
+  bool overlap = true;
   /// ring (all-reduce, the worker steps) | ps (pushes to the shards, pulls
   /// their new slices: ps_exchange.hpp; no local step).
   std::string exchange = "ring";

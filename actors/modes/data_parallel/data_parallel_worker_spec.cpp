@@ -94,6 +94,7 @@ data_parallel_worker_spec decode(const YAML::Node& n) {
   x.base_batch = n["base_batch"].as<int64_t>();
   x.warmup_epochs = n["warmup_epochs"].as<double>();
   x.bucket_mb = n["bucket_mb"].as<double>();
+  x.overlap = n["overlap"].as<bool>();
   decode_exchange(n, x);
   decode_freeze(n, x);
   x.eval_batch = n["eval_batch"].as<int64_t>();
@@ -123,6 +124,7 @@ std::string to_yaml(const data_parallel_worker_spec& x) {
   n["base_batch"] = x.base_batch;
   n["warmup_epochs"] = x.warmup_epochs;
   n["bucket_mb"] = x.bucket_mb;
+  n["overlap"] = x.overlap;
   n["exchange"] = x.exchange;
   n["shards"] = x.shards;
   n["max_staleness"] = x.max_staleness;

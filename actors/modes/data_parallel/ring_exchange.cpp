@@ -43,43 +43,81 @@ ring_message ring_exchange::message(int32_t round) const {
   return {round, model::slice(buckets_[p.bucket], p.chunk).clone()};
 }
 
-std::optional<ring_message> ring_exchange::begin(std::vector<at::Tensor> buckets) {
-  torch::NoGradGuard no_grad;
-  buckets_.clear();
+void ring_exchange::start(const std::vector<int64_t>& sizes) {
+  buckets_.assign(sizes.size(), at::Tensor());
   chunks_.clear();
-  for (auto& b : buckets) {
-    // A copy: the sums must not write into the caller's tensors.
-    buckets_.push_back(b.detach().reshape({-1}).clone());
-    chunks_.push_back(model::ring_chunks(buckets_.back().numel(), workers_));
-  }
+  for (int64_t size : sizes)
+    chunks_.push_back(model::ring_chunks(size, workers_));
+  put_ = 0;
   received_ = 0;
-  if (rounds() == 0)
-    return std::nullopt;
-  return message(0);
+  kept_.clear();
 }
 
-std::optional<ring_message> ring_exchange::receive(const ring_message& m) {
-  if (done() || m.round != received_)
-    throw model::error("ring: worker " + std::to_string(worker_) + " got round " +
-                       std::to_string(m.round) + ", expected " +
-                       (done() ? std::string{"none (the step's exchange is over)"}
-                               : std::to_string(received_)));
+std::vector<ring_message> ring_exchange::put(size_t b, at::Tensor values) {
+  const std::string what = "ring: worker " + std::to_string(worker_) + ": bucket " +
+                           std::to_string(b);
+  if (b >= buckets_.size() || buckets_[b].defined())
+    throw model::error(what + (b >= buckets_.size() ? " does not exist in this step"
+                                                    : " was put twice"));
+  const int64_t size = chunks_[b].empty() ? 0 : chunks_[b].back().end;
+  if (!values.defined() || values.scalar_type() != at::kFloat || values.numel() != size)
+    throw model::error(what + " is not " + std::to_string(size) + " float32 values");
+  buckets_[b] = values.reshape({-1});
+  put_ += 1;
+  std::vector<ring_message> out;
+  if (workers_ > 1)
+    out.push_back(message(static_cast<int32_t>(b) * 2 * (workers_ - 1)));
+  apply_kept(out);
+  return out;
+}
+
+std::vector<ring_message> ring_exchange::begin(std::vector<at::Tensor> buckets) {
+  std::vector<int64_t> sizes;
+  for (const auto& b : buckets)
+    sizes.push_back(b.numel());
+  start(sizes);
+  std::vector<ring_message> out;
+  for (size_t b = 0; b < buckets.size(); ++b)
+    for (auto& m : put(b, std::move(buckets[b])))
+      out.push_back(std::move(m));
+  return out;
+}
+
+std::vector<ring_message> ring_exchange::receive(ring_message m) {
+  const std::string what = "ring: worker " + std::to_string(worker_) + " got round " +
+                           std::to_string(m.round);
+  if (m.round < received_ || m.round >= rounds() || kept_.count(m.round))
+    throw model::error(what + ", expected one of rounds " + std::to_string(received_) +
+                       " to " + std::to_string(rounds() - 1) + " not received yet");
   auto p = place_of(m.round, false);
   if (!m.chunk.defined() || m.chunk.scalar_type() != at::kFloat || m.chunk.dim() != 1 ||
       m.chunk.numel() != p.chunk.size())
-    throw model::error("ring: worker " + std::to_string(worker_) + " got a chunk of round " +
-                       std::to_string(m.round) + " that is not " +
-                       std::to_string(p.chunk.size()) + " float32 values");
+    throw model::error(what + " with a chunk that is not " + std::to_string(p.chunk.size()) +
+                       " float32 values");
+  kept_.emplace(m.round, std::move(m.chunk));
+  std::vector<ring_message> out;
+  apply_kept(out);
+  return out;
+}
+
+void ring_exchange::apply_kept(std::vector<ring_message>& out) {
   torch::NoGradGuard no_grad;
-  auto own = model::slice(buckets_[p.bucket], p.chunk);
-  if (p.reduce)
-    own.add_(m.chunk); // own + received, as ring_allreduce adds
-  else
-    own.copy_(m.chunk);
-  received_ += 1;
-  if (received_ == rounds())
-    return std::nullopt;
-  return message(received_);
+  const int32_t per_bucket = 2 * (workers_ - 1);
+  for (auto it = kept_.find(received_); it != kept_.end(); it = kept_.find(received_)) {
+    auto p = place_of(received_, false);
+    if (!buckets_[p.bucket].defined())
+      return; // its bucket is not here yet
+    auto own = model::slice(buckets_[p.bucket], p.chunk);
+    if (p.reduce)
+      own.add_(it->second); // own + received, as ring_allreduce adds
+    else
+      own.copy_(it->second);
+    kept_.erase(it);
+    received_ += 1;
+    // A bucket's first round went out when it was put.
+    if (received_ < rounds() && received_ % per_bucket != 0)
+      out.push_back(message(received_));
+  }
 }
 
 } // namespace data_parallel

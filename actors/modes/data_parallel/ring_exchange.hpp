@@ -9,15 +9,19 @@
 // schedule): rounds 0 .. W-2 reduce-scatter (the receiver adds the chunk into
 // its own copy, own + received), rounds W-1 .. 2W-3 all-gather (the receiver
 // overwrites its copy). Rounds are numbered through the step, bucket after
-// bucket. A worker sends round r + 1 right after it applied round r (it needs
-// that chunk's sum to send the next), and round 0 when the step begins; so
-// every worker sends and receives each round exactly once, in order, and an
-// actor ring's result equals model::ring_allreduce bit for bit.
+// bucket. A bucket's first round is sent as soon as the bucket is put (during
+// the backward, when the worker overlaps: DDP's bucketed all-reduce), any
+// other round right after the round before it was applied (it needs that
+// chunk's sum). Rounds are applied in number order; one that arrives early
+// (the next bucket's first, sent while this worker still reduces the one
+// before) waits here. Every chunk's sum is the one model::ring_allreduce
+// takes, so an actor ring's result equals it bit for bit whatever the order
+// of puts and arrivals.
 //
-//   begin(buckets) -> send m0 -> receive(r0) -> send m1 -> ... -> receive(last) -> done()
+//   start(sizes) -> put(b, values) -> send m -> receive(m') -> send ... -> done()
 
 #include <cstdint>
-#include <optional>
+#include <map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -41,21 +45,30 @@ public:
   /// model::error otherwise).
   ring_exchange(int32_t worker, int32_t workers);
 
-  /// Starts a step with this worker's bucket vectors (flat float32, one per
-  /// bucket, each the same size on every worker; copied, never written). Returns the first message
-  /// to send, or nothing when there is nothing to exchange (W = 1, no
-  /// buckets): then done() already holds.
-  std::optional<ring_message> begin(std::vector<at::Tensor> buckets);
+  /// Starts a step whose buckets have these sizes (float32 elements, the
+  /// same on every worker); none of them is here yet.
+  void start(const std::vector<int64_t>& sizes);
 
-  /// Applies the predecessor's message of round `m.round`; returns the next
-  /// message to send, if any. Throws model::error when the message is not
-  /// the round expected or its chunk has the wrong size or type (nothing is
-  /// applied then).
-  std::optional<ring_message> receive(const ring_message& m);
+  /// Bucket `b`'s values on this worker (flat float32 of its size). Taken,
+  /// and summed into in place: pass a tensor nobody else reads (a
+  /// torch::cat). Returns what to send: its first round (none when W = 1)
+  /// and any round its arrival lets follow. Throws model::error on a bucket
+  /// put twice, out of range or of the wrong size.
+  std::vector<ring_message> put(size_t b, at::Tensor values);
 
-  /// Whether every round of the step was received (the buckets hold sums).
-  bool done() const { return received_ == rounds(); }
-  /// The round the next message from the predecessor must have.
+  /// start() with the buckets' sizes, then put() of each in order.
+  std::vector<ring_message> begin(std::vector<at::Tensor> buckets);
+
+  /// The predecessor's message of round `m.round`: applied now when it is
+  /// the next round and its bucket is here, else kept until it is; returns
+  /// what the rounds applied let be sent. Throws model::error when the round
+  /// was received already or the step has no such round, or its chunk has
+  /// the wrong size or type (nothing is kept then).
+  std::vector<ring_message> receive(ring_message m);
+
+  /// Whether every bucket was put and every round applied (the buckets hold sums).
+  bool done() const { return put_ == buckets_.size() && received_ == rounds(); }
+  /// The round to be applied next.
   int32_t expected_round() const { return received_; }
   /// Rounds of the step: 2 (W - 1) per bucket.
   int32_t rounds() const;
@@ -73,12 +86,16 @@ private:
   };
   place place_of(int32_t round, bool sending) const;
   ring_message message(int32_t round) const;
+  /// Applies the kept rounds that can be, in order; appends what follows.
+  void apply_kept(std::vector<ring_message>& out);
 
   int32_t worker_;
   int32_t workers_;
-  std::vector<at::Tensor> buckets_;
+  std::vector<at::Tensor> buckets_;                   ///< undefined until put
   std::vector<std::vector<model::key_range>> chunks_; ///< per bucket: ring_chunks
+  size_t put_ = 0;
   int32_t received_ = 0;
+  std::map<int32_t, at::Tensor> kept_; ///< rounds arrived before their turn
 };
 
 } // namespace data_parallel

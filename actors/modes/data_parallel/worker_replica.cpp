@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "model/error.hpp"
 #include "model/local.hpp"
 #include "model/stage_trainer.hpp"
 
@@ -41,9 +42,84 @@ void worker_replica::set_point(size_t point) {
   buckets_ = model::make_buckets(layout_, bucket_mb_);
 }
 
+namespace {
+
+/// Hands each bucket to `on_bucket` once the backward has produced its last
+/// gradient: a hook on every parameter that takes one, removed when this
+/// goes. flush() hands over, after the backward, the buckets no hook
+/// completed.
+class bucket_hooks {
+public:
+  bucket_hooks(std::vector<at::Tensor>& parameters, const model::flat_layout& layout,
+               const std::vector<model::bucket>& buckets,
+               const worker_replica::bucket_ready& on_bucket)
+      : parameters_(parameters), layout_(layout), buckets_(buckets), on_bucket_(on_bucket),
+        slots_(parameters.size()), pending_(buckets.size(), 0), sent_(buckets.size(), false),
+        bucket_of_(parameters.size(), buckets.size()) {
+    for (size_t b = 0; b < buckets.size(); ++b)
+      for (size_t i : buckets[b].keys)
+        if (parameters[i].requires_grad()) {
+          bucket_of_[i] = b;
+          pending_[b] += 1;
+        }
+    for (size_t i = 0; i < parameters.size(); ++i)
+      if (bucket_of_[i] < buckets.size())
+        handles_.emplace_back(
+          i, parameters[i].register_hook([this, i](const at::Tensor& g) { arrived(i, g); }));
+  }
+  ~bucket_hooks() {
+    for (auto [i, handle] : handles_)
+      parameters_[i].remove_hook(handle);
+  }
+  bucket_hooks(const bucket_hooks&) = delete;
+  bucket_hooks& operator=(const bucket_hooks&) = delete;
+
+  /// The buckets not handed over yet, cut from the gradients the backward stored.
+  void flush(const std::vector<at::Tensor>& grads) {
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (!sent_[b]) {
+        sent_[b] = true;
+        on_bucket_(b, model::bucket_flat(buckets_[b], layout_, grads));
+      }
+  }
+
+private:
+  /// Parameter i's gradient (each parameter is used once in the forward of
+  /// the models baton builds, so this is what the backward stores).
+  void arrived(size_t i, const at::Tensor& g) {
+    const size_t b = bucket_of_[i];
+    if (slots_[i].defined() || sent_[b])
+      throw model::error("data-parallel overlap: parameter " + layout_.keys[i].name +
+                         " got two gradients in one backward (a parameter used twice)");
+    slots_[i] = g;
+    if (--pending_[b] > 0)
+      return;
+    sent_[b] = true;
+    on_bucket_(b, model::bucket_flat(buckets_[b], layout_, slots_));
+  }
+
+  std::vector<at::Tensor>& parameters_;
+  const model::flat_layout& layout_;
+  const std::vector<model::bucket>& buckets_;
+  const worker_replica::bucket_ready& on_bucket_;
+  std::vector<at::Tensor> slots_; ///< per key: its gradient, once arrived
+  std::vector<size_t> pending_;   ///< per bucket: gradients not arrived yet
+  std::vector<bool> sent_;
+  std::vector<size_t> bucket_of_; ///< per key (buckets.size(): none)
+  std::vector<std::pair<size_t, unsigned>> handles_;
+};
+
+} // namespace
+
 std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
                                                   const std::vector<int64_t>& ids,
                                                   double& loss) {
+  return gradients(data, ids, loss, {});
+}
+
+std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
+                                                  const std::vector<int64_t>& ids, double& loss,
+                                                  const bucket_ready& on_bucket) {
   using clock = std::chrono::steady_clock;
   auto began = clock::now();
   auto [images, labels] = model::gather(data, ids);
@@ -54,6 +130,9 @@ std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
   const at::Tensor logits = model_.slice(point_, model_.size()).forward(input);
   const at::Tensor mean_loss = torch::nn::functional::cross_entropy(logits, labels);
   auto forwarded = clock::now();
+  std::optional<bucket_hooks> hooks;
+  if (on_bucket)
+    hooks.emplace(parameters_, layout_, buckets_, on_bucket);
   mean_loss.backward();
   loss = mean_loss.item<double>();
   // The gradient tensors themselves: the model lets go of them.
@@ -62,6 +141,8 @@ std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
     grads.push_back(p.grad().defined() ? p.grad().detach() : at::Tensor());
     p.mutable_grad() = at::Tensor();
   }
+  if (hooks)
+    hooks->flush(grads);
   phases_.forward += std::chrono::duration<double>(forwarded - began).count();
   phases_.backward += std::chrono::duration<double>(clock::now() - forwarded).count();
   return grads;
@@ -89,6 +170,13 @@ std::vector<at::Tensor> worker_replica::bucket_vectors(
   for (const auto& b : buckets_)
     flats.push_back(model::bucket_flat(b, layout_, per_key));
   return flats;
+}
+
+std::vector<int64_t> worker_replica::bucket_sizes() const {
+  std::vector<int64_t> sizes;
+  for (const auto& b : buckets_)
+    sizes.push_back(b.numel);
+  return sizes;
 }
 
 std::vector<at::Tensor> worker_replica::mean(const std::vector<at::Tensor>& sums,

@@ -15,6 +15,7 @@
 // The caller (the worker actor) moves the vectors around the ring.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,18 @@ public:
   std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
                                     double& loss);
 
+  /// Called with a bucket's index and flat vector (bucket_vectors' entry).
+  using bucket_ready = std::function<void(size_t, at::Tensor)>;
+
+  /// gradients(), and each bucket's flat vector handed to `on_bucket` as
+  /// soon as the backward has produced the bucket's last gradient (hooks on
+  /// the parameters; the bucket is cut from the gradients the backward
+  /// stores, so the vector is bucket_vectors' bit for bit), the rest (a
+  /// bucket with a key that got no gradient) after the backward: each bucket
+  /// exactly once, in the order the backward finishes them.
+  std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
+                                    double& loss, const bucket_ready& on_bucket);
+
   /// One SGD step (model::sgd_step_out_of_place) of every parameter whose
   /// entry of `gradients` is defined, at learning rate `lr`; a key's first
   /// step starts its momentum buffer, as torch's SGD does.
@@ -69,6 +82,9 @@ public:
   /// The flat vector of every bucket (model::bucket_flat) of per-key
   /// tensors: gradients, or parameters() for local SGD's average.
   std::vector<at::Tensor> bucket_vectors(const std::vector<at::Tensor>& per_key) const;
+
+  /// Each bucket's size in float32 elements (ring_exchange::start).
+  std::vector<int64_t> bucket_sizes() const;
 
   /// Per key, the buckets' sums over the workers divided by `workers`
   /// (at::div after the sum, as the reference); undefined for frozen keys.
