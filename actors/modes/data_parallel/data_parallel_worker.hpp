@@ -17,6 +17,11 @@
 //     -> buckets (model::make_buckets) -> ring all-reduce (ring_exchange)
 //     -> sum / W (at::div) -> sgd_step_out_of_place of every parameter
 //
+// With `overlap` (the default) a bucket goes on the ring from a gradient
+// hook as soon as the backward has produced its last gradient, while the
+// backward goes on (worker_replica::gradients with a bucket_ready); the
+// ring keeps a round that arrives before its turn, so the sums are the same.
+//
 // so that every worker holds the same weights, equal bit for bit to
 // model::run_data_parallel_local. The arithmetic is worker_replica's
 // (worker_replica.hpp): a frozen prefix (freeze_up_to, or moved by
