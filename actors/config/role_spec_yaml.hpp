@@ -5,11 +5,14 @@
 // YAML::Exception or std::exception; the spec parsers turn that into
 // errc::bad_config.
 
+#include <exception>
 #include <string>
 
+#include <caf/expected.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/role_spec.hpp"
+#include "messages/errc.hpp"
 #include "model/layered_model.hpp"
 #include "model/task.hpp"
 #include "model/training.hpp"
@@ -33,6 +36,18 @@ recovery_spec decode_trainable_recovery(const YAML::Node& run);
 
 /// `n` as text, doubles with all 17 digits (a round trip keeps every bit).
 std::string dump(const YAML::Node& n);
+
+/// A mode's role settings parsed strictly: decode(YAML::Load(yaml)), any
+/// exception turned into errc::bad_config "unreadable <what> spec: ...".
+template <class Decode>
+auto parse_role_yaml(Decode decode, const std::string& yaml, const std::string& what)
+  -> caf::expected<decltype(decode(YAML::Node{}))> {
+  try {
+    return decode(YAML::Load(yaml));
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, "unreadable " + what + " spec: " + e.what());
+  }
+}
 
 } // namespace config
 } // namespace baton::actors

@@ -7,6 +7,8 @@
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_shard.hpp"
 #include "actors/modes/ist/ist_worker.hpp"
+#include "actors/modes/ist/resist_shard.hpp"
+#include "actors/modes/ist/resist_worker.hpp"
 #include "actors/modes/data_parallel/ps_shard.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
@@ -31,6 +33,8 @@ const std::vector<role_type>& all_roles() {
     {"data_parallel_worker", spawn_data_parallel_worker_role},
     {"ist_worker", spawn_ist_worker_role},
     {"ist_shard", spawn_ist_shard_role},
+    {"resist_worker", spawn_resist_worker_role},
+    {"resist_shard", spawn_resist_shard_role},
     {"data_parallel_shard", spawn_data_parallel_shard_role},
   };
   return roles;

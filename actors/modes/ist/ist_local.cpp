@@ -7,10 +7,12 @@
 
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/resist_plan.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
 #include "model/ist.hpp"
+#include "model/resist.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -31,13 +33,30 @@ model::ist_spec reference_spec(const ist_worker_spec& worker) {
   return spec;
 }
 
-/// The reference's result as the actors report it.
-void report(const ist_worker_spec& worker, int32_t shards, const model::ist_result& result,
-            job_result& out) {
+model::resist_spec reference_spec(const resist_worker_spec& worker) {
+  model::resist_spec spec;
+  spec.in_channels = worker.in_channels;
+  spec.classes = worker.task.classes;
+  spec.workers = worker.workers;
+  spec.local_steps = worker.local_steps;
+  spec.batch_size = worker.data.plan.batch_size;
+  spec.epochs = worker.data.plan.epochs;
+  spec.seed = worker.data.plan.seed;
+  spec.optimizer = worker.optimizer;
+  spec.eval_batch = worker.eval_batch;
+  return spec;
+}
+
+/// The reference's result (model::ist_result or model::resist_result) as
+/// the actors of `kind` ("ist" or "resist") report it.
+template <class Result>
+void report(const std::string& kind, const std::string& task, const ist_settings& settings,
+            const Result& result, job_result& out) {
+  const auto worker_role = kind + "_worker";
   messages::actor_report group;
   group.actor = ist_workers_group;
-  group.role = "ist_worker";
-  group.task = worker.task.name;
+  group.role = worker_role;
+  group.task = task;
   group.node = "local";
   group.samples = result.samples;
   group.weights_digest = result.weights_digest;
@@ -51,22 +70,45 @@ void report(const ist_worker_spec& worker, int32_t shards, const model::ist_resu
     group.test_accuracy = group.epochs.back().test_accuracy;
   }
   out.heads.push_back(group);
-  for (int32_t w = 0; w < worker.workers; ++w) {
+  for (int32_t w = 0; w < settings.workers; ++w) {
     messages::actor_report a;
     a.actor = ist_worker_name(w);
-    a.role = "ist_worker";
+    a.role = worker_role;
     a.node = "local";
     if (w == 0) // the actors' worker 0 holds the whole network
       a.weights_digest = result.weights_digest;
     out.actors.push_back(a);
   }
-  for (int32_t s = 0; s < shards; ++s) {
+  for (int32_t s = 0; s < settings.shards; ++s) {
     messages::actor_report a;
     a.actor = ist_shard_name(s);
-    a.role = "ist_shard";
+    a.role = kind + "_shard";
     a.node = "local";
     out.actors.push_back(a);
   }
+}
+
+/// Loads worker 0's data with the task's labels and runs `reference` on it
+/// (model::run_ist_local or model::run_resist_local of worker 0's spec).
+template <class Spec, class Reference>
+caf::expected<job_result> run_reference(const topology& t, const model::task& task,
+                                        const Spec& worker, Reference reference) {
+  const auto& kind = ist_settings_of(t).kind;
+  auto started = std::chrono::steady_clock::now();
+  auto data = load_source_data(worker.data);
+  if (!data)
+    return data.error();
+  auto& [train, test] = *data;
+  train.labels = model::apply(task, train.labels);
+  test.labels = model::apply(task, test.labels);
+  auto training_started = std::chrono::steady_clock::now();
+  auto result = reference(train, test, reference_spec(worker));
+  for (size_t e = 0; e < result.test_accuracy.size(); ++e)
+    spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", kind, e + 1,
+                 100 * result.test_accuracy[e]);
+  auto out = local_result(t, "local", started, training_started);
+  report(kind, task.name, ist_settings_of(t), result, out);
+  return out;
 }
 
 } // namespace
@@ -77,22 +119,9 @@ caf::expected<job_result> run_ist_local_job(const topology& t, const run_request
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
   try {
-    auto started = std::chrono::steady_clock::now();
-    auto worker = ist_worker_settings(t, *task, 0);
-    auto data = load_source_data(worker.data);
-    if (!data)
-      return data.error();
-    auto& [train, test] = *data;
-    train.labels = model::apply(*task, train.labels);
-    test.labels = model::apply(*task, test.labels);
-    auto training_started = std::chrono::steady_clock::now();
-    auto result = model::run_ist_local(train, test, reference_spec(worker));
-    for (size_t e = 0; e < result.test_accuracy.size(); ++e)
-      spdlog::info("local IST reference: epoch {} test accuracy {:.2f}%", e + 1,
-                   100 * result.test_accuracy[e]);
-    auto out = local_result(t, "local", started, training_started);
-    report(worker, ist_settings_of(t).shards, result, out);
-    return out;
+    if (ist_settings_of(t).kind == "resist")
+      return run_reference(t, *task, resist_worker_settings(t, *task, 0), model::run_resist_local);
+    return run_reference(t, *task, ist_worker_settings(t, *task, 0), model::run_ist_local);
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
   }

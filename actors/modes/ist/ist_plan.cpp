@@ -2,6 +2,7 @@
 
 #include "actors/modes/ist/ist_pieces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/resist_plan.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 
@@ -62,6 +63,8 @@ ist_shard_spec ist_shard_settings(const topology& t, const model::task& task, in
 }
 
 caf::expected<job_plan> plan_ist(const topology& t) {
+  if (ist_settings_of(t).kind == "resist")
+    return plan_resist(t);
   const auto* task = t.find_task(t.pretrain.task);
   if (task == nullptr)
     return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
@@ -93,12 +96,16 @@ caf::expected<job_plan> plan_ist(const topology& t) {
     a.sends_weights = true;
     plan.actors.push_back(std::move(a));
   }
+  add_ist_edges(plan, settings);
+  return plan;
+}
+
+void add_ist_edges(job_plan& plan, const ist_settings& settings) {
   for (int32_t w = 0; w < settings.workers; ++w)
     for (int32_t s = 0; s < settings.shards; ++s) {
       plan.edges.push_back({planned_edge::kind_t::peer, ist_worker_name(w), ist_shard_name(s), s});
       plan.edges.push_back({planned_edge::kind_t::peer, ist_shard_name(s), ist_worker_name(w), w});
     }
-  return plan;
 }
 
 } // namespace ist

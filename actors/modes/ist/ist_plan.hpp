@@ -16,6 +16,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/ist/ist_section.hpp"
 #include "actors/modes/ist/ist_specs.hpp"
 #include "actors/runtime/job_plan.hpp"
 
@@ -34,7 +35,11 @@ ist_worker_spec ist_worker_settings(const topology& t, const model::task& task, 
 /// Shard s's settings.
 ist_shard_spec ist_shard_settings(const topology& t, const model::task& task, int32_t shard);
 
-/// The plan of an IST topology; bad_config (naming the file) when its task
+/// The peer edges of both kinds: worker w knows shard s as its peer s,
+/// shard s worker w as its peer w.
+void add_ist_edges(job_plan& plan, const ist_settings& settings);
+
+/// The plan of an IST topology (plan_resist's for ist.kind: resist); bad_config (naming the file) when its task
 /// is unknown or a shard's owned slices (its largest message) would exceed
 /// the 64 MiB a message may carry.
 caf::expected<job_plan> plan_ist(const topology& t);

@@ -15,13 +15,17 @@ namespace {
 // The located fields and their checked readers (actors/config/yaml_field.hpp).
 using namespace detail;
 
-/// `ist.kind`: ist; resist (residual networks) is part B, not here yet.
-std::string read_kind(const field& f) {
-  auto kind = read_choice(f, {"ist", "resist"});
-  if (kind == "resist")
-    f.fail(f.name() + " is 'resist': ResIST (residual blocks dealt to workers) is not "
-           "implemented yet (expected ist)");
-  return kind;
+/// `ist.model`: the network of `kind` (mlp for ist, resnet18 for resist),
+/// which is also its default.
+void check_model(const field& section, const std::string& kind) {
+  auto f = section.get("model");
+  if (!f)
+    return;
+  const std::string expected = kind == "resist" ? "resnet18" : "mlp";
+  const auto model = read_choice(*f, {"mlp", "resnet18"});
+  if (model != expected)
+    f->fail(f->name() + " is " + model + ", but ist.kind " + kind + " trains " + expected +
+            " (expected " + expected + (kind == "resist" ? ")" : ", or kind: resist)"));
 }
 
 /// `ist.hidden`: one positive width per hidden layer, each at least W and S
@@ -76,24 +80,27 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   ist_settings s;
   if (!section.is_null())
     check_section(section);
-  std::string kind;
-  read_if(section, "kind", kind, read_kind);
-  std::string model;
-  read_if(section, "model", model, [](const field& f) { return read_choice(f, {"mlp"}); });
+  read_if(section, "kind", s.kind,
+          [](const field& f) { return read_choice(f, {"ist", "resist"}); });
+  check_model(section, s.kind);
   read_if(section, "workers", s.workers, read_count);
   s.shards = s.workers;
   read_if(section, "shards", s.shards, read_count);
   read_if(section, "local_steps", s.local_steps, positive_int32);
-  if (auto f = section.get("hidden"))
+  if (auto f = section.get("hidden")) {
+    if (s.kind == "resist")
+      f->fail(f->name() + " is given, but ist.kind is resist: ResIST trains resnet18, whose "
+              "widths are fixed (expected no hidden, or kind: ist)");
     s.hidden = read_hidden(*f, s); // the default [4096] is wider than 64 workers
+  }
   if (auto f = section.get("optimizer"))
     s.optimizer = read_optimizer(*f, s.optimizer);
   check_batch(root, t);
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
-  // The job trains its own mlp: the backbone section's model is not used.
-  t.backbone.name = "mlp";
+  // The job trains its own network: the backbone section's model is not used.
+  t.backbone.name = s.kind == "resist" ? "resnet18" : "mlp";
   t.mode_settings = std::move(s);
 }
 

@@ -7,10 +7,12 @@
 // ist_settings (ist_settings_of reads it).
 //
 //   ist:
+//     kind: ist           # or resist: resnet18's residual blocks dealt to workers
+//     model: mlp          # ist: mlp; resist: resnet18 (the default of each kind)
 //     workers: 2          # W worker actors, each trains one subnet per round
 //     shards: 2           # S shard actors (default W), each owns 1/S of the neurons
 //     local_steps: 10     # L SGD steps per round
-//     hidden: [4096]      # the mlp's hidden widths, each >= W and >= S
+//     hidden: [4096]      # the mlp's hidden widths, each >= W and >= S (kind ist)
 //     optimizer: {lr: 0.01, momentum: 0, weight_decay: 0}
 
 #include <cstdint>
@@ -34,6 +36,9 @@ inline constexpr int64_t ist_max_width = 65536;
 
 /// The `ist:` section, parsed and validated.
 struct ist_settings {
+  /// `ist.kind`: "ist" (the mlp's neurons partitioned, part A) or "resist"
+  /// (resnet18's residual blocks dealt to workers, part B).
+  std::string kind = "ist";
   int32_t workers = 2;          ///< W: worker actors, one subnet each per round
   int32_t shards = 2;           ///< S: shard actors (default W)
   int32_t local_steps = 10;     ///< L: local SGD steps per round

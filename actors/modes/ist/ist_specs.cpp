@@ -38,20 +38,13 @@ model::ist_shape decode_shape(const YAML::Node& n, int32_t at_least) {
   return x;
 }
 
-/// 0 <= index < count <= ist_max_workers.
-void check_index(int32_t index, int32_t count, const char* what) {
-  if (count < 1 || count > ist_max_workers || index < 0 || index >= count)
-    throw std::runtime_error(std::string{"need 0 <= "} + what + " < " + what + "s <= " +
-                             std::to_string(ist_max_workers));
-}
-
 ist_worker_spec decode_worker(const YAML::Node& n) {
   ist_worker_spec x;
   x.worker = n["worker"].as<int32_t>();
   x.workers = n["workers"].as<int32_t>();
   x.shards = n["shards"].as<int32_t>();
-  check_index(x.worker, x.workers, "worker");
-  check_index(0, x.shards, "shard");
+  check_ist_index(x.worker, x.workers, "worker");
+  check_ist_index(0, x.shards, "shard");
   x.local_steps = n["local_steps"].as<int32_t>();
   x.shape = decode_shape(n["shape"], std::max(x.workers, x.shards));
   x.task = decode_task(n["task"]);
@@ -76,8 +69,8 @@ ist_shard_spec decode_shard(const YAML::Node& n) {
   x.shard = n["shard"].as<int32_t>();
   x.shards = n["shards"].as<int32_t>();
   x.workers = n["workers"].as<int32_t>();
-  check_index(x.shard, x.shards, "shard");
-  check_index(0, x.workers, "worker");
+  check_ist_index(x.shard, x.shards, "shard");
+  check_ist_index(0, x.workers, "worker");
   x.shape = decode_shape(n["shape"], std::max(x.workers, x.shards));
   x.seed = n["seed"].as<uint64_t>();
   x.epochs = n["epochs"].as<int32_t>();
@@ -87,17 +80,13 @@ ist_shard_spec decode_shard(const YAML::Node& n) {
   return x;
 }
 
-template <class Spec>
-caf::expected<Spec> parse_with(Spec (*decode)(const YAML::Node&), const std::string& yaml,
-                               const char* what) {
-  try {
-    return decode(YAML::Load(yaml));
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_config, std::string{"unreadable "} + what + " spec: " + e.what());
-  }
-}
-
 } // namespace
+
+void check_ist_index(int32_t index, int32_t count, const char* what) {
+  if (count < 1 || count > ist_max_workers || index < 0 || index >= count)
+    throw std::runtime_error(std::string{"need 0 <= "} + what + " < " + what + "s <= " +
+                             std::to_string(ist_max_workers));
+}
 
 std::string to_yaml(const ist_worker_spec& x) {
   YAML::Node n;
@@ -129,11 +118,11 @@ std::string to_yaml(const ist_shard_spec& x) {
 }
 
 caf::expected<ist_worker_spec> parse_ist_worker_spec(const std::string& yaml) {
-  return parse_with(decode_worker, yaml, "IST worker");
+  return parse_role_yaml(decode_worker, yaml, "IST worker");
 }
 
 caf::expected<ist_shard_spec> parse_ist_shard_spec(const std::string& yaml) {
-  return parse_with(decode_shard, yaml, "IST shard");
+  return parse_role_yaml(decode_shard, yaml, "IST shard");
 }
 
 } // namespace ist

@@ -53,6 +53,10 @@ struct ist_shard_spec {
   recovery_spec recovery;
 };
 
+/// Throws std::runtime_error unless 0 <= index < count <= ist_max_workers
+/// (`what`: "worker" or "shard"), for the settings decoders.
+void check_ist_index(int32_t index, int32_t count, const char* what);
+
 /// A worker's settings as YAML.
 std::string to_yaml(const ist_worker_spec& x);
 /// A shard's settings as YAML.

@@ -1,0 +1,445 @@
+#include "actors/modes/ist/resist_worker.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <torch/torch.h>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/error_of.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/resist_pieces.hpp"
+#include "actors/roles/recovery.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+#include "model/error.hpp"
+#include "model/ist.hpp"
+#include "model/resist.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+namespace {
+
+using messages::tensor_set;
+
+struct worker_setup {
+  std::string name;
+  std::string node;
+  resist_worker_spec spec;
+  model::dataset train;
+  model::dataset test;
+  training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
+};
+
+/// The state of one round from every shard, as it comes.
+struct arrivals {
+  std::vector<std::vector<at::Tensor>> from; ///< by shard
+  std::vector<bool> came;
+  int32_t count = 0;
+};
+
+struct worker_state {
+  std::string name;
+  std::string node;
+  resist_worker_spec spec;
+  caf::actor coordinator;
+  std::vector<caf::actor> shards; ///< by index, from the plan's peer edges
+
+  // -- the network, data and rounds -------------------------------------------------
+  model::layered_model network; ///< the whole resnet18; the layers it runs are current
+  resist_layout layout;
+  model::dataset train;
+  model::dataset test;
+  int64_t steps_per_epoch = 0;
+  int64_t rounds_per_epoch = 0;
+  std::vector<std::vector<int64_t>> minibatches; ///< this epoch's
+  int32_t epoch = 0;
+  int64_t round = 0; ///< the round whose state it waits for or trains
+  bool started = false;
+  bool finished = false;
+  std::map<int64_t, arrivals> states; ///< by round
+  double test_loss = 0;
+
+  training_counters counters; ///< checkpointed at round boundaries (exactly-once counts)
+  std::optional<checkpointing> checkpoints;
+  activity work;
+  std::vector<messages::edge_stats> edges; ///< to each shard
+  int64_t received_bytes = 0;
+  int64_t steps_since_progress = 0;
+};
+
+using worker_actor = caf::stateful_actor<worker_state>;
+
+bool lead(const worker_state& st) {
+  return st.spec.worker == 0;
+}
+
+model::resist_deal deal_of(const worker_state& st, int64_t round) {
+  return model::make_resist_deal(st.layout.partitioned.size(), st.spec.workers,
+                                 st.spec.data.plan.seed, round);
+}
+
+/// Whether round `round`'s state comes whole (resist_pieces.hpp): the first
+/// after a (re)start, and worker 0's before an evaluation.
+bool whole_state(const worker_state& st, int64_t round) {
+  return round == st.spec.recovery.restore_step ||
+         (lead(st) && round % st.rounds_per_epoch == 0);
+}
+
+void begin_epoch(worker_state& st) {
+  const auto& plan = st.spec.data.plan;
+  st.minibatches = model::ist_worker_minibatches(st.train.size(), plan.seed, st.epoch,
+                                                 st.spec.worker, st.spec.workers,
+                                                 plan.batch_size);
+}
+
+/// The merged state of this round from every shard, copied in.
+void apply_state(worker_state& st, const arrivals& state) {
+  compute_scope compute{st.work};
+  const auto deal = deal_of(st, st.round);
+  const bool whole = whole_state(st, st.round);
+  auto target = st.network.state();
+  torch::NoGradGuard no_grad;
+  for (int32_t s = 0; s < st.spec.shards; ++s) {
+    const auto indices = resist_message_tensors(st.layout, deal, st.spec.worker, s, whole);
+    const auto& values = state.from[static_cast<size_t>(s)];
+    check_resist_tensors(values, target, indices, ist_shard_name(s) + "'s state");
+    for (size_t i = 0; i < indices.size(); ++i)
+      target[indices[i]].copy_(values[i]);
+  }
+}
+
+/// Its sub-ResNet of this round, trained for the round's local steps.
+void train_subnet(worker_state& st, const model::resist_deal& deal) {
+  compute_scope compute{st.work};
+  const auto active = model::resist_active_layers(st.layout.layers, st.layout.partitioned, deal,
+                                                  st.spec.worker);
+  const int64_t first = (st.round % st.rounds_per_epoch) * st.spec.local_steps;
+  const int64_t last = std::min(st.steps_per_epoch, first + st.spec.local_steps);
+  const std::vector<std::vector<int64_t>> steps(st.minibatches.begin() + first,
+                                                st.minibatches.begin() + last);
+  const auto r = model::resist_local_steps(st.network, active, st.train, steps,
+                                           st.spec.optimizer);
+  for (int64_t j = first; j < last; ++j) { // a local step is one minibatch: its id is its step
+    const int64_t id = st.epoch * st.steps_per_epoch + j;
+    st.counters.admit(id, id);
+  }
+  st.counters.epoch.loss_sum += r.loss_sum;
+  st.counters.epoch.samples += r.samples;
+  st.counters.samples_total += r.samples;
+  st.steps_since_progress += r.steps;
+}
+
+/// Trains this round and sends every shard its trained tensors (views of
+/// the network: a shard only reads them before this worker's next state).
+void train_round(worker_actor* self) {
+  auto& st = self->state;
+  const auto deal = deal_of(st, st.round);
+  train_subnet(st, deal);
+  const auto state = st.network.state();
+  for (int32_t s = 0; s < st.spec.shards; ++s) {
+    std::vector<at::Tensor> trained;
+    for (size_t k : resist_message_tensors(st.layout, deal, st.spec.worker, s, false))
+      trained.push_back(state[k].detach());
+    auto& edge = st.edges[static_cast<size_t>(s)];
+    edge.messages += 1;
+    edge.bytes += resist_bytes(trained);
+    self->send(st.shards[static_cast<size_t>(s)],
+               tensor_set{"resist_trained", st.name, st.spec.worker, st.round,
+                          static_cast<int32_t>(st.rounds_per_epoch), std::move(trained), {}});
+  }
+  st.round += 1;
+}
+
+void maybe_report_progress(worker_actor* self) {
+  auto& st = self->state;
+  if (!lead(st) || st.steps_since_progress < st.spec.progress_every)
+    return;
+  st.steps_since_progress = 0;
+  auto& e = st.counters.epoch;
+  self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
+                                                e.samples ? e.loss_sum / e.samples : 0.0, {}});
+}
+
+// -- epochs and reports ----------------------------------------------------------------
+
+/// Worker 0: the merged network on the test split, its blocks scaled.
+void evaluate(worker_state& st) {
+  compute_scope compute{st.work};
+  const auto scale = model::resist_eval_scale(st.layout.partitioned.size(), st.spec.workers);
+  const auto e = model::resist_evaluate(st.network, st.layout.partitioned, scale, st.test,
+                                        st.spec.eval_batch);
+  st.test_loss = e.loss;
+  st.counters.epoch.evaluated = st.test.size();
+  st.counters.epoch.correct =
+    static_cast<int64_t>(std::llround(e.accuracy * static_cast<double>(st.test.size())));
+}
+
+messages::actor_report make_report(worker_state& st) {
+  messages::actor_report r;
+  r.actor = st.name;
+  r.role = "resist_worker";
+  r.task = st.spec.task.name;
+  r.node = st.node;
+  r.busy_seconds = st.work.busy_seconds();
+  r.idle_seconds = st.work.idle_seconds();
+  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
+  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  report_counters(st.counters, r);
+  r.edges = st.edges;
+  // The rounds this actor trained (a restored one starts at its restore step).
+  const int64_t made = st.round - st.spec.recovery.restore_step;
+  const double rounds = static_cast<double>(std::max<int64_t>(made, 1));
+  int64_t sent = 0;
+  for (const auto& e : st.edges)
+    sent += e.bytes;
+  r.figures = {{"rounds", static_cast<double>(made)},
+               {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
+               {"sent_bytes_per_round", static_cast<double>(sent) / rounds},
+               {"model_bytes", static_cast<double>(resist_bytes(st.network.state()))}};
+  if (lead(st)) {
+    r.weights_digest = model::weights_digest(st.network);
+    r.figures.push_back({"test_loss", st.test_loss});
+  }
+  return r;
+}
+
+void finish(worker_actor* self) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+             st.counters.duplicates);
+  self->send(st.coordinator, final_atom::value, make_report(st));
+}
+
+/// The rounds before st.round are over, its epoch's end included: the
+/// counters' checkpoint when due (the shards checkpoint the same round).
+void after_round(worker_actor* self) {
+  auto& st = self->state;
+  if (st.finished)
+    return;
+  after_step(self, st.coordinator, st.name, *st.checkpoints, st.round, st.counters,
+             [&] { return model::training_state{{}, st.round, {}}; });
+}
+
+void end_epoch(worker_actor* self) {
+  auto& st = self->state;
+  auto e = st.counters.epoch.close(st.epoch);
+  st.counters.epochs.push_back(e);
+  auto report = make_report(st);
+  report.epochs = {e};
+  self->send(st.coordinator, epoch_atom::value, std::move(report));
+  st.epoch += 1;
+  if (st.epoch == st.spec.data.plan.epochs)
+    return finish(self);
+  begin_epoch(st);
+  after_round(self);
+}
+
+/// This round's state is all there: copied in; worker 0 evaluates the
+/// epoch it ends; then the round is trained (unless the run is over).
+void take_round(worker_actor* self, arrivals state) {
+  auto& st = self->state;
+  if (st.round == st.spec.recovery.throw_at_step) // a fault in the middle of a round
+    throw std::runtime_error("injected fault: throw in round " + std::to_string(st.round));
+  apply_state(st, state);
+  if (lead(st) && st.round > st.spec.recovery.restore_step &&
+      st.round % st.rounds_per_epoch == 0) {
+    evaluate(st);
+    end_epoch(self);
+    if (st.finished)
+      return;
+  }
+  train_round(self);
+  if (st.round % st.rounds_per_epoch != 0)
+    after_round(self);
+  else if (!lead(st)) // worker 0 ends the epoch when it has evaluated it
+    end_epoch(self);
+}
+
+/// Takes every round whose state all came; returns when it waits.
+void advance(worker_actor* self) {
+  auto& st = self->state;
+  use_thread_budget(st.spec.threads);
+  while (st.started && !st.finished) {
+    auto it = st.states.find(st.round);
+    if (it == st.states.end() || it->second.count < st.spec.shards)
+      return;
+    auto since = activity::clock::now();
+    auto state = std::move(it->second);
+    st.states.erase(it);
+    take_round(self, std::move(state));
+    st.work.add_busy(since);
+    maybe_report_progress(self);
+  }
+}
+
+// -- the actor ---------------------------------------------------------------------------
+
+/// A shard's state of a round: queued by round, then used in order.
+void on_state(worker_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  auto* a = !t.invalid && t.kind == "resist_state" && t.replica >= 0 &&
+                t.replica < st.spec.shards && t.step >= st.round && !st.finished
+              ? &st.states[t.step]
+              : nullptr;
+  if (a != nullptr && a->came.empty()) {
+    a->from.resize(static_cast<size_t>(st.spec.shards));
+    a->came.assign(static_cast<size_t>(st.spec.shards), false);
+  }
+  if (a == nullptr || a->came[static_cast<size_t>(t.replica)])
+    return fail(self, st.coordinator, st.name,
+                "refused a tensor_set '" + t.kind + "' from '" + t.from + "' of step " +
+                  std::to_string(t.step) + " (expected one shard's resist_state of round " +
+                  std::to_string(st.round) + " or later, once)" +
+                  (t.invalid ? ": " + describe(t.invalid) : std::string{}));
+  st.received_bytes += resist_bytes(t.tensors);
+  a->came[static_cast<size_t>(t.replica)] = true;
+  a->from[static_cast<size_t>(t.replica)] = std::move(t.tensors);
+  a->count += 1;
+  guarded(self, "round " + std::to_string(st.round), [=] { advance(self); });
+}
+
+caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
+  auto& st = self->state;
+  if (index < 0 || index >= st.spec.shards)
+    return make_error(errc::bad_config, st.name + ": its peers are shards 0 to " +
+                                          std::to_string(st.spec.shards - 1) + ", not " +
+                                          std::to_string(index));
+  st.shards[static_cast<size_t>(index)] = peer;
+  return caf::ok_atom::value;
+}
+
+void on_start(worker_actor* self) {
+  auto& st = self->state;
+  if (st.started)
+    return;
+  for (size_t s = 0; s < st.shards.size(); ++s)
+    if (!st.shards[s])
+      return fail(self, st.coordinator, st.name,
+                  "started without shard " + std::to_string(s) + " as its peer");
+  st.started = true;
+  st.work.begin();
+  const auto& plan = st.spec.data.plan;
+  if (lead(st)) // the progress line's total: this worker's samples
+    self->send(st.coordinator,
+               messages::control{messages::control_kind::start, 0,
+                                 st.steps_per_epoch * plan.batch_size * plan.epochs, st.name,
+                                 {}});
+  guarded(self, "training", [=] { advance(self); });
+}
+
+void init_state(worker_actor* self, worker_setup setup) {
+  auto& st = self->state;
+  st.name = std::move(setup.name);
+  st.node = std::move(setup.node);
+  st.spec = std::move(setup.spec);
+  st.train = std::move(setup.train);
+  st.test = std::move(setup.test);
+  st.counters = std::move(setup.counters);
+  st.checkpoints.emplace(st.spec.recovery);
+  const auto& plan = st.spec.data.plan;
+  st.network = model::make_resist_network(st.spec.in_channels, st.spec.task.classes, plan.seed);
+  st.layout = make_resist_layout(st.network, st.spec.shards);
+  st.steps_per_epoch =
+    model::ist_steps_per_epoch(st.train.size(), plan.batch_size, st.spec.workers);
+  st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
+  // A restored worker replays from its restore step: same round, same orders.
+  st.round = st.spec.recovery.restore_step;
+  st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
+  st.shards.resize(static_cast<size_t>(st.spec.shards));
+  for (int32_t s = 0; s < st.spec.shards; ++s)
+    st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
+  begin_epoch(st);
+}
+
+caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
+  init_state(self, std::move(setup));
+  return {
+    observe_coordinator(self),
+    [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
+    [=](start_atom) { on_start(self); },
+    [=](tensor_set& t) { on_state(self, t); },
+    [=](fault_atom, const std::string& kind) {
+      fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
+    },
+  };
+}
+
+/// The data as the reference reads it, with the task's labels; refuses
+/// samples of another channel count or too few for one step.
+caf::expected<std::pair<model::dataset, model::dataset>>
+load_data(const resist_worker_spec& spec) {
+  auto data = load_source_data(spec.data);
+  if (!data)
+    return data.error();
+  auto& [train, test] = *data;
+  train.labels = model::apply(spec.task, train.labels);
+  test.labels = model::apply(spec.task, test.labels);
+  for (const auto* split : {&train, &test})
+    if (split->size() > 0 &&
+        (split->images.dim() != 4 || split->images.size(1) != spec.in_channels))
+      return make_error(errc::bad_config, "samples of shape " +
+                                            c10::str(split->images.sizes().slice(1)) +
+                                            ", expected " + std::to_string(spec.in_channels) +
+                                            " channels x height x width");
+  try {
+    model::ist_steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers);
+  } catch (const model::error& e) { // too little data for one step: the topology's fault
+    return make_error(errc::bad_config, e.what());
+  }
+  return data;
+}
+
+caf::error check_worker_paths(const resist_worker_spec& spec, const path_roots& roots) {
+  if (auto err = check_paths(spec.data, roots))
+    return err;
+  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
+}
+
+/// Its counters at spec.recovery.restore_step (zero for 0). Throws
+/// model::error on a missing or corrupt checkpoint.
+training_counters restore_counters(const resist_worker_spec& spec) {
+  auto restored = checkpointing{spec.recovery}.restore();
+  return restored ? training_counters::from_json(restored->counters) : training_counters{};
+}
+
+} // namespace
+
+caf::expected<caf::actor> spawn_resist_worker(caf::actor_system& sys, const std::string& name,
+                                              const std::string& node,
+                                              const resist_worker_spec& spec) {
+  try {
+    auto data = load_data(spec);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    auto counters = restore_counters(spec);
+    return spawn_detached(sys, name, worker_behavior,
+                          worker_setup{name, node, spec, std::move(train), std::move(test),
+                                       std::move(counters)});
+  } catch (const std::exception& e) {
+    return error_of(e, name);
+  }
+}
+
+caf::expected<caf::actor> spawn_resist_worker_role(caf::actor_system& sys,
+                                                   const spawn_args& args) {
+  return parse_check_spawn<resist_worker_spec>(sys, args, parse_resist_worker_spec,
+                                               check_worker_paths, spawn_resist_worker);
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors
