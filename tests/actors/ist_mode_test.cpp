@@ -84,14 +84,13 @@ bool has(const std::string& text, const std::string& part) {
 
 TEST(ist_section, refuses_bad_input_with_file_and_line) {
   for (const std::string& bad :
-       {"  kind: resist\n", "  kind: dropout\n", "  model: resnet18\n", "  workers: 0\n",
+       {"  kind: dropout\n", "  model: resnet18\n", "  workers: 0\n",
         "  workers: 65\n", "  shards: 0\n", "  local_steps: 0\n", "  hidden: []\n",
         "  hidden: [a]\n", "  hidden: 4096\n", "  optimizer: {lr: 0}\n",
         "  optimizer: {momentum: 1}\n", "  optimizer: {lr_scaling: linear}\n", "  worker: 2\n"}) {
     auto text = refusal(bad);
     EXPECT_TRUE(has(text, "ist.yaml:12")) << bad << text;
   }
-  EXPECT_TRUE(has(refusal("  kind: resist\n"), "not implemented yet"));
   auto narrow = refusal("  workers: 3\n  hidden: [64,\n     2]\n");
   EXPECT_TRUE(has(narrow, "ist.yaml:14")) << narrow;
   EXPECT_TRUE(has(narrow, "at least 3")) << narrow;
