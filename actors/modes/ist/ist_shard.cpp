@@ -13,6 +13,7 @@
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/ist/ist_pieces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/round_actor.hpp"
 #include "actors/roles/recovery.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -194,30 +195,6 @@ void on_trained(shard_actor* self, tensor_set& t) {
   });
 }
 
-caf::result<caf::ok_atom> on_peer(shard_actor* self, const caf::actor& peer, int32_t index) {
-  auto& st = self->state;
-  if (index < 0 || index >= st.spec.workers)
-    return make_error(errc::bad_config, st.name + ": its peers are workers 0 to " +
-                                          std::to_string(st.spec.workers - 1) + ", not " +
-                                          std::to_string(index));
-  st.workers[static_cast<size_t>(index)] = peer;
-  return caf::ok_atom::value;
-}
-
-void on_start(shard_actor* self) {
-  auto& st = self->state;
-  if (st.started)
-    return;
-  for (size_t w = 0; w < st.workers.size(); ++w)
-    if (!st.workers[w])
-      return fail(self, st.coordinator, st.name,
-                  "started without worker " + std::to_string(w) + " as its peer");
-  st.started = true;
-  st.work.begin();
-  use_thread_budget(1); // it only copies slices
-  guarded(self, "round 0", [=] { send_round(self); });
-}
-
 caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
   auto& st = self->state;
   st.name = std::move(setup.name);
@@ -234,8 +211,15 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
     st.edges.push_back({st.name, ist_worker_name(w), 0, 0});
   return {
     observe_coordinator(self),
-    [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
-    [=](start_atom) { on_start(self); },
+    [=](group_atom, const caf::actor& peer, int32_t index) {
+      return set_round_peer(self, self->state.workers, peer, index, "workers");
+    },
+    [=](start_atom) {
+      start_round_actor(self, self->state.workers, "worker", "round 0", [=] {
+        use_thread_budget(1); // it only copies and averages tensors
+        send_round(self);
+      });
+    },
     [=](tensor_set& t) { on_trained(self, t); },
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);

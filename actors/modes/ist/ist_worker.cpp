@@ -16,6 +16,7 @@
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/ist/ist_pieces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/round_actor.hpp"
 #include "actors/roles/recovery.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
@@ -33,21 +34,8 @@ namespace {
 
 using messages::tensor_set;
 
-struct worker_setup {
-  std::string name;
-  std::string node;
-  ist_worker_spec spec;
-  model::dataset train;
-  model::dataset test;
-  training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
-};
-
-/// The tensors of one round (or one evaluation) from every shard, as they come.
-struct arrivals {
-  std::vector<std::vector<at::Tensor>> from; ///< by shard
-  std::vector<bool> came;
-  int32_t count = 0;
-};
+using worker_setup = round_worker_setup<ist_worker_spec>;
+using arrivals = round_arrivals;
 
 struct worker_state {
   std::string name;
@@ -143,16 +131,6 @@ void train_round(worker_actor* self, arrivals pieces) {
   st.round += 1;
 }
 
-void maybe_report_progress(worker_actor* self) {
-  auto& st = self->state;
-  if (!lead(st) || st.steps_since_progress < st.spec.progress_every)
-    return;
-  st.steps_since_progress = 0;
-  auto& e = st.counters.epoch;
-  self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
-                                                e.samples ? e.loss_sum / e.samples : 0.0, {}});
-}
-
 // -- epochs and reports ----------------------------------------------------------------
 
 /// Worker 0: the whole network from every shard's owned slices, evaluated
@@ -201,37 +179,9 @@ messages::actor_report make_report(worker_state& st) {
   return r;
 }
 
-void finish(worker_actor* self) {
-  auto& st = self->state;
-  st.finished = true;
-  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-             st.counters.duplicates);
-  self->send(st.coordinator, final_atom::value, make_report(st));
-}
-
-/// Round st.round - 1 is over, its epoch's end included: the counters'
-/// checkpoint when due (the shards checkpoint the weights of the same round).
-/// None once finished: a restored run always has a round to replay.
-void after_round(worker_actor* self) {
-  auto& st = self->state;
-  if (st.finished)
-    return;
-  after_step(self, st.coordinator, st.name, *st.checkpoints, st.round, st.counters,
-             [&] { return model::training_state{{}, st.round, {}}; });
-}
-
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
-  auto e = st.counters.epoch.close(st.epoch);
-  st.counters.epochs.push_back(e);
-  auto report = make_report(st);
-  report.epochs = {e};
-  self->send(st.coordinator, epoch_atom::value, std::move(report));
-  st.epoch += 1;
-  if (st.epoch == st.spec.data.plan.epochs)
-    return finish(self);
-  begin_epoch(st);
-  after_round(self);
+  end_round_epoch(self, [&] { return make_report(st); }, [&] { begin_epoch(st); });
 }
 
 /// Takes every step it can: a round whose pieces all came, worker 0's
@@ -266,10 +216,10 @@ void advance(worker_actor* self) {
       else
         end_epoch(self);
     } else {
-      after_round(self);
+      checkpoint_round(self);
     }
     st.work.add_busy(since);
-    maybe_report_progress(self);
+    report_round_progress(self);
   }
 }
 
@@ -282,15 +232,8 @@ void on_tensors(worker_actor* self, tensor_set& t) {
   const bool slices = t.kind == "ist_owned" && lead(st);
   const int64_t now = subnet ? st.round : st.epoch;
   auto& queue = subnet ? st.subnets : st.owned;
-  auto* a = !t.invalid && (subnet || slices) && t.replica >= 0 && t.replica < st.spec.shards &&
-                t.step >= now
-              ? &queue[t.step]
-              : nullptr;
-  if (a != nullptr && a->came.empty()) {
-    a->from.resize(static_cast<size_t>(st.spec.shards));
-    a->came.assign(static_cast<size_t>(st.spec.shards), false);
-  }
-  if (a == nullptr || a->came[static_cast<size_t>(t.replica)])
+  const int64_t bytes = bytes_of(t.tensors);
+  if (!(subnet || slices) || !queue_arrival(queue, t, now, st.spec.shards))
     return fail(self, st.coordinator, st.name,
                 "refused a tensor_set '" + t.kind + "' from '" + t.from + "' of step " +
                   std::to_string(t.step) + " (expected one shard's subnet pieces of round " +
@@ -298,40 +241,8 @@ void on_tensors(worker_actor* self, tensor_set& t) {
                   (lead(st) ? ", or its owned slices after an epoch)" : ")") +
                   (t.invalid ? ": " + describe(t.invalid) : std::string{}));
   if (subnet)
-    st.received_bytes += bytes_of(t.tensors);
-  a->came[static_cast<size_t>(t.replica)] = true;
-  a->from[static_cast<size_t>(t.replica)] = std::move(t.tensors);
-  a->count += 1;
+    st.received_bytes += bytes;
   guarded(self, "round " + std::to_string(st.round), [=] { advance(self); });
-}
-
-caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
-  auto& st = self->state;
-  if (index < 0 || index >= st.spec.shards)
-    return make_error(errc::bad_config, st.name + ": its peers are shards 0 to " +
-                                          std::to_string(st.spec.shards - 1) + ", not " +
-                                          std::to_string(index));
-  st.shards[static_cast<size_t>(index)] = peer;
-  return caf::ok_atom::value;
-}
-
-void on_start(worker_actor* self) {
-  auto& st = self->state;
-  if (st.started)
-    return;
-  for (size_t s = 0; s < st.shards.size(); ++s)
-    if (!st.shards[s])
-      return fail(self, st.coordinator, st.name,
-                  "started without shard " + std::to_string(s) + " as its peer");
-  st.started = true;
-  st.work.begin();
-  const auto& plan = st.spec.data.plan;
-  if (lead(st)) // the progress line's total: this worker's samples
-    self->send(st.coordinator,
-               messages::control{messages::control_kind::start, 0,
-                                 st.steps_per_epoch * plan.batch_size * plan.epochs, st.name,
-                                 {}});
-  guarded(self, "training", [=] { advance(self); });
 }
 
 void init_state(worker_actor* self, worker_setup setup) {
@@ -364,8 +275,10 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
   init_state(self, std::move(setup));
   return {
     observe_coordinator(self),
-    [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
-    [=](start_atom) { on_start(self); },
+    [=](group_atom, const caf::actor& peer, int32_t index) {
+      return set_round_peer(self, self->state.shards, peer, index, "shards");
+    },
+    [=](start_atom) { start_round_worker(self, advance); },
     [=](tensor_set& t) { on_tensors(self, t); },
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
@@ -396,19 +309,6 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const ist_wor
   return data;
 }
 
-caf::error check_worker_paths(const ist_worker_spec& spec, const path_roots& roots) {
-  if (auto err = check_paths(spec.data, roots))
-    return err;
-  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
-}
-
-/// Its counters at spec.recovery.restore_step (zero for 0). Throws
-/// model::error on a missing or corrupt checkpoint.
-training_counters restore_counters(const ist_worker_spec& spec) {
-  auto restored = checkpointing{spec.recovery}.restore();
-  return restored ? training_counters::from_json(restored->counters) : training_counters{};
-}
-
 } // namespace
 
 caf::expected<caf::actor> spawn_ist_worker(caf::actor_system& sys, const std::string& name,
@@ -418,7 +318,7 @@ caf::expected<caf::actor> spawn_ist_worker(caf::actor_system& sys, const std::st
     if (!data)
       return data.error();
     auto& [train, test] = *data;
-    auto counters = restore_counters(spec);
+    auto counters = restore_round_counters(spec);
     return spawn_detached(sys, name, worker_behavior,
                           worker_setup{name, node, spec, std::move(train), std::move(test),
                                        std::move(counters)});
@@ -428,7 +328,8 @@ caf::expected<caf::actor> spawn_ist_worker(caf::actor_system& sys, const std::st
 }
 
 caf::expected<caf::actor> spawn_ist_worker_role(caf::actor_system& sys, const spawn_args& args) {
-  return parse_check_spawn<ist_worker_spec>(sys, args, parse_ist_worker_spec, check_worker_paths,
+  return parse_check_spawn<ist_worker_spec>(sys, args, parse_ist_worker_spec,
+                                            check_round_worker_paths,
                                             spawn_ist_worker);
 }
 

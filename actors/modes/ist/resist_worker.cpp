@@ -15,6 +15,7 @@
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/round_actor.hpp"
 #include "actors/modes/ist/resist_pieces.hpp"
 #include "actors/roles/recovery.hpp"
 #include "actors/roles/source.hpp"
@@ -33,21 +34,8 @@ namespace {
 
 using messages::tensor_set;
 
-struct worker_setup {
-  std::string name;
-  std::string node;
-  resist_worker_spec spec;
-  model::dataset train;
-  model::dataset test;
-  training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
-};
-
-/// The state of one round from every shard, as it comes.
-struct arrivals {
-  std::vector<std::vector<at::Tensor>> from; ///< by shard
-  std::vector<bool> came;
-  int32_t count = 0;
-};
+using worker_setup = round_worker_setup<resist_worker_spec>;
+using arrivals = round_arrivals;
 
 struct worker_state {
   std::string name;
@@ -162,16 +150,6 @@ void train_round(worker_actor* self) {
   st.round += 1;
 }
 
-void maybe_report_progress(worker_actor* self) {
-  auto& st = self->state;
-  if (!lead(st) || st.steps_since_progress < st.spec.progress_every)
-    return;
-  st.steps_since_progress = 0;
-  auto& e = st.counters.epoch;
-  self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
-                                                e.samples ? e.loss_sum / e.samples : 0.0, {}});
-}
-
 // -- epochs and reports ----------------------------------------------------------------
 
 /// Worker 0: the merged network on the test split, its blocks scaled.
@@ -215,36 +193,9 @@ messages::actor_report make_report(worker_state& st) {
   return r;
 }
 
-void finish(worker_actor* self) {
-  auto& st = self->state;
-  st.finished = true;
-  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-             st.counters.duplicates);
-  self->send(st.coordinator, final_atom::value, make_report(st));
-}
-
-/// The rounds before st.round are over, its epoch's end included: the
-/// counters' checkpoint when due (the shards checkpoint the same round).
-void after_round(worker_actor* self) {
-  auto& st = self->state;
-  if (st.finished)
-    return;
-  after_step(self, st.coordinator, st.name, *st.checkpoints, st.round, st.counters,
-             [&] { return model::training_state{{}, st.round, {}}; });
-}
-
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
-  auto e = st.counters.epoch.close(st.epoch);
-  st.counters.epochs.push_back(e);
-  auto report = make_report(st);
-  report.epochs = {e};
-  self->send(st.coordinator, epoch_atom::value, std::move(report));
-  st.epoch += 1;
-  if (st.epoch == st.spec.data.plan.epochs)
-    return finish(self);
-  begin_epoch(st);
-  after_round(self);
+  end_round_epoch(self, [&] { return make_report(st); }, [&] { begin_epoch(st); });
 }
 
 /// This round's state is all there: copied in; worker 0 evaluates the
@@ -263,7 +214,7 @@ void take_round(worker_actor* self, arrivals state) {
   }
   train_round(self);
   if (st.round % st.rounds_per_epoch != 0)
-    after_round(self);
+    checkpoint_round(self);
   else if (!lead(st)) // worker 0 ends the epoch when it has evaluated it
     end_epoch(self);
 }
@@ -281,7 +232,7 @@ void advance(worker_actor* self) {
     st.states.erase(it);
     take_round(self, std::move(state));
     st.work.add_busy(since);
-    maybe_report_progress(self);
+    report_round_progress(self);
   }
 }
 
@@ -290,54 +241,16 @@ void advance(worker_actor* self) {
 /// A shard's state of a round: queued by round, then used in order.
 void on_state(worker_actor* self, tensor_set& t) {
   auto& st = self->state;
-  auto* a = !t.invalid && t.kind == "resist_state" && t.replica >= 0 &&
-                t.replica < st.spec.shards && t.step >= st.round && !st.finished
-              ? &st.states[t.step]
-              : nullptr;
-  if (a != nullptr && a->came.empty()) {
-    a->from.resize(static_cast<size_t>(st.spec.shards));
-    a->came.assign(static_cast<size_t>(st.spec.shards), false);
-  }
-  if (a == nullptr || a->came[static_cast<size_t>(t.replica)])
+  const int64_t bytes = resist_bytes(t.tensors);
+  if (t.kind != "resist_state" || st.finished ||
+      !queue_arrival(st.states, t, st.round, st.spec.shards))
     return fail(self, st.coordinator, st.name,
                 "refused a tensor_set '" + t.kind + "' from '" + t.from + "' of step " +
                   std::to_string(t.step) + " (expected one shard's resist_state of round " +
                   std::to_string(st.round) + " or later, once)" +
                   (t.invalid ? ": " + describe(t.invalid) : std::string{}));
-  st.received_bytes += resist_bytes(t.tensors);
-  a->came[static_cast<size_t>(t.replica)] = true;
-  a->from[static_cast<size_t>(t.replica)] = std::move(t.tensors);
-  a->count += 1;
+  st.received_bytes += bytes;
   guarded(self, "round " + std::to_string(st.round), [=] { advance(self); });
-}
-
-caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
-  auto& st = self->state;
-  if (index < 0 || index >= st.spec.shards)
-    return make_error(errc::bad_config, st.name + ": its peers are shards 0 to " +
-                                          std::to_string(st.spec.shards - 1) + ", not " +
-                                          std::to_string(index));
-  st.shards[static_cast<size_t>(index)] = peer;
-  return caf::ok_atom::value;
-}
-
-void on_start(worker_actor* self) {
-  auto& st = self->state;
-  if (st.started)
-    return;
-  for (size_t s = 0; s < st.shards.size(); ++s)
-    if (!st.shards[s])
-      return fail(self, st.coordinator, st.name,
-                  "started without shard " + std::to_string(s) + " as its peer");
-  st.started = true;
-  st.work.begin();
-  const auto& plan = st.spec.data.plan;
-  if (lead(st)) // the progress line's total: this worker's samples
-    self->send(st.coordinator,
-               messages::control{messages::control_kind::start, 0,
-                                 st.steps_per_epoch * plan.batch_size * plan.epochs, st.name,
-                                 {}});
-  guarded(self, "training", [=] { advance(self); });
 }
 
 void init_state(worker_actor* self, worker_setup setup) {
@@ -368,8 +281,10 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
   init_state(self, std::move(setup));
   return {
     observe_coordinator(self),
-    [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
-    [=](start_atom) { on_start(self); },
+    [=](group_atom, const caf::actor& peer, int32_t index) {
+      return set_round_peer(self, self->state.shards, peer, index, "shards");
+    },
+    [=](start_atom) { start_round_worker(self, advance); },
     [=](tensor_set& t) { on_state(self, t); },
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
@@ -402,19 +317,6 @@ load_data(const resist_worker_spec& spec) {
   return data;
 }
 
-caf::error check_worker_paths(const resist_worker_spec& spec, const path_roots& roots) {
-  if (auto err = check_paths(spec.data, roots))
-    return err;
-  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
-}
-
-/// Its counters at spec.recovery.restore_step (zero for 0). Throws
-/// model::error on a missing or corrupt checkpoint.
-training_counters restore_counters(const resist_worker_spec& spec) {
-  auto restored = checkpointing{spec.recovery}.restore();
-  return restored ? training_counters::from_json(restored->counters) : training_counters{};
-}
-
 } // namespace
 
 caf::expected<caf::actor> spawn_resist_worker(caf::actor_system& sys, const std::string& name,
@@ -425,7 +327,7 @@ caf::expected<caf::actor> spawn_resist_worker(caf::actor_system& sys, const std:
     if (!data)
       return data.error();
     auto& [train, test] = *data;
-    auto counters = restore_counters(spec);
+    auto counters = restore_round_counters(spec);
     return spawn_detached(sys, name, worker_behavior,
                           worker_setup{name, node, spec, std::move(train), std::move(test),
                                        std::move(counters)});
@@ -437,7 +339,7 @@ caf::expected<caf::actor> spawn_resist_worker(caf::actor_system& sys, const std:
 caf::expected<caf::actor> spawn_resist_worker_role(caf::actor_system& sys,
                                                    const spawn_args& args) {
   return parse_check_spawn<resist_worker_spec>(sys, args, parse_resist_worker_spec,
-                                               check_worker_paths, spawn_resist_worker);
+                                               check_round_worker_paths, spawn_resist_worker);
 }
 
 } // namespace ist

@@ -1,0 +1,181 @@
+#pragma once
+
+// What the round-based actors of job: ist share, for both kinds (the IST
+// worker and shard, the ResIST worker and shard): wiring to their peers,
+// the start, and a worker's epochs, progress, checkpoints and end. Templates
+// over the actor type: each state names its fields alike (name,
+// coordinator, spec, counters, epoch, round, started, finished, work,
+// checkpoints, steps_since_progress, steps_per_epoch), and each worker
+// brings its own report and epoch order.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include <caf/all.hpp>
+
+#include "actors/flow/activity.hpp"
+#include "actors/flow/interfaces.hpp"
+#include "actors/roles/recovery.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/types.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+/// What a worker is made with: its settings, data and restored counters.
+template <class Spec>
+struct round_worker_setup {
+  std::string name;
+  std::string node;
+  Spec spec;
+  model::dataset train;
+  model::dataset test;
+  training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
+};
+
+/// The tensors of one round (or one evaluation) from every shard, as they come.
+struct round_arrivals {
+  std::vector<std::vector<at::Tensor>> from; ///< by shard
+  std::vector<bool> came;
+  int32_t count = 0;
+};
+
+/// Queues a shard's tensors `t` in `queue` by step: true when they fit
+/// (valid, from shard 0 to shards - 1, of step `now` or later, the first
+/// from that shard for that step); false leaves `t` and `queue` as they were.
+inline bool queue_arrival(std::map<int64_t, round_arrivals>& queue, messages::tensor_set& t,
+                          int64_t now, int32_t shards) {
+  if (t.invalid || t.replica < 0 || t.replica >= shards || t.step < now)
+    return false;
+  auto& a = queue[t.step];
+  if (a.came.empty()) {
+    a.from.resize(static_cast<size_t>(shards));
+    a.came.assign(static_cast<size_t>(shards), false);
+  }
+  if (a.came[static_cast<size_t>(t.replica)])
+    return false;
+  a.came[static_cast<size_t>(t.replica)] = true;
+  a.from[static_cast<size_t>(t.replica)] = std::move(t.tensors);
+  a.count += 1;
+  return true;
+}
+
+/// A peer edge: `peer` is the actor's peer number `index` among `peers`
+/// ("shards" or "workers", as errors name them).
+template <class Actor>
+caf::result<caf::ok_atom> set_round_peer(Actor* self, std::vector<caf::actor>& peers,
+                                         const caf::actor& peer, int32_t index,
+                                         const std::string& what) {
+  if (index < 0 || index >= static_cast<int32_t>(peers.size()))
+    return make_error(errc::bad_config, self->state.name + ": its peers are " + what + " 0 to " +
+                                          std::to_string(peers.size() - 1) + ", not " +
+                                          std::to_string(index));
+  peers[static_cast<size_t>(index)] = peer;
+  return caf::ok_atom::value;
+}
+
+/// The start: refused without every peer (named "shard" or "worker");
+/// else the activity clock starts and `then` runs guarded.
+template <class Actor, class Then>
+void start_round_actor(Actor* self, const std::vector<caf::actor>& peers,
+                       const std::string& what, const std::string& doing, Then then) {
+  auto& st = self->state;
+  if (st.started)
+    return;
+  for (size_t p = 0; p < peers.size(); ++p)
+    if (!peers[p])
+      return fail(self, st.coordinator, st.name,
+                  "started without " + what + " " + std::to_string(p) + " as its peer");
+  st.started = true;
+  st.work.begin();
+  guarded(self, doing, then);
+}
+
+/// A worker's start: worker 0 announces the progress total (its samples),
+/// then `advance` runs.
+template <class Actor, class Advance>
+void start_round_worker(Actor* self, Advance advance) {
+  start_round_actor(self, self->state.shards, "shard", "training", [=] {
+    auto& st = self->state;
+    const auto& plan = st.spec.data.plan;
+    if (st.spec.worker == 0)
+      self->send(st.coordinator,
+                 messages::control{messages::control_kind::start, 0,
+                                   st.steps_per_epoch * plan.batch_size * plan.epochs, st.name,
+                                   {}});
+    advance(self);
+  });
+}
+
+/// Worker 0's progress line, every spec.progress_every local steps.
+template <class Actor>
+void report_round_progress(Actor* self) {
+  auto& st = self->state;
+  if (st.spec.worker != 0 || st.steps_since_progress < st.spec.progress_every)
+    return;
+  st.steps_since_progress = 0;
+  auto& e = st.counters.epoch;
+  self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
+                                                e.samples ? e.loss_sum / e.samples : 0.0, {}});
+}
+
+/// The rounds before st.round are over, its epoch's end included: the
+/// counters' checkpoint when due (the shards checkpoint the same round).
+/// None once finished: a restored run always has a round to replay.
+template <class Actor>
+void checkpoint_round(Actor* self) {
+  auto& st = self->state;
+  if (st.finished)
+    return;
+  after_step(self, st.coordinator, st.name, *st.checkpoints, st.round, st.counters,
+             [&] { return model::training_state{{}, st.round, {}}; });
+}
+
+/// A worker's epoch is over: its report (`report`() makes it), then the
+/// run's end (its trained count and final report) or the next epoch
+/// (`begin_epoch`()) and the round's checkpoint.
+template <class Actor, class Report, class Begin>
+void end_round_epoch(Actor* self, Report report, Begin begin_epoch) {
+  auto& st = self->state;
+  auto e = st.counters.epoch.close(st.epoch);
+  st.counters.epochs.push_back(e);
+  auto r = report();
+  r.epochs = {e};
+  self->send(st.coordinator, epoch_atom::value, std::move(r));
+  st.epoch += 1;
+  if (st.epoch < st.spec.data.plan.epochs) {
+    begin_epoch();
+    return checkpoint_round(self);
+  }
+  st.finished = true;
+  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+             st.counters.duplicates);
+  self->send(st.coordinator, final_atom::value, report());
+}
+
+/// A worker's counters at spec.recovery.restore_step (zero for 0). Throws
+/// model::error on a missing or corrupt checkpoint.
+template <class Spec>
+training_counters restore_round_counters(const Spec& spec) {
+  auto restored = checkpointing{spec.recovery}.restore();
+  return restored ? training_counters::from_json(restored->counters) : training_counters{};
+}
+
+/// A worker reads its dataset and its checkpoints, from where the node lets it.
+template <class Spec>
+caf::error check_round_worker_paths(const Spec& spec, const path_roots& roots) {
+  if (auto err = check_paths(spec.data, roots))
+    return err;
+  return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors
