@@ -10,10 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/config/topology.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
 #include "model/data_parallel.hpp"
+#include "model/dataset.hpp"
 #include "model/ist.hpp"
 #include "model/layered_model.hpp"
 
@@ -247,9 +249,30 @@ void print_header(const bench_ist_request& r) {
               static_cast<long long>(r.batch), r.lr, r.epochs, 100 * r.target);
 }
 
+/// `r` with its limits resolved to the samples the runs read (0: the whole
+/// split, counted from the headers of the configs' Fashion-MNIST files),
+/// so that rounds and the header count real samples. Throws model::error
+/// naming a missing or corrupt file.
+bench_ist_request with_sample_counts(bench_ist_request r) {
+  const std::string data_dir = topology{}.data_dir; // configs/ist.yaml's and data-parallel.yaml's
+  for (auto [limit, which] : {std::pair{&r.train_limit, model::split::train},
+                              std::pair{&r.test_limit, model::split::test}}) {
+    const int64_t all = model::fashion_mnist_size(data_dir, which);
+    *limit = *limit > 0 ? std::min(*limit, all) : all;
+  }
+  return r;
+}
+
 } // namespace
 
-int bench_ist(const bench_ist_request& r) {
+int bench_ist(const bench_ist_request& request) {
+  bench_ist_request r;
+  try {
+    r = with_sample_counts(request);
+  } catch (const std::exception& e) {
+    spdlog::error("baton bench ist: {}", e.what());
+    return 1;
+  }
   auto dir = make_work_directory("baton-bench-ist");
   if (!dir) {
     spdlog::error("{}", describe(dir.error()));
