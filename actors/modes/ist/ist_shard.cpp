@@ -216,7 +216,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
     },
     [=](start_atom) {
       start_round_actor(self, self->state.workers, "worker", "round 0", [=] {
-        use_thread_budget(1); // it only copies and averages tensors
+        use_thread_budget(1); // it only copies slices
         send_round(self);
       });
     },
