@@ -150,28 +150,9 @@ void evaluate(worker_state& st, const arrivals& slices) {
 }
 
 messages::actor_report make_report(worker_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "ist_worker";
-  r.task = st.spec.task.name;
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
-  report_counters(st.counters, r);
-  r.edges = st.edges;
-  // The rounds this actor made (a restored one starts at its restore step).
-  const int64_t made = st.round - st.spec.recovery.restore_step;
-  const double rounds = static_cast<double>(std::max<int64_t>(made, 1));
-  int64_t sent = 0;
-  for (const auto& e : st.edges)
-    sent += e.bytes;
-  r.figures = {{"rounds", static_cast<double>(made)},
-               {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
-               {"sent_bytes_per_round", static_cast<double>(sent) / rounds},
-               {"formula_bytes_per_round",
-                model::ist_bytes_formula(st.spec.shape, st.spec.workers)}};
+  auto r = round_worker_report(st, "ist_worker");
+  r.figures.push_back({"formula_bytes_per_round",
+                       model::ist_bytes_formula(st.spec.shape, st.spec.workers)});
   if (lead(st)) {
     r.weights_digest = model::ist_digest(st.whole);
     r.figures.push_back({"test_loss", st.test_loss});

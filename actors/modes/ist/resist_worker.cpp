@@ -165,27 +165,8 @@ void evaluate(worker_state& st) {
 }
 
 messages::actor_report make_report(worker_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "resist_worker";
-  r.task = st.spec.task.name;
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
-  report_counters(st.counters, r);
-  r.edges = st.edges;
-  // The rounds this actor trained (a restored one starts at its restore step).
-  const int64_t made = st.round - st.spec.recovery.restore_step;
-  const double rounds = static_cast<double>(std::max<int64_t>(made, 1));
-  int64_t sent = 0;
-  for (const auto& e : st.edges)
-    sent += e.bytes;
-  r.figures = {{"rounds", static_cast<double>(made)},
-               {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
-               {"sent_bytes_per_round", static_cast<double>(sent) / rounds},
-               {"model_bytes", static_cast<double>(resist_bytes(st.network.state()))}};
+  auto r = round_worker_report(st, "resist_worker");
+  r.figures.push_back({"model_bytes", static_cast<double>(resist_bytes(st.network.state()))});
   if (lead(st)) {
     r.weights_digest = model::weights_digest(st.network);
     r.figures.push_back({"test_loss", st.test_loss});

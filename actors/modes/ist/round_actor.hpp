@@ -8,6 +8,7 @@
 // checkpoints, steps_since_progress, steps_per_epoch), and each worker
 // brings its own report and epoch order.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -65,6 +66,33 @@ inline bool queue_arrival(std::map<int64_t, round_arrivals>& queue, messages::te
   a.from[static_cast<size_t>(t.replica)] = std::move(t.tensors);
   a.count += 1;
   return true;
+}
+
+/// A worker's report: its activity, counters and edges, and the figures
+/// rounds (those this actor made: a restored one starts at its restore
+/// step), received_bytes_per_round and sent_bytes_per_round.
+template <class State>
+messages::actor_report round_worker_report(const State& st, const std::string& role) {
+  messages::actor_report r;
+  r.actor = st.name;
+  r.role = role;
+  r.task = st.spec.task.name;
+  r.node = st.node;
+  r.busy_seconds = st.work.busy_seconds();
+  r.idle_seconds = st.work.idle_seconds();
+  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
+  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  report_counters(st.counters, r);
+  r.edges = st.edges;
+  const int64_t made = st.round - st.spec.recovery.restore_step;
+  const double rounds = static_cast<double>(std::max<int64_t>(made, 1));
+  int64_t sent = 0;
+  for (const auto& e : st.edges)
+    sent += e.bytes;
+  r.figures = {{"rounds", static_cast<double>(made)},
+               {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
+               {"sent_bytes_per_round", static_cast<double>(sent) / rounds}};
+  return r;
 }
 
 /// A peer edge: `peer` is the actor's peer number `index` among `peers`
