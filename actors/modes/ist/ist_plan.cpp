@@ -62,26 +62,22 @@ ist_shard_spec ist_shard_settings(const topology& t, const model::task& task, in
   return spec;
 }
 
-caf::expected<job_plan> plan_ist(const topology& t) {
-  if (ist_settings_of(t).kind == "resist")
-    return plan_resist(t);
+caf::expected<const model::task*> ist_task_of(const topology& t) {
   const auto* task = t.find_task(t.pretrain.task);
   if (task == nullptr)
     return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
                                           "' is not one of the topology's tasks");
+  return task;
+}
+
+job_plan make_ist_plan(const topology& t, const std::string& kind,
+                       const std::function<std::string(int32_t)>& worker_settings,
+                       const std::function<std::string(int32_t)>& shard_settings) {
   const auto& settings = ist_settings_of(t);
-  // Shard 0 owns the most (the first parts are one neuron longer); a subnet
-  // piece is part of an owned slice, so no message is larger.
-  const int64_t bytes = ist_owned_elements(ist_shape_of(t, *task), 0, settings.shards) * 4;
-  if (bytes > max_message_bytes)
-    return make_error(errc::bad_config,
-                      t.file + ": a shard's slices of " + std::to_string(bytes >> 20) +
-                        " MiB exceed the 64 MiB a message may carry (add ist.shards)");
   job_plan plan;
   for (int32_t w = 0; w < settings.workers; ++w) {
-    auto a = make_planned_actor("ist_worker", ist_worker_name(w),
-                                settings.nodes[static_cast<size_t>(w)],
-                                to_yaml(ist_worker_settings(t, *task, w)));
+    auto a = make_planned_actor(kind + "_worker", ist_worker_name(w),
+                                settings.nodes[static_cast<size_t>(w)], worker_settings(w));
     a.threads = t.runtime.stage_threads;
     a.trainable = true;
     a.starts = true;
@@ -89,23 +85,38 @@ caf::expected<job_plan> plan_ist(const topology& t) {
     plan.actors.push_back(std::move(a));
   }
   for (int32_t s = 0; s < settings.shards; ++s) {
-    auto a = make_planned_actor("ist_shard", ist_shard_name(s), ist_shard_node(settings, s),
-                                to_yaml(ist_shard_settings(t, *task, s)));
-    a.trainable = true; // it checkpoints its owned slices (actors/roles/recovery.hpp)
+    auto a = make_planned_actor(kind + "_shard", ist_shard_name(s), ist_shard_node(settings, s),
+                                shard_settings(s));
+    a.trainable = true; // it checkpoints what it owns (actors/roles/recovery.hpp)
     a.starts = true;
     a.sends_weights = true;
     plan.actors.push_back(std::move(a));
   }
-  add_ist_edges(plan, settings);
-  return plan;
-}
-
-void add_ist_edges(job_plan& plan, const ist_settings& settings) {
   for (int32_t w = 0; w < settings.workers; ++w)
     for (int32_t s = 0; s < settings.shards; ++s) {
       plan.edges.push_back({planned_edge::kind_t::peer, ist_worker_name(w), ist_shard_name(s), s});
       plan.edges.push_back({planned_edge::kind_t::peer, ist_shard_name(s), ist_worker_name(w), w});
     }
+  return plan;
+}
+
+caf::expected<job_plan> plan_ist(const topology& t) {
+  if (ist_settings_of(t).kind == "resist")
+    return plan_resist(t);
+  auto task = ist_task_of(t);
+  if (!task)
+    return task.error();
+  const auto& settings = ist_settings_of(t);
+  // Shard 0 owns the most (the first parts are one neuron longer); a subnet
+  // piece is part of an owned slice, so no message is larger.
+  const int64_t bytes = ist_owned_elements(ist_shape_of(t, **task), 0, settings.shards) * 4;
+  if (bytes > max_message_bytes)
+    return make_error(errc::bad_config,
+                      t.file + ": a shard's slices of " + std::to_string(bytes >> 20) +
+                        " MiB exceed the 64 MiB a message may carry (add ist.shards)");
+  return make_ist_plan(
+    t, "ist", [&](int32_t w) { return to_yaml(ist_worker_settings(t, **task, w)); },
+    [&](int32_t s) { return to_yaml(ist_shard_settings(t, **task, s)); });
 }
 
 } // namespace ist

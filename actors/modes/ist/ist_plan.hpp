@@ -13,6 +13,9 @@
 // evaluates); shards send the final weights (their owned slices, in shard
 // order: together the whole network). Shard s runs on worker s % W's node.
 
+#include <functional>
+#include <string>
+
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
@@ -35,9 +38,18 @@ ist_worker_spec ist_worker_settings(const topology& t, const model::task& task, 
 /// Shard s's settings.
 ist_shard_spec ist_shard_settings(const topology& t, const model::task& task, int32_t shard);
 
-/// The peer edges of both kinds: worker w knows shard s as its peer s,
-/// shard s worker w as its peer w.
-void add_ist_edges(job_plan& plan, const ist_settings& settings);
+/// The task the workers of either kind train (backbone.pretrain.task);
+/// bad_config naming the file when the topology has no such task.
+caf::expected<const model::task*> ist_task_of(const topology& t);
+
+/// The plan of either kind ("ist" or "resist"): W workers of role
+/// `<kind>_worker` (worker w's settings: worker_settings(w)), trainable, in
+/// the result group "workers"; S shards of role `<kind>_shard`, trainable,
+/// sending the final weights, shard s on worker s % W's node; every worker
+/// knows shard s as its peer s, every shard worker w as its peer w.
+job_plan make_ist_plan(const topology& t, const std::string& kind,
+                       const std::function<std::string(int32_t)>& worker_settings,
+                       const std::function<std::string(int32_t)>& shard_settings);
 
 /// The plan of an IST topology (plan_resist's for ist.kind: resist); bad_config (naming the file) when its task
 /// is unknown or a shard's owned slices (its largest message) would exceed

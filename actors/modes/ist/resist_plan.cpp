@@ -3,7 +3,6 @@
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_section.hpp"
 #include "actors/roles/source.hpp"
-#include "messages/errc.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -47,32 +46,12 @@ resist_shard_spec resist_shard_settings(const topology& t, const model::task& ta
 // resnet18's state is about 45 MB: a worker's message to one shard (S = 1)
 // stays under the 64 MiB a message may carry.
 caf::expected<job_plan> plan_resist(const topology& t) {
-  const auto* task = t.find_task(t.pretrain.task);
-  if (task == nullptr)
-    return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
-                                          "' is not one of the topology's tasks");
-  const auto& settings = ist_settings_of(t);
-  job_plan plan;
-  for (int32_t w = 0; w < settings.workers; ++w) {
-    auto a = make_planned_actor("resist_worker", ist_worker_name(w),
-                                settings.nodes[static_cast<size_t>(w)],
-                                to_yaml(resist_worker_settings(t, *task, w)));
-    a.threads = t.runtime.stage_threads;
-    a.trainable = true;
-    a.starts = true;
-    a.result = ist_workers_group;
-    plan.actors.push_back(std::move(a));
-  }
-  for (int32_t s = 0; s < settings.shards; ++s) {
-    auto a = make_planned_actor("resist_shard", ist_shard_name(s), ist_shard_node(settings, s),
-                                to_yaml(resist_shard_settings(t, *task, s)));
-    a.trainable = true; // it checkpoints its tensors (actors/roles/recovery.hpp)
-    a.starts = true;
-    a.sends_weights = true;
-    plan.actors.push_back(std::move(a));
-  }
-  add_ist_edges(plan, settings);
-  return plan;
+  auto task = ist_task_of(t);
+  if (!task)
+    return task.error();
+  return make_ist_plan(
+    t, "resist", [&](int32_t w) { return to_yaml(resist_worker_settings(t, **task, w)); },
+    [&](int32_t s) { return to_yaml(resist_shard_settings(t, **task, s)); });
 }
 
 } // namespace ist
