@@ -84,13 +84,6 @@ int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
-void begin_epoch(worker_state& st) {
-  const auto& plan = st.spec.data.plan;
-  st.minibatches = model::ist_worker_minibatches(st.train.size(), plan.seed, st.epoch,
-                                                 st.spec.worker, st.spec.workers,
-                                                 plan.batch_size);
-}
-
 /// Its subnet of this round, trained for the round's local steps.
 model::ist_network train_subnet(worker_state& st, const model::ist_partition& partition,
                                 const std::vector<std::vector<at::Tensor>>& pieces) {
@@ -162,7 +155,7 @@ messages::actor_report make_report(worker_state& st) {
 
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
-  end_round_epoch(self, [&] { return make_report(st); }, [&] { begin_epoch(st); });
+  end_round_epoch(self, [&] { return make_report(st); });
 }
 
 /// Takes every step it can: a round whose pieces all came, worker 0's
@@ -228,28 +221,11 @@ void on_tensors(worker_actor* self, tensor_set& t) {
 
 void init_state(worker_actor* self, worker_setup setup) {
   auto& st = self->state;
-  st.name = std::move(setup.name);
-  st.node = std::move(setup.node);
-  st.spec = std::move(setup.spec);
-  st.train = std::move(setup.train);
-  st.test = std::move(setup.test);
-  st.counters = std::move(setup.counters);
-  st.checkpoints.emplace(st.spec.recovery);
-  const auto& plan = st.spec.data.plan;
-  st.steps_per_epoch =
-    model::ist_steps_per_epoch(st.train.size(), plan.batch_size, st.spec.workers);
-  st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
-  // A restored worker replays from its restore step: same round, same orders.
-  st.round = st.spec.recovery.restore_step;
-  st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
-  st.shards.resize(static_cast<size_t>(st.spec.shards));
-  for (int32_t s = 0; s < st.spec.shards; ++s)
-    st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
+  init_round_worker(st, std::move(setup));
   if (lead(st)) {
-    st.whole = model::make_ist_network(st.spec.shape, plan.seed);
+    st.whole = model::make_ist_network(st.spec.shape, st.spec.data.plan.seed);
     st.whole_partition = ist_whole_partition(st.spec.shape);
   }
-  begin_epoch(st);
 }
 
 caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {

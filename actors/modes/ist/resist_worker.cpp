@@ -85,13 +85,6 @@ bool whole_state(const worker_state& st, int64_t round) {
          (lead(st) && round % st.rounds_per_epoch == 0);
 }
 
-void begin_epoch(worker_state& st) {
-  const auto& plan = st.spec.data.plan;
-  st.minibatches = model::ist_worker_minibatches(st.train.size(), plan.seed, st.epoch,
-                                                 st.spec.worker, st.spec.workers,
-                                                 plan.batch_size);
-}
-
 /// The merged state of this round from every shard, copied in.
 void apply_state(worker_state& st, const arrivals& state) {
   compute_scope compute{st.work};
@@ -176,7 +169,7 @@ messages::actor_report make_report(worker_state& st) {
 
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
-  end_round_epoch(self, [&] { return make_report(st); }, [&] { begin_epoch(st); });
+  end_round_epoch(self, [&] { return make_report(st); });
 }
 
 /// This round's state is all there: copied in; worker 0 evaluates the
@@ -236,26 +229,10 @@ void on_state(worker_actor* self, tensor_set& t) {
 
 void init_state(worker_actor* self, worker_setup setup) {
   auto& st = self->state;
-  st.name = std::move(setup.name);
-  st.node = std::move(setup.node);
-  st.spec = std::move(setup.spec);
-  st.train = std::move(setup.train);
-  st.test = std::move(setup.test);
-  st.counters = std::move(setup.counters);
-  st.checkpoints.emplace(st.spec.recovery);
-  const auto& plan = st.spec.data.plan;
-  st.network = model::make_resist_network(st.spec.in_channels, st.spec.task.classes, plan.seed);
+  init_round_worker(st, std::move(setup));
+  st.network =
+    model::make_resist_network(st.spec.in_channels, st.spec.task.classes, st.spec.data.plan.seed);
   st.layout = make_resist_layout(st.network, st.spec.shards);
-  st.steps_per_epoch =
-    model::ist_steps_per_epoch(st.train.size(), plan.batch_size, st.spec.workers);
-  st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
-  // A restored worker replays from its restore step: same round, same orders.
-  st.round = st.spec.recovery.restore_step;
-  st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
-  st.shards.resize(static_cast<size_t>(st.spec.shards));
-  for (int32_t s = 0; s < st.spec.shards; ++s)
-    st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
-  begin_epoch(st);
 }
 
 caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {

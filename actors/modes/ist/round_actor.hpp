@@ -2,11 +2,12 @@
 
 // What the round-based actors of job: ist share, for both kinds (the IST
 // worker and shard, the ResIST worker and shard): wiring to their peers,
-// the start, and a worker's epochs, progress, checkpoints and end. Templates
-// over the actor type: each state names its fields alike (name,
-// coordinator, spec, counters, epoch, round, started, finished, work,
-// checkpoints, steps_since_progress, steps_per_epoch), and each worker
-// brings its own report and epoch order.
+// the start, and a worker's setup, epochs, progress, checkpoints, reports
+// and end. Templates over the actor (or state) type: each state names its
+// fields alike (name, node, coordinator, spec, train, test, minibatches,
+// steps_per_epoch, rounds_per_epoch, counters, epoch, round, started,
+// finished, work, checkpoints, shards or workers, edges, received_bytes,
+// steps_since_progress), and each worker brings its own report.
 
 #include <algorithm>
 #include <cstdint>
@@ -20,11 +21,14 @@
 
 #include "actors/flow/activity.hpp"
 #include "actors/flow/interfaces.hpp"
+#include "actors/modes/ist/ist_section.hpp"
 #include "actors/roles/recovery.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
+#include "model/dataset.hpp"
+#include "model/ist.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -93,6 +97,40 @@ messages::actor_report round_worker_report(const State& st, const std::string& r
                {"received_bytes_per_round", static_cast<double>(st.received_bytes) / rounds},
                {"sent_bytes_per_round", static_cast<double>(sent) / rounds}};
   return r;
+}
+
+/// The worker's minibatches of epoch st.epoch (model::ist_worker_minibatches:
+/// its own seeded order over the whole training set).
+template <class State>
+void begin_round_epoch(State& st) {
+  const auto& plan = st.spec.data.plan;
+  st.minibatches = model::ist_worker_minibatches(st.train.size(), plan.seed, st.epoch,
+                                                 st.spec.worker, st.spec.workers,
+                                                 plan.batch_size);
+}
+
+/// A worker's state from its setup: its settings, data and counters, its
+/// checkpoints, the steps and rounds of an epoch, an edge per shard, and
+/// the round it starts at (a restored worker replays from its restore step:
+/// same round, same orders) with that epoch's minibatches.
+template <class State, class Spec>
+void init_round_worker(State& st, round_worker_setup<Spec> setup) {
+  st.name = std::move(setup.name);
+  st.node = std::move(setup.node);
+  st.spec = std::move(setup.spec);
+  st.train = std::move(setup.train);
+  st.test = std::move(setup.test);
+  st.counters = std::move(setup.counters);
+  st.checkpoints.emplace(st.spec.recovery);
+  st.steps_per_epoch =
+    model::ist_steps_per_epoch(st.train.size(), st.spec.data.plan.batch_size, st.spec.workers);
+  st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
+  st.round = st.spec.recovery.restore_step;
+  st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
+  st.shards.resize(static_cast<size_t>(st.spec.shards));
+  for (int32_t s = 0; s < st.spec.shards; ++s)
+    st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
+  begin_round_epoch(st);
 }
 
 /// A peer edge: `peer` is the actor's peer number `index` among `peers`
@@ -167,10 +205,10 @@ void checkpoint_round(Actor* self) {
 }
 
 /// A worker's epoch is over: its report (`report`() makes it), then the
-/// run's end (its trained count and final report) or the next epoch
-/// (`begin_epoch`()) and the round's checkpoint.
-template <class Actor, class Report, class Begin>
-void end_round_epoch(Actor* self, Report report, Begin begin_epoch) {
+/// run's end (its trained count and final report) or the next epoch's
+/// minibatches and the round's checkpoint.
+template <class Actor, class Report>
+void end_round_epoch(Actor* self, Report report) {
   auto& st = self->state;
   auto e = st.counters.epoch.close(st.epoch);
   st.counters.epochs.push_back(e);
@@ -179,7 +217,7 @@ void end_round_epoch(Actor* self, Report report, Begin begin_epoch) {
   self->send(st.coordinator, epoch_atom::value, std::move(r));
   st.epoch += 1;
   if (st.epoch < st.spec.data.plan.epochs) {
-    begin_epoch();
+    begin_round_epoch(st);
     return checkpoint_round(self);
   }
   st.finished = true;
