@@ -54,7 +54,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
                  "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
-                 "tls"}},
+                 "stop_at_accuracy", "tls"}},
     {"runtime.tls", {"certificate", "key", "ca"}},
     {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
                   "delay_ms", "rate", "seed"}},
@@ -594,6 +594,23 @@ void refuse_feature_cache(const field& root, const std::vector<job_schema>& jobs
               "frozen (" + join(readers) + "); job: " + t.job + " does not");
 }
 
+// runtime.stop_at_accuracy needs actors that end the run when asked; a job
+// whose actors do not refuses it rather than run every epoch regardless.
+void refuse_early_stop(const field& root, const std::vector<job_schema>& jobs,
+                       const topology& t) {
+  if (t.schema->stops_early)
+    return;
+  auto f = root.section("runtime").get("stop_at_accuracy");
+  if (!f)
+    return;
+  std::vector<std::string> readers;
+  for (const job_schema& job : jobs)
+    if (job.stops_early)
+      readers.push_back("job: " + job.name);
+  f->fail("'runtime.stop_at_accuracy' is honoured only by " + join(readers) + "; job: " +
+          t.job + " runs every epoch");
+}
+
 head_placement parse_head(const field& item, const topology& t) {
   check_section(item);
   head_placement head;
@@ -671,6 +688,10 @@ void parse_runtime(const field& section, runtime_settings& r) {
     return read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
   });
   read_if(section, "stall_timeout_ms", r.stall_timeout, positive_milliseconds);
+  read_if(section, "stop_at_accuracy", r.stop_at_accuracy, [](const field& f) {
+    return read_number(f, "a test accuracy in (0, 1] (0.85 for 85%)",
+                       [](double x) { return x > 0 && x <= 1; });
+  });
   if (auto f = section.get("tls"))
     r.tls = parse_tls(*f);
 }
@@ -890,6 +911,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   check_sample_shape(root, t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
+  refuse_early_stop(root, jobs, t);
   derive_thread_budgets(t, static_cast<int32_t>(std::thread::hardware_concurrency()));
   t.faults = parse_faults(root.section("faults"), t, length);
   if (t.schema->check)

@@ -129,6 +129,22 @@ auto observe_coordinator(caf::stateful_actor<State>* self) {
   };
 }
 
+/// The stop handler of the roles of jobs that stop early
+/// (runtime.stop_at_accuracy): on control shutdown, an actor still training
+/// calls `finish`(self), which sends what the run's end sends (its trained
+/// count, weights and final report, as they are now), and quits, so that no
+/// message in flight makes it train on. Its state has `finished`.
+template <class State, class Finish>
+auto stop_on_request(caf::stateful_actor<State>* self, Finish finish) {
+  return [=](const messages::control& c) {
+    if (c.kind != messages::control_kind::shutdown)
+      return;
+    if (!self->state.finished)
+      finish(self);
+    self->quit();
+  };
+}
+
 /// The labels of task `task` in `m`, or nullptr when it carries none.
 const at::Tensor* task_labels_of(const messages::microbatch& m, const std::string& task);
 

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "actors/flow/trace.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/run_outputs.hpp"
@@ -71,8 +73,12 @@ caf::expected<job_result> run_job(const run_request& r) {
   if (mode->prepare != nullptr)
     if (auto ok = mode->prepare(*t); !ok)
       return ok.error();
-  if (r.mode == "local")
+  if (r.mode == "local") {
+    if (t->runtime.stop_at_accuracy > 0)
+      spdlog::warn("--mode local runs every epoch: runtime.stop_at_accuracy is honoured by "
+                   "the actors' run");
     return mode->run_local(*t, r);
+  }
   if (r.baseline == "separate")
     return mode->run_separate(*t, r);
   return run_actors(*t, r, actor_job{mode->plan, mode->settle, all_roles()});

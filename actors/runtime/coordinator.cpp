@@ -152,7 +152,44 @@ private:
         spdlog::warn("{}: the training loss is not finite, training diverged; lower the "
                      "optimizer's lr or momentum (under 1f1b every microbatch is a step)",
                      report->actor);
+      if (!result_.stopped && topology_.runtime.stop_at_accuracy > 0 &&
+          e.test_accuracy >= topology_.runtime.stop_at_accuracy)
+        begin_stop(early_stop{report->actor, e.epoch, e.test_accuracy, seconds});
     }
+  }
+
+  // -- stopping at an accuracy (runtime.stop_at_accuracy) --------------------------
+
+  /// An epoch reached the accuracy: every actor still training is asked to
+  /// stop (control shutdown), sends its final report as at the run's end and
+  /// quits; the pass ends when all have reported.
+  void begin_stop(early_stop at) {
+    spdlog::info("epoch {} of {} reached {:.2f}% (runtime.stop_at_accuracy {:.2f}%): stopping "
+                 "every actor",
+                 at.epoch + 1, at.actor, 100 * at.test_accuracy,
+                 100 * topology_.runtime.stop_at_accuracy);
+    const auto epoch = at.epoch;
+    result_.stopped = std::move(at);
+    stop_began_ = clock_type::now();
+    pass_.tell_unfinished(caf::make_message(
+      messages::control{messages::control_kind::shutdown, epoch, 0, "stop_at_accuracy", {}}));
+  }
+
+  /// While stopping, a failure or a lost actor ends nothing: the actors
+  /// that report are the result. Whether the run is stopping.
+  bool stopping_ignores(const std::string& what) const {
+    if (!result_.stopped)
+      return false;
+    spdlog::debug("while stopping: {}", what);
+    return true;
+  }
+
+  /// The actors that have not reported within `limit` of the stop are left out.
+  void end_stop_after(clock_type::duration limit) {
+    if (clock_type::now() - stop_began_ < limit)
+      return;
+    for (const auto& name : pass_.give_up_unfinished())
+      spdlog::warn("'{}' sent no final report after the stop: left out of the results", name);
   }
 
   void on_weights(messages::tensor_set& w) {
@@ -192,19 +229,26 @@ private:
   /// An actor failed: the run fails with the code it reported (a LibTorch
   /// error is compute_failed, a file bad_file).
   caf::error on_failure(const std::string& actor, uint8_t code, const std::string& what) {
-    if (!from_current())
+    if (!from_current() || stopping_ignores(actor + " failed: " + what))
       return caf::none;
     return failed("actor_failed", actor, make_error(failure_code(code), actor + ": " + what));
   }
 
   caf::error on_down(const caf::down_msg& msg) {
     auto why = self_->system().render(msg.reason);
-    if (auto lost = nodes_.lose(msg.source))
+    if (auto lost = nodes_.lose(msg.source)) {
+      if (stopping_ignores("lost node '" + *lost + "'"))
+        return caf::none; // its actors are left out when the stop gives up on them
       return failed("node_lost", *lost,
                     make_error(errc::node_unreachable, "lost node '" + *lost + "': " + why));
+    }
     auto* a = pass_.find(msg.source);
     if (a == nullptr || a->done)
       return caf::none;
+    if (stopping_ignores(a->name + " ended: " + why)) {
+      a->done = true; // it will not report
+      return caf::none;
+    }
     return failed("actor_down", a->name,
                   make_error(errc::actor_failed, a->role + " '" + a->name + "' on node '" +
                                                    a->node + "' terminated: " + why));
@@ -213,9 +257,13 @@ private:
   caf::error on_tick(clock_type::time_point last_message) {
     if (options_.interrupted != nullptr && options_.interrupted->load())
       return make_error(errc::interrupted, "stopping every actor");
-    fire_timed_faults();
     auto limit = std::min<clock_type::duration>(options_.stall_timeout,
                                                 topology_.runtime.stall_timeout);
+    if (result_.stopped) {
+      end_stop_after(limit);
+      return caf::none;
+    }
+    fire_timed_faults();
     if (clock_type::now() - last_message > limit) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
       return failed("stalled", "job",
@@ -343,7 +391,7 @@ private:
 
   /// The job made step `step`: node faults set for it fire, and chaos draws.
   void on_step(int64_t step) {
-    if (!from_current())
+    if (!from_current() || result_.stopped)
       return;
     std::vector<std::string> trainable;
     for (const auto& name : plan_.trainable_names())
@@ -434,6 +482,7 @@ private:
   clock_type::time_point detected_at_;
   clock_type::time_point training_started_;   ///< this pass's start (timed faults)
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
+  clock_type::time_point stop_began_;         ///< runtime.stop_at_accuracy was reached
 };
 
 } // namespace

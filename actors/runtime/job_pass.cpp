@@ -115,6 +115,22 @@ size_t job_pass::unfinished() const {
   return n;
 }
 
+void job_pass::tell_unfinished(const caf::message& msg) {
+  for (const auto& a : actors_)
+    if (!a.done)
+      self_->send(a.handle, msg);
+}
+
+std::vector<std::string> job_pass::give_up_unfinished() {
+  std::vector<std::string> names;
+  for (auto& a : actors_)
+    if (!a.done) {
+      names.push_back(a.name);
+      a.done = true;
+    }
+  return names;
+}
+
 void job_pass::stop(std::chrono::steady_clock::duration wait,
                     const std::function<void(const caf::down_msg&)>& on_down) {
   std::set<caf::actor_addr> alive;

@@ -97,6 +97,39 @@ void read_figures_and_events(const nlohmann::json& actor, messages::actor_report
     a.events.push_back(e.is_string() ? e.get<std::string>() : e.dump());
 }
 
+/// One actor of the metrics' "actors".
+nlohmann::json actor_json(const messages::actor_report& a) {
+  nlohmann::json actor = {{"name", a.actor},
+                          {"role", a.role},
+                          {"node", a.node},
+                          {"busy_seconds", a.busy_seconds},
+                          {"idle_seconds", a.idle_seconds},
+                          {"bubble_seconds", a.bubble_seconds},
+                          {"busy_fraction", fraction_of_life(a.busy_seconds, a)},
+                          {"idle_fraction", fraction_of_life(a.idle_seconds, a)},
+                          {"bubble_fraction", fraction_of_life(a.bubble_seconds, a)}};
+  if (!a.weights_digest.empty())
+    actor["weights_digest"] = a.weights_digest; // trainable actors
+  if (a.process_cpu_seconds > 0) {              // pipeline stages
+    actor["compute_cpu_seconds"] = a.compute_cpu_seconds;
+    actor["process_cpu_seconds"] = a.process_cpu_seconds;
+  }
+  add_figures_and_events(a, actor);
+  return actor;
+}
+
+nlohmann::json stop_json(const early_stop& s) {
+  return {{"actor", s.actor},
+          {"epoch", s.epoch},
+          {"test_accuracy", s.test_accuracy},
+          {"seconds", s.seconds}};
+}
+
+early_stop stop_from_json(const nlohmann::json& s) {
+  return {s.at("actor").get<std::string>(), s.at("epoch").get<int32_t>(),
+          s.at("test_accuracy").get<double>(), s.at("seconds").get<double>()};
+}
+
 } // namespace
 
 nlohmann::json to_json(const job_result& r) {
@@ -125,23 +158,7 @@ nlohmann::json to_json(const job_result& r) {
     for (const auto& e : a.edges)
       j["edges"].push_back(
         {{"from", e.from}, {"to", e.to}, {"messages", e.messages}, {"bytes", e.bytes}});
-    nlohmann::json actor = {{"name", a.actor},
-                            {"role", a.role},
-                            {"node", a.node},
-                            {"busy_seconds", a.busy_seconds},
-                            {"idle_seconds", a.idle_seconds},
-                            {"bubble_seconds", a.bubble_seconds},
-                            {"busy_fraction", fraction_of_life(a.busy_seconds, a)},
-                            {"idle_fraction", fraction_of_life(a.idle_seconds, a)},
-                            {"bubble_fraction", fraction_of_life(a.bubble_seconds, a)}};
-    if (!a.weights_digest.empty())
-      actor["weights_digest"] = a.weights_digest; // trainable actors
-    if (a.process_cpu_seconds > 0) {              // pipeline stages
-      actor["compute_cpu_seconds"] = a.compute_cpu_seconds;
-      actor["process_cpu_seconds"] = a.process_cpu_seconds;
-    }
-    add_figures_and_events(a, actor);
-    j["actors"].push_back(std::move(actor));
+    j["actors"].push_back(actor_json(a));
   }
   j["restarts"] = r.restarts;
   j["faults"] = nlohmann::json::array();
@@ -157,6 +174,8 @@ nlohmann::json to_json(const job_result& r) {
     j["trained"][actor] = {{"trained", count.trained}, {"duplicates", count.duplicates}};
   if (!r.checkpoint_dir.empty())
     j["checkpoint_dir"] = r.checkpoint_dir;
+  if (r.stopped)
+    j["stopped"] = stop_json(*r.stopped);
   return j;
 }
 
@@ -206,6 +225,8 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       r.trained[actor] = {count.at("trained").get<int64_t>(),
                           count.at("duplicates").get<int64_t>()};
     r.checkpoint_dir = j.value("checkpoint_dir", "");
+    if (j.contains("stopped"))
+      r.stopped = stop_from_json(j.at("stopped"));
     // Edges are listed flat; each belongs to the actor that sent on it.
     for (const auto& e : j.value("edges", nlohmann::json::array()))
       for (auto& a : r.actors)
@@ -255,6 +276,14 @@ std::string results_table(const job_result& r) {
                 r.job.c_str(), r.mode.c_str(), r.wall_seconds, mib_text(total_peak_rss(r)).c_str(),
                 r.nodes.size());
   out << line;
+  if (r.stopped) {
+    std::snprintf(line, sizeof line,
+                  "stopped after epoch %d: %s reached %.2f%% at %.1f s "
+                  "(runtime.stop_at_accuracy)\n",
+                  r.stopped->epoch + 1, r.stopped->actor.c_str(), 100 * r.stopped->test_accuracy,
+                  r.stopped->seconds);
+    out << line;
+  }
   return out.str();
 }
 

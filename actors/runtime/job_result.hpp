@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,15 @@ struct fault_record {
   int64_t detected_after_ms = -1; ///< injection to detection (-1: not injected by baton)
   int64_t recovered_after_ms = -1; ///< detection to training again (-1: not recovered)
   int64_t restored_step = -1;     ///< the checkpoint step the job restarted from
+};
+
+/// A run stopped before its last epoch (runtime.stop_at_accuracy): the
+/// epoch report that reached the accuracy.
+struct early_stop {
+  std::string actor;       ///< the head (result group) that reported it
+  int32_t epoch = -1;      ///< from 0
+  double test_accuracy = 0;
+  double seconds = 0;      ///< into training, as the epoch's "seconds"
 };
 
 /// Training microbatches a trainable actor trained, and replays it dropped.
@@ -50,6 +60,9 @@ struct job_result {
   /// was complete, by head and epoch; the metrics JSON writes them as each
   /// epoch's "seconds" (runs of the actors only: --mode local has none).
   std::map<std::string, std::map<int32_t, double>> epoch_seconds;
+  /// Set when the run stopped at runtime.stop_at_accuracy; otherwise it ran
+  /// every epoch.
+  std::optional<early_stop> stopped;
 };
 
 /// The metrics JSON: wall_seconds; train_seconds; heads [{name, task, test_accuracy,
@@ -62,7 +75,8 @@ struct job_result {
 /// time. Trace events are not written here (see actors/flow/trace.hpp). With
 /// recovery: restarts, faults [{kind, target, at_step, detected_after_ms,
 /// recovered_after_ms, restored_step}], trained {actor: {trained,
-/// duplicates}}, checkpoint_dir.
+/// duplicates}}, checkpoint_dir. A run stopped at runtime.stop_at_accuracy:
+/// stopped {actor, epoch, test_accuracy, seconds}.
 nlohmann::json to_json(const job_result& r);
 
 /// Reads a job result back from its metrics JSON (used by the baseline,

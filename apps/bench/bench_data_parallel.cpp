@@ -95,8 +95,11 @@ std::map<std::string, double> figures_per_step(const job_result& r, int64_t step
     if (a.role != "data_parallel_worker")
       continue;
     ++workers;
+    const std::string seconds = "_seconds";
     for (const auto& f : a.figures)
-      sum[f.name] += f.value;
+      if (f.name.size() > seconds.size() &&
+          f.name.compare(f.name.size() - seconds.size(), seconds.size(), seconds) == 0)
+        sum[f.name] += f.value;
   }
   for (auto& [name, value] : sum)
     value /= std::max(1, workers) * static_cast<double>(std::max<int64_t>(1, steps));

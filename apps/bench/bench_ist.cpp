@@ -69,7 +69,8 @@ std::vector<std::string> common_overrides(const bench_ist_request& r) {
   return {"data.dataset=fashion-mnist", "data.batch_size=" + std::to_string(r.batch),
           "data.epochs=" + std::to_string(r.epochs),
           "data.train_limit=" + std::to_string(r.train_limit),
-          "data.test_limit=" + std::to_string(r.test_limit), "runtime.stage_threads=1"};
+          "data.test_limit=" + std::to_string(r.test_limit), "runtime.stage_threads=1",
+          "runtime.stop_at_accuracy=" + std::to_string(r.target)};
 }
 
 /// One epoch of a run's curve.
@@ -105,26 +106,35 @@ const curve_point* reached(const std::vector<curve_point>& curve, double target)
   return nullptr;
 }
 
-/// Rounds of L local steps the run's workers took: IST's rounds, or the
-/// data-parallel steps over L (the unit bytes are compared in).
-double rounds_of(const bench_ist_request& r, const ist_side& s) {
-  if (s.name == "ist") {
-    const auto steps = model::ist_steps_per_epoch(r.train_limit, r.batch, r.workers);
-    return static_cast<double>(model::ist_rounds_per_epoch(steps, r.local_steps) * r.epochs);
-  }
-  const auto steps = model::data_parallel_steps_per_epoch(r.train_limit, r.workers, r.batch,
-                                                          model::remainder_policy::pad);
-  return static_cast<double>(steps * r.epochs) / r.local_steps;
+/// A figure of an actor's report (0 when it has none).
+double figure_of(const messages::actor_report& a, const std::string& name) {
+  for (const auto& f : a.figures)
+    if (f.name == name)
+      return f.value;
+  return 0;
 }
 
-/// Bytes a worker sends per round (its edges over workers x rounds).
-double bytes_per_round(const job_result& result, double workers, double rounds) {
-  double sent = 0;
-  for (const auto& a : result.actors)
-    if (a.role == "ist_worker" || a.role == "data_parallel_worker")
-      for (const auto& e : a.edges)
-        sent += static_cast<double>(e.bytes);
-  return sent / std::max(1.0, workers * rounds);
+/// Bytes a worker sends per round of L local steps, the mean over workers:
+/// its edges over the rounds it made (IST's "rounds"; a data-parallel
+/// worker's "steps" over L), which a run stopped at the target counts too.
+double bytes_per_round(const job_result& result, int32_t local_steps) {
+  double sum = 0;
+  int32_t workers = 0;
+  for (const auto& a : result.actors) {
+    double rounds = 0;
+    if (a.role == "ist_worker")
+      rounds = figure_of(a, "rounds");
+    else if (a.role == "data_parallel_worker")
+      rounds = figure_of(a, "steps") / local_steps;
+    if (rounds <= 0)
+      continue;
+    double sent = 0;
+    for (const auto& e : a.edges)
+      sent += static_cast<double>(e.bytes);
+    sum += sent / rounds;
+    ++workers;
+  }
+  return workers > 0 ? sum / workers : 0;
 }
 
 /// What a worker sends per round in theory: IST's formula; the ring's
@@ -166,16 +176,16 @@ std::pair<nlohmann::json, double> report_run(const bench_ist_request& r, const i
     line += buf;
     points.push_back({{"epoch", p.epoch}, {"seconds", p.seconds}, {"accuracy", p.accuracy}});
   }
-  const double sent = bytes_per_round(run.result, r.workers, rounds_of(r, s));
+  const double sent = bytes_per_round(run.result, r.local_steps);
   const double theory = theory_of(r, s, hidden);
   const double final_accuracy = curve.empty() ? 0 : curve.back().accuracy;
   char verdict[96];
   if (hit)
-    std::snprintf(verdict, sizeof verdict, "reached at epoch %d after %.1f s", hit->epoch,
-                  hit->seconds);
+    std::snprintf(verdict, sizeof verdict, "reached at epoch %d after %.1f s%s", hit->epoch,
+                  hit->seconds, run.result.stopped ? ", stopped" : "");
   else
-    std::snprintf(verdict, sizeof verdict, "not reached in %d epochs (best %.2f%%)", r.epochs,
-                  100 * best);
+    std::snprintf(verdict, sizeof verdict, "not reached: epoch limit %d (best %.2f%%)",
+                  r.epochs, 100 * best);
   std::printf("%-22s %-40s final %6.2f%%  MiB/worker/round %8s (theory %8s)  train %.1fs  "
               "steal %.0f%%\n%22s%s\n",
               s.label.c_str(), verdict, 100 * final_accuracy, mib(sent).c_str(),
@@ -185,6 +195,7 @@ std::pair<nlohmann::json, double> report_run(const bench_ist_request& r, const i
   const double seconds = hit ? hit->seconds : -1;
   return {{{"side", s.name}, {"label", s.label}, {"curve", points},
            {"seconds_to_target", seconds}, {"reached_epoch", hit ? hit->epoch : -1},
+           {"stopped_at_target", run.result.stopped.has_value()},
            {"best_accuracy", best}, {"final_accuracy", final_accuracy},
            {"bytes_per_worker_round", sent}, {"theory_bytes_per_worker_round", theory},
            {"train_seconds", run.result.train_seconds}, {"steal_fraction", run.steal}},

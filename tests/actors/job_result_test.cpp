@@ -154,3 +154,22 @@ TEST(job_result, epoch_seconds_round_trip) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->epoch_seconds, r.epoch_seconds);
 }
+
+// A run stopped at runtime.stop_at_accuracy says so in the metrics and the
+// table; one that ran every epoch has no "stopped".
+TEST(job_result, an_early_stop_round_trips_and_is_in_the_table) {
+  job_result r;
+  EXPECT_FALSE(to_json(r).contains("stopped"));
+  r.stopped = baton::actors::early_stop{"workers", 2, 0.86, 12.5};
+  auto back = job_result_from_json(nlohmann::json::parse(to_json(r).dump()));
+  ASSERT_TRUE(back);
+  ASSERT_TRUE(back->stopped);
+  EXPECT_EQ(back->stopped->actor, "workers");
+  EXPECT_EQ(back->stopped->epoch, 2);
+  EXPECT_EQ(back->stopped->test_accuracy, 0.86);
+  EXPECT_EQ(back->stopped->seconds, 12.5);
+  EXPECT_NE(baton::actors::results_table(r).find(
+              "stopped after epoch 3: workers reached 86.00% at 12.5 s"),
+            std::string::npos)
+    << baton::actors::results_table(r);
+}

@@ -290,7 +290,10 @@ messages::actor_report make_report(worker_state& st) {
   r.weights_digest = model::weights_digest(st.replica->model());
   report_freezing(*st.replica, r);
   const auto& phases = st.replica->phases();
-  r.figures.insert(r.figures.end(), {{"forward_seconds", phases.forward},
+  // The steps this actor made (a restored one starts at its restore step).
+  r.figures.insert(r.figures.end(), {{"steps", static_cast<double>(
+                                                 st.step - st.spec.recovery.restore_step)},
+                                     {"forward_seconds", phases.forward},
                                      {"backward_seconds", phases.backward},
                                      {"exchange_wait_seconds", st.exchange_wait},
                                      {"overlap_seconds", st.overlap},
@@ -605,6 +608,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
     [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
     [=](start_atom) { on_start(self); },
     [=](tensor_set& t) { on_chunk(self, t); },
+    stop_on_request(self, finish),
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
     },

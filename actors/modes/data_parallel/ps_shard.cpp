@@ -180,6 +180,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
     [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
     [=](start_atom) { on_start(self); },
     [=](tensor_set& t) { on_push(self, t); },
+    stop_on_request(self, finish),
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
     },

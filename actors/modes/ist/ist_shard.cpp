@@ -110,7 +110,7 @@ messages::actor_report make_report(shard_state& st) {
   r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   r.edges = st.edges;
   // The rounds this actor made (a restored one starts at its restore step).
-  const int64_t rounds = st.round + 1 - st.spec.recovery.restore_step;
+  const int64_t rounds = st.round - st.spec.recovery.restore_step;
   r.figures.push_back({"rounds", static_cast<double>(rounds)});
   r.figures.push_back({"owned_parameters",
                        static_cast<double>(ist_owned_elements(st.spec.shape, st.spec.shard,
@@ -136,6 +136,16 @@ model::training_state checkpoint_of(shard_state& st, int64_t rounds) {
   return state;
 }
 
+/// The run is over (its last round, or a stop, with st.round rounds made
+/// from the start): its owned slices as they are now, then its final report.
+void finish(shard_actor* self) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.coordinator,
+             tensor_set{"weights", st.name, st.spec.shard, st.round, 0, owned_slices(st), {}});
+  self->send(st.coordinator, final_atom::value, make_report(st));
+}
+
 /// Every worker's pieces of the round are back: the checkpoint when due (a
 /// round boundary: the job's step), the epoch's end to worker 0 (and, at the
 /// run's end, to the coordinator), then the next round.
@@ -149,11 +159,8 @@ void end_round(shard_actor* self) {
     const int64_t epoch = done / st.rounds_per_epoch - 1;
     send_to_worker(self, 0, tensor_set{"ist_owned", st.name, st.spec.shard, epoch, 0, slices, {}});
     if (epoch + 1 == st.spec.epochs) {
-      st.finished = true;
-      self->send(st.coordinator,
-                 tensor_set{"weights", st.name, st.spec.shard, done, 0, std::move(slices), {}});
-      self->send(st.coordinator, final_atom::value, make_report(st));
-      return;
+      st.round = done;
+      return finish(self);
     }
   }
   st.round = done;
@@ -221,6 +228,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
       });
     },
     [=](tensor_set& t) { on_trained(self, t); },
+    stop_on_request(self, finish),
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
     },

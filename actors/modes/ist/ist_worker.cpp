@@ -237,6 +237,9 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
     },
     [=](start_atom) { start_round_worker(self, advance); },
     [=](tensor_set& t) { on_tensors(self, t); },
+    stop_on_request(self, [](worker_actor* w) {
+      finish_round_worker(w, [w] { return make_report(w->state); });
+    }),
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
     },

@@ -162,6 +162,16 @@ void merge(shard_state& st) {
   st.trained.assign(st.trained.size(), {});
 }
 
+/// The run is over (its last round, or a stop): its tensors as they are
+/// now, then its final report.
+void finish(shard_actor* self) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.coordinator,
+             tensor_set{"weights", st.name, st.spec.shard, st.round, 0, owned(st), {}});
+  self->send(st.coordinator, final_atom::value, make_report(st));
+}
+
 /// The round is merged: the checkpoint when due, then the next round (or,
 /// after the run's last, the final weights and worker 0's last state).
 void end_round(shard_actor* self) {
@@ -172,12 +182,8 @@ void end_round(shard_actor* self) {
   st.round = done;
   const bool last = done == st.spec.epochs * st.rounds_per_epoch;
   send_round(self, last);
-  if (!last)
-    return;
-  st.finished = true;
-  self->send(st.coordinator,
-             tensor_set{"weights", st.name, st.spec.shard, done, 0, owned(st), {}});
-  self->send(st.coordinator, final_atom::value, make_report(st));
+  if (last)
+    finish(self);
 }
 
 /// A worker's trained tensors of this round.
@@ -238,6 +244,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
       });
     },
     [=](tensor_set& t) { on_trained(self, t); },
+    stop_on_request(self, finish),
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
     },

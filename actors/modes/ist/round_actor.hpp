@@ -204,9 +204,19 @@ void checkpoint_round(Actor* self) {
              [&] { return model::training_state{{}, st.round, {}}; });
 }
 
+/// A worker's run is over (its last epoch, or a stop): its trained count
+/// and final report (`report`() makes it).
+template <class Actor, class Report>
+void finish_round_worker(Actor* self, Report report) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
+             st.counters.duplicates);
+  self->send(st.coordinator, final_atom::value, report());
+}
+
 /// A worker's epoch is over: its report (`report`() makes it), then the
-/// run's end (its trained count and final report) or the next epoch's
-/// minibatches and the round's checkpoint.
+/// run's end or the next epoch's minibatches and the round's checkpoint.
 template <class Actor, class Report>
 void end_round_epoch(Actor* self, Report report) {
   auto& st = self->state;
@@ -220,10 +230,7 @@ void end_round_epoch(Actor* self, Report report) {
     begin_round_epoch(st);
     return checkpoint_round(self);
   }
-  st.finished = true;
-  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-             st.counters.duplicates);
-  self->send(st.coordinator, final_atom::value, report());
+  finish_round_worker(self, report);
 }
 
 /// A worker's counters at spec.recovery.restore_step (zero for 0). Throws
