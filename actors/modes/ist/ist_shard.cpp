@@ -139,11 +139,7 @@ model::training_state checkpoint_of(shard_state& st, int64_t rounds) {
 /// The run is over (its last round, or a stop, with st.round rounds made
 /// from the start): its owned slices as they are now, then its final report.
 void finish(shard_actor* self) {
-  auto& st = self->state;
-  st.finished = true;
-  self->send(st.coordinator,
-             tensor_set{"weights", st.name, st.spec.shard, st.round, 0, owned_slices(st), {}});
-  self->send(st.coordinator, final_atom::value, make_report(st));
+  finish_round_shard(self, owned_slices(self->state), make_report(self->state));
 }
 
 /// Every worker's pieces of the round are back: the checkpoint when due (a

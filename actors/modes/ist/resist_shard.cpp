@@ -165,11 +165,7 @@ void merge(shard_state& st) {
 /// The run is over (its last round, or a stop): its tensors as they are
 /// now, then its final report.
 void finish(shard_actor* self) {
-  auto& st = self->state;
-  st.finished = true;
-  self->send(st.coordinator,
-             tensor_set{"weights", st.name, st.spec.shard, st.round, 0, owned(st), {}});
-  self->send(st.coordinator, final_atom::value, make_report(st));
+  finish_round_shard(self, owned(self->state), make_report(self->state));
 }
 
 /// The round is merged: the checkpoint when due, then the next round (or,

@@ -215,6 +215,19 @@ void finish_round_worker(Actor* self, Report report) {
   self->send(st.coordinator, final_atom::value, report());
 }
 
+/// A shard's run is over (its last round, or a stop, st.round rounds made
+/// from the start): `owned`, its tensors as they are now, as its weights,
+/// then its final report.
+template <class Actor>
+void finish_round_shard(Actor* self, std::vector<at::Tensor> owned,
+                        messages::actor_report report) {
+  auto& st = self->state;
+  st.finished = true;
+  self->send(st.coordinator, messages::tensor_set{"weights", st.name, st.spec.shard, st.round, 0,
+                                                  std::move(owned), {}});
+  self->send(st.coordinator, final_atom::value, std::move(report));
+}
+
 /// A worker's epoch is over: its report (`report`() makes it), then the
 /// run's end or the next epoch's minibatches and the round's checkpoint.
 template <class Actor, class Report>
