@@ -37,38 +37,14 @@ using messages::tensor_set;
 using worker_setup = round_worker_setup<ist_worker_spec>;
 using arrivals = round_arrivals;
 
-struct worker_state {
-  std::string name;
-  std::string node;
-  ist_worker_spec spec;
-  caf::actor coordinator;
-  std::vector<caf::actor> shards; ///< by index, from the plan's peer edges
-
-  // -- data and rounds ---------------------------------------------------------------
-  model::dataset train;
-  model::dataset test;
-  int64_t steps_per_epoch = 0;
-  int64_t rounds_per_epoch = 0;
-  std::vector<std::vector<int64_t>> minibatches; ///< this epoch's
-  int32_t epoch = 0;
-  int64_t round = 0;     ///< the run's next round
+struct worker_state : round_worker_state<ist_worker_spec> {
   bool evaluating = false; ///< worker 0: waits for the shards' owned slices
-  bool started = false;
-  bool finished = false;
   std::map<int64_t, arrivals> subnets; ///< by round
   std::map<int64_t, arrivals> owned;   ///< by epoch (worker 0)
 
   // -- worker 0's whole network (evaluation) ------------------------------------------
   model::ist_network whole;
   model::ist_partition whole_partition;
-  double test_loss = 0;
-
-  training_counters counters; ///< checkpointed at round boundaries (exactly-once counts)
-  std::optional<checkpointing> checkpoints;
-  activity work;
-  std::vector<messages::edge_stats> edges; ///< to each shard
-  int64_t received_bytes = 0; ///< subnet pieces only
-  int64_t steps_since_progress = 0;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;

@@ -37,34 +37,10 @@ using messages::tensor_set;
 using worker_setup = round_worker_setup<resist_worker_spec>;
 using arrivals = round_arrivals;
 
-struct worker_state {
-  std::string name;
-  std::string node;
-  resist_worker_spec spec;
-  caf::actor coordinator;
-  std::vector<caf::actor> shards; ///< by index, from the plan's peer edges
-
-  // -- the network, data and rounds -------------------------------------------------
+struct worker_state : round_worker_state<resist_worker_spec> {
   model::layered_model network; ///< the whole resnet18; the layers it runs are current
   resist_layout layout;
-  model::dataset train;
-  model::dataset test;
-  int64_t steps_per_epoch = 0;
-  int64_t rounds_per_epoch = 0;
-  std::vector<std::vector<int64_t>> minibatches; ///< this epoch's
-  int32_t epoch = 0;
-  int64_t round = 0; ///< the round whose state it waits for or trains
-  bool started = false;
-  bool finished = false;
   std::map<int64_t, arrivals> states; ///< by round
-  double test_loss = 0;
-
-  training_counters counters; ///< checkpointed at round boundaries (exactly-once counts)
-  std::optional<checkpointing> checkpoints;
-  activity work;
-  std::vector<messages::edge_stats> edges; ///< to each shard
-  int64_t received_bytes = 0;
-  int64_t steps_since_progress = 0;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;

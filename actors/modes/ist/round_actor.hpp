@@ -3,15 +3,15 @@
 // What the round-based actors of job: ist share, for both kinds (the IST
 // worker and shard, the ResIST worker and shard): wiring to their peers,
 // the start, and a worker's setup, epochs, progress, checkpoints, reports
-// and end. Templates over the actor (or state) type: each state names its
-// fields alike (name, node, coordinator, spec, train, test, minibatches,
-// steps_per_epoch, rounds_per_epoch, counters, epoch, round, started,
-// finished, work, checkpoints, shards or workers, edges, received_bytes,
-// steps_since_progress), and each worker brings its own report.
+// and end. Templates over the actor (or state) type: a worker's state is a
+// round_worker_state with its own fields; a shard's names its fields alike
+// (name, node, coordinator, spec, round, started, finished, workers, edges);
+// each worker brings its own report.
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +50,35 @@ struct round_arrivals {
   std::vector<std::vector<at::Tensor>> from; ///< by shard
   std::vector<bool> came;
   int32_t count = 0;
+};
+
+/// What the workers of both kinds hold alike; each derives its state from it.
+template <class Spec>
+struct round_worker_state {
+  std::string name;
+  std::string node;
+  Spec spec;
+  caf::actor coordinator;
+  std::vector<caf::actor> shards; ///< by index, from the plan's peer edges
+
+  // -- data and rounds ---------------------------------------------------------------
+  model::dataset train;
+  model::dataset test;
+  int64_t steps_per_epoch = 0;
+  int64_t rounds_per_epoch = 0;
+  std::vector<std::vector<int64_t>> minibatches; ///< this epoch's
+  int32_t epoch = 0;
+  int64_t round = 0; ///< the round it waits for or trains
+  bool started = false;
+  bool finished = false;
+  double test_loss = 0; ///< worker 0's evaluation
+
+  training_counters counters; ///< checkpointed at round boundaries (exactly-once counts)
+  std::optional<checkpointing> checkpoints;
+  activity work;
+  std::vector<messages::edge_stats> edges; ///< to each shard
+  int64_t received_bytes = 0; ///< from the shards (IST: its subnets', not worker 0's slices)
+  int64_t steps_since_progress = 0;
 };
 
 /// Queues a shard's tensors `t` in `queue` by step: true when they fit
