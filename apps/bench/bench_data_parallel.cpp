@@ -86,8 +86,8 @@ int64_t gradient_bytes(const std::string& model) {
   return layout.trainable().size() * 4;
 }
 
-/// The mean over workers of each named figure (a worker's seconds in
-/// forward, backward, exchange wait, step), per global step.
+/// The mean over workers of each figure in seconds ("..._seconds": forward,
+/// backward, exchange wait, overlap, step), per global step.
 std::map<std::string, double> figures_per_step(const job_result& r, int64_t steps) {
   std::map<std::string, double> sum;
   int32_t workers = 0;
