@@ -40,10 +40,6 @@ struct job_schema {
   /// Runs the backbone frozen from the input and reads `backbone.cache`,
   /// `cache_mb` and `feature_block` (topology::features); other jobs refuse them.
   bool frozen_backbone = false;
-  /// Its actors end the run early when the coordinator asks (control
-  /// shutdown, see actors/flow/activity.hpp stop_on_request), so it takes
-  /// `runtime.stop_at_accuracy`; other jobs refuse the key.
-  bool stops_early = false;
   /// Reads its section and checks what it needs of the common ones, right
   /// after the backbone (`layers`: the backbone's layer names). Null: a job
   /// planned but not implemented yet, refused by name.

@@ -594,23 +594,6 @@ void refuse_feature_cache(const field& root, const std::vector<job_schema>& jobs
               "frozen (" + join(readers) + "); job: " + t.job + " does not");
 }
 
-// runtime.stop_at_accuracy needs actors that end the run when asked; a job
-// whose actors do not refuses it rather than run every epoch regardless.
-void refuse_early_stop(const field& root, const std::vector<job_schema>& jobs,
-                       const topology& t) {
-  if (t.schema->stops_early)
-    return;
-  auto f = root.section("runtime").get("stop_at_accuracy");
-  if (!f)
-    return;
-  std::vector<std::string> readers;
-  for (const job_schema& job : jobs)
-    if (job.stops_early)
-      readers.push_back("job: " + job.name);
-  f->fail("'runtime.stop_at_accuracy' is honoured only by " + join(readers) + "; job: " +
-          t.job + " runs every epoch");
-}
-
 head_placement parse_head(const field& item, const topology& t) {
   check_section(item);
   head_placement head;
@@ -911,7 +894,6 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   check_sample_shape(root, t);
   t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
-  refuse_early_stop(root, jobs, t);
   derive_thread_budgets(t, static_cast<int32_t>(std::thread::hardware_concurrency()));
   t.faults = parse_faults(root.section("faults"), t, length);
   if (t.schema->check)

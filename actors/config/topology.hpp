@@ -102,8 +102,8 @@ struct runtime_settings {
   /// No message from any actor for this long: the run is stuck (a lost
   /// message), which fails it, or restarts it when it recovers.
   std::chrono::milliseconds stall_timeout{300000};
-  /// Stop the run after the first epoch whose test accuracy reaches this (a
-  /// fraction); 0: run every epoch. Jobs whose schema stops_early only.
+  /// Stop the run after the epoch at which every head (result) has reached
+  /// this test accuracy (a fraction); 0: run every epoch.
   double stop_at_accuracy = 0;
   tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
 };

@@ -129,8 +129,8 @@ auto observe_coordinator(caf::stateful_actor<State>* self) {
   };
 }
 
-/// The stop handler of the roles of jobs that stop early
-/// (runtime.stop_at_accuracy): on control shutdown, an actor still training
+/// The stop handler of the workers and shards (runtime.stop_at_accuracy;
+/// a source ends its stream instead): on control shutdown, an actor still training
 /// calls `finish`(self), which sends what the run's end sends (its trained
 /// count, weights and final report, as they are now), and quits, so that no
 /// message in flight makes it train on. Its state has `finished`.

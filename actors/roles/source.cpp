@@ -51,6 +51,7 @@ struct source_state {
   int64_t step_base = 0; ///< optimiser steps of the epochs before this one
   bool started = false;
   bool finished = false;
+  bool stopping = false; ///< the coordinator asked it to stop (runtime.stop_at_accuracy)
 };
 
 /// What the source starts with: loaded before spawning, so that a missing
@@ -97,11 +98,12 @@ void start_epoch(source_state& st) {
   st.next_eval = 0;
 }
 
-void finish(source_actor* self) {
+/// Ends the stream after `steps` minibatches of the run: the last epoch's
+/// end, or the step boundary where a stop took effect.
+void finish(source_actor* self, int64_t steps) {
   auto& st = self->state;
   st.finished = true;
-  st.downstream.broadcast(self,
-                          control{control_kind::end_of_stream, st.epoch, st.step_base, "", {}});
+  st.downstream.broadcast(self, control{control_kind::end_of_stream, st.epoch, steps, "", {}});
   messages::actor_report report;
   report.actor = st.name;
   report.role = "source";
@@ -151,10 +153,27 @@ void seek(source_state& st, int64_t start) {
   }
 }
 
+/// The minibatches of the run sent so far when a stop may end the stream
+/// here (a stop was asked, no microbatch is made and unsent, and the next
+/// one begins a training step, so that every stage gets whole minibatches);
+/// -1 otherwise. A stop during an evaluation takes effect at the next
+/// epoch's first step.
+int64_t steps_at_a_stop(const source_state& st) {
+  const auto& plan = st.train_plan;
+  if (!st.stopping || st.pending || st.next_train >= plan.microbatches.size())
+    return -1;
+  if (st.next_train == 0)
+    return st.step_base;
+  const auto k = st.next_train;
+  return plan.step_of[k] != plan.step_of[k - 1] ? st.step_base + plan.step_of[k] : -1;
+}
+
 /// Emits while the receiver of the next microbatch has credit; controls need none.
 void pump(source_actor* self) {
   auto& st = self->state;
   while (st.started && !st.finished) {
+    if (auto steps = steps_at_a_stop(st); steps >= 0)
+      return finish(self, steps);
     if (make_next(st)) {
       if (!st.downstream.can_send(*st.pending))
         return;
@@ -170,7 +189,7 @@ void pump(source_actor* self) {
       st.downstream.broadcast(self,
                               control{control_kind::epoch_end, st.epoch, st.step_base, "", {}});
       if (++st.epoch == st.spec.plan.epochs)
-        return finish(self);
+        return finish(self, st.step_base);
       start_epoch(st);
     }
   }
@@ -197,6 +216,14 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
       self->send(st.coordinator, control{control_kind::start, 0, total, st.name, {}});
       start_epoch(st);
       seek(st, st.spec.start_step);
+      pump(self);
+    },
+    // runtime.stop_at_accuracy: the stream ends at the next step boundary,
+    // and every stage and head downstream finishes as at its end.
+    [=](const control& c) {
+      if (c.kind != control_kind::shutdown)
+        return;
+      self->state.stopping = true;
       pump(self);
     },
   };

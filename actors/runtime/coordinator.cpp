@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -152,17 +153,29 @@ private:
         spdlog::warn("{}: the training loss is not finite, training diverged; lower the "
                      "optimizer's lr or momentum (under 1f1b every microbatch is a step)",
                      report->actor);
-      if (!result_.stopped && topology_.runtime.stop_at_accuracy > 0 &&
-          e.test_accuracy >= topology_.runtime.stop_at_accuracy)
-        begin_stop(early_stop{report->actor, e.epoch, e.test_accuracy, seconds});
+      note_accuracy(report->actor, e, seconds);
     }
   }
 
   // -- stopping at an accuracy (runtime.stop_at_accuracy) --------------------------
 
-  /// An epoch reached the accuracy: every actor still training is asked to
-  /// stop (control shutdown), sends its final report as at the run's end and
-  /// quits; the pass ends when all have reported.
+  /// Head `head`'s epoch `e`, complete `seconds` into training: once every
+  /// head has reached runtime.stop_at_accuracy (in this or an earlier
+  /// epoch), the run stops.
+  void note_accuracy(const std::string& head, const messages::epoch_result& e, double seconds) {
+    const double target = topology_.runtime.stop_at_accuracy;
+    if (target <= 0 || result_.stopped || e.test_accuracy < target)
+      return;
+    reached_.insert(head);
+    if (reached_.size() >= plan_.result_groups().size())
+      begin_stop(early_stop{head, e.epoch, e.test_accuracy, seconds});
+  }
+
+  /// Every head reached the accuracy: the actors the plan starts (the
+  /// source, or every worker and shard) are asked to stop (control
+  /// shutdown). A source ends its stream at the next step boundary, and
+  /// the actors downstream finish as at its end; a worker or shard sends
+  /// its final report at once and quits. The pass ends when all have reported.
   void begin_stop(early_stop at) {
     spdlog::info("epoch {} of {} reached {:.2f}% (runtime.stop_at_accuracy {:.2f}%): stopping "
                  "every actor",
@@ -171,7 +184,7 @@ private:
     const auto epoch = at.epoch;
     result_.stopped = std::move(at);
     stop_began_ = clock_type::now();
-    pass_.tell_unfinished(caf::make_message(
+    pass_.tell_started(plan_, caf::make_message(
       messages::control{messages::control_kind::shutdown, epoch, 0, "stop_at_accuracy", {}}));
   }
 
@@ -483,6 +496,7 @@ private:
   clock_type::time_point training_started_;   ///< this pass's start (timed faults)
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
   clock_type::time_point stop_began_;         ///< runtime.stop_at_accuracy was reached
+  std::set<std::string> reached_;             ///< heads that reached it
 };
 
 } // namespace

@@ -115,10 +115,10 @@ size_t job_pass::unfinished() const {
   return n;
 }
 
-void job_pass::tell_unfinished(const caf::message& msg) {
-  for (const auto& a : actors_)
-    if (!a.done)
-      self_->send(a.handle, msg);
+void job_pass::tell_started(const job_plan& plan, const caf::message& msg) {
+  for (const auto& p : plan.actors)
+    if (auto* a = find(p.name); p.starts && a != nullptr && !a->done)
+      self_->send(a->handle, msg);
 }
 
 std::vector<std::string> job_pass::give_up_unfinished() {

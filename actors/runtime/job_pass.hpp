@@ -68,8 +68,9 @@ public:
   std::map<std::string, size_t> actors_on() const;
   /// Actors whose final report has not arrived.
   size_t unfinished() const;
-  /// Sends `msg` to every actor whose final report has not arrived.
-  void tell_unfinished(const caf::message& msg);
+  /// Sends `msg` to every actor `plan` starts (the sources, or every worker
+  /// and shard) whose final report has not arrived.
+  void tell_started(const job_plan& plan, const caf::message& msg);
   /// Counts every actor as done and returns those whose final report had
   /// not arrived (a stop that waited long enough).
   std::vector<std::string> give_up_unfinished();

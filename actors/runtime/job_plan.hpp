@@ -11,6 +11,7 @@
 //                                     the reports of each result group
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,15 @@ struct job_plan {
     for (const auto& a : actors)
       if (a.trainable)
         out.push_back(a.name);
+    return out;
+  }
+
+  /// The result groups (the job's heads), each once.
+  std::set<std::string> result_groups() const {
+    std::set<std::string> out;
+    for (const auto& a : actors)
+      if (!a.result.empty())
+        out.insert(a.result);
     return out;
   }
 

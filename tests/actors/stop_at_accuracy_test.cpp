@@ -1,8 +1,8 @@
 // runtime.stop_at_accuracy (issue 12 section 5: "each run stops at the
-// target or at an epoch limit, and says which"): the coordinator asks every
-// actor to stop after the first epoch that reaches the accuracy, and each
-// exchange of the modes that honour it ends with every actor's final
-// report, embedded and over node processes. Real `baton` processes.
+// target or at an epoch limit, and says which"): once every head has reached
+// the accuracy, the coordinator asks the actors the plan starts to stop, and
+// every job ends with every actor's final report, embedded and over node
+// processes. Real `baton` processes.
 
 #include <memory>
 #include <set>
@@ -118,19 +118,41 @@ TEST_F(stop_at_accuracy, an_unreached_accuracy_runs_every_epoch) {
   EXPECT_EQ(m.at("heads")[0].at("epochs").size(), 3u);
 }
 
-TEST(stop_at_accuracy_config, is_refused_where_it_is_not_honoured_or_out_of_range) {
-  auto pipeline = run_baton(
-    {"run", source_path("configs/pipeline.yaml"), "--set", "runtime.stop_at_accuracy=0.5"});
-  EXPECT_NE(pipeline.exit_code, 0);
-  EXPECT_NE(pipeline.text.find("'runtime.stop_at_accuracy' is honoured only by job: "
-                               "data-parallel, job: ist; job: pipeline runs every epoch"),
-            std::string::npos)
-    << pipeline.text;
-  auto transfer = run_baton(
-    {"run", source_path("configs/transfer.yaml"), "--set", "runtime.stop_at_accuracy=0.5"});
-  EXPECT_NE(transfer.exit_code, 0);
-  EXPECT_NE(transfer.text.find("job: transfer runs every epoch"), std::string::npos)
-    << transfer.text;
+// A source-driven job: the source ends the stream at a step boundary, and
+// every stage (replicated, over node processes) and head finishes as at its
+// end, each having trained the same steps.
+TEST_F(stop_at_accuracy, pipeline_and_transfer_end_the_stream_at_a_step) {
+  const std::vector<std::string> small{"--set", "data.train_limit=1024", "--set",
+                                       "data.test_limit=128", "--set", "data.epochs=3", "--set",
+                                       target};
+  auto pipeline = run_job(*dir_,
+                          with({"run", source_path("configs/pipeline.yaml"), "--set",
+                                "data.microbatches=2", "--set", "pipeline.stages.1.replicas=2",
+                                "--local-nodes", "2"},
+                               small),
+                          "pipeline");
+  expect_stopped_after_one_epoch(
+    pipeline, {"source", "stage0", "stage1.0", "stage1.1", "stage2"});
+  const auto& trained = pipeline.at("trained");
+  EXPECT_EQ(trained.at("stage1.0").at("trained").get<int64_t>() +
+              trained.at("stage1.1").at("trained").get<int64_t>(),
+            trained.at("stage0").at("trained").get<int64_t>());
+  EXPECT_EQ(trained.at("stage2").at("trained"), trained.at("stage0").at("trained"));
+  EXPECT_EQ(trained.at("stage0").at("trained").get<int64_t>() % 2, 0); // whole minibatches
+  // Every head must reach it: the run stops once the last one has.
+  auto transfer = run_job(
+    *dir_, with({"run", source_path("configs/transfer.yaml"), "--set", "backbone.checkpoint=none"},
+                small),
+    "transfer");
+  ASSERT_TRUE(transfer.contains("stopped")) << transfer.dump();
+  EXPECT_EQ(transfer.at("heads").size(), 3u);
+  for (const auto& head : transfer.at("heads")) {
+    EXPECT_GE(head.at("epochs")[0].at("test_accuracy").get<double>(), 0.02);
+    EXPECT_EQ(head.at("samples"), transfer.at("heads")[0].at("samples"));
+  }
+}
+
+TEST(stop_at_accuracy_config, refuses_an_accuracy_out_of_range) {
   for (const auto* bad : {"85", "0", "-0.1", "high"}) {
     auto out = run_baton({"run", source_path("configs/ist.yaml"), "--set",
                           std::string{"runtime.stop_at_accuracy="} + bad});

@@ -298,7 +298,6 @@ std::string shard_name(int32_t shard) {
 job_schema data_parallel_schema() {
   job_schema schema;
   schema.name = "data-parallel";
-  schema.stops_early = true;
   schema.section = "data_parallel";
   schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "overlap", "model",
                                     "optimizer", "nodes", "shards", "max_staleness",

@@ -226,7 +226,6 @@ const std::string& ist_shard_node(const ist_settings& s, int32_t shard) {
 job_schema ist_schema() {
   job_schema schema;
   schema.name = "ist";
-  schema.stops_early = true;
   schema.section = "ist";
   schema.keys = {{"ist", {"kind", "model", "workers", "shards", "local_steps", "hidden",
                           "optimizer", "nodes"}},
