@@ -45,6 +45,19 @@ void use_thread_budget(int32_t threads) {
   }
 }
 
+messages::actor_report activity_report(std::string actor, std::string role, std::string node,
+                                       const activity& work) {
+  messages::actor_report r;
+  r.actor = std::move(actor);
+  r.role = std::move(role);
+  r.node = std::move(node);
+  r.busy_seconds = work.busy_seconds();
+  r.idle_seconds = work.idle_seconds();
+  r.compute_cpu_seconds = work.compute_cpu_seconds();
+  r.process_cpu_seconds = work.process_cpu_seconds_since_begin();
+  return r;
+}
+
 caf::actor sender_of(caf::local_actor* self) {
   return caf::actor_cast<caf::actor>(self->current_sender());
 }

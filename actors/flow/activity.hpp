@@ -75,6 +75,11 @@ private:
   double process_cpu_at_begin_ = 0;
 };
 
+/// A report of actor `actor` (role `role`, on `node`) with what its
+/// activity measured: busy, idle, compute CPU and process CPU seconds.
+messages::actor_report activity_report(std::string actor, std::string role, std::string node,
+                                       const activity& work);
+
 /// Counts the calling thread's CPU time during its lifetime as compute.
 class compute_scope {
 public:

@@ -69,6 +69,14 @@ private:
 /// samples, its epochs, and the last epoch's loss and accuracy.
 void report_counters(const training_counters& counters, messages::actor_report& r);
 
+/// Tells `coordinator` the exactly-once counts of trainable actor `actor`
+/// (trained_atom), before its final report.
+template <class Actor>
+void report_trained(Actor* self, const caf::actor& coordinator, const std::string& actor,
+                    const training_counters& counters) {
+  self->send(coordinator, trained_atom::value, actor, counters.trained, counters.duplicates);
+}
+
 /// Saving and restoring one trainable actor's checkpoints.
 class checkpointing {
 public:

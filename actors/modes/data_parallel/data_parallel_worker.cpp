@@ -277,15 +277,8 @@ void evaluate(worker_state& st) {
 }
 
 messages::actor_report make_report(worker_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "data_parallel_worker";
+  auto r = activity_report(st.name, "data_parallel_worker", st.node, st.work);
   r.task = st.spec.task.name;
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   report_counters(st.counters, r);
   r.weights_digest = model::weights_digest(st.replica->model());
   report_freezing(*st.replica, r);
@@ -315,8 +308,7 @@ tensor_set weights_of(const worker_state& st) {
 void finish(worker_actor* self) {
   auto& st = self->state;
   st.finished = true;
-  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-             st.counters.duplicates);
+  report_trained(self, st.coordinator, st.name, st.counters);
   if (lead(st))
     self->send(st.coordinator, weights_of(st));
   self->send(st.coordinator, final_atom::value, make_report(st));

@@ -65,14 +65,7 @@ bool idle(const shard_state& st) {
 void finish(shard_actor* self) {
   auto& st = self->state;
   st.finished = true;
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "data_parallel_shard";
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  auto r = activity_report(st.name, "data_parallel_shard", st.node, st.work);
   r.edges = st.edges;
   self->send(st.coordinator, final_atom::value, std::move(r));
 }

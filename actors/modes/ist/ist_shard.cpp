@@ -100,14 +100,7 @@ void send_round(shard_actor* self) {
 }
 
 messages::actor_report make_report(shard_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "ist_shard";
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  auto r = activity_report(st.name, "ist_shard", st.node, st.work);
   r.edges = st.edges;
   // The rounds this actor made (a restored one starts at its restore step).
   const int64_t rounds = st.round - st.spec.recovery.restore_step;

@@ -118,14 +118,7 @@ std::vector<at::Tensor> owned(const shard_state& st) {
 }
 
 messages::actor_report make_report(shard_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "resist_shard";
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
+  auto r = activity_report(st.name, "resist_shard", st.node, st.work);
   r.edges = st.edges;
   // The rounds this actor merged (a restored one starts at its restore step).
   r.figures.push_back({"rounds", static_cast<double>(st.round - st.spec.recovery.restore_step)});

@@ -106,15 +106,8 @@ inline bool queue_arrival(std::map<int64_t, round_arrivals>& queue, messages::te
 /// step), received_bytes_per_round and sent_bytes_per_round.
 template <class State>
 messages::actor_report round_worker_report(const State& st, const std::string& role) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = role;
+  auto r = activity_report(st.name, role, st.node, st.work);
   r.task = st.spec.task.name;
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   report_counters(st.counters, r);
   r.edges = st.edges;
   const int64_t made = st.round - st.spec.recovery.restore_step;
@@ -239,8 +232,7 @@ template <class Actor, class Report>
 void finish_round_worker(Actor* self, Report report) {
   auto& st = self->state;
   st.finished = true;
-  self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-             st.counters.duplicates);
+  report_trained(self, st.coordinator, st.name, st.counters);
   self->send(st.coordinator, final_atom::value, report());
 }
 

@@ -371,16 +371,9 @@ void backward_one(pipeline_actor* self, gradient g) {
 // -- reports and controls ------------------------------------------------------------
 
 messages::actor_report make_report(pipeline_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "pipeline_stage";
+  auto r = activity_report(st.name, "pipeline_stage", st.node, st.work);
   r.task = st.spec.last ? st.spec.task : "";
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
   r.bubble_seconds = st.bubble_seconds;
-  r.compute_cpu_seconds = st.work.compute_cpu_seconds();
-  r.process_cpu_seconds = st.work.process_cpu_seconds_since_begin();
   report_counters(st.counters, r);
   r.weights_digest = model::weights_digest(st.trainer->layers());
   r.edges = st.downstream.edges();
@@ -409,8 +402,7 @@ void on_control(pipeline_actor* self, const control& c) {
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));
   } else if (c.kind == control_kind::end_of_stream) {
-    self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-               st.counters.duplicates);
+    report_trained(self, st.coordinator, st.name, st.counters);
     if (st.spec.replica == 0)
       self->send(st.coordinator, weights_of(st));
     auto report = make_report(st);

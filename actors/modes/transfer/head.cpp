@@ -141,8 +141,7 @@ void on_control(head_actor* self, const control& c) {
     report.epochs = {e};
     self->send(st.coordinator, epoch_atom::value, std::move(report));
   } else if (c.kind == control_kind::end_of_stream) {
-    self->send(st.coordinator, trained_atom::value, st.name, st.counters.trained,
-               st.counters.duplicates);
+    report_trained(self, st.coordinator, st.name, st.counters);
     self->send(st.coordinator, final_atom::value, make_report(st));
   }
 }
