@@ -108,7 +108,8 @@ usage:
   baton certs init DIR [--force]        make the cluster CA: DIR/ca.pem and DIR/ca.key
   baton certs issue NAME --dir DIR [--force] [--days D]
                                         make DIR/NAME.pem and DIR/NAME.key (CN and DNS name
-                                        NAME) signed by the CA in DIR (default: 825 days)
+                                        NAME) signed by the CA in DIR, valid D days (1 to
+                                        3650: the CA's 10 years; default 825)
   baton bench transfer [--heads K] [--quick] [--json FILE] [--backbone convnet|convnet_wide]
                        [--local-nodes N [--link RATE[,DELAY]]] [--set KEY=VALUE]...
                                         shared backbone vs separate baseline, side by side
@@ -214,18 +215,21 @@ bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
   return false;
 }
 
-/// An integer from `min` to `max`; the error states the range.
+/// An integer from `min` to `max`; any other value (not a number, negative,
+/// out of range) gets the one error that states the range.
 bool parse_in_range(const std::string& flag, const std::string& text, int32_t min, int32_t max,
                     int32_t& out) {
-  int32_t n = 0;
-  bool number = parse_int(flag, text, n);
-  if (number && n >= min && n <= max) {
-    out = n;
-    return true;
+  try {
+    size_t used = 0;
+    long long n = std::stoll(text, &used);
+    if (used == text.size() && n >= min && n <= max) {
+      out = static_cast<int32_t>(n);
+      return true;
+    }
+  } catch (const std::exception&) {
   }
-  if (number)
-    std::fprintf(stderr, "baton: %s expects an integer from %d to %d, got '%s'\n", flag.c_str(),
-                 min, max, text.c_str());
+  std::fprintf(stderr, "baton: %s expects an integer from %d to %d, got '%s'\n", flag.c_str(),
+               min, max, text.c_str());
   return false;
 }
 
@@ -429,6 +433,10 @@ int cmd_node(args& a) {
   return actors::run_node(s, interrupted, actors::all_roles());
 }
 
+/// The longest validity of `baton certs issue --days`: the 10 years of the
+/// cluster CA (`baton certs init`), which a certificate cannot outlive.
+constexpr int32_t max_certificate_days = 3650;
+
 int cmd_certs(args& a) {
   auto what = a.done() ? std::string{} : a.take();
   std::string target, dir, v;
@@ -440,7 +448,7 @@ int cmd_certs(args& a) {
     if (flag == "--dir")
       return a.value(flag, dir);
     if (flag == "--days")
-      return a.value(flag, v) && parse_int(flag, v, days) && days > 0;
+      return a.value(flag, v) && parse_in_range(flag, v, 1, max_certificate_days, days);
     if (!flag.empty() && flag[0] != '-' && target.empty())
       return target = flag, true;
     return false;

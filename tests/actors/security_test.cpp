@@ -194,6 +194,27 @@ TEST_F(security, certs_command_line_refuses_overwrite) {
   EXPECT_EQ(issue.exit_code, 2) << "--dir is required";
 }
 
+// Issue 21 item 13: `--days 0` said only "bad argument '--days'", `--days -5`
+// "expects a non-negative integer" (which 0 is). One rule, one message.
+TEST_F(security, certs_days_out_of_range_get_one_message_naming_the_range) {
+  scratch_dir scratch{"certs"};
+  const auto& dir = scratch.path();
+  ASSERT_EQ(run_baton({"certs", "init", dir}).exit_code, 0);
+  for (const auto& days : {"0", "-5", "3651", "ten", "1.5", ""}) {
+    auto out = run_baton({"certs", "issue", "n1", "--dir", dir, "--days", days});
+    EXPECT_EQ(out.exit_code, 2) << days << ": " << out.text;
+    EXPECT_NE(out.text.find("--days expects an integer from 1 to 3650, got '" +
+                            std::string{days} + "'"),
+              std::string::npos)
+      << days << ": " << out.text;
+    EXPECT_FALSE(fs::exists(dir + "/n1.pem")) << days;
+  }
+  for (const auto& days : {"1", "3650"}) {
+    auto out = run_baton({"certs", "issue", "n1", "--dir", dir, "--days", days, "--force"});
+    EXPECT_EQ(out.exit_code, 0) << days << ": " << out.text;
+  }
+}
+
 // -- checks before an actor system starts ----------------------------------------------
 
 TEST_F(security, bad_tls_files_are_errors_not_aborts) {
