@@ -270,9 +270,6 @@ caf::expected<pkey_ptr> read_private_key(const std::string& path) {
 
 std::vector<std::string> certificate_names(X509* cert) {
   std::vector<std::string> names;
-  char cn[256] = {};
-  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn) > 0)
-    names.emplace_back(cn);
   auto* sans = static_cast<GENERAL_NAMES*>(
     X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
   for (int i = 0; sans != nullptr && i < sk_GENERAL_NAME_num(sans); ++i) {
@@ -284,6 +281,13 @@ std::vector<std::string> certificate_names(X509* cert) {
                        static_cast<size_t>(ASN1_STRING_length(dns)));
   }
   GENERAL_NAMES_free(sans);
+  // RFC 6125 6.4.4: the CN is only a fallback for a certificate without a
+  // DNS name; otherwise a CA that checked only the SAN would vouch for a
+  // CN it never looked at.
+  char cn[256] = {};
+  if (names.empty() &&
+      X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn) > 0)
+    names.emplace_back(cn);
   return names;
 }
 

@@ -68,8 +68,9 @@ caf::expected<x509_ptr> parse_certificate(const std::string& pem);
 /// passphrase prompt on the terminal).
 caf::expected<pkey_ptr> read_private_key(const std::string& path);
 
-/// The names a certificate is issued to: its subject CN first, then the DNS
-/// entries of its subjectAltName.
+/// The names a certificate is issued to, as RFC 6125 reads them: the DNS
+/// entries of its subjectAltName when it has any (its subject CN is then
+/// not a name of it, whatever it says), else its subject CN.
 std::vector<std::string> certificate_names(X509* cert);
 
 /// Whether `cert` chains to `ca` and is valid now; empty when it does, else

@@ -97,7 +97,9 @@ caf::expected<std::string> authenticate_node(caf::scoped_actor& self, const caf:
         else if (!has_name(*names, expected_name))
           node_nonce = unreachable(where + " presented a certificate for " +
                                    describe_names(*names) + ", but the topology expects '" +
-                                   expected_name + "'; refusing to use it");
+                                   expected_name + "' (a certificate's names are its "
+                                   "subjectAltName DNS entries, its CN only when it has "
+                                   "none); refusing to use it");
         else
           node_nonce = std::move(theirs);
       },
@@ -207,10 +209,10 @@ caf::expected<std::vector<std::string>> check_proof(const std::string& ca_file,
 std::string describe_names(const std::vector<std::string>& names) {
   if (names.empty())
     return "no name";
-  std::string out = "'" + names.front() + "' (CN " + names.front();
-  for (size_t i = 1; i < names.size(); ++i)
-    out += ", DNS " + names[i];
-  return out + ")";
+  std::string out;
+  for (const auto& name : names)
+    out += (out.empty() ? "'" : ", '") + name + "'";
+  return out;
 }
 
 caf::expected<caf::actor> connect_node(caf::actor_system& sys, const std::string& host,

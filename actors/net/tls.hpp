@@ -21,8 +21,9 @@
 // Only then does the spawner serve requests from that peer process (CAF
 // node). A signature covers a fixed label, the signer's side and the other
 // side's fresh nonce, so it cannot be replayed on another connection or
-// reflected back. A certificate's names are its CN and its subjectAltName
-// DNS entries (`baton certs issue NAME` sets both to NAME).
+// reflected back. A certificate's names are its subjectAltName DNS entries,
+// or its CN when it has none (RFC 6125: when a DNS name is present, the CN is
+// not used); `baton certs issue NAME` sets both to NAME.
 
 #include <chrono>
 #include <cstdint>
@@ -71,13 +72,13 @@ caf::expected<identity_proof> prove_identity(const tls_settings& own, const std:
 
 /// Checks a proof made by `side` over `own_nonce`: the certificate chains to
 /// the CA in `ca_file` and the signature is its key's. Returns the
-/// certificate's names (CN first, then subjectAltName DNS entries).
+/// certificate's names (certificate_names: its DNS names, else its CN).
 caf::expected<std::vector<std::string>> check_proof(const std::string& ca_file,
                                                     const identity_proof& proof,
                                                     const std::string& side,
                                                     const std::string& own_nonce);
 
-/// "'n1' (CN n1, DNS n1)": certificate names for error messages.
+/// "'n1'" or "'a', 'b'": certificate names for error messages.
 std::string describe_names(const std::vector<std::string>& names);
 
 /// Connects to the spawner of node `expected_name` at host:port. Without TLS,

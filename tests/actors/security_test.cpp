@@ -143,7 +143,7 @@ TEST_F(security, certs_init_and_issue_write_private_keys_and_a_valid_chain) {
   EXPECT_FALSE(actors::check_tls_files({n1->certificate, n1->key, ca->certificate}));
   auto cert = actors::read_certificate(n1->certificate);
   ASSERT_TRUE(cert);
-  EXPECT_EQ(actors::certificate_names(cert->get()), (std::vector<std::string>{"n1", "n1"}));
+  EXPECT_EQ(actors::certificate_names(cert->get()), (std::vector<std::string>{"n1"}));
   for (const auto& entry : fs::directory_iterator(dir))
     EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << "left " << entry.path();
 }
@@ -213,6 +213,74 @@ TEST_F(security, certs_days_out_of_range_get_one_message_naming_the_range) {
     auto out = run_baton({"certs", "issue", "n1", "--dir", dir, "--days", days, "--force"});
     EXPECT_EQ(out.exit_code, 0) << days << ": " << out.text;
   }
+}
+
+// -- certificate names (RFC 6125) ------------------------------------------------------
+
+namespace {
+
+/// A certificate of the CA in `ca_dir` made by the openssl command, not by
+/// baton: subject CN `common_name`, subjectAltName `san` (e.g.
+/// "DNS:intruder"; empty: none). Writes DIR/LABEL.pem and DIR/LABEL.key.
+void openssl_certificate(const std::string& ca_dir, const std::string& dir,
+                         const std::string& label, const std::string& common_name,
+                         const std::string& san) {
+  auto base = dir + "/" + label;
+  write_file(base + ".ext", san.empty() ? "basicConstraints=CA:FALSE\n"
+                                        : "subjectAltName=" + san + "\n");
+  auto out = run_shell(
+    "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
+    quote(base + ".key") + " -subj " + quote("/CN=" + common_name) + " -out " +
+    quote(base + ".csr") + " 2>&1 && openssl x509 -req -in " + quote(base + ".csr") + " -CA " +
+    quote(ca_dir + "/ca.pem") + " -CAkey " + quote(ca_dir + "/ca.key") +
+    " -set_serial 4242 -days 2 -sha256 -extfile " + quote(base + ".ext") + " -out " +
+    quote(base + ".pem") + " 2>&1");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+}
+
+std::vector<std::string> names_in(const std::string& pem) {
+  auto cert = actors::read_certificate(pem);
+  return cert ? actors::certificate_names(cert->get()) : std::vector<std::string>{"unreadable"};
+}
+
+} // namespace
+
+// Issue 21 item 14: a certificate whose CN and DNS name disagree passed as
+// either name. Now its names are its DNS names; the CN only counts without one.
+TEST_F(security, certificate_names_are_its_dns_names_and_its_cn_only_without_one) {
+  scratch_dir scratch{"names"};
+  const auto& dir = scratch.path();
+  openssl_certificate(certs(), dir, "mixed", "coordinator", "DNS:intruder");
+  openssl_certificate(certs(), dir, "two", "coordinator", "DNS:a, DNS:b, IP:127.0.0.1");
+  openssl_certificate(certs(), dir, "cn-only", "coordinator", "");
+  openssl_certificate(certs(), dir, "ip-only", "coordinator", "IP:127.0.0.1");
+  EXPECT_EQ(names_in(dir + "/mixed.pem"), (std::vector<std::string>{"intruder"}));
+  EXPECT_EQ(names_in(dir + "/two.pem"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(names_in(dir + "/cn-only.pem"), (std::vector<std::string>{"coordinator"}));
+  EXPECT_EQ(names_in(dir + "/ip-only.pem"), (std::vector<std::string>{"coordinator"}))
+    << "an IP entry is not a DNS name: the CN is still the name";
+  EXPECT_EQ(names_in(certs() + "/n1.pem"), (std::vector<std::string>{"n1"}));
+}
+
+// The same end to end: a node that allows only "coordinator" refuses a
+// coordinator whose certificate says CN=coordinator but DNS:intruder.
+TEST_F(security, coordinator_whose_dns_name_is_not_allowed_is_refused_despite_its_cn) {
+  scratch_dir scratch{"names"};
+  const auto& dir = scratch.path();
+  openssl_certificate(certs(), dir, "mixed", "coordinator", "DNS:intruder");
+  auto args = tls("n1");
+  args.insert(args.end(), {"--tls-allow", "coordinator"});
+  node_process node{dir_->path(), "n1", args};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto out = run_baton(with(job_on("n1", node.port()),
+                            {"--tls-cert", dir + "/mixed.pem", "--tls-key", dir + "/mixed.key",
+                             "--tls-ca", certs() + "/ca.pem"}));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("does not accept the certificate for 'intruder': not in its "
+                          "tls.allow (coordinator)"),
+            std::string::npos)
+    << out.text;
+  EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
 
 // -- checks before an actor system starts ----------------------------------------------
@@ -306,8 +374,7 @@ TEST_F(security, node_name_not_in_its_certificate_is_refused) {
   ASSERT_NE(node.port(), 0) << node.log();
   auto out = run_baton(with(job_on("n2", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
-  EXPECT_NE(out.text.find("presented a certificate for 'n1' (CN n1, DNS n1), but the topology "
-                          "expects 'n2'"),
+  EXPECT_NE(out.text.find("presented a certificate for 'n1', but the topology expects 'n2'"),
             std::string::npos)
     << out.text;
   EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
@@ -320,8 +387,8 @@ TEST_F(security, coordinator_not_in_allow_list_is_refused) {
   ASSERT_NE(node.port(), 0) << node.log();
   auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
-  EXPECT_NE(out.text.find("does not accept the certificate for 'coordinator' (CN coordinator, "
-                          "DNS coordinator): not in its tls.allow (admin, n2)"),
+  EXPECT_NE(out.text.find("does not accept the certificate for 'coordinator': not in its "
+                          "tls.allow (admin, n2)"),
             std::string::npos)
     << out.text;
   auto log = node.log();
