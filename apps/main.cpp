@@ -167,7 +167,8 @@ usage:
                                         job: pipeline and the planned stages
   baton help                            this text
 
-exit codes: 0 success, 1 run failed, 2 bad input (config, file, node), 130 interrupted
+exit codes: 0 success, 1 run failed, 2 bad input (config, file, node) or a file that
+cannot be written (full disk, read-only directory), 130 interrupted
 )";
 
 int exit_code_of(const caf::error& err) {

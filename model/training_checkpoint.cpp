@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include "model/atomic_file.hpp"
 #include "model/digest.hpp"
 #include "model/error.hpp"
 
@@ -82,29 +83,6 @@ training_state deserialize(const std::string& payload, const std::string& path) 
   return s;
 }
 
-/// Writes `bytes` to `fd` completely.
-void write_all(int fd, const std::string& bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      throw file_error(path + ": write failed (" + std::strerror(errno) + ")");
-    }
-    done += static_cast<size_t>(n);
-  }
-}
-
-/// Makes a rename in `dir` durable.
-void sync_directory(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 } // namespace
 
 const at::Tensor& training_state::at(const std::string& name) const {
@@ -144,29 +122,9 @@ void checkpoint_store::save(const training_state& s) const {
   std::ostringstream header;
   header << magic << ' ' << format << ' ' << sha256_hex(payload) << ' ' << payload.size()
          << '\n';
-  auto target = path_of(s.version);
-  auto tmp = target + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    throw file_error(tmp + ": cannot create (" + std::strerror(errno) + ")");
-  try {
-    write_all(fd, header.str(), tmp);
-    write_all(fd, payload, tmp);
-    if (::fsync(fd) != 0)
-      throw file_error(tmp + ": fsync failed (" + std::strerror(errno) + ")");
-  } catch (...) {
-    ::close(fd);
-    fs::remove(tmp, ec);
-    throw;
-  }
-  ::close(fd);
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw file_error(target + ": cannot move the checkpoint into place (" + ec.message() + ")");
-  }
-  sync_directory(dir_);
+  // Written whole or not at all: a full disk leaves the older checkpoints
+  // and no temporary file (replace_file).
+  replace_file(path_of(s.version), header.str() + payload);
   auto steps = steps_on_disk();
   for (size_t i = 0; i + keep_ < steps.size(); ++i)
     fs::remove(path_of(steps[i]), ec);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace flow {
@@ -108,7 +109,6 @@ nlohmann::json chrome_trace(const std::vector<messages::actor_report>& actors) {
 
 caf::error write_chrome_trace(const std::string& path,
                               const std::vector<messages::actor_report>& actors) {
-  auto tmp = path + ".tmp";
   std::string text;
   try {
     // Names and kinds come from peers: replace invalid UTF-8 rather than throw.
@@ -116,21 +116,9 @@ caf::error write_chrome_trace(const std::string& path,
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, "cannot build the trace for '" + path + "': " + e.what());
   }
-  std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
-  if (!out)
-    return make_error(errc::bad_file, "cannot write the trace to '" + tmp + "': "
-                      + std::strerror(errno));
-  out << text << '\n';
-  out.close();
-  if (!out) {
-    std::remove(tmp.c_str());
-    return make_error(errc::bad_file, "cannot write the trace to '" + tmp + "' (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return make_error(errc::bad_file, "cannot rename '" + tmp + "' to '" + path + "': " + reason);
-  }
+  // All or nothing: a full disk keeps the previous file, no temporary file.
+  if (auto why = model::try_replace_file(path, text + '\n'); !why.empty())
+    return make_error(errc::bad_file, "--trace: " + why);
   return caf::none;
 }
 

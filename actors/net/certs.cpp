@@ -17,6 +17,7 @@
 #include <openssl/x509v3.h>
 
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace net {
@@ -36,28 +37,13 @@ caf::error file_error(const std::string& what) {
 
 // -- writing --------------------------------------------------------------------
 
-/// Writes `data` to `path` with `mode` through a temporary file in the same
-/// directory and a rename: a crash leaves the old file or the new one, and a
-/// key is never readable by others, not even while it is being written.
+/// Writes `data` to `path` with `mode` (less the umask), all or nothing: a
+/// crash or a full disk leaves the old file or the new one, and a key is
+/// never readable by others, not even while it is being written.
 caf::error write_atomically(const std::string& path, const std::string& data, mode_t mode) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  int fd = ::mkstemp(tmp.data()); // created 0600
-  if (fd < 0)
-    return file_error("cannot create a file next to '" + path + "': " + std::strerror(errno));
-  bool ok = ::fchmod(fd, mode) == 0;
-  for (size_t done = 0; ok && done < data.size();) {
-    auto n = ::write(fd, data.data() + done, data.size() - done);
-    ok = n > 0 || (n < 0 && errno == EINTR);
-    done += n > 0 ? static_cast<size_t>(n) : 0;
-  }
-  ok = ok && ::fsync(fd) == 0;
-  int saved = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0)
-    return caf::none;
-  saved = saved != 0 ? saved : errno;
-  ::unlink(tmp.c_str());
-  return file_error("cannot write '" + path + "': " + std::strerror(saved));
+  if (auto why = model::try_replace_file(path, data, mode); !why.empty())
+    return file_error(why);
+  return caf::none;
 }
 
 /// The PEM text of a certificate or an unencrypted PKCS#8 key.

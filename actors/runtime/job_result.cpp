@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -240,23 +241,9 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
 }
 
 caf::expected<void> write_metrics(const job_result& r, const std::string& path) {
-  auto tmp = path + ".tmp";
-  {
-    std::ofstream out{tmp};
-    out << to_json(r).dump(2) << '\n';
-    if (!out.flush()) {
-      auto reason = std::strerror(errno);
-      std::remove(tmp.c_str());
-      return make_error(errc::bad_file,
-                        "cannot write metrics to '" + tmp + "' (" + reason + ")");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return make_error(errc::bad_file,
-                      "cannot rename '" + tmp + "' to '" + path + "' (" + reason + ")");
-  }
+  // All or nothing: a full disk keeps the previous file, no temporary file.
+  if (auto why = model::try_replace_file(path, to_json(r).dump(2) + '\n'); !why.empty())
+    return make_error(errc::bad_file, "--metrics-out: " + why);
   return caf::unit;
 }
 

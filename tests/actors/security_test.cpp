@@ -145,7 +145,7 @@ TEST_F(security, certs_init_and_issue_write_private_keys_and_a_valid_chain) {
   ASSERT_TRUE(cert);
   EXPECT_EQ(actors::certificate_names(cert->get()), (std::vector<std::string>{"n1"}));
   for (const auto& entry : fs::directory_iterator(dir))
-    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << "left " << entry.path();
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << "left " << entry.path();
 }
 
 TEST_F(security, certs_existing_files_are_replaced_only_with_force) {

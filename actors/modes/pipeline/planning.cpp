@@ -16,6 +16,7 @@
 #include "actors/modes/job_schemas.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 #include "model/error.hpp"
 #include "model/local.hpp"
 
@@ -269,10 +270,8 @@ caf::expected<profile_file> run_profile(const profile_request& r) {
               static_cast<long long>(p.profile.microbatch_size), p.profile.microbatches,
               p.warmups, p.profile.hostname.c_str(), p.profile.cores);
   std::printf("%s", profile_table(p.profile).c_str());
-  std::ofstream out{r.out};
-  out << to_json(p).dump(2) << "\n";
-  if (!out)
-    return make_error(errc::bad_file, r.out + ": cannot write the profile");
+  if (auto why = model::try_replace_file(r.out, to_json(p).dump(2) + "\n"); !why.empty())
+    return make_error(errc::bad_file, "--out: " + why);
   std::printf("profile written to %s\n", r.out.c_str());
   return p;
 }
@@ -379,10 +378,8 @@ caf::expected<model::partition_plan> run_plan(const plan_request& r) {
                                     plan, p->profile.layers);
   if (!yaml)
     return yaml.error();
-  std::ofstream out{r.out};
-  out << *yaml;
-  if (!out)
-    return make_error(errc::bad_file, r.out + ": cannot write the planned topology");
+  if (auto why = model::try_replace_file(r.out, *yaml); !why.empty())
+    return make_error(errc::bad_file, "--out: " + why);
   std::printf("topology written to %s\n", r.out.c_str());
   return plan;
 }

@@ -16,6 +16,7 @@
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 #include "model/checkpoint.hpp"
 #include "model/local.hpp"
 
@@ -151,6 +152,9 @@ caf::expected<void> ensure_pretrained(const topology& t, bool force) {
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
                                           "' is not one of the topology's tasks");
+  // Refused before the pre-training, not after it.
+  if (auto why = model::try_check_writable(t.checkpoint); !why.empty())
+    return make_error(errc::bad_file, "backbone.checkpoint: " + why);
   spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
                "epoch(s)) first",
                t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
