@@ -354,7 +354,7 @@ model::optimizer_spec parse_optimizer(const field& section) {
 // before any entry is read.
 model::task parse_task(const field& item, const std::string& dataset) {
   check_section(item);
-  std::string name = read_name(item.require("name"));
+  std::string name = read_new_name(item.require("name"), "task");
   field labels = item.require("labels");
   const int64_t classes = model::dataset_classes(dataset);
   const std::string count = std::to_string(classes);
@@ -597,7 +597,7 @@ void refuse_feature_cache(const field& root, const std::vector<job_schema>& jobs
 head_placement parse_head(const field& item, const topology& t) {
   check_section(item);
   head_placement head;
-  head.spec.name = read_name(item.require("name"));
+  head.spec.name = read_new_name(item.require("name"), "head");
   head.spec.task_def = read_task(item.require("task"), t);
   head.spec.model.name = "head";
   head.spec.model.classes = head.spec.task_def.classes;
@@ -806,7 +806,7 @@ std::vector<node_address> parse_nodes(const field& list) {
     node_address node;
     node.where = item.where();
     field name = item.require("name");
-    node.name = read_name(name);
+    node.name = read_new_name(name, "node");
     names.add(name, node.name);
     read_if(item, "host", node.host, read_string);
     field port = item.require("port");

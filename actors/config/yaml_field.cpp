@@ -256,12 +256,19 @@ std::string read_string(const field& f) {
 }
 
 std::string read_name(const field& f) {
-  static const std::string what =
-    "a non-empty name of at most " + std::to_string(max_name_bytes) + " bytes";
-  const std::string& text = scalar(f, what);
-  if (text.empty() || text.size() > max_name_bytes)
-    f.expected(what);
+  const std::string& text = scalar(f, name_rule());
+  if (std::string why = check_name(text); !why.empty())
+    f.fail(f.name() + " must be " + name_rule() + ", got " + f.shown() + " (" + why + ")");
   return text;
+}
+
+std::string read_new_name(const field& f, const std::string& what) {
+  std::string name = read_name(f);
+  if (reserved_name(name))
+    f.fail(what + " '" + name + "' has the name of one of baton's own actors or nodes ("
+           + reserved_names() + ", in any case): the two would share their messages and "
+           + "checkpoints (expected another name)");
+  return name;
 }
 
 std::string read_choice(const field& f, const std::vector<std::string>& choices) {
@@ -283,9 +290,14 @@ std::string read_path(const field& f) {
 }
 
 void unique_names::add(const field& f, const std::string& name) {
-  auto [it, fresh] = first_seen_.emplace(name, f.where());
-  if (!fresh)
-    f.fail(what_ + " '" + name + "' is defined twice (first at " + it->second + ")");
+  auto [it, fresh] = first_seen_.emplace(name_key(name), seen{name, f.where()});
+  if (fresh)
+    return;
+  if (it->second.name == name)
+    f.fail(what_ + " '" + name + "' is defined twice (first at " + it->second.where + ")");
+  f.fail(what_ + " '" + name + "' is " + what_ + " '" + it->second.name + "' (at "
+         + it->second.where + ") in another case, and names that differ only in case count as "
+         + "the same (on a case-insensitive file system they are one directory)");
 }
 
 } // namespace detail

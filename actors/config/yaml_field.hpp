@@ -20,6 +20,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "actors/config/names.hpp"
+
 namespace baton::actors {
 inline namespace config {
 struct job_schema;
@@ -77,9 +79,7 @@ inline constexpr size_t max_list_items = 1024;
 /// longest strings a topology has).
 inline constexpr size_t max_string_bytes = 4096;
 
-/// The longest name of a task, head, node or pipeline actor: names appear in
-/// logs, file names and lists in error messages.
-inline constexpr size_t max_name_bytes = 64;
+// The longest name: config::max_name_bytes (actors/config/names.hpp).
 
 // -- config files ---------------------------------------------------------------
 
@@ -239,8 +239,14 @@ double read_number(const field& f, const std::string& what, Predicate ok) {
 /// A non-empty string of at most max_string_bytes.
 std::string read_string(const field& f);
 
-/// A non-empty name of at most max_name_bytes (a task, head or node).
+/// A name under the one rule of actors/config/names.hpp (check_name): one
+/// that refers to a task, head, node or actor, or is given to one.
 std::string read_name(const field& f);
+
+/// A name a user gives to a task, head or node: read_name, and none that
+/// baton gives its own actors and node reports (reserved_name).
+/// `what` names the kind of thing in errors ("head").
+std::string read_new_name(const field& f, const std::string& what);
 
 /// One of `choices`.
 std::string read_choice(const field& f, const std::vector<std::string>& choices);
@@ -263,18 +269,24 @@ std::chrono::milliseconds positive_milliseconds(const field& f);
 /// on the host find the same file.
 std::string read_path(const field& f);
 
-/// Names that must be unique within one list (tasks, heads, nodes).
+/// Names that must be unique within one list (tasks, heads, nodes), compared
+/// as name_key does (ignoring case).
 class unique_names {
 public:
   /// `what` names the kind of thing in errors ("head").
   explicit unique_names(std::string what) : what_(std::move(what)) {}
 
-  /// Records `name`, read from `f`; fails if it was seen before.
+  /// Records `name`, read from `f`; fails if it, or the same name in another
+  /// case, was seen before.
   void add(const field& f, const std::string& name);
 
 private:
+  struct seen {
+    std::string name;  ///< as first written
+    std::string where; ///< where it was
+  };
   std::string what_;
-  std::map<std::string, std::string> first_seen_; ///< name -> where
+  std::map<std::string, seen> first_seen_; ///< name_key(name) -> first use
 };
 
 } // namespace detail

@@ -105,7 +105,8 @@ node_settings read_node_settings(const field& root) {
   auto milliseconds = [](const field& f) {
     return std::chrono::milliseconds{read_positive<int64_t>(f)};
   };
-  detail::read_if(root, "name", s.name, detail::read_name);
+  detail::read_if(root, "name", s.name,
+                  [](const field& f) { return detail::read_new_name(f, "node"); });
   detail::read_if(root, "host", s.host, detail::read_string);
   detail::read_if(root, "port", s.port, [](const field& f) { return read_positive<uint16_t>(f); });
   detail::read_if(root, "scheduler_threads", sys.scheduler_threads, [](const field& f) {
@@ -122,14 +123,15 @@ node_settings read_node_settings(const field& root) {
 }
 
 /// A node name is printed in logs, matched against `nodes:` and against TLS
-/// certificate names: 1 to 64 letters, digits, '.', '_' or '-'.
+/// certificate names: the rule of every name (actors/config/names.hpp).
 caf::error check_node_name(const std::string& name) {
-  auto allowed = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  };
-  if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), allowed))
-    return make_error(errc::bad_config, "node name '" + name.substr(0, 64) + "' must be 1 to 64 "
-                                        "letters, digits, '.', '_' or '-'");
+  if (std::string why = check_name(name); !why.empty())
+    return make_error(errc::bad_config, "node name " + detail::quoted(name) + " must be "
+                                        + name_rule() + " (" + why + ")");
+  if (reserved_name(name))
+    return make_error(errc::bad_config, "node name " + detail::quoted(name) + " is one of the "
+                                        "names baton gives its own actors and nodes ("
+                                        + reserved_names() + ", in any case)");
   return caf::none;
 }
 

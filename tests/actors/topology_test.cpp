@@ -359,6 +359,50 @@ TEST_F(topology_test, heads_and_tasks) {
   expect_error_at("tasks: []\n", "tasks", {"the topology is missing the key 'heads'"});
 }
 
+// A head's name is the directory of its checkpoints: `./all10` and `all10/`
+// once shared `all10`'s, and `../../evil` wrote above checkpoint_dir.
+TEST_F(topology_test, a_name_is_one_path_component_under_one_rule) {
+  const std::string rule = "must be a non-empty name of at most 64 letters, digits, '.', '_' "
+                           "or '-', not starting with '.' or '-'";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+    {"./all10", "(it contains '/')"}, {"all10/", "(it contains '/')"},
+    {"../../evil", "(it contains '/')"}, {"a/b", "(it contains '/')"},
+    {"..", "(it starts with '.')"}, {".", "(it starts with '.')"},
+    {".hidden", "(it starts with '.')"}, {"-rf", "(it starts with '-')"},
+    {"a b", "(it contains ' ')"}, {"\"\"", "(it is empty)"},
+    {"\"\\u00e9t\\u00e9\"", "(it contains the byte \\xc3)"}};
+  for (const auto& [name, why] : bad) {
+    expect_error_at(tasks_and_heads + "  - {name: " + name + ", task: all10}\n", "{name: " + name,
+                    {"'heads.3.name' " + rule, why});
+    expect_error_at("tasks:\n  - {name: " + name + ", labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
+                      + "heads: [{name: h, task: t}]\n",
+                    "{name: " + name, {"'tasks.0.name' " + rule, why});
+    expect_error_at("nodes:\n  - {name: " + name + ", port: 7001}\n" + tasks_and_heads,
+                    "{name: " + name, {"'nodes.0.name' " + rule, why});
+  }
+  // Names that differ only in case are one directory on a case-insensitive
+  // file system.
+  expect_error_at(tasks_and_heads + "  - {name: A, task: all10}\n", "{name: A",
+                  {"head 'A' is head 'a' (at ", "in another case"});
+  EXPECT_TRUE(load(tasks_and_heads + "  - {name: all10.v2_final-1, task: all10}\n"))
+    << "letters, digits, '.', '_' and '-' are a name";
+}
+
+// A user name equal to one baton gives its own actors failed at run time
+// ("refused a credit of microbatch 5", "unexpected_message").
+TEST_F(topology_test, the_names_of_batons_own_actors_are_refused_at_load) {
+  for (const std::string name :
+       {"source", "stage0", "stage1.0", "Stage2", "worker.3", "shard.0", "coordinator",
+        "embedded", "workers"}) {
+    expect_error_at(tasks_and_heads + "  - {name: " + name + ", task: all10}\n", "{name: " + name,
+                    {"head '" + name + "' has the name of one of baton's own actors or nodes"});
+    expect_error_at("nodes:\n  - {name: " + name + ", port: 7001}\n" + tasks_and_heads,
+                    "{name: " + name, {"node '" + name + "' has the name of one of baton's own"});
+  }
+  for (const std::string name : {"stages", "stage", "sources", "worker3x", "shard.a"})
+    EXPECT_TRUE(load(tasks_and_heads + "  - {name: " + name + ", task: all10}\n")) << name;
+}
+
 // -- nodes and placement ------------------------------------------------------------
 
 const std::string two_nodes = R"(nodes:
@@ -651,7 +695,10 @@ TEST_F(topology_test, per_actor_lists_are_bounded_with_the_range_in_the_error) {
                   {"'faults' has 65 entries, more than the 64 allowed"});
   // A name is at most 64 bytes: names are listed in errors and logs.
   expect_error_at(tasks_and_heads + "  - {name: " + std::string(65, 'n') + ", task: all10}\n",
-                  std::string(65, 'n'), {"'heads.3.name' must be a non-empty name of at most 64"});
+                  std::string(65, 'n'),
+                  {"'heads.3.name' must be a non-empty name of at most 64 letters, digits, "
+                   "'.', '_' or '-', not starting with '.' or '-', got '",
+                   "(it is 65 bytes long)"});
 }
 
 TEST_F(topology_test, pipeline_replicas_and_stage_actors_are_bounded) {
