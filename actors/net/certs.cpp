@@ -61,7 +61,14 @@ std::string pem_of(X509* cert, EVP_PKEY* key) {
 caf::error write_pair(const certificate_files& files, X509* cert, EVP_PKEY* key) {
   if (auto err = write_atomically(files.key, pem_of(nullptr, key), 0600))
     return err;
-  return write_atomically(files.certificate, pem_of(cert, nullptr), 0644);
+  auto err = write_atomically(files.certificate, pem_of(cert, nullptr), 0644);
+  // A key without its certificate is no pair: remove it, so that a retry
+  // (after freeing space) does not find a lone key in the way.
+  if (err) {
+    ::unlink(files.key.c_str());
+    return file_error(context_of(err) + "; the new key " + files.key + " was removed again");
+  }
+  return caf::none;
 }
 
 /// Refuses to replace existing files unless forced.

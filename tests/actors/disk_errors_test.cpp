@@ -194,3 +194,18 @@ TEST_F(disk_errors, a_corrupt_backbone_is_refused) {
     EXPECT_EQ(out.text.find("weights (sha256)"), std::string::npos) << out.text;
   }
 }
+
+// `baton certs init` whose certificate does not fit (a file-size limit
+// that its key passes): no lone key is left, and a retry works.
+TEST_F(disk_errors, certs_that_do_not_fit_leave_no_half_pair) {
+  const std::string ca = dir_ + "/ca";
+  auto out = run_shell(script("mkdir " + quote(ca) + "; trap '' XFSZ; ulimit -f 1", ca,
+                              {"certs", "init", ca}));
+  EXPECT_EQ(field(out.text, "exit="), "2") << out.text;
+  EXPECT_NE(out.text.find("cannot write '" + ca + "/ca.pem'"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("File too large"), std::string::npos) << out.text;
+  EXPECT_EQ(field(out.text, "files: "), "") << out.text;
+  auto retry = run_baton({"certs", "init", ca});
+  EXPECT_EQ(retry.exit_code, 0) << retry.text;
+  EXPECT_TRUE(fs::exists(ca + "/ca.pem") && fs::exists(ca + "/ca.key"));
+}
