@@ -177,7 +177,8 @@ TEST_F(disk_errors, a_read_only_directory_is_refused_before_training) {
 }
 
 // Item 7: the backbone of the issue, with 4 KiB of random bytes in its
-// middle, is refused by the actors' run and by --mode local, exit 2.
+// middle, is refused by the actors' run (embedded and on node processes)
+// and by --mode local, exit 2.
 TEST_F(disk_errors, a_corrupt_backbone_is_refused) {
   const std::string backbone = dir_ + "/backbone.pt";
   auto pretrain = run_baton(pretrain_job(backbone));
@@ -187,7 +188,8 @@ TEST_F(disk_errors, a_corrupt_backbone_is_refused) {
                                "--set", "backbone.checkpoint=" + backbone,
                                "--set", "data.train_limit=256",
                                "--set", "data.test_limit=64"};
-  for (const auto& mode : std::vector<std::vector<std::string>>{{}, {"--mode", "local"}}) {
+  for (const auto& mode : std::vector<std::vector<std::string>>{
+         {}, {"--mode", "local"}, {"--local-nodes", "2"}}) {
     auto out = run_baton(with(job, mode));
     EXPECT_EQ(out.exit_code, 2) << out.text;
     EXPECT_NE(out.text.find(backbone + ": corrupt model file"), std::string::npos) << out.text;
