@@ -211,3 +211,22 @@ TEST_F(disk_errors, certs_that_do_not_fit_leave_no_half_pair) {
   EXPECT_EQ(retry.exit_code, 0) << retry.text;
   EXPECT_TRUE(fs::exists(ca + "/ca.pem") && fs::exists(ca + "/ca.key"));
 }
+
+// Training checkpoints on a full file system: each failed write is an
+// error naming the file and the cause, never a crash, and no temporary
+// file is left among the checkpoints.
+TEST_F(disk_errors, checkpoints_to_a_full_file_system_leave_no_temporary_files) {
+  need_root();
+  const std::string ck = dir_ + "/ck";
+  auto args = with(pipeline_job(), {"--set", "runtime.checkpoint_every=2", "--set",
+                                    "runtime.checkpoint_dir=" + ck});
+  auto out = in_tmpfs(dir_, "size=256k",
+                      baton_line(args) + "; echo \"exit=$?\"; echo \"temporary: $(find " +
+                        quote(ck) + " -name '*.tmp*' | wc -l)\"");
+  const auto code = field(out.text, "exit=");
+  EXPECT_TRUE(code != "0" && code != "134") << out.text;
+  EXPECT_NE(out.text.find("cannot write '" + ck + "/stage"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("No space left on device"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("terminate called"), std::string::npos) << out.text;
+  EXPECT_EQ(field(out.text, "temporary: "), "0") << out.text;
+}
