@@ -22,6 +22,7 @@
 #include "actors/modes/run.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/net/certs.hpp"
+#include "actors/runtime/child_process.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
@@ -381,6 +382,10 @@ int cmd_run(args& a, bool pretrain_only) {
     std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
   if (!r.save_model.empty())
     std::printf("model saved to %s\n", r.save_model.c_str());
+  if (!result->failed.empty()) {
+    spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
+    return 2;
+  }
   return 0;
 }
 
@@ -754,6 +759,8 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // Ctrl-Z stops the local node processes with baton, `fg` continues them.
+  actors::stop_children_with_this_process();
   start_stop_watchdog();
   args a{{argv + 1, argv + argc}};
   if (a.done()) {

@@ -54,6 +54,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
                  "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
+                 "slow_node_timeout_ms",
                  "stop_at_accuracy", "tls"}},
     {"runtime.tls", {"certificate", "key", "ca"}},
     {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
@@ -671,6 +672,7 @@ void parse_runtime(const field& section, runtime_settings& r) {
     return read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
   });
   read_if(section, "stall_timeout_ms", r.stall_timeout, positive_milliseconds);
+  read_if(section, "slow_node_timeout_ms", r.slow_node_timeout, positive_milliseconds);
   read_if(section, "stop_at_accuracy", r.stop_at_accuracy, [](const field& f) {
     return read_number(f, "a test accuracy in (0, 1] (0.85 for 85%)",
                        [](double x) { return x > 0 && x <= 1; });

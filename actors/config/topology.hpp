@@ -102,6 +102,11 @@ struct runtime_settings {
   /// No message from any actor for this long: the run is stuck (a lost
   /// message), which fails it, or restarts it when it recovers.
   std::chrono::milliseconds stall_timeout{300000};
+  /// A job that cannot recover a lost node (no checkpoints) waits this long
+  /// for a node that is silent while its connection stays open (slow,
+  /// SIGSTOPped) before it counts as lost; one that recovers gives up after
+  /// connection_timeout (actors/runtime/node_watch.hpp).
+  std::chrono::milliseconds slow_node_timeout{120000};
   /// Stop the run after the epoch at which every head (result) has reached
   /// this test accuracy (a fraction); 0: run every epoch.
   double stop_at_accuracy = 0;

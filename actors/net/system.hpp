@@ -27,7 +27,14 @@ struct system_settings {
   /// Heartbeats must be on at *every* node, or a hung peer is never detected
   /// (and a one-sided timeout declares healthy idle peers dead).
   std::chrono::milliseconds heartbeat_interval{200};
-  std::chrono::milliseconds connection_timeout{2000};
+  /// CAF closes a connection whose peer sent nothing (not even a heartbeat)
+  /// for this long; 0: never. A closed connection is final (its proxies
+  /// die), so this is only a backstop: the coordinator judges its nodes
+  /// itself (runtime/node_watch.hpp) and its process and its local nodes use
+  /// 0 (runtime/jobs.cpp). A `baton node`'s default (node.yaml
+  /// connection_timeout_ms) is 5 minutes, so that a node does not drop a
+  /// coordinator or a peer that is only stopped (Ctrl-Z, a straggler).
+  std::chrono::milliseconds connection_timeout{300000};
   /// Mutual TLS (caf_openssl) when enabled; check it with check_tls_files()
   /// first: CAF aborts the process on a certificate it cannot load.
   tls_settings tls;

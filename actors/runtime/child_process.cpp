@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -18,6 +19,53 @@ namespace baton::actors {
 inline namespace runtime {
 
 namespace {
+
+// The children that run, for the SIGTSTP handler, which may only read
+// lock-free atomics: a slot holds a child's process id, 0 when free.
+constexpr size_t max_tracked_children = 256;
+std::atomic<pid_t> running_children[max_tracked_children];
+
+void track(pid_t pid) {
+  for (auto& slot : running_children) {
+    pid_t free = 0;
+    if (slot.compare_exchange_strong(free, pid))
+      return;
+  }
+  // More children than slots: the rest are not stopped on Ctrl-Z.
+}
+
+void untrack(pid_t pid) {
+  for (auto& slot : running_children) {
+    pid_t expected = pid;
+    if (slot.compare_exchange_strong(expected, 0))
+      return;
+  }
+}
+
+/// Sends `sig` to every running child's process group (to the child itself
+/// while it has not made its group yet). Async-signal-safe.
+void signal_children(int sig) {
+  for (auto& slot : running_children)
+    if (pid_t pid = slot.load(); pid > 0 && ::kill(-pid, sig) != 0)
+      ::kill(pid, sig);
+}
+
+/// SIGTSTP: stops the children, then this process (the default action,
+/// raised again with the handler off); runs on when continued, and
+/// continues the children.
+void on_terminal_stop(int) {
+  int saved = errno;
+  signal_children(SIGSTOP);
+  ::signal(SIGTSTP, SIG_DFL);
+  sigset_t tstp;
+  ::sigemptyset(&tstp);
+  ::sigaddset(&tstp, SIGTSTP);
+  ::sigprocmask(SIG_UNBLOCK, &tstp, nullptr); // blocked while its handler runs
+  ::raise(SIGTSTP);                           // stopped here until SIGCONT
+  ::signal(SIGTSTP, on_terminal_stop);
+  signal_children(SIGCONT);
+  errno = saved;
+}
 
 int exit_code(int status) {
   if (WIFEXITED(status))
@@ -58,6 +106,7 @@ caf::expected<child_process> child_process::start(const std::vector<std::string>
     ::_exit(127);
   }
   ::close(log);
+  track(pid);
   child_process child;
   child.pid_ = pid;
   child.log_path_ = log_path;
@@ -89,8 +138,10 @@ child_process::~child_process() {
 bool child_process::running() {
   if (pid_ < 0 || exited_)
     return false;
-  if (::waitpid(pid_, &status_, WNOHANG) == pid_)
+  if (::waitpid(pid_, &status_, WNOHANG) == pid_) {
     exited_ = true;
+    untrack(pid_);
+  }
   return !exited_;
 }
 
@@ -98,9 +149,10 @@ int child_process::wait() {
   if (pid_ < 0)
     return -1;
   while (!exited_) {
-    if (::waitpid(pid_, &status_, 0) == pid_)
+    if (::waitpid(pid_, &status_, 0) == pid_) {
       exited_ = true;
-    else if (errno != EINTR)
+      untrack(pid_);
+    } else if (errno != EINTR)
       return -1;
   }
   return exit_code(status_);
@@ -132,6 +184,10 @@ std::string child_process::log_tail(size_t lines) const {
   for (const auto& l : tail)
     out += "  | " + l + "\n";
   return out;
+}
+
+void stop_children_with_this_process() {
+  ::signal(SIGTSTP, on_terminal_stop);
 }
 
 std::string self_executable() {

@@ -51,5 +51,13 @@ private:
 /// Absolute path of the running executable (/proc/self/exe).
 std::string self_executable();
 
+/// Makes a terminal stop (SIGTSTP: Ctrl-Z) stop the running children with
+/// this process, and a continue (SIGCONT: `fg`, `bg`) continue them. Each
+/// child has its own process group (so that a Ctrl-C reaches the parent
+/// only, which stops them in order): the terminal's SIGTSTP would stop the
+/// parent alone, and its local nodes would go on training meanwhile. Call
+/// once, early in main.
+void stop_children_with_this_process();
+
 } // namespace runtime
 } // namespace baton::actors

@@ -191,7 +191,7 @@ private:
   /// While stopping, a failure or a lost actor ends nothing: the actors
   /// that report are the result. Whether the run is stopping.
   bool stopping_ignores(const std::string& what) const {
-    if (!result_.stopped)
+    if (!result_.stopped && !salvaging_)
       return false;
     spdlog::debug("while stopping: {}", what);
     return true;
@@ -249,12 +249,8 @@ private:
 
   caf::error on_down(const caf::down_msg& msg) {
     auto why = self_->system().render(msg.reason);
-    if (auto lost = nodes_.lose(msg.source)) {
-      if (stopping_ignores("lost node '" + *lost + "'"))
-        return caf::none; // its actors are left out when the stop gives up on them
-      return failed("node_lost", *lost,
-                    make_error(errc::node_unreachable, "lost node '" + *lost + "': " + why));
-    }
+    if (auto lost = nodes_.lose(msg.source))
+      return node_lost(*lost, "lost node '" + *lost + "': " + why);
     auto* a = pass_.find(msg.source);
     if (a == nullptr || a->done)
       return caf::none;
@@ -267,13 +263,65 @@ private:
                                                    a->node + "' terminated: " + why));
   }
 
+  // -- lost nodes: a closed connection (on_down) or silence (node_watch.hpp) ---------
+
+  /// The watch says `node` has not answered for `silent_ms`: lost past its
+  /// limit, else warned about (job_nodes::late).
+  caf::error on_late(const std::string& node, int64_t silent_ms) {
+    if (auto lost = nodes_.late(node, silent_ms))
+      return node_lost(node, *lost);
+    return caf::none;
+  }
+
+  /// Node `node` is lost (`what` says how): the failure, saying why the run
+  /// cannot recover when it cannot.
+  caf::error node_lost(const std::string& node, std::string what) {
+    if (stopping_ignores(what))
+      return caf::none; // its actors are left out when the stop gives up on them
+    if (!topology_.recovers()) {
+      what += topology_.runtime.max_restarts == 0
+                ? "; no recovery: runtime.max_restarts is 0"
+                : "; no recovery: the run writes no checkpoints to restart from "
+                  "(runtime.checkpoint_every is 0; a job that cannot checkpoint, such as "
+                  "data-parallel with max_staleness, refuses it)";
+      return salvage(what);
+    }
+    return failed("node_lost", node, make_error(errc::node_unreachable, what));
+  }
+
+  /// A node is lost and the run cannot recover (`what` says so): the actors
+  /// on the other nodes are stopped as at runtime.stop_at_accuracy, each
+  /// sending its trained count, weights and final report as they are now,
+  /// so that the metrics and the model keep the work done. The pass ends
+  /// when they have reported; the run then fails (job_result::failed).
+  caf::error salvage(const std::string& what) {
+    spdlog::error("{}", what);
+    spdlog::warn("stopping the actors on the other nodes to keep their work (metrics, weights)");
+    salvaging_ = true;
+    result_.failed = what;
+    for (const auto& planned : plan_.actors)
+      if (auto* a = pass_.find(planned.name); a != nullptr && nodes_.spawner_of(a->node) == nullptr)
+        a->done = true; // on a lost node: it will not report
+    stop_began_ = clock_type::now();
+    pass_.tell_started(plan_, caf::make_message(messages::control{
+                                messages::control_kind::shutdown, 0, 0, "node_lost", {}}));
+    return caf::none;
+  }
+
+  /// How long a salvage waits for the final reports.
+  clock_type::duration salvage_wait() const {
+    return topology_.runtime.connection_timeout + std::chrono::seconds(10);
+  }
+
   caf::error on_tick(clock_type::time_point last_message) {
     if (options_.interrupted != nullptr && options_.interrupted->load())
       return make_error(errc::interrupted, "stopping every actor");
     auto limit = std::min<clock_type::duration>(options_.stall_timeout,
                                                 topology_.runtime.stall_timeout);
-    if (result_.stopped) {
-      end_stop_after(limit);
+    if (result_.stopped || salvaging_) {
+      // Salvaging: an actor that waits for the lost node's work never ends.
+      end_stop_after(salvaging_ ? std::min<clock_type::duration>(limit, salvage_wait())
+                                : limit);
       return caf::none;
     }
     fire_timed_faults();
@@ -327,6 +375,8 @@ private:
           failure = on_failure(actor, code, what);
         },
         [&](caf::down_msg& msg) { failure = on_down(msg); },
+        [&](late_atom, std::string& node, int64_t ms) { failure = on_late(node, ms); },
+        [&](back_atom, std::string& node, int64_t ms) { nodes_.back(node, ms); },
         caf::after(std::chrono::milliseconds(250)) >> [&] {
           ticked = true;
           failure = on_tick(last_message);
@@ -497,6 +547,7 @@ private:
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
   clock_type::time_point stop_began_;         ///< runtime.stop_at_accuracy was reached
   std::set<std::string> reached_;             ///< heads that reached it
+  bool salvaging_ = false;                    ///< a node is lost: keeping the work done
 };
 
 } // namespace

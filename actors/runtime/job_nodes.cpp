@@ -3,6 +3,7 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/flow/interfaces.hpp"
@@ -43,7 +44,22 @@ caf::error job_nodes::connect(const topology& t, std::vector<role_type> roles) {
                });
   }
   connect_peers(t);
+  start_watch(t);
   return caf::none;
+}
+
+void job_nodes::start_watch(const topology& t) {
+  limits_ = liveness_limits_of(t);
+  std::vector<std::pair<std::string, caf::actor>> pulses;
+  for (const auto& [node, spawner] : spawners_)
+    self_->request(spawner, timeout_, caf::get_atom::value, pulse_atom::value)
+      .receive([&, name = node](caf::actor& pulse) { pulses.emplace_back(name, pulse); },
+               [&, name = node](caf::error& err) {
+                 spdlog::warn("node {} gives no pulse to watch (only a closed connection will "
+                              "show it lost): {}", name, describe(err));
+               });
+  watch_ = spawn_node_watch(self_->system(), caf::actor_cast<caf::actor>(self_), limits_,
+                            std::move(pulses));
 }
 
 void job_nodes::connect_peers(const topology& t) {
@@ -95,6 +111,31 @@ std::optional<std::string> job_nodes::lose(const caf::actor_addr& source) {
   return std::nullopt;
 }
 
+std::optional<std::string> job_nodes::late(const std::string& node, int64_t silent_ms) {
+  if (spawners_.count(node) == 0)
+    return std::nullopt; // lost already
+  auto seconds = fmt::format("{:.1f} s", silent_ms / 1000.0);
+  if (silent_ms < limits_.lost.count()) {
+    spdlog::warn("node '{}' has not answered for {} but its connection is open (a slow or "
+                 "stopped process): this job cannot recover a lost node, so it waits for it up "
+                 "to {} ms (runtime.slow_node_timeout_ms)",
+                 node, seconds, limits_.lost.count());
+    return std::nullopt;
+  }
+  spawners_.erase(node);
+  lost_.insert(node);
+  bool waited = limits_.lost > limits_.late;
+  return "lost node '" + node + "': no answer for " + seconds + " (" +
+         (waited ? "runtime.slow_node_timeout_ms " : "runtime.connection_timeout_ms ") +
+         std::to_string(limits_.lost.count()) + "), its connection still open: the process "
+         "hangs or its host or link is down";
+}
+
+void job_nodes::back(const std::string& node, int64_t silent_ms) const {
+  if (spawners_.count(node) != 0)
+    spdlog::info("node '{}' answers again after {:.1f} s", node, silent_ms / 1000.0);
+}
+
 void job_nodes::collect_reports(const topology& t, std::vector<messages::node_report>& into) {
   if (t.embedded()) {
     into.push_back(current_node_report("embedded"));
@@ -114,6 +155,9 @@ void job_nodes::collect_reports(const topology& t, std::vector<messages::node_re
 }
 
 void job_nodes::shutdown() {
+  if (watch_)
+    self_->send_exit(watch_, caf::exit_reason::kill);
+  watch_ = nullptr;
   if (embedded_spawner_)
     self_->send_exit(embedded_spawner_, caf::exit_reason::kill);
   embedded_spawner_ = nullptr;

@@ -19,6 +19,7 @@
 #include <caf/error.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/runtime/node_watch.hpp"
 #include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
 
@@ -67,6 +68,13 @@ public:
   /// When `source` is a node's spawner, the node is lost: its name.
   std::optional<std::string> lose(const caf::actor_addr& source);
 
+  /// The watch (node_watch.hpp) says live node `node` has not answered for
+  /// `silent_ms`: lost past the limit (the node is removed; returns what
+  /// happened, for the error), else warned about as slow (nothing returned).
+  std::optional<std::string> late(const std::string& node, int64_t silent_ms);
+  /// The watch says late node `node` answered after `silent_ms`.
+  void back(const std::string& node, int64_t silent_ms) const;
+
   /// Appends each live node's report of its usage (a node that does not
   /// answer is warned about) and this process's ("coordinator"); a job
   /// without nodes has one report, "embedded".
@@ -82,6 +90,11 @@ private:
   caf::actor embedded_spawner_;
   std::set<std::string> lost_;
   std::map<std::string, std::string> moved_; ///< lost node -> where its actors went
+  liveness_limits limits_;                    ///< when a silent node is late, lost
+  caf::actor watch_;                          ///< the node watch; none when embedded
+
+  /// Starts the watch over the nodes that give their pulse actor.
+  void start_watch(const topology& t);
 };
 
 } // namespace runtime

@@ -177,6 +177,8 @@ nlohmann::json to_json(const job_result& r) {
     j["checkpoint_dir"] = r.checkpoint_dir;
   if (r.stopped)
     j["stopped"] = stop_json(*r.stopped);
+  if (!r.failed.empty())
+    j["failed"] = r.failed;
   return j;
 }
 
@@ -228,6 +230,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.checkpoint_dir = j.value("checkpoint_dir", "");
     if (j.contains("stopped"))
       r.stopped = stop_from_json(j.at("stopped"));
+    r.failed = j.value("failed", "");
     // Edges are listed flat; each belongs to the actor that sent on it.
     for (const auto& e : j.value("edges", nlohmann::json::array()))
       for (auto& a : r.actors)

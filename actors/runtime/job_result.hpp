@@ -63,6 +63,11 @@ struct job_result {
   /// Set when the run stopped at runtime.stop_at_accuracy; otherwise it ran
   /// every epoch.
   std::optional<early_stop> stopped;
+  /// Set when the run failed but kept the work done (a node lost in a run
+  /// that cannot recover, runtime/coordinator.cpp): what failed. The
+  /// outputs are written and baton exits with code 2; the metrics JSON
+  /// writes it as "failed".
+  std::string failed;
 };
 
 /// The metrics JSON: wall_seconds; train_seconds; heads [{name, task, test_accuracy,

@@ -28,9 +28,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// The coordinator's process and its local nodes: CAF never closes a silent
+/// connection (0); the coordinator's node watch judges silence, with
+/// runtime.connection_timeout_ms (actors/runtime/node_watch.hpp). A local
+/// node ends with its coordinator (child_process: PR_SET_PDEATHSIG).
 system_settings settings_of(const topology& t) {
   return {t.runtime.scheduler_threads, t.runtime.heartbeat_interval,
-          t.runtime.connection_timeout, t.runtime.tls};
+          std::chrono::milliseconds{0}, t.runtime.tls};
 }
 
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------

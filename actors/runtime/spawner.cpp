@@ -51,10 +51,22 @@ messages::node_report current_node_report(const std::string& node) {
 
 namespace {
 
+/// Answers every (pulse_atom) with (pulse_atom): an event-based actor on the
+/// node's scheduler, free while the detached spawner loads data.
+caf::behavior pulse_behavior(caf::event_based_actor* self) {
+  return {
+    [=](pulse_atom) {
+      if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+        self->send(sender, pulse_atom::value);
+    },
+  };
+}
+
 /// A spawner's state: its node, its policy and who proved their identity.
 struct spawner_state {
   std::string node;
   spawner_policy policy;
+  caf::actor pulse; ///< the liveness probe (pulse_behavior), linked
   std::map<caf::node_id, std::string> nonces; ///< the open challenge of each peer process
   std::set<caf::node_id> authenticated;       ///< peer processes that passed the proof
   static inline const char* name = "spawner";
@@ -181,6 +193,8 @@ caf::result<caf::ok_atom> serve_peer_connection(spawner_actor* self, const std::
 caf::behavior spawner_behavior(spawner_actor* self, std::string node, spawner_policy policy) {
   self->state.node = std::move(node);
   self->state.policy = std::move(policy);
+  // Hidden: a node's shutdown does not wait for it; linked: it ends with the spawner.
+  self->state.pulse = self->spawn<caf::hidden + caf::linked>(pulse_behavior);
   // Children that end (normally or not) must not take the spawner down.
   self->set_exit_handler([=](const caf::exit_msg& msg) {
     if (msg.source == nullptr || msg.reason == caf::exit_reason::kill)
@@ -192,6 +206,11 @@ caf::behavior spawner_behavior(spawner_actor* self, std::string node, spawner_po
       if (!self->state.may_serve(self->current_sender(), self->node()))
         return refuse_unauthenticated(self, "its node report");
       return current_node_report(self->state.node);
+    },
+    [=](caf::get_atom, pulse_atom) -> caf::result<caf::actor> {
+      if (!self->state.may_serve(self->current_sender(), self->node()))
+        return refuse_unauthenticated(self, "its pulse");
+      return self->state.pulse;
     },
     [=](fault_atom, const std::string& kind, int32_t ms) -> caf::result<void> {
       if (!self->state.may_serve(self->current_sender(), self->node()))

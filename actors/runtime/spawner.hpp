@@ -5,6 +5,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
@@ -40,8 +41,15 @@ struct spawner_policy {
   std::vector<std::string> allow;
 };
 
+/// A node's liveness probe: (get_atom, pulse_atom) to a spawner answers its
+/// pulse actor; (pulse_atom) to the pulse actor is answered at once with
+/// (pulse_atom). The coordinator's watch (job_nodes) pings it: the spawner
+/// itself blocks while it spawns (loading data), so it cannot be the probe.
+using pulse_atom = caf::atom_constant<caf::atom("pulse")>;
+
 /// Spawns the spawner of node `node`: answers spawn_request with the new
-/// actor and (get_atom, node_atom) with a node_report; with TLS also the
+/// actor, (get_atom, node_atom) with a node_report and (get_atom, pulse_atom)
+/// with its pulse actor (which it is linked to); with TLS also the
 /// identity proof ((auth_atom, nonce) and (auth_atom, certificate, signature)).
 /// It is detached because spawning loads datasets and checkpoints. Every
 /// actor it starts is linked to it: killing the spawner (node shutdown) kills
