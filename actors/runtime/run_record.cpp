@@ -11,6 +11,7 @@
 
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -81,21 +82,12 @@ caf::error write_run_record(const std::string& dir, const run_record& record) {
   out << YAML::EndSeq;
   out << YAML::Key << "topology" << YAML::Value << YAML::Literal << record.topology_text;
   out << YAML::EndMap;
-  auto path = run_record_path(dir);
-  auto tmp = path + ".tmp";
-  {
-    std::ofstream file{tmp};
-    file << "# Written by baton run: the topology and --set options of the run whose\n"
-            "# checkpoints are in this directory. `baton run --resume DIR` reads it.\n"
-         << out.c_str() << '\n';
-    if (!file.flush())
-      return make_error(errc::bad_file, "cannot write " + tmp + " (" + std::strerror(errno) + ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return make_error(errc::bad_file, "cannot rename " + tmp + " to " + path + " (" + reason + ")");
-  }
+  std::string text = "# Written by baton run: the topology and --set options of the run whose\n"
+                     "# checkpoints are in this directory. `baton run --resume DIR` reads it.\n";
+  text += out.c_str();
+  // All or nothing (a full disk keeps the previous record, no temporary file).
+  if (auto why = model::try_replace_file(run_record_path(dir), text + '\n'); !why.empty())
+    return make_error(errc::bad_file, why);
   return caf::none;
 }
 

@@ -12,8 +12,10 @@
 // size limit (`ulimit -f`, SIGXFSZ ignored), where write() fails the same way
 // with EFBIG.
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -21,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/runtime/run_record.hpp"
+#include "messages/errc.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/scratch_dir.hpp"
 
@@ -229,4 +233,36 @@ TEST_F(disk_errors, checkpoints_to_a_full_file_system_leave_no_temporary_files) 
   EXPECT_NE(out.text.find("No space left on device"), std::string::npos) << out.text;
   EXPECT_EQ(out.text.find("terminate called"), std::string::npos) << out.text;
   EXPECT_EQ(field(out.text, "temporary: "), "0") << out.text;
+}
+
+// run.yaml that cannot be written: an error naming it and the cause, the
+// previous record kept, no temporary file (before, a failed write left
+// run.yaml.tmp). A file-size limit (SIGXFSZ ignored) in this process.
+TEST_F(disk_errors, a_run_record_that_cannot_be_written_keeps_the_previous_one) {
+  baton::actors::run_record record;
+  record.topology_file = "/a/topology.yaml";
+  record.topology_text = "job: transfer\n";
+  ASSERT_FALSE(baton::actors::write_run_record(dir_, record));
+  const auto path = baton::actors::run_record_path(dir_);
+  const auto before = fs::file_size(path);
+  record.overrides.push_back("data.dir=" + std::string(8192, 'x'));
+  rlimit old{};
+  ::getrlimit(RLIMIT_FSIZE, &old);
+  auto handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limit = old;
+  limit.rlim_cur = 4096;
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+  auto err = baton::actors::write_run_record(dir_, record);
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, handler);
+  ASSERT_TRUE(err);
+  EXPECT_NE(baton::describe(err).find("cannot write '" + path + "'"), std::string::npos)
+    << baton::describe(err);
+  EXPECT_NE(baton::describe(err).find("File too large"), std::string::npos)
+    << baton::describe(err);
+  EXPECT_EQ(fs::file_size(path), before);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_))
+    names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{fs::path(path).filename().string()});
 }
