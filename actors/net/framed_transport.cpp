@@ -1,5 +1,7 @@
 #include "actors/net/framed_transport.hpp"
 
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -34,25 +36,31 @@ std::string peer_of(net::native_socket fd) {
   return (address ? *address : std::string{"?"}) + ":" + (port ? std::to_string(*port) : "?");
 }
 
+class framed_scribe;
+
+/// What the read policy of one connection and its scribe share. A wake-up
+/// from the frame budget holds it weakly: it may outlive neither.
+struct framed_connection {
+  explicit framed_connection(std::string address) : peer(std::move(address)) {}
+
+  std::string peer;                ///< "address:port", for the log
+  frame_guard guard;               ///< the process's limits and budgets
+  bool deliver_header = false;     ///< a waiting header got its bytes: CAF reads it next
+  bool wait_logged = false;        ///< the connection's first wait was logged
+  framed_scribe* scribe = nullptr; ///< null once the scribe is gone
+};
+
 /// caf::policy::tcp, with every byte read shown to a frame_guard first. CAF
 /// asks for exactly a header, then exactly its payload, and resizes its
-/// buffer in between: failing the read that completes a refused header is
-/// the last moment before that allocation.
+/// buffer in between: a header is held here until the guard lets it
+/// through, so that neither a refused header nor one waiting for the frame
+/// budget makes CAF allocate.
 class framed_policy {
 public:
-  explicit framed_policy(std::string peer) : peer_(std::move(peer)) {}
+  explicit framed_policy(std::shared_ptr<framed_connection> connection)
+      : connection_(std::move(connection)) {}
 
-  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf, size_t len) {
-    auto state = caf::policy::tcp::read_some(result, fd, buf, len);
-    if (state != net::rw_state::success || result == 0 || guard_.feed(buf, result))
-      return state;
-    // CAF reports the failure to the BASP broker, which closes the connection.
-    spdlog::error("refused a BASP connection from {}: {} (frames are limited to {} bytes, "
-                  "handshakes to {}); closing it",
-                  peer_, guard_.reason(), max_frame_payload, max_handshake_payload);
-    result = 0;
-    return net::rw_state::failure;
-  }
+  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf, size_t len);
 
   net::rw_state write_some(size_t& result, net::native_socket fd, const void* buf, size_t len) {
     return caf::policy::tcp::write_some(result, fd, buf, len);
@@ -65,16 +73,37 @@ public:
   bool must_read_more(net::native_socket, size_t) { return false; }
 
 private:
-  std::string peer_; ///< "address:port", for the log
-  frame_guard guard_;
+  net::rw_state read_header(size_t& result, net::native_socket fd, void* buf, size_t len);
+  net::rw_state deliver_header(size_t& result, void* buf, size_t len);
+  net::rw_state refuse(size_t& result);
+  net::rw_state wait(size_t& result);
+
+  std::shared_ptr<framed_connection> connection_;
 };
 
 /// caf::io::network::scribe_impl over the framed policy (the same members;
-/// CAF's class fixes its policy to plain TCP).
+/// CAF's class fixes its policy to plain TCP), which stops reading while its
+/// connection waits for the frame budget.
 class framed_scribe : public caf::io::scribe {
 public:
   framed_scribe(net::default_multiplexer& mpx, net::native_socket fd)
-      : scribe(net::conn_hdl_from_socket(fd)), stream_(mpx, fd, peer_of(fd)) {}
+      : scribe(net::conn_hdl_from_socket(fd)),
+        connection_(std::make_shared<framed_connection>(peer_of(fd))),
+        stream_(mpx, fd, connection_) {
+    connection_->scribe = this;
+    // From the thread that releases budget: the retry runs on the
+    // multiplexer's, which owns this scribe; a connection gone by then is
+    // skipped.
+    std::weak_ptr<framed_connection> weak = connection_;
+    connection_->guard.on_wake([weak, mpx = &mpx] {
+      mpx->post([weak] {
+        if (auto connection = weak.lock(); connection && connection->scribe)
+          connection->scribe->resume_reading();
+      });
+    });
+  }
+
+  ~framed_scribe() override { connection_->scribe = nullptr; }
 
   void configure_read(caf::io::receive_policy::config config) override {
     stream_.configure_read(config);
@@ -82,6 +111,24 @@ public:
       launched_ = true;
       stream_.start(this);
     }
+  }
+
+  /// CAF keeps a connection's read buffer at the size of the largest frame
+  /// it has read (it resizes, never shrinks), outside any budget: a large
+  /// one is given back once BASP has taken the frame.
+  bool consume(caf::execution_unit* ctx, const void* buf, size_t size) override {
+    bool result = scribe::consume(ctx, buf, size);
+    if (stream_.rd_buf().capacity() > unbudgeted_frame_payload)
+      std::vector<char>{}.swap(stream_.rd_buf());
+    return result;
+  }
+
+  /// Reading again once the waiting frame has its share of the budget.
+  void resume_reading() {
+    if (detached() || !connection_->guard.waiting() || !connection_->guard.retry())
+      return;
+    connection_->deliver_header = true;
+    stream_.activate(this);
   }
 
   void ack_writes(bool enable) override { stream_.ack_writes(enable); }
@@ -110,8 +157,84 @@ public:
 
 private:
   bool launched_ = false;
+  std::shared_ptr<framed_connection> connection_;
   net::stream_impl<framed_policy> stream_;
 };
+
+net::rw_state framed_policy::read_some(size_t& result, net::native_socket fd, void* buf,
+                                       size_t len) {
+  auto& guard = connection_->guard;
+  if (connection_->deliver_header)
+    return deliver_header(result, buf, len);
+  if (guard.waiting())
+    return wait(result); // reading was switched on again by someone else
+  if (guard.header_missing() > 0)
+    return read_header(result, fd, buf, len);
+  auto state = caf::policy::tcp::read_some(result, fd, buf, len);
+  if (state != net::rw_state::success || result == 0 || guard.feed(buf, result))
+    return state;
+  return refuse(result);
+}
+
+/// Reads at most the rest of the current header into the guard; CAF gets
+/// the header once it is complete and let through.
+net::rw_state framed_policy::read_header(size_t& result, net::native_socket fd, void* buf,
+                                         size_t len) {
+  auto& guard = connection_->guard;
+  unsigned char bytes[basp_header_bytes];
+  auto state = caf::policy::tcp::read_some(result, fd, bytes, guard.header_missing());
+  if (state != net::rw_state::success || result == 0)
+    return state;
+  auto headers = guard.headers();
+  if (!guard.feed(bytes, result))
+    return refuse(result);
+  if (guard.waiting())
+    return wait(result);
+  result = 0; // CAF reads nothing until the whole header is here
+  return guard.headers() == headers ? state : deliver_header(result, buf, len);
+}
+
+net::rw_state framed_policy::deliver_header(size_t& result, void* buf, size_t len) {
+  connection_->deliver_header = false;
+  if (len < basp_header_bytes) { // CAF reads BASP headers whole: not seen
+    spdlog::error("BASP connection from {}: CAF asked for {} bytes of a {}-byte header; closing it",
+                  connection_->peer, len, basp_header_bytes);
+    result = 0;
+    return net::rw_state::failure;
+  }
+  std::memcpy(buf, connection_->guard.header(), basp_header_bytes);
+  result = basp_header_bytes;
+  return net::rw_state::success;
+}
+
+net::rw_state framed_policy::refuse(size_t& result) {
+  // CAF reports the failure to the BASP broker, which closes the connection.
+  spdlog::error("refused a BASP connection from {}: {} (frames are limited to {} bytes, "
+                "handshakes to {}); closing it",
+                connection_->peer, connection_->guard.reason(), max_frame_payload,
+                max_handshake_payload);
+  result = 0;
+  return net::rw_state::failure;
+}
+
+/// Stops reading the connection until the frame budget has room for its
+/// frame (framed_scribe::resume_reading): its bytes stay in the socket, and
+/// TCP slows the sender down.
+net::rw_state framed_policy::wait(size_t& result) {
+  auto& budget = frame_budget::process_wide();
+  if (!connection_->wait_logged) {
+    connection_->wait_logged = true;
+    spdlog::warn("BASP connection from {} waits: its frame of {} bytes does not fit in the {} "
+                 "bytes that frames in flight on all connections may hold ({} free); reading "
+                 "it resumes when other frames have arrived",
+                 connection_->peer, frame_payload_length(connection_->guard.header()),
+                 budget.capacity(), budget.available());
+  }
+  if (connection_->scribe != nullptr)
+    connection_->scribe->remove_from_loop();
+  result = 0;
+  return net::rw_state::success;
+}
 
 /// CAF's doorman, handing accepted sockets to framed scribes.
 class framed_doorman : public net::doorman_impl {

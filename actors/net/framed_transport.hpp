@@ -8,7 +8,9 @@
 // scribes read through their own policy. Baton's reads through a
 // frame_guard, so that a header announcing more than the limit fails the
 // read: CAF then closes the connection with nothing allocated, and the
-// refusal is logged with the peer's address.
+// refusal is logged with the peer's address. A header whose payload does
+// not fit in the process's frame budget (frame_guard.hpp) is held back from
+// CAF, and its connection is not read, until other frames have arrived.
 //
 //   publish_framed / remote_actor_framed        (instead of sys.middleman())
 //        |  publish / connect requests

@@ -148,3 +148,73 @@ TEST(frame_guard, an_empty_handshake_completes_at_its_header) {
   EXPECT_TRUE(guard.handshake_done());
   EXPECT_EQ(budget.available(), 10u);
 }
+
+// -- the frame budget (issue 21, item 10) ----------------------------------------
+
+using baton::actors::frame_budget;
+
+TEST(frame_guard, large_frames_after_the_handshake_wait_for_the_shared_budget) {
+  frame_budget budget{200 << 10};
+  frame_guard first{frame_limits{}, nullptr, &budget};
+  frame_guard second{frame_limits{}, nullptr, &budget};
+  int woken = 0;
+  second.on_wake([&] { ++woken; });
+  ASSERT_TRUE(feed(first, frame_with_payload(client_handshake, 40)));
+  ASSERT_TRUE(feed(second, frame_with_payload(client_handshake, 40)));
+  // 150 KiB fit; a second 150 KiB frame waits at its header.
+  ASSERT_TRUE(feed(first, frame(direct_message, 150 << 10)));
+  EXPECT_EQ(budget.available(), 50u << 10);
+  EXPECT_TRUE(feed(second, frame(direct_message, 150 << 10)));
+  EXPECT_TRUE(second.waiting());
+  EXPECT_EQ(second.headers(), 1u) << "the handshake's only: the waiting header is held";
+  EXPECT_EQ(second.header_missing(), 0u);
+  EXPECT_EQ(budget.waiting(), 1u);
+  EXPECT_FALSE(second.retry()) << "still no room";
+  // The first frame's payload arrives: its bytes go back, the waiter is woken.
+  ASSERT_TRUE(feed(first, std::string(150 << 10, 'p')));
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(budget.available(), 200u << 10);
+  ASSERT_TRUE(second.retry());
+  EXPECT_FALSE(second.waiting());
+  EXPECT_EQ(second.headers(), 2u);
+  EXPECT_EQ(budget.available(), 50u << 10);
+  ASSERT_TRUE(feed(second, std::string(150 << 10, 'p')));
+  EXPECT_EQ(second.frames(), 2u);
+  EXPECT_EQ(budget.available(), 200u << 10);
+}
+
+TEST(frame_guard, small_frames_pass_a_budget_held_by_others) {
+  frame_budget budget{100 << 10};
+  frame_guard holder{frame_limits{}, nullptr, &budget};
+  ASSERT_TRUE(feed(holder, frame_with_payload(client_handshake, 40)));
+  ASSERT_TRUE(feed(holder, frame(direct_message, 100 << 10)));
+  EXPECT_EQ(budget.available(), 0u);
+  frame_guard control{frame_limits{}, nullptr, &budget};
+  ASSERT_TRUE(feed(control, frame_with_payload(client_handshake, 40)));
+  EXPECT_TRUE(feed(control, frame_with_payload(direct_message, 64 << 10)));
+  EXPECT_TRUE(feed(control, frame(heartbeat, 0)));
+  EXPECT_FALSE(control.waiting());
+  EXPECT_EQ(control.frames(), 3u);
+}
+
+TEST(frame_guard, a_closed_connection_gives_back_its_share_and_its_wait) {
+  frame_budget budget{100 << 10};
+  {
+    frame_guard holder{frame_limits{}, nullptr, &budget};
+    ASSERT_TRUE(feed(holder, frame_with_payload(client_handshake, 40)));
+    ASSERT_TRUE(feed(holder, frame(direct_message, 80 << 10)));
+    frame_guard waiter{frame_limits{}, nullptr, &budget};
+    ASSERT_TRUE(feed(waiter, frame_with_payload(client_handshake, 40)));
+    ASSERT_TRUE(feed(waiter, frame(direct_message, 80 << 10)));
+    EXPECT_TRUE(waiter.waiting());
+    // Bytes while waiting: the transport stops reading, so this is refused.
+    frame_guard eager{frame_limits{}, nullptr, &budget};
+    ASSERT_TRUE(feed(eager, frame_with_payload(client_handshake, 40)));
+    EXPECT_FALSE(feed(eager, frame(direct_message, 80 << 10) + "p"));
+    EXPECT_NE(eager.reason().find("waits for the frame budget"), std::string::npos)
+      << eager.reason();
+    EXPECT_EQ(budget.waiting(), 2u);
+  }
+  EXPECT_EQ(budget.available(), 100u << 10);
+  EXPECT_EQ(budget.waiting(), 0u);
+}
