@@ -3,7 +3,9 @@
 // The nodes of a job as its coordinator sees them: the spawner of each node
 // (or of the embedded process), the cores each reported, and the nodes lost
 // during the run with where their actors went. The coordinator asks through
-// its own blocking actor, which also receives the spawners' down messages.
+// its own blocking actor, which also receives the spawners' down messages (a
+// closed connection: the node is gone) and the events of the node watch (a
+// silent node: late, or lost past its limit; node_watch.hpp).
 
 #include <chrono>
 #include <cstdint>

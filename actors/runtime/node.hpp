@@ -31,8 +31,9 @@ struct node_settings {
 };
 
 /// Reads a node.yaml: keys name, host, port, scheduler_threads, heartbeat_ms,
-/// connection_timeout_ms, tls {certificate, key, ca, allow}, data_dirs,
-/// checkpoint_dir. Relative paths are relative to the file's directory.
+/// connection_timeout_ms (when the node closes a silent connection: default
+/// 5 minutes, see system_settings), tls {certificate, key, ca, allow},
+/// data_dirs, checkpoint_dir. Relative paths are relative to the file's directory.
 /// Errors name the file, the line and what was expected.
 caf::expected<node_settings> load_node_settings(const std::string& path);
 
