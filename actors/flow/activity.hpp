@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -48,8 +49,15 @@ public:
       process_cpu_at_begin_ = process_cpu_seconds();
     }
   }
-  /// Adds the time since `since` to busy time.
-  void add_busy(clock::time_point since) { busy_ += clock::now() - since; }
+  /// Adds the time since `since` to busy time: a piece of work is done (a
+  /// heartbeat goes out when one is due).
+  void add_busy(clock::time_point since) {
+    auto now = clock::now();
+    busy_ += now - since;
+    work_done_ += 1;
+    if (now - last_heartbeat_ >= heartbeat_interval)
+      heartbeat();
+  }
   /// Adds the calling thread's CPU seconds since `since` (a reading of
   /// thread_cpu_seconds()) to compute CPU time.
   void add_compute_cpu(double since) { compute_cpu_ += thread_cpu_seconds() - since; }
@@ -67,12 +75,46 @@ public:
     return std::chrono::duration<double>(clock::now() - first_ - busy_).count();
   }
 
+  // -- liveness (runtime.stall_timeout_ms) ------------------------------------
+
+  /// The most time between two heartbeats of an actor that works.
+  static constexpr std::chrono::seconds heartbeat_interval{1};
+
+  /// Sends one heartbeat: the step counter, the pieces of work done, and
+  /// what the actor waits for.
+  using heartbeat_sender =
+    std::function<void(int64_t step, int64_t work, const std::string& waiting)>;
+
+  /// Where heartbeats go (observe_coordinator sets it: to the coordinator).
+  void send_heartbeats_with(heartbeat_sender send) { heartbeat_ = std::move(send); }
+  /// The actor's step counter is now `step` (after_step sets it).
+  void advanced_to(int64_t step) { step_ = step; }
+  /// What the actor waits for when it returns to its mailbox, in words
+  /// ("ring chunks of step 7 from worker1"); "" when it cannot tell.
+  void waiting_for(std::string what) { waiting_ = std::move(what); }
+  /// Sends a heartbeat now, with `waiting` ("": waiting_for's) as what the
+  /// actor waits for.
+  void heartbeat(const std::string& waiting = {}) {
+    last_heartbeat_ = clock::now();
+    if (heartbeat_)
+      heartbeat_(step_, work_done_, waiting.empty() ? waiting_ : waiting);
+  }
+
+  int64_t step() const { return step_; }           ///< -1 before its first step
+  const std::string& waiting() const { return waiting_; }
+  int64_t work_done() const { return work_done_; } ///< add_busy calls
+
 private:
   bool started_ = false;
   clock::time_point first_;
   clock::duration busy_{0};
   double compute_cpu_ = 0;
   double process_cpu_at_begin_ = 0;
+  int64_t step_ = -1;
+  int64_t work_done_ = 0;
+  std::string waiting_;
+  clock::time_point last_heartbeat_;
+  heartbeat_sender heartbeat_;
 };
 
 /// A report of actor `actor` (role `role`, on `node`) with what its
@@ -130,8 +172,32 @@ auto observe_coordinator(caf::stateful_actor<State>* self) {
   return [=](observe_atom, const caf::actor& coordinator) {
     self->state.coordinator = coordinator;
     self->monitor(coordinator);
+    self->state.work.send_heartbeats_with(
+      [self](int64_t step, int64_t work, const std::string& waiting) {
+        self->send(self->state.coordinator, heartbeat_atom::value, self->state.name, step, work,
+                   waiting);
+      });
     return caf::ok_atom::value;
   };
+}
+
+/// The heartbeat request every compute actor answers (the coordinator asks
+/// when the job stopped advancing): a heartbeat now, waiting for
+/// `state.work`'s waiting_for (or `fallback()` when the actor set none).
+/// An actor busy in one long computation or hung does not answer.
+template <class State, class Fallback>
+auto answer_heartbeat(caf::stateful_actor<State>* self, Fallback fallback) {
+  return [=](heartbeat_atom) {
+    auto& work = self->state.work;
+    work.heartbeat(work.waiting().empty() ? fallback() : std::string{});
+  };
+}
+
+/// answer_heartbeat with "a message" as what an actor that set no
+/// waiting_for waits for.
+template <class State>
+auto answer_heartbeat(caf::stateful_actor<State>* self) {
+  return answer_heartbeat(self, [] { return std::string{"a message"}; });
 }
 
 /// The stop handler of the workers and shards (runtime.stop_at_accuracy;
@@ -166,15 +232,19 @@ void fail(caf::local_actor* self, const caf::actor& coordinator, const std::stri
 void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
           const caf::error& cause);
 
-/// Runs `f`; an exception fails the actor (its state has `coordinator` and
-/// `name`) with error_of(exception, `what`): a LibTorch error is
-/// compute_failed, a model file error bad_file. Whether `f` succeeded.
+/// Runs `f`; an exception fails the actor (its state has `coordinator`,
+/// `name` and `work`) with error_of(exception, `what`): a LibTorch error is
+/// compute_failed, a model file error bad_file. A heartbeat goes first, so
+/// that the coordinator knows the step the failure came at (an error that
+/// recurs at the same step after a restart is not retried). Whether `f`
+/// succeeded.
 template <class Self, class F>
 bool guarded(Self* self, const std::string& what, F&& f) {
   try {
     f();
     return true;
   } catch (const std::exception& e) {
+    self->state.work.heartbeat("nothing: it failed");
     fail(self, self->state.coordinator, self->state.name, error_of(e, what));
     return false;
   }

@@ -130,5 +130,14 @@ std::vector<messages::edge_stats> fanout::edges() const {
   return out;
 }
 
+std::string fanout::blocked_on() const {
+  std::string text;
+  for (const auto& r : receivers_)
+    if (!r.window.can_send())
+      text += (text.empty() ? "credits from " : ", ") + r.edge.to + " (" +
+              std::to_string(r.in_flight.size()) + " in flight)";
+  return text;
+}
+
 } // namespace flow
 } // namespace baton::actors

@@ -81,6 +81,11 @@ public:
   /// Traffic per edge, one per receiver.
   std::vector<messages::edge_stats> edges() const;
 
+  /// What the sender waits for, in words: the credits of the receivers
+  /// whose window is full ("credits from stage1 (2 in flight)"); "" when
+  /// every receiver has a free slot.
+  std::string blocked_on() const;
+
 private:
   struct receiver {
     caf::actor handle;

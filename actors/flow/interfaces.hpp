@@ -48,6 +48,10 @@
 //                                                      its errc (compute_failed, bad_file,
 //                                                      actor_failed), the run's error
 //     (step_atom, string actor, int64 step)            step done (recovery.notify_from_step)
+//     (heartbeat_atom, string actor, int64 step, int64 work, string waiting)
+//                                                      liveness, at most once a second while
+//                                                      it works, and on (heartbeat_atom)
+//                                                      from the coordinator (activity.hpp)
 //     (trained_atom, string actor, int64 trained, int64 duplicates)
 //                                                      before the final report of a
 //                                                      trainable actor (exactly-once counts)
@@ -72,6 +76,7 @@ using failure_atom = caf::atom_constant<caf::atom("failure")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using trained_atom = caf::atom_constant<caf::atom("trained")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 
 } // namespace flow
 } // namespace baton::actors

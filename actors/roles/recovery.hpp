@@ -102,12 +102,14 @@ private:
 void maybe_throw_fault(const recovery_spec& spec, const messages::microbatch& m);
 
 /// After the optimiser step that made weight version `version` of actor
-/// `name`: writes the checkpoint when due (`state` is called only then) and
+/// `name`: its step counter (what its heartbeats carry, activity.hpp) is
+/// `version`; writes the checkpoint when due (`state` is called only then) and
 /// tells the coordinator of `version` from spec.notify_from_step on.
 template <class Self, class StateFn>
 void after_step(Self* self, const caf::actor& coordinator, const std::string& name,
                 const checkpointing& checkpoints, int64_t version,
                 const training_counters& counters, StateFn state) {
+  self->state.work.advanced_to(version);
   if (checkpoints.due(version))
     checkpoints.save(state(), counters);
   auto from = checkpoints.spec().notify_from_step;
@@ -136,10 +138,17 @@ caf::result<caf::ok_atom> inject_edge_fault(Fanout& downstream, const std::strin
 /// name) adds a receiver; (fault_atom, kind, to, value) sets a delay or drop
 /// fault on an edge (inject_edge_fault); a credit frees the slot of its
 /// microbatch, then `next()` runs; a credit the fanout refuses fails the
-/// actor. Put before the actor's own handlers with or_else.
+/// actor; (heartbeat_atom) answers with a heartbeat that names the credits
+/// it waits for (answer_heartbeat). Put before the actor's own handlers with
+/// or_else.
 template <class Actor, class Next>
 caf::message_handler sender_handlers(Actor* self, Next next) {
   return {
+    answer_heartbeat(self, [=] {
+      auto credits = self->state.downstream.blocked_on();
+      return credits.empty() ? std::string{"its input (no credit window is full)"}
+                             : credits;
+    }),
     [=](connect_atom, const caf::actor& downstream, const std::string& name) {
       auto& st = self->state;
       st.downstream.add(downstream, st.name, name, st.spec.window);

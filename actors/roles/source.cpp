@@ -81,6 +81,7 @@ microbatch make_microbatch(source_state& st, const model::dataset& data,
     auto k = st.next_train;
     m.step = st.step_base + st.train_plan.step_of[k];
     m.step_size = st.train_plan.step_size_of[k];
+    st.work.advanced_to(m.step); // its heartbeats' step: the step it deals
     // Position within the minibatch: count back to the first of its step.
     int32_t index = 0;
     while (k > 0 && st.train_plan.step_of[k - 1] == st.train_plan.step_of[st.next_train]) {

@@ -15,6 +15,7 @@
 #include "actors/runtime/fault_injector.hpp"
 #include "actors/runtime/job_nodes.hpp"
 #include "actors/runtime/job_pass.hpp"
+#include "actors/runtime/liveness.hpp"
 #include "actors/runtime/placement.hpp"
 #include "actors/runtime/progress_line.hpp"
 #include "actors/runtime/result_collector.hpp"
@@ -125,8 +126,65 @@ private:
   // -- training: each handler ignores a message of an earlier pass ---------------
 
   /// Whether the message being handled comes from an actor of this pass.
+  /// Such a message (a report, not a heartbeat) shows the job advancing and
+  /// its node alive.
   bool from_current() {
-    return pass_.find(caf::actor_cast<caf::actor_addr>(self_->current_sender())) != nullptr;
+    auto* a = pass_.find(caf::actor_cast<caf::actor_addr>(self_->current_sender()));
+    if (a != nullptr)
+      live_.reported(a->node, clock_type::now());
+    return a != nullptr;
+  }
+
+  // -- liveness (liveness.hpp): heartbeats and the stall detector -------------------
+
+  /// A heartbeat of `actor` (at `step`, `work` pieces of work done, waiting
+  /// for `waiting`); one of an earlier pass is dropped.
+  void on_heartbeat(const std::string& actor, int64_t step, int64_t work,
+                    const std::string& waiting) {
+    auto* a = pass_.find(caf::actor_cast<caf::actor_addr>(self_->current_sender()));
+    if (a != nullptr && a->name == actor)
+      live_.heard(actor, a->node, step, work, waiting, clock_type::now());
+  }
+
+  /// The actors of this pass that have not sent their final report.
+  std::vector<live_actor> unfinished_actors() {
+    std::vector<live_actor> actors;
+    for (const auto& planned : plan_.actors)
+      if (const auto* a = pass_.find(planned.name); a != nullptr && !a->done)
+        actors.push_back({a->name, a->node});
+    return actors;
+  }
+
+  /// Asks every unfinished actor for a heartbeat and waits up to a second
+  /// for the answers: an actor that waits for a message answers with what
+  /// it waits for; one busy in a computation, or hung, does not.
+  void ask_heartbeats(const std::vector<live_actor>& actors) {
+    live_.asking(clock_type::now());
+    for (const auto& a : actors)
+      self_->send(pass_.find(a.name)->handle, heartbeat_atom::value);
+    auto deadline = clock_type::now() + std::chrono::seconds(1);
+    bool timed_out = false;
+    while (!timed_out && !live_.all_answered(actors)) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                         clock_type::now());
+      self_->receive(
+        [&](heartbeat_atom, std::string& actor, int64_t step, int64_t work,
+            std::string& waiting) { on_heartbeat(actor, step, work, waiting); },
+        caf::after(std::max(left, std::chrono::milliseconds(1))) >> [&] { timed_out = true; });
+    }
+  }
+
+  /// No actor advanced for `limit`: the stall, naming every unfinished
+  /// actor, its step and what it waits for; none when an answer to the
+  /// heartbeat request shows that the job advanced after all.
+  caf::error stalled(clock_type::duration limit) {
+    auto actors = unfinished_actors();
+    ask_heartbeats(actors);
+    auto now = clock_type::now();
+    if (!live_.stalled(limit, now))
+      return caf::none;
+    return failed("stalled", "job",
+                  make_error(errc::actor_failed, live_.stall_report(actors, limit, now)));
   }
 
   void on_final(messages::actor_report& r) {
@@ -313,7 +371,7 @@ private:
     return topology_.runtime.connection_timeout + std::chrono::seconds(10);
   }
 
-  caf::error on_tick(clock_type::time_point last_message) {
+  caf::error on_tick() {
     if (options_.interrupted != nullptr && options_.interrupted->load())
       return make_error(errc::interrupted, "stopping every actor");
     auto limit = std::min<clock_type::duration>(options_.stall_timeout,
@@ -325,14 +383,8 @@ private:
       return caf::none;
     }
     fire_timed_faults();
-    if (clock_type::now() - last_message > limit) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
-      return failed("stalled", "job",
-                    make_error(errc::actor_failed,
-                               "no actor reported anything for " + std::to_string(ms) +
-                                 " ms (runtime.stall_timeout_ms): a message was lost or an "
-                                 "actor hangs"));
-    }
+    if (live_.stalled(limit, clock_type::now()))
+      return stalled(limit);
     return caf::none;
   }
 
@@ -340,6 +392,7 @@ private:
   void start_pass() {
     pass_.start(plan_);
     training_started_ = clock_type::now();
+    live_.start(training_started_);
     if (first_pass_started_ == clock_type::time_point{})
       first_pass_started_ = training_started_;
     recoverable_ = false;
@@ -349,14 +402,14 @@ private:
   /// something failed (the failure).
   caf::error train() {
     start_pass();
-    auto last_message = clock_type::now();
     caf::error failure;
+    const auto tick = std::chrono::milliseconds(250);
+    auto ticked = clock_type::now();
     while (pass_.unfinished() > 0 && !failure) {
       if (options_.interrupted != nullptr && options_.interrupted->load()) {
         failure = make_error(errc::interrupted, "stopping every actor");
         break;
       }
-      bool ticked = false;
       // Each handler drops the messages of an earlier pass (before a restart).
       self_->receive(
         [&](final_atom, messages::actor_report& r) { on_final(r); },
@@ -368,6 +421,8 @@ private:
           on_trained(actor, trained, duplicates);
         },
         [&](step_atom, std::string&, int64_t step) { on_step(step); },
+        [&](heartbeat_atom, std::string& actor, int64_t step, int64_t work,
+            std::string& waiting) { on_heartbeat(actor, step, work, waiting); },
         [&](fault_atom, std::string& what, std::string& from, int64_t step) {
           on_fault_report(what, from, step);
         },
@@ -377,12 +432,13 @@ private:
         [&](caf::down_msg& msg) { failure = on_down(msg); },
         [&](late_atom, std::string& node, int64_t ms) { failure = on_late(node, ms); },
         [&](back_atom, std::string& node, int64_t ms) { nodes_.back(node, ms); },
-        caf::after(std::chrono::milliseconds(250)) >> [&] {
-          ticked = true;
-          failure = on_tick(last_message);
-        });
-      if (!ticked)
-        last_message = clock_type::now();
+        caf::after(tick) >> [] {});
+      // Every tick, even while messages keep coming: heartbeats that do
+      // not advance must not hide a stall.
+      if (!failure && clock_type::now() - ticked >= tick) {
+        ticked = clock_type::now();
+        failure = on_tick();
+      }
     }
     progress_.clear();
     return failure;
@@ -477,6 +533,8 @@ private:
   caf::error recover(const caf::error& failure) {
     auto detected = clock_type::now();
     progress_.clear();
+    if (auto err = recurring(failure))
+      return err;
     if (result_.restarts >= topology_.runtime.max_restarts)
       return make_error(errc::actor_failed,
                         describe(failure) + " (gave up after " +
@@ -490,12 +548,50 @@ private:
              ? 0
              : common_checkpoint_steps(checkpoints_.dir, plan_.trainable_names()).front();
     open_fault_ = faults_.record_failure(failure_kind_, failure_target_, step, detected);
+    measure_detection(*open_fault_, detected);
     detected_at_ = detected;
     result_.restarts += 1;
     spdlog::warn("restart {} of at most {}: every actor restarts from step {}{}",
                  result_.restarts, topology_.runtime.max_restarts, step,
                  step == 0 ? " (the initial weights)" : "");
     return caf::none;
+  }
+
+  /// An error an actor reported that no injected fault explains, at the
+  /// same step of the same actor as one before a restart: a restart would
+  /// meet it again, so the run ends with it (and its code) at once. The
+  /// step is the actor's last heartbeat's (guarded sends one before the
+  /// failure), or the pass's restore step when it made none since.
+  caf::error recurring(const caf::error& failure) {
+    if (failure_kind_ != "actor_failed" || faults_.explains(failure_target_))
+      return caf::none;
+    auto step = live_.step_of(failure_target_);
+    if (step < 0)
+      step = checkpoints_.restore_step;
+    if (!faults_.recurs(failure_target_, failure.code(), step))
+      return caf::none;
+    bool ours = failure.category() == error_category_atom;
+    return make_error(ours ? static_cast<errc>(failure.code()) : errc::actor_failed,
+                      (ours ? context_of(failure) : describe(failure)) +
+                        " (it recurred at step " + std::to_string(step) +
+                        " after a restart, with no fault injected: not retried, a restart "
+                        "would meet it again)");
+  }
+
+  /// A failure baton did not inject is detected after no time it can
+  /// measure, except a lost node (since its last heartbeat or report) and a
+  /// stall (since the job last advanced); else the latency stays unknown.
+  void measure_detection(fault_record& f, clock_type::time_point detected) const {
+    if (f.detected_after_ms >= 0)
+      return;
+    std::optional<clock_type::time_point> since;
+    if (f.kind == "node_lost")
+      since = live_.last_heard_from(f.target);
+    else if (f.kind == "stalled")
+      since = live_.last_advanced();
+    if (since)
+      f.detected_after_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(detected - *since).count();
   }
 
   /// The actors of the new pass are wired and about to start.
@@ -505,9 +601,7 @@ private:
     open_fault_->recovered_after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                         clock_type::now() - detected_at_)
                                         .count();
-    spdlog::info("recovered from {} of '{}' in {} ms (detected after {} ms)", open_fault_->kind,
-                 open_fault_->target, open_fault_->recovered_after_ms,
-                 open_fault_->detected_after_ms);
+    spdlog::info("{}", recovered_text(*open_fault_));
     result_.faults.push_back(*open_fault_);
     open_fault_.reset();
   }
@@ -534,6 +628,8 @@ private:
   job_pass pass_;              ///< this pass's actors
   result_collector collected_; ///< what they reported
   job_result result_;
+
+  liveness live_; ///< this pass's heartbeats, and when each node was last heard
 
   // Recovery.
   fault_injector faults_;

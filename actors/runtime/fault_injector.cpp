@@ -151,17 +151,34 @@ std::vector<fault_spec> fault_injector::dropped(const std::string& from,
   return fired;
 }
 
+std::optional<size_t> fault_injector::explaining(const std::string& target) const {
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.fired && !f.counted && (is_node_fault(f.spec) || f.spec.kind == "drop"))
+      return i;
+  }
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.fired && !f.counted && f.spec.kind == "throw" && f.spec.actor == target)
+      return i;
+  }
+  return std::nullopt;
+}
+
+bool fault_injector::explains(const std::string& target) const {
+  return explaining(target).has_value();
+}
+
+bool fault_injector::recurs(const std::string& target, uint8_t code, int64_t step) {
+  return !unexplained_.emplace(target, code, step).second;
+}
+
 std::optional<explained_fault> fault_injector::explain(const std::string& target,
                                                        clock_type::time_point detected) {
-  armed_fault* found = nullptr;
-  for (auto& f : faults_)
-    if (!found && f.fired && !f.counted && (is_node_fault(f.spec) || f.spec.kind == "drop"))
-      found = &f;
-  for (auto& f : faults_)
-    if (!found && f.fired && !f.counted && f.spec.kind == "throw" && f.spec.actor == target)
-      found = &f;
-  if (found == nullptr)
+  auto index = explaining(target);
+  if (!index)
     return std::nullopt;
+  auto* found = &faults_[*index];
   found->counted = true;
   const auto& s = found->spec;
   explained_fault e;
@@ -186,6 +203,19 @@ fault_record fault_injector::record_failure(const std::string& kind, const std::
     record.detected_after_ms = f->detected_after_ms;
   }
   return record;
+}
+
+std::string recovered_text(const fault_record& f) {
+  std::string text = "recovered from " + f.kind + " of '" + f.target + "' in " +
+                     std::to_string(f.recovered_after_ms) + " ms";
+  if (f.detected_after_ms < 0)
+    return text;
+  auto ms = std::to_string(f.detected_after_ms);
+  if (f.kind == "node_lost")
+    return text + " (detected " + ms + " ms after its last heartbeat)";
+  if (f.kind == "stalled")
+    return text + " (detected " + ms + " ms after the job last advanced)";
+  return text + " (detected after " + ms + " ms)";
 }
 
 } // namespace runtime

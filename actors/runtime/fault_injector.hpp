@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/config/topology.hpp"
@@ -105,6 +107,15 @@ public:
   fault_record record_failure(const std::string& kind, const std::string& target,
                               int64_t restored_step, clock_type::time_point detected);
 
+  /// Whether an injected fault explains a failure of `target` (explain
+  /// would return one), without counting it.
+  bool explains(const std::string& target) const;
+  /// An error of actor `target` with code `code` at its step `step`, which
+  /// no injected fault explains: whether the same actor failed with the same
+  /// code at the same step before in this run (and the job restarted since),
+  /// an error a restart does not cure. Each such error is remembered.
+  bool recurs(const std::string& target, uint8_t code, int64_t step);
+
   /// The newest step the job reported (-1 before any).
   int64_t last_step() const { return last_step_; }
 
@@ -118,6 +129,8 @@ private:
   };
 
   void fire(armed_fault& f, clock_type::time_point now, std::vector<fault_spec>& fired);
+  /// The index in faults_ of the fault that explains a failure of `target`.
+  std::optional<size_t> explaining(const std::string& target) const;
   std::optional<fault_spec> chaos_at(int64_t step, clock_type::time_point now,
                                      const std::vector<std::string>& live_nodes,
                                      const std::vector<std::string>& trainable);
@@ -126,7 +139,14 @@ private:
   std::optional<fault_spec> chaos_;
   std::mt19937_64 chaos_rng_;
   int64_t last_step_ = -1;
+  std::set<std::tuple<std::string, uint8_t, int64_t>> unexplained_; ///< recurs()'s errors
 };
+
+/// The line that says the job recovered from `f`: "recovered from kill_node
+/// of 'n2' in 812 ms (detected after 35 ms)"; a failure baton did not
+/// inject says what its detection is counted from ("detected 840 ms after
+/// its last heartbeat"), and an unknown detection time is left out.
+std::string recovered_text(const fault_record& f);
 
 } // namespace runtime
 } // namespace baton::actors

@@ -119,6 +119,19 @@ nlohmann::json actor_json(const messages::actor_report& a) {
   return actor;
 }
 
+/// A fault record; detected_after_ms only when known (never the -1 of an
+/// unknown time).
+nlohmann::json fault_json(const fault_record& f) {
+  nlohmann::json j{{"kind", f.kind},
+                   {"target", f.target},
+                   {"at_step", f.at_step},
+                   {"recovered_after_ms", f.recovered_after_ms},
+                   {"restored_step", f.restored_step}};
+  if (f.detected_after_ms >= 0)
+    j["detected_after_ms"] = f.detected_after_ms;
+  return j;
+}
+
 nlohmann::json stop_json(const early_stop& s) {
   return {{"actor", s.actor},
           {"epoch", s.epoch},
@@ -164,12 +177,7 @@ nlohmann::json to_json(const job_result& r) {
   j["restarts"] = r.restarts;
   j["faults"] = nlohmann::json::array();
   for (const auto& f : r.faults)
-    j["faults"].push_back({{"kind", f.kind},
-                           {"target", f.target},
-                           {"at_step", f.at_step},
-                           {"detected_after_ms", f.detected_after_ms},
-                           {"recovered_after_ms", f.recovered_after_ms},
-                           {"restored_step", f.restored_step}});
+    j["faults"].push_back(fault_json(f));
   j["trained"] = nlohmann::json::object();
   for (const auto& [actor, count] : r.trained)
     j["trained"][actor] = {{"trained", count.trained}, {"duplicates", count.duplicates}};
@@ -218,7 +226,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.restarts = j.value("restarts", 0);
     for (const auto& f : j.value("faults", nlohmann::json::array()))
       r.faults.push_back({f.at("kind").get<std::string>(), f.at("target").get<std::string>(),
-                          f.at("at_step").get<int64_t>(), f.at("detected_after_ms").get<int64_t>(),
+                          f.at("at_step").get<int64_t>(), f.value("detected_after_ms", int64_t{-1}),
                           f.at("recovered_after_ms").get<int64_t>(),
                           f.value("restored_step", int64_t{-1})});
     // Not `j.value(...).items()` in the loop header: the temporary would end

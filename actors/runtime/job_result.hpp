@@ -19,7 +19,10 @@ struct fault_record {
   std::string kind;   ///< throw | kill_node | stop_node | actor_failed | node_lost | stalled
   std::string target; ///< actor or node
   int64_t at_step = -1;           ///< the job's step when it was injected or seen (-1: unknown)
-  int64_t detected_after_ms = -1; ///< injection to detection (-1: not injected by baton)
+  /// Detection latency: from the injection (a fault baton injected), from
+  /// the node's last heartbeat (node_lost) or from the job's last advance
+  /// (stalled) to the detection. -1: unknown, and left out of the metrics.
+  int64_t detected_after_ms = -1;
   int64_t recovered_after_ms = -1; ///< detection to training again (-1: not recovered)
   int64_t restored_step = -1;     ///< the checkpoint step the job restarted from
 };
@@ -78,8 +81,8 @@ struct job_result {
 /// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its
 /// seconds over busy + idle (0 when that is 0); bubble time is part of idle
 /// time. Trace events are not written here (see actors/flow/trace.hpp). With
-/// recovery: restarts, faults [{kind, target, at_step, detected_after_ms,
-/// recovered_after_ms, restored_step}], trained {actor: {trained,
+/// recovery: restarts, faults [{kind, target, at_step, detected_after_ms
+/// (only when known), recovered_after_ms, restored_step}], trained {actor: {trained,
 /// duplicates}}, checkpoint_dir. A run stopped at runtime.stop_at_accuracy:
 /// stopped {actor, epoch, test_accuracy, seconds}.
 nlohmann::json to_json(const job_result& r);

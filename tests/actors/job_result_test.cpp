@@ -99,6 +99,24 @@ TEST(job_result, faults_counts_and_nan_losses_round_trip) {
   EXPECT_TRUE(std::isnan(back->heads[0].train_loss));
 }
 
+// Issue 21 item 12: a failure whose detection latency is unknown (-1 in
+// memory) has no detected_after_ms in the metrics, never -1 shown as a
+// time, and reads back as unknown; a known one is written as it is.
+TEST(job_result, an_unknown_detection_latency_is_left_out) {
+  job_result r;
+  r.faults = {{"node_lost", "n2", 6, -1, 160, 4}, {"node_lost", "n3", 9, 840, 80, 8}};
+  auto j = to_json(r);
+  ASSERT_EQ(j.at("faults").size(), 2u);
+  EXPECT_FALSE(j.at("faults")[0].contains("detected_after_ms")) << j.at("faults")[0].dump();
+  EXPECT_EQ(j.at("faults")[1].at("detected_after_ms"), 840);
+  auto back = job_result_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back) << "read back failed: " << j.dump();
+  ASSERT_EQ(back->faults.size(), 2u);
+  EXPECT_EQ(back->faults[0].detected_after_ms, -1);
+  EXPECT_EQ(back->faults[0].recovered_after_ms, 160);
+  EXPECT_EQ(back->faults[1].detected_after_ms, 840);
+}
+
 // The bench reads the training time and the stages' CPU figures back from
 // each side's metrics JSON; actors that do not measure CPU write none.
 TEST(job_result, train_seconds_and_stage_cpu_round_trip) {

@@ -376,6 +376,7 @@ void advance_ps(worker_actor* self) {
     const bool epoch_over = st.in_epoch == st.minibatches.size();
     if (epoch_over ? st.ps->applied() < st.step
                    : !may_compute(st.step, st.ps->applied(), st.spec.max_staleness)) {
+      st.work.waiting_for("the shards' new slices of step " + std::to_string(st.ps->applied()));
       st.work.add_busy(since);
       st.waiting_since = activity::clock::now();
       return; // waits for pulls
@@ -437,6 +438,8 @@ void advance(worker_actor* self) {
     }
     apply_arrived(self);
     if (!st.ring->done()) {
+      st.work.waiting_for("ring chunks of step " + std::to_string(st.step) + " from " +
+                          worker_name(model::ring_previous(st.spec.worker, st.spec.workers)));
       st.work.add_busy(since);
       st.waiting_since = activity::clock::now();
       return;
@@ -597,6 +600,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
   init_state(self, std::move(setup));
   return {
     observe_coordinator(self),
+    answer_heartbeat(self),
     [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
     [=](start_atom) { on_start(self); },
     [=](tensor_set& t) { on_chunk(self, t); },

@@ -170,6 +170,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
     st.edges.push_back({st.name, worker_name(w), 0, 0});
   return {
     observe_coordinator(self),
+    answer_heartbeat(self, [] { return std::string{"the workers' pushes"}; }),
     [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
     [=](start_atom) { on_start(self); },
     [=](tensor_set& t) { on_push(self, t); },

@@ -207,6 +207,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
     st.edges.push_back({st.name, ist_worker_name(w), 0, 0});
   return {
     observe_coordinator(self),
+    answer_heartbeat(self, [=] { return round_waiting(self->state.round, "workers"); }),
     [=](group_atom, const caf::actor& peer, int32_t index) {
       return set_round_peer(self, self->state.workers, peer, index, "workers");
     },

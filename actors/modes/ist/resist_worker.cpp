@@ -215,6 +215,7 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
   init_state(self, std::move(setup));
   return {
     observe_coordinator(self),
+    answer_heartbeat(self, [=] { return round_waiting(self->state.round, "shards"); }),
     [=](group_atom, const caf::actor& peer, int32_t index) {
       return set_round_peer(self, self->state.shards, peer, index, "shards");
     },

@@ -81,6 +81,12 @@ struct round_worker_state {
   int64_t steps_since_progress = 0;
 };
 
+/// What a round actor waits for (its heartbeat, activity.hpp): the
+/// tensors of round `round` from its `peers` ("shards" or "workers").
+inline std::string round_waiting(int64_t round, const std::string& peers) {
+  return "the " + peers + "' tensors of round " + std::to_string(round);
+}
+
 /// Queues a shard's tensors `t` in `queue` by step: true when they fit
 /// (valid, from shard 0 to shards - 1, of step `now` or later, the first
 /// from that shard for that step); false leaves `t` and `queue` as they were.

@@ -164,6 +164,7 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
   init.checkpoints.emplace(init.spec.recovery);
   return {
     observe_coordinator(self),
+    answer_heartbeat(self, [] { return std::string{"microbatches from its stage"}; }),
     [=](const microbatch& m) {
       auto& st = self->state;
       if (m.invalid)
