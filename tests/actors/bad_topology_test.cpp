@@ -322,3 +322,65 @@ TEST_F(bad_topology, a_fault_past_the_last_step_is_warned_when_known_only_at_run
             std::string::npos)
     << out.text;
 }
+
+// Batch norm in training needs 2 samples per step; a config that would give
+// a step 1 is refused at load with its line, exit 2 (issue 21 item 8: it
+// failed at the first step, and again at each of 3 restarts, then exit 1).
+const char* batch_norm_job = R"(job: data-parallel
+data: {dataset: synthetic, synthetic_shape: [1, 28, 28], synthetic_train: 64, synthetic_test: 32,
+       batch_size: 16}
+backbone: {checkpoint: none, pretrain: {task: all10}}
+data_parallel: {workers: 2, model: mlp}
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+heads:
+  - {name: all10, task: all10}
+)";
+
+TEST_F(bad_topology, a_batch_of_one_for_batch_norm_is_refused_at_load) {
+  auto path = write_topology("batch-norm", batch_norm_job);
+  auto out = run_baton({"run", path, "--set", "data.batch_size=1"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("data.batch_size is 1"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("batch norm"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("restart"), std::string::npos) << out.text; // nothing ran
+  // With parameter shards: the same refusal.
+  out = run_baton(
+    {"run", path, "--set", "data.batch_size=1", "--set", "data_parallel.exchange=ps"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("batch norm"), std::string::npos) << out.text;
+  // The convnet has no batch norm: one sample per step trains (one epoch of 64 steps).
+  out = run_baton({"run", path, "--set", "data.batch_size=1", "--set",
+                   "data_parallel.model=convnet", "--set", "data.synthetic_train=8"});
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+}
+
+TEST_F(bad_topology, a_last_minibatch_of_one_for_batch_norm_is_refused_at_load) {
+  // 66 samples: 33 per worker, minibatches of 16, 16 and 1.
+  std::string text = batch_norm_job;
+  text.replace(text.find("synthetic_train: 64"), 19, "synthetic_train: 66");
+  auto path = write_topology("batch-norm-last", text);
+  auto out = run_baton({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(path + ":2"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("has 1 sample"), std::string::npos) << out.text;
+}
+
+TEST_F(bad_topology, a_microbatch_of_one_for_resnet18_is_refused_at_load) {
+  auto path = write_topology("batch-norm-pipeline", R"(job: pipeline
+data: {dataset: synthetic, synthetic_shape: [3, 32, 32], synthetic_train: 64, synthetic_test: 32,
+       batch_size: 8, microbatches: 8}
+backbone: {model: resnet18, checkpoint: none, pretrain: {task: all10}}
+pipeline:
+  schedule: gpipe
+  stages: [{last_layer: layer2_1}, {last_layer: fc2}]
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+heads:
+  - {name: all10, task: all10}
+)");
+  auto out = run_baton({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(path + ":3"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("batch norm"), std::string::npos) << out.text;
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "actors/modes/batch_norm.hpp"
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/ist/ist_section.hpp"
 #include "model/data_parallel.hpp"
@@ -76,6 +77,36 @@ void check_mlp_input(const field& section, const field& root, const topology& t)
                                ", " + std::to_string(shape[2]) + "] (expected [C, 28, 28])");
 }
 
+/// The worker models with batch norm (make_data_parallel_model's mlp and
+/// ist_mlp: BatchNorm1d on batch statistics; resnet18: BatchNorm2d).
+const std::vector<std::string> batch_norm_models{"mlp", "ist_mlp", "resnet18"};
+
+/// A worker's minibatches are data.batch_size samples of its share of the
+/// epoch (padded to W equal shares), the last one what remains: with batch
+/// norm each needs at least 2 samples (actors/modes/batch_norm.hpp).
+void check_batch_norm(const field& root, const topology& t, int32_t workers) {
+  if (!contains(batch_norm_models, t.backbone.name))
+    return;
+  const std::string model = "model '" + t.backbone.name + "'";
+  const int64_t batch = t.plan.batch_size;
+  refuse_batch_norm_step(data_key_or_root(root, "batch_size"), batch,
+                         "data.batch_size is " + std::to_string(batch) +
+                           " sample per worker step",
+                         model);
+  const auto samples = known_training_samples(t);
+  if (!samples || *samples <= 0)
+    return;
+  const int64_t share = (*samples + workers - 1) / workers;
+  const char* key = t.dataset == "synthetic" ? "synthetic_train" : "train_limit";
+  if (share % batch == 1)
+    refuse_batch_norm_step(data_key_or_root(root, key), 1,
+                           std::to_string(*samples) + " training samples give each of " +
+                             std::to_string(workers) + " workers " + std::to_string(share) +
+                             " per epoch, whose last minibatch of data.batch_size " +
+                             std::to_string(batch) + " has 1 sample",
+                           model);
+}
+
 /// `data_parallel.exchange`: ring (all-reduce) or ps (parameter shards).
 std::string read_exchange(const field& f) {
   return read_choice(f, {"ring", "ps"});
@@ -138,6 +169,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   t.backbone.name = read_model(section, root, t);
   read_hidden(section, t);
   check_mlp_input(section, root, t);
+  check_batch_norm(root, t, s.workers);
   read_freezing(root, section, t, s);
   s.optimizer = t.pretrain.optimizer;
   if (auto f = section.get("optimizer")) {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/modes/batch_norm.hpp"
+
 namespace baton::actors {
 inline namespace modes {
 inline namespace pipeline {
@@ -101,6 +103,39 @@ void check_recovery(const field& root, const topology& t) {
             "stages never share a step with nothing in flight");
 }
 
+/// The smallest microbatch of a minibatch of `size` samples cut into
+/// data.microbatches pieces, as model::plan_epoch cuts it.
+int64_t smallest_microbatch(int64_t size, int32_t microbatches) {
+  const int64_t parts = std::min<int64_t>(microbatches, size);
+  return size / parts;
+}
+
+/// resnet18's batch norm normalises over a microbatch in training: every
+/// microbatch, the last minibatch's too, needs at least 2 samples
+/// (actors/modes/batch_norm.hpp).
+void check_batch_norm(const field& root, const topology& t) {
+  if (t.backbone.name != "resnet18")
+    return;
+  const int64_t batch = t.plan.batch_size;
+  const int32_t parts = t.plan.microbatches;
+  const std::string model = "model 'resnet18'";
+  refuse_batch_norm_step(data_key_or_root(root, "microbatches"),
+                         smallest_microbatch(batch, parts),
+                         "data.batch_size " + std::to_string(batch) + " in " +
+                           std::to_string(parts) + " microbatches leaves " +
+                           std::to_string(smallest_microbatch(batch, parts)) +
+                           " sample in a microbatch",
+                         model);
+  const auto samples = known_training_samples(t);
+  const int64_t last = samples ? *samples % batch : 0;
+  if (last > 0 && smallest_microbatch(last, parts) < 2)
+    refuse_batch_norm_step(
+      data_key_or_root(root, t.dataset == "synthetic" ? "synthetic_train" : "train_limit"), 1,
+      std::to_string(*samples) + " training samples end each epoch with a minibatch of " +
+        std::to_string(last) + " in " + std::to_string(std::min<int64_t>(parts, last)) +
+        " microbatches, one of 1 sample",
+      model);
+}
 
 // `backbone.split: auto` plans the slices of a frozen backbone; a pipeline's
 // stages are its own section's.
@@ -110,6 +145,7 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
       .fail("'backbone.split' is auto, but job: pipeline takes its stages from the 'pipeline' "
             "section (`baton profile` then `baton plan --out` writes one)");
   parse_pipeline(root.section("pipeline"), layers, t);
+  check_batch_norm(root, t);
 }
 
 // "stage1", or "stage1.0" for replica 0 of a replicated stage.
