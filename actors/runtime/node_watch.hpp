@@ -48,7 +48,8 @@ using back_atom = caf::atom_constant<caf::atom("back")>;
 
 /// When a silent node counts as late and as lost.
 struct liveness_limits {
-  std::chrono::milliseconds interval{200}; ///< between pings (runtime.heartbeat_ms)
+  /// Between pings: runtime.heartbeat_ms, at most a quarter of `late`.
+  std::chrono::milliseconds interval{200};
   std::chrono::milliseconds late{2000};    ///< runtime.connection_timeout_ms
   /// Silent this long: lost. A job that recovers gives up at `late` (it
   /// restarts from its checkpoints); one that cannot waits up to

@@ -128,6 +128,23 @@ TEST(node_liveness, a_pause_of_this_process_gives_every_node_a_fresh_limit) {
   EXPECT_EQ(w.watched(), std::vector<std::string>{"n1"});
 }
 
+// The limits of a topology: a job that recovers gives up at the connection
+// timeout, one that cannot waits up to runtime.slow_node_timeout_ms; pings
+// come at least four times per limit, whatever runtime.heartbeat_ms says.
+TEST(node_liveness, limits_follow_the_topology) {
+  baton::actors::topology t;
+  t.runtime.heartbeat_interval = 5000ms;
+  t.runtime.connection_timeout = 1000ms;
+  t.runtime.slow_node_timeout = 30000ms;
+  auto waits = baton::actors::liveness_limits_of(t);
+  EXPECT_EQ(waits.interval, 250ms);
+  EXPECT_EQ(waits.late, 1000ms);
+  EXPECT_EQ(waits.lost, 30000ms);
+  t.runtime.checkpoint_every = 4;
+  auto recovers = baton::actors::liveness_limits_of(t);
+  EXPECT_EQ(recovers.lost, 1000ms);
+}
+
 // -- real processes and signals --------------------------------------------------------
 
 namespace {
