@@ -246,7 +246,8 @@ caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& 
         x.max_in_flight < 0)
       throw std::runtime_error("need 0 <= replica < replicas, upstream_replicas >= 1 and "
                                "max_in_flight >= 0");
-    if (x.schedule != "gpipe" && x.schedule != "1f1b-flush" && x.schedule != "1f1b")
+    if (x.schedule != "gpipe" && x.schedule != "1f1b-flush" && x.schedule != "1f1b" &&
+        x.schedule != "1f1b-dynamic")
       throw std::runtime_error("unknown schedule '" + x.schedule + "'");
     return x;
   });

@@ -113,6 +113,66 @@ TEST_F(pipeline, asynchronous_1f1b_trains_every_sample) {
   EXPECT_NE(digests_by_actor(async, "pipeline_stage"), digests_by_actor(flush, "pipeline_stage"));
 }
 
+// Issue 21, item 15: 1f1b follows PipeDream's static 1F1B order (warm-up
+// forwards up to the NOAM, then one forward after each backward, then the
+// cool-down backwards), so its weights are a function of the schedule alone:
+// the same as the one-thread simulation of that order (`--mode local`), with
+// credit windows 1 and 2, run after run, embedded and over 3 node processes.
+// The forward of microbatch k at stage i (NOAM 3 - i) used version
+// max(0, k - NOAM + 1): the order is PipeDream's, not just some fixed order.
+TEST_F(pipeline, static_1f1b_is_repeatable_and_equals_its_local_simulation) {
+  auto local = run_job(*dir_, with(job("1f1b"), {"--mode", "local"}), "local-static");
+  auto reference = digests_by_actor(local, "pipeline_stage");
+  ASSERT_EQ(reference.size(), 3u);
+  auto trace = dir_->path() + "/static.trace.json";
+  auto first = run_job(*dir_, with(job("1f1b"), {"--trace", trace}), "static-1");
+  EXPECT_EQ(digests_by_actor(first, "pipeline_stage"), reference);
+  auto again = run_job(*dir_, with(job("1f1b"), {"--set", "runtime.window=2"}), "static-2");
+  EXPECT_EQ(digests_by_actor(again, "pipeline_stage"), reference);
+  auto nodes = run_job(*dir_, with(job("1f1b"), {"--local-nodes", "3"}), "static-nodes");
+  EXPECT_EQ(digests_by_actor(nodes, "pipeline_stage"), reference);
+  EXPECT_EQ(first.at("heads")[0].at("test_accuracy"), local.at("heads")[0].at("test_accuracy"));
+  auto actors = trace_by_actor(trace);
+  for (int64_t i = 0; i < 3; ++i) {
+    auto forward = versions(actors.at("stage" + std::to_string(i)), "forward");
+    ASSERT_EQ(forward.size(), 1024u / 64) << "stage" << i;
+    for (auto [id, version] : forward)
+      EXPECT_EQ(version, std::max<int64_t>(0, id - (3 - i) + 1)) << "stage" << i << " mb " << id;
+  }
+}
+
+// The same with replicated stages: stage 1 takes the microbatches of stage
+// 0's two replicas in the source's order, whichever replica is faster, and a
+// replica takes no forward between its contribution to a group step and that
+// step: the same weights run after run, with credit windows 1 and 2,
+// embedded and over node processes.
+TEST_F(pipeline, replicated_static_1f1b_is_repeatable) {
+  const std::vector<std::string> replicated{
+    "--set", "data.microbatches=4",           "--set", "data.train_limit=512",
+    "--set", "pipeline.stages.0.replicas=2", "--set", "pipeline.stages.2.replicas=2"};
+  auto first = run_job(*dir_, with(job("1f1b"), replicated), "replicated-static-1");
+  auto reference = digests_by_actor(first, "pipeline_stage");
+  ASSERT_EQ(reference.size(), 5u);
+  EXPECT_EQ(reference.at("stage0.0"), reference.at("stage0.1"));
+  EXPECT_EQ(reference.at("stage2.0"), reference.at("stage2.1"));
+  EXPECT_EQ(first.at("heads")[0].at("samples").get<int64_t>(), 512);
+  auto again = run_job(*dir_, with(with(job("1f1b"), replicated), {"--set", "runtime.window=2"}),
+                       "replicated-static-2");
+  EXPECT_EQ(digests_by_actor(again, "pipeline_stage"), reference);
+  auto nodes = run_job(*dir_, with(with(job("1f1b"), replicated), {"--local-nodes", "3"}),
+                       "replicated-static-nodes");
+  EXPECT_EQ(digests_by_actor(nodes, "pipeline_stage"), reference);
+}
+
+// The dynamic order stays an option (`pipeline.schedule: 1f1b-dynamic`):
+// it trains every sample once, with stale weights as 1f1b does.
+TEST_F(pipeline, dynamic_1f1b_trains_every_sample) {
+  auto dynamic = run_job(*dir_, job("1f1b-dynamic"), "dynamic");
+  ASSERT_EQ(dynamic.at("heads").size(), 1u);
+  EXPECT_EQ(dynamic.at("heads")[0].at("samples").get<int64_t>(), 1024);
+  EXPECT_LT(dynamic.at("heads")[0].at("train_loss").get<double>(), 2.31);
+}
+
 // `baton plan --out` writes a topology that `baton run` runs.
 TEST_F(pipeline, a_planned_topology_runs) {
   auto profile = dir_->path() + "/profile.json";

@@ -1,6 +1,10 @@
 #include "actors/modes/pipeline/pipeline_local.hpp"
 
 #include <chrono>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
@@ -19,37 +23,172 @@ inline namespace pipeline {
 
 namespace {
 
-/// One epoch of the whole model, microbatch by microbatch as the stages see
-/// them (a step per minibatch under a flush schedule, per microbatch under
-/// 1f1b), then its test accuracy.
-messages::epoch_result train_epoch(const topology& t, const model::task& task,
-                                  model::stage_trainer& trainer, const model::dataset& train,
-                                  const model::dataset& test, int32_t epoch) {
-  bool flush = t.schedule != "1f1b";
-  auto plan = model::plan_epoch(train.size(), t.plan, epoch);
+/// The trainable model of a local run: the whole model as one trainer
+/// (flush schedules: a step per minibatch equals the pipeline's), or one
+/// trainer per stage (asynchronous 1f1b: the stages' versions differ).
+struct local_trainers {
+  std::vector<model::stage_trainer> stages;
+
+  /// Evaluation through every trainer in order.
+  at::Tensor infer(at::Tensor x) {
+    for (auto& s : stages)
+      x = s.infer(x);
+    return x;
+  }
+};
+
+/// gpipe and 1f1b-flush: one step per minibatch.
+bool flush_schedule(const topology& t) {
+  return t.schedule == "gpipe" || t.schedule == "1f1b-flush";
+}
+
+/// A training epoch's sums.
+struct epoch_sums {
   double loss_sum = 0;
   int64_t samples = 0;
+};
+
+/// Flush schedules: microbatch by microbatch through the whole model, a step
+/// per minibatch (gradient accumulation).
+epoch_sums train_flush(const model::task& task, model::stage_trainer& trainer,
+                       const model::dataset& train, const model::epoch_plan& plan) {
+  epoch_sums sums;
   int32_t in_step = 0;
   for (size_t k = 0; k < plan.microbatches.size(); ++k) {
     auto [x, y] = model::gather(train, plan.microbatches[k]);
     auto size = plan.step_size_of[k];
     trainer.forward(static_cast<int64_t>(k), x, true);
-    auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(task, y),
-                                   flush ? size : 1);
-    loss_sum += b.loss * x.size(0);
-    samples += x.size(0);
-    if (!flush || ++in_step == size) {
+    auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(task, y), size);
+    sums.loss_sum += b.loss * x.size(0);
+    sums.samples += x.size(0);
+    if (++in_step == size) {
       trainer.step();
       in_step = 0;
     }
   }
+  return sums;
+}
+
+/// PipeDream's static 1F1B order, simulated in one thread: every stage does
+/// what pipeline_stage's static order makes it do (a forward while fewer
+/// than NOAM = stages after it + 1 are in flight and training microbatches
+/// remain, else the backward of its oldest microbatch, a step after each),
+/// whenever its input or gradient is there. A stage's weights depend only
+/// on its own sequence of operations, so any interleaving of the stages
+/// gives the pipeline's weights bit for bit.
+class static_1f1b_epoch {
+public:
+  static_1f1b_epoch(const model::task& task, local_trainers& trainers,
+                    const model::dataset& train, const model::epoch_plan& plan)
+    : task_(task), trainers_(trainers), train_(train), plan_(plan),
+      stages_(trainers.stages.size()) {}
+
+  epoch_sums run() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < stages_.size(); ++i)
+        while (act(i))
+          progress = true;
+    }
+    for (const auto& s : stages_)
+      if (s.forwarded != plan_.microbatches.size() || !s.in_flight.empty())
+        throw std::logic_error("static 1F1B simulation stalled");
+    return sums_;
+  }
+
+private:
+  struct stage {
+    size_t forwarded = 0;
+    std::deque<int64_t> in_flight;          ///< forwarded, not yet backward, oldest first
+    std::map<int64_t, at::Tensor> inputs;    ///< activations from the stage before
+    std::map<int64_t, at::Tensor> gradients; ///< from the stage after
+  };
+
+  /// One operation of stage `i`, if the one its order says is possible.
+  bool act(size_t i) {
+    auto& s = stages_[i];
+    auto noam = stages_.size() - i;
+    if (s.in_flight.size() < noam && s.forwarded < plan_.microbatches.size())
+      return forward(i);
+    if (s.in_flight.empty() || s.gradients.count(s.in_flight.front()) == 0)
+      return false;
+    auto k = s.in_flight.front();
+    s.in_flight.pop_front();
+    auto r = trainers_.stages[i].backward(k, s.gradients.at(k));
+    s.gradients.erase(k);
+    finish_backward(i, k, r);
+    return true;
+  }
+
+  bool forward(size_t i) {
+    auto& s = stages_[i];
+    auto k = static_cast<int64_t>(s.forwarded);
+    at::Tensor input;
+    if (i == 0) {
+      input = model::gather(train_, plan_.microbatches[s.forwarded]).first;
+    } else if (s.inputs.count(k) == 0) {
+      return false; // wait for it, as a stage does
+    } else {
+      input = s.inputs.at(k);
+      s.inputs.erase(k);
+    }
+    s.forwarded += 1;
+    auto& trainer = trainers_.stages[i];
+    auto out = trainer.forward(k, input, i == 0);
+    if (i + 1 < stages_.size()) {
+      stages_[i + 1].inputs[k] = out;
+      s.in_flight.push_back(k);
+      return true;
+    }
+    auto labels = model::gather(train_, plan_.microbatches[s.forwarded - 1]).second;
+    auto r = trainer.backward_loss(k, model::apply(task_, labels), 1);
+    sums_.loss_sum += r.loss * out.size(0);
+    sums_.samples += out.size(0);
+    finish_backward(i, k, r);
+    return true;
+  }
+
+  /// The gradient to the stage before, then the step.
+  void finish_backward(size_t i, int64_t k, const model::backward_result& r) {
+    if (i > 0)
+      stages_[i - 1].gradients[k] = r.input_gradient;
+    trainers_.stages[i].step();
+  }
+
+  const model::task& task_;
+  local_trainers& trainers_;
+  const model::dataset& train_;
+  const model::epoch_plan& plan_;
+  std::vector<stage> stages_;
+  epoch_sums sums_;
+};
+
+/// One epoch, microbatch by microbatch as the stages see them, then its
+/// test accuracy.
+messages::epoch_result train_epoch(const topology& t, const model::task& task,
+                                  local_trainers& trainers, const model::dataset& train,
+                                  const model::dataset& test, int32_t epoch) {
+  auto plan = model::plan_epoch(train.size(), t.plan, epoch);
+  auto sums = flush_schedule(t) ? train_flush(task, trainers.stages[0], train, plan)
+                : static_1f1b_epoch{task, trainers, train, plan}.run();
   int64_t correct = 0;
   for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
     auto [x, y] = model::gather(test, ids);
-    correct += trainer.infer(x).argmax(1).eq(model::apply(task, y)).sum().item<int64_t>();
+    correct += trainers.infer(x).argmax(1).eq(model::apply(task, y)).sum().item<int64_t>();
   }
   double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
-  return {epoch, samples ? loss_sum / samples : 0.0, accuracy, samples};
+  return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0, accuracy, sums.samples};
+}
+
+/// One trainer for the whole model under a flush schedule, one per stage
+/// (sharing the whole model's layers) under 1f1b.
+local_trainers make_trainers(const topology& t, const model::layered_model& whole) {
+  local_trainers out;
+  bool flush = flush_schedule(t);
+  for (size_t i = 0; i < (flush ? 1 : t.pipeline.size()); ++i)
+    out.stages.emplace_back(flush ? whole : whole.slice(t.pipeline[i].begin, t.pipeline[i].end),
+                            t.pretrain.optimizer, model::stash_mode::stash);
+  return out;
 }
 
 /// The stages' reports and weights, cut from the whole model at the
@@ -95,17 +234,17 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
       return data.error();
     auto& [train, test] = *data;
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
-    model::stage_trainer trainer{whole, t.pretrain.optimizer, model::stash_mode::stash};
+    auto trainers = make_trainers(t, whole);
     messages::actor_report trained;
     auto training_started = std::chrono::steady_clock::now();
     for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
-      trained.epochs.push_back(train_epoch(t, *task, trainer, train, test, epoch));
+      trained.epochs.push_back(train_epoch(t, *task, trainers, train, test, epoch));
       trained.samples += trained.epochs.back().samples;
       spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
                    100 * trained.epochs.back().test_accuracy);
     }
     auto out = local_result(t, "local", started, training_started);
-    report_stages(t, *task, whole, trainer.version(), trained, out);
+    report_stages(t, *task, whole, trainers.stages.back().version(), trained, out);
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

@@ -15,11 +15,14 @@ namespace baton::actors {
 inline namespace modes {
 inline namespace pipeline {
 
-/// Trains the pipeline's whole model as one stage: the same microbatches in
-/// the same order, the same arithmetic; per-stage digests are taken by
-/// slicing the model at the pipeline's boundaries, so they compare with the
-/// stages'. `--threads` defaults to the stages' thread budget (then the sums
-/// are the same bit for bit).
+/// Trains the pipeline's model in one thread: the same microbatches in the
+/// same order, the same arithmetic. Flush schedules: the whole model as one
+/// stage with gradient accumulation. 1f1b and 1f1b-dynamic: one trainer per
+/// stage, in PipeDream's static 1F1B order (the actors' 1f1b order, so its
+/// weights equal theirs; replicated stages are trained as one). Per-stage
+/// digests are taken by slicing the model at the pipeline's boundaries, so
+/// they compare with the stages'. `--threads` defaults to the stages' thread
+/// budget (then the sums are the same bit for bit).
 caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r);
 
 /// The whole trained model of a pipeline run (its stages' weights in order),

@@ -15,6 +15,11 @@ namespace {
 // The located fields and their checked readers (actors/config/yaml_field.hpp).
 using namespace detail;
 
+// 1f1b and 1f1b-dynamic: a step after every microbatch, no consistent cut.
+bool asynchronous(const topology& t) {
+  return t.schedule == "1f1b" || t.schedule == "1f1b-dynamic";
+}
+
 // One `pipeline.stages` entry: the stage after `previous_end` up to its
 // `last_layer`, on `replicas` machines.
 topology::pipeline_stage parse_stage(const field& item,
@@ -63,10 +68,12 @@ void parse_pipeline(const field& section, std::vector<std::string> layers, topol
     section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
   check_section(section);
   read_if(section, "schedule", t.schedule,
-          [](const field& f) { return read_choice(f, {"gpipe", "1f1b-flush", "1f1b"}); });
+          [](const field& f) {
+            return read_choice(f, {"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
+          });
   if (auto f = section.get("vertical_sync")) {
     t.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
-    if (t.vertical_sync && t.schedule != "1f1b")
+    if (t.vertical_sync && !asynchronous(t))
       f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
               + t.schedule + "')");
   }
@@ -91,7 +98,7 @@ void parse_pipeline(const field& section, std::vector<std::string> layers, topol
 /// Recovery restores a consistent cut of the weights, which only the
 /// synchronous schedules have between minibatches.
 void check_recovery(const field& root, const topology& t) {
-  if (t.schedule != "1f1b")
+  if (!asynchronous(t))
     return;
   if (!t.faults.empty())
     root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "

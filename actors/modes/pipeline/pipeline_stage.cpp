@@ -1,5 +1,6 @@
 #include "actors/modes/pipeline/pipeline_stage.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "actors/flow/fanout.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/flow/trace.hpp"
+#include "actors/modes/pipeline/input_order.hpp"
 #include "actors/roles/recovery.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
@@ -34,6 +36,14 @@ using messages::gradient;
 using messages::microbatch;
 using messages::tensor_set;
 using clock_type = activity::clock;
+
+/// (drain_atom, int64 step, int32 size): under static 1F1B, the training
+/// before the next drain point (evaluation, control) ends with step `step`
+/// of `size` microbatches. Sent downstream and to the replica's peers, so
+/// that a stage that has forwarded its share of that step takes its
+/// cool-down backwards instead of waiting for a forward that cannot come
+/// before them. A fact, not a place in the stream: it needs no order.
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 
 /// A microbatch between its forward and its backward at this stage.
 struct in_flight_entry {
@@ -74,6 +84,10 @@ struct pipeline_state {
     caf::actor sender;
   };
   std::deque<input> inputs;
+  /// Static 1F1B with several upstream replicas: microbatches that arrived
+  /// before their turn in the source's order (`order`), by id.
+  std::map<int64_t, input> held;
+  input_order order{0, 1};
   std::deque<gradient> gradients;
   std::map<std::pair<int, int32_t>, int32_t> control_copies; ///< (kind, epoch) -> copies
   std::map<int64_t, in_flight_entry> in_flight;
@@ -83,13 +97,26 @@ struct pipeline_state {
 
   training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
   std::optional<checkpointing> checkpoints;
+
+  // -- static 1F1B's drain points ------------------------------------------
+  std::vector<caf::actor> receivers;   ///< the downstream actors (drain notices)
+  std::optional<microbatch_position> last_queued;  ///< last training input queued
+  std::optional<microbatch_position> last_forward; ///< last training forward
+  int64_t drain_step = -1; ///< training ends with this step before the next drain
+  int32_t drain_size = 0;  ///< microbatches of drain_step
   int64_t steps_since_progress = 0;
 };
 
 using pipeline_actor = caf::stateful_actor<pipeline_state>;
 
+/// One step per minibatch (gpipe, 1f1b-flush), not one per microbatch.
 bool flush(const pipeline_state& st) {
-  return st.spec.schedule != "1f1b";
+  return st.spec.schedule == "gpipe" || st.spec.schedule == "1f1b-flush";
+}
+
+/// PipeDream's static 1F1B order (see static_next), not the dynamic one.
+bool static_order(const pipeline_state& st) {
+  return st.spec.schedule == "1f1b";
 }
 
 bool replicated(const pipeline_state& st) {
@@ -125,6 +152,49 @@ bool front_ready(const pipeline_state& st) {
       st.trainer->in_flight() >= static_cast<size_t>(st.spec.max_in_flight))
     return false;
   return !flush(st) || m.step == st.steps_done;
+}
+
+/// Several senders whose microbatches a static order takes in id order.
+bool merging(const pipeline_state& st) {
+  return static_order(st) && st.spec.upstream_replicas > 1;
+}
+
+microbatch_position position_of(const microbatch& m) {
+  return {m.step, m.index_in_step, m.step_size, m.eval};
+}
+
+/// Queues a microbatch for the schedule, noting the last training one.
+void queue_input(pipeline_state& st, pipeline_state::input in) {
+  const auto& m = std::get<microbatch>(in.item);
+  if (!m.eval)
+    st.last_queued = position_of(m);
+  st.inputs.push_back(std::move(in));
+}
+
+/// Moves held microbatches to the inputs, lowest id first, while `may_go`.
+template <typename Predicate>
+void release_held(pipeline_state& st, Predicate may_go) {
+  while (!st.held.empty()) {
+    auto it = st.held.begin();
+    const auto& m = std::get<microbatch>(it->second.item);
+    if (!may_go(m))
+      return;
+    st.order.take(position_of(m));
+    queue_input(st, std::move(it->second));
+    st.held.erase(it);
+  }
+}
+
+/// Queues an arrived microbatch: at once, or when merging, in the source's
+/// order (input_order), so that the static order does not depend on which
+/// upstream replica was faster.
+void admit(pipeline_state& st, pipeline_state::input in) {
+  if (!merging(st))
+    return queue_input(st, std::move(in));
+  auto id = std::get<microbatch>(in.item).id;
+  if (!st.held.emplace(id, std::move(in)).second)
+    throw std::runtime_error("microbatch " + std::to_string(id) + " arrived twice");
+  release_held(st, [&](const microbatch& m) { return st.order.ready(position_of(m)); });
 }
 
 /// Counts idle time between two pieces of training work as bubble.
@@ -332,6 +402,7 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
     st.counters.admit(m.id, m.step); // new: drop_duplicates() ran before
     maybe_throw_fault(st.checkpoints->spec(), m);
     st.in_flight[m.id] = {sender, m.step, m.step_size};
+    st.last_forward = position_of(m);
   }
   if (st.spec.last)
     return last_stage(self, m, since);
@@ -428,20 +499,112 @@ void drop_duplicates(pipeline_actor* self) {
   }
 }
 
+/// What a stage does next: a backward, the front input, or nothing (wait).
+enum class operation { wait, backward, input };
+
+bool training_input(const pipeline_state::input& in) {
+  const auto* m = std::get_if<microbatch>(&in.item);
+  return m != nullptr && !m->eval;
+}
+
+/// The dynamic orders: a waiting backward first (gpipe: a ready forward
+/// first), otherwise the front input when it may go.
+operation dynamic_next(const pipeline_state& st) {
+  bool forward_first = st.spec.schedule == "gpipe" && front_ready(st);
+  if (!st.gradients.empty() && !forward_first)
+    return operation::backward;
+  return front_ready(st) ? operation::input : operation::wait;
+}
+
+/// The gradient of the oldest microbatch in flight, or end(): a static order
+/// takes backwards in forward order (gradients of replicated receivers
+/// arrive in any order).
+std::deque<gradient>::const_iterator oldest_gradient(const pipeline_state& st) {
+  if (st.in_flight.empty())
+    return st.gradients.end();
+  auto oldest = st.in_flight.begin()->first;
+  return std::find_if(st.gradients.begin(), st.gradients.end(),
+                      [&](const gradient& g) { return g.microbatch_id == oldest; });
+}
+
+/// Whether this stage has forwarded its whole share of the training before
+/// the next drain point (drain_atom), so that a backward comes next.
+bool at_drain(const pipeline_state& st) {
+  if (!st.last_forward || st.drain_step < 0)
+    return false;
+  const auto& p = *st.last_forward;
+  bool last_of_share = p.index_in_step + st.spec.replicas >= p.step_size;
+  // Only an epoch's last step may be too short to give this replica a share.
+  return last_of_share && (p.step == st.drain_step ||
+                           (p.step + 1 == st.drain_step && st.order.share_of(st.drain_size) == 0));
+}
+
+/// PipeDream's static 1F1B order: a forward while fewer than NOAM
+/// microbatches are in flight and the next input is a training microbatch
+/// (the warm-up forwards, then one after each backward), otherwise a
+/// backward (the NOAM is full, or an evaluation or control comes next: the
+/// cool-down). The stage waits for the input, credit or gradient its next
+/// operation needs instead of doing another one, so the order of forwards
+/// and backwards, and with it the weight version of every forward, is a
+/// function of the input order alone, not of timing.
+operation static_next(const pipeline_state& st) {
+  bool room = st.spec.max_in_flight == 0 ||
+              st.trainer->in_flight() < static_cast<size_t>(st.spec.max_in_flight);
+  if (room && st.inputs.empty() && !at_drain(st))
+    return operation::wait; // a forward comes next: wait for it
+  // A replica takes no forward between its contribution to a group step
+  // and that step (as DDP's backward waits for its all-reduce): each
+  // forward's version counts the group steps before it in its own order.
+  if (room && !st.inputs.empty() && training_input(st.inputs.front()))
+    return front_ready(st) && st.group.applied == st.group.contributed ? operation::input
+                                                                       : operation::wait;
+  if (st.trainer->in_flight() > 0)
+    return oldest_gradient(st) == st.gradients.end() ? operation::wait : operation::backward;
+  return front_ready(st) ? operation::input : operation::wait;
+}
+
+/// Learns that training ends with `step` before the next drain point, and
+/// tells the downstream stages and the replica's peers once.
+void learn_drain(pipeline_actor* self, int64_t step, int32_t size) {
+  auto& st = self->state;
+  if (step <= st.drain_step)
+    return;
+  st.drain_step = step;
+  st.drain_size = size;
+  for (const auto& r : st.receivers)
+    self->send(r, drain_atom::value, step, size);
+  for (const auto& peer : st.group.peers)
+    if (peer)
+      self->send(peer, drain_atom::value, step, size);
+}
+
+/// Replica 0 (which gets every step's first microbatch and every
+/// evaluation) sees a drain point at the front of its inputs: the training
+/// before it ended with the last training microbatch it queued.
+void notice_drain(pipeline_actor* self) {
+  auto& st = self->state;
+  if (!static_order(st) || st.spec.replica != 0 || st.inputs.empty() || !st.last_queued ||
+      training_input(st.inputs.front()))
+    return;
+  learn_drain(self, st.last_queued->step, st.last_queued->step_size);
+}
+
 /// Does whatever the schedule allows, until nothing can go.
 void act(pipeline_actor* self) {
   auto& st = self->state;
   for (;;) {
     drop_duplicates(self);
-    bool forward_first = st.spec.schedule == "gpipe" && front_ready(st);
+    notice_drain(self);
+    auto next = static_order(st) ? static_next(st) : dynamic_next(st);
     auto since = clock_type::now();
-    if (!st.gradients.empty() && !forward_first) {
-      auto g = std::move(st.gradients.front());
-      st.gradients.pop_front();
+    if (next == operation::backward) {
+      auto it = static_order(st) ? oldest_gradient(st) : st.gradients.begin();
+      gradient g = *it; // shares its tensor
+      st.gradients.erase(it);
       use_thread_budget(st.spec.threads);
       backward_one(self, std::move(g));
       account(st, since, true);
-    } else if (front_ready(st)) {
+    } else if (next == operation::input) {
       auto input = std::move(st.inputs.front());
       st.inputs.pop_front();
       if (auto* c = std::get_if<control>(&input.item)) {
@@ -467,6 +630,12 @@ void on_control_copy(pipeline_actor* self, control c) {
   if (++st.control_copies[key] < st.spec.upstream_replicas)
     return;
   st.control_copies.erase(key);
+  // Every microbatch before the control has arrived: the held ones of its
+  // epoch go first (end of stream and shutdown: all of them).
+  if (merging(st))
+    release_held(st, [&](const microbatch& m) {
+      return c.kind != control_kind::epoch_end || m.epoch <= c.epoch;
+    });
   st.inputs.push_back({std::move(c), nullptr});
 }
 
@@ -489,6 +658,7 @@ void init_state(pipeline_actor* self, pipeline_setup setup) {
   init.trace = trace_recorder{init.spec.trace};
   init.counters = std::move(setup.counters);
   init.checkpoints.emplace(init.spec.recovery);
+  init.order = input_order{init.spec.replica, init.spec.replicas};
   // A restored stage continues after the step of its checkpoint.
   init.steps_done = init.trainer->version();
   init.group.applied = init.group.contributed = init.trainer->version();
@@ -543,7 +713,7 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
         auto& st = self->state;
         if (st.spec.vertical_sync && !st.spec.first && !m.eval)
           st.trainer->retain_from(m.weight_version);
-        st.inputs.push_back({std::move(m), sender_of(self)});
+        admit(st, {std::move(m), sender_of(self)});
         act(self);
       });
     },
@@ -562,8 +732,22 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       guarded(self, "backward", [=] { act(self); });
     },
     [=](tensor_set& t) { on_peer_tensors(self, t); },
+    [=](drain_atom, int64_t step, int32_t size) {
+      learn_drain(self, step, size);
+      guarded(self, "drain", [=] { act(self); });
+    },
   };
-  return sender_handlers(self, [=] { guarded(self, "forward", [=] { act(self); }); }).or_else(own);
+  // Notes each receiver for drain notices, then lets the sender's handler add it.
+  caf::message_handler receivers{
+    [=](connect_atom, const caf::actor& downstream, const std::string& name) {
+      auto& st = self->state;
+      st.receivers.push_back(downstream);
+      st.downstream.add(downstream, st.name, name, st.spec.window);
+      return caf::ok_atom::value;
+    },
+  };
+  return receivers.or_else(
+    sender_handlers(self, [=] { guarded(self, "forward", [=] { act(self); }); }).or_else(own));
 }
 
 } // namespace

@@ -20,8 +20,16 @@ inline namespace pipeline {
 ///   gpipe       forwards first; one step per minibatch after its backwards
 ///   1f1b-flush  a waiting backward first; one step per minibatch; no forward
 ///               of minibatch k+1 before the step of k (the flush)
-///   1f1b        a waiting backward first; a step after every backward;
-///               weight stashing keeps each backward on its forward's version
+///   1f1b        PipeDream's static 1F1B order: a forward while fewer than
+///               `max_in_flight` are in flight (warm-up, then one forward
+///               after each backward), backwards before an evaluation or a
+///               control (cool-down); the stage waits for what its next
+///               operation needs, so every forward's weight version, and
+///               the weights, follow from the input order alone; a step
+///               after every backward; weight stashing keeps each backward
+///               on its forward's version
+///   1f1b-dynamic  as 1f1b, but a waiting backward first and a forward
+///               whenever a credit returns: versions depend on timing
 /// Forwards also need a credit of the output window and, except under gpipe,
 /// fewer than `max_in_flight` microbatches between forward and backward
 /// (PipeDream's NOAM); gradients go back to the sender of the microbatch. The
