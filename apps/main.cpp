@@ -89,8 +89,9 @@ usage:
       --fault K=V,...        inject a fault (repeatable; see README "Faults and recovery"):
                              kind=throw,actor=stage1,at_step=9 | kind=kill_node,node=n2,
                              at_step=6 | kind=stop_node,node=n2,after_ms=3000,stopped_ms=4000
-      --resume DIR           continue a killed run from its checkpoints in DIR (give the
-                             same topology and --set as that run)
+      --resume DIR           continue a killed or failed run from its checkpoints in DIR
+                             (DIR/run.yaml has its topology and --set); a run that finished
+                             or that another live run holds is refused
       --tls-cert F --tls-key F --tls-ca F
                              mutual TLS to the nodes with this certificate, key and CA
                              (same as runtime.tls); with --local-nodes, node nI uses
@@ -376,6 +377,8 @@ int cmd_run(args& a, bool pretrain_only) {
   std::fflush(stdout);
   if (auto err = actors::write_outputs(r, *result))
     return fail(err);
+  // Only now: a run whose outputs failed may still be resumed.
+  actors::record_finished(r, *result);
   if (!r.metrics_out.empty())
     std::printf("metrics written to %s\n", r.metrics_out.c_str());
   if (!r.trace_out.empty())

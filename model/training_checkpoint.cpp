@@ -51,6 +51,7 @@ std::string serialize(const training_state& s) {
   archive.write("baton.names", bytes_tensor(names));
   archive.write("baton.version", torch::tensor(s.version, torch::kInt64));
   archive.write("baton.counters", bytes_tensor(s.counters));
+  archive.write("baton.run_id", bytes_tensor(s.run_id));
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
@@ -76,6 +77,9 @@ training_state deserialize(const std::string& payload, const std::string& path) 
       s.tensors.emplace_back(name, read(name));
     s.version = read("baton.version").item<int64_t>();
     s.counters = tensor_bytes(read("baton.counters"));
+    // Absent in the checkpoints of a baton before run ids.
+    if (at::Tensor id; archive.try_read("baton.run_id", id))
+      s.run_id = tensor_bytes(id);
   } catch (const c10::Error& e) {
     throw file_error(path + ": not a readable checkpoint archive (" + e.what_without_backtrace() +
                      ")");

@@ -28,6 +28,9 @@ struct training_state {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   int64_t version = 0;  ///< weight version (optimiser steps taken)
   std::string counters; ///< the actor's own bookkeeping (JSON), opaque here
+  /// The run that wrote it ("": a baton before run ids); the store keeps it,
+  /// the caller decides whose checkpoints it may restore.
+  std::string run_id;
 
   /// The tensor called `name`; throws model::error naming it when absent.
   const at::Tensor& at(const std::string& name) const;

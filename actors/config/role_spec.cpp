@@ -77,6 +77,7 @@ YAML::Node encode(const recovery_spec& x) {
   n["restore_step"] = x.restore_step;
   n["throw_at_step"] = x.throw_at_step;
   n["notify_from_step"] = x.notify_from_step;
+  n["run_id"] = x.run_id;
   return n;
 }
 
@@ -100,6 +101,7 @@ recovery_spec decode_recovery(const YAML::Node& n) {
   x.restore_step = n["restore_step"].as<int64_t>();
   x.throw_at_step = n["throw_at_step"].as<int64_t>();
   x.notify_from_step = n["notify_from_step"].as<int64_t>();
+  x.run_id = n["run_id"].as<std::string>();
   if (x.checkpoint_every < 0 || x.restore_step < 0)
     throw std::runtime_error("checkpoint_every and restore_step must not be negative");
   if (x.checkpoint_every > 0 && x.checkpoint_dir.empty())

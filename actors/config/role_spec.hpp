@@ -26,6 +26,9 @@ struct recovery_spec {
   int64_t restore_step = 0;     ///< start from the checkpoint of this step; 0: initial weights
   int64_t throw_at_step = -1;   ///< fault injection: throw before training this step
   int64_t notify_from_step = -1; ///< tell the coordinator of every step from this one on
+  /// The run whose checkpoints these are: written into each, and a
+  /// checkpoint of another run is never restored (actors/roles/recovery.hpp).
+  std::string run_id;
 };
 
 /// What the runtime adds to every actor's settings, as the key `run:`, at

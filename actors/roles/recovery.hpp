@@ -84,11 +84,13 @@ public:
 
   /// Whether the step that made `version` is followed by a checkpoint.
   bool due(int64_t version) const;
-  /// Writes `state` with `counters`. Throws model::error.
+  /// Writes `state` with `counters`, as a checkpoint of run spec.run_id.
+  /// Throws model::error.
   void save(model::training_state state, const training_counters& counters) const;
   /// The checkpoint of spec.restore_step, or nullopt when it is 0 (start
   /// from the initial weights). Throws model::error when the file is missing
-  /// or does not verify: the coordinator chose a step every actor has.
+  /// or does not verify (the coordinator chose a step every actor has), or
+  /// when it belongs to another run than spec.run_id (foreign_checkpoint).
   std::optional<model::training_state> restore() const;
 
   const recovery_spec& spec() const { return spec_; }
@@ -169,6 +171,12 @@ caf::message_handler sender_handlers(Actor* self, Next next) {
 /// Fault injection on a node, in its own process: "kill" SIGKILLs it; "stop"
 /// SIGSTOPs it and a forked child SIGCONTs it after `ms` milliseconds.
 caf::error inject_process_fault(const std::string& kind, int32_t ms);
+
+/// Why the checkpoint at `path`, written by run `found`, is not restored by
+/// run `expected`; empty when it may be: the same run, or a checkpoint of a
+/// baton before run ids (`found` empty), or a caller without a run id.
+std::string foreign_checkpoint(const std::string& path, const std::string& found,
+                               const std::string& expected);
 
 /// The checkpoint directory of actor `name` under a run's directory.
 std::string checkpoint_dir_of(const std::string& run_dir, const std::string& name);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -15,6 +16,7 @@
 #include "actors/runtime/coordinator.hpp"
 #include "actors/runtime/fault_injector.hpp"
 #include "actors/runtime/job_plan.hpp"
+#include "actors/runtime/run_record.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -31,13 +33,62 @@ struct checkpoint_choice {
   /// The step the pass starts from (0: the initial weights): --resume's for
   /// the first, the newest common checkpoint after a restart.
   int64_t restore_step = 0;
+  /// The run the checkpoints belong to (run_record::run_id): written into
+  /// each, and a checkpoint of another run is never restored.
+  std::string run_id;
 };
+
+/// A run's hold on its checkpoint directory: an flock(2) on DIR/run.lock,
+/// which holds "pid P host H run ID" of the holder. The kernel drops it when
+/// the process ends, however it ends: a SIGKILLed run leaves nothing stuck,
+/// and its `--resume` takes the directory again. Not inherited across exec.
+class checkpoint_lock {
+public:
+  /// Locks `dir` (which exists) for run `run_id`; errc::bad_config naming
+  /// the directory and the holder when a live run holds it.
+  static caf::expected<checkpoint_lock> take(const std::string& dir, const std::string& run_id);
+
+  checkpoint_lock(checkpoint_lock&& other) noexcept;
+  checkpoint_lock& operator=(checkpoint_lock&& other) noexcept;
+  checkpoint_lock(const checkpoint_lock&) = delete;
+  checkpoint_lock& operator=(const checkpoint_lock&) = delete;
+  ~checkpoint_lock();
+
+private:
+  explicit checkpoint_lock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+/// The lock file of a checkpoint directory.
+std::string lock_path(const std::string& dir);
+
+/// Makes `dir` the checkpoint directory of run `record`, before anything
+/// runs: creates it and locks it (checkpoint_lock). `resuming` (--resume
+/// DIR): refused when the record there says the run finished (nothing to
+/// resume; where its metrics and model are). A new run: refused when DIR
+/// holds checkpoints of a run that did not finish (it can be resumed); the
+/// checkpoints of a finished run are removed. Errors are errc::bad_config.
+caf::expected<checkpoint_lock> claim_checkpoint_dir(const std::string& dir,
+                                                    const run_record& record, bool resuming);
+
+/// The names of the subdirectories of `dir` that hold checkpoint files
+/// (step-N.ckpt): the trainable actors of the run that wrote them.
+std::vector<std::string> checkpointed_actors(const std::string& dir);
+
+/// The newest step every one of `trainable` has a valid checkpoint of in
+/// `choice.dir` (0: none, or no directory), each checked to belong to run
+/// choice.run_id: errc::bad_file naming the file and both run ids when one
+/// is another run's, or when it cannot be read.
+caf::expected<int64_t> newest_own_step(const checkpoint_choice& choice,
+                                       const std::vector<std::string>& trainable);
 
 /// Chooses the checkpoint directory of running `plan` (made from `t`) with
 /// `options`; when checkpoints are on, creates it and writes run.yaml there,
 /// and with --resume finds the newest step every trainable actor has a valid
-/// checkpoint of. Logs the choice. errc::bad_config when checkpoints are on
-/// but no directory is set; errc::bad_file when --resume finds no common step.
+/// checkpoint of (newest_own_step). The run id is the record's (a new one
+/// when it has none). Logs the choice. errc::bad_config when checkpoints are
+/// on but no directory is set; errc::bad_file when --resume finds no common
+/// step or one of another run.
 caf::expected<checkpoint_choice> choose_checkpoints(const topology& t, const job_plan& plan,
                                                     const run_options& options);
 

@@ -543,10 +543,12 @@ private:
     stop_pass();
     if (nodes_.empty())
       return make_error(errc::node_unreachable, "every node is lost: " + describe(failure));
+    // Only this run's checkpoints: one of another run is an error, never used.
+    auto own = newest_own_step(checkpoints_, plan_.trainable_names());
+    if (!own)
+      return own.error();
     auto& step = checkpoints_.restore_step;
-    step = checkpoints_.dir.empty()
-             ? 0
-             : common_checkpoint_steps(checkpoints_.dir, plan_.trainable_names()).front();
+    step = *own;
     open_fault_ = faults_.record_failure(failure_kind_, failure_target_, step, detected);
     measure_detection(*open_fault_, detected);
     detected_at_ = detected;

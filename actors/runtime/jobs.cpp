@@ -14,7 +14,9 @@
 #include "actors/config/default_topology.hpp"
 #include "actors/net/framed_transport.hpp"
 #include "actors/net/system.hpp"
+#include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/coordinator.hpp"
+#include "actors/roles/recovery.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/spawner.hpp"
@@ -65,6 +67,56 @@ run_options options_of(const run_request& r, const run_record& record, const act
   return options;
 }
 
+/// The checkpoint directory of a run, claimed before anything starts:
+/// --resume's, runtime.checkpoint_dir, or (checkpoints on, none named) a
+/// temporary one of the run's, removed after a successful run only.
+class run_checkpoints {
+public:
+  caf::error claim(const topology& t, const run_request& r, const run_record& record) {
+    bool resuming = !r.resume_dir.empty();
+    if (t.runtime.checkpoint_every == 0 && !resuming)
+      return caf::none;
+    if (auto err = check_record_size(record))
+      return err;
+    dir_ = resuming ? r.resume_dir : t.runtime.checkpoint_dir;
+    if (dir_.empty()) {
+      auto made = make_work_directory("baton-checkpoints");
+      if (!made)
+        return made.error();
+      temporary_.emplace(*made);
+      dir_ = *made;
+    }
+    auto lock = claim_checkpoint_dir(dir_, record, resuming);
+    if (!lock)
+      return lock.error();
+    lock_.emplace(std::move(*lock));
+    return caf::none;
+  }
+
+  /// The temporary directory ("" none).
+  std::string temporary() const { return temporary_ ? temporary_->path() : std::string{}; }
+
+  /// `failure` of a run of `trainable` actors, saying where its checkpoints
+  /// are kept and how to resume when they hold a step to resume from. The
+  /// temporary directory is kept then: a failed run never deletes what its
+  /// --resume needs.
+  caf::error failed(caf::error failure, const std::vector<std::string>& trainable) {
+    if (dir_.empty() || trainable.empty() || failure.category() != error_category_atom ||
+        common_checkpoint_steps(dir_, trainable).front() == 0)
+      return failure;
+    if (temporary_)
+      temporary_->keep();
+    return make_error(static_cast<errc>(failure.code()),
+                      context_of(failure) + "; its checkpoints are kept in " + dir_ +
+                        ": continue the run with `baton run --resume " + dir_ + "`");
+  }
+
+private:
+  std::string dir_;
+  std::optional<owned_directory> temporary_;
+  std::optional<checkpoint_lock> lock_; ///< released last: after the nodes stopped
+};
+
 } // namespace
 
 caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job) {
@@ -75,20 +127,16 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
   auto record = request_record(r);
   if (!record)
     return record.error();
+  if (record->run_id.empty())
+    record->run_id = new_run_id();
   auto link = link_of(r);
   if (!link)
     return link.error();
-  // Checkpoints nobody asked to keep go to a directory of this run's, removed
-  // when the run ends, failed or not, after its nodes stopped (a node of a
-  // failed run may still be writing one): a resumable run names its directory.
-  std::optional<owned_directory> checkpoints;
-  if (t.runtime.checkpoint_every > 0 && t.runtime.checkpoint_dir.empty() &&
-      r.resume_dir.empty()) {
-    auto dir = make_work_directory("baton-checkpoints");
-    if (!dir)
-      return dir.error();
-    checkpoints.emplace(*dir);
-  }
+  // Claimed before anything starts, held until the nodes have stopped (a
+  // node of a failed run may still be writing a checkpoint).
+  run_checkpoints checkpoints;
+  if (auto err = checkpoints.claim(t, r, *record))
+    return err;
   std::optional<local_cluster> cluster;
   std::optional<owned_directory> logs;
   if (r.local_nodes > 0) {
@@ -113,16 +161,36 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
   caf::actor_system sys{cfg};
   install_framed_transport(sys);
   run_options options = options_of(r, *record, job);
-  if (checkpoints)
-    options.temporary_checkpoint_dir = checkpoints->path();
+  options.temporary_checkpoint_dir = checkpoints.temporary();
   auto result = run_actor_job(sys, t, *plan, options);
   if (cluster)
     cluster->stop();
-  if (!result && logs) {
+  if (result)
+    return result;
+  if (logs) {
     logs->keep();
     spdlog::info("the local nodes' logs are kept in {}", logs->path());
   }
-  return result;
+  return checkpoints.failed(std::move(result.error()), plan->trainable_names());
+}
+
+void record_finished(const run_request& r, const job_result& result) {
+  const auto& dir = result.checkpoint_dir;
+  if (dir.empty() || !fs::exists(run_record_path(dir)))
+    return;
+  auto record = read_run_record(dir);
+  if (!record) {
+    spdlog::warn("cannot record that the run finished: {}", describe(record.error()));
+    return;
+  }
+  record->finished_step = common_checkpoint_steps(dir, checkpointed_actors(dir)).front();
+  std::error_code ec;
+  if (!r.metrics_out.empty())
+    record->metrics_file = fs::absolute(r.metrics_out, ec).lexically_normal().string();
+  if (!r.save_model.empty())
+    record->model_file = fs::absolute(r.save_model, ec).lexically_normal().string();
+  if (auto err = write_run_record(dir, *record))
+    spdlog::warn("cannot record that the run finished: {}", describe(err));
 }
 
 caf::expected<std::string> fault_override(const std::string& text) {
@@ -212,6 +280,7 @@ caf::expected<run_record> request_record(const run_request& r) {
   auto then = read_run_record(r.resume_dir);
   if (!then)
     return then.error();
+  record->run_id = then->run_id; // a resumed run continues its own checkpoints
   if (r.topology_path.empty()) {
     record->topology_file = then->topology_file;
     record->topology_text = then->topology_text;

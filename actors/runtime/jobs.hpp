@@ -67,9 +67,18 @@ struct actor_job {
 
 /// Runs `job` with actors: embedded in this process, on the topology's
 /// nodes, or on `--local-nodes` N processes started (and always stopped)
-/// here; checkpoints nobody named go to a directory of the run's, removed
-/// when it ends. See run_actor_job (coordinator.hpp).
+/// here. The checkpoint directory is claimed first (claim_checkpoint_dir:
+/// locked for the run, refused when a live run holds it); checkpoints nobody
+/// named go to a directory of the run's, removed after a successful run. A
+/// failed run keeps its checkpoints and its error says where they are and
+/// how to resume. See run_actor_job (coordinator.hpp).
 caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job);
+
+/// After the outputs of a successful run (`r`, `result`) are written: its
+/// run.yaml says it finished, where its metrics and model are, so that
+/// `--resume` of it is refused and a new run may take its directory. A
+/// record that cannot be written is a warning: the run's outputs stand.
+void record_finished(const run_request& r, const job_result& result);
 
 } // namespace runtime
 } // namespace baton::actors

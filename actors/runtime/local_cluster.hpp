@@ -66,8 +66,8 @@ caf::expected<std::string> make_work_directory(const std::string& prefix);
 
 /// A directory a run made for its own files (node logs, port files,
 /// checkpoints nobody asked to keep): removed with everything in it when the
-/// run is done with it, unless the run keeps it (a failed run keeps its logs
-/// and says where they are).
+/// run is done with it, unless the run keeps it (a failed run keeps its logs,
+/// and its checkpoints when they can be resumed, and says where they are).
 class owned_directory {
 public:
   /// Owns `path` (empty: nothing).

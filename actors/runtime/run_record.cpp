@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -72,9 +73,25 @@ caf::expected<run_record> make_run_record(const std::string& topology_file,
   return r;
 }
 
-caf::error write_run_record(const std::string& dir, const run_record& record) {
+namespace {
+
+/// Whether and where `record`'s run finished, as a map under `finished`.
+void emit_finished(YAML::Emitter& out, const run_record& record) {
+  if (record.finished_step < 0)
+    return;
+  out << YAML::Key << "finished" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "step" << YAML::Value << record.finished_step;
+  out << YAML::Key << "metrics" << YAML::Value << YAML::SingleQuoted << record.metrics_file;
+  out << YAML::Key << "model" << YAML::Value << YAML::SingleQuoted << record.model_file;
+  out << YAML::EndMap;
+}
+
+/// run.yaml's text for `record`.
+std::string record_text(const run_record& record) {
   YAML::Emitter out;
   out << YAML::BeginMap;
+  out << YAML::Key << "run_id" << YAML::Value << YAML::SingleQuoted << record.run_id;
+  emit_finished(out, record);
   out << YAML::Key << "topology_file" << YAML::Value << record.topology_file;
   out << YAML::Key << "overrides" << YAML::Value << YAML::BeginSeq;
   for (const auto& o : record.overrides)
@@ -82,20 +99,50 @@ caf::error write_run_record(const std::string& dir, const run_record& record) {
   out << YAML::EndSeq;
   out << YAML::Key << "topology" << YAML::Value << YAML::Literal << record.topology_text;
   out << YAML::EndMap;
-  std::string text = "# Written by baton run: the topology and --set options of the run whose\n"
-                     "# checkpoints are in this directory. `baton run --resume DIR` reads it.\n";
-  text += out.c_str();
+  return std::string{"# Written by baton run: the topology and --set options of the run whose\n"
+                     "# checkpoints are in this directory. `baton run --resume DIR` reads it.\n"} +
+         out.c_str() + '\n';
+}
+
+} // namespace
+
+std::string new_run_id() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) {
+    char word[9];
+    std::snprintf(word, sizeof word, "%08x", static_cast<unsigned>(random()));
+    id += word;
+  }
+  return id;
+}
+
+caf::error check_record_size(const run_record& record) {
+  auto bytes = record_text(record).size();
+  if (bytes <= max_record_bytes)
+    return caf::none;
+  return make_error(errc::bad_config,
+                    "the run's record (its topology and " +
+                      std::to_string(record.overrides.size()) + " --set options) would take " +
+                      std::to_string(bytes) + " bytes as run.yaml, over the " +
+                      std::to_string(max_record_bytes >> 20) +
+                      " MiB that `baton run --resume` reads: put the settings in the "
+                      "topology file instead of --set options");
+}
+
+caf::error write_run_record(const std::string& dir, const run_record& record) {
+  if (auto err = check_record_size(record))
+    return err;
   // All or nothing (a full disk keeps the previous record, no temporary file).
-  if (auto why = model::try_replace_file(run_record_path(dir), text + '\n'); !why.empty())
+  if (auto why = model::try_replace_file(run_record_path(dir), record_text(record)); !why.empty())
     return make_error(errc::bad_file, why);
   return caf::none;
 }
 
 caf::expected<run_record> read_run_record(const std::string& dir) {
   auto path = run_record_path(dir);
-  // The topology (at most max_config_bytes) and the --set options: 1 MiB is
-  // ample, and a record that is a device or a FIFO is refused unread.
-  constexpr size_t max_record_bytes = size_t{1} << 20;
+  // What write_run_record writes (at most max_record_bytes); a record that
+  // is a device or a FIFO is refused unread.
   std::string text;
   if (std::string why = detail::read_config_file(path, text, max_record_bytes); !why.empty())
     return make_error(errc::bad_file, path + ": cannot read the run record: " + why);
@@ -106,6 +153,14 @@ caf::expected<run_record> read_run_record(const std::string& dir) {
     r.topology_text = doc["topology"].as<std::string>();
     for (const auto& o : doc["overrides"])
       r.overrides.push_back(o.as<std::string>());
+    // Absent in the record of a baton before run ids.
+    if (doc["run_id"])
+      r.run_id = doc["run_id"].as<std::string>();
+    if (auto finished = doc["finished"]) {
+      r.finished_step = finished["step"].as<int64_t>();
+      r.metrics_file = finished["metrics"].as<std::string>();
+      r.model_file = finished["model"].as<std::string>();
+    }
     return r;
   } catch (const YAML::Exception& e) {
     return make_error(errc::bad_file, path + ": not a run record written by baton (" + e.msg +

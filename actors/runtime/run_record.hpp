@@ -15,15 +15,35 @@
 namespace baton::actors {
 inline namespace runtime {
 
-/// What a run was configured with.
+/// What a run was configured with, which run it is and whether it finished.
 struct run_record {
   std::string topology_file;          ///< absolute path; empty: the built-in default
   std::string topology_text;          ///< the file's text when the run started
   std::vector<std::string> overrides; ///< its `--set` options, without `--fault`s
+  /// The run's id (new_run_id), written into each of its checkpoints; kept
+  /// by `--resume` and a restart. Empty in the record of a baton before ids.
+  std::string run_id;
+  /// Set when the run finished (its outputs written): the newest step its
+  /// trainable actors all have a checkpoint of; -1 while it has not finished.
+  int64_t finished_step = -1;
+  std::string metrics_file; ///< its --metrics-out, absolute ("" none)
+  std::string model_file;   ///< its --save-model, absolute ("" none)
 };
+
+/// The most a run record may take, as run.yaml: what read_run_record reads,
+/// and so what write_run_record writes.
+inline constexpr size_t max_record_bytes = size_t{1} << 20;
+
+/// A fresh random run id (32 hex digits).
+std::string new_run_id();
 
 /// The record's file in a checkpoint directory.
 std::string run_record_path(const std::string& checkpoint_dir);
+
+/// errc::bad_config when `record` would take more than max_record_bytes as
+/// run.yaml (a topology and many long `--set` options): a run refuses to
+/// start rather than write a record its `--resume` could not read.
+caf::error check_record_size(const run_record& record);
 
 /// The record of a run from its topology file (empty: the built-in default,
 /// whose text is `default_text`) and `--set` options. Fault overrides are left
@@ -32,7 +52,8 @@ caf::expected<run_record> make_run_record(const std::string& topology_file,
                                           const std::string& default_text,
                                           const std::vector<std::string>& overrides);
 
-/// Writes `record` to run_record_path(dir) (temporary file + rename).
+/// Writes `record` to run_record_path(dir) (temporary file + rename);
+/// refuses one over max_record_bytes (check_record_size).
 caf::error write_run_record(const std::string& dir, const run_record& record);
 
 /// Reads run_record_path(dir); errc::bad_file naming the file when it is

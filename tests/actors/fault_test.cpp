@@ -254,19 +254,24 @@ TEST_F(faults, recovery_past_step_256) {
   EXPECT_EQ(pipeline_faulty.at("faults")[0].at("restored_step"), 260);
 }
 
-// `--resume DIR` on the checkpoints of a finished run of 300 steps: the
-// tester's case ("step-000000000300.ckpt: holds step 44, not 300"). The run
-// record in DIR supplies the topology and options; nothing is trained again.
-TEST_F(faults, resume_of_a_finished_run_of_300_steps) {
+// `--resume DIR` on the checkpoints of a finished run of 300 steps (the
+// tester's case of issue 9: "step-000000000300.ckpt: holds step 44, not
+// 300"). Since issue 21 a finished run is not resumed: the refusal names
+// its step and where its metrics are.
+TEST_F(faults, resume_of_a_finished_run_of_300_steps_is_refused) {
   auto checkpoints = dir_->path() + "/resume-300";
   auto job = with(transfer_job(), {"--set", "data.train_limit=2400", "--set",
                                    "data.batch_size=8", "--set", "runtime.checkpoint_every=20",
                                    "--set", "runtime.checkpoint_dir=" + checkpoints});
-  auto clean = run_job(*dir_, job, "resume-300-clean");
+  run_job(*dir_, job, "resume-300-clean");
   ASSERT_TRUE(fs::exists(fs::path(checkpoints) / "all10" / "step-000000000300.ckpt"));
   ASSERT_TRUE(fs::exists(fs::path(checkpoints) / "run.yaml"));
-  auto resumed = run_job(*dir_, {"run", "--resume", checkpoints}, "resume-300-resumed");
-  EXPECT_EQ(digests_by_actor(resumed), digests_by_actor(clean));
+  auto resumed = run_baton({"run", "--resume", checkpoints});
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.text;
+  EXPECT_NE(resumed.text.find("finished (its newest checkpoint is of step 300; metrics in " +
+                              dir_->path() + "/resume-300-clean.json"),
+            std::string::npos)
+    << resumed.text;
 }
 
 // Issue 9: `--resume` with other training settings trained a mixed run
@@ -275,7 +280,11 @@ TEST_F(faults, resume_of_a_finished_run_of_300_steps) {
 TEST_F(faults, resume_with_other_training_settings_is_refused) {
   auto checkpoints = dir_->path() + "/resume-mismatch";
   auto job = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + checkpoints});
-  run_job(*dir_, job, "resume-mismatch-first");
+  // A run that failed after its checkpoint of step 8 (a finished one is not
+  // resumed at all).
+  auto first = run_baton(with(job, {"--set", "runtime.max_restarts=0", "--fault",
+                                    "kind=throw,actor=stage1,at_step=9"}));
+  ASSERT_EQ(first.exit_code, 1) << first.text;
   auto other = run_baton(with(job, {"--set", "data.batch_size=32", "--resume", checkpoints}));
   EXPECT_EQ(other.exit_code, 2) << other.text;
   EXPECT_NE(other.text.find("data.batch_size: 64 then, 32 now"), std::string::npos)

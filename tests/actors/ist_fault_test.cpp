@@ -159,14 +159,21 @@ TEST_F(ist_faults, seeded_chaos_ends_with_the_fault_free_weights) {
   expect_fault_free_training(faulty, static_cast<int64_t>(faulty.at("faults").size()));
 }
 
-// `--resume DIR` of a finished run: the workers' newest checkpoint is the
-// last round before the end (they write none once finished), so the shards'
-// last rounds are replayed from there, to the same weights and counts.
-TEST_F(ist_faults, resume_of_a_finished_run_replays_its_last_rounds) {
+// `--resume DIR` of a run that failed in round 7: the newest round all
+// workers and shards checkpointed is replayed from, to the same weights and
+// counts. Once finished, the run is not resumed again (issue 21).
+TEST_F(ist_faults, resume_of_a_failed_run_replays_from_its_newest_checkpoint) {
   auto checkpoints = dir_->path() + "/resume";
-  run_job(*dir_, with(job(), {"--set", "runtime.checkpoint_dir=" + checkpoints}), "kept");
+  auto failed = run_baton(with(job(), {"--set", "runtime.checkpoint_dir=" + checkpoints, "--set",
+                                       "runtime.max_restarts=0", "--fault",
+                                       "kind=throw,actor=worker.0,at_step=7"}));
+  ASSERT_EQ(failed.exit_code, 1) << failed.text;
   auto resumed = run_job(*dir_, {"run", "--resume", checkpoints}, "resumed");
   expect_fault_free_training(resumed, 0);
+  auto again = run_baton({"run", "--resume", checkpoints});
+  EXPECT_EQ(again.exit_code, 2) << again.text;
+  EXPECT_NE(again.text.find("finished (its newest checkpoint is of step"), std::string::npos)
+    << again.text;
 }
 
 // A delay or drop fault has no credit edge to act on; a round past the

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -206,8 +207,8 @@ TEST_F(run_files, node_file_errors_name_the_key_the_line_and_what_was_expected) 
 
 // Item 20: every --local-nodes run left a baton-nodes-* directory and failed
 // runs left baton-checkpoints-*. A successful run leaves nothing; a failed
-// one removes its checkpoints (nobody named a checkpoint_dir) and keeps
-// only the nodes' logs, saying where.
+// one keeps the nodes' logs, and its checkpoints only when it has one to
+// resume from (issue 21 item 5), saying where.
 TEST_F(run_files, runs_leave_nothing_in_the_temporary_directory) {
   auto tmp = dir_ + "/tmp";
   fs::create_directory(tmp);
@@ -216,19 +217,27 @@ TEST_F(run_files, runs_leave_nothing_in_the_temporary_directory) {
   EXPECT_EQ(ok.exit_code, 0) << ok.text;
   EXPECT_TRUE(entries(tmp).empty()) << ok.text;
 
+  // At step 6 every head has its checkpoint of step 2 (a credit window of 4
+  // microbatches, 2 per step, is as far as one head runs ahead of another).
   auto failed = run_baton(short_job({"--local-nodes", "2", "--set", "runtime.checkpoint_every=2",
                                      "--set", "runtime.max_restarts=0", "--fault",
-                                     "kind=throw,actor=all10,at_step=3"}));
+                                     "kind=throw,actor=all10,at_step=6"}));
   EXPECT_EQ(failed.exit_code, 1) << failed.text;
   auto left = entries(tmp);
-  ASSERT_EQ(left.size(), 1u) << failed.text;
-  EXPECT_EQ(left[0].rfind("baton-nodes-", 0), 0u) << left[0];
-  EXPECT_NE(failed.text.find("logs are kept in " + tmp + "/" + left[0]), std::string::npos)
+  std::sort(left.begin(), left.end());
+  ASSERT_EQ(left.size(), 2u) << failed.text;
+  EXPECT_EQ(left[0].rfind("baton-checkpoints-", 0), 0u) << left[0];
+  EXPECT_NE(failed.text.find("baton run --resume " + tmp + "/" + left[0]), std::string::npos)
     << failed.text;
+  EXPECT_EQ(left[1].rfind("baton-nodes-", 0), 0u) << left[1];
+  EXPECT_NE(failed.text.find("logs are kept in " + tmp + "/" + left[1]), std::string::npos)
+    << failed.text;
+  fs::remove_all(tmp + "/" + left[0]);
 
+  // Failed before its first checkpoint: nothing to resume, nothing kept.
   auto embedded = run_baton(short_job({"--set", "runtime.checkpoint_every=2", "--set",
                                        "runtime.max_restarts=0", "--fault",
-                                       "kind=throw,actor=all10,at_step=3"}));
+                                       "kind=throw,actor=all10,at_step=1"}));
   EXPECT_EQ(embedded.exit_code, 1) << embedded.text;
   EXPECT_EQ(entries(tmp).size(), 1u) << embedded.text;
 }

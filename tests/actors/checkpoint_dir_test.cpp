@@ -1,0 +1,239 @@
+// Issue 21 items 1, 5 and 11 end to end, with real `baton run` processes:
+// two runs on one checkpoint_dir (the second refused while the first lives,
+// by the lock), a SIGKILLed run resumed, a finished run not resumed, a
+// checkpoint of another run refused on restore, a failed run whose
+// temporary checkpoints survive and whose error says how to resume, and a
+// run record too big for --resume refused at start.
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "actors/runtime/child_process.hpp"
+#include "actors/runtime/run_record.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+namespace actors = baton::actors;
+
+namespace {
+
+class checkpoint_dir : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() { dir_ = std::make_unique<scratch_dir>("checkpoint-dir"); }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  /// A short gpipe pipeline: 1024 samples in minibatches of 2 x 32, 16 steps
+  /// per epoch, `epochs` epochs, a checkpoint every 4 steps.
+  static std::vector<std::string> pipeline_job(int epochs = 2) {
+    return {"run",   source_path("configs/pipeline.yaml"),
+            "--set", "data.train_limit=1024",
+            "--set", "data.test_limit=256",
+            "--set", "data.microbatches=2",
+            "--set", "data.epochs=" + std::to_string(epochs),
+            "--set", "pipeline.schedule=gpipe",
+            "--set", "runtime.checkpoint_every=4"};
+  }
+
+  /// `baton ARGS...` in the background, its output in DIR/NAME.log; stopped
+  /// (SIGTERM, then SIGKILL) when the object goes, even if the test fails.
+  static actors::child_process start_baton(const std::vector<std::string>& args,
+                                           const std::string& name) {
+    std::vector<std::string> argv{BATON_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto child = actors::child_process::start(argv, log_of(name));
+    if (!child)
+      throw std::runtime_error("cannot start baton for " + name);
+    return std::move(*child);
+  }
+
+  static std::string log_of(const std::string& name) { return dir_->path() + "/" + name + ".log"; }
+
+  static std::string text_of(const std::string& path) {
+    std::ifstream in{path};
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  /// Waits up to 5 minutes for `path` while `child` runs.
+  static bool await_file(const fs::path& path, actors::child_process& child) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (!fs::exists(path) && child.running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return fs::exists(path);
+  }
+
+  static std::string run_id_in(const std::string& dir) {
+    auto record = actors::read_run_record(dir);
+    return record ? record->run_id : std::string{};
+  }
+
+  static inline std::unique_ptr<scratch_dir> dir_;
+};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// Sets $TMPDIR for the baton processes a test starts, and restores it.
+class scoped_tmpdir {
+public:
+  explicit scoped_tmpdir(const std::string& dir) {
+    if (const char* old = std::getenv("TMPDIR"))
+      old_ = old;
+    ::setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~scoped_tmpdir() {
+    if (old_.empty())
+      ::unsetenv("TMPDIR");
+    else
+      ::setenv("TMPDIR", old_.c_str(), 1);
+  }
+
+private:
+  std::string old_;
+};
+
+} // namespace
+
+// The tester's case: run B (another seed, a fault) started on the
+// checkpoint_dir of a live run A restored A's state and exited 0 with A's
+// weights. B is refused while A lives (A is stopped with SIGSTOP, so that it
+// surely lives); A, SIGKILLed, is not taken over by a new run, and its
+// --resume ends with the weights of A's fault-free run; once it finished,
+// --resume refuses it and a new run replaces its checkpoints.
+TEST_F(checkpoint_dir, a_live_run_holds_its_directory_and_a_killed_one_resumes) {
+  auto checkpoints = dir_->path() + "/shared";
+  auto job = with(pipeline_job(3), {"--set", "runtime.checkpoint_dir=" + checkpoints});
+  auto clean = run_job(*dir_, pipeline_job(3), "clean");
+
+  auto a = start_baton(job, "run-a");
+  // stage2 checkpoints a step first, stage0 last: with its step 8 written,
+  // every stage has step 4.
+  ASSERT_TRUE(await_file(fs::path(checkpoints) / "stage2" / "step-000000000008.ckpt", a))
+    << text_of(log_of("run-a"));
+  ::kill(a.pid(), SIGSTOP);
+  auto a_id = run_id_in(checkpoints);
+  ASSERT_EQ(a_id.size(), 32u);
+
+  auto b = run_baton(with(job, {"--set", "seed=7", "--fault", "kind=throw,actor=stage1,at_step=6"}));
+  EXPECT_EQ(b.exit_code, 2) << b.text;
+  EXPECT_TRUE(contains(b.text, "checkpoint directory " + checkpoints +
+                                 " is in use by a live run (pid " + std::to_string(a.pid()) +
+                                 " host "))
+    << b.text;
+  EXPECT_EQ(run_id_in(checkpoints), a_id) << "B overwrote A's run.yaml";
+
+  ::kill(a.pid(), SIGKILL);
+  a.wait();
+  auto fresh = run_baton(job);
+  EXPECT_EQ(fresh.exit_code, 2) << fresh.text;
+  EXPECT_TRUE(contains(fresh.text, "holds the checkpoints of run " + a_id + ", which did not "
+                                   "finish"))
+    << fresh.text;
+  EXPECT_TRUE(contains(fresh.text, "`baton run --resume " + checkpoints + "`")) << fresh.text;
+
+  auto resumed = run_job(*dir_, {"run", "--resume", checkpoints}, "resumed");
+  EXPECT_EQ(digests_by_actor(resumed), digests_by_actor(clean));
+  EXPECT_FALSE(digests_by_actor(clean).empty());
+
+  auto again = run_baton({"run", "--resume", checkpoints});
+  EXPECT_EQ(again.exit_code, 2) << again.text;
+  EXPECT_TRUE(contains(again.text, "run " + a_id + " finished (its newest checkpoint is of "
+                                   "step 48; metrics in " + dir_->path() + "/resumed.json"))
+    << again.text;
+
+  auto replaced = run_baton(job);
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.text;
+  EXPECT_TRUE(contains(replaced.text, "checkpoints of run " + a_id + ", which finished"))
+    << replaced.text;
+  EXPECT_NE(run_id_in(checkpoints), a_id);
+}
+
+// A checkpoint directory whose checkpoints another run wrote (here: copied
+// under the record of another run id): --resume refuses it, naming the file
+// and both ids, instead of training on that state. The failed run's own
+// error said where its checkpoints are and how to resume.
+TEST_F(checkpoint_dir, a_checkpoint_of_another_run_is_refused_on_restore) {
+  auto first = dir_->path() + "/first";
+  auto failed = run_baton(with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + first,
+                                                "--set", "runtime.max_restarts=0", "--fault",
+                                                "kind=throw,actor=stage1,at_step=9"}));
+  EXPECT_EQ(failed.exit_code, 1) << failed.text;
+  EXPECT_TRUE(contains(failed.text, "its checkpoints are kept in " + first +
+                                      ": continue the run with `baton run --resume " + first +
+                                      "`"))
+    << failed.text;
+  auto first_id = run_id_in(first);
+  ASSERT_EQ(first_id.size(), 32u);
+
+  auto other = dir_->path() + "/other";
+  fs::copy(first, other, fs::copy_options::recursive);
+  auto record = actors::read_run_record(other);
+  ASSERT_TRUE(record);
+  record->run_id = std::string(32, 'f');
+  ASSERT_FALSE(actors::write_run_record(other, *record));
+
+  auto resumed = run_baton({"run", "--resume", other});
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, other + "/stage")) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "/step-000000000008.ckpt is a checkpoint of run " +
+                                       first_id + ", not of this run (" + record->run_id + ")"))
+    << resumed.text;
+  EXPECT_FALSE(contains(resumed.text, "epoch 1")) << "it trained";
+}
+
+// Issue 21 item 5: a failed run removed its temporary checkpoint directory,
+// so it could not be resumed. It is kept, the error gives the command, and
+// the command (over node processes) continues the run.
+TEST_F(checkpoint_dir, a_failed_run_keeps_its_temporary_checkpoints) {
+  auto tmp = dir_->path() + "/tmp";
+  fs::create_directory(tmp);
+  scoped_tmpdir scoped{tmp};
+  auto failed = run_baton(with(pipeline_job(), {"--local-nodes", "2", "--set",
+                                                "runtime.max_restarts=0", "--fault",
+                                                "kind=throw,actor=stage1,at_step=9"}));
+  EXPECT_EQ(failed.exit_code, 1) << failed.text;
+  std::string kept;
+  for (const auto& e : fs::directory_iterator(tmp))
+    if (e.path().filename().string().rfind("baton-checkpoints-", 0) == 0)
+      kept = e.path().string();
+  ASSERT_FALSE(kept.empty()) << failed.text;
+  EXPECT_TRUE(fs::exists(fs::path(kept) / "stage2" / "step-000000000008.ckpt"));
+  auto command = "baton run --resume " + kept;
+  ASSERT_TRUE(contains(failed.text, "`" + command + "`")) << failed.text;
+
+  auto resumed = run_baton({"run", "--resume", kept, "--local-nodes", "2"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "resuming run " + run_id_in(kept) + " from step 8"))
+    << resumed.text;
+}
+
+// Issue 21 item 11: 300 `--set data.dir=<4000 chars>` wrote a 1.2 MB
+// run.yaml that its own --resume refused. Such a run is refused at start,
+// before it trains (the arguments are too long for a shell: started
+// directly).
+TEST_F(checkpoint_dir, a_record_too_big_for_resume_is_refused_at_start) {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  while (data_dir.size() < 3998)
+    data_dir += "/.";
+  auto args = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + dir_->path() + "/big"});
+  for (int i = 0; i < 300; ++i)
+    args.insert(args.end(), {"--set", "data.dir=" + data_dir});
+  auto run = start_baton(args, "big");
+  EXPECT_EQ(run.wait(), 2) << text_of(log_of("big"));
+  auto text = text_of(log_of("big"));
+  EXPECT_TRUE(contains(text, "over the 1 MiB that `baton run --resume` reads")) << text;
+  EXPECT_FALSE(fs::exists(dir_->path() + "/big/run.yaml")) << text;
+}
