@@ -23,6 +23,7 @@
 #include "actors/net/framed_transport.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
+#include "model/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -136,22 +137,12 @@ caf::error check_node_name(const std::string& name) {
 }
 
 /// Writes `port` to `path` through a temporary file renamed over it, so that
-/// a launcher polling for the file never reads half of it.
+/// a launcher polling for the file never reads half of it; a full disk
+/// leaves no temporary file behind.
 caf::error write_port_file(const std::string& path, uint16_t port) {
-  auto tmp = path + ".tmp";
-  {
-    std::ofstream out{tmp};
-    out << port << '\n';
-    if (!out.flush())
-      return make_error(errc::bad_file, "--port-file " + path + ": cannot write " + tmp + " (" +
-                                          std::strerror(errno) + ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    auto reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return make_error(errc::bad_file, "--port-file " + path + ": cannot rename " + tmp +
-                                        " over it (" + reason + ")");
-  }
+  std::string why = model::try_replace_file(path, std::to_string(port) + "\n");
+  if (!why.empty())
+    return make_error(errc::bad_file, "--port-file " + path + ": " + why);
   return caf::none;
 }
 
