@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/config/role_spec.hpp"
+#include "actors/flow/activity.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/roles/recovery.hpp"
 #include "actors/runtime/checkpoints.hpp"
@@ -56,6 +57,7 @@ public:
       return err;
     if (auto err = prepare_recovery())
       return err;
+    warn_short_stall_timeout();
     // Each pass runs the job from its restore step; a failure the topology
     // recovers from leads to another pass from the newest common checkpoint.
     for (;;) {
@@ -386,6 +388,18 @@ private:
     if (live_.stalled(limit, clock_type::now()))
       return stalled(limit);
     return caf::none;
+  }
+
+  /// A stall timeout close to the heartbeat interval (activity.hpp) can take
+  /// a healthy actor, between two heartbeats, for a stalled one: said once.
+  void warn_short_stall_timeout() const {
+    auto limit = std::min<clock_type::duration>(options_.stall_timeout,
+                                                topology_.runtime.stall_timeout);
+    if (limit >= 3 * activity::heartbeat_interval)
+      return;
+    spdlog::warn("runtime.stall_timeout_ms is {} ms: actors send a heartbeat once a second while "
+                 "they work, so a timeout under 3000 ms may take a healthy run for a stalled one",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(limit).count());
   }
 
   /// Sends start to the actors the plan starts; the pass's clock begins.
