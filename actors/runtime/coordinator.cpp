@@ -210,11 +210,19 @@ private:
       spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%  train loss {:.4f}  ({} samples)",
                    e.epoch + 1, report->actor, 100 * e.test_accuracy, e.train_loss, e.samples);
       if (!std::isfinite(e.train_loss))
-        spdlog::warn("{}: the training loss is not finite, training diverged; lower the "
-                     "optimizer's lr or momentum (under 1f1b every microbatch is a step)",
-                     report->actor);
+        warn_diverged(report->actor, e.epoch);
       note_accuracy(report->actor, e, seconds);
     }
+  }
+
+  /// `actor`'s training loss in epoch `epoch` is not finite: says so, with
+  /// what the mode that made the plan advises (its own keys: a data-parallel
+  /// user is told of workers and batches, a 1f1b user of stale microbatch steps).
+  void warn_diverged(const std::string& actor, int32_t epoch) const {
+    const std::string& advice = plan_.divergence_advice;
+    spdlog::warn("{}: the training loss of epoch {} is not finite, training diverged; {}",
+                 actor, epoch + 1,
+                 advice.empty() ? "lower the optimizer's lr or momentum" : advice);
   }
 
   // -- stopping at an accuracy (runtime.stop_at_accuracy) --------------------------

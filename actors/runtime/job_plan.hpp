@@ -67,6 +67,10 @@ struct planned_edge {
 struct job_plan {
   std::vector<planned_actor> actors; ///< spawned in this order
   std::vector<planned_edge> edges;   ///< introduced in this order
+  /// What a user of this mode should change when its training loss stops
+  /// being finite (the mode's own keys and why: its lr, batch, staleness);
+  /// the coordinator's divergence warning says it. "" = a generic advice.
+  std::string divergence_advice;
 
   /// The actor named `name`, or nullptr.
   const planned_actor* find(const std::string& name) const {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
 #include "actors/roles/source.hpp"
@@ -91,6 +93,30 @@ void set_freezing(const data_parallel_settings& settings, const topology& t,
   spec.checkpoint = t.checkpoint;
 }
 
+/// The divergence warning's advice: every worker's step is the lr (scaled
+/// with W x batch_size under lr_scaling: linear) on the mean gradient of the
+/// global batch (local SGD: of its own batch), so the lr, the momentum and
+/// the batch are what a user changes.
+std::string divergence_advice(const topology& t) {
+  const auto& s = data_parallel_settings_of(t);
+  const int64_t global = s.workers * t.plan.batch_size;
+  std::string lr = fmt::format("lr {:g}", s.optimizer.lr);
+  if (s.lr_scaling == "linear")
+    lr = fmt::format("lr {:g} (lr_scaling: linear, {:g} x {} / base_batch {}; it grows with the "
+                     "workers and the batch)",
+                     s.optimizer.lr * static_cast<double>(global) / s.base_batch, s.optimizer.lr,
+                     global, s.base_batch);
+  const std::string batch =
+    s.sync_every > 0 ? fmt::format("each worker's own {} samples (local SGD)", t.plan.batch_size)
+                     : fmt::format("{} workers x {} samples = {}", s.workers, t.plan.batch_size,
+                                   global);
+  const char* also = s.lr_scaling == "linear" ? "warmup_epochs to reach it gradually"
+                                               : "data.batch_size raised";
+  return fmt::format("job: data-parallel steps with {} and momentum {:g} on the mean gradient of "
+                     "{}; lower data_parallel.optimizer.lr or momentum (or try {})",
+                     lr, s.optimizer.momentum, batch, also);
+}
+
 } // namespace
 
 data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
@@ -148,6 +174,7 @@ caf::expected<job_plan> plan_data_parallel(const topology& t) {
     return make_error(errc::bad_config, t.file + ": cannot build the model: " + e.what());
   }
   job_plan plan;
+  plan.divergence_advice = divergence_advice(t);
   for (int32_t w = 0; w < settings.workers; ++w) {
     auto a = make_planned_actor("data_parallel_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],

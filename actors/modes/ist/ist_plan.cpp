@@ -1,5 +1,7 @@
 #include "actors/modes/ist/ist_plan.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "actors/modes/ist/ist_pieces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
 #include "actors/modes/ist/resist_plan.hpp"
@@ -22,6 +24,18 @@ int64_t sample_values(const topology& t) {
   for (int64_t d : t.synthetic_shape)
     n *= d;
   return n;
+}
+
+/// The divergence warning's advice: each worker takes L plain SGD steps on
+/// its own subnet (ResIST: sub-ResNet) between two merges, with a fresh
+/// optimizer every round, so the lr, the momentum and L are what to change.
+std::string divergence_advice(const topology& t, const std::string& kind) {
+  const auto& s = ist_settings_of(t);
+  return fmt::format("job: ist (kind {}) has each of {} workers take {} SGD steps of {} samples "
+                     "with lr {:g} and momentum {:g} on its own {} between two merges; lower "
+                     "ist.optimizer.lr or momentum, or ist.local_steps",
+                     kind, s.workers, s.local_steps, t.plan.batch_size, s.optimizer.lr,
+                     s.optimizer.momentum, kind == "resist" ? "sub-ResNet" : "subnet");
 }
 
 } // namespace
@@ -75,6 +89,7 @@ job_plan make_ist_plan(const topology& t, const std::string& kind,
                        const std::function<std::string(int32_t)>& shard_settings) {
   const auto& settings = ist_settings_of(t);
   job_plan plan;
+  plan.divergence_advice = divergence_advice(t, kind);
   for (int32_t w = 0; w < settings.workers; ++w) {
     auto a = make_planned_actor(kind + "_worker", ist_worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)], worker_settings(w));

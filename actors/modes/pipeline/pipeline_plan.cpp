@@ -1,5 +1,7 @@
 #include "actors/modes/pipeline/pipeline_plan.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
@@ -58,6 +60,26 @@ pipeline_stage_spec stage_settings(const topology& t, const model::task& task, s
   return spec;
 }
 
+/// The divergence warning's advice: under 1f1b every microbatch is an SGD
+/// step on weights some steps stale (more with a wider runtime.window), so
+/// it is far less forgiving of an lr than the synchronous schedules, which
+/// take one step per minibatch.
+std::string divergence_advice(const topology& t) {
+  const auto& o = t.pretrain.optimizer;
+  if (t.schedule != "1f1b" && t.schedule != "1f1b-dynamic")
+    return fmt::format("job: pipeline ({}) takes one SGD step per minibatch of {} samples with "
+                       "lr {:g} and momentum {:g}; lower backbone.pretrain.optimizer's lr or "
+                       "momentum",
+                       t.schedule, t.plan.batch_size, o.lr, o.momentum);
+  return fmt::format("job: pipeline ({}) takes an SGD step for every microbatch (1 of {} per "
+                     "minibatch of {} samples) with lr {:g} and momentum {:g}, on weights as "
+                     "stale as the microbatches in flight (runtime.window {}); lower "
+                     "backbone.pretrain.optimizer's lr or momentum, or runtime.window, or use "
+                     "schedule 1f1b-flush or gpipe",
+                     t.schedule, t.plan.microbatches, t.plan.batch_size, o.lr, o.momentum,
+                     t.runtime.window);
+}
+
 } // namespace
 
 caf::expected<job_plan> plan_pipeline(const topology& t) {
@@ -70,6 +92,7 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
   if (auto err = check_stages(t))
     return err;
   job_plan plan;
+  plan.divergence_advice = divergence_advice(t);
   auto source =
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;

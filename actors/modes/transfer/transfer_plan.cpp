@@ -1,5 +1,7 @@
 #include "actors/modes/transfer/transfer_plan.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/source.hpp"
 
@@ -9,6 +11,11 @@ inline namespace transfer {
 
 job_plan plan_transfer(const topology& t) {
   job_plan plan;
+  // Only the heads train (the backbone is frozen), each with its own optimizer.
+  plan.divergence_advice = fmt::format(
+    "job: transfer trains each head with its own heads[].optimizer, one SGD step per minibatch "
+    "of {} samples; lower that head's lr or momentum",
+    t.plan.batch_size);
   auto source =
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;
