@@ -135,6 +135,19 @@ caf::expected<std::string> plan_two_stages(const std::string& topology, const st
   return q.out;
 }
 
+/// The schedules a bench runs: the requested ones, and 1f1b's dynamic order
+/// next to its static one, so that one run compares the two orders.
+std::vector<std::string> schedules_of(const bench_pipeline_request& r) {
+  std::vector<std::string> out;
+  for (const auto& schedule : r.schedules) {
+    out.push_back(schedule);
+    if (schedule == "1f1b" && std::find(r.schedules.begin(), r.schedules.end(),
+                                        "1f1b-dynamic") == r.schedules.end())
+      out.push_back("1f1b-dynamic");
+  }
+  return out;
+}
+
 } // namespace
 
 namespace {
@@ -146,7 +159,8 @@ caf::expected<std::map<std::string, std::vector<side_run>>>
 run_sides(const bench_pipeline_request& r, const std::string& name, const std::string& planned,
           const std::vector<std::string>& overrides, const std::string& dir) {
   std::vector<std::string> sides{"local"};
-  sides.insert(sides.end(), r.schedules.begin(), r.schedules.end());
+  auto schedules = schedules_of(r);
+  sides.insert(sides.end(), schedules.begin(), schedules.end());
   std::map<std::string, std::vector<side_run>> runs;
   for (int32_t rep = 1; rep <= r.repeat; ++rep) {
     for (const auto& side : sides) {
@@ -164,12 +178,30 @@ run_sides(const bench_pipeline_request& r, const std::string& name, const std::s
                  ? result.error()
                  : make_error(errc::actor_failed, side + ": " + describe(result.error()));
       runs[side].push_back({std::move(*result), steal.fraction()});
-      std::printf("  run %d/%d %-11s %8.1f samples/s\n", rep, r.repeat, side.c_str(),
+      std::printf("  run %d/%d %-13s %8.1f samples/s\n", rep, r.repeat, side.c_str(),
                   samples_per_second(runs[side].back().result));
       std::fflush(stdout);
     }
   }
   return runs;
+}
+
+/// 1f1b's static order (repeatable) against its dynamic one (1f1b-dynamic):
+/// the ratio of their median samples/s, when both ran.
+void report_orders(const std::string& name, std::map<std::string, std::vector<side_run>>& runs,
+                   nlohmann::json& out) {
+  if (runs.count("1f1b") == 0 || runs.count("1f1b-dynamic") == 0)
+    return;
+  auto fixed = samples_per_second(median_run(runs.at("1f1b")).result);
+  auto dynamic = samples_per_second(median_run(runs.at("1f1b-dynamic")).result);
+  auto ratio = dynamic > 0 ? fixed / dynamic : 0.0;
+  std::printf("%-9s 1f1b order: static %.1f, dynamic %.1f samples/s: static/dynamic %.2fx\n",
+              "", fixed, dynamic, ratio);
+  std::fflush(stdout);
+  out["orders"].push_back({{"model", name},
+                           {"static_samples_per_second", fixed},
+                           {"dynamic_samples_per_second", dynamic},
+                           {"static_over_dynamic", ratio}});
 }
 
 /// Prints one model's rows (the local side, then each schedule's median
@@ -179,20 +211,22 @@ void report_model(const bench_pipeline_request& r, const std::string& name,
                   nlohmann::json& out) {
   const auto& local = median_run(runs.at("local"));
   auto local_rate = samples_per_second(local.result);
-  std::printf("\n%-9s %-14s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
+  std::printf("\n%-9s %-16s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
               "samples/s", "vs (a)", "stage busy", "bubble", "theory", "overhead",
               "extra CPU", "steal");
-  std::printf("%-9s %-14s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
+  std::printf("%-9s %-16s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
               local_rate, "1.00x", "-", "-", "-", "-", "-", 100 * local.steal);
-  for (const auto& schedule : r.schedules) {
+  for (const auto& schedule : schedules_of(r)) {
     const auto& side = median_run(runs.at(schedule));
     auto rate = samples_per_second(side.result);
     auto ratio = rate / local_rate;
     auto figures = stages_of(side.result);
-    auto theory = schedule == "1f1b" ? 0.0 : gpipe_bubble(2, bench_microbatches);
+    auto theory = schedule.rfind("1f1b", 0) == 0 && schedule != "1f1b-flush"
+                    ? 0.0
+                    : gpipe_bubble(2, bench_microbatches);
     auto overhead = overhead_of(side.result);
     auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
-    std::printf("%-9s %-14s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
+    std::printf("%-9s %-16s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
                 ("(b) " + schedule).c_str(), rate, ratio,
                 percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
                 100 * overhead, 100 * extra_cpu, 100 * side.steal);
@@ -210,6 +244,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name,
                               {"local_steal_fraction", local.steal},
                               {"pipeline_steal_fraction", side.steal}});
   }
+  report_orders(name, runs, out);
 }
 
 /// What the legend under the tables means.
@@ -222,7 +257,9 @@ void print_legend() {
     "overhead: CPU of the stages' processes\nwhile training beyond the stages' computations "
     "(messages, wire, CAF, the source) over those\ncomputations; extra CPU: CPU seconds of every "
     "process of (b) (starting included) over (a)'s,\nminus 1; steal: CPU time the hypervisor "
-    "gave to other guests during the run (noise).\n");
+    "gave to other guests during the run (noise);\n1f1b order: 1f1b (PipeDream's static "
+    "order, repeatable) against 1f1b-dynamic (a waiting\nbackward first, a forward whenever a "
+    "credit returns), median samples/s.\n");
 }
 
 /// The topology overrides of one model's sides.
@@ -254,9 +291,12 @@ int bench_pipeline(const bench_pipeline_request& r) {
               r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat);
   nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick}, {"repeat", r.repeat},
                         {"cores", std::thread::hardware_concurrency()},
-                        {"results", nlohmann::json::array()}};
+                        {"results", nlohmann::json::array()},
+                        {"orders", nlohmann::json::array()}};
   int code = 0;
   for (const auto& name : r.models) {
+    if (stop_requested(r.interrupted))
+      break;
     const bench_model* m = nullptr;
     for (const auto& candidate : bench_models())
       if (candidate.name == name)
@@ -268,25 +308,26 @@ int bench_pipeline(const bench_pipeline_request& r) {
     auto overrides = overrides_of(*m, r.quick);
     auto planned =
       plan_two_stages(std::string{BATON_SOURCE_DIR} + "/" + m->topology, *dir, name, r.quick);
-    if (!planned) {
+    if (!planned || stop_requested(r.interrupted)) {
+      if (stop_requested(r.interrupted))
+        break;
       spdlog::error("{}: {}", name, describe(planned.error()));
       code = 1;
       continue;
     }
     auto runs = run_sides(r, name, *planned, overrides, *dir);
     if (!runs) {
+      if (stop_requested(r.interrupted))
+        break; // the rows of the models before this one are written
       spdlog::error("{}: {}", name, describe(runs.error()));
       code = 1;
       continue;
     }
     report_model(r, name, *runs, out);
   }
-  print_legend();
-  if (!r.json_out.empty()) {
-    std::ofstream{r.json_out} << out.dump(2) << '\n';
-    std::printf("figures written to %s\n", r.json_out.c_str());
-  }
-  return code;
+  if (!stop_requested(r.interrupted))
+    print_legend();
+  return bench_figures{r.json_out, std::move(out)}.finish(code, r.interrupted);
 }
 
 } // namespace bench
