@@ -1,4 +1,6 @@
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -15,6 +17,68 @@
 
 namespace baton::apps {
 inline namespace bench {
+
+bool stop_requested(const std::atomic<bool>* interrupted) {
+  return interrupted != nullptr && interrupted->load();
+}
+
+bench_figures::bench_figures(std::string path, nlohmann::json header, std::string rows)
+    : path_(std::move(path)), figures_(std::move(header)), rows_(std::move(rows)) {
+  if (!figures_.contains(rows_))
+    figures_[rows_] = nlohmann::json::array();
+}
+
+namespace {
+
+/// Writes `text` to `path` through `path`.tmp and a rename, so that a
+/// reader (or a second signal) never finds half a file; "" or the reason.
+std::string write_whole(const std::string& path, const std::string& text) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp};
+    out << text;
+    out.close(); // a full disk may only show here
+    if (out.fail()) {
+      std::string reason = std::strerror(errno);
+      std::remove(tmp.c_str());
+      return "cannot write '" + tmp + "': " + reason;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return "cannot rename '" + tmp + "' to '" + path + "': " + reason;
+  }
+  return {};
+}
+
+} // namespace
+
+int bench_figures::finish(int code, const std::atomic<bool>* interrupted) {
+  bool stopped = stop_requested(interrupted);
+  if (stopped)
+    code = interrupted_exit_code;
+  if (path_.empty()) {
+    if (stopped)
+      std::printf("interrupted\n");
+    return code;
+  }
+  if (stopped && rows() == 0) {
+    std::printf("interrupted before any row finished: %s left as it was\n", path_.c_str());
+    return code;
+  }
+  if (stopped)
+    figures_["interrupted"] = true;
+  if (auto why = write_whole(path_, figures_.dump(2) + "\n"); !why.empty()) {
+    spdlog::error("{}", why);
+    return stopped ? code : 1;
+  }
+  if (stopped)
+    std::printf("interrupted: the %zu finished row(s) written to %s\n", rows(), path_.c_str());
+  else
+    std::printf("figures written to %s\n", path_.c_str());
+  return code;
+}
 
 std::vector<std::string> with_link(std::vector<std::string> flags, const std::string& link) {
   if (!link.empty())
@@ -164,6 +228,8 @@ int bench_transfer(const bench_request& r) {
     spdlog::error("cannot prepare the pretrained backbone");
     return 1;
   }
+  if (stop_requested(r.interrupted))
+    return interrupted_exit_code;
   auto where = r.local_nodes > 0 ? "actors on " + std::to_string(r.local_nodes) +
                                      " local node processes (edge bytes cross sockets)"
                                  : std::string{"actors in one process"};
@@ -174,12 +240,14 @@ int bench_transfer(const bench_request& r) {
               std::thread::hardware_concurrency(), r.heads, where.c_str(), r.heads);
   std::printf("%-13s %9s %9s %8s %9s %9s %8s %10s  %s\n", "backbone", "shared s", "separate s",
               "time", "shared MiB", "sep. MiB", "memory", "edge MiB", "same weights");
-  nlohmann::json out = {{"bench", "transfer"}, {"heads", r.heads}, {"quick", r.quick},
-                        {"local_nodes", r.local_nodes}, {"link", r.link},
-                        {"cores", std::thread::hardware_concurrency()},
-                        {"results", nlohmann::json::array()}};
+  bench_figures out{r.json_out,
+                    {{"bench", "transfer"}, {"heads", r.heads}, {"quick", r.quick},
+                     {"local_nodes", r.local_nodes}, {"link", r.link},
+                     {"cores", std::thread::hardware_concurrency()}}};
   int code = 0;
   for (const auto& backbone : r.backbones) {
+    if (stop_requested(r.interrupted))
+      break;
     auto overrides = side_overrides(r, backbone);
     std::vector<std::string> shared_flags;
     if (r.local_nodes > 0)
@@ -189,17 +257,15 @@ int bench_transfer(const bench_request& r) {
                                       backbone + "-separate", r.interrupted)
                            : caf::expected<job_result>{shared.error()};
     if (!shared || !separate) {
+      if (stop_requested(r.interrupted))
+        break;
       spdlog::error("{}: {}", backbone, describe(!shared ? shared.error() : separate.error()));
       code = 1;
       continue;
     }
-    out["results"].push_back(compare(backbone, *shared, *separate));
+    out.add(compare(backbone, *shared, *separate));
   }
-  if (!r.json_out.empty()) {
-    std::ofstream{r.json_out} << out.dump(2) << '\n';
-    std::printf("figures written to %s\n", r.json_out.c_str());
-  }
-  return code;
+  return out.finish(code, r.interrupted);
 }
 
 } // namespace bench

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <caf/expected.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/runtime/job_result.hpp"
 
@@ -15,6 +16,44 @@ inline namespace bench {
 
 using namespace baton::actors;
 
+// -- stopping on a signal -------------------------------------------------------
+
+/// Exit code of a bench stopped by SIGINT or SIGTERM (as of `baton run`).
+constexpr int interrupted_exit_code = 130;
+
+/// Whether SIGINT or SIGTERM asked the bench to stop (`interrupted` may be
+/// null: never).
+bool stop_requested(const std::atomic<bool>* interrupted);
+
+/// The figures a bench writes to `--json FILE`, row by row. FILE is only
+/// written at the end, whole (FILE.tmp renamed over it): a bench stopped by a
+/// signal writes the rows it finished, with "interrupted": true, or leaves
+/// FILE untouched when it finished none.
+class bench_figures {
+public:
+  /// `header`: the bench's settings (an object); `rows`: the key of the
+  /// array of rows in it ("results"), made empty if `header` has none.
+  bench_figures(std::string path, nlohmann::json header, std::string rows = "results");
+
+  /// Appends one finished row.
+  void add(nlohmann::json row) { figures_[rows_].push_back(std::move(row)); }
+
+  /// The figures so far, for a bench that adds fields of its own.
+  nlohmann::json& json() { return figures_; }
+
+  /// Rows added so far.
+  size_t rows() const { return figures_.at(rows_).size(); }
+
+  /// Ends the bench: writes FILE as above and returns the exit code: 130
+  /// when `interrupted`, 1 when FILE cannot be written (the error names it),
+  /// else `code`.
+  int finish(int code, const std::atomic<bool>* interrupted);
+
+private:
+  std::string path_;
+  nlohmann::json figures_;
+  std::string rows_;
+};
 
 /// Runs `baton run [topology] --set overrides... flags... --metrics-out` as
 /// its own process (so that its peak memory and CPU time are its own), logs

@@ -235,13 +235,16 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
   print_header(r);
   const std::string topology = std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml";
   auto gradient = static_cast<double>(gradient_bytes(r.model));
-  nlohmann::json out = {{"bench", "data-parallel"}, {"quick", r.quick}, {"model", r.model},
-                        {"workers", r.workers}, {"batch", r.batch},
-                        {"train_samples", r.train_limit}, {"link", r.link},
-                        {"gradient_bytes", gradient}, {"results", nlohmann::json::array()}};
+  bench_figures out{r.json_out,
+                    {{"bench", "data-parallel"}, {"quick", r.quick}, {"model", r.model},
+                     {"workers", r.workers}, {"batch", r.batch},
+                     {"train_samples", r.train_limit}, {"link", r.link},
+                     {"gradient_bytes", gradient}}};
   double local_rate = 0;
   int code = 0;
   for (const auto& s : sides_of(r)) {
+    if (stop_requested(r.interrupted))
+      break;
     auto o = common_overrides(r);
     o.insert(o.end(), s.overrides.begin(), s.overrides.end());
     o.insert(o.end(), r.overrides.begin(), r.overrides.end());
@@ -251,8 +254,8 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     steal_meter steal;
     auto result = run_side(topology, o, flags, *dir, s.name, r.interrupted);
     if (!result) {
-      if (result.error() == errc::interrupted)
-        return 130;
+      if (stop_requested(r.interrupted))
+        break; // the rows of the sides before this one are written
       std::printf("%-18s failed: %s\n", s.label.c_str(), describe(result.error()).c_str());
       code = 1;
       continue;
@@ -260,14 +263,11 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     side_run run{std::move(*result), steal.fraction()};
     if (s.name == "local")
       local_rate = samples_per_second(run.result);
-    out["results"].push_back(report_side(r, s, run, local_rate, gradient));
+    out.add(report_side(r, s, run, local_rate, gradient));
   }
-  print_legend();
-  if (!r.json_out.empty()) {
-    std::ofstream{r.json_out} << out.dump(2) << '\n';
-    std::printf("figures written to %s\n", r.json_out.c_str());
-  }
-  return code;
+  if (!stop_requested(r.interrupted))
+    print_legend();
+  return out.finish(code, r.interrupted);
 }
 
 } // namespace bench

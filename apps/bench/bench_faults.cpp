@@ -81,6 +81,9 @@ int bench_faults(const bench_faults_request& r) {
   std::fflush(stdout);
   auto clean = run_side(topology, overrides, with_link({"--local-nodes", "3"}, r.link), *dir,
                         "clean", r.interrupted);
+  // Interrupted: no figures (they compare both runs), --json FILE untouched.
+  if (stop_requested(r.interrupted))
+    return interrupted_exit_code;
   if (!clean) {
     spdlog::error("fault-free run: {}", describe(clean.error()));
     return 1;
@@ -90,6 +93,8 @@ int bench_faults(const bench_faults_request& r) {
                                     "kind=kill_node,node=n2,at_step=" + std::to_string(kill_at)},
                                    r.link),
                          *dir, "faulty", r.interrupted);
+  if (stop_requested(r.interrupted))
+    return interrupted_exit_code;
   if (!faulty) {
     spdlog::error("run with the fault: {}", describe(faulty.error()));
     return 1;
@@ -97,6 +102,7 @@ int bench_faults(const bench_faults_request& r) {
   bool same_weights = digests(*clean) == digests(*faulty) && !digests(*clean).empty();
   bool exactly_once = same_counts(*clean, *faulty);
   print_table(*clean, *faulty, same_weights, exactly_once);
+  int code = same_weights && exactly_once && faulty->faults.size() == 1 ? 0 : 1;
   if (!r.json_out.empty()) {
     nlohmann::json out = {{"bench", "faults"},
                           {"samples", samples},
@@ -106,10 +112,9 @@ int bench_faults(const bench_faults_request& r) {
                           {"faults", to_json(*faulty)["faults"]},
                           {"same_weights", same_weights},
                           {"exactly_once", exactly_once}};
-    std::ofstream{r.json_out} << out.dump(2) << '\n';
-    std::printf("figures written to %s\n", r.json_out.c_str());
+    return bench_figures{r.json_out, std::move(out), "faults"}.finish(code, r.interrupted);
   }
-  return same_weights && exactly_once && faulty->faults.size() == 1 ? 0 : 1;
+  return code;
 }
 
 } // namespace bench

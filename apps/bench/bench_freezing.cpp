@@ -174,18 +174,21 @@ int bench_freezing(const bench_freezing_request& r) {
   owned_directory cleanup{*dir};
   auto checkpoint = pretrain(r, *dir);
   if (!checkpoint) {
+    if (stop_requested(r.interrupted))
+      return interrupted_exit_code; // no row yet: --json FILE is left as it was
     spdlog::error("pretraining failed: {}", describe(checkpoint.error()));
     return 1;
   }
   int64_t samples = r.quick ? 4096 : 16384;
   int64_t steps = (samples / 2 + r.batch - 1) / r.batch * r.epochs;
   print_header(r, samples);
-  nlohmann::json out = {{"bench", "freezing"}, {"quick", r.quick}, {"epochs", r.epochs},
-                        {"train_samples", samples}, {"link", r.link},
-                        {"results", nlohmann::json::array()}};
+  bench_figures out{r.json_out, {{"bench", "freezing"}, {"quick", r.quick}, {"epochs", r.epochs},
+                                 {"train_samples", samples}, {"link", r.link}}};
   double full_rate = 0;
   int code = 0;
   for (const auto& s : freezing_sides()) {
+    if (stop_requested(r.interrupted))
+      break;
     std::vector<std::string> o{"data_parallel.model=convnet", "backbone.checkpoint=" + *checkpoint,
                                "data_parallel.workers=2", "data.batch_size=" + std::to_string(r.batch),
                                "data.epochs=" + std::to_string(r.epochs),
@@ -196,8 +199,8 @@ int bench_freezing(const bench_freezing_request& r) {
     auto result = run_side(std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml", o,
                            with_link({"--local-nodes", "2"}, r.link), *dir, s.name, r.interrupted);
     if (!result) {
-      if (result.error() == errc::interrupted)
-        return 130;
+      if (stop_requested(r.interrupted))
+        break; // the rows of the sides before this one are written
       std::printf("%-17s failed: %s\n", s.label.c_str(), describe(result.error()).c_str());
       code = 1;
       continue;
@@ -205,14 +208,11 @@ int bench_freezing(const bench_freezing_request& r) {
     side_run run{std::move(*result), steal.fraction()};
     if (s.name == "full")
       full_rate = samples_per_second(run.result);
-    out["results"].push_back(report_side(r, s, run, full_rate, steps));
+    out.add(report_side(r, s, run, full_rate, steps));
   }
-  print_legend();
-  if (!r.json_out.empty()) {
-    std::ofstream{r.json_out} << out.dump(2) << '\n';
-    std::printf("figures written to %s\n", r.json_out.c_str());
-  }
-  return code;
+  if (!stop_requested(r.interrupted))
+    print_legend();
+  return out.finish(code, r.interrupted);
 }
 
 } // namespace bench

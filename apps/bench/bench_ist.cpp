@@ -291,27 +291,25 @@ int bench_ist(const bench_ist_request& request) {
   }
   owned_directory cleanup{*dir};
   print_header(r);
-  nlohmann::json out = {{"bench", "ist"}, {"quick", r.quick}, {"workers", r.workers},
-                        {"link", r.link}, {"target", r.target}, {"epochs", r.epochs},
-                        {"batch", r.batch}, {"lr", r.lr}, {"local_steps", r.local_steps},
-                        {"train_samples", r.train_limit}, {"test_samples", r.test_limit},
-                        {"networks", nlohmann::json::array()}};
+  bench_figures out{r.json_out,
+                    {{"bench", "ist"}, {"quick", r.quick}, {"workers", r.workers},
+                     {"link", r.link}, {"target", r.target}, {"epochs", r.epochs},
+                     {"batch", r.batch}, {"lr", r.lr}, {"local_steps", r.local_steps},
+                     {"train_samples", r.train_limit}, {"test_samples", r.test_limit}},
+                    "networks"};
   int code = 0;
   for (const auto& hidden : r.networks) {
-    auto network = bench_network(r, hidden, *dir, code);
-    if (!network)
-      return 130;
-    out["networks"].push_back(std::move(*network));
+    auto network = stop_requested(r.interrupted) ? std::nullopt
+                                                 : bench_network(r, hidden, *dir, code);
+    if (!network) // interrupted: the networks before this one are written
+      return out.finish(code, r.interrupted);
+    out.add(std::move(*network));
   }
   std::printf("\nMiB/worker/round: what a worker sends per round of L local steps (IST: its "
               "subnet back to the shards;\nthe ring: L all-reduces; local SGD: one average), "
               "from the edges, next to the formula; seconds:\ninto training when the epoch's "
               "evaluation was complete (setup excluded)\n");
-  if (!r.json_out.empty()) {
-    std::ofstream{r.json_out} << out.dump(2) << '\n';
-    std::printf("figures written to %s\n", r.json_out.c_str());
-  }
-  return code;
+  return out.finish(code, r.interrupted);
 }
 
 } // namespace bench
