@@ -132,6 +132,19 @@ void checkpoint_store::save(const training_state& s) const {
   auto steps = steps_on_disk();
   for (size_t i = 0; i + keep_ < steps.size(); ++i)
     fs::remove(path_of(steps[i]), ec);
+  remove_stale_temporaries();
+}
+
+// One actor of one live run writes here (the run holds the directory's
+// lock), and its own temporary file is gone once replace_file returns: any
+// step-N.ckpt.tmp.* left is from a writer that was killed mid-save.
+void checkpoint_store::remove_stale_temporaries() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    auto name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.find(".ckpt.tmp.") != std::string::npos)
+      fs::remove(entry.path(), ec);
+  }
 }
 
 std::vector<int64_t> checkpoint_store::steps_on_disk() const {

@@ -46,7 +46,8 @@ public:
   explicit checkpoint_store(std::string dir, int32_t keep = 3);
 
   /// Writes `s` as the checkpoint of step s.version, atomically and durably,
-  /// then deletes the oldest files beyond `keep`. Throws model::error.
+  /// then deletes the oldest files beyond `keep` and the temporary files of
+  /// a writer killed mid-save. Throws model::error.
   void save(const training_state& s) const;
 
   /// Steps with a checkpoint file whose checksum verifies, ascending.
@@ -66,6 +67,8 @@ public:
 
 private:
   std::vector<int64_t> steps_on_disk() const;
+  /// Removes step-N.ckpt.tmp.* files a killed writer left behind.
+  void remove_stale_temporaries() const;
   /// The file's payload after checking header, length and checksum.
   std::string verified_payload(int64_t step) const;
 

@@ -78,6 +78,21 @@ TEST_F(training_checkpoint, round_trip_keeps_the_newest_files) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "stage0"), fs::directory_iterator{}), 2);
 }
 
+// A writer SIGKILLed during a save leaves its temporary file: the next save
+// of the actor (its restart, or a --resume) removes it.
+TEST_F(training_checkpoint, a_save_removes_what_a_killed_writer_left) {
+  checkpoint_store store{(dir_ / "stage1").string(), 3};
+  store.save(sample_state(2));
+  const fs::path stale = dir_ / "stage1" / "step-000000000004.ckpt.tmp.4711.0";
+  std::ofstream(stale) << "half a checkpoint";
+  const fs::path other = dir_ / "stage1" / "notes.txt";
+  std::ofstream(other) << "not ours";
+  store.save(sample_state(4));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(other)) << "only the store's own temporary files are removed";
+  EXPECT_EQ(store.valid_steps(), (std::vector<int64_t>{2, 4}));
+}
+
 // Issue 9: the version read back modulo 256 (step 300 as 44), so no
 // checkpoint of a run longer than 255 steps could be restored.
 TEST_F(training_checkpoint, steps_beyond_one_and_two_bytes_round_trip) {
