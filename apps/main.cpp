@@ -117,7 +117,7 @@ usage:
                                         shared backbone vs separate baseline, side by side
                                         (--local-nodes: the shared side over N node processes)
   baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
-                       [--schedule gpipe|1f1b-flush|1f1b] [--repeat N] [--link RATE[,DELAY]]
+                       [--schedule gpipe|1f1b-flush|1f1b|1f1b-dynamic] [--repeat N] [--link RATE[,DELAY]]
                                         (a) local loop, one compute thread, vs (b) a 2-stage
                                         pipeline on 2 node processes, one thread each, per
                                         schedule: samples/s, ratio, utilisation, bubble,
@@ -493,7 +493,7 @@ int cmd_bench_pipeline(args& a) {
     if (flag == "--model")
       return a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
     if (flag == "--schedule")
-      return a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b") &&
+      return a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b" || v == "1f1b-dynamic") &&
              (r.schedules = {v}, true);
     if (flag == "--repeat")
       return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;

@@ -61,7 +61,8 @@ pipeline_stage_spec stage_settings(const topology& t, const model::task& task, s
 }
 
 /// The divergence warning's advice: under 1f1b every microbatch is an SGD
-/// step on weights some steps stale (more with a wider runtime.window), so
+/// step on weights some steps stale (as many as the stage's NOAM in the
+/// static order; more with a wider runtime.window in 1f1b-dynamic), so
 /// it is far less forgiving of an lr than the synchronous schedules, which
 /// take one step per minibatch.
 std::string divergence_advice(const topology& t) {
@@ -71,13 +72,18 @@ std::string divergence_advice(const topology& t) {
                        "lr {:g} and momentum {:g}; lower backbone.pretrain.optimizer's lr or "
                        "momentum",
                        t.schedule, t.plan.batch_size, o.lr, o.momentum);
+  const std::string stale = t.schedule == "1f1b"
+                              ? "as many steps stale as the stage's microbatches in flight "
+                                "(PipeDream's NOAM: the stages after it, plus one)"
+                              : fmt::format("as stale as the microbatches in flight "
+                                            "(runtime.window {})",
+                                            t.runtime.window);
   return fmt::format("job: pipeline ({}) takes an SGD step for every microbatch (1 of {} per "
-                     "minibatch of {} samples) with lr {:g} and momentum {:g}, on weights as "
-                     "stale as the microbatches in flight (runtime.window {}); lower "
-                     "backbone.pretrain.optimizer's lr or momentum, or runtime.window, or use "
-                     "schedule 1f1b-flush or gpipe",
+                     "minibatch of {} samples) with lr {:g} and momentum {:g}, on weights {}; "
+                     "lower backbone.pretrain.optimizer's lr or momentum, or use schedule "
+                     "1f1b-flush or gpipe",
                      t.schedule, t.plan.microbatches, t.plan.batch_size, o.lr, o.momentum,
-                     t.runtime.window);
+                     stale);
 }
 
 } // namespace
