@@ -88,7 +88,7 @@ struct pipeline_stage_spec {
   int64_t end = 0;
   bool first = false;        ///< receives samples (no input gradient)
   bool last = false;         ///< computes the loss
-  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
+  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
   model::optimizer_spec optimizer;
   int32_t window = 4;
   int32_t threads = 1;

@@ -185,7 +185,7 @@ struct topology {
       return replica_nodes.empty() ? node : replica_nodes[static_cast<size_t>(r)];
     }
   };
-  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b
+  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
   bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
   std::vector<pipeline_stage> pipeline; ///< from `pipeline.stages`; empty unless job: pipeline
 

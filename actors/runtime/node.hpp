@@ -24,7 +24,7 @@ struct node_settings {
   /// reaches it spawn actors (README "Security").
   bool insecure = false;
   system_settings system;         ///< system.tls: `tls: {certificate, key, ca}`
-  /// `tls.allow`: names (CN or subjectAltName DNS) of the peer certificates
+  /// `tls.allow`: names (subjectAltName DNS, or the CN without one) of the peer certificates
   /// it serves; empty: any certificate of its CA.
   std::vector<std::string> tls_allow;
   path_roots paths;               ///< `data_dirs`, `checkpoint_dir`; empty: unrestricted

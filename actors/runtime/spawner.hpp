@@ -36,7 +36,7 @@ struct spawner_policy {
   /// proof of actors/net/tls.hpp (auth_atom) and serves spawn requests and node
   /// reports only to peer processes that completed it (and to this process).
   tls_settings tls;
-  /// Names (CN or subjectAltName DNS) a peer's certificate must carry, one
+  /// Names (subjectAltName DNS, or the CN without one) a peer's certificate must carry, one
   /// of them (node.yaml `tls.allow`); empty: any certificate of the CA.
   std::vector<std::string> allow;
 };
