@@ -10,10 +10,10 @@
 
 #include <caf/expected.hpp>
 
-#include "model/feature_cache.hpp"
-#include "model/layered_model.hpp"
-#include "model/local.hpp"
-#include "model/task.hpp"
+#include "model/transfer/feature_cache.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/local.hpp"
+#include "model/core/task.hpp"
 
 namespace baton::actors {
 inline namespace config {

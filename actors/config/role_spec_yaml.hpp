@@ -13,9 +13,9 @@
 
 #include "actors/config/role_spec.hpp"
 #include "messages/errc.hpp"
-#include "model/layered_model.hpp"
-#include "model/task.hpp"
-#include "model/training.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/task.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace config {

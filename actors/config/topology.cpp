@@ -18,8 +18,8 @@
 #include "actors/config/yaml_field.hpp"
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
-#include "model/dataset.hpp"
-#include "model/error.hpp"
+#include "model/core/dataset.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace config {

@@ -15,10 +15,10 @@
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
-#include "model/layered_model.hpp"
-#include "model/local.hpp"
-#include "model/task.hpp"
-#include "model/training.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/local.hpp"
+#include "model/core/task.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace config {

@@ -4,7 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "messages/errc.hpp"
-#include "model/error.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace flow {

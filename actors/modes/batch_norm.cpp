@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "model/dataset.hpp"
-#include "model/error.hpp"
+#include "model/core/dataset.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -17,7 +17,7 @@
 #include <openssl/x509v3.h>
 
 #include "messages/errc.hpp"
-#include "model/atomic_file.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace net {

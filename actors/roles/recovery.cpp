@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "messages/errc.hpp"
-#include "model/error.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace roles {

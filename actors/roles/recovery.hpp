@@ -29,7 +29,7 @@
 #include "actors/flow/interfaces.hpp"
 #include "messages/errc.hpp"
 #include "messages/types.hpp"
-#include "model/training_checkpoint.hpp"
+#include "model/core/training_checkpoint.hpp"
 
 namespace baton::actors {
 inline namespace roles {

@@ -16,9 +16,9 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/dataset.hpp"
-#include "model/error.hpp"
-#include "model/task.hpp"
+#include "model/core/dataset.hpp"
+#include "model/core/error.hpp"
+#include "model/core/task.hpp"
 
 namespace baton::actors {
 inline namespace roles {

@@ -11,7 +11,7 @@
 #include "actors/config/role_spec.hpp"
 #include "actors/config/topology.hpp"
 #include "actors/roles/role_type.hpp"
-#include "model/dataset.hpp"
+#include "model/core/dataset.hpp"
 
 namespace baton::actors {
 inline namespace roles {

@@ -17,8 +17,8 @@
 #include "actors/roles/recovery.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
-#include "model/error.hpp"
-#include "model/training_checkpoint.hpp"
+#include "model/core/error.hpp"
+#include "model/core/training_checkpoint.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

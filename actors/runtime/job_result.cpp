@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/errc.hpp"
-#include "model/atomic_file.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

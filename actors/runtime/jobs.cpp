@@ -21,7 +21,7 @@
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
-#include "model/error.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

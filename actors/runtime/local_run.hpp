@@ -13,8 +13,8 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/runtime/job_result.hpp"
-#include "model/dataset.hpp"
-#include "model/local.hpp"
+#include "model/core/dataset.hpp"
+#include "model/core/local.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

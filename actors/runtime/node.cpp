@@ -23,7 +23,7 @@
 #include "actors/net/framed_transport.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
-#include "model/atomic_file.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

@@ -12,7 +12,7 @@
 
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
-#include "model/atomic_file.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

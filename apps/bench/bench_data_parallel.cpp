@@ -16,7 +16,7 @@
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
-#include "model/data_parallel.hpp"
+#include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::apps {
 inline namespace bench {

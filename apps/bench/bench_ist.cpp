@@ -14,10 +14,10 @@
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
-#include "model/data_parallel.hpp"
-#include "model/dataset.hpp"
-#include "model/ist.hpp"
-#include "model/layered_model.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/dataset.hpp"
+#include "model/ist/ist.hpp"
+#include "model/core/layered_model.hpp"
 
 namespace baton::apps {
 inline namespace bench {

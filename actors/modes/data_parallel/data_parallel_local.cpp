@@ -11,8 +11,8 @@
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/checkpoint.hpp"
-#include "model/data_parallel.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -8,7 +8,7 @@
 #include "actors/modes/data_parallel/ps_exchange.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
-#include "model/data_parallel.hpp"
+#include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -6,8 +6,8 @@
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/ist/ist_section.hpp"
-#include "model/data_parallel.hpp"
-#include "model/error.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace modes {

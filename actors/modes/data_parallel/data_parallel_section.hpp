@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
-#include "model/freezing.hpp"
-#include "model/training.hpp"
+#include "model/core/freezing.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {

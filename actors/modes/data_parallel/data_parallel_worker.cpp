@@ -23,11 +23,11 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/data_parallel.hpp"
-#include "model/error.hpp"
-#include "model/freezing.hpp"
-#include "model/local.hpp"
-#include "model/stage_trainer.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/error.hpp"
+#include "model/core/freezing.hpp"
+#include "model/core/local.hpp"
+#include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {
 inline namespace modes {

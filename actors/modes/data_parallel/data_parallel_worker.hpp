@@ -58,9 +58,9 @@
 
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/role_type.hpp"
-#include "model/data_parallel.hpp"
-#include "model/layered_model.hpp"
-#include "model/task.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/task.hpp"
 
 namespace baton::actors {
 inline namespace modes {

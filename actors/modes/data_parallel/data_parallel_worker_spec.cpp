@@ -7,8 +7,8 @@
 
 #include "actors/config/role_spec_yaml.hpp"
 #include "messages/errc.hpp"
-#include "model/checkpoint.hpp"
-#include "model/local.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/local.hpp"
 
 namespace baton::actors {
 inline namespace modes {

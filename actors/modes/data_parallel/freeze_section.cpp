@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
-#include "model/freezing.hpp"
+#include "model/core/freezing.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -7,8 +7,8 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
-#include "model/error.hpp"
-#include "model/stage_trainer.hpp"
+#include "model/core/error.hpp"
+#include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -164,7 +164,7 @@ at::Tensor shard_optimizer::step() {
     throw model::error("parameter shard: the pushes of step " + std::to_string(steps_) +
                        " have not all arrived");
   auto it = pushed_.find(steps_);
-  // The reference's arithmetic per element (model/data_parallel.hpp): the
+  // The reference's arithmetic per element (model/data_parallel/data_parallel.hpp): the
   // sum in worker order, then / W, then the step; sgd_step_out_of_place is
   // per element, so stepping the slice at once gives the bits of stepping
   // each parameter whole.

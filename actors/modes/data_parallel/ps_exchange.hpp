@@ -35,8 +35,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "model/data_parallel.hpp"
-#include "model/training.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -20,10 +20,10 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/data_parallel.hpp"
-#include "model/dataset.hpp"
-#include "model/error.hpp"
-#include "model/freezing.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/dataset.hpp"
+#include "model/core/error.hpp"
+#include "model/core/freezing.hpp"
 
 namespace baton::actors {
 inline namespace modes {

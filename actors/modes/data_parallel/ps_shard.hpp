@@ -33,7 +33,7 @@
 
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/role_type.hpp"
-#include "model/layered_model.hpp"
+#include "model/core/layered_model.hpp"
 
 namespace baton::actors {
 inline namespace modes {

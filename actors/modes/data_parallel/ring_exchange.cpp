@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
-#include "model/error.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -5,7 +5,7 @@
 // what arrives from its predecessor. Plain data, testable without an actor
 // system against model::ring_allreduce.
 //
-// A bucket takes 2 (W - 1) rounds (model/data_parallel.hpp's chunk
+// A bucket takes 2 (W - 1) rounds (model/data_parallel/data_parallel.hpp's chunk
 // schedule): rounds 0 .. W-2 reduce-scatter (the receiver adds the chunk into
 // its own copy, own + received), rounds W-1 .. 2W-3 all-gather (the receiver
 // overwrites its copy). Rounds are numbered through the step, bucket after
@@ -26,7 +26,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "model/data_parallel.hpp"
+#include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -6,9 +6,9 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include "model/error.hpp"
-#include "model/local.hpp"
-#include "model/stage_trainer.hpp"
+#include "model/core/error.hpp"
+#include "model/core/local.hpp"
+#include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -25,12 +25,12 @@
 
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "messages/types.hpp"
-#include "model/data_parallel.hpp"
-#include "model/dataset.hpp"
-#include "model/feature_cache.hpp"
-#include "model/freezing.hpp"
-#include "model/layered_model.hpp"
-#include "model/training_checkpoint.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/dataset.hpp"
+#include "model/transfer/feature_cache.hpp"
+#include "model/core/freezing.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/training_checkpoint.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -11,8 +11,8 @@
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/ist.hpp"
-#include "model/resist.hpp"
+#include "model/ist/ist.hpp"
+#include "model/ist/resist.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "model/error.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace modes {

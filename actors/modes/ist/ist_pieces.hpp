@@ -1,6 +1,6 @@
 #pragma once
 
-// What the IST actors cut and glue, on top of model/ist.hpp's pieces (no
+// What the IST actors cut and glue, on top of model/ist/ist.hpp's pieces (no
 // CAF): a worker's subnet assembled from the pieces its S shards sent and
 // cut back into them, and a shard's owned slices of the whole network (what
 // it sends for the evaluation and as the final weights). Owned slices are
@@ -13,7 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "model/ist.hpp"
+#include "model/ist/ist.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "model/error.hpp"
-#include "model/ist.hpp"
+#include "model/core/error.hpp"
+#include "model/ist/ist.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
-#include "model/training.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {

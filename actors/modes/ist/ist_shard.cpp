@@ -18,8 +18,8 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/error.hpp"
-#include "model/ist.hpp"
+#include "model/core/error.hpp"
+#include "model/ist/ist.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/error.hpp"
+#include "model/core/error.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -23,8 +23,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "model/layered_model.hpp"
-#include "model/resist.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/ist/resist.hpp"
 
 namespace baton::actors {
 inline namespace modes {

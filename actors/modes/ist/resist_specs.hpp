@@ -12,8 +12,8 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/role_spec.hpp"
-#include "model/task.hpp"
-#include "model/training.hpp"
+#include "model/core/task.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -27,8 +27,8 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/dataset.hpp"
-#include "model/ist.hpp"
+#include "model/core/dataset.hpp"
+#include "model/ist/ist.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -12,10 +12,10 @@
 
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/checkpoint.hpp"
-#include "model/local.hpp"
-#include "model/stage_trainer.hpp"
-#include "model/task.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/local.hpp"
+#include "model/core/stage_trainer.hpp"
+#include "model/core/task.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -21,8 +21,8 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/local.hpp"
-#include "model/stage_trainer.hpp"
+#include "model/core/local.hpp"
+#include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -16,9 +16,9 @@
 #include "actors/modes/job_schemas.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
-#include "model/atomic_file.hpp"
-#include "model/error.hpp"
-#include "model/local.hpp"
+#include "model/core/atomic_file.hpp"
+#include "model/core/error.hpp"
+#include "model/core/local.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -1,7 +1,7 @@
 #pragma once
 
 // `baton profile` and `baton plan`: the glue between a topology, the profiler
-// (model/profiler.hpp) and the partitioner (model/partitioner.hpp). Reads and
+// (model/planning/profiler.hpp) and the partitioner (model/planning/partitioner.hpp). Reads and
 // writes the profile JSON, prints the plan, writes the planned topology. Also
 // plans `backbone.split: auto` for the transfer job when it runs.
 
@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/config/topology.hpp"
-#include "model/partitioner.hpp"
-#include "model/profiler.hpp"
+#include "model/planning/partitioner.hpp"
+#include "model/planning/profiler.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -13,8 +13,8 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/layered_model.hpp"
-#include "model/training.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -18,8 +18,8 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/checkpoint.hpp"
-#include "model/layered_model.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/layered_model.hpp"
 
 namespace baton::actors {
 inline namespace modes {

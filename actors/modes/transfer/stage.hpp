@@ -9,7 +9,7 @@
 #include "actors/config/role_spec.hpp"
 #include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
-#include "model/feature_cache.hpp"
+#include "model/transfer/feature_cache.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -16,9 +16,9 @@
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/atomic_file.hpp"
-#include "model/checkpoint.hpp"
-#include "model/local.hpp"
+#include "model/core/atomic_file.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/local.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -1,0 +1,120 @@
+#include "model/core/atomic_file.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "model/core/error.hpp"
+
+namespace baton::model {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A name next to `path` that no other writer uses: the pid tells processes
+/// apart, the counter the threads and calls of this one.
+std::string temporary_name(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+/// Creates a new temporary file for `path` (O_EXCL: never one a crashed
+/// writer left) and names it in `tmp`; -1 with errno on failure.
+int create_temporary(const std::string& path, mode_t mode, std::string& tmp) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    tmp = temporary_name(path);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
+}
+
+/// Writes all of `bytes` to `fd`; false with errno on failure.
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    auto n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      errno = n == 0 ? EIO : errno;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+/// Makes the rename durable; a file system that cannot sync a directory
+/// still has the file, so a failure here is not one of the write.
+void sync_directory_of(const std::string& path) {
+  auto dir = fs::path(path).parent_path();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::string failure(const std::string& path, const std::string& step, int err, bool existed) {
+  return "cannot write '" + path + "': " + step + std::strerror(err) + " (nothing was changed: " +
+         (existed ? "the previous '" + path + "' is kept)" : std::string{"no file was made)"});
+}
+
+} // namespace
+
+std::string try_replace_file(const std::string& path, std::string_view bytes, mode_t mode) {
+  std::error_code ec;
+  const bool existed = fs::exists(path, ec);
+  std::string tmp;
+  int fd = create_temporary(path, mode, tmp);
+  if (fd < 0)
+    return failure(path, "cannot create a temporary file next to it: ", errno, existed);
+  const char* step = nullptr; // the step that failed, if one did
+  if (!write_all(fd, bytes))
+    step = "";
+  else if (::fsync(fd) != 0)
+    step = "fsync: ";
+  int err = errno;
+  if (::close(fd) != 0 && step == nullptr) {
+    step = "close: ";
+    err = errno;
+  }
+  if (step == nullptr && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    step = "cannot rename the temporary file over it: ";
+    err = errno;
+  }
+  if (step != nullptr) {
+    ::unlink(tmp.c_str());
+    return failure(path, step, err, existed);
+  }
+  sync_directory_of(path);
+  return {};
+}
+
+std::string try_check_writable(const std::string& path) {
+  std::error_code ec;
+  if (auto dir = fs::path(path).parent_path(); !dir.empty())
+    fs::create_directories(dir, ec);
+  if (ec)
+    return "cannot write '" + path + "': cannot make its directory (" + ec.message() + ")";
+  std::string tmp;
+  int fd = create_temporary(path, 0600, tmp);
+  if (fd < 0)
+    return "cannot write '" + path + "': cannot create a file next to it: " + std::strerror(errno);
+  ::close(fd);
+  ::unlink(tmp.c_str());
+  return {};
+}
+
+void replace_file(const std::string& path, std::string_view bytes, mode_t mode) {
+  if (auto why = try_replace_file(path, bytes, mode); !why.empty())
+    throw file_error(why);
+}
+
+} // namespace baton::model

@@ -1,0 +1,23 @@
+#pragma once
+
+#include <string>
+
+#include "model/core/layered_model.hpp"
+
+namespace baton::model {
+
+/// Writes every parameter and buffer of `m` (named_state()) under its
+/// "layer.name" key, with their SHA-256, through replace_file: all or
+/// nothing, `path` keeps its previous content on any failure. Throws
+/// model::file_error naming `path` and the cause (a full disk, a read-only
+/// directory).
+void save_checkpoint(const layered_model& m, const std::string& path);
+
+/// Loads the parameters and buffers of the layers present in `m` from `path` (which may
+/// hold a larger model: loading a slice from a whole-model checkpoint works).
+/// Throws model::file_error naming the file (and key) on a missing file, a
+/// file whose tensors do not match its checksum (corrupt), a missing key or
+/// a shape mismatch; the model is then unchanged.
+void load_checkpoint(layered_model& m, const std::string& path);
+
+} // namespace baton::model

@@ -1,0 +1,118 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+
+namespace baton::model {
+
+/// One named layer of a layered model.
+struct named_layer {
+  std::string name;
+  torch::nn::AnyModule module; ///< Tensor -> Tensor
+};
+
+/// A model as a sequence of named layers that can be sliced into contiguous
+/// stages. Copies share the layers (as torch modules do).
+class layered_model {
+public:
+  layered_model() = default;
+  explicit layered_model(std::vector<named_layer> layers);
+
+  /// Runs every layer in order.
+  at::Tensor forward(at::Tensor x) const;
+
+  /// The layers [begin, end) as a model sharing their parameters.
+  /// Precondition: begin <= end <= size().
+  layered_model slice(size_t begin, size_t end) const;
+
+  /// Index of the layer called `name`, or -1.
+  int64_t index_of(const std::string& name) const;
+
+  size_t size() const { return layers_.size(); }
+  const std::vector<named_layer>& layers() const { return layers_; }
+  std::vector<std::string> layer_names() const;
+
+  /// Parameters as "layer.param" -> tensor, in layer order.
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
+  std::vector<at::Tensor> parameters() const;
+
+  /// Buffers as "layer.buffer" -> tensor, in layer order: the state that is
+  /// not trained by gradients (batch norm's running_mean, running_var and
+  /// num_batches_tracked). Empty for models without batch norm statistics.
+  std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
+  std::vector<at::Tensor> buffers() const;
+
+  /// The whole state: named_parameters() then named_buffers(). What a
+  /// checkpoint holds and what a stage sends as its weights.
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const;
+  std::vector<at::Tensor> state() const;
+
+  /// Sets requires_grad on every parameter.
+  void set_trainable(bool trainable);
+  /// Switches every layer between training and evaluation behaviour.
+  void train(bool on);
+
+private:
+  std::vector<named_layer> layers_;
+};
+
+/// What to build: a reference model by name, or a TorchScript file.
+struct model_spec {
+  /// "convnet" (backbone, 16 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
+  /// conv4 relu4 pool2 conv5 relu5 pool3 flatten fc1 relu6 -> 256 features),
+  /// "convnet_wide" (same, fc1 is 1152->`wide_features` then fc1b ->256),
+  /// "resnet18" (torchvision's ResNet-18 without its fc, `in_channels` input
+  /// channels: its stem convolution takes them; 3 gives torchvision's,
+  /// 14 layers: conv1 bn1 relu maxpool layer1_0 layer1_1 layer2_0 layer2_1
+  /// layer3_0 layer3_1 layer4_0 layer4_1 avgpool flatten -> 512 features;
+  /// each layerN_k is one BasicBlock),
+  /// "classifier" (linear `features` -> classes),
+  /// "head" (linear `features`->128 relu linear 128->classes),
+  /// "mlp", "torchscript",
+  /// "ist_mlp" (the network of independent subnet training,
+  /// model/ist/ist_network.hpp, as layers: flatten, then per hidden layer k
+  /// fc<k> (no bias) bn<k> (batch statistics, affine) relu<k>, then
+  /// fc<L+1> (no bias) and `norm` (affine-free batch statistics on the
+  /// logits); widths `hidden`, weights those of make_ist_network(seed)).
+  std::string name = "convnet";
+  int64_t classes = 10;            ///< output classes (classifier, head)
+  int64_t features = 256;          ///< input width (classifier, head): backbone_features()
+  int64_t in_channels = 1;         ///< input channels of convnet, convnet_wide, mlp and
+                                   ///< resnet18 (set it to 3 for torchvision's resnet18)
+  int64_t wide_features = 32768;   ///< convnet_wide hidden width
+  std::vector<int64_t> hidden{4096}; ///< ist_mlp hidden widths, one per hidden layer
+  std::string path;                ///< torchscript file (name == "torchscript")
+  uint64_t seed = 0;               ///< initialisation seed
+};
+
+/// Builds a model; parameters are initialised from `spec.seed` only, so the
+/// same spec gives the same weights on every machine and in every process.
+/// Throws model::error on an unknown name or unreadable TorchScript file.
+layered_model make_model(const model_spec& spec);
+
+/// The width of the features a backbone built from `spec` outputs: 256 for
+/// convnet and convnet_wide, 512 for resnet18, and 256 for torchscript (what
+/// the classifier and the heads take from a user's backbone). Throws
+/// model::error for a model that is not a backbone.
+int64_t backbone_features(const model_spec& spec);
+
+/// Sets the factor on the residual branch of `layer` when it is a resnet18
+/// BasicBlock (relu(scale x branch + shortcut); 1, the default, is
+/// torchvision's block bit for bit): ResIST's evaluation of a partitioned
+/// block (model/ist/resist.hpp). Returns false, changing nothing, for any other
+/// layer.
+bool set_residual_scale(const named_layer& layer, double scale);
+
+/// Number of scalar parameters.
+int64_t parameter_count(const layered_model& m);
+
+/// SHA-256 (hex) of the parameters' raw bytes in named_parameters() order.
+/// Buffers (batch norm's running statistics) are not part of it.
+std::string weights_digest(const layered_model& m);
+
+} // namespace baton::model

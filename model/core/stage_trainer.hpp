@@ -1,0 +1,158 @@
+#pragma once
+
+// The arithmetic of a trainable pipeline stage (PipeDream), free of actors:
+// forward keeps what backward needs (the stash) keyed by microbatch id,
+// backward produces the gradient for the previous stage, a step makes a new
+// weight version. Actors only decide the order (the schedule).
+//
+// Weight stashing: the optimiser updates out of place, so every step makes
+// new parameter tensors (version v+1) while the tensors of version v live on
+// as long as a microbatch that ran forward with v has not gone backward. At
+// backward, the stage swaps in the parameters of the microbatch's forward
+// version, runs autograd, and swaps the current version back: the backward of
+// m uses exactly the weights its forward used.
+//
+// Buffers (batch norm's running_mean, running_var, num_batches_tracked) are
+// not parameters and are not versioned: there is one copy, updated in place
+// by every training forward, in the order the microbatches arrive (the
+// schedule's forward order, which is the source's order on every stage).
+// Backward and step never touch them; without stashing, the recomputed
+// forward at backward leaves them as they were (the microbatch's statistics
+// were taken by its forward, once). infer() runs in evaluation mode: it uses
+// the current running statistics and does not change them. A replica of a
+// stage keeps its own buffers (gradients are summed in a group, buffers are
+// not). weights_digest() covers parameters only; checkpoints and the
+// stage's final "weights" (layered_model::state()) carry the buffers too.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "model/core/layered_model.hpp"
+#include "model/core/training.hpp"
+#include "model/core/training_checkpoint.hpp"
+
+namespace baton::model {
+
+/// One SGD step of one parameter, out of place (the tensors of the current
+/// version stay intact): updates `momentum` (in place; it becomes the
+/// gradient when `first`, as torch::optim::SGD starts its buffer) and
+/// returns the next value of `parameter`. torch::optim::SGD's operations in
+/// its order per element (float32 tensors in one fused pass, whose rounding
+/// may differ from ATen's kernels in the last bit).
+at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& gradient,
+                                 at::Tensor& momentum, const optimizer_spec& optimizer,
+                                 bool first);
+
+/// Whether backward uses the weights of the forward (PipeDream) or the
+/// current ones (recomputing the forward with them: what happens without
+/// stashing, kept so that tests can show the difference).
+enum class stash_mode { stash, none };
+
+/// What a backward did.
+struct backward_result {
+  at::Tensor input_gradient;     ///< dL/d(input); undefined for the first stage
+  int64_t forward_version = -1;  ///< weight version the forward used
+  int64_t backward_version = -1; ///< weight version the backward used
+  double loss = 0;               ///< mean loss (last stage only)
+};
+
+/// A trainable stage: a slice of layers, its SGD state and its weight
+/// versions. Not thread-safe: one actor owns it.
+class stage_trainer {
+public:
+  stage_trainer(layered_model layers, optimizer_spec optimizer, stash_mode mode);
+
+  /// Forward of microbatch `id` with the current weights, or with the held
+  /// version `version` (vertical sync: the version the input stage chose).
+  /// `first_stage`: the input needs no gradient. Returns the output,
+  /// detached (to send). In training mode: batch norm normalises with the
+  /// microbatch's statistics and updates its running statistics (buffers).
+  /// Precondition: `id` is not in flight.
+  at::Tensor forward(int64_t id, const at::Tensor& input, bool first_stage,
+                     int64_t version = -1);
+
+  /// Vertical sync: no later forward will ask for a version older than `v`;
+  /// versions from `v` on are kept even when no microbatch uses them yet.
+  void retain_from(int64_t v);
+
+  /// Whether version `v` is held (the current one or a kept older one).
+  bool holds(int64_t v) const { return versions_.count(v) != 0; }
+
+  /// Forward without autograd state, with the current weights (evaluation),
+  /// in evaluation mode: batch norm uses its running statistics and leaves
+  /// them unchanged. Not const: the layers are switched to evaluation mode
+  /// for the call and back to training mode after it (also on an exception).
+  at::Tensor infer(const at::Tensor& input);
+
+  /// Backward of microbatch `id` given dL/d(output). Gradients accumulate
+  /// into the parameters until step(). Precondition: forward(id) ran.
+  backward_result backward(int64_t id, const at::Tensor& output_gradient);
+
+  /// Last stage: cross entropy of the output of `id` against `labels`,
+  /// scaled by 1/`scale` (microbatches per minibatch), then backward.
+  backward_result backward_loss(int64_t id, const at::Tensor& labels, int32_t scale);
+
+  /// One SGD step over the accumulated gradients (then zeroed): version + 1.
+  void step();
+
+  /// The accumulated gradients (zeros for parameters that got none), copied;
+  /// the accumulators are zeroed. A replica's contribution to its group.
+  std::vector<at::Tensor> take_gradients();
+
+  /// One SGD step with `gradients` (one per parameter, in parameters'
+  /// order) instead of the accumulated ones: version + 1.
+  void step(const std::vector<at::Tensor>& gradients);
+
+  /// Current weights, buffers, momentum and version, for a checkpoint.
+  /// Precondition: nothing in flight (a flush schedule between minibatches).
+  training_state save_state() const;
+  /// Continues from `s` (the versions held become just s.version); throws
+  /// model::error naming the tensor when `s` does not fit this stage, and
+  /// then changes nothing. Precondition: nothing in flight.
+  void restore(const training_state& s);
+
+  /// The current weight version (0 before any step).
+  int64_t version() const { return version_; }
+  /// Microbatches that ran forward and not yet backward.
+  size_t in_flight() const { return stash_.size(); }
+  /// Weight versions held: the current one plus every older one that an
+  /// in-flight microbatch still needs.
+  size_t versions_held() const { return versions_.size(); }
+
+  const layered_model& layers() const { return layers_; }
+
+private:
+  struct stashed {
+    at::Tensor input;   ///< the input as received (for recomputation)
+    at::Tensor leaf;    ///< the input leaf of the graph (needs grad unless first stage)
+    at::Tensor output;  ///< the graph's output
+    int64_t version = 0;
+    bool first_stage = false;
+  };
+  struct version_entry {
+    std::vector<at::Tensor> parameters; ///< parameter data of this version
+    int32_t users = 0;                  ///< in-flight microbatches that used it
+  };
+
+  backward_result run_backward(int64_t id, const at::Tensor* output_gradient,
+                               const at::Tensor* labels, int32_t scale);
+  void use_parameters(const std::vector<at::Tensor>& data);
+  void release(int64_t version);
+  void drop_unused(int64_t version);
+
+  layered_model layers_;
+  std::vector<at::Tensor> parameters_; ///< the parameter variables (leaves)
+  std::vector<at::Tensor> momentum_;
+  optimizer_spec optimizer_;
+  stash_mode mode_;
+  int64_t version_ = 0;
+  int64_t retain_from_ = INT64_MAX; ///< vertical sync: keep versions >= this
+  std::map<int64_t, stashed> stash_;
+  std::map<int64_t, version_entry> versions_;
+};
+
+} // namespace baton::model

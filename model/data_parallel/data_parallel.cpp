@@ -1,0 +1,585 @@
+#include "model/data_parallel/data_parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <torch/torch.h>
+
+#include "model/core/error.hpp"
+#include "model/core/local.hpp"
+#include "model/core/stage_trainer.hpp"
+
+namespace baton::model {
+
+// -- worker shares of an epoch ---------------------------------------------------
+
+std::vector<int64_t> worker_share(int64_t dataset_size, uint64_t seed, int32_t epoch,
+                                  int32_t worker, int32_t workers, remainder_policy remainder) {
+  if (workers < 1 || worker < 0 || worker >= workers)
+    throw error("worker " + std::to_string(worker) + " of " + std::to_string(workers) +
+                ": expected 0 <= worker < workers");
+  std::vector<int64_t> order = epoch_order(dataset_size, seed, epoch);
+  const auto n = static_cast<int64_t>(order.size());
+  if (remainder == remainder_policy::drop) {
+    order.resize(static_cast<size_t>(n - n % workers));
+  } else if (n > 0) {
+    // DistributedSampler: repeat the order's start until W divides the length.
+    const int64_t padded = (n + workers - 1) / workers * workers;
+    for (int64_t i = n; i < padded; ++i)
+      order.push_back(order[static_cast<size_t>((i - n) % n)]);
+  }
+  std::vector<int64_t> share;
+  for (size_t i = static_cast<size_t>(worker); i < order.size(); i += static_cast<size_t>(workers))
+    share.push_back(order[i]);
+  return share;
+}
+
+std::vector<std::vector<int64_t>> worker_minibatches(const std::vector<int64_t>& share,
+                                                     int64_t batch_size) {
+  if (batch_size <= 0)
+    throw error("data-parallel: expected batch_size > 0, got " + std::to_string(batch_size));
+  std::vector<std::vector<int64_t>> out;
+  for (size_t begin = 0; begin < share.size(); begin += static_cast<size_t>(batch_size))
+    out.emplace_back(share.begin() + static_cast<std::ptrdiff_t>(begin),
+                     share.begin() + static_cast<std::ptrdiff_t>(
+                                         std::min(share.size(), begin + batch_size)));
+  return out;
+}
+
+int64_t data_parallel_steps_per_epoch(int64_t dataset_size, int32_t workers,
+                                      int64_t batch_size, remainder_policy remainder) {
+  if (workers < 1 || batch_size <= 0)
+    throw error("data-parallel: expected workers >= 1 and batch_size > 0");
+  const int64_t n = std::max<int64_t>(dataset_size, 0);
+  const int64_t share = remainder == remainder_policy::drop ? n / workers
+                                                            : (n + workers - 1) / workers;
+  return (share + batch_size - 1) / batch_size;
+}
+
+// -- the flat key space -----------------------------------------------------------
+
+flat_layout make_flat_layout(const layered_model& m, size_t frozen_layers) {
+  if (frozen_layers > m.size())
+    throw error("flat layout: " + std::to_string(frozen_layers) + " frozen layers of a model of " +
+                std::to_string(m.size()));
+  flat_layout layout;
+  layout.frozen_layers = frozen_layers;
+  const auto& layers = m.layers();
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (const auto& p : layers[l].module.ptr()->named_parameters(/*recurse=*/true)) {
+      if (p.value().scalar_type() != at::kFloat)
+        throw error("flat layout: parameter '" + layers[l].name + "." + p.key() +
+                    "' is not float32");
+      parameter_key key;
+      key.name = layers[l].name + "." + p.key();
+      key.layer = l;
+      key.range = {layout.numel, layout.numel + p.value().numel()};
+      key.shape = p.value().sizes().vec();
+      layout.numel = key.range.end;
+      if (l < frozen_layers)
+        layout.frozen_numel = key.range.end;
+      layout.keys.push_back(std::move(key));
+    }
+  return layout;
+}
+
+std::vector<key_range> shard_ranges(const flat_layout& layout, int32_t shards) {
+  if (shards < 1)
+    throw error("parameter shards: expected shards >= 1, got " + std::to_string(shards));
+  return ring_chunks(layout.numel, shards); // the same equal cut
+}
+
+key_range trainable_part(const key_range& range, const flat_layout& layout) {
+  const int64_t begin = std::max(range.begin, layout.frozen_numel);
+  return {begin, std::max(begin, range.end)};
+}
+
+std::vector<size_t> keys_in(const key_range& range, const flat_layout& layout) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < layout.keys.size(); ++i) {
+    const key_range& k = layout.keys[i].range;
+    if (k.begin < range.end && range.begin < k.end)
+      out.push_back(i);
+  }
+  return out;
+}
+
+at::Tensor flatten(const std::vector<at::Tensor>& tensors, const flat_layout& layout) {
+  TORCH_CHECK(tensors.size() == layout.keys.size(), "flatten: ", tensors.size(),
+              " tensors for ", layout.keys.size(), " keys");
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    parts.push_back(tensors[i].defined() ? tensors[i].detach().reshape({-1})
+                                         : torch::zeros({layout.keys[i].range.size()}));
+  return parts.empty() ? torch::zeros({0}) : torch::cat(parts);
+}
+
+std::vector<at::Tensor> unflatten(const at::Tensor& flat, const flat_layout& layout) {
+  std::vector<at::Tensor> out;
+  for (const auto& key : layout.keys)
+    out.push_back(slice(flat, key.range).clone().reshape(key.shape));
+  return out;
+}
+
+at::Tensor slice(const at::Tensor& flat, const key_range& range) {
+  return flat.narrow(0, range.begin, range.size());
+}
+
+void write_slice(at::Tensor& flat, const key_range& range, const at::Tensor& values) {
+  TORCH_CHECK(values.numel() == range.size(), "write_slice: ", values.numel(),
+              " values for a range of ", range.size());
+  torch::NoGradGuard no_grad;
+  flat.narrow(0, range.begin, range.size()).copy_(values.reshape({-1}));
+}
+
+// -- ring all-reduce ----------------------------------------------------------------
+
+namespace {
+
+int32_t modulo(int64_t a, int32_t n) { return static_cast<int32_t>(((a % n) + n) % n); }
+
+void check_inputs(const std::vector<at::Tensor>& inputs) {
+  if (inputs.empty())
+    throw error("all-reduce of no workers' vectors");
+  for (const auto& t : inputs)
+    if (t.numel() != inputs.front().numel())
+      throw error("all-reduce: vectors of " + std::to_string(t.numel()) + " and " +
+                  std::to_string(inputs.front().numel()) + " elements");
+}
+
+} // namespace
+
+std::vector<key_range> ring_chunks(int64_t numel, int32_t workers) {
+  if (workers < 1)
+    throw error("ring: expected workers >= 1, got " + std::to_string(workers));
+  std::vector<key_range> out;
+  const int64_t base = numel / workers, extra = numel % workers;
+  int64_t at = 0;
+  for (int32_t c = 0; c < workers; ++c) {
+    const int64_t size = base + (c < extra ? 1 : 0);
+    out.push_back({at, at + size});
+    at += size;
+  }
+  return out;
+}
+
+int32_t ring_next(int32_t worker, int32_t workers) { return modulo(worker + 1, workers); }
+int32_t ring_previous(int32_t worker, int32_t workers) { return modulo(worker - 1, workers); }
+
+int32_t reduce_scatter_send_chunk(int32_t worker, int32_t step, int32_t workers) {
+  return modulo(static_cast<int64_t>(worker) - step, workers);
+}
+int32_t reduce_scatter_receive_chunk(int32_t worker, int32_t step, int32_t workers) {
+  return modulo(static_cast<int64_t>(worker) - 1 - step, workers);
+}
+int32_t all_gather_send_chunk(int32_t worker, int32_t step, int32_t workers) {
+  return modulo(static_cast<int64_t>(worker) + 1 - step, workers);
+}
+int32_t all_gather_receive_chunk(int32_t worker, int32_t step, int32_t workers) {
+  return modulo(static_cast<int64_t>(worker) - step, workers);
+}
+
+int64_t ring_bytes_sent(int64_t numel, int64_t element_bytes, int32_t worker, int32_t workers) {
+  if (workers <= 1)
+    return 0;
+  const auto chunks = ring_chunks(numel, workers);
+  const int64_t skipped = chunks[static_cast<size_t>(modulo(worker + 1, workers))].size() +
+                          chunks[static_cast<size_t>(modulo(worker + 2, workers))].size();
+  return (2 * numel - skipped) * element_bytes;
+}
+
+double ring_bytes_theory(double bytes, int32_t workers) {
+  return workers <= 1 ? 0.0 : 2.0 * (workers - 1) / workers * bytes;
+}
+
+at::Tensor ring_allreduce(const std::vector<at::Tensor>& inputs) {
+  check_inputs(inputs);
+  torch::NoGradGuard no_grad;
+  const auto w_count = static_cast<int32_t>(inputs.size());
+  std::vector<at::Tensor> held;
+  for (const auto& t : inputs)
+    held.push_back(t.detach().reshape({-1}).clone());
+  const auto chunks = ring_chunks(held.front().numel(), w_count);
+  for (int32_t step = 0; step + 1 < w_count; ++step) {
+    // All sends of a step leave before any receive is applied, as on a ring.
+    std::vector<at::Tensor> sent;
+    for (int32_t w = 0; w < w_count; ++w)
+      sent.push_back(slice(held[w], chunks[reduce_scatter_send_chunk(w, step, w_count)]).clone());
+    for (int32_t w = 0; w < w_count; ++w) {
+      auto own = slice(held[ring_next(w, w_count)], chunks[reduce_scatter_send_chunk(w, step, w_count)]);
+      own.add_(sent[w]);
+    }
+  }
+  for (int32_t step = 0; step + 1 < w_count; ++step) {
+    std::vector<at::Tensor> sent;
+    for (int32_t w = 0; w < w_count; ++w)
+      sent.push_back(slice(held[w], chunks[all_gather_send_chunk(w, step, w_count)]).clone());
+    for (int32_t w = 0; w < w_count; ++w)
+      slice(held[ring_next(w, w_count)], chunks[all_gather_send_chunk(w, step, w_count)])
+          .copy_(sent[w]);
+  }
+  return held.front();
+}
+
+at::Tensor worker_order_sum(const std::vector<at::Tensor>& inputs) {
+  check_inputs(inputs);
+  torch::NoGradGuard no_grad;
+  at::Tensor sum = inputs.front().detach().reshape({-1}).clone();
+  for (size_t w = 1; w < inputs.size(); ++w)
+    sum.add_(inputs[w].detach().reshape({-1}));
+  return sum;
+}
+
+// -- gradient buckets ---------------------------------------------------------------
+
+std::vector<bucket> make_buckets(const flat_layout& layout, double bucket_mb) {
+  if (!(bucket_mb > 0))
+    throw error("gradient buckets: expected bucket_mb > 0, got " + std::to_string(bucket_mb));
+  const double cap_bytes = bucket_mb * 1024.0 * 1024.0;
+  std::vector<bucket> out;
+  bucket current;
+  for (size_t i = layout.keys.size(); i-- > 0;) {
+    const auto& key = layout.keys[i];
+    if (key.range.end <= layout.frozen_numel)
+      continue; // frozen: no gradient
+    current.keys.push_back(i);
+    current.numel += key.range.size();
+    if (static_cast<double>(current.numel) * 4.0 >= cap_bytes)
+      out.push_back(std::exchange(current, bucket{}));
+  }
+  if (!current.keys.empty())
+    out.push_back(std::move(current));
+  return out;
+}
+
+at::Tensor bucket_flat(const bucket& b, const flat_layout& layout,
+                       const std::vector<at::Tensor>& per_key) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (size_t i : b.keys)
+    parts.push_back(per_key[i].defined() ? per_key[i].detach().reshape({-1})
+                                         : torch::zeros({layout.keys[i].range.size()}));
+  return torch::cat(parts);
+}
+
+void scatter_bucket(const bucket& b, const flat_layout& layout, const at::Tensor& flat,
+                    std::vector<at::Tensor>& per_key) {
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (size_t i : b.keys) {
+    const auto& key = layout.keys[i];
+    auto values = flat.narrow(0, at, key.range.size()).reshape(key.shape);
+    if (per_key[i].defined())
+      per_key[i].copy_(values);
+    else
+      per_key[i] = values.clone();
+    at += key.range.size();
+  }
+}
+
+// -- learning rate ---------------------------------------------------------------
+
+double scheduled_lr(const lr_schedule& s, int64_t step, int64_t steps_per_epoch) {
+  if (!(s.lr > 0) || steps_per_epoch <= 0 ||
+      (s.linear_scaling && (s.global_batch <= 0 || s.base_batch <= 0)))
+    throw error("learning rate schedule: expected lr > 0, steps per epoch > 0 and, with "
+                "linear scaling, global and base batch > 0");
+  const double target =
+      s.linear_scaling ? s.lr * static_cast<double>(s.global_batch) / s.base_batch : s.lr;
+  const double warmup_steps = s.warmup_epochs * static_cast<double>(steps_per_epoch);
+  if (warmup_steps <= 0 || static_cast<double>(step) >= warmup_steps)
+    return target;
+  return s.lr + (target - s.lr) * static_cast<double>(step) / warmup_steps;
+}
+
+// -- the frozen prefix ---------------------------------------------------------
+
+int64_t prefix_block_rows(const layered_model& prefix, bool cache, int64_t feature_block) {
+  const auto dependent = batch_dependent_layers(prefix);
+  if (cache && !dependent.empty())
+    throw error("feature cache: frozen layer '" + dependent.front() +
+                "' normalises over the batch (batch norm without running statistics), so "
+                "its output cannot be cached per sample; freeze before it or set cache: none");
+  // Such a prefix is computed over the whole minibatch, as training would.
+  return dependent.empty() ? feature_block : 0;
+}
+
+// -- the local reference -------------------------------------------------------
+
+namespace {
+
+/// One worker: its model replica, its optimiser state and its cache.
+struct replica {
+  layered_model model;
+  std::vector<at::Tensor> parameters; ///< the leaves, named_parameters() order
+  std::vector<at::Tensor> momentum;
+  std::unique_ptr<feature_cache> cache;
+};
+
+/// Everything a run carries from step to step.
+struct run_state {
+  run_state(const data_parallel_spec& s, const dataset& d) : spec(s), train(d) {}
+  const data_parallel_spec& spec;
+  const dataset& train;
+  std::vector<replica> workers;
+  size_t point = 0;             ///< freeze point: layers [0, point) frozen
+  int64_t feature_block = 1;    ///< frozen_features' block_rows for this prefix
+  flat_layout layout;
+  std::vector<bucket> buckets;
+  std::vector<bool> stepped;    ///< per key: a momentum buffer exists (torch's `first`)
+  std::optional<adaptive_freezer> freezer;
+  std::optional<interval_gradients> interval;
+  lr_schedule schedule;
+  int64_t steps_per_epoch = 0;
+  int64_t step = 0;             ///< global steps taken
+  int64_t local_steps = 0;      ///< local SGD: steps since the last average
+  double epoch_loss = 0;        ///< sum of minibatch mean loss x samples
+  int64_t epoch_samples = 0;
+  data_parallel_result result;
+};
+
+/// Moves the freeze point (never backwards) on every replica and cache.
+void set_point(run_state& s, size_t point) {
+  s.feature_block = prefix_block_rows(s.workers.front().model.slice(0, point), s.spec.cache,
+                                      s.spec.feature_block);
+  s.point = point;
+  for (auto& w : s.workers) {
+    apply_freeze_point(w.model, point);
+    if (w.cache)
+      w.cache->set_freeze_point(point);
+  }
+  s.layout = make_flat_layout(s.workers.front().model, point);
+  s.buckets = make_buckets(s.layout, s.spec.bucket_mb);
+}
+
+/// The mean loss of one worker's minibatch, with its graph (trainable part).
+at::Tensor minibatch_loss(run_state& s, replica& w, const std::vector<int64_t>& ids) {
+  const at::Tensor labels = gather(s.train, ids).second;
+  at::Tensor input;
+  if (s.point > 0)
+    input = frozen_features(w.model.slice(0, s.point), w.cache.get(), s.train, ids,
+                            s.feature_block);
+  else
+    input = gather(s.train, ids).first;
+  const at::Tensor logits = w.model.slice(s.point, w.model.size()).forward(input);
+  return torch::nn::functional::cross_entropy(logits, labels);
+}
+
+/// Forward and backward of one worker's minibatch; returns its gradients
+/// (undefined for frozen keys) and leaves none in the model.
+std::vector<at::Tensor> worker_gradients(run_state& s, replica& w,
+                                         const std::vector<int64_t>& ids) {
+  const at::Tensor loss = minibatch_loss(s, w, ids);
+  loss.backward();
+  s.epoch_loss += loss.item<double>() * static_cast<double>(ids.size());
+  s.epoch_samples += static_cast<int64_t>(ids.size());
+  std::vector<at::Tensor> grads;
+  for (auto& p : w.parameters) {
+    grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::Tensor());
+    p.mutable_grad() = at::Tensor();
+  }
+  return grads;
+}
+
+/// The sum over workers of per-key tensors divided by W, bucket by bucket,
+/// in the spec's summation order (frozen keys stay undefined).
+std::vector<at::Tensor> all_reduce_mean(const run_state& s,
+                                        const std::vector<std::vector<at::Tensor>>& per_worker) {
+  std::vector<at::Tensor> out(s.layout.keys.size());
+  for (const auto& b : s.buckets) {
+    std::vector<at::Tensor> inputs;
+    for (const auto& tensors : per_worker)
+      inputs.push_back(bucket_flat(b, s.layout, tensors));
+    at::Tensor sum = s.spec.sum == summation::ring ? ring_allreduce(inputs)
+                                                   : worker_order_sum(inputs);
+    scatter_bucket(b, s.layout, at::div(sum, static_cast<double>(per_worker.size())), out);
+  }
+  return out;
+}
+
+/// One SGD step of replica `w`'s trainable keys with `grads`.
+void sgd_update(run_state& s, replica& w, const std::vector<at::Tensor>& grads,
+                std::vector<bool>& stepped) {
+  optimizer_spec opt = s.spec.optimizer;
+  opt.lr = scheduled_lr(s.schedule, s.step, s.steps_per_epoch);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < w.parameters.size(); ++i) {
+    if (!grads[i].defined())
+      continue;
+    const at::Tensor next = sgd_step_out_of_place(w.parameters[i].detach(), grads[i],
+                                                  w.momentum[i], opt, !stepped[i]);
+    w.parameters[i].copy_(next);
+    stepped[i] = true;
+  }
+}
+
+/// Copies worker 0's trainable parameters into every other replica.
+void broadcast_parameters(run_state& s) {
+  torch::NoGradGuard no_grad;
+  const auto& source = s.workers.front().parameters;
+  for (size_t w = 1; w < s.workers.size(); ++w)
+    for (size_t i = 0; i < source.size(); ++i)
+      if (s.layout.keys[i].range.begin >= s.layout.frozen_numel)
+        s.workers[w].parameters[i].copy_(source[i]);
+}
+
+/// Takes the adaptive freezing decision when one is due, on the reduced gradient.
+void adapt_freezing(run_state& s, const std::vector<at::Tensor>& reduced) {
+  if (!s.freezer)
+    return;
+  s.interval->add(reduced);
+  if (!s.freezer->due(s.step))
+    return;
+  const int32_t before = s.freezer->frozen();
+  auto decision = s.freezer->decide(s.step, s.interval->l1_norms());
+  s.interval->reset();
+  if (!decision)
+    return;
+  s.result.decisions.push_back(*decision);
+  if (s.freezer->frozen() > before)
+    set_point(s, freeze_point(s.workers.front().model, decision->layer));
+}
+
+/// A synchronous step: every worker's gradient, reduced, one update.
+void synchronous_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatches) {
+  std::vector<std::vector<at::Tensor>> per_worker;
+  for (size_t w = 0; w < s.workers.size(); ++w)
+    per_worker.push_back(worker_gradients(s, s.workers[w], minibatches[w]));
+  const auto reduced = all_reduce_mean(s, per_worker);
+  sgd_update(s, s.workers.front(), reduced, s.stepped);
+  broadcast_parameters(s);
+  adapt_freezing(s, reduced);
+}
+
+/// Local SGD: averages the replicas' trainable weights.
+void average_parameters(run_state& s) {
+  std::vector<std::vector<at::Tensor>> per_worker;
+  for (auto& w : s.workers)
+    per_worker.push_back(w.parameters);
+  const auto mean = all_reduce_mean(s, per_worker);
+  torch::NoGradGuard no_grad;
+  for (auto& w : s.workers)
+    for (size_t i = 0; i < mean.size(); ++i)
+      if (mean[i].defined())
+        w.parameters[i].copy_(mean[i]);
+  s.local_steps = 0;
+}
+
+/// A local SGD step: every worker steps its own replica with its own gradient.
+void local_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatches) {
+  for (size_t w = 0; w < s.workers.size(); ++w) {
+    const auto grads = worker_gradients(s, s.workers[w], minibatches[w]);
+    // Each replica has its own momentum, and so its own `first` flags; they
+    // flip together because every replica steps every key at once.
+    std::vector<bool> stepped = s.stepped;
+    sgd_update(s, s.workers[w], grads, stepped);
+    if (w + 1 == s.workers.size())
+      s.stepped = stepped;
+  }
+  if (++s.local_steps == s.spec.sync_every)
+    average_parameters(s);
+}
+
+void train_epoch(run_state& s, int32_t epoch) {
+  std::vector<std::vector<std::vector<int64_t>>> batches; // [worker][step]
+  for (int32_t w = 0; w < s.spec.workers; ++w)
+    batches.push_back(worker_minibatches(
+        worker_share(s.train.size(), s.spec.seed, epoch, w, s.spec.workers, s.spec.remainder),
+        s.spec.batch_size));
+  s.epoch_loss = 0;
+  s.epoch_samples = 0;
+  for (size_t k = 0; k < batches.front().size(); ++k) {
+    std::vector<std::vector<int64_t>> minibatches;
+    for (const auto& worker_batches : batches)
+      minibatches.push_back(worker_batches[k]);
+    if (s.spec.sync_every > 0)
+      local_step(s, minibatches);
+    else
+      synchronous_step(s, minibatches);
+    ++s.step;
+  }
+  if (s.spec.sync_every > 0 && s.local_steps > 0)
+    average_parameters(s);
+  s.result.samples += s.epoch_samples;
+  s.result.train_loss.push_back(
+      s.epoch_samples > 0 ? s.epoch_loss / static_cast<double>(s.epoch_samples) : 0.0);
+}
+
+/// Test accuracy of worker 0's model (evaluation mode), then back to training.
+double evaluate(run_state& s, const dataset& test) {
+  const layered_model& m = s.workers.front().model;
+  torch::NoGradGuard no_grad;
+  m.slice(0, m.size()).train(false);
+  int64_t correct = 0;
+  for (const auto& ids : plan_eval(test.size(), s.spec.eval_batch)) {
+    auto [images, labels] = gather(test, ids);
+    correct += m.forward(images).argmax(1).eq(labels).sum().item<int64_t>();
+  }
+  apply_freeze_point(m, s.point);
+  return test.size() > 0 ? static_cast<double>(correct) / static_cast<double>(test.size()) : 0;
+}
+
+void check_spec(const data_parallel_spec& spec) {
+  if (spec.workers < 1 || spec.batch_size <= 0 || spec.epochs < 0 || spec.sync_every < 0 ||
+      spec.eval_batch <= 0)
+    throw error("data-parallel: expected workers >= 1, batch_size > 0, epochs >= 0, "
+                "sync_every >= 0 and eval_batch > 0");
+  if (spec.cache && spec.feature_block < 1)
+    throw error("data-parallel: the feature cache needs feature_block >= 1");
+  if (!spec.freeze_groups.empty() && !spec.freeze_up_to.empty())
+    throw error("data-parallel: freeze up_to and adaptive freezing are exclusive");
+}
+
+void start(run_state& s, const model_factory& make) {
+  const auto& spec = s.spec;
+  for (int32_t w = 0; w < spec.workers; ++w) {
+    replica r;
+    r.model = make();
+    r.parameters = r.model.parameters();
+    for (const auto& p : r.parameters)
+      r.momentum.push_back(torch::zeros_like(p));
+    if (spec.cache)
+      r.cache = std::make_unique<feature_cache>(spec.cache_mb);
+    s.workers.push_back(std::move(r));
+  }
+  const layered_model& m = s.workers.front().model;
+  s.stepped.assign(m.parameters().size(), false);
+  if (!spec.freeze_groups.empty() && spec.sync_every == 0) {
+    s.freezer.emplace(spec.freeze_groups, spec.adaptive);
+    s.interval.emplace(parameter_groups(m, spec.freeze_groups),
+                       static_cast<int32_t>(spec.freeze_groups.size()));
+  }
+  set_point(s, freeze_point(m, spec.freeze_up_to));
+  s.steps_per_epoch = data_parallel_steps_per_epoch(s.train.size(), spec.workers,
+                                                    spec.batch_size, spec.remainder);
+  s.schedule = {spec.optimizer.lr, spec.linear_scaling, spec.workers * spec.batch_size,
+                spec.base_batch, spec.warmup_epochs};
+}
+
+} // namespace
+
+data_parallel_result run_data_parallel_local(const model_factory& make, const dataset& train,
+                                             const dataset& test,
+                                             const data_parallel_spec& spec) {
+  check_spec(spec);
+  run_state s(spec, train);
+  start(s, make);
+  for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
+    train_epoch(s, epoch);
+    s.result.test_accuracy.push_back(evaluate(s, test));
+  }
+  s.result.steps = s.step;
+  s.result.frozen_layers = s.point;
+  s.result.weights_digest = weights_digest(s.workers.front().model);
+  s.result.model = s.workers.front().model;
+  for (const auto& w : s.workers)
+    if (w.cache)
+      s.result.cache += w.cache->stats();
+  return s.result;
+}
+
+} // namespace baton::model

@@ -1,0 +1,248 @@
+#pragma once
+
+// The numerics of independent subnet training (issue 12, part A: fully
+// connected networks), free of actors: the partition of every hidden layer's
+// neurons in a round, a worker's subnet sliced out of the whole network and
+// written back in place, which shard owns which slice, the bytes a round
+// moves, L local SGD steps on a subnet, and `run_ist_local`, the one-process
+// reference the actor mode is checked against. The network is ist_network
+// (model/ist/ist_network.hpp).
+//
+// Conventions the actors must follow to match the reference bit for bit:
+// - seeds: one run seed. The network is make_ist_network(shape, seed); the
+//   partition of round r is make_ist_partition(hidden, W, seed, r), computed
+//   by every actor on its own (no partition messages); worker w's data is
+//   ist_worker_minibatches(n, seed, epoch, w, W, batch).
+// - rounds are numbered from 0 over the whole run: epoch e (0-based) has
+//   ist_rounds_per_epoch rounds, round r of the run is epoch r / R's round
+//   r % R, and it trains that epoch's steps [L (r % R), min(L (r % R + 1),
+//   steps)) of every worker (the last round of an epoch may be shorter).
+// - a part is cut from the layer's permutation (the first width % W parts
+//   one neuron longer) and sorted ascending: a subnet's neurons are in
+//   ascending order of their index in the whole network, and that is the
+//   order of the rows and columns of its tensors (the order of the sums in
+//   its matrix products).
+// - every worker of a round slices from the network as it was at the start
+//   of the round; the W write-backs touch disjoint elements, so their order
+//   does not matter. Nothing is averaged; an element outside every worker's
+//   subnet (outside every diagonal block of a hidden-to-hidden layer) keeps
+//   its value.
+// - local steps (ist_local_steps): torch::optim::SGD's arithmetic per step
+//   on the mean loss of one minibatch; the momentum buffer (when momentum !=
+//   0) is reset at the start of every round, as a fresh optimizer would. The
+//   default is the authors' plain SGD (momentum 0).
+// - data, as the authors' code: every worker draws from the whole training
+//   set in its own seeded order (not disjoint shards); an epoch is
+//   floor(floor(n / batch) / W) steps per worker (the W workers together
+//   train about n samples), full minibatches only (drop_last, as theirs).
+// - shards (S of them, default S = W): shard s owns the contiguous neurons
+//   ist_shard_neurons(width, s, S) of every hidden layer, with, as the
+//   authors' partitioned parameter server holds them: the first layer's rows
+//   of its first-hidden-layer neurons, the batch norm parameters of its
+//   neurons, and the outgoing weights of its neurons (the columns of the
+//   next hidden-to-hidden layer, or of the output layer). ist_shard_pieces
+//   says which slice of a subnet each shard sends and takes back.
+// - evaluation is on the whole network (ist_evaluate, batch statistics of
+//   each test batch of eval_batch samples in order).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "model/core/dataset.hpp"
+#include "model/ist/ist_network.hpp"
+#include "model/core/training.hpp"
+
+namespace baton::model {
+
+// -- partitions ------------------------------------------------------------------
+
+/// A permutation of [0, width) that depends only on (seed, round, layer):
+/// Fisher-Yates written out over an mt19937_64 seeded with
+/// derive_seed(seed, "ist-partition/<round>/<layer>"), the same on every
+/// machine.
+std::vector<int64_t> ist_permutation(int64_t width, uint64_t seed, int64_t round, size_t layer);
+
+/// A contiguous range [begin, end) of neuron indices or of positions.
+struct neuron_range {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const neuron_range& o) const { return begin == o.begin && end == o.end; }
+};
+
+/// The `index`-th of `count` contiguous parts of [0, width): the first
+/// width % count parts have one element more. Throws model::error unless
+/// 1 <= count <= width and 0 <= index < count.
+neuron_range ist_cut(int64_t width, int32_t index, int32_t count);
+
+/// The partition of one round: for every hidden layer, W disjoint parts
+/// covering its neurons.
+struct ist_partition {
+  int64_t round = 0;
+  int32_t workers = 1;
+  /// parts[layer][worker]: the worker's neurons of that hidden layer, sorted
+  /// ascending: positions ist_cut(width, worker, W) of ist_permutation.
+  std::vector<std::vector<std::vector<int64_t>>> parts;
+  /// parts[layer][worker].
+  const std::vector<int64_t>& neurons(size_t layer, int32_t worker) const;
+};
+
+/// The partition of round `round` for hidden widths `hidden`. Throws
+/// model::error unless 1 <= workers <= every width.
+ist_partition make_ist_partition(const std::vector<int64_t>& hidden, int32_t workers,
+                                 uint64_t seed, int64_t round);
+
+// -- subnets ---------------------------------------------------------------------
+
+/// Worker `worker`'s subnet, copied out of `whole`: the rows of the first
+/// layer for its first-layer neurons, the diagonal block (its rows, its
+/// columns) of every hidden-to-hidden layer, the columns of the output
+/// layer for its last-layer neurons, its neurons' batch norm parameters.
+ist_network slice_subnet(const ist_network& whole, const ist_partition& partition,
+                         int32_t worker);
+
+/// Writes `subnet` (shaped as slice_subnet(whole, partition, worker)) back
+/// into `whole` in place, at the elements it was sliced from; every other
+/// element of `whole` is left as it was. Throws model::error on a shape
+/// mismatch.
+void write_back_subnet(ist_network& whole, const ist_network& subnet,
+                       const ist_partition& partition, int32_t worker);
+
+// -- shards ----------------------------------------------------------------------
+
+/// The neurons shard `shard` of `shards` owns in a hidden layer of `width`
+/// neurons: ist_cut(width, shard, shards).
+neuron_range ist_shard_neurons(int64_t width, int32_t shard, int32_t shards);
+
+/// One slice of a subnet tensor that one shard sends to a worker (and takes
+/// back after the local steps): positions [begin, end) along `dim` of the
+/// subnet's tensor number `tensor` (in ist_network::parameters() order),
+/// all other dimensions whole. Those positions are the worker's neurons
+/// partition.neurons(layer, worker)[begin, end) of hidden layer `layer`,
+/// all inside ist_shard_neurons(hidden[layer], shard, S).
+struct ist_piece {
+  size_t tensor = 0;   ///< index into parameters(): fc1, bn1.w, bn1.b, fc2, ...
+  int64_t dim = 0;     ///< 0: rows (fc1, batch norm), 1: columns (outgoing weights)
+  size_t layer = 0;    ///< the hidden layer whose neurons `dim` runs over
+  neuron_range positions;
+  int64_t elements = 0; ///< scalars in the piece
+};
+
+/// Every piece shard `shard` of `shards` sends worker `worker` in the round
+/// of `partition`, in parameters() order; for each tensor, the pieces of
+/// shards 0, 1, ..., S-1 tile its `dim` in that order (possibly empty
+/// pieces are listed too). Throws model::error unless 1 <= shards <= every
+/// width and 0 <= shard < shards.
+std::vector<ist_piece> ist_shard_pieces(const ist_shape& shape, const ist_partition& partition,
+                                        int32_t worker, int32_t shard, int32_t shards);
+
+/// The values of `piece` for worker `worker`, taken from `whole` (or from
+/// any network of the whole's shape that holds at least the shard's owned
+/// slices: only those elements are read): shaped as the piece of the
+/// worker's subnet tensor. Concatenating the pieces of shards 0..S-1 along
+/// piece.dim gives slice_subnet's tensor.
+at::Tensor take_piece(const ist_network& whole, const ist_partition& partition, int32_t worker,
+                      const ist_piece& piece);
+
+/// Writes `values` (shaped as take_piece's result) back into `whole` where
+/// take_piece read them; nothing else changes. Doing it for every piece of
+/// every shard is write_back_subnet.
+void put_piece(ist_network& whole, const ist_partition& partition, int32_t worker,
+               const ist_piece& piece, const at::Tensor& values);
+
+// -- bytes -----------------------------------------------------------------------
+
+/// Scalars in worker `worker`'s subnet of `partition`: what it receives at
+/// the start of a round and sends back at its end (each way).
+int64_t ist_subnet_elements(const ist_shape& shape, const ist_partition& partition,
+                            int32_t worker);
+
+/// The formula the bench prints next to the count, in float32 bytes each
+/// way per worker per round: the first and last layers' weights / W, every
+/// hidden-to-hidden layer's / W^2, the batch norm parameters / W. Exact when
+/// W divides every width.
+double ist_bytes_formula(const ist_shape& shape, int32_t workers);
+
+// -- data and local steps ----------------------------------------------------------
+
+/// Local steps per worker per epoch: floor(floor(n / batch_size) / W), as
+/// the authors' loop (len(train_loader) // world_size). Throws model::error
+/// when it is 0 or an argument is not positive, or batch_size < 2 (batch
+/// statistics of one sample).
+int64_t ist_steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t workers);
+
+/// Rounds per epoch: ceil(steps_per_epoch / local_steps).
+int64_t ist_rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps);
+
+/// Worker `worker`'s minibatches of epoch `epoch` (0-based): the first
+/// steps x batch_size samples of epoch_order(n, derive_seed(seed,
+/// "ist-data/<worker>"), epoch), cut into ist_steps_per_epoch minibatches of
+/// batch_size.
+std::vector<std::vector<int64_t>> ist_worker_minibatches(int64_t dataset_size, uint64_t seed,
+                                                         int32_t epoch, int32_t worker,
+                                                         int32_t workers, int64_t batch_size);
+
+/// What some local steps did.
+struct ist_local_result {
+  double loss_sum = 0;  ///< sum over steps of mean loss x minibatch size
+  int64_t samples = 0;
+  int64_t steps = 0;
+};
+
+/// torch::optim::SGD::step's arithmetic for one parameter, in place (no
+/// dampening, no Nesterov): weight decay, then the momentum buffer (created
+/// as a clone of the first update when `momentum` is undefined), then
+/// parameter -= lr x update. Call under NoGradGuard. Shared by IST's and
+/// ResIST's local steps (model/ist/resist.hpp).
+void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
+                const optimizer_spec& optimizer);
+
+/// Trains `subnet` in place for one round: one step per entry of
+/// `minibatches` (sample ids of `train`), each on its mean loss, with
+/// torch::optim::SGD's arithmetic (weight decay, then momentum without
+/// dampening whose buffer starts as the round's first gradient, then p -=
+/// lr x update). The subnet's tensors need not require gradients; they do
+/// not afterwards.
+ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
+                                 const std::vector<std::vector<int64_t>>& minibatches,
+                                 const optimizer_spec& optimizer);
+
+// -- the local reference -------------------------------------------------------
+
+/// An IST run.
+struct ist_spec {
+  ist_shape shape;             ///< shape.inputs must match the dataset's sample width
+  int32_t workers = 2;         ///< W
+  int32_t local_steps = 10;    ///< L
+  int64_t batch_size = 128;    ///< per worker per step
+  int32_t epochs = 1;
+  uint64_t seed = 42;          ///< initialisation, partitions and data orders
+  optimizer_spec optimizer{0.01, 0.0, 0.0}; ///< the authors' plain SGD, lr 0.01
+  int64_t eval_batch = 256;
+};
+
+/// What a run produced.
+struct ist_result {
+  std::vector<double> train_loss;    ///< per epoch: mean over every worker's samples
+  std::vector<double> test_loss;     ///< per epoch, whole network
+  std::vector<double> test_accuracy; ///< per epoch, whole network
+  int64_t rounds = 0;
+  int64_t steps = 0;                 ///< local steps per worker
+  int64_t samples = 0;               ///< samples trained, all workers
+  /// Elements each way per worker, summed over the run's rounds.
+  std::vector<int64_t> exchanged_elements;
+  std::string weights_digest;        ///< ist_digest of the final network
+  ist_network network;               ///< the final whole network
+};
+
+/// The whole IST run in one process, no actors: for every round, the
+/// partition, the W subnets sliced from the network as it is, L local steps
+/// on each (worker order 0, 1, ...: they are independent), the W subnets
+/// written back; after every epoch, the whole network evaluated on `test`.
+/// Throws model::error on a bad spec.
+ist_result run_ist_local(const dataset& train, const dataset& test, const ist_spec& spec);
+
+} // namespace baton::model

@@ -1,0 +1,201 @@
+#include "model/planning/profiler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "model/core/error.hpp"
+#include "model/core/stage_trainer.hpp"
+
+namespace baton::model {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::string this_hostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0)
+    return "unknown";
+  return name;
+}
+
+int64_t parameter_bytes(const named_layer& layer) {
+  int64_t bytes = 0;
+  for (const auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
+    bytes += static_cast<int64_t>(p.nbytes());
+  return bytes;
+}
+
+void clear_gradients(const named_layer& layer) {
+  for (auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
+    p.mutable_grad() = at::Tensor();
+}
+
+/// One optimiser step of a layer's parameters as a training stage takes it
+/// (model::sgd_step_out_of_place on gradients of the same shapes).
+double time_update(const named_layer& layer, const optimizer_spec& optimizer) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parameters, gradients, momenta;
+  for (const auto& p : layer.module.ptr()->parameters(/*recurse=*/true)) {
+    parameters.push_back(p.detach());
+    gradients.push_back(torch::ones_like(p));
+    momenta.push_back(torch::zeros_like(p));
+  }
+  const auto started = clock::now();
+  for (size_t i = 0; i < parameters.size(); ++i)
+    sgd_step_out_of_place(parameters[i], gradients[i], momenta[i], optimizer, false);
+  return std::chrono::duration<double>(clock::now() - started).count();
+}
+
+/// The median of `xs` (not empty; reordered).
+double median(std::vector<double>& xs) {
+  auto middle = xs.begin() + static_cast<std::ptrdiff_t>(xs.size() / 2);
+  std::nth_element(xs.begin(), middle, xs.end());
+  return *middle;
+}
+
+/// Restores torch's intra-op thread count when profiling ends (also on error).
+class thread_budget {
+public:
+  explicit thread_budget(int32_t threads) : saved_(at::get_num_threads()) {
+    at::set_num_threads(threads);
+  }
+  ~thread_budget() { at::set_num_threads(saved_); }
+  thread_budget(const thread_budget&) = delete;
+  thread_budget& operator=(const thread_budget&) = delete;
+
+private:
+  int saved_;
+};
+
+/// Runs a layer, naming it in the error when it rejects its input.
+at::Tensor run_layer(const named_layer& layer, const at::Tensor& input) {
+  try {
+    return const_cast<torch::nn::AnyModule&>(layer.module).forward(input);
+  } catch (const c10::Error& e) {
+    throw error("profiling layer '" + layer.name + "': its forward rejected an input of shape " +
+                c10::str(input.sizes()) + " (" + e.what_without_backtrace() + ")");
+  }
+}
+
+/// What one pass measured of one layer.
+struct layer_pass {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  int64_t activation_bytes = 0;
+};
+
+/// One microbatch through the whole model, as training runs it: one forward
+/// graph over every layer and one backward through it. Each layer is timed
+/// in that context (its input is its predecessor's output, caches as warm or
+/// cold as in training): forward by timestamps between layers, backward by a
+/// hook on each layer's output, which autograd calls just before that
+/// layer's backward starts. Layers timed alone on detached inputs summed to
+/// 1.35x the measured training step of the convnet, and not evenly: plans
+/// made from them were unbalanced. Without `backward`, the forwards run with
+/// autograd off, as a frozen stage runs them (backward times stay 0). One
+/// entry per layer.
+std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& input,
+                                     bool backward) {
+  const size_t n = m.size();
+  std::vector<at::Tensor> outputs(n);
+  std::vector<clock::time_point> forward_ends(n);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!backward)
+    no_grad.emplace();
+  const auto forward_start = clock::now();
+  at::Tensor x = input;
+  for (size_t k = 0; k < n; ++k) {
+    x = run_layer(m.layers()[k], x);
+    forward_ends[k] = clock::now();
+    outputs[k] = x;
+  }
+  // backward_starts[k]: when layer k's backward began; a layer whose
+  // output needs no gradient (no parameter before it) has no backward.
+  std::vector<std::optional<clock::time_point>> backward_starts(n);
+  clock::time_point backward_end;
+  if (backward && outputs[n - 1].requires_grad()) {
+    for (size_t k = 0; k < n; ++k)
+      if (outputs[k].requires_grad())
+        outputs[k].register_hook([&backward_starts, k](const at::Tensor&) {
+          backward_starts[k] = clock::now();
+        });
+    outputs[n - 1].backward(torch::ones_like(outputs[n - 1]));
+    backward_end = clock::now();
+    for (const auto& layer : m.layers())
+      clear_gradients(layer);
+  }
+  std::vector<layer_pass> out(n);
+  for (size_t k = 0; k < n; ++k) {
+    out[k].activation_bytes = static_cast<int64_t>(outputs[k].nbytes());
+    auto began = k == 0 ? forward_start : forward_ends[k - 1];
+    out[k].forward_seconds = std::chrono::duration<double>(forward_ends[k] - began).count();
+    if (!backward_starts[k])
+      continue;
+    // Layer k's backward lasts until the one before it starts (or the end).
+    auto until = backward_end;
+    for (size_t j = k; j-- > 0;)
+      if (backward_starts[j]) {
+        until = *backward_starts[j];
+        break;
+      }
+    out[k].backward_seconds = std::chrono::duration<double>(until - *backward_starts[k]).count();
+  }
+  return out;
+}
+
+} // namespace
+
+model_profile profile_model(const layered_model& m, const profile_options& options) {
+  if (options.microbatch_size < 1 || options.microbatches < 1 || options.warmups < 0 ||
+      options.threads < 1)
+    throw error("profile: expected microbatch_size >= 1, microbatches >= 1, warmups >= 0 and "
+                "threads >= 1");
+  model_profile profile;
+  profile.microbatch_size = options.microbatch_size;
+  profile.microbatches = options.microbatches;
+  profile.threads = options.threads;
+  profile.hostname = this_hostname();
+  profile.cores = static_cast<int32_t>(std::thread::hardware_concurrency());
+  for (const auto& layer : m.layers())
+    profile.layers.push_back({layer.name, 0.0, 0.0, 0, parameter_bytes(layer)});
+
+  thread_budget budget(options.threads);
+  std::vector<int64_t> shape{options.microbatch_size};
+  shape.insert(shape.end(), options.sample_shape.begin(), options.sample_shape.end());
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  const auto input = at::randn(shape, generator, torch::kFloat32);
+  // Each layer's figure is the median over the timed microbatches: on a
+  // shared host one slow spell must not move a plan's stage boundary.
+  std::vector<std::vector<double>> forwards(m.size()), backwards(m.size()), updates(m.size());
+  for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass) {
+    auto measured = profile_pass(m, input, options.backward);
+    for (size_t k = 0; k < m.size(); ++k) {
+      auto update = options.backward && profile.layers[k].parameter_bytes > 0
+                      ? time_update(m.layers()[k], options.optimizer)
+                      : 0.0;
+      profile.layers[k].activation_bytes = measured[k].activation_bytes;
+      if (pass < options.warmups)
+        continue;
+      forwards[k].push_back(measured[k].forward_seconds);
+      backwards[k].push_back(measured[k].backward_seconds);
+      updates[k].push_back(update);
+    }
+  }
+  for (size_t k = 0; k < m.size(); ++k) {
+    profile.layers[k].forward_seconds = median(forwards[k]);
+    profile.layers[k].backward_seconds = median(backwards[k]);
+    profile.layers[k].update_seconds = median(updates[k]);
+  }
+  return profile;
+}
+
+} // namespace baton::model

@@ -1,0 +1,58 @@
+#pragma once
+
+// Per-layer costs of a layered model on this machine: what the partitioner
+// (model/planning/partitioner.hpp) plans with. Each layer is timed inside a forward
+// and backward of the whole model, on synthetic data.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/core/layered_model.hpp"
+#include "model/planning/partitioner.hpp"
+#include "model/core/training.hpp"
+
+namespace baton::model {
+
+/// How to profile.
+struct profile_options {
+  int64_t microbatch_size = 32;                   ///< samples per timed microbatch
+  std::vector<int64_t> sample_shape{1, 28, 28};   ///< one input sample (C, H, W)
+  int32_t microbatches = 10;                      ///< timed microbatches (median taken)
+  int32_t warmups = 2;                            ///< untimed microbatches first
+  int32_t threads = 1;                            ///< torch intra-op threads while profiling
+  uint64_t seed = 0;                              ///< synthetic input seed
+  optimizer_spec optimizer;                       ///< whose step is timed (update_seconds)
+  /// false: forward only, without autograd, as frozen stages run it
+  /// (backward_seconds stay 0).
+  bool backward = true;
+};
+
+/// The measured costs of a model.
+struct model_profile {
+  std::string model;            ///< model name, as the topology says it
+  int64_t microbatch_size = 0;
+  int32_t microbatches = 0;     ///< timed microbatches per figure
+  int32_t threads = 1;
+  std::string hostname;
+  int32_t cores = 0;            ///< hardware threads of this machine
+  std::vector<layer_cost> layers;
+};
+
+/// Times every layer of `m` in the context of training: one forward over the
+/// whole model with autograd recording and one backward through it (a
+/// ones-like gradient on the last output), the layers timed by timestamps
+/// between them and by a hook on each output that marks the start of its
+/// layer's backward; each figure is the median over `microbatches` after
+/// `warmups`. The first layer computes no input gradient (as in training).
+/// update_seconds is one out-of-place SGD step of the layer's parameters
+/// with `options.optimizer` (as a stage steps; 0 without parameters).
+/// activation_bytes is the output's size and parameter_bytes the layer's
+/// parameters' size, exactly. With `options.backward` false, the forward
+/// runs under a no-grad guard and nothing else is timed. Sets torch's
+/// intra-op threads to `threads` and restores them afterwards. The model's
+/// parameters get gradients (cleared again); their values do not change.
+/// Throws model::error when a layer rejects the input shape.
+model_profile profile_model(const layered_model& m, const profile_options& options);
+
+} // namespace baton::model

@@ -1,0 +1,337 @@
+#include "model/core/dataset.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include "model/core/error.hpp"
+#include "tests/support/scratch_dir.hpp"
+
+namespace fs = std::filesystem;
+using baton::testing::scratch_dir;
+using namespace baton::model;
+
+namespace {
+
+const std::string fmnist_dir = default_fashion_mnist_dir;
+
+/// A fresh temporary directory, removed with the fixture.
+class dataset_files : public ::testing::Test {
+protected:
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  void write_file(const std::string& name, const std::vector<unsigned char>& bytes) const {
+    std::ofstream out(path(name), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  }
+
+  void write_gz(const std::string& name, const std::vector<unsigned char>& bytes) const {
+    gzFile f = gzopen(path(name).c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+              static_cast<int>(bytes.size()));
+    gzclose(f);
+  }
+
+  scratch_dir scratch_{"dataset"};
+  const fs::path dir_ = scratch_.path();
+};
+
+void put_u32(std::vector<unsigned char>& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<unsigned char>(v >> shift));
+}
+
+/// An IDX images file of `n` 28x28 images whose pixels are all `value`.
+std::vector<unsigned char> idx_images(uint32_t magic, uint32_t n, uint32_t side,
+                                      unsigned char value) {
+  std::vector<unsigned char> out;
+  put_u32(out, magic);
+  put_u32(out, n);
+  put_u32(out, side);
+  put_u32(out, side);
+  out.insert(out.end(), static_cast<size_t>(n) * side * side, value);
+  return out;
+}
+
+std::vector<unsigned char> idx_labels(uint32_t n) {
+  std::vector<unsigned char> out;
+  put_u32(out, 2049);
+  put_u32(out, n);
+  for (uint32_t i = 0; i < n; ++i)
+    out.push_back(static_cast<unsigned char>(i % 10));
+  return out;
+}
+
+std::vector<unsigned char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Expects `f` to throw model::error whose message contains `needle`.
+template <typename F>
+void expect_error_naming(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected model::error naming " << needle;
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nexpected it to name: " << needle;
+  }
+}
+
+} // namespace
+
+// -- Fashion-MNIST ----------------------------------------------------------------
+
+TEST(dataset, fashion_mnist_train_shapes_labels_and_normalisation) {
+  auto start = std::chrono::steady_clock::now();
+  auto data = load_fashion_mnist(fmnist_dir, split::train);
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << "[ info ] loaded 60000 Fashion-MNIST training images in " << seconds << " s\n";
+  EXPECT_EQ(data.name, "fashion-mnist");
+  EXPECT_EQ(data.classes, 10);
+  ASSERT_EQ(data.size(), 60000);
+  EXPECT_EQ(data.images.sizes(), (std::vector<int64_t>{60000, 1, 28, 28}));
+  EXPECT_EQ(data.images.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(data.labels.scalar_type(), torch::kInt64);
+  std::vector<int64_t> first(data.labels.data_ptr<int64_t>(), data.labels.data_ptr<int64_t>() + 10);
+  EXPECT_EQ(first, (std::vector<int64_t>{9, 0, 0, 3, 0, 2, 7, 2, 5, 5}));
+  // (x/255 - 0.2860) / 0.3530: a black pixel, and the first image's pixel sum (76247).
+  EXPECT_NEAR(data.images.min().item<double>(), (0.0 - 0.2860) / 0.3530, 1e-6);
+  EXPECT_NEAR(data.images.max().item<double>(), (1.0 - 0.2860) / 0.3530, 1e-6);
+  EXPECT_NEAR(data.images[0].sum().item<double>(), (76247.0 / 255 - 784 * 0.2860) / 0.3530, 1e-2);
+  EXPECT_NEAR(data.images.mean().item<double>(), 0.0, 0.01);
+  EXPECT_NEAR(data.images.std().item<double>(), 1.0, 0.01);
+}
+
+TEST(dataset, fashion_mnist_test_split_and_limit) {
+  auto all = load_fashion_mnist(fmnist_dir, split::test);
+  ASSERT_EQ(all.size(), 10000);
+  std::vector<int64_t> first(all.labels.data_ptr<int64_t>(), all.labels.data_ptr<int64_t>() + 10);
+  EXPECT_EQ(first, (std::vector<int64_t>{9, 2, 1, 1, 6, 1, 4, 6, 5, 7}));
+  auto some = load_fashion_mnist(fmnist_dir, split::test, 100);
+  ASSERT_EQ(some.size(), 100);
+  EXPECT_TRUE(torch::equal(some.images, all.images.slice(0, 0, 100)));
+  EXPECT_TRUE(torch::equal(some.labels, all.labels.slice(0, 0, 100)));
+  // A limit beyond the split keeps the whole split.
+  EXPECT_EQ(load_fashion_mnist(fmnist_dir, split::test, 20000).size(), 10000);
+}
+
+TEST_F(dataset_files, fashion_mnist_missing_file_names_the_path) {
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::train); },
+                      path("train-images-idx3-ubyte.gz"));
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 3, 28, 0));
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); },
+                      path("t10k-labels-idx1-ubyte.gz"));
+}
+
+// Issue 9 item 11: what a topology checks before a job starts (a missing
+// directory was found only when the source was spawned, and exited 1).
+TEST_F(dataset_files, fashion_mnist_size_reads_headers_and_names_what_is_wrong) {
+  EXPECT_EQ(fashion_mnist_size(fmnist_dir, split::train), 60000);
+  EXPECT_EQ(fashion_mnist_size(fmnist_dir, split::test), 10000);
+  expect_error_naming([&] { fashion_mnist_size(path("nowhere"), split::train); },
+                      path("nowhere") + "/train-images-idx3-ubyte.gz: cannot open: No such file "
+                                        "or directory");
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 4, 28, 0));
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(3));
+  expect_error_naming([&] { fashion_mnist_size(dir_.string(), split::test); },
+                      path("t10k-labels-idx1-ubyte.gz") + ": declares 3 labels, expected 4");
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(4));
+  EXPECT_EQ(fashion_mnist_size(dir_.string(), split::test), 4);
+  // A directory where a file should be: gzopen opens it, a dataset is refused.
+  fs::remove(path("t10k-labels-idx1-ubyte.gz"));
+  fs::create_directory(path("t10k-labels-idx1-ubyte.gz"));
+  expect_error_naming([&] { fashion_mnist_size(dir_.string(), split::test); },
+                      "t10k-labels-idx1-ubyte.gz: cannot open: not a regular file");
+}
+
+TEST(dataset, classes_of_the_datasets_a_topology_names) {
+  EXPECT_EQ(dataset_classes("fashion-mnist"), 10);
+  EXPECT_EQ(dataset_classes("synthetic"), 10);
+  EXPECT_EQ(dataset_classes("imagenet"), 0);
+}
+
+TEST_F(dataset_files, fashion_mnist_small_valid_files) {
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 3, 28, 255));
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(3));
+  auto data = load_fashion_mnist(dir_.string(), split::test);
+  ASSERT_EQ(data.size(), 3);
+  EXPECT_TRUE(torch::equal(data.labels, torch::tensor({0, 1, 2}, torch::kInt64)));
+  EXPECT_NEAR(data.images.max().item<double>(), (1.0 - 0.2860) / 0.3530, 1e-6);
+}
+
+TEST_F(dataset_files, fashion_mnist_bad_magic_size_and_count) {
+  const std::string images = path("t10k-images-idx3-ubyte.gz");
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(3));
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2049, 3, 28, 0));
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); }, images);
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 3, 32, 0));
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); }, images);
+  // 4 images but 3 labels: the labels file is the one that is wrong.
+  write_gz("t10k-images-idx3-ubyte.gz", idx_images(2051, 4, 28, 0));
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); },
+                      path("t10k-labels-idx1-ubyte.gz"));
+}
+
+TEST_F(dataset_files, fashion_mnist_truncated_payload) {
+  auto bytes = idx_images(2051, 3, 28, 7);
+  bytes.resize(bytes.size() - 100); // header says 3 images, 2.9 are there
+  write_gz("t10k-images-idx3-ubyte.gz", bytes);
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_labels(3));
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); },
+                      path("t10k-images-idx3-ubyte.gz"));
+}
+
+TEST_F(dataset_files, fashion_mnist_truncated_and_corrupt_gzip) {
+  const std::string real = fmnist_dir + "/t10k-images-idx3-ubyte.gz";
+  auto gz = read_bytes(real);
+  ASSERT_GT(gz.size(), 100000u);
+  fs::copy_file(fmnist_dir + "/t10k-labels-idx1-ubyte.gz", path("t10k-labels-idx1-ubyte.gz"));
+  const std::string images = path("t10k-images-idx3-ubyte.gz");
+
+  write_file("t10k-images-idx3-ubyte.gz", {gz.begin(), gz.begin() + gz.size() / 2});
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); }, images);
+
+  auto corrupt = gz;
+  for (size_t i = gz.size() / 3; i < gz.size() / 3 + 64; ++i)
+    corrupt[i] ^= 0x5a;
+  write_file("t10k-images-idx3-ubyte.gz", corrupt);
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); }, images);
+
+  write_file("t10k-images-idx3-ubyte.gz", {'n', 'o', 't', ' ', 'g', 'z'});
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); }, images);
+}
+
+// -- synthetic ------------------------------------------------------------------------
+
+TEST(dataset, synthetic_is_deterministic_and_learnable) {
+  auto a = make_synthetic(512, 1, 8, 8, 4, 11);
+  auto b = make_synthetic(512, 1, 8, 8, 4, 11);
+  auto c = make_synthetic(512, 1, 8, 8, 4, 12);
+  EXPECT_EQ(a.name, "synthetic");
+  EXPECT_EQ(a.classes, 4);
+  EXPECT_EQ(a.images.sizes(), (std::vector<int64_t>{512, 1, 8, 8}));
+  EXPECT_TRUE(torch::equal(a.images, b.images));
+  EXPECT_TRUE(torch::equal(a.labels, b.labels));
+  EXPECT_FALSE(torch::equal(a.images, c.images));
+  EXPECT_GE(a.labels.min().item<int64_t>(), 0);
+  EXPECT_LT(a.labels.max().item<int64_t>(), 4);
+  EXPECT_NEAR(a.images.mean().item<double>(), 0.0, 0.1);
+  EXPECT_NEAR(a.images.std().item<double>(), 1.0, 0.05);
+  // Independent of the global torch generator.
+  torch::manual_seed(123);
+  auto d = make_synthetic(512, 1, 8, 8, 4, 11);
+  EXPECT_TRUE(torch::equal(a.images, d.images));
+  // Learnable: the nearest class mean (estimated on the data) labels it well.
+  auto flat = a.images.view({512, -1});
+  std::vector<at::Tensor> means;
+  for (int64_t k = 0; k < 4; ++k)
+    means.push_back(flat.index({a.labels == k}).mean(0));
+  auto distances = torch::cdist(flat, torch::stack(means));
+  auto accuracy = distances.argmin(1).eq(a.labels).to(torch::kFloat64).mean().item<double>();
+  EXPECT_GT(accuracy, 0.9);
+  // A set made with another seed (a test split) has the same classes.
+  auto other = torch::cdist(c.images.view({512, -1}), torch::stack(means)).argmin(1);
+  EXPECT_GT(other.eq(c.labels).to(torch::kFloat64).mean().item<double>(), 0.9);
+}
+
+// -- order and shards ----------------------------------------------------------------
+
+TEST(dataset, epoch_order_is_a_deterministic_permutation) {
+  auto a = epoch_order(1000, 42, 0);
+  EXPECT_EQ(a, epoch_order(1000, 42, 0));
+  auto sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> identity(1000);
+  std::iota(identity.begin(), identity.end(), 0);
+  EXPECT_EQ(sorted, identity);
+  EXPECT_NE(a, identity);
+  EXPECT_NE(a, epoch_order(1000, 42, 1));
+  EXPECT_NE(a, epoch_order(1000, 43, 0));
+  EXPECT_TRUE(epoch_order(0, 42, 0).empty());
+  EXPECT_EQ(epoch_order(1, 42, 3), std::vector<int64_t>{0});
+}
+
+TEST(dataset, shards_cover_the_order_with_sizes_differing_by_at_most_one) {
+  auto order = epoch_order(103, 5, 2);
+  for (int32_t count : {1, 2, 3, 7, 103, 150}) {
+    std::vector<int64_t> joined;
+    size_t smallest = order.size(), largest = 0;
+    for (int32_t i = 0; i < count; ++i) {
+      auto part = shard(order, i, count);
+      smallest = std::min(smallest, part.size());
+      largest = std::max(largest, part.size());
+      joined.insert(joined.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(joined, order) << count << " shards";
+    EXPECT_LE(largest - smallest, 1u) << count << " shards";
+  }
+  EXPECT_THROW(shard(order, 3, 3), error);
+  EXPECT_THROW(shard(order, 0, 0), error);
+}
+
+TEST(dataset, gather_selects_samples) {
+  auto data = make_synthetic(20, 2, 3, 3, 5, 1);
+  auto [images, labels] = gather(data, {4, 0, 4});
+  EXPECT_EQ(images.sizes(), (std::vector<int64_t>{3, 2, 3, 3}));
+  EXPECT_TRUE(torch::equal(images[0], data.images[4]));
+  EXPECT_TRUE(torch::equal(images[1], data.images[0]));
+  EXPECT_EQ(labels[2].item<int64_t>(), data.labels[4].item<int64_t>());
+  EXPECT_THROW(gather(data, {20}), error);
+  EXPECT_THROW(gather(data, {-1}), error);
+}
+
+// -- CIFAR-10 --------------------------------------------------------------------------
+
+namespace {
+
+/// `n` CIFAR-10 records; record r has label (r + first) % 10 and pixel i = (i + r) % 256.
+std::vector<unsigned char> cifar_records(int n, int first) {
+  std::vector<unsigned char> out;
+  for (int r = 0; r < n; ++r) {
+    out.push_back(static_cast<unsigned char>((r + first) % 10));
+    for (int i = 0; i < 3072; ++i)
+      out.push_back(static_cast<unsigned char>((i + r + first) % 256));
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_F(dataset_files, cifar10_reads_records_in_chw_order) {
+  write_file("data_batch_1.bin", cifar_records(3, 0));
+  write_file("data_batch_2.bin", cifar_records(2, 3));
+  auto data = load_cifar10_binary({path("data_batch_1.bin"), path("data_batch_2.bin")});
+  EXPECT_EQ(data.name, "cifar10");
+  ASSERT_EQ(data.size(), 5);
+  EXPECT_EQ(data.images.sizes(), (std::vector<int64_t>{5, 3, 32, 32}));
+  EXPECT_TRUE(torch::equal(data.labels, torch::tensor({0, 1, 2, 3, 4}, torch::kInt64)));
+  // Sample 4, channel 1 (green), row 2, column 3 is byte 1024 + 2*32 + 3 of its record.
+  const int byte = (1024 + 2 * 32 + 3 + 4) % 256;
+  EXPECT_NEAR(data.images[4][1][2][3].item<double>(), (byte / 255.0 - 0.4822) / 0.2435, 1e-5);
+  EXPECT_EQ(load_cifar10_binary({path("data_batch_1.bin"), path("data_batch_2.bin")}, 4).size(),
+            4);
+}
+
+TEST_F(dataset_files, cifar10_truncated_and_bad_files) {
+  auto bytes = cifar_records(2, 0);
+  bytes.resize(bytes.size() - 5);
+  write_file("short.bin", bytes);
+  expect_error_naming([&] { load_cifar10_binary({path("short.bin")}); }, path("short.bin"));
+  auto bad = cifar_records(1, 0);
+  bad[0] = 10;
+  write_file("label.bin", bad);
+  expect_error_naming([&] { load_cifar10_binary({path("label.bin")}); }, path("label.bin"));
+  expect_error_naming([&] { load_cifar10_binary({path("absent.bin")}); }, path("absent.bin"));
+}

@@ -1,0 +1,356 @@
+#include "model/core/stage_trainer.hpp"
+
+#include <torch/torch.h>
+#include <gtest/gtest.h>
+
+#include "model/core/error.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/task.hpp"
+#include "model/core/training.hpp"
+
+using namespace baton::model;
+
+namespace {
+
+layered_model head_model() {
+  model_spec spec;
+  spec.name = "head";
+  spec.classes = 10;
+  spec.seed = 7;
+  return make_model(spec);
+}
+
+struct microbatch_data {
+  at::Tensor features;
+  at::Tensor labels;
+};
+
+std::vector<microbatch_data> make_data(int count, int64_t batch) {
+  auto gen = at::detail::createCPUGenerator(99);
+  std::vector<microbatch_data> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back({at::randn({batch, 256}, gen), at::randint(0, 10, {batch}, gen)});
+  return out;
+}
+
+optimizer_spec sgd() {
+  return {0.05, 0.9, 1e-4};
+}
+
+void expect_close(const layered_model& a, const layered_model& b) {
+  auto pa = a.named_parameters();
+  auto pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(torch::allclose(pa[i].second, pb[i].second, 1e-5, 1e-6)) << pa[i].first;
+}
+
+} // namespace
+
+// DESIGN invariant 2 at the model level: two stages run in GPipe order
+// (all forwards, all backwards, one step per minibatch) end with the weights
+// of the whole model trained locally with gradient accumulation.
+TEST(stage_trainer, gpipe_order_equals_local_gradient_accumulation) {
+  constexpr int steps = 3, micro = 4;
+  auto data = make_data(steps * micro, 8);
+  auto whole = head_model();
+  stage_trainer first{whole.slice(0, 1), sgd(), stash_mode::stash};
+  stage_trainer last{whole.slice(1, 3), sgd(), stash_mode::stash};
+  head_trainer reference{head_model(), make_task("all10", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}), sgd()};
+  for (int s = 0; s < steps; ++s) {
+    for (int m = 0; m < micro; ++m) {
+      auto& d = data[s * micro + m];
+      last.forward(m, first.forward(m, d.features, true), false);
+      reference.train(d.features, d.labels, micro, m == micro - 1);
+    }
+    for (int m = micro - 1; m >= 0; --m) {
+      auto r = last.backward_loss(m, data[s * micro + m].labels, micro);
+      first.backward(m, r.input_gradient);
+    }
+    first.step();
+    last.step();
+  }
+  expect_close(whole, reference.model());
+  EXPECT_EQ(first.version(), steps);
+  EXPECT_EQ(first.versions_held(), 1u);
+}
+
+namespace {
+
+/// Runs forward(0), forward(1), backward(0), step, forward(2), backward(1)
+/// and returns the backward of microbatch 1 and the gradients it produced.
+std::pair<backward_result, std::vector<at::Tensor>> interleaved(stash_mode mode,
+                                                                 const std::vector<microbatch_data>& d) {
+  stage_trainer stage{head_model(), sgd(), mode};
+  stage.forward(0, d[0].features, true);
+  stage.forward(1, d[1].features, true);
+  stage.backward_loss(0, d[0].labels, 1);
+  stage.step();
+  stage.forward(2, d[2].features, true);
+  auto r = stage.backward_loss(1, d[1].labels, 1);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : stage.layers().parameters())
+    grads.push_back(p.grad().clone());
+  return {r, grads};
+}
+
+/// Gradients of microbatch 1 under the initial weights (version 0).
+std::vector<at::Tensor> version_zero_gradients(const microbatch_data& d) {
+  auto model = head_model();
+  auto loss = torch::nn::functional::cross_entropy(model.forward(d.features), d.labels);
+  loss.backward();
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model.parameters())
+    grads.push_back(p.grad().clone());
+  return grads;
+}
+
+} // namespace
+
+// DESIGN invariant 4: with stashing, the backward of a microbatch uses the
+// weight version its forward used, even after a step in between.
+TEST(stage_trainer, stashing_backward_uses_the_forward_version) {
+  auto d = make_data(3, 8);
+  auto [r, grads] = interleaved(stash_mode::stash, d);
+  EXPECT_EQ(r.forward_version, 0);
+  EXPECT_EQ(r.backward_version, 0);
+  auto expected = version_zero_gradients(d[1]);
+  for (size_t i = 0; i < grads.size(); ++i)
+    EXPECT_TRUE(torch::allclose(grads[i], expected[i], 1e-5, 1e-7)) << i;
+}
+
+// Without stashing the same interleaving uses the newer weights: the versions
+// and the gradients differ (so the test above can fail).
+TEST(stage_trainer, without_stashing_backward_uses_newer_weights) {
+  auto d = make_data(3, 8);
+  auto [r, grads] = interleaved(stash_mode::none, d);
+  EXPECT_EQ(r.forward_version, 0);
+  EXPECT_EQ(r.backward_version, 1);
+  auto expected = version_zero_gradients(d[1]);
+  EXPECT_FALSE(torch::allclose(grads[0], expected[0], 1e-5, 1e-7));
+}
+
+// 1F1B in steady state with k microbatches in flight: the stage never holds
+// more versions than the in-flight microbatches need, plus the current one.
+TEST(stage_trainer, holds_no_more_versions_than_in_flight_microbatches_need) {
+  constexpr int in_flight = 3, total = 12;
+  auto d = make_data(total, 4);
+  stage_trainer stage{head_model(), sgd(), stash_mode::stash};
+  int next_forward = 0;
+  for (int b = 0; b < total; ++b) {
+    while (next_forward < total && next_forward < b + in_flight) {
+      stage.forward(next_forward, d[next_forward].features, true);
+      ++next_forward;
+    }
+    ASSERT_LE(stage.versions_held(), stage.in_flight() + 1);
+    stage.backward_loss(b, d[b].labels, 1);
+    stage.step();
+    ASSERT_LE(stage.versions_held(), stage.in_flight() + 1);
+  }
+  EXPECT_EQ(stage.in_flight(), 0u);
+  EXPECT_EQ(stage.versions_held(), 1u);
+  EXPECT_EQ(stage.version(), total);
+}
+
+TEST(stage_trainer, refuses_unknown_or_repeated_microbatches) {
+  auto d = make_data(1, 4);
+  stage_trainer stage{head_model(), sgd(), stash_mode::stash};
+  EXPECT_THROW(stage.backward_loss(5, d[0].labels, 1), baton::model::error);
+  stage.forward(0, d[0].features, true);
+  EXPECT_THROW(stage.forward(0, d[0].features, true), baton::model::error);
+}
+
+// Convolutions save their weight tensor itself for backward (linear layers
+// save a view): stashing must hold for both.
+TEST(stage_trainer, stashing_holds_for_convolutions) {
+  model_spec spec;
+  spec.name = "convnet";
+  spec.seed = 3;
+  auto gen = at::detail::createCPUGenerator(5);
+  std::vector<at::Tensor> inputs;
+  for (int i = 0; i < 3; ++i)
+    inputs.push_back(at::randn({2, 1, 28, 28}, gen));
+  auto run = [&](stash_mode mode) {
+    stage_trainer stage{make_model(spec).slice(0, 5), sgd(), mode};
+    auto ones = at::ones_like(stage.forward(0, inputs[0], true));
+    stage.forward(1, inputs[1], true);
+    stage.backward(0, ones);
+    stage.step();
+    stage.forward(2, inputs[2], true);
+    auto r = stage.backward(1, ones);
+    return std::make_pair(r, stage.layers().parameters()[0].grad().clone());
+  };
+  auto reference = make_model(spec).slice(0, 5);
+  reference.forward(inputs[1]).backward(at::ones({2, 32, 14, 14}));
+  auto expected = reference.parameters()[0].grad();
+  auto [stashed, stashed_grad] = run(stash_mode::stash);
+  EXPECT_EQ(stashed.backward_version, stashed.forward_version);
+  EXPECT_TRUE(torch::allclose(stashed_grad, expected, 1e-5, 1e-6));
+  auto [plain, plain_grad] = run(stash_mode::none);
+  EXPECT_NE(plain.backward_version, plain.forward_version);
+  EXPECT_FALSE(torch::allclose(plain_grad, expected, 1e-5, 1e-6));
+}
+
+// Many steps of 1F1B with 3 microbatches in flight against a by-hand
+// PipeDream reference: the gradient of microbatch m is taken on a fresh model
+// holding the weights of m's forward version, and SGD with momentum is
+// applied by hand. Catches any drift that one step would not show.
+TEST(stage_trainer, one_f_one_b_matches_a_by_hand_reference_over_many_steps) {
+  constexpr int in_flight = 3, total = 15;
+  auto d = make_data(total, 8);
+  auto opt = sgd();
+  stage_trainer stage{head_model(), opt, stash_mode::stash};
+  // Reference state: weights per version, momentum buffers.
+  std::vector<std::vector<at::Tensor>> weights{{}};
+  for (const auto& p : head_model().parameters())
+    weights[0].push_back(p.detach().clone());
+  std::vector<at::Tensor> momentum;
+  std::vector<int64_t> version_of(total);
+  int next_forward = 0;
+  for (int b = 0; b < total; ++b) {
+    while (next_forward < total && next_forward < b + in_flight) {
+      version_of[next_forward] = stage.version();
+      stage.forward(next_forward, d[next_forward].features, true);
+      ++next_forward;
+    }
+    stage.backward_loss(b, d[b].labels, 1);
+    stage.step();
+    // Reference: gradient on the forward's weights, then SGD by hand.
+    auto model = head_model();
+    auto params = model.parameters();
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params.size(); ++i)
+        params[i].copy_(weights[version_of[b]][i]);
+    }
+    torch::nn::functional::cross_entropy(model.forward(d[b].features), d[b].labels).backward();
+    std::vector<at::Tensor> next;
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto w = weights.back()[i];
+      auto g = params[i].grad() + opt.weight_decay * w;
+      if (momentum.size() <= i)
+        momentum.push_back(g.clone());
+      else
+        momentum[i] = momentum[i] * opt.momentum + g;
+      next.push_back(w - opt.lr * momentum[i]);
+    }
+    weights.push_back(next);
+  }
+  auto got = stage.layers().parameters();
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i], weights.back()[i], 1e-4, 1e-6)) << i;
+}
+
+// -- batch norm buffers (resnet18) ------------------------------------------------
+
+namespace {
+
+/// The first five layers of resnet18 (conv1 bn1 relu maxpool layer1_0): three
+/// batch norms, 3x32x32 input.
+layered_model resnet_slice() {
+  model_spec spec;
+  spec.name = "resnet18";
+  spec.in_channels = 3;
+  spec.seed = 11;
+  return make_model(spec).slice(0, 5);
+}
+
+at::Tensor images(int64_t batch, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return at::randn({batch, 3, 32, 32}, gen);
+}
+
+std::vector<at::Tensor> buffer_copies(const stage_trainer& stage) {
+  std::vector<at::Tensor> out;
+  for (const auto& b : stage.layers().buffers())
+    out.push_back(b.clone());
+  return out;
+}
+
+void expect_buffers_equal(const stage_trainer& stage, const std::vector<at::Tensor>& expected) {
+  auto named = stage.layers().named_buffers();
+  ASSERT_EQ(named.size(), expected.size());
+  for (size_t i = 0; i < named.size(); ++i)
+    EXPECT_TRUE(torch::equal(named[i].second, expected[i])) << named[i].first;
+}
+
+} // namespace
+
+// Evaluation uses the running statistics, changes none of them, and leaves
+// the stage in training mode.
+TEST(stage_trainer, infer_runs_in_evaluation_mode_and_leaves_buffers_unchanged) {
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::stash};
+  stage.forward(0, images(4, 1), true); // running statistics away from 0 and 1
+  const auto before = buffer_copies(stage);
+  ASSERT_EQ(before.size(), 9u);
+  const auto x = images(4, 2);
+  const auto inferred = stage.infer(x);
+  expect_buffers_equal(stage, before);
+  for (const auto& layer : stage.layers().layers())
+    EXPECT_TRUE(layer.module.ptr()->is_training()) << layer.name;
+  // The same as an evaluation-mode forward of the same layers...
+  auto reference = stage.layers();
+  reference.train(false);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(inferred, reference.forward(x)));
+  reference.train(true);
+  // ...and not a training-mode one (batch statistics): the check can fail.
+  EXPECT_FALSE(torch::allclose(inferred, reference.forward(x), 1e-4, 1e-5));
+}
+
+TEST(stage_trainer, training_forward_updates_running_statistics_once) {
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::stash};
+  const auto before = buffer_copies(stage);
+  stage.forward(0, images(4, 1), true);
+  auto named = stage.layers().named_buffers();
+  ASSERT_EQ(named[0].first, "bn1.running_mean");
+  EXPECT_FALSE(torch::equal(named[0].second, before[0]));
+  EXPECT_EQ(named[2].first, "bn1.num_batches_tracked");
+  EXPECT_EQ(named[2].second.item<int64_t>(), 1);
+  // Backward and step leave the buffers alone.
+  const auto after_forward = buffer_copies(stage);
+  stage.backward(0, at::ones({4, 64, 8, 8}));
+  stage.step();
+  expect_buffers_equal(stage, after_forward);
+}
+
+// Without stashing the backward recomputes the forward: the running
+// statistics must not count the microbatch a second time.
+TEST(stage_trainer, recomputed_forward_leaves_buffers_as_after_the_forward) {
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::none};
+  stage.forward(0, images(4, 1), true);
+  stage.forward(1, images(4, 2), true);
+  const auto after_forwards = buffer_copies(stage);
+  auto r = stage.backward(0, at::ones({4, 64, 8, 8}));
+  EXPECT_EQ(r.backward_version, 0);
+  expect_buffers_equal(stage, after_forwards);
+  stage.step();
+  stage.backward(1, at::ones({4, 64, 8, 8}));
+  expect_buffers_equal(stage, after_forwards);
+  EXPECT_EQ(stage.layers().named_buffers()[2].second.item<int64_t>(), 2);
+}
+
+// 1F1B with batch norm: later forwards update the running statistics in
+// place while earlier microbatches wait for their backward; autograd must
+// not reject that, and the backward still uses the forward's weights.
+TEST(stage_trainer, batch_norm_stage_interleaves_forwards_and_backwards) {
+  const auto x0 = images(4, 1), x1 = images(4, 2), x2 = images(4, 3);
+  const auto ones = at::ones({4, 64, 8, 8});
+  stage_trainer stage{resnet_slice(), sgd(), stash_mode::stash};
+  stage.forward(0, x0, true);
+  stage.forward(1, x1, true);
+  stage.backward(0, ones);
+  stage.step();
+  stage.forward(2, x2, true);
+  auto r = stage.backward(1, ones);
+  EXPECT_EQ(r.forward_version, 0);
+  EXPECT_EQ(r.backward_version, 0);
+  // Reference: microbatch 1's gradient on the initial weights.
+  auto reference = resnet_slice();
+  reference.forward(x1).backward(ones);
+  auto got = stage.layers().parameters();
+  auto expected = reference.parameters();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i].grad(), expected[i].grad(), 1e-4, 1e-6)) << i;
+}

@@ -1,0 +1,113 @@
+#include "model/planning/profiler.hpp"
+
+#include <map>
+#include <string>
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "model/core/error.hpp"
+#include "model/core/local.hpp"
+
+using baton::model::make_model;
+using baton::model::model_spec;
+using baton::model::profile_model;
+using baton::model::profile_options;
+
+namespace {
+
+constexpr int64_t float_bytes = 4;
+constexpr int64_t microbatch = 4;
+
+profile_options quick_options() {
+  profile_options options;
+  options.microbatch_size = microbatch;
+  options.microbatches = 2;
+  options.warmups = 1;
+  return options;
+}
+
+} // namespace
+
+TEST(profiler_test, convnet_layers_have_positive_times_and_exact_sizes) {
+  model_spec spec; // convnet
+  auto model = baton::model::make_pretrain_model(spec, 10);
+  const auto digest = baton::model::weights_digest(model);
+  const int threads_before = at::get_num_threads();
+  auto profile = profile_model(model, quick_options());
+  EXPECT_EQ(at::get_num_threads(), threads_before);
+  EXPECT_EQ(baton::model::weights_digest(model), digest); // profiling never steps
+  for (const auto& p : model.parameters())
+    EXPECT_FALSE(p.grad().defined());
+
+  ASSERT_EQ(profile.layers.size(), model.size());
+  EXPECT_EQ(profile.microbatch_size, microbatch);
+  EXPECT_EQ(profile.threads, 1);
+  EXPECT_GE(profile.cores, 1);
+  EXPECT_FALSE(profile.hostname.empty());
+  std::map<std::string, baton::model::layer_cost> by_name;
+  for (const auto& layer : profile.layers) {
+    EXPECT_GT(layer.forward_seconds, 0.0) << layer.name;
+    EXPECT_GT(layer.backward_seconds, 0.0) << layer.name;
+    by_name[layer.name] = layer;
+  }
+  EXPECT_EQ(profile.layers.front().name, "conv1");
+  EXPECT_EQ(profile.layers.back().name, "fc2");
+
+  // Outputs: microbatch x channels x height x width floats.
+  EXPECT_EQ(by_name["conv1"].activation_bytes, microbatch * 32 * 28 * 28 * float_bytes);
+  EXPECT_EQ(by_name["pool1"].activation_bytes, microbatch * 32 * 14 * 14 * float_bytes);
+  EXPECT_EQ(by_name["conv4"].activation_bytes, microbatch * 64 * 14 * 14 * float_bytes);
+  EXPECT_EQ(by_name["pool3"].activation_bytes, microbatch * 128 * 3 * 3 * float_bytes);
+  EXPECT_EQ(by_name["flatten"].activation_bytes, microbatch * 1152 * float_bytes);
+  EXPECT_EQ(by_name["fc1"].activation_bytes, microbatch * 256 * float_bytes);
+  EXPECT_EQ(by_name["fc2"].activation_bytes, microbatch * 10 * float_bytes);
+  // Parameters: weights + biases.
+  EXPECT_EQ(by_name["conv1"].parameter_bytes, (32 * 1 * 9 + 32) * float_bytes);
+  EXPECT_EQ(by_name["conv2"].parameter_bytes, (32 * 32 * 9 + 32) * float_bytes);
+  EXPECT_EQ(by_name["conv5"].parameter_bytes, (128 * 64 * 9 + 128) * float_bytes);
+  EXPECT_EQ(by_name["fc1"].parameter_bytes, (1152 * 256 + 256) * float_bytes);
+  EXPECT_EQ(by_name["fc2"].parameter_bytes, (256 * 10 + 10) * float_bytes);
+  EXPECT_EQ(by_name["relu1"].parameter_bytes, 0);
+  EXPECT_EQ(by_name["pool2"].parameter_bytes, 0);
+  int64_t total = 0;
+  for (const auto& layer : profile.layers)
+    total += layer.parameter_bytes;
+  EXPECT_EQ(total, baton::model::parameter_count(model) * float_bytes);
+}
+
+TEST(profiler_test, mlp_sizes_follow_the_microbatch) {
+  model_spec spec;
+  spec.name = "mlp";
+  auto model = make_model(spec);
+  auto options = quick_options();
+  options.microbatch_size = 8;
+  auto profile = profile_model(model, options);
+  ASSERT_EQ(profile.layers.size(), 8u);
+  EXPECT_EQ(profile.layers[1].name, "fc1");
+  EXPECT_EQ(profile.layers[1].parameter_bytes, 784 * 4096 * float_bytes);
+  EXPECT_EQ(profile.layers[1].activation_bytes, 8 * 4096 * float_bytes);
+  EXPECT_EQ(profile.layers[2].parameter_bytes, 2 * 4096 * float_bytes); // batch norm
+  // Training computes no gradient for the flatten in front of the first
+  // parameter (its input is the data): its backward costs nothing there.
+  EXPECT_EQ(profile.layers[0].name, "flatten");
+  EXPECT_EQ(profile.layers[0].backward_seconds, 0.0);
+  for (size_t k = 1; k < profile.layers.size(); ++k)
+    EXPECT_GT(profile.layers[k].backward_seconds, 0.0) << profile.layers[k].name;
+}
+
+TEST(profiler_test, wrong_input_shape_names_the_layer) {
+  model_spec spec; // convnet expects 1 channel
+  auto model = make_model(spec);
+  auto options = quick_options();
+  options.sample_shape = {3, 28, 28};
+  try {
+    profile_model(model, options);
+    FAIL() << "expected an error";
+  } catch (const baton::model::error& e) {
+    EXPECT_NE(std::string(e.what()).find("'conv1'"), std::string::npos) << e.what();
+  }
+  options = quick_options();
+  options.microbatches = 0;
+  EXPECT_THROW(profile_model(model, options), baton::model::error);
+}

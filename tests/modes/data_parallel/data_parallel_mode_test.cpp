@@ -1,0 +1,386 @@
+// job: data-parallel (issue 11), ring all-reduce, BSP: the section and its
+// errors, the plan as data, one worker's ring exchange against
+// model::ring_allreduce, and real runs (embedded, node processes) against
+// the local reference, digest for digest.
+
+#include <deque>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "actors/config/topology.hpp"
+#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/ring_exchange.hpp"
+#include "actors/modes/job_schemas.hpp"
+#include "actors/modes/registry.hpp"
+#include "messages/errc.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/error.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
+
+using namespace baton::actors;
+using namespace baton::testing;
+
+namespace {
+
+/// A small data-parallel topology (synthetic data, convnet) with `section`
+/// as its `data_parallel:` section; line 2 is `job:`, line 11 the section.
+std::string topology_text(const std::string& section, const std::string& extra = "") {
+  return "# a data-parallel test topology\n"
+         "job: data-parallel\n"
+         "seed: 7\n"
+         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 64,\n"
+         "       batch_size: 16, epochs: 1}\n"
+         "backbone: {model: convnet, checkpoint: none,\n"
+         "           pretrain: {task: all10, optimizer: {lr: 0.05, momentum: 0.9}}}\n"
+         "tasks:\n"
+         "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
+         "heads: [{name: all10, task: all10}]\n"
+         "data_parallel:\n" +
+         section + extra;
+}
+
+caf::expected<topology> parse(const std::string& section, const std::string& extra = "") {
+  return parse_topology(topology_text(section, extra), "dp.yaml", {});
+}
+
+/// The error text of a topology that must be refused.
+std::string refusal(const std::string& section, const std::string& extra = "") {
+  auto t = parse(section, extra);
+  if (t) {
+    ADD_FAILURE() << "accepted:\n" << section << extra;
+    return "";
+  }
+  return baton::describe(t.error());
+}
+
+job_plan plan_for(const std::string& section, int32_t local_nodes = 0) {
+  auto t = parse(section);
+  if (!t) {
+    ADD_FAILURE() << baton::describe(t.error());
+    return {};
+  }
+  auto placed = local_nodes > 0 ? with_local_nodes(*t, local_nodes) : *t;
+  auto plan = plan_of(placed);
+  if (!plan) {
+    ADD_FAILURE() << baton::describe(plan.error());
+    return {};
+  }
+  return *plan;
+}
+
+} // namespace
+
+// -- the section --------------------------------------------------------------------
+
+TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
+  EXPECT_NE(refusal("  exchange: hub\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  exchange: hub\n").find("ring"), std::string::npos);
+  EXPECT_NE(refusal("  workers: 0\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  workers: many\n").find("from 1 to 64"), std::string::npos);
+  EXPECT_NE(refusal("  bucket_mb: -1\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  model: vgg\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  worker: 2\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  optimizer: {lr: 0}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
+  // Faults the ring cannot replay exactly (no credit edge for a drop).
+  auto faults = refusal("  workers: 2\n",
+                        "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
+  EXPECT_NE(faults.find("dp.yaml:13"), std::string::npos) << faults;
+  EXPECT_NE(faults.find("not supported by job: data-parallel"), std::string::npos) << faults;
+  // Its section is read with its job only.
+  auto text = topology_text("  workers: 2\n");
+  text.replace(text.find("job: data-parallel"), 18, "job: pipeline");
+  auto other = parse_topology(text, "dp.yaml", {});
+  ASSERT_FALSE(other);
+  EXPECT_NE(baton::describe(other.error()).find("only read with job: data-parallel"),
+            std::string::npos);
+}
+
+TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
+  auto t = parse("");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  auto p = plan_of(*t);
+  ASSERT_TRUE(p) << baton::describe(p.error());
+  ASSERT_EQ(p->actors.size(), 2u);
+  EXPECT_EQ(p->edges.size(), 2u);
+}
+
+// -- the plan -----------------------------------------------------------------------
+
+TEST(data_parallel_plan, is_w_workers_on_a_ring) {
+  auto p = plan_for("  workers: 3\n");
+  ASSERT_EQ(p.actors.size(), 3u);
+  for (size_t w = 0; w < 3; ++w) {
+    const auto& a = p.actors[w];
+    EXPECT_EQ(a.role, "data_parallel_worker");
+    EXPECT_EQ(a.name, "worker." + std::to_string(w));
+    EXPECT_TRUE(a.trainable);
+    EXPECT_TRUE(a.starts); // no source: each reads its own share
+    EXPECT_EQ(a.result, "workers");
+    EXPECT_EQ(a.sends_weights, w == 0);
+    EXPECT_EQ(a.node, "");
+  }
+  std::vector<std::string> ring;
+  for (const auto& e : p.edges) {
+    EXPECT_EQ(e.kind, planned_edge::kind_t::peer);
+    ring.push_back(e.from + ">" + e.to + "#" + std::to_string(e.index));
+  }
+  EXPECT_EQ(ring, (std::vector<std::string>{"worker.0>worker.1#1", "worker.1>worker.2#2",
+                                            "worker.2>worker.0#0"}));
+  EXPECT_TRUE(plan_for("  workers: 1\n").edges.empty());
+}
+
+TEST(data_parallel_plan, places_one_worker_per_node) {
+  auto p = plan_for("  workers: 2\n", 2);
+  ASSERT_EQ(p.actors.size(), 2u);
+  EXPECT_NE(p.actors[0].node, p.actors[1].node);
+  EXPECT_FALSE(p.actors[0].node.empty());
+}
+
+TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
+  auto p = plan_for("  workers: 3\n  bucket_mb: 0.5\n");
+  ASSERT_EQ(p.actors.size(), 3u);
+  auto spec = parse_data_parallel_worker_spec(p.actors[2].settings);
+  ASSERT_TRUE(spec) << baton::describe(spec.error());
+  EXPECT_EQ(spec->worker, 2);
+  EXPECT_EQ(spec->workers, 3);
+  EXPECT_EQ(spec->bucket_mb, 0.5);
+  EXPECT_EQ(spec->model.name, "convnet");
+  EXPECT_EQ(spec->data.plan.batch_size, 16);
+  EXPECT_EQ(to_yaml(*spec), p.actors[2].settings);
+  auto two = p.actors[2].settings; // worker 2 of 2 workers
+  two.replace(two.find("workers: 3"), 10, "workers: 2");
+  for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
+                                 two}) {
+    auto refused = parse_data_parallel_worker_spec(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
+  }
+}
+
+// -- one worker's side of the ring --------------------------------------------------
+
+namespace {
+
+/// W ring_exchange objects passing their messages around: each sends as
+/// soon as it can, and a receiver takes the messages of its predecessor in
+/// the order they were sent, as CAF delivers them between two actors. With
+/// `overlapped`, every worker puts its buckets one at a time, last first,
+/// taking what has arrived between two puts (a backward that finishes the
+/// buckets while chunks arrive).
+std::vector<at::Tensor> simulate_ring(const std::vector<std::vector<at::Tensor>>& per_worker,
+                                      bool overlapped = false) {
+  const auto w_count = static_cast<int32_t>(per_worker.size());
+  std::vector<ring_exchange> ring;
+  std::vector<std::deque<ring_message>> in_flight(per_worker.size()); ///< by sender
+  auto post = [&](int32_t w, std::vector<ring_message> messages) {
+    for (auto& m : messages)
+      in_flight[static_cast<size_t>(w)].push_back(std::move(m));
+  };
+  // One message of each sender that has one delivered; whether any was.
+  auto deliver = [&] {
+    bool moved = false;
+    for (int32_t w = 0; w < w_count; ++w) {
+      auto& queue = in_flight[static_cast<size_t>(w)];
+      if (queue.empty())
+        continue;
+      moved = true;
+      auto next = baton::model::ring_next(w, w_count);
+      auto m = std::move(queue.front());
+      queue.pop_front();
+      post(next, ring[static_cast<size_t>(next)].receive(std::move(m)));
+    }
+    return moved;
+  };
+  for (int32_t w = 0; w < w_count; ++w) {
+    ring.emplace_back(w, w_count);
+    std::vector<at::Tensor> copies;
+    for (const auto& b : per_worker[static_cast<size_t>(w)])
+      copies.push_back(b.clone());
+    if (!overlapped) {
+      post(w, ring.back().begin(std::move(copies)));
+      continue;
+    }
+    std::vector<int64_t> sizes;
+    for (const auto& b : copies)
+      sizes.push_back(b.numel());
+    ring.back().start(sizes);
+  }
+  for (size_t b = per_worker.front().size(); overlapped && b-- > 0;) {
+    for (int32_t w = 0; w < w_count; ++w)
+      post(w, ring[static_cast<size_t>(w)].put(b, per_worker[static_cast<size_t>(w)][b].clone()));
+    deliver();
+  }
+  while (deliver()) {
+  }
+  for (const auto& r : ring)
+    EXPECT_TRUE(r.done());
+  return ring.front().buckets();
+}
+
+} // namespace
+
+TEST(ring_exchange, equals_the_reference_ring_bit_for_bit) {
+  torch::manual_seed(3);
+  for (bool overlapped : {false, true})
+    for (int32_t w_count : {1, 2, 3, 4}) {
+      std::vector<std::vector<at::Tensor>> per_worker(static_cast<size_t>(w_count));
+      for (auto& buckets : per_worker)
+        for (int64_t size : {11, 2, 1000}) // uneven chunks, and chunks of nothing
+          buckets.push_back(torch::randn({size}));
+      auto sums = simulate_ring(per_worker, overlapped);
+      ASSERT_EQ(sums.size(), 3u);
+      for (size_t b = 0; b < 3; ++b) {
+        std::vector<at::Tensor> inputs;
+        for (const auto& buckets : per_worker)
+          inputs.push_back(buckets[b]);
+        EXPECT_TRUE(torch::equal(sums[b], baton::model::ring_allreduce(inputs)))
+          << "W=" << w_count << " bucket " << b << (overlapped ? " overlapped" : "");
+      }
+    }
+}
+
+TEST(ring_exchange, keeps_an_early_round_and_refuses_a_bad_one) {
+  ring_exchange r(1, 3); // 2 buckets of 9: rounds 0..3 and 4..7, chunks of 3
+  r.start({9, 9});
+  EXPECT_EQ(r.put(1, torch::ones({9})).size(), 1u); // bucket 1's first round, at once
+  EXPECT_THROW(r.put(1, torch::ones({9})), baton::model::error);  // twice
+  EXPECT_THROW(r.put(0, torch::ones({8})), baton::model::error);  // wrong size
+  EXPECT_THROW(r.put(2, torch::ones({9})), baton::model::error);  // no such bucket
+  EXPECT_TRUE(r.receive({4, torch::ones({3})}).empty()); // bucket 1's, early: kept
+  EXPECT_THROW(r.receive({4, torch::ones({3})}), baton::model::error); // twice
+  EXPECT_THROW(r.receive({8, torch::ones({3})}), baton::model::error); // no such round
+  EXPECT_THROW(r.receive({0, torch::zeros({4})}), baton::model::error);
+  EXPECT_THROW(r.receive({0, torch::zeros({3}, torch::kInt64)}), baton::model::error);
+  EXPECT_TRUE(r.receive({0, torch::ones({3})}).empty()); // bucket 0 is not here yet
+  EXPECT_EQ(r.expected_round(), 0);
+  // Bucket 0 arrives: its first round goes out, round 0 is applied (round 1 follows).
+  EXPECT_EQ(r.put(0, torch::ones({9})).size(), 2u);
+  EXPECT_EQ(r.expected_round(), 1);
+  EXPECT_THROW(ring_exchange(3, 3), baton::model::error);
+}
+
+// -- runs against the local reference ------------------------------------------------
+
+namespace {
+
+class data_parallel_run : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() { dir_ = std::make_unique<scratch_dir>("data-parallel"); }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  /// configs/data-parallel.yaml made small: synthetic data, a few steps.
+  static std::vector<std::string> job(int32_t workers, const std::string& bucket_mb = "25") {
+    return {"run",   source_path("configs/data-parallel.yaml"),
+            "--set", "data_parallel.bucket_mb=" + bucket_mb,
+            "--set", "data.dataset=synthetic",
+            "--set", "data.synthetic_train=200", // 200 / W: padded for W = 3
+            "--set", "data.synthetic_test=64",
+            "--set", "data.batch_size=16",
+            "--set", "data.epochs=2",
+            "--set", "data_parallel.model=convnet",
+            "--set", "data_parallel.workers=" + std::to_string(workers),
+            "--set", "runtime.stage_threads=1"};
+  }
+
+  static void expect_exactly_once(const nlohmann::json& m, int32_t workers, int64_t steps) {
+    ASSERT_TRUE(m.contains("trained")) << m.dump();
+    int64_t trained = 0;
+    for (const auto& [actor, count] : m.at("trained").items()) {
+      EXPECT_EQ(count.at("trained").get<int64_t>(), steps) << actor;
+      trained += count.at("trained").get<int64_t>();
+    }
+    EXPECT_EQ(trained, workers * steps);
+  }
+
+  static inline std::unique_ptr<scratch_dir> dir_;
+};
+
+} // namespace
+
+// W = 2 (one bucket) and W = 3 (uneven chunks, a padded share, ~7 buckets
+// of the convnet's 1.7 MiB): the actors' weights are the reference's, bit
+// for bit, on every worker.
+TEST_F(data_parallel_run, embedded_equals_the_local_reference) {
+  for (int32_t workers : {2, 3}) {
+    auto tag = "w" + std::to_string(workers);
+    auto bucket_mb = workers == 2 ? "25" : "0.25";
+    auto local = run_job(*dir_, with(job(workers, bucket_mb), {"--mode", "local"}), tag + "-local");
+    auto actors = run_job(*dir_, job(workers, bucket_mb), tag + "-embedded");
+    auto reference = digests_by_actor(local, "data_parallel_worker");
+    ASSERT_EQ(reference.size(), static_cast<size_t>(workers));
+    EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"), reference) << tag;
+    // ceil(ceil(200 / W) / 16) steps per epoch, 2 epochs.
+    int64_t share = (200 + workers - 1) / workers;
+    expect_exactly_once(actors, workers, 2 * ((share + 15) / 16));
+  }
+}
+
+// Linear lr scaling with warmup (Goyal et al.): every worker computes the
+// same scheduled lr per step, as the reference does.
+TEST_F(data_parallel_run, scaled_and_warmed_up_lr_equals_the_local_reference) {
+  auto scaled = with(job(2), {"--set", "data_parallel.optimizer.lr_scaling=linear", "--set",
+                              "data_parallel.optimizer.base_batch=64", "--set",
+                              "data_parallel.optimizer.warmup_epochs=1.5"});
+  auto local = run_job(*dir_, with(scaled, {"--mode", "local"}), "scaled-local");
+  auto actors = run_job(*dir_, scaled, "scaled-embedded");
+  ASSERT_EQ(digests_by_actor(local, "data_parallel_worker").size(), 2u);
+  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"),
+            digests_by_actor(local, "data_parallel_worker"));
+  // And the schedule changes the result: the test can fail.
+  EXPECT_NE(digests_by_actor(local, "data_parallel_worker"),
+            digests_by_actor(run_job(*dir_, with(job(2), {"--mode", "local"}), "plain-local"),
+                             "data_parallel_worker"));
+}
+
+TEST_F(data_parallel_run, node_processes_equal_embedded) {
+  auto embedded = run_job(*dir_, job(2), "embedded");
+  auto nodes = run_job(*dir_, with(job(2), {"--local-nodes", "2"}), "nodes");
+  auto digests = digests_by_actor(embedded, "data_parallel_worker");
+  ASSERT_EQ(digests.size(), 2u);
+  EXPECT_EQ(digests_by_actor(nodes, "data_parallel_worker"), digests);
+  EXPECT_EQ(digests.begin()->second, digests.rbegin()->second); // every worker alike
+  // Bytes on the ring: per step and bucket, every chunk but two (W = 2: one
+  // of two chunks), model::ring_bytes_sent; 2 epochs of 7 steps (100 / 16).
+  baton::model::model_spec convnet;
+  convnet.name = "convnet";
+  auto layout = baton::model::make_flat_layout(make_data_parallel_model(convnet));
+  for (int32_t w = 0; w < 2; ++w) {
+    int64_t per_step = 0;
+    for (const auto& b : baton::model::make_buckets(layout, 25))
+      per_step += baton::model::ring_bytes_sent(b.numel, 4, w, 2);
+    int64_t bytes = -1;
+    for (const auto& e : nodes.at("edges"))
+      if (e.at("from") == "worker." + std::to_string(w))
+        bytes = e.at("bytes").get<int64_t>();
+    EXPECT_EQ(bytes, 14 * per_step) << nodes.at("edges").dump();
+  }
+}
+
+// Buckets on the ring as the backward finishes them (overlap, the default)
+// or after it: the same sums, so the same weights, over three node
+// processes whose chunks of the next bucket arrive while a worker still
+// reduces the one before; the overlapped run reports its overlap.
+TEST_F(data_parallel_run, overlap_changes_no_bit) {
+  auto overlapped = run_job(*dir_, with(job(3, "0.25"), {"--local-nodes", "3"}), "overlap-nodes");
+  auto after = run_job(*dir_, with(job(3, "0.25"), {"--set", "data_parallel.overlap=false"}),
+                       "no-overlap");
+  auto digests = digests_by_actor(after, "data_parallel_worker");
+  ASSERT_EQ(digests.size(), 3u);
+  EXPECT_EQ(digests_by_actor(overlapped, "data_parallel_worker"), digests);
+  for (const auto& a : overlapped.at("actors"))
+    if (a.at("role") == "data_parallel_worker")
+      EXPECT_GT(a.at("figures").at("overlap_seconds").get<double>(), 0) << a.at("name");
+  for (const auto& a : after.at("actors"))
+    if (a.at("role") == "data_parallel_worker")
+      EXPECT_EQ(a.at("figures").at("overlap_seconds").get<double>(), 0) << a.at("name");
+}

@@ -1,0 +1,51 @@
+#pragma once
+
+// The small models the data-parallel, freezing and feature-cache suites
+// train (784 -> 32 -> 24 -> 10), so that every run takes milliseconds.
+
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "model/core/layered_model.hpp"
+
+namespace baton::model::testing {
+
+/// Batch norm after fc1: none, with running statistics, or with batch
+/// statistics only (which a feature cache must refuse to hold).
+enum class tiny_norm { none, running, batch_only };
+
+/// flatten fc1 [bn1] relu1 fc2 relu2 fc3, seeded: the same weights each call.
+inline layered_model tiny_norm_model(tiny_norm norm) {
+  torch::manual_seed(5);
+  std::vector<named_layer> layers;
+  layers.push_back({"flatten", torch::nn::AnyModule(torch::nn::Flatten())});
+  layers.push_back({"fc1", torch::nn::AnyModule(torch::nn::Linear(784, 32))});
+  if (norm != tiny_norm::none)
+    layers.push_back({"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(
+                               torch::nn::BatchNorm1dOptions(32).track_running_stats(
+                                 norm == tiny_norm::running)))});
+  layers.push_back({"relu1", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc2", torch::nn::AnyModule(torch::nn::Linear(32, 24))});
+  layers.push_back({"relu2", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc3", torch::nn::AnyModule(torch::nn::Linear(24, 10))});
+  return layered_model(std::move(layers));
+}
+
+/// The tiny model without batch norm.
+inline layered_model tiny_model() {
+  return tiny_norm_model(tiny_norm::none);
+}
+
+/// With batch norm after fc1 (running statistics).
+inline layered_model bn_model() {
+  return tiny_norm_model(tiny_norm::running);
+}
+
+/// With batch statistics only, which a feature cache must refuse.
+inline layered_model batch_only_bn_model() {
+  return tiny_norm_model(tiny_norm::batch_only);
+}
+
+} // namespace baton::model::testing
