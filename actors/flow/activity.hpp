@@ -1,25 +1,14 @@
 #pragma once
 
+// What an actor's work measured: busy and idle time, CPU time, and the
+// heartbeats that tell the coordinator it advances (actors/runtime/liveness.hpp).
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <system_error>
 #include <utility>
 
-#include <caf/actor.hpp>
-#include <caf/actor_registry.hpp>
-#include <caf/actor_system.hpp>
-#include <caf/expected.hpp>
-#include <caf/atom.hpp>
-#include <caf/local_actor.hpp>
-#include <caf/stateful_actor.hpp>
-#include <caf/system_messages.hpp>
-
-#include "actors/flow/error_of.hpp"
-#include "actors/flow/interfaces.hpp"
-
-#include "messages/errc.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {
@@ -134,145 +123,6 @@ private:
   activity& activity_;
   double since_;
 };
-
-/// Running sums of one epoch of a trainable actor that has a loss.
-struct epoch_sums {
-  double loss_sum = 0;  ///< sum over microbatches of mean loss * samples
-  int64_t samples = 0;  ///< training samples
-  int64_t correct = 0;  ///< correct predictions on the test split
-  int64_t evaluated = 0;///< test samples evaluated
-
-  /// The epoch's result (mean loss, accuracy); the sums start over.
-  messages::epoch_result close(int32_t epoch) {
-    messages::epoch_result e{epoch, samples ? loss_sum / samples : 0.0,
-                             evaluated ? static_cast<double>(correct) / evaluated : 0.0,
-                             samples};
-    *this = {};
-    return e;
-  }
-};
-
-/// Sets the torch intra-op thread budget of the calling thread, once per
-/// thread (each detached actor owns its thread and its OpenMP team).
-void use_thread_budget(int32_t threads);
-
-/// The caller's sender as an actor handle (null if anonymous).
-caf::actor sender_of(caf::local_actor* self);
-
-/// The observe handler every role shares: on (observe_atom, coordinator) the
-/// actor stores the coordinator in `state.coordinator` (where it sends its
-/// reports), monitors it, and quits when it goes down, so that a lost
-/// coordinator leaves no actor behind on a node.
-template <class State>
-auto observe_coordinator(caf::stateful_actor<State>* self) {
-  self->set_down_handler([=](const caf::down_msg& msg) {
-    if (msg.source == self->state.coordinator.address())
-      self->quit(msg.reason);
-  });
-  return [=](observe_atom, const caf::actor& coordinator) {
-    self->state.coordinator = coordinator;
-    self->monitor(coordinator);
-    self->state.work.send_heartbeats_with(
-      [self](int64_t step, int64_t work, const std::string& waiting) {
-        self->send(self->state.coordinator, heartbeat_atom::value, self->state.name, step, work,
-                   waiting);
-      });
-    return caf::ok_atom::value;
-  };
-}
-
-/// The heartbeat request every compute actor answers (the coordinator asks
-/// when the job stopped advancing): a heartbeat now, waiting for
-/// `state.work`'s waiting_for (or `fallback()` when the actor set none).
-/// An actor busy in one long computation or hung does not answer.
-template <class State, class Fallback>
-auto answer_heartbeat(caf::stateful_actor<State>* self, Fallback fallback) {
-  return [=](heartbeat_atom) {
-    auto& work = self->state.work;
-    work.heartbeat(work.waiting().empty() ? fallback() : std::string{});
-  };
-}
-
-/// answer_heartbeat with "a message" as what an actor that set no
-/// waiting_for waits for.
-template <class State>
-auto answer_heartbeat(caf::stateful_actor<State>* self) {
-  return answer_heartbeat(self, [] { return std::string{"a message"}; });
-}
-
-/// The stop handler of the workers and shards (runtime.stop_at_accuracy;
-/// a source ends its stream instead): on control shutdown, an actor still training
-/// calls `finish`(self), which sends what the run's end sends (its trained
-/// count, weights and final report, as they are now), and quits, so that no
-/// message in flight makes it train on. Its state has `finished`.
-template <class State, class Finish>
-auto stop_on_request(caf::stateful_actor<State>* self, Finish finish) {
-  return [=](const messages::control& c) {
-    if (c.kind != messages::control_kind::shutdown)
-      return;
-    if (!self->state.finished)
-      finish(self);
-    self->quit();
-  };
-}
-
-/// The labels of task `task` in `m`, or nullptr when it carries none.
-const at::Tensor* task_labels_of(const messages::microbatch& m, const std::string& task);
-
-/// Tells the coordinator that `actor` failed and why, then quits `self`
-/// (errc::actor_failed: the run fails with that code).
-void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
-          const std::string& what);
-
-/// Same, for a failure whose cause is an error value (error_of): the
-/// coordinator is told its code, with which the run fails (a LibTorch error
-/// is compute_failed, a file bad_file), and its text, which names the code
-/// unless it is actor_failed ("compute_failed: forward: ..."); `self` quits
-/// with it.
-void fail(caf::local_actor* self, const caf::actor& coordinator, const std::string& actor,
-          const caf::error& cause);
-
-/// Runs `f`; an exception fails the actor (its state has `coordinator`,
-/// `name` and `work`) with error_of(exception, `what`): a LibTorch error is
-/// compute_failed, a model file error bad_file. A heartbeat goes first, so
-/// that the coordinator knows the step the failure came at (an error that
-/// recurs at the same step after a restart is not retried). Whether `f`
-/// succeeded.
-template <class Self, class F>
-bool guarded(Self* self, const std::string& what, F&& f) {
-  try {
-    f();
-    return true;
-  } catch (const std::exception& e) {
-    self->state.work.heartbeat("nothing: it failed");
-    fail(self, self->state.coordinator, self->state.name, error_of(e, what));
-    return false;
-  }
-}
-
-/// `sys.spawn<caf::detached>(fun, xs...)` for the actor called `name`; a
-/// thread that cannot be created (the process or its user is at its thread
-/// limit) is an error value instead of an exception.
-///
-/// CAF 0.17 counts the actor as running and its thread as a detached thread
-/// before it creates the thread, and uncounts neither when that fails:
-/// ~actor_system then waited for them forever (a run that could not start a
-/// head hung). Both counts are given back; the actor that never ran stays
-/// allocated (its private thread object holds a reference to it).
-template <class F, class... Ts>
-caf::expected<caf::actor> spawn_detached(caf::actor_system& sys, const std::string& name, F fun,
-                                         Ts&&... xs) {
-  try {
-    return sys.spawn<caf::detached>(fun, std::forward<Ts>(xs)...);
-  } catch (const std::system_error& e) {
-    sys.registry().dec_running();
-    sys.dec_detached_threads();
-    return make_error(errc::actor_failed,
-                      name + ": cannot start its thread (" + e.what() +
-                        "): the process is at its thread limit (see ulimit -u); run fewer "
-                        "actors on this node");
-  }
-}
 
 } // namespace flow
 } // namespace baton::actors

@@ -8,10 +8,12 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/compute_thread.hpp"
+#include "actors/flow/role_handlers.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/fanout.hpp"
 #include "actors/flow/interfaces.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/sender_handlers.hpp"
 #include "messages/codec.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"

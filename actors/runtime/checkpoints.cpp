@@ -14,7 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/config/yaml_field.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/checkpointing.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
@@ -260,6 +260,28 @@ run_settings run_settings_of(const planned_actor& a, const job_plan& plan,
   run.recovery.restore_step = checkpoints.restore_step;
   run.trace = trace;
   return run;
+}
+
+std::vector<int64_t> common_checkpoint_steps(const std::string& run_dir,
+                                             const std::vector<std::string>& actors) {
+  std::optional<std::set<int64_t>> common;
+  for (const auto& a : actors) {
+    auto steps = model::checkpoint_store{checkpoint_dir_of(run_dir, a)}.valid_steps();
+    std::set<int64_t> mine(steps.begin(), steps.end());
+    if (!common) {
+      common = std::move(mine);
+      continue;
+    }
+    std::set<int64_t> both;
+    std::set_intersection(common->begin(), common->end(), mine.begin(), mine.end(),
+                          std::inserter(both, both.begin()));
+    common = std::move(both);
+  }
+  std::vector<int64_t> out;
+  if (common)
+    out.assign(common->rbegin(), common->rend());
+  out.push_back(0);
+  return out;
 }
 
 } // namespace runtime

@@ -101,5 +101,10 @@ run_settings run_settings_of(const planned_actor& a, const job_plan& plan,
                              const checkpoint_choice& checkpoints, fault_injector& faults,
                              bool trace);
 
+/// Steps of which every one of `actors` has a valid checkpoint under
+/// `run_dir` (0, the initial weights, is always one), descending.
+std::vector<int64_t> common_checkpoint_steps(const std::string& run_dir,
+                                             const std::vector<std::string>& actors);
+
 } // namespace runtime
 } // namespace baton::actors

@@ -11,7 +11,7 @@
 #include "actors/config/role_spec.hpp"
 #include "actors/flow/activity.hpp"
 #include "actors/flow/interfaces.hpp"
-#include "actors/roles/recovery.hpp"
+
 #include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/fault_injector.hpp"
 #include "actors/runtime/job_nodes.hpp"

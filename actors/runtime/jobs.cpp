@@ -16,7 +16,7 @@
 #include "actors/net/system.hpp"
 #include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/coordinator.hpp"
-#include "actors/roles/recovery.hpp"
+
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/spawner.hpp"

@@ -14,7 +14,7 @@
 #include "actors/config/yaml_field.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/net/framed_transport.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/injected_faults.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 

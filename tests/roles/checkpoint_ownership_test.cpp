@@ -17,7 +17,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/training_counters.hpp"
+#include "actors/roles/checkpointing.hpp"
 #include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"

@@ -10,12 +10,16 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/compute_thread.hpp"
+#include "actors/flow/role_handlers.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/training_counters.hpp"
+#include "actors/roles/checkpointing.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"

@@ -9,12 +9,16 @@
 #include <torch/torch.h>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/compute_thread.hpp"
+#include "actors/flow/role_handlers.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/ist/ist_pieces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
 #include "actors/modes/ist/round_actor.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/training_counters.hpp"
+#include "actors/roles/checkpointing.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"

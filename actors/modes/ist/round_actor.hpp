@@ -20,9 +20,11 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/modes/ist/ist_section.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/training_counters.hpp"
+#include "actors/roles/checkpointing.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"

@@ -7,9 +7,15 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
+#include "actors/flow/epoch_sums.hpp"
+#include "actors/flow/compute_thread.hpp"
+#include "actors/flow/role_handlers.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/interfaces.hpp"
-#include "actors/roles/recovery.hpp"
+#include "actors/roles/training_counters.hpp"
+#include "actors/roles/checkpointing.hpp"
+#include "actors/roles/injected_faults.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
