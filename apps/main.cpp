@@ -26,12 +26,14 @@
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
+#include "apps/args.hpp"
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"
 
 namespace {
 
 using namespace baton;
+using namespace baton::apps;
 
 std::atomic<bool> interrupted{false};
 
@@ -173,112 +175,6 @@ exit codes: 0 success, 1 run failed, 2 bad input (config, file, node) or a file 
 cannot be written (full disk, read-only directory), 130 interrupted
 )";
 
-int exit_code_of(const caf::error& err) {
-  if (err.category() != error_category_atom)
-    return 1;
-  switch (static_cast<errc>(err.code())) {
-    case errc::bad_config:
-    case errc::bad_file:
-    case errc::node_unreachable:
-    case errc::unknown_actor_type:
-      return 2;
-    case errc::interrupted:
-      return 130;
-    default:
-      return 1;
-  }
-}
-
-/// Argument cursor with "needs a value" errors.
-struct args {
-  std::vector<std::string> items;
-  size_t next = 0;
-  bool done() const { return next >= items.size(); }
-  std::string take() { return items[next++]; }
-  bool value(const std::string& flag, std::string& out) {
-    if (done()) {
-      std::fprintf(stderr, "baton: %s needs a value\n", flag.c_str());
-      return false;
-    }
-    out = take();
-    return true;
-  }
-};
-
-bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
-  try {
-    size_t used = 0;
-    out = std::stoi(text, &used);
-    if (used == text.size() && out >= 0)
-      return true;
-  } catch (const std::exception&) {
-  }
-  std::fprintf(stderr, "baton: %s expects a non-negative integer, got '%s'\n", flag.c_str(),
-               text.c_str());
-  return false;
-}
-
-/// An integer from `min` to `max`; any other value (not a number, negative,
-/// out of range) gets the one error that states the range.
-bool parse_in_range(const std::string& flag, const std::string& text, int32_t min, int32_t max,
-                    int32_t& out) {
-  try {
-    size_t used = 0;
-    long long n = std::stoll(text, &used);
-    if (used == text.size() && n >= min && n <= max) {
-      out = static_cast<int32_t>(n);
-      return true;
-    }
-  } catch (const std::exception&) {
-  }
-  std::fprintf(stderr, "baton: %s expects an integer from %d to %d, got '%s'\n", flag.c_str(),
-               min, max, text.c_str());
-  return false;
-}
-
-/// A TCP port, 0 (any: chosen by the OS) to 65535.
-bool parse_port(const std::string& flag, const std::string& text, uint16_t& out) {
-  int32_t n = 0;
-  if (parse_int(flag, text, n) && n <= 65535) {
-    out = static_cast<uint16_t>(n);
-    return true;
-  }
-  if (n > 65535)
-    std::fprintf(stderr, "baton: %s expects a port from 0 (any) to 65535, got '%s'\n",
-                 flag.c_str(), text.c_str());
-  return false;
-}
-
-bool parse_positive(const std::string& flag, const std::string& text, double& out) {
-  try {
-    size_t used = 0;
-    out = std::stod(text, &used);
-    if (used == text.size() && out > 0)
-      return true;
-  } catch (const std::exception&) {
-  }
-  std::fprintf(stderr, "baton: %s expects a positive number, got '%s'\n", flag.c_str(),
-               text.c_str());
-  return false;
-}
-
-/// A `--link` value: RATE[,DELAY] (parse_link_spec); the error names the
-/// flag and the expected form.
-bool parse_link(const std::string& flag, const std::string& text, std::string& out) {
-  std::string error;
-  if (!actors::parse_link_spec(text, error)) {
-    std::fprintf(stderr, "baton: %s %s\n", flag.c_str(), error.c_str());
-    return false;
-  }
-  out = text;
-  return true;
-}
-
-int fail(const caf::error& err) {
-  spdlog::error("{}", describe(err));
-  return exit_code_of(err);
-}
-
 /// `--tls-cert F` on `baton run` is `--set runtime.tls.certificate=F`: one
 /// path into the topology, checked where runtime.tls is. The value is a YAML
 /// single-quoted string, so that any path stays a string.
@@ -288,21 +184,6 @@ std::string tls_override(const std::string& flag, const std::string& path) {
   for (char c : path)
     quoted += c == '\'' ? std::string{"''"} : std::string(1, c);
   return "runtime.tls." + key + "='" + quoted + "'";
-}
-
-/// Reads every remaining argument with `accept(flag)`, which takes the values
-/// it needs from `a` and says whether the argument was good; the first bad
-/// one is reported as "COMMAND: bad argument 'X'". Whether all were good.
-template <class Accept>
-bool read_flags(args& a, const char* command, Accept&& accept) {
-  while (!a.done()) {
-    auto flag = a.take();
-    if (!accept(flag)) {
-      std::fprintf(stderr, "%s: bad argument '%s' (see baton help)\n", command, flag.c_str());
-      return false;
-    }
-  }
-  return true;
 }
 
 bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
@@ -481,201 +362,17 @@ int cmd_certs(args& a) {
   return 0;
 }
 
-int cmd_bench_pipeline(args& a) {
-  apps::bench_pipeline_request r;
-  r.interrupted = &interrupted;
-  std::string v;
-  bool read = read_flags(a, "baton bench pipeline", [&](const std::string& flag) {
-    if (flag == "--quick")
-      return r.quick = true;
-    if (flag == "--json")
-      return a.value(flag, r.json_out);
-    if (flag == "--model")
-      return a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
-    if (flag == "--schedule")
-      return a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b" || v == "1f1b-dynamic") &&
-             (r.schedules = {v}, true);
-    if (flag == "--repeat")
-      return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
-    if (flag == "--link")
-      return a.value(flag, v) && parse_link(flag, v, r.link);
-    return false;
-  });
-  return read ? apps::bench_pipeline(r) : 2;
-}
-
-int cmd_bench_faults(args& a) {
-  apps::bench_faults_request r;
-  int32_t step = 0;
-  r.interrupted = &interrupted;
-  std::string v;
-  bool read = read_flags(a, "baton bench faults", [&](const std::string& flag) {
-    if (flag == "--quick")
-      return r.quick = true;
-    if (flag == "--json")
-      return a.value(flag, r.json_out);
-    if (flag == "--kill-at")
-      return a.value(flag, v) && parse_int(flag, v, step) && step >= 0 && (r.kill_at = v, true);
-    if (flag == "--link")
-      return a.value(flag, v) && parse_link(flag, v, r.link);
-    return false;
-  });
-  return read ? apps::bench_faults(r) : 2;
-}
-
-/// One `baton bench data-parallel` flag into `r` (false: not one of its flags
-/// or a bad value).
-bool read_data_parallel_flag(args& a, const std::string& flag,
-                             apps::bench_data_parallel_request& r) {
-  std::string v;
-  int32_t n = 0;
-  if (flag == "--quick")
-    return r.quick = true;
-  if (flag == "--json")
-    return a.value(flag, r.json_out);
-  if (flag == "--model")
-    return a.value(flag, v) && (v == "mlp" || v == "convnet" || v == "resnet18") &&
-           (r.model = v, true);
-  if (flag == "--workers")
-    return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
-           r.workers <= 16;
-  if (flag == "--batch")
-    return a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.batch = n, true);
-  if (flag == "--shards")
-    return a.value(flag, v) && parse_int(flag, v, r.shards) && r.shards >= 1;
-  if (flag == "--sync-every")
-    return a.value(flag, v) && parse_int(flag, v, r.sync_every) && r.sync_every >= 1;
-  if (flag == "--side")
-    return a.value(flag, v) &&
-           (v == "ring" || v == "ring-serial" || v == "ps" || v == "local-sgd" ||
-            v == "ps-stale") &&
-           (r.sides.push_back(v), true);
-  if (flag == "--set")
-    return a.value(flag, v) && (r.overrides.push_back(v), true);
-  if (flag == "--link")
-    return a.value(flag, v) && parse_link(flag, v, r.link);
-  return false;
-}
-
-int cmd_bench_data_parallel(args& a) {
-  apps::bench_data_parallel_request r;
-  r.interrupted = &interrupted;
-  bool read = read_flags(a, "baton bench data-parallel", [&](const std::string& flag) {
-    return read_data_parallel_flag(a, flag, r);
-  });
-  if (r.quick)
-    r.train_limit = 4096;
-  return read ? apps::bench_data_parallel(r) : 2;
-}
-
-/// One `baton bench ist` flag into `r` (false: not one of its flags or a bad
-/// value).
-bool read_ist_flag(args& a, const std::string& flag, apps::bench_ist_request& r) {
-  std::string v;
-  if (flag == "--quick")
-    return r.quick = true;
-  if (flag == "--json")
-    return a.value(flag, r.json_out);
-  if (flag == "--workers")
-    return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
-           r.workers <= 16;
-  if (flag == "--epochs")
-    return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
-  if (flag == "--target") {
-    if (!a.value(flag, v))
-      return false;
-    char* end = nullptr;
-    r.target = std::strtod(v.c_str(), &end);
-    return end && *end == '\0' && r.target > 0 && r.target <= 1;
-  }
-  if (flag == "--link")
-    return a.value(flag, v) && parse_link(flag, v, r.link);
-  return false;
-}
-
-int cmd_bench_ist(args& a) {
-  apps::bench_ist_request r;
-  r.interrupted = &interrupted;
-  bool epochs_given = false;
-  bool read = read_flags(a, "baton bench ist", [&](const std::string& flag) {
-    epochs_given = epochs_given || flag == "--epochs";
-    return read_ist_flag(a, flag, r);
-  });
-  if (r.quick) { // ~3-5 minutes on 2 cores: narrow networks, fewer samples
-    r.networks = {{512}, {512, 512}};
-    r.train_limit = 16384;
-    r.test_limit = 2000;
-    if (!epochs_given)
-      r.epochs = 5;
-  }
-  return read ? apps::bench_ist(r) : 2;
-}
-
-int cmd_bench_freezing(args& a) {
-  apps::bench_freezing_request r;
-  r.interrupted = &interrupted;
-  std::string v;
-  int32_t batch = 0;
-  bool read = read_flags(a, "baton bench freezing", [&](const std::string& flag) {
-    if (flag == "--quick")
-      return r.quick = true;
-    if (flag == "--json")
-      return a.value(flag, r.json_out);
-    if (flag == "--epochs")
-      return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
-    if (flag == "--batch")
-      return a.value(flag, v) && parse_int(flag, v, batch) && batch >= 2 && (r.batch = batch, true);
-    if (flag == "--link")
-      return a.value(flag, v) && parse_link(flag, v, r.link);
-    return false;
-  });
-  return read ? apps::bench_freezing(r) : 2;
-}
-
+/// `baton bench NAME ...`: the bench of that name (apps/bench/).
 int cmd_bench(args& a) {
-  auto what = a.done() ? std::string{} : a.take();
-  if (what == "freezing")
-    return cmd_bench_freezing(a);
-  if (what == "pipeline")
-    return cmd_bench_pipeline(a);
-  if (what == "data-parallel")
-    return cmd_bench_data_parallel(a);
-  if (what == "faults")
-    return cmd_bench_faults(a);
-  if (what == "ist")
-    return cmd_bench_ist(a);
-  if (what != "transfer") {
-    std::fprintf(stderr,
-                 "baton bench: expected 'transfer', 'pipeline', 'data-parallel', 'freezing', "
-                 "'ist' or 'faults' (see baton help)\n");
-    return 2;
+  auto name = a.done() ? std::string{} : a.take();
+  std::string names;
+  for (const auto& bench : all_benches()) {
+    if (bench.name == name)
+      return bench.run(a, &interrupted);
+    names += (names.empty() ? "'" : ", '") + bench.name + "'";
   }
-  apps::bench_request r;
-  r.interrupted = &interrupted;
-  std::string v;
-  bool read = read_flags(a, "baton bench transfer", [&](const std::string& flag) {
-    if (flag == "--heads")
-      return a.value(flag, v) && parse_int(flag, v, r.heads) && r.heads > 0;
-    if (flag == "--quick")
-      return r.quick = true;
-    if (flag == "--local-nodes")
-      return a.value(flag, v) && parse_int(flag, v, r.local_nodes);
-    if (flag == "--json")
-      return a.value(flag, r.json_out);
-    if (flag == "--backbone")
-      return a.value(flag, v) && (r.backbones = {v}, true);
-    if (flag == "--set")
-      return a.value(flag, v) && (r.overrides.push_back(v), true);
-    if (flag == "--link")
-      return a.value(flag, v) && parse_link(flag, v, r.link);
-    return false;
-  });
-  if (read && !r.link.empty() && r.local_nodes < 1) {
-    std::fprintf(stderr, "baton bench transfer: --link needs --local-nodes N (the shared side's "
-                         "node processes are what it shapes)\n");
-    return 2;
-  }
-  return read ? apps::bench_transfer(r) : 2;
+  std::fprintf(stderr, "baton bench: expected one of %s (see baton help)\n", names.c_str());
+  return 2;
 }
 
 int cmd_profile(args& a) {

@@ -268,5 +268,43 @@ int bench_transfer(const bench_request& r) {
   return out.finish(code, r.interrupted);
 }
 
+int bench_transfer_command(args& a, const std::atomic<bool>* interrupted) {
+  bench_request r;
+  r.interrupted = interrupted;
+  std::string v;
+  bool read = read_flags(a, "baton bench transfer", [&](const std::string& flag) {
+    if (flag == "--heads")
+      return a.value(flag, v) && parse_int(flag, v, r.heads) && r.heads > 0;
+    if (flag == "--quick")
+      return r.quick = true;
+    if (flag == "--local-nodes")
+      return a.value(flag, v) && parse_int(flag, v, r.local_nodes);
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--backbone")
+      return a.value(flag, v) && (r.backbones = {v}, true);
+    if (flag == "--set")
+      return a.value(flag, v) && (r.overrides.push_back(v), true);
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
+    return false;
+  });
+  if (read && !r.link.empty() && r.local_nodes < 1) {
+    std::fprintf(stderr, "baton bench transfer: --link needs --local-nodes N (the shared side's "
+                         "node processes are what it shapes)\n");
+    return 2;
+  }
+  return read ? bench_transfer(r) : 2;
+}
+
+const std::vector<bench_command>& all_benches() {
+  static const std::vector<bench_command> benches{
+    {"transfer", bench_transfer_command},   {"pipeline", bench_pipeline_command},
+    {"data-parallel", bench_data_parallel_command}, {"freezing", bench_freezing_command},
+    {"ist", bench_ist_command},             {"faults", bench_faults_command},
+  };
+  return benches;
+}
+
 } // namespace bench
 } // namespace baton::apps

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/runtime/job_result.hpp"
+#include "apps/args.hpp"
 
 namespace baton::apps {
 inline namespace bench {
@@ -224,6 +225,25 @@ struct bench_ist_request {
 /// worker per round next to the formula, and the speedups of (a) over (b)
 /// and (c). Returns the exit code.
 int bench_ist(const bench_ist_request& r);
+
+// -- the commands ---------------------------------------------------------------
+
+/// `baton bench NAME [flags]`: reads its flags from `a` (an error names the
+/// bad one: exit 2) and runs the bench, which stops when `interrupted`.
+struct bench_command {
+  std::string name;
+  int (*run)(args& a, const std::atomic<bool>* interrupted);
+};
+
+/// Every bench, by name: what `baton bench` chooses from.
+const std::vector<bench_command>& all_benches();
+
+int bench_transfer_command(args& a, const std::atomic<bool>* interrupted);
+int bench_pipeline_command(args& a, const std::atomic<bool>* interrupted);
+int bench_data_parallel_command(args& a, const std::atomic<bool>* interrupted);
+int bench_freezing_command(args& a, const std::atomic<bool>* interrupted);
+int bench_ist_command(args& a, const std::atomic<bool>* interrupted);
+int bench_faults_command(args& a, const std::atomic<bool>* interrupted);
 
 } // namespace bench
 } // namespace baton::apps

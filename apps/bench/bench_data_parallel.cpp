@@ -270,5 +270,54 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
   return out.finish(code, r.interrupted);
 }
 
+namespace {
+
+/// One `baton bench data-parallel` flag into `r` (false: not one of its flags
+/// or a bad value).
+bool read_data_parallel_flag(args& a, const std::string& flag,
+                             bench_data_parallel_request& r) {
+  std::string v;
+  int32_t n = 0;
+  if (flag == "--quick")
+    return r.quick = true;
+  if (flag == "--json")
+    return a.value(flag, r.json_out);
+  if (flag == "--model")
+    return a.value(flag, v) && (v == "mlp" || v == "convnet" || v == "resnet18") &&
+           (r.model = v, true);
+  if (flag == "--workers")
+    return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
+           r.workers <= 16;
+  if (flag == "--batch")
+    return a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.batch = n, true);
+  if (flag == "--shards")
+    return a.value(flag, v) && parse_int(flag, v, r.shards) && r.shards >= 1;
+  if (flag == "--sync-every")
+    return a.value(flag, v) && parse_int(flag, v, r.sync_every) && r.sync_every >= 1;
+  if (flag == "--side")
+    return a.value(flag, v) &&
+           (v == "ring" || v == "ring-serial" || v == "ps" || v == "local-sgd" ||
+            v == "ps-stale") &&
+           (r.sides.push_back(v), true);
+  if (flag == "--set")
+    return a.value(flag, v) && (r.overrides.push_back(v), true);
+  if (flag == "--link")
+    return a.value(flag, v) && parse_link(flag, v, r.link);
+  return false;
+}
+
+} // namespace
+
+int bench_data_parallel_command(args& a, const std::atomic<bool>* interrupted) {
+  bench_data_parallel_request r;
+  r.interrupted = interrupted;
+  bool read = read_flags(a, "baton bench data-parallel", [&](const std::string& flag) {
+    return read_data_parallel_flag(a, flag, r);
+  });
+  if (r.quick)
+    r.train_limit = 4096;
+  return read ? bench_data_parallel(r) : 2;
+}
+
 } // namespace bench
 } // namespace baton::apps

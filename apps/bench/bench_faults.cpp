@@ -117,5 +117,24 @@ int bench_faults(const bench_faults_request& r) {
   return code;
 }
 
+int bench_faults_command(args& a, const std::atomic<bool>* interrupted) {
+  bench_faults_request r;
+  int32_t step = 0;
+  r.interrupted = interrupted;
+  std::string v;
+  bool read = read_flags(a, "baton bench faults", [&](const std::string& flag) {
+    if (flag == "--quick")
+      return r.quick = true;
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--kill-at")
+      return a.value(flag, v) && parse_int(flag, v, step) && step >= 0 && (r.kill_at = v, true);
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
+    return false;
+  });
+  return read ? bench_faults(r) : 2;
+}
+
 } // namespace bench
 } // namespace baton::apps

@@ -215,5 +215,26 @@ int bench_freezing(const bench_freezing_request& r) {
   return out.finish(code, r.interrupted);
 }
 
+int bench_freezing_command(args& a, const std::atomic<bool>* interrupted) {
+  bench_freezing_request r;
+  r.interrupted = interrupted;
+  std::string v;
+  int32_t batch = 0;
+  bool read = read_flags(a, "baton bench freezing", [&](const std::string& flag) {
+    if (flag == "--quick")
+      return r.quick = true;
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--epochs")
+      return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
+    if (flag == "--batch")
+      return a.value(flag, v) && parse_int(flag, v, batch) && batch >= 2 && (r.batch = batch, true);
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
+    return false;
+  });
+  return read ? bench_freezing(r) : 2;
+}
+
 } // namespace bench
 } // namespace baton::apps

@@ -312,5 +312,52 @@ int bench_ist(const bench_ist_request& request) {
   return out.finish(code, r.interrupted);
 }
 
+namespace {
+
+/// One `baton bench ist` flag into `r` (false: not one of its flags or a bad
+/// value).
+bool read_ist_flag(args& a, const std::string& flag, bench_ist_request& r) {
+  std::string v;
+  if (flag == "--quick")
+    return r.quick = true;
+  if (flag == "--json")
+    return a.value(flag, r.json_out);
+  if (flag == "--workers")
+    return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
+           r.workers <= 16;
+  if (flag == "--epochs")
+    return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
+  if (flag == "--target") {
+    if (!a.value(flag, v))
+      return false;
+    char* end = nullptr;
+    r.target = std::strtod(v.c_str(), &end);
+    return end && *end == '\0' && r.target > 0 && r.target <= 1;
+  }
+  if (flag == "--link")
+    return a.value(flag, v) && parse_link(flag, v, r.link);
+  return false;
+}
+
+} // namespace
+
+int bench_ist_command(args& a, const std::atomic<bool>* interrupted) {
+  bench_ist_request r;
+  r.interrupted = interrupted;
+  bool epochs_given = false;
+  bool read = read_flags(a, "baton bench ist", [&](const std::string& flag) {
+    epochs_given = epochs_given || flag == "--epochs";
+    return read_ist_flag(a, flag, r);
+  });
+  if (r.quick) { // ~3-5 minutes on 2 cores: narrow networks, fewer samples
+    r.networks = {{512}, {512, 512}};
+    r.train_limit = 16384;
+    r.test_limit = 2000;
+    if (!epochs_given)
+      r.epochs = 5;
+  }
+  return read ? bench_ist(r) : 2;
+}
+
 } // namespace bench
 } // namespace baton::apps

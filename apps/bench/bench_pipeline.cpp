@@ -330,5 +330,28 @@ int bench_pipeline(const bench_pipeline_request& r) {
   return bench_figures{r.json_out, std::move(out)}.finish(code, r.interrupted);
 }
 
+int bench_pipeline_command(args& a, const std::atomic<bool>* interrupted) {
+  bench_pipeline_request r;
+  r.interrupted = interrupted;
+  std::string v;
+  bool read = read_flags(a, "baton bench pipeline", [&](const std::string& flag) {
+    if (flag == "--quick")
+      return r.quick = true;
+    if (flag == "--json")
+      return a.value(flag, r.json_out);
+    if (flag == "--model")
+      return a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
+    if (flag == "--schedule")
+      return a.value(flag, v) && (v == "gpipe" || v == "1f1b-flush" || v == "1f1b" || v == "1f1b-dynamic") &&
+             (r.schedules = {v}, true);
+    if (flag == "--repeat")
+      return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
+    if (flag == "--link")
+      return a.value(flag, v) && parse_link(flag, v, r.link);
+    return false;
+  });
+  return read ? bench_pipeline(r) : 2;
+}
+
 } // namespace bench
 } // namespace baton::apps

@@ -1,0 +1,97 @@
+#include "apps/args.hpp"
+
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime/emulated_hosts.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::apps {
+
+int exit_code_of(const caf::error& err) {
+  if (err.category() != error_category_atom)
+    return 1;
+  switch (static_cast<errc>(err.code())) {
+    case errc::bad_config:
+    case errc::bad_file:
+    case errc::node_unreachable:
+    case errc::unknown_actor_type:
+      return 2;
+    case errc::interrupted:
+      return 130;
+    default:
+      return 1;
+  }
+}
+
+int fail(const caf::error& err) {
+  spdlog::error("{}", describe(err));
+  return exit_code_of(err);
+}
+
+bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
+  try {
+    size_t used = 0;
+    out = std::stoi(text, &used);
+    if (used == text.size() && out >= 0)
+      return true;
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "baton: %s expects a non-negative integer, got '%s'\n", flag.c_str(),
+               text.c_str());
+  return false;
+}
+
+bool parse_in_range(const std::string& flag, const std::string& text, int32_t min, int32_t max,
+                    int32_t& out) {
+  try {
+    size_t used = 0;
+    long long n = std::stoll(text, &used);
+    if (used == text.size() && n >= min && n <= max) {
+      out = static_cast<int32_t>(n);
+      return true;
+    }
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "baton: %s expects an integer from %d to %d, got '%s'\n", flag.c_str(),
+               min, max, text.c_str());
+  return false;
+}
+
+bool parse_port(const std::string& flag, const std::string& text, uint16_t& out) {
+  int32_t n = 0;
+  if (parse_int(flag, text, n) && n <= 65535) {
+    out = static_cast<uint16_t>(n);
+    return true;
+  }
+  if (n > 65535)
+    std::fprintf(stderr, "baton: %s expects a port from 0 (any) to 65535, got '%s'\n",
+                 flag.c_str(), text.c_str());
+  return false;
+}
+
+bool parse_positive(const std::string& flag, const std::string& text, double& out) {
+  try {
+    size_t used = 0;
+    out = std::stod(text, &used);
+    if (used == text.size() && out > 0)
+      return true;
+  } catch (const std::exception&) {
+  }
+  std::fprintf(stderr, "baton: %s expects a positive number, got '%s'\n", flag.c_str(),
+               text.c_str());
+  return false;
+}
+
+bool parse_link(const std::string& flag, const std::string& text, std::string& out) {
+  std::string error;
+  if (!actors::parse_link_spec(text, error)) {
+    std::fprintf(stderr, "baton: %s %s\n", flag.c_str(), error.c_str());
+    return false;
+  }
+  out = text;
+  return true;
+}
+
+} // namespace baton::apps

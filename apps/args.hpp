@@ -1,0 +1,71 @@
+#pragma once
+
+// The command line of `baton`: an argument cursor and the flag parsers every
+// command shares; each prints its error to stderr ("baton: --x expects ...").
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+
+namespace baton::apps {
+
+/// Argument cursor with "needs a value" errors.
+struct args {
+  std::vector<std::string> items;
+  size_t next = 0;
+  bool done() const { return next >= items.size(); }
+  std::string take() { return items[next++]; }
+  bool value(const std::string& flag, std::string& out) {
+    if (done()) {
+      std::fprintf(stderr, "baton: %s needs a value\n", flag.c_str());
+      return false;
+    }
+    out = take();
+    return true;
+  }
+};
+
+/// The exit code of a command that failed with `err`: 2 bad input, 130
+/// interrupted, 1 otherwise (`baton help` lists them).
+int exit_code_of(const caf::error& err);
+
+/// Logs `err` and returns its exit code.
+int fail(const caf::error& err);
+
+/// A non-negative integer.
+bool parse_int(const std::string& flag, const std::string& text, int32_t& out);
+
+/// An integer from `min` to `max`; any other value (not a number, negative,
+/// out of range) gets the one error that states the range.
+bool parse_in_range(const std::string& flag, const std::string& text, int32_t min, int32_t max,
+                    int32_t& out);
+
+/// A TCP port, 0 (any: chosen by the OS) to 65535.
+bool parse_port(const std::string& flag, const std::string& text, uint16_t& out);
+
+/// A positive number.
+bool parse_positive(const std::string& flag, const std::string& text, double& out);
+
+/// A `--link` value: RATE[,DELAY] (parse_link_spec); the error names the
+/// flag and the expected form.
+bool parse_link(const std::string& flag, const std::string& text, std::string& out);
+
+/// Reads every remaining argument with `accept(flag)`, which takes the values
+/// it needs from `a` and says whether the argument was good; the first bad
+/// one is reported as "COMMAND: bad argument 'X'". Whether all were good.
+template <class Accept>
+bool read_flags(args& a, const char* command, Accept&& accept) {
+  while (!a.done()) {
+    auto flag = a.take();
+    if (!accept(flag)) {
+      std::fprintf(stderr, "%s: bad argument '%s' (see baton help)\n", command, flag.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace baton::apps
