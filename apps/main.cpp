@@ -77,7 +77,7 @@ usage:
       --link RATE[,DELAY]    with --local-nodes: each node on an emulated host (its own
                              network namespace, a veth link to a bridge, shaped with tc
                              tbf, and netem delay where the kernel has it), e.g. 1gbit,1ms
-                             or 100mbit; needs root (see README "Emulated hosts")
+                             or 100mbit; needs root (see docs/clusters-and-links.md)
       --baseline separate    train every head in its own process with its own backbone
       --mode local           one process, no actors (the reference loop)
       --only-head NAME       with --mode local: train only this head
@@ -88,7 +88,7 @@ usage:
                              Chrome / Perfetto trace (open in ui.perfetto.dev)
       --save-model FILE      job: pipeline: save the trained model (backbone + fc2) as a
                              checkpoint, e.g. the `backbone.checkpoint` of a transfer job
-      --fault K=V,...        inject a fault (repeatable; see README "Faults and recovery"):
+      --fault K=V,...        inject a fault (repeatable; see docs/faults-and-recovery.md):
                              kind=throw,actor=stage1,at_step=9 | kind=kill_node,node=n2,
                              at_step=6 | kind=stop_node,node=n2,after_ms=3000,stopped_ms=4000
       --resume DIR           continue a killed or failed run from its checkpoints in DIR
@@ -106,7 +106,7 @@ usage:
                                         serve actors for a coordinator (port 0: any); with
                                         TLS only to coordinators whose certificate has a
                                         --tls-allow name (node.yaml: tls, data_dirs,
-                                        checkpoint_dir; see README "Security"); without TLS
+                                        checkpoint_dir; see docs/security.md); without TLS
                                         only on loopback (default 127.0.0.1) unless
                                         --insecure
   baton certs init DIR [--force]        make the cluster CA: DIR/ca.pem and DIR/ca.key

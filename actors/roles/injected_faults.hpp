@@ -1,6 +1,6 @@
 #pragma once
 
-// The faults a role injects on itself (README "Faults"): a throw at a step,
+// The faults a role injects on itself (docs/faults-and-recovery.md): a throw at a step,
 // a delay or drop on one of its edges, a kill or stop of its process.
 
 #include <chrono>

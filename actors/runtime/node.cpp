@@ -185,7 +185,7 @@ caf::error check_node_settings(const node_settings& s) {
     return make_error(errc::bad_config,
                       "no TLS on " + s.host + ", which is not a loopback address: anyone "
                       "who reaches it could spawn actors here; give --tls-cert, --tls-key and "
-                      "--tls-ca (see `baton certs` and README \"Security\"), or --insecure to "
+                      "--tls-ca (see `baton certs` and docs/security.md), or --insecure to "
                       "serve without authentication on a trusted network");
   if (!s.tls_allow.empty() && !s.system.tls.enabled())
     return make_error(errc::bad_config, "tls.allow needs TLS: give tls.certificate, tls.key and "

@@ -21,7 +21,7 @@ struct node_settings {
   std::string port_file;          ///< if set, the chosen port is written here
   /// `--insecure`: listen without TLS on an address that is not loopback.
   /// Without it such a node refuses to start: a plain port lets anyone who
-  /// reaches it spawn actors (README "Security").
+  /// reaches it spawn actors (docs/security.md).
   bool insecure = false;
   system_settings system;         ///< system.tls: `tls: {certificate, key, ca}`
   /// `tls.allow`: names (subjectAltName DNS, or the CN without one) of the peer certificates
