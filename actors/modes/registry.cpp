@@ -7,8 +7,6 @@
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_shard.hpp"
 #include "actors/modes/ist/ist_worker.hpp"
-#include "actors/modes/ist/resist_shard.hpp"
-#include "actors/modes/ist/resist_worker.hpp"
 #include "actors/modes/data_parallel/ps_shard.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
@@ -31,10 +29,10 @@ const std::vector<role_type>& all_roles() {
     {"head", spawn_head_role},
     {"pipeline_stage", spawn_pipeline_stage_role},
     {"data_parallel_worker", spawn_data_parallel_worker_role},
-    {"ist_worker", spawn_ist_worker_role},
-    {"ist_shard", spawn_ist_shard_role},
-    {"resist_worker", spawn_resist_worker_role},
-    {"resist_shard", spawn_resist_shard_role},
+    {"ist_worker", spawn_worker_role<neuron_scheme>},
+    {"ist_shard", spawn_shard_role<neuron_scheme>},
+    {"resist_worker", spawn_worker_role<block_scheme>},
+    {"resist_shard", spawn_shard_role<block_scheme>},
     {"data_parallel_shard", spawn_data_parallel_shard_role},
   };
   return roles;

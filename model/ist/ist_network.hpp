@@ -25,6 +25,12 @@
 
 namespace baton::model {
 
+/// The most hidden layers an IST network may have (`hidden:` of job: ist and
+/// of data-parallel's ist_mlp).
+inline constexpr size_t ist_max_hidden_layers = 16;
+/// The widest hidden layer.
+inline constexpr int64_t ist_max_width = 65536;
+
 /// The shape of an IST network: input width, hidden widths, classes.
 struct ist_shape {
   int64_t inputs = 784;                 ///< flattened sample width (28 x 28 x channels)

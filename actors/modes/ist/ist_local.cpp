@@ -5,14 +5,13 @@
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/ist/block_scheme.hpp"
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_section.hpp"
-#include "actors/modes/ist/resist_plan.hpp"
+#include "actors/modes/ist/neuron_scheme.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/ist/ist.hpp"
-#include "model/ist/resist.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -20,35 +19,8 @@ inline namespace ist {
 
 namespace {
 
-model::ist_spec reference_spec(const ist_worker_spec& worker) {
-  model::ist_spec spec;
-  spec.shape = worker.shape;
-  spec.workers = worker.workers;
-  spec.local_steps = worker.local_steps;
-  spec.batch_size = worker.data.plan.batch_size;
-  spec.epochs = worker.data.plan.epochs;
-  spec.seed = worker.data.plan.seed;
-  spec.optimizer = worker.optimizer;
-  spec.eval_batch = worker.eval_batch;
-  return spec;
-}
-
-model::resist_spec reference_spec(const resist_worker_spec& worker) {
-  model::resist_spec spec;
-  spec.in_channels = worker.in_channels;
-  spec.classes = worker.task.classes;
-  spec.workers = worker.workers;
-  spec.local_steps = worker.local_steps;
-  spec.batch_size = worker.data.plan.batch_size;
-  spec.epochs = worker.data.plan.epochs;
-  spec.seed = worker.data.plan.seed;
-  spec.optimizer = worker.optimizer;
-  spec.eval_batch = worker.eval_batch;
-  return spec;
-}
-
 /// The reference's result (model::ist_result or model::resist_result) as
-/// the actors of `kind` ("ist" or "resist") report it.
+/// the actors of scheme `kind` ("ist" or "resist") report it.
 template <class Result>
 void report(const std::string& kind, const std::string& task, const ist_settings& settings,
             const Result& result, job_result& out) {
@@ -88,12 +60,11 @@ void report(const std::string& kind, const std::string& task, const ist_settings
   }
 }
 
-/// Loads worker 0's data with the task's labels and runs `reference` on it
-/// (model::run_ist_local or model::run_resist_local of worker 0's spec).
-template <class Spec, class Reference>
-caf::expected<job_result> run_reference(const topology& t, const model::task& task,
-                                        const Spec& worker, Reference reference) {
-  const auto& kind = ist_settings_of(t).kind;
+/// Loads worker 0's data with the task's labels and runs the scheme's
+/// reference on it (S::run_local of worker 0's settings).
+template <class Scheme>
+caf::expected<job_result> run_reference(const topology& t, const model::task& task) {
+  const auto worker = ist_worker_settings<Scheme>(t, task, 0);
   auto started = std::chrono::steady_clock::now();
   auto data = load_source_data(worker.data);
   if (!data)
@@ -102,12 +73,12 @@ caf::expected<job_result> run_reference(const topology& t, const model::task& ta
   train.labels = model::apply(task, train.labels);
   test.labels = model::apply(task, test.labels);
   auto training_started = std::chrono::steady_clock::now();
-  auto result = reference(train, test, reference_spec(worker));
+  auto result = Scheme::run_local(train, test, worker);
   for (size_t e = 0; e < result.test_accuracy.size(); ++e)
-    spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", kind, e + 1,
+    spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", Scheme::kind, e + 1,
                  100 * result.test_accuracy[e]);
   auto out = local_result(t, "local", started, training_started);
-  report(kind, task.name, ist_settings_of(t), result, out);
+  report(Scheme::kind, task.name, ist_settings_of(t), result, out);
   return out;
 }
 
@@ -115,13 +86,13 @@ caf::expected<job_result> run_reference(const topology& t, const model::task& ta
 
 caf::expected<job_result> run_ist_local_job(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
-  const auto* task = t.find_task(t.pretrain.task);
+  const auto* task = t.find_task(t.task);
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
   try {
-    if (ist_settings_of(t).kind == "resist")
-      return run_reference(t, *task, resist_worker_settings(t, *task, 0), model::run_resist_local);
-    return run_reference(t, *task, ist_worker_settings(t, *task, 0), model::run_ist_local);
+    if (ist_settings_of(t).kind == block_scheme::kind)
+      return run_reference<block_scheme>(t, *task);
+    return run_reference<neuron_scheme>(t, *task);
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
   }

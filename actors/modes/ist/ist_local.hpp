@@ -1,11 +1,11 @@
 #pragma once
 
-// `--mode local` for job: ist: model::run_ist_local (model::run_resist_local
-// for ist.kind: resist), the whole run in one process without actors, on the
-// data, network, task and optimizer the workers get (ist_worker_settings,
-// resist_worker_settings). Reported as the actor
-// run reports: worker.0 with the final network's digest, the other workers
-// and the shards without one, and the group "workers" as the job's result.
+// `--mode local` for job: ist: the scheme's reference (model::run_ist_local,
+// model::run_resist_local for ist.kind: resist), the whole run in one
+// process without actors, on the data, network, task and optimizer the
+// workers get (ist_worker_settings). Reported as the actor run reports:
+// worker.0 with the final network's digest, the other workers and the
+// shards without one, and the group "workers" as the job's result.
 
 #include <caf/expected.hpp>
 

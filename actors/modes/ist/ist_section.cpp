@@ -33,9 +33,9 @@ void check_model(const field& section, const std::string& kind) {
 std::vector<int64_t> read_hidden(const field& f, const ist_settings& s) {
   const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
   std::vector<int64_t> widths;
-  for (const field& item : f.items(what, ist_max_hidden_layers)) {
-    auto width = read_integer<int64_t>(item, 1, ist_max_width,
-                                       "a width from 1 to " + std::to_string(ist_max_width));
+  for (const field& item : f.items(what, model::ist_max_hidden_layers)) {
+    auto width = read_integer<int64_t>(
+      item, 1, model::ist_max_width, "a width from 1 to " + std::to_string(model::ist_max_width));
     if (width < s.workers || width < s.shards)
       item.fail(item.name() + " is " + std::to_string(width) + ": every hidden layer needs at "
                 "least one neuron per worker and per shard (expected at least " +

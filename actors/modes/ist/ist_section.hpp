@@ -29,11 +29,6 @@ inline namespace ist {
 /// The most workers (and shards) an IST job may have.
 inline constexpr int32_t ist_max_workers = 64;
 
-/// The most hidden layers of the mlp.
-inline constexpr size_t ist_max_hidden_layers = 16;
-/// The widest hidden layer.
-inline constexpr int64_t ist_max_width = 65536;
-
 /// The `ist:` section, parsed and validated.
 struct ist_settings {
   /// `ist.kind`: "ist" (the mlp's neurons partitioned, part A) or "resist"

@@ -1,10 +1,12 @@
 #include "actors/modes/ist/ist_specs.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "actors/config/role_spec_yaml.hpp"
+#include "actors/modes/ist/block_scheme.hpp"
 #include "actors/modes/ist/ist_section.hpp"
-#include "messages/errc.hpp"
+#include "actors/modes/ist/neuron_scheme.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -12,41 +14,32 @@ inline namespace ist {
 
 namespace {
 
-YAML::Node encode_shape(const model::ist_shape& x) {
-  YAML::Node n;
-  n["inputs"] = x.inputs;
-  n["hidden"] = x.hidden;
-  n["classes"] = x.classes;
-  return n;
+/// Throws std::runtime_error unless 0 <= index < count <= ist_max_workers
+/// (`what`: "worker" or "shard").
+void check_index(int32_t index, int32_t count, const char* what) {
+  if (count < 1 || count > ist_max_workers || index < 0 || index >= count)
+    throw std::runtime_error(std::string{"need 0 <= "} + what + " < " + what + "s <= " +
+                             std::to_string(ist_max_workers));
 }
 
-/// The shape, with every width at least `at_least` (workers and shards).
-model::ist_shape decode_shape(const YAML::Node& n, int32_t at_least) {
-  model::ist_shape x;
-  x.inputs = n["inputs"].as<int64_t>();
-  x.hidden = n["hidden"].as<std::vector<int64_t>>();
-  x.classes = n["classes"].as<int64_t>();
-  if (x.inputs < 1 || x.classes < 1 || x.hidden.empty() ||
-      x.hidden.size() > ist_max_hidden_layers)
-    throw std::runtime_error("inputs and classes must be positive, hidden 1 to " +
-                             std::to_string(ist_max_hidden_layers) + " widths");
-  for (int64_t width : x.hidden)
-    if (width < at_least || width > ist_max_width)
-      throw std::runtime_error("a hidden width of " + std::to_string(width) + " (expected " +
-                               std::to_string(at_least) + " to " +
-                               std::to_string(ist_max_width) + ")");
-  return x;
+/// The shape, checked for W workers and S shards.
+template <class Scheme>
+typename Scheme::shape decode_shape(const YAML::Node& n, int32_t workers, int32_t shards) {
+  auto shape = Scheme::decode_shape(n);
+  Scheme::check_shape(shape, workers, shards);
+  return shape;
 }
 
-ist_worker_spec decode_worker(const YAML::Node& n) {
-  ist_worker_spec x;
+template <class Scheme>
+worker_spec<Scheme> decode_worker(const YAML::Node& n) {
+  worker_spec<Scheme> x;
   x.worker = n["worker"].as<int32_t>();
   x.workers = n["workers"].as<int32_t>();
   x.shards = n["shards"].as<int32_t>();
-  check_ist_index(x.worker, x.workers, "worker");
-  check_ist_index(0, x.shards, "shard");
+  check_index(x.worker, x.workers, "worker");
+  check_index(0, x.shards, "shard");
   x.local_steps = n["local_steps"].as<int32_t>();
-  x.shape = decode_shape(n["shape"], std::max(x.workers, x.shards));
+  x.shape = decode_shape<Scheme>(n["shape"], x.workers, x.shards);
   x.task = decode_task(n["task"]);
   auto data = parse_source_spec(dump(n["data"]));
   if (!data)
@@ -64,14 +57,15 @@ ist_worker_spec decode_worker(const YAML::Node& n) {
   return x;
 }
 
-ist_shard_spec decode_shard(const YAML::Node& n) {
-  ist_shard_spec x;
+template <class Scheme>
+shard_spec<Scheme> decode_shard(const YAML::Node& n) {
+  shard_spec<Scheme> x;
   x.shard = n["shard"].as<int32_t>();
   x.shards = n["shards"].as<int32_t>();
   x.workers = n["workers"].as<int32_t>();
-  check_ist_index(x.shard, x.shards, "shard");
-  check_ist_index(0, x.workers, "worker");
-  x.shape = decode_shape(n["shape"], std::max(x.workers, x.shards));
+  check_index(x.shard, x.shards, "shard");
+  check_index(0, x.workers, "worker");
+  x.shape = decode_shape<Scheme>(n["shape"], x.workers, x.shards);
   x.seed = n["seed"].as<uint64_t>();
   x.epochs = n["epochs"].as<int32_t>();
   x.recovery = decode_trainable_recovery(n["run"]);
@@ -82,19 +76,14 @@ ist_shard_spec decode_shard(const YAML::Node& n) {
 
 } // namespace
 
-void check_ist_index(int32_t index, int32_t count, const char* what) {
-  if (count < 1 || count > ist_max_workers || index < 0 || index >= count)
-    throw std::runtime_error(std::string{"need 0 <= "} + what + " < " + what + "s <= " +
-                             std::to_string(ist_max_workers));
-}
-
-std::string to_yaml(const ist_worker_spec& x) {
+template <class Scheme>
+std::string to_yaml(const worker_spec<Scheme>& x) {
   YAML::Node n;
   n["worker"] = x.worker;
   n["workers"] = x.workers;
   n["shards"] = x.shards;
   n["local_steps"] = x.local_steps;
-  n["shape"] = encode_shape(x.shape);
+  n["shape"] = Scheme::encode_shape(x.shape);
   n["task"] = encode(x.task);
   n["data"] = YAML::Load(to_yaml(x.data));
   n["optimizer"] = encode(x.optimizer);
@@ -105,25 +94,37 @@ std::string to_yaml(const ist_worker_spec& x) {
   return dump(n);
 }
 
-std::string to_yaml(const ist_shard_spec& x) {
+template <class Scheme>
+std::string to_yaml(const shard_spec<Scheme>& x) {
   YAML::Node n;
   n["shard"] = x.shard;
   n["shards"] = x.shards;
   n["workers"] = x.workers;
-  n["shape"] = encode_shape(x.shape);
+  n["shape"] = Scheme::encode_shape(x.shape);
   n["seed"] = x.seed;
   n["epochs"] = x.epochs;
   n["run"] = encode(run_settings{x.recovery, false});
   return dump(n);
 }
 
-caf::expected<ist_worker_spec> parse_ist_worker_spec(const std::string& yaml) {
-  return parse_role_yaml(decode_worker, yaml, "IST worker");
+template <class Scheme>
+caf::expected<worker_spec<Scheme>> parse_worker_spec(const std::string& yaml) {
+  return parse_role_yaml(decode_worker<Scheme>, yaml, std::string{Scheme::title} + " worker");
 }
 
-caf::expected<ist_shard_spec> parse_ist_shard_spec(const std::string& yaml) {
-  return parse_role_yaml(decode_shard, yaml, "IST shard");
+template <class Scheme>
+caf::expected<shard_spec<Scheme>> parse_shard_spec(const std::string& yaml) {
+  return parse_role_yaml(decode_shard<Scheme>, yaml, std::string{Scheme::title} + " shard");
 }
+
+template std::string to_yaml(const worker_spec<neuron_scheme>&);
+template std::string to_yaml(const shard_spec<neuron_scheme>&);
+template caf::expected<worker_spec<neuron_scheme>> parse_worker_spec<neuron_scheme>(const std::string&);
+template caf::expected<shard_spec<neuron_scheme>> parse_shard_spec<neuron_scheme>(const std::string&);
+template std::string to_yaml(const worker_spec<block_scheme>&);
+template std::string to_yaml(const shard_spec<block_scheme>&);
+template caf::expected<worker_spec<block_scheme>> parse_worker_spec<block_scheme>(const std::string&);
+template caf::expected<shard_spec<block_scheme>> parse_shard_spec<block_scheme>(const std::string&);
 
 } // namespace ist
 } // namespace modes

@@ -13,8 +13,8 @@
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/ist/resist_pieces.hpp"
-#include "actors/modes/ist/resist_specs.hpp"
+#include "actors/modes/ist/block_scheme.hpp"
+#include "actors/modes/ist/ist_specs.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
@@ -95,23 +95,23 @@ TEST(resist_plan, is_w_workers_and_s_shards_with_their_own_roles) {
     EXPECT_EQ(a.role, worker ? "resist_worker" : "resist_shard") << a.name;
     EXPECT_TRUE(a.trainable) << a.name;
     if (worker) {
-      auto spec = parse_resist_worker_spec(a.settings);
+      auto spec = parse_worker_spec<block_scheme>(a.settings);
       ASSERT_TRUE(spec) << baton::describe(spec.error());
-      EXPECT_EQ(spec->in_channels, 3);
+      EXPECT_EQ(spec->shape.in_channels, 3);
       EXPECT_EQ(spec->local_steps, 5);
       EXPECT_EQ(spec->workers, 3);
       EXPECT_EQ(to_yaml(*spec), a.settings);
     } else {
-      auto spec = parse_resist_shard_spec(a.settings);
+      auto spec = parse_shard_spec<block_scheme>(a.settings);
       ASSERT_TRUE(spec) << baton::describe(spec.error());
-      EXPECT_EQ(spec->classes, 10);
+      EXPECT_EQ(spec->shape.classes, 10);
       EXPECT_EQ(spec->seed, 7u);
       EXPECT_EQ(to_yaml(*spec), a.settings);
     }
   }
-  EXPECT_FALSE(parse_resist_worker_spec("worker: 0\n"));
-  EXPECT_FALSE(parse_resist_shard_spec("{shard: 2, shards: 2, workers: 1}"));
-  EXPECT_FALSE(parse_resist_shard_spec("[garbage"));
+  EXPECT_FALSE(parse_worker_spec<block_scheme>("worker: 0\n"));
+  EXPECT_FALSE(parse_shard_spec<block_scheme>("{shard: 2, shards: 2, workers: 1}"));
+  EXPECT_FALSE(parse_shard_spec<block_scheme>("[garbage"));
 }
 
 // -- the division of the state --------------------------------------------------------

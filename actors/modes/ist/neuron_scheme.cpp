@@ -1,0 +1,331 @@
+#include "actors/modes/ist/neuron_scheme.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include "actors/modes/ist/ist_section.hpp"
+#include "messages/errc.hpp"
+#include "model/core/error.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+namespace {
+
+/// The shape of worker `worker`'s subnet tensor number `tensor`.
+std::vector<int64_t> subnet_tensor_shape(const model::ist_shape& shape,
+                                         const model::ist_partition& partition, int32_t worker,
+                                         size_t tensor) {
+  const size_t layers = shape.hidden.size();
+  auto width = [&](size_t k) {
+    return static_cast<int64_t>(partition.neurons(k, worker).size());
+  };
+  const size_t k = tensor / 3;
+  if (tensor % 3 != 0)
+    return {width(k)};
+  const int64_t rows = k < layers ? width(k) : shape.classes;
+  return {rows, k == 0 ? shape.inputs : width(k - 1)};
+}
+
+/// `shape` with `piece.dim` cut to the piece's positions.
+std::vector<int64_t> piece_shape(std::vector<int64_t> shape, const model::ist_piece& piece) {
+  shape.at(static_cast<size_t>(piece.dim)) = piece.positions.size();
+  return shape;
+}
+
+void check_piece(const at::Tensor& t, const std::vector<int64_t>& want, const std::string& what) {
+  if (!t.defined() || t.scalar_type() != at::kFloat || t.sizes() != at::IntArrayRef(want))
+    throw model::error(what + ": expected a float tensor of shape " +
+                       c10::str(at::IntArrayRef(want)) + ", got " +
+                       (t.defined() ? c10::str(t.sizes()) + " " +
+                                        std::string{c10::toString(t.scalar_type())}
+                                    : std::string{"none"}));
+}
+
+} // namespace
+
+model::ist_network ist_network_of(std::vector<at::Tensor> parameters) {
+  if (parameters.size() % 3 != 1)
+    throw model::error("ist: " + std::to_string(parameters.size()) +
+                       " tensors are not a network (expected 3 per hidden layer + 1)");
+  model::ist_network net;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    auto& into = i % 3 == 0 ? net.weights : i % 3 == 1 ? net.bn_weight : net.bn_bias;
+    into.push_back(std::move(parameters[i]));
+  }
+  return net;
+}
+
+model::ist_partition ist_whole_partition(const model::ist_shape& shape) {
+  model::ist_partition p;
+  p.workers = 1;
+  for (int64_t width : shape.hidden) {
+    std::vector<int64_t> all(static_cast<size_t>(width));
+    for (int64_t i = 0; i < width; ++i)
+      all[static_cast<size_t>(i)] = i;
+    p.parts.push_back({std::move(all)});
+  }
+  return p;
+}
+
+std::vector<at::Tensor> ist_take_pieces(const model::ist_network& whole,
+                                        const model::ist_partition& partition, int32_t worker,
+                                        const std::vector<model::ist_piece>& pieces) {
+  std::vector<at::Tensor> out;
+  for (const auto& piece : pieces)
+    out.push_back(model::take_piece(whole, partition, worker, piece));
+  return out;
+}
+
+void ist_put_pieces(model::ist_network& whole, const model::ist_partition& partition,
+                    int32_t worker, const std::vector<model::ist_piece>& pieces,
+                    const std::vector<at::Tensor>& values) {
+  if (values.size() != pieces.size())
+    throw model::error("ist: " + std::to_string(values.size()) + " tensors for " +
+                       std::to_string(pieces.size()) + " pieces");
+  const auto shape = whole.shape();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto& piece = pieces[i];
+    check_piece(values[i],
+                piece_shape(subnet_tensor_shape(shape, partition, worker, piece.tensor), piece),
+                "ist piece " + std::to_string(i));
+    model::put_piece(whole, partition, worker, piece, values[i]);
+  }
+}
+
+model::ist_network ist_assemble_subnet(const model::ist_shape& shape,
+                                       const model::ist_partition& partition, int32_t worker,
+                                       const std::vector<std::vector<at::Tensor>>& from_shards) {
+  const auto shards = static_cast<int32_t>(from_shards.size());
+  const size_t tensors = 3 * shape.hidden.size() + 1;
+  std::vector<std::vector<at::Tensor>> parts(tensors);
+  std::vector<int64_t> dims(tensors, 0);
+  for (int32_t s = 0; s < shards; ++s) {
+    const auto pieces = model::ist_shard_pieces(shape, partition, worker, s, shards);
+    const auto& got = from_shards[static_cast<size_t>(s)];
+    if (got.size() != pieces.size())
+      throw model::error("ist: shard " + std::to_string(s) + " sent " +
+                         std::to_string(got.size()) + " tensors, expected " +
+                         std::to_string(pieces.size()));
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const auto& piece = pieces[i];
+      check_piece(got[i],
+                  piece_shape(subnet_tensor_shape(shape, partition, worker, piece.tensor), piece),
+                  "ist: shard " + std::to_string(s) + "'s piece " + std::to_string(i));
+      parts.at(piece.tensor).push_back(got[i]);
+      dims[piece.tensor] = piece.dim;
+    }
+  }
+  std::vector<at::Tensor> parameters;
+  for (size_t i = 0; i < tensors; ++i)
+    parameters.push_back(torch::cat(parts[i], dims[i]));
+  return ist_network_of(std::move(parameters));
+}
+
+std::vector<at::Tensor> ist_split_subnet(const model::ist_network& subnet,
+                                         const model::ist_shape& shape,
+                                         const model::ist_partition& partition, int32_t worker,
+                                         int32_t shard, int32_t shards) {
+  const auto parameters = subnet.parameters();
+  std::vector<at::Tensor> out;
+  for (const auto& piece : model::ist_shard_pieces(shape, partition, worker, shard, shards))
+    out.push_back(parameters.at(piece.tensor)
+                    .detach()
+                    .narrow(piece.dim, piece.positions.begin, piece.positions.size())
+                    .clone(at::MemoryFormat::Contiguous));
+  return out;
+}
+
+int64_t ist_owned_elements(const model::ist_shape& shape, int32_t shard, int32_t shards) {
+  int64_t n = 0;
+  for (const auto& piece : model::ist_shard_pieces(shape, ist_whole_partition(shape), 0, shard,
+                                                   shards))
+    n += piece.elements;
+  return n;
+}
+
+// -- the scheme: settings ----------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t max_message_bytes = int64_t{64} << 20;
+
+/// The values of one sample: C x H x W (Fashion-MNIST: 1 x 28 x 28).
+int64_t sample_values(const topology& t) {
+  if (t.dataset != "synthetic")
+    return 28 * 28;
+  int64_t n = 1;
+  for (int64_t d : t.synthetic_shape)
+    n *= d;
+  return n;
+}
+
+} // namespace
+
+model::ist_shape neuron_scheme::shape_of(const topology& t, const model::task& task) {
+  model::ist_shape x;
+  x.inputs = sample_values(t);
+  x.hidden = ist_settings_of(t).hidden;
+  x.classes = task.classes;
+  return x;
+}
+
+void neuron_scheme::check_shape(const shape& x, int32_t workers, int32_t shards) {
+  const int32_t at_least = std::max(workers, shards);
+  if (x.inputs < 1 || x.classes < 1 || x.hidden.empty() ||
+      x.hidden.size() > model::ist_max_hidden_layers)
+    throw std::runtime_error("inputs and classes must be positive, hidden 1 to " +
+                             std::to_string(model::ist_max_hidden_layers) + " widths");
+  for (int64_t width : x.hidden)
+    if (width < at_least || width > model::ist_max_width)
+      throw std::runtime_error("a hidden width of " + std::to_string(width) + " (expected " +
+                               std::to_string(at_least) + " to " +
+                               std::to_string(model::ist_max_width) + ")");
+}
+
+YAML::Node neuron_scheme::encode_shape(const shape& x) {
+  YAML::Node n;
+  n["inputs"] = x.inputs;
+  n["hidden"] = x.hidden;
+  n["classes"] = x.classes;
+  return n;
+}
+
+model::ist_shape neuron_scheme::decode_shape(const YAML::Node& n) {
+  model::ist_shape x;
+  x.inputs = n["inputs"].as<int64_t>();
+  x.hidden = n["hidden"].as<std::vector<int64_t>>();
+  x.classes = n["classes"].as<int64_t>();
+  return x;
+}
+
+// Shard 0 owns the most (the first parts are one neuron longer); a subnet
+// piece is part of an owned slice, so no message is larger.
+caf::error neuron_scheme::check_plan(const topology& t, const shape& x, int32_t shards) {
+  const int64_t bytes = ist_owned_elements(x, 0, shards) * 4;
+  if (bytes <= max_message_bytes)
+    return {};
+  return make_error(errc::bad_config,
+                    t.file + ": a shard's slices of " + std::to_string(bytes >> 20) +
+                      " MiB exceed the 64 MiB a message may carry (add ist.shards)");
+}
+
+// -- the scheme: a worker ------------------------------------------------------------------
+
+neuron_scheme::worker_model neuron_scheme::make_worker(const worker_settings& spec) {
+  worker_model m;
+  if (spec.worker == 0) {
+    m.whole = model::make_ist_network(spec.shape, spec.data.plan.seed);
+    m.whole_partition = ist_whole_partition(spec.shape);
+  }
+  return m;
+}
+
+std::string neuron_scheme::check_samples(const shape& x, const model::dataset& data) {
+  if (data.size() == 0 || data.images.numel() / data.size() == x.inputs)
+    return "";
+  return "samples of " + std::to_string(data.images.numel() / data.size()) +
+         " values, expected " + std::to_string(x.inputs);
+}
+
+trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, int64_t round,
+                                   const std::vector<std::vector<at::Tensor>>& from_shards,
+                                   const model::dataset& data,
+                                   const std::vector<std::vector<int64_t>>& minibatches) {
+  const auto partition =
+    model::make_ist_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, round);
+  auto subnet = ist_assemble_subnet(spec.shape, partition, spec.worker, from_shards);
+  trained_round out;
+  out.steps = model::ist_local_steps(subnet, data, minibatches, spec.optimizer);
+  for (int32_t s = 0; s < spec.shards; ++s)
+    out.to_shards.push_back(
+      ist_split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards));
+  return out;
+}
+
+model::ist_evaluation neuron_scheme::evaluate(worker_model& m, const worker_settings& spec,
+                                              const std::vector<std::vector<at::Tensor>>& owned,
+                                              const model::dataset& test) {
+  for (int32_t s = 0; s < spec.shards; ++s)
+    ist_put_pieces(m.whole, m.whole_partition, 0,
+                   model::ist_shard_pieces(spec.shape, m.whole_partition, 0, s, spec.shards),
+                   owned[static_cast<size_t>(s)]);
+  return model::ist_evaluate(m.whole, test, spec.eval_batch);
+}
+
+messages::named_figure neuron_scheme::worker_figure(const worker_model&,
+                                                    const worker_settings& spec) {
+  return {"formula_bytes_per_round", model::ist_bytes_formula(spec.shape, spec.workers)};
+}
+
+std::string neuron_scheme::digest(const worker_model& m) {
+  return model::ist_digest(m.whole);
+}
+
+// -- the scheme: a shard -------------------------------------------------------------------
+
+neuron_scheme::shard_model neuron_scheme::make_shard(const shard_settings& spec) {
+  shard_model m;
+  m.whole = model::make_ist_network(spec.shape, spec.seed);
+  m.whole_partition = ist_whole_partition(spec.shape);
+  m.owned =
+    model::ist_shard_pieces(spec.shape, m.whole_partition, 0, spec.shard, spec.shards);
+  return m;
+}
+
+void neuron_scheme::put_owned(shard_model& m, const shard_settings&,
+                              const std::vector<at::Tensor>& slices) {
+  ist_put_pieces(m.whole, m.whole_partition, 0, m.owned, slices); // checks every shape
+}
+
+void neuron_scheme::begin_round(shard_model& m, const shard_settings& spec, int64_t round) {
+  m.partition = model::make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, round);
+}
+
+std::vector<at::Tensor> neuron_scheme::round_tensors(shard_model& m, const shard_settings& spec,
+                                                     int32_t worker) {
+  return ist_take_pieces(
+    m.whole, m.partition, worker,
+    model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard, spec.shards));
+}
+
+void neuron_scheme::take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
+                                 const std::vector<at::Tensor>& tensors, const std::string&) {
+  ist_put_pieces(m.whole, m.partition, worker,
+                 model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard,
+                                         spec.shards),
+                 tensors);
+}
+
+void neuron_scheme::end_round(shard_model&, const shard_settings&) {}
+
+std::vector<at::Tensor> neuron_scheme::owned(const shard_model& m) {
+  std::vector<at::Tensor> slices;
+  for (auto& t : ist_take_pieces(m.whole, m.whole_partition, 0, m.owned))
+    slices.push_back(t.clone());
+  return slices;
+}
+
+std::vector<messages::named_figure> neuron_scheme::shard_figures(const shard_model&,
+                                                                 const shard_settings& spec) {
+  return {{"owned_parameters",
+           static_cast<double>(ist_owned_elements(spec.shape, spec.shard, spec.shards))}};
+}
+
+// -- the scheme: the local reference ----------------------------------------------------------
+
+model::ist_result neuron_scheme::run_local(const model::dataset& train,
+                                           const model::dataset& test,
+                                           const worker_settings& worker) {
+  auto spec = reference_run<model::ist_spec>(worker);
+  spec.shape = worker.shape;
+  return model::run_ist_local(train, test, spec);
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors
