@@ -1,8 +1,12 @@
 #pragma once
 
-// The settings of each actor role, as the coordinator sends them to a node in
-// a spawn_request (YAML text in `spec`). A node parses them strictly: a spec
-// it cannot read is refused with errc::bad_config, never half-applied.
+// The settings every actor role shares, as the coordinator sends them to a
+// node in a spawn_request (YAML text in `spec`): a source's, and the `run:`
+// the runtime adds to every role's at each spawn. Each struct lists its
+// fields once (inspect, actors/config/yaml_codec.hpp) for both directions; a
+// node reads them strictly: settings it cannot read are refused with
+// errc::bad_config, never half-applied. A mode's own roles keep theirs in
+// its folder (actors/modes/<mode>/).
 
 #include <cstdint>
 #include <string>
@@ -10,16 +14,14 @@
 
 #include <caf/expected.hpp>
 
-#include "model/transfer/feature_cache.hpp"
-#include "model/core/layered_model.hpp"
-#include "model/core/local.hpp"
-#include "model/core/task.hpp"
+#include "actors/config/model_fields.hpp"
+#include "model/core/specs.hpp"
 
 namespace baton::actors {
 inline namespace config {
 
 /// Checkpoints and injected faults of a trainable actor (head, pipeline
-/// stage). See actors/roles/recovery.hpp.
+/// stage). See actors/roles/checkpointing.hpp.
 struct recovery_spec {
   std::string checkpoint_dir;   ///< this actor's checkpoints; "" = none
   int32_t checkpoint_every = 0; ///< optimiser steps between checkpoints; 0 = none
@@ -27,9 +29,22 @@ struct recovery_spec {
   int64_t throw_at_step = -1;   ///< fault injection: throw before training this step
   int64_t notify_from_step = -1; ///< tell the coordinator of every step from this one on
   /// The run whose checkpoints these are: written into each, and a
-  /// checkpoint of another run is never restored (actors/roles/recovery.hpp).
+  /// checkpoint of another run is never restored (actors/roles/checkpointing.hpp).
   std::string run_id;
 };
+
+/// Its fields; checkpoints need a checkpoint_dir.
+template <class Inspector>
+void inspect(Inspector& f, recovery_spec& x) {
+  f.field("checkpoint_dir", x.checkpoint_dir);
+  f.field("checkpoint_every", x.checkpoint_every).at_least(0);
+  f.field("restore_step", x.restore_step).at_least(0);
+  f.field("throw_at_step", x.throw_at_step);
+  f.field("notify_from_step", x.notify_from_step);
+  f.field("run_id", x.run_id);
+  f.expect("checkpoint_dir", x.checkpoint_every == 0 || !x.checkpoint_dir.empty(),
+           "a directory when checkpoint_every is positive");
+}
 
 /// What the runtime adds to every actor's settings, as the key `run:`, at
 /// each spawn: what the plan cannot know (this pass's restore step, the
@@ -38,6 +53,35 @@ struct run_settings {
   recovery_spec recovery; ///< restore_step applies to every role (a source starts there)
   bool trace = false;     ///< record the schedule (pipeline stages)
 };
+
+/// recovery, trace.
+template <class Inspector>
+void inspect(Inspector& f, run_settings& x) {
+  f.field("recovery", x.recovery);
+  f.field("trace", x.trace);
+}
+
+/// The `run:` of a trainable role's settings (absent: nothing to restore, no
+/// checkpoints, no trace), read into `recovery` and `trace`; restoring a
+/// step needs a checkpoint_dir.
+template <class Inspector>
+void inspect_run(Inspector& f, recovery_spec& recovery, bool& trace) {
+  f.optional_field("run", [&] { return run_settings{recovery, trace}; },
+                   [&](const run_settings& run) {
+                     recovery = run.recovery;
+                     trace = run.trace;
+                   });
+  f.expect("run.recovery.checkpoint_dir",
+           recovery.restore_step == 0 || !recovery.checkpoint_dir.empty(),
+           "a directory to restore step " + std::to_string(recovery.restore_step) + " from");
+}
+
+/// inspect_run of a role that records no schedule (`trace` written false).
+template <class Inspector>
+void inspect_run(Inspector& f, recovery_spec& recovery) {
+  bool trace = false;
+  inspect_run(f, recovery, trace);
+}
 
 /// The settings `settings` (a YAML map) with `run:` set to `run`.
 std::string with_run(const std::string& settings, const run_settings& run);
@@ -57,60 +101,37 @@ struct source_spec {
   int64_t start_step = 0; ///< first training step to emit: `run.recovery.restore_step`
 };
 
-/// A frozen stage: layers [begin, end) of the backbone.
-struct stage_spec {
-  model::model_spec backbone;
-  std::string checkpoint; ///< whole-backbone checkpoint; empty = initial weights
-  int64_t begin = 0;
-  int64_t end = 0;
-  int32_t window = 4;
-  int32_t threads = 1;    ///< torch threads of this actor
-  /// How it computes and keeps its features (`backbone.cache`, `cache_mb`,
-  /// `feature_block`); a cache only in a stage that holds the whole backbone.
-  model::feature_cache_spec features;
-};
+/// Its fields, the batch plan's among them (batch_size, microbatches,
+/// epochs, seed), and start_step as `run.recovery.restore_step`.
+template <class Inspector>
+void inspect(Inspector& f, source_spec& x) {
+  f.field("dataset", x.dataset);
+  f.field("data_dir", x.data_dir);
+  f.field("train_limit", x.train_limit);
+  f.field("test_limit", x.test_limit);
+  f.field("synthetic_train", x.synthetic_train);
+  f.field("synthetic_test", x.synthetic_test);
+  f.field("synthetic_shape", x.synthetic_shape)
+    .check([](const std::vector<int64_t>& shape) { return shape.size() == 3; }, "[C, H, W]");
+  f.field("batch_size", x.plan.batch_size).at_least(1);
+  f.field("microbatches", x.plan.microbatches).at_least(1);
+  f.field("epochs", x.plan.epochs);
+  f.field("seed", x.plan.seed);
+  f.field("tasks", x.tasks);
+  f.field("window", x.window).at_least(1);
+  f.optional_field("run",
+                   [&] {
+                     run_settings run;
+                     run.recovery.restore_step = x.start_step;
+                     return run;
+                   },
+                   [&](const run_settings& run) { x.start_step = run.recovery.restore_step; });
+}
 
-/// A trainable head.
-struct head_role_spec {
-  model::head_spec head;
-  int32_t threads = 1;
-  int32_t progress_every = 20;
-  recovery_spec recovery; ///< `run.recovery`
-};
-
-/// A trainable pipeline stage: layers [begin, end) of the backbone followed by
-/// its classifier, trained under `schedule`.
-struct pipeline_stage_spec {
-  model::model_spec backbone;
-  int64_t classes = 10;      ///< classifier outputs (the task's classes)
-  std::string task;          ///< the task whose labels the last stage trains on
-  int64_t begin = 0;
-  int64_t end = 0;
-  bool first = false;        ///< receives samples (no input gradient)
-  bool last = false;         ///< computes the loss
-  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
-  model::optimizer_spec optimizer;
-  int32_t window = 4;
-  int32_t threads = 1;
-  int32_t progress_every = 20;
-  int32_t replica = 0;           ///< index in the stage's replica group
-  int32_t replicas = 1;          ///< size of the replica group
-  int32_t upstream_replicas = 1; ///< senders of its microbatches (copies of each control)
-  int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
-  bool vertical_sync = false;    ///< forward with the version the input stage chose
-  bool trace = false;            ///< record the schedule for --trace: `run.trace`
-  recovery_spec recovery;        ///< `run.recovery`
-};
-
+/// A source's settings as YAML.
 std::string to_yaml(const source_spec& x);
-std::string to_yaml(const pipeline_stage_spec& x);
-caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& yaml);
-std::string to_yaml(const stage_spec& x);
-std::string to_yaml(const head_role_spec& x);
-
+/// Parses to_yaml's text of a source strictly: errc::bad_config on anything else.
 caf::expected<source_spec> parse_source_spec(const std::string& yaml);
-caf::expected<stage_spec> parse_stage_spec(const std::string& yaml);
-caf::expected<head_role_spec> parse_head_spec(const std::string& yaml);
 
 } // namespace config
 } // namespace baton::actors

@@ -1,9 +1,10 @@
 #pragma once
 
-// The YAML pieces of the role settings codec (role_spec.cpp) that a mode's
-// own role settings nest: a model, an optimizer, a task. Decoders throw
-// YAML::Exception or std::exception; the spec parsers turn that into
-// errc::bad_config.
+// Node-level access to the settings codec (actors/config/yaml_codec.hpp)
+// for settings read piece by piece from a YAML node rather than through a
+// field list of their own: a model, an optimizer, a task, the `run:` of a
+// trainable role. Readers throw detail::config_error or std::exception;
+// parse_role_yaml turns that into errc::bad_config.
 
 #include <exception>
 #include <string>
@@ -12,30 +13,28 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/role_spec.hpp"
+#include "actors/config/yaml_codec.hpp"
 #include "messages/errc.hpp"
-#include "model/core/layered_model.hpp"
-#include "model/core/task.hpp"
-#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace config {
 
-YAML::Node encode(const model::model_spec& x);
-YAML::Node encode(const model::optimizer_spec& x);
-YAML::Node encode(const model::task& x);
+/// `x` as a YAML node (to_node).
+template <class T>
+YAML::Node encode(const T& x) {
+  return to_node(x);
+}
 
+/// The model of the node `n`, read strictly.
 model::model_spec decode_model(const YAML::Node& n);
+/// The optimizer of the node `n`, read strictly.
 model::optimizer_spec decode_optimizer(const YAML::Node& n);
+/// The task of the node `n`, read strictly (make_task's checks).
 model::task decode_task(const YAML::Node& n);
 
-/// `run:` of a role's settings (what with_run adds), for a mode's own roles.
-YAML::Node encode(const run_settings& x);
 /// The recovery of a trainable role from its settings' `run:` node
-/// (absent: none); a restore step without a checkpoint_dir is refused.
+/// (absent: none), read as inspect_run reads it.
 recovery_spec decode_trainable_recovery(const YAML::Node& run);
-
-/// `n` as text, doubles with all 17 digits (a round trip keeps every bit).
-std::string dump(const YAML::Node& n);
 
 /// A mode's role settings parsed strictly: decode(YAML::Load(yaml)), any
 /// exception turned into errc::bad_config "unreadable <what> spec: ...".

@@ -158,7 +158,7 @@ std::string field::where() const {
 }
 
 std::string field::name() const {
-  return path_.empty() ? "the topology" : "'" + path_ + "'";
+  return path_.empty() ? source_->document : "'" + path_ + "'";
 }
 
 std::string field::shown() const {

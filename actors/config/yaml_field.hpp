@@ -110,6 +110,8 @@ struct source_info {
   /// The training modes' schemas (actors/config/job_schema.hpp): their keys
   /// are known keys. Outlives the fields.
   const std::vector<job_schema>* jobs = nullptr;
+  /// How errors name the whole document.
+  std::string document = "the topology";
 };
 
 /// A YAML value with its dotted path and origin; the checked readers below
@@ -151,7 +153,7 @@ public:
   /// "file:12" (1-based), or the `--set` that put the value there.
   std::string where() const;
 
-  /// How errors name this value: "'path'", or "the topology" for the root.
+  /// How errors name this value: "'path'", or source().document for the root.
   std::string name() const;
 
   /// The value as an error message shows it: "'text'", "a map", "a list" or

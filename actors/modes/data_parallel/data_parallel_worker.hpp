@@ -54,9 +54,8 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
-#include <yaml-cpp/yaml.h>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/modes/data_parallel/data_parallel_worker_spec.hpp"
 #include "actors/roles/role_type.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/layered_model.hpp"
@@ -65,62 +64,6 @@
 namespace baton::actors {
 inline namespace modes {
 inline namespace data_parallel {
-
-/// A worker's settings (role `data_parallel_worker`).
-struct data_parallel_worker_spec {
-  int32_t worker = 0;              ///< its index on the ring
-  int32_t workers = 1;             ///< W
-  model::model_spec model;         ///< mlp | convnet | resnet18; classes = the task's
-  model::task task;                ///< the labels it trains on
-  /// The data as a source would read it: dataset, limits, the per-worker
-  /// batch size, epochs and the order's seed (plan.batch_size, .epochs, .seed).
-  source_spec data;
-  model::optimizer_spec optimizer; ///< lr: the schedule's base lr
-  bool linear_scaling = false;     ///< lr x W x batch_size / base_batch
-  int64_t base_batch = 256;
-  double warmup_epochs = 0;        ///< linear warmup to the scaled lr
-  double bucket_mb = 25;           ///< gradient bucket cap (MiB)
-  /// ring: put each bucket on the ring as the backward finishes it (true),
-  /// or every bucket after the backward (false); the same sums either way.
-  bool overlap = true;
-  /// ring (all-reduce, the worker steps) | ps (pushes to the shards, pulls
-  /// their new slices: ps_exchange.hpp; no local step).
-  std::string exchange = "ring";
-  int32_t shards = 1;              ///< ps: S shard actors
-  int32_t max_staleness = 0;       ///< ps: steps ahead of the slowest worker (0: BSP)
-  /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
-  /// trainable weights averaged over the ring after every L steps and at
-  /// every epoch end (model::data_parallel_spec::sync_every).
-  int32_t sync_every = 0;
-  std::string freeze_up_to;        ///< the last layer of a fixed frozen prefix ("" for none)
-  /// Adaptive freezing (AutoFreeze) when not empty: each freezable group's
-  /// last layer, in model order; exclusive with freeze_up_to and sync_every.
-  std::vector<std::string> freeze_groups;
-  model::adaptive_freeze_options adaptive;
-  bool cache = false;              ///< the frozen prefix's output cached per sample
-  double cache_mb = 256;           ///< the cache's budget (MiB)
-  /// Rows of the frozen prefix's canonical blocks (frozen_features).
-  int64_t feature_block = model::data_parallel_spec{}.feature_block;
-  /// A pretrained backbone (`baton pretrain`'s whole-model checkpoint): every
-  /// layer but the classifier "fc2" starts from it; "" for the seeded weights.
-  std::string checkpoint;
-  int64_t eval_batch = 256;        ///< test samples per evaluation batch (worker 0)
-  int32_t threads = 1;             ///< torch threads of this actor
-  int32_t progress_every = 20;     ///< steps between progress messages (worker 0)
-  /// `run.recovery`: checkpoints at global steps, the step to restore
-  /// (restore_step), the step it throws before (a fault).
-  recovery_spec recovery;
-};
-
-/// The settings as YAML (the `settings` of a planned actor).
-std::string to_yaml(const data_parallel_worker_spec& x);
-
-/// Parses to_yaml's text strictly: errc::bad_config on anything else.
-caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml);
-
-/// role_spec's model codec (decode_model) limited to the models a worker
-/// holds whole; throws on anything else. The shard's codec uses it too.
-model::model_spec decode_worker_model(const YAML::Node& n);
 
 /// The model a worker trains (and the local reference): the mlp alone, or a
 /// backbone (convnet, resnet18) followed by its classifier "fc2". Its

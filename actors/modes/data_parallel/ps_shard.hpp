@@ -31,41 +31,13 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/modes/data_parallel/ps_shard_spec.hpp"
 #include "actors/roles/role_type.hpp"
 #include "model/core/layered_model.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 inline namespace data_parallel {
-
-/// A shard's settings (role `data_parallel_shard`).
-struct data_parallel_shard_spec {
-  int32_t shard = 0;               ///< its index: its range is shard_ranges(...)[shard]
-  int32_t shards = 1;              ///< S
-  int32_t workers = 1;             ///< W: pushes summed per step
-  model::model_spec model;         ///< the workers' model (initial weights and layout)
-  /// The last frozen layer ("" for none): the keys of layers up to it are
-  /// never pushed nor pulled.
-  std::string freeze_up_to;
-  /// The workers' data settings: the training split's size, batch size and
-  /// epochs give the run's steps; no sample is loaded.
-  source_spec data;
-  model::optimizer_spec optimizer; ///< lr: the schedule's base lr
-  bool linear_scaling = false;     ///< lr x W x batch_size / base_batch
-  int64_t base_batch = 256;
-  double warmup_epochs = 0;
-  int32_t threads = 1;             ///< torch threads of this actor
-  /// `run.recovery`: checkpoints of its slice and momentum at steps, the
-  /// step to restore (restore_step), the step it throws in (a fault).
-  recovery_spec recovery;
-};
-
-/// The settings as YAML (the `settings` of a planned actor).
-std::string to_yaml(const data_parallel_shard_spec& x);
-
-/// Parses to_yaml's text strictly: errc::bad_config on anything else.
-caf::expected<data_parallel_shard_spec> parse_data_parallel_shard_spec(const std::string& yaml);
 
 /// The training samples `data` describes (a split's size after its limit),
 /// read from the files' headers only. Throws model::error.

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/modes/pipeline/pipeline_stage_spec.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 

@@ -6,7 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/modes/pipeline/pipeline_stage_spec.hpp"
 #include "actors/roles/role_type.hpp"
 
 namespace baton::actors {

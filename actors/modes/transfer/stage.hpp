@@ -6,7 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/modes/transfer/stage_spec.hpp"
 #include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
 #include "model/transfer/feature_cache.hpp"

@@ -2,7 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/modes/transfer/head_role_spec.hpp"
+#include "actors/modes/transfer/stage_spec.hpp"
 #include "actors/roles/source.hpp"
 
 namespace baton::actors {

@@ -1,0 +1,75 @@
+#pragma once
+
+// The settings of a trainable pipeline stage (role `pipeline_stage`), listed
+// once for both directions of their YAML (inspect,
+// actors/config/yaml_codec.hpp).
+
+#include <cstdint>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/role_spec.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
+
+/// A trainable pipeline stage: layers [begin, end) of the backbone followed by
+/// its classifier, trained under `schedule`.
+struct pipeline_stage_spec {
+  model::model_spec backbone;
+  int64_t classes = 10;      ///< classifier outputs (the task's classes)
+  std::string task;          ///< the task whose labels the last stage trains on
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool first = false;        ///< receives samples (no input gradient)
+  bool last = false;         ///< computes the loss
+  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
+  model::optimizer_spec optimizer;
+  int32_t window = 4;
+  int32_t threads = 1;
+  int32_t progress_every = 20;
+  int32_t replica = 0;           ///< index in the stage's replica group
+  int32_t replicas = 1;          ///< size of the replica group
+  int32_t upstream_replicas = 1; ///< senders of its microbatches (copies of each control)
+  int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
+  bool vertical_sync = false;    ///< forward with the version the input stage chose
+  bool trace = false;            ///< record the schedule for --trace: `run.trace`
+  recovery_spec recovery;        ///< `run.recovery`
+};
+
+/// Its fields; 0 <= begin < end, 0 <= replica < replicas, a known schedule.
+template <class Inspector>
+void inspect(Inspector& f, pipeline_stage_spec& x) {
+  f.field("backbone", x.backbone);
+  f.field("classes", x.classes).at_least(1);
+  f.field("task", x.task);
+  f.field("begin", x.begin).at_least(0);
+  f.field("end", x.end);
+  f.expect("end", x.end > x.begin, "greater than begin");
+  f.field("first", x.first);
+  f.field("last", x.last);
+  f.field("schedule", x.schedule).one_of({"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
+  f.field("optimizer", x.optimizer);
+  f.field("window", x.window).at_least(1);
+  f.field("threads", x.threads).at_least(1);
+  f.field("progress_every", x.progress_every);
+  f.field("replica", x.replica).at_least(0);
+  f.field("replicas", x.replicas).at_least(1);
+  f.expect("replica", x.replica < x.replicas, "less than replicas");
+  f.field("upstream_replicas", x.upstream_replicas).at_least(1);
+  f.field("max_in_flight", x.max_in_flight).at_least(0);
+  f.field("vertical_sync", x.vertical_sync);
+  inspect_run(f, x.recovery, x.trace);
+}
+
+/// A pipeline stage's settings as YAML.
+std::string to_yaml(const pipeline_stage_spec& x);
+/// Parses to_yaml's text of a pipeline stage strictly: errc::bad_config on
+/// anything else.
+caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& yaml);
+
+} // namespace pipeline
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,45 @@
+#pragma once
+
+// The settings of a trainable transfer head (role `head`), listed once for
+// both directions of their YAML (inspect, actors/config/yaml_codec.hpp).
+
+#include <cstdint>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/role_spec.hpp"
+#include "model/core/specs.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
+
+/// A trainable head.
+struct head_role_spec {
+  model::head_spec head;
+  int32_t threads = 1;
+  int32_t progress_every = 20;
+  recovery_spec recovery; ///< `run.recovery`
+};
+
+/// The head's name, task, model and optimizer, then its own fields.
+template <class Inspector>
+void inspect(Inspector& f, head_role_spec& x) {
+  f.field("name", x.head.name);
+  f.field("task", x.head.task_def);
+  f.field("model", x.head.model);
+  f.field("optimizer", x.head.optimizer);
+  f.field("threads", x.threads).at_least(1);
+  f.field("progress_every", x.progress_every).at_least(1);
+  inspect_run(f, x.recovery);
+}
+
+/// A head's settings as YAML.
+std::string to_yaml(const head_role_spec& x);
+/// Parses to_yaml's text of a head strictly: errc::bad_config on anything else.
+caf::expected<head_role_spec> parse_head_spec(const std::string& yaml);
+
+} // namespace transfer
+} // namespace modes
+} // namespace baton::actors
