@@ -313,7 +313,11 @@ std::vector<std::vector<int64_t>> ist_worker_minibatches(int64_t dataset_size, u
   return out;
 }
 
-void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
+namespace {
+
+/// torch::optim::SGD::step's arithmetic for one parameter, in place. Call
+/// under NoGradGuard.
+void sgd_update(const at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
                 const optimizer_spec& optimizer) {
   auto d_p = gradient;
   if (optimizer.weight_decay != 0)
@@ -328,27 +332,39 @@ void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& m
   parameter.add_(d_p, -optimizer.lr);
 }
 
+} // namespace
+
+ist_local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
+                           const std::vector<std::vector<int64_t>>& minibatches,
+                           const optimizer_spec& optimizer, const minibatch_loss& loss) {
+  std::vector<at::Tensor> momentum(parameters.size()); // reset: a fresh optimizer per round
+  ist_local_result out;
+  for (const auto& ids : minibatches) {
+    auto [images, labels] = gather(train, ids);
+    const auto l = loss(images, labels);
+    const auto gradients = torch::autograd::grad({l}, parameters);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < parameters.size(); ++i)
+        sgd_update(parameters[i], gradients[i], momentum[i], optimizer);
+    }
+    out.loss_sum += l.item<double>() * static_cast<double>(ids.size());
+    out.samples += static_cast<int64_t>(ids.size());
+    ++out.steps;
+  }
+  return out;
+}
+
 ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
                                  const std::vector<std::vector<int64_t>>& minibatches,
                                  const optimizer_spec& optimizer) {
   auto parameters = subnet.parameters();
   for (auto& p : parameters)
     p.requires_grad_(true);
-  std::vector<at::Tensor> momentum(parameters.size()); // reset: a fresh optimizer per round
-  ist_local_result out;
-  for (const auto& ids : minibatches) {
-    auto [images, labels] = gather(train, ids);
-    const auto loss = ist_loss(ist_forward(subnet, images), labels);
-    const auto gradients = torch::autograd::grad({loss}, parameters);
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < parameters.size(); ++i)
-        sgd_update(parameters[i], gradients[i], momentum[i], optimizer);
-    }
-    out.loss_sum += loss.item<double>() * static_cast<double>(ids.size());
-    out.samples += static_cast<int64_t>(ids.size());
-    ++out.steps;
-  }
+  const auto out = sgd_steps(parameters, train, minibatches, optimizer,
+                             [&](const at::Tensor& images, const at::Tensor& labels) {
+                               return ist_loss(ist_forward(subnet, images), labels);
+                             });
   for (auto& p : parameters)
     p.requires_grad_(false);
   return out;
@@ -369,19 +385,17 @@ void check_spec(const dataset& train, const ist_spec& spec) {
 }
 
 /// One round: every worker's subnet sliced from `whole` as it is, trained on
-/// its minibatches [first, last), written back.
+/// its minibatches, written back.
 ist_local_result run_round(ist_network& whole, const dataset& train, const ist_spec& spec,
-                           const ist_partition& partition,
-                           const std::vector<std::vector<std::vector<int64_t>>>& minibatches,
-                           int64_t first, int64_t last, ist_result& result) {
+                           const ist_partition& partition, const round_minibatches& minibatches,
+                           ist_result& result) {
   std::vector<ist_network> subnets;
   for (int32_t w = 0; w < spec.workers; ++w)
     subnets.push_back(slice_subnet(whole, partition, w));
   ist_local_result sum;
   for (int32_t w = 0; w < spec.workers; ++w) {
-    const auto& mine = minibatches[static_cast<size_t>(w)];
-    const std::vector<std::vector<int64_t>> steps(mine.begin() + first, mine.begin() + last);
-    const auto r = ist_local_steps(subnets[static_cast<size_t>(w)], train, steps, spec.optimizer);
+    const auto r = ist_local_steps(subnets[static_cast<size_t>(w)], train,
+                                   minibatches[static_cast<size_t>(w)], spec.optimizer);
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
     result.exchanged_elements[static_cast<size_t>(w)] +=
@@ -389,32 +403,17 @@ ist_local_result run_round(ist_network& whole, const dataset& train, const ist_s
   }
   for (int32_t w = 0; w < spec.workers; ++w)
     write_back_subnet(whole, subnets[static_cast<size_t>(w)], partition, w);
-  sum.steps = last - first;
   return sum;
 }
 
 void run_epoch(ist_network& whole, const dataset& train, const ist_spec& spec, int32_t epoch,
                ist_result& result) {
-  const int64_t steps = ist_steps_per_epoch(train.size(), spec.batch_size, spec.workers);
-  const int64_t rounds = ist_rounds_per_epoch(steps, spec.local_steps);
-  std::vector<std::vector<std::vector<int64_t>>> minibatches;
-  for (int32_t w = 0; w < spec.workers; ++w)
-    minibatches.push_back(ist_worker_minibatches(train.size(), spec.seed, epoch, w, spec.workers,
-                                                 spec.batch_size));
-  ist_local_result epoch_sum;
-  for (int64_t r = 0; r < rounds; ++r) {
-    const int64_t round = static_cast<int64_t>(epoch) * rounds + r;
-    const auto partition = make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, round);
-    const int64_t first = r * spec.local_steps;
-    const int64_t last = std::min(steps, first + spec.local_steps);
-    const auto s = run_round(whole, train, spec, partition, minibatches, first, last, result);
-    epoch_sum.loss_sum += s.loss_sum;
-    epoch_sum.samples += s.samples;
-    result.steps += s.steps;
-    ++result.rounds;
-  }
-  result.samples += epoch_sum.samples;
-  result.train_loss.push_back(epoch_sum.loss_sum / static_cast<double>(epoch_sum.samples));
+  run_reference_epoch(train, spec, epoch, result,
+                      [&](int64_t round, const round_minibatches& minibatches) {
+                        const auto partition =
+                            make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, round);
+                        return run_round(whole, train, spec, partition, minibatches, result);
+                      });
 }
 
 } // namespace

@@ -45,7 +45,9 @@
 // - evaluation is on the whole network (ist_evaluate, batch statistics of
 //   each test batch of eval_batch samples in order).
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -192,13 +194,55 @@ struct ist_local_result {
   int64_t steps = 0;
 };
 
-/// torch::optim::SGD::step's arithmetic for one parameter, in place (no
+/// By worker, its local steps' sample ids in one round.
+using round_minibatches = std::vector<std::vector<std::vector<int64_t>>>;
+
+/// One epoch of a one-process reference (run_ist_local, run_resist_local):
+/// every worker's minibatches of `epoch` (ist_worker_minibatches of
+/// `spec`'s seed, workers and batch size) cut into rounds of
+/// spec.local_steps; `round(r, minibatches)` trains round r (the run's
+/// round number) and returns its loss and sample sums over the workers.
+/// Adds the epoch's rounds, steps per worker, samples and mean train loss
+/// to `result`.
+template <class Spec, class Result, class Round>
+void run_reference_epoch(const dataset& train, const Spec& spec, int32_t epoch, Result& result,
+                         Round round) {
+  const int64_t steps = ist_steps_per_epoch(train.size(), spec.batch_size, spec.workers);
+  const int64_t rounds = ist_rounds_per_epoch(steps, spec.local_steps);
+  round_minibatches minibatches;
+  for (int32_t w = 0; w < spec.workers; ++w)
+    minibatches.push_back(ist_worker_minibatches(train.size(), spec.seed, epoch, w, spec.workers,
+                                                 spec.batch_size));
+  ist_local_result sum;
+  for (int64_t r = 0; r < rounds; ++r) {
+    const int64_t first = r * spec.local_steps;
+    const int64_t last = std::min(steps, first + spec.local_steps);
+    round_minibatches of_round;
+    for (const auto& mine : minibatches)
+      of_round.emplace_back(mine.begin() + first, mine.begin() + last);
+    const ist_local_result s = round(static_cast<int64_t>(epoch) * rounds + r, of_round);
+    sum.loss_sum += s.loss_sum;
+    sum.samples += s.samples;
+    result.steps += last - first;
+    ++result.rounds;
+  }
+  result.samples += sum.samples;
+  result.train_loss.push_back(sum.loss_sum / static_cast<double>(sum.samples));
+}
+
+/// The mean loss of a minibatch's logits, of its images and labels.
+using minibatch_loss =
+    std::function<at::Tensor(const at::Tensor& images, const at::Tensor& labels)>;
+
+/// One SGD step per entry of `minibatches` (sample ids of `train`) on its
+/// `loss`, over `parameters` (which require gradients), with
+/// torch::optim::SGD::step's arithmetic per parameter, in place (no
 /// dampening, no Nesterov): weight decay, then the momentum buffer (created
-/// as a clone of the first update when `momentum` is undefined), then
-/// parameter -= lr x update. Call under NoGradGuard. Shared by IST's and
-/// ResIST's local steps (model/ist/resist.hpp).
-void sgd_update(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
-                const optimizer_spec& optimizer);
+/// as a clone of the round's first update), then parameter -= lr x update.
+/// Shared by IST's and ResIST's local steps (model/ist/resist.hpp).
+ist_local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
+                           const std::vector<std::vector<int64_t>>& minibatches,
+                           const optimizer_spec& optimizer, const minibatch_loss& loss);
 
 /// Trains `subnet` in place for one round: one step per entry of
 /// `minibatches` (sample ids of `train`), each on its mean loss, with

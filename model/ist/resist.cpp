@@ -114,23 +114,11 @@ ist_local_result resist_local_steps(layered_model& m, const std::vector<bool>& a
       for (auto& p : m.layers()[i].module.ptr()->parameters(true))
         parameters.push_back(p.requires_grad_(true));
   m.train(true);
-  std::vector<at::Tensor> momentum(parameters.size()); // a fresh optimizer every round
-  ist_local_result out;
-  for (const auto& ids : minibatches) {
-    auto [images, labels] = gather(train, ids);
-    const auto loss =
-        torch::nn::functional::cross_entropy(resist_forward(m, active, images), labels);
-    const auto gradients = torch::autograd::grad({loss}, parameters);
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < parameters.size(); ++i)
-        sgd_update(parameters[i], gradients[i], momentum[i], optimizer);
-    }
-    out.loss_sum += loss.item<double>() * static_cast<double>(ids.size());
-    out.samples += static_cast<int64_t>(ids.size());
-    ++out.steps;
-  }
-  return out;
+  return sgd_steps(parameters, train, minibatches, optimizer,
+                   [&](const at::Tensor& images, const at::Tensor& labels) {
+                     return torch::nn::functional::cross_entropy(
+                         resist_forward(m, active, images), labels);
+                   });
 }
 
 at::Tensor resist_average(const std::vector<at::Tensor>& values) {
@@ -239,49 +227,30 @@ struct run_state {
   resist_result result;
 };
 
-/// One round: every replica from the merged network, its steps [first,
-/// last) on its sub-ResNet, then the merge.
+/// One round: every replica from the merged network, its minibatches on
+/// its sub-ResNet, then the merge.
 ist_local_result run_round(run_state& s, const dataset& train, int64_t round,
-                           const std::vector<std::vector<std::vector<int64_t>>>& minibatches,
-                           int64_t first, int64_t last) {
+                           const round_minibatches& minibatches) {
   const auto deal = make_resist_deal(s.partitioned.size(), s.spec.workers, s.spec.seed, round);
   ist_local_result sum;
   for (int32_t w = 0; w < s.spec.workers; ++w) {
     auto& replica = s.replicas[static_cast<size_t>(w)];
     copy_state(replica, s.merged);
-    const auto& mine = minibatches[static_cast<size_t>(w)];
-    const std::vector<std::vector<int64_t>> steps(mine.begin() + first, mine.begin() + last);
     const auto active = resist_active_layers(replica.size(), s.partitioned, deal, w);
-    const auto r = resist_local_steps(replica, active, train, steps, s.spec.optimizer);
+    const auto r = resist_local_steps(replica, active, train, minibatches[static_cast<size_t>(w)],
+                                      s.spec.optimizer);
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
   }
   resist_merge(s.merged, s.replicas, s.partitioned, deal);
-  sum.steps = last - first;
   return sum;
 }
 
 void run_epoch(run_state& s, const dataset& train, int32_t epoch) {
-  const auto& spec = s.spec;
-  const int64_t steps = ist_steps_per_epoch(train.size(), spec.batch_size, spec.workers);
-  const int64_t rounds = ist_rounds_per_epoch(steps, spec.local_steps);
-  std::vector<std::vector<std::vector<int64_t>>> minibatches;
-  for (int32_t w = 0; w < spec.workers; ++w)
-    minibatches.push_back(ist_worker_minibatches(train.size(), spec.seed, epoch, w, spec.workers,
-                                                 spec.batch_size));
-  ist_local_result epoch_sum;
-  for (int64_t r = 0; r < rounds; ++r) {
-    const int64_t first = r * spec.local_steps;
-    const int64_t last = std::min(steps, first + spec.local_steps);
-    const auto round = run_round(s, train, static_cast<int64_t>(epoch) * rounds + r,
-                                 minibatches, first, last);
-    epoch_sum.loss_sum += round.loss_sum;
-    epoch_sum.samples += round.samples;
-    s.result.steps += round.steps;
-    ++s.result.rounds;
-  }
-  s.result.samples += epoch_sum.samples;
-  s.result.train_loss.push_back(epoch_sum.loss_sum / static_cast<double>(epoch_sum.samples));
+  run_reference_epoch(train, s.spec, epoch, s.result,
+                      [&](int64_t round, const round_minibatches& minibatches) {
+                        return run_round(s, train, round, minibatches);
+                      });
 }
 
 } // namespace

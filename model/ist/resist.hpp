@@ -112,7 +112,7 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 
 /// Trains the active layers of `m` in place (training mode): one step per
 /// entry of `minibatches` (sample ids of `train`) on its mean cross entropy,
-/// with sgd_update (momentum buffers fresh). Inactive layers are untouched.
+/// with sgd_steps (momentum buffers fresh). Inactive layers are untouched.
 ist_local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                     const dataset& train,
                                     const std::vector<std::vector<int64_t>>& minibatches,
