@@ -7,19 +7,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -36,9 +31,12 @@
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/node_process.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton;
 using namespace baton::testing;
@@ -50,14 +48,9 @@ namespace {
 /// small run uses about 250 MB, one refused header used to add 4.36 GB.
 constexpr int64_t small_peak_kb = 500 * 1024;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in{path};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
-
 /// VmHWM (peak resident set) of a running process, in KiB; -1 if unknown.
 int64_t peak_kb(pid_t pid) {
-  std::istringstream status{read_file("/proc/" + std::to_string(pid) + "/status")};
+  std::istringstream status{read_text("/proc/" + std::to_string(pid) + "/status")};
   std::string line;
   while (std::getline(status, line))
     if (line.rfind("VmHWM:", 0) == 0)
@@ -143,7 +136,7 @@ std::vector<std::pair<uint16_t, bool>> listening_ports(pid_t pid) {
   }
   std::vector<std::pair<uint16_t, bool>> ports;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::istringstream in{read_file(table)};
+    std::istringstream in{read_text(table)};
     std::string line;
     std::getline(in, line); // column names
     while (std::getline(in, line)) {
@@ -161,16 +154,6 @@ std::vector<std::pair<uint16_t, bool>> listening_ports(pid_t pid) {
     }
   }
   return ports;
-}
-
-/// A small transfer job over the one node `name` at 127.0.0.1:port.
-std::vector<std::string> job_on(const std::string& name, uint16_t port) {
-  return {"run", source_path("configs/transfer.yaml"),
-          "--set", "backbone.checkpoint=none",
-          "--set", "data.train_limit=256",
-          "--set", "data.test_limit=64",
-          "--set", "nodes=[{name: " + name + ", host: 127.0.0.1, port: " +
-                     std::to_string(port) + "}]"};
 }
 
 /// Sends `header` on a fresh connection to `port` and says whether the node
@@ -240,7 +223,7 @@ size_t await_log(const node_process& node, const std::string& text, size_t count
   return occurrences(node.log(), text);
 }
 
-/// `baton ARGS...` run to its end, with its peak memory from wait4.
+/// `baton ARGS...` run to its end, with its peak memory.
 struct finished_run {
   int exit_code = -1;
   int64_t peak_kb = -1; ///< ru_maxrss
@@ -248,40 +231,14 @@ struct finished_run {
 };
 
 finished_run run_measured(const std::vector<std::string>& args, const std::string& log_path) {
-  std::vector<std::string> strings{BATON_BINARY};
-  strings.insert(strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& x : strings)
-    argv.push_back(x.data());
-  argv.push_back(nullptr);
-  finished_run result;
-  // Not child_process: its destructor would signal a pid that wait4 reaped.
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, STDOUT_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  if (pid < 0)
-    return result;
-  int status = 0;
-  rusage usage{};
+  baton_process run{args, log_path};
   // Always reaped: killed if it has not ended within 10 minutes.
-  pid_t reaped = 0;
-  for (int i = 0; i < 60000 && (reaped = ::wait4(pid, &status, WNOHANG, &usage)) == 0; ++i)
-    std::this_thread::sleep_for(10ms);
-  if (reaped == 0) {
-    ::kill(pid, SIGKILL);
-    reaped = ::wait4(pid, &status, 0, &usage);
-  }
-  if (reaped == pid) {
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.peak_kb = usage.ru_maxrss;
-  }
-  result.output = read_file(log_path);
+  if (run.wait_for(std::chrono::minutes(10)) == -1)
+    run.signal(SIGKILL);
+  finished_run result;
+  result.exit_code = run.wait();
+  result.peak_kb = run.peak_kb();
+  result.output = run.output();
   return result;
 }
 
@@ -304,7 +261,7 @@ TEST(frame_limit, node_refuses_a_4_gib_header_keeps_small_memory_and_still_serve
   EXPECT_NE(log.find("refused a BASP connection from 127.0.0.1:"), std::string::npos) << log;
   EXPECT_NE(log.find("4294967295 bytes"), std::string::npos) << log;
   // The node still serves.
-  auto out = run_baton(job_on("n1", node.port()));
+  auto out = run_baton(transfer_job_on("n1", node.port()));
   EXPECT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
@@ -387,7 +344,7 @@ TEST(frame_limit, handshaken_peers_announcing_big_frames_share_one_budget) {
               static_cast<long long>(grown), peers, announced);
   EXPECT_LT(grown, static_cast<int64_t>(actors::frame_budget_bytes / 1024) + 32 * 1024)
     << "VmHWM grew " << grown << " kB";
-  auto out = run_baton(job_on("n1", node.port()));
+  auto out = run_baton(transfer_job_on("n1", node.port()));
   EXPECT_EQ(out.exit_code, 0) << out.text << "\nnode log:\n" << node.log();
   held.clear();
   EXPECT_TRUE(node.running()) << node.log();
@@ -456,7 +413,7 @@ TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {
     if (send_all(peer.fd, basp_header(server_handshake, 0xFFFFFFFF)) && closed_by_peer(peer.fd))
       ++hung_up;
   }};
-  auto run = run_measured(job_on("n1", port), dir.path() + "/run.log");
+  auto run = run_measured(transfer_job_on("n1", port), dir.path() + "/run.log");
   ::shutdown(server.fd, SHUT_RDWR);
   fake_node.join();
   EXPECT_EQ(run.exit_code, 2) << run.output;

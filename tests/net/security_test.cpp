@@ -26,9 +26,11 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/node_process.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton;
 using namespace baton::testing;
@@ -39,11 +41,6 @@ namespace {
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream{path} << text;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in{path};
-  return {std::istreambuf_iterator<char>{in}, {}};
 }
 
 mode_t mode_of(const std::string& path) {
@@ -79,17 +76,6 @@ protected:
   static std::vector<std::string> tls(const std::string& name, const std::string& ca_dir = certs()) {
     return {"--tls-cert", ca_dir + "/" + name + ".pem", "--tls-key", ca_dir + "/" + name + ".key",
             "--tls-ca", ca_dir + "/ca.pem"};
-  }
-
-  /// A small transfer job (initial backbone weights) over the one node
-  /// `name` at 127.0.0.1:port.
-  static std::vector<std::string> job_on(const std::string& name, uint16_t port) {
-    return {"run", source_path("configs/transfer.yaml"),
-            "--set", "backbone.checkpoint=none",
-            "--set", "data.train_limit=256",
-            "--set", "data.test_limit=64",
-            "--set", "nodes=[{name: " + name + ", host: 127.0.0.1, port: " +
-                       std::to_string(port) + "}]"};
   }
 
   static inline std::unique_ptr<scratch_dir> dir_;
@@ -152,17 +138,17 @@ TEST_F(security, certs_existing_files_are_replaced_only_with_force) {
   scratch_dir scratch{"certs"};
   const auto& dir = scratch.path();
   ASSERT_TRUE(actors::init_cluster_ca(dir));
-  auto first = read_file(dir + "/ca.pem");
+  auto first = read_text(dir + "/ca.pem");
   auto again = actors::init_cluster_ca(dir);
   ASSERT_FALSE(again);
   EXPECT_NE(describe(again.error()).find("already exists (pass --force"), std::string::npos)
     << describe(again.error());
-  EXPECT_EQ(read_file(dir + "/ca.pem"), first);
+  EXPECT_EQ(read_text(dir + "/ca.pem"), first);
   ASSERT_TRUE(actors::issue_certificate("n1", dir));
   EXPECT_FALSE(actors::issue_certificate("n1", dir));
   ASSERT_TRUE(actors::issue_certificate("n1", dir, true));
   ASSERT_TRUE(actors::init_cluster_ca(dir, true));
-  EXPECT_NE(read_file(dir + "/ca.pem"), first);
+  EXPECT_NE(read_text(dir + "/ca.pem"), first);
   // n1 was signed by the replaced CA: no longer valid for the new one.
   auto err = actors::check_tls_files({dir + "/n1.pem", dir + "/n1.key", dir + "/ca.pem"});
   EXPECT_NE(describe(err).find("is not valid for the CA"), std::string::npos) << describe(err);
@@ -272,7 +258,7 @@ TEST_F(security, coordinator_whose_dns_name_is_not_allowed_is_refused_despite_it
   args.insert(args.end(), {"--tls-allow", "coordinator"});
   node_process node{dir_->path(), "n1", args};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(with(job_on("n1", node.port()),
+  auto out = run_baton(with(transfer_job_on("n1", node.port()),
                             {"--tls-cert", dir + "/mixed.pem", "--tls-key", dir + "/mixed.key",
                              "--tls-ca", certs() + "/ca.pem"}));
   EXPECT_EQ(out.exit_code, 2) << out.text;
@@ -300,8 +286,9 @@ TEST_F(security, bad_tls_files_are_errors_not_aborts) {
                          certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"});
   EXPECT_EQ(node.exit_code, 2) << node.text;
   auto coordinator =
-    run_baton(with(job_on("n1", 1), {"--tls-cert", certs() + "/n1.pem", "--tls-key",
-                                     certs() + "/n2.key", "--tls-ca", certs() + "/ca.pem"}));
+    run_baton(with(transfer_job_on("n1", 1), {"--tls-cert", certs() + "/n1.pem", "--tls-key",
+                                              certs() + "/n2.key", "--tls-ca",
+                                              certs() + "/ca.pem"}));
   EXPECT_EQ(coordinator.exit_code, 2) << coordinator.text;
   EXPECT_NE(coordinator.text.find("runtime.tls"), std::string::npos) << coordinator.text;
 }
@@ -319,7 +306,7 @@ TEST_F(security, mutual_tls_run_works_with_allow_list_and_path_roots) {
                    "checkpoint_dir: " + dir_->path() + "\n");
   node_process node{dir_->path(), "n1", {"--config", yaml}};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
+  auto out = run_baton(with(transfer_job_on("n1", node.port()), tls("coordinator")));
   ASSERT_EQ(out.exit_code, 0) << out.text << "\nnode log:\n" << node.log();
   auto log = node.log();
   EXPECT_NE(log.find("listening on 127.0.0.1:" + std::to_string(node.port()) + " with TLS"),
@@ -331,7 +318,7 @@ TEST_F(security, mutual_tls_run_works_with_allow_list_and_path_roots) {
 
 TEST_F(security, mutual_tls_over_local_nodes) {
   auto metrics = dir_->path() + "/local-nodes.json";
-  auto args = job_on("n1", 1);
+  auto args = transfer_job_on("n1", 1);
   args.resize(args.size() - 2); // no `nodes`: --local-nodes makes them
   auto out = run_baton(with(args, {"--local-nodes", "2", "--metrics-out", metrics, "--tls-cert",
                                    certs() + "/coordinator.pem", "--tls-key",
@@ -344,7 +331,7 @@ TEST_F(security, mutual_tls_over_local_nodes) {
 TEST_F(security, coordinator_without_certificate_is_refused) {
   node_process node{dir_->path(), "n1", tls("n1")};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(job_on("n1", node.port()));
+  auto out = run_baton(transfer_job_on("n1", node.port()));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("closed the connection during the handshake"), std::string::npos)
     << out.text;
@@ -354,7 +341,7 @@ TEST_F(security, coordinator_without_certificate_is_refused) {
 TEST_F(security, certificate_from_another_ca_is_refused) {
   node_process node{dir_->path(), "n1", tls("n1")};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator", other())));
+  auto out = run_baton(with(transfer_job_on("n1", node.port()), tls("coordinator", other())));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("TLS connection to node 'n1'"), std::string::npos) << out.text;
   EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
@@ -363,7 +350,7 @@ TEST_F(security, certificate_from_another_ca_is_refused) {
 TEST_F(security, plain_node_is_refused_by_a_tls_coordinator) {
   node_process node{dir_->path(), "n1", {}};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
+  auto out = run_baton(with(transfer_job_on("n1", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_EQ(node.log().find("n1: spawned"), std::string::npos) << node.log();
 }
@@ -372,7 +359,7 @@ TEST_F(security, plain_node_is_refused_by_a_tls_coordinator) {
 TEST_F(security, node_name_not_in_its_certificate_is_refused) {
   node_process node{dir_->path(), "n1", tls("n1")};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(with(job_on("n2", node.port()), tls("coordinator")));
+  auto out = run_baton(with(transfer_job_on("n2", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("presented a certificate for 'n1', but the topology expects 'n2'"),
             std::string::npos)
@@ -385,7 +372,7 @@ TEST_F(security, coordinator_not_in_allow_list_is_refused) {
   args.insert(args.end(), {"--tls-allow", "admin", "--tls-allow", "n2"});
   node_process node{dir_->path(), "n1", args};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(with(job_on("n1", node.port()), tls("coordinator")));
+  auto out = run_baton(with(transfer_job_on("n1", node.port()), tls("coordinator")));
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_NE(out.text.find("does not accept the certificate for 'coordinator': not in its "
                           "tls.allow (admin, n2)"),
@@ -417,7 +404,7 @@ TEST_F(security, dataset_outside_data_dirs_is_refused) {
   write_file(yaml, "data_dirs: [data]\n");
   node_process node{dir_->path(), "n1", {"--config", yaml}};
   ASSERT_NE(node.port(), 0) << node.log();
-  auto out = run_baton(job_on("n1", node.port()));
+  auto out = run_baton(transfer_job_on("n1", node.port()));
   EXPECT_NE(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("dataset directory '/usr/share/datasets/fashion-mnist'"),
             std::string::npos)

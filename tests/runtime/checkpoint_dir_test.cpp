@@ -9,18 +9,17 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
-#include <thread>
 
 #include <gtest/gtest.h>
 
-#include "actors/runtime/child_process.hpp"
 #include "actors/runtime/run_record.hpp"
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton::testing;
 namespace fs = std::filesystem;
@@ -33,46 +32,7 @@ protected:
   static void SetUpTestSuite() { dir_ = std::make_unique<scratch_dir>("checkpoint-dir"); }
   static void TearDownTestSuite() { dir_.reset(); }
 
-  /// A short gpipe pipeline: 1024 samples in minibatches of 2 x 32, 16 steps
-  /// per epoch, `epochs` epochs, a checkpoint every 4 steps.
-  static std::vector<std::string> pipeline_job(int epochs = 2) {
-    return {"run",   source_path("configs/pipeline.yaml"),
-            "--set", "data.train_limit=1024",
-            "--set", "data.test_limit=256",
-            "--set", "data.microbatches=2",
-            "--set", "data.epochs=" + std::to_string(epochs),
-            "--set", "pipeline.schedule=gpipe",
-            "--set", "runtime.checkpoint_every=4"};
-  }
-
-  /// `baton ARGS...` in the background, its output in DIR/NAME.log; stopped
-  /// (SIGTERM, then SIGKILL) when the object goes, even if the test fails.
-  static actors::child_process start_baton(const std::vector<std::string>& args,
-                                           const std::string& name) {
-    std::vector<std::string> argv{BATON_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto child = actors::child_process::start(argv, log_of(name));
-    if (!child)
-      throw std::runtime_error("cannot start baton for " + name);
-    return std::move(*child);
-  }
-
   static std::string log_of(const std::string& name) { return dir_->path() + "/" + name + ".log"; }
-
-  static std::string text_of(const std::string& path) {
-    std::ifstream in{path};
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  /// Waits up to 5 minutes for `path` while `child` runs.
-  static bool await_file(const fs::path& path, actors::child_process& child) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-    while (!fs::exists(path) && child.running() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return fs::exists(path);
-  }
 
   static std::string run_id_in(const std::string& dir) {
     auto record = actors::read_run_record(dir);
@@ -80,29 +40,6 @@ protected:
   }
 
   static inline std::unique_ptr<scratch_dir> dir_;
-};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-/// Sets $TMPDIR for the baton processes a test starts, and restores it.
-class scoped_tmpdir {
-public:
-  explicit scoped_tmpdir(const std::string& dir) {
-    if (const char* old = std::getenv("TMPDIR"))
-      old_ = old;
-    ::setenv("TMPDIR", dir.c_str(), 1);
-  }
-  ~scoped_tmpdir() {
-    if (old_.empty())
-      ::unsetenv("TMPDIR");
-    else
-      ::setenv("TMPDIR", old_.c_str(), 1);
-  }
-
-private:
-  std::string old_;
 };
 
 } // namespace
@@ -115,14 +52,14 @@ private:
 // --resume refuses it and a new run replaces its checkpoints.
 TEST_F(checkpoint_dir, a_live_run_holds_its_directory_and_a_killed_one_resumes) {
   auto checkpoints = dir_->path() + "/shared";
-  auto job = with(pipeline_job(3), {"--set", "runtime.checkpoint_dir=" + checkpoints});
-  auto clean = run_job(*dir_, pipeline_job(3), "clean");
+  auto job = with(short_pipeline_job(3), {"--set", "runtime.checkpoint_dir=" + checkpoints});
+  auto clean = run_job(*dir_, short_pipeline_job(3), "clean");
 
-  auto a = start_baton(job, "run-a");
+  baton_process a{job, log_of("run-a")};
   // stage2 checkpoints a step first, stage0 last: with its step 8 written,
   // every stage has step 4.
-  ASSERT_TRUE(await_file(fs::path(checkpoints) / "stage2" / "step-000000000008.ckpt", a))
-    << text_of(log_of("run-a"));
+  ASSERT_TRUE(a.await_file(checkpoints + "/stage2/step-000000000008.ckpt", std::chrono::minutes(5)))
+    << a.output();
   ::kill(a.pid(), SIGSTOP);
   auto a_id = run_id_in(checkpoints);
   ASSERT_EQ(a_id.size(), 32u);
@@ -167,9 +104,10 @@ TEST_F(checkpoint_dir, a_live_run_holds_its_directory_and_a_killed_one_resumes) 
 // error said where its checkpoints are and how to resume.
 TEST_F(checkpoint_dir, a_checkpoint_of_another_run_is_refused_on_restore) {
   auto first = dir_->path() + "/first";
-  auto failed = run_baton(with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + first,
-                                                "--set", "runtime.max_restarts=0", "--fault",
-                                                "kind=throw,actor=stage1,at_step=9"}));
+  auto failed = run_baton(with(short_pipeline_job(),
+                               {"--set", "runtime.checkpoint_dir=" + first, "--set",
+                                "runtime.max_restarts=0", "--fault",
+                                "kind=throw,actor=stage1,at_step=9"}));
   EXPECT_EQ(failed.exit_code, 1) << failed.text;
   EXPECT_TRUE(contains(failed.text, "its checkpoints are kept in " + first +
                                       ": continue the run with `baton run --resume " + first +
@@ -201,9 +139,9 @@ TEST_F(checkpoint_dir, a_failed_run_keeps_its_temporary_checkpoints) {
   auto tmp = dir_->path() + "/tmp";
   fs::create_directory(tmp);
   scoped_tmpdir scoped{tmp};
-  auto failed = run_baton(with(pipeline_job(), {"--local-nodes", "2", "--set",
-                                                "runtime.max_restarts=0", "--fault",
-                                                "kind=throw,actor=stage1,at_step=9"}));
+  auto failed = run_baton(with(short_pipeline_job(), {"--local-nodes", "2", "--set",
+                                                      "runtime.max_restarts=0", "--fault",
+                                                      "kind=throw,actor=stage1,at_step=9"}));
   EXPECT_EQ(failed.exit_code, 1) << failed.text;
   std::string kept;
   for (const auto& e : fs::directory_iterator(tmp))
@@ -228,12 +166,13 @@ TEST_F(checkpoint_dir, a_record_too_big_for_resume_is_refused_at_start) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   while (data_dir.size() < 3998)
     data_dir += "/.";
-  auto args = with(pipeline_job(), {"--set", "runtime.checkpoint_dir=" + dir_->path() + "/big"});
+  auto args =
+    with(short_pipeline_job(), {"--set", "runtime.checkpoint_dir=" + dir_->path() + "/big"});
   for (int i = 0; i < 300; ++i)
     args.insert(args.end(), {"--set", "data.dir=" + data_dir});
-  auto run = start_baton(args, "big");
-  EXPECT_EQ(run.wait(), 2) << text_of(log_of("big"));
-  auto text = text_of(log_of("big"));
+  baton_process run{args, log_of("big")};
+  EXPECT_EQ(run.wait(), 2) << run.output();
+  auto text = run.output();
   EXPECT_TRUE(contains(text, "over the 1 MiB that `baton run --resume` reads")) << text;
   EXPECT_FALSE(fs::exists(dir_->path() + "/big/run.yaml")) << text;
 }

@@ -3,17 +3,16 @@
 // the weights compared with the fault-free run of the same seed.
 
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
 
@@ -27,17 +26,8 @@ protected:
   static void SetUpTestSuite() { dir_ = std::make_unique<scratch_dir>("faults"); }
   static void TearDownTestSuite() { dir_.reset(); }
 
-  /// A short gpipe pipeline: 1024 samples in minibatches of 2 x 32, 16 steps
-  /// per epoch, 2 epochs, a checkpoint every 4 steps.
-  static std::vector<std::string> pipeline_job() {
-    return {"run",   source_path("configs/pipeline.yaml"),
-            "--set", "data.train_limit=1024",
-            "--set", "data.test_limit=256",
-            "--set", "data.microbatches=2",
-            "--set", "data.epochs=2",
-            "--set", "pipeline.schedule=gpipe",
-            "--set", "runtime.checkpoint_every=4"};
-  }
+  /// The short gpipe pipeline (2 epochs of 16 steps, a checkpoint every 4).
+  static std::vector<std::string> pipeline_job() { return short_pipeline_job(); }
 
   /// A short transfer job (3 heads on the frozen backbone).
   static std::vector<std::string> transfer_job() {
@@ -130,27 +120,12 @@ TEST_F(faults, resume_after_the_coordinator_was_killed) {
                                    "data.epochs=3"});
   auto clean = run_job(*dir_, with(pipeline_job(), {"--set", "data.epochs=3"}), "resume-clean");
 
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::vector<std::string> args{BATON_BINARY};
-    args.insert(args.end(), job.begin(), job.end());
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::freopen("/dev/null", "w", stdout);
-    ::execv(BATON_BINARY, argv.data());
-    ::_exit(127);
-  }
   // Kill it once the last stage has a checkpoint of step 12 (of 48).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  auto marker = fs::path(checkpoints) / "stage2" / "step-000000000012.ckpt";
-  while (!fs::exists(marker) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  auto marker = checkpoints + "/stage2/step-000000000012.ckpt";
+  baton_process run{job, dir_->path() + "/resume-killed.log"};
+  run.await_file(marker, std::chrono::minutes(5));
+  run.signal(SIGKILL);
+  run.wait();
   ASSERT_TRUE(fs::exists(marker)) << "the run made no checkpoint of step 12";
 
   auto resumed = run_job(*dir_, with(job, {"--resume", checkpoints}), "resume-resumed");

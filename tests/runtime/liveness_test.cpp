@@ -19,8 +19,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using baton::actors::fault_injector;
 using baton::actors::fault_record;
@@ -38,10 +40,6 @@ using time_point = liveness::clock_type::time_point;
 
 /// A time `ms` after an arbitrary origin.
 time_point moment(int64_t ms) { return time_point{} + 1h + std::chrono::milliseconds(ms); }
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 } // namespace
 
@@ -181,16 +179,9 @@ protected:
   /// every 4 steps and a 3 s stall timeout; the nodes' connection timeout is
   /// long, so that a paused node is found by the stall detector.
   static std::vector<std::string> pipeline_on_nodes() {
-    return {"run",           source_path("configs/pipeline.yaml"),
-            "--set",         "data.train_limit=1024",
-            "--set",         "data.test_limit=256",
-            "--set",         "data.microbatches=2",
-            "--set",         "data.epochs=2",
-            "--set",         "pipeline.schedule=gpipe",
-            "--set",         "runtime.checkpoint_every=4",
-            "--set",         "runtime.stall_timeout_ms=3000",
-            "--set",         "runtime.connection_timeout_ms=30000",
-            "--local-nodes", "3"};
+    return with(short_pipeline_job(), {"--set", "runtime.stall_timeout_ms=3000",
+                                       "--set", "runtime.connection_timeout_ms=30000",
+                                       "--local-nodes", "3"});
   }
 
   static inline std::unique_ptr<scratch_dir> dir_;

@@ -6,55 +6,25 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton::testing;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string contents(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 /// A short transfer job (3 heads), 512 samples.
-std::vector<std::string> short_job(std::vector<std::string> more = {}) {
-  std::vector<std::string> args{"run",   source_path("configs/transfer.yaml"),
-                                "--set", "data.train_limit=512",
-                                "--set", "data.test_limit=128"};
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
+std::vector<std::string> short_job(const std::vector<std::string>& more = {}) {
+  return with(short_transfer_job(), more);
 }
-
-/// Sets $TMPDIR for the baton processes a test starts, and restores it.
-class scoped_tmpdir {
-public:
-  explicit scoped_tmpdir(const std::string& dir) {
-    if (const char* old = std::getenv("TMPDIR"))
-      old_ = old;
-    ::setenv("TMPDIR", dir.c_str(), 1);
-  }
-  ~scoped_tmpdir() {
-    if (old_.empty())
-      ::unsetenv("TMPDIR");
-    else
-      ::setenv("TMPDIR", old_.c_str(), 1);
-  }
-
-private:
-  std::string old_;
-};
 
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> names;
@@ -107,7 +77,7 @@ TEST_F(run_files, a_directory_as_output_is_refused_and_nothing_is_left) {
 TEST_F(run_files, outputs_that_are_inputs_of_the_run_are_refused) {
   auto topology = dir_ + "/transfer.yaml";
   fs::copy_file(source_path("configs/transfer.yaml"), topology);
-  auto before = contents(topology);
+  auto before = read_text(topology);
   // The copy's relative backbone.checkpoint would point elsewhere: name it.
   auto checkpoint = source_path("build/checkpoints/convnet-pretrained.pt");
   auto same_topology = run_baton({"run", topology, "--set", "backbone.checkpoint=" + checkpoint,
@@ -115,7 +85,7 @@ TEST_F(run_files, outputs_that_are_inputs_of_the_run_are_refused) {
   EXPECT_EQ(same_topology.exit_code, 2) << same_topology.text;
   EXPECT_NE(same_topology.text.find("is an input of this run"), std::string::npos)
     << same_topology.text;
-  EXPECT_EQ(contents(topology), before);
+  EXPECT_EQ(read_text(topology), before);
 
   // Through another spelling of the path.
   auto spelled = run_baton({"run", topology, "--set", "backbone.checkpoint=" + checkpoint,

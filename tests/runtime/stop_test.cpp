@@ -3,22 +3,16 @@
 // run stops with an error naming the actor. A signal always ends baton: the
 // first asks for a clean stop, a second one exits at once.
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 using namespace baton::testing;
@@ -26,92 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-/// A `baton` child process with its output in a file; killed if the test
-/// ends while it still runs.
-class child {
-public:
-  /// `as_nobody`: root drops to uid/gid 65534 first, so that `nproc` (the
-  /// RLIMIT_NPROC of the user's threads) applies; 0 leaves the limit alone.
-  child(const std::vector<std::string>& args, const std::string& log, bool as_nobody = false,
-        rlim_t nproc = 0)
-    : log_(log) {
-    pid_ = ::fork();
-    if (pid_ != 0)
-      return;
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    ::dup2(fd, STDOUT_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    ::setpgid(0, 0);
-    if (as_nobody && ::getuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
-      ::_exit(126);
-    if (nproc > 0) {
-      rlimit limit{nproc, nproc};
-      ::setrlimit(RLIMIT_NPROC, &limit);
-    }
-    std::vector<std::string> all{BATON_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(BATON_BINARY, argv.data());
-    ::_exit(127);
-  }
-
-  ~child() {
-    if (pid_ > 0 && code_ < 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  /// The exit code (128 + signal when killed), or -1 if it still runs after
-  /// `limit`.
-  int wait_for(std::chrono::seconds limit) {
-    auto deadline = clock_type::now() + limit;
-    while (clock_type::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_)
-        return code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
-  }
-
-  void signal(int sig) const { ::kill(pid_, sig); }
-
-  std::string output() const {
-    std::ifstream in{log_};
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  /// Waits until the output contains `text` (or `limit` passes).
-  bool await_output(const std::string& text, std::chrono::seconds limit) const {
-    auto deadline = clock_type::now() + limit;
-    while (clock_type::now() < deadline) {
-      if (output().find(text) != std::string::npos)
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-
-private:
-  pid_t pid_ = -1;
-  int code_ = -1;
-  std::string log_;
-};
-
 /// The transfer job on `samples` training samples with `heads` more heads
 /// than its three.
 std::vector<std::string> many_heads(int heads, int samples = 512) {
-  std::vector<std::string> args{"run",   source_path("configs/transfer.yaml"),
-                                "--set", "data.train_limit=" + std::to_string(samples),
-                                "--set", "data.test_limit=128"};
+  auto args = short_transfer_job(samples);
   for (int i = 1; i <= heads; ++i)
     args.insert(args.end(),
                 {"--set", "heads.+={name: h" + std::to_string(i) + ", task: all10}"});
@@ -138,9 +50,11 @@ TEST_F(stopping, a_head_that_cannot_get_a_thread_stops_the_run_with_an_error) {
   ASSERT_EQ(pretrain.exit_code, 0) << pretrain.text;
   auto args = many_heads(40);
   args.insert(args.end(), {"--set", "runtime.checkpoint_every=0"});
-  ::setenv("TMPDIR", dir_.c_str(), 1);
-  child run{args, dir_ + "/run.log", true, 30};
-  ::unsetenv("TMPDIR");
+  process_limits limits;
+  limits.as_nobody = true;
+  limits.user_threads = 30;
+  scoped_tmpdir tmp{dir_}; // where the run makes its directories
+  baton_process run{args, dir_ + "/run.log", limits};
   int code = run.wait_for(std::chrono::seconds(240));
   auto text = run.output();
   ASSERT_NE(code, -1) << "still running after 240 s:\n" << text;
@@ -153,12 +67,12 @@ TEST_F(stopping, a_head_that_cannot_get_a_thread_stops_the_run_with_an_error) {
 // at once.
 TEST_F(stopping, signals_stop_a_run) {
   // A whole epoch: still training when the signal comes.
-  child first{many_heads(0, 60000), dir_ + "/first.log"};
+  baton_process first{many_heads(0, 60000), dir_ + "/first.log"};
   ASSERT_TRUE(first.await_output("spawned head", std::chrono::seconds(120))) << first.output();
   first.signal(SIGTERM);
   EXPECT_EQ(first.wait_for(std::chrono::seconds(120)), 130) << first.output();
 
-  child second{many_heads(0, 60000), dir_ + "/second.log"};
+  baton_process second{many_heads(0, 60000), dir_ + "/second.log"};
   ASSERT_TRUE(second.await_output("spawned head", std::chrono::seconds(120))) << second.output();
   second.signal(SIGTERM);
   second.signal(SIGTERM);

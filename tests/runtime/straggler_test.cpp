@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -21,12 +20,12 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/runtime/child_process.hpp"
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
-using baton::actors::child_process;
 using baton::actors::liveness_event;
 using baton::actors::liveness_limits;
 using baton::actors::node_liveness;
@@ -40,10 +39,6 @@ using time_point = node_liveness::clock_type::time_point;
 
 /// A time `ms` after an arbitrary origin.
 time_point moment(int64_t ms) { return time_point{} + 1h + std::chrono::milliseconds(ms); }
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 liveness_limits limits(std::chrono::milliseconds late, std::chrono::milliseconds lost) {
   liveness_limits l;
@@ -149,17 +144,9 @@ TEST(node_liveness, limits_follow_the_topology) {
 
 namespace {
 
-/// The text of a file ("" when missing).
-std::string text_of(const std::string& path) {
-  std::ifstream in{path};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 /// The fields of /proc/PID/stat after the command: [0] state, [1] ppid.
 std::vector<std::string> stat_of(pid_t pid) {
-  auto text = text_of("/proc/" + std::to_string(pid) + "/stat");
+  auto text = read_text("/proc/" + std::to_string(pid) + "/stat");
   auto end = text.rfind(')');
   std::vector<std::string> fields;
   if (end == std::string::npos)
@@ -180,7 +167,7 @@ pid_t child_named(pid_t parent, const std::string& name) {
     auto stat = stat_of(pid);
     if (stat.size() < 2 || stat[1] != std::to_string(parent))
       continue;
-    auto cmdline = text_of(entry.path().string() + "/cmdline");
+    auto cmdline = read_text(entry.path().string() + "/cmdline");
     if (contains(cmdline, std::string{"--name"} + '\0' + name + '\0'))
       return pid;
   }
@@ -244,32 +231,21 @@ protected:
   }
   static std::string log_of(const std::string& name) { return dir_->path() + "/" + name + ".log"; }
 
-  /// `baton ARGS...` in the background, its output in the log of `name`.
-  static child_process start_baton(const std::vector<std::string>& args, const std::string& name) {
-    std::vector<std::string> argv{BATON_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto child = child_process::start(argv, log_of(name));
-    if (!child)
-      throw std::runtime_error("cannot start baton for " + name);
-    return std::move(*child);
-  }
-
-  /// Waits until node `node` of the run of `name` has spawned its actors
+  /// Waits until node `node` of the run `baton` has spawned its actors
   /// (its log, in the directory the run names, says so) and trains a
   /// second: the node's pid, -1 when it never got there.
-  static pid_t await_training(child_process& baton, const std::string& name,
-                              const std::string& node) {
+  static pid_t await_training(baton_process& baton, const std::string& node) {
     const std::string named = "(logs in ";
     std::string node_log;
     wait_until([&] {
-      auto log = text_of(log_of(name));
+      auto log = baton.output();
       auto at = log.find(named);
       if (at != std::string::npos)
         node_log = log.substr(at + named.size(),
                               log.find(',', at) - at - named.size()) + "/" + node + ".log";
       return !node_log.empty() || !baton.running();
     }, 120s);
-    wait_until([&] { return contains(text_of(node_log), "spawned") || !baton.running(); }, 120s);
+    wait_until([&] { return contains(read_text(node_log), "spawned") || !baton.running(); }, 120s);
     std::this_thread::sleep_for(1s);
     return baton.running() ? child_named(baton.pid(), node) : -1;
   }
@@ -286,17 +262,17 @@ protected:
 // every sample trained once. Before, it ended after ~2 s with exit 2 and
 // `lost node 'n2'`.
 TEST_F(stragglers, a_stopped_worker_node_under_bounded_staleness_is_waited_for) {
-  auto baton = start_baton(ps_job(2, "ps-straggler"), "ps-straggler");
-  pid_t n2 = await_training(baton, "ps-straggler", "n2");
-  ASSERT_GT(n2, 0) << text_of(log_of("ps-straggler"));
-  ASSERT_TRUE(baton.running()) << text_of(log_of("ps-straggler"));
+  baton_process baton{ps_job(2, "ps-straggler"), log_of("ps-straggler")};
+  pid_t n2 = await_training(baton, "n2");
+  ASSERT_GT(n2, 0) << baton.output();
+  ASSERT_TRUE(baton.running()) << baton.output();
   {
     continue_at_end resume{n2};
     ASSERT_EQ(::kill(n2, SIGSTOP), 0);
     std::this_thread::sleep_for(4s);
   }
-  EXPECT_EQ(baton.wait(), 0) << text_of(log_of("ps-straggler"));
-  auto log = text_of(log_of("ps-straggler"));
+  EXPECT_EQ(baton.wait(), 0) << baton.output();
+  auto log = baton.output();
   EXPECT_TRUE(contains(log, "node 'n2' has not answered for")) << log;
   EXPECT_TRUE(contains(log, "runtime.slow_node_timeout_ms")) << log;
   EXPECT_TRUE(contains(log, "node 'n2' answers again after")) << log;
@@ -319,14 +295,14 @@ TEST_F(stragglers, a_stopped_worker_node_under_bounded_staleness_is_waited_for) 
 TEST_F(stragglers, a_worker_node_lost_under_bounded_staleness_keeps_the_work_done) {
   auto args = ps_job(2, "ps-lost");
   args.insert(args.end(), {"--set", "runtime.slow_node_timeout_ms=2000"});
-  auto baton = start_baton(args, "ps-lost");
-  pid_t n2 = await_training(baton, "ps-lost", "n2");
-  ASSERT_GT(n2, 0) << text_of(log_of("ps-lost"));
-  ASSERT_TRUE(baton.running()) << text_of(log_of("ps-lost"));
+  baton_process baton{args, log_of("ps-lost")};
+  pid_t n2 = await_training(baton, "n2");
+  ASSERT_GT(n2, 0) << baton.output();
+  ASSERT_TRUE(baton.running()) << baton.output();
   continue_at_end resume{n2};
   ASSERT_EQ(::kill(n2, SIGSTOP), 0);
-  EXPECT_EQ(baton.wait(), 2) << text_of(log_of("ps-lost"));
-  auto log = text_of(log_of("ps-lost"));
+  EXPECT_EQ(baton.wait(), 2) << baton.output();
+  auto log = baton.output();
   EXPECT_TRUE(contains(log, "lost node 'n2': no answer for")) << log;
   EXPECT_TRUE(contains(log, "no recovery: the run writes no checkpoints")) << log;
   auto metrics = read_json(metrics_of("ps-lost"));
@@ -347,17 +323,17 @@ TEST_F(stragglers, a_worker_node_lost_under_bounded_staleness_keeps_the_work_don
 TEST_F(stragglers, a_paused_coordinator_keeps_its_local_nodes) {
   auto args = ps_job(0, "paused-coordinator");
   args.insert(args.end(), {"--set", "runtime.checkpoint_every=8"});
-  auto baton = start_baton(args, "paused-coordinator");
-  pid_t n1 = await_training(baton, "paused-coordinator", "n1");
-  ASSERT_GT(n1, 0) << text_of(log_of("paused-coordinator"));
-  ASSERT_TRUE(baton.running()) << text_of(log_of("paused-coordinator"));
+  baton_process baton{args, log_of("paused-coordinator")};
+  pid_t n1 = await_training(baton, "n1");
+  ASSERT_GT(n1, 0) << baton.output();
+  ASSERT_TRUE(baton.running()) << baton.output();
   {
     continue_at_end resume{baton.pid()};
     ASSERT_EQ(::kill(baton.pid(), SIGSTOP), 0);
     std::this_thread::sleep_for(4s);
   }
-  EXPECT_EQ(baton.wait(), 0) << text_of(log_of("paused-coordinator"));
-  auto log = text_of(log_of("paused-coordinator"));
+  EXPECT_EQ(baton.wait(), 0) << baton.output();
+  auto log = baton.output();
   EXPECT_TRUE(contains(log, "this process did not run for")) << log;
   EXPECT_FALSE(contains(log, "lost node '")) << log;
   EXPECT_FALSE(contains(log, "has not answered")) << log;
@@ -370,11 +346,11 @@ TEST_F(stragglers, a_paused_coordinator_keeps_its_local_nodes) {
 // are in process groups of their own; SIGCONT (`fg`) continues them all,
 // and the run ends normally.
 TEST_F(stragglers, ctrl_z_stops_the_local_nodes_with_the_coordinator) {
-  auto baton = start_baton(ps_job(0, "ctrl-z"), "ctrl-z");
-  pid_t n1 = await_training(baton, "ctrl-z", "n1");
+  baton_process baton{ps_job(0, "ctrl-z"), log_of("ctrl-z")};
+  pid_t n1 = await_training(baton, "n1");
   pid_t n2 = child_named(baton.pid(), "n2");
-  ASSERT_GT(n1, 0) << text_of(log_of("ctrl-z"));
-  ASSERT_GT(n2, 0) << text_of(log_of("ctrl-z"));
+  ASSERT_GT(n1, 0) << baton.output();
+  ASSERT_GT(n2, 0) << baton.output();
   {
     continue_at_end resume{baton.pid()};
     ASSERT_EQ(::kill(baton.pid(), SIGTSTP), 0);
@@ -384,5 +360,5 @@ TEST_F(stragglers, ctrl_z_stops_the_local_nodes_with_the_coordinator) {
     EXPECT_TRUE(stopped(n1) && stopped(n2));
   }
   EXPECT_TRUE(wait_until([&] { return !stopped(n1) && !stopped(n2); }, 10s));
-  EXPECT_EQ(baton.wait(), 0) << text_of(log_of("ctrl-z"));
+  EXPECT_EQ(baton.wait(), 0) << baton.output();
 }

@@ -31,4 +31,14 @@ std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metric
   return out;
 }
 
+void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t steps) {
+  ASSERT_TRUE(metrics.contains("trained")) << metrics.dump();
+  int64_t trained = 0;
+  for (const auto& [actor, count] : metrics.at("trained").items()) {
+    EXPECT_EQ(count.at("trained").get<int64_t>(), steps) << actor;
+    trained += count.at("trained").get<int64_t>();
+  }
+  EXPECT_EQ(trained, actors * steps);
+}
+
 } // namespace baton::testing

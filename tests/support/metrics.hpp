@@ -2,6 +2,7 @@
 
 // A job run to its end and the metrics file (--metrics-out) it wrote.
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,5 +27,10 @@ nlohmann::json run_job(const scratch_dir& dir, std::vector<std::string> args,
 /// ("head", "pipeline_stage").
 std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metrics,
                                                     const std::string& role = "");
+
+/// Expects `metrics` to count `steps` trained steps for every trainable
+/// actor (its "trained" section) and `actors` x `steps` in all: each actor
+/// trained each of its steps once.
+void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t steps);
 
 } // namespace baton::testing

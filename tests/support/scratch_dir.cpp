@@ -50,4 +50,19 @@ scratch_dir::~scratch_dir() {
                  ec.message().c_str());
 }
 
+scoped_tmpdir::scoped_tmpdir(const std::string& dir) {
+  if (const char* old = std::getenv("TMPDIR")) {
+    was_set_ = true;
+    old_ = old;
+  }
+  ::setenv("TMPDIR", dir.c_str(), 1);
+}
+
+scoped_tmpdir::~scoped_tmpdir() {
+  if (was_set_)
+    ::setenv("TMPDIR", old_.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
+}
+
 } // namespace baton::testing

@@ -1,7 +1,7 @@
 #pragma once
 
 // A directory for one test's files, made fresh and removed unless the test
-// failed.
+// failed; $TMPDIR pointed elsewhere for the processes a test starts.
 
 #include <string>
 
@@ -27,6 +27,21 @@ public:
 
 private:
   std::string path_;
+};
+
+/// Sets $TMPDIR to `dir` for the processes started while it lives (where
+/// baton makes its temporary checkpoint and log directories), and restores
+/// the old value (or unsets it) when it goes.
+class scoped_tmpdir {
+public:
+  explicit scoped_tmpdir(const std::string& dir);
+  ~scoped_tmpdir();
+  scoped_tmpdir(const scoped_tmpdir&) = delete;
+  scoped_tmpdir& operator=(const scoped_tmpdir&) = delete;
+
+private:
+  bool was_set_ = false;
+  std::string old_;
 };
 
 } // namespace baton::testing
