@@ -24,74 +24,28 @@
 #include "model/core/dataset.hpp"
 #include "model/core/digest.hpp"
 #include "model/core/freezing.hpp"
+#include "tests/modes/data_parallel/small_job.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
+#include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
 using namespace baton::testing;
 
 namespace {
 
-/// A small data-parallel topology (synthetic data) of `model` with
-/// `section` as its `data_parallel:` section; line 12 is the section's
-/// first key, line 6 `backbone.checkpoint`.
-std::string topology_text(const std::string& section, const std::string& model = "convnet",
-                          const std::string& checkpoint = "none") {
-  return "# a data-parallel test topology\n"
-         "job: data-parallel\n"
-         "seed: 7\n"
-         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 64,\n"
-         "       batch_size: 16, epochs: 1}\n"
-         "backbone: {model: convnet, checkpoint: " + checkpoint + ",\n"
-         "           pretrain: {task: all10, optimizer: {lr: 0.05, momentum: 0.9}}}\n"
-         "tasks:\n"
-         "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
-         "heads: [{name: all10, task: all10}]\n"
-         "data_parallel:\n"
-         "  model: " + model + "\n" +
-         section;
+/// The small data-parallel job of `model` with a backbone `checkpoint`
+/// (line 6): `data_parallel.model` on line 12, the section's other keys
+/// from line 13.
+topology_fixture dp(const std::string& model = "convnet", const std::string& checkpoint = "none") {
+  return data_parallel_topology("dp.yaml", model, checkpoint);
 }
 
-caf::expected<topology> parse(const std::string& section, const std::string& model = "convnet",
-                              const std::string& checkpoint = "none") {
-  return parse_topology(topology_text(section, model, checkpoint), "dp.yaml", {});
-}
-
-/// The error text of a topology that must be refused.
-std::string refusal(const std::string& section, const std::string& model = "convnet",
-                    const std::string& checkpoint = "none") {
-  auto t = parse(section, model, checkpoint);
-  if (t) {
-    ADD_FAILURE() << "accepted:\n" << section;
-    return "";
-  }
-  return baton::describe(t.error());
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-/// Worker 2's settings of the plan of `section` (W = 3).
+/// Worker 2's settings of the plan of `section` (W = 3), through its codec.
 data_parallel_worker_spec planned_worker(const std::string& section) {
-  auto t = parse("  workers: 3\n" + section);
-  if (!t) {
-    ADD_FAILURE() << baton::describe(t.error());
-    return {};
-  }
-  auto plan = plan_of(*t);
-  if (!plan || plan->actors.size() != 3u) {
-    ADD_FAILURE() << (plan ? "not 3 workers" : baton::describe(plan.error()));
-    return {};
-  }
-  auto spec = parse_data_parallel_worker_spec(plan->actors[2].settings);
-  if (!spec) {
-    ADD_FAILURE() << baton::describe(spec.error());
-    return {};
-  }
-  EXPECT_EQ(to_yaml(*spec), plan->actors[2].settings);
-  return *spec;
+  return last_planned_worker(dp(), "  workers: 3\n" + section, 3);
 }
 
 } // namespace
@@ -99,25 +53,25 @@ data_parallel_worker_spec planned_worker(const std::string& section) {
 // -- the section --------------------------------------------------------------------
 
 TEST(data_parallel_freezing_section, a_bad_up_to_names_the_line_and_the_valid_layers) {
-  auto text = refusal("  freeze: {up_to: pool9}\n");
-  EXPECT_TRUE(has(text, "dp.yaml:13")) << text;
-  EXPECT_TRUE(has(text, "pool9")) << text;
-  EXPECT_TRUE(has(text, "conv1, relu1, conv2")) << text;
-  EXPECT_FALSE(has(text, "fc2")) << text; // the classifier is never frozen
+  auto text = dp().refusal("  freeze: {up_to: pool9}\n");
+  EXPECT_TRUE(contains(text, "dp.yaml:13")) << text;
+  EXPECT_TRUE(contains(text, "pool9")) << text;
+  EXPECT_TRUE(contains(text, "conv1, relu1, conv2")) << text;
+  EXPECT_FALSE(contains(text, "fc2")) << text; // the classifier is never frozen
 }
 
 TEST(data_parallel_freezing_section, refuses_what_the_reference_refuses_with_file_and_line) {
   // Adaptive freezing decides on every step's reduced gradients.
-  auto local_sgd = refusal("  sync_every: 2\n  freeze: {policy: adaptive}\n");
-  EXPECT_TRUE(has(local_sgd, "dp.yaml:14")) << local_sgd;
-  EXPECT_TRUE(has(local_sgd, "sync_every")) << local_sgd;
+  auto local_sgd = dp().refusal("  sync_every: 2\n  freeze: {policy: adaptive}\n");
+  EXPECT_TRUE(contains(local_sgd, "dp.yaml:14")) << local_sgd;
+  EXPECT_TRUE(contains(local_sgd, "sync_every")) << local_sgd;
   // The mlp's bn1 normalises over the batch: its output cannot be cached.
-  auto batch = refusal("  freeze: {up_to: relu1, cache: memory}\n", "mlp");
-  EXPECT_TRUE(has(batch, "dp.yaml:13")) << batch;
-  EXPECT_TRUE(has(batch, "bn1")) << batch;
-  EXPECT_TRUE(parse("  freeze: {up_to: fc1, cache: memory}\n", "mlp")); // before bn1
-  auto adaptive_batch = refusal("  freeze: {policy: adaptive, cache: memory}\n", "mlp");
-  EXPECT_TRUE(has(adaptive_batch, "bn1")) << adaptive_batch;
+  auto batch = dp("mlp").refusal("  freeze: {up_to: relu1, cache: memory}\n");
+  EXPECT_TRUE(contains(batch, "dp.yaml:13")) << batch;
+  EXPECT_TRUE(contains(batch, "bn1")) << batch;
+  EXPECT_TRUE(dp("mlp").parse("  freeze: {up_to: fc1, cache: memory}\n")); // before bn1
+  auto adaptive_batch = dp("mlp").refusal("  freeze: {policy: adaptive, cache: memory}\n");
+  EXPECT_TRUE(contains(adaptive_batch, "bn1")) << adaptive_batch;
   for (const char* bad :
        {"  freeze: {}\n", "  freeze: {up_to: pool1, interval: 5}\n",
         "  freeze: {policy: adaptive, up_to: pool1}\n",
@@ -128,12 +82,12 @@ TEST(data_parallel_freezing_section, refuses_what_the_reference_refuses_with_fil
         "  freeze: {policy: adaptive, interval: 0}\n", "  freeze: {policy: sometimes}\n",
         "  freeze: {up_to: pool1, cache: disk}\n", "  freeze: {up_to: pool1, cache_mb: 0}\n",
         "  freeze: {up_to: pool1, colour: blue}\n", "  sync_every: -1\n", "  task: nine\n"}) {
-    auto text = refusal(bad);
-    EXPECT_TRUE(has(text, "dp.yaml:13")) << bad << " -> " << text;
+    auto text = dp().refusal(bad);
+    EXPECT_TRUE(contains(text, "dp.yaml:13")) << bad << " -> " << text;
   }
   // A pretrained backbone: the mlp has none to load.
-  auto mlp = refusal("", "mlp", "pre.pt");
-  EXPECT_TRUE(has(mlp, "dp.yaml:6")) << mlp;
+  auto mlp = dp("mlp", "pre.pt").refusal("");
+  EXPECT_TRUE(contains(mlp, "dp.yaml:6")) << mlp;
 }
 
 TEST(data_parallel_freezing_section, the_workers_get_the_settings) {

@@ -20,93 +20,54 @@
 #include "messages/errc.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
+#include "tests/modes/data_parallel/small_job.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
 using namespace baton::testing;
 
 namespace {
 
-/// A small data-parallel topology (synthetic data, convnet) with `section`
-/// as its `data_parallel:` section; line 2 is `job:`, line 11 the section.
-std::string topology_text(const std::string& section, const std::string& extra = "") {
-  return "# a data-parallel test topology\n"
-         "job: data-parallel\n"
-         "seed: 7\n"
-         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 64,\n"
-         "       batch_size: 16, epochs: 1}\n"
-         "backbone: {model: convnet, checkpoint: none,\n"
-         "           pretrain: {task: all10, optimizer: {lr: 0.05, momentum: 0.9}}}\n"
-         "tasks:\n"
-         "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
-         "heads: [{name: all10, task: all10}]\n"
-         "data_parallel:\n" +
-         section + extra;
-}
-
-caf::expected<topology> parse(const std::string& section, const std::string& extra = "") {
-  return parse_topology(topology_text(section, extra), "dp.yaml", {});
-}
-
-/// The error text of a topology that must be refused.
-std::string refusal(const std::string& section, const std::string& extra = "") {
-  auto t = parse(section, extra);
-  if (t) {
-    ADD_FAILURE() << "accepted:\n" << section << extra;
-    return "";
-  }
-  return baton::describe(t.error());
-}
-
-job_plan plan_for(const std::string& section, int32_t local_nodes = 0) {
-  auto t = parse(section);
-  if (!t) {
-    ADD_FAILURE() << baton::describe(t.error());
-    return {};
-  }
-  auto placed = local_nodes > 0 ? with_local_nodes(*t, local_nodes) : *t;
-  auto plan = plan_of(placed);
-  if (!plan) {
-    ADD_FAILURE() << baton::describe(plan.error());
-    return {};
-  }
-  return *plan;
-}
+/// The small data-parallel job with the `data_parallel:` section under test.
+const topology_fixture dp = data_parallel_topology("dp.yaml");
 
 } // namespace
 
 // -- the section --------------------------------------------------------------------
 
 TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
-  EXPECT_NE(refusal("  exchange: hub\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  exchange: hub\n").find("ring"), std::string::npos);
-  EXPECT_NE(refusal("  workers: 0\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  workers: many\n").find("from 1 to 64"), std::string::npos);
-  EXPECT_NE(refusal("  bucket_mb: -1\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  model: vgg\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  worker: 2\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  optimizer: {lr: 0}\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
+  EXPECT_NE(dp.refusal("  exchange: hub\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(dp.refusal("  exchange: hub\n").find("ring"), std::string::npos);
+  EXPECT_NE(dp.refusal("  workers: 0\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(dp.refusal("  workers: many\n").find("from 1 to 64"), std::string::npos);
+  EXPECT_NE(dp.refusal("  bucket_mb: -1\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(dp.refusal("  model: vgg\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(dp.refusal("  worker: 2\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(dp.refusal("  optimizer: {lr: 0}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(dp.refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"),
+            std::string::npos);
+  EXPECT_NE(dp.refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"),
+            std::string::npos);
+  EXPECT_NE(dp.refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
   // Faults the ring cannot replay exactly (no credit edge for a drop).
-  auto faults = refusal("  workers: 2\n",
-                        "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
+  auto faults = dp.refusal("  workers: 2\n"
+                           "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
   EXPECT_NE(faults.find("dp.yaml:13"), std::string::npos) << faults;
   EXPECT_NE(faults.find("not supported by job: data-parallel"), std::string::npos) << faults;
   // Its section is read with its job only.
-  auto text = topology_text("  workers: 2\n");
+  auto text = dp.text("  workers: 2\n");
   text.replace(text.find("job: data-parallel"), 18, "job: pipeline");
-  auto other = parse_topology(text, "dp.yaml", {});
+  auto other = dp.parse_text(text);
   ASSERT_FALSE(other);
   EXPECT_NE(baton::describe(other.error()).find("only read with job: data-parallel"),
             std::string::npos);
 }
 
 TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
-  auto t = parse("");
+  auto t = dp.parse("");
   ASSERT_TRUE(t) << baton::describe(t.error());
   auto p = plan_of(*t);
   ASSERT_TRUE(p) << baton::describe(p.error());
@@ -117,7 +78,7 @@ TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
 // -- the plan -----------------------------------------------------------------------
 
 TEST(data_parallel_plan, is_w_workers_on_a_ring) {
-  auto p = plan_for("  workers: 3\n");
+  auto p = dp.plan_for("  workers: 3\n");
   ASSERT_EQ(p.actors.size(), 3u);
   for (size_t w = 0; w < 3; ++w) {
     const auto& a = p.actors[w];
@@ -136,18 +97,18 @@ TEST(data_parallel_plan, is_w_workers_on_a_ring) {
   }
   EXPECT_EQ(ring, (std::vector<std::string>{"worker.0>worker.1#1", "worker.1>worker.2#2",
                                             "worker.2>worker.0#0"}));
-  EXPECT_TRUE(plan_for("  workers: 1\n").edges.empty());
+  EXPECT_TRUE(dp.plan_for("  workers: 1\n").edges.empty());
 }
 
 TEST(data_parallel_plan, places_one_worker_per_node) {
-  auto p = plan_for("  workers: 2\n", 2);
+  auto p = dp.plan_for("  workers: 2\n", 2);
   ASSERT_EQ(p.actors.size(), 2u);
   EXPECT_NE(p.actors[0].node, p.actors[1].node);
   EXPECT_FALSE(p.actors[0].node.empty());
 }
 
 TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
-  auto p = plan_for("  workers: 3\n  bucket_mb: 0.5\n");
+  auto p = dp.plan_for("  workers: 3\n  bucket_mb: 0.5\n");
   ASSERT_EQ(p.actors.size(), 3u);
   auto spec = parse_data_parallel_worker_spec(p.actors[2].settings);
   ASSERT_TRUE(spec) << baton::describe(spec.error());
@@ -292,16 +253,6 @@ protected:
             "--set", "runtime.stage_threads=1"};
   }
 
-  static void expect_exactly_once(const nlohmann::json& m, int32_t workers, int64_t steps) {
-    ASSERT_TRUE(m.contains("trained")) << m.dump();
-    int64_t trained = 0;
-    for (const auto& [actor, count] : m.at("trained").items()) {
-      EXPECT_EQ(count.at("trained").get<int64_t>(), steps) << actor;
-      trained += count.at("trained").get<int64_t>();
-    }
-    EXPECT_EQ(trained, workers * steps);
-  }
-
   static inline std::unique_ptr<scratch_dir> dir_;
 };
 
@@ -321,7 +272,7 @@ TEST_F(data_parallel_run, embedded_equals_the_local_reference) {
     EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"), reference) << tag;
     // ceil(ceil(200 / W) / 16) steps per epoch, 2 epochs.
     int64_t share = (200 + workers - 1) / workers;
-    expect_exactly_once(actors, workers, 2 * ((share + 15) / 16));
+    expect_steps_trained(actors, workers, 2 * ((share + 15) / 16));
   }
 }
 

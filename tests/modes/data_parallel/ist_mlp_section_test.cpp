@@ -16,67 +16,24 @@
 #include "messages/errc.hpp"
 #include "model/ist/ist_network.hpp"
 #include "model/core/layered_model.hpp"
+#include "tests/modes/data_parallel/small_job.hpp"
+#include "tests/support/text.hpp"
+#include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
+using namespace baton::testing;
 
 namespace {
 
-/// A small data-parallel topology (synthetic 28x28 data) of `model` with
-/// `section` as the rest of its `data_parallel:` section; line 13 is the
-/// section's first key after `model`.
-std::string topology_text(const std::string& section, const std::string& model) {
-  return "# an ist_mlp test topology\n"
-         "job: data-parallel\n"
-         "seed: 7\n"
-         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 64,\n"
-         "       batch_size: 16, epochs: 1}\n"
-         "backbone: {model: convnet, checkpoint: none,\n"
-         "           pretrain: {task: all10, optimizer: {lr: 0.05, momentum: 0.9}}}\n"
-         "tasks:\n"
-         "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
-         "heads: [{name: all10, task: all10}]\n"
-         "data_parallel:\n"
-         "  model: " + model + "\n" +
-         section;
-}
-
-caf::expected<topology> parse(const std::string& section, const std::string& model = "ist_mlp") {
-  return parse_topology(topology_text(section, model), "dp.yaml", {});
-}
-
-/// The error text of a topology that must be refused.
-std::string refusal(const std::string& section, const std::string& model = "ist_mlp") {
-  auto t = parse(section, model);
-  if (t) {
-    ADD_FAILURE() << "accepted:\n" << section;
-    return "";
-  }
-  return baton::describe(t.error());
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+/// The small data-parallel job of `model`: `data_parallel.model` on line
+/// 12, the section's other keys from line 13.
+topology_fixture dp(const std::string& model = "ist_mlp") {
+  return data_parallel_topology("dp.yaml", model);
 }
 
 /// Worker 1's settings of the plan of `section` (W = 2), through its codec.
 data_parallel_worker_spec planned_worker(const std::string& section) {
-  auto t = parse("  workers: 2\n" + section);
-  if (!t) {
-    ADD_FAILURE() << baton::describe(t.error());
-    return {};
-  }
-  auto plan = plan_of(*t);
-  if (!plan || plan->actors.size() != 2u) {
-    ADD_FAILURE() << (plan ? "not 2 workers" : baton::describe(plan.error()));
-    return {};
-  }
-  auto spec = parse_data_parallel_worker_spec(plan->actors[1].settings);
-  if (!spec) {
-    ADD_FAILURE() << baton::describe(spec.error());
-    return {};
-  }
-  EXPECT_EQ(to_yaml(*spec), plan->actors[1].settings);
-  return *spec;
+  return last_planned_worker(dp(), "  workers: 2\n" + section, 2);
 }
 
 } // namespace
@@ -85,24 +42,24 @@ TEST(ist_mlp_section, bad_hidden_widths_are_refused_with_file_and_line) {
   for (const char* bad : {"  hidden: [64, 0]\n", "  hidden: [-3]\n", "  hidden: []\n",
                           "  hidden: 64\n", "  hidden: [wide]\n", "  hidden: [70000]\n",
                           "  hidden: {a: 1}\n"}) {
-    auto text = refusal(bad);
-    EXPECT_TRUE(has(text, "dp.yaml:13")) << bad << " -> " << text;
-    EXPECT_TRUE(has(text, "hidden")) << bad << " -> " << text;
+    auto text = dp().refusal(bad);
+    EXPECT_TRUE(contains(text, "dp.yaml:13")) << bad << " -> " << text;
+    EXPECT_TRUE(contains(text, "hidden")) << bad << " -> " << text;
   }
 }
 
 TEST(ist_mlp_section, hidden_is_read_with_ist_mlp_only) {
   for (const char* model : {"mlp", "convnet"}) {
-    auto text = refusal("  hidden: [64]\n", model);
-    EXPECT_TRUE(has(text, "dp.yaml:13")) << text;
-    EXPECT_TRUE(has(text, "ist_mlp only")) << text;
+    auto text = dp(model).refusal("  hidden: [64]\n");
+    EXPECT_TRUE(contains(text, "dp.yaml:13")) << text;
+    EXPECT_TRUE(contains(text, "ist_mlp only")) << text;
   }
 }
 
 TEST(ist_mlp_section, an_unknown_model_names_ist_mlp_among_the_choices) {
-  auto text = refusal("", "ist_mpl");
-  EXPECT_TRUE(has(text, "dp.yaml:12")) << text;
-  EXPECT_TRUE(has(text, "ist_mlp")) << text;
+  auto text = dp("ist_mpl").refusal("");
+  EXPECT_TRUE(contains(text, "dp.yaml:12")) << text;
+  EXPECT_TRUE(contains(text, "ist_mlp")) << text;
 }
 
 TEST(ist_mlp_section, the_workers_get_the_widths_and_ists_initial_network) {

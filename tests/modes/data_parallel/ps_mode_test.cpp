@@ -23,10 +23,12 @@
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
 #include "model/core/stage_trainer.hpp"
-#include "tests/support/tiny_model.hpp"
+#include "tests/modes/data_parallel/small_job.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/tiny_model.hpp"
+#include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
 using namespace baton::testing;
@@ -196,70 +198,28 @@ TEST(ps_exchange, equals_the_reference_step_bit_for_bit) {
 
 namespace {
 
-/// A small data-parallel topology (synthetic data, convnet) with `section`
-/// as its `data_parallel:` section; line 11 is the section's first key.
-std::string topology_text(const std::string& section) {
-  return "# a data-parallel ps test topology\n"
-         "job: data-parallel\n"
-         "seed: 7\n"
-         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 64,\n"
-         "       batch_size: 16, epochs: 1}\n"
-         "backbone: {model: convnet, checkpoint: none,\n"
-         "           pretrain: {task: all10, optimizer: {lr: 0.05, momentum: 0.9}}}\n"
-         "tasks:\n"
-         "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
-         "heads: [{name: all10, task: all10}]\n"
-         "data_parallel:\n" +
-         section;
-}
-
-caf::expected<topology> parse(const std::string& section) {
-  return parse_topology(topology_text(section), "ps.yaml", {});
-}
-
-std::string refusal(const std::string& section) {
-  auto t = parse(section);
-  if (t) {
-    ADD_FAILURE() << "accepted:\n" << section;
-    return "";
-  }
-  return baton::describe(t.error());
-}
-
-job_plan plan_for(const std::string& section, int32_t local_nodes = 0) {
-  auto t = parse(section);
-  if (!t) {
-    ADD_FAILURE() << baton::describe(t.error());
-    return {};
-  }
-  auto placed = local_nodes > 0 ? with_local_nodes(*t, local_nodes) : *t;
-  auto plan = plan_of(placed);
-  if (!plan) {
-    ADD_FAILURE() << baton::describe(plan.error());
-    return {};
-  }
-  return *plan;
-}
+/// The small data-parallel job with the `data_parallel:` section under test.
+const topology_fixture ps = data_parallel_topology("ps.yaml");
 
 } // namespace
 
 TEST(ps_section, refuses_bad_keys_with_file_and_line) {
-  auto zero = refusal("  exchange: ps\n  shards: 0\n");
+  auto zero = ps.refusal("  exchange: ps\n  shards: 0\n");
   EXPECT_NE(zero.find("ps.yaml:13"), std::string::npos) << zero;
   EXPECT_NE(zero.find("from 1 to 64"), std::string::npos) << zero;
-  EXPECT_NE(refusal("  exchange: ps\n  shards: 65\n").find("ps.yaml:13"), std::string::npos);
-  EXPECT_NE(refusal("  exchange: ps\n  max_staleness: -1\n").find("ps.yaml:13"),
+  EXPECT_NE(ps.refusal("  exchange: ps\n  shards: 65\n").find("ps.yaml:13"), std::string::npos);
+  EXPECT_NE(ps.refusal("  exchange: ps\n  max_staleness: -1\n").find("ps.yaml:13"),
             std::string::npos);
-  auto ring = refusal("  exchange: ring\n  max_staleness: 2\n");
+  auto ring = ps.refusal("  exchange: ring\n  max_staleness: 2\n");
   EXPECT_NE(ring.find("ps.yaml:13"), std::string::npos) << ring;
   EXPECT_NE(ring.find("exchange: ps only"), std::string::npos) << ring;
-  EXPECT_NE(refusal("  shards: 2\n").find("ps.yaml:12"), std::string::npos); // ring by default
-  auto nodes = refusal("  exchange: ps\n  shards: 2\n  shard_nodes: [a]\n");
+  EXPECT_NE(ps.refusal("  shards: 2\n").find("ps.yaml:12"), std::string::npos); // ring by default
+  auto nodes = ps.refusal("  exchange: ps\n  shards: 2\n  shard_nodes: [a]\n");
   EXPECT_NE(nodes.find("ps.yaml:14"), std::string::npos) << nodes;
 }
 
 TEST(ps_plan, is_workers_and_shards_with_peer_edges_both_ways) {
-  auto p = plan_for("  workers: 2\n  exchange: ps\n  shards: 3\n  max_staleness: 1\n");
+  auto p = ps.plan_for("  workers: 2\n  exchange: ps\n  shards: 3\n  max_staleness: 1\n");
   ASSERT_EQ(p.actors.size(), 5u);
   for (size_t s = 0; s < 3; ++s) {
     const auto& a = p.actors[2 + s];
@@ -289,7 +249,7 @@ TEST(ps_plan, is_workers_and_shards_with_peer_edges_both_ways) {
 }
 
 TEST(ps_plan, places_shards_round_robin_after_the_workers) {
-  auto p = plan_for("  workers: 2\n  exchange: ps\n  shards: 2\n", 2);
+  auto p = ps.plan_for("  workers: 2\n  exchange: ps\n  shards: 2\n", 2);
   ASSERT_EQ(p.actors.size(), 4u);
   EXPECT_NE(p.actors[0].node, p.actors[1].node);
   EXPECT_NE(p.actors[2].node, p.actors[3].node);
@@ -297,7 +257,7 @@ TEST(ps_plan, places_shards_round_robin_after_the_workers) {
 }
 
 TEST(ps_plan, shard_settings_round_trip_and_garbage_is_refused) {
-  auto p = plan_for("  workers: 3\n  exchange: ps\n  shards: 2\n");
+  auto p = ps.plan_for("  workers: 3\n  exchange: ps\n  shards: 2\n");
   ASSERT_EQ(p.actors.size(), 5u);
   auto spec = parse_data_parallel_shard_spec(p.actors[4].settings);
   ASSERT_TRUE(spec) << baton::describe(spec.error());
