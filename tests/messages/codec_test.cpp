@@ -115,6 +115,14 @@ unsigned too_many_entries(const wire_bytes& bytes) {
 
 // -- CAF serialization helpers --------------------------------------------------
 
+/// `bytes` as CAF carries them in a frame: a 32-bit size, then the bytes.
+void caf_frame(const wire_bytes& bytes, std::vector<char>& frame) {
+  caf::binary_serializer sink{nullptr, frame};
+  ASSERT_FALSE(sink(static_cast<uint32_t>(bytes.size())));
+  // CAF 0.17's apply_raw takes a pointer to non-const; a serializer only reads.
+  ASSERT_FALSE(sink.apply_raw(bytes.size(), const_cast<char*>(bytes.data())));
+}
+
 template <class T>
 std::vector<char> caf_serialize(T& x) {
   std::vector<char> buf;
@@ -132,6 +140,28 @@ T caf_deserialize(const std::vector<char>& buf) {
   EXPECT_FALSE(err) << describe(err);
   EXPECT_EQ(source.remaining(), 0u);
   return x;
+}
+
+// -- fuzzing helpers -------------------------------------------------------------
+
+/// Flips 1 to 8 random bytes of `bytes` and, one time in four, cuts it to a
+/// random length.
+void corrupt(wire_bytes& bytes, std::mt19937& rng) {
+  auto flips = 1 + rng() % 8;
+  for (unsigned i = 0; i < flips; ++i)
+    bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+  if (rng() % 4 == 0)
+    bytes.resize(rng() % bytes.size());
+}
+
+/// Expects a decoded tensor to be consistent and readable in full (an
+/// undefined one is fine).
+void expect_readable(const at::Tensor& t) {
+  if (!t.defined())
+    return;
+  EXPECT_EQ(t.nbytes(), static_cast<size_t>(t.numel()) * t.element_size());
+  if (t.numel() > 0)
+    (void) t.to(at::kDouble).sum().item<double>();
 }
 
 } // namespace
@@ -831,9 +861,7 @@ TEST(codec, decode_refuses_sample_ids_that_do_not_match_the_rows) {
   // CAF's path delivers the struct with `invalid` set, never a crash.
   auto bad = with_wire_samples({7});
   std::vector<char> frame;
-  caf::binary_serializer sink{nullptr, frame};
-  ASSERT_FALSE(sink(static_cast<uint32_t>(bad.size())));
-  ASSERT_FALSE(sink.apply_raw(bad.size(), bad.data()));
+  ASSERT_NO_FATAL_FAILURE(caf_frame(bad, frame));
   microbatch y;
   caf::binary_deserializer source{nullptr, frame};
   EXPECT_FALSE(inspect(source, y));
@@ -851,17 +879,10 @@ TEST(codec, corrupted_microbatches_never_crash_the_decoder) {
   int refused = 0;
   for (int round = 0; round < 2000; ++round) {
     auto bytes = original;
-    auto flips = 1 + rng() % 8;
-    for (unsigned i = 0; i < flips; ++i)
-      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
-    if (rng() % 4 == 0)
-      bytes.resize(rng() % bytes.size());
+    corrupt(bytes, rng);
     // CAF's path decodes into its own buffer and hands out views of it.
     std::vector<char> frame;
-    caf::binary_serializer sink{nullptr, frame};
-    auto size = static_cast<uint32_t>(bytes.size());
-    ASSERT_FALSE(sink(size));
-    ASSERT_FALSE(sink.apply_raw(bytes.size(), bytes.data()));
+    ASSERT_NO_FATAL_FAILURE(caf_frame(bytes, frame));
     caf::binary_deserializer source{nullptr, frame};
     microbatch via_caf;
     ASSERT_FALSE(inspect(source, via_caf));
@@ -873,16 +894,9 @@ TEST(codec, corrupted_microbatches_never_crash_the_decoder) {
     }
     ++decoded;
     // Whatever decoded must be consistent tensors that can be read in full.
-    auto check = [](const at::Tensor& t) {
-      if (!t.defined())
-        return;
-      EXPECT_EQ(t.nbytes(), static_cast<size_t>(t.numel()) * t.element_size());
-      if (t.numel() > 0)
-        (void) t.to(at::kDouble).sum().item<double>();
-    };
-    check(result->payload);
+    expect_readable(result->payload);
     for (const auto& task : result->labels)
-      check(task.values);
+      expect_readable(task.values);
     // Ids decode only as one id >= 0 per payload row (or none).
     if (!result->samples.empty()) {
       ASSERT_TRUE(result->payload.defined());
@@ -902,16 +916,9 @@ TEST(codec, corrupted_tensor_sets_never_crash_the_decoder) {
   int refused = 0;
   for (int round = 0; round < 2000; ++round) {
     auto bytes = *original;
-    auto flips = 1 + rng() % 8;
-    for (unsigned i = 0; i < flips; ++i)
-      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
-    if (rng() % 4 == 0)
-      bytes.resize(rng() % bytes.size());
+    corrupt(bytes, rng);
     std::vector<char> frame;
-    caf::binary_serializer sink{nullptr, frame};
-    auto size = static_cast<uint32_t>(bytes.size());
-    ASSERT_FALSE(sink(size));
-    ASSERT_FALSE(sink.apply_raw(bytes.size(), bytes.data()));
+    ASSERT_NO_FATAL_FAILURE(caf_frame(bytes, frame));
     caf::binary_deserializer source{nullptr, frame};
     tensor_set via_caf;
     ASSERT_FALSE(inspect(source, via_caf));
@@ -922,13 +929,8 @@ TEST(codec, corrupted_tensor_sets_never_crash_the_decoder) {
       continue;
     }
     // Whatever decoded must be consistent tensors that can be read in full.
-    for (const auto& t : result->tensors) {
-      if (!t.defined())
-        continue;
-      EXPECT_EQ(t.nbytes(), static_cast<size_t>(t.numel()) * t.element_size());
-      if (t.numel() > 0)
-        (void) t.to(at::kDouble).sum().item<double>();
-    }
+    for (const auto& t : result->tensors)
+      expect_readable(t);
   }
   EXPECT_GT(refused, 0);
 }

@@ -1,8 +1,11 @@
 #pragma once
 
 // The small models the data-parallel, freezing and feature-cache suites
-// train (784 -> 32 -> 24 -> 10), so that every run takes milliseconds.
+// train (784 -> 32 -> 24 -> 10), so that every run takes milliseconds, and
+// the settings of a named model for the suites that build one.
 
+#include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +14,18 @@
 #include "model/core/layered_model.hpp"
 
 namespace baton::model::testing {
+
+/// The settings of the model `name` ("convnet", "resnet18") with `seed` and
+/// `classes`; resnet18 takes 3 input channels (torchvision's stem).
+inline model_spec spec_of(const std::string& name, uint64_t seed, int64_t classes = 10) {
+  model_spec spec;
+  spec.name = name;
+  spec.seed = seed;
+  spec.classes = classes;
+  if (name == "resnet18")
+    spec.in_channels = 3;
+  return spec;
+}
 
 /// Batch norm after fc1: none, with running statistics, or with batch
 /// statistics only (which a feature cache must refuse to hold).

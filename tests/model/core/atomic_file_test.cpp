@@ -15,8 +15,6 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -25,8 +23,10 @@
 #include "model/core/error.hpp"
 #include "model/core/training_checkpoint.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::read_text;
 using baton::testing::scratch_dir;
 using namespace baton::model;
 
@@ -53,13 +53,6 @@ private:
   void (*old_handler_)(int) = nullptr;
 };
 
-std::string contents(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 class atomic_file : public ::testing::Test {
 protected:
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
@@ -82,7 +75,7 @@ protected:
 TEST_F(atomic_file, replaces_the_file_and_leaves_nothing_else) {
   EXPECT_EQ(try_replace_file(path("f"), "first"), "");
   EXPECT_EQ(try_replace_file(path("f"), "second"), "");
-  EXPECT_EQ(contents(path("f")), "second");
+  EXPECT_EQ(read_text(path("f")), "second");
   EXPECT_EQ(try_replace_file(path("key"), "secret", 0600), "");
   struct stat st {};
   ASSERT_EQ(::stat(path("key").c_str(), &st), 0);
@@ -100,7 +93,7 @@ TEST_F(atomic_file, a_failed_write_names_the_file_and_keeps_the_previous_one) {
   EXPECT_NE(why.find("cannot write '" + path("f") + "'"), std::string::npos) << why;
   EXPECT_NE(why.find(std::strerror(EFBIG)), std::string::npos) << why;
   EXPECT_NE(why.find("previous"), std::string::npos) << why;
-  EXPECT_EQ(contents(path("f")), "previous");
+  EXPECT_EQ(read_text(path("f")), "previous");
   EXPECT_EQ(entries(), (std::vector<std::string>{"f"}));
 }
 

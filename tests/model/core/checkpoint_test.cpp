@@ -9,22 +9,14 @@
 
 #include "model/core/error.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/tiny_model.hpp"
 
 namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
 using namespace baton::model;
+using baton::model::testing::spec_of;
 
 namespace {
-
-model_spec spec_of(const std::string& name, uint64_t seed, int64_t classes = 10) {
-  model_spec spec;
-  spec.name = name;
-  spec.seed = seed;
-  spec.classes = classes;
-  if (name == "resnet18")
-    spec.in_channels = 3; // torchvision's stem
-  return spec;
-}
 
 class checkpoint : public ::testing::Test {
 protected:
