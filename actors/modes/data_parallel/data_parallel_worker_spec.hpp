@@ -77,6 +77,19 @@ void expect_worker_model(Inspector& f, const model::model_spec& model) {
   f.expect("model.in_channels", model.in_channels >= 1, "at least 1");
 }
 
+/// The fields a worker and a shard share after their model: the data, the
+/// optimizer (a positive lr) and its schedule (linear_scaling, base_batch,
+/// warmup_epochs).
+template <class Inspector, class Spec>
+void inspect_schedule(Inspector& f, Spec& x) {
+  f.field("data", x.data);
+  f.field("optimizer", x.optimizer);
+  f.expect("optimizer.lr", x.optimizer.lr > 0, "greater than 0");
+  f.field("linear_scaling", x.linear_scaling);
+  f.field("base_batch", x.base_batch).at_least(1);
+  f.field("warmup_epochs", x.warmup_epochs).at_least(0.0);
+}
+
 /// `freeze:`: the frozen prefix, adaptive freezing and the cache.
 template <class Inspector>
 void inspect_freeze(Inspector& f, data_parallel_worker_spec& x) {
@@ -104,12 +117,7 @@ void inspect(Inspector& f, data_parallel_worker_spec& x) {
   f.field("model", x.model);
   expect_worker_model(f, x.model);
   f.field("task", x.task);
-  f.field("data", x.data);
-  f.field("optimizer", x.optimizer);
-  f.expect("optimizer.lr", x.optimizer.lr > 0, "greater than 0");
-  f.field("linear_scaling", x.linear_scaling);
-  f.field("base_batch", x.base_batch).at_least(1);
-  f.field("warmup_epochs", x.warmup_epochs).at_least(0.0);
+  inspect_schedule(f, x);
   f.field("bucket_mb", x.bucket_mb).above(0.0);
   f.field("overlap", x.overlap);
   f.field("exchange", x.exchange).one_of({"ring", "ps"});
@@ -128,10 +136,9 @@ void inspect(Inspector& f, data_parallel_worker_spec& x) {
   inspect_run(f, x.recovery);
 }
 
-/// The settings as YAML (the `settings` of a planned actor).
+/// A worker's settings as YAML (the `settings` of its planned actor).
 std::string to_yaml(const data_parallel_worker_spec& x);
-
-/// Parses to_yaml's text strictly: errc::bad_config on anything else.
+/// Parses to_yaml's text of a worker strictly: errc::bad_config on anything else.
 caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml);
 
 } // namespace data_parallel

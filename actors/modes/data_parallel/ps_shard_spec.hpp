@@ -50,20 +50,14 @@ void inspect(Inspector& f, data_parallel_shard_spec& x) {
   f.field("model", x.model);
   expect_worker_model(f, x.model);
   f.field("freeze_up_to", x.freeze_up_to);
-  f.field("data", x.data);
-  f.field("optimizer", x.optimizer);
-  f.expect("optimizer.lr", x.optimizer.lr > 0, "greater than 0");
-  f.field("linear_scaling", x.linear_scaling);
-  f.field("base_batch", x.base_batch).at_least(1);
-  f.field("warmup_epochs", x.warmup_epochs).at_least(0.0);
+  inspect_schedule(f, x);
   f.field("threads", x.threads).at_least(1);
   inspect_run(f, x.recovery);
 }
 
-/// The settings as YAML (the `settings` of a planned actor).
+/// A shard's settings as YAML (the `settings` of its planned actor).
 std::string to_yaml(const data_parallel_shard_spec& x);
-
-/// Parses to_yaml's text strictly: errc::bad_config on anything else.
+/// Parses to_yaml's text of a shard strictly: errc::bad_config on anything else.
 caf::expected<data_parallel_shard_spec> parse_data_parallel_shard_spec(const std::string& yaml);
 
 } // namespace data_parallel
