@@ -1,12 +1,37 @@
 # baton_add_library(NAME SOURCES ... [TORCH_PCH])
-#   One library per folder; TORCH_PCH precompiles <torch/torch.h> for it.
+#   One library per folder; TORCH_PCH precompiles <torch/torch.h> for it
+#   (baton_torch_pch).
 function(baton_add_library name)
   cmake_parse_arguments(arg "TORCH_PCH" "" "SOURCES" ${ARGN})
   add_library(${name} STATIC ${arg_SOURCES})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  if(arg_TORCH_PCH AND BATON_USE_PCH)
+  if(arg_TORCH_PCH)
+    baton_torch_pch(${name})
+  endif()
+endfunction()
+
+# baton_torch_pch(NAME)
+#   Gives NAME's translation units the precompiled <torch/torch.h>. It is
+#   compiled once, for the first target that asks (baton_model_core), and
+#   reused by the others: every target of the tree is compiled with the same
+#   definitions and language flags (GCC would ignore a precompiled header
+#   built with others; -Winvalid-pch says so). Loading it costs about a
+#   second, parsing torch/nn four to nine: only targets whose sources reach
+#   LibTorch's C++ frontend ask for it. LibTorch's headers include fmt's,
+#   whose definitions come with spdlog: every such target links it, so that
+#   they all see the same.
+function(baton_torch_pch name)
+  if(NOT BATON_USE_PCH)
+    return()
+  endif()
+  target_link_libraries(${name} PRIVATE spdlog::spdlog)
+  get_property(donor GLOBAL PROPERTY BATON_TORCH_PCH_TARGET)
+  if(donor)
+    target_precompile_headers(${name} REUSE_FROM ${donor})
+  else()
     target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+    set_property(GLOBAL PROPERTY BATON_TORCH_PCH_TARGET ${name})
   endif()
 endfunction()
 

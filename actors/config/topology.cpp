@@ -18,8 +18,10 @@
 #include "actors/config/yaml_field.hpp"
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
+#include "model/core/batches.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
+#include "model/core/layered_model.hpp"
 
 namespace baton::actors {
 inline namespace config {

@@ -16,7 +16,7 @@
 
 #include "actors/net/tls.hpp"
 #include "model/core/layered_model.hpp"
-#include "model/core/local.hpp"
+#include "model/core/specs.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training.hpp"
 

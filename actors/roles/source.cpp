@@ -18,6 +18,7 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
+#include "model/core/batches.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
 #include "model/core/task.hpp"

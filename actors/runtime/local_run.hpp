@@ -14,7 +14,7 @@
 #include "actors/config/topology.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "model/core/dataset.hpp"
-#include "model/core/local.hpp"
+#include "model/core/specs.hpp"
 
 namespace baton::actors {
 inline namespace runtime {

@@ -8,6 +8,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
+#include "model/core/specs.hpp"
+
 namespace baton::model {
 
 /// One named layer of a layered model.
@@ -59,35 +61,6 @@ public:
 
 private:
   std::vector<named_layer> layers_;
-};
-
-/// What to build: a reference model by name, or a TorchScript file.
-struct model_spec {
-  /// "convnet" (backbone, 16 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3
-  /// conv4 relu4 pool2 conv5 relu5 pool3 flatten fc1 relu6 -> 256 features),
-  /// "convnet_wide" (same, fc1 is 1152->`wide_features` then fc1b ->256),
-  /// "resnet18" (torchvision's ResNet-18 without its fc, `in_channels` input
-  /// channels: its stem convolution takes them; 3 gives torchvision's,
-  /// 14 layers: conv1 bn1 relu maxpool layer1_0 layer1_1 layer2_0 layer2_1
-  /// layer3_0 layer3_1 layer4_0 layer4_1 avgpool flatten -> 512 features;
-  /// each layerN_k is one BasicBlock),
-  /// "classifier" (linear `features` -> classes),
-  /// "head" (linear `features`->128 relu linear 128->classes),
-  /// "mlp", "torchscript",
-  /// "ist_mlp" (the network of independent subnet training,
-  /// model/ist/ist_network.hpp, as layers: flatten, then per hidden layer k
-  /// fc<k> (no bias) bn<k> (batch statistics, affine) relu<k>, then
-  /// fc<L+1> (no bias) and `norm` (affine-free batch statistics on the
-  /// logits); widths `hidden`, weights those of make_ist_network(seed)).
-  std::string name = "convnet";
-  int64_t classes = 10;            ///< output classes (classifier, head)
-  int64_t features = 256;          ///< input width (classifier, head): backbone_features()
-  int64_t in_channels = 1;         ///< input channels of convnet, convnet_wide, mlp and
-                                   ///< resnet18 (set it to 3 for torchvision's resnet18)
-  int64_t wide_features = 32768;   ///< convnet_wide hidden width
-  std::vector<int64_t> hidden{4096}; ///< ist_mlp hidden widths, one per hidden layer
-  std::string path;                ///< torchscript file (name == "torchscript")
-  uint64_t seed = 0;               ///< initialisation seed
 };
 
 /// Builds a model; parameters are initialised from `spec.seed` only, so the

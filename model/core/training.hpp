@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/core/layered_model.hpp"
+#include "model/core/specs.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training_checkpoint.hpp"
 
@@ -18,13 +19,6 @@ namespace baton::model {
 
 /// Forward of a frozen model slice: no autograd state is kept.
 at::Tensor forward_frozen(const layered_model& m, const at::Tensor& x);
-
-/// Optimiser settings (SGD with momentum and weight decay).
-struct optimizer_spec {
-  double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-};
 
 /// A trainable head: its model, loss (cross entropy) and optimiser.
 /// Gradients of the microbatches of one minibatch are accumulated and the

@@ -9,7 +9,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/batches.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::model {

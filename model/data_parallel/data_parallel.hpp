@@ -37,7 +37,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/core/dataset.hpp"
-#include "model/transfer/feature_cache.hpp"
+#include "model/core/feature_cache.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/training.hpp"

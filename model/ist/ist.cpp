@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/batches.hpp"
 
 namespace baton::model {
 

@@ -7,7 +7,7 @@
 
 #include "model/core/digest.hpp"
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/batches.hpp"
 
 namespace baton::model {
 

@@ -5,7 +5,8 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/batches.hpp"
+#include "model/core/pretrain.hpp"
 
 namespace baton::model {
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "messages/errc.hpp"
+#include "model/core/batches.hpp"
 #include "model/core/task.hpp"
 #include "tests/support/scratch_dir.hpp"
 

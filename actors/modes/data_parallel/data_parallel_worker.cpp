@@ -30,7 +30,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
 #include "model/core/freezing.hpp"
-#include "model/core/local.hpp"
+#include "model/core/specs.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {

@@ -27,7 +27,7 @@
 #include "messages/types.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/dataset.hpp"
-#include "model/transfer/feature_cache.hpp"
+#include "model/core/feature_cache.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/training_checkpoint.hpp"

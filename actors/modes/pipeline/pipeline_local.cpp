@@ -13,7 +13,8 @@
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
 #include "model/core/checkpoint.hpp"
-#include "model/core/local.hpp"
+#include "model/core/batches.hpp"
+#include "model/core/pretrain.hpp"
 #include "model/core/stage_trainer.hpp"
 #include "model/core/task.hpp"
 

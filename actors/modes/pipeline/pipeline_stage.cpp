@@ -28,7 +28,7 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {

@@ -18,7 +18,7 @@
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -9,7 +9,7 @@
 #include "actors/modes/transfer/stage_spec.hpp"
 #include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
-#include "model/transfer/feature_cache.hpp"
+#include "model/core/feature_cache.hpp"
 
 namespace baton::actors {
 inline namespace modes {

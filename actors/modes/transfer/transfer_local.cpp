@@ -18,7 +18,8 @@
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/core/checkpoint.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
+#include "model/transfer/reference.hpp"
 
 namespace baton::actors {
 inline namespace modes {

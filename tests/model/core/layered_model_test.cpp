@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
 
 using namespace baton::model;
 

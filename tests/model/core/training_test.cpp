@@ -10,7 +10,9 @@
 
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/batches.hpp"
+#include "model/core/pretrain.hpp"
+#include "model/transfer/reference.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;

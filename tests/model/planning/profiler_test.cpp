@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "model/core/error.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
 
 using baton::model::make_model;
 using baton::model::model_spec;

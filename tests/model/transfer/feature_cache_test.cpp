@@ -1,4 +1,4 @@
-#include "model/transfer/feature_cache.hpp"
+#include "model/core/feature_cache.hpp"
 
 #include <set>
 
@@ -9,7 +9,7 @@
 #include "model/core/error.hpp"
 #include "tests/support/tiny_model.hpp"
 #include "model/core/freezing.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
 
 using namespace baton::model;
 using baton::model::testing::batch_only_bn_model;

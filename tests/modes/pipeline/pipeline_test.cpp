@@ -10,7 +10,7 @@
 #include <torch/torch.h>
 
 #include "model/core/checkpoint.hpp"
-#include "model/core/local.hpp"
+#include "model/core/pretrain.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"

@@ -19,6 +19,7 @@
 
 #include "model/core/dataset.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/specs.hpp"
 
 namespace baton::model {
 
@@ -94,16 +95,6 @@ at::Tensor frozen_features(const layered_model& prefix, feature_cache* cache,
                            int64_t block_rows = 4, int64_t* forwarded_rows = nullptr);
 
 // -- a frozen backbone with its cache -----------------------------------------------
-
-/// How a frozen backbone's features are computed and kept (the transfer
-/// job's `backbone.cache`, `backbone.cache_mb`, `backbone.feature_block`).
-struct feature_cache_spec {
-  bool cache = false;     ///< keep rows in memory (`cache: memory`)
-  double cache_mb = 256;  ///< the cache's budget in MiB of tensor data
-  /// Canonical block rows K (frozen_features' block_rows); 0: a microbatch
-  /// in one forward, as without any cache (only valid with cache false).
-  int64_t block_rows = 0;
-};
 
 /// Cache keys of test-split samples: sample id + this, so that they never
 /// meet the training split's ids (both count from 0). Sample ids must be

@@ -1,4 +1,4 @@
-#include "model/transfer/feature_cache.hpp"
+#include "model/core/feature_cache.hpp"
 
 #include <algorithm>
 #include <functional>

@@ -1,0 +1,35 @@
+#pragma once
+
+// How an epoch's samples are cut into minibatches and microbatches: the one
+// plan that the actor source, every mode's `--mode local` reference and
+// pre-training all follow. Free of LibTorch.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/core/specs.hpp"
+
+namespace baton::model {
+
+/// Derives a per-actor seed from the run seed and a name (FNV-1a mix), so a
+/// head's initial weights do not depend on how many other heads there are.
+uint64_t derive_seed(uint64_t base, const std::string& name);
+
+/// Throws model::error unless batch_size > 0, microbatches > 0 and epochs >= 0.
+void check_plan(const batch_plan& plan);
+
+/// The microbatches of one training epoch: each entry is a list of sample
+/// ids; minibatch k is entries [k*m, (k+1)*m). A last partial minibatch is
+/// kept (cut into as many microbatches as it can fill, at least one).
+struct epoch_plan {
+  std::vector<std::vector<int64_t>> microbatches;
+  std::vector<int32_t> step_of;      ///< minibatch index (within the epoch) per microbatch
+  std::vector<int32_t> step_size_of; ///< microbatches in that minibatch
+};
+epoch_plan plan_epoch(int64_t dataset_size, const batch_plan& plan, int32_t epoch);
+
+/// The test split in order, cut into batches of `batch_size`.
+std::vector<std::vector<int64_t>> plan_eval(int64_t dataset_size, int64_t batch_size);
+
+} // namespace baton::model

@@ -1,0 +1,44 @@
+#include "model/core/pretrain.hpp"
+
+#include <memory>
+#include <vector>
+
+#include "model/core/batches.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/head_loop.hpp"
+
+namespace baton::model {
+
+layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
+  auto layers = make_model(backbone).layers();
+  model_spec classifier;
+  classifier.name = "classifier";
+  classifier.classes = classes;
+  classifier.features = backbone_features(backbone);
+  classifier.seed = derive_seed(backbone.seed, "fc2");
+  const layered_model head = make_model(classifier);
+  layers.insert(layers.end(), head.layers().begin(), head.layers().end());
+  return layered_model(std::move(layers));
+}
+
+double pretrain(const pretrain_spec& spec, const dataset& train, const dataset& test,
+                const progress_fn& progress) {
+  check_plan(spec.plan);
+  // The whole model is the "head": every layer trainable, same arithmetic as
+  // the transfer heads, fed with images instead of features.
+  head_spec whole;
+  whole.name = "pretrain";
+  whole.task_def = spec.task_def;
+  whole.optimizer = spec.optimizer;
+  std::vector<std::unique_ptr<head_run>> runs;
+  runs.push_back(std::make_unique<head_run>(
+      whole, make_pretrain_model(spec.backbone, spec.task_def.classes)));
+  frozen_backbone identity{layered_model{}, {}}; // no layers: forward returns its input
+  for (int32_t epoch = 0; epoch < spec.plan.epochs; ++epoch)
+    train_heads(identity, runs, train, spec.plan, epoch, progress);
+  evaluate_heads(identity, runs, test, spec.plan.batch_size);
+  save_checkpoint(runs.front()->trainer.model(), spec.out_path);
+  return runs.front()->result.test_accuracy.back();
+}
+
+} // namespace baton::model

@@ -1,0 +1,34 @@
+#pragma once
+
+// Pre-training of a backbone with a classifier on one task, in one process:
+// what gives transfer its frozen backbone and data-parallel workers their
+// starting weights (`backbone.checkpoint`).
+
+#include <cstdint>
+#include <string>
+
+#include "model/core/dataset.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/specs.hpp"
+
+namespace baton::model {
+
+/// What to pre-train, on what, and where its checkpoint goes.
+struct pretrain_spec {
+  model_spec backbone;
+  task task_def;
+  optimizer_spec optimizer;
+  batch_plan plan;
+  std::string out_path;
+};
+
+/// Pre-training of a backbone + classifier on `t`: trains `epochs` epochs on
+/// `train` and writes the whole model's checkpoint to `out_path`. Returns the
+/// test accuracy on `test`.
+double pretrain(const pretrain_spec& spec, const dataset& train, const dataset& test,
+                const progress_fn& progress = {});
+
+/// The backbone + classifier used by pretrain (classifier layer named "fc2").
+layered_model make_pretrain_model(const model_spec& backbone, int64_t classes);
+
+} // namespace baton::model
