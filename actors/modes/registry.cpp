@@ -5,8 +5,8 @@
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/ist/ist_local.hpp"
 #include "actors/modes/ist/ist_plan.hpp"
-#include "actors/modes/ist/ist_shard.hpp"
-#include "actors/modes/ist/ist_worker.hpp"
+#include "actors/modes/ist/block_scheme.hpp"
+#include "actors/modes/ist/neuron_scheme.hpp"
 #include "actors/modes/data_parallel/ps_shard.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
@@ -29,10 +29,10 @@ const std::vector<role_type>& all_roles() {
     {"head", spawn_head_role},
     {"pipeline_stage", spawn_pipeline_stage_role},
     {"data_parallel_worker", spawn_data_parallel_worker_role},
-    {"ist_worker", spawn_worker_role<neuron_scheme>},
-    {"ist_shard", spawn_shard_role<neuron_scheme>},
-    {"resist_worker", spawn_worker_role<block_scheme>},
-    {"resist_shard", spawn_shard_role<block_scheme>},
+    {"ist_worker", neuron_scheme::spawn_worker_role},
+    {"ist_shard", neuron_scheme::spawn_shard_role},
+    {"resist_worker", block_scheme::spawn_worker_role},
+    {"resist_shard", block_scheme::spawn_shard_role},
     {"data_parallel_shard", spawn_data_parallel_shard_role},
   };
   return roles;

@@ -4,9 +4,12 @@
 #include <stdexcept>
 
 #include <torch/torch.h>
-#include <yaml-cpp/yaml.h>
 
+#include "actors/modes/ist/ist_job.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/ist_shard.hpp"
+#include "actors/modes/ist/ist_specs_yaml.hpp"
+#include "actors/modes/ist/ist_worker.hpp"
 #include "model/core/error.hpp"
 
 namespace baton::actors {
@@ -70,9 +73,6 @@ void check_resist_tensors(const std::vector<at::Tensor>& values,
 
 namespace {
 
-/// resnet18's stem takes 1 (Fashion-MNIST) to a few channels.
-constexpr int64_t max_channels = 64;
-
 /// Shard `shard`'s range of the state.
 std::vector<size_t> range_of(const resist_layout& layout, int32_t shard) {
   std::vector<size_t> out;
@@ -99,33 +99,24 @@ model::resist_deal deal_of(const resist_layout& layout, int32_t workers, uint64_
 
 } // namespace
 
+template <>
 resnet_shape block_scheme::shape_of(const topology& t, const model::task& task) {
   return {t.dataset == "synthetic" ? t.synthetic_shape.at(0) : 1, task.classes};
 }
 
-void block_scheme::check_shape(const shape& x, int32_t, int32_t) {
-  if (x.in_channels < 1 || x.in_channels > max_channels || x.classes < 1)
-    throw std::runtime_error("in_channels must be 1 to " + std::to_string(max_channels) +
-                             ", classes positive");
+template <>
+std::string block_scheme::misfit(const shape&, int32_t, int32_t) {
+  return ""; // every worker runs the shared layers, every shard owns a range
 }
 
-YAML::Node block_scheme::encode_shape(const shape& x) {
-  YAML::Node n;
-  n["in_channels"] = x.in_channels;
-  n["classes"] = x.classes;
-  return n;
-}
-
-resnet_shape block_scheme::decode_shape(const YAML::Node& n) {
-  return {n["in_channels"].as<int64_t>(), n["classes"].as<int64_t>()};
-}
-
+template <>
 caf::error block_scheme::check_plan(const topology&, const shape&, int32_t) {
   return {};
 }
 
 // -- the scheme: a worker ------------------------------------------------------------------
 
+template <>
 block_scheme::worker_model block_scheme::make_worker(const worker_settings& spec) {
   worker_model m;
   m.network = model::make_resist_network(spec.shape.in_channels, spec.shape.classes,
@@ -134,6 +125,7 @@ block_scheme::worker_model block_scheme::make_worker(const worker_settings& spec
   return m;
 }
 
+template <>
 std::string block_scheme::check_samples(const shape& x, const model::dataset& data) {
   if (data.size() == 0 || (data.images.dim() == 4 && data.images.size(1) == x.in_channels))
     return "";
@@ -141,6 +133,7 @@ std::string block_scheme::check_samples(const shape& x, const model::dataset& da
          std::to_string(x.in_channels) + " channels x height x width";
 }
 
+template <>
 trained_round block_scheme::train(worker_model& m, const worker_settings& spec, int64_t round,
                                   const std::vector<std::vector<at::Tensor>>& from_shards,
                                   const model::dataset& data,
@@ -164,6 +157,7 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
   return out;
 }
 
+template <>
 model::ist_evaluation block_scheme::evaluate(worker_model& m, const worker_settings& spec,
                                              const std::vector<std::vector<at::Tensor>>& owned,
                                              const model::dataset& test) {
@@ -176,17 +170,20 @@ model::ist_evaluation block_scheme::evaluate(worker_model& m, const worker_setti
   return {e.loss, e.accuracy, test.size()};
 }
 
+template <>
 messages::named_figure block_scheme::worker_figure(const worker_model& m,
                                                    const worker_settings&) {
   return {"model_bytes", static_cast<double>(tensor_bytes(m.network.state()))};
 }
 
+template <>
 std::string block_scheme::digest(const worker_model& m) {
   return model::weights_digest(m.network);
 }
 
 // -- the scheme: a shard -------------------------------------------------------------------
 
+template <>
 block_scheme::shard_model block_scheme::make_shard(const shard_settings& spec) {
   auto network =
     model::make_resist_network(spec.shape.in_channels, spec.shape.classes, spec.seed);
@@ -199,6 +196,7 @@ block_scheme::shard_model block_scheme::make_shard(const shard_settings& spec) {
   return m;
 }
 
+template <>
 void block_scheme::put_owned(shard_model& m, const shard_settings& spec,
                              const std::vector<at::Tensor>& tensors) {
   const auto range = range_of(m.layout, spec.shard);
@@ -207,12 +205,14 @@ void block_scheme::put_owned(shard_model& m, const shard_settings& spec,
     m.state[range[i]] = tensors[i];
 }
 
+template <>
 void block_scheme::begin_round(shard_model& m, const shard_settings& spec, int64_t round) {
   m.deal = deal_of(m.layout, spec.workers, spec.seed, round);
   m.round = round;
   m.trained.assign(static_cast<size_t>(spec.workers), {});
 }
 
+template <>
 std::vector<at::Tensor> block_scheme::round_tensors(shard_model& m, const shard_settings& spec,
                                                     int32_t worker) {
   const bool whole = m.round == spec.recovery.restore_step;
@@ -222,6 +222,7 @@ std::vector<at::Tensor> block_scheme::round_tensors(shard_model& m, const shard_
   return tensors;
 }
 
+template <>
 void block_scheme::take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
                                 const std::vector<at::Tensor>& tensors,
                                 const std::string& from) {
@@ -231,6 +232,7 @@ void block_scheme::take_trained(shard_model& m, const shard_settings& spec, int3
   m.trained[static_cast<size_t>(worker)] = tensors;
 }
 
+template <>
 void block_scheme::end_round(shard_model& m, const shard_settings& spec) {
   torch::NoGradGuard no_grad;
   std::vector<size_t> next(m.trained.size(), 0); // each worker's next tensor
@@ -247,6 +249,7 @@ void block_scheme::end_round(shard_model& m, const shard_settings& spec) {
   m.trained.assign(m.trained.size(), {});
 }
 
+template <>
 std::vector<at::Tensor> block_scheme::owned(const shard_model& m) {
   std::vector<at::Tensor> out;
   for (const auto& t : m.state)
@@ -255,6 +258,7 @@ std::vector<at::Tensor> block_scheme::owned(const shard_model& m) {
   return out;
 }
 
+template <>
 std::vector<messages::named_figure> block_scheme::shard_figures(const shard_model& m,
                                                                 const shard_settings&) {
   const auto tensors = owned(m);
@@ -264,7 +268,8 @@ std::vector<messages::named_figure> block_scheme::shard_figures(const shard_mode
 
 // -- the scheme: the local reference ----------------------------------------------------------
 
-model::resist_result block_scheme::run_local(const model::dataset& train,
+template <>
+model::resist_result block_scheme::run_reference(const model::dataset& train,
                                              const model::dataset& test,
                                              const worker_settings& worker) {
   auto spec = reference_run<model::resist_spec>(worker);
@@ -272,6 +277,10 @@ model::resist_result block_scheme::run_local(const model::dataset& train,
   spec.classes = worker.shape.classes;
   return model::run_resist_local(train, test, spec);
 }
+
+// The roles, the settings codec, the plan and the local reference of this
+// scheme (ist_worker.hpp, ist_shard.hpp, ist_specs_yaml.hpp, ist_job.hpp).
+template struct subnet_scheme<resnet_blocks>;
 
 } // namespace ist
 } // namespace modes

@@ -54,7 +54,6 @@ void check_resist_tensors(const std::vector<at::Tensor>& values,
                           const std::vector<at::Tensor>& state,
                           const std::vector<size_t>& indices, const std::string& what);
 
-
 /// ResIST's network as the settings carry it: resnet18 over `in_channels`
 /// input channels with a classifier of `classes` outputs.
 struct resnet_shape {
@@ -62,30 +61,21 @@ struct resnet_shape {
   int64_t classes = 10;
 };
 
-/// resnet18's partitioned residual blocks dealt to the workers every round.
-struct block_scheme {
-  static constexpr const char* kind = "resist";
-  static constexpr const char* title = "ResIST";
-  static constexpr const char* subnet = "sub-ResNet";
+/// The most input channels: resnet18's stem takes 1 (Fashion-MNIST) to a few.
+inline constexpr int64_t resnet_max_channels = 64;
+
+/// in_channels (1 to resnet_max_channels), classes (positive).
+template <class Inspector>
+void inspect(Inspector& f, resnet_shape& x) {
+  f.field("in_channels", x.in_channels).in(1, resnet_max_channels);
+  f.field("classes", x.classes).at_least(1);
+}
+
+/// ResIST's network for subnet_scheme: resnet18's names and types.
+struct resnet_blocks {
+  static constexpr scheme_names names{"resist", "ResIST", "sub-ResNet"};
   using shape = resnet_shape;
-  using worker_settings = worker_spec<block_scheme>;
-  using shard_settings = shard_spec<block_scheme>;
-
-  // -- settings ----------------------------------------------------------------------
-
-  /// The network of a topology: the samples' channels (1 for Fashion-MNIST,
-  /// the first of data.synthetic_shape for synthetic data), the task's classes.
-  static shape shape_of(const topology& t, const model::task& task);
-  /// Throws std::runtime_error unless 1 <= in_channels <= 64 and classes >= 1.
-  static void check_shape(const shape& x, int32_t workers, int32_t shards);
-  /// The shape as YAML: in_channels, classes.
-  static YAML::Node encode_shape(const shape& x);
-  /// encode_shape's YAML read back (unchecked).
-  static shape decode_shape(const YAML::Node& n);
-  /// None: resnet18's state (about 45 MB) fits in a message with one shard.
-  static caf::error check_plan(const topology& t, const shape& x, int32_t shards);
-
-  // -- a worker ----------------------------------------------------------------------
+  using reference_result = model::resist_result;
 
   /// What a worker holds: the whole network (the layers it runs are
   /// current) and how the shards divide it.
@@ -93,30 +83,6 @@ struct block_scheme {
     model::layered_model network;
     resist_layout layout;
   };
-
-  /// A worker's model: the network from the run's seed.
-  static worker_model make_worker(const worker_settings& spec);
-  /// Why `data` does not fit (its samples are not in_channels x H x W), or "".
-  static std::string check_samples(const shape& x, const model::dataset& data);
-  /// Round `round`: every shard's state copied in, the sub-ResNet of the
-  /// round's deal trained on `minibatches`, its tensors to every shard
-  /// (views of the network: a shard only reads them before the next round).
-  static trained_round train(worker_model& m, const worker_settings& spec, int64_t round,
-                             const std::vector<std::vector<at::Tensor>>& from_shards,
-                             const model::dataset& data,
-                             const std::vector<std::vector<int64_t>>& minibatches);
-  /// Worker 0: the merged network from every shard's range, evaluated with
-  /// the partitioned blocks scaled (model::resist_evaluate).
-  static model::ist_evaluation evaluate(worker_model& m, const worker_settings& spec,
-                                        const std::vector<std::vector<at::Tensor>>& owned,
-                                        const model::dataset& test);
-  /// "model_bytes": the whole state's.
-  static messages::named_figure worker_figure(const worker_model& m,
-                                              const worker_settings& spec);
-  /// The network's digest (model::weights_digest).
-  static std::string digest(const worker_model& m);
-
-  // -- a shard -----------------------------------------------------------------------
 
   /// What a shard holds: its range of the state, merged after every round.
   struct shard_model {
@@ -126,38 +92,11 @@ struct block_scheme {
     int64_t round = 0;
     std::vector<std::vector<at::Tensor>> trained; ///< by worker: this round's, as they come
   };
-
-  /// A shard's model: its range of the initial network.
-  static shard_model make_shard(const shard_settings& spec);
-  /// Puts `tensors` (as owned() returned them) in its range; throws
-  /// model::error on a count, shape or type that differs.
-  static void put_owned(shard_model& m, const shard_settings& spec,
-                        const std::vector<at::Tensor>& tensors);
-  /// Round `round`'s deal.
-  static void begin_round(shard_model& m, const shard_settings& spec, int64_t round);
-  /// Its tensors of the layers worker `worker` runs this round (its whole
-  /// range the first round after a (re)start).
-  static std::vector<at::Tensor> round_tensors(shard_model& m, const shard_settings& spec,
-                                               int32_t worker);
-  /// Worker `worker`'s trained tensors, kept for the merge (throws
-  /// model::error on a misfit, naming `from`).
-  static void take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
-                           const std::vector<at::Tensor>& tensors, const std::string& from);
-  /// Every tensor of its range becomes the average over the workers that
-  /// ran its layer, in worker order.
-  static void end_round(shard_model& m, const shard_settings& spec);
-  /// Its range (never written in place: a merge makes new tensors).
-  static std::vector<at::Tensor> owned(const shard_model& m);
-  /// "owned_tensors" and "owned_bytes".
-  static std::vector<messages::named_figure> shard_figures(const shard_model& m,
-                                                           const shard_settings& spec);
-
-  // -- the local reference -------------------------------------------------------------
-
-  /// model::run_resist_local of worker 0's settings.
-  static model::resist_result run_local(const model::dataset& train, const model::dataset& test,
-                                        const worker_settings& worker);
 };
+
+/// ResIST's scheme: resnet18's partitioned residual blocks dealt to the
+/// workers every round (ist.kind: resist). Its functions: block_scheme.cpp.
+using block_scheme = subnet_scheme<resnet_blocks>;
 
 } // namespace ist
 } // namespace modes

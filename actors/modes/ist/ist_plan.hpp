@@ -18,7 +18,6 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/ist/ist_specs.hpp"
 #include "actors/runtime/job_plan.hpp"
 #include "model/core/task.hpp"
 
@@ -26,20 +25,14 @@ namespace baton::actors {
 inline namespace modes {
 inline namespace ist {
 
-/// The task the workers train (backbone.pretrain.task); bad_config naming
-/// the file when the topology has no such task.
+/// The task the workers train (`task:`); bad_config naming the file when
+/// the topology has no such task.
 caf::expected<const model::task*> ist_task_of(const topology& t);
 
-/// Worker w's settings in a topology of job: ist (the task it trains:
-/// ist_task_of). Defined for neuron_scheme and block_scheme.
-template <class Scheme>
-worker_spec<Scheme> ist_worker_settings(const topology& t, const model::task& task,
-                                        int32_t worker);
-
-/// The plan of a topology of job: ist, of the scheme ist.kind names;
-/// bad_config (naming the file) when its task is unknown or the scheme
-/// refuses the network (S::check_plan: an IST shard's owned slices, its
-/// largest message, over the 64 MiB a message may carry).
+/// The plan of a topology of job: ist, of the scheme ist.kind names
+/// (S::plan, ist_job.hpp); bad_config (naming the file) when its task is
+/// unknown or the scheme refuses the network (S::check_plan: an IST shard's
+/// owned slices, its largest message, over the 64 MiB a message may carry).
 caf::expected<job_plan> plan_ist(const topology& t);
 
 } // namespace ist

@@ -1,18 +1,20 @@
 #pragma once
 
-// The settings of job: ist's roles (the `settings` of their planned actors)
-// and their YAML codec, for either subnet scheme S (subnet_scheme.hpp:
+// The settings of job: ist's roles (the `settings` of their planned actors),
+// for either subnet scheme S (subnet_scheme.hpp:
 // neuron_scheme, block_scheme): a worker's (its index, the network's
 // S::shape, local steps, the task, the data as a source reads it, the
 // optimizer) and a shard's (its index, the shape, the seed, the epochs),
-// each with the `run.recovery` the runtime adds at every spawn.
+// each with the `run.recovery` the runtime adds at every spawn, and their
+// field lists (inspect, actors/config/yaml_codec.hpp) for both directions of
+// their YAML: S::to_yaml, S::parse_worker_spec, S::parse_shard_spec
+// (ist_specs_yaml.hpp).
 
 #include <cstdint>
 #include <string>
 
-#include <caf/expected.hpp>
-
 #include "actors/config/role_spec.hpp"
+#include "actors/modes/ist/ist_section.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training.hpp"
 
@@ -55,19 +57,55 @@ struct shard_spec {
   recovery_spec recovery;
 };
 
-/// A worker's settings as YAML.
-template <class Scheme>
-std::string to_yaml(const worker_spec<Scheme>& x);
-/// A shard's settings as YAML.
-template <class Scheme>
-std::string to_yaml(const shard_spec<Scheme>& x);
+/// `index` (the key `what`: "worker", "shard") of `count` (the key
+/// `what`s, 1 to ist_max_workers).
+template <class Inspector>
+void inspect_index(Inspector& f, const std::string& what, int32_t& index, int32_t& count) {
+  f.field(what, index).at_least(0);
+  f.field(what + "s", count).in(1, ist_max_workers);
+  f.expect(what, index < count, "less than " + what + "s");
+}
 
-/// Parses to_yaml's text of a worker strictly: errc::bad_config on anything else.
-template <class Scheme>
-caf::expected<worker_spec<Scheme>> parse_worker_spec(const std::string& yaml);
-/// Parses to_yaml's text of a shard strictly: errc::bad_config on anything else.
-template <class Scheme>
-caf::expected<shard_spec<Scheme>> parse_shard_spec(const std::string& yaml);
+/// `shape`, which must fit W workers and S shards (Scheme::misfit).
+template <class Scheme, class Inspector>
+void inspect_shape(Inspector& f, typename Scheme::shape& shape, int32_t workers, int32_t shards) {
+  f.field("shape", shape);
+  const auto misfit = Scheme::misfit(shape, workers, shards);
+  f.expect("shape", misfit.empty(), misfit);
+}
+
+/// The fields of a worker's settings, in the order they are written; the
+/// shape must fit W and S (Scheme::misfit) and have the task's classes.
+template <class Inspector, class Scheme>
+void inspect(Inspector& f, worker_spec<Scheme>& x) {
+  inspect_index(f, "worker", x.worker, x.workers);
+  f.field("shards", x.shards).in(1, ist_max_workers);
+  f.field("local_steps", x.local_steps).at_least(1);
+  inspect_shape<Scheme>(f, x.shape, x.workers, x.shards);
+  f.field("task", x.task);
+  f.expect("shape.classes", x.shape.classes == x.task.classes,
+           "the task's classes, " + std::to_string(x.task.classes));
+  f.field("data", x.data);
+  f.expect("data.batch_size", x.data.plan.batch_size >= 2, "at least 2");
+  f.field("optimizer", x.optimizer);
+  f.expect("optimizer.lr", x.optimizer.lr > 0, "greater than 0");
+  f.field("eval_batch", x.eval_batch).at_least(1);
+  f.field("threads", x.threads).at_least(1);
+  f.field("progress_every", x.progress_every).at_least(1);
+  inspect_run(f, x.recovery);
+}
+
+/// The fields of a shard's settings, in the order they are written; the
+/// shape must fit W and S (Scheme::misfit).
+template <class Inspector, class Scheme>
+void inspect(Inspector& f, shard_spec<Scheme>& x) {
+  inspect_index(f, "shard", x.shard, x.shards);
+  f.field("workers", x.workers).in(1, ist_max_workers);
+  inspect_shape<Scheme>(f, x.shape, x.workers, x.shards);
+  f.field("seed", x.seed);
+  f.field("epochs", x.epochs).at_least(1);
+  inspect_run(f, x.recovery);
+}
 
 } // namespace ist
 } // namespace modes

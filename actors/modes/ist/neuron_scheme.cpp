@@ -4,9 +4,12 @@
 #include <string>
 
 #include <torch/torch.h>
-#include <yaml-cpp/yaml.h>
 
+#include "actors/modes/ist/ist_job.hpp"
 #include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/ist_shard.hpp"
+#include "actors/modes/ist/ist_specs_yaml.hpp"
+#include "actors/modes/ist/ist_worker.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
 
@@ -166,6 +169,7 @@ int64_t sample_values(const topology& t) {
 
 } // namespace
 
+template <>
 model::ist_shape neuron_scheme::shape_of(const topology& t, const model::task& task) {
   model::ist_shape x;
   x.inputs = sample_values(t);
@@ -174,37 +178,18 @@ model::ist_shape neuron_scheme::shape_of(const topology& t, const model::task& t
   return x;
 }
 
-void neuron_scheme::check_shape(const shape& x, int32_t workers, int32_t shards) {
+template <>
+std::string neuron_scheme::misfit(const shape& x, int32_t workers, int32_t shards) {
   const int32_t at_least = std::max(workers, shards);
-  if (x.inputs < 1 || x.classes < 1 || x.hidden.empty() ||
-      x.hidden.size() > model::ist_max_hidden_layers)
-    throw std::runtime_error("inputs and classes must be positive, hidden 1 to " +
-                             std::to_string(model::ist_max_hidden_layers) + " widths");
   for (int64_t width : x.hidden)
-    if (width < at_least || width > model::ist_max_width)
-      throw std::runtime_error("a hidden width of " + std::to_string(width) + " (expected " +
-                               std::to_string(at_least) + " to " +
-                               std::to_string(model::ist_max_width) + ")");
-}
-
-YAML::Node neuron_scheme::encode_shape(const shape& x) {
-  YAML::Node n;
-  n["inputs"] = x.inputs;
-  n["hidden"] = x.hidden;
-  n["classes"] = x.classes;
-  return n;
-}
-
-model::ist_shape neuron_scheme::decode_shape(const YAML::Node& n) {
-  model::ist_shape x;
-  x.inputs = n["inputs"].as<int64_t>();
-  x.hidden = n["hidden"].as<std::vector<int64_t>>();
-  x.classes = n["classes"].as<int64_t>();
-  return x;
+    if (width < at_least) // every worker and every shard gets a neuron of every layer
+      return "hidden widths of at least " + std::to_string(at_least);
+  return "";
 }
 
 // Shard 0 owns the most (the first parts are one neuron longer); a subnet
 // piece is part of an owned slice, so no message is larger.
+template <>
 caf::error neuron_scheme::check_plan(const topology& t, const shape& x, int32_t shards) {
   const int64_t bytes = ist_owned_elements(x, 0, shards) * 4;
   if (bytes <= max_message_bytes)
@@ -216,6 +201,7 @@ caf::error neuron_scheme::check_plan(const topology& t, const shape& x, int32_t 
 
 // -- the scheme: a worker ------------------------------------------------------------------
 
+template <>
 neuron_scheme::worker_model neuron_scheme::make_worker(const worker_settings& spec) {
   worker_model m;
   if (spec.worker == 0) {
@@ -225,6 +211,7 @@ neuron_scheme::worker_model neuron_scheme::make_worker(const worker_settings& sp
   return m;
 }
 
+template <>
 std::string neuron_scheme::check_samples(const shape& x, const model::dataset& data) {
   if (data.size() == 0 || data.images.numel() / data.size() == x.inputs)
     return "";
@@ -232,6 +219,7 @@ std::string neuron_scheme::check_samples(const shape& x, const model::dataset& d
          " values, expected " + std::to_string(x.inputs);
 }
 
+template <>
 trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, int64_t round,
                                    const std::vector<std::vector<at::Tensor>>& from_shards,
                                    const model::dataset& data,
@@ -247,6 +235,7 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
   return out;
 }
 
+template <>
 model::ist_evaluation neuron_scheme::evaluate(worker_model& m, const worker_settings& spec,
                                               const std::vector<std::vector<at::Tensor>>& owned,
                                               const model::dataset& test) {
@@ -257,17 +246,20 @@ model::ist_evaluation neuron_scheme::evaluate(worker_model& m, const worker_sett
   return model::ist_evaluate(m.whole, test, spec.eval_batch);
 }
 
+template <>
 messages::named_figure neuron_scheme::worker_figure(const worker_model&,
                                                     const worker_settings& spec) {
   return {"formula_bytes_per_round", model::ist_bytes_formula(spec.shape, spec.workers)};
 }
 
+template <>
 std::string neuron_scheme::digest(const worker_model& m) {
   return model::ist_digest(m.whole);
 }
 
 // -- the scheme: a shard -------------------------------------------------------------------
 
+template <>
 neuron_scheme::shard_model neuron_scheme::make_shard(const shard_settings& spec) {
   shard_model m;
   m.whole = model::make_ist_network(spec.shape, spec.seed);
@@ -277,15 +269,18 @@ neuron_scheme::shard_model neuron_scheme::make_shard(const shard_settings& spec)
   return m;
 }
 
+template <>
 void neuron_scheme::put_owned(shard_model& m, const shard_settings&,
                               const std::vector<at::Tensor>& slices) {
   ist_put_pieces(m.whole, m.whole_partition, 0, m.owned, slices); // checks every shape
 }
 
+template <>
 void neuron_scheme::begin_round(shard_model& m, const shard_settings& spec, int64_t round) {
   m.partition = model::make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, round);
 }
 
+template <>
 std::vector<at::Tensor> neuron_scheme::round_tensors(shard_model& m, const shard_settings& spec,
                                                      int32_t worker) {
   return ist_take_pieces(
@@ -293,6 +288,7 @@ std::vector<at::Tensor> neuron_scheme::round_tensors(shard_model& m, const shard
     model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard, spec.shards));
 }
 
+template <>
 void neuron_scheme::take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
                                  const std::vector<at::Tensor>& tensors, const std::string&) {
   ist_put_pieces(m.whole, m.partition, worker,
@@ -301,8 +297,10 @@ void neuron_scheme::take_trained(shard_model& m, const shard_settings& spec, int
                  tensors);
 }
 
+template <>
 void neuron_scheme::end_round(shard_model&, const shard_settings&) {}
 
+template <>
 std::vector<at::Tensor> neuron_scheme::owned(const shard_model& m) {
   std::vector<at::Tensor> slices;
   for (auto& t : ist_take_pieces(m.whole, m.whole_partition, 0, m.owned))
@@ -310,6 +308,7 @@ std::vector<at::Tensor> neuron_scheme::owned(const shard_model& m) {
   return slices;
 }
 
+template <>
 std::vector<messages::named_figure> neuron_scheme::shard_figures(const shard_model&,
                                                                  const shard_settings& spec) {
   return {{"owned_parameters",
@@ -318,13 +317,18 @@ std::vector<messages::named_figure> neuron_scheme::shard_figures(const shard_mod
 
 // -- the scheme: the local reference ----------------------------------------------------------
 
-model::ist_result neuron_scheme::run_local(const model::dataset& train,
+template <>
+model::ist_result neuron_scheme::run_reference(const model::dataset& train,
                                            const model::dataset& test,
                                            const worker_settings& worker) {
   auto spec = reference_run<model::ist_spec>(worker);
   spec.shape = worker.shape;
   return model::run_ist_local(train, test, spec);
 }
+
+// The roles, the settings codec, the plan and the local reference of this
+// scheme (ist_worker.hpp, ist_shard.hpp, ist_specs_yaml.hpp, ist_job.hpp).
+template struct subnet_scheme<mlp_neurons>;
 
 } // namespace ist
 } // namespace modes

@@ -15,40 +15,44 @@
 //   shard checkpoints, sends worker 0 for the evaluation and sends as the
 //   final weights. Worker 0 holds a whole network for the evaluation only.
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "actors/modes/ist/subnet_scheme.hpp"
 #include "model/ist/ist.hpp"
+
+namespace baton::model {
+
+/// inputs and classes (positive), hidden (1 to ist_max_hidden_layers widths
+/// of 1 to ist_max_width; neuron_scheme::misfit asks for at least one
+/// neuron per worker and shard). In namespace baton::model, where the
+/// settings codec finds it.
+template <class Inspector>
+void inspect(Inspector& f, ist_shape& x) {
+  f.field("inputs", x.inputs).at_least(1);
+  f.field("hidden", x.hidden).check(
+    [](const std::vector<int64_t>& widths) {
+      return !widths.empty() && widths.size() <= ist_max_hidden_layers &&
+             std::all_of(widths.begin(), widths.end(),
+                         [](int64_t w) { return w >= 1 && w <= ist_max_width; });
+    },
+    "1 to " + std::to_string(ist_max_hidden_layers) + " widths of 1 to " +
+      std::to_string(ist_max_width));
+  f.field("classes", x.classes).at_least(1);
+}
+
+} // namespace baton::model
 
 namespace baton::actors {
 inline namespace modes {
 inline namespace ist {
 
-/// The mlp's hidden neurons partitioned among the workers every round.
-struct neuron_scheme {
-  static constexpr const char* kind = "ist";
-  static constexpr const char* title = "IST";
-  static constexpr const char* subnet = "subnet";
+/// IST's network for subnet_scheme: the mlp's names and types.
+struct mlp_neurons {
+  static constexpr scheme_names names{"ist", "IST", "subnet"};
   using shape = model::ist_shape;
-  using worker_settings = worker_spec<neuron_scheme>;
-  using shard_settings = shard_spec<neuron_scheme>;
-
-  // -- settings ----------------------------------------------------------------------
-
-  /// The network of a topology: its samples' values, the section's hidden
-  /// widths, the task's classes.
-  static shape shape_of(const topology& t, const model::task& task);
-  /// Throws std::runtime_error unless inputs and classes are positive and
-  /// 1 to model::ist_max_hidden_layers widths are max(W, S) to
-  /// model::ist_max_width each (every worker and shard gets a neuron).
-  static void check_shape(const shape& x, int32_t workers, int32_t shards);
-  /// The shape as YAML: inputs, hidden, classes.
-  static YAML::Node encode_shape(const shape& x);
-  /// encode_shape's YAML read back (unchecked).
-  static shape decode_shape(const YAML::Node& n);
-  /// bad_config (naming the file) when shard 0's owned slices, the largest
-  /// message, exceed the 64 MiB a message may carry.
-  static caf::error check_plan(const topology& t, const shape& x, int32_t shards);
-
-  // -- a worker ----------------------------------------------------------------------
+  using reference_result = model::ist_result;
 
   /// What a worker holds: worker 0 the whole network it evaluates (others
   /// nothing: a subnet is assembled every round).
@@ -56,29 +60,6 @@ struct neuron_scheme {
     model::ist_network whole;
     model::ist_partition whole_partition;
   };
-
-  /// A worker's model: worker 0's network from the run's seed.
-  static worker_model make_worker(const worker_settings& spec);
-  /// Why `data` does not fit (its samples are not `inputs` values wide), or "".
-  static std::string check_samples(const shape& x, const model::dataset& data);
-  /// Round `round`: the subnet assembled from every shard's pieces, trained
-  /// on `minibatches`, cut back into every shard's pieces.
-  static trained_round train(worker_model& m, const worker_settings& spec, int64_t round,
-                             const std::vector<std::vector<at::Tensor>>& from_shards,
-                             const model::dataset& data,
-                             const std::vector<std::vector<int64_t>>& minibatches);
-  /// Worker 0: the whole network from every shard's owned slices, evaluated
-  /// on `test` as the reference evaluates it.
-  static model::ist_evaluation evaluate(worker_model& m, const worker_settings& spec,
-                                        const std::vector<std::vector<at::Tensor>>& owned,
-                                        const model::dataset& test);
-  /// "formula_bytes_per_round": model::ist_bytes_formula.
-  static messages::named_figure worker_figure(const worker_model& m,
-                                              const worker_settings& spec);
-  /// Worker 0's whole network's digest.
-  static std::string digest(const worker_model& m);
-
-  // -- a shard -----------------------------------------------------------------------
 
   /// What a shard holds: a whole network from the run's seed of which it
   /// only reads and writes the slices it owns.
@@ -88,36 +69,11 @@ struct neuron_scheme {
     std::vector<model::ist_piece> owned;
     model::ist_partition partition; ///< this round's
   };
-
-  /// A shard's model: the initial network and its owned pieces.
-  static shard_model make_shard(const shard_settings& spec);
-  /// Puts `slices` (as owned() returned them) in place; throws model::error
-  /// on a count or shape that differs.
-  static void put_owned(shard_model& m, const shard_settings& spec,
-                        const std::vector<at::Tensor>& slices);
-  /// Round `round`'s partition.
-  static void begin_round(shard_model& m, const shard_settings& spec, int64_t round);
-  /// The pieces of worker `worker`'s subnet of this round it owns.
-  static std::vector<at::Tensor> round_tensors(shard_model& m, const shard_settings& spec,
-                                               int32_t worker);
-  /// Worker `worker`'s trained pieces, written back in place (throws
-  /// model::error on a misfit).
-  static void take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
-                           const std::vector<at::Tensor>& tensors, const std::string& from);
-  /// Nothing: every piece went back in place as it came.
-  static void end_round(shard_model& m, const shard_settings& spec);
-  /// Its owned slices (copies: it writes its network in place later).
-  static std::vector<at::Tensor> owned(const shard_model& m);
-  /// "owned_parameters": the scalars it owns.
-  static std::vector<messages::named_figure> shard_figures(const shard_model& m,
-                                                           const shard_settings& spec);
-
-  // -- the local reference -------------------------------------------------------------
-
-  /// model::run_ist_local of worker 0's settings.
-  static model::ist_result run_local(const model::dataset& train, const model::dataset& test,
-                                     const worker_settings& worker);
 };
+
+/// IST's scheme: the mlp's hidden neurons partitioned among the workers
+/// every round (ist.kind: ist). Its functions: neuron_scheme.cpp.
+using neuron_scheme = subnet_scheme<mlp_neurons>;
 
 // -- the pieces ------------------------------------------------------------------------
 

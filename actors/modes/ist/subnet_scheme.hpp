@@ -2,58 +2,52 @@
 
 // A subnet scheme: how job: ist cuts the full network into the subnets its
 // workers train in a round and the slices its shards own, and how it glues
-// them back. The round actors (ist_worker.hpp, ist_shard.hpp), the settings
-// (ist_specs.hpp), the plan and the local reference run either scheme:
+// them back. Everything else of the job is one piece of code for either
+// scheme: the round actors (ist_worker.hpp, ist_shard.hpp), the settings
+// codec (ist_specs_yaml.hpp), the plan and the local reference
+// (ist_job.hpp).
 //
 //   ist.kind  scheme         network    a round's subnet of worker w
 //   ist       neuron_scheme  mlp        its part of every hidden layer's neurons
 //   resist    block_scheme   resnet18   the shared layers and the residual
 //                                       blocks dealt to it
 //
-// A scheme S is a struct of types and static functions, nothing else:
-//
-//   S::kind, S::title, S::subnet   "ist" / "IST" / "subnet": the roles are
-//                                  <kind>_worker and <kind>_shard
-//   S::shape                       the network as the settings carry it
-//   S::worker_model, S::shard_model  what a worker, a shard holds
-//
-//   settings  shape_of(topology, task); check_shape(shape, W, S) (throws
-//             std::runtime_error); encode_shape / decode_shape (YAML);
-//             check_plan(topology, shape, S) (bad_config or none)
-//   worker    make_worker(spec); check_samples(shape, data) ("" or why not);
-//             train(model, spec, round, pieces from every shard, data,
-//             minibatches) -> trained_round; evaluate(model, spec, every
-//             shard's owned tensors, test data); worker_figure; digest
-//   shard     make_shard(spec); put_owned(model, spec, tensors) (a restore);
-//             begin_round(model, spec, round); round_tensors(model, spec,
-//             round, w); take_trained(model, spec, w, tensors, from);
-//             end_round(model, spec); owned(model) (copies or never written
-//             in place); shard_figures
-//   local     run_local(train, test, worker spec): the one-process reference
-//
-// Throwing functions throw model::error (or std::runtime_error for
-// settings); the actors turn both into error values.
+// A scheme is subnet_scheme<Network>: Network gives its names and types
+// (neuron_scheme.hpp, block_scheme.hpp), the scheme's .cpp defines the
+// functions below marked "what a scheme defines" for it and instantiates
+// the rest (template struct subnet_scheme<Network>), so that no other file
+// needs to see a scheme's functions. Throwing functions throw model::error
+// (std::runtime_error for settings); the actors turn both into error values.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/ist/ist_specs.hpp"
+#include "actors/roles/role_type.hpp"
+#include "actors/runtime/job_plan.hpp"
+#include "actors/runtime/job_result.hpp"
 #include "messages/types.hpp"
 #include "model/core/dataset.hpp"
 #include "model/ist/ist.hpp"
 
-namespace YAML {
-class Node;
-}
-
 namespace baton::actors {
 inline namespace modes {
 inline namespace ist {
+
+/// What a scheme is called.
+struct scheme_names {
+  const char* kind;   ///< its ist.kind: "ist", "resist"; the roles <kind>_worker, <kind>_shard
+  const char* title;  ///< in errors: "IST", "ResIST"
+  const char* subnet; ///< what a worker's subnet is: "subnet", "sub-ResNet"
+};
 
 /// What a worker's round produced: the counts of its local steps and, by
 /// shard, the trained tensors that go back to it.
@@ -61,6 +55,145 @@ struct trained_round {
   model::ist_local_result steps;
   std::vector<std::vector<at::Tensor>> to_shards;
 };
+
+/// The scheme over `Network`, a struct with `names` (scheme_names), `shape`
+/// (the network as the settings carry it, with an inspect field list),
+/// `worker_model` (what a worker holds between rounds), `shard_model` (what
+/// a shard holds) and `reference_result` (what its local reference returns).
+template <class Network>
+struct subnet_scheme {
+  static constexpr scheme_names names = Network::names;
+  using shape = typename Network::shape;
+  using worker_model = typename Network::worker_model;
+  using shard_model = typename Network::shard_model;
+  using worker_settings = worker_spec<subnet_scheme>;
+  using shard_settings = shard_spec<subnet_scheme>;
+  using pieces = std::vector<std::vector<at::Tensor>>; ///< by shard
+
+  // -- what a scheme defines: settings ---------------------------------------------
+
+  /// The network of a topology of job: ist training `task`.
+  static shape shape_of(const topology& t, const model::task& task);
+  /// What `x` must be to fit W workers and S shards when it does not
+  /// ("hidden widths of at least 3"), "" when it fits (the settings' check).
+  static std::string misfit(const shape& x, int32_t workers, int32_t shards);
+  /// bad_config (naming the file) when the plan cannot carry the network
+  /// (a message over the 64 MiB a message may carry), or none.
+  static caf::error check_plan(const topology& t, const shape& x, int32_t shards);
+
+  // -- what a scheme defines: a worker ---------------------------------------------
+
+  /// A worker's model before its first round.
+  static worker_model make_worker(const worker_settings& spec);
+  /// Why the network does not take `data`'s samples, or "".
+  static std::string check_samples(const shape& x, const model::dataset& data);
+  /// Round `round`: the subnet from every shard's pieces, trained on
+  /// `minibatches` of `data`, cut back into every shard's pieces.
+  static trained_round train(worker_model& m, const worker_settings& spec, int64_t round,
+                             const pieces& from_shards, const model::dataset& data,
+                             const std::vector<std::vector<int64_t>>& minibatches);
+  /// Worker 0: the whole network from every shard's owned tensors,
+  /// evaluated on `test` as the scheme's reference evaluates it.
+  static model::ist_evaluation evaluate(worker_model& m, const worker_settings& spec,
+                                        const pieces& owned, const model::dataset& test);
+  /// A figure of the worker's report ("formula_bytes_per_round", "model_bytes").
+  static messages::named_figure worker_figure(const worker_model& m,
+                                              const worker_settings& spec);
+  /// Worker 0's whole network's digest, as the reference's.
+  static std::string digest(const worker_model& m);
+
+  // -- what a scheme defines: a shard ----------------------------------------------
+
+  /// A shard's model: the tensors it owns of the initial network.
+  static shard_model make_shard(const shard_settings& spec);
+  /// Puts `owned` (as owned() returned them: a checkpoint's) in place;
+  /// throws model::error on a count, shape or type that differs.
+  static void put_owned(shard_model& m, const shard_settings& spec,
+                        const std::vector<at::Tensor>& owned);
+  /// Round `round` begins: its subnets from the seed and the round.
+  static void begin_round(shard_model& m, const shard_settings& spec, int64_t round);
+  /// The pieces of worker `worker`'s subnet of this round it owns.
+  static std::vector<at::Tensor> round_tensors(shard_model& m, const shard_settings& spec,
+                                               int32_t worker);
+  /// Worker `worker`'s trained pieces of this round (from the actor
+  /// `from`); throws model::error on a misfit.
+  static void take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
+                           const std::vector<at::Tensor>& tensors, const std::string& from);
+  /// Every worker's trained pieces came: the round's merge.
+  static void end_round(shard_model& m, const shard_settings& spec);
+  /// Its owned tensors as they are now (not written in place later).
+  static std::vector<at::Tensor> owned(const shard_model& m);
+  /// Figures of the shard's report (what it owns).
+  static std::vector<messages::named_figure> shard_figures(const shard_model& m,
+                                                           const shard_settings& spec);
+
+  // -- what a scheme defines: the local reference -----------------------------------
+
+  /// The result of the scheme's one-process reference run.
+  using reference_result = typename Network::reference_result;
+  /// The reference run (model::run_ist_local, model::run_resist_local) on
+  /// worker 0's settings.
+  static reference_result run_reference(const model::dataset& train, const model::dataset& test,
+                                        const worker_settings& worker);
+
+  // -- what every scheme gets ------------------------------------------------------
+
+  /// The `<kind>_worker` role of a node's role table: parses the settings,
+  /// checks its dataset directory against the node's data_dirs, loads the
+  /// data and spawns a detached worker; starts nothing on any error
+  /// (ist_worker.hpp).
+  static caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys,
+                                                     const spawn_args& args);
+  /// The `<kind>_shard` role: parses the settings, checks its checkpoint
+  /// directory and spawns a detached shard with its initial (or restored)
+  /// tensors; starts nothing on any error (ist_shard.hpp).
+  static caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys,
+                                                    const spawn_args& args);
+
+  /// A worker's settings as YAML (ist_specs_yaml.hpp).
+  static std::string to_yaml(const worker_settings& x);
+  /// A shard's settings as YAML.
+  static std::string to_yaml(const shard_settings& x);
+  /// to_yaml's text of a worker parsed strictly: errc::bad_config on anything else.
+  static caf::expected<worker_settings> parse_worker_spec(const std::string& yaml);
+  /// to_yaml's text of a shard parsed strictly: errc::bad_config on anything else.
+  static caf::expected<shard_settings> parse_shard_spec(const std::string& yaml);
+
+  /// Worker w's settings in a topology of job: ist training `task` (ist_job.hpp).
+  static worker_settings worker_settings_of(const topology& t, const model::task& task,
+                                            int32_t worker);
+  /// The plan: W workers, S shards, every worker wired to every shard
+  /// (ist_plan.hpp draws it); bad_config naming the file when the task is
+  /// unknown or check_plan refuses.
+  static caf::expected<job_plan> plan(const topology& t);
+  /// `--mode local`: the reference run on worker 0's data, reported as the
+  /// actors report (ist_local.hpp).
+  static caf::expected<job_result> run_local(const topology& t, const model::task& task);
+};
+
+/// A worker's settings of scheme `Scheme` as YAML (Scheme::to_yaml).
+template <class Scheme>
+std::string to_yaml(const worker_spec<Scheme>& x) {
+  return Scheme::to_yaml(x);
+}
+
+/// A shard's settings of scheme `Scheme` as YAML (Scheme::to_yaml).
+template <class Scheme>
+std::string to_yaml(const shard_spec<Scheme>& x) {
+  return Scheme::to_yaml(x);
+}
+
+/// Parses a worker's settings of scheme `Scheme` (Scheme::parse_worker_spec).
+template <class Scheme>
+caf::expected<worker_spec<Scheme>> parse_worker_spec(const std::string& yaml) {
+  return Scheme::parse_worker_spec(yaml);
+}
+
+/// Parses a shard's settings of scheme `Scheme` (Scheme::parse_shard_spec).
+template <class Scheme>
+caf::expected<shard_spec<Scheme>> parse_shard_spec(const std::string& yaml) {
+  return Scheme::parse_shard_spec(yaml);
+}
 
 /// Bytes of `tensors`.
 inline int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {

@@ -1,0 +1,183 @@
+#pragma once
+
+// The job of either subnet scheme S (subnet_scheme.hpp): S::worker_settings_of,
+// S::plan (ist_plan.hpp draws it) and S::run_local (ist_local.hpp). A
+// scheme's .cpp includes this and instantiates them (template struct
+// subnet_scheme<...>).
+
+#include <chrono>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/modes/ist/ist_plan.hpp"
+#include "actors/modes/ist/ist_section.hpp"
+#include "actors/modes/ist/subnet_scheme.hpp"
+#include "actors/roles/source.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace ist {
+
+namespace job {
+
+/// The divergence warning's advice: each worker takes L plain SGD steps on
+/// its own subnet between two merges, with a fresh optimizer every round,
+/// so the lr, the momentum and L are what to change.
+template <class Scheme>
+std::string divergence_advice(const topology& t) {
+  const auto& s = ist_settings_of(t);
+  return fmt::format("job: ist (kind {}) has each of {} workers take {} SGD steps of {} samples "
+                     "with lr {:g} and momentum {:g} on its own {} between two merges; lower "
+                     "ist.optimizer.lr or momentum, or ist.local_steps",
+                     Scheme::names.kind, s.workers, s.local_steps, t.plan.batch_size,
+                     s.optimizer.lr, s.optimizer.momentum, Scheme::names.subnet);
+}
+
+/// Shard s's settings.
+template <class Scheme>
+shard_spec<Scheme> shard_settings(const topology& t, const model::task& task, int32_t shard) {
+  const auto& settings = ist_settings_of(t);
+  shard_spec<Scheme> spec;
+  spec.shard = shard;
+  spec.shards = settings.shards;
+  spec.workers = settings.workers;
+  spec.shape = Scheme::shape_of(t, task);
+  spec.seed = t.plan.seed;
+  spec.epochs = t.plan.epochs;
+  return spec;
+}
+
+/// W workers of role <kind>_worker, trainable, in the result group
+/// "workers"; S shards of role <kind>_shard, trainable, sending the final
+/// weights, shard s on worker s % W's node; every worker knows shard s as
+/// its peer s, every shard worker w as its peer w.
+template <class Scheme>
+job_plan make_plan(const topology& t, const model::task& task) {
+  const auto& settings = ist_settings_of(t);
+  const std::string kind = Scheme::names.kind;
+  job_plan plan;
+  plan.divergence_advice = divergence_advice<Scheme>(t);
+  for (int32_t w = 0; w < settings.workers; ++w) {
+    auto a = make_planned_actor(kind + "_worker", ist_worker_name(w),
+                                settings.nodes[static_cast<size_t>(w)],
+                                Scheme::to_yaml(Scheme::worker_settings_of(t, task, w)));
+    a.threads = t.runtime.stage_threads;
+    a.trainable = true;
+    a.starts = true;
+    a.result = ist_workers_group;
+    plan.actors.push_back(std::move(a));
+  }
+  for (int32_t s = 0; s < settings.shards; ++s) {
+    auto a = make_planned_actor(kind + "_shard", ist_shard_name(s), ist_shard_node(settings, s),
+                                Scheme::to_yaml(shard_settings<Scheme>(t, task, s)));
+    a.trainable = true; // it checkpoints what it owns (actors/roles/checkpointing.hpp)
+    a.starts = true;
+    a.sends_weights = true;
+    plan.actors.push_back(std::move(a));
+  }
+  for (int32_t w = 0; w < settings.workers; ++w)
+    for (int32_t s = 0; s < settings.shards; ++s) {
+      plan.edges.push_back({planned_edge::kind_t::peer, ist_worker_name(w), ist_shard_name(s), s});
+      plan.edges.push_back({planned_edge::kind_t::peer, ist_shard_name(s), ist_worker_name(w), w});
+    }
+  return plan;
+}
+
+/// The reference's result (model::ist_result or model::resist_result) as
+/// the actors of scheme `kind` ("ist" or "resist") report it.
+template <class Result>
+void report(const std::string& kind, const std::string& task, const ist_settings& settings,
+            const Result& result, job_result& out) {
+  const auto worker_role = kind + "_worker";
+  messages::actor_report group;
+  group.actor = ist_workers_group;
+  group.role = worker_role;
+  group.task = task;
+  group.node = "local";
+  group.samples = result.samples;
+  group.weights_digest = result.weights_digest;
+  const auto epochs = result.train_loss.size();
+  const int64_t per_epoch = epochs ? result.samples / static_cast<int64_t>(epochs) : 0;
+  for (size_t e = 0; e < epochs; ++e)
+    group.epochs.push_back(
+      {static_cast<int32_t>(e), result.train_loss[e], result.test_accuracy[e], per_epoch});
+  if (!group.epochs.empty()) {
+    group.train_loss = group.epochs.back().train_loss;
+    group.test_accuracy = group.epochs.back().test_accuracy;
+  }
+  out.heads.push_back(group);
+  for (int32_t w = 0; w < settings.workers; ++w) {
+    messages::actor_report a;
+    a.actor = ist_worker_name(w);
+    a.role = worker_role;
+    a.node = "local";
+    if (w == 0) // the actors' worker 0 holds the whole network
+      a.weights_digest = result.weights_digest;
+    out.actors.push_back(a);
+  }
+  for (int32_t s = 0; s < settings.shards; ++s) {
+    messages::actor_report a;
+    a.actor = ist_shard_name(s);
+    a.role = kind + "_shard";
+    a.node = "local";
+    out.actors.push_back(a);
+  }
+}
+
+} // namespace job
+
+template <class Network>
+auto subnet_scheme<Network>::worker_settings_of(const topology& t, const model::task& task,
+                                                int32_t worker) -> worker_settings {
+  const auto& settings = ist_settings_of(t);
+  worker_settings spec;
+  spec.worker = worker;
+  spec.workers = settings.workers;
+  spec.shards = settings.shards;
+  spec.local_steps = settings.local_steps;
+  spec.shape = shape_of(t, task);
+  spec.task = task;
+  spec.data = make_source_spec(t);
+  spec.optimizer = settings.optimizer;
+  spec.threads = t.runtime.stage_threads;
+  spec.progress_every = t.runtime.progress_every;
+  return spec;
+}
+
+template <class Network>
+caf::expected<job_plan> subnet_scheme<Network>::plan(const topology& t) {
+  auto task = ist_task_of(t);
+  if (!task)
+    return task.error();
+  if (auto err = check_plan(t, shape_of(t, **task), ist_settings_of(t).shards))
+    return err;
+  return job::make_plan<subnet_scheme>(t, **task);
+}
+
+template <class Network>
+caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
+                                                            const model::task& task) {
+  const auto worker = worker_settings_of(t, task, 0);
+  auto started = std::chrono::steady_clock::now();
+  auto data = load_source_data(worker.data);
+  if (!data)
+    return data.error();
+  auto& [train, test] = *data;
+  train.labels = model::apply(task, train.labels);
+  test.labels = model::apply(task, test.labels);
+  auto training_started = std::chrono::steady_clock::now();
+  auto result = run_reference(train, test, worker);
+  for (size_t e = 0; e < result.test_accuracy.size(); ++e)
+    spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", names.kind, e + 1,
+                 100 * result.test_accuracy[e]);
+  auto out = local_result(t, "local", started, training_started);
+  job::report(names.kind, task.name, ist_settings_of(t), result, out);
+  return out;
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors
