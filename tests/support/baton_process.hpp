@@ -52,8 +52,6 @@ public:
   /// Its peak resident set in KiB (ru_maxrss) once it ended; -1 before.
   int64_t peak_kb() const { return peak_kb_; }
 
-  /// The path of its log.
-  const std::string& log_path() const { return log_path_; }
   /// Everything it printed so far.
   std::string output() const;
   /// Waits until its output contains `text`; false when it ended or `limit`
