@@ -1,9 +1,10 @@
 #pragma once
 
 // What the topology parser asks of a training mode. The parser reads the
-// common sections (data, tasks, backbone, heads, runtime, nodes, faults);
-// each mode gives a job_schema for what is its own: its section, its
-// actors' names and edges, where they go. actors/modes/job_schemas.cpp
+// workload (data, backbone, tasks, task) and the cluster (runtime, nodes,
+// faults); each mode gives a job_schema for what is its own: its section,
+// the keys it adds to the common sections, its actors' names and edges,
+// where they go. actors/modes/job_schemas.cpp
 // lists them; the parser takes that list and names no mode.
 
 #include <functional>
@@ -29,17 +30,22 @@ struct fault_edges {
 /// Every hook but `parse` may be null when the mode has nothing to say.
 struct job_schema {
   std::string name; ///< the value of `job:`
-  /// Its own top-level section (the pipeline's), read with `job: NAME` only and
-  /// refused with any other; "" for none.
+  /// Its own top-level section, read with `job: NAME` only and refused with
+  /// any other; "" for none.
   std::string section;
   /// The keys of its maps by path pattern ("pipeline.stages.*": a list
   /// entry), and the paths that are lists: validation and `--set` read them
-  /// as they read the common sections'.
+  /// as they read the common sections'. Keys at a path of the common
+  /// sections ("": the top level, "backbone") add to them: they are its own,
+  /// and another job that does not list them too refuses them by name.
   std::map<std::string, std::vector<std::string>> keys;
   std::vector<std::string> lists;
-  /// Runs the backbone frozen from the input and reads `backbone.cache`,
-  /// `cache_mb` and `feature_block` (topology::features); other jobs refuse them.
-  bool frozen_backbone = false;
+  /// Who reads its keys, for that refusal: "jobs that run the backbone
+  /// frozen" ("" says "job: NAME" only).
+  std::string readers;
+  /// Keys of other jobs it refuses with its own reason, by dotted path:
+  /// "'backbone.split' is auto, but " + reason.
+  std::map<std::string, std::string> refusals;
   /// Reads its section and checks what it needs of the common ones, right
   /// after the backbone (`layers`: the backbone's layer names). Null: a job
   /// planned but not implemented yet, refused by name.
@@ -74,6 +80,9 @@ std::string read_node(const field& f, const std::vector<node_address>& nodes);
 /// An optimizer section's lr, momentum and weight_decay over `optimizer`
 /// (its other keys are the section's own, checked by check_section).
 model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer);
+
+/// A `task:` entry: it must name a task listed under `tasks`; the task.
+const model::task& read_task(const field& f, const workload& w);
 
 /// "at most 64 heads": a limit, as list errors state it.
 std::string at_most(size_t most, const std::string& what);

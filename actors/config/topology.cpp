@@ -43,16 +43,13 @@ static_assert(max_topology_bytes == max_config_bytes, "one limit on config files
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "heads", "runtime", "nodes", "faults"}},
+    {"", {"job", "seed", "data", "backbone", "tasks", "task", "runtime", "nodes", "faults"}},
     {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
               "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
-    {"backbone", {"model", "path", "wide_features", "checkpoint", "split", "stages", "place",
-                  "pretrain", "cache", "cache_mb", "feature_block"}},
+    {"backbone", {"model", "path", "wide_features", "checkpoint", "pretrain"}},
     {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
     {"backbone.pretrain.optimizer", optimizer},
     {"tasks.*", {"name", "labels"}},
-    {"heads.*", {"name", "task", "node", "optimizer"}},
-    {"heads.*.optimizer", optimizer},
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
                  "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
@@ -72,28 +69,37 @@ const std::vector<job_schema>& jobs_of(const source_info& source) {
   return source.jobs != nullptr ? *source.jobs : none;
 }
 
-// The keys of the map at `pattern`: the common sections' and the jobs'
-// (each job's own section is a key of the top level); nullopt for a path
-// that is not a map of the schema.
+// Appends the keys of `more` that `keys` does not have yet.
+void add_keys(std::optional<std::vector<std::string>>& keys, const std::vector<std::string>& more) {
+  if (!keys)
+    keys.emplace();
+  for (const auto& key : more)
+    if (!contains(*keys, key))
+      keys->push_back(key);
+}
+
+// The keys of the map at `pattern`: the common sections' and every job's
+// (each job's own section is a key of the top level; a job's keys at a
+// common path add to the common ones); nullopt for a path that is not a
+// map of the schema. Which job may use a key is checked once `job:` is
+// known (refuse_other_jobs).
 std::optional<std::vector<std::string>> keys_of(const std::string& pattern,
                                                 const source_info& source) {
   std::optional<std::vector<std::string>> keys;
   if (auto common = section_keys().find(pattern); common != section_keys().end())
     keys = common->second;
   for (const job_schema& job : jobs_of(source)) {
-    if (pattern.empty() && !job.section.empty()) {
-      keys->push_back(job.section);
-    } else if (auto own = job.keys.find(pattern); own != job.keys.end()) {
-      keys.emplace(own->second);
-    }
+    if (pattern.empty() && !job.section.empty())
+      add_keys(keys, {job.section});
+    if (auto own = job.keys.find(pattern); own != job.keys.end())
+      add_keys(keys, own->second);
   }
   return keys;
 }
 
 // Paths whose value is a list; `--set` addresses their entries by index.
 bool is_list(const std::string& pattern, const source_info& source) {
-  static const std::vector<std::string> lists = {
-    "tasks", "heads", "nodes", "backbone.split", "backbone.place", "tasks.*.labels", "faults"};
+  static const std::vector<std::string> lists = {"tasks", "nodes", "tasks.*.labels", "faults"};
   if (contains(lists, pattern))
     return true;
   for (const job_schema& job : jobs_of(source))
@@ -111,7 +117,7 @@ std::optional<size_t> parse_index(const std::string& text) {
   return value;
 }
 
-// "heads.2.optimizer" -> "heads.*.optimizer": the schema entry of a path.
+// "tasks.2.labels" -> "tasks.*.labels": the schema entry of a path.
 std::string pattern_of(const std::string& path) {
   std::string out, segment;
   std::istringstream in(path);
@@ -189,9 +195,7 @@ model::optimizer_spec detail::read_optimizer(const field& section,
   return optimizer;
 }
 
-namespace {
-
-const model::task& read_task(const field& f, const topology& t) {
+const model::task& detail::read_task(const field& f, const workload& t) {
   std::string name = read_name(f);
   if (const model::task* found = t.find_task(name))
     return *found;
@@ -203,6 +207,8 @@ const model::task& read_task(const field& f, const topology& t) {
   f.fail(f.name() + " names unknown task '" + name + "' (expected one of the tasks: "
          + join(names) + ")");
 }
+
+namespace {
 
 // -- sections -------------------------------------------------------------------
 
@@ -398,7 +404,7 @@ void parse_pretrain(const field& section, topology& t) {
   read_if(section, "optimizer", t.pretrain.optimizer, parse_optimizer);
 }
 
-// The backbone's layer names, which `split` refers to. convnet_wide is built
+// The backbone's layer names, which a strategy's keys name. convnet_wide is built
 // narrow: its names do not depend on the width, and the default width would
 // allocate ~150 MB only to read them.
 std::vector<std::string> layer_names(model::model_spec spec, const field& blame) {
@@ -420,136 +426,9 @@ std::vector<std::string> layer_names(model::model_spec spec, const field& blame)
   return names;
 }
 
-// One split point: the layer after which a stage ends. Returns the end (one
-// past that layer), which must follow `previous_end`.
-size_t split_point(const field& f, const std::vector<std::string>& layers, size_t previous_end) {
-  // A stage must follow every split point, so the last layer is not one.
-  std::vector<std::string> valid(layers.begin(), layers.end() - 1);
-  std::string name = read_string(f);
-  auto found = std::find(layers.begin(), layers.end(), name);
-  auto end = static_cast<size_t>(found - layers.begin()) + 1;
-  if (found == layers.end())
-    f.fail(f.name() + " names unknown layer '" + name + "' (expected one of: " + join(valid)
-           + ")");
-  if (end == layers.size())
-    f.fail(f.name() + " is '" + name + "', the last layer, so no stage would follow it "
-           + "(expected one of: " + join(valid) + ")");
-  if (end <= previous_end)
-    f.fail(f.name() + " is '" + name + "', which does not come after '" + layers[previous_end - 1]
-           + "' (expected split points in layer order: " + join(valid) + ")");
-  return end;
-}
-
-// Stages from `backbone.split`: one ends after each listed layer, the last
-// one ends with the backbone.
-std::vector<stage_placement> make_stages(const field& split,
-                                         const std::vector<std::string>& layers) {
-  std::vector<size_t> ends;
-  for (const field& f : split.items("a list of layer names, or auto", max_stages - 1))
-    ends.push_back(split_point(f, layers, ends.empty() ? 0 : ends.back()));
-  ends.push_back(layers.size());
-  std::vector<stage_placement> stages;
-  size_t begin = 0;
-  for (size_t end : ends) {
-    stages.push_back({"stage" + std::to_string(stages.size()), begin, end, ""});
-    begin = end;
-  }
-  return stages;
-}
-
-// `split: auto`: `count` stages of (nearly) equal numbers of layers, the
-// placeholder until the planner sets the boundaries at run time.
-std::vector<stage_placement> even_stages(size_t count, size_t layers) {
-  std::vector<stage_placement> stages;
-  for (size_t k = 0; k < count; ++k)
-    stages.push_back({"stage" + std::to_string(k), k * layers / count, (k + 1) * layers / count,
-                      ""});
-  return stages;
-}
-
-// How many stages `split: auto` plans: `backbone.stages`, else one per node
-// `backbone.place` names (placing N stages asks for N), else 3; never more
-// than there are layers, as a stage holds at least one.
-size_t auto_stage_count(const std::optional<field>& count, const std::optional<field>& place,
-                        size_t layers) {
-  const std::string most = std::to_string(layers);
-  std::optional<size_t> placed;
-  if (place && place->node().IsSequence())
-    placed = place->node().size();
-  if (count) {
-    auto n = read_integer<size_t>(
-      *count, 1, std::min(layers, max_stages),
-      layers <= max_stages ? "an integer from 1 to the backbone's " + most + " layers"
-                           : "an integer from 1 to " + std::to_string(max_stages) + " ("
-                               + at_most(max_stages, "stages") + "; the backbone has " + most
-                               + " layers)");
-    if (placed && *placed != n)
-      count->fail(count->name() + " is " + std::to_string(n) + " but 'backbone.place' ("
-                  + place->where() + ") names " + std::to_string(*placed)
-                  + " nodes, one per stage (expected as many stages as nodes, or no 'stages': "
-                  + "it defaults to the number of nodes placed)");
-    return n;
-  }
-  if (!placed)
-    return std::min<size_t>(3, layers);
-  if (*placed < 1 || *placed > std::min(layers, max_stages))
-    place->fail(place->name() + " names " + std::to_string(*placed)
-                + " nodes, one per stage, but split: auto plans from 1 stage to one per layer ("
-                + most + ")" + (layers > max_stages ? ", " + at_most(max_stages, "stages") : ""));
-  return *placed;
-}
-
-// `backbone.split` (and `stages`): a list of layer names ending stages, or
-// `auto` for boundaries the planner chooses at run time (job: transfer only).
-void parse_split(const field& section, const std::vector<std::string>& layers, topology& t) {
-  field split = section.section("split");
-  std::optional<field> count = section.get("stages");
-  t.split_auto = split.node().IsScalar() && split.node().Scalar() == "auto";
-  if (count && !t.split_auto)
-    count->fail(count->name() + " applies to split: auto only (a list of split points "
-                "makes one stage more than it names)");
-  if (t.split_auto)
-    t.stages = even_stages(auto_stage_count(count, section.get("place"), layers.size()),
-                           layers.size());
-  else
-    t.stages = make_stages(split, layers);
-}
-
-void place_stages(const field& place, topology& t) {
-  std::vector<field> items = place.items("a list of node names, one per stage", max_stages);
-  for (size_t i = 0; i < items.size() && i < t.stages.size(); ++i)
-    t.stages[i].node = read_node(items[i], t.nodes);
-  if (items.size() != t.stages.size())
-    place.fail(place.name() + " must name one node per stage: the backbone has "
-               + std::to_string(t.stages.size()) + " stages, got "
-               + std::to_string(items.size()) + " nodes");
-}
-
-// `backbone.cache`, `cache_mb` and `feature_block` (model::feature_cache_spec):
-// a cache keeps rows only when they are computed in canonical blocks.
-void parse_feature_cache(const field& section, topology& t) {
-  if (auto f = section.get("cache"))
-    t.features.cache = read_choice(*f, {"none", "memory"}) == "memory";
-  read_if(section, "cache_mb", t.features.cache_mb, [](const field& f) {
-    return read_number(f, "a number of MiB from 0 to 1048576",
-                       [](double x) { return x >= 0 && x <= 1048576; });
-  });
-  read_if(section, "feature_block", t.features.block_rows, [](const field& f) {
-    return read_integer<int64_t>(f, 0, 65536,
-                                 "a number of rows from 0 (a microbatch in one forward) to 65536");
-  });
-  if (t.features.cache && t.features.block_rows < 1) {
-    std::optional<field> block = section.get("feature_block");
-    (block ? *block : section.require("cache"))
-      .fail("'backbone.cache' is memory, which needs 'backbone.feature_block' >= 1 (rows "
-            "computed in canonical blocks of K samples, so that a cached row equals a "
-            "recomputed one), got " + std::to_string(t.features.block_rows));
-  }
-}
-
-// The model, its files and the stages; the model is built to learn its layer
-// names, and an error doing so is reported on the key that chose it. Returns
-// those names.
+// The model and its files; the model is built to learn its layer names
+// (which a strategy's keys refer to), and an error doing so is reported on
+// the key that chose it. Returns those names.
 std::vector<std::string> parse_backbone(const field& section, topology& t) {
   check_section(section);
   t.backbone.seed = model::derive_seed(t.seed, "backbone");
@@ -571,58 +450,22 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
                    + t.backbone.path + "' does not exist");
   const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
   std::vector<std::string> names = layer_names(t.backbone, blame);
-  parse_split(section, names, t);
-  if (auto f = section.get("place"))
-    place_stages(*f, t);
   if (auto f = section.get("pretrain"))
     parse_pretrain(*f, t);
-  parse_feature_cache(section, t);
   return names;
 }
 
-// The feature keys are read by jobs that run the backbone frozen from the
-// input only; any other job refuses them rather than ignore them.
-void refuse_feature_cache(const field& root, const std::vector<job_schema>& jobs,
-                          const topology& t) {
-  if (t.schema->frozen_backbone)
-    return;
-  std::vector<std::string> readers;
-  for (const job_schema& job : jobs)
-    if (job.frozen_backbone)
-      readers.push_back("job: " + job.name);
-  field section = root.section("backbone");
-  for (const char* key : {"cache", "cache_mb", "feature_block"})
-    if (auto f = section.get(key))
-      f->fail("'backbone." + std::string{key} + "' is read only by jobs that run the backbone "
-              "frozen (" + join(readers) + "); job: " + t.job + " does not");
-}
-
-head_placement parse_head(const field& item, const topology& t) {
-  check_section(item);
-  head_placement head;
-  head.spec.name = read_new_name(item.require("name"), "head");
-  head.spec.task_def = read_task(item.require("task"), t);
-  head.spec.model.name = "head";
-  head.spec.model.classes = head.spec.task_def.classes;
-  // Derived from the name only, so adding a head does not change the others.
-  head.spec.model.seed = model::derive_seed(t.seed, "head/" + head.spec.name);
-  read_if(item, "optimizer", head.spec.optimizer, parse_optimizer);
-  read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
-  return head;
-}
-
-std::vector<head_placement> parse_heads(const field& list, const topology& t) {
-  std::vector<field> items =
-    list.items("a list of heads ({name, task, node, optimizer})", max_heads);
-  if (items.empty())
-    list.fail(list.name() + " must list at least one head");
-  std::vector<head_placement> heads;
-  unique_names names("head");
-  for (const field& item : items) {
-    heads.push_back(parse_head(item, t));
-    names.add(item.require("name"), heads.back().spec.name);
-  }
-  return heads;
+// `task:`, else `backbone.pretrain.task`, else the first of `tasks`; the
+// pre-training task defaults to it.
+void parse_trained_task(const field& root, topology& t) {
+  if (auto f = root.get("task"))
+    t.task = read_task(*f, t).name;
+  else if (!t.pretrain.task.empty())
+    t.task = t.pretrain.task;
+  else if (!t.tasks.empty())
+    t.task = t.tasks.front().name;
+  if (t.pretrain.task.empty())
+    t.pretrain.task = t.task;
 }
 
 // `runtime.tls`: this run's certificate, key and CA, checked here because
@@ -823,7 +666,7 @@ std::vector<node_address> parse_nodes(const field& list) {
 
 // Gives every unplaced actor a node, round-robin in a fixed order (the
 // source, then the job's actors as its mode lists them): with N nodes the
-// source and the first N-1 stages land on different nodes. An actor's slot
+// source and the job's first N-1 actors land on different nodes. An actor's slot
 // depends on its position only, not on which others were placed by hand, so
 // placing one actor moves no other.
 void place_round_robin(topology& t) {
@@ -864,19 +707,62 @@ void check_sample_shape(const field& root, topology& t) {
             + " (expected data.synthetic_shape: [C, 28, 28])");
 }
 
-// A job's own section is read with that job only.
-void refuse_other_sections(const field& root, const std::vector<job_schema>& jobs,
-                           const topology& t) {
+// The jobs of `jobs` that list `key` at `path` ("" the top level), and
+// "'path.key'" for errors.
+std::vector<std::string> readers_of(const std::vector<job_schema>& jobs, const std::string& path,
+                                    const std::string& key) {
+  std::vector<std::string> names;
+  for (const job_schema& job : jobs)
+    if (auto own = job.keys.find(path); own != job.keys.end() && contains(own->second, key))
+      names.push_back(job.name);
+  return names;
+}
+
+// A key another job added to a common section (`path`), present here: the
+// job's own refusal when it has one, else who reads it.
+void refuse_key(const field& f, const std::string& dotted, const job_schema& owner,
+                const topology& t) {
+  if (auto own = t.schema->refusals.find(dotted); own != t.schema->refusals.end()) {
+    const YAML::Node& value = f.node();
+    f.fail("'" + dotted + "' is " +
+           (value.IsScalar() ? shortened(value.Scalar(), max_quoted_bytes)
+                             : value.IsSequence() ? "a list" : "a map") +
+           ", but " + own->second);
+  }
+  const std::string job = "job: " + owner.name;
+  f.fail("'" + dotted + "' is read only by " +
+         (owner.readers.empty() ? job : owner.readers + " (" + job + ")") + "; job: " + t.job +
+         " does not");
+}
+
+// A job's own section is read with that job only, and the keys it adds to
+// the common sections (the top level, `backbone`) likewise, unless the job
+// also lists them.
+void refuse_other_jobs(const field& root, const std::vector<job_schema>& jobs,
+                       const topology& t) {
   for (const job_schema& job : jobs)
     if (job.name != t.job && !job.section.empty())
       if (auto f = root.get(job.section); f && !f->is_null())
         f->fail("'" + job.section + "' is only read with job: " + job.name + " (the job is '" +
                 t.job + "')");
+  for (const job_schema& job : jobs) {
+    if (job.name == t.job)
+      continue;
+    for (const auto& [path, keys] : job.keys) {
+      if (section_keys().count(path) == 0)
+        continue; // in the job's own section: refused whole above
+      std::optional<field> section = path.empty() ? root : root.get(path);
+      for (const auto& key : keys)
+        if (auto f = section ? section->get(key) : std::nullopt;
+            f && !contains(readers_of(jobs, path, key), t.job))
+          refuse_key(*f, child_path(path, key), job, t);
+    }
+  }
 }
 
 // Sections are read in dependency order: nodes before any `node:` key, the
 // data set before the tasks (label count), tasks before the backbone's
-// pretrain task and the heads, the backbone before the job's own section.
+// pretrain task and `task`, the workload before the job's own section.
 topology build_topology(const field& root, const std::vector<job_schema>& jobs) {
   check_section(root);
   topology t;
@@ -892,11 +778,10 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   const std::optional<job_length> length = length_of(check_dataset(root.section("data"), t), t);
   t.tasks = parse_tasks(root.require("tasks"), t.dataset);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
-  refuse_other_sections(root, jobs, t);
-  refuse_feature_cache(root, jobs, t);
+  parse_trained_task(root, t);
+  refuse_other_jobs(root, jobs, t);
   t.schema->parse(root, layers, t);
   check_sample_shape(root, t);
-  t.heads = parse_heads(root.require("heads"), t);
   parse_runtime(root.section("runtime"), t.runtime);
   derive_thread_budgets(t, static_cast<int32_t>(std::thread::hardware_concurrency()));
   t.faults = parse_faults(root.section("faults"), t, length);
@@ -1088,7 +973,7 @@ caf::expected<topology> parse_topology_as(const std::string& yaml_text, const st
                         jobs);
 }
 
-const model::task* topology::find_task(const std::string& name) const {
+const model::task* workload::find_task(const std::string& name) const {
   auto it = std::find_if(tasks.begin(), tasks.end(),
                          [&](const model::task& t) { return t.name == name; });
   return it == tasks.end() ? nullptr : &*it;

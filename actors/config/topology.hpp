@@ -15,10 +15,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
-#include "model/core/layered_model.hpp"
 #include "model/core/specs.hpp"
-#include "model/core/task.hpp"
-#include "model/core/training.hpp"
 
 namespace baton::actors {
 inline namespace config {
@@ -29,22 +26,14 @@ struct job_schema;
 // A topology larger than these is refused with the limit in the error (README
 // "Topology limits"): every entry is an actor, a thread budget or a
 // connection, and a typo or a hostile file must not become a million of them.
+// A strategy's own lists have their limits in its folder.
 
 /// The largest topology file: 256 KiB (detail::max_config_bytes).
 inline constexpr size_t max_topology_bytes = size_t{256} << 10;
-/// Tasks (`tasks`): label maps, one per head at most.
+/// Tasks (`tasks`): label maps.
 inline constexpr size_t max_tasks = 64;
-/// Heads (`heads`): one actor each.
-inline constexpr size_t max_heads = 64;
 /// Nodes (`nodes`): one connection each.
 inline constexpr size_t max_nodes = 256;
-/// Stages of the backbone (`backbone.split`, `backbone.stages`) or of a
-/// pipeline (`pipeline.stages`); never more than the model has layers.
-inline constexpr size_t max_stages = 64;
-/// Replicas of one pipeline stage (`pipeline.stages.*.replicas`).
-inline constexpr int32_t max_replicas = 64;
-/// Stage actors of a pipeline, all replicas counted.
-inline constexpr size_t max_pipeline_actors = 256;
 /// Injected faults (`faults`).
 inline constexpr size_t max_faults = 64;
 
@@ -56,23 +45,10 @@ struct node_address {
   std::string where; ///< "file:line" of its entry (or the --set); empty for local nodes
 };
 
-/// A contiguous slice [begin, end) of the backbone's layers, placed on a node.
-struct stage_placement {
-  std::string name;  ///< "stage0", "stage1", ...
-  size_t begin = 0;
-  size_t end = 0;
-  std::string node;  ///< node name; empty when embedded
-};
-
-/// A trainable head placed on a node.
-struct head_placement {
-  model::head_spec spec; ///< name, task, model (seed derived), optimiser
-  std::string node;      ///< node name; empty when embedded
-};
-
-/// Backbone pre-training settings (`backbone.pretrain`).
+/// Backbone pre-training settings (`backbone.pretrain`): how the workload's
+/// starting weights (`backbone.checkpoint`) are made when they are missing.
 struct pretrain_settings {
-  std::string task = "all10";  ///< a task name from `tasks`
+  std::string task;            ///< a task name from `tasks`; default: the workload's task
   int32_t epochs = 1;
   int64_t train_limit = 20000; ///< first N training samples
   model::optimizer_spec optimizer;
@@ -108,7 +84,8 @@ struct runtime_settings {
   /// connection_timeout (actors/runtime/node_watch.hpp).
   std::chrono::milliseconds slow_node_timeout{120000};
   /// Stop the run after the epoch at which every head (result) has reached
-  /// this test accuracy (a fraction); 0: run every epoch.
+  /// this test accuracy (a fraction); 0: run every epoch. The workload's
+  /// target, kept with the runtime's limits where the coordinator reads it.
   double stop_at_accuracy = 0;
   tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
 };
@@ -116,7 +93,7 @@ struct runtime_settings {
 /// An injected fault (`faults:` or `--fault`): see README "Faults".
 struct fault_spec {
   std::string kind;   ///< throw | kill_node | stop_node | delay | drop | chaos
-  std::string actor;  ///< throw: the trainable actor (a head, "stage1", "stage1.0")
+  std::string actor;  ///< throw: a trainable actor of the job's plan
   std::string node;   ///< kill_node, stop_node: the node
   int64_t at_step = -1;              ///< when the job has made this many steps ...
   std::chrono::milliseconds after{-1}; ///< ... or this long after training started
@@ -128,14 +105,12 @@ struct fault_spec {
   std::string where;  ///< "file:line" or "--fault ..."
 };
 
-/// A parsed, validated topology.
-struct topology {
+/// What is trained, whatever the strategy: the data, the model and its
+/// starting weights, the tasks (label maps) and the task a one-task job
+/// trains, the batch plan and epochs. The same workload runs under another
+/// strategy by changing `job:` and its section alone.
+struct workload {
   std::string file;          ///< path it was read from ("<embedded>" for defaults)
-  /// `job:`; when absent, the first of the jobs it was parsed with.
-  std::string job;
-  /// That job's schema, from the list the topology was parsed with (which
-  /// outlives it): what its trainable actors, edges and placement are.
-  const job_schema* schema = nullptr;
   uint64_t seed = 42;
 
   // -- data ------------------------------------------------------------------
@@ -147,57 +122,43 @@ struct topology {
   std::vector<int64_t> synthetic_shape{1, 28, 28}; ///< C, H, W of a synthetic sample
   model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
 
-  // -- backbone ----------------------------------------------------------------
-  /// name convnet | convnet_wide | resnet18 (job: pipeline) | torchscript;
-  /// in_channels: the samples' channels (resnet18: 3, checked at load)
+  // -- model -------------------------------------------------------------------
+  /// name convnet | convnet_wide | resnet18 | torchscript (a strategy may
+  /// choose another, e.g. job: data-parallel's model); in_channels: the
+  /// samples' channels (resnet18: 3, checked at load)
   model::model_spec backbone;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   pretrain_settings pretrain;
-  std::vector<stage_placement> stages; ///< resolved from `backbone.split`
-  /// `backbone.split: auto` (job: transfer): `stages` holds the planned
-  /// number of stages (`backbone.stages`, else one per `backbone.place` node,
-  /// else 3) with their names and nodes, but an even split of the layers as
-  /// a placeholder; `resolve_backbone_split` (actors/modes/pipeline/planning.hpp) plans the
-  /// boundaries at run time and clears this flag.
-  bool split_auto = false;
-  /// `backbone.cache` (none|memory), `cache_mb` and `feature_block`: how the
-  /// frozen backbone's features are computed and kept, by jobs whose schema
-  /// says `frozen_backbone` (transfer); others refuse the keys.
-  model::feature_cache_spec features;
 
-  // -- tasks and heads ---------------------------------------------------------
+  // -- tasks -------------------------------------------------------------------
   std::vector<model::task> tasks;
-  std::vector<head_placement> heads;
-  std::string source_node;     ///< node of the source; empty when embedded
+  /// `task:`: the task a job that trains one model trains; default
+  /// `backbone.pretrain.task`, else the first of `tasks`.
+  std::string task;
 
-  // -- pipeline (job: pipeline) -----------------------------------------------------
-  /// A stage of the trained model (backbone + classifier "fc2"): layers
-  /// [begin, end) on `replicas` machines.
-  struct pipeline_stage {
-    size_t begin = 0;
-    size_t end = 0;
-    int32_t replicas = 1;
-    std::string node;  ///< node name; empty when embedded or not placed
-    std::vector<std::string> replica_nodes; ///< node of each replica (`nodes:`), else empty
+  const model::task* find_task(const std::string& name) const;
+};
 
-    /// The node of replica `r`.
-    const std::string& node_of(int32_t r) const {
-      return replica_nodes.empty() ? node : replica_nodes[static_cast<size_t>(r)];
-    }
-  };
-  std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
-  bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
-  std::vector<pipeline_stage> pipeline; ///< from `pipeline.stages`; empty unless job: pipeline
-
+/// How it is trained: `job:` and its section, parsed by its mode.
+struct strategy {
+  /// `job:`; when absent, the first of the jobs it was parsed with.
+  std::string job;
+  /// That job's schema, from the list the topology was parsed with (which
+  /// outlives it).
+  const job_schema* schema = nullptr;
   /// The job's own settings, as its mode's `job_schema::parse` stored them
   /// (a struct of the mode's, e.g. data_parallel_settings): the parser knows
-  /// no mode, and a mode reads its own with std::any_cast. Empty for a mode
-  /// whose settings are the fields above (transfer, pipeline).
+  /// no mode, and a mode reads its own with std::any_cast.
   std::any mode_settings;
+};
 
+/// Where it runs: the nodes, the runtime's limits (with TLS) and the
+/// injected faults.
+struct cluster {
+  std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
+  std::string source_node;     ///< `data.node`: the source's node; empty when embedded
   runtime_settings runtime;
   std::vector<fault_spec> faults;
-  std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
 
   bool embedded() const { return nodes.empty(); }
   /// Whether a failure restarts the job from its checkpoints (or from the
@@ -205,15 +166,14 @@ struct topology {
   bool recovers() const {
     return (runtime.checkpoint_every > 0 || !faults.empty()) && runtime.max_restarts > 0;
   }
-  const model::task* find_task(const std::string& name) const;
 };
+
+/// A parsed, validated topology: a workload, a strategy and a cluster.
+struct topology : workload, strategy, cluster {};
 
 /// Reads and validates a topology file. `overrides` are "dotted.key=value"
 /// strings from `--set`, applied before validation (a value is parsed as
-/// YAML, so `--set backbone.split=[pool1]` works). Stage boundaries
-/// (`backbone.split`, a list of layer names ending a stage) are resolved
-/// against the backbone's layer names; `backbone.split: auto` leaves them to
-/// the planner (topology::split_auto). `jobs` are the training modes' schemas
+/// YAML, so `--set data.batch_size=32` works). `jobs` are the training modes' schemas
 /// (all_job_schemas(), actors/modes/job_schemas.hpp, which also has these
 /// functions without it); `job:` names one of them.
 caf::expected<topology> load_topology(const std::string& path,
@@ -239,9 +199,8 @@ caf::expected<std::map<std::string, std::string>>
 topology_values(const std::string& yaml_text, const std::string& name,
                 const std::vector<std::string>& overrides, const std::vector<job_schema>& jobs);
 
-/// The trainable actors of the job, as its mode names them (heads, or
-/// "stage1" and "stage1.0" for replica 0 of a replicated stage). A `throw`
-/// fault names one of them; each keeps its checkpoints.
+/// The trainable actors of the job, as its mode names them. A `throw` fault
+/// names one of them; each keeps its checkpoints.
 std::vector<std::string> trainable_actor_names(const topology& t);
 
 /// Sets the thread budgets `t` leaves unset (runtime.stage_threads,

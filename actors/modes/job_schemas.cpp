@@ -1,16 +1,17 @@
 #include "actors/modes/job_schemas.hpp"
 
-#include "actors/modes/data_parallel/data_parallel_section.hpp"
-#include "actors/modes/ist/ist_section.hpp"
-#include "actors/modes/pipeline/pipeline_section.hpp"
-#include "actors/modes/transfer/transfer_section.hpp"
+#include "actors/modes/registry.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 
 const std::vector<job_schema>& all_job_schemas() {
-  static const std::vector<job_schema> jobs{transfer_schema(), pipeline_schema(),
-                                            data_parallel_schema(), ist_schema()};
+  static const std::vector<job_schema> jobs = [] {
+    std::vector<job_schema> out;
+    for (const auto& m : all_modes())
+      out.push_back(m.schema);
+    return out;
+  }();
   return jobs;
 }
 

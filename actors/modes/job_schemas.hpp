@@ -1,8 +1,8 @@
 #pragma once
 
-// The training modes' topology schemas, and the topology readers with them:
-// what every caller outside the runtime uses (the runtime is handed the
-// list). See actors/config/job_schema.hpp.
+// The training modes' topology schemas (each mode's `schema`, mode.hpp), and
+// the topology readers with them: what every caller outside the runtime
+// uses (the runtime is handed the list). See actors/config/job_schema.hpp.
 
 #include <map>
 #include <string>
@@ -16,8 +16,8 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// Every `job:` value: each mode's schema, the default (`job:` absent)
-/// first, then the jobs planned but not implemented yet.
+/// Every `job:` value: each mode's schema (all_modes()), the default
+/// (`job:` absent) first.
 const std::vector<job_schema>& all_job_schemas();
 
 /// load_topology with all_job_schemas().

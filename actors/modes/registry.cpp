@@ -2,20 +2,24 @@
 
 #include "actors/modes/data_parallel/data_parallel_local.hpp"
 #include "actors/modes/data_parallel/data_parallel_plan.hpp"
+#include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/ist/ist_local.hpp"
 #include "actors/modes/ist/ist_plan.hpp"
+#include "actors/modes/ist/ist_section.hpp"
 #include "actors/modes/ist/block_scheme.hpp"
 #include "actors/modes/ist/neuron_scheme.hpp"
 #include "actors/modes/data_parallel/ps_shard.hpp"
 #include "actors/modes/pipeline/pipeline_local.hpp"
 #include "actors/modes/pipeline/pipeline_plan.hpp"
+#include "actors/modes/pipeline/pipeline_section.hpp"
 #include "actors/modes/pipeline/pipeline_stage.hpp"
 #include "actors/modes/pipeline/planning.hpp"
 #include "actors/modes/transfer/head.hpp"
 #include "actors/modes/transfer/stage.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/modes/transfer/transfer_plan.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
 
@@ -54,26 +58,27 @@ caf::expected<void> transfer_settle(topology& t, int32_t local_nodes) {
 
 } // namespace
 
-const std::vector<training_mode>& all_modes() {
-  static const std::vector<training_mode> modes{
-    {"transfer", transfer_plan, run_transfer_local, transfer_prepare, transfer_settle, nullptr,
-     run_separate, false},
+const std::vector<mode>& all_modes() {
+  // The first is the default job (`job:` absent).
+  static const std::vector<mode> modes{
+    {transfer_schema(), transfer_plan, run_transfer_local, transfer_prepare, transfer_settle,
+     nullptr, run_separate, false},
     // A pipeline trains the backbone itself: it needs no pretrained one.
-    {"pipeline", plan_pipeline, run_pipeline_local, nullptr, nullptr, save_pipeline_model,
+    {pipeline_schema(), plan_pipeline, run_pipeline_local, nullptr, nullptr, save_pipeline_model,
      nullptr, true},
     // Workers may start from a pretrained backbone (backbone.checkpoint):
     // pre-trained first when missing, as for transfer.
-    {"data-parallel", plan_data_parallel, run_data_parallel_local_job, transfer_prepare, nullptr,
-     save_data_parallel_model},
+    {data_parallel_schema(), plan_data_parallel, run_data_parallel_local_job, transfer_prepare,
+     nullptr, save_data_parallel_model},
     // Shards make the initial network from the seed: no pretraining.
-    {"ist", plan_ist, run_ist_local_job},
+    {ist_schema(), plan_ist, run_ist_local_job},
   };
   return modes;
 }
 
-const training_mode* find_mode(const std::string& name) {
+const mode* find_mode(const std::string& name) {
   for (const auto& m : all_modes())
-    if (m.name == name)
+    if (m.name() == name)
       return &m;
   return nullptr;
 }

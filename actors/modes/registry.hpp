@@ -1,8 +1,8 @@
 #pragma once
 
-// The one list of training modes and of the roles their plans name. The
-// runtime (actors/runtime/) never includes this file: the caller hands it
-// the plan and the role table.
+// The one list of training modes (mode.hpp) and of the roles their plans
+// name. The runtime (actors/runtime/) never includes this file: the caller
+// hands it the plan and the role table.
 
 #include <string>
 #include <vector>
@@ -21,11 +21,11 @@ inline namespace modes {
 /// Every role a node may spawn: the shared ones and each mode's.
 const std::vector<role_type>& all_roles();
 
-/// Every training mode, by the value of `job:`.
-const std::vector<training_mode>& all_modes();
+/// Every training mode, by the value of `job:`; the first is the default.
+const std::vector<mode>& all_modes();
 
 /// The mode named `name` (`job:`), or nullptr.
-const training_mode* find_mode(const std::string& name);
+const mode* find_mode(const std::string& name);
 
 /// load_request_topology with every mode's schema (all_job_schemas()).
 caf::expected<topology> load_request_topology(const run_request& r);

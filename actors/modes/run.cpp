@@ -22,32 +22,32 @@ std::string jobs_with(Has feature) {
   std::string out;
   for (const auto& m : all_modes())
     if (feature(m))
-      out += (out.empty() ? "job: " : ", ") + m.name;
+      out += (out.empty() ? "job: " : ", ") + m.name();
   return out.empty() ? "none" : out;
 }
 
-/// The request's flags that `mode` does not offer, refused before anything
+/// The request's flags that `job` does not offer, refused before anything
 /// runs.
-caf::error check_flags(const run_request& r, const training_mode& mode) {
+caf::error check_flags(const run_request& r, const mode& job) {
   if (!r.mode.empty() && r.mode != "local")
     return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
   if (!r.baseline.empty() && r.baseline != "separate")
     return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
-  if (!r.trace_out.empty() && (!mode.traces || !r.mode.empty()))
+  if (!r.trace_out.empty() && (!job.traces || !r.mode.empty()))
     return make_error(errc::bad_config,
                       "--trace records the actors of a run (not --mode local) of " +
                         jobs_with([](const auto& m) { return m.traces; }) + ", not job: " +
-                        mode.name);
-  if (!r.save_model.empty() && mode.save_model == nullptr)
+                        job.name());
+  if (!r.save_model.empty() && job.save_model == nullptr)
     return make_error(errc::bad_config,
                       "--save-model saves the model of " +
                         jobs_with([](const auto& m) { return m.save_model != nullptr; }) +
-                        "; job: " + mode.name + " has its results in its metrics");
-  if (!r.baseline.empty() && mode.run_separate == nullptr)
+                        "; job: " + job.name() + " has its results in its metrics");
+  if (!r.baseline.empty() && job.run_separate == nullptr)
     return make_error(errc::bad_config,
                       "--baseline separate applies to " +
                         jobs_with([](const auto& m) { return m.run_separate != nullptr; }) +
-                        ", not job: " + mode.name);
+                        ", not job: " + job.name());
   return caf::none;
 }
 
@@ -77,7 +77,7 @@ caf::expected<job_result> run_job(const run_request& r) {
     if (t->runtime.stop_at_accuracy > 0)
       spdlog::warn("--mode local runs every epoch: runtime.stop_at_accuracy is honoured by "
                    "the actors' run");
-    return mode->run_local(*t, r);
+    return mode->local(*t, r);
   }
   if (r.baseline == "separate")
     return mode->run_separate(*t, r);

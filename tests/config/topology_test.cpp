@@ -1,5 +1,6 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -34,6 +35,11 @@ heads:
   - {name: b, task: footwear}
   - {name: c, task: all10}
 )";
+
+// What job: transfer read of `t` (its stages, heads and split).
+const baton::actors::transfer_settings& transfer(const topology& t) {
+  return baton::actors::transfer_settings_of(t);
+}
 
 // 1-based line of the first occurrence of `needle` in `text`.
 int line_of(const std::string& text, const std::string& needle) {
@@ -101,13 +107,13 @@ TEST_F(topology_test, reference_file_parses) {
   EXPECT_EQ(t->checkpoint, (fs::path(BATON_SOURCE_DIR) / "build/checkpoints/convnet-pretrained.pt")
                              .lexically_normal()
                              .string());
-  ASSERT_EQ(t->stages.size(), 3u);
+  ASSERT_EQ(transfer(*t).stages.size(), 3u);
   const std::vector<std::pair<size_t, size_t>> ranges = {{0, 5}, {5, 10}, {10, 16}};
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(t->stages[i].name, "stage" + std::to_string(i));
-    EXPECT_EQ(t->stages[i].begin, ranges[i].first);
-    EXPECT_EQ(t->stages[i].end, ranges[i].second);
-    EXPECT_EQ(t->stages[i].node, "");
+    EXPECT_EQ(transfer(*t).stages[i].name, "stage" + std::to_string(i));
+    EXPECT_EQ(transfer(*t).stages[i].begin, ranges[i].first);
+    EXPECT_EQ(transfer(*t).stages[i].end, ranges[i].second);
+    EXPECT_EQ(transfer(*t).stages[i].node, "");
   }
   EXPECT_TRUE(t->embedded());
   EXPECT_EQ(t->source_node, "");
@@ -117,11 +123,11 @@ TEST_F(topology_test, reference_file_tasks_heads_and_runtime) {
   auto t = load_topology(reference_file);
   ASSERT_TRUE(t) << baton::describe(t.error());
   ASSERT_EQ(t->tasks.size(), 3u);
-  ASSERT_EQ(t->heads.size(), 3u);
+  ASSERT_EQ(transfer(*t).heads.size(), 3u);
   const std::vector<std::pair<std::string, int64_t>> heads = {
     {"all10", 10}, {"footwear", 2}, {"groups4", 4}};
   for (size_t i = 0; i < heads.size(); ++i) {
-    const auto& spec = t->heads[i].spec;
+    const auto& spec = transfer(*t).heads[i].spec;
     EXPECT_EQ(spec.name, heads[i].first);
     EXPECT_EQ(spec.task_def.name, heads[i].first);
     EXPECT_EQ(spec.task_def.classes, heads[i].second);
@@ -130,7 +136,7 @@ TEST_F(topology_test, reference_file_tasks_heads_and_runtime) {
     EXPECT_EQ(spec.model.seed, baton::model::derive_seed(42, "head/" + heads[i].first));
     EXPECT_DOUBLE_EQ(spec.optimizer.lr, 0.05);
     EXPECT_DOUBLE_EQ(spec.optimizer.momentum, 0.9);
-    EXPECT_EQ(t->heads[i].node, "");
+    EXPECT_EQ(transfer(*t).heads[i].node, "");
   }
   ASSERT_NE(t->find_task("footwear"), nullptr);
   EXPECT_EQ(t->find_task("footwear")->label_map[7], 1);
@@ -150,8 +156,8 @@ TEST_F(topology_test, defaults_and_relative_paths) {
   auto t = load(tasks_and_heads + "backbone: {checkpoint: weights/ck.pt}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->checkpoint, (dir_ / "weights/ck.pt").string());
-  ASSERT_EQ(t->stages.size(), 1u); // no split: the whole backbone is one stage
-  EXPECT_EQ(t->stages[0].end, 16u);
+  ASSERT_EQ(transfer(*t).stages.size(), 1u); // no split: the whole backbone is one stage
+  EXPECT_EQ(transfer(*t).stages[0].end, 16u);
   EXPECT_EQ(t->plan.microbatches, 1);
   EXPECT_EQ(t->runtime.window, 4);
 }
@@ -186,12 +192,12 @@ TEST_F(topology_test, set_overrides_values_and_lists) {
                                           "heads.1.optimizer.lr=0.01", "runtime.window=8"});
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->plan.epochs, 3);
-  ASSERT_EQ(t->stages.size(), 2u);
-  EXPECT_EQ(t->stages[0].end, 10u);
-  EXPECT_EQ(t->stages[1].begin, 10u);
-  EXPECT_EQ(t->stages[1].end, 16u);
-  EXPECT_DOUBLE_EQ(t->heads[1].spec.optimizer.lr, 0.01);
-  EXPECT_DOUBLE_EQ(t->heads[0].spec.optimizer.lr, 0.05);
+  ASSERT_EQ(transfer(*t).stages.size(), 2u);
+  EXPECT_EQ(transfer(*t).stages[0].end, 10u);
+  EXPECT_EQ(transfer(*t).stages[1].begin, 10u);
+  EXPECT_EQ(transfer(*t).stages[1].end, 16u);
+  EXPECT_DOUBLE_EQ(transfer(*t).heads[1].spec.optimizer.lr, 0.01);
+  EXPECT_DOUBLE_EQ(transfer(*t).heads[0].spec.optimizer.lr, 0.05);
   EXPECT_EQ(t->runtime.window, 8);
 }
 
@@ -202,12 +208,12 @@ TEST_F(topology_test, set_creates_sections_the_file_lacks) {
   ASSERT_TRUE(t) << baton::describe(t.error());
   ASSERT_EQ(t->nodes.size(), 1u);
   EXPECT_EQ(t->nodes[0].port, 7001);
-  EXPECT_EQ(t->heads[2].node, "n1");
+  EXPECT_EQ(transfer(*t).heads[2].node, "n1");
   EXPECT_DOUBLE_EQ(t->pretrain.optimizer.lr, 0.5);
   EXPECT_EQ(t->seed, 7u);
   EXPECT_EQ(t->plan.seed, 7u);
-  ASSERT_EQ(t->heads.size(), 4u);
-  EXPECT_EQ(t->heads[3].spec.name, "d");
+  ASSERT_EQ(transfer(*t).heads.size(), 4u);
+  EXPECT_EQ(transfer(*t).heads[3].spec.name, "d");
 }
 
 TEST_F(topology_test, set_unknown_key) {
@@ -234,7 +240,7 @@ TEST_F(topology_test, later_overrides_win) {
                {"--set backbone.split.1=pool9: 'backbone.split.1' names unknown layer 'pool9'"});
   auto t = load_topology(reference_file, {"heads.0.task=nope", "heads.0={name: z, task: all10}"});
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_EQ(t->heads[0].spec.name, "z");
+  EXPECT_EQ(transfer(*t).heads[0].spec.name, "z");
 }
 
 TEST_F(topology_test, set_malformed) {
@@ -437,12 +443,12 @@ TEST_F(topology_test, nodes_without_placement_are_round_robin) {
   EXPECT_EQ(t->nodes[1].port, 7002);
   // source, stage0..2, heads a..c over n1 n2 n1 n2 ...
   EXPECT_EQ(t->source_node, "n1");
-  EXPECT_EQ(t->stages[0].node, "n2");
-  EXPECT_EQ(t->stages[1].node, "n1");
-  EXPECT_EQ(t->stages[2].node, "n2");
-  EXPECT_EQ(t->heads[0].node, "n1");
-  EXPECT_EQ(t->heads[1].node, "n2");
-  EXPECT_EQ(t->heads[2].node, "n1");
+  EXPECT_EQ(transfer(*t).stages[0].node, "n2");
+  EXPECT_EQ(transfer(*t).stages[1].node, "n1");
+  EXPECT_EQ(transfer(*t).stages[2].node, "n2");
+  EXPECT_EQ(transfer(*t).heads[0].node, "n1");
+  EXPECT_EQ(transfer(*t).heads[1].node, "n2");
+  EXPECT_EQ(transfer(*t).heads[2].node, "n1");
 }
 
 TEST_F(topology_test, explicit_placement_is_kept) {
@@ -451,11 +457,11 @@ TEST_F(topology_test, explicit_placement_is_kept) {
   auto t = load(text, {"heads.2.node=n2"});
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->source_node, "n2");
-  EXPECT_EQ(t->stages[0].node, "n1");
-  EXPECT_EQ(t->stages[1].node, "n1");
-  EXPECT_EQ(t->heads[0].node, "n2"); // slot 3 of n1 n2 n1 n2
-  EXPECT_EQ(t->heads[1].node, "n1");
-  EXPECT_EQ(t->heads[2].node, "n2");
+  EXPECT_EQ(transfer(*t).stages[0].node, "n1");
+  EXPECT_EQ(transfer(*t).stages[1].node, "n1");
+  EXPECT_EQ(transfer(*t).heads[0].node, "n2"); // slot 3 of n1 n2 n1 n2
+  EXPECT_EQ(transfer(*t).heads[1].node, "n1");
+  EXPECT_EQ(transfer(*t).heads[2].node, "n2");
 }
 
 TEST_F(topology_test, duplicate_nodes) {
@@ -476,12 +482,12 @@ TEST_F(topology_test, with_local_nodes_round_robin) {
     EXPECT_EQ(local.nodes[i].port, 0);
   }
   EXPECT_EQ(local.source_node, "n1");
-  EXPECT_EQ(local.stages[0].node, "n2");
-  EXPECT_EQ(local.stages[1].node, "n3");
-  EXPECT_EQ(local.stages[2].node, "n1");
-  EXPECT_EQ(local.heads[0].node, "n2");
-  EXPECT_EQ(local.heads[1].node, "n3");
-  EXPECT_EQ(local.heads[2].node, "n1");
+  EXPECT_EQ(transfer(local).stages[0].node, "n2");
+  EXPECT_EQ(transfer(local).stages[1].node, "n3");
+  EXPECT_EQ(transfer(local).stages[2].node, "n1");
+  EXPECT_EQ(transfer(local).heads[0].node, "n2");
+  EXPECT_EQ(transfer(local).heads[1].node, "n3");
+  EXPECT_EQ(transfer(local).heads[2].node, "n1");
 }
 
 TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
@@ -490,27 +496,27 @@ TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
   auto t = load(text);
   ASSERT_TRUE(t) << baton::describe(t.error());
   topology local = with_local_nodes(*t, 3);
-  EXPECT_EQ(local.stages[0].node, "n2"); // was on `far`: back to its round-robin slot
-  EXPECT_EQ(local.stages[1].node, "n2"); // kept, although its slot is n3
+  EXPECT_EQ(transfer(local).stages[0].node, "n2"); // was on `far`: back to its round-robin slot
+  EXPECT_EQ(transfer(local).stages[1].node, "n2"); // kept, although its slot is n3
   // Defaulted to n2 in the file; n2 is a local node's name, so it is kept.
   EXPECT_EQ(local.source_node, "n2");
-  EXPECT_EQ(local.heads[0].node, "n1"); // was on `far` (slot 3): n1
+  EXPECT_EQ(transfer(local).heads[0].node, "n1"); // was on `far` (slot 3): n1
   topology embedded = with_local_nodes(*t, 0);
   EXPECT_TRUE(embedded.embedded());
-  EXPECT_EQ(embedded.stages[1].node, "");
+  EXPECT_EQ(transfer(embedded).stages[1].node, "");
 }
 
 // -- backbone.split: auto ----------------------------------------------------------------
 
 // The stages are contiguous, non-empty and cover the backbone's 16 layers.
 void expect_cover(const topology& t, size_t count) {
-  ASSERT_EQ(t.stages.size(), count);
+  ASSERT_EQ(transfer(t).stages.size(), count);
   size_t begin = 0;
   for (size_t i = 0; i < count; ++i) {
-    EXPECT_EQ(t.stages[i].name, "stage" + std::to_string(i));
-    EXPECT_EQ(t.stages[i].begin, begin);
-    EXPECT_LT(t.stages[i].begin, t.stages[i].end);
-    begin = t.stages[i].end;
+    EXPECT_EQ(transfer(t).stages[i].name, "stage" + std::to_string(i));
+    EXPECT_EQ(transfer(t).stages[i].begin, begin);
+    EXPECT_LT(transfer(t).stages[i].begin, transfer(t).stages[i].end);
+    begin = transfer(t).stages[i].end;
   }
   EXPECT_EQ(begin, 16u);
 }
@@ -518,25 +524,25 @@ void expect_cover(const topology& t, size_t count) {
 TEST_F(topology_test, split_auto_plans_three_stages_by_default) {
   auto t = load(tasks_and_heads + "backbone:\n  split: auto\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_TRUE(t->split_auto);
+  EXPECT_TRUE(transfer(*t).split_auto);
   expect_cover(*t, 3);
   // An explicit split is not planned.
   t = load_topology(reference_file);
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_FALSE(t->split_auto);
+  EXPECT_FALSE(transfer(*t).split_auto);
 }
 
 TEST_F(topology_test, split_auto_stage_count) {
   auto t = load(tasks_and_heads + "backbone: {split: auto, stages: 5}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_TRUE(t->split_auto);
+  EXPECT_TRUE(transfer(*t).split_auto);
   expect_cover(*t, 5);
   // Placing the stages on nodes asks for one stage per node named.
   t = load(two_nodes + tasks_and_heads + "backbone: {split: auto, place: [n2, n1]}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   expect_cover(*t, 2);
-  EXPECT_EQ(t->stages[0].node, "n2");
-  EXPECT_EQ(t->stages[1].node, "n1");
+  EXPECT_EQ(transfer(*t).stages[0].node, "n2");
+  EXPECT_EQ(transfer(*t).stages[1].node, "n1");
   t = load(two_nodes + tasks_and_heads + "backbone: {split: auto, stages: 2, place: [n2, n1]}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   expect_cover(*t, 2);
@@ -544,13 +550,13 @@ TEST_F(topology_test, split_auto_stage_count) {
   t = load(two_nodes + tasks_and_heads + "backbone: {split: auto}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   expect_cover(*t, 3);
-  EXPECT_EQ(t->stages[0].node, "n2");
+  EXPECT_EQ(transfer(*t).stages[0].node, "n2");
 }
 
 TEST_F(topology_test, split_auto_from_set_replaces_the_list) {
   auto t = load_topology(reference_file, {"backbone.split=auto"});
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_TRUE(t->split_auto);
+  EXPECT_TRUE(transfer(*t).split_auto);
   expect_cover(*t, 3);
   t = load_topology(reference_file, {"backbone.split=auto", "backbone.stages=16"});
   ASSERT_TRUE(t) << baton::describe(t.error());
@@ -558,8 +564,8 @@ TEST_F(topology_test, split_auto_from_set_replaces_the_list) {
   // And back: a list replaces `auto`.
   t = load_topology(reference_file, {"backbone.split=auto", "backbone.split=[pool2]"});
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_FALSE(t->split_auto);
-  EXPECT_EQ(t->stages.size(), 2u);
+  EXPECT_FALSE(transfer(*t).split_auto);
+  EXPECT_EQ(transfer(*t).stages.size(), 2u);
   expect_error(load_topology(reference_file, {"backbone.split=auto", "backbone.stages=0"}),
                {"--set backbone.stages=0: 'backbone.stages' must be an integer from 1 to the "
                 "backbone's 16 layers, got '0'"});

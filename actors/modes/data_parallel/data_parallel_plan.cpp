@@ -164,7 +164,7 @@ data_parallel_shard_spec shard_settings(const topology& t, const model::task& ta
 caf::expected<job_plan> plan_data_parallel(const topology& t) {
   const auto* task = t.find_task(data_parallel_settings_of(t).task);
   if (task == nullptr)
-    return make_error(errc::bad_config, t.file + ": backbone.pretrain.task '" + t.pretrain.task +
+    return make_error(errc::bad_config, t.file + ": task '" + data_parallel_settings_of(t).task +
                                           "' is not one of the topology's tasks");
   const auto& settings = data_parallel_settings_of(t);
   try {

@@ -5,6 +5,7 @@
 
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/data_parallel/freeze_section.hpp"
+#include "actors/modes/one_task.hpp"
 #include "model/ist/ist_network.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
@@ -149,6 +150,7 @@ void read_ps(const field& section, const topology& t, data_parallel_settings& s)
 
 // `data_parallel:` (job: data-parallel only; absent: every default).
 void parse(const field& root, const std::vector<std::string>&, topology& t) {
+  read_one_task_heads(root, t);
   field section = root.section("data_parallel");
   data_parallel_settings s;
   if (!section.is_null())
@@ -339,6 +341,7 @@ job_schema data_parallel_schema() {
                                               "base_batch", "warmup_epochs"}}};
   schema.lists = {"data_parallel.nodes", "data_parallel.shard_nodes", "data_parallel.hidden",
                   "data_parallel.freeze.groups"};
+  add_one_task_heads(schema);
   schema.parse = parse;
   schema.check = check;
   schema.trainable = trainable_names;

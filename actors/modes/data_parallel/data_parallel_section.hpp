@@ -57,8 +57,8 @@ struct data_parallel_settings {
   /// trainable weights averaged after every L steps and at every epoch end.
   int32_t sync_every = 0;
   freeze_settings freeze;         ///< the frozen prefix and its cache
-  /// The task the workers train: `data_parallel.task`, else
-  /// backbone.pretrain.task (a pretrained backbone may have learnt another).
+  /// The task the workers train: `data_parallel.task`, else the workload's
+  /// `task` (a pretrained backbone may have learnt another).
   std::string task;
   /// optimizer.lr_scaling: "linear" multiplies the lr by W x batch_size /
   /// base_batch (Goyal et al.); "none" keeps it.

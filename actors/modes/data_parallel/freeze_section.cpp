@@ -178,7 +178,7 @@ const std::vector<std::string>& freeze_keys() {
 
 void read_freezing(const field& root, const field& section, const topology& t,
                    data_parallel_settings& s) {
-  s.task = t.pretrain.task;
+  s.task = t.task;
   read_if(section, "task", s.task, [&](const field& f) { return read_worker_task(f, t); });
   read_if(section, "sync_every", s.sync_every, [](const field& f) {
     return read_integer<int32_t>(f, 0, 1000000,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "actors/modes/one_task.hpp"
 #include "model/core/error.hpp"
 #include "model/ist/ist.hpp"
 
@@ -76,6 +77,7 @@ void check_batch(const field& root, const topology& t) {
 
 // `ist:` (job: ist only; absent: every default).
 void parse(const field& root, const std::vector<std::string>&, topology& t) {
+  read_one_task_heads(root, t);
   field section = root.section("ist");
   ist_settings s;
   if (!section.is_null())
@@ -231,6 +233,7 @@ job_schema ist_schema() {
                           "optimizer", "nodes"}},
                  {"ist.optimizer", {"lr", "momentum", "weight_decay"}}};
   schema.lists = {"ist.hidden", "ist.nodes"};
+  add_one_task_heads(schema);
   schema.parse = parse;
   schema.check = check;
   schema.trainable = trainable_names;

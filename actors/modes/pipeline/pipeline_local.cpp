@@ -10,6 +10,7 @@
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/pipeline/pipeline_section.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
 #include "model/core/checkpoint.hpp"
@@ -40,7 +41,8 @@ struct local_trainers {
 
 /// gpipe and 1f1b-flush: one step per minibatch.
 bool flush_schedule(const topology& t) {
-  return t.schedule == "gpipe" || t.schedule == "1f1b-flush";
+  const std::string& schedule = pipeline_settings_of(t).schedule;
+  return schedule == "gpipe" || schedule == "1f1b-flush";
 }
 
 /// A training epoch's sums.
@@ -186,8 +188,9 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
 local_trainers make_trainers(const topology& t, const model::layered_model& whole) {
   local_trainers out;
   bool flush = flush_schedule(t);
-  for (size_t i = 0; i < (flush ? 1 : t.pipeline.size()); ++i)
-    out.stages.emplace_back(flush ? whole : whole.slice(t.pipeline[i].begin, t.pipeline[i].end),
+  const auto& stages = pipeline_settings_of(t).stages;
+  for (size_t i = 0; i < (flush ? 1 : stages.size()); ++i)
+    out.stages.emplace_back(flush ? whole : whole.slice(stages[i].begin, stages[i].end),
                             t.pretrain.optimizer, model::stash_mode::stash);
   return out;
 }
@@ -196,18 +199,19 @@ local_trainers make_trainers(const topology& t, const model::layered_model& whol
 /// pipeline's boundaries; the last stage carries the epochs of `trained`.
 void report_stages(const topology& t, const model::task& task, model::layered_model& whole,
                    int64_t version, const messages::actor_report& trained, job_result& out) {
-  for (size_t i = 0; i < t.pipeline.size(); ++i) {
+  const auto& stages = pipeline_settings_of(t).stages;
+  for (size_t i = 0; i < stages.size(); ++i) {
     messages::actor_report stage;
     stage.actor = "stage" + std::to_string(i);
     stage.role = "pipeline_stage";
     stage.node = "local";
-    auto slice = whole.slice(t.pipeline[i].begin, t.pipeline[i].end);
+    auto slice = whole.slice(stages[i].begin, stages[i].end);
     stage.weights_digest = model::weights_digest(slice);
     messages::tensor_set weights{"weights", stage.actor, 0, version, 0, {}, {}};
     for (const auto& p : slice.state())
       weights.tensors.push_back(p.detach());
     out.stage_weights.push_back(std::move(weights));
-    if (i + 1 == t.pipeline.size()) {
+    if (i + 1 == stages.size()) {
       stage.task = task.name;
       stage.samples = trained.samples;
       stage.epochs = trained.epochs;
@@ -225,9 +229,9 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
   // The stages' thread budget by default: then the arithmetic is the same
   // bit for bit (OpenBLAS sums in another order with more threads).
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
-  const auto* task = t.find_task(t.pretrain.task);
+  const auto* task = t.find_task(t.task);
   if (task == nullptr)
-    return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
+    return make_error(errc::bad_config, "task '" + t.task + "' is not a task of the topology");
   try {
     auto started = std::chrono::steady_clock::now();
     auto data = load_data(t, t.train_limit);
@@ -254,16 +258,17 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
 
 caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
                                         const std::string& path) {
-  const auto* task = t.find_task(t.pretrain.task);
-  if (task == nullptr || result.stage_weights.size() != t.pipeline.size())
+  const auto* task = t.find_task(t.task);
+  const auto& stages = pipeline_settings_of(t).stages;
+  if (task == nullptr || result.stage_weights.size() != stages.size())
     return make_error(errc::actor_failed,
                       "cannot save the model: " + std::to_string(result.stage_weights.size()) +
-                        " of " + std::to_string(t.pipeline.size()) + " stages sent their weights");
+                        " of " + std::to_string(stages.size()) + " stages sent their weights");
   try {
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     at::NoGradGuard no_grad;
-    for (size_t i = 0; i < t.pipeline.size(); ++i) {
-      auto state = whole.slice(t.pipeline[i].begin, t.pipeline[i].end).state();
+    for (size_t i = 0; i < stages.size(); ++i) {
+      auto state = whole.slice(stages[i].begin, stages[i].end).state();
       const auto& sent = result.stage_weights[i].tensors;
       if (sent.size() != state.size())
         return make_error(errc::actor_failed,

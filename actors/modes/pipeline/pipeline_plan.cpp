@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/pipeline/pipeline_section.hpp"
 #include "actors/modes/pipeline/pipeline_stage_spec.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
@@ -14,7 +15,7 @@ namespace {
 
 /// PipeDream's NOAM: a stage admits as many microbatches as there are
 /// workers from it to the end of the pipeline, per replica.
-std::vector<int32_t> noam_of(const std::vector<topology::pipeline_stage>& stages) {
+std::vector<int32_t> noam_of(const std::vector<pipeline_stage>& stages) {
   int32_t workers_after = 0;
   std::vector<int32_t> noam(stages.size());
   for (size_t i = stages.size(); i-- > 0;) {
@@ -25,11 +26,12 @@ std::vector<int32_t> noam_of(const std::vector<topology::pipeline_stage>& stages
 }
 
 caf::error check_stages(const topology& t) {
-  for (size_t i = 0; i < t.pipeline.size(); ++i)
-    if (t.pipeline[i].replicas > t.plan.microbatches)
+  const auto& stages = pipeline_settings_of(t).stages;
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].replicas > t.plan.microbatches)
       return make_error(errc::bad_config,
                         t.file + ": pipeline stage " + std::to_string(i) + " has " +
-                          std::to_string(t.pipeline[i].replicas) + " replicas but a minibatch has " +
+                          std::to_string(stages[i].replicas) + " replicas but a minibatch has " +
                           std::to_string(t.plan.microbatches) +
                           " microbatches (data.microbatches): microbatches are dealt to "
                           "replicas by position, so a replica would get none");
@@ -39,7 +41,8 @@ caf::error check_stages(const topology& t) {
 /// Stage i's settings, for every replica but its index.
 pipeline_stage_spec stage_settings(const topology& t, const model::task& task, size_t i,
                                    int32_t max_in_flight) {
-  const auto& stages = t.pipeline;
+  const auto& settings = pipeline_settings_of(t);
+  const auto& stages = settings.stages;
   pipeline_stage_spec spec;
   spec.backbone = t.backbone;
   spec.classes = task.classes;
@@ -48,15 +51,15 @@ pipeline_stage_spec stage_settings(const topology& t, const model::task& task, s
   spec.end = static_cast<int64_t>(stages[i].end);
   spec.first = i == 0;
   spec.last = i + 1 == stages.size();
-  spec.schedule = t.schedule;
+  spec.schedule = settings.schedule;
   spec.optimizer = t.pretrain.optimizer;
   spec.window = t.runtime.window;
   spec.threads = t.runtime.stage_threads;
   spec.progress_every = t.runtime.progress_every;
   spec.replicas = stages[i].replicas;
   spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
-  spec.max_in_flight = t.schedule == "gpipe" ? 0 : max_in_flight;
-  spec.vertical_sync = t.vertical_sync;
+  spec.max_in_flight = settings.schedule == "gpipe" ? 0 : max_in_flight;
+  spec.vertical_sync = settings.vertical_sync;
   return spec;
 }
 
@@ -67,12 +70,13 @@ pipeline_stage_spec stage_settings(const topology& t, const model::task& task, s
 /// take one step per minibatch.
 std::string divergence_advice(const topology& t) {
   const auto& o = t.pretrain.optimizer;
-  if (t.schedule != "1f1b" && t.schedule != "1f1b-dynamic")
+  const std::string& schedule = pipeline_settings_of(t).schedule;
+  if (schedule != "1f1b" && schedule != "1f1b-dynamic")
     return fmt::format("job: pipeline ({}) takes one SGD step per minibatch of {} samples with "
                        "lr {:g} and momentum {:g}; lower backbone.pretrain.optimizer's lr or "
                        "momentum",
-                       t.schedule, t.plan.batch_size, o.lr, o.momentum);
-  const std::string stale = t.schedule == "1f1b"
+                       schedule, t.plan.batch_size, o.lr, o.momentum);
+  const std::string stale = schedule == "1f1b"
                               ? "as many steps stale as the stage's microbatches in flight "
                                 "(PipeDream's NOAM: the stages after it, plus one)"
                               : fmt::format("as stale as the microbatches in flight "
@@ -82,18 +86,18 @@ std::string divergence_advice(const topology& t) {
                      "minibatch of {} samples) with lr {:g} and momentum {:g}, on weights {}; "
                      "lower backbone.pretrain.optimizer's lr or momentum, or use schedule "
                      "1f1b-flush or gpipe",
-                     t.schedule, t.plan.microbatches, t.plan.batch_size, o.lr, o.momentum,
+                     schedule, t.plan.microbatches, t.plan.batch_size, o.lr, o.momentum,
                      stale);
 }
 
 } // namespace
 
 caf::expected<job_plan> plan_pipeline(const topology& t) {
-  // Trainable stages of backbone + classifier, trained on the pretrain task
+  // Trainable stages of backbone + classifier, trained on the workload's task
   // with the pretrain optimiser (the model `baton pretrain` trains alone).
-  const auto* task = t.find_task(t.pretrain.task);
+  const auto* task = t.find_task(t.task);
   if (task == nullptr)
-    return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
+    return make_error(errc::bad_config, "task '" + t.task +
                                           "' is not one of the topology's tasks");
   if (auto err = check_stages(t))
     return err;
@@ -103,10 +107,11 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;
   plan.actors.push_back(std::move(source));
-  auto noam = noam_of(t.pipeline);
+  const auto& stages = pipeline_settings_of(t).stages;
+  auto noam = noam_of(stages);
   std::vector<std::vector<std::string>> levels{{"source"}};
-  for (size_t i = 0; i < t.pipeline.size(); ++i) {
-    const auto& stage = t.pipeline[i];
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const auto& stage = stages[i];
     auto spec = stage_settings(t, *task, i, noam[i]);
     auto base = "stage" + std::to_string(i);
     levels.emplace_back();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actors/modes/batch_norm.hpp"
+#include "actors/modes/one_task.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -16,15 +17,18 @@ namespace {
 using namespace detail;
 
 // 1f1b and 1f1b-dynamic: a step after every microbatch, no consistent cut.
-bool asynchronous(const topology& t) {
-  return t.schedule == "1f1b" || t.schedule == "1f1b-dynamic";
+bool asynchronous(const pipeline_settings& s) {
+  return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
+}
+
+pipeline_settings& settings_of(topology& t) {
+  return std::any_cast<pipeline_settings&>(t.mode_settings);
 }
 
 // One `pipeline.stages` entry: the stage after `previous_end` up to its
 // `last_layer`, on `replicas` machines.
-topology::pipeline_stage parse_stage(const field& item,
-                                              const std::vector<std::string>& layers,
-                                              size_t previous_end, const topology& t) {
+pipeline_stage parse_stage(const field& item, const std::vector<std::string>& layers,
+                           size_t previous_end, const topology& t, const pipeline_settings& s) {
   check_section(item);
   field last = item.require("last_layer");
   std::string name = read_string(last);
@@ -37,7 +41,7 @@ topology::pipeline_stage parse_stage(const field& item,
     last.fail(last.name() + " is '" + name + "', which does not come after '"
               + layers[previous_end - 1] + "' (expected stages in layer order: "
               + join(layers) + ")");
-  topology::pipeline_stage stage{previous_end, end, 1, "", {}};
+  pipeline_stage stage{previous_end, end, 1, "", {}};
   read_if(item, "replicas", stage.replicas, [](const field& f) {
     return read_integer<int32_t>(f, 1, max_replicas,
                                  "a number of replicas from 1 to " + std::to_string(max_replicas));
@@ -53,7 +57,7 @@ topology::pipeline_stage parse_stage(const field& item,
       nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
                   " nodes for " + std::to_string(stage.replicas) + " replicas");
   }
-  if (stage.replicas > 1 && t.vertical_sync)
+  if (stage.replicas > 1 && s.vertical_sync)
     item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
               "versions count group steps, not the input stage's (set replicas: 1 or "
               "vertical_sync: false)");
@@ -63,42 +67,45 @@ topology::pipeline_stage parse_stage(const field& item,
 // `pipeline:` (job: pipeline only): the schedule and the stages of the whole
 // model being trained, the backbone and its classifier ("fc2", as
 // model::make_pretrain_model builds it); the last stage ends with the model.
-void parse_pipeline(const field& section, std::vector<std::string> layers, topology& t) {
+pipeline_settings parse_pipeline(const field& section, std::vector<std::string> layers,
+                                 const topology& t) {
   if (section.is_null())
     section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
   check_section(section);
-  read_if(section, "schedule", t.schedule,
+  pipeline_settings s;
+  read_if(section, "schedule", s.schedule,
           [](const field& f) {
             return read_choice(f, {"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
           });
   if (auto f = section.get("vertical_sync")) {
-    t.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
-    if (t.vertical_sync && !asynchronous(t))
+    s.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
+    if (s.vertical_sync && !asynchronous(s))
       f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
-              + t.schedule + "')");
+              + s.schedule + "')");
   }
   layers.push_back("fc2");
   field stages = section.require("stages");
   size_t actors = 0;
   for (const field& item :
-       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
-    t.pipeline.push_back(
-      parse_stage(item, layers, t.pipeline.empty() ? 0 : t.pipeline.back().end, t));
-    actors += static_cast<size_t>(t.pipeline.back().replicas);
+       stages.items("a list of stages ({last_layer, replicas, node})", max_pipeline_stages)) {
+    s.stages.push_back(
+      parse_stage(item, layers, s.stages.empty() ? 0 : s.stages.back().end, t, s));
+    actors += static_cast<size_t>(s.stages.back().replicas);
     if (actors > max_pipeline_actors)
       item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
                 + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
                                                                          "in all") + ")");
   }
-  if (t.pipeline.empty() || t.pipeline.back().end != layers.size())
+  if (s.stages.empty() || s.stages.back().end != layers.size())
     stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
                 "layer '" + layers.back() + "'");
+  return s;
 }
 
 /// Recovery restores a consistent cut of the weights, which only the
 /// synchronous schedules have between minibatches.
 void check_recovery(const field& root, const topology& t) {
-  if (!asynchronous(t))
+  if (!asynchronous(pipeline_settings_of(t)))
     return;
   if (!t.faults.empty())
     root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
@@ -144,25 +151,22 @@ void check_batch_norm(const field& root, const topology& t) {
       model);
 }
 
-// `backbone.split: auto` plans the slices of a frozen backbone; a pipeline's
-// stages are its own section's.
+// The stages are its own section's; `heads` of older files name the task.
 void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
-  if (t.split_auto)
-    root.section("backbone").section("split")
-      .fail("'backbone.split' is auto, but job: pipeline takes its stages from the 'pipeline' "
-            "section (`baton profile` then `baton plan --out` writes one)");
-  parse_pipeline(root.section("pipeline"), layers, t);
+  read_one_task_heads(root, t);
+  t.mode_settings = parse_pipeline(root.section("pipeline"), layers, t);
   check_batch_norm(root, t);
 }
 
 // "stage1", or "stage1.0" for replica 0 of a replicated stage.
 std::vector<std::string> stage_names(const topology& t) {
+  const auto& stages = pipeline_settings_of(t).stages;
   std::vector<std::string> names;
-  for (size_t i = 0; i < t.pipeline.size(); ++i) {
+  for (size_t i = 0; i < stages.size(); ++i) {
     auto stage = "stage" + std::to_string(i);
-    if (t.pipeline[i].replicas == 1)
+    if (stages[i].replicas == 1)
       names.push_back(stage);
-    for (int32_t r = 0; t.pipeline[i].replicas > 1 && r < t.pipeline[i].replicas; ++r)
+    for (int32_t r = 0; stages[i].replicas > 1 && r < stages[i].replicas; ++r)
       names.push_back(stage + "." + std::to_string(r));
   }
   return names;
@@ -173,7 +177,7 @@ size_t stage_count(const topology& t) {
 }
 
 // The source and every stage send (their fanouts deal to the next stage's
-// replicas); a pipeline's `heads` name its task, not actors.
+// replicas).
 fault_edges edges(const topology& t) {
   fault_edges out;
   out.from = {"source"};
@@ -181,16 +185,13 @@ fault_edges edges(const topology& t) {
     out.from.push_back(name);
     out.to.push_back(name);
   }
-  for (const auto& s : t.stages)
-    if (!contains(out.to, s.name))
-      out.to.push_back(s.name);
   return out;
 }
 
 // Its actors are the stages' replicas, in stage order; a replicated stage
 // placed on no node gets a node per replica.
 void place(topology& t, const std::function<void(std::string&)>& place) {
-  for (auto& stage : t.pipeline) {
+  for (auto& stage : settings_of(t).stages) {
     if (stage.replicas == 1 || !stage.node.empty() || !stage.replica_nodes.empty()) {
       place(stage.node);
       continue;
@@ -207,7 +208,7 @@ void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
     if (!keep(node))
       node.clear();
   };
-  for (auto& stage : t.pipeline) {
+  for (auto& stage : settings_of(t).stages) {
     forget_one(stage.node);
     for (auto& node : stage.replica_nodes)
       forget_one(node);
@@ -219,6 +220,10 @@ void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
 
 } // namespace
 
+const pipeline_settings& pipeline_settings_of(const topology& t) {
+  return std::any_cast<const pipeline_settings&>(t.mode_settings);
+}
+
 job_schema pipeline_schema() {
   job_schema schema;
   schema.name = "pipeline";
@@ -226,6 +231,10 @@ job_schema pipeline_schema() {
   schema.keys = {{"pipeline", {"schedule", "vertical_sync", "stages"}},
                  {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}}};
   schema.lists = {"pipeline.stages"};
+  schema.refusals = {{"backbone.split", "job: pipeline takes its stages from the 'pipeline' "
+                                        "section (`baton profile` then `baton plan --out` "
+                                        "writes one)"}};
+  add_one_task_heads(schema);
   schema.parse = parse;
   schema.check = check_recovery;
   schema.trainable = stage_names;

@@ -1,5 +1,6 @@
 #include "actors/modes/pipeline/planning.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
@@ -310,6 +312,34 @@ std::string describe_plan(const model::partition_plan& plan, const profile_file&
   return out;
 }
 
+namespace {
+
+/// Removes from `root` what the jobs but `job` add to a topology: their
+/// sections, and their keys at the top level and in `backbone` that `job`
+/// does not read too.
+void remove_other_jobs(YAML::Node& root, const std::string& job) {
+  const auto& jobs = all_job_schemas();
+  const auto& own = *std::find_if(jobs.begin(), jobs.end(),
+                                  [&](const job_schema& s) { return s.name == job; });
+  for (const auto& other : jobs) {
+    if (other.name == job)
+      continue;
+    if (!other.section.empty())
+      root.remove(other.section);
+    for (const auto& [path, keys] : other.keys) {
+      if (path != "" && path != "backbone")
+        continue;
+      YAML::Node section = path.empty() ? root : root[path];
+      auto mine = own.keys.find(path);
+      for (const auto& key : keys)
+        if (section.IsMap() && (mine == own.keys.end() || !detail::contains(mine->second, key)))
+          section.remove(key);
+    }
+  }
+}
+
+} // namespace
+
 caf::expected<std::string> planned_topology_yaml(const std::string& topology_path,
                                                  const model::partition_plan& plan,
                                                  const std::vector<model::layer_cost>& layers) {
@@ -329,12 +359,13 @@ caf::expected<std::string> planned_topology_yaml(const std::string& topology_pat
     root["backbone"]["checkpoint"] = t->checkpoint.empty() ? "none" : t->checkpoint;
   if (root["backbone"] && root["backbone"]["path"])
     root["backbone"]["path"] = t->backbone.path;
-  // `split: auto` (and its `stages`, and `place` with one node per planned
-  // stage) describe the transfer job's frozen stages; job: pipeline refuses
-  // them and takes its stages from the section below.
-  if (t->split_auto)
-    for (const char* key : {"split", "stages", "place"})
-      root["backbone"].remove(key);
+  // The keys and sections of the other jobs (transfer's `backbone.split`,
+  // `stages` and `place`, its feature cache and heads): job: pipeline
+  // refuses them, takes its stages from the section below and trains the
+  // workload's task.
+  remove_other_jobs(root, "pipeline");
+  root.remove("heads");
+  root["task"] = t->task;
   YAML::Node pipeline;
   pipeline["schedule"] = "1f1b";
   for (const auto& s : plan.stages) {
@@ -412,7 +443,7 @@ caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across
     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   out.profile.model = t.backbone.name;
   model::partition_options plan_options;
-  const auto stages = static_cast<int32_t>(t.stages.size());
+  const auto stages = static_cast<int32_t>(transfer_settings_of(t).stages.size());
   plan_options.machines = stages;
   plan_options.stages = stages;
   plan_options.straight = true;
@@ -462,18 +493,19 @@ void log_backbone_split(const backbone_split& b) {
 } // namespace
 
 caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes) {
-  if (!t.split_auto)
+  if (!transfer_settings_of(t).split_auto)
     return caf::unit;
+  auto& stages = transfer_settings_of(t).stages;
   auto planned = plan_backbone_split(t, !t.embedded() || local_nodes > 0);
   if (!planned)
     return planned.error();
   log_backbone_split(*planned);
-  assert(planned->plan.stages.size() == t.stages.size() && "the plan has one stage per placement");
-  for (size_t k = 0; k < t.stages.size(); ++k) {
-    t.stages[k].begin = planned->plan.stages[k].begin;
-    t.stages[k].end = planned->plan.stages[k].end;
+  assert(planned->plan.stages.size() == stages.size() && "the plan has one stage per placement");
+  for (size_t k = 0; k < stages.size(); ++k) {
+    stages[k].begin = planned->plan.stages[k].begin;
+    stages[k].end = planned->plan.stages[k].end;
   }
-  t.split_auto = false;
+  transfer_settings_of(t).split_auto = false;
   return caf::unit;
 }
 

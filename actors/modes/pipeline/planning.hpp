@@ -102,7 +102,8 @@ struct backbone_split {
 /// Profiles the backbone of `t` on this machine forward only (as its frozen
 /// stages run: no autograd, no backward; 2 warm-ups, 5 timed microbatches of
 /// data.batch_size / data.microbatches samples, runtime.stage_threads torch
-/// threads) and partitions it into `t.stages.size()` stages minimizing the
+/// threads) and partitions it into as many stages as the transfer job has
+/// (transfer_settings::stages), minimizing the
 /// slowest. `across_processes`: the stages run in node processes, so a link
 /// carries each activation once at `baton plan`'s default bandwidth (1e9
 /// bytes/s); in one process a stage hands its output on without a copy and a
@@ -110,8 +111,8 @@ struct backbone_split {
 /// errc::bad_config naming the topology file.
 caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across_processes);
 
-/// For a topology with `backbone.split: auto`: plans the split, sets the
-/// stages' layer ranges (their names and nodes stay), clears split_auto and
+/// For a transfer topology with `backbone.split: auto`: plans the split, sets
+/// the stages' layer ranges (their names and nodes stay), clears split_auto and
 /// logs the split (layer names) and the predicted time per stage. Nothing
 /// happens otherwise. `local_nodes` > 0: the run will place the stages on that
 /// many node processes (`baton run --local-nodes`).

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/modes/transfer/stage.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
@@ -42,7 +43,7 @@ messages::actor_report backbone_report(const model::frozen_backbone& backbone) {
 caf::expected<job_result> run_transfer_local(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : cores());
   std::vector<model::head_spec> heads;
-  for (const auto& h : t.heads)
+  for (const auto& h : transfer_settings_of(t).heads)
     if (r.only_head.empty() || h.spec.name == r.only_head)
       heads.push_back(h.spec);
   if (heads.empty())
@@ -59,7 +60,7 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
     layers.set_trainable(false);
     layers.train(false);
     // Features computed (and cached) as the job's one stage computes them.
-    model::frozen_backbone backbone{std::move(layers), t.features};
+    model::frozen_backbone backbone{std::move(layers), transfer_settings_of(t).features};
     auto training_started = std::chrono::steady_clock::now();
     auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
                                              log_progress("local"));
@@ -93,10 +94,11 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   if (!dir)
     return dir.error();
   owned_directory logs{*dir};
-  auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(t.heads.size()));
+  const auto& heads = transfer_settings_of(t).heads;
+  auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(heads.size()));
   auto started = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, child_process>> children;
-  for (const auto& h : t.heads) {
+  for (const auto& h : heads) {
     std::vector<std::string> argv{self_executable(), "run"};
     if (!r.topology_path.empty())
       argv.push_back(r.topology_path);

@@ -4,6 +4,7 @@
 
 #include "actors/modes/transfer/head_role_spec.hpp"
 #include "actors/modes/transfer/stage_spec.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
 #include "actors/roles/source.hpp"
 
 namespace baton::actors {
@@ -22,21 +23,22 @@ job_plan plan_transfer(const topology& t) {
   source.starts = true;
   plan.actors.push_back(std::move(source));
   std::string previous = "source";
-  for (const auto& s : t.stages) {
+  const auto& settings = transfer_settings_of(t);
+  for (const auto& s : settings.stages) {
     stage_spec spec{t.backbone,
                     t.checkpoint,
                     static_cast<int64_t>(s.begin),
                     static_cast<int64_t>(s.end),
                     t.runtime.window,
                     t.runtime.stage_threads,
-                    t.features}; // one stage when not the default (transfer_section.cpp)
+                    settings.features}; // one stage when not the default (transfer_section.cpp)
     auto stage = make_planned_actor("stage", s.name, s.node, to_yaml(spec));
     stage.threads = t.runtime.stage_threads;
     plan.actors.push_back(std::move(stage));
     plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
     previous = s.name;
   }
-  for (const auto& h : t.heads) {
+  for (const auto& h : settings.heads) {
     head_role_spec spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
     auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
     head.threads = t.runtime.head_threads;

@@ -7,6 +7,8 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/pipeline/pipeline_section.hpp"
+#include "actors/modes/transfer/transfer_section.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/commands.hpp"
@@ -19,6 +21,20 @@ using baton::testing::read_json;
 using baton::testing::run_baton;
 using baton::testing::source_path;
 using baton::testing::scratch_dir;
+
+namespace {
+
+/// What job: pipeline read of `t` (its schedule and stages).
+const baton::actors::pipeline_settings& pipeline_of(const baton::actors::topology& t) {
+  return baton::actors::pipeline_settings_of(t);
+}
+
+/// What job: transfer read of `t` (its frozen stages and split).
+const baton::actors::transfer_settings& transfer_of(const baton::actors::topology& t) {
+  return baton::actors::transfer_settings_of(t);
+}
+
+} // namespace
 
 namespace {
 
@@ -100,15 +116,15 @@ TEST_F(planning_test, profile_then_plan_writes_a_topology_that_loads) {
   auto t = baton::actors::load_topology(planned);
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->job, "pipeline");
-  EXPECT_EQ(t->schedule, "1f1b");
-  ASSERT_FALSE(t->pipeline.empty());
-  EXPECT_EQ(t->pipeline.front().begin, 0u);
-  EXPECT_EQ(t->pipeline.back().end, 17u);
+  EXPECT_EQ(pipeline_of(*t).schedule, "1f1b");
+  ASSERT_FALSE(pipeline_of(*t).stages.empty());
+  EXPECT_EQ(pipeline_of(*t).stages.front().begin, 0u);
+  EXPECT_EQ(pipeline_of(*t).stages.back().end, 17u);
   int32_t machines = 0;
-  for (size_t k = 0; k < t->pipeline.size(); ++k) {
-    machines += t->pipeline[k].replicas;
+  for (size_t k = 0; k < pipeline_of(*t).stages.size(); ++k) {
+    machines += pipeline_of(*t).stages[k].replicas;
     if (k > 0)
-      EXPECT_EQ(t->pipeline[k].begin, t->pipeline[k - 1].end);
+      EXPECT_EQ(pipeline_of(*t).stages[k].begin, pipeline_of(*t).stages[k - 1].end);
   }
   EXPECT_LE(machines, 3);
   // The checkpoint path still names the reference file's checkpoint.
@@ -122,7 +138,7 @@ TEST_F(planning_test, profile_then_plan_writes_a_topology_that_loads) {
   ASSERT_EQ(out.exit_code, 0) << out.text;
   t = baton::actors::load_topology(planned);
   ASSERT_TRUE(t) << baton::describe(t.error());
-  for (const auto& s : t->pipeline)
+  for (const auto& s : pipeline_of(*t).stages)
     EXPECT_EQ(s.replicas, 1);
 
   // A memory limit nothing fits in is an error, exit code 2.
@@ -178,22 +194,22 @@ TEST_F(planning_test, pipeline_section_is_parsed) {
 )");
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->job, "pipeline");
-  EXPECT_EQ(t->schedule, "1f1b");
-  EXPECT_FALSE(t->vertical_sync);
-  ASSERT_EQ(t->pipeline.size(), 3u);
-  EXPECT_EQ(t->pipeline[0].begin, 0u);
-  EXPECT_EQ(t->pipeline[0].end, 5u);
-  EXPECT_EQ(t->pipeline[0].replicas, 2);
-  EXPECT_EQ(t->pipeline[1].begin, 5u);
-  EXPECT_EQ(t->pipeline[1].end, 10u);
-  EXPECT_EQ(t->pipeline[1].replicas, 1);
-  EXPECT_EQ(t->pipeline[2].end, 17u); // 16 backbone layers + the classifier
+  EXPECT_EQ(pipeline_of(*t).schedule, "1f1b");
+  EXPECT_FALSE(pipeline_of(*t).vertical_sync);
+  ASSERT_EQ(pipeline_of(*t).stages.size(), 3u);
+  EXPECT_EQ(pipeline_of(*t).stages[0].begin, 0u);
+  EXPECT_EQ(pipeline_of(*t).stages[0].end, 5u);
+  EXPECT_EQ(pipeline_of(*t).stages[0].replicas, 2);
+  EXPECT_EQ(pipeline_of(*t).stages[1].begin, 5u);
+  EXPECT_EQ(pipeline_of(*t).stages[1].end, 10u);
+  EXPECT_EQ(pipeline_of(*t).stages[1].replicas, 1);
+  EXPECT_EQ(pipeline_of(*t).stages[2].end, 17u); // 16 backbone layers + the classifier
   for (const char* schedule : {"gpipe", "1f1b-flush"}) {
     auto flush = parse_pipeline(std::string("pipeline:\n  schedule: ") + schedule
                                 + "\n  stages: [{last_layer: fc2}]\n");
     ASSERT_TRUE(flush) << baton::describe(flush.error());
-    EXPECT_EQ(flush->schedule, schedule);
-    EXPECT_FALSE(flush->vertical_sync);
+    EXPECT_EQ(pipeline_of(*flush).schedule, schedule);
+    EXPECT_FALSE(pipeline_of(*flush).vertical_sync);
   }
 }
 
@@ -279,7 +295,7 @@ heads:
 )";
   auto t = baton::actors::parse_topology(yaml, "auto.yaml");
   ASSERT_TRUE(t) << baton::describe(t.error());
-  ASSERT_TRUE(t->split_auto);
+  ASSERT_TRUE(transfer_of(*t).split_auto);
   auto planned = baton::actors::plan_backbone_split(*t, true);
   ASSERT_TRUE(planned) << baton::describe(planned.error());
   EXPECT_EQ(planned->profile.microbatch_size, 8);
@@ -291,23 +307,24 @@ heads:
   EXPECT_EQ(planned->split.size(), 3u);
 
   ASSERT_TRUE(baton::actors::resolve_backbone_split(*t));
-  EXPECT_FALSE(t->split_auto);
-  ASSERT_EQ(t->stages.size(), 4u);
+  EXPECT_FALSE(transfer_of(*t).split_auto);
+  ASSERT_EQ(transfer_of(*t).stages.size(), 4u);
   size_t begin = 0;
   for (size_t k = 0; k < 4; ++k) {
-    EXPECT_EQ(t->stages[k].name, "stage" + std::to_string(k));
-    EXPECT_EQ(t->stages[k].begin, begin);
-    EXPECT_LT(t->stages[k].begin, t->stages[k].end) << "stage " << k << " is empty";
-    begin = t->stages[k].end;
+    EXPECT_EQ(transfer_of(*t).stages[k].name, "stage" + std::to_string(k));
+    EXPECT_EQ(transfer_of(*t).stages[k].begin, begin);
+    EXPECT_LT(transfer_of(*t).stages[k].begin, transfer_of(*t).stages[k].end)
+      << "stage " << k << " is empty";
+    begin = transfer_of(*t).stages[k].end;
   }
   EXPECT_EQ(begin, 16u);
   // Placement is per stage and survives planning.
-  EXPECT_EQ(t->stages[0].node, "n2");
-  EXPECT_EQ(t->stages[2].node, "n1");
+  EXPECT_EQ(transfer_of(*t).stages[0].node, "n2");
+  EXPECT_EQ(transfer_of(*t).stages[2].node, "n1");
   // Resolved once: the planned stages are now an explicit split.
-  auto before = t->stages;
+  auto before = transfer_of(*t).stages;
   ASSERT_TRUE(baton::actors::resolve_backbone_split(*t));
-  EXPECT_EQ(t->stages[1].end, before[1].end);
+  EXPECT_EQ(transfer_of(*t).stages[1].end, before[1].end);
 }
 
 // A frozen backbone: where it is split cannot change the heads (DESIGN
@@ -381,7 +398,7 @@ heads:
   auto t = baton::actors::load_topology(planned);
   ASSERT_TRUE(t) << baton::describe(t.error()) << "\n" << *yaml;
   EXPECT_EQ(t->job, "pipeline");
-  EXPECT_FALSE(t->split_auto);
-  ASSERT_EQ(t->pipeline.size(), 2u);
-  EXPECT_EQ(t->pipeline[0].end, 5u);
+  EXPECT_EQ(yaml->find("split"), std::string::npos) << *yaml; // not a split: auto topology
+  ASSERT_EQ(pipeline_of(*t).stages.size(), 2u);
+  EXPECT_EQ(pipeline_of(*t).stages[0].end, 5u);
 }
