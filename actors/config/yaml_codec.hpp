@@ -144,8 +144,6 @@ YAML::Node to_node(const T& x);
 /// The inspector that writes a struct's fields into a YAML map.
 class yaml_writer {
 public:
-  static constexpr bool loading = false;
-
   /// Writes into `map` (a YAML node refers to its document: no copy).
   explicit yaml_writer(YAML::Node map) : map_(std::move(map)) {}
 
@@ -229,8 +227,6 @@ void read_value(const detail::field& f, T& x);
 /// Throws detail::config_error; read_yaml turns that into an error value.
 class yaml_reader {
 public:
-  static constexpr bool loading = true;
-
   /// Reads the map `map`; fails unless it is one.
   explicit yaml_reader(detail::field map);
 
