@@ -35,14 +35,20 @@ function(baton_torch_pch name)
   endif()
 endfunction()
 
-# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [LABELS ...] [TIMEOUT s])
+# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [TORCH_PCH] [LABELS ...] [TIMEOUT s])
 #   One GoogleTest executable per suite, registered with ctest. SUPPORT links
 #   baton_test_support (tests/support/: scratch directories, running baton,
 #   node processes), which brings the include path of the source tree.
+#   TORCH_PCH: the suite reaches LibTorch's C++ frontend (torch/torch.h,
+#   torch/nn: layered_model.hpp and what includes it) and reuses the
+#   precompiled header (baton_torch_pch).
 function(baton_add_test name)
-  cmake_parse_arguments(arg "SUPPORT" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "SUPPORT;TORCH_PCH" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main)
+  if(arg_TORCH_PCH)
+    baton_torch_pch(${name})
+  endif()
   if(arg_SUPPORT)
     target_link_libraries(${name} PRIVATE baton_test_support)
   endif()

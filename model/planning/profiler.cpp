@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/layered_model.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::model {

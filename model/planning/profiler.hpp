@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "model/core/layered_model.hpp"
+#include "model/core/specs.hpp"
 #include "model/planning/partitioner.hpp"
-#include "model/core/training.hpp"
 
 namespace baton::model {
+
+class layered_model;
 
 /// How to profile.
 struct profile_options {

@@ -14,7 +14,6 @@
 
 #include "actors/config/job_schema.hpp"
 #include "model/core/specs.hpp"
-#include "model/core/feature_cache.hpp"
 
 namespace baton::actors {
 inline namespace modes {
