@@ -9,20 +9,12 @@
 
 #include "model/core/error.hpp"
 #include "model/core/pretrain.hpp"
+#include "tests/support/tiny_model.hpp"
 
 using namespace baton::model;
+using baton::model::testing::spec_of;
 
 namespace {
-
-model_spec spec_of(const std::string& name, uint64_t seed, int64_t classes = 10) {
-  model_spec spec;
-  spec.name = name;
-  spec.seed = seed;
-  spec.classes = classes;
-  if (name == "resnet18")
-    spec.in_channels = 3; // torchvision's stem
-  return spec;
-}
 
 /// A fixed input batch from a local generator (the global one is not touched).
 at::Tensor input(std::vector<int64_t> shape, uint64_t seed) {

@@ -14,20 +14,14 @@
 #include "model/core/pretrain.hpp"
 #include "model/transfer/reference.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/tiny_model.hpp"
 
 namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
 using namespace baton::model;
+using baton::model::testing::spec_of;
 
 namespace {
-
-model_spec spec_of(const std::string& name, uint64_t seed, int64_t classes = 10) {
-  model_spec spec;
-  spec.name = name;
-  spec.seed = seed;
-  spec.classes = classes;
-  return spec;
-}
 
 at::Tensor randn(std::vector<int64_t> shape, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
