@@ -33,10 +33,10 @@ const std::vector<role_type>& all_roles() {
     {"head", spawn_head_role},
     {"pipeline_stage", spawn_pipeline_stage_role},
     {"data_parallel_worker", spawn_data_parallel_worker_role},
-    {"ist_worker", neuron_scheme::spawn_worker_role},
-    {"ist_shard", neuron_scheme::spawn_shard_role},
-    {"resist_worker", block_scheme::spawn_worker_role},
-    {"resist_shard", block_scheme::spawn_shard_role},
+    {"ist_worker", ist::neuron_scheme::spawn_worker_role},
+    {"ist_shard", ist::neuron_scheme::spawn_shard_role},
+    {"resist_worker", ist::block_scheme::spawn_worker_role},
+    {"resist_shard", ist::block_scheme::spawn_shard_role},
     {"data_parallel_shard", spawn_data_parallel_shard_role},
   };
   return roles;
@@ -71,7 +71,7 @@ const std::vector<mode>& all_modes() {
     {data_parallel_schema(), plan_data_parallel, run_data_parallel_local_job, transfer_prepare,
      nullptr, save_data_parallel_model},
     // Shards make the initial network from the seed: no pretraining.
-    {ist_schema(), plan_ist, run_ist_local_job},
+    {ist::schema(), ist::plan, ist::run_local_job},
   };
   return modes;
 }

@@ -14,12 +14,12 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
-resist_layout make_resist_layout(const model::layered_model& m, int32_t shards) {
+block_layout make_block_layout(const model::layered_model& m, int32_t shards) {
   if (shards < 1)
     throw model::error("resist: expected at least one shard");
-  resist_layout out;
+  block_layout out;
   out.layers = m.size();
   out.partitioned = model::resist_partitioned_layers(m);
   out.state_layers = model::resist_state_layers(m);
@@ -40,9 +40,9 @@ resist_layout make_resist_layout(const model::layered_model& m, int32_t shards) 
   return out;
 }
 
-std::vector<size_t> resist_message_tensors(const resist_layout& layout,
-                                           const model::resist_deal& deal, int32_t worker,
-                                           int32_t shard, bool whole) {
+std::vector<size_t> message_tensors(const block_layout& layout,
+                                    const model::resist_deal& deal, int32_t worker,
+                                    int32_t shard, bool whole) {
   const auto active =
     model::resist_active_layers(layout.layers, layout.partitioned, deal, worker);
   std::vector<size_t> out;
@@ -53,9 +53,9 @@ std::vector<size_t> resist_message_tensors(const resist_layout& layout,
   return out;
 }
 
-void check_resist_tensors(const std::vector<at::Tensor>& values,
-                          const std::vector<at::Tensor>& state,
-                          const std::vector<size_t>& indices, const std::string& what) {
+void check_block_tensors(const std::vector<at::Tensor>& values,
+                         const std::vector<at::Tensor>& state,
+                         const std::vector<size_t>& indices, const std::string& what) {
   if (values.size() != indices.size())
     throw model::error(what + ": " + std::to_string(values.size()) + " tensors, expected " +
                        std::to_string(indices.size()));
@@ -74,7 +74,7 @@ void check_resist_tensors(const std::vector<at::Tensor>& values,
 namespace {
 
 /// Shard `shard`'s range of the state.
-std::vector<size_t> range_of(const resist_layout& layout, int32_t shard) {
+std::vector<size_t> range_of(const block_layout& layout, int32_t shard) {
   std::vector<size_t> out;
   const auto s = static_cast<size_t>(shard);
   for (size_t k = layout.bounds.at(s); k < layout.bounds.at(s + 1); ++k)
@@ -86,13 +86,13 @@ std::vector<size_t> range_of(const resist_layout& layout, int32_t shard) {
 void copy_in(model::layered_model& network, const std::vector<at::Tensor>& values,
              const std::vector<size_t>& indices, const std::string& what) {
   auto target = network.state();
-  check_resist_tensors(values, target, indices, what);
+  check_block_tensors(values, target, indices, what);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < indices.size(); ++i)
     target[indices[i]].copy_(values[i]);
 }
 
-model::resist_deal deal_of(const resist_layout& layout, int32_t workers, uint64_t seed,
+model::resist_deal deal_of(const block_layout& layout, int32_t workers, uint64_t seed,
                            int64_t round) {
   return model::make_resist_deal(layout.partitioned.size(), workers, seed, round);
 }
@@ -121,7 +121,7 @@ block_scheme::worker_model block_scheme::make_worker(const worker_settings& spec
   worker_model m;
   m.network = model::make_resist_network(spec.shape.in_channels, spec.shape.classes,
                                          spec.data.plan.seed);
-  m.layout = make_resist_layout(m.network, spec.shards);
+  m.layout = make_block_layout(m.network, spec.shards);
   return m;
 }
 
@@ -142,8 +142,8 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
   const bool whole = round == spec.recovery.restore_step;
   for (int32_t s = 0; s < spec.shards; ++s)
     copy_in(m.network, from_shards[static_cast<size_t>(s)],
-            resist_message_tensors(m.layout, deal, spec.worker, s, whole),
-            ist_shard_name(s) + "'s state");
+            message_tensors(m.layout, deal, spec.worker, s, whole),
+            shard_name(s) + "'s state");
   const auto active =
     model::resist_active_layers(m.layout.layers, m.layout.partitioned, deal, spec.worker);
   trained_round out;
@@ -151,7 +151,7 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
   const auto state = m.network.state();
   for (int32_t s = 0; s < spec.shards; ++s) {
     out.to_shards.emplace_back();
-    for (size_t k : resist_message_tensors(m.layout, deal, spec.worker, s, false))
+    for (size_t k : message_tensors(m.layout, deal, spec.worker, s, false))
       out.to_shards.back().push_back(state[k].detach());
   }
   return out;
@@ -163,7 +163,7 @@ model::ist_evaluation block_scheme::evaluate(worker_model& m, const worker_setti
                                              const model::dataset& test) {
   for (int32_t s = 0; s < spec.shards; ++s)
     copy_in(m.network, owned[static_cast<size_t>(s)], range_of(m.layout, s),
-            ist_shard_name(s) + "'s owned tensors");
+            shard_name(s) + "'s owned tensors");
   const auto scale = model::resist_eval_scale(m.layout.partitioned.size(), spec.workers);
   const auto e =
     model::resist_evaluate(m.network, m.layout.partitioned, scale, test, spec.eval_batch);
@@ -188,7 +188,7 @@ block_scheme::shard_model block_scheme::make_shard(const shard_settings& spec) {
   auto network =
     model::make_resist_network(spec.shape.in_channels, spec.shape.classes, spec.seed);
   shard_model m;
-  m.layout = make_resist_layout(network, spec.shards);
+  m.layout = make_block_layout(network, spec.shards);
   const auto initial = network.state();
   m.state.resize(initial.size());
   for (size_t k : range_of(m.layout, spec.shard))
@@ -200,7 +200,7 @@ template <>
 void block_scheme::put_owned(shard_model& m, const shard_settings& spec,
                              const std::vector<at::Tensor>& tensors) {
   const auto range = range_of(m.layout, spec.shard);
-  check_resist_tensors(tensors, m.state, range, "its checkpoint");
+  check_block_tensors(tensors, m.state, range, "its checkpoint");
   for (size_t i = 0; i < range.size(); ++i)
     m.state[range[i]] = tensors[i];
 }
@@ -217,7 +217,7 @@ std::vector<at::Tensor> block_scheme::round_tensors(shard_model& m, const shard_
                                                     int32_t worker) {
   const bool whole = m.round == spec.recovery.restore_step;
   std::vector<at::Tensor> tensors;
-  for (size_t k : resist_message_tensors(m.layout, m.deal, worker, spec.shard, whole))
+  for (size_t k : message_tensors(m.layout, m.deal, worker, spec.shard, whole))
     tensors.push_back(m.state[k]); // never written in place: a merge makes new tensors
   return tensors;
 }
@@ -226,9 +226,9 @@ template <>
 void block_scheme::take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
                                 const std::vector<at::Tensor>& tensors,
                                 const std::string& from) {
-  check_resist_tensors(tensors, m.state,
-                       resist_message_tensors(m.layout, m.deal, worker, spec.shard, false),
-                       from + "'s trained tensors");
+  check_block_tensors(tensors, m.state,
+                      message_tensors(m.layout, m.deal, worker, spec.shard, false),
+                      from + "'s trained tensors");
   m.trained[static_cast<size_t>(worker)] = tensors;
 }
 
@@ -238,7 +238,7 @@ void block_scheme::end_round(shard_model& m, const shard_settings& spec) {
   std::vector<size_t> next(m.trained.size(), 0); // each worker's next tensor
   std::vector<std::vector<size_t>> sent;
   for (int32_t w = 0; w < spec.workers; ++w)
-    sent.push_back(resist_message_tensors(m.layout, m.deal, w, spec.shard, false));
+    sent.push_back(message_tensors(m.layout, m.deal, w, spec.shard, false));
   for (size_t k : range_of(m.layout, spec.shard)) {
     std::vector<at::Tensor> values;
     for (size_t w = 0; w < sent.size(); ++w)

@@ -26,10 +26,10 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// The network as block_scheme divides it.
-struct resist_layout {
+struct block_layout {
   size_t layers = 0;                ///< m.size()
   std::vector<size_t> partitioned;  ///< model::resist_partitioned_layers
   std::vector<size_t> state_layers; ///< model::resist_state_layers: each state tensor's layer
@@ -39,20 +39,20 @@ struct resist_layout {
 
 /// The layout of `m` over `shards` shards (>= 1). Throws model::error when
 /// m is not a resnet18 (no partitioned block).
-resist_layout make_resist_layout(const model::layered_model& m, int32_t shards);
+block_layout make_block_layout(const model::layered_model& m, int32_t shards);
 
 /// The state tensors (ascending indices) of shard `shard`'s range that
 /// travel between it and worker `worker` in the round of `deal`: those of
 /// the layers the worker runs, or all of the range when `whole`.
-std::vector<size_t> resist_message_tensors(const resist_layout& layout,
-                                           const model::resist_deal& deal, int32_t worker,
-                                           int32_t shard, bool whole);
+std::vector<size_t> message_tensors(const block_layout& layout,
+                                    const model::resist_deal& deal, int32_t worker,
+                                    int32_t shard, bool whole);
 
 /// Checks that `values` fit the state tensors `indices` of `state` (count,
 /// shape, dtype); throws model::error naming `what` and the first misfit.
-void check_resist_tensors(const std::vector<at::Tensor>& values,
-                          const std::vector<at::Tensor>& state,
-                          const std::vector<size_t>& indices, const std::string& what);
+void check_block_tensors(const std::vector<at::Tensor>& values,
+                         const std::vector<at::Tensor>& state,
+                         const std::vector<size_t>& indices, const std::string& what);
 
 /// ResIST's network as the settings carry it: resnet18 over `in_channels`
 /// input channels with a classifier of `classes` outputs.
@@ -81,12 +81,12 @@ struct resnet_blocks {
   /// current) and how the shards divide it.
   struct worker_model {
     model::layered_model network;
-    resist_layout layout;
+    block_layout layout;
   };
 
   /// What a shard holds: its range of the state, merged after every round.
   struct shard_model {
-    resist_layout layout;
+    block_layout layout;
     std::vector<at::Tensor> state; ///< by state index: its range, the rest undefined
     model::resist_deal deal;       ///< this round's
     int64_t round = 0;

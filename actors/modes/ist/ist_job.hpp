@@ -19,7 +19,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 namespace job {
 
@@ -28,7 +28,7 @@ namespace job {
 /// so the lr, the momentum and L are what to change.
 template <class Scheme>
 std::string divergence_advice(const topology& t) {
-  const auto& s = ist_settings_of(t);
+  const auto& s = settings_of(t);
   return fmt::format("job: ist (kind {}) has each of {} workers take {} SGD steps of {} samples "
                      "with lr {:g} and momentum {:g} on its own {} between two merges; lower "
                      "ist.optimizer.lr or momentum, or ist.local_steps",
@@ -39,7 +39,7 @@ std::string divergence_advice(const topology& t) {
 /// Shard s's settings.
 template <class Scheme>
 shard_spec<Scheme> shard_settings(const topology& t, const model::task& task, int32_t shard) {
-  const auto& settings = ist_settings_of(t);
+  const auto& settings = settings_of(t);
   shard_spec<Scheme> spec;
   spec.shard = shard;
   spec.shards = settings.shards;
@@ -56,22 +56,22 @@ shard_spec<Scheme> shard_settings(const topology& t, const model::task& task, in
 /// its peer s, every shard worker w as its peer w.
 template <class Scheme>
 job_plan make_plan(const topology& t, const model::task& task) {
-  const auto& settings = ist_settings_of(t);
+  const auto& settings = settings_of(t);
   const std::string kind = Scheme::names.kind;
   job_plan plan;
   plan.divergence_advice = divergence_advice<Scheme>(t);
   for (int32_t w = 0; w < settings.workers; ++w) {
-    auto a = make_planned_actor(kind + "_worker", ist_worker_name(w),
+    auto a = make_planned_actor(kind + "_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],
                                 Scheme::to_yaml(Scheme::worker_settings_of(t, task, w)));
     a.threads = t.runtime.stage_threads;
     a.trainable = true;
     a.starts = true;
-    a.result = ist_workers_group;
+    a.result = workers_group;
     plan.actors.push_back(std::move(a));
   }
   for (int32_t s = 0; s < settings.shards; ++s) {
-    auto a = make_planned_actor(kind + "_shard", ist_shard_name(s), ist_shard_node(settings, s),
+    auto a = make_planned_actor(kind + "_shard", shard_name(s), shard_node(settings, s),
                                 Scheme::to_yaml(shard_settings<Scheme>(t, task, s)));
     a.trainable = true; // it checkpoints what it owns (actors/roles/checkpointing.hpp)
     a.starts = true;
@@ -80,8 +80,8 @@ job_plan make_plan(const topology& t, const model::task& task) {
   }
   for (int32_t w = 0; w < settings.workers; ++w)
     for (int32_t s = 0; s < settings.shards; ++s) {
-      plan.edges.push_back({planned_edge::kind_t::peer, ist_worker_name(w), ist_shard_name(s), s});
-      plan.edges.push_back({planned_edge::kind_t::peer, ist_shard_name(s), ist_worker_name(w), w});
+      plan.edges.push_back({planned_edge::kind_t::peer, worker_name(w), shard_name(s), s});
+      plan.edges.push_back({planned_edge::kind_t::peer, shard_name(s), worker_name(w), w});
     }
   return plan;
 }
@@ -89,11 +89,11 @@ job_plan make_plan(const topology& t, const model::task& task) {
 /// The reference's result (model::ist_result or model::resist_result) as
 /// the actors of scheme `kind` ("ist" or "resist") report it.
 template <class Result>
-void report(const std::string& kind, const std::string& task, const ist_settings& settings,
+void report(const std::string& kind, const std::string& task, const settings& section,
             const Result& result, job_result& out) {
   const auto worker_role = kind + "_worker";
   messages::actor_report group;
-  group.actor = ist_workers_group;
+  group.actor = workers_group;
   group.role = worker_role;
   group.task = task;
   group.node = "local";
@@ -109,18 +109,18 @@ void report(const std::string& kind, const std::string& task, const ist_settings
     group.test_accuracy = group.epochs.back().test_accuracy;
   }
   out.heads.push_back(group);
-  for (int32_t w = 0; w < settings.workers; ++w) {
+  for (int32_t w = 0; w < section.workers; ++w) {
     messages::actor_report a;
-    a.actor = ist_worker_name(w);
+    a.actor = worker_name(w);
     a.role = worker_role;
     a.node = "local";
     if (w == 0) // the actors' worker 0 holds the whole network
       a.weights_digest = result.weights_digest;
     out.actors.push_back(a);
   }
-  for (int32_t s = 0; s < settings.shards; ++s) {
+  for (int32_t s = 0; s < section.shards; ++s) {
     messages::actor_report a;
-    a.actor = ist_shard_name(s);
+    a.actor = shard_name(s);
     a.role = kind + "_shard";
     a.node = "local";
     out.actors.push_back(a);
@@ -132,7 +132,7 @@ void report(const std::string& kind, const std::string& task, const ist_settings
 template <class Network>
 auto subnet_scheme<Network>::worker_settings_of(const topology& t, const model::task& task,
                                                 int32_t worker) -> worker_settings {
-  const auto& settings = ist_settings_of(t);
+  const auto& settings = settings_of(t);
   worker_settings spec;
   spec.worker = worker;
   spec.workers = settings.workers;
@@ -149,10 +149,10 @@ auto subnet_scheme<Network>::worker_settings_of(const topology& t, const model::
 
 template <class Network>
 caf::expected<job_plan> subnet_scheme<Network>::plan(const topology& t) {
-  auto task = ist_task_of(t);
+  auto task = task_of(t);
   if (!task)
     return task.error();
-  if (auto err = check_plan(t, shape_of(t, **task), ist_settings_of(t).shards))
+  if (auto err = check_plan(t, shape_of(t, **task), settings_of(t).shards))
     return err;
   return job::make_plan<subnet_scheme>(t, **task);
 }
@@ -174,7 +174,7 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
     spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", names.kind, e + 1,
                  100 * result.test_accuracy[e]);
   auto out = local_result(t, "local", started, training_started);
-  job::report(names.kind, task.name, ist_settings_of(t), result, out);
+  job::report(names.kind, task.name, settings_of(t), result, out);
   return out;
 }
 

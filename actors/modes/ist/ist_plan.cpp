@@ -7,9 +7,9 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
-caf::expected<const model::task*> ist_task_of(const topology& t) {
+caf::expected<const model::task*> task_of(const topology& t) {
   const auto* task = t.find_task(t.task);
   if (task == nullptr)
     return make_error(errc::bad_config,
@@ -17,8 +17,8 @@ caf::expected<const model::task*> ist_task_of(const topology& t) {
   return task;
 }
 
-caf::expected<job_plan> plan_ist(const topology& t) {
-  if (ist_settings_of(t).kind == block_scheme::names.kind)
+caf::expected<job_plan> plan(const topology& t) {
+  if (settings_of(t).kind == block_scheme::names.kind)
     return block_scheme::plan(t);
   return neuron_scheme::plan(t);
 }

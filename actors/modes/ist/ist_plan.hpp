@@ -23,17 +23,17 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// The task the workers train (`task:`); bad_config naming the file when
 /// the topology has no such task.
-caf::expected<const model::task*> ist_task_of(const topology& t);
+caf::expected<const model::task*> task_of(const topology& t);
 
 /// The plan of a topology of job: ist, of the scheme ist.kind names
 /// (S::plan, ist_job.hpp); bad_config (naming the file) when its task is
 /// unknown or the scheme refuses the network (S::check_plan: an IST shard's
 /// owned slices, its largest message, over the 64 MiB a message may carry).
-caf::expected<job_plan> plan_ist(const topology& t);
+caf::expected<job_plan> plan(const topology& t);
 
 } // namespace ist
 } // namespace modes

@@ -9,7 +9,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 namespace {
 
@@ -31,7 +31,7 @@ void check_model(const field& section, const std::string& kind) {
 
 /// `ist.hidden`: one positive width per hidden layer, each at least W and S
 /// (every worker and every shard gets a neuron of every layer).
-std::vector<int64_t> read_hidden(const field& f, const ist_settings& s) {
+std::vector<int64_t> read_hidden(const field& f, const settings& s) {
   const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
   std::vector<int64_t> widths;
   for (const field& item : f.items(what, model::ist_max_hidden_layers)) {
@@ -52,7 +52,7 @@ std::vector<int64_t> read_hidden(const field& f, const ist_settings& s) {
 std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t workers) {
   std::vector<std::string> nodes;
   for (const field& n : f.items("a list of node names, one per worker",
-                                static_cast<size_t>(ist_max_workers)))
+                                static_cast<size_t>(max_workers)))
     nodes.push_back(read_node(n, t.nodes));
   if (nodes.size() != static_cast<size_t>(workers))
     f.fail(f.name() + " names " + std::to_string(nodes.size()) + " nodes for " +
@@ -61,8 +61,8 @@ std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t w
 }
 
 int32_t read_count(const field& f) {
-  return read_integer<int32_t>(f, 1, ist_max_workers,
-                               "a number from 1 to " + std::to_string(ist_max_workers));
+  return read_integer<int32_t>(f, 1, max_workers,
+                               "a number from 1 to " + std::to_string(max_workers));
 }
 
 /// Batch norm with batch statistics needs two samples per minibatch.
@@ -79,7 +79,7 @@ void check_batch(const field& root, const topology& t) {
 void parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("ist");
-  ist_settings s;
+  settings s;
   if (!section.is_null())
     check_section(section);
   read_if(section, "kind", s.kind,
@@ -106,8 +106,8 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   t.mode_settings = std::move(s);
 }
 
-ist_settings& settings_of(topology& t) {
-  return std::any_cast<ist_settings&>(t.mode_settings);
+settings& settings_in(topology& t) {
+  return std::any_cast<settings&>(t.mode_settings);
 }
 
 /// The rounds of the job when its training set's size is known here (a
@@ -116,7 +116,7 @@ std::optional<int64_t> rounds_of(const topology& t) {
   const int64_t samples = t.dataset == "synthetic" ? t.synthetic_train : t.train_limit;
   if (samples <= 0)
     return std::nullopt;
-  const auto& s = ist_settings_of(t);
+  const auto& s = settings_of(t);
   try {
     auto steps = model::ist_steps_per_epoch(samples, t.plan.batch_size, s.workers);
     return t.plan.epochs * model::ist_rounds_per_epoch(steps, s.local_steps);
@@ -155,15 +155,15 @@ void check(const field& root, const topology& t) {
 
 std::vector<std::string> worker_names(const topology& t) {
   std::vector<std::string> names;
-  for (int32_t w = 0; w < ist_settings_of(t).workers; ++w)
-    names.push_back(ist_worker_name(w));
+  for (int32_t w = 0; w < settings_of(t).workers; ++w)
+    names.push_back(worker_name(w));
   return names;
 }
 
 std::vector<std::string> shard_names(const topology& t) {
   std::vector<std::string> names;
-  for (int32_t s = 0; s < ist_settings_of(t).shards; ++s)
-    names.push_back(ist_shard_name(s));
+  for (int32_t s = 0; s < settings_of(t).shards; ++s)
+    names.push_back(shard_name(s));
   return names;
 }
 
@@ -177,7 +177,7 @@ std::vector<std::string> trainable_names(const topology& t) {
 
 // The workers compute; the shards only copy slices.
 size_t worker_count(const topology& t) {
-  return static_cast<size_t>(ist_settings_of(t).workers);
+  return static_cast<size_t>(settings_of(t).workers);
 }
 
 // Every worker sends to every shard and every shard to every worker.
@@ -196,36 +196,36 @@ fault_edges edges(const topology& t) {
 
 // One node per worker (round-robin gives each its own slot); shards follow.
 void place(topology& t, const std::function<void(std::string&)>& place) {
-  for (auto& node : settings_of(t).nodes)
+  for (auto& node : settings_in(t).nodes)
     place(node);
 }
 
 // A worker whose node is lost is placed again (the others keep theirs).
 void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  for (auto& node : settings_of(t).nodes)
+  for (auto& node : settings_in(t).nodes)
     if (!keep(node))
       node.clear();
 }
 
 } // namespace
 
-const ist_settings& ist_settings_of(const topology& t) {
-  return std::any_cast<const ist_settings&>(t.mode_settings);
+const settings& settings_of(const topology& t) {
+  return std::any_cast<const settings&>(t.mode_settings);
 }
 
-std::string ist_worker_name(int32_t worker) {
+std::string worker_name(int32_t worker) {
   return "worker." + std::to_string(worker);
 }
 
-std::string ist_shard_name(int32_t shard) {
+std::string shard_name(int32_t shard) {
   return "shard." + std::to_string(shard);
 }
 
-const std::string& ist_shard_node(const ist_settings& s, int32_t shard) {
+const std::string& shard_node(const settings& s, int32_t shard) {
   return s.nodes.at(static_cast<size_t>(shard % s.workers));
 }
 
-job_schema ist_schema() {
+job_schema schema() {
   job_schema schema;
   schema.name = "ist";
   schema.section = "ist";

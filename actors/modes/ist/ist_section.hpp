@@ -4,7 +4,7 @@
 // as its mode reads it: the `ist:` section (workers, shards, local steps,
 // hidden widths, optimizer, placement), its actors' names, edges and
 // placement. The section is kept in topology::mode_settings as an
-// ist_settings (ist_settings_of reads it).
+// settings (settings_of reads it).
 //
 //   ist:
 //     kind: ist           # or resist: resnet18's residual blocks dealt to workers
@@ -24,13 +24,13 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// The most workers (and shards) an IST job may have.
-inline constexpr int32_t ist_max_workers = 64;
+inline constexpr int32_t max_workers = 64;
 
 /// The `ist:` section, parsed and validated.
-struct ist_settings {
+struct settings {
   /// `ist.kind`: "ist" (the mlp's neurons partitioned, part A) or "resist"
   /// (resnet18's residual blocks dealt to workers, part B).
   std::string kind = "ist";
@@ -48,22 +48,22 @@ struct ist_settings {
 
 /// The section of a topology parsed with job: ist (throws std::bad_any_cast
 /// for a topology of another job).
-const ist_settings& ist_settings_of(const topology& t);
+const settings& settings_of(const topology& t);
 
 /// Worker w's actor name: "worker.W" (the result group merges "worker.*").
-std::string ist_worker_name(int32_t worker);
+std::string worker_name(int32_t worker);
 
 /// Shard s's actor name: "shard.S".
-std::string ist_shard_name(int32_t shard);
+std::string shard_name(int32_t shard);
 
 /// The node shard `shard` runs on: its worker's, s % W.
-const std::string& ist_shard_node(const ist_settings& s, int32_t shard);
+const std::string& shard_node(const settings& s, int32_t shard);
 
 /// The result group every worker reports into.
-inline const std::string ist_workers_group = "workers";
+inline const std::string workers_group = "workers";
 
 /// The schema of job: ist, for the topology parser.
-job_schema ist_schema();
+job_schema schema();
 
 } // namespace ist
 } // namespace modes

@@ -60,7 +60,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 namespace round_shard {
 
@@ -240,7 +240,7 @@ caf::behavior shard_behavior(shard_actor<Scheme>* self, shard_setup<Scheme> setu
   st.checkpoints.emplace(st.spec.recovery);
   st.workers.resize(static_cast<size_t>(st.spec.workers));
   for (int32_t w = 0; w < st.spec.workers; ++w)
-    st.edges.push_back({st.name, ist_worker_name(w), 0, 0});
+    st.edges.push_back({st.name, worker_name(w), 0, 0});
   return {
     observe_coordinator(self),
     answer_heartbeat(self, [=] { return round_waiting(self->state.round, "workers"); }),

@@ -20,7 +20,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// A worker's settings (role `<S::kind>_worker`).
 template <class Scheme>
@@ -58,11 +58,11 @@ struct shard_spec {
 };
 
 /// `index` (the key `what`: "worker", "shard") of `count` (the key
-/// `what`s, 1 to ist_max_workers).
+/// `what`s, 1 to max_workers).
 template <class Inspector>
 void inspect_index(Inspector& f, const std::string& what, int32_t& index, int32_t& count) {
   f.field(what, index).at_least(0);
-  f.field(what + "s", count).in(1, ist_max_workers);
+  f.field(what + "s", count).in(1, max_workers);
   f.expect(what, index < count, "less than " + what + "s");
 }
 
@@ -79,7 +79,7 @@ void inspect_shape(Inspector& f, typename Scheme::shape& shape, int32_t workers,
 template <class Inspector, class Scheme>
 void inspect(Inspector& f, worker_spec<Scheme>& x) {
   inspect_index(f, "worker", x.worker, x.workers);
-  f.field("shards", x.shards).in(1, ist_max_workers);
+  f.field("shards", x.shards).in(1, max_workers);
   f.field("local_steps", x.local_steps).at_least(1);
   inspect_shape<Scheme>(f, x.shape, x.workers, x.shards);
   f.field("task", x.task);
@@ -100,7 +100,7 @@ void inspect(Inspector& f, worker_spec<Scheme>& x) {
 template <class Inspector, class Scheme>
 void inspect(Inspector& f, shard_spec<Scheme>& x) {
   inspect_index(f, "shard", x.shard, x.shards);
-  f.field("workers", x.workers).in(1, ist_max_workers);
+  f.field("workers", x.workers).in(1, max_workers);
   inspect_shape<Scheme>(f, x.shape, x.workers, x.shards);
   f.field("seed", x.seed);
   f.field("epochs", x.epochs).at_least(1);

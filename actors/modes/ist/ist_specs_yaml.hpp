@@ -13,7 +13,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 template <class Network>
 std::string subnet_scheme<Network>::to_yaml(const worker_settings& x) {

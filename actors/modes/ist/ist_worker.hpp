@@ -61,7 +61,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 namespace round_worker {
 
@@ -382,7 +382,7 @@ void init_state(worker_state<Scheme>& st, worker_setup<Scheme> setup) {
   st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
   st.shards.resize(static_cast<size_t>(st.spec.shards));
   for (int32_t s = 0; s < st.spec.shards; ++s)
-    st.edges.push_back({st.name, ist_shard_name(s), 0, 0});
+    st.edges.push_back({st.name, shard_name(s), 0, 0});
   begin_epoch(st);
   st.model = Scheme::make_worker(st.spec);
 }

@@ -15,7 +15,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 namespace {
 
@@ -51,7 +51,7 @@ void check_piece(const at::Tensor& t, const std::vector<int64_t>& want, const st
 
 } // namespace
 
-model::ist_network ist_network_of(std::vector<at::Tensor> parameters) {
+model::ist_network network_of(std::vector<at::Tensor> parameters) {
   if (parameters.size() % 3 != 1)
     throw model::error("ist: " + std::to_string(parameters.size()) +
                        " tensors are not a network (expected 3 per hidden layer + 1)");
@@ -63,7 +63,7 @@ model::ist_network ist_network_of(std::vector<at::Tensor> parameters) {
   return net;
 }
 
-model::ist_partition ist_whole_partition(const model::ist_shape& shape) {
+model::ist_partition whole_partition(const model::ist_shape& shape) {
   model::ist_partition p;
   p.workers = 1;
   for (int64_t width : shape.hidden) {
@@ -75,18 +75,18 @@ model::ist_partition ist_whole_partition(const model::ist_shape& shape) {
   return p;
 }
 
-std::vector<at::Tensor> ist_take_pieces(const model::ist_network& whole,
-                                        const model::ist_partition& partition, int32_t worker,
-                                        const std::vector<model::ist_piece>& pieces) {
+std::vector<at::Tensor> take_pieces(const model::ist_network& whole,
+                                    const model::ist_partition& partition, int32_t worker,
+                                    const std::vector<model::ist_piece>& pieces) {
   std::vector<at::Tensor> out;
   for (const auto& piece : pieces)
     out.push_back(model::take_piece(whole, partition, worker, piece));
   return out;
 }
 
-void ist_put_pieces(model::ist_network& whole, const model::ist_partition& partition,
-                    int32_t worker, const std::vector<model::ist_piece>& pieces,
-                    const std::vector<at::Tensor>& values) {
+void put_pieces(model::ist_network& whole, const model::ist_partition& partition,
+                int32_t worker, const std::vector<model::ist_piece>& pieces,
+                const std::vector<at::Tensor>& values) {
   if (values.size() != pieces.size())
     throw model::error("ist: " + std::to_string(values.size()) + " tensors for " +
                        std::to_string(pieces.size()) + " pieces");
@@ -100,9 +100,9 @@ void ist_put_pieces(model::ist_network& whole, const model::ist_partition& parti
   }
 }
 
-model::ist_network ist_assemble_subnet(const model::ist_shape& shape,
-                                       const model::ist_partition& partition, int32_t worker,
-                                       const std::vector<std::vector<at::Tensor>>& from_shards) {
+model::ist_network assemble_subnet(const model::ist_shape& shape,
+                                   const model::ist_partition& partition, int32_t worker,
+                                   const std::vector<std::vector<at::Tensor>>& from_shards) {
   const auto shards = static_cast<int32_t>(from_shards.size());
   const size_t tensors = 3 * shape.hidden.size() + 1;
   std::vector<std::vector<at::Tensor>> parts(tensors);
@@ -126,13 +126,13 @@ model::ist_network ist_assemble_subnet(const model::ist_shape& shape,
   std::vector<at::Tensor> parameters;
   for (size_t i = 0; i < tensors; ++i)
     parameters.push_back(torch::cat(parts[i], dims[i]));
-  return ist_network_of(std::move(parameters));
+  return network_of(std::move(parameters));
 }
 
-std::vector<at::Tensor> ist_split_subnet(const model::ist_network& subnet,
-                                         const model::ist_shape& shape,
-                                         const model::ist_partition& partition, int32_t worker,
-                                         int32_t shard, int32_t shards) {
+std::vector<at::Tensor> split_subnet(const model::ist_network& subnet,
+                                     const model::ist_shape& shape,
+                                     const model::ist_partition& partition, int32_t worker,
+                                     int32_t shard, int32_t shards) {
   const auto parameters = subnet.parameters();
   std::vector<at::Tensor> out;
   for (const auto& piece : model::ist_shard_pieces(shape, partition, worker, shard, shards))
@@ -143,9 +143,9 @@ std::vector<at::Tensor> ist_split_subnet(const model::ist_network& subnet,
   return out;
 }
 
-int64_t ist_owned_elements(const model::ist_shape& shape, int32_t shard, int32_t shards) {
+int64_t owned_elements(const model::ist_shape& shape, int32_t shard, int32_t shards) {
   int64_t n = 0;
-  for (const auto& piece : model::ist_shard_pieces(shape, ist_whole_partition(shape), 0, shard,
+  for (const auto& piece : model::ist_shard_pieces(shape, whole_partition(shape), 0, shard,
                                                    shards))
     n += piece.elements;
   return n;
@@ -173,7 +173,7 @@ template <>
 model::ist_shape neuron_scheme::shape_of(const topology& t, const model::task& task) {
   model::ist_shape x;
   x.inputs = sample_values(t);
-  x.hidden = ist_settings_of(t).hidden;
+  x.hidden = settings_of(t).hidden;
   x.classes = task.classes;
   return x;
 }
@@ -191,7 +191,7 @@ std::string neuron_scheme::misfit(const shape& x, int32_t workers, int32_t shard
 // piece is part of an owned slice, so no message is larger.
 template <>
 caf::error neuron_scheme::check_plan(const topology& t, const shape& x, int32_t shards) {
-  const int64_t bytes = ist_owned_elements(x, 0, shards) * 4;
+  const int64_t bytes = owned_elements(x, 0, shards) * 4;
   if (bytes <= max_message_bytes)
     return {};
   return make_error(errc::bad_config,
@@ -206,7 +206,7 @@ neuron_scheme::worker_model neuron_scheme::make_worker(const worker_settings& sp
   worker_model m;
   if (spec.worker == 0) {
     m.whole = model::make_ist_network(spec.shape, spec.data.plan.seed);
-    m.whole_partition = ist_whole_partition(spec.shape);
+    m.whole_partition = whole_partition(spec.shape);
   }
   return m;
 }
@@ -226,12 +226,12 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
                                    const std::vector<std::vector<int64_t>>& minibatches) {
   const auto partition =
     model::make_ist_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, round);
-  auto subnet = ist_assemble_subnet(spec.shape, partition, spec.worker, from_shards);
+  auto subnet = assemble_subnet(spec.shape, partition, spec.worker, from_shards);
   trained_round out;
   out.steps = model::ist_local_steps(subnet, data, minibatches, spec.optimizer);
   for (int32_t s = 0; s < spec.shards; ++s)
     out.to_shards.push_back(
-      ist_split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards));
+      split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards));
   return out;
 }
 
@@ -240,9 +240,9 @@ model::ist_evaluation neuron_scheme::evaluate(worker_model& m, const worker_sett
                                               const std::vector<std::vector<at::Tensor>>& owned,
                                               const model::dataset& test) {
   for (int32_t s = 0; s < spec.shards; ++s)
-    ist_put_pieces(m.whole, m.whole_partition, 0,
-                   model::ist_shard_pieces(spec.shape, m.whole_partition, 0, s, spec.shards),
-                   owned[static_cast<size_t>(s)]);
+    put_pieces(m.whole, m.whole_partition, 0,
+               model::ist_shard_pieces(spec.shape, m.whole_partition, 0, s, spec.shards),
+               owned[static_cast<size_t>(s)]);
   return model::ist_evaluate(m.whole, test, spec.eval_batch);
 }
 
@@ -263,7 +263,7 @@ template <>
 neuron_scheme::shard_model neuron_scheme::make_shard(const shard_settings& spec) {
   shard_model m;
   m.whole = model::make_ist_network(spec.shape, spec.seed);
-  m.whole_partition = ist_whole_partition(spec.shape);
+  m.whole_partition = whole_partition(spec.shape);
   m.owned =
     model::ist_shard_pieces(spec.shape, m.whole_partition, 0, spec.shard, spec.shards);
   return m;
@@ -272,7 +272,7 @@ neuron_scheme::shard_model neuron_scheme::make_shard(const shard_settings& spec)
 template <>
 void neuron_scheme::put_owned(shard_model& m, const shard_settings&,
                               const std::vector<at::Tensor>& slices) {
-  ist_put_pieces(m.whole, m.whole_partition, 0, m.owned, slices); // checks every shape
+  put_pieces(m.whole, m.whole_partition, 0, m.owned, slices); // checks every shape
 }
 
 template <>
@@ -283,7 +283,7 @@ void neuron_scheme::begin_round(shard_model& m, const shard_settings& spec, int6
 template <>
 std::vector<at::Tensor> neuron_scheme::round_tensors(shard_model& m, const shard_settings& spec,
                                                      int32_t worker) {
-  return ist_take_pieces(
+  return take_pieces(
     m.whole, m.partition, worker,
     model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard, spec.shards));
 }
@@ -291,10 +291,10 @@ std::vector<at::Tensor> neuron_scheme::round_tensors(shard_model& m, const shard
 template <>
 void neuron_scheme::take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
                                  const std::vector<at::Tensor>& tensors, const std::string&) {
-  ist_put_pieces(m.whole, m.partition, worker,
-                 model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard,
+  put_pieces(m.whole, m.partition, worker,
+             model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard,
                                          spec.shards),
-                 tensors);
+             tensors);
 }
 
 template <>
@@ -303,7 +303,7 @@ void neuron_scheme::end_round(shard_model&, const shard_settings&) {}
 template <>
 std::vector<at::Tensor> neuron_scheme::owned(const shard_model& m) {
   std::vector<at::Tensor> slices;
-  for (auto& t : ist_take_pieces(m.whole, m.whole_partition, 0, m.owned))
+  for (auto& t : take_pieces(m.whole, m.whole_partition, 0, m.owned))
     slices.push_back(t.clone());
   return slices;
 }
@@ -312,7 +312,7 @@ template <>
 std::vector<messages::named_figure> neuron_scheme::shard_figures(const shard_model&,
                                                                  const shard_settings& spec) {
   return {{"owned_parameters",
-           static_cast<double>(ist_owned_elements(spec.shape, spec.shard, spec.shards))}};
+           static_cast<double>(owned_elements(spec.shape, spec.shard, spec.shards))}};
 }
 
 // -- the scheme: the local reference ----------------------------------------------------------

@@ -11,7 +11,7 @@
 //   order (== model::slice_subnet), trains, and cuts the subnet back into
 //   the same pieces; the shard writes each back in place as it comes.
 // - owned slices are the pieces of the one-worker partition
-//   (ist_whole_partition), whose single subnet is the whole network: what a
+//   (whole_partition), whose single subnet is the whole network: what a
 //   shard checkpoints, sends worker 0 for the evaluation and sends as the
 //   final weights. Worker 0 holds a whole network for the evaluation only.
 
@@ -46,7 +46,7 @@ void inspect(Inspector& f, ist_shape& x) {
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// IST's network for subnet_scheme: the mlp's names and types.
 struct mlp_neurons {
@@ -79,40 +79,40 @@ using neuron_scheme = subnet_scheme<mlp_neurons>;
 
 /// The network whose parameters() are `parameters` (fc1, bn1.w, bn1.b, fc2,
 /// ..., the output layer). Throws model::error unless their count is 3k + 1.
-model::ist_network ist_network_of(std::vector<at::Tensor> parameters);
+model::ist_network network_of(std::vector<at::Tensor> parameters);
 
 /// The partition of one worker: every hidden neuron, in order. Its subnet
 /// is the whole network, and its pieces for shard s are the slices shard s
 /// owns.
-model::ist_partition ist_whole_partition(const model::ist_shape& shape);
+model::ist_partition whole_partition(const model::ist_shape& shape);
 
 /// The values of `pieces` (ist_shard_pieces of `worker`) taken from `whole`.
-std::vector<at::Tensor> ist_take_pieces(const model::ist_network& whole,
-                                        const model::ist_partition& partition, int32_t worker,
-                                        const std::vector<model::ist_piece>& pieces);
+std::vector<at::Tensor> take_pieces(const model::ist_network& whole,
+                                    const model::ist_partition& partition, int32_t worker,
+                                    const std::vector<model::ist_piece>& pieces);
 
-/// Writes `values` (as ist_take_pieces returned them) back into `whole`.
+/// Writes `values` (as take_pieces returned them) back into `whole`.
 /// Throws model::error when their count or a shape differs.
-void ist_put_pieces(model::ist_network& whole, const model::ist_partition& partition,
-                    int32_t worker, const std::vector<model::ist_piece>& pieces,
-                    const std::vector<at::Tensor>& values);
+void put_pieces(model::ist_network& whole, const model::ist_partition& partition,
+                int32_t worker, const std::vector<model::ist_piece>& pieces,
+                const std::vector<at::Tensor>& values);
 
 /// Worker `worker`'s subnet from the pieces of every shard (from_shards[s]:
 /// shard s's tensors, in ist_shard_pieces order): each tensor concatenated
 /// along its piece dim in shard order, equal to slice_subnet bit for bit.
 /// Throws model::error on a missing piece or a wrong shape.
-model::ist_network ist_assemble_subnet(const model::ist_shape& shape,
-                                       const model::ist_partition& partition, int32_t worker,
-                                       const std::vector<std::vector<at::Tensor>>& from_shards);
+model::ist_network assemble_subnet(const model::ist_shape& shape,
+                                   const model::ist_partition& partition, int32_t worker,
+                                   const std::vector<std::vector<at::Tensor>>& from_shards);
 
 /// The pieces of `subnet` that go back to shard `shard` (contiguous copies).
-std::vector<at::Tensor> ist_split_subnet(const model::ist_network& subnet,
-                                         const model::ist_shape& shape,
-                                         const model::ist_partition& partition, int32_t worker,
-                                         int32_t shard, int32_t shards);
+std::vector<at::Tensor> split_subnet(const model::ist_network& subnet,
+                                     const model::ist_shape& shape,
+                                     const model::ist_partition& partition, int32_t worker,
+                                     int32_t shard, int32_t shards);
 
 /// Scalars shard `shard` of `shards` owns (its owned slices together).
-int64_t ist_owned_elements(const model::ist_shape& shape, int32_t shard, int32_t shards);
+int64_t owned_elements(const model::ist_shape& shape, int32_t shard, int32_t shards);
 
 } // namespace ist
 } // namespace modes

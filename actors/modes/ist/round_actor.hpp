@@ -18,7 +18,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// What a round actor waits for (its heartbeat, activity.hpp): the
 /// tensors of round `round` from its `peers` ("shards" or "workers").

@@ -40,7 +40,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace ist {
+namespace ist {
 
 /// What a scheme is called.
 struct scheme_names {
@@ -170,30 +170,6 @@ struct subnet_scheme {
   /// actors report (ist_local.hpp).
   static caf::expected<job_result> run_local(const topology& t, const model::task& task);
 };
-
-/// A worker's settings of scheme `Scheme` as YAML (Scheme::to_yaml).
-template <class Scheme>
-std::string to_yaml(const worker_spec<Scheme>& x) {
-  return Scheme::to_yaml(x);
-}
-
-/// A shard's settings of scheme `Scheme` as YAML (Scheme::to_yaml).
-template <class Scheme>
-std::string to_yaml(const shard_spec<Scheme>& x) {
-  return Scheme::to_yaml(x);
-}
-
-/// Parses a worker's settings of scheme `Scheme` (Scheme::parse_worker_spec).
-template <class Scheme>
-caf::expected<worker_spec<Scheme>> parse_worker_spec(const std::string& yaml) {
-  return Scheme::parse_worker_spec(yaml);
-}
-
-/// Parses a shard's settings of scheme `Scheme` (Scheme::parse_shard_spec).
-template <class Scheme>
-caf::expected<shard_spec<Scheme>> parse_shard_spec(const std::string& yaml) {
-  return Scheme::parse_shard_spec(yaml);
-}
 
 /// Bytes of `tensors`.
 inline int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {

@@ -23,6 +23,7 @@
 #include "tests/support/scratch_dir.hpp"
 
 using namespace baton::actors;
+using namespace baton::actors::ist;
 using namespace baton::testing;
 namespace model = baton::model;
 
@@ -181,7 +182,7 @@ TEST(ist_plan, refuses_a_shard_larger_than_a_message) {
 TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   auto p = plan_for("  workers: 3\n  shards: 2\n  local_steps: 4\n  hidden: [50, 37]\n");
   ASSERT_EQ(p.actors.size(), 5u);
-  auto worker = parse_worker_spec<neuron_scheme>(p.actors[2].settings);
+  auto worker = neuron_scheme::parse_worker_spec(p.actors[2].settings);
   ASSERT_TRUE(worker) << baton::describe(worker.error());
   EXPECT_EQ(worker->worker, 2);
   EXPECT_EQ(worker->workers, 3);
@@ -191,39 +192,39 @@ TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   EXPECT_EQ(worker->shape.hidden, (std::vector<int64_t>{50, 37}));
   EXPECT_EQ(worker->shape.classes, 10);
   EXPECT_EQ(worker->data.plan.batch_size, 16);
-  EXPECT_EQ(to_yaml(*worker), p.actors[2].settings);
-  auto shard = parse_shard_spec<neuron_scheme>(p.actors[4].settings);
+  EXPECT_EQ(neuron_scheme::to_yaml(*worker), p.actors[2].settings);
+  auto shard = neuron_scheme::parse_shard_spec(p.actors[4].settings);
   ASSERT_TRUE(shard) << baton::describe(shard.error());
   EXPECT_EQ(shard->shard, 1);
   EXPECT_EQ(shard->seed, 7u);
-  EXPECT_EQ(to_yaml(*shard), p.actors[4].settings);
+  EXPECT_EQ(neuron_scheme::to_yaml(*shard), p.actors[4].settings);
   // The runtime's `run:` (with_run at each spawn): checkpoints, the restore
   // round, the throw round; a restore without a checkpoint directory is refused.
   run_settings run;
   run.recovery = {"/tmp/checkpoints/shard.1", 2, 4, 5, 3};
-  auto restored = parse_shard_spec<neuron_scheme>(with_run(p.actors[4].settings, run));
+  auto restored = neuron_scheme::parse_shard_spec(with_run(p.actors[4].settings, run));
   ASSERT_TRUE(restored) << baton::describe(restored.error());
   EXPECT_EQ(restored->recovery.checkpoint_dir, "/tmp/checkpoints/shard.1");
   EXPECT_EQ(restored->recovery.restore_step, 4);
   EXPECT_EQ(restored->recovery.throw_at_step, 5);
-  auto resumed = parse_worker_spec<neuron_scheme>(with_run(p.actors[2].settings, run));
+  auto resumed = neuron_scheme::parse_worker_spec(with_run(p.actors[2].settings, run));
   ASSERT_TRUE(resumed) << baton::describe(resumed.error());
   EXPECT_EQ(resumed->recovery.checkpoint_every, 2);
-  EXPECT_EQ(to_yaml(*resumed), with_run(p.actors[2].settings, run));
+  EXPECT_EQ(neuron_scheme::to_yaml(*resumed), with_run(p.actors[2].settings, run));
   run.recovery.checkpoint_dir.clear();
   run.recovery.checkpoint_every = 0;
-  EXPECT_FALSE(parse_worker_spec<neuron_scheme>(with_run(p.actors[2].settings, run)));
-  EXPECT_FALSE(parse_shard_spec<neuron_scheme>(with_run(p.actors[4].settings, run)));
+  EXPECT_FALSE(neuron_scheme::parse_worker_spec(with_run(p.actors[2].settings, run)));
+  EXPECT_FALSE(neuron_scheme::parse_shard_spec(with_run(p.actors[4].settings, run)));
   auto narrow = p.actors[2].settings; // a width below W
   narrow.replace(narrow.find("- 37"), 4, "- 2");
   for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
                                  narrow, p.actors[4].settings}) {
-    auto refused = parse_worker_spec<neuron_scheme>(bad);
+    auto refused = neuron_scheme::parse_worker_spec(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }
   for (const std::string& bad : {std::string{"shard: 2"}, p.actors[0].settings}) {
-    auto refused = parse_shard_spec<neuron_scheme>(bad);
+    auto refused = neuron_scheme::parse_shard_spec(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }
@@ -255,18 +256,18 @@ TEST(ist_pieces, assemble_to_the_slice_and_write_back_in_place) {
       for (int32_t w = 0; w < workers; ++w) {
         std::vector<std::vector<at::Tensor>> from;
         for (int32_t s = 0; s < shards; ++s)
-          from.push_back(ist_take_pieces(
+          from.push_back(take_pieces(
             whole, partition, w, model::ist_shard_pieces(shape, partition, w, s, shards)));
-        auto subnet = ist_assemble_subnet(shape, partition, w, from);
+        auto subnet = assemble_subnet(shape, partition, w, from);
         ASSERT_TRUE(same(subnet, model::slice_subnet(whole, partition, w)))
           << "W=" << workers << " S=" << shards << " w=" << w;
         for (auto& p : subnet.parameters()) // "trained"
           p.add_(1.0f + static_cast<float>(w));
         model::write_back_subnet(expected, subnet, partition, w);
         for (int32_t s = 0; s < shards; ++s)
-          ist_put_pieces(actual, partition, w,
-                         model::ist_shard_pieces(shape, partition, w, s, shards),
-                         ist_split_subnet(subnet, shape, partition, w, s, shards));
+          put_pieces(actual, partition, w,
+                     model::ist_shard_pieces(shape, partition, w, s, shards),
+                     split_subnet(subnet, shape, partition, w, s, shards));
       }
       EXPECT_TRUE(same(actual, expected)) << "W=" << workers << " S=" << shards;
     }
@@ -275,14 +276,14 @@ TEST(ist_pieces, assemble_to_the_slice_and_write_back_in_place) {
 TEST(ist_pieces, owned_slices_make_the_whole_network) {
   const model::ist_shape shape{12, {7, 5}, 3};
   const auto whole = model::make_ist_network(shape, 3);
-  const auto all = ist_whole_partition(shape);
+  const auto all = whole_partition(shape);
   for (int32_t shards : {1, 2, 5}) {
     auto assembled = model::make_ist_network(shape, 4); // other values everywhere
     int64_t elements = 0;
     for (int32_t s = 0; s < shards; ++s) {
       const auto pieces = model::ist_shard_pieces(shape, all, 0, s, shards);
-      ist_put_pieces(assembled, all, 0, pieces, ist_take_pieces(whole, all, 0, pieces));
-      elements += ist_owned_elements(shape, s, shards);
+      put_pieces(assembled, all, 0, pieces, take_pieces(whole, all, 0, pieces));
+      elements += owned_elements(shape, s, shards);
     }
     EXPECT_TRUE(same(assembled, whole)) << "S=" << shards;
     EXPECT_EQ(elements, whole.numel());
@@ -293,16 +294,16 @@ TEST(ist_pieces, refuses_a_piece_of_the_wrong_shape) {
   const model::ist_shape shape{12, {7, 5}, 3};
   auto whole = model::make_ist_network(shape, 3);
   const auto partition = model::make_ist_partition(shape.hidden, 2, 3, 0);
-  auto pieces = ist_take_pieces(whole, partition, 1,
-                                model::ist_shard_pieces(shape, partition, 1, 0, 1));
+  auto pieces = take_pieces(whole, partition, 1,
+                            model::ist_shard_pieces(shape, partition, 1, 0, 1));
   auto wrong = pieces;
   wrong[0] = torch::zeros({1, 12});
-  EXPECT_THROW(ist_assemble_subnet(shape, partition, 1, {wrong}), model::error);
+  EXPECT_THROW(assemble_subnet(shape, partition, 1, {wrong}), model::error);
   wrong.pop_back();
-  EXPECT_THROW(ist_assemble_subnet(shape, partition, 1, {wrong}), model::error);
+  EXPECT_THROW(assemble_subnet(shape, partition, 1, {wrong}), model::error);
   pieces[1] = pieces[1].to(torch::kDouble);
-  EXPECT_THROW(ist_put_pieces(whole, partition, 1,
-                              model::ist_shard_pieces(shape, partition, 1, 0, 1), pieces),
+  EXPECT_THROW(put_pieces(whole, partition, 1,
+                          model::ist_shard_pieces(shape, partition, 1, 0, 1), pieces),
                model::error);
 }
 
@@ -397,7 +398,7 @@ TEST_F(ist_run, node_processes_equal_embedded_and_count_the_subnet_bytes) {
     EXPECT_EQ(edge_bytes(nodes, worker), 4 * elements) << worker;
     int64_t owned = 0; // the epochs' owned slices to worker 0
     for (int32_t s = 0; w == 0 && s < 2; ++s)
-      owned += 2 * 4 * ist_owned_elements(shape, s, 2);
+      owned += 2 * 4 * owned_elements(shape, s, 2);
     EXPECT_EQ(edge_bytes(nodes, "shard.0", worker) + edge_bytes(nodes, "shard.1", worker),
               4 * elements + owned)
       << worker;

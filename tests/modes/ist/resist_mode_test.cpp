@@ -25,6 +25,7 @@
 #include "tests/support/scratch_dir.hpp"
 
 using namespace baton::actors;
+using namespace baton::actors::ist;
 using namespace baton::testing;
 namespace model = baton::model;
 
@@ -95,30 +96,30 @@ TEST(resist_plan, is_w_workers_and_s_shards_with_their_own_roles) {
     EXPECT_EQ(a.role, worker ? "resist_worker" : "resist_shard") << a.name;
     EXPECT_TRUE(a.trainable) << a.name;
     if (worker) {
-      auto spec = parse_worker_spec<block_scheme>(a.settings);
+      auto spec = block_scheme::parse_worker_spec(a.settings);
       ASSERT_TRUE(spec) << baton::describe(spec.error());
       EXPECT_EQ(spec->shape.in_channels, 3);
       EXPECT_EQ(spec->local_steps, 5);
       EXPECT_EQ(spec->workers, 3);
-      EXPECT_EQ(to_yaml(*spec), a.settings);
+      EXPECT_EQ(block_scheme::to_yaml(*spec), a.settings);
     } else {
-      auto spec = parse_shard_spec<block_scheme>(a.settings);
+      auto spec = block_scheme::parse_shard_spec(a.settings);
       ASSERT_TRUE(spec) << baton::describe(spec.error());
       EXPECT_EQ(spec->shape.classes, 10);
       EXPECT_EQ(spec->seed, 7u);
-      EXPECT_EQ(to_yaml(*spec), a.settings);
+      EXPECT_EQ(block_scheme::to_yaml(*spec), a.settings);
     }
   }
-  EXPECT_FALSE(parse_worker_spec<block_scheme>("worker: 0\n"));
-  EXPECT_FALSE(parse_shard_spec<block_scheme>("{shard: 2, shards: 2, workers: 1}"));
-  EXPECT_FALSE(parse_shard_spec<block_scheme>("[garbage"));
+  EXPECT_FALSE(block_scheme::parse_worker_spec("worker: 0\n"));
+  EXPECT_FALSE(block_scheme::parse_shard_spec("{shard: 2, shards: 2, workers: 1}"));
+  EXPECT_FALSE(block_scheme::parse_shard_spec("[garbage"));
 }
 
 // -- the division of the state --------------------------------------------------------
 
 // Every state tensor belongs to exactly one shard, the ranges in order and
 // balanced by bytes to within the largest tensor.
-TEST(resist_layout, ranges_cover_every_tensor_once_balanced_by_bytes) {
+TEST(block_layout, ranges_cover_every_tensor_once_balanced_by_bytes) {
   const auto net = model::make_resist_network(3, 10, 1);
   const auto state = net.state();
   int64_t total = 0, largest = 0;
@@ -127,7 +128,7 @@ TEST(resist_layout, ranges_cover_every_tensor_once_balanced_by_bytes) {
     largest = std::max(largest, static_cast<int64_t>(t.nbytes()));
   }
   for (int32_t shards = 1; shards <= 6; ++shards) {
-    const auto layout = make_resist_layout(net, shards);
+    const auto layout = make_block_layout(net, shards);
     ASSERT_EQ(layout.bounds.size(), static_cast<size_t>(shards) + 1);
     EXPECT_EQ(layout.bounds.front(), 0u);
     EXPECT_EQ(layout.bounds.back(), state.size());
@@ -143,21 +144,21 @@ TEST(resist_layout, ranges_cover_every_tensor_once_balanced_by_bytes) {
 
 // A round's messages: a shared layer's tensors travel with every worker, a
 // dealt block's with its holders only; "whole" is the shard's whole range.
-TEST(resist_layout, a_round_carries_the_layers_the_worker_runs) {
+TEST(block_layout, a_round_carries_the_layers_the_worker_runs) {
   const auto net = model::make_resist_network(1, 10, 1);
   const int32_t workers = 3, shards = 2;
-  const auto layout = make_resist_layout(net, shards);
+  const auto layout = make_block_layout(net, shards);
   for (int64_t round = 0; round < 4; ++round) {
     const auto deal = model::make_resist_deal(layout.partitioned.size(), workers, 5, round);
     std::map<size_t, std::vector<int32_t>> senders;
     for (int32_t w = 0; w < workers; ++w)
       for (int32_t s = 0; s < shards; ++s) {
-        for (size_t k : resist_message_tensors(layout, deal, w, s, false)) {
+        for (size_t k : message_tensors(layout, deal, w, s, false)) {
           EXPECT_GE(k, layout.bounds[s]);
           EXPECT_LT(k, layout.bounds[s + 1]);
           senders[k].push_back(w);
         }
-        EXPECT_EQ(resist_message_tensors(layout, deal, w, s, true).size(),
+        EXPECT_EQ(message_tensors(layout, deal, w, s, true).size(),
                   layout.bounds[s + 1] - layout.bounds[s]);
       }
     ASSERT_EQ(senders.size(), net.state().size()); // every tensor, by someone
@@ -173,9 +174,9 @@ TEST(resist_layout, a_round_carries_the_layers_the_worker_runs) {
   }
   auto state = net.state();
   std::vector<at::Tensor> values{state[0].clone(), torch::zeros({2})};
-  EXPECT_THROW(check_resist_tensors(values, state, {0, 1}, "x"), model::error);
-  EXPECT_THROW(check_resist_tensors({state[0]}, state, {0, 1}, "x"), model::error);
-  check_resist_tensors({state[0], state[1]}, state, {0, 1}, "x");
+  EXPECT_THROW(check_block_tensors(values, state, {0, 1}, "x"), model::error);
+  EXPECT_THROW(check_block_tensors({state[0]}, state, {0, 1}, "x"), model::error);
+  check_block_tensors({state[0], state[1]}, state, {0, 1}, "x");
 }
 
 // -- runs against the local reference ------------------------------------------------
@@ -269,14 +270,14 @@ TEST_F(resist_run, node_processes_equal_embedded_and_send_only_the_subnet) {
   auto nodes = run_job(*dir_, with(checkpointed(), {"--local-nodes", "2"}), "nodes");
   EXPECT_EQ(digests_by_actor(nodes, "resist_worker"), digests_by_actor(clean(), "resist_worker"));
   const auto net = model::make_resist_network(3, 10, 42);
-  const auto layout = make_resist_layout(net, 2);
+  const auto layout = make_block_layout(net, 2);
   const auto state = net.state();
   for (int32_t w = 0; w < 2; ++w) {
     int64_t expected = 0;
     for (int64_t round = 0; round < 8; ++round) {
       const auto deal = model::make_resist_deal(layout.partitioned.size(), 2, 42, round);
       for (int32_t s = 0; s < 2; ++s)
-        for (size_t k : resist_message_tensors(layout, deal, w, s, false))
+        for (size_t k : message_tensors(layout, deal, w, s, false))
           expected += static_cast<int64_t>(state[k].nbytes());
     }
     EXPECT_EQ(sent_bytes(nodes, "worker." + std::to_string(w)), expected) << w;
