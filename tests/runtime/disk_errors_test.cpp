@@ -33,14 +33,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// `baton ARGS...` as a shell command (stdin closed, stderr to stdout).
-std::string baton_line(const std::vector<std::string>& args) {
-  std::string line = quote(BATON_BINARY);
-  for (const auto& a : args)
-    line += " " + quote(a);
-  return line + " 2>&1 </dev/null";
-}
-
 /// A short pipeline run (its --save-model is a convnet with fc2, ~1 MB).
 std::vector<std::string> pipeline_job() {
   return {"run",   source_path("configs/pipeline.yaml"),
@@ -62,7 +54,7 @@ std::vector<std::string> pretrain_job(const std::string& checkpoint) {
 /// test sees them even where `dir` is a tmpfs gone with its namespace.
 std::string script(const std::string& setup, const std::string& dir,
                    const std::vector<std::string>& args) {
-  return setup + "; " + baton_line(args) + "; echo \"exit=$?\"; echo \"files: $(ls -A " +
+  return setup + "; " + baton_command(args) + "; echo \"exit=$?\"; echo \"files: $(ls -A " +
          quote(dir) + " | tr '\\n' ' ')\"; echo \"content: $(cat " + quote(dir + "/model.pt") +
          " 2>/dev/null)\"";
 }
@@ -225,7 +217,7 @@ TEST_F(disk_errors, checkpoints_to_a_full_file_system_leave_no_temporary_files) 
   auto args = with(pipeline_job(), {"--set", "runtime.checkpoint_every=2", "--set",
                                     "runtime.checkpoint_dir=" + ck});
   auto out = in_tmpfs(dir_, "size=256k",
-                      baton_line(args) + "; echo \"exit=$?\"; echo \"temporary: $(find " +
+                      baton_command(args) + "; echo \"exit=$?\"; echo \"temporary: $(find " +
                         quote(ck) + " -name '*.tmp*' | wc -l)\"");
   const auto code = field(out.text, "exit=");
   EXPECT_TRUE(code != "0" && code != "134") << out.text;

@@ -6,23 +6,18 @@
 
 namespace baton::testing {
 
-namespace {
-
-/// `baton ARGS...` as a shell command line (stdin closed, stderr to stdout).
-std::string baton_command(const std::vector<std::string>& args) {
-  std::string command = quote(BATON_BINARY);
-  for (const auto& a : args)
-    command += " " + quote(a);
-  return command + " 2>&1 </dev/null";
-}
-
-} // namespace
-
 std::string quote(const std::string& s) {
   std::string out = "'";
   for (char c : s)
     out += c == '\'' ? std::string{"'\\''"} : std::string(1, c);
   return out + "'";
+}
+
+std::string baton_command(const std::vector<std::string>& args) {
+  std::string command = quote(BATON_BINARY);
+  for (const auto& a : args)
+    command += " " + quote(a);
+  return command + " 2>&1 </dev/null";
 }
 
 command_output run_shell(const std::string& command) {

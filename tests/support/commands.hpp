@@ -18,6 +18,10 @@ struct command_output {
 /// `s` single-quoted for /bin/sh.
 std::string quote(const std::string& s);
 
+/// `baton ARGS...` as a shell command line (stdin closed, stderr to stdout),
+/// for a test that runs it inside a script of its own.
+std::string baton_command(const std::vector<std::string>& args);
+
 /// Runs the shell command `command` and waits for it (stdout captured).
 command_output run_shell(const std::string& command);
 
