@@ -16,8 +16,10 @@
 // (neuron_scheme.hpp, block_scheme.hpp), the scheme's .cpp defines the
 // functions below marked "what a scheme defines" for it and instantiates
 // the rest (template struct subnet_scheme<Network>), so that no other file
-// needs to see a scheme's functions. Throwing functions throw model::error
-// (std::runtime_error for settings); the actors turn both into error values.
+// needs to see a scheme's functions (a third scheme: one header for its
+// Network, one .cpp, one line in ist::plan, ist::run_local_job and the
+// registry). Throwing functions throw model::error; the actors turn it into
+// an error value.
 
 #include <cstdint>
 #include <string>
