@@ -7,17 +7,15 @@
 #include "model/core/layered_model.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training.hpp"
+#include "tests/support/tiny_model.hpp"
 
 using namespace baton::model;
+using baton::model::testing::spec_of;
 
 namespace {
 
 layered_model head_model() {
-  model_spec spec;
-  spec.name = "head";
-  spec.classes = 10;
-  spec.seed = 7;
-  return make_model(spec);
+  return make_model(spec_of("head", 7));
 }
 
 struct microbatch_data {
@@ -163,9 +161,7 @@ TEST(stage_trainer, refuses_unknown_or_repeated_microbatches) {
 // Convolutions save their weight tensor itself for backward (linear layers
 // save a view): stashing must hold for both.
 TEST(stage_trainer, stashing_holds_for_convolutions) {
-  model_spec spec;
-  spec.name = "convnet";
-  spec.seed = 3;
+  const auto spec = spec_of("convnet", 3);
   auto gen = at::detail::createCPUGenerator(5);
   std::vector<at::Tensor> inputs;
   for (int i = 0; i < 3; ++i)
@@ -248,11 +244,7 @@ namespace {
 /// The first five layers of resnet18 (conv1 bn1 relu maxpool layer1_0): three
 /// batch norms, 3x32x32 input.
 layered_model resnet_slice() {
-  model_spec spec;
-  spec.name = "resnet18";
-  spec.in_channels = 3;
-  spec.seed = 11;
-  return make_model(spec).slice(0, 5);
+  return make_model(spec_of("resnet18", 11)).slice(0, 5);
 }
 
 at::Tensor images(int64_t batch, uint64_t seed) {
