@@ -19,19 +19,14 @@
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/tiny_model.hpp"
 
 namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
 using namespace baton::model;
+using baton::model::testing::spec_of;
 
 namespace {
-
-model_spec convnet(uint64_t seed) {
-  model_spec spec;
-  spec.name = "convnet";
-  spec.seed = seed;
-  return spec;
-}
 
 /// Overwrites `bytes` bytes in the middle of `path` with seeded random bytes.
 void corrupt_middle(const std::string& path, size_t bytes) {
@@ -54,9 +49,9 @@ protected:
 } // namespace
 
 TEST_F(model_checksum, a_file_corrupted_in_the_middle_is_refused) {
-  save_checkpoint(make_model(convnet(1)), path("backbone.pt"));
+  save_checkpoint(make_model(spec_of("convnet", 1)), path("backbone.pt"));
   corrupt_middle(path("backbone.pt"), 4096);
-  auto m = make_model(convnet(2));
+  auto m = make_model(spec_of("convnet", 2));
   const auto before = weights_digest(m);
   try {
     load_checkpoint(m, path("backbone.pt"));
@@ -74,7 +69,7 @@ TEST_F(model_checksum, a_file_corrupted_in_the_middle_is_refused) {
 }
 
 TEST_F(model_checksum, a_changed_tensor_byte_is_refused_with_both_digests) {
-  auto saved = make_model(convnet(1));
+  auto saved = make_model(spec_of("convnet", 1));
   save_checkpoint(saved, path("m.pt"));
   // Find the bytes of the first weight and flip one of them: only the
   // checksum can tell (LibTorch does not check the zip's CRCs).
@@ -86,7 +81,7 @@ TEST_F(model_checksum, a_changed_tensor_byte_is_refused_with_both_digests) {
   ASSERT_NE(at, std::string::npos);
   bytes[at + 3] = static_cast<char>(bytes[at + 3] ^ 0x40);
   std::ofstream(path("m.pt"), std::ios::binary | std::ios::trunc) << bytes;
-  auto m = make_model(convnet(2));
+  auto m = make_model(spec_of("convnet", 2));
   try {
     load_checkpoint(m, path("m.pt"));
     ADD_FAILURE() << "a corrupt model file loaded";
@@ -99,18 +94,18 @@ TEST_F(model_checksum, a_changed_tensor_byte_is_refused_with_both_digests) {
 
 TEST_F(model_checksum, a_file_without_a_checksum_still_loads) {
   // What save_checkpoint wrote before model files had a checksum.
-  auto saved = make_model(convnet(1));
+  auto saved = make_model(spec_of("convnet", 1));
   torch::serialize::OutputArchive archive;
   for (const auto& p : saved.named_state())
     archive.write(p.first, p.second.detach());
   archive.save_to(path("old.pt"));
-  auto m = make_model(convnet(2));
+  auto m = make_model(spec_of("convnet", 2));
   load_checkpoint(m, path("old.pt"));
   EXPECT_EQ(weights_digest(m), weights_digest(saved));
 }
 
 TEST_F(model_checksum, python_torch_still_loads_the_file) {
-  auto saved = make_model(convnet(1));
+  auto saved = make_model(spec_of("convnet", 1));
   save_checkpoint(saved, path("m.pt"));
   const auto first = saved.named_parameters().front();
   const std::string script = path("load.py");

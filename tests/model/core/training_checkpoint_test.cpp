@@ -12,10 +12,12 @@
 #include "model/core/task.hpp"
 #include "model/core/training.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/tiny_model.hpp"
 
 namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
 using namespace baton::model;
+using baton::model::testing::spec_of;
 
 namespace {
 
@@ -35,11 +37,7 @@ training_state sample_state(int64_t version) {
 }
 
 layered_model model_of(const std::string& name) {
-  model_spec spec;
-  spec.name = name;
-  spec.classes = 10;
-  spec.seed = 7;
-  return make_model(spec);
+  return make_model(spec_of(name, 7));
 }
 
 std::vector<std::pair<at::Tensor, at::Tensor>> batches(int n) {
