@@ -9,8 +9,8 @@
 // A settings struct gets, in its own namespace (the codec finds it by ADL):
 //
 //   template <class Inspector>
-//   void inspect(Inspector& f, stage_spec& x) {
-//     f.field("backbone", x.backbone);            // a struct with its own inspect
+//   void inspect(Inspector& f, worker_settings& x) {
+//     f.field("model", x.model);                  // a struct with its own inspect
 //     f.field("begin", x.begin).at_least(0);      // checks: at_least, at_most, above,
 //     f.field("end", x.end);                      //   in, one_of, check(predicate, what)
 //     f.expect("end", x.end > x.begin, "greater than begin"); // across fields
@@ -24,9 +24,9 @@
 //
 // and its public codec is two lines:
 //
-//   std::string to_yaml(const stage_spec& x) { return write_yaml(x); }
-//   caf::expected<stage_spec> parse_stage_spec(const std::string& yaml) {
-//     return read_yaml<stage_spec>(yaml, "stage"); // errors: "unreadable stage spec:3: ..."
+//   std::string to_yaml(const worker_settings& x) { return write_yaml(x); }
+//   caf::expected<worker_settings> parse_worker_settings(const std::string& yaml) {
+//     return read_yaml<worker_settings>(yaml, "worker"); // "unreadable worker spec:3: ..."
 //   }
 //
 // Fields are written in the order listed. Values: bool, integers, floating

@@ -9,8 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/config/role_spec_yaml.hpp"
+#include "actors/config/model_fields.hpp"
 #include "actors/config/topology.hpp"
+#include "actors/config/yaml_codec.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
@@ -81,8 +82,10 @@ TEST(ist_mlp_section, model_settings_without_hidden_still_parse) {
   baton::model::model_spec spec;
   spec.name = "mlp";
   spec.hidden = {8, 8};
-  auto node = encode(spec);
-  EXPECT_EQ(decode_model(node).hidden, (std::vector<int64_t>{8, 8}));
+  auto node = to_node(spec);
+  EXPECT_EQ(from_node<baton::model::model_spec>(node, "model").hidden,
+            (std::vector<int64_t>{8, 8}));
   node.remove("hidden");
-  EXPECT_EQ(decode_model(node).hidden, std::vector<int64_t>{4096});
+  EXPECT_EQ(from_node<baton::model::model_spec>(node, "model").hidden,
+            std::vector<int64_t>{4096});
 }
