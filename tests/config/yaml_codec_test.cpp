@@ -89,11 +89,24 @@ void expect_sample_refused(const std::string& text, const std::string& needle) {
   expect_refused(read_yaml<sample>(text, "sample"), needle);
 }
 
+/// An edit of a good text and what the refusal of the result says.
+struct bad_edit {
+  std::string from; ///< replaced, first occurrence
+  std::string to;
+  std::string needle; ///< in the error message
+};
+
 /// `text` with its first `from` replaced by `to`.
 std::string replaced(std::string text, const std::string& from, const std::string& to) {
   auto at = text.find(from);
   EXPECT_NE(at, std::string::npos) << from << " in\n" << text;
   return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+/// Each edit of `text` read as a sample is refused as it says.
+void expect_sample_refusals(const std::string& text, const std::vector<bad_edit>& edits) {
+  for (const auto& e : edits)
+    expect_sample_refused(replaced(text, e.from, e.to), e.needle);
 }
 
 sample full_sample() {
@@ -164,59 +177,46 @@ TEST(yaml_codec, an_absent_optional_field_keeps_its_default) {
 TEST(yaml_codec, refuses_unknown_and_repeated_keys_naming_them) {
   const auto text = write_yaml(full_sample());
   expect_sample_refused(text + "\ncolour: red\n", "'colour' is not a known key");
-  expect_sample_refused(replaced(text, "bounds:\n", "bounds:\n  extra: 1\n"),
-                        "'bounds.extra' is not a known key (expected one of: limit)");
-  expect_sample_refused(replaced(text, "  - x: -2\n", "  - x: -2\n    y: 1\n"),
-                        "'points.1.y' is not a known key");
   expect_sample_refused(text + "\ncount: 3\n", "'count' is given twice");
+  expect_sample_refusals(
+    text, {{"bounds:\n", "bounds:\n  extra: 1\n",
+            "'bounds.extra' is not a known key (expected one of: limit)"},
+           {"  - x: -2\n", "  - x: -2\n    y: 1\n", "'points.1.y' is not a known key"}});
 }
 
 TEST(yaml_codec, refuses_a_missing_key_naming_its_map) {
-  const auto text = write_yaml(full_sample());
-  expect_sample_refused(replaced(text, "flag: true\n", ""),
-                        "the sample spec is missing the key 'flag'");
-  expect_sample_refused(replaced(text, "  weight: 2.5\n", ""),
-                        "'origin' is missing the key 'weight'");
+  expect_sample_refusals(write_yaml(full_sample()),
+                         {{"flag: true\n", "", "the sample spec is missing the key 'flag'"},
+                          {"  weight: 2.5\n", "", "'origin' is missing the key 'weight'"}});
 }
 
 TEST(yaml_codec, refuses_values_of_the_wrong_type_with_the_line) {
   const auto text = write_yaml(full_sample());
   const auto before = text.substr(0, text.find("count:"));
   const auto line = std::to_string(1 + std::count(before.begin(), before.end(), '\n'));
-  expect_sample_refused(replaced(text, "count: 3", "count: three"),
-                        "unreadable sample spec:" + line + ": 'count' must be an integer from");
-  expect_sample_refused(replaced(text, "count: 3", "count: 3.5"), "'count' must be an integer");
-  expect_sample_refused(replaced(text, "flag: true", "flag: maybe"),
-                        "'flag' must be true or false, got 'maybe'");
-  expect_sample_refused(replaced(text, "weight: 2.5", "weight: heavy"),
-                        "'origin.weight' must be a finite number");
-  expect_sample_refused(replaced(text, "weight: 2.5", "weight: .nan"),
-                        "'origin.weight' must be a finite number");
-  expect_sample_refused(replaced(text, "origin:\n", "origin: 4\nunused:\n"),
-                        "'origin' must be a map, got '4'");
-  expect_sample_refused(replaced(text, "tags:\n", "tags: one\nunused:\n"),
-                        "'tags' must be a list, got 'one'");
-  expect_sample_refused(replaced(text, "name: b", "name: [b]"), "'name' must be a string");
-  expect_sample_refused(replaced(text, "  x: 7", "  x: 4294967296"),
-                        "'origin.x' must be an integer from -2147483648 to 2147483647");
+  expect_sample_refusals(
+    text,
+    {{"count: 3", "count: three", "sample spec:" + line + ": 'count' must be an integer"},
+     {"count: 3", "count: 3.5", "'count' must be an integer"},
+     {"flag: true", "flag: maybe", "'flag' must be true or false, got 'maybe'"},
+     {"weight: 2.5", "weight: heavy", "'origin.weight' must be a finite number"},
+     {"weight: 2.5", "weight: .nan", "'origin.weight' must be a finite number"},
+     {"origin:\n", "origin: 4\nunused:\n", "'origin' must be a map, got '4'"},
+     {"tags:\n", "tags: one\nunused:\n", "'tags' must be a list, got 'one'"},
+     {"name: b", "name: [b]", "'name' must be a string"},
+     {"  x: 7", "  x: 4294967296", "'origin.x' must be an integer from -2147483648 to 2"}});
 }
 
 TEST(yaml_codec, refuses_values_out_of_range_naming_the_range) {
-  const auto text = write_yaml(full_sample());
-  expect_sample_refused(replaced(text, "count: 3", "count: -1"),
-                        "'count' must be at least 0, got '-1'");
-  expect_sample_refused(replaced(text, "  x: 7", "  x: 11"),
-                        "'origin.x' must be from -10 to 10, got '11'");
-  expect_sample_refused(replaced(text, "weight: 2.5", "weight: 0"),
-                        "'origin.weight' must be greater than 0, got '0'");
-  expect_sample_refused(replaced(text, "level: 2", "level: 4"),
-                        "'level' must be at most 3, got '4'");
-  expect_sample_refused(replaced(text, "name: b", "name: c"),
-                        "'name' must be one of: a, b, got 'c'");
-  expect_sample_refused(replaced(text, "limit: 9", "limit: 2"),
-                        "'bounds.limit' must be greater than count, got '2'");
-  expect_sample_refused(replaced(text, "half: 4", "half: -1"),
-                        "'half' is refused: no negative halves");
+  expect_sample_refusals(
+    write_yaml(full_sample()),
+    {{"count: 3", "count: -1", "'count' must be at least 0, got '-1'"},
+     {"  x: 7", "  x: 11", "'origin.x' must be from -10 to 10, got '11'"},
+     {"weight: 2.5", "weight: 0", "'origin.weight' must be greater than 0, got '0'"},
+     {"level: 2", "level: 4", "'level' must be at most 3, got '4'"},
+     {"name: b", "name: c", "'name' must be one of: a, b, got 'c'"},
+     {"limit: 9", "limit: 2", "'bounds.limit' must be greater than count, got '2'"},
+     {"half: 4", "half: -1", "'half' is refused: no negative halves"}});
 }
 
 TEST(yaml_codec, refuses_what_is_not_a_map_or_not_yaml) {
@@ -311,17 +311,15 @@ TEST(role_settings, stage_round_trips_and_refuses) {
   EXPECT_EQ(back.features.cache_mb, 64.5);
   EXPECT_EQ(back.features.block_rows, 128);
   const auto text = to_yaml(s);
-  auto refused = [&](const std::string& from, const std::string& to, const std::string& needle) {
-    expect_refused(parse_stage_spec(replaced(text, from, to)), needle);
-  };
-  refused("end: 9", "end: 0", "'end' must be greater than begin");
-  refused("begin: 0", "begin: 2", "'begin' must be 0 with a cache");
-  refused("block_rows: 128", "block_rows: 0",
-          "'features.block_rows' must be at least 1 with a cache");
-  refused("cache_mb: 64.5", "cache_mb: -1", "'features.cache_mb' must be at least 0, got '-1'");
-  refused("threads: 2", "threads: 0", "'threads' must be at least 1");
-  refused("  seed: 12345678901234567890", "  seed: -1",
-          "'backbone.seed' must be an integer from 0 to");
+  const std::vector<bad_edit> edits{
+    {"end: 9", "end: 0", "'end' must be greater than begin"},
+    {"begin: 0", "begin: 2", "'begin' must be 0 with a cache"},
+    {"block_rows: 128", "block_rows: 0", "'features.block_rows' must be at least 1 with a cache"},
+    {"cache_mb: 64.5", "cache_mb: -1", "'features.cache_mb' must be at least 0, got '-1'"},
+    {"threads: 2", "threads: 0", "'threads' must be at least 1"},
+    {"  seed: 12345678901234567890", "  seed: -1", "'backbone.seed' must be an integer from 0"}};
+  for (const auto& e : edits)
+    expect_refused(parse_stage_spec(replaced(text, e.from, e.to)), e.needle);
 }
 
 TEST(role_settings, head_round_trips_and_refuses) {
