@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   // No try: an exception that escapes a parser terminates the run with the
   // stack of its throw.
-  auto topology = baton::actors::parse_topology(text, "fuzz.yaml", overrides_of(text));
+  auto topology = baton::actors::parse_topology(text, "fuzz.yaml", overrides_of(text),
+                                                baton::actors::all_job_schemas());
   if (!topology)
     check_error(topology.error(), "parse_topology");
   else

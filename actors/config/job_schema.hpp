@@ -2,12 +2,12 @@
 
 // What the topology parser asks of a training mode. The parser reads the
 // workload (data, backbone, tasks, task) and the cluster (runtime, nodes,
-// faults); each mode gives a job_schema for what is its own: its section,
-// the keys it adds to the common sections, its actors' names and edges,
-// where they go. actors/modes/job_schemas.cpp
-// lists them; the parser takes that list and names no mode.
+// faults); each mode gives a job_schema for what is its own: its section
+// and the keys it adds to the common sections, read into its own settings
+// struct. actors/modes/job_schemas.cpp lists them; the parser takes that
+// list and names no mode. What its actors are, where they run and which
+// faults may name them is read from its plan (actors/modes/mode.hpp).
 
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,14 +17,6 @@
 
 namespace baton::actors {
 inline namespace config {
-
-/// The edges a `delay` or `drop` fault may name.
-struct fault_edges {
-  std::vector<std::string> from; ///< every sender
-  std::vector<std::string> to;   ///< every receiver
-  /// Senders that reach only some receivers: sender -> its receivers.
-  std::map<std::string, std::vector<std::string>> receivers;
-};
 
 /// One training mode, as the topology parser sees it (`job: NAME`).
 /// Every hook but `parse` may be null when the mode has nothing to say.
@@ -53,18 +45,6 @@ struct job_schema {
                 topology& t) = nullptr;
   /// After the runtime section and the faults: what must hold between them.
   void (*check)(const detail::field& root, const topology& t) = nullptr;
-  /// Its trainable actors, as the coordinator names them (`throw` faults,
-  /// checkpoints).
-  std::vector<std::string> (*trainable)(const topology& t) = nullptr;
-  /// How many of its actors compute besides the source (thread budgets).
-  size_t (*compute_actors)(const topology& t) = nullptr;
-  /// The edges a delay or drop fault may name, the source's included.
-  fault_edges (*edges)(const topology& t) = nullptr;
-  /// Hands the node of each of its actors to `place`, in a fixed order
-  /// (round-robin placement fills the empty ones).
-  void (*place)(topology& t, const std::function<void(std::string&)>& place) = nullptr;
-  /// Forgets every placement on a node for which `keep` is false.
-  void (*forget)(topology& t, const std::function<bool(const std::string&)>& keep) = nullptr;
 };
 
 namespace detail {
@@ -84,7 +64,7 @@ model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec
 /// A `task:` entry: it must name a task listed under `tasks`; the task.
 const model::task& read_task(const field& f, const workload& w);
 
-/// "at most 64 heads": a limit, as list errors state it.
+/// "at most 64 nodes": a limit, as list errors state it.
 std::string at_most(size_t most, const std::string& what);
 
 } // namespace detail

@@ -7,7 +7,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <exception>
 #include <utility>
 
@@ -528,44 +527,20 @@ void parse_runtime(const field& section, runtime_settings& r) {
 
 } // namespace
 
-std::vector<std::string> trainable_actor_names(const topology& t) {
-  return t.schema->trainable ? t.schema->trainable(t) : std::vector<std::string>{};
-}
-
-void derive_thread_budgets(topology& t, int32_t cores) {
-  // The source and the actors of the job that compute.
-  auto actors = 1 + (t.schema->compute_actors ? t.schema->compute_actors(t) : 0);
-  auto share = std::max<int32_t>(1, cores / static_cast<int32_t>(actors));
-  if (!t.runtime.stage_threads_asked)
-    t.runtime.stage_threads = share;
-  if (!t.runtime.head_threads_asked)
-    t.runtime.head_threads = share;
-}
-
 namespace {
 
-// The edge of a delay or drop fault: `from` sends to `to`, one of the
-// edges of the job's mode.
-void read_edge_fault(const field& item, const topology& t, fault_spec& f) {
-  const fault_edges edges = t.schema->edges ? t.schema->edges(t) : fault_edges{};
-  field from = item.require("from"), to = item.require("to");
-  f.from = read_name(from);
-  f.to = read_name(to);
-  if (!contains(edges.from, f.from))
-    from.fail("fault '" + f.kind + "': 'from' must be one of " + join(edges.from));
-  if (!contains(edges.to, f.to))
-    to.fail("fault '" + f.kind + "': 'to' must be one of " + join(edges.to));
-  if (auto only = edges.receivers.find(f.from);
-      only != edges.receivers.end() && !contains(only->second, f.to))
-    to.fail("fault '" + f.kind + "': '" + f.from + "' sends to " + join(only->second) +
-            " (not '" + f.to + "')");
+// The edge of a delay or drop fault: `from` sends to `to` (an edge of the
+// job's plan, checked when it is made: actors/runtime/plan_checks.hpp).
+void read_edge_fault(const field& item, fault_spec& f) {
+  f.from = read_name(item.require("from"));
+  f.to = read_name(item.require("to"));
   if (f.kind == "delay")
     f.delay = positive_milliseconds(item.require("delay_ms"));
   else if (f.at_step < 0)
     item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
 }
 
-fault_spec parse_fault(const field& item, const topology& t) {
+fault_spec parse_fault(const field& item) {
   check_section(item);
   fault_spec f;
   f.where = item.where();
@@ -581,7 +556,7 @@ fault_spec parse_fault(const field& item, const topology& t) {
   };
   if (f.kind == "delay" || f.kind == "drop") {
     only({"kind", "from", "to", f.kind == "delay" ? "delay_ms" : "at_step"});
-    read_edge_fault(item, t, f);
+    read_edge_fault(item, f);
     return f;
   }
   if (f.kind == "chaos") {
@@ -594,12 +569,8 @@ fault_spec parse_fault(const field& item, const topology& t) {
     return f;
   }
   if (f.kind == "throw") {
-    field actor = item.require("actor");
-    f.actor = read_name(actor);
-    auto names = trainable_actor_names(t);
-    if (!contains(names, f.actor))
-      actor.fail("fault 'throw' names actor '" + f.actor +
-                 "', which is not a trainable actor of this job (" + join(names) + ")");
+    // A trainable actor of the job's plan, checked when it is made.
+    f.actor = read_name(item.require("actor"));
     if (f.at_step < 0)
       item.fail("fault 'throw' needs at_step (the step during which the actor throws)");
     if (item.get("node") || item.get("after_ms") || item.get("stopped_ms"))
@@ -634,12 +605,11 @@ void check_fault_step(const field& item, const fault_spec& f,
                 + "), so the fault would never fire (" + expected + ")");
 }
 
-std::vector<fault_spec> parse_faults(const field& list, const topology& t,
-                                     const std::optional<job_length>& length) {
+std::vector<fault_spec> parse_faults(const field& list, const std::optional<job_length>& length) {
   std::vector<fault_spec> faults;
   for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
                                       "after_ms, stopped_ms})", max_faults)) {
-    faults.push_back(parse_fault(item, t));
+    faults.push_back(parse_fault(item));
     check_fault_step(item, faults.back(), length);
   }
   return faults;
@@ -664,27 +634,8 @@ std::vector<node_address> parse_nodes(const field& list) {
   return nodes;
 }
 
-// Gives every unplaced actor a node, round-robin in a fixed order (the
-// source, then the job's actors as its mode lists them): with N nodes the
-// source and the job's first N-1 actors land on different nodes. An actor's slot
-// depends on its position only, not on which others were placed by hand, so
-// placing one actor moves no other.
-void place_round_robin(topology& t) {
-  if (t.nodes.empty())
-    return;
-  size_t slot = 0;
-  auto place = [&](std::string& node) {
-    if (node.empty())
-      node = t.nodes[slot % t.nodes.size()].name;
-    ++slot;
-  };
-  place(t.source_node);
-  if (t.schema->place)
-    t.schema->place(t, place);
-}
-
 // The backbone's input against the data's samples, so that a mismatch is an
-// error here and not a LibTorch shape error in a stage: resnet18 takes
+// error here and not a LibTorch shape error in an actor: resnet18 takes
 // images of any size, the convnets 28x28 images, both of the data's channel
 // count (their first convolution is built for it: 1 for Fashion-MNIST, 3 for
 // torchvision's resnet18). A TorchScript backbone's input is not known before
@@ -783,11 +734,9 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   t.schema->parse(root, layers, t);
   check_sample_shape(root, t);
   parse_runtime(root.section("runtime"), t.runtime);
-  derive_thread_budgets(t, static_cast<int32_t>(std::thread::hardware_concurrency()));
-  t.faults = parse_faults(root.section("faults"), t, length);
+  t.faults = parse_faults(root.section("faults"), length);
   if (t.schema->check)
     t.schema->check(root, t);
-  place_round_robin(t);
   return t;
 }
 
@@ -998,20 +947,9 @@ caf::expected<topology> parse_topology(const std::string& yaml_text, const std::
 }
 
 topology with_local_nodes(topology t, int32_t count) {
-  std::vector<node_address> nodes;
+  t.nodes.clear();
   for (int32_t i = 1; i <= count; ++i)
-    nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0, ""});
-  // Placements on other nodes than n1..nN cannot be kept: they are redone.
-  auto local = [&](const std::string& node) {
-    return std::any_of(nodes.begin(), nodes.end(),
-                       [&](const node_address& n) { return n.name == node; });
-  };
-  if (!local(t.source_node))
-    t.source_node.clear();
-  if (t.schema->forget)
-    t.schema->forget(t, local);
-  t.nodes = std::move(nodes);
-  place_round_robin(t);
+    t.nodes.push_back({"n" + std::to_string(i), "127.0.0.1", 0, ""});
   return t;
 }
 

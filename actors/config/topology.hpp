@@ -199,20 +199,10 @@ caf::expected<std::map<std::string, std::string>>
 topology_values(const std::string& yaml_text, const std::string& name,
                 const std::vector<std::string>& overrides, const std::vector<job_schema>& jobs);
 
-/// The trainable actors of the job, as its mode names them. A `throw` fault
-/// names one of them; each keeps its checkpoints.
-std::vector<std::string> trainable_actor_names(const topology& t);
-
-/// Sets the thread budgets `t` leaves unset (runtime.stage_threads,
-/// runtime.head_threads) to an equal share of `cores` for every actor of the
-/// job that computes (the source and its mode's), at least 1: the default job
-/// fits the machine. Over node processes each node runs fewer actors than
-/// the job, so the share never asks more than this machine has.
-void derive_thread_budgets(topology& t, int32_t cores);
-
 /// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
-/// filled in later) and the source and the job's actors spread over them
-/// round-robin unless they were already placed on a node of that name.
+/// filled in later). Its actors are placed on them when its plan is made
+/// (place_round_robin, actors/runtime/placement.hpp): those placed on a node
+/// of another name are placed again.
 topology with_local_nodes(topology t, int32_t count);
 
 } // namespace config

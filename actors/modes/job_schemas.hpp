@@ -16,19 +16,24 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// Every `job:` value: each mode's schema (all_modes()), the default
+/// Every `job:` value: each mode's schema (mode::schema), the default
 /// (`job:` absent) first.
 const std::vector<job_schema>& all_job_schemas();
 
-/// load_topology with all_job_schemas().
+// The readers below are defined with the registry (registry.cpp): after
+// parsing, the job's plan derives the thread budgets the topology leaves
+// unset and checks its faults (the names of trainable actors, the edges),
+// as plan_of does.
+
+/// load_topology with all_job_schemas(), checked against the job's plan.
 caf::expected<topology> load_topology(const std::string& path,
                                       const std::vector<std::string>& overrides = {});
 
-/// parse_topology with all_job_schemas().
+/// parse_topology with all_job_schemas(), checked against the job's plan.
 caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
                                        const std::vector<std::string>& overrides = {});
 
-/// parse_topology_as with all_job_schemas().
+/// parse_topology_as with all_job_schemas(), checked against the job's plan.
 caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
                                           const std::vector<std::string>& overrides = {});
 

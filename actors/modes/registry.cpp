@@ -21,6 +21,9 @@
 #include "actors/modes/transfer/transfer_plan.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
 #include "actors/roles/source.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "actors/runtime/placement.hpp"
+#include "actors/runtime/plan_checks.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -83,14 +86,77 @@ const mode* find_mode(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+/// `t` with the thread budgets it leaves unset derived from its plan, its
+/// faults checked against it; a plan that cannot be made is plan_of's to
+/// refuse.
+caf::expected<topology> checked_against_plan(caf::expected<topology> t) {
+  if (!t)
+    return t;
+  derive_thread_budgets(*t);
+  const auto* mode = find_mode(t->job);
+  if (mode == nullptr || t->faults.empty())
+    return t;
+  auto plan = mode->plan(*t);
+  if (!plan)
+    return t;
+  if (auto err = check_faults(t->faults, *plan))
+    return err;
+  return t;
+}
+
+} // namespace
+
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides) {
+  return checked_against_plan(load_topology(path, overrides, all_job_schemas()));
+}
+
+caf::expected<topology> parse_topology(const std::string& yaml_text, const std::string& name,
+                                       const std::vector<std::string>& overrides) {
+  return checked_against_plan(parse_topology(yaml_text, name, overrides, all_job_schemas()));
+}
+
+caf::expected<topology> parse_topology_as(const std::string& yaml_text, const std::string& path,
+                                          const std::vector<std::string>& overrides) {
+  return checked_against_plan(parse_topology_as(yaml_text, path, overrides, all_job_schemas()));
+}
+
+caf::expected<std::map<std::string, std::string>>
+topology_values(const std::string& yaml_text, const std::string& name,
+                const std::vector<std::string>& overrides) {
+  return topology_values(yaml_text, name, overrides, all_job_schemas());
+}
+
 caf::expected<topology> load_request_topology(const run_request& r) {
   return load_request_topology(r, all_job_schemas());
 }
 
+void derive_thread_budgets(topology& t) {
+  const auto* mode = find_mode(t.job);
+  if (mode == nullptr || (t.runtime.stage_threads_asked && t.runtime.head_threads_asked))
+    return;
+  if (auto plan = mode->plan(t))
+    derive_thread_budgets(t.runtime, compute_actors(*plan), cores());
+}
+
 caf::expected<job_plan> plan_of(const topology& t) {
-  if (const auto* mode = find_mode(t.job))
-    return mode->plan(t);
-  return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
+  const auto* mode = find_mode(t.job);
+  if (mode == nullptr)
+    return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
+  topology budgeted = t;
+  derive_thread_budgets(budgeted);
+  auto plan = mode->plan(budgeted);
+  if (!plan)
+    return plan;
+  std::vector<std::string> nodes;
+  for (const auto& n : t.nodes)
+    nodes.push_back(n.name);
+  place_round_robin(*plan, nodes);
+  if (auto err = check_faults(t.faults, *plan))
+    return err;
+  return plan;
 }
 
 } // namespace modes

@@ -30,8 +30,17 @@ const mode* find_mode(const std::string& name);
 /// load_request_topology with every mode's schema (all_job_schemas()).
 caf::expected<topology> load_request_topology(const run_request& r);
 
-/// The plan of `t`'s job (`job:`), made by its mode.
+/// The plan of `t`'s job (`job:`), made by its mode with the thread
+/// budgets `t` leaves unset derived from it (derive_thread_budgets), its
+/// actors placed on `t`'s nodes (place_round_robin) and `t`'s faults checked
+/// against it (check_faults): what the runtime runs.
 caf::expected<job_plan> plan_of(const topology& t);
+
+/// Sets the thread budgets `t` leaves unset (runtime.stage_threads,
+/// runtime.head_threads) to this machine's share for each actor of its plan
+/// that computes (actors/runtime/plan_checks.hpp); nothing when the plan
+/// cannot be made (plan_of says why).
+void derive_thread_budgets(topology& t);
 
 } // namespace modes
 } // namespace baton::actors

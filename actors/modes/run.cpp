@@ -60,6 +60,7 @@ caf::expected<job_result> run_job(const run_request& r) {
   const auto* mode = find_mode(t->job);
   if (mode == nullptr)
     return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
+  derive_thread_budgets(*t);
   auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
                                           {"--trace", r.trace_out},
                                           {"--save-model", r.save_model}};
@@ -70,6 +71,10 @@ caf::expected<job_result> run_job(const run_request& r) {
     return err;
   if (auto err = check_flags(r, *mode))
     return err;
+  // An actor run's plan, its faults checked, before anything is prepared.
+  if (r.mode.empty() && r.baseline.empty())
+    if (auto plan = plan_of(*t); !plan)
+      return plan.error();
   if (mode->prepare != nullptr)
     if (auto ok = mode->prepare(*t); !ok)
       return ok.error();
@@ -81,7 +86,7 @@ caf::expected<job_result> run_job(const run_request& r) {
   }
   if (r.baseline == "separate")
     return mode->run_separate(*t, r);
-  return run_actors(*t, r, actor_job{mode->plan, mode->settle, all_roles()});
+  return run_actors(*t, r, actor_job{plan_of, mode->settle, all_roles()});
 }
 
 caf::error write_outputs(const run_request& r, const job_result& result) {

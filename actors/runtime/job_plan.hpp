@@ -23,7 +23,12 @@ inline namespace runtime {
 struct planned_actor {
   std::string role;     ///< a role of the role table: "source", "head", ...
   std::string name;     ///< unique in the job: faults, checkpoints and metrics name it
-  std::string node;     ///< the node it is placed on; "" = the embedded process
+  /// The node it is placed on; "" = not placed (place_round_robin gives it
+  /// one), or the embedded process once placed.
+  std::string node;
+  /// "" or the actor whose node it shares, wherever that one goes (an IST
+  /// shard beside its worker): placement gives it no slot of its own.
+  std::string with;
   std::string settings; ///< the role's settings (YAML); the runtime adds `run:`
   int32_t threads = 1;  ///< compute threads, checked against the node's cores
   /// Checkpointed and restored on a restart; a `throw` fault (and chaos) may

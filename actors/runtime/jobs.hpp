@@ -57,7 +57,8 @@ caf::expected<run_record> request_record(const run_request& r);
 
 /// What a mode hands the runtime for an actor run.
 struct actor_job {
-  /// The plan of the placed topology (nodes known).
+  /// The plan of the topology once its nodes are known: its actors placed
+  /// on them, its faults checked against it (modes' plan_of).
   caf::expected<job_plan> (*plan)(const topology& t);
   /// Settles what the topology left to planning, before anything is placed
   /// or started (e.g. `backbone.split: auto`); null: nothing to settle.

@@ -1,5 +1,6 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/registry.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
 
 #include <algorithm>
@@ -39,6 +40,15 @@ heads:
 // What job: transfer read of `t` (its stages, heads and split).
 const baton::actors::transfer_settings& transfer(const topology& t) {
   return baton::actors::transfer_settings_of(t);
+}
+
+// The node the plan of `t` places `actor` on: placement is the plan's.
+std::string node_of(const topology& t, const std::string& actor) {
+  auto plan = baton::actors::plan_of(t);
+  EXPECT_TRUE(plan) << baton::describe(plan.error());
+  const auto* a = plan ? plan->find(actor) : nullptr;
+  EXPECT_NE(a, nullptr) << actor;
+  return a != nullptr ? a->node : std::string{};
 }
 
 // 1-based line of the first occurrence of `needle` in `text`.
@@ -208,7 +218,7 @@ TEST_F(topology_test, set_creates_sections_the_file_lacks) {
   ASSERT_TRUE(t) << baton::describe(t.error());
   ASSERT_EQ(t->nodes.size(), 1u);
   EXPECT_EQ(t->nodes[0].port, 7001);
-  EXPECT_EQ(transfer(*t).heads[2].node, "n1");
+  EXPECT_EQ(node_of(*t, "c"), "n1");
   EXPECT_DOUBLE_EQ(t->pretrain.optimizer.lr, 0.5);
   EXPECT_EQ(t->seed, 7u);
   EXPECT_EQ(t->plan.seed, 7u);
@@ -442,13 +452,13 @@ TEST_F(topology_test, nodes_without_placement_are_round_robin) {
   EXPECT_EQ(t->nodes[1].host, "10.0.0.2");
   EXPECT_EQ(t->nodes[1].port, 7002);
   // source, stage0..2, heads a..c over n1 n2 n1 n2 ...
-  EXPECT_EQ(t->source_node, "n1");
-  EXPECT_EQ(transfer(*t).stages[0].node, "n2");
-  EXPECT_EQ(transfer(*t).stages[1].node, "n1");
-  EXPECT_EQ(transfer(*t).stages[2].node, "n2");
-  EXPECT_EQ(transfer(*t).heads[0].node, "n1");
-  EXPECT_EQ(transfer(*t).heads[1].node, "n2");
-  EXPECT_EQ(transfer(*t).heads[2].node, "n1");
+  EXPECT_EQ(node_of(*t, "source"), "n1");
+  EXPECT_EQ(node_of(*t, "stage0"), "n2");
+  EXPECT_EQ(node_of(*t, "stage1"), "n1");
+  EXPECT_EQ(node_of(*t, "stage2"), "n2");
+  EXPECT_EQ(node_of(*t, "a"), "n1");
+  EXPECT_EQ(node_of(*t, "b"), "n2");
+  EXPECT_EQ(node_of(*t, "c"), "n1");
 }
 
 TEST_F(topology_test, explicit_placement_is_kept) {
@@ -456,12 +466,12 @@ TEST_F(topology_test, explicit_placement_is_kept) {
                      + "data: {node: n2}\n";
   auto t = load(text, {"heads.2.node=n2"});
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_EQ(t->source_node, "n2");
-  EXPECT_EQ(transfer(*t).stages[0].node, "n1");
-  EXPECT_EQ(transfer(*t).stages[1].node, "n1");
-  EXPECT_EQ(transfer(*t).heads[0].node, "n2"); // slot 3 of n1 n2 n1 n2
-  EXPECT_EQ(transfer(*t).heads[1].node, "n1");
-  EXPECT_EQ(transfer(*t).heads[2].node, "n2");
+  EXPECT_EQ(node_of(*t, "source"), "n2");
+  EXPECT_EQ(node_of(*t, "stage0"), "n1");
+  EXPECT_EQ(node_of(*t, "stage1"), "n1");
+  EXPECT_EQ(node_of(*t, "a"), "n2"); // slot 3 of n1 n2 n1 n2
+  EXPECT_EQ(node_of(*t, "b"), "n1");
+  EXPECT_EQ(node_of(*t, "c"), "n2");
 }
 
 TEST_F(topology_test, duplicate_nodes) {
@@ -481,13 +491,13 @@ TEST_F(topology_test, with_local_nodes_round_robin) {
     EXPECT_EQ(local.nodes[i].host, "127.0.0.1");
     EXPECT_EQ(local.nodes[i].port, 0);
   }
-  EXPECT_EQ(local.source_node, "n1");
-  EXPECT_EQ(transfer(local).stages[0].node, "n2");
-  EXPECT_EQ(transfer(local).stages[1].node, "n3");
-  EXPECT_EQ(transfer(local).stages[2].node, "n1");
-  EXPECT_EQ(transfer(local).heads[0].node, "n2");
-  EXPECT_EQ(transfer(local).heads[1].node, "n3");
-  EXPECT_EQ(transfer(local).heads[2].node, "n1");
+  EXPECT_EQ(node_of(local, "source"), "n1");
+  EXPECT_EQ(node_of(local, "stage0"), "n2");
+  EXPECT_EQ(node_of(local, "stage1"), "n3");
+  EXPECT_EQ(node_of(local, "stage2"), "n1");
+  EXPECT_EQ(node_of(local, "all10"), "n2");
+  EXPECT_EQ(node_of(local, "footwear"), "n3");
+  EXPECT_EQ(node_of(local, "groups4"), "n1");
 }
 
 TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
@@ -496,14 +506,14 @@ TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
   auto t = load(text);
   ASSERT_TRUE(t) << baton::describe(t.error());
   topology local = with_local_nodes(*t, 3);
-  EXPECT_EQ(transfer(local).stages[0].node, "n2"); // was on `far`: back to its round-robin slot
-  EXPECT_EQ(transfer(local).stages[1].node, "n2"); // kept, although its slot is n3
-  // Defaulted to n2 in the file; n2 is a local node's name, so it is kept.
-  EXPECT_EQ(local.source_node, "n2");
-  EXPECT_EQ(transfer(local).heads[0].node, "n1"); // was on `far` (slot 3): n1
+  EXPECT_EQ(node_of(local, "stage0"), "n2"); // was on `far`: back to its round-robin slot
+  EXPECT_EQ(node_of(local, "stage1"), "n2"); // kept, although its slot is n3
+  // Not placed in the file: its round-robin slot (0) of the local nodes.
+  EXPECT_EQ(node_of(local, "source"), "n1");
+  EXPECT_EQ(node_of(local, "a"), "n1"); // was on `far` (slot 3): n1
   topology embedded = with_local_nodes(*t, 0);
   EXPECT_TRUE(embedded.embedded());
-  EXPECT_EQ(transfer(embedded).stages[1].node, "");
+  EXPECT_EQ(node_of(embedded, "stage1"), "");
 }
 
 // -- backbone.split: auto ----------------------------------------------------------------
@@ -550,7 +560,7 @@ TEST_F(topology_test, split_auto_stage_count) {
   t = load(two_nodes + tasks_and_heads + "backbone: {split: auto}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   expect_cover(*t, 3);
-  EXPECT_EQ(transfer(*t).stages[0].node, "n2");
+  EXPECT_EQ(node_of(*t, "stage0"), "n2");
 }
 
 TEST_F(topology_test, split_auto_from_set_replaces_the_list) {

@@ -68,6 +68,7 @@ void add_shards(job_plan& plan, const topology& t, const model::task& task) {
     auto a = make_planned_actor("data_parallel_shard", shard_name(s),
                                 settings.shard_nodes[static_cast<size_t>(s)],
                                 to_yaml(shard_settings(t, task, s)));
+    a.threads = 0;      // it sums and steps slices: no compute budget of its own
     a.trainable = true; // it checkpoints its slice (actors/roles/recovery.hpp)
     a.starts = true;    // an idle shard reports at its start
     plan.actors.push_back(std::move(a));

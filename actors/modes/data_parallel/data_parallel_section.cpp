@@ -184,10 +184,6 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   t.mode_settings = std::move(s);
 }
 
-data_parallel_settings& settings_of(topology& t) {
-  return std::any_cast<data_parallel_settings&>(t.mode_settings);
-}
-
 /// The job's steps when its training set's size is known here (a synthetic
 /// set) or bounded (data.train_limit): epochs x steps per epoch.
 std::optional<int64_t> steps_of(const topology& t) {
@@ -247,74 +243,6 @@ void check(const field& root, const topology& t) {
   }
 }
 
-std::vector<std::string> worker_names(const topology& t) {
-  std::vector<std::string> names;
-  for (int32_t w = 0; w < data_parallel_settings_of(t).workers; ++w)
-    names.push_back(worker_name(w));
-  return names;
-}
-
-// Workers checkpoint their replicas, shards (ps) their slices; both may throw.
-std::vector<std::string> trainable_names(const topology& t) {
-  auto names = worker_names(t);
-  for (int32_t s = 0; data_parallel_settings_of(t).exchange == "ps" &&
-                      s < data_parallel_settings_of(t).shards;
-       ++s)
-    names.push_back(shard_name(s));
-  return names;
-}
-
-size_t worker_count(const topology& t) {
-  return static_cast<size_t>(data_parallel_settings_of(t).workers);
-}
-
-/// ps: every worker sends to every shard and every shard to every worker.
-fault_edges ps_edges(const topology& t) {
-  fault_edges out;
-  auto workers = worker_names(t);
-  std::vector<std::string> shards;
-  for (int32_t s = 0; s < data_parallel_settings_of(t).shards; ++s)
-    shards.push_back(shard_name(s));
-  out.from = workers;
-  out.from.insert(out.from.end(), shards.begin(), shards.end());
-  out.to = out.from;
-  for (const auto& w : workers)
-    out.receivers[w] = shards;
-  for (const auto& s : shards)
-    out.receivers[s] = workers;
-  return out;
-}
-
-// Each worker sends to its successor on the ring only.
-fault_edges edges(const topology& t) {
-  if (data_parallel_settings_of(t).exchange == "ps")
-    return ps_edges(t);
-  fault_edges out;
-  auto names = worker_names(t);
-  out.from = names;
-  out.to = names;
-  for (size_t w = 0; w < names.size(); ++w)
-    out.receivers[names[w]] = {names[(w + 1) % names.size()]};
-  return out;
-}
-
-// One node per worker, then (ps) per shard: round-robin gives each its own
-// slot, the shards continuing after the workers.
-void place(topology& t, const std::function<void(std::string&)>& place) {
-  for (auto& node : settings_of(t).nodes)
-    place(node);
-  for (auto& node : settings_of(t).shard_nodes)
-    place(node);
-}
-
-// A worker or shard whose node is lost is placed again (the others keep theirs).
-void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  for (auto* nodes : {&settings_of(t).nodes, &settings_of(t).shard_nodes})
-    for (auto& node : *nodes)
-      if (!keep(node))
-        node.clear();
-}
-
 } // namespace
 
 const data_parallel_settings& data_parallel_settings_of(const topology& t) {
@@ -344,11 +272,6 @@ job_schema data_parallel_schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.check = check;
-  schema.trainable = trainable_names;
-  schema.compute_actors = worker_count;
-  schema.edges = edges;
-  schema.place = place;
-  schema.forget = forget;
   return schema;
 }
 

@@ -73,6 +73,8 @@ job_plan make_plan(const topology& t, const model::task& task) {
   for (int32_t s = 0; s < settings.shards; ++s) {
     auto a = make_planned_actor(kind + "_shard", shard_name(s), shard_node(settings, s),
                                 Scheme::to_yaml(shard_settings<Scheme>(t, task, s)));
+    a.with = worker_name(s % settings.workers); // on its worker's node, wherever that is
+    a.threads = 0;      // it averages what the workers send: no compute budget
     a.trainable = true; // it checkpoints what it owns (actors/roles/checkpointing.hpp)
     a.starts = true;
     a.sends_weights = true;

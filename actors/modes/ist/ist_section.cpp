@@ -106,10 +106,6 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   t.mode_settings = std::move(s);
 }
 
-settings& settings_in(topology& t) {
-  return std::any_cast<settings&>(t.mode_settings);
-}
-
 /// The rounds of the job when its training set's size is known here (a
 /// synthetic set) or bounded (data.train_limit): the job's steps for faults.
 std::optional<int64_t> rounds_of(const topology& t) {
@@ -153,60 +149,6 @@ void check(const field& root, const topology& t) {
   }
 }
 
-std::vector<std::string> worker_names(const topology& t) {
-  std::vector<std::string> names;
-  for (int32_t w = 0; w < settings_of(t).workers; ++w)
-    names.push_back(worker_name(w));
-  return names;
-}
-
-std::vector<std::string> shard_names(const topology& t) {
-  std::vector<std::string> names;
-  for (int32_t s = 0; s < settings_of(t).shards; ++s)
-    names.push_back(shard_name(s));
-  return names;
-}
-
-// Workers checkpoint their counters, shards their slices; both may throw.
-std::vector<std::string> trainable_names(const topology& t) {
-  auto names = worker_names(t);
-  for (auto& s : shard_names(t))
-    names.push_back(std::move(s));
-  return names;
-}
-
-// The workers compute; the shards only copy slices.
-size_t worker_count(const topology& t) {
-  return static_cast<size_t>(settings_of(t).workers);
-}
-
-// Every worker sends to every shard and every shard to every worker.
-fault_edges edges(const topology& t) {
-  fault_edges out;
-  auto workers = worker_names(t), shards = shard_names(t);
-  out.from = workers;
-  out.from.insert(out.from.end(), shards.begin(), shards.end());
-  out.to = out.from;
-  for (const auto& w : workers)
-    out.receivers[w] = shards;
-  for (const auto& s : shards)
-    out.receivers[s] = workers;
-  return out;
-}
-
-// One node per worker (round-robin gives each its own slot); shards follow.
-void place(topology& t, const std::function<void(std::string&)>& place) {
-  for (auto& node : settings_in(t).nodes)
-    place(node);
-}
-
-// A worker whose node is lost is placed again (the others keep theirs).
-void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  for (auto& node : settings_in(t).nodes)
-    if (!keep(node))
-      node.clear();
-}
-
 } // namespace
 
 const settings& settings_of(const topology& t) {
@@ -236,11 +178,6 @@ job_schema schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.check = check;
-  schema.trainable = trainable_names;
-  schema.compute_actors = worker_count;
-  schema.edges = edges;
-  schema.place = place;
-  schema.forget = forget;
   return schema;
 }
 

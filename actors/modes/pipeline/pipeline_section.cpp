@@ -21,9 +21,6 @@ bool asynchronous(const pipeline_settings& s) {
   return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
 }
 
-pipeline_settings& settings_of(topology& t) {
-  return std::any_cast<pipeline_settings&>(t.mode_settings);
-}
 
 // One `pipeline.stages` entry: the stage after `previous_end` up to its
 // `last_layer`, on `replicas` machines.
@@ -158,66 +155,6 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   check_batch_norm(root, t);
 }
 
-// "stage1", or "stage1.0" for replica 0 of a replicated stage.
-std::vector<std::string> stage_names(const topology& t) {
-  const auto& stages = pipeline_settings_of(t).stages;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    auto stage = "stage" + std::to_string(i);
-    if (stages[i].replicas == 1)
-      names.push_back(stage);
-    for (int32_t r = 0; stages[i].replicas > 1 && r < stages[i].replicas; ++r)
-      names.push_back(stage + "." + std::to_string(r));
-  }
-  return names;
-}
-
-size_t stage_count(const topology& t) {
-  return stage_names(t).size();
-}
-
-// The source and every stage send (their fanouts deal to the next stage's
-// replicas).
-fault_edges edges(const topology& t) {
-  fault_edges out;
-  out.from = {"source"};
-  for (const auto& name : stage_names(t)) {
-    out.from.push_back(name);
-    out.to.push_back(name);
-  }
-  return out;
-}
-
-// Its actors are the stages' replicas, in stage order; a replicated stage
-// placed on no node gets a node per replica.
-void place(topology& t, const std::function<void(std::string&)>& place) {
-  for (auto& stage : settings_of(t).stages) {
-    if (stage.replicas == 1 || !stage.node.empty() || !stage.replica_nodes.empty()) {
-      place(stage.node);
-      continue;
-    }
-    stage.replica_nodes.resize(static_cast<size_t>(stage.replicas));
-    for (auto& node : stage.replica_nodes)
-      place(node);
-  }
-}
-
-// A stage whose replicas lose any of their nodes is placed again, whole.
-void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  auto forget_one = [&](std::string& node) {
-    if (!keep(node))
-      node.clear();
-  };
-  for (auto& stage : settings_of(t).stages) {
-    forget_one(stage.node);
-    for (auto& node : stage.replica_nodes)
-      forget_one(node);
-    if (std::any_of(stage.replica_nodes.begin(), stage.replica_nodes.end(),
-                    [](const std::string& node) { return node.empty(); }))
-      stage.replica_nodes.clear();
-  }
-}
-
 } // namespace
 
 const pipeline_settings& pipeline_settings_of(const topology& t) {
@@ -237,11 +174,6 @@ job_schema pipeline_schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.check = check_recovery;
-  schema.trainable = stage_names;
-  schema.compute_actors = stage_count;
-  schema.edges = edges;
-  schema.place = place;
-  schema.forget = forget;
   return schema;
 }
 

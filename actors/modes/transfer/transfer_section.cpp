@@ -211,53 +211,6 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   t.mode_settings = std::move(s);
 }
 
-// -- actors ----------------------------------------------------------------------------
-
-std::vector<std::string> head_names(const topology& t) {
-  std::vector<std::string> names;
-  for (const auto& h : transfer_settings_of(t).heads)
-    names.push_back(h.spec.name);
-  return names;
-}
-
-size_t compute_actors(const topology& t) {
-  return transfer_settings_of(t).stages.size() + transfer_settings_of(t).heads.size();
-}
-
-// The source sends to the first stage; each frozen stage broadcasts to the
-// next one, and the last to every head.
-fault_edges edges(const topology& t) {
-  const auto& stages = transfer_settings_of(t).stages;
-  fault_edges out;
-  out.from = {"source"};
-  std::vector<std::string> heads = head_names(t);
-  for (size_t i = 0; i < stages.size(); ++i) {
-    out.from.push_back(stages[i].name);
-    out.to.push_back(stages[i].name);
-    out.receivers[stages[i].name] =
-      i + 1 < stages.size() ? std::vector<std::string>{stages[i + 1].name} : heads;
-  }
-  out.to.insert(out.to.end(), heads.begin(), heads.end());
-  return out;
-}
-
-// The stages in order, then the heads.
-void place(topology& t, const std::function<void(std::string&)>& place) {
-  for (auto& stage : transfer_settings_of(t).stages)
-    place(stage.node);
-  for (auto& head : transfer_settings_of(t).heads)
-    place(head.node);
-}
-
-void forget(topology& t, const std::function<bool(const std::string&)>& keep) {
-  for (auto& stage : transfer_settings_of(t).stages)
-    if (!keep(stage.node))
-      stage.node.clear();
-  for (auto& head : transfer_settings_of(t).heads)
-    if (!keep(head.node))
-      head.node.clear();
-}
-
 } // namespace
 
 const transfer_settings& transfer_settings_of(const topology& t) {
@@ -279,11 +232,6 @@ job_schema transfer_schema() {
   schema.lists = {"heads", "backbone.split", "backbone.place"};
   schema.readers = "jobs that run the backbone frozen";
   schema.parse = parse;
-  schema.trainable = head_names;
-  schema.compute_actors = compute_actors;
-  schema.edges = edges;
-  schema.place = place;
-  schema.forget = forget;
   return schema;
 }
 

@@ -1,0 +1,83 @@
+#include "actors/runtime/plan_checks.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+inline namespace runtime {
+
+namespace {
+
+/// "a, b, c".
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& x) {
+  return std::find(items.begin(), items.end(), x) != items.end();
+}
+
+caf::error refuse(const fault_spec& f, const std::string& what) {
+  return make_error(errc::bad_config, f.where + ": fault '" + f.kind + "'" + what);
+}
+
+/// A `delay` or `drop` names a data edge of the plan: `from` one of its
+/// senders, `to` one of the receivers `from` sends to.
+caf::error check_edge(const fault_spec& f, const job_plan& plan) {
+  std::vector<std::string> senders, receivers, of_sender;
+  for (const auto& e : plan.edges) {
+    if (e.kind != planned_edge::kind_t::data)
+      continue;
+    if (!contains(senders, e.from))
+      senders.push_back(e.from);
+    if (!contains(receivers, e.to))
+      receivers.push_back(e.to);
+    if (e.from == f.from)
+      of_sender.push_back(e.to);
+  }
+  if (senders.empty())
+    return refuse(f, " names an edge, but this job sends no microbatches on credit edges");
+  if (!contains(senders, f.from))
+    return refuse(f, ": 'from' must be one of " + join(senders));
+  if (!contains(receivers, f.to))
+    return refuse(f, ": 'to' must be one of " + join(receivers));
+  if (!contains(of_sender, f.to))
+    return refuse(f, ": '" + f.from + "' sends to " + join(of_sender) + " (not '" + f.to + "')");
+  return caf::none;
+}
+
+} // namespace
+
+caf::error check_faults(const std::vector<fault_spec>& faults, const job_plan& plan) {
+  const auto trainable = plan.trainable_names();
+  for (const auto& f : faults) {
+    if (f.kind == "throw" && !contains(trainable, f.actor))
+      return refuse(f, " names actor '" + f.actor + "', which is not a trainable actor of this "
+                       "job (" + join(trainable) + ")");
+    if (f.kind == "delay" || f.kind == "drop")
+      if (auto err = check_edge(f, plan))
+        return err;
+  }
+  return caf::none;
+}
+
+int32_t compute_actors(const job_plan& plan) {
+  return static_cast<int32_t>(std::count_if(plan.actors.begin(), plan.actors.end(),
+                                            [](const planned_actor& a) { return a.threads > 0; }));
+}
+
+void derive_thread_budgets(runtime_settings& r, int32_t actors, int32_t cores) {
+  auto share = std::max<int32_t>(1, cores / std::max<int32_t>(1, actors));
+  if (!r.stage_threads_asked)
+    r.stage_threads = share;
+  if (!r.head_threads_asked)
+    r.head_threads = share;
+}
+
+} // namespace runtime
+} // namespace baton::actors
