@@ -54,8 +54,9 @@
 //                                        on the edge to `to`: "delay" value ms (every
 //                                        message), "drop" the first training
 //                                        microbatch of step value (injected_faults.hpp)
-//     credit{microbatch_id, slots}       a receiver freed the slot of that microbatch;
-//                                        a credit for none in flight fails the actor
+//     credit{microbatch_id, slots = 1}   a receiver freed the slot of that microbatch;
+//                                        one for none in flight, or of other slots,
+//                                        fails the actor
 //     (heartbeat_atom)                   waiting for: the credits it is blocked on
 //   after_step(n)                        a trainable actor's step n is done: its step
 //                                        counter is n, its checkpoint written when due
@@ -182,7 +183,7 @@
 //              -> every worker, then after_step(k + 1); after the run's last
 //              step, its final report (no trained count, weights or epochs)
 //
-// == ist (modes/ist/; round_actor.hpp, subnet_scheme.hpp) ====================
+// == ist (modes/ist/ist_worker.hpp, ist_shard.hpp, subnet_scheme.hpp) ========
 //
 // One worker and one shard protocol for either subnet scheme; <kind> is the
 // scheme's: "ist" (neuron_scheme: the mlp's hidden neurons) or "resist"
