@@ -479,7 +479,7 @@ private:
       spdlog::warn("{}", warning);
   }
 
-  // -- recovery (actors/roles/recovery.hpp) ------------------------------------------
+  // -- recovery (actors/roles/checkpointing.hpp) ------------------------------------------
 
   /// Checks the faults against the nodes, chooses the checkpoint directory
   /// and, with --resume, the step to continue from.

@@ -69,7 +69,7 @@ void add_shards(job_plan& plan, const topology& t, const model::task& task) {
                                 settings.shard_nodes[static_cast<size_t>(s)],
                                 to_yaml(shard_settings(t, task, s)));
     a.threads = 0;      // it sums and steps slices: no compute budget of its own
-    a.trainable = true; // it checkpoints its slice (actors/roles/recovery.hpp)
+    a.trainable = true; // it checkpoints its slice (actors/roles/checkpointing.hpp)
     a.starts = true;    // an idle shard reports at its start
     plan.actors.push_back(std::move(a));
   }

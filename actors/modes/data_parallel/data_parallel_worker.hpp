@@ -34,7 +34,7 @@
 // every worker sends its epoch report (the group "workers" merges them);
 // at the end its trained count, its final report and (worker 0) its weights.
 //
-// Recovery (actors/roles/recovery.hpp): the job's step is the global
+// Recovery (actors/roles/checkpointing.hpp): the job's step is the global
 // optimizer step. When a worker is about to begin step s (every exchange of
 // the steps before it over, an epoch's end included) it checkpoints, when s
 // is a multiple of checkpoint_every, its weights and buffers, momentum,

@@ -16,7 +16,7 @@
 // A shard whose part is empty (its whole range frozen) is idle: no worker
 // pushes to it, and it reports at its start.
 //
-// Recovery (actors/roles/recovery.hpp): shards are trainable actors of the
+// Recovery (actors/roles/checkpointing.hpp): shards are trainable actors of the
 // plan. After its step s - 1 a shard checkpoints, when s is due, its slice
 // and momentum slice as step s (an idle shard writes its empty checkpoints
 // at its start); a restored shard starts at run.recovery.restore_step with

@@ -105,7 +105,7 @@ public:
   /// `eval_batch` (evaluation mode, then the freeze point's modes again).
   int64_t correct(const model::dataset& test, int64_t eval_batch);
 
-  // -- checkpoints (actors/roles/recovery.hpp) -------------------------------------
+  // -- checkpoints (actors/roles/checkpointing.hpp) -------------------------------------
 
   /// Its weights and buffers (named_state: batch norm's statistics are this
   /// worker's own), momentum and which keys stepped, as version `steps`.
