@@ -13,6 +13,7 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "messages/errc.hpp"
+#include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
 
@@ -21,17 +22,7 @@ namespace {
 const std::string configs = std::string(BATON_SOURCE_DIR) + "/configs/";
 
 job_plan plan_from(const std::string& file, const std::vector<std::string>& overrides = {}) {
-  auto t = load_topology(configs + file, overrides);
-  if (!t) {
-    ADD_FAILURE() << baton::describe(t.error());
-    return {};
-  }
-  auto plan = plan_of(*t);
-  if (!plan) {
-    ADD_FAILURE() << baton::describe(plan.error());
-    return {};
-  }
-  return *plan;
+  return baton::testing::plan_or_fail(load_topology(configs + file, overrides));
 }
 
 std::vector<std::string> names(const job_plan& p) {
