@@ -23,8 +23,8 @@ inline namespace config {
 struct job_schema;
 
 // -- limits ---------------------------------------------------------------------
-// A topology larger than these is refused with the limit in the error (README
-// "Topology limits"): every entry is an actor, a thread budget or a
+// A topology larger than these is refused with the limit in the error (docs/configuration.md
+// "Limits"): every entry is an actor, a thread budget or a
 // connection, and a typo or a hostile file must not become a million of them.
 // A strategy's own lists have their limits in its folder.
 
@@ -90,7 +90,7 @@ struct runtime_settings {
   tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
 };
 
-/// An injected fault (`faults:` or `--fault`): see README "Faults".
+/// An injected fault (`faults:` or `--fault`): see docs/faults-and-recovery.md.
 struct fault_spec {
   std::string kind;   ///< throw | kill_node | stop_node | delay | drop | chaos
   std::string actor;  ///< throw: a trainable actor of the job's plan

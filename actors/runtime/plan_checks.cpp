@@ -1,8 +1,8 @@
 #include "actors/runtime/plan_checks.hpp"
 
-#include <algorithm>
 #include <string>
 
+#include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -10,17 +10,8 @@ inline namespace runtime {
 
 namespace {
 
-/// "a, b, c".
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items)
-    out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
-bool contains(const std::vector<std::string>& items, const std::string& x) {
-  return std::find(items.begin(), items.end(), x) != items.end();
-}
+using detail::contains;
+using detail::join;
 
 caf::error refuse(const fault_spec& f, const std::string& what) {
   return make_error(errc::bad_config, f.where + ": fault '" + f.kind + "'" + what);

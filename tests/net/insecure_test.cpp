@@ -1,5 +1,5 @@
 // `baton node` without TLS beyond loopback: refused unless --insecure (a
-// plain port lets anyone who reaches it spawn actors; README "Security").
+// plain port lets anyone who reaches it spawn actors; docs/security.md).
 // Only the refusals run here: a test listens on 127.0.0.1 alone.
 
 #include <gtest/gtest.h>

@@ -254,8 +254,8 @@ TEST(layered_model, unknown_model_is_an_error) {
 }
 
 TEST(layered_model, convnet_forward_timing_one_thread) {
-  // Not an assertion on time (benchmarks do that): prints the number the
-  // README quotes, and checks batch independence of the output.
+  // Not an assertion on time (benchmarks do that): prints the forward time
+  // of one thread, and checks batch independence of the output.
   auto m = make_model(spec_of("convnet", 1));
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
