@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist libopenblas0-openmp
   python3-torch procps iproute2
   clang libclang-rt-14-dev
+  slurm-wlm munge # a single-host Slurm cluster for slurm_launch_test (started by the test)
 )
 
 missing=()
@@ -24,8 +25,21 @@ done
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 
+# Installing munge and Slurm must not start their daemons (the Slurm test
+# starts its own and stops them): where no policy-rc.d forbids starting
+# services (containers usually have one), one does during the install.
+policy=/usr/sbin/policy-rc.d
+forbid_services() {
+  [[ -e $policy ]] && return
+  printf '#!/bin/sh\n# written by baton scripts/install-deps.sh during apt-get install\nexit 101\n' |
+    "${sudo_cmd[@]}" tee "$policy" >/dev/null
+  "${sudo_cmd[@]}" chmod 755 "$policy"
+  trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+}
+
 if ((${#missing[@]})); then
   echo "baton: installing ${#missing[@]} missing Debian packages: ${missing[*]}"
+  forbid_services
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
