@@ -1,13 +1,28 @@
 #include "apps/args.hpp"
 
+#include <algorithm>
 #include <exception>
+#include <optional>
+#include <regex>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/config/yaml_field.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::apps {
+
+namespace {
+
+/// The flags set_known_flags found.
+std::vector<std::string>& known_flags() {
+  static std::vector<std::string> flags;
+  return flags;
+}
+
+} // namespace
 
 int exit_code_of(const caf::error& err) {
   if (err.category() != error_category_atom)
@@ -92,6 +107,39 @@ bool parse_link(const std::string& flag, const std::string& text, std::string& o
   }
   out = text;
   return true;
+}
+
+bool parse_bandwidth(const std::string& flag, const std::string& text,
+                     double& bytes_per_second) {
+  // Anything but a number's characters is a unit: "1gbit" is a rate, "1e9" bytes/s.
+  if (text.find_first_not_of("0123456789.eE+-") == std::string::npos)
+    return parse_positive(flag, text, bytes_per_second);
+  std::string error;
+  auto spec = text.find(',') == std::string::npos ? actors::parse_link_spec(text, error)
+                                                  : std::nullopt;
+  if (!spec) {
+    std::fprintf(stderr,
+                 "baton: %s expects a rate as --link takes it (1gbit, 100mbit: bits per second) "
+                 "or a number of bytes per second (1e9), got '%s'\n",
+                 flag.c_str(), text.c_str());
+    return false;
+  }
+  bytes_per_second = static_cast<double>(spec->rate_bits) / 8;
+  return true;
+}
+
+void set_known_flags(const std::string& text) {
+  static const std::regex flag{"--[a-z][a-z0-9-]*"};
+  auto& flags = known_flags();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag);
+       it != std::sregex_iterator(); ++it)
+    if (std::find(flags.begin(), flags.end(), it->str()) == flags.end())
+      flags.push_back(it->str());
+}
+
+std::string flag_hint(const std::string& flag) {
+  auto suggestion = actors::did_you_mean(flag, known_flags());
+  return suggestion.empty() ? suggestion : " (" + suggestion + ")";
 }
 
 } // namespace baton::apps

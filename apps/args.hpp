@@ -53,6 +53,19 @@ bool parse_positive(const std::string& flag, const std::string& text, double& ou
 /// flag and the expected form.
 bool parse_link(const std::string& flag, const std::string& text, std::string& out);
 
+/// A bandwidth in bytes per second: a RATE as `--link` takes it (`1gbit`,
+/// `100mbit`, `2.5mbit`: bits per second, decimal) or, as before, a plain
+/// positive number of bytes per second (`1e9`).
+bool parse_bandwidth(const std::string& flag, const std::string& text, double& bytes_per_second);
+
+/// Records the flags `text` lists (every "--word" in it): main gives `baton
+/// help`'s text, so that a mistyped flag is compared with every flag of baton.
+void set_known_flags(const std::string& text);
+
+/// " (did you mean '--metrics-out'?)" for the known flag closest to `flag`
+/// (did_you_mean), or "" when none is close.
+std::string flag_hint(const std::string& flag);
+
 /// Reads every remaining argument with `accept(flag)`, which takes the values
 /// it needs from `a` and says whether the argument was good; the first bad
 /// one is reported as "COMMAND: bad argument 'X'". Whether all were good.
@@ -61,7 +74,8 @@ bool read_flags(args& a, const char* command, Accept&& accept) {
   while (!a.done()) {
     auto flag = a.take();
     if (!accept(flag)) {
-      std::fprintf(stderr, "%s: bad argument '%s' (see baton help)\n", command, flag.c_str());
+      std::fprintf(stderr, "%s: bad argument '%s'%s (see baton help)\n", command, flag.c_str(),
+                   flag_hint(flag).c_str());
       return false;
     }
   }

@@ -17,10 +17,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/modes/pipeline/planning.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/run.hpp"
-#include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/net/certs.hpp"
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
@@ -28,6 +26,8 @@
 #include "actors/runtime/node.hpp"
 #include "apps/args.hpp"
 #include "apps/bench/bench.hpp"
+#include "apps/version.hpp"
+#include "apps/launch.hpp"
 #include "messages/errc.hpp"
 
 namespace {
@@ -83,6 +83,9 @@ usage:
       --only-head NAME       with --mode local: train only this head
       --threads N            with --mode local: torch threads (default: all cores)
       --metrics-out FILE     write the metrics JSON to FILE
+      --curves FILE.csv      write the learning curves as CSV: a row per epoch per result
+                             (head, stage, workers) and a row per actor with its totals;
+                             columns in docs/faults-and-recovery.md#curves
       --trace FILE           job: pipeline: write every stage's schedule (forward, backward,
                              step, send with microbatch ids and weight versions) as a
                              Chrome / Perfetto trace (open in ui.perfetto.dev)
@@ -109,6 +112,17 @@ usage:
                                         checkpoint_dir; see docs/security.md); without TLS
                                         only on loopback (default 127.0.0.1) unless
                                         --insecure
+  baton launch TOPOLOGY.yaml [--set KEY=VALUE]... [--metrics-out F] [--save-model F]
+               [--rank R --world-size W --master-addr HOST] [--rendezvous-port P]
+               [--hostfile FILE] [--host H] [--name N] [--tls-dir DIR] [--insecure]
+               [--rendezvous-timeout S]
+                                        run once per host by a launcher (torchrun, srun,
+                                        PyTorchJob, mpirun): every rank runs a node, rank 0
+                                        the job over them; who is who from the flags, else
+                                        RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else
+                                        OMPI_COMM_WORLD_RANK/SIZE, else SLURM_PROCID/
+                                        SLURM_NTASKS/SLURM_JOB_NODELIST, else --hostfile
+                                        (see docs/running-on-a-cluster.md)
   baton certs init DIR [--force]        make the cluster CA: DIR/ca.pem and DIR/ca.key
   baton certs issue NAME --dir DIR [--force] [--days D]
                                         make DIR/NAME.pem and DIR/NAME.key (CN and DNS name
@@ -165,11 +179,14 @@ usage:
   baton plan --profile profile.json --machines N [--bandwidth B] [--memory M] [--straight]
              [--out topology.yaml] [--topology TOPOLOGY.yaml]
                                         PipeDream's partitioner: stages and replicas ("2-1-1")
-                                        for at most N machines, B bytes/s between machines
-                                        (default 1e9), M bytes per machine (default unlimited);
+                                        for at most N machines, B between machines: a rate as
+                                        --link takes it (1gbit, 100mbit) or bytes/s (default
+                                        1e9 = 8gbit), M bytes per machine (default unlimited);
                                         --straight: no replication; --out: the topology with
                                         job: pipeline and the planned stages
   baton help                            this text
+  baton --version                       the version: the project's, and `git describe` of
+                                        the tree it was built from
 
 exit codes: 0 success, 1 run failed, 2 bad input (config, file, node) or a file that
 cannot be written (full disk, read-only directory), 130 interrupted
@@ -210,6 +227,8 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
     return a.value(flag, r.save_model);
   if (flag == "--resume")
     return a.value(flag, r.resume_dir);
+  if (flag == "--curves")
+    return a.value(flag, r.curves);
   if (flag == "--fault") {
     if (!a.value(flag, v))
       return false;
@@ -227,7 +246,8 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
     r.topology_path = flag;
     return true;
   }
-  std::fprintf(stderr, "baton run: unknown argument '%s' (see baton help)\n", flag.c_str());
+  std::fprintf(stderr, "baton run: unknown argument '%s'%s (see baton help)\n", flag.c_str(),
+               flag_hint(flag).c_str());
   return false;
 }
 
@@ -244,11 +264,8 @@ int cmd_run(args& a, bool pretrain_only) {
     return 2;
   }
   if (pretrain_only) {
-    auto t = actors::load_request_topology(r);
-    if (!t)
-      return fail(t.error());
-    auto ok = actors::ensure_pretrained(*t, true);
-    return ok ? 0 : fail(ok.error());
+    auto err = actors::pretrain(r);
+    return err ? fail(err) : 0;
   }
   auto result = actors::run_job(r);
   if (!result)
@@ -314,7 +331,8 @@ int cmd_node(args& a) {
     } else if (flag == "--insecure") {
       s.insecure = true;
     } else {
-      std::fprintf(stderr, "baton node: unknown argument '%s' (see baton help)\n", flag.c_str());
+      std::fprintf(stderr, "baton node: unknown argument '%s'%s (see baton help)\n",
+                   flag.c_str(), flag_hint(flag).c_str());
       ok = false;
     }
     if (!ok)
@@ -409,7 +427,7 @@ int cmd_plan(args& a) {
     if (flag == "--machines")
       return a.value(flag, v) && parse_int(flag, v, r.machines) && r.machines > 0;
     if (flag == "--bandwidth")
-      return a.value(flag, v) && parse_positive(flag, v, r.bandwidth);
+      return a.value(flag, v) && parse_bandwidth(flag, v, r.bandwidth);
     if (flag == "--memory")
       return a.value(flag, v) && parse_positive(flag, v, r.memory);
     if (flag == "--straight")
@@ -463,11 +481,16 @@ int main(int argc, char** argv) {
   actors::stop_children_with_this_process();
   start_stop_watchdog();
   args a{{argv + 1, argv + argc}};
+  set_known_flags(usage);
   if (a.done()) {
     std::fputs(usage, stdout);
     return 2;
   }
   auto command = a.take();
+  if (command == "--version" || command == "version") {
+    std::printf("baton %s\n", version_text);
+    return 0;
+  }
   // `baton COMMAND --help` anywhere on the line: the usage, which covers
   // every command.
   for (const auto& arg : std::vector<std::string>{argv + 1, argv + argc})
@@ -481,6 +504,8 @@ int main(int argc, char** argv) {
     return cmd_run(a, true);
   if (command == "node")
     return cmd_node(a);
+  if (command == "launch")
+    return cmd_launch(a, interrupted);
   if (command == "bench")
     return cmd_bench(a);
   if (command == "profile")

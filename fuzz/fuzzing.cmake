@@ -54,7 +54,8 @@ if(BATON_FUZZ AND baton_fuzz_ok)
     # build decide what is out of date on every build.
     BUILD_ALWAYS ON
     INSTALL_COMMAND ""
-    DEPENDS baton_actors_runtime baton_messages baton_model_core baton_model_planning
+    DEPENDS baton_modes_common baton_mode_transfer baton_mode_pipeline
+      baton_mode_data_parallel baton_mode_ist baton_actors_runtime baton_messages baton_model_core baton_model_planning
       baton_model_transfer baton_model_data_parallel baton_model_ist)
 
   # baton_add_fuzz_test(TARGET CORPUS SECONDS MAX_LEN [DICT]): its two ctest

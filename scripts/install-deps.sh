@@ -9,6 +9,7 @@ packages=(
   libcaf-dev libtorch-dev libcapnp-dev capnproto
   libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
   googletest libgtest-dev libssl-dev zlib1g-dev
+  libstb-dev # decodes and resizes PNG/JPEG for data.kind: image-folder
   dataset-fashion-mnist libopenblas0-openmp
   python3-torch procps iproute2
   clang libclang-rt-14-dev

@@ -20,9 +20,42 @@ void inspect(Inspector& f, model_spec& x) {
   f.field("name", x.name);
   f.field("classes", x.classes);
   f.field("in_channels", x.in_channels);
+  f.optional_field("in_height", x.in_height); // absent in settings written before data shapes
+  f.optional_field("in_width", x.in_width);
   f.field("wide_features", x.wide_features);
   f.optional_field("hidden", x.hidden); // absent in settings written before ist_mlp
   f.field("path", x.path);
+  f.field("seed", x.seed);
+}
+
+/// A split's files: x, y.
+template <class Inspector>
+void inspect(Inspector& f, data_spec::split_files& x) {
+  f.field("x", x.x);
+  f.field("y", x.y);
+}
+
+/// kind, path, train, test, label, shape ([C, H, W] or empty), classes,
+/// mean, std, the limits and synthetic sizes, memory_mb, seed.
+template <class Inspector>
+void inspect(Inspector& f, data_spec& x) {
+  f.field("kind", x.kind)
+    .one_of({"fashion-mnist", "idx", "cifar10", "cifar100", "npy", "image-folder", "synthetic"});
+  f.field("path", x.path);
+  f.field("train", x.train);
+  f.field("test", x.test);
+  f.field("label", x.label);
+  f.field("shape", x.shape)
+    .check([](const std::vector<int64_t>& shape) { return shape.empty() || shape.size() == 3; },
+           "[C, H, W]");
+  f.field("classes", x.classes).at_least(0);
+  f.field("mean", x.mean);
+  f.field("std", x.std);
+  f.field("train_limit", x.train_limit).at_least(0);
+  f.field("test_limit", x.test_limit).at_least(0);
+  f.field("synthetic_train", x.synthetic_train).at_least(0);
+  f.field("synthetic_test", x.synthetic_test).at_least(0);
+  f.field("memory_mb", x.memory_mb).at_least(0);
   f.field("seed", x.seed);
 }
 

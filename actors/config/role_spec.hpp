@@ -88,13 +88,7 @@ std::string with_run(const std::string& settings, const run_settings& run);
 
 /// A source: reads a dataset and emits microbatches under a credit window.
 struct source_spec {
-  std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
-  std::string data_dir;
-  int64_t train_limit = 0;
-  int64_t test_limit = 0;
-  int64_t synthetic_train = 4096;
-  int64_t synthetic_test = 1024;
-  std::vector<int64_t> synthetic_shape{1, 28, 28}; ///< C, H, W of a synthetic sample
+  model::data_spec data; ///< what it reads (the topology's `data:`)
   model::batch_plan plan;
   std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
   int32_t window = 4;
@@ -105,14 +99,7 @@ struct source_spec {
 /// epochs, seed), and start_step as `run.recovery.restore_step`.
 template <class Inspector>
 void inspect(Inspector& f, source_spec& x) {
-  f.field("dataset", x.dataset);
-  f.field("data_dir", x.data_dir);
-  f.field("train_limit", x.train_limit);
-  f.field("test_limit", x.test_limit);
-  f.field("synthetic_train", x.synthetic_train);
-  f.field("synthetic_test", x.synthetic_test);
-  f.field("synthetic_shape", x.synthetic_shape)
-    .check([](const std::vector<int64_t>& shape) { return shape.size() == 3; }, "[C, H, W]");
+  f.field("data", x.data);
   f.field("batch_size", x.plan.batch_size).at_least(1);
   f.field("microbatches", x.plan.microbatches).at_least(1);
   f.field("epochs", x.plan.epochs);

@@ -43,8 +43,13 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   static const std::map<std::string, std::vector<std::string>> keys = {
     {"", {"job", "seed", "data", "backbone", "tasks", "task", "runtime", "nodes", "faults"}},
-    {"data", {"dataset", "dir", "train_limit", "test_limit", "batch_size", "microbatches",
-              "epochs", "node", "synthetic_train", "synthetic_test", "synthetic_shape"}},
+    {"data", {"dataset", "kind", "dir", "train", "test", "label", "shape", "classes",
+              "normalize", "memory_mb", "train_limit", "test_limit", "batch_size",
+              "microbatches", "epochs", "node", "synthetic_train", "synthetic_test",
+              "synthetic_shape"}},
+    {"data.train", {"images", "labels", "x", "y"}},
+    {"data.test", {"images", "labels", "x", "y"}},
+    {"data.normalize", {"mean", "std"}},
     {"backbone", {"model", "path", "wide_features", "checkpoint", "pretrain"}},
     {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
     {"backbone.pretrain.optimizer", optimizer},
@@ -130,6 +135,11 @@ std::string in_section(const std::string& path) {
   return path.empty() ? "at the top level" : "in '" + path + "'";
 }
 
+// "; did you mean 'epochs'?" after a key error (did_you_mean), or "".
+std::string hint(const std::string& suggestion) {
+  return suggestion.empty() ? suggestion : "; " + suggestion;
+}
+
 } // namespace
 
 // -- checked readers ------------------------------------------------------------
@@ -150,7 +160,7 @@ void detail::check_section(const field& f) {
     field at = f.child(entry.first, entry.first);
     if (!contains(allowed, key))
       at.fail("unknown key " + quoted(key) + " " + in_section(f.path()) + " (expected one of: "
-              + join(allowed) + ")");
+              + join(allowed) + ")" + hint(did_you_mean(key, allowed)));
     if (contains(seen, key))
       at.fail("key " + quoted(key) + " appears twice " + in_section(f.path()));
     seen.push_back(key);
@@ -253,7 +263,7 @@ std::vector<int64_t> read_sample_shape(const field& f) {
 // A synthetic split is made in memory: at most 2^30 float32 values (4 GiB)
 // each, so that `synthetic_train: 1e12` is an error and not a bad_alloc.
 void check_synthetic_size(const field& data, const std::string& key, const topology& t) {
-  if (t.dataset != "synthetic")
+  if (!t.data.synthetic())
     return;
   std::optional<field> f = data.get(key);
   if (!f)
@@ -261,32 +271,143 @@ void check_synthetic_size(const field& data, const std::string& key, const topol
   if (!f)
     f = data;
   constexpr int64_t most_values = int64_t{1} << 30;
-  const auto& shape = t.synthetic_shape;
+  const auto shape = model::data_shape(t.data);
   const int64_t per_sample = shape[0] * shape[1] * shape[2]; // <= 2^24, checked
-  const int64_t samples = key == "synthetic_train" ? t.synthetic_train : t.synthetic_test;
+  const int64_t samples = key == "synthetic_train" ? t.data.synthetic_train
+                                                   : t.data.synthetic_test;
   if (samples > most_values / per_sample)
     f->fail("data." + key + " asks for " + std::to_string(samples) + " samples of "
             + std::to_string(per_sample) + " values, more than 2^30 values (4 GiB) in all "
             + "(expected at most " + std::to_string(most_values / per_sample) + " samples)");
 }
 
+// The kinds that read files from a directory (`data.dir`), and those whose
+// files are named by `data.train` / `data.test` ({images, labels} for idx,
+// {x, y} for npy).
+bool reads_dir(const std::string& kind) { return kind != "npy" && kind != "synthetic"; }
+bool names_files(const std::string& kind) { return kind == "idx" || kind == "npy"; }
+
+// `data.train` / `data.test`: a split's files.
+void parse_split_files(const field& data, const std::string& key, topology& t) {
+  auto& files = key == "train" ? t.data.train : t.data.test;
+  std::optional<field> f = data.get(key);
+  const std::string& kind = t.data.kind;
+  if (!f) {
+    if (kind == "npy")
+      data.fail("data.kind is npy but 'data." + key + "' is not given (expected {x: X.npy, "
+                "y: Y.npy})");
+    return;
+  }
+  if (!names_files(kind))
+    f->fail("'data." + key + "' applies to data.kind idx and npy only (the kind is '" + kind
+            + "')");
+  check_section(*f);
+  const bool npy = kind == "npy";
+  const char* samples = npy ? "x" : "images";
+  const char* labels = npy ? "y" : "labels";
+  for (const char* other : {npy ? "images" : "x", npy ? "labels" : "y"})
+    if (auto wrong = f->get(other))
+      wrong->fail("'data." + key + "." + other + "' is not read with data.kind " + kind
+                  + " (expected " + samples + " and " + labels + ")");
+  // idx file names are relative to data.dir; npy paths to the topology file.
+  auto read = [&](const field& name) { return npy ? read_path(name) : read_string(name); };
+  if (npy) {
+    files.x = read(f->require(samples));
+    files.y = read(f->require(labels));
+  } else {
+    read_if(*f, samples, files.x, read);
+    read_if(*f, labels, files.y, read);
+  }
+}
+
+// `data.normalize: {mean: [..], std: [..]}`: one value per channel (or one
+// for all), std positive.
+void parse_normalize(const field& f, topology& t) {
+  check_section(f);
+  auto list = [](const field& values, bool positive) {
+    std::vector<double> out;
+    for (const field& v : values.items("a list of numbers, one per channel", 64))
+      out.push_back(read_number(v, positive ? "a positive number" : "a number",
+                                [&](double x) { return !positive || x > 0; }));
+    if (out.empty())
+      values.fail(values.name() + " must have one number per channel, got none");
+    return out;
+  };
+  field mean = f.require("mean"), std = f.require("std");
+  t.data.mean = list(mean, false);
+  t.data.std = list(std, true);
+  if (t.data.mean.size() != t.data.std.size())
+    std.fail(std.name() + " has " + std::to_string(t.data.std.size()) + " values, mean has "
+             + std::to_string(t.data.mean.size()) + " (expected one per channel in each)");
+}
+
+// `data.kind`, or its older spelling `data.dataset` (fashion-mnist or
+// synthetic); not both.
+void parse_kind(const field& data, topology& t) {
+  std::optional<field> dataset = data.get("dataset"), kind = data.get("kind");
+  if (dataset && kind)
+    kind->fail("give data.kind or data.dataset, not both (data.dataset is its older name)");
+  read_if(data, "dataset", t.data.kind,
+          [](const field& f) { return read_choice(f, {"fashion-mnist", "synthetic"}); });
+  read_if(data, "kind", t.data.kind, [](const field& f) {
+    return read_choice(f, {"fashion-mnist", "idx", "cifar10", "cifar100", "npy",
+                           "image-folder", "synthetic"});
+  });
+  const std::string& k = t.data.kind;
+  if (k == "npy")
+    t.data.train = t.data.test = {};
+  if (auto f = data.get("dir"); f && !reads_dir(k))
+    f->fail("'data.dir' is not read with data.kind " + k
+            + (k == "npy" ? " (give data.train and data.test: {x: X.npy, y: Y.npy})" : ""));
+  if (k != "fashion-mnist" && reads_dir(k) && !data.get("dir"))
+    (kind ? *kind : data).fail("data.kind is " + k + " but 'data.dir' is not given");
+}
+
+// `data.shape` (image-folder: the size every image is resized to; other
+// file kinds: what the samples are, checked when they are read) and
+// `data.synthetic_shape` (synthetic: the samples made).
+void parse_shape(const field& data, topology& t) {
+  if (auto f = data.get("synthetic_shape")) {
+    if (!t.data.synthetic())
+      f->fail(f->name() + " applies to data.dataset: synthetic only (the dataset is '"
+              + t.data.kind + "')");
+    t.data.shape = read_sample_shape(*f);
+  }
+  if (auto f = data.get("shape")) {
+    if (t.data.synthetic())
+      f->fail("'data.shape' is data.synthetic_shape for data.kind synthetic");
+    t.data.shape = read_sample_shape(*f);
+  }
+}
+
 void parse_data(const field& data, topology& t) {
   check_section(data);
-  read_if(data, "dataset", t.dataset,
-          [](const field& f) { return read_choice(f, {"fashion-mnist", "synthetic"}); });
-  read_if(data, "dir", t.data_dir, read_string);
-  read_if(data, "train_limit", t.train_limit, non_negative_int64);
-  read_if(data, "test_limit", t.test_limit, non_negative_int64);
+  t.data.seed = t.plan.seed;
+  parse_kind(data, t);
+  read_if(data, "dir", t.data.path, read_path);
+  parse_split_files(data, "train", t);
+  parse_split_files(data, "test", t);
+  if (auto f = data.get("label")) {
+    if (t.data.kind != "cifar100")
+      f->fail("'data.label' applies to data.kind cifar100 only (the kind is '" + t.data.kind
+              + "')");
+    t.data.label = read_choice(*f, {"fine", "coarse"});
+  }
+  parse_shape(data, t);
+  read_if(data, "classes", t.data.classes, [](const field& f) {
+    return read_integer<int64_t>(f, 1, int64_t{1} << 20, "a number of classes from 1 to 2^20");
+  });
+  if (auto f = data.get("normalize"))
+    parse_normalize(*f, t);
+  read_if(data, "memory_mb", t.data.memory_mb, [](const field& f) {
+    return read_number(f, "a positive number of MiB", [](double x) { return x > 0; });
+  });
+  read_if(data, "train_limit", t.data.train_limit, non_negative_int64);
+  read_if(data, "test_limit", t.data.test_limit, non_negative_int64);
   read_if(data, "batch_size", t.plan.batch_size, positive_int64);
   read_if(data, "epochs", t.plan.epochs, positive_int32);
-  read_if(data, "synthetic_train", t.synthetic_train, positive_int64);
-  read_if(data, "synthetic_test", t.synthetic_test, positive_int64);
-  if (auto f = data.get("synthetic_shape")) {
-    if (t.dataset != "synthetic")
-      f->fail(f->name() + " applies to data.dataset: synthetic only (the dataset is '"
-              + t.dataset + "')");
-    t.synthetic_shape = read_sample_shape(*f);
-  }
+  read_if(data, "synthetic_train", t.data.synthetic_train, positive_int64);
+  read_if(data, "synthetic_test", t.data.synthetic_test, positive_int64);
   check_synthetic_size(data, "synthetic_train", t);
   check_synthetic_size(data, "synthetic_test", t);
   read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
@@ -306,36 +427,61 @@ struct job_length {
   std::string how; ///< "2 epochs x 938 minibatches of 64 from 60000 training samples"
 };
 
-// The training samples a run will have, or at most: a synthetic set is as
-// the topology says; Fashion-MNIST is read here (its IDX headers only) when
-// this process or its local nodes will read it (no `nodes:` listed), which
-// also refuses a missing, unreadable or corrupt dataset before any actor or
-// process starts. On listed nodes only `data.train_limit` bounds it.
-std::optional<int64_t> check_dataset(const field& data, const topology& t) {
-  if (t.dataset == "synthetic")
-    return t.synthetic_train;
-  const std::optional<int64_t> limit =
-    t.train_limit > 0 ? std::optional<int64_t>{t.train_limit} : std::nullopt;
-  if (!t.embedded())
-    return limit; // the data is on the source's node, which checks it when it starts
+// What the data is when the coordinator cannot read its files (they are on
+// the source's node): the kind's fixed shape and classes, or data.shape and
+// data.classes. Fails naming what to give.
+model::data_header declared_header(const field& data, const topology& t,
+                                   const std::string& why) {
+  const model::data_spec& d = t.data;
+  model::data_header h;
+  h.shape = d.shape;
+  if (d.kind == "fashion-mnist")
+    h.shape = {1, 28, 28};
+  if (d.kind == "cifar10" || d.kind == "cifar100")
+    h.shape = {3, 32, 32};
+  const bool classes_known = d.classes > 0 || d.kind != "npy" && d.kind != "image-folder";
+  if (h.shape.empty() || !classes_known)
+    data.fail("the dataset's files are not read here (" + why + "), and the data section does "
+              "not say its samples' data.shape [C, H, W] and data.classes, which the models "
+              "are built for");
+  h.classes = model::data_classes(d);
+  h.train = d.train_limit;
+  h.test = d.test_limit;
+  return h;
+}
+
+// The data's shape, classes and sizes: a synthetic set's as the topology
+// says; files are read here (their headers only) when this process or its
+// local nodes will read them (no `nodes:` listed), which also refuses a
+// missing, unreadable or corrupt dataset, and one over data.memory_mb,
+// before any actor or process starts. On listed nodes the source's node
+// reads them, and the data section says what they are (declared_header);
+// `known` is then false: the training size is at most data.train_limit.
+model::data_header check_dataset(const field& data, const topology& t, bool& known) {
+  known = t.embedded() || t.data.synthetic();
+  if (!known)
+    return declared_header(data, t, "they are read on the source's node");
   std::optional<field> dir = data.get("dir");
-  std::optional<field> dataset = data.get("dataset");
-  const field& blame = dir ? *dir : dataset ? *dataset : data;
-  int64_t size = 0;
+  std::optional<field> kind = data.get("kind") ? data.get("kind") : data.get("dataset");
+  const field& blame = dir ? *dir : kind ? *kind : data;
   try {
-    size = model::fashion_mnist_size(t.data_dir, model::split::train);
-    model::fashion_mnist_size(t.data_dir, model::split::test);
+    return model::read_data_header(t.data);
+  } catch (const model::file_error& e) {
+    blame.fail("cannot read the dataset " + t.data.kind + " in '" + t.data.path
+               + "' (data.dir): " + e.what());
   } catch (const model::error& e) {
-    blame.fail("cannot read the dataset " + t.dataset + " in '" + t.data_dir + "' (data.dir): "
-               + e.what());
+    blame.fail(e.what());
   }
-  return limit ? std::min(*limit, size) : size;
 }
 
 // Steps = epochs x minibatches per epoch (a last partial minibatch counts, as
 // model::plan_epoch cuts it); nullopt when the size is unknown or the count
 // would not fit in 64 bits.
-std::optional<job_length> length_of(std::optional<int64_t> samples, const topology& t) {
+std::optional<job_length> length_of(const model::data_header& data, bool known,
+                                    const topology& t) {
+  const std::optional<int64_t> samples =
+    known ? std::optional<int64_t>{data.train}
+          : data.train > 0 ? std::optional<int64_t>{data.train} : std::nullopt;
   if (!samples)
     return std::nullopt;
   const int64_t batch = t.plan.batch_size;
@@ -347,7 +493,7 @@ std::optional<job_length> length_of(std::optional<int64_t> samples, const topolo
     per_epoch * epochs,
     std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs") + " x "
       + std::to_string(per_epoch) + " minibatches of " + std::to_string(batch) + " from "
-      + (t.dataset == "fashion-mnist" && !t.embedded() ? "at most " : "")
+      + (!known ? "at most " : "")
       + std::to_string(*samples) + " training samples"};
 }
 
@@ -360,11 +506,10 @@ model::optimizer_spec parse_optimizer(const field& section) {
 // task has at most as many classes (a task class of 99 would make a 100-way
 // head that never sees 90 of them, 1e8 a 51 GB one). The size is checked
 // before any entry is read.
-model::task parse_task(const field& item, const std::string& dataset) {
+model::task parse_task(const field& item, int64_t classes, const std::string& dataset) {
   check_section(item);
   std::string name = read_new_name(item.require("name"), "task");
   field labels = item.require("labels");
-  const int64_t classes = model::dataset_classes(dataset);
   const std::string count = std::to_string(classes);
   if (labels.node().IsSequence() && labels.node().size() != static_cast<size_t>(classes))
     labels.fail(labels.name() + " must map the " + count + " classes of " + dataset + ", got "
@@ -385,11 +530,12 @@ model::task parse_task(const field& item, const std::string& dataset) {
   }
 }
 
-std::vector<model::task> parse_tasks(const field& list, const std::string& dataset) {
+std::vector<model::task> parse_tasks(const field& list, int64_t classes,
+                                     const std::string& dataset) {
   std::vector<model::task> tasks;
   unique_names names("task");
   for (const field& item : list.items("a list of tasks ({name, labels})", max_tasks)) {
-    tasks.push_back(parse_task(item, dataset));
+    tasks.push_back(parse_task(item, classes, dataset));
     names.add(item.require("name"), tasks.back().name);
   }
   return tasks;
@@ -634,28 +780,15 @@ std::vector<node_address> parse_nodes(const field& list) {
   return nodes;
 }
 
-// The backbone's input against the data's samples, so that a mismatch is an
-// error here and not a LibTorch shape error in an actor: resnet18 takes
-// images of any size, the convnets 28x28 images, both of the data's channel
-// count (their first convolution is built for it: 1 for Fashion-MNIST, 3 for
-// torchvision's resnet18). A TorchScript backbone's input is not known before
-// it runs. Sets the backbone's in_channels.
-void check_sample_shape(const field& root, topology& t) {
-  const std::vector<int64_t> shape =
-    t.dataset == "synthetic" ? t.synthetic_shape : std::vector<int64_t>{1, 28, 28};
-  t.backbone.in_channels = shape[0];
-  const std::string size = std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x"
-                           + std::to_string(shape[2]);
-  field data = root.section("data");
-  std::optional<field> shape_key = data.get("synthetic_shape");
-  const std::string samples =
-    shape_key ? "data.synthetic_shape is " + size
-              : "the samples of data.dataset '" + t.dataset + "' are " + size;
-  bool convnet = t.backbone.name == "convnet" || t.backbone.name == "convnet_wide";
-  if (convnet && (shape[1] != 28 || shape[2] != 28))
-    (shape_key ? *shape_key : data)
-      .fail("'backbone.model' " + t.backbone.name + " takes 28x28 images, but " + samples
-            + " (expected data.synthetic_shape: [C, 28, 28])");
+// The backbone takes the data's samples: its input channels and size are
+// the samples' (the convnets' flatten width follows from the size, and
+// building them refuses one under 8x8; resnet18 takes any size). A
+// TorchScript backbone's input is not known before it runs.
+void set_sample_shape(const model::data_header& h, topology& t) {
+  t.sample_shape = h.shape;
+  t.backbone.in_channels = h.shape[0];
+  t.backbone.in_height = h.shape[1];
+  t.backbone.in_width = h.shape[2];
 }
 
 // The jobs of `jobs` that list `key` at `path` ("" the top level), and
@@ -726,13 +859,15 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   });
   t.plan.seed = t.seed;
   parse_data(root.section("data"), t);
-  const std::optional<job_length> length = length_of(check_dataset(root.section("data"), t), t);
-  t.tasks = parse_tasks(root.require("tasks"), t.dataset);
+  bool known = true;
+  const model::data_header data = check_dataset(root.section("data"), t, known);
+  const std::optional<job_length> length = length_of(data, known, t);
+  t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
+  set_sample_shape(data, t);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   parse_trained_task(root, t);
   refuse_other_jobs(root, jobs, t);
   t.schema->parse(root, layers, t);
-  check_sample_shape(root, t);
   parse_runtime(root.section("runtime"), t.runtime);
   t.faults = parse_faults(root.section("faults"), length);
   if (t.schema->check)
@@ -771,7 +906,7 @@ YAML::Node step_into(YAML::Node parent, const std::string& parent_path,
             + "' (it is a value, not a section)");
   if (!contains(*keys, segment))
     fail_at(where, "unknown key " + quoted(segment) + " " + in_section(parent_path)
-            + " (expected one of: " + join(*keys) + ")");
+            + " (expected one of: " + join(*keys) + ")" + hint(did_you_mean(segment, *keys)));
   if (!empty && !parent.IsMap())
     fail_at(where, "'" + parent_path + "' is not a map in the topology");
   return parent[segment];

@@ -114,18 +114,18 @@ struct workload {
   uint64_t seed = 42;
 
   // -- data ------------------------------------------------------------------
-  std::string dataset = "fashion-mnist"; ///< fashion-mnist | synthetic
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t train_limit = 0;   ///< 0 = whole split
-  int64_t test_limit = 0;
-  int64_t synthetic_train = 4096, synthetic_test = 1024; ///< synthetic sizes
-  std::vector<int64_t> synthetic_shape{1, 28, 28}; ///< C, H, W of a synthetic sample
+  /// The `data:` section's dataset: kind, files, shape, classes,
+  /// normalisation, limits, memory budget (docs/data.md); its seed is `seed`.
+  model::data_spec data;
+  /// [C, H, W] of the data's samples: read from its files' headers at parse
+  /// time (or declared with data.shape where a listed node reads them).
+  std::vector<int64_t> sample_shape{1, 28, 28};
   model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
 
   // -- model -------------------------------------------------------------------
   /// name convnet | convnet_wide | resnet18 | torchscript (a strategy may
-  /// choose another, e.g. job: data-parallel's model); in_channels: the
-  /// samples' channels (resnet18: 3, checked at load)
+  /// choose another, e.g. job: data-parallel's model); in_channels,
+  /// in_height, in_width: the data's samples' [C, H, W]
   model::model_spec backbone;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   pretrain_settings pretrain;

@@ -5,12 +5,52 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 
 namespace baton::actors {
 inline namespace config {
+
+namespace {
+
+/// The optimal string alignment distance of `a` and `b` ignoring ASCII
+/// case: edits (insert, delete, replace, swap of two neighbours) from one
+/// to the other.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  auto same = [](char x, char y) { return std::tolower(x) == std::tolower(y); };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
+      if (i > 1 && j > 1 && same(a[i - 1], b[j - 2]) && same(a[i - 2], b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+} // namespace
+
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& known) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const auto& name : known) {
+    const size_t distance = edit_distance(typed, name);
+    const size_t allowed = std::max<size_t>(1, std::max(typed.size(), name.size()) / 3);
+    if (name == typed || distance > allowed || (best != nullptr && distance >= best_distance))
+      continue;
+    best = &name;
+    best_distance = distance;
+  }
+  return best == nullptr ? std::string{} : "did you mean '" + *best + "'?";
+}
+
 namespace detail {
 
 namespace fs = std::filesystem;

@@ -25,6 +25,13 @@
 namespace baton::actors {
 inline namespace config {
 struct job_schema;
+
+/// "did you mean 'epochs'?" for the one of `known` closest to `typed` (a
+/// mistyped key or flag), or "" when none is close: at most one edit
+/// (insert, delete, replace or swap two neighbours, ignoring case) per three
+/// characters, at least one allowed. Shared by the unknown-key errors and
+/// the command line (apps/args.hpp).
+std::string did_you_mean(const std::string& typed, const std::vector<std::string>& known);
 } // namespace config
 } // namespace baton::actors
 

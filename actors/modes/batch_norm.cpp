@@ -9,16 +9,15 @@ namespace baton::actors {
 inline namespace modes {
 
 std::optional<int64_t> known_training_samples(const topology& t) {
-  if (t.dataset == "synthetic")
-    return t.synthetic_train;
+  if (t.data.synthetic())
+    return t.data.synthetic_train;
   std::optional<int64_t> limit;
-  if (t.train_limit > 0)
-    limit = t.train_limit;
+  if (t.data.train_limit > 0)
+    limit = t.data.train_limit;
   if (!t.embedded())
     return limit; // the data is on the source's node
   try {
-    const int64_t size = model::fashion_mnist_size(t.data_dir, model::split::train);
-    return limit ? std::min(*limit, size) : size;
+    return model::data_size(t.data, model::split::train); // after the limit
   } catch (const model::error&) {
     return limit; // the parser refuses an unreadable dataset with its own error
   }

@@ -16,11 +16,12 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// Every `job:` value: each mode's schema (mode::schema), the default
-/// (`job:` absent) first.
+/// Every `job:` value: each mode's schema (mode::schema) in the order of
+/// all_modes() (registry.cpp, where it is defined), the default (`job:`
+/// absent) first.
 const std::vector<job_schema>& all_job_schemas();
 
-// The readers below are defined with the registry (registry.cpp): after
+// The readers below are defined with the registry too: after
 // parsing, the job's plan derives the thread budgets the topology leaves
 // unset and checks its faults (the names of trainable actors, the edges),
 // as plan_of does.

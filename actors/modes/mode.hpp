@@ -4,7 +4,7 @@
 // (actors/modes/registry.cpp, the one list of modes).
 //
 //   name, section keys, parse   ->  its settings struct (topology::mode_settings)
-//   plan(topology)              ->  job_plan: the actors, edges, threads and
+//   plan(topology, use)         ->  job_plan: the actors, edges, threads and
 //                                   nodes the runtime runs (placement, fault
 //                                   checks and thread budgets read the plan)
 //   local(topology, request)    ->  job_result: the same arithmetic in one
@@ -25,14 +25,32 @@
 namespace baton::actors {
 inline namespace modes {
 
+/// What a plan is made for.
+enum class plan_use {
+  /// The checks of a topology as it is read (thread budgets, faults): its
+  /// actors, edges and threads; nothing is measured.
+  check,
+  /// A run (or `plan_of`): also what the topology leaves to planning (transfer's
+  /// `backbone.split: auto` profiles the backbone). Made once per run, with the
+  /// cluster's nodes known by name.
+  run
+};
+
+/// A mode's plan that measures nothing: the same for checks and runs.
+template <auto Plan>
+caf::expected<job_plan> same_plan(const topology& t, plan_use) {
+  return Plan(t);
+}
+
 /// One training mode (the value of `job:`).
 struct mode {
   /// Its name (`job:`), the keys it reads (its section, and those it adds to
   /// the common sections) and `parse`, which reads them into its settings
   /// struct: what the topology parser is handed (all_job_schemas()).
   job_schema schema;
-  /// The actors and edges of a run: made once, the same for every restart.
-  caf::expected<job_plan> (*plan)(const topology& t) = nullptr;
+  /// The actors and edges of a run: made once, the same for every restart
+  /// (same_plan<f> for a plan `f(topology)` that measures nothing).
+  caf::expected<job_plan> (*plan)(const topology& t, plan_use use) = nullptr;
   /// `--mode local`: the same data and arithmetic in one process, no actors:
   /// the reference the actor run is checked and benchmarked against.
   caf::expected<job_result> (*local)(const topology& t, const run_request& r) = nullptr;
@@ -40,9 +58,6 @@ struct mode {
   // -- optional hooks ---------------------------------------------------------
   /// Before anything runs (e.g. pre-train a missing backbone).
   caf::expected<void> (*prepare)(const topology& t) = nullptr;
-  /// Before an actor run plans: settles what the topology left to planning
-  /// (transfer: `backbone.split: auto`, for `local_nodes`).
-  caf::expected<void> (*settle)(topology& t, int32_t local_nodes) = nullptr;
   /// `--save-model PATH`: the trained model, from the weights the actors sent.
   caf::expected<void> (*save_model)(const topology& t, const job_result& result,
                                     const std::string& path) = nullptr;

@@ -14,9 +14,9 @@
 #include "actors/modes/pipeline/pipeline_plan.hpp"
 #include "actors/modes/pipeline/pipeline_section.hpp"
 #include "actors/modes/pipeline/pipeline_stage.hpp"
-#include "actors/modes/pipeline/planning.hpp"
 #include "actors/modes/transfer/head.hpp"
 #include "actors/modes/transfer/stage.hpp"
+#include "actors/modes/pretraining.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/modes/transfer/transfer_plan.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
@@ -45,38 +45,29 @@ const std::vector<role_type>& all_roles() {
   return roles;
 }
 
-namespace {
-
-caf::expected<job_plan> transfer_plan(const topology& t) {
-  return plan_transfer(t);
-}
-
-caf::expected<void> transfer_prepare(const topology& t) {
-  return ensure_pretrained(t);
-}
-
-caf::expected<void> transfer_settle(topology& t, int32_t local_nodes) {
-  return resolve_backbone_split(t, local_nodes);
-}
-
-} // namespace
-
 const std::vector<mode>& all_modes() {
-  // The first is the default job (`job:` absent).
+  // One line a mode: schema, plan, local reference, then its optional hooks
+  // (prepare, save_model, run_separate, traces). The first is the default job
+  // (`job:` absent). Transfer and data-parallel start from a pretrained
+  // backbone (pre-trained first when missing); a pipeline trains the backbone
+  // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
-    {transfer_schema(), transfer_plan, run_transfer_local, transfer_prepare, transfer_settle,
-     nullptr, run_separate, false},
-    // A pipeline trains the backbone itself: it needs no pretrained one.
-    {pipeline_schema(), plan_pipeline, run_pipeline_local, nullptr, nullptr, save_pipeline_model,
-     nullptr, true},
-    // Workers may start from a pretrained backbone (backbone.checkpoint):
-    // pre-trained first when missing, as for transfer.
-    {data_parallel_schema(), plan_data_parallel, run_data_parallel_local_job, transfer_prepare,
-     nullptr, save_data_parallel_model},
-    // Shards make the initial network from the seed: no pretraining.
-    {ist::schema(), ist::plan, ist::run_local_job},
+    {transfer_schema(), plan_transfer, run_transfer_local, ensure_pretrained, nullptr, run_separate},
+    {pipeline_schema(), same_plan<plan_pipeline>, run_pipeline_local, nullptr, save_pipeline_model, nullptr, true},
+    {data_parallel_schema(), same_plan<plan_data_parallel>, run_data_parallel_local_job, ensure_pretrained, save_data_parallel_model},
+    {ist::schema(), same_plan<ist::plan>, ist::run_local_job},
   };
   return modes;
+}
+
+const std::vector<job_schema>& all_job_schemas() {
+  static const std::vector<job_schema> schemas = [] {
+    std::vector<job_schema> out;
+    for (const auto& m : all_modes())
+      out.push_back(m.schema);
+    return out;
+  }();
+  return schemas;
 }
 
 const mode* find_mode(const std::string& name) {
@@ -98,7 +89,7 @@ caf::expected<topology> checked_against_plan(caf::expected<topology> t) {
   const auto* mode = find_mode(t->job);
   if (mode == nullptr || t->faults.empty())
     return t;
-  auto plan = mode->plan(*t);
+  auto plan = mode->plan(*t, plan_use::check);
   if (!plan)
     return t;
   if (auto err = check_faults(t->faults, *plan))
@@ -137,7 +128,7 @@ void derive_thread_budgets(topology& t) {
   const auto* mode = find_mode(t.job);
   if (mode == nullptr || (t.runtime.stage_threads_asked && t.runtime.head_threads_asked))
     return;
-  if (auto plan = mode->plan(t))
+  if (auto plan = mode->plan(t, plan_use::check))
     derive_thread_budgets(t.runtime, compute_actors(*plan), cores());
 }
 
@@ -147,7 +138,7 @@ caf::expected<job_plan> plan_of(const topology& t) {
     return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
   topology budgeted = t;
   derive_thread_budgets(budgeted);
-  auto plan = mode->plan(budgeted);
+  auto plan = mode->plan(budgeted, plan_use::run);
   if (!plan)
     return plan;
   std::vector<std::string> nodes;

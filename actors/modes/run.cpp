@@ -1,12 +1,15 @@
 #include "actors/modes/run.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "actors/flow/trace.hpp"
+#include "actors/modes/pretraining.hpp"
 #include "actors/modes/registry.hpp"
+#include "actors/runtime/curves.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
@@ -53,6 +56,23 @@ caf::error check_flags(const run_request& r, const mode& job) {
 
 } // namespace
 
+namespace {
+
+/// What the runtime runs of `t` with `r`'s actors: the plan, made once on
+/// the cluster's nodes by name (with `--local-nodes N`, n1..nN, before they
+/// run), the cluster, what the runtime reads of the workload, the roles.
+caf::expected<actor_job> actor_job_of(const topology& t, const run_request& r) {
+  // Node names are known before the nodes run: run_actors starts n1..nN
+  // and learns their addresses.
+  auto placed = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
+  auto plan = plan_of(placed);
+  if (!plan)
+    return plan.error();
+  return actor_job{std::move(*plan), placed, facts_of(placed), all_roles()};
+}
+
+} // namespace
+
 caf::expected<job_result> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
@@ -71,10 +91,15 @@ caf::expected<job_result> run_job(const run_request& r) {
     return err;
   if (auto err = check_flags(r, *mode))
     return err;
-  // An actor run's plan, its faults checked, before anything is prepared.
-  if (r.mode.empty() && r.baseline.empty())
-    if (auto plan = plan_of(*t); !plan)
-      return plan.error();
+  // An actor run's plan, made once, its faults checked, before anything is
+  // prepared.
+  std::optional<actor_job> job;
+  if (r.mode.empty() && r.baseline.empty()) {
+    auto made = actor_job_of(*t, r);
+    if (!made)
+      return made.error();
+    job = std::move(*made);
+  }
   if (mode->prepare != nullptr)
     if (auto ok = mode->prepare(*t); !ok)
       return ok.error();
@@ -86,12 +111,24 @@ caf::expected<job_result> run_job(const run_request& r) {
   }
   if (r.baseline == "separate")
     return mode->run_separate(*t, r);
-  return run_actors(*t, r, actor_job{plan_of, mode->settle, all_roles()});
+  return run_actors(std::move(*job), r);
+}
+
+caf::error pretrain(const run_request& r) {
+  auto t = load_request_topology(r);
+  if (!t)
+    return t.error();
+  if (auto ok = pretrain_backbone(*t); !ok)
+    return ok.error();
+  return caf::none;
 }
 
 caf::error write_outputs(const run_request& r, const job_result& result) {
   if (!r.metrics_out.empty())
     if (auto ok = write_metrics(result, r.metrics_out); !ok)
+      return ok.error();
+  if (!r.curves.empty())
+    if (auto ok = write_curves(result, r.curves); !ok)
       return ok.error();
   if (!r.trace_out.empty())
     if (auto err = write_chrome_trace(r.trace_out, result.actors))

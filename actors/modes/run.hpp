@@ -1,9 +1,12 @@
 #pragma once
 
-// `baton run`: the request's job, run by its mode.
+// The `baton` commands over a topology: `baton run` (the request's job, run
+// by its mode), `baton pretrain`, and `baton profile` and `baton plan`
+// (planning.hpp). What apps/ reaches of the modes, with registry.hpp.
 
 #include <caf/expected.hpp>
 
+#include "actors/modes/planning.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/jobs.hpp"
 
@@ -18,8 +21,12 @@ inline namespace modes {
 /// an input of the run) and are written by write_outputs.
 caf::expected<job_result> run_job(const run_request& r);
 
-/// Writes what `r` asked for of a finished run: --metrics-out, --trace,
-/// --save-model (by the job's mode).
+/// `baton pretrain`: pre-trains the backbone of the request's topology and
+/// writes its checkpoint (backbone.checkpoint), whether or not one exists.
+caf::error pretrain(const run_request& r);
+
+/// Writes what `r` asked for of a finished run: --metrics-out, --curves,
+/// --trace, --save-model (by the job's mode).
 caf::error write_outputs(const run_request& r, const job_result& result);
 
 } // namespace modes

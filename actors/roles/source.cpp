@@ -238,13 +238,7 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
 
 source_spec make_source_spec(const topology& t) {
   source_spec s;
-  s.dataset = t.dataset;
-  s.data_dir = t.data_dir;
-  s.train_limit = t.train_limit;
-  s.test_limit = t.test_limit;
-  s.synthetic_train = t.synthetic_train;
-  s.synthetic_test = t.synthetic_test;
-  s.synthetic_shape = t.synthetic_shape;
+  s.data = t.data;
   s.plan = t.plan;
   s.tasks = t.tasks;
   s.window = t.runtime.window;
@@ -253,22 +247,7 @@ source_spec make_source_spec(const topology& t) {
 
 caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec) {
   try {
-    if (spec.dataset == "synthetic") {
-      const auto& shape = spec.synthetic_shape; // [C, H, W], checked by the parser
-      // The classes the parser checks task label maps against.
-      const int64_t classes = model::synthetic_classes;
-      auto train = model::make_synthetic(spec.synthetic_train, shape[0], shape[1], shape[2],
-                                         classes, spec.plan.seed);
-      auto test = model::make_synthetic(spec.synthetic_test, shape[0], shape[1], shape[2],
-                                        classes, spec.plan.seed + 1);
-      return std::make_pair(std::move(train), std::move(test));
-    }
-    if (spec.dataset == "fashion-mnist") {
-      auto train = model::load_fashion_mnist(spec.data_dir, model::split::train, spec.train_limit);
-      auto test = model::load_fashion_mnist(spec.data_dir, model::split::test, spec.test_limit);
-      return std::make_pair(std::move(train), std::move(test));
-    }
-    return make_error(errc::bad_config, "unknown dataset '" + spec.dataset + "'");
+    return model::load_splits(spec.data);
   } catch (const std::exception& e) {
     return error_of(e);
   }
@@ -284,9 +263,16 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
 }
 
 caf::error check_paths(const source_spec& spec, const path_roots& roots) {
-  if (spec.dataset == "synthetic") // generated in memory: reads no file
+  const model::data_spec& data = spec.data;
+  if (data.synthetic()) // generated in memory: reads no file
     return caf::none;
-  return check_path(spec.data_dir, "dataset directory", roots.data_dirs, "data_dirs");
+  if (data.kind != "npy")
+    return check_path(data.path, "dataset directory", roots.data_dirs, "data_dirs");
+  for (const auto* files : {&data.train, &data.test})
+    for (const auto* file : {&files->x, &files->y})
+      if (auto err = check_path(*file, "dataset file", roots.data_dirs, "data_dirs"))
+        return err;
+  return caf::none;
 }
 
 caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_args& args) {

@@ -34,7 +34,8 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
                                        const std::string& node, const source_spec& spec);
 
 /// Refuses (errc::bad_file) a source whose settings read a file outside the
-/// node's roots: its dataset directory against `data_dirs` (not for the synthetic data set).
+/// node's roots: its dataset directory (npy: its files) against `data_dirs` (not for the
+/// synthetic data set).
 caf::error check_paths(const source_spec& spec, const path_roots& roots);
 
 /// The `source` role of a node's role table: parses the settings, checks

@@ -196,22 +196,23 @@ caf::expected<int64_t> newest_own_step(const checkpoint_choice& choice,
   return step;
 }
 
-caf::expected<checkpoint_choice> choose_checkpoints(const topology& t, const job_plan& plan,
+caf::expected<checkpoint_choice> choose_checkpoints(const runtime_settings& limits,
+                                                    const job_plan& plan,
                                                     const run_options& options) {
   checkpoint_choice choice;
-  choice.every = t.runtime.checkpoint_every;
-  choice.dir = options.resume_dir.empty() ? t.runtime.checkpoint_dir : options.resume_dir;
+  choice.every = limits.checkpoint_every;
+  choice.dir = options.resume_dir.empty() ? limits.checkpoint_dir : options.resume_dir;
   auto record = options.record;
   if (record.run_id.empty())
     record.run_id = new_run_id();
   choice.run_id = record.run_id;
-  if (t.runtime.checkpoint_every == 0 && options.resume_dir.empty())
+  if (limits.checkpoint_every == 0 && options.resume_dir.empty())
     return choice;
   if (choice.dir.empty())
     choice.dir = options.temporary_checkpoint_dir;
   if (choice.dir.empty())
     return make_error(errc::bad_config, "runtime.checkpoint_every is " +
-                                          std::to_string(t.runtime.checkpoint_every) +
+                                          std::to_string(limits.checkpoint_every) +
                                           " but no checkpoint directory is set");
   choice.kept = true;
   std::error_code ec;
@@ -232,7 +233,7 @@ caf::expected<checkpoint_choice> choose_checkpoints(const topology& t, const job
                  choice.restore_step, choice.dir);
   } else {
     spdlog::info("checkpoints of run {} every {} steps in {}{}", choice.run_id,
-                 t.runtime.checkpoint_every, choice.dir,
+                 limits.checkpoint_every, choice.dir,
                  choice.dir == options.temporary_checkpoint_dir
                    ? " (removed after a successful run, kept for --resume when it fails; set "
                      "runtime.checkpoint_dir to keep them)"

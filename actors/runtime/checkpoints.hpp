@@ -82,14 +82,15 @@ std::vector<std::string> checkpointed_actors(const std::string& dir);
 caf::expected<int64_t> newest_own_step(const checkpoint_choice& choice,
                                        const std::vector<std::string>& trainable);
 
-/// Chooses the checkpoint directory of running `plan` (made from `t`) with
-/// `options`; when checkpoints are on, creates it and writes run.yaml there,
+/// Chooses the checkpoint directory of running `plan` under `limits` (the
+/// cluster's runtime section) with `options`; when checkpoints are on, creates it and writes run.yaml there,
 /// and with --resume finds the newest step every trainable actor has a valid
 /// checkpoint of (newest_own_step). The run id is the record's (a new one
 /// when it has none). Logs the choice. errc::bad_config when checkpoints are
 /// on but no directory is set; errc::bad_file when --resume finds no common
 /// step or one of another run.
-caf::expected<checkpoint_choice> choose_checkpoints(const topology& t, const job_plan& plan,
+caf::expected<checkpoint_choice> choose_checkpoints(const runtime_settings& limits,
+                                                    const job_plan& plan,
                                                     const run_options& options);
 
 /// What a pass adds to the settings of `a` (an actor of `plan`): the step

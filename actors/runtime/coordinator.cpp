@@ -42,18 +42,18 @@ errc failure_code(uint8_t code) {
 
 class coordinator {
 public:
-  coordinator(caf::actor_system& sys, const topology& t, const job_plan& plan,
-              const run_options& options)
-    : self_(sys), topology_(t), plan_(plan), options_(options),
-      progress_(options.progress_tty), nodes_(self_.ptr(), t.runtime.request_timeout),
-      pass_(self_.ptr(), t.runtime.request_timeout), collected_(plan) {}
+  coordinator(caf::actor_system& sys, const cluster& c, const job_facts& facts,
+              const job_plan& plan, const run_options& options)
+    : self_(sys), cluster_(c), facts_(facts), plan_(plan), options_(options),
+      progress_(options.progress_tty, plan), nodes_(self_.ptr(), c.runtime.request_timeout),
+      pass_(self_.ptr(), c.runtime.request_timeout), collected_(plan) {}
 
   ~coordinator() { shutdown(); }
 
   caf::expected<job_result> run() {
     auto started = clock_type::now();
     std::optional<clock_type::time_point> training_started;
-    if (auto err = nodes_.connect(topology_, options_.roles))
+    if (auto err = nodes_.connect(cluster_, facts_.file, options_.roles))
       return err;
     if (auto err = prepare_recovery())
       return err;
@@ -79,14 +79,14 @@ public:
       if (auto err = recover(failure))
         return err;
     }
-    nodes_.collect_reports(topology_, result_.nodes);
+    nodes_.collect_reports(cluster_, result_.nodes);
     if (checkpoints_.dir == options_.temporary_checkpoint_dir)
       result_.checkpoint_dir.clear(); // removed by its owner: nothing to resume from
     auto ended = clock_type::now();
     result_.wall_seconds = std::chrono::duration<double>(ended - started).count();
     result_.train_seconds = std::chrono::duration<double>(ended - *training_started).count();
-    result_.topology_file = topology_.file;
-    result_.job = topology_.job;
+    result_.topology_file = facts_.file;
+    result_.job = facts_.job;
     collected_.finish(result_);
     return std::move(result_);
   }
@@ -99,7 +99,7 @@ private:
     auto node = nodes_.node_for(a.node, pass_.actors_on());
     const auto* spawner = nodes_.spawner_of(node);
     if (spawner == nullptr)
-      return make_error(errc::bad_config, topology_.file + ": " + a.role + " '" + a.name +
+      return make_error(errc::bad_config, facts_.file + ": " + a.role + " '" + a.name +
                                             "' is placed on no known node ('" + node + "')");
     auto run = run_settings_of(a, plan_, checkpoints_, faults_, options_.trace);
     return pass_.spawn(*spawner, node, a, with_run(a.settings, run));
@@ -109,7 +109,7 @@ private:
   /// budgets the topology set are warned about: derived ones give every
   /// actor an equal share of the cores, at least one thread.
   void check_thread_budget() const {
-    if (!topology_.runtime.threads_asked())
+    if (!cluster_.runtime.threads_asked())
       return;
     for (const auto& over : oversubscribed_nodes(plan_, nodes_.cores()))
       spdlog::warn("node '{}' runs {} compute threads on {} cores (as the topology's "
@@ -231,7 +231,7 @@ private:
   /// head has reached runtime.stop_at_accuracy (in this or an earlier
   /// epoch), the run stops.
   void note_accuracy(const std::string& head, const messages::epoch_result& e, double seconds) {
-    const double target = topology_.runtime.stop_at_accuracy;
+    const double target = cluster_.runtime.stop_at_accuracy;
     if (target <= 0 || result_.stopped || e.test_accuracy < target)
       return;
     reached_.insert(head);
@@ -248,7 +248,7 @@ private:
     spdlog::info("epoch {} of {} reached {:.2f}% (runtime.stop_at_accuracy {:.2f}%): stopping "
                  "every actor",
                  at.epoch + 1, at.actor, 100 * at.test_accuracy,
-                 100 * topology_.runtime.stop_at_accuracy);
+                 100 * cluster_.runtime.stop_at_accuracy);
     const auto epoch = at.epoch;
     result_.stopped = std::move(at);
     stop_began_ = clock_type::now();
@@ -326,9 +326,10 @@ private:
       a->done = true; // it will not report
       return caf::none;
     }
-    return failed("actor_down", a->name,
-                  make_error(errc::actor_failed, a->role + " '" + a->name + "' on node '" +
-                                                   a->node + "' terminated: " + why));
+    auto what = a->role + " '" + a->name + "' on node '" + a->node + "' terminated: " + why;
+    if (!cluster_.recovers()) // its node may be going: say how a run survives that
+      what += "; " + no_recovery_hint();
+    return failed("actor_down", a->name, make_error(errc::actor_failed, what));
   }
 
   // -- lost nodes: a closed connection (on_down) or silence (node_watch.hpp) ---------
@@ -346,15 +347,24 @@ private:
   caf::error node_lost(const std::string& node, std::string what) {
     if (stopping_ignores(what))
       return caf::none; // its actors are left out when the stop gives up on them
-    if (!topology_.recovers()) {
-      what += topology_.runtime.max_restarts == 0
-                ? "; no recovery: runtime.max_restarts is 0"
-                : "; no recovery: the run writes no checkpoints to restart from "
-                  "(runtime.checkpoint_every is 0; a job that cannot checkpoint, such as "
-                  "data-parallel with max_staleness, refuses it)";
-      return salvage(what);
-    }
+    if (!cluster_.recovers())
+      return salvage(what + "; " + no_recovery_hint());
     return failed("node_lost", node, make_error(errc::node_unreachable, what));
+  }
+
+  /// Why a run that does not recover could not, and how to make it survive
+  /// a lost node: the run refuses to start again from the initial weights,
+  /// which would throw away the work done without saying so
+  /// (docs/faults-and-recovery.md).
+  std::string no_recovery_hint() const {
+    if (cluster_.runtime.max_restarts == 0)
+      return "no recovery: runtime.max_restarts is 0 (set it above 0 to restart from the "
+             "newest checkpoint)";
+    return "no recovery: the run writes no checkpoints to restart from "
+           "(runtime.checkpoint_every is 0); to survive a lost node, checkpoint every N steps "
+           "with runtime.checkpoint_every: N (e.g. --set runtime.checkpoint_every=50): the job "
+           "then restarts from its newest checkpoint on the surviving nodes (data-parallel "
+           "with max_staleness > 0 cannot checkpoint: use max_staleness 0)";
   }
 
   /// A node is lost and the run cannot recover (`what` says so): the actors
@@ -378,14 +388,14 @@ private:
 
   /// How long a salvage waits for the final reports.
   clock_type::duration salvage_wait() const {
-    return topology_.runtime.connection_timeout + std::chrono::seconds(10);
+    return cluster_.runtime.connection_timeout + std::chrono::seconds(10);
   }
 
   caf::error on_tick() {
     if (options_.interrupted != nullptr && options_.interrupted->load())
       return make_error(errc::interrupted, "stopping every actor");
     auto limit = std::min<clock_type::duration>(options_.stall_timeout,
-                                                topology_.runtime.stall_timeout);
+                                                cluster_.runtime.stall_timeout);
     if (result_.stopped || salvaging_) {
       // Salvaging: an actor that waits for the lost node's work never ends.
       end_stop_after(salvaging_ ? std::min<clock_type::duration>(limit, salvage_wait())
@@ -402,7 +412,7 @@ private:
   /// a healthy actor, between two heartbeats, for a stalled one: said once.
   void warn_short_stall_timeout() const {
     auto limit = std::min<clock_type::duration>(options_.stall_timeout,
-                                                topology_.runtime.stall_timeout);
+                                                cluster_.runtime.stall_timeout);
     if (limit >= 3 * activity::heartbeat_interval)
       return;
     spdlog::warn("runtime.stall_timeout_ms is {} ms: actors send a heartbeat once a second while "
@@ -475,7 +485,7 @@ private:
       return;
     length_checked_ = true;
     for (const auto& warning : unreachable_fault_warnings(
-           topology_.faults, samples, topology_.plan.epochs, topology_.plan.batch_size))
+           cluster_.faults, samples, facts_.epochs, facts_.batch_size))
       spdlog::warn("{}", warning);
   }
 
@@ -484,10 +494,10 @@ private:
   /// Checks the faults against the nodes, chooses the checkpoint directory
   /// and, with --resume, the step to continue from.
   caf::error prepare_recovery() {
-    if (auto why = unknown_fault_node(topology_.faults, nodes_.live(), topology_.embedded()))
+    if (auto why = unknown_fault_node(cluster_.faults, nodes_.live(), cluster_.embedded()))
       return make_error(errc::bad_config, *why);
-    faults_ = fault_injector{topology_.faults};
-    auto choice = choose_checkpoints(topology_, plan_, options_);
+    faults_ = fault_injector{cluster_.faults};
+    auto choice = choose_checkpoints(cluster_.runtime, plan_, options_);
     if (!choice)
       return std::move(choice.error());
     checkpoints_ = std::move(*choice);
@@ -499,7 +509,7 @@ private:
   /// Records what failed; recoverable when the topology recovers and the
   /// run was not interrupted.
   caf::error failed(const std::string& kind, const std::string& target, caf::error err) {
-    recoverable_ = topology_.recovers();
+    recoverable_ = cluster_.recovers();
     failure_kind_ = kind;
     failure_target_ = target;
     return err;
@@ -557,7 +567,7 @@ private:
     progress_.clear();
     if (auto err = recurring(failure))
       return err;
-    if (result_.restarts >= topology_.runtime.max_restarts)
+    if (result_.restarts >= cluster_.runtime.max_restarts)
       return make_error(errc::actor_failed,
                         describe(failure) + " (gave up after " +
                           std::to_string(result_.restarts) + " restarts: runtime.max_restarts)");
@@ -576,7 +586,7 @@ private:
     detected_at_ = detected;
     result_.restarts += 1;
     spdlog::warn("restart {} of at most {}: every actor restarts from step {}{}",
-                 result_.restarts, topology_.runtime.max_restarts, step,
+                 result_.restarts, cluster_.runtime.max_restarts, step,
                  step == 0 ? " (the initial weights)" : "");
     return caf::none;
   }
@@ -633,7 +643,7 @@ private:
   /// Kills every actor of this pass (a node whose spawner goes down
   /// meanwhile is lost) and forgets what they reported.
   void stop_pass() {
-    pass_.stop(topology_.runtime.connection_timeout + std::chrono::seconds(3),
+    pass_.stop(cluster_.runtime.connection_timeout + std::chrono::seconds(3),
                [&](const caf::down_msg& msg) { nodes_.lose(msg.source); });
     collected_.clear();
   }
@@ -644,7 +654,8 @@ private:
   }
 
   caf::scoped_actor self_;
-  const topology& topology_;
+  const cluster& cluster_;
+  const job_facts& facts_;
   const job_plan& plan_;
   run_options options_;
   progress_line progress_;
@@ -672,10 +683,11 @@ private:
 
 } // namespace
 
-caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
-                                       const job_plan& plan, const run_options& options) {
-  coordinator c{sys, t, plan, options};
-  return c.run();
+caf::expected<job_result> run_actor_job(caf::actor_system& sys, const cluster& c,
+                                       const job_facts& facts, const job_plan& plan,
+                                       const run_options& options) {
+  coordinator run{sys, c, facts, plan, options};
+  return run.run();
 }
 
 } // namespace runtime

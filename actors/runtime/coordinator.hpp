@@ -10,6 +10,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/roles/role_type.hpp"
+#include "actors/runtime/job_facts.hpp"
 #include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/run_record.hpp"
@@ -39,13 +40,14 @@ struct run_options {
   std::vector<role_type> roles;
 };
 
-/// Runs `plan` (made from `t` by its mode): connects to the nodes of `t` (or
-/// spawns everything in this process when it has none), spawns the plan's
-/// actors in order, introduces its edges in order, starts its sources,
-/// monitors every actor, collects reports (one result per result group) and
-/// weights, rolls the job back to the newest common checkpoint when an actor
-/// or node fails (while `t`'s runtime allows), and shuts every actor down
-/// when the run ends, fails or is interrupted. It knows no training mode.
+/// Runs `plan` (made by the job's mode, placed on the nodes of `c`): connects
+/// to the nodes of `c` (or spawns everything in this process when it has
+/// none), spawns the plan's actors in order, introduces its edges in order,
+/// starts its sources, monitors every actor, collects reports (one result
+/// per result group) and weights, rolls the job back to the newest common
+/// checkpoint when an actor or node fails (while `c`'s runtime allows), and
+/// shuts every actor down when the run ends, fails or is interrupted. It
+/// knows no training mode; of the workload it reads `facts` only.
 ///
 ///   connect nodes -> prepare_recovery -> spawn_all -> wire -> arm faults -> train -> collect
 ///                                           ^                                  |
@@ -55,8 +57,9 @@ struct run_options {
 /// The parts are its own units: job_nodes (the spawners, lost nodes),
 /// job_pass (the actors of a pass), result_collector (their reports),
 /// checkpoints.hpp and fault_injector (recovery as plain data).
-caf::expected<job_result> run_actor_job(caf::actor_system& sys, const topology& t,
-                                       const job_plan& plan, const run_options& options);
+caf::expected<job_result> run_actor_job(caf::actor_system& sys, const cluster& c,
+                                       const job_facts& facts, const job_plan& plan,
+                                       const run_options& options);
 
 } // namespace runtime
 } // namespace baton::actors

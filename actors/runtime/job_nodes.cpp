@@ -16,9 +16,10 @@
 namespace baton::actors {
 inline namespace runtime {
 
-caf::error job_nodes::connect(const topology& t, std::vector<role_type> roles) {
+caf::error job_nodes::connect(const cluster& c, const std::string& file,
+                              std::vector<role_type> roles) {
   auto& sys = self_->system();
-  if (t.embedded()) {
+  if (c.embedded()) {
     spawner_policy policy;
     policy.roles = std::move(roles);
     embedded_spawner_ = spawn_spawner(sys, "embedded", std::move(policy));
@@ -26,11 +27,11 @@ caf::error job_nodes::connect(const topology& t, std::vector<role_type> roles) {
     cores_[""] = static_cast<int32_t>(std::thread::hardware_concurrency());
     return caf::none;
   }
-  for (const auto& n : t.nodes) {
-    auto spawner = connect_node(sys, n.host, n.port, n.name, t.runtime.tls, timeout_);
+  for (const auto& n : c.nodes) {
+    auto spawner = connect_node(sys, n.host, n.port, n.name, c.runtime.tls, timeout_);
     if (!spawner)
       return make_error(errc::node_unreachable,
-                        (n.where.empty() ? t.file : n.where) + ": node '" + n.name + "' at " +
+                        (n.where.empty() ? file : n.where) + ": node '" + n.name + "' at " +
                           n.host + ":" + std::to_string(n.port) +
                           " is unreachable (is `baton node` running there?): " +
                           sys.render(spawner.error()));
@@ -43,13 +44,13 @@ caf::error job_nodes::connect(const topology& t, std::vector<role_type> roles) {
                               describe(err));
                });
   }
-  connect_peers(t);
-  start_watch(t);
+  connect_peers(c);
+  start_watch(c);
   return caf::none;
 }
 
-void job_nodes::start_watch(const topology& t) {
-  limits_ = liveness_limits_of(t);
+void job_nodes::start_watch(const cluster& c) {
+  limits_ = liveness_limits_of(c);
   std::vector<std::pair<std::string, caf::actor>> pulses;
   for (const auto& [node, spawner] : spawners_)
     self_->request(spawner, timeout_, caf::get_atom::value, pulse_atom::value)
@@ -62,13 +63,13 @@ void job_nodes::start_watch(const topology& t) {
                             std::move(pulses));
 }
 
-void job_nodes::connect_peers(const topology& t) {
-  if (t.runtime.tls.enabled())
+void job_nodes::connect_peers(const cluster& c) {
+  if (c.runtime.tls.enabled())
     return;
-  for (size_t i = 0; i < t.nodes.size(); ++i)
-    for (size_t j = i + 1; j < t.nodes.size(); ++j) {
-      const auto& from = t.nodes[i];
-      const auto& to = t.nodes[j];
+  for (size_t i = 0; i < c.nodes.size(); ++i)
+    for (size_t j = i + 1; j < c.nodes.size(); ++j) {
+      const auto& from = c.nodes[i];
+      const auto& to = c.nodes[j];
       self_->request(spawners_.at(from.name), timeout_, connect_atom::value, to.host, to.port)
         .receive([](caf::ok_atom) {},
                  [&](caf::error& err) {
@@ -136,12 +137,12 @@ void job_nodes::back(const std::string& node, int64_t silent_ms) const {
     spdlog::info("node '{}' answers again after {:.1f} s", node, silent_ms / 1000.0);
 }
 
-void job_nodes::collect_reports(const topology& t, std::vector<messages::node_report>& into) {
-  if (t.embedded()) {
+void job_nodes::collect_reports(const cluster& c, std::vector<messages::node_report>& into) {
+  if (c.embedded()) {
     into.push_back(current_node_report("embedded"));
     return;
   }
-  for (const auto& n : t.nodes) {
+  for (const auto& n : c.nodes) {
     auto spawner = spawners_.find(n.name);
     if (spawner == spawners_.end()) // lost during the run
       continue;

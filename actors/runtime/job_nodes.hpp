@@ -36,14 +36,14 @@ public:
   job_nodes(caf::blocking_actor* self, std::chrono::milliseconds timeout)
     : self_(self), timeout_(timeout) {}
 
-  /// Connects to every node of `t` and asks each for its cores (a node that
+  /// Connects to every node of `c` and asks each for its cores (a node that
   /// does not answer is warned about and not judged by its cores). A job
   /// without nodes gets a spawner in this process ("" its node name) that
   /// may spawn `roles`. errc::node_unreachable naming the node and where the
-  /// topology lists it when one cannot be reached.
-  caf::error connect(const topology& t, std::vector<role_type> roles);
+  /// topology lists it (its entry, else `file`) when one cannot be reached.
+  caf::error connect(const cluster& c, const std::string& file, std::vector<role_type> roles);
 
-  /// Gives every pair of nodes of `t` its direct connection, one pair at a
+  /// Gives every pair of nodes of `c` its direct connection, one pair at a
   /// time, before any actor exists: the node listed first connects to the
   /// other. CAF 0.17's automatic connections open them on first use instead,
   /// from both ends at once when two nodes learn of each other together, and
@@ -52,7 +52,7 @@ public:
   /// run stalled about once in 150 three-node runs. A pair that cannot
   /// connect is warned about; its messages go through this process. With
   /// TLS nothing is done: nodes already talk through the coordinator.
-  void connect_peers(const topology& t);
+  void connect_peers(const cluster& c);
 
   /// The nodes still reachable ("" the embedded process), by name.
   std::vector<std::string> live() const;
@@ -80,7 +80,7 @@ public:
   /// Appends each live node's report of its usage (a node that does not
   /// answer is warned about) and this process's ("coordinator"); a job
   /// without nodes has one report, "embedded".
-  void collect_reports(const topology& t, std::vector<messages::node_report>& into);
+  void collect_reports(const cluster& c, std::vector<messages::node_report>& into);
   /// Ends the embedded spawner, if any (listed nodes keep running).
   void shutdown();
 
@@ -96,7 +96,7 @@ private:
   caf::actor watch_;                          ///< the node watch; none when embedded
 
   /// Starts the watch over the nodes that give their pulse actor.
-  void start_watch(const topology& t);
+  void start_watch(const cluster& c);
 };
 
 } // namespace runtime

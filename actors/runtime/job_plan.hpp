@@ -77,6 +77,20 @@ struct job_plan {
   /// the coordinator's divergence warning says it. "" = a generic advice.
   std::string divergence_advice;
 
+  // -- how the output names the job (results table, metrics, curves) --------------
+  /// The strategy, as the metrics' `mode` and the results table's footer name
+  /// it ("transfer", "pipeline", "data-parallel", "ist", "resist"); "" = the
+  /// topology's `job:`.
+  std::string strategy;
+  /// What one result group is, as the results table's first column and the
+  /// curves' `kind` name it: "head" (transfer), "stage" (pipeline: the last
+  /// stage), "workers" (data-parallel, IST: the workers' merged result).
+  std::string result_label = "head";
+  /// The progress messages count one of this many equal shares of the job's
+  /// samples (data-parallel and IST: worker 0 reports for its W workers), so
+  /// the progress line multiplies them; 1: they count the job's samples.
+  int32_t progress_shares = 1;
+
   /// The actor named `name`, or nullptr.
   const planned_actor* find(const std::string& name) const {
     for (const auto& a : actors)

@@ -21,7 +21,7 @@ nlohmann::json head_json(const messages::actor_report& h,
                          const std::map<int32_t, double>* seconds) {
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : h.epochs) {
-    epochs.push_back({{"epoch", e.epoch},
+    epochs.push_back({{"epoch", e.epoch + 1},
                       {"train_loss", e.train_loss},
                       {"test_accuracy", e.test_accuracy},
                       {"samples", e.samples}});
@@ -52,7 +52,7 @@ messages::actor_report head_from_json(const nlohmann::json& j) {
   h.weights_digest = j.at("weights_digest").get<std::string>();
   h.node = j.value("node", "");
   for (const auto& e : j.value("epochs", nlohmann::json::array()))
-    h.epochs.push_back({e.at("epoch").get<int32_t>(), number(e, "train_loss"),
+    h.epochs.push_back({e.at("epoch").get<int32_t>() - 1, number(e, "train_loss"),
                         number(e, "test_accuracy"), e.at("samples").get<int64_t>()});
   return h;
 }
@@ -134,22 +134,28 @@ nlohmann::json fault_json(const fault_record& f) {
 
 nlohmann::json stop_json(const early_stop& s) {
   return {{"actor", s.actor},
-          {"epoch", s.epoch},
+          {"epoch", s.epoch + 1},
           {"test_accuracy", s.test_accuracy},
           {"seconds", s.seconds}};
 }
 
 early_stop stop_from_json(const nlohmann::json& s) {
-  return {s.at("actor").get<std::string>(), s.at("epoch").get<int32_t>(),
+  return {s.at("actor").get<std::string>(), s.at("epoch").get<int32_t>() - 1,
           s.at("test_accuracy").get<double>(), s.at("seconds").get<double>()};
 }
 
 } // namespace
 
+std::string strategy_of(const job_result& r) {
+  return r.mode.empty() ? r.job : r.mode;
+}
+
 nlohmann::json to_json(const job_result& r) {
   nlohmann::json j;
   j["job"] = r.job;
-  j["mode"] = r.mode;
+  j["mode"] = strategy_of(r);
+  j["run"] = r.run;
+  j["result_label"] = r.result_label;
   j["topology"] = r.topology_file;
   j["wall_seconds"] = r.wall_seconds;
   j["train_seconds"] = r.train_seconds;
@@ -195,6 +201,8 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     job_result r;
     r.job = j.at("job").get<std::string>();
     r.mode = j.at("mode").get<std::string>();
+    r.run = j.value("run", "actors");
+    r.result_label = j.value("result_label", "head");
     r.topology_file = j.value("topology", "");
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.train_seconds = j.value("train_seconds", 0.0);
@@ -202,7 +210,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       r.heads.push_back(head_from_json(h));
       for (const auto& e : h.value("epochs", nlohmann::json::array()))
         if (e.contains("seconds"))
-          r.epoch_seconds[r.heads.back().actor][e.at("epoch").get<int32_t>()] =
+          r.epoch_seconds[r.heads.back().actor][e.at("epoch").get<int32_t>() - 1] =
             e.at("seconds").get<double>();
     }
     for (const auto& n : j.at("nodes"))
@@ -261,8 +269,8 @@ caf::expected<void> write_metrics(const job_result& r, const std::string& path) 
 std::string results_table(const job_result& r) {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-12s %-10s %10s %10s %9s  %s\n", "head", "task",
-                "test acc", "train loss", "samples", "weights (sha256)");
+  std::snprintf(line, sizeof line, "%-12s %-10s %10s %10s %9s  %s\n", r.result_label.c_str(),
+                "task", "test acc", "train loss", "samples", "weights (sha256)");
   out << line;
   for (const auto& h : r.heads) {
     std::snprintf(line, sizeof line, "%-12s %-10s %9.2f%% %10.4f %9lld  %.16s\n",
@@ -270,9 +278,11 @@ std::string results_table(const job_result& r) {
                   static_cast<long long>(h.samples), h.weights_digest.c_str());
     out << line;
   }
+  if (r.heads.empty() && !r.failed.empty())
+    out << "(no " << r.result_label << " reported a result before the run failed)\n";
   std::snprintf(line, sizeof line, "%s (%s): %.1f s wall, %s peak memory over %zu process(es)\n",
-                r.job.c_str(), r.mode.c_str(), r.wall_seconds, mib_text(total_peak_rss(r)).c_str(),
-                r.nodes.size());
+                strategy_of(r).c_str(), r.run.c_str(), r.wall_seconds,
+                mib_text(total_peak_rss(r)).c_str(), r.nodes.size());
   out << line;
   if (r.stopped) {
     std::snprintf(line, sizeof line,

@@ -43,8 +43,15 @@ struct trained_count {
 };
 
 struct job_result {
-  std::string job;              ///< `job:` of the topology that ran
-  std::string mode = "shared";  ///< shared (one backbone, K heads) | separate (baseline)
+  std::string job;  ///< `job:` of the topology that ran
+  /// The strategy (job_plan::strategy): transfer | pipeline | data-parallel |
+  /// ist | resist; "" = `job`.
+  std::string mode;
+  /// How it ran: actors (the coordinator's run) | local (`--mode local`, the
+  /// one-process reference) | separate (`--baseline separate`).
+  std::string run = "actors";
+  /// What each entry of `heads` is (job_plan::result_label): head | stage | workers.
+  std::string result_label = "head";
   std::string topology_file;
   double wall_seconds = 0;
   /// From the first training microbatch to the end: the wall without setup
@@ -73,9 +80,13 @@ struct job_result {
   std::string failed;
 };
 
-/// The metrics JSON: wall_seconds; train_seconds; heads [{name, task, test_accuracy,
-/// train_loss, samples, weights_digest, epochs [{epoch, train_loss,
-/// test_accuracy, samples, seconds (when known)}]}]; nodes [{name,
+/// The strategy `r` names: its mode, else its job.
+std::string strategy_of(const job_result& r);
+
+/// The metrics JSON: job; mode (strategy_of); run; result_label; wall_seconds; train_seconds; heads [{name, task, test_accuracy,
+/// train_loss, samples, weights_digest, epochs [{epoch (from 1, as the log
+/// numbers them), train_loss, test_accuracy, samples, seconds (when
+/// known)}]}]; nodes [{name,
 /// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
 /// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,
 /// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its
@@ -84,7 +95,7 @@ struct job_result {
 /// recovery: restarts, faults [{kind, target, at_step, detected_after_ms
 /// (only when known), recovered_after_ms, restored_step}], trained {actor: {trained,
 /// duplicates}}, checkpoint_dir. A run stopped at runtime.stop_at_accuracy:
-/// stopped {actor, epoch, test_accuracy, seconds}.
+/// stopped {actor, epoch (from 1), test_accuracy, seconds}.
 nlohmann::json to_json(const job_result& r);
 
 /// Reads a job result back from its metrics JSON (used by the baseline,
@@ -94,7 +105,9 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j);
 /// Writes to_json(r) to `path` atomically.
 caf::expected<void> write_metrics(const job_result& r, const std::string& path);
 
-/// A plain-text table of the heads' results and the run's totals.
+/// A plain-text table of the result groups (its first column named by
+/// `result_label`) and the run's totals, the footer naming the strategy and
+/// how it ran ("resist (actors): ...").
 std::string results_table(const job_result& r);
 
 /// Sum of peak RSS over the nodes (processes) of a run.

@@ -34,9 +34,9 @@ namespace fs = std::filesystem;
 /// connection (0); the coordinator's node watch judges silence, with
 /// runtime.connection_timeout_ms (actors/runtime/node_watch.hpp). A local
 /// node ends with its coordinator (child_process: PR_SET_PDEATHSIG).
-system_settings settings_of(const topology& t) {
-  return {t.runtime.scheduler_threads, t.runtime.heartbeat_interval,
-          std::chrono::milliseconds{0}, t.runtime.tls};
+system_settings settings_of(const cluster& c) {
+  return {c.runtime.scheduler_threads, c.runtime.heartbeat_interval,
+          std::chrono::milliseconds{0}, c.runtime.tls};
 }
 
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------
@@ -72,13 +72,14 @@ run_options options_of(const run_request& r, const run_record& record, const act
 /// temporary one of the run's, removed after a successful run only.
 class run_checkpoints {
 public:
-  caf::error claim(const topology& t, const run_request& r, const run_record& record) {
+  caf::error claim(const runtime_settings& limits, const run_request& r,
+                   const run_record& record) {
     bool resuming = !r.resume_dir.empty();
-    if (t.runtime.checkpoint_every == 0 && !resuming)
+    if (limits.checkpoint_every == 0 && !resuming)
       return caf::none;
     if (auto err = check_record_size(record))
       return err;
-    dir_ = resuming ? r.resume_dir : t.runtime.checkpoint_dir;
+    dir_ = resuming ? r.resume_dir : limits.checkpoint_dir;
     if (dir_.empty()) {
       auto made = make_work_directory("baton-checkpoints");
       if (!made)
@@ -119,11 +120,7 @@ private:
 
 } // namespace
 
-caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job) {
-  // Before any process or actor starts (transfer: `backbone.split: auto`).
-  if (job.settle != nullptr)
-    if (auto settled = job.settle(t, r.local_nodes); !settled)
-      return settled.error();
+caf::expected<job_result> run_actors(actor_job job, const run_request& r) {
   auto record = request_record(r);
   if (!record)
     return record.error();
@@ -135,43 +132,39 @@ caf::expected<job_result> run_actors(topology t, const run_request& r, const act
   // Claimed before anything starts, held until the nodes have stopped (a
   // node of a failed run may still be writing a checkpoint).
   run_checkpoints checkpoints;
-  if (auto err = checkpoints.claim(t, r, *record))
+  if (auto err = checkpoints.claim(job.where.runtime, r, *record))
     return err;
-  std::optional<local_cluster> cluster;
+  std::optional<local_cluster> nodes;
   std::optional<owned_directory> logs;
   if (r.local_nodes > 0) {
     auto dir = make_work_directory("baton-nodes");
     if (!dir)
       return dir.error();
     logs.emplace(*dir);
-    t = with_local_nodes(std::move(t), r.local_nodes);
-    auto started = local_cluster::start(r.local_nodes, settings_of(t), *dir, *link);
+    auto started = local_cluster::start(r.local_nodes, settings_of(job.where), *dir, *link);
     if (!started)
       return started.error();
-    cluster = std::move(*started);
-    t = cluster->place(std::move(t));
+    nodes = std::move(*started);
+    job.where = nodes->place(std::move(job.where));
     spdlog::info("started {} local nodes (logs in {}, removed after a successful run)",
                  r.local_nodes, *dir);
   }
-  auto plan = job.plan(t);
-  if (!plan)
-    return plan.error();
   caf::actor_system_config cfg;
-  configure(cfg, settings_of(t));
+  configure(cfg, settings_of(job.where));
   caf::actor_system sys{cfg};
   install_framed_transport(sys);
   run_options options = options_of(r, *record, job);
   options.temporary_checkpoint_dir = checkpoints.temporary();
-  auto result = run_actor_job(sys, t, *plan, options);
-  if (cluster)
-    cluster->stop();
+  auto result = run_actor_job(sys, job.where, job.facts, job.plan, options);
+  if (nodes)
+    nodes->stop();
   if (result)
     return result;
   if (logs) {
     logs->keep();
     spdlog::info("the local nodes' logs are kept in {}", logs->path());
   }
-  return checkpoints.failed(std::move(result.error()), plan->trainable_names());
+  return checkpoints.failed(std::move(result.error()), job.plan.trainable_names());
 }
 
 void record_finished(const run_request& r, const job_result& result) {

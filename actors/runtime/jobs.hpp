@@ -10,6 +10,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/roles/role_type.hpp"
+#include "actors/runtime/job_facts.hpp"
 #include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/run_record.hpp"
@@ -35,6 +36,7 @@ struct run_request {
   std::string trace_out;                 ///< --trace FILE (job: pipeline, actors)
   std::string save_model;                ///< --save-model FILE (job: pipeline)
   std::string resume_dir;                ///< --resume DIR (checkpoints of a killed run)
+  std::string curves;                    ///< --curves FILE.csv (curves.hpp)
   bool progress_tty = false;
   const std::atomic<bool>* interrupted = nullptr;
 };
@@ -57,23 +59,26 @@ caf::expected<run_record> request_record(const run_request& r);
 
 /// What a mode hands the runtime for an actor run.
 struct actor_job {
-  /// The plan of the topology once its nodes are known: its actors placed
-  /// on them, its faults checked against it (modes' plan_of).
-  caf::expected<job_plan> (*plan)(const topology& t);
-  /// Settles what the topology left to planning, before anything is placed
-  /// or started (e.g. `backbone.split: auto`); null: nothing to settle.
-  caf::expected<void> (*settle)(topology& t, int32_t local_nodes) = nullptr;
+  /// Made once, before anything starts: its actors placed on the cluster's
+  /// nodes (by name), its faults checked, the thread budgets the topology
+  /// leaves unset derived (modes' plan_of).
+  job_plan plan;
+  /// Where it runs: the nodes (with `--local-nodes N`, n1..nN, whose
+  /// addresses are known once they run), the runtime's limits, TLS and the
+  /// injected faults.
+  cluster where;
+  job_facts facts;              ///< names for messages and results, the job's length
   std::vector<role_type> roles; ///< what the embedded process may spawn
 };
 
-/// Runs `job` with actors: embedded in this process, on the topology's
+/// Runs `job` with actors: embedded in this process, on the cluster's
 /// nodes, or on `--local-nodes` N processes started (and always stopped)
-/// here. The checkpoint directory is claimed first (claim_checkpoint_dir:
-/// locked for the run, refused when a live run holds it); checkpoints nobody
-/// named go to a directory of the run's, removed after a successful run. A
-/// failed run keeps its checkpoints and its error says where they are and
-/// how to resume. See run_actor_job (coordinator.hpp).
-caf::expected<job_result> run_actors(topology t, const run_request& r, const actor_job& job);
+/// here, the cluster's n1..nN. The checkpoint directory is claimed first
+/// (claim_checkpoint_dir: locked for the run, refused when a live run holds
+/// it); checkpoints nobody named go to a directory of the run's, removed
+/// after a successful run. A failed run keeps its checkpoints and its error
+/// says where they are and how to resume. See run_actor_job (coordinator.hpp).
+caf::expected<job_result> run_actors(actor_job job, const run_request& r);
 
 /// After the outputs of a successful run (`r`, `result`) are written: its
 /// run.yaml says it finished, where its metrics and model are, so that

@@ -140,14 +140,14 @@ caf::expected<local_cluster> local_cluster::start(int32_t count, const system_se
   return cluster;
 }
 
-topology local_cluster::place(topology t) const {
-  for (auto& n : t.nodes)
+cluster local_cluster::place(cluster c) const {
+  for (auto& n : c.nodes)
     for (const auto& a : addresses_)
       if (a.name == n.name) {
         n.host = a.host;
         n.port = a.port;
       }
-  return t;
+  return c;
 }
 
 void local_cluster::stop() {

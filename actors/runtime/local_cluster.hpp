@@ -43,8 +43,9 @@ public:
   /// The nodes' addresses, in order n1..nN.
   const std::vector<node_address>& addresses() const { return addresses_; }
 
-  /// Replaces the topology's node ports with the running nodes' ports.
-  topology place(topology t) const;
+  /// `c` with the addresses of its nodes named n1..nN replaced by the
+  /// running nodes' (with_local_nodes names them first).
+  cluster place(cluster c) const;
 
   /// Stops every node (SIGTERM, then SIGKILL after a grace period), then
   /// removes the emulated hosts, if any.

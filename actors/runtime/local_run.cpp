@@ -20,7 +20,7 @@ int32_t cores() {
 caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
                                                                    int64_t train_limit) {
   auto spec = make_source_spec(t);
-  spec.train_limit = train_limit;
+  spec.data.train_limit = train_limit;
   return load_source_data(spec);
 }
 
@@ -41,7 +41,7 @@ job_result local_result(const topology& t, const std::string& node,
   auto ended = std::chrono::steady_clock::now();
   job_result out;
   out.job = t.job;
-  out.mode = "local";
+  out.run = "local";
   out.nodes.push_back(current_node_report(node));
   out.wall_seconds = std::chrono::duration<double>(ended - started).count();
   out.train_seconds = std::chrono::duration<double>(ended - training_started).count();

@@ -31,7 +31,7 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topolog
 /// epoch E N samples, loss L".
 model::progress_fn log_progress(const std::string& what);
 
-/// A one-process run's result before its reports: `t`'s job, mode
+/// A one-process run's result before its reports: `t`'s job, run
 /// "local", this process's usage as node `node`, and the wall and training
 /// seconds from `started` and `training_started` until now.
 job_result local_result(const topology& t, const std::string& node,

@@ -299,6 +299,8 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop,
       caf::anon_send_exit(spawner, caf::exit_reason::kill);
       return 2;
     }
+  if (settings.listening)
+    settings.listening(*port);
   while (!stop.load())
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   spdlog::info("node {}: stopping", settings.name);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct node_settings {
   /// it serves; empty: any certificate of its CA.
   std::vector<std::string> tls_allow;
   path_roots paths;               ///< `data_dirs`, `checkpoint_dir`; empty: unrestricted
+  /// Called once with the port the node listens on, before it serves (`baton
+  /// launch` tells rank 0 where its node is); not called when it cannot listen.
+  std::function<void(uint16_t port)> listening;
 };
 
 /// Reads a node.yaml: keys name, host, port, scheduler_threads, heartbeat_ms,

@@ -19,15 +19,15 @@ using watch_tick_atom = caf::atom_constant<caf::atom("watchtick")>;
 
 } // namespace
 
-liveness_limits liveness_limits_of(const topology& t) {
+liveness_limits liveness_limits_of(const cluster& c) {
   liveness_limits l;
-  l.late = t.runtime.connection_timeout;
+  l.late = c.runtime.connection_timeout;
   // At least four pings per limit: a heartbeat_ms near or above
   // connection_timeout_ms must not make every node late between two pings.
-  l.interval = std::max(milliseconds{1}, std::min(t.runtime.heartbeat_interval, l.late / 4));
+  l.interval = std::max(milliseconds{1}, std::min(c.runtime.heartbeat_interval, l.late / 4));
   // A job that restarts from checkpoints gains nothing by waiting: the
   // sooner a node counts as lost, the sooner it runs again elsewhere.
-  l.lost = t.recovers() ? l.late : std::max(l.late, t.runtime.slow_node_timeout);
+  l.lost = c.recovers() ? l.late : std::max(l.late, c.runtime.slow_node_timeout);
   l.report_every = std::max(l.late, milliseconds{5000});
   return l;
 }

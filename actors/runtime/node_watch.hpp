@@ -58,8 +58,8 @@ struct liveness_limits {
   std::chrono::milliseconds report_every{5000}; ///< a late node is warned about again
 };
 
-/// The limits of a job with topology `t`.
-liveness_limits liveness_limits_of(const topology& t);
+/// The limits of a job on cluster `c`.
+liveness_limits liveness_limits_of(const cluster& c);
 
 /// What the watch tells the coordinator.
 struct liveness_event {

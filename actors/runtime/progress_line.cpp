@@ -8,13 +8,17 @@
 namespace baton::actors {
 inline namespace runtime {
 
-progress_line::progress_line(bool tty, std::chrono::seconds log_every)
-  : tty_(tty), log_every_(log_every) {
+progress_line::progress_line(bool tty, const job_plan& plan, std::chrono::seconds log_every)
+  : tty_(tty), plan_(plan), log_every_(log_every) {
 }
 
-void progress_line::update(const std::string& head, int32_t epoch, int64_t samples,
+void progress_line::update(const std::string& actor, int32_t epoch, int64_t samples,
                            double loss) {
-  heads_[head] = {samples, loss};
+  const auto* planned = plan_.find(actor);
+  const auto& group = planned == nullptr || planned->result.empty() ? actor : planned->result;
+  auto& g = groups_[group];
+  g.samples[actor] = samples * shares();
+  g.loss = loss;
   epoch_ = std::max(epoch_, epoch);
   auto now = clock::now();
   if (tty_) {
@@ -35,11 +39,19 @@ void progress_line::clear() {
   }
 }
 
-std::string progress_line::render() const {
-  // The slowest head sets the pace of the run.
+int64_t progress_line::done() const {
   int64_t done = total_;
-  for (const auto& [name, h] : heads_)
-    done = std::min(done, h.first);
+  for (const auto& [name, g] : groups_) {
+    int64_t sum = 0;
+    for (const auto& [member, samples] : g.samples)
+      sum += samples;
+    done = std::min(done, sum);
+  }
+  return done;
+}
+
+std::string progress_line::render() const {
+  const int64_t done = this->done();
   double elapsed = std::chrono::duration<double>(clock::now() - started_).count();
   double rate = elapsed > 0 ? done / elapsed : 0;
   std::string line = "epoch " + std::to_string(epoch_ + 1) + "  " + std::to_string(done) + "/" +
@@ -47,8 +59,8 @@ std::string progress_line::render() const {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f samples/s  loss", rate);
   line += buf;
-  for (const auto& [name, h] : heads_) {
-    std::snprintf(buf, sizeof buf, " %s=%.3f", name.c_str(), h.second);
+  for (const auto& [name, g] : groups_) {
+    std::snprintf(buf, sizeof buf, " %s=%.3f", name.c_str(), g.loss);
     line += buf;
   }
   if (rate > 0 && total_ > done) {

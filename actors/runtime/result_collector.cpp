@@ -95,6 +95,8 @@ void result_collector::clear() {
 }
 
 void result_collector::finish(job_result& result) {
+  result.mode = plan_.strategy.empty() ? result.job : plan_.strategy;
+  result.result_label = plan_.result_label;
   result.actors.insert(result.actors.end(), std::make_move_iterator(actors_.begin()),
                        std::make_move_iterator(actors_.end()));
   for (auto& [actor, count] : trained_)

@@ -52,7 +52,9 @@ public:
   /// Moves what was collected into `result`: the actors' reports as they
   /// came, the trained counts, then the groups' results and the weights in
   /// plan order (a group where its first member is; an incomplete group is
-  /// left out). The collector is empty after.
+  /// left out), and the plan's names for them (job_result::mode, the
+  /// strategy: the plan's, else `result.job`; result_label). The collector
+  /// is empty after.
   void finish(job_result& result);
 
 private:

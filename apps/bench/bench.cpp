@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/modes/registry.hpp"
-#include "actors/modes/transfer/transfer_local.hpp"
+#include "actors/modes/pretraining.hpp"
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_cluster.hpp"

@@ -17,6 +17,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/dataset.hpp"
 #include "model/ist/ist.hpp"
+#include "model/ist/ist_mlp.hpp"
 #include "model/core/layered_model.hpp"
 
 namespace baton::apps {
@@ -146,9 +147,9 @@ double theory_of(const bench_ist_request& r, const ist_side& s,
   if (s.name == "ist")
     return model::ist_bytes_formula(shape, r.workers);
   model::model_spec spec;
-  spec.name = "ist_mlp";
+  spec.name = model::ist_mlp_name;
   spec.hidden = hidden;
-  const auto bytes = static_cast<double>(model::parameter_count(model::make_model(spec)) * 4);
+  const auto bytes = static_cast<double>(model::parameter_count(model::make_ist_mlp(spec)) * 4);
   const double ring = model::ring_bytes_theory(bytes, r.workers);
   return s.name == "ring" ? ring * r.local_steps : ring;
 }
@@ -265,7 +266,7 @@ void print_header(const bench_ist_request& r) {
 /// so that rounds and the header count real samples. Throws model::error
 /// naming a missing or corrupt file.
 bench_ist_request with_sample_counts(bench_ist_request r) {
-  const std::string data_dir = topology{}.data_dir; // configs/ist.yaml's and data-parallel.yaml's
+  const std::string data_dir = topology{}.data.path; // configs/ist.yaml's and data-parallel.yaml's
   for (auto [limit, which] : {std::pair{&r.train_limit, model::split::train},
                               std::pair{&r.test_limit, model::split::test}}) {
     const int64_t all = model::fashion_mnist_size(data_dir, which);

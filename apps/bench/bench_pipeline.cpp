@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/modes/pipeline/planning.hpp"
+#include "actors/modes/planning.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"

@@ -2,7 +2,6 @@
 
 #include "model/core/error.hpp"
 #include "model/core/model_parts.hpp"
-#include "model/ist/ist_network.hpp"
 
 namespace baton::model {
 
@@ -21,13 +20,20 @@ std::vector<named_layer> convnet_trunk(int64_t in_channels) {
           pool_layer("pool3"),                  flatten_layer("flatten")};
 }
 
-constexpr int64_t convnet_flat = 128 * 3 * 3;
+/// The convnet's flattened width: 128 channels after three 2x2 pools
+/// (floor), 128x3x3 = 1152 for 28x28 input, 128x4x4 for 32x32.
+int64_t convnet_flat(const model_spec& spec) {
+  if (spec.in_height < 8 || spec.in_width < 8)
+    throw error("model '" + spec.name + "' takes images of at least 8x8 (three 2x2 pools), got " +
+                std::to_string(spec.in_height) + "x" + std::to_string(spec.in_width));
+  return 128 * (spec.in_height / 8) * (spec.in_width / 8);
+}
 
 } // namespace
 
 std::vector<named_layer> convnet(const model_spec& spec) {
   auto layers = convnet_trunk(spec.in_channels);
-  layers.push_back(linear_layer("fc1", convnet_flat, convnet_features));
+  layers.push_back(linear_layer("fc1", convnet_flat(spec), convnet_features));
   layers.push_back(relu_layer("relu6"));
   return layers;
 }
@@ -37,7 +43,7 @@ std::vector<named_layer> convnet_wide(const model_spec& spec) {
     throw error("model 'convnet_wide': expected wide_features > 0, got " +
                 std::to_string(spec.wide_features));
   auto layers = convnet_trunk(spec.in_channels);
-  layers.push_back(linear_layer("fc1", convnet_flat, spec.wide_features));
+  layers.push_back(linear_layer("fc1", convnet_flat(spec), spec.wide_features));
   layers.push_back(relu_layer("relu6"));
   layers.push_back(linear_layer("fc1b", spec.wide_features, convnet_features));
   layers.push_back(relu_layer("relu7"));
@@ -52,13 +58,14 @@ std::vector<named_layer> head(const model_spec& spec) {
   return layers;
 }
 
-/// 784 -> 4096 -> 4096 -> 10, batch norm without running statistics (so that
+/// C*H*W -> 4096 -> 4096 -> classes, batch norm without running statistics (so that
 /// training and evaluation compute the same function) and no biases.
 std::vector<named_layer> mlp(const model_spec& spec) {
   constexpr int64_t hidden = 4096;
   std::vector<named_layer> layers;
   layers.push_back(flatten_layer("flatten"));
-  layers.push_back(linear_layer("fc1", 28 * 28 * spec.in_channels, hidden, false));
+  layers.push_back(
+      linear_layer("fc1", spec.in_channels * spec.in_height * spec.in_width, hidden, false));
   layers.push_back(batch_norm_layer("bn1", hidden));
   layers.push_back(relu_layer("relu1"));
   layers.push_back(linear_layer("fc2", hidden, hidden, false));
@@ -66,42 +73,6 @@ std::vector<named_layer> mlp(const model_spec& spec) {
   layers.push_back(relu_layer("relu2"));
   layers.push_back(linear_layer("fc3", hidden, spec.classes, false));
   return layers;
-}
-
-/// IST's network (model/ist/ist_network.hpp) as layers, with its parameters in
-/// ist_network::parameters()' order and values: the same forward, bit for
-/// bit (BatchNorm1d without running statistics calls torch::batch_norm with
-/// the batch's statistics, as ist_forward does).
-layered_model ist_mlp(const model_spec& spec) {
-  ist_shape shape;
-  shape.inputs = 28 * 28 * spec.in_channels;
-  shape.hidden = spec.hidden;
-  shape.classes = spec.classes;
-  const auto source = make_ist_network(shape, spec.seed); // checks the shape
-  std::vector<named_layer> layers;
-  layers.push_back(flatten_layer("flatten"));
-  int64_t fan_in = shape.inputs;
-  for (size_t k = 0; k < shape.hidden.size(); ++k) {
-    const std::string n = std::to_string(k + 1);
-    layers.push_back(linear_layer(("fc" + n).c_str(), fan_in, shape.hidden[k], false));
-    layers.push_back(batch_norm_layer(("bn" + n).c_str(), shape.hidden[k]));
-    layers.push_back(relu_layer(("relu" + n).c_str()));
-    fan_in = shape.hidden[k];
-  }
-  const std::string out = "fc" + std::to_string(shape.hidden.size() + 1);
-  layers.push_back(linear_layer(out.c_str(), fan_in, shape.classes, false));
-  layers.push_back({"norm", AnyModule(torch::nn::BatchNorm1d(
-                                torch::nn::BatchNorm1dOptions(shape.classes)
-                                    .affine(false)
-                                    .track_running_stats(false)))});
-  layered_model m(std::move(layers));
-  torch::NoGradGuard no_grad;
-  auto params = m.parameters();
-  const auto values = source.parameters();
-  TORCH_CHECK(params.size() == values.size(), "ist_mlp: parameter count mismatch");
-  for (size_t i = 0; i < params.size(); ++i)
-    params[i].copy_(values[i]);
-  return m;
 }
 
 // -- resnet18 ----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #include "model/core/checkpoint.hpp"
 
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <sstream>
 #include <system_error>
@@ -13,15 +14,20 @@
 #include "model/core/digest.hpp"
 #include "model/core/error.hpp"
 
-// A model file is a TorchScript archive, the format torch::save and
-// torch::serialize::OutputArchive write: one tensor per parameter and per
-// buffer (batch norm's running statistics) under its "layer.name" key (keys
-// with dots are stored and read back as they are, checked in
-// checkpoint_test). It also holds the TorchScript extra file `baton.sha256`:
-// the SHA-256 of every tensor (name, dtype, shape and bytes, in name order),
+// A model file is a TorchScript archive, the format torch.jit.save writes, in
+// one of two layouts that load_checkpoint both reads:
+// - a checkpoint (save_checkpoint): one tensor per parameter and per buffer
+//   (batch norm's running statistics) under its "layer.name" key as an
+//   attribute of the top module (keys with dots are stored and read back as
+//   they are, checked in checkpoint_test), no code;
+// - an export (save_module, model/core/export.hpp): a submodule per layer
+//   holding its tensors, so "layer.name" is the path of a parameter or
+//   buffer, and a forward that PyTorch runs.
+// Both hold the TorchScript extra file `baton.sha256`: the SHA-256 of every
+// parameter and buffer (name, dtype, shape and bytes, in name order),
 // checked on load. LibTorch does not check the zip's CRCs, so before it a
 // file with bytes overwritten loaded and trained to NaN. torch.jit.load
-// ignores extra files: Python still loads the file as before.
+// ignores extra files: Python loads the file as it is.
 
 namespace baton::model {
 
@@ -49,20 +55,44 @@ std::string checksum_of(named_tensors tensors) {
   return h.hex();
 }
 
-/// The bytes of the model file holding `state`, built in memory so that a
+/// Every parameter and buffer of `module` and its submodules, by path.
+named_tensors tensors_of(const torch::jit::Module& module) {
+  named_tensors out;
+  for (const auto& p : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(p.name, p.value);
+  for (const auto& b : module.named_buffers(/*recurse=*/true))
+    out.emplace_back(b.name, b.value);
+  return out;
+}
+
+/// The bytes of the model file holding `module`, built in memory so that a
 /// full disk fails in replace_file, not inside LibTorch's archive writer.
-std::string model_file_bytes(const named_tensors& state) {
-  // What OutputArchive builds, plus the extra file it cannot write.
+std::string module_bytes(const torch::jit::Module& module) {
+  std::ostringstream out;
+  module.save(out, {{checksum_file, checksum_of(tensors_of(module)) + "\n"}});
+  return out.str();
+}
+
+/// The checkpoint layout's module: `state` as attributes of one module.
+torch::jit::Module flat_module(const named_tensors& state) {
+  // What torch::serialize::OutputArchive builds.
   torch::jit::Module module("__torch__.Module", std::make_shared<torch::jit::CompilationUnit>(),
                             /*shouldMangle=*/true);
-  named_tensors detached;
-  for (const auto& [name, tensor] : state) {
-    detached.emplace_back(name, tensor.detach());
-    module.register_parameter(name, detached.back().second, /*is_buffer=*/false);
+  for (const auto& [name, tensor] : state)
+    module.register_parameter(name, tensor.detach(), /*is_buffer=*/false);
+  return module;
+}
+
+/// Makes the directory of `path`; file_error naming it otherwise.
+void make_parent_directory(const std::string& path) {
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec)
+      throw file_error(path + ": cannot create directory '" + target.parent_path().string() +
+                       "' (" + ec.message() + ")");
   }
-  std::ostringstream out;
-  module.save(out, {{checksum_file, checksum_of(detached) + "\n"}});
-  return out.str();
 }
 
 /// The file's module with its checksum verified; file_error naming `path`
@@ -78,10 +108,7 @@ torch::jit::Module verified_module(const std::string& path) {
   } catch (const std::exception& e) {
     throw file_error(path + ": not a readable checkpoint (" + e.what() + ")");
   }
-  named_tensors tensors;
-  for (const auto& a : module.named_attributes(/*recurse=*/false))
-    if (a.value.isTensor())
-      tensors.emplace_back(a.name, a.value.toTensor());
+  const auto tensors = tensors_of(module);
   auto expected = extra[checksum_file];
   if (!expected.empty() && expected.back() == '\n')
     expected.pop_back();
@@ -98,34 +125,21 @@ torch::jit::Module verified_module(const std::string& path) {
   return module;
 }
 
-/// The tensor `key` of `module`, undefined when absent.
-at::Tensor tensor_of(const torch::jit::Module& module, const std::string& key,
-                     const std::string& path) {
-  try {
-    if (!module.hasattr(key))
-      return {};
-    auto value = module.attr(key);
-    return value.isTensor() ? value.toTensor() : at::Tensor{};
-  } catch (const c10::Error& e) {
-    throw file_error(path + ": cannot read key '" + key + "' (" + e.what_without_backtrace() +
-                     ")");
-  }
-}
-
 } // namespace
 
 void save_checkpoint(const layered_model& m, const std::string& path) {
-  const fs::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) {
-    fs::create_directories(target.parent_path(), ec);
-    if (ec)
-      throw file_error(path + ": cannot create directory '" + target.parent_path().string() +
-                       "' (" + ec.message() + ")");
+  try {
+    save_module(flat_module(m.named_state()), path);
+  } catch (const c10::Error& e) {
+    throw file_error(path + ": cannot serialise the model (" + e.what_without_backtrace() + ")");
   }
+}
+
+void save_module(const torch::jit::Module& module, const std::string& path) {
+  make_parent_directory(path);
   std::string bytes;
   try {
-    bytes = model_file_bytes(m.named_state());
+    bytes = module_bytes(module);
   } catch (const c10::Error& e) {
     throw file_error(path + ": cannot serialise the model (" + e.what_without_backtrace() + ")");
   }
@@ -136,14 +150,18 @@ void load_checkpoint(layered_model& m, const std::string& path) {
   if (!fs::is_regular_file(path))
     throw file_error(path + ": checkpoint file not found");
   const auto module = verified_module(path);
+  std::map<std::string, at::Tensor> stored;
+  for (auto& [key, tensor] : tensors_of(module))
+    stored.emplace(key, tensor);
   // Read and check everything before changing anything, so that a failed
   // load leaves the model as it was.
   auto params = m.named_state();
   std::vector<at::Tensor> values(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& [key, param] = params[i];
-    values[i] = tensor_of(module, key, path);
-    if (!values[i].defined())
+    if (auto it = stored.find(key); it != stored.end())
+      values[i] = it->second;
+    else
       throw file_error(path + ": missing key '" + key + "' (a parameter or buffer of the model)");
     if (values[i].sizes() != param.sizes() || values[i].scalar_type() != param.scalar_type()) {
       std::ostringstream msg;

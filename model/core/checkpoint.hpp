@@ -4,6 +4,10 @@
 
 #include "model/core/layered_model.hpp"
 
+namespace torch::jit {
+struct Module;
+} // namespace torch::jit
+
 namespace baton::model {
 
 /// Writes every parameter and buffer of `m` (named_state()) under its
@@ -13,8 +17,16 @@ namespace baton::model {
 /// directory).
 void save_checkpoint(const layered_model& m, const std::string& path);
 
-/// Loads the parameters and buffers of the layers present in `m` from `path` (which may
-/// hold a larger model: loading a slice from a whole-model checkpoint works).
+/// Writes `module` (an export: model/core/export.hpp) to `path` as
+/// torch.jit.save does, with the SHA-256 of its parameters and buffers,
+/// through replace_file. Throws model::file_error naming `path` and the
+/// cause.
+void save_module(const torch::jit::Module& module, const std::string& path);
+
+/// Loads the parameters and buffers of the layers present in `m` from `path`, a
+/// checkpoint (save_checkpoint) or an export (save_module) whose "layer.name"
+/// paths are m's (it may hold a larger model: loading a slice from a
+/// whole-model checkpoint works).
 /// Throws model::file_error naming the file (and key) on a missing file, a
 /// file whose tensors do not match its checksum (corrupt), a missing key or
 /// a shape mismatch; the model is then unchanged.

@@ -2,9 +2,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+
+#include "model/core/specs.hpp"
 
 namespace baton::model {
 
@@ -12,47 +15,70 @@ enum class split { train, test };
 
 /// A labelled image dataset held in memory.
 struct dataset {
-  std::string name;   ///< "fashion-mnist", "synthetic", "cifar10"
+  std::string name;   ///< its kind: "fashion-mnist", "synthetic", "cifar10", ...
   at::Tensor images;  ///< float32 [N, C, H, W], normalised (mean 0, std ~1)
   at::Tensor labels;  ///< int64 [N], class ids from 0
   int64_t classes = 0;
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
-/// Classes of Fashion-MNIST (and of CIFAR-10): labels 0..9.
-inline constexpr int64_t fashion_mnist_classes = 10;
-
-/// Classes of the synthetic dataset a job's source makes (make_synthetic's
-/// `classes`): ten, like the datasets it stands in for.
-inline constexpr int64_t synthetic_classes = 10;
-
-/// The classes of the dataset a topology names ("fashion-mnist",
-/// "synthetic"): how many entries a task's label map has. 0 for a name it
-/// does not know.
-int64_t dataset_classes(const std::string& name);
-
 /// Debian's dataset-fashion-mnist location.
 inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
 
-/// Reads Fashion-MNIST from the IDX `.gz` files in `dir`
-/// (train-images-idx3-ubyte.gz, ...). `limit` > 0 keeps the first `limit`
-/// samples. Throws model::error naming the file on a missing or corrupt file.
+/// What a dataset's headers declare (a few bytes of each file; an image
+/// folder's listing and first image's header), read before a job starts.
+struct data_header {
+  std::vector<int64_t> shape; ///< [C, H, W] of one sample
+  int64_t classes = 0;
+  int64_t train = 0; ///< training samples, after data.train_limit
+  int64_t test = 0;  ///< test samples, after data.test_limit
+};
+
+/// Reads the headers of both splits, checks they agree and that the data
+/// fits in `spec.memory_mb`. Throws model::file_error naming the file on a
+/// missing or corrupt one, model::error over the budget.
+data_header read_data_header(const data_spec& spec);
+
+/// [C, H, W] of one sample (a synthetic set's or a resized image folder's
+/// from the spec, the others' from their training split's headers).
+std::vector<int64_t> data_shape(const data_spec& spec);
+
+/// The samples of a split, after its limit, from its headers.
+int64_t data_size(const data_spec& spec, split which);
+
+/// The classes: spec.classes, else the kind's (data_spec::classes).
+int64_t data_classes(const data_spec& spec);
+
+/// Throws model::error when the float32 samples of `h` exceed the spec's
+/// memory budget (data_spec::memory_mb), naming the budget and the size.
+void check_memory(const data_spec& spec, const data_header& h);
+
+/// Half of this machine's physical memory in MiB: the default memory budget.
+double default_memory_mb();
+
+/// Reads a split (its first train_limit / test_limit samples), checks its
+/// labels against the classes (an out-of-range label names its file and
+/// index) and normalises it (data_spec::mean; computed from the training
+/// split when absent, which then reads it too). Throws model::file_error
+/// naming the file on a missing, truncated or corrupt file.
+dataset load_data(const data_spec& spec, split which);
+
+/// Both splits, the test split normalised with the training split's
+/// statistics, reading each once.
+std::pair<dataset, dataset> load_splits(const data_spec& spec);
+
+/// Fashion-MNIST from the IDX `.gz` files in `dir` (train-images-idx3-ubyte.gz,
+/// ...): load_data of kind "fashion-mnist". `limit` > 0 keeps the first
+/// `limit` samples.
 dataset load_fashion_mnist(const std::string& dir, split which, int64_t limit = 0);
 
-/// The number of samples of a Fashion-MNIST split in `dir`, read from the
-/// IDX headers of its images and labels files only (a few bytes each), so
-/// that a missing or corrupt file is found before a job starts. Throws
-/// model::error naming the file, as load_fashion_mnist would.
+/// The samples of a Fashion-MNIST split in `dir`, from its IDX headers.
 int64_t fashion_mnist_size(const std::string& dir, split which);
 
 /// A deterministic synthetic dataset: `n` samples of shape [c, h, w] with
 /// labels in [0, classes), seeded; labels are learnable (class-dependent mean).
 dataset make_synthetic(int64_t n, int64_t c, int64_t h, int64_t w, int64_t classes,
                        uint64_t seed);
-
-/// Reads CIFAR-10 binary-format files (each record: 1 label byte, 3072 pixel
-/// bytes). Throws model::error on a truncated file.
-dataset load_cifar10_binary(const std::vector<std::string>& files, int64_t limit = 0);
 
 /// The sample order of `epoch`: a permutation of [0, n) that depends only on
 /// (n, seed, epoch). Same inputs, same order, on every machine.

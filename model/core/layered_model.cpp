@@ -1,6 +1,8 @@
 #include "model/core/layered_model.hpp"
 
+#include <algorithm>
 #include <set>
+#include <sstream>
 
 #include <torch/torch.h>
 
@@ -9,6 +11,17 @@
 #include "model/core/model_parts.hpp"
 
 namespace baton::model {
+
+namespace {
+
+/// "[2, 1, 28, 28]".
+std::string shape_text(const at::Tensor& x) {
+  std::ostringstream out;
+  out << x.sizes();
+  return out.str();
+}
+
+} // namespace
 
 // -- layered_model --------------------------------------------------------------
 
@@ -108,8 +121,7 @@ void layered_model::train(bool on) {
 }
 
 layered_model make_model(const model_spec& spec) {
-  if ((spec.name == "classifier" || spec.name == "head" || spec.name == "mlp" ||
-       spec.name == "ist_mlp") &&
+  if ((spec.name == "classifier" || spec.name == "head" || spec.name == "mlp") &&
       spec.classes <= 0)
     throw error("model '" + spec.name + "': expected classes > 0, got " +
                 std::to_string(spec.classes));
@@ -118,8 +130,6 @@ layered_model make_model(const model_spec& spec) {
                 std::to_string(spec.features));
   if (spec.name == "torchscript") // pretrained: keep the file's weights
     return layered_model(torchscript_layers(spec));
-  if (spec.name == "ist_mlp") // IST's own initialisation
-    return ist_mlp(spec);
   std::vector<named_layer> layers;
   if (spec.name == "convnet")
     layers = convnet(spec);
@@ -135,20 +145,56 @@ layered_model make_model(const model_spec& spec) {
     layers = mlp(spec);
   else
     throw error("unknown model '" + spec.name + "', expected convnet, convnet_wide, resnet18, "
-                "classifier, head, mlp, ist_mlp or torchscript");
+                "classifier, head, mlp or torchscript");
   layered_model m(std::move(layers));
   initialise(m, spec.seed,
              spec.name == "resnet18" ? conv_init::kaiming_fan_out : conv_init::fan_in_uniform);
   return m;
 }
 
+at::Tensor probe_input(const model_spec& spec) {
+  const std::vector<int64_t> shape{2, spec.in_channels, spec.in_height, spec.in_width};
+  const int64_t values = 2 * spec.in_channels * spec.in_height * spec.in_width;
+  return torch::sin(torch::arange(values, torch::kFloat32) * 0.37).reshape(shape);
+}
+
+int64_t output_features(const layered_model& backbone, const model_spec& spec) {
+  std::vector<bool> training;
+  for (const auto& layer : backbone.layers())
+    training.push_back(layer.module.ptr()->is_training());
+  const auto restore = [&] {
+    for (size_t i = 0; i < training.size(); ++i)
+      backbone.layers()[i].module.ptr()->train(training[i]);
+  };
+  const at::Tensor probe = probe_input(spec);
+  at::Tensor y;
+  try {
+    torch::NoGradGuard no_grad;
+    for (const auto& layer : backbone.layers())
+      layer.module.ptr()->train(false); // batch norm's running statistics left alone
+    y = backbone.forward(probe);
+  } catch (const c10::Error& e) {
+    restore();
+    throw error("model '" + spec.name + "' fails on a probe shaped as the data's samples " +
+                shape_text(probe) + ": " + e.what_without_backtrace());
+  }
+  restore();
+  if (y.dim() != 2)
+    throw error("model '" + spec.name + "' outputs " + shape_text(y) + " for a probe " +
+                shape_text(probe) + ", but a backbone outputs [N, features] (end it with "
+                "torch.nn.Flatten(), as the built-in backbones do)");
+  return y.size(1);
+}
+
 int64_t backbone_features(const model_spec& spec) {
-  if (spec.name == "convnet" || spec.name == "convnet_wide" || spec.name == "torchscript")
-    return convnet_features;
-  if (spec.name == "resnet18")
-    return resnet18_features;
-  throw error("model '" + spec.name +
-              "' is not a backbone (expected convnet, convnet_wide, resnet18 or torchscript)");
+  const std::vector<std::string> backbones{"convnet", "convnet_wide", "resnet18", "torchscript"};
+  if (std::find(backbones.begin(), backbones.end(), spec.name) == backbones.end())
+    throw error("model '" + spec.name +
+                "' is not a backbone (expected convnet, convnet_wide, resnet18 or torchscript)");
+  model_spec probed = spec;
+  if (probed.name == "convnet_wide")
+    probed.wide_features = 1; // an inner width: its output (fc1b's) does not depend on it
+  return output_features(make_model(probed), probed);
 }
 
 int64_t parameter_count(const layered_model& m) {

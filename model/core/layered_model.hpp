@@ -68,10 +68,20 @@ private:
 /// Throws model::error on an unknown name or unreadable TorchScript file.
 layered_model make_model(const model_spec& spec);
 
-/// The width of the features a backbone built from `spec` outputs: 256 for
-/// convnet and convnet_wide, 512 for resnet18, and 256 for torchscript (what
-/// the classifier and the heads take from a user's backbone). Throws
-/// model::error for a model that is not a backbone.
+/// The width of the features `backbone` (built from `spec`) outputs,
+/// measured: it runs once, in evaluation mode and without gradients, on
+/// two samples of the data's shape (spec.in_channels, in_height, in_width);
+/// each layer's mode is restored. What a classifier or head on it takes.
+/// Throws model::error when it fails on that input or its output is not
+/// [N, features].
+int64_t output_features(const layered_model& backbone, const model_spec& spec);
+
+/// The width of the features a backbone built from `spec` outputs, measured
+/// as output_features does (256 for convnet and convnet_wide, 512 for
+/// resnet18, whatever a TorchScript backbone outputs): what the classifier
+/// and the heads take. Throws model::error for a model that is not a
+/// backbone (convnet, convnet_wide, resnet18, torchscript), or as
+/// output_features does.
 int64_t backbone_features(const model_spec& spec);
 
 /// Sets the factor on the residual branch of `layer` when it is a resnet18

@@ -52,12 +52,18 @@ std::vector<named_layer> convnet(const model_spec& spec);
 std::vector<named_layer> convnet_wide(const model_spec& spec);
 std::vector<named_layer> head(const model_spec& spec);
 std::vector<named_layer> mlp(const model_spec& spec);
-/// IST's network as layers (see model_spec::name "ist_mlp").
-layered_model ist_mlp(const model_spec& spec);
 std::vector<named_layer> resnet18(int64_t in_channels);
 
 /// The top-level children of the TorchScript file `spec.path`, each a layer.
-/// Throws file_error on a missing or unreadable file.
+/// Throws file_error on a missing or unreadable file, and on a module that is
+/// not its children run in order (none; one that fails on the previous one's
+/// output; its forward and the chained children disagreeing on
+/// probe_input(spec)), naming its children and the form expected.
 std::vector<named_layer> torchscript_layers(const model_spec& spec);
+
+/// Two samples of the data's shape [2, in_channels, in_height, in_width],
+/// the same deterministic values every call (no generator is drawn): what
+/// a model is probed with to check its form and measure its output.
+at::Tensor probe_input(const model_spec& spec);
 
 } // namespace baton::model

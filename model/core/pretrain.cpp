@@ -10,11 +10,12 @@
 namespace baton::model {
 
 layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
-  auto layers = make_model(backbone).layers();
+  const layered_model body = make_model(backbone);
+  auto layers = body.layers();
   model_spec classifier;
   classifier.name = "classifier";
   classifier.classes = classes;
-  classifier.features = backbone_features(backbone);
+  classifier.features = output_features(body, backbone);
   classifier.seed = derive_seed(backbone.seed, "fc2");
   const layered_model head = make_model(classifier);
   layers.insert(layers.end(), head.layers().begin(), head.layers().end());

@@ -23,21 +23,74 @@ struct model_spec {
   /// each layerN_k is one BasicBlock),
   /// "classifier" (linear `features` -> classes),
   /// "head" (linear `features`->128 relu linear 128->classes),
-  /// "mlp", "torchscript",
-  /// "ist_mlp" (the network of independent subnet training,
-  /// model/ist/ist_network.hpp, as layers: flatten, then per hidden layer k
-  /// fc<k> (no bias) bn<k> (batch statistics, affine) relu<k>, then
-  /// fc<L+1> (no bias) and `norm` (affine-free batch statistics on the
-  /// logits); widths `hidden`, weights those of make_ist_network(seed)).
+  /// "mlp", "torchscript"; make_model builds these. A strategy's own
+  /// network carries its name here too and is built by that strategy's
+  /// model library (model/ist/ist_mlp.hpp's "ist_mlp").
   std::string name = "convnet";
   int64_t classes = 10;            ///< output classes (classifier, head)
   int64_t features = 256;          ///< input width (classifier, head): backbone_features()
   int64_t in_channels = 1;         ///< input channels of convnet, convnet_wide, mlp and
                                    ///< resnet18 (set it to 3 for torchvision's resnet18)
+  int64_t in_height = 28;          ///< input height of convnet, convnet_wide (at least 8) and mlp
+  int64_t in_width = 28;           ///< input width of convnet, convnet_wide (at least 8) and mlp
   int64_t wide_features = 32768;   ///< convnet_wide hidden width
-  std::vector<int64_t> hidden{4096}; ///< ist_mlp hidden widths, one per hidden layer
+  std::vector<int64_t> hidden{4096}; ///< hidden widths, one per hidden layer, of a
+                                     ///< strategy's network (model/ist's ist_mlp)
   std::string path;                ///< torchscript file (name == "torchscript")
   uint64_t seed = 0;               ///< initialisation seed
+};
+
+/// Where the samples come from and how they are read (the topology's
+/// `data:` section, docs/data.md). Kinds:
+/// - "fashion-mnist": the IDX files of Fashion-MNIST in `path` (28x28, ten
+///   classes, normalised with Fashion-MNIST's own mean and std);
+/// - "idx": IDX files (MNIST, KMNIST, EMNIST, ...) named by `train`/`test`,
+///   gzip-compressed or raw, images [N, H, W] or [N, C, H, W];
+/// - "cifar10", "cifar100": their binary format in `path` (data_batch_1..5.bin
+///   and test_batch.bin; train.bin and test.bin), cifar100 with its `label`;
+/// - "npy": numpy `.npy` files, X [N, H, W] or [N, C, H, W] as uint8 or
+///   float32 and y [N] as integers, named by `train`/`test`;
+/// - "image-folder": `path`/train/<class>/*.png|jpg and `path`/test/<class>/...,
+///   resized to `shape`;
+/// - "synthetic": made in memory (make_synthetic), `shape` and ten classes.
+/// Relative paths are resolved by the config that reads them.
+struct data_spec {
+  /// The files of one split: idx images and labels, npy x and y (for idx,
+  /// relative to `path`).
+  struct split_files {
+    std::string x; ///< images (idx) or samples (npy)
+    std::string y; ///< labels
+  };
+  std::string kind = "fashion-mnist";
+  std::string path = "/usr/share/datasets/fashion-mnist"; ///< the directory (not npy, synthetic)
+  split_files train{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"};
+  split_files test{"t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+  std::string label = "fine"; ///< cifar100: "fine" (100 classes) or "coarse" (20)
+  /// [C, H, W]: synthetic's samples, image-folder's after resizing; empty
+  /// for the other kinds (their files say it).
+  std::vector<int64_t> shape;
+  /// Classes; 0: the kind's (10, cifar100 100 or 20, image-folder its
+  /// class folders, npy 1 + the largest training label).
+  int64_t classes = 0;
+  /// Per-channel normalisation, (x / 255 - mean) / std for uint8 data and
+  /// (x - mean) / std for float32; empty: computed from the training split
+  /// (fashion-mnist: its published 0.2860, 0.3530).
+  std::vector<double> mean, std;
+  int64_t train_limit = 0;       ///< first N training samples; 0: all
+  int64_t test_limit = 0;        ///< first N test samples; 0: all
+  int64_t synthetic_train = 4096; ///< synthetic training samples
+  int64_t synthetic_test = 1024;  ///< synthetic test samples
+  /// The largest dataset held in memory, in MiB of float32 samples (both
+  /// splits); 0: half of the machine's physical memory.
+  double memory_mb = 0;
+  uint64_t seed = 42; ///< synthetic: the training split's seed (test: seed + 1)
+
+  bool synthetic() const { return kind == "synthetic"; }
+  /// The training samples as far as they are known without reading a file:
+  /// a synthetic set's count, else at most train_limit (0: unknown).
+  int64_t train_samples_bound() const { return synthetic() ? synthetic_train : train_limit; }
+  /// The `data:` key that sets train_samples_bound.
+  const char* train_samples_key() const { return synthetic() ? "synthetic_train" : "train_limit"; }
 };
 
 /// Optimiser settings (SGD with momentum and weight decay).

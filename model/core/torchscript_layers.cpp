@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <sstream>
 
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -44,25 +45,121 @@ private:
 };
 TORCH_MODULE(ScriptLayer);
 
-} // namespace
+// -- checking the module's form ---------------------------------------------------
 
-std::vector<named_layer> torchscript_layers(const model_spec& spec) {
+const char* expected_form =
+  "baton trains a module whose top-level children are its layers, each taking the previous "
+  "one's output, the first the data's samples [N, C, H, W] (a torch.nn.Sequential, or a "
+  "module whose forward calls each child once, in the order they are defined; see "
+  "docs/models.md)";
+
+/// "Conv2d" for "__torch__.torch.nn.modules.conv.Conv2d".
+std::string type_name(const torch::jit::Module& m) {
+  return m.type()->name() ? m.type()->name()->name() : "module";
+}
+
+/// "Sequential with children 0 (Conv2d), 1 (ReLU)": what the file holds.
+std::string structure(const torch::jit::Module& m) {
+  std::ostringstream out;
+  out << type_name(m);
+  const char* separator = " with children ";
+  size_t children = 0;
+  for (const auto& child : m.named_children()) {
+    out << separator << "'" << child.name << "' (" << type_name(child.value) << ")";
+    separator = ", ";
+    ++children;
+  }
+  if (children == 0)
+    out << " with no child modules";
+  return out.str();
+}
+
+std::string shape_of(const at::Tensor& x) {
+  std::ostringstream out;
+  out << x.sizes();
+  return out.str();
+}
+
+/// The interpreter's own reason, without its TorchScript traceback: the last
+/// line of the message ("RuntimeError: mat1 and mat2 shapes cannot be ...").
+std::string reason(const c10::Error& e) {
+  std::istringstream lines(e.what_without_backtrace());
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (line.find_first_not_of(" \t") != std::string::npos)
+      last = line.substr(line.find_first_not_of(" \t"));
+  return last;
+}
+
+/// Runs `m` on `x`; a failure is reported as `what` fails, with the reason.
+at::Tensor run(torch::jit::Module& m, const at::Tensor& x, const std::string& path,
+               const std::string& what, const torch::jit::Module& whole) {
+  c10::IValue y;
+  try {
+    y = m.forward({x});
+  } catch (const c10::Error& e) {
+    throw file_error(path + ": " + what + " fails on an input of shape " + shape_of(x) + " (" +
+                     reason(e) + "); the module is " + structure(whole) + ", and " +
+                     expected_form);
+  }
+  if (!y.isTensor())
+    throw file_error(path + ": " + what + " returns a " + y.tagKind() +
+                     ", not a tensor; the module is " + structure(whole) + ", and " +
+                     expected_form);
+  return y.toTensor();
+}
+
+/// The module's own forward and its children run in order must agree on a
+/// probe of the data's shape: what make_model's layers compute is then
+/// what the user's module computes.
+void check_form(torch::jit::Module& module, const model_spec& spec) {
+  const at::Tensor probe = probe_input(spec);
+  const bool training = module.is_training();
+  module.eval(); // dropout off, batch norm's running statistics left alone
+  torch::NoGradGuard no_grad;
+  const std::string data = "its forward, on a probe shaped as the data's samples,";
+  const at::Tensor whole = run(module, probe, spec.path, data, module);
+  at::Tensor x = probe;
+  std::string previous = "the data's samples";
+  for (auto child : module.named_children()) {
+    x = run(child.value, x,
+            spec.path, "child '" + child.name + "' (" + type_name(child.value) + "), given " +
+                         previous + ",",
+            module);
+    previous = "the output of child '" + child.name + "'";
+  }
+  module.train(training);
+  if (!whole.sizes().equals(x.sizes()) || !torch::allclose(whole, x, 1e-4, 1e-5))
+    throw file_error(spec.path + ": its forward does not compute its children in order (on a "
+                     "probe of shape " + shape_of(probe) + " it returns " + shape_of(whole) +
+                     ", its children run in order " + shape_of(x) +
+                     (whole.sizes().equals(x.sizes()) ? ", with other values" : "") +
+                     "); the module is " + structure(module) + ", and " + expected_form);
+}
+
+torch::jit::Module load(const model_spec& spec) {
   if (spec.path.empty() || !std::filesystem::is_regular_file(spec.path))
     throw file_error("model 'torchscript': file '" + spec.path +
                      "' not found (expected a TorchScript archive from torch.jit.save)");
-  torch::jit::Module module;
   try {
-    module = torch::jit::load(spec.path);
+    return torch::jit::load(spec.path);
   } catch (const c10::Error& e) {
     throw file_error(spec.path + ": not a readable TorchScript archive (" +
                      e.what_without_backtrace() + ")");
   }
+}
+
+} // namespace
+
+std::vector<named_layer> torchscript_layers(const model_spec& spec) {
+  torch::jit::Module module = load(spec);
+  if (module.named_children().size() == 0)
+    throw file_error(spec.path + ": the module is " + structure(module) + ", but " +
+                     expected_form);
+  check_form(module, spec);
   std::vector<named_layer> layers;
   for (const auto& child : module.named_children())
     layers.push_back({child.name, torch::nn::AnyModule(ScriptLayer(child.value))});
-  if (layers.empty())
-    throw file_error(spec.path + ": the TorchScript model has no child modules, expected its "
-                                 "layers as top-level children");
   return layers;
 }
 

@@ -105,8 +105,8 @@ TEST_F(topology_test, reference_file_parses) {
   EXPECT_EQ(t->file, reference_file);
   EXPECT_EQ(t->job, "transfer");
   EXPECT_EQ(t->seed, 42u);
-  EXPECT_EQ(t->dataset, "fashion-mnist");
-  EXPECT_EQ(t->data_dir, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(t->data.kind, "fashion-mnist");
+  EXPECT_EQ(t->data.path, "/usr/share/datasets/fashion-mnist");
   EXPECT_EQ(t->plan.batch_size, 64);
   EXPECT_EQ(t->plan.microbatches, 2);
   EXPECT_EQ(t->plan.epochs, 1);

@@ -246,10 +246,10 @@ recovery_spec some_recovery() {
 
 source_spec some_source() {
   source_spec s;
-  s.dataset = "synthetic";
-  s.data_dir = "/data";
-  s.train_limit = 100;
-  s.synthetic_shape = {3, 32, 32};
+  s.data.kind = "synthetic";
+  s.data.path = "/data";
+  s.data.train_limit = 100;
+  s.data.shape = {3, 32, 32};
   s.plan = {32, 4, 3, 99};
   s.tasks = {baton::model::make_task("odd", {0, 1, 0, 1})};
   s.window = 6;
@@ -261,7 +261,7 @@ source_spec some_source() {
 
 TEST(role_settings, source_round_trips) {
   auto back = round_trip(some_source(), "source");
-  EXPECT_EQ(back.synthetic_shape, (std::vector<int64_t>{3, 32, 32}));
+  EXPECT_EQ(back.data.shape, (std::vector<int64_t>{3, 32, 32}));
   EXPECT_EQ(back.plan.seed, 99u);
   EXPECT_EQ(back.plan.microbatches, 4);
   ASSERT_EQ(back.tasks.size(), 1u);
@@ -275,8 +275,8 @@ TEST(role_settings, source_round_trips) {
 
 TEST(role_settings, source_refusals_name_the_key) {
   const auto text = to_yaml(some_source());
-  expect_refused(parse_source_spec(replaced(text, "  - 32\n  - 32\n", "  - 32\n")),
-                 "'synthetic_shape' must be [C, H, W]");
+  expect_refused(parse_source_spec(replaced(text, "    - 32\n    - 32\n", "    - 32\n")),
+                 "'data.shape' must be [C, H, W]");
   expect_refused(parse_source_spec(replaced(text, "      - 0\n", "      - 9\n")),
                  "'tasks.0.labels' is refused");
   expect_refused(parse_source_spec(replaced(text, "restore_step: 40", "restore_step: -1")),

@@ -106,7 +106,8 @@ struct client {
 
 std::string synthetic_source_spec() {
   actors::source_spec spec;
-  spec.dataset = "synthetic";
+  spec.data.kind = "synthetic";
+  spec.data.shape = {1, 28, 28};
   return to_yaml(spec);
 }
 
@@ -465,9 +466,9 @@ TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
   head.recovery.checkpoint_dir = dir + "/checkpoints/run-1/head";
   EXPECT_FALSE(check_paths(head, roots));
   actors::source_spec source;
-  source.data_dir = dir + "/data/../outside";
+  source.data.path = dir + "/data/../outside";
   EXPECT_TRUE(check_paths(source, roots));
-  source.dataset = "synthetic";
+  source.data.kind = "synthetic";
   EXPECT_FALSE(check_paths(source, roots)) << "synthetic data reads no directory";
   EXPECT_FALSE(check_paths(stage_with("/etc/passwd"), {})) << "no roots: unrestricted";
 }

@@ -117,6 +117,7 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);
     auto out = local_result(t, "local", started, training_started);
+    out.result_label = "workers";
     report(worker, result, out);
     messages::tensor_set weights{"weights", worker_name(0), 0, result.steps, 0, {}, {}};
     for (const auto& p : result.model.state())

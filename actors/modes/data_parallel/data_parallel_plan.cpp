@@ -176,6 +176,8 @@ caf::expected<job_plan> plan_data_parallel(const topology& t) {
   }
   job_plan plan;
   plan.divergence_advice = divergence_advice(t);
+  plan.result_label = "workers";               // one result: the workers' merged reports
+  plan.progress_shares = settings.workers;     // worker 0 reports its share of each step
   for (int32_t w = 0; w < settings.workers; ++w) {
     auto a = make_planned_actor("data_parallel_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],

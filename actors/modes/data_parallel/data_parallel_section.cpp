@@ -65,19 +65,6 @@ void read_hidden(const field& section, topology& t) {
   t.backbone.hidden = std::move(widths);
 }
 
-/// The mlp's first layer takes C x 28 x 28 (the convnets and resnet18 are
-/// checked by the parser after this section).
-void check_mlp_input(const field& section, const field& root, const topology& t) {
-  const auto& shape = t.synthetic_shape;
-  const bool mlp = t.backbone.name == "mlp" || t.backbone.name == "ist_mlp";
-  if (!mlp || t.dataset != "synthetic" || (shape[1] == 28 && shape[2] == 28))
-    return;
-  auto blame = section.get("model");
-  (blame ? *blame : root).fail("the mlp takes 28x28 images, but data.synthetic_shape is [" +
-                               std::to_string(shape[0]) + ", " + std::to_string(shape[1]) +
-                               ", " + std::to_string(shape[2]) + "] (expected [C, 28, 28])");
-}
-
 /// The worker models with batch norm (make_data_parallel_model's mlp and
 /// ist_mlp: BatchNorm1d on batch statistics; resnet18: BatchNorm2d).
 const std::vector<std::string> batch_norm_models{"mlp", "ist_mlp", "resnet18"};
@@ -98,7 +85,7 @@ void check_batch_norm(const field& root, const topology& t, int32_t workers) {
   if (!samples || *samples <= 0)
     return;
   const int64_t share = (*samples + workers - 1) / workers;
-  const char* key = t.dataset == "synthetic" ? "synthetic_train" : "train_limit";
+  const char* key = t.data.train_samples_key();
   if (share % batch == 1)
     refuse_batch_norm_step(data_key_or_root(root, key), 1,
                            std::to_string(*samples) + " training samples give each of " +
@@ -170,7 +157,6 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   });
   t.backbone.name = read_model(section, root, t);
   read_hidden(section, t);
-  check_mlp_input(section, root, t);
   check_batch_norm(root, t, s.workers);
   read_freezing(root, section, t, s);
   s.optimizer = t.pretrain.optimizer;
@@ -187,7 +173,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
 /// The job's steps when its training set's size is known here (a synthetic
 /// set) or bounded (data.train_limit): epochs x steps per epoch.
 std::optional<int64_t> steps_of(const topology& t) {
-  const int64_t samples = t.dataset == "synthetic" ? t.synthetic_train : t.train_limit;
+  const int64_t samples = t.data.train_samples_bound();
   if (samples <= 0)
     return std::nullopt;
   try {

@@ -65,8 +65,9 @@ namespace baton::actors {
 inline namespace modes {
 inline namespace data_parallel {
 
-/// The model a worker trains (and the local reference): the mlp alone, or a
-/// backbone (convnet, resnet18) followed by its classifier "fc2". Its
+/// The model a worker trains (and the local reference): the mlp or IST's
+/// network (ist_mlp) alone, or a backbone (convnet, resnet18) followed by its
+/// classifier "fc2". Its
 /// initial weights depend on `spec` only. Throws model::error.
 model::layered_model make_data_parallel_model(const model::model_spec& spec);
 

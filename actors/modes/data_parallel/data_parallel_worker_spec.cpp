@@ -7,6 +7,7 @@
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
 #include "model/core/checkpoint.hpp"
 #include "model/core/pretrain.hpp"
+#include "model/ist/ist_mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -21,7 +22,10 @@ caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const s
 }
 
 model::layered_model make_data_parallel_model(const model::model_spec& spec) {
-  if (spec.name == "mlp" || spec.name == "ist_mlp") // whole networks, no classifier to add
+  // Whole networks, no classifier to add.
+  if (spec.name == model::ist_mlp_name)
+    return model::make_ist_mlp(spec);
+  if (spec.name == "mlp")
     return model::make_model(spec);
   return model::make_pretrain_model(spec, spec.classes);
 }

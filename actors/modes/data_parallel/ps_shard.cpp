@@ -213,13 +213,7 @@ caf::error check_shard_paths(const data_parallel_shard_spec& spec, const path_ro
 } // namespace
 
 int64_t training_samples(const source_spec& data) {
-  if (data.dataset == "synthetic")
-    return data.synthetic_train;
-  if (data.dataset == "fashion-mnist") {
-    const int64_t total = model::fashion_mnist_size(data.data_dir, model::split::train);
-    return data.train_limit > 0 ? std::min(total, data.train_limit) : total;
-  }
-  throw model::error("unknown dataset '" + data.dataset + "'");
+  return model::data_size(data.data, model::split::train);
 }
 
 caf::expected<caf::actor> spawn_data_parallel_shard(caf::actor_system& sys,

@@ -101,7 +101,7 @@ model::resist_deal deal_of(const block_layout& layout, int32_t workers, uint64_t
 
 template <>
 resnet_shape block_scheme::shape_of(const topology& t, const model::task& task) {
-  return {t.dataset == "synthetic" ? t.synthetic_shape.at(0) : 1, task.classes};
+  return {t.sample_shape.at(0), task.classes};
 }
 
 template <>

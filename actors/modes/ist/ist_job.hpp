@@ -60,6 +60,9 @@ job_plan make_plan(const topology& t, const model::task& task) {
   const std::string kind = Scheme::names.kind;
   job_plan plan;
   plan.divergence_advice = divergence_advice<Scheme>(t);
+  plan.strategy = kind;                    // ist | resist
+  plan.result_label = "workers";           // one result: the workers' merged reports
+  plan.progress_shares = settings.workers; // worker 0 reports its share of each round
   for (int32_t w = 0; w < settings.workers; ++w) {
     auto a = make_planned_actor(kind + "_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],
@@ -176,6 +179,8 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
     spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", names.kind, e + 1,
                  100 * result.test_accuracy[e]);
   auto out = local_result(t, "local", started, training_started);
+  out.mode = names.kind;
+  out.result_label = "workers";
   job::report(names.kind, task.name, settings_of(t), result, out);
   return out;
 }

@@ -109,7 +109,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
 /// The rounds of the job when its training set's size is known here (a
 /// synthetic set) or bounded (data.train_limit): the job's steps for faults.
 std::optional<int64_t> rounds_of(const topology& t) {
-  const int64_t samples = t.dataset == "synthetic" ? t.synthetic_train : t.train_limit;
+  const int64_t samples = t.data.train_samples_bound();
   if (samples <= 0)
     return std::nullopt;
   const auto& s = settings_of(t);

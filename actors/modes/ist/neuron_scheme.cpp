@@ -159,10 +159,8 @@ constexpr int64_t max_message_bytes = int64_t{64} << 20;
 
 /// The values of one sample: C x H x W (Fashion-MNIST: 1 x 28 x 28).
 int64_t sample_values(const topology& t) {
-  if (t.dataset != "synthetic")
-    return 28 * 28;
   int64_t n = 1;
-  for (int64_t d : t.synthetic_shape)
+  for (int64_t d : t.sample_shape)
     n *= d;
   return n;
 }

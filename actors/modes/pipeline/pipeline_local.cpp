@@ -234,7 +234,7 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
     return make_error(errc::bad_config, "task '" + t.task + "' is not a task of the topology");
   try {
     auto started = std::chrono::steady_clock::now();
-    auto data = load_data(t, t.train_limit);
+    auto data = load_data(t, t.data.train_limit);
     if (!data)
       return data.error();
     auto& [train, test] = *data;
@@ -249,6 +249,7 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
                    100 * trained.epochs.back().test_accuracy);
     }
     auto out = local_result(t, "local", started, training_started);
+    out.result_label = "stage";
     report_stages(t, *task, whole, trainers.stages.back().version(), trained, out);
     return out;
   } catch (const std::exception& e) {

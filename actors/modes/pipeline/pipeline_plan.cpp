@@ -103,6 +103,7 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
     return err;
   job_plan plan;
   plan.divergence_advice = divergence_advice(t);
+  plan.result_label = "stage"; // the last stage's result: the model's
   auto source =
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;

@@ -141,7 +141,7 @@ void check_batch_norm(const field& root, const topology& t) {
   const int64_t last = samples ? *samples % batch : 0;
   if (last > 0 && smallest_microbatch(last, parts) < 2)
     refuse_batch_norm_step(
-      data_key_or_root(root, t.dataset == "synthetic" ? "synthetic_train" : "train_limit"), 1,
+      data_key_or_root(root, t.data.train_samples_key()), 1,
       std::to_string(*samples) + " training samples end each epoch with a minibatch of " +
         std::to_string(last) + " in " + std::to_string(std::min<int64_t>(parts, last)) +
         " microbatches, one of 1 sample",

@@ -1,7 +1,6 @@
 #include "actors/modes/transfer/transfer_local.hpp"
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <utility>
@@ -17,9 +16,7 @@
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/core/atomic_file.hpp"
 #include "model/core/checkpoint.hpp"
-#include "model/core/pretrain.hpp"
 #include "model/transfer/reference.hpp"
 
 namespace baton::actors {
@@ -50,7 +47,7 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
     return make_error(errc::bad_config, "--only-head " + r.only_head + ": no such head");
   try {
     auto started = std::chrono::steady_clock::now();
-    auto data = load_data(t, t.train_limit);
+    auto data = load_data(t, t.data.train_limit);
     if (!data)
       return data.error();
     auto& [train, test] = *data;
@@ -118,7 +115,7 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
                children.size(), threads, *dir);
   job_result result;
   result.job = t.job;
-  result.mode = "separate";
+  result.run = "separate";
   result.topology_file = t.file;
   for (auto& [out, child] : children) {
     while (child.running()) {
@@ -146,37 +143,6 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   result.wall_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
-}
-
-caf::expected<void> ensure_pretrained(const topology& t, bool force) {
-  if (t.checkpoint.empty() || (!force && std::filesystem::exists(t.checkpoint)))
-    return caf::unit;
-  const auto* task = t.find_task(t.pretrain.task);
-  if (task == nullptr)
-    return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
-                                          "' is not one of the topology's tasks");
-  // Refused before the pre-training, not after it.
-  if (auto why = model::try_check_writable(t.checkpoint); !why.empty())
-    return make_error(errc::bad_file, "backbone.checkpoint: " + why);
-  spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
-               "epoch(s)) first",
-               t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
-               t.pretrain.epochs);
-  at::set_num_threads(cores());
-  try {
-    auto data = load_data(t, t.pretrain.train_limit);
-    if (!data)
-      return data.error();
-    auto& [train, test] = *data;
-    model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
-    spec.plan.epochs = t.pretrain.epochs;
-    auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
-    spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",
-                 t.checkpoint, 100 * accuracy, task->name);
-    return caf::unit;
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, std::string{"pre-training failed: "} + e.what());
-  }
 }
 
 } // namespace transfer

@@ -1,6 +1,10 @@
 #include "actors/modes/transfer/transfer_plan.hpp"
 
+#include <cassert>
+
 #include <spdlog/spdlog.h>
+
+#include "actors/modes/backbone_split.hpp"
 
 #include "actors/modes/transfer/head_role_spec.hpp"
 #include "actors/modes/transfer/stage_spec.hpp"
@@ -48,6 +52,34 @@ job_plan plan_transfer(const topology& t) {
     plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
   }
   return plan;
+}
+
+caf::expected<void> resolve_backbone_split(topology& t) {
+  auto& settings = transfer_settings_of(t);
+  if (!settings.split_auto)
+    return caf::unit;
+  auto& stages = settings.stages;
+  auto planned =
+    plan_backbone_split(t, static_cast<int32_t>(stages.size()), !t.embedded());
+  if (!planned)
+    return planned.error();
+  log_backbone_split(*planned);
+  assert(planned->plan.stages.size() == stages.size() && "the plan has one stage per placement");
+  for (size_t k = 0; k < stages.size(); ++k) {
+    stages[k].begin = planned->plan.stages[k].begin;
+    stages[k].end = planned->plan.stages[k].end;
+  }
+  settings.split_auto = false;
+  return caf::unit;
+}
+
+caf::expected<job_plan> plan_transfer(const topology& t, plan_use use) {
+  if (use == plan_use::check || !transfer_settings_of(t).split_auto)
+    return plan_transfer(t);
+  topology settled = t;
+  if (auto resolved = resolve_backbone_split(settled); !resolved)
+    return resolved.error();
+  return plan_transfer(settled);
 }
 
 } // namespace transfer

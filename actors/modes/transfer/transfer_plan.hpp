@@ -9,15 +9,32 @@
 // Every microbatch crosses the frozen backbone once and goes to every head.
 // Every optimiser step of a head is a consistent cut (heads are independent).
 
+#include <caf/expected.hpp>
+
 #include "actors/config/topology.hpp"
+#include "actors/modes/mode.hpp"
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 inline namespace transfer {
 
-/// The plan of a transfer topology (job: transfer).
+/// The plan of a transfer topology (job: transfer) as its settings stand:
+/// with `backbone.split: auto` unresolved, the placeholder split the parser
+/// made.
 job_plan plan_transfer(const topology& t);
+
+/// The plan of a transfer topology for `use`: for a run, `backbone.split:
+/// auto` is resolved first (resolve_backbone_split; a link between stages
+/// costs what it does when `t` has nodes); for a check, as plan_transfer.
+caf::expected<job_plan> plan_transfer(const topology& t, plan_use use);
+
+/// With `backbone.split: auto`: profiles the backbone, partitions it into the
+/// planned stages (plan_backbone_split, actors/modes/backbone_split.hpp; across
+/// processes when `t` has nodes), sets their layer ranges (their names and
+/// nodes stay), clears split_auto and logs the split and the predicted time
+/// per stage. Nothing happens otherwise.
+caf::expected<void> resolve_backbone_split(topology& t);
 
 } // namespace transfer
 } // namespace modes

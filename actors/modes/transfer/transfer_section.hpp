@@ -45,8 +45,8 @@ struct transfer_settings {
   /// `backbone.split: auto`: `stages` holds the planned number of stages
   /// (`backbone.stages`, else one per `backbone.place` node, else 3) with
   /// their names and nodes, but an even split of the layers as a
-  /// placeholder; `resolve_backbone_split` (actors/modes/pipeline/planning.hpp) plans the
-  /// boundaries at run time and clears this flag.
+  /// placeholder; `resolve_backbone_split` (transfer_plan.hpp) plans the
+  /// boundaries when a run's plan is made and clears this flag.
   bool split_auto = false;
   /// `backbone.cache` (none|memory), `cache_mb` and `feature_block`: how the
   /// frozen backbone's features are computed and kept.

@@ -1,7 +1,7 @@
-// model_spec "ist_mlp": IST's network (model/ist/ist_network.hpp) as a
-// layered_model, so that the data-parallel mode trains the same network as
-// job: ist. Its parameters and forward equal make_ist_network / ist_forward
-// bit for bit.
+// model_spec "ist_mlp" (model/ist/ist_mlp.hpp): IST's network
+// (model/ist/ist_network.hpp) as a layered_model, so that the data-parallel
+// mode trains the same network as job: ist. Its parameters and forward equal
+// make_ist_network / ist_forward bit for bit.
 
 #include <cstring>
 
@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "model/core/error.hpp"
+#include "model/ist/ist_mlp.hpp"
 #include "model/ist/ist_network.hpp"
 #include "model/core/layered_model.hpp"
 
@@ -70,7 +71,7 @@ private:
 
 TEST_P(ist_mlp, parameters_equal_make_ist_network_in_order_and_bits) {
   const auto spec = ist_spec(GetParam(), 1234);
-  const auto m = make_model(spec);
+  const auto m = make_ist_mlp(spec);
   const auto net = make_ist_network(shape_of(spec), spec.seed);
   const auto named = m.named_parameters();
   const auto names = net.parameter_names();
@@ -86,7 +87,7 @@ TEST_P(ist_mlp, parameters_equal_make_ist_network_in_order_and_bits) {
 
 TEST_P(ist_mlp, logits_equal_ist_forward_bit_for_bit_in_training_and_evaluation) {
   const auto spec = ist_spec(GetParam(), 99);
-  auto m = make_model(spec);
+  auto m = make_ist_mlp(spec);
   const auto net = make_ist_network(shape_of(spec), spec.seed);
   const auto x = images(16, 7);
   torch::NoGradGuard no_grad;
@@ -98,7 +99,7 @@ TEST_P(ist_mlp, logits_equal_ist_forward_bit_for_bit_in_training_and_evaluation)
 
 TEST_P(ist_mlp, gradients_equal_ist_forward_bit_for_bit) {
   const auto spec = ist_spec(GetParam(), 5);
-  auto m = make_model(spec);
+  auto m = make_ist_mlp(spec);
   auto net = make_ist_network(shape_of(spec), spec.seed);
   for (auto& p : net.parameters())
     p.requires_grad_(true);
@@ -124,7 +125,7 @@ TEST(ist_mlp_spec, hidden_defaults_to_one_layer_of_4096) {
 TEST(ist_mlp_spec, layer_names_and_input_channels) {
   auto spec = ist_spec({6, 4}, 3);
   spec.in_channels = 3;
-  const auto m = make_model(spec);
+  const auto m = make_ist_mlp(spec);
   EXPECT_EQ(m.layer_names(),
             (std::vector<std::string>{"flatten", "fc1", "bn1", "relu1", "fc2", "bn2", "relu2",
                                       "fc3", "norm"}));
@@ -132,9 +133,9 @@ TEST(ist_mlp_spec, layer_names_and_input_channels) {
 }
 
 TEST(ist_mlp_spec, refuses_an_empty_or_non_positive_width) {
-  EXPECT_THROW(make_model(ist_spec({}, 1)), error);
-  EXPECT_THROW(make_model(ist_spec({8, 0}, 1)), error);
+  EXPECT_THROW(make_ist_mlp(ist_spec({}, 1)), error);
+  EXPECT_THROW(make_ist_mlp(ist_spec({8, 0}, 1)), error);
   auto spec = ist_spec({8}, 1);
   spec.classes = 0;
-  EXPECT_THROW(make_model(spec), error);
+  EXPECT_THROW(make_ist_mlp(spec), error);
 }

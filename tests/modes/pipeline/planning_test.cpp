@@ -1,4 +1,4 @@
-#include "actors/modes/pipeline/planning.hpp"
+#include "actors/modes/planning.hpp"
 
 #include <fstream>
 #include <string>
@@ -8,6 +8,7 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/pipeline/pipeline_section.hpp"
+#include "actors/modes/transfer/transfer_plan.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
@@ -296,7 +297,7 @@ heads:
   auto t = baton::actors::parse_topology(yaml, "auto.yaml");
   ASSERT_TRUE(t) << baton::describe(t.error());
   ASSERT_TRUE(transfer_of(*t).split_auto);
-  auto planned = baton::actors::plan_backbone_split(*t, true);
+  auto planned = baton::actors::plan_backbone_split(*t, 4, true);
   ASSERT_TRUE(planned) << baton::describe(planned.error());
   EXPECT_EQ(planned->profile.microbatch_size, 8);
   ASSERT_EQ(planned->profile.layers.size(), 16u);

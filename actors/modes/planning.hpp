@@ -2,8 +2,10 @@
 
 // `baton profile` and `baton plan`: the glue between a topology, the profiler
 // (model/planning/profiler.hpp) and the partitioner (model/planning/partitioner.hpp). Reads and
-// writes the profile JSON, prints the plan, writes the planned topology. Also
-// plans `backbone.split: auto` for the transfer job when it runs.
+// writes the profile JSON, prints the plan, writes the planned topology (job:
+// pipeline, read with every mode's schema: this is the registry's layer, not a
+// mode's). What they share with transfer's `backbone.split: auto` is in
+// backbone_split.hpp.
 
 #include <cstdint>
 #include <limits>
@@ -14,12 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/backbone_split.hpp"
 #include "model/planning/partitioner.hpp"
 #include "model/planning/profiler.hpp"
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
 
 // -- profile --------------------------------------------------------------------
 
@@ -63,7 +65,7 @@ caf::expected<profile_file> load_profile(const std::string& path);
 struct plan_request {
   std::string profile_path;   ///< --profile FILE (required)
   int32_t machines = 0;       ///< --machines N (required, >= 1)
-  double bandwidth = 1e9;     ///< --bandwidth B, bytes/s
+  double bandwidth = default_link_bandwidth; ///< --bandwidth B, bytes/s
   double memory = std::numeric_limits<double>::infinity(); ///< --memory M, bytes per machine
   bool straight = false;      ///< --straight: no replication
   std::string out;            ///< --out FILE: the planned topology YAML
@@ -87,37 +89,5 @@ caf::expected<std::string> planned_topology_yaml(const std::string& topology_pat
                                                  const model::partition_plan& plan,
                                                  const std::vector<model::layer_cost>& layers);
 
-// -- backbone split (`backbone.split: auto`) ---------------------------------------
-
-/// A planned split of the transfer job's frozen backbone.
-struct backbone_split {
-  model::model_profile profile;     ///< forward only, per microbatch of the topology's size
-  model::partition_plan plan;       ///< straight (no replication), one stage per placement
-  std::vector<std::string> split;   ///< the layers ending every stage but the last, as
-                                    ///< `backbone.split` lists them
-  double bandwidth = 0;             ///< bytes/s a link was charged; infinity = free
-  double profile_seconds = 0;       ///< wall time spent profiling
-};
-
-/// Profiles the backbone of `t` on this machine forward only (as its frozen
-/// stages run: no autograd, no backward; 2 warm-ups, 5 timed microbatches of
-/// data.batch_size / data.microbatches samples, runtime.stage_threads torch
-/// threads) and partitions it into as many stages as the transfer job has
-/// (transfer_settings::stages), minimizing the
-/// slowest. `across_processes`: the stages run in node processes, so a link
-/// carries each activation once at `baton plan`'s default bandwidth (1e9
-/// bytes/s); in one process a stage hands its output on without a copy and a
-/// link costs nothing. A model that cannot be built or profiled is
-/// errc::bad_config naming the topology file.
-caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across_processes);
-
-/// For a transfer topology with `backbone.split: auto`: plans the split, sets
-/// the stages' layer ranges (their names and nodes stay), clears split_auto and
-/// logs the split (layer names) and the predicted time per stage. Nothing
-/// happens otherwise. `local_nodes` > 0: the run will place the stages on that
-/// many node processes (`baton run --local-nodes`).
-caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes = 0);
-
-} // namespace pipeline
 } // namespace modes
 } // namespace baton::actors

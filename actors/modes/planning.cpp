@@ -1,8 +1,6 @@
-#include "actors/modes/pipeline/planning.hpp"
+#include "actors/modes/planning.hpp"
 
 #include <algorithm>
-#include <cassert>
-#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -15,7 +13,6 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
-#include "actors/modes/transfer/transfer_section.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
@@ -24,7 +21,6 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
 
 namespace {
 
@@ -32,13 +28,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 constexpr int32_t profile_warmups = 2;
-
-// `backbone.split: auto` profiles at every run: few microbatches, so that it
-// takes well under a second for convnet and a few for convnet_wide.
-constexpr int32_t split_timed_microbatches = 5;
-
-/// `baton plan`'s default bandwidth between two machines, bytes/s.
-const double default_bandwidth = plan_request{}.bandwidth;
 
 std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* pattern, ...) {
@@ -60,19 +49,6 @@ model::layered_model pipeline_model(const topology& t) {
   if (t.backbone.name == "mlp")
     return model::make_model(t.backbone);
   return model::make_pretrain_model(t.backbone, 10);
-}
-
-/// One input sample of the topology's data, (C, H, W): Fashion-MNIST's
-/// images or the synthetic set's shape.
-std::vector<int64_t> sample_shape_of(const topology& t) {
-  if (t.dataset == "synthetic")
-    return t.synthetic_shape;
-  return {t.backbone.in_channels, 28, 28};
-}
-
-/// Samples per microbatch, as the source cuts a minibatch.
-int64_t microbatch_size_of(const topology& t) {
-  return std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches);
 }
 
 std::string profile_table(const model::model_profile& p) {
@@ -155,12 +131,6 @@ bool read_layer(const json_reader& read, const json& j, size_t index, model::lay
 }
 
 // -- printing the plan ------------------------------------------------------------------
-
-std::string layer_range(const model::stage_plan& s, const std::vector<model::layer_cost>& layers) {
-  if (s.end - s.begin == 1)
-    return layers[s.begin].name;
-  return layers[s.begin].name + ".." + layers[s.end - 1].name;
-}
 
 std::string bytes_or_unlimited(double bytes) {
   if (std::isinf(bytes))
@@ -415,100 +385,5 @@ caf::expected<model::partition_plan> run_plan(const plan_request& r) {
   return plan;
 }
 
-// -- backbone split ------------------------------------------------------------------------
-
-caf::expected<backbone_split> plan_backbone_split(const topology& t, bool across_processes) {
-  backbone_split out;
-  model::profile_options options;
-  options.microbatch_size = microbatch_size_of(t);
-  options.sample_shape = sample_shape_of(t);
-  options.microbatches = split_timed_microbatches;
-  options.warmups = profile_warmups;
-  options.threads = t.runtime.stage_threads;
-  options.seed = t.seed;
-  options.backward = false;
-  const auto started = std::chrono::steady_clock::now();
-  try {
-    // The seeded initial weights: the time of a forward does not depend on
-    // the weights' values, so the checkpoint is not loaded.
-    auto backbone = model::make_model(t.backbone);
-    backbone.set_trainable(false);
-    backbone.train(false);
-    out.profile = model::profile_model(backbone, options);
-  } catch (const std::exception& e) { // model::error, c10::Error
-    return make_error(errc::bad_config, t.file + ": backbone.split: auto: cannot profile the "
-                                                 "backbone: " + e.what());
-  }
-  out.profile_seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  out.profile.model = t.backbone.name;
-  model::partition_options plan_options;
-  const auto stages = static_cast<int32_t>(transfer_settings_of(t).stages.size());
-  plan_options.machines = stages;
-  plan_options.stages = stages;
-  plan_options.straight = true;
-  plan_options.forward_only = true;
-  plan_options.bandwidth =
-    across_processes ? default_bandwidth : std::numeric_limits<double>::infinity();
-  out.bandwidth = plan_options.bandwidth;
-  try {
-    out.plan = model::plan_partition(out.profile.layers, plan_options);
-  } catch (const model::error& e) {
-    return make_error(errc::bad_config, t.file + ": backbone.split: auto: " + e.what());
-  }
-  for (size_t k = 0; k + 1 < out.plan.stages.size(); ++k)
-    out.split.push_back(out.profile.layers[out.plan.stages[k].end - 1].name);
-  return out;
-}
-
-namespace {
-
-/// The log lines of a planned split: what was measured, the split as
-/// `backbone.split` would list it, and the predicted time of every stage.
-void log_backbone_split(const backbone_split& b) {
-  const auto& p = b.profile;
-  double whole = 0;
-  for (const auto& l : p.layers)
-    whole += l.forward_seconds;
-  spdlog::info("backbone.split: auto: profiled {} forward only in {:.2f} s ({} layers, "
-               "microbatch of {} samples, {} timed after {} warm-ups, {} torch thread{}, {} "
-               "with {} cores); links between stages: {}",
-               p.model, b.profile_seconds, p.layers.size(), p.microbatch_size, p.microbatches,
-               profile_warmups, p.threads, p.threads == 1 ? "" : "s", p.hostname, p.cores,
-               std::isinf(b.bandwidth) ? std::string{"free (one process)"}
-                                       : format("%.3g bytes/s (node processes)", b.bandwidth));
-  std::string split;
-  for (const auto& name : b.split)
-    split += (split.empty() ? "" : ", ") + name;
-  spdlog::info("backbone.split: auto chose split: [{}] ({} stages); predicted per microbatch: "
-               "slowest stage {:.3f} ms, whole backbone {:.3f} ms",
-               split, b.plan.stages.size(), 1e3 * b.plan.slowest_seconds, 1e3 * whole);
-  for (size_t k = 0; k < b.plan.stages.size(); ++k) {
-    const auto& s = b.plan.stages[k];
-    spdlog::info("  stage{} {}: forward {:.3f} ms, send {:.3f} ms", k,
-                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds);
-  }
-}
-
-} // namespace
-
-caf::expected<void> resolve_backbone_split(topology& t, int32_t local_nodes) {
-  if (!transfer_settings_of(t).split_auto)
-    return caf::unit;
-  auto& stages = transfer_settings_of(t).stages;
-  auto planned = plan_backbone_split(t, !t.embedded() || local_nodes > 0);
-  if (!planned)
-    return planned.error();
-  log_backbone_split(*planned);
-  assert(planned->plan.stages.size() == stages.size() && "the plan has one stage per placement");
-  for (size_t k = 0; k < stages.size(); ++k) {
-    stages[k].begin = planned->plan.stages[k].begin;
-    stages[k].end = planned->plan.stages[k].end;
-  }
-  transfer_settings_of(t).split_auto = false;
-  return caf::unit;
-}
-
-} // namespace pipeline
 } // namespace modes
 } // namespace baton::actors

@@ -1,0 +1,118 @@
+#include "actors/modes/backbone_split.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <spdlog/spdlog.h>
+
+#include "messages/errc.hpp"
+#include "model/core/error.hpp"
+#include "model/core/layered_model.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+
+namespace {
+
+// `backbone.split: auto` profiles at every run: few microbatches, so that it
+// takes well under a second for convnet and a few for convnet_wide.
+constexpr int32_t split_warmups = 2;
+constexpr int32_t split_timed_microbatches = 5;
+
+/// The forward profile of `t`'s backbone with its seeded initial weights: the
+/// time of a forward does not depend on the weights' values, so the
+/// checkpoint is not loaded.
+caf::expected<model::model_profile> profile_backbone(const topology& t) {
+  model::profile_options options;
+  options.microbatch_size = microbatch_size_of(t);
+  options.sample_shape = sample_shape_of(t);
+  options.microbatches = split_timed_microbatches;
+  options.warmups = split_warmups;
+  options.threads = t.runtime.stage_threads;
+  options.seed = t.seed;
+  options.backward = false;
+  try {
+    auto backbone = model::make_model(t.backbone);
+    backbone.set_trainable(false);
+    backbone.train(false);
+    auto profile = model::profile_model(backbone, options);
+    profile.model = t.backbone.name;
+    return profile;
+  } catch (const std::exception& e) { // model::error, c10::Error
+    return make_error(errc::bad_config, t.file + ": backbone.split: auto: cannot profile the "
+                                                 "backbone: " + e.what());
+  }
+}
+
+} // namespace
+
+std::vector<int64_t> sample_shape_of(const workload& w) { return w.sample_shape; }
+
+int64_t microbatch_size_of(const workload& w) {
+  return std::max<int64_t>(1, w.plan.batch_size / w.plan.microbatches);
+}
+
+std::string layer_range(const model::stage_plan& s, const std::vector<model::layer_cost>& layers) {
+  if (s.end - s.begin == 1)
+    return layers[s.begin].name;
+  return layers[s.begin].name + ".." + layers[s.end - 1].name;
+}
+
+caf::expected<backbone_split> plan_backbone_split(const topology& t, int32_t stages,
+                                                  bool across_processes) {
+  backbone_split out;
+  const auto started = std::chrono::steady_clock::now();
+  auto profile = profile_backbone(t);
+  if (!profile)
+    return profile.error();
+  out.profile = std::move(*profile);
+  out.profile_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  model::partition_options options;
+  options.machines = stages;
+  options.stages = stages;
+  options.straight = true;
+  options.forward_only = true;
+  options.bandwidth =
+    across_processes ? default_link_bandwidth : std::numeric_limits<double>::infinity();
+  out.bandwidth = options.bandwidth;
+  try {
+    out.plan = model::plan_partition(out.profile.layers, options);
+  } catch (const model::error& e) {
+    return make_error(errc::bad_config, t.file + ": backbone.split: auto: " + e.what());
+  }
+  for (size_t k = 0; k + 1 < out.plan.stages.size(); ++k)
+    out.split.push_back(out.profile.layers[out.plan.stages[k].end - 1].name);
+  return out;
+}
+
+void log_backbone_split(const backbone_split& b) {
+  const auto& p = b.profile;
+  double whole = 0;
+  for (const auto& l : p.layers)
+    whole += l.forward_seconds;
+  spdlog::info("backbone.split: auto: profiled {} forward only in {:.2f} s ({} layers, "
+               "microbatch of {} samples, {} timed after {} warm-ups, {} torch thread{}, {} "
+               "with {} cores); links between stages: {}",
+               p.model, b.profile_seconds, p.layers.size(), p.microbatch_size, p.microbatches,
+               split_warmups, p.threads, p.threads == 1 ? "" : "s", p.hostname, p.cores,
+               std::isinf(b.bandwidth) ? std::string{"free (one process)"}
+                                       : fmt::format("{:.3g} bytes/s (node processes)",
+                                                     b.bandwidth));
+  std::string split;
+  for (const auto& name : b.split)
+    split += (split.empty() ? "" : ", ") + name;
+  spdlog::info("backbone.split: auto chose split: [{}] ({} stages); predicted per microbatch: "
+               "slowest stage {:.3f} ms, whole backbone {:.3f} ms",
+               split, b.plan.stages.size(), 1e3 * b.plan.slowest_seconds, 1e3 * whole);
+  for (size_t k = 0; k < b.plan.stages.size(); ++k) {
+    const auto& s = b.plan.stages[k];
+    spdlog::info("  stage{} {}: forward {:.3f} ms, send {:.3f} ms", k,
+                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds);
+  }
+}
+
+} // namespace modes
+} // namespace baton::actors

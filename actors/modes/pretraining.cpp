@@ -1,0 +1,55 @@
+#include "actors/modes/pretraining.hpp"
+
+#include <filesystem>
+#include <string>
+
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime/local_run.hpp"
+#include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
+#include "model/core/pretrain.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+
+caf::expected<void> ensure_pretrained(const topology& t) {
+  if (t.checkpoint.empty() || std::filesystem::exists(t.checkpoint))
+    return caf::unit;
+  return pretrain_backbone(t);
+}
+
+caf::expected<void> pretrain_backbone(const topology& t) {
+  if (t.checkpoint.empty())
+    return caf::unit;
+  const auto* task = t.find_task(t.pretrain.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "backbone.pretrain.task '" + t.pretrain.task +
+                                          "' is not one of the topology's tasks");
+  // Refused before the pre-training, not after it.
+  if (auto why = model::try_check_writable(t.checkpoint); !why.empty())
+    return make_error(errc::bad_file, "backbone.checkpoint: " + why);
+  spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
+               "epoch(s)) first",
+               t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
+               t.pretrain.epochs);
+  at::set_num_threads(cores());
+  try {
+    auto data = load_data(t, t.pretrain.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
+    spec.plan.epochs = t.pretrain.epochs;
+    auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
+    spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",
+                 t.checkpoint, 100 * accuracy, task->name);
+    return caf::unit;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, std::string{"pre-training failed: "} + e.what());
+  }
+}
+
+} // namespace modes
+} // namespace baton::actors

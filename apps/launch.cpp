@@ -1,0 +1,356 @@
+#include "apps/launch.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/config/names.hpp"
+#include "actors/modes/registry.hpp"
+#include "actors/modes/run.hpp"
+#include "actors/runtime/launch_env.hpp"
+#include "actors/runtime/node.hpp"
+#include "actors/runtime/rendezvous.hpp"
+#include "actors/runtime/run_record.hpp"
+#include "messages/errc.hpp"
+
+extern char** environ;
+
+namespace baton::apps {
+
+namespace {
+
+using namespace baton::actors;
+
+/// What `baton launch` was told.
+struct launch_options {
+  run_request run;              ///< the topology, --set, outputs, --resume
+  launch_flags flags;           ///< --rank, --world-size, --master-addr, ...
+  std::string host;             ///< --host: where this rank's node listens and is reached
+  std::string name;             ///< --name: this rank's node name
+  std::string tls_dir;          ///< --tls-dir: ca.pem, NAME.pem, NAME.key
+  bool insecure = false;        ///< --insecure: a node without TLS beyond loopback
+  int32_t rendezvous_timeout = 300; ///< --rendezvous-timeout, seconds
+};
+
+bool parse_launch_flag(args& a, const std::string& flag, launch_options& o) {
+  std::string v;
+  int32_t n = 0;
+  uint16_t port = 0;
+  auto& r = o.run;
+  if (flag == "--set")
+    return a.value(flag, v) && (r.overrides.push_back(v), true);
+  if (flag == "--metrics-out")
+    return a.value(flag, r.metrics_out);
+  if (flag == "--save-model")
+    return a.value(flag, r.save_model);
+  if (flag == "--resume")
+    return a.value(flag, r.resume_dir);
+  if (flag == "--rank")
+    return a.value(flag, v) && parse_in_range(flag, v, 0, INT32_MAX - 1, n) && (o.flags.rank = n, true);
+  if (flag == "--world-size")
+    return a.value(flag, v) && parse_in_range(flag, v, 1, INT32_MAX, n) &&
+           (o.flags.world_size = n, true);
+  if (flag == "--master-addr")
+    return a.value(flag, o.flags.master_addr);
+  if (flag == "--rendezvous-port")
+    return a.value(flag, v) && parse_port(flag, v, port) && (o.flags.rendezvous_port = port, true);
+  if (flag == "--rendezvous-timeout")
+    return a.value(flag, v) && parse_in_range(flag, v, 1, 86400, o.rendezvous_timeout);
+  if (flag == "--hostfile")
+    return a.value(flag, o.flags.hostfile);
+  if (flag == "--host")
+    return a.value(flag, o.host);
+  if (flag == "--name")
+    return a.value(flag, o.name);
+  if (flag == "--tls-dir")
+    return a.value(flag, o.tls_dir);
+  if (flag == "--insecure")
+    return o.insecure = true;
+  if (!flag.empty() && flag[0] != '-' && r.topology_path.empty())
+    return r.topology_path = flag, true;
+  return false;
+}
+
+std::map<std::string, std::string> environment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry{*e};
+    auto eq = entry.find('=');
+    if (eq != std::string::npos)
+      out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string hostname() {
+  char name[HOST_NAME_MAX + 1] = {0};
+  return ::gethostname(name, sizeof name) == 0 ? std::string{name} : std::string{"localhost"};
+}
+
+/// `text` as a YAML single-quoted scalar, for a --set value.
+std::string yaml_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string{"''"} : std::string(1, c);
+  return out + "'";
+}
+
+/// This rank's node name: --name; the topology's node of this rank when it
+/// lists one per rank; with TLS the host's name (its certificate's); else nRANK.
+std::string node_name(const launch_options& o, const topology& t, const launch_identity& id) {
+  if (!o.name.empty())
+    return o.name;
+  if (t.nodes.size() == static_cast<size_t>(id.world_size))
+    return t.nodes[static_cast<size_t>(id.rank)].name;
+  if (!o.tls_dir.empty())
+    return hostname();
+  return "n" + std::to_string(id.rank);
+}
+
+/// The files of --tls-dir for the node `name`.
+tls_settings tls_files(const std::string& dir, const std::string& name) {
+  if (dir.empty())
+    return {};
+  return {dir + "/" + name + ".pem", dir + "/" + name + ".key", dir + "/ca.pem"};
+}
+
+/// The `nodes:` of the job: every rank's node, in rank order.
+std::string nodes_override(const std::vector<launch_peer>& nodes) {
+  std::string out = "nodes=[";
+  for (const auto& n : nodes)
+    out += (n.rank == 0 ? "" : ", ") + std::string{"{name: "} + n.name + ", host: " +
+           yaml_quoted(n.host) + ", port: " + std::to_string(n.port) + "}";
+  return out + "]";
+}
+
+caf::error check_unique_names(const std::vector<launch_peer>& nodes) {
+  std::map<std::string, int32_t> seen;
+  for (const auto& n : nodes) {
+    auto [it, fresh] = seen.emplace(name_key(n.name), n.rank);
+    if (!fresh)
+      return make_error(errc::bad_config,
+                        "ranks " + std::to_string(it->second) + " and " + std::to_string(n.rank) +
+                          " both name their node '" + n.name + "' (with --tls-dir a node is "
+                          "named after its host: run one rank per host, give --name, or list "
+                          "one node per rank in the topology's nodes:)");
+  }
+  return caf::none;
+}
+
+/// A run that checkpoints into runtime.checkpoint_dir and did not finish
+/// there is resumed: what a launcher's restart needs.
+void resume_unfinished(run_request& r, const topology& t) {
+  if (!r.resume_dir.empty() || t.runtime.checkpoint_dir.empty())
+    return;
+  auto record = read_run_record(t.runtime.checkpoint_dir);
+  if (!record || record->finished_step >= 0)
+    return;
+  spdlog::info("baton launch: {} holds the checkpoints of run {}, which did not finish: "
+               "resuming it", t.runtime.checkpoint_dir, record->run_id);
+  r.resume_dir = t.runtime.checkpoint_dir;
+}
+
+/// This rank's node, run on a thread of its own until `stop_`.
+class node_thread {
+public:
+  /// Starts the node; port() says where it listens.
+  explicit node_thread(node_settings s) {
+    auto listening = std::make_shared<std::promise<uint16_t>>();
+    port_ = listening->get_future();
+    s.listening = [listening](uint16_t port) { listening->set_value(port); };
+    thread_ = std::thread{[this, s] {
+      exit_code_ = run_node(s, stop_, all_roles());
+      ended_ = true;
+    }};
+  }
+  ~node_thread() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  /// The node's port once it listens, or nothing when it could not start
+  /// (exit_code() says how it ended).
+  std::optional<uint16_t> port() {
+    while (port_.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
+      if (ended_)
+        return std::nullopt;
+    return port_.get();
+  }
+  int exit_code() const { return exit_code_; }
+
+private:
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> ended_{false};
+  int exit_code_ = 0;
+  std::future<uint16_t> port_;
+  std::thread thread_;
+};
+
+/// Prints and writes what a finished run has, as `baton run` does; the exit code.
+int report_run(const run_request& r, const caf::expected<job_result>& result) {
+  if (!result)
+    return fail(result.error());
+  std::printf("%s", results_table(*result).c_str());
+  std::fflush(stdout);
+  if (auto err = write_outputs(r, *result))
+    return fail(err);
+  record_finished(r, *result);
+  if (!r.metrics_out.empty())
+    std::printf("metrics written to %s\n", r.metrics_out.c_str());
+  if (!r.save_model.empty())
+    std::printf("model saved to %s\n", r.save_model.c_str());
+  if (!result->failed.empty()) {
+    spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
+    return 2;
+  }
+  return 0;
+}
+
+/// Runs the job over `nodes` while watching the other ranks: one that is
+/// lost stops the job, and the run ends with exit code 1 (the launcher
+/// restarts the whole job; with checkpoints it resumes).
+int run_over(run_request r, rendezvous_host& ranks, const std::vector<launch_peer>& nodes,
+             const std::atomic<bool>& interrupted) {
+  r.overrides.push_back(nodes_override(nodes));
+  std::atomic<bool> stop{false}, done{false};
+  std::optional<int32_t> lost;
+  std::thread watch{[&] {
+    while (!done.load() && !stop.load()) {
+      lost = ranks.lost(std::chrono::milliseconds(100));
+      stop = interrupted.load() || lost.has_value();
+    }
+  }};
+  r.interrupted = &stop;
+  auto result = run_job(r);
+  done = true;
+  watch.join();
+  if (lost) {
+    spdlog::error("baton launch: lost rank {} (its process ended): the job is stopped so that "
+                  "the launcher can restart it (with runtime.checkpoint_every and "
+                  "runtime.checkpoint_dir a restart resumes from the checkpoints)", *lost);
+    return 1;
+  }
+  return report_run(r, result);
+}
+
+/// Rank 0: gathers the ranks' nodes, runs the job over them, tells every
+/// rank its exit code.
+int lead(launch_options o, const launch_identity& id, const topology& t, launch_peer self,
+         bool loopback, const std::atomic<bool>& interrupted) {
+  auto ranks = rendezvous_host::listen(id.rendezvous_port, loopback);
+  if (!ranks)
+    return fail(ranks.error());
+  spdlog::info("baton launch: rank 0 waits for {} ranks on port {}", id.world_size - 1,
+               id.rendezvous_port);
+  auto peers = (*ranks)->gather(id.world_size, std::chrono::seconds(o.rendezvous_timeout),
+                                interrupted);
+  if (!peers)
+    return fail(peers.error());
+  if (self.host.empty())
+    self.host = (*ranks)->own_address().empty() ? "127.0.0.1" : (*ranks)->own_address();
+  peers->insert(peers->begin(), self);
+  int code = 0;
+  if (auto err = check_unique_names(*peers)) {
+    code = fail(err);
+  } else {
+    resume_unfinished(o.run, t);
+    code = run_over(o.run, **ranks, *peers, interrupted);
+  }
+  (*ranks)->finish(code);
+  return code;
+}
+
+/// Every other rank: registers its node and waits for rank 0's exit code.
+int follow(const launch_options& o, const launch_identity& id, const launch_peer& self,
+           const std::atomic<bool>& interrupted) {
+  auto joined = rendezvous_guest::join(id.master_addr, id.rendezvous_port, self, id.world_size,
+                                       std::chrono::seconds(o.rendezvous_timeout), interrupted);
+  if (!joined)
+    return fail(joined.error());
+  auto code = (*joined)->wait(interrupted);
+  if (!code && code.error() == errc::node_unreachable) {
+    spdlog::error("baton launch: {}", context_of(code.error()));
+    return 1;
+  }
+  return code ? *code : fail(code.error());
+}
+
+/// The node settings of this rank.
+node_settings node_of(const launch_options& o, const std::string& name, bool loopback) {
+  node_settings s;
+  s.name = name;
+  s.host = !o.host.empty() ? o.host : loopback ? "127.0.0.1" : "0.0.0.0";
+  s.insecure = o.insecure;
+  s.system.tls = tls_files(o.tls_dir, name);
+  return s;
+}
+
+/// Starts this rank's node and plays its part; the exit code.
+int launch(launch_options o, const launch_identity& id, const topology& t,
+           const std::atomic<bool>& interrupted) {
+  bool loopback = loopback_only(id.master_addr);
+  auto name = node_name(o, t, id);
+  if (!o.tls_dir.empty()) {
+    auto tls = tls_files(o.tls_dir, name);
+    o.run.overrides.push_back("runtime.tls.certificate=" + yaml_quoted(tls.certificate));
+    o.run.overrides.push_back("runtime.tls.key=" + yaml_quoted(tls.key));
+    o.run.overrides.push_back("runtime.tls.ca=" + yaml_quoted(tls.ca));
+  } else if (t.runtime.tls.enabled()) {
+    return fail(make_error(errc::bad_config, t.file + ": runtime.tls is for `baton run`; every "
+                                             "rank of `baton launch` needs its own certificate: "
+                                             "give --tls-dir DIR (DIR/ca.pem, DIR/NAME.pem, "
+                                             "DIR/NAME.key, see docs/running-on-a-cluster.md)"));
+  }
+  node_thread node{node_of(o, name, loopback)};
+  auto port = node.port();
+  if (!port)
+    return node.exit_code();
+  bool listed = !o.host.empty() && o.host != "0.0.0.0";
+  launch_peer self{id.rank, name, listed ? o.host : loopback ? "127.0.0.1" : "", *port};
+  if (id.rank == 0)
+    return lead(o, id, t, self, loopback, interrupted);
+  return follow(o, id, self, interrupted);
+}
+
+} // namespace
+
+int cmd_launch(args& a, const std::atomic<bool>& interrupted) {
+  launch_options o;
+  o.run.progress_tty = ::isatty(STDERR_FILENO) != 0;
+  if (!read_flags(a, "baton launch", [&](const std::string& f) { return parse_launch_flag(a, f, o); }))
+    return 2;
+  if (o.run.topology_path.empty()) {
+    std::fprintf(stderr, "baton launch: expected TOPOLOGY.yaml (see baton help)\n");
+    return 2;
+  }
+  std::vector<hostfile_entry> hosts;
+  if (!o.flags.hostfile.empty()) {
+    auto loaded = load_hostfile(o.flags.hostfile);
+    if (!loaded)
+      return fail(loaded.error());
+    hosts = *loaded;
+  }
+  auto id = resolve_launch(o.flags, environment(), hosts, hostname());
+  if (!id)
+    return fail(id.error());
+  spdlog::info("baton launch: {}", id->origin);
+  // Every rank reads the topology: a host without the file (or with another
+  // one) fails here, and the node names come from it.
+  auto t = load_request_topology(o.run);
+  if (!t)
+    return fail(t.error());
+  return launch(o, *id, *t, interrupted);
+}
+
+} // namespace baton::apps

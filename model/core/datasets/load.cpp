@@ -1,0 +1,267 @@
+// load_data and its header-only companions (model/core/dataset.hpp): the
+// dispatch over kinds, the classes, the memory budget, the normalisation.
+
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include "model/core/dataset.hpp"
+#include "model/core/datasets/readers.hpp"
+#include "model/core/error.hpp"
+
+namespace baton::model {
+
+using namespace datasets;
+
+namespace {
+
+// Fashion-MNIST's training-set pixel statistics (after scaling to [0, 1]).
+constexpr double fashion_mnist_mean = 0.2860;
+constexpr double fashion_mnist_std = 0.3530;
+
+constexpr int64_t max_samples = int64_t{1} << 31;
+constexpr int64_t max_sample_values = int64_t{1} << 24;
+
+bool is_idx(const data_spec& spec) { return spec.kind == "fashion-mnist" || spec.kind == "idx"; }
+bool is_cifar(const data_spec& spec) { return spec.kind == "cifar10" || spec.kind == "cifar100"; }
+
+split_header header_of(const data_spec& spec, split which) {
+  if (is_idx(spec))
+    return idx_header(spec, which);
+  if (is_cifar(spec))
+    return cifar_header(spec, which);
+  if (spec.kind == "npy")
+    return npy_header(spec, which);
+  if (spec.kind == "image-folder")
+    return image_folder_header(spec, which);
+  if (spec.synthetic())
+    return {data_shape(spec), which == split::train ? spec.synthetic_train : spec.synthetic_test};
+  throw error("unknown data kind '" + spec.kind + "'");
+}
+
+int64_t limit_of(const data_spec& spec, split which) {
+  if (spec.synthetic())
+    return 0;
+  return which == split::train ? spec.train_limit : spec.test_limit;
+}
+
+int64_t after_limit(const data_spec& spec, split which, int64_t samples) {
+  const int64_t limit = limit_of(spec, which);
+  return limit > 0 ? std::min(limit, samples) : samples;
+}
+
+raw_split read_raw(const data_spec& spec, split which) {
+  const int64_t count = after_limit(spec, which, header_of(spec, which).samples);
+  if (is_idx(spec))
+    return read_idx(spec, which, count);
+  if (is_cifar(spec))
+    return read_cifar(spec, which, count);
+  if (spec.kind == "npy")
+    return read_npy(spec, which, count);
+  if (spec.kind == "image-folder")
+    return read_image_folder(spec, which, count);
+  throw error("unknown data kind '" + spec.kind + "'");
+}
+
+/// Per-channel mean and std.
+struct normalisation {
+  std::vector<double> mean, std;
+};
+
+/// Scaled to float32: uint8 to [0, 1].
+at::Tensor to_float(const at::Tensor& samples) {
+  return samples.scalar_type() == torch::kUInt8 ? samples.to(torch::kFloat32).div_(255.0)
+                                                : samples.to(torch::kFloat32);
+}
+
+/// The spec's normalisation, else Fashion-MNIST's, else the training split's
+/// own per-channel statistics (`train`, read when needed).
+normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
+  if (!spec.mean.empty())
+    return {spec.mean, spec.std};
+  if (spec.kind == "fashion-mnist")
+    return {{fashion_mnist_mean}, {fashion_mnist_std}};
+  raw_split read;
+  if (train == nullptr) {
+    read = read_raw(spec, split::train);
+    train = &read;
+  }
+  const int64_t channels = train->samples.size(1);
+  if (train->samples.size(0) == 0)
+    return {std::vector<double>(static_cast<size_t>(channels), 0.0),
+            std::vector<double>(static_cast<size_t>(channels), 1.0)};
+  // Per channel, in float64: a sum over millions of float32 values drifts.
+  auto values = to_float(train->samples).transpose(0, 1).reshape({channels, -1}).to(torch::kFloat64);
+  auto mean = values.mean(1), stddev = values.std(1, /*unbiased=*/false);
+  normalisation n;
+  for (int64_t c = 0; c < channels; ++c) {
+    n.mean.push_back(mean[c].item<double>());
+    const double s = stddev[c].item<double>();
+    n.std.push_back(s > 0 ? s : 1.0); // a constant channel stays constant, not NaN
+  }
+  return n;
+}
+
+/// (x - mean) / std per channel; one value applies to every channel.
+at::Tensor normalise(at::Tensor samples, const normalisation& n) {
+  auto x = to_float(samples);
+  if (n.mean.size() == 1)
+    return x.sub_(n.mean[0]).div_(n.std[0]);
+  const auto channels = static_cast<int64_t>(n.mean.size());
+  if (x.size(1) != channels)
+    throw error("data.normalize has " + std::to_string(channels) + " values per channel list, "
+                "the samples have " + std::to_string(x.size(1)) + " channels");
+  auto mean = torch::tensor(n.mean, torch::kFloat32).view({1, channels, 1, 1});
+  auto stddev = torch::tensor(n.std, torch::kFloat32).view({1, channels, 1, 1});
+  return x.sub_(mean).div_(stddev);
+}
+
+dataset finish(const data_spec& spec, raw_split raw, const normalisation& n) {
+  dataset out;
+  out.name = spec.kind;
+  out.images = normalise(std::move(raw.samples), n);
+  out.labels = std::move(raw.labels);
+  out.classes = data_classes(spec);
+  return out;
+}
+
+dataset synthetic_split(const data_spec& spec, split which) {
+  const auto shape = data_shape(spec);
+  auto data = make_synthetic(which == split::train ? spec.synthetic_train : spec.synthetic_test,
+                             shape[0], shape[1], shape[2], data_classes(spec),
+                             which == split::train ? spec.seed : spec.seed + 1);
+  if (!spec.mean.empty())
+    data.images = normalise(data.images, {spec.mean, spec.std});
+  return data;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (auto d : shape)
+    s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+} // namespace
+
+namespace datasets {
+
+std::string split_name(split which) { return which == split::train ? "train" : "test"; }
+
+void check_labels(const at::Tensor& labels, int64_t classes, const std::string& file,
+                  int64_t first) {
+  const auto bad = (labels < 0).logical_or(labels >= classes).nonzero();
+  if (bad.size(0) == 0)
+    return;
+  const int64_t i = bad[0][0].item<int64_t>();
+  throw file_error(file + ": label " + std::to_string(labels[i].item<int64_t>()) + " at index " +
+                   std::to_string(first + i) + " out of range, expected 0.." +
+                   std::to_string(classes - 1) + " (" + std::to_string(classes) + " classes)");
+}
+
+void check_sample_count(int64_t samples, const std::vector<int64_t>& shape,
+                        const std::string& file) {
+  int64_t values = 1;
+  for (auto d : shape) {
+    if (d < 1 || d > max_sample_values)
+      throw file_error(file + ": samples of shape " + shape_text(shape) +
+                       ", expected every dimension from 1 to 16777216");
+    values *= d;
+    if (values > max_sample_values)
+      throw file_error(file + ": samples of shape " + shape_text(shape) +
+                       " have more than 2^24 values each");
+  }
+  if (samples > max_samples)
+    throw file_error(file + ": declares " + std::to_string(samples) + " samples, expected at "
+                     "most 2^31");
+}
+
+} // namespace datasets
+
+double default_memory_mb() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0)
+    return 4096;
+  return static_cast<double>(pages) * static_cast<double>(page) / (1 << 20) / 2;
+}
+
+std::vector<int64_t> data_shape(const data_spec& spec) {
+  if (spec.synthetic())
+    return spec.shape.empty() ? std::vector<int64_t>{1, 28, 28} : spec.shape;
+  if (spec.kind == "image-folder" && !spec.shape.empty())
+    return spec.shape;
+  return header_of(spec, split::train).shape;
+}
+
+int64_t data_size(const data_spec& spec, split which) {
+  return after_limit(spec, which, header_of(spec, which).samples);
+}
+
+int64_t data_classes(const data_spec& spec) {
+  if (spec.classes > 0)
+    return spec.classes;
+  if (spec.kind == "cifar100")
+    return spec.label == "coarse" ? 20 : 100;
+  if (spec.kind == "npy")
+    return npy_classes(spec);
+  if (spec.kind == "image-folder")
+    return static_cast<int64_t>(image_folder_classes(spec).size());
+  return 10; // fashion-mnist, idx (MNIST, KMNIST), cifar10, synthetic
+}
+
+data_header read_data_header(const data_spec& spec) {
+  data_header h;
+  const split_header train = header_of(spec, split::train);
+  h.shape = train.shape;
+  h.train = after_limit(spec, split::train, train.samples);
+  const split_header test = header_of(spec, split::test);
+  if (test.shape != train.shape)
+    throw file_error("the test split's samples are " + shape_text(test.shape) +
+                     ", the training split's " + shape_text(train.shape) +
+                     " (expected the same shape)");
+  h.test = after_limit(spec, split::test, test.samples);
+  h.classes = data_classes(spec);
+  check_memory(spec, h);
+  return h;
+}
+
+void check_memory(const data_spec& spec, const data_header& h) {
+  const double budget = spec.memory_mb > 0 ? spec.memory_mb : default_memory_mb();
+  int64_t values = 1;
+  for (auto d : h.shape)
+    values *= d;
+  const double needed =
+    static_cast<double>(h.train + h.test) * static_cast<double>(values) * 4 / (1 << 20);
+  if (needed > budget)
+    throw error("the dataset needs " + std::to_string(static_cast<int64_t>(needed)) +
+                " MiB in memory (" + std::to_string(h.train) + " training and " +
+                std::to_string(h.test) + " test samples of " + shape_text(h.shape) +
+                " float32), more than its budget data.memory_mb = " +
+                std::to_string(static_cast<int64_t>(budget)) + " MiB" +
+                (spec.memory_mb > 0 ? "" : " (half of this machine's memory)") +
+                "; lower data.train_limit / data.test_limit or raise data.memory_mb");
+}
+
+dataset load_data(const data_spec& spec, split which) {
+  data_header h;
+  h.shape = data_shape(spec);
+  (which == split::train ? h.train : h.test) = data_size(spec, which);
+  check_memory(spec, h);
+  if (spec.synthetic())
+    return synthetic_split(spec, which);
+  raw_split raw = read_raw(spec, which);
+  const normalisation n = normalisation_of(spec, which == split::train ? &raw : nullptr);
+  return finish(spec, std::move(raw), n);
+}
+
+std::pair<dataset, dataset> load_splits(const data_spec& spec) {
+  read_data_header(spec); // checks the memory budget before reading a sample
+  if (spec.synthetic())
+    return {synthetic_split(spec, split::train), synthetic_split(spec, split::test)};
+  raw_split train = read_raw(spec, split::train);
+  const normalisation n = normalisation_of(spec, &train);
+  raw_split test = read_raw(spec, split::test);
+  return {finish(spec, std::move(train), n), finish(spec, std::move(test), n)};
+}
+
+} // namespace baton::model

@@ -1,0 +1,222 @@
+// `baton launch` end to end: three real processes on 127.0.0.1, told who
+// they are as torchrun tells them (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT), then by the real torchrun of Debian's python3-torch; a lost
+// rank ends every process, and a restart resumes from the checkpoints.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/baton_process.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
+
+using namespace baton::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Whether `port` of 127.0.0.1 can be listened on now.
+bool free_port(uint16_t port, uint16_t* chosen = nullptr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof a;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size) == 0;
+  if (chosen != nullptr)
+    *chosen = ntohs(a.sin_port);
+  ::close(fd);
+  return ok;
+}
+
+/// A MASTER_PORT chosen by the OS whose next port (the rendezvous) is free too.
+uint16_t master_port() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    uint16_t port = 0;
+    if (free_port(0, &port) && port < 65535 && free_port(static_cast<uint16_t>(port + 1)))
+      return port;
+  }
+  ADD_FAILURE() << "no two free ports in a row";
+  return 0;
+}
+
+/// The short pipeline job of the end-to-end suites as `baton launch` arguments.
+std::vector<std::string> launch_job(int epochs) {
+  auto args = short_pipeline_job(epochs);
+  args[0] = "launch";
+  return args;
+}
+
+/// Sets torchrun's variables for the processes started while it lives.
+class torchrun_environment {
+public:
+  torchrun_environment(int rank, int world, uint16_t port) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  }
+  ~torchrun_environment() {
+    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+      ::unsetenv(name);
+  }
+  torchrun_environment(const torchrun_environment&) = delete;
+  torchrun_environment& operator=(const torchrun_environment&) = delete;
+};
+
+/// `world` `baton launch ARGS...` processes with torchrun's variables, rank 0
+/// also writing `metrics`.
+std::vector<std::unique_ptr<baton_process>> start_ranks(const scratch_dir& dir,
+                                                        const std::vector<std::string>& args,
+                                                        const std::string& metrics,
+                                                        const std::string& name, int world = 3) {
+  auto port = master_port();
+  std::vector<std::unique_ptr<baton_process>> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    torchrun_environment env{rank, world, port};
+    auto own = rank == 0 ? with(args, {"--metrics-out", metrics}) : args;
+    ranks.push_back(std::make_unique<baton_process>(
+      own, dir.path() + "/" + name + "-rank" + std::to_string(rank) + ".log"));
+  }
+  return ranks;
+}
+
+/// Waits for every rank; each one's exit code.
+std::vector<int> exit_codes(std::vector<std::unique_ptr<baton_process>>& ranks) {
+  std::vector<int> codes;
+  for (auto& r : ranks)
+    codes.push_back(r->wait_for(5min));
+  return codes;
+}
+
+std::string outputs(std::vector<std::unique_ptr<baton_process>>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += "--- rank " + std::to_string(i) + ":\n" + ranks[i]->output();
+  return text;
+}
+
+double test_accuracy(const nlohmann::json& metrics) {
+  return metrics.at("heads").at(0).at("test_accuracy").get<double>();
+}
+
+class launch : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<scratch_dir>("launch");
+    embedded_ = run_job(*dir_, short_pipeline_job(2), "embedded");
+  }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  static inline std::unique_ptr<scratch_dir> dir_;
+  static inline nlohmann::json embedded_;
+};
+
+} // namespace
+
+// Three processes told who they are by torchrun's variables: rank 0 runs
+// the job over the three nodes (its own too) and every process ends with
+// its exit code; the weights and accuracy are the embedded run's.
+TEST_F(launch, three_ranks_from_torchrun_variables_equal_the_embedded_run) {
+  auto metrics = dir_->path() + "/ranks.json";
+  auto ranks = start_ranks(*dir_, launch_job(2), metrics, "ranks");
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{0, 0, 0})) << outputs(ranks);
+  auto launched = read_json(metrics);
+  ASSERT_FALSE(launched.is_discarded()) << outputs(ranks);
+  EXPECT_EQ(digests_by_actor(launched, "pipeline_stage"),
+            digests_by_actor(embedded_, "pipeline_stage"));
+  ASSERT_EQ(digests_by_actor(launched, "pipeline_stage").size(), 3u);
+  EXPECT_EQ(test_accuracy(launched), test_accuracy(embedded_));
+  // The three nodes are the ranks' (n0, n1, n2), and the coordinator.
+  EXPECT_EQ(launched.at("nodes").size(), 4u);
+  EXPECT_TRUE(contains(ranks[1]->output(), "rank 1 of 3 (RANK, WORLD_SIZE)")) << outputs(ranks);
+}
+
+// The real torchrun (Debian's python3-torch) starts the three ranks.
+TEST_F(launch, torchrun_starts_the_ranks_and_the_run_equals_the_embedded_run) {
+  if (run_shell("python3 -c 'import torch' 2>&1").exit_code != 0)
+    GTEST_SKIP() << "python3 cannot import torch (Debian's python3-torch): torchrun is not here";
+  auto metrics = dir_->path() + "/torchrun.json";
+  // --redirects 1 --tee 1: with the defaults torchrun 1.13 on Python 3.11
+  // dies before any worker starts (AttributeError in to_map).
+  auto command = "timeout 600 python3 -m torch.distributed.run --nproc_per_node 3 --redirects 1 "
+                 "--tee 1 --master_port " + std::to_string(master_port()) +
+                 " --no_python " + baton_command(with(launch_job(2), {"--metrics-out", metrics}));
+  auto torchrun = run_shell(command);
+  ASSERT_EQ(torchrun.exit_code, 0) << torchrun.text;
+  auto launched = read_json(metrics);
+  ASSERT_FALSE(launched.is_discarded()) << torchrun.text;
+  EXPECT_EQ(digests_by_actor(launched, "pipeline_stage"),
+            digests_by_actor(embedded_, "pipeline_stage"));
+  EXPECT_EQ(test_accuracy(launched), test_accuracy(embedded_));
+}
+
+// A rank SIGKILLed after the first checkpoints ends the other two with a
+// non-zero code (the launcher's restart policy takes over from there); the
+// same three commands again resume the run from its checkpoints and end
+// with the weights of the run that was never killed.
+TEST_F(launch, a_lost_rank_ends_every_rank_and_a_restart_resumes) {
+  auto checkpoints = dir_->path() + "/checkpoints";
+  auto job = with(launch_job(2), {"--set", "runtime.checkpoint_dir=" + checkpoints});
+  auto metrics = dir_->path() + "/restarted.json";
+  {
+    auto ranks = start_ranks(*dir_, job, metrics, "killed");
+    // stage2 checkpoints a step first: with its step 8, every stage has step 4.
+    ASSERT_TRUE(ranks[0]->await_file(checkpoints + "/stage2/step-000000000008.ckpt", 5min))
+      << outputs(ranks);
+    ranks[1]->signal(SIGKILL);
+    auto codes = exit_codes(ranks);
+    EXPECT_EQ(codes[1], 128 + SIGKILL);
+    EXPECT_EQ(codes[0], 1) << outputs(ranks);
+    EXPECT_EQ(codes[2], 1) << outputs(ranks);
+    EXPECT_TRUE(contains(ranks[0]->output(), "lost rank 1 (its process ended)")) << outputs(ranks);
+    EXPECT_TRUE(contains(ranks[2]->output(), "lost rank 0")) << outputs(ranks);
+  }
+  auto ranks = start_ranks(*dir_, job, metrics, "restarted");
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{0, 0, 0})) << outputs(ranks);
+  EXPECT_TRUE(contains(ranks[0]->output(), "which did not finish: resuming it")) << outputs(ranks);
+  auto resumed = read_json(metrics);
+  ASSERT_FALSE(resumed.is_discarded()) << outputs(ranks);
+  EXPECT_EQ(digests_by_actor(resumed, "pipeline_stage"),
+            digests_by_actor(embedded_, "pipeline_stage"));
+}
+
+// Who is who must be known and consistent before anything starts.
+TEST_F(launch, incomplete_or_contradictory_launches_are_refused) {
+  auto job = launch_job(1);
+  auto nobody = run_shell("env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS " +
+                          baton_command(job));
+  EXPECT_EQ(nobody.exit_code, 2) << nobody.text;
+  EXPECT_TRUE(contains(nobody.text, "the world size is not known: set one of --world-size, "
+                                    "WORLD_SIZE (torchrun, PyTorchJob)"))
+    << nobody.text;
+  auto past = run_baton(with(job, {"--rank", "3", "--world-size", "3", "--master-addr",
+                                   "127.0.0.1"}));
+  EXPECT_EQ(past.exit_code, 2) << past.text;
+  EXPECT_TRUE(contains(past.text, "--rank is '3': expected an integer from 0 to 2")) << past.text;
+  auto hostfile = dir_->path() + "/hosts.txt";
+  ASSERT_EQ(run_shell("printf 'h0 slots=2\\nh1 slots=two\\n' > " + quote(hostfile)).exit_code, 0);
+  auto bad_hostfile = run_baton(with(job, {"--hostfile", hostfile}));
+  EXPECT_EQ(bad_hostfile.exit_code, 2) << bad_hostfile.text;
+  EXPECT_TRUE(contains(bad_hostfile.text, hostfile + ":2: expected `host` or `host slots=N`"))
+    << bad_hostfile.text;
+  auto missing = run_baton({"launch", dir_->path() + "/none.yaml", "--rank", "0",
+                            "--world-size", "1"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.text;
+}

@@ -1,0 +1,169 @@
+// `baton launch` under a real Slurm (issue 23, item 4): a single-host
+// cluster from Debian's slurm-wlm and munge (slurmctld and slurmd on
+// 127.0.0.1, started and stopped by the suite), `srun -n 3 baton launch` and
+// the batch script of docs/running-on-a-cluster.md through `sbatch`, each
+// ending with exit code 0 and the weights of the embedded `baton run` of the
+// same topology. Skipped, saying why, where the cluster cannot run: not
+// root, the packages missing, or daemons that do not start.
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/commands.hpp"
+#include "tests/support/jobs.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
+#include "tests/support/slurm_cluster.hpp"
+#include "tests/support/text.hpp"
+
+using namespace baton::testing;
+
+namespace {
+
+/// The short pipeline job (1 epoch, 3 stages) as `baton launch` arguments:
+/// `baton run`'s with `launch` in place of `run`.
+std::vector<std::string> launch_job() {
+  auto args = short_pipeline_job(1);
+  args.front() = "launch";
+  return args;
+}
+
+/// The job's flags alone, after its topology.
+std::vector<std::string> job_flags() {
+  auto args = short_pipeline_job(1);
+  return {args.begin() + 2, args.end()};
+}
+
+/// The batch script of docs/running-on-a-cluster.md, with this build's baton
+/// and the source tree's configs/pipeline.yaml.
+std::string batch_script() {
+  return "#!/bin/bash\n"
+         "#SBATCH --job-name=baton\n"
+         "#SBATCH --nodes=3\n"
+         "#SBATCH --ntasks-per-node=1\n"
+         "#SBATCH --cpus-per-task=8\n"
+         "#SBATCH --output=%x-%j.out\n"
+         "srun " + quote(BATON_BINARY) + " launch " +
+         quote(source_path("configs/pipeline.yaml")) +
+         " --metrics-out metrics-$SLURM_JOB_ID.json \"$@\"\n";
+}
+
+/// The lines of `text`, sorted (the tasks of a step print in any order).
+std::vector<std::string> sorted_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in{text};
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+/// The nodes that ran the actors of `metrics`.
+std::set<std::string> nodes_of(const nlohmann::json& metrics) {
+  std::set<std::string> out;
+  for (const auto& actor : metrics.at("actors"))
+    out.insert(actor.at("node").get<std::string>());
+  return out;
+}
+
+/// Expects the launched run's metrics to hold the embedded run's weights and
+/// accuracy, its actors spread over the 3 ranks' nodes.
+void expect_same_run(const nlohmann::json& launched, const nlohmann::json& embedded) {
+  ASSERT_FALSE(launched.is_discarded()) << "no metrics";
+  EXPECT_EQ(digests_by_actor(launched), digests_by_actor(embedded));
+  EXPECT_FALSE(digests_by_actor(embedded).empty());
+  EXPECT_EQ(launched.at("heads").at(0).at("test_accuracy"),
+            embedded.at("heads").at(0).at("test_accuracy"));
+  EXPECT_EQ(nodes_of(launched).size(), 3u) << launched.at("actors").dump();
+}
+
+} // namespace
+
+class slurm_launch : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    if (!slurm_unavailable().empty())
+      return;
+    dir_ = std::make_unique<scratch_dir>("slurm");
+    cluster_ = std::make_unique<slurm_cluster>(dir_->path());
+  }
+  static void TearDownTestSuite() {
+    cluster_.reset(); // the daemons stop before their directory goes
+    dir_.reset();
+  }
+  void SetUp() override {
+    if (auto why = slurm_unavailable(); !why.empty())
+      GTEST_SKIP() << "no Slurm cluster here: " << why;
+    if (!cluster_->up())
+      GTEST_SKIP() << "the Slurm daemons did not come up: " << cluster_->failure();
+  }
+  /// Where the cluster's files are; a test's own files go there too.
+  static const std::string& dir() { return dir_->path(); }
+  /// The embedded run of the job, its metrics.
+  static nlohmann::json embedded_run() {
+    return run_job(*dir_, short_pipeline_job(1), "embedded");
+  }
+
+  static std::unique_ptr<scratch_dir> dir_;
+  static std::unique_ptr<slurm_cluster> cluster_;
+};
+
+std::unique_ptr<scratch_dir> slurm_launch::dir_;
+std::unique_ptr<slurm_cluster> slurm_launch::cluster_;
+
+// The cluster itself: srun starts 3 tasks on the one node, each told its
+// rank, the task count and the node list, which is what baton launch reads.
+TEST_F(slurm_launch, srun_starts_three_tasks_that_know_their_rank) {
+  auto out = cluster_->run("srun -n 3 bash -c 'echo $SLURM_PROCID $SLURM_NTASKS "
+                           "$SLURM_JOB_NODELIST'",
+                           120);
+  ASSERT_EQ(out.exit_code, 0) << out.text << cluster_->logs();
+  EXPECT_EQ(sorted_lines(out.text),
+            (std::vector<std::string>{"0 3 localhost", "1 3 localhost", "2 3 localhost"}))
+    << out.text;
+}
+
+// The case of the issue: `srun -n 3 baton launch`, every rank from Slurm's
+// variables, ends with 0 and the embedded run's weights.
+TEST_F(slurm_launch, srun_baton_launch_ends_with_the_weights_of_the_embedded_run) {
+  auto embedded = embedded_run();
+  const auto metrics = dir() + "/launched.json";
+  const auto port = free_tcp_ports(1);
+  ASSERT_EQ(port.size(), 1u);
+  auto args = with(launch_job(), {"--metrics-out", metrics, "--rendezvous-port",
+                                  std::to_string(port[0])});
+  auto out = cluster_->run("srun -n 3 " + baton_command(args));
+  ASSERT_EQ(out.exit_code, 0) << out.text << cluster_->logs();
+  EXPECT_TRUE(contains(out.text, "SLURM_PROCID")) << "a rank not read from Slurm:\n" << out.text;
+  expect_same_run(read_json(metrics), embedded);
+}
+
+// The batch script of the docs through sbatch (its #SBATCH lines asking for
+// 3 hosts overridden on the command line for this one-host cluster), with
+// the job's flags as the script's arguments.
+TEST_F(slurm_launch, sbatch_runs_the_documented_batch_script) {
+  auto embedded = embedded_run();
+  const auto script = dir() + "/baton.sbatch";
+  std::ofstream{script} << batch_script();
+  const auto port = free_tcp_ports(1);
+  ASSERT_EQ(port.size(), 1u);
+  std::string command = "sbatch --wait --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 " +
+                        quote(script);
+  for (const auto& flag : with(job_flags(), {"--rendezvous-port", std::to_string(port[0])}))
+    command += " " + quote(flag);
+  auto out = cluster_->run(command);
+  std::smatch job;
+  ASSERT_TRUE(std::regex_search(out.text, job, std::regex{"Submitted batch job ([0-9]+)"}))
+    << out.text << cluster_->logs();
+  const auto id = job[1].str();
+  const auto log = read_text(dir() + "/baton-" + id + ".out");
+  ASSERT_EQ(out.exit_code, 0) << out.text << log << cluster_->logs();
+  expect_same_run(read_json(dir() + "/metrics-" + id + ".json"), embedded);
+  EXPECT_TRUE(contains(log, "SLURM_PROCID")) << log;
+}
