@@ -156,10 +156,17 @@ TEST_F(dataset_files, fashion_mnist_size_reads_headers_and_names_what_is_wrong) 
                       "t10k-labels-idx1-ubyte.gz: cannot open: not a regular file");
 }
 
-TEST(dataset, classes_of_the_datasets_a_topology_names) {
-  EXPECT_EQ(dataset_classes("fashion-mnist"), 10);
-  EXPECT_EQ(dataset_classes("synthetic"), 10);
-  EXPECT_EQ(dataset_classes("imagenet"), 0);
+TEST(dataset, classes_of_the_kinds_a_topology_names) {
+  data_spec spec;
+  EXPECT_EQ(data_classes(spec), 10); // fashion-mnist
+  spec.kind = "synthetic";
+  EXPECT_EQ(data_classes(spec), 10);
+  spec.kind = "cifar100";
+  EXPECT_EQ(data_classes(spec), 100);
+  spec.label = "coarse";
+  EXPECT_EQ(data_classes(spec), 20);
+  spec.classes = 7; // given: it wins over the kind's
+  EXPECT_EQ(data_classes(spec), 7);
 }
 
 TEST_F(dataset_files, fashion_mnist_small_valid_files) {
@@ -296,7 +303,7 @@ TEST(dataset, gather_selects_samples) {
 
 namespace {
 
-/// `n` CIFAR-10 records; record r has label (r + first) % 10 and pixel i = (i + r) % 256.
+/// `n` CIFAR-10 records; record r has label (r + first) % 10 and pixel i = (i + r + first) % 256.
 std::vector<unsigned char> cifar_records(int n, int first) {
   std::vector<unsigned char> out;
   for (int r = 0; r < n; ++r) {
@@ -307,31 +314,54 @@ std::vector<unsigned char> cifar_records(int n, int first) {
   return out;
 }
 
+/// A CIFAR-10 binary folder in `dir`: data_batch_1..5 of 1 record each
+/// (records 0..4) and test_batch of 2.
+data_spec cifar10_folder(const fs::path& dir) {
+  for (int b = 1; b <= 5; ++b) {
+    auto bytes = cifar_records(1, b - 1);
+    std::ofstream(dir / ("data_batch_" + std::to_string(b) + ".bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto test = cifar_records(2, 5);
+  std::ofstream(dir / "test_batch.bin", std::ios::binary)
+    .write(reinterpret_cast<const char*>(test.data()), static_cast<std::streamsize>(test.size()));
+  data_spec spec;
+  spec.kind = "cifar10";
+  spec.path = dir.string();
+  spec.mean = {0.5, 0.5, 0.5}; // known, so that a pixel's value can be checked
+  spec.std = {0.25, 0.25, 0.25};
+  return spec;
+}
+
 } // namespace
 
 TEST_F(dataset_files, cifar10_reads_records_in_chw_order) {
-  write_file("data_batch_1.bin", cifar_records(3, 0));
-  write_file("data_batch_2.bin", cifar_records(2, 3));
-  auto data = load_cifar10_binary({path("data_batch_1.bin"), path("data_batch_2.bin")});
+  data_spec spec = cifar10_folder(dir_);
+  auto data = load_data(spec, split::train);
   EXPECT_EQ(data.name, "cifar10");
+  EXPECT_EQ(data.classes, 10);
   ASSERT_EQ(data.size(), 5);
   EXPECT_EQ(data.images.sizes(), (std::vector<int64_t>{5, 3, 32, 32}));
   EXPECT_TRUE(torch::equal(data.labels, torch::tensor({0, 1, 2, 3, 4}, torch::kInt64)));
   // Sample 4, channel 1 (green), row 2, column 3 is byte 1024 + 2*32 + 3 of its record.
   const int byte = (1024 + 2 * 32 + 3 + 4) % 256;
-  EXPECT_NEAR(data.images[4][1][2][3].item<double>(), (byte / 255.0 - 0.4822) / 0.2435, 1e-5);
-  EXPECT_EQ(load_cifar10_binary({path("data_batch_1.bin"), path("data_batch_2.bin")}, 4).size(),
-            4);
+  EXPECT_NEAR(data.images[4][1][2][3].item<double>(), (byte / 255.0 - 0.5) / 0.25, 1e-5);
+  spec.train_limit = 4;
+  EXPECT_EQ(load_data(spec, split::train).size(), 4);
+  EXPECT_EQ(load_data(spec, split::test).size(), 2);
 }
 
 TEST_F(dataset_files, cifar10_truncated_and_bad_files) {
+  data_spec spec = cifar10_folder(dir_);
   auto bytes = cifar_records(2, 0);
   bytes.resize(bytes.size() - 5);
-  write_file("short.bin", bytes);
-  expect_error_naming([&] { load_cifar10_binary({path("short.bin")}); }, path("short.bin"));
+  write_file("data_batch_3.bin", bytes);
+  expect_error_naming([&] { load_data(spec, split::train); }, path("data_batch_3.bin") + ": truncated");
   auto bad = cifar_records(1, 0);
   bad[0] = 10;
-  write_file("label.bin", bad);
-  expect_error_naming([&] { load_cifar10_binary({path("label.bin")}); }, path("label.bin"));
-  expect_error_naming([&] { load_cifar10_binary({path("absent.bin")}); }, path("absent.bin"));
+  write_file("data_batch_3.bin", bad);
+  expect_error_naming([&] { load_data(spec, split::train); },
+                      path("data_batch_3.bin") + ": record 0 has label 10");
+  fs::remove(path("data_batch_3.bin"));
+  expect_error_naming([&] { load_data(spec, split::train); }, path("data_batch_3.bin"));
 }
