@@ -283,7 +283,12 @@ int follow(const launch_options& o, const launch_identity& id, const launch_peer
     spdlog::error("baton launch: {}", context_of(code.error()));
     return 1;
   }
-  return code ? *code : fail(code.error());
+  if (!code)
+    return fail(code.error());
+  if (*code != 0)
+    spdlog::error("baton launch: rank 0 ended the job with exit code {} (its log says why)",
+                  *code);
+  return *code;
 }
 
 /// The node settings of this rank.
