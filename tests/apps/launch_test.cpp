@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -80,21 +81,32 @@ public:
   torchrun_environment& operator=(const torchrun_environment&) = delete;
 };
 
-/// `world` `baton launch ARGS...` processes with torchrun's variables, rank 0
-/// also writing `metrics`.
+/// The arguments of rank R's `baton launch`.
+using rank_args = std::function<std::vector<std::string>(int rank)>;
+
+/// `world` `baton launch` processes with torchrun's variables, rank R's
+/// arguments `args(R)`, rank 0 also writing `metrics`.
 std::vector<std::unique_ptr<baton_process>> start_ranks(const scratch_dir& dir,
-                                                        const std::vector<std::string>& args,
+                                                        const rank_args& args,
                                                         const std::string& metrics,
                                                         const std::string& name, int world = 3) {
   auto port = master_port();
   std::vector<std::unique_ptr<baton_process>> ranks;
   for (int rank = 0; rank < world; ++rank) {
     torchrun_environment env{rank, world, port};
-    auto own = rank == 0 ? with(args, {"--metrics-out", metrics}) : args;
+    auto own = rank == 0 ? with(args(rank), {"--metrics-out", metrics}) : args(rank);
     ranks.push_back(std::make_unique<baton_process>(
       own, dir.path() + "/" + name + "-rank" + std::to_string(rank) + ".log"));
   }
   return ranks;
+}
+
+/// The same with the same arguments on every rank.
+std::vector<std::unique_ptr<baton_process>> start_ranks(const scratch_dir& dir,
+                                                        const std::vector<std::string>& args,
+                                                        const std::string& metrics,
+                                                        const std::string& name) {
+  return start_ranks(dir, [&](int) { return args; }, metrics, name);
 }
 
 /// Waits for every rank; each one's exit code.
@@ -119,6 +131,12 @@ std::string python_with_torch() {
     if (run_shell(std::string{python} + " -c 'import torch' 2>&1").exit_code == 0)
       return python;
   return {};
+}
+
+/// This machine's host name, as `baton launch` reads it.
+std::string this_host() {
+  char name[256] = {0};
+  return ::gethostname(name, sizeof name - 1) == 0 ? std::string{name} : std::string{};
 }
 
 double test_accuracy(const nlohmann::json& metrics) {
@@ -207,6 +225,45 @@ TEST_F(launch, a_lost_rank_ends_every_rank_and_a_restart_resumes) {
   ASSERT_FALSE(resumed.is_discarded()) << outputs(ranks);
   EXPECT_EQ(digests_by_actor(resumed, "pipeline_stage"),
             digests_by_actor(embedded_, "pipeline_stage"));
+}
+
+// With --tls-dir, certificates from `baton certs` named after the nodes:
+// rank 0 without --name is named after its host (this machine's hostname),
+// the two others stand for two more hosts with --name n1 and n2. The nodes
+// and the job speak mutual TLS, and the run is the embedded run.
+TEST_F(launch, tls_with_a_certificate_per_host_equals_the_embedded_run) {
+  const auto certs = dir_->path() + "/certs";
+  const auto host = this_host();
+  for (const auto& command :
+       std::vector<std::vector<std::string>>{{"certs", "init", certs},
+                                             {"certs", "issue", host, "--dir", certs},
+                                             {"certs", "issue", "n1", "--dir", certs},
+                                             {"certs", "issue", "n2", "--dir", certs}}) {
+    auto made = run_baton(command);
+    ASSERT_EQ(made.exit_code, 0) << made.text;
+  }
+  auto metrics = dir_->path() + "/tls.json";
+  auto ranks = start_ranks(
+    *dir_,
+    [&](int rank) {
+      auto args = with(launch_job(2), {"--tls-dir", certs});
+      return rank == 0 ? args : with(args, {"--name", "n" + std::to_string(rank)});
+    },
+    metrics, "tls");
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{0, 0, 0})) << outputs(ranks);
+  auto launched = read_json(metrics);
+  ASSERT_FALSE(launched.is_discarded()) << outputs(ranks);
+  EXPECT_EQ(digests_by_actor(launched, "pipeline_stage"),
+            digests_by_actor(embedded_, "pipeline_stage"));
+  EXPECT_TRUE(contains(launched.at("nodes").dump(), "\"" + host + "\"")) << launched.at("nodes");
+  for (auto& rank : ranks)
+    EXPECT_FALSE(contains(rank->output(), "no TLS")) << outputs(ranks);
+  // Three ranks of one host, all named after it, would share its certificate.
+  auto shared = start_ranks(*dir_, with(launch_job(1), {"--tls-dir", certs}),
+                            dir_->path() + "/shared.json", "shared");
+  EXPECT_EQ(exit_codes(shared)[0], 2) << outputs(shared);
+  EXPECT_TRUE(contains(shared[0]->output(), "both name their node '" + host + "'"))
+    << outputs(shared);
 }
 
 // Who is who must be known and consistent before anything starts.
