@@ -14,7 +14,8 @@
 // Each layer becomes a module of its own class ("__torch__.baton.Conv2d",
 // mangled when a class of that name exists) in one compilation unit, its
 // forward compiled from the source written here. Children are called through
-// getattr(self, "name"), which takes any name ("0", "layer1_0").
+// getattr(self, "name").forward(...), which takes any name ("0", "layer1_0"):
+// getattr gives a plain object, not a module, so calling it directly fails.
 
 namespace baton::model {
 
@@ -23,17 +24,15 @@ namespace {
 using torch::jit::Module;
 using module_ptr = std::shared_ptr<torch::nn::Module>;
 
-/// `s` as a TorchScript string literal.
+/// `s` as a TorchScript string literal. A name is also a submodule's
+/// attribute, which the archive writes unescaped: quotes, backslashes and
+/// control characters would make it unreadable, so they are refused.
 std::string literal(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) < 0x20)
-      throw error("cannot export the name '" + s + "': it holds a control character");
-    if (c == '\\' || c == '"')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == '\\' || c == '"')
+      throw error("cannot export the name '" + s +
+                  "': it holds a quote, a backslash or a control character");
+  return "\"" + s + "\"";
 }
 
 /// A list of ints in TorchScript: "[1, 1]".
@@ -56,11 +55,16 @@ std::string optional_tensor(const torch::nn::Module& m, const std::string& name)
   return held ? "self." + name : "None";
 }
 
+/// The TorchScript call of the child `name` of `owner` on `arg`.
+std::string call(const std::string& owner, const std::string& name, const std::string& arg) {
+  return "getattr(" + owner + ", " + literal(name) + ").forward(" + arg + ")";
+}
+
 /// A call of every child in `order` on x, then `tail` (a return).
 std::string chain(const std::vector<std::string>& order, const std::string& tail) {
   std::string body;
   for (const auto& name : order)
-    body += "    x = getattr(self, " + literal(name) + ")(x)\n";
+    body += "    x = " + call("self", name, "x") + "\n";
   return body + tail;
 }
 
@@ -139,11 +143,9 @@ private:
       downsample = downsample || child.key() == "downsample";
     }
     const auto scale = options_->residual_scales.find(name);
-    std::string body =
-      std::string("    identity = ") +
-      (downsample ? "getattr(self, \"downsample\")(x)\n" : "x\n") +
-      "    y = torch.relu(getattr(self, \"bn1\")(getattr(self, \"conv1\")(x)))\n"
-      "    y = getattr(self, \"bn2\")(getattr(self, \"conv2\")(y))\n";
+    std::string body = "    identity = " + (downsample ? call("self", "downsample", "x") : "x") +
+                       "\n    y = torch.relu(" + call("self", "bn1", call("self", "conv1", "x")) +
+                       ")\n    y = " + call("self", "bn2", call("self", "conv2", "y")) + "\n";
     if (scale != options_->residual_scales.end() && scale->second != 1.0)
       body += "    y = y * " + real(scale->second) + "\n";
     out.define(forward_of(body + "    return torch.relu(y + identity)\n"));
@@ -312,12 +314,12 @@ torch::jit::Module script_module(const layered_model& backbone,
     const export_options plain;
     auto all = e.new_module("Heads");
     std::string body = "def forward(self, x: Tensor) -> Dict[str, Tensor]:\n"
-                       "    features = self.backbone(x)\n"
+                       "    features = self.backbone.forward(x)\n"
                        "    out: Dict[str, Tensor] = {}\n";
     for (const auto& head : heads) {
       all.register_module(head.name, e.sequence(head.model, plain));
-      body += "    out[" + literal(head.name) + "] = getattr(self.heads, " +
-              literal(head.name) + ")(features)\n";
+      body += "    out[" + literal(head.name) + "] = " + call("self.heads", head.name, "features") +
+              "\n";
     }
     out.register_module("heads", all);
     out.define(body + "    return out\n");

@@ -1,7 +1,7 @@
 // model/core/export.hpp: a layered model written as a TorchScript module
 // computes what baton's model computes in evaluation mode, after a round
 // trip through the file, and the file is a checkpoint load_checkpoint reads.
-// (tests/apps/save_model_test.cpp runs the files in Python.)
+// (tests/modes/export_python_test.cpp runs the files in Python.)
 
 #include "model/core/export.hpp"
 
@@ -14,18 +14,21 @@
 
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
+#include "model/ist/ist_mlp.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/tiny_model.hpp"
 
 using baton::testing::scratch_dir;
 using namespace baton::model;
 using baton::model::testing::spec_of;
+using baton::model::testing::tiny_norm;
+using baton::model::testing::tiny_norm_model;
 
 namespace {
 
 class export_model_test : public ::testing::Test {
 protected:
-  std::string path(const std::string& name) const { return (scratch_.path() / name).string(); }
+  std::string path(const std::string& name) const { return scratch_.path() + "/" + name; }
 
   /// m's evaluation output on x, and that of its export loaded back from a file.
   std::pair<at::Tensor, at::Tensor> outputs(layered_model m, const at::Tensor& x,
@@ -80,15 +83,15 @@ TEST_F(export_model_test, resnet18_in_evaluation_mode_with_a_residual_scale) {
 
 TEST_F(export_model_test, batch_norm_with_and_without_running_statistics) {
   auto x = torch::randn({8, 1, 28, 28});
-  for (auto norm : {testing::tiny_norm::running, testing::tiny_norm::batch_only}) {
-    auto m = with_trained_statistics(testing::tiny_norm_model(norm), x);
+  for (auto norm : {tiny_norm::running, tiny_norm::batch_only}) {
+    auto m = with_trained_statistics(tiny_norm_model(norm), x);
     auto [expected, exported] = outputs(m, x);
     EXPECT_TRUE(torch::allclose(expected, exported, 1e-5, 1e-6))
       << (expected - exported).abs().max();
   }
   auto spec = spec_of("ist_mlp", 3);
   spec.hidden = {16, 8};
-  auto [expected, exported] = outputs(make_model(spec), x);
+  auto [expected, exported] = outputs(make_ist_mlp(spec), x);
   EXPECT_TRUE(torch::allclose(expected, exported, 1e-5, 1e-6));
 }
 
@@ -111,7 +114,7 @@ TEST_F(export_model_test, a_backbone_and_heads_give_a_dictionary_of_logits) {
   auto backbone = make_model(spec_of("convnet", 8));
   auto head = spec_of("head", 9, 3);
   std::vector<named_model> heads{{"all10", make_model(spec_of("head", 10))},
-                                 {"groups \"3\"", make_model(head)}};
+                                 {"groups-3", make_model(head)}};
   save_module(script_module(backbone, {}, heads), path("transfer.pt"));
   auto loaded = torch::jit::load(path("transfer.pt"));
   auto x = torch::randn({4, 1, 28, 28});
@@ -123,6 +126,18 @@ TEST_F(export_model_test, a_backbone_and_heads_give_a_dictionary_of_logits) {
     auto expected = h.model.forward(backbone.forward(x));
     auto got = out.at(h.name).toTensor();
     EXPECT_TRUE(torch::equal(expected, got)) << h.name;
+  }
+}
+
+TEST_F(export_model_test, a_name_the_archive_cannot_hold_is_refused) {
+  std::vector<named_model> heads{{"say \"hi\"", make_model(spec_of("head", 10))}};
+  try {
+    script_module(make_model(spec_of("convnet", 8)), {}, heads);
+    FAIL() << "expected model::error";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot export the name 'say \"hi\"'"),
+              std::string::npos)
+      << e.what();
   }
 }
 
