@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <torch/torch.h>
 
 #include "model/core/dataset.hpp"
@@ -135,6 +137,15 @@ dataset synthetic_split(const data_spec& spec, split which) {
   return data;
 }
 
+/// MiB as a user reads them: 3.5, 0.25, 2, 4096.
+std::string mib_text(double mib) {
+  if (mib >= 10)
+    return std::to_string(static_cast<int64_t>(mib));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2g", mib);
+  return text;
+}
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;
   for (auto d : shape)
@@ -233,11 +244,11 @@ void check_memory(const data_spec& spec, const data_header& h) {
   const double needed =
     static_cast<double>(h.train + h.test) * static_cast<double>(values) * 4 / (1 << 20);
   if (needed > budget)
-    throw error("the dataset needs " + std::to_string(static_cast<int64_t>(needed)) +
+    throw error("the dataset needs " + mib_text(needed) +
                 " MiB in memory (" + std::to_string(h.train) + " training and " +
                 std::to_string(h.test) + " test samples of " + shape_text(h.shape) +
                 " float32), more than its budget data.memory_mb = " +
-                std::to_string(static_cast<int64_t>(budget)) + " MiB" +
+                mib_text(budget) + " MiB" +
                 (spec.memory_mb > 0 ? "" : " (half of this machine's memory)") +
                 "; lower data.train_limit / data.test_limit or raise data.memory_mb");
 }

@@ -1,0 +1,129 @@
+#include "tests/support/data_files.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+namespace baton::testing {
+
+void write_bytes(const std::string& path, const bytes& data) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!out)
+    ADD_FAILURE() << "cannot write " << path;
+}
+
+void write_gz(const std::string& path, const bytes& data) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    ADD_FAILURE() << "cannot write " << path;
+    return;
+  }
+  if (!data.empty() && gzwrite(f, data.data(), static_cast<unsigned>(data.size())) !=
+                         static_cast<int>(data.size()))
+    ADD_FAILURE() << "cannot write " << path;
+  gzclose(f);
+}
+
+namespace {
+
+void put_u32(bytes& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<unsigned char>(v >> shift));
+}
+
+std::string shape_tuple(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+} // namespace
+
+bytes idx_bytes(const std::vector<uint32_t>& dims, const bytes& values) {
+  bytes out;
+  put_u32(out, 0x0800 + static_cast<uint32_t>(dims.size()));
+  for (uint32_t d : dims)
+    put_u32(out, d);
+  out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+bytes npy_bytes_with_header(const std::string& header, const void* data, size_t size) {
+  // numpy pads the dict with spaces and ends it with a newline so that the
+  // data starts at a multiple of 64 bytes (10 bytes of magic, version, length).
+  std::string dict = header;
+  while ((10 + dict.size() + 1) % 64 != 0)
+    dict += ' ';
+  dict += '\n';
+  bytes out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(static_cast<unsigned char>(dict.size() & 0xff));
+  out.push_back(static_cast<unsigned char>(dict.size() >> 8));
+  out.insert(out.end(), dict.begin(), dict.end());
+  const auto* p = static_cast<const unsigned char*>(data);
+  out.insert(out.end(), p, p + size);
+  return out;
+}
+
+bytes npy_bytes(const std::string& descr, const std::vector<int64_t>& shape, const void* data,
+                size_t size) {
+  return npy_bytes_with_header("{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
+                                 shape_tuple(shape) + ", }",
+                               data, size);
+}
+
+sample_set make_samples(int64_t n, int64_t c, int64_t h, int64_t w, int64_t classes,
+                        uint32_t seed) {
+  sample_set s;
+  s.shape = {n, c, h, w};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> noise(-30, 30);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = i % classes;
+    s.labels.push_back(label);
+    // Brightness from 40 to 215 by class, plus noise: learnable, not trivial.
+    const int base = static_cast<int>(40 + 175 * label / std::max<int64_t>(classes - 1, 1));
+    for (int64_t k = 0; k < c * h * w; ++k)
+      s.pixels.push_back(static_cast<unsigned char>(std::clamp(base + noise(rng), 0, 255)));
+  }
+  return s;
+}
+
+namespace {
+
+/// CIFAR-10 records [label, 3072 pixels] of samples [first, last) of `s`.
+bytes cifar_records(const sample_set& s, int64_t first, int64_t last) {
+  bytes out;
+  const int64_t per = s.sample_bytes();
+  for (int64_t i = first; i < last; ++i) {
+    out.push_back(static_cast<unsigned char>(s.labels[static_cast<size_t>(i)]));
+    out.insert(out.end(), s.pixels.begin() + i * per, s.pixels.begin() + (i + 1) * per);
+  }
+  return out;
+}
+
+} // namespace
+
+void write_cifar10(const std::string& dir, const sample_set& train, const sample_set& test) {
+  if (train.shape != std::vector<int64_t>{train.size(), 3, 32, 32} ||
+      test.shape != std::vector<int64_t>{test.size(), 3, 32, 32}) {
+    ADD_FAILURE() << "CIFAR-10 samples are 3x32x32";
+    return;
+  }
+  const int64_t n = train.size();
+  for (int64_t b = 0; b < 5; ++b)
+    write_bytes(dir + "/data_batch_" + std::to_string(b + 1) + ".bin",
+                cifar_records(train, n * b / 5, n * (b + 1) / 5));
+  write_bytes(dir + "/test_batch.bin", cifar_records(test, 0, test.size()));
+}
+
+void write_npy_pair(const std::string& x, const std::string& y, const sample_set& s) {
+  write_bytes(x, npy_bytes("|u1", s.shape, s.pixels.data(), s.pixels.size()));
+  write_bytes(y, npy_bytes("<i8", {s.size()}, s.labels.data(), s.labels.size() * sizeof(int64_t)));
+}
+
+} // namespace baton::testing
