@@ -7,7 +7,6 @@
 // root, the packages missing, or daemons that do not start.
 
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
@@ -32,26 +31,6 @@ std::vector<std::string> launch_job() {
   auto args = short_pipeline_job(1);
   args.front() = "launch";
   return args;
-}
-
-/// The job's flags alone, after its topology.
-std::vector<std::string> job_flags() {
-  auto args = short_pipeline_job(1);
-  return {args.begin() + 2, args.end()};
-}
-
-/// The batch script of docs/running-on-a-cluster.md, with this build's baton
-/// and the source tree's configs/pipeline.yaml.
-std::string batch_script() {
-  return "#!/bin/bash\n"
-         "#SBATCH --job-name=baton\n"
-         "#SBATCH --nodes=3\n"
-         "#SBATCH --ntasks-per-node=1\n"
-         "#SBATCH --cpus-per-task=8\n"
-         "#SBATCH --output=%x-%j.out\n"
-         "srun " + quote(BATON_BINARY) + " launch " +
-         quote(source_path("configs/pipeline.yaml")) +
-         " --metrics-out metrics-$SLURM_JOB_ID.json \"$@\"\n";
 }
 
 /// The lines of `text`, sorted (the tasks of a step print in any order).
@@ -138,26 +117,27 @@ TEST_F(slurm_launch, srun_baton_launch_ends_with_the_weights_of_the_embedded_run
   ASSERT_EQ(port.size(), 1u);
   auto args = with(launch_job(), {"--metrics-out", metrics, "--rendezvous-port",
                                   std::to_string(port[0])});
-  auto out = cluster_->run("srun -n 3 " + baton_command(args));
+  auto out = cluster_->run("srun -n 3 " + baton_command(args), 180);
   ASSERT_EQ(out.exit_code, 0) << out.text << cluster_->logs();
   EXPECT_TRUE(contains(out.text, "SLURM_PROCID")) << "a rank not read from Slurm:\n" << out.text;
   expect_same_run(read_json(metrics), embedded);
 }
 
-// The batch script of the docs through sbatch (its #SBATCH lines asking for
-// 3 hosts overridden on the command line for this one-host cluster), with
-// the job's flags as the script's arguments.
+// The batch script of docs/running-on-a-cluster.md, configs/slurm/baton.sbatch,
+// through sbatch (its #SBATCH lines asking for 3 hosts overridden on the
+// command line for this one-host cluster), this build's baton as BATON and
+// the topology and the job's flags as the script's arguments.
 TEST_F(slurm_launch, sbatch_runs_the_documented_batch_script) {
   auto embedded = embedded_run();
-  const auto script = dir() + "/baton.sbatch";
-  std::ofstream{script} << batch_script();
   const auto port = free_tcp_ports(1);
   ASSERT_EQ(port.size(), 1u);
-  std::string command = "sbatch --wait --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 " +
-                        quote(script);
-  for (const auto& flag : with(job_flags(), {"--rendezvous-port", std::to_string(port[0])}))
-    command += " " + quote(flag);
-  auto out = cluster_->run(command);
+  std::string command = "BATON=" + quote(BATON_BINARY) +
+                        " sbatch --wait --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 " +
+                        quote(source_path("configs/slurm/baton.sbatch"));
+  auto args = with(launch_job(), {"--rendezvous-port", std::to_string(port[0])});
+  for (auto arg = args.begin() + 1; arg != args.end(); ++arg) // after `launch`
+    command += " " + quote(*arg);
+  auto out = cluster_->run(command, 180);
   std::smatch job;
   ASSERT_TRUE(std::regex_search(out.text, job, std::regex{"Submitted batch job ([0-9]+)"}))
     << out.text << cluster_->logs();
