@@ -246,12 +246,14 @@ caf::error resolve_master(const launch_flags& flags, const environment& env,
   id.master_addr = addr.value;
   std::string port_from;
   if (auto port = first_set(env, {"MASTER_PORT"})) {
-    auto p = integer_of(*port, 1, 65534);
+    auto p = integer_of(*port, 1, 65535);
     if (!p)
       return p.error();
     id.launcher_port = static_cast<int32_t>(*p);
-    id.rendezvous_port = static_cast<uint16_t>(*p + 1);
-    port_from = "MASTER_PORT + 1";
+    // The next port, never MASTER_PORT itself (the launcher's store is there).
+    bool last = *p == 65535;
+    id.rendezvous_port = static_cast<uint16_t>(last ? *p - 1 : *p + 1);
+    port_from = last ? "MASTER_PORT - 1" : "MASTER_PORT + 1";
   } else if (auto job = first_set(env, {"SLURM_JOB_ID", "SLURM_JOBID"})) {
     auto j = integer_of(*job, 0, std::numeric_limits<int32_t>::max());
     if (!j)

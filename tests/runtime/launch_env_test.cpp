@@ -110,6 +110,20 @@ TEST(launch_env, torchrun_variables_give_rank_world_and_master) {
                        "(MASTER_ADDR, MASTER_PORT + 1)");
 }
 
+TEST(launch_env, the_rendezvous_port_is_never_master_port) {
+  auto last = resolved({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"},
+                        {"MASTER_PORT", "65535"}});
+  EXPECT_EQ(last.launcher_port, 65535);
+  EXPECT_EQ(last.rendezvous_port, 65534);
+  launch_flags flags;
+  flags.rendezvous_port = 4000;
+  auto chosen = resolved({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"},
+                          {"MASTER_PORT", "29500"}},
+                         flags);
+  EXPECT_EQ(chosen.rendezvous_port, 4000);
+  EXPECT_EQ(chosen.launcher_port, 29500);
+}
+
 TEST(launch_env, slurm_variables_give_rank_world_and_the_first_host) {
   auto id = resolved({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"},
                       {"SLURM_JOB_NODELIST", "gpu[07-08],cpu1"}, {"SLURM_JOB_ID", "123456"}});
