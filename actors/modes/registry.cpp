@@ -4,6 +4,7 @@
 #include "actors/modes/data_parallel/data_parallel_plan.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/ist/ist_export.hpp"
 #include "actors/modes/ist/ist_local.hpp"
 #include "actors/modes/ist/ist_plan.hpp"
 #include "actors/modes/ist/ist_section.hpp"
@@ -17,6 +18,7 @@
 #include "actors/modes/transfer/head.hpp"
 #include "actors/modes/transfer/stage.hpp"
 #include "actors/modes/pretraining.hpp"
+#include "actors/modes/transfer/transfer_export.hpp"
 #include "actors/modes/transfer/transfer_local.hpp"
 #include "actors/modes/transfer/transfer_plan.hpp"
 #include "actors/modes/transfer/transfer_section.hpp"
@@ -52,10 +54,10 @@ const std::vector<mode>& all_modes() {
   // backbone (pre-trained first when missing); a pipeline trains the backbone
   // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
-    {transfer_schema(), plan_transfer, run_transfer_local, ensure_pretrained, nullptr, run_separate},
+    {transfer_schema(), plan_transfer, run_transfer_local, ensure_pretrained, save_transfer_model, run_separate},
     {pipeline_schema(), same_plan<plan_pipeline>, run_pipeline_local, nullptr, save_pipeline_model, nullptr, true},
     {data_parallel_schema(), same_plan<plan_data_parallel>, run_data_parallel_local_job, ensure_pretrained, save_data_parallel_model},
-    {ist::schema(), same_plan<ist::plan>, ist::run_local_job},
+    {ist::schema(), same_plan<ist::plan>, ist::run_local_job, nullptr, ist::save_model},
   };
   return modes;
 }

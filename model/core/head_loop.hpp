@@ -26,6 +26,9 @@ struct head_result {
   std::vector<double> test_accuracy; ///< per epoch
   int64_t samples = 0;               ///< training samples seen
   std::string weights_digest;
+  /// The trained head's layered_model::state() (weights, then buffers), as
+  /// its actor sends it at the end: what `--save-model` writes.
+  std::vector<at::Tensor> weights;
 };
 
 /// One head's trainer and running statistics. `spec` must outlive it.

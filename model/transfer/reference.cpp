@@ -41,6 +41,8 @@ std::vector<head_result> run_transfer_local(frozen_backbone& backbone,
   std::vector<head_result> results;
   for (auto& run : runs) {
     run->result.weights_digest = weights_digest(run->trainer.model());
+    for (const auto& t : run->trainer.model().state())
+      run->result.weights.push_back(t.detach());
     results.push_back(std::move(run->result));
   }
   return results;

@@ -59,7 +59,7 @@ TEST(plan, transfer_is_a_chain_that_fans_out_to_the_heads) {
     EXPECT_EQ(a.starts, a.role == "source") << a.name;
     EXPECT_EQ(a.result, a.role == "head" ? a.name : "") << a.name;
     EXPECT_EQ(a.threads, a.role == "head" ? 2 : 1) << a.name;
-    EXPECT_FALSE(a.sends_weights) << a.name;
+    EXPECT_EQ(a.sends_weights, a.role == "head") << a.name << ": --save-model's weights";
     EXPECT_EQ(a.node, "") << a.name << ": embedded";
   }
 }

@@ -8,10 +8,11 @@
 #include "actors/modes/data_parallel/data_parallel_plan.hpp"
 #include "actors/modes/data_parallel/data_parallel_section.hpp"
 #include "actors/modes/data_parallel/worker_replica.hpp"
+#include "actors/modes/saved_model.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/core/checkpoint.hpp"
+#include "model/core/export.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::actors {
@@ -132,29 +133,19 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
 caf::expected<void> save_data_parallel_model(const topology& t, const job_result& result,
                                              const std::string& path) {
   const auto* task = t.find_task(data_parallel_settings_of(t).task);
-  if (task == nullptr || result.stage_weights.size() != 1)
-    return make_error(errc::actor_failed, "cannot save the model: worker 0 sent no weights");
-  try {
-    auto whole = make_data_parallel_model(worker_settings(t, *task, 0).model);
-    auto state = whole.state();
-    const auto& sent = result.stage_weights.front().tensors;
-    bool fits = sent.size() == state.size();
-    for (size_t p = 0; fits && p < state.size(); ++p)
-      fits = sent[p].defined() && sent[p].sizes().equals(state[p].sizes()) &&
-             sent[p].scalar_type() == state[p].scalar_type();
-    if (!fits)
-      return make_error(errc::actor_failed, "cannot save the model: worker 0 sent " +
-                                              std::to_string(sent.size()) + " tensors for " +
-                                              std::to_string(state.size()) +
-                                              " parameters and buffers, or of other shapes");
-    at::NoGradGuard no_grad;
-    for (size_t p = 0; p < state.size(); ++p)
-      state[p].copy_(sent[p]);
-    model::save_checkpoint(whole, path);
-    return {};
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, "cannot save the model to " + path + ": " + e.what());
-  }
+  if (task == nullptr)
+    return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
+  auto sent = sent_weights(result, worker_name(0));
+  if (!sent)
+    return sent.error();
+  return saving(path, [&] {
+    const auto spec = worker_settings(t, *task, 0).model;
+    auto whole = make_data_parallel_model(spec);
+    if (auto err = put_sent_weights(whole, **sent, worker_name(0)))
+      return err;
+    model::export_model(whole, path, export_options_of(spec));
+    return caf::error{};
+  });
 }
 
 } // namespace data_parallel

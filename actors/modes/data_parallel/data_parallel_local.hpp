@@ -24,8 +24,9 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
 
 /// `--save-model PATH`: the trained model (worker 0's weights and buffers,
 /// which it sends at the end; the reference's final model with --mode local)
-/// as a whole-model checkpoint (model/core/checkpoint.hpp), as job: pipeline
-/// saves its stages'. Errors: weights missing or of the wrong shape.
+/// as a TorchScript module (model/core/export.hpp, docs/exporting.md), which
+/// is also a whole-model checkpoint. Errors: weights missing or of the wrong
+/// shape.
 caf::expected<void> save_data_parallel_model(const topology& t, const job_result& result,
                                              const std::string& path);
 

@@ -278,6 +278,37 @@ model::resist_result block_scheme::run_reference(const model::dataset& train,
   return model::run_resist_local(train, test, spec);
 }
 
+// -- the scheme: the export ------------------------------------------------------------
+
+template <>
+exported_network block_scheme::whole_network(const worker_settings& spec,
+                                             const std::vector<std::vector<at::Tensor>>& owned) {
+  auto m = make_worker(spec);
+  for (int32_t s = 0; s < spec.shards; ++s)
+    copy_in(m.network, owned.at(static_cast<size_t>(s)), range_of(m.layout, s),
+            shard_name(s) + "'s owned tensors");
+  // The evaluation scales the partitioned blocks' residual branch.
+  exported_network out{std::move(m.network), {}};
+  const auto scale = model::resist_eval_scale(m.layout.partitioned.size(), spec.workers);
+  for (size_t layer : m.layout.partitioned)
+    out.options.residual_scales[out.model.layers().at(layer).name] = scale;
+  return out;
+}
+
+template <>
+std::vector<std::vector<at::Tensor>> block_scheme::owned_pieces(
+  const model::resist_result& result, const worker_settings& spec) {
+  const auto layout = make_block_layout(result.network, spec.shards);
+  const auto state = result.network.state();
+  std::vector<std::vector<at::Tensor>> out;
+  for (int32_t s = 0; s < spec.shards; ++s) {
+    out.emplace_back();
+    for (size_t k : range_of(layout, s))
+      out.back().push_back(state[k].detach());
+  }
+  return out;
+}
+
 // The roles, the settings codec, the plan and the local reference of this
 // scheme (ist_worker.hpp, ist_shard.hpp, ist_specs_yaml.hpp, ist_job.hpp).
 template struct subnet_scheme<resnet_blocks>;

@@ -182,6 +182,11 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   out.mode = names.kind;
   out.result_label = "workers";
   job::report(names.kind, task.name, settings_of(t), result, out);
+  // The final network as the shards send it (--save-model).
+  auto owned = owned_pieces(result, worker);
+  for (size_t s = 0; s < owned.size(); ++s)
+    out.stage_weights.push_back({"weights", shard_name(static_cast<int32_t>(s)),
+                                 static_cast<int32_t>(s), 0, 0, std::move(owned[s]), {}});
   return out;
 }
 

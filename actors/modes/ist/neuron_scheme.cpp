@@ -12,6 +12,7 @@
 #include "actors/modes/ist/ist_worker.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
+#include "model/ist/ist_mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -322,6 +323,50 @@ model::ist_result neuron_scheme::run_reference(const model::dataset& train,
   auto spec = reference_run<model::ist_spec>(worker);
   spec.shape = worker.shape;
   return model::run_ist_local(train, test, spec);
+}
+
+// -- the scheme: the export ------------------------------------------------------------
+
+template <>
+exported_network neuron_scheme::whole_network(const worker_settings& spec,
+                                              const std::vector<std::vector<at::Tensor>>& owned) {
+  auto whole = model::make_ist_network(spec.shape, spec.data.plan.seed);
+  const auto partition = whole_partition(spec.shape);
+  for (int32_t s = 0; s < spec.shards; ++s)
+    put_pieces(whole, partition, 0,
+               model::ist_shard_pieces(spec.shape, partition, 0, s, spec.shards),
+               owned.at(static_cast<size_t>(s)));
+  // IST's mlp as layers (model/ist/ist_mlp.hpp): its parameters are the
+  // network's, in parameters() order; its forward is ist_forward's.
+  model::model_spec layers;
+  layers.name = model::ist_mlp_name;
+  layers.in_channels = spec.shape.inputs; // flattened: any [B, ...] of that many values
+  layers.in_height = 1;
+  layers.in_width = 1;
+  layers.hidden = spec.shape.hidden;
+  layers.classes = spec.shape.classes;
+  layers.seed = spec.data.plan.seed;
+  auto m = model::make_ist_mlp(layers);
+  torch::NoGradGuard no_grad;
+  auto params = m.parameters();
+  const auto values = whole.parameters();
+  if (params.size() != values.size())
+    throw model::error("ist: the network has " + std::to_string(values.size()) +
+                       " tensors, its layers " + std::to_string(params.size()));
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].copy_(values[i]);
+  return {std::move(m), {}};
+}
+
+template <>
+std::vector<std::vector<at::Tensor>> neuron_scheme::owned_pieces(const model::ist_result& result,
+                                                                 const worker_settings& spec) {
+  const auto partition = whole_partition(spec.shape);
+  std::vector<std::vector<at::Tensor>> out;
+  for (int32_t s = 0; s < spec.shards; ++s)
+    out.push_back(take_pieces(result.network, partition, 0,
+                              model::ist_shard_pieces(spec.shape, partition, 0, s, spec.shards)));
+  return out;
 }
 
 // The roles, the settings codec, the plan and the local reference of this

@@ -38,6 +38,8 @@
 #include "actors/runtime/job_result.hpp"
 #include "messages/types.hpp"
 #include "model/core/dataset.hpp"
+#include "model/core/export.hpp"
+#include "model/core/layered_model.hpp"
 #include "model/ist/ist.hpp"
 
 namespace baton::actors {
@@ -56,6 +58,14 @@ struct scheme_names {
 struct trained_round {
   model::ist_local_result steps;
   std::vector<std::vector<at::Tensor>> to_shards;
+};
+
+/// The whole network as `--save-model` writes it (model/core/export.hpp):
+/// its layers, computing what worker 0's evaluation computes, and what their
+/// export needs besides them.
+struct exported_network {
+  model::layered_model model;
+  model::export_options options;
 };
 
 /// The scheme over `Network`, a struct with `names` (scheme_names), `shape`
@@ -128,6 +138,17 @@ struct subnet_scheme {
   /// Figures of the shard's report (what it owns).
   static std::vector<messages::named_figure> shard_figures(const shard_model& m,
                                                            const shard_settings& spec);
+
+  // -- what a scheme defines: the export (--save-model) -----------------------------
+
+  /// The whole network from every shard's owned tensors (owned[s]: shard
+  /// s's final weights) as worker 0 evaluates it; throws model::error on a
+  /// count or shape that differs.
+  static exported_network whole_network(const worker_settings& spec, const pieces& owned);
+  /// The reference's final network cut into every shard's owned tensors,
+  /// as the shards of an actor run send them at the end.
+  static pieces owned_pieces(const typename Network::reference_result& result,
+                             const worker_settings& spec);
 
   // -- what a scheme defines: the local reference -----------------------------------
 

@@ -11,9 +11,10 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/modes/pipeline/pipeline_section.hpp"
+#include "actors/modes/saved_model.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
-#include "model/core/checkpoint.hpp"
+#include "model/core/export.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/pretrain.hpp"
 #include "model/core/stage_trainer.hpp"
@@ -265,31 +266,18 @@ caf::expected<void> save_pipeline_model(const topology& t, const job_result& res
     return make_error(errc::actor_failed,
                       "cannot save the model: " + std::to_string(result.stage_weights.size()) +
                         " of " + std::to_string(stages.size()) + " stages sent their weights");
-  try {
+  return saving(path, [&] {
+    // The stages assembled: a slice shares its layers with the whole model.
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
-    at::NoGradGuard no_grad;
     for (size_t i = 0; i < stages.size(); ++i) {
-      auto state = whole.slice(stages[i].begin, stages[i].end).state();
-      const auto& sent = result.stage_weights[i].tensors;
-      if (sent.size() != state.size())
-        return make_error(errc::actor_failed,
-                          "cannot save the model: stage " + std::to_string(i) + " sent " +
-                            std::to_string(sent.size()) + " tensors for " +
-                            std::to_string(state.size()) + " parameters and buffers");
-      for (size_t p = 0; p < state.size(); ++p)
-        if (!sent[p].defined() || !sent[p].sizes().equals(state[p].sizes()) ||
-            sent[p].scalar_type() != state[p].scalar_type())
-          return make_error(errc::actor_failed, "cannot save the model: stage " +
-                                                  std::to_string(i) + " sent tensor " +
-                                                  std::to_string(p) + " of the wrong shape");
-      for (size_t p = 0; p < state.size(); ++p)
-        state[p].copy_(sent[p]);
+      auto slice = whole.slice(stages[i].begin, stages[i].end);
+      const auto& sent = result.stage_weights[i];
+      if (auto err = put_sent_weights(slice, sent.tensors, sent.from))
+        return err;
     }
-    model::save_checkpoint(whole, path);
-    return {};
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_file, "cannot save the model to " + path + ": " + e.what());
-  }
+    model::export_model(whole, path, export_options_of(t.backbone));
+    return caf::error{};
+  });
 }
 
 } // namespace pipeline

@@ -25,9 +25,10 @@ inline namespace pipeline {
 /// budget (then the sums are the same bit for bit).
 caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r);
 
-/// The whole trained model of a pipeline run (its stages' weights in order),
-/// saved as a checkpoint of backbone + fc2: the form `baton pretrain` writes
-/// and a transfer job's `backbone.checkpoint` reads.
+/// The whole trained model of a pipeline run (its stages' weights in order)
+/// as a TorchScript module (model/core/export.hpp, docs/exporting.md): what
+/// PyTorch runs, and a checkpoint of backbone + classifier in the form
+/// `baton pretrain` writes and a transfer job's `backbone.checkpoint` reads.
 caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
                                         const std::string& path);
 

@@ -138,6 +138,14 @@ messages::actor_report make_report(const head_state& st) {
   return r;
 }
 
+/// The head's trained weights and buffers (layered_model::state()).
+messages::tensor_set weights_of(const head_state& st) {
+  messages::tensor_set w{"weights", st.name, 0, st.trainer->version(), 0, {}, {}};
+  for (const auto& p : st.trainer->model().state())
+    w.tensors.push_back(p.detach());
+  return w;
+}
+
 void on_control(head_actor* self, const control& c) {
   auto& st = self->state;
   if (c.kind == control_kind::epoch_end) {
@@ -148,6 +156,7 @@ void on_control(head_actor* self, const control& c) {
     self->send(st.coordinator, epoch_atom::value, std::move(report));
   } else if (c.kind == control_kind::end_of_stream) {
     report_trained(self, st.coordinator, st.name, st.counters);
+    self->send(st.coordinator, weights_of(st)); // for --save-model
     self->send(st.coordinator, final_atom::value, make_report(st));
   }
 }

@@ -79,6 +79,8 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
                               h.samples / static_cast<int64_t>(h.train_loss.size())});
       out.heads.push_back(rep);
       out.actors.push_back(rep);
+      // As the head's actor sends them at the end (--save-model).
+      out.stage_weights.push_back({"weights", h.name, 0, 0, 0, h.weights, {}});
     }
     return out;
   } catch (const std::exception& e) {

@@ -47,6 +47,7 @@ job_plan plan_transfer(const topology& t) {
     auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
     head.threads = t.runtime.head_threads;
     head.trainable = true;
+    head.sends_weights = true; // its trained weights, for --save-model
     head.result = h.spec.name;
     plan.actors.push_back(std::move(head));
     plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
