@@ -137,9 +137,13 @@ void set_known_flags(const std::string& text) {
       flags.push_back(it->str());
 }
 
-std::string flag_hint(const std::string& flag) {
-  auto suggestion = actors::did_you_mean(flag, known_flags());
+std::string hint_among(const std::string& typed, const std::vector<std::string>& known) {
+  auto suggestion = actors::did_you_mean(typed, known);
   return suggestion.empty() ? suggestion : " (" + suggestion + ")";
+}
+
+std::string flag_hint(const std::string& flag) {
+  return hint_among(flag, known_flags());
 }
 
 } // namespace baton::apps

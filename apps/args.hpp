@@ -62,8 +62,11 @@ bool parse_bandwidth(const std::string& flag, const std::string& text, double& b
 /// help`'s text, so that a mistyped flag is compared with every flag of baton.
 void set_known_flags(const std::string& text);
 
-/// " (did you mean '--metrics-out'?)" for the known flag closest to `flag`
+/// " (did you mean 'run'?)" for the one of `known` closest to `typed`
 /// (did_you_mean), or "" when none is close.
+std::string hint_among(const std::string& typed, const std::vector<std::string>& known);
+
+/// hint_among(flag, every flag of baton): " (did you mean '--metrics-out'?)".
 std::string flag_hint(const std::string& flag);
 
 /// Reads every remaining argument with `accept(flag)`, which takes the values

@@ -518,6 +518,8 @@ int main(int argc, char** argv) {
     std::fputs(usage, stdout);
     return 0;
   }
-  std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), usage);
+  const auto hint = hint_among(command, {"run", "pretrain", "node", "launch", "bench", "profile",
+                                          "plan", "certs", "help", "--version"});
+  std::fprintf(stderr, "baton: unknown command '%s'%s\n%s", command.c_str(), hint.c_str(), usage);
   return 2;
 }

@@ -313,8 +313,11 @@ std::string read_new_name(const field& f, const std::string& what) {
 
 std::string read_choice(const field& f, const std::vector<std::string>& choices) {
   const std::string& text = scalar(f, "one of: " + join(choices));
-  if (!contains(choices, text))
-    f.expected("one of: " + join(choices));
+  if (!contains(choices, text)) {
+    const std::string hint = did_you_mean(text, choices);
+    f.fail(f.name() + " must be one of: " + join(choices) + ", got " + f.shown() +
+           (hint.empty() ? "" : "; " + hint));
+  }
   return text;
 }
 

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -239,6 +241,35 @@ caf::expected<uint16_t> publish(caf::actor_system& sys, const node_settings& s,
   return publish_framed(sys, spawner, s.port, s.host);
 }
 
+/// Why `host`:`port` cannot be listened on, as the kernel says it: CAF
+/// says only "tcp socket creation failed". Binds a socket of its own (with
+/// SO_REUSEADDR, as CAF does); "" when that works now or the host does not
+/// resolve (CAF's error then says enough).
+std::string bind_failure(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0)
+    return {};
+  int error = 0;
+  int fd = ::socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+  int on = 1;
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      ::bind(fd, found->ai_addr, found->ai_addrlen) != 0)
+    error = errno;
+  if (fd >= 0)
+    ::close(fd);
+  ::freeaddrinfo(found);
+  if (error == EADDRINUSE)
+    return "address in use: another process listens on port " + std::to_string(port) +
+           " (choose another --port, or --port 0 for one the system picks)";
+  if (error == EACCES)
+    return "permission denied: ports below 1024 need root (choose a port above 1023, or "
+           "--port 0)";
+  return error == 0 ? std::string{} : std::strerror(error);
+}
+
 } // namespace
 
 caf::expected<node_settings> load_node_settings(const std::string& path) {
@@ -284,8 +315,9 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop,
                                {roles, settings.paths, settings.system.tls, settings.tls_allow});
   auto port = publish(sys, settings, spawner);
   if (!port) {
+    const auto why = bind_failure(settings.host, settings.port);
     spdlog::error("node {}: cannot listen on {}:{}: {}", settings.name, settings.host,
-                  settings.port, sys.render(port.error()));
+                  settings.port, why.empty() ? sys.render(port.error()) : why);
     caf::anon_send_exit(spawner, caf::exit_reason::kill);
     return 2;
   }
