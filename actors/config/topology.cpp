@@ -467,11 +467,24 @@ model::data_header check_dataset(const field& data, const topology& t, bool& kno
   try {
     return model::read_data_header(t.data);
   } catch (const model::file_error& e) {
-    blame.fail("cannot read the dataset " + t.data.kind + " in '" + t.data.path
-               + "' (data.dir): " + e.what());
+    const std::string where =
+      reads_dir(t.data.kind) ? " in '" + t.data.path + "' (data.dir)" : std::string{};
+    blame.fail("cannot read the dataset " + t.data.kind + where + ": " + e.what());
   } catch (const model::error& e) {
     blame.fail(e.what());
   }
+}
+
+// `data.normalize` has one value for every channel, or one for all: the
+// samples' channels are known only once their headers are read.
+void check_normalize(const field& data, const topology& t, const model::data_header& h) {
+  const auto values = static_cast<int64_t>(t.data.mean.size());
+  if (values <= 1 || h.shape.empty() || values == h.shape[0])
+    return;
+  data.require("normalize").fail("data.normalize has " + std::to_string(values)
+                                 + " values in mean and std, the samples have "
+                                 + std::to_string(h.shape[0])
+                                 + " channels (expected one value per channel, or one for all)");
 }
 
 // Steps = epochs x minibatches per epoch (a last partial minibatch counts, as
@@ -861,6 +874,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   parse_data(root.section("data"), t);
   bool known = true;
   const model::data_header data = check_dataset(root.section("data"), t, known);
+  check_normalize(root.section("data"), t, data);
   const std::optional<job_length> length = length_of(data, known, t);
   t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
   set_sample_shape(data, t);
