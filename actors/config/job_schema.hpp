@@ -35,8 +35,10 @@ struct job_schema {
   /// Who reads its keys, for that refusal: "jobs that run the backbone
   /// frozen" ("" says "job: NAME" only).
   std::string readers;
-  /// Keys of other jobs it refuses with its own reason, by dotted path:
-  /// "'backbone.split' is auto, but " + reason.
+  /// Keys it does not read, refused with its own reason before the backbone
+  /// is read, by dotted path: another job's ("backbone.split" under job:
+  /// pipeline) or a common one ("backbone.model" under job: ist, which
+  /// trains ist.model): "'backbone.split' is auto, but " + reason.
   std::map<std::string, std::string> refusals;
   /// Reads its section and checks what it needs of the common ones, right
   /// after the backbone (`layers`: the backbone's layer names). Null: a job

@@ -13,12 +13,12 @@
 
 namespace baton::model {
 
-/// name, classes, in_channels, wide_features, hidden, path, seed (not
-/// `features`, which role settings have never carried).
+/// name, classes, features, in_channels, wide_features, hidden, path, seed.
 template <class Inspector>
 void inspect(Inspector& f, model_spec& x) {
   f.field("name", x.name);
   f.field("classes", x.classes);
+  f.optional_field("features", x.features); // a head's input width; absent before it was measured
   f.field("in_channels", x.in_channels);
   f.optional_field("in_height", x.in_height); // absent in settings written before data shapes
   f.optional_field("in_width", x.in_width);

@@ -578,6 +578,15 @@ std::vector<std::string> layer_names(model::model_spec spec, const field& blame)
   } catch (const std::exception& e) {
     blame.fail("cannot build the backbone: " + std::string(e.what()));
   }
+// `backbone.KEY` describes the model `model` only: with another it would be
+// ignored, so it is refused.
+void refuse_other_model(const field& section, const char* key, const std::string& model,
+                        const std::string& name) {
+  if (auto f = section.get(key); f && name != model)
+    f->fail(f->name() + " is read with backbone.model: " + model + " only (the model is '" +
+            name + "')");
+}
+
   if (names.empty())
     blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
                "its layers)");
@@ -595,6 +604,8 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
     t.backbone.name =
       read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
+  refuse_other_model(section, "path", "torchscript", t.backbone.name);
+  refuse_other_model(section, "wide_features", "convnet_wide", t.backbone.name);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
   read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
   std::optional<field> path_key = section.get("path");
@@ -815,17 +826,30 @@ std::vector<std::string> readers_of(const std::vector<job_schema>& jobs, const s
   return names;
 }
 
-// A key another job added to a common section (`path`), present here: the
-// job's own refusal when it has one, else who reads it.
+// The keys the job says it does not read (job_schema::refusals), a common
+// one (backbone.model under job: ist) or another job's, refused with its
+// reason before anything reads them: "'backbone.model' is convnet, but ...".
+void refuse_unread_keys(const field& root, const topology& t) {
+  for (const auto& [dotted, reason] : t.schema->refusals) {
+    std::optional<field> f = root;
+    std::string segment;
+    std::istringstream segments(dotted);
+    while (f && std::getline(segments, segment, '.'))
+      f = f->node().IsMap() ? f->get(segment) : std::nullopt;
+    if (!f)
+      continue;
+    const YAML::Node& value = f->node();
+    f->fail("'" + dotted + "' is " +
+            (value.IsScalar() ? shortened(value.Scalar(), max_quoted_bytes)
+                              : value.IsSequence() ? "a list" : "a map") +
+            ", but " + reason);
+  }
+}
+
+// A key another job added to a common section (`path`), present here (the
+// job's own refusals came first): who reads it.
 void refuse_key(const field& f, const std::string& dotted, const job_schema& owner,
                 const topology& t) {
-  if (auto own = t.schema->refusals.find(dotted); own != t.schema->refusals.end()) {
-    const YAML::Node& value = f.node();
-    f.fail("'" + dotted + "' is " +
-           (value.IsScalar() ? shortened(value.Scalar(), max_quoted_bytes)
-                             : value.IsSequence() ? "a list" : "a map") +
-           ", but " + own->second);
-  }
   const std::string job = "job: " + owner.name;
   f.fail("'" + dotted + "' is read only by " +
          (owner.readers.empty() ? job : owner.readers + " (" + job + ")") + "; job: " + t.job +
@@ -873,6 +897,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   t.plan.seed = t.seed;
   parse_data(root.section("data"), t);
   bool known = true;
+  refuse_unread_keys(root, t);
   const model::data_header data = check_dataset(root.section("data"), t, known);
   check_normalize(root.section("data"), t, data);
   const std::optional<job_length> length = length_of(data, known, t);

@@ -173,10 +173,10 @@ int64_t output_features(const layered_model& backbone, const model_spec& spec) {
     for (const auto& layer : backbone.layers())
       layer.module.ptr()->train(false); // batch norm's running statistics left alone
     y = backbone.forward(probe);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     restore();
     throw error("model '" + spec.name + "' fails on a probe shaped as the data's samples " +
-                shape_text(probe) + ": " + e.what_without_backtrace());
+                shape_text(probe) + ": " + error_reason(e));
   }
   restore();
   if (y.dim() != 2)

@@ -6,6 +6,8 @@
 // outside it use make_model.
 
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "model/core/layered_model.hpp"
@@ -60,6 +62,13 @@ std::vector<named_layer> resnet18(int64_t in_channels);
 /// output; its forward and the chained children disagreeing on
 /// probe_input(spec)), naming its children and the form expected.
 std::vector<named_layer> torchscript_layers(const model_spec& spec);
+
+/// Why `e` happened, in one line: the last line of its message, without a
+/// c10::Error's backtrace or the TorchScript interpreter's traceback (it
+/// throws torch::jit::JITException, a std::runtime_error, for an error
+/// raised inside a script): "RuntimeError: mat1 and mat2 shapes cannot be
+/// multiplied (56x28 and 784x32)".
+std::string error_reason(const std::exception& e);
 
 /// Two samples of the data's shape [2, in_channels, in_height, in_width],
 /// the same deterministic values every call (no generator is drawn): what

@@ -80,26 +80,15 @@ std::string shape_of(const at::Tensor& x) {
   return out.str();
 }
 
-/// The interpreter's own reason, without its TorchScript traceback: the last
-/// line of the message ("RuntimeError: mat1 and mat2 shapes cannot be ...").
-std::string reason(const c10::Error& e) {
-  std::istringstream lines(e.what_without_backtrace());
-  std::string line, last;
-  while (std::getline(lines, line))
-    if (line.find_first_not_of(" \t") != std::string::npos)
-      last = line.substr(line.find_first_not_of(" \t"));
-  return last;
-}
-
 /// Runs `m` on `x`; a failure is reported as `what` fails, with the reason.
 at::Tensor run(torch::jit::Module& m, const at::Tensor& x, const std::string& path,
                const std::string& what, const torch::jit::Module& whole) {
   c10::IValue y;
   try {
     y = m.forward({x});
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     throw file_error(path + ": " + what + " fails on an input of shape " + shape_of(x) + " (" +
-                     reason(e) + "); the module is " + structure(whole) + ", and " +
+                     error_reason(e) + "); the module is " + structure(whole) + ", and " +
                      expected_form);
   }
   if (!y.isTensor())
@@ -150,6 +139,16 @@ torch::jit::Module load(const model_spec& spec) {
 }
 
 } // namespace
+
+std::string error_reason(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::istringstream lines(c10_error ? c10_error->what_without_backtrace() : e.what());
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (line.find_first_not_of(" \t") != std::string::npos)
+      last = line.substr(line.find_first_not_of(" \t"));
+  return last;
+}
 
 std::vector<named_layer> torchscript_layers(const model_spec& spec) {
   torch::jit::Module module = load(spec);

@@ -19,8 +19,10 @@ namespace {
 // The located fields and their checked readers (actors/config/yaml_field.hpp).
 using namespace detail;
 
-/// The models a worker can hold whole: built by make_data_parallel_model.
-const std::vector<std::string> worker_models{"mlp", "ist_mlp", "convnet", "resnet18"};
+/// The models a worker can hold whole: built by make_data_parallel_model
+/// (a torchscript backbone is backbone.path's file).
+const std::vector<std::string> worker_models{"mlp", "ist_mlp", "convnet", "resnet18",
+                                             "torchscript"};
 
 /// The large-minibatch keys of `data_parallel.optimizer`.
 void read_schedule(const field& section, data_parallel_settings& s) {
@@ -34,16 +36,28 @@ void read_schedule(const field& section, data_parallel_settings& s) {
 }
 
 /// `data_parallel.model`, else `backbone.model` when a worker can hold it.
+/// The workers train one model: given in both places, the two must agree
+/// (a backbone.model the job would not train is refused, not ignored), and
+/// torchscript is named by backbone.model, beside its backbone.path.
 std::string read_model(const field& section, const field& root, const topology& t) {
-  if (auto f = section.get("model"))
-    return read_choice(*f, worker_models);
-  if (contains(worker_models, t.backbone.name))
-    return t.backbone.name;
-  auto backbone = root.section("backbone");
-  auto blame = backbone.get("model");
-  (blame ? *blame : root).fail("job: data-parallel trains a whole model of " +
-                               join(worker_models) + ", but backbone.model is '" +
-                               t.backbone.name + "' (set data_parallel.model)");
+  auto backbone = root.section("backbone").get("model");
+  auto own = section.get("model");
+  if (!own) {
+    if (contains(worker_models, t.backbone.name))
+      return t.backbone.name;
+    (backbone ? *backbone : root)
+      .fail("job: data-parallel trains a whole model of " + join(worker_models) +
+            ", but backbone.model is '" + t.backbone.name + "' (set data_parallel.model)");
+  }
+  const std::string model = read_choice(*own, worker_models);
+  if (backbone && model != t.backbone.name)
+    own->fail(own->name() + " is " + model + ", but backbone.model (" + backbone->where() +
+              ") is " + t.backbone.name + ": the workers train one model (name it once, or "
+              "the same in both)");
+  if (model == "torchscript" && t.backbone.name != "torchscript")
+    own->fail(own->name() + " is torchscript, whose file is backbone.path: set backbone.model: "
+              "torchscript and backbone.path");
+  return model;
 }
 
 /// `data_parallel.hidden`: ist_mlp's hidden widths (job: ist's `ist.hidden`

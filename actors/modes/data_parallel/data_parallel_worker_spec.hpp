@@ -66,13 +66,16 @@ struct data_parallel_worker_spec {
 };
 
 /// Fails unless `model` is one a worker holds whole (mlp, ist_mlp, convnet,
-/// resnet18) with positive classes and in_channels; the shard's too.
+/// resnet18, torchscript with its path) with positive classes and
+/// in_channels; the shard's too.
 template <class Inspector>
 void expect_worker_model(Inspector& f, const model::model_spec& model) {
   f.expect("model.name",
            model.name == "mlp" || model.name == "ist_mlp" || model.name == "convnet" ||
-             model.name == "resnet18",
-           "one of: mlp, ist_mlp, convnet, resnet18");
+             model.name == "resnet18" || model.name == "torchscript",
+           "one of: mlp, ist_mlp, convnet, resnet18, torchscript");
+  f.expect("model.path", model.name != "torchscript" || !model.path.empty(),
+           "a TorchScript file for model torchscript");
   f.expect("model.classes", model.classes >= 1, "at least 1");
   f.expect("model.in_channels", model.in_channels >= 1, "at least 1");
 }

@@ -16,6 +16,12 @@ namespace {
 // The located fields and their checked readers (actors/config/yaml_field.hpp).
 using namespace detail;
 
+/// Which networks the two kinds take, and why: an error about a model says it.
+const char* ist_models =
+  "job: ist trains mlp with kind ist (it partitions the hidden neurons of an mlp's fully "
+  "connected layers among the workers) and resnet18 with kind resist (it deals the residual "
+  "blocks of a ResNet to the workers); no other model can be cut that way";
+
 /// `ist.model`: the network of `kind` (mlp for ist, resnet18 for resist),
 /// which is also its default.
 void check_model(const field& section, const std::string& kind) {
@@ -23,10 +29,14 @@ void check_model(const field& section, const std::string& kind) {
   if (!f)
     return;
   const std::string expected = kind == "resist" ? "resnet18" : "mlp";
-  const auto model = read_choice(*f, {"mlp", "resnet18"});
+  const auto model = read_string(*f);
+  if (model != "mlp" && model != "resnet18")
+    f->fail(f->name() + " is '" + model + "', but " + ist_models + " (expected " + expected +
+            ")");
   if (model != expected)
     f->fail(f->name() + " is " + model + ", but ist.kind " + kind + " trains " + expected +
-            " (expected " + expected + (kind == "resist" ? ")" : ", or kind: resist)"));
+            " (" + ist_models + "; expected " + expected +
+            (kind == "resist" ? ", or kind: ist)" : ", or kind: resist)"));
 }
 
 /// `ist.hidden`: one positive width per hidden layer, each at least W and S
@@ -174,6 +184,10 @@ job_schema schema() {
   schema.keys = {{"ist", {"kind", "model", "workers", "shards", "local_steps", "hidden",
                           "optimizer", "nodes"}},
                  {"ist.optimizer", {"lr", "momentum", "weight_decay"}}};
+  // The network is ist.model's: the backbone's model keys are not read.
+  const std::string own = std::string(ist_models) + " (expected ist.model instead)";
+  schema.refusals = {{"backbone.model", own}, {"backbone.path", own},
+                     {"backbone.wide_features", own}};
   schema.lists = {"ist.hidden", "ist.nodes"};
   add_one_task_heads(schema);
   schema.parse = parse;

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "model/core/batches.hpp"
+#include "model/core/error.hpp"
+#include "model/core/layered_model.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -194,7 +196,20 @@ std::vector<head_placement> parse_heads(const field& list, const topology& t) {
   return heads;
 }
 
-// The heads take the 256 features of the convnets' last layer.
+// The width of the backbone's features, measured on the data's shape: what
+// every head takes. An error (a backbone whose output is not [N, features])
+// is reported on the key that chose the backbone.
+int64_t measure_features(const field& backbone, const topology& t) {
+  try {
+    return model::backbone_features(t.backbone);
+  } catch (const model::error& e) {
+    std::optional<field> key = backbone.get(t.backbone.name == "torchscript" ? "path" : "model");
+    (key ? *key : backbone).fail("job: transfer trains heads on the backbone's features, but " +
+                                 std::string(e.what()));
+  }
+}
+
+// The heads take the features the backbone outputs, whatever their width.
 void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   field backbone = root.section("backbone");
   transfer_settings s;
@@ -202,12 +217,11 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   if (auto f = backbone.get("place"))
     place_stages(*f, t, s);
   parse_feature_cache(backbone, s.features);
-  if (t.backbone.name == "resnet18")
-    backbone.require("model")
-      .fail("'backbone.model' is resnet18, a pipeline backbone (512 features), but the heads of "
-            "job: transfer take 256 features (expected job: pipeline)");
   check_feature_cache(backbone, s);
   s.heads = parse_heads(root.require("heads"), t);
+  const int64_t features = measure_features(backbone, t);
+  for (auto& head : s.heads)
+    head.spec.model.features = features;
   t.mode_settings = std::move(s);
 }
 

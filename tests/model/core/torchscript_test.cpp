@@ -1,10 +1,9 @@
-// A user's TorchScript backbone as a layered model: written at test time by
+// A user's TorchScript model as a layered model: written at test time by
 // Python's torch (skipped when no Python with torch is available), compared
-// against the output Python computed for the same input.
+// against the output Python computed for the same input; modules of another
+// form refused with their structure, not the interpreter's traceback.
 
-#include <cstdlib>
 #include <filesystem>
-#include <sys/wait.h>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -17,9 +16,13 @@
 #include "model/core/error.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/training.hpp"
+#include "tests/support/python_torch.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
+using baton::testing::no_python_torch;
+using baton::testing::python_with_torch;
+using baton::testing::run_python;
 using baton::testing::scratch_dir;
 using namespace baton::model;
 
@@ -27,13 +30,13 @@ namespace {
 
 // Children 0..4 of a Sequential; child 3 is itself a Sequential, so its
 // parameters are nested ("3.0.weight"). io.pt holds an input and the output
-// of the eager model for it.
-const char* make_model_py = R"py(
+// of the eager model for it. The other files are modules baton must refuse
+// or measure: their forward is not their children in order (res.pt: it
+// flattens first; skip.pt: a residual sum), they have no children
+// (leaf.pt), or their output is not [N, features] (unflat.pt).
+const char* make_models_py = R"py(
 import sys
-try:
-    import torch
-except ImportError:
-    sys.exit(3)  # this interpreter has no torch: the test tries the next one
+import torch
 out = sys.argv[1]
 torch.manual_seed(0)
 m = torch.nn.Sequential(
@@ -54,13 +57,47 @@ class Tensors(torch.nn.Module):
     def forward(self):
         return self.x
 torch.jit.script(Tensors(x, y)).save(out + "/io.pt")
+
+class Res(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(64, 16)
+        self.b = torch.nn.Linear(16, 3)
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x.flatten(1))))
+torch.jit.script(Res()).save(out + "/res.pt")
+
+class Skip(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(1, 1, 3, padding=1)
+        self.f = torch.nn.Flatten()
+        self.b = torch.nn.Linear(64, 3)
+    def forward(self, x):
+        return self.b(self.f(self.a(x) + x))
+torch.jit.script(Skip()).save(out + "/skip.pt")
+
+class Leaf(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+    def forward(self, x):
+        return x * self.w
+torch.jit.script(Leaf()).save(out + "/leaf.pt")
+
+torch.jit.script(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU())).save(
+    out + "/unflat.pt")
 )py";
 
-/// Writes the model once for the whole suite (importing torch in Python takes
-/// seconds). The first interpreter that has torch writes it; none: skip.
+/// Writes the models once for the whole suite (importing torch in Python
+/// takes seconds); skips without a python3 that has torch.
 class torchscript : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
+    if (python_with_torch().empty()) {
+      skip_ = no_python_torch;
+      return;
+    }
     try {
       scratch_ = std::make_unique<scratch_dir>("torchscript");
     } catch (const std::exception& e) {
@@ -68,22 +105,9 @@ protected:
       return;
     }
     dir_ = scratch_->path();
-    const std::string script = (dir_ / "make_model.py").string();
-    std::ofstream(script) << make_model_py;
-    for (const char* python : {"python3", "/usr/bin/python3"}) {
-      const std::string command =
-          std::string(python) + " " + script + " " + dir_.string() + " 2>" + (dir_ / "log").string();
-      const int status = std::system(command.c_str());
-      if (status == 0)
-        return;
-      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      if (code != 3 && code != 127) { // 3: no torch, 127: no such interpreter
-        failure_ = command + " failed (exit " + std::to_string(code) + "), see its log";
-        return;
-      }
-    }
-    skip_ = "no python3 that can import torch (install python3-torch) to write the TorchScript "
-            "model this test loads";
+    const auto run = run_python(dir_.string(), "make_models.py", make_models_py, {dir_.string()});
+    if (run.exit_code != 0)
+      failure_ = "make_models.py failed (exit " + std::to_string(run.exit_code) + "): " + run.text;
   }
   static void TearDownTestSuite() { scratch_.reset(); }
 
@@ -94,8 +118,30 @@ protected:
     auto io = torch::jit::load((dir_ / "io.pt").string());
     x_ = io.attr("x").toTensor();
     y_ = io.attr("y").toTensor();
-    spec_.name = "torchscript";
-    spec_.path = (dir_ / "model.pt").string();
+    spec_ = spec_of("model.pt");
+  }
+
+  /// The settings of the file `name` of the suite's directory, for the
+  /// models' samples [1, 8, 8].
+  static model_spec spec_of(const std::string& name) {
+    model_spec spec;
+    spec.name = "torchscript";
+    spec.path = (dir_ / name).string();
+    spec.in_channels = 1;
+    spec.in_height = 8;
+    spec.in_width = 8;
+    return spec;
+  }
+
+  /// make_model's error for the file `name` (a test failure when it builds).
+  static std::string refusal(const std::string& name) {
+    try {
+      make_model(spec_of(name));
+    } catch (const error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << name << " was accepted";
+    return "";
   }
 
   static inline std::unique_ptr<scratch_dir> scratch_;
@@ -161,5 +207,65 @@ TEST_F(torchscript, corrupt_file_is_an_error_naming_it) {
     ADD_FAILURE() << "expected model::error";
   } catch (const error& e) {
     EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(torchscript, a_forward_that_is_not_its_children_in_order_is_refused_with_its_structure) {
+  // res.pt flattens in its forward: its first child fails on the samples.
+  const std::string res = refusal("res.pt");
+  for (const char* part : {"res.pt", "child 'a' (Linear), given the data's samples, fails on an "
+                           "input of shape [2, 1, 8, 8]", "mat1 and mat2 shapes cannot be "
+                           "multiplied", "the module is Res with children 'a' (Linear), 'b' "
+                           "(Linear)", "torch.nn.Sequential", "docs/models.md"})
+    EXPECT_NE(res.find(part), std::string::npos) << part << " not in: " << res;
+  // The reason, not the interpreter's traceback.
+  EXPECT_EQ(res.find("Traceback"), std::string::npos) << res;
+  EXPECT_EQ(res.find('\n'), std::string::npos) << res;
+  // skip.pt's children run in order, but its forward adds a residual.
+  const std::string skip = refusal("skip.pt");
+  for (const char* part : {"its forward does not compute its children in order",
+                           "the module is Skip with children 'a' (Conv2d), 'f' (Flatten), 'b' "
+                           "(Linear)"})
+    EXPECT_NE(skip.find(part), std::string::npos) << part << " not in: " << skip;
+  const std::string leaf = refusal("leaf.pt");
+  EXPECT_NE(leaf.find("the module is Leaf with no child modules"), std::string::npos) << leaf;
+}
+
+TEST_F(torchscript, a_module_for_other_samples_is_refused_naming_their_shape) {
+  model_spec spec = spec_;
+  spec.in_height = spec.in_width = 28; // the model's Linear takes 4 x 8 x 8
+  try {
+    make_model(spec);
+    ADD_FAILURE() << "a model for 8x8 samples accepted 28x28";
+  } catch (const error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[2, 1, 28, 28]"), std::string::npos) << what;
+    EXPECT_EQ(what.find("Traceback"), std::string::npos) << what;
+  }
+}
+
+TEST_F(torchscript, backbone_features_are_measured_at_load) {
+  EXPECT_EQ(backbone_features(spec_), 3); // the last Linear's 3 outputs
+  const auto m = make_model(spec_);
+  EXPECT_EQ(output_features(m, spec_), 3);
+  // A backbone whose output is not [N, features] is told to end in Flatten.
+  try {
+    backbone_features(spec_of("unflat.pt"));
+    ADD_FAILURE() << "unflat.pt measured";
+  } catch (const error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("outputs [2, 4, 6, 6]"), std::string::npos) << what;
+    EXPECT_NE(what.find("torch.nn.Flatten()"), std::string::npos) << what;
+  }
+}
+
+TEST_F(torchscript, a_missing_file_is_an_error_naming_it) {
+  const std::string missing = (dir_ / "missing.pt").string();
+  spec_.path = missing;
+  try {
+    make_model(spec_);
+    ADD_FAILURE() << "expected model::error";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
   }
 }

@@ -1,0 +1,227 @@
+// `baton run` with the user's TorchScript model in every strategy whose
+// arithmetic allows one: transfer (a 64-feature backbone: the heads take the
+// width measured at load), pipeline, data-parallel over the ring (the
+// actors end with the one-process reference's weights) and with a frozen
+// prefix; and the refusals: a module whose forward is not its children in
+// order (its structure shown), IST with a model it cannot cut, and a model
+// key the job would not use (file:line). The models are written by Python's
+// torch (skipped without a python3 that can import it); the data is
+// Fashion-MNIST, as in the shipped configs.
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/python_torch.hpp"
+#include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
+
+using namespace baton::testing;
+
+namespace {
+
+// backbone64.pt: [N, 1, 28, 28] -> 64 features (not the convnet's 256);
+// flattening.pt: a module whose forward flattens before its first child, so
+// its children are not its layers.
+const char* make_models_py = R"py(
+import sys
+import torch
+from torch import nn
+out = sys.argv[1]
+torch.manual_seed(0)
+backbone = nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(8 * 14 * 14, 64), nn.ReLU())
+torch.jit.script(backbone).save(out + "/backbone64.pt")
+
+class Flattening(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(784, 64)
+        self.out = nn.Linear(64, 10)
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x.flatten(1))))
+torch.jit.script(Flattening()).save(out + "/flattening.pt")
+)py";
+
+/// Writes the models once for the suite; every test skips without torch.
+class torchscript_models : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    if (python_with_torch().empty())
+      return;
+    dir_ = std::make_unique<scratch_dir>("torchscript-models");
+    const auto run = run_python(dir_->path(), "make_models.py", make_models_py, {dir_->path()});
+    if (run.exit_code != 0)
+      failure_ = "make_models.py failed (exit " + std::to_string(run.exit_code) + "): " + run.text;
+  }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  void SetUp() override {
+    if (python_with_torch().empty())
+      GTEST_SKIP() << no_python_torch;
+    ASSERT_TRUE(failure_.empty()) << failure_;
+  }
+
+  static std::string path(const std::string& name) { return dir_->path() + "/" + name; }
+
+  /// `baton run` of the shipped config `config` with backbone.model:
+  /// torchscript from the file `model`, on `samples` training samples, and
+  /// the `more` overrides.
+  static std::vector<std::string> job(const std::string& config, const std::string& model,
+                                      int samples, const std::vector<std::string>& more) {
+    std::vector<std::string> args{"run",   source_path(config),
+                                  "--set", "backbone.model=torchscript",
+                                  "--set", "backbone.path=" + path(model),
+                                  "--set", "backbone.checkpoint=none",
+                                  "--set", "data.train_limit=" + std::to_string(samples),
+                                  "--set", "data.test_limit=256"};
+    for (const auto& item : more) {
+      args.push_back("--set");
+      args.push_back(item);
+    }
+    return args;
+  }
+
+  /// The test accuracy of the result `name` ("all10", "workers", "stage1").
+  static double accuracy(const nlohmann::json& metrics, const std::string& name) {
+    for (const auto& head : metrics.at("heads"))
+      if (head.at("name") == name)
+        return head.at("test_accuracy").get<double>();
+    ADD_FAILURE() << "no result '" << name << "' in " << metrics.dump();
+    return 0;
+  }
+
+  /// A `baton run` that must fail: its output, after checking it names the
+  /// error without a TorchScript traceback or a crash.
+  static std::string refused(const std::vector<std::string>& args) {
+    const auto out = run_baton_bounded(args, 120);
+    EXPECT_NE(out.exit_code, 0) << out.text;
+    EXPECT_LT(out.exit_code, 128) << "ended by a signal: " << out.text;
+    EXPECT_FALSE(contains(out.text, "Traceback")) << out.text;
+    return out.text;
+  }
+
+  static inline std::unique_ptr<scratch_dir> dir_;
+  static inline std::string failure_;
+};
+
+// Ten classes: chance is 10%; each of these reaches 30-50% (seeded, the same
+// every run), so 20% is training progress and not a coin.
+constexpr double above_chance = 0.2;
+
+TEST_F(torchscript_models, transfer_heads_take_the_width_the_backbone_outputs) {
+  const auto metrics = run_job(*dir_,
+                               job("configs/transfer.yaml", "backbone64.pt", 1024,
+                                   {"backbone.split=[\"2\"]"}),
+                               "transfer");
+  EXPECT_EQ(metrics.at("heads").size(), 3u);
+  EXPECT_GT(accuracy(metrics, "all10"), above_chance);
+}
+
+TEST_F(torchscript_models, pipeline_trains_its_children_as_stages) {
+  const auto metrics = run_job(*dir_,
+                               job("configs/pipeline.yaml", "backbone64.pt", 1024,
+                                   {"pipeline.schedule=gpipe", "data.microbatches=2",
+                                    "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]"}),
+                               "pipeline");
+  expect_steps_trained(metrics, 2, 1024 / 64 * 2); // each stage: 16 steps of 2 microbatches
+  EXPECT_GT(accuracy(metrics, "stage1"), above_chance);
+}
+
+TEST_F(torchscript_models, data_parallel_ring_ends_with_the_references_weights) {
+  const auto args = job("configs/data-parallel.yaml", "backbone64.pt", 1024,
+                        {"data_parallel.model=torchscript", "data.epochs=1"});
+  const auto actors = run_job(*dir_, args, "ring");
+  EXPECT_GT(accuracy(actors, "workers"), above_chance);
+  auto local = args;
+  local.insert(local.end(), {"--mode", "local"});
+  const auto reference = run_job(*dir_, local, "ring-local");
+  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker").at("worker.0"),
+            reference.at("heads").at(0).at("weights_digest").get<std::string>());
+}
+
+TEST_F(torchscript_models, data_parallel_freezes_a_prefix_of_its_children) {
+  const auto args = job("configs/data-parallel.yaml", "backbone64.pt", 1024,
+                        {"data_parallel.model=torchscript", "data.epochs=2",
+                         "data_parallel.freeze={up_to: \"2\", cache: memory}"});
+  const auto actors = run_job(*dir_, args, "frozen");
+  for (const auto& actor : actors.at("actors"))
+    if (actor.at("role") == "data_parallel_worker") {
+      // Children 0, 1 and 2 frozen; their output cached in epoch 1, read in epoch 2.
+      EXPECT_EQ(actor.at("figures").at("frozen_layers").get<double>(), 3) << actor.dump();
+      EXPECT_GT(actor.at("figures").at("cache_hits").get<double>(), 0) << actor.dump();
+    }
+  EXPECT_GT(accuracy(actors, "workers"), above_chance);
+  auto local = args;
+  local.insert(local.end(), {"--mode", "local"});
+  const auto reference = run_job(*dir_, local, "frozen-local");
+  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker").at("worker.0"),
+            reference.at("heads").at(0).at("weights_digest").get<std::string>());
+}
+
+TEST_F(torchscript_models, a_module_that_is_not_its_children_in_order_is_shown) {
+  const auto text = refused(job("configs/pipeline.yaml", "flattening.pt", 256, {}));
+  for (const char* part : {"flattening.pt", "child 'hidden' (Linear), given the data's samples",
+                           "the module is Flattening with children 'hidden' (Linear), 'out' "
+                           "(Linear)",
+                           "torch.nn.Sequential"})
+    EXPECT_TRUE(contains(text, part)) << part << " not in: " << text;
+}
+
+TEST_F(torchscript_models, ist_says_which_models_it_cuts_and_why) {
+  const auto text = refused({"run", source_path("configs/ist.yaml"), "--set", "ist.model=convnet"});
+  for (const char* part : {"--set ist.model=convnet", "partitions the hidden neurons of an mlp",
+                           "deals the residual blocks of a ResNet"})
+    EXPECT_TRUE(contains(text, part)) << part << " not in: " << text;
+}
+
+TEST_F(torchscript_models, a_model_key_the_job_does_not_use_is_refused_at_its_line) {
+  // job: ist trains ist.model's network: backbone.model (line 6) is not
+  // used, and data-parallel's two model keys must agree (line 11).
+  const std::string ist = path("ist.yaml");
+  std::ofstream(ist) << "job: ist\n"
+                        "data:\n"
+                        "  dataset: synthetic\n"
+                        "  synthetic_shape: [1, 28, 28]\n"
+                        "backbone:\n"
+                        "  model: torchscript\n"
+                        "  path: backbone64.pt\n"
+                        "tasks:\n"
+                        "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+  auto text = refused({"run", ist});
+  EXPECT_TRUE(contains(text, "ist.yaml:6: 'backbone.model' is torchscript")) << text;
+  EXPECT_TRUE(contains(text, "ist.model")) << text;
+
+  const std::string dp = path("data-parallel.yaml");
+  std::ofstream(dp) << "job: data-parallel\n"
+                       "data:\n"
+                       "  dataset: synthetic\n"
+                       "  synthetic_shape: [1, 28, 28]\n"
+                       "backbone:\n"
+                       "  model: torchscript\n"
+                       "  path: backbone64.pt\n"
+                       "  checkpoint: none\n"
+                       "data_parallel:\n"
+                       "  workers: 2\n"
+                       "  model: convnet\n"
+                       "tasks:\n"
+                       "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+  text = refused({"run", dp});
+  EXPECT_TRUE(contains(text, "data-parallel.yaml:11: 'data_parallel.model' is convnet, but "
+                             "backbone.model (")) << text;
+  EXPECT_TRUE(contains(text, "data-parallel.yaml:6) is torchscript")) << text;
+  // backbone.path beside a model that is not torchscript would be ignored.
+  text = refused({"run", dp, "--set", "backbone.model=convnet", "--set",
+                  "data_parallel.model=convnet"});
+  EXPECT_TRUE(contains(text, "data-parallel.yaml:7: 'backbone.path' is read with "
+                             "backbone.model: torchscript only")) << text;
+}
+
+} // namespace
