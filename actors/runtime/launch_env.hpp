@@ -81,7 +81,7 @@ caf::expected<std::vector<hostfile_entry>> load_hostfile(const std::string& path
 /// --hostfile: the sum of its slots is the world size, its first host rank
 /// 0's, and this host's line, found by `hostname` or its first label, gives
 /// the rank when nothing else does, plus LOCAL_RANK on a host of several
-/// slots). The rendezvous port is --rendezvous-port, else MASTER_PORT + 1,
+/// slots). The rendezvous port is --rendezvous-port, else MASTER_PORT + 1 (65534 for 65535),
 /// else under Slurm 20000 + SLURM_JOB_ID % 20000 (two jobs on one host do not
 /// meet on one port), else default_rendezvous_port. errc::bad_config when a value is
 /// missing (naming every place it may come from), not a number, out of range

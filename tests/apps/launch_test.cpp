@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -63,37 +64,50 @@ std::vector<std::string> launch_job(int epochs) {
   return args;
 }
 
-/// Sets torchrun's variables for the processes started while it lives.
-class torchrun_environment {
+/// Environment variables by name.
+using variables = std::map<std::string, std::string>;
+
+/// Sets `vars` for the processes started while it lives.
+class scoped_variables {
 public:
-  torchrun_environment(int rank, int world, uint16_t port) {
-    ::setenv("RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  explicit scoped_variables(variables vars) : vars_(std::move(vars)) {
+    for (const auto& [name, value] : vars_)
+      ::setenv(name.c_str(), value.c_str(), 1);
   }
-  ~torchrun_environment() {
-    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
-      ::unsetenv(name);
+  ~scoped_variables() {
+    for (const auto& entry : vars_)
+      ::unsetenv(entry.first.c_str());
   }
-  torchrun_environment(const torchrun_environment&) = delete;
-  torchrun_environment& operator=(const torchrun_environment&) = delete;
+  scoped_variables(const scoped_variables&) = delete;
+  scoped_variables& operator=(const scoped_variables&) = delete;
+
+private:
+  variables vars_;
 };
 
-/// The arguments of rank R's `baton launch`.
-using rank_args = std::function<std::vector<std::string>(int rank)>;
+/// What torchrun tells rank R of `world` processes on this machine.
+variables torchrun_variables(int rank, int world, uint16_t port) {
+  return {{"RANK", std::to_string(rank)},      {"LOCAL_RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)}, {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}};
+}
 
-/// `world` `baton launch` processes with torchrun's variables, rank R's
-/// arguments `args(R)`, rank 0 also writing `metrics`.
+/// The arguments of rank R's `baton launch`, and its environment.
+using rank_args = std::function<std::vector<std::string>(int rank)>;
+using rank_variables = std::function<variables(int rank)>;
+
+/// Three `baton launch` processes, rank R with the arguments `args(R)` and
+/// the variables `vars(R)` (default: torchrun's), rank 0 also writing `metrics`.
 std::vector<std::unique_ptr<baton_process>> start_ranks(const scratch_dir& dir,
                                                         const rank_args& args,
                                                         const std::string& metrics,
-                                                        const std::string& name, int world = 3) {
-  auto port = master_port();
+                                                        const std::string& name,
+                                                        rank_variables vars = nullptr) {
+  if (!vars)
+    vars = [port = master_port()](int rank) { return torchrun_variables(rank, 3, port); };
   std::vector<std::unique_ptr<baton_process>> ranks;
-  for (int rank = 0; rank < world; ++rank) {
-    torchrun_environment env{rank, world, port};
+  for (int rank = 0; rank < 3; ++rank) {
+    scoped_variables env{vars(rank)};
     auto own = rank == 0 ? with(args(rank), {"--metrics-out", metrics}) : args(rank);
     ranks.push_back(std::make_unique<baton_process>(
       own, dir.path() + "/" + name + "-rank" + std::to_string(rank) + ".log"));
@@ -264,6 +278,35 @@ TEST_F(launch, tls_with_a_certificate_per_host_equals_the_embedded_run) {
   EXPECT_EQ(exit_codes(shared)[0], 2) << outputs(shared);
   EXPECT_TRUE(contains(shared[0]->output(), "both name their node '" + host + "'"))
     << outputs(shared);
+}
+
+// A hostfile of one line, this host with 3 slots, as pdsh or a script over
+// ssh would use it: the world size, rank 0's host and each rank (its slot,
+// from LOCAL_RANK) come from the file. --insecure: where the host name is
+// not a loopback address (a container's), the nodes listen on every
+// interface.
+TEST_F(launch, a_hostfile_gives_the_ranks_and_the_run_equals_the_embedded_run) {
+  auto hostfile = dir_->path() + "/hostfile";
+  ASSERT_EQ(run_shell("echo " + quote(this_host() + " slots=3") + " > " + quote(hostfile))
+              .exit_code,
+            0);
+  auto metrics = dir_->path() + "/hostfile.json";
+  const auto port = std::to_string(master_port() + 1);
+  auto ranks = start_ranks(
+    *dir_,
+    [&](int) {
+      return with(launch_job(2), {"--hostfile", hostfile, "--rendezvous-port", port,
+                                  "--insecure"});
+    },
+    metrics, "hostfile", [](int rank) { return variables{{"LOCAL_RANK", std::to_string(rank)}}; });
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{0, 0, 0})) << outputs(ranks);
+  auto launched = read_json(metrics);
+  ASSERT_FALSE(launched.is_discarded()) << outputs(ranks);
+  EXPECT_EQ(digests_by_actor(launched, "pipeline_stage"),
+            digests_by_actor(embedded_, "pipeline_stage"));
+  EXPECT_TRUE(contains(ranks[2]->output(), "rank 2 of 3 (the hostfile's line of " + this_host() +
+                                             " + LOCAL_RANK, the hostfile's slots)"))
+    << outputs(ranks);
 }
 
 // Who is who must be known and consistent before anything starts.
