@@ -14,9 +14,11 @@ namespace {
 // -- a TorchScript child as a layer ------------------------------------------
 
 /// One top-level child of a TorchScript model, run through the interpreter.
-/// Its parameters are registered again (same tensors, not copies) under a
-/// mirror of the child's module tree, so that named_parameters(), checkpoints
-/// and optimisers see and update exactly the tensors the interpreter uses.
+/// Its parameters and buffers are registered again (same tensors, not
+/// copies) under a mirror of the child's module tree, so that
+/// named_parameters(), named_buffers(), checkpoints and optimisers see and
+/// update exactly the tensors the interpreter uses (batch norm updates its
+/// running statistics in place).
 class ScriptLayerImpl : public torch::nn::Module {
 public:
   explicit ScriptLayerImpl(torch::jit::Module module) : module_(std::move(module)) {
@@ -34,6 +36,8 @@ private:
   static void mirror(torch::nn::Module& target, const torch::jit::Module& source) {
     for (const auto& p : source.named_parameters(/*recurse=*/false))
       target.register_parameter(p.name, p.value, p.value.requires_grad());
+    for (const auto& b : source.named_buffers(/*recurse=*/false))
+      target.register_buffer(b.name, b.value);
     for (const auto& child : source.named_children()) {
       auto sub = std::make_shared<torch::nn::Module>();
       mirror(*sub, child.value);

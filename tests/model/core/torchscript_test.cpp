@@ -33,7 +33,8 @@ namespace {
 // of the eager model for it. The other files are modules baton must refuse
 // or measure: their forward is not their children in order (res.pt: it
 // flattens first; skip.pt: a residual sum), they have no children
-// (leaf.pt), or their output is not [N, features] (unflat.pt).
+// (leaf.pt), or their output is not [N, features] (unflat.pt). norm.pt has
+// batch norm, whose running statistics are buffers.
 const char* make_models_py = R"py(
 import sys
 import torch
@@ -87,6 +88,10 @@ torch.jit.script(Leaf()).save(out + "/leaf.pt")
 
 torch.jit.script(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU())).save(
     out + "/unflat.pt")
+
+torch.jit.script(torch.nn.Sequential(
+    torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.BatchNorm2d(2), torch.nn.Flatten(),
+    torch.nn.Linear(2 * 8 * 8, 3))).save(out + "/norm.pt")
 )py";
 
 /// Writes the models once for the whole suite (importing torch in Python
@@ -268,4 +273,20 @@ TEST_F(torchscript, a_missing_file_is_an_error_naming_it) {
   } catch (const error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
   }
+}
+
+TEST_F(torchscript, batch_norm_statistics_are_the_interpreters_buffers) {
+  auto m = make_model(spec_of("norm.pt"));
+  std::vector<std::string> names;
+  for (const auto& b : m.named_buffers())
+    names.push_back(b.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"1.running_mean", "1.running_var",
+                                             "1.num_batches_tracked"}));
+  // A forward in training mode updates them in place, as a checkpoint sees.
+  m.train(true);
+  const auto before = m.named_buffers().at(0).second.clone();
+  torch::NoGradGuard no_grad;
+  m.forward(x_);
+  EXPECT_FALSE(torch::equal(m.named_buffers().at(0).second, before));
+  EXPECT_EQ(m.named_buffers().at(2).second.item<int64_t>(), 1);
 }
