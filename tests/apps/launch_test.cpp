@@ -309,6 +309,18 @@ TEST_F(launch, a_hostfile_gives_the_ranks_and_the_run_equals_the_embedded_run) {
     << outputs(ranks);
 }
 
+// Rank 0 SIGKILLed while the job runs: the two others see its rendezvous
+// connection close and end with exit code 1 at once.
+TEST_F(launch, a_lost_rank_0_ends_the_other_ranks) {
+  auto ranks = start_ranks(*dir_, launch_job(2), dir_->path() + "/lost0.json", "lost0");
+  ASSERT_TRUE(ranks[1]->await_output("spawned pipeline_stage", 5min)) << outputs(ranks);
+  ranks[0]->signal(SIGKILL);
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{128 + SIGKILL, 1, 1})) << outputs(ranks);
+  for (int rank : {1, 2})
+    EXPECT_TRUE(contains(ranks[rank]->output(), "lost rank 0: its connection closed"))
+      << outputs(ranks);
+}
+
 // Who is who must be known and consistent before anything starts.
 TEST_F(launch, incomplete_or_contradictory_launches_are_refused) {
   auto job = launch_job(1);
