@@ -1,0 +1,157 @@
+// A user's own data through the real `baton run`: a CIFAR-10-format folder
+// and a numpy .npy pair, written here in their formats (3x32x32 and 3x8x8
+// samples), trained by transfer, pipeline and data-parallel, in one process
+// and over `baton node` processes; every built-in model takes the data's
+// shape (convnet's flatten, resnet18's stem, mlp's input width).
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/commands.hpp"
+#include "tests/support/data_files.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/scratch_dir.hpp"
+
+using namespace baton::testing;
+
+namespace {
+
+const char* const tasks = "tasks:\n"
+                          "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+
+// A CIFAR-10 folder (500 training samples, 100 test) in cifar/.
+const char* const cifar_data = "data:\n"
+                               "  kind: cifar10\n"
+                               "  dir: cifar\n"
+                               "  batch_size: 32\n"
+                               "  microbatches: 2\n"
+                               "  epochs: 1\n";
+
+// An npy pair (400 training samples of 3x8x8, 100 test), relative to the topology.
+const char* const npy_data = "data:\n"
+                             "  kind: npy\n"
+                             "  train: {x: x_train.npy, y: y_train.npy}\n"
+                             "  test: {x: x_test.npy, y: y_test.npy}\n"
+                             "  normalize: {mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25]}\n"
+                             "  batch_size: 32\n"
+                             "  microbatches: 2\n"
+                             "  epochs: 1\n";
+
+class data_kinds : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = new scratch_dir("data-kinds");
+    const std::string d = dir_->path();
+    std::filesystem::create_directories(d + "/cifar");
+    write_cifar10(d + "/cifar", make_samples(500, 3, 32, 32, 10, 1),
+                  make_samples(100, 3, 32, 32, 10, 2));
+    write_npy_pair(d + "/x_train.npy", d + "/y_train.npy", make_samples(400, 3, 8, 8, 10, 3));
+    write_npy_pair(d + "/x_test.npy", d + "/y_test.npy", make_samples(100, 3, 8, 8, 10, 4));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  /// Writes the topology NAME.yaml beside the data; returns its path.
+  static std::string topology(const std::string& name, const std::string& text) {
+    const std::string path = dir_->path() + "/" + name + ".yaml";
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  /// Runs `baton run TOPOLOGY ARGS...`, expects exit 0 and the results
+  /// table with its test accuracy, and returns the metrics.
+  static nlohmann::json run(const std::string& name, const std::string& text,
+                            const std::vector<std::string>& args = {}) {
+    const std::string metrics = dir_->path() + "/" + name + ".json";
+    auto out = run_baton(with({"run", topology(name, text), "--metrics-out", metrics}, args));
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_NE(out.text.find("test acc"), std::string::npos) << out.text;
+    return read_json(metrics);
+  }
+
+  static scratch_dir* dir_;
+};
+
+scratch_dir* data_kinds::dir_ = nullptr;
+
+/// Expects one result row (head, last stage or workers) that trained on
+/// `samples` samples and reports a test accuracy in [0, 1].
+void expect_accuracy_reported(const nlohmann::json& metrics, int64_t samples) {
+  ASSERT_TRUE(metrics.contains("heads")) << metrics.dump();
+  ASSERT_EQ(metrics.at("heads").size(), 1u) << metrics.at("heads").dump();
+  const auto& row = metrics.at("heads").at(0);
+  EXPECT_EQ(row.at("samples").get<int64_t>(), samples) << row.dump();
+  const double accuracy = row.at("test_accuracy").get<double>();
+  EXPECT_GE(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+}
+
+std::string transfer_job(const std::string& data) {
+  return "job: transfer\nseed: 42\n" + data +
+         "backbone: {model: convnet, checkpoint: none, split: [pool1, pool2]}\n" + tasks +
+         "heads:\n  - {name: all10, task: all10, optimizer: {lr: 0.05, momentum: 0.9}}\n";
+}
+
+std::string pipeline_job(const std::string& data) {
+  return "job: pipeline\nseed: 42\n" + data +
+         "backbone: {model: convnet, checkpoint: none}\n"
+         "pipeline:\n"
+         "  schedule: 1f1b\n"
+         "  stages: [{last_layer: pool1}, {last_layer: pool2}, {last_layer: fc2}]\n" +
+         tasks + "task: all10\n";
+}
+
+std::string data_parallel_job(const std::string& data, const std::string& model) {
+  return "job: data-parallel\nseed: 42\n" + data +
+         "backbone: {checkpoint: none}\n"
+         "data_parallel:\n"
+         "  workers: 2\n"
+         "  model: " + model + "\n"
+         "  optimizer: {lr: 0.02, momentum: 0.9}\n" +
+         tasks + "task: all10\n";
+}
+
+} // namespace
+
+TEST_F(data_kinds, transfer_from_a_cifar10_folder) {
+  expect_accuracy_reported(run("transfer-cifar", transfer_job(cifar_data)), 500);
+}
+
+TEST_F(data_kinds, transfer_from_a_cifar10_folder_read_on_a_node_process) {
+  // The folder is read by the source on the node, not by `baton run`.
+  node_process node(dir_->path(), "n1");
+  ASSERT_NE(node.port(), 0) << node.log();
+  const std::string nodes =
+    "nodes: [{name: n1, host: 127.0.0.1, port: " + std::to_string(node.port()) + "}]\n";
+  expect_accuracy_reported(run("transfer-cifar-node", nodes + transfer_job(cifar_data)), 500);
+}
+
+TEST_F(data_kinds, transfer_from_an_npy_pair) {
+  expect_accuracy_reported(run("transfer-npy", transfer_job(npy_data)), 400);
+}
+
+TEST_F(data_kinds, pipeline_from_an_npy_pair_and_a_cifar10_folder) {
+  expect_accuracy_reported(run("pipeline-npy", pipeline_job(npy_data)), 400);
+  expect_accuracy_reported(run("pipeline-cifar", pipeline_job(cifar_data)), 500);
+}
+
+TEST_F(data_kinds, data_parallel_models_take_the_datas_shape) {
+  for (const std::string model : {"convnet", "mlp", "resnet18"}) {
+    SCOPED_TRACE(model);
+    expect_accuracy_reported(run("dp-npy-" + model, data_parallel_job(npy_data, model)), 400);
+  }
+  expect_accuracy_reported(run("dp-cifar", data_parallel_job(cifar_data, "convnet")), 500);
+}
+
+TEST_F(data_kinds, data_parallel_over_node_processes_equals_one_process) {
+  const std::string job = data_parallel_job(npy_data, "convnet");
+  auto embedded = run("dp-embedded", job);
+  auto nodes = run("dp-nodes", job, {"--local-nodes", "2"});
+  const auto digests = digests_by_actor(embedded, "data_parallel_worker");
+  EXPECT_EQ(digests.size(), 2u);
+  EXPECT_EQ(digests_by_actor(nodes, "data_parallel_worker"), digests);
+}
