@@ -8,7 +8,9 @@
 // list and names no mode. What its actors are, where they run and which
 // faults may name them is read from its plan (actors/modes/mode.hpp).
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,20 @@
 
 namespace baton::actors {
 inline namespace config {
+
+/// A job's length in the steps its faults count, when it is known as the
+/// topology is read: a fault at a step past its end would never fire, and is
+/// refused (one check, topology.cpp, for every mode).
+struct job_length {
+  int64_t steps = 0;
+  std::string how;           ///< "2 epochs x 938 minibatches of 64 from 60000 training samples"
+  std::string step = "step"; ///< what one of its steps is called ("round")
+};
+
+/// "1 epoch", "3 epochs": how a job_length's `how` begins.
+inline std::string epochs_text(int64_t epochs) {
+  return std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs");
+}
 
 /// One training mode, as the topology parser sees it (`job: NAME`).
 /// Every hook but `parse` may be null when the mode has nothing to say.
@@ -45,6 +61,11 @@ struct job_schema {
   /// planned but not implemented yet, refused by name.
   void (*parse)(const detail::field& root, const std::vector<std::string>& layers,
                 topology& t) = nullptr;
+  /// Its length when its steps are not the common `epochs x minibatches`
+  /// (data-parallel: steps of its W workers together; IST: rounds), read
+  /// after `parse`; nullopt when the data's size is not known here. Null:
+  /// the common length.
+  std::optional<job_length> (*length)(const topology& t) = nullptr;
   /// After the runtime section and the faults: what must hold between them.
   void (*check)(const detail::field& root, const topology& t) = nullptr;
 };

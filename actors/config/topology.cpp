@@ -356,9 +356,11 @@ void parse_kind(const field& data, topology& t) {
   const std::string& k = t.data.kind;
   if (k == "npy")
     t.data.train = t.data.test = {};
-  if (auto f = data.get("dir"); f && !reads_dir(k))
-    f->fail("'data.dir' is not read with data.kind " + k
-            + (k == "npy" ? " (give data.train and data.test: {x: X.npy, y: Y.npy})" : ""));
+  // A synthetic set ignores data.dir, so that `--set data.dataset=synthetic`
+  // works over a file that names a directory (as it always has).
+  if (auto f = data.get("dir"); f && k == "npy")
+    f->fail("'data.dir' is not read with data.kind npy (give data.train and data.test: "
+            "{x: X.npy, y: Y.npy})");
   if (k != "fashion-mnist" && reads_dir(k) && !data.get("dir"))
     (kind ? *kind : data).fail("data.kind is " + k + " but 'data.dir' is not given");
 }
@@ -420,12 +422,6 @@ void parse_data(const field& data, topology& t) {
   }
 }
 
-// The job's length, when it is known here: its optimiser steps and how they
-// were counted, for the error that refuses a fault no step reaches.
-struct job_length {
-  int64_t steps = 0;
-  std::string how; ///< "2 epochs x 938 minibatches of 64 from 60000 training samples"
-};
 
 // What the data is when the coordinator cannot read its files (they are on
 // the source's node): the kind's fixed shape and classes, or data.shape and
@@ -504,7 +500,7 @@ std::optional<job_length> length_of(const model::data_header& data, bool known,
   const int32_t epochs = t.plan.epochs;
   return job_length{
     per_epoch * epochs,
-    std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs") + " x "
+    epochs_text(epochs) + " x "
       + std::to_string(per_epoch) + " minibatches of " + std::to_string(batch) + " from "
       + (!known ? "at most " : "")
       + std::to_string(*samples) + " training samples"};
@@ -578,6 +574,12 @@ std::vector<std::string> layer_names(model::model_spec spec, const field& blame)
   } catch (const std::exception& e) {
     blame.fail("cannot build the backbone: " + std::string(e.what()));
   }
+  if (names.empty())
+    blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
+               "its layers)");
+  return names;
+}
+
 // `backbone.KEY` describes the model `model` only: with another it would be
 // ignored, so it is refused.
 void refuse_other_model(const field& section, const char* key, const std::string& model,
@@ -585,12 +587,6 @@ void refuse_other_model(const field& section, const char* key, const std::string
   if (auto f = section.get(key); f && name != model)
     f->fail(f->name() + " is read with backbone.model: " + model + " only (the model is '" +
             name + "')");
-}
-
-  if (names.empty())
-    blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
-               "its layers)");
-  return names;
 }
 
 // The model and its files; the model is built to learn its layer names
@@ -604,14 +600,14 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
     t.backbone.name =
       read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
-  refuse_other_model(section, "path", "torchscript", t.backbone.name);
-  refuse_other_model(section, "wide_features", "convnet_wide", t.backbone.name);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
   read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
   std::optional<field> path_key = section.get("path");
   if (path_key)
     t.backbone.path = read_path(*path_key);
   bool torchscript = t.backbone.name == "torchscript";
+  refuse_other_model(section, "path", "torchscript", t.backbone.name);
+  refuse_other_model(section, "wide_features", "convnet_wide", t.backbone.name);
   if (torchscript && !path_key)
     model_key->fail("'backbone.model' is torchscript but 'backbone.path' is not given");
   if (torchscript && !fs::exists(t.backbone.path))
@@ -767,11 +763,12 @@ void check_fault_step(const field& item, const fault_spec& f,
   std::optional<field> at_step = item.get("at_step");
   if (!at_step || !length || f.at_step < length->steps)
     return;
+  const std::string& step = length->step;
   const std::string expected =
-    length->steps == 0 ? "expected no fault at a step"
-                       : "expected a step from 0 to " + std::to_string(length->steps - 1);
+    length->steps == 0 ? "expected no fault at a " + step
+                       : "expected a " + step + " from 0 to " + std::to_string(length->steps - 1);
   at_step->fail(at_step->name() + " is " + std::to_string(f.at_step) + ", but the job has "
-                + std::to_string(length->steps) + " steps (" + length->how
+                + std::to_string(length->steps) + " " + step + "s (" + length->how
                 + "), so the fault would never fire (" + expected + ")");
 }
 
@@ -897,17 +894,19 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   t.plan.seed = t.seed;
   parse_data(root.section("data"), t);
   bool known = true;
-  refuse_unread_keys(root, t);
   const model::data_header data = check_dataset(root.section("data"), t, known);
   check_normalize(root.section("data"), t, data);
-  const std::optional<job_length> length = length_of(data, known, t);
+  std::optional<job_length> length = length_of(data, known, t);
   t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
   set_sample_shape(data, t);
+  refuse_unread_keys(root, t);
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   parse_trained_task(root, t);
   refuse_other_jobs(root, jobs, t);
   t.schema->parse(root, layers, t);
   parse_runtime(root.section("runtime"), t.runtime);
+  if (t.schema->length)
+    length = t.schema->length(t);
   t.faults = parse_faults(root.section("faults"), length);
   if (t.schema->check)
     t.schema->check(root, t);

@@ -184,16 +184,22 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   t.mode_settings = std::move(s);
 }
 
-/// The job's steps when its training set's size is known here (a synthetic
-/// set) or bounded (data.train_limit): epochs x steps per epoch.
-std::optional<int64_t> steps_of(const topology& t) {
+/// The job's steps (its W workers step together) when its training set's
+/// size is known here (a synthetic set) or bounded (data.train_limit):
+/// epochs x steps per epoch.
+std::optional<job_length> length_of(const topology& t) {
   const int64_t samples = t.data.train_samples_bound();
   if (samples <= 0)
     return std::nullopt;
+  const int32_t workers = data_parallel_settings_of(t).workers;
   try {
-    return t.plan.epochs * model::data_parallel_steps_per_epoch(
-                             samples, data_parallel_settings_of(t).workers, t.plan.batch_size,
-                             model::remainder_policy::pad);
+    const int64_t per_epoch = model::data_parallel_steps_per_epoch(
+      samples, workers, t.plan.batch_size, model::remainder_policy::pad);
+    return job_length{t.plan.epochs * per_epoch,
+                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
+                        + " steps of " + std::to_string(workers) + " workers x "
+                        + std::to_string(t.plan.batch_size) + " samples from "
+                        + std::to_string(samples) + " training samples"};
   } catch (const model::error&) {
     return std::nullopt; // too little data: the workers say so when they load it
   }
@@ -227,7 +233,6 @@ void check(const field& root, const topology& t) {
     return;
   const field faults = root.require("faults");
   check_recoverable(root, faults, t);
-  const auto steps = steps_of(t);
   size_t i = 0;
   for (const field& item : faults.items("a list of faults", max_faults)) {
     const auto& f = t.faults.at(i++);
@@ -235,11 +240,6 @@ void check(const field& root, const topology& t) {
       item.fail("fault '" + f.kind + "' is not supported by job: data-parallel (ring chunks and "
                 "the shards' pushes and pulls use no credit edge; expected throw, kill_node, "
                 "stop_node or chaos)");
-    if (steps && f.at_step >= *steps)
-      item.require("at_step").fail(
-        "at_step is " + std::to_string(f.at_step) + ", but the job has " +
-        std::to_string(*steps) + " steps, so the fault would never fire (expected a step from "
-        "0 to " + std::to_string(*steps - 1) + ")");
   }
 }
 
@@ -271,6 +271,7 @@ job_schema data_parallel_schema() {
                   "data_parallel.freeze.groups"};
   add_one_task_heads(schema);
   schema.parse = parse;
+  schema.length = length_of;
   schema.check = check;
   return schema;
 }

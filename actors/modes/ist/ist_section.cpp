@@ -116,16 +116,21 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   t.mode_settings = std::move(s);
 }
 
-/// The rounds of the job when its training set's size is known here (a
-/// synthetic set) or bounded (data.train_limit): the job's steps for faults.
-std::optional<int64_t> rounds_of(const topology& t) {
+/// The rounds of the job (its steps for faults) when its training set's
+/// size is known here (a synthetic set) or bounded (data.train_limit).
+std::optional<job_length> length_of(const topology& t) {
   const int64_t samples = t.data.train_samples_bound();
   if (samples <= 0)
     return std::nullopt;
   const auto& s = settings_of(t);
   try {
     auto steps = model::ist_steps_per_epoch(samples, t.plan.batch_size, s.workers);
-    return t.plan.epochs * model::ist_rounds_per_epoch(steps, s.local_steps);
+    const int64_t per_epoch = model::ist_rounds_per_epoch(steps, s.local_steps);
+    return job_length{t.plan.epochs * per_epoch,
+                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
+                        + " rounds of " + std::to_string(s.local_steps) + " local steps from "
+                        + std::to_string(samples) + " training samples",
+                      "round"};
   } catch (const model::error&) {
     return std::nullopt; // too little data: the workers say so when they load it
   }
@@ -144,18 +149,12 @@ field fault_field(const field& root, size_t index) {
 /// throw and checkpoint at rounds, nodes are killed or stopped after one.
 /// Its actors send no microbatches through a fanout: no delay or drop.
 void check(const field& root, const topology& t) {
-  const auto rounds = rounds_of(t);
   for (size_t i = 0; i < t.faults.size(); ++i) {
     const auto& f = t.faults[i];
     if (f.kind == "delay" || f.kind == "drop")
       fault_field(root, i).fail("fault '" + f.kind + "' is not supported by job: ist (its "
                                 "workers and shards exchange subnets, not microbatches on "
                                 "credit edges; expected throw, kill_node, stop_node or chaos)");
-    if (rounds && f.at_step >= *rounds)
-      fault_field(root, i).require("at_step").fail(
-        "at_step is " + std::to_string(f.at_step) + ", but the job has " +
-        std::to_string(*rounds) + " rounds (its steps), so the fault would never fire "
-        "(expected a round from 0 to " + std::to_string(*rounds - 1) + ")");
   }
 }
 
@@ -184,13 +183,14 @@ job_schema schema() {
   schema.keys = {{"ist", {"kind", "model", "workers", "shards", "local_steps", "hidden",
                           "optimizer", "nodes"}},
                  {"ist.optimizer", {"lr", "momentum", "weight_decay"}}};
+  schema.lists = {"ist.hidden", "ist.nodes"};
   // The network is ist.model's: the backbone's model keys are not read.
   const std::string own = std::string(ist_models) + " (expected ist.model instead)";
   schema.refusals = {{"backbone.model", own}, {"backbone.path", own},
                      {"backbone.wide_features", own}};
-  schema.lists = {"ist.hidden", "ist.nodes"};
   add_one_task_heads(schema);
   schema.parse = parse;
+  schema.length = length_of;
   schema.check = check;
   return schema;
 }

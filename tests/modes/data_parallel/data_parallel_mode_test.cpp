@@ -57,6 +57,13 @@ TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
                            "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
   EXPECT_NE(faults.find("dp.yaml:13"), std::string::npos) << faults;
   EXPECT_NE(faults.find("not supported by job: data-parallel"), std::string::npos) << faults;
+  // A fault past the job's end, counted in the steps its W workers take together.
+  auto late = dp.refusal("  workers: 2\nfaults: [{kind: throw, actor: worker.0, at_step: 6}]\n");
+  EXPECT_NE(late.find("at_step' is 6, but the job has 6 steps (1 epoch x 6 steps of 2 workers x "
+                      "16 samples from 192 training samples), so the fault would never fire "
+                      "(expected a step from 0 to 5)"),
+            std::string::npos)
+    << late;
   // Its section is read with its job only.
   auto text = dp.text("  workers: 2\n");
   text.replace(text.find("job: data-parallel"), 18, "job: pipeline");
