@@ -1,0 +1,237 @@
+// `--save-model FILE` in plain PyTorch (issue 23 item 3, docs/exporting.md):
+// for every strategy the real `baton run ... --save-model F --metrics-out M`
+// trains a tiny job, then Debian's python3-torch loads F with torch.jit.load
+// and, on the test split baton evaluated (read here as baton's source reads
+// it, written for Python as raw float32), counts the correct predictions of
+// every output and hashes its weights. Both must equal baton's own: the
+// count is the final test accuracy of the metrics x the split's size, the
+// hash each result row's weights digest (SHA-256 of the parameters' bytes in
+// order). So the module holds exactly the trained weights and computes
+// exactly baton's predictions on every test sample that baton scored.
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "actors/modes/registry.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "model/core/task.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/python_torch.hpp"
+#include "tests/support/scratch_dir.hpp"
+
+using namespace baton::testing;
+using nlohmann::json;
+
+namespace {
+
+/// Reads the test split (raw float32 [N, ...] and its shape) and, for every
+/// output of the module, its labels, the batch size baton evaluates in (IST
+/// normalises with the batch's statistics) and whose parameters make the
+/// digest: "" all, "heads.NAME" one head's, "after:LAYER" the top-level
+/// children after LAYER (a pipeline's last stage). Prints, by output,
+/// {"correct": n, "digest": sha256}.
+constexpr const char* evaluate_py = R"(import hashlib, json, sys
+import numpy as np
+import torch
+
+model_file, spec_file = sys.argv[1], sys.argv[2]
+spec = json.load(open(spec_file))
+x = torch.from_numpy(np.fromfile(spec["images"], dtype=np.float32).reshape(spec["shape"]))
+model = torch.jit.load(model_file)
+model.eval()
+
+def parameters(key):
+    if key == "":
+        return list(model.parameters())
+    if key.startswith("heads."):
+        return list(getattr(model.heads, key[len("heads."):]).parameters())
+    after, out, seen = key[len("after:"):], [], False
+    for name, child in model.named_children():
+        if seen:
+            out += list(child.parameters())
+        seen = seen or name == after
+    return out
+
+result = {}
+for output in spec["outputs"]:
+    labels = torch.tensor(output["labels"])
+    correct = 0
+    with torch.no_grad():
+        for begin in range(0, x.shape[0], output["batch"]):
+            logits = model(x[begin:begin + output["batch"]])
+            if output["key"]:
+                logits = logits[output["key"]]
+            end = begin + logits.shape[0]
+            correct += int((logits.argmax(1) == labels[begin:end]).sum())
+    digest = hashlib.sha256()
+    for p in parameters(output["digest_of"]):
+        digest.update(p.detach().contiguous().numpy().tobytes())
+    result[output["name"]] = {"correct": correct, "digest": digest.hexdigest()}
+print(json.dumps(result))
+)";
+
+/// One result row of a run and how Python finds it in the module.
+struct output {
+  std::string row;       ///< its name in the metrics' heads (a head, a stage, "workers")
+  std::string key;       ///< the forward's dict key ("" when it returns a tensor)
+  std::string task;      ///< the task whose labels it predicts
+  std::string digest_of; ///< see evaluate_py
+  int64_t batch = 256;   ///< the evaluation batch
+};
+
+/// A job, trained, exported and evaluated in Python.
+struct exported_job {
+  std::string name;
+  std::vector<std::string> args; ///< baton run's: the config and its --set
+  std::vector<output> outputs;
+};
+
+/// Tiny workloads: 256 training samples, 200 test samples, one epoch.
+std::vector<std::string> tiny(const std::string& config, std::vector<std::string> more = {}) {
+  std::vector<std::string> args{"run", source_path(config), "--set", "data.train_limit=256",
+                                "--set", "data.test_limit=200", "--set", "data.epochs=1"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+/// The JSON of the last line of `text` that starts with '{' (discarded when none).
+json last_json_line(const std::string& text) {
+  const auto at = text.rfind("\n{");
+  return json::parse(at == std::string::npos ? text : text.substr(at + 1), nullptr, false);
+}
+
+class export_python : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (python_with_torch().empty())
+      GTEST_SKIP() << no_python_torch;
+  }
+
+  /// The arguments of `baton run` without "run" as the topology loader reads them.
+  static baton::actors::topology topology_of(const std::vector<std::string>& args) {
+    std::vector<std::string> overrides;
+    for (size_t i = 2; i + 1 < args.size(); ++i)
+      if (args[i] == "--set")
+        overrides.push_back(args[++i]);
+    auto t = baton::actors::load_topology(args[1], overrides);
+    if (!t)
+      throw std::runtime_error(to_string(t.error()));
+    return *t;
+  }
+
+  /// Writes the test split of `job` for Python and the evaluation spec;
+  /// returns the spec's path and the split's size.
+  std::pair<std::string, int64_t> write_split(const exported_job& job) {
+    const auto t = topology_of(job.args);
+    auto data = baton::actors::load_data(t, t.data.train_limit); // its normalisation too
+    if (!data)
+      throw std::runtime_error(to_string(data.error()));
+    const auto& test = data->second;
+    const auto images = test.images.contiguous();
+    const auto file = dir_.path() + "/" + job.name + "-images.f32";
+    std::ofstream(file, std::ios::binary)
+      .write(static_cast<const char*>(images.data_ptr()),
+             static_cast<std::streamsize>(images.nbytes()));
+    json spec{{"images", file}, {"shape", images.sizes().vec()}, {"outputs", json::array()}};
+    for (const auto& o : job.outputs) {
+      const auto* task = t.find_task(o.task);
+      if (task == nullptr)
+        throw std::runtime_error("no task " + o.task);
+      const auto labels = baton::model::apply(*task, test.labels).contiguous();
+      spec["outputs"].push_back({{"name", o.row},
+                                 {"key", o.key},
+                                 {"labels", std::vector<int64_t>(
+                                              labels.data_ptr<int64_t>(),
+                                              labels.data_ptr<int64_t>() + labels.numel())},
+                                 {"digest_of", o.digest_of},
+                                 {"batch", o.batch}});
+    }
+    const auto path = dir_.path() + "/" + job.name + "-spec.json";
+    std::ofstream(path) << spec.dump();
+    return {path, test.size()};
+  }
+
+  /// Trains `job` with --save-model, evaluates the file in Python and
+  /// compares every output with the metrics.
+  void check(const exported_job& job) {
+    SCOPED_TRACE(job.name);
+    const auto model_file = dir_.path() + "/" + job.name + ".pt";
+    auto args = job.args;
+    args.insert(args.end(), {"--save-model", model_file});
+    const auto metrics = run_job(dir_, args, job.name);
+    ASSERT_FALSE(metrics.is_discarded());
+    const auto [spec, test_size] = write_split(job);
+    ASSERT_GT(test_size, 0);
+    const auto python = run_python(dir_.path(), "evaluate.py", evaluate_py, {model_file, spec});
+    ASSERT_EQ(python.exit_code, 0) << python.text;
+    const auto got = last_json_line(python.text);
+    ASSERT_FALSE(got.is_discarded()) << python.text;
+    for (const auto& o : job.outputs) {
+      const json* row = nullptr;
+      for (const auto& h : metrics["heads"])
+        if (h["name"] == o.row)
+          row = &h;
+      ASSERT_NE(row, nullptr) << "no result row " << o.row << " in " << metrics.dump();
+      const double accuracy = (*row)["test_accuracy"];
+      EXPECT_EQ(got[o.row]["correct"].get<int64_t>(),
+                std::llround(accuracy * static_cast<double>(test_size)))
+        << o.row << ": Python's predictions on the test split differ from baton's";
+      EXPECT_EQ(got[o.row]["digest"], (*row)["weights_digest"])
+        << o.row << ": the module's weights are not the trained ones";
+    }
+  }
+
+  scratch_dir dir_{"export-python"};
+};
+
+/// configs/transfer.yaml's three heads on the frozen backbone (initial weights).
+std::vector<output> transfer_heads() {
+  std::vector<output> out;
+  for (const char* head : {"all10", "footwear", "groups4"})
+    out.push_back({head, head, head, std::string("heads.") + head, 32});
+  return out;
+}
+
+} // namespace
+
+TEST_F(export_python, transfer_returns_every_heads_logits) {
+  const auto args = tiny("configs/transfer.yaml", {"--set", "backbone.checkpoint=none"});
+  check({"transfer", args, transfer_heads()});
+  check({"transfer-local", with(args, {"--mode", "local"}), transfer_heads()});
+}
+
+TEST_F(export_python, pipeline_assembles_its_stages) {
+  // The result row is the last stage: its digest covers the layers after pool2.
+  const std::vector<output> last_stage{{"stage2", "", "all10", "after:pool2", 64}};
+  const auto args = tiny("configs/pipeline.yaml");
+  check({"pipeline", args, last_stage});
+  check({"pipeline-local", with(args, {"--mode", "local"}), last_stage});
+}
+
+TEST_F(export_python, data_parallel_saves_worker_0s_model) {
+  const std::vector<output> workers{{"workers", "", "all10", "", 256}};
+  const auto args = tiny("configs/data-parallel.yaml");
+  check({"ring", args, workers});
+  check({"ps", with(args, {"--set", "data_parallel.exchange=ps"}), workers});
+  check({"local-sgd", with(args, {"--set", "data_parallel.sync_every=4"}), workers});
+  check({"freezing", tiny("configs/fine-tune.yaml", {"--set", "backbone.checkpoint=none"}),
+         workers});
+}
+
+TEST_F(export_python, ist_and_resist_save_the_assembled_network) {
+  // IST's batch norms use the batch's statistics: evaluated in baton's
+  // batches of ist.eval_batch (256).
+  const std::vector<output> workers{{"workers", "", "all10", "", 256}};
+  const auto ist = tiny("configs/ist.yaml", {"--set", "ist.hidden=[64]"});
+  check({"ist", ist, workers});
+  check({"ist-local", with(ist, {"--mode", "local"}), workers});
+  check({"resist", tiny("configs/resist.yaml"), workers});
+}
