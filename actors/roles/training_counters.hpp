@@ -60,5 +60,17 @@ void report_trained(Actor* self, const caf::actor& coordinator, const std::strin
   self->send(coordinator, trained_atom::value, actor, counters.trained, counters.duplicates);
 }
 
+/// Closes the epoch under way as `epoch` and sends `coordinator` the actor's
+/// report of it (epoch_atom): `make_report()`, made once the epoch is
+/// counted, with that epoch alone.
+template <class Actor, class MakeReport>
+void close_epoch(Actor* self, const caf::actor& coordinator, training_counters& counters,
+                 int32_t epoch, MakeReport&& make_report) {
+  counters.epochs.push_back(counters.epoch.close(epoch));
+  messages::actor_report report = make_report();
+  report.epochs = {counters.epochs.back()};
+  self->send(coordinator, epoch_atom::value, std::move(report));
+}
+
 } // namespace roles
 } // namespace baton::actors

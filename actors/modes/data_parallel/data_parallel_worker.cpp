@@ -324,11 +324,7 @@ void end_epoch(worker_actor* self) {
     compute_scope compute{st.work};
     evaluate(st);
   }
-  auto e = st.counters.epoch.close(st.epoch);
-  st.counters.epochs.push_back(e);
-  auto report = make_report(st);
-  report.epochs = {e};
-  self->send(st.coordinator, epoch_atom::value, std::move(report));
+  close_epoch(self, st.coordinator, st.counters, st.epoch, [&] { return make_report(st); });
   st.epoch += 1;
   if (st.epoch == st.spec.data.plan.epochs)
     return finish(self);

@@ -260,11 +260,7 @@ void finish(worker_actor<Scheme>* self) {
 template <class Scheme>
 void end_epoch(worker_actor<Scheme>* self) {
   auto& st = self->state;
-  auto e = st.counters.epoch.close(st.epoch);
-  st.counters.epochs.push_back(e);
-  auto r = make_report(st);
-  r.epochs = {e};
-  self->send(st.coordinator, epoch_atom::value, std::move(r));
+  close_epoch(self, st.coordinator, st.counters, st.epoch, [&] { return make_report(st); });
   st.epoch += 1;
   if (st.epoch < st.spec.data.plan.epochs) {
     begin_epoch(st);

@@ -474,11 +474,7 @@ void on_control(pipeline_actor* self, const control& c) {
   if (!st.spec.last)
     st.downstream.broadcast(self, c);
   if (c.kind == control_kind::epoch_end && st.spec.last) {
-    auto e = st.counters.epoch.close(c.epoch);
-    st.counters.epochs.push_back(e);
-    auto report = make_report(st);
-    report.epochs = {e};
-    self->send(st.coordinator, epoch_atom::value, std::move(report));
+    close_epoch(self, st.coordinator, st.counters, c.epoch, [&] { return make_report(st); });
   } else if (c.kind == control_kind::end_of_stream) {
     report_trained(self, st.coordinator, st.name, st.counters);
     if (st.spec.replica == 0)

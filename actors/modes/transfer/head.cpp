@@ -149,11 +149,7 @@ messages::tensor_set weights_of(const head_state& st) {
 void on_control(head_actor* self, const control& c) {
   auto& st = self->state;
   if (c.kind == control_kind::epoch_end) {
-    auto e = st.counters.epoch.close(c.epoch);
-    st.counters.epochs.push_back(e);
-    auto report = make_report(st);
-    report.epochs = {e};
-    self->send(st.coordinator, epoch_atom::value, std::move(report));
+    close_epoch(self, st.coordinator, st.counters, c.epoch, [&] { return make_report(st); });
   } else if (c.kind == control_kind::end_of_stream) {
     report_trained(self, st.coordinator, st.name, st.counters);
     self->send(st.coordinator, weights_of(st)); // for --save-model
