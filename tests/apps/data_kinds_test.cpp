@@ -1,6 +1,6 @@
-// A user's own data through the real `baton run`: a CIFAR-10-format folder
-// and a numpy .npy pair, written here in their formats (3x32x32 and 3x8x8
-// samples), trained by transfer, pipeline and data-parallel, in one process
+// A user's own data through the real `baton run`: a CIFAR-10-format folder,
+// a numpy .npy pair and an image folder of PNG and JPEG files, written here
+// in their formats (3x32x32, 3x8x8 and 12x10 resized to 16x16), trained by transfer, pipeline and data-parallel, in one process
 // and over `baton node` processes; every built-in model takes the data's
 // shape (convnet's flatten, resnet18's stem, mlp's input width).
 
@@ -39,6 +39,15 @@ const char* const npy_data = "data:\n"
                              "  microbatches: 2\n"
                              "  epochs: 1\n";
 
+// An image folder (10 classes, 20 training and 5 test images each) in images/.
+const char* const image_data = "data:\n"
+                               "  kind: image-folder\n"
+                               "  dir: images\n"
+                               "  shape: [3, 16, 16]\n"
+                               "  batch_size: 32\n"
+                               "  microbatches: 2\n"
+                               "  epochs: 1\n";
+
 class data_kinds : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
@@ -49,6 +58,7 @@ protected:
                   make_samples(100, 3, 32, 32, 10, 2));
     write_npy_pair(d + "/x_train.npy", d + "/y_train.npy", make_samples(400, 3, 8, 8, 10, 3));
     write_npy_pair(d + "/x_test.npy", d + "/y_test.npy", make_samples(100, 3, 8, 8, 10, 4));
+    write_image_folder(d + "/images", 10, 20, 5);
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -132,6 +142,11 @@ TEST_F(data_kinds, transfer_from_a_cifar10_folder_read_on_a_node_process) {
 
 TEST_F(data_kinds, transfer_from_an_npy_pair) {
   expect_accuracy_reported(run("transfer-npy", transfer_job(npy_data)), 400);
+}
+
+TEST_F(data_kinds, transfer_and_data_parallel_from_an_image_folder) {
+  expect_accuracy_reported(run("transfer-images", transfer_job(image_data)), 200);
+  expect_accuracy_reported(run("dp-images", data_parallel_job(image_data, "resnet18")), 200);
 }
 
 TEST_F(data_kinds, pipeline_from_an_npy_pair_and_a_cifar10_folder) {

@@ -1,10 +1,12 @@
 #include "tests/support/data_files.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
 #include <gtest/gtest.h>
+#include <stb/stb_image_write.h>
 #include <zlib.h>
 
 namespace baton::testing {
@@ -124,6 +126,30 @@ void write_cifar10(const std::string& dir, const sample_set& train, const sample
 void write_npy_pair(const std::string& x, const std::string& y, const sample_set& s) {
   write_bytes(x, npy_bytes("|u1", s.shape, s.pixels.data(), s.pixels.size()));
   write_bytes(y, npy_bytes("<i8", {s.size()}, s.labels.data(), s.labels.size() * sizeof(int64_t)));
+}
+
+void write_image(const std::string& file, int w, int h, const std::vector<unsigned char>& rgb) {
+  std::vector<unsigned char> pixels;
+  for (int i = 0; i < w * h; ++i)
+    pixels.insert(pixels.end(), rgb.begin(), rgb.begin() + 3);
+  const bool png = file.size() > 4 && file.substr(file.size() - 4) == ".png";
+  const int ok = png ? stbi_write_png(file.c_str(), w, h, 3, pixels.data(), w * 3)
+                     : stbi_write_jpg(file.c_str(), w, h, 3, pixels.data(), 95);
+  if (ok == 0)
+    ADD_FAILURE() << "cannot write " << file;
+}
+
+void write_image_folder(const std::string& dir, int classes, int train, int test) {
+  for (int k = 0; k < classes; ++k) {
+    const auto level = static_cast<unsigned char>(30 + 200 * k / std::max(classes - 1, 1));
+    const std::vector<unsigned char> rgb{level, static_cast<unsigned char>(255 - level), level};
+    for (const auto& [split, count] : {std::pair{"train", train}, std::pair{"test", test}}) {
+      const std::string folder = dir + "/" + split + "/c" + std::to_string(k);
+      std::filesystem::create_directories(folder);
+      for (int i = 0; i < count; ++i)
+        write_image(folder + "/" + std::to_string(i) + (i % 2 == 0 ? ".png" : ".jpg"), 12, 10, rgb);
+    }
+  }
 }
 
 } // namespace baton::testing

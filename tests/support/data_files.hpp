@@ -1,8 +1,9 @@
 #pragma once
 
 // Dataset files in their real formats, written by the tests that read them:
-// IDX (raw or gzip), CIFAR-10/100 binary batches and numpy .npy arrays, from
-// a small labelled sample set whose classes a model can learn.
+// IDX (raw or gzip), CIFAR-10/100 binary batches, numpy .npy arrays and
+// PNG/JPEG images (stb_image_write, Debian's libstb), from a small labelled
+// sample set whose classes a model can learn.
 
 #include <cstdint>
 #include <string>
@@ -48,5 +49,14 @@ void write_cifar10(const std::string& dir, const sample_set& train, const sample
 
 /// The .npy pair of `s`: `x` uint8 [n, c, h, w] and `y` int64 [n].
 void write_npy_pair(const std::string& x, const std::string& y, const sample_set& s);
+
+/// A `w` x `h` image of one colour (RGB), PNG when `file` ends in .png,
+/// else JPEG (quality 95); a test failure when it cannot be written.
+void write_image(const std::string& file, int w, int h, const std::vector<unsigned char>& rgb);
+
+/// An image folder in `dir`: train/<class>/ and test/<class>/ for each of
+/// `classes` (named c0, c1, ...; class k a colour from dark to light), with
+/// `train` and `test` images of 12x10 pixels a class, PNG and JPEG in turn.
+void write_image_folder(const std::string& dir, int classes, int train, int test);
 
 } // namespace baton::testing
