@@ -235,3 +235,31 @@ TEST_F(export_python, ist_and_resist_save_the_assembled_network) {
   check({"ist-local", with(ist, {"--mode", "local"}), workers});
   check({"resist", tiny("configs/resist.yaml"), workers});
 }
+
+TEST_F(export_python, a_torchscript_backbone_is_exported_with_its_trained_layers) {
+  // A user's nn.Sequential, scripted: its layers become the TorchScript
+  // file's own children in the export, with the trained parameters.
+  const auto made = run_python(dir_.path(), "make_backbone.py", R"(import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+backbone = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 14 * 14, 64), nn.ReLU())
+torch.jit.script(backbone).save(sys.argv[1])
+)",
+                               {dir_.path() + "/backbone64.pt"});
+  ASSERT_EQ(made.exit_code, 0) << made.text;
+  const std::vector<std::string> script{"--set", "backbone.model=torchscript", "--set",
+                                        "backbone.path=" + dir_.path() + "/backbone64.pt",
+                                        "--set", "backbone.checkpoint=none"};
+  check({"script-transfer", tiny("configs/transfer.yaml", with(script, {"--set",
+                                                                        "backbone.split=[\"2\"]"})),
+         transfer_heads()});
+  check({"script-pipeline",
+         tiny("configs/pipeline.yaml",
+              with(script, {"--set", "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]"})),
+         {{"stage1", "", "all10", "after:2", 64}}});
+  check({"script-data-parallel",
+         tiny("configs/data-parallel.yaml", with(script, {"--set", "data_parallel.model=torchscript"})),
+         {{"workers", "", "all10", "", 256}}});
+}
