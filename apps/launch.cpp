@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <map>
 #include <memory>
@@ -217,31 +218,44 @@ int report_run(const run_request& r, const caf::expected<job_result>& result) {
   return 0;
 }
 
+/// How long the job may take to stop once a rank is lost. A job that is
+/// restarting its actors may wait on a request to the lost rank's node for
+/// the request's whole timeout; the launcher needs this process gone sooner.
+constexpr auto lost_rank_grace = std::chrono::seconds(2);
+
+/// Ends the process with exit code 1 after a lost rank, telling the others
+/// first: the job's thread is still blocked and cannot be joined.
+[[noreturn]] void abandon_job(rendezvous_host& ranks) {
+  spdlog::error("baton launch: the job did not stop within {} s of the loss: ending the process",
+                lost_rank_grace.count());
+  ranks.finish(1);
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 /// Runs the job over `nodes` while watching the other ranks: one that is
 /// lost stops the job, and the run ends with exit code 1 (the launcher
 /// restarts the whole job; with checkpoints it resumes).
 int run_over(run_request r, rendezvous_host& ranks, const std::vector<launch_peer>& nodes,
              const std::atomic<bool>& interrupted) {
   r.overrides.push_back(nodes_override(nodes));
-  std::atomic<bool> stop{false}, done{false};
-  std::optional<int32_t> lost;
-  std::thread watch{[&] {
-    while (!done.load() && !stop.load()) {
-      lost = ranks.lost(std::chrono::milliseconds(100));
-      stop = interrupted.load() || lost.has_value();
-    }
-  }};
+  std::atomic<bool> stop{false};
   r.interrupted = &stop;
-  auto result = run_job(r);
-  done = true;
-  watch.join();
-  if (lost) {
-    spdlog::error("baton launch: lost rank {} (its process ended): the job is stopped so that "
-                  "the launcher can restart it (with runtime.checkpoint_every and "
-                  "runtime.checkpoint_dir a restart resumes from the checkpoints)", *lost);
-    return 1;
+  auto job = std::async(std::launch::async, [r] { return run_job(r); });
+  std::optional<int32_t> lost;
+  while (!stop && job.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    lost = ranks.lost(std::chrono::milliseconds(100));
+    stop = interrupted.load() || lost.has_value();
   }
-  return report_run(r, result);
+  if (!lost)
+    return report_run(r, job.get());
+  spdlog::error("baton launch: lost rank {} (its process ended): the job is stopped so that "
+                "the launcher can restart it (with runtime.checkpoint_every and "
+                "runtime.checkpoint_dir a restart resumes from the checkpoints)", *lost);
+  if (job.wait_for(lost_rank_grace) != std::future_status::ready)
+    abandon_job(ranks);
+  return 1;
 }
 
 /// Rank 0: gathers the ranks' nodes, runs the job over them, tells every

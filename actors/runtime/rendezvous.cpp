@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -71,6 +72,19 @@ std::string end_of(int fd, bool peer) {
   int ok = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &size)
                 : ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
   return ok == 0 ? address_of(a) : std::string{};
+}
+
+/// Turns on TCP keepalive probes on a rendezvous connection: 5 s idle, then
+/// a probe every 2 s, closed after 3 unanswered. A process that dies is
+/// seen at once (its kernel closes the connection), but a host that
+/// vanishes (power, network) closes nothing: without probes the other side
+/// would wait for the run's whole length.
+void keep_alive(int fd) {
+  int on = 1, idle = 5, interval = 2, count = 3;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 /// A connection to `host`:`port`, or -1 (errno set).
@@ -232,8 +246,10 @@ rendezvous_host::gather(int32_t world_size, std::chrono::seconds limit,
     for (size_t i : readable(fds, poll_interval)) {
       if (i == 0) {
         int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0)
+        if (fd >= 0) {
+          keep_alive(fd);
           waiting.push_back({fd, {}});
+        }
       } else if (i > waiting.size()) {
         // A registered rank has nothing more to say before the end.
         auto rank = static_cast<int32_t>(i - waiting.size() - 1);
@@ -319,6 +335,7 @@ rendezvous_guest::join(const std::string& host, uint16_t port, const launch_peer
     std::this_thread::sleep_for(poll_interval);
     fd = connect_to(host, port);
   }
+  keep_alive(fd);
   send_line(fd, registration_line(self, world_size));
   return std::unique_ptr<rendezvous_guest>{new rendezvous_guest{fd}};
 }

@@ -4,8 +4,9 @@
 // rendezvous port, every other rank connects, says which rank it is and
 // where its node listens, and keeps the connection open for the whole run.
 // Rank 0 sends each of them the run's exit code at the end; a connection
-// that closes before is a lost process, seen at once on both sides. The
-// protocol is a line of text each way on a plain TCP connection: it carries
+// that closes before is a lost process, seen at once on both sides (a host
+// that vanishes without closing it: after about 11 s of unanswered TCP
+// keepalive probes). The protocol is a line of text each way on a plain TCP connection: it carries
 // only ranks, node names and addresses; the nodes themselves are reached
 // over CAF, with TLS when the launch has certificates.
 //
