@@ -48,5 +48,28 @@ job_result local_result(const topology& t, const std::string& node,
   return out;
 }
 
+messages::actor_report local_group(const std::string& group, const std::string& role,
+                                   const std::string& task, int64_t samples,
+                                   const std::vector<double>& train_loss,
+                                   const std::vector<double>& test_accuracy,
+                                   const std::string& digest) {
+  messages::actor_report r;
+  r.actor = group;
+  r.role = role;
+  r.task = task;
+  r.node = "local";
+  r.samples = samples;
+  r.weights_digest = digest;
+  const auto epochs = static_cast<int64_t>(train_loss.size());
+  for (int64_t e = 0; e < epochs; ++e)
+    r.epochs.push_back({static_cast<int32_t>(e), train_loss[e], test_accuracy[e],
+                        samples / epochs});
+  if (!r.epochs.empty()) {
+    r.train_loss = r.epochs.back().train_loss;
+    r.test_accuracy = r.epochs.back().test_accuracy;
+  }
+  return r;
+}
+
 } // namespace runtime
 } // namespace baton::actors

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -37,6 +38,17 @@ model::progress_fn log_progress(const std::string& what);
 job_result local_result(const topology& t, const std::string& node,
                         std::chrono::steady_clock::time_point started,
                         std::chrono::steady_clock::time_point training_started);
+
+/// What a one-process run trained as one result reports of it, as the
+/// actors' result group `group` (role `role`, training `task`) reports it:
+/// node "local", `samples` and `digest`, one epoch per entry of `train_loss`
+/// and `test_accuracy` (each an equal share of the samples), and the last
+/// epoch's loss and accuracy. (data-parallel's and IST's `--mode local`.)
+messages::actor_report local_group(const std::string& group, const std::string& role,
+                                   const std::string& task, int64_t samples,
+                                   const std::vector<double>& train_loss,
+                                   const std::vector<double>& test_accuracy,
+                                   const std::string& digest);
 
 } // namespace runtime
 } // namespace baton::actors

@@ -69,21 +69,10 @@ void add_freezing(const data_parallel_worker_spec& worker, int32_t w,
 /// The reference's result as the actors report it.
 void report(const data_parallel_worker_spec& worker, const model::data_parallel_result& result,
             job_result& out) {
-  messages::actor_report group;
-  group.actor = workers_group;
-  group.role = "data_parallel_worker";
-  group.task = worker.task.name;
-  group.node = "local";
-  group.samples = result.samples;
-  group.weights_digest = result.weights_digest;
-  for (size_t e = 0; e < result.train_loss.size(); ++e)
-    group.epochs.push_back({static_cast<int32_t>(e), result.train_loss[e],
-                            result.test_accuracy[e], 0});
-  if (!group.epochs.empty()) {
-    group.train_loss = group.epochs.back().train_loss;
-    group.test_accuracy = group.epochs.back().test_accuracy;
-  }
-  out.heads.push_back(group);
+  // Every epoch trains the same steps of W minibatches.
+  out.heads.push_back(local_group(workers_group, "data_parallel_worker", worker.task.name,
+                                  result.samples, result.train_loss, result.test_accuracy,
+                                  result.weights_digest));
   for (int32_t w = 0; w < worker.workers; ++w) {
     messages::actor_report a;
     a.actor = worker_name(w);

@@ -97,23 +97,9 @@ template <class Result>
 void report(const std::string& kind, const std::string& task, const settings& section,
             const Result& result, job_result& out) {
   const auto worker_role = kind + "_worker";
-  messages::actor_report group;
-  group.actor = workers_group;
-  group.role = worker_role;
-  group.task = task;
-  group.node = "local";
-  group.samples = result.samples;
-  group.weights_digest = result.weights_digest;
-  const auto epochs = result.train_loss.size();
-  const int64_t per_epoch = epochs ? result.samples / static_cast<int64_t>(epochs) : 0;
-  for (size_t e = 0; e < epochs; ++e)
-    group.epochs.push_back(
-      {static_cast<int32_t>(e), result.train_loss[e], result.test_accuracy[e], per_epoch});
-  if (!group.epochs.empty()) {
-    group.train_loss = group.epochs.back().train_loss;
-    group.test_accuracy = group.epochs.back().test_accuracy;
-  }
-  out.heads.push_back(group);
+  out.heads.push_back(local_group(workers_group, worker_role, task, result.samples,
+                                  result.train_loss, result.test_accuracy,
+                                  result.weights_digest));
   for (int32_t w = 0; w < section.workers; ++w) {
     messages::actor_report a;
     a.actor = worker_name(w);
