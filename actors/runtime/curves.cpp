@@ -31,18 +31,21 @@ std::string rate(double x, double seconds) {
 void epoch_rows(const job_result& r, const messages::actor_report& h, std::ostream& out) {
   const auto strategy = strategy_of(r);
   const auto times = r.epoch_seconds.find(h.actor);
+  const auto bytes = r.epoch_bytes.find(h.actor);
   double previous = 0;
   for (const auto& e : h.epochs) {
-    std::string seconds, per_second;
+    std::string seconds, per_second, sent;
     if (times != r.epoch_seconds.end() && times->second.count(e.epoch)) {
       const double at = times->second.at(e.epoch);
       seconds = cell(at);
       per_second = rate(static_cast<double>(e.samples), at - previous);
       previous = at;
     }
+    if (bytes != r.epoch_bytes.end() && bytes->second.count(e.epoch))
+      sent = std::to_string(bytes->second.at(e.epoch));
     out << strategy << ',' << r.result_label << ',' << h.actor << ',' << e.epoch + 1 << ','
         << seconds << ',' << e.samples << ',' << cell(e.train_loss) << ','
-        << cell(e.test_accuracy) << ',' << per_second << ",\n";
+        << cell(e.test_accuracy) << ',' << per_second << ',' << sent << '\n';
   }
 }
 
@@ -64,8 +67,9 @@ std::string curves_csv(const job_result& r) {
   out << curves_header << '\n';
   for (const auto& h : r.heads)
     epoch_rows(r, h, out);
-  for (const auto& a : r.actors)
-    total_row(r, a, out);
+  if (r.run != "local") // the reference loop has no actors to count
+    for (const auto& a : r.actors)
+      total_row(r, a, out);
   return out.str();
 }
 

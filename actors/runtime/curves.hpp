@@ -20,7 +20,8 @@ inline constexpr const char* curves_header =
 
 /// The curves of `r`: curves_header, then one row per epoch of each result
 /// group (kind: r.result_label, head | stage | workers), then one row per
-/// actor with its totals over the run (kind: its role, epoch empty).
+/// actor with its totals over the run (kind: its role, epoch empty; none
+/// for --mode local, which runs no actors).
 ///
 ///   strategy            strategy_of(r): transfer, pipeline, data-parallel, ist, resist
 ///   epoch               from 1, as the log and the metrics number them
@@ -33,9 +34,9 @@ inline constexpr const char* curves_header =
 ///   test_accuracy       after the epoch, 0..1 (empty in a total row)
 ///   samples_per_second  samples over the epoch's seconds (a total row: over
 ///                       train_seconds); empty when the seconds are unknown
-///   bytes_sent          a total row: bytes the actor sent on all its edges
-///                       (the metrics count bytes per run, not per epoch: empty
-///                       in an epoch row)
+///   bytes_sent          bytes the group's members sent on all their edges in
+///                       the epoch (a total row: the actor's over the run);
+///                       empty when unknown (--mode local)
 std::string curves_csv(const job_result& r);
 
 /// Writes curves_csv(r) to `path` all or nothing (model::try_replace_file);

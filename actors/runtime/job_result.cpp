@@ -17,8 +17,18 @@ inline namespace runtime {
 
 namespace {
 
-nlohmann::json head_json(const messages::actor_report& h,
-                         const std::map<int32_t, double>* seconds) {
+/// `by_head[head]`, or nullptr.
+template <class T>
+const std::map<int32_t, T>* of_head(const std::map<std::string, std::map<int32_t, T>>& by_head,
+                                    const std::string& head) {
+  auto it = by_head.find(head);
+  return it == by_head.end() ? nullptr : &it->second;
+}
+
+/// A head of the metrics' "heads", with its epochs' times and bytes of `r`.
+nlohmann::json head_json(const job_result& r, const messages::actor_report& h) {
+  const auto* seconds = of_head(r.epoch_seconds, h.actor);
+  const auto* bytes = of_head(r.epoch_bytes, h.actor);
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : h.epochs) {
     epochs.push_back({{"epoch", e.epoch + 1},
@@ -27,6 +37,8 @@ nlohmann::json head_json(const messages::actor_report& h,
                       {"samples", e.samples}});
     if (seconds != nullptr && seconds->count(e.epoch))
       epochs.back()["seconds"] = seconds->at(e.epoch);
+    if (bytes != nullptr && bytes->count(e.epoch))
+      epochs.back()["bytes_sent"] = bytes->at(e.epoch);
   }
   return {{"name", h.actor},           {"task", h.task},
           {"test_accuracy", h.test_accuracy}, {"train_loss", h.train_loss},
@@ -160,11 +172,8 @@ nlohmann::json to_json(const job_result& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["train_seconds"] = r.train_seconds;
   j["heads"] = nlohmann::json::array();
-  for (const auto& h : r.heads) {
-    auto seconds = r.epoch_seconds.find(h.actor);
-    j["heads"].push_back(head_json(h, seconds == r.epoch_seconds.end() ? nullptr
-                                                                        : &seconds->second));
-  }
+  for (const auto& h : r.heads)
+    j["heads"].push_back(head_json(r, h));
   j["nodes"] = nlohmann::json::array();
   for (const auto& n : r.nodes)
     j["nodes"].push_back({{"name", n.name},
@@ -208,10 +217,14 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.train_seconds = j.value("train_seconds", 0.0);
     for (const auto& h : j.at("heads")) {
       r.heads.push_back(head_from_json(h));
-      for (const auto& e : h.value("epochs", nlohmann::json::array()))
+      for (const auto& e : h.value("epochs", nlohmann::json::array())) {
+        const auto& head = r.heads.back().actor;
+        const int32_t epoch = e.at("epoch").get<int32_t>() - 1;
         if (e.contains("seconds"))
-          r.epoch_seconds[r.heads.back().actor][e.at("epoch").get<int32_t>() - 1] =
-            e.at("seconds").get<double>();
+          r.epoch_seconds[head][epoch] = e.at("seconds").get<double>();
+        if (e.contains("bytes_sent"))
+          r.epoch_bytes[head][epoch] = e.at("bytes_sent").get<int64_t>();
+      }
     }
     for (const auto& n : j.at("nodes"))
       r.nodes.push_back({n.at("name").get<std::string>(), n.at("peak_rss_bytes").get<int64_t>(),

@@ -70,6 +70,11 @@ struct job_result {
   /// was complete, by head and epoch; the metrics JSON writes them as each
   /// epoch's "seconds" (runs of the actors only: --mode local has none).
   std::map<std::string, std::map<int32_t, double>> epoch_seconds;
+  /// Bytes the members of each head (result group) sent in each epoch, by
+  /// head and epoch (their edges' bytes between two epoch reports; after a
+  /// restart, from the restart). The metrics JSON writes them as each
+  /// epoch's "bytes_sent" (runs of the actors only).
+  std::map<std::string, std::map<int32_t, int64_t>> epoch_bytes;
   /// Set when the run stopped at runtime.stop_at_accuracy; otherwise it ran
   /// every epoch.
   std::optional<early_stop> stopped;
@@ -85,8 +90,8 @@ std::string strategy_of(const job_result& r);
 
 /// The metrics JSON: job; mode (strategy_of); run; result_label; wall_seconds; train_seconds; heads [{name, task, test_accuracy,
 /// train_loss, samples, weights_digest, epochs [{epoch (from 1, as the log
-/// numbers them), train_loss, test_accuracy, samples, seconds (when
-/// known)}]}]; nodes [{name,
+/// numbers them), train_loss, test_accuracy, samples, seconds and
+/// bytes_sent (when known)}]}]; nodes [{name,
 /// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
 /// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,
 /// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its

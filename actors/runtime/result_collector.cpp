@@ -59,13 +59,14 @@ std::optional<messages::actor_report>
 result_collector::epoch_report(const messages::actor_report& report, double seconds) {
   const auto* planned = plan_.find(report.actor);
   auto group = planned == nullptr ? std::string{} : planned->result;
+  count_epoch_bytes(group.empty() ? report.actor : group, report);
   auto stamped = [&](messages::actor_report r) {
     for (const auto& e : r.epochs)
       epoch_seconds_[r.actor][e.epoch] = seconds;
     return r;
   };
   if (plan_.group_size(group) <= 1)
-    return stamped(report);
+    return so_far(group, stamped(report));
   std::pair<std::string, int32_t> key{group, report.epochs.front().epoch};
   auto& reports = group_epochs_[key];
   reports.push_back(report);
@@ -73,7 +74,36 @@ result_collector::epoch_report(const messages::actor_report& report, double seco
     return std::nullopt;
   auto merged_report = merged(group, reports);
   group_epochs_.erase(key);
-  return stamped(std::move(merged_report));
+  return so_far(group, stamped(std::move(merged_report)));
+}
+
+void result_collector::count_epoch_bytes(const std::string& group,
+                                         const messages::actor_report& report) {
+  int64_t sent = 0;
+  for (const auto& e : report.edges)
+    sent += e.bytes;
+  auto& before = bytes_sent_[report.actor];
+  epoch_bytes_[group][report.epochs.front().epoch][report.actor] = sent - before;
+  before = sent;
+}
+
+messages::actor_report result_collector::so_far(const std::string& group,
+                                                messages::actor_report report) {
+  if (group.empty())
+    return report;
+  auto& partial = partial_results_[group];
+  auto epochs = std::move(partial.epochs);
+  epochs.insert(epochs.end(), report.epochs.begin(), report.epochs.end());
+  partial = report;
+  partial.epochs = std::move(epochs);
+  partial.samples = 0;
+  for (const auto& e : partial.epochs)
+    partial.samples += e.samples;
+  if (!partial.epochs.empty()) {
+    partial.train_loss = partial.epochs.back().train_loss;
+    partial.test_accuracy = partial.epochs.back().test_accuracy;
+  }
+  return report;
 }
 
 void result_collector::weights(messages::tensor_set weights) {
@@ -91,6 +121,8 @@ void result_collector::clear() {
   group_epochs_.clear();
   group_finals_.clear();
   results_.clear();
+  partial_results_.clear();
+  bytes_sent_.clear(); // the restarted actors count their bytes from 0
   weights_.clear();
 }
 
@@ -102,10 +134,20 @@ void result_collector::finish(job_result& result) {
   for (auto& [actor, count] : trained_)
     result.trained[actor] = count;
   result.epoch_seconds = epoch_seconds_;
+  for (const auto& [group, epochs] : epoch_bytes_)
+    for (const auto& [epoch, members] : epochs)
+      for (const auto& [member, bytes] : members)
+        result.epoch_bytes[group][epoch] += bytes;
   for (const auto& a : plan_.actors) {
     if (auto it = results_.find(a.result); !a.result.empty() && it != results_.end()) {
       result.heads.push_back(std::move(it->second));
       results_.erase(it);
+      partial_results_.erase(a.result);
+    } else if (auto at = partial_results_.find(a.result); at != partial_results_.end()) {
+      // Its final report never came (a lost node, a stop that gave up on
+      // it): the epochs it completed are still its result.
+      result.heads.push_back(std::move(at->second));
+      partial_results_.erase(at);
     }
     if (auto it = weights_.find(a.name); a.sends_weights && it != weights_.end())
       result.stage_weights.push_back(std::move(it->second));

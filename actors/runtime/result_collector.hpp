@@ -47,17 +47,27 @@ public:
   void trained(const std::string& actor, int64_t trained, int64_t duplicates);
 
   /// Forgets everything of the pass (a failed pass before a restart) but the
-  /// epochs' times: an epoch trained again after a restart is stamped anew.
+  /// epochs' times and bytes: an epoch trained again after a restart is
+  /// stamped anew, its bytes counted from the restart.
   void clear();
   /// Moves what was collected into `result`: the actors' reports as they
   /// came, the trained counts, then the groups' results and the weights in
-  /// plan order (a group where its first member is; an incomplete group is
-  /// left out), and the plan's names for them (job_result::mode, the
+  /// plan order (a group where its first member is; a group whose final
+  /// reports did not all come is its complete epochs, or left out when it
+  /// has none), and the plan's names for them (job_result::mode, the
   /// strategy: the plan's, else `result.job`; result_label). The collector
   /// is empty after.
   void finish(job_result& result);
 
 private:
+  /// Adds `report` (a complete epoch of result group `group`) to the
+  /// group's result so far: its epochs, their samples, the last one's loss
+  /// and accuracy. Returns `report`.
+  messages::actor_report so_far(const std::string& group, messages::actor_report report);
+  /// The bytes `report`'s actor sent in its epoch (its edges count them
+  /// over its life), for result group `group`.
+  void count_epoch_bytes(const std::string& group, const messages::actor_report& report);
+
   const job_plan& plan_;
   std::vector<messages::actor_report> actors_; ///< final reports, as they came
   std::map<std::string, trained_count> trained_; ///< by trainable actor
@@ -65,8 +75,16 @@ private:
   std::map<std::pair<std::string, int32_t>, std::vector<messages::actor_report>> group_epochs_;
   std::map<std::string, std::vector<messages::actor_report>> group_finals_;
   std::map<std::string, messages::actor_report> results_; ///< by result group, when complete
+  /// By result group: its complete epochs so far, the result of a group
+  /// whose final reports do not all come.
+  std::map<std::string, messages::actor_report> partial_results_;
   std::map<std::string, messages::tensor_set> weights_;   ///< by actor name
   std::map<std::string, std::map<int32_t, double>> epoch_seconds_; ///< by group, epoch
+  /// Bytes each member of a group sent in an epoch, by group, epoch and
+  /// member: an epoch trained again after a restart replaces its bytes.
+  std::map<std::string, std::map<int32_t, std::map<std::string, int64_t>>> epoch_bytes_;
+  /// Bytes each actor had sent at its last epoch report, in this pass.
+  std::map<std::string, int64_t> bytes_sent_;
 };
 
 } // namespace runtime

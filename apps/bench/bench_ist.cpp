@@ -76,7 +76,7 @@ std::vector<std::string> common_overrides(const bench_ist_request& r) {
 
 /// One epoch of a run's curve.
 struct curve_point {
-  int32_t epoch = 0;
+  int32_t epoch = 0;    ///< from 1
   double seconds = -1; ///< into training (-1: not stamped)
   double accuracy = 0;
 };
@@ -91,7 +91,7 @@ std::vector<curve_point> curve_of(const job_result& result) {
   if (stamps == result.epoch_seconds.end() && !result.epoch_seconds.empty())
     stamps = result.epoch_seconds.begin();
   for (const auto& e : head.epochs) {
-    curve_point p{e.epoch, -1, e.test_accuracy};
+    curve_point p{e.epoch + 1, -1, e.test_accuracy}; // from 1, as the log and metrics
     if (stamps != result.epoch_seconds.end() && stamps->second.count(e.epoch))
       p.seconds = stamps->second.at(e.epoch);
     out.push_back(p);

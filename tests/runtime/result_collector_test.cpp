@@ -184,3 +184,51 @@ TEST(result_collector, clear_forgets_a_pass) {
   ASSERT_EQ(result.actors.size(), 1u);
   EXPECT_EQ(result.actors[0].actor, "stage.1");
 }
+
+// A group whose final reports never all come (its node was lost, a stop gave
+// up on it) is the epochs it completed, not left out: the curves and the
+// metrics of a failed run keep them.
+TEST(result_collector, a_group_without_its_final_reports_is_its_completed_epochs) {
+  auto plan = plan_with_replicas();
+  result_collector collected{plan};
+  collected.epoch_report(report("stage.0", 0, 10, 1.0, 0.5));
+  collected.epoch_report(report("stage.1", 0, 30, 2.0, 0.1));
+  collected.epoch_report(report("stage.0", 1, 10, 0.5, 0.8));
+  collected.epoch_report(report("stage.1", 1, 30, 1.0, 0.1));
+  collected.epoch_report(report("stage.0", 2, 10, 0.2, 0.9)); // epoch 2 never completes
+  collected.final_report(report("stage.0", 2, 10, 0.2, 0.9)); // nor does the final result
+  job_result result;
+  collected.finish(result);
+  ASSERT_EQ(result.heads.size(), 1u);
+  const auto& stage = result.heads[0];
+  EXPECT_EQ(stage.actor, "stage");
+  ASSERT_EQ(stage.epochs.size(), 2u);
+  EXPECT_EQ(stage.epochs[1].epoch, 1);
+  EXPECT_EQ(stage.samples, 80);
+  EXPECT_DOUBLE_EQ(stage.train_loss, (0.5 * 10 + 1.0 * 30) / 40);
+  EXPECT_DOUBLE_EQ(stage.test_accuracy, 0.8);
+}
+
+// The bytes a group sent in each epoch: its members' edges count bytes over
+// their life, so an epoch's are the difference from the member's previous
+// epoch report; restarted actors count from 0, and an epoch trained again
+// replaces its bytes.
+TEST(result_collector, counts_the_bytes_each_group_sent_in_each_epoch) {
+  auto plan = plan_with_replicas();
+  result_collector collected{plan};
+  auto sent = [](actor_report r, int64_t bytes) {
+    r.edges.push_back({r.actor, "next", 1, bytes});
+    return r;
+  };
+  collected.epoch_report(sent(report("stage.0", 0, 10, 1.0, 0.5), 100));
+  collected.epoch_report(sent(report("stage.1", 0, 30, 2.0, 0.1), 40));
+  collected.epoch_report(sent(report("stage.0", 1, 10, 1.0, 0.5), 250));
+  collected.clear(); // a restart before stage.1 finished epoch 1
+  collected.epoch_report(sent(report("stage.0", 1, 10, 1.0, 0.5), 70));
+  collected.epoch_report(sent(report("stage.1", 1, 30, 2.0, 0.1), 60));
+  collected.epoch_report(sent(report("head", 0, 64, 0.5, 0.75), 0));
+  job_result result;
+  collected.finish(result);
+  EXPECT_EQ(result.epoch_bytes.at("stage"), (std::map<int32_t, int64_t>{{0, 140}, {1, 130}}));
+  EXPECT_EQ(result.epoch_bytes.at("head"), (std::map<int32_t, int64_t>{{0, 0}}));
+}

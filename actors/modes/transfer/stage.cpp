@@ -177,7 +177,7 @@ void report_features(const model::frozen_backbone& backbone, messages::actor_rep
   for (size_t e = 0; e < backbone.epochs().size(); ++e) {
     const model::feature_counts& c = backbone.epochs()[e];
     report.events.push_back(nlohmann::json{{"event", "backbone_epoch"},
-                                           {"epoch", e},
+                                           {"epoch", e + 1}, // from 1, as every epoch
                                            {"train_samples", c.train_samples},
                                            {"train_computed", c.train_computed},
                                            {"eval_samples", c.eval_samples},

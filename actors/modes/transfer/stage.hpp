@@ -38,7 +38,7 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
 /// backbone_forward_rows (canonical blocks' repeated rows included) and,
 /// with a cache, cache_hits, cache_misses, cache_rejected, cache_entries,
 /// cache_bytes; and one event per ended epoch, {"event": "backbone_epoch",
-/// "epoch", "train_samples", "train_computed", "eval_samples",
+/// "epoch" (from 1), "train_samples", "train_computed", "eval_samples",
 /// "eval_computed", "forward_rows"}.
 void report_features(const model::frozen_backbone& backbone, messages::actor_report& report);
 
