@@ -220,9 +220,24 @@ int64_t data_classes(const data_spec& spec) {
   return 10; // fashion-mnist, idx (MNIST, KMNIST), cifar10, synthetic
 }
 
+namespace {
+
+/// data.shape, where given for files that say their own shape, must be
+/// theirs: a listed node's models are built for the declared one.
+void check_declared_shape(const data_spec& spec, const split_header& h, split which) {
+  if (spec.shape.empty() || h.shape == spec.shape)
+    return;
+  throw file_error("the " + split_name(which) + " split's samples are " + shape_text(h.shape) +
+                   ", data.shape says " + shape_text(spec.shape) +
+                   " (give the files' shape, or leave data.shape out where they are read)");
+}
+
+} // namespace
+
 data_header read_data_header(const data_spec& spec) {
   data_header h;
   const split_header train = header_of(spec, split::train);
+  check_declared_shape(spec, train, split::train);
   h.shape = train.shape;
   h.train = after_limit(spec, split::train, train.samples);
   const split_header test = header_of(spec, split::test);
@@ -257,6 +272,7 @@ dataset load_data(const data_spec& spec, split which) {
   // This split's own headers: a test split loads without the training
   // files where its normalisation is known (given, or Fashion-MNIST's).
   const split_header own = header_of(spec, which);
+  check_declared_shape(spec, own, which);
   data_header h;
   h.shape = own.shape;
   (which == split::train ? h.train : h.test) = after_limit(spec, which, own.samples);

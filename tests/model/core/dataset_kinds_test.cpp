@@ -130,6 +130,19 @@ TEST_F(dataset_kinds, idx_label_out_of_range_names_file_and_index) {
                       path("tr-y.idx") + ": label 12 at index 5 out of range, expected 0..9");
 }
 
+TEST_F(dataset_kinds, a_declared_shape_must_be_the_files) {
+  write_idx(dir_, "tr-x.idx", "tr-y.idx", make_samples(4, 1, 4, 4, 4, 5), false, false);
+  write_idx(dir_, "te-x.gz", "te-y.gz", make_samples(2, 1, 4, 4, 4, 6), true, false);
+  data_spec spec = idx_spec(dir_);
+  spec.shape = {1, 4, 4};
+  EXPECT_EQ(read_data_header(spec).shape, spec.shape);
+  spec.shape = {1, 28, 28};
+  expect_error_naming([&] { read_data_header(spec); },
+                      "the train split's samples are 1x4x4, data.shape says 1x28x28");
+  expect_error_naming([&] { load_data(spec, split::test); },
+                      "the test split's samples are 1x4x4, data.shape says 1x28x28");
+}
+
 TEST_F(dataset_kinds, idx_splits_of_different_shapes_are_refused) {
   write_idx(dir_, "tr-x.idx", "tr-y.idx", make_samples(4, 1, 4, 4, 4, 5), false, false);
   write_idx(dir_, "te-x.gz", "te-y.gz", make_samples(2, 1, 5, 4, 4, 6), true, false);
