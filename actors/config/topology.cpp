@@ -51,7 +51,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"data.test", {"images", "labels", "x", "y"}},
     {"data.normalize", {"mean", "std"}},
     {"backbone", {"model", "path", "wide_features", "checkpoint", "pretrain"}},
-    {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer"}},
+    {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer", "if_missing"}},
     {"backbone.pretrain.optimizer", optimizer},
     {"tasks.*", {"name", "labels"}},
     {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
@@ -556,6 +556,8 @@ void parse_pretrain(const field& section, topology& t) {
   read_if(section, "epochs", t.pretrain.epochs, positive_int32);
   read_if(section, "train_limit", t.pretrain.train_limit, non_negative_int64);
   read_if(section, "optimizer", t.pretrain.optimizer, parse_optimizer);
+  read_if(section, "if_missing", t.pretrain.if_missing_pretrain,
+          [](const field& f) { return read_choice(f, {"error", "pretrain"}) == "pretrain"; });
 }
 
 // The backbone's layer names, which a strategy's keys name. convnet_wide is built
@@ -601,7 +603,10 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
       read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
   read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
   // `baton pretrain` creates the checkpoint: it need not exist yet.
-  read_if(section, "checkpoint", t.checkpoint, read_checkpoint);
+  read_if(section, "checkpoint", t.checkpoint, [&](const field& f) {
+    t.checkpoint_where = f.where();
+    return read_checkpoint(f);
+  });
   std::optional<field> path_key = section.get("path");
   if (path_key)
     t.backbone.path = read_path(*path_key);

@@ -52,6 +52,11 @@ struct pretrain_settings {
   int32_t epochs = 1;
   int64_t train_limit = 20000; ///< first N training samples
   model::optimizer_spec optimizer;
+  /// `if_missing: pretrain`: a run whose backbone.checkpoint does not exist
+  /// pre-trains it first (the shipped configs, so that a fresh clone runs);
+  /// `error` (the default): the run is refused with a hint to run `baton
+  /// pretrain`, so that a mistyped path never trains from scratch unnoticed.
+  bool if_missing_pretrain = false;
 };
 
 /// Runtime settings (`runtime`).
@@ -128,6 +133,7 @@ struct workload {
   /// in_height, in_width: the data's samples' [C, H, W]
   model::model_spec backbone;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
+  std::string checkpoint_where; ///< file:line of `backbone.checkpoint` ("" when not given)
   pretrain_settings pretrain;
 
   // -- tasks -------------------------------------------------------------------

@@ -14,9 +14,25 @@
 namespace baton::actors {
 inline namespace modes {
 
+namespace {
+
+/// Why a run is refused when its checkpoint is missing, and what to do.
+std::string missing_checkpoint(const topology& t) {
+  const auto& where = t.checkpoint_where.empty() ? t.file : t.checkpoint_where;
+  return where + ": backbone.checkpoint '" + t.checkpoint +
+         "' does not exist. Make it with `baton pretrain " + t.file +
+         "` (it trains the backbone on backbone.pretrain's task), or start from the initial "
+         "weights with backbone.checkpoint: none, or set backbone.pretrain.if_missing: pretrain "
+         "to pre-train a missing checkpoint before the run";
+}
+
+} // namespace
+
 caf::expected<void> ensure_pretrained(const topology& t) {
   if (t.checkpoint.empty() || std::filesystem::exists(t.checkpoint))
     return caf::unit;
+  if (!t.pretrain.if_missing_pretrain)
+    return make_error(errc::bad_config, missing_checkpoint(t));
   return pretrain_backbone(t);
 }
 
@@ -30,10 +46,9 @@ caf::expected<void> pretrain_backbone(const topology& t) {
   // Refused before the pre-training, not after it.
   if (auto why = model::try_check_writable(t.checkpoint); !why.empty())
     return make_error(errc::bad_file, "backbone.checkpoint: " + why);
-  spdlog::info("no pretrained backbone at {}: pre-training {} on task {} ({} samples, {} "
-               "epoch(s)) first",
-               t.checkpoint, t.backbone.name, task->name, t.pretrain.train_limit,
-               t.pretrain.epochs);
+  spdlog::info("pre-training the backbone ({}) on task {} ({} samples, {} epoch(s)) into {}",
+               t.backbone.name, task->name, t.pretrain.train_limit, t.pretrain.epochs,
+               t.checkpoint);
   at::set_num_threads(cores());
   try {
     auto data = load_data(t, t.pretrain.train_limit);

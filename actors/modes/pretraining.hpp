@@ -11,9 +11,12 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// Makes the backbone checkpoint (`backbone.checkpoint`) by pre-training
-/// when it is missing, and says so; nothing when it exists or the topology
-/// has none. A mode's `prepare` hook.
+/// A mode's `prepare` hook: nothing when the backbone checkpoint
+/// (`backbone.checkpoint`) exists or the topology has none. A missing one is
+/// pre-trained first (and logged) only with `backbone.pretrain.if_missing:
+/// pretrain`; otherwise the run is refused (bad_config naming the key's
+/// file:line, the path and the hint `baton pretrain FILE`), so that a
+/// mistyped path is never a silent training from scratch.
 caf::expected<void> ensure_pretrained(const topology& t);
 
 /// Pre-trains the backbone and writes its checkpoint, whether or not one
