@@ -265,8 +265,8 @@ int lead(launch_options o, const launch_identity& id, const topology& t, launch_
   auto ranks = rendezvous_host::listen(id.rendezvous_port, loopback);
   if (!ranks)
     return fail(ranks.error());
-  spdlog::info("baton launch: rank 0 waits for {} ranks on port {}", id.world_size - 1,
-               id.rendezvous_port);
+  spdlog::info("baton launch: rank 0 waits for the other {} rank(s) on port {}",
+               id.world_size - 1, id.rendezvous_port);
   auto peers = (*ranks)->gather(id.world_size, std::chrono::seconds(o.rendezvous_timeout),
                                 interrupted);
   if (!peers)
