@@ -140,6 +140,24 @@ TEST_F(data_kinds, transfer_from_a_cifar10_folder_read_on_a_node_process) {
   expect_accuracy_reported(run("transfer-cifar-node", nodes + transfer_job(cifar_data)), 500);
 }
 
+TEST_F(data_kinds, pipeline_from_an_npy_pair_read_on_a_node_process) {
+  // `baton run` does not open the files: the data section declares their
+  // shape and classes, which the node checks when it reads them.
+  node_process node(dir_->path(), "n2");
+  ASSERT_NE(node.port(), 0) << node.log();
+  const std::string nodes =
+    "nodes: [{name: n2, host: 127.0.0.1, port: " + std::to_string(node.port()) + "}]\n";
+  const std::string declared = std::string{npy_data} + "  shape: [3, 8, 8]\n  classes: 10\n";
+  expect_accuracy_reported(run("pipeline-npy-node", nodes + pipeline_job(declared)), 400);
+  // A declared shape that is not the files' is refused by the node, said by baton run.
+  const std::string wrong = std::string{npy_data} + "  shape: [3, 8, 16]\n  classes: 10\n";
+  auto out = run_baton({"run", topology("pipeline-npy-wrong", nodes + pipeline_job(wrong))});
+  EXPECT_NE(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("the train split's samples are 3x8x8, data.shape says 3x8x16"),
+            std::string::npos)
+    << out.text;
+}
+
 TEST_F(data_kinds, transfer_from_an_npy_pair) {
   expect_accuracy_reported(run("transfer-npy", transfer_job(npy_data)), 400);
 }
