@@ -67,7 +67,7 @@ std::string curves_csv(const job_result& r) {
   out << curves_header << '\n';
   for (const auto& h : r.heads)
     epoch_rows(r, h, out);
-  if (r.run != "local") // the reference loop has no actors to count
+  if (r.run == "actors") // --mode local and the separate baseline run the reference loop
     for (const auto& a : r.actors)
       total_row(r, a, out);
   return out.str();

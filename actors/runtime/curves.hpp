@@ -20,8 +20,9 @@ inline constexpr const char* curves_header =
 
 /// The curves of `r`: curves_header, then one row per epoch of each result
 /// group (kind: r.result_label, head | stage | workers), then one row per
-/// actor with its totals over the run (kind: its role, epoch empty; none
-/// for --mode local, which runs no actors).
+/// actor with its totals over the run (kind: its role, epoch empty; only
+/// for a run of the actors: --mode local and --baseline separate run the
+/// reference loop, which has none to count).
 ///
 ///   strategy            strategy_of(r): transfer, pipeline, data-parallel, ist, resist
 ///   epoch               from 1, as the log and the metrics number them
