@@ -85,7 +85,7 @@ usage:
       --metrics-out FILE     write the metrics JSON to FILE
       --curves FILE.csv      write the learning curves as CSV: a row per epoch per result
                              (head, stage, workers) and a row per actor with its totals;
-                             columns in docs/faults-and-recovery.md#curves
+                             columns in docs/outputs.md#curves
       --trace FILE           job: pipeline: write every stage's schedule (forward, backward,
                              step, send with microbatch ids and weight versions) as a
                              Chrome / Perfetto trace (open in ui.perfetto.dev)
