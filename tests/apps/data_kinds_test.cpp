@@ -1,8 +1,9 @@
 // A user's own data through the real `baton run`: a CIFAR-10-format folder,
 // a numpy .npy pair and an image folder of PNG and JPEG files, written here
-// in their formats (3x32x32, 3x8x8 and 12x10 resized to 16x16), trained by transfer, pipeline and data-parallel, in one process
-// and over `baton node` processes; every built-in model takes the data's
-// shape (convnet's flatten, resnet18's stem, mlp's input width).
+// in their formats (3x32x32, 3x8x8 and 12x10 resized to 16x16), trained by
+// transfer, pipeline and data-parallel, in one process and over `baton node`
+// processes; every built-in model takes the data's shape (convnet's flatten,
+// resnet18's stem, mlp's input width).
 
 #include <fstream>
 

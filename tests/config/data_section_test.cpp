@@ -82,7 +82,8 @@ TEST_F(data_section, npy_paths_are_relative_to_the_topology_file) {
 TEST_F(data_section, npy_without_a_split_names_it) {
   expect_refused("data:\n  kind: npy\n  test: {x: " + path("x.npy") + ", y: " + path("y.npy") +
                    "}\n",
-                 8, "data.kind is npy but 'data.train' is not given (expected {x: X.npy, y: Y.npy})");
+                 8, "data.kind is npy but 'data.train' is not given (expected {x: X.npy, "
+                    "y: Y.npy})");
   expect_refused("data:\n  kind: npy\n  train: {x: " + path("x.npy") + "}\n  test: {x: a, y: b}\n",
                  10, "y");
 }

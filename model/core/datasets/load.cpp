@@ -93,7 +93,8 @@ normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
     return {std::vector<double>(static_cast<size_t>(channels), 0.0),
             std::vector<double>(static_cast<size_t>(channels), 1.0)};
   // Per channel, in float64: a sum over millions of float32 values drifts.
-  auto values = to_float(train->samples).transpose(0, 1).reshape({channels, -1}).to(torch::kFloat64);
+  auto values =
+    to_float(train->samples).transpose(0, 1).reshape({channels, -1}).to(torch::kFloat64);
   auto mean = values.mean(1), stddev = values.std(1, /*unbiased=*/false);
   normalisation n;
   for (int64_t c = 0; c < channels; ++c) {

@@ -190,7 +190,8 @@ std::vector<int64_t> coarse_of(const sample_set& s) {
 } // namespace
 
 TEST_F(dataset_kinds, cifar100_fine_and_coarse_labels) {
-  const auto train = make_samples(100, 3, 32, 32, 100, 9), test = make_samples(10, 3, 32, 32, 100, 10);
+  const auto train = make_samples(100, 3, 32, 32, 100, 9);
+  const auto test = make_samples(10, 3, 32, 32, 100, 10);
   write_bytes(path("train.bin"), cifar100_records(train, coarse_of(train)));
   write_bytes(path("test.bin"), cifar100_records(test, coarse_of(test)));
   data_spec spec;
@@ -272,10 +273,12 @@ TEST_F(dataset_kinds, npy_header_spellings_numpy_writes) {
   const bytes x(16, 100);
   const std::vector<int64_t> y{0, 1, 0, 1};
   write_bytes(path("x_train.npy"),
-              npy_bytes_with_header("{'shape': (4, 1, 2, 2), 'fortran_order': False, 'descr': '|u1'}",
-                                    x.data(), x.size()));
+              npy_bytes_with_header(
+                "{'shape': (4, 1, 2, 2), 'fortran_order': False, 'descr': '|u1'}", x.data(),
+                x.size()));
   write_bytes(path("y_train.npy"),
-              npy_bytes_with_header("{'descr':'<i8','fortran_order':False,'shape':(4,)}", y.data(), 32));
+              npy_bytes_with_header("{'descr':'<i8','fortran_order':False,'shape':(4,)}",
+                                    y.data(), 32));
   write_bytes(path("x_test.npy"), npy_bytes("|u1", {4, 1, 2, 2}, x.data(), x.size()));
   write_bytes(path("y_test.npy"), npy_of("<i8", {4}, y));
   EXPECT_EQ(read_data_header(npy_spec(dir_)).shape, (std::vector<int64_t>{1, 2, 2}));
@@ -305,7 +308,8 @@ TEST_F(dataset_kinds, npy_bad_files_are_refused_naming_them) {
   write_bytes(y, npy_of("<f4", {4}, std::vector<float>(4, 1.0f)));
   expect_error_naming([&] { read_data_header(spec); }, y + ": y has dtype '<f4'");
   write_bytes(y, npy_of("<i8", {3}, std::vector<int64_t>{0, 1, 0}));
-  expect_error_naming([&] { read_data_header(spec); }, y + ": y has 1 dimensions and 3 rows, expected [4]");
+  expect_error_naming([&] { read_data_header(spec); },
+                      y + ": y has 1 dimensions and 3 rows, expected [4]");
   write_bytes(y, npy_of(">i8", {4}, s.labels));
   expect_error_naming([&] { read_data_header(spec); }, y + ": y has dtype '>i8'");
 }

@@ -13,10 +13,12 @@
 #include <zlib.h>
 
 #include "model/core/error.hpp"
+#include "tests/support/data_files.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
+using baton::testing::write_bytes;
 using namespace baton::model;
 
 namespace {
@@ -317,14 +319,10 @@ std::vector<unsigned char> cifar_records(int n, int first) {
 /// A CIFAR-10 binary folder in `dir`: data_batch_1..5 of 1 record each
 /// (records 0..4) and test_batch of 2.
 data_spec cifar10_folder(const fs::path& dir) {
-  for (int b = 1; b <= 5; ++b) {
-    auto bytes = cifar_records(1, b - 1);
-    std::ofstream(dir / ("data_batch_" + std::to_string(b) + ".bin"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  }
-  auto test = cifar_records(2, 5);
-  std::ofstream(dir / "test_batch.bin", std::ios::binary)
-    .write(reinterpret_cast<const char*>(test.data()), static_cast<std::streamsize>(test.size()));
+  for (int b = 1; b <= 5; ++b)
+    write_bytes((dir / ("data_batch_" + std::to_string(b) + ".bin")).string(),
+                cifar_records(1, b - 1));
+  write_bytes((dir / "test_batch.bin").string(), cifar_records(2, 5));
   data_spec spec;
   spec.kind = "cifar10";
   spec.path = dir.string();
@@ -356,7 +354,8 @@ TEST_F(dataset_files, cifar10_truncated_and_bad_files) {
   auto bytes = cifar_records(2, 0);
   bytes.resize(bytes.size() - 5);
   write_file("data_batch_3.bin", bytes);
-  expect_error_naming([&] { load_data(spec, split::train); }, path("data_batch_3.bin") + ": truncated");
+  expect_error_naming([&] { load_data(spec, split::train); },
+                      path("data_batch_3.bin") + ": truncated");
   auto bad = cifar_records(1, 0);
   bad[0] = 10;
   write_file("data_batch_3.bin", bad);
