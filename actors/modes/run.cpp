@@ -46,6 +46,10 @@ caf::error check_flags(const run_request& r, const mode& job) {
                       "--save-model saves the model of " +
                         jobs_with([](const auto& m) { return m.save_model != nullptr; }) +
                         "; job: " + job.name() + " has its results in its metrics");
+  if (!r.save_model.empty() && !r.baseline.empty())
+    return make_error(errc::bad_config,
+                      "--save-model saves the model of one run; --baseline separate trains "
+                      "independent processes (save one with --mode local --only-head NAME)");
   if (!r.baseline.empty() && job.run_separate == nullptr)
     return make_error(errc::bad_config,
                       "--baseline separate applies to " +

@@ -263,3 +263,11 @@ torch.jit.script(backbone).save(sys.argv[1])
          tiny("configs/data-parallel.yaml", with(script, {"--set", "data_parallel.model=torchscript"})),
          {{"workers", "", "all10", "", 256}}});
 }
+
+TEST(export_flags, save_model_with_baseline_separate_is_refused) {
+  const auto out = run_baton({"run", source_path("configs/transfer.yaml"), "--baseline",
+                              "separate", "--save-model", "never.pt"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--save-model saves the model of one run"), std::string::npos)
+    << out.text;
+}
