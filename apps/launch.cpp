@@ -162,6 +162,9 @@ void resume_unfinished(run_request& r, const topology& t) {
   r.resume_dir = t.runtime.checkpoint_dir;
 }
 
+/// How long a rank's node may take to stop once the rank's part is over.
+constexpr auto node_stop_grace = std::chrono::seconds(10);
+
 /// This rank's node, run on a thread of its own until `stop_`.
 class node_thread {
 public:
@@ -177,7 +180,28 @@ public:
   }
   ~node_thread() {
     stop_ = true;
-    thread_.join();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  /// Stops the node once this rank's part is over. A node that has not
+  /// stopped within `grace` (its actor system waiting for an actor that
+  /// never goes) would keep the rank's process, and so the launcher's job,
+  /// alive with its work done: the process then ends with `code` without it.
+  void stop_within(std::chrono::seconds grace, int code) {
+    stop_ = true;
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (!ended_ && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (ended_) {
+      thread_.join();
+      return;
+    }
+    spdlog::warn("baton launch: node still stopping {} s after the end: exiting with {}",
+                 grace.count(), code);
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(code);
   }
 
   /// The node's port once it listens, or nothing when it could not start
@@ -337,9 +361,10 @@ int launch(launch_options o, const launch_identity& id, const topology& t,
     return node.exit_code();
   bool listed = !o.host.empty() && o.host != "0.0.0.0";
   launch_peer self{id.rank, name, listed ? o.host : loopback ? "127.0.0.1" : "", *port};
-  if (id.rank == 0)
-    return lead(o, id, t, self, loopback, interrupted);
-  return follow(o, id, self, interrupted);
+  int code = id.rank == 0 ? lead(o, id, t, self, loopback, interrupted)
+                          : follow(o, id, self, interrupted);
+  node.stop_within(node_stop_grace, code);
+  return code;
 }
 
 } // namespace

@@ -179,6 +179,8 @@ std::string slurm_cluster::start(int cpus, std::chrono::seconds limit) {
   for (const auto& sub : {munge, dir_ + "/state", dir_ + "/spool"})
     if (::mkdir(sub.c_str(), 0755) != 0)
       return "cannot make " + sub + ": " + std::strerror(errno);
+  if (auto error = start_guard(); !error.empty())
+    return error;
   if (auto error = write_munge_key(munge + "/munge.key"); !error.empty())
     return error;
   auto error = spawn("munged",
@@ -241,6 +243,46 @@ std::string slurm_cluster::spawn(const std::string& name, const std::vector<std:
     return "cannot fork for " + name + ": " + std::strerror(fork_errno);
   daemons_.push_back({name, pid, {log, out_path}});
   return {};
+}
+
+std::string slurm_cluster::start_guard() {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0)
+    return std::string{"cannot make the guard's pipe: "} + std::strerror(errno);
+  // grep -z -x: one whole NUL-separated entry of /proc/PID/environ.
+  std::vector<std::string> argv{
+    "/bin/sh", "-c",
+    "read -r _; for p in /proc/[0-9]*; do grep -qzx \"SLURM_CONF=$0\" \"$p/environ\" "
+    "2>/dev/null && kill -KILL \"${p#/proc/}\" 2>/dev/null; done; exit 0",
+    config_};
+  auto arg_pointers = pointers(argv);
+  const pid_t pid = ::fork();
+  if (pid == 0) { // only async-signal-safe calls until execve
+    ::setpgid(0, 0); // a signal to the test's group does not reach it
+    ::dup2(ends[0], STDIN_FILENO);
+    ::execve(arg_pointers[0], arg_pointers.data(), environ);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(ends[0]);
+  if (pid < 0) {
+    ::close(ends[1]);
+    return std::string{"cannot fork the guard: "} + std::strerror(fork_errno);
+  }
+  guard_ = pid;
+  guard_pipe_ = ends[1];
+  return {};
+}
+
+void slurm_cluster::stop_guard() {
+  if (guard_pipe_ >= 0)
+    ::close(guard_pipe_);
+  guard_pipe_ = -1;
+  if (guard_ > 0 && !reaped_within(guard_, std::chrono::seconds(30))) {
+    ::kill(guard_, SIGKILL);
+    ::waitpid(guard_, nullptr, 0);
+  }
+  guard_ = -1;
 }
 
 template <class Ready>
@@ -315,6 +357,7 @@ void slurm_cluster::stop() {
     }
     d->pid = -1;
   }
+  stop_guard();
 }
 
 } // namespace baton::testing

@@ -30,7 +30,9 @@ std::string slurm_unavailable();
 /// test, in the foreground (a test that dies takes them along: SIGTERM on its
 /// death), from a slurm.conf in `dir` that names one node, `localhost` at
 /// 127.0.0.1, with `cpus` CPUs whatever the machine has, and one partition,
-/// `debug`. The destructor cancels the cluster's jobs and stops the daemons.
+/// `debug`. The destructor cancels the cluster's jobs and stops the daemons;
+/// a guard process kills whatever of the cluster is left, also when the test
+/// dies without running it.
 class slurm_cluster {
 public:
   /// Starts the daemons with their files under `dir` (an existing, empty
@@ -83,6 +85,16 @@ private:
   std::string await(const std::string& what, Ready ready, std::chrono::seconds limit);
   /// The name of a daemon that has ended (reaping it), or "".
   std::string ended_daemon();
+  /// Starts the guard: a shell that waits for the end of a pipe only this
+  /// process writes to, then SIGKILLs every process started with this
+  /// cluster's SLURM_CONF (the daemons, slurmstepd, srun and the tasks).
+  /// The pipe ends when stop() closes it or when the test dies, however it
+  /// dies (a crash, ctest's SIGKILL at its timeout): slurmstepd and srun
+  /// are no children of the test and would otherwise outlive it. "" or why
+  /// it could not start.
+  std::string start_guard();
+  /// Ends the guard (it kills what is left) and reaps it.
+  void stop_guard();
   /// Cancels the cluster's jobs and waits (bounded) until none is left.
   void cancel_jobs() const;
   /// Stops the daemons, the last started first.
@@ -92,6 +104,8 @@ private:
   std::string config_;
   std::string munge_socket_;
   std::vector<daemon> daemons_;
+  pid_t guard_ = -1;     ///< the guard shell (start_guard)
+  int guard_pipe_ = -1;  ///< the write end of its pipe; closing it ends the guard
   std::string failure_;
 };
 
