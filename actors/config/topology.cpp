@@ -436,10 +436,14 @@ model::data_header declared_header(const field& data, const topology& t,
   if (d.kind == "cifar10" || d.kind == "cifar100")
     h.shape = {3, 32, 32};
   const bool classes_known = d.classes > 0 || d.kind != "npy" && d.kind != "image-folder";
-  if (h.shape.empty() || !classes_known)
-    data.fail("the dataset's files are not read here (" + why + "), and the data section does "
-              "not say its samples' data.shape [C, H, W] and data.classes, which the models "
-              "are built for");
+  const std::string missing = h.shape.empty() && !classes_known ? "data.shape [C, H, W] and "
+                                                                  "data.classes"
+                              : h.shape.empty()                 ? "data.shape [C, H, W]"
+                              : !classes_known                  ? "data.classes"
+                                                                : "";
+  if (!missing.empty())
+    data.fail("the dataset's files are not read here (" + why + "), so the data section must "
+              "say what the models are built for: give " + missing + " (docs/data.md)");
   h.classes = model::data_classes(d);
   h.train = d.train_limit;
   h.test = d.test_limit;

@@ -148,3 +148,21 @@ TEST_F(data_section, shape_of_an_image_folder) {
   expect_refused("data:\n  kind: image-folder\n  dir: " + dir_.path() + "\n  shape: [3, 0, 8]\n",
                  11, "a positive integer");
 }
+
+TEST_F(data_section, listed_nodes_need_what_the_files_would_say) {
+  // The source's node reads the files; the models are built from the section.
+  const std::string nodes = "nodes: [{name: n1, host: 127.0.0.1, port: 1}]\n";
+  const topology_fixture listed{file_, nodes + head};
+  auto refused = [&](const std::string& data, const std::string& needle) {
+    const std::string why = listed.refusal(data);
+    EXPECT_NE(why.find(file_ + ":9:"), std::string::npos) << why;
+    EXPECT_NE(why.find(needle), std::string::npos) << why << "\nexpected: " << needle;
+  };
+  refused(npy_data(), "give data.shape [C, H, W] and data.classes (docs/data.md)");
+  refused(npy_data("  shape: [3, 8, 8]\n"), "give data.classes (docs/data.md)");
+  refused("data:\n  kind: idx\n  dir: " + dir_.path() + "\n", "give data.shape [C, H, W] (");
+  auto t = listed.parse(npy_data("  shape: [3, 8, 8]\n  classes: 10\n"));
+  ASSERT_TRUE(t) << describe(t.error());
+  EXPECT_EQ(t->sample_shape, (std::vector<int64_t>{3, 8, 8}));
+  EXPECT_TRUE(listed.parse("data:\n  kind: cifar10\n  dir: /nowhere\n")); // 3x32x32, 10
+}
