@@ -318,7 +318,9 @@ private:
   caf::error on_down(const caf::down_msg& msg) {
     auto why = self_->system().render(msg.reason);
     if (auto lost = nodes_.lose(msg.source))
-      return node_lost(*lost, "lost node '" + *lost + "': " + why);
+      return node_lost(*lost, "lost node '" + *lost + "': its connection closed: the node "
+                                "process ended (killed, crashed, out of memory) or its host "
+                                "went down (" + why + ")");
     auto* a = pass_.find(msg.source);
     if (a == nullptr || a->done)
       return caf::none;

@@ -1,0 +1,52 @@
+// The live progress line as plain data: it counts the job's samples (a
+// result group's members add up; a strategy whose worker 0 reports one of W
+// equal shares is scaled to all of them) and numbers epochs from 1.
+
+#include "actors/runtime/progress_line.hpp"
+
+#include <gtest/gtest.h>
+
+using baton::actors::job_plan;
+using baton::actors::planned_actor;
+using baton::actors::progress_line;
+
+namespace {
+
+planned_actor member(std::string name, std::string result) {
+  planned_actor a;
+  a.role = "worker";
+  a.name = std::move(name);
+  a.result = std::move(result);
+  return a;
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+} // namespace
+
+// Data-parallel and IST: worker 0 reports its share of 2; the line counts
+// both workers' samples, so that an epoch counts the epoch's samples.
+TEST(progress_line, a_share_of_the_samples_is_scaled_to_the_whole_job) {
+  job_plan plan;
+  plan.actors = {member("worker.0", "workers"), member("worker.1", "workers")};
+  plan.progress_shares = 2;
+  progress_line line{false, plan};
+  line.set_total(2 * 1024); // worker 0's share of 2 epochs of 2048 samples
+  line.update("worker.0", 1, 1024 + 256, 0.5);
+  const auto text = line.render();
+  EXPECT_TRUE(starts_with(text, "epoch 2  2560/4096 samples  ")) << text;
+  EXPECT_NE(text.find("loss workers=0.500"), std::string::npos) << text;
+}
+
+// A pipeline stage's replicas each report their own samples: they add up.
+TEST(progress_line, the_members_of_a_group_add_up) {
+  job_plan plan;
+  plan.actors = {member("stage2.0", "stage2"), member("stage2.1", "stage2")};
+  progress_line line{false, plan};
+  line.set_total(1000);
+  line.update("stage2.0", 0, 300, 1.0);
+  line.update("stage2.1", 0, 200, 1.0);
+  EXPECT_TRUE(starts_with(line.render(), "epoch 1  500/1000 samples  ")) << line.render();
+}
