@@ -1,7 +1,8 @@
 // `baton launch` end to end: three real processes on 127.0.0.1, told who
 // they are as torchrun tells them (RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT), then by the real torchrun of Debian's python3-torch; a lost
-// rank ends every process, and a restart resumes from the checkpoints.
+// MASTER_PORT), by the real torchrun of Debian's python3-torch, by a
+// hostfile, and with certificates per host (--tls-dir); a lost rank (rank 0
+// too) ends every process, and a restart resumes from the checkpoints.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

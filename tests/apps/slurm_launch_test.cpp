@@ -3,7 +3,8 @@
 // 127.0.0.1, started and stopped by the suite), `srun -n 3 baton launch` and
 // the batch script of docs/running-on-a-cluster.md through `sbatch`, each
 // ending with exit code 0 and the weights of the embedded `baton run` of the
-// same topology. Skipped, saying why, where the cluster cannot run: not
+// same topology, and a task killed under srun whose step the same srun
+// resumes. Skipped, saying why, where the cluster cannot run: not
 // root, the packages missing, or daemons that do not start.
 
 #include <algorithm>
@@ -146,4 +147,32 @@ TEST_F(slurm_launch, sbatch_runs_the_documented_batch_script) {
   ASSERT_EQ(out.exit_code, 0) << out.text << log << cluster_->logs();
   expect_same_run(read_json(dir() + "/metrics-" + id + ".json"), embedded);
   EXPECT_TRUE(contains(log, "SLURM_PROCID")) << log;
+}
+
+// A task SIGKILLed under srun once every stage has a checkpoint (stage2
+// writes its step 8 last; every stage then has step 4): the two others end
+// by themselves, srun fails; the same srun again resumes from the
+// checkpoints and ends with the weights of the embedded run never killed.
+TEST_F(slurm_launch, a_killed_task_ends_the_step_and_the_same_srun_resumes) {
+  auto embedded = run_job(*dir_, short_pipeline_job(2), "embedded-2");
+  const auto checkpoints = dir() + "/checkpoints";
+  const auto metrics = dir() + "/resumed.json";
+  const auto port = free_tcp_ports(1);
+  ASSERT_EQ(port.size(), 1u);
+  auto args = short_pipeline_job(2);
+  args.front() = "launch";
+  args = with(args, {"--set", "runtime.checkpoint_dir=" + checkpoints, "--metrics-out", metrics,
+                     "--rendezvous-port", std::to_string(port[0])});
+  // $$ is the shell that execs baton: task 1's baton itself.
+  const auto task = "if [ \"$SLURM_PROCID\" = 1 ]; then (while [ ! -e " +
+                    quote(checkpoints + "/stage2/step-000000000008.ckpt") +
+                    " ]; do sleep 0.05; done; kill -KILL $$) & fi; exec " + baton_command(args);
+  auto killed = cluster_->run("srun -n 3 bash -c " + quote(task), 180);
+  EXPECT_NE(killed.exit_code, 0) << killed.text;
+  EXPECT_TRUE(contains(killed.text, "lost rank 1 (its process ended)")) << killed.text;
+  EXPECT_TRUE(contains(killed.text, "rank 0 ended the job with exit code 1")) << killed.text;
+  auto resumed = cluster_->run("srun -n 3 " + baton_command(args), 180);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.text << cluster_->logs();
+  EXPECT_TRUE(contains(resumed.text, "which did not finish: resuming it")) << resumed.text;
+  expect_same_run(read_json(metrics), embedded);
 }
