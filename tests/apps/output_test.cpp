@@ -217,3 +217,35 @@ TEST_F(output, plan_bandwidth_takes_link_rates) {
   EXPECT_TRUE(contains(bad.text, "--bandwidth expects a rate as --link takes it (1gbit, 100mbit"))
     << bad.text;
 }
+
+// --mode local (the one-process reference) names the strategy as the actors'
+// run does, counts each epoch's samples (data-parallel's were 0) and writes
+// curves without the times and bytes it cannot know, and no actor rows.
+TEST_F(output, the_local_reference_names_the_strategy_and_counts_samples) {
+  for (const std::string config : {"resist", "data-parallel"}) {
+    SCOPED_TRACE(config);
+    const auto metrics_path = path_of(config + "-local.json");
+    const auto curves_path = path_of(config + "-local.csv");
+    auto out = run_baton({"run", source_path("configs/" + config + ".yaml"), "--mode", "local",
+                          "--set", "data.train_limit=512", "--set", "data.test_limit=128",
+                          "--set", "data.epochs=2", "--metrics-out", metrics_path, "--curves",
+                          curves_path});
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_TRUE(contains(out.text, "\n" + config + " (local): ")) << out.text;
+    auto metrics = read_json(metrics_path);
+    ASSERT_FALSE(metrics.is_discarded()) << out.text;
+    EXPECT_EQ(metrics.at("mode"), config);
+    EXPECT_EQ(metrics.at("run"), "local");
+    const auto csv = lines_of(curves_path);
+    ASSERT_EQ(csv.size(), 3u) << read_text(curves_path); // the header and 2 epochs
+    for (int e = 1; e <= 2; ++e) {
+      auto row = cells(csv[e]);
+      ASSERT_EQ(row.size(), 10u) << csv[e];
+      EXPECT_EQ(row[0], config);
+      EXPECT_EQ(row[1], "workers");
+      EXPECT_EQ(row[3], std::to_string(e));
+      EXPECT_EQ(row[5], "512") << csv[e];
+      EXPECT_TRUE(row[4].empty() && row[8].empty() && row[9].empty()) << csv[e];
+    }
+  }
+}
