@@ -249,10 +249,10 @@ std::string slurm_cluster::start_guard() {
   int ends[2];
   if (::pipe2(ends, O_CLOEXEC) != 0)
     return std::string{"cannot make the guard's pipe: "} + std::strerror(errno);
-  // grep -z -x: one whole NUL-separated entry of /proc/PID/environ.
+  // grep -z -x -F: one whole NUL-separated entry of /proc/PID/environ, as text.
   std::vector<std::string> argv{
     "/bin/sh", "-c",
-    "read -r _; for p in /proc/[0-9]*; do grep -qzx \"SLURM_CONF=$0\" \"$p/environ\" "
+    "read -r _; for p in /proc/[0-9]*; do grep -qzxF \"SLURM_CONF=$0\" \"$p/environ\" "
     "2>/dev/null && kill -KILL \"${p#/proc/}\" 2>/dev/null; done; exit 0",
     config_};
   auto arg_pointers = pointers(argv);
