@@ -51,7 +51,8 @@ const std::vector<mode>& all_modes() {
   // One line a mode: schema, plan, local reference, then its optional hooks
   // (prepare, save_model, run_separate, traces). The first is the default job
   // (`job:` absent). Transfer and data-parallel start from a pretrained
-  // backbone (pre-trained first when missing); a pipeline trains the backbone
+  // backbone (a missing one is refused, or pre-trained first with
+  // backbone.pretrain.if_missing: pretrain); a pipeline trains the backbone
   // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
     {transfer_schema(), plan_transfer, run_transfer_local, ensure_pretrained, save_transfer_model, run_separate},
