@@ -21,8 +21,12 @@ namespace baton::testing {
 inline topology_fixture data_parallel_topology(const std::string& file,
                                                const std::string& model = "",
                                                const std::string& checkpoint = "none") {
+  // backbone.model is the model trained when data_parallel.model is not
+  // given; another model beside it would be refused (one model, named once).
+  const std::string backbone_model =
+    model.empty() || model == "convnet" ? "model: convnet, " : "";
   const std::string backbone =
-    "{model: convnet, checkpoint: " + checkpoint + ",\n"
+    "{" + backbone_model + "checkpoint: " + checkpoint + ",\n"
     "           pretrain: {task: all10, optimizer: {lr: 0.05, momentum: 0.9}}}";
   const std::string model_key = model.empty() ? "" : "  model: " + model + "\n";
   return {file, small_job_topology("data-parallel", "data_parallel", backbone) + model_key};
