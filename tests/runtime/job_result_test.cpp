@@ -159,18 +159,23 @@ TEST(job_result, figures_and_events_round_trip) {
   EXPECT_EQ(w.events, worker.events);
 }
 
-// The seconds of each head's epochs go into its epochs and come back.
-TEST(job_result, epoch_seconds_round_trip) {
+// The seconds and bytes of each head's epochs go into its epochs (numbered
+// from 1) and come back.
+TEST(job_result, epoch_seconds_and_bytes_round_trip) {
   job_result r;
   auto head = actor("workers", 3.0, 1.0, 0);
   head.epochs = {{0, 0.5, 0.8, 64}, {1, 0.4, 0.85, 64}};
   r.heads = {head};
   r.epoch_seconds["workers"] = {{0, 1.25}, {1, 2.5}};
+  r.epoch_bytes["workers"] = {{0, 4096}, {1, 8192}};
   auto j = to_json(r);
+  EXPECT_EQ(j.at("heads").at(0).at("epochs").at(1).at("epoch"), 2);
   EXPECT_EQ(j.at("heads").at(0).at("epochs").at(1).at("seconds"), 2.5);
+  EXPECT_EQ(j.at("heads").at(0).at("epochs").at(1).at("bytes_sent"), 8192);
   auto back = job_result_from_json(j);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->epoch_seconds, r.epoch_seconds);
+  EXPECT_EQ(back->epoch_bytes, r.epoch_bytes);
 }
 
 // A run stopped at runtime.stop_at_accuracy says so in the metrics and the
