@@ -1,8 +1,8 @@
 // `baton run` with the user's TorchScript model in every strategy whose
 // arithmetic allows one: transfer (a 64-feature backbone: the heads take the
-// width measured at load), pipeline, data-parallel over the ring (the
-// actors end with the one-process reference's weights) and with a frozen
-// prefix; and the refusals: a module whose forward is not its children in
+// width measured at load), pipeline, data-parallel over the ring and the
+// parameter shards (the actors end with the one-process reference's
+// weights) and with a frozen prefix; and the refusals: a module whose forward is not its children in
 // order (its structure shown), IST with a model it cannot cut, and a model
 // key the job would not use (file:line). The models are written by Python's
 // torch (skipped without a python3 that can import it); the data is
@@ -135,7 +135,7 @@ TEST_F(torchscript_models, pipeline_trains_its_children_as_stages) {
   EXPECT_GT(accuracy(metrics, "stage1"), above_chance);
 }
 
-TEST_F(torchscript_models, data_parallel_ring_ends_with_the_references_weights) {
+TEST_F(torchscript_models, data_parallel_ring_and_ps_end_with_the_references_weights) {
   const auto args = job("configs/data-parallel.yaml", "backbone64.pt", 1024,
                         {"data_parallel.model=torchscript", "data.epochs=1"});
   const auto actors = run_job(*dir_, args, "ring");
@@ -143,8 +143,13 @@ TEST_F(torchscript_models, data_parallel_ring_ends_with_the_references_weights) 
   auto local = args;
   local.insert(local.end(), {"--mode", "local"});
   const auto reference = run_job(*dir_, local, "ring-local");
-  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker").at("worker.0"),
-            reference.at("heads").at(0).at("weights_digest").get<std::string>());
+  const auto expected = reference.at("heads").at(0).at("weights_digest").get<std::string>();
+  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker").at("worker.0"), expected);
+  // Parameter shards instead of the ring: the same SGD steps.
+  auto ps = args;
+  ps.insert(ps.end(), {"--set", "data_parallel.exchange=ps"});
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, ps, "ps"), "data_parallel_worker").at("worker.0"),
+            expected);
 }
 
 TEST_F(torchscript_models, data_parallel_freezes_a_prefix_of_its_children) {
