@@ -14,12 +14,13 @@ using namespace baton::testing;
 
 namespace {
 
-/// Saves a TorchScript backbone of two children (flatten, then identity)
-/// to `path`: 784 features per 28x28 image where the heads take 256, so
-/// LibTorch refuses a head's first forward.
+/// Saves a TorchScript backbone of two children (a flatten of the whole
+/// batch into one row, then identity) to `path`: its width, measured on one
+/// sample when it is loaded, is 784, but a minibatch of 16 comes out as one
+/// row of 16 x 784 features, so LibTorch refuses a head's first forward.
 void write_wrong_width_backbone(const std::string& path) {
   torch::jit::Module flatten("flatten_layer");
-  flatten.define("def forward(self, x):\n    return x.flatten(1)\n");
+  flatten.define("def forward(self, x):\n    return x.reshape(1, -1)\n");
   torch::jit::Module same("identity_layer");
   same.define("def forward(self, x):\n    return x\n");
   torch::jit::Module backbone("wrong_width_backbone");
