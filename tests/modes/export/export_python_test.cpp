@@ -8,6 +8,8 @@
 // hash each result row's weights digest (SHA-256 of the parameters' bytes in
 // order). So the module holds exactly the trained weights and computes
 // exactly baton's predictions on every test sample that baton scored.
+// Runs of --mode local save the same way: each mode's one-process reference
+// is checked beside its actors.
 
 #include <cmath>
 #include <cstdio>
@@ -220,6 +222,7 @@ TEST_F(export_python, data_parallel_saves_worker_0s_model) {
   const std::vector<output> workers{{"workers", "", "all10", "", 256}};
   const auto args = tiny("configs/data-parallel.yaml");
   check({"ring", args, workers});
+  check({"ring-local", with(args, {"--mode", "local"}), workers});
   check({"ps", with(args, {"--set", "data_parallel.exchange=ps"}), workers});
   check({"local-sgd", with(args, {"--set", "data_parallel.sync_every=4"}), workers});
   check({"freezing", tiny("configs/fine-tune.yaml", {"--set", "backbone.checkpoint=none"}),
@@ -233,7 +236,9 @@ TEST_F(export_python, ist_and_resist_save_the_assembled_network) {
   const auto ist = tiny("configs/ist.yaml", {"--set", "ist.hidden=[64]"});
   check({"ist", ist, workers});
   check({"ist-local", with(ist, {"--mode", "local"}), workers});
-  check({"resist", tiny("configs/resist.yaml"), workers});
+  const auto resist = tiny("configs/resist.yaml");
+  check({"resist", resist, workers});
+  check({"resist-local", with(resist, {"--mode", "local"}), workers});
 }
 
 TEST_F(export_python, a_torchscript_backbone_is_exported_with_its_trained_layers) {
