@@ -196,6 +196,10 @@ YAML::Node to_node(const T& x) {
     YAML::Node out(YAML::NodeType::Sequence);
     for (const auto& item : x)
       out.push_back(to_node(item));
+    // `[]` on the key's line, as yaml-cpp writes an empty list it has read:
+    // the settings the plan writes and those a node re-writes are one text.
+    if (x.empty())
+      out.SetStyle(YAML::EmitterStyle::Flow);
     return out;
   } else {
     YAML::Node out(YAML::NodeType::Map);
