@@ -365,8 +365,7 @@ private:
     return "no recovery: the run writes no checkpoints to restart from "
            "(runtime.checkpoint_every is 0); to survive a lost node, checkpoint every N steps "
            "with runtime.checkpoint_every: N (e.g. --set runtime.checkpoint_every=50): the job "
-           "then restarts from its newest checkpoint on the surviving nodes (data-parallel "
-           "with max_staleness > 0 cannot checkpoint: use max_staleness 0)";
+           "then restarts from its newest checkpoint on the surviving nodes";
   }
 
   /// A node is lost and the run cannot recover (`what` says so): the actors

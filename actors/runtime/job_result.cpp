@@ -205,6 +205,39 @@ nlohmann::json to_json(const job_result& r) {
   return j;
 }
 
+namespace {
+
+// A result group of the metrics, with its epochs' seconds and bytes.
+void read_head(const nlohmann::json& h, job_result& r) {
+  r.heads.push_back(head_from_json(h));
+  for (const auto& e : h.value("epochs", nlohmann::json::array())) {
+    const auto& head = r.heads.back().actor;
+    const int32_t epoch = e.at("epoch").get<int32_t>() - 1;
+    if (e.contains("seconds"))
+      r.epoch_seconds[head][epoch] = e.at("seconds").get<double>();
+    if (e.contains("bytes_sent"))
+      r.epoch_bytes[head][epoch] = e.at("bytes_sent").get<int64_t>();
+  }
+}
+
+// An actor of the metrics (its edges are read from the flat edge list).
+messages::actor_report actor_from_json(const nlohmann::json& a) {
+  messages::actor_report x;
+  x.actor = a.at("name").get<std::string>();
+  x.role = a.at("role").get<std::string>();
+  x.node = a.value("node", "");
+  x.busy_seconds = a.at("busy_seconds").get<double>();
+  x.idle_seconds = a.at("idle_seconds").get<double>();
+  x.bubble_seconds = a.value("bubble_seconds", 0.0);
+  x.compute_cpu_seconds = a.value("compute_cpu_seconds", 0.0);
+  x.process_cpu_seconds = a.value("process_cpu_seconds", 0.0);
+  x.weights_digest = a.value("weights_digest", "");
+  read_figures_and_events(a, x);
+  return x;
+}
+
+} // namespace
+
 caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
   try {
     job_result r;
@@ -215,35 +248,14 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.topology_file = j.value("topology", "");
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.train_seconds = j.value("train_seconds", 0.0);
-    for (const auto& h : j.at("heads")) {
-      r.heads.push_back(head_from_json(h));
-      for (const auto& e : h.value("epochs", nlohmann::json::array())) {
-        const auto& head = r.heads.back().actor;
-        const int32_t epoch = e.at("epoch").get<int32_t>() - 1;
-        if (e.contains("seconds"))
-          r.epoch_seconds[head][epoch] = e.at("seconds").get<double>();
-        if (e.contains("bytes_sent"))
-          r.epoch_bytes[head][epoch] = e.at("bytes_sent").get<int64_t>();
-      }
-    }
+    for (const auto& h : j.at("heads"))
+      read_head(h, r);
     for (const auto& n : j.at("nodes"))
       r.nodes.push_back({n.at("name").get<std::string>(), n.at("peak_rss_bytes").get<int64_t>(),
                          n.at("cpu_seconds").get<double>(), n.value("cores", 0),
                          n.value("memory_bytes", int64_t{0}), {}});
-    for (const auto& a : j.at("actors")) {
-      messages::actor_report x;
-      x.actor = a.at("name").get<std::string>();
-      x.role = a.at("role").get<std::string>();
-      x.node = a.value("node", "");
-      x.busy_seconds = a.at("busy_seconds").get<double>();
-      x.idle_seconds = a.at("idle_seconds").get<double>();
-      x.bubble_seconds = a.value("bubble_seconds", 0.0);
-      x.compute_cpu_seconds = a.value("compute_cpu_seconds", 0.0);
-      x.process_cpu_seconds = a.value("process_cpu_seconds", 0.0);
-      x.weights_digest = a.value("weights_digest", "");
-      read_figures_and_events(a, x);
-      r.actors.push_back(std::move(x));
-    }
+    for (const auto& a : j.at("actors"))
+      r.actors.push_back(actor_from_json(a));
     r.restarts = j.value("restarts", 0);
     for (const auto& f : j.value("faults", nlohmann::json::array()))
       r.faults.push_back({f.at("kind").get<std::string>(), f.at("target").get<std::string>(),
