@@ -376,6 +376,19 @@ TEST_F(topology_test, heads_and_tasks) {
   expect_error_at("tasks: []\n", "tasks", {"the topology is missing the key 'heads'"});
 }
 
+// A workload without `heads:` runs under transfer with one head on its task.
+TEST_F(topology_test, without_heads_one_head_trains_the_task) {
+  auto t = load("tasks:\n  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
+                "  - {name: footwear, labels: [0, 0, 0, 0, 0, 1, 0, 1, 0, 1]}\n"
+                "task: footwear\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  const auto& heads = transfer(*t).heads;
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_EQ(heads[0].spec.name, "footwear");
+  EXPECT_EQ(heads[0].spec.task_def.name, "footwear");
+  EXPECT_EQ(heads[0].spec.model.classes, 2);
+}
+
 // A head's name is the directory of its checkpoints: `./all10` and `all10/`
 // once shared `all10`'s, and `../../evil` wrote above checkpoint_dir.
 TEST_F(topology_test, a_name_is_one_path_component_under_one_rule) {

@@ -167,15 +167,22 @@ void check_feature_cache(const field& section, const transfer_settings& s) {
 
 // -- heads ---------------------------------------------------------------------------
 
+// A head `name` training `task` with the default optimizer.
+head_placement make_head(const std::string& name, const model::task& task, const topology& t) {
+  head_placement head;
+  head.spec.name = name;
+  head.spec.task_def = task;
+  head.spec.model.name = "head";
+  head.spec.model.classes = task.classes;
+  // Derived from the name only, so adding a head does not change the others.
+  head.spec.model.seed = model::derive_seed(t.seed, "head/" + name);
+  return head;
+}
+
 head_placement parse_head(const field& item, const topology& t) {
   check_section(item);
-  head_placement head;
-  head.spec.name = read_new_name(item.require("name"), "head");
-  head.spec.task_def = read_task(item.require("task"), t);
-  head.spec.model.name = "head";
-  head.spec.model.classes = head.spec.task_def.classes;
-  // Derived from the name only, so adding a head does not change the others.
-  head.spec.model.seed = model::derive_seed(t.seed, "head/" + head.spec.name);
+  const std::string name = read_new_name(item.require("name"), "head");
+  head_placement head = make_head(name, read_task(item.require("task"), t), t);
   read_if(item, "optimizer", head.spec.optimizer,
           [](const field& f) { return read_optimizer(f, {}); });
   read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
@@ -218,7 +225,15 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
     place_stages(*f, t, s);
   parse_feature_cache(backbone, s.features);
   check_feature_cache(backbone, s);
-  s.heads = parse_heads(root.require("heads"), t);
+  // Without `heads:`, one head trains the workload's `task`, named after it:
+  // a workload written for another strategy runs under transfer by
+  // changing `job:` alone.
+  // (With no task to train, `heads:` is required as before.)
+  const model::task* task = t.find_task(t.task);
+  if (auto heads = root.get("heads"); heads || task == nullptr)
+    s.heads = parse_heads(root.require("heads"), t);
+  else
+    s.heads = {make_head(t.task, *task, t)};
   const int64_t features = measure_features(backbone, t);
   for (auto& head : s.heads)
     head.spec.model.features = features;
