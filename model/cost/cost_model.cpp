@@ -1,0 +1,442 @@
+#include "model/cost/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "model/core/error.hpp"
+
+namespace baton::model::cost {
+
+namespace {
+
+template <class... Fs> struct overloaded : Fs... { using Fs::operator()...; };
+template <class... Fs> overloaded(Fs...) -> overloaded<Fs...>;
+
+constexpr double mebibyte = 1024.0 * 1024.0;
+
+// -- checks ---------------------------------------------------------------------------
+
+void require(bool ok, const std::string& what) {
+  if (!ok)
+    throw error("cost model: expected " + what);
+}
+
+void check(const workload& w, const cluster& c) {
+  require(!w.layers.empty(), "a profile with at least one layer");
+  require(w.profiled_batch > 0, "profiled_batch > 0, got " + std::to_string(w.profiled_batch));
+  require(w.batch_size > 0, "batch_size > 0, got " + std::to_string(w.batch_size));
+  require(w.samples_per_epoch >= 0, "samples_per_epoch >= 0");
+  require(c.hosts >= 1, "hosts >= 1, got " + std::to_string(c.hosts));
+  require(c.link.bandwidth > 0, "bandwidth > 0 bytes/s");
+  require(c.link.latency >= 0 && c.link.message_overhead >= 0,
+          "latency and message_overhead >= 0 seconds");
+}
+
+void check(const workload& w, const freezing& f) {
+  require(f.frozen_layers <= w.layers.size(),
+          "a frozen prefix of at most " + std::to_string(w.layers.size()) + " layers, got " +
+            std::to_string(f.frozen_layers));
+}
+
+// -- compute of one process -------------------------------------------------------------
+
+/// Forward, backward and update of one step of the whole model at `batch`
+/// samples, with a frozen prefix.
+struct step_compute {
+  double forward = 0;
+  double backward = 0;
+  double update = 0;
+  double gradient_bytes = 0; ///< trainable parameters
+  double total() const { return forward + backward + update; }
+};
+
+double scale_of(const workload& w, double batch) {
+  return batch / static_cast<double>(w.profiled_batch);
+}
+
+step_compute compute_of(const workload& w, double batch, const freezing& f) {
+  const double scale = scale_of(w, batch);
+  step_compute s;
+  for (size_t k = 0; k < w.layers.size(); ++k) {
+    const auto& l = w.layers[k];
+    const bool frozen = k < f.frozen_layers;
+    if (!(frozen && f.cache))
+      s.forward += l.forward_seconds * scale;
+    if (frozen)
+      continue;
+    s.backward += l.backward_seconds * scale;
+    s.update += l.update_seconds;
+    s.gradient_bytes += l.parameter_bytes;
+  }
+  return s;
+}
+
+int64_t ceil_steps(int64_t samples, double per_step) {
+  return static_cast<int64_t>(std::ceil(static_cast<double>(samples) / per_step));
+}
+
+prediction finish(prediction p, const workload& w) {
+  p.step_seconds = p.compute_seconds + p.communication_seconds + p.waiting_seconds;
+  if (p.steps_per_epoch == 0 && w.samples_per_epoch > 0)
+    p.steps_per_epoch = ceil_steps(w.samples_per_epoch, p.samples_per_step);
+  return p;
+}
+
+// -- worker <-> shard exchanges (ps, IST) --------------------------------------------------
+
+/// One direction of every worker exchanging `payload` bytes with S shards
+/// (payload / S each), the shards dealt round-robin over the W hosts (shard s
+/// on host s % W, each host also a worker). Host n holds k_n shards: its
+/// worker's slices to the other hosts' shards are payload (S - k_n) / S, its
+/// shards' slices from the other workers k_n (W - 1) payload / S, on the two
+/// directions of its link. The phase ends when the busiest host is done:
+/// latency + max_n [overhead x max(S - k_n, k_n (W - 1)) + max(out_n, in_n) / B].
+double exchange_seconds(double payload, int32_t workers, int32_t shards, const link_model& link) {
+  if (workers == 1)
+    return 0;
+  double slowest = 0;
+  for (int32_t n = 0; n < workers; ++n) {
+    const int32_t held = shards / workers + (n < shards % workers ? 1 : 0);
+    const double out = payload * (shards - held) / shards;
+    const double in = payload * held * (workers - 1) / shards;
+    const double messages = std::max(shards - held, held * (workers - 1));
+    slowest = std::max(slowest, link.message_overhead * messages + std::max(out, in) / link.bandwidth);
+  }
+  return link.latency + slowest;
+}
+
+/// The share of shards on the host holding the most: its shards' updates
+/// run one after the other.
+double busiest_shard_share(int32_t workers, int32_t shards) {
+  const int32_t most = (shards + workers - 1) / workers;
+  return static_cast<double>(most) / shards;
+}
+
+// -- one prediction per strategy ---------------------------------------------------------
+
+prediction predict_local(const workload& w, const cluster&, const local_strategy& s) {
+  check(w, s.freeze);
+  prediction p;
+  p.compute_seconds = compute_of(w, w.batch_size, s.freeze).total();
+  p.samples_per_step = w.batch_size;
+  return p;
+}
+
+/// Every worker runs the whole step on its own batch; the buckets go on the
+/// ring in backward order, each when the backward has produced it (overlap)
+/// or all after the backward, one after the other: bucket k ends at
+/// max(ready_k, end_{k-1}) + ring_allreduce(bytes_k). The step ends at
+/// max(backward end, last bucket's end) + update.
+prediction predict_ring(const workload& w, const cluster& c, const ring_strategy& s) {
+  check(w, s.freeze);
+  const step_compute compute = compute_of(w, w.batch_size, s.freeze);
+  const double scale = scale_of(w, w.batch_size);
+  const double backward_end = compute.forward + compute.backward;
+  double ring_end = 0;
+  for (const bucket& b : gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb)) {
+    double ready = backward_end;
+    if (s.overlap) {
+      ready = compute.forward;
+      for (size_t k = b.first_layer; k < w.layers.size(); ++k)
+        ready += w.layers[k].backward_seconds * scale;
+    }
+    ring_end = std::max(ready, ring_end) + ring_allreduce_seconds(b.bytes, c.hosts, c.link);
+  }
+  prediction p;
+  p.hosts = c.hosts;
+  p.compute_seconds = compute.total();
+  p.communication_seconds = std::max(0.0, ring_end - backward_end);
+  p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes;
+  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
+  return p;
+}
+
+/// Forward and backward on the worker; push the gradient's slices to the
+/// shards, the shards step (the busiest host's shards one after the other),
+/// pull the new slices: nothing overlaps.
+prediction predict_ps(const workload& w, const cluster& c, const ps_strategy& s) {
+  check(w, s.freeze);
+  require(s.shards >= 1, "ps shards >= 1, got " + std::to_string(s.shards));
+  const step_compute compute = compute_of(w, w.batch_size, s.freeze);
+  const double exchange = exchange_seconds(compute.gradient_bytes, c.hosts, s.shards, c.link);
+  prediction p;
+  p.hosts = c.hosts;
+  p.compute_seconds = compute.forward + compute.backward +
+                      compute.update * busiest_shard_share(c.hosts, s.shards);
+  p.communication_seconds = 2 * exchange;
+  p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes;
+  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
+  return p;
+}
+
+/// Local steps; every L steps the trainable weights averaged over the ring
+/// (the same buckets, after the step: no overlap), amortised over the L steps.
+/// The extra average at each epoch's end is not counted.
+prediction predict_local_sgd(const workload& w, const cluster& c, const local_sgd_strategy& s) {
+  check(w, s.freeze);
+  require(s.sync_every >= 1, "sync_every >= 1, got " + std::to_string(s.sync_every));
+  const step_compute compute = compute_of(w, w.batch_size, s.freeze);
+  double average = 0;
+  for (const bucket& b : gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb))
+    average += ring_allreduce_seconds(b.bytes, c.hosts, c.link);
+  prediction p;
+  p.hosts = c.hosts;
+  p.compute_seconds = compute.total();
+  p.communication_seconds = average / s.sync_every;
+  p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes / s.sync_every;
+  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
+  return p;
+}
+
+/// Each worker trains its subnet (subnet_fraction of the compute) for L
+/// steps; per round its subnet's slices come from the shards and go back
+/// (two exchanges), amortised over the L steps. An epoch is
+/// floor(samples / batch_size / W) steps, as model::ist_steps_per_epoch.
+prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& s) {
+  const int32_t shards = s.shards == 0 ? c.hosts : s.shards;
+  require(shards >= 1, "ist shards >= 1, got " + std::to_string(s.shards));
+  require(s.local_steps >= 1, "ist local_steps >= 1, got " + std::to_string(s.local_steps));
+  require(s.subnet_fraction >= 0 && s.subnet_fraction <= 1, "ist subnet_fraction in [0, 1]");
+  const double fraction = s.subnet_fraction > 0 ? s.subnet_fraction : 1.0 / c.hosts;
+  const step_compute whole = compute_of(w, w.batch_size, freezing{});
+  const double subnet_bytes = whole.gradient_bytes * fraction;
+  prediction p;
+  p.hosts = c.hosts;
+  p.compute_seconds = whole.total() * fraction;
+  p.communication_seconds =
+    2 * exchange_seconds(subnet_bytes, c.hosts, shards, c.link) / s.local_steps;
+  p.wire_bytes = 2.0 * (c.hosts - 1) * subnet_bytes / s.local_steps;
+  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
+  p.steps_per_epoch = w.samples_per_epoch / w.batch_size / c.hosts;
+  return p;
+}
+
+// -- pipeline -----------------------------------------------------------------------------
+
+/// Stage ends splitting the layers into `stages` contiguous stages with the
+/// smallest largest forward + backward + update (a straight pipeline).
+std::vector<size_t> balanced_stage_ends(const std::vector<layer_profile>& layers, size_t stages) {
+  const size_t n = layers.size();
+  std::vector<double> prefix(n + 1, 0);
+  for (size_t k = 0; k < n; ++k)
+    prefix[k + 1] = prefix[k] + layers[k].forward_seconds + layers[k].backward_seconds +
+                    layers[k].update_seconds;
+  constexpr double none = std::numeric_limits<double>::infinity();
+  // best[s][j]: the smallest slowest stage of layers [0, j) in s stages; cut[s][j] its last begin.
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, none));
+  std::vector<std::vector<size_t>> cut(stages + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t s = 1; s <= stages; ++s)
+    for (size_t j = s; j <= n; ++j)
+      for (size_t i = s - 1; i < j; ++i) {
+        const double slowest = std::max(best[s - 1][i], prefix[j] - prefix[i]);
+        if (slowest < best[s][j]) {
+          best[s][j] = slowest;
+          cut[s][j] = i;
+        }
+      }
+  std::vector<size_t> ends(stages);
+  for (size_t s = stages, j = n; s > 0; j = cut[s][j], --s)
+    ends[s - 1] = j;
+  return ends;
+}
+
+/// The stage ends and replicas of `s`, checked, or the balanced straight
+/// pipeline over min(W, layers) hosts.
+std::pair<std::vector<size_t>, std::vector<int32_t>> stages_of(const workload& w, const cluster& c,
+                                                               const pipeline_strategy& s) {
+  std::vector<size_t> ends = s.stage_ends;
+  if (ends.empty())
+    ends = balanced_stage_ends(w.layers, std::min<size_t>(c.hosts, w.layers.size()));
+  size_t previous = 0;
+  for (size_t end : ends) {
+    require(end > previous, "stage ends increasing from 1, got " + std::to_string(end));
+    previous = end;
+  }
+  require(previous == w.layers.size(),
+          "the last stage end = the layer count " + std::to_string(w.layers.size()));
+  std::vector<int32_t> replicas = s.replicas;
+  if (replicas.empty())
+    replicas.assign(ends.size(), 1);
+  require(replicas.size() == ends.size(), "one replica count per stage");
+  for (int32_t r : replicas)
+    require(r >= 1 && r <= s.microbatches, "1 <= replicas <= microbatches per stage");
+  return {ends, replicas};
+}
+
+/// Per microbatch of one stage: its compute (divided by its replicas, which
+/// take every r-th microbatch), the link after it, its replica group's
+/// exchange of gradient sums once per minibatch ((r - 1) messages of the
+/// stage's parameters), and its optimiser step.
+struct stage_figures {
+  double compute = 0;    ///< forward + backward (+ update under 1f1b), / replicas
+  double update = 0;     ///< one optimiser step
+  double link = 0;       ///< 2 x (overhead + boundary activation / B): activation out, gradient back
+  double link_bytes = 0; ///< 2 x the boundary activation
+  double group_seconds = 0;
+  double group_bytes = 0;
+};
+
+std::vector<stage_figures> stage_figures_of(const workload& w, const link_model& link,
+                                            const pipeline_strategy& s,
+                                            const std::vector<size_t>& ends,
+                                            const std::vector<int32_t>& replicas) {
+  const double scale = scale_of(w, static_cast<double>(w.batch_size) / s.microbatches);
+  const bool step_each_microbatch = s.schedule == pipeline_schedule::one_f_one_b;
+  std::vector<stage_figures> out;
+  size_t begin = 0;
+  for (size_t k = 0; k < ends.size(); ++k) {
+    stage_figures f;
+    double parameters = 0;
+    for (size_t l = begin; l < ends[k]; ++l) {
+      f.compute += (w.layers[l].forward_seconds + w.layers[l].backward_seconds) * scale;
+      f.update += w.layers[l].update_seconds;
+      parameters += w.layers[l].parameter_bytes;
+    }
+    const int32_t r = replicas[k];
+    f.compute = (f.compute + (step_each_microbatch ? f.update : 0)) / r;
+    if (k + 1 < ends.size()) {
+      f.link_bytes = 2 * w.layers[ends[k] - 1].activation_bytes * scale;
+      f.link = 2 * link.message_overhead + f.link_bytes / link.bandwidth;
+    }
+    f.group_seconds = (r - 1) * link.message_seconds(parameters);
+    f.group_bytes = static_cast<double>(r) * (r - 1) * parameters;
+    out.push_back(f);
+    begin = ends[k];
+  }
+  return out;
+}
+
+/// Steady state: one microbatch leaves the pipeline every t_slot = the
+/// slowest stage or link. A minibatch of M microbatches takes M x t_slot;
+/// filling and draining the pipeline adds (S - 1) x t_slot (the bubble) and
+/// 2 (S - 1) link latencies. gpipe and 1f1b-flush drain every minibatch and
+/// step once after it (+ the slowest stage's update); 1f1b drains once per
+/// epoch (the evaluation), so its bubble is amortised over the epoch's steps.
+/// Replica groups exchange once per minibatch, on the critical path.
+prediction predict_pipeline(const workload& w, const cluster& c, const pipeline_strategy& s) {
+  require(s.microbatches >= 1, "microbatches >= 1, got " + std::to_string(s.microbatches));
+  const auto [ends, replicas] = stages_of(w, c, s);
+  const auto stages = stage_figures_of(w, c.link, s, ends, replicas);
+  double slowest_stage = 0, slowest = 0, update = 0, group = 0, bytes = 0;
+  for (const auto& f : stages) {
+    slowest_stage = std::max(slowest_stage, f.compute);
+    slowest = std::max({slowest, f.compute, f.link});
+    update = std::max(update, f.update);
+    group = std::max(group, f.group_seconds);
+    bytes += f.link_bytes * s.microbatches + f.group_bytes;
+  }
+  const double boundaries = static_cast<double>(stages.size() - 1);
+  prediction p;
+  p.hosts = 0;
+  for (int32_t r : replicas)
+    p.hosts += r;
+  p.samples_per_step = w.batch_size;
+  if (w.samples_per_epoch > 0)
+    p.steps_per_epoch = ceil_steps(w.samples_per_epoch, p.samples_per_step);
+  const bool flush = s.schedule != pipeline_schedule::one_f_one_b;
+  // 1f1b fills once per epoch; without an epoch size, nothing to amortise over.
+  const double fills = flush ? 1.0 : (p.steps_per_epoch > 0 ? 1.0 / p.steps_per_epoch : 0.0);
+  p.compute_seconds = s.microbatches * slowest_stage + (flush ? update : 0);
+  p.communication_seconds = s.microbatches * (slowest - slowest_stage) + group +
+                            fills * 2 * boundaries * c.link.latency;
+  p.waiting_seconds = fills * boundaries * slowest;
+  p.wire_bytes = bytes;
+  return p;
+}
+
+} // namespace
+
+// -- public -------------------------------------------------------------------------------
+
+double link_model::message_seconds(double bytes) const {
+  return latency + message_overhead + bytes / bandwidth;
+}
+
+double prediction::samples_per_second() const {
+  return step_seconds > 0 ? samples_per_step / step_seconds
+                          : std::numeric_limits<double>::infinity();
+}
+
+double prediction::epoch_seconds() const {
+  return static_cast<double>(steps_per_epoch) * step_seconds;
+}
+
+double ring_allreduce_seconds(double bytes, int32_t hosts, const link_model& link) {
+  if (hosts <= 1 || bytes <= 0)
+    return 0;
+  return 2.0 * (hosts - 1) * link.message_seconds(bytes / hosts);
+}
+
+std::vector<bucket> gradient_buckets(const std::vector<layer_profile>& layers,
+                                     size_t frozen_layers, double bucket_mb) {
+  require(bucket_mb > 0, "bucket_mb > 0");
+  std::vector<bucket> out;
+  bucket current;
+  for (size_t k = layers.size(); k-- > frozen_layers;) {
+    if (layers[k].parameter_bytes <= 0)
+      continue; // no gradient
+    current.bytes += layers[k].parameter_bytes;
+    current.first_layer = k;
+    if (current.bytes >= bucket_mb * mebibyte)
+      out.push_back(std::exchange(current, bucket{}));
+  }
+  if (current.bytes > 0)
+    out.push_back(current);
+  return out;
+}
+
+double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidden,
+                               int64_t classes, int32_t workers) {
+  require(!hidden.empty() && inputs > 0 && classes > 0 && workers >= 1,
+          "an mlp with inputs, classes, at least one hidden width and workers >= 1");
+  const auto d = [](int64_t x) { return static_cast<double>(x); };
+  const double wk = workers;
+  double whole = d(inputs) * d(hidden.front()) + d(classes) * d(hidden.back());
+  double subnet = whole / wk;
+  for (size_t k = 0; k < hidden.size(); ++k) {
+    whole += 2 * d(hidden[k]);
+    subnet += 2 * d(hidden[k]) / wk;
+    if (k > 0) {
+      whole += d(hidden[k]) * d(hidden[k - 1]);
+      subnet += d(hidden[k]) * d(hidden[k - 1]) / (wk * wk);
+    }
+  }
+  return subnet / whole;
+}
+
+std::string name_of(const strategy& s) {
+  return std::visit(
+    overloaded{[](const local_strategy&) { return std::string("local"); },
+               [](const ring_strategy&) { return std::string("data-parallel:ring"); },
+               [](const ps_strategy&) { return std::string("data-parallel:ps"); },
+               [](const local_sgd_strategy&) { return std::string("data-parallel:local-sgd"); },
+               [](const pipeline_strategy& p) {
+                 switch (p.schedule) {
+                 case pipeline_schedule::gpipe: return std::string("pipeline:gpipe");
+                 case pipeline_schedule::one_f_one_b_flush: return std::string("pipeline:1f1b-flush");
+                 case pipeline_schedule::one_f_one_b: break;
+                 }
+                 return std::string("pipeline:1f1b");
+               },
+               [](const ist_strategy&) { return std::string("ist"); }},
+    s);
+}
+
+prediction predict(const workload& w, const cluster& c, const strategy& s) {
+  check(w, c);
+  prediction p = std::visit(
+    overloaded{[&](const local_strategy& x) { return predict_local(w, c, x); },
+               [&](const ring_strategy& x) { return predict_ring(w, c, x); },
+               [&](const ps_strategy& x) { return predict_ps(w, c, x); },
+               [&](const local_sgd_strategy& x) { return predict_local_sgd(w, c, x); },
+               [&](const pipeline_strategy& x) { return predict_pipeline(w, c, x); },
+               [&](const ist_strategy& x) { return predict_ist(w, c, x); }},
+    s);
+  p.strategy = name_of(s);
+  return finish(p, w);
+}
+
+} // namespace baton::model::cost

@@ -1,0 +1,196 @@
+#pragma once
+
+// The cost model of issue 24: the time of one training step of each of
+// baton's strategies, predicted from a workload's profile (`baton profile`'s
+// per-layer times and bytes on this machine) and a link model. Pure
+// arithmetic: no torch, no actors, tested against hand-computed cases
+// (tests/model/cost/cost_model_test.cpp); docs/cost-model.md has the same
+// formulas for users.
+//
+// Units: seconds, bytes, bytes per second, samples.
+//
+// What is assumed everywhere (each strategy adds its own below):
+// - Compute scales linearly with the batch: forward and backward of a layer
+//   at b samples take (b / profiled_batch) x the profiled times; activation
+//   bytes scale the same way; an optimiser step and the parameter bytes do
+//   not depend on the batch. Small-batch inefficiency is not modelled.
+// - Every host has one full-duplex link of `bandwidth` bytes/s each way; a
+//   message of n bytes takes latency + message_overhead + n / bandwidth. The
+//   switch is never the bottleneck (every host pair at full rate at once).
+// - One thread of compute per host; compute and communication of a host
+//   overlap only where a strategy says so.
+// - Hosts are identical (the profile's machine), nothing fails, stragglers
+//   are not modelled.
+// - Statistical efficiency is not modelled: a prediction is time per step
+//   (and per epoch), not time to an accuracy. Time to target = predicted time
+//   per epoch x epochs to target measured at the sizes run (an assumption for
+//   a larger W, not a prediction).
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace baton::model::cost {
+
+// -- inputs --------------------------------------------------------------------
+
+/// What one layer costs at the profiled batch: the fields of
+/// model::layer_cost (model/planning/partitioner.hpp), copied by the caller so
+/// that this library needs neither the planner nor torch.
+struct layer_profile {
+  std::string name;
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double update_seconds = 0;   ///< one optimiser step of the layer's parameters
+  double activation_bytes = 0; ///< the layer's output at the profiled batch
+  double parameter_bytes = 0;  ///< also its gradient's bytes
+};
+
+/// The workload: its profile and how it is batched.
+struct workload {
+  std::vector<layer_profile> layers;
+  int64_t profiled_batch = 1;    ///< samples the profile was measured at (> 0)
+  /// data.batch_size: samples per step of one worker (data-parallel, IST,
+  /// local) or per minibatch of the pipeline (cut into its microbatches).
+  int64_t batch_size = 1;
+  int64_t samples_per_epoch = 0; ///< training samples per epoch (0: epochs not predicted)
+};
+
+/// One link: what a message of n bytes costs.
+struct link_model {
+  double bandwidth = 125e6;      ///< bytes per second, each way (> 0); 1 Gbit/s = 125e6
+  double latency = 0;            ///< seconds from send to arrival, per message
+  double message_overhead = 0;   ///< seconds of sender/receiver work per message
+  /// latency + message_overhead + bytes / bandwidth.
+  double message_seconds(double bytes) const;
+};
+
+/// W hosts joined by one kind of link.
+struct cluster {
+  int32_t hosts = 1;             ///< W >= 1
+  link_model link;
+};
+
+/// A frozen prefix (data_parallel.freeze.up_to): its layers run forward only,
+/// with no backward, no optimiser step and no bytes on the wire. With the
+/// cache (freeze.cache: memory) the prefix's output is read from memory after
+/// the first epoch, so its forward is gone too: the prediction is the steady
+/// state of epochs 2 and later (epoch 1 costs as without the cache; filling
+/// the cache is free).
+struct freezing {
+  size_t frozen_layers = 0;      ///< layers [0, frozen_layers) are frozen
+  bool cache = false;
+};
+
+// -- strategies ------------------------------------------------------------------
+
+/// `--mode local`: one process trains batch_size samples per step.
+struct local_strategy {
+  freezing freeze;
+};
+
+/// data-parallel, exchange: ring (every step's gradients all-reduced).
+struct ring_strategy {
+  freezing freeze;
+  double bucket_mb = 25;         ///< data_parallel.bucket_mb (MiB)
+  bool overlap = true;           ///< data_parallel.overlap
+};
+
+/// data-parallel, exchange: ps (BSP, max_staleness 0).
+struct ps_strategy {
+  freezing freeze;
+  int32_t shards = 1;            ///< S >= 1, dealt round-robin over the W hosts
+};
+
+/// data-parallel, sync_every: L >= 1 (local SGD).
+struct local_sgd_strategy {
+  freezing freeze;
+  int32_t sync_every = 1;        ///< L
+  double bucket_mb = 25;
+};
+
+enum class pipeline_schedule { gpipe, one_f_one_b_flush, one_f_one_b };
+
+/// job: pipeline. Its step is one minibatch (batch_size samples in M
+/// microbatches); under 1f1b that is M optimiser steps of each stage.
+struct pipeline_strategy {
+  /// Each stage's end layer (exclusive), increasing, the last = the layer
+  /// count. Empty: the layers split into min(W, layers) stages balancing
+  /// forward + backward + update (a straight pipeline, one host per stage).
+  std::vector<size_t> stage_ends;
+  std::vector<int32_t> replicas; ///< per stage (empty: 1 each)
+  int32_t microbatches = 1;      ///< M >= 1
+  pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
+};
+
+/// job: ist. W workers (the hosts), S shards, L local steps per round.
+struct ist_strategy {
+  int32_t shards = 0;            ///< S (0: W, one per host)
+  int32_t local_steps = 10;      ///< L >= 1
+  /// A worker's subnet as a fraction of the network's parameters, which is
+  /// also taken as its fraction of the compute (an mlp's flops follow its
+  /// weights); 0: 1/W. ist_mlp_subnet_fraction gives IST's exact one.
+  double subnet_fraction = 0;
+};
+
+using strategy = std::variant<local_strategy, ring_strategy, ps_strategy, local_sgd_strategy,
+                              pipeline_strategy, ist_strategy>;
+
+/// "local", "data-parallel:ring", "data-parallel:ps", "data-parallel:local-sgd",
+/// "pipeline:gpipe", "pipeline:1f1b-flush", "pipeline:1f1b", "ist": the names
+/// of `baton compare --strategies`.
+std::string name_of(const strategy& s);
+
+// -- outputs -----------------------------------------------------------------------
+
+/// The predicted steady-state step of one strategy on one cluster.
+struct prediction {
+  std::string strategy;
+  int32_t hosts = 1;             ///< hosts the strategy uses (a pipeline: its stages' replicas)
+  /// Seconds per step = compute + communication + waiting.
+  double step_seconds = 0;
+  double compute_seconds = 0;       ///< on the critical path (the slowest stage for a pipeline)
+  double communication_seconds = 0; ///< exposed: not hidden behind compute
+  double waiting_seconds = 0;       ///< a pipeline's bubble; 0 for the others
+  double wire_bytes = 0;         ///< bytes sent between hosts per step, all hosts together
+  double samples_per_step = 0;
+  int64_t steps_per_epoch = 0;   ///< ceil(samples_per_epoch / samples_per_step)
+  double samples_per_second() const;
+  double epoch_seconds() const;  ///< steps_per_epoch x step_seconds
+};
+
+/// The prediction of `s` for `w` on `c`. Throws model::error on a workload or
+/// cluster that makes no sense (no layers, batch or hosts < 1, bandwidth <= 0,
+/// a frozen prefix longer than the model, bad stage ends) with what was
+/// expected.
+prediction predict(const workload& w, const cluster& c, const strategy& s);
+
+// -- building blocks (public for the tests and for callers that explain) -----------
+
+/// A ring all-reduce of `bytes` over `hosts`: reduce-scatter then
+/// all-gather, 2(W-1) rounds, in each every host sends a chunk of bytes/W to
+/// its successor: 2(W-1) x link.message_seconds(bytes / W); 0 for W = 1.
+double ring_allreduce_seconds(double bytes, int32_t hosts, const link_model& link);
+
+/// Gradient buckets as model::make_buckets cuts them, at layer granularity:
+/// trainable layers from the last to the first, a bucket closed once it holds
+/// >= bucket_mb MiB. Each bucket's bytes and the index of its first layer
+/// (the backward reaches it last: the bucket is ready when that layer's
+/// backward ends).
+struct bucket {
+  double bytes = 0;
+  size_t first_layer = 0;
+};
+std::vector<bucket> gradient_buckets(const std::vector<layer_profile>& layers,
+                                     size_t frozen_layers, double bucket_mb);
+
+/// IST's subnet fraction of an mlp (inputs -> hidden... -> classes, no
+/// biases, batch norm weight and bias per hidden neuron), as
+/// model::ist_bytes_formula counts a worker's subnet: first and last layers
+/// / W, hidden-to-hidden / W^2, batch norm / W; divided by the whole
+/// network's parameters.
+double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidden,
+                               int64_t classes, int32_t workers);
+
+} // namespace baton::model::cost

@@ -1,0 +1,122 @@
+#include "model/cost/projection.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "model/core/error.hpp"
+
+namespace baton::model::cost {
+
+namespace {
+
+/// samples/s of a minus samples/s of b: > 0 where a leads.
+double lead(const workload& w, const strategy& a, const strategy& b, const cluster& c) {
+  return predict(w, c, a).samples_per_second() - predict(w, c, b).samples_per_second();
+}
+
+cluster at_bandwidth(cluster c, double bandwidth) {
+  c.link.bandwidth = bandwidth;
+  return c;
+}
+
+/// Fills the names: whoever leads where `lead_above` is measured.
+crossover named(crossover x, const strategy& a, const strategy& b, double lead_above) {
+  x.faster_above = name_of(lead_above > 0 ? a : b);
+  x.faster_below = name_of(lead_above > 0 ? b : a);
+  return x;
+}
+
+} // namespace
+
+double gbit_per_second(double gbit) {
+  return gbit * 125e6;
+}
+
+const std::vector<int32_t>& default_projection_hosts() {
+  static const std::vector<int32_t> hosts{4, 8, 16, 32, 64};
+  return hosts;
+}
+
+const std::vector<double>& default_projection_gbit() {
+  static const std::vector<double> gbit{1, 10, 100};
+  return gbit;
+}
+
+std::vector<projection_point> project(const workload& w, const strategy& s, const link_model& base,
+                                      const std::vector<int32_t>& hosts,
+                                      const std::vector<double>& bandwidths) {
+  std::vector<projection_point> out;
+  for (int32_t h : hosts)
+    for (double bandwidth : bandwidths) {
+      cluster c{h, base};
+      c.link.bandwidth = bandwidth;
+      out.push_back({h, bandwidth, predict(w, c, s)});
+    }
+  return out;
+}
+
+std::string crossover::sentence() const {
+  char text[256];
+  if (along == axis::bandwidth)
+    std::snprintf(text, sizeof text, "%s overtakes %s above %.3g Gbit/s (%g hosts)",
+                  faster_above.c_str(), faster_below.c_str(), at / 125e6, fixed);
+  else
+    std::snprintf(text, sizeof text, "%s overtakes %s from %g hosts (%.3g Gbit/s)",
+                  faster_above.c_str(), faster_below.c_str(), at, fixed / 125e6);
+  return text;
+}
+
+std::optional<crossover> bandwidth_crossover(const workload& w, const strategy& a,
+                                             const strategy& b, const cluster& c, double low,
+                                             double high) {
+  if (!(low > 0 && high > low))
+    throw error("cost model: expected 0 < low < high bandwidths");
+  constexpr int points = 200;
+  const double ratio = std::pow(high / low, 1.0 / (points - 1));
+  double below = low;
+  double lead_below = lead(w, a, b, at_bandwidth(c, below));
+  for (int k = 1; k < points; ++k) {
+    double above = k + 1 == points ? high : below * ratio;
+    double lead_above = lead(w, a, b, at_bandwidth(c, above));
+    if ((lead_below > 0) == (lead_above > 0)) {
+      below = above;
+      lead_below = lead_above;
+      continue;
+    }
+    const double sign_above = lead_above;
+    while (above / below - 1 > 1e-9) {
+      const double middle = std::sqrt(below * above);
+      if ((lead(w, a, b, at_bandwidth(c, middle)) > 0) == (lead_below > 0))
+        below = middle;
+      else
+        above = middle;
+    }
+    crossover x;
+    x.along = crossover::axis::bandwidth;
+    x.at = std::sqrt(below * above);
+    x.fixed = c.hosts;
+    return named(x, a, b, sign_above);
+  }
+  return std::nullopt;
+}
+
+std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, const strategy& b,
+                                         const link_model& link,
+                                         const std::vector<int32_t>& hosts) {
+  if (hosts.empty())
+    return std::nullopt;
+  const bool a_leads_first = lead(w, a, b, cluster{hosts.front(), link}) > 0;
+  for (int32_t h : hosts) {
+    const double lead_here = lead(w, a, b, cluster{h, link});
+    if ((lead_here > 0) != a_leads_first) {
+      crossover x;
+      x.along = crossover::axis::hosts;
+      x.at = h;
+      x.fixed = link.bandwidth;
+      return named(x, a, b, lead_here);
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace baton::model::cost
