@@ -222,25 +222,6 @@ private:
   std::thread thread_;
 };
 
-/// Prints and writes what a finished run has, as `baton run` does; the exit code.
-int report_run(const run_request& r, const caf::expected<job_result>& result) {
-  if (!result)
-    return fail(result.error());
-  std::printf("%s", results_table(*result).c_str());
-  std::fflush(stdout);
-  if (auto err = write_outputs(r, *result))
-    return fail(err);
-  record_finished(r, *result);
-  if (!r.metrics_out.empty())
-    std::printf("metrics written to %s\n", r.metrics_out.c_str());
-  if (!r.save_model.empty())
-    std::printf("model saved to %s\n", r.save_model.c_str());
-  if (!result->failed.empty()) {
-    spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
-    return 2;
-  }
-  return 0;
-}
 
 /// How long the job may take to stop once a rank is lost. A job that is
 /// restarting its actors may wait on a request to the lost rank's node for
@@ -368,6 +349,29 @@ int launch(launch_options o, const launch_identity& id, const topology& t,
 }
 
 } // namespace
+
+int report_run(const run_request& r, const caf::expected<job_result>& result) {
+  if (!result)
+    return fail(result.error());
+  // The table first: what was trained is shown even if an output fails.
+  std::printf("%s", results_table(*result).c_str());
+  std::fflush(stdout);
+  if (auto err = write_outputs(r, *result))
+    return fail(err);
+  // Only now: a run whose outputs failed may still be resumed.
+  record_finished(r, *result);
+  if (!r.metrics_out.empty())
+    std::printf("metrics written to %s\n", r.metrics_out.c_str());
+  if (!r.trace_out.empty())
+    std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
+  if (!r.save_model.empty())
+    std::printf("model saved to %s\n", r.save_model.c_str());
+  if (!result->failed.empty()) {
+    spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
+    return 2;
+  }
+  return 0;
+}
 
 int cmd_launch(args& a, const std::atomic<bool>& interrupted) {
   launch_options o;

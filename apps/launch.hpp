@@ -7,6 +7,10 @@
 
 #include <atomic>
 
+#include <caf/expected.hpp>
+
+#include "actors/runtime/job_result.hpp"
+#include "actors/runtime/jobs.hpp"
 #include "apps/args.hpp"
 
 namespace baton::apps {
@@ -16,5 +20,11 @@ namespace baton::apps {
 /// process exit code: the job's on every rank (0 on success), 1 when a rank
 /// was lost, 2 for bad input.
 int cmd_launch(args& a, const std::atomic<bool>& interrupted);
+
+/// What `baton run` (and rank 0 of `baton launch`) prints and writes of a
+/// finished run: the results table first, then the outputs `r` asks for
+/// (write_outputs), the run record, where each went; the exit code (2 for
+/// a run that failed but kept its work in the outputs).
+int report_run(const actors::run_request& r, const caf::expected<actors::job_result>& result);
 
 } // namespace baton::apps

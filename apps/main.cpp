@@ -267,27 +267,7 @@ int cmd_run(args& a, bool pretrain_only) {
     auto err = actors::pretrain(r);
     return err ? fail(err) : 0;
   }
-  auto result = actors::run_job(r);
-  if (!result)
-    return fail(result.error());
-  // The table first: what was trained is shown even if an output fails.
-  std::printf("%s", actors::results_table(*result).c_str());
-  std::fflush(stdout);
-  if (auto err = actors::write_outputs(r, *result))
-    return fail(err);
-  // Only now: a run whose outputs failed may still be resumed.
-  actors::record_finished(r, *result);
-  if (!r.metrics_out.empty())
-    std::printf("metrics written to %s\n", r.metrics_out.c_str());
-  if (!r.trace_out.empty())
-    std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
-  if (!r.save_model.empty())
-    std::printf("model saved to %s\n", r.save_model.c_str());
-  if (!result->failed.empty()) {
-    spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
-    return 2;
-  }
-  return 0;
+  return report_run(r, actors::run_job(r));
 }
 
 int cmd_node(args& a) {
