@@ -85,25 +85,51 @@ struct freezing {
 
 // -- strategies ------------------------------------------------------------------
 
-/// `--mode local`: one process trains batch_size samples per step.
+/// `--mode local`: one process trains batch_size (b) samples per step.
+///   step = F + B + U, where F, B are the forward and backward of every
+///   layer at b samples (a frozen prefix: see freezing) and U the update of
+///   the trainable layers. No communication, no waiting.
 struct local_strategy {
   freezing freeze;
 };
 
 /// data-parallel, exchange: ring (every step's gradients all-reduced).
+/// Each of the W hosts runs F + B + U on its own b samples (W b samples a
+/// step). The trainable gradients G are cut into buckets (gradient_buckets);
+/// bucket k (g_k bytes) is ready when the backward has passed its first
+/// layer: ready_k = F + sum of the backward of layers >= that layer (with
+/// overlap; without: F + B), and the buckets go on the ring one after the
+/// other: end_k = max(ready_k, end_{k-1}) + ring_allreduce_seconds(g_k).
+///   step = max(F + B, end_last) + U;  communication = max(0, end_last - (F + B))
+///   wire bytes = 2 (W - 1) G (each host sends 2 (W - 1) / W of G).
+/// The chunk reductions' arithmetic is not counted (it is memory-bound and
+/// small next to the backward).
 struct ring_strategy {
   freezing freeze;
   double bucket_mb = 25;         ///< data_parallel.bucket_mb (MiB)
   bool overlap = true;           ///< data_parallel.overlap
 };
 
-/// data-parallel, exchange: ps (BSP, max_staleness 0).
+/// data-parallel, exchange: ps (BSP, max_staleness 0). Shard s lives on
+/// host s % W (baton's default with --local-nodes W); a worker pushes G / S
+/// to each shard, the shards sum and step, the worker pulls G / S from each:
+///   step = F + B + push + U x ceil(S / W) / S + pull, nothing overlapped;
+///   push = pull = exchange(G): latency + max over hosts n of
+///     [overhead x max(S - k_n, k_n (W - 1)) + max(G (S - k_n) / S, k_n (W - 1) G / S) / bandwidth]
+///   where k_n = the shards on host n (slices to or from a shard on the same
+///   host do not use the wire). wire bytes = 2 (W - 1) G.
+/// Bounded staleness (max_staleness > 0) is not modelled.
 struct ps_strategy {
   freezing freeze;
   int32_t shards = 1;            ///< S >= 1, dealt round-robin over the W hosts
 };
 
-/// data-parallel, sync_every: L >= 1 (local SGD).
+/// data-parallel, sync_every: L >= 1 (local SGD). Each host steps on its own
+/// gradients; every L steps the trainable weights (G bytes) are averaged
+/// over the ring in the same buckets, after the step (no overlap):
+///   step = F + B + U + sum_k ring_allreduce_seconds(g_k) / L
+///   wire bytes = 2 (W - 1) G / L.
+/// The extra average at each epoch's end is not counted.
 struct local_sgd_strategy {
   freezing freeze;
   int32_t sync_every = 1;        ///< L
@@ -113,7 +139,23 @@ struct local_sgd_strategy {
 enum class pipeline_schedule { gpipe, one_f_one_b_flush, one_f_one_b };
 
 /// job: pipeline. Its step is one minibatch (batch_size samples in M
-/// microbatches); under 1f1b that is M optimiser steps of each stage.
+/// microbatches of b / M); under 1f1b that is M optimiser steps of each stage.
+/// Per microbatch, stage s (r_s replicas, which take every r_s-th
+/// microbatch) costs t_s = (F_s + B_s [+ U_s under 1f1b]) / r_s and the link
+/// after it l_s = 2 (overhead + a_s / bandwidth), a_s its last layer's
+/// activation at b / M samples (the activation goes out, its gradient comes
+/// back over the same link, as the planner counts it). The pipeline delivers
+/// one microbatch every t = max(max_s t_s, max_s l_s).
+///   gpipe, 1f1b-flush: step = M t + (S - 1) t [bubble] + 2 (S - 1) latency
+///                             + max_s U_s + group
+///   1f1b:              step = M t + [(S - 1) t + 2 (S - 1) latency] / steps_per_epoch
+///                             + group   (it drains once per epoch, for the evaluation)
+///   group = max_s (r_s - 1) x message_seconds(P_s): a replicated stage's
+///   replicas exchange their gradient sums (P_s bytes) once per minibatch.
+///   compute = M max_s t_s (+ max_s U_s), communication = M (t - max_s t_s)
+///   + latencies + group, waiting = the bubble.
+///   wire bytes = M sum_s 2 a_s + sum_s r_s (r_s - 1) P_s.
+/// Weight stashing's memory and vertical sync are not modelled.
 struct pipeline_strategy {
   /// Each stage's end layer (exclusive), increasing, the last = the layer
   /// count. Empty: the layers split into min(W, layers) stages balancing
@@ -124,7 +166,13 @@ struct pipeline_strategy {
   pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
 };
 
-/// job: ist. W workers (the hosts), S shards, L local steps per round.
+/// job: ist. W workers (the hosts), S shards (dealt as the ps's), L local
+/// steps per round. A worker trains its subnet, a fraction f of the
+/// parameters (P) and of the compute, on its own b samples:
+///   step = f (F + B + U) + 2 exchange(f P) / L  (exchange as for the ps: the
+///   subnet's slices from the shards at the round's start, back at its end)
+///   wire bytes = 2 (W - 1) f P / L;  steps per epoch = floor(N / b / W).
+/// The shards' writes and the per-round partition are not counted.
 struct ist_strategy {
   int32_t shards = 0;            ///< S (0: W, one per host)
   int32_t local_steps = 10;      ///< L >= 1

@@ -1,5 +1,6 @@
 #include "model/cost/projection.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -117,6 +118,31 @@ std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, c
     }
   }
   return std::nullopt;
+}
+
+std::vector<crossover> crossovers(const workload& w, const std::vector<strategy>& strategies,
+                                  const link_model& base, const std::vector<int32_t>& hosts,
+                                  const std::vector<double>& bandwidths) {
+  std::vector<crossover> out;
+  if (bandwidths.empty())
+    return out;
+  const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
+  for (size_t i = 0; i < strategies.size(); ++i)
+    for (size_t j = i + 1; j < strategies.size(); ++j) {
+      const strategy& a = strategies[i];
+      const strategy& b = strategies[j];
+      for (int32_t h : hosts)
+        if (*high > *low)
+          if (auto x = bandwidth_crossover(w, a, b, cluster{h, base}, *low, *high))
+            out.push_back(*x);
+      for (double bandwidth : bandwidths) {
+        link_model link = base;
+        link.bandwidth = bandwidth;
+        if (auto x = hosts_crossover(w, a, b, link, hosts))
+          out.push_back(*x);
+      }
+    }
+  return out;
 }
 
 } // namespace baton::model::cost

@@ -63,4 +63,12 @@ std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, c
                                          const link_model& link,
                                          const std::vector<int32_t>& hosts);
 
+/// Every crossover of every pair of `strategies` on the projection's grid:
+/// for each host count, along the bandwidth between the smallest and the
+/// largest of `bandwidths`; for each bandwidth, along `hosts`. Pairs in the
+/// order given (i < j), host counts before bandwidths.
+std::vector<crossover> crossovers(const workload& w, const std::vector<strategy>& strategies,
+                                  const link_model& base, const std::vector<int32_t>& hosts,
+                                  const std::vector<double>& bandwidths);
+
 } // namespace baton::model::cost

@@ -358,6 +358,25 @@ TEST(cost_model, hosts_crossover_where_the_ring_starts_to_pay) {
   EXPECT_EQ(x->along, crossover::axis::hosts);
 }
 
+TEST(cost_model, crossovers_of_a_grid) {
+  // local against the ring, hosts 2, 3, 4, rates 100, 250, 1000 B/s. Along the bandwidth
+  // (ring: W b samples in 9 + 2 (W - 1) / W x 3000 / B s against local's 1 in 9 s):
+  // W = 2 at 3000 / 9, W = 3 at 4000 / 18, W = 4 at 4500 / 27 B/s. Along the hosts: at
+  // 100 B/s local leads throughout, at 250 B/s the ring leads from 3 hosts (above), at
+  // 1000 B/s the ring leads throughout.
+  const auto found = crossovers(tiny(), {local_strategy{}, ring_strategy{}}, link_model{},
+                                {2, 3, 4}, {100, 250, 1000});
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_NEAR(found[0].at, 3000.0 / 9, 1e-5);
+  EXPECT_NEAR(found[1].at, 4000.0 / 18, 1e-5);
+  EXPECT_NEAR(found[2].at, 4500.0 / 27, 1e-5);
+  EXPECT_EQ(found[3].along, crossover::axis::hosts);
+  EXPECT_EQ(found[3].at, 3);
+  EXPECT_EQ(found[3].fixed, 250);
+  for (const auto& x : found)
+    EXPECT_EQ(x.faster_above, "data-parallel:ring");
+}
+
 // -- bad input -----------------------------------------------------------------------------
 
 TEST(cost_model, nonsense_is_a_clear_error) {
