@@ -215,57 +215,6 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
 
 // -- pipeline -----------------------------------------------------------------------------
 
-/// Stage ends splitting the layers into `stages` contiguous stages with the
-/// smallest largest forward + backward + update (a straight pipeline).
-std::vector<size_t> balanced_stage_ends(const std::vector<layer_profile>& layers, size_t stages) {
-  const size_t n = layers.size();
-  std::vector<double> prefix(n + 1, 0);
-  for (size_t k = 0; k < n; ++k)
-    prefix[k + 1] = prefix[k] + layers[k].forward_seconds + layers[k].backward_seconds +
-                    layers[k].update_seconds;
-  constexpr double none = std::numeric_limits<double>::infinity();
-  // best[s][j]: the smallest slowest stage of layers [0, j) in s stages; cut[s][j] its last begin.
-  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, none));
-  std::vector<std::vector<size_t>> cut(stages + 1, std::vector<size_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (size_t s = 1; s <= stages; ++s)
-    for (size_t j = s; j <= n; ++j)
-      for (size_t i = s - 1; i < j; ++i) {
-        const double slowest = std::max(best[s - 1][i], prefix[j] - prefix[i]);
-        if (slowest < best[s][j]) {
-          best[s][j] = slowest;
-          cut[s][j] = i;
-        }
-      }
-  std::vector<size_t> ends(stages);
-  for (size_t s = stages, j = n; s > 0; j = cut[s][j], --s)
-    ends[s - 1] = j;
-  return ends;
-}
-
-/// The stage ends and replicas of `s`, checked, or the balanced straight
-/// pipeline over min(W, layers) hosts.
-std::pair<std::vector<size_t>, std::vector<int32_t>> stages_of(const workload& w, const cluster& c,
-                                                               const pipeline_strategy& s) {
-  std::vector<size_t> ends = s.stage_ends;
-  if (ends.empty())
-    ends = balanced_stage_ends(w.layers, std::min<size_t>(c.hosts, w.layers.size()));
-  size_t previous = 0;
-  for (size_t end : ends) {
-    require(end > previous, "stage ends increasing from 1, got " + std::to_string(end));
-    previous = end;
-  }
-  require(previous == w.layers.size(),
-          "the last stage end = the layer count " + std::to_string(w.layers.size()));
-  std::vector<int32_t> replicas = s.replicas;
-  if (replicas.empty())
-    replicas.assign(ends.size(), 1);
-  require(replicas.size() == ends.size(), "one replica count per stage");
-  for (int32_t r : replicas)
-    require(r >= 1 && r <= s.microbatches, "1 <= replicas <= microbatches per stage");
-  return {ends, replicas};
-}
-
 /// Per microbatch of one stage: its compute (divided by its replicas, which
 /// take every r-th microbatch), the link after it, its replica group's
 /// exchange of gradient sums once per minibatch ((r - 1) messages of the
@@ -279,29 +228,93 @@ struct stage_figures {
   double group_bytes = 0;
 };
 
-std::vector<stage_figures> stage_figures_of(const workload& w, const link_model& link,
-                                            const pipeline_strategy& s,
+/// What the layers cost a pipeline per microbatch, the unit its stages and
+/// links are compared in.
+struct microbatch_costs {
+  std::vector<double> prefix; ///< prefix[k]: compute of layers [0, k) per microbatch
+  double scale = 1;           ///< microbatch samples / profiled batch
+  const workload* w = nullptr;
+  const link_model* link = nullptr;
+
+  microbatch_costs(const workload& load, const link_model& l, const pipeline_strategy& s)
+      : w(&load), link(&l) {
+    scale = scale_of(load, static_cast<double>(load.batch_size) / s.microbatches);
+    const bool step_each_microbatch = s.schedule == pipeline_schedule::one_f_one_b;
+    prefix.assign(load.layers.size() + 1, 0);
+    for (size_t k = 0; k < load.layers.size(); ++k) {
+      const auto& layer = load.layers[k];
+      prefix[k + 1] = prefix[k] + (layer.forward_seconds + layer.backward_seconds) * scale +
+                      (step_each_microbatch ? layer.update_seconds : 0);
+    }
+  }
+  /// Layers [begin, end) on one machine.
+  double stage(size_t begin, size_t end) const { return prefix[end] - prefix[begin]; }
+  /// Bytes over the link after layer end - 1: its activation out, its gradient back.
+  double link_bytes(size_t end) const { return 2 * w->layers[end - 1].activation_bytes * scale; }
+  double link_seconds(size_t end) const {
+    return 2 * link->message_overhead + link_bytes(end) / link->bandwidth;
+  }
+};
+
+/// The stage ends of the straight pipeline of exactly `stages` stages whose
+/// slowest stage or link is the fastest (the planner's dynamic program
+/// without replication or memory): best[s][j] = min over i of
+/// max(best[s - 1][i], link after i, stage [i, j)).
+std::vector<size_t> fastest_stage_ends(const microbatch_costs& costs, size_t stages) {
+  const size_t n = costs.prefix.size() - 1;
+  constexpr double none = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, none));
+  std::vector<std::vector<size_t>> cut(stages + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t s = 1; s <= stages; ++s)
+    for (size_t j = s; j <= n; ++j)
+      for (size_t i = s - 1; i < j; ++i) {
+        const double link = i > 0 ? costs.link_seconds(i) : 0.0;
+        const double slowest = std::max({best[s - 1][i], link, costs.stage(i, j)});
+        if (slowest < best[s][j]) {
+          best[s][j] = slowest;
+          cut[s][j] = i;
+        }
+      }
+  std::vector<size_t> ends(stages);
+  for (size_t s = stages, j = n; s > 0; j = cut[s][j], --s)
+    ends[s - 1] = j;
+  return ends;
+}
+
+void check_stages(const workload& w, const pipeline_strategy& s, const std::vector<size_t>& ends,
+                  const std::vector<int32_t>& replicas) {
+  size_t previous = 0;
+  for (size_t end : ends) {
+    require(end > previous, "stage ends increasing from 1, got " + std::to_string(end));
+    previous = end;
+  }
+  require(previous == w.layers.size(),
+          "the last stage end = the layer count " + std::to_string(w.layers.size()));
+  require(replicas.size() == ends.size(), "one replica count per stage");
+  for (int32_t r : replicas)
+    require(r >= 1 && r <= s.microbatches, "1 <= replicas <= microbatches per stage");
+}
+
+std::vector<stage_figures> stage_figures_of(const microbatch_costs& costs,
                                             const std::vector<size_t>& ends,
                                             const std::vector<int32_t>& replicas) {
-  const double scale = scale_of(w, static_cast<double>(w.batch_size) / s.microbatches);
-  const bool step_each_microbatch = s.schedule == pipeline_schedule::one_f_one_b;
   std::vector<stage_figures> out;
   size_t begin = 0;
   for (size_t k = 0; k < ends.size(); ++k) {
     stage_figures f;
     double parameters = 0;
     for (size_t l = begin; l < ends[k]; ++l) {
-      f.compute += (w.layers[l].forward_seconds + w.layers[l].backward_seconds) * scale;
-      f.update += w.layers[l].update_seconds;
-      parameters += w.layers[l].parameter_bytes;
+      f.update += costs.w->layers[l].update_seconds;
+      parameters += costs.w->layers[l].parameter_bytes;
     }
     const int32_t r = replicas[k];
-    f.compute = (f.compute + (step_each_microbatch ? f.update : 0)) / r;
+    f.compute = costs.stage(begin, ends[k]) / r;
     if (k + 1 < ends.size()) {
-      f.link_bytes = 2 * w.layers[ends[k] - 1].activation_bytes * scale;
-      f.link = 2 * link.message_overhead + f.link_bytes / link.bandwidth;
+      f.link_bytes = costs.link_bytes(ends[k]);
+      f.link = costs.link_seconds(ends[k]);
     }
-    f.group_seconds = (r - 1) * link.message_seconds(parameters);
+    f.group_seconds = (r - 1) * costs.link->message_seconds(parameters);
     f.group_bytes = static_cast<double>(r) * (r - 1) * parameters;
     out.push_back(f);
     begin = ends[k];
@@ -316,19 +329,18 @@ std::vector<stage_figures> stage_figures_of(const workload& w, const link_model&
 /// step once after it (+ the slowest stage's update); 1f1b drains once per
 /// epoch (the evaluation), so its bubble is amortised over the epoch's steps.
 /// Replica groups exchange once per minibatch, on the critical path.
-prediction predict_pipeline(const workload& w, const cluster& c, const pipeline_strategy& s) {
-  require(s.microbatches >= 1, "microbatches >= 1, got " + std::to_string(s.microbatches));
-  const auto [ends, replicas] = stages_of(w, c, s);
-  const auto stages = stage_figures_of(w, c.link, s, ends, replicas);
+prediction predict_stages(const workload& w, const cluster& c, const pipeline_strategy& s,
+                          const std::vector<size_t>& ends, const std::vector<int32_t>& replicas) {
+  const microbatch_costs costs(w, c.link, s);
   double slowest_stage = 0, slowest = 0, update = 0, group = 0, bytes = 0;
-  for (const auto& f : stages) {
+  for (const auto& f : stage_figures_of(costs, ends, replicas)) {
     slowest_stage = std::max(slowest_stage, f.compute);
     slowest = std::max({slowest, f.compute, f.link});
     update = std::max(update, f.update);
     group = std::max(group, f.group_seconds);
     bytes += f.link_bytes * s.microbatches + f.group_bytes;
   }
-  const double boundaries = static_cast<double>(stages.size() - 1);
+  const double boundaries = static_cast<double>(ends.size() - 1);
   prediction p;
   p.hosts = 0;
   for (int32_t r : replicas)
@@ -343,8 +355,33 @@ prediction predict_pipeline(const workload& w, const cluster& c, const pipeline_
   p.communication_seconds = s.microbatches * (slowest - slowest_stage) + group +
                             fills * 2 * boundaries * c.link.latency;
   p.waiting_seconds = fills * boundaries * slowest;
+  p.step_seconds = p.compute_seconds + p.communication_seconds + p.waiting_seconds;
   p.wire_bytes = bytes;
   return p;
+}
+
+/// The stages given, or the fastest straight pipeline on at most
+/// min(W, layers) hosts: for each stage count the fastest stage ends, then
+/// the count with the shortest predicted step (fewer stages on a tie).
+prediction predict_pipeline(const workload& w, const cluster& c, const pipeline_strategy& s) {
+  require(s.microbatches >= 1, "microbatches >= 1, got " + std::to_string(s.microbatches));
+  if (!s.stage_ends.empty()) {
+    std::vector<int32_t> replicas = s.replicas;
+    if (replicas.empty())
+      replicas.assign(s.stage_ends.size(), 1);
+    check_stages(w, s, s.stage_ends, replicas);
+    return predict_stages(w, c, s, s.stage_ends, replicas);
+  }
+  const microbatch_costs costs(w, c.link, s);
+  prediction fastest;
+  const size_t most = std::min<size_t>(static_cast<size_t>(c.hosts), w.layers.size());
+  for (size_t stages = 1; stages <= most; ++stages) {
+    const auto ends = fastest_stage_ends(costs, stages);
+    prediction p = predict_stages(w, c, s, ends, std::vector<int32_t>(stages, 1));
+    if (stages == 1 || p.step_seconds < fastest.step_seconds)
+      fastest = p;
+  }
+  return fastest;
 }
 
 } // namespace

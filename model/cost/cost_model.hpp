@@ -158,8 +158,11 @@ enum class pipeline_schedule { gpipe, one_f_one_b_flush, one_f_one_b };
 /// Weight stashing's memory and vertical sync are not modelled.
 struct pipeline_strategy {
   /// Each stage's end layer (exclusive), increasing, the last = the layer
-  /// count. Empty: the layers split into min(W, layers) stages balancing
-  /// forward + backward + update (a straight pipeline, one host per stage).
+  /// count. Empty: the fastest straight pipeline (one host per stage) on at
+  /// most min(W, layers) hosts: for each stage count the ends whose slowest
+  /// stage or link is fastest (the planner's dynamic program without
+  /// replication or memory limit), then the count with the shortest step
+  /// (fewer stages on a tie); prediction::hosts says how many it uses.
   std::vector<size_t> stage_ends;
   std::vector<int32_t> replicas; ///< per stage (empty: 1 each)
   int32_t microbatches = 1;      ///< M >= 1

@@ -245,17 +245,26 @@ TEST(cost_model, replicas_share_microbatches_and_exchange_their_gradients) {
   EXPECT_NEAR(p.wire_bytes, 4400, tolerance);
 }
 
-TEST(cost_model, stages_balance_over_the_hosts_when_not_given) {
-  // Layers of 1, 1, 1 and 3 s over 2 hosts: {1, 1, 1} and {3}, the slowest 3 s.
+TEST(cost_model, without_stages_the_fastest_straight_pipeline_is_taken) {
+  // Layers of 1, 1, 1 and 3 s (forward only, 8 B activations), gpipe, M = 4:
+  // 1 stage: 4 x 6 = 24 s; 2 stages {a, b, c} {d}: t = 3, 4 x 3 + 1 x 3 = 15 s;
+  // 3 stages: t = 3 (d alone), 12 + 6 = 18 s; 4 stages: 12 + 9 = 21 s. Two stages win,
+  // on 2 hosts as on 8.
   workload w;
   w.layers = {{"a", 1, 0, 0, 8, 0}, {"b", 1, 0, 0, 8, 0}, {"c", 1, 0, 0, 8, 0},
               {"d", 3, 0, 0, 8, 0}};
-  pipeline_strategy s{{}, {}, 1, pipeline_schedule::gpipe};
-  const prediction p = predict(w, hosts(2, 1e12), s);
-  EXPECT_EQ(p.hosts, 2);
-  EXPECT_NEAR(p.compute_seconds, 3, 1e-9);
-  // More hosts than layers: one stage per layer.
-  EXPECT_EQ(predict(w, hosts(8, 1e12), s).hosts, 4);
+  w.batch_size = 4;
+  pipeline_strategy s{{}, {}, 4, pipeline_schedule::gpipe};
+  for (int32_t h : {2, 8}) {
+    const prediction p = predict(w, hosts(h, 1e12), s);
+    EXPECT_EQ(p.hosts, 2);
+    expect_split(p, 12, 0, 3);
+  }
+  // At 1 B/s a link costs 2 x 8 / 1 = 16 s a microbatch: one stage, 24 s, no wire.
+  const prediction slow = predict(w, hosts(8, 1), s);
+  EXPECT_EQ(slow.hosts, 1);
+  expect_split(slow, 24, 0, 0);
+  EXPECT_EQ(slow.wire_bytes, 0);
 }
 
 // -- IST -----------------------------------------------------------------------------------
