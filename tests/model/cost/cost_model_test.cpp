@@ -190,6 +190,13 @@ TEST(cost_model, ps_counts_messages_and_latency_at_the_busiest_host) {
   expect_split(predict(tiny(), hosts(3, 1000, 0.1, 0.01), ps_strategy{{}, 2}), 8.5, 6.24, 0);
 }
 
+TEST(cost_model, ps_messages_are_counted_per_shard_not_on_the_same_host) {
+  // W = 2, S = 4 (two shards a host), overhead 0.1: a host sends its 2 remote slices of
+  // 750 B and its shards take 2 slices from the other worker: 2 messages, 2 x 0.1 + 1500 B /
+  // 1000 B/s = 1.7 s a phase, 3.4 s both. Each host's 2 shards step 2 / 4 of the update.
+  expect_split(predict(tiny(), hosts(2, 1000, 0, 0.1), ps_strategy{{}, 4}), 8.5, 3.4, 0);
+}
+
 // -- data-parallel: local SGD --------------------------------------------------------------
 
 TEST(cost_model, local_sgd_amortises_its_average) {
