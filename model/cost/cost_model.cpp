@@ -401,6 +401,10 @@ double prediction::epoch_seconds() const {
   return static_cast<double>(steps_per_epoch) * step_seconds;
 }
 
+double prediction::seconds_for_epochs(double epochs) const {
+  return epochs * epoch_seconds();
+}
+
 double ring_allreduce_seconds(double bytes, int32_t hosts, const link_model& link) {
   if (hosts <= 1 || bytes <= 0)
     return 0;

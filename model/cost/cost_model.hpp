@@ -209,6 +209,9 @@ struct prediction {
   int64_t steps_per_epoch = 0;   ///< ceil(samples_per_epoch / samples_per_step)
   double samples_per_second() const;
   double epoch_seconds() const;  ///< steps_per_epoch x step_seconds
+  /// Time to a target reached after `epochs` epochs (measured at the sizes
+  /// run: statistical efficiency is assumed, not predicted): epochs x epoch_seconds.
+  double seconds_for_epochs(double epochs) const;
 };
 
 /// The prediction of `s` for `w` on `c`. Throws model::error on a workload or

@@ -43,6 +43,16 @@ const std::vector<double>& default_projection_gbit() {
   return gbit;
 }
 
+const std::vector<double>& default_projection_bandwidths() {
+  static const std::vector<double> rates = [] {
+    std::vector<double> out;
+    for (double gbit : default_projection_gbit())
+      out.push_back(gbit_per_second(gbit));
+    return out;
+  }();
+  return rates;
+}
+
 std::vector<projection_point> project(const workload& w, const strategy& s, const link_model& base,
                                       const std::vector<int32_t>& hosts,
                                       const std::vector<double>& bandwidths) {

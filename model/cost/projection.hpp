@@ -19,6 +19,8 @@ double gbit_per_second(double gbit);
 /// The host counts and link rates (Gbit/s) of issue 24's projection.
 const std::vector<int32_t>& default_projection_hosts();      ///< 4, 8, 16, 32, 64
 const std::vector<double>& default_projection_gbit();        ///< 1, 10, 100
+/// The same rates in bytes per second: 125e6, 1.25e9, 1.25e10.
+const std::vector<double>& default_projection_bandwidths();
 
 /// One point of a projection: a strategy on `hosts` hosts over links of
 /// `bandwidth` bytes/s (the other link figures of the base link).
@@ -30,8 +32,9 @@ struct projection_point {
 
 /// The prediction of `s` at every (hosts, bandwidth) pair, hosts outer.
 std::vector<projection_point> project(const workload& w, const strategy& s, const link_model& base,
-                                      const std::vector<int32_t>& hosts,
-                                      const std::vector<double>& bandwidths);
+                                      const std::vector<int32_t>& hosts = default_projection_hosts(),
+                                      const std::vector<double>& bandwidths =
+                                        default_projection_bandwidths());
 
 /// Where two strategies swap places in samples per second along one axis
 /// while the other stays fixed.
@@ -68,7 +71,9 @@ std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, c
 /// largest of `bandwidths`; for each bandwidth, along `hosts`. Pairs in the
 /// order given (i < j), host counts before bandwidths.
 std::vector<crossover> crossovers(const workload& w, const std::vector<strategy>& strategies,
-                                  const link_model& base, const std::vector<int32_t>& hosts,
-                                  const std::vector<double>& bandwidths);
+                                  const link_model& base,
+                                  const std::vector<int32_t>& hosts = default_projection_hosts(),
+                                  const std::vector<double>& bandwidths =
+                                    default_projection_bandwidths());
 
 } // namespace baton::model::cost

@@ -97,6 +97,7 @@ TEST(cost_model, epoch_is_steps_times_step) {
   const prediction p = predict(w, hosts(1), local_strategy{});
   EXPECT_EQ(p.steps_per_epoch, 10);
   EXPECT_NEAR(p.epoch_seconds(), 90, tolerance);
+  EXPECT_NEAR(p.seconds_for_epochs(2.5), 225, tolerance);
 }
 
 // -- freezing ----------------------------------------------------------------------------
@@ -334,12 +335,7 @@ TEST(cost_model, every_split_adds_up_and_one_host_needs_no_wire) {
 // -- projections and crossovers ------------------------------------------------------------
 
 TEST(cost_model, projection_covers_every_host_count_and_rate) {
-  const auto& gbit = default_projection_gbit();
-  std::vector<double> rates;
-  for (double g : gbit)
-    rates.push_back(gbit_per_second(g));
-  const auto points =
-    project(tiny(), ring_strategy{}, link_model{}, default_projection_hosts(), rates);
+  const auto points = project(tiny(), ring_strategy{}, link_model{});
   ASSERT_EQ(points.size(), 15u);
   EXPECT_EQ(points.front().hosts, 4);
   EXPECT_EQ(points.back().hosts, 64);
