@@ -114,6 +114,15 @@ double busiest_shard_share(int32_t workers, int32_t shards) {
   return static_cast<double>(most) / shards;
 }
 
+/// A prediction of a strategy where every host trains its own batch_size
+/// samples a step (data-parallel and IST).
+prediction on_every_host(const workload& w, const cluster& c) {
+  prediction p;
+  p.hosts = c.hosts;
+  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
+  return p;
+}
+
 // -- one prediction per strategy ---------------------------------------------------------
 
 prediction predict_local(const workload& w, const cluster&, const local_strategy& s) {
@@ -144,12 +153,10 @@ prediction predict_ring(const workload& w, const cluster& c, const ring_strategy
     }
     ring_end = std::max(ready, ring_end) + ring_allreduce_seconds(b.bytes, c.hosts, c.link);
   }
-  prediction p;
-  p.hosts = c.hosts;
+  prediction p = on_every_host(w, c);
   p.compute_seconds = compute.total();
   p.communication_seconds = std::max(0.0, ring_end - backward_end);
   p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes;
-  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
   return p;
 }
 
@@ -161,13 +168,11 @@ prediction predict_ps(const workload& w, const cluster& c, const ps_strategy& s)
   require(s.shards >= 1, "ps shards >= 1, got " + std::to_string(s.shards));
   const step_compute compute = compute_of(w, w.batch_size, s.freeze);
   const double exchange = exchange_seconds(compute.gradient_bytes, c.hosts, s.shards, c.link);
-  prediction p;
-  p.hosts = c.hosts;
+  prediction p = on_every_host(w, c);
   p.compute_seconds = compute.forward + compute.backward +
                       compute.update * busiest_shard_share(c.hosts, s.shards);
   p.communication_seconds = 2 * exchange;
   p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes;
-  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
   return p;
 }
 
@@ -181,12 +186,10 @@ prediction predict_local_sgd(const workload& w, const cluster& c, const local_sg
   double average = 0;
   for (const bucket& b : gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb))
     average += ring_allreduce_seconds(b.bytes, c.hosts, c.link);
-  prediction p;
-  p.hosts = c.hosts;
+  prediction p = on_every_host(w, c);
   p.compute_seconds = compute.total();
   p.communication_seconds = average / s.sync_every;
   p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes / s.sync_every;
-  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
   return p;
 }
 
@@ -202,13 +205,11 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
   const double fraction = s.subnet_fraction > 0 ? s.subnet_fraction : 1.0 / c.hosts;
   const step_compute whole = compute_of(w, w.batch_size, freezing{});
   const double subnet_bytes = whole.gradient_bytes * fraction;
-  prediction p;
-  p.hosts = c.hosts;
+  prediction p = on_every_host(w, c);
   p.compute_seconds = whole.total() * fraction;
   p.communication_seconds =
     2 * exchange_seconds(subnet_bytes, c.hosts, shards, c.link) / s.local_steps;
   p.wire_bytes = 2.0 * (c.hosts - 1) * subnet_bytes / s.local_steps;
-  p.samples_per_step = static_cast<double>(c.hosts) * w.batch_size;
   p.steps_per_epoch = w.samples_per_epoch / w.batch_size / c.hosts;
   return p;
 }
