@@ -51,6 +51,11 @@ struct job_schema {
   /// Who reads its keys, for that refusal: "jobs that run the backbone
   /// frozen" ("" says "job: NAME" only).
   std::string readers;
+  /// Whether its own section names the model it trains when `backbone.model`
+  /// is absent (data-parallel's `data_parallel.model`, IST's `ist.model`):
+  /// the default backbone is then not built to read layer names the job
+  /// never uses (a convnet refuses images under 8x8 that an mlp takes).
+  bool own_model = false;
   /// Keys it does not read, refused with its own reason before the backbone
   /// is read, by dotted path: another job's ("backbone.split" under job:
   /// pipeline) or a common one ("backbone.model" under job: ist, which

@@ -622,11 +622,12 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   if (torchscript && !fs::exists(t.backbone.path))
     path_key->fail("'backbone.path' names '" + path_key->node().Scalar() + "', but '"
                    + t.backbone.path + "' does not exist");
-  const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
-  std::vector<std::string> names = layer_names(t.backbone, blame);
   if (auto f = section.get("pretrain"))
     parse_pretrain(*f, t);
-  return names;
+  if (!model_key && t.schema->own_model)
+    return {}; // the job's own section names its model
+  const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
+  return layer_names(t.backbone, blame);
 }
 
 // `task:`, else `backbone.pretrain.task`, else the first of `tasks`; the

@@ -46,15 +46,15 @@ caf::expected<void> pretrain_backbone(const topology& t) {
   // Refused before the pre-training, not after it.
   if (auto why = model::try_check_writable(t.checkpoint); !why.empty())
     return make_error(errc::bad_file, "backbone.checkpoint: " + why);
-  spdlog::info("pre-training the backbone ({}) on task {} ({} samples, {} epoch(s)) into {}",
-               t.backbone.name, task->name, t.pretrain.train_limit, t.pretrain.epochs,
-               t.checkpoint);
   at::set_num_threads(cores());
   try {
     auto data = load_data(t, t.pretrain.train_limit);
     if (!data)
       return data.error();
     auto& [train, test] = *data;
+    // The samples read: at most pretrain.train_limit, fewer in a smaller dataset.
+    spdlog::info("pre-training the backbone ({}) on task {} ({} samples, {} epoch(s)) into {}",
+                 t.backbone.name, task->name, train.size(), t.pretrain.epochs, t.checkpoint);
     model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
     spec.plan.epochs = t.pretrain.epochs;
     auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));

@@ -271,6 +271,7 @@ job_schema data_parallel_schema() {
                   "data_parallel.freeze.groups"};
   add_one_task_heads(schema);
   schema.parse = parse;
+  schema.own_model = true;
   schema.length = length_of;
   schema.check = check;
   return schema;

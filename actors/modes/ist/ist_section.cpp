@@ -190,6 +190,7 @@ job_schema schema() {
                      {"backbone.wide_features", own}};
   add_one_task_heads(schema);
   schema.parse = parse;
+  schema.own_model = true;
   schema.length = length_of;
   schema.check = check;
   return schema;

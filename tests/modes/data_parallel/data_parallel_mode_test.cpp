@@ -73,6 +73,19 @@ TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
             std::string::npos);
 }
 
+// An mlp named by the section trains samples the default convnet cannot take
+// (4x4): the backbone section names no model, so no convnet is built.
+TEST(data_parallel_section, an_mlp_takes_samples_under_8x8) {
+  const topology_fixture mlp = data_parallel_topology("dp.yaml", "mlp");
+  auto text = mlp.text("");
+  const std::string data = "synthetic_test: 64,";
+  text.replace(text.find(data), data.size(), data + " synthetic_shape: [1, 4, 4],");
+  auto t = mlp.parse_text(text);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->backbone.name, "mlp"); // the section's model replaces backbone.model
+  EXPECT_EQ(t->sample_shape, (std::vector<int64_t>{1, 4, 4}));
+}
+
 TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
   auto t = dp.parse("");
   ASSERT_TRUE(t) << baton::describe(t.error());
