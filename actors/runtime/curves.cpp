@@ -49,6 +49,23 @@ void epoch_rows(const job_result& r, const messages::actor_report& h, std::ostre
   }
 }
 
+/// One row per epoch an actor that is not a result group of its own
+/// closed (a data-parallel or IST worker: its share of the group's epoch),
+/// kind its role; the seconds, rate and bytes are the group's, not its own.
+void actor_epoch_rows(const job_result& r, const messages::actor_report& a, std::ostream& out) {
+  for (const auto& e : a.epochs)
+    out << strategy_of(r) << ',' << a.role << ',' << a.actor << ',' << e.epoch + 1 << ",,"
+        << e.samples << ',' << cell(e.train_loss) << ',' << cell(e.test_accuracy) << ",,\n";
+}
+
+/// Whether `a` is one of the result groups of `r` (a head: its rows are the group's).
+bool is_group(const job_result& r, const messages::actor_report& a) {
+  for (const auto& h : r.heads)
+    if (h.actor == a.actor)
+      return true;
+  return false;
+}
+
 /// One row with actor `a`'s totals over the run.
 void total_row(const job_result& r, const messages::actor_report& a, std::ostream& out) {
   int64_t bytes = 0;
@@ -67,9 +84,13 @@ std::string curves_csv(const job_result& r) {
   out << curves_header << '\n';
   for (const auto& h : r.heads)
     epoch_rows(r, h, out);
-  if (r.run == "actors") // --mode local and the separate baseline run the reference loop
-    for (const auto& a : r.actors)
-      total_row(r, a, out);
+  if (r.run != "actors") // --mode local and the separate baseline run the reference loop
+    return out.str();
+  for (const auto& a : r.actors)
+    if (!is_group(r, a))
+      actor_epoch_rows(r, a, out);
+  for (const auto& a : r.actors)
+    total_row(r, a, out);
   return out.str();
 }
 

@@ -19,10 +19,13 @@ inline constexpr const char* curves_header =
   "bytes_sent";
 
 /// The curves of `r`: curves_header, then one row per epoch of each result
-/// group (kind: r.result_label, head | stage | workers), then one row per
-/// actor with its totals over the run (kind: its role, epoch empty; only
-/// for a run of the actors: --mode local and --baseline separate run the
-/// reference loop, which has none to count).
+/// group (kind: r.result_label, head | stage | workers), then, for a run of
+/// the actors, one row per epoch of each actor that closed epochs without
+/// being a group itself (a data-parallel or IST worker: kind its role, its
+/// own samples, loss and test accuracy, 0 where it does not evaluate; no
+/// seconds, rate or bytes), then one row per actor with its totals over the
+/// run (kind: its role, epoch empty). --mode local and --baseline separate
+/// run the reference loop, which has no actors to count.
 ///
 ///   strategy            strategy_of(r): transfer, pipeline, data-parallel, ist, resist
 ///   epoch               from 1, as the log and the metrics number them

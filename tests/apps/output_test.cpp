@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -118,12 +119,18 @@ TEST_F(output, every_strategy_names_itself_and_numbers_epochs_from_one) {
     EXPECT_EQ(csv[0], "strategy,kind,actor,epoch,seconds,samples,train_loss,test_accuracy,"
                       "samples_per_second,bytes_sent");
     size_t epoch_rows = 0;
+    std::map<std::string, int64_t> member_samples; // per epoch, of the workers' own rows
     for (size_t i = 1; i < csv.size(); ++i) {
       auto row = cells(csv[i]);
       ASSERT_EQ(row.size(), 10u) << csv[i];
       EXPECT_EQ(row[0], s.strategy) << csv[i];
       if (row[3].empty())
         continue; // an actor's totals
+      if (row[1] != s.result_label) { // a worker's own share of the group's epoch
+        EXPECT_EQ(s.result_label, "workers") << csv[i];
+        member_samples[row[3]] += std::stoll(row[5]);
+        continue;
+      }
       ++epoch_rows;
       EXPECT_EQ(row[1], s.result_label) << csv[i];
       EXPECT_EQ(row[3], std::to_string(1 + (epoch_rows - 1) % 2)) << csv[i];
@@ -133,6 +140,9 @@ TEST_F(output, every_strategy_names_itself_and_numbers_epochs_from_one) {
       EXPECT_GT(std::stod(row[8]), 0) << csv[i];
     }
     EXPECT_EQ(epoch_rows, 2 * metrics.at("heads").size());
+    // Each worker has its own row per epoch; together they trained the epoch.
+    if (s.result_label == "workers")
+      EXPECT_EQ(member_samples, (std::map<std::string, int64_t>{{"1", 512}, {"2", 512}}));
     // The strategies that exchange weights or gradients say how much.
     if (s.result_label == "workers")
       EXPECT_GT(std::stoll(cells(csv[1])[9]), 0) << csv[1];
