@@ -23,6 +23,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
+#include "tests/support/python_torch.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
 
@@ -139,15 +140,6 @@ std::string outputs(std::vector<std::unique_ptr<baton_process>>& ranks) {
   return text;
 }
 
-/// A python3 that can import torch (pyenv's first python3 in $PATH often
-/// cannot; Debian's python3-torch is /usr/bin/python3's), or "".
-std::string python_with_torch() {
-  for (const char* python : {"python3", "/usr/bin/python3"})
-    if (run_shell(std::string{python} + " -c 'import torch' 2>&1").exit_code == 0)
-      return python;
-  return {};
-}
-
 /// This machine's host name, as `baton launch` reads it.
 std::string this_host() {
   char name[256] = {0};
@@ -192,7 +184,7 @@ TEST_F(launch, three_ranks_from_torchrun_variables_equal_the_embedded_run) {
 
 // The real torchrun (Debian's python3-torch) starts the three ranks.
 TEST_F(launch, torchrun_starts_the_ranks_and_the_run_equals_the_embedded_run) {
-  auto python = python_with_torch();
+  const std::string& python = python_with_torch();
   if (python.empty())
     GTEST_SKIP() << "no python3 that can import torch (install Debian's python3-torch): "
                     "torchrun is not here";
