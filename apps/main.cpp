@@ -26,6 +26,9 @@
 #include "actors/runtime/node.hpp"
 #include "apps/args.hpp"
 #include "apps/bench/bench.hpp"
+#include "apps/compare/compare.hpp"
+#include "apps/predict/predict.hpp"
+#include "apps/report/report.hpp"
 #include "apps/version.hpp"
 #include "apps/launch.hpp"
 #include "messages/errc.hpp"
@@ -488,6 +491,12 @@ int main(int argc, char** argv) {
     return cmd_launch(a, interrupted);
   if (command == "bench")
     return cmd_bench(a);
+  if (command == "compare")
+    return cmd_compare(a, &interrupted);
+  if (command == "predict")
+    return cmd_predict(a, &interrupted);
+  if (command == "report")
+    return cmd_report(a);
   if (command == "profile")
     return cmd_profile(a);
   if (command == "plan")
@@ -498,8 +507,9 @@ int main(int argc, char** argv) {
     std::fputs(usage, stdout);
     return 0;
   }
-  const auto hint = hint_among(command, {"run", "pretrain", "node", "launch", "bench", "profile",
-                                          "plan", "certs", "help", "--version"});
+  const auto hint =
+      hint_among(command, {"run", "pretrain", "node", "launch", "bench", "compare", "predict",
+                           "report", "profile", "plan", "certs", "help", "--version"});
   std::fprintf(stderr, "baton: unknown command '%s'%s\n%s", command.c_str(), hint.c_str(), usage);
   return 2;
 }

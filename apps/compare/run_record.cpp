@@ -1,0 +1,2 @@
+// Skeleton: implemented by its stream this session.
+#include "apps/compare/run_record.hpp"

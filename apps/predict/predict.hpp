@@ -1,0 +1,43 @@
+#pragma once
+
+// `baton predict` and `baton compare --predict`: each strategy's step time on
+// a workload from its profile and a link model (model/cost), at the hosts
+// and bandwidths asked for (docs/cost-model.md).
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <nlohmann/json.hpp>
+
+#include "apps/args.hpp"
+
+namespace baton::apps {
+
+/// What to predict.
+struct predict_request {
+  std::string workload;                ///< WORKLOAD.yaml
+  std::vector<std::string> overrides;  ///< the user's --set
+  std::string strategies;              ///< a --strategies list ("": all that apply)
+  std::vector<int32_t> measured_hosts; ///< configurations run (compare): predicted too
+  std::vector<int32_t> hosts{4, 8, 16, 32, 64};         ///< the projection's hosts
+  std::vector<double> bandwidths{125e6, 1.25e9, 12.5e9}; ///< bytes/s: 1, 10, 100 Gbit/s
+  std::optional<double> latency;       ///< seconds (default: calibrated)
+  std::string link;                    ///< the emulated link of the runs ("": loopback)
+  std::string profile;                 ///< a `baton profile` file ("": profile now)
+};
+
+/// The predictions as the report's "predictions" object (docs/cost-model.md):
+/// the link model and how it was measured, the profile, the step time of
+/// each strategy at each measured configuration, the projection over hosts
+/// x bandwidths and the crossovers found.
+caf::expected<nlohmann::json> predict(const predict_request& r,
+                                      const std::atomic<bool>* interrupted);
+
+/// `baton predict WORKLOAD.yaml [flags]`: the exit code.
+int cmd_predict(args& a, const std::atomic<bool>* interrupted);
+
+} // namespace baton::apps
