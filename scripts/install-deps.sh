@@ -14,6 +14,8 @@ packages=(
   python3-torch procps iproute2
   clang libclang-rt-14-dev
   slurm-wlm munge # a single-host Slurm cluster for slurm_launch_test (started by the test)
+  gnuplot-nox # draws the plots of baton report (SVG terminal)
+  chromium python3-jsonschema # report_browser_test renders the report; report_test checks its schema
 )
 
 missing=()
