@@ -118,7 +118,7 @@
 //       control{epoch_end}      c <- (epoch_atom, report)
 //       control{end_of_stream}  c <- trained_atom, then final report
 //
-// == pipeline (modes/pipeline/pipeline_stage.cpp) ============================
+// == pipeline (modes/pipeline/stage.cpp) ============================
 //
 //   pipeline_stage (trainable; replica r of its stage's group; the last
 //   stage's replicas: result group "stage<i>")
@@ -183,7 +183,7 @@
 //              -> every worker, then after_step(k + 1); after the run's last
 //              step, its final report (no trained count, weights or epochs)
 //
-// == ist (modes/ist/ist_worker.hpp, ist_shard.hpp, subnet_scheme.hpp) ========
+// == ist (modes/ist/worker.hpp, ist/shard.hpp, subnet_scheme.hpp) ========
 //
 // One worker and one shard protocol for either subnet scheme; <kind> is the
 // scheme's: "ist" (neuron_scheme: the mlp's hidden neurons) or "resist"

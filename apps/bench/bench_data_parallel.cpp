@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
 #include "messages/errc.hpp"

@@ -1,7 +1,7 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
-#include "actors/modes/transfer/transfer_section.hpp"
+#include "actors/modes/transfer/section.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -13,11 +13,11 @@
 
 #include "actors/config/role_spec.hpp"
 #include "actors/config/yaml_codec.hpp"
-#include "actors/modes/data_parallel/data_parallel_worker_spec.hpp"
-#include "actors/modes/data_parallel/ps_shard_spec.hpp"
-#include "actors/modes/pipeline/pipeline_stage_spec.hpp"
-#include "actors/modes/transfer/head_role_spec.hpp"
-#include "actors/modes/transfer/stage_spec.hpp"
+#include "actors/modes/data_parallel/worker_settings.hpp"
+#include "actors/modes/data_parallel/shard_settings.hpp"
+#include "actors/modes/pipeline/stage_settings.hpp"
+#include "actors/modes/transfer/head_settings.hpp"
+#include "actors/modes/transfer/stage_settings.hpp"
 #include "messages/errc.hpp"
 
 namespace codec_test {

@@ -9,7 +9,7 @@
 #include <caf/io/all.hpp>
 #include <gtest/gtest.h>
 
-#include "actors/modes/transfer/stage_spec.hpp"
+#include "actors/modes/transfer/stage_settings.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/net/system.hpp"
 #include "messages/type_ids.hpp"

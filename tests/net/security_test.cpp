@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/config/role_spec.hpp"
-#include "actors/modes/pipeline/pipeline_stage.hpp"
+#include "actors/modes/pipeline/stage.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/transfer/head.hpp"
 #include "actors/modes/transfer/stage.hpp"

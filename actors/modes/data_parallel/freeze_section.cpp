@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "model/core/freezing.hpp"
 
 namespace baton::actors {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
-#include "actors/modes/data_parallel/data_parallel_section.hpp"
+#include "actors/modes/data_parallel/section.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -23,7 +23,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "messages/types.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/dataset.hpp"

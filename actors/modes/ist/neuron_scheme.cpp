@@ -5,11 +5,11 @@
 
 #include <torch/torch.h>
 
-#include "actors/modes/ist/ist_job.hpp"
-#include "actors/modes/ist/ist_section.hpp"
-#include "actors/modes/ist/ist_shard.hpp"
-#include "actors/modes/ist/ist_specs_yaml.hpp"
-#include "actors/modes/ist/ist_worker.hpp"
+#include "actors/modes/ist/job.hpp"
+#include "actors/modes/ist/section.hpp"
+#include "actors/modes/ist/shard.hpp"
+#include "actors/modes/ist/role_settings_yaml.hpp"
+#include "actors/modes/ist/worker.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
 #include "model/ist/ist_mlp.hpp"
@@ -370,7 +370,7 @@ std::vector<std::vector<at::Tensor>> neuron_scheme::owned_pieces(const model::is
 }
 
 // The roles, the settings codec, the plan and the local reference of this
-// scheme (ist_worker.hpp, ist_shard.hpp, ist_specs_yaml.hpp, ist_job.hpp).
+// scheme (worker.hpp, shard.hpp, role_settings_yaml.hpp, job.hpp).
 template struct subnet_scheme<mlp_neurons>;
 
 } // namespace ist

@@ -3,9 +3,9 @@
 // A subnet scheme: how job: ist cuts the full network into the subnets its
 // workers train in a round and the slices its shards own, and how it glues
 // them back. Everything else of the job is one piece of code for either
-// scheme: the round actors (ist_worker.hpp, ist_shard.hpp), the settings
-// codec (ist_specs_yaml.hpp), the plan and the local reference
-// (ist_job.hpp).
+// scheme: the round actors (worker.hpp, shard.hpp), the settings
+// codec (role_settings_yaml.hpp), the plan and the local reference
+// (job.hpp).
 //
 //   ist.kind  scheme         network    a round's subnet of worker w
 //   ist       neuron_scheme  mlp        its part of every hidden layer's neurons
@@ -32,7 +32,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/ist/ist_specs.hpp"
+#include "actors/modes/ist/role_settings.hpp"
 #include "actors/roles/role_type.hpp"
 #include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
@@ -164,16 +164,16 @@ struct subnet_scheme {
   /// The `<kind>_worker` role of a node's role table: parses the settings,
   /// checks its dataset directory against the node's data_dirs, loads the
   /// data and spawns a detached worker; starts nothing on any error
-  /// (ist_worker.hpp).
+  /// (worker.hpp).
   static caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys,
                                                      const spawn_args& args);
   /// The `<kind>_shard` role: parses the settings, checks its checkpoint
   /// directory and spawns a detached shard with its initial (or restored)
-  /// tensors; starts nothing on any error (ist_shard.hpp).
+  /// tensors; starts nothing on any error (shard.hpp).
   static caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys,
                                                     const spawn_args& args);
 
-  /// A worker's settings as YAML (ist_specs_yaml.hpp).
+  /// A worker's settings as YAML (role_settings_yaml.hpp).
   static std::string to_yaml(const worker_settings& x);
   /// A shard's settings as YAML.
   static std::string to_yaml(const shard_settings& x);
@@ -182,15 +182,15 @@ struct subnet_scheme {
   /// to_yaml's text of a shard parsed strictly: errc::bad_config on anything else.
   static caf::expected<shard_settings> parse_shard_spec(const std::string& yaml);
 
-  /// Worker w's settings in a topology of job: ist training `task` (ist_job.hpp).
+  /// Worker w's settings in a topology of job: ist training `task` (job.hpp).
   static worker_settings worker_settings_of(const topology& t, const model::task& task,
                                             int32_t worker);
   /// The plan: W workers, S shards, every worker wired to every shard
-  /// (ist_plan.hpp draws it); bad_config naming the file when the task is
+  /// (plan.hpp draws it); bad_config naming the file when the task is
   /// unknown or check_plan refuses.
   static caf::expected<job_plan> plan(const topology& t);
   /// `--mode local`: the reference run on worker 0's data, reported as the
-  /// actors report (ist_local.hpp).
+  /// actors report (local.hpp).
   static caf::expected<job_result> run_local(const topology& t, const model::task& task);
 };
 

@@ -6,7 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/modes/transfer/head_role_spec.hpp"
+#include "actors/modes/transfer/head_settings.hpp"
 #include "actors/roles/role_type.hpp"
 
 namespace baton::actors {

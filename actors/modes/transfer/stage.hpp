@@ -6,7 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/modes/transfer/stage_spec.hpp"
+#include "actors/modes/transfer/stage_settings.hpp"
 #include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
 #include "model/core/feature_cache.hpp"

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/data_parallel/data_parallel_section.hpp"
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/section.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/data_parallel/worker_replica.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"

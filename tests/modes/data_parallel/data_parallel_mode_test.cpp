@@ -13,7 +13,7 @@
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"

@@ -12,7 +12,7 @@
 #include "actors/config/model_fields.hpp"
 #include "actors/config/topology.hpp"
 #include "actors/config/yaml_codec.hpp"
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
 #include "model/ist/ist_network.hpp"

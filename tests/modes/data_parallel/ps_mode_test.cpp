@@ -13,11 +13,11 @@
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/data_parallel/data_parallel_plan.hpp"
-#include "actors/modes/data_parallel/data_parallel_section.hpp"
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/plan.hpp"
+#include "actors/modes/data_parallel/section.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
-#include "actors/modes/data_parallel/ps_shard.hpp"
+#include "actors/modes/data_parallel/shard.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
 #include "model/data_parallel/data_parallel.hpp"

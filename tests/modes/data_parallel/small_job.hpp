@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/modes/data_parallel/data_parallel_worker.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "messages/errc.hpp"
 #include "tests/support/topology_fixture.hpp"
 

@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/ist/ist_specs.hpp"
+#include "actors/modes/ist/role_settings.hpp"
 #include "actors/modes/ist/neuron_scheme.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"

@@ -14,7 +14,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/ist/block_scheme.hpp"
-#include "actors/modes/ist/ist_specs.hpp"
+#include "actors/modes/ist/role_settings.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"

@@ -7,9 +7,9 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
-#include "actors/modes/pipeline/pipeline_section.hpp"
-#include "actors/modes/transfer/transfer_plan.hpp"
-#include "actors/modes/transfer/transfer_section.hpp"
+#include "actors/modes/pipeline/section.hpp"
+#include "actors/modes/transfer/plan.hpp"
+#include "actors/modes/transfer/section.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/commands.hpp"

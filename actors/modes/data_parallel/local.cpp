@@ -1,0 +1,142 @@
+#include "actors/modes/data_parallel/local.hpp"
+
+#include <chrono>
+
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/modes/data_parallel/plan.hpp"
+#include "actors/modes/data_parallel/section.hpp"
+#include "actors/modes/data_parallel/worker_replica.hpp"
+#include "actors/modes/saved_model.hpp"
+#include "actors/roles/source.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "messages/errc.hpp"
+#include "model/core/export.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+namespace {
+
+model::data_parallel_spec reference_spec(const data_parallel_worker_spec& worker) {
+  model::data_parallel_spec spec;
+  spec.workers = worker.workers;
+  spec.batch_size = worker.data.plan.batch_size;
+  spec.epochs = worker.data.plan.epochs;
+  spec.seed = worker.data.plan.seed;
+  spec.remainder = model::remainder_policy::pad;
+  spec.optimizer = worker.optimizer;
+  spec.linear_scaling = worker.linear_scaling;
+  spec.base_batch = worker.base_batch;
+  spec.warmup_epochs = worker.warmup_epochs;
+  // A shard sums its W pushes in worker order (ps_exchange.hpp).
+  spec.sum = worker.exchange == "ps" ? model::summation::worker_order : model::summation::ring;
+  spec.bucket_mb = worker.bucket_mb;
+  spec.eval_batch = worker.eval_batch;
+  spec.sync_every = worker.sync_every;
+  spec.freeze_up_to = worker.freeze_up_to;
+  spec.freeze_groups = worker.freeze_groups;
+  spec.adaptive = worker.adaptive;
+  spec.cache = worker.cache;
+  spec.cache_mb = worker.cache_mb;
+  spec.feature_block = worker.feature_block;
+  return spec;
+}
+
+/// Worker w's freeze point and adaptive decisions (every worker takes the
+/// same), as the actors' reports carry theirs; worker 0's also has the
+/// cache's counts, which the reference sums over the workers
+/// ("cache_hits_all_workers", ...).
+void add_freezing(const data_parallel_worker_spec& worker, int32_t w,
+                  const model::data_parallel_result& result, messages::actor_report& r) {
+  r.figures.push_back({"frozen_layers", static_cast<double>(result.frozen_layers)});
+  if (worker.cache && w == 0) {
+    const auto& c = result.cache;
+    r.figures.insert(r.figures.end(),
+                     {{"cache_hits_all_workers", static_cast<double>(c.hits)},
+                      {"cache_misses_all_workers", static_cast<double>(c.misses)},
+                      {"cache_rejected_all_workers", static_cast<double>(c.rejected)},
+                      {"cache_entries_all_workers", static_cast<double>(c.entries)},
+                      {"cache_bytes_all_workers", static_cast<double>(c.bytes)}});
+  }
+  for (const auto& d : result.decisions)
+    r.events.push_back(freeze_decision_json(d));
+}
+
+/// The reference's result as the actors report it.
+void report(const data_parallel_worker_spec& worker, const model::data_parallel_result& result,
+            job_result& out) {
+  // Every epoch trains the same steps of W minibatches.
+  out.heads.push_back(local_group(workers_group, "data_parallel_worker", worker.task.name,
+                                  result.samples, result.train_loss, result.test_accuracy,
+                                  result.weights_digest));
+  for (int32_t w = 0; w < worker.workers; ++w) {
+    messages::actor_report a;
+    a.actor = worker_name(w);
+    a.role = "data_parallel_worker";
+    a.node = "local";
+    a.weights_digest = result.weights_digest;
+    add_freezing(worker, w, result, a);
+    out.actors.push_back(a);
+  }
+}
+
+} // namespace
+
+caf::expected<job_result> run_data_parallel_local_job(const topology& t, const run_request& r) {
+  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
+  const auto* task = t.find_task(data_parallel_settings_of(t).task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
+  try {
+    auto started = std::chrono::steady_clock::now();
+    auto worker = worker_settings(t, *task, 0);
+    auto data = load_source_data(worker.data);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    train.labels = model::apply(*task, train.labels);
+    test.labels = model::apply(*task, test.labels);
+    auto training_started = std::chrono::steady_clock::now();
+    auto result = model::run_data_parallel_local(
+      [&] { return initial_data_parallel_model(worker); }, train, test, reference_spec(worker));
+    for (size_t e = 0; e < result.test_accuracy.size(); ++e)
+      spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
+                   100 * result.test_accuracy[e]);
+    auto out = local_result(t, "local", started, training_started);
+    out.result_label = "workers";
+    report(worker, result, out);
+    messages::tensor_set weights{"weights", worker_name(0), 0, result.steps, 0, {}, {}};
+    for (const auto& p : result.model.state())
+      weights.tensors.push_back(p.detach());
+    out.stage_weights.push_back(std::move(weights)); // as worker 0 sends them
+    return out;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
+caf::expected<void> save_data_parallel_model(const topology& t, const job_result& result,
+                                             const std::string& path) {
+  const auto* task = t.find_task(data_parallel_settings_of(t).task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
+  auto sent = sent_weights(result, worker_name(0));
+  if (!sent)
+    return sent.error();
+  return saving(path, [&] {
+    const auto spec = worker_settings(t, *task, 0).model;
+    auto whole = make_data_parallel_model(spec);
+    if (auto err = put_sent_weights(whole, **sent, worker_name(0)))
+      return err;
+    model::export_model(whole, path, export_options_of(spec));
+    return caf::error{};
+  });
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,282 @@
+#include "actors/modes/data_parallel/section.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "actors/modes/batch_norm.hpp"
+#include "actors/modes/data_parallel/freeze_section.hpp"
+#include "actors/modes/one_task.hpp"
+#include "model/ist/ist_network.hpp"
+#include "model/data_parallel/data_parallel.hpp"
+#include "model/core/error.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+namespace {
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+/// The models a worker can hold whole: built by make_data_parallel_model
+/// (a torchscript backbone is backbone.path's file).
+const std::vector<std::string> worker_models{"mlp", "ist_mlp", "convnet", "resnet18",
+                                             "torchscript"};
+
+/// The large-minibatch keys of `data_parallel.optimizer`.
+void read_schedule(const field& section, data_parallel_settings& s) {
+  read_if(section, "lr_scaling", s.lr_scaling,
+          [](const field& f) { return read_choice(f, {"none", "linear"}); });
+  read_if(section, "base_batch", s.base_batch, positive_int64);
+  read_if(section, "warmup_epochs", s.warmup_epochs, [](const field& f) {
+    return read_number(f, "a number of epochs in [0, 1000]",
+                       [](double x) { return x >= 0 && x <= 1000; });
+  });
+}
+
+/// `data_parallel.model`, else `backbone.model` when a worker can hold it.
+/// The workers train one model: given in both places, the two must agree
+/// (a backbone.model the job would not train is refused, not ignored), and
+/// torchscript is named by backbone.model, beside its backbone.path.
+std::string read_model(const field& section, const field& root, const topology& t) {
+  auto backbone = root.section("backbone").get("model");
+  auto own = section.get("model");
+  if (!own) {
+    if (contains(worker_models, t.backbone.name))
+      return t.backbone.name;
+    (backbone ? *backbone : root)
+      .fail("job: data-parallel trains a whole model of " + join(worker_models) +
+            ", but backbone.model is '" + t.backbone.name + "' (set data_parallel.model)");
+  }
+  const std::string model = read_choice(*own, worker_models);
+  if (backbone && model != t.backbone.name)
+    own->fail(own->name() + " is " + model + ", but backbone.model (" + backbone->where() +
+              ") is " + t.backbone.name + ": the workers train one model (name it once, or "
+              "the same in both)");
+  if (model == "torchscript" && t.backbone.name != "torchscript")
+    own->fail(own->name() + " is torchscript, whose file is backbone.path: set backbone.model: "
+              "torchscript and backbone.path");
+  return model;
+}
+
+/// `data_parallel.hidden`: ist_mlp's hidden widths (job: ist's `ist.hidden`
+/// limits), read with model: ist_mlp only; absent: model_spec's default.
+void read_hidden(const field& section, topology& t) {
+  auto f = section.get("hidden");
+  if (!f)
+    return;
+  if (t.backbone.name != "ist_mlp")
+    f->fail(f->name() + " is read with data_parallel.model: ist_mlp only (the model is '" +
+            t.backbone.name + "')");
+  const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
+  std::vector<int64_t> widths;
+  for (const field& item : f->items(what, model::ist_max_hidden_layers))
+    widths.push_back(read_integer<int64_t>(
+      item, 1, model::ist_max_width, "a width from 1 to " + std::to_string(model::ist_max_width)));
+  if (widths.empty())
+    f->expected(what);
+  t.backbone.hidden = std::move(widths);
+}
+
+/// The worker models with batch norm (make_data_parallel_model's mlp and
+/// ist_mlp: BatchNorm1d on batch statistics; resnet18: BatchNorm2d).
+const std::vector<std::string> batch_norm_models{"mlp", "ist_mlp", "resnet18"};
+
+/// A worker's minibatches are data.batch_size samples of its share of the
+/// epoch (padded to W equal shares), the last one what remains: with batch
+/// norm each needs at least 2 samples (actors/modes/batch_norm.hpp).
+void check_batch_norm(const field& root, const topology& t, int32_t workers) {
+  if (!contains(batch_norm_models, t.backbone.name))
+    return;
+  const std::string model = "model '" + t.backbone.name + "'";
+  const int64_t batch = t.plan.batch_size;
+  refuse_batch_norm_step(data_key_or_root(root, "batch_size"), batch,
+                         "data.batch_size is " + std::to_string(batch) +
+                           " sample per worker step",
+                         model);
+  const auto samples = known_training_samples(t);
+  if (!samples || *samples <= 0)
+    return;
+  const int64_t share = (*samples + workers - 1) / workers;
+  const char* key = t.data.train_samples_key();
+  if (share % batch == 1)
+    refuse_batch_norm_step(data_key_or_root(root, key), 1,
+                           std::to_string(*samples) + " training samples give each of " +
+                             std::to_string(workers) + " workers " + std::to_string(share) +
+                             " per epoch, whose last minibatch of data.batch_size " +
+                             std::to_string(batch) + " has 1 sample",
+                           model);
+}
+
+/// `data_parallel.exchange`: ring (all-reduce) or ps (parameter shards).
+std::string read_exchange(const field& f) {
+  return read_choice(f, {"ring", "ps"});
+}
+
+/// `data_parallel.nodes` (one node per worker) or `shard_nodes` (per shard).
+std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t count,
+                                    const std::string& what = "worker") {
+  std::vector<std::string> nodes;
+  for (const field& n : f.items("a list of node names, one per " + what,
+                                static_cast<size_t>(max_workers)))
+    nodes.push_back(read_node(n, t.nodes));
+  if (nodes.size() != static_cast<size_t>(count))
+    f.fail(f.name() + " names " + std::to_string(nodes.size()) + " nodes for " +
+           std::to_string(count) + " " + what + "s (expected one node per " + what + ")");
+  return nodes;
+}
+
+/// The parameter server's keys (`shards`, `max_staleness`, `shard_nodes`):
+/// read with exchange: ps only.
+void read_ps(const field& section, const topology& t, data_parallel_settings& s) {
+  if (s.exchange != "ps") {
+    for (const char* key : {"shards", "max_staleness", "shard_nodes"})
+      if (auto f = section.get(key))
+        f->fail(f->name() + " is read with data_parallel.exchange: ps only (the exchange is '" +
+                s.exchange + "')");
+    return;
+  }
+  read_if(section, "shards", s.shards, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_shards,
+                                 "a number of shards from 1 to " + std::to_string(max_shards));
+  });
+  read_if(section, "max_staleness", s.max_staleness, [](const field& f) {
+    return read_integer<int32_t>(f, 0, 1000000, "a number of steps >= 0 (0: BSP)");
+  });
+  s.shard_nodes.resize(static_cast<size_t>(s.shards));
+  if (auto f = section.get("shard_nodes"))
+    s.shard_nodes = read_nodes(*f, t, s.shards, "shard");
+}
+
+// `data_parallel:` (job: data-parallel only; absent: every default).
+void parse(const field& root, const std::vector<std::string>&, topology& t) {
+  read_one_task_heads(root, t);
+  field section = root.section("data_parallel");
+  data_parallel_settings s;
+  if (!section.is_null())
+    check_section(section);
+  read_if(section, "workers", s.workers, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_workers,
+                                 "a number of workers from 1 to " + std::to_string(max_workers));
+  });
+  read_if(section, "exchange", s.exchange, read_exchange);
+  read_ps(section, t, s);
+  read_if(section, "bucket_mb", s.bucket_mb, [](const field& f) {
+    return read_number(f, "a number of MiB in (0, 1024]",
+                       [](double x) { return x > 0 && x <= 1024; });
+  });
+  read_if(section, "overlap", s.overlap, [](const field& f) {
+    return read_choice(f, {"true", "false"}) == "true";
+  });
+  t.backbone.name = read_model(section, root, t);
+  read_hidden(section, t);
+  check_batch_norm(root, t, s.workers);
+  read_freezing(root, section, t, s);
+  s.optimizer = t.pretrain.optimizer;
+  if (auto f = section.get("optimizer")) {
+    s.optimizer = read_optimizer(*f, s.optimizer);
+    read_schedule(*f, s);
+  }
+  s.nodes.resize(static_cast<size_t>(s.workers));
+  if (auto f = section.get("nodes"))
+    s.nodes = read_nodes(*f, t, s.workers);
+  t.mode_settings = std::move(s);
+}
+
+/// The job's steps (its W workers step together) when its training set's
+/// size is known here (a synthetic set) or bounded (data.train_limit):
+/// epochs x steps per epoch.
+std::optional<job_length> length_of(const topology& t) {
+  const int64_t samples = t.data.train_samples_bound();
+  if (samples <= 0)
+    return std::nullopt;
+  const int32_t workers = data_parallel_settings_of(t).workers;
+  try {
+    const int64_t per_epoch = model::data_parallel_steps_per_epoch(
+      samples, workers, t.plan.batch_size, model::remainder_policy::pad);
+    return job_length{t.plan.epochs * per_epoch,
+                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
+                        + " steps of " + std::to_string(workers) + " workers x "
+                        + std::to_string(t.plan.batch_size) + " samples from "
+                        + std::to_string(samples) + " training samples"};
+  } catch (const model::error&) {
+    return std::nullopt; // too little data: the workers say so when they load it
+  }
+}
+
+/// What recovery cannot make exact yet, refused at `blame`: bounded
+/// staleness (a worker's checkpoint would not be a cut of the shards') and
+/// adaptive freezing (its change-rate sums are not checkpointed).
+void check_recoverable(const field& root, const field& blame, const topology& t) {
+  const auto& s = data_parallel_settings_of(t);
+  auto section = root.section("data_parallel");
+  if (s.max_staleness > 0)
+    section.require("max_staleness")
+      .fail(blame.name() + " with max_staleness " + std::to_string(s.max_staleness) +
+            ": job: data-parallel recovers from faults under BSP only (a worker's "
+            "checkpoint is a cut of the shards' only then; expected 0)");
+  if (s.freeze.policy == "adaptive")
+    section.section("freeze").require("policy").fail(
+      blame.name() + " with adaptive freezing: its interval's gradient sums are not "
+                     "checkpointed (expected freeze.policy none or fixed)");
+}
+
+/// Faults and checkpoints count global steps: workers and shards throw and
+/// checkpoint at steps, nodes are killed or stopped after one. Ring chunks
+/// and the shards' pushes and pulls go through no credit edge: no delay or
+/// drop. Refused with bounded staleness and adaptive freezing.
+void check(const field& root, const topology& t) {
+  if (auto runtime = root.get("runtime"); runtime && t.runtime.checkpoint_every > 0)
+    check_recoverable(root, runtime->require("checkpoint_every"), t);
+  if (t.faults.empty())
+    return;
+  const field faults = root.require("faults");
+  check_recoverable(root, faults, t);
+  size_t i = 0;
+  for (const field& item : faults.items("a list of faults", max_faults)) {
+    const auto& f = t.faults.at(i++);
+    if (f.kind == "delay" || f.kind == "drop")
+      item.fail("fault '" + f.kind + "' is not supported by job: data-parallel (ring chunks and "
+                "the shards' pushes and pulls use no credit edge; expected throw, kill_node, "
+                "stop_node or chaos)");
+  }
+}
+
+} // namespace
+
+const data_parallel_settings& data_parallel_settings_of(const topology& t) {
+  return std::any_cast<const data_parallel_settings&>(t.mode_settings);
+}
+
+std::string worker_name(int32_t worker) {
+  return "worker." + std::to_string(worker);
+}
+
+std::string shard_name(int32_t shard) {
+  return "shard." + std::to_string(shard);
+}
+
+job_schema data_parallel_schema() {
+  job_schema schema;
+  schema.name = "data-parallel";
+  schema.section = "data_parallel";
+  schema.keys = {{"data_parallel", {"workers", "exchange", "bucket_mb", "overlap", "model",
+                                    "optimizer", "nodes", "shards", "max_staleness",
+                                    "shard_nodes", "sync_every", "freeze", "task", "hidden"}},
+                 {"data_parallel.freeze", freeze_keys()},
+                 {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
+                                              "base_batch", "warmup_epochs"}}};
+  schema.lists = {"data_parallel.nodes", "data_parallel.shard_nodes", "data_parallel.hidden",
+                  "data_parallel.freeze.groups"};
+  add_one_task_heads(schema);
+  schema.parse = parse;
+  schema.own_model = true;
+  schema.length = length_of;
+  schema.check = check;
+  return schema;
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,45 @@
+// The settings codec of the data-parallel worker (its field list:
+// worker_settings.hpp), and the model a worker starts from.
+
+#include "actors/modes/data_parallel/worker_settings.hpp"
+
+#include "actors/config/yaml_codec.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/pretrain.hpp"
+#include "model/ist/ist_mlp.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace data_parallel {
+
+std::string to_yaml(const data_parallel_worker_spec& x) {
+  return write_yaml(x);
+}
+
+caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml) {
+  return read_yaml<data_parallel_worker_spec>(yaml, "data-parallel worker");
+}
+
+model::layered_model make_data_parallel_model(const model::model_spec& spec) {
+  // Whole networks, no classifier to add.
+  if (spec.name == model::ist_mlp_name)
+    return model::make_ist_mlp(spec);
+  if (spec.name == "mlp")
+    return model::make_model(spec);
+  return model::make_pretrain_model(spec, spec.classes);
+}
+
+model::layered_model initial_data_parallel_model(const data_parallel_worker_spec& spec) {
+  auto m = make_data_parallel_model(spec.model);
+  if (!spec.checkpoint.empty()) {
+    // The slice shares its modules with `m`: loading it loads m's backbone.
+    auto backbone = m.slice(0, m.size() - 1);
+    model::load_checkpoint(backbone, spec.checkpoint);
+  }
+  return m;
+}
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

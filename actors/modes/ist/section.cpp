@@ -1,0 +1,201 @@
+#include "actors/modes/ist/section.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "actors/modes/one_task.hpp"
+#include "model/core/error.hpp"
+#include "model/ist/ist.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+namespace ist {
+
+namespace {
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+/// Which networks the two kinds take, and why: an error about a model says it.
+const char* ist_models =
+  "job: ist trains mlp with kind ist (it partitions the hidden neurons of an mlp's fully "
+  "connected layers among the workers) and resnet18 with kind resist (it deals the residual "
+  "blocks of a ResNet to the workers); no other model can be cut that way";
+
+/// `ist.model`: the network of `kind` (mlp for ist, resnet18 for resist),
+/// which is also its default.
+void check_model(const field& section, const std::string& kind) {
+  auto f = section.get("model");
+  if (!f)
+    return;
+  const std::string expected = kind == "resist" ? "resnet18" : "mlp";
+  const auto model = read_string(*f);
+  if (model != "mlp" && model != "resnet18")
+    f->fail(f->name() + " is '" + model + "', but " + ist_models + " (expected " + expected +
+            ")");
+  if (model != expected)
+    f->fail(f->name() + " is " + model + ", but ist.kind " + kind + " trains " + expected +
+            " (" + ist_models + "; expected " + expected +
+            (kind == "resist" ? ", or kind: ist)" : ", or kind: resist)"));
+}
+
+/// `ist.hidden`: one positive width per hidden layer, each at least W and S
+/// (every worker and every shard gets a neuron of every layer).
+std::vector<int64_t> read_hidden(const field& f, const settings& s) {
+  const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
+  std::vector<int64_t> widths;
+  for (const field& item : f.items(what, model::ist_max_hidden_layers)) {
+    auto width = read_integer<int64_t>(
+      item, 1, model::ist_max_width, "a width from 1 to " + std::to_string(model::ist_max_width));
+    if (width < s.workers || width < s.shards)
+      item.fail(item.name() + " is " + std::to_string(width) + ": every hidden layer needs at "
+                "least one neuron per worker and per shard (expected at least " +
+                std::to_string(std::max(s.workers, s.shards)) + ")");
+    widths.push_back(width);
+  }
+  if (widths.empty())
+    f.expected(what);
+  return widths;
+}
+
+/// `ist.nodes`: one node per worker.
+std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t workers) {
+  std::vector<std::string> nodes;
+  for (const field& n : f.items("a list of node names, one per worker",
+                                static_cast<size_t>(max_workers)))
+    nodes.push_back(read_node(n, t.nodes));
+  if (nodes.size() != static_cast<size_t>(workers))
+    f.fail(f.name() + " names " + std::to_string(nodes.size()) + " nodes for " +
+           std::to_string(workers) + " workers (expected one node per worker)");
+  return nodes;
+}
+
+int32_t read_count(const field& f) {
+  return read_integer<int32_t>(f, 1, max_workers,
+                               "a number from 1 to " + std::to_string(max_workers));
+}
+
+/// Batch norm with batch statistics needs two samples per minibatch.
+void check_batch(const field& root, const topology& t) {
+  if (t.plan.batch_size >= 2)
+    return;
+  auto key = root.section("data").get("batch_size");
+  (key ? *key : root).fail("data.batch_size is " + std::to_string(t.plan.batch_size) +
+                           ": job: ist normalises each minibatch with its own statistics "
+                           "(expected at least 2)");
+}
+
+// `ist:` (job: ist only; absent: every default).
+void parse(const field& root, const std::vector<std::string>&, topology& t) {
+  read_one_task_heads(root, t);
+  field section = root.section("ist");
+  settings s;
+  if (!section.is_null())
+    check_section(section);
+  read_if(section, "kind", s.kind,
+          [](const field& f) { return read_choice(f, {"ist", "resist"}); });
+  check_model(section, s.kind);
+  read_if(section, "workers", s.workers, read_count);
+  s.shards = s.workers;
+  read_if(section, "shards", s.shards, read_count);
+  read_if(section, "local_steps", s.local_steps, positive_int32);
+  if (auto f = section.get("hidden")) {
+    if (s.kind == "resist")
+      f->fail(f->name() + " is given, but ist.kind is resist: ResIST trains resnet18, whose "
+              "widths are fixed (expected no hidden, or kind: ist)");
+    s.hidden = read_hidden(*f, s); // the default [4096] is wider than 64 workers
+  }
+  if (auto f = section.get("optimizer"))
+    s.optimizer = read_optimizer(*f, s.optimizer);
+  check_batch(root, t);
+  s.nodes.resize(static_cast<size_t>(s.workers));
+  if (auto f = section.get("nodes"))
+    s.nodes = read_nodes(*f, t, s.workers);
+  // The job trains its own network: the backbone section's model is not used.
+  t.backbone.name = s.kind == "resist" ? "resnet18" : "mlp";
+  t.mode_settings = std::move(s);
+}
+
+/// The rounds of the job (its steps for faults) when its training set's
+/// size is known here (a synthetic set) or bounded (data.train_limit).
+std::optional<job_length> length_of(const topology& t) {
+  const int64_t samples = t.data.train_samples_bound();
+  if (samples <= 0)
+    return std::nullopt;
+  const auto& s = settings_of(t);
+  try {
+    auto steps = model::ist_steps_per_epoch(samples, t.plan.batch_size, s.workers);
+    const int64_t per_epoch = model::ist_rounds_per_epoch(steps, s.local_steps);
+    return job_length{t.plan.epochs * per_epoch,
+                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
+                        + " rounds of " + std::to_string(s.local_steps) + " local steps from "
+                        + std::to_string(samples) + " training samples",
+                      "round"};
+  } catch (const model::error&) {
+    return std::nullopt; // too little data: the workers say so when they load it
+  }
+}
+
+/// A fault of the job's faults list at `index`, located for an error.
+field fault_field(const field& root, size_t index) {
+  size_t i = 0;
+  for (const field& item : root.require("faults").items("a list of faults", max_faults))
+    if (i++ == index)
+      return item;
+  return root.require("faults");
+}
+
+/// Faults and checkpoints count rounds (the job's step): workers and shards
+/// throw and checkpoint at rounds, nodes are killed or stopped after one.
+/// Its actors send no microbatches through a fanout: no delay or drop.
+void check(const field& root, const topology& t) {
+  for (size_t i = 0; i < t.faults.size(); ++i) {
+    const auto& f = t.faults[i];
+    if (f.kind == "delay" || f.kind == "drop")
+      fault_field(root, i).fail("fault '" + f.kind + "' is not supported by job: ist (its "
+                                "workers and shards exchange subnets, not microbatches on "
+                                "credit edges; expected throw, kill_node, stop_node or chaos)");
+  }
+}
+
+} // namespace
+
+const settings& settings_of(const topology& t) {
+  return std::any_cast<const settings&>(t.mode_settings);
+}
+
+std::string worker_name(int32_t worker) {
+  return "worker." + std::to_string(worker);
+}
+
+std::string shard_name(int32_t shard) {
+  return "shard." + std::to_string(shard);
+}
+
+const std::string& shard_node(const settings& s, int32_t shard) {
+  return s.nodes.at(static_cast<size_t>(shard % s.workers));
+}
+
+job_schema schema() {
+  job_schema schema;
+  schema.name = "ist";
+  schema.section = "ist";
+  schema.keys = {{"ist", {"kind", "model", "workers", "shards", "local_steps", "hidden",
+                          "optimizer", "nodes"}},
+                 {"ist.optimizer", {"lr", "momentum", "weight_decay"}}};
+  schema.lists = {"ist.hidden", "ist.nodes"};
+  // The network is ist.model's: the backbone's model keys are not read.
+  const std::string own = std::string(ist_models) + " (expected ist.model instead)";
+  schema.refusals = {{"backbone.model", own}, {"backbone.path", own},
+                     {"backbone.wide_features", own}};
+  add_one_task_heads(schema);
+  schema.parse = parse;
+  schema.own_model = true;
+  schema.length = length_of;
+  schema.check = check;
+  return schema;
+}
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,285 @@
+#include "actors/modes/pipeline/local.hpp"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/modes/pipeline/section.hpp"
+#include "actors/modes/saved_model.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "messages/errc.hpp"
+#include "model/core/export.hpp"
+#include "model/core/batches.hpp"
+#include "model/core/pretrain.hpp"
+#include "model/core/stage_trainer.hpp"
+#include "model/core/task.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
+
+namespace {
+
+/// The trainable model of a local run: the whole model as one trainer
+/// (flush schedules: a step per minibatch equals the pipeline's), or one
+/// trainer per stage (asynchronous 1f1b: the stages' versions differ).
+struct local_trainers {
+  std::vector<model::stage_trainer> stages;
+
+  /// Evaluation through every trainer in order.
+  at::Tensor infer(at::Tensor x) {
+    for (auto& s : stages)
+      x = s.infer(x);
+    return x;
+  }
+};
+
+/// gpipe and 1f1b-flush: one step per minibatch.
+bool flush_schedule(const topology& t) {
+  const std::string& schedule = pipeline_settings_of(t).schedule;
+  return schedule == "gpipe" || schedule == "1f1b-flush";
+}
+
+/// A training epoch's sums.
+struct epoch_sums {
+  double loss_sum = 0;
+  int64_t samples = 0;
+};
+
+/// Flush schedules: microbatch by microbatch through the whole model, a step
+/// per minibatch (gradient accumulation).
+epoch_sums train_flush(const model::task& task, model::stage_trainer& trainer,
+                       const model::dataset& train, const model::epoch_plan& plan) {
+  epoch_sums sums;
+  int32_t in_step = 0;
+  for (size_t k = 0; k < plan.microbatches.size(); ++k) {
+    auto [x, y] = model::gather(train, plan.microbatches[k]);
+    auto size = plan.step_size_of[k];
+    trainer.forward(static_cast<int64_t>(k), x, true);
+    auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(task, y), size);
+    sums.loss_sum += b.loss * x.size(0);
+    sums.samples += x.size(0);
+    if (++in_step == size) {
+      trainer.step();
+      in_step = 0;
+    }
+  }
+  return sums;
+}
+
+/// PipeDream's static 1F1B order, simulated in one thread: every stage does
+/// what pipeline_stage's static order makes it do (a forward while fewer
+/// than NOAM = stages after it + 1 are in flight and training microbatches
+/// remain, else the backward of its oldest microbatch, a step after each),
+/// whenever its input or gradient is there. A stage's weights depend only
+/// on its own sequence of operations, so any interleaving of the stages
+/// gives the pipeline's weights bit for bit.
+class static_1f1b_epoch {
+public:
+  static_1f1b_epoch(const model::task& task, local_trainers& trainers,
+                    const model::dataset& train, const model::epoch_plan& plan)
+    : task_(task), trainers_(trainers), train_(train), plan_(plan),
+      stages_(trainers.stages.size()) {}
+
+  epoch_sums run() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < stages_.size(); ++i)
+        while (act(i))
+          progress = true;
+    }
+    for (const auto& s : stages_)
+      if (s.forwarded != plan_.microbatches.size() || !s.in_flight.empty())
+        throw std::logic_error("static 1F1B simulation stalled");
+    return sums_;
+  }
+
+private:
+  struct stage {
+    size_t forwarded = 0;
+    std::deque<int64_t> in_flight;          ///< forwarded, not yet backward, oldest first
+    std::map<int64_t, at::Tensor> inputs;    ///< activations from the stage before
+    std::map<int64_t, at::Tensor> gradients; ///< from the stage after
+  };
+
+  /// One operation of stage `i`, if the one its order says is possible.
+  bool act(size_t i) {
+    auto& s = stages_[i];
+    auto noam = stages_.size() - i;
+    if (s.in_flight.size() < noam && s.forwarded < plan_.microbatches.size())
+      return forward(i);
+    if (s.in_flight.empty() || s.gradients.count(s.in_flight.front()) == 0)
+      return false;
+    auto k = s.in_flight.front();
+    s.in_flight.pop_front();
+    auto r = trainers_.stages[i].backward(k, s.gradients.at(k));
+    s.gradients.erase(k);
+    finish_backward(i, k, r);
+    return true;
+  }
+
+  bool forward(size_t i) {
+    auto& s = stages_[i];
+    auto k = static_cast<int64_t>(s.forwarded);
+    at::Tensor input;
+    if (i == 0) {
+      input = model::gather(train_, plan_.microbatches[s.forwarded]).first;
+    } else if (s.inputs.count(k) == 0) {
+      return false; // wait for it, as a stage does
+    } else {
+      input = s.inputs.at(k);
+      s.inputs.erase(k);
+    }
+    s.forwarded += 1;
+    auto& trainer = trainers_.stages[i];
+    auto out = trainer.forward(k, input, i == 0);
+    if (i + 1 < stages_.size()) {
+      stages_[i + 1].inputs[k] = out;
+      s.in_flight.push_back(k);
+      return true;
+    }
+    auto labels = model::gather(train_, plan_.microbatches[s.forwarded - 1]).second;
+    auto r = trainer.backward_loss(k, model::apply(task_, labels), 1);
+    sums_.loss_sum += r.loss * out.size(0);
+    sums_.samples += out.size(0);
+    finish_backward(i, k, r);
+    return true;
+  }
+
+  /// The gradient to the stage before, then the step.
+  void finish_backward(size_t i, int64_t k, const model::backward_result& r) {
+    if (i > 0)
+      stages_[i - 1].gradients[k] = r.input_gradient;
+    trainers_.stages[i].step();
+  }
+
+  const model::task& task_;
+  local_trainers& trainers_;
+  const model::dataset& train_;
+  const model::epoch_plan& plan_;
+  std::vector<stage> stages_;
+  epoch_sums sums_;
+};
+
+/// One epoch, microbatch by microbatch as the stages see them, then its
+/// test accuracy.
+messages::epoch_result train_epoch(const topology& t, const model::task& task,
+                                  local_trainers& trainers, const model::dataset& train,
+                                  const model::dataset& test, int32_t epoch) {
+  auto plan = model::plan_epoch(train.size(), t.plan, epoch);
+  auto sums = flush_schedule(t) ? train_flush(task, trainers.stages[0], train, plan)
+                : static_1f1b_epoch{task, trainers, train, plan}.run();
+  int64_t correct = 0;
+  for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
+    auto [x, y] = model::gather(test, ids);
+    correct += trainers.infer(x).argmax(1).eq(model::apply(task, y)).sum().item<int64_t>();
+  }
+  double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
+  return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0, accuracy, sums.samples};
+}
+
+/// One trainer for the whole model under a flush schedule, one per stage
+/// (sharing the whole model's layers) under 1f1b.
+local_trainers make_trainers(const topology& t, const model::layered_model& whole) {
+  local_trainers out;
+  bool flush = flush_schedule(t);
+  const auto& stages = pipeline_settings_of(t).stages;
+  for (size_t i = 0; i < (flush ? 1 : stages.size()); ++i)
+    out.stages.emplace_back(flush ? whole : whole.slice(stages[i].begin, stages[i].end),
+                            t.pretrain.optimizer, model::stash_mode::stash);
+  return out;
+}
+
+/// The stages' reports and weights, cut from the whole model at the
+/// pipeline's boundaries; the last stage carries the epochs of `trained`.
+void report_stages(const topology& t, const model::task& task, model::layered_model& whole,
+                   int64_t version, const messages::actor_report& trained, job_result& out) {
+  const auto& stages = pipeline_settings_of(t).stages;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    messages::actor_report stage;
+    stage.actor = "stage" + std::to_string(i);
+    stage.role = "pipeline_stage";
+    stage.node = "local";
+    auto slice = whole.slice(stages[i].begin, stages[i].end);
+    stage.weights_digest = model::weights_digest(slice);
+    messages::tensor_set weights{"weights", stage.actor, 0, version, 0, {}, {}};
+    for (const auto& p : slice.state())
+      weights.tensors.push_back(p.detach());
+    out.stage_weights.push_back(std::move(weights));
+    if (i + 1 == stages.size()) {
+      stage.task = task.name;
+      stage.samples = trained.samples;
+      stage.epochs = trained.epochs;
+      stage.train_loss = trained.epochs.empty() ? 0 : trained.epochs.back().train_loss;
+      stage.test_accuracy = trained.epochs.empty() ? 0 : trained.epochs.back().test_accuracy;
+      out.heads.push_back(stage);
+    }
+    out.actors.push_back(stage);
+  }
+}
+
+} // namespace
+
+caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r) {
+  // The stages' thread budget by default: then the arithmetic is the same
+  // bit for bit (OpenBLAS sums in another order with more threads).
+  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
+  const auto* task = t.find_task(t.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "task '" + t.task + "' is not a task of the topology");
+  try {
+    auto started = std::chrono::steady_clock::now();
+    auto data = load_data(t, t.data.train_limit);
+    if (!data)
+      return data.error();
+    auto& [train, test] = *data;
+    auto whole = model::make_pretrain_model(t.backbone, task->classes);
+    auto trainers = make_trainers(t, whole);
+    messages::actor_report trained;
+    auto training_started = std::chrono::steady_clock::now();
+    for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
+      trained.epochs.push_back(train_epoch(t, *task, trainers, train, test, epoch));
+      trained.samples += trained.epochs.back().samples;
+      spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
+                   100 * trained.epochs.back().test_accuracy);
+    }
+    auto out = local_result(t, "local", started, training_started);
+    out.result_label = "stage";
+    report_stages(t, *task, whole, trainers.stages.back().version(), trained, out);
+    return out;
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_file, e.what());
+  }
+}
+
+caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
+                                        const std::string& path) {
+  const auto* task = t.find_task(t.task);
+  const auto& stages = pipeline_settings_of(t).stages;
+  if (task == nullptr || result.stage_weights.size() != stages.size())
+    return make_error(errc::actor_failed,
+                      "cannot save the model: " + std::to_string(result.stage_weights.size()) +
+                        " of " + std::to_string(stages.size()) + " stages sent their weights");
+  return saving(path, [&] {
+    // The stages assembled: a slice shares its layers with the whole model.
+    auto whole = model::make_pretrain_model(t.backbone, task->classes);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      auto slice = whole.slice(stages[i].begin, stages[i].end);
+      const auto& sent = result.stage_weights[i];
+      if (auto err = put_sent_weights(slice, sent.tensors, sent.from))
+        return err;
+    }
+    model::export_model(whole, path, export_options_of(t.backbone));
+    return caf::error{};
+  });
+}
+
+} // namespace pipeline
+} // namespace modes
+} // namespace baton::actors

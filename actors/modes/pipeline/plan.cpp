@@ -1,0 +1,147 @@
+#include "actors/modes/pipeline/plan.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "actors/modes/pipeline/section.hpp"
+#include "actors/modes/pipeline/stage_settings.hpp"
+#include "actors/roles/source.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
+
+namespace {
+
+/// PipeDream's NOAM: a stage admits as many microbatches as there are
+/// workers from it to the end of the pipeline, per replica.
+std::vector<int32_t> noam_of(const std::vector<pipeline_stage>& stages) {
+  int32_t workers_after = 0;
+  std::vector<int32_t> noam(stages.size());
+  for (size_t i = stages.size(); i-- > 0;) {
+    workers_after += stages[i].replicas;
+    noam[i] = (workers_after + stages[i].replicas - 1) / stages[i].replicas;
+  }
+  return noam;
+}
+
+caf::error check_stages(const topology& t) {
+  const auto& stages = pipeline_settings_of(t).stages;
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].replicas > t.plan.microbatches)
+      return make_error(errc::bad_config,
+                        t.file + ": pipeline stage " + std::to_string(i) + " has " +
+                          std::to_string(stages[i].replicas) + " replicas but a minibatch has " +
+                          std::to_string(t.plan.microbatches) +
+                          " microbatches (data.microbatches): microbatches are dealt to "
+                          "replicas by position, so a replica would get none");
+  return caf::none;
+}
+
+/// Stage i's settings, for every replica but its index.
+pipeline_stage_spec stage_settings(const topology& t, const model::task& task, size_t i,
+                                   int32_t max_in_flight) {
+  const auto& settings = pipeline_settings_of(t);
+  const auto& stages = settings.stages;
+  pipeline_stage_spec spec;
+  spec.backbone = t.backbone;
+  spec.classes = task.classes;
+  spec.task = task.name;
+  spec.begin = static_cast<int64_t>(stages[i].begin);
+  spec.end = static_cast<int64_t>(stages[i].end);
+  spec.first = i == 0;
+  spec.last = i + 1 == stages.size();
+  spec.schedule = settings.schedule;
+  spec.optimizer = t.pretrain.optimizer;
+  spec.window = t.runtime.window;
+  spec.threads = t.runtime.stage_threads;
+  spec.progress_every = t.runtime.progress_every;
+  spec.replicas = stages[i].replicas;
+  spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
+  spec.max_in_flight = settings.schedule == "gpipe" ? 0 : max_in_flight;
+  spec.vertical_sync = settings.vertical_sync;
+  return spec;
+}
+
+/// The divergence warning's advice: under 1f1b every microbatch is an SGD
+/// step on weights some steps stale (as many as the stage's NOAM in the
+/// static order; more with a wider runtime.window in 1f1b-dynamic), so
+/// it is far less forgiving of an lr than the synchronous schedules, which
+/// take one step per minibatch.
+std::string divergence_advice(const topology& t) {
+  const auto& o = t.pretrain.optimizer;
+  const std::string& schedule = pipeline_settings_of(t).schedule;
+  if (schedule != "1f1b" && schedule != "1f1b-dynamic")
+    return fmt::format("job: pipeline ({}) takes one SGD step per minibatch of {} samples with "
+                       "lr {:g} and momentum {:g}; lower backbone.pretrain.optimizer's lr or "
+                       "momentum",
+                       schedule, t.plan.batch_size, o.lr, o.momentum);
+  const std::string stale = schedule == "1f1b"
+                              ? "as many steps stale as the stage's microbatches in flight "
+                                "(PipeDream's NOAM: the stages after it, plus one)"
+                              : fmt::format("as stale as the microbatches in flight "
+                                            "(runtime.window {})",
+                                            t.runtime.window);
+  return fmt::format("job: pipeline ({}) takes an SGD step for every microbatch (1 of {} per "
+                     "minibatch of {} samples) with lr {:g} and momentum {:g}, on weights {}; "
+                     "lower backbone.pretrain.optimizer's lr or momentum, or use schedule "
+                     "1f1b-flush or gpipe",
+                     schedule, t.plan.microbatches, t.plan.batch_size, o.lr, o.momentum,
+                     stale);
+}
+
+} // namespace
+
+caf::expected<job_plan> plan_pipeline(const topology& t) {
+  // Trainable stages of backbone + classifier, trained on the workload's task
+  // with the pretrain optimiser (the model `baton pretrain` trains alone).
+  const auto* task = t.find_task(t.task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "task '" + t.task +
+                                          "' is not one of the topology's tasks");
+  if (auto err = check_stages(t))
+    return err;
+  job_plan plan;
+  plan.divergence_advice = divergence_advice(t);
+  plan.result_label = "stage"; // the last stage's result: the model's
+  auto source =
+    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
+  source.starts = true;
+  plan.actors.push_back(std::move(source));
+  const auto& stages = pipeline_settings_of(t).stages;
+  auto noam = noam_of(stages);
+  std::vector<std::vector<std::string>> levels{{"source"}};
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const auto& stage = stages[i];
+    auto spec = stage_settings(t, *task, i, noam[i]);
+    auto base = "stage" + std::to_string(i);
+    levels.emplace_back();
+    for (int32_t r = 0; r < stage.replicas; ++r) {
+      spec.replica = r;
+      auto name = stage.replicas > 1 ? base + "." + std::to_string(r) : base;
+      auto a = make_planned_actor("pipeline_stage", name, stage.node_of(r), to_yaml(spec));
+      a.threads = t.runtime.stage_threads;
+      a.trainable = true;
+      a.sends_weights = r == 0;
+      if (spec.last)
+        a.result = base;
+      plan.actors.push_back(std::move(a));
+      levels.back().push_back(name);
+    }
+  }
+  for (size_t l = 0; l + 1 < levels.size(); ++l)
+    for (const auto& from : levels[l])
+      for (const auto& to : levels[l + 1])
+        plan.edges.push_back({planned_edge::kind_t::data, from, to});
+  for (const auto& level : levels)
+    for (size_t r = 0; level.size() > 1 && r < level.size(); ++r)
+      for (size_t peer = 0; peer < level.size(); ++peer)
+        if (peer != r)
+          plan.edges.push_back(
+            {planned_edge::kind_t::peer, level[r], level[peer], static_cast<int32_t>(peer)});
+  return plan;
+}
+
+} // namespace pipeline
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,182 @@
+#include "actors/modes/pipeline/section.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "actors/modes/batch_norm.hpp"
+#include "actors/modes/one_task.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace pipeline {
+
+namespace {
+
+// The located fields and their checked readers (actors/config/yaml_field.hpp).
+using namespace detail;
+
+// 1f1b and 1f1b-dynamic: a step after every microbatch, no consistent cut.
+bool asynchronous(const pipeline_settings& s) {
+  return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
+}
+
+
+// One `pipeline.stages` entry: the stage after `previous_end` up to its
+// `last_layer`, on `replicas` machines.
+pipeline_stage parse_stage(const field& item, const std::vector<std::string>& layers,
+                           size_t previous_end, const topology& t, const pipeline_settings& s) {
+  check_section(item);
+  field last = item.require("last_layer");
+  std::string name = read_string(last);
+  auto found = std::find(layers.begin(), layers.end(), name);
+  if (found == layers.end())
+    last.fail(last.name() + " names unknown layer '" + name + "' (expected one of: "
+              + join(layers) + ")");
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (end <= previous_end)
+    last.fail(last.name() + " is '" + name + "', which does not come after '"
+              + layers[previous_end - 1] + "' (expected stages in layer order: "
+              + join(layers) + ")");
+  pipeline_stage stage{previous_end, end, 1, "", {}};
+  read_if(item, "replicas", stage.replicas, [](const field& f) {
+    return read_integer<int32_t>(f, 1, max_replicas,
+                                 "a number of replicas from 1 to " + std::to_string(max_replicas));
+  });
+  read_if(item, "node", stage.node, [&](const field& f) { return read_node(f, t.nodes); });
+  if (auto nodes = item.get("nodes")) {
+    if (item.get("node"))
+      nodes->fail("give either 'node' (every replica there) or 'nodes' (one per replica)");
+    for (const field& n : nodes->items("a list of node names, one per replica",
+                                       static_cast<size_t>(max_replicas)))
+      stage.replica_nodes.push_back(read_node(n, t.nodes));
+    if (stage.replica_nodes.size() != static_cast<size_t>(stage.replicas))
+      nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
+                  " nodes for " + std::to_string(stage.replicas) + " replicas");
+  }
+  if (stage.replicas > 1 && s.vertical_sync)
+    item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
+              "versions count group steps, not the input stage's (set replicas: 1 or "
+              "vertical_sync: false)");
+  return stage;
+}
+
+// `pipeline:` (job: pipeline only): the schedule and the stages of the whole
+// model being trained, the backbone and its classifier ("fc2", as
+// model::make_pretrain_model builds it); the last stage ends with the model.
+pipeline_settings parse_pipeline(const field& section, std::vector<std::string> layers,
+                                 const topology& t) {
+  if (section.is_null())
+    section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
+  check_section(section);
+  pipeline_settings s;
+  read_if(section, "schedule", s.schedule,
+          [](const field& f) {
+            return read_choice(f, {"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
+          });
+  if (auto f = section.get("vertical_sync")) {
+    s.vertical_sync = read_choice(*f, {"true", "false"}) == "true";
+    if (s.vertical_sync && !asynchronous(s))
+      f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
+              + s.schedule + "')");
+  }
+  layers.push_back("fc2");
+  field stages = section.require("stages");
+  size_t actors = 0;
+  for (const field& item :
+       stages.items("a list of stages ({last_layer, replicas, node})", max_pipeline_stages)) {
+    s.stages.push_back(
+      parse_stage(item, layers, s.stages.empty() ? 0 : s.stages.back().end, t, s));
+    actors += static_cast<size_t>(s.stages.back().replicas);
+    if (actors > max_pipeline_actors)
+      item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
+                + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
+                                                                         "in all") + ")");
+  }
+  if (s.stages.empty() || s.stages.back().end != layers.size())
+    stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
+                "layer '" + layers.back() + "'");
+  return s;
+}
+
+/// Recovery restores a consistent cut of the weights, which only the
+/// synchronous schedules have between minibatches.
+void check_recovery(const field& root, const topology& t) {
+  if (!asynchronous(pipeline_settings_of(t)))
+    return;
+  if (!t.faults.empty())
+    root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
+                                "1f1b-flush): asynchronous 1f1b has no step at which every "
+                                "stage's weights are consistent");
+  if (t.runtime.checkpoint_every > 0)
+    root.require("runtime").require("checkpoint_every")
+      .fail("checkpoints need a synchronous schedule (gpipe or 1f1b-flush): under 1f1b the "
+            "stages never share a step with nothing in flight");
+}
+
+/// The smallest microbatch of a minibatch of `size` samples cut into
+/// data.microbatches pieces, as model::plan_epoch cuts it.
+int64_t smallest_microbatch(int64_t size, int32_t microbatches) {
+  const int64_t parts = std::min<int64_t>(microbatches, size);
+  return size / parts;
+}
+
+/// resnet18's batch norm normalises over a microbatch in training: every
+/// microbatch, the last minibatch's too, needs at least 2 samples
+/// (actors/modes/batch_norm.hpp).
+void check_batch_norm(const field& root, const topology& t) {
+  if (t.backbone.name != "resnet18")
+    return;
+  const int64_t batch = t.plan.batch_size;
+  const int32_t parts = t.plan.microbatches;
+  const std::string model = "model 'resnet18'";
+  refuse_batch_norm_step(data_key_or_root(root, "microbatches"),
+                         smallest_microbatch(batch, parts),
+                         "data.batch_size " + std::to_string(batch) + " in " +
+                           std::to_string(parts) + " microbatches leaves " +
+                           std::to_string(smallest_microbatch(batch, parts)) +
+                           " sample in a microbatch",
+                         model);
+  const auto samples = known_training_samples(t);
+  const int64_t last = samples ? *samples % batch : 0;
+  if (last > 0 && smallest_microbatch(last, parts) < 2)
+    refuse_batch_norm_step(
+      data_key_or_root(root, t.data.train_samples_key()), 1,
+      std::to_string(*samples) + " training samples end each epoch with a minibatch of " +
+        std::to_string(last) + " in " + std::to_string(std::min<int64_t>(parts, last)) +
+        " microbatches, one of 1 sample",
+      model);
+}
+
+// The stages are its own section's; `heads` of older files name the task.
+void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+  read_one_task_heads(root, t);
+  t.mode_settings = parse_pipeline(root.section("pipeline"), layers, t);
+  check_batch_norm(root, t);
+}
+
+} // namespace
+
+const pipeline_settings& pipeline_settings_of(const topology& t) {
+  return std::any_cast<const pipeline_settings&>(t.mode_settings);
+}
+
+job_schema pipeline_schema() {
+  job_schema schema;
+  schema.name = "pipeline";
+  schema.section = "pipeline";
+  schema.keys = {{"pipeline", {"schedule", "vertical_sync", "stages"}},
+                 {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}}};
+  schema.lists = {"pipeline.stages"};
+  schema.refusals = {{"backbone.split", "job: pipeline takes its stages from the 'pipeline' "
+                                        "section (`baton profile` then `baton plan --out` "
+                                        "writes one)"}};
+  add_one_task_heads(schema);
+  schema.parse = parse;
+  schema.check = check_recovery;
+  return schema;
+}
+
+} // namespace pipeline
+} // namespace modes
+} // namespace baton::actors

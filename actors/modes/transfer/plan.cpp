@@ -1,0 +1,88 @@
+#include "actors/modes/transfer/plan.hpp"
+
+#include <cassert>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/modes/backbone_split.hpp"
+
+#include "actors/modes/transfer/head_settings.hpp"
+#include "actors/modes/transfer/stage_settings.hpp"
+#include "actors/modes/transfer/section.hpp"
+#include "actors/roles/source.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
+
+job_plan plan_transfer(const topology& t) {
+  job_plan plan;
+  // Only the heads train (the backbone is frozen), each with its own optimizer.
+  plan.divergence_advice = fmt::format(
+    "job: transfer trains each head with its own heads[].optimizer, one SGD step per minibatch "
+    "of {} samples; lower that head's lr or momentum",
+    t.plan.batch_size);
+  auto source =
+    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
+  source.starts = true;
+  plan.actors.push_back(std::move(source));
+  std::string previous = "source";
+  const auto& settings = transfer_settings_of(t);
+  for (const auto& s : settings.stages) {
+    stage_spec spec{t.backbone,
+                    t.checkpoint,
+                    static_cast<int64_t>(s.begin),
+                    static_cast<int64_t>(s.end),
+                    t.runtime.window,
+                    t.runtime.stage_threads,
+                    settings.features}; // one stage when not the default (section.cpp)
+    auto stage = make_planned_actor("stage", s.name, s.node, to_yaml(spec));
+    stage.threads = t.runtime.stage_threads;
+    plan.actors.push_back(std::move(stage));
+    plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
+    previous = s.name;
+  }
+  for (const auto& h : settings.heads) {
+    head_role_spec spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
+    auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
+    head.threads = t.runtime.head_threads;
+    head.trainable = true;
+    head.sends_weights = true; // its trained weights, for --save-model
+    head.result = h.spec.name;
+    plan.actors.push_back(std::move(head));
+    plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
+  }
+  return plan;
+}
+
+caf::expected<void> resolve_backbone_split(topology& t) {
+  auto& settings = transfer_settings_of(t);
+  if (!settings.split_auto)
+    return caf::unit;
+  auto& stages = settings.stages;
+  auto planned =
+    plan_backbone_split(t, static_cast<int32_t>(stages.size()), !t.embedded());
+  if (!planned)
+    return planned.error();
+  log_backbone_split(*planned);
+  assert(planned->plan.stages.size() == stages.size() && "the plan has one stage per placement");
+  for (size_t k = 0; k < stages.size(); ++k) {
+    stages[k].begin = planned->plan.stages[k].begin;
+    stages[k].end = planned->plan.stages[k].end;
+  }
+  settings.split_auto = false;
+  return caf::unit;
+}
+
+caf::expected<job_plan> plan_transfer(const topology& t, plan_use use) {
+  if (use == plan_use::check || !transfer_settings_of(t).split_auto)
+    return plan_transfer(t);
+  topology settled = t;
+  if (auto resolved = resolve_backbone_split(settled); !resolved)
+    return resolved.error();
+  return plan_transfer(settled);
+}
+
+} // namespace transfer
+} // namespace modes
+} // namespace baton::actors

@@ -1,0 +1,269 @@
+#include "actors/modes/transfer/section.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/core/batches.hpp"
+#include "model/core/error.hpp"
+#include "model/core/layered_model.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+inline namespace transfer {
+
+namespace {
+
+using namespace detail;
+
+// -- backbone.split -------------------------------------------------------------
+
+// One split point: the layer after which a stage ends. Returns the end (one
+// past that layer), which must follow `previous_end`.
+size_t split_point(const field& f, const std::vector<std::string>& layers, size_t previous_end) {
+  // A stage must follow every split point, so the last layer is not one.
+  std::vector<std::string> valid(layers.begin(), layers.end() - 1);
+  std::string name = read_string(f);
+  auto found = std::find(layers.begin(), layers.end(), name);
+  auto end = static_cast<size_t>(found - layers.begin()) + 1;
+  if (found == layers.end())
+    f.fail(f.name() + " names unknown layer '" + name + "' (expected one of: " + join(valid)
+           + ")");
+  if (end == layers.size())
+    f.fail(f.name() + " is '" + name + "', the last layer, so no stage would follow it "
+           + "(expected one of: " + join(valid) + ")");
+  if (end <= previous_end)
+    f.fail(f.name() + " is '" + name + "', which does not come after '" + layers[previous_end - 1]
+           + "' (expected split points in layer order: " + join(valid) + ")");
+  return end;
+}
+
+// Stages from `backbone.split`: one ends after each listed layer, the last
+// one ends with the backbone.
+std::vector<stage_placement> make_stages(const field& split,
+                                         const std::vector<std::string>& layers) {
+  std::vector<size_t> ends;
+  for (const field& f : split.items("a list of layer names, or auto", max_stages - 1))
+    ends.push_back(split_point(f, layers, ends.empty() ? 0 : ends.back()));
+  ends.push_back(layers.size());
+  std::vector<stage_placement> stages;
+  size_t begin = 0;
+  for (size_t end : ends) {
+    stages.push_back({"stage" + std::to_string(stages.size()), begin, end, ""});
+    begin = end;
+  }
+  return stages;
+}
+
+// `split: auto`: `count` stages of (nearly) equal numbers of layers, the
+// placeholder until the planner sets the boundaries at run time.
+std::vector<stage_placement> even_stages(size_t count, size_t layers) {
+  std::vector<stage_placement> stages;
+  for (size_t k = 0; k < count; ++k)
+    stages.push_back({"stage" + std::to_string(k), k * layers / count, (k + 1) * layers / count,
+                      ""});
+  return stages;
+}
+
+// How many stages `split: auto` plans: `backbone.stages`, else one per node
+// `backbone.place` names (placing N stages asks for N), else 3; never more
+// than there are layers, as a stage holds at least one.
+size_t auto_stage_count(const std::optional<field>& count, const std::optional<field>& place,
+                        size_t layers) {
+  const std::string most = std::to_string(layers);
+  std::optional<size_t> placed;
+  if (place && place->node().IsSequence())
+    placed = place->node().size();
+  if (count) {
+    auto n = read_integer<size_t>(
+      *count, 1, std::min(layers, max_stages),
+      layers <= max_stages ? "an integer from 1 to the backbone's " + most + " layers"
+                           : "an integer from 1 to " + std::to_string(max_stages) + " ("
+                               + at_most(max_stages, "stages") + "; the backbone has " + most
+                               + " layers)");
+    if (placed && *placed != n)
+      count->fail(count->name() + " is " + std::to_string(n) + " but 'backbone.place' ("
+                  + place->where() + ") names " + std::to_string(*placed)
+                  + " nodes, one per stage (expected as many stages as nodes, or no 'stages': "
+                  + "it defaults to the number of nodes placed)");
+    return n;
+  }
+  if (!placed)
+    return std::min<size_t>(3, layers);
+  if (*placed < 1 || *placed > std::min(layers, max_stages))
+    place->fail(place->name() + " names " + std::to_string(*placed)
+                + " nodes, one per stage, but split: auto plans from 1 stage to one per layer ("
+                + most + ")" + (layers > max_stages ? ", " + at_most(max_stages, "stages") : ""));
+  return *placed;
+}
+
+// `backbone.split` (and `stages`): a list of layer names ending stages, or
+// `auto` for boundaries the planner chooses at run time.
+void parse_split(const field& section, const std::vector<std::string>& layers,
+                 transfer_settings& s) {
+  field split = section.section("split");
+  std::optional<field> count = section.get("stages");
+  s.split_auto = split.node().IsScalar() && split.node().Scalar() == "auto";
+  if (count && !s.split_auto)
+    count->fail(count->name() + " applies to split: auto only (a list of split points "
+                "makes one stage more than it names)");
+  if (s.split_auto)
+    s.stages = even_stages(auto_stage_count(count, section.get("place"), layers.size()),
+                           layers.size());
+  else
+    s.stages = make_stages(split, layers);
+}
+
+void place_stages(const field& place, const topology& t, transfer_settings& s) {
+  std::vector<field> items = place.items("a list of node names, one per stage", max_stages);
+  for (size_t i = 0; i < items.size() && i < s.stages.size(); ++i)
+    s.stages[i].node = read_node(items[i], t.nodes);
+  if (items.size() != s.stages.size())
+    place.fail(place.name() + " must name one node per stage: the backbone has "
+               + std::to_string(s.stages.size()) + " stages, got "
+               + std::to_string(items.size()) + " nodes");
+}
+
+// -- the feature cache ------------------------------------------------------------
+
+// `backbone.cache`, `cache_mb` and `feature_block` (model::feature_cache_spec):
+// a cache keeps rows only when they are computed in canonical blocks.
+void parse_feature_cache(const field& section, model::feature_cache_spec& features) {
+  if (auto f = section.get("cache"))
+    features.cache = read_choice(*f, {"none", "memory"}) == "memory";
+  read_if(section, "cache_mb", features.cache_mb, [](const field& f) {
+    return read_number(f, "a number of MiB from 0 to 1048576",
+                       [](double x) { return x >= 0 && x <= 1048576; });
+  });
+  read_if(section, "feature_block", features.block_rows, [](const field& f) {
+    return read_integer<int64_t>(f, 0, 65536,
+                                 "a number of rows from 0 (a microbatch in one forward) to 65536");
+  });
+  if (features.cache && features.block_rows < 1) {
+    std::optional<field> block = section.get("feature_block");
+    (block ? *block : section.require("cache"))
+      .fail("'backbone.cache' is memory, which needs 'backbone.feature_block' >= 1 (rows "
+            "computed in canonical blocks of K samples, so that a cached row equals a "
+            "recomputed one), got " + std::to_string(features.block_rows));
+  }
+}
+
+// The feature cache (and canonical blocks) live in the stage that takes the
+// source's images and holds the whole backbone: its cache keys are the data
+// set's sample ids, and its output rows are the heads' features, which
+// --mode local computes the same way.
+void check_feature_cache(const field& section, const transfer_settings& s) {
+  if ((!s.features.cache && s.features.block_rows == 0) || s.stages.size() == 1)
+    return;
+  std::optional<field> key = section.get(s.features.cache ? "cache" : "feature_block");
+  const std::string what = s.features.cache ? "'backbone.cache' is memory, which caches"
+                                            : "'backbone.feature_block' computes";
+  key->fail(what + " the features of the whole backbone in the one stage that holds it, but "
+            "'backbone.split' cuts it into " + std::to_string(s.stages.size()) +
+            " stages (expected split: [], or backbone.stages: 1 with split: auto)");
+}
+
+// -- heads ---------------------------------------------------------------------------
+
+// A head `name` training `task` with the default optimizer.
+head_placement make_head(const std::string& name, const model::task& task, const topology& t) {
+  head_placement head;
+  head.spec.name = name;
+  head.spec.task_def = task;
+  head.spec.model.name = "head";
+  head.spec.model.classes = task.classes;
+  // Derived from the name only, so adding a head does not change the others.
+  head.spec.model.seed = model::derive_seed(t.seed, "head/" + name);
+  return head;
+}
+
+head_placement parse_head(const field& item, const topology& t) {
+  check_section(item);
+  const std::string name = read_new_name(item.require("name"), "head");
+  head_placement head = make_head(name, read_task(item.require("task"), t), t);
+  read_if(item, "optimizer", head.spec.optimizer,
+          [](const field& f) { return read_optimizer(f, {}); });
+  read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
+  return head;
+}
+
+std::vector<head_placement> parse_heads(const field& list, const topology& t) {
+  std::vector<field> items =
+    list.items("a list of heads ({name, task, node, optimizer})", max_heads);
+  if (items.empty())
+    list.fail(list.name() + " must list at least one head");
+  std::vector<head_placement> heads;
+  unique_names names("head");
+  for (const field& item : items) {
+    heads.push_back(parse_head(item, t));
+    names.add(item.require("name"), heads.back().spec.name);
+  }
+  return heads;
+}
+
+// The width of the backbone's features, measured on the data's shape: what
+// every head takes. An error (a backbone whose output is not [N, features])
+// is reported on the key that chose the backbone.
+int64_t measure_features(const field& backbone, const topology& t) {
+  try {
+    return model::backbone_features(t.backbone);
+  } catch (const model::error& e) {
+    std::optional<field> key = backbone.get(t.backbone.name == "torchscript" ? "path" : "model");
+    (key ? *key : backbone).fail("job: transfer trains heads on the backbone's features, but " +
+                                 std::string(e.what()));
+  }
+}
+
+// The heads take the features the backbone outputs, whatever their width.
+void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+  field backbone = root.section("backbone");
+  transfer_settings s;
+  parse_split(backbone, layers, s);
+  if (auto f = backbone.get("place"))
+    place_stages(*f, t, s);
+  parse_feature_cache(backbone, s.features);
+  check_feature_cache(backbone, s);
+  // Without `heads:`, one head trains the workload's `task`, named after it:
+  // a workload written for another strategy runs under transfer by
+  // changing `job:` alone.
+  // (With no task to train, `heads:` is required as before.)
+  const model::task* task = t.find_task(t.task);
+  if (auto heads = root.get("heads"); heads || task == nullptr)
+    s.heads = parse_heads(root.require("heads"), t);
+  else
+    s.heads = {make_head(t.task, *task, t)};
+  const int64_t features = measure_features(backbone, t);
+  for (auto& head : s.heads)
+    head.spec.model.features = features;
+  t.mode_settings = std::move(s);
+}
+
+} // namespace
+
+const transfer_settings& transfer_settings_of(const topology& t) {
+  return std::any_cast<const transfer_settings&>(t.mode_settings);
+}
+
+transfer_settings& transfer_settings_of(topology& t) {
+  return std::any_cast<transfer_settings&>(t.mode_settings);
+}
+
+job_schema transfer_schema() {
+  static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
+  job_schema schema;
+  schema.name = "transfer";
+  schema.keys = {{"", {"heads"}},
+                 {"backbone", {"cache", "cache_mb", "feature_block", "split", "stages", "place"}},
+                 {"heads.*", {"name", "task", "node", "optimizer"}},
+                 {"heads.*.optimizer", optimizer}};
+  schema.lists = {"heads", "backbone.split", "backbone.place"};
+  schema.readers = "jobs that run the backbone frozen";
+  schema.parse = parse;
+  return schema;
+}
+
+} // namespace transfer
+} // namespace modes
+} // namespace baton::actors
