@@ -153,7 +153,7 @@ struct strategy {
   /// outlives it).
   const job_schema* schema = nullptr;
   /// The job's own settings, as its mode's `job_schema::parse` stored them
-  /// (a struct of the mode's, e.g. data_parallel_settings): the parser knows
+  /// (a struct of the mode's, e.g. data_parallel::section_spec): the parser knows
   /// no mode, and a mode reads its own with std::any_cast.
   std::any mode_settings;
 };

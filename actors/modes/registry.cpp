@@ -34,15 +34,15 @@ inline namespace modes {
 const std::vector<role_type>& all_roles() {
   static const std::vector<role_type> roles{
     {"source", spawn_source_role},
-    {"stage", spawn_stage_role},
-    {"head", spawn_head_role},
-    {"pipeline_stage", spawn_pipeline_stage_role},
-    {"data_parallel_worker", spawn_data_parallel_worker_role},
+    {"stage", transfer::spawn_stage_role},
+    {"head", transfer::spawn_head_role},
+    {"pipeline_stage", pipeline::spawn_stage_role},
+    {"data_parallel_worker", data_parallel::spawn_worker_role},
     {"ist_worker", ist::neuron_scheme::spawn_worker_role},
     {"ist_shard", ist::neuron_scheme::spawn_shard_role},
     {"resist_worker", ist::block_scheme::spawn_worker_role},
     {"resist_shard", ist::block_scheme::spawn_shard_role},
-    {"data_parallel_shard", spawn_data_parallel_shard_role},
+    {"data_parallel_shard", data_parallel::spawn_shard_role},
   };
   return roles;
 }
@@ -55,10 +55,10 @@ const std::vector<mode>& all_modes() {
   // backbone.pretrain.if_missing: pretrain); a pipeline trains the backbone
   // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
-    {transfer_schema(), plan_transfer, run_transfer_local, ensure_pretrained, save_transfer_model, run_separate},
-    {pipeline_schema(), same_plan<plan_pipeline>, run_pipeline_local, nullptr, save_pipeline_model, nullptr, true},
-    {data_parallel_schema(), same_plan<plan_data_parallel>, run_data_parallel_local_job, ensure_pretrained, save_data_parallel_model},
-    {ist::schema(), same_plan<ist::plan>, ist::run_local_job, nullptr, ist::save_model},
+    {transfer::schema(), transfer::plan, transfer::run_local, ensure_pretrained, transfer::save_model, transfer::run_separate},
+    {pipeline::schema(), same_plan<pipeline::plan>, pipeline::run_local, nullptr, pipeline::save_model, nullptr, true},
+    {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, ensure_pretrained, data_parallel::save_model},
+    {ist::schema(), same_plan<ist::plan>, ist::run_local, nullptr, ist::save_model},
   };
   return modes;
 }

@@ -82,7 +82,7 @@ int64_t gradient_bytes(const std::string& model) {
   model::model_spec spec;
   spec.name = model;
   spec.classes = 10;
-  auto layout = model::make_flat_layout(make_data_parallel_model(spec));
+  auto layout = model::make_flat_layout(data_parallel::make_worker_model(spec));
   return layout.trainable().size() * 4;
 }
 

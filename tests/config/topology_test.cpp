@@ -38,8 +38,8 @@ heads:
 )";
 
 // What job: transfer read of `t` (its stages, heads and split).
-const baton::actors::transfer_settings& transfer(const topology& t) {
-  return baton::actors::transfer_settings_of(t);
+const baton::actors::transfer::section_spec& transfer(const topology& t) {
+  return baton::actors::transfer::section_of(t);
 }
 
 // The node the plan of `t` places `actor` on: placement is the plan's.

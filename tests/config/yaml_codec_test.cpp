@@ -285,9 +285,9 @@ TEST(role_settings, source_refusals_name_the_key) {
 
 TEST(role_settings, with_run_sets_the_run_a_role_reads) {
   run_settings run{some_recovery(), true};
-  pipeline_stage_spec stage;
+  pipeline::stage_settings stage;
   stage.end = 4;
-  auto back = parse_pipeline_stage_spec(with_run(to_yaml(stage), run));
+  auto back = pipeline::parse_stage_settings(with_run(to_yaml(stage), run));
   ASSERT_TRUE(back) << baton::describe(back.error());
   EXPECT_EQ(back->recovery.run_id, "run-7");
   EXPECT_EQ(back->recovery.restore_step, 10);
@@ -295,16 +295,16 @@ TEST(role_settings, with_run_sets_the_run_a_role_reads) {
   auto source = parse_source_spec(with_run(to_yaml(some_source()), run));
   ASSERT_TRUE(source) << baton::describe(source.error());
   EXPECT_EQ(source->start_step, 10);
-  auto frozen = parse_stage_spec(with_run(to_yaml(stage_spec{{}, "", 0, 3}), run));
+  auto frozen = transfer::parse_stage_settings(with_run(to_yaml(transfer::stage_settings{{}, "", 0, 3}), run));
   EXPECT_TRUE(frozen) << baton::describe(frozen.error());
   run.recovery.checkpoint_dir.clear();
   run.recovery.checkpoint_every = 0;
-  expect_refused(parse_pipeline_stage_spec(with_run(to_yaml(stage), run)),
+  expect_refused(pipeline::parse_stage_settings(with_run(to_yaml(stage), run)),
                  "'run.recovery.checkpoint_dir' must be a directory to restore step 10 from");
 }
 
 TEST(role_settings, stage_round_trips_and_refuses) {
-  stage_spec s{some_model(), "/ckpt/backbone.pt", 0, 9, 3, 2, {true, 64.5, 128}};
+  transfer::stage_settings s{some_model(), "/ckpt/backbone.pt", 0, 9, 3, 2, {true, 64.5, 128}};
   auto back = round_trip(s, "stage");
   EXPECT_EQ(back.backbone.seed, 12345678901234567890u);
   EXPECT_EQ(back.backbone.hidden, (std::vector<int64_t>{24, 40}));
@@ -319,11 +319,11 @@ TEST(role_settings, stage_round_trips_and_refuses) {
     {"threads: 2", "threads: 0", "'threads' must be at least 1"},
     {"  seed: 12345678901234567890", "  seed: -1", "'backbone.seed' must be an integer from 0"}};
   for (const auto& e : edits)
-    expect_refused(parse_stage_spec(replaced(text, e.from, e.to)), e.needle);
+    expect_refused(transfer::parse_stage_settings(replaced(text, e.from, e.to)), e.needle);
 }
 
 TEST(role_settings, head_round_trips_and_refuses) {
-  head_role_spec h;
+  transfer::head_settings h;
   h.head.name = "odd";
   h.head.task_def = baton::model::make_task("odd", {0, 1, 0, 1});
   h.head.model = some_model();
@@ -337,12 +337,12 @@ TEST(role_settings, head_round_trips_and_refuses) {
   EXPECT_EQ(back.recovery.checkpoint_every, 5);
   EXPECT_EQ(back.recovery.throw_at_step, 12);
   auto bad = replaced(to_yaml(h), "progress_every: 7", "progress_every: 0");
-  expect_refused(parse_head_spec(bad), "unreadable head spec:");
-  expect_refused(parse_head_spec(bad), "'progress_every' must be at least 1");
+  expect_refused(transfer::parse_head_settings(bad), "unreadable head spec:");
+  expect_refused(transfer::parse_head_settings(bad), "'progress_every' must be at least 1");
 }
 
 TEST(role_settings, pipeline_stage_round_trips_and_refuses) {
-  pipeline_stage_spec p;
+  pipeline::stage_settings p;
   p.backbone = some_model();
   p.classes = 4;
   p.task = "odd";
@@ -363,14 +363,14 @@ TEST(role_settings, pipeline_stage_round_trips_and_refuses) {
   EXPECT_TRUE(back.vertical_sync);
   EXPECT_EQ(back.replica, 1);
   const auto text = to_yaml(p);
-  expect_refused(parse_pipeline_stage_spec(replaced(text, "1f1b-dynamic", "zigzag")),
+  expect_refused(pipeline::parse_stage_settings(replaced(text, "1f1b-dynamic", "zigzag")),
                  "'schedule' must be one of: gpipe, 1f1b-flush");
-  expect_refused(parse_pipeline_stage_spec(replaced(text, "replica: 1", "replica: 2")),
+  expect_refused(pipeline::parse_stage_settings(replaced(text, "replica: 1", "replica: 2")),
                  "'replica' must be less than replicas");
 }
 
 TEST(role_settings, data_parallel_worker_and_shard_round_trip) {
-  data_parallel_worker_spec w;
+  data_parallel::worker_settings w;
   w.worker = 1;
   w.workers = 3;
   w.model = some_model();
@@ -388,12 +388,12 @@ TEST(role_settings, data_parallel_worker_and_shard_round_trip) {
   EXPECT_EQ(back.data.tasks.size(), 1u);
   EXPECT_EQ(back.feature_block, 16);
   const auto text = to_yaml(w);
-  expect_refused(parse_data_parallel_worker_spec(replaced(text, "name: resnet18", "name: head")),
+  expect_refused(data_parallel::parse_worker_settings(replaced(text, "name: resnet18", "name: head")),
                  "'model.name' must be one of: mlp, ist_mlp, convnet");
-  expect_refused(parse_data_parallel_worker_spec(replaced(text, "max_frozen: 2", "max_frozen: 3")),
+  expect_refused(data_parallel::parse_worker_settings(replaced(text, "max_frozen: 2", "max_frozen: 3")),
                  "'freeze.max_frozen' must be at most the number of groups");
 
-  data_parallel_shard_spec s;
+  data_parallel::shard_settings s;
   s.shard = 1;
   s.shards = 2;
   s.workers = 3;
@@ -403,6 +403,6 @@ TEST(role_settings, data_parallel_worker_and_shard_round_trip) {
   s.recovery = some_recovery();
   auto shard = round_trip(s, "data-parallel shard");
   EXPECT_EQ(shard.freeze_up_to, "conv1");
-  expect_refused(parse_data_parallel_shard_spec(replaced(to_yaml(s), "shard: 1", "shard: 2")),
+  expect_refused(data_parallel::parse_shard_settings(replaced(to_yaml(s), "shard: 1", "shard: 2")),
                  "'shard' must be less than shards");
 }

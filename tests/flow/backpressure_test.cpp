@@ -63,7 +63,7 @@ TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
   auto spawner = sys.middleman().remote_actor("127.0.0.1", port);
   ASSERT_TRUE(spawner) << sys.render(spawner.error());
 
-  actors::stage_spec spec;
+  actors::transfer::stage_settings spec;
   spec.backbone.name = "convnet";
   spec.begin = 0;
   spec.end = 5;

@@ -444,7 +444,7 @@ TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
   fs::create_directory_symlink(dir + "/outside", dir + "/checkpoints/link");
   actors::path_roots roots{{dir + "/data"}, dir + "/checkpoints"};
   auto stage_with = [](const std::string& checkpoint) {
-    actors::stage_spec spec;
+    actors::transfer::stage_settings spec;
     spec.checkpoint = checkpoint;
     return spec;
   };
@@ -456,11 +456,11 @@ TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
     EXPECT_NE(describe(err).find("outside the node's checkpoint_dir"), std::string::npos)
       << bad << ": " << describe(err);
   }
-  actors::pipeline_stage_spec script;
+  actors::pipeline::stage_settings script;
   script.backbone.name = "torchscript";
   script.backbone.path = dir + "/outside/model.pt";
   EXPECT_NE(describe(check_paths(script, roots)).find("TorchScript file"), std::string::npos);
-  actors::head_role_spec head; // writes and restores checkpoints there
+  actors::transfer::head_settings head; // writes and restores checkpoints there
   head.recovery.checkpoint_dir = dir + "/outside/head";
   EXPECT_NE(describe(check_paths(head, roots)).find("checkpoint directory"), std::string::npos);
   head.recovery.checkpoint_dir = dir + "/checkpoints/run-1/head";

@@ -7,7 +7,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 namespace {
 
@@ -18,11 +18,11 @@ using namespace detail;
 const std::vector<std::string> adaptive_keys{"groups", "interval", "percentile", "max_frozen"};
 
 /// The model a worker will hold (its layer names and modules).
-model::layered_model worker_model(const topology& t, const data_parallel_settings& s) {
+model::layered_model worker_model(const topology& t, const section_spec& s) {
   model::model_spec spec = t.backbone;
   const auto* task = t.find_task(s.task);
   spec.classes = task != nullptr ? task->classes : 10;
-  return make_data_parallel_model(spec);
+  return make_worker_model(spec);
 }
 
 /// `task`: one of the topology's tasks.
@@ -43,7 +43,7 @@ std::vector<std::string> freezable_layers(const model::layered_model& m) {
 
 /// `freeze: {up_to: LAYER}`.
 void read_fixed(const field& freeze, const std::vector<std::string>& layers,
-                freeze_settings& out) {
+                freeze_spec& out) {
   for (const auto& key : adaptive_keys)
     if (auto f = freeze.get(key))
       f->fail(f->name() + " is read with freeze.policy: adaptive only (a fixed prefix is "
@@ -74,7 +74,7 @@ std::vector<std::string> read_groups(const field& f, const std::vector<std::stri
 
 /// `freeze: {policy: adaptive, interval, percentile, max_frozen, groups}`.
 void read_adaptive(const field& freeze, const std::vector<std::string>& layers,
-                   const topology& t, freeze_settings& out) {
+                   const topology& t, freeze_spec& out) {
   if (auto f = freeze.get("up_to"))
     f->fail(f->name() + " fixes the frozen prefix, but freeze.policy is adaptive (remove one)");
   out.groups = default_freeze_groups(t.backbone.name);
@@ -96,7 +96,7 @@ void read_adaptive(const field& freeze, const std::vector<std::string>& layers,
 }
 
 /// The largest prefix the settings may freeze: what a cache must hold.
-size_t largest_point(const model::layered_model& m, const freeze_settings& s) {
+size_t largest_point(const model::layered_model& m, const freeze_spec& s) {
   if (s.policy == "fixed")
     return model::freeze_point(m, s.up_to);
   const auto most = s.adaptive.max_frozen < 0 ? s.groups.size()
@@ -106,7 +106,7 @@ size_t largest_point(const model::layered_model& m, const freeze_settings& s) {
 
 /// `cache: memory|none` and `cache_mb`: refused over a prefix whose output
 /// depends on the rest of the batch, as the reference refuses it.
-void read_cache(const field& freeze, const model::layered_model& m, freeze_settings& out) {
+void read_cache(const field& freeze, const model::layered_model& m, freeze_spec& out) {
   read_if(freeze, "cache_mb", out.cache_mb, [](const field& f) {
     return read_number(f, "a number of MiB in (0, 1048576]",
                        [](double x) { return x > 0 && x <= 1048576; });
@@ -137,7 +137,7 @@ void check_checkpoint(const field& root, const topology& t) {
 /// Local SGD and adaptive freezing exchange over the ring only; AutoFreeze
 /// decides on every step's all-reduced gradient, which local SGD has not.
 void check_combinations(const field& root, const field& section, const topology& t,
-                        const data_parallel_settings& s) {
+                        const section_spec& s) {
   if (!t.checkpoint.empty() && s.exchange == "ps") {
     auto key = root.section("backbone").get("checkpoint");
     (key ? *key : root).fail("backbone.checkpoint: the parameter shards start from the seeded "
@@ -177,7 +177,7 @@ const std::vector<std::string>& freeze_keys() {
 }
 
 void read_freezing(const field& root, const field& section, const topology& t,
-                   data_parallel_settings& s) {
+                   section_spec& s) {
   s.task = t.task;
   read_if(section, "task", s.task, [&](const field& f) { return read_worker_task(f, t); });
   read_if(section, "sync_every", s.sync_every, [](const field& f) {

@@ -15,7 +15,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// The freezable groups AutoFreeze watches when `freeze.groups` is not
 /// given: the model's natural blocks (convnet: pool1, pool2, pool3, relu6;
@@ -29,7 +29,7 @@ std::vector<std::string> default_freeze_groups(const std::string& model);
 /// sync_every > 0 or exchange: ps, local SGD with exchange: ps, a cached
 /// prefix whose output depends on the batch, or a checkpoint for the mlp.
 void read_freezing(const detail::field& root, const detail::field& section, const topology& t,
-                   data_parallel_settings& s);
+                   section_spec& s);
 
 /// The keys of `data_parallel.freeze` (for the schema).
 const std::vector<std::string>& freeze_keys();

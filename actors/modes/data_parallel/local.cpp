@@ -17,11 +17,11 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 namespace {
 
-model::data_parallel_spec reference_spec(const data_parallel_worker_spec& worker) {
+model::data_parallel_spec reference_spec(const worker_settings& worker) {
   model::data_parallel_spec spec;
   spec.workers = worker.workers;
   spec.batch_size = worker.data.plan.batch_size;
@@ -50,7 +50,7 @@ model::data_parallel_spec reference_spec(const data_parallel_worker_spec& worker
 /// same), as the actors' reports carry theirs; worker 0's also has the
 /// cache's counts, which the reference sums over the workers
 /// ("cache_hits_all_workers", ...).
-void add_freezing(const data_parallel_worker_spec& worker, int32_t w,
+void add_freezing(const worker_settings& worker, int32_t w,
                   const model::data_parallel_result& result, messages::actor_report& r) {
   r.figures.push_back({"frozen_layers", static_cast<double>(result.frozen_layers)});
   if (worker.cache && w == 0) {
@@ -67,7 +67,7 @@ void add_freezing(const data_parallel_worker_spec& worker, int32_t w,
 }
 
 /// The reference's result as the actors report it.
-void report(const data_parallel_worker_spec& worker, const model::data_parallel_result& result,
+void report(const worker_settings& worker, const model::data_parallel_result& result,
             job_result& out) {
   // Every epoch trains the same steps of W minibatches.
   out.heads.push_back(local_group(workers_group, "data_parallel_worker", worker.task.name,
@@ -86,14 +86,14 @@ void report(const data_parallel_worker_spec& worker, const model::data_parallel_
 
 } // namespace
 
-caf::expected<job_result> run_data_parallel_local_job(const topology& t, const run_request& r) {
+caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
-  const auto* task = t.find_task(data_parallel_settings_of(t).task);
+  const auto* task = t.find_task(section_of(t).task);
   if (task == nullptr)
     return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
   try {
     auto started = std::chrono::steady_clock::now();
-    auto worker = worker_settings(t, *task, 0);
+    auto worker = worker_settings_of(t, *task, 0);
     auto data = load_source_data(worker.data);
     if (!data)
       return data.error();
@@ -102,7 +102,7 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
     test.labels = model::apply(*task, test.labels);
     auto training_started = std::chrono::steady_clock::now();
     auto result = model::run_data_parallel_local(
-      [&] { return initial_data_parallel_model(worker); }, train, test, reference_spec(worker));
+      [&] { return initial_model(worker); }, train, test, reference_spec(worker));
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);
@@ -119,17 +119,17 @@ caf::expected<job_result> run_data_parallel_local_job(const topology& t, const r
   }
 }
 
-caf::expected<void> save_data_parallel_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& t, const job_result& result,
                                              const std::string& path) {
-  const auto* task = t.find_task(data_parallel_settings_of(t).task);
+  const auto* task = t.find_task(section_of(t).task);
   if (task == nullptr)
     return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
   auto sent = sent_weights(result, worker_name(0));
   if (!sent)
     return sent.error();
   return saving(path, [&] {
-    const auto spec = worker_settings(t, *task, 0).model;
-    auto whole = make_data_parallel_model(spec);
+    const auto spec = worker_settings_of(t, *task, 0).model;
+    auto whole = make_worker_model(spec);
     if (auto err = put_sent_weights(whole, **sent, worker_name(0)))
       return err;
     model::export_model(whole, path, export_options_of(spec));

@@ -2,7 +2,7 @@
 
 // `--mode local` for job: data-parallel: model::run_data_parallel_local, the
 // one-process reference with W model replicas, on the data, model, task and
-// optimizer the workers get (plan.hpp's worker_settings).
+// optimizer the workers get (plan.hpp's worker_settings_of).
 // Reported as the actor run reports: workers worker.0 .. worker.W-1 with the
 // final weights' digest, and the group "workers" as the job's result.
 
@@ -16,18 +16,18 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// The reference run (torch threads: --threads, else runtime.stage_threads,
 /// which the workers use: the same arithmetic bit for bit).
-caf::expected<job_result> run_data_parallel_local_job(const topology& t, const run_request& r);
+caf::expected<job_result> run_local(const topology& t, const run_request& r);
 
 /// `--save-model PATH`: the trained model (worker 0's weights and buffers,
 /// which it sends at the end; the reference's final model with --mode local)
 /// as a TorchScript module (model/core/export.hpp, docs/exporting.md), which
 /// is also a whole-model checkpoint. Errors: weights missing or of the wrong
 /// shape.
-caf::expected<void> save_data_parallel_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& t, const job_result& result,
                                              const std::string& path);
 
 } // namespace data_parallel

@@ -12,13 +12,13 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 namespace {
 
 /// The largest message a worker sends: a bucket's longest ring chunk.
-int64_t largest_chunk_bytes(const data_parallel_worker_spec& spec) {
-  auto layout = model::make_flat_layout(make_data_parallel_model(spec.model));
+int64_t largest_chunk_bytes(const worker_settings& spec) {
+  auto layout = model::make_flat_layout(make_worker_model(spec.model));
   int64_t most = 0;
   for (const auto& b : model::make_buckets(layout, spec.bucket_mb))
     most = std::max(most, model::ring_chunks(b.numel, spec.workers).front().size() * 4);
@@ -29,8 +29,8 @@ constexpr int64_t max_message_bytes = int64_t{64} << 20;
 
 /// exchange: ps: a shard's slice is one message each way, so it must fit in
 /// 64 MiB, and every shard needs an element of its own.
-caf::expected<void> check_shards(const topology& t, const data_parallel_worker_spec& spec) {
-  auto layout = model::make_flat_layout(make_data_parallel_model(spec.model));
+caf::expected<void> check_shards(const topology& t, const worker_settings& spec) {
+  auto layout = model::make_flat_layout(make_worker_model(spec.model));
   if (spec.shards > layout.numel)
     return make_error(errc::bad_config, t.file + ": data_parallel.shards is " +
                                           std::to_string(spec.shards) + " for a model of " +
@@ -48,7 +48,7 @@ caf::expected<void> check_shards(const topology& t, const data_parallel_worker_s
 }
 
 /// The messages of the exchange fit: ring chunks or shard slices.
-caf::expected<void> check_messages(const topology& t, const data_parallel_worker_spec& spec) {
+caf::expected<void> check_messages(const topology& t, const worker_settings& spec) {
   if (spec.exchange == "ps")
     return check_shards(t, spec);
   auto bytes = largest_chunk_bytes(spec);
@@ -63,11 +63,11 @@ caf::expected<void> check_messages(const topology& t, const data_parallel_worker
 /// exchange: ps: S shard actors after the workers, and a peer edge from
 /// every worker to every shard (index: the shard) and back (the worker).
 void add_shards(job_plan& plan, const topology& t, const model::task& task) {
-  const auto& settings = data_parallel_settings_of(t);
+  const auto& settings = section_of(t);
   for (int32_t s = 0; s < settings.shards; ++s) {
     auto a = make_planned_actor("data_parallel_shard", shard_name(s),
                                 settings.shard_nodes[static_cast<size_t>(s)],
-                                to_yaml(shard_settings(t, task, s)));
+                                to_yaml(shard_settings_of(t, task, s)));
     a.threads = 0;      // it sums and steps slices: no compute budget of its own
     a.trainable = true; // it checkpoints its slice (actors/roles/checkpointing.hpp)
     a.starts = true;    // an idle shard reports at its start
@@ -81,8 +81,8 @@ void add_shards(job_plan& plan, const topology& t, const model::task& task) {
 }
 
 /// Local SGD, the frozen prefix, the cache and the pretrained backbone.
-void set_freezing(const data_parallel_settings& settings, const topology& t,
-                  data_parallel_worker_spec& spec) {
+void set_freezing(const section_spec& settings, const topology& t,
+                  worker_settings& spec) {
   spec.sync_every = settings.sync_every;
   const auto& freeze = settings.freeze;
   spec.freeze_up_to = freeze.policy == "fixed" ? freeze.up_to : std::string{};
@@ -99,7 +99,7 @@ void set_freezing(const data_parallel_settings& settings, const topology& t,
 /// global batch (local SGD: of its own batch), so the lr, the momentum and
 /// the batch are what a user changes.
 std::string divergence_advice(const topology& t) {
-  const auto& s = data_parallel_settings_of(t);
+  const auto& s = section_of(t);
   const int64_t global = s.workers * t.plan.batch_size;
   std::string lr = fmt::format("lr {:g}", s.optimizer.lr);
   if (s.lr_scaling == "linear")
@@ -120,10 +120,10 @@ std::string divergence_advice(const topology& t) {
 
 } // namespace
 
-data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
+worker_settings worker_settings_of(const topology& t, const model::task& task,
                                           int32_t worker) {
-  const auto& settings = data_parallel_settings_of(t);
-  data_parallel_worker_spec spec;
+  const auto& settings = section_of(t);
+  worker_settings spec;
   spec.worker = worker;
   spec.workers = settings.workers;
   spec.model = t.backbone;
@@ -145,10 +145,10 @@ data_parallel_worker_spec worker_settings(const topology& t, const model::task& 
   return spec;
 }
 
-data_parallel_shard_spec shard_settings(const topology& t, const model::task& task,
+shard_settings shard_settings_of(const topology& t, const model::task& task,
                                         int32_t shard) {
-  const auto worker = worker_settings(t, task, 0);
-  data_parallel_shard_spec spec;
+  const auto worker = worker_settings_of(t, task, 0);
+  shard_settings spec;
   spec.shard = shard;
   spec.shards = worker.shards;
   spec.workers = worker.workers;
@@ -162,14 +162,14 @@ data_parallel_shard_spec shard_settings(const topology& t, const model::task& ta
   return spec;
 }
 
-caf::expected<job_plan> plan_data_parallel(const topology& t) {
-  const auto* task = t.find_task(data_parallel_settings_of(t).task);
+caf::expected<job_plan> plan(const topology& t) {
+  const auto* task = t.find_task(section_of(t).task);
   if (task == nullptr)
-    return make_error(errc::bad_config, t.file + ": task '" + data_parallel_settings_of(t).task +
+    return make_error(errc::bad_config, t.file + ": task '" + section_of(t).task +
                                           "' is not one of the topology's tasks");
-  const auto& settings = data_parallel_settings_of(t);
+  const auto& settings = section_of(t);
   try {
-    if (auto fits = check_messages(t, worker_settings(t, *task, 0)); !fits)
+    if (auto fits = check_messages(t, worker_settings_of(t, *task, 0)); !fits)
       return std::move(fits.error());
   } catch (const std::exception& e) {
     return make_error(errc::bad_config, t.file + ": cannot build the model: " + e.what());
@@ -181,7 +181,7 @@ caf::expected<job_plan> plan_data_parallel(const topology& t) {
   for (int32_t w = 0; w < settings.workers; ++w) {
     auto a = make_planned_actor("data_parallel_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],
-                                to_yaml(worker_settings(t, *task, w)));
+                                to_yaml(worker_settings_of(t, *task, w)));
     a.threads = t.runtime.stage_threads;
     a.trainable = true;
     a.starts = true;

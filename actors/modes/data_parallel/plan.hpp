@@ -26,22 +26,22 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// Worker w's settings in a topology of job: data-parallel (the task it
 /// trains: backbone.pretrain.task, looked up by the caller).
-data_parallel_worker_spec worker_settings(const topology& t, const model::task& task,
+worker_settings worker_settings_of(const topology& t, const model::task& task,
                                           int32_t worker);
 
 /// Shard s's settings in a topology of job: data-parallel with exchange: ps
 /// (the workers' model, data, optimizer and schedule).
-data_parallel_shard_spec shard_settings(const topology& t, const model::task& task,
+shard_settings shard_settings_of(const topology& t, const model::task& task,
                                         int32_t shard);
 
 /// The plan of a data-parallel topology; bad_config (naming the file) when
 /// its task is unknown or a ring chunk would exceed the 64 MiB a message
 /// may carry.
-caf::expected<job_plan> plan_data_parallel(const topology& t);
+caf::expected<job_plan> plan(const topology& t);
 
 } // namespace data_parallel
 } // namespace modes

@@ -40,7 +40,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// Whether a worker that has applied the shards' weights of steps
 /// [0, applied) may compute the gradient of step `step` under bounded

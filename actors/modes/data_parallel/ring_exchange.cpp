@@ -9,7 +9,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 ring_exchange::ring_exchange(int32_t worker, int32_t workers)
     : worker_(worker), workers_(workers) {

@@ -30,7 +30,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// A chunk on its way to the ring's successor.
 struct ring_message {

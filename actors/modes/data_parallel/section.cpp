@@ -12,20 +12,20 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 namespace {
 
 // The located fields and their checked readers (actors/config/yaml_field.hpp).
 using namespace detail;
 
-/// The models a worker can hold whole: built by make_data_parallel_model
+/// The models a worker can hold whole: built by make_worker_model
 /// (a torchscript backbone is backbone.path's file).
 const std::vector<std::string> worker_models{"mlp", "ist_mlp", "convnet", "resnet18",
                                              "torchscript"};
 
 /// The large-minibatch keys of `data_parallel.optimizer`.
-void read_schedule(const field& section, data_parallel_settings& s) {
+void read_schedule(const field& section, section_spec& s) {
   read_if(section, "lr_scaling", s.lr_scaling,
           [](const field& f) { return read_choice(f, {"none", "linear"}); });
   read_if(section, "base_batch", s.base_batch, positive_int64);
@@ -79,7 +79,7 @@ void read_hidden(const field& section, topology& t) {
   t.backbone.hidden = std::move(widths);
 }
 
-/// The worker models with batch norm (make_data_parallel_model's mlp and
+/// The worker models with batch norm (make_worker_model's mlp and
 /// ist_mlp: BatchNorm1d on batch statistics; resnet18: BatchNorm2d).
 const std::vector<std::string> batch_norm_models{"mlp", "ist_mlp", "resnet18"};
 
@@ -129,7 +129,7 @@ std::vector<std::string> read_nodes(const field& f, const topology& t, int32_t c
 
 /// The parameter server's keys (`shards`, `max_staleness`, `shard_nodes`):
 /// read with exchange: ps only.
-void read_ps(const field& section, const topology& t, data_parallel_settings& s) {
+void read_ps(const field& section, const topology& t, section_spec& s) {
   if (s.exchange != "ps") {
     for (const char* key : {"shards", "max_staleness", "shard_nodes"})
       if (auto f = section.get(key))
@@ -153,7 +153,7 @@ void read_ps(const field& section, const topology& t, data_parallel_settings& s)
 void parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("data_parallel");
-  data_parallel_settings s;
+  section_spec s;
   if (!section.is_null())
     check_section(section);
   read_if(section, "workers", s.workers, [](const field& f) {
@@ -191,7 +191,7 @@ std::optional<job_length> length_of(const topology& t) {
   const int64_t samples = t.data.train_samples_bound();
   if (samples <= 0)
     return std::nullopt;
-  const int32_t workers = data_parallel_settings_of(t).workers;
+  const int32_t workers = section_of(t).workers;
   try {
     const int64_t per_epoch = model::data_parallel_steps_per_epoch(
       samples, workers, t.plan.batch_size, model::remainder_policy::pad);
@@ -209,7 +209,7 @@ std::optional<job_length> length_of(const topology& t) {
 /// staleness (a worker's checkpoint would not be a cut of the shards') and
 /// adaptive freezing (its change-rate sums are not checkpointed).
 void check_recoverable(const field& root, const field& blame, const topology& t) {
-  const auto& s = data_parallel_settings_of(t);
+  const auto& s = section_of(t);
   auto section = root.section("data_parallel");
   if (s.max_staleness > 0)
     section.require("max_staleness")
@@ -245,8 +245,8 @@ void check(const field& root, const topology& t) {
 
 } // namespace
 
-const data_parallel_settings& data_parallel_settings_of(const topology& t) {
-  return std::any_cast<const data_parallel_settings&>(t.mode_settings);
+const section_spec& section_of(const topology& t) {
+  return std::any_cast<const section_spec&>(t.mode_settings);
 }
 
 std::string worker_name(int32_t worker) {
@@ -257,7 +257,7 @@ std::string shard_name(int32_t shard) {
   return "shard." + std::to_string(shard);
 }
 
-job_schema data_parallel_schema() {
+job_schema schema() {
   job_schema schema;
   schema.name = "data-parallel";
   schema.section = "data_parallel";

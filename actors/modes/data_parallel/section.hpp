@@ -4,7 +4,7 @@
 // `data_parallel:` section (workers, exchange, gradient buckets, model,
 // optimizer, placement), its worker actors' names, edges and placement.
 // The section is kept in topology::mode_settings as a
-// data_parallel_settings (data_parallel_settings_of reads it); the model
+// section_spec (section_of reads it); the model
 // it names replaces backbone.model.
 
 #include <string>
@@ -16,7 +16,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// The most workers a data-parallel job may have (each is an actor with a
 /// whole model replica).
@@ -28,7 +28,7 @@ inline constexpr int32_t max_shards = 64;
 /// `data_parallel.freeze`: the prefix of the model that runs forward only
 /// (no backward, no gradient traffic), fixed or chosen by AutoFreeze, and
 /// the feature cache of its output (freeze_section.hpp reads it).
-struct freeze_settings {
+struct freeze_spec {
   /// "none" (nothing frozen), "fixed" (the layers up to `up_to`) or
   /// "adaptive" (AutoFreeze over `groups`).
   std::string policy = "none";
@@ -40,7 +40,7 @@ struct freeze_settings {
 };
 
 /// The `data_parallel:` section, parsed and validated.
-struct data_parallel_settings {
+struct section_spec {
   int32_t workers = 2;            ///< W: worker actors, each with the whole model
   std::string exchange = "ring";  ///< ring (all-reduce) | ps (parameter shards)
   /// ps: S parameter shard actors, each owning a contiguous, byte-balanced
@@ -56,7 +56,7 @@ struct data_parallel_settings {
   /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
   /// trainable weights averaged after every L steps and at every epoch end.
   int32_t sync_every = 0;
-  freeze_settings freeze;         ///< the frozen prefix and its cache
+  freeze_spec freeze;         ///< the frozen prefix and its cache
   /// The task the workers train: `data_parallel.task`, else the workload's
   /// `task` (a pretrained backbone may have learnt another).
   std::string task;
@@ -78,7 +78,7 @@ struct data_parallel_settings {
 
 /// The section of a topology parsed with job: data-parallel (throws
 /// std::bad_any_cast for a topology of another job).
-const data_parallel_settings& data_parallel_settings_of(const topology& t);
+const section_spec& section_of(const topology& t);
 
 /// Worker w's actor name: "worker.W" (the result group merges "worker.*").
 std::string worker_name(int32_t worker);
@@ -91,7 +91,7 @@ std::string shard_name(int32_t shard);
 inline const std::string workers_group = "workers";
 
 /// The schema of job: data-parallel, for the topology parser.
-job_schema data_parallel_schema();
+job_schema schema();
 
 } // namespace data_parallel
 } // namespace modes

@@ -31,7 +31,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 namespace {
 
@@ -41,7 +41,7 @@ using messages::tensor_set;
 struct shard_setup {
   std::string name;
   std::string node;
-  data_parallel_shard_spec spec;
+  shard_settings spec;
   shard_optimizer core;
   int64_t steps = 0; ///< the run's steps: epochs x steps per epoch
 };
@@ -49,7 +49,7 @@ struct shard_setup {
 struct shard_state {
   std::string name;
   std::string node;
-  data_parallel_shard_spec spec;
+  shard_settings spec;
   caf::actor coordinator;
   std::vector<caf::actor> workers; ///< by worker index (the plan's peer edges)
   std::optional<shard_optimizer> core;
@@ -187,8 +187,8 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
 
 /// The shard's part of the initial weights (or of its checkpoint of
 /// spec.recovery.restore_step), its optimizer and schedule.
-shard_optimizer make_core(const data_parallel_shard_spec& spec, int64_t steps_per_epoch) {
-  auto m = make_data_parallel_model(spec.model);
+shard_optimizer make_core(const shard_settings& spec, int64_t steps_per_epoch) {
+  auto m = make_worker_model(spec.model);
   auto layout = model::make_flat_layout(m, model::freeze_point(m, spec.freeze_up_to));
   const auto part = shard_parts(layout, spec.shards)[static_cast<size_t>(spec.shard)];
   const at::Tensor flat = model::flatten(m.parameters(), layout);
@@ -204,7 +204,7 @@ shard_optimizer make_core(const data_parallel_shard_spec& spec, int64_t steps_pe
 }
 
 /// Its data (the split's size) and its checkpoints, where the node lets it.
-caf::error check_shard_paths(const data_parallel_shard_spec& spec, const path_roots& roots) {
+caf::error check_shard_paths(const shard_settings& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
   return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
@@ -216,10 +216,10 @@ int64_t training_samples(const source_spec& data) {
   return model::data_size(data.data, model::split::train);
 }
 
-caf::expected<caf::actor> spawn_data_parallel_shard(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_shard(caf::actor_system& sys,
                                                     const std::string& name,
                                                     const std::string& node,
-                                                    const data_parallel_shard_spec& spec) {
+                                                    const shard_settings& spec) {
   try {
     const auto& plan = spec.data.plan;
     const int64_t per_epoch = model::data_parallel_steps_per_epoch(
@@ -232,11 +232,11 @@ caf::expected<caf::actor> spawn_data_parallel_shard(caf::actor_system& sys,
   }
 }
 
-caf::expected<caf::actor> spawn_data_parallel_shard_role(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys,
                                                          const spawn_args& args) {
-  return parse_check_spawn<data_parallel_shard_spec>(sys, args, parse_data_parallel_shard_spec,
+  return parse_check_spawn<shard_settings>(sys, args, parse_shard_settings,
                                                      check_shard_paths,
-                                                     spawn_data_parallel_shard);
+                                                     spawn_shard);
 }
 
 } // namespace data_parallel

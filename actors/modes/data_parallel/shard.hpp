@@ -37,22 +37,22 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// The training samples `data` describes (a split's size after its limit),
 /// read from the files' headers only. Throws model::error.
 int64_t training_samples(const source_spec& data);
 
 /// Builds the shard's part and spawns a detached shard `name`.
-caf::expected<caf::actor> spawn_data_parallel_shard(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_shard(caf::actor_system& sys,
                                                     const std::string& name,
                                                     const std::string& node,
-                                                    const data_parallel_shard_spec& spec);
+                                                    const shard_settings& spec);
 
 /// The `data_parallel_shard` role of a node's role table: parses the
 /// settings, checks its dataset directory against the node's data_dirs and
 /// spawns; starts nothing on any error.
-caf::expected<caf::actor> spawn_data_parallel_shard_role(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys,
                                                          const spawn_args& args);
 
 } // namespace data_parallel

@@ -7,14 +7,14 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
-std::string to_yaml(const data_parallel_shard_spec& x) {
+std::string to_yaml(const shard_settings& x) {
   return write_yaml(x);
 }
 
-caf::expected<data_parallel_shard_spec> parse_data_parallel_shard_spec(const std::string& yaml) {
-  return read_yaml<data_parallel_shard_spec>(yaml, "data-parallel shard");
+caf::expected<shard_settings> parse_shard_settings(const std::string& yaml) {
+  return read_yaml<shard_settings>(yaml, "data-parallel shard");
 }
 
 } // namespace data_parallel

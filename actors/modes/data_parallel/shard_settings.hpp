@@ -15,10 +15,10 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// A shard's settings (role `data_parallel_shard`).
-struct data_parallel_shard_spec {
+struct shard_settings {
   int32_t shard = 0;               ///< its index: its range is shard_ranges(...)[shard]
   int32_t shards = 1;              ///< S
   int32_t workers = 1;             ///< W: pushes summed per step
@@ -42,7 +42,7 @@ struct data_parallel_shard_spec {
 /// Its fields; 0 <= shard < shards <= max_shards, a worker's model,
 /// positive sizes and lr.
 template <class Inspector>
-void inspect(Inspector& f, data_parallel_shard_spec& x) {
+void inspect(Inspector& f, shard_settings& x) {
   f.field("shard", x.shard).at_least(0);
   f.field("shards", x.shards).in(1, max_shards);
   f.expect("shard", x.shard < x.shards, "less than shards");
@@ -56,9 +56,9 @@ void inspect(Inspector& f, data_parallel_shard_spec& x) {
 }
 
 /// A shard's settings as YAML (the `settings` of its planned actor).
-std::string to_yaml(const data_parallel_shard_spec& x);
+std::string to_yaml(const shard_settings& x);
 /// Parses to_yaml's text of a shard strictly: errc::bad_config on anything else.
-caf::expected<data_parallel_shard_spec> parse_data_parallel_shard_spec(const std::string& yaml);
+caf::expected<shard_settings> parse_shard_settings(const std::string& yaml);
 
 } // namespace data_parallel
 } // namespace modes

@@ -35,7 +35,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 namespace {
 
@@ -45,7 +45,7 @@ using messages::tensor_set;
 struct worker_setup {
   std::string name;
   std::string node;
-  data_parallel_worker_spec spec;
+  worker_settings spec;
   model::dataset train;
   model::dataset test;
   model::layered_model model;
@@ -56,7 +56,7 @@ struct worker_setup {
 struct worker_state {
   std::string name;
   std::string node;
-  data_parallel_worker_spec spec;
+  worker_settings spec;
   caf::actor coordinator;
   caf::actor next; ///< the ring's successor (null when W = 1)
 
@@ -613,10 +613,10 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
 
 } // namespace
 
-caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
                                                      const std::string& name,
                                                      const std::string& node,
-                                                     const data_parallel_worker_spec& spec) {
+                                                     const worker_settings& spec) {
   try {
     auto data = load_source_data(spec.data);
     if (!data)
@@ -625,7 +625,7 @@ caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
     // The task's labels, once: the reference trains on the same.
     train.labels = model::apply(spec.task, train.labels);
     test.labels = model::apply(spec.task, test.labels);
-    auto m = initial_data_parallel_model(spec);
+    auto m = initial_model(spec);
     auto restored = checkpointing{spec.recovery}.restore();
     return spawn_detached(sys, name, worker_behavior,
                           worker_setup{name, node, spec, std::move(train), std::move(test),
@@ -637,7 +637,7 @@ caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
 
 namespace {
 
-caf::error check_worker_paths(const data_parallel_worker_spec& spec, const path_roots& roots) {
+caf::error check_worker_paths(const worker_settings& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
   if (auto err = check_checkpoint_path(spec.checkpoint, "checkpoint", roots))
@@ -647,11 +647,11 @@ caf::error check_worker_paths(const data_parallel_worker_spec& spec, const path_
 
 } // namespace
 
-caf::expected<caf::actor> spawn_data_parallel_worker_role(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys,
                                                           const spawn_args& args) {
-  return parse_check_spawn<data_parallel_worker_spec>(sys, args, parse_data_parallel_worker_spec,
+  return parse_check_spawn<worker_settings>(sys, args, parse_worker_settings,
                                                       check_worker_paths,
-                                                      spawn_data_parallel_worker);
+                                                      spawn_worker);
 }
 
 } // namespace data_parallel

@@ -63,30 +63,30 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// The model a worker trains (and the local reference): the mlp or IST's
 /// network (ist_mlp) alone, or a backbone (convnet, resnet18) followed by its
 /// classifier "fc2". Its
 /// initial weights depend on `spec` only. Throws model::error.
-model::layered_model make_data_parallel_model(const model::model_spec& spec);
+model::layered_model make_worker_model(const model::model_spec& spec);
 
 /// The model a worker starts from (and the local reference's replicas):
-/// make_data_parallel_model, with the backbone (every layer but the last,
+/// make_worker_model, with the backbone (every layer but the last,
 /// the classifier) loaded from spec.checkpoint when one is given. Throws
 /// model::error.
-model::layered_model initial_data_parallel_model(const data_parallel_worker_spec& spec);
+model::layered_model initial_model(const worker_settings& spec);
 
 /// Loads the worker's data and model and spawns a detached worker `name`.
-caf::expected<caf::actor> spawn_data_parallel_worker(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
                                                      const std::string& name,
                                                      const std::string& node,
-                                                     const data_parallel_worker_spec& spec);
+                                                     const worker_settings& spec);
 
 /// The `data_parallel_worker` role of a node's role table: parses the
 /// settings, checks its dataset directory against the node's data_dirs and
 /// spawns; starts nothing on any error.
-caf::expected<caf::actor> spawn_data_parallel_worker_role(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys,
                                                           const spawn_args& args);
 
 } // namespace data_parallel

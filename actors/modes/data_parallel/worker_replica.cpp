@@ -12,9 +12,9 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
-worker_replica::worker_replica(model::layered_model m, const data_parallel_worker_spec& spec)
+worker_replica::worker_replica(model::layered_model m, const worker_settings& spec)
     : model_(std::move(m)), optimizer_(spec.optimizer), bucket_mb_(spec.bucket_mb), use_cache_(spec.cache),
       feature_block_(spec.feature_block) {
   parameters_ = model_.parameters();

@@ -34,7 +34,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// Where a replica's steps spent their time (wall seconds, summed).
 struct phase_seconds {
@@ -46,11 +46,11 @@ struct phase_seconds {
 /// A worker's replica, its optimizer state, its frozen prefix and cache.
 class worker_replica {
 public:
-  /// Takes `m` (initial_data_parallel_model(spec)) and applies spec's fixed
+  /// Takes `m` (initial_model(spec)) and applies spec's fixed
   /// freeze point; makes the cache and the adaptive rule the spec asks for.
   /// Throws model::error on a layer the model lacks or a cached prefix whose
   /// output depends on the batch.
-  worker_replica(model::layered_model m, const data_parallel_worker_spec& spec);
+  worker_replica(model::layered_model m, const worker_settings& spec);
 
   // -- a step ---------------------------------------------------------------------
 

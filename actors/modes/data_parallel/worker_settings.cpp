@@ -11,17 +11,17 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
-std::string to_yaml(const data_parallel_worker_spec& x) {
+std::string to_yaml(const worker_settings& x) {
   return write_yaml(x);
 }
 
-caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml) {
-  return read_yaml<data_parallel_worker_spec>(yaml, "data-parallel worker");
+caf::expected<worker_settings> parse_worker_settings(const std::string& yaml) {
+  return read_yaml<worker_settings>(yaml, "data-parallel worker");
 }
 
-model::layered_model make_data_parallel_model(const model::model_spec& spec) {
+model::layered_model make_worker_model(const model::model_spec& spec) {
   // Whole networks, no classifier to add.
   if (spec.name == model::ist_mlp_name)
     return model::make_ist_mlp(spec);
@@ -30,8 +30,8 @@ model::layered_model make_data_parallel_model(const model::model_spec& spec) {
   return model::make_pretrain_model(spec, spec.classes);
 }
 
-model::layered_model initial_data_parallel_model(const data_parallel_worker_spec& spec) {
-  auto m = make_data_parallel_model(spec.model);
+model::layered_model initial_model(const worker_settings& spec) {
+  auto m = make_worker_model(spec.model);
   if (!spec.checkpoint.empty()) {
     // The slice shares its modules with `m`: loading it loads m's backbone.
     auto backbone = m.slice(0, m.size() - 1);

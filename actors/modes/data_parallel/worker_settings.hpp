@@ -17,10 +17,10 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace data_parallel {
+namespace data_parallel {
 
 /// A worker's settings (role `data_parallel_worker`).
-struct data_parallel_worker_spec {
+struct worker_settings {
   int32_t worker = 0;              ///< its index on the ring
   int32_t workers = 1;             ///< W
   model::model_spec model;         ///< mlp | convnet | resnet18; classes = the task's
@@ -95,7 +95,7 @@ void inspect_schedule(Inspector& f, Spec& x) {
 
 /// `freeze:`: the frozen prefix, adaptive freezing and the cache.
 template <class Inspector>
-void inspect_freeze(Inspector& f, data_parallel_worker_spec& x) {
+void inspect_freeze(Inspector& f, worker_settings& x) {
   f.field("up_to", x.freeze_up_to);
   f.field("groups", x.freeze_groups);
   f.field("interval", x.adaptive.interval).at_least(1);
@@ -113,7 +113,7 @@ void inspect_freeze(Inspector& f, data_parallel_worker_spec& x) {
 /// lr, and adaptive freezing (freeze.groups) without freeze.up_to or
 /// local SGD (sync_every).
 template <class Inspector>
-void inspect(Inspector& f, data_parallel_worker_spec& x) {
+void inspect(Inspector& f, worker_settings& x) {
   f.field("worker", x.worker).at_least(0);
   f.field("workers", x.workers).at_least(1);
   f.expect("worker", x.worker < x.workers, "less than workers");
@@ -140,9 +140,9 @@ void inspect(Inspector& f, data_parallel_worker_spec& x) {
 }
 
 /// A worker's settings as YAML (the `settings` of its planned actor).
-std::string to_yaml(const data_parallel_worker_spec& x);
+std::string to_yaml(const worker_settings& x);
 /// Parses to_yaml's text of a worker strictly: errc::bad_config on anything else.
-caf::expected<data_parallel_worker_spec> parse_data_parallel_worker_spec(const std::string& yaml);
+caf::expected<worker_settings> parse_worker_settings(const std::string& yaml);
 
 } // namespace data_parallel
 } // namespace modes

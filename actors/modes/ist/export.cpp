@@ -39,7 +39,7 @@ caf::expected<void> save_scheme_model(const topology& t, const job_result& resul
 
 caf::expected<void> save_model(const topology& t, const job_result& result,
                                const std::string& path) {
-  if (settings_of(t).kind == block_scheme::names.kind)
+  if (section_of(t).kind == block_scheme::names.kind)
     return save_scheme_model<block_scheme>(t, result, path);
   return save_scheme_model<neuron_scheme>(t, result, path);
 }

@@ -28,7 +28,7 @@ namespace job {
 /// so the lr, the momentum and L are what to change.
 template <class Scheme>
 std::string divergence_advice(const topology& t) {
-  const auto& s = settings_of(t);
+  const auto& s = section_of(t);
   return fmt::format("job: ist (kind {}) has each of {} workers take {} SGD steps of {} samples "
                      "with lr {:g} and momentum {:g} on its own {} between two merges; lower "
                      "ist.optimizer.lr or momentum, or ist.local_steps",
@@ -38,9 +38,9 @@ std::string divergence_advice(const topology& t) {
 
 /// Shard s's settings.
 template <class Scheme>
-shard_spec<Scheme> shard_settings(const topology& t, const model::task& task, int32_t shard) {
-  const auto& settings = settings_of(t);
-  shard_spec<Scheme> spec;
+shard_settings<Scheme> shard_settings_of(const topology& t, const model::task& task, int32_t shard) {
+  const auto& settings = section_of(t);
+  shard_settings<Scheme> spec;
   spec.shard = shard;
   spec.shards = settings.shards;
   spec.workers = settings.workers;
@@ -56,7 +56,7 @@ shard_spec<Scheme> shard_settings(const topology& t, const model::task& task, in
 /// its peer s, every shard worker w as its peer w.
 template <class Scheme>
 job_plan make_plan(const topology& t, const model::task& task) {
-  const auto& settings = settings_of(t);
+  const auto& settings = section_of(t);
   const std::string kind = Scheme::names.kind;
   job_plan plan;
   plan.divergence_advice = divergence_advice<Scheme>(t);
@@ -75,7 +75,7 @@ job_plan make_plan(const topology& t, const model::task& task) {
   }
   for (int32_t s = 0; s < settings.shards; ++s) {
     auto a = make_planned_actor(kind + "_shard", shard_name(s), shard_node(settings, s),
-                                Scheme::to_yaml(shard_settings<Scheme>(t, task, s)));
+                                Scheme::to_yaml(shard_settings_of<Scheme>(t, task, s)));
     a.with = worker_name(s % settings.workers); // on its worker's node, wherever that is
     a.threads = 0;      // it averages what the workers send: no compute budget
     a.trainable = true; // it checkpoints what it owns (actors/roles/checkpointing.hpp)
@@ -94,7 +94,7 @@ job_plan make_plan(const topology& t, const model::task& task) {
 /// The reference's result (model::ist_result or model::resist_result) as
 /// the actors of scheme `kind` ("ist" or "resist") report it.
 template <class Result>
-void report(const std::string& kind, const std::string& task, const settings& section,
+void report(const std::string& kind, const std::string& task, const section_spec& section,
             const Result& result, job_result& out) {
   const auto worker_role = kind + "_worker";
   out.heads.push_back(local_group(workers_group, worker_role, task, result.samples,
@@ -123,7 +123,7 @@ void report(const std::string& kind, const std::string& task, const settings& se
 template <class Network>
 auto subnet_scheme<Network>::worker_settings_of(const topology& t, const model::task& task,
                                                 int32_t worker) -> worker_settings {
-  const auto& settings = settings_of(t);
+  const auto& settings = section_of(t);
   worker_settings spec;
   spec.worker = worker;
   spec.workers = settings.workers;
@@ -143,7 +143,7 @@ caf::expected<job_plan> subnet_scheme<Network>::plan(const topology& t) {
   auto task = task_of(t);
   if (!task)
     return task.error();
-  if (auto err = check_plan(t, shape_of(t, **task), settings_of(t).shards))
+  if (auto err = check_plan(t, shape_of(t, **task), section_of(t).shards))
     return err;
   return job::make_plan<subnet_scheme>(t, **task);
 }
@@ -167,7 +167,7 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   auto out = local_result(t, "local", started, training_started);
   out.mode = names.kind;
   out.result_label = "workers";
-  job::report(names.kind, task.name, settings_of(t), result, out);
+  job::report(names.kind, task.name, section_of(t), result, out);
   // The final network as the shards send it (--save-model).
   auto owned = owned_pieces(result, worker);
   for (size_t s = 0; s < owned.size(); ++s)

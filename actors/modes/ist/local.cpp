@@ -11,13 +11,13 @@ namespace baton::actors {
 inline namespace modes {
 namespace ist {
 
-caf::expected<job_result> run_local_job(const topology& t, const run_request& r) {
+caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
   const auto* task = t.find_task(t.task);
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");
   try {
-    if (settings_of(t).kind == block_scheme::names.kind)
+    if (section_of(t).kind == block_scheme::names.kind)
       return block_scheme::run_local(t, *task);
     return neuron_scheme::run_local(t, *task);
   } catch (const std::exception& e) {

@@ -19,7 +19,7 @@ namespace ist {
 
 /// The reference run (torch threads: --threads, else runtime.stage_threads,
 /// which the workers use: the same arithmetic bit for bit).
-caf::expected<job_result> run_local_job(const topology& t, const run_request& r);
+caf::expected<job_result> run_local(const topology& t, const run_request& r);
 
 } // namespace ist
 } // namespace modes

@@ -172,7 +172,7 @@ template <>
 model::ist_shape neuron_scheme::shape_of(const topology& t, const model::task& task) {
   model::ist_shape x;
   x.inputs = sample_values(t);
-  x.hidden = settings_of(t).hidden;
+  x.hidden = section_of(t).hidden;
   x.classes = task.classes;
   return x;
 }

@@ -18,7 +18,7 @@ caf::expected<const model::task*> task_of(const topology& t) {
 }
 
 caf::expected<job_plan> plan(const topology& t) {
-  if (settings_of(t).kind == block_scheme::names.kind)
+  if (section_of(t).kind == block_scheme::names.kind)
     return block_scheme::plan(t);
   return neuron_scheme::plan(t);
 }

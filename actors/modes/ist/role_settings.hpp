@@ -7,7 +7,7 @@
 // optimizer) and a shard's (its index, the shape, the seed, the epochs),
 // each with the `run.recovery` the runtime adds at every spawn, and their
 // field lists (inspect, actors/config/yaml_codec.hpp) for both directions of
-// their YAML: S::to_yaml, S::parse_worker_spec, S::parse_shard_spec
+// their YAML: S::to_yaml, S::parse_worker_settings, S::parse_shard_settings
 // (role_settings_yaml.hpp).
 
 #include <cstdint>
@@ -24,7 +24,7 @@ namespace ist {
 
 /// A worker's settings (role `<S::kind>_worker`).
 template <class Scheme>
-struct worker_spec {
+struct worker_settings {
   int32_t worker = 0;        ///< w, its index
   int32_t workers = 1;       ///< W
   int32_t shards = 1;        ///< S
@@ -45,7 +45,7 @@ struct worker_spec {
 
 /// A shard's settings (role `<S::kind>_shard`).
 template <class Scheme>
-struct shard_spec {
+struct shard_settings {
   int32_t shard = 0;        ///< s, its index
   int32_t shards = 1;       ///< S
   int32_t workers = 1;      ///< W
@@ -77,7 +77,7 @@ void inspect_shape(Inspector& f, typename Scheme::shape& shape, int32_t workers,
 /// The fields of a worker's settings, in the order they are written; the
 /// shape must fit W and S (Scheme::misfit) and have the task's classes.
 template <class Inspector, class Scheme>
-void inspect(Inspector& f, worker_spec<Scheme>& x) {
+void inspect(Inspector& f, worker_settings<Scheme>& x) {
   inspect_index(f, "worker", x.worker, x.workers);
   f.field("shards", x.shards).in(1, max_workers);
   f.field("local_steps", x.local_steps).at_least(1);
@@ -98,7 +98,7 @@ void inspect(Inspector& f, worker_spec<Scheme>& x) {
 /// The fields of a shard's settings, in the order they are written; the
 /// shape must fit W and S (Scheme::misfit).
 template <class Inspector, class Scheme>
-void inspect(Inspector& f, shard_spec<Scheme>& x) {
+void inspect(Inspector& f, shard_settings<Scheme>& x) {
   inspect_index(f, "shard", x.shard, x.shards);
   f.field("workers", x.workers).in(1, max_workers);
   inspect_shape<Scheme>(f, x.shape, x.workers, x.shards);

@@ -1,8 +1,8 @@
 #pragma once
 
 // The YAML codec of job: ist's settings (role_settings.hpp: their field lists),
-// for either subnet scheme: S::to_yaml, S::parse_worker_spec and
-// S::parse_shard_spec. A scheme's .cpp includes this and instantiates them
+// for either subnet scheme: S::to_yaml, S::parse_worker_settings and
+// S::parse_shard_settings. A scheme's .cpp includes this and instantiates them
 // (template struct subnet_scheme<...>): the field lists ask the scheme
 // whether a shape fits (S::misfit).
 
@@ -26,13 +26,13 @@ std::string subnet_scheme<Network>::to_yaml(const shard_settings& x) {
 }
 
 template <class Network>
-auto subnet_scheme<Network>::parse_worker_spec(const std::string& yaml)
+auto subnet_scheme<Network>::parse_worker_settings(const std::string& yaml)
   -> caf::expected<worker_settings> {
   return read_yaml<worker_settings>(yaml, std::string{names.title} + " worker");
 }
 
 template <class Network>
-auto subnet_scheme<Network>::parse_shard_spec(const std::string& yaml)
+auto subnet_scheme<Network>::parse_shard_settings(const std::string& yaml)
   -> caf::expected<shard_settings> {
   return read_yaml<shard_settings>(yaml, std::string{names.title} + " shard");
 }

@@ -41,7 +41,7 @@ void check_model(const field& section, const std::string& kind) {
 
 /// `ist.hidden`: one positive width per hidden layer, each at least W and S
 /// (every worker and every shard gets a neuron of every layer).
-std::vector<int64_t> read_hidden(const field& f, const settings& s) {
+std::vector<int64_t> read_hidden(const field& f, const section_spec& s) {
   const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
   std::vector<int64_t> widths;
   for (const field& item : f.items(what, model::ist_max_hidden_layers)) {
@@ -89,7 +89,7 @@ void check_batch(const field& root, const topology& t) {
 void parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("ist");
-  settings s;
+  section_spec s;
   if (!section.is_null())
     check_section(section);
   read_if(section, "kind", s.kind,
@@ -122,7 +122,7 @@ std::optional<job_length> length_of(const topology& t) {
   const int64_t samples = t.data.train_samples_bound();
   if (samples <= 0)
     return std::nullopt;
-  const auto& s = settings_of(t);
+  const auto& s = section_of(t);
   try {
     auto steps = model::ist_steps_per_epoch(samples, t.plan.batch_size, s.workers);
     const int64_t per_epoch = model::ist_rounds_per_epoch(steps, s.local_steps);
@@ -160,8 +160,8 @@ void check(const field& root, const topology& t) {
 
 } // namespace
 
-const settings& settings_of(const topology& t) {
-  return std::any_cast<const settings&>(t.mode_settings);
+const section_spec& section_of(const topology& t) {
+  return std::any_cast<const section_spec&>(t.mode_settings);
 }
 
 std::string worker_name(int32_t worker) {
@@ -172,7 +172,7 @@ std::string shard_name(int32_t shard) {
   return "shard." + std::to_string(shard);
 }
 
-const std::string& shard_node(const settings& s, int32_t shard) {
+const std::string& shard_node(const section_spec& s, int32_t shard) {
   return s.nodes.at(static_cast<size_t>(shard % s.workers));
 }
 

@@ -4,7 +4,7 @@
 // as its mode reads it: the `ist:` section (workers, shards, local steps,
 // hidden widths, optimizer, placement), its actors' names, edges and
 // placement. The section is kept in topology::mode_settings as an
-// settings (settings_of reads it).
+// settings (section_of reads it).
 //
 //   ist:
 //     kind: ist           # or resist: resnet18's residual blocks dealt to workers
@@ -30,7 +30,7 @@ namespace ist {
 inline constexpr int32_t max_workers = 64;
 
 /// The `ist:` section, parsed and validated.
-struct settings {
+struct section_spec {
   /// `ist.kind`: "ist" (the mlp's neurons partitioned, part A) or "resist"
   /// (resnet18's residual blocks dealt to workers, part B).
   std::string kind = "ist";
@@ -48,7 +48,7 @@ struct settings {
 
 /// The section of a topology parsed with job: ist (throws std::bad_any_cast
 /// for a topology of another job).
-const settings& settings_of(const topology& t);
+const section_spec& section_of(const topology& t);
 
 /// Worker w's actor name: "worker.W" (the result group merges "worker.*").
 std::string worker_name(int32_t worker);
@@ -57,7 +57,7 @@ std::string worker_name(int32_t worker);
 std::string shard_name(int32_t shard);
 
 /// The node shard `shard` runs on: its worker's, s % W.
-const std::string& shard_node(const settings& s, int32_t shard);
+const std::string& shard_node(const section_spec& s, int32_t shard);
 
 /// The result group every worker reports into.
 inline const std::string workers_group = "workers";

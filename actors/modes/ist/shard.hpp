@@ -70,7 +70,7 @@ template <class Scheme>
 struct shard_setup {
   std::string name;
   std::string node;
-  shard_spec<Scheme> spec;
+  shard_settings<Scheme> spec;
   typename Scheme::shard_model model; ///< its owned tensors restored from its checkpoint, if any
 };
 
@@ -78,7 +78,7 @@ template <class Scheme>
 struct shard_state {
   std::string name;
   std::string node;
-  shard_spec<Scheme> spec;
+  shard_settings<Scheme> spec;
   caf::actor coordinator;
   std::vector<caf::actor> workers; ///< by index, from the plan's peer edges
 
@@ -264,7 +264,7 @@ caf::behavior shard_behavior(shard_actor<Scheme>* self, shard_setup<Scheme> setu
 /// Its initial model with the owned tensors of its checkpoint of
 /// spec.recovery.restore_step (none for 0) in place. Throws model::error.
 template <class Scheme>
-typename Scheme::shard_model restored_model(const shard_spec<Scheme>& spec) {
+typename Scheme::shard_model restored_model(const shard_settings<Scheme>& spec) {
   auto m = Scheme::make_shard(spec);
   auto restored = checkpointing{spec.recovery}.restore();
   if (!restored)
@@ -278,7 +278,7 @@ typename Scheme::shard_model restored_model(const shard_spec<Scheme>& spec) {
 
 template <class Scheme>
 caf::expected<caf::actor> spawn_shard(caf::actor_system& sys, const std::string& name,
-                                      const std::string& node, const shard_spec<Scheme>& spec) {
+                                      const std::string& node, const shard_settings<Scheme>& spec) {
   try {
     return spawn_detached(sys, name, shard_behavior<Scheme>,
                           shard_setup<Scheme>{name, node, spec, restored_model(spec)});
@@ -289,7 +289,7 @@ caf::expected<caf::actor> spawn_shard(caf::actor_system& sys, const std::string&
 
 /// It reads its checkpoints only, from where the node lets it.
 template <class Scheme>
-caf::error check_shard_paths(const shard_spec<Scheme>& spec, const path_roots& roots) {
+caf::error check_shard_paths(const shard_settings<Scheme>& spec, const path_roots& roots) {
   return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
 }
 
@@ -298,7 +298,7 @@ caf::error check_shard_paths(const shard_spec<Scheme>& spec, const path_roots& r
 template <class Network>
 caf::expected<caf::actor> subnet_scheme<Network>::spawn_shard_role(caf::actor_system& sys,
                                                                    const spawn_args& args) {
-  return parse_check_spawn<shard_settings>(sys, args, parse_shard_spec,
+  return parse_check_spawn<shard_settings>(sys, args, parse_shard_settings,
                                            round_shard::check_shard_paths<subnet_scheme>,
                                            round_shard::spawn_shard<subnet_scheme>);
 }

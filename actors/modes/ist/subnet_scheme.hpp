@@ -17,7 +17,7 @@
 // functions below marked "what a scheme defines" for it and instantiates
 // the rest (template struct subnet_scheme<Network>), so that no other file
 // needs to see a scheme's functions (a third scheme: one header for its
-// Network, one .cpp, one line in ist::plan, ist::run_local_job and the
+// Network, one .cpp, one line in ist::plan, run_local and the
 // registry). Throwing functions throw model::error; the actors turn it into
 // an error value.
 
@@ -78,8 +78,8 @@ struct subnet_scheme {
   using shape = typename Network::shape;
   using worker_model = typename Network::worker_model;
   using shard_model = typename Network::shard_model;
-  using worker_settings = worker_spec<subnet_scheme>;
-  using shard_settings = shard_spec<subnet_scheme>;
+  using worker_settings = ist::worker_settings<subnet_scheme>;
+  using shard_settings = ist::shard_settings<subnet_scheme>;
   using pieces = std::vector<std::vector<at::Tensor>>; ///< by shard
 
   // -- what a scheme defines: settings ---------------------------------------------
@@ -178,9 +178,9 @@ struct subnet_scheme {
   /// A shard's settings as YAML.
   static std::string to_yaml(const shard_settings& x);
   /// to_yaml's text of a worker parsed strictly: errc::bad_config on anything else.
-  static caf::expected<worker_settings> parse_worker_spec(const std::string& yaml);
+  static caf::expected<worker_settings> parse_worker_settings(const std::string& yaml);
   /// to_yaml's text of a shard parsed strictly: errc::bad_config on anything else.
-  static caf::expected<shard_settings> parse_shard_spec(const std::string& yaml);
+  static caf::expected<shard_settings> parse_shard_settings(const std::string& yaml);
 
   /// Worker w's settings in a topology of job: ist training `task` (job.hpp).
   static worker_settings worker_settings_of(const topology& t, const model::task& task,

@@ -72,7 +72,7 @@ template <class Scheme>
 struct worker_setup {
   std::string name;
   std::string node;
-  worker_spec<Scheme> spec;
+  worker_settings<Scheme> spec;
   model::dataset train;
   model::dataset test;
   training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
@@ -89,7 +89,7 @@ template <class Scheme>
 struct worker_state {
   std::string name;
   std::string node;
-  worker_spec<Scheme> spec;
+  worker_settings<Scheme> spec;
   caf::actor coordinator;
   std::vector<caf::actor> shards; ///< by index, from the plan's peer edges
   typename Scheme::worker_model model;
@@ -420,7 +420,7 @@ caf::behavior worker_behavior(worker_actor<Scheme>* self, worker_setup<Scheme> s
 /// samples the network does not take or too few for one step.
 template <class Scheme>
 caf::expected<std::pair<model::dataset, model::dataset>>
-load_data(const worker_spec<Scheme>& spec) {
+load_data(const worker_settings<Scheme>& spec) {
   auto data = load_source_data(spec.data);
   if (!data)
     return data.error();
@@ -442,7 +442,7 @@ load_data(const worker_spec<Scheme>& spec) {
 template <class Scheme>
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, const std::string& name,
                                        const std::string& node,
-                                       const worker_spec<Scheme>& spec) {
+                                       const worker_settings<Scheme>& spec) {
   try {
     auto data = load_data(spec);
     if (!data)
@@ -461,7 +461,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, const std::string
 
 /// A worker reads its dataset and its checkpoints, from where the node lets it.
 template <class Scheme>
-caf::error check_worker_paths(const worker_spec<Scheme>& spec, const path_roots& roots) {
+caf::error check_worker_paths(const worker_settings<Scheme>& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
   return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);
@@ -472,7 +472,7 @@ caf::error check_worker_paths(const worker_spec<Scheme>& spec, const path_roots&
 template <class Network>
 caf::expected<caf::actor> subnet_scheme<Network>::spawn_worker_role(caf::actor_system& sys,
                                                                     const spawn_args& args) {
-  return parse_check_spawn<worker_settings>(sys, args, parse_worker_spec,
+  return parse_check_spawn<worker_settings>(sys, args, parse_worker_settings,
                                             round_worker::check_worker_paths<subnet_scheme>,
                                             round_worker::spawn_worker<subnet_scheme>);
 }

@@ -8,7 +8,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 /// Where a microbatch stands in the source's order (messages::microbatch's
 /// fields of it).

@@ -22,7 +22,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 namespace {
 
@@ -42,7 +42,7 @@ struct local_trainers {
 
 /// gpipe and 1f1b-flush: one step per minibatch.
 bool flush_schedule(const topology& t) {
-  const std::string& schedule = pipeline_settings_of(t).schedule;
+  const std::string& schedule = section_of(t).schedule;
   return schedule == "gpipe" || schedule == "1f1b-flush";
 }
 
@@ -189,7 +189,7 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
 local_trainers make_trainers(const topology& t, const model::layered_model& whole) {
   local_trainers out;
   bool flush = flush_schedule(t);
-  const auto& stages = pipeline_settings_of(t).stages;
+  const auto& stages = section_of(t).stages;
   for (size_t i = 0; i < (flush ? 1 : stages.size()); ++i)
     out.stages.emplace_back(flush ? whole : whole.slice(stages[i].begin, stages[i].end),
                             t.pretrain.optimizer, model::stash_mode::stash);
@@ -200,7 +200,7 @@ local_trainers make_trainers(const topology& t, const model::layered_model& whol
 /// pipeline's boundaries; the last stage carries the epochs of `trained`.
 void report_stages(const topology& t, const model::task& task, model::layered_model& whole,
                    int64_t version, const messages::actor_report& trained, job_result& out) {
-  const auto& stages = pipeline_settings_of(t).stages;
+  const auto& stages = section_of(t).stages;
   for (size_t i = 0; i < stages.size(); ++i) {
     messages::actor_report stage;
     stage.actor = "stage" + std::to_string(i);
@@ -226,7 +226,7 @@ void report_stages(const topology& t, const model::task& task, model::layered_mo
 
 } // namespace
 
-caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r) {
+caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   // The stages' thread budget by default: then the arithmetic is the same
   // bit for bit (OpenBLAS sums in another order with more threads).
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
@@ -258,10 +258,10 @@ caf::expected<job_result> run_pipeline_local(const topology& t, const run_reques
   }
 }
 
-caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& t, const job_result& result,
                                         const std::string& path) {
   const auto* task = t.find_task(t.task);
-  const auto& stages = pipeline_settings_of(t).stages;
+  const auto& stages = section_of(t).stages;
   if (task == nullptr || result.stage_weights.size() != stages.size())
     return make_error(errc::actor_failed,
                       "cannot save the model: " + std::to_string(result.stage_weights.size()) +

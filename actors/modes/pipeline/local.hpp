@@ -13,7 +13,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 /// Trains the pipeline's model in one thread: the same microbatches in the
 /// same order, the same arithmetic. Flush schedules: the whole model as one
@@ -23,13 +23,13 @@ inline namespace pipeline {
 /// digests are taken by slicing the model at the pipeline's boundaries, so
 /// they compare with the stages'. `--threads` defaults to the stages' thread
 /// budget (then the sums are the same bit for bit).
-caf::expected<job_result> run_pipeline_local(const topology& t, const run_request& r);
+caf::expected<job_result> run_local(const topology& t, const run_request& r);
 
 /// The whole trained model of a pipeline run (its stages' weights in order)
 /// as a TorchScript module (model/core/export.hpp, docs/exporting.md): what
 /// PyTorch runs, and a checkpoint of backbone + classifier in the form
 /// `baton pretrain` writes and a transfer job's `backbone.checkpoint` reads.
-caf::expected<void> save_pipeline_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& t, const job_result& result,
                                         const std::string& path);
 
 } // namespace pipeline

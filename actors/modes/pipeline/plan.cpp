@@ -9,13 +9,13 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 namespace {
 
 /// PipeDream's NOAM: a stage admits as many microbatches as there are
 /// workers from it to the end of the pipeline, per replica.
-std::vector<int32_t> noam_of(const std::vector<pipeline_stage>& stages) {
+std::vector<int32_t> noam_of(const std::vector<stage_spec>& stages) {
   int32_t workers_after = 0;
   std::vector<int32_t> noam(stages.size());
   for (size_t i = stages.size(); i-- > 0;) {
@@ -26,7 +26,7 @@ std::vector<int32_t> noam_of(const std::vector<pipeline_stage>& stages) {
 }
 
 caf::error check_stages(const topology& t) {
-  const auto& stages = pipeline_settings_of(t).stages;
+  const auto& stages = section_of(t).stages;
   for (size_t i = 0; i < stages.size(); ++i)
     if (stages[i].replicas > t.plan.microbatches)
       return make_error(errc::bad_config,
@@ -39,11 +39,11 @@ caf::error check_stages(const topology& t) {
 }
 
 /// Stage i's settings, for every replica but its index.
-pipeline_stage_spec stage_settings(const topology& t, const model::task& task, size_t i,
-                                   int32_t max_in_flight) {
-  const auto& settings = pipeline_settings_of(t);
+stage_settings stage_settings_of(const topology& t, const model::task& task, size_t i,
+                                 int32_t max_in_flight) {
+  const auto& settings = section_of(t);
   const auto& stages = settings.stages;
-  pipeline_stage_spec spec;
+  stage_settings spec;
   spec.backbone = t.backbone;
   spec.classes = task.classes;
   spec.task = task.name;
@@ -70,7 +70,7 @@ pipeline_stage_spec stage_settings(const topology& t, const model::task& task, s
 /// take one step per minibatch.
 std::string divergence_advice(const topology& t) {
   const auto& o = t.pretrain.optimizer;
-  const std::string& schedule = pipeline_settings_of(t).schedule;
+  const std::string& schedule = section_of(t).schedule;
   if (schedule != "1f1b" && schedule != "1f1b-dynamic")
     return fmt::format("job: pipeline ({}) takes one SGD step per minibatch of {} samples with "
                        "lr {:g} and momentum {:g}; lower backbone.pretrain.optimizer's lr or "
@@ -92,7 +92,7 @@ std::string divergence_advice(const topology& t) {
 
 } // namespace
 
-caf::expected<job_plan> plan_pipeline(const topology& t) {
+caf::expected<job_plan> plan(const topology& t) {
   // Trainable stages of backbone + classifier, trained on the workload's task
   // with the pretrain optimiser (the model `baton pretrain` trains alone).
   const auto* task = t.find_task(t.task);
@@ -108,12 +108,12 @@ caf::expected<job_plan> plan_pipeline(const topology& t) {
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
   source.starts = true;
   plan.actors.push_back(std::move(source));
-  const auto& stages = pipeline_settings_of(t).stages;
+  const auto& stages = section_of(t).stages;
   auto noam = noam_of(stages);
   std::vector<std::vector<std::string>> levels{{"source"}};
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& stage = stages[i];
-    auto spec = stage_settings(t, *task, i, noam[i]);
+    auto spec = stage_settings_of(t, *task, i, noam[i]);
     auto base = "stage" + std::to_string(i);
     levels.emplace_back();
     for (int32_t r = 0; r < stage.replicas; ++r) {

@@ -18,12 +18,12 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 /// The plan of a pipeline topology (job: pipeline); bad_config (naming the
 /// file) when a stage has more replicas than a minibatch has microbatches,
 /// or the task it trains on is not one of the topology's.
-caf::expected<job_plan> plan_pipeline(const topology& t);
+caf::expected<job_plan> plan(const topology& t);
 
 } // namespace pipeline
 } // namespace modes

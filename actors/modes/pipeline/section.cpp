@@ -9,7 +9,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 namespace {
 
@@ -17,15 +17,15 @@ namespace {
 using namespace detail;
 
 // 1f1b and 1f1b-dynamic: a step after every microbatch, no consistent cut.
-bool asynchronous(const pipeline_settings& s) {
+bool asynchronous(const section_spec& s) {
   return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
 }
 
 
 // One `pipeline.stages` entry: the stage after `previous_end` up to its
 // `last_layer`, on `replicas` machines.
-pipeline_stage parse_stage(const field& item, const std::vector<std::string>& layers,
-                           size_t previous_end, const topology& t, const pipeline_settings& s) {
+stage_spec parse_stage(const field& item, const std::vector<std::string>& layers,
+                           size_t previous_end, const topology& t, const section_spec& s) {
   check_section(item);
   field last = item.require("last_layer");
   std::string name = read_string(last);
@@ -38,7 +38,7 @@ pipeline_stage parse_stage(const field& item, const std::vector<std::string>& la
     last.fail(last.name() + " is '" + name + "', which does not come after '"
               + layers[previous_end - 1] + "' (expected stages in layer order: "
               + join(layers) + ")");
-  pipeline_stage stage{previous_end, end, 1, "", {}};
+  stage_spec stage{previous_end, end, 1, "", {}};
   read_if(item, "replicas", stage.replicas, [](const field& f) {
     return read_integer<int32_t>(f, 1, max_replicas,
                                  "a number of replicas from 1 to " + std::to_string(max_replicas));
@@ -64,12 +64,12 @@ pipeline_stage parse_stage(const field& item, const std::vector<std::string>& la
 // `pipeline:` (job: pipeline only): the schedule and the stages of the whole
 // model being trained, the backbone and its classifier ("fc2", as
 // model::make_pretrain_model builds it); the last stage ends with the model.
-pipeline_settings parse_pipeline(const field& section, std::vector<std::string> layers,
+section_spec parse_pipeline(const field& section, std::vector<std::string> layers,
                                  const topology& t) {
   if (section.is_null())
     section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
   check_section(section);
-  pipeline_settings s;
+  section_spec s;
   read_if(section, "schedule", s.schedule,
           [](const field& f) {
             return read_choice(f, {"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
@@ -84,13 +84,13 @@ pipeline_settings parse_pipeline(const field& section, std::vector<std::string> 
   field stages = section.require("stages");
   size_t actors = 0;
   for (const field& item :
-       stages.items("a list of stages ({last_layer, replicas, node})", max_pipeline_stages)) {
+       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
     s.stages.push_back(
       parse_stage(item, layers, s.stages.empty() ? 0 : s.stages.back().end, t, s));
     actors += static_cast<size_t>(s.stages.back().replicas);
-    if (actors > max_pipeline_actors)
-      item.fail(stages.name() + " asks for more than " + std::to_string(max_pipeline_actors)
-                + " stage actors, replicas counted (expected " + at_most(max_pipeline_actors,
+    if (actors > max_actors)
+      item.fail(stages.name() + " asks for more than " + std::to_string(max_actors)
+                + " stage actors, replicas counted (expected " + at_most(max_actors,
                                                                          "in all") + ")");
   }
   if (s.stages.empty() || s.stages.back().end != layers.size())
@@ -102,7 +102,7 @@ pipeline_settings parse_pipeline(const field& section, std::vector<std::string> 
 /// Recovery restores a consistent cut of the weights, which only the
 /// synchronous schedules have between minibatches.
 void check_recovery(const field& root, const topology& t) {
-  if (!asynchronous(pipeline_settings_of(t)))
+  if (!asynchronous(section_of(t)))
     return;
   if (!t.faults.empty())
     root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
@@ -157,11 +157,11 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
 
 } // namespace
 
-const pipeline_settings& pipeline_settings_of(const topology& t) {
-  return std::any_cast<const pipeline_settings&>(t.mode_settings);
+const section_spec& section_of(const topology& t) {
+  return std::any_cast<const section_spec&>(t.mode_settings);
 }
 
-job_schema pipeline_schema() {
+job_schema schema() {
   job_schema schema;
   schema.name = "pipeline";
   schema.section = "pipeline";

@@ -1,8 +1,8 @@
 #pragma once
 
 // The topology of job: pipeline, as its mode reads it: the `pipeline:`
-// section (schedule, stages and their replicas) into a pipeline_settings
-// kept in topology::mode_settings (pipeline_settings_of reads it), its
+// section (schedule, stages and their replicas) into a section_spec
+// kept in topology::mode_settings (section_of reads it), its
 // stage actors' names, edges and placement, and the rule that recovery
 // needs a synchronous schedule. The task it trains is the workload's
 // (`task:`), with backbone.pretrain.optimizer.
@@ -16,19 +16,19 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 /// Stages of a pipeline (`pipeline.stages`); never more than the model has
 /// layers.
-inline constexpr size_t max_pipeline_stages = 64;
+inline constexpr size_t max_stages = 64;
 /// Replicas of one pipeline stage (`pipeline.stages.*.replicas`).
 inline constexpr int32_t max_replicas = 64;
 /// Stage actors of a pipeline, all replicas counted.
-inline constexpr size_t max_pipeline_actors = 256;
+inline constexpr size_t max_actors = 256;
 
 /// A stage of the trained model (backbone + classifier "fc2"): layers
 /// [begin, end) on `replicas` machines.
-struct pipeline_stage {
+struct stage_spec {
   size_t begin = 0;
   size_t end = 0;
   int32_t replicas = 1;
@@ -42,18 +42,18 @@ struct pipeline_stage {
 };
 
 /// The `pipeline:` section, parsed and validated.
-struct pipeline_settings {
+struct section_spec {
   std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
   bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
-  std::vector<pipeline_stage> stages; ///< from `pipeline.stages`
+  std::vector<stage_spec> stages; ///< from `pipeline.stages`
 };
 
 /// The section of a topology parsed with job: pipeline (throws
 /// std::bad_any_cast for a topology of another job).
-const pipeline_settings& pipeline_settings_of(const topology& t);
+const section_spec& section_of(const topology& t);
 
 /// The schema of job: pipeline, for the topology parser.
-job_schema pipeline_schema();
+job_schema schema();
 
 } // namespace pipeline
 } // namespace modes

@@ -33,7 +33,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 namespace {
 
@@ -74,7 +74,7 @@ struct replica_group {
 struct pipeline_state {
   std::string name;
   std::string node;
-  pipeline_stage_spec spec;
+  stage_settings spec;
   std::shared_ptr<model::stage_trainer> trainer;
 
   caf::actor coordinator;
@@ -645,7 +645,7 @@ void on_control_copy(pipeline_actor* self, control c) {
 struct pipeline_setup {
   std::string name;
   std::string node;
-  pipeline_stage_spec spec;
+  stage_settings spec;
   std::shared_ptr<model::stage_trainer> trainer;
   training_counters counters; ///< restored from the checkpoint, or zero
 };
@@ -755,9 +755,9 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
 
 } // namespace
 
-caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std::string& name,
+caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
                                                const std::string& node,
-                                               const pipeline_stage_spec& spec) {
+                                               const stage_settings& spec) {
   try {
     auto whole = model::make_pretrain_model(spec.backbone, spec.classes);
     if (static_cast<size_t>(spec.end) > whole.size())
@@ -781,17 +781,17 @@ caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std
   }
 }
 
-caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots) {
+caf::error check_paths(const stage_settings& spec, const path_roots& roots) {
   // A trainable actor writes its checkpoints there and restores from them.
   if (auto err = check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots))
     return err;
   return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
 }
 
-caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys,
+caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys,
                                                     const spawn_args& args) {
-  return parse_check_spawn<pipeline_stage_spec>(sys, args, parse_pipeline_stage_spec, check_paths,
-                                                spawn_pipeline_stage);
+  return parse_check_spawn<stage_settings>(sys, args, parse_stage_settings, check_paths,
+                                                spawn_stage);
 }
 
 } // namespace pipeline

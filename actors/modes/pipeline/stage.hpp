@@ -11,7 +11,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 /// Builds the stage's slice of the backbone + classifier (initial weights from
 /// the seed) and spawns a detached trainable pipeline stage named `name`.
@@ -42,17 +42,17 @@ inline namespace pipeline {
 /// peers (tensor_set) and steps with their sum in replica order, so that all
 /// replicas hold the same weights. Under vertical sync, a stage runs each
 /// microbatch with the weight version the input stage stamped on it.
-caf::expected<caf::actor> spawn_pipeline_stage(caf::actor_system& sys, const std::string& name,
+caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
                                                const std::string& node,
-                                               const pipeline_stage_spec& spec);
+                                               const stage_settings& spec);
 
 /// Refuses (errc::bad_file) a pipeline_stage whose settings read a file outside the
 /// node's roots: its checkpoint directory and TorchScript file against `checkpoint_dir`.
-caf::error check_paths(const pipeline_stage_spec& spec, const path_roots& roots);
+caf::error check_paths(const stage_settings& spec, const path_roots& roots);
 
 /// The `pipeline_stage` role of a node's role table: parses the settings, checks
 /// their files (check_paths) and spawns; starts nothing on any error.
-caf::expected<caf::actor> spawn_pipeline_stage_role(caf::actor_system& sys, const spawn_args& args);
+caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args);
 
 } // namespace pipeline
 } // namespace modes

@@ -4,14 +4,14 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
-std::string to_yaml(const pipeline_stage_spec& x) {
+std::string to_yaml(const stage_settings& x) {
   return write_yaml(x);
 }
 
-caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& yaml) {
-  return read_yaml<pipeline_stage_spec>(yaml, "pipeline stage");
+caf::expected<stage_settings> parse_stage_settings(const std::string& yaml) {
+  return read_yaml<stage_settings>(yaml, "pipeline stage");
 }
 
 } // namespace pipeline

@@ -13,11 +13,11 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace pipeline {
+namespace pipeline {
 
 /// A trainable pipeline stage: layers [begin, end) of the backbone followed by
 /// its classifier, trained under `schedule`.
-struct pipeline_stage_spec {
+struct stage_settings {
   model::model_spec backbone;
   int64_t classes = 10;      ///< classifier outputs (the task's classes)
   std::string task;          ///< the task whose labels the last stage trains on
@@ -41,7 +41,7 @@ struct pipeline_stage_spec {
 
 /// Its fields; 0 <= begin < end, 0 <= replica < replicas, a known schedule.
 template <class Inspector>
-void inspect(Inspector& f, pipeline_stage_spec& x) {
+void inspect(Inspector& f, stage_settings& x) {
   f.field("backbone", x.backbone);
   f.field("classes", x.classes).at_least(1);
   f.field("task", x.task);
@@ -65,10 +65,10 @@ void inspect(Inspector& f, pipeline_stage_spec& x) {
 }
 
 /// A pipeline stage's settings as YAML.
-std::string to_yaml(const pipeline_stage_spec& x);
+std::string to_yaml(const stage_settings& x);
 /// Parses to_yaml's text of a pipeline stage strictly: errc::bad_config on
 /// anything else.
-caf::expected<pipeline_stage_spec> parse_pipeline_stage_spec(const std::string& yaml);
+caf::expected<stage_settings> parse_stage_settings(const std::string& yaml);
 
 } // namespace pipeline
 } // namespace modes

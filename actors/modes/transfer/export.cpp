@@ -9,7 +9,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 namespace {
 
@@ -23,7 +23,7 @@ bool ran(const job_result& result, const std::string& name) {
 
 } // namespace
 
-caf::expected<void> save_transfer_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& t, const job_result& result,
                                         const std::string& path) {
   return saving(path, [&] {
     // The backbone is frozen: its weights are the checkpoint's, as every
@@ -32,7 +32,7 @@ caf::expected<void> save_transfer_model(const topology& t, const job_result& res
     if (!t.checkpoint.empty())
       model::load_checkpoint(backbone, t.checkpoint);
     std::vector<model::named_model> heads;
-    for (const auto& h : transfer_settings_of(t).heads) {
+    for (const auto& h : section_of(t).heads) {
       if (!ran(result, h.spec.name))
         continue;
       auto sent = sent_weights(result, h.spec.name);

@@ -11,7 +11,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// The frozen backbone (backbone.checkpoint's weights, or the initial ones
 /// with `checkpoint: none`) and every head that ran, with the weights it
@@ -19,7 +19,7 @@ inline namespace transfer {
 /// dict head name -> logits (model::script_module of a backbone and heads).
 /// actor_failed when a head sent no weights; bad_file when the file cannot
 /// be written.
-caf::expected<void> save_transfer_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& t, const job_result& result,
                                         const std::string& path);
 
 } // namespace transfer

@@ -24,7 +24,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 namespace {
 
@@ -35,7 +35,7 @@ using messages::microbatch;
 struct head_state {
   std::string name;
   std::string node;
-  head_role_spec spec;
+  head_settings spec;
   std::shared_ptr<model::head_trainer> trainer; ///< built by the spawner, used only here
 
   caf::actor coordinator;
@@ -160,7 +160,7 @@ void on_control(head_actor* self, const control& c) {
 struct head_setup {
   std::string name;
   std::string node;
-  head_role_spec spec;
+  head_settings spec;
   std::shared_ptr<model::head_trainer> trainer;
   training_counters counters; ///< restored from the checkpoint, or zero
 };
@@ -201,7 +201,7 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
 } // namespace
 
 caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& name,
-                                     const std::string& node, const head_role_spec& spec) {
+                                     const std::string& node, const head_settings& spec) {
   try {
     auto trainer = std::make_shared<model::head_trainer>(
       model::make_model(spec.head.model), spec.head.task_def, spec.head.optimizer);
@@ -217,7 +217,7 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
   }
 }
 
-caf::error check_paths(const head_role_spec& spec, const path_roots& roots) {
+caf::error check_paths(const head_settings& spec, const path_roots& roots) {
   // A trainable actor writes its checkpoints there and restores from them.
   if (auto err = check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots))
     return err;
@@ -225,7 +225,7 @@ caf::error check_paths(const head_role_spec& spec, const path_roots& roots) {
 }
 
 caf::expected<caf::actor> spawn_head_role(caf::actor_system& sys, const spawn_args& args) {
-  return parse_check_spawn<head_role_spec>(sys, args, parse_head_spec, check_paths, spawn_head);
+  return parse_check_spawn<head_settings>(sys, args, parse_head_settings, check_paths, spawn_head);
 }
 
 } // namespace transfer

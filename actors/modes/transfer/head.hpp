@@ -11,7 +11,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// Builds the head model (initial weights from its seed) and spawns a
 /// detached head actor named `name`.
@@ -21,11 +21,11 @@ inline namespace transfer {
 /// after the last microbatch of each minibatch, reports every epoch on
 /// control{epoch_end} and sends its final report on control{end_of_stream}.
 caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& name,
-                                     const std::string& node, const head_role_spec& spec);
+                                     const std::string& node, const head_settings& spec);
 
 /// Refuses (errc::bad_file) a head whose settings read a file outside the
 /// node's roots: its checkpoint directory and TorchScript file against `checkpoint_dir`.
-caf::error check_paths(const head_role_spec& spec, const path_roots& roots);
+caf::error check_paths(const head_settings& spec, const path_roots& roots);
 
 /// The `head` role of a node's role table: parses the settings, checks
 /// their files (check_paths) and spawns; starts nothing on any error.

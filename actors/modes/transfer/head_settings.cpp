@@ -4,14 +4,14 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
-std::string to_yaml(const head_role_spec& x) {
+std::string to_yaml(const head_settings& x) {
   return write_yaml(x);
 }
 
-caf::expected<head_role_spec> parse_head_spec(const std::string& yaml) {
-  return read_yaml<head_role_spec>(yaml, "head");
+caf::expected<head_settings> parse_head_settings(const std::string& yaml) {
+  return read_yaml<head_settings>(yaml, "head");
 }
 
 } // namespace transfer

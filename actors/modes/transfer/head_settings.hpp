@@ -13,10 +13,10 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// A trainable head.
-struct head_role_spec {
+struct head_settings {
   model::head_spec head;
   int32_t threads = 1;
   int32_t progress_every = 20;
@@ -25,7 +25,7 @@ struct head_role_spec {
 
 /// The head's name, task, model and optimizer, then its own fields.
 template <class Inspector>
-void inspect(Inspector& f, head_role_spec& x) {
+void inspect(Inspector& f, head_settings& x) {
   f.field("name", x.head.name);
   f.field("task", x.head.task_def);
   f.field("model", x.head.model);
@@ -36,9 +36,9 @@ void inspect(Inspector& f, head_role_spec& x) {
 }
 
 /// A head's settings as YAML.
-std::string to_yaml(const head_role_spec& x);
+std::string to_yaml(const head_settings& x);
 /// Parses to_yaml's text of a head strictly: errc::bad_config on anything else.
-caf::expected<head_role_spec> parse_head_spec(const std::string& yaml);
+caf::expected<head_settings> parse_head_settings(const std::string& yaml);
 
 } // namespace transfer
 } // namespace modes

@@ -21,7 +21,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 namespace {
 
@@ -37,10 +37,10 @@ messages::actor_report backbone_report(const model::frozen_backbone& backbone) {
 
 } // namespace
 
-caf::expected<job_result> run_transfer_local(const topology& t, const run_request& r) {
+caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   at::set_num_threads(r.threads > 0 ? r.threads : cores());
   std::vector<model::head_spec> heads;
-  for (const auto& h : transfer_settings_of(t).heads)
+  for (const auto& h : section_of(t).heads)
     if (r.only_head.empty() || h.spec.name == r.only_head)
       heads.push_back(h.spec);
   if (heads.empty())
@@ -57,7 +57,7 @@ caf::expected<job_result> run_transfer_local(const topology& t, const run_reques
     layers.set_trainable(false);
     layers.train(false);
     // Features computed (and cached) as the job's one stage computes them.
-    model::frozen_backbone backbone{std::move(layers), transfer_settings_of(t).features};
+    model::frozen_backbone backbone{std::move(layers), section_of(t).features};
     auto training_started = std::chrono::steady_clock::now();
     auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
                                              log_progress("local"));
@@ -93,7 +93,7 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   if (!dir)
     return dir.error();
   owned_directory logs{*dir};
-  const auto& heads = transfer_settings_of(t).heads;
+  const auto& heads = section_of(t).heads;
   auto threads = std::max<int32_t>(1, cores() / static_cast<int32_t>(heads.size()));
   auto started = std::chrono::steady_clock::now();
   std::vector<std::pair<std::string, child_process>> children;

@@ -12,11 +12,11 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// `--mode local`: every head (or `--only-head`) trained in this process on
 /// the frozen backbone, with `--threads` (default: every core).
-caf::expected<job_result> run_transfer_local(const topology& t, const run_request& r);
+caf::expected<job_result> run_local(const topology& t, const run_request& r);
 
 /// `--baseline separate`: one `baton run --mode local --only-head H` process
 /// per head, the cores shared among them; their results merged.

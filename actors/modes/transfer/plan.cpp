@@ -13,9 +13,9 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
-job_plan plan_transfer(const topology& t) {
+job_plan plan(const topology& t) {
   job_plan plan;
   // Only the heads train (the backbone is frozen), each with its own optimizer.
   plan.divergence_advice = fmt::format(
@@ -27,9 +27,9 @@ job_plan plan_transfer(const topology& t) {
   source.starts = true;
   plan.actors.push_back(std::move(source));
   std::string previous = "source";
-  const auto& settings = transfer_settings_of(t);
+  const auto& settings = section_of(t);
   for (const auto& s : settings.stages) {
-    stage_spec spec{t.backbone,
+    stage_settings spec{t.backbone,
                     t.checkpoint,
                     static_cast<int64_t>(s.begin),
                     static_cast<int64_t>(s.end),
@@ -43,7 +43,7 @@ job_plan plan_transfer(const topology& t) {
     previous = s.name;
   }
   for (const auto& h : settings.heads) {
-    head_role_spec spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
+    head_settings spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
     auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
     head.threads = t.runtime.head_threads;
     head.trainable = true;
@@ -56,7 +56,7 @@ job_plan plan_transfer(const topology& t) {
 }
 
 caf::expected<void> resolve_backbone_split(topology& t) {
-  auto& settings = transfer_settings_of(t);
+  auto& settings = section_of(t);
   if (!settings.split_auto)
     return caf::unit;
   auto& stages = settings.stages;
@@ -74,13 +74,13 @@ caf::expected<void> resolve_backbone_split(topology& t) {
   return caf::unit;
 }
 
-caf::expected<job_plan> plan_transfer(const topology& t, plan_use use) {
-  if (use == plan_use::check || !transfer_settings_of(t).split_auto)
-    return plan_transfer(t);
+caf::expected<job_plan> plan(const topology& t, plan_use use) {
+  if (use == plan_use::check || !section_of(t).split_auto)
+    return plan(t);
   topology settled = t;
   if (auto resolved = resolve_backbone_split(settled); !resolved)
     return resolved.error();
-  return plan_transfer(settled);
+  return plan(settled);
 }
 
 } // namespace transfer

@@ -17,17 +17,17 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// The plan of a transfer topology (job: transfer) as its settings stand:
 /// with `backbone.split: auto` unresolved, the placeholder split the parser
 /// made.
-job_plan plan_transfer(const topology& t);
+job_plan plan(const topology& t);
 
 /// The plan of a transfer topology for `use`: for a run, `backbone.split:
 /// auto` is resolved first (resolve_backbone_split; a link between stages
-/// costs what it does when `t` has nodes); for a check, as plan_transfer.
-caf::expected<job_plan> plan_transfer(const topology& t, plan_use use);
+/// costs what it does when `t` has nodes); for a check, as plan.
+caf::expected<job_plan> plan(const topology& t, plan_use use);
 
 /// With `backbone.split: auto`: profiles the backbone, partitions it into the
 /// planned stages (plan_backbone_split, actors/modes/backbone_split.hpp; across

@@ -12,7 +12,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 namespace {
 
@@ -102,7 +102,7 @@ size_t auto_stage_count(const std::optional<field>& count, const std::optional<f
 // `backbone.split` (and `stages`): a list of layer names ending stages, or
 // `auto` for boundaries the planner chooses at run time.
 void parse_split(const field& section, const std::vector<std::string>& layers,
-                 transfer_settings& s) {
+                 section_spec& s) {
   field split = section.section("split");
   std::optional<field> count = section.get("stages");
   s.split_auto = split.node().IsScalar() && split.node().Scalar() == "auto";
@@ -116,7 +116,7 @@ void parse_split(const field& section, const std::vector<std::string>& layers,
     s.stages = make_stages(split, layers);
 }
 
-void place_stages(const field& place, const topology& t, transfer_settings& s) {
+void place_stages(const field& place, const topology& t, section_spec& s) {
   std::vector<field> items = place.items("a list of node names, one per stage", max_stages);
   for (size_t i = 0; i < items.size() && i < s.stages.size(); ++i)
     s.stages[i].node = read_node(items[i], t.nodes);
@@ -154,7 +154,7 @@ void parse_feature_cache(const field& section, model::feature_cache_spec& featur
 // source's images and holds the whole backbone: its cache keys are the data
 // set's sample ids, and its output rows are the heads' features, which
 // --mode local computes the same way.
-void check_feature_cache(const field& section, const transfer_settings& s) {
+void check_feature_cache(const field& section, const section_spec& s) {
   if ((!s.features.cache && s.features.block_rows == 0) || s.stages.size() == 1)
     return;
   std::optional<field> key = section.get(s.features.cache ? "cache" : "feature_block");
@@ -219,7 +219,7 @@ int64_t measure_features(const field& backbone, const topology& t) {
 // The heads take the features the backbone outputs, whatever their width.
 void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   field backbone = root.section("backbone");
-  transfer_settings s;
+  section_spec s;
   parse_split(backbone, layers, s);
   if (auto f = backbone.get("place"))
     place_stages(*f, t, s);
@@ -242,15 +242,15 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
 
 } // namespace
 
-const transfer_settings& transfer_settings_of(const topology& t) {
-  return std::any_cast<const transfer_settings&>(t.mode_settings);
+const section_spec& section_of(const topology& t) {
+  return std::any_cast<const section_spec&>(t.mode_settings);
 }
 
-transfer_settings& transfer_settings_of(topology& t) {
-  return std::any_cast<transfer_settings&>(t.mode_settings);
+section_spec& section_of(topology& t) {
+  return std::any_cast<section_spec&>(t.mode_settings);
 }
 
-job_schema transfer_schema() {
+job_schema schema() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   job_schema schema;
   schema.name = "transfer";

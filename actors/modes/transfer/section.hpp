@@ -5,7 +5,7 @@
 // each on a task of `tasks`), and under `backbone` the frozen backbone's
 // slices (`split`, `stages`, `place`) and its feature cache (`cache`,
 // `cache_mb`, `feature_block`). They are kept in topology::mode_settings as
-// a transfer_settings (transfer_settings_of reads it); its actors are the
+// a section_spec (section_of reads it); its actors are the
 // frozen stages and the trainable heads.
 
 #include <cstddef>
@@ -17,7 +17,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// Heads (`heads`): one actor each.
 inline constexpr size_t max_heads = 64;
@@ -40,7 +40,7 @@ struct head_placement {
 };
 
 /// What job: transfer reads of a topology.
-struct transfer_settings {
+struct section_spec {
   std::vector<stage_placement> stages; ///< resolved from `backbone.split`
   /// `backbone.split: auto`: `stages` holds the planned number of stages
   /// (`backbone.stages`, else one per `backbone.place` node, else 3) with
@@ -56,11 +56,11 @@ struct transfer_settings {
 
 /// The settings of a topology parsed with job: transfer (throws
 /// std::bad_any_cast for a topology of another job).
-const transfer_settings& transfer_settings_of(const topology& t);
-transfer_settings& transfer_settings_of(topology& t);
+const section_spec& section_of(const topology& t);
+section_spec& section_of(topology& t);
 
 /// The schema of job: transfer, for the topology parser.
-job_schema transfer_schema();
+job_schema schema();
 
 } // namespace transfer
 } // namespace modes

@@ -26,7 +26,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 namespace {
 
@@ -37,7 +37,7 @@ using messages::microbatch;
 struct stage_state {
   std::string name;
   std::string node;
-  stage_spec spec;
+  stage_settings spec;
   /// Its layers, with the feature cache when spec.features asks for one.
   std::optional<model::frozen_backbone> backbone;
 
@@ -120,7 +120,7 @@ void act(stage_actor* self) {
 struct stage_setup {
   std::string name;
   std::string node;
-  stage_spec spec;
+  stage_settings spec;
   model::layered_model layers;
 };
 
@@ -188,7 +188,7 @@ void report_features(const model::frozen_backbone& backbone, messages::actor_rep
 }
 
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
-                                      const std::string& node, const stage_spec& spec) {
+                                      const std::string& node, const stage_settings& spec) {
   try {
     auto whole = model::make_model(spec.backbone);
     if (static_cast<size_t>(spec.end) > whole.size())
@@ -212,14 +212,14 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
   }
 }
 
-caf::error check_paths(const stage_spec& spec, const path_roots& roots) {
+caf::error check_paths(const stage_settings& spec, const path_roots& roots) {
   if (auto err = check_checkpoint_path(spec.checkpoint, "checkpoint", roots))
     return err;
   return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
 }
 
 caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args) {
-  return parse_check_spawn<stage_spec>(sys, args, parse_stage_spec, check_paths, spawn_stage);
+  return parse_check_spawn<stage_settings>(sys, args, parse_stage_settings, check_paths, spawn_stage);
 }
 
 } // namespace transfer

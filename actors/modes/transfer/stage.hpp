@@ -13,7 +13,7 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// Builds the backbone slice [begin, end), loads its weights from the
 /// checkpoint (errors are returned, nothing is spawned) and spawns a detached
@@ -29,7 +29,7 @@ inline namespace transfer {
 /// takes the microbatch up (so the next transfer overlaps this compute).
 /// Controls are forwarded in order, without credits.
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
-                                      const std::string& node, const stage_spec& spec);
+                                      const std::string& node, const stage_settings& spec);
 
 /// Adds what `backbone` did to `report`, as the stage and `--mode local`
 /// report it: figures feature_block, backbone_train_samples,
@@ -44,7 +44,7 @@ void report_features(const model::frozen_backbone& backbone, messages::actor_rep
 
 /// Refuses (errc::bad_file) a stage whose settings read a file outside the
 /// node's roots: its backbone checkpoint and TorchScript file against `checkpoint_dir`.
-caf::error check_paths(const stage_spec& spec, const path_roots& roots);
+caf::error check_paths(const stage_settings& spec, const path_roots& roots);
 
 /// The `stage` role of a node's role table: parses the settings, checks
 /// their files (check_paths) and spawns; starts nothing on any error.

@@ -4,14 +4,14 @@
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
-std::string to_yaml(const stage_spec& x) {
+std::string to_yaml(const stage_settings& x) {
   return write_yaml(x);
 }
 
-caf::expected<stage_spec> parse_stage_spec(const std::string& yaml) {
-  return read_yaml<stage_spec>(yaml, "stage");
+caf::expected<stage_settings> parse_stage_settings(const std::string& yaml) {
+  return read_yaml<stage_settings>(yaml, "stage");
 }
 
 } // namespace transfer

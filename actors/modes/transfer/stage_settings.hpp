@@ -27,10 +27,10 @@ void inspect(Inspector& f, feature_cache_spec& x) {
 
 namespace baton::actors {
 inline namespace modes {
-inline namespace transfer {
+namespace transfer {
 
 /// A frozen stage: layers [begin, end) of the backbone.
-struct stage_spec {
+struct stage_settings {
   model::model_spec backbone;
   std::string checkpoint; ///< whole-backbone checkpoint; empty = initial weights
   int64_t begin = 0;
@@ -44,7 +44,7 @@ struct stage_spec {
 
 /// Its fields; 0 <= begin < end, and a cache only from layer 0.
 template <class Inspector>
-void inspect(Inspector& f, stage_spec& x) {
+void inspect(Inspector& f, stage_settings& x) {
   f.field("backbone", x.backbone);
   f.field("checkpoint", x.checkpoint);
   f.field("begin", x.begin).at_least(0);
@@ -61,9 +61,9 @@ void inspect(Inspector& f, stage_spec& x) {
 }
 
 /// A stage's settings as YAML.
-std::string to_yaml(const stage_spec& x);
+std::string to_yaml(const stage_settings& x);
 /// Parses to_yaml's text of a stage strictly: errc::bad_config on anything else.
-caf::expected<stage_spec> parse_stage_spec(const std::string& yaml);
+caf::expected<stage_settings> parse_stage_settings(const std::string& yaml);
 
 } // namespace transfer
 } // namespace modes

@@ -32,6 +32,7 @@
 #include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
+using namespace baton::actors::data_parallel;
 using namespace baton::testing;
 
 namespace {
@@ -44,7 +45,7 @@ topology_fixture dp(const std::string& model = "convnet", const std::string& che
 }
 
 /// Worker 2's settings of the plan of `section` (W = 3), through its codec.
-data_parallel_worker_spec planned_worker(const std::string& section) {
+data_parallel::worker_settings planned_worker(const std::string& section) {
   return last_planned_worker(dp(), "  workers: 3\n" + section, 3);
 }
 
@@ -124,7 +125,7 @@ TEST(data_parallel_freezing_section, garbage_worker_settings_are_bad_config) {
                           replaced("sync_every: 0", "sync_every: 2"), // adaptive + local SGD
                           replaced("percentile: 50", "percentile: often"),
                           replaced("sync_every: 0", "sync_every: -3")}) {
-    auto refused = parse_data_parallel_worker_spec(bad);
+    auto refused = data_parallel::parse_worker_settings(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }
@@ -137,12 +138,12 @@ namespace {
 /// W worker_replica objects trained as the worker actors train them (ring
 /// sums, mean, step, adaptive decision; local SGD's averages), one epoch
 /// of `spec`'s shares; returns replica 0's weights digest.
-std::string train_replicas(const data_parallel_worker_spec& spec,
+std::string train_replicas(const data_parallel::worker_settings& spec,
                            const baton::model::dataset& train) {
   namespace m = baton::model;
   std::vector<worker_replica> replicas;
   for (int32_t w = 0; w < spec.workers; ++w)
-    replicas.emplace_back(make_data_parallel_model(spec.model), spec);
+    replicas.emplace_back(data_parallel::make_worker_model(spec.model), spec);
   auto sum_over = [&](const std::vector<std::vector<at::Tensor>>& per_worker) {
     std::vector<at::Tensor> sums;
     for (size_t b = 0; b < per_worker.front().size(); ++b) {
@@ -202,7 +203,7 @@ std::string train_replicas(const data_parallel_worker_spec& spec,
 TEST(worker_replica, replicas_equal_the_local_reference) {
   namespace m = baton::model;
   const auto train = m::make_synthetic(150, 1, 28, 28, 10, 11);
-  data_parallel_worker_spec spec;
+  data_parallel::worker_settings spec;
   spec.workers = 3;
   spec.model.name = "convnet";
   spec.model.classes = 10;
@@ -232,7 +233,7 @@ TEST(worker_replica, replicas_equal_the_local_reference) {
     reference.adaptive = spec.adaptive;
     reference.cache = spec.cache;
     const auto result = m::run_data_parallel_local(
-      [&] { return make_data_parallel_model(spec.model); }, train, m::dataset{}, reference);
+      [&] { return data_parallel::make_worker_model(spec.model); }, train, m::dataset{}, reference);
     if (adaptive) {
       EXPECT_GT(result.frozen_layers, 0u); // it froze: the test can fail
     }
@@ -302,7 +303,7 @@ protected:
     baton::model::model_spec spec;
     spec.name = "convnet";
     spec.classes = 10;
-    return make_data_parallel_model(spec);
+    return data_parallel::make_worker_model(spec);
   }
 
   static inline std::unique_ptr<scratch_dir> dir_;

@@ -27,6 +27,7 @@
 #include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
+using namespace baton::actors::data_parallel;
 using namespace baton::testing;
 
 namespace {
@@ -130,7 +131,7 @@ TEST(data_parallel_plan, places_one_worker_per_node) {
 TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
   auto p = dp.plan_for("  workers: 3\n  bucket_mb: 0.5\n");
   ASSERT_EQ(p.actors.size(), 3u);
-  auto spec = parse_data_parallel_worker_spec(p.actors[2].settings);
+  auto spec = data_parallel::parse_worker_settings(p.actors[2].settings);
   ASSERT_TRUE(spec) << baton::describe(spec.error());
   EXPECT_EQ(spec->worker, 2);
   EXPECT_EQ(spec->workers, 3);
@@ -142,7 +143,7 @@ TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
   two.replace(two.find("workers: 3"), 10, "workers: 2");
   for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
                                  two}) {
-    auto refused = parse_data_parallel_worker_spec(bad);
+    auto refused = data_parallel::parse_worker_settings(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }
@@ -324,7 +325,7 @@ TEST_F(data_parallel_run, node_processes_equal_embedded) {
   // of two chunks), model::ring_bytes_sent; 2 epochs of 7 steps (100 / 16).
   baton::model::model_spec convnet;
   convnet.name = "convnet";
-  auto layout = baton::model::make_flat_layout(make_data_parallel_model(convnet));
+  auto layout = baton::model::make_flat_layout(data_parallel::make_worker_model(convnet));
   for (int32_t w = 0; w < 2; ++w) {
     int64_t per_step = 0;
     for (const auto& b : baton::model::make_buckets(layout, 25))

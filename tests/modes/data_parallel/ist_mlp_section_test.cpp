@@ -33,7 +33,7 @@ topology_fixture dp(const std::string& model = "ist_mlp") {
 }
 
 /// Worker 1's settings of the plan of `section` (W = 2), through its codec.
-data_parallel_worker_spec planned_worker(const std::string& section) {
+data_parallel::worker_settings planned_worker(const std::string& section) {
   return last_planned_worker(dp(), "  workers: 2\n" + section, 2);
 }
 
@@ -67,7 +67,7 @@ TEST(ist_mlp_section, the_workers_get_the_widths_and_ists_initial_network) {
   auto spec = planned_worker("  hidden: [24, 40]\n");
   EXPECT_EQ(spec.model.name, "ist_mlp");
   EXPECT_EQ(spec.model.hidden, (std::vector<int64_t>{24, 40}));
-  const auto m = make_data_parallel_model(spec.model);
+  const auto m = data_parallel::make_worker_model(spec.model);
   baton::model::ist_shape shape;
   shape.hidden = {24, 40};
   shape.classes = spec.model.classes;

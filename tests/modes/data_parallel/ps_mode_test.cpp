@@ -31,6 +31,7 @@
 #include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
+using namespace baton::actors::data_parallel;
 using namespace baton::testing;
 namespace model = baton::model;
 
@@ -241,7 +242,7 @@ TEST(ps_plan, is_workers_and_shards_with_peer_edges_both_ways) {
   EXPECT_EQ(edges[0], "worker.0>shard.0#0");
   EXPECT_EQ(edges[1], "shard.0>worker.0#0");
   EXPECT_EQ(edges[11], "shard.2>worker.1#1");
-  auto worker = parse_data_parallel_worker_spec(p.actors[1].settings);
+  auto worker = data_parallel::parse_worker_settings(p.actors[1].settings);
   ASSERT_TRUE(worker) << baton::describe(worker.error());
   EXPECT_EQ(worker->exchange, "ps");
   EXPECT_EQ(worker->shards, 3);
@@ -259,7 +260,7 @@ TEST(ps_plan, places_shards_round_robin_after_the_workers) {
 TEST(ps_plan, shard_settings_round_trip_and_garbage_is_refused) {
   auto p = ps.plan_for("  workers: 3\n  exchange: ps\n  shards: 2\n");
   ASSERT_EQ(p.actors.size(), 5u);
-  auto spec = parse_data_parallel_shard_spec(p.actors[4].settings);
+  auto spec = data_parallel::parse_shard_settings(p.actors[4].settings);
   ASSERT_TRUE(spec) << baton::describe(spec.error());
   EXPECT_EQ(spec->shard, 1);
   EXPECT_EQ(spec->shards, 2);
@@ -272,7 +273,7 @@ TEST(ps_plan, shard_settings_round_trip_and_garbage_is_refused) {
   out_of_range.replace(out_of_range.find("shard: 1"), 8, "shard: 2");
   for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"shard: 0"},
                                  out_of_range}) {
-    auto refused = parse_data_parallel_shard_spec(bad);
+    auto refused = data_parallel::parse_shard_settings(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }
@@ -327,7 +328,7 @@ protected:
   static void expect_edge_bytes(const nlohmann::json& m, int32_t workers, int32_t shards) {
     model::model_spec convnet;
     convnet.name = "convnet";
-    const auto parts = shard_parts(model::make_flat_layout(make_data_parallel_model(convnet)),
+    const auto parts = shard_parts(model::make_flat_layout(data_parallel::make_worker_model(convnet)),
                                    shards);
     std::map<std::string, int64_t> expected, got;
     for (int32_t w = 0; w < workers; ++w)

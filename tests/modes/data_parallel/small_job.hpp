@@ -36,7 +36,7 @@ inline topology_fixture data_parallel_topology(const std::string& file,
 /// read through their codec, which must write them back as planned; a test
 /// failure and default settings when the plan has another number of actors
 /// or the codec refuses them.
-inline actors::data_parallel_worker_spec last_planned_worker(const topology_fixture& job,
+inline actors::data_parallel::worker_settings last_planned_worker(const topology_fixture& job,
                                                              const std::string& rest,
                                                              size_t workers) {
   auto plan = job.plan_for(rest);
@@ -45,12 +45,12 @@ inline actors::data_parallel_worker_spec last_planned_worker(const topology_fixt
     return {};
   }
   const auto& settings = plan.actors.back().settings;
-  auto spec = actors::parse_data_parallel_worker_spec(settings);
+  auto spec = actors::data_parallel::parse_worker_settings(settings);
   if (!spec) {
     ADD_FAILURE() << describe(spec.error());
     return {};
   }
-  EXPECT_EQ(actors::to_yaml(*spec), settings);
+  EXPECT_EQ(actors::data_parallel::to_yaml(*spec), settings);
   return *spec;
 }
 

@@ -182,7 +182,7 @@ TEST(ist_plan, refuses_a_shard_larger_than_a_message) {
 TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   auto p = plan_for("  workers: 3\n  shards: 2\n  local_steps: 4\n  hidden: [50, 37]\n");
   ASSERT_EQ(p.actors.size(), 5u);
-  auto worker = neuron_scheme::parse_worker_spec(p.actors[2].settings);
+  auto worker = neuron_scheme::parse_worker_settings(p.actors[2].settings);
   ASSERT_TRUE(worker) << baton::describe(worker.error());
   EXPECT_EQ(worker->worker, 2);
   EXPECT_EQ(worker->workers, 3);
@@ -193,7 +193,7 @@ TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   EXPECT_EQ(worker->shape.classes, 10);
   EXPECT_EQ(worker->data.plan.batch_size, 16);
   EXPECT_EQ(neuron_scheme::to_yaml(*worker), p.actors[2].settings);
-  auto shard = neuron_scheme::parse_shard_spec(p.actors[4].settings);
+  auto shard = neuron_scheme::parse_shard_settings(p.actors[4].settings);
   ASSERT_TRUE(shard) << baton::describe(shard.error());
   EXPECT_EQ(shard->shard, 1);
   EXPECT_EQ(shard->seed, 7u);
@@ -202,29 +202,29 @@ TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   // round, the throw round; a restore without a checkpoint directory is refused.
   run_settings run;
   run.recovery = {"/tmp/checkpoints/shard.1", 2, 4, 5, 3};
-  auto restored = neuron_scheme::parse_shard_spec(with_run(p.actors[4].settings, run));
+  auto restored = neuron_scheme::parse_shard_settings(with_run(p.actors[4].settings, run));
   ASSERT_TRUE(restored) << baton::describe(restored.error());
   EXPECT_EQ(restored->recovery.checkpoint_dir, "/tmp/checkpoints/shard.1");
   EXPECT_EQ(restored->recovery.restore_step, 4);
   EXPECT_EQ(restored->recovery.throw_at_step, 5);
-  auto resumed = neuron_scheme::parse_worker_spec(with_run(p.actors[2].settings, run));
+  auto resumed = neuron_scheme::parse_worker_settings(with_run(p.actors[2].settings, run));
   ASSERT_TRUE(resumed) << baton::describe(resumed.error());
   EXPECT_EQ(resumed->recovery.checkpoint_every, 2);
   EXPECT_EQ(neuron_scheme::to_yaml(*resumed), with_run(p.actors[2].settings, run));
   run.recovery.checkpoint_dir.clear();
   run.recovery.checkpoint_every = 0;
-  EXPECT_FALSE(neuron_scheme::parse_worker_spec(with_run(p.actors[2].settings, run)));
-  EXPECT_FALSE(neuron_scheme::parse_shard_spec(with_run(p.actors[4].settings, run)));
+  EXPECT_FALSE(neuron_scheme::parse_worker_settings(with_run(p.actors[2].settings, run)));
+  EXPECT_FALSE(neuron_scheme::parse_shard_settings(with_run(p.actors[4].settings, run)));
   auto narrow = p.actors[2].settings; // a width below W
   narrow.replace(narrow.find("- 37"), 4, "- 2");
   for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
                                  narrow, p.actors[4].settings}) {
-    auto refused = neuron_scheme::parse_worker_spec(bad);
+    auto refused = neuron_scheme::parse_worker_settings(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }
   for (const std::string& bad : {std::string{"shard: 2"}, p.actors[0].settings}) {
-    auto refused = neuron_scheme::parse_shard_spec(bad);
+    auto refused = neuron_scheme::parse_shard_settings(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
   }

@@ -96,23 +96,23 @@ TEST(resist_plan, is_w_workers_and_s_shards_with_their_own_roles) {
     EXPECT_EQ(a.role, worker ? "resist_worker" : "resist_shard") << a.name;
     EXPECT_TRUE(a.trainable) << a.name;
     if (worker) {
-      auto spec = block_scheme::parse_worker_spec(a.settings);
+      auto spec = block_scheme::parse_worker_settings(a.settings);
       ASSERT_TRUE(spec) << baton::describe(spec.error());
       EXPECT_EQ(spec->shape.in_channels, 3);
       EXPECT_EQ(spec->local_steps, 5);
       EXPECT_EQ(spec->workers, 3);
       EXPECT_EQ(block_scheme::to_yaml(*spec), a.settings);
     } else {
-      auto spec = block_scheme::parse_shard_spec(a.settings);
+      auto spec = block_scheme::parse_shard_settings(a.settings);
       ASSERT_TRUE(spec) << baton::describe(spec.error());
       EXPECT_EQ(spec->shape.classes, 10);
       EXPECT_EQ(spec->seed, 7u);
       EXPECT_EQ(block_scheme::to_yaml(*spec), a.settings);
     }
   }
-  EXPECT_FALSE(block_scheme::parse_worker_spec("worker: 0\n"));
-  EXPECT_FALSE(block_scheme::parse_shard_spec("{shard: 2, shards: 2, workers: 1}"));
-  EXPECT_FALSE(block_scheme::parse_shard_spec("[garbage"));
+  EXPECT_FALSE(block_scheme::parse_worker_settings("worker: 0\n"));
+  EXPECT_FALSE(block_scheme::parse_shard_settings("{shard: 2, shards: 2, workers: 1}"));
+  EXPECT_FALSE(block_scheme::parse_shard_settings("[garbage"));
 }
 
 // -- the division of the state --------------------------------------------------------

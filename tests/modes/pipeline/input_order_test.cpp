@@ -9,8 +9,8 @@
 
 #include "actors/modes/pipeline/input_order.hpp"
 
-using baton::actors::input_order;
-using baton::actors::microbatch_position;
+using baton::actors::pipeline::input_order;
+using baton::actors::pipeline::microbatch_position;
 
 namespace {
 

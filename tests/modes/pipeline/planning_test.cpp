@@ -26,13 +26,13 @@ using baton::testing::scratch_dir;
 namespace {
 
 /// What job: pipeline read of `t` (its schedule and stages).
-const baton::actors::pipeline_settings& pipeline_of(const baton::actors::topology& t) {
-  return baton::actors::pipeline_settings_of(t);
+const baton::actors::pipeline::section_spec& pipeline_of(const baton::actors::topology& t) {
+  return baton::actors::pipeline::section_of(t);
 }
 
 /// What job: transfer read of `t` (its frozen stages and split).
-const baton::actors::transfer_settings& transfer_of(const baton::actors::topology& t) {
-  return baton::actors::transfer_settings_of(t);
+const baton::actors::transfer::section_spec& transfer_of(const baton::actors::topology& t) {
+  return baton::actors::transfer::section_of(t);
 }
 
 } // namespace
@@ -307,7 +307,7 @@ heads:
   }
   EXPECT_EQ(planned->split.size(), 3u);
 
-  ASSERT_TRUE(baton::actors::resolve_backbone_split(*t));
+  ASSERT_TRUE(baton::actors::transfer::resolve_backbone_split(*t));
   EXPECT_FALSE(transfer_of(*t).split_auto);
   ASSERT_EQ(transfer_of(*t).stages.size(), 4u);
   size_t begin = 0;
@@ -324,7 +324,7 @@ heads:
   EXPECT_EQ(transfer_of(*t).stages[2].node, "n1");
   // Resolved once: the planned stages are now an explicit split.
   auto before = transfer_of(*t).stages;
-  ASSERT_TRUE(baton::actors::resolve_backbone_split(*t));
+  ASSERT_TRUE(baton::actors::transfer::resolve_backbone_split(*t));
   EXPECT_EQ(transfer_of(*t).stages[1].end, before[1].end);
 }
 
