@@ -656,7 +656,7 @@ tls_settings parse_tls(const field& section) {
   return tls;
 }
 
-void parse_runtime(const field& section, runtime_settings& r) {
+void parse_runtime(const field& section, runtime_spec& r) {
   check_section(section);
   // Messages in flight per edge; each may be 64 MiB, and the receiver holds them.
   read_if(section, "window", r.window, [](const field& f) {

@@ -47,7 +47,7 @@ struct node_address {
 
 /// Backbone pre-training settings (`backbone.pretrain`): how the workload's
 /// starting weights (`backbone.checkpoint`) are made when they are missing.
-struct pretrain_settings {
+struct backbone_pretrain_spec {
   std::string task;            ///< a task name from `tasks`; default: the workload's task
   int32_t epochs = 1;
   int64_t train_limit = 20000; ///< first N training samples
@@ -60,7 +60,7 @@ struct pretrain_settings {
 };
 
 /// Runtime settings (`runtime`).
-struct runtime_settings {
+struct runtime_spec {
   int32_t window = 4;             ///< credit window per tensor edge
   int32_t scheduler_threads = 2;  ///< CAF scheduler threads, 1..max_scheduler_threads (64)
   int32_t stage_threads = 1;      ///< torch threads per stage actor, 1..max_compute_threads (256)
@@ -134,7 +134,7 @@ struct workload {
   model::model_spec backbone;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   std::string checkpoint_where; ///< file:line of `backbone.checkpoint` ("" when not given)
-  pretrain_settings pretrain;
+  backbone_pretrain_spec pretrain;
 
   // -- tasks -------------------------------------------------------------------
   std::vector<model::task> tasks;
@@ -155,7 +155,7 @@ struct strategy {
   /// The job's own settings, as its mode's `job_schema::parse` stored them
   /// (a struct of the mode's, e.g. data_parallel::section_spec): the parser knows
   /// no mode, and a mode reads its own with std::any_cast.
-  std::any mode_settings;
+  std::any mode_spec;
 };
 
 /// Where it runs: the nodes, the runtime's limits (with TLS) and the
@@ -163,7 +163,7 @@ struct strategy {
 struct cluster {
   std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
   std::string source_node;     ///< `data.node`: the source's node; empty when embedded
-  runtime_settings runtime;
+  runtime_spec runtime;
   std::vector<fault_spec> faults;
 
   bool embedded() const { return nodes.empty(); }

@@ -3,7 +3,7 @@
 // A training mode: one folder under actors/modes/, one entry of the registry
 // (actors/modes/registry.cpp, the one list of modes).
 //
-//   name, section keys, parse   ->  its settings struct (topology::mode_settings)
+//   name, section keys, parse   ->  its settings struct (topology::mode_spec)
 //   plan(topology, use)         ->  job_plan: the actors, edges, threads and
 //                                   nodes the runtime runs (placement, fault
 //                                   checks and thread budgets read the plan)

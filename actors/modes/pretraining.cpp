@@ -55,7 +55,7 @@ caf::expected<void> pretrain_backbone(const topology& t) {
     // The samples read: at most pretrain.train_limit, fewer in a smaller dataset.
     spdlog::info("pre-training the backbone ({}) on task {} ({} samples, {} epoch(s)) into {}",
                  t.backbone.name, task->name, train.size(), t.pretrain.epochs, t.checkpoint);
-    model::pretrain_spec spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
+    model::pretraining_settings spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
     spec.plan.epochs = t.pretrain.epochs;
     auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
     spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",

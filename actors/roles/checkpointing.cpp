@@ -7,7 +7,7 @@
 namespace baton::actors {
 inline namespace roles {
 
-checkpointing::checkpointing(const recovery_spec& spec) : spec_(spec) {}
+checkpointing::checkpointing(const recovery_settings& spec) : spec_(spec) {}
 
 bool checkpointing::due(int64_t version) const {
   return spec_.checkpoint_every > 0 && version > 0 && version % spec_.checkpoint_every == 0;

@@ -19,7 +19,7 @@
 
 #include <caf/actor.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/flow/interfaces.hpp"
 #include "actors/roles/training_counters.hpp"
 #include "model/core/training_checkpoint.hpp"
@@ -30,7 +30,7 @@ inline namespace roles {
 /// Saving and restoring one trainable actor's checkpoints.
 class checkpointing {
 public:
-  explicit checkpointing(const recovery_spec& spec);
+  explicit checkpointing(const recovery_settings& spec);
 
   /// Whether the step that made `version` is followed by a checkpoint.
   bool due(int64_t version) const;
@@ -43,10 +43,10 @@ public:
   /// when it belongs to another run than spec.run_id (foreign_checkpoint).
   std::optional<model::training_state> restore() const;
 
-  const recovery_spec& spec() const { return spec_; }
+  const recovery_settings& spec() const { return spec_; }
 
 private:
-  recovery_spec spec_;
+  recovery_settings spec_;
 };
 
 /// After the optimiser step that made weight version `version` of actor

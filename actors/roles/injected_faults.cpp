@@ -12,7 +12,7 @@
 namespace baton::actors {
 inline namespace roles {
 
-void maybe_throw_fault(const recovery_spec& spec, const messages::microbatch& m) {
+void maybe_throw_fault(const recovery_settings& spec, const messages::microbatch& m) {
   if (!m.eval && m.step == spec.throw_at_step && m.index_in_step == 0)
     throw std::runtime_error("injected fault: throw at step " + std::to_string(m.step));
 }

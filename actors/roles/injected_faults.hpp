@@ -10,7 +10,7 @@
 #include <caf/error.hpp>
 #include <caf/result.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "messages/errc.hpp"
 #include "messages/types.hpp"
 
@@ -19,7 +19,7 @@ inline namespace roles {
 
 /// Fault injection: throws (as a failing LibTorch call would) when training
 /// microbatch `m` opens step spec.throw_at_step.
-void maybe_throw_fault(const recovery_spec& spec, const messages::microbatch& m);
+void maybe_throw_fault(const recovery_settings& spec, const messages::microbatch& m);
 
 /// Fault injection on a sender's edge: (fault_atom, "delay" | "drop", to,
 /// value) sets `downstream`'s delay (value ms) or drop step (value) to

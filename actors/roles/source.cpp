@@ -35,7 +35,7 @@ using messages::microbatch;
 struct source_state {
   std::string name;
   std::string node;
-  source_spec spec;
+  source_settings spec;
   model::dataset train;
   model::dataset test;
 
@@ -62,7 +62,7 @@ struct source_state {
 struct source_setup {
   std::string name;
   std::string node;
-  source_spec spec;
+  source_settings spec;
   model::dataset train;
   model::dataset test;
 };
@@ -236,8 +236,8 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
 
 } // namespace
 
-source_spec make_source_spec(const topology& t) {
-  source_spec s;
+source_settings make_source_settings(const topology& t) {
+  source_settings s;
   s.data = t.data;
   s.plan = t.plan;
   s.tasks = t.tasks;
@@ -245,7 +245,7 @@ source_spec make_source_spec(const topology& t) {
   return s;
 }
 
-caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec) {
+caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_settings& spec) {
   try {
     return model::load_splits(spec.data);
   } catch (const std::exception& e) {
@@ -254,7 +254,7 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
 }
 
 caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
-                                       const std::string& node, const source_spec& spec) {
+                                       const std::string& node, const source_settings& spec) {
   auto data = load_source_data(spec);
   if (!data)
     return data.error();
@@ -262,7 +262,7 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
   return spawn_detached(sys, name, source_behavior, std::move(setup));
 }
 
-caf::error check_paths(const source_spec& spec, const path_roots& roots) {
+caf::error check_paths(const source_settings& spec, const path_roots& roots) {
   const model::data_spec& data = spec.data;
   if (data.synthetic()) // generated in memory: reads no file
     return caf::none;
@@ -276,7 +276,7 @@ caf::error check_paths(const source_spec& spec, const path_roots& roots) {
 }
 
 caf::expected<caf::actor> spawn_source_role(caf::actor_system& sys, const spawn_args& args) {
-  return parse_check_spawn<source_spec>(sys, args, parse_source_spec, check_paths, spawn_source);
+  return parse_check_spawn<source_settings>(sys, args, parse_source_settings, check_paths, spawn_source);
 }
 
 } // namespace roles

@@ -8,7 +8,7 @@
 
 #include <utility>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/config/topology.hpp"
 #include "actors/roles/role_type.hpp"
 #include "model/core/dataset.hpp"
@@ -17,11 +17,11 @@ namespace baton::actors {
 inline namespace roles {
 
 /// The source settings of a topology: its data, batch plan, tasks and window.
-source_spec make_source_spec(const topology& t);
+source_settings make_source_settings(const topology& t);
 
 /// The train and test splits a source with `spec` reads. The local loops load
 /// through this too, so that they see exactly the data the actors see.
-caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_spec& spec);
+caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_settings& spec);
 
 /// Loads the source's dataset (errors are returned, nothing is spawned) and
 /// spawns a detached source actor named `name` on this process.
@@ -31,12 +31,12 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
 /// control{epoch_end, e}; after the last epoch control{end_of_stream}.
 /// Microbatches wait for a credit of the downstream window; controls do not.
 caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
-                                       const std::string& node, const source_spec& spec);
+                                       const std::string& node, const source_settings& spec);
 
 /// Refuses (errc::bad_file) a source whose settings read a file outside the
 /// node's roots: its dataset directory (npy: its files) against `data_dirs` (not for the
 /// synthetic data set).
-caf::error check_paths(const source_spec& spec, const path_roots& roots);
+caf::error check_paths(const source_settings& spec, const path_roots& roots);
 
 /// The `source` role of a node's role table: parses the settings, checks
 /// their files (check_paths) and spawns; starts nothing on any error.

@@ -196,7 +196,7 @@ caf::expected<int64_t> newest_own_step(const checkpoint_choice& choice,
   return step;
 }
 
-caf::expected<checkpoint_choice> choose_checkpoints(const runtime_settings& limits,
+caf::expected<checkpoint_choice> choose_checkpoints(const runtime_spec& limits,
                                                     const job_plan& plan,
                                                     const run_options& options) {
   checkpoint_choice choice;

@@ -11,7 +11,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/config/topology.hpp"
 #include "actors/runtime/coordinator.hpp"
 #include "actors/runtime/fault_injector.hpp"
@@ -89,7 +89,7 @@ caf::expected<int64_t> newest_own_step(const checkpoint_choice& choice,
 /// when it has none). Logs the choice. errc::bad_config when checkpoints are
 /// on but no directory is set; errc::bad_file when --resume finds no common
 /// step or one of another run.
-caf::expected<checkpoint_choice> choose_checkpoints(const runtime_settings& limits,
+caf::expected<checkpoint_choice> choose_checkpoints(const runtime_spec& limits,
                                                     const job_plan& plan,
                                                     const run_options& options);
 

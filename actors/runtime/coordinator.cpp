@@ -8,7 +8,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/flow/activity.hpp"
 #include "actors/flow/interfaces.hpp"
 

@@ -62,7 +62,7 @@ public:
 
   // -- when an actor is spawned ---------------------------------------------
 
-  /// The step at which trainable actor `actor` throws (recovery_spec::
+  /// The step at which trainable actor `actor` throws (recovery_settings::
   /// throw_at_step), -1 for none. Armed once: the throw counts as fired, so
   /// the actor restarted after it does not throw again.
   int64_t throw_step_for(const std::string& actor);

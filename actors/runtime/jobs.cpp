@@ -72,7 +72,7 @@ run_options options_of(const run_request& r, const run_record& record, const act
 /// temporary one of the run's, removed after a successful run only.
 class run_checkpoints {
 public:
-  caf::error claim(const runtime_settings& limits, const run_request& r,
+  caf::error claim(const runtime_spec& limits, const run_request& r,
                    const run_record& record) {
     bool resuming = !r.resume_dir.empty();
     if (limits.checkpoint_every == 0 && !resuming)

@@ -19,7 +19,7 @@ int32_t cores() {
 
 caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
                                                                    int64_t train_limit) {
-  auto spec = make_source_spec(t);
+  auto spec = make_source_settings(t);
   spec.data.train_limit = train_limit;
   return load_source_data(spec);
 }

@@ -62,7 +62,7 @@ int32_t compute_actors(const job_plan& plan) {
                                             [](const planned_actor& a) { return a.threads > 0; }));
 }
 
-void derive_thread_budgets(runtime_settings& r, int32_t actors, int32_t cores) {
+void derive_thread_budgets(runtime_spec& r, int32_t actors, int32_t cores) {
   auto share = std::max<int32_t>(1, cores / std::max<int32_t>(1, actors));
   if (!r.stage_threads_asked)
     r.stage_threads = share;

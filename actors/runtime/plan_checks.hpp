@@ -29,7 +29,7 @@ int32_t compute_actors(const job_plan& plan);
 /// least 1: the default job fits the machine. Over node processes each node
 /// runs fewer actors than the job, so the share never asks more than this
 /// machine has.
-void derive_thread_budgets(runtime_settings& r, int32_t actors, int32_t cores);
+void derive_thread_budgets(runtime_spec& r, int32_t actors, int32_t cores);
 
 } // namespace runtime
 } // namespace baton::actors

@@ -22,7 +22,7 @@ layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
   return layered_model(std::move(layers));
 }
 
-double pretrain(const pretrain_spec& spec, const dataset& train, const dataset& test,
+double pretrain(const pretraining_settings& spec, const dataset& train, const dataset& test,
                 const progress_fn& progress) {
   check_plan(spec.plan);
   // The whole model is the "head": every layer trainable, same arithmetic as

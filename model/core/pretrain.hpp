@@ -14,7 +14,7 @@
 namespace baton::model {
 
 /// What to pre-train, on what, and where its checkpoint goes.
-struct pretrain_spec {
+struct pretraining_settings {
   model_spec backbone;
   task task_def;
   optimizer_spec optimizer;
@@ -25,7 +25,7 @@ struct pretrain_spec {
 /// Pre-training of a backbone + classifier on `t`: trains `epochs` epochs on
 /// `train` and writes the whole model's checkpoint to `out_path`. Returns the
 /// test accuracy on `test`.
-double pretrain(const pretrain_spec& spec, const dataset& train, const dataset& test,
+double pretrain(const pretraining_settings& spec, const dataset& train, const dataset& test,
                 const progress_fn& progress = {});
 
 /// The backbone + classifier used by pretrain (classifier layer named "fc2").

@@ -322,8 +322,8 @@ struct replica {
 
 /// Everything a run carries from step to step.
 struct run_state {
-  run_state(const data_parallel_spec& s, const dataset& d) : spec(s), train(d) {}
-  const data_parallel_spec& spec;
+  run_state(const data_parallel_settings& s, const dataset& d) : spec(s), train(d) {}
+  const data_parallel_settings& spec;
   const dataset& train;
   std::vector<replica> workers;
   size_t point = 0;             ///< freeze point: layers [0, point) frozen
@@ -523,7 +523,7 @@ double evaluate(run_state& s, const dataset& test) {
   return test.size() > 0 ? static_cast<double>(correct) / static_cast<double>(test.size()) : 0;
 }
 
-void check_spec(const data_parallel_spec& spec) {
+void check_spec(const data_parallel_settings& spec) {
   if (spec.workers < 1 || spec.batch_size <= 0 || spec.epochs < 0 || spec.sync_every < 0 ||
       spec.eval_batch <= 0)
     throw error("data-parallel: expected workers >= 1, batch_size > 0, epochs >= 0, "
@@ -564,7 +564,7 @@ void start(run_state& s, const model_factory& make) {
 
 data_parallel_result run_data_parallel_local(const model_factory& make, const dataset& train,
                                              const dataset& test,
-                                             const data_parallel_spec& spec) {
+                                             const data_parallel_settings& spec) {
   check_spec(spec);
   run_state s(spec, train);
   start(s, make);

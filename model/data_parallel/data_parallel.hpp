@@ -24,7 +24,7 @@
 // - local SGD averages the trainable weights through the same buckets and
 //   summation, divided by W; momentum stays per worker, never averaged;
 // - a frozen prefix runs in evaluation mode under NoGradGuard, in canonical
-//   blocks of data_parallel_spec::feature_block rows (frozen_features), with
+//   blocks of data_parallel_settings::feature_block rows (frozen_features), with
 //   or without the feature cache;
 // - batch norm buffers stay per worker; the final model and the evaluation
 //   are worker 0's.
@@ -247,7 +247,7 @@ int64_t prefix_block_rows(const layered_model& prefix, bool cache, int64_t featu
 enum class summation { ring, worker_order };
 
 /// A data-parallel run.
-struct data_parallel_spec {
+struct data_parallel_settings {
   int32_t workers = 2;
   int64_t batch_size = 32;   ///< samples per worker per step
   int32_t epochs = 1;
@@ -310,6 +310,6 @@ using model_factory = std::function<layered_model()>;
 /// output depends on the batch).
 data_parallel_result run_data_parallel_local(const model_factory& make, const dataset& train,
                                              const dataset& test,
-                                             const data_parallel_spec& spec);
+                                             const data_parallel_settings& spec);
 
 } // namespace baton::model

@@ -374,7 +374,7 @@ ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
 
 namespace {
 
-void check_spec(const dataset& train, const ist_spec& spec) {
+void check_spec(const dataset& train, const ist_settings& spec) {
   if (spec.epochs < 0 || spec.local_steps < 1 || spec.eval_batch < 1)
     throw error("ist: expected epochs >= 0, local_steps >= 1 and eval_batch >= 1");
   check_workers(spec.shape.hidden, spec.workers, "workers");
@@ -386,7 +386,7 @@ void check_spec(const dataset& train, const ist_spec& spec) {
 
 /// One round: every worker's subnet sliced from `whole` as it is, trained on
 /// its minibatches, written back.
-ist_local_result run_round(ist_network& whole, const dataset& train, const ist_spec& spec,
+ist_local_result run_round(ist_network& whole, const dataset& train, const ist_settings& spec,
                            const ist_partition& partition, const round_minibatches& minibatches,
                            ist_result& result) {
   std::vector<ist_network> subnets;
@@ -406,7 +406,7 @@ ist_local_result run_round(ist_network& whole, const dataset& train, const ist_s
   return sum;
 }
 
-void run_epoch(ist_network& whole, const dataset& train, const ist_spec& spec, int32_t epoch,
+void run_epoch(ist_network& whole, const dataset& train, const ist_settings& spec, int32_t epoch,
                ist_result& result) {
   run_reference_epoch(train, spec, epoch, result,
                       [&](int64_t round, const round_minibatches& minibatches) {
@@ -418,7 +418,7 @@ void run_epoch(ist_network& whole, const dataset& train, const ist_spec& spec, i
 
 } // namespace
 
-ist_result run_ist_local(const dataset& train, const dataset& test, const ist_spec& spec) {
+ist_result run_ist_local(const dataset& train, const dataset& test, const ist_settings& spec) {
   check_spec(train, spec);
   ist_result result;
   result.exchanged_elements.assign(static_cast<size_t>(spec.workers), 0);

@@ -257,7 +257,7 @@ ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
 // -- the local reference -------------------------------------------------------
 
 /// An IST run.
-struct ist_spec {
+struct ist_settings {
   ist_shape shape;             ///< shape.inputs must match the dataset's sample width
   int32_t workers = 2;         ///< W
   int32_t local_steps = 10;    ///< L
@@ -287,6 +287,6 @@ struct ist_result {
 /// on each (worker order 0, 1, ...: they are independent), the W subnets
 /// written back; after every epoch, the whole network evaluated on `test`.
 /// Throws model::error on a bad spec.
-ist_result run_ist_local(const dataset& train, const dataset& test, const ist_spec& spec);
+ist_result run_ist_local(const dataset& train, const dataset& test, const ist_settings& spec);
 
 } // namespace baton::model

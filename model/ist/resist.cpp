@@ -208,7 +208,7 @@ resist_evaluation resist_evaluate(const layered_model& m, const std::vector<size
 
 // -- the local reference -------------------------------------------------------
 
-void check_resist_spec(const dataset& train, const resist_spec& spec) {
+void check_resist_settings(const dataset& train, const resist_settings& spec) {
   if (spec.workers < 1 || spec.epochs < 0 || spec.local_steps < 1 || spec.eval_batch < 1)
     throw error("resist: expected workers >= 1, epochs >= 0, local_steps >= 1 and "
                 "eval_batch >= 1");
@@ -221,7 +221,7 @@ void check_resist_spec(const dataset& train, const resist_spec& spec) {
 namespace {
 
 struct run_state {
-  const resist_spec& spec;
+  const resist_settings& spec;
   layered_model merged;
   std::vector<layered_model> replicas;
   std::vector<size_t> partitioned;
@@ -257,8 +257,8 @@ void run_epoch(run_state& s, const dataset& train, int32_t epoch) {
 } // namespace
 
 resist_result run_resist_local(const dataset& train, const dataset& test,
-                               const resist_spec& spec) {
-  check_resist_spec(train, spec);
+                               const resist_settings& spec) {
+  check_resist_settings(train, spec);
   run_state s{spec, make_resist_network(spec.in_channels, spec.classes, spec.seed), {}, {}, {}};
   s.partitioned = resist_partitioned_layers(s.merged);
   for (int32_t w = 0; w < spec.workers; ++w)

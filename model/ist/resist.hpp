@@ -152,7 +152,7 @@ resist_evaluation resist_evaluate(const layered_model& m, const std::vector<size
 // -- the local reference -------------------------------------------------------
 
 /// A ResIST run.
-struct resist_spec {
+struct resist_settings {
   int64_t in_channels = 3;     ///< the samples' channels
   int64_t classes = 10;
   int32_t workers = 2;         ///< W
@@ -177,7 +177,7 @@ struct resist_result {
 };
 
 /// Checks a spec against its training set (model::error naming the field).
-void check_resist_spec(const dataset& train, const resist_spec& spec);
+void check_resist_settings(const dataset& train, const resist_settings& spec);
 
 /// The whole ResIST run in one process, no actors: W replicas; every round
 /// each replica starts from the merged network, trains its sub-ResNet of the
@@ -186,6 +186,6 @@ void check_resist_spec(const dataset& train, const resist_spec& spec);
 /// network is evaluated on `test`. With W = 1 this is plain SGD on the
 /// whole network, bit for bit. Throws model::error on a bad spec.
 resist_result run_resist_local(const dataset& train, const dataset& test,
-                               const resist_spec& spec);
+                               const resist_settings& spec);
 
 } // namespace baton::model

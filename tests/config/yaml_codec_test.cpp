@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/config/yaml_codec.hpp"
 #include "actors/modes/data_parallel/worker_settings.hpp"
 #include "actors/modes/data_parallel/shard_settings.hpp"
@@ -240,12 +240,12 @@ baton::model::model_spec some_model() {
   return m;
 }
 
-recovery_spec some_recovery() {
+recovery_settings some_recovery() {
   return {"/ckpt/a", 5, 10, 12, 11, "run-7"};
 }
 
-source_spec some_source() {
-  source_spec s;
+source_settings some_source() {
+  source_settings s;
   s.data.kind = "synthetic";
   s.data.path = "/data";
   s.data.train_limit = 100;
@@ -268,18 +268,18 @@ TEST(role_settings, source_round_trips) {
   EXPECT_EQ(back.tasks[0].classes, 2);
   EXPECT_EQ(back.start_step, 40);
   EXPECT_EQ(to_yaml(back), write_yaml(back));
-  auto parsed = parse_source_spec(to_yaml(back));
+  auto parsed = parse_source_settings(to_yaml(back));
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->window, 6);
 }
 
 TEST(role_settings, source_refusals_name_the_key) {
   const auto text = to_yaml(some_source());
-  expect_refused(parse_source_spec(replaced(text, "    - 32\n    - 32\n", "    - 32\n")),
+  expect_refused(parse_source_settings(replaced(text, "    - 32\n    - 32\n", "    - 32\n")),
                  "'data.shape' must be [C, H, W]");
-  expect_refused(parse_source_spec(replaced(text, "      - 0\n", "      - 9\n")),
+  expect_refused(parse_source_settings(replaced(text, "      - 0\n", "      - 9\n")),
                  "'tasks.0.labels' is refused");
-  expect_refused(parse_source_spec(replaced(text, "restore_step: 40", "restore_step: -1")),
+  expect_refused(parse_source_settings(replaced(text, "restore_step: 40", "restore_step: -1")),
                  "'run.recovery.restore_step' must be at least 0");
 }
 
@@ -292,7 +292,7 @@ TEST(role_settings, with_run_sets_the_run_a_role_reads) {
   EXPECT_EQ(back->recovery.run_id, "run-7");
   EXPECT_EQ(back->recovery.restore_step, 10);
   EXPECT_TRUE(back->trace);
-  auto source = parse_source_spec(with_run(to_yaml(some_source()), run));
+  auto source = parse_source_settings(with_run(to_yaml(some_source()), run));
   ASSERT_TRUE(source) << baton::describe(source.error());
   EXPECT_EQ(source->start_step, 10);
   auto frozen = transfer::parse_stage_settings(with_run(to_yaml(transfer::stage_settings{{}, "", 0, 3}), run));

@@ -13,7 +13,7 @@
 #include <caf/openssl/all.hpp>
 #include <gtest/gtest.h>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/modes/pipeline/stage.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/transfer/head.hpp"
@@ -105,7 +105,7 @@ struct client {
 };
 
 std::string synthetic_source_spec() {
-  actors::source_spec spec;
+  actors::source_settings spec;
   spec.data.kind = "synthetic";
   spec.data.shape = {1, 28, 28};
   return to_yaml(spec);
@@ -465,7 +465,7 @@ TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
   EXPECT_NE(describe(check_paths(head, roots)).find("checkpoint directory"), std::string::npos);
   head.recovery.checkpoint_dir = dir + "/checkpoints/run-1/head";
   EXPECT_FALSE(check_paths(head, roots));
-  actors::source_spec source;
+  actors::source_settings source;
   source.data.path = dir + "/data/../outside";
   EXPECT_TRUE(check_paths(source, roots));
   source.data.kind = "synthetic";

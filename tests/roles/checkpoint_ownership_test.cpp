@@ -74,7 +74,7 @@ TEST_F(checkpoint_ownership, a_checkpoint_keeps_the_id_of_the_run_that_wrote_it)
 // comes in its recovery spec.
 TEST_F(checkpoint_ownership, an_actor_restores_only_its_own_runs_checkpoint) {
   write_checkpoint("stage0", 4, "run-a");
-  recovery_spec spec;
+  recovery_settings spec;
   spec.checkpoint_dir = checkpoint_dir_of(dir_, "stage0");
   spec.restore_step = 4;
   spec.run_id = "run-a";
@@ -95,7 +95,7 @@ TEST_F(checkpoint_ownership, an_actor_restores_only_its_own_runs_checkpoint) {
 }
 
 TEST_F(checkpoint_ownership, what_an_actor_saves_carries_its_run_id) {
-  recovery_spec spec;
+  recovery_settings spec;
   spec.checkpoint_dir = checkpoint_dir_of(dir_, "head");
   spec.checkpoint_every = 2;
   spec.run_id = "run-c";

@@ -21,8 +21,8 @@ namespace data_parallel {
 
 namespace {
 
-model::data_parallel_spec reference_spec(const worker_settings& worker) {
-  model::data_parallel_spec spec;
+model::data_parallel_settings reference_settings(const worker_settings& worker) {
+  model::data_parallel_settings spec;
   spec.workers = worker.workers;
   spec.batch_size = worker.data.plan.batch_size;
   spec.epochs = worker.data.plan.epochs;
@@ -102,7 +102,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     test.labels = model::apply(*task, test.labels);
     auto training_started = std::chrono::steady_clock::now();
     auto result = model::run_data_parallel_local(
-      [&] { return initial_model(worker); }, train, test, reference_spec(worker));
+      [&] { return initial_model(worker); }, train, test, reference_settings(worker));
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);

@@ -129,7 +129,7 @@ worker_settings worker_settings_of(const topology& t, const model::task& task,
   spec.model = t.backbone;
   spec.model.classes = task.classes;
   spec.task = task;
-  spec.data = make_source_spec(t);
+  spec.data = make_source_settings(t);
   spec.optimizer = settings.optimizer;
   spec.linear_scaling = settings.lr_scaling == "linear";
   spec.base_batch = settings.base_batch;

@@ -181,7 +181,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
-  t.mode_settings = std::move(s);
+  t.mode_spec = std::move(s);
 }
 
 /// The job's steps (its W workers step together) when its training set's
@@ -246,7 +246,7 @@ void check(const field& root, const topology& t) {
 } // namespace
 
 const section_spec& section_of(const topology& t) {
-  return std::any_cast<const section_spec&>(t.mode_settings);
+  return std::any_cast<const section_spec&>(t.mode_spec);
 }
 
 std::string worker_name(int32_t worker) {

@@ -3,7 +3,7 @@
 // The topology of job: data-parallel, as its mode reads it: the
 // `data_parallel:` section (workers, exchange, gradient buckets, model,
 // optimizer, placement), its worker actors' names, edges and placement.
-// The section is kept in topology::mode_settings as a
+// The section is kept in topology::mode_spec as a
 // section_spec (section_of reads it); the model
 // it names replaces backbone.model.
 

@@ -212,7 +212,7 @@ caf::error check_shard_paths(const shard_settings& spec, const path_roots& roots
 
 } // namespace
 
-int64_t training_samples(const source_spec& data) {
+int64_t training_samples(const source_settings& data) {
   return model::data_size(data.data, model::split::train);
 }
 

@@ -41,7 +41,7 @@ namespace data_parallel {
 
 /// The training samples `data` describes (a split's size after its limit),
 /// read from the files' headers only. Throws model::error.
-int64_t training_samples(const source_spec& data);
+int64_t training_samples(const source_settings& data);
 
 /// Builds the shard's part and spawns a detached shard `name`.
 caf::expected<caf::actor> spawn_shard(caf::actor_system& sys,

@@ -9,7 +9,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker_settings.hpp"
 
@@ -28,7 +28,7 @@ struct shard_settings {
   std::string freeze_up_to;
   /// The workers' data settings: the training split's size, batch size and
   /// epochs give the run's steps; no sample is loaded.
-  source_spec data;
+  source_settings data;
   model::optimizer_spec optimizer; ///< lr: the schedule's base lr
   bool linear_scaling = false;     ///< lr x W x batch_size / base_batch
   int64_t base_batch = 256;
@@ -36,7 +36,7 @@ struct shard_settings {
   int32_t threads = 1;             ///< torch threads of this actor
   /// `run.recovery`: checkpoints of its slice and momentum at steps, the
   /// step to restore (restore_step), the step it throws in (a fault).
-  recovery_spec recovery;
+  recovery_settings recovery;
 };
 
 /// Its fields; 0 <= shard < shards <= max_shards, a worker's model,

@@ -10,7 +10,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/task.hpp"
 #include "model/data_parallel/data_parallel.hpp"
@@ -27,7 +27,7 @@ struct worker_settings {
   model::task task;                ///< the labels it trains on
   /// The data as a source would read it: dataset, limits, the per-worker
   /// batch size, epochs and the order's seed (plan.batch_size, .epochs, .seed).
-  source_spec data;
+  source_settings data;
   model::optimizer_spec optimizer; ///< lr: the schedule's base lr
   bool linear_scaling = false;     ///< lr x W x batch_size / base_batch
   int64_t base_batch = 256;
@@ -43,7 +43,7 @@ struct worker_settings {
   int32_t max_staleness = 0;       ///< ps: steps ahead of the slowest worker (0: BSP)
   /// 0: every step's gradients all-reduced. L >= 1: local SGD, the
   /// trainable weights averaged over the ring after every L steps and at
-  /// every epoch end (model::data_parallel_spec::sync_every).
+  /// every epoch end (model::data_parallel_settings::sync_every).
   int32_t sync_every = 0;
   std::string freeze_up_to;        ///< the last layer of a fixed frozen prefix ("" for none)
   /// Adaptive freezing (AutoFreeze) when not empty: each freezable group's
@@ -53,7 +53,7 @@ struct worker_settings {
   bool cache = false;              ///< the frozen prefix's output cached per sample
   double cache_mb = 256;           ///< the cache's budget (MiB)
   /// Rows of the frozen prefix's canonical blocks (frozen_features).
-  int64_t feature_block = model::data_parallel_spec{}.feature_block;
+  int64_t feature_block = model::data_parallel_settings{}.feature_block;
   /// A pretrained backbone (`baton pretrain`'s whole-model checkpoint): every
   /// layer but the classifier "fc2" starts from it; "" for the seeded weights.
   std::string checkpoint;
@@ -62,7 +62,7 @@ struct worker_settings {
   int32_t progress_every = 20;     ///< steps between progress messages (worker 0)
   /// `run.recovery`: checkpoints at global steps, the step to restore
   /// (restore_step), the step it throws before (a fault).
-  recovery_spec recovery;
+  recovery_settings recovery;
 };
 
 /// Fails unless `model` is one a worker holds whole (mlp, ist_mlp, convnet,

@@ -272,7 +272,7 @@ template <>
 model::resist_result block_scheme::run_reference(const model::dataset& train,
                                              const model::dataset& test,
                                              const worker_settings& worker) {
-  auto spec = reference_run<model::resist_spec>(worker);
+  auto spec = reference_run<model::resist_settings>(worker);
   spec.in_channels = worker.shape.in_channels;
   spec.classes = worker.shape.classes;
   return model::run_resist_local(train, test, spec);

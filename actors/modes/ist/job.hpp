@@ -131,7 +131,7 @@ auto subnet_scheme<Network>::worker_settings_of(const topology& t, const model::
   spec.local_steps = settings.local_steps;
   spec.shape = shape_of(t, task);
   spec.task = task;
-  spec.data = make_source_spec(t);
+  spec.data = make_source_settings(t);
   spec.optimizer = settings.optimizer;
   spec.threads = t.runtime.stage_threads;
   spec.progress_every = t.runtime.progress_every;

@@ -320,7 +320,7 @@ template <>
 model::ist_result neuron_scheme::run_reference(const model::dataset& train,
                                            const model::dataset& test,
                                            const worker_settings& worker) {
-  auto spec = reference_run<model::ist_spec>(worker);
+  auto spec = reference_run<model::ist_settings>(worker);
   spec.shape = worker.shape;
   return model::run_ist_local(train, test, spec);
 }

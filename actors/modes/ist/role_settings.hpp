@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "actors/modes/ist/section.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training.hpp"
@@ -33,14 +33,14 @@ struct worker_settings {
   model::task task;          ///< the labels it trains on
   /// The data as a source would read it: dataset, limits, the per-worker
   /// batch size, the epochs and the run's seed (network, subnets, orders).
-  source_spec data;
+  source_settings data;
   model::optimizer_spec optimizer; ///< momentum reset every round
   int64_t eval_batch = 256;  ///< test samples per evaluation batch (worker 0)
   int32_t threads = 1;       ///< torch threads of this actor
   int32_t progress_every = 20; ///< local steps between progress messages (worker 0)
   /// `run.recovery`: its counters' checkpoints at round boundaries, the
   /// round to restore (restore_step), the round it throws in (a fault).
-  recovery_spec recovery;
+  recovery_settings recovery;
 };
 
 /// A shard's settings (role `<S::kind>_shard`).
@@ -54,7 +54,7 @@ struct shard_settings {
   int32_t epochs = 1;       ///< when to stop (rounds per epoch come from the workers)
   /// `run.recovery`: its owned tensors' checkpoints at round boundaries, the
   /// round to restore (restore_step), the round it throws in (a fault).
-  recovery_spec recovery;
+  recovery_settings recovery;
 };
 
 /// `index` (the key `what`: "worker", "shard") of `count` (the key

@@ -113,7 +113,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
     s.nodes = read_nodes(*f, t, s.workers);
   // The job trains its own network: the backbone section's model is not used.
   t.backbone.name = s.kind == "resist" ? "resnet18" : "mlp";
-  t.mode_settings = std::move(s);
+  t.mode_spec = std::move(s);
 }
 
 /// The rounds of the job (its steps for faults) when its training set's
@@ -161,7 +161,7 @@ void check(const field& root, const topology& t) {
 } // namespace
 
 const section_spec& section_of(const topology& t) {
-  return std::any_cast<const section_spec&>(t.mode_settings);
+  return std::any_cast<const section_spec&>(t.mode_spec);
 }
 
 std::string worker_name(int32_t worker) {

@@ -3,7 +3,7 @@
 // The topology of job: ist (independent subnet training, issue 12 part A),
 // as its mode reads it: the `ist:` section (workers, shards, local steps,
 // hidden widths, optimizer, placement), its actors' names, edges and
-// placement. The section is kept in topology::mode_settings as an
+// placement. The section is kept in topology::mode_spec as an
 // settings (section_of reads it).
 //
 //   ist:

@@ -202,7 +202,7 @@ inline int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
-/// A reference run's settings (model::ist_spec, model::resist_spec) with
+/// A reference run's settings (model::ist_settings, model::resist_settings) with
 /// the fields every scheme's run has taken from worker 0's settings.
 template <class Run, class WorkerSettings>
 Run reference_run(const WorkerSettings& worker) {

@@ -105,7 +105,7 @@ caf::expected<job_plan> plan(const topology& t) {
   plan.divergence_advice = divergence_advice(t);
   plan.result_label = "stage"; // the last stage's result: the model's
   auto source =
-    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
+    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_settings(t)));
   source.starts = true;
   plan.actors.push_back(std::move(source));
   const auto& stages = section_of(t).stages;

@@ -151,14 +151,14 @@ void check_batch_norm(const field& root, const topology& t) {
 // The stages are its own section's; `heads` of older files name the task.
 void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   read_one_task_heads(root, t);
-  t.mode_settings = parse_pipeline(root.section("pipeline"), layers, t);
+  t.mode_spec = parse_pipeline(root.section("pipeline"), layers, t);
   check_batch_norm(root, t);
 }
 
 } // namespace
 
 const section_spec& section_of(const topology& t) {
-  return std::any_cast<const section_spec&>(t.mode_settings);
+  return std::any_cast<const section_spec&>(t.mode_spec);
 }
 
 job_schema schema() {

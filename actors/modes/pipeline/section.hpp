@@ -2,7 +2,7 @@
 
 // The topology of job: pipeline, as its mode reads it: the `pipeline:`
 // section (schedule, stages and their replicas) into a section_spec
-// kept in topology::mode_settings (section_of reads it), its
+// kept in topology::mode_spec (section_of reads it), its
 // stage actors' names, edges and placement, and the rule that recovery
 // needs a synchronous schedule. The task it trains is the workload's
 // (`task:`), with backbone.pretrain.optimizer.

@@ -9,7 +9,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -36,7 +36,7 @@ struct stage_settings {
   int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
   bool vertical_sync = false;    ///< forward with the version the input stage chose
   bool trace = false;            ///< record the schedule for --trace: `run.trace`
-  recovery_spec recovery;        ///< `run.recovery`
+  recovery_settings recovery;        ///< `run.recovery`
 };
 
 /// Its fields; 0 <= begin < end, 0 <= replica < replicas, a known schedule.

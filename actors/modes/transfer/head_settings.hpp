@@ -8,7 +8,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::actors {
@@ -20,7 +20,7 @@ struct head_settings {
   model::head_spec head;
   int32_t threads = 1;
   int32_t progress_every = 20;
-  recovery_spec recovery; ///< `run.recovery`
+  recovery_settings recovery; ///< `run.recovery`
 };
 
 /// The head's name, task, model and optimizer, then its own fields.

@@ -23,7 +23,7 @@ job_plan plan(const topology& t) {
     "of {} samples; lower that head's lr or momentum",
     t.plan.batch_size);
   auto source =
-    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_spec(t)));
+    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_settings(t)));
   source.starts = true;
   plan.actors.push_back(std::move(source));
   std::string previous = "source";

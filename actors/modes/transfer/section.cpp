@@ -237,17 +237,17 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   const int64_t features = measure_features(backbone, t);
   for (auto& head : s.heads)
     head.spec.model.features = features;
-  t.mode_settings = std::move(s);
+  t.mode_spec = std::move(s);
 }
 
 } // namespace
 
 const section_spec& section_of(const topology& t) {
-  return std::any_cast<const section_spec&>(t.mode_settings);
+  return std::any_cast<const section_spec&>(t.mode_spec);
 }
 
 section_spec& section_of(topology& t) {
-  return std::any_cast<section_spec&>(t.mode_settings);
+  return std::any_cast<section_spec&>(t.mode_spec);
 }
 
 job_schema schema() {

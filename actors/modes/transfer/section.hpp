@@ -4,7 +4,7 @@
 // its own but adds keys to the common ones: `heads` (the trainable heads,
 // each on a task of `tasks`), and under `backbone` the frozen backbone's
 // slices (`split`, `stages`, `place`) and its feature cache (`cache`,
-// `cache_mb`, `feature_block`). They are kept in topology::mode_settings as
+// `cache_mb`, `feature_block`). They are kept in topology::mode_spec as
 // a section_spec (section_of reads it); its actors are the
 // frozen stages and the trainable heads.
 

@@ -8,7 +8,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::model {

@@ -156,7 +156,7 @@ TEST(freezing, batch_norm_without_statistics_depends_on_the_batch) {
 // but the first, taken on the reduced gradient, the freeze point only grows
 // and is what the rule says of the rates it logged.
 TEST(freezing, adaptive_freezing_in_the_local_reference) {
-  data_parallel_spec spec;
+  data_parallel_settings spec;
   spec.workers = 2;
   spec.batch_size = 8;
   spec.epochs = 3;

@@ -193,7 +193,7 @@ TEST(training, head_with_too_few_outputs_is_an_error) {
 TEST(training, pretrain_writes_a_checkpoint_the_backbone_loads) {
   scratch_dir scratch{"pretrain"};
   const fs::path dir = scratch.path();
-  pretrain_spec spec;
+  pretraining_settings spec;
   spec.backbone = spec_of("convnet", 11);
   spec.task_def = all10();
   spec.optimizer = optimizer_spec{0.05, 0.9, 0};

@@ -26,8 +26,8 @@ const dataset& test_data() {
   return d;
 }
 
-data_parallel_spec base_spec(int32_t workers) {
-  data_parallel_spec spec;
+data_parallel_settings base_spec(int32_t workers) {
+  data_parallel_settings spec;
   spec.workers = workers;
   spec.batch_size = 8;
   spec.epochs = 2;

@@ -178,7 +178,7 @@ TEST(ist, write_back_changes_exactly_the_subnets_and_leaves_off_diagonal_blocks)
 }
 
 TEST(ist, a_round_leaves_weights_outside_every_diagonal_block_as_they_were) {
-  ist_spec spec;
+  ist_settings spec;
   spec.shape = small_shape({10, 9});
   spec.workers = 3;
   spec.batch_size = 8;
@@ -225,7 +225,7 @@ TEST(ist, a_subnet_evaluates_as_a_network) {
 // -- training ---------------------------------------------------------------------
 
 TEST(ist, one_worker_is_plain_sgd_on_the_whole_network_bit_for_bit) {
-  ist_spec spec;
+  ist_settings spec;
   spec.shape = small_shape({12, 10});
   spec.workers = 1;
   spec.batch_size = 8;
@@ -245,7 +245,7 @@ TEST(ist, one_worker_is_plain_sgd_on_the_whole_network_bit_for_bit) {
 }
 
 TEST(ist, one_worker_with_momentum_resets_it_every_round) {
-  ist_spec spec;
+  ist_settings spec;
   spec.shape = small_shape({12});
   spec.workers = 1;
   spec.batch_size = 8;
@@ -317,7 +317,7 @@ void write_back_by_hand(ist_network& whole, const ist_network& sub, const ist_pa
 } // namespace
 
 TEST(ist, one_round_of_two_workers_is_slice_local_steps_and_write_back_by_hand) {
-  ist_spec spec;
+  ist_settings spec;
   spec.shape = small_shape({9, 7}); // widths W = 2 does not divide
   spec.workers = 2;
   spec.batch_size = 8;
@@ -421,7 +421,7 @@ TEST(ist, learns_fashion_mnist_with_two_workers) {
     GTEST_SKIP() << "no Fashion-MNIST in " << default_fashion_mnist_dir;
   const auto train = load_fashion_mnist(default_fashion_mnist_dir, split::train, 640);
   const auto test = load_fashion_mnist(default_fashion_mnist_dir, split::test, 300);
-  ist_spec spec;
+  ist_settings spec;
   spec.shape.hidden = {64, 64};
   spec.workers = 2;
   spec.batch_size = 32;

@@ -24,8 +24,8 @@ const dataset& test_data() {
   return d;
 }
 
-resist_spec small_spec(int32_t workers) {
-  resist_spec spec;
+resist_settings small_spec(int32_t workers) {
+  resist_settings spec;
   spec.in_channels = 3;
   spec.workers = workers;
   spec.local_steps = 2;

@@ -27,8 +27,8 @@ const dataset& test_data() {
   return d;
 }
 
-data_parallel_spec frozen_spec() {
-  data_parallel_spec spec;
+data_parallel_settings frozen_spec() {
+  data_parallel_settings spec;
   spec.workers = 2;
   spec.batch_size = 8;
   spec.epochs = 3;
@@ -177,7 +177,7 @@ TEST(feature_cache, convnet_on_fashion_mnist_cache_equals_no_cache) {
   model_spec backbone;
   backbone.seed = 9;
   const model_factory make = [&] { return make_pretrain_model(backbone, 10); };
-  data_parallel_spec spec;
+  data_parallel_settings spec;
   spec.workers = 2;
   spec.batch_size = 16;
   spec.epochs = 2;

@@ -220,7 +220,7 @@ TEST(worker_replica, replicas_equal_the_local_reference) {
     spec.freeze_up_to = adaptive ? "" : "pool1";
     spec.sync_every = adaptive ? 0 : 2;
     spec.cache = adaptive;
-    m::data_parallel_spec reference;
+    m::data_parallel_settings reference;
     reference.workers = spec.workers;
     reference.batch_size = spec.data.plan.batch_size;
     reference.epochs = 1;

@@ -22,7 +22,7 @@ inline namespace config {
 
 /// Checkpoints and injected faults of a trainable actor (head, pipeline
 /// stage). See actors/roles/checkpointing.hpp.
-struct recovery_spec {
+struct recovery_settings {
   std::string checkpoint_dir;   ///< this actor's checkpoints; "" = none
   int32_t checkpoint_every = 0; ///< optimiser steps between checkpoints; 0 = none
   int64_t restore_step = 0;     ///< start from the checkpoint of this step; 0: initial weights
@@ -35,7 +35,7 @@ struct recovery_spec {
 
 /// Its fields; checkpoints need a checkpoint_dir.
 template <class Inspector>
-void inspect(Inspector& f, recovery_spec& x) {
+void inspect(Inspector& f, recovery_settings& x) {
   f.field("checkpoint_dir", x.checkpoint_dir);
   f.field("checkpoint_every", x.checkpoint_every).at_least(0);
   f.field("restore_step", x.restore_step).at_least(0);
@@ -50,7 +50,7 @@ void inspect(Inspector& f, recovery_spec& x) {
 /// each spawn: what the plan cannot know (this pass's restore step, the
 /// checkpoints and injected faults of a trainable actor, --trace).
 struct run_settings {
-  recovery_spec recovery; ///< restore_step applies to every role (a source starts there)
+  recovery_settings recovery; ///< restore_step applies to every role (a source starts there)
   bool trace = false;     ///< record the schedule (pipeline stages)
 };
 
@@ -65,7 +65,7 @@ void inspect(Inspector& f, run_settings& x) {
 /// checkpoints, no trace), read into `recovery` and `trace`; restoring a
 /// step needs a checkpoint_dir.
 template <class Inspector>
-void inspect_run(Inspector& f, recovery_spec& recovery, bool& trace) {
+void inspect_run(Inspector& f, recovery_settings& recovery, bool& trace) {
   f.optional_field("run", [&] { return run_settings{recovery, trace}; },
                    [&](const run_settings& run) {
                      recovery = run.recovery;
@@ -78,7 +78,7 @@ void inspect_run(Inspector& f, recovery_spec& recovery, bool& trace) {
 
 /// inspect_run of a role that records no schedule (`trace` written false).
 template <class Inspector>
-void inspect_run(Inspector& f, recovery_spec& recovery) {
+void inspect_run(Inspector& f, recovery_settings& recovery) {
   bool trace = false;
   inspect_run(f, recovery, trace);
 }
@@ -87,7 +87,7 @@ void inspect_run(Inspector& f, recovery_spec& recovery) {
 std::string with_run(const std::string& settings, const run_settings& run);
 
 /// A source: reads a dataset and emits microbatches under a credit window.
-struct source_spec {
+struct source_settings {
   model::data_spec data; ///< what it reads (the topology's `data:`)
   model::batch_plan plan;
   std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
@@ -98,7 +98,7 @@ struct source_spec {
 /// Its fields, the batch plan's among them (batch_size, microbatches,
 /// epochs, seed), and start_step as `run.recovery.restore_step`.
 template <class Inspector>
-void inspect(Inspector& f, source_spec& x) {
+void inspect(Inspector& f, source_settings& x) {
   f.field("data", x.data);
   f.field("batch_size", x.plan.batch_size).at_least(1);
   f.field("microbatches", x.plan.microbatches).at_least(1);
@@ -116,9 +116,9 @@ void inspect(Inspector& f, source_spec& x) {
 }
 
 /// A source's settings as YAML.
-std::string to_yaml(const source_spec& x);
+std::string to_yaml(const source_settings& x);
 /// Parses to_yaml's text of a source strictly: errc::bad_config on anything else.
-caf::expected<source_spec> parse_source_spec(const std::string& yaml);
+caf::expected<source_settings> parse_source_settings(const std::string& yaml);
 
 } // namespace config
 } // namespace baton::actors

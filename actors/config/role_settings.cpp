@@ -1,4 +1,4 @@
-#include "actors/config/role_spec.hpp"
+#include "actors/config/role_settings.hpp"
 
 #include "actors/config/yaml_codec.hpp"
 
@@ -11,12 +11,12 @@ std::string with_run(const std::string& settings, const run_settings& run) {
   return dump(n);
 }
 
-std::string to_yaml(const source_spec& x) {
+std::string to_yaml(const source_settings& x) {
   return write_yaml(x);
 }
 
-caf::expected<source_spec> parse_source_spec(const std::string& yaml) {
-  return read_yaml<source_spec>(yaml, "source");
+caf::expected<source_settings> parse_source_settings(const std::string& yaml) {
+  return read_yaml<source_settings>(yaml, "source");
 }
 
 } // namespace config
