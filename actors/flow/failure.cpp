@@ -5,7 +5,7 @@
 #include <caf/send.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {

@@ -1,7 +1,7 @@
 #pragma once
 
 // The handlers every role shares: it observes the coordinator, answers
-// heartbeat requests and stops on request (actors/flow/interfaces.hpp has
+// heartbeat requests and stops on request (actors/flow/protocols.hpp has
 // the messages).
 
 #include <string>
@@ -13,7 +13,7 @@
 #include <caf/system_messages.hpp>
 
 
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {

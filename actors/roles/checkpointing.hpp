@@ -20,7 +20,7 @@
 #include <caf/actor.hpp>
 
 #include "actors/config/role_settings.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/roles/training_counters.hpp"
 #include "model/core/training_checkpoint.hpp"
 

@@ -9,7 +9,7 @@
 #include <caf/message_handler.hpp>
 
 #include "actors/flow/failure.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/flow/role_handlers.hpp"
 #include "actors/roles/injected_faults.hpp"
 #include "messages/types.hpp"

@@ -12,7 +12,7 @@
 #include "actors/flow/role_handlers.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/fanout.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/roles/sender_handlers.hpp"
 #include "messages/codec.hpp"
 #include "messages/errc.hpp"

@@ -11,7 +11,7 @@
 #include <caf/actor.hpp>
 
 #include "actors/flow/epoch_sums.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {

@@ -10,7 +10,7 @@
 
 #include "actors/config/role_settings.hpp"
 #include "actors/flow/activity.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 
 #include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/fault_injector.hpp"

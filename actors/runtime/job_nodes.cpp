@@ -6,7 +6,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/net/tls.hpp"
 #include "actors/runtime/placement.hpp"
 #include "actors/runtime/spawner.hpp"

@@ -12,7 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/config/yaml_field.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/net/framed_transport.hpp"
 #include "actors/roles/injected_faults.hpp"
 #include "messages/errc.hpp"

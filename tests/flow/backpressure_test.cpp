@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/modes/transfer/stage_settings.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/net/system.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/node_process.hpp"

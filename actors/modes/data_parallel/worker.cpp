@@ -16,7 +16,7 @@
 #include "actors/flow/role_handlers.hpp"
 #include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"

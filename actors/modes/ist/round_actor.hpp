@@ -13,7 +13,7 @@
 
 #include "actors/flow/activity.hpp"
 #include "actors/flow/failure.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {

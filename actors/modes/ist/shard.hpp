@@ -46,7 +46,7 @@
 #include "actors/flow/compute_thread.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/failure.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/flow/role_handlers.hpp"
 #include "actors/modes/ist/section.hpp"
 #include "actors/modes/ist/round_actor.hpp"

@@ -18,7 +18,7 @@
 #include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/fanout.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/flow/trace.hpp"
 #include "actors/modes/pipeline/input_order.hpp"
 #include "actors/roles/training_counters.hpp"

@@ -12,7 +12,7 @@
 #include "actors/flow/role_handlers.hpp"
 #include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
-#include "actors/flow/interfaces.hpp"
+#include "actors/flow/protocols.hpp"
 #include "actors/roles/training_counters.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/injected_faults.hpp"
