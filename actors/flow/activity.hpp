@@ -1,24 +1,19 @@
 #pragma once
 
-// What an actor's work measured: busy and idle time, CPU time, and the
-// heartbeats that tell the coordinator it advances (actors/runtime/liveness.hpp).
+// What an actor's work measured: busy and idle time and CPU time
+// (cpu_time.hpp), reported in its actor_report. An activity also carries the
+// actor's heartbeats (heartbeats.hpp): each piece of work it measures is one
+// the heartbeats count, and it is what the role handlers reach as `work`.
 
 #include <chrono>
-#include <cstdint>
-#include <functional>
 #include <string>
-#include <utility>
 
+#include "actors/flow/cpu_time.hpp"
+#include "actors/flow/heartbeats.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {
 inline namespace flow {
-
-/// CPU seconds (user + system) of the calling thread.
-double thread_cpu_seconds();
-
-/// CPU seconds (user + system) of this process, every thread.
-double process_cpu_seconds();
 
 /// Busy/idle accounting of one actor: busy is time spent computing, idle the
 /// rest of the time since the first piece of work arrived. Optionally also
@@ -26,9 +21,9 @@ double process_cpu_seconds();
 /// its whole process since the first piece of work, so that what the process
 /// spends beyond the computations (messages, serialisation, sockets, other
 /// actors) can be told.
-class activity {
+class activity : public heartbeats {
 public:
-  using clock = std::chrono::steady_clock;
+  using clock = heartbeats::clock;
 
   /// Marks the start of the actor's working life (idempotent).
   void begin() {
@@ -43,9 +38,7 @@ public:
   void add_busy(clock::time_point since) {
     auto now = clock::now();
     busy_ += now - since;
-    work_done_ += 1;
-    if (now - last_heartbeat_ >= heartbeat_interval)
-      heartbeat();
+    count_work(now);
   }
   /// Adds the calling thread's CPU seconds since `since` (a reading of
   /// thread_cpu_seconds()) to compute CPU time.
@@ -64,46 +57,12 @@ public:
     return std::chrono::duration<double>(clock::now() - first_ - busy_).count();
   }
 
-  // -- liveness (runtime.stall_timeout_ms) ------------------------------------
-
-  /// The most time between two heartbeats of an actor that works.
-  static constexpr std::chrono::seconds heartbeat_interval{1};
-
-  /// Sends one heartbeat: the step counter, the pieces of work done, and
-  /// what the actor waits for.
-  using heartbeat_sender =
-    std::function<void(int64_t step, int64_t work, const std::string& waiting)>;
-
-  /// Where heartbeats go (observe_coordinator sets it: to the coordinator).
-  void send_heartbeats_with(heartbeat_sender send) { heartbeat_ = std::move(send); }
-  /// The actor's step counter is now `step` (after_step sets it).
-  void advanced_to(int64_t step) { step_ = step; }
-  /// What the actor waits for when it returns to its mailbox, in words
-  /// ("ring chunks of step 7 from worker1"); "" when it cannot tell.
-  void waiting_for(std::string what) { waiting_ = std::move(what); }
-  /// Sends a heartbeat now, with `waiting` ("": waiting_for's) as what the
-  /// actor waits for.
-  void heartbeat(const std::string& waiting = {}) {
-    last_heartbeat_ = clock::now();
-    if (heartbeat_)
-      heartbeat_(step_, work_done_, waiting.empty() ? waiting_ : waiting);
-  }
-
-  int64_t step() const { return step_; }           ///< -1 before its first step
-  const std::string& waiting() const { return waiting_; }
-  int64_t work_done() const { return work_done_; } ///< add_busy calls
-
 private:
   bool started_ = false;
   clock::time_point first_;
   clock::duration busy_{0};
   double compute_cpu_ = 0;
   double process_cpu_at_begin_ = 0;
-  int64_t step_ = -1;
-  int64_t work_done_ = 0;
-  std::string waiting_;
-  clock::time_point last_heartbeat_;
-  heartbeat_sender heartbeat_;
 };
 
 /// A report of actor `actor` (role `role`, on `node`) with what its

@@ -1,0 +1,17 @@
+#pragma once
+
+// CPU time as the kernel counts it (user + system), of the calling thread and
+// of the whole process: what activity (flow/activity.hpp) measures an
+// actor's computations and its process with.
+
+namespace baton::actors {
+inline namespace flow {
+
+/// CPU seconds (user + system) of the calling thread.
+double thread_cpu_seconds();
+
+/// CPU seconds (user + system) of this process, every thread.
+double process_cpu_seconds();
+
+} // namespace flow
+} // namespace baton::actors
