@@ -12,6 +12,20 @@
 // workers, `S` shards. A struct with `invalid` set (undecodable bytes) is
 // refused: the actor fails.
 //
+// Every role of a node's table (actors/modes/registry.cpp all_roles) and its
+// section below:
+//
+//   source                                       == source
+//   stage, head                                  == transfer
+//   pipeline_stage                               == pipeline
+//   data_parallel_worker, data_parallel_shard    == data-parallel
+//   ist_worker, ist_shard, resist_worker,        == ist (one protocol, two schemes)
+//   resist_shard
+//
+// and what is not a role: a node's spawner and pulse (== The node), the
+// coordinator (== The coordinator). Every role also speaks the shared part
+// (== One pass of a job, == Shared handlers).
+//
 // == One pass of a job (runtime/job_pass.hpp, coordinator.cpp) ==============
 //
 //   spawn    a node's spawner <- spawn_request{role, name, settings}: the
@@ -36,7 +50,8 @@
 // == Shared handlers (flow/role_handlers.hpp, failure.hpp; roles/) ===========
 //
 // Templates over a stateful actor whose state has `name`, `coordinator` and
-// `work` (flow/activity.hpp), and `finished` for stop_on_request.
+// `work` (flow/activity.hpp: its heartbeats, heartbeats.hpp), and `finished` for
+// stop_on_request.
 //
 //   (observe_atom, actor c) -> ok_atom   observe_coordinator: store c, monitor it
 //                                        (quit when it is down), heartbeats go to it
