@@ -187,6 +187,14 @@ usage:
                                         1e9 = 8gbit), M bytes per machine (default unlimited);
                                         --straight: no replication; --out: the topology with
                                         job: pipeline and the planned stages
+  baton predict WORKLOAD.yaml [--strategies LIST] [--hosts 4,8,...] [--bandwidth 1gbit,...]
+                [--latency SECONDS] [--link RATE[,DELAY]] [--profile FILE] [--json FILE]
+                [--out DIR] [--set KEY=VALUE]...
+                                        each strategy's step time and samples/s predicted by
+                                        the cost model (no training run) from the workload's
+                                        profile and a link model measured once per link (or
+                                        --latency): a table per bandwidth, strategies x
+                                        hosts, and the crossovers (see docs/cost-model.md)
   baton help                            this text
   baton --version                       the version: the project's, and `git describe` of
                                         the tree it was built from
