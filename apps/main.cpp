@@ -195,6 +195,13 @@ usage:
                                         profile and a link model measured once per link (or
                                         --latency): a table per bandwidth, strategies x
                                         hosts, and the crossovers (see docs/cost-model.md)
+  baton report FILE... [--out DIR] [--target ACC]
+                                        the report of `baton compare` from existing files:
+                                        metrics JSON (`baton run --metrics-out`), a
+                                        report.json, a bench's --json with "runs"; writes
+                                        DIR/report.json and DIR/report.html (plots drawn by
+                                        gnuplot; default DIR: report); ACC: the accuracy
+                                        the time to target is measured to
   baton help                            this text
   baton --version                       the version: the project's, and `git describe` of
                                         the tree it was built from
