@@ -51,11 +51,13 @@ caf::expected<std::vector<strategy_choice>> choose_strategies(const std::string&
 /// an error when `file` cannot be read or is not YAML.
 caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file);
 
-/// The overrides a run of `s` adds to the user's: its own, then the batch
-/// per worker (G / W) from the workload's data.batch_size, gpipe's
-/// microbatches. `derived`: derive_topology's text (`file` names it in
-/// errors); an error when G is not a multiple of W.
-caf::expected<std::vector<std::string>> run_overrides(const strategy_choice& s,
+/// The overrides of a run of `s`: its own, the user's, then the batch per
+/// worker (G / W) from the global batch G (the user's data.batch_size, else
+/// the derived text's, else 64) and gpipe's microbatches (the workload's
+/// when more than 1, else 4: s.microbatches_per_step is set to them).
+/// `derived`: derive_topology's text (`file` names it in errors); an error
+/// when G is not a multiple of W.
+caf::expected<std::vector<std::string>> run_overrides(strategy_choice& s,
                                                       const std::string& derived,
                                                       const std::string& file,
                                                       const std::vector<std::string>& user);
