@@ -56,7 +56,7 @@ const std::vector<mode>& all_modes() {
   // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
     {transfer_schema(), plan_transfer, run_transfer_local, ensure_pretrained, save_transfer_model, run_separate},
-    {pipeline_schema(), same_plan<plan_pipeline>, run_pipeline_local, nullptr, save_pipeline_model, nullptr, true},
+    {pipeline_schema(), plan_pipeline, run_pipeline_local, nullptr, save_pipeline_model, nullptr, true},
     {data_parallel_schema(), same_plan<plan_data_parallel>, run_data_parallel_local_job, ensure_pretrained, save_data_parallel_model},
     {ist::schema(), same_plan<ist::plan>, ist::run_local_job, nullptr, ist::save_model},
   };
