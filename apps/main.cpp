@@ -187,6 +187,21 @@ usage:
                                         1e9 = 8gbit), M bytes per machine (default unlimited);
                                         --straight: no replication; --out: the topology with
                                         job: pipeline and the planned stages
+  baton predict WORKLOAD.yaml [--strategies LIST] [--hosts 4,8,...] [--bandwidth 1gbit,...]
+                [--latency SECONDS] [--link RATE[,DELAY]] [--profile FILE] [--json FILE]
+                [--out DIR] [--set KEY=VALUE]...
+                                        each strategy's step time and samples/s predicted by
+                                        the cost model (no training run) from the workload's
+                                        profile and a link model measured once per link (or
+                                        --latency): a table per bandwidth, strategies x
+                                        hosts, and the crossovers (see docs/cost-model.md)
+  baton report FILE... [--out DIR] [--target ACC]
+                                        the report of `baton compare` from existing files:
+                                        metrics JSON (`baton run --metrics-out`), a
+                                        report.json, a bench's --json with "runs"; writes
+                                        DIR/report.json and DIR/report.html (plots drawn by
+                                        gnuplot; default DIR: report); ACC: the accuracy
+                                        the time to target is measured to
   baton help                            this text
   baton --version                       the version: the project's, and `git describe` of
                                         the tree it was built from

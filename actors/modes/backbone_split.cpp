@@ -10,6 +10,7 @@
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/pretrain.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -21,10 +22,19 @@ namespace {
 constexpr int32_t split_warmups = 2;
 constexpr int32_t split_timed_microbatches = 5;
 
-/// The forward profile of `t`'s backbone with its seeded initial weights: the
-/// time of a forward does not depend on the weights' values, so the
-/// checkpoint is not loaded.
-caf::expected<model::model_profile> profile_backbone(const topology& t) {
+/// The classes of the task a pipeline trains (10 when it names none).
+int64_t classes_of_task(const topology& t) {
+  const auto* task = t.find_task(t.task);
+  return task != nullptr ? task->classes : 10;
+}
+
+/// The profile of the model `t` runs in stages with its seeded initial
+/// weights (the time of a layer does not depend on the weights' values, so
+/// no checkpoint is loaded): `training`, the pipeline's whole model (backbone
+/// + classifier "fc2") forward and backward with an optimiser step; else the
+/// frozen backbone forward only. `what` names the setting in errors.
+caf::expected<model::model_profile> profile_stages(const topology& t, bool training,
+                                                   const std::string& what) {
   model::profile_options options;
   options.microbatch_size = microbatch_size_of(t);
   options.sample_shape = sample_shape_of(t);
@@ -32,18 +42,49 @@ caf::expected<model::model_profile> profile_backbone(const topology& t) {
   options.warmups = split_warmups;
   options.threads = t.runtime.stage_threads;
   options.seed = t.seed;
-  options.backward = false;
+  options.backward = training;
+  options.optimizer = t.pretrain.optimizer;
   try {
-    auto backbone = model::make_model(t.backbone);
-    backbone.set_trainable(false);
-    backbone.train(false);
-    auto profile = model::profile_model(backbone, options);
+    auto m = training ? model::make_pretrain_model(t.backbone, classes_of_task(t))
+                      : model::make_model(t.backbone);
+    if (!training) {
+      m.set_trainable(false);
+      m.train(false);
+    }
+    auto profile = model::profile_model(m, options);
     profile.model = t.backbone.name;
     return profile;
   } catch (const std::exception& e) { // model::error, c10::Error
-    return make_error(errc::bad_config, t.file + ": backbone.split: auto: cannot profile the "
-                                                 "backbone: " + e.what());
+    return make_error(errc::bad_config, t.file + ": " + what + ": cannot profile the model: " +
+                                          e.what());
   }
+}
+
+/// Profiles and partitions into straight stages (see plan_backbone_split).
+caf::expected<backbone_split> plan_stages(const topology& t, model::partition_options options,
+                                          bool training, bool across_processes,
+                                          const std::string& what) {
+  backbone_split out;
+  const auto started = std::chrono::steady_clock::now();
+  auto profile = profile_stages(t, training, what);
+  if (!profile)
+    return profile.error();
+  out.profile = std::move(*profile);
+  out.profile_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  options.straight = true;
+  options.forward_only = !training;
+  options.bandwidth =
+    across_processes ? default_link_bandwidth : std::numeric_limits<double>::infinity();
+  out.bandwidth = options.bandwidth;
+  try {
+    out.plan = model::plan_partition(out.profile.layers, options);
+  } catch (const model::error& e) {
+    return make_error(errc::bad_config, t.file + ": " + what + ": " + e.what());
+  }
+  for (size_t k = 0; k + 1 < out.plan.stages.size(); ++k)
+    out.split.push_back(out.profile.layers[out.plan.stages[k].end - 1].name);
+  return out;
 }
 
 } // namespace
@@ -62,30 +103,17 @@ std::string layer_range(const model::stage_plan& s, const std::vector<model::lay
 
 caf::expected<backbone_split> plan_backbone_split(const topology& t, int32_t stages,
                                                   bool across_processes) {
-  backbone_split out;
-  const auto started = std::chrono::steady_clock::now();
-  auto profile = profile_backbone(t);
-  if (!profile)
-    return profile.error();
-  out.profile = std::move(*profile);
-  out.profile_seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   model::partition_options options;
   options.machines = stages;
   options.stages = stages;
-  options.straight = true;
-  options.forward_only = true;
-  options.bandwidth =
-    across_processes ? default_link_bandwidth : std::numeric_limits<double>::infinity();
-  out.bandwidth = options.bandwidth;
-  try {
-    out.plan = model::plan_partition(out.profile.layers, options);
-  } catch (const model::error& e) {
-    return make_error(errc::bad_config, t.file + ": backbone.split: auto: " + e.what());
-  }
-  for (size_t k = 0; k + 1 < out.plan.stages.size(); ++k)
-    out.split.push_back(out.profile.layers[out.plan.stages[k].end - 1].name);
-  return out;
+  return plan_stages(t, options, false, across_processes, "backbone.split: auto");
+}
+
+caf::expected<backbone_split> plan_pipeline_stages(const topology& t, int32_t machines,
+                                                   bool across_processes) {
+  model::partition_options options;
+  options.machines = machines;
+  return plan_stages(t, options, true, across_processes, "pipeline.stages: auto");
 }
 
 void log_backbone_split(const backbone_split& b) {

@@ -33,9 +33,11 @@ int64_t microbatch_size_of(const workload& w);
 /// A stage's layers by name: "conv1" or "conv1..pool1".
 std::string layer_range(const model::stage_plan& s, const std::vector<model::layer_cost>& layers);
 
-/// A planned split of a frozen backbone.
+/// A planned split of a model into straight stages: a frozen backbone's
+/// (transfer's `backbone.split: auto`) or a pipeline's whole model
+/// (`pipeline.stages: auto`).
 struct backbone_split {
-  model::model_profile profile;     ///< forward only, per microbatch of the topology's size
+  model::model_profile profile;     ///< per microbatch of the topology's size
   model::partition_plan plan;       ///< straight (no replication), one stage per placement
   std::vector<std::string> split;   ///< the layers ending every stage but the last, as
                                     ///< `backbone.split` lists them
@@ -54,6 +56,16 @@ struct backbone_split {
 /// topology file.
 caf::expected<backbone_split> plan_backbone_split(const topology& t, int32_t stages,
                                                   bool across_processes);
+
+/// Profiles the model a pipeline trains (the backbone + classifier "fc2",
+/// forward, backward and an optimiser step; warm-ups, timed microbatches and
+/// threads as plan_backbone_split) and partitions it with PipeDream's
+/// planner into the fastest straight pipeline (no replicas) on at most
+/// `machines` machines: what `baton profile` then `baton plan --straight
+/// --machines N` would choose. Links as plan_backbone_split's. bad_config
+/// naming the topology file when it cannot be built or profiled.
+caf::expected<backbone_split> plan_pipeline_stages(const topology& t, int32_t machines,
+                                                   bool across_processes);
 
 /// Logs a planned split: what was measured, the split as `backbone.split`
 /// would list it, and the predicted time of every stage.

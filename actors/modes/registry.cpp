@@ -56,7 +56,7 @@ const std::vector<mode>& all_modes() {
   // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
     {transfer::schema(), transfer::plan, transfer::run_local, ensure_pretrained, transfer::save_model, transfer::run_separate},
-    {pipeline::schema(), same_plan<pipeline::plan>, pipeline::run_local, nullptr, pipeline::save_model, nullptr, true},
+    {pipeline::schema(), pipeline::plan, pipeline::run_local, nullptr, pipeline::save_model, nullptr, true},
     {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, ensure_pretrained, data_parallel::save_model},
     {ist::schema(), same_plan<ist::plan>, ist::run_local, nullptr, ist::save_model},
   };

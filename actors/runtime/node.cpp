@@ -23,6 +23,7 @@
 
 #include "actors/config/yaml_field.hpp"
 #include "actors/net/framed_transport.hpp"
+#include "actors/runtime/rendezvous.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
@@ -146,28 +147,6 @@ caf::error write_port_file(const std::string& path, uint16_t port) {
   if (!why.empty())
     return make_error(errc::bad_file, "--port-file " + path + ": " + why);
   return caf::none;
-}
-
-/// True if every address `host` resolves to is a loopback address (127/8,
-/// ::1): only processes on this machine can reach a port there.
-bool loopback_only(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
-    return false;
-  bool loopback = true;
-  for (auto a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      auto ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
-      loopback = loopback && (ip >> 24) == 127;
-    } else {
-      auto& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
-      loopback = loopback && a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&ip);
-    }
-  }
-  ::freeaddrinfo(found);
-  return loopback;
 }
 
 /// What CAF or a spawn request would otherwise fail on later: a bad name, TLS

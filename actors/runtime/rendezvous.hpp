@@ -27,7 +27,9 @@ namespace baton::actors {
 inline namespace runtime {
 
 /// True if every address `host` resolves to is a loopback address (127/8,
-/// ::1): a launch whose rank 0 is there runs on this machine alone.
+/// ::1): only processes on this machine can reach a port there (a node
+/// without TLS listens only there; a launch whose rank 0 is there runs on
+/// this machine alone).
 bool loopback_only(const std::string& host);
 
 /// A rank's node as rank 0 learns it at the rendezvous.

@@ -1,13 +1,233 @@
-// Skeleton: implemented by its stream this session.
 #include "apps/predict/predict.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <sstream>
+
+#include "actors/modes/job_schemas.hpp"
+#include "actors/runtime/emulated_hosts.hpp"
+#include "apps/bench/bench.hpp"
+#include "apps/compare/strategies.hpp"
+#include "apps/predict/link_calibration.hpp"
+#include "apps/predict/strategy_costs.hpp"
+#include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
+#include "model/cost/projection.hpp"
 
 namespace baton::apps {
 
-int cmd_predict(args&, const std::atomic<bool>*) {
-  std::fprintf(stderr, "baton predict: not built yet\n");
-  return 1;
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* efficiency_note =
+  "statistical efficiency at larger W is not predicted, only assumed";
+
+/// The host count the strategies are parsed at when no run is predicted:
+/// a projection takes their settings to every W.
+constexpr int32_t base_hosts = 2;
+
+// -- the strategies --------------------------------------------------------------------
+
+/// One strategy parsed at one host count, or why it does not apply.
+struct parsed_strategy {
+  std::string name;
+  int32_t hosts = 0;
+  std::optional<costed_strategy> costed;
+  std::string skipped; ///< why not ("" when costed)
+};
+
+std::string text_of(const caf::error& e) {
+  std::string text = to_string(e);
+  // caf's rendering wraps the message: error(bad_config, "..."); keep the message.
+  if (auto open = text.find('"'); open != std::string::npos && text.back() == ')')
+    text = text.substr(open + 1, text.size() - open - 3);
+  return text;
+}
+
+/// Every strategy of the list at `hosts` hosts: the workload parsed with
+/// the user's overrides and the strategy's, then its cost model inputs.
+caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_request& r,
+                                                             int32_t hosts,
+                                                             profile_cache& profiles) {
+  auto chosen = choose_strategies(r.strategies, hosts);
+  if (!chosen)
+    return chosen.error();
+  std::vector<parsed_strategy> out;
+  for (const auto& choice : *chosen) {
+    parsed_strategy p{choice.name, hosts, std::nullopt, ""};
+    std::vector<std::string> overrides = r.overrides;
+    overrides.insert(overrides.end(), choice.overrides.begin(), choice.overrides.end());
+    auto t = actors::load_topology(r.workload, overrides);
+    if (!t) {
+      p.skipped = text_of(t.error());
+      out.push_back(p);
+      continue;
+    }
+    auto c = cost_strategy_of(choice.name, *t, profiles);
+    if (c)
+      p.costed = *c;
+    else
+      p.skipped = text_of(c.error());
+    out.push_back(p);
+  }
+  return out;
+}
+
+// -- the link ------------------------------------------------------------------------------
+
+caf::expected<link_calibration> link_of(const predict_request& r) {
+  if (!r.latency)
+    return calibrate_link(r.link, r.cache_dir.empty() ? default_link_cache_dir() : r.cache_dir);
+  link_calibration c;
+  c.link.latency = *r.latency;
+  c.link.bandwidth = r.bandwidths.empty() ? model::cost::gbit_per_second(1) : r.bandwidths.front();
+  if (!r.link.empty()) {
+    std::string error;
+    if (auto spec = actors::parse_link_spec(r.link, error))
+      c.link.bandwidth = static_cast<double>(spec->rate_bits) / 8;
+  }
+  c.measured_on = r.link.empty() ? "given" : "given, --link " + r.link;
+  c.method = "given: --latency (message_overhead 0, bandwidth from --link or the first "
+             "--bandwidth)";
+  return c;
+}
+
+// -- the predictions object ---------------------------------------------------------------
+
+json row_of(const std::string& name, const cost::prediction& p) {
+  return {{"strategy", name},
+          {"hosts", p.hosts},
+          {"step_seconds", p.step_seconds},
+          {"compute_seconds", p.compute_seconds},
+          {"communication_seconds", p.communication_seconds},
+          {"waiting_seconds", p.waiting_seconds},
+          {"evaluation_seconds", p.evaluation_seconds},
+          {"bytes_per_step", p.wire_bytes},
+          {"samples_per_step", p.samples_per_step},
+          {"samples_per_second", p.samples_per_second()}};
+}
+
+json link_json(const link_calibration& c) {
+  json j = to_json(c);
+  j.erase("samples");
+  if (!c.cache_file.empty())
+    j["cache_file"] = c.cache_file;
+  return j;
+}
+
+json profile_json(const std::vector<parsed_strategy>& strategies) {
+  json models = json::array();
+  for (const auto& s : strategies)
+    if (s.costed) {
+      json m = {{"model", s.costed->model},
+                {"batch", s.costed->load.batch_size},
+                {"profiled_batch", s.costed->load.profiled_batch},
+                {"layers", s.costed->load.layers.size()}};
+      if (std::find(models.begin(), models.end(), m) == models.end())
+        models.push_back(m);
+    }
+  json first = models.empty() ? json::object() : models.front();
+  first["models"] = models;
+  return first;
+}
+
+/// Each strategy at each measured host count on the calibrated link.
+json measured_rows(const predict_request& r, const link_calibration& link,
+                   profile_cache& profiles, json& skipped) {
+  json rows = json::array();
+  for (int32_t h : r.measured_hosts) {
+    auto parsed = parse_strategies(r, h, profiles);
+    if (!parsed)
+      continue; // the list was checked at the base
+    for (const auto& s : *parsed) {
+      if (!s.costed) {
+        skipped.push_back({{"strategy", s.name}, {"hosts", h}, {"reason", s.skipped}});
+        continue;
+      }
+      cost::cluster c{h, link.link};
+      rows.push_back(row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy)));
+    }
+  }
+  return rows;
+}
+
+json projection_rows(const predict_request& r, const std::vector<parsed_strategy>& strategies,
+                     const link_calibration& link) {
+  json rows = json::array();
+  for (const auto& s : strategies) {
+    if (!s.costed)
+      continue;
+    for (const auto& point : cost::project(s.costed->load, s.costed->projected, link.link,
+                                           r.hosts, r.bandwidths))
+      rows.push_back({{"strategy", s.name},
+                      {"hosts", point.hosts},
+                      {"bandwidth_bits", point.bandwidth * 8},
+                      {"step_seconds", point.predicted.step_seconds},
+                      {"samples_per_second", point.predicted.samples_per_second()},
+                      {"hosts_used", point.predicted.hosts}});
+  }
+  return rows;
+}
+
+json crossover_texts(const predict_request& r, const std::vector<parsed_strategy>& strategies,
+                     const link_calibration& link) {
+  std::vector<cost::costed> subjects;
+  for (const auto& s : strategies)
+    if (s.costed)
+      subjects.push_back({s.costed->load, s.costed->projected});
+  json out = json::array();
+  for (const auto& x : cost::crossovers(subjects, link.link, r.hosts, r.bandwidths))
+    out.push_back(x.sentence());
+  return out;
+}
+
+caf::error check(const predict_request& r) {
+  if (r.hosts.empty() || r.bandwidths.empty())
+    return make_error(errc::bad_config, "baton predict: no hosts or no bandwidths to project to");
+  for (double b : r.bandwidths)
+    if (!(b > 0))
+      return make_error(errc::bad_config, "baton predict: a bandwidth must be > 0 bytes/s");
+  for (const auto* list : {&r.hosts, &r.measured_hosts})
+    for (int32_t h : *list)
+      if (h < 1 || h > 64)
+        return make_error(errc::bad_config, "baton predict: hosts must be 1 to 64, got " +
+                                              std::to_string(h));
+  return {};
+}
+
+} // namespace
+
+caf::expected<nlohmann::json> predict(const predict_request& r,
+                                      const std::atomic<bool>* interrupted) {
+  if (auto err = check(r))
+    return err;
+  profile_cache profiles(r.profile);
+  auto strategies = parse_strategies(r, base_hosts, profiles);
+  if (!strategies)
+    return strategies.error();
+  if (std::none_of(strategies->begin(), strategies->end(),
+                   [](const parsed_strategy& s) { return s.costed.has_value(); }))
+    return make_error(errc::bad_config, "baton predict: no strategy applies to " + r.workload +
+                                          (strategies->empty() ? std::string()
+                                                               : ": " + strategies->front().skipped));
+  if (stop_requested(interrupted))
+    return make_error(errc::interrupted, "baton predict: interrupted");
+  auto link = link_of(r);
+  if (!link)
+    return link.error();
+  json skipped = json::array();
+  for (const auto& s : *strategies)
+    if (!s.costed)
+      skipped.push_back({{"strategy", s.name}, {"hosts", s.hosts}, {"reason", s.skipped}});
+  json out = {{"link", link_json(*link)}, {"profile", profile_json(*strategies)}};
+  out["measured"] = measured_rows(r, *link, profiles, skipped);
+  out["projection"] = projection_rows(r, *strategies, *link);
+  out["crossovers"] = crossover_texts(r, *strategies, *link);
+  out["skipped"] = skipped;
+  out["note"] = efficiency_note;
+  return out;
 }
 
 } // namespace baton::apps

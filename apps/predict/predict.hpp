@@ -28,6 +28,9 @@ struct predict_request {
   std::optional<double> latency;       ///< seconds (default: calibrated)
   std::string link;                    ///< the emulated link of the runs ("": loopback)
   std::string profile;                 ///< a `baton profile` file ("": profile now)
+  /// Where the measured links are kept (link-NAME.json), measured once:
+  /// "" = default_link_cache_dir() (link_calibration.hpp).
+  std::string cache_dir;
 };
 
 /// The predictions as the report's "predictions" object (docs/cost-model.md):

@@ -1,13 +1,147 @@
-// Skeleton: implemented by its stream this session.
 #include "apps/report/report.hpp"
 
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "apps/report/analysis.hpp"
+#include "apps/report/gnuplot.hpp"
+#include "apps/report/html.hpp"
+#include "apps/report/inputs.hpp"
+#include "apps/report/machine.hpp"
+#include "apps/report/plots.hpp"
+#include "messages/errc.hpp"
 
 namespace baton::apps {
 
-int cmd_report(args&) {
-  std::fprintf(stderr, "baton report: not built yet\n");
-  return 1;
+namespace {
+
+using nlohmann::json;
+
+std::string utc_now() {
+  auto now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return text;
+}
+
+/// Writes `text` to `path` whole: to PATH.tmp, renamed over it.
+caf::expected<void> write_whole(const std::string& path, const std::string& text) {
+  auto tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp, std::ios::binary};
+    out << text;
+    out.flush();
+    if (!out)
+      return make_error(errc::bad_file, "cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    return make_error(errc::bad_file, "cannot write " + path + ": " + ec.message());
+  return {};
+}
+
+/// `report` with what write_report adds: schema, defaults, the ranking and
+/// the prediction check.
+json completed(json report) {
+  report["schema"] = "baton-report/1";
+  report.emplace("created", utc_now());
+  report.emplace("title", "baton compare");
+  report.emplace("workload", nullptr);
+  report.emplace("target", nullptr);
+  report.emplace("machine", this_machine());
+  report.emplace("cluster", json{{"description", "loopback"}});
+  report.emplace("skipped", json::array());
+  auto& cluster = report["cluster"];
+  if (!cluster.contains("description")) {
+    auto link = cluster.value("link", "");
+    cluster["description"] = std::to_string(cluster.value("local_nodes", 0)) +
+                             " local node process(es), " +
+                             (link.empty() ? "loopback links" : "emulated links " + link);
+  }
+  json order = json::array();
+  for (auto i : ranking(report["runs"]))
+    order.push_back(i);
+  report["ranking"] = order;
+  report["prediction_check"] = prediction_check(report["runs"]);
+  return report;
+}
+
+bool parse_target(const std::string& text, double& out) {
+  if (!parse_positive("--target", text, out))
+    return false;
+  if (out > 1) {
+    std::fprintf(stderr, "baton report: --target expects a test accuracy from 0 to 1, got '%s'\n",
+                 text.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+caf::expected<void> write_report(const json& input, const std::string& dir) {
+  if (!input.is_object() || !input.contains("runs") || !input["runs"].is_array())
+    return make_error(errc::bad_file, "a report needs a \"runs\" array");
+  auto report = completed(input);
+  auto plots = report_plots(report);
+  std::vector<gnuplot_figure> figures;
+  for (const auto& p : plots) {
+    figures.push_back(p.figure);
+    report["plots"].push_back({{"name", p.figure.name}, {"title", p.title},
+                               {"caption", p.caption}});
+  }
+  report.emplace("plots", json::array());
+  auto svgs = draw_svg(figures);
+  if (!svgs)
+    return svgs.error();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return make_error(errc::bad_file, "cannot make the directory " + dir + ": " + ec.message());
+  if (auto done = write_whole(dir + "/report.json", report.dump(2) + "\n"); !done)
+    return done;
+  return write_whole(dir + "/report.html", report_page(report, plots, *svgs));
+}
+
+int cmd_report(args& a) {
+  std::vector<std::string> files;
+  std::string out = "report";
+  std::optional<double> target;
+  bool good = read_flags(a, "baton report", [&](const std::string& flag) {
+    if (flag == "--out")
+      return a.value(flag, out);
+    if (flag == "--target") {
+      std::string text;
+      double value = 0;
+      return a.value(flag, text) && parse_target(text, value) && (target = value, true);
+    }
+    if (flag.rfind("--", 0) == 0)
+      return false;
+    files.push_back(flag);
+    return true;
+  });
+  if (!good)
+    return 2;
+  if (files.empty()) {
+    std::fprintf(stderr, "baton report: no files given: baton report FILE... [--out DIR] "
+                         "[--target ACC] (see baton help)\n");
+    return 2;
+  }
+  auto report = report_from_files(files, target);
+  if (!report)
+    return fail(report.error());
+  if (auto done = write_report(*report, out); !done)
+    return fail(done.error());
+  std::printf("baton report: %zu runs: %s/report.html, %s/report.json\n",
+              (*report)["runs"].size(), out.c_str(), out.c_str());
+  return 0;
 }
 
 } // namespace baton::apps

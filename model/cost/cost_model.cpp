@@ -77,10 +77,23 @@ int64_t ceil_steps(int64_t samples, double per_step) {
   return static_cast<int64_t>(std::ceil(static_cast<double>(samples) / per_step));
 }
 
-prediction finish(prediction p, const workload& w) {
-  p.step_seconds = p.compute_seconds + p.communication_seconds + p.waiting_seconds;
+/// The forward of the test samples through the whole model on one host
+/// (every strategy but the pipeline: worker 0 evaluates, the others wait).
+double evaluation_forward(const workload& w) {
+  double forward = 0;
+  for (const auto& l : w.layers)
+    forward += l.forward_seconds;
+  return forward * scale_of(w, static_cast<double>(w.test_samples));
+}
+
+/// `p` with its epoch: the step time adds the epoch's evaluation
+/// (`evaluation`, seconds per epoch) over its steps.
+prediction finish(prediction p, const workload& w, double evaluation) {
   if (p.steps_per_epoch == 0 && w.samples_per_epoch > 0)
     p.steps_per_epoch = ceil_steps(w.samples_per_epoch, p.samples_per_step);
+  p.evaluation_seconds = p.steps_per_epoch > 0 ? evaluation / p.steps_per_epoch : 0.0;
+  p.step_seconds =
+    p.compute_seconds + p.communication_seconds + p.waiting_seconds + p.evaluation_seconds;
   return p;
 }
 
@@ -165,12 +178,13 @@ prediction predict_ring(const workload& w, const cluster& c, const ring_strategy
 /// pull the new slices: nothing overlaps.
 prediction predict_ps(const workload& w, const cluster& c, const ps_strategy& s) {
   check(w, s.freeze);
-  require(s.shards >= 1, "ps shards >= 1, got " + std::to_string(s.shards));
+  const int32_t shards = s.shards == 0 ? c.hosts : s.shards;
+  require(shards >= 1, "ps shards >= 1 (0: one per host), got " + std::to_string(s.shards));
   const step_compute compute = compute_of(w, w.batch_size, s.freeze);
-  const double exchange = exchange_seconds(compute.gradient_bytes, c.hosts, s.shards, c.link);
+  const double exchange = exchange_seconds(compute.gradient_bytes, c.hosts, shards, c.link);
   prediction p = on_every_host(w, c);
   p.compute_seconds = compute.forward + compute.backward +
-                      compute.update * busiest_shard_share(c.hosts, s.shards);
+                      compute.update * busiest_shard_share(c.hosts, shards);
   p.communication_seconds = 2 * exchange;
   p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes;
   return p;
@@ -202,7 +216,11 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
   require(shards >= 1, "ist shards >= 1, got " + std::to_string(s.shards));
   require(s.local_steps >= 1, "ist local_steps >= 1, got " + std::to_string(s.local_steps));
   require(s.subnet_fraction >= 0 && s.subnet_fraction <= 1, "ist subnet_fraction in [0, 1]");
-  const double fraction = s.subnet_fraction > 0 ? s.subnet_fraction : 1.0 / c.hosts;
+  const double fraction = s.subnet_fraction > 0 ? s.subnet_fraction
+                          : s.mlp_inputs > 0
+                            ? ist_mlp_subnet_fraction(s.mlp_inputs, s.mlp_hidden, s.mlp_classes,
+                                                      c.hosts)
+                            : 1.0 / c.hosts;
   const step_compute whole = compute_of(w, w.batch_size, freezing{});
   const double subnet_bytes = whole.gradient_bytes * fraction;
   prediction p = on_every_host(w, c);
@@ -323,6 +341,33 @@ std::vector<stage_figures> stage_figures_of(const microbatch_costs& costs,
   return out;
 }
 
+/// The evaluation of the test samples through the stages, in microbatches
+/// of b / M samples (forward only, the activation one way): one leaves every
+/// t = the slowest stage's forward or link, after the first has crossed
+/// every stage and link.
+double pipeline_evaluation(const workload& w, const link_model& link, const pipeline_strategy& s,
+                           const std::vector<size_t>& ends) {
+  if (w.test_samples <= 0)
+    return 0;
+  const double samples = std::max(1.0, static_cast<double>(w.batch_size) / s.microbatches);
+  const double scale = scale_of(w, samples);
+  double slowest = 0, first = 0;
+  size_t begin = 0;
+  for (size_t k = 0; k < ends.size(); ++k) {
+    double forward = 0;
+    for (size_t l = begin; l < ends[k]; ++l)
+      forward += w.layers[l].forward_seconds * scale;
+    double send = 0;
+    if (k + 1 < ends.size())
+      send = link.message_seconds(w.layers[ends[k] - 1].activation_bytes * scale);
+    slowest = std::max({slowest, forward, send});
+    first += forward + send;
+    begin = ends[k];
+  }
+  const double microbatches = std::ceil(static_cast<double>(w.test_samples) / samples);
+  return first + (microbatches - 1) * slowest;
+}
+
 /// Steady state: one microbatch leaves the pipeline every t_slot = the
 /// slowest stage or link. A minibatch of M microbatches takes M x t_slot;
 /// filling and draining the pipeline adds (S - 1) x t_slot (the bubble) and
@@ -358,6 +403,7 @@ prediction predict_stages(const workload& w, const cluster& c, const pipeline_st
   p.waiting_seconds = fills * boundaries * slowest;
   p.step_seconds = p.compute_seconds + p.communication_seconds + p.waiting_seconds;
   p.wire_bytes = bytes;
+  p.evaluation_seconds = pipeline_evaluation(w, c.link, s, ends);
   return p;
 }
 
@@ -383,6 +429,24 @@ prediction predict_pipeline(const workload& w, const cluster& c, const pipeline_
       fastest = p;
   }
   return fastest;
+}
+
+/// Seconds of one epoch's evaluation: a pipeline's as predict_stages found
+/// it for its stages; IST's worker 0 first pulls the whole network from the
+/// shards ((W - 1) / W of its parameters over its link); the others: the
+/// forward on one host.
+double evaluation_of(const workload& w, const cluster& c, const strategy& s,
+                     const prediction& p) {
+  if (w.test_samples <= 0)
+    return 0;
+  if (std::holds_alternative<pipeline_strategy>(s))
+    return p.evaluation_seconds;
+  double pull = 0;
+  if (std::holds_alternative<ist_strategy>(s) && c.hosts > 1) {
+    const double whole = compute_of(w, 1, freezing{}).gradient_bytes;
+    pull = c.link.message_seconds(whole * (c.hosts - 1) / c.hosts);
+  }
+  return evaluation_forward(w) + pull;
 }
 
 } // namespace
@@ -478,7 +542,7 @@ prediction predict(const workload& w, const cluster& c, const strategy& s) {
                [&](const ist_strategy& x) { return predict_ist(w, c, x); }},
     s);
   p.strategy = name_of(s);
-  return finish(p, w);
+  return finish(p, w, evaluation_of(w, c, s, p));
 }
 
 } // namespace baton::model::cost

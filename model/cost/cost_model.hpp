@@ -55,6 +55,11 @@ struct workload {
   /// local) or per minibatch of the pipeline (cut into its microbatches).
   int64_t batch_size = 1;
   int64_t samples_per_epoch = 0; ///< training samples per epoch (0: epochs not predicted)
+  /// Test samples evaluated after every epoch (0: no evaluation counted).
+  /// One host runs their forward through the whole model (data-parallel's
+  /// and IST's worker 0; a pipeline's stages, pipelined) while the others
+  /// wait: evaluation_seconds, amortised over the epoch's steps.
+  int64_t test_samples = 0;
 };
 
 /// One link: what a message of n bytes costs.
@@ -121,7 +126,7 @@ struct ring_strategy {
 /// Bounded staleness (max_staleness > 0) is not modelled.
 struct ps_strategy {
   freezing freeze;
-  int32_t shards = 1;            ///< S >= 1, dealt round-robin over the W hosts
+  int32_t shards = 1;            ///< S >= 1, dealt round-robin over the W hosts (0: W)
 };
 
 /// data-parallel, sync_every: L >= 1 (local SGD). Each host steps on its own
@@ -183,6 +188,12 @@ struct ist_strategy {
   /// also taken as its fraction of the compute (an mlp's flops follow its
   /// weights); 0: 1/W. ist_mlp_subnet_fraction gives IST's exact one.
   double subnet_fraction = 0;
+  /// The mlp trained (inputs -> hidden... -> classes): when given (and
+  /// subnet_fraction is 0), f = ist_mlp_subnet_fraction at the cluster's W,
+  /// so that a projection to more hosts shrinks the subnets as IST does.
+  int64_t mlp_inputs = 0;
+  std::vector<int64_t> mlp_hidden;
+  int64_t mlp_classes = 0;
 };
 
 using strategy = std::variant<local_strategy, ring_strategy, ps_strategy, local_sgd_strategy,
@@ -199,11 +210,14 @@ std::string name_of(const strategy& s);
 struct prediction {
   std::string strategy;
   int32_t hosts = 1;             ///< hosts the strategy uses (a pipeline: its stages' replicas)
-  /// Seconds per step = compute + communication + waiting.
+  /// Seconds per step = compute + communication + waiting + evaluation.
   double step_seconds = 0;
   double compute_seconds = 0;       ///< on the critical path (the slowest stage for a pipeline)
   double communication_seconds = 0; ///< exposed: not hidden behind compute
   double waiting_seconds = 0;       ///< a pipeline's bubble; 0 for the others
+  /// The evaluation after each epoch (workload::test_samples) per step:
+  /// its forward over the test samples / steps_per_epoch (0 without an epoch).
+  double evaluation_seconds = 0;
   double wire_bytes = 0;         ///< bytes sent between hosts per step, all hosts together
   double samples_per_step = 0;
   int64_t steps_per_epoch = 0;   ///< ceil(samples_per_epoch / samples_per_step)

@@ -11,8 +11,16 @@ namespace baton::model::cost {
 namespace {
 
 /// samples/s of a minus samples/s of b: > 0 where a leads.
-double lead(const workload& w, const strategy& a, const strategy& b, const cluster& c) {
-  return predict(w, c, a).samples_per_second() - predict(w, c, b).samples_per_second();
+double lead(const costed& a, const costed& b, const cluster& c) {
+  return predict(a.load, c, a.plan).samples_per_second() -
+         predict(b.load, c, b.plan).samples_per_second();
+}
+
+std::vector<costed> on_one_workload(const workload& w, const std::vector<strategy>& strategies) {
+  std::vector<costed> out;
+  for (const strategy& s : strategies)
+    out.push_back({w, s});
+  return out;
 }
 
 cluster at_bandwidth(cluster c, double bandwidth) {
@@ -21,9 +29,9 @@ cluster at_bandwidth(cluster c, double bandwidth) {
 }
 
 /// Fills the names: whoever leads where `lead_above` is measured.
-crossover named(crossover x, const strategy& a, const strategy& b, double lead_above) {
-  x.faster_above = name_of(lead_above > 0 ? a : b);
-  x.faster_below = name_of(lead_above > 0 ? b : a);
+crossover named(crossover x, const costed& a, const costed& b, double lead_above) {
+  x.faster_above = name_of(lead_above > 0 ? a.plan : b.plan);
+  x.faster_below = name_of(lead_above > 0 ? b.plan : a.plan);
   return x;
 }
 
@@ -80,15 +88,20 @@ std::string crossover::sentence() const {
 std::optional<crossover> bandwidth_crossover(const workload& w, const strategy& a,
                                              const strategy& b, const cluster& c, double low,
                                              double high) {
+  return bandwidth_crossover(costed{w, a}, costed{w, b}, c, low, high);
+}
+
+std::optional<crossover> bandwidth_crossover(const costed& a, const costed& b, const cluster& c,
+                                             double low, double high) {
   if (!(low > 0 && high > low))
     throw error("cost model: expected 0 < low < high bandwidths");
   constexpr int points = 200;
   const double ratio = std::pow(high / low, 1.0 / (points - 1));
   double below = low;
-  double lead_below = lead(w, a, b, at_bandwidth(c, below));
+  double lead_below = lead(a, b, at_bandwidth(c, below));
   for (int k = 1; k < points; ++k) {
     double above = k + 1 == points ? high : below * ratio;
-    double lead_above = lead(w, a, b, at_bandwidth(c, above));
+    double lead_above = lead(a, b, at_bandwidth(c, above));
     if ((lead_below > 0) == (lead_above > 0)) {
       below = above;
       lead_below = lead_above;
@@ -97,7 +110,7 @@ std::optional<crossover> bandwidth_crossover(const workload& w, const strategy& 
     const double sign_above = lead_above;
     while (above / below - 1 > 1e-9) {
       const double middle = std::sqrt(below * above);
-      if ((lead(w, a, b, at_bandwidth(c, middle)) > 0) == (lead_below > 0))
+      if ((lead(a, b, at_bandwidth(c, middle)) > 0) == (lead_below > 0))
         below = middle;
       else
         above = middle;
@@ -114,11 +127,16 @@ std::optional<crossover> bandwidth_crossover(const workload& w, const strategy& 
 std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, const strategy& b,
                                          const link_model& link,
                                          const std::vector<int32_t>& hosts) {
+  return hosts_crossover(costed{w, a}, costed{w, b}, link, hosts);
+}
+
+std::optional<crossover> hosts_crossover(const costed& a, const costed& b, const link_model& link,
+                                         const std::vector<int32_t>& hosts) {
   if (hosts.empty())
     return std::nullopt;
-  const bool a_leads_first = lead(w, a, b, cluster{hosts.front(), link}) > 0;
+  const bool a_leads_first = lead(a, b, cluster{hosts.front(), link}) > 0;
   for (int32_t h : hosts) {
-    const double lead_here = lead(w, a, b, cluster{h, link});
+    const double lead_here = lead(a, b, cluster{h, link});
     if ((lead_here > 0) != a_leads_first) {
       crossover x;
       x.along = crossover::axis::hosts;
@@ -133,22 +151,28 @@ std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, c
 std::vector<crossover> crossovers(const workload& w, const std::vector<strategy>& strategies,
                                   const link_model& base, const std::vector<int32_t>& hosts,
                                   const std::vector<double>& bandwidths) {
+  return crossovers(on_one_workload(w, strategies), base, hosts, bandwidths);
+}
+
+std::vector<crossover> crossovers(const std::vector<costed>& strategies, const link_model& base,
+                                  const std::vector<int32_t>& hosts,
+                                  const std::vector<double>& bandwidths) {
   std::vector<crossover> out;
   if (bandwidths.empty())
     return out;
   const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
   for (size_t i = 0; i < strategies.size(); ++i)
     for (size_t j = i + 1; j < strategies.size(); ++j) {
-      const strategy& a = strategies[i];
-      const strategy& b = strategies[j];
+      const costed& a = strategies[i];
+      const costed& b = strategies[j];
       for (int32_t h : hosts)
         if (*high > *low)
-          if (auto x = bandwidth_crossover(w, a, b, cluster{h, base}, *low, *high))
+          if (auto x = bandwidth_crossover(a, b, cluster{h, base}, *low, *high))
             out.push_back(*x);
       for (double bandwidth : bandwidths) {
         link_model link = base;
         link.bandwidth = bandwidth;
-        if (auto x = hosts_crossover(w, a, b, link, hosts))
+        if (auto x = hosts_crossover(a, b, link, hosts))
           out.push_back(*x);
       }
     }

@@ -36,6 +36,14 @@ std::vector<projection_point> project(const workload& w, const strategy& s, cons
                                       const std::vector<double>& bandwidths =
                                         default_projection_bandwidths());
 
+/// A strategy with the workload as it trains it: the strategies of one
+/// comparison may train different models (IST its own mlp) or profiles
+/// (a pipeline's at its microbatch).
+struct costed {
+  workload load;
+  strategy plan;
+};
+
 /// Where two strategies swap places in samples per second along one axis
 /// while the other stays fixed.
 struct crossover {
@@ -59,11 +67,17 @@ std::optional<crossover> bandwidth_crossover(const workload& w, const strategy& 
                                              const strategy& b, const cluster& c, double low,
                                              double high);
 
+std::optional<crossover> bandwidth_crossover(const costed& a, const costed& b, const cluster& c,
+                                             double low, double high);
+
 /// The first host count of `hosts` (increasing) at which the strategy that
 /// leads at hosts.front() no longer leads, on `link`; nullopt when it leads
 /// throughout. Host counts are integers: no bisection.
 std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, const strategy& b,
                                          const link_model& link,
+                                         const std::vector<int32_t>& hosts);
+
+std::optional<crossover> hosts_crossover(const costed& a, const costed& b, const link_model& link,
                                          const std::vector<int32_t>& hosts);
 
 /// Every crossover of every pair of `strategies` on the projection's grid:
@@ -72,6 +86,12 @@ std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, c
 /// order given (i < j), host counts before bandwidths.
 std::vector<crossover> crossovers(const workload& w, const std::vector<strategy>& strategies,
                                   const link_model& base,
+                                  const std::vector<int32_t>& hosts = default_projection_hosts(),
+                                  const std::vector<double>& bandwidths =
+                                    default_projection_bandwidths());
+
+/// The same, each strategy with its own workload.
+std::vector<crossover> crossovers(const std::vector<costed>& strategies, const link_model& base,
                                   const std::vector<int32_t>& hosts = default_projection_hosts(),
                                   const std::vector<double>& bandwidths =
                                     default_projection_bandwidths());

@@ -10,6 +10,7 @@
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/saved_model.hpp"
 #include "actors/runtime/local_run.hpp"
@@ -224,9 +225,68 @@ void report_stages(const topology& t, const model::task& task, model::layered_mo
   }
 }
 
+/// `t` with the planner's stages when it leaves them to the planner, planned
+/// for the cluster the actors would run on (--local-nodes N, its nodes, or
+/// none), so that the reference has the stages of the run it is compared to.
+caf::expected<topology> with_planned_stages(const topology& t, const run_request& r) {
+  if (!section_of(t).stages_auto)
+    return t;
+  topology cluster = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
+  if (auto ok = settle_stages(cluster); !ok)
+    return ok.error();
+  topology out = t;
+  out.mode_spec = cluster.mode_spec;
+  return out;
+}
+
+/// Where a stage that begins at layer `begin` of `whole` and sent `count`
+/// state tensors ends: after the layers that hold them (a stage that sent
+/// none: after one layer without state), or past whole.size() when they do
+/// not add up.
+size_t end_of_state(const model::layered_model& whole, size_t begin, size_t count) {
+  size_t end = begin;
+  do {
+    if (end == whole.size())
+      return whole.size() + 1;
+    count -= std::min(count, whole.slice(end, end + 1).state().size());
+    ++end;
+  } while (count > 0);
+  return end;
+}
+
+/// `t` with the stages whose weights `result` holds, when its stages were
+/// the planner's (settled by the run, not in the topology read again here):
+/// cut where each stage's weights end (a layer without weights may go to
+/// either side: where is the same model). As `t` when its stages are given
+/// or the weights do not add up (save_model says so).
+topology with_sent_stages(const topology& t, const job_result& result) {
+  auto settings = section_of(t);
+  if (!settings.stages_auto || result.stage_weights.empty())
+    return t;
+  const auto* task = t.find_task(t.task);
+  const auto whole = model::make_pretrain_model(t.backbone, task ? task->classes : 10);
+  settings.stages.clear();
+  for (const auto& sent : result.stage_weights) {
+    const size_t begin = settings.stages.empty() ? 0 : settings.stages.back().end;
+    const size_t end = result.stage_weights.size() == settings.stages.size() + 1
+                         ? whole.size()
+                         : end_of_state(whole, begin, sent.tensors.size());
+    if (end > whole.size() || end <= begin)
+      return t;
+    settings.stages.push_back({begin, end, 1, "", {}});
+  }
+  topology out = t;
+  out.mode_spec = settings;
+  return out;
+}
+
 } // namespace
 
-caf::expected<job_result> run_local(const topology& t, const run_request& r) {
+caf::expected<job_result> run_local(const topology& given, const run_request& r) {
+  auto settled = with_planned_stages(given, r);
+  if (!settled)
+    return settled.error();
+  const topology& t = *settled;
   // The stages' thread budget by default: then the arithmetic is the same
   // bit for bit (OpenBLAS sums in another order with more threads).
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
@@ -258,8 +318,9 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   }
 }
 
-caf::expected<void> save_model(const topology& t, const job_result& result,
+caf::expected<void> save_model(const topology& given, const job_result& result,
                                         const std::string& path) {
+  const topology t = with_sent_stages(given, result);
   const auto* task = t.find_task(t.task);
   const auto& stages = section_of(t).stages;
   if (task == nullptr || result.stage_weights.size() != stages.size())

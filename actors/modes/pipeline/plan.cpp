@@ -1,6 +1,11 @@
 #include "actors/modes/pipeline/plan.hpp"
 
+#include <cmath>
+#include <string>
+
 #include <spdlog/spdlog.h>
+
+#include "actors/modes/backbone_split.hpp"
 
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/pipeline/stage_settings.hpp"
@@ -90,7 +95,60 @@ std::string divergence_advice(const topology& t) {
                      stale);
 }
 
+/// "[conv1..pool1] [conv2..fc2]": the planned stages' layers.
+std::string stage_ranges(const backbone_split& b) {
+  std::string out;
+  for (const auto& s : b.plan.stages)
+    out += (out.empty() ? "[" : " [") + layer_range(s, b.profile.layers) + "]";
+  return out;
+}
+
+/// Logs the planner's stages: the stages, what was measured, the predicted
+/// time of every stage.
+void log_planned_stages(const backbone_split& b, int32_t machines) {
+  const auto& p = b.profile;
+  spdlog::info("pipeline: stages from the planner: {} (profile of {}: {} layers, microbatch of "
+               "{} samples, {:.2f} s, {} torch thread{}, {} with {} cores; planned for at most "
+               "{} machines, links {}); predicted per microbatch: slowest stage {:.3f} ms",
+               stage_ranges(b), p.model, p.layers.size(), p.microbatch_size, b.profile_seconds,
+               p.threads, p.threads == 1 ? "" : "s", p.hostname, p.cores, machines,
+               std::isinf(b.bandwidth) ? std::string{"free (one process)"}
+                                       : fmt::format("{:.3g} bytes/s", b.bandwidth),
+               1e3 * b.plan.slowest_seconds);
+  for (size_t k = 0; k < b.plan.stages.size(); ++k) {
+    const auto& s = b.plan.stages[k];
+    spdlog::info("  stage{} {}: compute {:.3f} ms, send {:.3f} ms", k,
+                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds);
+  }
+}
+
 } // namespace
+
+caf::expected<void> settle_stages(topology& t) {
+  auto settings = section_of(t);
+  if (!settings.stages_auto)
+    return caf::unit;
+  const int32_t machines = machines_of(t);
+  auto planned = plan_pipeline_stages(t, machines, !t.embedded());
+  if (!planned)
+    return planned.error();
+  log_planned_stages(*planned, machines);
+  settings.stages.clear();
+  for (const auto& s : planned->plan.stages)
+    settings.stages.push_back({s.begin, s.end, 1, "", {}});
+  settings.stages_auto = false;
+  t.mode_spec = settings;
+  return caf::unit;
+}
+
+caf::expected<job_plan> plan(const topology& t, plan_use use) {
+  if (use == plan_use::check || !section_of(t).stages_auto)
+    return plan(t);
+  topology settled = t;
+  if (auto ok = settle_stages(settled); !ok)
+    return ok.error();
+  return plan(settled);
+}
 
 caf::expected<job_plan> plan(const topology& t) {
   // Trainable stages of backbone + classifier, trained on the workload's task

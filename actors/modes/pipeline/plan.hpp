@@ -14,6 +14,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/mode.hpp"
 #include "actors/runtime/job_plan.hpp"
 
 namespace baton::actors {
@@ -23,7 +24,22 @@ namespace pipeline {
 /// The plan of a pipeline topology (job: pipeline); bad_config (naming the
 /// file) when a stage has more replicas than a minibatch has microbatches,
 /// or the task it trains on is not one of the topology's.
+/// With `pipeline.stages: auto` unsettled, the provisional even split the
+/// parser made.
 caf::expected<job_plan> plan(const topology& t);
+
+/// The plan for `use`: for a run, the planner's stages first
+/// (settle_stages); for a check, as the settings stand (nothing is
+/// measured).
+caf::expected<job_plan> plan(const topology& t, plan_use use);
+
+/// With `pipeline.stages: auto` (or no stages): profiles the pipeline's
+/// model and sets its stages to the planner's fastest straight pipeline on
+/// at most machines_of(t) machines (plan_pipeline_stages,
+/// actors/modes/backbone_split.hpp; links between node processes when `t`
+/// has nodes), clears stages_auto and logs "pipeline: stages from the
+/// planner: [conv1..pool1] [...]". Nothing happens otherwise.
+caf::expected<void> settle_stages(topology& t);
 
 } // namespace pipeline
 } // namespace modes

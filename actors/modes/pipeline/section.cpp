@@ -1,6 +1,7 @@
 #include "actors/modes/pipeline/section.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,15 +62,56 @@ stage_spec parse_stage(const field& item, const std::vector<std::string>& layers
   return stage;
 }
 
-// `pipeline:` (job: pipeline only): the schedule and the stages of the whole
-// model being trained, the backbone and its classifier ("fc2", as
-// model::make_pretrain_model builds it); the last stage ends with the model.
-section_spec parse_pipeline(const field& section, std::vector<std::string> layers,
+// `stages: auto` (or no stages): a provisional even split into as many
+// stages as the planner may use (machines), which the mode's plan
+// for a run replaces with the planner's (plan.cpp); checks read
+// this one, which measures nothing.
+void provisional_stages(const topology& t, size_t layers, section_spec& s) {
+  const size_t count = std::min({static_cast<size_t>(machines_of(t)), layers,
+                                 max_stages});
+  s.stages_auto = true;
+  s.stages.clear();
+  for (size_t k = 0; k < count; ++k)
+    s.stages.push_back({k * layers / count, (k + 1) * layers / count, 1, "", {}});
+}
+
+// `pipeline.stages`: a list of stages of the whole model being trained, the
+// backbone and its classifier ("fc2", as model::make_pretrain_model builds
+// it), the last ending with the model; `auto` or absent: the planner's.
+void parse_stages(const std::optional<field>& stages, std::vector<std::string> layers,
+                  const topology& t, section_spec& s) {
+  layers.push_back("fc2");
+  if (!stages || stages->is_null() ||
+      (stages->node().IsScalar() && stages->node().Scalar() == "auto"))
+    return provisional_stages(t, layers.size(), s);
+  if (stages->node().IsScalar())
+    stages->expected("auto or a list of stages ({last_layer, replicas, node})");
+  size_t actors = 0;
+  for (const field& item :
+       stages->items("a list of stages ({last_layer, replicas, node}), or auto",
+                     max_stages)) {
+    s.stages.push_back(
+      parse_stage(item, layers, s.stages.empty() ? 0 : s.stages.back().end, t, s));
+    actors += static_cast<size_t>(s.stages.back().replicas);
+    if (actors > max_actors)
+      item.fail(stages->name() + " asks for more than " + std::to_string(max_actors)
+                + " stage actors, replicas counted (expected " + at_most(max_actors,
+                                                                         "in all") + ")");
+  }
+  if (s.stages.empty() || s.stages.back().end != layers.size())
+    stages->fail(stages->name() + " must end with a stage whose last_layer is the model's last "
+                 "layer '" + layers.back() + "'");
+}
+
+// `pipeline:` (job: pipeline only; optional): the schedule and the stages.
+section_spec parse_pipeline(const field& section, const std::vector<std::string>& layers,
                                  const topology& t) {
-  if (section.is_null())
-    section.fail("job: pipeline needs a 'pipeline' section with its 'stages'");
   check_section(section);
   section_spec s;
+  if (section.is_null()) {
+    parse_stages(std::nullopt, layers, t, s);
+    return s;
+  }
   read_if(section, "schedule", s.schedule,
           [](const field& f) {
             return read_choice(f, {"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
@@ -80,22 +122,7 @@ section_spec parse_pipeline(const field& section, std::vector<std::string> layer
       f->fail("'pipeline.vertical_sync' applies to schedule 1f1b only (the schedule is '"
               + s.schedule + "')");
   }
-  layers.push_back("fc2");
-  field stages = section.require("stages");
-  size_t actors = 0;
-  for (const field& item :
-       stages.items("a list of stages ({last_layer, replicas, node})", max_stages)) {
-    s.stages.push_back(
-      parse_stage(item, layers, s.stages.empty() ? 0 : s.stages.back().end, t, s));
-    actors += static_cast<size_t>(s.stages.back().replicas);
-    if (actors > max_actors)
-      item.fail(stages.name() + " asks for more than " + std::to_string(max_actors)
-                + " stage actors, replicas counted (expected " + at_most(max_actors,
-                                                                         "in all") + ")");
-  }
-  if (s.stages.empty() || s.stages.back().end != layers.size())
-    stages.fail(stages.name() + " must end with a stage whose last_layer is the model's last "
-                "layer '" + layers.back() + "'");
+  parse_stages(section.get("stages"), layers, t, s);
   return s;
 }
 
@@ -156,6 +183,10 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
 }
 
 } // namespace
+
+int32_t machines_of(const topology& t) {
+  return t.embedded() ? embedded_stages : static_cast<int32_t>(t.nodes.size());
+}
 
 const section_spec& section_of(const topology& t) {
   return std::any_cast<const section_spec&>(t.mode_spec);

@@ -1,7 +1,8 @@
 #pragma once
 
-// The topology of job: pipeline, as its mode reads it: the `pipeline:`
-// section (schedule, stages and their replicas) into a section_spec
+// The topology of job: pipeline, as its mode reads it: the optional
+// `pipeline:` section (schedule, stages and their replicas, or the planner's
+// stages when it gives none) into a section_spec
 // kept in topology::mode_spec (section_of reads it), its
 // stage actors' names, edges and placement, and the rule that recovery
 // needs a synchronous schedule. The task it trains is the workload's
@@ -25,6 +26,10 @@ inline constexpr size_t max_stages = 64;
 inline constexpr int32_t max_replicas = 64;
 /// Stage actors of a pipeline, all replicas counted.
 inline constexpr size_t max_actors = 256;
+/// The machines the planner plans an embedded pipeline for (no nodes) when
+/// its stages are the planner's: two, the smallest pipeline, and the same
+/// on every machine (the stage count decides 1f1b's arithmetic).
+inline constexpr int32_t embedded_stages = 2;
 
 /// A stage of the trained model (backbone + classifier "fc2"): layers
 /// [begin, end) on `replicas` machines.
@@ -46,7 +51,16 @@ struct section_spec {
   std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
   bool vertical_sync = false;    ///< 1f1b only: every stage uses the input stage's version
   std::vector<stage_spec> stages; ///< from `pipeline.stages`
+  /// `pipeline.stages: auto` (or no stages): the planner's stages, made when
+  /// a run is planned (settle_stages, plan.hpp); until
+  /// then `stages` is a provisional even split over machines_of(t)
+  /// stages, which checks read.
+  bool stages_auto = false;
 };
+
+/// The machines a pipeline of `t` is planned for when its stages are the
+/// planner's: its nodes, or embedded_stages when it has none.
+int32_t machines_of(const topology& t);
 
 /// The section of a topology parsed with job: pipeline (throws
 /// std::bad_any_cast for a topology of another job).

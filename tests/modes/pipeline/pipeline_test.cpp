@@ -2,6 +2,7 @@
 // Fashion-MNIST, trainable stages as actors, checked against the local loop.
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -171,6 +172,59 @@ TEST_F(pipeline, dynamic_1f1b_trains_every_sample) {
   ASSERT_EQ(dynamic.at("heads").size(), 1u);
   EXPECT_EQ(dynamic.at("heads")[0].at("samples").get<int64_t>(), 1024);
   EXPECT_LT(dynamic.at("heads")[0].at("train_loss").get<double>(), 2.31);
+}
+
+// Issue 22: a workload with no `pipeline` section runs under job: pipeline
+// with the planner's stages for its cluster (profiled at its batch), which
+// the run logs; its static 1f1b over 2 node processes equals the local
+// simulation of the stages it chose, bit for bit.
+TEST_F(pipeline, a_workload_without_stages_runs_with_the_planners) {
+  const auto workload = dir_->path() + "/workload.yaml";
+  std::ofstream(workload) << R"(seed: 42
+data:
+  kind: fashion-mnist
+  dir: /usr/share/datasets/fashion-mnist
+  train_limit: 512
+  test_limit: 200
+  batch_size: 64
+  microbatches: 2
+backbone: {model: convnet, checkpoint: none}
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+task: all10
+)";
+  const auto metrics = dir_->path() + "/auto-nodes.json";
+  const auto model = dir_->path() + "/auto-nodes.pt", local_model = dir_->path() + "/auto.pt";
+  auto run = run_baton({"run", workload, "--set", "job=pipeline", "--local-nodes", "2",
+                        "--metrics-out", metrics, "--save-model", model});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  const std::string logged = "pipeline: stages from the planner: ";
+  const auto at = run.text.find(logged);
+  ASSERT_NE(at, std::string::npos) << run.text;
+  // "[conv1..conv3] [relu3..fc2] (profile ...": the last layer of each stage.
+  std::string stages;
+  for (size_t open = run.text.find('[', at), close; open < run.text.find('(', at);
+       open = run.text.find('[', close)) {
+    close = run.text.find(']', open);
+    auto range = run.text.substr(open + 1, close - open - 1);
+    auto dots = range.find("..");
+    stages += std::string(stages.empty() ? "" : ", ") + "{last_layer: " +
+              (dots == std::string::npos ? range : range.substr(dots + 2)) + "}";
+  }
+  auto nodes = read_json(metrics);
+  auto chosen = digests_by_actor(nodes, "pipeline_stage");
+  EXPECT_EQ(std::count(stages.begin(), stages.end(), '{'), static_cast<long>(chosen.size()))
+    << stages;
+  EXPECT_EQ(nodes.at("heads")[0].at("samples").get<int64_t>(), 512);
+  auto local = run_job(*dir_,
+                       {"run", workload, "--set", "job=pipeline", "--set",
+                        "pipeline.stages=[" + stages + "]", "--mode", "local", "--save-model",
+                        local_model},
+                       "auto-local");
+  EXPECT_EQ(chosen, digests_by_actor(local, "pipeline_stage")) << stages;
+  // --save-model assembles the planned stages' weights (the topology it
+  // reads again does not list them).
+  EXPECT_EQ(max_difference(model, local_model), 0.0);
 }
 
 // `baton plan --out` writes a topology that `baton run` runs.

@@ -7,6 +7,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/transfer/plan.hpp"
 #include "actors/modes/transfer/section.hpp"
@@ -244,13 +245,73 @@ TEST_F(planning_test, bad_pipeline_sections_name_the_line) {
             std::string::npos);
   EXPECT_NE(error_of(parse_pipeline("pipeline:\n  stagez: []\n")).find("unknown key 'stagez'"),
             std::string::npos);
-  EXPECT_NE(error_of(parse_pipeline("")).find("needs a 'pipeline' section"), std::string::npos);
+  EXPECT_NE(error_of(parse_pipeline("pipeline:\n  stages: 3\n"))
+              .find("p.yaml:7: 'pipeline.stages' must be auto or a list of stages"),
+            std::string::npos);
   EXPECT_NE(error_of(parse_pipeline("pipeline:\n  stages: [{last_layer: fc2}]\n", "transfer"))
               .find("only read with job: pipeline"),
             std::string::npos);
   EXPECT_NE(error_of(parse_pipeline("pipeline:\n  stages: [{last_layer: fc2, node: n1}]\n"))
               .find("no nodes"),
             std::string::npos);
+}
+
+// -- pipeline.stages: auto --------------------------------------------------------------------
+
+// Without stages (no section, a section without them, or `stages: auto`) a
+// pipeline's stages are the planner's; until a run plans them, checks read an
+// even split over the machines it may use (2 embedded, else one per node).
+TEST_F(planning_test, pipeline_stages_default_to_the_planner) {
+  for (const char* section : {"", "pipeline:\n  schedule: gpipe\n", "pipeline:\n  stages: auto\n"}) {
+    auto t = parse_pipeline(section);
+    ASSERT_TRUE(t) << baton::describe(t.error()) << section;
+    EXPECT_TRUE(pipeline_of(*t).stages_auto) << section;
+    ASSERT_EQ(pipeline_of(*t).stages.size(), 2u) << section;
+    EXPECT_EQ(pipeline_of(*t).stages[0].end, pipeline_of(*t).stages[1].begin);
+    EXPECT_EQ(pipeline_of(*t).stages[1].end, 17u);
+  }
+  auto three = parse_pipeline("nodes:\n  - {name: n1, port: 7001}\n  - {name: n2, port: 7002}\n"
+                              "  - {name: n3, port: 7003}\n");
+  ASSERT_TRUE(three) << baton::describe(three.error());
+  EXPECT_EQ(pipeline_of(*three).stages.size(), 3u);
+  auto given = parse_pipeline("pipeline:\n  stages: [{last_layer: fc2}]\n");
+  ASSERT_TRUE(given) << baton::describe(given.error());
+  EXPECT_FALSE(pipeline_of(*given).stages_auto);
+}
+
+// A run's plan profiles the model (backbone + classifier, forward and
+// backward) and takes the planner's straight stages, covering every layer;
+// a check's plan measures nothing.
+TEST_F(planning_test, pipeline_stages_auto_are_planned_for_a_run) {
+  auto t = parse_pipeline("data: {batch_size: 16, microbatches: 2}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  auto planned = baton::actors::plan_pipeline_stages(*t, 2, false);
+  ASSERT_TRUE(planned) << baton::describe(planned.error());
+  EXPECT_EQ(planned->profile.microbatch_size, 8);
+  ASSERT_EQ(planned->profile.layers.size(), 17u);
+  EXPECT_EQ(planned->profile.layers.back().name, "fc2");
+  for (const auto& l : planned->profile.layers)
+    EXPECT_GT(l.forward_seconds, 0) << l.name;
+  EXPECT_GT(planned->profile.layers.front().backward_seconds + planned->profile.layers.back()
+              .backward_seconds, 0) << "a pipeline's stages train: backward is profiled";
+  ASSERT_TRUE(baton::actors::pipeline::settle_stages(*t));
+  EXPECT_FALSE(pipeline_of(*t).stages_auto);
+  const auto& stages = pipeline_of(*t).stages;
+  ASSERT_FALSE(stages.empty());
+  ASSERT_LE(stages.size(), 2u);
+  size_t begin = 0;
+  for (const auto& s : stages) {
+    EXPECT_EQ(s.begin, begin);
+    EXPECT_LT(s.begin, s.end);
+    EXPECT_EQ(s.replicas, 1);
+    begin = s.end;
+  }
+  EXPECT_EQ(begin, 17u);
+  auto again = parse_pipeline("pipeline:\n  stages: auto\n");
+  ASSERT_TRUE(again);
+  auto check = baton::actors::pipeline::plan(*again, baton::actors::plan_use::check);
+  ASSERT_TRUE(check) << baton::describe(check.error());
+  EXPECT_TRUE(pipeline_of(*again).stages_auto);
 }
 
 // -- backbone.split: auto ------------------------------------------------------------------

@@ -1,0 +1,411 @@
+#include "apps/predict/link_calibration.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "actors/runtime/emulated_hosts.hpp"
+#include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
+
+namespace baton::apps {
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+constexpr int round_trips = 7;          // per size, the median taken
+constexpr int warm_up_trips = 2;        // per size, untimed
+constexpr int streamed_messages = 2000; // for the per-message overhead
+constexpr double streamed_bytes = 64;
+constexpr double largest_message = 4e6;
+constexpr double seconds_per_message = 0.1; // the largest message is at most this long
+constexpr int child_timeout_ms = 120000;
+
+// -- the two processes ---------------------------------------------------------------------
+// Forked, they use only system calls on buffers allocated before fork (no
+// allocation, no locks: the parent may have threads).
+
+/// What the client asks: `bytes` echoed back (ping-pong), `count`
+/// messages of `bytes` answered by one byte (streaming), or the end.
+struct request_header {
+  uint64_t bytes = 0;
+  uint64_t count = 0; ///< 0: echo; > 0: stream; bytes = 0 and count = 0: end
+};
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w <= 0)
+      return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, char* data, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::read(fd, data, n);
+    if (r <= 0)
+      return false;
+    data += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+/// Enters the network namespace `path` ("" stays).
+bool enter_namespace(const char* path) {
+  if (path[0] == '\0')
+    return true;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  bool ok = ::setns(fd, CLONE_NEWNET) == 0;
+  ::close(fd);
+  return ok;
+}
+
+void no_delay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/// The server: listens on any port of `address`, writes the port to
+/// `report`, then answers one client until it says end.
+[[noreturn]] void serve(const char* ns, const char* address, int report, char* buffer) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in where{};
+  where.sin_family = AF_INET;
+  ::inet_pton(AF_INET, address, &where.sin_addr);
+  socklen_t length = sizeof where;
+  if (!enter_namespace(ns) || listener < 0 ||
+      ::bind(listener, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&where), &length) != 0)
+    ::_exit(3);
+  uint16_t port = ntohs(where.sin_port);
+  write_all(report, reinterpret_cast<const char*>(&port), sizeof port);
+  int fd = ::accept(listener, nullptr, nullptr);
+  if (fd < 0)
+    ::_exit(4);
+  no_delay(fd);
+  request_header h;
+  while (read_all(fd, reinterpret_cast<char*>(&h), sizeof h) && (h.bytes > 0 || h.count > 0)) {
+    if (h.count == 0) {
+      if (!read_all(fd, buffer, h.bytes) || !write_all(fd, buffer, h.bytes))
+        ::_exit(5);
+      continue;
+    }
+    for (uint64_t k = 0; k < h.count; ++k)
+      if (!read_all(fd, buffer, h.bytes))
+        ::_exit(5);
+    if (!write_all(fd, buffer, 1))
+      ::_exit(5);
+  }
+  ::_exit(0);
+}
+
+double since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+/// One round trip of `bytes` each way.
+bool ping_pong(int fd, char* buffer, uint64_t bytes, double& seconds) {
+  request_header h{bytes, 0};
+  auto start = clock_type::now();
+  bool ok = write_all(fd, reinterpret_cast<const char*>(&h), sizeof h) &&
+            write_all(fd, buffer, bytes) && read_all(fd, buffer, bytes);
+  seconds = since(start);
+  return ok;
+}
+
+/// The client: for each size, warm-ups then `round_trips` timed round
+/// trips (`times`, size by size), then one stream; writes every time (the
+/// stream's last) as doubles to `report`.
+[[noreturn]] void client(const char* ns, const char* address, uint16_t port, int report,
+                         char* buffer, const double* sizes, size_t count, double* times) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in where{};
+  where.sin_family = AF_INET;
+  where.sin_port = htons(port);
+  ::inet_pton(AF_INET, address, &where.sin_addr);
+  if (!enter_namespace(ns) || fd < 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0)
+    ::_exit(3);
+  no_delay(fd);
+  double* out = times;
+  for (size_t s = 0; s < count; ++s)
+    for (int k = 0; k < warm_up_trips + round_trips; ++k) {
+      double seconds = 0;
+      if (!ping_pong(fd, buffer, static_cast<uint64_t>(sizes[s]), seconds))
+        ::_exit(5);
+      if (k >= warm_up_trips)
+        *out++ = seconds;
+    }
+  request_header h{static_cast<uint64_t>(streamed_bytes), streamed_messages};
+  auto start = clock_type::now();
+  write_all(fd, reinterpret_cast<const char*>(&h), sizeof h);
+  for (int k = 0; k < streamed_messages; ++k)
+    write_all(fd, buffer, h.bytes);
+  if (!read_all(fd, buffer, 1))
+    ::_exit(5);
+  *out++ = since(start);
+  request_header end{};
+  write_all(fd, reinterpret_cast<const char*>(&end), sizeof end);
+  write_all(report, reinterpret_cast<const char*>(times),
+            static_cast<size_t>(out - times) * sizeof(double));
+  ::_exit(0);
+}
+
+// -- the parent --------------------------------------------------------------------------
+
+/// Where the two processes run.
+struct endpoints {
+  std::string server_namespace; ///< /run/netns/NAME, "" for this one
+  std::string client_namespace;
+  std::string server_address;   ///< what the server binds and the client connects to
+};
+
+/// Reads `n` bytes from `fd` within the children's timeout.
+bool read_from_child(int fd, char* data, size_t n) {
+  while (n > 0) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, child_timeout_ms) <= 0)
+      return false;
+    ssize_t r = ::read(fd, data, n);
+    if (r <= 0)
+      return false;
+    data += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+/// A forked child, stopped and reaped when it goes out of scope.
+struct child {
+  pid_t pid = -1;
+  ~child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+/// Runs the server and the client; the round trips per size and the
+/// stream's time (last).
+caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector<double>& sizes) {
+  std::vector<char> buffer(static_cast<size_t>(largest_message) + 1, 'b');
+  std::vector<double> times(sizes.size() * round_trips + 1, 0);
+  int ports[2], results[2];
+  if (::pipe2(ports, O_CLOEXEC) != 0 || ::pipe2(results, O_CLOEXEC) != 0)
+    return make_error(errc::bad_file, "link calibration: cannot make a pipe");
+  child server, talker;
+  server.pid = ::fork();
+  if (server.pid == 0)
+    serve(e.server_namespace.c_str(), e.server_address.c_str(), ports[1], buffer.data());
+  uint16_t port = 0;
+  bool ok = server.pid > 0 &&
+            read_from_child(ports[0], reinterpret_cast<char*>(&port), sizeof port);
+  if (ok) {
+    talker.pid = ::fork();
+    if (talker.pid == 0)
+      client(e.client_namespace.c_str(), e.server_address.c_str(), port, results[1],
+             buffer.data(), sizes.data(), sizes.size(), times.data());
+    ok = talker.pid > 0 && read_from_child(results[0], reinterpret_cast<char*>(times.data()),
+                                           times.size() * sizeof(double));
+  }
+  for (int fd : {ports[0], ports[1], results[0], results[1]})
+    ::close(fd);
+  if (!ok)
+    return make_error(errc::node_unreachable,
+                      "link calibration: the ping-pong processes did not finish (cannot enter "
+                      "the emulated hosts' namespaces, or connect, within " +
+                        std::to_string(child_timeout_ms / 1000) + " s)");
+  return times;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// 1 kB, 10 kB, ..., up to 4 MB or what the link carries in 0.1 s.
+std::vector<double> sizes_for(double rate_bytes) {
+  const double largest = std::min(largest_message, seconds_per_message * rate_bytes);
+  std::vector<double> out;
+  for (double n = 1e3; n <= largest; n *= 4)
+    out.push_back(n);
+  return out;
+}
+
+link_calibration from_times(const std::vector<double>& sizes, const std::vector<double>& times) {
+  link_calibration c;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    std::vector<double> trips(times.begin() + static_cast<long>(s * round_trips),
+                              times.begin() + static_cast<long>((s + 1) * round_trips));
+    c.samples.push_back({sizes[s], median(trips) / 2});
+  }
+  const auto [fixed, bandwidth] = fit_link(c.samples);
+  c.link.bandwidth = bandwidth;
+  // A streamed message costs its overhead or its bytes' time on the link, whichever is longer.
+  const double per_message = times.back() / streamed_messages - streamed_bytes / bandwidth;
+  c.link.message_overhead = std::clamp(per_message, 0.0, fixed);
+  c.link.latency = fixed - c.link.message_overhead;
+  return c;
+}
+
+std::string file_name_of(const std::string& link) {
+  std::string name = "link-";
+  for (char ch : link)
+    name += std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ? ch : '_';
+  return name + ".json";
+}
+
+caf::expected<link_calibration> read_cache(const std::string& path) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.value("bandwidth", 0.0))
+    return make_error(errc::bad_file, path + ": not a link calibration");
+  link_calibration c;
+  c.link.bandwidth = j.value("bandwidth", 0.0);
+  c.link.latency = j.value("latency", 0.0);
+  c.link.message_overhead = j.value("message_overhead", 0.0);
+  c.measured_on = j.value("measured_on", "");
+  c.method = j.value("method", "");
+  for (const auto& s : j.value("samples", nlohmann::json::array()))
+    c.samples.push_back({s.value("bytes", 0.0), s.value("seconds", 0.0)});
+  c.cache_file = path;
+  c.cached = true;
+  return c;
+}
+
+const char* method_text =
+  "ping-pong over TCP (TCP_NODELAY) between two forked processes: messages of 1 kB to 4 MB (at "
+  "most 0.1 s of the link), median of 7 round trips each, halved; one-way time = a + bytes / "
+  "bandwidth fitted by least squares on the relative error; message_overhead = the time per "
+  "message of 2000 64-byte messages streamed back to back; latency = a - message_overhead";
+
+caf::expected<link_calibration> measure_emulated(const std::string& text) {
+  std::string error;
+  auto spec = actors::parse_link_spec(text, error);
+  if (!spec)
+    return make_error(errc::bad_config, "--link " + text + ": " + error);
+  if (::geteuid() != 0)
+    return make_error(errc::bad_config,
+                      "--link " + text + ": measuring an emulated link needs root (network "
+                      "namespaces and tc); run as root, or give --latency SECONDS (and "
+                      "--bandwidth) to predict without measuring");
+  auto hosts = actors::emulated_hosts::create(2, *spec, error);
+  if (!hosts)
+    return make_error(errc::bad_config, "--link " + text + ": " + error);
+  endpoints e{"/run/netns/" + hosts->namespace_of(0), "/run/netns/" + hosts->namespace_of(1),
+              hosts->address_of(0)};
+  const auto sizes = sizes_for(static_cast<double>(spec->rate_bits) / 8);
+  auto times = measure(e, sizes);
+  if (!times)
+    return times.error();
+  link_calibration c = from_times(sizes, *times);
+  c.measured_on = "emulated link " + text + " between 2 emulated hosts (" + hosts->shaping() + ")";
+  return c;
+}
+
+caf::expected<link_calibration> measure_loopback() {
+  const auto sizes = sizes_for(std::numeric_limits<double>::infinity());
+  auto times = measure(endpoints{"", "", "127.0.0.1"}, sizes);
+  if (!times)
+    return times.error();
+  link_calibration c = from_times(sizes, *times);
+  c.measured_on = "loopback (127.0.0.1)";
+  return c;
+}
+
+} // namespace
+
+nlohmann::json to_json(const link_calibration& c) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& s : c.samples)
+    samples.push_back({{"bytes", s.bytes}, {"seconds", s.seconds}});
+  return {{"bandwidth", c.link.bandwidth},
+          {"latency", c.link.latency},
+          {"message_overhead", c.link.message_overhead},
+          {"measured_on", c.measured_on},
+          {"method", c.method},
+          {"samples", samples}};
+}
+
+std::string default_link_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/baton";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/baton";
+  return (fs::temp_directory_path() / "baton").string();
+}
+
+std::pair<double, double> fit_link(const std::vector<link_sample>& samples) {
+  // Weighted least squares of t = a + s x with weights 1 / t^2.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& p : samples) {
+    if (p.seconds <= 0)
+      continue;
+    const double w = 1 / (p.seconds * p.seconds);
+    sw += w;
+    sx += w * p.bytes;
+    sy += w * p.seconds;
+    sxx += w * p.bytes * p.bytes;
+    sxy += w * p.bytes * p.seconds;
+  }
+  const double det = sw * sxx - sx * sx;
+  double slope = det > 0 ? (sw * sxy - sx * sy) / det : 0;
+  if (slope <= 0)
+    return {sw > 0 ? sy / sw : 0, std::numeric_limits<double>::infinity()};
+  double fixed = (sy - slope * sx) / sw;
+  if (fixed < 0) { // refit through the origin: the time is all bytes
+    fixed = 0;
+    slope = sxy / sxx;
+  }
+  return {fixed, 1 / slope};
+}
+
+caf::expected<link_calibration> calibrate_link(const std::string& link,
+                                               const std::string& cache_dir) {
+  const bool loopback = link.empty() || link == "loopback";
+  const std::string path =
+    cache_dir.empty() ? "" : cache_dir + "/" + file_name_of(loopback ? "loopback" : link);
+  if (!path.empty() && fs::exists(path))
+    if (auto cached = read_cache(path))
+      return cached;
+  auto c = loopback ? measure_loopback() : measure_emulated(link);
+  if (!c)
+    return c.error();
+  c->method = method_text;
+  if (!path.empty()) {
+    std::error_code ec;
+    fs::create_directories(cache_dir, ec);
+    if (model::try_replace_file(path, to_json(*c).dump(2) + "\n").empty())
+      c->cache_file = path;
+  }
+  return c;
+}
+
+} // namespace baton::apps

@@ -1,0 +1,67 @@
+#pragma once
+
+// The link model of the cost model (model/cost: bandwidth, latency,
+// per-message overhead), measured with real processes over the links runs
+// use: the loopback, or two emulated hosts of `--link RATE[,DELAY]`
+// (actors/runtime/emulated_hosts.hpp: network namespaces, veth, tc), and
+// kept in a small JSON per link so that it is measured once.
+// docs/cost-model.md ("The link") says how.
+
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+#include <nlohmann/json.hpp>
+
+#include "model/cost/cost_model.hpp"
+
+namespace baton::apps {
+
+/// One measured size: the median one-way time of a message of `bytes`.
+struct link_sample {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+/// A link as measured.
+struct link_calibration {
+  model::cost::link_model link;
+  std::string measured_on; ///< "loopback" or "emulated link 1gbit (2 hosts, ...)"
+  std::string method;      ///< how, in words
+  std::vector<link_sample> samples;
+  std::string cache_file;  ///< where it is kept ("" when not)
+  bool cached = false;     ///< read from cache_file, not measured now
+};
+
+/// {bandwidth, latency, message_overhead, measured_on, method, samples:
+/// [{bytes, seconds}]}: the cache file and the "link" of the predictions.
+nlohmann::json to_json(const link_calibration& c);
+
+/// The default directory of the cache: $XDG_CACHE_HOME/baton, else
+/// $HOME/.cache/baton, else the system's temp directory.
+std::string default_link_cache_dir();
+
+/// Fits one-way time = a + bytes / bandwidth to `samples` by least squares
+/// on the relative error (small and large messages count alike); a >= 0.
+/// Returns {a, bandwidth}; bandwidth is infinite when the fit finds no
+/// slope.
+std::pair<double, double> fit_link(const std::vector<link_sample>& samples);
+
+/// The link of `link` ("" or "loopback": the loopback; else a --link
+/// RATE[,DELAY]), read from `cache_dir`/link-NAME.json when it is there,
+/// else measured and written there (`cache_dir` "": not kept). Measuring
+/// an emulated link needs root (network namespaces): without it an error
+/// that says so.
+///
+/// How: a server and a client process (forked, each in its emulated host's
+/// namespace; on the loopback both on 127.0.0.1) over TCP with
+/// TCP_NODELAY, as baton's nodes talk. Ping-pong of messages of 1 kB to 4 MB
+/// (at most 0.1 s of the link each), the median of 7 round trips each,
+/// halved: a + bytes / bandwidth fitted (fit_link). Then 2000 messages of
+/// 64 bytes streamed back to back: their time each is the per-message
+/// overhead (the sender's and receiver's work, the part of a that does not
+/// overlap when messages follow each other); latency = a - overhead.
+caf::expected<link_calibration> calibrate_link(const std::string& link,
+                                               const std::string& cache_dir);
+
+} // namespace baton::apps

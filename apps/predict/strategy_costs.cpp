@@ -1,0 +1,238 @@
+#include "apps/predict/strategy_costs.hpp"
+
+#include <algorithm>
+
+#include "actors/modes/backbone_split.hpp"
+#include "actors/modes/data_parallel/section.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
+#include "actors/modes/ist/section.hpp"
+#include "actors/modes/planning.hpp"
+#include "actors/modes/pipeline/section.hpp"
+#include "messages/errc.hpp"
+#include "model/core/layered_model.hpp"
+#include "model/core/pretrain.hpp"
+#include "model/ist/ist_mlp.hpp"
+
+namespace baton::apps {
+
+namespace {
+
+using actors::topology;
+
+/// Fashion-MNIST's splits, for a workload that reads them whole (limit 0).
+constexpr int64_t fashion_mnist_train = 60000;
+constexpr int64_t fashion_mnist_test = 10000;
+
+int64_t classes_of(const topology& t) {
+  const model::task* task = t.find_task(t.task);
+  return task ? task->classes : 10;
+}
+
+int64_t split_size(const topology& t, int64_t limit, int64_t whole) {
+  if (limit > 0)
+    return limit;
+  return t.data.kind == "fashion-mnist" ? whole : 0;
+}
+
+/// The model `t`'s job trains and the optimizer that steps it: what its
+/// workers or stages build (data_parallel/worker_settings.cpp, pipeline/stage.cpp,
+/// IST's network).
+struct trained_model {
+  model::model_spec spec;
+  model::optimizer_spec optimizer;
+};
+
+trained_model trained_model_of(const topology& t) {
+  trained_model m{t.backbone, t.pretrain.optimizer};
+  m.spec.classes = classes_of(t);
+  if (t.job == "data-parallel") {
+    m.optimizer = actors::data_parallel::section_of(t).optimizer;
+  } else if (t.job == "ist") {
+    const auto& s = actors::ist::section_of(t);
+    m.spec.name = model::ist_mlp_name;
+    m.spec.hidden = s.hidden;
+    m.optimizer = s.optimizer;
+  }
+  return m;
+}
+
+model::layered_model build(const trained_model& m) {
+  if (m.spec.name == model::ist_mlp_name)
+    return model::make_ist_mlp(m.spec);
+  if (m.spec.name == "mlp")
+    return model::make_model(m.spec);
+  return model::make_pretrain_model(m.spec, m.spec.classes);
+}
+
+std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, int64_t batch) {
+  std::string key = m.spec.name + "/" + std::to_string(batch) + "/" +
+                    std::to_string(m.spec.classes) + "/" + std::to_string(m.spec.wide_features);
+  for (int64_t x : shape)
+    key += "x" + std::to_string(x);
+  for (int64_t h : m.spec.hidden)
+    key += "h" + std::to_string(h);
+  return key;
+}
+
+caf::error refuse(const std::string& name, const std::string& why) {
+  return make_error(errc::bad_config, "baton predict: " + name + ": " + why);
+}
+
+/// The index after the layer `name` (a frozen prefix's length).
+caf::expected<size_t> prefix_through(const std::string& strategy, const std::string& name,
+                                     const std::vector<cost::layer_profile>& layers) {
+  for (size_t k = 0; k < layers.size(); ++k)
+    if (layers[k].name == name)
+      return k + 1;
+  return refuse(strategy, "freeze.up_to '" + name + "' is no layer of the profiled model");
+}
+
+/// data-parallel: the ring, the ps or local SGD, with its frozen prefix.
+/// An adaptive prefix changes as it trains: predicted unfrozen (its
+/// slowest case), and said so in docs/cost-model.md.
+caf::expected<cost::strategy> data_parallel_of(const std::string& name, const topology& t,
+                                               const cost::workload& w, int32_t& hosts) {
+  const auto& s = actors::data_parallel::section_of(t);
+  hosts = s.workers;
+  cost::freezing freeze;
+  if (s.freeze.policy == "fixed") {
+    auto prefix = prefix_through(name, s.freeze.up_to, w.layers);
+    if (!prefix)
+      return prefix.error();
+    freeze.frozen_layers = *prefix;
+    freeze.cache = s.freeze.cache;
+  }
+  if (name == "local" || s.workers == 1) {
+    hosts = 1;
+    return cost::strategy{cost::local_strategy{freeze}};
+  }
+  if (s.exchange == "ps") {
+    if (s.max_staleness > 0)
+      return refuse(name, "bounded staleness (max_staleness > 0) is not modelled");
+    return cost::strategy{cost::ps_strategy{freeze, s.shards}};
+  }
+  if (s.sync_every > 0)
+    return cost::strategy{cost::local_sgd_strategy{freeze, s.sync_every, s.bucket_mb}};
+  return cost::strategy{cost::ring_strategy{freeze, s.bucket_mb, s.overlap}};
+}
+
+caf::expected<cost::strategy> pipeline_of(const std::string& name, const topology& t,
+                                          int32_t& hosts) {
+  const auto& s = actors::pipeline::section_of(t);
+  cost::pipeline_strategy p;
+  p.microbatches = t.plan.microbatches;
+  if (s.schedule == "gpipe")
+    p.schedule = cost::pipeline_schedule::gpipe;
+  else if (s.schedule == "1f1b-flush")
+    p.schedule = cost::pipeline_schedule::one_f_one_b_flush;
+  else if (s.schedule == "1f1b" || s.schedule == "1f1b-dynamic")
+    p.schedule = cost::pipeline_schedule::one_f_one_b;
+  else
+    return refuse(name, "pipeline schedule '" + s.schedule + "' is not modelled");
+  hosts = 0;
+  for (const auto& stage : s.stages) {
+    p.stage_ends.push_back(stage.end);
+    p.replicas.push_back(stage.replicas);
+    hosts += stage.replicas;
+  }
+  return cost::strategy{p};
+}
+
+caf::expected<cost::strategy> ist_of(const std::string& name, const topology& t, int32_t& hosts) {
+  const auto& s = actors::ist::section_of(t);
+  if (s.kind != "ist")
+    return refuse(name, "ist.kind '" + s.kind + "' is not modelled (only kind: ist, an mlp)");
+  hosts = s.workers;
+  cost::ist_strategy x;
+  x.shards = s.shards;
+  x.local_steps = s.local_steps;
+  x.mlp_inputs = t.backbone.in_channels * t.backbone.in_height * t.backbone.in_width;
+  x.mlp_hidden = s.hidden;
+  x.mlp_classes = classes_of(t);
+  return cost::strategy{x};
+}
+
+/// The strategy for other host counts: shards that were one per host stay
+/// one per host; a pipeline's stages are chosen again for W hosts.
+cost::strategy projected_of(cost::strategy s, int32_t hosts) {
+  if (auto* ps = std::get_if<cost::ps_strategy>(&s); ps && ps->shards == hosts)
+    ps->shards = 0;
+  if (auto* ist = std::get_if<cost::ist_strategy>(&s); ist && ist->shards == hosts)
+    ist->shards = 0;
+  if (auto* p = std::get_if<cost::pipeline_strategy>(&s)) {
+    p->stage_ends.clear();
+    p->replicas.clear();
+  }
+  return s;
+}
+
+} // namespace
+
+caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch) {
+  const trained_model m = trained_model_of(t);
+  const auto shape = actors::sample_shape_of(t);
+  const std::string key = key_of(m, shape, batch);
+  if (auto found = made_.find(key); found != made_.end())
+    return found->second;
+  if (!file_.empty()) {
+    auto p = actors::load_profile(file_);
+    if (!p)
+      return p.error();
+    if (p->profile.model == m.spec.name)
+      return made_[key] = p->profile;
+  }
+  model::profile_options options;
+  options.microbatch_size = batch;
+  options.sample_shape = shape;
+  options.threads = 1; // as every worker and stage computes (runtime.stage_threads)
+  options.seed = t.seed;
+  options.optimizer = m.optimizer;
+  try {
+    auto profile = model::profile_model(build(m), options);
+    profile.model = m.spec.name;
+    return made_[key] = profile;
+  } catch (const std::exception& e) { // model::error, c10::Error
+    return make_error(errc::bad_config, t.file + ": cannot profile the model " + m.spec.name +
+                                          ": " + e.what());
+  }
+}
+
+cost::workload workload_of(const model::model_profile& p, const topology& t) {
+  cost::workload w;
+  for (const auto& l : p.layers)
+    w.layers.push_back({l.name, l.forward_seconds, l.backward_seconds, l.update_seconds,
+                        static_cast<double>(l.activation_bytes),
+                        static_cast<double>(l.parameter_bytes)});
+  w.profiled_batch = std::max<int64_t>(1, p.microbatch_size);
+  w.batch_size = t.plan.batch_size;
+  w.samples_per_epoch = split_size(t, t.data.train_limit, fashion_mnist_train);
+  w.test_samples = split_size(t, t.data.test_limit, fashion_mnist_test);
+  return w;
+}
+
+caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const topology& t,
+                                                profile_cache& profiles) {
+  if (t.job != "data-parallel" && t.job != "pipeline" && t.job != "ist")
+    return refuse(name, "job: " + t.job + " has no cost model (data-parallel, pipeline and ist "
+                                         "have)");
+  const bool pipeline = t.job == "pipeline";
+  const int64_t batch = pipeline ? std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches)
+                                 : t.plan.batch_size;
+  auto profile = profiles.of(t, batch);
+  if (!profile)
+    return profile.error();
+  costed_strategy c;
+  c.name = name;
+  c.model = profile->model;
+  c.load = workload_of(*profile, t);
+  caf::expected<cost::strategy> s = pipeline          ? pipeline_of(name, t, c.hosts)
+                                    : t.job == "ist" ? ist_of(name, t, c.hosts)
+                                                      : data_parallel_of(name, t, c.load, c.hosts);
+  if (!s)
+    return s.error();
+  c.strategy = *s;
+  c.projected = projected_of(*s, c.hosts);
+  return c;
+}
+
+} // namespace baton::apps

@@ -1,0 +1,65 @@
+#pragma once
+
+// From a workload and a strategy (a topology parsed with the strategy's
+// overrides, apps/compare/strategies.hpp) to the cost model's inputs
+// (model/cost/cost_model.hpp): the profile of the model that strategy trains
+// as cost::workload layers, and its settings (workers, exchange, shards,
+// buckets, sync_every, freezing, pipeline stages and schedule, IST's
+// workers and local steps) as a cost::strategy. docs/cost-model.md.
+
+#include <map>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "actors/config/topology.hpp"
+#include "model/cost/cost_model.hpp"
+#include "model/planning/profiler.hpp"
+
+namespace baton::apps {
+
+namespace cost = baton::model::cost;
+
+/// A strategy ready for the cost model.
+struct costed_strategy {
+  std::string name;        ///< as --strategies names it
+  std::string model;       ///< the model it trains (profiled)
+  cost::workload load;     ///< that model's profile and the batch it trains at
+  cost::strategy strategy; ///< its settings
+  int32_t hosts = 1;       ///< hosts its topology uses (workers; a pipeline's replicas)
+  /// The settings as a projection to other host counts keeps them: workers
+  /// and shards follow W where they equal the hosts run, a pipeline's
+  /// stages are the fastest straight pipeline on W hosts.
+  cost::strategy projected;
+};
+
+/// Profiles (model::profile_model, one torch thread, as `baton profile`)
+/// the model each strategy trains, once per model and batch: a comparison
+/// profiles its mlp once, not per strategy. A `baton profile` file given
+/// with --profile serves every strategy that trains its model.
+class profile_cache {
+public:
+  explicit profile_cache(std::string profile_file = "") : file_(std::move(profile_file)) {}
+  /// The profile of the model `t` trains at `batch` samples, and the
+  /// model's name.
+  caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch);
+  /// The profiles made or read so far, by key.
+  const std::map<std::string, model::model_profile>& all() const { return made_; }
+
+private:
+  std::string file_;
+  std::map<std::string, model::model_profile> made_;
+};
+
+/// The cost model's view of one strategy: `t` is the workload parsed with
+/// the strategy's overrides. errc::bad_config for a job the model does not
+/// cover (transfer, resist) or a setting it cannot read (naming it).
+caf::expected<costed_strategy> cost_strategy_of(const std::string& name,
+                                                const actors::topology& t,
+                                                profile_cache& profiles);
+
+/// The workload of a profile: its layers, the batch it was taken at, the
+/// batch trained (`batch_size`), samples per epoch and test samples.
+cost::workload workload_of(const model::model_profile& p, const actors::topology& t);
+
+} // namespace baton::apps

@@ -1,0 +1,38 @@
+#pragma once
+
+// What the report concludes from its runs: their ranking by time to target,
+// the speedup over the `local` row, and how the cost model's predictions
+// compare with the measurements. Pure functions of the report's JSON.
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace baton::apps {
+
+/// The order of `runs` (run records) in the table: those that reached the
+/// target by time to target, then the others by best accuracy, highest
+/// first; ties keep the given order. Indices into `runs`.
+std::vector<size_t> ranking(const nlohmann::json& runs);
+
+/// A run's speedup over the run whose strategy is "local": the local run's
+/// time to target over this one's; none when there is no local run or
+/// either did not reach the target.
+std::optional<double> speedup_over_local(const nlohmann::json& runs, const nlohmann::json& run);
+
+/// The check of the cost model against the runs that have a "predicted"
+/// step: {"runs": [{label, strategy, measured_step_seconds,
+/// predicted_step_seconds, error_percent ((predicted - measured) /
+/// measured x 100)}], "measured_ranking" and "predicted_ranking" (labels,
+/// fastest first: by samples/s, predicted samples/s = samples per step over
+/// the predicted step when the prediction has no samples_per_second),
+/// "ranking_matches", "mean_abs_error_percent"}; null when no run has a
+/// prediction.
+nlohmann::json prediction_check(const nlohmann::json& runs);
+
+/// A number of `j` at `key`, none when it is missing or not a number.
+std::optional<double> number_at(const nlohmann::json& j, const char* key);
+
+} // namespace baton::apps

@@ -1,0 +1,252 @@
+#include "apps/report/html.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "apps/report/analysis.hpp"
+#include "apps/report/gnuplot.hpp"
+
+namespace baton::apps {
+
+namespace {
+
+using nlohmann::json;
+
+/// The page's look: readable on a laptop and in print, plots scaled to the
+/// width.
+constexpr const char* style = R"(
+body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; text-align: right; }
+th { background: #f0f0f0; } td.name, th.name { text-align: left; }
+tr.best td { background: #eaf4ea; }
+figure { margin: 1em 0; } figure svg { width: 100%; max-width: 900px; height: auto; }
+figcaption { color: #555; font-size: 0.9em; max-width: 900px; }
+pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
+.note { color: #555; }
+)";
+
+std::string fixed(double x, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, x);
+  return text;
+}
+
+std::string seconds_text(std::optional<double> s) {
+  return s ? fixed(*s, *s < 10 ? 2 : 1) + " s" : "&ndash;";
+}
+
+std::string bytes_text(std::optional<double> b) {
+  if (!b)
+    return "&ndash;";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  double x = *b;
+  for (; x >= 1024 && u + 1 < sizeof units / sizeof units[0]; ++u)
+    x /= 1024;
+  return fixed(x, u == 0 ? 0 : 1) + " " + units[u];
+}
+
+std::string percent_text(std::optional<double> fraction) {
+  return fraction ? fixed(100 * *fraction, 1) + "%" : "&ndash;";
+}
+
+std::string cell(const std::string& html, bool name = false) {
+  return std::string{name ? "<td class=\"name\">" : "<td>"} + html + "</td>";
+}
+
+const json& summary_of(const json& run) {
+  static const json none = json::object();
+  return run.contains("summary") && run["summary"].is_object() ? run["summary"] : none;
+}
+
+// -- the header: what ran where ------------------------------------------------------
+
+std::string text_at(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null())
+    return "";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+std::string header_section(const json& report) {
+  std::string html = "<h1>" + html_escape(text_at(report, "title")) + "</h1>\n<p>";
+  if (auto workload = text_at(report, "workload"); !workload.empty())
+    html += "Workload <code>" + html_escape(workload) + "</code>. ";
+  if (auto target = number_at(report, "target"))
+    html += "Target test accuracy " + percent_text(*target) + ". ";
+  else
+    html += "No target accuracy: time to target is each run's whole training time. ";
+  html += "Made " + html_escape(text_at(report, "created")) + ".</p>\n";
+  const auto& m = report.value("machine", json::object());
+  html += "<h2>Machine and link</h2>\n<p>";
+  if (auto note = text_at(m, "note"); !note.empty())
+    html += html_escape(note) + "<br>";
+  html += "Host <code>" + html_escape(text_at(m, "hostname")) + "</code>: " +
+          html_escape(text_at(m, "cpu")) + ", " + html_escape(text_at(m, "cores")) +
+          " cores, " + bytes_text(number_at(m, "memory_bytes")) + " memory, " +
+          html_escape(text_at(m, "os")) + "; baton " + html_escape(text_at(m, "baton")) +
+          ".<br>";
+  const auto& c = report.value("cluster", json::object());
+  html += "Cluster: " + html_escape(text_at(c, "description")) + "</p>\n";
+  return html;
+}
+
+// -- the ranked table ------------------------------------------------------------------
+
+std::string time_to_target_cell(const json& s) {
+  if (s.value("reached", false))
+    return seconds_text(number_at(s, "time_to_target_seconds")) +
+           (s.value("time_estimated", false) ? " (est.)" : "");
+  return "not reached, best " + percent_text(number_at(s, "best_accuracy"));
+}
+
+std::string split_cell(const json& s) {
+  const auto& split = s.value("time_split", json::object());
+  return percent_text(number_at(split, "compute")) + " / " +
+         percent_text(number_at(split, "communication")) + " / " +
+         percent_text(number_at(split, "waiting"));
+}
+
+/// The prediction columns of `run` from the check's row of the same label.
+std::string prediction_cells(const json& check, const json& run) {
+  if (check.is_null())
+    return "";
+  for (const auto& row : check["runs"])
+    if (row.value("label", "") == run.value("label", ""))
+      return cell(seconds_text(number_at(row, "predicted_step_seconds"))) +
+             cell(fixed(row.value("error_percent", 0.0), 1) + "%");
+  return cell("&ndash;") + cell("&ndash;");
+}
+
+std::string table_row(const json& report, const json& run, size_t rank) {
+  const auto& s = summary_of(run);
+  auto speedup = speedup_over_local(report["runs"], run);
+  auto steps = number_at(s, "step_seconds");
+  return std::string{rank == 1 ? "<tr class=\"best\">" : "<tr>"} + cell(std::to_string(rank)) +
+         cell(html_escape(run.value("label", "")), true) +
+         cell(html_escape(run.value("strategy", "")), true) + cell(time_to_target_cell(s)) +
+         cell(html_escape(text_at(s, "epochs_to_target"))) +
+         cell(fixed(number_at(s, "samples_per_second").value_or(0), 0)) +
+         cell(steps ? fixed(1000 * *steps, 1) + " ms" : "&ndash;") +
+         cell(bytes_text(number_at(s, "bytes_per_step"))) +
+         cell(bytes_text(number_at(s, "bytes_per_epoch"))) +
+         cell(bytes_text(number_at(s, "peak_rss_bytes"))) +
+         cell(percent_text(number_at(s, "cpu_utilisation"))) + cell(split_cell(s)) +
+         cell(speedup ? fixed(*speedup, 2) + "x" : "&ndash;") +
+         prediction_cells(report.value("prediction_check", json{}), run) + "</tr>\n";
+}
+
+std::string table_section(const json& report) {
+  bool predicted = !report.value("prediction_check", json{}).is_null();
+  std::string html =
+    "<h2>Ranking</h2>\n<table id=\"ranking\">\n<tr><th>#</th><th class=\"name\">run</th>"
+    "<th class=\"name\">strategy</th><th>time to target</th><th>epochs to target</th>"
+    "<th>samples/s</th><th>step</th><th>bytes/step</th><th>bytes/epoch</th>"
+    "<th>peak memory (largest node)</th><th>CPU use</th>"
+    "<th>compute / communication / waiting</th><th>speedup over local</th>";
+  if (predicted)
+    html += "<th>predicted step</th><th>error</th>";
+  html += "</tr>\n";
+  size_t rank = 0;
+  for (auto index : report.value("ranking", json::array()))
+    html += table_row(report, report["runs"].at(index.get<size_t>()), ++rank);
+  html += "</table>\n<p class=\"note\">Ranked by time to target; runs that did not reach it "
+          "after them, by best accuracy. (est.): a --mode local run, whose time to target "
+          "spreads its training time evenly over its epochs.</p>\n";
+  return html;
+}
+
+// -- predictions, commands, skipped ---------------------------------------------------
+
+std::string predictions_section(const json& report) {
+  std::string html;
+  const auto& check = report.value("prediction_check", json{});
+  if (!check.is_null())
+    html += std::string{"<p id=\"ranking-check\">The cost model's ranking of these runs (by "
+                        "samples/s) "} +
+            (check.value("ranking_matches", false) ? "<b>matches</b>" : "<b>does not match</b>") +
+            " the measured one; mean step time error " +
+            fixed(check.value("mean_abs_error_percent", 0.0), 1) + "%.</p>\n";
+  const auto& predictions = report.value("predictions", json::object());
+  if (!predictions.is_object() || !predictions.contains("crossovers"))
+    return html;
+  html += "<h2>Crossovers</h2>\n<ul id=\"crossovers\">\n";
+  for (const auto& c : predictions["crossovers"])
+    html += "<li>" + html_escape(c.is_string() ? c.get<std::string>() : text_at(c, "sentence")) +
+            "</li>\n";
+  html += "</ul>\n<p class=\"note\">Time to target at a size not run assumes the epochs to "
+          "target measured at the sizes run: statistical efficiency is not predicted.</p>\n";
+  return html;
+}
+
+std::string command_text(const json& run) {
+  auto command = run.value("command", "");
+  if (!command.empty())
+    return command;
+  auto source = run.value("source", "");
+  return "not known: the run was read from " + (source.empty() ? "a file" : source) +
+         " (its metrics do not record the command)";
+}
+
+std::string commands_section(const json& report) {
+  std::string html = "<h2>Commands to reproduce each row</h2>\n<dl id=\"commands\">\n";
+  for (const auto& run : report["runs"])
+    html += "<dt>" + html_escape(run.value("label", "")) + "</dt><dd><pre>" +
+            html_escape(command_text(run)) + "</pre></dd>\n";
+  return html + "</dl>\n";
+}
+
+std::string skipped_section(const json& report) {
+  const auto& skipped = report.value("skipped", json::array());
+  if (skipped.empty())
+    return "";
+  std::string html = "<h2>Strategies not run</h2>\n<table id=\"skipped\">\n"
+                      "<tr><th class=\"name\">strategy</th><th class=\"name\">why</th></tr>\n";
+  for (const auto& s : skipped)
+    html += "<tr>" + cell(html_escape(s.value("strategy", "")), true) +
+            cell(html_escape(s.value("reason", "")), true) + "</tr>\n";
+  return html + "</table>\n";
+}
+
+std::string plots_section(const std::vector<report_plot>& plots,
+                          const std::vector<std::string>& svgs) {
+  std::string html;
+  for (size_t i = 0; i < plots.size() && i < svgs.size(); ++i)
+    html += "<figure id=\"plot-" + html_escape(plots[i].figure.name) + "\">\n<h2>" +
+            html_escape(plots[i].title) + "</h2>\n" +
+            inline_svg(svgs[i], "p" + std::to_string(i) + "-") + "\n<figcaption>" +
+            html_escape(plots[i].caption) + "</figcaption>\n</figure>\n";
+  return html;
+}
+
+} // namespace
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string report_page(const json& report, const std::vector<report_plot>& plots,
+                        const std::vector<std::string>& svgs) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+         html_escape(text_at(report, "title")) + "</title>\n<style>" + style +
+         "</style>\n</head>\n<body>\n" + header_section(report) + table_section(report) +
+         predictions_section(report) + plots_section(plots, svgs) + commands_section(report) +
+         skipped_section(report) +
+         "<p class=\"note\">Written by <code>baton report</code>; plots drawn by gnuplot.</p>\n"
+         "</body>\n</html>\n";
+}
+
+} // namespace baton::apps

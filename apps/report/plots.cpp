@@ -1,0 +1,269 @@
+#include "apps/report/plots.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "apps/report/analysis.hpp"
+
+namespace baton::apps {
+
+namespace {
+
+using nlohmann::json;
+
+/// Settings every bar chart shares: one bar or group per run, labels slanted.
+constexpr const char* bar_settings = "set style fill solid 0.85 border -1\n"
+                                     "set grid ytics\n"
+                                     "set xtics rotate by -25 scale 0\n"
+                                     "set yrange [0:*]\n"
+                                     "set key top right\n";
+
+/// A palette that stays distinct in print and for colour-blind readers (Tol's).
+const char* colour(size_t i) {
+  static const char* colours[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44",
+                                  "#66ccee", "#aa3377", "#bbbbbb", "#000000"};
+  return colours[i % (sizeof colours / sizeof colours[0])];
+}
+
+std::string number(double x) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", std::isfinite(x) ? x : 0.0);
+  return text;
+}
+
+const json& summary_of(const json& run) {
+  static const json none = json::object();
+  return run.contains("summary") && run["summary"].is_object() ? run["summary"] : none;
+}
+
+std::string label_of(const json& run) {
+  return run.value("label", run.value("strategy", "run"));
+}
+
+/// A unit for `largest` bytes: its divisor and name.
+std::pair<double, std::string> byte_unit(double largest) {
+  if (largest >= 1 << 30)
+    return {double(1 << 30), "GiB"};
+  if (largest >= 1 << 20)
+    return {double(1 << 20), "MiB"};
+  if (largest >= 1 << 10)
+    return {double(1 << 10), "KiB"};
+  return {1, "bytes"};
+}
+
+/// One bar per run: the summary's `key` over `divisor`, its value written
+/// above the bar with `format` (a gnuplot sprintf format).
+report_plot bars(const json& runs, const char* key, double divisor, const std::string& name,
+                 const std::string& ylabel, const std::string& format) {
+  report_plot p;
+  std::string data;
+  for (const auto& run : runs)
+    data += gnuplot_field(label_of(run)) + " " +
+            number(number_at(summary_of(run), key).value_or(0) / divisor) + "\n";
+  p.figure.name = name;
+  p.figure.data = {{name + ".dat", data}};
+  p.figure.commands = std::string{bar_settings} + "set boxwidth 0.6\nset ylabel " +
+                      gnuplot_quote(ylabel) + "\nset offsets 0.5, 0.5, graph 0.1, 0\n" +
+                      "plot '" + name + ".dat' using 0:2:xtic(1) with boxes lc rgb '" +
+                      colour(0) + "' notitle, '' using 0:2:(sprintf(" + gnuplot_quote(format) +
+                      ", $2)) with labels offset 0,0.8 notitle";
+  return p;
+}
+
+// -- (a) accuracy against wall time -----------------------------------------------
+
+report_plot accuracy_plot(const json& report) {
+  report_plot p;
+  p.title = "Test accuracy against wall time";
+  std::string plot;
+  std::vector<std::string> estimated;
+  const auto& runs = report["runs"];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& s = summary_of(runs[i]);
+    std::string data = "0 0\n";
+    if (s.contains("curve") && s["curve"].is_array())
+      for (const auto& point : s["curve"])
+        data += number(number_at(point, "seconds").value_or(0)) + " " +
+                number(100 * number_at(point, "test_accuracy").value_or(0)) + "\n";
+    if (s.value("time_estimated", false))
+      estimated.push_back(label_of(runs[i]));
+    auto file = "accuracy_" + std::to_string(i) + ".dat";
+    p.figure.data.emplace_back(file, data);
+    plot += std::string{plot.empty() ? "plot " : ", "} + "'" + file +
+            "' using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb '" + colour(i) + "' title " +
+            gnuplot_quote(label_of(runs[i]));
+  }
+  std::string target;
+  if (auto t = number_at(report, "target"))
+    target = "set arrow from graph 0, first " + number(100 * *t) + " to graph 1, first " +
+             number(100 * *t) + " nohead dt 2 lc rgb '#555555'\nset label 'target' at graph 0.01, first " +
+             number(100 * *t + 1.5) + "\n";
+  p.figure.name = "accuracy";
+  p.figure.commands = "set grid\nset key outside right top\nset xlabel 'wall time into training (s)'\n"
+                      "set ylabel 'test accuracy (%)'\nset yrange [0:100]\nset xrange [0:*]\n" +
+                      target + plot;
+  p.caption = "Each run's test accuracy after every epoch of its first result row, at the "
+              "seconds into training when the epoch was complete.";
+  if (!estimated.empty()) {
+    p.caption += " Runs of --mode local record no epoch times: their training time is spread "
+                 "evenly over their epochs (";
+    for (size_t i = 0; i < estimated.size(); ++i)
+      p.caption += (i ? ", " : "") + estimated[i];
+    p.caption += ").";
+  }
+  return p;
+}
+
+// -- (b, c) throughput and bytes per step -----------------------------------------
+
+report_plot throughput_plot(const json& runs) {
+  auto p = bars(runs, "samples_per_second", 1, "throughput", "training samples per second",
+                "%.0f");
+  p.title = "Throughput";
+  p.caption = "Training samples per second of each run: its samples over its training time "
+              "(setup excluded, evaluation included).";
+  return p;
+}
+
+report_plot bytes_plot(const json& runs) {
+  double largest = 0;
+  for (const auto& run : runs)
+    largest = std::max(largest, number_at(summary_of(run), "bytes_per_step").value_or(0));
+  auto [divisor, unit] = byte_unit(largest);
+  auto p = bars(runs, "bytes_per_step", divisor, "bytes", unit + " per step on the wire",
+                "%.3g");
+  p.title = "Bytes per step";
+  p.caption = "Bytes sent between the actors of different nodes per optimiser step, all nodes "
+              "together (0: a run in one process).";
+  return p;
+}
+
+// -- (d) the time split ------------------------------------------------------------
+
+report_plot split_plot(const json& runs) {
+  report_plot p;
+  std::string data;
+  for (const auto& run : runs) {
+    const auto& split = summary_of(run).value("time_split", json::object());
+    data += gnuplot_field(label_of(run));
+    for (const char* part : {"compute", "communication", "waiting"})
+      data += " " + number(100 * number_at(split, part).value_or(0));
+    data += "\n";
+  }
+  p.title = "Where the time went";
+  p.figure.name = "split";
+  p.figure.data = {{"split.dat", data}};
+  p.figure.commands = std::string{bar_settings} +
+                      "set style data histograms\nset style histogram rowstacked\n"
+                      "set boxwidth 0.6\nset yrange [0:105]\nset ylabel 'share of the time (%)'\n"
+                      "set key outside right top\n"
+                      "plot 'split.dat' using 2:xtic(1) lc rgb '" + colour(0) +
+                      "' title 'compute', '' using 3 lc rgb '" + colour(1) +
+                      "' title 'communication', '' using 4 lc rgb '" + colour(3) +
+                      "' title 'waiting'";
+  p.caption = "The trainable actors' time split into compute, communication and waiting (a "
+              "pipeline's bubble, a worker waiting for the others), in % of their time.";
+  return p;
+}
+
+// -- (e) predicted against measured --------------------------------------------------
+
+report_plot predicted_plot(const json& check) {
+  report_plot p;
+  std::string data;
+  for (const auto& row : check["runs"])
+    data += gnuplot_field(row.value("label", "")) + " " +
+            number(1000 * row.value("measured_step_seconds", 0.0)) + " " +
+            number(1000 * row.value("predicted_step_seconds", 0.0)) + "\n";
+  p.title = "Predicted against measured step time";
+  p.figure.name = "predicted";
+  p.figure.data = {{"predicted.dat", data}};
+  p.figure.commands = std::string{bar_settings} +
+                      "set style data histograms\nset style histogram clustered gap 1\n"
+                      "set ylabel 'step time (ms)'\n"
+                      "plot 'predicted.dat' using 2:xtic(1) lc rgb '" + colour(0) +
+                      "' title 'measured', '' using 3 lc rgb '" + colour(1) +
+                      "' title 'predicted'";
+  p.caption = "Each run's measured step time next to the cost model's prediction for the same "
+              "strategy, hosts and link; the errors are in the table.";
+  return p;
+}
+
+// -- (f) the projection ---------------------------------------------------------------
+
+/// Samples per second of a projection point (flat, or in its "predicted").
+std::optional<double> point_rate(const json& point) {
+  if (auto rate = number_at(point, "samples_per_second"))
+    return rate;
+  if (point.contains("predicted"))
+    return number_at(point["predicted"], "samples_per_second");
+  return std::nullopt;
+}
+
+std::string rate_name(double bytes_per_second) {
+  return number(bytes_per_second * 8 / 1e9) + " Gbit/s";
+}
+
+/// One plot per bandwidth of the projection: samples/s against hosts, a
+/// line per strategy.
+std::vector<report_plot> projection_plots(const json& points) {
+  std::map<double, std::map<std::string, std::string>> by_bandwidth; // data per strategy
+  for (const auto& point : points) {
+    auto bandwidth = number_at(point, "bandwidth");
+    auto hosts = number_at(point, "hosts");
+    auto rate = point_rate(point);
+    if (bandwidth && hosts && rate)
+      by_bandwidth[*bandwidth][point.value("strategy", "?")] +=
+        number(*hosts) + " " + number(*rate) + "\n";
+  }
+  std::vector<report_plot> plots;
+  for (const auto& [bandwidth, lines] : by_bandwidth) {
+    report_plot p;
+    p.figure.name = "projection_" + std::to_string(plots.size());
+    p.title = "Projection at " + rate_name(bandwidth);
+    std::string plot;
+    size_t i = 0;
+    for (const auto& [strategy, data] : lines) {
+      auto file = p.figure.name + "_" + std::to_string(i) + ".dat";
+      p.figure.data.emplace_back(file, data);
+      plot += std::string{i ? ", " : "plot "} + "'" + file +
+              "' using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb '" + colour(i) + "' title " +
+              gnuplot_quote(strategy);
+      ++i;
+    }
+    p.figure.commands = "set grid\nset logscale x 2\nset logscale y 10\n"
+                        "set key outside right top\nset xlabel 'hosts'\n"
+                        "set ylabel 'predicted samples per second'\n" + plot;
+    p.caption = "The cost model's samples per second of each strategy on more hosts, every "
+                "link at " + rate_name(bandwidth) + " (predicted, not run).";
+    plots.push_back(std::move(p));
+  }
+  return plots;
+}
+
+} // namespace
+
+std::vector<report_plot> report_plots(const json& report) {
+  std::vector<report_plot> plots;
+  const auto& runs = report.at("runs");
+  if (runs.empty())
+    return plots;
+  plots.push_back(accuracy_plot(report));
+  plots.push_back(throughput_plot(runs));
+  plots.push_back(bytes_plot(runs));
+  plots.push_back(split_plot(runs));
+  if (auto check = prediction_check(runs); !check.is_null())
+    plots.push_back(predicted_plot(check));
+  if (report.contains("predictions") && report["predictions"].is_object()) {
+    auto projection = report["predictions"].value("projection", json::array());
+    if (projection.is_array())
+      for (auto& p : projection_plots(projection))
+        plots.push_back(std::move(p));
+  }
+  return plots;
+}
+
+} // namespace baton::apps

@@ -1,0 +1,158 @@
+// `baton predict` on the real binary (issue 24 section 2, docs/cost-model.md):
+// a tiny mlp workload with a given link prints every strategy and writes the
+// predictions object with its documented fields; the link measured on the
+// loopback (and on an emulated link where we are root) is kept once per
+// link; bad input is exit 2 naming what was wrong.
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/commands.hpp"
+#include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
+
+using namespace baton::testing;
+using json = nlohmann::json;
+
+namespace {
+
+/// configs/compare-mlp.yaml made tiny: a [64] mlp, 512 samples.
+std::string tiny_workload(const std::string& dir) {
+  const std::string path = dir + "/tiny.yaml";
+  std::ofstream(path) << R"(seed: 42
+data:
+  dataset: fashion-mnist
+  dir: /usr/share/datasets/fashion-mnist
+  train_limit: 512
+  test_limit: 200
+  batch_size: 32
+  epochs: 1
+backbone:
+  checkpoint: none
+data_parallel:
+  model: ist_mlp
+  hidden: [64]
+ist:
+  hidden: [64]
+  local_steps: 4
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+task: all10
+)";
+  return path;
+}
+
+json read_json(const std::string& path) {
+  return json::parse(read_text(path));
+}
+
+const std::vector<std::string> modelled = {"local", "data-parallel:ring", "data-parallel:ps",
+                                           "data-parallel:local-sgd", "ist"};
+
+} // namespace
+
+TEST(predict, every_strategy_with_a_given_link) {
+  scratch_dir dir("predict");
+  const std::string out = dir.path() + "/predictions.json";
+  auto r = run_baton({"predict", tiny_workload(dir.path()), "--latency", "0.0001", "--bandwidth",
+                      "1gbit,10gbit", "--hosts", "2,4", "--measured-hosts", "2", "--json", out});
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  for (const auto& name : modelled)
+    EXPECT_TRUE(contains(r.text, name)) << name << "\n" << r.text;
+  EXPECT_TRUE(contains(r.text, "predicted at 1 Gbit/s")) << r.text;
+  EXPECT_TRUE(contains(r.text, "predicted at 10 Gbit/s")) << r.text;
+  EXPECT_TRUE(contains(r.text, "crossovers")) << r.text;
+
+  const json p = read_json(out);
+  for (const char* key : {"bandwidth", "latency", "message_overhead", "measured_on", "method"})
+    EXPECT_TRUE(p["link"].contains(key)) << key;
+  EXPECT_DOUBLE_EQ(p["link"]["latency"].get<double>(), 0.0001);
+  EXPECT_DOUBLE_EQ(p["link"]["bandwidth"].get<double>(), 125e6);
+  EXPECT_EQ(p["profile"]["model"], "ist_mlp");
+  EXPECT_GT(p["profile"]["layers"].get<int>(), 0);
+  EXPECT_TRUE(p["profile"].contains("batch"));
+  std::set<std::string> measured, projected;
+  for (const auto& row : p["measured"]) {
+    for (const char* key : {"strategy", "hosts", "step_seconds", "compute_seconds",
+                            "communication_seconds", "waiting_seconds", "bytes_per_step",
+                            "samples_per_second"})
+      EXPECT_TRUE(row.contains(key)) << key << " in " << row;
+    EXPECT_GT(row["step_seconds"].get<double>(), 0) << row;
+    measured.insert(row["strategy"]);
+  }
+  for (const auto& row : p["projection"]) {
+    for (const char* key : {"strategy", "hosts", "bandwidth_bits", "step_seconds",
+                            "samples_per_second"})
+      EXPECT_TRUE(row.contains(key)) << key << " in " << row;
+    projected.insert(row["strategy"]);
+  }
+  for (const auto& name : modelled) {
+    EXPECT_TRUE(measured.count(name)) << name;
+    EXPECT_TRUE(projected.count(name)) << name;
+  }
+  // Every strategy predicted at 2 x 2 points of the grid.
+  EXPECT_EQ(p["projection"].size(), 4 * projected.size());
+  EXPECT_TRUE(p["crossovers"].is_array());
+  EXPECT_EQ(p["note"], "statistical efficiency at larger W is not predicted, only assumed");
+}
+
+TEST(predict, the_loopback_is_measured_once_and_kept) {
+  scratch_dir dir("predict-loopback");
+  const std::string workload = tiny_workload(dir.path());
+  const std::vector<std::string> args = {"predict", workload, "--strategies",
+                                         "data-parallel:ring", "--hosts", "2", "--out",
+                                         dir.path(), "--json", dir.path() + "/p.json"};
+  auto first = run_baton(args);
+  ASSERT_EQ(first.exit_code, 0) << first.text;
+  const json kept = read_json(dir.path() + "/link-loopback.json");
+  EXPECT_GT(kept["bandwidth"].get<double>(), 0);
+  EXPECT_GE(kept["latency"].get<double>(), 0);
+  EXPECT_GE(kept["message_overhead"].get<double>(), 0);
+  EXPECT_FALSE(kept["samples"].empty());
+  EXPECT_TRUE(contains(kept["method"].get<std::string>(), "ping-pong")) << kept;
+  auto second = run_baton(args);
+  ASSERT_EQ(second.exit_code, 0) << second.text;
+  // The second run reads the same figures back.
+  EXPECT_EQ(read_json(dir.path() + "/p.json")["link"]["bandwidth"], kept["bandwidth"]);
+}
+
+TEST(predict, an_emulated_link_is_measured_over_two_namespaces) {
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "emulated links need root (network namespaces and tc)";
+  scratch_dir dir("predict-link");
+  auto r = run_baton({"predict", tiny_workload(dir.path()), "--strategies", "data-parallel:ring",
+                      "--hosts", "2", "--link", "100mbit", "--out", dir.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const json kept = read_json(dir.path() + "/link-100mbit.json");
+  EXPECT_TRUE(contains(kept["measured_on"].get<std::string>(), "emulated link 100mbit")) << kept;
+  EXPECT_GT(kept["bandwidth"].get<double>(), 0);
+}
+
+TEST(predict, bad_input_is_exit_2_naming_it) {
+  scratch_dir dir("predict-bad");
+  const std::string workload = tiny_workload(dir.path());
+  const std::vector<std::string> given = {"--latency", "0"};
+  struct bad_case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<bad_case> cases = {
+    {{"predict"}, "WORKLOAD.yaml"},
+    {{"predict", dir.path() + "/missing.yaml"}, "missing.yaml"},
+    {{"predict", workload, "--strategies", "data-paralel:ring"}, "did you mean"},
+    {{"predict", workload, "--hosts", "0"}, "--hosts"},
+    {{"predict", workload, "--bandwidth", "fast"}, "fast"},
+    {{"predict", workload, "--latency", "-1"}, "--latency"},
+    {{"predict", workload, "--link", "1gbit,soon"}, "--link"},
+    {{"predict", workload, "--hots", "2"}, "--hosts"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_baton(with(c.args, given));
+    EXPECT_EQ(r.exit_code, 2) << r.text;
+    EXPECT_TRUE(contains(r.text, c.says)) << c.says << "\n" << r.text;
+  }
+}

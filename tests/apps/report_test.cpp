@@ -1,0 +1,194 @@
+// `baton report` on real runs (issue 24 item 1): from the metrics of two
+// tiny runs it writes a report.json that the schema docs/report.schema.json
+// accepts (checked by python3-jsonschema) and a self-contained report.html
+// with an inline SVG per plot and nothing to fetch; it reads its own
+// report.json and a bench's runs back; bad input is a clear error, exit 2;
+// text from files is escaped; a missing gnuplot names its package.
+
+#include <fstream>
+#include <memory>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "tests/apps/report_fixture.hpp"
+#include "tests/support/commands.hpp"
+#include "tests/support/metrics.hpp"
+#include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
+
+using namespace baton::testing;
+
+namespace {
+
+/// Debian's python3 (python3-jsonschema), not another python3 first on PATH.
+constexpr const char* system_python = "/usr/bin/python3";
+
+/// Validates the JSON file at `path` against docs/report.schema.json (draft
+/// 7): exit code 0 when valid, else the validator's message.
+command_output validate(const std::string& path) {
+  std::string script =
+    "import json, sys, jsonschema\n"
+    "schema = json.load(open(sys.argv[1]))\n"
+    "jsonschema.Draft7Validator.check_schema(schema)\n"
+    "jsonschema.Draft7Validator(schema).validate(json.load(open(sys.argv[2])))\n";
+  return run_shell(std::string{system_python} + " -c " + quote(script) + " " +
+                   quote(source_path("docs/report.schema.json")) + " " + quote(path) + " 2>&1");
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream{path} << text;
+}
+
+/// The <figure id="plot-NAME"> ... </figure> of `html`; "" when missing.
+std::string figure_of(const std::string& html, const std::string& name) {
+  auto start = html.find("<figure id=\"plot-" + name + "\"");
+  if (start == std::string::npos)
+    return "";
+  return html.substr(start, html.find("</figure>", start) - start);
+}
+
+class report : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<scratch_dir>("report");
+    out_ = make_tiny_report(*dir_);
+  }
+  static void TearDownTestSuite() { dir_.reset(); }
+  void SetUp() override {
+    if (run_shell(std::string{system_python} + " -c 'import jsonschema' 2>&1").exit_code != 0)
+      FAIL() << system_python << " cannot import jsonschema: install the Debian package "
+                                 "python3-jsonschema (scripts/install-deps.sh)";
+    ASSERT_FALSE(out_.empty()) << "the tiny runs or their report failed";
+  }
+  static std::string path_of(const std::string& name) { return dir_->path() + "/" + name; }
+  static inline std::unique_ptr<scratch_dir> dir_;
+  static inline std::string out_;
+};
+
+} // namespace
+
+// The report of two metrics files: every run with its summary, the local
+// run named "local", the schema satisfied, a ranking of both.
+TEST_F(report, json_from_metrics_matches_the_schema) {
+  auto check = validate(out_ + "/report.json");
+  EXPECT_EQ(check.exit_code, 0) << check.text;
+  auto j = read_json(out_ + "/report.json");
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["schema"], "baton-report/1");
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["label"], "ring");
+  EXPECT_EQ(j["runs"][0]["strategy"], "data-parallel");
+  EXPECT_EQ(j["runs"][1]["label"], "local");
+  EXPECT_EQ(j["runs"][1]["strategy"], "local");
+  EXPECT_EQ(j["runs"][0]["command"], "") << "a metrics file does not record its command";
+  EXPECT_EQ(j["ranking"].size(), 2u);
+  EXPECT_TRUE(j["runs"][0]["summary"]["bytes_per_step"].get<double>() > 0)
+    << "two node processes send gradients to each other";
+}
+
+// The schema is a real check: a run without its summary, or a ranking that
+// is not indices, is refused.
+TEST_F(report, schema_refuses_a_broken_report) {
+  auto j = read_json(out_ + "/report.json");
+  j["runs"][0].erase("summary");
+  write_text(path_of("broken.json"), j.dump());
+  EXPECT_NE(validate(path_of("broken.json")).exit_code, 0);
+  j = read_json(out_ + "/report.json");
+  j["ranking"] = {"ring"};
+  write_text(path_of("broken2.json"), j.dump());
+  EXPECT_NE(validate(path_of("broken2.json")).exit_code, 0);
+}
+
+// report.html: an inline <svg> with drawn paths for every plot report.json
+// lists (at least accuracy, throughput, bytes, split), the ranked table and
+// each row's command, and nothing to fetch: no http(s) address at all, no
+// script, no external source.
+TEST_F(report, html_is_self_contained_with_an_svg_per_plot) {
+  auto html = read_text(out_ + "/report.html");
+  auto j = read_json(out_ + "/report.json");
+  ASSERT_GE(j["plots"].size(), 4u);
+  for (const auto& plot : j["plots"]) {
+    auto figure = figure_of(html, plot["name"]);
+    EXPECT_TRUE(contains(figure, "<svg")) << plot["name"];
+    EXPECT_TRUE(contains(figure, "<path")) << plot["name"];
+  }
+  for (const char* name : {"accuracy", "throughput", "bytes", "split"})
+    EXPECT_FALSE(figure_of(html, name).empty()) << name;
+  EXPECT_FALSE(std::regex_search(html, std::regex{"https?://", std::regex::icase}));
+  EXPECT_FALSE(contains(html, "<script"));
+  EXPECT_FALSE(contains(html, "<link"));
+  EXPECT_FALSE(contains(html, "<img"));
+  EXPECT_TRUE(contains(html, "<table id=\"ranking\">"));
+  EXPECT_TRUE(contains(html, "not known: the run was read from " + dir_->path() + "/ring.json"));
+  EXPECT_TRUE(contains(html, "spread evenly over their epochs (local)"))
+    << "the caption says which runs' times are estimated";
+}
+
+// A report.json reads back (its runs summarized again for --target), and so
+// does a bench's JSON with a "runs" array; the same labels twice are told apart.
+TEST_F(report, reads_its_own_report_and_a_bench_json) {
+  auto again = run_baton({"report", out_ + "/report.json", "--target", "0.05", "--out",
+                          path_of("again")});
+  ASSERT_EQ(again.exit_code, 0) << again.text;
+  auto j = read_json(path_of("again/report.json"));
+  EXPECT_EQ(j["target"], 0.05);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_TRUE(j["runs"][0]["summary"]["reached"].get<bool>()) << "10% accuracy is above 5%";
+  auto check = validate(path_of("again/report.json"));
+  EXPECT_EQ(check.exit_code, 0) << check.text;
+
+  nlohmann::json bench = {{"bench", "data-parallel"}, {"runs", read_json(out_ + "/report.json")["runs"]}};
+  write_text(path_of("bench.json"), bench.dump());
+  auto both = run_baton({"report", out_ + "/report.json", path_of("bench.json"), "--out",
+                         path_of("both")});
+  ASSERT_EQ(both.exit_code, 0) << both.text;
+  auto labels = read_json(path_of("both/report.json"))["runs"];
+  ASSERT_EQ(labels.size(), 4u);
+  EXPECT_EQ(labels[2]["label"], "ring (2)");
+}
+
+// Text from the files (here a label from a file name) is escaped in the
+// page: it cannot add markup.
+TEST_F(report, escapes_text_from_files) {
+  auto metrics = read_text(dir_->path() + "/local.json");
+  auto odd = path_of("<b>&x'.json");
+  write_text(odd, metrics);
+  auto out = run_baton({"report", odd, "--out", path_of("odd")});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto html = read_text(path_of("odd/report.html"));
+  EXPECT_TRUE(contains(html, "&lt;b&gt;&amp;x&#39;"));
+  EXPECT_FALSE(contains(html, "<b>&x"));
+}
+
+// Bad input: exit 2 with the file (or value) named.
+TEST_F(report, bad_input_is_exit_2_naming_it) {
+  write_text(path_of("not.json"), "epoch,seconds\n1,2\n");
+  write_text(path_of("other.json"), R"({"job": "transfer", "data": {}})");
+  write_text(path_of("runless.json"), R"({"runs": [{"label": "x"}]})");
+  struct bad_case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  std::vector<bad_case> cases{
+    {{path_of("missing.json")}, path_of("missing.json") + ": no such file"},
+    {{path_of("not.json")}, path_of("not.json") + ": not JSON"},
+    {{path_of("other.json")}, path_of("other.json") + ": JSON of another kind"},
+    {{path_of("runless.json")}, path_of("runless.json") + ": a run in \"runs\" without"},
+    {{}, "no files given"},
+    {{out_ + "/report.json", "--target", "1.5"}, "--target expects a test accuracy from 0 to 1"},
+    {{out_ + "/report.json", "--outt", "x"}, "did you mean '--out'?"}};
+  for (const auto& c : cases) {
+    auto out = run_baton(with({"report"}, with(c.args, {"--out", path_of("bad")})));
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_TRUE(contains(out.text, c.says)) << out.text;
+  }
+}
+
+// Without gnuplot the report is refused with the package to install.
+TEST_F(report, a_missing_gnuplot_names_its_package) {
+  auto out = run_shell("PATH=" + quote(path_of("empty-path")) + " " +
+                       baton_command({"report", out_ + "/report.json", "--out", path_of("nognu")}));
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_TRUE(contains(out.text, "gnuplot-nox")) << out.text;
+}
