@@ -17,7 +17,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/dataset.hpp"
 #include "model/ist/ist.hpp"
-#include "model/ist/ist_mlp.hpp"
+#include "model/ist/mlp.hpp"
 #include "model/core/layered_model.hpp"
 
 namespace baton::apps {
@@ -142,14 +142,14 @@ double bytes_per_round(const job_result& result, int32_t local_steps) {
 /// 2(W-1)/W x the parameters every step (L per round) or once (local SGD).
 double theory_of(const bench_ist_request& r, const ist_side& s,
                  const std::vector<int64_t>& hidden) {
-  model::ist_shape shape;
+  model::ist::shape shape;
   shape.hidden = hidden;
   if (s.name == "ist")
-    return model::ist_bytes_formula(shape, r.workers);
+    return model::ist::bytes_formula(shape, r.workers);
   model::model_spec spec;
-  spec.name = model::ist_mlp_name;
+  spec.name = model::ist::mlp_name;
   spec.hidden = hidden;
-  const auto bytes = static_cast<double>(model::parameter_count(model::make_ist_mlp(spec)) * 4);
+  const auto bytes = static_cast<double>(model::parameter_count(model::ist::make_mlp(spec)) * 4);
   const double ring = model::ring_bytes_theory(bytes, r.workers);
   return s.name == "ring" ? ring * r.local_steps : ring;
 }

@@ -11,7 +11,7 @@
 #include "messages/errc.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/pretrain.hpp"
-#include "model/ist/ist_mlp.hpp"
+#include "model/ist/mlp.hpp"
 
 namespace baton::apps {
 
@@ -49,7 +49,7 @@ trained_model trained_model_of(const topology& t) {
     m.optimizer = actors::data_parallel::section_of(t).optimizer;
   } else if (t.job == "ist") {
     const auto& s = actors::ist::section_of(t);
-    m.spec.name = model::ist_mlp_name;
+    m.spec.name = model::ist::mlp_name;
     m.spec.hidden = s.hidden;
     m.optimizer = s.optimizer;
   }
@@ -57,8 +57,8 @@ trained_model trained_model_of(const topology& t) {
 }
 
 model::layered_model build(const trained_model& m) {
-  if (m.spec.name == model::ist_mlp_name)
-    return model::make_ist_mlp(m.spec);
+  if (m.spec.name == model::ist::mlp_name)
+    return model::ist::make_mlp(m.spec);
   if (m.spec.name == "mlp")
     return model::make_model(m.spec);
   return model::make_pretrain_model(m.spec, m.spec.classes);

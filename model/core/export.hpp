@@ -38,7 +38,7 @@ struct export_options {
   /// the same name with the layer's parameters. "" when the model has none.
   std::string script_path;
   /// The factor on the residual branch of resnet18 BasicBlock layers, by
-  /// layer name (ResIST's evaluation: model::resist_eval_scale); 1 when absent.
+  /// layer name (ResIST's evaluation: model::ist::resist_eval_scale); 1 when absent.
   std::map<std::string, double> residual_scales;
 };
 

@@ -210,7 +210,7 @@ prediction predict_local_sgd(const workload& w, const cluster& c, const local_sg
 /// Each worker trains its subnet (subnet_fraction of the compute) for L
 /// steps; per round its subnet's slices come from the shards and go back
 /// (two exchanges), amortised over the L steps. An epoch is
-/// floor(samples / batch_size / W) steps, as model::ist_steps_per_epoch.
+/// floor(samples / batch_size / W) steps, as model::ist::steps_per_epoch.
 prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& s) {
   const int32_t shards = s.shards == 0 ? c.hosts : s.shards;
   require(shards >= 1, "ist shards >= 1, got " + std::to_string(s.shards));

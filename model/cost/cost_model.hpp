@@ -255,7 +255,7 @@ std::vector<bucket> gradient_buckets(const std::vector<layer_profile>& layers,
 
 /// IST's subnet fraction of an mlp (inputs -> hidden... -> classes, no
 /// biases, batch norm weight and bias per hidden neuron), as
-/// model::ist_bytes_formula counts a worker's subnet: first and last layers
+/// model::ist::bytes_formula counts a worker's subnet: first and last layers
 /// / W, hidden-to-hidden / W^2, batch norm / W; divided by the whole
 /// network's parameters.
 double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidden,

@@ -8,7 +8,7 @@
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 namespace {
 
@@ -33,7 +33,7 @@ void check_workers(const std::vector<int64_t>& hidden, int32_t count, const char
 }
 
 /// The subnet's hidden widths: every worker's part sizes.
-std::vector<int64_t> subnet_widths(const ist_partition& partition, int32_t worker) {
+std::vector<int64_t> subnet_widths(const partition& partition, int32_t worker) {
   std::vector<int64_t> out;
   for (size_t k = 0; k < partition.parts.size(); ++k)
     out.push_back(static_cast<int64_t>(partition.neurons(k, worker).size()));
@@ -49,8 +49,8 @@ neuron_range positions_in(const std::vector<int64_t>& sorted, const neuron_range
 }
 
 /// Throws unless `subnet` has the shapes of worker `worker`'s slice of `whole`.
-void check_subnet_shape(const ist_network& whole, const ist_network& subnet,
-                        const ist_partition& partition, int32_t worker) {
+void check_subnet_shape(const network& whole, const network& subnet,
+                        const partition& partition, int32_t worker) {
   const auto widths = subnet_widths(partition, worker);
   if (subnet.hidden_layers() != widths.size() || subnet.weights.size() != widths.size() + 1 ||
       whole.hidden_layers() != widths.size())
@@ -75,7 +75,7 @@ void check_subnet_shape(const ist_network& whole, const ist_network& subnet,
 
 // -- partitions ------------------------------------------------------------------
 
-std::vector<int64_t> ist_permutation(int64_t width, uint64_t seed, int64_t round, size_t layer) {
+std::vector<int64_t> permutation(int64_t width, uint64_t seed, int64_t round, size_t layer) {
   std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(width, 0)));
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = static_cast<int64_t>(i);
@@ -86,7 +86,7 @@ std::vector<int64_t> ist_permutation(int64_t width, uint64_t seed, int64_t round
   return order;
 }
 
-neuron_range ist_cut(int64_t width, int32_t index, int32_t count) {
+neuron_range cut(int64_t width, int32_t index, int32_t count) {
   if (count < 1 || count > width || index < 0 || index >= count)
     throw error("ist: part " + std::to_string(index) + " of " + std::to_string(count) +
                 " of " + std::to_string(width) + " neurons: expected 1 <= count <= width and "
@@ -96,21 +96,21 @@ neuron_range ist_cut(int64_t width, int32_t index, int32_t count) {
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
-const std::vector<int64_t>& ist_partition::neurons(size_t layer, int32_t worker) const {
+const std::vector<int64_t>& partition::neurons(size_t layer, int32_t worker) const {
   return parts.at(layer).at(static_cast<size_t>(worker));
 }
 
-ist_partition make_ist_partition(const std::vector<int64_t>& hidden, int32_t workers,
+partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
                                  uint64_t seed, int64_t round) {
   check_workers(hidden, workers, "workers");
-  ist_partition p;
+  partition p;
   p.round = round;
   p.workers = workers;
   for (size_t k = 0; k < hidden.size(); ++k) {
-    const auto order = ist_permutation(hidden[k], seed, round, k);
+    const auto order = permutation(hidden[k], seed, round, k);
     auto& layer = p.parts.emplace_back();
     for (int32_t w = 0; w < workers; ++w) {
-      const auto cut = ist_cut(hidden[k], w, workers);
+      const auto cut = cut(hidden[k], w, workers);
       auto& part = layer.emplace_back(order.begin() + cut.begin, order.begin() + cut.end);
       std::sort(part.begin(), part.end());
     }
@@ -120,11 +120,11 @@ ist_partition make_ist_partition(const std::vector<int64_t>& hidden, int32_t wor
 
 // -- subnets ---------------------------------------------------------------------
 
-ist_network slice_subnet(const ist_network& whole, const ist_partition& partition,
+network slice_subnet(const network& whole, const partition& partition,
                          int32_t worker) {
   torch::NoGradGuard no_grad;
   const size_t layers = whole.hidden_layers();
-  ist_network sub;
+  network sub;
   at::Tensor previous; // the worker's neurons of the layer below (none for the input)
   for (size_t k = 0; k <= layers; ++k) {
     at::Tensor w = whole.weights[k].detach();
@@ -144,8 +144,8 @@ ist_network slice_subnet(const ist_network& whole, const ist_partition& partitio
   return sub;
 }
 
-void write_back_subnet(ist_network& whole, const ist_network& subnet,
-                       const ist_partition& partition, int32_t worker) {
+void write_back_subnet(network& whole, const network& subnet,
+                       const partition& partition, int32_t worker) {
   torch::NoGradGuard no_grad;
   check_subnet_shape(whole, subnet, partition, worker);
   const size_t layers = whole.hidden_layers();
@@ -174,18 +174,18 @@ void write_back_subnet(ist_network& whole, const ist_network& subnet,
 
 // -- shards ----------------------------------------------------------------------
 
-neuron_range ist_shard_neurons(int64_t width, int32_t shard, int32_t shards) {
-  return ist_cut(width, shard, shards);
+neuron_range shard_neurons(int64_t width, int32_t shard, int32_t shards) {
+  return cut(width, shard, shards);
 }
 
-std::vector<ist_piece> ist_shard_pieces(const ist_shape& shape, const ist_partition& partition,
+std::vector<piece> shard_pieces(const shape& shape, const partition& partition,
                                         int32_t worker, int32_t shard, int32_t shards) {
   check_workers(shape.hidden, shards, "shards");
   const auto widths = subnet_widths(partition, worker);
   const size_t layers = widths.size();
-  std::vector<ist_piece> out;
+  std::vector<piece> out;
   auto add = [&](size_t tensor, int64_t dim, size_t layer, int64_t other) {
-    const auto owned = ist_shard_neurons(shape.hidden[layer], shard, shards);
+    const auto owned = shard_neurons(shape.hidden[layer], shard, shards);
     const auto positions = positions_in(partition.neurons(layer, worker), owned);
     out.push_back({tensor, dim, layer, positions, positions.size() * other});
   };
@@ -212,8 +212,8 @@ struct piece_indices {
   at::Tensor rows;
 };
 
-piece_indices indices_of(const ist_network& whole, const ist_partition& partition,
-                         int32_t worker, const ist_piece& piece) {
+piece_indices indices_of(const network& whole, const partition& partition,
+                         int32_t worker, const piece& piece) {
   const auto& neurons = partition.neurons(piece.layer, worker);
   if (piece.layer >= whole.hidden_layers() || piece.positions.begin < 0 ||
       piece.positions.end > static_cast<int64_t>(neurons.size()) ||
@@ -231,8 +231,8 @@ piece_indices indices_of(const ist_network& whole, const ist_partition& partitio
 
 } // namespace
 
-at::Tensor take_piece(const ist_network& whole, const ist_partition& partition, int32_t worker,
-                      const ist_piece& piece) {
+at::Tensor take_piece(const network& whole, const partition& partition, int32_t worker,
+                      const piece& piece) {
   torch::NoGradGuard no_grad;
   const auto index = indices_of(whole, partition, worker, piece);
   auto t = whole.parameters()[piece.tensor].detach();
@@ -241,8 +241,8 @@ at::Tensor take_piece(const ist_network& whole, const ist_partition& partition, 
   return t.index_select(piece.dim, index.along).contiguous();
 }
 
-void put_piece(ist_network& whole, const ist_partition& partition, int32_t worker,
-               const ist_piece& piece, const at::Tensor& values) {
+void put_piece(network& whole, const partition& partition, int32_t worker,
+               const piece& piece, const at::Tensor& values) {
   torch::NoGradGuard no_grad;
   const auto index = indices_of(whole, partition, worker, piece);
   auto target = whole.parameters()[piece.tensor].detach();
@@ -257,7 +257,7 @@ void put_piece(ist_network& whole, const ist_partition& partition, int32_t worke
 
 // -- bytes -----------------------------------------------------------------------
 
-int64_t ist_subnet_elements(const ist_shape& shape, const ist_partition& partition,
+int64_t subnet_elements(const shape& shape, const partition& partition,
                             int32_t worker) {
   const auto widths = subnet_widths(partition, worker);
   int64_t n = 0, previous = shape.inputs;
@@ -268,7 +268,7 @@ int64_t ist_subnet_elements(const ist_shape& shape, const ist_partition& partiti
   return n + shape.classes * previous;
 }
 
-double ist_bytes_formula(const ist_shape& shape, int32_t workers) {
+double bytes_formula(const shape& shape, int32_t workers) {
   const double w = workers;
   const auto& h = shape.hidden;
   double elements = static_cast<double>(shape.inputs * h.front()) / w +
@@ -283,7 +283,7 @@ double ist_bytes_formula(const ist_shape& shape, int32_t workers) {
 
 // -- data and local steps ----------------------------------------------------------
 
-int64_t ist_steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t workers) {
+int64_t steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t workers) {
   if (dataset_size <= 0 || batch_size < 2 || workers < 1)
     throw error("ist: expected a non-empty dataset, batch_size >= 2 and workers >= 1");
   const int64_t steps = dataset_size / batch_size / workers;
@@ -293,18 +293,18 @@ int64_t ist_steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t wo
   return steps;
 }
 
-int64_t ist_rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps) {
+int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps) {
   if (steps_per_epoch < 1 || local_steps < 1)
     throw error("ist: expected steps per epoch and local_steps >= 1");
   return (steps_per_epoch + local_steps - 1) / local_steps;
 }
 
-std::vector<std::vector<int64_t>> ist_worker_minibatches(int64_t dataset_size, uint64_t seed,
+std::vector<std::vector<int64_t>> worker_minibatches(int64_t dataset_size, uint64_t seed,
                                                          int32_t epoch, int32_t worker,
                                                          int32_t workers, int64_t batch_size) {
   if (worker < 0 || worker >= workers)
     throw error("ist: worker " + std::to_string(worker) + " of " + std::to_string(workers));
-  const int64_t steps = ist_steps_per_epoch(dataset_size, batch_size, workers);
+  const int64_t steps = steps_per_epoch(dataset_size, batch_size, workers);
   const auto order =
       epoch_order(dataset_size, derive_seed(seed, "ist-data/" + std::to_string(worker)), epoch);
   std::vector<std::vector<int64_t>> out;
@@ -334,11 +334,11 @@ void sgd_update(const at::Tensor& parameter, const at::Tensor& gradient, at::Ten
 
 } // namespace
 
-ist_local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
+local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
                            const std::vector<std::vector<int64_t>>& minibatches,
                            const optimizer_spec& optimizer, const minibatch_loss& loss) {
   std::vector<at::Tensor> momentum(parameters.size()); // reset: a fresh optimizer per round
-  ist_local_result out;
+  local_result out;
   for (const auto& ids : minibatches) {
     auto [images, labels] = gather(train, ids);
     const auto l = loss(images, labels);
@@ -355,7 +355,7 @@ ist_local_result sgd_steps(const std::vector<at::Tensor>& parameters, const data
   return out;
 }
 
-ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
+local_result local_steps(network& subnet, const dataset& train,
                                  const std::vector<std::vector<int64_t>>& minibatches,
                                  const optimizer_spec& optimizer) {
   auto parameters = subnet.parameters();
@@ -363,7 +363,7 @@ ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
     p.requires_grad_(true);
   const auto out = sgd_steps(parameters, train, minibatches, optimizer,
                              [&](const at::Tensor& images, const at::Tensor& labels) {
-                               return ist_loss(ist_forward(subnet, images), labels);
+                               return loss(forward(subnet, images), labels);
                              });
   for (auto& p : parameters)
     p.requires_grad_(false);
@@ -374,64 +374,64 @@ ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
 
 namespace {
 
-void check_spec(const dataset& train, const ist_settings& spec) {
+void check_spec(const dataset& train, const settings& spec) {
   if (spec.epochs < 0 || spec.local_steps < 1 || spec.eval_batch < 1)
     throw error("ist: expected epochs >= 0, local_steps >= 1 and eval_batch >= 1");
   check_workers(spec.shape.hidden, spec.workers, "workers");
   if (train.size() > 0 && train.images.numel() / train.size() != spec.shape.inputs)
     throw error("ist: samples of " + std::to_string(train.images.numel() / train.size()) +
                 " values, expected shape.inputs = " + std::to_string(spec.shape.inputs));
-  ist_steps_per_epoch(train.size(), spec.batch_size, spec.workers);
+  steps_per_epoch(train.size(), spec.batch_size, spec.workers);
 }
 
 /// One round: every worker's subnet sliced from `whole` as it is, trained on
 /// its minibatches, written back.
-ist_local_result run_round(ist_network& whole, const dataset& train, const ist_settings& spec,
-                           const ist_partition& partition, const round_minibatches& minibatches,
-                           ist_result& result) {
-  std::vector<ist_network> subnets;
+local_result run_round(network& whole, const dataset& train, const settings& spec,
+                           const partition& partition, const round_minibatches& minibatches,
+                           result& result) {
+  std::vector<network> subnets;
   for (int32_t w = 0; w < spec.workers; ++w)
     subnets.push_back(slice_subnet(whole, partition, w));
-  ist_local_result sum;
+  local_result sum;
   for (int32_t w = 0; w < spec.workers; ++w) {
-    const auto r = ist_local_steps(subnets[static_cast<size_t>(w)], train,
+    const auto r = local_steps(subnets[static_cast<size_t>(w)], train,
                                    minibatches[static_cast<size_t>(w)], spec.optimizer);
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
     result.exchanged_elements[static_cast<size_t>(w)] +=
-        ist_subnet_elements(spec.shape, partition, w);
+        subnet_elements(spec.shape, partition, w);
   }
   for (int32_t w = 0; w < spec.workers; ++w)
     write_back_subnet(whole, subnets[static_cast<size_t>(w)], partition, w);
   return sum;
 }
 
-void run_epoch(ist_network& whole, const dataset& train, const ist_settings& spec, int32_t epoch,
-               ist_result& result) {
+void run_epoch(network& whole, const dataset& train, const settings& spec, int32_t epoch,
+               result& result) {
   run_reference_epoch(train, spec, epoch, result,
                       [&](int64_t round, const round_minibatches& minibatches) {
                         const auto partition =
-                            make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, round);
+                            make_partition(spec.shape.hidden, spec.workers, spec.seed, round);
                         return run_round(whole, train, spec, partition, minibatches, result);
                       });
 }
 
 } // namespace
 
-ist_result run_ist_local(const dataset& train, const dataset& test, const ist_settings& spec) {
+result run_local(const dataset& train, const dataset& test, const settings& spec) {
   check_spec(train, spec);
-  ist_result result;
+  result result;
   result.exchanged_elements.assign(static_cast<size_t>(spec.workers), 0);
-  ist_network whole = make_ist_network(spec.shape, spec.seed);
+  network whole = make_network(spec.shape, spec.seed);
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
     run_epoch(whole, train, spec, epoch, result);
-    const auto evaluation = ist_evaluate(whole, test, spec.eval_batch);
+    const auto evaluation = evaluate(whole, test, spec.eval_batch);
     result.test_loss.push_back(evaluation.loss);
     result.test_accuracy.push_back(evaluation.accuracy);
   }
-  result.weights_digest = ist_digest(whole);
+  result.weights_digest = digest(whole);
   result.network = whole;
   return result;
 }
 
-} // namespace baton::model
+} // namespace baton::model::ist

@@ -4,17 +4,17 @@
 // connected networks), free of actors: the partition of every hidden layer's
 // neurons in a round, a worker's subnet sliced out of the whole network and
 // written back in place, which shard owns which slice, the bytes a round
-// moves, L local SGD steps on a subnet, and `run_ist_local`, the one-process
-// reference the actor mode is checked against. The network is ist_network
-// (model/ist/ist_network.hpp).
+// moves, L local SGD steps on a subnet, and `run_local`, the one-process
+// reference the actor mode is checked against. The network is network
+// (model/ist/network.hpp).
 //
 // Conventions the actors must follow to match the reference bit for bit:
-// - seeds: one run seed. The network is make_ist_network(shape, seed); the
-//   partition of round r is make_ist_partition(hidden, W, seed, r), computed
+// - seeds: one run seed. The network is make_network(shape, seed); the
+//   partition of round r is make_partition(hidden, W, seed, r), computed
 //   by every actor on its own (no partition messages); worker w's data is
-//   ist_worker_minibatches(n, seed, epoch, w, W, batch).
+//   worker_minibatches(n, seed, epoch, w, W, batch).
 // - rounds are numbered from 0 over the whole run: epoch e (0-based) has
-//   ist_rounds_per_epoch rounds, round r of the run is epoch r / R's round
+//   rounds_per_epoch rounds, round r of the run is epoch r / R's round
 //   r % R, and it trains that epoch's steps [L (r % R), min(L (r % R + 1),
 //   steps)) of every worker (the last round of an epoch may be shorter).
 // - a part is cut from the layer's permutation (the first width % W parts
@@ -27,7 +27,7 @@
 //   does not matter. Nothing is averaged; an element outside every worker's
 //   subnet (outside every diagonal block of a hidden-to-hidden layer) keeps
 //   its value.
-// - local steps (ist_local_steps): torch::optim::SGD's arithmetic per step
+// - local steps (local_steps): torch::optim::SGD's arithmetic per step
 //   on the mean loss of one minibatch; the momentum buffer (when momentum !=
 //   0) is reset at the start of every round, as a fresh optimizer would. The
 //   default is the authors' plain SGD (momentum 0).
@@ -36,13 +36,13 @@
 //   floor(floor(n / batch) / W) steps per worker (the W workers together
 //   train about n samples), full minibatches only (drop_last, as theirs).
 // - shards (S of them, default S = W): shard s owns the contiguous neurons
-//   ist_shard_neurons(width, s, S) of every hidden layer, with, as the
+//   shard_neurons(width, s, S) of every hidden layer, with, as the
 //   authors' partitioned parameter server holds them: the first layer's rows
 //   of its first-hidden-layer neurons, the batch norm parameters of its
 //   neurons, and the outgoing weights of its neurons (the columns of the
-//   next hidden-to-hidden layer, or of the output layer). ist_shard_pieces
+//   next hidden-to-hidden layer, or of the output layer). shard_pieces
 //   says which slice of a subnet each shard sends and takes back.
-// - evaluation is on the whole network (ist_evaluate, batch statistics of
+// - evaluation is on the whole network (evaluate, batch statistics of
 //   each test batch of eval_batch samples in order).
 
 #include <algorithm>
@@ -54,10 +54,10 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/core/dataset.hpp"
-#include "model/ist/ist_network.hpp"
+#include "model/ist/network.hpp"
 #include "model/core/training.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 // -- partitions ------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ namespace baton::model {
 /// Fisher-Yates written out over an mt19937_64 seeded with
 /// derive_seed(seed, "ist-partition/<round>/<layer>"), the same on every
 /// machine.
-std::vector<int64_t> ist_permutation(int64_t width, uint64_t seed, int64_t round, size_t layer);
+std::vector<int64_t> permutation(int64_t width, uint64_t seed, int64_t round, size_t layer);
 
 /// A contiguous range [begin, end) of neuron indices or of positions.
 struct neuron_range {
@@ -78,15 +78,15 @@ struct neuron_range {
 /// The `index`-th of `count` contiguous parts of [0, width): the first
 /// width % count parts have one element more. Throws model::error unless
 /// 1 <= count <= width and 0 <= index < count.
-neuron_range ist_cut(int64_t width, int32_t index, int32_t count);
+neuron_range cut(int64_t width, int32_t index, int32_t count);
 
 /// The partition of one round: for every hidden layer, W disjoint parts
 /// covering its neurons.
-struct ist_partition {
+struct partition {
   int64_t round = 0;
   int32_t workers = 1;
   /// parts[layer][worker]: the worker's neurons of that hidden layer, sorted
-  /// ascending: positions ist_cut(width, worker, W) of ist_permutation.
+  /// ascending: positions cut(width, worker, W) of permutation.
   std::vector<std::vector<std::vector<int64_t>>> parts;
   /// parts[layer][worker].
   const std::vector<int64_t>& neurons(size_t layer, int32_t worker) const;
@@ -94,7 +94,7 @@ struct ist_partition {
 
 /// The partition of round `round` for hidden widths `hidden`. Throws
 /// model::error unless 1 <= workers <= every width.
-ist_partition make_ist_partition(const std::vector<int64_t>& hidden, int32_t workers,
+partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
                                  uint64_t seed, int64_t round);
 
 // -- subnets ---------------------------------------------------------------------
@@ -103,29 +103,29 @@ ist_partition make_ist_partition(const std::vector<int64_t>& hidden, int32_t wor
 /// layer for its first-layer neurons, the diagonal block (its rows, its
 /// columns) of every hidden-to-hidden layer, the columns of the output
 /// layer for its last-layer neurons, its neurons' batch norm parameters.
-ist_network slice_subnet(const ist_network& whole, const ist_partition& partition,
+network slice_subnet(const network& whole, const partition& partition,
                          int32_t worker);
 
 /// Writes `subnet` (shaped as slice_subnet(whole, partition, worker)) back
 /// into `whole` in place, at the elements it was sliced from; every other
 /// element of `whole` is left as it was. Throws model::error on a shape
 /// mismatch.
-void write_back_subnet(ist_network& whole, const ist_network& subnet,
-                       const ist_partition& partition, int32_t worker);
+void write_back_subnet(network& whole, const network& subnet,
+                       const partition& partition, int32_t worker);
 
 // -- shards ----------------------------------------------------------------------
 
 /// The neurons shard `shard` of `shards` owns in a hidden layer of `width`
-/// neurons: ist_cut(width, shard, shards).
-neuron_range ist_shard_neurons(int64_t width, int32_t shard, int32_t shards);
+/// neurons: cut(width, shard, shards).
+neuron_range shard_neurons(int64_t width, int32_t shard, int32_t shards);
 
 /// One slice of a subnet tensor that one shard sends to a worker (and takes
 /// back after the local steps): positions [begin, end) along `dim` of the
-/// subnet's tensor number `tensor` (in ist_network::parameters() order),
+/// subnet's tensor number `tensor` (in network::parameters() order),
 /// all other dimensions whole. Those positions are the worker's neurons
 /// partition.neurons(layer, worker)[begin, end) of hidden layer `layer`,
-/// all inside ist_shard_neurons(hidden[layer], shard, S).
-struct ist_piece {
+/// all inside shard_neurons(hidden[layer], shard, S).
+struct piece {
   size_t tensor = 0;   ///< index into parameters(): fc1, bn1.w, bn1.b, fc2, ...
   int64_t dim = 0;     ///< 0: rows (fc1, batch norm), 1: columns (outgoing weights)
   size_t layer = 0;    ///< the hidden layer whose neurons `dim` runs over
@@ -138,7 +138,7 @@ struct ist_piece {
 /// shards 0, 1, ..., S-1 tile its `dim` in that order (possibly empty
 /// pieces are listed too). Throws model::error unless 1 <= shards <= every
 /// width and 0 <= shard < shards.
-std::vector<ist_piece> ist_shard_pieces(const ist_shape& shape, const ist_partition& partition,
+std::vector<piece> shard_pieces(const shape& shape, const partition& partition,
                                         int32_t worker, int32_t shard, int32_t shards);
 
 /// The values of `piece` for worker `worker`, taken from `whole` (or from
@@ -146,27 +146,27 @@ std::vector<ist_piece> ist_shard_pieces(const ist_shape& shape, const ist_partit
 /// slices: only those elements are read): shaped as the piece of the
 /// worker's subnet tensor. Concatenating the pieces of shards 0..S-1 along
 /// piece.dim gives slice_subnet's tensor.
-at::Tensor take_piece(const ist_network& whole, const ist_partition& partition, int32_t worker,
-                      const ist_piece& piece);
+at::Tensor take_piece(const network& whole, const partition& partition, int32_t worker,
+                      const piece& piece);
 
 /// Writes `values` (shaped as take_piece's result) back into `whole` where
 /// take_piece read them; nothing else changes. Doing it for every piece of
 /// every shard is write_back_subnet.
-void put_piece(ist_network& whole, const ist_partition& partition, int32_t worker,
-               const ist_piece& piece, const at::Tensor& values);
+void put_piece(network& whole, const partition& partition, int32_t worker,
+               const piece& piece, const at::Tensor& values);
 
 // -- bytes -----------------------------------------------------------------------
 
 /// Scalars in worker `worker`'s subnet of `partition`: what it receives at
 /// the start of a round and sends back at its end (each way).
-int64_t ist_subnet_elements(const ist_shape& shape, const ist_partition& partition,
+int64_t subnet_elements(const shape& shape, const partition& partition,
                             int32_t worker);
 
 /// The formula the bench prints next to the count, in float32 bytes each
 /// way per worker per round: the first and last layers' weights / W, every
 /// hidden-to-hidden layer's / W^2, the batch norm parameters / W. Exact when
 /// W divides every width.
-double ist_bytes_formula(const ist_shape& shape, int32_t workers);
+double bytes_formula(const shape& shape, int32_t workers);
 
 // -- data and local steps ----------------------------------------------------------
 
@@ -174,21 +174,21 @@ double ist_bytes_formula(const ist_shape& shape, int32_t workers);
 /// the authors' loop (len(train_loader) // world_size). Throws model::error
 /// when it is 0 or an argument is not positive, or batch_size < 2 (batch
 /// statistics of one sample).
-int64_t ist_steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t workers);
+int64_t steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t workers);
 
 /// Rounds per epoch: ceil(steps_per_epoch / local_steps).
-int64_t ist_rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps);
+int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps);
 
 /// Worker `worker`'s minibatches of epoch `epoch` (0-based): the first
 /// steps x batch_size samples of epoch_order(n, derive_seed(seed,
-/// "ist-data/<worker>"), epoch), cut into ist_steps_per_epoch minibatches of
+/// "ist-data/<worker>"), epoch), cut into steps_per_epoch minibatches of
 /// batch_size.
-std::vector<std::vector<int64_t>> ist_worker_minibatches(int64_t dataset_size, uint64_t seed,
+std::vector<std::vector<int64_t>> worker_minibatches(int64_t dataset_size, uint64_t seed,
                                                          int32_t epoch, int32_t worker,
                                                          int32_t workers, int64_t batch_size);
 
 /// What some local steps did.
-struct ist_local_result {
+struct local_result {
   double loss_sum = 0;  ///< sum over steps of mean loss x minibatch size
   int64_t samples = 0;
   int64_t steps = 0;
@@ -197,8 +197,8 @@ struct ist_local_result {
 /// By worker, its local steps' sample ids in one round.
 using round_minibatches = std::vector<std::vector<std::vector<int64_t>>>;
 
-/// One epoch of a one-process reference (run_ist_local, run_resist_local):
-/// every worker's minibatches of `epoch` (ist_worker_minibatches of
+/// One epoch of a one-process reference (run_local, run_resist_local):
+/// every worker's minibatches of `epoch` (worker_minibatches of
 /// `spec`'s seed, workers and batch size) cut into rounds of
 /// spec.local_steps; `round(r, minibatches)` trains round r (the run's
 /// round number) and returns its loss and sample sums over the workers.
@@ -207,20 +207,20 @@ using round_minibatches = std::vector<std::vector<std::vector<int64_t>>>;
 template <class Spec, class Result, class Round>
 void run_reference_epoch(const dataset& train, const Spec& spec, int32_t epoch, Result& result,
                          Round round) {
-  const int64_t steps = ist_steps_per_epoch(train.size(), spec.batch_size, spec.workers);
-  const int64_t rounds = ist_rounds_per_epoch(steps, spec.local_steps);
+  const int64_t steps = steps_per_epoch(train.size(), spec.batch_size, spec.workers);
+  const int64_t rounds = rounds_per_epoch(steps, spec.local_steps);
   round_minibatches minibatches;
   for (int32_t w = 0; w < spec.workers; ++w)
-    minibatches.push_back(ist_worker_minibatches(train.size(), spec.seed, epoch, w, spec.workers,
+    minibatches.push_back(worker_minibatches(train.size(), spec.seed, epoch, w, spec.workers,
                                                  spec.batch_size));
-  ist_local_result sum;
+  local_result sum;
   for (int64_t r = 0; r < rounds; ++r) {
     const int64_t first = r * spec.local_steps;
     const int64_t last = std::min(steps, first + spec.local_steps);
     round_minibatches of_round;
     for (const auto& mine : minibatches)
       of_round.emplace_back(mine.begin() + first, mine.begin() + last);
-    const ist_local_result s = round(static_cast<int64_t>(epoch) * rounds + r, of_round);
+    const local_result s = round(static_cast<int64_t>(epoch) * rounds + r, of_round);
     sum.loss_sum += s.loss_sum;
     sum.samples += s.samples;
     result.steps += last - first;
@@ -240,7 +240,7 @@ using minibatch_loss =
 /// dampening, no Nesterov): weight decay, then the momentum buffer (created
 /// as a clone of the round's first update), then parameter -= lr x update.
 /// Shared by IST's and ResIST's local steps (model/ist/resist.hpp).
-ist_local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
+local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
                            const std::vector<std::vector<int64_t>>& minibatches,
                            const optimizer_spec& optimizer, const minibatch_loss& loss);
 
@@ -250,15 +250,15 @@ ist_local_result sgd_steps(const std::vector<at::Tensor>& parameters, const data
 /// dampening whose buffer starts as the round's first gradient, then p -=
 /// lr x update). The subnet's tensors need not require gradients; they do
 /// not afterwards.
-ist_local_result ist_local_steps(ist_network& subnet, const dataset& train,
+local_result local_steps(network& subnet, const dataset& train,
                                  const std::vector<std::vector<int64_t>>& minibatches,
                                  const optimizer_spec& optimizer);
 
 // -- the local reference -------------------------------------------------------
 
 /// An IST run.
-struct ist_settings {
-  ist_shape shape;             ///< shape.inputs must match the dataset's sample width
+struct settings {
+  shape shape;             ///< shape.inputs must match the dataset's sample width
   int32_t workers = 2;         ///< W
   int32_t local_steps = 10;    ///< L
   int64_t batch_size = 128;    ///< per worker per step
@@ -269,7 +269,7 @@ struct ist_settings {
 };
 
 /// What a run produced.
-struct ist_result {
+struct result {
   std::vector<double> train_loss;    ///< per epoch: mean over every worker's samples
   std::vector<double> test_loss;     ///< per epoch, whole network
   std::vector<double> test_accuracy; ///< per epoch, whole network
@@ -278,8 +278,8 @@ struct ist_result {
   int64_t samples = 0;               ///< samples trained, all workers
   /// Elements each way per worker, summed over the run's rounds.
   std::vector<int64_t> exchanged_elements;
-  std::string weights_digest;        ///< ist_digest of the final network
-  ist_network network;               ///< the final whole network
+  std::string weights_digest;        ///< digest of the final network
+  network network;               ///< the final whole network
 };
 
 /// The whole IST run in one process, no actors: for every round, the
@@ -287,6 +287,6 @@ struct ist_result {
 /// on each (worker order 0, 1, ...: they are independent), the W subnets
 /// written back; after every epoch, the whole network evaluated on `test`.
 /// Throws model::error on a bad spec.
-ist_result run_ist_local(const dataset& train, const dataset& test, const ist_settings& spec);
+result run_local(const dataset& train, const dataset& test, const settings& spec);
 
-} // namespace baton::model
+} // namespace baton::model::ist

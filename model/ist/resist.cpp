@@ -8,7 +8,7 @@
 #include "model/core/batches.hpp"
 #include "model/core/pretrain.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 // -- the network and its blocks -------------------------------------------------
 
@@ -58,7 +58,7 @@ resist_deal make_resist_deal(size_t blocks, int32_t workers, uint64_t seed, int6
   const uint64_t deal_seed = derive_seed(seed, "resist-deal");
   std::vector<int64_t> sequence;
   for (size_t k = 0; sequence.size() < slots; ++k) {
-    auto permutation = ist_permutation(static_cast<int64_t>(blocks), deal_seed, round, k);
+    auto permutation = permutation(static_cast<int64_t>(blocks), deal_seed, round, k);
     sequence.insert(sequence.end(), permutation.begin(), permutation.end());
   }
   resist_deal deal;
@@ -105,7 +105,7 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
   return y;
 }
 
-ist_local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
+local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                     const dataset& train,
                                     const std::vector<std::vector<int64_t>>& minibatches,
                                     const optimizer_spec& optimizer) {
@@ -215,7 +215,7 @@ void check_resist_settings(const dataset& train, const resist_settings& spec) {
   if (train.size() > 0 && train.images.size(1) != spec.in_channels)
     throw error("resist: samples of " + std::to_string(train.images.size(1)) +
                 " channels, expected in_channels = " + std::to_string(spec.in_channels));
-  ist_steps_per_epoch(train.size(), spec.batch_size, spec.workers);
+  steps_per_epoch(train.size(), spec.batch_size, spec.workers);
 }
 
 namespace {
@@ -230,10 +230,10 @@ struct run_state {
 
 /// One round: every replica from the merged network, its minibatches on
 /// its sub-ResNet, then the merge.
-ist_local_result run_round(run_state& s, const dataset& train, int64_t round,
+local_result run_round(run_state& s, const dataset& train, int64_t round,
                            const round_minibatches& minibatches) {
   const auto deal = make_resist_deal(s.partitioned.size(), s.spec.workers, s.spec.seed, round);
-  ist_local_result sum;
+  local_result sum;
   for (int32_t w = 0; w < s.spec.workers; ++w) {
     auto& replica = s.replicas[static_cast<size_t>(w)];
     copy_state(replica, s.merged);
@@ -276,4 +276,4 @@ resist_result run_resist_local(const dataset& train, const dataset& test,
   return std::move(s.result);
 }
 
-} // namespace baton::model
+} // namespace baton::model::ist

@@ -30,7 +30,7 @@
 //   optimizer at each repartition), on the mean cross entropy of its own
 //   minibatch, in training mode (batch norm updates its running statistics).
 // - data, as job: ist: every worker draws from the whole training set in its
-//   own seeded order (ist_worker_minibatches), floor(floor(n / batch) / W)
+//   own seeded order (worker_minibatches), floor(floor(n / batch) / W)
 //   steps per worker per epoch, rounds of L steps (the last may be shorter).
 // - the merge after the round: every tensor of the state (parameters and
 //   batch norm buffers) of a shared layer is averaged over all W workers, of
@@ -53,7 +53,7 @@
 #include "model/core/layered_model.hpp"
 #include "model/core/training.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 // -- the network and its blocks -------------------------------------------------
 
@@ -113,7 +113,7 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 /// Trains the active layers of `m` in place (training mode): one step per
 /// entry of `minibatches` (sample ids of `train`) on its mean cross entropy,
 /// with sgd_steps (momentum buffers fresh). Inactive layers are untouched.
-ist_local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
+local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                     const dataset& train,
                                     const std::vector<std::vector<int64_t>>& minibatches,
                                     const optimizer_spec& optimizer);
@@ -188,4 +188,4 @@ void check_resist_settings(const dataset& train, const resist_settings& spec);
 resist_result run_resist_local(const dataset& train, const dataset& test,
                                const resist_settings& spec);
 
-} // namespace baton::model
+} // namespace baton::model::ist

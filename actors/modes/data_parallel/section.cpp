@@ -6,7 +6,7 @@
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/one_task.hpp"
-#include "model/ist/ist_network.hpp"
+#include "model/ist/network.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
 
@@ -71,9 +71,9 @@ void read_hidden(const field& section, topology& t) {
             t.backbone.name + "')");
   const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
   std::vector<int64_t> widths;
-  for (const field& item : f->items(what, model::ist_max_hidden_layers))
+  for (const field& item : f->items(what, model::ist::max_hidden_layers))
     widths.push_back(read_integer<int64_t>(
-      item, 1, model::ist_max_width, "a width from 1 to " + std::to_string(model::ist_max_width)));
+      item, 1, model::ist::max_width, "a width from 1 to " + std::to_string(model::ist::max_width)));
   if (widths.empty())
     f->expected(what);
   t.backbone.hidden = std::move(widths);

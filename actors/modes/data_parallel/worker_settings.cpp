@@ -7,7 +7,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "model/core/checkpoint.hpp"
 #include "model/core/pretrain.hpp"
-#include "model/ist/ist_mlp.hpp"
+#include "model/ist/mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -23,8 +23,8 @@ caf::expected<worker_settings> parse_worker_settings(const std::string& yaml) {
 
 model::layered_model make_worker_model(const model::model_spec& spec) {
   // Whole networks, no classifier to add.
-  if (spec.name == model::ist_mlp_name)
-    return model::make_ist_mlp(spec);
+  if (spec.name == model::ist::mlp_name)
+    return model::ist::make_mlp(spec);
   if (spec.name == "mlp")
     return model::make_model(spec);
   return model::make_pretrain_model(spec, spec.classes);

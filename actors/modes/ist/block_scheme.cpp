@@ -21,8 +21,8 @@ block_layout make_block_layout(const model::layered_model& m, int32_t shards) {
     throw model::error("resist: expected at least one shard");
   block_layout out;
   out.layers = m.size();
-  out.partitioned = model::resist_partitioned_layers(m);
-  out.state_layers = model::resist_state_layers(m);
+  out.partitioned = model::ist::resist_partitioned_layers(m);
+  out.state_layers = model::ist::resist_state_layers(m);
   const auto state = m.state();
   int64_t total = 0;
   for (const auto& t : state)
@@ -41,10 +41,10 @@ block_layout make_block_layout(const model::layered_model& m, int32_t shards) {
 }
 
 std::vector<size_t> message_tensors(const block_layout& layout,
-                                    const model::resist_deal& deal, int32_t worker,
+                                    const model::ist::resist_deal& deal, int32_t worker,
                                     int32_t shard, bool whole) {
   const auto active =
-    model::resist_active_layers(layout.layers, layout.partitioned, deal, worker);
+    model::ist::resist_active_layers(layout.layers, layout.partitioned, deal, worker);
   std::vector<size_t> out;
   const auto s = static_cast<size_t>(shard);
   for (size_t k = layout.bounds.at(s); k < layout.bounds.at(s + 1); ++k)
@@ -92,9 +92,9 @@ void copy_in(model::layered_model& network, const std::vector<at::Tensor>& value
     target[indices[i]].copy_(values[i]);
 }
 
-model::resist_deal deal_of(const block_layout& layout, int32_t workers, uint64_t seed,
+model::ist::resist_deal deal_of(const block_layout& layout, int32_t workers, uint64_t seed,
                            int64_t round) {
-  return model::make_resist_deal(layout.partitioned.size(), workers, seed, round);
+  return model::ist::make_resist_deal(layout.partitioned.size(), workers, seed, round);
 }
 
 } // namespace
@@ -119,7 +119,7 @@ caf::error block_scheme::check_plan(const topology&, const shape&, int32_t) {
 template <>
 block_scheme::worker_model block_scheme::make_worker(const worker_settings& spec) {
   worker_model m;
-  m.network = model::make_resist_network(spec.shape.in_channels, spec.shape.classes,
+  m.network = model::ist::make_resist_network(spec.shape.in_channels, spec.shape.classes,
                                          spec.data.plan.seed);
   m.layout = make_block_layout(m.network, spec.shards);
   return m;
@@ -145,9 +145,9 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
             message_tensors(m.layout, deal, spec.worker, s, whole),
             shard_name(s) + "'s state");
   const auto active =
-    model::resist_active_layers(m.layout.layers, m.layout.partitioned, deal, spec.worker);
+    model::ist::resist_active_layers(m.layout.layers, m.layout.partitioned, deal, spec.worker);
   trained_round out;
-  out.steps = model::resist_local_steps(m.network, active, data, minibatches, spec.optimizer);
+  out.steps = model::ist::resist_local_steps(m.network, active, data, minibatches, spec.optimizer);
   const auto state = m.network.state();
   for (int32_t s = 0; s < spec.shards; ++s) {
     out.to_shards.emplace_back();
@@ -158,15 +158,15 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
 }
 
 template <>
-model::ist_evaluation block_scheme::evaluate(worker_model& m, const worker_settings& spec,
+model::ist::evaluation block_scheme::evaluate(worker_model& m, const worker_settings& spec,
                                              const std::vector<std::vector<at::Tensor>>& owned,
                                              const model::dataset& test) {
   for (int32_t s = 0; s < spec.shards; ++s)
     copy_in(m.network, owned[static_cast<size_t>(s)], range_of(m.layout, s),
             shard_name(s) + "'s owned tensors");
-  const auto scale = model::resist_eval_scale(m.layout.partitioned.size(), spec.workers);
+  const auto scale = model::ist::resist_eval_scale(m.layout.partitioned.size(), spec.workers);
   const auto e =
-    model::resist_evaluate(m.network, m.layout.partitioned, scale, test, spec.eval_batch);
+    model::ist::resist_evaluate(m.network, m.layout.partitioned, scale, test, spec.eval_batch);
   return {e.loss, e.accuracy, test.size()};
 }
 
@@ -186,7 +186,7 @@ std::string block_scheme::digest(const worker_model& m) {
 template <>
 block_scheme::shard_model block_scheme::make_shard(const shard_settings& spec) {
   auto network =
-    model::make_resist_network(spec.shape.in_channels, spec.shape.classes, spec.seed);
+    model::ist::make_resist_network(spec.shape.in_channels, spec.shape.classes, spec.seed);
   shard_model m;
   m.layout = make_block_layout(network, spec.shards);
   const auto initial = network.state();
@@ -244,7 +244,7 @@ void block_scheme::end_round(shard_model& m, const shard_settings& spec) {
     for (size_t w = 0; w < sent.size(); ++w)
       if (next[w] < sent[w].size() && sent[w][next[w]] == k)
         values.push_back(m.trained[w][next[w]++]);
-    m.state[k] = model::resist_average(values); // a new tensor: sent ones stay as they were
+    m.state[k] = model::ist::resist_average(values); // a new tensor: sent ones stay as they were
   }
   m.trained.assign(m.trained.size(), {});
 }
@@ -269,13 +269,13 @@ std::vector<messages::named_figure> block_scheme::shard_figures(const shard_mode
 // -- the scheme: the local reference ----------------------------------------------------------
 
 template <>
-model::resist_result block_scheme::run_reference(const model::dataset& train,
+model::ist::resist_result block_scheme::run_reference(const model::dataset& train,
                                              const model::dataset& test,
                                              const worker_settings& worker) {
-  auto spec = reference_run<model::resist_settings>(worker);
+  auto spec = reference_run<model::ist::resist_settings>(worker);
   spec.in_channels = worker.shape.in_channels;
   spec.classes = worker.shape.classes;
-  return model::run_resist_local(train, test, spec);
+  return model::ist::run_resist_local(train, test, spec);
 }
 
 // -- the scheme: the export ------------------------------------------------------------
@@ -289,7 +289,7 @@ exported_network block_scheme::whole_network(const worker_settings& spec,
             shard_name(s) + "'s owned tensors");
   // The evaluation scales the partitioned blocks' residual branch.
   exported_network out{std::move(m.network), {}};
-  const auto scale = model::resist_eval_scale(m.layout.partitioned.size(), spec.workers);
+  const auto scale = model::ist::resist_eval_scale(m.layout.partitioned.size(), spec.workers);
   for (size_t layer : m.layout.partitioned)
     out.options.residual_scales[out.model.layers().at(layer).name] = scale;
   return out;
@@ -297,7 +297,7 @@ exported_network block_scheme::whole_network(const worker_settings& spec,
 
 template <>
 std::vector<std::vector<at::Tensor>> block_scheme::owned_pieces(
-  const model::resist_result& result, const worker_settings& spec) {
+  const model::ist::resist_result& result, const worker_settings& spec) {
   const auto layout = make_block_layout(result.network, spec.shards);
   const auto state = result.network.state();
   std::vector<std::vector<at::Tensor>> out;

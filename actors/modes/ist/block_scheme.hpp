@@ -2,11 +2,11 @@
 
 // ResIST's subnet scheme (ist.kind: resist; subnet_scheme.hpp): resnet18's
 // partitioned residual blocks are dealt to the workers every round
-// (model::make_resist_deal of seed and round, computed by every actor); a
+// (model::ist::make_resist_deal of seed and round, computed by every actor); a
 // worker holds the whole network and trains its sub-ResNet (the shared
 // layers and its blocks); the shards own the network's state tensors
 // (model::layered_model::state(): parameters, then buffers) and average
-// what the workers send back (model::resist_average).
+// what the workers send back (model::ist::resist_average).
 //
 // - shard s owns the contiguous state tensors [bounds[s], bounds[s + 1]):
 //   tensor k goes to the shard floor(offset_k x S / total) of its first byte,
@@ -31,8 +31,8 @@ namespace ist {
 /// The network as block_scheme divides it.
 struct block_layout {
   size_t layers = 0;                ///< m.size()
-  std::vector<size_t> partitioned;  ///< model::resist_partitioned_layers
-  std::vector<size_t> state_layers; ///< model::resist_state_layers: each state tensor's layer
+  std::vector<size_t> partitioned;  ///< model::ist::resist_partitioned_layers
+  std::vector<size_t> state_layers; ///< model::ist::resist_state_layers: each state tensor's layer
   /// S + 1 ascending state indices: shard s owns [bounds[s], bounds[s + 1]).
   std::vector<size_t> bounds;
 };
@@ -45,7 +45,7 @@ block_layout make_block_layout(const model::layered_model& m, int32_t shards);
 /// travel between it and worker `worker` in the round of `deal`: those of
 /// the layers the worker runs, or all of the range when `whole`.
 std::vector<size_t> message_tensors(const block_layout& layout,
-                                    const model::resist_deal& deal, int32_t worker,
+                                    const model::ist::resist_deal& deal, int32_t worker,
                                     int32_t shard, bool whole);
 
 /// Checks that `values` fit the state tensors `indices` of `state` (count,
@@ -75,7 +75,7 @@ void inspect(Inspector& f, resnet_shape& x) {
 struct resnet_blocks {
   static constexpr scheme_names names{"resist", "ResIST", "sub-ResNet"};
   using shape = resnet_shape;
-  using reference_result = model::resist_result;
+  using reference_result = model::ist::resist_result;
 
   /// What a worker holds: the whole network (the layers it runs are
   /// current) and how the shards divide it.
@@ -88,7 +88,7 @@ struct resnet_blocks {
   struct shard_model {
     block_layout layout;
     std::vector<at::Tensor> state; ///< by state index: its range, the rest undefined
-    model::resist_deal deal;       ///< this round's
+    model::ist::resist_deal deal;       ///< this round's
     int64_t round = 0;
     std::vector<std::vector<at::Tensor>> trained; ///< by worker: this round's, as they come
   };

@@ -91,7 +91,7 @@ job_plan make_plan(const topology& t, const model::task& task) {
   return plan;
 }
 
-/// The reference's result (model::ist_result or model::resist_result) as
+/// The reference's result (model::ist::result or model::ist::resist_result) as
 /// the actors of scheme `kind` ("ist" or "resist") report it.
 template <class Result>
 void report(const std::string& kind, const std::string& task, const section_spec& section,

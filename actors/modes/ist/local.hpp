@@ -1,7 +1,7 @@
 #pragma once
 
-// `--mode local` for job: ist: the scheme's reference (model::run_ist_local,
-// model::run_resist_local for ist.kind: resist), the whole run in one
+// `--mode local` for job: ist: the scheme's reference (model::ist::run_local,
+// model::ist::run_resist_local for ist.kind: resist), the whole run in one
 // process without actors, on the data, network, task and optimizer the
 // workers get (ist_worker_settings). Reported as the actor run reports:
 // worker.0 with the final network's digest, the other workers and the

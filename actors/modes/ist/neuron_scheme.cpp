@@ -12,7 +12,7 @@
 #include "actors/modes/ist/worker.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
-#include "model/ist/ist_mlp.hpp"
+#include "model/ist/mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -21,8 +21,8 @@ namespace ist {
 namespace {
 
 /// The shape of worker `worker`'s subnet tensor number `tensor`.
-std::vector<int64_t> subnet_tensor_shape(const model::ist_shape& shape,
-                                         const model::ist_partition& partition, int32_t worker,
+std::vector<int64_t> subnet_tensor_shape(const model::ist::shape& shape,
+                                         const model::ist::partition& partition, int32_t worker,
                                          size_t tensor) {
   const size_t layers = shape.hidden.size();
   auto width = [&](size_t k) {
@@ -36,7 +36,7 @@ std::vector<int64_t> subnet_tensor_shape(const model::ist_shape& shape,
 }
 
 /// `shape` with `piece.dim` cut to the piece's positions.
-std::vector<int64_t> piece_shape(std::vector<int64_t> shape, const model::ist_piece& piece) {
+std::vector<int64_t> piece_shape(std::vector<int64_t> shape, const model::ist::piece& piece) {
   shape.at(static_cast<size_t>(piece.dim)) = piece.positions.size();
   return shape;
 }
@@ -52,11 +52,11 @@ void check_piece(const at::Tensor& t, const std::vector<int64_t>& want, const st
 
 } // namespace
 
-model::ist_network network_of(std::vector<at::Tensor> parameters) {
+model::ist::network network_of(std::vector<at::Tensor> parameters) {
   if (parameters.size() % 3 != 1)
     throw model::error("ist: " + std::to_string(parameters.size()) +
                        " tensors are not a network (expected 3 per hidden layer + 1)");
-  model::ist_network net;
+  model::ist::network net;
   for (size_t i = 0; i < parameters.size(); ++i) {
     auto& into = i % 3 == 0 ? net.weights : i % 3 == 1 ? net.bn_weight : net.bn_bias;
     into.push_back(std::move(parameters[i]));
@@ -64,8 +64,8 @@ model::ist_network network_of(std::vector<at::Tensor> parameters) {
   return net;
 }
 
-model::ist_partition whole_partition(const model::ist_shape& shape) {
-  model::ist_partition p;
+model::ist::partition whole_partition(const model::ist::shape& shape) {
+  model::ist::partition p;
   p.workers = 1;
   for (int64_t width : shape.hidden) {
     std::vector<int64_t> all(static_cast<size_t>(width));
@@ -76,17 +76,17 @@ model::ist_partition whole_partition(const model::ist_shape& shape) {
   return p;
 }
 
-std::vector<at::Tensor> take_pieces(const model::ist_network& whole,
-                                    const model::ist_partition& partition, int32_t worker,
-                                    const std::vector<model::ist_piece>& pieces) {
+std::vector<at::Tensor> take_pieces(const model::ist::network& whole,
+                                    const model::ist::partition& partition, int32_t worker,
+                                    const std::vector<model::ist::piece>& pieces) {
   std::vector<at::Tensor> out;
   for (const auto& piece : pieces)
-    out.push_back(model::take_piece(whole, partition, worker, piece));
+    out.push_back(model::ist::take_piece(whole, partition, worker, piece));
   return out;
 }
 
-void put_pieces(model::ist_network& whole, const model::ist_partition& partition,
-                int32_t worker, const std::vector<model::ist_piece>& pieces,
+void put_pieces(model::ist::network& whole, const model::ist::partition& partition,
+                int32_t worker, const std::vector<model::ist::piece>& pieces,
                 const std::vector<at::Tensor>& values) {
   if (values.size() != pieces.size())
     throw model::error("ist: " + std::to_string(values.size()) + " tensors for " +
@@ -97,19 +97,19 @@ void put_pieces(model::ist_network& whole, const model::ist_partition& partition
     check_piece(values[i],
                 piece_shape(subnet_tensor_shape(shape, partition, worker, piece.tensor), piece),
                 "ist piece " + std::to_string(i));
-    model::put_piece(whole, partition, worker, piece, values[i]);
+    model::ist::put_piece(whole, partition, worker, piece, values[i]);
   }
 }
 
-model::ist_network assemble_subnet(const model::ist_shape& shape,
-                                   const model::ist_partition& partition, int32_t worker,
+model::ist::network assemble_subnet(const model::ist::shape& shape,
+                                   const model::ist::partition& partition, int32_t worker,
                                    const std::vector<std::vector<at::Tensor>>& from_shards) {
   const auto shards = static_cast<int32_t>(from_shards.size());
   const size_t tensors = 3 * shape.hidden.size() + 1;
   std::vector<std::vector<at::Tensor>> parts(tensors);
   std::vector<int64_t> dims(tensors, 0);
   for (int32_t s = 0; s < shards; ++s) {
-    const auto pieces = model::ist_shard_pieces(shape, partition, worker, s, shards);
+    const auto pieces = model::ist::shard_pieces(shape, partition, worker, s, shards);
     const auto& got = from_shards[static_cast<size_t>(s)];
     if (got.size() != pieces.size())
       throw model::error("ist: shard " + std::to_string(s) + " sent " +
@@ -130,13 +130,13 @@ model::ist_network assemble_subnet(const model::ist_shape& shape,
   return network_of(std::move(parameters));
 }
 
-std::vector<at::Tensor> split_subnet(const model::ist_network& subnet,
-                                     const model::ist_shape& shape,
-                                     const model::ist_partition& partition, int32_t worker,
+std::vector<at::Tensor> split_subnet(const model::ist::network& subnet,
+                                     const model::ist::shape& shape,
+                                     const model::ist::partition& partition, int32_t worker,
                                      int32_t shard, int32_t shards) {
   const auto parameters = subnet.parameters();
   std::vector<at::Tensor> out;
-  for (const auto& piece : model::ist_shard_pieces(shape, partition, worker, shard, shards))
+  for (const auto& piece : model::ist::shard_pieces(shape, partition, worker, shard, shards))
     out.push_back(parameters.at(piece.tensor)
                     .detach()
                     .narrow(piece.dim, piece.positions.begin, piece.positions.size())
@@ -144,9 +144,9 @@ std::vector<at::Tensor> split_subnet(const model::ist_network& subnet,
   return out;
 }
 
-int64_t owned_elements(const model::ist_shape& shape, int32_t shard, int32_t shards) {
+int64_t owned_elements(const model::ist::shape& shape, int32_t shard, int32_t shards) {
   int64_t n = 0;
-  for (const auto& piece : model::ist_shard_pieces(shape, whole_partition(shape), 0, shard,
+  for (const auto& piece : model::ist::shard_pieces(shape, whole_partition(shape), 0, shard,
                                                    shards))
     n += piece.elements;
   return n;
@@ -169,8 +169,8 @@ int64_t sample_values(const topology& t) {
 } // namespace
 
 template <>
-model::ist_shape neuron_scheme::shape_of(const topology& t, const model::task& task) {
-  model::ist_shape x;
+model::ist::shape neuron_scheme::shape_of(const topology& t, const model::task& task) {
+  model::ist::shape x;
   x.inputs = sample_values(t);
   x.hidden = section_of(t).hidden;
   x.classes = task.classes;
@@ -204,7 +204,7 @@ template <>
 neuron_scheme::worker_model neuron_scheme::make_worker(const worker_settings& spec) {
   worker_model m;
   if (spec.worker == 0) {
-    m.whole = model::make_ist_network(spec.shape, spec.data.plan.seed);
+    m.whole = model::ist::make_network(spec.shape, spec.data.plan.seed);
     m.whole_partition = whole_partition(spec.shape);
   }
   return m;
@@ -224,10 +224,10 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
                                    const model::dataset& data,
                                    const std::vector<std::vector<int64_t>>& minibatches) {
   const auto partition =
-    model::make_ist_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, round);
+    model::ist::make_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, round);
   auto subnet = assemble_subnet(spec.shape, partition, spec.worker, from_shards);
   trained_round out;
-  out.steps = model::ist_local_steps(subnet, data, minibatches, spec.optimizer);
+  out.steps = model::ist::local_steps(subnet, data, minibatches, spec.optimizer);
   for (int32_t s = 0; s < spec.shards; ++s)
     out.to_shards.push_back(
       split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards));
@@ -235,25 +235,25 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
 }
 
 template <>
-model::ist_evaluation neuron_scheme::evaluate(worker_model& m, const worker_settings& spec,
+model::ist::evaluation neuron_scheme::evaluate(worker_model& m, const worker_settings& spec,
                                               const std::vector<std::vector<at::Tensor>>& owned,
                                               const model::dataset& test) {
   for (int32_t s = 0; s < spec.shards; ++s)
     put_pieces(m.whole, m.whole_partition, 0,
-               model::ist_shard_pieces(spec.shape, m.whole_partition, 0, s, spec.shards),
+               model::ist::shard_pieces(spec.shape, m.whole_partition, 0, s, spec.shards),
                owned[static_cast<size_t>(s)]);
-  return model::ist_evaluate(m.whole, test, spec.eval_batch);
+  return model::ist::evaluate(m.whole, test, spec.eval_batch);
 }
 
 template <>
 messages::named_figure neuron_scheme::worker_figure(const worker_model&,
                                                     const worker_settings& spec) {
-  return {"formula_bytes_per_round", model::ist_bytes_formula(spec.shape, spec.workers)};
+  return {"formula_bytes_per_round", model::ist::bytes_formula(spec.shape, spec.workers)};
 }
 
 template <>
 std::string neuron_scheme::digest(const worker_model& m) {
-  return model::ist_digest(m.whole);
+  return model::ist::digest(m.whole);
 }
 
 // -- the scheme: a shard -------------------------------------------------------------------
@@ -261,10 +261,10 @@ std::string neuron_scheme::digest(const worker_model& m) {
 template <>
 neuron_scheme::shard_model neuron_scheme::make_shard(const shard_settings& spec) {
   shard_model m;
-  m.whole = model::make_ist_network(spec.shape, spec.seed);
+  m.whole = model::ist::make_network(spec.shape, spec.seed);
   m.whole_partition = whole_partition(spec.shape);
   m.owned =
-    model::ist_shard_pieces(spec.shape, m.whole_partition, 0, spec.shard, spec.shards);
+    model::ist::shard_pieces(spec.shape, m.whole_partition, 0, spec.shard, spec.shards);
   return m;
 }
 
@@ -276,7 +276,7 @@ void neuron_scheme::put_owned(shard_model& m, const shard_settings&,
 
 template <>
 void neuron_scheme::begin_round(shard_model& m, const shard_settings& spec, int64_t round) {
-  m.partition = model::make_ist_partition(spec.shape.hidden, spec.workers, spec.seed, round);
+  m.partition = model::ist::make_partition(spec.shape.hidden, spec.workers, spec.seed, round);
 }
 
 template <>
@@ -284,14 +284,14 @@ std::vector<at::Tensor> neuron_scheme::round_tensors(shard_model& m, const shard
                                                      int32_t worker) {
   return take_pieces(
     m.whole, m.partition, worker,
-    model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard, spec.shards));
+    model::ist::shard_pieces(spec.shape, m.partition, worker, spec.shard, spec.shards));
 }
 
 template <>
 void neuron_scheme::take_trained(shard_model& m, const shard_settings& spec, int32_t worker,
                                  const std::vector<at::Tensor>& tensors, const std::string&) {
   put_pieces(m.whole, m.partition, worker,
-             model::ist_shard_pieces(spec.shape, m.partition, worker, spec.shard,
+             model::ist::shard_pieces(spec.shape, m.partition, worker, spec.shard,
                                          spec.shards),
              tensors);
 }
@@ -317,12 +317,12 @@ std::vector<messages::named_figure> neuron_scheme::shard_figures(const shard_mod
 // -- the scheme: the local reference ----------------------------------------------------------
 
 template <>
-model::ist_result neuron_scheme::run_reference(const model::dataset& train,
+model::ist::result neuron_scheme::run_reference(const model::dataset& train,
                                            const model::dataset& test,
                                            const worker_settings& worker) {
-  auto spec = reference_run<model::ist_settings>(worker);
+  auto spec = reference_run<model::ist::settings>(worker);
   spec.shape = worker.shape;
-  return model::run_ist_local(train, test, spec);
+  return model::ist::run_local(train, test, spec);
 }
 
 // -- the scheme: the export ------------------------------------------------------------
@@ -330,23 +330,23 @@ model::ist_result neuron_scheme::run_reference(const model::dataset& train,
 template <>
 exported_network neuron_scheme::whole_network(const worker_settings& spec,
                                               const std::vector<std::vector<at::Tensor>>& owned) {
-  auto whole = model::make_ist_network(spec.shape, spec.data.plan.seed);
+  auto whole = model::ist::make_network(spec.shape, spec.data.plan.seed);
   const auto partition = whole_partition(spec.shape);
   for (int32_t s = 0; s < spec.shards; ++s)
     put_pieces(whole, partition, 0,
-               model::ist_shard_pieces(spec.shape, partition, 0, s, spec.shards),
+               model::ist::shard_pieces(spec.shape, partition, 0, s, spec.shards),
                owned.at(static_cast<size_t>(s)));
-  // IST's mlp as layers (model/ist/ist_mlp.hpp): its parameters are the
-  // network's, in parameters() order; its forward is ist_forward's.
+  // IST's mlp as layers (model/ist/mlp.hpp): its parameters are the
+  // network's, in parameters() order; its forward is ist::forward's.
   model::model_spec layers;
-  layers.name = model::ist_mlp_name;
+  layers.name = model::ist::mlp_name;
   layers.in_channels = spec.shape.inputs; // flattened: any [B, ...] of that many values
   layers.in_height = 1;
   layers.in_width = 1;
   layers.hidden = spec.shape.hidden;
   layers.classes = spec.shape.classes;
   layers.seed = spec.data.plan.seed;
-  auto m = model::make_ist_mlp(layers);
+  auto m = model::ist::make_mlp(layers);
   torch::NoGradGuard no_grad;
   auto params = m.parameters();
   const auto values = whole.parameters();
@@ -359,13 +359,13 @@ exported_network neuron_scheme::whole_network(const worker_settings& spec,
 }
 
 template <>
-std::vector<std::vector<at::Tensor>> neuron_scheme::owned_pieces(const model::ist_result& result,
+std::vector<std::vector<at::Tensor>> neuron_scheme::owned_pieces(const model::ist::result& result,
                                                                  const worker_settings& spec) {
   const auto partition = whole_partition(spec.shape);
   std::vector<std::vector<at::Tensor>> out;
   for (int32_t s = 0; s < spec.shards; ++s)
     out.push_back(take_pieces(result.network, partition, 0,
-                              model::ist_shard_pieces(spec.shape, partition, 0, s, spec.shards)));
+                              model::ist::shard_pieces(spec.shape, partition, 0, s, spec.shards)));
   return out;
 }
 

@@ -44,9 +44,9 @@ void check_model(const field& section, const std::string& kind) {
 std::vector<int64_t> read_hidden(const field& f, const section_spec& s) {
   const std::string what = "a list of hidden layer widths, e.g. [4096] or [4096, 4096]";
   std::vector<int64_t> widths;
-  for (const field& item : f.items(what, model::ist_max_hidden_layers)) {
+  for (const field& item : f.items(what, model::ist::max_hidden_layers)) {
     auto width = read_integer<int64_t>(
-      item, 1, model::ist_max_width, "a width from 1 to " + std::to_string(model::ist_max_width));
+      item, 1, model::ist::max_width, "a width from 1 to " + std::to_string(model::ist::max_width));
     if (width < s.workers || width < s.shards)
       item.fail(item.name() + " is " + std::to_string(width) + ": every hidden layer needs at "
                 "least one neuron per worker and per shard (expected at least " +
@@ -124,8 +124,8 @@ std::optional<job_length> length_of(const topology& t) {
     return std::nullopt;
   const auto& s = section_of(t);
   try {
-    auto steps = model::ist_steps_per_epoch(samples, t.plan.batch_size, s.workers);
-    const int64_t per_epoch = model::ist_rounds_per_epoch(steps, s.local_steps);
+    auto steps = model::ist::steps_per_epoch(samples, t.plan.batch_size, s.workers);
+    const int64_t per_epoch = model::ist::rounds_per_epoch(steps, s.local_steps);
     return job_length{t.plan.epochs * per_epoch,
                       epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
                         + " rounds of " + std::to_string(s.local_steps) + " local steps from "

@@ -56,7 +56,7 @@ struct scheme_names {
 /// What a worker's round produced: the counts of its local steps and, by
 /// shard, the trained tensors that go back to it.
 struct trained_round {
-  model::ist_local_result steps;
+  model::ist::local_result steps;
   std::vector<std::vector<at::Tensor>> to_shards;
 };
 
@@ -106,7 +106,7 @@ struct subnet_scheme {
                              const std::vector<std::vector<int64_t>>& minibatches);
   /// Worker 0: the whole network from every shard's owned tensors,
   /// evaluated on `test` as the scheme's reference evaluates it.
-  static model::ist_evaluation evaluate(worker_model& m, const worker_settings& spec,
+  static model::ist::evaluation evaluate(worker_model& m, const worker_settings& spec,
                                         const pieces& owned, const model::dataset& test);
   /// A figure of the worker's report ("formula_bytes_per_round", "model_bytes").
   static messages::named_figure worker_figure(const worker_model& m,
@@ -154,7 +154,7 @@ struct subnet_scheme {
 
   /// The result of the scheme's one-process reference run.
   using reference_result = typename Network::reference_result;
-  /// The reference run (model::run_ist_local, model::run_resist_local) on
+  /// The reference run (model::ist::run_local, model::ist::run_resist_local) on
   /// worker 0's settings.
   static reference_result run_reference(const model::dataset& train, const model::dataset& test,
                                         const worker_settings& worker);
@@ -202,7 +202,7 @@ inline int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
-/// A reference run's settings (model::ist_settings, model::resist_settings) with
+/// A reference run's settings (model::ist::settings, model::ist::resist_settings) with
 /// the fields every scheme's run has taken from worker 0's settings.
 template <class Run, class WorkerSettings>
 Run reference_run(const WorkerSettings& worker) {

@@ -3,7 +3,7 @@
 // The worker of job: ist, for either subnet scheme S (subnet_scheme.hpp):
 // trains its subnet of every round for L local steps, on minibatches of its
 // own seeded order over the whole training set (as the authors' code draws
-// them; model::ist_worker_minibatches).
+// them; model::ist::worker_minibatches).
 //
 //   round r (every actor computes the round's subnets from seed and r)
 //     <- one "<kind>_subnet" from each shard: its pieces of this worker's
@@ -145,12 +145,12 @@ inline bool queue_arrival(std::map<int64_t, arrivals>& queue, tensor_set& t, int
   return true;
 }
 
-/// The minibatches of epoch st.epoch (model::ist_worker_minibatches: its
+/// The minibatches of epoch st.epoch (model::ist::worker_minibatches: its
 /// own seeded order over the whole training set).
 template <class Scheme>
 void begin_epoch(worker_state<Scheme>& st) {
   const auto& plan = st.spec.data.plan;
-  st.minibatches = model::ist_worker_minibatches(st.train.size(), plan.seed, st.epoch,
+  st.minibatches = model::ist::worker_minibatches(st.train.size(), plan.seed, st.epoch,
                                                  st.spec.worker, st.spec.workers,
                                                  plan.batch_size);
 }
@@ -372,8 +372,8 @@ void init_state(worker_state<Scheme>& st, worker_setup<Scheme> setup) {
   st.counters = std::move(setup.counters);
   st.checkpoints.emplace(st.spec.recovery);
   st.steps_per_epoch =
-    model::ist_steps_per_epoch(st.train.size(), st.spec.data.plan.batch_size, st.spec.workers);
-  st.rounds_per_epoch = model::ist_rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
+    model::ist::steps_per_epoch(st.train.size(), st.spec.data.plan.batch_size, st.spec.workers);
+  st.rounds_per_epoch = model::ist::rounds_per_epoch(st.steps_per_epoch, st.spec.local_steps);
   st.round = st.spec.recovery.restore_step;
   st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
   st.shards.resize(static_cast<size_t>(st.spec.shards));
@@ -431,7 +431,7 @@ load_data(const worker_settings<Scheme>& spec) {
     if (auto why = Scheme::check_samples(spec.shape, *split); !why.empty())
       return make_error(errc::bad_config, why);
   try {
-    model::ist_steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers);
+    model::ist::steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers);
   } catch (const model::error& e) { // too little data for one step: the topology's fault
     return make_error(errc::bad_config, e.what());
   }

@@ -14,7 +14,7 @@
 
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
-#include "model/ist/ist_mlp.hpp"
+#include "model/ist/mlp.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/tiny_model.hpp"
 
@@ -91,7 +91,7 @@ TEST_F(export_model_test, batch_norm_with_and_without_running_statistics) {
   }
   auto spec = spec_of("ist_mlp", 3);
   spec.hidden = {16, 8};
-  auto [expected, exported] = outputs(make_ist_mlp(spec), x);
+  auto [expected, exported] = outputs(ist::make_mlp(spec), x);
   EXPECT_TRUE(torch::allclose(expected, exported, 1e-5, 1e-6));
 }
 

@@ -295,7 +295,7 @@ TEST(cost_model, ist_subnet_fraction_follows_the_bytes_formula) {
   // 4 -> [8] -> 2, W = 2: whole 32 + 16 + 2 x 8 = 64; subnet 48 / 2 + 16 / 2 = 32.
   EXPECT_NEAR(ist_mlp_subnet_fraction(4, {8}, 2, 2), 0.5, tolerance);
   // 4 -> [4, 4] -> 2: whole 16 + 8 + 16 + 16 (batch norm) = 56; subnet 24 / 2 + 16 / 4 +
-  // 16 / 2 = 24 (model::ist_bytes_formula's count).
+  // 16 / 2 = 24 (model::ist::bytes_formula's count).
   EXPECT_NEAR(ist_mlp_subnet_fraction(4, {4, 4}, 2, 2), 24.0 / 56, tolerance);
 }
 

@@ -1,7 +1,7 @@
-// model_spec "ist_mlp" (model/ist/ist_mlp.hpp): IST's network
-// (model/ist/ist_network.hpp) as a layered_model, so that the data-parallel
+// model_spec "ist_mlp" (model/ist/mlp.hpp): IST's network
+// (model/ist/network.hpp) as a layered_model, so that the data-parallel
 // mode trains the same network as job: ist. Its parameters and forward equal
-// make_ist_network / ist_forward bit for bit.
+// ist::make_network / ist::forward bit for bit.
 
 #include <cstring>
 
@@ -10,15 +10,16 @@
 #include <gtest/gtest.h>
 
 #include "model/core/error.hpp"
-#include "model/ist/ist_mlp.hpp"
-#include "model/ist/ist_network.hpp"
+#include "model/ist/mlp.hpp"
+#include "model/ist/network.hpp"
 #include "model/core/layered_model.hpp"
 
 using namespace baton::model;
+using namespace baton::model::ist;
 
 namespace {
 
-model_spec ist_settings(std::vector<int64_t> hidden, uint64_t seed) {
+model_spec ist::settings(std::vector<int64_t> hidden, uint64_t seed) {
   model_spec spec;
   spec.name = "ist_mlp";
   spec.hidden = std::move(hidden);
@@ -27,8 +28,8 @@ model_spec ist_settings(std::vector<int64_t> hidden, uint64_t seed) {
   return spec;
 }
 
-ist_shape shape_of(const model_spec& spec) {
-  ist_shape s;
+ist::shape shape_of(const model_spec& spec) {
+  ist::shape s;
   s.inputs = 28 * 28 * spec.in_channels;
   s.hidden = spec.hidden;
   s.classes = spec.classes;
@@ -53,7 +54,7 @@ at::Tensor images(int64_t batch, uint64_t seed) {
 /// One intra-op thread while a test compares bits: torch's CPU reductions
 /// (batch norm's statistics) split over its thread pool, and the very first
 /// call in a process may split them differently from the next (seen: two
-/// calls of ist_forward itself differing in the last bit). One thread gives
+/// calls of ist::forward itself differing in the last bit). One thread gives
 /// every call the same sums.
 class ist_mlp : public ::testing::TestWithParam<std::vector<int64_t>> {
 protected:
@@ -70,9 +71,9 @@ private:
 } // namespace
 
 TEST_P(ist_mlp, parameters_equal_make_ist_network_in_order_and_bits) {
-  const auto spec = ist_settings(GetParam(), 1234);
-  const auto m = make_ist_mlp(spec);
-  const auto net = make_ist_network(shape_of(spec), spec.seed);
+  const auto spec = ist::settings(GetParam(), 1234);
+  const auto m = ist::make_mlp(spec);
+  const auto net = ist::make_network(shape_of(spec), spec.seed);
   const auto named = m.named_parameters();
   const auto names = net.parameter_names();
   const auto values = net.parameters();
@@ -81,32 +82,32 @@ TEST_P(ist_mlp, parameters_equal_make_ist_network_in_order_and_bits) {
     EXPECT_EQ(named[i].first, names[i]);
     EXPECT_TRUE(same_bits(named[i].second, values[i])) << names[i];
   }
-  EXPECT_EQ(weights_digest(m), ist_digest(net));
+  EXPECT_EQ(weights_digest(m), ist::digest(net));
   EXPECT_TRUE(m.buffers().empty()); // batch statistics only: nothing but parameters
 }
 
 TEST_P(ist_mlp, logits_equal_ist_forward_bit_for_bit_in_training_and_evaluation) {
-  const auto spec = ist_settings(GetParam(), 99);
-  auto m = make_ist_mlp(spec);
-  const auto net = make_ist_network(shape_of(spec), spec.seed);
+  const auto spec = ist::settings(GetParam(), 99);
+  auto m = ist::make_mlp(spec);
+  const auto net = ist::make_network(shape_of(spec), spec.seed);
   const auto x = images(16, 7);
   torch::NoGradGuard no_grad;
-  const auto expected = ist_forward(net, x);
+  const auto expected = ist::forward(net, x);
   EXPECT_TRUE(same_bits(m.forward(x), expected));
-  m.train(false); // batch statistics at evaluation too, as ist_evaluate
+  m.train(false); // batch statistics at evaluation too, as ist::evaluate
   EXPECT_TRUE(same_bits(m.forward(x), expected));
 }
 
 TEST_P(ist_mlp, gradients_equal_ist_forward_bit_for_bit) {
-  const auto spec = ist_settings(GetParam(), 5);
-  auto m = make_ist_mlp(spec);
-  auto net = make_ist_network(shape_of(spec), spec.seed);
+  const auto spec = ist::settings(GetParam(), 5);
+  auto m = ist::make_mlp(spec);
+  auto net = ist::make_network(shape_of(spec), spec.seed);
   for (auto& p : net.parameters())
     p.requires_grad_(true);
   const auto x = images(8, 11);
   const auto labels = torch::arange(8, torch::kLong) % 10;
-  ist_loss(m.forward(x), labels).backward();
-  ist_loss(ist_forward(net, x), labels).backward();
+  ist::loss(m.forward(x), labels).backward();
+  ist::loss(ist::forward(net, x), labels).backward();
   const auto params = m.parameters();
   const auto reference = net.parameters();
   for (size_t i = 0; i < params.size(); ++i)
@@ -123,9 +124,9 @@ TEST(ist_mlp_spec, hidden_defaults_to_one_layer_of_4096) {
 }
 
 TEST(ist_mlp_spec, layer_names_and_input_channels) {
-  auto spec = ist_settings({6, 4}, 3);
+  auto spec = ist::settings({6, 4}, 3);
   spec.in_channels = 3;
-  const auto m = make_ist_mlp(spec);
+  const auto m = ist::make_mlp(spec);
   EXPECT_EQ(m.layer_names(),
             (std::vector<std::string>{"flatten", "fc1", "bn1", "relu1", "fc2", "bn2", "relu2",
                                       "fc3", "norm"}));
@@ -133,9 +134,9 @@ TEST(ist_mlp_spec, layer_names_and_input_channels) {
 }
 
 TEST(ist_mlp_spec, refuses_an_empty_or_non_positive_width) {
-  EXPECT_THROW(make_ist_mlp(ist_settings({}, 1)), error);
-  EXPECT_THROW(make_ist_mlp(ist_settings({8, 0}, 1)), error);
-  auto spec = ist_settings({8}, 1);
+  EXPECT_THROW(ist::make_mlp(ist::settings({}, 1)), error);
+  EXPECT_THROW(ist::make_mlp(ist::settings({8, 0}, 1)), error);
+  auto spec = ist::settings({8}, 1);
   spec.classes = 0;
-  EXPECT_THROW(make_ist_mlp(spec), error);
+  EXPECT_THROW(ist::make_mlp(spec), error);
 }

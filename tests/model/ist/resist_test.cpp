@@ -10,6 +10,7 @@
 #include "model/core/error.hpp"
 
 using namespace baton::model;
+using namespace baton::model::ist;
 
 namespace {
 
@@ -174,7 +175,7 @@ TEST(resist, one_worker_is_plain_sgd_bit_for_bit) {
   auto plain = make_resist_network(spec.in_channels, spec.classes, spec.seed);
   plain.train(true);
   torch::optim::SGD sgd(plain.parameters(), torch::optim::SGDOptions(spec.optimizer.lr));
-  for (const auto& ids : ist_worker_minibatches(train_data().size(), spec.seed, 0, 0, 1, 4)) {
+  for (const auto& ids : ist::worker_minibatches(train_data().size(), spec.seed, 0, 0, 1, 4)) {
     auto [images, labels] = gather(train_data(), ids);
     sgd.zero_grad();
     torch::nn::functional::cross_entropy(plain.forward(images), labels).backward();

@@ -1,7 +1,7 @@
 // job: data-parallel with `data_parallel.model: ist_mlp` (IST's network as a
 // layered_model) and `data_parallel.hidden`: the section's refusals with
 // file:line, the widths reaching the workers, their initial network equal to
-// job: ist's make_ist_network, and model_spec's codec reading settings
+// job: ist's ist::make_network, and model_spec's codec reading settings
 // written before `hidden` existed.
 
 #include <string>
@@ -15,7 +15,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
-#include "model/ist/ist_network.hpp"
+#include "model/ist/network.hpp"
 #include "model/core/layered_model.hpp"
 #include "tests/modes/data_parallel/small_job.hpp"
 #include "tests/support/text.hpp"
@@ -68,11 +68,11 @@ TEST(ist_mlp_section, the_workers_get_the_widths_and_ists_initial_network) {
   EXPECT_EQ(spec.model.name, "ist_mlp");
   EXPECT_EQ(spec.model.hidden, (std::vector<int64_t>{24, 40}));
   const auto m = data_parallel::make_worker_model(spec.model);
-  baton::model::ist_shape shape;
+  baton::model::ist::shape shape;
   shape.hidden = {24, 40};
   shape.classes = spec.model.classes;
   EXPECT_EQ(baton::model::weights_digest(m),
-            baton::model::ist_digest(baton::model::make_ist_network(shape, spec.model.seed)));
+            baton::model::ist::digest(baton::model::ist::make_network(shape, spec.model.seed)));
   EXPECT_EQ(m.layer_names().back(), "norm");
   // Absent: one hidden layer of 4096, the default of model_spec and of ist.hidden.
   EXPECT_EQ(planned_worker("").model.hidden, std::vector<int64_t>{4096});

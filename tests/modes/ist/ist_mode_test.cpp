@@ -234,7 +234,7 @@ TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
 
 namespace {
 
-bool same(const model::ist_network& a, const model::ist_network& b) {
+bool same(const model::ist::network& a, const model::ist::network& b) {
   auto x = a.parameters(), y = b.parameters();
   if (x.size() != y.size())
     return false;
@@ -247,26 +247,26 @@ bool same(const model::ist_network& a, const model::ist_network& b) {
 } // namespace
 
 TEST(ist_pieces, assemble_to_the_slice_and_write_back_in_place) {
-  const model::ist_shape shape{12, {7, 5, 9}, 3};
+  const model::ist::shape shape{12, {7, 5, 9}, 3};
   for (int32_t workers : {1, 2, 3})
     for (int32_t shards : {1, 2, 3, 5}) {
-      auto whole = model::make_ist_network(shape, 11);
-      const auto partition = model::make_ist_partition(shape.hidden, workers, 11, 4);
+      auto whole = model::ist::make_network(shape, 11);
+      const auto partition = model::ist::make_partition(shape.hidden, workers, 11, 4);
       auto expected = whole.clone(), actual = whole.clone();
       for (int32_t w = 0; w < workers; ++w) {
         std::vector<std::vector<at::Tensor>> from;
         for (int32_t s = 0; s < shards; ++s)
           from.push_back(take_pieces(
-            whole, partition, w, model::ist_shard_pieces(shape, partition, w, s, shards)));
+            whole, partition, w, model::ist::shard_pieces(shape, partition, w, s, shards)));
         auto subnet = assemble_subnet(shape, partition, w, from);
-        ASSERT_TRUE(same(subnet, model::slice_subnet(whole, partition, w)))
+        ASSERT_TRUE(same(subnet, model::ist::slice_subnet(whole, partition, w)))
           << "W=" << workers << " S=" << shards << " w=" << w;
         for (auto& p : subnet.parameters()) // "trained"
           p.add_(1.0f + static_cast<float>(w));
-        model::write_back_subnet(expected, subnet, partition, w);
+        model::ist::write_back_subnet(expected, subnet, partition, w);
         for (int32_t s = 0; s < shards; ++s)
           put_pieces(actual, partition, w,
-                     model::ist_shard_pieces(shape, partition, w, s, shards),
+                     model::ist::shard_pieces(shape, partition, w, s, shards),
                      split_subnet(subnet, shape, partition, w, s, shards));
       }
       EXPECT_TRUE(same(actual, expected)) << "W=" << workers << " S=" << shards;
@@ -274,14 +274,14 @@ TEST(ist_pieces, assemble_to_the_slice_and_write_back_in_place) {
 }
 
 TEST(ist_pieces, owned_slices_make_the_whole_network) {
-  const model::ist_shape shape{12, {7, 5}, 3};
-  const auto whole = model::make_ist_network(shape, 3);
+  const model::ist::shape shape{12, {7, 5}, 3};
+  const auto whole = model::ist::make_network(shape, 3);
   const auto all = whole_partition(shape);
   for (int32_t shards : {1, 2, 5}) {
-    auto assembled = model::make_ist_network(shape, 4); // other values everywhere
+    auto assembled = model::ist::make_network(shape, 4); // other values everywhere
     int64_t elements = 0;
     for (int32_t s = 0; s < shards; ++s) {
-      const auto pieces = model::ist_shard_pieces(shape, all, 0, s, shards);
+      const auto pieces = model::ist::shard_pieces(shape, all, 0, s, shards);
       put_pieces(assembled, all, 0, pieces, take_pieces(whole, all, 0, pieces));
       elements += owned_elements(shape, s, shards);
     }
@@ -291,11 +291,11 @@ TEST(ist_pieces, owned_slices_make_the_whole_network) {
 }
 
 TEST(ist_pieces, refuses_a_piece_of_the_wrong_shape) {
-  const model::ist_shape shape{12, {7, 5}, 3};
-  auto whole = model::make_ist_network(shape, 3);
-  const auto partition = model::make_ist_partition(shape.hidden, 2, 3, 0);
+  const model::ist::shape shape{12, {7, 5}, 3};
+  auto whole = model::ist::make_network(shape, 3);
+  const auto partition = model::ist::make_partition(shape.hidden, 2, 3, 0);
   auto pieces = take_pieces(whole, partition, 1,
-                            model::ist_shard_pieces(shape, partition, 1, 0, 1));
+                            model::ist::shard_pieces(shape, partition, 1, 0, 1));
   auto wrong = pieces;
   wrong[0] = torch::zeros({1, 12});
   EXPECT_THROW(assemble_subnet(shape, partition, 1, {wrong}), model::error);
@@ -303,7 +303,7 @@ TEST(ist_pieces, refuses_a_piece_of_the_wrong_shape) {
   EXPECT_THROW(assemble_subnet(shape, partition, 1, {wrong}), model::error);
   pieces[1] = pieces[1].to(torch::kDouble);
   EXPECT_THROW(put_pieces(whole, partition, 1,
-                          model::ist_shard_pieces(shape, partition, 1, 0, 1), pieces),
+                          model::ist::shard_pieces(shape, partition, 1, 0, 1), pieces),
                model::error);
 }
 
@@ -387,13 +387,13 @@ TEST_F(ist_run, node_processes_equal_embedded_and_count_the_subnet_bytes) {
   auto digests = digests_by_actor(embedded, "ist_worker");
   ASSERT_EQ(digests.size(), 1u);
   EXPECT_EQ(digests_by_actor(nodes, "ist_worker"), digests);
-  const model::ist_shape shape{784, {64}, 10};
+  const model::ist::shape shape{784, {64}, 10};
   const int64_t rounds = 2 * 2; // 2 epochs of 6 steps, 3 per round
   for (int32_t w = 0; w < 2; ++w) {
     int64_t elements = 0;
     for (int64_t r = 0; r < rounds; ++r)
-      elements += model::ist_subnet_elements(
-        shape, model::make_ist_partition(shape.hidden, 2, 42, r), w);
+      elements += model::ist::subnet_elements(
+        shape, model::ist::make_partition(shape.hidden, 2, 42, r), w);
     const auto worker = "worker." + std::to_string(w);
     EXPECT_EQ(edge_bytes(nodes, worker), 4 * elements) << worker;
     int64_t owned = 0; // the epochs' owned slices to worker 0

@@ -1,7 +1,7 @@
 // job: ist with ist.kind: resist (issue 12, part B): the section and its
 // errors, the plan, the settings codecs, how the state tensors are divided
 // among shards and which travel in a round, and real runs (embedded, node
-// processes, with faults) against model::run_resist_local, digest for digest.
+// processes, with faults) against model::ist::run_resist_local, digest for digest.
 
 #include <algorithm>
 #include <map>
@@ -120,7 +120,7 @@ TEST(resist_plan, is_w_workers_and_s_shards_with_their_own_roles) {
 // Every state tensor belongs to exactly one shard, the ranges in order and
 // balanced by bytes to within the largest tensor.
 TEST(block_layout, ranges_cover_every_tensor_once_balanced_by_bytes) {
-  const auto net = model::make_resist_network(3, 10, 1);
+  const auto net = model::ist::make_resist_network(3, 10, 1);
   const auto state = net.state();
   int64_t total = 0, largest = 0;
   for (const auto& t : state) {
@@ -145,11 +145,11 @@ TEST(block_layout, ranges_cover_every_tensor_once_balanced_by_bytes) {
 // A round's messages: a shared layer's tensors travel with every worker, a
 // dealt block's with its holders only; "whole" is the shard's whole range.
 TEST(block_layout, a_round_carries_the_layers_the_worker_runs) {
-  const auto net = model::make_resist_network(1, 10, 1);
+  const auto net = model::ist::make_resist_network(1, 10, 1);
   const int32_t workers = 3, shards = 2;
   const auto layout = make_block_layout(net, shards);
   for (int64_t round = 0; round < 4; ++round) {
-    const auto deal = model::make_resist_deal(layout.partitioned.size(), workers, 5, round);
+    const auto deal = model::ist::make_resist_deal(layout.partitioned.size(), workers, 5, round);
     std::map<size_t, std::vector<int32_t>> senders;
     for (int32_t w = 0; w < workers; ++w)
       for (int32_t s = 0; s < shards; ++s) {
@@ -269,13 +269,13 @@ TEST_F(resist_run, embedded_equals_the_local_reference) {
 TEST_F(resist_run, node_processes_equal_embedded_and_send_only_the_subnet) {
   auto nodes = run_job(*dir_, with(checkpointed(), {"--local-nodes", "2"}), "nodes");
   EXPECT_EQ(digests_by_actor(nodes, "resist_worker"), digests_by_actor(clean(), "resist_worker"));
-  const auto net = model::make_resist_network(3, 10, 42);
+  const auto net = model::ist::make_resist_network(3, 10, 42);
   const auto layout = make_block_layout(net, 2);
   const auto state = net.state();
   for (int32_t w = 0; w < 2; ++w) {
     int64_t expected = 0;
     for (int64_t round = 0; round < 8; ++round) {
-      const auto deal = model::make_resist_deal(layout.partitioned.size(), 2, 42, round);
+      const auto deal = model::ist::make_resist_deal(layout.partitioned.size(), 2, 42, round);
       for (int32_t s = 0; s < 2; ++s)
         for (size_t k : message_tensors(layout, deal, w, s, false))
           expected += static_cast<int64_t>(state[k].nbytes());

@@ -23,16 +23,16 @@
 
 #include "model/core/dataset.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 /// The most hidden layers an IST network may have (`hidden:` of job: ist and
 /// of data-parallel's ist_mlp).
-inline constexpr size_t ist_max_hidden_layers = 16;
+inline constexpr size_t max_hidden_layers = 16;
 /// The widest hidden layer.
-inline constexpr int64_t ist_max_width = 65536;
+inline constexpr int64_t max_width = 65536;
 
 /// The shape of an IST network: input width, hidden widths, classes.
-struct ist_shape {
+struct shape {
   int64_t inputs = 784;                 ///< flattened sample width (28 x 28 x channels)
   std::vector<int64_t> hidden{4096};    ///< one entry per hidden layer (`hidden: [...]`)
   int64_t classes = 10;
@@ -43,7 +43,7 @@ struct ist_shape {
 /// weights[k] (its incoming weights, [hidden[k], previous width]) and batch
 /// norm affine parameters bn_weight[k], bn_bias[k] ([hidden[k]]);
 /// weights.back() is the output layer ([classes, hidden.back()]).
-struct ist_network {
+struct network {
   std::vector<at::Tensor> weights;   ///< hidden.size() + 1 matrices, [out, in]
   std::vector<at::Tensor> bn_weight; ///< gamma per hidden layer
   std::vector<at::Tensor> bn_bias;   ///< beta per hidden layer
@@ -51,7 +51,7 @@ struct ist_network {
   /// Number of hidden layers.
   size_t hidden_layers() const { return bn_weight.size(); }
   /// The shape these tensors have.
-  ist_shape shape() const;
+  shape shape() const;
   /// Every tensor in layer order: weights[0], bn_weight[0], bn_bias[0],
   /// weights[1], bn_weight[1], bn_bias[1], ..., weights.back() (the order of
   /// the mlp's named_parameters: fc1, bn1, fc2, bn2, ..., the output layer).
@@ -61,7 +61,7 @@ struct ist_network {
   /// Scalar parameters in all.
   int64_t numel() const;
   /// A deep copy (new storage).
-  ist_network clone() const;
+  network clone() const;
 };
 
 /// A fresh network from `seed` alone (a local generator, never torch's
@@ -70,19 +70,19 @@ struct ist_network {
 /// in distribution; gamma ones, beta zeros. Same seed, same bits on every
 /// machine. Throws model::error on a non-positive width or an empty
 /// `hidden`.
-ist_network make_ist_network(const ist_shape& shape, uint64_t seed);
+network make_network(const shape& shape, uint64_t seed);
 
 /// The logits [B, classes] of `images` ([B, ...], flattened to [B, inputs]).
 /// Autograd records it when the tensors require gradients. B >= 2 (batch
 /// statistics of one sample are undefined: torch throws).
-at::Tensor ist_forward(const ist_network& net, const at::Tensor& images);
+at::Tensor forward(const network& net, const at::Tensor& images);
 
 /// The mean cross entropy of the logits (log_softmax + nll, the authors'
 /// loss).
-at::Tensor ist_loss(const at::Tensor& logits, const at::Tensor& labels);
+at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels);
 
 /// What an evaluation measured.
-struct ist_evaluation {
+struct evaluation {
   double loss = 0;     ///< mean cross entropy over the samples
   double accuracy = 0; ///< fraction of samples whose arg-max logit is the label
   int64_t samples = 0;
@@ -92,9 +92,9 @@ struct ist_evaluation {
 /// of `batch_size` (plan_eval's batches); the batch statistics are each
 /// batch's, so the result depends on `batch_size`. A last batch of one
 /// sample joins the batch before it. No gradients.
-ist_evaluation ist_evaluate(const ist_network& net, const dataset& data, int64_t batch_size = 256);
+evaluation evaluate(const network& net, const dataset& data, int64_t batch_size = 256);
 
 /// SHA-256 (hex) of parameters()' raw bytes, in that order.
-std::string ist_digest(const ist_network& net);
+std::string digest(const network& net);
 
-} // namespace baton::model
+} // namespace baton::model::ist

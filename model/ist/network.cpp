@@ -1,4 +1,4 @@
-#include "model/ist/ist_network.hpp"
+#include "model/ist/network.hpp"
 
 #include <cmath>
 
@@ -9,7 +9,7 @@
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 namespace {
 
@@ -24,7 +24,7 @@ at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
                            at::globalContext().userEnabledCuDNN());
 }
 
-void check_shape(const ist_shape& shape) {
+void check_shape(const shape& shape) {
   bool ok = shape.inputs > 0 && shape.classes > 0 && !shape.hidden.empty();
   for (int64_t h : shape.hidden)
     ok = ok && h > 0;
@@ -35,8 +35,8 @@ void check_shape(const ist_shape& shape) {
 
 } // namespace
 
-ist_shape ist_network::shape() const {
-  ist_shape s;
+shape network::shape() const {
+  shape s;
   s.inputs = weights.front().size(1);
   s.classes = weights.back().size(0);
   s.hidden.clear();
@@ -45,7 +45,7 @@ ist_shape ist_network::shape() const {
   return s;
 }
 
-std::vector<at::Tensor> ist_network::parameters() const {
+std::vector<at::Tensor> network::parameters() const {
   std::vector<at::Tensor> out;
   for (size_t k = 0; k < hidden_layers(); ++k) {
     out.push_back(weights[k]);
@@ -56,7 +56,7 @@ std::vector<at::Tensor> ist_network::parameters() const {
   return out;
 }
 
-std::vector<std::string> ist_network::parameter_names() const {
+std::vector<std::string> network::parameter_names() const {
   std::vector<std::string> out;
   for (size_t k = 0; k < hidden_layers(); ++k) {
     const std::string n = std::to_string(k + 1);
@@ -66,15 +66,15 @@ std::vector<std::string> ist_network::parameter_names() const {
   return out;
 }
 
-int64_t ist_network::numel() const {
+int64_t network::numel() const {
   int64_t n = 0;
   for (const auto& p : parameters())
     n += p.numel();
   return n;
 }
 
-ist_network ist_network::clone() const {
-  ist_network out;
+network network::clone() const {
+  network out;
   for (const auto& w : weights)
     out.weights.push_back(w.detach().clone());
   for (size_t k = 0; k < hidden_layers(); ++k) {
@@ -84,10 +84,10 @@ ist_network ist_network::clone() const {
   return out;
 }
 
-ist_network make_ist_network(const ist_shape& shape, uint64_t seed) {
+network make_network(const shape& shape, uint64_t seed) {
   check_shape(shape);
   torch::NoGradGuard no_grad;
-  ist_network net;
+  network net;
   int64_t fan_in = shape.inputs;
   std::vector<int64_t> outs = shape.hidden;
   outs.push_back(shape.classes);
@@ -105,7 +105,7 @@ ist_network make_ist_network(const ist_shape& shape, uint64_t seed) {
   return net;
 }
 
-at::Tensor ist_forward(const ist_network& net, const at::Tensor& images) {
+at::Tensor forward(const network& net, const at::Tensor& images) {
   at::Tensor x = images.reshape({images.size(0), -1});
   for (size_t k = 0; k < net.hidden_layers(); ++k)
     x = torch::relu(batch_norm(torch::linear(x, net.weights[k]), net.bn_weight[k],
@@ -113,23 +113,23 @@ at::Tensor ist_forward(const ist_network& net, const at::Tensor& images) {
   return batch_norm(torch::linear(x, net.weights.back()), {}, {});
 }
 
-at::Tensor ist_loss(const at::Tensor& logits, const at::Tensor& labels) {
+at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels) {
   return torch::nn::functional::cross_entropy(logits, labels);
 }
 
-ist_evaluation ist_evaluate(const ist_network& net, const dataset& data, int64_t batch_size) {
+evaluation evaluate(const network& net, const dataset& data, int64_t batch_size) {
   torch::NoGradGuard no_grad;
   auto batches = plan_eval(data.size(), batch_size);
   if (batches.size() > 1 && batches.back().size() == 1) {
     batches[batches.size() - 2].push_back(batches.back().front());
     batches.pop_back();
   }
-  ist_evaluation out;
+  evaluation out;
   double loss_sum = 0;
   int64_t correct = 0;
   for (const auto& ids : batches) {
     auto [images, labels] = gather(data, ids);
-    const auto logits = ist_forward(net, images);
+    const auto logits = forward(net, images);
     loss_sum += torch::nn::functional::cross_entropy(
                     logits, labels,
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
@@ -144,7 +144,7 @@ ist_evaluation ist_evaluate(const ist_network& net, const dataset& data, int64_t
   return out;
 }
 
-std::string ist_digest(const ist_network& net) {
+std::string digest(const network& net) {
   sha256 h;
   for (const auto& p : net.parameters()) {
     const auto c = p.detach().contiguous();
@@ -153,4 +153,4 @@ std::string ist_digest(const ist_network& net) {
   return h.hex();
 }
 
-} // namespace baton::model
+} // namespace baton::model::ist

@@ -1,27 +1,27 @@
-#include "model/ist/ist_mlp.hpp"
+#include "model/ist/mlp.hpp"
 
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
 #include "model/core/model_parts.hpp"
-#include "model/ist/ist_network.hpp"
+#include "model/ist/network.hpp"
 
-namespace baton::model {
+namespace baton::model::ist {
 
 namespace {
 
-ist_shape shape_of(const model_spec& spec) {
+shape shape_of(const model_spec& spec) {
   if (spec.classes <= 0)
     throw error("model '" + spec.name + "': expected classes > 0, got " +
                 std::to_string(spec.classes));
-  ist_shape shape;
+  shape shape;
   shape.inputs = spec.in_channels * spec.in_height * spec.in_width;
   shape.hidden = spec.hidden;
   shape.classes = spec.classes;
   return shape;
 }
 
-std::vector<named_layer> ist_layers(const ist_shape& shape) {
+std::vector<named_layer> ist_layers(const shape& shape) {
   std::vector<named_layer> layers;
   layers.push_back(flatten_layer("flatten"));
   int64_t fan_in = shape.inputs;
@@ -43,9 +43,9 @@ std::vector<named_layer> ist_layers(const ist_shape& shape) {
 
 } // namespace
 
-layered_model make_ist_mlp(const model_spec& spec) {
+layered_model make_mlp(const model_spec& spec) {
   const auto shape = shape_of(spec);
-  const auto source = make_ist_network(shape, spec.seed); // checks the shape
+  const auto source = make_network(shape, spec.seed); // checks the shape
   layered_model m(ist_layers(shape));
   torch::NoGradGuard no_grad;
   auto params = m.parameters();
@@ -56,4 +56,4 @@ layered_model make_ist_mlp(const model_spec& spec) {
   return m;
 }
 
-} // namespace baton::model
+} // namespace baton::model::ist
