@@ -58,7 +58,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
                  "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
                  "slow_node_timeout_ms",
-                 "stop_at_accuracy", "tls"}},
+                 "stop_at_accuracy", "stop_after_seconds", "tls"}},
     {"runtime.tls", {"certificate", "key", "ca"}},
     {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
                   "delay_ms", "rate", "seed"}},
@@ -696,6 +696,9 @@ void parse_runtime(const field& section, runtime_spec& r) {
   read_if(section, "stop_at_accuracy", r.stop_at_accuracy, [](const field& f) {
     return read_number(f, "a test accuracy in (0, 1] (0.85 for 85%)",
                        [](double x) { return x > 0 && x <= 1; });
+  });
+  read_if(section, "stop_after_seconds", r.stop_after_seconds, [](const field& f) {
+    return read_number(f, "a number of seconds above 0", [](double x) { return x > 0; });
   });
   if (auto f = section.get("tls"))
     r.tls = parse_tls(*f);

@@ -92,6 +92,11 @@ struct runtime_spec {
   /// this test accuracy (a fraction); 0: run every epoch. The workload's
   /// target, kept with the runtime's limits where the coordinator reads it.
   double stop_at_accuracy = 0;
+  /// Stop the run (as at stop_at_accuracy: every actor reports what it has)
+  /// once it has trained this many seconds; 0: no time budget. `baton
+  /// compare --budget` sets it, so that a strategy stopped at its budget
+  /// still writes its metrics.
+  double stop_after_seconds = 0;
   tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
 };
 

@@ -231,6 +231,7 @@ private:
   /// head has reached runtime.stop_at_accuracy (in this or an earlier
   /// epoch), the run stops.
   void note_accuracy(const std::string& head, const messages::epoch_result& e, double seconds) {
+    last_epoch_ = early_stop{head, e.epoch, e.test_accuracy, seconds, "stop_after_seconds"};
     const double target = cluster_.runtime.stop_at_accuracy;
     if (target <= 0 || result_.stopped || e.test_accuracy < target)
       return;
@@ -245,15 +246,33 @@ private:
   /// the actors downstream finish as at its end; a worker or shard sends
   /// its final report at once and quits. The pass ends when all have reported.
   void begin_stop(early_stop at) {
-    spdlog::info("epoch {} of {} reached {:.2f}% (runtime.stop_at_accuracy {:.2f}%): stopping "
-                 "every actor",
-                 at.epoch + 1, at.actor, 100 * at.test_accuracy,
-                 100 * cluster_.runtime.stop_at_accuracy);
+    if (at.reason == "stop_at_accuracy")
+      spdlog::info("epoch {} of {} reached {:.2f}% (runtime.stop_at_accuracy {:.2f}%): stopping "
+                   "every actor",
+                   at.epoch + 1, at.actor, 100 * at.test_accuracy,
+                   100 * cluster_.runtime.stop_at_accuracy);
+    else
+      spdlog::info("trained {:.1f} s (runtime.stop_after_seconds): stopping every actor",
+                   at.seconds);
     const auto epoch = at.epoch;
     result_.stopped = std::move(at);
     stop_began_ = clock_type::now();
     pass_.tell_started(plan_, caf::make_message(
       messages::control{messages::control_kind::shutdown, epoch, 0, "stop_at_accuracy", {}}));
+  }
+
+  /// The time budget (runtime.stop_after_seconds) is spent: the run stops
+  /// as at an accuracy, keeping the last epoch reported.
+  void check_budget() {
+    const double budget = cluster_.runtime.stop_after_seconds;
+    if (budget <= 0 || result_.stopped || salvaging_)
+      return;
+    auto trained = std::chrono::duration<double>(clock_type::now() - first_pass_started_).count();
+    if (trained < budget)
+      return;
+    auto at = last_epoch_;
+    at.seconds = trained;
+    begin_stop(std::move(at));
   }
 
   /// While stopping, a failure or a lost actor ends nothing: the actors
@@ -404,6 +423,7 @@ private:
       return caf::none;
     }
     fire_timed_faults();
+    check_budget();
     if (live_.stalled(limit, clock_type::now()))
       return stalled(limit);
     return caf::none;
@@ -679,6 +699,8 @@ private:
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
   clock_type::time_point stop_began_;         ///< runtime.stop_at_accuracy was reached
   std::set<std::string> reached_;             ///< heads that reached it
+  /// The last epoch reported (what a stop at the time budget keeps).
+  early_stop last_epoch_{"", -1, 0, 0, "stop_after_seconds"};
   bool salvaging_ = false;                    ///< a node is lost: keeping the work done
 };
 

@@ -148,12 +148,14 @@ nlohmann::json stop_json(const early_stop& s) {
   return {{"actor", s.actor},
           {"epoch", s.epoch + 1},
           {"test_accuracy", s.test_accuracy},
-          {"seconds", s.seconds}};
+          {"seconds", s.seconds},
+          {"reason", s.reason}};
 }
 
 early_stop stop_from_json(const nlohmann::json& s) {
   return {s.at("actor").get<std::string>(), s.at("epoch").get<int32_t>() - 1,
-          s.at("test_accuracy").get<double>(), s.at("seconds").get<double>()};
+          s.at("test_accuracy").get<double>(), s.at("seconds").get<double>(),
+          s.value("reason", "stop_at_accuracy")};
 }
 
 } // namespace
@@ -309,10 +311,19 @@ std::string results_table(const job_result& r) {
                 strategy_of(r).c_str(), r.run.c_str(), r.wall_seconds,
                 mib_text(total_peak_rss(r)).c_str(), r.nodes.size());
   out << line;
-  if (r.stopped) {
+  if (r.stopped && r.stopped->epoch < 0) {
     std::snprintf(line, sizeof line,
-                  "stopped after epoch %d: %s reached %.2f%% at %.1f s "
-                  "(runtime.stop_at_accuracy)\n",
+                  "stopped at the time budget, %.1f s, before an epoch ended "
+                  "(runtime.stop_after_seconds)\n",
+                  r.stopped->seconds);
+    out << line;
+  } else if (r.stopped) {
+    std::snprintf(line, sizeof line,
+                  r.stopped->reason == "stop_at_accuracy"
+                    ? "stopped after epoch %d: %s reached %.2f%% at %.1f s "
+                      "(runtime.stop_at_accuracy)\n"
+                    : "stopped at the time budget after epoch %d: %s at %.2f%%, %.1f s "
+                      "(runtime.stop_after_seconds)\n",
                   r.stopped->epoch + 1, r.stopped->actor.c_str(), 100 * r.stopped->test_accuracy,
                   r.stopped->seconds);
     out << line;

@@ -34,6 +34,10 @@ struct early_stop {
   int32_t epoch = -1;      ///< from 0
   double test_accuracy = 0;
   double seconds = 0;      ///< into training, as the epoch's "seconds"
+  /// What stopped it: stop_at_accuracy, or stop_after_seconds (the time
+  /// budget; `actor`, `epoch` and `test_accuracy` are then the last epoch
+  /// reported before it, epoch -1 when none was).
+  std::string reason = "stop_at_accuracy";
 };
 
 /// Training microbatches a trainable actor trained, and replays it dropped.

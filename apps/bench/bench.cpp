@@ -114,7 +114,7 @@ steal_meter::sample steal_meter::read() {
 }
 
 caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
-                                const std::atomic<bool>* interrupted) {
+                                const std::atomic<bool>* interrupted, const while_running& tick) {
   args.insert(args.begin(), self_executable());
   auto child = child_process::start(args, log);
   if (!child)
@@ -122,6 +122,8 @@ caf::expected<void> run_command(std::vector<std::string> args, const std::string
   while (child->running()) {
     if (interrupted && interrupted->load())
       return make_error(errc::interrupted, "interrupted");
+    if (tick)
+      tick();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (auto code = child->wait(); code != 0)
@@ -131,19 +133,52 @@ caf::expected<void> run_command(std::vector<std::string> args, const std::string
   return {};
 }
 
-caf::expected<job_result> run_side(const std::string& topology,
+namespace {
+
+std::vector<std::string> side_args(const std::string& topology,
                                    const std::vector<std::string>& overrides,
-                                   std::vector<std::string> flags, const std::string& dir,
-                                   const std::string& label, const std::atomic<bool>* interrupted) {
+                                   const std::vector<std::string>& flags, const std::string& dir,
+                                   const std::string& label) {
   std::vector<std::string> args{"run"};
   if (!topology.empty())
     args.push_back(topology);
   for (const auto& o : overrides)
     args.insert(args.end(), {"--set", o});
   args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--metrics-out", dir + "/" + label + ".json"});
+  return args;
+}
+
+/// `text` as one shell word.
+std::string shell_word(const std::string& text) {
+  if (text.find_first_of(" '\"$`\\[]{}*?;&|<>()!#~") == std::string::npos && !text.empty())
+    return text;
+  std::string quoted = "'";
+  for (char c : text)
+    quoted += c == '\'' ? std::string{"'\\''"} : std::string(1, c);
+  return quoted + "'";
+}
+
+} // namespace
+
+std::string side_command(const std::string& topology, const std::vector<std::string>& overrides,
+                         const std::vector<std::string>& flags, const std::string& dir,
+                         const std::string& label) {
+  std::string line = "baton";
+  for (const auto& word : side_args(topology, overrides, flags, dir, label))
+    line += " " + shell_word(word);
+  return line;
+}
+
+caf::expected<job_result> run_side(const std::string& topology,
+                                   const std::vector<std::string>& overrides,
+                                   std::vector<std::string> flags, const std::string& dir,
+                                   const std::string& label, const std::atomic<bool>* interrupted,
+                                   const while_running& tick) {
   auto out = dir + "/" + label + ".json";
-  args.insert(args.end(), {"--metrics-out", out});
-  if (auto done = run_command(std::move(args), dir + "/" + label + ".log", interrupted); !done)
+  auto args = side_args(topology, overrides, flags, dir, label);
+  if (auto done = run_command(std::move(args), dir + "/" + label + ".log", interrupted, tick);
+      !done)
     return done.error();
   std::ifstream in{out};
   return job_result_from_json(nlohmann::json::parse(in, nullptr, false));

@@ -3,6 +3,7 @@
 // The `baton bench` commands, and what they share.
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -91,16 +92,27 @@ struct side_run {
   double steal = 0;
 };
 
+/// Called about every 100 ms while a child runs (baton compare's progress).
+using while_running = std::function<void()>;
+
 /// Runs `baton args...` (this executable) as a child process logging to
 /// `log`; an error with the log's tail when it exits with a non-zero code,
 /// errc::interrupted when `interrupted` is set first (the child is stopped).
 caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
-                                const std::atomic<bool>* interrupted);
+                                const std::atomic<bool>* interrupted,
+                                const while_running& tick = {});
 
 caf::expected<job_result> run_side(const std::string& topology,
                                    const std::vector<std::string>& overrides,
                                    std::vector<std::string> flags, const std::string& dir,
-                                   const std::string& label, const std::atomic<bool>* interrupted);
+                                   const std::string& label, const std::atomic<bool>* interrupted,
+                                   const while_running& tick = {});
+
+/// The command run_side runs, as a user types it ("baton run FILE --set
+/// K=V ... --metrics-out DIR/LABEL.json"): what reproduces a row.
+std::string side_command(const std::string& topology, const std::vector<std::string>& overrides,
+                         const std::vector<std::string>& flags, const std::string& dir,
+                         const std::string& label);
 
 /// `baton bench transfer` options.
 struct bench_request {

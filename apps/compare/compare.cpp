@@ -1,13 +1,537 @@
-// Skeleton: implemented by its stream this session.
 #include "apps/compare/compare.hpp"
 
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/bench/bench.hpp"
+#include "apps/compare/run_record.hpp"
+#include "apps/compare/strategies.hpp"
+#include "apps/predict/predict.hpp"
+#include "apps/report/report.hpp"
+#include "messages/errc.hpp"
 
 namespace baton::apps {
 
-int cmd_compare(args&, const std::atomic<bool>*) {
-  std::fprintf(stderr, "baton compare: not built yet\n");
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+/// `baton compare` options.
+struct compare_request {
+  std::string workload;
+  std::string strategies; ///< "" = all that apply
+  int32_t local_nodes = 0;
+  std::string link;
+  std::optional<double> target;
+  double budget = 0;      ///< seconds of training per strategy (0: none)
+  std::string out = "compare-out";
+  std::vector<std::string> overrides;
+  std::vector<int32_t> predict_hosts;
+  std::optional<double> bandwidth, latency;
+  int32_t hosts() const { return local_nodes > 0 ? local_nodes : 2; }
+};
+
+/// A strategy of the comparison: ready to run, or skipped with its reason.
+struct row {
+  strategy_choice strategy;
+  std::string label;      ///< file names: "data-parallel-ring"
+  std::string topology;   ///< DIR/LABEL.yaml
+  std::vector<std::string> overrides, flags;
+  std::string model;      ///< what it trains
+  std::string skipped;    ///< why it does not run ("" runs)
+};
+
+std::string label_of(const std::string& name) {
+  auto label = name;
+  std::replace(label.begin(), label.end(), ':', '-');
+  return label;
+}
+
+bool fail_input(const std::string& text) {
+  std::fprintf(stderr, "baton compare: %s\n", text.c_str());
+  return false;
+}
+
+/// "--predict 2,4,8": host counts.
+bool parse_hosts(const std::string& flag, const std::string& text, std::vector<int32_t>& out) {
+  std::stringstream in{text};
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    int32_t n = 0;
+    if (!parse_in_range(flag, item, 1, 1024, n))
+      return false;
+    out.push_back(n);
+  }
+  return !out.empty() || fail_input(flag + " expects host counts, e.g. 4,8,16");
+}
+
+bool read_flag(args& a, const std::string& flag, compare_request& r) {
+  std::string v;
+  double x = 0;
+  if (flag == "--strategies")
+    return a.value(flag, r.strategies);
+  if (flag == "--local-nodes")
+    return a.value(flag, v) && parse_in_range(flag, v, 1, 64, r.local_nodes);
+  if (flag == "--link")
+    return a.value(flag, v) && parse_link(flag, v, r.link);
+  if (flag == "--target")
+    return a.value(flag, v) && parse_positive(flag, v, x) && (r.target = x, true);
+  if (flag == "--budget")
+    return a.value(flag, v) && parse_positive(flag, v, r.budget);
+  if (flag == "--out")
+    return a.value(flag, r.out);
+  if (flag == "--set")
+    return a.value(flag, v) && (r.overrides.push_back(v), true);
+  if (flag == "--predict")
+    return a.value(flag, v) && parse_hosts(flag, v, r.predict_hosts);
+  if (flag == "--bandwidth")
+    return a.value(flag, v) && parse_bandwidth(flag, v, x) && (r.bandwidth = x, true);
+  if (flag == "--latency")
+    return a.value(flag, v) && parse_positive(flag, v, x) && (r.latency = x, true);
+  if (!flag.empty() && flag[0] != '-' && r.workload.empty())
+    return (r.workload = flag, true);
+  return false;
+}
+
+/// The checks of the flags together; a message and false when they fail.
+bool check_request(const compare_request& r) {
+  if (r.workload.empty())
+    return fail_input("expects a workload file: baton compare WORKLOAD.yaml [flags]");
+  if (!fs::is_regular_file(r.workload))
+    return fail_input("cannot read the workload '" + r.workload + "': no such file");
+  if (!r.link.empty() && r.local_nodes < 1)
+    return fail_input("--link needs --local-nodes N (it shapes the links between the local "
+                      "node processes)");
+  if (r.target && *r.target > 1)
+    return fail_input("--target " + std::to_string(*r.target) + " is outside (0, 1]: a test "
+                      "accuracy (0.85 for 85%)");
+  if (r.target && *r.target >= 1 && r.budget <= 0)
+    return fail_input("--target 1 (every test sample right) is not reached on a real test set, "
+                      "and without --budget SECONDS each strategy would train every epoch to "
+                      "find out: give a lower target or a budget");
+  if ((r.bandwidth || r.latency) && r.predict_hosts.empty())
+    return fail_input("--bandwidth and --latency are the cost model's: they need --predict "
+                      "HOSTS");
+  return true;
+}
+
+// -- the rows ---------------------------------------------------------------------
+
+/// The row of `s`: its topology written to DIR, its overrides, and whether
+/// it applies (the parser's and the plan's answer, and the model: a
+/// strategy that would train another model than `reference` is skipped).
+row make_row(strategy_choice s, const compare_request& r) {
+  row out{s, label_of(s.name)};
+  out.topology = r.out + "/" + out.label + ".yaml";
+  auto text = derive_topology(s, r.workload);
+  if (!text)
+    return out.skipped = describe(text.error()), out;
+  std::ofstream{out.topology} << *text;
+  auto overrides = run_overrides(out.strategy, *text, r.workload, r.overrides);
+  if (!overrides)
+    return out.skipped = describe(overrides.error()), out;
+  out.overrides = *overrides;
+  if (r.target)
+    out.overrides.push_back("runtime.stop_at_accuracy=" + std::to_string(*r.target));
+  if (r.budget > 0 && s.distributed)
+    out.overrides.push_back("runtime.stop_after_seconds=" + std::to_string(r.budget));
+  out.flags = s.flags;
+  if (s.distributed && r.local_nodes > 0)
+    out.flags = with_link({"--local-nodes", std::to_string(r.local_nodes)}, r.link);
+  auto model = applies(s, out.topology, out.overrides, r.hosts());
+  if (!model)
+    return out.skipped = describe(model.error()), out;
+  out.model = *model;
+  return out;
+}
+
+/// The model of the comparison: `local`'s, else the first that applies.
+std::string reference_model(const std::vector<row>& rows) {
+  for (const auto& r : rows)
+    if (r.skipped.empty() && r.strategy.name == "local")
+      return r.model;
+  for (const auto& r : rows)
+    if (r.skipped.empty())
+      return r.model;
+  return {};
+}
+
+std::vector<row> make_rows(const std::vector<strategy_choice>& chosen, const compare_request& r) {
+  std::vector<row> rows;
+  for (const auto& s : chosen)
+    rows.push_back(make_row(s, r));
+  auto model = reference_model(rows);
+  for (auto& row : rows)
+    if (row.skipped.empty() && row.model != model)
+      row.skipped = row.strategy.name + " trains " + row.model + ", not the workload's " + model +
+                    (row.strategy.job == "pipeline"
+                       ? " (pipeline splits backbone.model: convnet, convnet_wide, resnet18 or "
+                         "torchscript)"
+                       : row.strategy.job == "ist"
+                           ? " (IST trains an mlp, ist_mlp in data_parallel.model, or a resnet18)"
+                           : "");
+  return rows;
+}
+
+// -- running ------------------------------------------------------------------------
+
+/// The last "epoch N ... test accuracy A%" of a run's log: its progress.
+std::pair<int, std::string> last_epoch(const std::string& log) {
+  std::ifstream in{log};
+  std::string line, accuracy;
+  int epoch = 0;
+  while (std::getline(in, line)) {
+    auto at = line.find(" info epoch ");
+    auto acc = line.find("test accuracy");
+    if (at == std::string::npos || acc == std::string::npos)
+      continue;
+    epoch = std::atoi(line.c_str() + at + 12);
+    std::stringstream rest{line.substr(acc + 13)};
+    rest >> accuracy;
+  }
+  return {epoch, accuracy};
+}
+
+int64_t epochs_of(const row& r) {
+  auto prefix = std::string{"data.epochs="};
+  for (auto it = r.overrides.rbegin(); it != r.overrides.rend(); ++it)
+    if (it->rfind(prefix, 0) == 0)
+      return std::atoll(it->c_str() + prefix.size());
+  std::ifstream in{r.topology};
+  std::string line;
+  bool data = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != ' ')
+      data = line.rfind("data:", 0) == 0;
+    if (auto at = line.find("epochs:"); data && at != std::string::npos && line[0] == ' ')
+      return std::atoll(line.c_str() + at + 7);
+  }
   return 1;
+}
+
+/// Prints "[i/n] NAME  epoch E/N  accuracy A  T s  ETA" every 5 s (one
+/// line each: a log read by a test or a pipe stays readable).
+class progress {
+public:
+  progress(const row& r, size_t i, size_t n, const compare_request& c)
+      : name_(r.strategy.name), log_(c.out + "/" + r.label + ".log"), i_(i), n_(n),
+        epochs_(epochs_of(r)), budget_(r.strategy.distributed ? c.budget : 0),
+        start_(std::chrono::steady_clock::now()), last_(start_) {}
+
+  void operator()() {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::seconds(5))
+      return;
+    last_ = now;
+    double elapsed = std::chrono::duration<double>(now - start_).count();
+    auto [epoch, accuracy] = last_epoch(log_);
+    std::string eta = "?";
+    if (epoch > 0)
+      eta = std::to_string(static_cast<int>(elapsed / epoch * (epochs_ - epoch))) + " s";
+    if (budget_ > 0)
+      eta += " (budget: " + std::to_string(static_cast<int>(std::max(0.0, budget_ - elapsed))) +
+             " s left)";
+    std::printf("  [%zu/%zu] %-24s epoch %d/%lld  accuracy %s  %.0f s  ETA %s\n", i_, n_,
+                name_.c_str(), epoch, static_cast<long long>(epochs_),
+                accuracy.empty() ? "-" : accuracy.c_str(), elapsed, eta.c_str());
+    std::fflush(stdout);
+  }
+
+private:
+  std::string name_, log_;
+  size_t i_, n_;
+  int64_t epochs_;
+  double budget_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+/// ": " and the last error line of a run's log ("" when none).
+std::string last_error(const std::string& log) {
+  std::ifstream in{log};
+  std::string line, last;
+  while (std::getline(in, line))
+    if (auto at = line.find(" error "); at != std::string::npos)
+      last = line.substr(at + 7);
+  return last.empty() ? last : ": " + last;
+}
+
+json settings_of(const row& r, int32_t hosts) {
+  int64_t batch = 0;
+  for (const auto& o : r.overrides)
+    if (o.rfind("data.batch_size=", 0) == 0)
+      batch = std::atoll(o.c_str() + 16);
+  return {{"global_batch", batch * r.strategy.batch_split},
+          {"microbatches_per_step", r.strategy.microbatches_per_step},
+          {"hosts", r.strategy.distributed ? hosts : 1},
+          {"model", r.model}};
+}
+
+/// Runs `r` and returns its record; a run without metrics is a record
+/// with "failed" and no summary.
+json run_row(const row& r, size_t i, size_t n, const compare_request& c,
+             const std::atomic<bool>* interrupted) {
+  progress show{r, i, n, c};
+  std::printf("[%zu/%zu] %s: %s\n", i, n, r.strategy.name.c_str(), r.strategy.summary.c_str());
+  std::fflush(stdout);
+  auto command = side_command(r.topology, r.overrides, r.flags, c.out, r.label);
+  auto done = run_side(r.topology, r.overrides, r.flags, c.out, r.label, interrupted,
+                       [&] { show(); });
+  std::ifstream in{c.out + "/" + r.label + ".json"};
+  auto metrics = json::parse(in, nullptr, false);
+  if (!done || metrics.is_discarded() || !metrics.is_object()) {
+    auto why = !done ? describe(done.error()) : std::string{"no metrics written"};
+    why = why.substr(0, why.find("; its log")) + last_error(c.out + "/" + r.label + ".log");
+    return {{"label", r.strategy.name}, {"strategy", r.strategy.name}, {"command", command},
+            {"failed", why}, {"log", c.out + "/" + r.label + ".log"}};
+  }
+  auto record = run_record(r.strategy.name, r.strategy.name, command, metrics, c.target,
+                           settings_of(r, c.hosts()));
+  record["log"] = c.out + "/" + r.label + ".log";
+  return record;
+}
+
+// -- the table ----------------------------------------------------------------------
+
+std::string bytes_text(const json& v) {
+  if (!v.is_number())
+    return "-";
+  double b = v.get<double>();
+  const char* units[] = {"B", "KB", "MB", "GB"};
+  int u = 0;
+  while (b >= 1000 && u < 3)
+    b /= 1000, ++u;
+  char text[32];
+  std::snprintf(text, sizeof text, b < 10 && u > 0 ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return text;
+}
+
+/// Rank: reached first, by time to target; then by best accuracy; failed last.
+bool ranks_before(const json& a, const json& b) {
+  auto key = [](const json& r) {
+    if (!r.contains("summary"))
+      return std::make_tuple(2, 0.0);
+    const auto& s = r["summary"];
+    if (s["reached"].get<bool>())
+      return std::make_tuple(0, s["time_to_target_seconds"].get<double>());
+    return std::make_tuple(1, -s["best_accuracy"].get<double>());
+  };
+  return key(a) < key(b);
+}
+
+std::string time_text(const json& s) {
+  char text[64];
+  if (s["reached"].get<bool>())
+    std::snprintf(text, sizeof text, "%.1f s%s", s["time_to_target_seconds"].get<double>(),
+                  s["time_estimated"].get<bool>() ? "*" : "");
+  else
+    std::snprintf(text, sizeof text, "not reached, best %.1f%%",
+                  100 * s["best_accuracy"].get<double>());
+  return text;
+}
+
+std::optional<double> local_time(const json& runs) {
+  for (const auto& r : runs)
+    if (r["strategy"] == "local" && r.contains("summary") && r["summary"]["reached"].get<bool>())
+      return r["summary"]["time_to_target_seconds"].get<double>();
+  return std::nullopt;
+}
+
+void print_row(const json& r, std::optional<double> local) {
+  if (!r.contains("summary")) {
+    std::printf("%-24s failed: %s\n", r["strategy"].get<std::string>().c_str(),
+                r["failed"].get<std::string>().c_str());
+    return;
+  }
+  const auto& s = r["summary"];
+  const auto& split = s["time_split"];
+  char split_text[32], speedup[16] = "-", epochs[16] = "-";
+  std::snprintf(split_text, sizeof split_text, "%.0f/%.0f/%.0f",
+                100 * split["compute"].get<double>(), 100 * split["communication"].get<double>(),
+                100 * split["waiting"].get<double>());
+  if (local && s["reached"].get<bool>())
+    std::snprintf(speedup, sizeof speedup, "%.2fx",
+                  *local / s["time_to_target_seconds"].get<double>());
+  if (s["epochs_to_target"].is_number())
+    std::snprintf(epochs, sizeof epochs, "%lld", s["epochs_to_target"].get<long long>());
+  std::printf("%-24s %-26s %9.0f %6s %10s %10s %9s %5.0f%% %11s %8s\n",
+              r["strategy"].get<std::string>().c_str(), time_text(s).c_str(),
+              s["samples_per_second"].get<double>(), epochs, bytes_text(s["bytes_per_step"]).c_str(),
+              bytes_text(s["bytes_per_epoch"]).c_str(), bytes_text(s["peak_rss_bytes"]).c_str(),
+              100 * s["cpu_utilisation"].get<double>(), split_text, speedup);
+}
+
+void print_table(const json& report) {
+  std::printf("\n%-24s %-26s %9s %6s %10s %10s %9s %6s %11s %8s\n", "strategy", "time to target",
+              "samples/s", "epochs", "bytes/step", "bytes/ep.", "peak mem", "CPU",
+              "comp/comm/wait", "speedup");
+  auto local = local_time(report["runs"]);
+  for (const auto& r : report["runs"])
+    print_row(r, local);
+  bool estimated = false;
+  for (const auto& r : report["runs"])
+    estimated = estimated || (r.contains("summary") && r["summary"]["time_estimated"].get<bool>());
+  if (estimated)
+    std::printf("* --mode local reports no epoch times: its time to target is its training time "
+                "x epochs to target / epochs run\n");
+  for (const auto& s : report["skipped"])
+    std::printf("skipped %-16s %s\n", s["strategy"].get<std::string>().c_str(),
+                s["reason"].get<std::string>().c_str());
+  std::fflush(stdout);
+}
+
+// -- the report -----------------------------------------------------------------------
+
+std::string first_line_of(const std::string& path, const std::string& key) {
+  std::ifstream in{path};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0)
+      return line;
+  return {};
+}
+
+json machine() {
+  auto model = first_line_of("/proc/cpuinfo", "model name");
+  if (auto colon = model.find(": "); colon != std::string::npos)
+    model = model.substr(colon + 2);
+  auto memory = first_line_of("/proc/meminfo", "MemTotal:");
+  int64_t kib = memory.empty() ? 0 : std::atoll(memory.c_str() + 9);
+  utsname u{};
+  ::uname(&u);
+  return {{"cpus", std::thread::hardware_concurrency()}, {"cpu_model", model},
+          {"memory_bytes", kib * 1024}, {"kernel", std::string{u.sysname} + " " + u.release}};
+}
+
+std::string now_text() {
+  auto t = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return text;
+}
+
+json report_header(const compare_request& r) {
+  return {{"schema", "baton-report/1"},
+          {"created", now_text()},
+          {"workload", {{"file", r.workload}, {"overrides", r.overrides},
+                        {"target", r.target ? json(*r.target) : json(nullptr)},
+                        {"budget_seconds", r.budget > 0 ? json(r.budget) : json(nullptr)}}},
+          {"cluster", {{"local_nodes", r.local_nodes}, {"link", r.link}}},
+          {"machine", machine()},
+          {"runs", json::array()},
+          {"skipped", json::array()}};
+}
+
+/// The cost model's predictions (--predict), each run's measured
+/// configuration copied into its record's "predicted".
+void add_predictions(json& report, const compare_request& r, const std::vector<row>& rows,
+                     const std::atomic<bool>* interrupted) {
+  predict_request p;
+  p.workload = r.workload;
+  p.overrides = r.overrides;
+  for (const auto& row : rows)
+    if (row.skipped.empty())
+      p.strategies += (p.strategies.empty() ? "" : ",") + row.strategy.name;
+  p.measured_hosts = {r.hosts()};
+  p.hosts = r.predict_hosts;
+  if (r.bandwidth)
+    p.bandwidths = {*r.bandwidth};
+  p.latency = r.latency;
+  p.link = r.link;
+  auto predicted = predict(p, interrupted);
+  if (!predicted) {
+    std::printf("predictions: %s\n", describe(predicted.error()).c_str());
+    report["predictions"] = {{"error", describe(predicted.error())}};
+    return;
+  }
+  report["predictions"] = *predicted;
+  for (auto& run : report["runs"])
+    for (const auto& m : predicted->value("measured", json::array()))
+      if (m.value("strategy", "") == run["strategy"] && m.value("hosts", 0) == r.hosts() &&
+          run.contains("summary") && run["strategy"] != "local")
+        run["predicted"] = m;
+}
+
+int compare(const compare_request& r, const std::vector<strategy_choice>& chosen, bool named,
+            const std::atomic<bool>* interrupted) {
+  std::error_code ec;
+  fs::create_directories(r.out, ec);
+  if (ec) {
+    std::fprintf(stderr, "baton compare: cannot create '%s': %s\n", r.out.c_str(),
+                 ec.message().c_str());
+    return 2;
+  }
+  auto rows = make_rows(chosen, r);
+  json report = report_header(r);
+  for (const auto& row : rows) {
+    if (row.skipped.empty())
+      continue;
+    if (named) {
+      std::fprintf(stderr, "baton compare: %s does not apply to %s: %s\n",
+                   row.strategy.name.c_str(), r.workload.c_str(), row.skipped.c_str());
+      return 2;
+    }
+    report["skipped"].push_back({{"strategy", row.strategy.name}, {"reason", row.skipped}});
+  }
+  size_t n = std::count_if(rows.begin(), rows.end(), [](auto& x) { return x.skipped.empty(); });
+  if (n == 0) {
+    print_table(report);
+    std::fprintf(stderr, "baton compare: no strategy applies to %s\n", r.workload.c_str());
+    return 2;
+  }
+  std::printf("baton compare %s: %zu strategies on %s, %s\n", r.workload.c_str(), n,
+              r.local_nodes > 0 ? (std::to_string(r.local_nodes) + " local nodes").c_str()
+                                : "one process",
+              r.link.empty() ? "loopback" : ("--link " + r.link).c_str());
+  size_t i = 0;
+  for (const auto& row : rows) {
+    if (!row.skipped.empty())
+      continue;
+    if (stop_requested(interrupted))
+      break;
+    report["runs"].push_back(run_row(row, ++i, n, r, interrupted));
+  }
+  auto& runs = report["runs"];
+  std::stable_sort(runs.begin(), runs.end(), ranks_before);
+  if (!r.predict_hosts.empty() && !stop_requested(interrupted))
+    add_predictions(report, r, rows, interrupted);
+  print_table(report);
+  if (auto written = write_report(report, r.out); !written) {
+    std::fprintf(stderr, "baton compare: the report: %s\n", describe(written.error()).c_str());
+    std::ofstream{r.out + "/report.json"} << report.dump(2) << "\n";
+  }
+  std::printf("report: %s/report.json, %s/report.html\n", r.out.c_str(), r.out.c_str());
+  return stop_requested(interrupted) ? interrupted_exit_code : 0;
+}
+
+} // namespace
+
+int cmd_compare(args& a, const std::atomic<bool>* interrupted) {
+  compare_request r;
+  if (!read_flags(a, "baton compare", [&](const std::string& f) { return read_flag(a, f, r); }))
+    return 2;
+  if (!check_request(r))
+    return 2;
+  bool named = !r.strategies.empty();
+  auto chosen = named ? choose_strategies(r.strategies, r.hosts())
+                      : caf::expected<std::vector<strategy_choice>>{all_strategies(r.hosts())};
+  if (!chosen) {
+    std::fprintf(stderr, "baton compare: %s\n", describe(chosen.error()).c_str());
+    return 2;
+  }
+  return compare(r, *chosen, named, interrupted);
 }
 
 } // namespace baton::apps

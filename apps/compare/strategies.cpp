@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include "actors/modes/registry.hpp"
@@ -153,7 +154,7 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
   auto pretrain = doc["backbone"] ? doc["backbone"]["pretrain"] : YAML::Node{};
   if (s.job != "pipeline" && !section["optimizer"] && pretrain && pretrain.IsMap() &&
       pretrain["optimizer"])
-    section["optimizer"] = pretrain["optimizer"];
+    section["optimizer"] = YAML::Clone(pretrain["optimizer"]);
   if (section.size() == 0)
     doc.remove(s.section);
 }
@@ -251,7 +252,13 @@ caf::expected<std::string> applies(const strategy_choice& s, const std::string& 
     return t.error();
   actors::derive_thread_budgets(*t);
   auto placed = s.distributed ? actors::with_local_nodes(*t, hosts) : *t;
-  if (auto plan = actors::plan_of(placed); !plan)
+  // The plan of a pipeline without stages profiles and plans them, saying
+  // so at length: the run itself logs it again.
+  auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);
+  auto plan = actors::plan_of(placed);
+  spdlog::set_level(level);
+  if (!plan)
     return plan.error();
   // IST's network is data-parallel's ist_mlp (bench ist compares them).
   return t->job == "ist" && t->backbone.name == "mlp" ? std::string{"ist_mlp"}

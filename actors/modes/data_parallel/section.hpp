@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
+#include "actors/modes/worker_group.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/training.hpp"
 
@@ -86,9 +87,6 @@ std::string worker_name(int32_t worker);
 /// Shard s's actor name (exchange: ps): "shard.S". Shards report into no
 /// result group: the job's result is the workers'.
 std::string shard_name(int32_t shard);
-
-/// The result group every worker reports into.
-inline const std::string workers_group = "workers";
 
 /// The schema of job: data-parallel, for the topology parser.
 job_schema schema();

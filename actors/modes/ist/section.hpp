@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "actors/config/job_schema.hpp"
+#include "actors/modes/worker_group.hpp"
 #include "model/core/training.hpp"
 
 namespace baton::actors {
@@ -58,9 +59,6 @@ std::string shard_name(int32_t shard);
 
 /// The node shard `shard` runs on: its worker's, s % W.
 const std::string& shard_node(const section_spec& s, int32_t shard);
-
-/// The result group every worker reports into.
-inline const std::string workers_group = "workers";
 
 /// The schema of job: ist, for the topology parser.
 job_schema schema();

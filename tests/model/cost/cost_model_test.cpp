@@ -299,6 +299,69 @@ TEST(cost_model, ist_subnet_fraction_follows_the_bytes_formula) {
   EXPECT_NEAR(ist_mlp_subnet_fraction(4, {4, 4}, 2, 2), 24.0 / 56, tolerance);
 }
 
+TEST(cost_model, ist_from_its_mlp_shrinks_the_subnet_with_more_workers) {
+  // The mlp 4 -> [8] -> 2 of the case above: f = 1/2 at W = 2, which predicts what the
+  // fraction given does; at W = 4: (32 + 16) / 4 + 16 / 4 = 16 of 64 = 1/4.
+  ist_strategy from_mlp{0, 5, 0, 4, {8}, 2};
+  const prediction two = predict(tiny(), hosts(2), from_mlp);
+  const prediction given = predict(tiny(), hosts(2), ist_strategy{0, 5, 0.5});
+  EXPECT_NEAR(two.step_seconds, given.step_seconds, tolerance);
+  EXPECT_NEAR(predict(tiny(), hosts(4), from_mlp).compute_seconds, 9.0 / 4, tolerance);
+}
+
+TEST(cost_model, shards_zero_are_one_per_host) {
+  EXPECT_NEAR(predict(tiny(), hosts(3), ps_strategy{{}, 0}).step_seconds,
+              predict(tiny(), hosts(3), ps_strategy{{}, 3}).step_seconds, tolerance);
+  EXPECT_NEAR(predict(tiny(), hosts(3), ist_strategy{0, 5, 0}).step_seconds,
+              predict(tiny(), hosts(3), ist_strategy{3, 5, 0}).step_seconds, tolerance);
+}
+
+// -- the evaluation after each epoch ------------------------------------------------------
+
+TEST(cost_model, evaluation_is_the_test_forward_over_the_epoch) {
+  // local, 4 samples an epoch at 1 a step: 4 steps. 2 test samples: forward 3 s each,
+  // 6 s an epoch, 1.5 s a step: 9 + 1.5.
+  workload w = tiny();
+  w.samples_per_epoch = 4;
+  w.test_samples = 2;
+  const prediction p = predict(w, hosts(1), local_strategy{});
+  EXPECT_NEAR(p.evaluation_seconds, 1.5, tolerance);
+  EXPECT_NEAR(p.step_seconds, 10.5, tolerance);
+  // IST on 2 hosts: worker 0 first pulls the other half of the 3000 B network (1.5 s at
+  // 1000 B/s), then 6 s of forward; an epoch of floor(4 / 1 / 2) = 2 steps: 3.75 s a step.
+  EXPECT_NEAR(predict(w, hosts(2), ist_strategy{0, 5, 0}).evaluation_seconds, 3.75, tolerance);
+  // Without an epoch size nothing is amortised.
+  w.samples_per_epoch = 0;
+  EXPECT_EQ(predict(w, hosts(1), local_strategy{}).evaluation_seconds, 0);
+}
+
+TEST(cost_model, a_pipeline_evaluates_through_its_stages) {
+  // Stages [a], [b], M = 1, 1 sample a microbatch: forwards 1 s and 2 s, the link after a
+  // 100 B / 1000 B/s = 0.1 s. 3 test microbatches: the first crosses all (1 + 0.1 + 2),
+  // then one every 2 s: 7.1 s an epoch of 2 steps, 3.55 s a step.
+  workload w = tiny();
+  w.samples_per_epoch = 2;
+  w.test_samples = 3;
+  pipeline_strategy s;
+  s.stage_ends = {1, 2};
+  s.schedule = pipeline_schedule::gpipe;
+  EXPECT_NEAR(predict(w, hosts(2), s).evaluation_seconds, 3.55, tolerance);
+}
+
+TEST(cost_model, crossovers_of_strategies_with_their_own_workloads) {
+  // The grid above with each strategy given its workload: the same crossovers; and the
+  // ring's workload at batch 2 (2 W samples in 2 x 8 + 1 + 2 (W - 1) / W x 3000 / B s, the
+  // update does not scale, against local's 1 in 9 s) moves W = 2's to 3000 / 19 B/s.
+  const auto same = crossovers({{tiny(), local_strategy{}}, {tiny(), ring_strategy{}}},
+                               link_model{}, {2, 3, 4}, {100, 250, 1000});
+  ASSERT_EQ(same.size(), 4u);
+  EXPECT_NEAR(same[0].at, 3000.0 / 9, 1e-5);
+  const auto moved = crossovers({{tiny(), local_strategy{}}, {tiny(2), ring_strategy{}}},
+                                link_model{}, {2}, {100, 1000});
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_NEAR(moved[0].at, 3000.0 / 19, 1e-5);
+}
+
 // -- properties ----------------------------------------------------------------------------
 
 TEST(cost_model, more_bandwidth_is_never_slower_and_more_latency_never_faster) {
