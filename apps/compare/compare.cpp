@@ -158,24 +158,23 @@ row make_row(strategy_choice s, const compare_request& r) {
   return out;
 }
 
-/// The model of the comparison: `local`'s, else the first that applies.
-std::string reference_model(const std::vector<row>& rows) {
-  for (const auto& r : rows)
-    if (r.skipped.empty() && r.strategy.name == "local")
-      return r.model;
-  for (const auto& r : rows)
-    if (r.skipped.empty())
-      return r.model;
-  return {};
+/// The model of the workload: what `local` trains (asked even when it is
+/// not chosen, so that a strategy named alone is checked against the
+/// workload, not against itself); "" when local does not apply.
+std::string reference_model(const compare_request& c) {
+  auto local = make_row(all_strategies(c.hosts()).front(), c);
+  std::error_code ec;
+  fs::remove(local.topology, ec);
+  return local.skipped.empty() ? local.model : std::string{};
 }
 
 std::vector<row> make_rows(const std::vector<strategy_choice>& chosen, const compare_request& r) {
+  auto model = reference_model(r);
   std::vector<row> rows;
   for (const auto& s : chosen)
     rows.push_back(make_row(s, r));
-  auto model = reference_model(rows);
   for (auto& row : rows)
-    if (row.skipped.empty() && row.model != model)
+    if (row.skipped.empty() && !model.empty() && row.model != model)
       row.skipped = row.strategy.name + " trains " + row.model + ", not the workload's " + model +
                     (row.strategy.job == "pipeline"
                        ? " (pipeline splits backbone.model: convnet, convnet_wide, resnet18 or "

@@ -89,6 +89,26 @@ std::optional<double> speedup_over_local(const json& runs, const json& run) {
   return *base / *mine;
 }
 
+json with_predicted_steps(json runs, const json& predictions, const json& cluster) {
+  if (!predictions.is_object() || !predictions.contains("measured"))
+    return runs;
+  auto hosts = number_at(cluster, "local_nodes");
+  for (auto& run : runs) {
+    if (run.contains("predicted"))
+      continue;
+    const json* match = nullptr;
+    for (const auto& row : predictions["measured"]) {
+      if (row.value("strategy", "") != run.value("strategy", ""))
+        continue;
+      if (!match || (hosts && number_at(row, "hosts") == hosts))
+        match = &row;
+    }
+    if (match)
+      run["predicted"] = *match;
+  }
+  return runs;
+}
+
 json prediction_check(const json& runs) {
   json rows = json::array();
   std::vector<const json*> predicted;

@@ -32,6 +32,12 @@ std::optional<double> speedup_over_local(const nlohmann::json& runs, const nlohm
 /// prediction.
 nlohmann::json prediction_check(const nlohmann::json& runs);
 
+/// `runs` with a "predicted" step for each run that has none, from the
+/// row of `predictions`' "measured" of the same strategy (of the same
+/// hosts as `cluster`'s local_nodes when the strategy has several rows).
+nlohmann::json with_predicted_steps(nlohmann::json runs, const nlohmann::json& predictions,
+                                    const nlohmann::json& cluster);
+
 /// A number of `j` at `key`, none when it is missing or not a number.
 std::optional<double> number_at(const nlohmann::json& j, const char* key);
 

@@ -20,8 +20,8 @@ struct gnuplot_figure {
   /// Commands after the terminal and output lines: settings and one `plot`.
   /// They name the data files as given in `data`.
   std::string commands;
-  int width = 760;  ///< SVG size in pixels (the page scales it down)
-  int height = 420;
+  int width = 640;  ///< SVG size in pixels (the page scales it to its column)
+  int height = 400;
 };
 
 /// Draws every figure with one gnuplot run in a fresh temporary directory

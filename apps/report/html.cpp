@@ -21,8 +21,10 @@ table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; text-align: right; }
 th { background: #f0f0f0; } td.name, th.name { text-align: left; }
 tr.best td { background: #eaf4ea; }
-figure { margin: 1em 0; } figure svg { width: 100%; max-width: 900px; height: auto; }
-figcaption { color: #555; font-size: 0.9em; max-width: 900px; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 0 1.5em; }
+figure { margin: 0.5em 0; } figure h2 { margin-top: 0.8em; }
+figure svg { width: 100%; height: auto; }
+figcaption { color: #555; font-size: 0.85em; }
 pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
 .note { color: #555; }
 )";
@@ -69,10 +71,21 @@ std::string text_at(const json& j, const char* key) {
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
 }
 
+/// The workload: its file (a string, or compare's {file, overrides}).
+std::string workload_text(const json& workload) {
+  if (workload.is_string())
+    return "Workload <code>" + html_escape(workload.get<std::string>()) + "</code>. ";
+  if (!workload.is_object() || !workload.contains("file"))
+    return "";
+  std::string html = "Workload <code>" + html_escape(text_at(workload, "file"));
+  for (const auto& o : workload.value("overrides", json::array()))
+    html += " --set " + html_escape(o.is_string() ? o.get<std::string>() : o.dump());
+  return html + "</code>. ";
+}
+
 std::string header_section(const json& report) {
   std::string html = "<h1>" + html_escape(text_at(report, "title")) + "</h1>\n<p>";
-  if (auto workload = text_at(report, "workload"); !workload.empty())
-    html += "Workload <code>" + html_escape(workload) + "</code>. ";
+  html += workload_text(report.value("workload", json{}));
   if (auto target = number_at(report, "target"))
     html += "Target test accuracy " + percent_text(*target) + ". ";
   else
@@ -169,15 +182,20 @@ std::string predictions_section(const json& report) {
             " the measured one; mean step time error " +
             fixed(check.value("mean_abs_error_percent", 0.0), 1) + "%.</p>\n";
   const auto& predictions = report.value("predictions", json::object());
-  if (!predictions.is_object() || !predictions.contains("crossovers"))
+  if (!predictions.is_object() || predictions.empty())
     return html;
+  if (predictions.contains("error"))
+    return html + "<p id=\"predictions-error\">No predictions: " +
+           html_escape(text_at(predictions, "error")) + "</p>\n";
+  const auto& link = predictions.value("link", json::object());
+  html += "<p class=\"note\">The cost model's link: " +
+          html_escape(text_at(link, "measured_on")) + ", " + html_escape(text_at(link, "method")) +
+          ". " + html_escape(text_at(predictions, "note")) + ".</p>\n";
   html += "<h2>Crossovers</h2>\n<ul id=\"crossovers\">\n";
-  for (const auto& c : predictions["crossovers"])
+  for (const auto& c : predictions.value("crossovers", json::array()))
     html += "<li>" + html_escape(c.is_string() ? c.get<std::string>() : text_at(c, "sentence")) +
             "</li>\n";
-  html += "</ul>\n<p class=\"note\">Time to target at a size not run assumes the epochs to "
-          "target measured at the sizes run: statistical efficiency is not predicted.</p>\n";
-  return html;
+  return html + "</ul>\n";
 }
 
 std::string command_text(const json& run) {
@@ -211,13 +229,13 @@ std::string skipped_section(const json& report) {
 
 std::string plots_section(const std::vector<report_plot>& plots,
                           const std::vector<std::string>& svgs) {
-  std::string html;
+  std::string html = "<div class=\"plots\">\n";
   for (size_t i = 0; i < plots.size() && i < svgs.size(); ++i)
     html += "<figure id=\"plot-" + html_escape(plots[i].figure.name) + "\">\n<h2>" +
             html_escape(plots[i].title) + "</h2>\n" +
             inline_svg(svgs[i], "p" + std::to_string(i) + "-") + "\n<figcaption>" +
             html_escape(plots[i].caption) + "</figcaption>\n</figure>\n";
-  return html;
+  return html + "</div>\n";
 }
 
 } // namespace

@@ -83,7 +83,7 @@ report_plot accuracy_plot(const json& report) {
   const auto& runs = report["runs"];
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& s = summary_of(runs[i]);
-    std::string data = "0 0\n";
+    std::string data;
     if (s.contains("curve") && s["curve"].is_array())
       for (const auto& point : s["curve"])
         data += number(number_at(point, "seconds").value_or(0)) + " " +
@@ -203,16 +203,26 @@ std::optional<double> point_rate(const json& point) {
   return std::nullopt;
 }
 
-std::string rate_name(double bytes_per_second) {
-  return number(bytes_per_second * 8 / 1e9) + " Gbit/s";
+/// The link rate of a projection point in bits per second: its
+/// "bandwidth_bits", or its "bandwidth" in bytes per second.
+std::optional<double> point_bits(const json& point) {
+  if (auto bits = number_at(point, "bandwidth_bits"))
+    return bits;
+  if (auto bytes = number_at(point, "bandwidth"))
+    return 8 * *bytes;
+  return std::nullopt;
+}
+
+std::string rate_name(double bits_per_second) {
+  return number(bits_per_second / 1e9) + " Gbit/s";
 }
 
 /// One plot per bandwidth of the projection: samples/s against hosts, a
 /// line per strategy.
 std::vector<report_plot> projection_plots(const json& points) {
-  std::map<double, std::map<std::string, std::string>> by_bandwidth; // data per strategy
+  std::map<double, std::map<std::string, std::string>> by_bandwidth; // bits/s: data per strategy
   for (const auto& point : points) {
-    auto bandwidth = number_at(point, "bandwidth");
+    auto bandwidth = point_bits(point);
     auto hosts = number_at(point, "hosts");
     auto rate = point_rate(point);
     if (bandwidth && hosts && rate)

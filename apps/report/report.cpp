@@ -55,7 +55,13 @@ json completed(json report) {
   report.emplace("title", "baton compare");
   report.emplace("workload", nullptr);
   report.emplace("target", nullptr);
-  report.emplace("machine", this_machine());
+  // The machine's fields this_machine() has and the report lacks: a run of
+  // baton compare ran here.
+  auto machine = this_machine();
+  machine.update(report.value("machine", json::object()));
+  report["machine"] = machine;
+  if (report["target"].is_null() && report["workload"].is_object())
+    report["target"] = report["workload"].value("target", json{});
   report.emplace("cluster", json{{"description", "loopback"}});
   report.emplace("skipped", json::array());
   auto& cluster = report["cluster"];
@@ -65,6 +71,8 @@ json completed(json report) {
                              " local node process(es), " +
                              (link.empty() ? "loopback links" : "emulated links " + link);
   }
+  report["runs"] = with_predicted_steps(report["runs"], report.value("predictions", json{}),
+                                       cluster);
   json order = json::array();
   for (auto i : ranking(report["runs"]))
     order.push_back(i);
