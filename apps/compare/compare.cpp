@@ -193,11 +193,13 @@ std::pair<int, std::string> last_epoch(const std::string& log) {
   std::string line, accuracy;
   int epoch = 0;
   while (std::getline(in, line)) {
-    auto at = line.find(" info epoch ");
+    // "info epoch 3 workers test accuracy 81.20% ..." (actors) or "info
+    // local data-parallel reference: epoch 3 test accuracy 81.20%" (local).
     auto acc = line.find("test accuracy");
-    if (at == std::string::npos || acc == std::string::npos)
+    auto at = line.rfind("epoch ", acc);
+    if (acc == std::string::npos || at == std::string::npos || line.find(" info ") > at)
       continue;
-    epoch = std::atoi(line.c_str() + at + 12);
+    epoch = std::atoi(line.c_str() + at + 6);
     std::stringstream rest{line.substr(acc + 13)};
     rest >> accuracy;
   }
