@@ -42,7 +42,8 @@ static_assert(max_topology_bytes == max_config_bytes, "one limit on config files
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
   static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "task", "runtime", "nodes", "faults"}},
+    {"", {"job", "seed", "data", "backbone", "tasks", "task", "target_accuracy", "runtime",
+          "nodes", "faults"}},
     {"data", {"dataset", "kind", "dir", "train", "test", "label", "shape", "classes",
               "normalize", "memory_mb", "train_limit", "test_limit", "batch_size",
               "microbatches", "epochs", "node", "synthetic_train", "synthetic_test",
@@ -643,6 +644,24 @@ void parse_trained_task(const field& root, topology& t) {
     t.pretrain.task = t.task;
 }
 
+// `target_accuracy` (the workload's), or its older place
+// `runtime.stop_at_accuracy`: not both.
+void parse_target_accuracy(const field& root, topology& t) {
+  auto read = [](const field& f) {
+    return read_number(f, "a test accuracy in (0, 1] (0.85 for 85%)",
+                       [](double x) { return x > 0 && x <= 1; });
+  };
+  std::optional<field> runtime = root.get("runtime"), older;
+  if (runtime && runtime->node().IsMap())
+    older = runtime->get("stop_at_accuracy");
+  if (auto f = root.get("target_accuracy"); f && older)
+    older->fail("give target_accuracy or runtime.stop_at_accuracy, not both "
+                "(runtime.stop_at_accuracy is its older place)");
+  read_if(root, "target_accuracy", t.target_accuracy, read);
+  if (older)
+    t.target_accuracy = read(*older);
+}
+
 // `runtime.tls`: this run's certificate, key and CA, checked here because
 // CAF aborts the process on files it cannot load.
 tls_settings parse_tls(const field& section) {
@@ -693,10 +712,6 @@ void parse_runtime(const field& section, runtime_spec& r) {
   });
   read_if(section, "stall_timeout_ms", r.stall_timeout, positive_milliseconds);
   read_if(section, "slow_node_timeout_ms", r.slow_node_timeout, positive_milliseconds);
-  read_if(section, "stop_at_accuracy", r.stop_at_accuracy, [](const field& f) {
-    return read_number(f, "a test accuracy in (0, 1] (0.85 for 85%)",
-                       [](double x) { return x > 0 && x <= 1; });
-  });
   read_if(section, "stop_after_seconds", r.stop_after_seconds, [](const field& f) {
     return read_number(f, "a number of seconds above 0", [](double x) { return x > 0; });
   });
@@ -918,6 +933,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   refuse_other_jobs(root, jobs, t);
   t.schema->parse(root, layers, t);
   parse_runtime(root.section("runtime"), t.runtime);
+  parse_target_accuracy(root, t);
   if (t.schema->length)
     length = t.schema->length(t);
   t.faults = parse_faults(root.section("faults"), length);

@@ -88,11 +88,8 @@ struct runtime_spec {
   /// SIGSTOPped) before it counts as lost; one that recovers gives up after
   /// connection_timeout (actors/runtime/node_watch.hpp).
   std::chrono::milliseconds slow_node_timeout{120000};
-  /// Stop the run after the epoch at which every head (result) has reached
-  /// this test accuracy (a fraction); 0: run every epoch. The workload's
-  /// target, kept with the runtime's limits where the coordinator reads it.
-  double stop_at_accuracy = 0;
-  /// Stop the run (as at stop_at_accuracy: every actor reports what it has)
+  /// Stop the run (as at the workload's target_accuracy: every actor
+  /// reports what it has)
   /// once it has trained this many seconds; 0: no time budget. `baton
   /// compare --budget` sets it, so that a strategy stopped at its budget
   /// still writes its metrics.
@@ -146,6 +143,11 @@ struct workload {
   /// `task:`: the task a job that trains one model trains; default
   /// `backbone.pretrain.task`, else the first of `tasks`.
   std::string task;
+
+  /// `target_accuracy` (older files: `runtime.stop_at_accuracy`): the run
+  /// stops after the epoch at which every result (head) has reached this
+  /// test accuracy (a fraction); 0: it runs every epoch.
+  double target_accuracy = 0;
 
   const model::task* find_task(const std::string& name) const;
 };

@@ -225,14 +225,14 @@ private:
                  advice.empty() ? "lower the optimizer's lr or momentum" : advice);
   }
 
-  // -- stopping at an accuracy (runtime.stop_at_accuracy) --------------------------
+  // -- stopping at an accuracy (target_accuracy) --------------------------
 
   /// Head `head`'s epoch `e`, complete `seconds` into training: once every
-  /// head has reached runtime.stop_at_accuracy (in this or an earlier
+  /// head has reached target_accuracy (in this or an earlier
   /// epoch), the run stops.
   void note_accuracy(const std::string& head, const messages::epoch_result& e, double seconds) {
     last_epoch_ = early_stop{head, e.epoch, e.test_accuracy, seconds, "stop_after_seconds"};
-    const double target = cluster_.runtime.stop_at_accuracy;
+    const double target = facts_.target_accuracy;
     if (target <= 0 || result_.stopped || e.test_accuracy < target)
       return;
     reached_.insert(head);
@@ -247,10 +247,10 @@ private:
   /// its final report at once and quits. The pass ends when all have reported.
   void begin_stop(early_stop at) {
     if (at.reason == "stop_at_accuracy")
-      spdlog::info("epoch {} of {} reached {:.2f}% (runtime.stop_at_accuracy {:.2f}%): stopping "
+      spdlog::info("epoch {} of {} reached {:.2f}% (target_accuracy {:.2f}%): stopping "
                    "every actor",
                    at.epoch + 1, at.actor, 100 * at.test_accuracy,
-                   100 * cluster_.runtime.stop_at_accuracy);
+                   100 * facts_.target_accuracy);
     else
       spdlog::info("trained {:.1f} s (runtime.stop_after_seconds): stopping every actor",
                    at.seconds);
@@ -697,7 +697,7 @@ private:
   clock_type::time_point detected_at_;
   clock_type::time_point training_started_;   ///< this pass's start (timed faults)
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
-  clock_type::time_point stop_began_;         ///< runtime.stop_at_accuracy was reached
+  clock_type::time_point stop_began_;         ///< target_accuracy was reached
   std::set<std::string> reached_;             ///< heads that reached it
   /// The last epoch reported (what a stop at the time budget keeps).
   early_stop last_epoch_{"", -1, 0, 0, "stop_after_seconds"};

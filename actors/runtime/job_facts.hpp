@@ -18,11 +18,12 @@ struct job_facts {
   std::string job;        ///< `job:`, for the result
   int32_t epochs = 1;     ///< data.epochs
   int64_t batch_size = 1; ///< data.batch_size: samples per step
+  double target_accuracy = 0; ///< target_accuracy: stop once every result reaches it (0: never)
 };
 
 /// The facts of `t`.
 inline job_facts facts_of(const topology& t) {
-  return {t.file, t.job, t.plan.epochs, t.plan.batch_size};
+  return {t.file, t.job, t.plan.epochs, t.plan.batch_size, t.target_accuracy};
 }
 
 } // namespace runtime

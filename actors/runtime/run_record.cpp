@@ -172,7 +172,10 @@ std::map<std::string, std::string>
 training_settings(const std::map<std::string, std::string>& values) {
   std::map<std::string, std::string> out;
   for (const auto& [path, value] : values) {
+    // target_accuracy says when to stop, not what is trained (it was
+    // runtime.stop_at_accuracy): a resume may change it.
     bool free = starts_with_section(path, "runtime") || starts_with_section(path, "faults") ||
+                path == "target_accuracy" ||
                 starts_with_section(path, "nodes") || has_segment(path, "node") ||
                 has_segment(path, "nodes") || has_segment(path, "place");
     if (!free)

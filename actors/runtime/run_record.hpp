@@ -62,7 +62,7 @@ caf::expected<run_record> read_run_record(const std::string& dir);
 
 /// The settings that decide what a run trains, from every scalar of a
 /// topology document (`values`: dotted path -> text, as topology_values
-/// gives): everything except `runtime`, `faults`, `nodes` and placement keys
+/// gives): everything except `runtime`, `target_accuracy`, `faults`, `nodes` and placement keys
 /// (`node`, `nodes`, `place`), which may change between a run and its resume.
 std::map<std::string, std::string>
 training_settings(const std::map<std::string, std::string>& values);

@@ -13,6 +13,7 @@
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
+#include "apps/compare/run_record.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::apps {
@@ -22,10 +23,23 @@ bool stop_requested(const std::atomic<bool>* interrupted) {
   return interrupted != nullptr && interrupted->load();
 }
 
+namespace {
+
+/// Every run run_side finished in this process, as run records: a bench's
+/// --json lists them under "runs" (the schema of baton compare, which
+/// `baton report` reads), beside its own rows.
+nlohmann::json& finished_runs() {
+  static nlohmann::json runs = nlohmann::json::array();
+  return runs;
+}
+
+} // namespace
+
 bench_figures::bench_figures(std::string path, nlohmann::json header, std::string rows)
     : path_(std::move(path)), figures_(std::move(header)), rows_(std::move(rows)) {
   if (!figures_.contains(rows_))
     figures_[rows_] = nlohmann::json::array();
+  finished_runs() = nlohmann::json::array();
 }
 
 namespace {
@@ -69,6 +83,7 @@ int bench_figures::finish(int code, const std::atomic<bool>* interrupted) {
   }
   if (stopped)
     figures_["interrupted"] = true;
+  figures_["runs"] = finished_runs();
   if (auto why = write_whole(path_, figures_.dump(2) + "\n"); !why.empty()) {
     spdlog::error("{}", why);
     return stopped ? code : 1;
@@ -181,7 +196,12 @@ caf::expected<job_result> run_side(const std::string& topology,
       !done)
     return done.error();
   std::ifstream in{out};
-  return job_result_from_json(nlohmann::json::parse(in, nullptr, false));
+  auto metrics = nlohmann::json::parse(in, nullptr, false);
+  if (metrics.is_object())
+    finished_runs().push_back(run_record(label, metrics.value("mode", metrics.value("job", "")),
+                                         side_command(topology, overrides, flags, dir, label),
+                                         metrics, std::nullopt));
+  return job_result_from_json(metrics);
 }
 
 namespace {

@@ -54,6 +54,14 @@ struct row {
   std::string skipped;    ///< why it does not run ("" runs)
 };
 
+/// `x` as the shortest text that reads back the same ("0.85", "120").
+std::string number_text(double x) {
+  std::ostringstream out;
+  out.precision(15);
+  out << x;
+  return out.str();
+}
+
 std::string label_of(const std::string& name) {
   auto label = name;
   std::replace(label.begin(), label.end(), ':', '-');
@@ -116,7 +124,7 @@ bool check_request(const compare_request& r) {
     return fail_input("--link needs --local-nodes N (it shapes the links between the local "
                       "node processes)");
   if (r.target && *r.target > 1)
-    return fail_input("--target " + std::to_string(*r.target) + " is outside (0, 1]: a test "
+    return fail_input("--target " + number_text(*r.target) + " is outside (0, 1]: a test "
                       "accuracy (0.85 for 85%)");
   if (r.target && *r.target >= 1 && r.budget <= 0)
     return fail_input("--target 1 (every test sample right) is not reached on a real test set, "
@@ -145,9 +153,9 @@ row make_row(strategy_choice s, const compare_request& r) {
     return out.skipped = describe(overrides.error()), out;
   out.overrides = *overrides;
   if (r.target)
-    out.overrides.push_back("runtime.stop_at_accuracy=" + std::to_string(*r.target));
+    out.overrides.push_back("runtime.stop_at_accuracy=" + number_text(*r.target));
   if (r.budget > 0 && s.distributed)
-    out.overrides.push_back("runtime.stop_after_seconds=" + std::to_string(r.budget));
+    out.overrides.push_back("runtime.stop_after_seconds=" + number_text(r.budget));
   out.flags = s.flags;
   if (s.distributed && r.local_nodes > 0)
     out.flags = with_link({"--local-nodes", std::to_string(r.local_nodes)}, r.link);
@@ -193,11 +201,13 @@ std::pair<int, std::string> last_epoch(const std::string& log) {
   std::string line, accuracy;
   int epoch = 0;
   while (std::getline(in, line)) {
-    auto at = line.find(" info epoch ");
+    // "info epoch 3 workers test accuracy 81.20% ..." (actors) or "info
+    // local data-parallel reference: epoch 3 test accuracy 81.20%" (local).
     auto acc = line.find("test accuracy");
-    if (at == std::string::npos || acc == std::string::npos)
+    auto at = line.rfind("epoch ", acc);
+    if (acc == std::string::npos || at == std::string::npos || line.find(" info ") > at)
       continue;
-    epoch = std::atoi(line.c_str() + at + 12);
+    epoch = std::atoi(line.c_str() + at + 6);
     std::stringstream rest{line.substr(acc + 13)};
     rest >> accuracy;
   }

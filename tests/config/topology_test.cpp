@@ -762,6 +762,21 @@ TEST_F(topology_test, a_directory_is_not_a_topology) {
   expect_error(load_topology(dir_.string()), {"not a regular file (a directory)"});
 }
 
+// Issue 22: the target accuracy is the workload's (`target_accuracy`); files
+// that give it as runtime.stop_at_accuracy keep working; not both.
+TEST_F(topology_test, target_accuracy_is_the_workloads) {
+  auto t = load(tasks_and_heads + "target_accuracy: 0.85\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_DOUBLE_EQ(t->target_accuracy, 0.85);
+  auto older = load(tasks_and_heads + "runtime: {stop_at_accuracy: 0.8}\n");
+  ASSERT_TRUE(older) << baton::describe(older.error());
+  EXPECT_DOUBLE_EQ(older->target_accuracy, 0.8);
+  expect_error_at(tasks_and_heads + "target_accuracy: 0.85\nruntime: {stop_at_accuracy: 0.8}\n",
+                  "runtime:", {"give target_accuracy or runtime.stop_at_accuracy, not both"});
+  expect_error_at(tasks_and_heads + "target_accuracy: 85\n", "target_accuracy",
+                  {"'target_accuracy' must be a test accuracy in (0, 1] (0.85 for 85%)"});
+}
+
 // Item 9: scheduler_threads=100000 aborted; stage_threads=100000 made
 // threads until the process could make no more.
 TEST_F(topology_test, thread_counts_have_a_range) {
