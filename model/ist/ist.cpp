@@ -110,8 +110,8 @@ partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
     const auto order = permutation(hidden[k], seed, round, k);
     auto& layer = p.parts.emplace_back();
     for (int32_t w = 0; w < workers; ++w) {
-      const auto cut = cut(hidden[k], w, workers);
-      auto& part = layer.emplace_back(order.begin() + cut.begin, order.begin() + cut.end);
+      const auto range = cut(hidden[k], w, workers);
+      auto& part = layer.emplace_back(order.begin() + range.begin, order.begin() + range.end);
       std::sort(part.begin(), part.end());
     }
   }

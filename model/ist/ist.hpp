@@ -258,7 +258,7 @@ local_result local_steps(network& subnet, const dataset& train,
 
 /// An IST run.
 struct settings {
-  shape shape;             ///< shape.inputs must match the dataset's sample width
+  ist::shape shape;            ///< shape.inputs must match the dataset's sample width
   int32_t workers = 2;         ///< W
   int32_t local_steps = 10;    ///< L
   int64_t batch_size = 128;    ///< per worker per step
@@ -279,7 +279,7 @@ struct result {
   /// Elements each way per worker, summed over the run's rounds.
   std::vector<int64_t> exchanged_elements;
   std::string weights_digest;        ///< digest of the final network
-  network network;               ///< the final whole network
+  ist::network network;              ///< the final whole network
 };
 
 /// The whole IST run in one process, no actors: for every round, the

@@ -36,7 +36,7 @@ void check_shape(const shape& shape) {
 } // namespace
 
 shape network::shape() const {
-  shape s;
+  ist::shape s;
   s.inputs = weights.front().size(1);
   s.classes = weights.back().size(0);
   s.hidden.clear();

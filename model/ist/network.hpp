@@ -51,7 +51,7 @@ struct network {
   /// Number of hidden layers.
   size_t hidden_layers() const { return bn_weight.size(); }
   /// The shape these tensors have.
-  shape shape() const;
+  ist::shape shape() const;
   /// Every tensor in layer order: weights[0], bn_weight[0], bn_bias[0],
   /// weights[1], bn_weight[1], bn_bias[1], ..., weights.back() (the order of
   /// the mlp's named_parameters: fc1, bn1, fc2, bn2, ..., the output layer).

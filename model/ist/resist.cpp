@@ -58,8 +58,8 @@ resist_deal make_resist_deal(size_t blocks, int32_t workers, uint64_t seed, int6
   const uint64_t deal_seed = derive_seed(seed, "resist-deal");
   std::vector<int64_t> sequence;
   for (size_t k = 0; sequence.size() < slots; ++k) {
-    auto permutation = permutation(static_cast<int64_t>(blocks), deal_seed, round, k);
-    sequence.insert(sequence.end(), permutation.begin(), permutation.end());
+    auto order = permutation(static_cast<int64_t>(blocks), deal_seed, round, k);
+    sequence.insert(sequence.end(), order.begin(), order.end());
   }
   resist_deal deal;
   deal.round = round;

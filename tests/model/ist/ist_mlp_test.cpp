@@ -19,7 +19,7 @@ using namespace baton::model::ist;
 
 namespace {
 
-model_spec ist::settings(std::vector<int64_t> hidden, uint64_t seed) {
+model_spec mlp_model_spec(std::vector<int64_t> hidden, uint64_t seed) {
   model_spec spec;
   spec.name = "ist_mlp";
   spec.hidden = std::move(hidden);
@@ -71,7 +71,7 @@ private:
 } // namespace
 
 TEST_P(ist_mlp, parameters_equal_make_ist_network_in_order_and_bits) {
-  const auto spec = ist::settings(GetParam(), 1234);
+  const auto spec = mlp_model_spec(GetParam(), 1234);
   const auto m = ist::make_mlp(spec);
   const auto net = ist::make_network(shape_of(spec), spec.seed);
   const auto named = m.named_parameters();
@@ -87,7 +87,7 @@ TEST_P(ist_mlp, parameters_equal_make_ist_network_in_order_and_bits) {
 }
 
 TEST_P(ist_mlp, logits_equal_ist_forward_bit_for_bit_in_training_and_evaluation) {
-  const auto spec = ist::settings(GetParam(), 99);
+  const auto spec = mlp_model_spec(GetParam(), 99);
   auto m = ist::make_mlp(spec);
   const auto net = ist::make_network(shape_of(spec), spec.seed);
   const auto x = images(16, 7);
@@ -99,7 +99,7 @@ TEST_P(ist_mlp, logits_equal_ist_forward_bit_for_bit_in_training_and_evaluation)
 }
 
 TEST_P(ist_mlp, gradients_equal_ist_forward_bit_for_bit) {
-  const auto spec = ist::settings(GetParam(), 5);
+  const auto spec = mlp_model_spec(GetParam(), 5);
   auto m = ist::make_mlp(spec);
   auto net = ist::make_network(shape_of(spec), spec.seed);
   for (auto& p : net.parameters())
@@ -124,7 +124,7 @@ TEST(ist_mlp_spec, hidden_defaults_to_one_layer_of_4096) {
 }
 
 TEST(ist_mlp_spec, layer_names_and_input_channels) {
-  auto spec = ist::settings({6, 4}, 3);
+  auto spec = mlp_model_spec({6, 4}, 3);
   spec.in_channels = 3;
   const auto m = ist::make_mlp(spec);
   EXPECT_EQ(m.layer_names(),
@@ -134,9 +134,9 @@ TEST(ist_mlp_spec, layer_names_and_input_channels) {
 }
 
 TEST(ist_mlp_spec, refuses_an_empty_or_non_positive_width) {
-  EXPECT_THROW(ist::make_mlp(ist::settings({}, 1)), error);
-  EXPECT_THROW(ist::make_mlp(ist::settings({8, 0}, 1)), error);
-  auto spec = ist::settings({8}, 1);
+  EXPECT_THROW(ist::make_mlp(mlp_model_spec({}, 1)), error);
+  EXPECT_THROW(ist::make_mlp(mlp_model_spec({8, 0}, 1)), error);
+  auto spec = mlp_model_spec({8}, 1);
   spec.classes = 0;
   EXPECT_THROW(ist::make_mlp(spec), error);
 }
