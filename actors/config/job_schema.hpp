@@ -8,6 +8,7 @@
 // list and names no mode. What its actors are, where they run and which
 // faults may name them is read from its plan (actors/modes/mode.hpp).
 
+#include <any>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -62,10 +63,12 @@ struct job_schema {
   /// trains ist.model): "'backbone.split' is auto, but " + reason.
   std::map<std::string, std::string> refusals;
   /// Reads its section and checks what it needs of the common ones, right
-  /// after the backbone (`layers`: the backbone's layer names). Null: a job
-  /// planned but not implemented yet, refused by name.
-  void (*parse)(const detail::field& root, const std::vector<std::string>& layers,
-                topology& t) = nullptr;
+  /// after the backbone (`layers`: the backbone's layer names), and returns
+  /// its settings struct, which the parser keeps as topology::mode_spec
+  /// (it may also settle workload keys the job decides, e.g. the model it
+  /// trains). Null: a job planned but not implemented yet, refused by name.
+  std::any (*parse)(const detail::field& root, const std::vector<std::string>& layers,
+                    topology& t) = nullptr;
   /// Its length when its steps are not the common `epochs x minibatches`
   /// (data-parallel: steps of its W workers together; IST: rounds), read
   /// after `parse`; nullopt when the data's size is not known here. Null:

@@ -931,7 +931,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   parse_trained_task(root, t);
   refuse_other_jobs(root, jobs, t);
-  t.schema->parse(root, layers, t);
+  t.mode_spec = t.schema->parse(root, layers, t);
   parse_runtime(root.section("runtime"), t.runtime);
   parse_target_accuracy(root, t);
   if (t.schema->length)

@@ -159,7 +159,7 @@ struct strategy {
   /// That job's schema, from the list the topology was parsed with (which
   /// outlives it).
   const job_schema* schema = nullptr;
-  /// The job's own settings, as its mode's `job_schema::parse` stored them
+  /// The job's own settings, as its mode's `job_schema::parse` returned them
   /// (a struct of the mode's, e.g. data_parallel::section_spec): the parser knows
   /// no mode, and a mode reads its own with std::any_cast.
   std::any mode_spec;

@@ -153,7 +153,7 @@ row make_row(strategy_choice s, const compare_request& r) {
     return out.skipped = describe(overrides.error()), out;
   out.overrides = *overrides;
   if (r.target)
-    out.overrides.push_back("runtime.stop_at_accuracy=" + number_text(*r.target));
+    out.overrides.push_back("target_accuracy=" + number_text(*r.target));
   if (r.budget > 0 && s.distributed)
     out.overrides.push_back("runtime.stop_after_seconds=" + number_text(r.budget));
   out.flags = s.flags;

@@ -36,8 +36,8 @@ constexpr int round_trips = 7;          // per size, the median taken
 constexpr int warm_up_trips = 2;        // per size, untimed
 constexpr int streamed_messages = 2000; // for the per-message overhead
 constexpr double streamed_bytes = 64;
-constexpr double largest_message = 4e6;
-constexpr double seconds_per_message = 0.1; // the largest message is at most this long
+constexpr double largest_message = 16.4e6; // 1 kB x 4^7
+constexpr double seconds_per_message = 0.15; // the largest message is at most this long
 constexpr int child_timeout_ms = 120000;
 
 // -- the two processes ---------------------------------------------------------------------
@@ -93,12 +93,15 @@ void no_delay(int fd) {
 /// The server: listens on any port of `address`, writes the port to
 /// `report`, then answers one client until it says end.
 [[noreturn]] void serve(const char* ns, const char* address, int report, char* buffer) {
+  // A socket belongs to the namespace it is made in: enter it first.
+  if (!enter_namespace(ns))
+    ::_exit(3);
   int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in where{};
   where.sin_family = AF_INET;
   ::inet_pton(AF_INET, address, &where.sin_addr);
   socklen_t length = sizeof where;
-  if (!enter_namespace(ns) || listener < 0 ||
+  if (listener < 0 ||
       ::bind(listener, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0 ||
       ::listen(listener, 1) != 0 ||
       ::getsockname(listener, reinterpret_cast<sockaddr*>(&where), &length) != 0)
@@ -144,12 +147,14 @@ bool ping_pong(int fd, char* buffer, uint64_t bytes, double& seconds) {
 /// stream's last) as doubles to `report`.
 [[noreturn]] void client(const char* ns, const char* address, uint16_t port, int report,
                          char* buffer, const double* sizes, size_t count, double* times) {
+  if (!enter_namespace(ns))
+    ::_exit(3);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in where{};
   where.sin_family = AF_INET;
   where.sin_port = htons(port);
   ::inet_pton(AF_INET, address, &where.sin_addr);
-  if (!enter_namespace(ns) || fd < 0 ||
+  if (fd < 0 ||
       ::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0)
     ::_exit(3);
   no_delay(fd);
@@ -224,6 +229,9 @@ caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector
   server.pid = ::fork();
   if (server.pid == 0)
     serve(e.server_namespace.c_str(), e.server_address.c_str(), ports[1], buffer.data());
+  // The parent keeps no write end: a child that dies ends the read at once.
+  ::close(ports[1]);
+  ports[1] = -1;
   uint16_t port = 0;
   bool ok = server.pid > 0 &&
             read_from_child(ports[0], reinterpret_cast<char*>(&port), sizeof port);
@@ -232,11 +240,14 @@ caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector
     if (talker.pid == 0)
       client(e.client_namespace.c_str(), e.server_address.c_str(), port, results[1],
              buffer.data(), sizes.data(), sizes.size(), times.data());
+    ::close(results[1]);
+    results[1] = -1;
     ok = talker.pid > 0 && read_from_child(results[0], reinterpret_cast<char*>(times.data()),
                                            times.size() * sizeof(double));
   }
   for (int fd : {ports[0], ports[1], results[0], results[1]})
-    ::close(fd);
+    if (fd >= 0)
+      ::close(fd);
   if (!ok)
     return make_error(errc::node_unreachable,
                       "link calibration: the ping-pong processes did not finish (cannot enter "
@@ -301,10 +312,11 @@ caf::expected<link_calibration> read_cache(const std::string& path) {
 }
 
 const char* method_text =
-  "ping-pong over TCP (TCP_NODELAY) between two forked processes: messages of 1 kB to 4 MB (at "
-  "most 0.1 s of the link), median of 7 round trips each, halved; one-way time = a + bytes / "
-  "bandwidth fitted by least squares on the relative error; message_overhead = the time per "
-  "message of 2000 64-byte messages streamed back to back; latency = a - message_overhead";
+  "ping-pong over TCP (TCP_NODELAY) between two forked processes: messages of 1 kB to 16 MB "
+  "(at most 0.15 s of the link), median of 7 round trips each, halved; bandwidth from the two "
+  "largest (past tc's burst), a = the time of the smallest (1 kB, within the burst); "
+  "message_overhead = the time per message of 2000 64-byte messages streamed back to back; "
+  "latency = a - message_overhead";
 
 caf::expected<link_calibration> measure_emulated(const std::string& text) {
   std::string error;
@@ -362,29 +374,25 @@ std::string default_link_cache_dir() {
   return (fs::temp_directory_path() / "baton").string();
 }
 
-std::pair<double, double> fit_link(const std::vector<link_sample>& samples) {
-  // Weighted least squares of t = a + s x with weights 1 / t^2.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& p : samples) {
-    if (p.seconds <= 0)
-      continue;
-    const double w = 1 / (p.seconds * p.seconds);
-    sw += w;
-    sx += w * p.bytes;
-    sy += w * p.seconds;
-    sxx += w * p.bytes * p.bytes;
-    sxy += w * p.bytes * p.seconds;
+std::pair<double, double> fit_link(const std::vector<link_sample>& given) {
+  // The bandwidth from the two largest messages: tc's tbf lets a burst (10 ms of the
+  // rate) pass at the veth's speed, so small messages say nothing of the rate, and a
+  // fit over every size is pulled to it. The fixed part from the small ones.
+  std::vector<link_sample> samples = given;
+  std::sort(samples.begin(), samples.end(),
+            [](const link_sample& a, const link_sample& b) { return a.bytes < b.bytes; });
+  constexpr double unlimited = std::numeric_limits<double>::infinity();
+  if (samples.empty())
+    return {0, unlimited};
+  double bandwidth = unlimited;
+  if (samples.size() >= 2) {
+    const auto& big = samples.back();
+    const auto& next = samples[samples.size() - 2];
+    if (big.seconds > next.seconds)
+      bandwidth = (big.bytes - next.bytes) / (big.seconds - next.seconds);
   }
-  const double det = sw * sxx - sx * sx;
-  double slope = det > 0 ? (sw * sxy - sx * sy) / det : 0;
-  if (slope <= 0)
-    return {sw > 0 ? sy / sw : 0, std::numeric_limits<double>::infinity()};
-  double fixed = (sy - slope * sx) / sw;
-  if (fixed < 0) { // refit through the origin: the time is all bytes
-    fixed = 0;
-    slope = sxy / sxx;
-  }
-  return {fixed, 1 / slope};
+  // The smallest message, within the burst: its time is the fixed part.
+  return {samples.front().seconds, bandwidth};
 }
 
 caf::expected<link_calibration> calibrate_link(const std::string& link,

@@ -41,10 +41,11 @@ nlohmann::json to_json(const link_calibration& c);
 /// $HOME/.cache/baton, else the system's temp directory.
 std::string default_link_cache_dir();
 
-/// Fits one-way time = a + bytes / bandwidth to `samples` by least squares
-/// on the relative error (small and large messages count alike); a >= 0.
-/// Returns {a, bandwidth}; bandwidth is infinite when the fit finds no
-/// slope.
+/// One-way time = a + bytes / bandwidth from the samples: the bandwidth
+/// from the two largest (tc's tbf lets a burst of 10 ms of the rate pass at
+/// the veth's speed: small messages say nothing of the rate), a the time of
+/// the smallest (within the burst). Returns {a,
+/// bandwidth}; bandwidth is infinite when the largest take no longer.
 std::pair<double, double> fit_link(const std::vector<link_sample>& samples);
 
 /// The link of `link` ("" or "loopback": the loopback; else a --link

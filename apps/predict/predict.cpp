@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
+#include <thread>
 
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/pipeline/plan.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/compare/strategies.hpp"
@@ -40,10 +41,32 @@ struct parsed_strategy {
 
 std::string text_of(const caf::error& e) {
   std::string text = to_string(e);
-  // caf's rendering wraps the message: error(bad_config, "..."); keep the message.
-  if (auto open = text.find('"'); open != std::string::npos && text.back() == ')')
-    text = text.substr(open + 1, text.size() - open - 3);
-  return text;
+  // caf's rendering wraps the message in the error's code and quotes; keep the message.
+  const auto open = text.find('"'), close = text.rfind('"');
+  return open < close && close != std::string::npos ? text.substr(open + 1, close - open - 1)
+                                                    : text;
+}
+
+/// The topology a run of `choice` would parse, as baton compare makes it
+/// (derive_topology, run_overrides), then its cost model inputs.
+caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_choice& choice,
+                                             int32_t hosts, profile_cache& profiles) {
+  auto text = derive_topology(choice, r.workload);
+  if (!text)
+    return text.error();
+  auto overrides = run_overrides(choice, *text, r.workload, r.overrides);
+  if (!overrides)
+    return overrides.error();
+  auto t = actors::parse_topology_as(*text, r.workload, *overrides);
+  if (!t)
+    return t.error();
+  if (t->job != "pipeline")
+    return cost_strategy_of(choice.name, *t, profiles);
+  // The planner's stages, as a run over `hosts` nodes settles them.
+  auto placed = actors::with_local_nodes(*t, hosts);
+  if (auto settled = actors::pipeline::settle_stages(placed); !settled)
+    return settled.error();
+  return cost_strategy_of(choice.name, placed, profiles);
 }
 
 /// Every strategy of the list at `hosts` hosts: the workload parsed with
@@ -51,21 +74,14 @@ std::string text_of(const caf::error& e) {
 caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_request& r,
                                                              int32_t hosts,
                                                              profile_cache& profiles) {
-  auto chosen = choose_strategies(r.strategies, hosts);
+  auto chosen = r.strategies.empty() ? all_strategies(hosts)
+                                     : choose_strategies(r.strategies, hosts);
   if (!chosen)
     return chosen.error();
   std::vector<parsed_strategy> out;
-  for (const auto& choice : *chosen) {
+  for (auto& choice : *chosen) {
     parsed_strategy p{choice.name, hosts, std::nullopt, ""};
-    std::vector<std::string> overrides = r.overrides;
-    overrides.insert(overrides.end(), choice.overrides.begin(), choice.overrides.end());
-    auto t = actors::load_topology(r.workload, overrides);
-    if (!t) {
-      p.skipped = text_of(t.error());
-      out.push_back(p);
-      continue;
-    }
-    auto c = cost_strategy_of(choice.name, *t, profiles);
+    auto c = costed_choice(r, choice, hosts, profiles);
     if (c)
       p.costed = *c;
     else
@@ -143,10 +159,13 @@ json measured_rows(const predict_request& r, const link_calibration& link,
       continue; // the list was checked at the base
     for (const auto& s : *parsed) {
       if (!s.costed) {
-        skipped.push_back({{"strategy", s.name}, {"hosts", h}, {"reason", s.skipped}});
+        json why = {{"strategy", s.name}, {"hosts", h}, {"reason", s.skipped}};
+        if (std::find(skipped.begin(), skipped.end(), why) == skipped.end())
+          skipped.push_back(why);
         continue;
       }
-      cost::cluster c{h, link.link};
+      // The runs compared with these are emulated hosts sharing this machine's cores.
+      cost::cluster c{h, link.link, static_cast<int32_t>(std::thread::hardware_concurrency())};
       rows.push_back(row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy)));
     }
   }

@@ -102,10 +102,8 @@ caf::expected<cost::strategy> data_parallel_of(const std::string& name, const to
     freeze.frozen_layers = *prefix;
     freeze.cache = s.freeze.cache;
   }
-  if (name == "local" || s.workers == 1) {
-    hosts = 1;
+  if (s.workers == 1)
     return cost::strategy{cost::local_strategy{freeze}};
-  }
   if (s.exchange == "ps") {
     if (s.max_staleness > 0)
       return refuse(name, "bounded staleness (max_staleness > 0) is not modelled");
@@ -129,6 +127,8 @@ caf::expected<cost::strategy> pipeline_of(const std::string& name, const topolog
     p.schedule = cost::pipeline_schedule::one_f_one_b;
   else
     return refuse(name, "pipeline schedule '" + s.schedule + "' is not modelled");
+  if (s.stages_auto)
+    return cost::strategy{p}; // the planner's: the fastest straight pipeline on the hosts
   hosts = 0;
   for (const auto& stage : s.stages) {
     p.stage_ends.push_back(stage.end);
@@ -230,6 +230,13 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
                                                       : data_parallel_of(name, t, c.load, c.hosts);
   if (!s)
     return s.error();
+  if (name == "local") {
+    // `--mode local`: one process trains every worker's batch each step.
+    const auto* workers = std::get_if<cost::ring_strategy>(&*s);
+    c.load.batch_size *= c.hosts;
+    c.hosts = 1;
+    s = cost::strategy{cost::local_strategy{workers ? workers->freeze : cost::freezing{}}};
+  }
   c.strategy = *s;
   c.projected = projected_of(*s, c.hosts);
   return c;

@@ -17,7 +17,8 @@ using nlohmann::json;
 constexpr const char* style = R"(
 body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; }
-table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
+.wide { overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; text-align: right; }
 th { background: #f0f0f0; } td.name, th.name { text-align: left; }
 tr.best td { background: #eaf4ea; }
@@ -127,7 +128,7 @@ std::string prediction_cells(const json& check, const json& run) {
     return "";
   for (const auto& row : check["runs"])
     if (row.value("label", "") == run.value("label", ""))
-      return cell(seconds_text(number_at(row, "predicted_step_seconds"))) +
+      return cell(fixed(1000 * row.value("predicted_step_seconds", 0.0), 1) + " ms") +
              cell(fixed(row.value("error_percent", 0.0), 1) + "%");
   return cell("&ndash;") + cell("&ndash;");
 }
@@ -153,19 +154,19 @@ std::string table_row(const json& report, const json& run, size_t rank) {
 std::string table_section(const json& report) {
   bool predicted = !report.value("prediction_check", json{}).is_null();
   std::string html =
-    "<h2>Ranking</h2>\n<table id=\"ranking\">\n<tr><th>#</th><th class=\"name\">run</th>"
+    "<h2>Ranking</h2>\n<div class=\"wide\"><table id=\"ranking\">\n<tr><th>#</th><th class=\"name\">run</th>"
     "<th class=\"name\">strategy</th><th>time to target</th><th>epochs to target</th>"
     "<th>samples/s</th><th>step</th><th>bytes/step</th><th>bytes/epoch</th>"
-    "<th>peak memory (largest node)</th><th>CPU use</th>"
-    "<th>compute / communication / waiting</th><th>speedup over local</th>";
+    "<th>peak memory</th><th>CPU use</th>"
+    "<th>compute / comm. / waiting</th><th>speedup over local</th>";
   if (predicted)
     html += "<th>predicted step</th><th>error</th>";
   html += "</tr>\n";
   size_t rank = 0;
   for (auto index : report.value("ranking", json::array()))
     html += table_row(report, report["runs"].at(index.get<size_t>()), ++rank);
-  html += "</table>\n<p class=\"note\">Ranked by time to target; runs that did not reach it "
-          "after them, by best accuracy. (est.): a --mode local run, whose time to target "
+  html += "</table></div>\n<p class=\"note\">Ranked by time to target; runs that did not reach it "
+          "after them, by best accuracy. Peak memory: the largest node's. (est.): a --mode local run, whose time to target "
           "spreads its training time evenly over its epochs.</p>\n";
   return html;
 }
@@ -192,7 +193,10 @@ std::string predictions_section(const json& report) {
           html_escape(text_at(link, "measured_on")) + ", " + html_escape(text_at(link, "method")) +
           ". " + html_escape(text_at(predictions, "note")) + ".</p>\n";
   html += "<h2>Crossovers</h2>\n<ul id=\"crossovers\">\n";
-  for (const auto& c : predictions.value("crossovers", json::array()))
+  const auto& crossovers = predictions.value("crossovers", json::array());
+  if (crossovers.empty())
+    html += "<li>none: on this grid of hosts and link rates no strategy overtakes another</li>\n";
+  for (const auto& c : crossovers)
     html += "<li>" + html_escape(c.is_string() ? c.get<std::string>() : text_at(c, "sentence")) +
             "</li>\n";
   return html + "</ul>\n";

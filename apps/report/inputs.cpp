@@ -67,9 +67,10 @@ json metrics_record(const json& metrics, const std::string& path, std::optional<
   return run;
 }
 
-/// The header fields of a report.json that the new report keeps.
+/// The header fields of a report.json that the new report keeps (not its
+/// title: that counts its own runs).
 void take_header(json& report, const json& from) {
-  for (const char* key : {"title", "workload", "cluster", "machine", "skipped", "predictions"})
+  for (const char* key : {"workload", "cluster", "machine", "skipped", "predictions"})
     if (from.contains(key) && !report.contains(key))
       report[key] = from[key];
   if (from.contains("target") && !report.contains("target"))

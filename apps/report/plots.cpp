@@ -183,7 +183,7 @@ report_plot predicted_plot(const json& check) {
   p.figure.data = {{"predicted.dat", data}};
   p.figure.commands = std::string{bar_settings} +
                       "set style data histograms\nset style histogram clustered gap 1\n"
-                      "set ylabel 'step time (ms)'\n"
+                      "set ylabel 'step time (ms)'\nset key outside right top\n"
                       "plot 'predicted.dat' using 2:xtic(1) lc rgb '" + colour(0) +
                       "' title 'measured', '' using 3 lc rgb '" + colour(1) +
                       "' title 'predicted'";

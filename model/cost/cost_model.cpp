@@ -542,6 +542,12 @@ prediction predict(const workload& w, const cluster& c, const strategy& s) {
                [&](const ist_strategy& x) { return predict_ist(w, c, x); }},
     s);
   p.strategy = name_of(s);
+  if (c.shared_cores > 0) {
+    // Hosts emulated on one machine take turns on its cores.
+    const double stretch = std::max(1.0, static_cast<double>(p.hosts) / c.shared_cores);
+    p.compute_seconds *= stretch;
+    p.waiting_seconds *= stretch;
+  }
   return finish(p, w, evaluation_of(w, c, s, p));
 }
 

@@ -75,6 +75,10 @@ struct link_model {
 struct cluster {
   int32_t hosts = 1;             ///< W >= 1
   link_model link;
+  /// Cores the hosts share, when they are emulated on one machine
+  /// (`--local-nodes W` on C cores): compute and waiting stretch by
+  /// max(1, hosts used / cores). 0: every host has its own core.
+  int32_t shared_cores = 0;
 };
 
 /// A frozen prefix (data_parallel.freeze.up_to): its layers run forward only,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -148,7 +149,7 @@ TEST(predict, bad_input_is_exit_2_naming_it) {
     {{"predict", workload, "--bandwidth", "fast"}, "fast"},
     {{"predict", workload, "--latency", "-1"}, "--latency"},
     {{"predict", workload, "--link", "1gbit,soon"}, "--link"},
-    {{"predict", workload, "--hots", "2"}, "--hosts"},
+    {{"predict", workload, "--hots", "2"}, "did you mean"},
   };
   for (const auto& c : cases) {
     auto r = run_baton(with(c.args, given));

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -146,6 +147,40 @@ TEST_F(report, reads_its_own_report_and_a_bench_json) {
   auto labels = read_json(path_of("both/report.json"))["runs"];
   ASSERT_EQ(labels.size(), 4u);
   EXPECT_EQ(labels[2]["label"], "ring (2)");
+}
+
+// With the predictions of `baton predict` for the same workload (as
+// `baton compare --predict` adds them): the run's predicted step next to
+// its measured one, the ranking check, one projection plot per bandwidth
+// and the crossovers' section; still valid against the schema.
+TEST_F(report, draws_the_predictions) {
+  auto predicted = run_baton({"predict", source_path("configs/data-parallel.yaml"), "--strategies",
+                              "local,data-parallel:ring", "--measured-hosts", "2", "--latency",
+                              "0.0001", "--set", "data.train_limit=256", "--set",
+                              "data.test_limit=200", "--json", path_of("predictions.json")});
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.text;
+  auto j = read_json(out_ + "/report.json");
+  j["runs"][0]["strategy"] = "data-parallel:ring"; // compare's name of the strategy run
+  j["predictions"] = read_json(path_of("predictions.json"));
+  write_text(path_of("predicted.json"), j.dump());
+  auto out = run_baton({"report", path_of("predicted.json"), "--out", path_of("predicted")});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto check = validate(path_of("predicted/report.json"));
+  EXPECT_EQ(check.exit_code, 0) << check.text;
+  auto r = read_json(path_of("predicted/report.json"));
+  const auto& rows = r["prediction_check"]["runs"];
+  ASSERT_EQ(rows.size(), 1u) << "the local run has no measured step time";
+  EXPECT_EQ(rows[0]["label"], "ring");
+  EXPECT_GT(rows[0]["predicted_step_seconds"].get<double>(), 0);
+  std::set<std::string> plots;
+  for (const auto& p : r["plots"])
+    plots.insert(p["name"].get<std::string>());
+  for (const char* name : {"predicted", "projection_0", "projection_1", "projection_2"})
+    EXPECT_TRUE(plots.count(name)) << name;
+  auto html = read_text(path_of("predicted/report.html"));
+  EXPECT_TRUE(contains(html, "id=\"ranking-check\""));
+  EXPECT_TRUE(contains(html, "<ul id=\"crossovers\">"));
+  EXPECT_TRUE(contains(figure_of(html, "projection_0"), "<path"));
 }
 
 // Text from the files (here a label from a file name) is escaped in the

@@ -150,7 +150,7 @@ void read_ps(const field& section, const topology& t, section_spec& s) {
 }
 
 // `data_parallel:` (job: data-parallel only; absent: every default).
-void parse(const field& root, const std::vector<std::string>&, topology& t) {
+std::any parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("data_parallel");
   section_spec s;
@@ -181,7 +181,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
-  t.mode_spec = std::move(s);
+  return s;
 }
 
 /// The job's steps (its W workers step together) when its training set's

@@ -86,7 +86,7 @@ void check_batch(const field& root, const topology& t) {
 }
 
 // `ist:` (job: ist only; absent: every default).
-void parse(const field& root, const std::vector<std::string>&, topology& t) {
+std::any parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("ist");
   section_spec s;
@@ -113,7 +113,7 @@ void parse(const field& root, const std::vector<std::string>&, topology& t) {
     s.nodes = read_nodes(*f, t, s.workers);
   // The job trains its own network: the backbone section's model is not used.
   t.backbone.name = s.kind == "resist" ? "resnet18" : "mlp";
-  t.mode_spec = std::move(s);
+  return s;
 }
 
 /// The rounds of the job (its steps for faults) when its training set's

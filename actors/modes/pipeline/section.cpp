@@ -176,10 +176,11 @@ void check_batch_norm(const field& root, const topology& t) {
 }
 
 // The stages are its own section's; `heads` of older files name the task.
-void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+std::any parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   read_one_task_heads(root, t);
-  t.mode_spec = parse_pipeline(root.section("pipeline"), layers, t);
+  auto settings = parse_pipeline(root.section("pipeline"), layers, t);
   check_batch_norm(root, t);
+  return settings;
 }
 
 } // namespace

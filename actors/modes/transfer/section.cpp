@@ -217,7 +217,7 @@ int64_t measure_features(const field& backbone, const topology& t) {
 }
 
 // The heads take the features the backbone outputs, whatever their width.
-void parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+std::any parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   field backbone = root.section("backbone");
   section_spec s;
   parse_split(backbone, layers, s);
@@ -237,7 +237,7 @@ void parse(const field& root, const std::vector<std::string>& layers, topology& 
   const int64_t features = measure_features(backbone, t);
   for (auto& head : s.heads)
     head.spec.model.features = features;
-  t.mode_spec = std::move(s);
+  return s;
 }
 
 } // namespace
