@@ -2,15 +2,33 @@
 
 // What the modes whose workers train one model together share: the result
 // group their workers report into (data-parallel's workers, IST's), merged
-// into one result of the job. actors/config/names.cpp reserves the name.
+// into one result of the job, their actors' names and the faults they
+// refuse. actors/config/names.cpp reserves the name.
 
+#include <cstdint>
 #include <string>
+
+#include "actors/config/job_schema.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 
 /// The result group every worker reports into.
 inline const std::string workers_group = "workers";
+
+/// Worker w's actor name: "worker.W" (the result group merges "worker.*").
+std::string worker_name(int32_t worker);
+
+/// Shard s's actor name: "shard.S". Shards report into no result group: the
+/// job's result is the workers'.
+std::string shard_name(int32_t shard);
+
+/// Refuses each `delay` or `drop` fault of `t` at its item of `faults:` in
+/// `root`: the workers and shards of job `job` send nothing through a credit
+/// edge, where those faults act; `why` says what they exchange instead.
+/// Throws config_error naming the file, the line and the faults it takes.
+void refuse_edge_faults(const detail::field& root, const topology& t, const std::string& job,
+                        const std::string& why);
 
 } // namespace modes
 } // namespace baton::actors

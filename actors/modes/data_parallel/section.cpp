@@ -231,30 +231,15 @@ void check(const field& root, const topology& t) {
     check_recoverable(root, runtime->require("checkpoint_every"), t);
   if (t.faults.empty())
     return;
-  const field faults = root.require("faults");
-  check_recoverable(root, faults, t);
-  size_t i = 0;
-  for (const field& item : faults.items("a list of faults", max_faults)) {
-    const auto& f = t.faults.at(i++);
-    if (f.kind == "delay" || f.kind == "drop")
-      item.fail("fault '" + f.kind + "' is not supported by job: data-parallel (ring chunks and "
-                "the shards' pushes and pulls use no credit edge; expected throw, kill_node, "
-                "stop_node or chaos)");
-  }
+  check_recoverable(root, root.require("faults"), t);
+  refuse_edge_faults(root, t, "data-parallel",
+                     "ring chunks and the shards' pushes and pulls use no credit edge");
 }
 
 } // namespace
 
 const section_spec& section_of(const topology& t) {
   return std::any_cast<const section_spec&>(t.mode_spec);
-}
-
-std::string worker_name(int32_t worker) {
-  return "worker." + std::to_string(worker);
-}
-
-std::string shard_name(int32_t shard) {
-  return "shard." + std::to_string(shard);
 }
 
 job_schema schema() {

@@ -81,13 +81,6 @@ struct section_spec {
 /// std::bad_any_cast for a topology of another job).
 const section_spec& section_of(const topology& t);
 
-/// Worker w's actor name: "worker.W" (the result group merges "worker.*").
-std::string worker_name(int32_t worker);
-
-/// Shard s's actor name (exchange: ps): "shard.S". Shards report into no
-/// result group: the job's result is the workers'.
-std::string shard_name(int32_t shard);
-
 /// The schema of job: data-parallel, for the topology parser.
 job_schema schema();
 

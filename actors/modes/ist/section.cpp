@@ -136,40 +136,18 @@ std::optional<job_length> length_of(const topology& t) {
   }
 }
 
-/// A fault of the job's faults list at `index`, located for an error.
-field fault_field(const field& root, size_t index) {
-  size_t i = 0;
-  for (const field& item : root.require("faults").items("a list of faults", max_faults))
-    if (i++ == index)
-      return item;
-  return root.require("faults");
-}
-
 /// Faults and checkpoints count rounds (the job's step): workers and shards
 /// throw and checkpoint at rounds, nodes are killed or stopped after one.
 /// Its actors send no microbatches through a fanout: no delay or drop.
 void check(const field& root, const topology& t) {
-  for (size_t i = 0; i < t.faults.size(); ++i) {
-    const auto& f = t.faults[i];
-    if (f.kind == "delay" || f.kind == "drop")
-      fault_field(root, i).fail("fault '" + f.kind + "' is not supported by job: ist (its "
-                                "workers and shards exchange subnets, not microbatches on "
-                                "credit edges; expected throw, kill_node, stop_node or chaos)");
-  }
+  refuse_edge_faults(root, t, "ist",
+                     "its workers and shards exchange subnets, not microbatches on credit edges");
 }
 
 } // namespace
 
 const section_spec& section_of(const topology& t) {
   return std::any_cast<const section_spec&>(t.mode_spec);
-}
-
-std::string worker_name(int32_t worker) {
-  return "worker." + std::to_string(worker);
-}
-
-std::string shard_name(int32_t shard) {
-  return "shard." + std::to_string(shard);
 }
 
 const std::string& shard_node(const section_spec& s, int32_t shard) {

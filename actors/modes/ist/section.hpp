@@ -51,12 +51,6 @@ struct section_spec {
 /// for a topology of another job).
 const section_spec& section_of(const topology& t);
 
-/// Worker w's actor name: "worker.W" (the result group merges "worker.*").
-std::string worker_name(int32_t worker);
-
-/// Shard s's actor name: "shard.S".
-std::string shard_name(int32_t shard);
-
 /// The node shard `shard` runs on: its worker's, s % W.
 const std::string& shard_node(const section_spec& s, int32_t shard);
 
