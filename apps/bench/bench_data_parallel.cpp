@@ -67,13 +67,13 @@ std::vector<std::string> common_overrides(const bench_data_parallel_request& r) 
                              "data.epochs=1",
                              "data.train_limit=" + std::to_string(r.train_limit),
                              "data.test_limit=1000",
-                             "runtime.stage_threads=1"};
+                             "runtime.compute_threads=1"};
   if (r.model == "resnet18")
     o = {"data_parallel.model=resnet18", "data.dataset=synthetic",
          "data.synthetic_shape=[3, 32, 32]",
          "data.synthetic_train=" + std::to_string(r.train_limit), "data.synthetic_test=256",
          "data.batch_size=" + std::to_string(r.batch), "data.epochs=1",
-         "runtime.stage_threads=1"};
+         "runtime.compute_threads=1"};
   return o;
 }
 

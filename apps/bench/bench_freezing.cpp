@@ -193,7 +193,7 @@ int bench_freezing(const bench_freezing_request& r) {
                                "data_parallel.workers=2", "data.batch_size=" + std::to_string(r.batch),
                                "data.epochs=" + std::to_string(r.epochs),
                                "data.train_limit=" + std::to_string(samples),
-                               "data.test_limit=2000", "runtime.stage_threads=1"};
+                               "data.test_limit=2000", "runtime.compute_threads=1"};
     o.insert(o.end(), s.overrides.begin(), s.overrides.end());
     steal_meter steal;
     auto result = run_side(std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml", o,
