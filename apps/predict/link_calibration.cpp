@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,12 +23,15 @@
 #include "actors/runtime/emulated_hosts.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/fd_io.hpp"
 
 namespace baton::apps {
 
 namespace {
 
 namespace fs = std::filesystem;
+using model::read_all;
+using model::write_all;
 using clock_type = std::chrono::steady_clock;
 
 constexpr int round_trips = 7;          // per size, the median taken
@@ -50,28 +52,6 @@ struct request_header {
   uint64_t bytes = 0;
   uint64_t count = 0; ///< 0: echo; > 0: stream; bytes = 0 and count = 0: end
 };
-
-bool write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w <= 0)
-      return false;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool read_all(int fd, char* data, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::read(fd, data, n);
-    if (r <= 0)
-      return false;
-    data += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 /// Enters the network namespace `path` ("" stays).
 bool enter_namespace(const char* path) {
@@ -191,21 +171,6 @@ struct endpoints {
   std::string server_address;   ///< what the server binds and the client connects to
 };
 
-/// Reads `n` bytes from `fd` within the children's timeout.
-bool read_from_child(int fd, char* data, size_t n) {
-  while (n > 0) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, child_timeout_ms) <= 0)
-      return false;
-    ssize_t r = ::read(fd, data, n);
-    if (r <= 0)
-      return false;
-    data += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 /// A forked child, stopped and reaped when it goes out of scope.
 struct child {
   pid_t pid = -1;
@@ -234,7 +199,7 @@ caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector
   ports[1] = -1;
   uint16_t port = 0;
   bool ok = server.pid > 0 &&
-            read_from_child(ports[0], reinterpret_cast<char*>(&port), sizeof port);
+            read_all(ports[0], reinterpret_cast<char*>(&port), sizeof port, child_timeout_ms);
   if (ok) {
     talker.pid = ::fork();
     if (talker.pid == 0)
@@ -242,8 +207,8 @@ caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector
              buffer.data(), sizes.data(), sizes.size(), times.data());
     ::close(results[1]);
     results[1] = -1;
-    ok = talker.pid > 0 && read_from_child(results[0], reinterpret_cast<char*>(times.data()),
-                                           times.size() * sizeof(double));
+    ok = talker.pid > 0 && read_all(results[0], reinterpret_cast<char*>(times.data()),
+                                    times.size() * sizeof(double), child_timeout_ms);
   }
   for (int fd : {ports[0], ports[1], results[0], results[1]})
     if (fd >= 0)

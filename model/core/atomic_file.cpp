@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "model/core/error.hpp"
+#include "model/core/fd_io.hpp"
 
 namespace baton::model {
 
@@ -33,21 +34,6 @@ int create_temporary(const std::string& path, mode_t mode, std::string& tmp) {
       return fd;
   }
   return -1;
-}
-
-/// Writes all of `bytes` to `fd`; false with errno on failure.
-bool write_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    auto n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      errno = n == 0 ? EIO : errno;
-      return false;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
 }
 
 /// Makes the rename durable; a file system that cannot sync a directory
@@ -76,7 +62,7 @@ std::string try_replace_file(const std::string& path, std::string_view bytes, mo
   if (fd < 0)
     return failure(path, "cannot create a temporary file next to it: ", errno, existed);
   const char* step = nullptr; // the step that failed, if one did
-  if (!write_all(fd, bytes))
+  if (!write_all(fd, bytes.data(), bytes.size()))
     step = "";
   else if (::fsync(fd) != 0)
     step = "fsync: ";
