@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <set>
 
@@ -54,23 +55,67 @@ std::pair<double, std::string> byte_unit(double largest) {
   return {1, "bytes"};
 }
 
+/// A line of a bar chart's data: the run's label, then `values`.
+std::string bar_row(const std::string& label, std::initializer_list<double> values) {
+  std::string row = gnuplot_field(label);
+  for (double value : values)
+    row += " " + number(value);
+  return row + "\n";
+}
+
+/// A bar chart of `data` (a bar_row per run, in NAME.dat): the settings
+/// every bar chart shares, then `commands`.
+report_plot bar_chart(const std::string& name, const std::string& data,
+                      const std::string& commands) {
+  report_plot p;
+  p.figure.name = name;
+  p.figure.data = {{name + ".dat", data}};
+  p.figure.commands = bar_settings + commands;
+  return p;
+}
+
 /// One bar per run: the summary's `key` over `divisor`, its value written
 /// above the bar with `format` (a gnuplot sprintf format).
 report_plot bars(const json& runs, const char* key, double divisor, const std::string& name,
                  const std::string& ylabel, const std::string& format) {
-  report_plot p;
   std::string data;
   for (const auto& run : runs)
-    data += gnuplot_field(label_of(run)) + " " +
-            number(number_at(summary_of(run), key).value_or(0) / divisor) + "\n";
-  p.figure.name = name;
-  p.figure.data = {{name + ".dat", data}};
-  p.figure.commands = std::string{bar_settings} + "set boxwidth 0.6\nset ylabel " +
-                      gnuplot_quote(ylabel) + "\nset offsets 0.5, 0.5, graph 0.1, 0\n" +
-                      "plot '" + name + ".dat' using 0:2:xtic(1) with boxes lc rgb '" +
-                      colour(0) + "' notitle, '' using 0:2:(sprintf(" + gnuplot_quote(format) +
-                      ", $2)) with labels offset 0,0.8 notitle";
-  return p;
+    data += bar_row(label_of(run), {number_at(summary_of(run), key).value_or(0) / divisor});
+  return bar_chart(name, data,
+                   "set boxwidth 0.6\nset ylabel " + gnuplot_quote(ylabel) +
+                     "\nset offsets 0.5, 0.5, graph 0.1, 0\nplot '" + name +
+                     ".dat' using 0:2:xtic(1) with boxes lc rgb '" + colour(0) +
+                     "' notitle, '' using 0:2:(sprintf(" + gnuplot_quote(format) +
+                     ", $2)) with labels offset 0,0.8 notitle");
+}
+
+/// A column of a histogram: its title in the key and its colour.
+struct column {
+  const char* title;
+  size_t colour;
+};
+
+/// A histogram of `data` (a bar_row per run, a value per column) in
+/// `style` ("rowstacked", "clustered gap 1"), `settings` (its axes) first.
+report_plot histogram(const std::string& name, const std::string& data, const std::string& style,
+                      const std::string& settings, const std::vector<column>& columns) {
+  std::string plot = "plot '" + name + ".dat' using 2:xtic(1)";
+  for (size_t i = 0; i < columns.size(); ++i)
+    plot += (i ? ", '' using " + std::to_string(i + 2) : std::string{}) + " lc rgb '" +
+            colour(columns[i].colour) + "' title " + gnuplot_quote(columns[i].title);
+  return bar_chart(name, data,
+                   "set style data histograms\nset style histogram " + style + "\n" +
+                     settings + "set key outside right top\n" + plot);
+}
+
+/// Adds the line `title` of a line plot, in colour `i`: its `data` (x y
+/// lines) as `file`, and its part of the `plot` command.
+void add_line(report_plot& p, std::string& plot, const std::string& file, const std::string& data,
+              size_t i, const std::string& title) {
+  p.figure.data.emplace_back(file, data);
+  plot += std::string{plot.empty() ? "plot " : ", "} + "'" + file +
+          "' using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb '" + colour(i) + "' title " +
+          gnuplot_quote(title);
 }
 
 // -- (a) accuracy against wall time -----------------------------------------------
@@ -90,11 +135,7 @@ report_plot accuracy_plot(const json& report) {
                 number(100 * number_at(point, "test_accuracy").value_or(0)) + "\n";
     if (s.value("time_estimated", false))
       estimated.push_back(label_of(runs[i]));
-    auto file = "accuracy_" + std::to_string(i) + ".dat";
-    p.figure.data.emplace_back(file, data);
-    plot += std::string{plot.empty() ? "plot " : ", "} + "'" + file +
-            "' using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb '" + colour(i) + "' title " +
-            gnuplot_quote(label_of(runs[i]));
+    add_line(p, plot, "accuracy_" + std::to_string(i) + ".dat", data, i, label_of(runs[i]));
   }
   std::string target;
   if (auto t = number_at(report, "target"))
@@ -144,26 +185,17 @@ report_plot bytes_plot(const json& runs) {
 // -- (d) the time split ------------------------------------------------------------
 
 report_plot split_plot(const json& runs) {
-  report_plot p;
   std::string data;
   for (const auto& run : runs) {
     const auto& split = summary_of(run).value("time_split", json::object());
-    data += gnuplot_field(label_of(run));
-    for (const char* part : {"compute", "communication", "waiting"})
-      data += " " + number(100 * number_at(split, part).value_or(0));
-    data += "\n";
+    data += bar_row(label_of(run), {100 * number_at(split, "compute").value_or(0),
+                                    100 * number_at(split, "communication").value_or(0),
+                                    100 * number_at(split, "waiting").value_or(0)});
   }
+  auto p = histogram("split", data, "rowstacked",
+                     "set boxwidth 0.6\nset yrange [0:105]\nset ylabel 'share of the time (%)'\n",
+                     {{"compute", 0}, {"communication", 1}, {"waiting", 3}});
   p.title = "Where the time went";
-  p.figure.name = "split";
-  p.figure.data = {{"split.dat", data}};
-  p.figure.commands = std::string{bar_settings} +
-                      "set style data histograms\nset style histogram rowstacked\n"
-                      "set boxwidth 0.6\nset yrange [0:105]\nset ylabel 'share of the time (%)'\n"
-                      "set key outside right top\n"
-                      "plot 'split.dat' using 2:xtic(1) lc rgb '" + colour(0) +
-                      "' title 'compute', '' using 3 lc rgb '" + colour(1) +
-                      "' title 'communication', '' using 4 lc rgb '" + colour(3) +
-                      "' title 'waiting'";
   p.caption = "The trainable actors' time split into compute, communication and waiting (a "
               "pipeline's bubble, a worker waiting for the others), in % of their time.";
   return p;
@@ -172,21 +204,13 @@ report_plot split_plot(const json& runs) {
 // -- (e) predicted against measured --------------------------------------------------
 
 report_plot predicted_plot(const json& check) {
-  report_plot p;
   std::string data;
   for (const auto& row : check["runs"])
-    data += gnuplot_field(row.value("label", "")) + " " +
-            number(1000 * row.value("measured_step_seconds", 0.0)) + " " +
-            number(1000 * row.value("predicted_step_seconds", 0.0)) + "\n";
+    data += bar_row(row.value("label", ""), {1000 * row.value("measured_step_seconds", 0.0),
+                                             1000 * row.value("predicted_step_seconds", 0.0)});
+  auto p = histogram("predicted", data, "clustered gap 1", "set ylabel 'step time (ms)'\n",
+                     {{"measured", 0}, {"predicted", 1}});
   p.title = "Predicted against measured step time";
-  p.figure.name = "predicted";
-  p.figure.data = {{"predicted.dat", data}};
-  p.figure.commands = std::string{bar_settings} +
-                      "set style data histograms\nset style histogram clustered gap 1\n"
-                      "set ylabel 'step time (ms)'\nset key outside right top\n"
-                      "plot 'predicted.dat' using 2:xtic(1) lc rgb '" + colour(0) +
-                      "' title 'measured', '' using 3 lc rgb '" + colour(1) +
-                      "' title 'predicted'";
   p.caption = "Each run's measured step time next to the cost model's prediction for the same "
               "strategy, hosts and link; the errors are in the table.";
   return p;
@@ -237,11 +261,7 @@ std::vector<report_plot> projection_plots(const json& points) {
     std::string plot;
     size_t i = 0;
     for (const auto& [strategy, data] : lines) {
-      auto file = p.figure.name + "_" + std::to_string(i) + ".dat";
-      p.figure.data.emplace_back(file, data);
-      plot += std::string{i ? ", " : "plot "} + "'" + file +
-              "' using 1:2 with linespoints lw 2 pt 7 ps 0.6 lc rgb '" + colour(i) + "' title " +
-              gnuplot_quote(strategy);
+      add_line(p, plot, p.figure.name + "_" + std::to_string(i) + ".dat", data, i, strategy);
       ++i;
     }
     p.figure.commands = "set grid\nset logscale x 2\nset logscale y 10\n"
