@@ -1,7 +1,5 @@
 #include "apps/compare/compare.hpp"
 
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,7 +9,6 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +16,7 @@
 #include "apps/compare/run_record.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/predict.hpp"
+#include "apps/report/machine.hpp"
 #include "apps/report/report.hpp"
 #include "messages/errc.hpp"
 
@@ -403,25 +401,14 @@ void print_table(const json& report) {
 
 // -- the report -----------------------------------------------------------------------
 
-std::string first_line_of(const std::string& path, const std::string& key) {
-  std::ifstream in{path};
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0)
-      return line;
-  return {};
-}
-
+/// This machine as report.json has it: this_machine()'s fields, and under
+/// the names compare's reports gave them first (cpus, cpu_model, kernel).
 json machine() {
-  auto model = first_line_of("/proc/cpuinfo", "model name");
-  if (auto colon = model.find(": "); colon != std::string::npos)
-    model = model.substr(colon + 2);
-  auto memory = first_line_of("/proc/meminfo", "MemTotal:");
-  int64_t kib = memory.empty() ? 0 : std::atoll(memory.c_str() + 9);
-  utsname u{};
-  ::uname(&u);
-  return {{"cpus", std::thread::hardware_concurrency()}, {"cpu_model", model},
-          {"memory_bytes", kib * 1024}, {"kernel", std::string{u.sysname} + " " + u.release}};
+  auto m = this_machine();
+  m["cpus"] = m["cores"];
+  m["cpu_model"] = m["cpu"];
+  m["kernel"] = m["os"];
+  return m;
 }
 
 std::string now_text() {
