@@ -204,6 +204,22 @@ caf::expected<job_result> run_side(const std::string& topology,
   return job_result_from_json(metrics);
 }
 
+std::optional<side_run> run_row(const std::string& topology,
+                                const std::vector<std::string>& overrides,
+                                std::vector<std::string> flags, const std::string& dir,
+                                const std::string& name, const std::atomic<bool>* interrupted,
+                                const std::string& row, int width, int& code) {
+  steal_meter steal;
+  auto result = run_side(topology, overrides, std::move(flags), dir, name, interrupted);
+  if (result)
+    return side_run{std::move(*result), steal.fraction()};
+  if (!stop_requested(interrupted)) {
+    std::printf("%-*s failed: %s\n", width, row.c_str(), describe(result.error()).c_str());
+    code = 1;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 /// `heads` heads cycling over the default tasks.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,15 @@ caf::expected<job_result> run_side(const std::string& topology,
                                    std::vector<std::string> flags, const std::string& dir,
                                    const std::string& label, const std::atomic<bool>* interrupted,
                                    const while_running& tick = {});
+
+/// run_side for one row of a bench's table, with the host's steal during the
+/// run. A run that fails (not stopped by a signal) is printed as "ROW failed:
+/// WHY", ROW `width` wide, and sets `code` to 1; nullopt then and when stopped.
+std::optional<side_run> run_row(const std::string& topology,
+                                const std::vector<std::string>& overrides,
+                                std::vector<std::string> flags, const std::string& dir,
+                                const std::string& name, const std::atomic<bool>* interrupted,
+                                const std::string& row, int width, int& code);
 
 /// The command run_side runs, as a user types it ("baton run FILE --set
 /// K=V ... --metrics-out DIR/LABEL.json"): what reproduces a row.

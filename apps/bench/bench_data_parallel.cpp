@@ -251,19 +251,12 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
     if (s.name != "local")
       flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
-    steal_meter steal;
-    auto result = run_side(topology, o, flags, *dir, s.name, r.interrupted);
-    if (!result) {
-      if (stop_requested(r.interrupted))
-        break; // the rows of the sides before this one are written
-      std::printf("%-18s failed: %s\n", s.label.c_str(), describe(result.error()).c_str());
-      code = 1;
-      continue;
-    }
-    side_run run{std::move(*result), steal.fraction()};
+    auto run = run_row(topology, o, flags, *dir, s.name, r.interrupted, s.label, 18, code);
+    if (!run)
+      continue; // failed, or stopped: the rows of the sides before this one are written
     if (s.name == "local")
-      local_rate = samples_per_second(run.result);
-    out.add(report_side(r, s, run, local_rate, gradient));
+      local_rate = samples_per_second(run->result);
+    out.add(report_side(r, s, *run, local_rate, gradient));
   }
   if (!stop_requested(r.interrupted))
     print_legend();

@@ -195,20 +195,14 @@ int bench_freezing(const bench_freezing_request& r) {
                                "data.train_limit=" + std::to_string(samples),
                                "data.test_limit=2000", "runtime.compute_threads=1"};
     o.insert(o.end(), s.overrides.begin(), s.overrides.end());
-    steal_meter steal;
-    auto result = run_side(std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml", o,
-                           with_link({"--local-nodes", "2"}, r.link), *dir, s.name, r.interrupted);
-    if (!result) {
-      if (stop_requested(r.interrupted))
-        break; // the rows of the sides before this one are written
-      std::printf("%-17s failed: %s\n", s.label.c_str(), describe(result.error()).c_str());
-      code = 1;
-      continue;
-    }
-    side_run run{std::move(*result), steal.fraction()};
+    auto run = run_row(std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml", o,
+                       with_link({"--local-nodes", "2"}, r.link), *dir, s.name, r.interrupted,
+                       s.label, 17, code);
+    if (!run)
+      continue; // failed, or stopped: the rows of the sides before this one are written
     if (s.name == "full")
-      full_rate = samples_per_second(run.result);
-    out.add(report_side(r, s, run, full_rate, steps));
+      full_rate = samples_per_second(run->result);
+    out.add(report_side(r, s, *run, full_rate, steps));
   }
   if (!stop_requested(r.interrupted))
     print_legend();
