@@ -10,21 +10,16 @@
 #include "model/core/error.hpp"
 #include "tests/support/tiny_model.hpp"
 #include "model/core/stage_trainer.hpp"
+#include "tests/support/synthetic_sets.hpp"
 
 using namespace baton::model;
+using baton::model::testing::kept_synthetic;
 using baton::model::testing::tiny_model;
 
 namespace {
 
-const dataset& train_data() {
-  static const dataset d = make_synthetic(64, 1, 28, 28, 10, 3);
-  return d;
-}
-
-const dataset& test_data() {
-  static const dataset d = make_synthetic(32, 1, 28, 28, 10, 4);
-  return d;
-}
+const dataset& train_data() { return kept_synthetic(64, 1, 28, 3); }
+const dataset& test_data() { return kept_synthetic(32, 1, 28, 4); }
 
 data_parallel_settings base_spec(int32_t workers) {
   data_parallel_settings spec;

@@ -10,22 +10,17 @@
 
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
+#include "tests/support/synthetic_sets.hpp"
 
 using namespace baton::model;
+using baton::model::testing::kept_synthetic;
 using namespace baton::model::ist;
 
 namespace {
 
 /// 6x6 synthetic images (36 inputs): every run takes milliseconds.
-const dataset& train_data() {
-  static const dataset d = make_synthetic(72, 1, 6, 6, 10, 3);
-  return d;
-}
-
-const dataset& test_data() {
-  static const dataset d = make_synthetic(40, 1, 6, 6, 10, 4);
-  return d;
-}
+const dataset& train_data() { return kept_synthetic(72, 1, 6, 3); }
+const dataset& test_data() { return kept_synthetic(40, 1, 6, 4); }
 
 ist::shape small_shape(std::vector<int64_t> hidden) {
   ist::shape s;

@@ -8,22 +8,17 @@
 
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
+#include "tests/support/synthetic_sets.hpp"
 
 using namespace baton::model;
+using baton::model::testing::kept_synthetic;
 using namespace baton::model::ist;
 
 namespace {
 
 /// 3x16x16 synthetic images, a few samples: resnet18 is slow on 2 cores.
-const dataset& train_data() {
-  static const dataset d = make_synthetic(16, 3, 16, 16, 10, 3);
-  return d;
-}
-
-const dataset& test_data() {
-  static const dataset d = make_synthetic(8, 3, 16, 16, 10, 4);
-  return d;
-}
+const dataset& train_data() { return kept_synthetic(16, 3, 16, 3); }
+const dataset& test_data() { return kept_synthetic(8, 3, 16, 4); }
 
 resist_settings small_spec(int32_t workers) {
   resist_settings spec;

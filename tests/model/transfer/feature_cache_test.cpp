@@ -10,22 +10,17 @@
 #include "tests/support/tiny_model.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/pretrain.hpp"
+#include "tests/support/synthetic_sets.hpp"
 
 using namespace baton::model;
+using baton::model::testing::kept_synthetic;
 using baton::model::testing::batch_only_bn_model;
 using baton::model::testing::bn_model;
 
 namespace {
 
-const dataset& train_data() {
-  static const dataset d = make_synthetic(64, 1, 28, 28, 10, 3);
-  return d;
-}
-
-const dataset& test_data() {
-  static const dataset d = make_synthetic(16, 1, 28, 28, 10, 4);
-  return d;
-}
+const dataset& train_data() { return kept_synthetic(64, 1, 28, 3); }
+const dataset& test_data() { return kept_synthetic(16, 1, 28, 4); }
 
 data_parallel_settings frozen_spec() {
   data_parallel_settings spec;
