@@ -355,12 +355,14 @@ TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
 
 // Convergence: the convnet trained from scratch with asynchronous 1F1B over 3
 // stages (configs/pipeline.yaml at lr 0.03, all 60,000 samples) reaches 89%
-// test accuracy: 85.3, 89.7, 89.6 and 90.8% after epochs 1-4 in our run. The
-// longest test (about 5 minutes on 2 cores).
+// test accuracy within 4 epochs: 85.3, 89.7, 89.6 and 90.8% after epochs 1-4
+// in our run. The run stops at the first epoch that reaches it
+// (target_accuracy), usually the 2nd; the longest test (1.5 to 3 minutes on 2
+// cores).
 TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_89_percent) {
   auto m = run_job(*dir_,
                    {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=4",
-                    "--set", "data.test_limit=0"},
+                    "--set", "data.test_limit=0", "--set", "target_accuracy=0.89"},
                    "converge");
   ASSERT_EQ(m.at("heads").size(), 1u);
   EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.89);
