@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "tests/support/model_errors.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/tiny_model.hpp"
 
@@ -15,6 +16,7 @@ namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
 using namespace baton::model;
 using baton::model::testing::spec_of;
+using baton::model::testing::expect_error_naming;
 
 namespace {
 
@@ -25,19 +27,6 @@ protected:
   scratch_dir scratch_{"checkpoint"};
   const fs::path dir_ = scratch_.path();
 };
-
-/// Expects `f` to throw model::error whose message names every one of `needles`.
-template <typename F>
-void expect_error_naming(F&& f, std::vector<std::string> needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected model::error";
-  } catch (const error& e) {
-    for (const auto& needle : needles)
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-          << "message: " << e.what() << "\nexpected it to name: " << needle;
-  }
-}
 
 } // namespace
 

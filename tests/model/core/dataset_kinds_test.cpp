@@ -11,25 +11,15 @@
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/data_files.hpp"
+#include "tests/support/model_errors.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace baton::model;
+using baton::model::testing::expect_error_naming;
 using namespace baton::testing;
 
 namespace {
-
-/// Expects `f` to throw model::error whose message contains `needle`.
-template <typename F>
-void expect_error_naming(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected model::error naming " << needle;
-  } catch (const error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-      << "message: " << e.what() << "\nexpected it to name: " << needle;
-  }
-}
 
 std::vector<int64_t> labels_of(const dataset& d) {
   return {d.labels.data_ptr<int64_t>(), d.labels.data_ptr<int64_t>() + d.size()};

@@ -14,12 +14,14 @@
 
 #include "model/core/error.hpp"
 #include "tests/support/data_files.hpp"
+#include "tests/support/model_errors.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 namespace fs = std::filesystem;
 using baton::testing::scratch_dir;
 using baton::testing::write_bytes;
 using namespace baton::model;
+using baton::model::testing::expect_error_naming;
 
 namespace {
 
@@ -77,18 +79,6 @@ std::vector<unsigned char> idx_labels(uint32_t n) {
 std::vector<unsigned char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-/// Expects `f` to throw model::error whose message contains `needle`.
-template <typename F>
-void expect_error_naming(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected model::error naming " << needle;
-  } catch (const error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected it to name: " << needle;
-  }
 }
 
 } // namespace
