@@ -2,16 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/moments.hpp"
+
 using baton::actors::fault_injector;
 using baton::actors::fault_spec;
+using baton::testing::moment;
 using namespace std::chrono_literals;
 
 namespace {
-
-using time_point = fault_injector::clock_type::time_point;
-
-/// A time `ms` after an arbitrary origin.
-time_point moment(int64_t ms) { return time_point{} + 1h + std::chrono::milliseconds(ms); }
 
 fault_spec throw_at(std::string actor, int64_t step) {
   fault_spec f;

@@ -21,6 +21,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
+#include "tests/support/moments.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
 
@@ -33,15 +34,6 @@ using baton::actors::recovered_text;
 using namespace baton::testing;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-namespace {
-
-using time_point = liveness::clock_type::time_point;
-
-/// A time `ms` after an arbitrary origin.
-time_point moment(int64_t ms) { return time_point{} + 1h + std::chrono::milliseconds(ms); }
-
-} // namespace
 
 // -- liveness as plain data ------------------------------------------------------------
 
