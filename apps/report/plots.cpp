@@ -63,27 +63,36 @@ std::string bar_row(const std::string& label, std::initializer_list<double> valu
   return row + "\n";
 }
 
-/// A bar chart of `data` (a bar_row per run, in NAME.dat): the settings
-/// every bar chart shares, then `commands`.
-report_plot bar_chart(const std::string& name, const std::string& data,
-                      const std::string& commands) {
+/// What names a bar chart: its figure (NAME.svg, its data NAME.dat), the
+/// heading above it and the caption below.
+struct heading {
+  std::string name;
+  std::string title;
+  std::string caption;
+};
+
+/// A bar chart of `data` (a bar_row per run): the settings every bar chart
+/// shares, then `commands`.
+report_plot bar_chart(const heading& h, const std::string& data, const std::string& commands) {
   report_plot p;
-  p.figure.name = name;
-  p.figure.data = {{name + ".dat", data}};
+  p.title = h.title;
+  p.caption = h.caption;
+  p.figure.name = h.name;
+  p.figure.data = {{h.name + ".dat", data}};
   p.figure.commands = bar_settings + commands;
   return p;
 }
 
 /// One bar per run: the summary's `key` over `divisor`, its value written
 /// above the bar with `format` (a gnuplot sprintf format).
-report_plot bars(const json& runs, const char* key, double divisor, const std::string& name,
+report_plot bars(const json& runs, const char* key, double divisor, const heading& h,
                  const std::string& ylabel, const std::string& format) {
   std::string data;
   for (const auto& run : runs)
     data += bar_row(label_of(run), {number_at(summary_of(run), key).value_or(0) / divisor});
-  return bar_chart(name, data,
+  return bar_chart(h, data,
                    "set boxwidth 0.6\nset ylabel " + gnuplot_quote(ylabel) +
-                     "\nset offsets 0.5, 0.5, graph 0.1, 0\nplot '" + name +
+                     "\nset offsets 0.5, 0.5, graph 0.1, 0\nplot '" + h.name +
                      ".dat' using 0:2:xtic(1) with boxes lc rgb '" + colour(0) +
                      "' notitle, '' using 0:2:(sprintf(" + gnuplot_quote(format) +
                      ", $2)) with labels offset 0,0.8 notitle");
@@ -97,13 +106,13 @@ struct column {
 
 /// A histogram of `data` (a bar_row per run, a value per column) in
 /// `style` ("rowstacked", "clustered gap 1"), `settings` (its axes) first.
-report_plot histogram(const std::string& name, const std::string& data, const std::string& style,
+report_plot histogram(const heading& h, const std::string& data, const std::string& style,
                       const std::string& settings, const std::vector<column>& columns) {
-  std::string plot = "plot '" + name + ".dat' using 2:xtic(1)";
+  std::string plot = "plot '" + h.name + ".dat' using 2:xtic(1)";
   for (size_t i = 0; i < columns.size(); ++i)
     plot += (i ? ", '' using " + std::to_string(i + 2) : std::string{}) + " lc rgb '" +
             colour(columns[i].colour) + "' title " + gnuplot_quote(columns[i].title);
-  return bar_chart(name, data,
+  return bar_chart(h, data,
                    "set style data histograms\nset style histogram " + style + "\n" +
                      settings + "set key outside right top\n" + plot);
 }
@@ -161,12 +170,11 @@ report_plot accuracy_plot(const json& report) {
 // -- (b, c) throughput and bytes per step -----------------------------------------
 
 report_plot throughput_plot(const json& runs) {
-  auto p = bars(runs, "samples_per_second", 1, "throughput", "training samples per second",
-                "%.0f");
-  p.title = "Throughput";
-  p.caption = "Training samples per second of each run: its samples over its training time "
-              "(setup excluded, evaluation included).";
-  return p;
+  return bars(runs, "samples_per_second", 1,
+              {"throughput", "Throughput",
+               "Training samples per second of each run: its samples over its training time "
+               "(setup excluded, evaluation included)."},
+              "training samples per second", "%.0f");
 }
 
 report_plot bytes_plot(const json& runs) {
@@ -174,12 +182,11 @@ report_plot bytes_plot(const json& runs) {
   for (const auto& run : runs)
     largest = std::max(largest, number_at(summary_of(run), "bytes_per_step").value_or(0));
   auto [divisor, unit] = byte_unit(largest);
-  auto p = bars(runs, "bytes_per_step", divisor, "bytes", unit + " per step on the wire",
-                "%.3g");
-  p.title = "Bytes per step";
-  p.caption = "Bytes sent between the actors of different nodes per optimiser step, all nodes "
-              "together (0: a run in one process).";
-  return p;
+  return bars(runs, "bytes_per_step", divisor,
+              {"bytes", "Bytes per step",
+               "Bytes sent between the actors of different nodes per optimiser step, all nodes "
+               "together (0: a run in one process)."},
+              unit + " per step on the wire", "%.3g");
 }
 
 // -- (d) the time split ------------------------------------------------------------
@@ -192,13 +199,12 @@ report_plot split_plot(const json& runs) {
                                     100 * number_at(split, "communication").value_or(0),
                                     100 * number_at(split, "waiting").value_or(0)});
   }
-  auto p = histogram("split", data, "rowstacked",
-                     "set boxwidth 0.6\nset yrange [0:105]\nset ylabel 'share of the time (%)'\n",
-                     {{"compute", 0}, {"communication", 1}, {"waiting", 3}});
-  p.title = "Where the time went";
-  p.caption = "The trainable actors' time split into compute, communication and waiting (a "
-              "pipeline's bubble, a worker waiting for the others), in % of their time.";
-  return p;
+  return histogram({"split", "Where the time went",
+                    "The trainable actors' time split into compute, communication and waiting "
+                    "(a pipeline's bubble, a worker waiting for the others), in % of their time."},
+                   data, "rowstacked",
+                   "set boxwidth 0.6\nset yrange [0:105]\nset ylabel 'share of the time (%)'\n",
+                   {{"compute", 0}, {"communication", 1}, {"waiting", 3}});
 }
 
 // -- (e) predicted against measured --------------------------------------------------
@@ -208,12 +214,11 @@ report_plot predicted_plot(const json& check) {
   for (const auto& row : check["runs"])
     data += bar_row(row.value("label", ""), {1000 * row.value("measured_step_seconds", 0.0),
                                              1000 * row.value("predicted_step_seconds", 0.0)});
-  auto p = histogram("predicted", data, "clustered gap 1", "set ylabel 'step time (ms)'\n",
-                     {{"measured", 0}, {"predicted", 1}});
-  p.title = "Predicted against measured step time";
-  p.caption = "Each run's measured step time next to the cost model's prediction for the same "
-              "strategy, hosts and link; the errors are in the table.";
-  return p;
+  return histogram({"predicted", "Predicted against measured step time",
+                    "Each run's measured step time next to the cost model's prediction for the "
+                    "same strategy, hosts and link; the errors are in the table."},
+                   data, "clustered gap 1", "set ylabel 'step time (ms)'\n",
+                   {{"measured", 0}, {"predicted", 1}});
 }
 
 // -- (f) the projection ---------------------------------------------------------------
