@@ -95,6 +95,15 @@ int bench_figures::finish(int code, const std::atomic<bool>* interrupted) {
   return code;
 }
 
+std::optional<owned_directory> bench_directory(const std::string& prefix) {
+  auto dir = make_work_directory(prefix);
+  if (!dir) {
+    spdlog::error("{}", describe(dir.error()));
+    return std::nullopt;
+  }
+  return std::optional<owned_directory>{std::in_place, *dir};
+}
+
 std::vector<std::string> with_link(std::vector<std::string> flags, const std::string& link) {
   if (!link.empty())
     flags.insert(flags.end(), {"--link", link});
@@ -286,12 +295,9 @@ nlohmann::json compare(const std::string& backbone, const job_result& shared,
 } // namespace
 
 int bench_transfer(const bench_request& r) {
-  auto dir = make_work_directory("baton-bench");
-  if (!dir) {
-    spdlog::error("{}", describe(dir.error()));
+  auto dir = bench_directory("baton-bench"); // a failed side's log tail is in its error
+  if (!dir)
     return 1;
-  }
-  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
   // Pre-training is not part of either side: do it first if needed.
   run_request base;
   base.overrides = side_overrides(r, "convnet");
@@ -323,8 +329,9 @@ int bench_transfer(const bench_request& r) {
     std::vector<std::string> shared_flags;
     if (r.local_nodes > 0)
       shared_flags = with_link({"--local-nodes", std::to_string(r.local_nodes)}, r.link);
-    auto shared = run_side("", overrides, shared_flags, *dir, backbone + "-shared", r.interrupted);
-    auto separate = shared ? run_side("", overrides, {"--baseline", "separate"}, *dir,
+    auto shared =
+      run_side("", overrides, shared_flags, dir->path(), backbone + "-shared", r.interrupted);
+    auto separate = shared ? run_side("", overrides, {"--baseline", "separate"}, dir->path(),
                                       backbone + "-separate", r.interrupted)
                            : caf::expected<job_result>{shared.error()};
     if (!shared || !separate) {

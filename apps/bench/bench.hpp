@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/runtime/job_result.hpp"
+#include "actors/runtime/local_cluster.hpp"
 #include "apps/args.hpp"
 
 namespace baton::apps {
@@ -57,6 +58,11 @@ private:
   nlohmann::json figures_;
   std::string rows_;
 };
+
+/// A fresh work directory for a bench's runs (PREFIX-XXXXXX under $TMPDIR),
+/// removed with its owner; nullopt, with the error logged, when it cannot
+/// be made.
+std::optional<owned_directory> bench_directory(const std::string& prefix);
 
 /// Runs `baton run [topology] --set overrides... flags... --metrics-out` as
 /// its own process (so that its peak memory and CPU time are its own), logs

@@ -226,12 +226,9 @@ void print_legend() {
 } // namespace
 
 int bench_data_parallel(const bench_data_parallel_request& r) {
-  auto dir = make_work_directory("baton-bench-data-parallel");
-  if (!dir) {
-    spdlog::error("{}", describe(dir.error()));
+  auto dir = bench_directory("baton-bench-data-parallel");
+  if (!dir)
     return 1;
-  }
-  owned_directory cleanup{*dir};
   print_header(r);
   const std::string topology = std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml";
   auto gradient = static_cast<double>(gradient_bytes(r.model));
@@ -251,7 +248,8 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
     if (s.name != "local")
       flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
-    auto run = run_row(topology, o, flags, *dir, s.name, r.interrupted, s.label, 18, code);
+    auto run =
+      run_row(topology, o, flags, dir->path(), s.name, r.interrupted, s.label, 18, code);
     if (!run)
       continue; // failed, or stopped: the rows of the sides before this one are written
     if (s.name == "local")

@@ -166,13 +166,10 @@ void print_legend() {
 } // namespace
 
 int bench_freezing(const bench_freezing_request& r) {
-  auto dir = make_work_directory("baton-bench-freezing");
-  if (!dir) {
-    spdlog::error("{}", describe(dir.error()));
+  auto dir = bench_directory("baton-bench-freezing");
+  if (!dir)
     return 1;
-  }
-  owned_directory cleanup{*dir};
-  auto checkpoint = pretrain(r, *dir);
+  auto checkpoint = pretrain(r, dir->path());
   if (!checkpoint) {
     if (stop_requested(r.interrupted))
       return interrupted_exit_code; // no row yet: --json FILE is left as it was
@@ -196,8 +193,8 @@ int bench_freezing(const bench_freezing_request& r) {
                                "data.test_limit=2000", "runtime.compute_threads=1"};
     o.insert(o.end(), s.overrides.begin(), s.overrides.end());
     auto run = run_row(std::string{BATON_SOURCE_DIR} + "/configs/data-parallel.yaml", o,
-                       with_link({"--local-nodes", "2"}, r.link), *dir, s.name, r.interrupted,
-                       s.label, 17, code);
+                       with_link({"--local-nodes", "2"}, r.link), dir->path(), s.name,
+                       r.interrupted, s.label, 17, code);
     if (!run)
       continue; // failed, or stopped: the rows of the sides before this one are written
     if (s.name == "full")
