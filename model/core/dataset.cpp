@@ -5,32 +5,13 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/random.hpp"
 
 namespace baton::model {
 
 namespace {
 
-// -- deterministic random numbers ----------------------------------------------
-
-/// SplitMix64's finaliser: spreads the bits of a seed before it seeds a
-/// Mersenne twister, so that nearby seeds give unrelated streams.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/// Uniform integer in [0, bound), unbiased (rejection), and unlike
-/// std::uniform_int_distribution identical on every standard library.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
-  const uint64_t threshold = (0 - bound) % bound; // 2^64 mod bound
-  for (;;) {
-    uint64_t r = rng();
-    if (r >= threshold)
-      return r % bound;
-  }
-}
+// -- deterministic random numbers (model/core/random.hpp) -----------------------
 
 /// Uniform float in [-1, 1) from the top 24 bits: exact in float arithmetic.
 float uniform_signed(std::mt19937_64& rng) {

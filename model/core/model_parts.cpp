@@ -5,19 +5,13 @@
 
 #include <torch/torch.h>
 
+#include "model/core/random.hpp"
+
 namespace baton::model {
 
 // -- deterministic initialisation ------------------------------------------------
 
 namespace {
-
-/// SplitMix64's finaliser: decorrelates nearby seeds before they seed the twister.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 /// Fills `t` (float, contiguous) with uniform values in [-bound, bound) from
 /// `rng`, in element order: the same on every machine.

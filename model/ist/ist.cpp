@@ -7,19 +7,11 @@
 
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
+#include "model/core/random.hpp"
 
 namespace baton::model::ist {
 
 namespace {
-
-/// Uniform in [0, n) without modulo bias (rejection of the low remainder).
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;
-  uint64_t x = rng();
-  while (x < threshold)
-    x = rng();
-  return x % n;
-}
 
 at::Tensor index_tensor(const std::vector<int64_t>& ids) {
   return torch::tensor(ids, torch::kLong);
