@@ -253,6 +253,17 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
   }
 }
 
+caf::expected<std::pair<model::dataset, model::dataset>>
+load_task_data(const source_settings& spec, const model::task& task) {
+  auto data = load_source_data(spec);
+  if (!data)
+    return data.error();
+  auto& [train, test] = *data;
+  train.labels = model::apply(task, train.labels);
+  test.labels = model::apply(task, test.labels);
+  return data;
+}
+
 caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,
                                        const std::string& node, const source_settings& spec) {
   auto data = load_source_data(spec);

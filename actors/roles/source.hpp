@@ -23,6 +23,12 @@ source_settings make_source_settings(const topology& t);
 /// through this too, so that they see exactly the data the actors see.
 caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_settings& spec);
 
+/// The splits load_source_data reads, their labels mapped to `task`'s: what
+/// the workers of a mode that trains one task (and its local reference)
+/// train and test on.
+caf::expected<std::pair<model::dataset, model::dataset>>
+load_task_data(const source_settings& spec, const model::task& task);
+
 /// Loads the source's dataset (errors are returned, nothing is spawned) and
 /// spawns a detached source actor named `name` on this process.
 ///

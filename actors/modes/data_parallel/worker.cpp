@@ -618,13 +618,11 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
                                                      const std::string& node,
                                                      const worker_settings& spec) {
   try {
-    auto data = load_source_data(spec.data);
+    // The task's labels, once: the reference trains on the same.
+    auto data = load_task_data(spec.data, spec.task);
     if (!data)
       return data.error();
     auto& [train, test] = *data;
-    // The task's labels, once: the reference trains on the same.
-    train.labels = model::apply(spec.task, train.labels);
-    test.labels = model::apply(spec.task, test.labels);
     auto m = initial_model(spec);
     auto restored = checkpointing{spec.recovery}.restore();
     return spawn_detached(sys, name, worker_behavior,

@@ -421,12 +421,10 @@ caf::behavior worker_behavior(worker_actor<Scheme>* self, worker_setup<Scheme> s
 template <class Scheme>
 caf::expected<std::pair<model::dataset, model::dataset>>
 load_data(const worker_settings<Scheme>& spec) {
-  auto data = load_source_data(spec.data);
+  auto data = load_task_data(spec.data, spec.task);
   if (!data)
     return data.error();
   auto& [train, test] = *data;
-  train.labels = model::apply(spec.task, train.labels);
-  test.labels = model::apply(spec.task, test.labels);
   for (const auto* split : {&train, &test})
     if (auto why = Scheme::check_samples(spec.shape, *split); !why.empty())
       return make_error(errc::bad_config, why);
