@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "actors/config/job_schema.hpp"
+#include "messages/types.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -22,6 +24,11 @@ std::string worker_name(int32_t worker);
 /// Shard s's actor name: "shard.S". Shards report into no result group: the
 /// job's result is the workers'.
 std::string shard_name(int32_t shard);
+
+/// The edge records of actor `from` to each of `count` peers, named by
+/// `name_of` (worker_name, shard_name), nothing sent yet.
+std::vector<messages::edge_stats> edges_to(const std::string& from, int32_t count,
+                                           std::string (*name_of)(int32_t));
 
 /// Refuses each `delay` or `drop` fault of `t` at its item of `faults:` in
 /// `root`: the workers and shards of job `job` send nothing through a credit

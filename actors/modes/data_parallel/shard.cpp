@@ -170,8 +170,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
   st.steps = setup.steps;
   st.checkpoints.emplace(st.spec.recovery);
   st.workers.resize(static_cast<size_t>(st.spec.workers));
-  for (int32_t w = 0; w < st.spec.workers; ++w)
-    st.edges.push_back({st.name, worker_name(w), 0, 0});
+  st.edges = edges_to(st.name, st.spec.workers, worker_name);
   return {
     observe_coordinator(self),
     answer_heartbeat(self, [] { return std::string{"the workers' pushes"}; }),

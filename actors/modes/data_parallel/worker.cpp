@@ -500,8 +500,7 @@ void init_state(worker_actor* self, worker_setup setup) {
   if (uses_ps(st)) {
     st.ps.emplace(st.replica->layout(), st.spec.shards);
     st.shards.resize(static_cast<size_t>(st.spec.shards));
-    for (int32_t s = 0; s < st.spec.shards; ++s)
-      st.shard_edges.push_back({st.name, shard_name(s), 0, 0});
+    st.shard_edges = edges_to(st.name, st.spec.shards, shard_name);
   }
   resume(st, std::move(setup.restored));
 }

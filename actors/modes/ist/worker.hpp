@@ -377,8 +377,7 @@ void init_state(worker_state<Scheme>& st, worker_setup<Scheme> setup) {
   st.round = st.spec.recovery.restore_step;
   st.epoch = static_cast<int32_t>(st.round / st.rounds_per_epoch);
   st.shards.resize(static_cast<size_t>(st.spec.shards));
-  for (int32_t s = 0; s < st.spec.shards; ++s)
-    st.edges.push_back({st.name, shard_name(s), 0, 0});
+  st.edges = edges_to(st.name, st.spec.shards, shard_name);
   begin_epoch(st);
   st.model = Scheme::make_worker(st.spec);
 }
