@@ -92,6 +92,11 @@ std::string read_node(const field& f, const std::vector<node_address>& nodes);
 /// (its other keys are the section's own, checked by check_section).
 model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer);
 
+/// A budget of torch threads per actor (`runtime.compute_threads`, or one
+/// a strategy adds to the runtime section for some of its actors): 1 to
+/// max_compute_threads.
+int32_t read_compute_threads(const field& f);
+
 /// A `task:` entry: it must name a task listed under `tasks`; the task.
 const model::task& read_task(const field& f, const workload& w);
 

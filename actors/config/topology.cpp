@@ -55,7 +55,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer", "if_missing"}},
     {"backbone.pretrain.optimizer", optimizer},
     {"tasks.*", {"name", "labels"}},
-    {"runtime", {"window", "scheduler_threads", "stage_threads", "head_threads", "heartbeat_ms",
+    {"runtime", {"window", "scheduler_threads", "compute_threads", "stage_threads", "heartbeat_ms",
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
                  "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
                  "slow_node_timeout_ms",
@@ -203,6 +203,12 @@ model::optimizer_spec detail::read_optimizer(const field& section,
     return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
   });
   return optimizer;
+}
+
+int32_t detail::read_compute_threads(const field& f) {
+  return read_integer<int32_t>(f, 1, max_compute_threads,
+                               "a number of threads per actor from 1 to "
+                                 + std::to_string(max_compute_threads));
 }
 
 const model::task& detail::read_task(const field& f, const workload& t) {
@@ -675,6 +681,19 @@ tls_settings parse_tls(const field& section) {
   return tls;
 }
 
+// `runtime.compute_threads`, or its older name `runtime.stage_threads`: not both.
+void parse_compute_threads(const field& section, runtime_spec& r) {
+  std::optional<field> f = section.get("compute_threads"), older = section.get("stage_threads");
+  if (f && older)
+    older->fail("give runtime.compute_threads or runtime.stage_threads, not both "
+                "(runtime.stage_threads is its older name)");
+  if (!f)
+    f = older;
+  if (f)
+    r.compute_threads = read_compute_threads(*f);
+  r.compute_threads_asked = f.has_value();
+}
+
 void parse_runtime(const field& section, runtime_spec& r) {
   check_section(section);
   // Messages in flight per edge; each may be 64 MiB, and the receiver holds them.
@@ -689,15 +708,7 @@ void parse_runtime(const field& section, runtime_spec& r) {
                                  "a number of threads from 1 to "
                                    + std::to_string(max_scheduler_threads));
   });
-  auto compute_threads = [](const field& f) {
-    return read_integer<int32_t>(f, 1, max_compute_threads,
-                                 "a number of threads per actor from 1 to "
-                                   + std::to_string(max_compute_threads));
-  };
-  read_if(section, "stage_threads", r.stage_threads, compute_threads);
-  read_if(section, "head_threads", r.head_threads, compute_threads);
-  r.stage_threads_asked = section.get("stage_threads").has_value();
-  r.head_threads_asked = section.get("head_threads").has_value();
+  parse_compute_threads(section, r);
   read_if(section, "heartbeat_ms", r.heartbeat_interval, positive_milliseconds);
   read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
   read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);

@@ -63,14 +63,15 @@ struct backbone_pretrain_spec {
 struct runtime_spec {
   int32_t window = 4;             ///< credit window per tensor edge
   int32_t scheduler_threads = 2;  ///< CAF scheduler threads, 1..max_scheduler_threads (64)
-  int32_t stage_threads = 1;      ///< torch threads per stage actor, 1..max_compute_threads (256)
-  int32_t head_threads = 1;       ///< torch threads per head actor, 1..max_compute_threads
-  /// Whether the topology set stage_threads, head_threads. The budgets it
-  /// leaves unset are derived from the cores (derive_thread_budgets), and
-  /// only budgets a user asked for are warned about when they exceed them.
-  bool stage_threads_asked = false;
-  bool head_threads_asked = false;
-  bool threads_asked() const { return stage_threads_asked || head_threads_asked; }
+  /// Torch threads per actor of the plan that computes (a stage, a worker,
+  /// a head), 1..max_compute_threads (256): `runtime.compute_threads` (older
+  /// files: `runtime.stage_threads`). A strategy may give some of its actors
+  /// a budget of their own, read into its own settings.
+  int32_t compute_threads = 1;
+  /// Whether the topology set compute_threads. Unset, it is derived from the
+  /// cores (derive_thread_budgets), and only budgets a user asked for are
+  /// warned about when they exceed them (job_plan::threads_asked_by).
+  bool compute_threads_asked = false;
   std::chrono::milliseconds heartbeat_interval{200};
   std::chrono::milliseconds connection_timeout{2000};
   std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests

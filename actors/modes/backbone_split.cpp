@@ -40,7 +40,7 @@ caf::expected<model::model_profile> profile_stages(const topology& t, bool train
   options.sample_shape = sample_shape_of(t);
   options.microbatches = split_timed_microbatches;
   options.warmups = split_warmups;
-  options.threads = t.runtime.stage_threads;
+  options.threads = t.runtime.compute_threads;
   options.seed = t.seed;
   options.backward = training;
   options.optimizer = t.pretrain.optimizer;

@@ -47,7 +47,7 @@ struct backbone_split {
 
 /// Profiles the backbone of `t` on this machine forward only (as frozen
 /// stages run it: no autograd, no backward; 2 warm-ups, 5 timed microbatches
-/// of data.batch_size / data.microbatches samples, runtime.stage_threads
+/// of data.batch_size / data.microbatches samples, runtime.compute_threads
 /// torch threads) and partitions it into `stages` stages, minimizing the
 /// slowest. `across_processes`: the stages run in node processes, so a link
 /// carries each activation once at default_link_bandwidth; in one process a

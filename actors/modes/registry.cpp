@@ -129,7 +129,7 @@ caf::expected<topology> load_request_topology(const run_request& r) {
 
 void derive_thread_budgets(topology& t) {
   const auto* mode = find_mode(t.job);
-  if (mode == nullptr || (t.runtime.stage_threads_asked && t.runtime.head_threads_asked))
+  if (mode == nullptr || t.runtime.compute_threads_asked)
     return;
   if (auto plan = mode->plan(t, plan_use::check))
     derive_thread_budgets(t.runtime, compute_actors(*plan), cores());
@@ -148,6 +148,10 @@ caf::expected<job_plan> plan_of(const topology& t) {
   for (const auto& n : t.nodes)
     nodes.push_back(n.name);
   place_round_robin(*plan, nodes);
+  if (t.runtime.compute_threads_asked)
+    plan->threads_asked_by = std::string("runtime.compute_threads")
+                             + (plan->threads_asked_by.empty() ? "" : ", ")
+                             + plan->threads_asked_by;
   if (auto err = check_faults(t.faults, *plan))
     return err;
   return plan;

@@ -36,8 +36,8 @@ caf::expected<topology> load_request_topology(const run_request& r);
 /// against it (check_faults): what the runtime runs.
 caf::expected<job_plan> plan_of(const topology& t);
 
-/// Sets the thread budgets `t` leaves unset (runtime.stage_threads,
-/// runtime.head_threads) to this machine's share for each actor of its plan
+/// Sets the thread budget `t` leaves unset (runtime.compute_threads) to
+/// this machine's share for each actor of its plan
 /// that computes (actors/runtime/plan_checks.hpp); nothing when the plan
 /// cannot be made (plan_of says why).
 void derive_thread_budgets(topology& t);

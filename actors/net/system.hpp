@@ -15,10 +15,10 @@ inline namespace net {
 /// route messages, and CAF aborts when it cannot create one.
 inline constexpr int32_t max_scheduler_threads = 64;
 
-/// The most compute (torch) threads one actor may ask for (runtime.stage_threads,
-/// runtime.head_threads): four times a 64-core host. Every actor's threads
-/// are created when it starts, so a typo such as 100000 must be an error,
-/// not thousands of threads.
+/// The most compute (torch) threads one actor may ask for
+/// (runtime.compute_threads, or a strategy's own budget): four times a
+/// 64-core host. Every actor's threads are created when it starts, so a typo
+/// such as 100000 must be an error, not thousands of threads.
 inline constexpr int32_t max_compute_threads = 256;
 
 /// Settings every baton process applies to its actor system.

@@ -109,12 +109,13 @@ private:
   /// budgets the topology set are warned about: derived ones give every
   /// actor an equal share of the cores, at least one thread.
   void check_thread_budget() const {
-    if (!cluster_.runtime.threads_asked())
+    if (plan_.threads_asked_by.empty())
       return;
     for (const auto& over : oversubscribed_nodes(plan_, nodes_.cores()))
-      spdlog::warn("node '{}' runs {} compute threads on {} cores (as the topology's "
-                   "runtime.*_threads ask): they will share the cores",
-                   over.node.empty() ? "embedded" : over.node, over.threads, over.cores);
+      spdlog::warn("node '{}' runs {} compute threads on {} cores (as the topology asks with "
+                   "{}): they will share the cores",
+                   over.node.empty() ? "embedded" : over.node, over.threads, over.cores,
+                   plan_.threads_asked_by);
   }
 
   caf::error spawn_all() {

@@ -90,6 +90,12 @@ struct job_plan {
   /// samples (data-parallel and IST: worker 0 reports for its W workers), so
   /// the progress line multiplies them; 1: they count the job's samples.
   int32_t progress_shares = 1;
+  /// The topology's keys that set its actors' compute threads, comma
+  /// separated, as the coordinator's warning names them
+  /// ("runtime.compute_threads", and a strategy's own budget key); "":
+  /// derived budgets, which share the cores already, so the coordinator
+  /// warns only about asked ones that exceed a node's cores.
+  std::string threads_asked_by;
 
   /// The actor named `name`, or nullptr.
   const planned_actor* find(const std::string& name) const {

@@ -64,10 +64,8 @@ int32_t compute_actors(const job_plan& plan) {
 
 void derive_thread_budgets(runtime_spec& r, int32_t actors, int32_t cores) {
   auto share = std::max<int32_t>(1, cores / std::max<int32_t>(1, actors));
-  if (!r.stage_threads_asked)
-    r.stage_threads = share;
-  if (!r.head_threads_asked)
-    r.head_threads = share;
+  if (!r.compute_threads_asked)
+    r.compute_threads = share;
 }
 
 } // namespace runtime

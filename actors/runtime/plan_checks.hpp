@@ -24,8 +24,8 @@ caf::error check_faults(const std::vector<fault_spec>& faults, const job_plan& p
 /// The actors of `plan` that compute (planned_actor::threads > 0).
 int32_t compute_actors(const job_plan& plan);
 
-/// Sets the thread budgets `r` leaves unset (stage_threads, head_threads)
-/// to an equal share of `cores` for each of `actors` actors that compute, at
+/// Sets the thread budget `r` leaves unset (compute_threads) to an equal
+/// share of `cores` for each of `actors` actors that compute, at
 /// least 1: the default job fits the machine. Over node processes each node
 /// runs fewer actors than the job, so the share never asks more than this
 /// machine has.

@@ -70,7 +70,7 @@ std::vector<std::string> common_overrides(const bench_ist_request& r) {
   return {"data.dataset=fashion-mnist", "data.batch_size=" + std::to_string(r.batch),
           "data.epochs=" + std::to_string(r.epochs),
           "data.train_limit=" + std::to_string(r.train_limit),
-          "data.test_limit=" + std::to_string(r.test_limit), "runtime.stage_threads=1",
+          "data.test_limit=" + std::to_string(r.test_limit), "runtime.compute_threads=1",
           "runtime.stop_at_accuracy=" + std::to_string(r.target)};
 }
 

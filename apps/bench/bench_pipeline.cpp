@@ -167,7 +167,7 @@ run_sides(const bench_pipeline_request& r, const std::string& name, const std::s
       auto o = overrides;
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
       if (side != "local") {
-        o.insert(o.end(), {"pipeline.schedule=" + side, "runtime.stage_threads=1"});
+        o.insert(o.end(), {"pipeline.schedule=" + side, "runtime.compute_threads=1"});
         flags = with_link({"--local-nodes", "2"}, r.link);
       }
       steal_meter steal;

@@ -184,7 +184,7 @@ caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t
   model::profile_options options;
   options.microbatch_size = batch;
   options.sample_shape = shape;
-  options.threads = 1; // as every worker and stage computes (runtime.stage_threads)
+  options.threads = 1; // as every worker and stage computes (runtime.compute_threads)
   options.seed = t.seed;
   options.optimizer = m.optimizer;
   try {

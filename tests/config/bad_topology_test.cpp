@@ -189,8 +189,8 @@ TEST_F(bad_topology, too_many_heads_is_an_error_with_the_range) {
 // made threads until the process could make no more, deaf to SIGTERM.
 TEST_F(bad_topology, thread_counts_out_of_range_are_bad_input) {
   auto path = write_topology("threads", valid_prefix);
-  for (const char* set : {"runtime.scheduler_threads=100000", "runtime.stage_threads=100000",
-                          "runtime.head_threads=0"}) {
+  for (const char* set : {"runtime.scheduler_threads=100000", "runtime.compute_threads=100000",
+                          "runtime.stage_threads=100000", "runtime.head_threads=0"}) {
     auto out = run_baton_bounded({"run", path, "--set", set});
     EXPECT_EQ(out.exit_code, 2) << out.text;
     EXPECT_NE(out.text.find("must be a number of threads"), std::string::npos) << out.text;
@@ -208,6 +208,32 @@ TEST_F(bad_topology, thread_counts_out_of_range_are_bad_input) {
   EXPECT_NE(node.text.find(config + ":2: 'scheduler_threads' must be an integer from 1 to 64"),
             std::string::npos)
     << node.text;
+}
+
+// The common budget under its new name and its older one at once; a budget
+// of job: transfer's own (head_threads) under another job.
+TEST_F(bad_topology, thread_budgets_given_twice_or_to_the_wrong_job_name_the_key) {
+  auto path = write_topology("both", std::string{valid_prefix} +
+                                       "runtime:\n  compute_threads: 1\n  stage_threads: 1\n");
+  auto out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(path + ":10: give runtime.compute_threads or runtime.stage_threads, "
+                                 "not both (runtime.stage_threads is its older name)"),
+            std::string::npos)
+    << out.text;
+  path = write_topology("pipeline", R"(job: pipeline
+data: {dataset: synthetic, synthetic_train: 64, synthetic_test: 32, batch_size: 16}
+backbone: {model: convnet, checkpoint: ""}
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+runtime: {head_threads: 2}
+)");
+  out = run_baton_bounded({"run", path});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(path + ":6: 'runtime.head_threads' is read only by jobs that run the "
+                                 "backbone frozen (job: transfer); job: pipeline does not"),
+            std::string::npos)
+    << out.text;
 }
 
 // Item 10: label 99 gave a 100-way head; 1e8 a 51 GB allocation and a

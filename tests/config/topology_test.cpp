@@ -1,6 +1,7 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
+#include "actors/modes/transfer/head_settings.hpp"
 #include "actors/modes/transfer/section.hpp"
 
 #include <algorithm>
@@ -275,7 +276,7 @@ TEST_F(topology_test, unknown_key_at_top_level) {
 TEST_F(topology_test, unknown_key_nested) {
   std::string text = tasks_and_heads + "runtime:\n  window: 4\n  windw: 4\n";
   expect_error_at(text, "windw", {"unknown key 'windw' in 'runtime' (expected one of: window, "
-                                  "scheduler_threads, stage_threads"});
+                                  "scheduler_threads, compute_threads, stage_threads"});
   text = "tasks:\n  - {name: t, labels: [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]}\n"
          "heads:\n  - {name: h, task: t, optimiser: {lr: 0.1}}\n";
   expect_error_at(text, "optimiser", {"unknown key 'optimiser' in 'heads.0'"});
@@ -314,10 +315,10 @@ TEST_F(topology_test, missing_file) {
 }
 
 TEST_F(topology_test, yaml_syntax_error) {
-  // yaml-cpp notices the error where `stage_threads: 1` turns the scalar "4
-  // stage_threads" into a key.
-  std::string text = tasks_and_heads + "runtime:\n  window: 4\n   stage_threads: 1\n";
-  expect_error_at(text, "stage_threads", {"YAML syntax error: "});
+  // yaml-cpp notices the error where `compute_threads: 1` turns the scalar "4
+  // compute_threads" into a key.
+  std::string text = tasks_and_heads + "runtime:\n  window: 4\n   compute_threads: 1\n";
+  expect_error_at(text, "compute_threads", {"YAML syntax error: "});
 }
 
 TEST_F(topology_test, job_not_implemented) {
@@ -783,17 +784,65 @@ TEST_F(topology_test, thread_counts_have_a_range) {
   expect_error_at(tasks_and_heads + "runtime: {scheduler_threads: 100000}\n", "scheduler",
                   {"'runtime.scheduler_threads' must be a number of threads from 1 to 64, got "
                    "'100000'"});
+  expect_error_at(tasks_and_heads + "runtime: {compute_threads: 100000}\n", "compute_threads",
+                  {"'runtime.compute_threads' must be a number of threads per actor from 1 to "
+                   "256, got '100000'"});
   expect_error_at(tasks_and_heads + "runtime: {stage_threads: 100000}\n", "stage_threads",
                   {"'runtime.stage_threads' must be a number of threads per actor from 1 to "
                    "256, got '100000'"});
   expect_error_at(tasks_and_heads + "runtime: {head_threads: 257}\n", "head_threads",
                   {"'runtime.head_threads' must be a number of threads per actor from 1 to 256"});
-  auto t = load(tasks_and_heads + "runtime: {scheduler_threads: 64, stage_threads: 256}\n");
+  auto t = load(tasks_and_heads + "runtime: {scheduler_threads: 64, compute_threads: 256}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
-  EXPECT_EQ(t->runtime.stage_threads, 256);
+  EXPECT_EQ(t->runtime.compute_threads, 256);
   // The credit window: messages of up to 64 MiB that a receiver may hold.
   expect_error_at(tasks_and_heads + "runtime: {window: 100000}\n", "window",
                   {"'runtime.window' must be a positive integer at most 256"});
+}
+
+// `runtime.compute_threads` is the budget of every actor that computes;
+// `stage_threads`, its older name, is still read, but not beside it.
+TEST_F(topology_test, stage_threads_is_the_older_name_of_compute_threads) {
+  auto t = load(tasks_and_heads + "runtime: {stage_threads: 3}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->runtime.compute_threads, 3);
+  EXPECT_TRUE(t->runtime.compute_threads_asked);
+  t = load(tasks_and_heads);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_FALSE(t->runtime.compute_threads_asked);
+  expect_error_at(tasks_and_heads + "runtime:\n  compute_threads: 2\n  stage_threads: 2\n",
+                  "stage_threads",
+                  {"give runtime.compute_threads or runtime.stage_threads, not both "
+                   "(runtime.stage_threads is its older name)"});
+}
+
+// `runtime.head_threads` is job: transfer's: its heads' budget, which
+// another job refuses by name.
+TEST_F(topology_test, head_threads_is_transfers_own) {
+  const std::string task = "task: all10\ntasks:\n  - {name: all10, labels: "
+                           "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+  expect_error_at("job: pipeline\n" + task + "runtime: {head_threads: 2}\n", "head_threads",
+                  {"'runtime.head_threads' is read only by jobs that run the backbone frozen "
+                   "(job: transfer); job: pipeline does not"});
+  auto t = load(tasks_and_heads + "runtime: {compute_threads: 1, head_threads: 3}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(transfer(*t).head_threads, 3);
+  auto plan = baton::actors::plan_of(*t);
+  ASSERT_TRUE(plan) << baton::describe(plan.error());
+  for (const auto& a : plan->actors)
+    if (a.role != "source")
+      EXPECT_EQ(a.threads, a.role == "head" ? 3 : 1) << a.name;
+  auto head = baton::actors::transfer::parse_head_settings(plan->find("a")->settings);
+  ASSERT_TRUE(head) << baton::describe(head.error());
+  EXPECT_EQ(head->threads, 3) << "the head actor's own settings";
+  EXPECT_EQ(plan->threads_asked_by, "runtime.compute_threads, runtime.head_threads");
+  // Unset, the heads take the common budget.
+  t = load(tasks_and_heads + "runtime: {compute_threads: 2}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  plan = baton::actors::plan_of(*t);
+  ASSERT_TRUE(plan) << baton::describe(plan.error());
+  EXPECT_EQ(plan->find("a")->threads, 2);
+  EXPECT_EQ(plan->threads_asked_by, "runtime.compute_threads");
 }
 
 // Item 10: label 99 made a 100-way head, 1e8 a 51 GB allocation.

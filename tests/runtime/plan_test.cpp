@@ -46,7 +46,7 @@ std::vector<std::string> edges(const job_plan& p, planned_edge::kind_t kind) {
 // Transfer: source -> frozen stages -> every head; heads trainable, one
 // result each; only the source starts.
 TEST(plan, transfer_is_a_chain_that_fans_out_to_the_heads) {
-  auto p = plan_from("transfer.yaml", {"runtime.stage_threads=1", "runtime.head_threads=2"});
+  auto p = plan_from("transfer.yaml", {"runtime.compute_threads=1", "runtime.head_threads=2"});
   EXPECT_EQ(names(p), (std::vector<std::string>{"source:source", "stage:stage0", "stage:stage1",
                                                 "stage:stage2", "head:all10", "head:footwear",
                                                 "head:groups4"}));

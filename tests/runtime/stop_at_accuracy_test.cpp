@@ -30,7 +30,7 @@ std::vector<std::string> job(const std::string& config, const std::vector<std::s
                                 "--set", "data.synthetic_test=64",
                                 "--set", "data.batch_size=16",
                                 "--set", "data.epochs=3",
-                                "--set", "runtime.stage_threads=1"};
+                                "--set", "runtime.compute_threads=1"};
   for (const auto& e : extra) {
     args.push_back("--set");
     args.push_back(e);

@@ -23,6 +23,7 @@
 #include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
+#include "tests/support/moments.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
 
@@ -34,11 +35,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-using time_point = node_liveness::clock_type::time_point;
-
-/// A time `ms` after an arbitrary origin.
-time_point moment(int64_t ms) { return time_point{} + 1h + std::chrono::milliseconds(ms); }
 
 liveness_limits limits(std::chrono::milliseconds late, std::chrono::milliseconds lost) {
   liveness_limits l;
@@ -220,7 +216,7 @@ protected:
             "--set", "data_parallel.exchange=ps",
             "--set", "data_parallel.shards=1",
             "--set", "data_parallel.max_staleness=" + std::to_string(max_staleness),
-            "--set", "runtime.stage_threads=1",
+            "--set", "runtime.compute_threads=1",
             "--set", "runtime.connection_timeout_ms=1000",
             "--local-nodes", "2",
             "--metrics-out", metrics_of(name)};

@@ -87,7 +87,7 @@ void report(const worker_settings& worker, const model::data_parallel_result& re
 } // namespace
 
 caf::expected<job_result> run_local(const topology& t, const run_request& r) {
-  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
+  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.compute_threads);
   const auto* task = t.find_task(section_of(t).task);
   if (task == nullptr)
     return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");

@@ -140,7 +140,7 @@ worker_settings worker_settings_of(const topology& t, const model::task& task,
   spec.shards = settings.shards;
   spec.max_staleness = settings.max_staleness;
   set_freezing(settings, t, spec);
-  spec.threads = t.runtime.stage_threads;
+  spec.threads = t.runtime.compute_threads;
   spec.progress_every = t.runtime.progress_every;
   return spec;
 }
@@ -182,7 +182,7 @@ caf::expected<job_plan> plan(const topology& t) {
     auto a = make_planned_actor("data_parallel_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],
                                 to_yaml(worker_settings_of(t, *task, w)));
-    a.threads = t.runtime.stage_threads;
+    a.threads = t.runtime.compute_threads;
     a.trainable = true;
     a.starts = true;
     a.result = workers_group;

@@ -67,7 +67,7 @@ job_plan make_plan(const topology& t, const model::task& task) {
     auto a = make_planned_actor(kind + "_worker", worker_name(w),
                                 settings.nodes[static_cast<size_t>(w)],
                                 Scheme::to_yaml(Scheme::worker_settings_of(t, task, w)));
-    a.threads = t.runtime.stage_threads;
+    a.threads = t.runtime.compute_threads;
     a.trainable = true;
     a.starts = true;
     a.result = workers_group;
@@ -133,7 +133,7 @@ auto subnet_scheme<Network>::worker_settings_of(const topology& t, const model::
   spec.task = task;
   spec.data = make_source_settings(t);
   spec.optimizer = settings.optimizer;
-  spec.threads = t.runtime.stage_threads;
+  spec.threads = t.runtime.compute_threads;
   spec.progress_every = t.runtime.progress_every;
   return spec;
 }

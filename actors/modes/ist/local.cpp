@@ -12,7 +12,7 @@ inline namespace modes {
 namespace ist {
 
 caf::expected<job_result> run_local(const topology& t, const run_request& r) {
-  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
+  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.compute_threads);
   const auto* task = t.find_task(t.task);
   if (task == nullptr)
     return make_error(errc::bad_config, "backbone.pretrain.task is not a task of the topology");

@@ -17,7 +17,7 @@ namespace baton::actors {
 inline namespace modes {
 namespace ist {
 
-/// The reference run (torch threads: --threads, else runtime.stage_threads,
+/// The reference run (torch threads: --threads, else runtime.compute_threads,
 /// which the workers use: the same arithmetic bit for bit).
 caf::expected<job_result> run_local(const topology& t, const run_request& r);
 

@@ -289,7 +289,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
   const topology& t = *settled;
   // The stages' thread budget by default: then the arithmetic is the same
   // bit for bit (OpenBLAS sums in another order with more threads).
-  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.stage_threads);
+  at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.compute_threads);
   const auto* task = t.find_task(t.task);
   if (task == nullptr)
     return make_error(errc::bad_config, "task '" + t.task + "' is not a task of the topology");

@@ -59,7 +59,7 @@ stage_settings stage_settings_of(const topology& t, const model::task& task, siz
   spec.schedule = settings.schedule;
   spec.optimizer = t.pretrain.optimizer;
   spec.window = t.runtime.window;
-  spec.threads = t.runtime.stage_threads;
+  spec.threads = t.runtime.compute_threads;
   spec.progress_every = t.runtime.progress_every;
   spec.replicas = stages[i].replicas;
   spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
@@ -178,7 +178,7 @@ caf::expected<job_plan> plan(const topology& t) {
       spec.replica = r;
       auto name = stage.replicas > 1 ? base + "." + std::to_string(r) : base;
       auto a = make_planned_actor("pipeline_stage", name, stage.node_of(r), to_yaml(spec));
-      a.threads = t.runtime.stage_threads;
+      a.threads = t.runtime.compute_threads;
       a.trainable = true;
       a.sends_weights = r == 0;
       if (spec.last)

@@ -15,6 +15,30 @@ namespace baton::actors {
 inline namespace modes {
 namespace transfer {
 
+namespace {
+
+// The heads, each fed by `previous` (the last stage); their torch threads
+// are runtime.head_threads when it is set, else the common compute_threads.
+void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
+               const std::string& previous) {
+  const int32_t threads =
+    settings.head_threads > 0 ? settings.head_threads : t.runtime.compute_threads;
+  if (settings.head_threads > 0)
+    plan.threads_asked_by = "runtime.head_threads";
+  for (const auto& h : settings.heads) {
+    head_settings spec{h.spec, threads, t.runtime.progress_every, {}};
+    auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
+    head.threads = threads;
+    head.trainable = true;
+    head.sends_weights = true; // its trained weights, for --save-model
+    head.result = h.spec.name;
+    plan.actors.push_back(std::move(head));
+    plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
+  }
+}
+
+} // namespace
+
 job_plan plan(const topology& t) {
   job_plan plan;
   // Only the heads train (the backbone is frozen), each with its own optimizer.
@@ -34,24 +58,15 @@ job_plan plan(const topology& t) {
                     static_cast<int64_t>(s.begin),
                     static_cast<int64_t>(s.end),
                     t.runtime.window,
-                    t.runtime.stage_threads,
+                    t.runtime.compute_threads,
                     settings.features}; // one stage when not the default (section.cpp)
     auto stage = make_planned_actor("stage", s.name, s.node, to_yaml(spec));
-    stage.threads = t.runtime.stage_threads;
+    stage.threads = t.runtime.compute_threads;
     plan.actors.push_back(std::move(stage));
     plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
     previous = s.name;
   }
-  for (const auto& h : settings.heads) {
-    head_settings spec{h.spec, t.runtime.head_threads, t.runtime.progress_every, {}};
-    auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
-    head.threads = t.runtime.head_threads;
-    head.trainable = true;
-    head.sends_weights = true; // its trained weights, for --save-model
-    head.result = h.spec.name;
-    plan.actors.push_back(std::move(head));
-    plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
-  }
+  add_heads(plan, t, settings, previous);
   return plan;
 }
 

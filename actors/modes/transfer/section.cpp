@@ -216,6 +216,16 @@ int64_t measure_features(const field& backbone, const topology& t) {
   }
 }
 
+// `runtime.head_threads`, read before the common runtime section is checked
+// (which reports a runtime that is not a map).
+int32_t parse_head_threads(const field& root) {
+  std::optional<field> runtime = root.get("runtime");
+  std::optional<field> f;
+  if (runtime && runtime->node().IsMap())
+    f = runtime->get("head_threads");
+  return f ? read_compute_threads(*f) : 0;
+}
+
 // The heads take the features the backbone outputs, whatever their width.
 std::any parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   field backbone = root.section("backbone");
@@ -237,6 +247,7 @@ std::any parse(const field& root, const std::vector<std::string>& layers, topolo
   const int64_t features = measure_features(backbone, t);
   for (auto& head : s.heads)
     head.spec.model.features = features;
+  s.head_threads = parse_head_threads(root);
   return s;
 }
 
@@ -256,6 +267,7 @@ job_schema schema() {
   schema.name = "transfer";
   schema.keys = {{"", {"heads"}},
                  {"backbone", {"cache", "cache_mb", "feature_block", "split", "stages", "place"}},
+                 {"runtime", {"head_threads"}},
                  {"heads.*", {"name", "task", "node", "optimizer"}},
                  {"heads.*.optimizer", optimizer}};
   schema.lists = {"heads", "backbone.split", "backbone.place"};

@@ -4,7 +4,8 @@
 // its own but adds keys to the common ones: `heads` (the trainable heads,
 // each on a task of `tasks`), and under `backbone` the frozen backbone's
 // slices (`split`, `stages`, `place`) and its feature cache (`cache`,
-// `cache_mb`, `feature_block`). They are kept in topology::mode_spec as
+// `cache_mb`, `feature_block`), and under `runtime` the heads' torch
+// threads (`head_threads`). They are kept in topology::mode_spec as
 // a section_spec (section_of reads it); its actors are the
 // frozen stages and the trainable heads.
 
@@ -52,6 +53,9 @@ struct section_spec {
   /// frozen backbone's features are computed and kept.
   model::feature_cache_spec features;
   std::vector<head_placement> heads; ///< `heads`, at least one
+  /// `runtime.head_threads`: torch threads per head, 1..max_compute_threads;
+  /// 0 (not set): the heads get runtime.compute_threads, asked or derived.
+  int32_t head_threads = 0;
 };
 
 /// The settings of a topology parsed with job: transfer (throws

@@ -38,7 +38,7 @@ protected:
                  "--set", "data.batch_size=32",
                  "--set", "data.epochs=2",
                  "--set", "data_parallel.workers=2",
-                 "--set", "runtime.stage_threads=1",
+                 "--set", "runtime.compute_threads=1",
                  "--set", "runtime.checkpoint_every=4"},
                 extra);
   }

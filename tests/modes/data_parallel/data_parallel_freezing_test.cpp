@@ -28,6 +28,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/settings_codec.hpp"
 #include "tests/support/text.hpp"
 #include "tests/support/topology_fixture.hpp"
 
@@ -121,14 +122,11 @@ TEST(data_parallel_freezing_section, garbage_worker_settings_are_bad_config) {
     EXPECT_NE(at, std::string::npos) << from;
     return at == std::string::npos ? text : text.replace(at, from.size(), to);
   };
-  for (const auto& bad : {replaced("interval: 50", "interval: 0"),
-                          replaced("sync_every: 0", "sync_every: 2"), // adaptive + local SGD
-                          replaced("percentile: 50", "percentile: often"),
-                          replaced("sync_every: 0", "sync_every: -3")}) {
-    auto refused = data_parallel::parse_worker_settings(bad);
-    ASSERT_FALSE(refused) << bad;
-    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
-  }
+  expect_bad_config(data_parallel::parse_worker_settings,
+                    {replaced("interval: 50", "interval: 0"),
+                     replaced("sync_every: 0", "sync_every: 2"), // adaptive + local SGD
+                     replaced("percentile: 50", "percentile: often"),
+                     replaced("sync_every: 0", "sync_every: -3")});
 }
 
 // -- the replicas without actors ----------------------------------------------------
@@ -263,7 +261,7 @@ protected:
                                   "--set", "data.epochs=2",
                                   "--set", "data_parallel.model=convnet",
                                   "--set", "data_parallel.workers=2",
-                                  "--set", "runtime.stage_threads=1"};
+                                  "--set", "runtime.compute_threads=1"};
     for (const auto& s : sets)
       args.insert(args.end(), {"--set", s});
     return args;

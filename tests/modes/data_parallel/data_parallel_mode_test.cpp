@@ -24,6 +24,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/settings_codec.hpp"
 #include "tests/support/topology_fixture.hpp"
 
 using namespace baton::actors;
@@ -141,12 +142,7 @@ TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
   EXPECT_EQ(to_yaml(*spec), p.actors[2].settings);
   auto two = p.actors[2].settings; // worker 2 of 2 workers
   two.replace(two.find("workers: 3"), 10, "workers: 2");
-  for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
-                                 two}) {
-    auto refused = data_parallel::parse_worker_settings(bad);
-    ASSERT_FALSE(refused) << bad;
-    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
-  }
+  expect_bad_config(data_parallel::parse_worker_settings, {"", "[1, 2]", "worker: 5", two});
 }
 
 // -- one worker's side of the ring --------------------------------------------------
@@ -271,7 +267,7 @@ protected:
             "--set", "data.epochs=2",
             "--set", "data_parallel.model=convnet",
             "--set", "data_parallel.workers=" + std::to_string(workers),
-            "--set", "runtime.stage_threads=1"};
+            "--set", "runtime.compute_threads=1"};
   }
 
   static inline std::unique_ptr<scratch_dir> dir_;

@@ -27,6 +27,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/settings_codec.hpp"
 #include "tests/support/tiny_model.hpp"
 #include "tests/support/topology_fixture.hpp"
 
@@ -271,12 +272,8 @@ TEST(ps_plan, shard_settings_round_trip_and_garbage_is_refused) {
   EXPECT_EQ(to_yaml(*spec), p.actors[4].settings);
   auto out_of_range = p.actors[4].settings;
   out_of_range.replace(out_of_range.find("shard: 1"), 8, "shard: 2");
-  for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"shard: 0"},
-                                 out_of_range}) {
-    auto refused = data_parallel::parse_shard_settings(bad);
-    ASSERT_FALSE(refused) << bad;
-    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
-  }
+  expect_bad_config(data_parallel::parse_shard_settings,
+                    {"", "[1, 2]", "shard: 0", out_of_range});
 }
 
 // -- runs against the local reference --------------------------------------------------
@@ -303,7 +300,7 @@ protected:
             "--set", "data_parallel.exchange=ps",
             "--set", "data_parallel.shards=" + std::to_string(shards),
             "--set", "data_parallel.max_staleness=" + std::to_string(max_staleness),
-            "--set", "runtime.stage_threads=1"};
+            "--set", "runtime.compute_threads=1"};
   }
 
   /// Steps of the run: ceil(ceil(200 / W) / 16) per epoch, 2 epochs.

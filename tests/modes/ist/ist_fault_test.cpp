@@ -43,7 +43,7 @@ protected:
             "--set", "ist.optimizer.momentum=0.5",
             "--set", "ist.workers=2",
             "--set", "ist.shards=2",
-            "--set", "runtime.stage_threads=1",
+            "--set", "runtime.compute_threads=1",
             "--set", "runtime.checkpoint_every=2"};
   }
 

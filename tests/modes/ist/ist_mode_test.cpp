@@ -21,6 +21,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/settings_codec.hpp"
 
 using namespace baton::actors;
 using namespace baton::actors::ist;
@@ -217,17 +218,9 @@ TEST(ist_plan, settings_round_trip_and_garbage_is_refused) {
   EXPECT_FALSE(neuron_scheme::parse_shard_settings(with_run(p.actors[4].settings, run)));
   auto narrow = p.actors[2].settings; // a width below W
   narrow.replace(narrow.find("- 37"), 4, "- 2");
-  for (const std::string& bad : {std::string{}, std::string{"[1, 2]"}, std::string{"worker: 5"},
-                                 narrow, p.actors[4].settings}) {
-    auto refused = neuron_scheme::parse_worker_settings(bad);
-    ASSERT_FALSE(refused) << bad;
-    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
-  }
-  for (const std::string& bad : {std::string{"shard: 2"}, p.actors[0].settings}) {
-    auto refused = neuron_scheme::parse_shard_settings(bad);
-    ASSERT_FALSE(refused) << bad;
-    EXPECT_TRUE(refused.error() == baton::errc::bad_config) << bad;
-  }
+  expect_bad_config(neuron_scheme::parse_worker_settings,
+                    {"", "[1, 2]", "worker: 5", narrow, p.actors[4].settings});
+  expect_bad_config(neuron_scheme::parse_shard_settings, {"shard: 2", p.actors[0].settings});
 }
 
 // -- the pieces a worker assembles and sends back -------------------------------------
@@ -331,7 +324,7 @@ protected:
             "--set", "ist.optimizer.momentum=0.5", // reset every round: tested too
             "--set", "ist.workers=" + std::to_string(workers),
             "--set", "ist.shards=" + std::to_string(shards),
-            "--set", "runtime.stage_threads=1"};
+            "--set", "runtime.compute_threads=1"};
   }
 
   static void expect_exactly_once(const nlohmann::json& m, int32_t workers, int64_t steps) {

@@ -203,7 +203,7 @@ protected:
             "--set", "ist.optimizer.momentum=0.5", // reset every round: tested too
             "--set", "ist.workers=" + std::to_string(workers),
             "--set", "ist.shards=" + std::to_string(shards),
-            "--set", "runtime.stage_threads=1"};
+            "--set", "runtime.compute_threads=1"};
   }
 
   /// The fault-free run of W = S = 2 with a checkpoint every 2 rounds (4

@@ -46,7 +46,7 @@ std::string topology(const std::string& backbone_extra) {
          "  - {name: footwear, task: footwear, optimizer: {lr: 0.05, momentum: 0.9}}\n"
          // One torch thread everywhere (--mode local: --threads 1): a kernel may
          // round differently with another thread count, cache or not.
-         "runtime: {stage_threads: 1, head_threads: 1}\n";
+         "runtime: {compute_threads: 1, head_threads: 1}\n";
 }
 
 /// `--mode local` with one torch thread, as every actor has.
