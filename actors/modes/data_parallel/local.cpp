@@ -94,12 +94,10 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   try {
     auto started = std::chrono::steady_clock::now();
     auto worker = worker_settings_of(t, *task, 0);
-    auto data = load_source_data(worker.data);
+    auto data = load_task_data(worker.data, *task);
     if (!data)
       return data.error();
     auto& [train, test] = *data;
-    train.labels = model::apply(*task, train.labels);
-    test.labels = model::apply(*task, test.labels);
     auto training_started = std::chrono::steady_clock::now();
     auto result = model::run_data_parallel_local(
       [&] { return initial_model(worker); }, train, test, reference_settings(worker));

@@ -153,12 +153,10 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
                                                             const model::task& task) {
   const auto worker = worker_settings_of(t, task, 0);
   auto started = std::chrono::steady_clock::now();
-  auto data = load_source_data(worker.data);
+  auto data = load_task_data(worker.data, task);
   if (!data)
     return data.error();
   auto& [train, test] = *data;
-  train.labels = model::apply(task, train.labels);
-  test.labels = model::apply(task, test.labels);
   auto training_started = std::chrono::steady_clock::now();
   auto result = run_reference(train, test, worker);
   for (size_t e = 0; e < result.test_accuracy.size(); ++e)
