@@ -60,12 +60,9 @@ void print_table(const job_result& clean, const job_result& faulty, bool same_we
 } // namespace
 
 int bench_faults(const bench_faults_request& r) {
-  auto dir = make_work_directory("baton-bench-faults");
-  if (!dir) {
-    spdlog::error("{}", describe(dir.error()));
+  auto dir = bench_directory("baton-bench-faults"); // a failed side's log tail is in its error
+  if (!dir)
     return 1;
-  }
-  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
   const int64_t samples = r.quick ? 2048 : 8192;
   const int64_t steps = samples / 64; // one epoch of minibatches of 2 x 32
   auto kill_at = r.kill_at == "half" ? steps / 2 : std::stoll(r.kill_at);
@@ -79,7 +76,7 @@ int bench_faults(const bench_faults_request& r) {
               static_cast<long long>(samples), static_cast<long long>(steps),
               static_cast<long long>(kill_at));
   std::fflush(stdout);
-  auto clean = run_side(topology, overrides, with_link({"--local-nodes", "3"}, r.link), *dir,
+  auto clean = run_side(topology, overrides, with_link({"--local-nodes", "3"}, r.link), dir->path(),
                         "clean", r.interrupted);
   // Interrupted: no figures (they compare both runs), --json FILE untouched.
   if (stop_requested(r.interrupted))
@@ -92,7 +89,7 @@ int bench_faults(const bench_faults_request& r) {
                          with_link({"--local-nodes", "3", "--fault",
                                     "kind=kill_node,node=n2,at_step=" + std::to_string(kill_at)},
                                    r.link),
-                         *dir, "faulty", r.interrupted);
+                         dir->path(), "faulty", r.interrupted);
   if (stop_requested(r.interrupted))
     return interrupted_exit_code;
   if (!faulty) {

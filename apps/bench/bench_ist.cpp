@@ -224,18 +224,15 @@ std::optional<nlohmann::json> bench_network(const bench_ist_request& r,
   for (const auto& s : sides_of(r, hidden)) {
     auto o = common_overrides(r);
     o.insert(o.end(), s.overrides.begin(), s.overrides.end());
-    steal_meter steal;
     auto label = s.name + "-" + std::to_string(hidden.size() + 1) + "layer";
-    auto result = run_side(s.topology, o, flags, dir, label, r.interrupted);
-    if (!result) {
-      if (result.error() == errc::interrupted)
-        return std::nullopt;
-      std::printf("%-22s failed: %s\n", s.label.c_str(), describe(result.error()).c_str());
-      code = 1;
+    auto run = run_row(s.topology, o, flags, dir, label, r.interrupted, s.label, 22, code);
+    if (!run && stop_requested(r.interrupted))
+      return std::nullopt;
+    if (!run) {
       seconds.push_back(-1);
       continue;
     }
-    auto [json, to_target] = report_run(r, s, hidden, side_run{std::move(*result), steal.fraction()});
+    auto [json, to_target] = report_run(r, s, hidden, *run);
     runs.push_back(std::move(json));
     seconds.push_back(to_target);
   }
@@ -285,12 +282,9 @@ int bench_ist(const bench_ist_request& request) {
     spdlog::error("baton bench ist: {}", e.what());
     return 1;
   }
-  auto dir = make_work_directory("baton-bench-ist");
-  if (!dir) {
-    spdlog::error("{}", describe(dir.error()));
+  auto dir = bench_directory("baton-bench-ist");
+  if (!dir)
     return 1;
-  }
-  owned_directory cleanup{*dir};
   print_header(r);
   bench_figures out{r.json_out,
                     {{"bench", "ist"}, {"quick", r.quick}, {"workers", r.workers},
@@ -301,7 +295,7 @@ int bench_ist(const bench_ist_request& request) {
   int code = 0;
   for (const auto& hidden : r.networks) {
     auto network = stop_requested(r.interrupted) ? std::nullopt
-                                                 : bench_network(r, hidden, *dir, code);
+                                                 : bench_network(r, hidden, dir->path(), code);
     if (!network) // interrupted: the networks before this one are written
       return out.finish(code, r.interrupted);
     out.add(std::move(*network));

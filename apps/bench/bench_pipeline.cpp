@@ -278,12 +278,9 @@ std::vector<std::string> overrides_of(const bench_model& m, bool quick) {
 } // namespace
 
 int bench_pipeline(const bench_pipeline_request& r) {
-  auto dir = make_work_directory("baton-bench-pipeline");
-  if (!dir) {
-    spdlog::error("{}", describe(dir.error()));
+  auto dir = bench_directory("baton-bench-pipeline"); // a failed side's log tail is in its error
+  if (!dir)
     return 1;
-  }
-  owned_directory cleanup{*dir}; // a failed side's log tail is in its error
   std::printf("baton bench pipeline: %s, %u cores, %d run(s) per side (median shown)\n"
               "  (a) local: the whole model in one process, one compute thread\n"
               "  (b) 2 stages (planned by `baton plan --straight`) on 2 node processes, one "
@@ -306,8 +303,8 @@ int bench_pipeline(const bench_pipeline_request& r) {
       return 2;
     }
     auto overrides = overrides_of(*m, r.quick);
-    auto planned =
-      plan_two_stages(std::string{BATON_SOURCE_DIR} + "/" + m->topology, *dir, name, r.quick);
+    auto planned = plan_two_stages(std::string{BATON_SOURCE_DIR} + "/" + m->topology,
+                                   dir->path(), name, r.quick);
     if (!planned || stop_requested(r.interrupted)) {
       if (stop_requested(r.interrupted))
         break;
@@ -315,7 +312,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    auto runs = run_sides(r, name, *planned, overrides, *dir);
+    auto runs = run_sides(r, name, *planned, overrides, dir->path());
     if (!runs) {
       if (stop_requested(r.interrupted))
         break; // the rows of the models before this one are written
