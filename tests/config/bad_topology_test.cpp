@@ -13,19 +13,16 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/node_process.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/topology_fixture.hpp"
 
 using namespace baton::testing;
 
 namespace {
 
-const char* valid_prefix = R"(job: transfer
-data: {dataset: synthetic, synthetic_train: 64, synthetic_test: 32, batch_size: 16}
-backbone: {model: convnet, checkpoint: "", split: [pool1]}
-tasks:
-  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
-heads:
-  - {name: all10, task: all10}
-)";
+const std::string valid_prefix =
+  "job: transfer\n"
+  "data: {dataset: synthetic, synthetic_train: 64, synthetic_test: 32, batch_size: 16}\n" +
+  std::string{small_transfer_end};
 
 class bad_topology : public ::testing::Test {
 protected:

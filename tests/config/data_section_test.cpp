@@ -16,14 +16,7 @@ using namespace baton::testing;
 namespace {
 
 // Lines 1-7; the data section follows from line 8 on.
-const char* const head = R"(job: transfer
-seed: 7
-backbone: {model: convnet, checkpoint: "", split: [pool1]}
-tasks:
-  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
-heads:
-  - {name: all10, task: all10}
-)";
+const std::string head = std::string{"job: transfer\nseed: 7\n"} + small_transfer_end;
 
 class data_section : public ::testing::Test {
 protected:

@@ -12,6 +12,13 @@ const char* const small_synthetic_data =
   "{dataset: synthetic, synthetic_train: 192, synthetic_test: 64,\n"
   "       batch_size: 16, epochs: 1}";
 
+const char* const small_transfer_end = R"(backbone: {model: convnet, checkpoint: "", split: [pool1]}
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+heads:
+  - {name: all10, task: all10}
+)";
+
 std::string small_job_topology(const std::string& job, const std::string& section,
                                const std::string& backbone, const std::string& data) {
   return "# a small " + job + " test topology\n"

@@ -19,6 +19,11 @@ namespace baton::testing {
 /// minibatches of 16, one epoch; a flow map on two lines.
 extern const char* const small_synthetic_data;
 
+/// The end of a small transfer job, after its `data:` (5 lines): the
+/// convnet split after pool1 (no checkpoint), the task all10 (the ten
+/// classes) and its head.
+extern const char* const small_transfer_end;
+
 /// The YAML of a small test job up to its strategy's section: line 1 a
 /// comment (naming JOB without `job:`, so that a test may find and replace
 /// line 2), line 2 `job: JOB`, line 3 `seed: 7`, then `data: DATA` and
