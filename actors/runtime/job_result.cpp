@@ -321,7 +321,7 @@ std::string results_table(const job_result& r) {
     std::snprintf(line, sizeof line,
                   r.stopped->reason == "stop_at_accuracy"
                     ? "stopped after epoch %d: %s reached %.2f%% at %.1f s "
-                      "(runtime.stop_at_accuracy)\n"
+                      "(target_accuracy)\n"
                     : "stopped at the time budget after epoch %d: %s at %.2f%%, %.1f s "
                       "(runtime.stop_after_seconds)\n",
                   r.stopped->epoch + 1, r.stopped->actor.c_str(), 100 * r.stopped->test_accuracy,
