@@ -309,7 +309,7 @@ torch::jit::Module script_module(const layered_model& backbone,
                                  const std::vector<named_model>& heads) {
   try {
     exporter e;
-    auto out = e.new_module("Transfer");
+    auto out = e.new_module("MultiHead");
     out.register_module("backbone", e.sequence(backbone, backbone_options));
     const export_options plain;
     auto all = e.new_module("Heads");
