@@ -215,7 +215,7 @@ std::vector<std::string> with_default_checkpoint(const std::vector<std::string>&
 caf::expected<topology> load_recorded(const run_record& record,
                                       const std::vector<job_schema>& jobs) {
   if (record.topology_file.empty())
-    return parse_topology(record.topology_text, embedded_topology_name,
+    return parse_topology(record.topology_text, default_topology_name,
                           with_default_checkpoint(record.overrides), jobs);
   return parse_topology_as(record.topology_text, record.topology_file, record.overrides, jobs);
 }
@@ -245,7 +245,7 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
   if (!now)
     return now.error();
   auto name = [](const run_record& x) {
-    return x.topology_file.empty() ? std::string{embedded_topology_name} : x.topology_file;
+    return x.topology_file.empty() ? std::string{default_topology_name} : x.topology_file;
   };
   auto then_values = topology_values(then->topology_text, name(*then), then->overrides, jobs);
   if (!then_values)
@@ -289,7 +289,7 @@ caf::expected<topology> load_request_topology(const run_request& r,
     return load_resumed_topology(r, jobs);
   if (!r.topology_path.empty())
     return load_topology(r.topology_path, r.overrides, jobs);
-  return parse_topology(default_topology_yaml, embedded_topology_name,
+  return parse_topology(default_topology_yaml, default_topology_name,
                         with_default_checkpoint(r.overrides), jobs);
 }
 

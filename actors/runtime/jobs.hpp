@@ -18,10 +18,6 @@
 namespace baton::actors {
 inline namespace runtime {
 
-/// The name under which the built-in default topology (configs/transfer.yaml,
-/// compiled in) is used when `baton run` gets no file.
-inline constexpr const char* embedded_topology_name = "<embedded configs/transfer.yaml>";
-
 /// `baton run` and `baton pretrain` arguments.
 struct run_request {
   std::string topology_path;             ///< empty: the built-in default
