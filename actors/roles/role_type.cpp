@@ -1,40 +1,22 @@
 #include "actors/roles/role_type.hpp"
 
-#include <algorithm>
-#include <filesystem>
-
 #include "messages/errc.hpp"
+#include "model/core/data_file.hpp"
 
 namespace baton::actors {
 inline namespace roles {
-
-namespace {
-
-namespace fs = std::filesystem;
-
-/// Whether `path` (already resolved) lies in `root` (already resolved).
-bool lies_in(const fs::path& path, const fs::path& root) {
-  auto root_end = std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first;
-  // A root spelled with a trailing '/' ends in an empty element.
-  return root_end == root.end() || (std::next(root_end) == root.end() && root_end->empty());
-}
-
-} // namespace
 
 caf::error check_path(const std::string& path, const std::string& what,
                       const std::vector<std::string>& roots, const std::string& key) {
   if (roots.empty() || path.empty())
     return caf::none;
-  std::error_code ec;
-  auto resolved = fs::weakly_canonical(path, ec);
-  if (!ec)
-    for (const auto& root : roots)
-      if (lies_in(resolved, fs::weakly_canonical(root, ec)) && !ec)
-        return caf::none;
+  const model::root_check c = model::check_roots(path, roots);
+  if (c.inside)
+    return caf::none;
   std::string list;
   for (const auto& root : roots)
     list += (list.empty() ? "" : ", ") + root;
-  return make_error(errc::bad_file, what + " '" + path + "' (resolved: '" + resolved.string() +
+  return make_error(errc::bad_file, what + " '" + path + "' (resolved: '" + c.resolved +
                                       "') is outside the node's " + key + " (" + list + ")");
 }
 

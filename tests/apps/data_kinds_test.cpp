@@ -5,7 +5,11 @@
 // processes; every built-in model takes the data's shape (convnet's flatten,
 // resnet18's stem, mlp's input width).
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -85,9 +89,14 @@ protected:
   }
 
   static scratch_dir* dir_;
+
+public:
+  static std::string dir() { return dir_->path(); }
 };
 
 scratch_dir* data_kinds::dir_ = nullptr;
+
+std::string data_kinds_dir() { return data_kinds::dir(); }
 
 /// Expects one result row (head, last stage or workers) that trained on
 /// `samples` samples and reports a test accuracy in [0, 1].
@@ -188,4 +197,91 @@ TEST_F(data_kinds, data_parallel_over_node_processes_equals_one_process) {
   const auto digests = digests_by_actor(embedded, "data_parallel_worker");
   EXPECT_EQ(digests.size(), 2u);
   EXPECT_EQ(digests_by_actor(nodes, "data_parallel_worker"), digests);
+}
+
+// -- hostile files (issue 32) -------------------------------------------------------
+
+namespace {
+
+/// An npy pair of 3x8x8 samples in DIR/NAME/ (10 training, 4 test), the
+/// training x replaced by `x` when given; returns the folder.
+std::string npy_folder(const std::string& name, const bytes* x = nullptr) {
+  const std::string d = data_kinds_dir() + "/" + name;
+  std::filesystem::create_directories(d);
+  write_npy_pair(d + "/x_train.npy", d + "/y_train.npy", make_samples(10, 3, 8, 8, 10, 5));
+  write_npy_pair(d + "/x_test.npy", d + "/y_test.npy", make_samples(4, 3, 8, 8, 10, 6));
+  if (x != nullptr)
+    write_bytes(d + "/x_train.npy", *x);
+  return d;
+}
+
+/// Runs the transfer job on the npy pair in `folder` (with `nodes` first,
+/// when given) bounded in time and memory: a hang or a crash fails.
+command_output run_on(const std::string& folder, const std::string& nodes = "") {
+  const std::string topology = folder + "/job.yaml";
+  std::ofstream(topology) << nodes + transfer_job(npy_data);
+  return run_baton_bounded({"run", topology}, 60);
+}
+
+void expect_refused(const command_output& out, const std::vector<std::string>& needles) {
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  for (const auto& needle : needles)
+    EXPECT_NE(out.text.find(needle), std::string::npos) << "expected: " << needle << "\n"
+                                                        << out.text;
+  EXPECT_EQ(out.text.find("test acc"), std::string::npos) << out.text;
+}
+
+} // namespace
+
+// Item 4: a header of 40 KB made std::regex recurse until the stack ran out
+// (a segfault of baton run and of a remote node): a padded shape is read as
+// numpy reads it, a long descr is refused.
+TEST_F(data_kinds, npy_headers_of_45_kb_are_read_or_refused_not_a_crash) {
+  const auto s = make_samples(10, 3, 8, 8, 10, 5);
+  auto header = [&](const std::string& descr, const std::string& padding) {
+    const std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (10," +
+                             padding + "3, 8, 8), }";
+    return npy_bytes_with_header(dict, s.pixels.data(), s.pixels.size());
+  };
+  const bytes padded = header("|u1", std::string(45000, ' '));
+  auto out = run_on(npy_folder("npy-45kb-shape", &padded));
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("test acc"), std::string::npos) << out.text;
+  const bytes long_descr = header("|u1" + std::string(45000, 'x'), " ");
+  const std::string d = npy_folder("npy-45kb-descr", &long_descr);
+  const std::string refusal = "x_train.npy: the .npy header has a 'descr' of 45003 characters";
+  expect_refused(run_on(d), {d + "/" + refusal});
+  // On a node: the job is refused, the node lives on.
+  node_process node(data_kinds_dir(), "hostile-npy");
+  ASSERT_NE(node.port(), 0) << node.log();
+  const std::string nodes = "nodes: [{name: hostile-npy, host: 127.0.0.1, port: " +
+                            std::to_string(node.port()) + "}]\n";
+  std::ofstream(d + "/job.yaml") << nodes + transfer_job(std::string{npy_data} +
+                                                         "  shape: [3, 8, 8]\n  classes: 10\n");
+  expect_refused(run_baton_bounded({"run", d + "/job.yaml"}, 60), {refusal});
+  EXPECT_TRUE(node.running()) << node.log();
+}
+
+// Item 7: a FIFO as data.train.x made baton run wait forever.
+TEST_F(data_kinds, a_fifo_as_a_data_file_is_refused_at_once) {
+  const std::string d = npy_folder("npy-fifo");
+  std::filesystem::remove(d + "/x_train.npy");
+  ASSERT_EQ(::mkfifo((d + "/x_train.npy").c_str(), 0600), 0);
+  expect_refused(run_on(d), {d + "/x_train.npy: cannot open: not a regular file (a FIFO"});
+}
+
+// Items 11 and 12: NaN in the samples, an empty test split: exit 2 naming
+// the file, not NaN weights or a test accuracy of 0.00 % with exit 0.
+TEST_F(data_kinds, non_finite_samples_and_an_empty_test_split_are_refused) {
+  std::vector<float> values(10 * 3 * 8 * 8, 0.5f);
+  values[7 * 192 + 5] = std::numeric_limits<float>::quiet_NaN();
+  const bytes x = npy_bytes("<f4", {10, 3, 8, 8}, values.data(), values.size() * 4);
+  const std::string nan = npy_folder("npy-nan", &x);
+  expect_refused(run_on(nan), {nan + "/x_train.npy: 1 of 10 samples hold NaN or infinite values, "
+                                     "the first is sample 7"});
+  const std::string empty = npy_folder("npy-empty-test");
+  write_bytes(empty + "/x_test.npy", npy_bytes("|u1", {0, 3, 8, 8}, nullptr, 0));
+  const std::vector<int64_t> none;
+  write_bytes(empty + "/y_test.npy", npy_bytes("<i8", {0}, none.data(), 0));
+  expect_refused(run_on(empty), {empty + "/x_test.npy: the test split has no samples"});
 }

@@ -26,6 +26,7 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/data_files.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/node_process.hpp"
@@ -416,6 +417,52 @@ TEST_F(security, dataset_outside_data_dirs_is_refused) {
   auto log = node.log();
   EXPECT_NE(log.find("refused to spawn source"), std::string::npos) << log;
   EXPECT_EQ(log.find("spawned source"), std::string::npos) << log;
+}
+
+// Issue 32 item 3: the node checked the dataset directory only; a CIFAR
+// batch or a class folder inside it that is a symlink out of data_dirs was
+// read (the job trained with exit 0). Every file and folder a reader opens
+// is now resolved and checked.
+TEST_F(security, data_files_linked_out_of_data_dirs_are_refused) {
+  scratch_dir scratch{"data-links"};
+  const std::string d = scratch.path();
+  fs::create_directories(d + "/data/cifar");
+  fs::create_directories(d + "/outside");
+  write_cifar10(d + "/data/cifar", make_samples(50, 3, 32, 32, 10, 1),
+                make_samples(10, 3, 32, 32, 10, 2));
+  fs::rename(d + "/data/cifar/data_batch_3.bin", d + "/outside/batch.bin");
+  fs::create_symlink(d + "/outside/batch.bin", d + "/data/cifar/data_batch_3.bin");
+  write_image_folder(d + "/data/images", 2, 2, 1);
+  fs::rename(d + "/data/images/train/c1", d + "/outside/c1");
+  fs::create_directory_symlink(d + "/outside/c1", d + "/data/images/train/c1");
+  write_file(d + "/node.yaml", "data_dirs: [data]\n");
+  node_process node{d, "n1", {"--config", d + "/node.yaml"}};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto job = [&](const std::string& name, const std::string& data) {
+    const std::string path = d + "/" + name + ".yaml";
+    write_file(path, "job: transfer\nseed: 42\n"
+                     "nodes: [{name: n1, host: 127.0.0.1, port: " + std::to_string(node.port()) +
+                       "}]\n"
+                     "data:\n" + data + "  batch_size: 8\n  epochs: 1\n"
+                     "backbone: {model: convnet, checkpoint: none, split: [pool1, pool2]}\n"
+                     "tasks: [{name: all, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}]\n"
+                     "heads: [{name: all, task: all}]\n");
+    return run_baton({"run", path});
+  };
+  const std::string outside = "outside the node's data_dirs (" + d + "/data)";
+  auto out = job("cifar", "  kind: cifar10\n  dir: " + d + "/data/cifar\n");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(d + "/data/cifar/data_batch_3.bin: resolved to '" +
+                          fs::canonical(d + "/outside/batch.bin").string() + "', " + outside),
+            std::string::npos)
+    << out.text;
+  out = job("images", "  kind: image-folder\n  dir: " + d + "/data/images\n"
+                      "  shape: [3, 8, 8]\n  classes: 10\n");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find(d + "/data/images/train/c1: resolved to"), std::string::npos)
+    << out.text;
+  EXPECT_NE(out.text.find(outside), std::string::npos) << out.text;
+  EXPECT_EQ(node.log().find("spawned source"), std::string::npos) << node.log();
 }
 
 TEST_F(security, unknown_role_is_refused) {

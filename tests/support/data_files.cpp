@@ -152,4 +152,49 @@ void write_image_folder(const std::string& dir, int classes, int train, int test
   }
 }
 
+namespace {
+
+/// A PNG chunk: length, type, data, CRC-32 of type and data.
+void put_chunk(bytes& out, const char* type, const bytes& data) {
+  put_u32(out, static_cast<uint32_t>(data.size()));
+  bytes typed(type, type + 4);
+  typed.insert(typed.end(), data.begin(), data.end());
+  out.insert(out.end(), typed.begin(), typed.end());
+  put_u32(out, static_cast<uint32_t>(crc32(0, typed.data(), static_cast<uInt>(typed.size()))));
+}
+
+} // namespace
+
+void write_blank_png(const std::string& file, uint32_t w, uint32_t h) {
+  bytes png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  bytes header;
+  put_u32(header, w);
+  put_u32(header, h);
+  header.insert(header.end(), {8, 0, 0, 0, 0}); // 8-bit grey, deflate, no filter, no interlace
+  put_chunk(png, "IHDR", header);
+  // Each row is its filter byte (0) and w zero bytes: deflated row by row.
+  z_stream z{};
+  ASSERT_EQ(deflateInit(&z, Z_BEST_SPEED), Z_OK);
+  const bytes row(static_cast<size_t>(w) + 1, 0);
+  bytes compressed, chunk(1 << 16);
+  auto drain = [&](int flush) {
+    do {
+      z.next_out = chunk.data();
+      z.avail_out = static_cast<uInt>(chunk.size());
+      deflate(&z, flush);
+      compressed.insert(compressed.end(), chunk.data(), z.next_out);
+    } while (z.avail_out == 0);
+  };
+  for (uint32_t y = 0; y < h; ++y) {
+    z.next_in = const_cast<unsigned char*>(row.data());
+    z.avail_in = static_cast<uInt>(row.size());
+    drain(Z_NO_FLUSH);
+  }
+  drain(Z_FINISH);
+  deflateEnd(&z);
+  put_chunk(png, "IDAT", compressed);
+  put_chunk(png, "IEND", {});
+  write_bytes(file, png);
+}
+
 } // namespace baton::testing

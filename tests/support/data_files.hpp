@@ -54,6 +54,11 @@ void write_npy_pair(const std::string& x, const std::string& y, const sample_set
 /// else JPEG (quality 95); a test failure when it cannot be written.
 void write_image(const std::string& file, int w, int h, const std::vector<unsigned char>& rgb);
 
+/// A grey PNG of `w` x `h` black pixels, compressed as it is written (a
+/// 20000 x 20000 one is about 400 KB on disk and 381 MiB decoded): the
+/// image that looks small and is not.
+void write_blank_png(const std::string& file, uint32_t w, uint32_t h);
+
 /// An image folder in `dir`: train/<class>/ and test/<class>/ for each of
 /// `classes` (named c0, c1, ...; class k a colour from dark to light), with
 /// `train` and `test` images of 12x10 pixels a class, PNG and JPEG in turn.

@@ -1,11 +1,10 @@
 // CIFAR-10 and CIFAR-100 in their binary format: records of label byte(s)
 // and 3072 pixel bytes (1024 red, 1024 green, 1024 blue, rows in order).
 
-#include <filesystem>
-#include <fstream>
 
 #include <torch/torch.h>
 
+#include "model/core/data_file.hpp"
 #include "model/core/datasets/readers.hpp"
 #include "model/core/error.hpp"
 
@@ -40,21 +39,17 @@ std::vector<std::string> files_of(const data_spec& spec, split which) {
   return names;
 }
 
-/// The records of `path`, from its size.
-int64_t records_in(const data_spec& spec, const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw file_error(path + ": cannot open: " +
-                     (ec ? ec.message() : std::string{"no such regular file"}) +
-                     " (expected a " + spec.kind + " binary batch file)");
-  const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  if (ec)
-    throw file_error(path + ": cannot read its size: " + ec.message());
-  if (size % record_bytes(spec) != 0)
-    throw file_error(path + ": truncated: " + std::to_string(size) +
+data_file open_batch(const data_spec& spec, const std::string& path) {
+  return data_file(path, spec.roots, "a " + spec.kind + " binary batch file");
+}
+
+/// The records of `file`, from its size.
+int64_t records_in(const data_spec& spec, const data_file& file) {
+  if (file.size() % record_bytes(spec) != 0)
+    throw file_error(file.path() + ": truncated: " + std::to_string(file.size()) +
                      " bytes is not a whole number of " + std::to_string(record_bytes(spec)) +
                      "-byte " + spec.kind + " records");
-  return size / record_bytes(spec);
+  return file.size() / record_bytes(spec);
 }
 
 } // namespace
@@ -63,7 +58,7 @@ split_header cifar_header(const data_spec& spec, split which) {
   split_header h;
   h.shape = {3, cifar_side, cifar_side};
   for (const auto& path : files_of(spec, which))
-    h.samples += records_in(spec, path);
+    h.samples += records_in(spec, open_batch(spec, path));
   return h;
 }
 
@@ -78,13 +73,13 @@ raw_split read_cifar(const data_spec& spec, split which, int64_t count) {
   std::vector<char> record(static_cast<size_t>(record_bytes(spec)));
   int64_t done = 0;
   for (const auto& path : files_of(spec, which)) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      throw file_error(path + ": cannot open (expected a " + spec.kind + " binary batch file)");
-    const int64_t records = records_in(spec, path);
+    if (done == count)
+      break;
+    const data_file file = open_batch(spec, path);
+    const int64_t records = records_in(spec, file);
     for (int64_t r = 0; done < count && r < records; ++r, ++done) {
-      if (!in.read(record.data(), static_cast<std::streamsize>(record.size())))
-        throw file_error(path + ": read error at record " + std::to_string(r));
+      file.read_at(r * record_bytes(spec), record.data(), record.size(),
+                   "record " + std::to_string(r));
       const int64_t label = static_cast<unsigned char>(record[label_offset(spec)]);
       if (label >= classes)
         throw file_error(path + ": record " + std::to_string(r) + " has label " +

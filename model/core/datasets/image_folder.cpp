@@ -1,8 +1,14 @@
 // An image folder: DIR/train/<class>/*.png|*.jpg|*.jpeg and DIR/test/<class>/...,
 // decoded by stb_image and resized by stb_image_resize (Debian's libstb-dev).
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -10,6 +16,7 @@
 #include <stb/stb_image_resize.h>
 #include <torch/torch.h>
 
+#include "model/core/data_file.hpp"
 #include "model/core/datasets/readers.hpp"
 #include "model/core/error.hpp"
 
@@ -36,7 +43,10 @@ std::string split_dir(const data_spec& spec, split which) {
   return spec.path + "/" + split_name(which);
 }
 
-std::vector<std::string> sorted_entries(const std::string& dir, bool directories) {
+/// The entries of `dir` (in the spec's roots): its folders or its images.
+std::vector<std::string> sorted_entries(const data_spec& spec, const std::string& dir,
+                                        bool directories) {
+  check_data_dir(dir, spec.roots);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw file_error(dir + ": not a directory (expected one sub-folder per class of PNG or JPEG "
@@ -56,7 +66,7 @@ std::vector<std::string> sorted_entries(const std::string& dir, bool directories
 std::vector<image_file> list_images(const data_spec& spec, split which) {
   const auto classes = image_folder_classes(spec);
   const std::string dir = split_dir(spec, which);
-  const auto present = sorted_entries(dir, true);
+  const auto present = sorted_entries(spec, dir, true);
   for (const auto& name : present)
     if (!std::binary_search(classes.begin(), classes.end(), name))
       throw file_error(dir + "/" + name + ": a class folder the training split does not have");
@@ -64,7 +74,7 @@ std::vector<image_file> list_images(const data_spec& spec, split which) {
   for (const auto& name : classes) {
     if (!std::binary_search(present.begin(), present.end(), name))
       throw file_error(dir + "/" + name + ": missing class folder (the training split has it)");
-    per_class.push_back(sorted_entries(dir + "/" + name, false));
+    per_class.push_back(sorted_entries(spec, dir + "/" + name, false));
     if (per_class.back().empty())
       throw file_error(dir + "/" + name + ": no PNG or JPEG files in this class folder");
   }
@@ -84,23 +94,70 @@ struct stb_free {
   void operator()(unsigned char* p) const { stbi_image_free(p); }
 };
 
+struct file_closer {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+
+/// An image file open for stb_image: through data_file (in the spec's
+/// roots, a regular file).
+std::unique_ptr<FILE, file_closer> open_image(const data_spec& spec, const std::string& path) {
+  data_file file(path, spec.roots, "a PNG or JPEG image");
+  const int fd = file.release();
+  std::unique_ptr<FILE, file_closer> f{::fdopen(fd, "rb")};
+  if (!f) {
+    ::close(fd);
+    throw file_error(path + ": cannot open: " + std::strerror(errno));
+  }
+  return f;
+}
+
+/// The most one image may take decoded, in MiB (and at most data.memory_mb):
+/// a small PNG can declare 20000 x 20000 pixels, gigabytes once decoded.
+constexpr double max_image_mib = 256;
+
+/// The size its header declares (`w` x `h` of `channels` bytes), checked
+/// before decoding: its decoded bytes must fit the per-image cap and the
+/// data's memory budget.
+void check_image_size(const data_spec& spec, const std::string& path, int w, int h,
+                      int channels) {
+  const double mib = static_cast<double>(w) * h * channels / (1 << 20);
+  const double budget = spec.memory_mb > 0 ? spec.memory_mb : default_memory_mb();
+  if (mib <= std::min(max_image_mib, budget))
+    return;
+  const auto whole = [](double x) { return std::to_string(static_cast<int64_t>(std::ceil(x))); };
+  throw file_error(path + ": a " + std::to_string(w) + "x" + std::to_string(h) + " image of " +
+                   std::to_string(channels) + " channels takes " + whole(mib) +
+                   " MiB decoded, more than " +
+                   (budget < max_image_mib ? "data.memory_mb = " + whole(budget) + " MiB"
+                                           : "the " + whole(max_image_mib) +
+                                               " MiB one image may take") +
+                   " (scale it down)");
+}
+
 /// The [C, H, W] of the first training image, when the spec gives no shape.
 std::vector<int64_t> first_image_shape(const data_spec& spec) {
   const auto files = list_images(spec, split::train);
+  const auto& path = files.front().path;
   int w = 0, h = 0, c = 0;
-  if (!stbi_info(files.front().path.c_str(), &w, &h, &c))
-    throw file_error(files.front().path + ": cannot decode: " + stbi_failure_reason());
+  if (!stbi_info_from_file(open_image(spec, path).get(), &w, &h, &c))
+    throw file_error(path + ": cannot decode: " + stbi_failure_reason());
+  check_image_size(spec, path, w, h, c);
   return {c, h, w};
 }
 
 /// Decodes `file` to `shape` (channels converted by stb_image; resized when
 /// `resize`, else its size must be the shape's) into `out` (C x H x W).
-void decode(const std::string& file, const std::vector<int64_t>& shape, bool resize,
-            uint8_t* out) {
+void decode(const data_spec& spec, const std::string& file, const std::vector<int64_t>& shape,
+            bool resize, uint8_t* out) {
   const int channels = static_cast<int>(shape[0]);
+  auto in = open_image(spec, file);
   int w = 0, h = 0, original = 0;
+  if (!stbi_info_from_file(in.get(), &w, &h, &original))
+    throw file_error(file + ": cannot decode: " + stbi_failure_reason() +
+                     " (expected a PNG or JPEG image)");
+  check_image_size(spec, file, w, h, std::max(original, channels));
   std::unique_ptr<unsigned char, stb_free> pixels{
-    stbi_load(file.c_str(), &w, &h, &original, channels)};
+    stbi_load_from_file(in.get(), &w, &h, &original, channels)};
   if (!pixels)
     throw file_error(file + ": cannot decode: " + stbi_failure_reason() +
                      " (expected a PNG or JPEG image)");
@@ -127,7 +184,7 @@ void decode(const std::string& file, const std::vector<int64_t>& shape, bool res
 } // namespace
 
 std::vector<std::string> image_folder_classes(const data_spec& spec) {
-  auto classes = sorted_entries(split_dir(spec, split::train), true);
+  auto classes = sorted_entries(spec, split_dir(spec, split::train), true);
   if (classes.empty())
     throw file_error(split_dir(spec, split::train) + ": no class folders (expected one "
                      "sub-folder per class of PNG or JPEG files)");
@@ -138,6 +195,7 @@ split_header image_folder_header(const data_spec& spec, split which) {
   split_header h;
   h.shape = spec.shape.empty() ? first_image_shape(spec) : spec.shape;
   h.samples = static_cast<int64_t>(list_images(spec, which).size());
+  check_sample_count(h.samples, h.shape, split_dir(spec, which));
   return h;
 }
 
@@ -154,7 +212,7 @@ raw_split read_image_folder(const data_spec& spec, split which, int64_t count) {
   out.labels = torch::empty({count}, torch::kInt64);
   const int64_t per_sample = shape[0] * shape[1] * shape[2];
   for (int64_t i = 0; i < count; ++i) {
-    decode(files[static_cast<size_t>(i)].path, shape, resize,
+    decode(spec, files[static_cast<size_t>(i)].path, shape, resize,
            out.samples.data_ptr<uint8_t>() + i * per_sample);
     out.labels.data_ptr<int64_t>()[i] = files[static_cast<size_t>(i)].label;
   }

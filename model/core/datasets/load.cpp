@@ -123,6 +123,11 @@ dataset finish(const data_spec& spec, raw_split raw, const normalisation& n) {
   dataset out;
   out.name = spec.kind;
   out.images = normalise(std::move(raw.samples), n);
+  // The files' values are finite (check_finite); a std given so small that
+  // they overflow float32 would train to NaN all the same.
+  if (!torch::isfinite(out.images).all().item<bool>())
+    throw file_error("data.normalize: the samples are not finite once normalised (a std too "
+                     "small for float32?): expected a std near the data's own");
   out.labels = std::move(raw.labels);
   out.classes = data_classes(spec);
   return out;
@@ -169,6 +174,20 @@ void check_labels(const at::Tensor& labels, int64_t classes, const std::string& 
   throw file_error(file + ": label " + std::to_string(labels[i].item<int64_t>()) + " at index " +
                    std::to_string(first + i) + " out of range, expected 0.." +
                    std::to_string(classes - 1) + " (" + std::to_string(classes) + " classes)");
+}
+
+void check_finite(const at::Tensor& samples, const std::string& file) {
+  if (!samples.is_floating_point() || samples.size(0) == 0)
+    return;
+  const auto bad = torch::isfinite(samples).reshape({samples.size(0), -1}).all(1).logical_not();
+  const int64_t count = bad.sum().item<int64_t>();
+  if (count == 0)
+    return;
+  const int64_t first = bad.nonzero()[0][0].item<int64_t>();
+  throw file_error(file + ": " + std::to_string(count) + " of " +
+                   std::to_string(samples.size(0)) + " samples hold NaN or infinite values, " +
+                   "the first is sample " + std::to_string(first) +
+                   " (expected finite numbers: training on them ends in NaN weights)");
 }
 
 void check_sample_count(int64_t samples, const std::vector<int64_t>& shape,
@@ -223,6 +242,31 @@ int64_t data_classes(const data_spec& spec) {
 
 namespace {
 
+/// Where a split's samples are: its file, or its folder.
+std::string files_of(const data_spec& spec, split which) {
+  const auto& files = which == split::train ? spec.train : spec.test;
+  if (spec.kind == "npy")
+    return files.x;
+  if (is_idx(spec))
+    return files.x.empty() || files.x.front() == '/' ? files.x : spec.path + "/" + files.x;
+  if (spec.kind == "image-folder")
+    return spec.path + "/" + split_name(which);
+  return spec.path;
+}
+
+/// A split without samples is refused: an empty training split trains
+/// nothing, an empty test split would report an accuracy of 0 % measured
+/// on nothing (every run reports its test accuracy).
+void check_not_empty(const data_spec& spec, const split_header& h, split which) {
+  if (h.samples > 0)
+    return;
+  throw file_error(files_of(spec, which) + ": the " + split_name(which) +
+                   " split has no samples (expected at least one: " +
+                   (which == split::train ? "a run trains on them"
+                                          : "a run reports its test accuracy on them") +
+                   ")");
+}
+
 /// data.shape, where given for files that say their own shape, must be
 /// theirs: a listed node's models are built for the declared one.
 void check_declared_shape(const data_spec& spec, const split_header& h, split which) {
@@ -239,6 +283,7 @@ data_header read_data_header(const data_spec& spec) {
   data_header h;
   const split_header train = header_of(spec, split::train);
   check_declared_shape(spec, train, split::train);
+  check_not_empty(spec, train, split::train);
   h.shape = train.shape;
   h.train = after_limit(spec, split::train, train.samples);
   const split_header test = header_of(spec, split::test);
@@ -246,6 +291,7 @@ data_header read_data_header(const data_spec& spec) {
     throw file_error("the test split's samples are " + shape_text(test.shape) +
                      ", the training split's " + shape_text(train.shape) +
                      " (expected the same shape)");
+  check_not_empty(spec, test, split::test);
   h.test = after_limit(spec, split::test, test.samples);
   h.classes = data_classes(spec);
   check_memory(spec, h);
@@ -274,6 +320,7 @@ dataset load_data(const data_spec& spec, split which) {
   // files where its normalisation is known (given, or Fashion-MNIST's).
   const split_header own = header_of(spec, which);
   check_declared_shape(spec, own, which);
+  check_not_empty(spec, own, which);
   data_header h;
   h.shape = own.shape;
   (which == split::train ? h.train : h.test) = after_limit(spec, which, own.samples);

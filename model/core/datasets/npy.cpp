@@ -3,13 +3,12 @@
 // dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (N, ...)}
 // padded with spaces, then the array's bytes in C order.
 
-#include <filesystem>
-#include <fstream>
+#include <cctype>
 #include <limits>
-#include <regex>
 
 #include <torch/torch.h>
 
+#include "model/core/data_file.hpp"
 #include "model/core/datasets/readers.hpp"
 #include "model/core/error.hpp"
 
@@ -25,28 +24,142 @@ struct npy_array {
   int64_t file_size = 0;
 };
 
+/// numpy's own cap on a version 1 header (its length field has 2 bytes);
+/// versions 2 and 3 are held to it too.
 constexpr int64_t max_header_bytes = 1 << 16;
+/// The longest 'descr' read: a type such as '<f4' has three.
+constexpr size_t max_descr_chars = 32;
+/// The largest dimension read: more digits are an error, not an overflow.
+constexpr size_t max_dimension_digits = 18;
 
-/// One entry of the header dict, e.g. 'descr': '<f4' -> "<f4".
-std::string dict_entry(const std::string& header, const std::string& key,
-                       const std::string& value_pattern, const std::string& path) {
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'" + key + "'\\s*:\\s*" + value_pattern)))
-    throw file_error(path + ": the .npy header has no readable '" + key + "' (header: " +
-                     header + ")");
-  return m[1].str();
-}
+/// The header dict, parsed by hand: a Python literal of quoted keys and
+/// values that are quoted strings, True/False or tuples of integers. Linear
+/// in the header's length (a regex over a 40 KB header recursed until the
+/// stack ran out).
+class header_parser {
+public:
+  header_parser(const std::string& text, const std::string& path) : text_(text), path_(path) {}
 
-npy_array read_npy_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::error_code ec;
-  if (!in || !std::filesystem::is_regular_file(path, ec))
-    throw file_error(path + ": cannot open (expected a numpy .npy file)");
+  /// Reads the dict into `a`; throws file_error naming the file and field.
+  void parse(npy_array& a) {
+    bool has_descr = false, has_order = false, has_shape = false;
+    expect('{');
+    while (skip_spaces() != '}') {
+      const std::string key = quoted("a key");
+      expect(':');
+      if (key == "descr") {
+        a.descr = quoted("'descr'");
+        if (a.descr.size() > max_descr_chars)
+          throw bad("a 'descr' of " + std::to_string(a.descr.size()) + " characters (expected a "
+                    "numpy type such as '<f4')");
+        has_descr = true;
+      } else if (key == "fortran_order") {
+        if (word() == "True")
+          throw file_error(path_ + ": the array is in Fortran order, expected C order (save "
+                           "np.ascontiguousarray(x))");
+        has_order = true;
+      } else if (key == "shape") {
+        a.shape = dimensions();
+        has_shape = true;
+      } else {
+        throw bad("an unknown key '" + key + "' (expected 'descr', 'fortran_order', 'shape')");
+      }
+      if (skip_spaces() == ',')
+        ++at_;
+      else if (skip_spaces() != '}')
+        throw bad("'" + key + "' followed by neither ',' nor '}'");
+    }
+    ++at_;
+    if (skip_spaces() != '\0')
+      throw bad("text after the closing '}'");
+    const std::pair<bool, const char*> keys[] = {
+      {has_descr, "descr"}, {has_order, "fortran_order"}, {has_shape, "shape"}};
+    for (const auto& [has, key] : keys)
+      if (!has)
+        throw file_error(path_ + ": the .npy header has no readable '" + key + "'");
+  }
+
+private:
+  /// The next character after spaces and newlines ('\0' at the end).
+  char skip_spaces() {
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t'))
+      ++at_;
+    return at_ < text_.size() ? text_[at_] : '\0';
+  }
+
+  void expect(char c) {
+    if (skip_spaces() != c)
+      throw bad(std::string{"no '"} + c + "' where one was expected");
+    ++at_;
+  }
+
+  std::string quoted(const std::string& what) {
+    const char quote = skip_spaces();
+    if (quote != '\'' && quote != '"')
+      throw bad(what + " that is not a quoted string");
+    const size_t close = text_.find(quote, at_ + 1);
+    if (close == std::string::npos)
+      throw bad(what + " without its closing quote");
+    std::string value = text_.substr(at_ + 1, close - at_ - 1);
+    at_ = close + 1;
+    return value;
+  }
+
+  std::string word() {
+    skip_spaces();
+    const size_t begin = at_;
+    while (at_ < text_.size() && std::isalpha(static_cast<unsigned char>(text_[at_])))
+      ++at_;
+    std::string w = text_.substr(begin, at_ - begin);
+    if (w != "True" && w != "False")
+      throw bad("'fortran_order' that is neither True nor False");
+    return w;
+  }
+
+  /// A tuple of non-negative integers: (), (4,), (4, 28, 28).
+  std::vector<int64_t> dimensions() {
+    expect('(');
+    std::vector<int64_t> out;
+    while (skip_spaces() != ')') {
+      if (text_[at_] == '-')
+        throw bad("a negative dimension in 'shape' (expected sizes from 0)");
+      const size_t begin = at_;
+      while (at_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[at_])))
+        ++at_;
+      if (at_ == begin)
+        throw bad("a 'shape' that is not a tuple of integers");
+      if (at_ - begin > max_dimension_digits)
+        throw bad("a dimension of " + std::to_string(at_ - begin) + " digits in 'shape' "
+                  "(expected at most " + std::to_string(max_dimension_digits) + ")");
+      out.push_back(std::stoll(text_.substr(begin, at_ - begin)));
+      if (skip_spaces() == ',')
+        ++at_;
+      else if (skip_spaces() != ')')
+        throw bad("a 'shape' that is not a tuple of integers");
+    }
+    ++at_;
+    return out;
+  }
+
+  file_error bad(const std::string& what) const {
+    return file_error(path_ + ": the .npy header has " + what + " at byte " +
+                      std::to_string(at_) + " of its dict");
+  }
+
+  const std::string& text_;
+  const std::string& path_;
+  size_t at_ = 0;
+};
+
+npy_array read_npy_header(const data_file& file) {
+  const std::string& path = file.path();
   npy_array a;
-  a.file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  a.file_size = file.size();
   unsigned char start[8] = {};
-  if (!in.read(reinterpret_cast<char*>(start), 8) ||
-      std::string(reinterpret_cast<char*>(start), 6) != "\x93NUMPY")
+  if (a.file_size < 8)
+    throw file_error(path + ": not a numpy .npy file (shorter than its magic and version)");
+  file.read_at(0, start, 8, "the .npy magic");
+  if (std::string(reinterpret_cast<char*>(start), 6) != "\x93NUMPY")
     throw file_error(path + ": not a numpy .npy file (no \\x93NUMPY magic)");
   const int major = start[6];
   if (major < 1 || major > 3)
@@ -55,26 +168,16 @@ npy_array read_npy_header(const std::string& path) {
   int64_t length = 0;
   const int length_bytes = major == 1 ? 2 : 4;
   unsigned char bytes[4] = {};
-  if (!in.read(reinterpret_cast<char*>(bytes), length_bytes))
-    throw file_error(path + ": truncated .npy header");
+  file.read_at(8, bytes, static_cast<size_t>(length_bytes), "the .npy header length");
   for (int i = length_bytes - 1; i >= 0; --i)
     length = length * 256 + bytes[i];
   if (length > max_header_bytes)
     throw file_error(path + ": .npy header of " + std::to_string(length) + " bytes, expected at most " +
                      std::to_string(max_header_bytes));
   std::string header(static_cast<size_t>(length), '\0');
-  if (!in.read(header.data(), length))
-    throw file_error(path + ": truncated .npy header");
+  file.read_at(8 + length_bytes, header.data(), static_cast<size_t>(length), "the .npy header");
   a.data_offset = 8 + length_bytes + length;
-  a.descr = dict_entry(header, "descr", "'([^']*)'", path);
-  if (dict_entry(header, "fortran_order", "(True|False)", path) == "True")
-    throw file_error(path + ": the array is in Fortran order, expected C order (save "
-                     "np.ascontiguousarray(x))");
-  const std::string dims = dict_entry(header, "shape", "\\(([^)]*)\\)", path);
-  std::regex number("\\d+");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number);
-       it != std::sregex_iterator(); ++it)
-    a.shape.push_back(std::stoll(it->str()));
+  header_parser(header, path).parse(a);
   return a;
 }
 
@@ -90,20 +193,18 @@ int64_t item_size(const std::string& descr) {
   return 0;
 }
 
-/// Reads `count` rows of `a` (each `row_bytes`) from `path`, checking the
+/// Reads `count` rows of `a` (each `row_bytes`) from `file`, checking the
 /// file holds every row its header declares.
-void read_rows(const std::string& path, const npy_array& a, int64_t count, int64_t row_bytes,
+void read_rows(const data_file& file, const npy_array& a, int64_t count, int64_t row_bytes,
                void* out) {
   const int64_t rows = a.shape.empty() ? 0 : a.shape[0];
   const int64_t expected = a.data_offset + rows * row_bytes;
   if (a.file_size < expected)
-    throw file_error(path + ": truncated: the header declares " + std::to_string(rows) +
+    throw file_error(file.path() + ": truncated: the header declares " + std::to_string(rows) +
                      " rows (" + std::to_string(expected) + " bytes in all), the file has " +
                      std::to_string(a.file_size) + " bytes");
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(a.data_offset);
-  if (!in.read(static_cast<char*>(out), count * row_bytes))
-    throw file_error(path + ": read error");
+  if (count > 0)
+    file.read_at(a.data_offset, out, static_cast<size_t>(count * row_bytes), "the array");
 }
 
 const data_spec::split_files& files_of(const data_spec& spec, split which) {
@@ -113,9 +214,14 @@ const data_spec::split_files& files_of(const data_spec& spec, split which) {
   return files;
 }
 
+data_file open_npy(const std::string& path, const data_spec& spec) {
+  return data_file(path, spec.roots, "a numpy .npy file");
+}
+
 /// The samples' header, checked: [N, H, W] or [N, C, H, W] of uint8 or float32.
-std::pair<npy_array, split_header> x_header(const std::string& path) {
-  npy_array a = read_npy_header(path);
+std::pair<npy_array, split_header> x_header(const data_file& file) {
+  const std::string& path = file.path();
+  npy_array a = read_npy_header(file);
   if (a.descr != "|u1" && a.descr != "<f4")
     throw file_error(path + ": x has dtype '" + a.descr + "', expected uint8 ('|u1') or "
                      "float32 ('<f4')");
@@ -131,8 +237,9 @@ std::pair<npy_array, split_header> x_header(const std::string& path) {
 }
 
 /// The labels' header, checked against the samples: [N] of integers.
-npy_array y_header(const std::string& path, int64_t samples) {
-  npy_array a = read_npy_header(path);
+npy_array y_header(const data_file& file, int64_t samples) {
+  const std::string& path = file.path();
+  npy_array a = read_npy_header(file);
   if (item_size(a.descr) == 0 || a.descr == "<f4")
     throw file_error(path + ": y has dtype '" + a.descr + "', expected little-endian integers "
                      "(e.g. int64 '<i8' or uint8 '|u1')");
@@ -143,8 +250,8 @@ npy_array y_header(const std::string& path, int64_t samples) {
   return a;
 }
 
-/// The first `count` labels of `path`, as int64.
-at::Tensor read_labels(const std::string& path, const npy_array& a, int64_t count) {
+/// The first `count` labels of `file`, as int64.
+at::Tensor read_labels(const data_file& file, const npy_array& a, int64_t count) {
   static const std::vector<std::pair<std::string, at::ScalarType>> types = {
     {"|u1", torch::kUInt8}, {"|i1", torch::kInt8},  {"<i2", torch::kInt16},
     {"<i4", torch::kInt32}, {"<i8", torch::kInt64}, {"<u2", torch::kInt16},
@@ -154,43 +261,50 @@ at::Tensor read_labels(const std::string& path, const npy_array& a, int64_t coun
     if (a.descr == name)
       type = t;
   auto raw = torch::empty({count}, type);
-  read_rows(path, a, count, item_size(a.descr), raw.data_ptr());
+  read_rows(file, a, count, item_size(a.descr), raw.data_ptr());
   // Unsigned types are read as signed ones of their width: a value with the
   // top bit set reads negative, and is out of range like any label < 0.
   return raw.to(torch::kInt64);
+}
+
+int64_t row_bytes(const npy_array& x, const split_header& h) {
+  return item_size(x.descr) * h.shape[0] * h.shape[1] * h.shape[2];
 }
 
 } // namespace
 
 split_header npy_header(const data_spec& spec, split which) {
   const auto& files = files_of(spec, which);
-  auto [x, h] = x_header(files.x);
-  read_rows(files.x, x, 0, item_size(x.descr) * h.shape[0] * h.shape[1] * h.shape[2], nullptr);
-  read_rows(files.y, y_header(files.y, h.samples), 0, 0, nullptr);
+  const data_file x_file = open_npy(files.x, spec), y_file = open_npy(files.y, spec);
+  auto [x, h] = x_header(x_file);
+  read_rows(x_file, x, 0, row_bytes(x, h), nullptr);
+  read_rows(y_file, y_header(y_file, h.samples), 0, 0, nullptr);
   return h;
 }
 
 raw_split read_npy(const data_spec& spec, split which, int64_t count) {
   const auto& files = files_of(spec, which);
-  auto [x, h] = x_header(files.x);
-  const npy_array y = y_header(files.y, h.samples);
+  const data_file x_file = open_npy(files.x, spec), y_file = open_npy(files.y, spec);
+  auto [x, h] = x_header(x_file);
+  const npy_array y = y_header(y_file, h.samples);
   count = std::min(count, h.samples);
   raw_split out;
   out.samples = torch::empty({count, h.shape[0], h.shape[1], h.shape[2]},
                              x.descr == "|u1" ? torch::kUInt8 : torch::kFloat32);
-  read_rows(files.x, x, count, item_size(x.descr) * h.shape[0] * h.shape[1] * h.shape[2],
-            out.samples.data_ptr());
-  out.labels = read_labels(files.y, y, count);
+  read_rows(x_file, x, count, row_bytes(x, h), out.samples.data_ptr());
+  check_finite(out.samples, files.x);
+  out.labels = read_labels(y_file, y, count);
   check_labels(out.labels, data_classes(spec), files.y);
   return out;
 }
 
 int64_t npy_classes(const data_spec& spec) {
   const auto& files = files_of(spec, split::train);
-  const auto [x, h] = x_header(files.x);
-  const npy_array y = y_header(files.y, h.samples);
+  const data_file x_file = open_npy(files.x, spec), y_file = open_npy(files.y, spec);
+  const auto [x, h] = x_header(x_file);
+  const npy_array y = y_header(y_file, h.samples);
   const int64_t count = spec.train_limit > 0 ? std::min(spec.train_limit, h.samples) : h.samples;
-  auto labels = read_labels(files.y, y, count);
+  auto labels = read_labels(y_file, y, count);
   if (count == 0)
     throw file_error(files.y + ": no labels (the training split is empty)");
   check_labels(labels, std::numeric_limits<int64_t>::max(), files.y);

@@ -37,6 +37,11 @@ std::string split_name(split which);
 void check_labels(const at::Tensor& labels, int64_t classes, const std::string& file,
                   int64_t first = 0);
 
+/// Throws file_error naming `file`, how many of `samples` (float32 [N, ...])
+/// hold a NaN or an infinity and the index of the first: training on them
+/// ends in NaN weights (load.cpp). Other types cannot hold either.
+void check_finite(const at::Tensor& samples, const std::string& file);
+
 /// Throws file_error unless `size` bytes can be read from `file` at once:
 /// a corrupt header must not become a multi-gigabyte allocation (load.cpp).
 void check_sample_count(int64_t samples, const std::vector<int64_t>& shape,

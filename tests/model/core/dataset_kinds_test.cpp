@@ -2,8 +2,15 @@
 // (IDX raw and gzip, CIFAR-10/100 binary, numpy .npy, PNG and JPEG folders),
 // normalisation, the memory budget and the errors that name file and index.
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -445,4 +452,194 @@ TEST_F(dataset_kinds, over_the_memory_budget_is_refused_naming_it) {
   spec.memory_mb = 2;
   spec.train_limit = 50; // what the error says to lower: 150 samples, 1.8 MiB
   EXPECT_EQ(load_splits(spec).first.size(), 50);
+}
+
+// -- hostile files (issue 32) -------------------------------------------------------
+
+// Item 3: a node's data_dirs (data_spec::roots) hold for every file and
+// folder a reader opens, resolved: a class folder, an image, a CIFAR batch,
+// an npy or an IDX file that is a symlink out of the roots is refused.
+TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
+  const std::string root = path("root"), outside = path("outside");
+  fs::create_directories(root);
+  fs::create_directories(outside);
+  const std::string needle = "outside the node's data_dirs (" + root + ")";
+  // CIFAR-10: one batch of the five is a link to a batch outside.
+  write_cifar10(root + "/cifar", make_samples(10, 3, 32, 32, 10, 20),
+                make_samples(2, 3, 32, 32, 10, 21));
+  fs::rename(root + "/cifar/data_batch_2.bin", outside + "/batch.bin");
+  fs::create_symlink(outside + "/batch.bin", root + "/cifar/data_batch_2.bin");
+  data_spec cifar;
+  cifar.kind = "cifar10";
+  cifar.path = root + "/cifar";
+  EXPECT_EQ(load_splits(cifar).first.size(), 10) << "no roots: a link is followed";
+  cifar.roots = {root};
+  expect_error_naming([&] { load_splits(cifar); },
+                      {root + "/cifar/data_batch_2.bin: resolved to '" +
+                         fs::canonical(outside + "/batch.bin").string() + "'",
+                       needle});
+  // An image folder: a class folder that is a link out, then an image.
+  write_three_classes(root + "/images");
+  fs::rename(root + "/images/train/bee", outside + "/bee");
+  fs::create_directory_symlink(outside + "/bee", root + "/images/train/bee");
+  data_spec images;
+  images.kind = "image-folder";
+  images.path = root + "/images";
+  images.shape = {3, 8, 8};
+  EXPECT_EQ(load_splits(images).first.size(), 6);
+  images.roots = {root};
+  expect_error_naming([&] { load_splits(images); }, {root + "/images/train/bee", needle});
+  fs::remove(root + "/images/train/bee");
+  fs::create_directories(root + "/images/train/bee");
+  fs::create_symlink(outside + "/bee/a.png", root + "/images/train/bee/a.png");
+  expect_error_naming([&] { load_splits(images); }, {root + "/images/train/bee/a.png", needle});
+  // npy and IDX: a file that is a link out.
+  write_npy_pair(outside + "/x.npy", root + "/y_train.npy", make_samples(4, 1, 2, 2, 2, 22));
+  write_npy_pair(root + "/x_test.npy", root + "/y_test.npy", make_samples(4, 1, 2, 2, 2, 23));
+  fs::create_symlink(outside + "/x.npy", root + "/x_train.npy");
+  data_spec npy = npy_spec(root);
+  npy.roots = {root};
+  expect_error_naming([&] { load_splits(npy); }, {root + "/x_train.npy", needle});
+  write_idx(root, "tr-x.idx", "tr-y.idx", make_samples(4, 1, 2, 2, 2, 24), false, false);
+  write_idx(root, "te-x.gz", "te-y.gz", make_samples(4, 1, 2, 2, 2, 25), true, false);
+  fs::rename(root + "/tr-y.idx", outside + "/labels.idx");
+  fs::create_symlink(outside + "/labels.idx", root + "/tr-y.idx");
+  data_spec idx = idx_spec(root);
+  EXPECT_EQ(load_splits(idx).first.size(), 4);
+  idx.roots = {root};
+  expect_error_naming([&] { read_data_header(idx); }, {root + "/tr-y.idx", needle});
+}
+
+// Item 4: a header parsed without a regex (a 40 KB one overflowed the
+// stack: tests/apps/data_kinds_test.cpp runs that through the binary) and
+// its dimensions read strictly.
+TEST_F(dataset_kinds, npy_hostile_headers_are_refused_naming_file_and_field) {
+  const auto s = make_samples(4, 1, 2, 2, 2, 26);
+  write_npy_pair(path("x_test.npy"), path("y_test.npy"), s);
+  write_bytes(path("y_train.npy"), npy_of("<i8", {4}, s.labels));
+  const data_spec spec = npy_spec(dir_);
+  const std::string x = path("x_train.npy");
+  auto refused = [&](const std::string& header, const std::string& needle) {
+    write_bytes(x, npy_bytes_with_header(header, s.pixels.data(), 16));
+    expect_error_naming([&] { read_data_header(spec); }, x + ": " + needle);
+  };
+  refused("{'descr': '|u1', 'fortran_order': False, 'shape': (-4, 1, 2, 2), }",
+          "the .npy header has a negative dimension in 'shape'");
+  refused("{'descr': '|u1', 'fortran_order': False, 'shape': (12345678901234567890123, 1, 2, 2), }",
+          "the .npy header has a dimension of 23 digits in 'shape'");
+  refused("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 1, 2, 2x), }",
+          "the .npy header has a 'shape' that is not a tuple of integers");
+  refused("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 1, 2, 2), 'extra': 1}",
+          "the .npy header has an unknown key 'extra'");
+  refused("{'descr': '|u1' 'fortran_order': False, 'shape': (4, 1, 2, 2)}",
+          "the .npy header has 'descr' followed by neither ',' nor '}'");
+  // 40 KB of padding inside the dict is still a header numpy reads.
+  write_bytes(x, npy_bytes_with_header("{'descr': '|u1', 'fortran_order': False, 'shape': (4," +
+                                         std::string(40000, ' ') + "1, 2, 2), }",
+                                       s.pixels.data(), 16));
+  EXPECT_EQ(read_data_header(spec).shape, (std::vector<int64_t>{1, 2, 2}));
+  // Version 2 (a 4-byte length) of 100 KB: over numpy's 64 KiB.
+  bytes v2 = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xa0, 0x86, 0x01, 0x00}; // 100000
+  v2.resize(v2.size() + 100000, ' ');
+  write_bytes(x, v2);
+  expect_error_naming([&] { read_data_header(spec); },
+                      x + ": .npy header of 100000 bytes, expected at most 65536");
+}
+
+// Item 7: a FIFO (or a directory) where a file is expected: refused at
+// once, not read without end. A writer opens the FIFO after 3 s so that a
+// reader that blocks returns (and the test fails) instead of hanging.
+TEST_F(dataset_kinds, a_fifo_or_a_directory_as_a_data_file_is_refused_at_once) {
+  const auto s = make_samples(4, 1, 2, 2, 2, 27);
+  write_npy_pair(path("x_test.npy"), path("y_test.npy"), s);
+  write_bytes(path("y_train.npy"), npy_of("<i8", {4}, s.labels));
+  const std::string x = path("x_train.npy");
+  ASSERT_EQ(::mkfifo(x.c_str(), 0600), 0);
+  std::thread unblock([x] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    int fd = ::open(x.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0)
+      ::close(fd);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  expect_error_naming([&] { read_data_header(npy_spec(dir_)); },
+                      x + ": cannot open: not a regular file (a FIFO; expected a numpy .npy file)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  unblock.join();
+  // A CIFAR batch that is a FIFO, then a directory.
+  write_cifar10(path("cifar"), make_samples(5, 3, 32, 32, 10, 28), make_samples(2, 3, 32, 32, 10, 29));
+  data_spec cifar;
+  cifar.kind = "cifar10";
+  cifar.path = path("cifar");
+  const std::string batch = path("cifar/test_batch.bin");
+  fs::remove(batch);
+  ASSERT_EQ(::mkfifo(batch.c_str(), 0600), 0);
+  expect_error_naming([&] { read_data_header(cifar); },
+                      batch + ": cannot open: not a regular file (a FIFO;");
+  fs::remove(batch);
+  fs::create_directory(batch);
+  expect_error_naming([&] { read_data_header(cifar); },
+                      batch + ": cannot open: not a regular file (a directory;");
+}
+
+// Item 8: an image's size is read from its header and checked before it is
+// decoded: against the per-image cap (a 20000 x 20000 PNG of 400 KB decodes
+// to 381 MiB) and against data.memory_mb.
+TEST_F(dataset_kinds, an_image_too_large_once_decoded_is_refused_before_decoding) {
+  write_three_classes(dir_);
+  data_spec spec;
+  spec.kind = "image-folder";
+  spec.path = dir_;
+  spec.shape = {3, 8, 8};
+  const std::string big = dir_ + "/train/ant/a.png";
+  write_blank_png(big, 20000, 20000);
+  EXPECT_LT(fs::file_size(big), 1u << 20);
+  expect_error_naming([&] { load_splits(spec); },
+                      big + ": a 20000x20000 image of 3 channels takes 1145 MiB decoded, more "
+                            "than the 256 MiB one image may take (scale it down)");
+  write_blank_png(big, 4000, 3000);
+  spec.memory_mb = 16; // 3 channels: 34.3 MiB
+  expect_error_naming([&] { load_splits(spec); },
+                      big + ": a 4000x3000 image of 3 channels takes 35 MiB decoded, more than "
+                            "data.memory_mb = 16 MiB");
+  spec.memory_mb = 64;
+  EXPECT_EQ(load_splits(spec).first.size(), 6);
+}
+
+// Item 11: NaN or infinity in the samples: refused at load, counted, the
+// first named, not trained into NaN weights.
+TEST_F(dataset_kinds, non_finite_samples_are_refused_naming_file_and_sample) {
+  std::vector<float> x(6 * 4, 0.5f);
+  x[3 * 4 + 1] = std::numeric_limits<float>::quiet_NaN();
+  x[5 * 4 + 0] = -std::numeric_limits<float>::infinity();
+  write_bytes(path("x_train.npy"), npy_of("<f4", {6, 1, 2, 2}, x));
+  write_bytes(path("y_train.npy"), npy_of<int64_t>("<i8", {6}, {0, 1, 0, 1, 0, 1}));
+  write_bytes(path("x_test.npy"), npy_of("<f4", {2, 1, 2, 2}, std::vector<float>(8, 0.5f)));
+  write_bytes(path("y_test.npy"), npy_of<int64_t>("<i8", {2}, {0, 1}));
+  data_spec spec = npy_spec(dir_);
+  expect_error_naming([&] { load_splits(spec); },
+                      path("x_train.npy") + ": 2 of 6 samples hold NaN or infinite values, the "
+                                            "first is sample 3");
+  spec.train_limit = 3; // the samples read are finite
+  EXPECT_EQ(load_splits(spec).first.size(), 3);
+}
+
+// Item 12: an empty split is refused where its headers are read, not
+// reported as a test accuracy of 0 %.
+TEST_F(dataset_kinds, an_empty_split_is_refused_naming_it) {
+  write_cifar10(dir_, make_samples(5, 3, 32, 32, 10, 30), make_samples(2, 3, 32, 32, 10, 31));
+  write_bytes(path("test_batch.bin"), {});
+  data_spec cifar;
+  cifar.kind = "cifar10";
+  cifar.path = dir_;
+  const std::string needle = dir_ + ": the test split has no samples";
+  expect_error_naming([&] { read_data_header(cifar); }, needle);
+  expect_error_naming([&] { load_splits(cifar); }, needle);
+  expect_error_naming([&] { load_data(cifar, split::test); }, needle);
+  const auto s = make_samples(4, 1, 2, 2, 2, 32);
+  write_npy_pair(path("x_train.npy"), path("y_train.npy"), s);
+  write_bytes(path("x_test.npy"), npy_bytes("|u1", {0, 1, 2, 2}, nullptr, 0));
+  write_bytes(path("y_test.npy"), npy_of<int64_t>("<i8", {0}, {}));
+  expect_error_naming([&] { read_data_header(npy_spec(dir_)); },
+                      path("x_test.npy") + ": the test split has no samples");
 }

@@ -212,6 +212,26 @@ TEST_F(dataset_files, fashion_mnist_truncated_and_corrupt_gzip) {
   expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test); }, images);
 }
 
+// Issue 32 item 10: with a limit that stops before the end, the rest of a
+// gzip file is still read through zlib, so its CRC-32 covers the whole file:
+// corruption past the limit (or in the prefix, where it may still inflate)
+// is refused, not trained on with exit 0.
+TEST_F(dataset_files, fashion_mnist_limit_still_checks_the_whole_gzip_file) {
+  const std::string real = fmnist_dir + "/t10k-images-idx3-ubyte.gz";
+  auto gz = read_bytes(real);
+  ASSERT_GT(gz.size(), 100000u);
+  fs::copy_file(fmnist_dir + "/t10k-labels-idx1-ubyte.gz", path("t10k-labels-idx1-ubyte.gz"));
+  auto corrupt = gz;
+  for (size_t i = gz.size() / 3; i < gz.size() / 3 + 64; ++i)
+    corrupt[i] ^= 0x5a;
+  write_file("t10k-images-idx3-ubyte.gz", corrupt);
+  // 100 samples: the first 78 KB of 7.8 MB, far before the flipped bytes.
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test, 100); },
+                      path("t10k-images-idx3-ubyte.gz") + ": corrupt gzip data");
+  write_file("t10k-images-idx3-ubyte.gz", gz);
+  EXPECT_EQ(load_fashion_mnist(dir_.string(), split::test, 100).size(), 100);
+}
+
 // -- synthetic ------------------------------------------------------------------------
 
 TEST(dataset, synthetic_is_deterministic_and_learnable) {
