@@ -52,25 +52,8 @@ struct role_type {
 };
 
 /// A role's factory from its parts: parses `args.settings` with `parse`,
-/// checks the files they name with `check` (which may also confine the
-/// settings' readers to the roots: source's check_paths), then spawns with
-/// `spawn`; starts nothing when a part fails.
-template <class Spec>
-caf::expected<caf::actor>
-parse_check_spawn(caf::actor_system& sys, const spawn_args& args,
-                  caf::expected<Spec> (*parse)(const std::string&),
-                  caf::error (*check)(Spec&, const path_roots&),
-                  caf::expected<caf::actor> (*spawn)(caf::actor_system&, const std::string&,
-                                                     const std::string&, const Spec&)) {
-  auto spec = parse(args.settings);
-  if (!spec)
-    return spec.error();
-  if (auto err = check(*spec, args.roots))
-    return err;
-  return spawn(sys, args.name, args.node, *spec);
-}
-
-/// The same with a `check` that only reads the settings.
+/// checks the files they name with `check`, then spawns with `spawn`; starts
+/// nothing when a part fails.
 template <class Spec>
 caf::expected<caf::actor>
 parse_check_spawn(caf::actor_system& sys, const spawn_args& args,

@@ -273,9 +273,8 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
   return spawn_detached(sys, name, source_behavior, std::move(setup));
 }
 
-caf::error check_paths(source_settings& spec, const path_roots& roots) {
-  model::data_spec& data = spec.data;
-  data.roots = roots.data_dirs;
+caf::error check_paths(const source_settings& spec, const path_roots& roots) {
+  const model::data_spec& data = spec.data;
   if (data.synthetic()) // generated in memory: reads no file
     return caf::none;
   if (data.kind != "npy")

@@ -41,10 +41,8 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
 
 /// Refuses (errc::bad_file) a source whose settings read a file outside the
 /// node's roots: its dataset directory (npy: its files) against `data_dirs` (not for the
-/// synthetic data set); and confines its readers to them (data_spec::roots), which
-/// check every file and folder they open, resolved: a class folder, a batch or an image
-/// that is a symlink out of the roots is refused as it is read.
-caf::error check_paths(source_settings& spec, const path_roots& roots);
+/// synthetic data set).
+caf::error check_paths(const source_settings& spec, const path_roots& roots);
 
 /// The `source` role of a node's role table: parses the settings, checks
 /// their files (check_paths) and spawns; starts nothing on any error.

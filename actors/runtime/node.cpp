@@ -27,6 +27,7 @@
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/data_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -287,6 +288,9 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop,
     return 2;
   }
   log_restrictions(settings);
+  // The data readers check every file and folder they open against data_dirs
+  // (resolved), not only the dataset directory the spawn request names.
+  model::set_data_roots(settings.paths.data_dirs);
   caf::actor_system_config cfg;
   configure(cfg, settings.system);
   caf::actor_system sys{cfg};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "model/core/error.hpp"
 
@@ -75,15 +76,35 @@ root_check check_roots(const std::string& path, const std::vector<std::string>& 
   return c;
 }
 
-void check_data_dir(const std::string& path, const std::vector<std::string>& roots) {
+namespace {
+
+std::mutex roots_mutex;
+std::vector<std::string>& roots_store() {
+  static std::vector<std::string> roots;
+  return roots;
+}
+
+} // namespace
+
+void set_data_roots(std::vector<std::string> roots) {
+  std::lock_guard<std::mutex> lock(roots_mutex);
+  roots_store() = std::move(roots);
+}
+
+std::vector<std::string> data_roots() {
+  std::lock_guard<std::mutex> lock(roots_mutex);
+  return roots_store();
+}
+
+void check_data_dir(const std::string& path) {
+  const auto roots = data_roots();
   const root_check c = check_roots(path, roots);
   if (!c.inside)
     throw file_error(outside_message(path, c, roots));
 }
 
-data_file::data_file(const std::string& path, const std::vector<std::string>& roots,
-                     const std::string& expected)
-    : path_(path) {
+data_file::data_file(const std::string& path, const std::string& expected) : path_(path) {
+  const auto roots = data_roots();
   // realpath, then open the resolved name without following a last symlink:
   // a link swapped in between is refused, not followed.
   std::unique_ptr<char, decltype(&std::free)> resolved{::realpath(path.c_str(), nullptr),

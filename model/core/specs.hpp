@@ -84,10 +84,6 @@ struct data_spec {
   /// splits); 0: half of the machine's physical memory.
   double memory_mb = 0;
   uint64_t seed = 42; ///< synthetic: the training split's seed (test: seed + 1)
-  /// Where its files may be read (a node's data_dirs; model/core/data_file.hpp):
-  /// every file and folder is resolved and refused outside them. Empty:
-  /// anywhere. Set by the node that reads the data, not by any file or message.
-  std::vector<std::string> roots;
 
   bool synthetic() const { return kind == "synthetic"; }
   /// The training samples as far as they are known without reading a file:

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "actors/config/role_settings.hpp"
+#include "actors/modes/data_parallel/shard.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/pipeline/stage.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/transfer/head.hpp"
@@ -518,4 +520,30 @@ TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
   source.data.kind = "synthetic";
   EXPECT_FALSE(check_paths(source, roots)) << "synthetic data reads no directory";
   EXPECT_FALSE(check_paths(stage_with("/etc/passwd"), {})) << "no roots: unrestricted";
+  // Issue 32 item 3: a data-parallel worker's and shard's TorchScript model
+  // was loaded from anywhere.
+  client c;
+  actors::data_parallel::worker_settings worker;
+  worker.model.name = "torchscript";
+  worker.model.path = dir + "/checkpoints/link/model.pt";
+  worker.data.data.kind = "synthetic";
+  const std::string worker_yaml = actors::data_parallel::to_yaml(worker);
+  auto spawned = actors::data_parallel::spawn_worker_role(
+    *c.sys, {"w0", "n1", worker_yaml, roots});
+  ASSERT_FALSE(spawned);
+  EXPECT_NE(describe(spawned.error()).find("TorchScript file '" + worker.model.path +
+                                           "' (resolved: '" +
+                                           fs::canonical(dir + "/outside/model.pt").string() +
+                                           "') is outside the node's checkpoint_dir"),
+            std::string::npos)
+    << describe(spawned.error());
+  actors::data_parallel::shard_settings shard;
+  shard.model = worker.model;
+  shard.data.data.kind = "synthetic";
+  const std::string shard_yaml = actors::data_parallel::to_yaml(shard);
+  auto shard_spawned = actors::data_parallel::spawn_shard_role(
+    *c.sys, {"s0", "n1", shard_yaml, roots});
+  ASSERT_FALSE(shard_spawned);
+  EXPECT_NE(describe(shard_spawned.error()).find("TorchScript file"), std::string::npos)
+    << describe(shard_spawned.error());
 }

@@ -203,7 +203,7 @@ shard_optimizer make_core(const shard_settings& spec, int64_t steps_per_epoch) {
 }
 
 /// Its data (the split's size) and its checkpoints, where the node lets it.
-caf::error check_shard_paths(shard_settings& spec, const path_roots& roots) {
+caf::error check_shard_paths(const shard_settings& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
   if (auto err = check_checkpoint_path(spec.model.name == "torchscript" ? spec.model.path : "",

@@ -634,7 +634,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
 
 namespace {
 
-caf::error check_worker_paths(worker_settings& spec, const path_roots& roots) {
+caf::error check_worker_paths(const worker_settings& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
   if (auto err = check_checkpoint_path(spec.checkpoint, "checkpoint", roots))

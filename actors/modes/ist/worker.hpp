@@ -458,7 +458,7 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, const std::string
 
 /// A worker reads its dataset and its checkpoints, from where the node lets it.
 template <class Scheme>
-caf::error check_worker_paths(worker_settings<Scheme>& spec, const path_roots& roots) {
+caf::error check_worker_paths(const worker_settings<Scheme>& spec, const path_roots& roots) {
   if (auto err = check_paths(spec.data, roots))
     return err;
   return check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots);

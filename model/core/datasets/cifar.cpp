@@ -40,7 +40,7 @@ std::vector<std::string> files_of(const data_spec& spec, split which) {
 }
 
 data_file open_batch(const data_spec& spec, const std::string& path) {
-  return data_file(path, spec.roots, "a " + spec.kind + " binary batch file");
+  return data_file(path, "a " + spec.kind + " binary batch file");
 }
 
 /// The records of `file`, from its size.

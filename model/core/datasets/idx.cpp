@@ -72,10 +72,10 @@ uint32_t big_endian_u32(const unsigned char* p) {
          uint32_t{p[3]};
 }
 
-/// Opens `path` through data_file (in the spec's roots, a regular file:
+/// Opens `path` through data_file (in the data roots, a regular file:
 /// gzopen would open a directory and read a FIFO without end).
 gz_file gz_open(const std::string& path, const data_spec& spec) {
-  data_file file(path, spec.roots, "an IDX file");
+  data_file file(path, "an IDX file");
   const int fd = file.release();
   errno = 0;
   gz_file f{gzdopen(fd, "rb")};

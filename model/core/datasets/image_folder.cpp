@@ -43,10 +43,10 @@ std::string split_dir(const data_spec& spec, split which) {
   return spec.path + "/" + split_name(which);
 }
 
-/// The entries of `dir` (in the spec's roots): its folders or its images.
+/// The entries of `dir` (in the data roots): its folders or its images.
 std::vector<std::string> sorted_entries(const data_spec& spec, const std::string& dir,
                                         bool directories) {
-  check_data_dir(dir, spec.roots);
+  check_data_dir(dir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw file_error(dir + ": not a directory (expected one sub-folder per class of PNG or JPEG "
@@ -98,10 +98,10 @@ struct file_closer {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 
-/// An image file open for stb_image: through data_file (in the spec's
+/// An image file open for stb_image: through data_file (in the data
 /// roots, a regular file).
-std::unique_ptr<FILE, file_closer> open_image(const data_spec& spec, const std::string& path) {
-  data_file file(path, spec.roots, "a PNG or JPEG image");
+std::unique_ptr<FILE, file_closer> open_image(const std::string& path) {
+  data_file file(path, "a PNG or JPEG image");
   const int fd = file.release();
   std::unique_ptr<FILE, file_closer> f{::fdopen(fd, "rb")};
   if (!f) {
@@ -139,7 +139,7 @@ std::vector<int64_t> first_image_shape(const data_spec& spec) {
   const auto files = list_images(spec, split::train);
   const auto& path = files.front().path;
   int w = 0, h = 0, c = 0;
-  if (!stbi_info_from_file(open_image(spec, path).get(), &w, &h, &c))
+  if (!stbi_info_from_file(open_image(path).get(), &w, &h, &c))
     throw file_error(path + ": cannot decode: " + stbi_failure_reason());
   check_image_size(spec, path, w, h, c);
   return {c, h, w};
@@ -150,7 +150,7 @@ std::vector<int64_t> first_image_shape(const data_spec& spec) {
 void decode(const data_spec& spec, const std::string& file, const std::vector<int64_t>& shape,
             bool resize, uint8_t* out) {
   const int channels = static_cast<int>(shape[0]);
-  auto in = open_image(spec, file);
+  auto in = open_image(file);
   int w = 0, h = 0, original = 0;
   if (!stbi_info_from_file(in.get(), &w, &h, &original))
     throw file_error(file + ": cannot decode: " + stbi_failure_reason() +

@@ -214,8 +214,8 @@ const data_spec::split_files& files_of(const data_spec& spec, split which) {
   return files;
 }
 
-data_file open_npy(const std::string& path, const data_spec& spec) {
-  return data_file(path, spec.roots, "a numpy .npy file");
+data_file open_npy(const std::string& path) {
+  return data_file(path, "a numpy .npy file");
 }
 
 /// The samples' header, checked: [N, H, W] or [N, C, H, W] of uint8 or float32.
@@ -275,7 +275,7 @@ int64_t row_bytes(const npy_array& x, const split_header& h) {
 
 split_header npy_header(const data_spec& spec, split which) {
   const auto& files = files_of(spec, which);
-  const data_file x_file = open_npy(files.x, spec), y_file = open_npy(files.y, spec);
+  const data_file x_file = open_npy(files.x), y_file = open_npy(files.y);
   auto [x, h] = x_header(x_file);
   read_rows(x_file, x, 0, row_bytes(x, h), nullptr);
   read_rows(y_file, y_header(y_file, h.samples), 0, 0, nullptr);
@@ -284,7 +284,7 @@ split_header npy_header(const data_spec& spec, split which) {
 
 raw_split read_npy(const data_spec& spec, split which, int64_t count) {
   const auto& files = files_of(spec, which);
-  const data_file x_file = open_npy(files.x, spec), y_file = open_npy(files.y, spec);
+  const data_file x_file = open_npy(files.x), y_file = open_npy(files.y);
   auto [x, h] = x_header(x_file);
   const npy_array y = y_header(y_file, h.samples);
   count = std::min(count, h.samples);
@@ -300,7 +300,7 @@ raw_split read_npy(const data_spec& spec, split which, int64_t count) {
 
 int64_t npy_classes(const data_spec& spec) {
   const auto& files = files_of(spec, split::train);
-  const data_file x_file = open_npy(files.x, spec), y_file = open_npy(files.y, spec);
+  const data_file x_file = open_npy(files.x), y_file = open_npy(files.y);
   const auto [x, h] = x_header(x_file);
   const npy_array y = y_header(y_file, h.samples);
   const int64_t count = spec.train_limit > 0 ? std::min(spec.train_limit, h.samples) : h.samples;

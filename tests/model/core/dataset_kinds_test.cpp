@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/core/data_file.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/data_files.hpp"
@@ -456,7 +458,17 @@ TEST_F(dataset_kinds, over_the_memory_budget_is_refused_naming_it) {
 
 // -- hostile files (issue 32) -------------------------------------------------------
 
-// Item 3: a node's data_dirs (data_spec::roots) hold for every file and
+namespace {
+
+/// The data roots (a node's data_dirs) for one scope.
+struct data_roots_scope {
+  explicit data_roots_scope(const std::string& root) { set_data_roots({root}); }
+  ~data_roots_scope() { set_data_roots({}); }
+};
+
+} // namespace
+
+// Item 3: a node's data_dirs (set_data_roots) hold for every file and
 // folder a reader opens, resolved: a class folder, an image, a CIFAR batch,
 // an npy or an IDX file that is a symlink out of the roots is refused.
 TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
@@ -473,7 +485,7 @@ TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
   cifar.kind = "cifar10";
   cifar.path = root + "/cifar";
   EXPECT_EQ(load_splits(cifar).first.size(), 10) << "no roots: a link is followed";
-  cifar.roots = {root};
+  auto roots = std::make_unique<data_roots_scope>(root);
   expect_error_naming([&] { load_splits(cifar); },
                       {root + "/cifar/data_batch_2.bin: resolved to '" +
                          fs::canonical(outside + "/batch.bin").string() + "'",
@@ -486,8 +498,9 @@ TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
   images.kind = "image-folder";
   images.path = root + "/images";
   images.shape = {3, 8, 8};
+  roots.reset();
   EXPECT_EQ(load_splits(images).first.size(), 6);
-  images.roots = {root};
+  roots = std::make_unique<data_roots_scope>(root);
   expect_error_naming([&] { load_splits(images); }, {root + "/images/train/bee", needle});
   fs::remove(root + "/images/train/bee");
   fs::create_directories(root + "/images/train/bee");
@@ -498,15 +511,15 @@ TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
   write_npy_pair(root + "/x_test.npy", root + "/y_test.npy", make_samples(4, 1, 2, 2, 2, 23));
   fs::create_symlink(outside + "/x.npy", root + "/x_train.npy");
   data_spec npy = npy_spec(root);
-  npy.roots = {root};
   expect_error_naming([&] { load_splits(npy); }, {root + "/x_train.npy", needle});
   write_idx(root, "tr-x.idx", "tr-y.idx", make_samples(4, 1, 2, 2, 2, 24), false, false);
   write_idx(root, "te-x.gz", "te-y.gz", make_samples(4, 1, 2, 2, 2, 25), true, false);
   fs::rename(root + "/tr-y.idx", outside + "/labels.idx");
   fs::create_symlink(outside + "/labels.idx", root + "/tr-y.idx");
   data_spec idx = idx_spec(root);
+  roots.reset();
   EXPECT_EQ(load_splits(idx).first.size(), 4);
-  idx.roots = {root};
+  roots = std::make_unique<data_roots_scope>(root);
   expect_error_naming([&] { read_data_header(idx); }, {root + "/tr-y.idx", needle});
 }
 
