@@ -55,7 +55,7 @@ void write_npy_pair(const std::string& x, const std::string& y, const sample_set
 void write_image(const std::string& file, int w, int h, const std::vector<unsigned char>& rgb);
 
 /// A grey PNG of `w` x `h` black pixels, compressed as it is written (a
-/// 20000 x 20000 one is about 400 KB on disk and 381 MiB decoded): the
+/// 20000 x 20000 one is 1.7 MB on disk and 381 MiB decoded): the
 /// image that looks small and is not.
 void write_blank_png(const std::string& file, uint32_t w, uint32_t h);
 
