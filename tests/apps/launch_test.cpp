@@ -422,15 +422,16 @@ TEST_F(launch, garbage_and_another_jobs_rank_at_the_rendezvous_do_not_end_the_jo
   EXPECT_TRUE(contains(ranks[0]->output(), "job job-a (TORCHELASTIC_RUN_ID)")) << outputs(ranks);
 }
 
-// Item 9: when rank 0 gives up (a rank never came), the rank that did
-// register is told why and ends at once, with rank 0's exit code.
+// Item 9: when rank 0 gives up (a rank never came: exit 2, a node that
+// cannot be reached), the rank that did register is told why and ends at
+// once, with rank 0's exit code.
 TEST_F(launch, when_rank_0_gives_up_the_registered_ranks_end_with_its_reason) {
   const auto port = master_port();
   std::vector<std::unique_ptr<baton_process>> ranks;
   for (int rank : {0, 1})
     ranks.push_back(start_rank(*dir_, with(launch_job(1), {"--rendezvous-timeout", "5"}), rank,
                                3, port, "job-c", "gave-up-rank" + std::to_string(rank)));
-  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{1, 1})) << outputs(ranks);
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{2, 2})) << outputs(ranks);
   EXPECT_TRUE(contains(ranks[1]->output(), "rank 0 gave up: 1 of 2 ranks did not register "
                                            "within 5 s"))
     << outputs(ranks);

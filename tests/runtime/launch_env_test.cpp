@@ -107,7 +107,8 @@ TEST(launch_env, torchrun_variables_give_rank_world_and_master) {
   // Never the launcher's own port: torchrun's store listens there.
   EXPECT_EQ(id.rendezvous_port, 29501);
   EXPECT_EQ(id.origin, "rank 2 of 3 (RANK, WORLD_SIZE); rank 0 at 10.0.0.1:29501 "
-                       "(MASTER_ADDR, MASTER_PORT + 1)");
+                       "(MASTER_ADDR, MASTER_PORT + 1); no job id: rank 0 cannot tell this "
+                       "job's ranks from another's on its port; give --job-id");
 }
 
 TEST(launch_env, the_rendezvous_port_is_never_master_port) {
