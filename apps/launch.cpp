@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,6 +25,7 @@
 #include "actors/runtime/node.hpp"
 #include "actors/runtime/rendezvous.hpp"
 #include "actors/runtime/run_record.hpp"
+#include "model/core/dataset.hpp"
 #include "messages/errc.hpp"
 
 extern char** environ;
@@ -70,6 +73,8 @@ bool parse_launch_flag(args& a, const std::string& flag, launch_options& o) {
     return a.value(flag, v) && parse_in_range(flag, v, 1, 86400, o.rendezvous_timeout);
   if (flag == "--hostfile")
     return a.value(flag, o.flags.hostfile);
+  if (flag == "--job-id")
+    return a.value(flag, o.flags.job_id);
   if (flag == "--host")
     return a.value(flag, o.host);
   if (flag == "--name")
@@ -149,6 +154,37 @@ caf::error check_unique_names(const std::vector<launch_peer>& nodes) {
   return caf::none;
 }
 
+/// What the models are built for, given to the run over the ranks' nodes,
+/// where the job does not read the data's files (docs/data.md#on-a-cluster):
+/// rank 0 has read their headers when it loaded the topology (one that
+/// lists no nodes), so the data section gets the shape and classes they
+/// say where it does not say them. A topology that lists its nodes says
+/// them itself (its load asks for them).
+caf::error declare_data(run_request& r, const topology& t) {
+  const auto& d = t.data;
+  const bool fixed = d.kind == "fashion-mnist" || d.kind == "cifar10" || d.kind == "cifar100";
+  const bool need_classes = d.classes <= 0 && (d.kind == "npy" || d.kind == "image-folder");
+  if (!t.embedded() || d.synthetic() || fixed || (!d.shape.empty() && !need_classes))
+    return caf::none;
+  model::data_header h;
+  try {
+    h = model::read_data_header(d);
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, t.file + ": rank 0 cannot read the dataset's headers (" +
+                                          e.what() + "): give data.shape and data.classes "
+                                          "(docs/data.md#on-a-cluster)");
+  }
+  if (d.shape.empty() && h.shape.size() == 3)
+    r.overrides.push_back("data.shape=[" + std::to_string(h.shape[0]) + ", " +
+                          std::to_string(h.shape[1]) + ", " + std::to_string(h.shape[2]) + "]");
+  if (need_classes)
+    r.overrides.push_back("data.classes=" + std::to_string(h.classes));
+  if (h.shape.size() == 3)
+    spdlog::info("baton launch: the dataset's headers, read on rank 0: samples {}x{}x{}, {} "
+                 "classes", h.shape[0], h.shape[1], h.shape[2], h.classes);
+  return caf::none;
+}
+
 /// A run that checkpoints into runtime.checkpoint_dir and did not finish
 /// there is resumed: what a launcher's restart needs.
 void resume_unfinished(run_request& r, const topology& t) {
@@ -170,12 +206,20 @@ class node_thread {
 public:
   /// Starts the node; port() says where it listens.
   explicit node_thread(node_settings s) {
-    auto listening = std::make_shared<std::promise<uint16_t>>();
-    port_ = listening->get_future();
-    s.listening = [listening](uint16_t port) { listening->set_value(port); };
+    // The node says where it listens, or ends without a word when it cannot
+    // start (it logs why): a slot and a flag, never a promise that would be
+    // broken (std::future_error, an abort) by a node that did not listen.
+    s.listening = [this](uint16_t port) {
+      std::lock_guard<std::mutex> lock{mutex_};
+      port_ = port;
+      changed_.notify_all();
+    };
     thread_ = std::thread{[this, s] {
-      exit_code_ = run_node(s, stop_, all_roles());
+      int code = run_node(s, stop_, all_roles());
+      std::lock_guard<std::mutex> lock{mutex_};
+      exit_code_ = code;
       ended_ = true;
+      changed_.notify_all();
     }};
   }
   ~node_thread() {
@@ -190,10 +234,9 @@ public:
   /// alive with its work done: the process then ends with `code` without it.
   void stop_within(std::chrono::seconds grace, int code) {
     stop_ = true;
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    while (!ended_ && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (ended_) {
+    std::unique_lock<std::mutex> lock{mutex_};
+    if (changed_.wait_for(lock, grace, [this] { return ended_; })) {
+      lock.unlock();
       thread_.join();
       return;
     }
@@ -207,18 +250,24 @@ public:
   /// The node's port once it listens, or nothing when it could not start
   /// (exit_code() says how it ended).
   std::optional<uint16_t> port() {
-    while (port_.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready)
-      if (ended_)
-        return std::nullopt;
-    return port_.get();
+    std::unique_lock<std::mutex> lock{mutex_};
+    changed_.wait(lock, [this] { return port_.has_value() || ended_; });
+    return port_;
   }
-  int exit_code() const { return exit_code_; }
+
+  /// The node's exit code once it has ended.
+  int exit_code() {
+    std::lock_guard<std::mutex> lock{mutex_};
+    return exit_code_;
+  }
 
 private:
   std::atomic<bool> stop_{false};
-  std::atomic<bool> ended_{false};
-  int exit_code_ = 0;
-  std::future<uint16_t> port_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool ended_ = false;              ///< guarded by mutex_
+  int exit_code_ = 0;               ///< guarded by mutex_
+  std::optional<uint16_t> port_;    ///< guarded by mutex_
   std::thread thread_;
 };
 
@@ -263,29 +312,52 @@ int run_over(run_request r, rendezvous_host& ranks, const std::vector<launch_pee
   return 1;
 }
 
+/// What the rendezvous of this rank checks and proves: the job id, and with
+/// --tls-dir the certificates of the node `name`.
+rendezvous_rules rules_of(const launch_options& o, const launch_identity& id,
+                          const std::string& name) {
+  rendezvous_rules rules;
+  rules.job_id = id.job_id;
+  if (!o.tls_dir.empty()) {
+    auto tls = tls_files(o.tls_dir, name);
+    rules.certificate = tls.certificate;
+    rules.key = tls.key;
+    rules.ca = tls.ca;
+  }
+  return rules;
+}
+
+/// Rank 0 gives up before the job ran: logs `err`, tells the registered
+/// ranks why (they end at once, with the same code), returns the code.
+int give_up(rendezvous_host& ranks, const caf::error& err) {
+  int code = fail(err);
+  ranks.finish(code, "rank 0 gave up: " + context_of(err));
+  return code;
+}
+
 /// Rank 0: gathers the ranks' nodes, runs the job over them, tells every
 /// rank its exit code.
 int lead(launch_options o, const launch_identity& id, const topology& t, launch_peer self,
          bool loopback, const std::atomic<bool>& interrupted) {
-  auto ranks = rendezvous_host::listen(id.rendezvous_port, loopback);
+  auto ranks = rendezvous_host::listen(id.rendezvous_port, loopback, rules_of(o, id, self.name));
   if (!ranks)
     return fail(ranks.error());
-  spdlog::info("baton launch: rank 0 waits for the other {} rank(s) on port {}",
-               id.world_size - 1, id.rendezvous_port);
+  spdlog::info("baton launch: rank 0 waits for the other {} rank(s) on port {}{}",
+               id.world_size - 1, id.rendezvous_port,
+               o.tls_dir.empty() ? "" : " (each proves its node's certificate)");
   auto peers = (*ranks)->gather(id.world_size, std::chrono::seconds(o.rendezvous_timeout),
                                 interrupted);
   if (!peers)
-    return fail(peers.error());
+    return give_up(**ranks, peers.error());
   if (self.host.empty())
     self.host = (*ranks)->own_address().empty() ? "127.0.0.1" : (*ranks)->own_address();
   peers->insert(peers->begin(), self);
-  int code = 0;
-  if (auto err = check_unique_names(*peers)) {
-    code = fail(err);
-  } else {
-    resume_unfinished(o.run, t);
-    code = run_over(o.run, **ranks, *peers, interrupted);
-  }
+  if (auto err = check_unique_names(*peers))
+    return give_up(**ranks, err);
+  if (auto err = declare_data(o.run, t))
+    return give_up(**ranks, err);
+  resume_unfinished(o.run, t);
+  int code = run_over(o.run, **ranks, *peers, interrupted);
   (*ranks)->finish(code);
   return code;
 }
@@ -294,20 +366,23 @@ int lead(launch_options o, const launch_identity& id, const topology& t, launch_
 int follow(const launch_options& o, const launch_identity& id, const launch_peer& self,
            const std::atomic<bool>& interrupted) {
   auto joined = rendezvous_guest::join(id.master_addr, id.rendezvous_port, self, id.world_size,
-                                       std::chrono::seconds(o.rendezvous_timeout), interrupted);
+                                       std::chrono::seconds(o.rendezvous_timeout), interrupted,
+                                       rules_of(o, id, self.name));
   if (!joined)
     return fail(joined.error());
-  auto code = (*joined)->wait(interrupted);
-  if (!code && code.error() == errc::node_unreachable) {
-    spdlog::error("baton launch: {}", context_of(code.error()));
+  auto end = (*joined)->wait(interrupted);
+  if (!end && end.error() == errc::node_unreachable) {
+    spdlog::error("baton launch: {}", context_of(end.error()));
     return 1;
   }
-  if (!code)
-    return fail(code.error());
-  if (*code != 0)
+  if (!end)
+    return fail(end.error());
+  if (!end->reason.empty())
+    spdlog::error("baton launch: {}", end->reason);
+  else if (end->code != 0)
     spdlog::error("baton launch: rank 0 ended the job with exit code {} (its log says why)",
-                  *code);
-  return *code;
+                  end->code);
+  return end->code;
 }
 
 /// The node settings of this rank.

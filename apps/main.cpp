@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
+#include "actors/runtime/launch_env.hpp"
 #include "actors/runtime/node.hpp"
 #include "apps/args.hpp"
 #include "apps/bench/bench.hpp"
@@ -32,6 +34,8 @@
 #include "apps/version.hpp"
 #include "apps/launch.hpp"
 #include "messages/errc.hpp"
+
+extern char** environ;
 
 namespace {
 
@@ -92,8 +96,8 @@ usage:
       --trace FILE           job: pipeline: write every stage's schedule (forward, backward,
                              step, send with microbatch ids and weight versions) as a
                              Chrome / Perfetto trace (open in ui.perfetto.dev)
-      --save-model FILE      job: pipeline: save the trained model (backbone + fc2) as a
-                             checkpoint, e.g. the `backbone.checkpoint` of a transfer job
+      --save-model FILE      save the trained model as a TorchScript module (every
+                             strategy; torch.jit.load reads it; docs/exporting.md)
       --fault K=V,...        inject a fault (repeatable; see docs/faults-and-recovery.md):
                              kind=throw,actor=stage1,at_step=9 | kind=kill_node,node=n2,
                              at_step=6 | kind=stop_node,node=n2,after_ms=3000,stopped_ms=4000
@@ -118,14 +122,17 @@ usage:
   baton launch TOPOLOGY.yaml [--set KEY=VALUE]... [--metrics-out F] [--save-model F]
                [--rank R --world-size W --master-addr HOST] [--rendezvous-port P]
                [--hostfile FILE] [--host H] [--name N] [--tls-dir DIR] [--insecure]
-               [--rendezvous-timeout S]
+               [--rendezvous-timeout S] [--job-id ID]
                                         run once per host by a launcher (torchrun, srun,
                                         PyTorchJob, mpirun): every rank runs a node, rank 0
                                         the job over them; who is who from the flags, else
                                         RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, else
                                         OMPI_COMM_WORLD_RANK/SIZE, else SLURM_PROCID/
                                         SLURM_NTASKS/SLURM_JOB_NODELIST, else --hostfile
-                                        (see docs/running-on-a-cluster.md)
+                                        (see docs/running-on-a-cluster.md); the job id
+                                        (--job-id, TORCHELASTIC_RUN_ID, SLURM_JOB_ID) keeps
+                                        two jobs on one port apart; with --tls-dir each rank
+                                        proves its certificate at the rendezvous
   baton certs init DIR [--force]        make the cluster CA: DIR/ca.pem and DIR/ca.key
   baton certs issue NAME --dir DIR [--force] [--days D]
                                         make DIR/NAME.pem and DIR/NAME.key (CN and DNS name
@@ -187,6 +194,14 @@ usage:
                                         1e9 = 8gbit), M bytes per machine (default unlimited);
                                         --straight: no replication; --out: the topology with
                                         job: pipeline and the planned stages
+  baton compare WORKLOAD.yaml [--strategies LIST] [--local-nodes N] [--link RATE[,DELAY]]
+                [--target ACC] [--budget SECONDS] [--out DIR] [--set KEY=VALUE]...
+                [--predict HOSTS,...] [--bandwidth B] [--latency L]
+                                        run every strategy that applies to the workload (or
+                                        LIST), one after the other over the same nodes and
+                                        links, each to ACC or its budget: a table ranked by
+                                        time to target, DIR/report.json and report.html
+                                        (default DIR: compare-out; see docs/comparing.md)
   baton predict WORKLOAD.yaml [--strategies LIST] [--hosts 4,8,...] [--bandwidth 1gbit,...]
                 [--latency SECONDS] [--link RATE[,DELAY]] [--profile FILE] [--json FILE]
                 [--out DIR] [--set KEY=VALUE]...
@@ -202,13 +217,41 @@ usage:
                                         DIR/report.json and DIR/report.html (plots drawn by
                                         gnuplot; default DIR: report); ACC: the accuracy
                                         the time to target is measured to
-  baton help                            this text
+  baton help [COMMAND]                  this text, or one command's part of it (also
+                                        `baton COMMAND --help`)
   baton --version                       the version: the project's, and `git describe` of
                                         the tree it was built from
 
 exit codes: 0 success, 1 run failed, 2 bad input (config, file, node) or a file that
 cannot be written (full disk, read-only directory), 130 interrupted
 )";
+
+/// The part of `usage` about `command` ("compare", "bench"): the lines from
+/// each entry that starts `  baton COMMAND` to the next entry, under the
+/// same heading and above the exit codes; the whole text when no entry has it.
+std::string usage_of(const std::string& command) {
+  const std::string text = usage;
+  const std::string entry = "  baton " + command;
+  std::string part;
+  bool inside = false;
+  for (size_t at = 0, end = 0; at < text.size(); at = end + 1) {
+    end = text.find('\n', at);
+    if (end == std::string::npos)
+      end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind("  baton ", 0) == 0)
+      inside = line.rfind(entry, 0) == 0 &&
+               (line.size() == entry.size() || line[entry.size()] == ' ');
+    else if (line.empty())
+      inside = false;
+    if (inside)
+      part += line + "\n";
+  }
+  if (part.empty())
+    return text;
+  const auto codes = text.find("exit codes:");
+  return "usage:\n" + part + "\n" + text.substr(codes);
+}
 
 /// `--tls-cert F` on `baton run` is `--set runtime.tls.certificate=F`: one
 /// path into the topology, checked where runtime.tls is. The value is a YAML
@@ -269,7 +312,38 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
   return false;
 }
 
+/// This process's environment variables by name.
+std::map<std::string, std::string> environment_variables() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry{*e};
+    auto eq = entry.find('=');
+    if (eq != std::string::npos)
+      out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
+/// `baton run` started as one of several copies by a launcher (torchrun,
+/// mpirun, srun) would train the whole job in every copy, all writing the
+/// same outputs: refused, pointing to `baton launch`. The message, or "".
+std::string refuse_launched_copies(const char* command) {
+  auto copies = actors::launched_copies(environment_variables());
+  if (copies.empty())
+    return {};
+  return std::string{command} + ": " + copies + " says that a launcher (torchrun, mpirun, "
+         "srun) started this process as one of several copies, and each copy would run the "
+         "whole job, all writing the same outputs: run `baton launch TOPOLOGY.yaml` under the "
+         "launcher instead (one node per process, rank 0 runs the job over them; see "
+         "docs/running-on-a-cluster.md), or unset the variable to run one job here";
+}
+
 int cmd_run(args& a, bool pretrain_only) {
+  if (auto refusal = refuse_launched_copies(pretrain_only ? "baton pretrain" : "baton run");
+      !refusal.empty()) {
+    std::fprintf(stderr, "%s\n", refusal.c_str());
+    return 2;
+  }
   actors::run_request r;
   r.interrupted = &interrupted;
   r.progress_tty = ::isatty(STDERR_FILENO) != 0;
@@ -489,11 +563,10 @@ int main(int argc, char** argv) {
     std::printf("baton %s\n", version_text);
     return 0;
   }
-  // `baton COMMAND --help` anywhere on the line: the usage, which covers
-  // every command.
+  // `baton COMMAND --help` anywhere on the line: that command's usage.
   for (const auto& arg : std::vector<std::string>{argv + 1, argv + argc})
     if (arg == "--help" || arg == "-h") {
-      std::fputs(usage, stdout);
+      std::fputs(usage_of(command).c_str(), stdout);
       return 0;
     }
   if (command == "run")
@@ -518,8 +591,8 @@ int main(int argc, char** argv) {
     return cmd_plan(a);
   if (command == "certs")
     return cmd_certs(a);
-  if (command == "help" || command == "--help" || command == "-h") {
-    std::fputs(usage, stdout);
+  if (command == "help") {
+    std::fputs(a.done() ? usage : usage_of(a.take()).c_str(), stdout);
     return 0;
   }
   const auto hint =

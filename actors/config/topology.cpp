@@ -467,7 +467,10 @@ model::data_header declared_header(const field& data, const topology& t,
 model::data_header check_dataset(const field& data, const topology& t, bool& known) {
   known = t.embedded() || t.data.synthetic();
   if (!known)
-    return declared_header(data, t, "they are read on the source's node");
+    return declared_header(data, t,
+                           t.job == "data-parallel" || t.job == "ist"
+                             ? "each worker reads its shard of them on its own node"
+                             : "they are read on the source's node, data.node");
   std::optional<field> dir = data.get("dir");
   std::optional<field> kind = data.get("kind") ? data.get("kind") : data.get("dataset");
   const field& blame = dir ? *dir : kind ? *kind : data;

@@ -82,24 +82,30 @@ frame_budget& frame_budget::process_wide() {
   return budget;
 }
 
-frame_guard::frame_guard(frame_limits limits, handshake_budget* budget, frame_budget* frames)
-    : limits_(limits), budget_(budget), frame_budget_(frames) {}
+frame_budget& frame_budget::small_frames_process_wide() {
+  static frame_budget budget{small_frame_budget_bytes};
+  return budget;
+}
+
+frame_guard::frame_guard(frame_limits limits, handshake_budget* budget, frame_budget* frames,
+                         frame_budget* small_frames)
+    : limits_(limits), budget_(budget), frame_budget_(frames), small_frames_(small_frames) {}
 
 frame_guard::~frame_guard() {
   if (budget_ != nullptr && reserved_ > 0)
     budget_->release(reserved_);
-  if (frame_budget_ != nullptr && waiting_)
-    frame_budget_->cancel(ticket_);
-  if (frame_budget_ != nullptr && frame_reserved_ > 0)
-    frame_budget_->release(frame_reserved_);
+  if (held_in_ != nullptr && waiting_)
+    held_in_->cancel(ticket_);
+  if (held_in_ != nullptr && frame_reserved_ > 0)
+    held_in_->release(frame_reserved_);
 }
 
 bool frame_guard::retry() {
   if (!waiting_ || refused())
     return false;
-  frame_budget_->cancel(ticket_); // a wake-up from a release that raced with this call
+  held_in_->cancel(ticket_); // a wake-up from a release that raced with this call
   auto length = frame_payload_length(header_);
-  if (!frame_budget_->reserve_or_wait(length, wake_, ticket_))
+  if (!held_in_->reserve_or_wait(length, wake_, ticket_))
     return false;
   waiting_ = false;
   frame_reserved_ = length;
@@ -172,9 +178,11 @@ void frame_guard::check_header() {
 }
 
 bool frame_guard::reserve_frame(uint32_t length) {
-  if (frame_budget_ == nullptr || length <= unbudgeted_frame_payload)
+  frame_budget* budget = length <= small_frame_payload ? small_frames_ : frame_budget_;
+  if (budget == nullptr || length == 0)
     return true;
-  if (frame_budget_->reserve_or_wait(length, wake_, ticket_)) {
+  held_in_ = budget;
+  if (budget->reserve_or_wait(length, wake_, ticket_)) {
     frame_reserved_ = length;
     return true;
   }
@@ -194,10 +202,10 @@ void frame_guard::start_payload(uint32_t length) {
 void frame_guard::frame_complete() {
   in_payload_ = false;
   ++frames_count_;
-  if (frame_budget_ != nullptr && frame_reserved_ > 0) {
+  if (held_in_ != nullptr && frame_reserved_ > 0) {
     auto held = frame_reserved_;
     frame_reserved_ = 0;
-    frame_budget_->release(held);
+    held_in_->release(held);
   }
   if (!handshake_done_) {
     handshake_done_ = true;

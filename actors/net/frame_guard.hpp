@@ -15,10 +15,12 @@
 //                 and its length reserved from a budget shared by every
 //                 connection whose handshake has not arrived yet
 //   later frames: at most frame_bytes (baton messages are <= 64 MiB), and
-//                 a payload over 64 KiB reserved from a second budget shared
-//                 by every connection of the process (frame_budget): a
-//                 header that does not fit waits, and its connection is
-//                 not read, until other frames have arrived
+//                 every payload reserved from a budget shared by every
+//                 connection of the process (frame_budget): one for frames
+//                 over 64 KiB, one of their own for the small ones (so that
+//                 they never wait behind large ones); a header that does
+//                 not fit waits, and its connection is not read, until
+//                 other frames have arrived
 //
 // It is CAF-free: framed_transport.cpp feeds it from the socket reads of
 // the scribes it makes; the tests and the fuzzer feed it bytes directly.
@@ -86,11 +88,16 @@ private:
 /// cost a node 4 GB; they now wait for this budget.
 constexpr size_t frame_budget_bytes = 256u << 20;
 
-/// A frame up to this payload is not counted in the frame budget, so that
-/// small messages (spawn requests, credits, reports) flow while large ones
-/// wait: a connection holds at most one such frame at a time, the size of
-/// its handshake or of the socket's own kernel buffers.
-constexpr uint32_t unbudgeted_frame_payload = 64u << 10;
+/// A frame up to this payload is small: it is counted in the small-frame
+/// budget, not in the frame budget, so that small messages (spawn
+/// requests, credits, reports) flow while large ones wait.
+constexpr uint32_t small_frame_payload = 64u << 10;
+
+/// Payload bytes that the small frames in flight on all connections of a
+/// process may announce together: 256 of the largest. Every connection
+/// may hold one, so without this bound 6,000 handshaken peers announcing
+/// 64 KiB each cost a node 400 MB.
+constexpr size_t small_frame_budget_bytes = 16u << 20;
 
 /// Memory shared by the frames in flight on every connection of a process:
 /// bytes are reserved when a header announces its payload and released when
@@ -131,6 +138,10 @@ public:
   /// (frame_budget_bytes).
   static frame_budget& process_wide();
 
+  /// The budget of the small frames of every framed connection of this
+  /// process (small_frame_budget_bytes).
+  static frame_budget& small_frames_process_wide();
+
 private:
   const size_t capacity_;
   mutable std::mutex mutex_;
@@ -151,14 +162,16 @@ struct frame_limits {
 class frame_guard {
 public:
   /// A guard for a new connection with the default limits and the process's
-  /// handshake and frame budgets.
+  /// handshake, frame and small-frame budgets.
   frame_guard()
       : frame_guard(frame_limits{}, &handshake_budget::process_wide(),
-                    &frame_budget::process_wide()) {}
+                    &frame_budget::process_wide(), &frame_budget::small_frames_process_wide()) {}
 
-  /// A guard for a new connection; `budget` and `frames` (not owned, may be
+  /// A guard for a new connection; `budget`, `frames` (frames over
+  /// small_frame_payload) and `small_frames` (the others) (not owned, may be
   /// null: no shared bound) must outlive it.
-  frame_guard(frame_limits limits, handshake_budget* budget, frame_budget* frames = nullptr);
+  frame_guard(frame_limits limits, handshake_budget* budget, frame_budget* frames = nullptr,
+              frame_budget* small_frames = nullptr);
 
   frame_guard(const frame_guard&) = delete;
   frame_guard& operator=(const frame_guard&) = delete;
@@ -181,6 +194,10 @@ public:
 
   /// True while a complete header waits for the frame budget.
   bool waiting() const { return waiting_; }
+
+  /// The budget the current frame holds or waits for (null when none):
+  /// for the log.
+  const frame_budget* current_budget() const { return held_in_; }
 
   /// Tries the waiting header's reservation again; true once it has its
   /// bytes (its payload may come), false while it still waits (a new
@@ -214,7 +231,7 @@ public:
   /// Complete frames received so far.
   uint64_t frames() const { return frames_count_; }
 
-  /// Payload bytes this connection holds of the frame budget now.
+  /// Payload bytes this connection holds of the frame budgets now.
   size_t frame_reserved() const { return frame_reserved_; }
 
 private:
@@ -228,10 +245,12 @@ private:
   frame_limits limits_;
   handshake_budget* budget_;
   frame_budget* frame_budget_;
+  frame_budget* small_frames_;
+  frame_budget* held_in_ = nullptr; ///< the budget of frame_reserved_ or of the wait
   std::function<void()> wake_;
   bool waiting_ = false;
   uint64_t ticket_ = 0;           ///< the wake-up registered while waiting
-  size_t frame_reserved_ = 0;     ///< bytes this connection holds of frame_budget_
+  size_t frame_reserved_ = 0;     ///< bytes this connection holds of held_in_
   uint64_t headers_ = 0;
   unsigned char header_[basp_header_bytes] = {};
   size_t header_filled_ = 0;      ///< header bytes received of the current frame

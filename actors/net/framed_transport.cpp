@@ -38,6 +38,10 @@ std::string peer_of(net::native_socket fd) {
 
 class framed_scribe;
 
+/// The read buffer a connection keeps between frames: a header's and the
+/// small messages' (credits, heartbeats, reports).
+constexpr size_t kept_read_buffer_bytes = 4u << 10;
+
 /// What the read policy of one connection and its scribe share. A wake-up
 /// from the frame budget holds it weakly: it may outlive neither.
 struct framed_connection {
@@ -114,11 +118,12 @@ public:
   }
 
   /// CAF keeps a connection's read buffer at the size of the largest frame
-  /// it has read (it resizes, never shrinks), outside any budget: a large
-  /// one is given back once BASP has taken the frame.
+  /// it has read (it resizes, never shrinks), outside any budget: one over a
+  /// few KiB is given back once BASP has taken the frame (else every idle
+  /// peer that once sent a 64 KiB frame would keep 64 KiB of the node).
   bool consume(caf::execution_unit* ctx, const void* buf, size_t size) override {
     bool result = scribe::consume(ctx, buf, size);
-    if (stream_.rd_buf().capacity() > unbudgeted_frame_payload)
+    if (stream_.rd_buf().capacity() > kept_read_buffer_bytes)
       std::vector<char>{}.swap(stream_.rd_buf());
     return result;
   }
@@ -221,14 +226,15 @@ net::rw_state framed_policy::refuse(size_t& result) {
 /// frame (framed_scribe::resume_reading): its bytes stay in the socket, and
 /// TCP slows the sender down.
 net::rw_state framed_policy::wait(size_t& result) {
-  auto& budget = frame_budget::process_wide();
-  if (!connection_->wait_logged) {
+  const frame_budget* budget = connection_->guard.current_budget();
+  if (!connection_->wait_logged && budget != nullptr) {
     connection_->wait_logged = true;
+    const bool small = budget == &frame_budget::small_frames_process_wide();
     spdlog::warn("BASP connection from {} waits: its frame of {} bytes does not fit in the {} "
-                 "bytes that frames in flight on all connections may hold ({} free); reading "
+                 "bytes that {}frames in flight on all connections may hold ({} free); reading "
                  "it resumes when other frames have arrived",
                  connection_->peer, frame_payload_length(connection_->guard.header()),
-                 budget.capacity(), budget.available());
+                 budget->capacity(), small ? "small " : "", budget->available());
   }
   if (connection_->scribe != nullptr)
     connection_->scribe->remove_from_loop();

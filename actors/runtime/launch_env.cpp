@@ -152,24 +152,33 @@ bool same_host(const std::string& entry, const std::string& hostname) {
 }
 
 /// The rank a hostfile gives this host: the slots of the lines before its
-/// line, plus its local rank on a host of several slots.
-std::optional<sourced> hostfile_rank(const std::vector<hostfile_entry>& hosts,
-                                     const std::string& hostname, const environment& env) {
+/// line, plus its local rank on a host of several slots; nothing when no
+/// line is this host's; errc::bad_config when its line has several slots
+/// and nothing says which one this process is.
+caf::expected<std::optional<sourced>> hostfile_rank(const std::vector<hostfile_entry>& hosts,
+                                                    const std::string& hostname,
+                                                    const environment& env) {
   int64_t before = 0;
   for (const auto& h : hosts) {
     if (same_host(h.host, hostname)) {
       auto local = first_set(env, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
       if (h.slots > 1 && !local)
-        return std::nullopt;
+        return make_error(errc::bad_config,
+                          "baton launch: the hostfile's line of " + h.host + " has " +
+                            std::to_string(h.slots) + " slots, and nothing says which one this "
+                            "process is: set LOCAL_RANK (0 to " + std::to_string(h.slots - 1) +
+                            ", as torchrun does; or OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID), "
+                            "or give --rank (see docs/running-on-a-cluster.md)");
       if (h.slots > 1 && !all_digits(local->value))
-        return local; // refused as not a number by the caller
+        return std::optional<sourced>{local}; // refused as not a number by the caller
       int64_t offset = h.slots > 1 ? std::stol(local->value) : 0;
-      return sourced{std::to_string(before + offset),
-                     "the hostfile's line of " + hostname + (h.slots > 1 ? " + " + local->from : "")};
+      return std::optional<sourced>{
+        sourced{std::to_string(before + offset),
+                "the hostfile's line of " + hostname + (h.slots > 1 ? " + " + local->from : "")}};
     }
     before += h.slots;
   }
-  return std::nullopt;
+  return std::optional<sourced>{};
 }
 
 int64_t slots_of(const std::vector<hostfile_entry>& hosts) {
@@ -207,7 +216,13 @@ caf::error resolve_rank(const launch_flags& flags, const environment& env,
                                           "has " + std::to_string(slots_of(hosts)) + " slots");
   auto rank = flags.rank ? sourced{std::to_string(*flags.rank), "--rank"}
                          : first_set(env, {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
-                             .value_or(hostfile_rank(hosts, hostname, env).value_or(sourced{}));
+                             .value_or(sourced{});
+  if (rank.from.empty()) {
+    auto from_hostfile = hostfile_rank(hosts, hostname, env);
+    if (!from_hostfile)
+      return from_hostfile.error();
+    rank = from_hostfile->value_or(sourced{});
+  }
   if (rank.from.empty())
     return missing("this process's rank", "--rank, RANK (torchrun, PyTorchJob), "
                                           "OMPI_COMM_WORLD_RANK (Open MPI), SLURM_PROCID (Slurm), "
@@ -277,7 +292,64 @@ caf::error resolve_master(const launch_flags& flags, const environment& env,
   return caf::none;
 }
 
+/// The job id, from the first place that has one.
+caf::error resolve_job(const launch_flags& flags, const environment& env, launch_identity& id,
+                       std::string& from) {
+  // torchrun's run id is "none" unless --rdzv-id (or --standalone) sets one.
+  environment named = env;
+  if (auto it = named.find("TORCHELASTIC_RUN_ID"); it != named.end() && it->second == "none")
+    named.erase(it);
+  auto job = !flags.job_id.empty()
+               ? sourced{flags.job_id, "--job-id"}
+               : first_set(named, {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_JOBID"})
+                   .value_or(sourced{});
+  if (job.from.empty()) {
+    from = "no job id: rank 0 cannot tell this job's ranks from another's on its port; give "
+           "--job-id";
+    return caf::none;
+  }
+  if (auto why = check_job_id(job.value); !why.empty())
+    return make_error(errc::bad_config, "baton launch: " + job.from + " is '" +
+                                          job.value.substr(0, 40) + "': " + why);
+  id.job_id = job.value;
+  from = "job " + job.value + " (" + job.from + ")";
+  return caf::none;
+}
+
+/// The value of the first of `names` set in `env` as a number, or 0.
+int64_t count_of(const environment& env, const std::vector<std::string>& names,
+                 std::string& which) {
+  auto set = first_set(env, names);
+  if (!set || !all_digits(set->value))
+    return 0;
+  which = set->from + "=" + set->value;
+  return std::stol(set->value);
+}
+
 } // namespace
+
+std::string check_job_id(const std::string& id) {
+  if (id.empty() || id.size() > max_job_id)
+    return "expected 1 to " + std::to_string(max_job_id) + " characters";
+  for (char c : id)
+    if (!std::isgraph(static_cast<unsigned char>(c)))
+      return "expected printable characters without spaces";
+  return {};
+}
+
+std::string launched_copies(const environment& env) {
+  std::string which;
+  if (count_of(env, {"WORLD_SIZE"}, which) > 1 ||
+      count_of(env, {"OMPI_COMM_WORLD_SIZE"}, which) > 1 ||
+      count_of(env, {"SLURM_STEP_NUM_TASKS"}, which) > 1)
+    return which;
+  // sbatch's script sees SLURM_NTASKS of the allocation and runs once; the
+  // tasks of an srun step have a step id.
+  if (first_set(env, {"SLURM_STEP_ID", "SLURM_STEPID"}) &&
+      count_of(env, {"SLURM_NTASKS"}, which) > 1)
+    return which;
+  return {};
+}
 
 caf::expected<std::vector<std::string>> expand_nodelist(const std::string& list) {
   std::vector<std::string> out;
@@ -321,14 +393,16 @@ caf::expected<launch_identity> resolve_launch(const launch_flags& flags, const e
                                               const std::vector<hostfile_entry>& hosts,
                                               const std::string& hostname) {
   launch_identity id;
-  std::string rank_from, master_from;
+  std::string rank_from, master_from, job_from;
   if (auto err = resolve_rank(flags, env, hosts, hostname, id, rank_from))
     return err;
   if (auto err = resolve_master(flags, env, hosts, id, master_from))
     return err;
+  if (auto err = resolve_job(flags, env, id, job_from))
+    return err;
   id.origin = "rank " + std::to_string(id.rank) + " of " + std::to_string(id.world_size) + " (" +
               rank_from + "); rank 0 at " + id.master_addr + ":" +
-              std::to_string(id.rendezvous_port) + " (" + master_from + ")";
+              std::to_string(id.rendezvous_port) + " (" + master_from + "); " + job_from;
   return id;
 }
 

@@ -36,6 +36,7 @@ struct launch_flags {
   std::string master_addr;                ///< --master-addr
   std::optional<uint16_t> rendezvous_port; ///< --rendezvous-port
   std::string hostfile;                   ///< --hostfile FILE
+  std::string job_id;                     ///< --job-id
 };
 
 /// A host of a hostfile and its slots (processes on it).
@@ -53,6 +54,10 @@ struct launch_identity {
   /// The launcher's own port (MASTER_PORT), which baton never binds: torchrun's store
   /// listens there. -1 when not set.
   int32_t launcher_port = -1;
+  /// The job's id, the same on every rank and another in every job: --job-id,
+  /// else TORCHELASTIC_RUN_ID (torchrun), else SLURM_JOB_ID; "" when none
+  /// says it. The rendezvous refuses a rank of another job.
+  std::string job_id;
   /// Where each value came from, for the log and errors: "rank 1 of 3 (RANK,
   /// WORLD_SIZE); rank 0 at h0:29501 (MASTER_ADDR, MASTER_PORT + 1)".
   std::string origin;
@@ -75,6 +80,21 @@ caf::expected<std::vector<hostfile_entry>> parse_hostfile(const std::string& tex
 /// Reads the hostfile at `path` (bounded, as a topology), then parse_hostfile.
 caf::expected<std::vector<hostfile_entry>> load_hostfile(const std::string& path);
 
+/// The longest job id (--job-id, TORCHELASTIC_RUN_ID, SLURM_JOB_ID).
+inline constexpr size_t max_job_id = 128;
+
+/// Whether `id` may be a job id: 1 to max_job_id printable characters
+/// without spaces (it travels in the rendezvous's one-line registration);
+/// "" when it may, else why not.
+std::string check_job_id(const std::string& id);
+
+/// When `env` says that this process is one of several copies a launcher
+/// started (WORLD_SIZE > 1 from torchrun or PyTorchJob, OMPI_COMM_WORLD_SIZE
+/// > 1 from mpirun, the tasks of an srun step: SLURM_STEP_NUM_TASKS, or
+/// SLURM_NTASKS inside a step), the variable and its value ("WORLD_SIZE=3");
+/// "" otherwise. `baton run` refuses then: each copy would run the whole job.
+std::string launched_copies(const std::map<std::string, std::string>& env);
+
 /// Resolves who this process is, each value from the first of: `flags`; the
 /// torchrun/PyTorchJob variables; Open MPI's; Slurm's (the first host of
 /// SLURM_JOB_NODELIST is rank 0's); the hostfile `hosts` (from
@@ -86,7 +106,9 @@ caf::expected<std::vector<hostfile_entry>> load_hostfile(const std::string& path
 /// meet on one port), else default_rendezvous_port. errc::bad_config when a value is
 /// missing (naming every place it may come from), not a number, out of range
 /// (rank >= world size) or contradicts the hostfile (its slots against the
-/// world size of another source).
+/// world size of another source), or when a hostfile line of several slots
+/// is this host's and no LOCAL_RANK says which. The job id: see
+/// launch_identity::job_id (check_job_id).
 caf::expected<launch_identity> resolve_launch(const launch_flags& flags,
                                               const std::map<std::string, std::string>& env,
                                               const std::vector<hostfile_entry>& hosts,

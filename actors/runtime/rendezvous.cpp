@@ -8,13 +8,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <sstream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "actors/config/names.hpp"
+#include "actors/net/signed_text.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -22,8 +28,16 @@ inline namespace runtime {
 
 namespace {
 
-/// The longest line either side sends (names and hosts are short).
-constexpr size_t max_line = 1024;
+/// The longest line either side sends: names and hosts are short, a proof
+/// carries a certificate (about 1 KiB as PEM) and a signature in base64.
+constexpr size_t max_line = 8192;
+
+/// The most connections that may wait to register at once; more are closed
+/// as they come (a flood must not cost rank 0 its descriptors).
+constexpr size_t max_pending = 256;
+
+/// The first word of rank 0's challenge line.
+const std::string challenge_word = "baton-launch-challenge";
 
 /// How often a waiting side looks at its stop flag.
 constexpr auto poll_interval = std::chrono::milliseconds(100);
@@ -121,13 +135,45 @@ std::vector<size_t> readable(const std::vector<int>& fds, std::chrono::milliseco
   return out;
 }
 
-/// A connection that has not registered yet.
-struct pending {
-  int fd;
-  std::string buffer;
-};
+/// `text` as one printable line of at most `most` characters, for the log:
+/// what a stranger sent may hold anything.
+std::string printable(const std::string& text, size_t most = 80) {
+  std::string out;
+  for (char c : text.substr(0, most))
+    out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  return text.size() > most ? out + "..." : out;
+}
+
+/// Reads from `fd` until a complete line is in `buffer` or `deadline`
+/// passes or `stop`; the line, or nothing (closed, too long, timed out).
+std::optional<std::string> read_line(int fd, std::string& buffer, clock_type::time_point deadline,
+                                     const std::atomic<bool>& stop) {
+  while (!stop.load() && clock_type::now() < deadline) {
+    if (auto line = complete_line(buffer)) {
+      buffer.erase(0, line->size() + 1);
+      return line;
+    }
+    if (readable({fd}, poll_interval).empty())
+      continue;
+    if (!read_some(fd, buffer)) {
+      auto line = complete_line(buffer);
+      buffer.clear();
+      return line;
+    }
+  }
+  return std::nullopt;
+}
 
 } // namespace
+
+/// A connection that has not registered yet.
+struct rendezvous_host::pending {
+  int fd;
+  std::string buffer;
+  std::string challenge;         ///< what its proof must sign
+  std::string address;           ///< where it comes from, for the log
+  clock_type::time_point since;  ///< when it connected
+};
 
 bool loopback_only(const std::string& host) {
   addrinfo hints{};
@@ -151,42 +197,70 @@ bool loopback_only(const std::string& host) {
 
 // -- the registration line ----------------------------------------------------
 
-std::string registration_line(const launch_peer& self, int32_t world_size) {
-  return "baton-launch 1 " + std::to_string(self.rank) + " " + std::to_string(world_size) + " " +
-         self.name + " " + (self.host.empty() ? "-" : self.host) + " " +
-         std::to_string(self.port);
+std::string registration_text(const launch_peer& self, int32_t world_size,
+                              const std::string& job_id) {
+  return "baton-launch 2 " + (job_id.empty() ? std::string{"-"} : job_id) + " " +
+         std::to_string(self.rank) + " " + std::to_string(world_size) + " " + self.name + " " +
+         (self.host.empty() ? "-" : self.host) + " " + std::to_string(self.port);
 }
 
-caf::expected<launch_peer> parse_registration(const std::string& line, int32_t world_size) {
+std::string registration_line(const launch_peer& self, int32_t world_size,
+                              const std::string& job_id, const std::string& proof) {
+  return registration_text(self, world_size, job_id) + " " + (proof.empty() ? "-" : proof);
+}
+
+std::string signed_registration(const std::string& text, const std::string& challenge) {
+  return text + " " + challenge;
+}
+
+std::optional<registration> parse_registration(const std::string& line) {
   std::istringstream in{line};
-  std::string magic, version, host;
+  std::string magic, version, job, host, proof, rest;
   int64_t world = 0, rank = -1, port = -1;
-  launch_peer p;
-  in >> magic >> version >> rank >> world >> p.name >> host >> port;
-  std::string rest;
-  if (!in || (in >> rest) || magic != "baton-launch" || version != "1")
-    return make_error(errc::bad_config, "not a baton launch registration: '" +
-                                          line.substr(0, 80) + "'");
-  if (world != world_size)
-    return make_error(errc::bad_config, "rank " + std::to_string(rank) + " was started with a "
-                                          "world size of " + std::to_string(world) + ", rank 0 "
-                                          "with " + std::to_string(world_size));
-  if (rank < 1 || rank >= world_size || port < 1 || port > 65535)
-    return make_error(errc::bad_config, "registration with rank " + std::to_string(rank) +
-                                          " and port " + std::to_string(port) + " out of range");
-  if (auto why = check_name(p.name); !why.empty())
-    return make_error(errc::bad_config, "rank " + std::to_string(rank) + "'s node name '" +
-                                          p.name + "': " + why);
-  p.rank = static_cast<int32_t>(rank);
-  p.host = host == "-" ? "" : host;
-  p.port = static_cast<uint16_t>(port);
-  return p;
+  registration r;
+  in >> magic >> version >> job >> rank >> world >> r.peer.name >> host >> port >> proof;
+  if (!in || (in >> rest) || magic != "baton-launch" || version != "2")
+    return std::nullopt;
+  auto clamp = [](int64_t v) {
+    return static_cast<int32_t>(std::max<int64_t>(-1, std::min<int64_t>(v, INT32_MAX)));
+  };
+  r.peer.rank = clamp(rank);
+  r.world_size = clamp(world);
+  r.peer.host = host == "-" ? "" : host;
+  r.peer.port = port >= 1 && port <= 65535 ? static_cast<uint16_t>(port) : 0;
+  r.job_id = job == "-" ? "" : job;
+  r.proof = proof == "-" ? "" : proof;
+  r.text = line.substr(0, line.rfind(' '));
+  return r;
+}
+
+caf::error check_registration(const registration& r, int32_t world_size) {
+  const auto rank = std::to_string(r.peer.rank);
+  if (r.world_size != world_size)
+    return make_error(errc::bad_config, "rank " + rank + " was started with a world size of " +
+                                          std::to_string(r.world_size) + ", rank 0 with " +
+                                          std::to_string(world_size));
+  if (r.peer.rank < 1 || r.peer.rank >= world_size || r.peer.port == 0)
+    return make_error(errc::bad_config, "registration with rank " + rank + " and a port out of "
+                                          "range or a rank out of 1.." +
+                                          std::to_string(world_size - 1));
+  if (auto why = check_name(r.peer.name); !why.empty())
+    return make_error(errc::bad_config, "rank " + rank + "'s node name '" + r.peer.name + "': " +
+                                          why);
+  return caf::none;
 }
 
 // -- rank 0 ---------------------------------------------------------------------
 
-caf::expected<std::unique_ptr<rendezvous_host>> rendezvous_host::listen(uint16_t port,
-                                                                        bool loopback) {
+caf::expected<std::unique_ptr<rendezvous_host>>
+rendezvous_host::listen(uint16_t port, bool loopback, const rendezvous_rules& rules) {
+  x509_ptr ca;
+  if (rules.authenticated()) {
+    auto read = read_certificate(rules.ca);
+    if (!read)
+      return read.error();
+    ca = std::move(*read);
+  }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int on = 1;
   // A restarted rank 0 takes the port back from its predecessor's TIME_WAIT.
@@ -205,8 +279,11 @@ caf::expected<std::unique_ptr<rendezvous_host>> rendezvous_host::listen(uint16_t
     return make_error(errc::bad_config, "cannot listen for the other ranks on port " +
                                           std::to_string(port) + ": " + why);
   }
-  return std::unique_ptr<rendezvous_host>{new rendezvous_host{fd}};
+  return std::unique_ptr<rendezvous_host>{new rendezvous_host{fd, rules, std::move(ca)}};
 }
+
+rendezvous_host::rendezvous_host(int listener, rendezvous_rules rules, x509_ptr ca)
+    : listener_(listener), rules_(std::move(rules)), ca_(std::move(ca)) {}
 
 uint16_t rendezvous_host::port() const {
   sockaddr_in a{};
@@ -219,7 +296,67 @@ rendezvous_host::~rendezvous_host() {
   for (int fd : ranks_)
     if (fd >= 0)
       ::close(fd);
+  for (const auto& p : waiting_)
+    ::close(p.fd);
   ::close(listener_);
+}
+
+bool rendezvous_host::take_line(pending& p, int32_t world_size, std::vector<launch_peer>& peers,
+                                int32_t& missing, caf::error& fatal) {
+  bool open = read_some(p.fd, p.buffer);
+  auto line = complete_line(p.buffer);
+  if (!line) {
+    if (!open && p.buffer.size() > max_line)
+      spdlog::warn("baton launch: ignored a connection from {}: {} bytes without a line end "
+                   "(not a baton launch rank)", p.address, p.buffer.size());
+    return !open;
+  }
+  auto refuse = [&](const std::string& why) {
+    spdlog::warn("baton launch: refused a registration from {}: {}", p.address, why);
+    send_line(p.fd, "error " + why);
+    return true;
+  };
+  auto r = parse_registration(*line);
+  if (!r) {
+    spdlog::warn("baton launch: ignored a connection from {}: not a baton launch registration: "
+                 "'{}'", p.address, printable(*line));
+    return true;
+  }
+  const auto rank = "rank " + std::to_string(r->peer.rank);
+  if (r->job_id != rules_.job_id)
+    return refuse(rank + " of job " + (r->job_id.empty() ? "(none)" : r->job_id) + ", but this "
+                  "rank 0 runs job " + (rules_.job_id.empty() ? "(none)" : rules_.job_id) +
+                  ": another job with the same rendezvous port? (give each job its own "
+                  "--job-id or MASTER_PORT)");
+  if (ca_) {
+    auto why = check_signed_text(r->proof, signed_registration(r->text, p.challenge),
+                                 r->peer.name, ca_.get());
+    if (!why.empty())
+      return refuse(rank + " (node '" + printable(r->peer.name, 64) + "') did not prove its "
+                    "identity: " + why);
+  }
+  if (auto err = check_registration(*r, world_size)) {
+    send_line(p.fd, "error " + context_of(err));
+    fatal = err;
+    return true;
+  }
+  auto& slot = ranks_[static_cast<size_t>(r->peer.rank)];
+  if (slot >= 0)
+    return refuse(rank + " is already registered (node '" +
+                  peers[static_cast<size_t>(r->peer.rank)].name + "' from " +
+                  end_of(slot, true) + "): a second registration as " + rank + " from " +
+                  p.address + " is refused" +
+                  (ca_ ? "" : " (without --tls-dir the rendezvous trusts the network: the "
+                              "first registration of a rank holds)"));
+  if (r->peer.host.empty())
+    r->peer.host = end_of(p.fd, true);
+  if (own_address_.empty())
+    own_address_ = end_of(p.fd, false);
+  slot = p.fd;
+  p.fd = -1; // now the rank's
+  peers[static_cast<size_t>(r->peer.rank)] = r->peer;
+  --missing;
+  return true;
 }
 
 caf::expected<std::vector<launch_peer>>
@@ -227,9 +364,9 @@ rendezvous_host::gather(int32_t world_size, std::chrono::seconds limit,
                         const std::atomic<bool>& stop) {
   ranks_.assign(static_cast<size_t>(world_size), -1);
   std::vector<launch_peer> peers(static_cast<size_t>(world_size));
-  std::vector<pending> waiting;
   int32_t missing = world_size - 1;
   auto deadline = clock_type::now() + limit;
+  bool flood_logged = false;
   while (missing > 0) {
     if (stop.load())
       return make_error(errc::interrupted, "stopped while waiting for the other ranks");
@@ -237,60 +374,70 @@ rendezvous_host::gather(int32_t world_size, std::chrono::seconds limit,
       return make_error(errc::node_unreachable,
                         std::to_string(missing) + " of " + std::to_string(world_size - 1) +
                           " ranks did not register within " + std::to_string(limit.count()) +
-                          " s: are they started, with the same rank 0 address and port?");
+                          " s: are they started, with the same rank 0 address and port" +
+                          (rules_.job_id.empty() ? "" : " and job id " + rules_.job_id) + "?");
     std::vector<int> fds{listener_};
-    for (const auto& p : waiting)
+    for (const auto& p : waiting_)
       fds.push_back(p.fd);
     for (int fd : ranks_)
-      fds.push_back(fd >= 0 ? fd : -1);
+      fds.push_back(fd);
+    std::vector<size_t> done;
     for (size_t i : readable(fds, poll_interval)) {
       if (i == 0) {
         int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) {
-          keep_alive(fd);
-          waiting.push_back({fd, {}});
+        if (fd < 0)
+          continue;
+        if (waiting_.size() >= max_pending) {
+          if (!std::exchange(flood_logged, true))
+            spdlog::warn("baton launch: {} connections wait to register: closing new ones "
+                         "until they do (first: {})", max_pending, end_of(fd, true));
+          ::close(fd);
+          continue;
         }
-      } else if (i > waiting.size()) {
-        // A registered rank has nothing more to say before the end.
-        auto rank = static_cast<int32_t>(i - waiting.size() - 1);
+        keep_alive(fd);
+        pending p{fd, {}, random_challenge(), end_of(fd, true), clock_type::now()};
+        send_line(fd, challenge_word + " " + p.challenge);
+        waiting_.push_back(std::move(p));
+      } else if (i <= waiting_.size()) {
+        caf::error fatal;
+        if (take_line(waiting_[i - 1], world_size, peers, missing, fatal))
+          done.push_back(i - 1);
+        if (fatal)
+          return fatal;
+      } else {
+        // A registered rank has nothing more to say before the end: its
+        // connection closed.
+        auto rank = i - waiting_.size() - 1;
+        std::string ignored;
+        if (read_some(ranks_[rank], ignored))
+          continue;
+        ::close(ranks_[rank]);
+        ranks_[rank] = -1;
         return make_error(errc::node_unreachable, "rank " + std::to_string(rank) + " left "
                                                   "before every rank had registered");
       }
     }
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      auto ready = readable({it->fd}, std::chrono::milliseconds(0));
-      bool open = ready.empty() || read_some(it->fd, it->buffer);
-      auto line = complete_line(it->buffer);
-      if (!open && !line) {
-        ::close(it->fd);
-        it = waiting.erase(it);
-        continue;
+    // Connections done with, and those that said nothing in time, go.
+    auto now = clock_type::now();
+    for (size_t k = 0; k < waiting_.size(); ++k)
+      if (std::find(done.begin(), done.end(), k) == done.end() &&
+          now - waiting_[k].since > registration_grace) {
+        spdlog::warn("baton launch: closed a connection from {} that sent no registration "
+                     "within {} s", waiting_[k].address, registration_grace.count());
+        done.push_back(k);
       }
-      if (!line) {
-        ++it;
-        continue;
-      }
-      auto peer = parse_registration(*line, world_size);
-      if (peer && ranks_[static_cast<size_t>(peer->rank)] >= 0)
-        peer = make_error(errc::bad_config, "two processes registered as rank " +
-                                              std::to_string(peer->rank));
-      if (!peer) {
-        send_line(it->fd, "error " + context_of(peer.error()));
-        ::close(it->fd);
-        return peer.error();
-      }
-      if (peer->host.empty())
-        peer->host = end_of(it->fd, true);
-      if (own_address_.empty())
-        own_address_ = end_of(it->fd, false);
-      ranks_[static_cast<size_t>(peer->rank)] = it->fd;
-      peers[static_cast<size_t>(peer->rank)] = *peer;
-      --missing;
-      it = waiting.erase(it);
+    std::sort(done.rbegin(), done.rend());
+    for (size_t k : done) {
+      if (waiting_[k].fd >= 0)
+        ::close(waiting_[k].fd);
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(k));
     }
+    if (waiting_.size() < max_pending)
+      flood_logged = false;
   }
-  for (const auto& p : waiting)
+  for (const auto& p : waiting_)
     ::close(p.fd);
+  waiting_.clear();
   peers.erase(peers.begin());
   return peers;
 }
@@ -310,10 +457,13 @@ std::optional<int32_t> rendezvous_host::lost(std::chrono::milliseconds wait) {
   return std::nullopt;
 }
 
-void rendezvous_host::finish(int code) {
+void rendezvous_host::finish(int code, const std::string& reason) {
+  std::string line = "exit " + std::to_string(code);
+  if (!reason.empty())
+    line += " " + printable(reason, max_line / 2);
   for (int fd : ranks_)
     if (fd >= 0)
-      send_line(fd, "exit " + std::to_string(code));
+      send_line(fd, line);
 }
 
 // -- the other ranks ----------------------------------------------------------
@@ -321,44 +471,78 @@ void rendezvous_host::finish(int code) {
 caf::expected<std::unique_ptr<rendezvous_guest>>
 rendezvous_guest::join(const std::string& host, uint16_t port, const launch_peer& self,
                        int32_t world_size, std::chrono::seconds limit,
-                       const std::atomic<bool>& stop) {
+                       const std::atomic<bool>& stop, const rendezvous_rules& rules) {
   auto deadline = clock_type::now() + limit;
-  int fd = connect_to(host, port);
-  while (fd < 0) {
+  const auto where = host + ":" + std::to_string(port);
+  for (;;) {
     if (stop.load())
       return make_error(errc::interrupted, "stopped while waiting for rank 0");
     if (clock_type::now() > deadline)
       return make_error(errc::node_unreachable,
-                        "rank 0 at " + host + ":" + std::to_string(port) + " did not answer "
-                        "within " + std::to_string(limit.count()) + " s: is it started, and "
-                        "is the port open between the hosts?");
-    std::this_thread::sleep_for(poll_interval);
-    fd = connect_to(host, port);
+                        "rank 0 at " + where + " did not answer within " +
+                          std::to_string(limit.count()) + " s: is it started, and is the port "
+                          "open between the hosts?");
+    int fd = connect_to(host, port);
+    if (fd < 0) {
+      std::this_thread::sleep_for(poll_interval);
+      continue;
+    }
+    keep_alive(fd);
+    std::unique_ptr<rendezvous_guest> guest{new rendezvous_guest{fd}};
+    // Rank 0 speaks first: its challenge, which the proof signs.
+    std::string buffer;
+    auto line = read_line(fd, buffer, std::min(deadline, clock_type::now() + registration_grace),
+                          stop);
+    if (!line) {
+      std::this_thread::sleep_for(poll_interval);
+      continue; // closed (rank 0 restarting, or busy) or silent: again
+    }
+    std::istringstream in{*line};
+    std::string word, challenge;
+    in >> word >> challenge;
+    if (word != challenge_word || challenge.empty())
+      return make_error(errc::bad_config, "what listens at " + where + " is not the rendezvous "
+                                          "of a baton launch (it said '" + printable(*line) +
+                                          "'): is --rendezvous-port (or MASTER_PORT + 1) right?");
+    std::string proof;
+    const auto text = registration_text(self, world_size, rules.job_id);
+    if (rules.authenticated()) {
+      auto signed_text = sign_text(signed_registration(text, challenge), rules.certificate,
+                                   rules.key);
+      if (!signed_text)
+        return signed_text.error();
+      proof = *signed_text;
+    }
+    send_line(fd, registration_line(self, world_size, rules.job_id, proof));
+    guest->buffer_ = buffer;
+    return guest;
   }
-  keep_alive(fd);
-  send_line(fd, registration_line(self, world_size));
-  return std::unique_ptr<rendezvous_guest>{new rendezvous_guest{fd}};
 }
 
 rendezvous_guest::~rendezvous_guest() {
   ::close(fd_);
 }
 
-caf::expected<int> rendezvous_guest::wait(const std::atomic<bool>& stop) {
-  std::string buffer;
+caf::expected<launch_end> rendezvous_guest::wait(const std::atomic<bool>& stop) {
+  std::string& buffer = buffer_;
   for (;;) {
     if (stop.load())
       return make_error(errc::interrupted, "stopped while rank 0 ran the job");
-    if (readable({fd_}, poll_interval).empty())
-      continue;
-    bool open = read_some(fd_, buffer);
+    bool open = true;
+    if (!complete_line(buffer)) {
+      if (readable({fd_}, poll_interval).empty())
+        continue;
+      open = read_some(fd_, buffer);
+    }
     if (auto line = complete_line(buffer)) {
       std::istringstream in{*line};
       std::string word;
-      int code = 0;
+      launch_end end;
       in >> word;
-      if (word == "exit" && (in >> code))
-        return code;
+      if (word == "exit" && (in >> end.code)) {
+        std::getline(in >> std::ws, end.reason);
+        return end;
+      }
       return make_error(errc::bad_config, "rank 0 refused this rank: " +
                                             (line->size() > 6 ? line->substr(6) : *line));
     }

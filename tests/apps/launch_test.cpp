@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 
 #include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
+#include "tests/support/data_files.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/python_torch.hpp"
@@ -336,4 +338,141 @@ TEST_F(launch, incomplete_or_contradictory_launches_are_refused) {
   auto missing = run_baton({"launch", dir_->path() + "/none.yaml", "--rank", "0",
                             "--world-size", "1"});
   EXPECT_EQ(missing.exit_code, 2) << missing.text;
+}
+
+// -- issue 32 --------------------------------------------------------------------
+
+namespace {
+
+/// A connection to 127.0.0.1:`port`, retried for up to a minute (rank 0
+/// listens once its node has started); -1 when none was made.
+int connect_when_listening(uint16_t port) {
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+      return fd;
+    ::close(fd);
+    ::usleep(100 * 1000);
+  }
+  return -1;
+}
+
+/// torchrun's variables for rank R of `world` with the run id `job`.
+variables job_variables(int rank, int world, uint16_t port, const std::string& job) {
+  auto vars = torchrun_variables(rank, world, port);
+  vars["TORCHELASTIC_RUN_ID"] = job;
+  return vars;
+}
+
+/// `baton launch ARGS` as rank R of `world` of job `job`, logging to NAME.log.
+std::unique_ptr<baton_process> start_rank(const scratch_dir& dir, std::vector<std::string> args,
+                                          int rank, int world, uint16_t port,
+                                          const std::string& job, const std::string& name) {
+  scoped_variables env{job_variables(rank, world, port, job)};
+  return std::make_unique<baton_process>(args, dir.path() + "/" + name + ".log");
+}
+
+} // namespace
+
+// Item 5: a rank whose node cannot start (beyond loopback without TLS or
+// --insecure, on every interface, certificates that are not there) used to
+// print the right error and then abort on std::future_error (exit 134).
+TEST_F(launch, a_node_that_cannot_start_ends_the_rank_with_its_error_and_exit_2) {
+  const auto job = launch_job(1);
+  for (const auto& extra : std::vector<std::vector<std::string>>{
+         {"--rank", "0", "--world-size", "2", "--master-addr", "192.0.2.1"},
+         {"--rank", "0", "--world-size", "1", "--host", "0.0.0.0"},
+         {"--rank", "0", "--world-size", "1", "--tls-dir", dir_->path() + "/no-such-dir"}}) {
+    auto out = run_baton(with(job, extra));
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_FALSE(contains(out.text, "future_error")) << out.text;
+    EXPECT_FALSE(contains(out.text, "terminate called")) << out.text;
+  }
+}
+
+// Item 9: an HTTP probe at the rendezvous port used to end rank 0 (exit 2),
+// and a rank of another job on the same port took a rank's place. Now the
+// probe is logged and ignored, the other job's rank is refused (exit 2,
+// told why), and the job runs with its own ranks.
+TEST_F(launch, garbage_and_another_jobs_rank_at_the_rendezvous_do_not_end_the_job) {
+  const auto port = master_port();
+  const auto metrics = dir_->path() + "/probed.json";
+  std::vector<std::unique_ptr<baton_process>> ranks;
+  ranks.push_back(start_rank(*dir_, with(launch_job(1), {"--metrics-out", metrics}), 0, 3, port,
+                             "job-a", "probed-rank0"));
+  int probe = connect_when_listening(static_cast<uint16_t>(port + 1));
+  ASSERT_GE(probe, 0) << outputs(ranks);
+  const std::string http = "GET / HTTP/1.0\r\n\r\n";
+  ::send(probe, http.data(), http.size(), MSG_NOSIGNAL);
+  auto stranger = start_rank(*dir_, launch_job(1), 1, 3, port, "job-b", "probed-stranger");
+  EXPECT_EQ(stranger->wait_for(3min), 2) << stranger->output() << outputs(ranks);
+  EXPECT_TRUE(contains(stranger->output(), "rank 1 of job job-b, but this rank 0 runs job job-a"))
+    << stranger->output();
+  for (int rank : {1, 2})
+    ranks.push_back(start_rank(*dir_, launch_job(1), rank, 3, port, "job-a",
+                               "probed-rank" + std::to_string(rank)));
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{0, 0, 0})) << outputs(ranks);
+  ::close(probe);
+  EXPECT_TRUE(contains(ranks[0]->output(), "ignored a connection from 127.0.0.1"))
+    << outputs(ranks);
+  EXPECT_TRUE(contains(ranks[0]->output(), "job job-a (TORCHELASTIC_RUN_ID)")) << outputs(ranks);
+}
+
+// Item 9: when rank 0 gives up (a rank never came: exit 2, a node that
+// cannot be reached), the rank that did register is told why and ends at
+// once, with rank 0's exit code.
+TEST_F(launch, when_rank_0_gives_up_the_registered_ranks_end_with_its_reason) {
+  const auto port = master_port();
+  std::vector<std::unique_ptr<baton_process>> ranks;
+  for (int rank : {0, 1})
+    ranks.push_back(start_rank(*dir_, with(launch_job(1), {"--rendezvous-timeout", "5"}), rank,
+                               3, port, "job-c", "gave-up-rank" + std::to_string(rank)));
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{2, 2})) << outputs(ranks);
+  EXPECT_TRUE(contains(ranks[1]->output(), "rank 0 gave up: 1 of 2 ranks did not register "
+                                           "within 5 s"))
+    << outputs(ranks);
+  EXPECT_FALSE(contains(ranks[1]->output(), "lost rank 0")) << outputs(ranks);
+}
+
+// Item 20: a data-parallel job on npy files used to fail on rank 0 until
+// data.shape and data.classes were given, with a message about "the
+// source's node" (a data-parallel job has none): rank 0 reads the files'
+// headers as `baton run` does, and the job runs.
+TEST_F(launch, a_data_parallel_job_on_npy_files_needs_no_declared_shape) {
+  const auto d = dir_->path() + "/npy";
+  std::filesystem::create_directories(d);
+  write_npy_pair(d + "/x_train.npy", d + "/y_train.npy", make_samples(256, 3, 8, 8, 10, 3));
+  write_npy_pair(d + "/x_test.npy", d + "/y_test.npy", make_samples(64, 3, 8, 8, 10, 4));
+  const auto topology = d + "/dp-npy.yaml";
+  std::ofstream(topology) << "job: data-parallel\nseed: 42\n"
+                             "data:\n"
+                             "  kind: npy\n"
+                             "  train: {x: x_train.npy, y: y_train.npy}\n"
+                             "  test: {x: x_test.npy, y: y_test.npy}\n"
+                             "  batch_size: 32\n"
+                             "  epochs: 1\n"
+                             "backbone: {checkpoint: none}\n"
+                             "data_parallel: {workers: 2, model: convnet, "
+                             "optimizer: {lr: 0.02, momentum: 0.9}}\n"
+                             "tasks:\n"
+                             "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
+                             "task: all10\n";
+  const auto port = master_port();
+  const auto metrics = dir_->path() + "/dp-npy.json";
+  std::vector<std::unique_ptr<baton_process>> ranks;
+  for (int rank : {0, 1})
+    ranks.push_back(start_rank(*dir_,
+                               rank == 0 ? std::vector<std::string>{"launch", topology,
+                                                                    "--metrics-out", metrics}
+                                         : std::vector<std::string>{"launch", topology},
+                               rank, 2, port, "job-npy", "dp-npy-rank" + std::to_string(rank)));
+  EXPECT_EQ(exit_codes(ranks), (std::vector<int>{0, 0})) << outputs(ranks);
+  EXPECT_FALSE(contains(outputs(ranks), "source's node")) << outputs(ranks);
+  auto launched = read_json(metrics);
+  ASSERT_FALSE(launched.is_discarded()) << outputs(ranks);
+  EXPECT_EQ(launched.at("heads").at(0).at("samples").get<int64_t>(), 256) << launched.dump();
 }

@@ -218,3 +218,47 @@ TEST(frame_guard, a_closed_connection_gives_back_its_share_and_its_wait) {
   EXPECT_EQ(budget.available(), 100u << 10);
   EXPECT_EQ(budget.waiting(), 0u);
 }
+
+// Issue 32, item 14: frames up to 64 KiB used to pass uncounted, so that
+// thousands of handshaken peers each announcing 64 KiB added up without a
+// bound. They now count against a small-frame budget of their own: small
+// frames still pass while large ones hold the frame budget, but not beyond it.
+TEST(frame_guard, small_frames_count_against_a_budget_of_their_own) {
+  frame_budget large{100 << 10};
+  frame_budget small{128 << 10};
+  frame_guard holder{frame_limits{}, nullptr, &large, &small};
+  ASSERT_TRUE(feed(holder, frame_with_payload(client_handshake, 40)));
+  ASSERT_TRUE(feed(holder, frame(direct_message, 100 << 10)));
+  EXPECT_EQ(large.available(), 0u);
+  EXPECT_EQ(small.available(), 128u << 10) << "a handshake is the handshake budget's";
+  frame_guard first{frame_limits{}, nullptr, &large, &small};
+  frame_guard second{frame_limits{}, nullptr, &large, &small};
+  frame_guard third{frame_limits{}, nullptr, &large, &small};
+  int woken = 0;
+  third.on_wake([&] { ++woken; });
+  for (auto* g : {&first, &second, &third}) {
+    ASSERT_TRUE(feed(*g, frame_with_payload(client_handshake, 40)));
+    ASSERT_TRUE(feed(*g, frame(direct_message, 64 << 10)));
+  }
+  EXPECT_FALSE(first.waiting()) << "small frames pass a frame budget held by a large one";
+  EXPECT_FALSE(second.waiting());
+  EXPECT_TRUE(third.waiting()) << "the third 64 KiB frame does not fit in 128 KiB";
+  EXPECT_EQ(third.current_budget(), &small);
+  EXPECT_EQ(small.available(), 0u);
+  ASSERT_TRUE(feed(first, std::string(64 << 10, 'p')));
+  EXPECT_EQ(woken, 1);
+  ASSERT_TRUE(third.retry());
+  ASSERT_TRUE(feed(third, std::string(64 << 10, 'p')));
+  EXPECT_EQ(third.frames(), 2u);
+  EXPECT_EQ(small.available(), 64u << 10) << "the second still holds its share";
+}
+
+TEST(frame_guard, the_default_guard_counts_small_frames_in_the_process_budget) {
+  auto& small = frame_budget::small_frames_process_wide();
+  const auto before = small.available();
+  frame_guard guard;
+  ASSERT_TRUE(feed(guard, frame_with_payload(client_handshake, 40)));
+  ASSERT_TRUE(feed(guard, frame(direct_message, 64 << 10)));
+  EXPECT_EQ(small.available(), before - (64u << 10));
+  EXPECT_EQ(guard.frame_reserved(), 64u << 10);
+}

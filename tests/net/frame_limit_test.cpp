@@ -350,6 +350,34 @@ TEST(frame_limit, handshaken_peers_announcing_big_frames_share_one_budget) {
   EXPECT_TRUE(node.running()) << node.log();
 }
 
+// Issue 32, item 14: handshaken peers that each announce exactly 64 KiB (the
+// largest small frame, which used to pass uncounted: 6,000 of them cost a
+// node 400 MB, and nothing was logged). Small frames now share a budget of
+// their own (16 MiB: 256 of them), the others wait unread and are logged.
+TEST(frame_limit, handshaken_peers_announcing_64_kib_each_share_the_small_frame_budget) {
+  constexpr int peers = 300;
+  constexpr uint32_t announced = 64u << 10;
+  constexpr size_t small_budget = 16u << 20; // actors::small_frame_budget_bytes
+  const size_t fit = small_budget / announced;
+  scratch_dir dir{"frame-limit"};
+  node_process node{dir.path(), "n1"};
+  ASSERT_NE(node.port(), 0) << node.log();
+  auto before = peak_kb(node.pid());
+  auto held = hold_big_frames(node.port(), peers, announced);
+  ASSERT_EQ(held.size(), static_cast<size_t>(peers));
+  const std::string waits = "waits: its frame of " + std::to_string(announced) + " bytes";
+  EXPECT_EQ(await_log(node, waits, peers - fit), peers - fit) << node.log();
+  auto grown = peak_kb(node.pid()) - before;
+  EXPECT_LT(grown, static_cast<int64_t>(small_budget / 1024) + 32 * 1024)
+    << "VmHWM grew " << grown << " kB";
+  // Fresh peers still get the node's handshake.
+  auto fresh = connect_to(node.port());
+  ASSERT_TRUE(fresh);
+  EXPECT_TRUE(got_server_handshake(fresh->fd));
+  held.clear();
+  EXPECT_TRUE(node.running()) << node.log();
+}
+
 // A real peer's large frame that waits behind them is read once they are
 // gone: the spawner answers a request of 256 KiB sent while the budget was
 // held (its connection waited, then was read again).

@@ -107,7 +107,8 @@ TEST(launch_env, torchrun_variables_give_rank_world_and_master) {
   // Never the launcher's own port: torchrun's store listens there.
   EXPECT_EQ(id.rendezvous_port, 29501);
   EXPECT_EQ(id.origin, "rank 2 of 3 (RANK, WORLD_SIZE); rank 0 at 10.0.0.1:29501 "
-                       "(MASTER_ADDR, MASTER_PORT + 1)");
+                       "(MASTER_ADDR, MASTER_PORT + 1); no job id: rank 0 cannot tell this "
+                       "job's ranks from another's on its port; give --job-id");
 }
 
 TEST(launch_env, the_rendezvous_port_is_never_master_port) {
@@ -186,8 +187,51 @@ TEST(launch_env, a_hostfile_gives_world_master_and_this_hosts_rank) {
   EXPECT_EQ(first.master_addr, "h0");
   EXPECT_EQ(first.rank, 2); // h0's slot, then h1's second slot
   EXPECT_EQ(resolved({}, flags, hosts, "h2.cluster").rank, 3);
-  // A host of several slots needs its local rank.
-  EXPECT_FALSE(resolve_launch(flags, {}, hosts, "h1"));
+  // A host of several slots needs its local rank: the error names LOCAL_RANK
+  // (issue 32, item 22).
+  auto no_local = resolve_launch(flags, {}, hosts, "h1");
+  ASSERT_FALSE(no_local);
+  EXPECT_NE(context_of(no_local.error()).find("the hostfile's line of h1.cluster has 2 slots, "
+                                              "and nothing says which one this process is: "
+                                              "set LOCAL_RANK"),
+            std::string::npos)
+    << context_of(no_local.error());
+}
+
+// Issue 32, item 9: the job id keeps two jobs on one rendezvous port apart.
+TEST(launch_env, the_job_id_comes_from_the_flag_torchrun_or_slurm) {
+  const environment torchrun{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"},
+                             {"TORCHELASTIC_RUN_ID", "run-7"}, {"SLURM_JOB_ID", "99"}};
+  EXPECT_EQ(resolved(torchrun).job_id, "run-7");
+  EXPECT_NE(resolved(torchrun).origin.find("job run-7 (TORCHELASTIC_RUN_ID)"), std::string::npos);
+  launch_flags flags;
+  flags.job_id = "mine";
+  EXPECT_EQ(resolved(torchrun, flags).job_id, "mine");
+  // torchrun's default run id, "none", is no id.
+  EXPECT_EQ(resolved({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"},
+                      {"TORCHELASTIC_RUN_ID", "none"}, {"SLURM_JOB_ID", "99"}})
+              .job_id,
+            "99");
+  auto none = resolved({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}});
+  EXPECT_EQ(none.job_id, "");
+  EXPECT_NE(none.origin.find("no job id"), std::string::npos) << none.origin;
+  flags.job_id = "two words";
+  EXPECT_NE(refusal(torchrun, flags).find("--job-id is 'two words': expected printable "
+                                          "characters without spaces"),
+            std::string::npos);
+}
+
+// Issue 32, item 19: the variables that say a launcher started several
+// copies of this process.
+TEST(launch_env, launched_copies_are_told_by_the_launchers_variables) {
+  EXPECT_EQ(launched_copies({{"RANK", "1"}, {"WORLD_SIZE", "3"}}), "WORLD_SIZE=3");
+  EXPECT_EQ(launched_copies({{"OMPI_COMM_WORLD_SIZE", "2"}}), "OMPI_COMM_WORLD_SIZE=2");
+  EXPECT_EQ(launched_copies({{"SLURM_STEP_NUM_TASKS", "4"}}), "SLURM_STEP_NUM_TASKS=4");
+  EXPECT_EQ(launched_copies({{"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}}), "SLURM_NTASKS=2");
+  EXPECT_EQ(launched_copies({{"WORLD_SIZE", "1"}}), "");
+  EXPECT_EQ(launched_copies({{"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "7"}}), "")
+    << "sbatch's script runs once";
+  EXPECT_EQ(launched_copies({}), "");
 }
 
 TEST(launch_env, missing_values_name_every_place_they_may_come_from) {

@@ -1,0 +1,77 @@
+// The `baton` command line itself: its help (every command listed, each
+// command's own usage with `--help`) and what it refuses before anything
+// runs (`baton run` started as several copies by a launcher).
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/commands.hpp"
+#include "tests/support/text.hpp"
+
+using namespace baton::testing;
+
+// Issue 32, item 22: `baton help` lists every command, `compare` included,
+// with today's --save-model (every strategy, a TorchScript module).
+TEST(cli, help_lists_every_command_and_says_what_save_model_writes) {
+  auto help = run_baton({"help"});
+  EXPECT_EQ(help.exit_code, 0) << help.text;
+  for (const auto* command : {"run", "pretrain", "node", "launch", "certs", "bench", "profile",
+                              "plan", "compare", "predict", "report", "help", "--version"})
+    EXPECT_TRUE(contains(help.text, std::string{"\n  baton "} + command)) << command;
+  EXPECT_TRUE(contains(help.text, "--save-model FILE      save the trained model as a "
+                                  "TorchScript module (every"))
+    << help.text;
+  EXPECT_FALSE(contains(help.text, "job: pipeline: save the trained model")) << help.text;
+}
+
+// Issue 32, item 22: `baton compare --help` (and `baton help compare`)
+// print compare's usage, not the whole text.
+TEST(cli, command_help_prints_that_commands_usage) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"compare", "--help"},
+                                                                {"help", "compare"}}) {
+    auto out = run_baton(args);
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_TRUE(contains(out.text, "baton compare WORKLOAD.yaml [--strategies LIST]")) << out.text;
+    EXPECT_TRUE(contains(out.text, "--budget SECONDS")) << out.text;
+    EXPECT_FALSE(contains(out.text, "baton run [TOPOLOGY.yaml]")) << out.text;
+    EXPECT_TRUE(contains(out.text, "exit codes:")) << out.text;
+  }
+  auto launch = run_baton({"launch", "--help"});
+  EXPECT_TRUE(contains(launch.text, "baton launch TOPOLOGY.yaml")) << launch.text;
+  EXPECT_FALSE(contains(launch.text, "baton compare")) << launch.text;
+  auto all = run_baton({"--help"});
+  EXPECT_TRUE(contains(all.text, "baton run [TOPOLOGY.yaml]")) << all.text;
+  EXPECT_TRUE(contains(all.text, "baton compare WORKLOAD.yaml")) << all.text;
+}
+
+// Issue 32, item 19: `torchrun ... baton run` (the PyTorch habit) ran the
+// whole job in every copy, all writing the same outputs. `baton run` now
+// refuses when a launcher says it started several copies, and points to
+// `baton launch`; one copy (WORLD_SIZE=1) or an sbatch script (SLURM_NTASKS
+// without a step) still runs.
+TEST(cli, run_started_as_several_copies_by_a_launcher_is_refused) {
+  const auto run = baton_command({"run", "--set", "data.epochs=1", "--set",
+                                  "data.train_limit=64", "--set", "data.test_limit=64"});
+  for (const auto* vars : {"RANK=1 WORLD_SIZE=3", "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2",
+                           "SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0",
+                           "SLURM_STEP_NUM_TASKS=4"}) {
+    auto out = run_shell(std::string{"env "} + vars + " " + run);
+    EXPECT_EQ(out.exit_code, 2) << vars << "\n" << out.text;
+    EXPECT_TRUE(contains(out.text, "run `baton launch TOPOLOGY.yaml` under the launcher"))
+      << vars << "\n" << out.text;
+  }
+  auto pretrain = run_shell("env RANK=0 WORLD_SIZE=2 " + baton_command({"pretrain"}));
+  EXPECT_EQ(pretrain.exit_code, 2) << pretrain.text;
+  EXPECT_TRUE(contains(pretrain.text, "baton pretrain: WORLD_SIZE=2")) << pretrain.text;
+}
+
+TEST(cli, run_as_one_copy_or_in_a_batch_script_still_runs) {
+  // A bad flag after the check: the run is not refused for its variables.
+  for (const auto* vars : {"RANK=0 WORLD_SIZE=1", "SLURM_NTASKS=4 SLURM_JOB_ID=7"}) {
+    auto out = run_shell(std::string{"env "} + vars + " " + baton_command({"run", "--no-such"}));
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_TRUE(contains(out.text, "unknown argument '--no-such'")) << vars << "\n" << out.text;
+    EXPECT_FALSE(contains(out.text, "baton launch")) << vars << "\n" << out.text;
+  }
+}
