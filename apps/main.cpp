@@ -359,6 +359,9 @@ int cmd_run(args& a, bool pretrain_only) {
     auto err = actors::pretrain(r);
     return err ? fail(err) : 0;
   }
+  // A resumed run writes the outputs its first command asked for.
+  if (auto err = actors::with_recorded_outputs(r))
+    return fail(err);
   return report_run(r, actors::run_job(r));
 }
 

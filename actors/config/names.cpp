@@ -80,6 +80,20 @@ const std::string& reserved_names() {
   return names;
 }
 
+bool reserved_file_name(const std::string& name) {
+  const std::string key = name_key(name);
+  for (const std::string file : {"run.lock", "run.yaml"})
+    if (key == file || key.compare(0, file.size() + 1, file + ".") == 0)
+      return true;
+  return false;
+}
+
+const std::string& reserved_file_names() {
+  static const std::string names =
+    "run.lock, run.yaml, and names starting with 'run.lock.' or 'run.yaml.'";
+  return names;
+}
+
 std::string name_key(const std::string& name) {
   std::string key = name;
   for (char& c : key)

@@ -44,6 +44,18 @@ bool reserved_name(const std::string& name);
 /// workers, stageN, stageN.R, worker.N, shard.N".
 const std::string& reserved_names();
 
+/// Whether `name` (ignoring case) is the name of one of the files baton
+/// keeps in a checkpoint directory, beside the directories named after the
+/// trainable actors (an actor `run.lock` could not make its directory
+/// there, and a run failed at its first checkpoint): `run.lock`, `run.yaml`
+/// and their temporary files, any name starting with `run.lock.` or
+/// `run.yaml.`.
+bool reserved_file_name(const std::string& name);
+
+/// The reserved file names as errors list them: "run.lock, run.yaml, and
+/// names starting with 'run.lock.' or 'run.yaml.'".
+const std::string& reserved_file_names();
+
 /// How names compare for uniqueness: ASCII lower case, so that `All10` and
 /// `all10` are the same name (they would share one directory on a
 /// case-insensitive file system, a checkpoint directory copied to a Mac).

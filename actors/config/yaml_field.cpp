@@ -308,6 +308,10 @@ std::string read_new_name(const field& f, const std::string& what) {
     f.fail(what + " '" + name + "' has the name of one of baton's own actors or nodes ("
            + reserved_names() + ", in any case): the two would share their messages and "
            + "checkpoints (expected another name)");
+  if (reserved_file_name(name))
+    f.fail(what + " '" + name + "' has the name of a file of the checkpoint directory ("
+           + reserved_file_names() + ", in any case), where the checkpoints of an actor of "
+           + "that name would have their directory (expected another name)");
   return name;
 }
 

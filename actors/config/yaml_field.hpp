@@ -253,7 +253,8 @@ std::string read_string(const field& f);
 std::string read_name(const field& f);
 
 /// A name a user gives to a task, head or node: read_name, and none that
-/// baton gives its own actors and node reports (reserved_name).
+/// baton gives its own actors and node reports (reserved_name) or its own
+/// files in a checkpoint directory (reserved_file_name).
 /// `what` names the kind of thing in errors ("head").
 std::string read_new_name(const field& f, const std::string& what);
 

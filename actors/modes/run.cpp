@@ -86,6 +86,7 @@ caf::expected<job_result> run_job(const run_request& r) {
     return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
   derive_thread_budgets(*t);
   auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
+                                          {"--curves", r.curves},
                                           {"--trace", r.trace_out},
                                           {"--save-model", r.save_model}};
   auto inputs = std::vector<std::string>{t->file, t->checkpoint, t->backbone.path};

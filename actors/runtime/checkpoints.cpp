@@ -4,19 +4,21 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <system_error>
 
 #include <spdlog/spdlog.h>
 
+#include "actors/config/names.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 #include "model/core/error.hpp"
 #include "model/core/training_checkpoint.hpp"
 
@@ -27,12 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Who holds the lock at `path`, as its holder wrote it ("pid P host H run
-/// ID"), or a placeholder while it has not written it yet.
-std::string holder_of(const std::string& path) {
-  std::ifstream in{path};
-  std::string line;
-  std::getline(in, line);
+/// Who holds the lock file open as `fd`, as its holder wrote it ("pid P
+/// host H run ID"), or a placeholder while it has not written it yet.
+std::string holder_of(int fd) {
+  char text[512] = {};
+  auto n = ::pread(fd, text, sizeof text - 1, 0);
+  std::string line{text, static_cast<size_t>(std::max<ssize_t>(n, 0))};
+  line = line.substr(0, line.find('\n'));
   return line.empty() ? std::string{"a process that has not written its pid yet"} : line;
 }
 
@@ -80,16 +83,48 @@ caf::error refuse_finished(const std::string& dir, const run_record& then) {
                       dir + " starts afresh and replaces its checkpoints");
 }
 
-/// A new run in `dir`, which holds `files` of another run: removed when that
-/// run finished, refused otherwise (it can still be resumed).
+/// The checkpoints of the finished run `then` in `dir`: in the directories
+/// it made (its actors; for the record of a baton before they were
+/// recorded, those holding checkpoints), not through a link, and carrying
+/// its run id. Whatever else is there is not baton's to delete: a user's
+/// `DIR/old/step-1.ckpt` was once removed with the run's.
+std::vector<fs::path> checkpoints_of_run(const std::string& dir, const run_record& then) {
+  auto folders = then.actors.empty() ? checkpointed_actors(dir) : then.actors;
+  std::vector<fs::path> out;
+  for (const auto& a : folders) {
+    std::error_code ec;
+    auto folder = checkpoint_dir_of(dir, a);
+    if (!check_name(a).empty() || fs::is_symlink(fs::symlink_status(folder, ec)))
+      continue; // a record that names a path, or a folder baton did not make
+    model::checkpoint_store store{folder};
+    for (auto step : store.valid_steps()) {
+      try {
+        if (store.load(step).run_id == then.run_id)
+          out.emplace_back(store.path_of(step));
+      } catch (const model::error&) {
+        // Not one of its checkpoints: kept.
+      }
+    }
+  }
+  return out;
+}
+
+/// A new run in `dir`, which holds `files` of another run: that run's
+/// removed when it finished (checkpoints_of_run), refused otherwise (it can
+/// still be resumed).
 caf::error take_over(const std::string& dir, const std::vector<fs::path>& files) {
   auto then = read_run_record(dir);
   if (then && then->finished_step >= 0) {
+    auto own = checkpoints_of_run(dir, *then);
     std::error_code ec;
-    for (const auto& f : files)
+    for (const auto& f : own)
       fs::remove(f, ec);
-    spdlog::info("{}: removed {} checkpoints of run {}, which finished (step {})", dir,
-                 files.size(), then->run_id, then->finished_step);
+    spdlog::info("{}: removed {} checkpoints of run {}, which finished (step {}){}", dir,
+                 own.size(), then->run_id, then->finished_step,
+                 files.size() > own.size()
+                   ? "; kept " + std::to_string(files.size() - own.size()) +
+                       " step-*.ckpt files that are not its own"
+                   : std::string{});
     return caf::none;
   }
   auto who = then ? "run " + (then->run_id.empty() ? std::string{"(no id)"} : then->run_id) +
@@ -111,19 +146,23 @@ std::string lock_path(const std::string& dir) {
 caf::expected<checkpoint_lock> checkpoint_lock::take(const std::string& dir,
                                                      const std::string& run_id) {
   auto path = lock_path(dir);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Never through a link: another user who may write in DIR could point
+  // run.lock at a file of ours, which the holder line would overwrite.
+  std::string why;
+  int fd = model::open_for_writing(path, O_RDWR | O_CREAT, 0644, why);
   if (fd < 0)
-    return make_error(errc::bad_config, "cannot open the lock file " + path + " of checkpoint "
-                                          "directory " + dir + " (" + std::strerror(errno) + ")");
+    return make_error(errc::bad_config, "cannot take the lock file " + path + " of checkpoint "
+                                          "directory " + dir + ": " + why);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     auto reason = errno;
+    auto holder = holder_of(fd);
     ::close(fd);
     if (reason != EWOULDBLOCK)
       return make_error(errc::bad_config, "cannot lock " + path + " (" +
                                             std::strerror(reason) + ")");
     return make_error(errc::bad_config,
-                      "checkpoint directory " + dir + " is in use by a live run (" +
-                        holder_of(path) + ", which holds " + path + "): two runs never share "
+                      "checkpoint directory " + dir + " is in use by a live run (" + holder +
+                        ", which holds " + path + "): two runs never share "
                         "a checkpoint directory; wait for that run to end, or choose another "
                         "runtime.checkpoint_dir");
   }
@@ -205,6 +244,7 @@ caf::expected<checkpoint_choice> choose_checkpoints(const runtime_spec& limits,
   auto record = options.record;
   if (record.run_id.empty())
     record.run_id = new_run_id();
+  record.actors = plan.trainable_names();
   choice.run_id = record.run_id;
   if (limits.checkpoint_every == 0 && options.resume_dir.empty())
     return choice;

@@ -42,6 +42,8 @@ struct checkpoint_choice {
 /// which holds "pid P host H run ID" of the holder. The kernel drops it when
 /// the process ends, however it ends: a SIGKILLed run leaves nothing stuck,
 /// and its `--resume` takes the directory again. Not inherited across exec.
+/// A run.lock that is a symbolic link (or not a regular file) is refused,
+/// never opened through (model::open_for_writing).
 class checkpoint_lock {
 public:
   /// Locks `dir` (which exists) for run `run_id`; errc::bad_config naming

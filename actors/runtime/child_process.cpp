@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -83,10 +84,10 @@ caf::expected<child_process> child_process::start(const std::vector<std::string>
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  std::string why;
+  int log = model::open_for_writing(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644, why);
   if (log < 0)
-    return make_error(errc::bad_file,
-                      "cannot open log file '" + log_path + "': " + std::strerror(errno));
+    return make_error(errc::bad_file, "log file: " + why);
   auto parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -118,6 +119,18 @@ private:
   std::optional<checkpoint_lock> lock_; ///< released last: after the nodes stopped
 };
 
+/// Sets the outputs of `record` to those `r` asks for (absolute paths).
+void record_outputs(const run_request& r, run_record& record) {
+  auto absolute = [](const std::string& path) {
+    std::error_code ec;
+    return path.empty() ? path : fs::absolute(path, ec).lexically_normal().string();
+  };
+  record.metrics_file = absolute(r.metrics_out);
+  record.curves_file = absolute(r.curves);
+  record.trace_file = absolute(r.trace_out);
+  record.model_file = absolute(r.save_model);
+}
+
 } // namespace
 
 caf::expected<job_result> run_actors(actor_job job, const run_request& r) {
@@ -176,12 +189,9 @@ void record_finished(const run_request& r, const job_result& result) {
     spdlog::warn("cannot record that the run finished: {}", describe(record.error()));
     return;
   }
-  record->finished_step = common_checkpoint_steps(dir, checkpointed_actors(dir)).front();
-  std::error_code ec;
-  if (!r.metrics_out.empty())
-    record->metrics_file = fs::absolute(r.metrics_out, ec).lexically_normal().string();
-  if (!r.save_model.empty())
-    record->model_file = fs::absolute(r.save_model, ec).lexically_normal().string();
+  auto actors = record->actors.empty() ? checkpointed_actors(dir) : record->actors;
+  record->finished_step = common_checkpoint_steps(dir, actors).front();
+  record_outputs(r, *record);
   if (auto err = write_run_record(dir, *record))
     spdlog::warn("cannot record that the run finished: {}", describe(err));
 }
@@ -268,6 +278,8 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
 
 caf::expected<run_record> request_record(const run_request& r) {
   auto record = make_run_record(r.topology_path, default_topology_yaml, r.overrides);
+  if (record)
+    record_outputs(r, *record);
   if (!record || r.resume_dir.empty() || !has_run_record(r.resume_dir))
     return record;
   auto then = read_run_record(r.resume_dir);
@@ -281,6 +293,30 @@ caf::expected<run_record> request_record(const run_request& r) {
   record->overrides.insert(record->overrides.begin(), then->overrides.begin(),
                            then->overrides.end());
   return record;
+}
+
+caf::error with_recorded_outputs(run_request& r) {
+  if (r.resume_dir.empty() || !has_run_record(r.resume_dir))
+    return caf::none;
+  auto then = read_run_record(r.resume_dir);
+  if (!then)
+    return then.error();
+  std::string taken;
+  for (auto [given, recorded, flag] :
+       {std::tuple{&r.metrics_out, &then->metrics_file, "--metrics-out"},
+        std::tuple{&r.curves, &then->curves_file, "--curves"},
+        std::tuple{&r.trace_out, &then->trace_file, "--trace"},
+        std::tuple{&r.save_model, &then->model_file, "--save-model"}}) {
+    if (!given->empty() || recorded->empty())
+      continue;
+    *given = *recorded;
+    taken += (taken.empty() ? "" : ", ") + std::string{flag} + " " + *recorded;
+  }
+  if (!taken.empty())
+    spdlog::info("--resume {}: writes the outputs of the run as it was started: {} (a flag "
+                 "given with --resume replaces one)",
+                 r.resume_dir, taken);
+  return caf::none;
 }
 
 caf::expected<topology> load_request_topology(const run_request& r,

@@ -50,8 +50,15 @@ caf::expected<topology> load_request_topology(const run_request& r,
 
 /// The topology and options of the run `r` describes; with --resume DIR and
 /// a record there, the recorded topology (unless `r` names one) and the
-/// recorded options followed by `r`'s.
+/// recorded options followed by `r`'s. Its outputs are `r`'s.
 caf::expected<run_record> request_record(const run_request& r);
+
+/// `--resume DIR`: the outputs the recorded run was started with
+/// (--metrics-out, --curves, --trace, --save-model; run.yaml's `outputs`)
+/// are written again: each one `r` does not name is set to the recorded
+/// path (logged); a flag given with --resume wins. Nothing without --resume
+/// or a record; errc::bad_file when the record cannot be read.
+caf::error with_recorded_outputs(run_request& r);
 
 /// What a mode hands the runtime for an actor run.
 struct actor_job {

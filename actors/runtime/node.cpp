@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <thread>
@@ -137,6 +136,10 @@ caf::error check_node_name(const std::string& name) {
     return make_error(errc::bad_config, "node name " + detail::quoted(name) + " is one of the "
                                         "names baton gives its own actors and nodes ("
                                         + reserved_names() + ", in any case)");
+  if (reserved_file_name(name))
+    return make_error(errc::bad_config, "node name " + detail::quoted(name) + " is the name "
+                                        "of a file of the checkpoint directory ("
+                                        + reserved_file_names() + ", in any case)");
   return caf::none;
 }
 
@@ -187,11 +190,14 @@ caf::error check_node_settings(const node_settings& s) {
   if (!s.port_file.empty()) {
     if (std::error_code ec; std::filesystem::is_directory(s.port_file, ec))
       return make_error(errc::bad_file, "--port-file " + s.port_file + " is a directory");
-    auto tmp = s.port_file + ".tmp";
-    if (!std::ofstream{tmp})
-      return make_error(errc::bad_file, "--port-file " + s.port_file + ": cannot create " + tmp +
-                                          " (" + std::strerror(errno) + ")");
-    std::remove(tmp.c_str());
+    auto dir = std::filesystem::path(s.port_file).parent_path();
+    if (std::error_code ec; !dir.empty() && !std::filesystem::is_directory(dir, ec))
+      return make_error(errc::bad_file, "--port-file " + s.port_file + ": the directory " +
+                                          dir.string() + " does not exist");
+    // Through a new temporary file, as the write: never PORT_FILE.tmp, which
+    // a link put there would have had the check truncate.
+    if (auto why = model::try_check_writable(s.port_file); !why.empty())
+      return make_error(errc::bad_file, "--port-file " + s.port_file + ": " + why);
   }
   return caf::none;
 }

@@ -1,12 +1,9 @@
 #include "actors/runtime/run_outputs.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -33,6 +30,8 @@ caf::error refuse(const output_file& out, const std::string& why) {
 /// Creates and removes the temporary file the output is written through.
 caf::error check_writable(const output_file& out) {
   std::error_code ec;
+  if (auto link = model::symlink_refusal(out.path); !link.empty())
+    return refuse(out, link);
   auto status = fs::status(out.path, ec);
   if (fs::is_directory(status))
     return refuse(out, "is a directory (name a file)");
@@ -42,14 +41,11 @@ caf::error check_writable(const output_file& out) {
   auto dir = fs::path(out.path).parent_path();
   if (!dir.empty() && !fs::is_directory(dir, ec))
     return refuse(out, "the directory " + dir.string() + " does not exist");
-  auto tmp = out.path + ".tmp";
-  bool existed = fs::exists(tmp, ec);
-  errno = 0;
-  if (!std::ofstream{tmp, std::ios::app})
-    return refuse(out, "cannot be written (" +
-                         std::string{errno != 0 ? std::strerror(errno) : "unknown reason"} + ")");
-  if (!existed)
-    std::remove(tmp.c_str());
+  // A new temporary file of its own name (never one that is there: a link
+  // at OUT.tmp once had the check create the file it pointed to), as the
+  // write will; a symbolic link at the output itself is refused.
+  if (auto why = model::try_check_writable(out.path); !why.empty())
+    return refuse(out, why);
   return caf::none;
 }
 

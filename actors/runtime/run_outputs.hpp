@@ -1,6 +1,6 @@
 #pragma once
 
-// The files a run writes (--metrics-out, --trace, --save-model): checked
+// The files a run writes (--metrics-out, --curves, --trace, --save-model): checked
 // before anything trains, so that a run of hours does not end with "cannot
 // write" and nothing kept; and never one of the run's own inputs.
 

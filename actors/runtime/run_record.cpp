@@ -75,23 +75,30 @@ caf::expected<run_record> make_run_record(const std::string& topology_file,
 
 namespace {
 
-/// Whether and where `record`'s run finished, as a map under `finished`.
-void emit_finished(YAML::Emitter& out, const run_record& record) {
-  if (record.finished_step < 0)
-    return;
-  out << YAML::Key << "finished" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "step" << YAML::Value << record.finished_step;
-  out << YAML::Key << "metrics" << YAML::Value << YAML::SingleQuoted << record.metrics_file;
-  out << YAML::Key << "model" << YAML::Value << YAML::SingleQuoted << record.model_file;
-  out << YAML::EndMap;
-}
+/// The fields of run.yaml's `outputs` map and of run_record, listed once
+/// for writing and reading.
+const std::vector<std::pair<const char*, std::string run_record::*>> output_fields{
+  {"metrics", &run_record::metrics_file},
+  {"curves", &run_record::curves_file},
+  {"trace", &run_record::trace_file},
+  {"model", &run_record::model_file}};
 
 /// run.yaml's text for `record`.
 std::string record_text(const run_record& record) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "run_id" << YAML::Value << YAML::SingleQuoted << record.run_id;
-  emit_finished(out, record);
+  if (record.finished_step >= 0)
+    out << YAML::Key << "finished" << YAML::Value << YAML::BeginMap << YAML::Key << "step"
+        << YAML::Value << record.finished_step << YAML::EndMap;
+  out << YAML::Key << "outputs" << YAML::Value << YAML::BeginMap;
+  for (const auto& [key, member] : output_fields)
+    out << YAML::Key << key << YAML::Value << YAML::SingleQuoted << record.*member;
+  out << YAML::EndMap;
+  out << YAML::Key << "actors" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const auto& a : record.actors)
+    out << YAML::SingleQuoted << a;
+  out << YAML::EndSeq;
   out << YAML::Key << "topology_file" << YAML::Value << record.topology_file;
   out << YAML::Key << "overrides" << YAML::Value << YAML::BeginSeq;
   for (const auto& o : record.overrides)
@@ -99,8 +106,9 @@ std::string record_text(const run_record& record) {
   out << YAML::EndSeq;
   out << YAML::Key << "topology" << YAML::Value << YAML::Literal << record.topology_text;
   out << YAML::EndMap;
-  return std::string{"# Written by baton run: the topology and --set options of the run whose\n"
-                     "# checkpoints are in this directory. `baton run --resume DIR` reads it.\n"} +
+  return std::string{"# Written by baton run: the topology, --set options and outputs of the "
+                     "run whose\n# checkpoints are in this directory. `baton run --resume DIR` "
+                     "reads it.\n"} +
          out.c_str() + '\n';
 }
 
@@ -158,9 +166,19 @@ caf::expected<run_record> read_run_record(const std::string& dir) {
       r.run_id = doc["run_id"].as<std::string>();
     if (auto finished = doc["finished"]) {
       r.finished_step = finished["step"].as<int64_t>();
-      r.metrics_file = finished["metrics"].as<std::string>();
-      r.model_file = finished["model"].as<std::string>();
+      // A baton before `outputs` recorded these two when the run finished.
+      if (finished["metrics"])
+        r.metrics_file = finished["metrics"].as<std::string>();
+      if (finished["model"])
+        r.model_file = finished["model"].as<std::string>();
     }
+    if (auto outputs = doc["outputs"])
+      for (const auto& [key, member] : output_fields)
+        if (outputs[key])
+          r.*member = outputs[key].as<std::string>();
+    if (auto actors = doc["actors"])
+      for (const auto& a : actors)
+        r.actors.push_back(a.as<std::string>());
     return r;
   } catch (const YAML::Exception& e) {
     return make_error(errc::bad_file, path + ": not a run record written by baton (" + e.msg +

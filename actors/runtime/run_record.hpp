@@ -26,8 +26,17 @@ struct run_record {
   /// Set when the run finished (its outputs written): the newest step its
   /// trainable actors all have a checkpoint of; -1 while it has not finished.
   int64_t finished_step = -1;
-  std::string metrics_file; ///< its --metrics-out, absolute ("" none)
-  std::string model_file;   ///< its --save-model, absolute ("" none)
+  /// Its outputs, absolute ("" none), recorded when it starts: `--resume`
+  /// writes them again unless its own command line names them
+  /// (with_recorded_outputs, jobs.hpp).
+  std::string metrics_file; ///< its --metrics-out
+  std::string curves_file;  ///< its --curves
+  std::string trace_file;   ///< its --trace
+  std::string model_file;   ///< its --save-model
+  /// Its trainable actors: the directories it made in the checkpoint
+  /// directory (a new run on a finished run's directory removes that run's
+  /// checkpoints from these only). Empty in the record of an older baton.
+  std::vector<std::string> actors;
 };
 
 /// The most a run record may take, as run.yaml: what read_run_record reads,

@@ -15,6 +15,7 @@
 #include "apps/bench/bench.hpp"
 #include "apps/compare/run_record.hpp"
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::apps {
 inline namespace bench {
@@ -44,26 +45,11 @@ bench_figures::bench_figures(std::string path, nlohmann::json header, std::strin
 
 namespace {
 
-/// Writes `text` to `path` through `path`.tmp and a rename, so that a
-/// reader (or a second signal) never finds half a file; "" or the reason.
+/// Writes `text` to `path` whole (model::try_replace_file: a new temporary
+/// file renamed over it, never through a symbolic link), so that a reader
+/// (or a second signal) never finds half a file; "" or the reason.
 std::string write_whole(const std::string& path, const std::string& text) {
-  auto tmp = path + ".tmp";
-  {
-    std::ofstream out{tmp};
-    out << text;
-    out.close(); // a full disk may only show here
-    if (out.fail()) {
-      std::string reason = std::strerror(errno);
-      std::remove(tmp.c_str());
-      return "cannot write '" + tmp + "': " + reason;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return "cannot rename '" + tmp + "' to '" + path + "': " + reason;
-  }
-  return {};
+  return model::try_replace_file(path, text);
 }
 
 } // namespace

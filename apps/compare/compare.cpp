@@ -19,6 +19,7 @@
 #include "apps/report/machine.hpp"
 #include "apps/report/report.hpp"
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::apps {
 
@@ -145,7 +146,8 @@ row make_row(strategy_choice s, const compare_request& r) {
   auto text = derive_topology(s, r.workload);
   if (!text)
     return out.skipped = describe(text.error()), out;
-  std::ofstream{out.topology} << *text;
+  if (auto why = model::try_replace_file(out.topology, *text); !why.empty())
+    return out.skipped = why, out;
   auto overrides = run_overrides(out.strategy, *text, r.workload, r.overrides);
   if (!overrides)
     return out.skipped = describe(overrides.error()), out;
@@ -506,7 +508,9 @@ int compare(const compare_request& r, const std::vector<strategy_choice>& chosen
   print_table(report);
   if (auto written = write_report(report, r.out); !written) {
     std::fprintf(stderr, "baton compare: the report: %s\n", describe(written.error()).c_str());
-    std::ofstream{r.out + "/report.json"} << report.dump(2) << "\n";
+    if (auto why = model::try_replace_file(r.out + "/report.json", report.dump(2) + "\n");
+        !why.empty())
+      std::fprintf(stderr, "baton compare: %s\n", why.c_str());
   }
   std::printf("report: %s/report.json, %s/report.html\n", r.out.c_str(), r.out.c_str());
   return stop_requested(interrupted) ? interrupted_exit_code : 0;

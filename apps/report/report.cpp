@@ -14,6 +14,7 @@
 #include "apps/report/machine.hpp"
 #include "apps/report/plots.hpp"
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::apps {
 
@@ -30,20 +31,11 @@ std::string utc_now() {
   return text;
 }
 
-/// Writes `text` to `path` whole: to PATH.tmp, renamed over it.
+/// Writes `text` to `path` whole (model::try_replace_file: a new temporary
+/// file renamed over it, never through a symbolic link).
 caf::expected<void> write_whole(const std::string& path, const std::string& text) {
-  auto tmp = path + ".tmp";
-  {
-    std::ofstream out{tmp, std::ios::binary};
-    out << text;
-    out.flush();
-    if (!out)
-      return make_error(errc::bad_file, "cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return make_error(errc::bad_file, "cannot write " + path + ": " + ec.message());
+  if (auto why = model::try_replace_file(path, text); !why.empty())
+    return make_error(errc::bad_file, why);
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/core/error.hpp"
@@ -29,7 +30,8 @@ std::string temporary_name(const std::string& path) {
 int create_temporary(const std::string& path, mode_t mode, std::string& tmp) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     tmp = temporary_name(path);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    // O_EXCL alone already never follows a link; O_NOFOLLOW says so.
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd >= 0 || errno != EEXIST)
       return fd;
   }
@@ -52,9 +54,55 @@ std::string failure(const std::string& path, const std::string& step, int err, b
          (existed ? "the previous '" + path + "' is kept)" : std::string{"no file was made)"});
 }
 
+std::string cannot_write(const std::string& path, const std::string& why) {
+  return "cannot write '" + path + "': " + why;
+}
+
 } // namespace
 
+std::string symlink_refusal(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec)))
+    return {};
+  auto target = fs::read_symlink(path, ec);
+  return "it is a symbolic link" + (ec ? std::string{} : " (to '" + target.string() + "')") +
+         ": baton never writes through a link, which anyone who may write in its directory "
+         "could have put there to make baton overwrite the file it points to; remove the "
+         "link or name another file";
+}
+
+int open_for_writing(const std::string& path, int flags, mode_t mode, std::string& why) {
+  // O_NONBLOCK: a FIFO is refused below, not waited on.
+  int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+  if (fd < 0) {
+    int err = errno;
+    auto link = err == ELOOP ? symlink_refusal(path) : std::string{};
+    why = cannot_write(path, link.empty() ? std::string{std::strerror(err)} : link);
+    return -1;
+  }
+  struct stat st {};
+  const char* wrong = nullptr;
+  if (::fstat(fd, &st) != 0)
+    wrong = "cannot stat it";
+  else if (!S_ISREG(st.st_mode))
+    wrong = "it is not a regular file";
+  else if (st.st_nlink > 1)
+    wrong = "it has other hard links (writing it would change them too)";
+  if (wrong == nullptr && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    wrong = "cannot make it blocking";
+  if (wrong != nullptr) {
+    ::close(fd);
+    why = cannot_write(path, wrong);
+    return -1;
+  }
+  return fd;
+}
+
 std::string try_replace_file(const std::string& path, std::string_view bytes, mode_t mode) {
+  // rename(2) would replace the link, not follow it; refused all the same:
+  // the link was not baton's, and a user who meant its target learns why.
+  if (auto link = symlink_refusal(path); !link.empty())
+    return cannot_write(path, link);
   std::error_code ec;
   const bool existed = fs::exists(path, ec);
   std::string tmp;
@@ -84,6 +132,8 @@ std::string try_replace_file(const std::string& path, std::string_view bytes, mo
 }
 
 std::string try_check_writable(const std::string& path) {
+  if (auto link = symlink_refusal(path); !link.empty())
+    return cannot_write(path, link);
   std::error_code ec;
   if (auto dir = fs::path(path).parent_path(); !dir.empty())
     fs::create_directories(dir, ec);

@@ -434,6 +434,22 @@ TEST_F(topology_test, the_names_of_batons_own_actors_are_refused_at_load) {
     EXPECT_TRUE(load(tasks_and_heads + "  - {name: " + name + ", task: all10}\n")) << name;
 }
 
+// Issue 32 item 15: a head named `run.lock` or `run.yaml` was accepted and
+// failed at its first checkpoint (its directory would be the checkpoint
+// directory's own file). Refused at load, for tasks, heads and nodes.
+TEST_F(topology_test, the_names_of_the_checkpoint_directorys_files_are_refused_at_load) {
+  for (const std::string name : {"run.lock", "run.yaml", "RUN.YAML", "run.yaml.tmp.1.0",
+                                 "run.lock.x"}) {
+    expect_error_at(tasks_and_heads + "  - {name: " + name + ", task: all10}\n", "{name: " + name,
+                    {"head '" + name + "' has the name of a file of the checkpoint directory "
+                     "(run.lock, run.yaml, and names starting with 'run.lock.' or 'run.yaml.'"});
+    expect_error_at("nodes:\n  - {name: " + name + ", port: 7001}\n" + tasks_and_heads,
+                    "{name: " + name, {"node '" + name + "' has the name of a file of the "});
+  }
+  for (const std::string name : {"run", "run-yaml", "run.yamlx", "my.run.lock"})
+    EXPECT_TRUE(load(tasks_and_heads + "  - {name: " + name + ", task: all10}\n")) << name;
+}
+
 // -- nodes and placement ------------------------------------------------------------
 
 const std::string two_nodes = R"(nodes:

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <memory>
 
@@ -175,4 +176,107 @@ TEST_F(checkpoint_dir, a_record_too_big_for_resume_is_refused_at_start) {
   auto text = run.output();
   EXPECT_TRUE(contains(text, "over the 1 MiB that `baton run --resume` reads")) << text;
   EXPECT_FALSE(fs::exists(dir_->path() + "/big/run.yaml")) << text;
+}
+
+// Issue 32 item 2: DIR/run.lock as a symbolic link made a run truncate and
+// overwrite the file it points to, with exit 0; DIR/run.yaml as one was
+// replaced silently. Both are refused before anything trains (exit 2,
+// naming the link) and the target is untouched. What held must still hold:
+// a checkpoint directory that is itself a link (the user's choice) works.
+TEST_F(checkpoint_dir, a_symbolic_link_in_the_checkpoint_directory_is_refused) {
+  auto checkpoints = dir_->path() + "/linked-files";
+  fs::create_directory(checkpoints);
+  auto victim = dir_->path() + "/victim";
+  std::ofstream{victim} << "precious\n";
+  auto job = with(short_pipeline_job(1), {"--set", "runtime.checkpoint_dir=" + checkpoints});
+
+  fs::create_symlink(victim, checkpoints + "/run.lock");
+  auto lock = run_baton(job);
+  EXPECT_EQ(lock.exit_code, 2) << lock.text;
+  EXPECT_TRUE(contains(lock.text, "cannot take the lock file " + checkpoints + "/run.lock of "
+                                  "checkpoint directory " + checkpoints + ": cannot write '" +
+                                  checkpoints + "/run.lock': it is a symbolic link (to '" +
+                                  victim + "')"))
+    << lock.text;
+  EXPECT_FALSE(contains(lock.text, "epoch 1")) << "it trained";
+  EXPECT_EQ(read_text(victim), "precious\n");
+  fs::remove(checkpoints + "/run.lock");
+
+  fs::create_symlink(victim, checkpoints + "/run.yaml");
+  auto record = run_baton(job);
+  EXPECT_EQ(record.exit_code, 2) << record.text;
+  EXPECT_TRUE(contains(record.text, "cannot write '" + checkpoints + "/run.yaml': it is a "
+                                    "symbolic link"))
+    << record.text;
+  EXPECT_FALSE(contains(record.text, "epoch 1")) << "it trained";
+  EXPECT_EQ(read_text(victim), "precious\n");
+  EXPECT_TRUE(fs::is_symlink(checkpoints + "/run.yaml"));
+
+  auto real = dir_->path() + "/real";
+  fs::create_directory(real);
+  fs::create_directory_symlink(real, dir_->path() + "/link-to-real");
+  auto through = run_baton(with(short_pipeline_job(1),
+                                {"--set", "runtime.checkpoint_dir=" + dir_->path() +
+                                            "/link-to-real"}));
+  EXPECT_EQ(through.exit_code, 0) << through.text;
+  EXPECT_TRUE(fs::exists(real + "/stage0/step-000000000016.ckpt")) << through.text;
+}
+
+// Issue 32 item 16: a new run on a finished run's directory deleted every
+// step-*.ckpt of every subdirectory, a user's own files among them. Only
+// the finished run's checkpoints go: in the directories it made, carrying
+// its run id; a copy of one in a folder of the user's stays too.
+TEST_F(checkpoint_dir, a_new_run_removes_only_the_finished_runs_own_checkpoints) {
+  auto checkpoints = dir_->path() + "/taken-over";
+  auto job = with(short_pipeline_job(1), {"--set", "runtime.checkpoint_dir=" + checkpoints});
+  auto first = run_baton(job);
+  ASSERT_EQ(first.exit_code, 0) << first.text;
+  auto first_id = run_id_in(checkpoints);
+  auto own = checkpoints + "/stage0/step-000000000008.ckpt";
+  ASSERT_TRUE(fs::exists(own)) << first.text;
+  fs::create_directory(checkpoints + "/mine");
+  std::ofstream{checkpoints + "/mine/step-000000000001.ckpt"} << "my notes\n";
+  fs::create_directory(checkpoints + "/backup");
+  fs::copy_file(own, checkpoints + "/backup/step-000000000008.ckpt");
+
+  auto second = run_baton(with(job, {"--set", "runtime.checkpoint_every=5"}));
+  EXPECT_EQ(second.exit_code, 0) << second.text;
+  EXPECT_TRUE(contains(second.text, "removed 9 checkpoints of run " + first_id +
+                                      ", which finished (step 16); kept 2 step-*.ckpt files "
+                                      "that are not its own"))
+    << second.text;
+  EXPECT_FALSE(fs::exists(own)) << "the finished run's checkpoint of step 8 is left";
+  EXPECT_EQ(read_text(checkpoints + "/mine/step-000000000001.ckpt"), "my notes\n");
+  EXPECT_TRUE(fs::exists(checkpoints + "/backup/step-000000000008.ckpt"));
+}
+
+// Issue 32 item 21: `--resume DIR` dropped the first run's --metrics-out,
+// --curves and --save-model (the docs say it needs nothing else). They are
+// recorded in run.yaml and written by the resumed run; a flag given with
+// --resume wins over the recorded one.
+TEST_F(checkpoint_dir, a_resumed_run_writes_the_outputs_of_its_first_command) {
+  auto checkpoints = dir_->path() + "/outputs";
+  auto out = dir_->path() + "/outputs-";
+  auto failed = run_baton(with(short_pipeline_job(1),
+                               {"--set", "runtime.checkpoint_dir=" + checkpoints, "--set",
+                                "runtime.max_restarts=0", "--fault",
+                                "kind=throw,actor=stage1,at_step=9", "--metrics-out",
+                                out + "m.json", "--curves", out + "c.csv", "--save-model",
+                                out + "model.pt"}));
+  ASSERT_EQ(failed.exit_code, 1) << failed.text;
+  ASSERT_FALSE(fs::exists(out + "m.json"));
+  auto record = actors::read_run_record(checkpoints);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->curves_file, out + "c.csv");
+
+  auto resumed = run_baton({"run", "--resume", checkpoints, "--metrics-out", out + "m2.json"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "writes the outputs of the run as it was started: --curves " +
+                                       out + "c.csv, --save-model " + out + "model.pt"))
+    << resumed.text;
+  EXPECT_FALSE(fs::exists(out + "m.json")) << "the recorded --metrics-out won over the flag";
+  EXPECT_FALSE(read_json(out + "m2.json").is_discarded()) << resumed.text;
+  EXPECT_TRUE(contains(read_text(out + "c.csv"), "epoch")) << resumed.text;
+  EXPECT_GT(fs::file_size(out + "model.pt"), 0u) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "model saved to " + out + "model.pt")) << resumed.text;
 }

@@ -172,6 +172,22 @@ TEST_F(disk_errors, a_read_only_directory_is_refused_before_training) {
   EXPECT_EQ(pretrain.text.find("pre-training"), std::string::npos) << pretrain.text;
 }
 
+// Issue 32 item 17: --curves to a read-only directory was found only after
+// training (the other outputs were checked before). Now with them.
+TEST_F(disk_errors, curves_to_a_read_only_directory_are_refused_before_training) {
+  need_root();
+  const std::string curves = dir_ + "/curves.csv";
+  auto out = in_tmpfs(dir_, "size=1m",
+                      script("mount -o remount,ro " + quote(dir_), dir_,
+                             with(pipeline_job(), {"--curves", curves})));
+  EXPECT_EQ(field(out.text, "exit="), "2") << out.text;
+  EXPECT_NE(out.text.find("--curves " + curves + ": cannot write '" + curves + "'"),
+            std::string::npos)
+    << out.text;
+  EXPECT_NE(out.text.find("Read-only file system"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("weights (sha256)"), std::string::npos) << "it trained first";
+}
+
 // Item 7: the backbone of the issue, with 4 KiB of random bytes in its
 // middle, is refused by the actors' run (embedded and on node processes)
 // and by --mode local, exit 2.

@@ -103,6 +103,74 @@ TEST_F(run_files, outputs_that_are_inputs_of_the_run_are_refused) {
   EXPECT_EQ(twice.exit_code, 2) << twice.text;
 }
 
+// Issue 32 item 2: baton never writes through a symbolic link that someone
+// who may write in an output's directory put there. A link as the output
+// is refused before training, naming it (it was replaced silently); a
+// dangling link at OUT.tmp, where the check of the output used to create a
+// file, is left alone, so the file it points to is never made; a link as
+// `baton node --port-file` is refused before the node listens.
+TEST_F(run_files, outputs_are_never_written_through_a_symbolic_link) {
+  auto victim = dir_ + "/victim.json";
+  std::ofstream{victim} << "precious\n";
+  auto link = dir_ + "/metrics.json";
+  fs::create_symlink(victim, link);
+  auto linked = run_baton(short_job({"--metrics-out", link}));
+  EXPECT_EQ(linked.exit_code, 2) << linked.text;
+  EXPECT_TRUE(contains(linked.text, "--metrics-out " + link + ": it is a symbolic link (to '" +
+                                      victim + "')"))
+    << linked.text;
+  EXPECT_FALSE(contains(linked.text, "weights (sha256)")) << linked.text;
+  EXPECT_EQ(read_text(victim), "precious\n");
+  EXPECT_TRUE(fs::is_symlink(link));
+
+  auto out = dir_ + "/m.json";
+  auto elsewhere = dir_ + "/made-through-the-link";
+  fs::create_symlink(elsewhere, out + ".tmp");
+  auto ok = run_baton(short_job({"--metrics-out", out}));
+  EXPECT_EQ(ok.exit_code, 0) << ok.text;
+  EXPECT_TRUE(fs::exists(out)) << ok.text;
+  EXPECT_FALSE(fs::exists(elsewhere)) << "the output check created the link's target";
+
+  auto port_link = dir_ + "/port";
+  fs::create_symlink(victim, port_link);
+  auto node = run_baton_bounded({"node", "--port", "0", "--port-file", port_link}, 30, 0);
+  EXPECT_EQ(node.exit_code, 2) << node.text;
+  EXPECT_TRUE(contains(node.text, "--port-file " + port_link + ": cannot write '" + port_link +
+                                    "': it is a symbolic link"))
+    << node.text;
+  EXPECT_EQ(read_text(victim), "precious\n");
+}
+
+// Issue 32 item 2, `baton report`: report.json went through
+// OUT/report.json.tmp opened with std::ofstream, so a link there had the
+// report overwrite the file it points to. A link at the report's own name
+// is refused, naming it.
+TEST_F(run_files, a_report_is_never_written_through_a_symbolic_link) {
+  auto metrics = dir_ + "/m.json";
+  auto run = run_baton({"run", source_path("configs/data-parallel.yaml"), "--mode", "local",
+                        "--set", "data.train_limit=256", "--set", "data.test_limit=200",
+                        "--metrics-out", metrics});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  auto victim = dir_ + "/victim";
+  std::ofstream{victim} << "precious\n";
+  auto out = dir_ + "/report";
+  fs::create_directory(out);
+  fs::create_symlink(victim, out + "/report.json.tmp");
+  auto report = run_baton({"report", metrics, "--out", out});
+  EXPECT_EQ(report.exit_code, 0) << report.text;
+  EXPECT_EQ(read_text(victim), "precious\n");
+  EXPECT_FALSE(fs::is_symlink(out + "/report.json"));
+
+  fs::remove(out + "/report.html");
+  fs::create_symlink(victim, out + "/report.html");
+  auto linked = run_baton({"report", metrics, "--out", out});
+  EXPECT_EQ(linked.exit_code, 2) << linked.text;
+  EXPECT_TRUE(contains(linked.text, "cannot write '" + out + "/report.html': it is a symbolic "
+                                    "link"))
+    << linked.text;
+  EXPECT_EQ(read_text(victim), "precious\n");
+}
+
 // Item 13, second half: an output that fails at the end (here its
 // name is taken by a directory made during the run, so the rename fails) still
 // leaves the results table on the screen, and the reason.

@@ -7,8 +7,10 @@
 
 #include "model/core/atomic_file.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -152,4 +154,60 @@ TEST_F(atomic_file, a_training_checkpoint_that_does_not_fit_keeps_the_older_ones
   for (const auto& e : fs::directory_iterator(path("ckpt")))
     names.push_back(e.path().filename().string());
   EXPECT_EQ(names, (std::vector<std::string>{fs::path(store.path_of(2)).filename().string()}));
+}
+
+// Issue 32 item 2: a symbolic link in a file's place (put there by anyone
+// who may write in its directory) is never written through nor replaced:
+// the write is refused naming the link, and neither the file it points to
+// nor a file where a dangling one points is touched.
+TEST_F(atomic_file, a_symbolic_link_in_the_files_place_is_refused) {
+  ASSERT_EQ(try_replace_file(path("victim"), "precious"), "");
+  fs::create_symlink(path("victim"), path("out"));
+  auto why = try_replace_file(path("out"), "new");
+  EXPECT_TRUE(baton::testing::contains(why, "cannot write '" + path("out") +
+                                              "': it is a symbolic link (to '" +
+                                              path("victim") + "')"))
+    << why;
+  EXPECT_TRUE(fs::is_symlink(path("out")));
+  EXPECT_EQ(read_text(path("victim")), "precious");
+  EXPECT_NE(try_check_writable(path("out")), "");
+
+  fs::create_symlink(path("nowhere"), path("dangling"));
+  EXPECT_NE(try_replace_file(path("dangling"), "new"), "");
+  EXPECT_FALSE(fs::exists(path("nowhere")));
+  // A training checkpoint is written the same way.
+  fs::create_directory(path("ckpt"));
+  checkpoint_store store{path("ckpt")};
+  fs::create_symlink(path("victim"), store.path_of(4));
+  training_state s;
+  s.tensors.emplace_back("w", torch::ones({2, 2}));
+  s.version = 4;
+  EXPECT_THROW(store.save(s), file_error);
+  EXPECT_EQ(read_text(path("victim")), "precious");
+}
+
+// The files baton opens in place (the checkpoint lock, a node's log):
+// O_NOFOLLOW, and only a regular file with no other hard link; a FIFO is
+// refused without waiting for a reader.
+TEST_F(atomic_file, open_for_writing_opens_only_a_plain_file_of_its_own) {
+  std::string why;
+  int fd = open_for_writing(path("lock"), O_RDWR | O_CREAT, 0644, why);
+  ASSERT_GE(fd, 0) << why;
+  ::close(fd);
+  ASSERT_EQ(try_replace_file(path("victim"), "precious"), "");
+  fs::create_symlink(path("victim"), path("link"));
+  EXPECT_LT(open_for_writing(path("link"), O_RDWR | O_CREAT | O_TRUNC, 0644, why), 0);
+  EXPECT_TRUE(baton::testing::contains(why, "cannot write '" + path("link") +
+                                              "': it is a symbolic link"))
+    << why;
+  fs::create_symlink(path("nowhere"), path("dangling"));
+  EXPECT_LT(open_for_writing(path("dangling"), O_WRONLY | O_CREAT, 0644, why), 0);
+  EXPECT_FALSE(fs::exists(path("nowhere")));
+  fs::create_hard_link(path("victim"), path("hard"));
+  EXPECT_LT(open_for_writing(path("hard"), O_RDWR | O_CREAT | O_TRUNC, 0644, why), 0);
+  EXPECT_TRUE(baton::testing::contains(why, "other hard links")) << why;
+  EXPECT_EQ(read_text(path("victim")), "precious");
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
+  EXPECT_LT(open_for_writing(path("fifo"), O_RDWR | O_CREAT, 0644, why), 0);
+  EXPECT_TRUE(baton::testing::contains(why, "not a regular file")) << why;
 }
