@@ -574,15 +574,18 @@ void parse_pretrain(const field& section, topology& t) {
           [](const field& f) { return read_choice(f, {"error", "pretrain"}) == "pretrain"; });
 }
 
-// The backbone's layer names, which a strategy's keys name. convnet_wide is built
+// The backbone's layer names, which a strategy's keys name, and its ties. convnet_wide is built
 // narrow: its names do not depend on the width, and the default width would
 // allocate ~150 MB only to read them.
-std::vector<std::string> layer_names(model::model_spec spec, const field& blame) {
+std::vector<std::string> layer_names(model::model_spec spec, const field& blame,
+                                     std::vector<model::layer_tie>& ties) {
   if (spec.name == "convnet_wide")
     spec.wide_features = 1;
   std::vector<std::string> names;
   try {
-    names = model::make_model(spec).layer_names();
+    const auto m = model::make_model(spec);
+    names = m.layer_names();
+    ties = model::layer_ties(m);
   } catch (const model::error& e) {
     blame.fail("cannot build the backbone: " + std::string(e.what()));
   } catch (const c10::Error& e) {
@@ -637,7 +640,7 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   if (!model_key && t.schema->own_model)
     return {}; // the job's own section names its model
   const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
-  return layer_names(t.backbone, blame);
+  return layer_names(t.backbone, blame, t.backbone_ties);
 }
 
 // `task:`, else `backbone.pretrain.task`, else the first of `tasks`; the

@@ -15,6 +15,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
+#include "model/core/layered_model.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::actors {
@@ -135,6 +136,10 @@ struct workload {
   /// choose another, e.g. job: data-parallel's model); in_channels,
   /// in_height, in_width: the data's samples' [C, H, W]
   model::model_spec backbone;
+  /// The backbone's layers that share a parameter (tied weights, a
+  /// TorchScript backbone's), found when it is built at parse time: a
+  /// strategy that cuts the layers into parts keeps each tie in one part.
+  std::vector<model::layer_tie> backbone_ties;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   std::string checkpoint_where; ///< file:line of `backbone.checkpoint` ("" when not given)
   backbone_pretrain_spec pretrain;

@@ -74,6 +74,14 @@ caf::expected<backbone_split> plan_stages(const topology& t, model::partition_op
     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   options.straight = true;
   options.forward_only = !training;
+  // A trained parameter shared by two layers (tied weights) stays in one
+  // stage: no cut between them. A frozen backbone's ties need no such care.
+  if (training)
+    for (const auto& tie : t.backbone_ties) {
+      options.joined.resize(std::max(options.joined.size(), tie.other + 1), false);
+      for (size_t k = tie.first + 1; k <= tie.other; ++k)
+        options.joined[k] = true;
+    }
   options.bandwidth =
     across_processes ? default_link_bandwidth : std::numeric_limits<double>::infinity();
   out.bandwidth = options.bandwidth;

@@ -157,11 +157,14 @@ private:
   Module script_child(const layered_model& m, const std::string& name) {
     auto& file = script_file(name);
     auto child = file.attr(name).toModule(); // loaded for this export alone
-    const std::string prefix = name + ".";
+    // The layer's own tensors, a tied one too (named_parameters lists it
+    // under its first layer only). The children of the one loaded file
+    // share tied tensors as the user's module did: the export keeps the tie.
     std::map<std::string, at::Tensor> trained;
-    for (const auto& [key, tensor] : m.named_parameters())
-      if (key.compare(0, prefix.size(), prefix) == 0)
-        trained.emplace(key.substr(prefix.size()), tensor);
+    for (const auto& p : m.layers()[static_cast<size_t>(m.index_of(name))]
+                           .module.ptr()
+                           ->named_parameters(/*recurse=*/true))
+      trained.emplace(p.key(), p.value());
     torch::NoGradGuard no_grad;
     for (const auto& p : child.named_parameters(/*recurse=*/true)) {
       auto it = trained.find(p.name);
@@ -209,15 +212,26 @@ private:
     return name;
   }
 
-  /// Copies of the module's own parameters (trainable again in PyTorch) and buffers.
-  static void copy_tensors(const torch::nn::Module& source, Module& out) {
+  /// Copies of the module's own parameters (trainable again in PyTorch) and
+  /// buffers; a tensor that several layers share is copied once and the
+  /// copy shared (a parameter is its storage).
+  void copy_tensors(const torch::nn::Module& source, Module& out) {
     for (const auto& p : source.named_parameters(/*recurse=*/false))
       if (p.value().defined())
-        out.register_parameter(p.key(), p.value().detach().clone().set_requires_grad(true),
-                               /*is_buffer=*/false);
+        out.register_parameter(p.key(), copy_of(p.value(), true), /*is_buffer=*/false);
     for (const auto& b : source.named_buffers(/*recurse=*/false))
       if (b.value().defined())
-        out.register_buffer(b.key(), b.value().detach().clone());
+        out.register_buffer(b.key(), copy_of(b.value(), false));
+  }
+
+  at::Tensor copy_of(const at::Tensor& t, bool parameter) {
+    auto [it, fresh] = copies_.emplace(t.unsafeGetTensorImpl(), at::Tensor());
+    if (fresh) {
+      it->second = t.detach().clone();
+      if (parameter)
+        it->second.set_requires_grad(true);
+    }
+    return it->second;
   }
 
   /// The body of the forward of a LibTorch layer, as its forward computes
@@ -289,6 +303,7 @@ private:
   }
 
   const export_options* options_ = nullptr;
+  std::map<const void*, at::Tensor> copies_; ///< source tensor -> its one copy
   std::shared_ptr<torch::jit::CompilationUnit> unit_ =
     std::make_shared<torch::jit::CompilationUnit>();
   std::optional<Module> script_;

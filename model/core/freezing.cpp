@@ -139,10 +139,8 @@ std::vector<int32_t> parameter_groups(const layered_model& m,
     begin = static_cast<size_t>(last) + 1;
   }
   std::vector<int32_t> out;
-  const auto& layers = m.layers();
-  for (size_t l = 0; l < layers.size(); ++l)
-    for (size_t k = 0; k < layers[l].module.ptr()->parameters(/*recurse=*/true).size(); ++k)
-      out.push_back(group_of_layer[l]);
+  for (const auto& p : m.parameter_table()) // a tied parameter in its first layer's group
+    out.push_back(group_of_layer[p.layer]);
   return out;
 }
 
@@ -159,10 +157,12 @@ void apply_freeze_point(const layered_model& m, size_t point) {
   TORCH_CHECK(point <= m.size(), "apply_freeze_point: ", point, " of ", m.size(), " layers");
   layered_model frozen = m.slice(0, point);
   layered_model trainable = m.slice(point, m.size());
-  frozen.set_trainable(false);
-  frozen.train(false);
+  // The trainable part first: a parameter tied between a frozen layer and a
+  // trainable one is frozen (it belongs to its first layer, which is frozen).
   trainable.set_trainable(true);
   trainable.train(true);
+  frozen.set_trainable(false);
+  frozen.train(false);
 }
 
 std::vector<std::string> batch_dependent_layers(const layered_model& prefix) {

@@ -111,7 +111,7 @@ private:
 };
 
 /// For each parameter of `m` (named_parameters() order), the index of the
-/// group whose layer range holds it: group g is the layers after group
+/// group whose layer range holds it (a tied one: its first layer's group): group g is the layers after group
 /// g-1's last layer up to and including `group_last_layers[g]`; -1 after
 /// the last group. Throws model::error on an unknown or out-of-order name.
 std::vector<int32_t> parameter_groups(const layered_model& m,
@@ -123,7 +123,8 @@ size_t freeze_point(const layered_model& m, const std::string& up_to);
 
 /// Makes layers [0, point) frozen: no gradient, evaluation mode (batch norm
 /// uses and keeps its running statistics), and the rest trainable in
-/// training mode.
+/// training mode. A parameter tied between a frozen layer and a later one is
+/// frozen: freezing a layer freezes its parameters wherever else they are used.
 void apply_freeze_point(const layered_model& m, size_t point);
 
 /// Names of the layers of `prefix` whose output for a sample depends on the

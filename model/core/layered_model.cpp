@@ -1,6 +1,7 @@
 #include "model/core/layered_model.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -64,35 +65,77 @@ std::vector<std::string> layered_model::layer_names() const {
   return names;
 }
 
+namespace {
+
+/// What makes two tensors one: their storage. Undefined tensors (a layer
+/// without a bias) are never one with another.
+const void* storage_of(const at::Tensor& t) {
+  return t.defined() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
+}
+
+bool same_view(const at::Tensor& a, const at::Tensor& b) {
+  return a.storage_offset() == b.storage_offset() && a.sizes().equals(b.sizes()) &&
+         a.strides().equals(b.strides()) && a.scalar_type() == b.scalar_type();
+}
+
+/// `named` tensors of every layer ("layer.key"), each storage once, with the
+/// later layers that hold it too.
+template <typename Enumerate>
+std::vector<model_parameter> dedupe(const std::vector<named_layer>& layers, Enumerate tensors_of) {
+  std::vector<model_parameter> out;
+  std::map<const void*, size_t> seen; // storage -> index in out
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (const auto& t : tensors_of(*layers[l].module.ptr())) {
+      std::string name = layers[l].name + "." + t.key();
+      const void* storage = storage_of(t.value());
+      auto found = storage ? seen.find(storage) : seen.end();
+      if (found == seen.end()) {
+        if (storage)
+          seen.emplace(storage, out.size());
+        out.push_back({std::move(name), t.value(), l, {}, {}});
+        continue;
+      }
+      auto& first = out[found->second];
+      TORCH_CHECK(same_view(first.tensor, t.value()), "layered_model: '", name,
+                  "' shares the storage of '", first.name,
+                  "' as another view of it (make_model refuses such a model)");
+      first.tied_names.push_back(std::move(name));
+      first.tied_layers.push_back(l);
+    }
+  return out;
+}
+
+} // namespace
+
+std::vector<model_parameter> layered_model::parameter_table() const {
+  return dedupe(layers_, [](const torch::nn::Module& m) { return m.named_parameters(true); });
+}
+
 std::vector<std::pair<std::string, at::Tensor>> layered_model::named_parameters() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& layer : layers_)
-    for (const auto& p : layer.module.ptr()->named_parameters(/*recurse=*/true))
-      out.emplace_back(layer.name + "." + p.key(), p.value());
+  for (auto& p : parameter_table())
+    out.emplace_back(std::move(p.name), std::move(p.tensor));
   return out;
 }
 
 std::vector<at::Tensor> layered_model::parameters() const {
   std::vector<at::Tensor> out;
-  for (const auto& layer : layers_)
-    for (const auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
-      out.push_back(p);
+  for (auto& p : parameter_table())
+    out.push_back(std::move(p.tensor));
   return out;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> layered_model::named_buffers() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& layer : layers_)
-    for (const auto& b : layer.module.ptr()->named_buffers(/*recurse=*/true))
-      out.emplace_back(layer.name + "." + b.key(), b.value());
+  for (auto& b : dedupe(layers_, [](const torch::nn::Module& m) { return m.named_buffers(true); }))
+    out.emplace_back(std::move(b.name), std::move(b.tensor));
   return out;
 }
 
 std::vector<at::Tensor> layered_model::buffers() const {
   std::vector<at::Tensor> out;
-  for (const auto& layer : layers_)
-    for (const auto& b : layer.module.ptr()->buffers(/*recurse=*/true))
-      out.push_back(b);
+  for (auto& b : named_buffers())
+    out.push_back(std::move(b.second));
   return out;
 }
 
@@ -195,6 +238,33 @@ int64_t backbone_features(const model_spec& spec) {
   if (probed.name == "convnet_wide")
     probed.wide_features = 1; // an inner width: its output (fc1b's) does not depend on it
   return output_features(make_model(probed), probed);
+}
+
+std::string layer_tie::reason() const {
+  return "layers '" + first_layer + "' and '" + other_layer +
+         "', which share one parameter (tied weights: '" + parameter + "' is '" + other_name +
+         "')";
+}
+
+std::vector<layer_tie> layer_ties(const layered_model& m) {
+  std::vector<layer_tie> out;
+  for (const auto& p : m.parameter_table())
+    for (size_t i = 0; i < p.tied_layers.size(); ++i)
+      if (p.tied_layers[i] != p.layer)
+        out.push_back({p.layer, p.tied_layers[i], m.layers()[p.layer].name,
+                       m.layers()[p.tied_layers[i]].name, p.name, p.tied_names[i]});
+  return out;
+}
+
+const layer_tie* separated_tie(const std::vector<layer_tie>& ties,
+                               const std::vector<size_t>& cuts) {
+  const auto part_of = [&](size_t layer) {
+    return std::upper_bound(cuts.begin(), cuts.end(), layer) - cuts.begin();
+  };
+  for (const auto& tie : ties)
+    if (part_of(tie.first) != part_of(tie.other))
+      return &tie;
+  return nullptr;
 }
 
 int64_t parameter_count(const layered_model& m) {

@@ -18,6 +18,20 @@ struct named_layer {
   torch::nn::AnyModule module; ///< Tensor -> Tensor
 };
 
+/// One parameter of a layered model. A parameter is its storage: a tensor
+/// that several layers hold (tied weights, as `self.b.weight =
+/// self.d.weight` in PyTorch) is one parameter, named and placed by the
+/// first layer, in layer order, that holds it.
+struct model_parameter {
+  std::string name; ///< "layer.param" in that first layer
+  at::Tensor tensor;
+  size_t layer = 0; ///< index of that first layer
+  /// Its names in the later layers that hold it too, "layer.param", in
+  /// layer order, and those layers' indices; empty when it is not tied.
+  std::vector<std::string> tied_names;
+  std::vector<size_t> tied_layers;
+};
+
 /// A model as a sequence of named layers that can be sliced into contiguous
 /// stages. Copies share the layers (as torch modules do).
 class layered_model {
@@ -39,13 +53,24 @@ public:
   const std::vector<named_layer>& layers() const { return layers_; }
   std::vector<std::string> layer_names() const;
 
-  /// Parameters as "layer.param" -> tensor, in layer order.
+  /// Every parameter once, in layer order (a layer's own in its module's
+  /// order), with the layers that share it: what every other enumeration
+  /// of the parameters (named_parameters, parameters, named_state, the
+  /// data-parallel layout, freezing, checkpoints) is built from. Two
+  /// layers' parameters are one when they share their storage; sharing it
+  /// as different views (offsets, shapes, strides) is a programmer error
+  /// here: make_model refuses such a file at load.
+  std::vector<model_parameter> parameter_table() const;
+
+  /// Parameters as "layer.param" -> tensor, in layer order; a tied tensor
+  /// once, under its first layer's name (parameter_table()).
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   std::vector<at::Tensor> parameters() const;
 
   /// Buffers as "layer.buffer" -> tensor, in layer order: the state that is
   /// not trained by gradients (batch norm's running_mean, running_var and
   /// num_batches_tracked). Empty for models without batch norm statistics.
+  /// A buffer shared by two layers is listed once, as a tied parameter is.
   std::vector<std::pair<std::string, at::Tensor>> named_buffers() const;
   std::vector<at::Tensor> buffers() const;
 
@@ -91,7 +116,30 @@ int64_t backbone_features(const model_spec& spec);
 /// layer.
 bool set_residual_scale(const named_layer& layer, double scale);
 
-/// Number of scalar parameters.
+/// Two layers that hold one parameter (tied weights).
+struct layer_tie {
+  size_t first = 0;        ///< index of the first layer holding it
+  size_t other = 0;        ///< index of a later layer holding it too
+  std::string first_layer; ///< their names
+  std::string other_layer;
+  std::string parameter;   ///< its name, "first_layer.param"
+  std::string other_name;  ///< its name in the other layer, "other_layer.param"
+  /// "layers 'b' and 'd', which share one parameter (tied weights:
+  /// 'b.weight' is 'd.weight')".
+  std::string reason() const;
+};
+
+/// Every pair of layers of `m` that share a parameter, in parameter order
+/// (a parameter held by three layers gives two: the first with each other).
+std::vector<layer_tie> layer_ties(const layered_model& m);
+
+/// The first of `ties` that a cut of the layers into contiguous parts
+/// separates, or nullptr. `cuts`: the first layer index of every part but
+/// the first, ascending (a pipeline's stage boundaries).
+const layer_tie* separated_tie(const std::vector<layer_tie>& ties,
+                               const std::vector<size_t>& cuts);
+
+/// Number of scalar parameters (a tied parameter counted once).
 int64_t parameter_count(const layered_model& m);
 
 /// SHA-256 (hex) of the parameters' raw bytes in named_parameters() order.

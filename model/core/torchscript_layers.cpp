@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include <torch/script.h>
@@ -142,6 +143,48 @@ torch::jit::Module load(const model_spec& spec) {
   }
 }
 
+/// The module at `path` ("b", "block.0") under `root`.
+torch::jit::Module submodule(const torch::jit::Module& root, const std::string& path) {
+  torch::jit::Module m = root;
+  std::istringstream parts(path);
+  for (std::string part; std::getline(parts, part, '.');)
+    m = m.attr(part).toModule();
+  return m;
+}
+
+/// Makes every parameter that two children share (tied weights: they share
+/// its storage) one tensor in both, the first child's, so that an update
+/// through either side, in place or by set_data, is seen by both; throws
+/// file_error when two share storage as different views (offsets, shapes),
+/// which baton cannot keep as one parameter.
+void unify_ties(torch::jit::Module& module, const std::string& path) {
+  struct first_holder {
+    std::string name;
+    at::Tensor tensor;
+  };
+  std::map<const void*, first_holder> seen;
+  for (const auto& child : module.named_children())
+    for (const auto& p : child.value.named_parameters(/*recurse=*/true)) {
+      const std::string name = child.name + "." + p.name;
+      if (!p.value.defined())
+        continue;
+      const void* storage = p.value.storage().unsafeGetStorageImpl();
+      auto [it, fresh] = seen.emplace(storage, first_holder{name, p.value});
+      if (fresh || it->second.tensor.unsafeGetTensorImpl() == p.value.unsafeGetTensorImpl())
+        continue;
+      const at::Tensor& first = it->second.tensor;
+      if (first.storage_offset() != p.value.storage_offset() ||
+          !first.sizes().equals(p.value.sizes()) || !first.strides().equals(p.value.strides()) ||
+          first.scalar_type() != p.value.scalar_type())
+        throw file_error(path + ": parameter '" + name + "' shares the storage of '" +
+                         it->second.name + "' as another view of it (another offset, shape or "
+                         "type); baton trains a tensor shared by layers only when they share "
+                         "the whole tensor (tied weights: `self.d.weight = self.b.weight`)");
+      const auto dot = name.rfind('.');
+      submodule(module, name.substr(0, dot)).setattr(name.substr(dot + 1), first);
+    }
+}
+
 } // namespace
 
 std::string error_reason(const std::exception& e) {
@@ -159,6 +202,7 @@ std::vector<named_layer> torchscript_layers(const model_spec& spec) {
   if (module.named_children().size() == 0)
     throw file_error(spec.path + ": the module is " + structure(module) + ", but " +
                      expected_form);
+  unify_ties(module, spec.path);
   check_form(module, spec);
   std::vector<named_layer> layers;
   for (const auto& child : module.named_children())

@@ -67,22 +67,21 @@ flat_layout make_flat_layout(const layered_model& m, size_t frozen_layers) {
                 std::to_string(m.size()));
   flat_layout layout;
   layout.frozen_layers = frozen_layers;
-  const auto& layers = m.layers();
-  for (size_t l = 0; l < layers.size(); ++l)
-    for (const auto& p : layers[l].module.ptr()->named_parameters(/*recurse=*/true)) {
-      if (p.value().scalar_type() != at::kFloat)
-        throw error("flat layout: parameter '" + layers[l].name + "." + p.key() +
-                    "' is not float32");
-      parameter_key key;
-      key.name = layers[l].name + "." + p.key();
-      key.layer = l;
-      key.range = {layout.numel, layout.numel + p.value().numel()};
-      key.shape = p.value().sizes().vec();
-      layout.numel = key.range.end;
-      if (l < frozen_layers)
-        layout.frozen_numel = key.range.end;
-      layout.keys.push_back(std::move(key));
-    }
+  // One key per parameter, a tied one under its first layer (a parameter is
+  // its storage): the frozen prefix holds it when that layer is frozen.
+  for (const auto& p : m.parameter_table()) {
+    if (p.tensor.scalar_type() != at::kFloat)
+      throw error("flat layout: parameter '" + p.name + "' is not float32");
+    parameter_key key;
+    key.name = p.name;
+    key.layer = p.layer;
+    key.range = {layout.numel, layout.numel + p.tensor.numel()};
+    key.shape = p.tensor.sizes().vec();
+    layout.numel = key.range.end;
+    if (p.layer < frozen_layers)
+      layout.frozen_numel = key.range.end;
+    layout.keys.push_back(std::move(key));
+  }
   return layout;
 }
 

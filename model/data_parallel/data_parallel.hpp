@@ -89,14 +89,15 @@ struct key_range {
 /// One parameter's place in the flat key space.
 struct parameter_key {
   std::string name;         ///< "layer.param", as named_parameters() names it
-  size_t layer = 0;         ///< index of its layer in the model
+  size_t layer = 0;         ///< index of its (first, when tied) layer in the model
   key_range range;          ///< its elements in the flat vector
   std::vector<int64_t> shape;
 };
 
 /// The model's parameters, in named_parameters() order, laid end to end as
-/// one float32 vector of `numel` elements. The frozen prefix (the parameters
-/// of layers [0, frozen_layers)) is the range [0, frozen_numel).
+/// one float32 vector of `numel` elements: a tensor tied between layers is
+/// one key, in its first layer. The frozen prefix (the parameters whose
+/// first layer is in [0, frozen_layers)) is the range [0, frozen_numel).
 struct flat_layout {
   std::vector<parameter_key> keys;
   int64_t numel = 0;

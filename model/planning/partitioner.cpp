@@ -131,6 +131,8 @@ private:
     for (size_t end = first_end; end <= last_end; ++end) {
       if (stage_memory(sums_, begin, end, in_flight) > options_.memory)
         break; // longer stages only hold more
+      if (stages > 1 && end < options_.joined.size() && options_.joined[end])
+        continue; // the layers on both sides share a parameter
       const double link = stages == 1 ? 0.0
                                       : link_crossings(options_.forward_only) *
                                           static_cast<double>(layers_[end - 1].activation_bytes) /

@@ -51,6 +51,10 @@ struct partition_options {
   /// Frozen stages (forward only): a link carries each activation once;
   /// training sends it forward and its gradient back, twice.
   bool forward_only = false;
+  /// joined[k]: no stage boundary between layers k - 1 and k (they share a
+  /// parameter, tied weights, which one stage must hold); shorter than the
+  /// layers (or empty): the rest may be cut anywhere.
+  std::vector<bool> joined;
 };
 
 /// One stage of a plan: layers [begin, end) on `replicas` machines.

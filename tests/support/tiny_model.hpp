@@ -63,4 +63,33 @@ inline layered_model batch_only_bn_model() {
   return tiny_norm_model(tiny_norm::batch_only);
 }
 
+/// A linear layer whose weight is another layer's tensor (tied weights,
+/// as `self.b.weight = self.d.weight` in PyTorch), with a bias of its own.
+struct tied_linear_impl : torch::nn::Module {
+  tied_linear_impl(at::Tensor shared_weight, int64_t out) {
+    weight = register_parameter("weight", std::move(shared_weight));
+    bias = register_parameter("bias", torch::full({out}, 0.01));
+  }
+  at::Tensor forward(const at::Tensor& x) { return torch::linear(x, weight, bias); }
+  at::Tensor weight, bias;
+};
+TORCH_MODULE_IMPL(tied_linear, tied_linear_impl);
+
+/// flatten fc1 relu1 fc2 relu2 fc2b relu3 fc3 (784 -> 32 -> 32 -> 32 -> 10),
+/// fc2b's weight fc2's own tensor; seeded: the same weights each call.
+inline layered_model tied_model() {
+  torch::manual_seed(7);
+  torch::nn::Linear fc2(32, 32);
+  std::vector<named_layer> layers;
+  layers.push_back({"flatten", torch::nn::AnyModule(torch::nn::Flatten())});
+  layers.push_back({"fc1", torch::nn::AnyModule(torch::nn::Linear(784, 32))});
+  layers.push_back({"relu1", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc2", torch::nn::AnyModule(fc2)});
+  layers.push_back({"relu2", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc2b", torch::nn::AnyModule(tied_linear(fc2->weight, 32))});
+  layers.push_back({"relu3", torch::nn::AnyModule(torch::nn::ReLU())});
+  layers.push_back({"fc3", torch::nn::AnyModule(torch::nn::Linear(32, 10))});
+  return layered_model(std::move(layers));
+}
+
 } // namespace baton::model::testing

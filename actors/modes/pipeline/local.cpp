@@ -244,13 +244,14 @@ caf::expected<topology> with_planned_stages(const topology& t, const run_request
 /// none: after one layer without state), or past whole.size() when they do
 /// not add up.
 size_t end_of_state(const model::layered_model& whole, size_t begin, size_t count) {
+  // Counted over the stage so far, not layer by layer: a tensor that two of
+  // its layers share (tied weights) is one of its state tensors.
   size_t end = begin;
   do {
     if (end == whole.size())
       return whole.size() + 1;
-    count -= std::min(count, whole.slice(end, end + 1).state().size());
     ++end;
-  } while (count > 0);
+  } while (whole.slice(begin, end).state().size() < count);
   return end;
 }
 

@@ -39,6 +39,12 @@ stage_spec parse_stage(const field& item, const std::vector<std::string>& layers
     last.fail(last.name() + " is '" + name + "', which does not come after '"
               + layers[previous_end - 1] + "' (expected stages in layer order: "
               + join(layers) + ")");
+  for (const auto& tie : t.backbone_ties)
+    if (tie.first < end && end <= tie.other)
+      last.fail(last.name() + " is '" + name + "', which ends a stage between " +
+                tie.reason() + "; a pipeline trains a parameter in one stage (end this stage "
+                "before '" + tie.first_layer + "', or at '" + tie.other_layer +
+                "' or after it)");
   stage_spec stage{previous_end, end, 1, "", {}};
   read_if(item, "replicas", stage.replicas, [](const field& f) {
     return read_integer<int32_t>(f, 1, max_replicas,

@@ -764,6 +764,13 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
       return make_error(errc::bad_config, name + ": layers [" + std::to_string(spec.begin) +
                                             ", " + std::to_string(spec.end) + ") exceed the " +
                                             std::to_string(whole.size()) + " layers");
+    const std::vector<size_t> cuts{static_cast<size_t>(spec.begin),
+                                   static_cast<size_t>(spec.end)};
+    if (const auto* tie = model::separated_tie(model::layer_ties(whole), cuts))
+      return make_error(errc::bad_config, name + ": layers [" + std::to_string(spec.begin) +
+                                            ", " + std::to_string(spec.end) + ") would split " +
+                                            tie->reason() +
+                                            "; a pipeline trains a parameter in one stage");
     // Every schedule stashes: under flush schedules all forwards of a
     // minibatch use one version anyway, so stashing costs nothing there.
     auto trainer = std::make_shared<model::stage_trainer>(

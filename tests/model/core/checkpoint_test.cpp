@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
@@ -128,4 +129,31 @@ TEST_F(checkpoint, unwritable_destination_is_an_error) {
   }
   // The parent "directory" is a regular file.
   EXPECT_THROW(save_checkpoint(make_model(spec_of("head", 1)), path("file/sub/head.pt")), error);
+}
+
+// A tensor two layers share (tied weights) is one key of the file, and
+// loading it sets both layers (they keep sharing it).
+TEST_F(checkpoint, a_tied_tensor_is_saved_once_and_stays_tied) {
+  using baton::model::testing::tied_model;
+  auto saved = tied_model();
+  {
+    torch::NoGradGuard no_grad;
+    saved.named_parameters()[2].second.add_(0.5); // fc2.weight, also fc2b's
+  }
+  const std::string file = path("tied.pt");
+  save_checkpoint(saved, file);
+  std::vector<std::string> keys;
+  for (const auto& p : torch::jit::load(file).named_parameters())
+    keys.push_back(p.name);
+  EXPECT_EQ(keys, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                                            "fc2b.bias", "fc3.weight", "fc3.bias"}));
+  auto loaded = tied_model();
+  ASSERT_NE(weights_digest(loaded), weights_digest(saved));
+  load_checkpoint(loaded, file);
+  EXPECT_EQ(weights_digest(loaded), weights_digest(saved));
+  const auto weight = [&](const char* layer) {
+    return loaded.layers()[loaded.index_of(layer)].module.ptr()->named_parameters()["weight"];
+  };
+  EXPECT_TRUE(weight("fc2b").is_same(weight("fc2")));
+  EXPECT_TRUE(torch::equal(weight("fc2b"), saved.named_parameters()[2].second));
 }

@@ -184,3 +184,18 @@ TEST(freezing, adaptive_freezing_in_the_local_reference) {
   EXPECT_EQ(result.frozen_layers, points[frozen]);
   EXPECT_GT(frozen, 0); // on this data the first group's rate falls below the median
 }
+
+// -- tied weights (DESIGN invariant 14) -------------------------------------------
+
+// Freezing a layer freezes its parameters wherever else they are used: fc2
+// frozen, its weight stays frozen in the trainable fc2b (whose own bias trains).
+TEST(freezing, a_frozen_layer_freezes_its_tensor_in_the_later_layer_tied_to_it) {
+  const auto m = baton::model::testing::tied_model();
+  apply_freeze_point(m, static_cast<size_t>(m.index_of("fc2")) + 1);
+  const auto& fc2b = *m.layers()[m.index_of("fc2b")].module.ptr();
+  EXPECT_FALSE(fc2b.named_parameters()["weight"].requires_grad());
+  EXPECT_TRUE(fc2b.named_parameters()["bias"].requires_grad());
+  // One group per parameter, the tied one in its first layer's group.
+  const auto groups = parameter_groups(m, {"fc2", "fc3"});
+  EXPECT_EQ(groups, (std::vector<int32_t>{0, 0, 0, 0, 1, 1, 1}));
+}

@@ -272,3 +272,21 @@ TEST(layered_model, convnet_forward_timing_one_thread) {
   std::cout << "[ info ] convnet forward, batch 64, 1 thread: " << ms << " ms\n";
   EXPECT_TRUE(torch::allclose(m.forward(x.slice(0, 0, 8)), y.slice(0, 0, 8), 1e-5, 1e-6));
 }
+
+// -- tied weights (DESIGN invariant 14) -------------------------------------------
+
+TEST(layered_model, a_tensor_two_layers_share_is_one_parameter) {
+  const auto m = baton::model::testing::tied_model();
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : m.named_parameters())
+    names.push_back(name);
+  // fc2b's weight is fc2's: listed once, under the first layer holding it.
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                                             "fc2b.bias", "fc3.weight", "fc3.bias"}));
+  EXPECT_EQ(m.parameters().size(), 7u);
+  EXPECT_EQ(m.named_state().size(), 7u);
+  EXPECT_EQ(parameter_count(m), 784 * 32 + 32 + 32 * 32 + 32 + 32 + 32 * 10 + 10);
+  // A slice holding only the later layer names the tensor there.
+  const auto tail = m.slice(m.index_of("fc2b"), m.size());
+  EXPECT_EQ(tail.named_parameters().front().first, "fc2b.weight");
+}

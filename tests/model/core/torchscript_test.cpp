@@ -14,6 +14,7 @@
 
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
+#include "model/core/export.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/training.hpp"
 #include "tests/support/python_torch.hpp"
@@ -92,6 +93,26 @@ torch.jit.script(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU()))
 torch.jit.script(torch.nn.Sequential(
     torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.BatchNorm2d(2), torch.nn.Flatten(),
     torch.nn.Linear(2 * 8 * 8, 3))).save(out + "/norm.pt")
+
+# Tied weights: d uses b's weight (one tensor); views.pt's b and d hold two
+# halves of one storage, which baton cannot train as one parameter.
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Flatten()
+        self.b = torch.nn.Linear(64, 64)
+        self.c = torch.nn.Tanh()
+        self.d = torch.nn.Linear(64, 64)
+        self.e = torch.nn.Linear(64, 3)
+        self.d.weight = self.b.weight
+    def forward(self, x):
+        return self.e(self.d(self.c(self.b(self.a(x)))))
+torch.jit.script(Tied()).save(out + "/tied.pt")
+views = Tied()
+base = torch.randn(128, 64)
+views.b.weight = torch.nn.Parameter(base[:64])
+views.d.weight = torch.nn.Parameter(base[64:])
+torch.jit.script(views).save(out + "/views.pt")
 )py";
 
 /// Writes the models once for the whole suite (importing torch in Python
@@ -289,4 +310,55 @@ TEST_F(torchscript, batch_norm_statistics_are_the_interpreters_buffers) {
   m.forward(x_);
   EXPECT_FALSE(torch::equal(m.named_buffers().at(0).second, before));
   EXPECT_EQ(m.named_buffers().at(2).second.item<int64_t>(), 1);
+}
+
+// -- tied weights (DESIGN invariant 14) -------------------------------------------
+
+// `self.d.weight = self.b.weight`: one parameter, named in b, the same tensor
+// in both layers and in the interpreter; a step through it changes both.
+TEST_F(torchscript, a_weight_two_children_share_is_one_parameter) {
+  auto m = make_model(spec_of("tied.pt"));
+  std::vector<std::string> names;
+  for (const auto& p : m.named_parameters())
+    names.push_back(p.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"b.weight", "b.bias", "d.bias", "e.weight",
+                                             "e.bias"}));
+  EXPECT_EQ(parameter_count(m), 64 * 64 + 64 + 64 + 64 * 3 + 3);
+  const auto weight = [&](const char* layer) {
+    return m.layers()[m.index_of(layer)].module.ptr()->named_parameters()["weight"];
+  };
+  EXPECT_TRUE(weight("d").is_same(weight("b")));
+  torch::NoGradGuard no_grad;
+  const auto before = m.forward(x_);
+  weight("b").mul_(2); // the interpreter's d sees it too
+  EXPECT_FALSE(torch::equal(m.forward(x_), before));
+  weight("b").div_(2);
+  EXPECT_TRUE(torch::allclose(m.forward(x_), before));
+}
+
+TEST_F(torchscript, children_sharing_storage_as_other_views_are_refused_naming_both) {
+  const auto text = refusal("views.pt");
+  for (const char* part : {"views.pt", "'d.weight'", "'b.weight'", "another view"})
+    EXPECT_NE(text.find(part), std::string::npos) << part << " not in: " << text;
+}
+
+// The export (--save-model) writes the file's children with the trained
+// tensors: b and d still share one weight in it.
+TEST_F(torchscript, the_export_keeps_the_tie) {
+  auto m = make_model(spec_of("tied.pt"));
+  {
+    torch::NoGradGuard no_grad;
+    m.named_parameters().front().second.add_(0.25); // b.weight, trained
+  }
+  const std::string file = (dir_ / "tied-export.pt").string();
+  export_options options;
+  options.script_path = spec_of("tied.pt").path;
+  export_model(m, file, options);
+  auto loaded = torch::jit::load(file);
+  const auto b = loaded.attr("b").toModule().attr("weight").toTensor();
+  const auto d = loaded.attr("d").toModule().attr("weight").toTensor();
+  EXPECT_EQ(b.data_ptr(), d.data_ptr());
+  EXPECT_TRUE(torch::equal(b, m.named_parameters().front().second));
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(loaded.forward({x_}).toTensor(), m.forward(x_), 1e-5, 1e-6));
 }

@@ -1,6 +1,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <torch/torch.h>
@@ -506,4 +507,64 @@ TEST(data_parallel, local_sgd_averages_every_l_steps) {
   EXPECT_EQ(result.weights_digest, weights_digest(models[0]));
   EXPECT_NE(result.weights_digest, run_data_parallel_local(tiny_model, train_data(), test_data(),
                                                            base_spec(2)).weights_digest);
+}
+
+// -- tied weights (DESIGN invariant 14) -------------------------------------------
+
+TEST(data_parallel, a_tied_tensor_is_one_key_of_the_layout) {
+  const auto m = baton::model::testing::tied_model();
+  const auto layout = make_flat_layout(m);
+  std::vector<std::string> names;
+  for (const auto& key : layout.keys)
+    names.push_back(key.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                                             "fc2b.bias", "fc3.weight", "fc3.bias"}));
+  EXPECT_EQ(layout.numel, 784 * 32 + 32 + 32 * 32 + 32 + 32 + 32 * 10 + 10);
+  // fc2 frozen (layers flatten..fc2): the tied tensor is in the frozen prefix.
+  EXPECT_EQ(make_flat_layout(m, 4).frozen_numel, 784 * 32 + 32 + 32 * 32 + 32);
+}
+
+// Two workers on a model whose fc2b uses fc2's weight take torch::optim::SGD's
+// steps over the model's distinct tensors (each stepped once, with the
+// gradient of both uses), on the global minibatch.
+TEST(data_parallel, tied_weights_step_once_as_torch_sgd_steps_them) {
+  using baton::model::testing::tied_model;
+  auto spec = base_spec(2);
+  spec.remainder = remainder_policy::drop;
+  const auto result = run_data_parallel_local(tied_model, train_data(), test_data(), spec);
+  auto m = tied_model();
+  // The distinct tensors, picked by hand (not through named_parameters).
+  std::vector<std::pair<std::string, at::Tensor>> distinct;
+  for (const char* layer : {"fc1", "fc2", "fc2b", "fc3"})
+    for (const auto& p : m.layers()[m.index_of(layer)].module.ptr()->named_parameters())
+      if (!(std::string(layer) == "fc2b" && p.key() == "weight"))
+        distinct.emplace_back(std::string(layer) + "." + p.key(), p.value());
+  std::vector<at::Tensor> tensors;
+  for (const auto& d : distinct)
+    tensors.push_back(d.second);
+  torch::optim::SGD sgd(tensors, torch::optim::SGDOptions(spec.optimizer.lr)
+                                   .momentum(spec.optimizer.momentum)
+                                   .weight_decay(spec.optimizer.weight_decay));
+  for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
+    std::vector<std::vector<std::vector<int64_t>>> batches;
+    for (int32_t w = 0; w < 2; ++w)
+      batches.push_back(
+        worker_minibatches(worker_share(64, spec.seed, epoch, w, 2, spec.remainder), 8));
+    for (size_t k = 0; k < batches[0].size(); ++k) {
+      std::vector<int64_t> ids = batches[0][k]; // equal halves: the mean of the two means
+      ids.insert(ids.end(), batches[1][k].begin(), batches[1][k].end());
+      auto [images, labels] = gather(train_data(), ids);
+      sgd.zero_grad();
+      torch::nn::functional::cross_entropy(m.forward(images), labels).backward();
+      sgd.step();
+    }
+  }
+  std::map<std::string, at::Tensor> got;
+  for (const auto& layer : result.model.layers())
+    for (const auto& p : layer.module.ptr()->named_parameters())
+      got.emplace(layer.name + "." + p.key(), p.value());
+  for (const auto& [name, want] : distinct)
+    EXPECT_TRUE(torch::allclose(got.at(name), want, 1e-4, 1e-5)) << name;
+  // The trained model keeps the tie.
+  EXPECT_TRUE(got.at("fc2b.weight").is_same(got.at("fc2.weight")));
 }

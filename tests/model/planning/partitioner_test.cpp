@@ -235,3 +235,22 @@ TEST(partitioner_test, plans_120_layers_on_16_machines) {
     expect_well_formed(plan, layers, options);
   }
 }
+
+// Layers that share a parameter (tied weights) are never cut apart: four equal
+// layers on four machines would be four stages; with layers 1..3 joined (1 and
+// 3 share a tensor) they are two, [0] and [1..3].
+TEST(partitioner, never_cuts_between_layers_that_share_a_parameter) {
+  std::vector<layer_cost> layers;
+  for (int k = 0; k < 4; ++k)
+    layers.push_back({"layer" + std::to_string(k), 1e-3, 1e-3, 1000, 1000});
+  partition_options options;
+  options.machines = 4;
+  options.straight = true;
+  options.bandwidth = unlimited;
+  ASSERT_EQ(plan_partition(layers, options).stages.size(), 4u);
+  options.joined = {false, false, true, true};
+  const auto plan = plan_partition(layers, options);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[0].end, 1u);
+  EXPECT_EQ(plan.stages[1].end, 4u);
+}
