@@ -129,6 +129,7 @@ std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
                : images;
   const at::Tensor logits = model_.slice(point_, model_.size()).forward(input);
   const at::Tensor mean_loss = torch::nn::functional::cross_entropy(logits, labels);
+  watch_.check(mean_loss.item<double>(), model_.slice(point_, model_.size()), input);
   auto forwarded = clock::now();
   std::optional<bucket_hooks> hooks;
   if (on_bucket)
