@@ -5,6 +5,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <vector>
 
 #include "messages/errc.hpp"
 
@@ -284,6 +285,66 @@ size_t nesting(const std::string& text) {
   return deepest;
 }
 
+/// Follows a parse without building anything, to say where it failed: the
+/// field whose value the parser refused (nlohmann refuses 1e999 with
+/// "number overflow", not as a syntax error).
+class field_tracker : public nlohmann::json_sax<json> {
+public:
+  /// Where the parse stopped: "runs[0].metrics.wall_seconds".
+  const std::string& failed_at() const { return failed_at_; }
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool key(string_t& k) override {
+    frames_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    failed_at_ = path();
+    return false;
+  }
+
+private:
+  struct frame {
+    bool array = false;
+    std::string key;  ///< an object's current key
+    size_t index = 0; ///< an array's current element
+  };
+
+  std::string path() const {
+    std::string at;
+    for (const auto& f : frames_)
+      at = f.array ? item(at, f.index) : child(at, f.key);
+    return at;
+  }
+  /// A whole value ended: the next one of an array is its next element.
+  bool value() {
+    if (!frames_.empty() && frames_.back().array)
+      ++frames_.back().index;
+    return true;
+  }
+  bool open(bool array) {
+    frames_.push_back({array, {}, 0});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+
+  std::vector<frame> frames_;
+  std::string failed_at_;
+};
+
 } // namespace
 
 caf::expected<json> read_input_json(const std::string& path) {
@@ -310,6 +371,14 @@ caf::expected<json> read_input_json(const std::string& path) {
     return json::parse(text);
   } catch (const json::parse_error& e) {
     return make_error(errc::bad_file, path + ": not JSON (" + e.what() + ")");
+  } catch (const json::exception& e) {
+    // A number beyond a double's range (1e999): name its field.
+    field_tracker tracker;
+    json::sax_parse(text, &tracker);
+    return make_error(errc::bad_file, path + ": " +
+                                        (tracker.failed_at().empty() ? std::string{"the top level"}
+                                                                     : tracker.failed_at()) +
+                                        ": expected a finite number, got " + e.what());
   }
 }
 
