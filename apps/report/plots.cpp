@@ -255,7 +255,8 @@ std::vector<report_plot> projection_plots(const json& points) {
     auto bandwidth = point_bits(point);
     auto hosts = number_at(point, "hosts");
     auto rate = point_rate(point);
-    if (bandwidth && hosts && rate)
+    // Log axes: a point at 0 hosts or 0 samples/s has no place on them.
+    if (bandwidth && hosts && rate && *hosts > 0 && *rate > 0)
       by_bandwidth[*bandwidth][point.value("strategy", "?")] +=
         number(*hosts) + " " + number(*rate) + "\n";
   }
