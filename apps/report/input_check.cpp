@@ -1,5 +1,6 @@
 #include "apps/report/input_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -359,9 +360,9 @@ caf::expected<json> read_input_json(const std::string& path) {
                                         + std::to_string(max_input_bytes >> 20)
                                         + " MiB a report reads");
   std::ifstream in{path, std::ios::binary};
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (!in && !in.eof())
+  if (!in)
     return make_error(errc::bad_file, path + ": cannot be read");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (auto depth = nesting(text); depth > max_input_depth)
     return make_error(errc::bad_file, path + ": arrays and objects nested " + std::to_string(depth)
                                         + " deep, more than the "

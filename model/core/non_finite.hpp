@@ -8,6 +8,7 @@
 // non-finite loss a trainer sees.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>

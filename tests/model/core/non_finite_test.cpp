@@ -3,6 +3,7 @@
 // whether its input and parameters were finite, so that a model's own NaN
 // is not blamed on the learning rate.
 
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
