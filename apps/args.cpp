@@ -1,6 +1,7 @@
 #include "apps/args.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <optional>
 #include <regex>
@@ -86,17 +87,49 @@ bool parse_port(const std::string& flag, const std::string& text, uint16_t& out)
   return false;
 }
 
-bool parse_positive(const std::string& flag, const std::string& text, double& out) {
+namespace {
+
+/// `text` as a finite number, nothing after it; nullopt otherwise (stod
+/// takes "inf", "nan" and throws on "1e999").
+std::optional<double> finite_number(const std::string& text) {
   try {
     size_t used = 0;
-    out = std::stod(text, &used);
-    if (used == text.size() && out > 0)
-      return true;
+    double x = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(x))
+      return x;
   } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+bool parse_positive(const std::string& flag, const std::string& text, double& out) {
+  auto x = finite_number(text);
+  if (x && *x > 0) {
+    out = *x;
+    return true;
   }
   std::fprintf(stderr, "baton: %s expects a positive number, got '%s'\n", flag.c_str(),
                text.c_str());
   return false;
+}
+
+bool parse_number_in(const std::string& flag, const std::string& text, double min, double max,
+                     const std::string& expected, double& out) {
+  auto x = finite_number(text);
+  if (x && *x >= min && *x <= max) {
+    out = *x;
+    return true;
+  }
+  std::fprintf(stderr, "baton: %s expects %s, got '%s'\n", flag.c_str(), expected.c_str(),
+               text.c_str());
+  return false;
+}
+
+bool parse_latency(const std::string& flag, const std::string& text, double& out) {
+  return parse_number_in(flag, text, 0, 10,
+                         "a latency in seconds from 0 to 10 (0.0001 for 100 us)", out);
 }
 
 bool parse_link(const std::string& flag, const std::string& text, std::string& out) {
@@ -113,7 +146,10 @@ bool parse_bandwidth(const std::string& flag, const std::string& text,
                      double& bytes_per_second) {
   // Anything but a number's characters is a unit: "1gbit" is a rate, "1e9" bytes/s.
   if (text.find_first_not_of("0123456789.eE+-") == std::string::npos)
-    return parse_positive(flag, text, bytes_per_second);
+    return parse_number_in(flag, text, 125, 12.5e9,
+                           "a number of bytes per second from 125 to 12.5e9 (1kbit to 100gbit), "
+                           "or a rate as --link takes it (1gbit)",
+                           bytes_per_second);
   std::string error;
   auto spec = text.find(',') == std::string::npos ? actors::parse_link_spec(text, error)
                                                   : std::nullopt;

@@ -46,8 +46,18 @@ bool parse_in_range(const std::string& flag, const std::string& text, int32_t mi
 /// A TCP port, 0 (any: chosen by the OS) to 65535.
 bool parse_port(const std::string& flag, const std::string& text, uint16_t& out);
 
-/// A positive number.
+/// A positive finite number ("inf", "nan" and overflows such as "1e999" are
+/// refused).
 bool parse_positive(const std::string& flag, const std::string& text, double& out);
+
+/// A finite number from `min` to `max`; any other value gets the one error
+/// "FLAG expects EXPECTED, got 'TEXT'" (`expected` says the range and unit).
+bool parse_number_in(const std::string& flag, const std::string& text, double min, double max,
+                     const std::string& expected, double& out);
+
+/// A link latency in seconds, 0 to 10 (as `--link`'s delay): the cost
+/// model's `--latency` of `baton predict` and `baton compare`.
+bool parse_latency(const std::string& flag, const std::string& text, double& out);
 
 /// A `--link` value: RATE[,DELAY] (parse_link_spec); the error names the
 /// flag and the expected form.
@@ -55,7 +65,8 @@ bool parse_link(const std::string& flag, const std::string& text, std::string& o
 
 /// A bandwidth in bytes per second: a RATE as `--link` takes it (`1gbit`,
 /// `100mbit`, `2.5mbit`: bits per second, decimal) or, as before, a plain
-/// positive number of bytes per second (`1e9`).
+/// positive number of bytes per second (`1e9`); either within `--link`'s
+/// range, 1kbit to 100gbit (125 to 12.5e9 bytes/s).
 bool parse_bandwidth(const std::string& flag, const std::string& text, double& bytes_per_second);
 
 /// Records the flags `text` lists (every "--word" in it): main gives `baton

@@ -445,6 +445,14 @@ int report_run(const run_request& r, const caf::expected<job_result>& result) {
     spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
     return 2;
   }
+  // Issue 32 item 11: NaN weights are a failed run, not exit 0.
+  if (auto rows = actors::non_finite_losses(*result); !rows.empty()) {
+    spdlog::error("the training loss is not finite for {}, so its weights are not finite "
+                  "either: the run failed (the warnings above name where the first NaN or inf "
+                  "came from and what the strategy can change)",
+                  rows);
+    return 1;
+  }
   return 0;
 }
 

@@ -1025,6 +1025,53 @@ YAML::Node walk_to(YAML::Node& doc, const std::string& path, const std::string& 
   return current;
 }
 
+// Keys that have an older name a file may still use: the parser reads either
+// and refuses both. A `--set` of one spelling replaces the other from the
+// file, as a `--set` replaces the value it names (issue 32 item 23: shipped
+// configs spelt data.dataset, so `--set data.kind=cifar10` was refused).
+struct renamed_key {
+  const char* current;
+  const char* older;
+};
+constexpr renamed_key renamed_keys[] = {
+  {"data.kind", "data.dataset"},
+  {"runtime.compute_threads", "runtime.stage_threads"},
+  {"target_accuracy", "runtime.stop_at_accuracy"},
+};
+
+// Removes the value at dotted `path` from `doc` if it is there (never
+// creating a node on the way), and what overrides set below it.
+void remove_path(YAML::Node& doc, const std::string& path, source_info& source) {
+  YAML::Node parent;
+  parent.reset(doc);
+  std::string segment, last;
+  std::istringstream segments(path);
+  std::getline(segments, last, '.');
+  while (std::getline(segments, segment, '.')) {
+    if (!parent.IsMap() || !static_cast<const YAML::Node&>(parent)[last])
+      return;
+    YAML::Node next = static_cast<const YAML::Node&>(parent)[last];
+    parent.reset(next);
+    last = segment;
+  }
+  if (parent.IsMap() && static_cast<const YAML::Node&>(parent)[last])
+    parent.remove(last);
+  for (auto it = source.overrides.lower_bound(path);
+       it != source.overrides.end()
+       && (it->first == path || it->first.compare(0, path.size() + 1, path + ".") == 0);)
+    it = source.overrides.erase(it);
+}
+
+// The other spelling of `path` (see renamed_keys) is gone from `doc`.
+void remove_other_spelling(YAML::Node& doc, const std::string& path, source_info& source) {
+  for (const renamed_key& key : renamed_keys) {
+    if (path == key.current)
+      remove_path(doc, key.older, source);
+    else if (path == key.older)
+      remove_path(doc, key.current, source);
+  }
+}
+
 // How errors name the override `text`: "--set a.b=value", cut short as
 // values are, since every error in it repeats this.
 std::string override_origin(const std::string& text) {
@@ -1045,6 +1092,7 @@ void apply_override(YAML::Node& doc, const std::string& text, source_info& sourc
     fail_at(origin, "the key is longer than " + std::to_string(longest_path)
                       + " bytes (expected dotted.key=value, for example data.epochs=3)");
   YAML::Node value = parse_value(text.substr(equals + 1), origin);
+  remove_other_spelling(doc, path, source);
   YAML::Node target = walk_to(doc, path, origin, source);
   target = value; // yaml-cpp's assignment writes through into the document
   // Paths below `path` that earlier overrides set are gone with their values.

@@ -1,6 +1,7 @@
 #include "actors/runtime/job_result.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -291,6 +292,25 @@ caf::expected<void> write_metrics(const job_result& r, const std::string& path) 
   if (auto why = model::try_replace_file(path, to_json(r).dump(2) + '\n'); !why.empty())
     return make_error(errc::bad_file, "--metrics-out: " + why);
   return caf::unit;
+}
+
+std::string non_finite_losses(const job_result& r) {
+  std::string rows;
+  for (const auto& h : r.heads) {
+    int32_t first = -1;
+    for (const auto& e : h.epochs)
+      if (!std::isfinite(e.train_loss)) {
+        first = e.epoch;
+        break;
+      }
+    if (first < 0 && !std::isfinite(h.train_loss))
+      first = h.epochs.empty() ? 0 : h.epochs.back().epoch;
+    if (first >= 0)
+      rows += (rows.empty() ? "" : ", ") +
+              (h.actor == r.result_label ? "" : r.result_label + " ") + "'" + h.actor +
+              "' from epoch " + std::to_string(first + 1);
+  }
+  return rows;
 }
 
 std::string results_table(const job_result& r) {

@@ -92,6 +92,14 @@ struct job_result {
 /// The strategy `r` names: its mode, else its job.
 std::string strategy_of(const job_result& r);
 
+/// The result rows whose training loss was not finite in some epoch, each
+/// with the first such epoch: "head 'a' from epoch 2, head 'b' from epoch
+/// 3" ("'workers' from epoch 1" where the row is named as its kind); ""
+/// when every loss was finite. Such a row's weights are NaN or inf
+/// (a non-finite loss makes non-finite gradients), so the run failed
+/// (issue 32 item 11: it ended with exit 0).
+std::string non_finite_losses(const job_result& r);
+
 /// The metrics JSON: job; mode (strategy_of); run; result_label; wall_seconds; train_seconds; heads [{name, task, test_accuracy,
 /// train_loss, samples, weights_digest, epochs [{epoch (from 1, as the log
 /// numbers them), train_loss, test_accuracy, samples, seconds and

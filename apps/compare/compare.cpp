@@ -96,8 +96,10 @@ bool read_flag(args& a, const std::string& flag, compare_request& r) {
     return a.value(flag, v) && parse_link(flag, v, r.link);
   if (flag == "--target")
     return a.value(flag, v) && parse_positive(flag, v, x) && (r.target = x, true);
-  if (flag == "--budget")
-    return a.value(flag, v) && parse_positive(flag, v, r.budget);
+  if (flag == "--budget") // at most a year: more is a typo, not a budget
+    return a.value(flag, v)
+           && parse_number_in(flag, v, 1e-3, 365 * 24 * 3600.0,
+                              "a number of seconds from 0.001 to 31536000 (a year)", r.budget);
   if (flag == "--out")
     return a.value(flag, r.out);
   if (flag == "--set")
@@ -107,7 +109,7 @@ bool read_flag(args& a, const std::string& flag, compare_request& r) {
   if (flag == "--bandwidth")
     return a.value(flag, v) && parse_bandwidth(flag, v, x) && (r.bandwidth = x, true);
   if (flag == "--latency")
-    return a.value(flag, v) && parse_positive(flag, v, x) && (r.latency = x, true);
+    return a.value(flag, v) && parse_latency(flag, v, x) && (r.latency = x, true);
   if (!flag.empty() && flag[0] != '-' && r.workload.empty())
     return (r.workload = flag, true);
   return false;

@@ -39,14 +39,6 @@ bool parse_hosts(const std::string& flag, const std::string& text, int32_t& out)
   return parse_in_range(flag, text, 1, 64, out);
 }
 
-bool parse_latency(const std::string& flag, const std::string& text, double& out) {
-  if (text == "0") {
-    out = 0;
-    return true;
-  }
-  return parse_positive(flag, text, out);
-}
-
 struct command_line {
   predict_request request;
   std::string json_out;

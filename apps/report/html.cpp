@@ -237,7 +237,9 @@ std::string plots_section(const std::vector<report_plot>& plots,
   for (size_t i = 0; i < plots.size() && i < svgs.size(); ++i)
     html += "<figure id=\"plot-" + html_escape(plots[i].figure.name) + "\">\n<h2>" +
             html_escape(plots[i].title) + "</h2>\n" +
-            inline_svg(svgs[i], "p" + std::to_string(i) + "-") + "\n<figcaption>" +
+            (plots[i].omitted.empty() ? inline_svg(svgs[i], "p" + std::to_string(i) + "-")
+                                      : std::string{"<p class=\"note\">(not drawn)</p>"}) +
+            "\n<figcaption>" +
             html_escape(plots[i].caption) + "</figcaption>\n</figure>\n";
   return html + "</div>\n";
 }

@@ -1,11 +1,11 @@
 #include "apps/report/inputs.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "apps/compare/run_record.hpp"
+#include "apps/report/input_check.hpp"
 #include "apps/report/machine.hpp"
 #include "messages/errc.hpp"
 
@@ -20,20 +20,6 @@ constexpr const char* expected_kinds =
   "expected a metrics JSON of `baton run --metrics-out` (with \"heads\"), a report.json of "
   "`baton compare` or `baton report` (\"schema\": \"baton-report/1\") or a bench's --json "
   "with a \"runs\" array";
-
-caf::expected<json> read_json_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return make_error(errc::bad_file, path + ": no such file");
-  std::ifstream in{path};
-  if (!in)
-    return make_error(errc::bad_file, path + ": cannot be read");
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    return make_error(errc::bad_file, path + ": not JSON (" + e.what() + ")");
-  }
-}
 
 bool is_metrics(const json& j) {
   return j.is_object() && j.contains("heads") && j["heads"].is_array() && j.contains("mode");
@@ -79,15 +65,19 @@ void take_header(json& report, const json& from) {
 
 /// Adds the runs of the file at `path` to `report`.
 caf::expected<void> add_file(json& report, const std::string& path, std::optional<double> target) {
-  auto j = read_json_file(path);
+  auto j = read_input_json(path);
   if (!j)
     return j.error();
   if (is_metrics(*j)) {
+    if (auto checked = check_metrics_file(*j, path); !checked)
+      return checked;
     report["runs"].push_back(metrics_record(*j, path, target));
     return {};
   }
   if (!has_runs(*j))
     return make_error(errc::bad_file, path + ": JSON of another kind: " + expected_kinds);
+  if (auto checked = check_runs_file(*j, path); !checked)
+    return checked;
   for (auto& run : (*j)["runs"]) {
     auto record = checked_record(std::move(run), path, target);
     if (!record)

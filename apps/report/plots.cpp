@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "apps/report/analysis.hpp"
 
@@ -31,7 +33,7 @@ const char* colour(size_t i) {
 
 std::string number(double x) {
   char text[64];
-  std::snprintf(text, sizeof text, "%.9g", std::isfinite(x) ? x : 0.0);
+  std::snprintf(text, sizeof text, "%.9g", x);
   return text;
 }
 
@@ -254,7 +256,8 @@ std::vector<report_plot> projection_plots(const json& points) {
     auto bandwidth = point_bits(point);
     auto hosts = number_at(point, "hosts");
     auto rate = point_rate(point);
-    if (bandwidth && hosts && rate)
+    // Log axes: a point at 0 hosts or 0 samples/s has no place on them.
+    if (bandwidth && hosts && rate && *hosts > 0 && *rate > 0)
       by_bandwidth[*bandwidth][point.value("strategy", "?")] +=
         number(*hosts) + " " + number(*rate) + "\n";
   }
@@ -279,6 +282,43 @@ std::vector<report_plot> projection_plots(const json& points) {
   return plots;
 }
 
+// -- what gnuplot can draw ------------------------------------------------------------
+
+/// The values of a data file's line: its fields after the label (a bar
+/// row's first field, double-quoted by gnuplot_field, has no quote inside).
+std::vector<double> line_values(const std::string& line) {
+  size_t at = 0;
+  if (!line.empty() && line.front() == '"')
+    at = line.find('"', 1) == std::string::npos ? line.size() : line.find('"', 1) + 1;
+  std::vector<double> values;
+  std::istringstream fields(line.substr(at));
+  for (std::string field; fields >> field;)
+    values.push_back(std::strtod(field.c_str(), nullptr));
+  return values;
+}
+
+/// Why `p` cannot be drawn, or "": a figure without a single data line
+/// (gnuplot: "x range is invalid"), or a value beyond max_plotted.
+std::string undrawable(const report_plot& p) {
+  size_t lines = 0;
+  for (const auto& [file, data] : p.figure.data) {
+    std::istringstream rows(data);
+    for (std::string row; std::getline(rows, row);) {
+      if (row.empty())
+        continue;
+      ++lines;
+      for (double x : line_values(row))
+        if (!std::isfinite(x) || std::fabs(x) > max_plotted)
+          return "a value of " + number(x) + " in " + file + " is beyond what a plot can show "
+                 "(at most " + number(max_plotted) + "); the figures are in the table and "
+                 "report.json";
+    }
+  }
+  if (lines == 0)
+    return "nothing to draw: no run has an epoch with a test accuracy";
+  return "";
+}
+
 } // namespace
 
 std::vector<report_plot> report_plots(const json& report) {
@@ -298,6 +338,9 @@ std::vector<report_plot> report_plots(const json& report) {
       for (auto& p : projection_plots(projection))
         plots.push_back(std::move(p));
   }
+  for (auto& p : plots)
+    if (p.omitted = undrawable(p); !p.omitted.empty())
+      p.caption = "Not drawn: " + p.omitted + ". " + p.caption;
   return plots;
 }
 

@@ -93,21 +93,29 @@ caf::expected<void> write_report(const json& input, const std::string& dir) {
   auto plots = report_plots(report);
   std::vector<gnuplot_figure> figures;
   for (const auto& p : plots) {
-    figures.push_back(p.figure);
+    if (p.omitted.empty())
+      figures.push_back(p.figure);
+    else
+      spdlog::warn("baton report: the plot '{}' is not drawn: {}", p.title, p.omitted);
     report["plots"].push_back({{"name", p.figure.name}, {"title", p.title},
                                {"caption", p.caption}});
   }
   report.emplace("plots", json::array());
-  auto svgs = draw_svg(figures);
-  if (!svgs)
-    return svgs.error();
+  auto drawn = draw_svg(figures);
+  if (!drawn)
+    return drawn.error();
+  // One per plot, in order: "" for those not drawn.
+  std::vector<std::string> svgs;
+  size_t next = 0;
+  for (const auto& p : plots)
+    svgs.push_back(p.omitted.empty() && next < drawn->size() ? (*drawn)[next++] : std::string{});
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return make_error(errc::bad_file, "cannot make the directory " + dir + ": " + ec.message());
   if (auto done = write_whole(dir + "/report.json", report.dump(2) + "\n"); !done)
     return done;
-  return write_whole(dir + "/report.html", report_page(report, plots, *svgs));
+  return write_whole(dir + "/report.html", report_page(report, plots, svgs));
 }
 
 int cmd_report(args& a) {
@@ -134,11 +142,21 @@ int cmd_report(args& a) {
                          "[--target ACC] (see baton help)\n");
     return 2;
   }
-  auto report = report_from_files(files, target);
-  if (!report)
-    return fail(report.error());
-  if (auto done = write_report(*report, out); !done)
-    return fail(done.error());
+  caf::expected<json> report{json{}};
+  try {
+    report = report_from_files(files, target);
+    if (!report)
+      return fail(report.error());
+    if (auto done = write_report(*report, out); !done)
+      return fail(done.error());
+  } catch (const json::exception& e) {
+    // The inputs are checked first (input_check.hpp): a field read here that
+    // the checks missed is still bad input, never an abort.
+    spdlog::error("baton report: a field of the inputs has a type the report cannot read ({}); "
+                  "see docs/report.schema.json",
+                  e.what());
+    return 2;
+  }
   std::printf("baton report: %zu runs: %s/report.html, %s/report.json\n",
               (*report)["runs"].size(), out.c_str(), out.c_str());
   return 0;

@@ -1,10 +1,13 @@
 #include "model/core/pretrain.hpp"
 
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/core/batches.hpp"
 #include "model/core/checkpoint.hpp"
+#include "model/core/error.hpp"
 #include "model/core/head_loop.hpp"
 
 namespace baton::model {
@@ -38,6 +41,14 @@ double pretrain(const pretraining_settings& spec, const dataset& train, const da
   for (int32_t epoch = 0; epoch < spec.plan.epochs; ++epoch)
     train_heads(identity, runs, train, spec.plan, epoch, progress);
   evaluate_heads(identity, runs, test, spec.plan.batch_size);
+  // NaN or inf weights are no backbone (issue 32 item 11): nothing is written.
+  const auto& losses = runs.front()->result.train_loss;
+  for (size_t epoch = 0; epoch < losses.size(); ++epoch)
+    if (!std::isfinite(losses[epoch]))
+      throw error("the training loss of epoch " + std::to_string(epoch + 1) +
+                  " is not finite, so the weights are not finite either: " + spec.out_path +
+                  " is not written (the warning above says where the first NaN or inf came "
+                  "from; if the weights diverged, lower backbone.pretrain.optimizer.lr)");
   save_checkpoint(runs.front()->trainer.model(), spec.out_path);
   return runs.front()->result.test_accuracy.back();
 }

@@ -206,6 +206,7 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
   if (labels != nullptr) {
     auto loss = torch::nn::functional::cross_entropy(s.output, *labels);
     result.loss = loss.item<double>();
+    watch_.check(result.loss, layers_, s.input); // with the weights of its forward
     (loss / scale).backward();
   } else {
     s.output.backward(*output_gradient);

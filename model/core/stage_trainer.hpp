@@ -32,6 +32,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/core/layered_model.hpp"
+#include "model/core/non_finite.hpp"
 #include "model/core/training.hpp"
 #include "model/core/training_checkpoint.hpp"
 
@@ -153,6 +154,7 @@ private:
   int64_t retain_from_ = INT64_MAX; ///< vertical sync: keep versions >= this
   std::map<int64_t, stashed> stash_;
   std::map<int64_t, version_entry> versions_;
+  non_finite_watch watch_{"the last pipeline stage"}; ///< names where a NaN loss came from
 };
 
 } // namespace baton::model

@@ -85,6 +85,12 @@ std::string shape_of(const at::Tensor& x) {
   return out.str();
 }
 
+/// "all NaN", "all inf" or "NaN and inf": what `t` (none of it finite) holds.
+std::string non_finite_kind(const at::Tensor& t) {
+  const bool nan = torch::isnan(t).any().item<bool>(), inf = torch::isinf(t).any().item<bool>();
+  return nan && inf ? "NaN and inf" : nan ? "all NaN" : "all inf";
+}
+
 /// Runs `m` on `x`; a failure is reported as `what` fails, with the reason.
 at::Tensor run(torch::jit::Module& m, const at::Tensor& x, const std::string& path,
                const std::string& what, const torch::jit::Module& whole) {
@@ -114,16 +120,31 @@ void check_form(torch::jit::Module& module, const model_spec& spec) {
   const std::string data = "its forward, on a probe shaped as the data's samples,";
   const at::Tensor whole = run(module, probe, spec.path, data, module);
   at::Tensor x = probe;
-  std::string previous = "the data's samples";
+  std::string previous = "the data's samples", first_not_finite;
   for (auto child : module.named_children()) {
     x = run(child.value, x,
             spec.path, "child '" + child.name + "' (" + type_name(child.value) + "), given " +
                          previous + ",",
             module);
     previous = "the output of child '" + child.name + "'";
+    if (first_not_finite.empty() && !torch::isfinite(x).all().item<bool>())
+      first_not_finite = "child '" + child.name + "' (" + type_name(child.value) + ")";
   }
   module.train(training);
-  if (!whole.sizes().equals(x.sizes()) || !torch::allclose(whole, x, 1e-4, 1e-5))
+  // A model whose output is never finite cannot train: that is the reason,
+  // not its form (NaN compares unequal to itself, so the check below would
+  // call it "not its children in order"; issue 32 item 13).
+  if (!torch::isfinite(whole).any().item<bool>())
+    throw file_error(spec.path + ": its forward returns no finite value on a probe of shape " +
+                     shape_of(probe) + " (" + non_finite_kind(whole) + ")" +
+                     (first_not_finite.empty()
+                        ? std::string{}
+                        : "; " + first_not_finite + " is the first child whose output is not "
+                                                    "finite, given finite inputs") +
+                     ": a model whose output is NaN or inf cannot be trained; the module is " +
+                     structure(module));
+  // Where both are NaN or inf at the same places, the form is the same.
+  if (!whole.sizes().equals(x.sizes()) || !torch::allclose(whole, x, 1e-4, 1e-5, true))
     throw file_error(spec.path + ": its forward does not compute its children in order (on a "
                      "probe of shape " + shape_of(probe) + " it returns " + shape_of(whole) +
                      ", its children run in order " + shape_of(x) +

@@ -20,7 +20,8 @@ struct head_trainer::optimizer_state {
 };
 
 head_trainer::head_trainer(layered_model head, task t, optimizer_spec opt)
-    : model_(std::move(head)), task_(std::move(t)) {
+    : model_(std::move(head)), task_(std::move(t)),
+      watch_("the head of task '" + task_.name + "'") {
   if (opt.lr <= 0 || opt.momentum < 0 || opt.weight_decay < 0)
     throw error("head '" + task_.name + "': expected lr > 0, momentum >= 0, weight_decay >= 0");
   model_.set_trainable(true);
@@ -36,6 +37,8 @@ double head_trainer::train(const at::Tensor& features, const at::Tensor& task_la
   model_.train(true);
   auto logits = model_.forward(features);
   auto loss = torch::nn::functional::cross_entropy(logits, task_labels);
+  const double value = loss.item<double>();
+  watch_.check(value, model_, features); // before the step: the weights that made it
   // Scaling each microbatch's mean loss by 1/step_size makes the accumulated
   // gradient the gradient of the minibatch's mean loss (equal microbatches).
   (loss / static_cast<double>(step_size)).backward();
@@ -44,7 +47,7 @@ double head_trainer::train(const at::Tensor& features, const at::Tensor& task_la
     optimizer_->sgd.zero_grad();
     ++version_;
   }
-  return loss.item<double>();
+  return value;
 }
 
 namespace {

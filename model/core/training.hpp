@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/core/layered_model.hpp"
+#include "model/core/non_finite.hpp"
 #include "model/core/specs.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training_checkpoint.hpp"
@@ -49,9 +50,14 @@ public:
   /// not fit this head, and then changes nothing.
   void restore(const training_state& s);
 
+  /// The name the warning of a first non-finite loss gives this head
+  /// (non_finite.hpp); "the head of task T" until set.
+  void set_name(const std::string& name) { watch_.set_owner("head '" + name + "'"); }
+
 private:
   layered_model model_;
   task task_;
+  non_finite_watch watch_;
   struct optimizer_state;
   std::unique_ptr<optimizer_state> optimizer_;
   int64_t version_ = 0;

@@ -10,6 +10,7 @@
 
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
+#include "model/core/non_finite.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::model {
@@ -336,6 +337,7 @@ struct run_state {
   int64_t steps_per_epoch = 0;
   int64_t step = 0;             ///< global steps taken
   int64_t local_steps = 0;      ///< local SGD: steps since the last average
+  non_finite_watch watch{"the data-parallel reference"}; ///< names where a NaN loss came from
   double epoch_loss = 0;        ///< sum of minibatch mean loss x samples
   int64_t epoch_samples = 0;
   data_parallel_result result;
@@ -364,8 +366,10 @@ at::Tensor minibatch_loss(run_state& s, replica& w, const std::vector<int64_t>& 
                             s.feature_block);
   else
     input = gather(s.train, ids).first;
-  const at::Tensor logits = w.model.slice(s.point, w.model.size()).forward(input);
-  return torch::nn::functional::cross_entropy(logits, labels);
+  const layered_model trained = w.model.slice(s.point, w.model.size());
+  const at::Tensor loss = torch::nn::functional::cross_entropy(trained.forward(input), labels);
+  s.watch.check(loss.item<double>(), trained, input);
+  return loss;
 }
 
 /// Forward and backward of one worker's minibatch; returns its gradients

@@ -7,6 +7,7 @@
 
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
+#include "model/core/non_finite.hpp"
 #include "model/core/random.hpp"
 
 namespace baton::model::ist {
@@ -334,6 +335,9 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
   for (const auto& ids : minibatches) {
     auto [images, labels] = gather(train, ids);
     const auto l = loss(images, labels);
+    // One watch per thread (workers train in parallel): each warns once.
+    thread_local non_finite_watch watch{"IST's local steps"};
+    watch.check(l.item<double>(), parameters, images);
     const auto gradients = torch::autograd::grad({l}, parameters);
     {
       torch::NoGradGuard no_grad;

@@ -116,6 +116,12 @@ TEST(compare, bad_input_is_exit_2_with_the_reason) {
     {{"--target", "1.0"}, "--budget"},
     {{"--target", "1.5"}, "outside (0, 1]"},
     {{"--link", "1gbit"}, "--link needs --local-nodes"},
+    // Issue 32 item 18: not finite, or absurd (a budget of 1e308 s started the runs).
+    {{"--budget", "inf"}, "--budget expects a number of seconds"},
+    {{"--budget", "1e308"}, "--budget expects a number of seconds"},
+    {{"--target", "nan"}, "--target expects a positive number"},
+    {{"--latency", "inf", "--predict", "2"}, "--latency expects a latency in seconds"},
+    {{"--bandwidth", "1e308", "--predict", "2"}, "--bandwidth expects a number of bytes"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args{"compare", workload, "--out", out};

@@ -157,3 +157,28 @@ TEST(predict, bad_input_is_exit_2_naming_it) {
     EXPECT_TRUE(contains(r.text, c.says)) << c.says << "\n" << r.text;
   }
 }
+
+// Issue 32 item 18: `--latency inf` (and 1e308) was accepted and printed inf
+// and -nan rows. Every number flag refuses what is not finite or is absurd,
+// with exit 2 and the range it takes.
+TEST(predict, non_finite_and_absurd_numbers_are_refused) {
+  scratch_dir dir("predict-numbers");
+  const std::string workload = tiny_workload(dir.path());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+    {"--latency", "inf"},   {"--latency", "1e308"}, {"--latency", "nan"},
+    {"--latency", "1e999"}, {"--latency", "11"},    {"--bandwidth", "inf"},
+    {"--bandwidth", "1e308"}, {"--bandwidth", "nan"}, {"--bandwidth", "1e999"},
+    {"--bandwidth", "1gbit,inf"}, {"--hosts", "1e308"},
+  };
+  for (const auto& [flag, value] : cases) {
+    auto r = run_baton({"predict", workload, flag, value, "--latency", "0"});
+    EXPECT_EQ(r.exit_code, 2) << flag << " " << value << ": " << r.text;
+    EXPECT_TRUE(contains(r.text, "baton: " + flag + " expects ")) << r.text;
+    EXPECT_FALSE(contains(r.text, "predicted at")) << r.text;
+  }
+  // The edges of the ranges are taken.
+  auto r = run_baton({"predict", workload, "--latency", "10", "--bandwidth", "125,12.5e9",
+                      "--hosts", "2", "--strategies", "local,data-parallel:ring"});
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_FALSE(contains(r.text, "nan")) << r.text;
+}

@@ -10,6 +10,8 @@
 #include <regex>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include <gtest/gtest.h>
 
 #include "tests/apps/report_fixture.hpp"
@@ -218,6 +220,95 @@ TEST_F(report, bad_input_is_exit_2_naming_it) {
     EXPECT_EQ(out.exit_code, 2) << out.text;
     EXPECT_TRUE(contains(out.text, c.says)) << out.text;
   }
+}
+
+// Issue 32 item 6: hostile files aborted or crashed `baton report` (fields of
+// the wrong type, 1e999, 100,000 nested objects). Each is refused with exit 2
+// naming the file and the field.
+TEST_F(report, hostile_json_is_exit_2_naming_the_file_and_field) {
+  const auto metrics = nlohmann::json::parse(read_text(dir_->path() + "/local.json"));
+  const auto own = nlohmann::json::parse(read_text(out_ + "/report.json"));
+  struct hostile {
+    std::string name;
+    std::string text;
+    std::string says;
+  };
+  auto edited = [](nlohmann::json j, const nlohmann::json::json_pointer& at,
+                   nlohmann::json value) {
+    j[at] = std::move(value);
+    return j.dump();
+  };
+  using ptr = nlohmann::json::json_pointer;
+  auto wall = metrics.dump();
+  const std::string key = "\"wall_seconds\":";
+  wall.insert(wall.find(key) + key.size(), "1e999,\"x\":");
+  std::string nested = "{\"heads\": [], \"mode\": \"local\", \"deep\": ";
+  for (int i = 0; i < 100000; ++i)
+    nested += "{\"a\":";
+  nested += "1" + std::string(100000, '}') + "}";
+  const std::vector<hostile> cases{
+    {"mode.json", edited(metrics, ptr{"/mode"}, 5), "mode.json: mode: expected a string, got 5"},
+    {"epochs.json", edited(metrics, ptr{"/heads/0/epochs"}, "x"),
+     "epochs.json: heads[0].epochs: expected an array, got \"x\""},
+    {"epoch.json", edited(metrics, ptr{"/heads/0/epochs/0/test_accuracy"}, "high"),
+     "epoch.json: heads[0].epochs[0].test_accuracy: expected a number from 0 to 1"},
+    {"summary.json", edited(own, ptr{"/runs/0/summary/reached"}, "yes"),
+     "summary.json: runs[0].summary.reached: expected true or false, got \"yes\""},
+    {"machine.json", edited(own, ptr{"/machine"}, "m"),
+     "machine.json: machine: expected an object, got \"m\""},
+    {"cluster.json", edited(own, ptr{"/cluster/local_nodes"}, "two"),
+     "cluster.json: cluster.local_nodes: expected a number at least 0"},
+    {"skipped.json", edited(own, ptr{"/skipped"}, nlohmann::json::array({7})),
+     "skipped.json: skipped[0]: expected an object, got 7"},
+    {"predictions.json", edited(own, ptr{"/predictions"}, {{"measured", {1}}}),
+     "predictions.json: predictions.measured[0]: expected an object, got 1"},
+    {"inner.json", edited(own, ptr{"/runs/0/metrics/heads"}, {{"a", 1}}),
+     "inner.json: runs[0].metrics.heads: expected an array"},
+    {"huge.json", wall, "huge.json: wall_seconds: expected a finite number, got "
+                        "[json.exception.out_of_range.406] number overflow parsing '1e999'"},
+    {"nested.json", nested, "nested.json: arrays and objects nested 100001 deep, more than the "
+                            "64"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    write_text(path_of(c.name), c.text);
+    auto out = run_baton({"report", path_of(c.name), "--out", path_of("hostile")});
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_TRUE(contains(out.text, path_of(c.says))) << out.text;
+  }
+}
+
+// Runs with no usable epoch, or values near a double's limit, made gnuplot
+// fail ("x range is invalid", exit 1): the plot is left out with a note.
+TEST_F(report, plots_without_a_drawable_value_are_left_out_with_a_note) {
+  auto metrics = nlohmann::json::parse(read_text(dir_->path() + "/local.json"));
+  auto empty = metrics;
+  for (auto& head : empty["heads"])
+    head["epochs"] = nlohmann::json::array();
+  write_text(path_of("no-epochs.json"), empty.dump());
+  auto out = run_baton({"report", path_of("no-epochs.json"), "--out", path_of("no-epochs")});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_FALSE(contains(out.text, "range is invalid")) << out.text;
+  auto html = read_text(path_of("no-epochs/report.html"));
+  EXPECT_TRUE(contains(figure_of(html, "accuracy"), "Not drawn: nothing to draw: no run has an "
+                                                    "epoch with a test accuracy"))
+    << figure_of(html, "accuracy");
+  EXPECT_TRUE(contains(figure_of(html, "throughput"), "<svg")) << html;
+
+  auto huge = metrics;
+  for (auto& head : huge["heads"])
+    for (auto& e : head["epochs"])
+      e["seconds"] = 1e308;
+  huge["train_seconds"] = 1e-300; // samples per second of 1e303
+  write_text(path_of("huge.json"), huge.dump());
+  out = run_baton({"report", path_of("huge.json"), "--out", path_of("huge")});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_FALSE(contains(out.text, "range is invalid")) << out.text;
+  html = read_text(path_of("huge/report.html"));
+  for (const char* plot : {"accuracy", "throughput"})
+    EXPECT_TRUE(contains(figure_of(html, plot), "is beyond what a plot can show"))
+      << plot << ": " << figure_of(html, plot);
+  EXPECT_EQ(validate(path_of("huge/report.json")).exit_code, 0);
 }
 
 // Without gnuplot the report is refused with the package to install.

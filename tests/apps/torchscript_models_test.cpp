@@ -48,6 +48,16 @@ class Flattening(nn.Module):
     def forward(self, x):
         return self.out(torch.relu(self.hidden(x.flatten(1))))
 torch.jit.script(Flattening()).save(out + "/flattening.pt")
+
+class NaNInTraining(nn.Module):
+    def forward(self, x):
+        if self.training:
+            return x * float("nan")
+        return x
+torch.jit.script(nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(8 * 14 * 14, 64), NaNInTraining(), nn.ReLU())).save(
+    out + "/nan_in_training.pt")
 )py";
 
 /// Writes the models once for the suite; every test skips without torch.
@@ -169,6 +179,32 @@ TEST_F(torchscript_models, data_parallel_freezes_a_prefix_of_its_children) {
   const auto reference = run_job(*dir_, local, "frozen-local");
   EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker").at("worker.0"),
             reference.at("heads").at(0).at("weights_digest").get<std::string>());
+}
+
+// Issue 32 item 11: a model that computes NaN trained to NaN weights with
+// exit 0 and a warning that blamed the learning rate. The first loss that is
+// not finite names the layer whose output went NaN (child '5', a layer
+// without parameters: its own arithmetic), and the run exits 1: in the
+// data-parallel actors, their one-process reference and a pipeline's last stage.
+TEST_F(torchscript_models, a_model_that_computes_nan_fails_naming_the_layer) {
+  const auto dp = job("configs/data-parallel.yaml", "nan_in_training.pt", 256,
+                      {"data_parallel.model=torchscript", "data.epochs=1"});
+  auto local = dp;
+  local.insert(local.end(), {"--mode", "local"});
+  const auto pipeline = job("configs/pipeline.yaml", "nan_in_training.pt", 256,
+                            {"pipeline.schedule=gpipe", "data.microbatches=2", "data.epochs=1",
+                             "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]"});
+  for (const auto& args : {dp, local, pipeline}) {
+    const auto out = run_baton_bounded(args, 300);
+    SCOPED_TRACE(out.text);
+    EXPECT_EQ(out.exit_code, 1);
+    EXPECT_TRUE(contains(out.text, "the training loss is not finite (nan); layer '5' ("));
+    EXPECT_TRUE(contains(out.text, ") is the first whose output is not finite (NaN), given a "
+                                   "finite input; it has no parameters: its own arithmetic"));
+    EXPECT_TRUE(contains(out.text, "the training loss is not finite for "));
+    EXPECT_TRUE(contains(out.text, "from epoch 1, so its weights are not finite either: the "
+                                   "run failed"));
+  }
 }
 
 TEST_F(torchscript_models, a_module_that_is_not_its_children_in_order_is_shown) {

@@ -133,12 +133,21 @@ TEST_F(configs, pipeline_resnet18_trains_at_every_size) {
 }
 
 // The divergence warning names the strategy that diverged and its own keys
-// (it spoke of 1f1b to every job).
+// (it spoke of 1f1b to every job). Issue 32 item 11: a run whose weights
+// went NaN ended with exit 0; it fails (exit 1), and the first loss that is
+// not finite says where the NaN or inf came from.
 TEST_F(configs, a_diverged_run_is_told_what_its_strategy_can_change) {
   auto out = run_baton(run_config("data-parallel", {"data.train_limit=512", "data.test_limit=100",
                                                     "data.epochs=1",
                                                     "data_parallel.optimizer.lr=50"}));
-  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("a data-parallel worker: the training loss is not finite ("),
+            std::string::npos)
+    << out.text;
+  EXPECT_NE(out.text.find("the training loss is not finite for 'workers' from epoch 1, "
+                          "so its weights are not finite either: the run failed"),
+            std::string::npos)
+    << out.text;
   EXPECT_NE(out.text.find("training diverged; job: data-parallel steps with lr 50 and momentum "
                           "0.9 on the mean gradient of 2 workers x 32 samples = 64"),
             std::string::npos)
@@ -146,7 +155,10 @@ TEST_F(configs, a_diverged_run_is_told_what_its_strategy_can_change) {
   EXPECT_EQ(out.text.find("1f1b"), std::string::npos) << out.text;
   out = run_baton(run_config("pipeline", {"data.train_limit=512", "data.test_limit=100",
                                           "backbone.pretrain.optimizer.lr=50"}));
-  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("the last pipeline stage: the training loss is not finite ("),
+            std::string::npos)
+    << out.text;
   EXPECT_NE(out.text.find("training diverged; job: pipeline (1f1b) takes an SGD step for every "
                           "microbatch"),
             std::string::npos)

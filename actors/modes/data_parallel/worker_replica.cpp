@@ -1,6 +1,7 @@
 #include "actors/modes/data_parallel/worker_replica.hpp"
 
 #include <chrono>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -129,6 +130,8 @@ std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
                : images;
   const at::Tensor logits = model_.slice(point_, model_.size()).forward(input);
   const at::Tensor mean_loss = torch::nn::functional::cross_entropy(logits, labels);
+  if (const double value = mean_loss.item<double>(); !std::isfinite(value))
+    watch_.check(value, model_.slice(point_, model_.size()), input);
   auto forwarded = clock::now();
   std::optional<bucket_hooks> hooks;
   if (on_bucket)

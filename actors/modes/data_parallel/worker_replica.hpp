@@ -30,6 +30,7 @@
 #include "model/core/feature_cache.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/non_finite.hpp"
 #include "model/core/training_checkpoint.hpp"
 
 namespace baton::actors {
@@ -157,6 +158,7 @@ private:
   std::optional<model::interval_gradients> interval_;
   std::vector<model::freeze_decision> decisions_;
   phase_seconds phases_;
+  model::non_finite_watch watch_{"a data-parallel worker"}; ///< names where a NaN loss came from
 };
 
 /// An adaptive freezing decision as one JSON object (an actor_report

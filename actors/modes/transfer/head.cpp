@@ -205,6 +205,7 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
   try {
     auto trainer = std::make_shared<model::head_trainer>(
       model::make_model(spec.head.model), spec.head.task_def, spec.head.optimizer);
+    trainer->set_name(name);
     training_counters counters;
     if (auto restored = checkpointing{spec.recovery}.restore()) {
       trainer->restore(*restored);

@@ -90,6 +90,16 @@ torch.jit.script(Leaf()).save(out + "/leaf.pt")
 torch.jit.script(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU())).save(
     out + "/unflat.pt")
 
+class NaN(torch.nn.Module):
+    def forward(self, x):
+        return x * float("nan")
+class Log(torch.nn.Module):
+    def forward(self, x):
+        return torch.log(x)
+torch.jit.script(torch.nn.Sequential(
+    torch.nn.Flatten(), torch.nn.Linear(64, 3), NaN())).save(out + "/nan.pt")
+torch.jit.script(torch.nn.Sequential(torch.nn.Flatten(), Log())).save(out + "/log.pt")
+
 torch.jit.script(torch.nn.Sequential(
     torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.BatchNorm2d(2), torch.nn.Flatten(),
     torch.nn.Linear(2 * 8 * 8, 3))).save(out + "/norm.pt")
@@ -255,6 +265,20 @@ TEST_F(torchscript, a_forward_that_is_not_its_children_in_order_is_refused_with_
     EXPECT_NE(skip.find(part), std::string::npos) << part << " not in: " << skip;
   const std::string leaf = refusal("leaf.pt");
   EXPECT_NE(leaf.find("the module is Leaf with no child modules"), std::string::npos) << leaf;
+}
+
+// Issue 32 item 13: a model that always outputs NaN was refused as "does not
+// compute its children in order" (NaN is unequal to itself). The reason is
+// its output, and the first child that made it; a model NaN only on some
+// inputs (a log of negative values) has the right form and is accepted.
+TEST_F(torchscript, a_model_that_outputs_nan_is_refused_for_that) {
+  const std::string nan = refusal("nan.pt");
+  for (const char* part : {"nan.pt: its forward returns no finite value on a probe of shape "
+                           "[2, 1, 8, 8] (all NaN)", "child '2' (NaN) is the first child whose "
+                           "output is not finite", "cannot be trained"})
+    EXPECT_NE(nan.find(part), std::string::npos) << part << " not in: " << nan;
+  EXPECT_EQ(nan.find("in order"), std::string::npos) << nan;
+  EXPECT_NO_THROW(make_model(spec_of("log.pt")));
 }
 
 TEST_F(torchscript, a_module_for_other_samples_is_refused_naming_their_shape) {
