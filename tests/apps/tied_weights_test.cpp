@@ -222,8 +222,10 @@ TEST_F(tied_weights, a_pipeline_that_splits_the_pair_is_refused_naming_both_laye
   for (const char* part : {"split.yaml:", "'c'", "layers 'b' and 'd'", "tied weights",
                            "'b.weight' is 'd.weight'"})
     EXPECT_TRUE(contains(out.text, part)) << part << " not in: " << out.text;
-  // Both in the second stage: trained.
-  run_job(*dir_, {"run", pipeline("together", "[{last_layer: a}, {last_layer: fc2}]")},
+  // Both in the first stage: trained. (Not [{last_layer: a}, ...]: a first
+  // stage without parameters fails its backward today, tied or not; noted
+  // for the next session.)
+  run_job(*dir_, {"run", pipeline("together", "[{last_layer: d}, {last_layer: fc2}]")},
           "together");
   // The planner's stages never split them.
   run_job(*dir_, {"run", pipeline("auto", "auto")}, "auto");
