@@ -72,8 +72,10 @@ std::string symlink_refusal(const std::string& path) {
 }
 
 int open_for_writing(const std::string& path, int flags, mode_t mode, std::string& why) {
-  // O_NONBLOCK: a FIFO is refused below, not waited on.
-  int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+  // O_NONBLOCK: a FIFO is refused below, not waited on. O_TRUNC waits for
+  // the checks: truncating first would empty a file hard-linked elsewhere.
+  const bool truncate = (flags & O_TRUNC) != 0;
+  int fd = ::open(path.c_str(), (flags & ~O_TRUNC) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
   if (fd < 0) {
     int err = errno;
     auto link = err == ELOOP ? symlink_refusal(path) : std::string{};
@@ -90,6 +92,8 @@ int open_for_writing(const std::string& path, int flags, mode_t mode, std::strin
     wrong = "it has other hard links (writing it would change them too)";
   if (wrong == nullptr && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
     wrong = "cannot make it blocking";
+  if (wrong == nullptr && truncate && ::ftruncate(fd, 0) != 0)
+    wrong = "cannot truncate it";
   if (wrong != nullptr) {
     ::close(fd);
     why = cannot_write(path, wrong);
