@@ -88,17 +88,6 @@ bool parse_launch_flag(args& a, const std::string& flag, launch_options& o) {
   return false;
 }
 
-std::map<std::string, std::string> environment() {
-  std::map<std::string, std::string> out;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry{*e};
-    auto eq = entry.find('=');
-    if (eq != std::string::npos)
-      out[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return out;
-}
-
 std::string hostname() {
   char name[HOST_NAME_MAX + 1] = {0};
   return ::gethostname(name, sizeof name) == 0 ? std::string{name} : std::string{"localhost"};
@@ -425,6 +414,17 @@ int launch(launch_options o, const launch_identity& id, const topology& t,
 
 } // namespace
 
+std::map<std::string, std::string> environment_variables() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry{*e};
+    auto eq = entry.find('=');
+    if (eq != std::string::npos)
+      out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
 int report_run(const run_request& r, const caf::expected<job_result>& result) {
   if (!result)
     return fail(result.error());
@@ -472,7 +472,7 @@ int cmd_launch(args& a, const std::atomic<bool>& interrupted) {
       return fail(loaded.error());
     hosts = *loaded;
   }
-  auto id = resolve_launch(o.flags, environment(), hosts, hostname());
+  auto id = resolve_launch(o.flags, environment_variables(), hosts, hostname());
   if (!id)
     return fail(id.error());
   spdlog::info("baton launch: {}", id->origin);

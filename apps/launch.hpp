@@ -6,6 +6,8 @@
 // listed nodes (docs/running-on-a-cluster.md).
 
 #include <atomic>
+#include <map>
+#include <string>
 
 #include <caf/expected.hpp>
 
@@ -14,6 +16,10 @@
 #include "apps/args.hpp"
 
 namespace baton::apps {
+
+/// This process's environment variables by name (what launchers set: RANK,
+/// WORLD_SIZE, SLURM_*, TORCHELASTIC_RUN_ID, ...).
+std::map<std::string, std::string> environment_variables();
 
 /// Runs `baton launch TOPOLOGY.yaml [flags]` (the arguments after `launch`)
 /// until the job ends, `interrupted` becomes true or a rank is lost; the

@@ -312,18 +312,6 @@ bool parse_run_flag(args& a, const std::string& flag, actors::run_request& r) {
   return false;
 }
 
-/// This process's environment variables by name.
-std::map<std::string, std::string> environment_variables() {
-  std::map<std::string, std::string> out;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry{*e};
-    auto eq = entry.find('=');
-    if (eq != std::string::npos)
-      out[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return out;
-}
-
 /// `baton run` started as one of several copies by a launcher (torchrun,
 /// mpirun, srun) would train the whole job in every copy, all writing the
 /// same outputs: refused, pointing to `baton launch`. The message, or "".
