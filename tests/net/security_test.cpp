@@ -27,6 +27,7 @@
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
+#include "model/core/specs.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/data_files.hpp"
 #include "tests/support/jobs.hpp"
@@ -526,6 +527,7 @@ TEST_F(security, paths_symlinks_and_dot_dot_cannot_leave_the_roots) {
   actors::data_parallel::worker_settings worker;
   worker.model.name = "torchscript";
   worker.model.path = dir + "/checkpoints/link/model.pt";
+  worker.task = model::make_task("all", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   worker.data.data.kind = "synthetic";
   const std::string worker_yaml = actors::data_parallel::to_yaml(worker);
   auto spawned = actors::data_parallel::spawn_worker_role(
