@@ -207,8 +207,11 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
     auto loss = torch::nn::functional::cross_entropy(s.output, *labels);
     result.loss = loss.item<double>();
     watch_.check(result.loss, layers_, s.input); // with the weights of its forward
-    (loss / scale).backward();
-  } else {
+    if (loss.requires_grad())
+      (loss / scale).backward();
+  } else if (s.output.requires_grad()) {
+    // A first stage with nothing to train (a Flatten, or every layer
+    // frozen) built no graph: there is nothing to propagate into.
     s.output.backward(*output_gradient);
   }
   if (!s.first_stage)

@@ -11,6 +11,8 @@
 
 using namespace baton::model;
 using baton::model::testing::spec_of;
+using baton::model::testing::tiny_norm;
+using baton::model::testing::tiny_norm_model;
 
 namespace {
 
@@ -71,6 +73,33 @@ TEST(stage_trainer, gpipe_order_equals_local_gradient_accumulation) {
   expect_close(whole, reference.model());
   EXPECT_EQ(first.version(), steps);
   EXPECT_EQ(first.versions_held(), 1u);
+}
+
+// A first stage holding no parameter (here the Flatten alone) builds no
+// graph: its backward has nothing to do and must not fail ("element 0 of
+// tensors does not require grad" before the fix), and the two stages still
+// train as the whole model does.
+TEST(stage_trainer, a_first_stage_without_parameters_takes_its_backward) {
+  constexpr int steps = 2;
+  auto whole = tiny_norm_model(tiny_norm::none);
+  auto reference = tiny_norm_model(tiny_norm::none);
+  stage_trainer first{whole.slice(0, 1), sgd(), stash_mode::stash};
+  stage_trainer last{whole.slice(1, whole.size()), sgd(), stash_mode::stash};
+  stage_trainer alone{reference.slice(0, reference.size()), sgd(), stash_mode::stash};
+  auto gen = at::detail::createCPUGenerator(7);
+  for (int s = 0; s < steps; ++s) {
+    auto images = at::randn({8, 1, 28, 28}, gen);
+    auto labels = at::randint(0, 10, {8}, gen);
+    last.forward(s, first.forward(s, images, true), false);
+    auto r = last.backward_loss(s, labels, 1);
+    EXPECT_NO_THROW(first.backward(s, r.input_gradient));
+    alone.forward(s, images, true);
+    alone.backward_loss(s, labels, 1);
+    first.step();
+    last.step();
+    alone.step();
+  }
+  expect_close(whole, reference);
 }
 
 namespace {
