@@ -22,6 +22,7 @@
 #include "actors/modes/registry.hpp"
 #include "actors/modes/run.hpp"
 #include "actors/runtime/launch_env.hpp"
+#include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
 #include "actors/runtime/rendezvous.hpp"
 #include "actors/runtime/run_record.hpp"
@@ -175,16 +176,18 @@ caf::error declare_data(run_request& r, const topology& t) {
 }
 
 /// A run that checkpoints into runtime.checkpoint_dir and did not finish
-/// there is resumed: what a launcher's restart needs.
-void resume_unfinished(run_request& r, const topology& t) {
-  if (!r.resume_dir.empty() || t.runtime.checkpoint_dir.empty())
-    return;
-  auto record = read_run_record(t.runtime.checkpoint_dir);
-  if (!record || record->finished_step >= 0)
-    return;
-  spdlog::info("baton launch: {} holds the checkpoints of run {}, which did not finish: "
-               "resuming it", t.runtime.checkpoint_dir, record->run_id);
-  r.resume_dir = t.runtime.checkpoint_dir;
+/// there is resumed: what a launcher's restart needs. A resumed run writes
+/// the outputs its first command asked for, as `baton run --resume` does.
+caf::error resume_unfinished(run_request& r, const topology& t) {
+  if (r.resume_dir.empty() && !t.runtime.checkpoint_dir.empty()) {
+    auto record = read_run_record(t.runtime.checkpoint_dir);
+    if (record && record->finished_step < 0) {
+      spdlog::info("baton launch: {} holds the checkpoints of run {}, which did not finish: "
+                   "resuming it", t.runtime.checkpoint_dir, record->run_id);
+      r.resume_dir = t.runtime.checkpoint_dir;
+    }
+  }
+  return with_recorded_outputs(r);
 }
 
 /// How long a rank's node may take to stop once the rank's part is over.
@@ -345,7 +348,8 @@ int lead(launch_options o, const launch_identity& id, const topology& t, launch_
     return give_up(**ranks, err);
   if (auto err = declare_data(o.run, t))
     return give_up(**ranks, err);
-  resume_unfinished(o.run, t);
+  if (auto err = resume_unfinished(o.run, t))
+    return give_up(**ranks, err);
   int code = run_over(o.run, **ranks, *peers, interrupted);
   (*ranks)->finish(code);
   return code;
