@@ -22,7 +22,7 @@
 
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
-#include "tests/support/python_torch.hpp"
+#include "tests/support/python_files.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
 
@@ -32,7 +32,7 @@ namespace {
 
 // tied.pt: a..e, d's weight b's; untied.pt: the same without the tie. The
 // data: 16 training samples of 1x4x4 (float32, 3 classes), 8 test samples.
-const char* make_models_py = R"py(
+constexpr const char* make_models_py = R"py(
 import sys
 import numpy as np
 import torch
@@ -102,26 +102,12 @@ print(json.dumps({
     "keys": sorted(got.keys())}))
 )py";
 
-class tied_weights : public ::testing::Test {
+class tied_weights : public python_files<tied_weights> {
+public:
+  static constexpr const char* scratch_name = "tied-weights";
+  static constexpr const char* script = make_models_py;
+
 protected:
-  static void SetUpTestSuite() {
-    if (python_with_torch().empty())
-      return;
-    dir_ = std::make_unique<scratch_dir>("tied-weights");
-    const auto run = run_python(dir_->path(), "make_models.py", make_models_py, {dir_->path()});
-    if (run.exit_code != 0)
-      failure_ = "make_models.py failed (exit " + std::to_string(run.exit_code) + "): " + run.text;
-  }
-  static void TearDownTestSuite() { dir_.reset(); }
-
-  void SetUp() override {
-    if (python_with_torch().empty())
-      GTEST_SKIP() << no_python_torch;
-    ASSERT_TRUE(failure_.empty()) << failure_;
-  }
-
-  static std::string path(const std::string& name) { return dir_->path() + "/" + name; }
-
   /// The data and model keys of every job here: the model `model` as the backbone.
   static std::string workload(const std::string& model, const std::string& job,
                               const std::string& more_data = "") {
@@ -181,8 +167,6 @@ protected:
     return out;
   }
 
-  static inline std::unique_ptr<scratch_dir> dir_;
-  static inline std::string failure_;
 };
 
 TEST_F(tied_weights, ring_ps_and_local_end_with_one_set_of_weights) {

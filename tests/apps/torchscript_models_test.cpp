@@ -18,7 +18,7 @@
 
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
-#include "tests/support/python_torch.hpp"
+#include "tests/support/python_files.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
 
@@ -29,7 +29,7 @@ namespace {
 // backbone64.pt: [N, 1, 28, 28] -> 64 features (not the convnet's 256);
 // flattening.pt: a module whose forward flattens before its first child, so
 // its children are not its layers.
-const char* make_models_py = R"py(
+constexpr const char* make_models_py = R"py(
 import sys
 import torch
 from torch import nn
@@ -61,26 +61,12 @@ torch.jit.script(nn.Sequential(
 )py";
 
 /// Writes the models once for the suite; every test skips without torch.
-class torchscript_models : public ::testing::Test {
+class torchscript_models : public python_files<torchscript_models> {
+public:
+  static constexpr const char* scratch_name = "torchscript-models";
+  static constexpr const char* script = make_models_py;
+
 protected:
-  static void SetUpTestSuite() {
-    if (python_with_torch().empty())
-      return;
-    dir_ = std::make_unique<scratch_dir>("torchscript-models");
-    const auto run = run_python(dir_->path(), "make_models.py", make_models_py, {dir_->path()});
-    if (run.exit_code != 0)
-      failure_ = "make_models.py failed (exit " + std::to_string(run.exit_code) + "): " + run.text;
-  }
-  static void TearDownTestSuite() { dir_.reset(); }
-
-  void SetUp() override {
-    if (python_with_torch().empty())
-      GTEST_SKIP() << no_python_torch;
-    ASSERT_TRUE(failure_.empty()) << failure_;
-  }
-
-  static std::string path(const std::string& name) { return dir_->path() + "/" + name; }
-
   /// `baton run` of the shipped config `config` with backbone.model:
   /// torchscript from the file `model`, on `samples` training samples, and
   /// the `more` overrides.
@@ -118,8 +104,6 @@ protected:
     return out.text;
   }
 
-  static inline std::unique_ptr<scratch_dir> dir_;
-  static inline std::string failure_;
 };
 
 // Ten classes: chance is 10%; each of these reaches 30-50% (seeded, the same
