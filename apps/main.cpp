@@ -113,12 +113,15 @@ usage:
   baton node [--config node.yaml] [--name N] [--host H] [--port P] [--port-file F]
              [--scheduler-threads T] [--heartbeat-ms MS] [--connection-timeout-ms MS]
              [--tls-cert F --tls-key F --tls-ca F] [--tls-allow NAME]... [--insecure]
+             [--shared-memory]
                                         serve actors for a coordinator (port 0: any); with
                                         TLS only to coordinators whose certificate has a
                                         --tls-allow name (node.yaml: tls, data_dirs,
                                         checkpoint_dir; see docs/security.md); without TLS
                                         only on loopback (default 127.0.0.1) unless
-                                        --insecure
+                                        --insecure; --shared-memory: every process of its
+                                        jobs is on this host, large tensors go through
+                                        /dev/shm
   baton launch TOPOLOGY.yaml [--set KEY=VALUE]... [--metrics-out F] [--save-model F]
                [--rank R --world-size W --master-addr HOST] [--rendezvous-port P]
                [--hostfile FILE] [--host H] [--name N] [--tls-dir DIR] [--insecure]
@@ -393,6 +396,8 @@ int cmd_node(args& a) {
       ok = a.value(flag, v) && (s.tls_allow.push_back(v), true);
     } else if (flag == "--insecure") {
       s.insecure = true;
+    } else if (flag == "--shared-memory") {
+      s.shared_memory = true;
     } else {
       std::fprintf(stderr, "baton node: unknown argument '%s'%s (see baton help)\n",
                    flag.c_str(), flag_hint(flag).c_str());

@@ -44,6 +44,8 @@ struct Tensor {
   dtype @0 :DType;
   shape @1 :List(Int64);  # sizes, outermost first; empty list: a scalar
   data @2 :Data;          # product(shape) * element size bytes, row-major
+  shared @3 :Text;        # or, with no data: the /dev/shm file holding them
+                          # (node processes of one host, messages/shared_memory.hpp)
 }
 
 # -- training traffic ----------------------------------------------------------

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -19,6 +21,7 @@
 #include "messages/baton.capnp.h"
 #include "messages/errc.hpp"
 #include "messages/fields.hpp"
+#include "messages/shared_memory.hpp"
 #include "messages/tensor_codec.hpp"
 
 // capnp's segment table is written by hand below (write_flat): that assumes a
@@ -47,6 +50,16 @@ using detail::write_fields;
 using body_which = wire::Envelope::Body::Which;
 
 constexpr size_t word_size = sizeof(capnp::word);
+
+/// use_shared_memory's switch.
+std::atomic<bool> shared_memory{false};
+
+/// The limits of messages that cross a process (CAF's serialization).
+codec_limits process_limits() {
+  codec_limits limits;
+  limits.shared_memory = shared_memory.load(std::memory_order_relaxed);
+  return limits;
+}
 
 // -- text and error helpers ----------------------------------------------------
 
@@ -303,7 +316,7 @@ caf::error save(caf::serializer& f, const T& x) {
   outgoing_ptr out;
   if (x.invalid)
     out = build_refusal(x.invalid);
-  else if (auto built = build(x, codec_limits{}))
+  else if (auto built = build(x, process_limits()))
     out = std::move(*built);
   else
     out = build_refusal(built.error());
@@ -340,7 +353,7 @@ void set_invalid(T& x, caf::error reason) {
 
 template <class T>
 caf::error load(caf::deserializer& f, T& x) {
-  codec_limits limits;
+  const auto limits = process_limits();
   uint32_t size = 0;
   if (auto err = f(size))
     return err;
@@ -372,6 +385,17 @@ caf::error load(caf::deserializer& f, T& x) {
 } // namespace
 
 // -- public API ------------------------------------------------------------------
+
+void use_shared_memory(bool on) {
+  static std::once_flag swept;
+  if (on)
+    std::call_once(swept, detail::sweep_shared_files);
+  shared_memory = on;
+}
+
+bool shared_memory_in_use() {
+  return shared_memory.load(std::memory_order_relaxed);
+}
 
 template <class T>
 caf::expected<T> decode(const char* bytes, size_t size, const codec_limits& limits) {

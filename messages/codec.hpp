@@ -25,7 +25,24 @@ struct codec_limits {
   /// max_message_bytes can still be sent: a message may have
   /// max_message_bytes + header_slack_bytes bytes.
   uint64_t header_slack_bytes = uint64_t{4} << 20;
+  /// Whether large tensors are written to, and accepted from, files in
+  /// /dev/shm instead of the message (see use_shared_memory). Their bytes
+  /// count against max_message_bytes as the message's own do.
+  bool shared_memory = false;
 };
+
+/// Turns on (or off) shared memory for the large tensors of the messages
+/// this process sends to, and accepts from, other processes (CAF's
+/// serialization below): for node processes that all run on this host,
+/// where the kernel's TCP copies are the most expensive part of a message.
+/// Never for emulated hosts or nodes of other hosts: a receiver that does
+/// not use it refuses such a tensor. The first call that turns it on
+/// removes the files left by processes that no longer run, and arranges
+/// for this process's own untaken files to go at its exit.
+void use_shared_memory(bool on);
+
+/// Whether use_shared_memory(true) was called (and not undone).
+bool shared_memory_in_use();
 
 /// An encoded message: a Cap'n Proto flat array (segment table + segments).
 using wire_bytes = std::vector<char>;
@@ -64,7 +81,8 @@ caf::expected<T> decode(const wire_bytes& bytes, const codec_limits& limits = {}
 // dtype) or whose `invalid` is set travels as a refusal carrying the error.
 // The deserializer never fails the CAF message for bad content: it sets
 // `x.invalid` instead (see types.hpp) so the receiving actor can refuse it.
-// Limits on this path are the defaults of codec_limits.
+// Limits on this path are the defaults of codec_limits, with shared_memory as
+// use_shared_memory set it.
 
 #define BATON_DECLARE_INSPECT(type)                                            \
   caf::error inspect(caf::serializer& f, type& x);                             \

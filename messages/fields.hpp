@@ -74,13 +74,14 @@ public:
   /// `owner` is null when the bytes are borrowed: tensors are then copied out.
   /// `message_words` is the size of the whole message in 8-byte words.
   decoder(const codec_limits& limits, shared_words owner, uint64_t message_words)
-    : limits_(limits), owner_(std::move(owner)), unclaimed_words_(message_words) {
+    : limits_(limits), owner_(std::move(owner)), unclaimed_words_(message_words),
+      shared_left_(limits.max_message_bytes) {
     // nop
   }
 
   /// Reads `r` into `out`; `what` names it in error messages.
-  caf::error tensor(wire::Tensor::Reader r, const std::string& what, at::Tensor& out) const {
-    return read_tensor(r, what, limits_, owner_, out);
+  caf::error tensor(wire::Tensor::Reader r, const std::string& what, at::Tensor& out) {
+    return read_tensor(r, what, limits_, owner_, shared_left_, out);
   }
 
   /// Claims the words that a list of `count` entries of `words_each` words
@@ -93,6 +94,7 @@ private:
   const codec_limits& limits_;
   shared_words owner_;
   uint64_t unclaimed_words_;
+  uint64_t shared_left_; ///< bytes the message's shared tensors may still hold
 };
 
 // Read the union member of the envelope into a default-constructed struct;

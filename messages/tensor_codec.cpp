@@ -9,6 +9,7 @@
 #include <capnp/orphan.h>
 
 #include "messages/errc.hpp"
+#include "messages/shared_memory.hpp"
 
 // Tensor bytes travel in host order: that assumes a little-endian host (every
 // machine baton runs on).
@@ -153,6 +154,14 @@ caf::error write_tensor(wire::Tensor::Builder b, const at::Tensor& x, const std:
     shape.set(static_cast<unsigned>(i), dense.size(i));
   if (nbytes == 0)
     return caf::none;
+  if (limits.shared_memory && nbytes >= shared_memory_threshold &&
+      references.shared_bytes + nbytes <= limits.max_message_bytes) {
+    if (auto name = share_bytes(dense.data_ptr(), nbytes)) {
+      b.setShared(*name);
+      references.shared_bytes += nbytes;
+      return caf::none;
+    }
+  }
   auto bytes = static_cast<const capnp::byte*>(dense.data_ptr());
   if (nbytes >= reference_threshold && reinterpret_cast<uintptr_t>(bytes) % word_size == 0) {
     reference(b, dense, nbytes, references);
@@ -166,7 +175,8 @@ caf::error write_tensor(wire::Tensor::Builder b, const at::Tensor& x, const std:
 // -- decoding ------------------------------------------------------------------
 
 caf::error read_tensor(wire::Tensor::Reader r, const std::string& what,
-                       const codec_limits& limits, const shared_words& owner, at::Tensor& out) {
+                       const codec_limits& limits, const shared_words& owner,
+                       uint64_t& shared_left, at::Tensor& out) {
   auto info = find_dtype(r.getDtype());
   if (info == nullptr)
     return make_error(errc::unknown_dtype, what + ": dtype code "
@@ -184,11 +194,26 @@ caf::error read_tensor(wire::Tensor::Reader r, const std::string& what,
   if (!bytes)
     return std::move(bytes.error());
   auto data = r.getData();
+  auto options = at::TensorOptions().dtype(info->scalar);
+  if (r.hasShared()) {
+    if (!limits.shared_memory)
+      return make_error(errc::malformed_message,
+                        what + ": its bytes are in another process's shared memory, which this "
+                               "process does not use (node processes on one host only)");
+    if (data.size() != 0)
+      return make_error(errc::malformed_message,
+                        what + ": has both bytes and shared memory");
+    if (*bytes > shared_left)
+      return make_error(errc::payload_too_large,
+                        what + ": the message's tensors in shared memory exceed " +
+                          limit_text(limits));
+    shared_left -= *bytes;
+    return take_bytes(r.getShared(), *bytes, shape, options, what, out);
+  }
   if (data.size() != *bytes)
     return make_error(errc::shape_mismatch, what + ": shape " + shape_text(shape) + " of "
                       + info->name + " needs " + std::to_string(*bytes)
                       + " bytes, the data has " + std::to_string(data.size()));
-  auto options = at::TensorOptions().dtype(info->scalar);
   if (*bytes == 0) {
     out = at::empty(shape, options);
   } else if (owner != nullptr) {

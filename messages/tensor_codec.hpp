@@ -41,6 +41,8 @@ struct tensor_references {
   /// the segment up to whole words, but the bytes past a tensor's end are not
   /// ours to read, so write_flat pads with zeros instead.
   std::vector<std::pair<const capnp::word*, size_t>> external;
+  /// Bytes of tensors written to shared memory instead (limits.shared_memory).
+  uint64_t shared_bytes = 0;
 };
 
 /// Writes `x` (defined) into `b`; `what` names it in error messages.
@@ -48,7 +50,10 @@ struct tensor_references {
 /// Fails with shape_mismatch (not dense), unknown_dtype (no wire code) or
 /// payload_too_large (more than `limits.max_message_bytes` bytes). Large,
 /// word-aligned tensors are referenced rather than copied: they are added to
-/// `references`, which then keeps their memory alive.
+/// `references`, which then keeps their memory alive. With
+/// `limits.shared_memory`, tensors of at least shared_memory_threshold bytes
+/// go to a shared file (while the message's shared bytes stay within the
+/// limit; the bytes go in the message when the file cannot be written).
 caf::error write_tensor(wire::Tensor::Builder b, const at::Tensor& x, const std::string& what,
                         const codec_limits& limits, tensor_references& references);
 
@@ -62,10 +67,14 @@ using shared_words = std::shared_ptr<uint64_t[]>;
 ///
 /// `owner` holds the bytes that `r` reads from: `out` is then a view into
 /// them that shares their ownership. When `owner` is null the bytes are only
-/// borrowed, and `out` gets a copy. Fails with unknown_dtype,
-/// shape_mismatch (too many dimensions, negative sizes, data of the wrong
-/// length) or payload_too_large; never throws for bad input.
+/// borrowed, and `out` gets a copy. A tensor in shared memory is accepted
+/// with `limits.shared_memory` only, and takes its bytes from `shared_left`
+/// (what the message's shared tensors may still hold). Fails with
+/// unknown_dtype, shape_mismatch (too many dimensions, negative sizes, data
+/// of the wrong length), malformed_message or payload_too_large; never
+/// throws for bad input.
 caf::error read_tensor(wire::Tensor::Reader r, const std::string& what,
-                       const codec_limits& limits, const shared_words& owner, at::Tensor& out);
+                       const codec_limits& limits, const shared_words& owner,
+                       uint64_t& shared_left, at::Tensor& out);
 
 } // namespace baton::messages::detail

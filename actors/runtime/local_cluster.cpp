@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/net/certs.hpp"
+#include "messages/codec.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
@@ -107,6 +108,10 @@ caf::expected<void> local_cluster::start_node(const std::string& name, size_t in
   // as 127.0.0.1 is (see the header).
   if (hosts_ && !settings.tls.enabled())
     argv.push_back("--insecure");
+  // On this host, the tensors between the node processes (and this one) go
+  // through shared memory; an emulated host's must cross its shaped link.
+  if (!hosts_)
+    argv.push_back("--shared-memory");
   auto child = child_process::start(argv, workdir + "/" + name + ".log");
   if (!child)
     return child.error();
@@ -124,6 +129,9 @@ caf::expected<local_cluster> local_cluster::start(int32_t count, const system_se
     if (!hosts)
       return hosts.error();
     cluster.hosts_ = std::move(*hosts);
+  } else {
+    messages::use_shared_memory(true);
+    cluster.shared_memory_ = {nullptr, [](void*) { messages::use_shared_memory(false); }};
   }
   for (int32_t i = 1; i <= count; ++i)
     if (auto started = cluster.start_node("n" + std::to_string(i), static_cast<size_t>(i - 1),

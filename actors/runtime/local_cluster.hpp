@@ -22,6 +22,9 @@ inline namespace runtime {
 /// link (`--link RATE[,DELAY]`) each node runs on an emulated host instead:
 /// in its own network namespace behind a shaped link (emulated_hosts.hpp),
 /// listening on its address there; the namespaces go with the nodes.
+/// Without a link, every process of the run is on this host: the nodes and
+/// this process pass large tensors through shared memory while the cluster
+/// lives (messages::use_shared_memory).
 class local_cluster {
 public:
   /// Starts nodes n1..nN and waits until each has written its port. With
@@ -60,6 +63,8 @@ private:
   std::unique_ptr<emulated_hosts> hosts_;
   std::vector<child_process> nodes_;
   std::vector<node_address> addresses_;
+  /// Turns this process's shared memory off again when the last copy goes.
+  std::shared_ptr<void> shared_memory_;
 };
 
 /// A fresh private directory under $TMPDIR (or /tmp) for logs and port files.

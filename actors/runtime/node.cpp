@@ -20,10 +20,12 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/config/yaml_codec.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "actors/net/framed_transport.hpp"
 #include "actors/runtime/rendezvous.hpp"
 #include "actors/runtime/spawner.hpp"
+#include "messages/codec.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/core/data_file.hpp"
@@ -39,7 +41,7 @@ using detail::field;
 const std::vector<std::string>& node_keys() {
   static const std::vector<std::string> keys = {
     "name", "host", "port", "scheduler_threads", "heartbeat_ms", "connection_timeout_ms", "tls",
-    "data_dirs", "checkpoint_dir"};
+    "data_dirs", "checkpoint_dir", "shared_memory"};
   return keys;
 }
 
@@ -123,6 +125,7 @@ node_settings read_node_settings(const field& root) {
   detail::read_if(root, "data_dirs", s.paths.data_dirs,
                   [](const field& f) { return read_list(f, true); });
   detail::read_if(root, "checkpoint_dir", s.paths.checkpoint_dir, detail::read_path);
+  detail::read_if(root, "shared_memory", s.shared_memory, detail::read_bool);
   return s;
 }
 
@@ -297,6 +300,11 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop,
   // The data readers check every file and folder they open against data_dirs
   // (resolved), not only the dataset directory the spawn request names.
   model::set_data_roots(settings.paths.data_dirs);
+  if (settings.shared_memory) {
+    messages::use_shared_memory(true);
+    spdlog::info("node {}: tensors of 1 MiB or more to and from the processes of this host go "
+                 "through /dev/shm (shared_memory)", settings.name);
+  }
   caf::actor_system_config cfg;
   configure(cfg, settings.system);
   caf::actor_system sys{cfg};

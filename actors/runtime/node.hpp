@@ -29,6 +29,11 @@ struct node_settings {
   /// it serves; empty: any certificate of its CA.
   std::vector<std::string> tls_allow;
   path_roots paths;               ///< `data_dirs`, `checkpoint_dir`; empty: unrestricted
+  /// `shared_memory` / `--shared-memory`: every process of its jobs runs on
+  /// this host, so large tensors go through /dev/shm instead of the socket
+  /// (messages::use_shared_memory). `baton run --local-nodes` sets it on the
+  /// nodes it starts on 127.0.0.1, never on emulated hosts.
+  bool shared_memory = false;
   /// Called once with the port the node listens on, before it serves (`baton
   /// launch` tells rank 0 where its node is); not called when it cannot listen.
   std::function<void(uint16_t port)> listening;
@@ -37,7 +42,7 @@ struct node_settings {
 /// Reads a node.yaml: keys name, host, port, scheduler_threads, heartbeat_ms,
 /// connection_timeout_ms (when the node closes a silent connection: default
 /// 5 minutes, see system_settings), tls {certificate, key, ca, allow},
-/// data_dirs, checkpoint_dir. Relative paths are relative to the file's directory.
+/// data_dirs, checkpoint_dir, shared_memory. Relative paths are relative to the file's directory.
 /// Errors name the file, the line and what was expected.
 caf::expected<node_settings> load_node_settings(const std::string& path);
 
