@@ -40,7 +40,8 @@ ring_exchange::place ring_exchange::place_of(int32_t round, bool sending) const 
 
 ring_message ring_exchange::message(int32_t round) const {
   auto p = place_of(round, true);
-  return {round, model::slice(buckets_[p.bucket], p.chunk).clone()};
+  auto chunk = model::slice(buckets_[p.bucket], p.chunk);
+  return {round, views_ ? chunk : chunk.clone()};
 }
 
 void ring_exchange::start(const std::vector<int64_t>& sizes) {

@@ -35,7 +35,8 @@ namespace data_parallel {
 /// A chunk on its way to the ring's successor.
 struct ring_message {
   int32_t round = 0; ///< its round in the step (bucket after bucket)
-  at::Tensor chunk;  ///< float32, 1-D, a copy (never a view of a bucket)
+  /// float32, 1-D: a copy, or with send_views a view of the sender's bucket.
+  at::Tensor chunk;
 };
 
 /// One worker's ring all-reduce of a step's buckets.
@@ -44,6 +45,15 @@ public:
   /// Worker `worker` of `workers` (0 <= worker < workers; throws
   /// model::error otherwise).
   ring_exchange(int32_t worker, int32_t workers);
+
+  /// Whether messages view this worker's buckets instead of copying them:
+  /// only for a successor in this process, which reads the view when it
+  /// applies the round. That is safe because no worker writes a chunk it
+  /// sent before the chunk's sum comes back around the ring, after the
+  /// successor's read, and the buckets are never written once done()
+  /// (their mean is taken out of place). A successor in another process
+  /// needs copies: its message is serialized later, by CAF's I/O thread.
+  void send_views(bool views) { views_ = views; }
 
   /// Starts a step whose buckets have these sizes (float32 elements, the
   /// same on every worker); none of them is here yet.
@@ -91,6 +101,7 @@ private:
 
   int32_t worker_;
   int32_t workers_;
+  bool views_ = false;
   std::vector<at::Tensor> buckets_;                   ///< undefined until put
   std::vector<std::vector<model::key_range>> chunks_; ///< per bucket: ring_chunks
   size_t put_ = 0;

@@ -572,6 +572,7 @@ caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, in
                         std::to_string(model::ring_next(st.spec.worker, st.spec.workers)) +
                         ", not " + std::to_string(index));
   st.next = peer;
+  st.ring->send_views(peer.node() == self->node());
   return caf::ok_atom::value;
 }
 
