@@ -250,15 +250,16 @@ std::string ratio_cell(double ratio, int width, const char* suffix) {
 
 // -- the PyTorch peers ------------------------------------------------------------
 
-const std::string& peer_python() {
-  static const std::string python = [] {
+const std::string& peer_python(const std::string& dir) {
+  static const std::string python = [&dir] {
     std::vector<std::string> candidates;
     if (const char* chosen = std::getenv("BATON_PEER_PYTHON"); chosen && *chosen)
       candidates.emplace_back(chosen);
     candidates.insert(candidates.end(), {"/usr/bin/python3", "/usr/local/bin/python3"});
     for (const auto& candidate : candidates)
       if (::access(candidate.c_str(), X_OK) == 0 &&
-          run_process({candidate, "-c", "import torch"}, "/dev/null", nullptr))
+          run_process({candidate, "-c", "import torch"}, dir + "/python-with-torch.log",
+                      nullptr))
         return candidate;
     return std::string{};
   }();
@@ -317,12 +318,13 @@ peer_run run_peer(const std::string& script, const std::vector<std::string>& arg
                   const std::atomic<bool>* interrupted) {
   peer_run run;
   auto path = std::string{BATON_SOURCE_DIR} + "/tests/peers/" + script;
+  const auto& python = peer_python(dir);
   std::vector<std::string> argv{"/usr/bin/env", std::string{"GLIBC_TUNABLES="} + peer_glibc_tunables,
-                                peer_python().empty() ? "python3" : peer_python(), path};
+                                python.empty() ? "python3" : python, path};
   argv.insert(argv.end(), args.begin(), args.end());
   for (size_t i = 1; i < argv.size(); ++i)
     run.command += (i > 1 ? " " : "") + shell_word(argv[i]);
-  if (peer_python().empty()) {
+  if (python.empty()) {
     run.skipped = "skipped: no python3 with torch";
     return run;
   }

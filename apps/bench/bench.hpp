@@ -159,8 +159,8 @@ inline constexpr const char* peer_glibc_tunables =
 
 /// A python3 that imports torch: $BATON_PEER_PYTHON, else /usr/bin/python3,
 /// else /usr/local/bin/python3; "" when none can. Asked once per process
-/// (importing torch takes a second or more).
-const std::string& peer_python();
+/// (importing torch takes a second or more), logging to DIR/python-with-torch.log.
+const std::string& peer_python(const std::string& dir);
 
 /// One run of a peer: the JSON line it printed, or why there is none.
 struct peer_run {

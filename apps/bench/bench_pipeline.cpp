@@ -245,13 +245,16 @@ void print_rate_row(const std::string& label, double rate, double limit, double 
               100 * steal);
 }
 
+/// The 2-thread peer's median samples/s (0 when it did not run).
+double pytorch_rate(model_runs& runs) {
+  return runs.peers.count("pytorch-2") ? median_peer(runs.peers.at("pytorch-2")).samples_per_second()
+                                       : 0.0;
+}
+
 /// Prints the limit and the PyTorch peers' rows and adds them to `out`
-/// ("limits", "peers"); the 2-thread peer's samples/s (0 when it did not run).
-double report_limit_and_peers(const std::string& name, model_runs& runs, double limit,
-                              double local_rate, nlohmann::json& out) {
-  double peer_rate = 0;
-  if (runs.peers.count("pytorch-2"))
-    peer_rate = median_peer(runs.peers.at("pytorch-2")).samples_per_second();
+/// ("limits", "peers").
+void report_limit_and_peers(const std::string& name, model_runs& runs, double limit,
+                            double local_rate, double peer_rate, nlohmann::json& out) {
   print_rate_row("limit = 2 x (a)", limit, limit, local_rate, peer_rate, 0);
   out["limits"].push_back({{"model", name},
                            {"one_thread_samples_per_second", local_rate},
@@ -271,7 +274,6 @@ double report_limit_and_peers(const std::string& name, model_runs& runs, double 
     j["of_limit"] = of_limit(rate, limit);
     out["peers"].push_back(std::move(j));
   }
-  return peer_rate;
 }
 
 /// Prints one model's rows (the local side, the limit, the PyTorch peers,
@@ -282,13 +284,15 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
   const auto& local = median_run(runs.sides.at("local"));
   auto local_rate = samples_per_second(local.result);
   auto limit = bench_stages * local_rate;
+  auto peer_rate = pytorch_rate(runs);
   std::printf("\n%-9s %-17s %9s %8s %7s %8s %11s %7s %7s %10s %9s %6s\n", name.c_str(), "side",
               "samples/s", "of limit", "vs (a)", "vs PT 2t", "stage busy", "bubble", "theory",
               "CPU beyond", "extra CPU", "steal");
   std::printf("%-9s %-17s %9.1f %8s %7s %8s %11s %7s %7s %10s %9s %5.0f%%\n", "",
               "(a) local", local_rate, ratio_cell(of_limit(local_rate, limit), 8).c_str(),
-              "1.00x", "", "-", "-", "-", "-", "-", 100 * local.steal);
-  auto peer_rate = report_limit_and_peers(name, runs, limit, local_rate, out);
+              "1.00x", ratio_cell(of_limit(local_rate, peer_rate), 8, "x").c_str(), "-", "-",
+              "-", "-", "-", 100 * local.steal);
+  report_limit_and_peers(name, runs, limit, local_rate, peer_rate, out);
   std::vector<std::pair<std::string, step_split>> splits;
   for (const auto& schedule : schedules_of(r)) {
     const auto& side = median_run(runs.sides.at(schedule));
