@@ -85,7 +85,17 @@ step_split split_of_data_parallel(const job_result& r) {
   return split_of(r, actors, false);
 }
 
+namespace {
+
+/// The label column: `width`, or the header's title when wider.
+int label_width(int width) {
+  return std::max(width, 19);
+}
+
+} // namespace
+
 std::string split_header(int width) {
+  width = label_width(width);
   char buf[160];
   std::snprintf(buf, sizeof buf, "%-*s %8s %8s %8s %9s %8s", width, "where the step went",
                 "compute", "waiting", "bubble", "imbalance", "overhead");
@@ -93,6 +103,7 @@ std::string split_header(int width) {
 }
 
 std::string split_row(const std::string& label, int width, const step_split& s) {
+  width = label_width(width);
   if (s.actors == 0) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%-*s (no figures: its actors report no time split)", width,
