@@ -309,6 +309,30 @@ void print_rate_row(const std::string& label, double rate, const references& ref
               "", "-", "", "-", 100 * steal);
 }
 
+/// Prints the table's header, then the rows of (a') (`one`, null when it
+/// failed), the limit and the peers, and adds the peers to `out` ("peers").
+void report_limit_and_peers(const bench_data_parallel_request& r, const side_run* one,
+                            const std::vector<peer_run>& peers, const references& ref,
+                            bench_figures& out) {
+  print_table_header(r);
+  if (one) {
+    print_rate_row(limit_side(r).label, ref.limit / r.workers, ref, one->steal);
+    print_rate_row("limit = " + std::to_string(r.workers) + " x (a')", ref.limit, ref, 0);
+  }
+  auto all = peers_of(r);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& run = peers[i];
+    if (run.ran())
+      print_rate_row(all[i].label, run.samples_per_second(), ref, run.steal);
+    else
+      std::printf("%-18s %s\n", all[i].label.c_str(), run.skipped.c_str());
+    auto j = run.to_json(all[i].label);
+    j["of_limit"] = of_limit(run.samples_per_second(), ref.limit);
+    out.json()["peers"].push_back(std::move(j));
+  }
+  std::fflush(stdout);
+}
+
 /// Runs (a') and the peers (before the table: every row then shows its
 /// ratios), prints their rows and writes them to the figures ("limit",
 /// "peers"); false when stopped.
@@ -339,27 +363,11 @@ bool run_limit_and_peers(const bench_data_parallel_request& r, const std::string
   }
   ref.pytorch = peers.at(0).samples_per_second();
   ref.ddp = peers.at(2).samples_per_second();
-  print_table_header(r);
-  if (one) {
-    print_rate_row(side.label, one_rate, ref, one->steal);
-    print_rate_row("limit = " + std::to_string(r.workers) + " x (a')", ref.limit, ref, 0);
-  }
   out.json()["limit"] = {{"one_thread_samples_per_second", one_rate}, {"workers", r.workers},
                          {"batch", r.batch}, {"limit_samples_per_second", ref.limit},
                          {"command", side_command(topology, o, flags, dir, side.name)},
                          {"steal_fraction", one ? one->steal : 0.0}};
-  auto all = peers_of(r);
-  for (size_t i = 0; i < all.size(); ++i) {
-    const auto& run = peers[i];
-    if (run.ran())
-      print_rate_row(all[i].label, run.samples_per_second(), ref, run.steal);
-    else
-      std::printf("%-18s %s\n", all[i].label.c_str(), run.skipped.c_str());
-    auto j = run.to_json(all[i].label);
-    j["of_limit"] = of_limit(run.samples_per_second(), ref.limit);
-    out.json()["peers"].push_back(std::move(j));
-  }
-  std::fflush(stdout);
+  report_limit_and_peers(r, one ? &*one : nullptr, peers, ref, out);
   return true;
 }
 
