@@ -1,4 +1,8 @@
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,6 +20,7 @@
 #include "apps/compare/run_record.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/specs.hpp"
 
 namespace baton::apps {
 inline namespace bench {
@@ -123,10 +128,10 @@ steal_meter::sample steal_meter::read() {
   return s;
 }
 
-caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
-                                const std::atomic<bool>* interrupted, const while_running& tick) {
-  args.insert(args.begin(), self_executable());
-  auto child = child_process::start(args, log);
+caf::expected<void> run_process(const std::vector<std::string>& argv, const std::string& log,
+                                const std::atomic<bool>* interrupted, const while_running& tick,
+                                const std::string& what) {
+  auto child = child_process::start(argv, log);
   if (!child)
     return child.error();
   while (child->running()) {
@@ -137,10 +142,17 @@ caf::expected<void> run_command(std::vector<std::string> args, const std::string
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (auto code = child->wait(); code != 0)
-    return make_error(errc::actor_failed, "`baton " + args.at(1) + "` failed (exit code " +
-                                            std::to_string(code) + "); its log:\n" +
-                                            child->log_tail());
+    return make_error(errc::actor_failed, "`" + (what.empty() ? argv.at(0) : what) +
+                                            "` failed (exit code " + std::to_string(code) +
+                                            "); its log:\n" + child->log_tail());
   return {};
+}
+
+caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
+                                const std::atomic<bool>* interrupted, const while_running& tick) {
+  auto what = "baton " + args.at(0);
+  args.insert(args.begin(), self_executable());
+  return run_process(args, log, interrupted, tick, what);
 }
 
 namespace {
@@ -215,6 +227,153 @@ std::optional<side_run> run_row(const std::string& topology,
   return std::nullopt;
 }
 
+const side_run& median_run(std::vector<side_run>& runs) {
+  std::sort(runs.begin(), runs.end(), [](const side_run& a, const side_run& b) {
+    return samples_per_second(a.result) < samples_per_second(b.result);
+  });
+  return runs[runs.size() / 2];
+}
+
+double of_limit(double rate, double limit) {
+  return limit > 0 ? rate / limit : 0;
+}
+
+std::string ratio_cell(double ratio, int width, const char* suffix) {
+  char buf[32];
+  if (ratio > 0)
+    std::snprintf(buf, sizeof buf, "%*.2f%s", width - static_cast<int>(std::strlen(suffix)),
+                  ratio, suffix);
+  else
+    std::snprintf(buf, sizeof buf, "%*s", width, "-");
+  return buf;
+}
+
+// -- the PyTorch peers ------------------------------------------------------------
+
+const std::string& peer_python(const std::string& dir) {
+  static const std::string python = [&dir] {
+    std::vector<std::string> candidates;
+    if (const char* chosen = std::getenv("BATON_PEER_PYTHON"); chosen && *chosen)
+      candidates.emplace_back(chosen);
+    candidates.insert(candidates.end(), {"/usr/bin/python3", "/usr/local/bin/python3"});
+    for (const auto& candidate : candidates)
+      if (::access(candidate.c_str(), X_OK) == 0 &&
+          run_process({candidate, "-c", "import torch"}, dir + "/python-with-torch.log",
+                      nullptr))
+        return candidate;
+    return std::string{};
+  }();
+  return python;
+}
+
+double peer_run::samples_per_second() const {
+  return ran() ? figures.value("samples_per_second", 0.0) : 0.0;
+}
+
+double peer_run::seconds() const {
+  return ran() ? figures.value("seconds", 0.0) : 0.0;
+}
+
+nlohmann::json peer_run::to_json(const std::string& label) const {
+  nlohmann::json j = {{"label", label}, {"command", command}, {"steal_fraction", steal}};
+  if (!ran())
+    j["skipped"] = skipped;
+  else
+    j.update(figures);
+  return j;
+}
+
+namespace {
+
+/// The last line of `path` that parses as a JSON object ({} when none).
+nlohmann::json last_json_line(const std::string& path) {
+  std::ifstream in{path};
+  nlohmann::json last = nlohmann::json::object();
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line.front() == '{')
+      if (auto j = nlohmann::json::parse(line, nullptr, false); j.is_object())
+        last = std::move(j);
+  return last;
+}
+
+/// The first line of `text` (a failed peer's reason, shortened for a table cell).
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+/// The last line of `path` that is not empty (a failed peer's own error).
+std::string last_line(const std::string& path) {
+  std::ifstream in{path};
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos)
+      last = line;
+  return last;
+}
+
+} // namespace
+
+peer_run run_peer(const std::string& script, const std::vector<std::string>& args,
+                  const std::string& dir, const std::string& label,
+                  const std::atomic<bool>* interrupted) {
+  peer_run run;
+  auto path = std::string{BATON_SOURCE_DIR} + "/tests/peers/" + script;
+  const auto& python = peer_python(dir);
+  std::vector<std::string> argv{"/usr/bin/env", std::string{"GLIBC_TUNABLES="} + peer_glibc_tunables,
+                                python.empty() ? "python3" : python, path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  for (size_t i = 1; i < argv.size(); ++i)
+    run.command += (i > 1 ? " " : "") + shell_word(argv[i]);
+  if (python.empty()) {
+    run.skipped = "skipped: no python3 with torch";
+    return run;
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    run.skipped = "skipped: " + path + " not found";
+    return run;
+  }
+  auto log = dir + "/" + label + ".log";
+  steal_meter steal;
+  auto done = run_process(argv, log, interrupted, {}, script);
+  run.steal = steal.fraction();
+  if (!done) {
+    run.skipped = done.error() == errc::interrupted
+                    ? "interrupted"
+                    : "failed: " + first_line(describe(done.error())) + ": " +
+                        last_line(log) + " (log: " + log + ")";
+    return run;
+  }
+  run.figures = last_json_line(log);
+  if (run.samples_per_second() <= 0 && run.seconds() <= 0)
+    run.skipped = "failed: " + script + " printed no figures (log: " + log + ")";
+  return run;
+}
+
+const char* peers_legend() {
+  return "limit: W x the one-thread side's samples/s at the same per-thread batch, measured in "
+         "this run (W = 2\nstages or workers: every core computing all the time); of limit: "
+         "samples/s over the limit;\nvs PT 2t: samples/s over the PyTorch 2-thread peer's; "
+         "PyTorch N thread(s): tests/peers/train_peer.py,\nthe same model, data, batch and SGD "
+         "in one plain process with torch.set_num_threads(N), timed over\nits steps after a "
+         "warm-up; DDP gloo Wx1: tests/peers/ddp_peer.py, W processes of one thread, the same\n"
+         "per-worker batch; every peer runs with GLIBC_TUNABLES=glibc.malloc.mmap_max=0:"
+         "glibc.malloc.arena_max=1:\nglibc.malloc.trim_threshold=1073741824 (the strongest "
+         "peer); --json has their command lines.";
+}
+
+const peer_run& median_peer(std::vector<peer_run>& runs) {
+  std::vector<peer_run*> ran;
+  for (auto& r : runs)
+    if (r.ran())
+      ran.push_back(&r);
+  if (ran.empty())
+    return runs.front();
+  std::sort(ran.begin(), ran.end(), [](const peer_run* a, const peer_run* b) {
+    return a->samples_per_second() < b->samples_per_second();
+  });
+  return *ran[ran.size() / 2];
+}
+
 namespace {
 
 /// `heads` heads cycling over the default tasks.
@@ -278,6 +437,116 @@ nlohmann::json compare(const std::string& backbone, const job_result& shared,
           {"identical_head_weights", same_weights(shared, separate)}};
 }
 
+/// A side's training time: setup excluded, evaluation included (its wall
+/// time when it reports none).
+double train_seconds_of(const job_result& r) {
+  return r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+}
+
+/// transfer_peer.py's arguments: the bench's heads, data and backbone.
+std::vector<std::string> transfer_peer_args(const bench_request& r, const std::string& backbone,
+                                            int32_t threads) {
+  std::vector<std::string> a{"--heads", std::to_string(r.heads), "--threads",
+                             std::to_string(threads), "--train-limit", r.quick ? "4096" : "0",
+                             "--test-limit", r.quick ? "1000" : "0"};
+  if (backbone == "convnet_wide")
+    a.insert(a.end(), {"--wide-features", std::to_string(model::model_spec{}.wide_features)});
+  return a;
+}
+
+/// One backbone's limit and PyTorch figures: (a) baton's one-thread loop,
+/// the PyTorch peers with 1 and 2 threads.
+struct transfer_references {
+  std::optional<side_run> one_thread;
+  std::vector<std::pair<std::string, peer_run>> peers; ///< by label
+  double limit_seconds = 0; ///< (a)'s time over the cores (0: unknown)
+  double peer_seconds = 0;  ///< the 2-thread peer's (0: did not run)
+};
+
+/// Runs (a) and the peers of `backbone`; nullopt when stopped.
+std::optional<transfer_references> run_transfer_references(const bench_request& r,
+                                                           const std::string& backbone,
+                                                           const std::string& dir, int& code) {
+  transfer_references ref;
+  int width = 13;
+  ref.one_thread = run_row("", side_overrides(r, backbone), {"--mode", "local", "--threads", "1"},
+                           dir, backbone + "-local", r.interrupted, backbone + " (a) local",
+                           width, code);
+  if (stop_requested(r.interrupted))
+    return std::nullopt;
+  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  if (ref.one_thread)
+    ref.limit_seconds = train_seconds_of(ref.one_thread->result) / cores;
+  for (int32_t threads : {1, 2}) {
+    auto label = threads == 1 ? std::string{"PyTorch 1 thread"} : "PyTorch 2 threads";
+    auto run = run_peer("transfer_peer.py", transfer_peer_args(r, backbone, threads), dir,
+                        backbone + "-pytorch-" + std::to_string(threads), r.interrupted);
+    if (stop_requested(r.interrupted))
+      return std::nullopt;
+    if (threads == 2)
+      ref.peer_seconds = run.seconds();
+    ref.peers.emplace_back(label, std::move(run));
+  }
+  return ref;
+}
+
+/// One backbone's finished sides.
+struct transfer_sides {
+  std::string backbone;
+  job_result shared;
+  job_result separate;
+  transfer_references references;
+};
+
+/// `limit` seconds over `seconds` ("of limit" of a time), 0 when unknown.
+double of_limit_time(double seconds, double limit) {
+  return seconds > 0 && limit > 0 ? limit / seconds : 0;
+}
+
+/// Prints one row of the limit table: its training time, of limit, the
+/// ratio of its time to the 2-thread peer's.
+void print_limit_row(const std::string& backbone, const std::string& label, double seconds,
+                     const transfer_references& ref) {
+  std::printf("%-13s %-18s %9.2f %8s %9s\n", backbone.c_str(), label.c_str(), seconds,
+              ratio_cell(of_limit_time(seconds, ref.limit_seconds), 8).c_str(),
+              ratio_cell(of_limit(seconds, ref.peer_seconds), 9, "x").c_str());
+}
+
+/// Prints one backbone's limit table and adds its figures to `row`.
+void report_limit(const std::string& backbone, const job_result& shared,
+                  const job_result& separate, const transfer_references& ref,
+                  nlohmann::json& row) {
+  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  std::printf("%-13s %-18s %9s %8s %9s\n", backbone.c_str(), "side", "train s", "of limit",
+              "/ PT 2t");
+  if (ref.one_thread)
+    print_limit_row("", "(a) local 1 thread", train_seconds_of(ref.one_thread->result), ref);
+  print_limit_row("", "limit = (a) / " + std::to_string(cores), ref.limit_seconds, ref);
+  nlohmann::json peers = nlohmann::json::array();
+  for (const auto& [label, run] : ref.peers) {
+    if (run.ran())
+      print_limit_row("", label, run.seconds(), ref);
+    else
+      std::printf("%-13s %-18s %s\n", "", label.c_str(), run.skipped.c_str());
+    auto j = run.to_json(label);
+    j["of_limit"] = of_limit_time(run.seconds(), ref.limit_seconds);
+    peers.push_back(std::move(j));
+  }
+  print_limit_row("", "shared", train_seconds_of(shared), ref);
+  print_limit_row("", "separate", train_seconds_of(separate), ref);
+  std::fflush(stdout);
+  row.update({{"one_thread_train_seconds",
+               ref.one_thread ? train_seconds_of(ref.one_thread->result) : 0.0},
+              {"limit_train_seconds", ref.limit_seconds},
+              {"shared_train_seconds", train_seconds_of(shared)},
+              {"separate_train_seconds", train_seconds_of(separate)},
+              {"shared_of_limit", of_limit_time(train_seconds_of(shared), ref.limit_seconds)},
+              {"separate_of_limit", of_limit_time(train_seconds_of(separate), ref.limit_seconds)},
+              {"pytorch_2_threads_seconds", ref.peer_seconds},
+              {"shared_over_pytorch_2_threads", of_limit(train_seconds_of(shared), ref.peer_seconds)},
+              {"peers", peers}});
+}
+
 } // namespace
 
 int bench_transfer(const bench_request& r) {
@@ -308,6 +577,7 @@ int bench_transfer(const bench_request& r) {
                      {"local_nodes", r.local_nodes}, {"link", r.link},
                      {"cores", std::thread::hardware_concurrency()}}};
   int code = 0;
+  std::vector<transfer_sides> done;
   for (const auto& backbone : r.backbones) {
     if (stop_requested(r.interrupted))
       break;
@@ -315,6 +585,9 @@ int bench_transfer(const bench_request& r) {
     std::vector<std::string> shared_flags;
     if (r.local_nodes > 0)
       shared_flags = with_link({"--local-nodes", std::to_string(r.local_nodes)}, r.link);
+    auto ref = run_transfer_references(r, backbone, dir->path(), code);
+    if (!ref)
+      break;
     auto shared =
       run_side("", overrides, shared_flags, dir->path(), backbone + "-shared", r.interrupted);
     auto separate = shared ? run_side("", overrides, {"--baseline", "separate"}, dir->path(),
@@ -328,7 +601,23 @@ int bench_transfer(const bench_request& r) {
       continue;
     }
     out.add(compare(backbone, *shared, *separate));
+    done.push_back({backbone, std::move(*shared), std::move(*separate), std::move(*ref)});
   }
+  // The limit tables after the table above, each backbone's row completed.
+  for (size_t i = 0; i < done.size() && !stop_requested(r.interrupted); ++i) {
+    std::printf("\n");
+    report_limit(done[i].backbone, done[i].shared, done[i].separate, done[i].references,
+                 out.json()["results"][i]);
+  }
+  if (!stop_requested(r.interrupted))
+    std::printf("\ntrain s: training time (setup excluded, evaluation included); (a) local: "
+                "baton's one-process loop\n(--mode local) with one thread; limit: (a)'s time "
+                "over the cores; of limit: the limit over the\nside's time; / PT 2t: the "
+                "side's time over the PyTorch 2-thread peer's (below 1: baton is faster);\n"
+                "PyTorch N thread(s): tests/peers/transfer_peer.py, the same heads on the same "
+                "frozen backbone\nby hand in one process with torch.set_num_threads(N), run with "
+                "GLIBC_TUNABLES=%s\n(the strongest peer); --json has their command lines.\n",
+                peer_glibc_tunables);
   return out.finish(code, r.interrupted);
 }
 

@@ -102,9 +102,15 @@ struct side_run {
 /// Called about every 100 ms while a child runs (baton compare's progress).
 using while_running = std::function<void()>;
 
-/// Runs `baton args...` (this executable) as a child process logging to
-/// `log`; an error with the log's tail when it exits with a non-zero code,
-/// errc::interrupted when `interrupted` is set first (the child is stopped).
+/// Runs `argv` (argv[0] an absolute path) as a child process logging to
+/// `log`; an error naming `what` (default argv[0]) with the log's tail when
+/// it exits with a non-zero code, errc::interrupted when `interrupted` is set
+/// first (the child is stopped).
+caf::expected<void> run_process(const std::vector<std::string>& argv, const std::string& log,
+                                const std::atomic<bool>* interrupted,
+                                const while_running& tick = {}, const std::string& what = "");
+
+/// run_process of `baton args...` (this executable).
 caf::expected<void> run_command(std::vector<std::string> args, const std::string& log,
                                 const std::atomic<bool>* interrupted,
                                 const while_running& tick = {});
@@ -129,6 +135,66 @@ std::optional<side_run> run_row(const std::string& topology,
 std::string side_command(const std::string& topology, const std::vector<std::string>& overrides,
                          const std::vector<std::string>& flags, const std::string& dir,
                          const std::string& label);
+
+/// The run with the median training samples/s of `runs` (not empty; sorts them).
+const side_run& median_run(std::vector<side_run>& runs);
+
+/// `rate` over `limit` ("of limit"); 0 when the limit is unknown (0).
+double of_limit(double rate, double limit);
+
+/// "0.76" or "-" (0: unknown), `width` wide: an "of limit" or ratio cell.
+std::string ratio_cell(double ratio, int width, const char* suffix = "");
+
+// -- the PyTorch peers ------------------------------------------------------------
+//
+// Plain PyTorch processes doing a bench's work (tests/peers/*.py), run beside
+// the baton sides in the same bench so that their figures share one window
+// of the host (docs/benchmarks.md).
+
+/// The allocator setting every peer runs with: glibc's mmap threshold,
+/// arenas and trimming set as baton sets them with mallopt (the strongest
+/// peer on these VMs: docs/notes measuring-performance).
+inline constexpr const char* peer_glibc_tunables =
+  "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824";
+
+/// A python3 that imports torch: $BATON_PEER_PYTHON, else /usr/bin/python3,
+/// else /usr/local/bin/python3; "" when none can. Asked once per process
+/// (importing torch takes a second or more), logging to DIR/python-with-torch.log.
+const std::string& peer_python(const std::string& dir);
+
+/// One run of a peer: the JSON line it printed, or why there is none.
+struct peer_run {
+  nlohmann::json figures = nlohmann::json::object(); ///< the peer's line ({} when none)
+  /// "" when it ran; else why not: "skipped: no python3 with torch",
+  /// "failed: WHY" (with its log's tail), "interrupted".
+  std::string skipped;
+  double steal = 0;    ///< the host's steal during the run
+  std::string command; ///< what reproduces it, as a user types it
+
+  bool ran() const { return skipped.empty(); }
+  /// The peer's "samples_per_second" (0 when it did not run).
+  double samples_per_second() const;
+  /// The peer's "seconds": its timed work (0 when it did not run).
+  double seconds() const;
+  /// {"label": ..., "command": ..., "steal_fraction": ..., the peer's figures
+  /// or "skipped": why}, for a bench's --json.
+  nlohmann::json to_json(const std::string& label) const;
+};
+
+/// Runs `BATON_SOURCE_DIR/tests/peers/SCRIPT args...` with peer_python()
+/// and GLIBC_TUNABLES=peer_glibc_tunables, logging to DIR/LABEL.log, and
+/// reads the last line of its output that is a JSON object. Never fails the
+/// bench: a missing python3-torch or a failed peer is in `skipped`.
+peer_run run_peer(const std::string& script, const std::vector<std::string>& args,
+                  const std::string& dir, const std::string& label,
+                  const std::atomic<bool>* interrupted);
+
+/// What `of limit`, `vs PT 2t` and the PyTorch rows mean: the legend's lines.
+const char* peers_legend();
+
+/// The peer run with the median samples/s of those of `runs` that ran
+/// (else the first; `runs` not empty).
+const peer_run& median_peer(std::vector<peer_run>& runs);
 
 /// `baton bench transfer` options.
 struct bench_request {

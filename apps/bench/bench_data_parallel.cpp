@@ -15,6 +15,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
+#include "apps/bench/step_split.hpp"
 #include "messages/errc.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 
@@ -160,15 +161,25 @@ int64_t steps_of(const bench_data_parallel_request& r, const dp_side& s) {
                                               model::remainder_policy::pad);
 }
 
+/// What every row is compared with: (a)'s samples/s, the limit, the
+/// PyTorch peers', the gradient's bytes.
+struct references {
+  double local_rate = 0; ///< (a): one thread, the global batch
+  double limit = 0;      ///< W x one thread at the per-worker batch
+  double pytorch = 0;    ///< PyTorch's W-thread process at the global batch (0: did not run)
+  double ddp = 0;        ///< DDP gloo W x 1 (0: did not run)
+  double gradient = 0;   ///< bytes
+};
+
 /// Prints one side's row and returns its JSON.
 nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& s,
-                           const side_run& run, double local_rate, double gradient) {
+                           const side_run& run, const references& ref) {
   auto steps = steps_of(r, s);
   auto rate = samples_per_second(run.result);
-  auto ratio = local_rate > 0 ? rate / local_rate : 0;
+  auto ratio = ref.local_rate > 0 ? rate / ref.local_rate : 0;
   auto figures = figures_per_step(run.result, steps);
   auto [up, down] = bytes_per_step(run.result, r.workers, steps);
-  auto [theory_up, theory_down] = theory_of(s.name, gradient, r.workers, r.sync_every);
+  auto [theory_up, theory_down] = theory_of(s.name, ref.gradient, r.workers, r.sync_every);
   // The exchange's time: alongside the backward (overlap), then waited for.
   auto figure = [&](const char* name) { return figures.count(name) ? figures.at(name) : 0.0; };
   double alongside = figure("overlap_seconds");
@@ -177,8 +188,10 @@ nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& 
                    ? std::to_string(std::lround(100 * alongside / (alongside + waited))) + "%"
                    : std::string{"-"};
   bool local = s.name == "local";
-  std::printf("%-18s %9.1f %6.2fx %6.0f%% %15s %8s %7s/%-7s %7s/%-7s %6.1f%% %5.0f%%\n",
-              s.label.c_str(), rate, ratio, local ? 100.0 : 100 * ratio / r.workers,
+  std::printf("%-18s %9.1f %8s %8s %6.2fx %6.0f%% %15s %8s %7s/%-7s %7s/%-7s %6.1f%% %5.0f%%\n",
+              s.label.c_str(), rate, ratio_cell(of_limit(rate, ref.limit), 8).c_str(),
+              ratio_cell(of_limit(rate, ref.pytorch), 8, "x").c_str(), ratio,
+              local ? 100.0 : 100 * ratio / r.workers,
               split_of(figures).c_str(), overlap.c_str(),
               mib(up).c_str(), mib(down).c_str(), mib(theory_up).c_str(),
               mib(theory_down).c_str(),
@@ -187,28 +200,45 @@ nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& 
   nlohmann::json f = nlohmann::json::object();
   for (const auto& [name, value] : figures)
     f[name] = value;
-  return {{"side", s.name}, {"label", s.label}, {"samples_per_second", rate},
-          {"ratio", ratio}, {"steps", steps}, {"seconds_per_step", f},
-          {"bytes_sent_per_worker_step", up}, {"bytes_received_per_worker_step", down},
-          {"theory_sent", theory_up}, {"theory_received", theory_down},
-          {"test_accuracy", run.result.heads.front().test_accuracy},
-          {"weights_digest", run.result.heads.front().weights_digest},
-          {"steal_fraction", run.steal}};
+  nlohmann::json row = {
+    {"side", s.name}, {"label", s.label}, {"samples_per_second", rate},
+    {"ratio", ratio}, {"limit_samples_per_second", ref.limit},
+    {"of_limit", of_limit(rate, ref.limit)},
+    {"pytorch_threads_samples_per_second", ref.pytorch},
+    {"vs_pytorch_threads", of_limit(rate, ref.pytorch)},
+    {"ddp_samples_per_second", ref.ddp}, {"vs_ddp", of_limit(rate, ref.ddp)},
+    {"steps", steps}, {"seconds_per_step", f},
+    {"bytes_sent_per_worker_step", up}, {"bytes_received_per_worker_step", down},
+    {"theory_sent", theory_up}, {"theory_received", theory_down},
+    {"test_accuracy", run.result.heads.front().test_accuracy},
+    {"weights_digest", run.result.heads.front().weights_digest},
+    {"steal_fraction", run.steal}};
+  if (!local)
+    row["step_split"] = split_of_data_parallel(run.result).to_json();
+  return row;
 }
 
 void print_header(const bench_data_parallel_request& r) {
   std::printf("baton bench data-parallel: %s, model %s, W = %d workers x %lld samples per step, "
               "%lld training samples, %u cores, link %s\n"
-              "  (a) local: the whole model in one process, one compute thread, the global "
-              "batch (W x %lld)\n"
-              "  (b)-(e): W workers on W node processes, one compute thread each\n\n",
+              "  (a') local: the whole model in one process, one compute thread, the per-worker "
+              "batch (%lld):\n       the limit is W x its samples/s\n"
+              "  (a) local: the same with the global batch (W x %lld)\n"
+              "  (b)-(e): W workers on W node processes, one compute thread each\n"
+              "  PyTorch peers: 1 thread at the per-worker batch, %d threads at the global "
+              "batch, DDP gloo %dx1\n\n",
               r.quick ? "quick" : "full", r.model.c_str(), r.workers,
               static_cast<long long>(r.batch), static_cast<long long>(r.train_limit),
               std::thread::hardware_concurrency(), r.link.empty() ? "loopback" : r.link.c_str(),
-              static_cast<long long>(r.batch));
-  std::printf("%-18s %9s %7s %7s %15s %8s %15s %15s %7s %6s\n", "side", "samples/s", "vs (a)",
-              "effic.", "f/b/x/s ms/step", "overlap", "MiB/step out/in", "theory out/in",
-              "test acc", "steal");
+              static_cast<long long>(r.batch), static_cast<long long>(r.batch), r.workers,
+              r.workers);
+}
+
+void print_table_header(const bench_data_parallel_request& r) {
+  auto w = std::to_string(r.workers);
+  std::printf("\n%-18s %9s %8s %8s %7s %7s %15s %8s %15s %15s %7s %6s\n", "side", "samples/s",
+              "of limit", ("vs PT " + w + "t").c_str(), "vs (a)", "effic.", "f/b/x/s ms/step",
+              "overlap", "MiB/step out/in", "theory out/in", "test acc", "steal");
 }
 
 void print_legend() {
@@ -220,7 +250,125 @@ void print_legend() {
     "MiB/step out/in:\nwhat a worker sends (to its ring successor or the shards) and the shards "
     "send it, per step,\nnext to the theory (ring 2(W-1)/W x gradient bytes, divided by L for "
     "local SGD; ps: the gradient\nup, the parameters down); steal: CPU the hypervisor gave to "
-    "other guests (noise).\n");
+    "other guests (noise);\n%s\n%s", peers_legend(), split_legend());
+}
+
+// -- the limit and the PyTorch peers ----------------------------------------------
+
+/// (a'): one process, one compute thread, the per-worker batch: W x its
+/// samples/s is the limit.
+dp_side limit_side(const bench_data_parallel_request& r) {
+  auto b = std::to_string(r.batch);
+  return {"local-per-worker", "(a') local, b" + b,
+          {"data_parallel.workers=1", "data.batch_size=" + b}};
+}
+
+/// A PyTorch peer of the bench: its name, row label, script and arguments.
+struct dp_peer {
+  std::string name;
+  std::string label;
+  std::string script;
+  std::vector<std::string> args;
+};
+
+/// The peers: PyTorch with W threads at the global batch (what a user picks
+/// for W cores), with 1 thread at the per-worker batch (the limit's side, in
+/// PyTorch), DDP gloo W x 1 at the per-worker batch; the bench's optimizer,
+/// about as many samples as the bench's sides train (2048 under --quick,
+/// 512 for resnet18).
+std::vector<dp_peer> peers_of(const bench_data_parallel_request& r) {
+  auto w = std::to_string(r.workers);
+  bool resnet = r.model == "resnet18";
+  int64_t samples = r.quick ? (resnet ? 512 : 2048) : r.train_limit;
+  auto common = [&](int64_t batch, int64_t per_step) {
+    return std::vector<std::string>{
+      "--model", r.model, "--batch", std::to_string(batch),
+      "--steps", std::to_string(std::max<int64_t>(3, samples / per_step)),
+      "--warmup", resnet ? "1" : "3", "--lr", "0.02", "--momentum", "0.9",
+      "--train-limit", std::to_string(r.train_limit)};
+  };
+  auto global = r.workers * r.batch;
+  auto threads = [&](int32_t t, int64_t batch) {
+    auto a = common(batch, batch);
+    a.insert(a.end(), {"--threads", std::to_string(t)});
+    return a;
+  };
+  auto ddp = common(r.batch, global);
+  ddp.insert(ddp.end(), {"--workers", w});
+  return {{"pytorch-" + w, "PyTorch " + w + " threads", "train_peer.py", threads(r.workers, global)},
+          {"pytorch-1", "PyTorch 1 thread", "train_peer.py", threads(1, r.batch)},
+          {"ddp", "DDP gloo " + w + "x1", "ddp_peer.py", ddp}};
+}
+
+/// Prints a row whose only figures are its samples/s (the limit, a peer).
+void print_rate_row(const std::string& label, double rate, const references& ref,
+                    double steal) {
+  std::printf("%-18s %9.1f %8s %8s %7s %7s %15s %8s %7s %-7s %7s %-7s %7s %5.0f%%\n",
+              label.c_str(), rate, ratio_cell(of_limit(rate, ref.limit), 8).c_str(),
+              ratio_cell(of_limit(rate, ref.pytorch), 8, "x").c_str(), "-", "-", "-", "-", "-",
+              "", "-", "", "-", 100 * steal);
+}
+
+/// Prints the table's header, then the rows of (a') (`one`, null when it
+/// failed), the limit and the peers, and adds the peers to `out` ("peers").
+void report_limit_and_peers(const bench_data_parallel_request& r, const side_run* one,
+                            const std::vector<peer_run>& peers, const references& ref,
+                            bench_figures& out) {
+  print_table_header(r);
+  if (one) {
+    print_rate_row(limit_side(r).label, ref.limit / r.workers, ref, one->steal);
+    print_rate_row("limit = " + std::to_string(r.workers) + " x (a')", ref.limit, ref, 0);
+  }
+  auto all = peers_of(r);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& run = peers[i];
+    if (run.ran())
+      print_rate_row(all[i].label, run.samples_per_second(), ref, run.steal);
+    else
+      std::printf("%-18s %s\n", all[i].label.c_str(), run.skipped.c_str());
+    auto j = run.to_json(all[i].label);
+    j["of_limit"] = of_limit(run.samples_per_second(), ref.limit);
+    out.json()["peers"].push_back(std::move(j));
+  }
+  std::fflush(stdout);
+}
+
+/// Runs (a') and the peers (before the table: every row then shows its
+/// ratios), prints their rows and writes them to the figures ("limit",
+/// "peers"); false when stopped.
+bool run_limit_and_peers(const bench_data_parallel_request& r, const std::string& topology,
+                         const std::string& dir, references& ref, bench_figures& out,
+                         int& code) {
+  auto side = limit_side(r);
+  auto o = common_overrides(r);
+  o.insert(o.end(), side.overrides.begin(), side.overrides.end());
+  o.insert(o.end(), r.overrides.begin(), r.overrides.end());
+  std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
+  auto one = run_row(topology, o, flags, dir, side.name, r.interrupted, side.label, 18, code);
+  if (stop_requested(r.interrupted))
+    return false;
+  double one_rate = one ? samples_per_second(one->result) : 0;
+  ref.limit = r.workers * one_rate;
+  std::vector<peer_run> peers;
+  for (const auto& p : peers_of(r)) {
+    peers.push_back(run_peer(p.script, p.args, dir, p.name, r.interrupted));
+    if (stop_requested(r.interrupted))
+      return false;
+    std::printf("  run %-18s %s\n", p.label.c_str(),
+                peers.back().ran()
+                  ? (std::to_string(std::lround(peers.back().samples_per_second())) +
+                     " samples/s").c_str()
+                  : peers.back().skipped.c_str());
+    std::fflush(stdout);
+  }
+  ref.pytorch = peers.at(0).samples_per_second();
+  ref.ddp = peers.at(2).samples_per_second();
+  out.json()["limit"] = {{"one_thread_samples_per_second", one_rate}, {"workers", r.workers},
+                         {"batch", r.batch}, {"limit_samples_per_second", ref.limit},
+                         {"command", side_command(topology, o, flags, dir, side.name)},
+                         {"steal_fraction", one ? one->steal : 0.0}};
+  report_limit_and_peers(r, one ? &*one : nullptr, peers, ref, out);
+  return true;
 }
 
 } // namespace
@@ -236,9 +384,14 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
                     {{"bench", "data-parallel"}, {"quick", r.quick}, {"model", r.model},
                      {"workers", r.workers}, {"batch", r.batch},
                      {"train_samples", r.train_limit}, {"link", r.link},
-                     {"gradient_bytes", gradient}}};
-  double local_rate = 0;
+                     {"gradient_bytes", gradient}, {"peers", nlohmann::json::array()},
+                     {"peer_glibc_tunables", peer_glibc_tunables}}};
+  references ref;
+  ref.gradient = gradient;
   int code = 0;
+  if (!run_limit_and_peers(r, topology, dir->path(), ref, out, code))
+    return out.finish(code, r.interrupted);
+  std::vector<std::pair<std::string, step_split>> splits;
   for (const auto& s : sides_of(r)) {
     if (stop_requested(r.interrupted))
       break;
@@ -253,11 +406,17 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     if (!run)
       continue; // failed, or stopped: the rows of the sides before this one are written
     if (s.name == "local")
-      local_rate = samples_per_second(run->result);
-    out.add(report_side(r, s, *run, local_rate, gradient));
+      ref.local_rate = samples_per_second(run->result);
+    else
+      splits.emplace_back(s.label, split_of_data_parallel(run->result));
+    out.add(report_side(r, s, *run, ref));
   }
-  if (!stop_requested(r.interrupted))
+  if (!stop_requested(r.interrupted)) {
+    std::printf("\n%s\n", split_header(18).c_str());
+    for (const auto& [label, split] : splits)
+      std::printf("%s\n", split_row(label, 18, split).c_str());
     print_legend();
+  }
   return out.finish(code, r.interrupted);
 }
 

@@ -14,6 +14,7 @@
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/bench/bench.hpp"
+#include "apps/bench/step_split.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::apps {
@@ -52,29 +53,6 @@ double cpu_seconds(const job_result& r) {
   for (const auto& n : r.nodes)
     sum += n.cpu_seconds;
   return sum;
-}
-
-/// The actor and wire overhead of a pipeline run: CPU seconds its stages'
-/// processes spent while they trained beyond the stages' computations
-/// (forward, backward, step, evaluation), over those computations. It covers
-/// messages, serialisation, sockets, CAF's threads and the source.
-double overhead_of(const job_result& r) {
-  double compute = 0;
-  double process = 0;
-  for (const auto& a : r.actors)
-    if (a.role == "pipeline_stage") {
-      compute += a.compute_cpu_seconds;
-      process += a.process_cpu_seconds;
-    }
-  return compute > 0 ? process / compute - 1 : 0;
-}
-
-/// The run with the median training samples/s of `runs` (not empty).
-const side_run& median_run(std::vector<side_run>& runs) {
-  std::sort(runs.begin(), runs.end(), [](const side_run& a, const side_run& b) {
-    return samples_per_second(a.result) < samples_per_second(b.result);
-  });
-  return runs[runs.size() / 2];
 }
 
 /// gpipe's bubble with p stages and m microbatches per minibatch.
@@ -152,16 +130,50 @@ std::vector<std::string> schedules_of(const bench_pipeline_request& r) {
 
 namespace {
 
-/// Runs every side of one model `repeat` times, interleaved (local, then each
-/// schedule, then again), so that a slow spell of the host hits all sides.
-/// The runs by side: "local", then the schedules.
-caf::expected<std::map<std::string, std::vector<side_run>>>
-run_sides(const bench_pipeline_request& r, const std::string& name, const std::string& planned,
-          const std::vector<std::string>& overrides, const std::string& dir) {
+/// A PyTorch peer of the pipeline bench: the whole model in one process.
+struct pipeline_peer {
+  std::string name;  ///< "pytorch-1"
+  std::string label; ///< "PyTorch 1 thread"
+  int32_t threads = 1;
+};
+
+const std::vector<pipeline_peer>& pipeline_peers() {
+  static const std::vector<pipeline_peer> peers{{"pytorch-1", "PyTorch 1 thread", 1},
+                                                {"pytorch-2", "PyTorch 2 threads", 2}};
+  return peers;
+}
+
+/// train_peer.py's arguments for `model`: the sides' minibatch (one batch of
+/// 4 x 32 samples per step: what a user of PyTorch picks) and optimizer, a
+/// few seconds of steps under --quick.
+std::vector<std::string> peer_args(const std::string& model, int32_t threads, bool quick) {
+  bool resnet = model == "resnet18";
+  int32_t steps = resnet ? (quick ? 4 : 16) : (quick ? 16 : 64);
+  return {"--model", model, "--threads", std::to_string(threads),
+          "--batch", std::to_string(bench_microbatches * bench_microbatch),
+          "--steps", std::to_string(steps), "--warmup", resnet ? "1" : "3",
+          "--lr", "0.01", "--momentum", "0.9",
+          "--train-limit", quick ? "4096" : "0"};
+}
+
+/// The runs of one model: the baton sides ("local", then the schedules) and
+/// the PyTorch peers, by name.
+struct model_runs {
+  std::map<std::string, std::vector<side_run>> sides;
+  std::map<std::string, std::vector<peer_run>> peers;
+};
+
+/// Runs every side of one model and its PyTorch peers `repeat` times,
+/// interleaved (local, the peers, each schedule, then again), so that a slow
+/// spell of the host hits all sides.
+caf::expected<model_runs> run_sides(const bench_pipeline_request& r, const std::string& name,
+                                    const std::string& planned,
+                                    const std::vector<std::string>& overrides,
+                                    const std::string& dir) {
   std::vector<std::string> sides{"local"};
   auto schedules = schedules_of(r);
   sides.insert(sides.end(), schedules.begin(), schedules.end());
-  std::map<std::string, std::vector<side_run>> runs;
+  model_runs runs;
   for (int32_t rep = 1; rep <= r.repeat; ++rep) {
     for (const auto& side : sides) {
       auto o = overrides;
@@ -177,10 +189,26 @@ run_sides(const bench_pipeline_request& r, const std::string& name, const std::s
         return result.error() == errc::interrupted
                  ? result.error()
                  : make_error(errc::actor_failed, side + ": " + describe(result.error()));
-      runs[side].push_back({std::move(*result), steal.fraction()});
-      std::printf("  run %d/%d %-13s %8.1f samples/s\n", rep, r.repeat, side.c_str(),
-                  samples_per_second(runs[side].back().result));
+      runs.sides[side].push_back({std::move(*result), steal.fraction()});
+      std::printf("  run %d/%d %-17s %8.1f samples/s\n", rep, r.repeat, side.c_str(),
+                  samples_per_second(runs.sides[side].back().result));
       std::fflush(stdout);
+      if (side != "local")
+        continue;
+      for (const auto& peer : pipeline_peers()) {
+        auto run = run_peer("train_peer.py", peer_args(name, peer.threads, r.quick), dir,
+                            name + "-" + peer.name + "-" + std::to_string(rep), r.interrupted);
+        if (stop_requested(r.interrupted))
+          return make_error(errc::interrupted, "interrupted");
+        if (run.ran())
+          std::printf("  run %d/%d %-17s %8.1f samples/s\n", rep, r.repeat, peer.label.c_str(),
+                      run.samples_per_second());
+        else
+          std::printf("  run %d/%d %-17s %s\n", rep, r.repeat, peer.label.c_str(),
+                      run.skipped.c_str());
+        std::fflush(stdout);
+        runs.peers[peer.name].push_back(std::move(run));
+      }
     }
   }
   return runs;
@@ -204,38 +232,97 @@ void report_orders(const std::string& name, std::map<std::string, std::vector<si
                            {"static_over_dynamic", ratio}});
 }
 
-/// Prints one model's rows (the local side, then each schedule's median
-/// run) and adds them to `out`.
-void report_model(const bench_pipeline_request& r, const std::string& name,
-                  std::map<std::string, std::vector<side_run>>& runs,
+/// The stages of the bench's pipeline: the limit is this many one-thread sides.
+constexpr int32_t bench_stages = 2;
+
+/// Prints a row of a side whose only figures are its rate: the limit, a peer.
+void print_rate_row(const std::string& label, double rate, double limit, double local_rate,
+                    double peer_rate, double steal) {
+  std::printf("%-9s %-17s %9.1f %8s %7s %8s %11s %7s %7s %10s %9s %5.0f%%\n", "", label.c_str(),
+              rate, ratio_cell(of_limit(rate, limit), 8).c_str(),
+              ratio_cell(of_limit(rate, local_rate), 7, "x").c_str(),
+              ratio_cell(of_limit(rate, peer_rate), 8, "x").c_str(), "-", "-", "-", "-", "-",
+              100 * steal);
+}
+
+/// The 2-thread peer's median samples/s (0 when it did not run).
+double pytorch_rate(model_runs& runs) {
+  return runs.peers.count("pytorch-2") ? median_peer(runs.peers.at("pytorch-2")).samples_per_second()
+                                       : 0.0;
+}
+
+/// Prints the limit and the PyTorch peers' rows and adds them to `out`
+/// ("limits", "peers").
+void report_limit_and_peers(const std::string& name, model_runs& runs, double limit,
+                            double local_rate, double peer_rate, nlohmann::json& out) {
+  print_rate_row("limit = 2 x (a)", limit, limit, local_rate, peer_rate, 0);
+  out["limits"].push_back({{"model", name},
+                           {"one_thread_samples_per_second", local_rate},
+                           {"stages", bench_stages},
+                           {"limit_samples_per_second", limit}});
+  for (const auto& peer : pipeline_peers()) {
+    if (runs.peers.count(peer.name) == 0)
+      continue;
+    const auto& run = median_peer(runs.peers.at(peer.name));
+    auto rate = run.samples_per_second();
+    if (run.ran())
+      print_rate_row(peer.label, rate, limit, local_rate, peer_rate, run.steal);
+    else
+      std::printf("%-9s %-17s %s\n", "", peer.label.c_str(), run.skipped.c_str());
+    auto j = run.to_json(peer.label);
+    j["model"] = name;
+    j["of_limit"] = of_limit(rate, limit);
+    out["peers"].push_back(std::move(j));
+  }
+}
+
+/// Prints one model's rows (the local side, the limit, the PyTorch peers,
+/// then each schedule's median run), then where each schedule's step went,
+/// and adds them to `out`.
+void report_model(const bench_pipeline_request& r, const std::string& name, model_runs& runs,
                   nlohmann::json& out) {
-  const auto& local = median_run(runs.at("local"));
+  const auto& local = median_run(runs.sides.at("local"));
   auto local_rate = samples_per_second(local.result);
-  std::printf("\n%-9s %-16s %9s %7s %11s %7s %7s %9s %9s %6s\n", name.c_str(), "side",
-              "samples/s", "vs (a)", "stage busy", "bubble", "theory", "overhead",
-              "extra CPU", "steal");
-  std::printf("%-9s %-16s %9.1f %7s %11s %7s %7s %9s %9s %5.0f%%\n", "", "(a) local",
-              local_rate, "1.00x", "-", "-", "-", "-", "-", 100 * local.steal);
+  auto limit = bench_stages * local_rate;
+  auto peer_rate = pytorch_rate(runs);
+  std::printf("\n%-9s %-17s %9s %8s %7s %8s %11s %7s %7s %10s %9s %6s\n", name.c_str(), "side",
+              "samples/s", "of limit", "vs (a)", "vs PT 2t", "stage busy", "bubble", "theory",
+              "CPU beyond", "extra CPU", "steal");
+  std::printf("%-9s %-17s %9.1f %8s %7s %8s %11s %7s %7s %10s %9s %5.0f%%\n", "",
+              "(a) local", local_rate, ratio_cell(of_limit(local_rate, limit), 8).c_str(),
+              "1.00x", ratio_cell(of_limit(local_rate, peer_rate), 8, "x").c_str(), "-", "-",
+              "-", "-", "-", 100 * local.steal);
+  report_limit_and_peers(name, runs, limit, local_rate, peer_rate, out);
+  std::vector<std::pair<std::string, step_split>> splits;
   for (const auto& schedule : schedules_of(r)) {
-    const auto& side = median_run(runs.at(schedule));
+    const auto& side = median_run(runs.sides.at(schedule));
     auto rate = samples_per_second(side.result);
     auto ratio = rate / local_rate;
     auto figures = stages_of(side.result);
     auto theory = schedule.rfind("1f1b", 0) == 0 && schedule != "1f1b-flush"
                     ? 0.0
                     : gpipe_bubble(2, bench_microbatches);
-    auto overhead = overhead_of(side.result);
+    auto split = split_of_pipeline(side.result);
+    auto overhead = std::max(0.0, split.cpu_beyond_compute);
     auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
-    std::printf("%-9s %-16s %9.1f %6.2fx %11s %6.1f%% %6.1f%% %8.1f%% %8.1f%% %5.0f%%\n", "",
-                ("(b) " + schedule).c_str(), rate, ratio,
+    std::printf("%-9s %-17s %9.1f %8s %6.2fx %8s %11s %6.1f%% %6.1f%% %9.1f%% %8.1f%% %5.0f%%\n",
+                "", ("(b) " + schedule).c_str(), rate,
+                ratio_cell(of_limit(rate, limit), 8).c_str(), ratio,
+                ratio_cell(of_limit(rate, peer_rate), 8, "x").c_str(),
                 percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
                 100 * overhead, 100 * extra_cpu, 100 * side.steal);
     std::fflush(stdout);
+    splits.emplace_back("(b) " + schedule, split);
     out["results"].push_back({{"model", name},
                               {"schedule", schedule},
                               {"local_samples_per_second", local_rate},
                               {"pipeline_samples_per_second", rate},
                               {"ratio", ratio},
+                              {"limit_samples_per_second", limit},
+                              {"of_limit", of_limit(rate, limit)},
+                              {"pytorch_2_threads_samples_per_second", peer_rate},
+                              {"vs_pytorch_2_threads", of_limit(rate, peer_rate)},
+                              {"step_split", split.to_json()},
                               {"stage_utilisation", figures.utilisation},
                               {"bubble_fraction", figures.bubble},
                               {"theoretical_bubble_fraction", theory},
@@ -244,7 +331,10 @@ void report_model(const bench_pipeline_request& r, const std::string& name,
                               {"local_steal_fraction", local.steal},
                               {"pipeline_steal_fraction", side.steal}});
   }
-  report_orders(name, runs, out);
+  report_orders(name, runs.sides, out);
+  std::printf("\n%-9s %s\n", "", split_header(17).c_str());
+  for (const auto& [label, split] : splits)
+    std::printf("%-9s %s\n", "", split_row(label, 17, split).c_str());
 }
 
 /// What the legend under the tables means.
@@ -254,12 +344,12 @@ void print_legend() {
     "included);\nstage busy: each stage's compute over its life; bubble: a stage's idle time "
     "between two pieces\nof training work over its training time (mean of the stages); theory: "
     "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; "
-    "overhead: CPU of the stages' processes\nwhile training beyond the stages' computations "
+    "CPU beyond: CPU of the stages' processes\nwhile training beyond the stages' computations "
     "(messages, wire, CAF, the source) over those\ncomputations; extra CPU: CPU seconds of every "
     "process of (b) (starting included) over (a)'s,\nminus 1; steal: CPU time the hypervisor "
     "gave to other guests during the run (noise);\n1f1b order: 1f1b (PipeDream's static "
     "order, repeatable) against 1f1b-dynamic (a waiting\nbackward first, a forward whenever a "
-    "credit returns), median samples/s.\n");
+    "credit returns), median samples/s;\n%s\n%s", peers_legend(), split_legend());
 }
 
 /// The topology overrides of one model's sides.
@@ -289,7 +379,10 @@ int bench_pipeline(const bench_pipeline_request& r) {
   nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick}, {"repeat", r.repeat},
                         {"cores", std::thread::hardware_concurrency()},
                         {"results", nlohmann::json::array()},
-                        {"orders", nlohmann::json::array()}};
+                        {"orders", nlohmann::json::array()},
+                        {"limits", nlohmann::json::array()},
+                        {"peers", nlohmann::json::array()},
+                        {"peer_glibc_tunables", peer_glibc_tunables}};
   int code = 0;
   for (const auto& name : r.models) {
     if (stop_requested(r.interrupted))

@@ -1,0 +1,146 @@
+#include "apps/bench/step_split.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace baton::apps {
+inline namespace bench {
+
+using actors::job_result;
+
+nlohmann::json step_split::to_json() const {
+  nlohmann::json j = {{"compute", compute},     {"waiting", waiting},
+                      {"bubble", bubble},       {"imbalance", imbalance},
+                      {"overhead", overhead}};
+  if (cpu_beyond_compute >= 0)
+    j["cpu_beyond_compute"] = cpu_beyond_compute;
+  return j;
+}
+
+namespace {
+
+/// One compute actor's seconds over the run.
+struct actor_time {
+  double compute = 0;
+  double waited = 0;
+};
+
+/// The fractions of `actors` over the training time of `r`; what the actors
+/// waited beyond the imbalance goes to `bubble` (stages) or `waiting`.
+step_split split_of(const job_result& r, const std::vector<actor_time>& actors, bool stages) {
+  step_split s;
+  s.stages = stages;
+  double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+  if (actors.empty() || seconds <= 0)
+    return s;
+  s.actors = static_cast<int32_t>(actors.size());
+  double compute = 0, waited = 0, slowest = 0;
+  for (const auto& a : actors) {
+    compute += a.compute;
+    waited += a.waited;
+    slowest = std::max(slowest, a.compute);
+  }
+  compute /= s.actors;
+  waited /= s.actors;
+  s.compute = compute / seconds;
+  // The others wait for the slowest actor's extra compute: imbalance, not
+  // the strategy's own waiting (as far as they waited at all).
+  s.imbalance = std::min(waited, slowest - compute) / seconds;
+  (stages ? s.bubble : s.waiting) = waited / seconds - s.imbalance;
+  s.overhead = 1 - s.compute - waited / seconds;
+  return s;
+}
+
+double figure(const messages::actor_report& a, const std::string& name) {
+  for (const auto& f : a.figures)
+    if (f.name == name)
+      return f.value;
+  return 0;
+}
+
+} // namespace
+
+step_split split_of_pipeline(const job_result& r) {
+  std::vector<actor_time> actors;
+  double compute_cpu = 0, process_cpu = 0;
+  for (const auto& a : r.actors)
+    if (a.role == "pipeline_stage") {
+      actors.push_back({a.busy_seconds, a.bubble_seconds});
+      compute_cpu += a.compute_cpu_seconds;
+      process_cpu += a.process_cpu_seconds;
+    }
+  auto s = split_of(r, actors, true);
+  s.cpu_beyond_compute = compute_cpu > 0 ? process_cpu / compute_cpu - 1 : -1;
+  return s;
+}
+
+step_split split_of_data_parallel(const job_result& r) {
+  std::vector<actor_time> actors;
+  for (const auto& a : r.actors)
+    if (a.role == "data_parallel_worker")
+      actors.push_back({figure(a, "forward_seconds") + figure(a, "backward_seconds") +
+                          figure(a, "step_seconds"),
+                        figure(a, "exchange_wait_seconds")});
+  return split_of(r, actors, false);
+}
+
+namespace {
+
+/// The label column: `width`, or the header's title when wider.
+int label_width(int width) {
+  return std::max(width, 19);
+}
+
+} // namespace
+
+std::string split_header(int width) {
+  width = label_width(width);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-*s %8s %8s %8s %9s %8s", width, "where the step went",
+                "compute", "waiting", "bubble", "imbalance", "overhead");
+  return buf;
+}
+
+std::string split_row(const std::string& label, int width, const step_split& s) {
+  width = label_width(width);
+  if (s.actors == 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%-*s (no figures: its actors report no time split)", width,
+                  label.c_str());
+    return buf;
+  }
+  auto cell = [](double x, bool known, int w) {
+    char buf[32];
+    if (known)
+      std::snprintf(buf, sizeof buf, "%*.1f%%", w - 1, 100 * x);
+    else
+      std::snprintf(buf, sizeof buf, "%*s", w, "-");
+    return std::string{buf};
+  };
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%-*s %s %s %s %s %s", width, label.c_str(),
+                cell(s.compute, true, 8).c_str(), cell(s.waiting, !s.stages, 8).c_str(),
+                cell(s.bubble, s.stages, 8).c_str(), cell(s.imbalance, true, 9).c_str(),
+                cell(s.overhead, true, 8).c_str());
+  return buf;
+}
+
+const char* split_legend() {
+  return "where the step went (fractions of the training time, mean over the stages or "
+         "workers; they add up to 100%):\n"
+         "  compute: forward, backward and optimizer step (a stage's evaluation too); compute "
+         "minus `of limit`\n    is what the computations cost beyond the one-thread side's "
+         "(smaller batches, shared caches)\n"
+         "  waiting: a worker waiting for the gradient exchange (wire, copies, the other "
+         "workers), beyond the imbalance\n"
+         "  bubble: a stage idle while it had microbatches in flight (the schedule), beyond "
+         "the imbalance\n"
+         "  imbalance: the slowest stage's or worker's compute minus the mean (what the others "
+         "wait for it)\n"
+         "  overhead: the rest, neither computing nor waiting: the runtime's messages, "
+         "serialisation, CAF,\n    the source, CPU taken from the compute threads\n";
+}
+
+} // namespace bench
+} // namespace baton::apps

@@ -1,0 +1,59 @@
+#pragma once
+
+// Where the step of a parallel bench side went (`baton bench pipeline` and
+// `baton bench data-parallel`): compute, waiting, bubble, imbalance and the
+// runtime's overhead, from the metrics the run wrote.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/runtime/job_result.hpp"
+
+namespace baton::apps {
+inline namespace bench {
+
+/// A parallel side's time, as fractions of its training time (so of its
+/// mean step) averaged over its W compute actors (stages or workers); they
+/// add up to 1. With the one-thread side's per-sample compute, `compute` is
+/// its "of limit" plus what the parallel side's computations cost beyond
+/// the one-thread side's (smaller batches, two cores sharing caches).
+struct step_split {
+  double compute = 0;   ///< computing: forward, backward, optimizer step (and a stage's evaluation)
+  double waiting = 0;   ///< waiting for the gradient exchange, beyond the imbalance (workers)
+  double bubble = 0;    ///< a stage idle with work in flight, beyond the imbalance (stages)
+  double imbalance = 0; ///< the slowest actor's compute minus the mean: what the others wait for
+  double overhead = 0;  ///< the rest: neither computing nor waiting (messages, copies, wire, CAF)
+  /// The CPU of the actors' processes beyond their computations, over those
+  /// computations (stages report it; -1: unknown).
+  double cpu_beyond_compute = -1;
+  int32_t actors = 0; ///< the compute actors found (0: no split)
+  bool stages = false; ///< a pipeline's stages (bubble), else data-parallel workers (waiting)
+
+  /// {"compute": ..., "waiting": ..., "bubble": ..., "imbalance": ...,
+  /// "overhead": ..., "cpu_beyond_compute": ... (when known)}.
+  nlohmann::json to_json() const;
+};
+
+/// The split of a pipeline run, from its "pipeline_stage" actors: busy
+/// seconds are compute, bubble seconds are waited.
+step_split split_of_pipeline(const actors::job_result& r);
+
+/// The split of a data-parallel run, from its "data_parallel_worker"
+/// actors' figures: forward, backward and step seconds are compute,
+/// exchange_wait seconds are waited.
+step_split split_of_data_parallel(const actors::job_result& r);
+
+/// The header of a table of splits, its first column `width` wide.
+std::string split_header(int width);
+
+/// One row of that table: `label`, then the fractions ("-" for the ones the
+/// strategy has none of).
+std::string split_row(const std::string& label, int width, const step_split& s);
+
+/// The legend of those columns, one line each.
+const char* split_legend();
+
+} // namespace bench
+} // namespace baton::apps

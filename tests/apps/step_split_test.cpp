@@ -1,0 +1,86 @@
+// Where the step of a parallel bench side went (apps/bench/step_split): the
+// fractions add up to 1, the waiting explained by unequal compute is
+// imbalance, and a run without the actors' figures has no split.
+
+#include <gtest/gtest.h>
+
+#include "apps/bench/step_split.hpp"
+
+using namespace baton::apps;
+using baton::actors::job_result;
+using baton::messages::actor_report;
+
+namespace {
+
+actor_report stage(double busy, double bubble) {
+  actor_report a;
+  a.role = "pipeline_stage";
+  a.busy_seconds = busy;
+  a.bubble_seconds = bubble;
+  a.compute_cpu_seconds = busy;
+  a.process_cpu_seconds = 1.1 * busy;
+  return a;
+}
+
+actor_report worker(double forward, double backward, double step, double wait) {
+  actor_report a;
+  a.role = "data_parallel_worker";
+  a.figures = {{"forward_seconds", forward}, {"backward_seconds", backward},
+               {"exchange_wait_seconds", wait}, {"step_seconds", step},
+               {"overlap_seconds", 5}};
+  return a;
+}
+
+double sum(const step_split& s) {
+  return s.compute + s.waiting + s.bubble + s.imbalance + s.overhead;
+}
+
+} // namespace
+
+TEST(step_split, a_pipeline_splits_its_bubble_into_imbalance_and_the_schedule) {
+  job_result r;
+  r.train_seconds = 10;
+  r.actors = {stage(8, 1), stage(6, 3)}; // mean compute 7, the slowest 8; mean bubble 2
+  auto s = split_of_pipeline(r);
+  EXPECT_EQ(s.actors, 2);
+  EXPECT_TRUE(s.stages);
+  EXPECT_DOUBLE_EQ(s.compute, 0.7);
+  EXPECT_DOUBLE_EQ(s.imbalance, 0.1);
+  EXPECT_NEAR(s.bubble, 0.1, 1e-12);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_NEAR(s.overhead, 0.1, 1e-12);
+  EXPECT_NEAR(sum(s), 1, 1e-12);
+  EXPECT_NEAR(s.cpu_beyond_compute, 0.1, 1e-12);
+}
+
+TEST(step_split, data_parallel_workers_wait_for_the_exchange_and_the_imbalance_is_capped_by_it) {
+  job_result r;
+  r.train_seconds = 20;
+  // Compute 10 and 14 s (mean 12, the slowest 2 above it); they waited 1 s
+  // on average: all of it is put down to the imbalance, none to the wire.
+  r.actors = {worker(2, 6, 2, 1.5), worker(3, 9, 2, 0.5)};
+  auto s = split_of_data_parallel(r);
+  EXPECT_EQ(s.actors, 2);
+  EXPECT_FALSE(s.stages);
+  EXPECT_DOUBLE_EQ(s.compute, 0.6);
+  EXPECT_DOUBLE_EQ(s.imbalance, 0.05);
+  EXPECT_NEAR(s.waiting, 0, 1e-12);
+  EXPECT_EQ(s.bubble, 0);
+  EXPECT_NEAR(s.overhead, 0.35, 1e-12);
+  EXPECT_NEAR(sum(s), 1, 1e-12);
+  EXPECT_LT(s.cpu_beyond_compute, 0) << "workers do not report their process's CPU";
+  EXPECT_FALSE(s.to_json().contains("cpu_beyond_compute"));
+}
+
+TEST(step_split, a_run_without_its_actors_figures_has_no_split) {
+  job_result r;
+  r.train_seconds = 5;
+  actor_report source;
+  source.role = "source";
+  source.busy_seconds = 4;
+  r.actors = {source};
+  EXPECT_EQ(split_of_pipeline(r).actors, 0);
+  EXPECT_EQ(split_of_data_parallel(r).actors, 0);
+  EXPECT_NE(split_row("(b) ring", 18, split_of_data_parallel(r)).find("no figures"),
+            std::string::npos);
+}
