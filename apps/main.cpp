@@ -397,7 +397,7 @@ int cmd_node(args& a) {
     } else if (flag == "--insecure") {
       s.insecure = true;
     } else if (flag == "--shared-memory") {
-      s.shared_memory = true;
+      s.system.shared_memory = true;
     } else {
       std::fprintf(stderr, "baton node: unknown argument '%s'%s (see baton help)\n",
                    flag.c_str(), flag_hint(flag).c_str());

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -387,10 +386,12 @@ caf::error load(caf::deserializer& f, T& x) {
 // -- public API ------------------------------------------------------------------
 
 void use_shared_memory(bool on) {
-  static std::once_flag swept;
+  if (on == shared_memory.exchange(on))
+    return;
   if (on)
-    std::call_once(swept, detail::sweep_shared_files);
-  shared_memory = on;
+    detail::start_slabs();
+  else
+    detail::stop_slabs();
 }
 
 bool shared_memory_in_use() {

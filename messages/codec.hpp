@@ -36,9 +36,10 @@ struct codec_limits {
 /// serialization below): for node processes that all run on this host,
 /// where the kernel's TCP copies are the most expensive part of a message.
 /// Never for emulated hosts or nodes of other hosts: a receiver that does
-/// not use it refuses such a tensor. The first call that turns it on
-/// removes the files left by processes that no longer run, and arranges
-/// for this process's own untaken files to go at its exit.
+/// not use it refuses such a tensor. Turning it on removes the slabs left
+/// by processes that no longer run (messages/shared_memory.hpp) and
+/// arranges for this process's own to go at its exit; turning it off drops
+/// this process's slabs and mappings at once.
 void use_shared_memory(bool on);
 
 /// Whether use_shared_memory(true) was called (and not undone).

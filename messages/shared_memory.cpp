@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <vector>
 
-#include <ATen/ops/from_blob.h>
+#include <ATen/ops/empty.h>
 
 #include "messages/errc.hpp"
 
@@ -23,9 +26,53 @@ namespace {
 
 constexpr const char* directory = "/dev/shm/";
 
-/// Every shared file's name starts so, followed by the writer's pid and a
-/// number: "baton-tensor-PID-N".
-constexpr const char* prefix = "baton-tensor-";
+/// Every slab's name starts so, followed by the writer's pid and a number.
+constexpr const char* prefix = "baton-slab-";
+
+constexpr uint64_t slab_magic = 0x62617473'6c616231; // "batslab1"
+
+/// The first bytes of a slab; the tensor's bytes follow at data_offset.
+struct slab_header {
+  uint64_t magic;
+  uint64_t capacity;          ///< bytes after the header
+  uint64_t length;            ///< bytes of the message it holds
+  std::atomic<uint32_t> busy; ///< 1 from share_bytes until take_bytes
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+constexpr size_t data_offset = 64;
+static_assert(sizeof(slab_header) <= data_offset);
+
+/// A mapped slab file.
+struct mapping {
+  int fd = -1;
+  char* base = nullptr;
+  size_t size = 0; ///< of the mapping (header included)
+  slab_header* header() const { return reinterpret_cast<slab_header*>(base); }
+};
+
+void close_mapping(mapping& m) {
+  if (m.base != nullptr)
+    ::munmap(m.base, m.size);
+  if (m.fd >= 0)
+    ::close(m.fd);
+  m = mapping{};
+}
+
+/// This process's slabs (as a sender) and the slabs of others it maps (as
+/// a receiver), by name.
+struct slab_registry {
+  std::mutex mutex;
+  std::map<std::string, mapping> own;
+  size_t own_bytes = 0;
+  uint64_t next = 0;
+  std::map<std::string, mapping> mapped;
+};
+
+slab_registry& registry() {
+  static auto* instance = new slab_registry; // outlives the exit handlers
+  return *instance;
+}
 
 std::string error_text() {
   return std::strerror(errno);
@@ -45,7 +92,7 @@ pid_t writer_of(const std::string& name) {
   return static_cast<pid_t>(std::strtol(name.c_str() + start, nullptr, 10));
 }
 
-/// Removes the shared files written by pids for which `gone` holds.
+/// Removes the slab files written by pids for which `gone` holds.
 template <class Predicate>
 void remove_files_of(Predicate gone) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir{::opendir(directory), ::closedir};
@@ -64,31 +111,94 @@ void remove_own_files() {
   remove_files_of([self](pid_t pid) { return pid == self; });
 }
 
+/// A new slab of `capacity` data bytes, mapped; its name.
+caf::expected<std::string> make_slab(slab_registry& r, size_t capacity) {
+  auto name = prefix + std::to_string(::getpid()) + "-" + std::to_string(r.next++);
+  const auto path = directory + name;
+  mapping m;
+  m.size = data_offset + capacity;
+  m.fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (m.fd < 0)
+    return make_error(errc::payload_too_large, "cannot create " + path + ": " + error_text());
+  if (::ftruncate(m.fd, static_cast<off_t>(m.size)) != 0) {
+    auto why = error_text();
+    close_mapping(m);
+    ::unlink(path.c_str());
+    return make_error(errc::payload_too_large, "cannot size " + path + ": " + why);
+  }
+  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+  if (p == MAP_FAILED) {
+    auto why = error_text();
+    close_mapping(m);
+    ::unlink(path.c_str());
+    return make_error(errc::payload_too_large, "cannot map " + path + ": " + why);
+  }
+  m.base = static_cast<char*>(p);
+  auto* h = new (m.base) slab_header{slab_magic, capacity, 0, {0}};
+  (void) h;
+  r.own.emplace(name, m);
+  r.own_bytes += m.size;
+  return name;
+}
+
+/// The mapping of another process's slab `path`, mapped on first use.
+caf::expected<mapping> slab_of(slab_registry& r, const std::string& name,
+                               const std::string& path, const std::string& what) {
+  if (auto it = r.mapped.find(name); it != r.mapped.end())
+    return it->second;
+  mapping m;
+  m.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (m.fd < 0)
+    return make_error(errc::payload_too_large,
+                      what + ": cannot open its shared memory " + path + ": " + error_text());
+  struct stat st {};
+  if (::fstat(m.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      static_cast<uint64_t>(st.st_size) < data_offset) {
+    close_mapping(m);
+    return make_error(errc::shape_mismatch,
+                      what + ": its shared memory " + path + " is not a slab of this user");
+  }
+  m.size = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+  if (p == MAP_FAILED) {
+    auto why = error_text();
+    close_mapping(m);
+    return make_error(errc::payload_too_large,
+                      what + ": cannot map its shared memory " + path + ": " + why);
+  }
+  m.base = static_cast<char*>(p);
+  r.mapped.emplace(name, m);
+  return m;
+}
+
 } // namespace
 
 caf::expected<std::string> share_bytes(const void* data, size_t bytes) {
-  static std::atomic<uint64_t> next{0};
-  auto name = prefix + std::to_string(::getpid()) + "-" + std::to_string(next++);
-  const auto path = directory + name;
-  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return make_error(errc::payload_too_large, "cannot create " + path + ": " + error_text());
-  auto from = static_cast<const char*>(data);
-  size_t written = 0;
-  while (written < bytes) {
-    auto n = ::write(fd, from + written, bytes - written);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      auto why = n < 0 ? error_text() : std::string{"nothing written"};
-      ::close(fd);
-      ::unlink(path.c_str());
-      return make_error(errc::payload_too_large, "cannot write " + path + ": " + why);
-    }
-    written += static_cast<size_t>(n);
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock{r.mutex};
+  const std::string* chosen = nullptr;
+  for (auto& [name, m] : r.own)
+    if (m.header()->capacity >= bytes && m.header()->busy.load(std::memory_order_acquire) == 0 &&
+        (chosen == nullptr || m.header()->capacity < r.own.at(*chosen).header()->capacity))
+      chosen = &name;
+  std::string made;
+  if (chosen == nullptr) {
+    size_t capacity = shared_memory_threshold;
+    while (capacity < bytes)
+      capacity *= 2;
+    if (r.own_bytes + data_offset + capacity > max_slab_bytes)
+      return make_error(errc::payload_too_large, "the slabs of this process are all busy");
+    auto name = make_slab(r, capacity);
+    if (!name)
+      return name.error();
+    made = std::move(*name);
+    chosen = &made;
   }
-  ::close(fd);
-  return name;
+  auto& m = r.own.at(*chosen);
+  std::memcpy(m.base + data_offset, data, bytes);
+  m.header()->length = bytes;
+  m.header()->busy.store(1, std::memory_order_release);
+  return *chosen;
 }
 
 caf::error take_bytes(const std::string& name, uint64_t bytes, at::IntArrayRef shape,
@@ -96,35 +206,51 @@ caf::error take_bytes(const std::string& name, uint64_t bytes, at::IntArrayRef s
   if (writer_of(name) <= 0)
     return make_error(errc::malformed_message,
                       what + ": '" + name.substr(0, 64) + "' is not a shared tensor's name");
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock{r.mutex};
   const auto path = directory + name;
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
-    return make_error(errc::payload_too_large,
-                      what + ": cannot open its shared memory " + path + ": " + error_text());
-  // Whatever follows, the name goes: the file is this message's alone.
-  ::unlink(path.c_str());
+  auto m = slab_of(r, name, path, what);
+  if (!m)
+    return m.error();
+  // The file may have been cut since it was mapped: reading past its end
+  // would be a SIGBUS.
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      static_cast<uint64_t>(st.st_size) != bytes) {
-    ::close(fd);
+  if (::fstat(m->fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < m->size) {
+    close_mapping(r.mapped.at(name));
+    r.mapped.erase(name);
     return make_error(errc::shape_mismatch,
-                      what + ": its shared memory " + path + " is not a file of this user of " +
-                        std::to_string(bytes) + " bytes");
+                      what + ": its shared memory " + path + " was cut short");
   }
-  // Shared, not private: a private writable mapping would copy every page
-  // when populated; nobody else maps the file (its name is gone).
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED)
-    return make_error(errc::payload_too_large,
-                      what + ": cannot map its shared memory " + path + ": " + error_text());
-  out = at::from_blob(p, shape, [bytes](void* q) { ::munmap(q, bytes); }, options);
+  auto* h = m->header();
+  if (h->magic != slab_magic || h->capacity > m->size - data_offset || h->length != bytes ||
+      h->busy.load(std::memory_order_acquire) != 1)
+    return make_error(errc::malformed_message,
+                      what + ": its shared memory " + path + " holds no message of " +
+                        std::to_string(bytes) + " bytes (taken already, or another one)");
+  out = at::empty(shape, options);
+  std::memcpy(out.data_ptr(), m->base + data_offset, bytes);
+  h->busy.store(0, std::memory_order_release);
   return caf::none;
 }
 
-void sweep_shared_files() {
+void start_slabs() {
   remove_files_of([](pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; });
-  std::atexit(remove_own_files);
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(remove_own_files); });
+}
+
+void stop_slabs() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock{r.mutex};
+  for (auto& [name, m] : r.own) {
+    close_mapping(m);
+    ::unlink((directory + name).c_str());
+  }
+  r.own.clear();
+  r.own_bytes = 0;
+  for (auto& [name, m] : r.mapped)
+    close_mapping(m);
+  r.mapped.clear();
 }
 
 } // namespace baton::messages::detail

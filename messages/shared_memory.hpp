@@ -1,13 +1,17 @@
 #pragma once
 
 // Tensor bytes between node processes of one real host, as NCCL and gloo
-// pass them: the sender writes a large tensor once into a new file in
-// /dev/shm and sends its name; the receiver maps the file (no copy), removes
-// its name and views the mapping as the tensor. Used by codec.cpp on the
-// path of messages that cross a process, only when use_shared_memory(true)
-// said that every process of the job runs on this host (local node
-// processes on 127.0.0.1, never emulated hosts: their bytes must cross the
-// shaped link). Internal to messages/.
+// pass them: through buffers in /dev/shm that both processes map once and
+// then reuse, so that a message costs two copies (into the buffer, out of
+// it) and no page fault, instead of the kernel's TCP copies. A sender keeps
+// slabs (files "baton-slab-PID-N" in /dev/shm, mode 0600): it copies a large
+// tensor into a free one, marks it busy in its header and sends its name;
+// the receiver maps the slab (once, cached), checks the header, copies the
+// tensor out and marks the slab free again. Used by codec.cpp on the path of
+// messages that cross a process, only when use_shared_memory(true) said
+// that every process of the job runs on this host (local node processes on
+// 127.0.0.1, never emulated hosts: their bytes must cross the shaped link).
+// Internal to messages/.
 
 #include <cstddef>
 #include <cstdint>
@@ -22,25 +26,32 @@ namespace baton::messages::detail {
 /// in use; smaller ones are cheaper inside the message.
 constexpr size_t shared_memory_threshold = size_t{1} << 20;
 
-/// Writes `bytes` bytes at `data` into a new file in /dev/shm readable by
-/// this user only and returns its name (not a path). Fails when the file
-/// cannot be made or written (no /dev/shm, full): the caller sends the bytes
-/// in the message instead.
+/// The most bytes of slabs one process keeps; beyond, tensors go in the
+/// message.
+constexpr size_t max_slab_bytes = size_t{1} << 30;
+
+/// Copies `bytes` bytes at `data` into a free slab of this process (made
+/// when none is free) and returns the slab's name. Fails when no slab can
+/// be made (no /dev/shm, full, max_slab_bytes reached): the caller sends
+/// the bytes in the message instead.
 caf::expected<std::string> share_bytes(const void* data, size_t bytes);
 
-/// The tensor of `shape` and `options` held by the shared file `name` (as
-/// share_bytes named it), which must be a regular file of this user of
-/// exactly `bytes` bytes; removes the name (the mapping lives as long as the
-/// tensor). Fails with malformed_message for a name that share_bytes never
-/// makes, with shape_mismatch for a file of another size, and with
-/// payload_too_large when the file is missing or cannot be mapped; `what`
-/// names the tensor in the error.
+/// Copies the tensor of `shape` and `options` (`bytes` bytes) out of the
+/// busy slab `name` into `out` and frees the slab. Fails with
+/// malformed_message for a name that share_bytes never makes or a slab
+/// that holds no such message (freed already, another length), with
+/// shape_mismatch for a file that is not a slab of this user, and with
+/// payload_too_large when it is missing or cannot be mapped; `what` names
+/// the tensor in the error.
 caf::error take_bytes(const std::string& name, uint64_t bytes, at::IntArrayRef shape,
                       at::TensorOptions options, const std::string& what, at::Tensor& out);
 
-/// Removes the shared files of processes that no longer run (a crashed node
-/// leaves the files nobody took), and, at this process's exit, its own that
-/// nobody took. Called once when shared memory is turned on.
-void sweep_shared_files();
+/// Turns the slabs on: removes the slab files of processes that no longer
+/// run and arranges for this process's own to go at its exit.
+void start_slabs();
+
+/// Forgets every slab: this process's own are unmapped and removed, the
+/// mappings of other processes' slabs closed.
+void stop_slabs();
 
 } // namespace baton::messages::detail

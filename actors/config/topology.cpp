@@ -14,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/job_schema.hpp"
+#include "actors/config/yaml_codec.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
@@ -59,7 +60,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
                  "connection_timeout_ms", "request_timeout_ms", "progress_every",
                  "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
                  "slow_node_timeout_ms",
-                 "stop_at_accuracy", "stop_after_seconds", "tls"}},
+                 "stop_at_accuracy", "stop_after_seconds", "shared_memory", "tls"}},
     {"runtime.tls", {"certificate", "key", "ca"}},
     {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
                   "delay_ms", "rate", "seed"}},
@@ -732,6 +733,7 @@ void parse_runtime(const field& section, runtime_spec& r) {
   read_if(section, "stop_after_seconds", r.stop_after_seconds, [](const field& f) {
     return read_number(f, "a number of seconds above 0", [](double x) { return x > 0; });
   });
+  read_if(section, "shared_memory", r.shared_memory, read_bool);
   if (auto f = section.get("tls"))
     r.tls = parse_tls(*f);
 }

@@ -97,6 +97,10 @@ struct runtime_spec {
   /// still writes its metrics.
   double stop_after_seconds = 0;
   tls_settings tls;               ///< `runtime.tls` (or --tls-cert, --tls-key, --tls-ca)
+  /// With `--local-nodes` and no `--link`: large tensors between the node
+  /// processes and this one go through /dev/shm (false: through the
+  /// loopback sockets, as between hosts).
+  bool shared_memory = true;
 };
 
 /// An injected fault (`faults:` or `--fault`): see docs/faults-and-recovery.md.

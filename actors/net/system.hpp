@@ -35,6 +35,12 @@ struct system_settings {
   /// connection_timeout_ms) is 5 minutes, so that a node does not drop a
   /// coordinator or a peer that is only stopped (Ctrl-Z, a straggler).
   std::chrono::milliseconds connection_timeout{300000};
+  /// Every process of the jobs runs on this host: large tensors go through
+  /// /dev/shm instead of the sockets (messages::use_shared_memory). A node:
+  /// node.yaml `shared_memory`, `--shared-memory`; `baton run --local-nodes`
+  /// without `--link`: runtime.shared_memory (default true) for its nodes
+  /// and itself, never for emulated hosts.
+  bool shared_memory = false;
   /// Mutual TLS (caf_openssl) when enabled; check it with check_tls_files()
   /// first: CAF aborts the process on a certificate it cannot load.
   tls_settings tls;

@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 /// node ends with its coordinator (child_process: PR_SET_PDEATHSIG).
 system_settings settings_of(const cluster& c) {
   return {c.runtime.scheduler_threads, c.runtime.heartbeat_interval,
-          std::chrono::milliseconds{0}, c.runtime.tls};
+          std::chrono::milliseconds{0}, c.runtime.shared_memory, c.runtime.tls};
 }
 
 // -- the actor run: embedded, on listed nodes, or on local nodes --------------

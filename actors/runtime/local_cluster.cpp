@@ -110,7 +110,7 @@ caf::expected<void> local_cluster::start_node(const std::string& name, size_t in
     argv.push_back("--insecure");
   // On this host, the tensors between the node processes (and this one) go
   // through shared memory; an emulated host's must cross its shaped link.
-  if (!hosts_)
+  if (!hosts_ && settings.shared_memory)
     argv.push_back("--shared-memory");
   auto child = child_process::start(argv, workdir + "/" + name + ".log");
   if (!child)
@@ -129,7 +129,7 @@ caf::expected<local_cluster> local_cluster::start(int32_t count, const system_se
     if (!hosts)
       return hosts.error();
     cluster.hosts_ = std::move(*hosts);
-  } else {
+  } else if (settings.shared_memory) {
     messages::use_shared_memory(true);
     cluster.shared_memory_ = {nullptr, [](void*) { messages::use_shared_memory(false); }};
   }

@@ -22,9 +22,9 @@ inline namespace runtime {
 /// link (`--link RATE[,DELAY]`) each node runs on an emulated host instead:
 /// in its own network namespace behind a shaped link (emulated_hosts.hpp),
 /// listening on its address there; the namespaces go with the nodes.
-/// Without a link, every process of the run is on this host: the nodes and
-/// this process pass large tensors through shared memory while the cluster
-/// lives (messages::use_shared_memory).
+/// Without a link, every process of the run is on this host: with
+/// `settings.shared_memory` the nodes and this process pass large tensors
+/// through shared memory while the cluster lives (messages::use_shared_memory).
 class local_cluster {
 public:
   /// Starts nodes n1..nN and waits until each has written its port. With

@@ -125,7 +125,7 @@ node_settings read_node_settings(const field& root) {
   detail::read_if(root, "data_dirs", s.paths.data_dirs,
                   [](const field& f) { return read_list(f, true); });
   detail::read_if(root, "checkpoint_dir", s.paths.checkpoint_dir, detail::read_path);
-  detail::read_if(root, "shared_memory", s.shared_memory, detail::read_bool);
+  detail::read_if(root, "shared_memory", s.system.shared_memory, detail::read_bool);
   return s;
 }
 
@@ -300,7 +300,7 @@ int run_node(const node_settings& settings, const std::atomic<bool>& stop,
   // The data readers check every file and folder they open against data_dirs
   // (resolved), not only the dataset directory the spawn request names.
   model::set_data_roots(settings.paths.data_dirs);
-  if (settings.shared_memory) {
+  if (settings.system.shared_memory) {
     messages::use_shared_memory(true);
     spdlog::info("node {}: tensors of 1 MiB or more to and from the processes of this host go "
                  "through /dev/shm (shared_memory)", settings.name);

@@ -24,16 +24,13 @@ struct node_settings {
   /// Without it such a node refuses to start: a plain port lets anyone who
   /// reaches it spawn actors (docs/security.md).
   bool insecure = false;
-  system_settings system;         ///< system.tls: `tls: {certificate, key, ca}`
+  /// system.tls: `tls: {certificate, key, ca}`; system.shared_memory:
+  /// `shared_memory` / `--shared-memory`
+  system_settings system;
   /// `tls.allow`: names (subjectAltName DNS, or the CN without one) of the peer certificates
   /// it serves; empty: any certificate of its CA.
   std::vector<std::string> tls_allow;
   path_roots paths;               ///< `data_dirs`, `checkpoint_dir`; empty: unrestricted
-  /// `shared_memory` / `--shared-memory`: every process of its jobs runs on
-  /// this host, so large tensors go through /dev/shm instead of the socket
-  /// (messages::use_shared_memory). `baton run --local-nodes` sets it on the
-  /// nodes it starts on 127.0.0.1, never on emulated hosts.
-  bool shared_memory = false;
   /// Called once with the port the node listens on, before it serves (`baton
   /// launch` tells rank 0 where its node is); not called when it cannot listen.
   std::function<void(uint16_t port)> listening;

@@ -162,6 +162,19 @@ TEST_F(topology_test, reference_file_tasks_heads_and_runtime) {
   EXPECT_EQ(t->runtime.connection_timeout.count(), 2000);
   EXPECT_EQ(t->runtime.request_timeout.count(), 10000);
   EXPECT_EQ(t->runtime.progress_every, 20);
+  EXPECT_TRUE(t->runtime.shared_memory);
+}
+
+// runtime.shared_memory: local node processes pass large tensors through
+// /dev/shm unless it is false; anything but a boolean is refused.
+TEST_F(topology_test, shared_memory_is_a_boolean) {
+  auto t = load(tasks_and_heads + "runtime: {shared_memory: false}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_FALSE(t->runtime.shared_memory);
+  auto bad = load(tasks_and_heads + "runtime: {shared_memory: sometimes}\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(baton::describe(bad.error()).find("runtime.shared_memory"), std::string::npos)
+    << baton::describe(bad.error());
 }
 
 TEST_F(topology_test, defaults_and_relative_paths) {

@@ -1,8 +1,8 @@
-// Large tensors through /dev/shm between the processes of one host
+// Large tensors through slabs in /dev/shm between the processes of one host
 // (messages/shared_memory.hpp, as codec.cpp's CAF serialization uses it):
-// round trips, the file goes with the first reader, and a receiver that does
-// not use shared memory, a missing file, a file of another size or a link in
-// the file's place are refused as errors, never read.
+// round trips through a slab that is reused, and a receiver that does not
+// use shared memory, a message taken twice, a slab cut short or a link in
+// the slab's place are refused as errors, never read.
 
 #include <unistd.h>
 
@@ -27,7 +27,7 @@ namespace {
 
 /// This process's shared files in /dev/shm.
 std::vector<fs::path> own_shared_files() {
-  const auto prefix = "baton-tensor-" + std::to_string(::getpid()) + "-";
+  const auto prefix = "baton-slab-" + std::to_string(::getpid()) + "-";
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/dev/shm", ec))
@@ -74,7 +74,7 @@ protected:
 
 } // namespace
 
-TEST_F(shared_memory, a_large_tensor_travels_as_a_file_that_its_reader_removes) {
+TEST_F(shared_memory, a_large_tensor_travels_through_a_slab_that_is_reused) {
   const auto x = large_set();
   const auto buf = serialized(x);
   EXPECT_LT(buf.size(), size_t{1} << 20) << "the 4 MiB tensor is not in the message";
@@ -84,11 +84,15 @@ TEST_F(shared_memory, a_large_tensor_travels_as_a_file_that_its_reader_removes) 
   ASSERT_EQ(y.tensors.size(), x.tensors.size());
   for (size_t i = 0; i < x.tensors.size(); ++i)
     expect_same_tensor(x.tensors[i], y.tensors[i], "tensor");
-  EXPECT_TRUE(own_shared_files().empty()) << "the reader removes the file's name";
-  // The received tensor is writable memory of its own.
-  auto received = y.tensors.back();
-  received.add_(1);
-  EXPECT_TRUE(bit_equal(received, x.tensors.back() + 1));
+  // The slab is free again: the next message reuses it, and the tensor
+  // received before is the receiver's own memory.
+  auto second = large_set();
+  second.tensors.back().add_(1);
+  const auto z = deserialized(serialized(second));
+  ASSERT_FALSE(z.invalid) << describe(z.invalid);
+  expect_same_tensor(second.tensors.back(), z.tensors.back(), "second tensor");
+  expect_same_tensor(x.tensors.back(), y.tensors.back(), "first tensor, after the second");
+  EXPECT_EQ(own_shared_files().size(), 1u) << "one slab serves both messages";
 }
 
 TEST_F(shared_memory, without_it_every_tensor_is_in_the_message) {
@@ -107,21 +111,21 @@ TEST_F(shared_memory, a_receiver_that_does_not_use_it_refuses_the_tensor) {
   EXPECT_TRUE(y.tensors.empty());
 }
 
-TEST_F(shared_memory, a_file_taken_already_or_of_another_size_is_refused) {
+TEST_F(shared_memory, a_message_taken_twice_or_a_slab_cut_short_is_refused) {
   const auto buf = serialized(large_set());
   ASSERT_FALSE(deserialized(buf).invalid);
   const auto again = deserialized(buf);
-  EXPECT_TRUE(is(again.invalid, errc::payload_too_large)) << describe(again.invalid);
-  EXPECT_NE(describe(again.invalid).find("cannot open its shared memory"), std::string::npos)
+  EXPECT_TRUE(is(again.invalid, errc::malformed_message)) << describe(again.invalid);
+  EXPECT_NE(describe(again.invalid).find("taken already"), std::string::npos)
     << describe(again.invalid);
 
-  const auto cut = serialized(large_set());
+  const auto cut = serialized(large_set()); // the same slab, mapped by the receiver
   const auto files = own_shared_files();
   ASSERT_EQ(files.size(), 1u);
   fs::resize_file(files[0], 4096);
   const auto y = deserialized(cut);
   EXPECT_TRUE(is(y.invalid, errc::shape_mismatch)) << describe(y.invalid);
-  EXPECT_TRUE(own_shared_files().empty()) << "a refused file is removed too";
+  EXPECT_NE(describe(y.invalid).find("cut short"), std::string::npos) << describe(y.invalid);
 }
 
 TEST_F(shared_memory, a_link_in_the_files_place_is_not_followed) {
