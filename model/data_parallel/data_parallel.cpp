@@ -200,6 +200,8 @@ at::Tensor ring_allreduce(const std::vector<at::Tensor>& inputs) {
   check_inputs(inputs);
   torch::NoGradGuard no_grad;
   const auto w_count = static_cast<int32_t>(inputs.size());
+  if (w_count == 1)
+    return inputs.front().detach().reshape({-1}); // nothing to add: no copy
   std::vector<at::Tensor> held;
   for (const auto& t : inputs)
     held.push_back(t.detach().reshape({-1}).clone());
@@ -256,6 +258,11 @@ std::vector<bucket> make_buckets(const flat_layout& layout, double bucket_mb) {
   return out;
 }
 
+at::Tensor mean_of_sum(const at::Tensor& sum, int32_t workers) {
+  // x / 1 is x, bit for bit: one worker's sum needs no pass over it.
+  return workers == 1 ? sum : at::div(sum, static_cast<double>(workers));
+}
+
 at::Tensor bucket_flat(const bucket& b, const flat_layout& layout,
                        const std::vector<at::Tensor>& per_key) {
   torch::NoGradGuard no_grad;
@@ -276,7 +283,7 @@ void scatter_bucket(const bucket& b, const flat_layout& layout, const at::Tensor
     if (per_key[i].defined())
       per_key[i].copy_(values);
     else
-      per_key[i] = values.clone();
+      per_key[i] = values; // a view of `flat`, which its caller no longer writes
     at += key.range.size();
   }
 }
@@ -382,7 +389,8 @@ std::vector<at::Tensor> worker_gradients(run_state& s, replica& w,
   s.epoch_samples += static_cast<int64_t>(ids.size());
   std::vector<at::Tensor> grads;
   for (auto& p : w.parameters) {
-    grads.push_back(p.grad().defined() ? p.grad().detach().clone() : at::Tensor());
+    // The gradient tensor itself: the model lets go of it (no copy).
+    grads.push_back(p.grad().defined() ? p.grad().detach() : at::Tensor());
     p.mutable_grad() = at::Tensor();
   }
   return grads;
@@ -399,7 +407,7 @@ std::vector<at::Tensor> all_reduce_mean(const run_state& s,
       inputs.push_back(bucket_flat(b, s.layout, tensors));
     at::Tensor sum = s.spec.sum == summation::ring ? ring_allreduce(inputs)
                                                    : worker_order_sum(inputs);
-    scatter_bucket(b, s.layout, at::div(sum, static_cast<double>(per_worker.size())), out);
+    scatter_bucket(b, s.layout, mean_of_sum(sum, static_cast<int32_t>(per_worker.size())), out);
   }
   return out;
 }

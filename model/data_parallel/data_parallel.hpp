@@ -181,6 +181,7 @@ double ring_bytes_theory(double bytes, int32_t workers);
 /// worker order) computed exactly as the ring does: reduce-scatter then
 /// all-gather over ring_chunks, every addition in its order. What every
 /// worker holds at the end; an actor ring's result equals it bit for bit.
+/// A fresh tensor, except for one worker: then its own vector, flat.
 /// Throws model::error on an empty list or mismatched sizes.
 at::Tensor ring_allreduce(const std::vector<at::Tensor>& inputs);
 
@@ -205,12 +206,17 @@ struct bucket {
 /// unless bucket_mb > 0.
 std::vector<bucket> make_buckets(const flat_layout& layout, double bucket_mb = 25);
 
+/// The mean of W workers' summed vector: `sum` / W, out of place (for one
+/// worker `sum` itself: dividing by 1 changes no bit).
+at::Tensor mean_of_sum(const at::Tensor& sum, int32_t workers);
+
 /// A bucket's flat vector from per-key tensors (undefined ones as zeros).
 at::Tensor bucket_flat(const bucket& b, const flat_layout& layout,
                        const std::vector<at::Tensor>& per_key);
 
 /// Writes a bucket's flat vector back into per-key tensors (shaped as the
-/// parameters; undefined entries are allocated).
+/// parameters): copied into defined entries; undefined ones become views of
+/// `flat` (no copy), so the caller must not write `flat` afterwards.
 void scatter_bucket(const bucket& b, const flat_layout& layout, const at::Tensor& flat,
                     std::vector<at::Tensor>& per_key);
 

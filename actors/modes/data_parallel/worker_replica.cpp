@@ -188,7 +188,7 @@ std::vector<at::Tensor> worker_replica::mean(const std::vector<at::Tensor>& sums
               buckets_.size(), " buckets");
   std::vector<at::Tensor> out(layout_.keys.size());
   for (size_t b = 0; b < buckets_.size(); ++b)
-    model::scatter_bucket(buckets_[b], layout_, at::div(sums[b], static_cast<double>(workers)),
+    model::scatter_bucket(buckets_[b], layout_, model::mean_of_sum(sums[b], workers),
                           out);
   return out;
 }
