@@ -48,6 +48,12 @@ at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& 
                                  at::Tensor& momentum, const optimizer_spec& optimizer,
                                  bool first);
 
+/// The same step written into `parameter` itself (no new tensor, no copy):
+/// the same value, bit for bit, for a parameter nobody else reads while it
+/// steps (a data-parallel replica; not a stage's stashed versions).
+void sgd_step_in_place(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
+                       const optimizer_spec& optimizer, bool first);
+
 /// Whether backward uses the weights of the forward (PipeDream) or the
 /// current ones (recomputing the forward with them: what happens without
 /// stashing, kept so that tests can show the difference).

@@ -421,9 +421,8 @@ void sgd_update(run_state& s, replica& w, const std::vector<at::Tensor>& grads,
   for (size_t i = 0; i < w.parameters.size(); ++i) {
     if (!grads[i].defined())
       continue;
-    const at::Tensor next = sgd_step_out_of_place(w.parameters[i].detach(), grads[i],
-                                                  w.momentum[i], opt, !stepped[i]);
-    w.parameters[i].copy_(next);
+    auto parameter = w.parameters[i].detach();
+    sgd_step_in_place(parameter, grads[i], w.momentum[i], opt, !stepped[i]);
     stepped[i] = true;
   }
 }

@@ -159,9 +159,8 @@ void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
   for (size_t i = 0; i < parameters_.size(); ++i) {
     if (!gradients[i].defined())
       continue;
-    const at::Tensor next = model::sgd_step_out_of_place(parameters_[i].detach(), gradients[i],
-                                                         momentum_[i], opt, !stepped_[i]);
-    parameters_[i].copy_(next);
+    auto parameter = parameters_[i].detach();
+    model::sgd_step_in_place(parameter, gradients[i], momentum_[i], opt, !stepped_[i]);
     stepped_[i] = true;
   }
   phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
