@@ -17,10 +17,11 @@
 //   these ones;
 // - ps: a shard sums the W pushes in worker order 0, 1, ..., W-1
 //   (worker_order_sum), whatever order they arrive in;
-// - every worker (ring) or shard (ps) steps with sgd_step_out_of_place
-//   (stage_trainer.hpp), whose arithmetic is per element: stepping a slice of
-//   the flat vector gives the bits of stepping the whole parameter; the
-//   momentum buffer starts as the first gradient (torch's `first`);
+// - every worker (ring, in place: sgd_step_in_place) or shard (ps) steps with
+//   sgd_step_out_of_place's arithmetic (stage_trainer.hpp), which is per
+//   element: stepping a slice of the flat vector gives the bits of stepping
+//   the whole parameter; the momentum buffer starts as the first gradient
+//   (torch's `first`);
 // - local SGD averages the trainable weights through the same buckets and
 //   summation, divided by W; momentum stays per worker, never averaged;
 // - a frozen prefix runs in evaluation mode under NoGradGuard, in canonical

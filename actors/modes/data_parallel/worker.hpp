@@ -15,7 +15,7 @@
 //
 //   forward + backward of its minibatch (mean loss)
 //     -> buckets (model::make_buckets) -> ring all-reduce (ring_exchange)
-//     -> sum / W (at::div) -> sgd_step_out_of_place of every parameter
+//     -> sum / W (model::mean_of_sum) -> sgd_step_in_place of every parameter
 //
 // With `overlap` (the default) a bucket goes on the ring from a gradient
 // hook as soon as the backward has produced its last gradient, while the

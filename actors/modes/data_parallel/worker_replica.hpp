@@ -75,7 +75,7 @@ public:
   std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
                                     double& loss, const bucket_ready& on_bucket);
 
-  /// One SGD step (model::sgd_step_out_of_place) of every parameter whose
+  /// One SGD step, in place (model::sgd_step_in_place), of every parameter whose
   /// entry of `gradients` is defined, at learning rate `lr`; a key's first
   /// step starts its momentum buffer, as torch's SGD does.
   void step(const std::vector<at::Tensor>& gradients, double lr);
