@@ -76,11 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   codec_limits limits;
   limits.max_message_bytes = 1 << 20; // shapes above it are refused before any allocation
   at::Tensor copied;
-  auto err = read_tensor(r, "tensor", limits, nullptr, copied);
+  uint64_t shared_left = limits.max_message_bytes; // shared memory is off: refused, never read
+  auto err = read_tensor(r, "tensor", limits, nullptr, shared_left, copied);
   // A view sharing `owner`: the message outlives it here.
   shared_words owner{new uint64_t[1]};
   at::Tensor viewed;
-  auto view_err = read_tensor(r, "tensor", limits, owner, viewed);
+  auto view_err = read_tensor(r, "tensor", limits, owner, shared_left, viewed);
   if (static_cast<bool>(err) != static_cast<bool>(view_err))
     fail("copy and view disagree: " + baton::describe(err) + " / " + baton::describe(view_err));
   if (err) {
