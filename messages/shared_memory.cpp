@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include <ATen/ops/empty.h>
 
@@ -134,8 +133,7 @@ caf::expected<std::string> make_slab(slab_registry& r, size_t capacity) {
     return make_error(errc::payload_too_large, "cannot map " + path + ": " + why);
   }
   m.base = static_cast<char*>(p);
-  auto* h = new (m.base) slab_header{slab_magic, capacity, 0, {0}};
-  (void) h;
+  new (m.base) slab_header{slab_magic, capacity, 0, {0}};
   r.own.emplace(name, m);
   r.own_bytes += m.size;
   return name;
