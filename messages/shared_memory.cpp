@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include "messages/errc.hpp"
 
@@ -35,9 +35,16 @@ struct slab_header {
   uint64_t magic;
   uint64_t capacity;          ///< bytes after the header
   uint64_t length;            ///< bytes of the message it holds
-  std::atomic<uint32_t> busy; ///< 1 from share_bytes until take_bytes
+  std::atomic<uint32_t> state; ///< slab_free, slab_sent or slab_taken
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+/// A slab's states: free for its writer; sent (share_bytes wrote a message
+/// into it, no receiver took it yet); taken (a receiver's tensor is the
+/// slab's bytes, until the receiver lets the tensor go).
+constexpr uint32_t slab_free = 0;
+constexpr uint32_t slab_sent = 1;
+constexpr uint32_t slab_taken = 2;
 
 constexpr size_t data_offset = 64;
 static_assert(sizeof(slab_header) <= data_offset);
@@ -58,6 +65,16 @@ void close_mapping(mapping& m) {
   m = mapping{};
 }
 
+/// Another process's slab as this one maps it: unmapped when the registry
+/// forgets it and the last tensor taken from it is gone.
+struct mapped_slab {
+  mapping m;
+  mapped_slab() = default;
+  mapped_slab(const mapped_slab&) = delete;
+  mapped_slab& operator=(const mapped_slab&) = delete;
+  ~mapped_slab() { close_mapping(m); }
+};
+
 /// This process's slabs (as a sender) and the slabs of others it maps (as
 /// a receiver), by name.
 struct slab_registry {
@@ -65,7 +82,7 @@ struct slab_registry {
   std::map<std::string, mapping> own;
   size_t own_bytes = 0;
   uint64_t next = 0;
-  std::map<std::string, mapping> mapped;
+  std::map<std::string, std::shared_ptr<mapped_slab>> mapped;
 };
 
 slab_registry& registry() {
@@ -140,11 +157,13 @@ caf::expected<std::string> make_slab(slab_registry& r, size_t capacity) {
 }
 
 /// The mapping of another process's slab `path`, mapped on first use.
-caf::expected<mapping> slab_of(slab_registry& r, const std::string& name,
-                               const std::string& path, const std::string& what) {
+caf::expected<std::shared_ptr<mapped_slab>> slab_of(slab_registry& r, const std::string& name,
+                                                    const std::string& path,
+                                                    const std::string& what) {
   if (auto it = r.mapped.find(name); it != r.mapped.end())
     return it->second;
-  mapping m;
+  auto slab = std::make_shared<mapped_slab>();
+  auto& m = slab->m;
   m.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (m.fd < 0)
     return make_error(errc::payload_too_large,
@@ -152,21 +171,17 @@ caf::expected<mapping> slab_of(slab_registry& r, const std::string& name,
   struct stat st {};
   if (::fstat(m.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
       static_cast<uint64_t>(st.st_size) < data_offset) {
-    close_mapping(m);
     return make_error(errc::shape_mismatch,
                       what + ": its shared memory " + path + " is not a slab of this user");
   }
   m.size = static_cast<size_t>(st.st_size);
   void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
-  if (p == MAP_FAILED) {
-    auto why = error_text();
-    close_mapping(m);
+  if (p == MAP_FAILED)
     return make_error(errc::payload_too_large,
-                      what + ": cannot map its shared memory " + path + ": " + why);
-  }
+                      what + ": cannot map its shared memory " + path + ": " + error_text());
   m.base = static_cast<char*>(p);
-  r.mapped.emplace(name, m);
-  return m;
+  r.mapped.emplace(name, slab);
+  return slab;
 }
 
 } // namespace
@@ -176,7 +191,8 @@ caf::expected<std::string> share_bytes(const void* data, size_t bytes) {
   std::lock_guard<std::mutex> lock{r.mutex};
   const std::string* chosen = nullptr;
   for (auto& [name, m] : r.own)
-    if (m.header()->capacity >= bytes && m.header()->busy.load(std::memory_order_acquire) == 0 &&
+    if (m.header()->capacity >= bytes &&
+        m.header()->state.load(std::memory_order_acquire) == slab_free &&
         (chosen == nullptr || m.header()->capacity < r.own.at(*chosen).header()->capacity))
       chosen = &name;
   std::string made;
@@ -195,7 +211,7 @@ caf::expected<std::string> share_bytes(const void* data, size_t bytes) {
   auto& m = r.own.at(*chosen);
   std::memcpy(m.base + data_offset, data, bytes);
   m.header()->length = bytes;
-  m.header()->busy.store(1, std::memory_order_release);
+  m.header()->state.store(slab_sent, std::memory_order_release);
   return *chosen;
 }
 
@@ -207,27 +223,32 @@ caf::error take_bytes(const std::string& name, uint64_t bytes, at::IntArrayRef s
   auto& r = registry();
   std::lock_guard<std::mutex> lock{r.mutex};
   const auto path = directory + name;
-  auto m = slab_of(r, name, path, what);
-  if (!m)
-    return m.error();
+  auto slab = slab_of(r, name, path, what);
+  if (!slab)
+    return slab.error();
+  auto& m = (*slab)->m;
   // The file may have been cut since it was mapped: reading past its end
   // would be a SIGBUS.
   struct stat st {};
-  if (::fstat(m->fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < m->size) {
-    close_mapping(r.mapped.at(name));
+  if (::fstat(m.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.size) {
     r.mapped.erase(name);
     return make_error(errc::shape_mismatch,
                       what + ": its shared memory " + path + " was cut short");
   }
-  auto* h = m->header();
-  if (h->magic != slab_magic || h->capacity > m->size - data_offset || h->length != bytes ||
-      h->busy.load(std::memory_order_acquire) != 1)
+  auto* h = m.header();
+  uint32_t sent = slab_sent;
+  if (h->magic != slab_magic || h->capacity > m.size - data_offset || h->length != bytes ||
+      !h->state.compare_exchange_strong(sent, slab_taken, std::memory_order_acq_rel))
     return make_error(errc::malformed_message,
                       what + ": its shared memory " + path + " holds no message of " +
                         std::to_string(bytes) + " bytes (taken already, or another one)");
-  out = at::empty(shape, options);
-  std::memcpy(out.data_ptr(), m->base + data_offset, bytes);
-  h->busy.store(0, std::memory_order_release);
+  // The tensor is the slab's bytes (no copy): the slab is the receiver's
+  // until the tensor goes, then free for its writer again. The mapping
+  // lives as long as the tensor, even past stop_slabs.
+  out = at::from_blob(
+    m.base + data_offset, shape,
+    [keep = *slab, h](void*) { h->state.store(slab_free, std::memory_order_release); },
+    options);
   return caf::none;
 }
 
@@ -246,9 +267,7 @@ void stop_slabs() {
   }
   r.own.clear();
   r.own_bytes = 0;
-  for (auto& [name, m] : r.mapped)
-    close_mapping(m);
-  r.mapped.clear();
+  r.mapped.clear(); // unmapped as the tensors taken from them go
 }
 
 } // namespace baton::messages::detail

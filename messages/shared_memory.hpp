@@ -2,15 +2,21 @@
 
 // Tensor bytes between node processes of one real host, as NCCL and gloo
 // pass them: through buffers in /dev/shm that both processes map once and
-// then reuse, so that a message costs two copies (into the buffer, out of
-// it) and no page fault, instead of the kernel's TCP copies. A sender keeps
-// slabs (files "baton-slab-PID-N" in /dev/shm, mode 0600): it copies a large
-// tensor into a free one, marks it busy in its header and sends its name;
-// the receiver maps the slab (once, cached), checks the header, copies the
-// tensor out and marks the slab free again. Used by codec.cpp on the path of
-// messages that cross a process, only when use_shared_memory(true) said
-// that every process of the job runs on this host (local node processes on
-// 127.0.0.1, never emulated hosts: their bytes must cross the shaped link).
+// then reuse, so that a message costs one copy (into the buffer) and no
+// page fault, instead of the kernel's TCP copies. A sender keeps slabs
+// (files "baton-slab-PID-N" in /dev/shm, mode 0600): it copies a large
+// tensor into a free one, marks it sent in its header and sends its name;
+// the receiver maps the slab (once, cached), checks the header, marks it
+// taken and receives a tensor that is the slab's bytes; when that tensor
+// goes, the slab is free for its writer again (a writer whose slabs are all
+// taken makes another one). Used by codec.cpp on the path of messages that
+// cross a process, only when use_shared_memory(true) said that every
+// process of the job runs on this host (local node processes on 127.0.0.1,
+// never emulated hosts: their bytes must cross the shaped link). The
+// processes trust each other as far as their user does: a process of the
+// same user that cut a slab file short while a receiver held its tensor
+// would crash the receiver (SIGBUS) on its next read, as it could by
+// writing into its memory.
 // Internal to messages/.
 
 #include <cstddef>
@@ -36,10 +42,11 @@ constexpr size_t max_slab_bytes = size_t{1} << 30;
 /// the bytes in the message instead.
 caf::expected<std::string> share_bytes(const void* data, size_t bytes);
 
-/// Copies the tensor of `shape` and `options` (`bytes` bytes) out of the
-/// busy slab `name` into `out` and frees the slab. Fails with
+/// The tensor of `shape` and `options` (`bytes` bytes) in the sent slab
+/// `name`, in `out`: the slab's own bytes, which it is the receiver's until
+/// `out` and its views go (then the slab is free again). Fails with
 /// malformed_message for a name that share_bytes never makes or a slab
-/// that holds no such message (freed already, another length), with
+/// that holds no such message (taken already, another length), with
 /// shape_mismatch for a file that is not a slab of this user, and with
 /// payload_too_large when it is missing or cannot be mapped; `what` names
 /// the tensor in the error.

@@ -79,20 +79,29 @@ TEST_F(shared_memory, a_large_tensor_travels_through_a_slab_that_is_reused) {
   const auto buf = serialized(x);
   EXPECT_LT(buf.size(), size_t{1} << 20) << "the 4 MiB tensor is not in the message";
   ASSERT_EQ(own_shared_files().size(), 1u);
-  const auto y = deserialized(buf);
+  auto y = deserialized(buf);
   ASSERT_FALSE(y.invalid) << describe(y.invalid);
   ASSERT_EQ(y.tensors.size(), x.tensors.size());
   for (size_t i = 0; i < x.tensors.size(); ++i)
     expect_same_tensor(x.tensors[i], y.tensors[i], "tensor");
-  // The slab is free again: the next message reuses it, and the tensor
-  // received before is the receiver's own memory.
+  // The received tensor is the slab's bytes: while the receiver holds it,
+  // the next message takes another slab and leaves it as it was.
   auto second = large_set();
   second.tensors.back().add_(1);
-  const auto z = deserialized(serialized(second));
+  auto z = deserialized(serialized(second));
   ASSERT_FALSE(z.invalid) << describe(z.invalid);
   expect_same_tensor(second.tensors.back(), z.tensors.back(), "second tensor");
   expect_same_tensor(x.tensors.back(), y.tensors.back(), "first tensor, after the second");
-  EXPECT_EQ(own_shared_files().size(), 1u) << "one slab serves both messages";
+  EXPECT_EQ(own_shared_files().size(), 2u) << "the first slab is the receiver's";
+  // Once the receiver lets its tensors go, their slabs serve again.
+  y = tensor_set{};
+  z = tensor_set{};
+  auto third = large_set();
+  third.tensors.back().mul_(3);
+  const auto w = deserialized(serialized(third));
+  ASSERT_FALSE(w.invalid) << describe(w.invalid);
+  expect_same_tensor(third.tensors.back(), w.tensors.back(), "third tensor");
+  EXPECT_EQ(own_shared_files().size(), 2u) << "a freed slab serves the third message";
 }
 
 TEST_F(shared_memory, without_it_every_tensor_is_in_the_message) {
