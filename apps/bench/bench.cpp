@@ -357,8 +357,8 @@ const char* peers_legend() {
          "in one plain process with torch.set_num_threads(N), timed over\nits steps after a "
          "warm-up; DDP gloo Wx1: tests/peers/ddp_peer.py, W processes of one thread, the same\n"
          "per-worker batch; every peer runs with GLIBC_TUNABLES=glibc.malloc.mmap_max=0:"
-         "glibc.malloc.arena_max=1:\nglibc.malloc.trim_threshold=1073741824 (the strongest "
-         "peer); --json has their command lines.";
+         "glibc.malloc.arena_max=1:\nglibc.malloc.trim_threshold=1073741824:glibc.malloc.hugetlb=1 "
+         "(the strongest peer); --json has their\ncommand lines.";
 }
 
 const peer_run& median_peer(std::vector<peer_run>& runs) {

@@ -152,10 +152,12 @@ std::string ratio_cell(double ratio, int width, const char* suffix = "");
 // of the host (docs/benchmarks.md).
 
 /// The allocator setting every peer runs with: glibc's mmap threshold,
-/// arenas and trimming set as baton sets them with mallopt (the strongest
-/// peer on these VMs: docs/notes measuring-performance).
+/// arenas and trimming set as baton sets them with mallopt, and its heap in
+/// transparent huge pages as baton reserves it (the strongest peer on these
+/// VMs: DDP gloo 2x1 on the mlp 900 -> 933-964 samples/s with hugetlb=1).
 inline constexpr const char* peer_glibc_tunables =
-  "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824";
+  "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824:"
+  "glibc.malloc.hugetlb=1";
 
 /// A python3 that imports torch: $BATON_PEER_PYTHON, else /usr/bin/python3,
 /// else /usr/local/bin/python3; "" when none can. Asked once per process

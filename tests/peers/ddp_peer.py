@@ -7,7 +7,7 @@ worker per step, SGD; timed over the steps after the warm-up only. Prints one
 JSON line with the global samples/s: {"samples_per_second": ..., "workers": W,
 "threads": 1, "batch": B, ...}.
 
-    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824 \
+    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824:glibc.malloc.hugetlb=1 \
       python3 tests/peers/ddp_peer.py --model mlp --workers 2 --batch 128 --steps 20 --warmup 3
 """
 

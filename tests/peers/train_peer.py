@@ -5,7 +5,7 @@ torch.set_num_threads(T), on the data the bench's baton sides read, with SGD;
 timed over the steps after the warm-up only. Prints one JSON line:
 {"samples_per_second": ..., "threads": T, "batch": B, ...}.
 
-    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824 \
+    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824:glibc.malloc.hugetlb=1 \
       python3 tests/peers/train_peer.py --model convnet --threads 2 --batch 128 --steps 40 --warmup 5
 """
 

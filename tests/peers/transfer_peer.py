@@ -8,7 +8,7 @@ backbone once (no gradient) and its features given to every head; each head
 minibatch of `batch` samples; then every head is evaluated on the test
 samples. Prints one JSON line: {"seconds": training and evaluation, ...}.
 
-    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824 \
+    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824:glibc.malloc.hugetlb=1 \
       python3 tests/peers/transfer_peer.py --heads 3 --threads 2 --train-limit 4096 --test-limit 1000
 """
 
