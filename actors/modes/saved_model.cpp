@@ -37,10 +37,12 @@ caf::error put_sent_weights(model::layered_model& m, const std::vector<at::Tenso
   return caf::none;
 }
 
-model::export_options export_options_of(const model::model_spec& spec) {
+model::export_options export_options_of(const model::model_spec& spec,
+                                        const model::data_spec& data) {
   model::export_options options;
   if (spec.name == "torchscript")
     options.script_path = spec.path;
+  options.input = model::data_normalisation(data);
   return options;
 }
 

@@ -31,9 +31,11 @@ caf::expected<const std::vector<at::Tensor>*> sent_weights(const job_result& res
 caf::error put_sent_weights(model::layered_model& m, const std::vector<at::Tensor>& sent,
                             const std::string& who);
 
-/// What the export of a model built from `spec` needs: its TorchScript
-/// file when it is a `torchscript` model.
-model::export_options export_options_of(const model::model_spec& spec);
+/// What the export of a model built from `spec` and trained on `data`
+/// needs: its TorchScript file when it is a `torchscript` model, and the
+/// data's normalisation (the module's first step on raw samples).
+model::export_options export_options_of(const model::model_spec& spec,
+                                        const model::data_spec& data);
 
 /// Runs `write` (which writes `path`) and returns its error; an exception
 /// becomes bad_file "cannot save the model to PATH: WHAT".

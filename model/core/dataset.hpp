@@ -13,12 +13,22 @@ namespace baton::model {
 
 enum class split { train, test };
 
+/// How raw samples become a dataset's images: uint8 values over 255, others
+/// as they are, then (x - mean) / std, one value for every channel or one
+/// per channel.
+struct input_normalisation {
+  std::vector<double> mean;
+  std::vector<double> std;
+  std::string source; ///< "data.normalize", "Fashion-MNIST's published values", ...
+};
+
 /// A labelled image dataset held in memory.
 struct dataset {
   std::string name;   ///< its kind: "fashion-mnist", "synthetic", "cifar10", ...
   at::Tensor images;  ///< float32 [N, C, H, W], normalised (mean 0, std ~1)
   at::Tensor labels;  ///< int64 [N], class ids from 0
   int64_t classes = 0;
+  input_normalisation normalisation; ///< what made `images` of the raw samples
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
@@ -64,8 +74,14 @@ double default_memory_mb();
 dataset load_data(const data_spec& spec, split which);
 
 /// Both splits, the test split normalised with the training split's
-/// statistics, reading each once.
+/// statistics, reading each once. Logs what it read (kind, samples, shape,
+/// classes) and the normalisation.
 std::pair<dataset, dataset> load_splits(const data_spec& spec);
+
+/// The normalisation load_splits applies to `spec`'s data (reading the
+/// training split when it is computed from it): what an exported model
+/// applies to raw samples.
+input_normalisation data_normalisation(const data_spec& spec);
 
 /// Fashion-MNIST from the IDX `.gz` files in `dir` (train-images-idx3-ubyte.gz,
 /// ...): load_data of kind "fashion-mnist". `limit` > 0 keeps the first

@@ -72,6 +72,46 @@ std::string forward_of(const std::string& body) {
   return "def forward(self, x: Tensor) -> Tensor:\n" + body;
 }
 
+/// The values `v` in TorchScript: one number, or a float32 tensor [1, C, 1, 1].
+std::string per_channel(const std::vector<double>& v) {
+  if (v.size() == 1)
+    return real(v[0]);
+  std::vector<std::string> texts;
+  for (double x : v)
+    texts.push_back(real(x));
+  return fmt::format("torch.tensor([{}]).view(1, {}, 1, 1)", fmt::join(texts, ", "), v.size());
+}
+
+/// The methods of a module that carries the data's normalisation, around
+/// `body` (its forward's body after the normalisation, returning `result`):
+/// normalise (raw samples as the loader normalises them, the same float32
+/// operations in the same order), forward (uint8 samples normalised first,
+/// anything else taken as normalised already) and forward_raw (every input
+/// normalised). Without `n`, forward alone.
+std::string input_methods(const std::optional<input_normalisation>& n, const std::string& result,
+                          const std::string& body) {
+  const std::string forward = "def forward(self, x: Tensor) -> " + result + ":\n";
+  if (!n)
+    return forward + body;
+  if (n->mean.empty() || n->mean.size() != n->std.size())
+    throw error("cannot export the data's normalisation: " + std::to_string(n->mean.size()) +
+                " means and " + std::to_string(n->std.size()) + " stds");
+  // The data files hold uint8 or float32 samples: "not floating point" is
+  // uint8 (a dtype constant cannot be named in a C++-defined method).
+  return "def normalise(self, x: Tensor) -> Tensor:\n"
+         "    if not x.is_floating_point():\n"
+         "        x = x.float() / 255.0\n"
+         "    else:\n"
+         "        x = x.float()\n"
+         "    return (x - " + per_channel(n->mean) + ") / " + per_channel(n->std) + "\n"
+         "\n" + forward +
+         "    if not x.is_floating_point():\n"
+         "        x = self.normalise(x)\n" + body +
+         "\n"
+         "def forward_raw(self, x: Tensor) -> " + result + ":\n"
+         "    return self.forward(self.normalise(x))\n";
+}
+
 /// Writes the modules of one export, in one compilation unit (a class name
 /// is unique in it: mangled otherwise).
 class exporter {
@@ -86,7 +126,7 @@ public:
       out.register_module(layer.name, layer_module(m, layer));
       order.push_back(layer.name);
     }
-    out.define(forward_of(chain(order, "    return x\n")));
+    out.define(input_methods(options.input, "Tensor", chain(order, "    return x\n")));
     return out;
   }
 
@@ -325,11 +365,13 @@ torch::jit::Module script_module(const layered_model& backbone,
   try {
     exporter e;
     auto out = e.new_module("MultiHead");
-    out.register_module("backbone", e.sequence(backbone, backbone_options));
+    // The normalisation is the whole module's first step, not the backbone's.
+    auto inner = backbone_options;
+    inner.input.reset();
+    out.register_module("backbone", e.sequence(backbone, inner));
     const export_options plain;
     auto all = e.new_module("Heads");
-    std::string body = "def forward(self, x: Tensor) -> Dict[str, Tensor]:\n"
-                       "    features = self.backbone.forward(x)\n"
+    std::string body = "    features = self.backbone.forward(x)\n"
                        "    out: Dict[str, Tensor] = {}\n";
     for (const auto& head : heads) {
       all.register_module(head.name, e.sequence(head.model, plain));
@@ -337,7 +379,7 @@ torch::jit::Module script_module(const layered_model& backbone,
               "\n";
     }
     out.register_module("heads", all);
-    out.define(body + "    return out\n");
+    out.define(input_methods(backbone_options.input, "Dict[str, Tensor]", body + "    return out\n"));
     return out;
   } catch (const c10::Error& e) {
     throw error(std::string("cannot export the model: ") + e.what_without_backtrace());

@@ -21,12 +21,14 @@
 // The forward is evaluation: module.train() does not change it.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/script.h>
 
+#include "model/core/dataset.hpp"
 #include "model/core/layered_model.hpp"
 
 namespace baton::model {
@@ -40,6 +42,11 @@ struct export_options {
   /// The factor on the residual branch of resnet18 BasicBlock layers, by
   /// layer name (ResIST's evaluation: model::ist::resist_eval_scale); 1 when absent.
   std::map<std::string, double> residual_scales;
+  /// The data's normalisation, carried into the module: its `forward` then
+  /// takes uint8 samples as the data files hold them as well as normalised
+  /// float32 ones, and `forward_raw` any raw samples (a float32 npy's
+  /// values). Absent: `forward` takes normalised inputs only.
+  std::optional<input_normalisation> input;
 };
 
 /// One named model of an export of several (transfer: a head per task).

@@ -29,7 +29,8 @@ caf::expected<void> save_scheme_model(const topology& t, const job_result& resul
     owned.push_back(**sent);
   }
   return saving(path, [&] {
-    const auto whole = Scheme::whole_network(spec, owned);
+    auto whole = Scheme::whole_network(spec, owned);
+    whole.options.input = model::data_normalisation(t.data);
     model::export_model(whole.model, path, whole.options);
     return caf::error{};
   });

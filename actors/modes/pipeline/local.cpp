@@ -337,7 +337,7 @@ caf::expected<void> save_model(const topology& given, const job_result& result,
       if (auto err = put_sent_weights(slice, sent.tensors, sent.from))
         return err;
     }
-    model::export_model(whole, path, export_options_of(t.backbone));
+    model::export_model(whole, path, export_options_of(t.backbone, t.data));
     return caf::error{};
   });
 }

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
+#include <set>
 
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "model/core/dataset.hpp"
@@ -65,11 +68,6 @@ raw_split read_raw(const data_spec& spec, split which) {
   throw error("unknown data kind '" + spec.kind + "'");
 }
 
-/// Per-channel mean and std.
-struct normalisation {
-  std::vector<double> mean, std;
-};
-
 /// Scaled to float32: uint8 to [0, 1].
 at::Tensor to_float(const at::Tensor& samples) {
   return samples.scalar_type() == torch::kUInt8 ? samples.to(torch::kFloat32).div_(255.0)
@@ -78,11 +76,11 @@ at::Tensor to_float(const at::Tensor& samples) {
 
 /// The spec's normalisation, else Fashion-MNIST's, else the training split's
 /// own per-channel statistics (`train`, read when needed).
-normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
+input_normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
   if (!spec.mean.empty())
-    return {spec.mean, spec.std};
+    return {spec.mean, spec.std, "data.normalize"};
   if (spec.kind == "fashion-mnist")
-    return {{fashion_mnist_mean}, {fashion_mnist_std}};
+    return {{fashion_mnist_mean}, {fashion_mnist_std}, "Fashion-MNIST's published values"};
   raw_split read;
   if (train == nullptr) {
     read = read_raw(spec, split::train);
@@ -91,12 +89,13 @@ normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
   const int64_t channels = train->samples.size(1);
   if (train->samples.size(0) == 0)
     return {std::vector<double>(static_cast<size_t>(channels), 0.0),
-            std::vector<double>(static_cast<size_t>(channels), 1.0)};
+            std::vector<double>(static_cast<size_t>(channels), 1.0), "none (no training sample)"};
   // Per channel, in float64: a sum over millions of float32 values drifts.
   auto values =
     to_float(train->samples).transpose(0, 1).reshape({channels, -1}).to(torch::kFloat64);
   auto mean = values.mean(1), stddev = values.std(1, /*unbiased=*/false);
-  normalisation n;
+  input_normalisation n;
+  n.source = "the training split's " + std::to_string(train->samples.size(0)) + " samples";
   for (int64_t c = 0; c < channels; ++c) {
     n.mean.push_back(mean[c].item<double>());
     const double s = stddev[c].item<double>();
@@ -106,7 +105,7 @@ normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
 }
 
 /// (x - mean) / std per channel; one value applies to every channel.
-at::Tensor normalise(at::Tensor samples, const normalisation& n) {
+at::Tensor normalise(at::Tensor samples, const input_normalisation& n) {
   auto x = to_float(samples);
   if (n.mean.size() == 1)
     return x.sub_(n.mean[0]).div_(n.std[0]);
@@ -119,9 +118,10 @@ at::Tensor normalise(at::Tensor samples, const normalisation& n) {
   return x.sub_(mean).div_(stddev);
 }
 
-dataset finish(const data_spec& spec, raw_split raw, const normalisation& n) {
+dataset finish(const data_spec& spec, raw_split raw, const input_normalisation& n) {
   dataset out;
   out.name = spec.kind;
+  out.normalisation = n;
   out.images = normalise(std::move(raw.samples), n);
   // The files' values are finite (check_finite); a std given so small that
   // they overflow float32 would train to NaN all the same.
@@ -133,13 +133,22 @@ dataset finish(const data_spec& spec, raw_split raw, const normalisation& n) {
   return out;
 }
 
+/// A synthetic set's normalisation: data.normalize's, else none (its
+/// values are made near mean 0, std 1).
+input_normalisation synthetic_normalisation(const data_spec& spec) {
+  if (!spec.mean.empty())
+    return {spec.mean, spec.std, "data.normalize"};
+  return {{0.0}, {1.0}, "none (synthetic values)"};
+}
+
 dataset synthetic_split(const data_spec& spec, split which) {
   const auto shape = data_shape(spec);
   auto data = make_synthetic(which == split::train ? spec.synthetic_train : spec.synthetic_test,
                              shape[0], shape[1], shape[2], data_classes(spec),
                              which == split::train ? spec.seed : spec.seed + 1);
+  data.normalisation = synthetic_normalisation(spec);
   if (!spec.mean.empty())
-    data.images = normalise(data.images, {spec.mean, spec.std});
+    data.images = normalise(data.images, data.normalisation);
   return data;
 }
 
@@ -157,6 +166,35 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   for (auto d : shape)
     s += (s.empty() ? "" : "x") + std::to_string(d);
   return s;
+}
+
+std::string values_text(const std::vector<double>& values) {
+  std::string out;
+  for (double v : values) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%s%.6g", out.empty() ? "" : ", ", v);
+    out += text;
+  }
+  return values.size() == 1 ? out : "[" + out + "]";
+}
+
+/// What a run trains on: a user deploying the model needs the exact
+/// normalisation (the exported module carries it too). Logged once per
+/// process for each split (workers of one process load the same).
+void log_loaded(const data_spec& spec, split which, const dataset& data) {
+  std::vector<int64_t> shape(data.images.sizes().begin() + 1, data.images.sizes().end());
+  const auto& n = data.normalisation;
+  auto text = fmt::format(
+    "data: {} {} split: {} samples of {}, {} classes; normalised (x{} - mean) / std, mean {}, "
+    "std {} ({})",
+    spec.kind, split_name(which), data.size(), shape_text(shape), data.classes,
+    spec.synthetic() ? "" : " [/ 255 for uint8 samples]", values_text(n.mean),
+    values_text(n.std), n.source);
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  std::lock_guard<std::mutex> lock{mutex};
+  if (logged.insert(text).second)
+    spdlog::info("{}", text);
 }
 
 } // namespace
@@ -325,21 +363,38 @@ dataset load_data(const data_spec& spec, split which) {
   h.shape = own.shape;
   (which == split::train ? h.train : h.test) = after_limit(spec, which, own.samples);
   check_memory(spec, h);
-  if (spec.synthetic())
-    return synthetic_split(spec, which);
-  raw_split raw = read_raw(spec, which);
-  const normalisation n = normalisation_of(spec, which == split::train ? &raw : nullptr);
-  return finish(spec, std::move(raw), n);
+  dataset out;
+  if (spec.synthetic()) {
+    out = synthetic_split(spec, which);
+  } else {
+    raw_split raw = read_raw(spec, which);
+    const auto n = normalisation_of(spec, which == split::train ? &raw : nullptr);
+    out = finish(spec, std::move(raw), n);
+  }
+  log_loaded(spec, which, out);
+  return out;
 }
 
 std::pair<dataset, dataset> load_splits(const data_spec& spec) {
   read_data_header(spec); // checks the memory budget before reading a sample
+  std::pair<dataset, dataset> out;
+  if (spec.synthetic()) {
+    out = {synthetic_split(spec, split::train), synthetic_split(spec, split::test)};
+  } else {
+    raw_split train = read_raw(spec, split::train);
+    const auto n = normalisation_of(spec, &train);
+    raw_split test = read_raw(spec, split::test);
+    out = {finish(spec, std::move(train), n), finish(spec, std::move(test), n)};
+  }
+  log_loaded(spec, split::train, out.first);
+  log_loaded(spec, split::test, out.second);
+  return out;
+}
+
+input_normalisation data_normalisation(const data_spec& spec) {
   if (spec.synthetic())
-    return {synthetic_split(spec, split::train), synthetic_split(spec, split::test)};
-  raw_split train = read_raw(spec, split::train);
-  const normalisation n = normalisation_of(spec, &train);
-  raw_split test = read_raw(spec, split::test);
-  return {finish(spec, std::move(train), n), finish(spec, std::move(test), n)};
+    return synthetic_normalisation(spec);
+  return normalisation_of(spec, nullptr);
 }
 
 } // namespace baton::model

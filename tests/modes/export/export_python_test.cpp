@@ -7,7 +7,9 @@
 // count is the final test accuracy of the metrics x the split's size, the
 // hash each result row's weights digest (SHA-256 of the parameters' bytes in
 // order). So the module holds exactly the trained weights and computes
-// exactly baton's predictions on every test sample that baton scored.
+// exactly baton's predictions on every test sample that baton scored. The
+// module carries the data's normalisation: fed the IDX file's own uint8
+// images (Fashion-MNIST jobs), it predicts the same.
 // Runs of --mode local save the same way: each mode's one-process reference
 // is checked beside its actors.
 
@@ -62,21 +64,33 @@ def parameters(key):
         seen = seen or name == after
     return out
 
-result = {}
-for output in spec["outputs"]:
+def correct(inputs, output):
     labels = torch.tensor(output["labels"])
-    correct = 0
+    n = 0
     with torch.no_grad():
-        for begin in range(0, x.shape[0], output["batch"]):
-            logits = model(x[begin:begin + output["batch"]])
+        for begin in range(0, inputs.shape[0], output["batch"]):
+            logits = model(inputs[begin:begin + output["batch"]])
             if output["key"]:
                 logits = logits[output["key"]]
             end = begin + logits.shape[0]
-            correct += int((logits.argmax(1) == labels[begin:end]).sum())
+            n += int((logits.argmax(1) == labels[begin:end]).sum())
+    return n
+
+# The same samples as the IDX file holds them (uint8): the module normalises them.
+raw = None
+if "raw" in spec:
+    import gzip
+    values = np.frombuffer(gzip.open(spec["raw"]["file"]).read(), dtype=np.uint8, offset=16)
+    raw = torch.from_numpy(values.copy()).reshape(-1, 1, 28, 28)[:spec["raw"]["count"]]
+
+result = {}
+for output in spec["outputs"]:
     digest = hashlib.sha256()
     for p in parameters(output["digest_of"]):
         digest.update(p.detach().contiguous().numpy().tobytes())
-    result[output["name"]] = {"correct": correct, "digest": digest.hexdigest()}
+    result[output["name"]] = {"correct": correct(x, output), "digest": digest.hexdigest()}
+    if raw is not None:
+        result[output["name"]]["raw_correct"] = correct(raw, output)
 print(json.dumps(result))
 )";
 
@@ -143,6 +157,9 @@ protected:
       .write(static_cast<const char*>(images.data_ptr()),
              static_cast<std::streamsize>(images.nbytes()));
     json spec{{"images", file}, {"shape", images.sizes().vec()}, {"outputs", json::array()}};
+    if (t.data.kind == "fashion-mnist")
+      spec["raw"] = {{"file", t.data.path + "/t10k-images-idx3-ubyte.gz"},
+                     {"count", test.size()}};
     for (const auto& o : job.outputs) {
       const auto* task = t.find_task(o.task);
       if (task == nullptr)
@@ -188,6 +205,10 @@ protected:
         << o.row << ": Python's predictions on the test split differ from baton's";
       EXPECT_EQ(got[o.row]["digest"], (*row)["weights_digest"])
         << o.row << ": the module's weights are not the trained ones";
+      if (got[o.row].contains("raw_correct"))
+        EXPECT_EQ(got[o.row]["raw_correct"].get<int64_t>(),
+                  std::llround(accuracy * static_cast<double>(test_size)))
+          << o.row << ": the module fed the IDX file's uint8 images differs from baton";
     }
   }
 
