@@ -538,8 +538,8 @@ int cmd_plan(args& a) {
 /// that was ~150,000 page faults per process, which cost most on a virtual
 /// machine. `baton run configs/data-parallel.yaml` (mlp, 2 x 128, 8192
 /// samples, --local-nodes 2) under `perf stat -e page-faults`: 418,000 ->
-/// 72,000 faults, 738 -> 764 and 686 -> 791 samples/s (glibc's own
-/// glibc.malloc.hugetlb=1, which does the same, measured alike).
+/// 106,000 faults, 686-738 -> 856-958 samples/s (glibc's own
+/// glibc.malloc.hugetlb=1, set in the environment, did alike).
 void tune_allocator() {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr)
     mallopt(M_ARENA_MAX, 1);

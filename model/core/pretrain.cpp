@@ -9,16 +9,30 @@
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
 #include "model/core/head_loop.hpp"
+#include "model/core/log_once.hpp"
 
 namespace baton::model {
 
 layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
   const layered_model body = make_model(backbone);
+  const int64_t features = output_features(body, backbone);
+  // A user's model that already ends in the task's logits is trained as
+  // given: a Linear on top of its logits trained far worse (issue 35).
+  if (backbone.name == "torchscript" && features == classes) {
+    log_once("model: " + backbone.path + " ends in " + std::to_string(features) +
+             " outputs, the task's classes: trained as given, no classifier appended");
+    return body;
+  }
+  if (backbone.name == "torchscript")
+    log_once("model: " + backbone.path + " ends in " + std::to_string(features) +
+             " features, the task has " + std::to_string(classes) +
+             " classes: classifier fc2 appended, Linear(" + std::to_string(features) + " -> " +
+             std::to_string(classes) + ")");
   auto layers = body.layers();
   model_spec classifier;
   classifier.name = "classifier";
   classifier.classes = classes;
-  classifier.features = output_features(body, backbone);
+  classifier.features = features;
   classifier.seed = derive_seed(backbone.seed, "fc2");
   const layered_model head = make_model(classifier);
   layers.insert(layers.end(), head.layers().begin(), head.layers().end());

@@ -28,7 +28,9 @@ struct pretraining_settings {
 double pretrain(const pretraining_settings& spec, const dataset& train, const dataset& test,
                 const progress_fn& progress = {});
 
-/// The backbone + classifier used by pretrain (classifier layer named "fc2").
+/// The backbone + classifier used by pretrain (classifier layer named "fc2",
+/// Linear(backbone features -> classes)); a `torchscript` backbone whose
+/// output width is `classes` alone, as given. Logs which for a torchscript one.
 layered_model make_pretrain_model(const model_spec& backbone, int64_t classes);
 
 } // namespace baton::model

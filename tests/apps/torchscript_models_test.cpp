@@ -27,6 +27,7 @@ using namespace baton::testing;
 namespace {
 
 // backbone64.pt: [N, 1, 28, 28] -> 64 features (not the convnet's 256);
+// logits10.pt: the same with a last Linear to the ten classes' logits;
 // flattening.pt: a module whose forward flattens before its first child, so
 // its children are not its layers.
 constexpr const char* make_models_py = R"py(
@@ -39,6 +40,10 @@ backbone = nn.Sequential(
     nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
     nn.Flatten(), nn.Linear(8 * 14 * 14, 64), nn.ReLU())
 torch.jit.script(backbone).save(out + "/backbone64.pt")
+torch.jit.script(nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(8 * 14 * 14, 64), nn.ReLU(), nn.Linear(64, 10))).save(
+    out + "/logits10.pt")
 
 class Flattening(nn.Module):
     def __init__(self):
@@ -144,6 +149,26 @@ TEST_F(torchscript_models, data_parallel_ring_and_ps_end_with_the_references_wei
   ps.insert(ps.end(), {"--set", "data_parallel.exchange=ps"});
   EXPECT_EQ(digests_by_actor(run_job(*dir_, ps, "ps"), "data_parallel_worker").at("worker.0"),
             expected);
+}
+
+TEST_F(torchscript_models, a_model_that_ends_in_the_classes_logits_is_trained_as_given) {
+  // No fc2 on top of its logits: the stages name its own last child.
+  const auto args = job("configs/pipeline.yaml", "logits10.pt", 1024,
+                        {"pipeline.stages=[{last_layer: \"2\"}, {last_layer: \"6\"}]",
+                         "data.epochs=1"});
+  const auto out = run_baton_bounded(with(args, {"--mode", "local"}), 300);
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_TRUE(contains(out.text, "ends in 10 outputs, the task's classes: trained as given"))
+    << out.text;
+  // backbone64.pt gets its classifier, and the log says so.
+  const auto appended = run_baton_bounded(
+    with(job("configs/pipeline.yaml", "backbone64.pt", 256,
+             {"pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]", "data.epochs=1"}),
+         {"--mode", "local"}),
+    300);
+  ASSERT_EQ(appended.exit_code, 0) << appended.text;
+  EXPECT_TRUE(contains(appended.text, "classifier fc2 appended, Linear(64 -> 10)"))
+    << appended.text;
 }
 
 TEST_F(torchscript_models, data_parallel_freezes_a_prefix_of_its_children) {

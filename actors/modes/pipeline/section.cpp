@@ -7,6 +7,7 @@
 
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/one_task.hpp"
+#include "model/core/pretrain.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -81,12 +82,29 @@ void provisional_stages(const topology& t, size_t layers, section_spec& s) {
     s.stages.push_back({k * layers / count, (k + 1) * layers / count, 1, "", {}});
 }
 
-// `pipeline.stages`: a list of stages of the whole model being trained, the
-// backbone and its classifier ("fc2", as model::make_pretrain_model builds
-// it), the last ending with the model; `auto` or absent: the planner's.
+// The layers of the whole model being trained: the backbone's `layers` and
+// its classifier "fc2", or a TorchScript backbone's alone when it already
+// ends in the task's logits (model::make_pretrain_model decides).
+std::vector<std::string> trained_layers(std::vector<std::string> layers, const topology& t) {
+  const auto* task = t.find_task(t.task);
+  if (t.backbone.name == "torchscript" && task != nullptr) {
+    try {
+      return model::make_pretrain_model(t.backbone, task->classes).layer_names();
+    } catch (const std::exception&) {
+      // Reading the backbone reported its own errors; the stages are then
+      // checked against the classifier's name as for any backbone.
+    }
+  }
+  layers.push_back("fc2");
+  return layers;
+}
+
+// `pipeline.stages`: a list of stages of the whole model being trained
+// (trained_layers), the last ending with the model; `auto` or absent: the
+// planner's.
 void parse_stages(const std::optional<field>& stages, std::vector<std::string> layers,
                   const topology& t, section_spec& s) {
-  layers.push_back("fc2");
+  layers = trained_layers(std::move(layers), t);
   if (!stages || stages->is_null() ||
       (stages->node().IsScalar() && stages->node().Scalar() == "auto"))
     return provisional_stages(t, layers.size(), s);

@@ -4,15 +4,14 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <mutex>
-#include <set>
 
-#include <spdlog/spdlog.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "model/core/dataset.hpp"
 #include "model/core/datasets/readers.hpp"
 #include "model/core/error.hpp"
+#include "model/core/log_once.hpp"
 
 namespace baton::model {
 
@@ -179,22 +178,16 @@ std::string values_text(const std::vector<double>& values) {
 }
 
 /// What a run trains on: a user deploying the model needs the exact
-/// normalisation (the exported module carries it too). Logged once per
-/// process for each split (workers of one process load the same).
+/// normalisation (the exported module carries it too).
 void log_loaded(const data_spec& spec, split which, const dataset& data) {
   std::vector<int64_t> shape(data.images.sizes().begin() + 1, data.images.sizes().end());
   const auto& n = data.normalisation;
-  auto text = fmt::format(
+  log_once(fmt::format(
     "data: {} {} split: {} samples of {}, {} classes; normalised (x{} - mean) / std, mean {}, "
     "std {} ({})",
     spec.kind, split_name(which), data.size(), shape_text(shape), data.classes,
     spec.synthetic() ? "" : " [/ 255 for uint8 samples]", values_text(n.mean),
-    values_text(n.std), n.source);
-  static std::mutex mutex;
-  static std::set<std::string> logged;
-  std::lock_guard<std::mutex> lock{mutex};
-  if (logged.insert(text).second)
-    spdlog::info("{}", text);
+    values_text(n.std), n.source));
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 #include "model/core/error.hpp"
 #include "model/core/export.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/pretrain.hpp"
 #include "model/core/training.hpp"
 #include "tests/support/python_torch.hpp"
 #include "tests/support/scratch_dir.hpp"
@@ -385,4 +386,17 @@ TEST_F(torchscript, the_export_keeps_the_tie) {
   EXPECT_TRUE(torch::equal(b, m.named_parameters().front().second));
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::allclose(loaded.forward({x_}).toTensor(), m.forward(x_), 1e-5, 1e-6));
+}
+
+TEST_F(torchscript, a_model_that_ends_in_the_tasks_logits_is_trained_as_given) {
+  // model.pt ends in Linear(16, 3): three outputs.
+  const auto given = make_model(spec_);
+  const auto as_given = make_pretrain_model(spec_, 3);
+  EXPECT_EQ(as_given.layers().size(), given.layers().size()) << "no classifier for 3 classes";
+  EXPECT_EQ(as_given.layers().back().name, given.layers().back().name);
+  const auto appended = make_pretrain_model(spec_, 10);
+  ASSERT_EQ(appended.layers().size(), given.layers().size() + 1);
+  EXPECT_EQ(appended.layers().back().name, "fc2");
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(appended.forward(x_).sizes(), (std::vector<int64_t>{x_.size(0), 10}));
 }
