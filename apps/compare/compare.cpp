@@ -366,6 +366,8 @@ std::string time_text(const json& r) {
   const auto& s = r["summary"];
   if (s["reached"].get<bool>())
     return median_text(r, "time_to_target_seconds", "%.1f s", "%.1f");
+  if (s["epochs_run"].get<int64_t>() == 0)
+    return "not reached, no epoch evaluated";
   auto text = format_text("not reached, best %.1f%%", 100 * s["best_accuracy"].get<double>());
   const auto& spread = r.value("spread", json::object());
   if (spread.value("reached", 0) > 0)
@@ -398,7 +400,7 @@ void print_row(const json& r, std::optional<double> local, bool recommended) {
                   *local / s["time_to_target_seconds"].get<double>());
   if (s["epochs_to_target"].is_number())
     std::snprintf(epochs, sizeof epochs, "%lld", s["epochs_to_target"].get<long long>());
-  std::printf("%-26s %-28s %-16s %-20s %6s %10s %10s %9s %5.0f%% %11s %8s\n", name.c_str(),
+  std::printf("%-26s %-32s %-20s %-20s %6s %10s %10s %9s %5.0f%% %11s %8s\n", name.c_str(),
               time_text(r).c_str(), median_text(r, "samples_per_second", "%.0f", "%.0f").c_str(),
               median_text(r, "step_seconds", "%.1f ms", "%.1f", 1e-3).c_str(), epochs,
               bytes_text(s["bytes_per_step"]).c_str(), bytes_text(s["bytes_per_epoch"]).c_str(),
@@ -413,7 +415,7 @@ void print_table(const json& report) {
   const auto& recommended = recommendation["winners"];
   if (recommendation.contains("sentence"))
     std::printf("\n%s\n", recommendation["sentence"].get<std::string>().c_str());
-  std::printf("\n%-26s %-28s %-16s %-20s %6s %10s %10s %9s %6s %11s %8s\n", "  strategy",
+  std::printf("\n%-26s %-32s %-20s %-20s %6s %10s %10s %9s %6s %11s %8s\n", "  strategy",
               "time to target", "samples/s", "step", "epochs", "bytes/step", "bytes/ep.",
               "peak mem", "CPU", "comp/comm/wait", "speedup");
   auto local = local_time(report["runs"]);

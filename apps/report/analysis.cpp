@@ -149,10 +149,17 @@ json recommendation(const json& runs, const json& target) {
     if (common) {
       sentence += " The rows are ranked by the best test accuracy reached within the shortest "
                   "common time, " + fixed(*common, 1) + " s:";
-      for (size_t i = 0; i < order.size(); ++i)
-        if (runs[order[i]].contains("summary"))
-          sentence += std::string{i ? "," : ""} + " " + label_of(runs[order[i]]) + " " +
-                      fixed(100 * accuracy_within(runs[order[i]], *common), 1) + "%";
+      for (size_t i = 0; i < order.size(); ++i) {
+        const auto& run = runs[order[i]];
+        if (!run.contains("summary"))
+          continue;
+        auto first = summary_of(run).value("curve", json::array());
+        bool evaluated = first.is_array() && !first.empty() &&
+                         number_at(first.front(), "seconds").value_or(*common + 1) <= *common;
+        sentence += std::string{i ? "," : ""} + " " + label_of(run) + " " +
+                    (evaluated ? fixed(100 * accuracy_within(run, *common), 1) + "%"
+                               : std::string{"no epoch evaluated by then"});
+      }
       sentence += ".";
     } else {
       sentence += " No run evaluated an epoch.";

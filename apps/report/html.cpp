@@ -122,6 +122,8 @@ std::string time_to_target_cell(const json& s) {
   if (s.value("reached", false))
     return seconds_text(number_at(s, "time_to_target_seconds")) +
            (s.value("time_estimated", false) ? " (est.)" : "");
+  if (number_at(s, "epochs_run") == 0.0)
+    return "not reached, no epoch evaluated";
   return "not reached, best " + percent_text(number_at(s, "best_accuracy"));
 }
 
