@@ -200,13 +200,15 @@ usage:
                                         --straight: no replication; --out: the topology with
                                         job: pipeline and the planned stages
   baton compare WORKLOAD.yaml [--strategies LIST] [--local-nodes N] [--link RATE[,DELAY]]
-                [--target ACC] [--budget SECONDS] [--out DIR] [--set KEY=VALUE]...
-                [--predict HOSTS,...] [--bandwidth B] [--latency L]
+                [--target ACC] [--budget SECONDS] [--repeat N] [--out DIR]
+                [--set KEY=VALUE]... [--predict HOSTS,...] [--bandwidth B] [--latency L]
                                         run every strategy that applies to the workload (or
-                                        LIST), one after the other over the same nodes and
-                                        links, each to ACC or its budget: a table ranked by
-                                        time to target, DIR/report.json and report.html
-                                        (default DIR: compare-out; see docs/comparing.md)
+                                        LIST) N times, interleaved, over the same nodes and
+                                        links, each to ACC or its budget: the recommendation,
+                                        a table ranked by median time to target with the
+                                        min-max of the runs, DIR/report.json and report.html
+                                        (N: 3, or 1 when 3 rounds overrun the budget; default
+                                        DIR: compare-out; see docs/comparing.md)
   baton predict WORKLOAD.yaml [--strategies LIST] [--hosts 4,8,...] [--bandwidth 1gbit,...]
                 [--latency SECONDS] [--link RATE[,DELAY]] [--profile FILE] [--json FILE]
                 [--out DIR] [--set KEY=VALUE]...

@@ -53,6 +53,7 @@ public:
   caf::expected<job_result> run() {
     auto started = clock_type::now();
     std::optional<clock_type::time_point> training_started;
+    std::vector<messages::node_report> at_training_start;
     if (auto err = nodes_.connect(cluster_, facts_.file, options_.roles))
       return err;
     if (auto err = prepare_recovery())
@@ -69,8 +70,10 @@ public:
       if (auto err = pass_.arm(faults_.edge_faults()))
         return err;
       resumed();
-      if (!training_started)
+      if (!training_started) {
+        nodes_.collect_reports(cluster_, at_training_start);
         training_started = clock_type::now();
+      }
       auto failure = train();
       if (!failure)
         break;
@@ -80,6 +83,7 @@ public:
         return err;
     }
     nodes_.collect_reports(cluster_, result_.nodes);
+    cpu_since(at_training_start, result_.nodes);
     if (checkpoints_.dir == options_.temporary_checkpoint_dir)
       result_.checkpoint_dir.clear(); // removed by its owner: nothing to resume from
     auto ended = clock_type::now();
@@ -92,6 +96,18 @@ public:
   }
 
 private:
+  /// Each node's CPU seconds of `ended` less those of `started` (by name):
+  /// the CPU of training, over the same interval as train_seconds, not the
+  /// start-up's (loading LibTorch and the data), which made a node's CPU use
+  /// over the training time exceed 100%.
+  static void cpu_since(const std::vector<messages::node_report>& started,
+                        std::vector<messages::node_report>& ended) {
+    for (auto& node : ended)
+      for (const auto& before : started)
+        if (before.name == node.name)
+          node.cpu_seconds = std::max(0.0, node.cpu_seconds - before.cpu_seconds);
+  }
+
   // -- spawning a pass (connecting: job_nodes) ------------------------------------
 
   /// Starts `a` on the node it is placed on, or where a lost node's actors went.

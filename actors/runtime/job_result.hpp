@@ -104,7 +104,8 @@ std::string non_finite_losses(const job_result& r);
 /// train_loss, samples, weights_digest, epochs [{epoch (from 1, as the log
 /// numbers them), train_loss, test_accuracy, samples, seconds and
 /// bytes_sent (when known)}]}]; nodes [{name,
-/// peak_rss_bytes, cpu_seconds}]; edges [{from, to, messages, bytes}];
+/// peak_rss_bytes (the process's own peak, VmHWM), cpu_seconds (its CPU
+/// during training: since the training started)}]; edges [{from, to, messages, bytes}];
 /// actors [{name, role, node, busy_seconds, idle_seconds, bubble_seconds,
 /// busy_fraction, idle_fraction, bubble_fraction}]: each fraction is its
 /// seconds over busy + idle (0 when that is 0); bubble time is part of idle

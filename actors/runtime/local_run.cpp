@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/flow/cpu_time.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/spawner.hpp"
 
@@ -35,16 +36,21 @@ model::progress_fn log_progress(const std::string& what) {
   };
 }
 
+training_start training_starts() {
+  return {std::chrono::steady_clock::now(), process_cpu_seconds()};
+}
+
 job_result local_result(const topology& t, const std::string& node,
                         std::chrono::steady_clock::time_point started,
-                        std::chrono::steady_clock::time_point training_started) {
+                        const training_start& training) {
   auto ended = std::chrono::steady_clock::now();
   job_result out;
   out.job = t.job;
   out.run = "local";
   out.nodes.push_back(current_node_report(node));
+  out.nodes.back().cpu_seconds = std::max(0.0, process_cpu_seconds() - training.cpu_seconds);
   out.wall_seconds = std::chrono::duration<double>(ended - started).count();
-  out.train_seconds = std::chrono::duration<double>(ended - training_started).count();
+  out.train_seconds = std::chrono::duration<double>(ended - training.time).count();
   return out;
 }
 

@@ -32,12 +32,23 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topolog
 /// epoch E N samples, loss L".
 model::progress_fn log_progress(const std::string& what);
 
+/// When a one-process run's training began: the clock, and this process's
+/// CPU seconds then (its report counts the CPU of training only).
+struct training_start {
+  std::chrono::steady_clock::time_point time;
+  double cpu_seconds = 0;
+};
+
+/// Now, as a training_start.
+training_start training_starts();
+
 /// A one-process run's result before its reports: `t`'s job, run
-/// "local", this process's usage as node `node`, and the wall and training
-/// seconds from `started` and `training_started` until now.
+/// "local", this process's usage as node `node` (its CPU seconds since
+/// `training`), and the wall and training seconds from `started` and
+/// `training` until now.
 job_result local_result(const topology& t, const std::string& node,
                         std::chrono::steady_clock::time_point started,
-                        std::chrono::steady_clock::time_point training_started);
+                        const training_start& training);
 
 /// What a one-process run trained as one result reports of it, as the
 /// actors' result group `group` (role `role`, training `task`) reports it:

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -36,12 +37,31 @@ caf::expected<caf::actor> spawn_role(caf::actor_system& sys, const std::string& 
                                                 "' (registered: " + known + ")");
 }
 
+namespace {
+
+/// This process's peak resident memory: VmHWM of /proc/self/status, which
+/// belongs to the process's own memory map. getrusage's ru_maxrss is kept
+/// across fork and exec: a node started by `baton compare` reported the
+/// parent's peak (275 MiB for every run), not its own. ru_maxrss only where
+/// /proc is missing.
+int64_t peak_rss_bytes(const rusage& usage) {
+  std::ifstream status{"/proc/self/status"};
+  std::string key;
+  int64_t kib = 0;
+  while (status >> key)
+    if (key == "VmHWM:" && status >> kib)
+      return kib * 1024;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux: KiB
+}
+
+} // namespace
+
 messages::node_report current_node_report(const std::string& node) {
   messages::node_report r;
   r.name = node;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux: KiB
+  r.peak_rss_bytes = peak_rss_bytes(usage);
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
   r.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   r.cores = static_cast<int32_t>(std::thread::hardware_concurrency());

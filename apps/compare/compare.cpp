@@ -13,9 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench/bench.hpp"
+#include "apps/compare/repeats.hpp"
 #include "apps/compare/run_record.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/predict.hpp"
+#include "apps/report/analysis.hpp"
 #include "apps/report/machine.hpp"
 #include "apps/report/report.hpp"
 #include "messages/errc.hpp"
@@ -35,7 +37,8 @@ struct compare_request {
   int32_t local_nodes = 0;
   std::string link;
   std::optional<double> target;
-  double budget = 0;      ///< seconds of training per strategy (0: none)
+  double budget = 0;      ///< seconds of training per run (0: none)
+  int32_t repeat = 0;     ///< runs of each strategy (0: the default, default_repeat())
   std::string out = "compare-out";
   std::vector<std::string> overrides;
   std::vector<int32_t> predict_hosts;
@@ -100,6 +103,8 @@ bool read_flag(args& a, const std::string& flag, compare_request& r) {
     return a.value(flag, v)
            && parse_number_in(flag, v, 1e-3, 365 * 24 * 3600.0,
                               "a number of seconds from 0.001 to 31536000 (a year)", r.budget);
+  if (flag == "--repeat")
+    return a.value(flag, v) && parse_in_range(flag, v, 1, 100, r.repeat);
   if (flag == "--out")
     return a.value(flag, r.out);
   if (flag == "--set")
@@ -156,7 +161,7 @@ row make_row(strategy_choice s, const compare_request& r) {
   out.overrides = *overrides;
   if (r.target)
     out.overrides.push_back("target_accuracy=" + number_text(*r.target));
-  if (r.budget > 0 && s.distributed)
+  if (r.budget > 0)
     out.overrides.push_back("runtime.stop_after_seconds=" + number_text(r.budget));
   out.flags = s.flags;
   if (s.distributed && r.local_nodes > 0)
@@ -237,10 +242,10 @@ int64_t epochs_of(const row& r) {
 /// line each: a log read by a test or a pipe stays readable).
 class progress {
 public:
-  progress(const row& r, size_t i, size_t n, const compare_request& c)
-      : name_(r.strategy.name), log_(c.out + "/" + r.label + ".log"), i_(i), n_(n),
-        epochs_(epochs_of(r)), budget_(r.strategy.distributed ? c.budget : 0),
-        start_(std::chrono::steady_clock::now()), last_(start_) {}
+  progress(const row& r, const std::string& label, size_t i, size_t n, const compare_request& c)
+      : name_(r.strategy.name), log_(c.out + "/" + label + ".log"), i_(i), n_(n),
+        epochs_(epochs_of(r)), budget_(c.budget), start_(std::chrono::steady_clock::now()),
+        last_(start_) {}
 
   void operator()() {
     auto now = std::chrono::steady_clock::now();
@@ -290,27 +295,30 @@ json settings_of(const row& r, int32_t hosts) {
           {"model", r.model}};
 }
 
-/// Runs `r` and returns its record; a run without metrics is a record
-/// with "failed" and no summary.
-json run_row(const row& r, size_t i, size_t n, const compare_request& c,
+/// Runs round `round` of `r` (its files DIR/LABEL-ROUND.*) and returns its
+/// record; a run without metrics is a record with "failed" and no summary.
+json run_row(const row& r, int32_t round, size_t i, size_t n, const compare_request& c,
              const std::atomic<bool>* interrupted) {
-  progress show{r, i, n, c};
-  std::printf("[%zu/%zu] %s: %s\n", i, n, r.strategy.name.c_str(), r.strategy.summary.c_str());
+  auto label = r.label + "-" + std::to_string(round);
+  auto log = c.out + "/" + label + ".log";
+  progress show{r, label, i, n, c};
+  std::printf("[%zu/%zu] %s (run %d): %s\n", i, n, r.strategy.name.c_str(), round,
+              r.strategy.summary.c_str());
   std::fflush(stdout);
-  auto command = side_command(r.topology, r.overrides, r.flags, c.out, r.label);
-  auto done = run_side(r.topology, r.overrides, r.flags, c.out, r.label, interrupted,
+  auto command = side_command(r.topology, r.overrides, r.flags, c.out, label);
+  auto done = run_side(r.topology, r.overrides, r.flags, c.out, label, interrupted,
                        [&] { show(); });
-  std::ifstream in{c.out + "/" + r.label + ".json"};
+  std::ifstream in{c.out + "/" + label + ".json"};
   auto metrics = json::parse(in, nullptr, false);
   if (!done || metrics.is_discarded() || !metrics.is_object()) {
     auto why = !done ? describe(done.error()) : std::string{"no metrics written"};
-    why = why.substr(0, why.find("; its log")) + last_error(c.out + "/" + r.label + ".log");
+    why = why.substr(0, why.find("; its log")) + last_error(log);
     return {{"label", r.strategy.name}, {"strategy", r.strategy.name}, {"command", command},
-            {"failed", why}, {"log", c.out + "/" + r.label + ".log"}};
+            {"failed", why}, {"log", log}};
   }
   auto record = run_record(r.strategy.name, r.strategy.name, command, metrics, c.target,
                            settings_of(r, c.hosts()));
-  record["log"] = c.out + "/" + r.label + ".log";
+  record["log"] = log;
   return record;
 }
 
@@ -329,27 +337,42 @@ std::string bytes_text(const json& v) {
   return text;
 }
 
-/// Rank: reached first, by time to target; then by best accuracy; failed last.
-bool ranks_before(const json& a, const json& b) {
-  auto key = [](const json& r) {
-    if (!r.contains("summary"))
-      return std::make_tuple(2, 0.0);
-    const auto& s = r["summary"];
-    if (s["reached"].get<bool>())
-      return std::make_tuple(0, s["time_to_target_seconds"].get<double>());
-    return std::make_tuple(1, -s["best_accuracy"].get<double>());
-  };
-  return key(a) < key(b);
+/// `x` in `format` (one %f): "12.3 s".
+std::string format_text(const char* format, double x) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, x);
+  return text;
 }
 
-std::string time_text(const json& s) {
-  char text[64];
+/// The row's `key`, a repeated run's median, in `format` (its value over
+/// `divisor`), with the min-max of its runs in `range_format` after it:
+/// "950 (900-990)".
+std::string median_text(const json& r, const char* key, const char* format,
+                        const char* range_format, double divisor = 1) {
+  const auto& v = r["summary"][key];
+  if (!v.is_number())
+    return "-";
+  auto text = format_text(format, v.get<double>() / divisor);
+  const auto& spread = r.value("spread", json::object());
+  if (spread.value("runs", 1) < 2 || !spread.contains(key) || !spread[key]["min"].is_number())
+    return text;
+  auto range = [&](const char* end) {
+    return format_text(range_format, spread[key][end].get<double>() / divisor);
+  };
+  return text + " (" + range("min") + "-" + range("max") + ")";
+}
+
+std::string time_text(const json& r) {
+  const auto& s = r["summary"];
   if (s["reached"].get<bool>())
-    std::snprintf(text, sizeof text, "%.1f s%s", s["time_to_target_seconds"].get<double>(),
-                  s["time_estimated"].get<bool>() ? "*" : "");
-  else
-    std::snprintf(text, sizeof text, "not reached, best %.1f%%",
-                  100 * s["best_accuracy"].get<double>());
+    return median_text(r, "time_to_target_seconds", "%.1f s", "%.1f");
+  if (s["epochs_run"].get<int64_t>() == 0)
+    return "not reached, no epoch evaluated";
+  auto text = format_text("not reached, best %.1f%%", 100 * s["best_accuracy"].get<double>());
+  const auto& spread = r.value("spread", json::object());
+  if (spread.value("reached", 0) > 0)
+    text += " (" + std::to_string(spread["reached"].get<int>()) + "/" +
+            std::to_string(spread["runs"].get<int>()) + " reached)";
   return text;
 }
 
@@ -360,10 +383,10 @@ std::optional<double> local_time(const json& runs) {
   return std::nullopt;
 }
 
-void print_row(const json& r, std::optional<double> local) {
+void print_row(const json& r, std::optional<double> local, bool recommended) {
+  auto name = (recommended ? "> " : "  ") + r["strategy"].get<std::string>();
   if (!r.contains("summary")) {
-    std::printf("%-24s failed: %s\n", r["strategy"].get<std::string>().c_str(),
-                r["failed"].get<std::string>().c_str());
+    std::printf("%-26s failed: %s\n", name.c_str(), r["failed"].get<std::string>().c_str());
     return;
   }
   const auto& s = r["summary"];
@@ -377,26 +400,32 @@ void print_row(const json& r, std::optional<double> local) {
                   *local / s["time_to_target_seconds"].get<double>());
   if (s["epochs_to_target"].is_number())
     std::snprintf(epochs, sizeof epochs, "%lld", s["epochs_to_target"].get<long long>());
-  std::printf("%-24s %-26s %9.0f %6s %10s %10s %9s %5.0f%% %11s %8s\n",
-              r["strategy"].get<std::string>().c_str(), time_text(s).c_str(),
-              s["samples_per_second"].get<double>(), epochs, bytes_text(s["bytes_per_step"]).c_str(),
-              bytes_text(s["bytes_per_epoch"]).c_str(), bytes_text(s["peak_rss_bytes"]).c_str(),
-              100 * s["cpu_utilisation"].get<double>(), split_text, speedup);
+  std::printf("%-26s %-32s %-20s %-20s %6s %10s %10s %9s %5.0f%% %11s %8s\n", name.c_str(),
+              time_text(r).c_str(), median_text(r, "samples_per_second", "%.0f", "%.0f").c_str(),
+              median_text(r, "step_seconds", "%.1f ms", "%.1f", 1e-3).c_str(), epochs,
+              bytes_text(s["bytes_per_step"]).c_str(), bytes_text(s["bytes_per_epoch"]).c_str(),
+              bytes_text(s["peak_rss_bytes"]).c_str(), 100 * s["cpu_utilisation"].get<double>(),
+              split_text, speedup);
 }
 
+/// The recommendation's sentence, then the table, ranked; "> " marks the
+/// rows it names.
 void print_table(const json& report) {
-  std::printf("\n%-24s %-26s %9s %6s %10s %10s %9s %6s %11s %8s\n", "strategy", "time to target",
-              "samples/s", "epochs", "bytes/step", "bytes/ep.", "peak mem", "CPU",
-              "comp/comm/wait", "speedup");
+  auto recommendation = report.value("recommendation", json{{"winners", json::array()}});
+  const auto& recommended = recommendation["winners"];
+  if (recommendation.contains("sentence"))
+    std::printf("\n%s\n", recommendation["sentence"].get<std::string>().c_str());
+  std::printf("\n%-26s %-32s %-20s %-20s %6s %10s %10s %9s %6s %11s %8s\n", "  strategy",
+              "time to target", "samples/s", "step", "epochs", "bytes/step", "bytes/ep.",
+              "peak mem", "CPU", "comp/comm/wait", "speedup");
   auto local = local_time(report["runs"]);
   for (const auto& r : report["runs"])
-    print_row(r, local);
-  bool estimated = false;
-  for (const auto& r : report["runs"])
-    estimated = estimated || (r.contains("summary") && r["summary"]["time_estimated"].get<bool>());
-  if (estimated)
-    std::printf("* --mode local reports no epoch times: its time to target is its training time "
-                "x epochs to target / epochs run\n");
+    print_row(r, local,
+              std::find(recommended.begin(), recommended.end(), r["label"]) != recommended.end());
+  if (report.value("repeat", 1) > 1)
+    std::printf("each figure: the median of %d runs of the strategy, (min-max) after it; CPU: "
+                "over the training time\n",
+                report["repeat"].get<int>());
   for (const auto& s : report["skipped"])
     std::printf("skipped %-16s %s\n", s["strategy"].get<std::string>().c_str(),
                 s["reason"].get<std::string>().c_str());
@@ -464,6 +493,47 @@ void add_predictions(json& report, const compare_request& r, const std::vector<r
         run["predicted"] = m;
 }
 
+/// The default --repeat after the first round, which took `first` seconds:
+/// 3, or 1 when three rounds would not fit the budget the user gave (each
+/// strategy's --budget, once: `strategies` x budget seconds).
+int32_t default_repeat(const compare_request& r, size_t strategies, double first) {
+  constexpr int32_t repeats = 3;
+  if (r.budget <= 0 || repeats * first <= static_cast<double>(strategies) * r.budget)
+    return repeats;
+  std::printf("--repeat defaults to 1: %d rounds would take about %.0f s, more than the budget "
+              "of %zu strategies x %.0f s; give --repeat %d to run them anyway\n",
+              repeats, repeats * first, strategies, r.budget, repeats);
+  return 1;
+}
+
+/// Runs every strategy of `rows` N times, interleaved (A B C A B C ...) so
+/// that a slow spell of the host hits all of them, and puts each
+/// strategy's row (combine_repeats) into report["runs"], ranked. Returns N.
+int32_t run_rounds(const std::vector<const row*>& rows, const compare_request& r, json& report,
+                   const std::atomic<bool>* interrupted) {
+  std::vector<std::vector<json>> records(rows.size());
+  // Without --repeat the rounds are known after the first: 3 until then.
+  int32_t rounds = r.repeat > 0 ? r.repeat : 3;
+  size_t i = 0;
+  auto first_started = std::chrono::steady_clock::now();
+  for (int32_t round = 1; round <= rounds; ++round) {
+    for (size_t k = 0; k < rows.size() && !stop_requested(interrupted); ++k)
+      records[k].push_back(run_row(*rows[k], round, ++i, rows.size() * rounds, r, interrupted));
+    if (round == 1 && r.repeat == 0) {
+      auto first = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_started);
+      rounds = default_repeat(r, rows.size(), first.count());
+    }
+  }
+  json runs = json::array();
+  for (const auto& strategy : records)
+    if (!strategy.empty())
+      runs.push_back(combine_repeats(strategy));
+  for (auto index : ranking(runs))
+    report["runs"].push_back(runs[index]);
+  report["recommendation"] = recommendation(report["runs"], report["workload"]["target"]);
+  return rounds;
+}
+
 int compare(const compare_request& r, const std::vector<strategy_choice>& chosen, bool named,
             const std::atomic<bool>* interrupted) {
   std::error_code ec;
@@ -495,16 +565,11 @@ int compare(const compare_request& r, const std::vector<strategy_choice>& chosen
               r.local_nodes > 0 ? (std::to_string(r.local_nodes) + " local nodes").c_str()
                                 : "one process",
               r.link.empty() ? "loopback" : ("--link " + r.link).c_str());
-  size_t i = 0;
-  for (const auto& row : rows) {
-    if (!row.skipped.empty())
-      continue;
-    if (stop_requested(interrupted))
-      break;
-    report["runs"].push_back(run_row(row, ++i, n, r, interrupted));
-  }
-  auto& runs = report["runs"];
-  std::stable_sort(runs.begin(), runs.end(), ranks_before);
+  std::vector<const row*> running;
+  for (const auto& row : rows)
+    if (row.skipped.empty())
+      running.push_back(&row);
+  report["repeat"] = run_rounds(running, r, report, interrupted);
   if (!r.predict_hosts.empty() && !stop_requested(interrupted))
     add_predictions(report, r, rows, interrupted);
   print_table(report);

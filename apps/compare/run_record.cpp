@@ -55,9 +55,9 @@ bool trainable(const json& actor) {
 }
 
 /// Seconds into training when `epoch` (from 1) of `head` was complete: its
-/// "seconds", or, for runs without them (`--mode local`: the reference loop
-/// reports no epoch times), the training time spread evenly over the epochs
-/// run (`estimated` is set).
+/// "seconds", or, for metrics without them (`--mode local` wrote none
+/// before issue 34), the training time spread evenly over the epochs run
+/// (`estimated` is set).
 double epoch_seconds(const json& e, const json& metrics, size_t epochs_run, bool& estimated) {
   if (auto at = number(e, "seconds", -1); at >= 0)
     return at;
@@ -150,9 +150,11 @@ double wire_bytes(const json& metrics) {
   return bytes;
 }
 
-/// The largest node's peak RSS, and the nodes' CPU seconds over the wall
-/// time x the cores: local nodes share this machine, so its cores (the
-/// largest node count) are the denominator, not their sum.
+/// The largest node's peak RSS, and the nodes' CPU seconds over the
+/// training time x the cores: a node's cpu_seconds are those of training
+/// (the runtime subtracts its start-up's), so the interval is the same;
+/// local nodes share this machine, so its cores (the largest node count)
+/// are the denominator, not their sum.
 void machine_figures(const json& metrics, json& s) {
   double peak = 0, cpu = 0, cores = 0;
   for (const auto& n : array(metrics, "nodes")) {
@@ -160,9 +162,9 @@ void machine_figures(const json& metrics, json& s) {
     cpu += number(n, "cpu_seconds");
     cores = std::max(cores, number(n, "cores"));
   }
-  auto wall = number(metrics, "wall_seconds");
+  auto train = number(metrics, "train_seconds", number(metrics, "wall_seconds"));
   s["peak_rss_bytes"] = static_cast<int64_t>(peak);
-  s["cpu_utilisation"] = wall > 0 && cores > 0 ? cpu / (wall * cores) : 0.0;
+  s["cpu_utilisation"] = train > 0 && cores > 0 ? cpu / (train * cores) : 0.0;
 }
 
 /// Where the trainable actors' time went, summed over them (each actor's

@@ -26,12 +26,12 @@ namespace baton::apps {
 ///
 /// Fields: reached (bool), time_to_target_seconds (null when not reached),
 /// time_estimated (true when the metrics have no epoch seconds: `--mode
-/// local`), best_accuracy, final_accuracy, epochs_run, epochs_to_target
+/// local` before issue 34), best_accuracy, final_accuracy, epochs_run, epochs_to_target
 /// (null when not reached), train_seconds, wall_seconds,
 /// samples_per_second, steps (null when unknown), step_seconds,
 /// bytes_per_step, bytes_per_epoch (on the wire: edges between actors of
 /// different nodes), peak_rss_bytes (the largest node's), cpu_utilisation
-/// (CPU seconds of the nodes over wall x cores), time_split {compute,
+/// (CPU seconds of the nodes during training over train_seconds x cores), time_split {compute,
 /// communication, waiting} (fractions of the trainable actors' time),
 /// curve [{epoch, seconds, test_accuracy}] (the first result row's).
 /// `target`: the accuracy a row must reach (none: reached, time_to_target

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <string>
 
@@ -23,6 +24,40 @@ std::optional<double> reached_seconds(const json& run) {
   if (!s.value("reached", false))
     return std::nullopt;
   return number_at(s, "time_to_target_seconds");
+}
+
+/// The min-max range of a run's time to target: its spread's, else its one
+/// time (a run made once).
+std::pair<double, double> time_range(const json& run, double time) {
+  auto spread = run.find("spread");
+  if (spread != run.end() && spread->is_object() && spread->contains("time_to_target_seconds")) {
+    const auto& t = (*spread)["time_to_target_seconds"];
+    auto low = number_at(t, "min"), high = number_at(t, "max");
+    if (low && high)
+      return {*low, *high};
+  }
+  return {time, time};
+}
+
+std::string fixed(double x, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, x);
+  return text;
+}
+
+/// "12.3 s" or, for a repeated run, "12.3 s (median of 3 runs, 11.9-13.0 s)".
+std::string time_text(const json& run, double time) {
+  auto [low, high] = time_range(run, time);
+  auto runs = run.contains("spread") ? number_at(run["spread"], "runs") : std::nullopt;
+  std::string text = fixed(time, 1) + " s";
+  if (runs && *runs > 1)
+    text += " (median of " + fixed(*runs, 0) + " runs, " + fixed(low, 1) + "-" + fixed(high, 1) +
+            " s)";
+  return text;
+}
+
+std::string label_of(const json& run) {
+  return run.value("label", run.value("strategy", "run"));
 }
 
 /// Samples per second the cost model predicts for `run` (see prediction_check).
@@ -59,9 +94,37 @@ std::optional<double> number_at(const json& j, const char* key) {
   return it->get<double>();
 }
 
+std::optional<double> common_seconds(const json& runs) {
+  std::optional<double> common;
+  for (const auto& run : runs) {
+    const auto& curve = summary_of(run).value("curve", json::array());
+    if (!curve.is_array() || curve.empty())
+      continue;
+    auto end = number_at(curve.back(), "seconds");
+    if (end && (!common || *end < *common))
+      common = end;
+  }
+  return common;
+}
+
+double accuracy_within(const json& run, double seconds) {
+  double best = 0;
+  const auto& curve = summary_of(run).value("curve", json::array());
+  if (curve.is_array())
+    for (const auto& point : curve)
+      if (number_at(point, "seconds").value_or(seconds + 1) <= seconds)
+        best = std::max(best, number_at(point, "test_accuracy").value_or(0));
+  return best;
+}
+
 std::vector<size_t> ranking(const json& runs) {
   std::vector<size_t> order(runs.size());
   std::iota(order.begin(), order.end(), size_t{0});
+  auto common = common_seconds(runs);
+  auto accuracy = [&](const json& run) {
+    return common ? accuracy_within(run, *common)
+                  : number_at(summary_of(run), "best_accuracy").value_or(0);
+  };
   auto before = [&](size_t a, size_t b) {
     auto ta = reached_seconds(runs[a]);
     auto tb = reached_seconds(runs[b]);
@@ -69,11 +132,64 @@ std::vector<size_t> ranking(const json& runs) {
       return *ta < *tb;
     if (ta || tb)
       return ta.has_value();
-    return number_at(summary_of(runs[a]), "best_accuracy").value_or(0) >
-           number_at(summary_of(runs[b]), "best_accuracy").value_or(0);
+    return accuracy(runs[a]) > accuracy(runs[b]);
   };
   std::stable_sort(order.begin(), order.end(), before);
   return order;
+}
+
+json recommendation(const json& runs, const json& target) {
+  auto order = ranking(runs);
+  std::string goal = target.is_number() ? "the target (" + fixed(100 * target.get<double>(), 1) +
+                                            "% test accuracy)"
+                                        : "the end of training (no target)";
+  if (order.empty() || !reached_seconds(runs[order.front()])) {
+    auto common = common_seconds(runs);
+    std::string sentence = "None reached " + goal + ": no winner.";
+    if (common) {
+      sentence += " The rows are ranked by the best test accuracy reached within the shortest "
+                  "common time, " + fixed(*common, 1) + " s:";
+      for (size_t i = 0; i < order.size(); ++i) {
+        const auto& run = runs[order[i]];
+        if (!run.contains("summary"))
+          continue;
+        auto first = summary_of(run).value("curve", json::array());
+        bool evaluated = first.is_array() && !first.empty() &&
+                         number_at(first.front(), "seconds").value_or(*common + 1) <= *common;
+        sentence += std::string{i ? "," : ""} + " " + label_of(run) + " " +
+                    (evaluated ? fixed(100 * accuracy_within(run, *common), 1) + "%"
+                               : std::string{"no epoch evaluated by then"});
+      }
+      sentence += ".";
+    } else {
+      sentence += " No run evaluated an epoch.";
+    }
+    return {{"kind", "none_reached"}, {"winners", json::array()}, {"sentence", sentence}};
+  }
+  const auto& fastest = runs[order.front()];
+  auto best = *reached_seconds(fastest);
+  auto [low, high] = time_range(fastest, best);
+  json winners = json::array({label_of(fastest)});
+  std::string tied = label_of(fastest) + " " + time_text(fastest, best);
+  for (size_t i = 1; i < order.size(); ++i) {
+    auto time = reached_seconds(runs[order[i]]);
+    if (!time)
+      break;
+    auto [other_low, other_high] = time_range(runs[order[i]], *time);
+    if (other_low > high || other_high < low)
+      continue;
+    winners.push_back(label_of(runs[order[i]]));
+    tied += ", " + label_of(runs[order[i]]) + " " + time_text(runs[order[i]], *time);
+  }
+  if (winners.size() > 1)
+    return {{"kind", "tie"},
+            {"winners", winners},
+            {"sentence", "A tie within the measured spread: " + tied + " to " + goal +
+                           ": their min-max ranges overlap; more repeats (--repeat) may "
+                           "separate them."}};
+  return {{"kind", "fastest"},
+          {"winners", winners},
+          {"sentence", "Fastest to " + goal + ": " + tied + "."}};
 }
 
 std::optional<double> speedup_over_local(const json& runs, const json& run) {

@@ -13,9 +13,29 @@
 namespace baton::apps {
 
 /// The order of `runs` (run records) in the table: those that reached the
-/// target by time to target, then the others by best accuracy, highest
-/// first; ties keep the given order. Indices into `runs`.
+/// target by time to target (the median of a repeated run's), then the
+/// others by their best accuracy within the shortest common time
+/// (common_seconds), highest first; ties keep the given order. Indices into
+/// `runs`.
 std::vector<size_t> ranking(const nlohmann::json& runs);
+
+/// The shortest common time of `runs`: the least of their training times as
+/// their curves end (the seconds of each run's last evaluated epoch); none
+/// when no run has an evaluated epoch. Runs that did not reach the target
+/// compare fairly within it: the fastest run may have trained more epochs.
+std::optional<double> common_seconds(const nlohmann::json& runs);
+
+/// A run's best test accuracy among its epochs evaluated by `seconds` into
+/// training (0 when none was).
+double accuracy_within(const nlohmann::json& run, double seconds);
+
+/// The decision the report states first: {"kind": "fastest", "tie" or
+/// "none_reached", "winners": [labels] (the fastest, the tied; none when
+/// no run reached the target), "sentence"}. The fastest is the run of the
+/// least time to target; runs whose min-max range of time to target
+/// (their "spread", a single value for a run made once) overlaps the
+/// fastest's tie with it. `target`: the target accuracy (null: none).
+nlohmann::json recommendation(const nlohmann::json& runs, const nlohmann::json& target);
 
 /// A run's speedup over the run whose strategy is "local": the local run's
 /// time to target over this one's; none when there is no local run or

@@ -1,5 +1,6 @@
 #include "apps/report/html.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -84,6 +85,14 @@ std::string workload_text(const json& workload) {
   return html + "</code>. ";
 }
 
+/// The recommendation's sentence, first thing under the title.
+std::string recommendation_section(const json& report) {
+  const auto& r = report.value("recommendation", json::object());
+  if (!r.is_object() || !r.contains("sentence"))
+    return "";
+  return "<p id=\"recommendation\"><b>" + html_escape(text_at(r, "sentence")) + "</b></p>\n";
+}
+
 std::string header_section(const json& report) {
   std::string html = "<h1>" + html_escape(text_at(report, "title")) + "</h1>\n<p>";
   html += workload_text(report.value("workload", json{}));
@@ -92,6 +101,7 @@ std::string header_section(const json& report) {
   else
     html += "No target accuracy: time to target is each run's whole training time. ";
   html += "Made " + html_escape(text_at(report, "created")) + ".</p>\n";
+  html += recommendation_section(report);
   const auto& m = report.value("machine", json::object());
   html += "<h2>Machine and link</h2>\n<p>";
   if (auto note = text_at(m, "note"); !note.empty())
@@ -112,7 +122,22 @@ std::string time_to_target_cell(const json& s) {
   if (s.value("reached", false))
     return seconds_text(number_at(s, "time_to_target_seconds")) +
            (s.value("time_estimated", false) ? " (est.)" : "");
+  if (number_at(s, "epochs_run") == 0.0)
+    return "not reached, no epoch evaluated";
   return "not reached, best " + percent_text(number_at(s, "best_accuracy"));
+}
+
+/// " (min-max)" of a repeated run's `key` in its spread, each value as
+/// `text` shows it; "" for a run made once.
+template <class Text>
+std::string range_text(const json& run, const char* key, Text text) {
+  const auto& spread = run.value("spread", json::object());
+  if (!spread.is_object() || number_at(spread, "runs").value_or(1) < 2 || !spread.contains(key))
+    return "";
+  auto low = number_at(spread[key], "min"), high = number_at(spread[key], "max");
+  if (!low || !high)
+    return "";
+  return " <span class=\"note\">(" + text(*low) + "&ndash;" + text(*high) + ")</span>";
 }
 
 std::string split_cell(const json& s) {
@@ -133,16 +158,32 @@ std::string prediction_cells(const json& check, const json& run) {
   return cell("&ndash;") + cell("&ndash;");
 }
 
+/// Whether `run` is one the recommendation names (the fastest or a tie):
+/// the highlighted rows; none when no run reached the target.
+bool recommended(const json& report, const json& run) {
+  const auto& r = report.value("recommendation", json::object());
+  const auto& winners = r.is_object() ? r.value("winners", json::array()) : json::array();
+  return std::find(winners.begin(), winners.end(), json(run.value("label", ""))) != winners.end();
+}
+
 std::string table_row(const json& report, const json& run, size_t rank) {
   const auto& s = summary_of(run);
   auto speedup = speedup_over_local(report["runs"], run);
   auto steps = number_at(s, "step_seconds");
-  return std::string{rank == 1 ? "<tr class=\"best\">" : "<tr>"} + cell(std::to_string(rank)) +
-         cell(html_escape(run.value("label", "")), true) +
-         cell(html_escape(run.value("strategy", "")), true) + cell(time_to_target_cell(s)) +
+  auto seconds = [](double x) { return fixed(x, x < 10 ? 2 : 1); };
+  auto rate = [](double x) { return fixed(x, 0); };
+  auto milliseconds = [](double x) { return fixed(1000 * x, 1); };
+  return std::string{recommended(report, run) ? "<tr class=\"best\">" : "<tr>"} +
+         cell(std::to_string(rank)) + cell(html_escape(run.value("label", "")), true) +
+         cell(html_escape(run.value("strategy", "")), true) +
+         cell(time_to_target_cell(s) +
+              (s.value("reached", false) ? range_text(run, "time_to_target_seconds", seconds)
+                                         : "")) +
          cell(html_escape(text_at(s, "epochs_to_target"))) +
-         cell(fixed(number_at(s, "samples_per_second").value_or(0), 0)) +
-         cell(steps ? fixed(1000 * *steps, 1) + " ms" : "&ndash;") +
+         cell(fixed(number_at(s, "samples_per_second").value_or(0), 0) +
+              range_text(run, "samples_per_second", rate)) +
+         cell(steps ? fixed(1000 * *steps, 1) + " ms" + range_text(run, "step_seconds", milliseconds)
+                    : "&ndash;") +
          cell(bytes_text(number_at(s, "bytes_per_step"))) +
          cell(bytes_text(number_at(s, "bytes_per_epoch"))) +
          cell(bytes_text(number_at(s, "peak_rss_bytes"))) +
@@ -166,8 +207,12 @@ std::string table_section(const json& report) {
   for (auto index : report.value("ranking", json::array()))
     html += table_row(report, report["runs"].at(index.get<size_t>()), ++rank);
   html += "</table></div>\n<p class=\"note\">Ranked by time to target; runs that did not reach it "
-          "after them, by best accuracy. Peak memory: the largest node's. (est.): a --mode local run, whose time to target "
-          "spreads its training time evenly over its epochs.</p>\n";
+          "after them, by the best accuracy reached within the shortest common time. A run "
+          "repeated (--repeat) shows the median of its runs and, in brackets, their min&ndash;max. "
+          "Highlighted: the fastest, or the runs tied with it; none when no run reached the "
+          "target. Peak memory: the largest node's; CPU use: over the training time. (est.): a "
+          "run whose metrics have no epoch times: its training time spread evenly over its "
+          "epochs.</p>\n";
   return html;
 }
 

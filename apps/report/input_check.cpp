@@ -193,11 +193,26 @@ void predicted_step(const json& p, const std::string& at) {
                  {"samples_per_step", kind::non_negative}});
 }
 
+/// The spread of a repeated run (apps/compare/repeats.hpp).
+void spread(const json& s, const std::string& at) {
+  fields(s, at, {{"runs", kind::non_negative}, {"failed", kind::non_negative},
+                 {"reached", kind::non_negative}});
+  for (const char* figure : {"time_to_target_seconds", "samples_per_second", "step_seconds"})
+    if (auto f = s.find(figure); f != s.end())
+      fields(*f, child(at, figure), {{"median", kind::non_negative, true},
+                                     {"min", kind::non_negative, true},
+                                     {"max", kind::non_negative, true},
+                                     {"values", kind::array}});
+}
+
 void record(const json& run, const std::string& at) {
   fields(run, at, {{"label", kind::text}, {"strategy", kind::text}, {"command", kind::text},
                    {"source", kind::text}, {"settings", kind::object},
                    {"metrics", kind::object}, {"summary", kind::object},
-                   {"predicted", kind::object}});
+                   {"predicted", kind::object}, {"spread", kind::object},
+                   {"repeats", kind::array}});
+  if (auto s = run.find("spread"); s != run.end())
+    spread(*s, child(at, "spread"));
   if (auto s = run.find("settings"); s != run.end())
     fields(*s, child(at, "settings"), {{"microbatches_per_step", kind::non_negative},
                                         {"global_batch", kind::non_negative}});

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -85,19 +86,41 @@ report_plot bar_chart(const heading& h, const std::string& data, const std::stri
   return p;
 }
 
+/// The min and max of a repeated run's `key` (its "spread"); none for a
+/// run made once.
+std::optional<std::pair<double, double>> spread_of(const json& run, const char* key) {
+  const auto& spread = run.value("spread", json::object());
+  if (!spread.is_object() || number_at(spread, "runs").value_or(1) < 2 || !spread.contains(key))
+    return std::nullopt;
+  auto low = number_at(spread[key], "min"), high = number_at(spread[key], "max");
+  if (!low || !high)
+    return std::nullopt;
+  return std::make_pair(*low, *high);
+}
+
 /// One bar per run: the summary's `key` over `divisor`, its value written
-/// above the bar with `format` (a gnuplot sprintf format).
+/// above the bar with `format` (a gnuplot sprintf format); a whisker from
+/// the min to the max of a repeated run's values (its spread).
 report_plot bars(const json& runs, const char* key, double divisor, const heading& h,
                  const std::string& ylabel, const std::string& format) {
   std::string data;
-  for (const auto& run : runs)
-    data += bar_row(label_of(run), {number_at(summary_of(run), key).value_or(0) / divisor});
+  bool whiskers = false;
+  for (const auto& run : runs) {
+    auto value = number_at(summary_of(run), key).value_or(0);
+    auto range = spread_of(run, key);
+    whiskers = whiskers || range.has_value();
+    auto [low, high] = range.value_or(std::make_pair(value, value));
+    data += bar_row(label_of(run), {value / divisor, low / divisor, high / divisor});
+  }
   return bar_chart(h, data,
                    "set boxwidth 0.6\nset ylabel " + gnuplot_quote(ylabel) +
                      "\nset offsets 0.5, 0.5, graph 0.1, 0\nplot '" + h.name +
-                     ".dat' using 0:2:xtic(1) with boxes lc rgb '" + colour(0) +
-                     "' notitle, '' using 0:2:(sprintf(" + gnuplot_quote(format) +
-                     ", $2)) with labels offset 0,0.8 notitle");
+                     ".dat' using 0:2:xtic(1) with boxes lc rgb '" + colour(0) + "' notitle" +
+                     (whiskers ? ", '' using 0:2:3:4 with yerrorbars lc rgb '#000000' pt -1 "
+                                 "title 'min-max of the repeats'"
+                               : "") +
+                     ", '' using 0:" + (whiskers ? "4" : "2") + ":(sprintf(" +
+                     gnuplot_quote(format) + ", $2)) with labels offset 0,0.8 notitle");
 }
 
 /// A column of a histogram: its title in the key and its colour.
@@ -160,8 +183,8 @@ report_plot accuracy_plot(const json& report) {
   p.caption = "Each run's test accuracy after every epoch of its first result row, at the "
               "seconds into training when the epoch was complete.";
   if (!estimated.empty()) {
-    p.caption += " Runs of --mode local record no epoch times: their training time is spread "
-                 "evenly over their epochs (";
+    p.caption += " Runs whose metrics record no epoch times (--mode local before baton "
+                 "recorded them): their training time is spread evenly over their epochs (";
     for (size_t i = 0; i < estimated.size(); ++i)
       p.caption += (i ? ", " : "") + estimated[i];
     p.caption += ").";
@@ -175,8 +198,27 @@ report_plot throughput_plot(const json& runs) {
   return bars(runs, "samples_per_second", 1,
               {"throughput", "Throughput",
                "Training samples per second of each run: its samples over its training time "
-               "(setup excluded, evaluation included)."},
+               "(setup excluded, evaluation included); a repeated run's median, its whisker "
+               "the min-max of its runs."},
               "training samples per second", "%.0f");
+}
+
+/// Time to target of the runs that reached it (0 for the others: the
+/// ranking says where they stand).
+report_plot time_to_target_plot(const json& runs) {
+  return bars(runs, "time_to_target_seconds", 1,
+              {"time_to_target", "Time to target",
+               "Seconds of training until the target accuracy was first reached (0: not "
+               "reached); a repeated run's median, its whisker the min-max of its runs."},
+              "seconds of training", "%.1f");
+}
+
+report_plot step_plot(const json& runs) {
+  return bars(runs, "step_seconds", 1e-3,
+              {"step", "Step time",
+               "Training time per optimiser step; a repeated run's median, its whisker the "
+               "min-max of its runs."},
+              "ms per optimiser step", "%.1f");
 }
 
 report_plot bytes_plot(const json& runs) {
@@ -327,7 +369,9 @@ std::vector<report_plot> report_plots(const json& report) {
   if (runs.empty())
     return plots;
   plots.push_back(accuracy_plot(report));
+  plots.push_back(time_to_target_plot(runs));
   plots.push_back(throughput_plot(runs));
+  plots.push_back(step_plot(runs));
   plots.push_back(bytes_plot(runs));
   plots.push_back(split_plot(runs));
   if (auto check = prediction_check(runs); !check.is_null())

@@ -69,6 +69,7 @@ json completed(json report) {
   for (auto i : ranking(report["runs"]))
     order.push_back(i);
   report["ranking"] = order;
+  report["recommendation"] = recommendation(report["runs"], report["target"]);
   report["prediction_check"] = prediction_check(report["runs"]);
   return report;
 }

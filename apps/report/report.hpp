@@ -22,11 +22,13 @@ namespace baton::apps {
 /// [{"strategy", "reason"}], "predictions" (apps/predict/predict.hpp; its
 /// "projection" points {strategy, hosts, bandwidth (bytes/s),
 /// samples_per_second} and "crossovers" [{sentence}] are drawn). A run's
-/// optional "predicted" {step_seconds, samples_per_second or
-/// samples_per_step} is checked against its measured step. Adds "schema"
-/// ("baton-report/1"), "created", "ranking" (indices into runs, best
-/// first), "prediction_check" and "plots" (name, title, caption). Errors:
-/// gnuplot missing or failing, DIR not writable.
+/// optional "spread" (apps/compare/repeats.hpp) gives the min-max of its
+/// repeated runs, drawn as whiskers; its optional "predicted"
+/// {step_seconds, samples_per_second or samples_per_step} is checked
+/// against its measured step. Adds "schema" ("baton-report/1"), "created",
+/// "ranking" (indices into runs, best first), "recommendation"
+/// (analysis.hpp), "prediction_check" and "plots" (name, title, caption).
+/// Errors: gnuplot missing or failing, DIR not writable.
 caf::expected<void> write_report(const nlohmann::json& report, const std::string& dir);
 
 /// `baton report FILE... [--out DIR] [--target ACC]`: the same report from

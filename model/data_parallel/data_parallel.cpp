@@ -1,6 +1,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -494,7 +495,10 @@ void local_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatch
     average_parameters(s);
 }
 
-void train_epoch(run_state& s, int32_t epoch) {
+/// Trains one epoch; false when the time budget (`over_budget`) cut it
+/// short (its loss is then not an epoch's and is not recorded).
+template <class OverBudget>
+bool train_epoch(run_state& s, int32_t epoch, OverBudget over_budget) {
   std::vector<std::vector<std::vector<int64_t>>> batches; // [worker][step]
   for (int32_t w = 0; w < s.spec.workers; ++w)
     batches.push_back(worker_minibatches(
@@ -503,6 +507,10 @@ void train_epoch(run_state& s, int32_t epoch) {
   s.epoch_loss = 0;
   s.epoch_samples = 0;
   for (size_t k = 0; k < batches.front().size(); ++k) {
+    if (over_budget()) {
+      s.result.samples += s.epoch_samples;
+      return false;
+    }
     std::vector<std::vector<int64_t>> minibatches;
     for (const auto& worker_batches : batches)
       minibatches.push_back(worker_batches[k]);
@@ -517,6 +525,7 @@ void train_epoch(run_state& s, int32_t epoch) {
   s.result.samples += s.epoch_samples;
   s.result.train_loss.push_back(
       s.epoch_samples > 0 ? s.epoch_loss / static_cast<double>(s.epoch_samples) : 0.0);
+  return true;
 }
 
 /// Test accuracy of worker 0's model (evaluation mode), then back to training.
@@ -578,9 +587,20 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
   check_spec(spec);
   run_state s(spec, train);
   start(s, make);
+  auto started = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  auto over_budget = [&] {
+    return spec.stop_after_seconds > 0 && seconds() >= spec.stop_after_seconds;
+  };
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
-    train_epoch(s, epoch);
+    if (!train_epoch(s, epoch, over_budget))
+      break;
     s.result.test_accuracy.push_back(evaluate(s, test));
+    s.result.epoch_seconds.push_back(seconds());
+    if (spec.target_accuracy > 0 && s.result.test_accuracy.back() >= spec.target_accuracy)
+      break;
   }
   s.result.steps = s.step;
   s.result.frozen_layers = s.point;

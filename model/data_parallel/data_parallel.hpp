@@ -290,12 +290,21 @@ struct data_parallel_settings {
   /// 2-3x on the convnet (the rows crowd into more blocks).
   int64_t feature_block = 4;
   int64_t eval_batch = 256;
+  /// Stop after the first epoch whose test accuracy reaches this (0: train
+  /// every epoch), as the actors' runs stop at the workload's target_accuracy.
+  double target_accuracy = 0;
+  /// Stop at the first step after this many seconds of training (0: no
+  /// limit), as the actors' runs stop at runtime.stop_after_seconds; the
+  /// epoch cut short is not evaluated.
+  double stop_after_seconds = 0;
 };
 
 /// What a run produced.
 struct data_parallel_result {
   std::vector<double> train_loss;    ///< per epoch, mean over all workers' samples
   std::vector<double> test_accuracy; ///< per epoch, worker 0's model
+  /// Per epoch: seconds from the start of training until its evaluation ended.
+  std::vector<double> epoch_seconds;
   int64_t steps = 0;                 ///< global steps taken
   int64_t samples = 0;               ///< samples trained (all workers)
   std::string weights_digest;        ///< weights_digest of the final model

@@ -2,9 +2,12 @@
 // tiny workload the test writes (Fashion-MNIST, 512 training samples, over 2
 // local node processes without --link, so that it runs anywhere), each a row
 // of the table and of report.json (reached or not) or skipped with its
-// reason; and bad input, each exit code 2 with a message naming it.
+// reason; two strategies run twice (--repeat 2) with their spread, and no
+// winner when none reaches the target; `local` stopped by the budget; and
+// bad input, each exit code 2 with a message naming it.
 
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -20,7 +23,8 @@ using nlohmann::json;
 
 /// A workload of every strategy's size: the mlp of data-parallel and IST
 /// (pipeline, which splits a backbone, does not apply to it).
-std::string write_workload(const std::string& dir, const std::string& model_section) {
+std::string write_workload(const std::string& dir, const std::string& model_section,
+                           int epochs = 2) {
   auto path = dir + "/tiny.yaml";
   std::ofstream{path} << "seed: 42\n"
                          "data:\n"
@@ -29,7 +33,8 @@ std::string write_workload(const std::string& dir, const std::string& model_sect
                          "  train_limit: 512\n"
                          "  test_limit: 200\n"
                          "  batch_size: 64\n"
-                         "  epochs: 2\n"
+                         "  epochs: "
+                      << epochs << "\n"
                          "backbone:\n"
                          "  checkpoint: none\n"
                          "  pretrain: {optimizer: {lr: 0.05, momentum: 0.9}}\n"
@@ -56,8 +61,8 @@ TEST(compare, every_strategy_is_a_row_or_skipped_with_its_reason) {
   scratch_dir dir{"compare"};
   auto workload = write_workload(dir.path(), mlp_sections);
   auto out = dir.path() + "/out";
-  auto run = run_baton({"compare", workload, "--local-nodes", "2", "--target", "0.5", "--out",
-                        out});
+  auto run = run_baton({"compare", workload, "--local-nodes", "2", "--target", "0.5", "--repeat",
+                        "1", "--out", out});
   ASSERT_EQ(run.exit_code, 0) << run.text;
   EXPECT_NE(run.text.find("time to target"), std::string::npos) << run.text;
   auto report = read_json(out + "/report.json");
@@ -100,6 +105,95 @@ TEST(compare, every_strategy_is_a_row_or_skipped_with_its_reason) {
     if (r["strategy"] == "local")
       EXPECT_EQ(bytes, 0);
   }
+  // local measures its epochs' times as the actors' runs do: no estimate.
+  for (const auto& r : report["runs"])
+    if (r["strategy"] == "local") {
+      EXPECT_FALSE(r["summary"]["time_estimated"].get<bool>()) << r["summary"].dump();
+      for (const auto& point : r["summary"]["curve"])
+        EXPECT_LE(point["seconds"].get<double>(), r["summary"]["train_seconds"].get<double>());
+    }
+}
+
+/// `field` of a row's spread: median, min and max in order, one value per run.
+void expect_spread(const json& row, const char* field, size_t runs) {
+  const auto& s = row["spread"][field];
+  ASSERT_TRUE(s.is_object()) << row["strategy"] << " has no spread of " << field;
+  ASSERT_EQ(s["values"].size(), runs) << s.dump();
+  ASSERT_TRUE(s["median"].is_number() && s["min"].is_number() && s["max"].is_number())
+    << s.dump();
+  EXPECT_LE(s["min"].get<double>(), s["median"].get<double>()) << s.dump();
+  EXPECT_LE(s["median"].get<double>(), s["max"].get<double>()) << s.dump();
+  for (const auto& v : s["values"]) {
+    EXPECT_GE(v.get<double>(), s["min"].get<double>()) << s.dump();
+    EXPECT_LE(v.get<double>(), s["max"].get<double>()) << s.dump();
+  }
+  EXPECT_EQ(row["summary"][field], s["median"]) << "the table shows the median";
+}
+
+TEST(compare, repeated_runs_give_their_spread_and_no_winner_when_none_reached_the_target) {
+  scratch_dir dir{"compare-repeat"};
+  auto workload = write_workload(dir.path(), mlp_sections, 1);
+  auto out = dir.path() + "/out";
+  // One epoch of 512 samples cannot reach 99% on Fashion-MNIST.
+  auto run = run_baton({"compare", workload, "--strategies", "local,data-parallel:ring",
+                        "--local-nodes", "2", "--target", "0.99", "--budget", "120",
+                        "--repeat", "2", "--out", out});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  EXPECT_NE(run.text.find("None reached the target (99.0% test accuracy): no winner"),
+            std::string::npos)
+    << run.text;
+  auto report = read_json(out + "/report.json");
+  ASSERT_TRUE(report.is_object()) << "report.json does not parse";
+  ASSERT_EQ(report["runs"].size(), 2u);
+  for (const auto& r : report["runs"]) {
+    ASSERT_TRUE(r.contains("summary")) << r.dump();
+    EXPECT_FALSE(r["summary"]["reached"].get<bool>());
+    EXPECT_EQ(r["spread"]["runs"], 2);
+    EXPECT_EQ(r["spread"]["reached"], 0);
+    ASSERT_EQ(r["repeats"].size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(r["repeats"][i]["round"], i + 1);
+      EXPECT_TRUE(r["repeats"][i].contains("summary")) << r["repeats"][i].dump();
+    }
+    expect_spread(r, "samples_per_second", 2);
+    expect_spread(r, "step_seconds", 2);
+    // Not reached: every run's time to target is null, so are its median and range.
+    EXPECT_EQ(r["spread"]["time_to_target_seconds"]["values"], json::array({nullptr, nullptr}));
+    EXPECT_TRUE(r["spread"]["time_to_target_seconds"]["median"].is_null());
+  }
+  const auto& recommendation = report["recommendation"];
+  EXPECT_EQ(recommendation["kind"], "none_reached");
+  EXPECT_TRUE(recommendation["winners"].empty()) << recommendation.dump();
+  EXPECT_NE(recommendation["sentence"].get<std::string>().find("shortest common time"),
+            std::string::npos)
+    << recommendation.dump();
+  std::ifstream page{out + "/report.html"};
+  std::string html{std::istreambuf_iterator<char>(page), std::istreambuf_iterator<char>()};
+  EXPECT_NE(html.find("id=\"recommendation\""), std::string::npos);
+  EXPECT_EQ(html.find("class=\"best\""), std::string::npos) << "a row is highlighted";
+  EXPECT_EQ(run.text.find("\n> "), std::string::npos) << "a row is marked:\n" << run.text;
+  // Interleaved: every strategy's first run before any second run.
+  auto first_ring = run.text.find("data-parallel:ring (run 1)");
+  auto second_local = run.text.find("local (run 2)");
+  ASSERT_NE(first_ring, std::string::npos) << run.text;
+  ASSERT_NE(second_local, std::string::npos) << run.text;
+  EXPECT_LT(first_ring, second_local) << run.text;
+}
+
+TEST(compare, local_stops_at_the_budget) {
+  scratch_dir dir{"compare-local-budget"};
+  // Far more epochs than 2 seconds train: only the budget ends the run.
+  auto workload = write_workload(dir.path(), mlp_sections, 100000);
+  auto out = dir.path() + "/out";
+  auto run = run_baton({"compare", workload, "--strategies", "local", "--target", "0.99",
+                        "--budget", "2", "--repeat", "1", "--out", out});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  auto report = read_json(out + "/report.json");
+  ASSERT_EQ(report["runs"].size(), 1u) << report.dump();
+  const auto& s = report["runs"][0]["summary"];
+  EXPECT_FALSE(s["reached"].get<bool>());
+  EXPECT_LT(s["epochs_run"].get<int64_t>(), 100000);
+  EXPECT_FALSE(s["time_estimated"].get<bool>());
 }
 
 TEST(compare, bad_input_is_exit_2_with_the_reason) {
@@ -115,6 +209,7 @@ TEST(compare, bad_input_is_exit_2_with_the_reason) {
     {{"--strategies", "pipeline:1f1b"}, "pipeline:1f1b does not apply"},
     {{"--target", "1.0"}, "--budget"},
     {{"--target", "1.5"}, "outside (0, 1]"},
+    {{"--repeat", "0"}, "--repeat expects an integer from 1 to 100"},
     {{"--link", "1gbit"}, "--link needs --local-nodes"},
     // Issue 32 item 18: not finite, or absurd (a budget of 1e308 s started the runs).
     {{"--budget", "inf"}, "--budget expects a number of seconds"},

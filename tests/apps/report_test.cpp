@@ -124,8 +124,34 @@ TEST_F(report, html_is_self_contained_with_an_svg_per_plot) {
   EXPECT_FALSE(contains(html, "<img"));
   EXPECT_TRUE(contains(html, "<table id=\"ranking\">"));
   EXPECT_TRUE(contains(html, "not known: the run was read from " + dir_->path() + "/ring.json"));
-  EXPECT_TRUE(contains(html, "spread evenly over their epochs (local)"))
-    << "the caption says which runs' times are estimated";
+  EXPECT_FALSE(contains(html, "spread evenly over their epochs"))
+    << "--mode local records its epochs' times: nothing is estimated";
+  // No target: every run "reaches" it at its end; the fastest (or a tie) is named first
+  // and highlighted.
+  const auto& recommendation = j["recommendation"];
+  EXPECT_TRUE(recommendation["kind"] == "fastest" || recommendation["kind"] == "tie")
+    << recommendation.dump();
+  ASSERT_FALSE(recommendation["winners"].empty()) << recommendation.dump();
+  EXPECT_TRUE(contains(html, "<p id=\"recommendation\"><b>" +
+                               recommendation["sentence"].get<std::string>().substr(0, 20)))
+    << html;
+  EXPECT_TRUE(contains(html, "<tr class=\"best\">")) << html;
+}
+
+// Metrics without epoch times (--mode local wrote none before issue 34):
+// the time to target is estimated, and the accuracy plot's caption says so.
+TEST_F(report, metrics_without_epoch_times_are_estimated_and_named) {
+  auto metrics = nlohmann::json::parse(read_text(dir_->path() + "/local.json"));
+  for (auto& head : metrics["heads"])
+    for (auto& e : head["epochs"])
+      e.erase("seconds");
+  write_text(path_of("untimed.json"), metrics.dump());
+  auto out = run_baton({"report", path_of("untimed.json"), "--out", path_of("untimed")});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto html = read_text(path_of("untimed/report.html"));
+  EXPECT_TRUE(contains(html, "spread evenly over their epochs (untimed)")) << html;
+  auto j = read_json(path_of("untimed/report.json"));
+  EXPECT_TRUE(j["runs"][0]["summary"]["time_estimated"].get<bool>());
 }
 
 // A report.json reads back (its runs summarized again for --target), and so

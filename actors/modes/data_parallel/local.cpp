@@ -98,14 +98,28 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     if (!data)
       return data.error();
     auto& [train, test] = *data;
-    auto training_started = std::chrono::steady_clock::now();
-    auto result = model::run_data_parallel_local(
-      [&] { return initial_model(worker); }, train, test, reference_settings(worker));
+    auto training_started = training_starts();
+    // The target and the budget stop it as they stop the actors' runs, so
+    // that `baton compare` measures its time to target as theirs.
+    auto spec = reference_settings(worker);
+    spec.target_accuracy = t.target_accuracy;
+    spec.stop_after_seconds = t.runtime.stop_after_seconds;
+    auto result = model::run_data_parallel_local([&] { return initial_model(worker); }, train,
+                                                 test, spec);
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);
+    if (static_cast<int32_t>(result.test_accuracy.size()) < spec.epochs)
+      spdlog::info("local data-parallel reference: stopped after {} of {} epochs ({})",
+                   result.test_accuracy.size(), spec.epochs,
+                   !result.test_accuracy.empty() && spec.target_accuracy > 0 &&
+                       result.test_accuracy.back() >= spec.target_accuracy
+                     ? "target_accuracy reached"
+                     : "runtime.stop_after_seconds spent");
     auto out = local_result(t, "local", started, training_started);
     out.result_label = "workers";
+    for (size_t e = 0; e < result.epoch_seconds.size(); ++e)
+      out.epoch_seconds[workers_group][static_cast<int32_t>(e)] = result.epoch_seconds[e];
     report(worker, result, out);
     messages::tensor_set weights{"weights", worker_name(0), 0, result.steps, 0, {}, {}};
     for (const auto& p : result.model.state())

@@ -157,7 +157,7 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   if (!data)
     return data.error();
   auto& [train, test] = *data;
-  auto training_started = std::chrono::steady_clock::now();
+  auto training_started = training_starts();
   auto result = run_reference(train, test, worker);
   for (size_t e = 0; e < result.test_accuracy.size(); ++e)
     spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", names.kind, e + 1,

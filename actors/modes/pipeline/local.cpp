@@ -303,7 +303,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     auto trainers = make_trainers(t, whole);
     messages::actor_report trained;
-    auto training_started = std::chrono::steady_clock::now();
+    auto training_started = training_starts();
     for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
       trained.epochs.push_back(train_epoch(t, *task, trainers, train, test, epoch));
       trained.samples += trained.epochs.back().samples;

@@ -58,7 +58,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     layers.train(false);
     // Features computed (and cached) as the job's one stage computes them.
     model::frozen_backbone backbone{std::move(layers), section_of(t).features};
-    auto training_started = std::chrono::steady_clock::now();
+    auto training_started = training_starts();
     auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
                                              log_progress("local"));
     auto out = local_result(t, r.only_head.empty() ? "local" : r.only_head, started,
