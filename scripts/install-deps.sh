@@ -12,7 +12,7 @@ packages=(
   libstb-dev # decodes and resizes PNG/JPEG for data.kind: image-folder
   dataset-fashion-mnist libopenblas0-openmp
   python3-torch procps iproute2
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld # lld links the ~100 executables in a tenth of GNU ld's time
   slurm-wlm munge # a single-host Slurm cluster for slurm_launch_test (started by the test)
   gnuplot-nox # draws the plots of baton report (SVG terminal)
   chromium python3-jsonschema # report_browser_test renders the report; report_test checks its schema
