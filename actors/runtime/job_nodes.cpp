@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "actors/runtime/job_nodes.hpp"
 
 #include <thread>
@@ -162,6 +163,14 @@ void job_nodes::shutdown() {
   if (embedded_spawner_)
     self_->send_exit(embedded_spawner_, caf::exit_reason::kill);
   embedded_spawner_ = nullptr;
+}
+
+void cpu_since(const std::vector<messages::node_report>& started,
+               std::vector<messages::node_report>& ended) {
+  for (auto& node : ended)
+    for (const auto& before : started)
+      if (before.name == node.name)
+        node.cpu_seconds = std::max(0.0, node.cpu_seconds - before.cpu_seconds);
 }
 
 } // namespace runtime

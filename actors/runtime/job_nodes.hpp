@@ -99,5 +99,12 @@ private:
   void start_watch(const cluster& c);
 };
 
+/// Each node's CPU seconds of `ended` less those of `started` (by name):
+/// the CPU of training, over the same interval as train_seconds, not the
+/// start-up's (loading LibTorch and the data), which made a node's CPU use
+/// over the training time exceed 100%.
+void cpu_since(const std::vector<messages::node_report>& started,
+               std::vector<messages::node_report>& ended);
+
 } // namespace runtime
 } // namespace baton::actors

@@ -1,5 +1,6 @@
 #include "actors/runtime/job_pass.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <caf/all.hpp>
@@ -92,6 +93,38 @@ placed_actor* job_pass::find(const caf::actor_addr& addr) {
     if (a.handle.address() == addr)
       return &a;
   return nullptr;
+}
+
+std::vector<live_actor> job_pass::unfinished_actors(const job_plan& plan) {
+  std::vector<live_actor> actors;
+  for (const auto& planned : plan.actors)
+    if (const auto* a = find(planned.name); a != nullptr && !a->done)
+      actors.push_back({a->name, a->node});
+  return actors;
+}
+
+void job_pass::heard(liveness& live, const std::string& actor, int64_t step, int64_t work,
+                     const std::string& waiting) {
+  const auto* a = find(caf::actor_cast<caf::actor_addr>(self_->current_sender()));
+  if (a != nullptr && a->name == actor)
+    live.heard(actor, a->node, step, work, waiting, std::chrono::steady_clock::now());
+}
+
+void job_pass::ask_heartbeats(const std::vector<live_actor>& actors, liveness& live) {
+  using clock_type = std::chrono::steady_clock;
+  live.asking(clock_type::now());
+  for (const auto& a : actors)
+    self_->send(find(a.name)->handle, heartbeat_atom::value);
+  auto deadline = clock_type::now() + std::chrono::seconds(1);
+  bool timed_out = false;
+  while (!timed_out && !live.all_answered(actors)) {
+    auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    self_->receive(
+      [&](heartbeat_atom, std::string& actor, int64_t step, int64_t work,
+          std::string& waiting) { heard(live, actor, step, work, waiting); },
+      caf::after(std::max(left, std::chrono::milliseconds(1))) >> [&] { timed_out = true; });
+  }
 }
 
 placed_actor* job_pass::find(const std::string& name) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/runtime/job_plan.hpp"
+#include "actors/runtime/liveness.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -68,6 +70,19 @@ public:
   std::map<std::string, size_t> actors_on() const;
   /// Actors whose final report has not arrived.
   size_t unfinished() const;
+  /// The same actors, in `plan`'s order, as the stall report names them.
+  std::vector<live_actor> unfinished_actors(const job_plan& plan);
+
+  /// A heartbeat of `actor` (at `step`, `work` pieces of work done, waiting
+  /// for `waiting`), passed to `live` when the message being handled comes
+  /// from that actor of this pass (one of an earlier pass is dropped).
+  void heard(liveness& live, const std::string& actor, int64_t step, int64_t work,
+             const std::string& waiting);
+  /// Asks each of `actors` for a heartbeat and waits up to a second for the
+  /// answers (each passed to `live`): an actor that waits for a message
+  /// answers with what it waits for; one busy in a computation, or hung,
+  /// does not.
+  void ask_heartbeats(const std::vector<live_actor>& actors, liveness& live);
   /// Sends `msg` to every actor `plan` starts (the sources, or every worker
   /// and shard) whose final report has not arrived.
   void tell_started(const job_plan& plan, const caf::message& msg);

@@ -106,5 +106,20 @@ std::string liveness::stall_report(const std::vector<live_actor>& actors,
   return text;
 }
 
+std::optional<std::string>
+short_stall_timeout_warning(std::chrono::steady_clock::duration limit,
+                            std::chrono::steady_clock::duration heartbeat) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  if (limit >= 3 * heartbeat)
+    return std::nullopt;
+  auto every = duration_cast<milliseconds>(heartbeat).count();
+  auto ms = duration_cast<milliseconds>(limit).count();
+  return "runtime.stall_timeout_ms is " + std::to_string(ms) +
+         " ms: actors send a heartbeat every " + std::to_string(every) +
+         " ms while they work, so a timeout under " + std::to_string(3 * every) +
+         " ms may take a healthy run for a stalled one";
+}
+
 } // namespace runtime
 } // namespace baton::actors

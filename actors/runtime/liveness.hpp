@@ -83,5 +83,12 @@ private:
   clock_type::time_point asked_;    ///< the last heartbeat request
 };
 
+/// The warning for a stall timeout `limit` under three heartbeat intervals
+/// (`heartbeat`): it can take a healthy actor, between two heartbeats, for a
+/// stalled one. None for a longer one.
+std::optional<std::string>
+short_stall_timeout_warning(std::chrono::steady_clock::duration limit,
+                            std::chrono::steady_clock::duration heartbeat);
+
 } // namespace runtime
 } // namespace baton::actors

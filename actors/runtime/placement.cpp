@@ -75,5 +75,18 @@ oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>&
   return over;
 }
 
+std::vector<std::string> thread_budget_warnings(const job_plan& plan,
+                                                const std::map<std::string, int32_t>& node_cores) {
+  std::vector<std::string> warnings;
+  if (plan.threads_asked_by.empty())
+    return warnings;
+  for (const auto& over : oversubscribed_nodes(plan, node_cores))
+    warnings.push_back("node '" + (over.node.empty() ? std::string{"embedded"} : over.node) +
+                       "' runs " + std::to_string(over.threads) + " compute threads on " +
+                       std::to_string(over.cores) + " cores (as the topology asks with " +
+                       plan.threads_asked_by + "): they will share the cores");
+  return warnings;
+}
+
 } // namespace runtime
 } // namespace baton::actors

@@ -67,5 +67,11 @@ struct thread_oversubscription {
 std::vector<thread_oversubscription>
 oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>& node_cores);
 
+/// The warning for each node oversubscribed_nodes finds, when the topology
+/// set the threads (plan.threads_asked_by); none for derived budgets, which
+/// give every actor an equal share of the cores, at least one thread.
+std::vector<std::string> thread_budget_warnings(const job_plan& plan,
+                                                const std::map<std::string, int32_t>& node_cores);
+
 } // namespace runtime
 } // namespace baton::actors

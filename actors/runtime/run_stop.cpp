@@ -1,0 +1,54 @@
+#include "actors/runtime/run_stop.hpp"
+
+#include <utility>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace baton::actors {
+inline namespace runtime {
+
+run_stop::run_stop(double target_accuracy, double budget_seconds, size_t result_groups)
+  : target_(target_accuracy), budget_(budget_seconds), groups_(result_groups) {}
+
+std::optional<early_stop> run_stop::epoch(const std::string& head, int32_t epoch,
+                                          double test_accuracy, double seconds) {
+  last_epoch_ = early_stop{head, epoch, test_accuracy, seconds, "stop_after_seconds"};
+  if (target_ <= 0 || stopping() || test_accuracy < target_)
+    return std::nullopt;
+  reached_.insert(head);
+  if (reached_.size() < groups_)
+    return std::nullopt;
+  return early_stop{head, epoch, test_accuracy, seconds};
+}
+
+std::optional<early_stop> run_stop::time(double trained) const {
+  if (budget_ <= 0 || stopping() || trained < budget_)
+    return std::nullopt;
+  auto at = last_epoch_;
+  at.seconds = trained;
+  return at;
+}
+
+void run_stop::begin(early_stop at, clock_type::time_point now) {
+  stopped_ = std::move(at);
+  began_ = now;
+}
+
+void run_stop::salvage(clock_type::time_point now) {
+  salvaging_ = true;
+  began_ = now;
+}
+
+bool run_stop::past(clock_type::duration limit, clock_type::time_point now) const {
+  return stopping() && now - began_ >= limit;
+}
+
+std::string stop_reason(const early_stop& at, double target_accuracy) {
+  if (at.reason == "stop_at_accuracy")
+    return fmt::format("epoch {} of {} reached {:.2f}% (target_accuracy {:.2f}%)", at.epoch + 1,
+                       at.actor, 100 * at.test_accuracy, 100 * target_accuracy);
+  return fmt::format("trained {:.1f} s (runtime.stop_after_seconds)", at.seconds);
+}
+
+} // namespace runtime
+} // namespace baton::actors
