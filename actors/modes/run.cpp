@@ -109,9 +109,6 @@ caf::expected<job_result> run_job(const run_request& r) {
     if (auto ok = mode->prepare(*t); !ok)
       return ok.error();
   if (r.mode == "local") {
-    if (t->target_accuracy > 0)
-      spdlog::warn("--mode local runs every epoch: target_accuracy is honoured by "
-                   "the actors' run");
     return mode->local(*t, r);
   }
   if (r.baseline == "separate")

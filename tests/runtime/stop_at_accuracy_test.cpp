@@ -152,6 +152,22 @@ TEST_F(stop_at_accuracy, pipeline_and_transfer_end_the_stream_at_a_step) {
   }
 }
 
+// `--mode local` stops as the actors' run does (after the epoch that reaches
+// the target), so that compare measures its time to target as theirs.
+TEST_F(stop_at_accuracy, the_local_pipeline_stops_after_the_epoch_that_reaches_it) {
+  auto m = run_job(*dir_,
+                   {"run", source_path("configs/pipeline.yaml"), "--mode", "local", "--set",
+                    "data.train_limit=512", "--set", "data.test_limit=128", "--set",
+                    "data.epochs=3", "--set", target},
+                   "pipeline-local");
+  ASSERT_TRUE(m.contains("stopped")) << m.dump();
+  EXPECT_EQ(m.at("stopped").at("epoch"), 1);
+  EXPECT_EQ(m.at("stopped").at("reason"), "stop_at_accuracy");
+  const auto& epochs = m.at("heads")[0].at("epochs");
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0].at("seconds"), m.at("stopped").at("seconds"));
+}
+
 TEST(stop_at_accuracy_config, refuses_an_accuracy_out_of_range) {
   for (const auto* bad : {"85", "0", "-0.1", "high"}) {
     auto out = run_baton({"run", source_path("configs/ist.yaml"), "--set",

@@ -1,6 +1,7 @@
 #include "actors/modes/ist/local.hpp"
 
 #include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
 
 #include "actors/modes/ist/block_scheme.hpp"
 #include "actors/modes/ist/section.hpp"
@@ -12,6 +13,9 @@ inline namespace modes {
 namespace ist {
 
 caf::expected<job_result> run_local(const topology& t, const run_request& r) {
+  if (t.target_accuracy > 0 || t.runtime.stop_after_seconds > 0)
+    spdlog::warn("--mode local of job: ist runs every epoch: target_accuracy and "
+                 "runtime.stop_after_seconds stop the actors' run only");
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.compute_threads);
   const auto* task = t.find_task(t.task);
   if (task == nullptr)

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/saved_model.hpp"
 #include "actors/runtime/local_run.hpp"
+#include "actors/runtime/run_stop.hpp"
 #include "messages/errc.hpp"
 #include "model/core/export.hpp"
 #include "model/core/batches.hpp"
@@ -304,14 +306,34 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     auto trainers = make_trainers(t, whole);
     messages::actor_report trained;
     auto training_started = training_starts();
-    for (int32_t epoch = 0; epoch < t.plan.epochs; ++epoch) {
-      trained.epochs.push_back(train_epoch(t, *task, trainers, train, test, epoch));
-      trained.samples += trained.epochs.back().samples;
+    // The target and the budget stop it after an epoch, as they stop the
+    // actors' run (which also stops within one at the budget), so that
+    // `baton compare` measures its time to target as theirs.
+    const auto head = "stage" + std::to_string(section_of(t).stages.size() - 1);
+    run_stop stop{t.target_accuracy, t.runtime.stop_after_seconds, 1};
+    std::map<int32_t, double> epoch_seconds;
+    std::optional<early_stop> stopped;
+    for (int32_t epoch = 0; epoch < t.plan.epochs && !stopped; ++epoch) {
+      const auto& e = trained.epochs.emplace_back(
+        train_epoch(t, *task, trainers, train, test, epoch));
+      trained.samples += e.samples;
       spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
-                   100 * trained.epochs.back().test_accuracy);
+                   100 * e.test_accuracy);
+      auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                   training_started.time)
+                       .count();
+      epoch_seconds[epoch] = seconds;
+      stopped = stop.epoch(head, epoch, e.test_accuracy, seconds);
+      if (!stopped)
+        stopped = stop.time(seconds);
+      if (stopped && epoch + 1 < t.plan.epochs)
+        spdlog::info("local pipeline reference: {}: stopped after {} of {} epochs",
+                     stop_reason(*stopped, t.target_accuracy), epoch + 1, t.plan.epochs);
     }
     auto out = local_result(t, "local", started, training_started);
     out.result_label = "stage";
+    out.epoch_seconds[head] = epoch_seconds;
+    out.stopped = stopped; // as the actors' run records it, at the last epoch too
     report_stages(t, *task, whole, trainers.stages.back().version(), trained, out);
     return out;
   } catch (const std::exception& e) {

@@ -38,6 +38,9 @@ messages::actor_report backbone_report(const model::frozen_backbone& backbone) {
 } // namespace
 
 caf::expected<job_result> run_local(const topology& t, const run_request& r) {
+  if (t.target_accuracy > 0 || t.runtime.stop_after_seconds > 0)
+    spdlog::warn("--mode local of job: transfer runs every epoch: target_accuracy and "
+                 "runtime.stop_after_seconds stop the actors' run only");
   at::set_num_threads(r.threads > 0 ? r.threads : cores());
   std::vector<model::head_spec> heads;
   for (const auto& h : section_of(t).heads)
