@@ -1,0 +1,360 @@
+#include "model/cost/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <queue>
+#include <utility>
+
+#include "model/core/error.hpp"
+
+namespace baton::model::cost {
+
+operation operation::compute(double seconds, time_kind as) {
+  operation o;
+  o.kind = kind_t::compute;
+  o.seconds = seconds;
+  o.as = as;
+  return o;
+}
+
+operation operation::send(int32_t to, double bytes, int32_t window) {
+  operation o;
+  o.kind = kind_t::send;
+  o.peer = to;
+  o.bytes = bytes;
+  o.window = window;
+  return o;
+}
+
+operation operation::receive(int32_t from, time_kind blocked_as) {
+  operation o;
+  o.kind = kind_t::receive;
+  o.peer = from;
+  o.as = blocked_as;
+  return o;
+}
+
+operation operation::step_end() {
+  operation o;
+  o.kind = kind_t::step_end;
+  return o;
+}
+
+namespace {
+
+constexpr double never = std::numeric_limits<double>::infinity();
+/// Seconds below which a computation is done (rounding of the rates).
+constexpr double epsilon = 1e-12;
+
+void require(bool ok, const std::string& what) {
+  if (!ok)
+    throw error("simulator: expected " + what);
+}
+
+/// One step of an actor's expanded program: a send is its CPU work then its
+/// post, a receive its wait then its CPU work.
+struct step {
+  enum class kind_t { cpu, post, wait, mark } kind = kind_t::cpu;
+  double seconds = 0;  ///< cpu
+  double bytes = 0;    ///< post
+  int32_t peer = -1;   ///< post, wait
+  int32_t window = 0;  ///< post
+  time_kind as = time_kind::compute;
+};
+
+/// An actor as it runs.
+struct running {
+  std::vector<step> steps;
+  size_t next = 0;          ///< the step it is at
+  double remaining = -1;    ///< of a cpu step in progress (< 0: not started)
+  int32_t marks = 0;        ///< step_ends passed
+  std::vector<double> mark_times;
+  double kinds[3] = {0, 0, 0}; ///< measured time by time_kind
+  bool done() const { return next >= steps.size(); }
+};
+
+/// The state of the whole simulation.
+class engine {
+public:
+  explicit engine(const simulated_plan& p) : plan_(p) {
+    for (const auto& a : p.actors) {
+      running r;
+      r.steps = expand(a);
+      actors_.push_back(std::move(r));
+    }
+    egress_free_.assign(p.hosts.size(), 0);
+    ingress_free_.assign(p.hosts.size(), 0);
+  }
+
+  simulation run();
+
+private:
+  using edge = std::pair<int32_t, int32_t>; // from, to
+  struct arrival {
+    double at;
+    edge on;
+    double bytes;
+    bool operator>(const arrival& o) const { return at > o.at; }
+  };
+
+  bool cross_host(int32_t from, int32_t to) const {
+    return plan_.actors[static_cast<size_t>(from)].host != plan_.actors[static_cast<size_t>(to)].host;
+  }
+
+  std::vector<step> expand(const simulated_actor& a) const;
+  bool advance(size_t index);
+  double rate_of(size_t index) const;
+  void account(double dt);
+  [[noreturn]] void deadlock() const;
+
+  const simulated_plan& plan_;
+  std::vector<running> actors_;
+  std::map<edge, std::deque<double>> arrived_; ///< delivered, not yet received: their bytes
+  std::map<edge, int32_t> in_flight_; ///< posted, not yet received
+  std::priority_queue<arrival, std::vector<arrival>, std::greater<>> arrivals_;
+  std::vector<double> egress_free_, ingress_free_;
+  std::vector<int32_t> computing_on_; ///< per machine, this instant
+  double now_ = 0;
+  double wire_bytes_ = 0; ///< sent between hosts in the senders' measured steps
+};
+
+std::vector<step> engine::expand(const simulated_actor& a) const {
+  const auto& rt = plan_.runtime;
+  std::vector<step> out;
+  const int32_t self = static_cast<int32_t>(&a - plan_.actors.data());
+  for (const auto& o : a.program) {
+    switch (o.kind) {
+    case operation::kind_t::compute:
+      out.push_back({step::kind_t::cpu, o.seconds, 0, -1, 0, o.as});
+      break;
+    case operation::kind_t::send: {
+      double cpu = rt.message_seconds;
+      if (cross_host(self, o.peer))
+        cpu += plan_.link.message_overhead + rt.byte_seconds * o.bytes;
+      out.push_back({step::kind_t::cpu, cpu, 0, -1, 0, time_kind::communication});
+      out.push_back({step::kind_t::post, 0, o.bytes, o.peer, o.window, time_kind::communication});
+      break;
+    }
+    case operation::kind_t::receive:
+      out.push_back({step::kind_t::wait, 0, 0, o.peer, 0, o.as});
+      // + the bytes' deserialising, added when the message is taken.
+      out.push_back({step::kind_t::cpu, rt.message_seconds, 0, o.peer, 0,
+                     time_kind::communication});
+      break;
+    case operation::kind_t::step_end:
+      out.push_back({step::kind_t::mark, 0, 0, -1, 0, time_kind::waiting});
+      break;
+    }
+  }
+  return out;
+}
+
+/// Runs actor `index`'s steps that need no time; true when it moved.
+bool engine::advance(size_t index) {
+  running& a = actors_[index];
+  const int32_t self = static_cast<int32_t>(index);
+  bool moved = false;
+  while (!a.done()) {
+    step& s = a.steps[a.next];
+    if (s.kind == step::kind_t::cpu) {
+      if (a.remaining < 0) {
+        a.remaining = s.seconds;
+        moved = true;
+      }
+      if (a.remaining > epsilon)
+        return moved;
+      a.remaining = -1;
+      ++a.next;
+      continue;
+    }
+    if (s.kind == step::kind_t::post) {
+      const edge e{self, s.peer};
+      if (s.window > 0 && in_flight_[e] >= s.window)
+        return moved;
+      ++in_flight_[e];
+      double at = now_;
+      if (cross_host(self, s.peer)) {
+        const auto from = static_cast<size_t>(plan_.actors[index].host);
+        const auto to = static_cast<size_t>(plan_.actors[static_cast<size_t>(s.peer)].host);
+        const double start = std::max({now_, egress_free_[from], ingress_free_[to]});
+        const double end = start + s.bytes / plan_.link.bandwidth;
+        egress_free_[from] = ingress_free_[to] = end;
+        at = end + plan_.link.latency;
+        if (a.marks >= plan_.warmup_steps)
+          wire_bytes_ += s.bytes; // a measured step's
+      }
+      arrivals_.push({at, e, s.bytes});
+    } else if (s.kind == step::kind_t::wait) {
+      const edge e{s.peer, self};
+      auto found = arrived_.find(e);
+      if (found == arrived_.end() || found->second.empty())
+        return moved;
+      const double bytes = found->second.front();
+      found->second.pop_front();
+      --in_flight_[e];
+      // The receiver's cpu step that follows pays the bytes' share.
+      if (cross_host(s.peer, self))
+        a.steps[a.next + 1].seconds += plan_.runtime.byte_seconds * bytes;
+    } else {
+      ++a.marks;
+      a.mark_times.push_back(now_);
+    }
+    ++a.next;
+    moved = true;
+  }
+  return moved;
+}
+
+/// The share of a core each computing actor of `index`'s machine gets:
+/// the machine's cores split evenly (processor sharing), slowed by the
+/// co-location of those computing at once.
+double engine::rate_of(size_t index) const {
+  const auto host = static_cast<size_t>(plan_.actors[index].host);
+  const auto machine = static_cast<size_t>(plan_.hosts[host].machine);
+  const double cores = plan_.machine_cores[machine];
+  const double busy = computing_on_[machine];
+  const double share = std::min(1.0, cores / busy);
+  return share / (1 + plan_.runtime.colocation * (std::min(busy, cores) - 1));
+}
+
+/// Advances every computation by `dt` seconds and counts the time of each
+/// actor that is past its warm-up and not done, by what it is doing.
+void engine::account(double dt) {
+  for (size_t k = 0; k < actors_.size(); ++k) {
+    running& a = actors_[k];
+    if (a.done())
+      continue;
+    const step& s = a.steps[a.next];
+    time_kind kind = time_kind::waiting;
+    if (s.kind == step::kind_t::cpu) {
+      a.remaining -= dt * rate_of(k);
+      kind = s.as;
+    } else if (s.kind == step::kind_t::post) {
+      kind = time_kind::communication; // out of credits
+    } else if (s.kind == step::kind_t::wait) {
+      kind = s.as;
+    }
+    if (a.marks >= plan_.warmup_steps)
+      a.kinds[static_cast<int>(kind)] += dt;
+  }
+}
+
+void engine::deadlock() const {
+  std::string blocked;
+  for (size_t k = 0; k < actors_.size(); ++k) {
+    const running& a = actors_[k];
+    if (a.done())
+      continue;
+    const step& s = a.steps[a.next];
+    blocked += (blocked.empty() ? "" : ", ") + plan_.actors[k].name +
+               (s.kind == step::kind_t::wait ? " waits for " : " has no credit to ") +
+               plan_.actors[static_cast<size_t>(s.peer)].name;
+  }
+  throw error("simulator: the plan deadlocks at " + std::to_string(now_) + " s: " + blocked);
+}
+
+simulation engine::run() {
+  computing_on_.assign(plan_.machine_cores.size(), 0);
+  for (;;) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t k = 0; k < actors_.size(); ++k)
+        moved = advance(k) || moved;
+    }
+    if (std::all_of(actors_.begin(), actors_.end(), [](const running& a) { return a.done(); }))
+      break;
+    std::fill(computing_on_.begin(), computing_on_.end(), 0);
+    for (size_t k = 0; k < actors_.size(); ++k)
+      if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
+        ++computing_on_[static_cast<size_t>(
+          plan_.hosts[static_cast<size_t>(plan_.actors[k].host)].machine)];
+    double next = arrivals_.empty() ? never : arrivals_.top().at;
+    for (size_t k = 0; k < actors_.size(); ++k)
+      if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
+        next = std::min(next, now_ + actors_[k].remaining / rate_of(k));
+    if (next == never)
+      deadlock();
+    account(next - now_);
+    now_ = next;
+    while (!arrivals_.empty() && arrivals_.top().at <= now_) {
+      arrived_[arrivals_.top().on].push_back(arrivals_.top().bytes);
+      arrivals_.pop();
+    }
+  }
+  simulation out;
+  out.steps = actors_.front().marks;
+  out.end_seconds = now_;
+  const auto end_of = [&](int32_t mark) {
+    double end = 0;
+    for (const auto& a : actors_)
+      end = std::max(end, a.mark_times[static_cast<size_t>(mark - 1)]);
+    return end;
+  };
+  const int32_t measured = out.steps - plan_.warmup_steps;
+  const double start = plan_.warmup_steps > 0 ? end_of(plan_.warmup_steps) : 0.0;
+  out.step_seconds = (end_of(out.steps) - start) / measured;
+  out.wire_bytes = wire_bytes_ / measured;
+  int32_t reported = 0;
+  for (size_t k = 0; k < actors_.size(); ++k) {
+    if (!plan_.actors[k].reported)
+      continue;
+    ++reported;
+    const auto& a = actors_[k];
+    out.compute_seconds += a.kinds[0] / measured;
+    out.communication_seconds += a.kinds[1] / measured;
+    out.waiting_seconds += a.kinds[2] / measured;
+  }
+  if (reported > 0) {
+    out.compute_seconds /= reported;
+    out.communication_seconds /= reported;
+    out.waiting_seconds /= reported;
+  }
+  // An actor's own steps may end before the slowest's: the rest is waiting.
+  out.waiting_seconds = std::max(out.waiting_seconds, out.step_seconds - out.compute_seconds -
+                                                        out.communication_seconds);
+  return out;
+}
+
+void check(const simulated_plan& p) {
+  require(!p.actors.empty(), "at least one actor");
+  require(!p.machine_cores.empty(), "at least one machine");
+  for (int32_t c : p.machine_cores)
+    require(c >= 1, "machines of at least one core");
+  for (const auto& h : p.hosts)
+    require(h.machine >= 0 && static_cast<size_t>(h.machine) < p.machine_cores.size(),
+            "a host on a machine of the plan");
+  require(p.link.bandwidth > 0, "bandwidth > 0 bytes/s");
+  require(p.warmup_steps >= 0, "warmup_steps >= 0");
+  int32_t steps = -1;
+  for (const auto& a : p.actors) {
+    require(a.host >= 0 && static_cast<size_t>(a.host) < p.hosts.size(),
+            "actor " + a.name + " on a host of the plan");
+    int32_t ends = 0;
+    for (const auto& o : a.program) {
+      if (o.kind == operation::kind_t::step_end)
+        ++ends;
+      if (o.kind == operation::kind_t::send || o.kind == operation::kind_t::receive)
+        require(o.peer >= 0 && static_cast<size_t>(o.peer) < p.actors.size(),
+                "actor " + a.name + "'s peers among the plan's actors");
+      require(o.seconds >= 0 && o.bytes >= 0 && o.window >= 0,
+              "actor " + a.name + "'s seconds, bytes and windows >= 0");
+    }
+    require(steps < 0 || ends == steps, "the same number of step_ends in every actor");
+    steps = ends;
+  }
+  require(steps > p.warmup_steps, "more steps than warmup_steps (" +
+                                    std::to_string(p.warmup_steps) + "), got " +
+                                    std::to_string(steps));
+}
+
+} // namespace
+
+simulation simulate(const simulated_plan& p) {
+  check(p);
+  return engine(p).run();
+}
+
+} // namespace baton::model::cost

@@ -1,0 +1,197 @@
+#include "model/cost/simulator.hpp"
+
+#include <gtest/gtest.h>
+
+#include "model/core/error.hpp"
+
+using namespace baton::model::cost;
+
+namespace {
+
+constexpr double tolerance = 1e-9;
+
+/// `count` hosts, each on its own machine of `cores` cores.
+simulated_plan on_hosts(int32_t count, int32_t cores = 1) {
+  simulated_plan p;
+  p.machine_cores.assign(static_cast<size_t>(count), cores);
+  p.hosts.clear();
+  for (int32_t h = 0; h < count; ++h)
+    p.hosts.push_back({h});
+  return p;
+}
+
+/// A ring all-reduce of `bytes` over one actor per host, `steps` times.
+simulated_plan ring(int32_t hosts, double bytes, int32_t steps) {
+  simulated_plan p = on_hosts(hosts);
+  for (int32_t h = 0; h < hosts; ++h) {
+    simulated_actor a{"ring" + std::to_string(h), h, true, {}};
+    for (int32_t s = 0; s < steps; ++s) {
+      for (int32_t round = 0; round < 2 * (hosts - 1); ++round) {
+        a.program.push_back(operation::send((h + 1) % hosts, bytes / hosts));
+        a.program.push_back(operation::receive((h + hosts - 1) % hosts));
+      }
+      a.program.push_back(operation::step_end());
+    }
+    p.actors.push_back(a);
+  }
+  return p;
+}
+
+/// Stage s of a two-stage gpipe: M forwards (activation out), then M
+/// backwards (gradient back), one step per minibatch.
+simulated_actor gpipe_stage(int32_t stage, int32_t microbatches, double forward,
+                            double backward, double bytes, int32_t steps) {
+  simulated_actor a{"stage" + std::to_string(stage), stage, true, {}};
+  const int32_t other = 1 - stage;
+  for (int32_t s = 0; s < steps; ++s) {
+    for (int32_t m = 0; m < microbatches; ++m) {
+      if (stage == 1)
+        a.program.push_back(operation::receive(other, time_kind::waiting));
+      a.program.push_back(operation::compute(forward));
+      if (stage == 0)
+        a.program.push_back(operation::send(other, bytes));
+    }
+    for (int32_t m = 0; m < microbatches; ++m) {
+      if (stage == 0)
+        a.program.push_back(operation::receive(other, time_kind::waiting));
+      a.program.push_back(operation::compute(backward));
+      if (stage == 1)
+        a.program.push_back(operation::send(other, bytes));
+    }
+    a.program.push_back(operation::step_end());
+  }
+  return a;
+}
+
+} // namespace
+
+TEST(simulator, a_ring_with_no_compute_takes_the_ring_all_reduce) {
+  // 2 (W - 1) rounds of G / W bytes, each a latency: 2 (W - 1) / W x G / B
+  // + 2 (W - 1) latencies.
+  for (int32_t hosts : {2, 3, 4, 8}) {
+    simulated_plan p = ring(hosts, 4000, 4);
+    p.link = link_model{1000, 0.01, 0};
+    const simulation s = simulate(p);
+    const double expected = 2.0 * (hosts - 1) / hosts * 4000 / 1000 + 2.0 * (hosts - 1) * 0.01;
+    EXPECT_NEAR(s.step_seconds, expected, tolerance) << hosts << " hosts";
+    EXPECT_NEAR(s.step_seconds, ring_allreduce_seconds(4000, hosts, p.link), tolerance);
+    EXPECT_NEAR(s.wire_bytes, 2.0 * (hosts - 1) * 4000, tolerance);
+    EXPECT_NEAR(s.compute_seconds, 0, tolerance);
+    EXPECT_NEAR(s.communication_seconds + s.waiting_seconds, s.step_seconds, tolerance);
+  }
+}
+
+TEST(simulator, a_message_overhead_occupies_the_sender_once_per_round) {
+  simulated_plan p = ring(3, 3000, 3);
+  p.link = link_model{1000, 0.01, 0.2};
+  // Each round: 0.2 s of the sender's work, then 1000 B at 1000 B/s, then 10 ms.
+  EXPECT_NEAR(simulate(p).step_seconds, 4 * (0.2 + 1 + 0.01), tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, ring_allreduce_seconds(3000, 3, p.link), tolerance);
+}
+
+TEST(simulator, a_two_stage_gpipe_takes_the_bubble_formula) {
+  // Forward 1 s, backward 2 s per microbatch and stage, a free link:
+  // (M + S - 1) (f + b) per minibatch.
+  for (int32_t microbatches : {1, 2, 4, 8}) {
+    simulated_plan p = on_hosts(2);
+    p.link = link_model{1e12, 0, 0};
+    for (int32_t stage : {0, 1})
+      p.actors.push_back(gpipe_stage(stage, microbatches, 1, 2, 0, 3));
+    const simulation s = simulate(p);
+    EXPECT_NEAR(s.step_seconds, (microbatches + 1) * 3.0, tolerance) << microbatches;
+    // Each stage computes M (f + b) and waits the bubble, (S - 1) (f + b).
+    EXPECT_NEAR(s.compute_seconds, microbatches * 3.0, tolerance);
+    EXPECT_NEAR(s.waiting_seconds, 3.0, tolerance);
+  }
+}
+
+TEST(simulator, a_link_adds_its_transfer_and_latency_on_the_critical_path) {
+  // One microbatch, 100 B at 100 B/s and 0.5 s latency each way: f0 + (1 + 0.5)
+  // + f1 + b1 + (1 + 0.5) + b0.
+  simulated_plan p = on_hosts(2);
+  p.link = link_model{100, 0.5, 0};
+  for (int32_t stage : {0, 1})
+    p.actors.push_back(gpipe_stage(stage, 1, 1, 2, 100, 3));
+  EXPECT_NEAR(simulate(p).step_seconds, 1 + 1.5 + 1 + 2 + 1.5 + 2, tolerance);
+}
+
+TEST(simulator, actors_on_one_core_take_the_sum_of_their_compute) {
+  simulated_plan p = on_hosts(1, 1);
+  p.warmup_steps = 0;
+  p.actors.push_back({"a", 0, true, {operation::compute(1), operation::step_end()}});
+  p.actors.push_back({"b", 0, true, {operation::compute(2), operation::step_end()}});
+  EXPECT_NEAR(simulate(p).step_seconds, 3, tolerance);
+  // Two cores: each its own; then each slowed by the co-location.
+  p.machine_cores = {2};
+  EXPECT_NEAR(simulate(p).step_seconds, 2, tolerance);
+  p.runtime.colocation = 0.5;
+  // Both at 1 / 1.5 until a is done at 1.5 s (b has 1 s done), b alone for 1 s.
+  EXPECT_NEAR(simulate(p).step_seconds, 2.5, tolerance);
+}
+
+TEST(simulator, emulated_hosts_share_their_machine) {
+  // Two hosts on one machine of one core: the ring's two actors compute in turn.
+  simulated_plan p = ring(2, 0, 3);
+  p.machine_cores = {1};
+  p.hosts = {{0}, {0}};
+  for (auto& a : p.actors)
+    for (size_t k = 0; k < a.program.size(); ++k)
+      if (a.program[k].kind == operation::kind_t::step_end)
+        a.program.insert(a.program.begin() + static_cast<long>(k++), operation::compute(1));
+  EXPECT_NEAR(simulate(p).step_seconds, 2, tolerance);
+}
+
+TEST(simulator, a_credit_window_holds_the_sender) {
+  // a sends three messages; b takes 1 s over each. With a window of 1, a's
+  // third send waits for b to take the second (at 1 s), then a computes 10 s.
+  const auto plan_with = [](int32_t window) {
+    simulated_plan p = on_hosts(2);
+    p.warmup_steps = 0;
+    simulated_actor a{"a", 0, true, {}}, b{"b", 1, true, {}};
+    for (int k = 0; k < 3; ++k) {
+      a.program.push_back(operation::send(1, 0, window));
+      b.program.push_back(operation::receive(0));
+      b.program.push_back(operation::compute(1));
+      if (k < 2) {
+        a.program.push_back(operation::step_end());
+        b.program.push_back(operation::step_end());
+      }
+    }
+    a.program.push_back(operation::compute(10));
+    a.program.push_back(operation::step_end());
+    b.program.push_back(operation::step_end());
+    p.actors = {a, b};
+    return p;
+  };
+  EXPECT_NEAR(simulate(plan_with(0)).end_seconds, 10, tolerance);
+  EXPECT_NEAR(simulate(plan_with(1)).end_seconds, 11, tolerance);
+}
+
+TEST(simulator, a_runtime_message_cost_occupies_both_ends) {
+  // 1 s of work, a message (0.25 s at each end), 1 s of work, per step.
+  simulated_plan p = on_hosts(2);
+  p.runtime.message_seconds = 0.25;
+  p.actors.push_back({"a", 0, true, {}});
+  p.actors.push_back({"b", 1, true, {}});
+  for (int k = 0; k < 3; ++k) {
+    p.actors[0].program.insert(p.actors[0].program.end(),
+                               {operation::compute(1), operation::send(1, 0),
+                                operation::receive(1), operation::step_end()});
+    p.actors[1].program.insert(p.actors[1].program.end(),
+                               {operation::receive(0), operation::compute(1),
+                                operation::send(0, 0), operation::step_end()});
+  }
+  EXPECT_NEAR(simulate(p).step_seconds, 1 + 0.25 + 0.25 + 1 + 0.25 + 0.25, tolerance);
+}
+
+TEST(simulator, refuses_a_plan_that_deadlocks_or_makes_no_sense) {
+  simulated_plan p = on_hosts(2);
+  p.actors.push_back({"a", 0, true, {operation::receive(1), operation::step_end(),
+                                     operation::step_end()}});
+  p.actors.push_back({"b", 1, true, {operation::receive(0), operation::step_end(),
+                                     operation::step_end()}});
+  EXPECT_THROW(simulate(p), baton::model::error);
+  p.actors[1].program.pop_back();
+  EXPECT_THROW(simulate(p), baton::model::error); // unequal steps
+  EXPECT_THROW(simulate(simulated_plan{}), baton::model::error);
+}
