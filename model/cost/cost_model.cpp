@@ -216,11 +216,7 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
   require(shards >= 1, "ist shards >= 1, got " + std::to_string(s.shards));
   require(s.local_steps >= 1, "ist local_steps >= 1, got " + std::to_string(s.local_steps));
   require(s.subnet_fraction >= 0 && s.subnet_fraction <= 1, "ist subnet_fraction in [0, 1]");
-  const double fraction = s.subnet_fraction > 0 ? s.subnet_fraction
-                          : s.mlp_inputs > 0
-                            ? ist_mlp_subnet_fraction(s.mlp_inputs, s.mlp_hidden, s.mlp_classes,
-                                                      c.hosts)
-                            : 1.0 / c.hosts;
+  const double fraction = ist_subnet_fraction_of(s, c.hosts);
   const step_compute whole = compute_of(w, w.batch_size, freezing{});
   const double subnet_bytes = whole.gradient_bytes * fraction;
   prediction p = on_every_host(w, c);
@@ -408,27 +404,16 @@ prediction predict_stages(const workload& w, const cluster& c, const pipeline_st
 }
 
 /// The stages given, or the fastest straight pipeline on at most
-/// min(W, layers) hosts: for each stage count the fastest stage ends, then
-/// the count with the shortest predicted step (fewer stages on a tie).
+/// min(W, layers) hosts (pipeline_stage_ends_of).
 prediction predict_pipeline(const workload& w, const cluster& c, const pipeline_strategy& s) {
   require(s.microbatches >= 1, "microbatches >= 1, got " + std::to_string(s.microbatches));
-  if (!s.stage_ends.empty()) {
-    std::vector<int32_t> replicas = s.replicas;
-    if (replicas.empty())
-      replicas.assign(s.stage_ends.size(), 1);
-    check_stages(w, s, s.stage_ends, replicas);
-    return predict_stages(w, c, s, s.stage_ends, replicas);
-  }
-  const microbatch_costs costs(w, c.link, s);
-  prediction fastest;
-  const size_t most = std::min<size_t>(static_cast<size_t>(c.hosts), w.layers.size());
-  for (size_t stages = 1; stages <= most; ++stages) {
-    const auto ends = fastest_stage_ends(costs, stages);
-    prediction p = predict_stages(w, c, s, ends, std::vector<int32_t>(stages, 1));
-    if (stages == 1 || p.step_seconds < fastest.step_seconds)
-      fastest = p;
-  }
-  return fastest;
+  const auto ends = pipeline_stage_ends_of(w, c, s);
+  std::vector<int32_t> replicas = s.stage_ends.empty() ? std::vector<int32_t>{} : s.replicas;
+  if (replicas.empty())
+    replicas.assign(ends.size(), 1);
+  if (!s.stage_ends.empty())
+    check_stages(w, s, ends, replicas);
+  return predict_stages(w, c, s, ends, replicas);
 }
 
 /// Seconds of one epoch's evaluation: a pipeline's as predict_stages found
@@ -511,6 +496,36 @@ double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidde
     }
   }
   return subnet / whole;
+}
+
+double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers) {
+  if (s.subnet_fraction > 0)
+    return s.subnet_fraction;
+  if (s.mlp_inputs > 0)
+    return ist_mlp_subnet_fraction(s.mlp_inputs, s.mlp_hidden, s.mlp_classes, workers);
+  return 1.0 / workers;
+}
+
+/// For each stage count the fastest stage ends, then the count with the
+/// shortest predicted step (fewer stages on a tie).
+std::vector<size_t> pipeline_stage_ends_of(const workload& w, const cluster& c,
+                                           const pipeline_strategy& s) {
+  if (!s.stage_ends.empty())
+    return s.stage_ends;
+  require(s.microbatches >= 1, "microbatches >= 1, got " + std::to_string(s.microbatches));
+  const microbatch_costs costs(w, c.link, s);
+  prediction fastest;
+  std::vector<size_t> fastest_ends;
+  const size_t most = std::min<size_t>(static_cast<size_t>(c.hosts), w.layers.size());
+  for (size_t stages = 1; stages <= most; ++stages) {
+    auto ends = fastest_stage_ends(costs, stages);
+    prediction p = predict_stages(w, c, s, ends, std::vector<int32_t>(stages, 1));
+    if (stages == 1 || p.step_seconds < fastest.step_seconds) {
+      fastest = p;
+      fastest_ends = std::move(ends);
+    }
+  }
+  return fastest_ends;
 }
 
 std::string name_of(const strategy& s) {

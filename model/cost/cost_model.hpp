@@ -265,4 +265,13 @@ std::vector<bucket> gradient_buckets(const std::vector<layer_profile>& layers,
 double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidden,
                                int64_t classes, int32_t workers);
 
+/// IST's subnet fraction f for `workers` workers: subnet_fraction, else the
+/// mlp's (ist_mlp_subnet_fraction), else 1 / W.
+double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers);
+
+/// A pipeline's stage ends: the given ones, or (none given) the fastest
+/// straight pipeline on at most min(W, layers) hosts, as predict chooses it.
+std::vector<size_t> pipeline_stage_ends_of(const workload& w, const cluster& c,
+                                           const pipeline_strategy& s);
+
 } // namespace baton::model::cost

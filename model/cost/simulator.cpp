@@ -69,7 +69,8 @@ struct step {
 struct running {
   std::vector<step> steps;
   size_t next = 0;          ///< the step it is at
-  double remaining = -1;    ///< of a cpu step in progress (< 0: not started)
+  bool started = false;     ///< whether the cpu step it is at has started
+  double remaining = 0;     ///< of the cpu step in progress
   int32_t marks = 0;        ///< step_ends passed
   std::vector<double> mark_times;
   double kinds[3] = {0, 0, 0}; ///< measured time by time_kind
@@ -85,8 +86,8 @@ public:
       r.steps = expand(a);
       actors_.push_back(std::move(r));
     }
-    egress_free_.assign(p.hosts.size(), 0);
-    ingress_free_.assign(p.hosts.size(), 0);
+    sending_.assign(p.hosts.size(), 0);
+    receiving_.assign(p.hosts.size(), 0);
   }
 
   simulation run();
@@ -115,7 +116,23 @@ private:
   std::map<edge, std::deque<double>> arrived_; ///< delivered, not yet received: their bytes
   std::map<edge, int32_t> in_flight_; ///< posted, not yet received
   std::priority_queue<arrival, std::vector<arrival>, std::greater<>> arrivals_;
-  std::vector<double> egress_free_, ingress_free_;
+  /// A message on the wire: its bytes not yet sent, shared fairly.
+  struct transfer {
+    edge on;
+    size_t from_host, to_host;
+    double bytes, remaining;
+  };
+  std::vector<transfer> wire_;
+  std::vector<int32_t> sending_, receiving_; ///< transfers per host and direction
+  std::map<edge, double> last_arrival_;      ///< a connection delivers in order
+  double rate_of(const transfer& t) const {
+    return plan_.link.bandwidth / std::max(sending_[t.from_host], receiving_[t.to_host]);
+  }
+  void deliver(const edge& e, double at, double bytes) {
+    at = std::max(at, last_arrival_[e]);
+    last_arrival_[e] = at;
+    arrivals_.push({at, e, bytes});
+  }
   std::vector<int32_t> computing_on_; ///< per machine, this instant
   double now_ = 0;
   double wire_bytes_ = 0; ///< sent between hosts in the senders' measured steps
@@ -160,13 +177,14 @@ bool engine::advance(size_t index) {
   while (!a.done()) {
     step& s = a.steps[a.next];
     if (s.kind == step::kind_t::cpu) {
-      if (a.remaining < 0) {
+      if (!a.started) {
+        a.started = true;
         a.remaining = s.seconds;
         moved = true;
       }
       if (a.remaining > epsilon)
         return moved;
-      a.remaining = -1;
+      a.started = false;
       ++a.next;
       continue;
     }
@@ -175,18 +193,22 @@ bool engine::advance(size_t index) {
       if (s.window > 0 && in_flight_[e] >= s.window)
         return moved;
       ++in_flight_[e];
-      double at = now_;
       if (cross_host(self, s.peer)) {
+        // On the wire: the host's link each way is shared by its transfers.
         const auto from = static_cast<size_t>(plan_.actors[index].host);
         const auto to = static_cast<size_t>(plan_.actors[static_cast<size_t>(s.peer)].host);
-        const double start = std::max({now_, egress_free_[from], ingress_free_[to]});
-        const double end = start + s.bytes / plan_.link.bandwidth;
-        egress_free_[from] = ingress_free_[to] = end;
-        at = end + plan_.link.latency;
         if (a.marks >= plan_.warmup_steps)
           wire_bytes_ += s.bytes; // a measured step's
+        if (s.bytes > 0) {
+          wire_.push_back({e, from, to, s.bytes, s.bytes});
+          ++sending_[from];
+          ++receiving_[to];
+        } else {
+          deliver(e, now_ + plan_.link.latency, 0);
+        }
+      } else {
+        deliver(e, now_, s.bytes);
       }
-      arrivals_.push({at, e, s.bytes});
     } else if (s.kind == step::kind_t::wait) {
       const edge e{s.peer, self};
       auto found = arrived_.find(e);
@@ -230,7 +252,9 @@ void engine::account(double dt) {
     const step& s = a.steps[a.next];
     time_kind kind = time_kind::waiting;
     if (s.kind == step::kind_t::cpu) {
-      a.remaining -= dt * rate_of(k);
+      // What would end by the next event ends (no rounding left over).
+      const double rate = rate_of(k);
+      a.remaining = now_ + a.remaining / rate <= now_ + dt ? 0.0 : a.remaining - dt * rate;
       kind = s.as;
     } else if (s.kind == step::kind_t::post) {
       kind = time_kind::communication; // out of credits
@@ -272,13 +296,30 @@ simulation engine::run() {
         ++computing_on_[static_cast<size_t>(
           plan_.hosts[static_cast<size_t>(plan_.actors[k].host)].machine)];
     double next = arrivals_.empty() ? never : arrivals_.top().at;
+    for (const transfer& t : wire_)
+      next = std::min(next, now_ + t.remaining / rate_of(t));
     for (size_t k = 0; k < actors_.size(); ++k)
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
         next = std::min(next, now_ + actors_[k].remaining / rate_of(k));
     if (next == never)
       deadlock();
     account(next - now_);
+    for (transfer& t : wire_) {
+      const double rate = rate_of(t);
+      t.remaining = now_ + t.remaining / rate <= next ? 0.0 : t.remaining - (next - now_) * rate;
+    }
     now_ = next;
+    // Sent: arrives a latency later.
+    for (size_t k = 0; k < wire_.size();) {
+      if (wire_[k].remaining > 0) {
+        ++k;
+        continue;
+      }
+      deliver(wire_[k].on, now_ + plan_.link.latency, wire_[k].bytes);
+      --sending_[wire_[k].from_host];
+      --receiving_[wire_[k].to_host];
+      wire_.erase(wire_.begin() + static_cast<long>(k));
+    }
     while (!arrivals_.empty() && arrivals_.top().at <= now_) {
       arrived_[arrivals_.top().on].push_back(arrivals_.top().bytes);
       arrivals_.pop();
