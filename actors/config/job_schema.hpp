@@ -88,8 +88,15 @@ void check_section(const field& f);
 /// A `node:` or `place:` entry: it must name a node listed under `nodes`.
 std::string read_node(const field& f, const std::vector<node_address>& nodes);
 
-/// An optimizer section's lr, momentum and weight_decay over `optimizer`
-/// (its other keys are the section's own, checked by check_section).
+/// The keys of an optimizer section (the workload's `optimizer:`, a part's
+/// override): torch.optim's names (docs/configuration.md).
+const std::vector<std::string>& optimizer_keys();
+
+/// An optimizer section over `optimizer` (the keys it gives replace those
+/// fields; its other keys are the section's own, checked by check_section).
+/// Refuses, naming the file and line, a key of another optimizer or
+/// schedule (momentum with adam, betas with sgd, gamma without step) and
+/// what model::check_optimizer refuses.
 model::optimizer_spec read_optimizer(const field& section, model::optimizer_spec optimizer);
 
 /// A budget of torch threads per actor (`runtime.compute_threads`, or one

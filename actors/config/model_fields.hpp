@@ -59,12 +59,25 @@ void inspect(Inspector& f, data_spec& x) {
   f.field("seed", x.seed);
 }
 
-/// lr, momentum, weight_decay.
+/// lr, momentum, weight_decay, then (optional: settings of a baton before
+/// the optimizer section are SGD's) name, nesterov, betas, eps, the
+/// schedule and clip_grad_norm. model::check_optimizer checks the whole.
 template <class Inspector>
 void inspect(Inspector& f, optimizer_spec& x) {
   f.field("lr", x.lr);
   f.field("momentum", x.momentum);
   f.field("weight_decay", x.weight_decay);
+  f.optional_field("name", x.name).one_of({"sgd", "adam", "adamw"});
+  f.optional_field("nesterov", x.nesterov);
+  f.optional_field("beta1", x.beta1);
+  f.optional_field("beta2", x.beta2);
+  f.optional_field("eps", x.eps);
+  f.optional_field("schedule", x.schedule).one_of({"constant", "step", "cosine"});
+  f.optional_field("warmup_epochs", x.warmup_epochs).at_least(0.0);
+  f.optional_field("step_epochs", x.step_epochs);
+  f.optional_field("gamma", x.gamma);
+  f.optional_field("min_lr", x.min_lr).at_least(0.0);
+  f.optional_field("clip_grad_norm", x.clip_grad_norm).at_least(0.0);
 }
 
 /// name and labels (the label map); the classes follow from the labels, and

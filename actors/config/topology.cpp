@@ -22,6 +22,7 @@
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/optimizer.hpp"
 
 namespace baton::actors {
 inline namespace config {
@@ -41,10 +42,11 @@ static_assert(max_topology_bytes == max_config_bytes, "one limit on config files
 // The validation and `--set` both read this one table, so they cannot
 // disagree about what a known key is.
 const std::map<std::string, std::vector<std::string>>& section_keys() {
-  static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
+  static const std::vector<std::string> optimizer = optimizer_keys();
   static const std::map<std::string, std::vector<std::string>> keys = {
     {"", {"job", "seed", "data", "backbone", "tasks", "task", "target_accuracy", "runtime",
-          "nodes", "faults"}},
+          "nodes", "faults", "optimizer"}},
+    {"optimizer", optimizer},
     {"data", {"dataset", "kind", "dir", "train", "test", "label", "shape", "classes",
               "normalize", "memory_mb", "train_limit", "test_limit", "batch_size",
               "microbatches", "epochs", "node", "synthetic_train", "synthetic_test",
@@ -191,18 +193,73 @@ std::string detail::read_node(const field& f, const std::vector<node_address>& n
   return name;
 }
 
+const std::vector<std::string>& detail::optimizer_keys() {
+  static const std::vector<std::string> keys = {
+    "name",     "lr",            "momentum",    "nesterov", "betas", "eps",    "weight_decay",
+    "schedule", "warmup_epochs", "step_epochs", "gamma",    "min_lr", "clip_grad_norm"};
+  return keys;
+}
+
 model::optimizer_spec detail::read_optimizer(const field& section,
                                              model::optimizer_spec optimizer) {
   check_section(section);
-  read_if(section, "lr", optimizer.lr, [](const field& f) {
-    return read_number(f, "a positive number", [](double x) { return x > 0; });
-  });
-  read_if(section, "momentum", optimizer.momentum, [](const field& f) {
-    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
-  });
-  read_if(section, "weight_decay", optimizer.weight_decay, [](const field& f) {
+  auto non_negative = [](const field& f) {
     return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
+  };
+  auto fraction = [](const field& f) {
+    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
+  };
+  auto positive = [](const field& f) {
+    return read_number(f, "a positive number", [](double x) { return x > 0; });
+  };
+  read_if(section, "name", optimizer.name,
+          [](const field& f) { return read_choice(f, model::optimizer_names()); });
+  read_if(section, "lr", optimizer.lr, positive);
+  read_if(section, "momentum", optimizer.momentum, fraction);
+  read_if(section, "nesterov", optimizer.nesterov, read_bool);
+  if (auto f = section.get("betas")) {
+    std::vector<double> betas;
+    for (const field& v : f->items("a list of two numbers in [0, 1) (beta1, beta2)", 2))
+      betas.push_back(fraction(v));
+    if (betas.size() != 2)
+      f->fail(f->name() + " must be two numbers [beta1, beta2], got " +
+              std::to_string(betas.size()));
+    optimizer.beta1 = betas[0];
+    optimizer.beta2 = betas[1];
+  }
+  read_if(section, "eps", optimizer.eps, positive);
+  read_if(section, "weight_decay", optimizer.weight_decay, non_negative);
+  read_if(section, "schedule", optimizer.schedule,
+          [](const field& f) { return read_choice(f, model::schedule_names()); });
+  read_if(section, "warmup_epochs", optimizer.warmup_epochs, [](const field& f) {
+    return read_number(f, "a number of epochs in [0, 1000]",
+                       [](double x) { return x >= 0 && x <= 1000; });
   });
+  read_if(section, "step_epochs", optimizer.step_epochs, positive);
+  read_if(section, "gamma", optimizer.gamma, positive);
+  read_if(section, "min_lr", optimizer.min_lr, non_negative);
+  read_if(section, "clip_grad_norm", optimizer.clip_grad_norm, non_negative);
+  // Settings that only make sense with another name are refused, not ignored.
+  auto only = [&](const char* key, bool ok, const std::string& why) {
+    if (auto f = section.get(key); f && !ok)
+      f->fail(f->name() + " " + why + " (optimizer name is " + optimizer.name + ")");
+  };
+  const bool sgd = optimizer.name == "sgd";
+  only("momentum", sgd, "is SGD's; adam and adamw take betas");
+  only("nesterov", sgd && (!optimizer.nesterov || optimizer.momentum > 0),
+       "needs sgd with momentum > 0");
+  only("betas", !sgd, "are adam's and adamw's");
+  only("eps", !sgd, "is adam's and adamw's");
+  only("step_epochs", optimizer.schedule == "step", "needs schedule: step");
+  only("gamma", optimizer.schedule == "step", "needs schedule: step");
+  only("min_lr", optimizer.schedule == "cosine", "needs schedule: cosine");
+  if (!section.get("momentum") && !sgd)
+    optimizer.momentum = 0; // not adam's: shown as 0 in plans, never read
+  try {
+    model::check_optimizer(optimizer);
+  } catch (const model::error& e) {
+    section.fail(section.name() + ": " + e.what());
+  }
   return optimizer;
 }
 
@@ -521,10 +578,6 @@ std::optional<job_length> length_of(const model::data_header& data, bool known,
       + std::to_string(*samples) + " training samples"};
 }
 
-model::optimizer_spec parse_optimizer(const field& section) {
-  return read_optimizer(section, {});
-}
-
 // A task maps each class of the dataset to a task class: the map has one
 // entry per dataset class (a shorter one would index past its end) and the
 // task has at most as many classes (a task class of 99 would make a 100-way
@@ -570,7 +623,9 @@ void parse_pretrain(const field& section, topology& t) {
   read_if(section, "task", t.pretrain.task, [&](const field& f) { return read_task(f, t).name; });
   read_if(section, "epochs", t.pretrain.epochs, positive_int32);
   read_if(section, "train_limit", t.pretrain.train_limit, non_negative_int64);
-  read_if(section, "optimizer", t.pretrain.optimizer, parse_optimizer);
+  // A per-part override over the workload's optimizer section.
+  read_if(section, "optimizer", t.pretrain.optimizer,
+          [&](const field& f) { return read_optimizer(f, t.pretrain.optimizer); });
   read_if(section, "if_missing", t.pretrain.if_missing_pretrain,
           [](const field& f) { return read_choice(f, {"error", "pretrain"}) == "pretrain"; });
 }
@@ -947,6 +1002,11 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
   set_sample_shape(data, t);
   refuse_unread_keys(root, t);
+  if (auto f = root.get("optimizer")) {
+    t.optimizer = read_optimizer(*f, {});
+    t.optimizer_where = f->where();
+    t.pretrain.optimizer = *t.optimizer;
+  }
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   parse_trained_task(root, t);
   refuse_other_jobs(root, jobs, t);

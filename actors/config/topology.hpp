@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,11 @@ struct workload {
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   std::string checkpoint_where; ///< file:line of `backbone.checkpoint` ("" when not given)
   backbone_pretrain_spec pretrain;
+  /// The workload's `optimizer:` section (every strategy's, over which
+  /// backbone.pretrain.optimizer and heads[].optimizer override); nullopt
+  /// when not given (each strategy's default, or its older key).
+  std::optional<model::optimizer_spec> optimizer;
+  std::string optimizer_where; ///< file:line of `optimizer:` ("" when not given)
 
   // -- tasks -------------------------------------------------------------------
   std::vector<model::task> tasks;

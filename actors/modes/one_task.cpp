@@ -11,7 +11,7 @@ using namespace detail;
 void add_one_task_heads(job_schema& schema) {
   schema.keys[""].push_back("heads");
   schema.keys["heads.*"] = {"name", "task", "node", "optimizer"};
-  schema.keys["heads.*.optimizer"] = {"lr", "momentum", "weight_decay"};
+  schema.keys["heads.*.optimizer"] = optimizer_keys();
   schema.lists.push_back("heads");
 }
 

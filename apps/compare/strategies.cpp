@@ -152,8 +152,10 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
            section["freeze"]["policy"].as<std::string>() != "adaptive")
     section["freeze"] = YAML::Load("{policy: adaptive}");
   auto pretrain = doc["backbone"] ? doc["backbone"]["pretrain"] : YAML::Node{};
-  if (s.job != "pipeline" && !section["optimizer"] && pretrain && pretrain.IsMap() &&
-      pretrain["optimizer"])
+  // The workload's `optimizer:` is every strategy's; without it, the
+  // pre-training's stands in for the strategies' older keys.
+  if (s.job != "pipeline" && !doc["optimizer"] && !section["optimizer"] && pretrain &&
+      pretrain.IsMap() && pretrain["optimizer"])
     section["optimizer"] = YAML::Clone(pretrain["optimizer"]);
   if (section.size() == 0)
     doc.remove(s.section);

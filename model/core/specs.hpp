@@ -93,11 +93,28 @@ struct data_spec {
   const char* train_samples_key() const { return synthetic() ? "synthetic_train" : "train_limit"; }
 };
 
-/// Optimiser settings (SGD with momentum and weight decay).
+/// Optimiser settings: the workload's `optimizer:` section (docs/configuration.md),
+/// torch.optim's names and defaults except lr and momentum. The step and the
+/// schedule are model/core/optimizer.hpp's.
 struct optimizer_spec {
   double lr = 0.05;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
+  double momentum = 0.9;      ///< sgd only
+  double weight_decay = 0.0;  ///< sgd, adam: L2 added to the gradient; adamw: decoupled
+  std::string name = "sgd";   ///< "sgd", "adam" or "adamw"
+  bool nesterov = false;      ///< sgd only (needs momentum > 0)
+  double beta1 = 0.9;         ///< adam, adamw: betas[0]
+  double beta2 = 0.999;       ///< adam, adamw: betas[1]
+  double eps = 1e-8;          ///< adam, adamw
+  /// "constant", "step" (x gamma every step_epochs epochs) or "cosine" (to
+  /// min_lr at the run's last step), after a linear warm-up of warmup_epochs.
+  std::string schedule = "constant";
+  double warmup_epochs = 0;   ///< fractions allowed
+  double step_epochs = 1;     ///< step: epochs between two decays
+  double gamma = 0.1;         ///< step: the decay factor
+  double min_lr = 0;          ///< cosine: the lr at the end
+  /// The largest L2 norm of the gradients of one step over the parameters
+  /// it covers (torch.nn.utils.clip_grad_norm_); 0: no clipping.
+  double clip_grad_norm = 0;
 };
 
 /// A task: a label map over the dataset's classes.

@@ -49,85 +49,15 @@ private:
 
 } // namespace
 
-namespace {
-
-/// Whether the fused step applies: three contiguous float32 tensors of one
-/// shape, the momentum buffer not sharing the others' memory (it is written).
-bool fusable(const at::Tensor& parameter, const at::Tensor& gradient,
-             const at::Tensor& momentum) {
-  for (const auto* t : {&parameter, &gradient, &momentum})
-    if (!t->defined() || t->scalar_type() != at::kFloat || !t->is_contiguous() ||
-        !t->sizes().equals(parameter.sizes()))
-      return false;
-  return momentum.data_ptr() != parameter.data_ptr() &&
-         momentum.data_ptr() != gradient.data_ptr();
-}
-
-/// The step in one pass over the elements (the ATen version below takes
-/// four, each allocating: resnet18's layer4 stepped in 28 ms that way and in
-/// 11 ms this way, memory-bound), into `next` (`parameter` itself for a
-/// step in place: each element is read before it is written). Same
-/// operations in the same order per element.
-void fused_sgd_step(const at::Tensor& parameter, const at::Tensor& gradient,
-                    at::Tensor& momentum, const optimizer_spec& optimizer, bool first,
-                    at::Tensor& next) {
-  const float lr = static_cast<float>(optimizer.lr);
-  const float mu = static_cast<float>(optimizer.momentum);
-  const float decay = static_cast<float>(optimizer.weight_decay);
-  const float* p = parameter.data_ptr<float>();
-  const float* g = gradient.data_ptr<float>();
-  float* m = momentum.data_ptr<float>();
-  float* n = next.data_ptr<float>();
-  at::parallel_for(0, parameter.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float grad = decay != 0 ? g[i] + decay * p[i] : g[i];
-      if (mu != 0) {
-        m[i] = first ? grad : m[i] * mu + grad;
-        grad = m[i];
-      }
-      n[i] = p[i] - lr * grad;
-    }
-  });
-}
-
-} // namespace
-
-at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& gradient,
-                                 at::Tensor& momentum, const optimizer_spec& optimizer,
-                                 bool first) {
-  torch::NoGradGuard no_grad;
-  if (fusable(parameter, gradient, momentum)) {
-    auto next = at::empty_like(parameter);
-    fused_sgd_step(parameter, gradient, momentum, optimizer, first, next);
-    return next;
-  }
-  auto grad = gradient;
-  if (optimizer.weight_decay != 0)
-    grad = grad + optimizer.weight_decay * parameter;
-  // torch::optim::SGD's arithmetic (its momentum buffer starts as the first
-  // gradient), but out of place: version v's tensors stay intact.
-  momentum = first && optimizer.momentum != 0 ? grad.clone()
-                                              : momentum * optimizer.momentum + grad;
-  auto update = optimizer.momentum != 0 ? momentum : grad;
-  return parameter - optimizer.lr * update;
-}
-
-void sgd_step_in_place(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
-                       const optimizer_spec& optimizer, bool first) {
-  torch::NoGradGuard no_grad;
-  if (fusable(parameter, gradient, momentum) && gradient.data_ptr() != parameter.data_ptr())
-    return fused_sgd_step(parameter, gradient, momentum, optimizer, first, parameter);
-  parameter.copy_(sgd_step_out_of_place(parameter, gradient, momentum, optimizer, first));
-}
-
 stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, stash_mode mode)
   : layers_(std::move(layers)), optimizer_(optimizer), mode_(mode) {
   layers_.set_trainable(true);
   layers_.train(true);
   parameters_ = layers_.parameters();
   std::vector<at::Tensor> data;
+  check_optimizer(optimizer_);
   for (const auto& p : parameters_) {
-    momentum_.push_back(torch::zeros_like(p));
+    state_.push_back(make_parameter_state(p, optimizer_));
     data.push_back(p.detach());
   }
   versions_[0] = {std::move(data), 0};
@@ -280,11 +210,16 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
       throw error("stage step: gradient " + std::to_string(i) +
                   " does not match its parameter's shape and type");
   torch::NoGradGuard no_grad;
+  double lr = optimizer_.lr;
+  if (steps_per_epoch_ > 0)
+    lr = lr_at(optimizer_, version_, steps_per_epoch_, epochs_);
+  else if (optimizer_.schedule != "constant" || optimizer_.warmup_epochs > 0)
+    throw error("stage step: the optimizer's schedule needs the run's length (set_schedule)");
+  const auto clipped = clip_grad_norm(gradients, optimizer_.clip_grad_norm);
   std::vector<at::Tensor> next;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto& p = parameters_[i];
-    next.push_back(
-      sgd_step_out_of_place(p.detach(), gradients[i], momentum_[i], optimizer_, version_ == 0));
+    next.push_back(optimizer_step_out_of_place(p.detach(), clipped[i], state_[i], optimizer_, lr));
     if (p.grad().defined())
       p.mutable_grad().zero_();
   }
@@ -302,8 +237,11 @@ training_state stage_trainer::save_state() const {
   s.version = version_;
   s.tensors = layers_.named_state();
   auto names = layers_.named_parameters();
-  for (size_t i = 0; i < names.size(); ++i)
-    s.tensors.emplace_back("momentum." + names[i].first, momentum_[i]);
+  for (size_t i = 0; i < names.size(); ++i) {
+    s.tensors.emplace_back("momentum." + names[i].first, state_[i].first);
+    if (state_[i].second.defined())
+      s.tensors.emplace_back("second." + names[i].first, state_[i].second);
+  }
   for (auto& t : s.tensors)
     t.second = t.second.detach().clone();
   return s;
@@ -315,10 +253,16 @@ void stage_trainer::restore(const training_state& s) {
   auto names = layers_.named_parameters();
   auto buffers = layers_.named_buffers();
   // Check everything first: a checkpoint that does not fit changes nothing.
-  std::vector<at::Tensor> weights, momenta, buffer_values;
+  std::vector<at::Tensor> weights, buffer_values;
+  std::vector<parameter_state> states;
   for (const auto& [name, p] : names) {
     weights.push_back(s.matching(name, p).clone());
-    momenta.push_back(s.matching("momentum." + name, p).clone());
+    parameter_state state;
+    state.first = s.matching("momentum." + name, p).clone();
+    if (has_second_moment(optimizer_))
+      state.second = s.matching("second." + name, p).clone();
+    state.steps = s.version;
+    states.push_back(std::move(state));
   }
   for (const auto& [name, b] : buffers)
     buffer_values.push_back(s.matching(name, b));
@@ -328,7 +272,7 @@ void stage_trainer::restore(const training_state& s) {
   for (auto& p : parameters_)
     if (p.grad().defined())
       p.mutable_grad().zero_();
-  momentum_ = std::move(momenta);
+  state_ = std::move(states);
   version_ = s.version;
   versions_.clear();
   versions_[version_] = {weights, 0};

@@ -33,26 +33,11 @@
 
 #include "model/core/layered_model.hpp"
 #include "model/core/non_finite.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/training.hpp"
 #include "model/core/training_checkpoint.hpp"
 
 namespace baton::model {
-
-/// One SGD step of one parameter, out of place (the tensors of the current
-/// version stay intact): updates `momentum` (in place; it becomes the
-/// gradient when `first`, as torch::optim::SGD starts its buffer) and
-/// returns the next value of `parameter`. torch::optim::SGD's operations in
-/// its order per element (float32 tensors in one fused pass, whose rounding
-/// may differ from ATen's kernels in the last bit).
-at::Tensor sgd_step_out_of_place(const at::Tensor& parameter, const at::Tensor& gradient,
-                                 at::Tensor& momentum, const optimizer_spec& optimizer,
-                                 bool first);
-
-/// The same step written into `parameter` itself (no new tensor, no copy):
-/// the same value, bit for bit, for a parameter nobody else reads while it
-/// steps (a data-parallel replica; not a stage's stashed versions).
-void sgd_step_in_place(at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
-                       const optimizer_spec& optimizer, bool first);
 
 /// Whether backward uses the weights of the forward (PipeDream) or the
 /// current ones (recomputing the forward with them: what happens without
@@ -67,7 +52,7 @@ struct backward_result {
   double loss = 0;               ///< mean loss (last stage only)
 };
 
-/// A trainable stage: a slice of layers, its SGD state and its weight
+/// A trainable stage: a slice of layers, its optimizer state and its weight
 /// versions. Not thread-safe: one actor owns it.
 class stage_trainer {
 public:
@@ -103,18 +88,27 @@ public:
   /// scaled by 1/`scale` (microbatches per minibatch), then backward.
   backward_result backward_loss(int64_t id, const at::Tensor& labels, int32_t scale);
 
-  /// One SGD step over the accumulated gradients (then zeroed): version + 1.
+  /// The run's length, for the optimizer's schedule (lr_at); without it
+  /// (0) a stage steps at optimizer.lr and refuses another schedule.
+  void set_schedule(int64_t steps_per_epoch, int64_t epochs) {
+    steps_per_epoch_ = steps_per_epoch;
+    epochs_ = epochs;
+  }
+
+  /// One optimizer step over the accumulated gradients (then zeroed):
+  /// version + 1.
   void step();
 
   /// The accumulated gradients (zeros for parameters that got none), copied;
   /// the accumulators are zeroed. A replica's contribution to its group.
   std::vector<at::Tensor> take_gradients();
 
-  /// One SGD step with `gradients` (one per parameter, in parameters'
+  /// One optimizer step with `gradients` (one per parameter, in parameters'
   /// order) instead of the accumulated ones: version + 1.
   void step(const std::vector<at::Tensor>& gradients);
 
-  /// Current weights, buffers, momentum and version, for a checkpoint.
+  /// Current weights, buffers, optimizer state (momentum.<name>, and
+  /// second.<name> for adam and adamw) and version, for a checkpoint.
   /// Precondition: nothing in flight (a flush schedule between minibatches).
   training_state save_state() const;
   /// Continues from `s` (the versions held become just s.version); throws
@@ -153,8 +147,10 @@ private:
 
   layered_model layers_;
   std::vector<at::Tensor> parameters_; ///< the parameter variables (leaves)
-  std::vector<at::Tensor> momentum_;
+  std::vector<parameter_state> state_; ///< per parameter; steps == version_
   optimizer_spec optimizer_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t epochs_ = 0;
   stash_mode mode_;
   int64_t version_ = 0;
   int64_t retain_from_ = INT64_MAX; ///< vertical sync: keep versions >= this

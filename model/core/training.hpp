@@ -35,6 +35,10 @@ public:
   double train(const at::Tensor& features, const at::Tensor& task_labels,
                int32_t step_size, bool last_in_step);
 
+  /// The run's length, for the optimizer's schedule (lr_at); without it a
+  /// head steps at optimizer.lr and refuses another schedule.
+  void set_schedule(int64_t steps_per_epoch, int64_t epochs);
+
   /// Number of correct predictions on a batch (no gradient).
   int64_t correct(const at::Tensor& features, const at::Tensor& task_labels);
 
@@ -43,7 +47,8 @@ public:
   /// Optimiser steps taken (the weight version).
   int64_t version() const { return version_; }
 
-  /// Weights, buffers, SGD momentum and version, for a checkpoint. Call
+  /// Weights, buffers, optimizer state (momentum.<name>; adam and adamw
+  /// also second.<name>) and version, for a checkpoint. Call
   /// between steps (no gradient accumulated).
   training_state save_state() const;
   /// Continues from `s`; throws model::error (naming the tensor) when it does

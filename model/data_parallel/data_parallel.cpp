@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/non_finite.hpp"
 #include "model/core/stage_trainer.hpp"
@@ -296,12 +297,13 @@ double scheduled_lr(const lr_schedule& s, int64_t step, int64_t steps_per_epoch)
       (s.linear_scaling && (s.global_batch <= 0 || s.base_batch <= 0)))
     throw error("learning rate schedule: expected lr > 0, steps per epoch > 0 and, with "
                 "linear scaling, global and base batch > 0");
+  optimizer_spec o = s.optimizer;
+  o.lr = s.lr;
+  o.warmup_epochs = s.warmup_epochs;
+  // The same expression as before the optimizer section: SGD runs keep their bits.
   const double target =
-      s.linear_scaling ? s.lr * static_cast<double>(s.global_batch) / s.base_batch : s.lr;
-  const double warmup_steps = s.warmup_epochs * static_cast<double>(steps_per_epoch);
-  if (warmup_steps <= 0 || static_cast<double>(step) >= warmup_steps)
-    return target;
-  return s.lr + (target - s.lr) * static_cast<double>(step) / warmup_steps;
+      s.linear_scaling ? s.lr * static_cast<double>(s.global_batch) / s.base_batch : 0;
+  return lr_at(o, step, steps_per_epoch, s.epochs, target);
 }
 
 // -- the frozen prefix ---------------------------------------------------------
@@ -324,7 +326,7 @@ namespace {
 struct replica {
   layered_model model;
   std::vector<at::Tensor> parameters; ///< the leaves, named_parameters() order
-  std::vector<at::Tensor> momentum;
+  std::vector<parameter_state> state; ///< per key, its optimizer state
   std::unique_ptr<feature_cache> cache;
 };
 
@@ -338,7 +340,6 @@ struct run_state {
   int64_t feature_block = 1;    ///< frozen_features' block_rows for this prefix
   flat_layout layout;
   std::vector<bucket> buckets;
-  std::vector<bool> stepped;    ///< per key: a momentum buffer exists (torch's `first`)
   std::optional<adaptive_freezer> freezer;
   std::optional<interval_gradients> interval;
   lr_schedule schedule;
@@ -413,18 +414,17 @@ std::vector<at::Tensor> all_reduce_mean(const run_state& s,
   return out;
 }
 
-/// One SGD step of replica `w`'s trainable keys with `grads`.
-void sgd_update(run_state& s, replica& w, const std::vector<at::Tensor>& grads,
-                std::vector<bool>& stepped) {
-  optimizer_spec opt = s.spec.optimizer;
-  opt.lr = scheduled_lr(s.schedule, s.step, s.steps_per_epoch);
+/// One optimizer step of replica `w`'s trainable keys with `grads`
+/// (clipped first when the optimizer says so: over the trainable keys).
+void optimizer_update(run_state& s, replica& w, const std::vector<at::Tensor>& grads) {
+  const double lr = scheduled_lr(s.schedule, s.step, s.steps_per_epoch);
   torch::NoGradGuard no_grad;
+  const auto clipped = clip_grad_norm(grads, s.spec.optimizer.clip_grad_norm);
   for (size_t i = 0; i < w.parameters.size(); ++i) {
-    if (!grads[i].defined())
+    if (!clipped[i].defined())
       continue;
     auto parameter = w.parameters[i].detach();
-    sgd_step_in_place(parameter, grads[i], w.momentum[i], opt, !stepped[i]);
-    stepped[i] = true;
+    optimizer_step_in_place(parameter, clipped[i], w.state[i], s.spec.optimizer, lr);
   }
 }
 
@@ -461,7 +461,7 @@ void synchronous_step(run_state& s, const std::vector<std::vector<int64_t>>& min
   for (size_t w = 0; w < s.workers.size(); ++w)
     per_worker.push_back(worker_gradients(s, s.workers[w], minibatches[w]));
   const auto reduced = all_reduce_mean(s, per_worker);
-  sgd_update(s, s.workers.front(), reduced, s.stepped);
+  optimizer_update(s, s.workers.front(), reduced);
   broadcast_parameters(s);
   adapt_freezing(s, reduced);
 }
@@ -484,12 +484,9 @@ void average_parameters(run_state& s) {
 void local_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatches) {
   for (size_t w = 0; w < s.workers.size(); ++w) {
     const auto grads = worker_gradients(s, s.workers[w], minibatches[w]);
-    // Each replica has its own momentum, and so its own `first` flags; they
-    // flip together because every replica steps every key at once.
-    std::vector<bool> stepped = s.stepped;
-    sgd_update(s, s.workers[w], grads, stepped);
-    if (w + 1 == s.workers.size())
-      s.stepped = stepped;
+    // Each replica has its own optimizer state (momentum, adam's moments),
+    // never averaged: only the weights are.
+    optimizer_update(s, s.workers[w], grads);
   }
   if (++s.local_steps == s.spec.sync_every)
     average_parameters(s);
@@ -560,13 +557,12 @@ void start(run_state& s, const model_factory& make) {
     r.model = make();
     r.parameters = r.model.parameters();
     for (const auto& p : r.parameters)
-      r.momentum.push_back(torch::zeros_like(p));
+      r.state.push_back(make_parameter_state(p, spec.optimizer));
     if (spec.cache)
       r.cache = std::make_unique<feature_cache>(spec.cache_mb);
     s.workers.push_back(std::move(r));
   }
   const layered_model& m = s.workers.front().model;
-  s.stepped.assign(m.parameters().size(), false);
   if (!spec.freeze_groups.empty() && spec.sync_every == 0) {
     s.freezer.emplace(spec.freeze_groups, spec.adaptive);
     s.interval.emplace(parameter_groups(m, spec.freeze_groups),
@@ -576,7 +572,7 @@ void start(run_state& s, const model_factory& make) {
   s.steps_per_epoch = data_parallel_steps_per_epoch(s.train.size(), spec.workers,
                                                     spec.batch_size, spec.remainder);
   s.schedule = {spec.optimizer.lr, spec.linear_scaling, spec.workers * spec.batch_size,
-                spec.base_batch, spec.warmup_epochs};
+                spec.base_batch, spec.warmup_epochs, spec.optimizer, spec.epochs};
 }
 
 } // namespace
@@ -585,6 +581,7 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
                                              const dataset& test,
                                              const data_parallel_settings& spec) {
   check_spec(spec);
+  check_optimizer(spec.optimizer);
   run_state s(spec, train);
   start(s, make);
   auto started = std::chrono::steady_clock::now();

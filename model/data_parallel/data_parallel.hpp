@@ -17,13 +17,17 @@
 //   these ones;
 // - ps: a shard sums the W pushes in worker order 0, 1, ..., W-1
 //   (worker_order_sum), whatever order they arrive in;
-// - every worker (ring, in place: sgd_step_in_place) or shard (ps) steps with
-//   sgd_step_out_of_place's arithmetic (stage_trainer.hpp), which is per
-//   element: stepping a slice of the flat vector gives the bits of stepping
-//   the whole parameter; the momentum buffer starts as the first gradient
-//   (torch's `first`);
+// - every worker (ring, in place: optimizer_step_in_place) or shard (ps)
+//   steps with the optimizer's arithmetic (model/core/optimizer.hpp: sgd,
+//   adam, adamw), which is per element: stepping a slice of the flat vector
+//   gives the bits of stepping the whole parameter; sgd's momentum buffer
+//   starts as the first gradient (torch's `first`); clip_grad_norm, when
+//   asked, scales the reduced gradient over the trainable keys first (not
+//   with ps: a shard has its key range only, the section refuses it);
 // - local SGD averages the trainable weights through the same buckets and
-//   summation, divided by W; momentum stays per worker, never averaged;
+//   summation, divided by W; the optimizer state (momentum, Adam's moments)
+//   stays per worker, never averaged: after an average each worker's moments
+//   are still those of its own gradients;
 // - a frozen prefix runs in evaluation mode under NoGradGuard, in canonical
 //   blocks of data_parallel_settings::feature_block rows (frozen_features), with
 //   or without the feature cache;
@@ -40,6 +44,7 @@
 #include "model/core/dataset.hpp"
 #include "model/core/feature_cache.hpp"
 #include "model/core/freezing.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/training.hpp"
 
@@ -233,10 +238,16 @@ struct lr_schedule {
   int64_t global_batch = 0;    ///< W x batch_size
   int64_t base_batch = 256;    ///< optimizer.base_batch
   double warmup_epochs = 0;    ///< optimizer.warmup_epochs (fractions allowed)
+  /// The rest of the optimizer's schedule (schedule, step_epochs, gamma,
+  /// min_lr; its lr and warmup_epochs are the fields above) and the run's
+  /// epochs, which a cosine schedule spans (model::lr_at).
+  optimizer_spec optimizer;
+  int64_t epochs = 0;
 };
 
-/// The lr of global step `step` (0-based, counted over all epochs). A pure
-/// function: every worker and shard computes the same value. Throws
+/// The lr of global step `step` (0-based, counted over all epochs):
+/// model::lr_at with the scaled target as its peak. A pure function: every
+/// worker and shard computes the same value. Throws
 /// model::error on a non-positive lr, batch or steps_per_epoch.
 double scheduled_lr(const lr_schedule& schedule, int64_t step, int64_t steps_per_epoch);
 

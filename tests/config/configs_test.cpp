@@ -97,6 +97,13 @@ TEST_F(configs, data_parallel_trains_at_every_size) {
     expect_trains("data-parallel", size, {"data.test_limit=300", "data.epochs=1"});
 }
 
+// AdamW with a cosine schedule after a warm-up epoch (issue 35): the
+// schedule spans the epochs run, so one epoch is all warm-up and annealing.
+TEST_F(configs, adamw_trains_at_every_size) {
+  for (const char* size : {"data.train_limit=2048", "data.train_limit=8192"})
+    expect_trains("adamw", size, {"data.test_limit=300", "data.epochs=2"});
+}
+
 TEST_F(configs, fine_tune_trains_at_every_size) {
   const auto checkpoint = pretrained("fine-tune", "groups4");
   for (const char* size : {"data.train_limit=4096", "data.train_limit=8192"})

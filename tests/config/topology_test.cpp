@@ -367,6 +367,36 @@ TEST_F(topology_test, values_out_of_range) {
   expect_error_at(text, "momentum", {"'backbone.pretrain.optimizer.momentum' must be a number"});
 }
 
+// The workload's `optimizer:` (issue 35): every head and the pre-training
+// take it, a head's own keys override it; keys of another optimizer or
+// schedule, an unknown name and a schedule a transfer head cannot follow are
+// refused at their line.
+TEST_F(topology_test, the_workload_optimizer_section) {
+  auto t = load(tasks_and_heads + "optimizer: {name: adamw, lr: 0.001, betas: [0.8, 0.99], "
+                                  "weight_decay: 0.01, clip_grad_norm: 2}\n",
+                {"heads.1.optimizer.lr=0.01"});
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  ASSERT_TRUE(t->optimizer.has_value());
+  EXPECT_EQ(t->pretrain.optimizer.name, "adamw");
+  EXPECT_DOUBLE_EQ(t->pretrain.optimizer.beta1, 0.8);
+  const auto& heads = transfer(*t).heads;
+  EXPECT_EQ(heads[0].spec.optimizer.name, "adamw");
+  EXPECT_DOUBLE_EQ(heads[0].spec.optimizer.lr, 0.001);
+  EXPECT_DOUBLE_EQ(heads[1].spec.optimizer.lr, 0.01);
+  EXPECT_DOUBLE_EQ(heads[1].spec.optimizer.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(heads[1].spec.optimizer.clip_grad_norm, 2);
+  std::string text = tasks_and_heads + "optimizer: {name: rmsprop}\n";
+  expect_error_at(text, "rmsprop", {"'optimizer.name' must be one of: sgd, adam, adamw"});
+  text = tasks_and_heads + "optimizer: {betas: [0.9, 0.99]}\n";
+  expect_error_at(text, "betas", {"are adam's and adamw's"});
+  text = tasks_and_heads + "optimizer: {name: adam, gamma: 0.5}\n";
+  expect_error_at(text, "gamma", {"needs schedule: step"});
+  text = tasks_and_heads + "optimizer: {name: adam, amsgrad: true}\n";
+  expect_error_at(text, "amsgrad", {"amsgrad"});
+  text = tasks_and_heads + "optimizer: {schedule: cosine, warmup_epochs: 1}\n";
+  expect_error(load(text), {"transfer's heads step at a constant lr"});
+}
+
 TEST_F(topology_test, missing_file) {
   std::string path = (dir_ / "absent.yaml").string();
   expect_error(load_topology(path),

@@ -121,7 +121,8 @@ shard_optimizer::shard_optimizer(model::key_range part, const at::Tensor& initia
     throw model::error("parameter shard: expected workers >= 1");
   check_slice(initial.reshape({-1}), part.size(), "parameter shard: its initial weights");
   weights_ = initial.detach().reshape({-1}).clone();
-  momentum_ = torch::zeros_like(weights_);
+  model::check_optimizer(optimizer_);
+  state_ = model::make_parameter_state(weights_, optimizer_);
 }
 
 void shard_optimizer::push(int32_t worker, int64_t step, at::Tensor gradient) {
@@ -141,13 +142,21 @@ void shard_optimizer::push(int32_t worker, int64_t step, at::Tensor gradient) {
 }
 
 void shard_optimizer::restore(int64_t steps, const at::Tensor& weights,
-                              const at::Tensor& momentum) {
+                              const at::Tensor& momentum, const at::Tensor& second) {
   if (!pushed_.empty() || steps < 0)
     throw model::error("parameter shard: restored after a push (or to a negative step)");
   check_slice(weights.reshape({-1}), part_.size(), "parameter shard: its restored weights");
   check_slice(momentum.reshape({-1}), part_.size(), "parameter shard: its restored momentum");
+  if (model::has_second_moment(optimizer_)) {
+    if (!second.defined())
+      throw model::error("parameter shard: its checkpoint has no second moment (written by an "
+                         "sgd run?), which " + optimizer_.name + " needs");
+    check_slice(second.reshape({-1}), part_.size(), "parameter shard: its restored second moment");
+    state_.second = second.detach().reshape({-1}).clone();
+  }
   weights_ = weights.detach().reshape({-1}).clone();
-  momentum_ = momentum.detach().reshape({-1}).clone();
+  state_.first = momentum.detach().reshape({-1}).clone();
+  state_.steps = steps;
   steps_ = steps;
 }
 
@@ -165,15 +174,14 @@ at::Tensor shard_optimizer::step() {
                        " have not all arrived");
   auto it = pushed_.find(steps_);
   // The reference's arithmetic per element (model/data_parallel/data_parallel.hpp): the
-  // sum in worker order, then / W, then the step; sgd_step_out_of_place is
+  // sum in worker order, then / W, then the step; optimizer_step_out_of_place is
   // per element, so stepping the slice at once gives the bits of stepping
   // each parameter whole.
   const at::Tensor mean = at::div(model::worker_order_sum(it->second),
                                   static_cast<double>(workers_));
   pushed_.erase(it);
-  model::optimizer_spec opt = optimizer_;
-  opt.lr = model::scheduled_lr(schedule_, steps_, steps_per_epoch_);
-  weights_ = model::sgd_step_out_of_place(weights_, mean, momentum_, opt, steps_ == 0);
+  const double lr = model::scheduled_lr(schedule_, steps_, steps_per_epoch_);
+  weights_ = model::optimizer_step_out_of_place(weights_, mean, state_, optimizer_, lr);
   steps_ += 1;
   return weights_;
 }

@@ -123,7 +123,7 @@ public:
   /// Whether all W pushes of step steps() arrived.
   bool ready() const;
   /// Takes step steps(): the W pushes summed in worker order
-  /// (model::worker_order_sum), divided by W, one sgd_step_out_of_place of
+  /// (model::worker_order_sum), divided by W, one optimizer_step_out_of_place of
   /// the slice with the scheduled lr. Returns the new weights, a fresh
   /// tensor the shard never writes again (safe to send). Throws
   /// model::error unless ready().
@@ -134,17 +134,21 @@ public:
   const at::Tensor& weights() const { return weights_; }
   /// The part this shard owns.
   const model::key_range& part() const { return part_; }
-  /// The momentum of the part (zeros before the first step).
-  const at::Tensor& momentum() const { return momentum_; }
-  /// A restored shard: `steps` steps taken, with these weights and momentum
-  /// (part().size() float32 elements each, copied). Throws model::error on
-  /// a size mismatch or once a push was recorded.
-  void restore(int64_t steps, const at::Tensor& weights, const at::Tensor& momentum);
+  /// The momentum (adam: first moment) of the part (zeros before the first step).
+  const at::Tensor& momentum() const { return state_.first; }
+  /// adam, adamw: the second moment of the part; undefined for sgd.
+  const at::Tensor& second() const { return state_.second; }
+  /// A restored shard: `steps` steps taken, with these weights, momentum and
+  /// (adam, adamw) second moment (part().size() float32 elements each,
+  /// copied). Throws model::error on a size mismatch or once a push was
+  /// recorded.
+  void restore(int64_t steps, const at::Tensor& weights, const at::Tensor& momentum,
+               const at::Tensor& second = {});
 
 private:
   model::key_range part_;
   at::Tensor weights_;
-  at::Tensor momentum_;
+  model::parameter_state state_; ///< the part's optimizer state (steps: steps_)
   int32_t workers_;
   model::optimizer_spec optimizer_;
   model::lr_schedule schedule_;

@@ -24,7 +24,14 @@ using namespace detail;
 const std::vector<std::string> worker_models{"mlp", "ist_mlp", "convnet", "resnet18",
                                              "torchscript"};
 
-/// The large-minibatch keys of `data_parallel.optimizer`.
+/// An optimizer section's keys and the large-minibatch ones.
+std::vector<std::string> with_schedule_keys(std::vector<std::string> keys) {
+  keys.push_back("lr_scaling");
+  keys.push_back("base_batch");
+  return keys;
+}
+
+/// The large-minibatch keys of the optimizer section.
 void read_schedule(const field& section, section_spec& s) {
   read_if(section, "lr_scaling", s.lr_scaling,
           [](const field& f) { return read_choice(f, {"none", "linear"}); });
@@ -33,6 +40,31 @@ void read_schedule(const field& section, section_spec& s) {
     return read_number(f, "a number of epochs in [0, 1000]",
                        [](double x) { return x >= 0 && x <= 1000; });
   });
+}
+
+/// The workload's `optimizer:`, or its older name `data_parallel.optimizer`
+/// (over backbone.pretrain.optimizer, as before the workload's section), not
+/// both; lr_scaling and base_batch are read from whichever is given.
+void read_optimizer_of(const field& root, const field& section, const topology& t,
+                       section_spec& s) {
+  auto own = section.get("optimizer");
+  auto workload = root.get("optimizer");
+  if (own && workload)
+    own->fail(own->name() + " is the older name of the workload's optimizer section, which " +
+              t.optimizer_where + " gives too (expected one of them)");
+  s.optimizer = t.optimizer ? *t.optimizer : t.pretrain.optimizer;
+  if (own)
+    s.optimizer = read_optimizer(*own, s.optimizer);
+  if (auto f = own ? own : workload)
+    read_schedule(*f, s);
+  s.warmup_epochs = s.optimizer.warmup_epochs;
+  // A worker's step covers its whole trainable part: the ring, local SGD
+  // and the reference clip over it. A parameter shard holds only its key
+  // range, so the global norm would need a round the protocol does not have.
+  if (s.optimizer.clip_grad_norm > 0 && s.exchange == "ps")
+    (own ? *own : workload ? *workload : section)
+      .fail("clip_grad_norm needs the norm of the whole gradient, which no parameter shard "
+            "has (data_parallel.exchange: ps); expected no clip_grad_norm, or exchange: ring");
 }
 
 /// `data_parallel.model`, else `backbone.model` when a worker can hold it.
@@ -173,11 +205,7 @@ std::any parse(const field& root, const std::vector<std::string>&, topology& t) 
   read_hidden(section, t);
   check_batch_norm(root, t, s.workers);
   read_freezing(root, section, t, s);
-  s.optimizer = t.pretrain.optimizer;
-  if (auto f = section.get("optimizer")) {
-    s.optimizer = read_optimizer(*f, s.optimizer);
-    read_schedule(*f, s);
-  }
+  read_optimizer_of(root, section, t, s);
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
@@ -250,8 +278,8 @@ job_schema schema() {
                                     "optimizer", "nodes", "shards", "max_staleness",
                                     "shard_nodes", "sync_every", "freeze", "task", "hidden"}},
                  {"data_parallel.freeze", freeze_keys()},
-                 {"data_parallel.optimizer", {"lr", "momentum", "weight_decay", "lr_scaling",
-                                              "base_batch", "warmup_epochs"}}};
+                 {"data_parallel.optimizer", with_schedule_keys(optimizer_keys())},
+                 {"optimizer", {"lr_scaling", "base_batch"}}};
   schema.lists = {"data_parallel.nodes", "data_parallel.shard_nodes", "data_parallel.hidden",
                   "data_parallel.freeze.groups"};
   add_one_task_heads(schema);

@@ -76,9 +76,12 @@ void finish(shard_actor* self) {
 
 /// A checkpoint of its part after `steps` steps: the slice and its momentum.
 model::training_state checkpoint_of(const shard_optimizer& core) {
-  return {{{"weights", core.weights().clone()}, {"momentum", core.momentum().clone()}},
-          core.steps(),
-          {}};
+  model::training_state s;
+  s.tensors = {{"weights", core.weights().clone()}, {"momentum", core.momentum().clone()}};
+  s.version = core.steps();
+  if (core.second().defined()) // adam, adamw
+    s.tensors.emplace_back("second", core.second().clone());
+  return s;
 }
 
 /// Takes every step whose W pushes arrived and sends the new slice to every
@@ -193,12 +196,13 @@ shard_optimizer make_core(const shard_settings& spec, int64_t steps_per_epoch) {
   const at::Tensor flat = model::flatten(m.parameters(), layout);
   model::lr_schedule schedule{spec.optimizer.lr, spec.linear_scaling,
                               spec.workers * spec.data.plan.batch_size, spec.base_batch,
-                              spec.warmup_epochs};
+                              spec.warmup_epochs, spec.optimizer, spec.data.plan.epochs};
   shard_optimizer core{part,     model::slice(flat, part), spec.workers, spec.optimizer,
                        schedule, steps_per_epoch};
   // A restored shard: its part's weights and momentum of restore_step.
   if (auto restored = checkpointing{spec.recovery}.restore())
-    core.restore(restored->version, restored->at("weights"), restored->at("momentum"));
+    core.restore(restored->version, restored->at("weights"), restored->at("momentum"),
+                 model::has_second_moment(spec.optimizer) ? restored->at("second") : at::Tensor{});
   return core;
 }
 

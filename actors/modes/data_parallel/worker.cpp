@@ -493,7 +493,7 @@ void init_state(worker_actor* self, worker_setup setup) {
   st.steps_per_epoch = model::data_parallel_steps_per_epoch(
     st.train.size(), st.spec.workers, plan.batch_size, model::remainder_policy::pad);
   st.schedule = {st.spec.optimizer.lr, st.spec.linear_scaling, st.spec.workers * plan.batch_size,
-                 st.spec.base_batch, st.spec.warmup_epochs};
+                 st.spec.base_batch, st.spec.warmup_epochs, st.spec.optimizer, plan.epochs};
   st.ring.emplace(st.spec.worker, st.spec.workers);
   int32_t next = model::ring_next(st.spec.worker, st.spec.workers);
   st.ring_edge = {st.name, worker_name(next), 0, 0};

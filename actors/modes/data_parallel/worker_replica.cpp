@@ -9,6 +9,7 @@
 
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {
@@ -19,9 +20,9 @@ worker_replica::worker_replica(model::layered_model m, const worker_settings& sp
     : model_(std::move(m)), optimizer_(spec.optimizer), bucket_mb_(spec.bucket_mb), use_cache_(spec.cache),
       feature_block_(spec.feature_block) {
   parameters_ = model_.parameters();
+  model::check_optimizer(optimizer_);
   for (const auto& p : parameters_)
-    momentum_.push_back(torch::zeros_like(p));
-  stepped_.assign(parameters_.size(), false);
+    state_.push_back(model::make_parameter_state(p, optimizer_));
   if (spec.cache)
     cache_ = std::make_unique<model::feature_cache>(spec.cache_mb);
   if (!spec.freeze_groups.empty()) {
@@ -153,15 +154,15 @@ std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
 
 void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
   auto began = std::chrono::steady_clock::now();
-  model::optimizer_spec opt = optimizer_;
-  opt.lr = lr;
   torch::NoGradGuard no_grad;
+  // Over the keys this step covers (the trainable ones): the reduced
+  // gradient in a synchronous step, the worker's own in local SGD.
+  const auto clipped = model::clip_grad_norm(gradients, optimizer_.clip_grad_norm);
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    if (!gradients[i].defined())
+    if (!clipped[i].defined())
       continue;
     auto parameter = parameters_[i].detach();
-    model::sgd_step_in_place(parameter, gradients[i], momentum_[i], opt, !stepped_[i]);
-    stepped_[i] = true;
+    model::optimizer_step_in_place(parameter, clipped[i], state_[i], optimizer_, lr);
   }
   phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
@@ -235,9 +236,13 @@ model::training_state worker_replica::save_state(int64_t steps) const {
   s.tensors = model_.named_state();
   auto names = model_.named_parameters();
   for (size_t i = 0; i < names.size(); ++i) {
-    s.tensors.emplace_back("momentum." + names[i].first, momentum_[i]);
+    s.tensors.emplace_back("momentum." + names[i].first, state_[i].first);
     s.tensors.emplace_back("stepped." + names[i].first,
-                           torch::tensor(static_cast<int64_t>(stepped_[i])));
+                           torch::tensor(static_cast<int64_t>(state_[i].steps > 0)));
+    if (state_[i].second.defined()) { // adam, adamw: the second moment and the count
+      s.tensors.emplace_back("second." + names[i].first, state_[i].second);
+      s.tensors.emplace_back("steps." + names[i].first, torch::tensor(state_[i].steps));
+    }
   }
   for (auto& t : s.tensors)
     t.second = t.second.detach().clone();
@@ -248,12 +253,19 @@ void worker_replica::restore(const model::training_state& s) {
   const auto names = model_.named_parameters();
   const auto buffers = model_.named_buffers();
   // Check everything first: a checkpoint that does not fit changes nothing.
-  std::vector<at::Tensor> weights, momenta, buffer_values;
-  std::vector<bool> stepped;
+  std::vector<at::Tensor> weights, buffer_values;
+  std::vector<model::parameter_state> states;
+  const at::Tensor count = torch::tensor(int64_t{0});
   for (const auto& [name, p] : names) {
     weights.push_back(s.matching(name, p));
-    momenta.push_back(s.matching("momentum." + name, p).clone());
-    stepped.push_back(s.matching("stepped." + name, torch::tensor(int64_t{0})).item<int64_t>());
+    model::parameter_state state;
+    state.first = s.matching("momentum." + name, p).clone();
+    state.steps = s.matching("stepped." + name, count).item<int64_t>();
+    if (model::has_second_moment(optimizer_)) {
+      state.second = s.matching("second." + name, p).clone();
+      state.steps = s.matching("steps." + name, count).item<int64_t>();
+    }
+    states.push_back(std::move(state));
   }
   for (const auto& [name, b] : buffers)
     buffer_values.push_back(s.matching(name, b));
@@ -262,8 +274,7 @@ void worker_replica::restore(const model::training_state& s) {
     parameters_[i].copy_(weights[i]);
   for (size_t i = 0; i < buffers.size(); ++i)
     buffers[i].second.copy_(buffer_values[i]);
-  momentum_ = std::move(momenta);
-  stepped_ = std::move(stepped);
+  state_ = std::move(states);
 }
 
 model::cache_stats worker_replica::cache_stats() const {

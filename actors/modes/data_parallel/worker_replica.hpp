@@ -75,9 +75,10 @@ public:
   std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
                                     double& loss, const bucket_ready& on_bucket);
 
-  /// One SGD step, in place (model::sgd_step_in_place), of every parameter whose
-  /// entry of `gradients` is defined, at learning rate `lr`; a key's first
-  /// step starts its momentum buffer, as torch's SGD does.
+  /// One optimizer step, in place (model::optimizer_step_in_place), of every
+  /// parameter whose entry of `gradients` is defined, at learning rate `lr`,
+  /// after clip_grad_norm over those entries when the optimizer clips; a
+  /// key's first step starts its momentum buffer, as torch's SGD does.
   void step(const std::vector<at::Tensor>& gradients, double lr);
 
   /// The flat vector of every bucket (model::bucket_flat) of per-key
@@ -143,8 +144,7 @@ private:
 
   model::layered_model model_;
   std::vector<at::Tensor> parameters_;
-  std::vector<at::Tensor> momentum_;
-  std::vector<bool> stepped_; ///< per key: its momentum buffer holds a step
+  std::vector<model::parameter_state> state_; ///< per key, its optimizer state
   model::optimizer_spec optimizer_; ///< lr: replaced by each step's
   double bucket_mb_;
   bool use_cache_;

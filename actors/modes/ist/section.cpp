@@ -86,6 +86,38 @@ void check_batch(const field& root, const topology& t) {
 }
 
 // `ist:` (job: ist only; absent: every default).
+/// The workload's `optimizer:`, or its older name `ist.optimizer` (over
+/// the authors' plain SGD), not both. IST's local steps are SGD's with a
+/// fresh momentum every round (model/ist/ist.hpp): adam's moments, a
+/// schedule and clipping are refused, with the reason.
+void read_optimizer_of(const field& root, const field& section, const topology& t,
+                       section_spec& s) {
+  auto own = section.get("optimizer");
+  auto workload = root.get("optimizer");
+  if (own && workload)
+    own->fail(own->name() + " is the older name of the workload's optimizer section, which " +
+              t.optimizer_where + " gives too (expected one of them)");
+  if (t.optimizer)
+    s.optimizer = *t.optimizer;
+  if (own)
+    s.optimizer = read_optimizer(*own, s.optimizer);
+  const field& blame = own ? *own : workload ? *workload : section;
+  const auto& o = s.optimizer;
+  auto refuse = [&](const std::string& what) {
+    blame.fail(blame.name() + ": " + what + " (IST and ResIST take plain SGD steps, with a "
+               "fresh optimizer every round as the authors do; expected name: sgd, no "
+               "nesterov, schedule: constant without warm-up, no clip_grad_norm)");
+  };
+  if (o.name != "sgd")
+    refuse(o.name + " is not supported: its moments would restart every round");
+  if (o.nesterov)
+    refuse("nesterov is not supported");
+  if (o.schedule != "constant" || o.warmup_epochs > 0)
+    refuse("a learning-rate schedule is not supported");
+  if (o.clip_grad_norm > 0)
+    refuse("clip_grad_norm is not supported: a worker holds only its subnet's gradient");
+}
+
 std::any parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("ist");
@@ -105,8 +137,7 @@ std::any parse(const field& root, const std::vector<std::string>&, topology& t) 
               "widths are fixed (expected no hidden, or kind: ist)");
     s.hidden = read_hidden(*f, s); // the default [4096] is wider than 64 workers
   }
-  if (auto f = section.get("optimizer"))
-    s.optimizer = read_optimizer(*f, s.optimizer);
+  read_optimizer_of(root, section, t, s);
   check_batch(root, t);
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
@@ -160,7 +191,7 @@ job_schema schema() {
   schema.section = "ist";
   schema.keys = {{"ist", {"kind", "model", "workers", "shards", "local_steps", "hidden",
                           "optimizer", "nodes"}},
-                 {"ist.optimizer", {"lr", "momentum", "weight_decay"}}};
+                 {"ist.optimizer", optimizer_keys()}};
   schema.lists = {"ist.hidden", "ist.nodes"};
   // The network is ist.model's: the backbone's model keys are not read.
   const std::string own = std::string(ist_models) + " (expected ist.model instead)";

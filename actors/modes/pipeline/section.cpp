@@ -200,8 +200,29 @@ void check_batch_norm(const field& root, const topology& t) {
 }
 
 // The stages are its own section's; `heads` of older files name the task.
+/// The stages step with the workload's optimizer (backbone.pretrain.optimizer
+/// overrides it); each holds the state of its own layers. Refused: a
+/// schedule (a stage does not know the run's steps) and clip_grad_norm (its
+/// norm is over every stage's gradient, which no stage has).
+void check_optimizer_of(const field& root, const topology& t) {
+  const auto pretrain = root.section("backbone").section("pretrain").get("optimizer");
+  const auto workload = root.get("optimizer");
+  if (!pretrain && !workload)
+    return;
+  const field& blame = pretrain ? *pretrain : *workload;
+  const auto& o = t.pretrain.optimizer;
+  if (o.schedule != "constant" || o.warmup_epochs > 0)
+    blame.fail(blame.name() + ": job: pipeline steps at a constant lr (a stage does not know "
+               "the run's steps); expected schedule: constant and no warmup_epochs (the "
+               "schedules run under job: data-parallel)");
+  if (o.clip_grad_norm > 0)
+    blame.fail(blame.name() + ": job: pipeline cannot clip_grad_norm (the norm is over every "
+               "stage's gradient, which no stage has); expected no clip_grad_norm");
+}
+
 std::any parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   read_one_task_heads(root, t);
+  check_optimizer_of(root, t);
   auto settings = parse_pipeline(root.section("pipeline"), layers, t);
   check_batch_norm(root, t);
   return settings;

@@ -167,7 +167,17 @@ void check_feature_cache(const field& section, const section_spec& s) {
 
 // -- heads ---------------------------------------------------------------------------
 
-// A head `name` training `task` with the default optimizer.
+// A head steps once per minibatch of features and does not know the run's
+// steps, so it takes a constant lr; `blame` is the section that asked.
+void refuse_schedule(const field& blame, const model::optimizer_spec& o, const topology& t) {
+  if (o.schedule != "constant" || o.warmup_epochs > 0)
+    blame.fail(blame.name() + ": job: transfer's heads step at a constant lr (a head does "
+               "not know the run's steps); expected schedule: constant and no warmup_epochs" +
+               (t.optimizer_where.empty() ? "" : " (the workload's optimizer section is at " +
+                                                   t.optimizer_where + ")"));
+}
+
+// A head `name` training `task` with the workload's optimizer.
 head_placement make_head(const std::string& name, const model::task& task, const topology& t) {
   head_placement head;
   head.spec.name = name;
@@ -176,6 +186,7 @@ head_placement make_head(const std::string& name, const model::task& task, const
   head.spec.model.classes = task.classes;
   // Derived from the name only, so adding a head does not change the others.
   head.spec.model.seed = model::derive_seed(t.seed, "head/" + name);
+  head.spec.optimizer = t.optimizer.value_or(model::optimizer_spec{});
   return head;
 }
 
@@ -183,8 +194,11 @@ head_placement parse_head(const field& item, const topology& t) {
   check_section(item);
   const std::string name = read_new_name(item.require("name"), "head");
   head_placement head = make_head(name, read_task(item.require("task"), t), t);
-  read_if(item, "optimizer", head.spec.optimizer,
-          [](const field& f) { return read_optimizer(f, {}); });
+  // The workload's optimizer (make_head), overridden by the head's own.
+  auto own = item.get("optimizer");
+  if (own)
+    head.spec.optimizer = read_optimizer(*own, head.spec.optimizer);
+  refuse_schedule(own ? *own : item, head.spec.optimizer, t);
   read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
   return head;
 }
@@ -242,8 +256,10 @@ std::any parse(const field& root, const std::vector<std::string>& layers, topolo
   const model::task* task = t.find_task(t.task);
   if (auto heads = root.get("heads"); heads || task == nullptr)
     s.heads = parse_heads(root.require("heads"), t);
-  else
+  else {
     s.heads = {make_head(t.task, *task, t)};
+    refuse_schedule(root, s.heads.front().spec.optimizer, t);
+  }
   const int64_t features = measure_features(backbone, t);
   for (auto& head : s.heads)
     head.spec.model.features = features;
@@ -262,7 +278,7 @@ section_spec& section_of(topology& t) {
 }
 
 job_schema schema() {
-  static const std::vector<std::string> optimizer = {"lr", "momentum", "weight_decay"};
+  static const std::vector<std::string> optimizer = optimizer_keys();
   job_schema schema;
   schema.name = "transfer";
   schema.keys = {{"", {"heads"}},

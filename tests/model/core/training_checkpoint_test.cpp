@@ -180,6 +180,65 @@ TEST_F(training_checkpoint, a_restored_head_continues_bit_for_bit) {
   EXPECT_EQ(resumed.version(), 6);
 }
 
+// AdamW's state (both moments; the step count is the version) goes with the
+// checkpoint: a stage and a head resumed from it continue bit for bit, with
+// clipping and a schedule. An SGD checkpoint has no second moment: an adamw
+// stage refuses it, naming the tensor.
+TEST_F(training_checkpoint, a_restored_adamw_stage_and_head_continue_bit_for_bit) {
+  auto data = batches(6);
+  optimizer_spec adamw;
+  adamw.name = "adamw";
+  adamw.lr = 0.01;
+  adamw.momentum = 0;
+  adamw.weight_decay = 0.01;
+  adamw.schedule = "cosine";
+  adamw.warmup_epochs = 1;
+  adamw.clip_grad_norm = 0.5;
+  auto train = [&](stage_trainer& t, int from, int to) {
+    for (int i = from; i < to; ++i) {
+      t.forward(i, data[i].first, true);
+      t.backward_loss(i, data[i].second, 1);
+      t.step();
+    }
+  };
+  stage_trainer original{model_of("head"), adamw, stash_mode::stash};
+  original.set_schedule(2, 3);
+  train(original, 0, 3);
+  checkpoint_store store{(dir_ / "stage").string()};
+  store.save(original.save_state());
+  train(original, 3, 6);
+  stage_trainer resumed{model_of("head"), adamw, stash_mode::stash};
+  resumed.set_schedule(2, 3);
+  resumed.restore(store.load(3));
+  train(resumed, 3, 6);
+  EXPECT_EQ(weights_digest(resumed.layers()), weights_digest(original.layers()));
+
+  stage_trainer sgd{model_of("head"), optimizer_spec{}, stash_mode::stash};
+  train(sgd, 0, 1);
+  try {
+    original.restore(sgd.save_state());
+    ADD_FAILURE() << "an sgd checkpoint was restored into an adamw stage";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("second."), std::string::npos) << e.what();
+  }
+
+  auto all10 = make_task("all10", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  head_trainer head{model_of("head"), all10, adamw};
+  head.set_schedule(2, 3);
+  for (int i = 0; i < 3; ++i)
+    head.train(data[i].first, data[i].second, 1, true);
+  checkpoint_store heads{(dir_ / "head").string()};
+  heads.save(head.save_state());
+  for (int i = 3; i < 6; ++i)
+    head.train(data[i].first, data[i].second, 1, true);
+  head_trainer again{model_of("head"), all10, adamw};
+  again.set_schedule(2, 3);
+  again.restore(heads.load(3));
+  for (int i = 3; i < 6; ++i)
+    again.train(data[i].first, data[i].second, 1, true);
+  EXPECT_EQ(weights_digest(again.model()), weights_digest(head.model()));
+}
+
 TEST_F(training_checkpoint, a_checkpoint_of_another_model_changes_nothing) {
   optimizer_spec sgd{0.05, 0.9, 0};
   stage_trainer stage{model_of("head"), sgd, stash_mode::stash};

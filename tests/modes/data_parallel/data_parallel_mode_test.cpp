@@ -54,6 +54,17 @@ TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
   EXPECT_NE(dp.refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"),
             std::string::npos);
   EXPECT_NE(dp.refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
+  // The workload's optimizer section and its older name: one of them.
+  auto both = dp.refusal("  optimizer: {lr: 0.1}\noptimizer: {lr: 0.2}\n");
+  EXPECT_NE(both.find("dp.yaml:12"), std::string::npos) << both;
+  EXPECT_NE(both.find("older name"), std::string::npos) << both;
+  EXPECT_NE(dp.refusal("  workers: 2\noptimizer: {name: lamb}\n").find("adamw"),
+            std::string::npos);
+  EXPECT_NE(dp.refusal("  workers: 2\noptimizer: {name: adam, momentum: 0.9}\n").find("betas"),
+            std::string::npos);
+  // A shard holds a key range only: no global norm to clip with.
+  auto clip = dp.refusal("  exchange: ps\noptimizer: {clip_grad_norm: 1}\n");
+  EXPECT_NE(clip.find("parameter shard"), std::string::npos) << clip;
   // Faults the ring cannot replay exactly (no credit edge for a drop).
   auto faults = dp.refusal("  workers: 2\n"
                            "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
@@ -312,6 +323,40 @@ TEST_F(data_parallel_run, scaled_and_warmed_up_lr_equals_the_local_reference) {
   EXPECT_NE(digests_by_actor(local, "data_parallel_worker"),
             digests_by_actor(run_job(*dir_, with(job(2), {"--mode", "local"}), "plain-local"),
                              "data_parallel_worker"));
+}
+
+// AdamW from the workload's optimizer section, with a cosine schedule after
+// a warm-up and clip_grad_norm: every worker takes the same step, so the
+// ring's workers equal the reference bit for bit, and node processes (the
+// role settings carry the optimizer) equal them too.
+TEST_F(data_parallel_run, adamw_with_a_cosine_schedule_equals_the_local_reference) {
+  // configs/adamw.yaml (AdamW, cosine after a warm-up epoch) made small, clipping.
+  const std::vector<std::string> adamw{
+    "run",   source_path("configs/adamw.yaml"), "--set", "data.dataset=synthetic",
+    "--set", "data.synthetic_train=200",        "--set", "data.synthetic_test=64",
+    "--set", "data.batch_size=16",              "--set", "data.epochs=2",
+    "--set", "runtime.compute_threads=1",       "--set", "optimizer.clip_grad_norm=1"};
+  auto local = run_job(*dir_, with(adamw, {"--mode", "local"}), "adamw-local");
+  auto reference = digests_by_actor(local, "data_parallel_worker");
+  ASSERT_EQ(reference.size(), 2u);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, adamw, "adamw-embedded"), "data_parallel_worker"),
+            reference);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(adamw, {"--local-nodes", "2"}), "adamw-nodes"),
+                             "data_parallel_worker"),
+            reference);
+  // Local SGD: each worker keeps its own moments; still the reference's bits.
+  auto local_sgd = with(adamw, {"--set", "data_parallel.sync_every=2"});
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, local_sgd, "adamw-local-sgd"), "data_parallel_worker"),
+            digests_by_actor(run_job(*dir_, with(local_sgd, {"--mode", "local"}),
+                                     "adamw-local-sgd-local"),
+                             "data_parallel_worker"));
+  // And the schedule changes the result: the test can fail.
+  EXPECT_NE(reference, digests_by_actor(run_job(*dir_, with(adamw, {"--mode", "local", "--set",
+                                                                    "optimizer.schedule=constant",
+                                                                    "--set",
+                                                                    "optimizer.warmup_epochs=0"}),
+                                                "adamw-constant"),
+                                        "data_parallel_worker"));
 }
 
 TEST_F(data_parallel_run, node_processes_equal_embedded) {
