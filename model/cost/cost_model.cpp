@@ -40,38 +40,6 @@ void check(const workload& w, const freezing& f) {
             std::to_string(f.frozen_layers));
 }
 
-// -- compute of one process -------------------------------------------------------------
-
-/// Forward, backward and update of one step of the whole model at `batch`
-/// samples, with a frozen prefix.
-struct step_compute {
-  double forward = 0;
-  double backward = 0;
-  double update = 0;
-  double gradient_bytes = 0; ///< trainable parameters
-  double total() const { return forward + backward + update; }
-};
-
-double scale_of(const workload& w, double batch) {
-  return batch / static_cast<double>(w.profiled_batch);
-}
-
-step_compute compute_of(const workload& w, double batch, const freezing& f) {
-  const double scale = scale_of(w, batch);
-  step_compute s;
-  for (size_t k = 0; k < w.layers.size(); ++k) {
-    const auto& l = w.layers[k];
-    const bool frozen = k < f.frozen_layers;
-    if (!(frozen && f.cache))
-      s.forward += l.forward_seconds * scale;
-    if (frozen)
-      continue;
-    s.backward += l.backward_seconds * scale;
-    s.update += l.update_seconds;
-    s.gradient_bytes += l.parameter_bytes;
-  }
-  return s;
-}
 
 int64_t ceil_steps(int64_t samples, double per_step) {
   return static_cast<int64_t>(std::ceil(static_cast<double>(samples) / per_step));
@@ -496,6 +464,29 @@ double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidde
     }
   }
   return subnet / whole;
+}
+
+double scale_of(const workload& w, double batch) {
+  return batch / static_cast<double>(w.profiled_batch);
+}
+
+step_compute compute_of(const workload& w, double batch, const freezing& f) {
+  const double scale = scale_of(w, batch);
+  step_compute s;
+  s.backward_of.assign(w.layers.size(), 0);
+  for (size_t k = 0; k < w.layers.size(); ++k) {
+    const auto& l = w.layers[k];
+    const bool frozen = k < f.frozen_layers;
+    if (!(frozen && f.cache))
+      s.forward += l.forward_seconds * scale;
+    if (frozen)
+      continue;
+    s.backward_of[k] = l.backward_seconds * scale;
+    s.backward += s.backward_of[k];
+    s.update += l.update_seconds;
+    s.gradient_bytes += l.parameter_bytes;
+  }
+  return s;
 }
 
 double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers) {

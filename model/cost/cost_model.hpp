@@ -265,6 +265,23 @@ std::vector<bucket> gradient_buckets(const std::vector<layer_profile>& layers,
 double ist_mlp_subnet_fraction(int64_t inputs, const std::vector<int64_t>& hidden,
                                int64_t classes, int32_t workers);
 
+/// Forward, backward and update of one step of the whole model at `batch`
+/// samples, with a frozen prefix (its layers' compute is left out as
+/// `freezing` says); the backward also per layer (0 when frozen), for the
+/// buckets a ring exchanges as the backward passes.
+struct step_compute {
+  double forward = 0;
+  double backward = 0;
+  double update = 0;
+  double gradient_bytes = 0; ///< trainable parameters
+  std::vector<double> backward_of;
+  double total() const { return forward + backward + update; }
+};
+
+/// batch / the profiled batch: how the profile's per-layer times scale.
+double scale_of(const workload& w, double batch);
+step_compute compute_of(const workload& w, double batch, const freezing& f);
+
 /// IST's subnet fraction f for `workers` workers: subnet_fraction, else the
 /// mlp's (ist_mlp_subnet_fraction), else 1 / W.
 double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers);

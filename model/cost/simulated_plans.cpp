@@ -73,36 +73,6 @@ simulated_plan finish(plan_writer w, const cluster& c, int32_t warmup) {
   return std::move(w.plan);
 }
 
-double scale_of(const workload& w, double batch) {
-  return batch / static_cast<double>(w.profiled_batch);
-}
-
-/// One step of the whole model at `batch` samples with a frozen prefix
-/// (as cost_model.cpp's compute_of); backward per layer for the buckets.
-struct step_costs {
-  double forward = 0, backward = 0, update = 0, gradient_bytes = 0;
-  std::vector<double> backward_of; ///< per layer (0 when frozen)
-};
-
-step_costs costs_of(const workload& w, double batch, const freezing& f) {
-  const double scale = scale_of(w, batch);
-  step_costs s;
-  s.backward_of.assign(w.layers.size(), 0);
-  for (size_t k = 0; k < w.layers.size(); ++k) {
-    const auto& l = w.layers[k];
-    const bool frozen = k < f.frozen_layers;
-    if (!(frozen && f.cache))
-      s.forward += l.forward_seconds * scale;
-    if (frozen)
-      continue;
-    s.backward_of[k] = l.backward_seconds * scale;
-    s.backward += s.backward_of[k];
-    s.update += l.update_seconds;
-    s.gradient_bytes += l.parameter_bytes;
-  }
-  return s;
-}
-
 /// A ring all-reduce of `bytes` among `ring` (actor indices, in ring
 /// order): 2 (W - 1) rounds, each a chunk of bytes / W to the successor
 /// and one from the predecessor (ring_exchange.hpp's schedule).
@@ -125,7 +95,7 @@ simulated_plan local_plan(const workload& w, const cluster& c, const local_strat
                           const runtime_costs& rt) {
   plan_writer out = writer_for(cluster{1, c.link, c.shared_cores}, rt);
   const int32_t a = out.add("local", 0, true);
-  const step_costs cost = costs_of(w, static_cast<double>(w.batch_size), s.freeze);
+  const step_compute cost = compute_of(w, static_cast<double>(w.batch_size), s.freeze);
   for (int32_t k = 0; k < 1 + measured_steps; ++k) {
     out.compute(a, cost.forward + cost.backward + cost.update);
     out.step_end(a);
@@ -142,7 +112,7 @@ simulated_plan local_plan(const workload& w, const cluster& c, const local_strat
 simulated_plan ring_plan(const workload& w, const cluster& c, const ring_strategy& s,
                          const runtime_costs& rt) {
   plan_writer out = writer_for(c, rt);
-  const step_costs cost = costs_of(w, static_cast<double>(w.batch_size), s.freeze);
+  const step_compute cost = compute_of(w, static_cast<double>(w.batch_size), s.freeze);
   const auto buckets = gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb);
   std::vector<int32_t> workers, sides;
   for (int32_t h = 0; h < c.hosts; ++h)
@@ -203,7 +173,7 @@ simulated_plan ps_plan(const workload& w, const cluster& c, const ps_strategy& s
   if (shards < 1)
     throw error("cost model: expected ps shards >= 1, got " + std::to_string(s.shards));
   plan_writer out = writer_for(c, rt);
-  const step_costs cost = costs_of(w, static_cast<double>(w.batch_size), s.freeze);
+  const step_compute cost = compute_of(w, static_cast<double>(w.batch_size), s.freeze);
   const double slice = cost.gradient_bytes / shards;
   std::vector<int32_t> workers, servers;
   for (int32_t h = 0; h < c.hosts; ++h)
@@ -239,7 +209,7 @@ simulated_plan local_sgd_plan(const workload& w, const cluster& c, const local_s
   if (s.sync_every < 1)
     throw error("cost model: expected sync_every >= 1, got " + std::to_string(s.sync_every));
   plan_writer out = writer_for(c, rt);
-  const step_costs cost = costs_of(w, static_cast<double>(w.batch_size), s.freeze);
+  const step_compute cost = compute_of(w, static_cast<double>(w.batch_size), s.freeze);
   const auto buckets = gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb);
   std::vector<int32_t> workers;
   for (int32_t h = 0; h < c.hosts; ++h)
@@ -268,7 +238,7 @@ simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy&
     throw error("cost model: expected ist shards >= 1 and local_steps >= 1");
   plan_writer out = writer_for(c, rt);
   const double fraction = ist_subnet_fraction_of(s, c.hosts);
-  const step_costs whole = costs_of(w, static_cast<double>(w.batch_size), freezing{});
+  const step_compute whole = compute_of(w, static_cast<double>(w.batch_size), freezing{});
   const double slice = whole.gradient_bytes * fraction / shards;
   std::vector<int32_t> workers, servers;
   for (int32_t h = 0; h < c.hosts; ++h)
