@@ -68,6 +68,9 @@ struct Microbatch {
   # The sample id of every payload row; empty: not known. A reader refuses
   # a list whose length is not the payload's rows, or a negative id.
   samples @9 :List(Int64);
+  # With eval: the validation samples (data.validation), not the test split;
+  # their sample ids count on from the test split's.
+  validation @10 :Bool;
 }
 
 struct Gradient {
@@ -124,6 +127,7 @@ struct EpochResult {
   trainLoss @1 :Float64;
   testAccuracy @2 :Float64;
   samples @3 :Int64;
+  validationAccuracy @4 :Float64 = -1;  # -1: no validation samples
 }
 
 struct TraceEvent {

@@ -64,6 +64,7 @@ void write_epochs(wire::ActorReport::Builder b, const std::vector<epoch_result>&
     out.setTrainLoss(xs[i].train_loss);
     out.setTestAccuracy(xs[i].test_accuracy);
     out.setSamples(xs[i].samples);
+    out.setValidationAccuracy(xs[i].validation_accuracy);
   }
 }
 
@@ -135,6 +136,7 @@ caf::error write_fields(encoder& e, wire::Microbatch::Builder b, const microbatc
   b.setIndexInStep(x.index_in_step);
   b.setStepSize(x.step_size);
   b.setEval(x.eval);
+  b.setValidation(x.validation);
   b.setWeightVersion(x.weight_version);
   if (x.payload.defined())
     if (auto err = e.tensor(b.initPayload(), x.payload, "payload"))
@@ -272,6 +274,7 @@ caf::error read_fields(decoder& d, wire::Microbatch::Reader r, microbatch& x) {
   x.index_in_step = r.getIndexInStep();
   x.step_size = r.getStepSize();
   x.eval = r.getEval();
+  x.validation = r.getValidation();
   x.weight_version = r.getWeightVersion();
   if (r.hasPayload())
     if (auto err = d.tensor(r.getPayload(), "payload", x.payload))
@@ -384,7 +387,8 @@ caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x)
   x.epochs.reserve(epochs.size());
   for (auto epoch : epochs)
     x.epochs.push_back(epoch_result{epoch.getEpoch(), epoch.getTrainLoss(),
-                                    epoch.getTestAccuracy(), epoch.getSamples()});
+                                    epoch.getTestAccuracy(), epoch.getSamples(),
+                                    epoch.getValidationAccuracy()});
   x.bubble_seconds = r.getBubbleSeconds();
   x.trace.reserve(trace.size());
   for (auto event : trace)

@@ -90,7 +90,8 @@ std::string to_string(const microbatch& x) {
   out.field("id", x.id).field("step", x.step).field("epoch", x.epoch);
   auto index = std::to_string(x.index_in_step) + "/" + std::to_string(x.step_size);
   out.field("index", index.c_str());
-  out.field("eval", x.eval ? "true" : "false").field("version", x.weight_version);
+  out.field("eval", x.eval ? x.validation ? "validation" : "true" : "false");
+  out.field("version", x.weight_version);
   out.field("payload", x.payload);
   for (const auto& task : x.labels)
     out.field(("labels[" + task.task + "]").c_str(), task.values);

@@ -40,6 +40,7 @@ struct microbatch {
   int32_t index_in_step = 0;  ///< position within its minibatch
   int32_t step_size = 1;      ///< number of microbatches in its minibatch
   bool eval = false;          ///< test-split data: evaluate, do not train
+  bool validation = false;    ///< with eval: the validation samples, not the test split
   int64_t weight_version = -1;///< weight version used by the first stage (-1: none)
   at::Tensor payload;         ///< inputs or activations, batch first
   std::vector<task_labels> labels; ///< labels of every task of the job
@@ -111,6 +112,9 @@ struct epoch_result {
   double train_loss = 0;    ///< mean training loss over the epoch
   double test_accuracy = 0; ///< fraction in [0, 1] on the test split
   int64_t samples = 0;      ///< training samples seen in the epoch
+  /// Fraction in [0, 1] on the samples held out for validation
+  /// (data.validation); -1: the run has none.
+  double validation_accuracy = -1;
 };
 
 /// One slice of an actor's schedule (for `--trace`): what it did, when, on

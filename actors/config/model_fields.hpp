@@ -35,8 +35,17 @@ void inspect(Inspector& f, data_spec::split_files& x) {
   f.field("y", x.y);
 }
 
+/// crop, flip.
+template <class Inspector>
+void inspect(Inspector& f, data_spec::augment_spec& x) {
+  f.field("crop", x.crop).at_least(0);
+  f.field("flip", x.flip);
+}
+
 /// kind, path, train, test, label, shape ([C, H, W] or empty), classes,
-/// mean, std, the limits and synthetic sizes, memory_mb, seed.
+/// mean, std, the limits and synthetic sizes, memory_mb, seed, then
+/// (optional: settings of a baton before them have none) validation and
+/// augment.
 template <class Inspector>
 void inspect(Inspector& f, data_spec& x) {
   f.field("kind", x.kind)
@@ -57,6 +66,9 @@ void inspect(Inspector& f, data_spec& x) {
   f.field("synthetic_test", x.synthetic_test).at_least(0);
   f.field("memory_mb", x.memory_mb).at_least(0);
   f.field("seed", x.seed);
+  f.optional_field("validation", x.validation)
+    .check([](double v) { return v >= 0 && v < 1; }, "a fraction from 0 to below 1");
+  f.optional_field("augment", x.augment);
 }
 
 /// lr, momentum, weight_decay, then (optional: settings of a baton before

@@ -31,6 +31,10 @@ struct recovery_settings {
   /// The run whose checkpoints these are: written into each, and a
   /// checkpoint of another run is never restored (actors/roles/checkpointing.hpp).
   std::string run_id;
+  /// Send the weights after every epoch too (tensor_set "epoch_weights"):
+  /// the coordinator keeps the best epoch's for --save-model (save: best,
+  /// actors/runtime/best_epochs.hpp), the state a failure could cost.
+  bool epoch_weights = false;
 };
 
 /// Its fields; checkpoints need a checkpoint_dir.
@@ -42,6 +46,7 @@ void inspect(Inspector& f, recovery_settings& x) {
   f.field("throw_at_step", x.throw_at_step);
   f.field("notify_from_step", x.notify_from_step);
   f.field("run_id", x.run_id);
+  f.optional_field("epoch_weights", x.epoch_weights);
   f.expect("checkpoint_dir", x.checkpoint_every == 0 || !x.checkpoint_dir.empty(),
            "a directory when checkpoint_every is positive");
 }

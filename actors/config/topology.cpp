@@ -22,6 +22,7 @@
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/augment.hpp"
 #include "model/core/optimizer.hpp"
 
 namespace baton::actors {
@@ -44,13 +45,15 @@ static_assert(max_topology_bytes == max_config_bytes, "one limit on config files
 const std::map<std::string, std::vector<std::string>>& section_keys() {
   static const std::vector<std::string> optimizer = optimizer_keys();
   static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "task", "target_accuracy", "runtime",
-          "nodes", "faults", "optimizer"}},
+    {"", {"job", "seed", "data", "backbone", "tasks", "task", "target_accuracy", "save",
+          "early_stopping", "runtime", "nodes", "faults", "optimizer"}},
+    {"early_stopping", {"patience"}},
     {"optimizer", optimizer},
     {"data", {"dataset", "kind", "dir", "train", "test", "label", "shape", "classes",
               "normalize", "memory_mb", "train_limit", "test_limit", "batch_size",
               "microbatches", "epochs", "node", "synthetic_train", "synthetic_test",
-              "synthetic_shape"}},
+              "synthetic_shape", "validation", "augment"}},
+    {"data.augment", {"crop", "flip"}},
     {"data.train", {"images", "labels", "x", "y"}},
     {"data.test", {"images", "labels", "x", "y"}},
     {"data.normalize", {"mean", "std"}},
@@ -478,6 +481,17 @@ void parse_data(const field& data, topology& t) {
   check_synthetic_size(data, "synthetic_train", t);
   check_synthetic_size(data, "synthetic_test", t);
   read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
+  read_if(data, "validation", t.data.validation, [](const field& f) {
+    return read_number(f, "a fraction of the training samples above 0 and below 1 (0.1 for 10%)",
+                       [](double x) { return x > 0 && x < 1; });
+  });
+  if (auto f = data.get("augment")) {
+    check_section(*f);
+    read_if(*f, "crop", t.data.augment.crop, [](const field& c) {
+      return read_integer<int64_t>(c, 0, 1 << 20, "a number of pixels from 0");
+    });
+    read_if(*f, "flip", t.data.augment.flip, read_bool);
+  }
   // Read last: its upper bound is the batch size, wherever that key is.
   if (auto f = data.get("microbatches")) {
     auto most = static_cast<int32_t>(
@@ -539,7 +553,10 @@ model::data_header check_dataset(const field& data, const topology& t, bool& kno
       reads_dir(t.data.kind) ? " in '" + t.data.path + "' (data.dir)" : std::string{};
     blame.fail("cannot read the dataset " + t.data.kind + where + ": " + e.what());
   } catch (const model::error& e) {
-    blame.fail(e.what());
+    // data.validation that leaves a part empty is its own key's fault.
+    const std::string what = e.what();
+    std::optional<field> validation = data.get("validation");
+    (validation && what.rfind("data.validation", 0) == 0 ? *validation : blame).fail(what);
   }
 }
 
@@ -728,6 +745,41 @@ void parse_target_accuracy(const field& root, topology& t) {
   read_if(root, "target_accuracy", t.target_accuracy, read);
   if (older)
     t.target_accuracy = read(*older);
+}
+
+// `save: best | last` and `early_stopping: {patience: N}`, both judging
+// epochs by their validation accuracy: `best` (the default with
+// data.validation) needs validation samples, and so does early stopping.
+void parse_selection(const field& root, topology& t) {
+  const bool validation = t.data.validation > 0;
+  t.selection.keep_best = validation;
+  if (auto f = root.get("save")) {
+    t.selection.keep_best = read_choice(*f, {"best", "last"}) == "best";
+    if (t.selection.keep_best && !validation)
+      f->fail("save: best keeps the epoch of the highest validation accuracy, but the data "
+              "holds out no validation samples (give data.validation, e.g. 0.1, or save: last)");
+  }
+  if (auto f = root.get("early_stopping")) {
+    check_section(*f);
+    read_if(*f, "patience", t.selection.patience, [](const field& p) {
+      return read_integer<int32_t>(p, 1, 1 << 20, "a number of epochs from 1");
+    });
+    if (!f->get("patience"))
+      f->fail("early_stopping needs patience: the epochs without a higher validation "
+              "accuracy after which the run stops");
+    if (!validation)
+      f->fail("early_stopping judges epochs by their validation accuracy, but the data holds "
+              "out no validation samples (give data.validation, e.g. 0.1)");
+  }
+}
+
+// `data.augment`: image samples only, and a crop that keeps part of each
+// (checked once their shape is known).
+void check_augment(const field& data, const topology& t, const model::data_header& h) {
+  if (!t.data.augment.any())
+    return;
+  if (auto why = model::augment_refusal(t.data.augment, t.data.kind, h.shape); !why.empty())
+    data.require("augment").fail(why);
 }
 
 // `runtime.tls`: this run's certificate, key and CA, checked here because
@@ -998,6 +1050,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   bool known = true;
   const model::data_header data = check_dataset(root.section("data"), t, known);
   check_normalize(root.section("data"), t, data);
+  check_augment(root.section("data"), t, data);
   std::optional<job_length> length = length_of(data, known, t);
   t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
   set_sample_shape(data, t);
@@ -1013,6 +1066,7 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   t.mode_spec = t.schema->parse(root, layers, t);
   parse_runtime(root.section("runtime"), t.runtime);
   parse_target_accuracy(root, t);
+  parse_selection(root, t);
   if (t.schema->length)
     length = t.schema->length(t);
   t.faults = parse_faults(root.section("faults"), length);

@@ -165,6 +165,11 @@ struct workload {
   /// test accuracy (a fraction); 0: it runs every epoch.
   double target_accuracy = 0;
 
+  /// `save` (best | last; default best with data.validation, else last)
+  /// and `early_stopping.patience` (0: off): which epoch --save-model
+  /// writes and when the run stops, by validation accuracy.
+  model::selection_spec selection;
+
   const model::task* find_task(const std::string& name) const;
 };
 

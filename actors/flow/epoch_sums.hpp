@@ -17,12 +17,24 @@ struct epoch_sums {
   int64_t samples = 0;  ///< training samples
   int64_t correct = 0;  ///< correct predictions on the test split
   int64_t evaluated = 0;///< test samples evaluated
+  int64_t validation_correct = 0; ///< correct predictions on the validation samples
+  int64_t validated = 0;          ///< validation samples evaluated
 
-  /// The epoch's result (mean loss, accuracy); the sums start over.
+  /// Counts `correct` right predictions of `batch` evaluated samples: of the
+  /// validation samples when `validation`, else of the test split.
+  void add_evaluation(bool validation, int64_t right, int64_t batch) {
+    (validation ? validation_correct : correct) += right;
+    (validation ? validated : evaluated) += batch;
+  }
+
+  /// The epoch's result (mean loss, accuracies: validation -1 when none was
+  /// evaluated); the sums start over.
   messages::epoch_result close(int32_t epoch) {
     messages::epoch_result e{epoch, samples ? loss_sum / samples : 0.0,
                              evaluated ? static_cast<double>(correct) / evaluated : 0.0,
-                             samples};
+                             samples,
+                             validated ? static_cast<double>(validation_correct) / validated
+                                       : -1.0};
     *this = {};
     return e;
   }

@@ -51,7 +51,8 @@ caf::expected<void> pretrain_backbone(const topology& t) {
     auto data = load_data(t, t.pretrain.train_limit);
     if (!data)
       return data.error();
-    auto& [train, test] = *data;
+    const auto& train = data->train;
+    const auto& test = data->test;
     // The samples read: at most pretrain.train_limit, fewer in a smaller dataset.
     spdlog::info("pre-training the backbone ({}) on task {} ({} samples, {} epoch(s)) into {}",
                  t.backbone.name, task->name, train.size(), t.pretrain.epochs, t.checkpoint);

@@ -18,6 +18,7 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
+#include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
@@ -38,6 +39,7 @@ struct source_state {
   source_settings spec;
   model::dataset train;
   model::dataset test;
+  model::dataset validation; ///< empty without data.validation
 
   caf::actor coordinator;
   fanout downstream; ///< the first stage, or its replicas
@@ -48,8 +50,10 @@ struct source_state {
   int32_t epoch = 0;
   model::epoch_plan train_plan;
   std::vector<std::vector<int64_t>> eval_plan;
+  std::vector<std::vector<int64_t>> validation_plan;
   size_t next_train = 0;
   size_t next_eval = 0;
+  size_t next_validation = 0;
   int64_t next_id = 0;
   int64_t step_base = 0; ///< optimiser steps of the epochs before this one
   bool started = false;
@@ -63,21 +67,32 @@ struct source_setup {
   std::string name;
   std::string node;
   source_settings spec;
-  model::dataset train;
-  model::dataset test;
+  model::data_splits data;
 };
 
 using source_actor = caf::stateful_actor<source_state>;
 
-microbatch make_microbatch(source_state& st, const model::dataset& data,
-                           const std::vector<int64_t>& ids, bool eval) {
-  auto [images, labels] = model::gather(data, ids);
+/// What a microbatch is cut from: the training part, the test split or the
+/// validation samples.
+enum class part { train, test, validation };
+
+microbatch make_microbatch(source_state& st, const std::vector<int64_t>& ids, part from) {
+  const bool eval = from != part::train;
+  auto [images, labels] = from == part::train ? model::gather_training(st.train, ids, st.epoch)
+                          : from == part::test ? model::gather(st.test, ids)
+                                               : model::gather(st.validation, ids);
   microbatch m;
   m.id = st.next_id++;
   m.epoch = st.epoch;
   m.eval = eval;
+  m.validation = from == part::validation;
   m.payload = std::move(images);
-  m.samples = ids; // a frozen stage's feature cache is keyed by them
+  // A frozen stage's feature cache is keyed by them; the validation
+  // samples count on from the test split's, so that no two meet.
+  m.samples = ids;
+  if (m.validation)
+    for (auto& id : m.samples)
+      id += st.test.size();
   for (const auto& t : st.spec.tasks)
     m.labels.push_back({t.name, model::apply(t, labels)});
   if (!eval) {
@@ -100,6 +115,7 @@ void start_epoch(source_state& st) {
   st.train_plan = model::plan_epoch(st.train.size(), st.spec.plan, st.epoch);
   st.next_train = 0;
   st.next_eval = 0;
+  st.next_validation = 0;
 }
 
 /// Ends the stream after `steps` minibatches of the run: the last epoch's
@@ -124,10 +140,12 @@ bool make_next(source_state& st) {
     return true;
   auto since = activity::clock::now();
   if (st.next_train < st.train_plan.microbatches.size()) {
-    st.pending = make_microbatch(st, st.train, st.train_plan.microbatches[st.next_train], false);
+    st.pending = make_microbatch(st, st.train_plan.microbatches[st.next_train], part::train);
     ++st.next_train;
   } else if (st.next_eval < st.eval_plan.size()) {
-    st.pending = make_microbatch(st, st.test, st.eval_plan[st.next_eval++], true);
+    st.pending = make_microbatch(st, st.eval_plan[st.next_eval++], part::test);
+  } else if (st.next_validation < st.validation_plan.size()) {
+    st.pending = make_microbatch(st, st.validation_plan[st.next_validation++], part::validation);
   } else {
     return false;
   }
@@ -146,7 +164,8 @@ void seek(source_state& st, int64_t start) {
     if (start <= st.step_base + steps || st.epoch + 1 == st.spec.plan.epochs)
       break;
     st.step_base += steps;
-    st.next_id += static_cast<int64_t>(st.train_plan.microbatches.size() + st.eval_plan.size());
+    st.next_id += static_cast<int64_t>(st.train_plan.microbatches.size() + st.eval_plan.size() +
+                                       st.validation_plan.size());
     ++st.epoch;
     start_epoch(st);
   }
@@ -204,9 +223,11 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
   init.name = std::move(setup.name);
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
-  init.train = std::move(setup.train);
-  init.test = std::move(setup.test);
+  init.train = std::move(setup.data.train);
+  init.test = std::move(setup.data.test);
+  init.validation = std::move(setup.data.validation);
   init.eval_plan = model::plan_eval(init.test.size(), init.spec.plan.batch_size);
+  init.validation_plan = model::plan_eval(init.validation.size(), init.spec.plan.batch_size);
   caf::message_handler own{
     observe_coordinator(self),
     [=](start_atom) {
@@ -245,7 +266,7 @@ source_settings make_source_settings(const topology& t) {
   return s;
 }
 
-caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_settings& spec) {
+caf::expected<model::data_splits> load_source_data(const source_settings& spec) {
   try {
     return model::load_splits(spec.data);
   } catch (const std::exception& e) {
@@ -253,14 +274,14 @@ caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const 
   }
 }
 
-caf::expected<std::pair<model::dataset, model::dataset>>
-load_task_data(const source_settings& spec, const model::task& task) {
+caf::expected<model::data_splits> load_task_data(const source_settings& spec,
+                                                 const model::task& task) {
   auto data = load_source_data(spec);
   if (!data)
     return data.error();
-  auto& [train, test] = *data;
-  train.labels = model::apply(task, train.labels);
-  test.labels = model::apply(task, test.labels);
+  for (auto* part : {&data->train, &data->validation, &data->test})
+    if (part->labels.defined())
+      part->labels = model::apply(task, part->labels);
   return data;
 }
 
@@ -269,7 +290,7 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
   auto data = load_source_data(spec);
   if (!data)
     return data.error();
-  source_setup setup{name, node, spec, std::move(data->first), std::move(data->second)};
+  source_setup setup{name, node, spec, std::move(*data)};
   return spawn_detached(sys, name, source_behavior, std::move(setup));
 }
 

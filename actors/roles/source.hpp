@@ -6,8 +6,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include <utility>
-
 #include "actors/config/role_settings.hpp"
 #include "actors/config/topology.hpp"
 #include "actors/roles/role_type.hpp"
@@ -19,21 +17,24 @@ inline namespace roles {
 /// The source settings of a topology: its data, batch plan, tasks and window.
 source_settings make_source_settings(const topology& t);
 
-/// The train and test splits a source with `spec` reads. The local loops load
-/// through this too, so that they see exactly the data the actors see.
-caf::expected<std::pair<model::dataset, model::dataset>> load_source_data(const source_settings& spec);
+/// The training part, the validation samples and the test split a source
+/// with `spec` reads (model::load_splits). The local loops load through this
+/// too, so that they see exactly the data the actors see.
+caf::expected<model::data_splits> load_source_data(const source_settings& spec);
 
 /// The splits load_source_data reads, their labels mapped to `task`'s: what
 /// the workers of a mode that trains one task (and its local reference)
 /// train and test on.
-caf::expected<std::pair<model::dataset, model::dataset>>
-load_task_data(const source_settings& spec, const model::task& task);
+caf::expected<model::data_splits> load_task_data(const source_settings& spec,
+                                                 const model::task& task);
 
 /// Loads the source's dataset (errors are returned, nothing is spawned) and
 /// spawns a detached source actor named `name` on this process.
 ///
-/// Emission order, per epoch e: the training microbatches of e (plan_epoch),
-/// then the test split as eval microbatches (plan_eval), then
+/// Emission order, per epoch e: the training microbatches of e (plan_epoch,
+/// augmented as the data says: model::gather_training), then the test split
+/// as eval microbatches (plan_eval), then the validation samples as eval
+/// microbatches marked `validation` (none without data.validation), then
 /// control{epoch_end, e}; after the last epoch control{end_of_stream}.
 /// Microbatches wait for a credit of the downstream window; controls do not.
 caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string& name,

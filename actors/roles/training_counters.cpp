@@ -32,9 +32,12 @@ void report_counters(const training_counters& counters, messages::actor_report& 
 std::string training_counters::to_json() const {
   nlohmann::json epochs_json = nlohmann::json::array();
   for (const auto& e : epochs)
-    epochs_json.push_back({e.epoch, e.train_loss, e.test_accuracy, e.samples});
+    epochs_json.push_back(
+      {e.epoch, e.train_loss, e.test_accuracy, e.samples, e.validation_accuracy});
   nlohmann::json j = {{"loss_sum", epoch.loss_sum},   {"samples", epoch.samples},
                       {"correct", epoch.correct},     {"evaluated", epoch.evaluated},
+                      {"validation_correct", epoch.validation_correct},
+                      {"validated", epoch.validated},
                       {"epochs", epochs_json},        {"samples_total", samples_total},
                       {"trained", trained},           {"duplicates", duplicates}};
   return j.dump();
@@ -50,9 +53,12 @@ training_counters training_counters::from_json(const std::string& text) {
     c.epoch.samples = j.at("samples").get<int64_t>();
     c.epoch.correct = j.at("correct").get<int64_t>();
     c.epoch.evaluated = j.at("evaluated").get<int64_t>();
+    // Absent in the checkpoints of a baton before data.validation.
+    c.epoch.validation_correct = j.value("validation_correct", int64_t{0});
+    c.epoch.validated = j.value("validated", int64_t{0});
     for (const auto& e : j.at("epochs"))
       c.epochs.push_back({e.at(0).get<int32_t>(), e.at(1).get<double>(), e.at(2).get<double>(),
-                          e.at(3).get<int64_t>()});
+                          e.at(3).get<int64_t>(), e.size() > 4 ? e.at(4).get<double>() : -1.0});
     c.samples_total = j.at("samples_total").get<int64_t>();
     c.trained = j.at("trained").get<int64_t>();
     c.duplicates = j.at("duplicates").get<int64_t>();

@@ -10,6 +10,7 @@
 
 #include <caf/actor.hpp>
 
+#include "actors/config/role_settings.hpp"
 #include "actors/flow/epoch_sums.hpp"
 #include "actors/flow/protocols.hpp"
 #include "messages/types.hpp"
@@ -70,6 +71,23 @@ void close_epoch(Actor* self, const caf::actor& coordinator, training_counters& 
   messages::actor_report report = make_report();
   report.epochs = {counters.epochs.back()};
   self->send(coordinator, epoch_atom::value, std::move(report));
+}
+
+/// With `recovery.epoch_weights` (--save-model with save: best): sends
+/// `coordinator` what trainable actor `name` (replica `replica`) holds after
+/// epoch `epoch`, `state` (layered_model::state(), or a shard's owned
+/// tensors), copied: tensor_set "epoch_weights" with step = the epoch
+/// (actors/runtime/best_epochs.hpp).
+template <class Actor>
+void send_epoch_weights(Actor* self, const caf::actor& coordinator,
+                        const recovery_settings& recovery, const std::string& name,
+                        int32_t replica, int32_t epoch, const std::vector<at::Tensor>& state) {
+  if (!recovery.epoch_weights)
+    return;
+  messages::tensor_set w{"epoch_weights", name, replica, epoch, 0, {}, {}};
+  for (const auto& t : state)
+    w.tensors.push_back(t.detach().clone()); // it trains on in place
+  self->send(coordinator, std::move(w));
 }
 
 } // namespace roles

@@ -11,6 +11,7 @@
 #include "actors/flow/activity.hpp"
 #include "actors/flow/protocols.hpp"
 
+#include "actors/runtime/best_epochs.hpp"
 #include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/fault_sending.hpp"
 #include "actors/runtime/job_nodes.hpp"
@@ -40,8 +41,9 @@ public:
     : self_(sys), cluster_(c), facts_(facts), plan_(plan), options_(options),
       progress_(options.progress_tty, plan), nodes_(self_.ptr(), c.runtime.request_timeout),
       pass_(self_.ptr(), c.runtime.request_timeout), collected_(plan),
-      recovery_(c),
-      stop_(facts.target_accuracy, c.runtime.stop_after_seconds, plan.result_groups().size()) {}
+      recovery_(c), best_(plan),
+      stop_(facts.target_accuracy, c.runtime.stop_after_seconds, plan.result_groups().size(),
+            facts.selection.patience) {}
 
   ~coordinator() { shutdown(); }
 
@@ -93,6 +95,8 @@ public:
     result_.job = facts_.job;
     result_.stopped = stop_.stopped();
     collected_.finish(result_);
+    if (auto why = best_.finish(result_); !why.empty() && options_.epoch_weights)
+      spdlog::warn("--save-model writes the final weights, not the best epoch's: {}", why);
     return std::move(result_);
   }
 
@@ -108,6 +112,7 @@ private:
                                             "' is placed on no known node ('" + node + "')");
     auto run =
       run_settings_of(a, plan_, recovery_.checkpoints(), recovery_.faults(), options_.trace);
+    run.recovery.epoch_weights = options_.epoch_weights && a.sends_weights;
     return pass_.spawn(*spawner, node, a, with_run(a.settings, run));
   }
 
@@ -165,11 +170,17 @@ private:
       return; // other members of its result group have not sent this epoch
     progress_.clear();
     for (const auto& e : report->epochs) {
-      spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%  train loss {:.4f}  ({} samples)",
-                   e.epoch + 1, report->actor, 100 * e.test_accuracy, e.train_loss, e.samples);
+      spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%{}  train loss {:.4f}  ({} samples)",
+                   e.epoch + 1, report->actor, 100 * e.test_accuracy,
+                   e.validation_accuracy >= 0
+                     ? fmt::format("  validation {:6.2f}%", 100 * e.validation_accuracy)
+                     : std::string{},
+                   e.train_loss, e.samples);
       if (!std::isfinite(e.train_loss))
         warn_diverged(report->actor, e.epoch);
-      begin_stop(stop_.epoch(report->actor, e.epoch, e.test_accuracy, seconds));
+      best_.epoch(report->actor, e.epoch, e.validation_accuracy);
+      begin_stop(stop_.epoch(report->actor, e.epoch, e.test_accuracy, seconds,
+                             e.validation_accuracy));
     }
   }
 
@@ -213,6 +224,8 @@ private:
   void on_weights(messages::tensor_set& w) {
     if (!from_current())
       return;
+    if (w.kind == "epoch_weights" && !w.invalid && options_.epoch_weights)
+      return best_.weights(std::move(w));
     if (w.kind != "weights" || w.invalid) {
       spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected)",
                    w.kind, w.from);
@@ -483,7 +496,8 @@ private:
   job_recovery recovery_; ///< faults, checkpoints, what failed
   clock_type::time_point training_started_;   ///< this pass's start (timed faults)
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
-  run_stop stop_; ///< target_accuracy, the time budget, a salvage
+  best_epochs best_; ///< each result's best epoch by validation accuracy, its weights
+  run_stop stop_; ///< target_accuracy, early stopping, the time budget, a salvage
 };
 
 } // namespace

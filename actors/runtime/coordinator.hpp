@@ -26,6 +26,10 @@ struct run_options {
   /// Set (by a signal handler) to abort the run cleanly.
   const std::atomic<bool>* interrupted = nullptr;
   bool trace = false;         ///< pipeline stages record their schedule (--trace)
+  /// The actors that send weights send them after every epoch too, and the
+  /// run saves each result's best epoch (--save-model with save: best,
+  /// best_epochs.hpp).
+  bool epoch_weights = false;
   /// --resume DIR: continue from the newest step every trainable actor has a
   /// checkpoint of in DIR (a run whose coordinator was killed).
   std::string resume_dir;

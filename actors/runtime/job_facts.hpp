@@ -19,11 +19,14 @@ struct job_facts {
   int32_t epochs = 1;     ///< data.epochs
   int64_t batch_size = 1; ///< data.batch_size: samples per step
   double target_accuracy = 0; ///< target_accuracy: stop once every result reaches it (0: never)
+  /// save and early_stopping: keep each result's best epoch by validation
+  /// accuracy, stop once every result went `patience` epochs without a better one.
+  model::selection_spec selection;
 };
 
 /// The facts of `t`.
 inline job_facts facts_of(const topology& t) {
-  return {t.file, t.job, t.plan.epochs, t.plan.batch_size, t.target_accuracy};
+  return {t.file, t.job, t.plan.epochs, t.plan.batch_size, t.target_accuracy, t.selection};
 }
 
 } // namespace runtime

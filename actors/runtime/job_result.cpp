@@ -1,5 +1,6 @@
 #include "actors/runtime/job_result.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -36,15 +37,38 @@ nlohmann::json head_json(const job_result& r, const messages::actor_report& h) {
                       {"train_loss", e.train_loss},
                       {"test_accuracy", e.test_accuracy},
                       {"samples", e.samples}});
+    if (e.validation_accuracy >= 0)
+      epochs.back()["validation_accuracy"] = e.validation_accuracy;
     if (seconds != nullptr && seconds->count(e.epoch))
       epochs.back()["seconds"] = seconds->at(e.epoch);
     if (bytes != nullptr && bytes->count(e.epoch))
       epochs.back()["bytes_sent"] = bytes->at(e.epoch);
   }
-  return {{"name", h.actor},           {"task", h.task},
-          {"test_accuracy", h.test_accuracy}, {"train_loss", h.train_loss},
-          {"samples", h.samples},      {"weights_digest", h.weights_digest},
-          {"node", h.node},            {"epochs", epochs}};
+  nlohmann::json head = {{"name", h.actor},           {"task", h.task},
+                         {"test_accuracy", h.test_accuracy}, {"train_loss", h.train_loss},
+                         {"samples", h.samples},      {"weights_digest", h.weights_digest},
+                         {"node", h.node},            {"epochs", epochs}};
+  if (!h.epochs.empty() && h.epochs.back().validation_accuracy >= 0)
+    head["validation_accuracy"] = h.epochs.back().validation_accuracy;
+  if (auto best = r.best_epochs.find(h.actor); best != r.best_epochs.end())
+    head["best_epoch"] = best->second + 1;
+  return head;
+}
+
+/// `h`'s epoch `epoch` (from 0), or nullptr.
+const messages::epoch_result* epoch_of(const messages::actor_report& h, int32_t epoch) {
+  for (const auto& e : h.epochs)
+    if (e.epoch == epoch)
+      return &e;
+  return nullptr;
+}
+
+/// Whether some result has validation accuracies.
+bool validated(const job_result& r) {
+  for (const auto& h : r.heads)
+    if (!h.epochs.empty() && h.epochs.back().validation_accuracy >= 0)
+      return true;
+  return false;
 }
 
 /// A training number from the metrics JSON; a diverged run's NaN loss is
@@ -66,7 +90,8 @@ messages::actor_report head_from_json(const nlohmann::json& j) {
   h.node = j.value("node", "");
   for (const auto& e : j.value("epochs", nlohmann::json::array()))
     h.epochs.push_back({e.at("epoch").get<int32_t>() - 1, number(e, "train_loss"),
-                        number(e, "test_accuracy"), e.at("samples").get<int64_t>()});
+                        number(e, "test_accuracy"), e.at("samples").get<int64_t>(),
+                        e.value("validation_accuracy", -1.0)});
   return h;
 }
 
@@ -146,17 +171,27 @@ nlohmann::json fault_json(const fault_record& f) {
 }
 
 nlohmann::json stop_json(const early_stop& s) {
-  return {{"actor", s.actor},
-          {"epoch", s.epoch + 1},
-          {"test_accuracy", s.test_accuracy},
-          {"seconds", s.seconds},
-          {"reason", s.reason}};
+  nlohmann::json j = {{"actor", s.actor},
+                      {"epoch", s.epoch + 1},
+                      {"test_accuracy", s.test_accuracy},
+                      {"seconds", s.seconds},
+                      {"reason", s.reason}};
+  if (s.reason == "early_stopping") {
+    j["best_epoch"] = s.best_epoch + 1;
+    j["best_validation_accuracy"] = s.best_validation_accuracy;
+    j["patience"] = s.patience;
+  }
+  return j;
 }
 
 early_stop stop_from_json(const nlohmann::json& s) {
-  return {s.at("actor").get<std::string>(), s.at("epoch").get<int32_t>() - 1,
-          s.at("test_accuracy").get<double>(), s.at("seconds").get<double>(),
-          s.value("reason", "stop_at_accuracy")};
+  early_stop out{s.at("actor").get<std::string>(), s.at("epoch").get<int32_t>() - 1,
+                 s.at("test_accuracy").get<double>(), s.at("seconds").get<double>(),
+                 s.value("reason", "stop_at_accuracy")};
+  out.best_epoch = s.value("best_epoch", 0) - 1;
+  out.best_validation_accuracy = s.value("best_validation_accuracy", 0.0);
+  out.patience = s.value("patience", 0);
+  return out;
 }
 
 } // namespace
@@ -205,6 +240,8 @@ nlohmann::json to_json(const job_result& r) {
     j["stopped"] = stop_json(*r.stopped);
   if (!r.failed.empty())
     j["failed"] = r.failed;
+  if (r.saved_best)
+    j["saved"] = "best";
   return j;
 }
 
@@ -213,6 +250,8 @@ namespace {
 // A result group of the metrics, with its epochs' seconds and bytes.
 void read_head(const nlohmann::json& h, job_result& r) {
   r.heads.push_back(head_from_json(h));
+  if (h.contains("best_epoch"))
+    r.best_epochs[r.heads.back().actor] = h.at("best_epoch").get<int32_t>() - 1;
   for (const auto& e : h.value("epochs", nlohmann::json::array())) {
     const auto& head = r.heads.back().actor;
     const int32_t epoch = e.at("epoch").get<int32_t>() - 1;
@@ -275,6 +314,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     if (j.contains("stopped"))
       r.stopped = stop_from_json(j.at("stopped"));
     r.failed = j.value("failed", "");
+    r.saved_best = j.value("saved", "") == "best";
     // Edges are listed flat; each belongs to the actor that sent on it.
     for (const auto& e : j.value("edges", nlohmann::json::array()))
       for (auto& a : r.actors)
@@ -316,13 +356,31 @@ std::string non_finite_losses(const job_result& r) {
 std::string results_table(const job_result& r) {
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-12s %-10s %10s %10s %9s  %s\n", r.result_label.c_str(),
-                "task", "test acc", "train loss", "samples", "weights (sha256)");
+  const bool validation = validated(r);
+  std::snprintf(line, sizeof line, "%-12s %-10s %10s%s %10s %9s  %s\n", r.result_label.c_str(),
+                "task", "test acc", validation ? "    val acc" : "", "train loss", "samples",
+                "weights (sha256)");
   out << line;
   for (const auto& h : r.heads) {
-    std::snprintf(line, sizeof line, "%-12s %-10s %9.2f%% %10.4f %9lld  %.16s\n",
-                  h.actor.c_str(), h.task.c_str(), 100 * h.test_accuracy, h.train_loss,
+    char val[32] = "";
+    if (validation)
+      std::snprintf(val, sizeof val, " %9.2f%%",
+                    h.epochs.empty() ? 0.0 : 100 * std::max(0.0, h.epochs.back().validation_accuracy));
+    std::snprintf(line, sizeof line, "%-12s %-10s %9.2f%%%s %10.4f %9lld  %.16s\n",
+                  h.actor.c_str(), h.task.c_str(), 100 * h.test_accuracy, val, h.train_loss,
                   static_cast<long long>(h.samples), h.weights_digest.c_str());
+    out << line;
+  }
+  for (const auto& h : r.heads) {
+    auto best = r.best_epochs.find(h.actor);
+    const auto* e = best == r.best_epochs.end() ? nullptr : epoch_of(h, best->second);
+    if (e == nullptr)
+      continue;
+    std::snprintf(line, sizeof line,
+                  "%s: best epoch %d by validation accuracy (%.2f%%, test %.2f%%)%s\n",
+                  h.actor.c_str(), e->epoch + 1, 100 * e->validation_accuracy,
+                  100 * e->test_accuracy,
+                  r.saved_best ? ": its weights are the saved model (save: best)" : "");
     out << line;
   }
   if (r.heads.empty() && !r.failed.empty())
@@ -336,6 +394,14 @@ std::string results_table(const job_result& r) {
                   "stopped at the time budget, %.1f s, before an epoch ended "
                   "(runtime.stop_after_seconds)\n",
                   r.stopped->seconds);
+    out << line;
+  } else if (r.stopped && r.stopped->reason == "early_stopping") {
+    std::snprintf(line, sizeof line,
+                  "stopped after epoch %d: %s had %d epochs without a higher validation "
+                  "accuracy than epoch %d's %.2f%% (early_stopping.patience)\n",
+                  r.stopped->epoch + 1, r.stopped->actor.c_str(),
+                  r.stopped->epoch - r.stopped->best_epoch, r.stopped->best_epoch + 1,
+                  100 * r.stopped->best_validation_accuracy);
     out << line;
   } else if (r.stopped) {
     std::snprintf(line, sizeof line,

@@ -34,10 +34,17 @@ struct early_stop {
   int32_t epoch = -1;      ///< from 0
   double test_accuracy = 0;
   double seconds = 0;      ///< into training, as the epoch's "seconds"
-  /// What stopped it: stop_at_accuracy, or stop_after_seconds (the time
-  /// budget; `actor`, `epoch` and `test_accuracy` are then the last epoch
-  /// reported before it, epoch -1 when none was).
+  /// What stopped it: stop_at_accuracy, early_stopping (every head went
+  /// early_stopping.patience epochs without a higher validation accuracy),
+  /// or stop_after_seconds (the time budget; `actor`, `epoch` and
+  /// `test_accuracy` are then the last epoch reported before it, epoch -1
+  /// when none was).
   std::string reason = "stop_at_accuracy";
+  /// early_stopping: the best epoch of `actor` (from 0), its validation
+  /// accuracy, and the patience spent.
+  int32_t best_epoch = -1;
+  double best_validation_accuracy = 0;
+  int32_t patience = 0;
 };
 
 /// Training microbatches a trainable actor trained, and replays it dropped.
@@ -64,8 +71,14 @@ struct job_result {
   std::vector<messages::actor_report> heads;  ///< in topology order
   std::vector<messages::node_report> nodes;
   std::vector<messages::actor_report> actors; ///< every actor, heads included
-  /// Pipeline stages' final weights, in stage order (not in the metrics JSON).
+  /// Pipeline stages' final weights, in stage order (not in the metrics JSON);
+  /// with saved_best, those of each result group's best epoch.
   std::vector<messages::tensor_set> stage_weights;
+  /// By result group: its epoch of the highest validation accuracy (from 0;
+  /// runs with data.validation only). The metrics write it as "best_epoch".
+  std::map<std::string, int32_t> best_epochs;
+  /// stage_weights are the best epochs' (save: best), not the final ones.
+  bool saved_best = false;
   std::vector<fault_record> faults;               ///< injected and seen, in order
   int32_t restarts = 0;                           ///< restarts from checkpoints
   std::map<std::string, trained_count> trained;   ///< by trainable actor

@@ -62,6 +62,7 @@ run_options options_of(const run_request& r, const run_record& record, const act
   options.progress_tty = r.progress_tty;
   options.interrupted = r.interrupted;
   options.trace = !r.trace_out.empty();
+  options.epoch_weights = !r.save_model.empty() && job.facts.selection.keep_best;
   options.resume_dir = r.resume_dir;
   options.record = record;
   options.roles = job.roles;

@@ -18,8 +18,7 @@ int32_t cores() {
   return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
 }
 
-caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
-                                                                   int64_t train_limit) {
+caf::expected<model::data_splits> load_data(const topology& t, int64_t train_limit) {
   auto spec = make_source_settings(t);
   spec.data.train_limit = train_limit;
   return load_source_data(spec);
@@ -58,6 +57,7 @@ messages::actor_report local_group(const std::string& group, const std::string& 
                                    const std::string& task, int64_t samples,
                                    const std::vector<double>& train_loss,
                                    const std::vector<double>& test_accuracy,
+                                   const std::vector<double>& validation_accuracy,
                                    const std::string& digest) {
   messages::actor_report r;
   r.actor = group;
@@ -69,12 +69,30 @@ messages::actor_report local_group(const std::string& group, const std::string& 
   const auto epochs = static_cast<int64_t>(train_loss.size());
   for (int64_t e = 0; e < epochs; ++e)
     r.epochs.push_back({static_cast<int32_t>(e), train_loss[e], test_accuracy[e],
-                        samples / epochs});
+                        samples / epochs,
+                        e < static_cast<int64_t>(validation_accuracy.size())
+                          ? validation_accuracy[e]
+                          : -1.0});
   if (!r.epochs.empty()) {
     r.train_loss = r.epochs.back().train_loss;
     r.test_accuracy = r.epochs.back().test_accuracy;
   }
   return r;
+}
+
+std::vector<at::Tensor> saved_weights(job_result& out, const std::string& group,
+                                      int32_t best_epoch, const std::vector<at::Tensor>& best,
+                                      const std::vector<at::Tensor>& last) {
+  if (best_epoch >= 0)
+    out.best_epochs[group] = best_epoch;
+  if (best.empty()) {
+    std::vector<at::Tensor> out_last;
+    for (const auto& t : last)
+      out_last.push_back(t.detach());
+    return out_last;
+  }
+  out.saved_best = true;
+  return best;
 }
 
 } // namespace runtime

@@ -23,10 +23,10 @@ inline namespace runtime {
 /// The machine's hardware threads (at least 1).
 int32_t cores();
 
-/// The topology's train and test splits, exactly as its source reads them,
-/// with at most `train_limit` training samples (0: all).
-caf::expected<std::pair<model::dataset, model::dataset>> load_data(const topology& t,
-                                                                   int64_t train_limit);
+/// The topology's training part, validation samples and test split, exactly
+/// as its source reads them, with at most `train_limit` training samples (0:
+/// all, validation included).
+caf::expected<model::data_splits> load_data(const topology& t, int64_t train_limit);
 
 /// Logs the progress of a one-process run every 5 s at most, as "WHAT NAME:
 /// epoch E N samples, loss L".
@@ -54,12 +54,23 @@ job_result local_result(const topology& t, const std::string& node,
 /// actors' result group `group` (role `role`, training `task`) reports it:
 /// node "local", `samples` and `digest`, one epoch per entry of `train_loss`
 /// and `test_accuracy` (each an equal share of the samples), and the last
-/// epoch's loss and accuracy. (data-parallel's and IST's `--mode local`.)
+/// epoch's loss and accuracy; `validation_accuracy` has one entry per
+/// epoch, or none without validation samples. (data-parallel's and IST's
+/// `--mode local`.)
 messages::actor_report local_group(const std::string& group, const std::string& role,
                                    const std::string& task, int64_t samples,
                                    const std::vector<double>& train_loss,
                                    const std::vector<double>& test_accuracy,
+                                   const std::vector<double>& validation_accuracy,
                                    const std::string& digest);
+
+/// What a one-process run saves for --save-model of result group `group`:
+/// its best epoch (`best_epoch`, by validation accuracy; -1: none judged)
+/// noted in out.best_epochs, and `best`, that epoch's weights, when the run
+/// kept them (save: best; then out.saved_best), else `last`.
+std::vector<at::Tensor> saved_weights(job_result& out, const std::string& group,
+                                      int32_t best_epoch, const std::vector<at::Tensor>& best,
+                                      const std::vector<at::Tensor>& last);
 
 } // namespace runtime
 } // namespace baton::actors

@@ -7,13 +7,32 @@
 namespace baton::actors {
 inline namespace runtime {
 
-run_stop::run_stop(double target_accuracy, double budget_seconds, size_t result_groups)
-  : target_(target_accuracy), budget_(budget_seconds), groups_(result_groups) {}
+run_stop::run_stop(double target_accuracy, double budget_seconds, size_t result_groups,
+                   int32_t patience)
+  : target_(target_accuracy), budget_(budget_seconds), groups_(result_groups),
+    patience_(patience) {}
 
 std::optional<early_stop> run_stop::epoch(const std::string& head, int32_t epoch,
-                                          double test_accuracy, double seconds) {
+                                          double test_accuracy, double seconds,
+                                          double validation_accuracy) {
   last_epoch_ = early_stop{head, epoch, test_accuracy, seconds, "stop_after_seconds"};
-  if (target_ <= 0 || stopping() || test_accuracy < target_)
+  if (stopping())
+    return std::nullopt;
+  if (patience_ > 0 && validation_accuracy >= 0) {
+    auto& judged = judged_.try_emplace(head, patience_).first->second;
+    judged.add(epoch, validation_accuracy);
+    size_t exhausted = 0;
+    for (const auto& [group, selection] : judged_)
+      exhausted += selection.exhausted() ? 1 : 0;
+    if (exhausted == groups_) {
+      early_stop at{head, epoch, test_accuracy, seconds, "early_stopping"};
+      at.best_epoch = judged.best_epoch();
+      at.best_validation_accuracy = judged.best_accuracy();
+      at.patience = patience_;
+      return at;
+    }
+  }
+  if (target_ <= 0 || test_accuracy < target_)
     return std::nullopt;
   reached_.insert(head);
   if (reached_.size() < groups_)
@@ -47,6 +66,11 @@ std::string stop_reason(const early_stop& at, double target_accuracy) {
   if (at.reason == "stop_at_accuracy")
     return fmt::format("epoch {} of {} reached {:.2f}% (target_accuracy {:.2f}%)", at.epoch + 1,
                        at.actor, 100 * at.test_accuracy, 100 * target_accuracy);
+  if (at.reason == "early_stopping")
+    return fmt::format("epoch {} of {}: {} epochs without a higher validation accuracy than "
+                       "epoch {}'s {:.2f}% (early_stopping.patience {})",
+                       at.epoch + 1, at.actor, at.epoch - at.best_epoch, at.best_epoch + 1,
+                       100 * at.best_validation_accuracy, at.patience);
   return fmt::format("trained {:.1f} s (runtime.stop_after_seconds)", at.seconds);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 
 // When a run stops before its last epoch, as plain data: every head reached
-// target_accuracy, the time budget (runtime.stop_after_seconds) is spent, or
+// target_accuracy, every head went early_stopping.patience epochs without a
+// higher validation accuracy, the time budget (runtime.stop_after_seconds) is spent, or
 // a node is lost that the run cannot recover from (salvage: the actors on
 // the other nodes stop to keep the work done). No actor system and no
 // clock: the coordinator passes the time in, and does the logging and the
@@ -13,11 +14,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 
 #include "actors/runtime/job_result.hpp"
+#include "model/core/epoch_selection.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -26,16 +29,21 @@ class run_stop {
 public:
   using clock_type = std::chrono::steady_clock;
 
-  /// `target_accuracy` 0 and `budget_seconds` 0: neither stops the run.
-  /// `result_groups`: the heads that must each reach the target.
-  run_stop(double target_accuracy, double budget_seconds, size_t result_groups);
+  /// `target_accuracy` 0, `budget_seconds` 0 and `patience` 0: none stops
+  /// the run. `result_groups`: the heads that must each reach the target,
+  /// or each spend their patience.
+  run_stop(double target_accuracy, double budget_seconds, size_t result_groups,
+           int32_t patience = 0);
 
-  /// Head `head`'s epoch `epoch` (from 0) reached `test_accuracy`, complete
-  /// `seconds` into training: the stop to begin once every result group has
-  /// reached target_accuracy (in this or an earlier epoch); none before,
-  /// and none once stopping.
+  /// Head `head`'s epoch `epoch` (from 0) reached `test_accuracy` and
+  /// `validation_accuracy` (-1: no validation samples), complete `seconds`
+  /// into training: the stop to begin once every result group has reached
+  /// target_accuracy (in this or an earlier epoch), or once every one has
+  /// gone `patience` epochs without a higher validation accuracy
+  /// (model::epoch_selection; reason "early_stopping"); none before, and
+  /// none once stopping.
   std::optional<early_stop> epoch(const std::string& head, int32_t epoch, double test_accuracy,
-                                  double seconds);
+                                  double seconds, double validation_accuracy = -1);
   /// `trained` seconds into training: the stop at the time budget, keeping
   /// the last epoch reported (epoch -1 when none was); none before the
   /// budget is spent, and none once stopping.
@@ -60,7 +68,9 @@ private:
   double target_;
   double budget_;
   size_t groups_;
+  int32_t patience_;
   std::set<std::string> reached_; ///< heads that reached the target
+  std::map<std::string, model::epoch_selection> judged_; ///< by head: its validation epochs
   /// The last epoch reported (what a stop at the time budget keeps).
   early_stop last_epoch_{"", -1, 0, 0, "stop_after_seconds"};
   std::optional<early_stop> stopped_;
@@ -69,7 +79,9 @@ private:
 };
 
 /// Why the run stops, as its log says: "epoch 3 of all10 reached 85.10%
-/// (target_accuracy 85.00%)" or "trained 12.0 s (runtime.stop_after_seconds)".
+/// (target_accuracy 85.00%)", "epoch 6 of all10: 3 epochs without a higher
+/// validation accuracy than epoch 3's 86.20% (early_stopping.patience 3)" or
+/// "trained 12.0 s (runtime.stop_after_seconds)".
 std::string stop_reason(const early_stop& at, double target_accuracy);
 
 } // namespace runtime

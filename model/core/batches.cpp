@@ -36,6 +36,7 @@ epoch_plan plan_epoch(int64_t dataset_size, const batch_plan& plan, int32_t epoc
   const std::vector<int64_t> order = epoch_order(dataset_size, plan.seed, epoch);
   const auto n = static_cast<int64_t>(order.size());
   epoch_plan out;
+  out.epoch = epoch;
   int32_t step = 0;
   for (int64_t begin = 0; begin < n; begin += plan.batch_size, ++step) {
     const int64_t size = std::min(plan.batch_size, n - begin);

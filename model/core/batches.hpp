@@ -26,6 +26,7 @@ struct epoch_plan {
   std::vector<std::vector<int64_t>> microbatches;
   std::vector<int32_t> step_of;      ///< minibatch index (within the epoch) per microbatch
   std::vector<int32_t> step_size_of; ///< microbatches in that minibatch
+  int32_t epoch = 0;                 ///< the epoch it plans
 };
 epoch_plan plan_epoch(int64_t dataset_size, const batch_plan& plan, int32_t epoch);
 

@@ -1,9 +1,12 @@
 #include "model/core/dataset.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include <torch/torch.h>
 
+#include "model/core/batches.hpp"
 #include "model/core/error.hpp"
 #include "model/core/random.hpp"
 
@@ -89,6 +92,34 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int32_t epoch) {
     std::swap(order[i - 1], order[j]);
   }
   return order;
+}
+
+int64_t validation_size(int64_t samples, double fraction) {
+  if (fraction == 0)
+    return 0;
+  if (!(fraction > 0 && fraction < 1))
+    throw error("data.validation is " + std::to_string(fraction) +
+                ", expected a fraction of the training samples above 0 and below 1");
+  const auto held = static_cast<int64_t>(std::llround(fraction * static_cast<double>(samples)));
+  if (held < 1 || held >= samples)
+    throw error("data.validation " + std::to_string(fraction) + " of " +
+                std::to_string(samples) + " training samples holds out " +
+                std::to_string(held) + " (expected at least one sample for validation and " +
+                "one for training: raise data.train_limit or change data.validation)");
+  return held;
+}
+
+validation_ids validation_split(int64_t samples, double fraction, uint64_t seed) {
+  const int64_t held = validation_size(samples, fraction);
+  // A shuffle of its own seed, not epoch 0's order: the held-out samples
+  // do not depend on how the data is read.
+  auto order = epoch_order(samples, derive_seed(seed, "validation"), 0);
+  validation_ids out;
+  out.validation.assign(order.begin(), order.begin() + held);
+  out.train.assign(order.begin() + held, order.end());
+  std::sort(out.validation.begin(), out.validation.end());
+  std::sort(out.train.begin(), out.train.end());
+  return out;
 }
 
 std::vector<int64_t> shard(const std::vector<int64_t>& order, int32_t index, int32_t count) {

@@ -29,8 +29,38 @@ struct dataset {
   at::Tensor labels;  ///< int64 [N], class ids from 0
   int64_t classes = 0;
   input_normalisation normalisation; ///< what made `images` of the raw samples
+  /// How its training batches are augmented (gather_training, augment.hpp):
+  /// the training part's data.augment, nothing on the other splits.
+  data_spec::augment_spec augment;
+  uint64_t augment_seed = 0; ///< derive_seed(data_spec::seed, "augment")
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
+
+/// A workload's data as every strategy reads it: the training split less
+/// the samples held out for validation, those (empty without
+/// data.validation) and the test split, all normalised alike.
+struct data_splits {
+  dataset train;
+  dataset validation;
+  dataset test;
+};
+
+/// The samples of a training split of `samples` held out for validation
+/// (data.validation = `fraction`), and the others: each list in increasing
+/// order, disjoint, together every id in [0, samples) once. Validation has
+/// round(fraction x samples) of them, chosen by a seeded shuffle: a pure
+/// function of (samples, fraction, seed), so every strategy, layout and
+/// process holds out the same ones. fraction 0: no validation. Throws
+/// model::error unless 0 <= fraction < 1, or when either part would be
+/// empty (naming the sizes).
+struct validation_ids {
+  std::vector<int64_t> train;
+  std::vector<int64_t> validation;
+};
+validation_ids validation_split(int64_t samples, double fraction, uint64_t seed);
+
+/// How many of `samples` validation_split holds out (its checks included).
+int64_t validation_size(int64_t samples, double fraction);
 
 /// Debian's dataset-fashion-mnist location.
 inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
@@ -40,7 +70,8 @@ inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fa
 struct data_header {
   std::vector<int64_t> shape; ///< [C, H, W] of one sample
   int64_t classes = 0;
-  int64_t train = 0; ///< training samples, after data.train_limit
+  int64_t train = 0; ///< training samples, after data.train_limit, less validation
+  int64_t validation = 0; ///< training samples held out for validation
   int64_t test = 0;  ///< test samples, after data.test_limit
 };
 
@@ -53,7 +84,8 @@ data_header read_data_header(const data_spec& spec);
 /// from the spec, the others' from their training split's headers).
 std::vector<int64_t> data_shape(const data_spec& spec);
 
-/// The samples of a split, after its limit, from its headers.
+/// The samples of a split, after its limit, from its headers (the training
+/// split less its validation samples).
 int64_t data_size(const data_spec& spec, split which);
 
 /// The classes: spec.classes, else the kind's (data_spec::classes).
@@ -66,17 +98,20 @@ void check_memory(const data_spec& spec, const data_header& h);
 /// Half of this machine's physical memory in MiB: the default memory budget.
 double default_memory_mb();
 
-/// Reads a split (its first train_limit / test_limit samples), checks its
+/// Reads a split (its first train_limit / test_limit samples; the training
+/// split less its validation samples), checks its
 /// labels against the classes (an out-of-range label names its file and
 /// index) and normalises it (data_spec::mean; computed from the training
-/// split when absent, which then reads it too). Throws model::file_error
+/// part when absent, which then reads it too). Throws model::file_error
 /// naming the file on a missing, truncated or corrupt file.
 dataset load_data(const data_spec& spec, split which);
 
-/// Both splits, the test split normalised with the training split's
-/// statistics, reading each once. Logs what it read (kind, samples, shape,
-/// classes) and the normalisation.
-std::pair<dataset, dataset> load_splits(const data_spec& spec);
+/// The training part, its validation samples (data_spec::validation,
+/// validation_split) and the test split, all normalised with the training
+/// part's statistics (never the validation samples'), reading each file
+/// once; the training part carries data_spec::augment. Logs what it read
+/// (kind, samples, shape, classes) and the normalisation.
+data_splits load_splits(const data_spec& spec);
 
 /// The normalisation load_splits applies to `spec`'s data (reading the
 /// training split when it is computed from it): what an exported model

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/task.hpp"
 
@@ -47,7 +48,7 @@ void train_heads(frozen_backbone& backbone, std::vector<std::unique_ptr<head_run
     run->epoch_samples = 0;
   }
   for (size_t i = 0; i < p.microbatches.size(); ++i) {
-    auto [images, labels] = gather(train, p.microbatches[i]);
+    auto [images, labels] = gather_training(train, p.microbatches[i], epoch);
     const at::Tensor features = backbone.features(images, p.microbatches[i], false);
     const bool step_done = last_in_step(p, i);
     for (auto& run : runs) {
@@ -62,20 +63,32 @@ void train_heads(frozen_backbone& backbone, std::vector<std::unique_ptr<head_run
                                : 0.0);
 }
 
-void evaluate_heads(frozen_backbone& backbone, std::vector<std::unique_ptr<head_run>>& runs,
-                    const dataset& test, int64_t batch_size) {
+std::vector<double> head_accuracies(frozen_backbone& backbone,
+                                    std::vector<std::unique_ptr<head_run>>& runs,
+                                    const dataset& data, int64_t batch_size, int64_t first_id) {
   std::vector<int64_t> correct(runs.size(), 0);
   int64_t total = 0;
-  for (const auto& ids : plan_eval(test.size(), batch_size)) {
-    auto [images, labels] = gather(test, ids);
+  for (auto ids : plan_eval(data.size(), batch_size)) {
+    auto [images, labels] = gather(data, ids);
+    for (auto& id : ids)
+      id += first_id;
     const at::Tensor features = backbone.features(images, ids, true);
     for (size_t h = 0; h < runs.size(); ++h)
       correct[h] += runs[h]->trainer.correct(features, apply(runs[h]->spec.task_def, labels));
     total += images.size(0);
   }
+  std::vector<double> out;
   for (size_t h = 0; h < runs.size(); ++h)
-    runs[h]->result.test_accuracy.push_back(
-        total > 0 ? static_cast<double>(correct[h]) / static_cast<double>(total) : 0.0);
+    out.push_back(total > 0 ? static_cast<double>(correct[h]) / static_cast<double>(total)
+                            : 0.0);
+  return out;
+}
+
+void evaluate_heads(frozen_backbone& backbone, std::vector<std::unique_ptr<head_run>>& runs,
+                    const dataset& test, int64_t batch_size) {
+  const auto accuracies = head_accuracies(backbone, runs, test, batch_size);
+  for (size_t h = 0; h < runs.size(); ++h)
+    runs[h]->result.test_accuracy.push_back(accuracies[h]);
 }
 
 } // namespace baton::model

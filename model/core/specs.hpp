@@ -55,6 +55,13 @@ struct model_spec {
 /// - "synthetic": made in memory (make_synthetic), `shape` and ten classes.
 /// Relative paths are resolved by the config that reads them.
 struct data_spec {
+  /// Training-time augmentation of image samples (`data.augment`): applied
+  /// to the training part only, by model::augment (model/core/augment.hpp).
+  struct augment_spec {
+    int64_t crop = 0;  ///< pad by this many pixels, then crop back at a random offset; 0: off
+    bool flip = false; ///< mirror left-right with probability 1/2
+    bool any() const { return crop > 0 || flip; }
+  };
   /// The files of one split: idx images and labels, npy x and y (for idx,
   /// relative to `path`).
   struct split_files {
@@ -83,7 +90,12 @@ struct data_spec {
   /// The largest dataset held in memory, in MiB of float32 samples (both
   /// splits); 0: half of the machine's physical memory.
   double memory_mb = 0;
-  uint64_t seed = 42; ///< synthetic: the training split's seed (test: seed + 1)
+  uint64_t seed = 42; ///< synthetic: the training split's seed (test: seed + 1); the
+                      ///< validation split's and the augmentation's seed
+  /// The fraction of the training split held out for validation (a seeded
+  /// choice, model::validation_split); 0: none. In (0, 1) otherwise.
+  double validation = 0;
+  augment_spec augment;
 
   bool synthetic() const { return kind == "synthetic"; }
   /// The training samples as far as they are known without reading a file:
@@ -91,6 +103,19 @@ struct data_spec {
   int64_t train_samples_bound() const { return synthetic() ? synthetic_train : train_limit; }
   /// The `data:` key that sets train_samples_bound.
   const char* train_samples_key() const { return synthetic() ? "synthetic_train" : "train_limit"; }
+};
+
+/// Which epoch's weights a run keeps and when it stops without progress
+/// (the workload's `save` and `early_stopping` keys): both judge an epoch by
+/// its validation accuracy (model/core/epoch_selection.hpp).
+struct selection_spec {
+  /// `save: best`: --save-model writes the weights of the epoch with the
+  /// highest validation accuracy (the earliest of equals); false (`last`):
+  /// the final weights.
+  bool keep_best = false;
+  /// `early_stopping.patience`: stop after this many epochs in a row
+  /// without a higher validation accuracy; 0: never.
+  int32_t patience = 0;
 };
 
 /// Optimiser settings: the workload's `optimizer:` section (docs/configuration.md),

@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include "model/core/augment.hpp"
+#include "model/core/best_weights.hpp"
 #include "model/core/error.hpp"
 #include "model/core/optimizer.hpp"
 #include "model/core/batches.hpp"
@@ -335,6 +337,7 @@ struct run_state {
   run_state(const data_parallel_settings& s, const dataset& d) : spec(s), train(d) {}
   const data_parallel_settings& spec;
   const dataset& train;
+  int32_t epoch = 0;            ///< the epoch under way (augmentation's draws)
   std::vector<replica> workers;
   size_t point = 0;             ///< freeze point: layers [0, point) frozen
   int64_t feature_block = 1;    ///< frozen_features' block_rows for this prefix
@@ -368,13 +371,12 @@ void set_point(run_state& s, size_t point) {
 
 /// The mean loss of one worker's minibatch, with its graph (trainable part).
 at::Tensor minibatch_loss(run_state& s, replica& w, const std::vector<int64_t>& ids) {
-  const at::Tensor labels = gather(s.train, ids).second;
-  at::Tensor input;
-  if (s.point > 0)
-    input = frozen_features(w.model.slice(0, s.point), w.cache.get(), s.train, ids,
-                            s.feature_block);
-  else
-    input = gather(s.train, ids).first;
+  auto [images, labels] = gather_training(s.train, ids, s.epoch);
+  // The inputs at hand give the rows the dataset's would (frozen_features).
+  const at::Tensor input =
+    s.point > 0
+      ? frozen_features(w.model.slice(0, s.point), w.cache.get(), images, ids, s.feature_block)
+      : images;
   const layered_model trained = w.model.slice(s.point, w.model.size());
   const at::Tensor loss = torch::nn::functional::cross_entropy(trained.forward(input), labels);
   s.watch.check(loss.item<double>(), trained, input);
@@ -501,6 +503,7 @@ bool train_epoch(run_state& s, int32_t epoch, OverBudget over_budget) {
     batches.push_back(worker_minibatches(
         worker_share(s.train.size(), s.spec.seed, epoch, w, s.spec.workers, s.spec.remainder),
         s.spec.batch_size));
+  s.epoch = epoch;
   s.epoch_loss = 0;
   s.epoch_samples = 0;
   for (size_t k = 0; k < batches.front().size(); ++k) {
@@ -580,9 +583,15 @@ void start(run_state& s, const model_factory& make) {
 data_parallel_result run_data_parallel_local(const model_factory& make, const dataset& train,
                                              const dataset& test,
                                              const data_parallel_settings& spec) {
+  return run_data_parallel_local(make, data_splits{train, {}, test}, spec);
+}
+
+data_parallel_result run_data_parallel_local(const model_factory& make, const data_splits& data,
+                                             const data_parallel_settings& spec) {
   check_spec(spec);
   check_optimizer(spec.optimizer);
-  run_state s(spec, train);
+  run_state s(spec, data.train);
+  best_weights best(spec.selection);
   start(s, make);
   auto started = std::chrono::steady_clock::now();
   auto seconds = [&] {
@@ -594,11 +603,19 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
     if (!train_epoch(s, epoch, over_budget))
       break;
-    s.result.test_accuracy.push_back(evaluate(s, test));
+    s.result.test_accuracy.push_back(evaluate(s, data.test));
+    const double validation = data.validation.size() > 0 ? evaluate(s, data.validation) : -1;
+    if (validation >= 0)
+      s.result.validation_accuracy.push_back(validation);
     s.result.epoch_seconds.push_back(seconds());
+    best.epoch_end(epoch, validation, s.workers.front().model.state());
     if (spec.target_accuracy > 0 && s.result.test_accuracy.back() >= spec.target_accuracy)
       break;
+    if (best.stop())
+      break;
   }
+  s.result.best_epoch = best.best_epoch();
+  s.result.best_weights = best.weights();
   s.result.steps = s.step;
   s.result.frozen_layers = s.point;
   s.result.weights_digest = weights_digest(s.workers.front().model);

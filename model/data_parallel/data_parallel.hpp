@@ -308,12 +308,22 @@ struct data_parallel_settings {
   /// limit), as the actors' runs stop at runtime.stop_after_seconds; the
   /// epoch cut short is not evaluated.
   double stop_after_seconds = 0;
+  /// Keep the best epoch's weights by validation accuracy, stop after
+  /// `patience` epochs without a better one (the workload's `save`,
+  /// `early_stopping`), as the actors' runs do.
+  selection_spec selection;
 };
 
 /// What a run produced.
 struct data_parallel_result {
   std::vector<double> train_loss;    ///< per epoch, mean over all workers' samples
   std::vector<double> test_accuracy; ///< per epoch, worker 0's model
+  /// Per epoch, worker 0's model on the validation samples (empty without them).
+  std::vector<double> validation_accuracy;
+  /// The epoch of the highest validation accuracy (-1 without validation)
+  /// and, with selection.keep_best, its weights (layered_model::state()).
+  int32_t best_epoch = -1;
+  std::vector<at::Tensor> best_weights;
   /// Per epoch: seconds from the start of training until its evaluation ended.
   std::vector<double> epoch_seconds;
   int64_t steps = 0;                 ///< global steps taken
@@ -335,7 +345,11 @@ using model_factory = std::function<layered_model()>;
 /// its own, summed as `spec.sum` says, divided by W, one SGD step with the
 /// scheduled lr, the new weights copied to every replica. Throws
 /// model::error on a bad spec (unknown layer, cache over a prefix whose
-/// output depends on the batch).
+/// output depends on the batch). Trains on data.train (augmented as it
+/// says), evaluates on data.test and, when it has samples, data.validation.
+data_parallel_result run_data_parallel_local(const model_factory& make, const data_splits& data,
+                                             const data_parallel_settings& spec);
+/// The same without validation samples.
 data_parallel_result run_data_parallel_local(const model_factory& make, const dataset& train,
                                              const dataset& test,
                                              const data_parallel_settings& spec);

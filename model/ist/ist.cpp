@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "model/core/augment.hpp"
+#include "model/core/epoch_selection.hpp"
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/non_finite.hpp"
@@ -328,12 +330,12 @@ void sgd_update(const at::Tensor& parameter, const at::Tensor& gradient, at::Ten
 } // namespace
 
 local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
-                           const std::vector<std::vector<int64_t>>& minibatches,
+                           const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
                            const optimizer_spec& optimizer, const minibatch_loss& loss) {
   std::vector<at::Tensor> momentum(parameters.size()); // reset: a fresh optimizer per round
   local_result out;
   for (const auto& ids : minibatches) {
-    auto [images, labels] = gather(train, ids);
+    auto [images, labels] = gather_training(train, ids, epoch);
     const auto l = loss(images, labels);
     // One watch per thread (workers train in parallel): each warns once.
     thread_local non_finite_watch watch{"IST's local steps"};
@@ -353,11 +355,11 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
 
 local_result local_steps(network& subnet, const dataset& train,
                                  const std::vector<std::vector<int64_t>>& minibatches,
-                                 const optimizer_spec& optimizer) {
+                                 int32_t epoch, const optimizer_spec& optimizer) {
   auto parameters = subnet.parameters();
   for (auto& p : parameters)
     p.requires_grad_(true);
-  const auto out = sgd_steps(parameters, train, minibatches, optimizer,
+  const auto out = sgd_steps(parameters, train, minibatches, epoch, optimizer,
                              [&](const at::Tensor& images, const at::Tensor& labels) {
                                return loss(forward(subnet, images), labels);
                              });
@@ -384,14 +386,14 @@ void check_spec(const dataset& train, const settings& spec) {
 /// its minibatches, written back.
 local_result run_round(network& whole, const dataset& train, const settings& spec,
                            const partition& partition, const round_minibatches& minibatches,
-                           result& result) {
+                           int32_t epoch, result& result) {
   std::vector<network> subnets;
   for (int32_t w = 0; w < spec.workers; ++w)
     subnets.push_back(slice_subnet(whole, partition, w));
   local_result sum;
   for (int32_t w = 0; w < spec.workers; ++w) {
     const auto r = local_steps(subnets[static_cast<size_t>(w)], train,
-                                   minibatches[static_cast<size_t>(w)], spec.optimizer);
+                                   minibatches[static_cast<size_t>(w)], epoch, spec.optimizer);
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
     result.exchanged_elements[static_cast<size_t>(w)] +=
@@ -408,22 +410,38 @@ void run_epoch(network& whole, const dataset& train, const settings& spec, int32
                       [&](int64_t round, const round_minibatches& minibatches) {
                         const auto partition =
                             make_partition(spec.shape.hidden, spec.workers, spec.seed, round);
-                        return run_round(whole, train, spec, partition, minibatches, result);
+                        return run_round(whole, train, spec, partition, minibatches, epoch,
+                                         result);
                       });
 }
 
 } // namespace
 
 result run_local(const dataset& train, const dataset& test, const settings& spec) {
+  return run_local(data_splits{train, {}, test}, spec);
+}
+
+result run_local(const data_splits& data, const settings& spec) {
+  const dataset& train = data.train;
   check_spec(train, spec);
   result result;
   result.exchanged_elements.assign(static_cast<size_t>(spec.workers), 0);
   network whole = make_network(spec.shape, spec.seed);
+  epoch_selection selection(spec.selection.patience);
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
     run_epoch(whole, train, spec, epoch, result);
-    const auto evaluation = evaluate(whole, test, spec.eval_batch);
+    const auto evaluation = evaluate(whole, data.test, spec.eval_batch);
     result.test_loss.push_back(evaluation.loss);
     result.test_accuracy.push_back(evaluation.accuracy);
+    if (data.validation.size() == 0)
+      continue;
+    result.validation_accuracy.push_back(
+      evaluate(whole, data.validation, spec.eval_batch).accuracy);
+    if (selection.add(epoch, result.validation_accuracy.back()) && spec.selection.keep_best)
+      result.best_network = whole.clone();
+    result.best_epoch = selection.best_epoch();
+    if (selection.exhausted())
+      break;
   }
   result.weights_digest = digest(whole);
   result.network = whole;

@@ -234,25 +234,25 @@ void run_reference_epoch(const dataset& train, const Spec& spec, int32_t epoch, 
 using minibatch_loss =
     std::function<at::Tensor(const at::Tensor& images, const at::Tensor& labels)>;
 
-/// One SGD step per entry of `minibatches` (sample ids of `train`) on its
-/// `loss`, over `parameters` (which require gradients), with
+/// One SGD step per entry of `minibatches` (sample ids of `train`, of
+/// epoch `epoch`: augmented as gather_training says) on its `loss`, over `parameters` (which require gradients), with
 /// torch::optim::SGD::step's arithmetic per parameter, in place (no
 /// dampening, no Nesterov): weight decay, then the momentum buffer (created
 /// as a clone of the round's first update), then parameter -= lr x update.
 /// Shared by IST's and ResIST's local steps (model/ist/resist.hpp).
 local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
-                           const std::vector<std::vector<int64_t>>& minibatches,
+                           const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
                            const optimizer_spec& optimizer, const minibatch_loss& loss);
 
 /// Trains `subnet` in place for one round: one step per entry of
-/// `minibatches` (sample ids of `train`), each on its mean loss, with
+/// `minibatches` (sample ids of `train` in epoch `epoch`), each on its mean loss, with
 /// torch::optim::SGD's arithmetic (weight decay, then momentum without
 /// dampening whose buffer starts as the round's first gradient, then p -=
 /// lr x update). The subnet's tensors need not require gradients; they do
 /// not afterwards.
 local_result local_steps(network& subnet, const dataset& train,
                                  const std::vector<std::vector<int64_t>>& minibatches,
-                                 const optimizer_spec& optimizer);
+                                 int32_t epoch, const optimizer_spec& optimizer);
 
 // -- the local reference -------------------------------------------------------
 
@@ -266,6 +266,7 @@ struct settings {
   uint64_t seed = 42;          ///< initialisation, partitions and data orders
   optimizer_spec optimizer{0.01, 0.0, 0.0}; ///< the authors' plain SGD, lr 0.01
   int64_t eval_batch = 256;
+  selection_spec selection; ///< keep the best epoch, stop early (by validation accuracy)
 };
 
 /// What a run produced.
@@ -273,6 +274,10 @@ struct result {
   std::vector<double> train_loss;    ///< per epoch: mean over every worker's samples
   std::vector<double> test_loss;     ///< per epoch, whole network
   std::vector<double> test_accuracy; ///< per epoch, whole network
+  /// Per epoch, whole network on the validation samples (empty without them).
+  std::vector<double> validation_accuracy;
+  int32_t best_epoch = -1;           ///< by validation accuracy (-1: none)
+  ist::network best_network;         ///< with selection.keep_best: that epoch's network
   int64_t rounds = 0;
   int64_t steps = 0;                 ///< local steps per worker
   int64_t samples = 0;               ///< samples trained, all workers
@@ -285,8 +290,12 @@ struct result {
 /// The whole IST run in one process, no actors: for every round, the
 /// partition, the W subnets sliced from the network as it is, L local steps
 /// on each (worker order 0, 1, ...: they are independent), the W subnets
-/// written back; after every epoch, the whole network evaluated on `test`.
-/// Throws model::error on a bad spec.
+/// written back; after every epoch, the whole network evaluated on
+/// data.test and data.validation (when it has samples), the best epoch kept
+/// and the run stopped as spec.selection says. Throws model::error on a bad
+/// spec.
+result run_local(const data_splits& data, const settings& spec);
+/// The same without validation samples.
 result run_local(const dataset& train, const dataset& test, const settings& spec);
 
 } // namespace baton::model::ist

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "model/core/epoch_selection.hpp"
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/pretrain.hpp"
@@ -108,14 +109,14 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                     const dataset& train,
                                     const std::vector<std::vector<int64_t>>& minibatches,
-                                    const optimizer_spec& optimizer) {
+                                    int32_t epoch, const optimizer_spec& optimizer) {
   std::vector<at::Tensor> parameters;
   for (size_t i = 0; i < m.size(); ++i)
     if (active.at(i))
       for (auto& p : m.layers()[i].module.ptr()->parameters(true))
         parameters.push_back(p.requires_grad_(true));
   m.train(true);
-  return sgd_steps(parameters, train, minibatches, optimizer,
+  return sgd_steps(parameters, train, minibatches, epoch, optimizer,
                    [&](const at::Tensor& images, const at::Tensor& labels) {
                      return torch::nn::functional::cross_entropy(
                          resist_forward(m, active, images), labels);
@@ -230,7 +231,7 @@ struct run_state {
 
 /// One round: every replica from the merged network, its minibatches on
 /// its sub-ResNet, then the merge.
-local_result run_round(run_state& s, const dataset& train, int64_t round,
+local_result run_round(run_state& s, const dataset& train, int64_t round, int32_t epoch,
                            const round_minibatches& minibatches) {
   const auto deal = make_resist_deal(s.partitioned.size(), s.spec.workers, s.spec.seed, round);
   local_result sum;
@@ -239,7 +240,7 @@ local_result run_round(run_state& s, const dataset& train, int64_t round,
     copy_state(replica, s.merged);
     const auto active = resist_active_layers(replica.size(), s.partitioned, deal, w);
     const auto r = resist_local_steps(replica, active, train, minibatches[static_cast<size_t>(w)],
-                                      s.spec.optimizer);
+                                      epoch, s.spec.optimizer);
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
   }
@@ -250,7 +251,7 @@ local_result run_round(run_state& s, const dataset& train, int64_t round,
 void run_epoch(run_state& s, const dataset& train, int32_t epoch) {
   run_reference_epoch(train, s.spec, epoch, s.result,
                       [&](int64_t round, const round_minibatches& minibatches) {
-                        return run_round(s, train, round, minibatches);
+                        return run_round(s, train, round, epoch, minibatches);
                       });
 }
 
@@ -258,18 +259,36 @@ void run_epoch(run_state& s, const dataset& train, int32_t epoch) {
 
 resist_result run_resist_local(const dataset& train, const dataset& test,
                                const resist_settings& spec) {
+  return run_resist_local(data_splits{train, {}, test}, spec);
+}
+
+resist_result run_resist_local(const data_splits& data, const resist_settings& spec) {
+  const dataset& train = data.train;
   check_resist_settings(train, spec);
   run_state s{spec, make_resist_network(spec.in_channels, spec.classes, spec.seed), {}, {}, {}};
   s.partitioned = resist_partitioned_layers(s.merged);
   for (int32_t w = 0; w < spec.workers; ++w)
     s.replicas.push_back(make_resist_network(spec.in_channels, spec.classes, spec.seed));
   const double scale = resist_eval_scale(s.partitioned.size(), spec.workers);
+  epoch_selection selection(spec.selection.patience);
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
     run_epoch(s, train, epoch);
-    const auto evaluation = resist_evaluate(s.merged, s.partitioned, scale, test,
+    const auto evaluation = resist_evaluate(s.merged, s.partitioned, scale, data.test,
                                             spec.eval_batch);
     s.result.test_loss.push_back(evaluation.loss);
     s.result.test_accuracy.push_back(evaluation.accuracy);
+    if (data.validation.size() == 0)
+      continue;
+    s.result.validation_accuracy.push_back(
+      resist_evaluate(s.merged, s.partitioned, scale, data.validation, spec.eval_batch).accuracy);
+    if (selection.add(epoch, s.result.validation_accuracy.back()) && spec.selection.keep_best) {
+      if (s.result.best_network.size() == 0)
+        s.result.best_network = make_resist_network(spec.in_channels, spec.classes, spec.seed);
+      copy_state(s.result.best_network, s.merged);
+    }
+    s.result.best_epoch = selection.best_epoch();
+    if (selection.exhausted())
+      break;
   }
   s.result.weights_digest = weights_digest(s.merged);
   s.result.network = s.merged;

@@ -116,7 +116,7 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                     const dataset& train,
                                     const std::vector<std::vector<int64_t>>& minibatches,
-                                    const optimizer_spec& optimizer);
+                                    int32_t epoch, const optimizer_spec& optimizer);
 
 /// The average of `values` (one per holder, in ascending worker order, all
 /// of one shape and type): their sum from the first in that order, divided
@@ -162,6 +162,7 @@ struct resist_settings {
   uint64_t seed = 42;          ///< initialisation, deals and data orders
   optimizer_spec optimizer{0.01, 0.0, 0.0}; ///< plain SGD, lr 0.01
   int64_t eval_batch = 256;
+  selection_spec selection; ///< keep the best epoch, stop early (by validation accuracy)
 };
 
 /// What a run produced.
@@ -169,6 +170,10 @@ struct resist_result {
   std::vector<double> train_loss;    ///< per epoch, mean over every worker's samples
   std::vector<double> test_loss;     ///< per epoch, whole network, scaled blocks
   std::vector<double> test_accuracy; ///< per epoch
+  /// Per epoch, on the validation samples (empty without them).
+  std::vector<double> validation_accuracy;
+  int32_t best_epoch = -1;           ///< by validation accuracy (-1: none)
+  layered_model best_network;        ///< with selection.keep_best: that epoch's merged network
   int64_t rounds = 0;
   int64_t steps = 0;                 ///< local steps per worker
   int64_t samples = 0;               ///< samples trained, all workers
@@ -187,5 +192,9 @@ void check_resist_settings(const dataset& train, const resist_settings& spec);
 /// whole network, bit for bit. Throws model::error on a bad spec.
 resist_result run_resist_local(const dataset& train, const dataset& test,
                                const resist_settings& spec);
+/// The same on data.train, evaluated on data.test and data.validation (when
+/// it has samples), the best epoch kept and the run stopped as
+/// spec.selection says.
+resist_result run_resist_local(const data_splits& data, const resist_settings& spec);
 
 } // namespace baton::model::ist

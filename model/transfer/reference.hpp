@@ -33,4 +33,14 @@ std::vector<head_result> run_transfer_local(frozen_backbone& backbone,
                                             const batch_plan& plan,
                                             const progress_fn& progress = {});
 
+/// The same on data.train, evaluated on data.test and then data.validation
+/// (when it has samples, as the source sends them): each head keeps its
+/// best epoch's weights with selection.keep_best, and the run stops once
+/// every head went selection.patience epochs without a better one.
+std::vector<head_result> run_transfer_local(frozen_backbone& backbone,
+                                            const std::vector<head_spec>& heads,
+                                            const data_splits& data, const batch_plan& plan,
+                                            const selection_spec& selection,
+                                            const progress_fn& progress = {});
+
 } // namespace baton::model

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/modes/data_parallel/worker.hpp"
+#include "model/core/augment.hpp"
 #include "model/core/freezing.hpp"
 
 namespace baton::actors {
@@ -199,6 +200,8 @@ void read_freezing(const field& root, const field& section, const topology& t,
     else
       read_adaptive(*freeze, layers, t, s.freeze);
     read_cache(*freeze, m, s.freeze);
+    if (s.freeze.cache && t.data.augment.any())
+      freeze->require("cache").fail(model::augment_cache_refusal("data_parallel.freeze.cache"));
   }
   check_combinations(root, section, t, s);
 }

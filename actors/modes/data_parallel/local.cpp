@@ -72,7 +72,7 @@ void report(const worker_settings& worker, const model::data_parallel_result& re
   // Every epoch trains the same steps of W minibatches.
   out.heads.push_back(local_group(workers_group, "data_parallel_worker", worker.task.name,
                                   result.samples, result.train_loss, result.test_accuracy,
-                                  result.weights_digest));
+                                  result.validation_accuracy, result.weights_digest));
   for (int32_t w = 0; w < worker.workers; ++w) {
     messages::actor_report a;
     a.actor = worker_name(w);
@@ -97,15 +97,15 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     auto data = load_task_data(worker.data, *task);
     if (!data)
       return data.error();
-    auto& [train, test] = *data;
     auto training_started = training_starts();
-    // The target and the budget stop it as they stop the actors' runs, so
-    // that `baton compare` measures its time to target as theirs.
+    // The target, the budget and early stopping stop it as they stop the
+    // actors' runs, so that `baton compare` measures its time to target as theirs.
     auto spec = reference_settings(worker);
     spec.target_accuracy = t.target_accuracy;
     spec.stop_after_seconds = t.runtime.stop_after_seconds;
-    auto result = model::run_data_parallel_local([&] { return initial_model(worker); }, train,
-                                                 test, spec);
+    spec.selection = t.selection;
+    auto result =
+      model::run_data_parallel_local([&] { return initial_model(worker); }, *data, spec);
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
       spdlog::info("local data-parallel reference: epoch {} test accuracy {:.2f}%", e + 1,
                    100 * result.test_accuracy[e]);
@@ -115,16 +115,21 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
                    !result.test_accuracy.empty() && spec.target_accuracy > 0 &&
                        result.test_accuracy.back() >= spec.target_accuracy
                      ? "target_accuracy reached"
+                   : t.selection.patience > 0 &&
+                       static_cast<int32_t>(result.test_accuracy.size()) ==
+                         result.best_epoch + 1 + t.selection.patience
+                     ? "early_stopping.patience spent"
                      : "runtime.stop_after_seconds spent");
     auto out = local_result(t, "local", started, training_started);
     out.result_label = "workers";
     for (size_t e = 0; e < result.epoch_seconds.size(); ++e)
       out.epoch_seconds[workers_group][static_cast<int32_t>(e)] = result.epoch_seconds[e];
     report(worker, result, out);
-    messages::tensor_set weights{"weights", worker_name(0), 0, result.steps, 0, {}, {}};
-    for (const auto& p : result.model.state())
-      weights.tensors.push_back(p.detach());
-    out.stage_weights.push_back(std::move(weights)); // as worker 0 sends them
+    // As worker 0 sends them (the best epoch's with save: best).
+    out.stage_weights.push_back({"weights", worker_name(0), 0, result.steps, 0,
+                                 saved_weights(out, workers_group, result.best_epoch,
+                                               result.best_weights, result.model.state()),
+                                 {}});
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

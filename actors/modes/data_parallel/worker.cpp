@@ -46,8 +46,7 @@ struct worker_setup {
   std::string name;
   std::string node;
   worker_settings spec;
-  model::dataset train;
-  model::dataset test;
+  model::data_splits data;
   model::layered_model model;
   /// Its checkpoint of spec.recovery.restore_step (none for 0).
   std::optional<model::training_state> restored;
@@ -68,6 +67,7 @@ struct worker_state {
   // -- data and progress ----------------------------------------------------------
   model::dataset train;
   model::dataset test;
+  model::dataset validation; ///< empty without data.validation
   std::vector<std::vector<int64_t>> minibatches; ///< this epoch's share, cut
   int32_t epoch = 0;
   size_t in_epoch = 0; ///< the epoch's next minibatch
@@ -123,8 +123,8 @@ std::vector<at::Tensor> gradients_of_next(worker_state& st,
                                           const worker_replica::bucket_ready& on_bucket = {}) {
   const auto& ids = st.minibatches[st.in_epoch];
   double loss = 0;
-  auto grads = on_bucket ? st.replica->gradients(st.train, ids, loss, on_bucket)
-                         : st.replica->gradients(st.train, ids, loss);
+  auto grads = on_bucket ? st.replica->gradients(st.train, ids, st.epoch, loss, on_bucket)
+                         : st.replica->gradients(st.train, ids, st.epoch, loss);
   auto batch = static_cast<int64_t>(ids.size());
   st.counters.admit(st.step * st.spec.workers + st.spec.worker, st.step);
   st.counters.epoch.loss_sum += loss * static_cast<double>(batch);
@@ -273,11 +273,14 @@ void maybe_report_progress(worker_actor* self) {
 
 // -- epochs and reports ----------------------------------------------------------------
 
-/// Worker 0's test accuracy counts, as the reference evaluates (evaluation
-/// mode, then the freeze point's modes again).
+/// Worker 0's test and validation accuracy counts, as the reference
+/// evaluates (evaluation mode, then the freeze point's modes again).
 void evaluate(worker_state& st) {
-  st.counters.epoch.correct += st.replica->correct(st.test, st.spec.eval_batch);
-  st.counters.epoch.evaluated += st.test.size();
+  st.counters.epoch.add_evaluation(false, st.replica->correct(st.test, st.spec.eval_batch),
+                                   st.test.size());
+  if (st.validation.size() > 0)
+    st.counters.epoch.add_evaluation(
+      true, st.replica->correct(st.validation, st.spec.eval_batch), st.validation.size());
 }
 
 messages::actor_report make_report(worker_state& st) {
@@ -325,6 +328,9 @@ void end_epoch(worker_actor* self) {
     evaluate(st);
   }
   close_epoch(self, st.coordinator, st.counters, st.epoch, [&] { return make_report(st); });
+  if (lead(st))
+    send_epoch_weights(self, st.coordinator, st.spec.recovery, st.name, 0, st.epoch,
+                       st.replica->model().state());
   st.epoch += 1;
   if (st.epoch == st.spec.data.plan.epochs)
     return finish(self);
@@ -486,8 +492,9 @@ void init_state(worker_actor* self, worker_setup setup) {
   st.name = std::move(setup.name);
   st.node = std::move(setup.node);
   st.spec = std::move(setup.spec);
-  st.train = std::move(setup.train);
-  st.test = std::move(setup.test);
+  st.train = std::move(setup.data.train);
+  st.test = std::move(setup.data.test);
+  st.validation = std::move(setup.data.validation);
   st.replica.emplace(std::move(setup.model), st.spec);
   const auto& plan = st.spec.data.plan;
   st.steps_per_epoch = model::data_parallel_steps_per_epoch(
@@ -622,12 +629,11 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
     auto data = load_task_data(spec.data, spec.task);
     if (!data)
       return data.error();
-    auto& [train, test] = *data;
     auto m = initial_model(spec);
     auto restored = checkpointing{spec.recovery}.restore();
     return spawn_detached(sys, name, worker_behavior,
-                          worker_setup{name, node, spec, std::move(train), std::move(test),
-                                       std::move(m), std::move(restored)});
+                          worker_setup{name, node, spec, std::move(*data), std::move(m),
+                                       std::move(restored)});
   } catch (const std::exception& e) {
     return error_of(e, name);
   }

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "model/core/augment.hpp"
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/optimizer.hpp"
@@ -115,18 +116,20 @@ private:
 
 std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
                                                   const std::vector<int64_t>& ids,
-                                                  double& loss) {
-  return gradients(data, ids, loss, {});
+                                                  int32_t epoch, double& loss) {
+  return gradients(data, ids, epoch, loss, {});
 }
 
 std::vector<at::Tensor> worker_replica::gradients(const model::dataset& data,
-                                                  const std::vector<int64_t>& ids, double& loss,
+                                                  const std::vector<int64_t>& ids,
+                                                  int32_t epoch, double& loss,
                                                   const bucket_ready& on_bucket) {
   using clock = std::chrono::steady_clock;
   auto began = clock::now();
-  auto [images, labels] = model::gather(data, ids);
+  auto [images, labels] = model::gather_training(data, ids, epoch);
+  // The inputs at hand give the rows the dataset's would (frozen_features).
   const at::Tensor input =
-    point_ > 0 ? model::frozen_features(model_.slice(0, point_), cache_.get(), data, ids,
+    point_ > 0 ? model::frozen_features(model_.slice(0, point_), cache_.get(), images, ids,
                                         block_rows_)
                : images;
   const at::Tensor logits = model_.slice(point_, model_.size()).forward(input);

@@ -56,12 +56,13 @@ public:
   // -- a step ---------------------------------------------------------------------
 
   /// Forward (the frozen prefix through model::frozen_features) and
-  /// backward of minibatch `ids` of `data` with its mean cross-entropy loss,
+  /// backward of minibatch `ids` of `data` in epoch `epoch` (augmented as
+  /// model::gather_training does) with its mean cross-entropy loss,
   /// which it stores in `loss`. Returns the gradient per parameter
   /// (named_parameters() order; undefined for frozen ones) and leaves none in
   /// the model.
   std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
-                                    double& loss);
+                                    int32_t epoch, double& loss);
 
   /// Called with a bucket's index and flat vector (bucket_vectors' entry).
   using bucket_ready = std::function<void(size_t, at::Tensor)>;
@@ -73,7 +74,7 @@ public:
   /// bucket with a key that got no gradient) after the backward: each bucket
   /// exactly once, in the order the backward finishes them.
   std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
-                                    double& loss, const bucket_ready& on_bucket);
+                                    int32_t epoch, double& loss, const bucket_ready& on_bucket);
 
   /// One optimizer step, in place (model::optimizer_step_in_place), of every
   /// parameter whose entry of `gradients` is defined, at learning rate `lr`,

@@ -135,6 +135,7 @@ std::string block_scheme::check_samples(const shape& x, const model::dataset& da
 
 template <>
 trained_round block_scheme::train(worker_model& m, const worker_settings& spec, int64_t round,
+                                  int32_t epoch,
                                   const std::vector<std::vector<at::Tensor>>& from_shards,
                                   const model::dataset& data,
                                   const std::vector<std::vector<int64_t>>& minibatches) {
@@ -147,7 +148,8 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
   const auto active =
     model::ist::resist_active_layers(m.layout.layers, m.layout.partitioned, deal, spec.worker);
   trained_round out;
-  out.steps = model::ist::resist_local_steps(m.network, active, data, minibatches, spec.optimizer);
+  out.steps =
+    model::ist::resist_local_steps(m.network, active, data, minibatches, epoch, spec.optimizer);
   const auto state = m.network.state();
   for (int32_t s = 0; s < spec.shards; ++s) {
     out.to_shards.emplace_back();
@@ -269,13 +271,13 @@ std::vector<messages::named_figure> block_scheme::shard_figures(const shard_mode
 // -- the scheme: the local reference ----------------------------------------------------------
 
 template <>
-model::ist::resist_result block_scheme::run_reference(const model::dataset& train,
-                                             const model::dataset& test,
-                                             const worker_settings& worker) {
-  auto spec = reference_run<model::ist::resist_settings>(worker);
+model::ist::resist_result block_scheme::run_reference(const model::data_splits& data,
+                                                      const worker_settings& worker,
+                                                      const model::selection_spec& selection) {
+  auto spec = reference_run<model::ist::resist_settings>(worker, selection);
   spec.in_channels = worker.shape.in_channels;
   spec.classes = worker.shape.classes;
-  return model::ist::run_resist_local(train, test, spec);
+  return model::ist::run_resist_local(data, spec);
 }
 
 // -- the scheme: the export ------------------------------------------------------------

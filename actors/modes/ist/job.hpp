@@ -99,7 +99,7 @@ void report(const std::string& kind, const std::string& task, const section_spec
   const auto worker_role = kind + "_worker";
   out.heads.push_back(local_group(workers_group, worker_role, task, result.samples,
                                   result.train_loss, result.test_accuracy,
-                                  result.weights_digest));
+                                  result.validation_accuracy, result.weights_digest));
   for (int32_t w = 0; w < section.workers; ++w) {
     messages::actor_report a;
     a.actor = worker_name(w);
@@ -156,9 +156,8 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   auto data = load_task_data(worker.data, task);
   if (!data)
     return data.error();
-  auto& [train, test] = *data;
   auto training_started = training_starts();
-  auto result = run_reference(train, test, worker);
+  auto result = run_reference(*data, worker, t.selection);
   for (size_t e = 0; e < result.test_accuracy.size(); ++e)
     spdlog::info("local {} reference: epoch {} test accuracy {:.2f}%", names.kind, e + 1,
                  100 * result.test_accuracy[e]);
@@ -166,7 +165,14 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   out.mode = names.kind;
   out.result_label = "workers";
   job::report(names.kind, task.name, section_of(t), result, out);
-  // The final network as the shards send it (--save-model).
+  // The network as the shards send it (--save-model): the final one, or
+  // with save: best the best epoch's.
+  if (result.best_epoch >= 0)
+    out.best_epochs[workers_group] = result.best_epoch;
+  if (t.selection.keep_best && result.best_epoch >= 0) {
+    result.network = result.best_network;
+    out.saved_best = true;
+  }
   auto owned = owned_pieces(result, worker);
   for (size_t s = 0; s < owned.size(); ++s)
     out.stage_weights.push_back({"weights", shard_name(static_cast<int32_t>(s)),

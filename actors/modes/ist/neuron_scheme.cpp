@@ -220,6 +220,7 @@ std::string neuron_scheme::check_samples(const shape& x, const model::dataset& d
 
 template <>
 trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, int64_t round,
+                                   int32_t epoch,
                                    const std::vector<std::vector<at::Tensor>>& from_shards,
                                    const model::dataset& data,
                                    const std::vector<std::vector<int64_t>>& minibatches) {
@@ -227,7 +228,7 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
     model::ist::make_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, round);
   auto subnet = assemble_subnet(spec.shape, partition, spec.worker, from_shards);
   trained_round out;
-  out.steps = model::ist::local_steps(subnet, data, minibatches, spec.optimizer);
+  out.steps = model::ist::local_steps(subnet, data, minibatches, epoch, spec.optimizer);
   for (int32_t s = 0; s < spec.shards; ++s)
     out.to_shards.push_back(
       split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards));
@@ -317,12 +318,12 @@ std::vector<messages::named_figure> neuron_scheme::shard_figures(const shard_mod
 // -- the scheme: the local reference ----------------------------------------------------------
 
 template <>
-model::ist::result neuron_scheme::run_reference(const model::dataset& train,
-                                           const model::dataset& test,
-                                           const worker_settings& worker) {
-  auto spec = reference_run<model::ist::settings>(worker);
+model::ist::result neuron_scheme::run_reference(const model::data_splits& data,
+                                                const worker_settings& worker,
+                                                const model::selection_spec& selection) {
+  auto spec = reference_run<model::ist::settings>(worker, selection);
   spec.shape = worker.shape;
-  return model::ist::run_local(train, test, spec);
+  return model::ist::run_local(data, spec);
 }
 
 // -- the scheme: the export ------------------------------------------------------------

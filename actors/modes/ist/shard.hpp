@@ -178,6 +178,8 @@ void end_round(shard_actor<Scheme>* self) {
   if (done % st.rounds_per_epoch == 0) {
     const int64_t epoch = done / st.rounds_per_epoch - 1;
     send_to_worker(self, 0, "owned", epoch, Scheme::owned(st.model));
+    send_epoch_weights(self, st.coordinator, st.spec.recovery, st.name, st.spec.shard,
+                       static_cast<int32_t>(epoch), Scheme::owned(st.model));
     if (epoch + 1 == st.spec.epochs)
       return finish(self);
   }

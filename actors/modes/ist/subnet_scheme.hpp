@@ -99,10 +99,12 @@ struct subnet_scheme {
   static worker_model make_worker(const worker_settings& spec);
   /// Why the network does not take `data`'s samples, or "".
   static std::string check_samples(const shape& x, const model::dataset& data);
-  /// Round `round`: the subnet from every shard's pieces, trained on
-  /// `minibatches` of `data`, cut back into every shard's pieces.
+  /// Round `round` of epoch `epoch`: the subnet from every shard's pieces,
+  /// trained on `minibatches` of `data` (augmented for the epoch), cut back
+  /// into every shard's pieces.
   static trained_round train(worker_model& m, const worker_settings& spec, int64_t round,
-                             const pieces& from_shards, const model::dataset& data,
+                             int32_t epoch, const pieces& from_shards,
+                             const model::dataset& data,
                              const std::vector<std::vector<int64_t>>& minibatches);
   /// Worker 0: the whole network from every shard's owned tensors,
   /// evaluated on `test` as the scheme's reference evaluates it.
@@ -155,9 +157,10 @@ struct subnet_scheme {
   /// The result of the scheme's one-process reference run.
   using reference_result = typename Network::reference_result;
   /// The reference run (model::ist::run_local, model::ist::run_resist_local) on
-  /// worker 0's settings.
-  static reference_result run_reference(const model::dataset& train, const model::dataset& test,
-                                        const worker_settings& worker);
+  /// worker 0's settings, keeping the best epoch and stopping as `selection` says.
+  static reference_result run_reference(const model::data_splits& data,
+                                        const worker_settings& worker,
+                                        const model::selection_spec& selection);
 
   // -- what every scheme gets ------------------------------------------------------
 
@@ -203,9 +206,10 @@ inline int64_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
 }
 
 /// A reference run's settings (model::ist::settings, model::ist::resist_settings) with
-/// the fields every scheme's run has taken from worker 0's settings.
+/// the fields every scheme's run has taken from worker 0's settings, and
+/// the workload's `selection`.
 template <class Run, class WorkerSettings>
-Run reference_run(const WorkerSettings& worker) {
+Run reference_run(const WorkerSettings& worker, const model::selection_spec& selection) {
   Run run;
   run.workers = worker.workers;
   run.local_steps = worker.local_steps;
@@ -214,6 +218,7 @@ Run reference_run(const WorkerSettings& worker) {
   run.seed = worker.data.plan.seed;
   run.optimizer = worker.optimizer;
   run.eval_batch = worker.eval_batch;
+  run.selection = selection;
   return run;
 }
 

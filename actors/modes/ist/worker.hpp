@@ -73,8 +73,7 @@ struct worker_setup {
   std::string name;
   std::string node;
   worker_settings<Scheme> spec;
-  model::dataset train;
-  model::dataset test;
+  model::data_splits data;
   training_counters counters; ///< from its checkpoint of spec.recovery.restore_step, or zero
 };
 
@@ -97,6 +96,7 @@ struct worker_state {
   // -- data and rounds ---------------------------------------------------------------
   model::dataset train;
   model::dataset test;
+  model::dataset validation; ///< empty without data.validation
   int64_t steps_per_epoch = 0;
   int64_t rounds_per_epoch = 0;
   std::vector<std::vector<int64_t>> minibatches; ///< this epoch's
@@ -168,7 +168,7 @@ void train_round(worker_actor<Scheme>* self, const arrivals& pieces) {
     compute_scope compute{st.work};
     const std::vector<std::vector<int64_t>> steps(st.minibatches.begin() + first,
                                                   st.minibatches.begin() + last);
-    trained = Scheme::train(st.model, st.spec, st.round, pieces.from, st.train, steps);
+    trained = Scheme::train(st.model, st.spec, st.round, st.epoch, pieces.from, st.train, steps);
   }
   for (int64_t j = first; j < last; ++j) { // a local step is one minibatch: its id is its step
     const int64_t id = st.epoch * st.steps_per_epoch + j;
@@ -209,7 +209,7 @@ void checkpoint_round(worker_actor<Scheme>* self) {
 // -- epochs and reports ----------------------------------------------------------------
 
 /// Worker 0: the whole network from every shard's owned tensors, evaluated
-/// on the test split as the reference evaluates it.
+/// on the test split and the validation samples as the reference evaluates it.
 template <class Scheme>
 void evaluate(worker_state<Scheme>& st, const arrivals& owned) {
   compute_scope compute{st.work};
@@ -218,6 +218,12 @@ void evaluate(worker_state<Scheme>& st, const arrivals& owned) {
   st.counters.epoch.evaluated = e.samples;
   st.counters.epoch.correct =
     static_cast<int64_t>(std::llround(e.accuracy * static_cast<double>(e.samples)));
+  if (st.validation.size() == 0)
+    return;
+  const auto v = Scheme::evaluate(st.model, st.spec, owned.from, st.validation);
+  st.counters.epoch.validated = v.samples;
+  st.counters.epoch.validation_correct =
+    static_cast<int64_t>(std::llround(v.accuracy * static_cast<double>(v.samples)));
 }
 
 /// Its report: activity, counters and edges, the figures rounds (those this
@@ -367,8 +373,9 @@ void init_state(worker_state<Scheme>& st, worker_setup<Scheme> setup) {
   st.name = std::move(setup.name);
   st.node = std::move(setup.node);
   st.spec = std::move(setup.spec);
-  st.train = std::move(setup.train);
-  st.test = std::move(setup.test);
+  st.train = std::move(setup.data.train);
+  st.test = std::move(setup.data.test);
+  st.validation = std::move(setup.data.validation);
   st.counters = std::move(setup.counters);
   st.checkpoints.emplace(st.spec.recovery);
   st.steps_per_epoch =
@@ -418,17 +425,15 @@ caf::behavior worker_behavior(worker_actor<Scheme>* self, worker_setup<Scheme> s
 /// The data as the reference reads it, with the task's labels; refuses
 /// samples the network does not take or too few for one step.
 template <class Scheme>
-caf::expected<std::pair<model::dataset, model::dataset>>
-load_data(const worker_settings<Scheme>& spec) {
+caf::expected<model::data_splits> load_data(const worker_settings<Scheme>& spec) {
   auto data = load_task_data(spec.data, spec.task);
   if (!data)
     return data.error();
-  auto& [train, test] = *data;
-  for (const auto* split : {&train, &test})
+  for (const auto* split : {&data->train, &data->test})
     if (auto why = Scheme::check_samples(spec.shape, *split); !why.empty())
       return make_error(errc::bad_config, why);
   try {
-    model::ist::steps_per_epoch(train.size(), spec.data.plan.batch_size, spec.workers);
+    model::ist::steps_per_epoch(data->train.size(), spec.data.plan.batch_size, spec.workers);
   } catch (const model::error& e) { // too little data for one step: the topology's fault
     return make_error(errc::bad_config, e.what());
   }
@@ -444,13 +449,12 @@ caf::expected<caf::actor> spawn_worker(caf::actor_system& sys, const std::string
     auto data = load_data(spec);
     if (!data)
       return data.error();
-    auto& [train, test] = *data;
     auto restored = checkpointing{spec.recovery}.restore();
     auto counters =
       restored ? training_counters::from_json(restored->counters) : training_counters{};
     return spawn_detached(sys, name, worker_behavior<Scheme>,
-                          worker_setup<Scheme>{name, node, spec, std::move(train),
-                                               std::move(test), std::move(counters)});
+                          worker_setup<Scheme>{name, node, spec, std::move(*data),
+                                               std::move(counters)});
   } catch (const std::exception& e) {
     return error_of(e, name);
   }

@@ -18,7 +18,9 @@
 #include "actors/runtime/run_stop.hpp"
 #include "messages/errc.hpp"
 #include "model/core/export.hpp"
+#include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
+#include "model/core/best_weights.hpp"
 #include "model/core/pretrain.hpp"
 #include "model/core/stage_trainer.hpp"
 #include "model/core/task.hpp"
@@ -62,7 +64,7 @@ epoch_sums train_flush(const model::task& task, model::stage_trainer& trainer,
   epoch_sums sums;
   int32_t in_step = 0;
   for (size_t k = 0; k < plan.microbatches.size(); ++k) {
-    auto [x, y] = model::gather(train, plan.microbatches[k]);
+    auto [x, y] = model::gather_training(train, plan.microbatches[k], plan.epoch);
     auto size = plan.step_size_of[k];
     trainer.forward(static_cast<int64_t>(k), x, true);
     auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(task, y), size);
@@ -132,7 +134,7 @@ private:
     auto k = static_cast<int64_t>(s.forwarded);
     at::Tensor input;
     if (i == 0) {
-      input = model::gather(train_, plan_.microbatches[s.forwarded]).first;
+      input = model::gather_training(train_, plan_.microbatches[s.forwarded], plan_.epoch).first;
     } else if (s.inputs.count(k) == 0) {
       return false; // wait for it, as a stage does
     } else {
@@ -170,21 +172,31 @@ private:
   epoch_sums sums_;
 };
 
-/// One epoch, microbatch by microbatch as the stages see them, then its
-/// test accuracy.
-messages::epoch_result train_epoch(const topology& t, const model::task& task,
-                                  local_trainers& trainers, const model::dataset& train,
-                                  const model::dataset& test, int32_t epoch) {
-  auto plan = model::plan_epoch(train.size(), t.plan, epoch);
-  auto sums = flush_schedule(t) ? train_flush(task, trainers.stages[0], train, plan)
-                : static_1f1b_epoch{task, trainers, train, plan}.run();
+/// The accuracy of the trainers on `data` (-1 when it has no samples), in
+/// the source's evaluation batches.
+double accuracy(const topology& t, const model::task& task, local_trainers& trainers,
+                const model::dataset& data) {
+  if (data.size() == 0)
+    return -1;
   int64_t correct = 0;
-  for (const auto& ids : model::plan_eval(test.size(), t.plan.batch_size)) {
-    auto [x, y] = model::gather(test, ids);
+  for (const auto& ids : model::plan_eval(data.size(), t.plan.batch_size)) {
+    auto [x, y] = model::gather(data, ids);
     correct += trainers.infer(x).argmax(1).eq(model::apply(task, y)).sum().item<int64_t>();
   }
-  double accuracy = test.size() ? static_cast<double>(correct) / test.size() : 0.0;
-  return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0, accuracy, sums.samples};
+  return static_cast<double>(correct) / static_cast<double>(data.size());
+}
+
+/// One epoch, microbatch by microbatch as the stages see them, then its
+/// test and validation accuracy.
+messages::epoch_result train_epoch(const topology& t, const model::task& task,
+                                  local_trainers& trainers, const model::data_splits& data,
+                                  int32_t epoch) {
+  auto plan = model::plan_epoch(data.train.size(), t.plan, epoch);
+  auto sums = flush_schedule(t) ? train_flush(task, trainers.stages[0], data.train, plan)
+                : static_1f1b_epoch{task, trainers, data.train, plan}.run();
+  return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0,
+          std::max(0.0, accuracy(t, task, trainers, data.test)), sums.samples,
+          accuracy(t, task, trainers, data.validation)};
 }
 
 /// One trainer for the whole model under a flush schedule, one per stage
@@ -200,9 +212,12 @@ local_trainers make_trainers(const topology& t, const model::layered_model& whol
 }
 
 /// The stages' reports and weights, cut from the whole model at the
-/// pipeline's boundaries; the last stage carries the epochs of `trained`.
+/// pipeline's boundaries (the weights from `saved`'s: the best epoch's with
+/// save: best, else `whole` itself); the last stage carries the epochs of
+/// `trained`.
 void report_stages(const topology& t, const model::task& task, model::layered_model& whole,
-                   int64_t version, const messages::actor_report& trained, job_result& out) {
+                   const model::layered_model& saved, int64_t version,
+                   const messages::actor_report& trained, job_result& out) {
   const auto& stages = section_of(t).stages;
   for (size_t i = 0; i < stages.size(); ++i) {
     messages::actor_report stage;
@@ -212,7 +227,7 @@ void report_stages(const topology& t, const model::task& task, model::layered_mo
     auto slice = whole.slice(stages[i].begin, stages[i].end);
     stage.weights_digest = model::weights_digest(slice);
     messages::tensor_set weights{"weights", stage.actor, 0, version, 0, {}, {}};
-    for (const auto& p : slice.state())
+    for (const auto& p : saved.slice(stages[i].begin, stages[i].end).state())
       weights.tensors.push_back(p.detach());
     out.stage_weights.push_back(std::move(weights));
     if (i + 1 == stages.size()) {
@@ -301,21 +316,20 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     auto data = load_data(t, t.data.train_limit);
     if (!data)
       return data.error();
-    auto& [train, test] = *data;
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     auto trainers = make_trainers(t, whole);
     messages::actor_report trained;
     auto training_started = training_starts();
-    // The target and the budget stop it after an epoch, as they stop the
-    // actors' run (which also stops within one at the budget), so that
-    // `baton compare` measures its time to target as theirs.
+    // The target, the budget and early stopping stop it after an epoch, as
+    // they stop the actors' run (which also stops within one at the
+    // budget), so that `baton compare` measures its time to target as theirs.
     const auto head = "stage" + std::to_string(section_of(t).stages.size() - 1);
-    run_stop stop{t.target_accuracy, t.runtime.stop_after_seconds, 1};
+    run_stop stop{t.target_accuracy, t.runtime.stop_after_seconds, 1, t.selection.patience};
+    model::best_weights best(t.selection);
     std::map<int32_t, double> epoch_seconds;
     std::optional<early_stop> stopped;
     for (int32_t epoch = 0; epoch < t.plan.epochs && !stopped; ++epoch) {
-      const auto& e = trained.epochs.emplace_back(
-        train_epoch(t, *task, trainers, train, test, epoch));
+      const auto& e = trained.epochs.emplace_back(train_epoch(t, *task, trainers, *data, epoch));
       trained.samples += e.samples;
       spdlog::info("local pipeline reference: epoch {} test accuracy {:.2f}%", epoch + 1,
                    100 * e.test_accuracy);
@@ -323,7 +337,8 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
                                                    training_started.time)
                        .count();
       epoch_seconds[epoch] = seconds;
-      stopped = stop.epoch(head, epoch, e.test_accuracy, seconds);
+      best.epoch_end(epoch, e.validation_accuracy, whole.state());
+      stopped = stop.epoch(head, epoch, e.test_accuracy, seconds, e.validation_accuracy);
       if (!stopped)
         stopped = stop.time(seconds);
       if (stopped && epoch + 1 < t.plan.epochs)
@@ -334,7 +349,13 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     out.result_label = "stage";
     out.epoch_seconds[head] = epoch_seconds;
     out.stopped = stopped; // as the actors' run records it, at the last epoch too
-    report_stages(t, *task, whole, trainers.stages.back().version(), trained, out);
+    // With save: best, the stages' weights of its best epoch.
+    auto saved = model::make_pretrain_model(t.backbone, task->classes);
+    if (auto ok = put_sent_weights(saved, saved_weights(out, head, best.best_epoch(),
+                                                        best.weights(), whole.state()),
+                                   "the local reference"))
+      return ok;
+    report_stages(t, *task, whole, saved, trainers.stages.back().version(), trained, out);
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

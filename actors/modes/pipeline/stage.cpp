@@ -375,8 +375,8 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
   if (m.eval) {
     compute_scope compute{st.work};
     auto logits = st.trainer->infer(m.payload);
-    st.counters.epoch.correct += logits.argmax(1).eq(*labels).sum().item<int64_t>();
-    st.counters.epoch.evaluated += batch;
+    st.counters.epoch.add_evaluation(
+      m.validation, logits.argmax(1).eq(*labels).sum().item<int64_t>(), batch);
     st.trace.record("eval", since, clock_type::now(), m.id, st.trainer->version());
     return;
   }
@@ -473,6 +473,10 @@ void on_control(pipeline_actor* self, const control& c) {
   auto& st = self->state;
   if (!st.spec.last)
     st.downstream.broadcast(self, c);
+  // Drained at a control: every step of the epoch is applied.
+  if (c.kind == control_kind::epoch_end && st.spec.replica == 0)
+    send_epoch_weights(self, st.coordinator, st.spec.recovery, st.name, 0, c.epoch,
+                       st.trainer->layers().state());
   if (c.kind == control_kind::epoch_end && st.spec.last) {
     close_epoch(self, st.coordinator, st.counters, c.epoch, [&] { return make_report(st); });
   } else if (c.kind == control_kind::end_of_stream) {

@@ -96,8 +96,8 @@ bool process(head_actor* self, const microbatch& m) {
     use_thread_budget(st.spec.threads);
     auto batch = m.payload.size(0);
     if (m.eval) {
-      st.counters.epoch.correct += st.trainer->correct(m.payload, *labels);
-      st.counters.epoch.evaluated += batch;
+      st.counters.epoch.add_evaluation(m.validation, st.trainer->correct(m.payload, *labels),
+                                       batch);
     } else {
       if (st.counters.trained_before(m.id, m.step, st.trainer->version())) {
         st.counters.duplicates += 1;
@@ -150,6 +150,8 @@ void on_control(head_actor* self, const control& c) {
   auto& st = self->state;
   if (c.kind == control_kind::epoch_end) {
     close_epoch(self, st.coordinator, st.counters, c.epoch, [&] { return make_report(st); });
+    send_epoch_weights(self, st.coordinator, st.spec.recovery, st.name, 0, c.epoch,
+                       st.trainer->model().state());
   } else if (c.kind == control_kind::end_of_stream) {
     report_trained(self, st.coordinator, st.name, st.counters);
     self->send(st.coordinator, weights_of(st)); // for --save-model

@@ -39,8 +39,8 @@ messages::actor_report backbone_report(const model::frozen_backbone& backbone) {
 
 caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   if (t.target_accuracy > 0 || t.runtime.stop_after_seconds > 0)
-    spdlog::warn("--mode local of job: transfer runs every epoch: target_accuracy and "
-                 "runtime.stop_after_seconds stop the actors' run only");
+    spdlog::warn("--mode local of job: transfer runs every epoch (early_stopping aside): "
+                 "target_accuracy and runtime.stop_after_seconds stop the actors' run only");
   at::set_num_threads(r.threads > 0 ? r.threads : cores());
   std::vector<model::head_spec> heads;
   for (const auto& h : section_of(t).heads)
@@ -53,7 +53,6 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     auto data = load_data(t, t.data.train_limit);
     if (!data)
       return data.error();
-    auto& [train, test] = *data;
     auto layers = model::make_model(t.backbone);
     if (!t.checkpoint.empty())
       model::load_checkpoint(layers, t.checkpoint);
@@ -62,7 +61,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     // Features computed (and cached) as the job's one stage computes them.
     model::frozen_backbone backbone{std::move(layers), section_of(t).features};
     auto training_started = training_starts();
-    auto results = model::run_transfer_local(backbone, heads, train, test, t.plan,
+    auto results = model::run_transfer_local(backbone, heads, *data, t.plan, t.selection,
                                              log_progress("local"));
     auto out = local_result(t, r.only_head.empty() ? "local" : r.only_head, started,
                             training_started);
@@ -79,11 +78,17 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
       rep.weights_digest = h.weights_digest;
       for (size_t e = 0; e < h.train_loss.size(); ++e)
         rep.epochs.push_back({static_cast<int32_t>(e), h.train_loss[e], h.test_accuracy[e],
-                              h.samples / static_cast<int64_t>(h.train_loss.size())});
+                              h.samples / static_cast<int64_t>(h.train_loss.size()),
+                              e < h.validation_accuracy.size() ? h.validation_accuracy[e]
+                                                               : -1.0});
       out.heads.push_back(rep);
       out.actors.push_back(rep);
-      // As the head's actor sends them at the end (--save-model).
+      // As the head's actor sends them at the end (--save-model): with
+      // save: best, those of its best epoch.
       out.stage_weights.push_back({"weights", h.name, 0, 0, 0, h.weights, {}});
+      if (h.best_epoch >= 0)
+        out.best_epochs[h.name] = h.best_epoch;
+      out.saved_best = out.saved_best || (t.selection.keep_best && h.best_epoch >= 0);
     }
     return out;
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/error.hpp"
 #include "model/core/layered_model.hpp"
@@ -249,6 +250,8 @@ std::any parse(const field& root, const std::vector<std::string>& layers, topolo
     place_stages(*f, t, s);
   parse_feature_cache(backbone, s.features);
   check_feature_cache(backbone, s);
+  if (s.features.cache && t.data.augment.any())
+    backbone.require("cache").fail(model::augment_cache_refusal("backbone.cache"));
   // Without `heads:`, one head trains the workload's `task`, named after it:
   // a workload written for another strategy runs under transfer by
   // changing `job:` alone.

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "model/core/batches.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/datasets/readers.hpp"
 #include "model/core/error.hpp"
@@ -67,23 +69,47 @@ raw_split read_raw(const data_spec& spec, split which) {
   throw error("unknown data kind '" + spec.kind + "'");
 }
 
+/// A training split as read, cut into its training part and the samples
+/// held out for validation (validation_split; none without data.validation).
+struct raw_training {
+  raw_split train;
+  raw_split validation;
+};
+
+raw_split rows(const raw_split& raw, const std::vector<int64_t>& ids) {
+  auto index = torch::tensor(ids, torch::kInt64);
+  return {raw.samples.index_select(0, index), raw.labels.index_select(0, index)};
+}
+
+raw_training split_training(raw_split raw, const data_spec& spec) {
+  if (spec.validation == 0)
+    return {std::move(raw), {}};
+  const auto ids = validation_split(raw.labels.size(0), spec.validation, spec.seed);
+  return {rows(raw, ids.train), rows(raw, ids.validation)};
+}
+
+raw_training read_training(const data_spec& spec) {
+  return split_training(read_raw(spec, split::train), spec);
+}
+
 /// Scaled to float32: uint8 to [0, 1].
 at::Tensor to_float(const at::Tensor& samples) {
   return samples.scalar_type() == torch::kUInt8 ? samples.to(torch::kFloat32).div_(255.0)
                                                 : samples.to(torch::kFloat32);
 }
 
-/// The spec's normalisation, else Fashion-MNIST's, else the training split's
-/// own per-channel statistics (`train`, read when needed).
+/// The spec's normalisation, else Fashion-MNIST's, else the training part's
+/// own per-channel statistics (`train`, read when needed: the training
+/// split less its validation samples, which a run must not have seen).
 input_normalisation normalisation_of(const data_spec& spec, const raw_split* train) {
   if (!spec.mean.empty())
     return {spec.mean, spec.std, "data.normalize"};
   if (spec.kind == "fashion-mnist")
     return {{fashion_mnist_mean}, {fashion_mnist_std}, "Fashion-MNIST's published values"};
-  raw_split read;
+  raw_training read;
   if (train == nullptr) {
-    read = read_raw(spec, split::train);
-    train = &read;
+    read = read_training(spec);
+    train = &read.train;
   }
   const int64_t channels = train->samples.size(1);
   if (train->samples.size(0) == 0)
@@ -94,7 +120,8 @@ input_normalisation normalisation_of(const data_spec& spec, const raw_split* tra
     to_float(train->samples).transpose(0, 1).reshape({channels, -1}).to(torch::kFloat64);
   auto mean = values.mean(1), stddev = values.std(1, /*unbiased=*/false);
   input_normalisation n;
-  n.source = "the training split's " + std::to_string(train->samples.size(0)) + " samples";
+  n.source = "the training split's " + std::to_string(train->samples.size(0)) + " samples" +
+             (spec.validation > 0 ? " (less those held out for validation)" : "");
   for (int64_t c = 0; c < channels; ++c) {
     n.mean.push_back(mean[c].item<double>());
     const double s = stddev[c].item<double>();
@@ -151,6 +178,29 @@ dataset synthetic_split(const data_spec& spec, split which) {
   return data;
 }
 
+/// `data`'s rows `ids`, as a dataset of its own.
+dataset subset(const dataset& data, const std::vector<int64_t>& ids) {
+  dataset out = data;
+  std::tie(out.images, out.labels) = gather(data, ids);
+  return out;
+}
+
+/// A synthetic training split's parts (the made set, then held out).
+std::pair<dataset, dataset> synthetic_training(const data_spec& spec) {
+  dataset all = synthetic_split(spec, split::train);
+  if (spec.validation == 0)
+    return {std::move(all), {}};
+  const auto ids = validation_split(all.size(), spec.validation, spec.seed);
+  return {subset(all, ids.train), subset(all, ids.validation)};
+}
+
+/// The training part carries the augmentation (gather_training).
+dataset& with_augmentation(dataset& train, const data_spec& spec) {
+  train.augment = spec.augment;
+  train.augment_seed = derive_seed(spec.seed, "augment");
+  return train;
+}
+
 /// MiB as a user reads them: 3.5, 0.25, 2, 4096.
 std::string mib_text(double mib) {
   if (mib >= 10)
@@ -179,13 +229,13 @@ std::string values_text(const std::vector<double>& values) {
 
 /// What a run trains on: a user deploying the model needs the exact
 /// normalisation (the exported module carries it too).
-void log_loaded(const data_spec& spec, split which, const dataset& data) {
+void log_loaded(const data_spec& spec, const std::string& which, const dataset& data) {
   std::vector<int64_t> shape(data.images.sizes().begin() + 1, data.images.sizes().end());
   const auto& n = data.normalisation;
   log_once(fmt::format(
     "data: {} {} split: {} samples of {}, {} classes; normalised (x{} - mean) / std, mean {}, "
     "std {} ({})",
-    spec.kind, split_name(which), data.size(), shape_text(shape), data.classes,
+    spec.kind, which, data.size(), shape_text(shape), data.classes,
     spec.synthetic() ? "" : " [/ 255 for uint8 samples]", values_text(n.mean),
     values_text(n.std), n.source));
 }
@@ -256,7 +306,8 @@ std::vector<int64_t> data_shape(const data_spec& spec) {
 }
 
 int64_t data_size(const data_spec& spec, split which) {
-  return after_limit(spec, which, header_of(spec, which).samples);
+  const int64_t samples = after_limit(spec, which, header_of(spec, which).samples);
+  return which == split::train ? samples - validation_size(samples, spec.validation) : samples;
 }
 
 int64_t data_classes(const data_spec& spec) {
@@ -316,7 +367,9 @@ data_header read_data_header(const data_spec& spec) {
   check_declared_shape(spec, train, split::train);
   check_not_empty(spec, train, split::train);
   h.shape = train.shape;
-  h.train = after_limit(spec, split::train, train.samples);
+  const int64_t training = after_limit(spec, split::train, train.samples);
+  h.validation = validation_size(training, spec.validation);
+  h.train = training - h.validation;
   const split_header test = header_of(spec, split::test);
   if (test.shape != train.shape)
     throw file_error("the test split's samples are " + shape_text(test.shape) +
@@ -334,11 +387,12 @@ void check_memory(const data_spec& spec, const data_header& h) {
   int64_t values = 1;
   for (auto d : h.shape)
     values *= d;
+  const int64_t training = h.train + h.validation;
   const double needed =
-    static_cast<double>(h.train + h.test) * static_cast<double>(values) * 4 / (1 << 20);
+    static_cast<double>(training + h.test) * static_cast<double>(values) * 4 / (1 << 20);
   if (needed > budget)
     throw error("the dataset needs " + mib_text(needed) +
-                " MiB in memory (" + std::to_string(h.train) + " training and " +
+                " MiB in memory (" + std::to_string(training) + " training and " +
                 std::to_string(h.test) + " test samples of " + shape_text(h.shape) +
                 " float32), more than its budget data.memory_mb = " +
                 mib_text(budget) + " MiB" +
@@ -358,29 +412,41 @@ dataset load_data(const data_spec& spec, split which) {
   check_memory(spec, h);
   dataset out;
   if (spec.synthetic()) {
-    out = synthetic_split(spec, which);
+    out = which == split::train ? synthetic_training(spec).first : synthetic_split(spec, which);
+  } else if (which == split::train) {
+    raw_training raw = read_training(spec);
+    const auto n = normalisation_of(spec, &raw.train);
+    out = finish(spec, std::move(raw.train), n);
   } else {
-    raw_split raw = read_raw(spec, which);
-    const auto n = normalisation_of(spec, which == split::train ? &raw : nullptr);
-    out = finish(spec, std::move(raw), n);
+    const auto n = normalisation_of(spec, nullptr);
+    out = finish(spec, read_raw(spec, which), n);
   }
-  log_loaded(spec, which, out);
+  if (which == split::train)
+    with_augmentation(out, spec);
+  log_loaded(spec, split_name(which), out);
   return out;
 }
 
-std::pair<dataset, dataset> load_splits(const data_spec& spec) {
+data_splits load_splits(const data_spec& spec) {
   read_data_header(spec); // checks the memory budget before reading a sample
-  std::pair<dataset, dataset> out;
+  data_splits out;
   if (spec.synthetic()) {
-    out = {synthetic_split(spec, split::train), synthetic_split(spec, split::test)};
+    std::tie(out.train, out.validation) = synthetic_training(spec);
+    out.test = synthetic_split(spec, split::test);
   } else {
-    raw_split train = read_raw(spec, split::train);
-    const auto n = normalisation_of(spec, &train);
+    raw_training train = read_training(spec);
+    const auto n = normalisation_of(spec, &train.train);
     raw_split test = read_raw(spec, split::test);
-    out = {finish(spec, std::move(train), n), finish(spec, std::move(test), n)};
+    out.train = finish(spec, std::move(train.train), n);
+    if (spec.validation > 0)
+      out.validation = finish(spec, std::move(train.validation), n);
+    out.test = finish(spec, std::move(test), n);
   }
-  log_loaded(spec, split::train, out.first);
-  log_loaded(spec, split::test, out.second);
+  with_augmentation(out.train, spec);
+  log_loaded(spec, "train", out.train);
+  if (spec.validation > 0)
+    log_loaded(spec, "validation", out.validation);
+  log_loaded(spec, "test", out.test);
   return out;
 }
 
