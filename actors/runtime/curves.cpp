@@ -22,6 +22,11 @@ std::string cell(double x) {
   return buf;
 }
 
+/// A validation accuracy's cell: empty without validation samples (-1).
+std::string validation_cell(const messages::epoch_result& e) {
+  return e.validation_accuracy >= 0 ? cell(e.validation_accuracy) : std::string{};
+}
+
 /// `x` over `seconds`, or an empty cell when the seconds are unknown.
 std::string rate(double x, double seconds) {
   return seconds > 0 ? cell(x / seconds) : std::string{};
@@ -45,7 +50,8 @@ void epoch_rows(const job_result& r, const messages::actor_report& h, std::ostre
       sent = std::to_string(bytes->second.at(e.epoch));
     out << strategy << ',' << r.result_label << ',' << h.actor << ',' << e.epoch + 1 << ','
         << seconds << ',' << e.samples << ',' << cell(e.train_loss) << ','
-        << cell(e.test_accuracy) << ',' << per_second << ',' << sent << '\n';
+        << cell(e.test_accuracy) << ',' << per_second << ',' << sent << ','
+        << validation_cell(e) << '\n';
   }
 }
 
@@ -55,7 +61,8 @@ void epoch_rows(const job_result& r, const messages::actor_report& h, std::ostre
 void actor_epoch_rows(const job_result& r, const messages::actor_report& a, std::ostream& out) {
   for (const auto& e : a.epochs)
     out << strategy_of(r) << ',' << a.role << ',' << a.actor << ',' << e.epoch + 1 << ",,"
-        << e.samples << ',' << cell(e.train_loss) << ',' << cell(e.test_accuracy) << ",,\n";
+        << e.samples << ',' << cell(e.train_loss) << ',' << cell(e.test_accuracy) << ",,,"
+        << validation_cell(e) << '\n';
 }
 
 /// Whether `a` is one of the result groups of `r` (a head: its rows are the group's).
@@ -74,7 +81,7 @@ void total_row(const job_result& r, const messages::actor_report& a, std::ostrea
   const std::string seconds = r.train_seconds > 0 ? cell(r.train_seconds) : std::string{};
   out << strategy_of(r) << ',' << a.role << ',' << a.actor << ",," << seconds << ','
       << a.samples << ",,," << rate(static_cast<double>(a.samples), r.train_seconds) << ','
-      << bytes << '\n';
+      << bytes << ",\n";
 }
 
 } // namespace

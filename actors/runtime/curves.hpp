@@ -16,7 +16,7 @@ inline namespace runtime {
 /// The header row of the curves, in column order.
 inline constexpr const char* curves_header =
   "strategy,kind,actor,epoch,seconds,samples,train_loss,test_accuracy,samples_per_second,"
-  "bytes_sent";
+  "bytes_sent,validation_accuracy";
 
 /// The curves of `r`: curves_header, then one row per epoch of each result
 /// group (kind: r.result_label, head | stage | workers), then, for a run of
@@ -41,6 +41,8 @@ inline constexpr const char* curves_header =
 ///   bytes_sent          bytes the group's members sent on all their edges in
 ///                       the epoch (a total row: the actor's over the run);
 ///                       empty when unknown (--mode local)
+///   validation_accuracy after the epoch, on the samples data.validation holds
+///                       out, 0..1; empty without them (and in a total row)
 std::string curves_csv(const job_result& r);
 
 /// Writes curves_csv(r) to `path` all or nothing (model::try_replace_file);

@@ -117,12 +117,12 @@ TEST_F(output, every_strategy_names_itself_and_numbers_epochs_from_one) {
     auto csv = lines_of(curves_path);
     ASSERT_FALSE(csv.empty());
     EXPECT_EQ(csv[0], "strategy,kind,actor,epoch,seconds,samples,train_loss,test_accuracy,"
-                      "samples_per_second,bytes_sent");
+                      "samples_per_second,bytes_sent,validation_accuracy");
     size_t epoch_rows = 0;
     std::map<std::string, int64_t> member_samples; // per epoch, of the workers' own rows
     for (size_t i = 1; i < csv.size(); ++i) {
       auto row = cells(csv[i]);
-      ASSERT_EQ(row.size(), 10u) << csv[i];
+      ASSERT_EQ(row.size(), 11u) << csv[i];
       EXPECT_EQ(row[0], s.strategy) << csv[i];
       if (row[3].empty())
         continue; // an actor's totals
@@ -251,7 +251,7 @@ TEST_F(output, the_local_reference_names_the_strategy_and_counts_samples) {
     ASSERT_EQ(csv.size(), 3u) << read_text(curves_path); // the header and 2 epochs
     for (int e = 1; e <= 2; ++e) {
       auto row = cells(csv[e]);
-      ASSERT_EQ(row.size(), 10u) << csv[e];
+      ASSERT_EQ(row.size(), 11u) << csv[e];
       EXPECT_EQ(row[0], config);
       EXPECT_EQ(row[1], "workers");
       EXPECT_EQ(row[3], std::to_string(e));

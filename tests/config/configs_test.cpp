@@ -46,17 +46,22 @@ protected:
   /// set's size), and expects every result's every epoch to have a finite
   /// training loss (a NaN is written as null) and, for task all10, its last
   /// epoch a test accuracy of at least `above_chance`.
-  static void expect_trains(const std::string& name, const std::string& size,
-                            std::vector<std::string> sets) {
+  /// Returns the run's metrics.
+  static nlohmann::json expect_trains(const std::string& name, const std::string& size,
+                                      std::vector<std::string> sets) {
     SCOPED_TRACE(name + " with " + size);
     sets.push_back(size);
     auto m = run_job(*dir_, run_config(name, sets), name + "-" + std::to_string(runs_++));
-    ASSERT_TRUE(m.is_object() && m.contains("heads")) << m.dump();
-    ASSERT_FALSE(m.at("heads").empty()) << m.dump();
+    const bool has_heads = m.is_object() && m.contains("heads") && !m.at("heads").empty();
+    EXPECT_TRUE(has_heads) << m.dump();
+    if (!has_heads)
+      return m;
     bool all10 = false;
     for (const auto& head : m.at("heads")) {
       const auto& epochs = head.at("epochs");
-      ASSERT_FALSE(epochs.empty()) << head.dump();
+      EXPECT_FALSE(epochs.empty()) << head.dump();
+      if (epochs.empty())
+        continue;
       for (const auto& e : epochs) {
         const auto& loss = e.at("train_loss");
         EXPECT_TRUE(loss.is_number() && std::isfinite(loss.get<double>()))
@@ -71,6 +76,7 @@ protected:
                 << " test accuracy " << 100 * accuracy << "%\n";
     }
     EXPECT_TRUE(all10) << "no head of task all10: " << m.dump();
+    return m;
   }
 
   /// A small pretrained convnet for the configs that load one (transfer,
@@ -97,11 +103,23 @@ TEST_F(configs, data_parallel_trains_at_every_size) {
     expect_trains("data-parallel", size, {"data.test_limit=300", "data.epochs=1"});
 }
 
-// AdamW with a cosine schedule after a warm-up epoch (issue 35): the
-// schedule spans the epochs run, so one epoch is all warm-up and annealing.
+// AdamW with a cosine schedule after a warm-up epoch, 10% of the training
+// samples held out for validation, augmented images, the best epoch kept
+// (issue 35): the schedule spans the epochs run, so one epoch is all
+// warm-up and annealing. Every epoch reports its validation accuracy, which
+// is above chance too, and the run names its best epoch. Measured with its
+// own settings (baton run configs/adamw.yaml): see the file's comment and
+// docs/configuration.md#the-shipped-configs.
 TEST_F(configs, adamw_trains_at_every_size) {
-  for (const char* size : {"data.train_limit=2048", "data.train_limit=8192"})
-    expect_trains("adamw", size, {"data.test_limit=300", "data.epochs=2"});
+  for (const char* size : {"data.train_limit=2048", "data.train_limit=8192"}) {
+    const auto m = expect_trains("adamw", size, {"data.test_limit=300", "data.epochs=2"});
+    ASSERT_TRUE(m.contains("heads") && !m.at("heads").empty()) << m.dump();
+    const auto& head = m.at("heads")[0];
+    EXPECT_GE(head.value("validation_accuracy", 0.0), above_chance) << head.dump();
+    EXPECT_TRUE(head.contains("best_epoch")) << head.dump();
+    for (const auto& e : head.at("epochs"))
+      EXPECT_TRUE(e.contains("validation_accuracy")) << head.dump();
+  }
 }
 
 TEST_F(configs, fine_tune_trains_at_every_size) {

@@ -159,3 +159,69 @@ TEST_F(data_section, listed_nodes_need_what_the_files_would_say) {
   EXPECT_EQ(t->sample_shape, (std::vector<int64_t>{3, 8, 8}));
   EXPECT_TRUE(listed.parse("data:\n  kind: cifar10\n  dir: /nowhere\n")); // 3x32x32, 10
 }
+
+// data.validation, data.augment, save and early_stopping (issue 35): read
+// into the workload, and each mistake refused at its line.
+TEST_F(data_section, validation_augment_save_and_early_stopping_are_read) {
+  auto t = topology_.parse(npy_data("  validation: 0.25\n  augment: {crop: 2, flip: true}\n"
+                                    "early_stopping: {patience: 2}\n"));
+  ASSERT_TRUE(t) << describe(t.error());
+  EXPECT_DOUBLE_EQ(t->data.validation, 0.25);
+  EXPECT_EQ(t->data.augment.crop, 2);
+  EXPECT_TRUE(t->data.augment.flip);
+  EXPECT_TRUE(t->selection.keep_best); // save: best is the default with validation
+  EXPECT_EQ(t->selection.patience, 2);
+  auto last = topology_.parse(npy_data("  validation: 0.25\nsave: last\n"));
+  ASSERT_TRUE(last) << describe(last.error());
+  EXPECT_FALSE(last->selection.keep_best);
+  auto none = topology_.parse(npy_data());
+  ASSERT_TRUE(none) << describe(none.error());
+  EXPECT_FALSE(none->selection.keep_best);
+  EXPECT_EQ(none->data.validation, 0);
+}
+
+TEST_F(data_section, validation_and_augment_refuse_bad_values_at_their_line) {
+  expect_refused(npy_data("  validation: 1.5\n"), 12, "above 0 and below 1");
+  expect_refused(npy_data("  validation: 0\n"), 12, "above 0 and below 1");
+  // 40 samples: 0.01 holds out none.
+  expect_refused(npy_data("  validation: 0.01\n"), 12,
+                 "data.validation 0.010000 of 40 training samples holds out 0");
+  expect_refused(npy_data("  augment: {crop: -1}\n"), 12, "a number of pixels from 0");
+  expect_refused(npy_data("  augment: {crop: 8}\n"), 12,
+                 "expected less than the samples' 8 pixels");
+  expect_refused(npy_data("  augment: {flip: yes please}\n"), 12, "flip");
+  expect_refused("data:\n  kind: synthetic\n  augment: {flip: true}\n", 10,
+                 "synthetic samples are per-pixel patterns");
+}
+
+TEST_F(data_section, best_and_early_stopping_need_validation) {
+  expect_refused(npy_data("save: best\n"), 12,
+                 "save: best keeps the epoch of the highest validation accuracy, but the data "
+                 "holds out no validation samples");
+  expect_refused(npy_data("save: first\n"), 12, "best, last");
+  expect_refused(npy_data("early_stopping: {patience: 2}\n"), 12,
+                 "early_stopping judges epochs by their validation accuracy");
+  expect_refused(npy_data("  validation: 0.25\nearly_stopping: {patience: 0}\n"), 13,
+                 "a number of epochs from 1");
+  expect_refused(npy_data("  validation: 0.25\nearly_stopping: {}\n"), 13, "needs patience");
+}
+
+// A feature cache keeps a sample's first-epoch features: refused with augmentation.
+TEST_F(data_section, augment_refuses_a_cache_of_training_features) {
+  const topology_fixture whole{file_, ""};
+  const std::string tasks = "tasks:\n  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n";
+  const std::string why_transfer = whole.refusal(
+    "job: transfer\n" + npy_data("  augment: {flip: true}\n") +
+    "backbone: {model: convnet, checkpoint: \"\", split: [], cache: memory, feature_block: 4}\n" +
+    tasks + "heads:\n  - {name: all10, task: all10}\n");
+  EXPECT_NE(why_transfer.find(file_ + ":7:"), std::string::npos) << why_transfer;
+  EXPECT_NE(why_transfer.find("'backbone.cache' is memory, which keeps a training sample's "
+                              "features from the epoch that first computed them"),
+            std::string::npos)
+    << why_transfer;
+  const std::string why_dp = whole.refusal(
+    "job: data-parallel\n" + npy_data("  augment: {crop: 1}\n") +
+    "backbone: {model: convnet, checkpoint: none}\n" + tasks +
+    "data_parallel:\n  freeze: {up_to: pool1, cache: memory}\n");
+  EXPECT_NE(why_dp.find("'data_parallel.freeze.cache' is memory"), std::string::npos) << why_dp;
+}

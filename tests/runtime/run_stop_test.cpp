@@ -69,3 +69,37 @@ TEST(run_stop, the_reason_reads_as_the_log_says) {
   EXPECT_EQ(baton::actors::stop_reason({"all10", 0, 0.7, 12, "stop_after_seconds"}, 0),
             "trained 12.0 s (runtime.stop_after_seconds)");
 }
+
+// early_stopping: once every head went `patience` epochs without a higher
+// validation accuracy (model::epoch_selection), with the best epoch named.
+TEST(run_stop, early_stopping_once_every_head_spent_its_patience) {
+  run_stop stop{0, 0, 2, 2};
+  EXPECT_FALSE(stop.epoch("a", 0, 0.5, 1, 0.60));
+  EXPECT_FALSE(stop.epoch("b", 0, 0.5, 1, 0.50));
+  EXPECT_FALSE(stop.epoch("a", 1, 0.5, 2, 0.60)); // equal: no improvement
+  EXPECT_FALSE(stop.epoch("b", 1, 0.5, 2, 0.55));
+  EXPECT_FALSE(stop.epoch("a", 2, 0.5, 3, 0.59)); // a: spent; b improved at 1
+  EXPECT_FALSE(stop.epoch("b", 2, 0.5, 3, 0.54));
+  auto at = stop.epoch("b", 3, 0.52, 4, 0.55);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->reason, "early_stopping");
+  EXPECT_EQ(at->actor, "b");
+  EXPECT_EQ(at->epoch, 3);
+  EXPECT_EQ(at->best_epoch, 1);
+  EXPECT_DOUBLE_EQ(at->best_validation_accuracy, 0.55);
+  EXPECT_EQ(baton::actors::stop_reason(*at, 0),
+            "epoch 4 of b: 2 epochs without a higher validation accuracy than epoch 2's 55.00% "
+            "(early_stopping.patience 2)");
+  // Without validation accuracies (-1) or without patience, nothing stops.
+  run_stop unvalidated{0, 0, 1, 1};
+  EXPECT_FALSE(unvalidated.epoch("a", 0, 0.5, 1, -1));
+  EXPECT_FALSE(unvalidated.epoch("a", 1, 0.5, 2, -1));
+  run_stop no_patience{0, 0, 1};
+  EXPECT_FALSE(no_patience.epoch("a", 0, 0.5, 1, 0.5));
+  EXPECT_FALSE(no_patience.epoch("a", 1, 0.5, 2, 0.4));
+  // The target still stops a run that early stopping watches.
+  run_stop both{0.8, 0, 1, 3};
+  auto target = both.epoch("a", 0, 0.9, 1, 0.5);
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->reason, "stop_at_accuracy");
+}

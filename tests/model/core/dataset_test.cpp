@@ -311,6 +311,83 @@ TEST(dataset, gather_selects_samples) {
   EXPECT_THROW(gather(data, {-1}), error);
 }
 
+// -- the validation split (data.validation) ----------------------------------------------
+
+TEST(validation_split, is_a_seeded_disjoint_cover_of_the_training_split) {
+  const auto split = validation_split(1000, 0.1, 42);
+  EXPECT_EQ(split.validation.size(), 100u);
+  EXPECT_EQ(split.train.size(), 900u);
+  EXPECT_TRUE(std::is_sorted(split.train.begin(), split.train.end()));
+  EXPECT_TRUE(std::is_sorted(split.validation.begin(), split.validation.end()));
+  std::vector<int64_t> all = split.train;
+  all.insert(all.end(), split.validation.begin(), split.validation.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> every(1000);
+  std::iota(every.begin(), every.end(), 0);
+  EXPECT_EQ(all, every); // disjoint, and every sample once
+  // A pure function of (samples, fraction, seed): the same again, another
+  // for another seed, not the first or last samples.
+  EXPECT_EQ(validation_split(1000, 0.1, 42).validation, split.validation);
+  EXPECT_NE(validation_split(1000, 0.1, 43).validation, split.validation);
+  EXPECT_NE(split.validation.front(), 0);
+  EXPECT_EQ(validation_split(1000, 0.25, 42).validation.size(), 250u);
+  EXPECT_EQ(validation_split(7, 0.5, 42).validation.size(), 4u); // round(3.5)
+  EXPECT_TRUE(validation_split(10, 0, 42).validation.empty());
+  EXPECT_EQ(validation_split(10, 0, 42).train.size(), 10u);
+}
+
+TEST(validation_split, refuses_a_fraction_outside_0_1_or_an_empty_part) {
+  for (double bad : {-0.1, 1.0, 1.5})
+    expect_error_naming([&] { validation_split(100, bad, 42); }, "above 0 and below 1");
+  // 0.01 of 10 samples holds out none; 0.99 of 10 keeps none for training.
+  expect_error_naming([&] { validation_split(10, 0.01, 42); }, "holds out 0");
+  expect_error_naming([&] { validation_split(10, 0.99, 42); }, "holds out 10");
+}
+
+// load_splits holds the validation samples out of the training part, which
+// every strategy trains on, and normalises with the training part's
+// statistics only (kind idx computes them; Fashion-MNIST's are published).
+TEST(validation_split, load_splits_holds_out_and_normalises_with_the_training_part) {
+  data_spec spec;
+  spec.kind = "idx";
+  spec.path = fmnist_dir;
+  spec.train_limit = 600;
+  spec.test_limit = 50;
+  data_spec raw = spec; // x / 255, as read
+  raw.mean = {0.0};
+  raw.std = {1.0};
+  const auto all = load_splits(raw);
+  spec.validation = 0.2;
+  const auto parts = load_splits(spec);
+  const auto ids = validation_split(600, 0.2, spec.seed);
+  ASSERT_EQ(parts.train.size(), 480);
+  ASSERT_EQ(parts.validation.size(), 120);
+  EXPECT_EQ(parts.test.size(), 50);
+  EXPECT_EQ(data_size(spec, split::train), 480);
+  EXPECT_EQ(read_data_header(spec).train, 480);
+  EXPECT_EQ(read_data_header(spec).validation, 120);
+  // The statistics of the training part's raw values, not of all 600.
+  auto train_raw = gather(all.train, ids.train).first.to(torch::kFloat64);
+  const double mean = train_raw.mean().item<double>();
+  const double std = train_raw.std(/*unbiased=*/false).item<double>();
+  ASSERT_EQ(parts.train.normalisation.mean.size(), 1u);
+  EXPECT_NEAR(parts.train.normalisation.mean[0], mean, 1e-9);
+  EXPECT_NEAR(parts.train.normalisation.std[0], std, 1e-9);
+  EXPECT_NE(parts.train.normalisation.mean[0],
+            load_splits([&] { auto s = spec; s.validation = 0; return s; }())
+              .train.normalisation.mean[0]);
+  EXPECT_EQ(data_normalisation(spec).mean, parts.train.normalisation.mean);
+  // Rows: the training part's and the validation samples', normalised alike.
+  const auto expected = [&](const std::vector<int64_t>& rows) {
+    return gather(all.train, rows).first.sub(mean).div(std);
+  };
+  EXPECT_TRUE(torch::allclose(parts.train.images, expected(ids.train), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(parts.validation.images, expected(ids.validation), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::equal(parts.validation.labels, gather(all.train, ids.validation).second));
+  // A single split loads its training part too.
+  EXPECT_EQ(load_data(spec, split::train).size(), 480);
+}
+
 // -- CIFAR-10 --------------------------------------------------------------------------
 
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
@@ -357,6 +358,78 @@ TEST_F(data_parallel_run, adamw_with_a_cosine_schedule_equals_the_local_referenc
                                                                     "optimizer.warmup_epochs=0"}),
                                                 "adamw-constant"),
                                         "data_parallel_worker"));
+}
+
+namespace {
+
+/// The largest difference between the parameters of two saved models
+/// (TorchScript files of the same model).
+double saved_difference(const std::string& a, const std::string& b) {
+  auto x = torch::jit::load(a), y = torch::jit::load(b);
+  std::vector<at::Tensor> xs, ys;
+  for (const auto& p : x.named_parameters())
+    xs.push_back(p.value);
+  for (const auto& p : y.named_parameters())
+    ys.push_back(p.value);
+  EXPECT_EQ(xs.size(), ys.size());
+  EXPECT_FALSE(xs.empty());
+  double worst = 0;
+  for (size_t i = 0; i < xs.size() && i < ys.size(); ++i)
+    worst = std::max(worst, (xs[i] - ys[i]).abs().max().item<double>());
+  return worst;
+}
+
+} // namespace
+
+// data.validation, data.augment, save: best and early_stopping (issue 35)
+// on configs/adamw.yaml made small (real Fashion-MNIST: augmentation takes
+// images): worker 0 evaluates the validation samples the reference holds
+// out, every worker augments its share as the reference does, the ring
+// ends with the reference's weights, and --save-model writes the same best
+// epoch (the coordinator keeps worker 0's per-epoch weights).
+TEST_F(data_parallel_run, validation_augmentation_and_early_stopping_equal_the_local_reference) {
+  const std::vector<std::string> small{
+    "run",   source_path("configs/adamw.yaml"),     "--set", "data.train_limit=320",
+    "--set", "data.test_limit=64",                  "--set", "data.batch_size=16",
+    "--set", "data.epochs=3",                       "--set", "data.validation=0.25",
+    "--set", "data.augment={crop: 2, flip: true}",  "--set", "data_parallel.model=convnet",
+    "--set", "runtime.compute_threads=1"};
+  const auto local_model = dir_->path() + "/best-local.pt", model = dir_->path() + "/best.pt";
+  auto local = run_job(*dir_, with(small, {"--mode", "local", "--save-model", local_model}),
+                       "best-local");
+  auto actors = run_job(*dir_, with(small, {"--save-model", model}), "best-embedded");
+  auto reference = digests_by_actor(local, "data_parallel_worker");
+  ASSERT_EQ(reference.size(), 2u);
+  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"), reference);
+  const auto& head = actors.at("heads")[0];
+  ASSERT_EQ(head.at("epochs").size(), 3u) << head.dump();
+  for (size_t e = 0; e < 3; ++e)
+    EXPECT_EQ(head.at("epochs")[e].at("validation_accuracy"),
+              local.at("heads")[0].at("epochs")[e].at("validation_accuracy"))
+      << e;
+  EXPECT_EQ(head.at("best_epoch"), local.at("heads")[0].at("best_epoch"));
+  EXPECT_EQ(actors.at("saved"), "best");
+  EXPECT_EQ(saved_difference(model, local_model), 0.0);
+  // Without augmentation another run: the test can fail.
+  EXPECT_NE(digests_by_actor(run_job(*dir_,
+                                     with(small, {"--mode", "local", "--set",
+                                                  "data.augment={crop: 0, flip: false}"}),
+                                     "unaugmented-local"),
+                             "data_parallel_worker"),
+            reference);
+  // early_stopping: an lr too small to change a prediction leaves the
+  // validation accuracy where it was, so patience 1 ends both runs after
+  // epoch 2 of 3, for the same reason.
+  const auto stalled = with(small, {"--set", "optimizer.lr=1e-12", "--set",
+                                    "early_stopping={patience: 1}"});
+  for (const auto& run : {run_job(*dir_, with(stalled, {"--mode", "local"}), "stalled-local"),
+                          run_job(*dir_, stalled, "stalled")}) {
+    ASSERT_TRUE(run.contains("stopped")) << run.dump();
+    EXPECT_EQ(run.at("stopped").at("reason"), "early_stopping");
+    EXPECT_EQ(run.at("stopped").at("epoch"), 2);
+    EXPECT_EQ(run.at("stopped").at("best_epoch"), 1);
+    EXPECT_EQ(run.at("heads")[0].at("epochs").size(), 2u);
+  }
 }
 
 TEST_F(data_parallel_run, node_processes_equal_embedded) {

@@ -125,6 +125,52 @@ TEST_F(pipeline, adamw_equals_the_local_run) {
   }
 }
 
+// data.validation and data.augment (issue 35): the source holds out the
+// validation samples as --mode local does, augments each training sample
+// as it does, and sends the validation samples after the test split's; the
+// last stage evaluates them. The actors end with the local run's weights,
+// the same accuracies each epoch, and --save-model writes the same best
+// epoch's weights (save: best, kept by the coordinator from the stages'
+// per-epoch weights).
+TEST_F(pipeline, validation_augmentation_and_the_best_epoch_equal_the_local_run) {
+  const auto augmented = with(job("gpipe"), {"--set", "data.train_limit=384", "--set",
+                                             "data.test_limit=128", "--set", "data.epochs=3",
+                                             "--set", "data.validation=0.25", "--set",
+                                             "data.augment={crop: 2, flip: true}"});
+  const auto local_model = dir_->path() + "/best-local.pt", model = dir_->path() + "/best.pt";
+  auto local = run_job(*dir_, with(augmented, {"--mode", "local", "--save-model", local_model}),
+                       "best-local");
+  auto actors = run_job(*dir_, with(augmented, {"--save-model", model}), "best");
+  auto reference = digests_by_actor(local, "pipeline_stage");
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_EQ(digests_by_actor(actors, "pipeline_stage"), reference);
+  const auto& head = actors.at("heads")[0];
+  ASSERT_EQ(head.at("epochs").size(), 3u) << head.dump();
+  for (size_t e = 0; e < 3; ++e) {
+    const auto& mine = head.at("epochs")[e];
+    const auto& theirs = local.at("heads")[0].at("epochs")[e];
+    EXPECT_EQ(mine.at("validation_accuracy"), theirs.at("validation_accuracy")) << e;
+    EXPECT_EQ(mine.at("test_accuracy"), theirs.at("test_accuracy")) << e;
+  }
+  EXPECT_EQ(head.at("best_epoch"), local.at("heads")[0].at("best_epoch"));
+  EXPECT_EQ(actors.at("saved"), "best");
+  EXPECT_EQ(max_difference(model, local_model), 0.0);
+  // The saved model is its best epoch's: not the final weights unless the
+  // last epoch was the best.
+  const auto last = dir_->path() + "/last.pt";
+  run_job(*dir_, with(augmented, {"--mode", "local", "--save-model", last, "--set", "save=last"}),
+          "last-local");
+  if (head.at("best_epoch") != 3)
+    EXPECT_GT(max_difference(last, local_model), 0.0);
+  // And the augmentation changes the weights: the test can fail.
+  EXPECT_NE(digests_by_actor(run_job(*dir_,
+                                     with(augmented, {"--mode", "local", "--set",
+                                                      "data.augment={crop: 0, flip: false}"}),
+                                     "plain-local"),
+                             "pipeline_stage"),
+            reference);
+}
+
 // DESIGN invariants 2 and 7: the same over 3 node processes.
 TEST_F(pipeline, synchronous_schedule_over_node_processes_equals_the_local_run) {
   auto local = run_job(*dir_, with(job("1f1b-flush"), {"--mode", "local"}), "local-flush");
