@@ -9,6 +9,7 @@
 
 #include "actors/flow/cpu_time.hpp"
 #include "actors/roles/source.hpp"
+#include "actors/runtime/run_stop.hpp"
 #include "actors/runtime/spawner.hpp"
 
 namespace baton::actors {
@@ -78,6 +79,28 @@ messages::actor_report local_group(const std::string& group, const std::string& 
     r.test_accuracy = r.epochs.back().test_accuracy;
   }
   return r;
+}
+
+std::optional<early_stop> early_stop_of(const job_result& out, int32_t patience) {
+  run_stop stop{0, 0, out.heads.size(), patience};
+  // Epoch by epoch, every result's, as their reports would come.
+  for (int32_t epoch = 0;; ++epoch) {
+    bool any = false;
+    for (const auto& h : out.heads)
+      for (const auto& e : h.epochs) {
+        if (e.epoch != epoch)
+          continue;
+        any = true;
+        const auto seconds = out.epoch_seconds.find(h.actor);
+        const double at = seconds != out.epoch_seconds.end() && seconds->second.count(epoch)
+                            ? seconds->second.at(epoch)
+                            : 0.0;
+        if (auto stopped = stop.epoch(h.actor, epoch, e.test_accuracy, at, e.validation_accuracy))
+          return stopped;
+      }
+    if (!any)
+      return std::nullopt;
+  }
 }
 
 std::vector<at::Tensor> saved_weights(job_result& out, const std::string& group,

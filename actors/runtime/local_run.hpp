@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,11 @@ messages::actor_report local_group(const std::string& group, const std::string& 
                                    const std::vector<double>& test_accuracy,
                                    const std::vector<double>& validation_accuracy,
                                    const std::string& digest);
+
+/// The stop a one-process run that ended early by early_stopping made, as
+/// the actors' run records it (run_stop over its results' epochs, with
+/// `patience`); nullopt when none did.
+std::optional<early_stop> early_stop_of(const job_result& out, int32_t patience);
 
 /// What a one-process run saves for --save-model of result group `group`:
 /// its best epoch (`best_epoch`, by validation accuracy; -1: none judged)

@@ -125,6 +125,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     for (size_t e = 0; e < result.epoch_seconds.size(); ++e)
       out.epoch_seconds[workers_group][static_cast<int32_t>(e)] = result.epoch_seconds[e];
     report(worker, result, out);
+    out.stopped = early_stop_of(out, t.selection.patience);
     // As worker 0 sends them (the best epoch's with save: best).
     out.stage_weights.push_back({"weights", worker_name(0), 0, result.steps, 0,
                                  saved_weights(out, workers_group, result.best_epoch,

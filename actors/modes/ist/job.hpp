@@ -165,6 +165,7 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   out.mode = names.kind;
   out.result_label = "workers";
   job::report(names.kind, task.name, section_of(t), result, out);
+  out.stopped = early_stop_of(out, t.selection.patience);
   // The network as the shards send it (--save-model): the final one, or
   // with save: best the best epoch's.
   if (result.best_epoch >= 0)

@@ -14,7 +14,8 @@ namespace ist {
 
 caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   if (t.target_accuracy > 0 || t.runtime.stop_after_seconds > 0)
-    spdlog::warn("--mode local of job: ist runs every epoch: target_accuracy and "
+    spdlog::warn("--mode local of job: ist runs every epoch (early_stopping aside): "
+                 "target_accuracy and "
                  "runtime.stop_after_seconds stop the actors' run only");
   at::set_num_threads(r.threads > 0 ? r.threads : t.runtime.compute_threads);
   const auto* task = t.find_task(t.task);

@@ -90,6 +90,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
         out.best_epochs[h.name] = h.best_epoch;
       out.saved_best = out.saved_best || (t.selection.keep_best && h.best_epoch >= 0);
     }
+    out.stopped = early_stop_of(out, t.selection.patience);
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

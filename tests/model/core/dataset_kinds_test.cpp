@@ -97,7 +97,7 @@ TEST_F(dataset_kinds, idx_raw_and_gzip_files_with_their_own_names) {
   EXPECT_EQ(h.train, 12);
   EXPECT_EQ(h.test, 6);
   EXPECT_EQ(h.classes, 10); // idx: MNIST's ten unless data.classes says
-  auto [tr, te] = load_splits(spec);
+  auto [tr, held_out, te] = load_splits(spec);
   EXPECT_EQ(tr.name, "idx");
   EXPECT_TRUE(torch::allclose(tr.images, scaled(train).view({12, 1, 5, 7})));
   EXPECT_TRUE(torch::allclose(te.images, scaled(test).view({6, 1, 5, 7})));
@@ -158,7 +158,7 @@ TEST_F(dataset_kinds, cifar10_folder_of_batches) {
   spec.kind = "cifar10";
   spec.path = dir_;
   identity_normalisation(spec, 3);
-  auto [tr, te] = load_splits(spec);
+  auto [tr, held_out, te] = load_splits(spec);
   EXPECT_EQ(tr.classes, 10);
   EXPECT_EQ(labels_of(tr), train.labels); // batches 1..5 in order
   EXPECT_TRUE(torch::allclose(tr.images, scaled(train)));
@@ -241,7 +241,7 @@ TEST_F(dataset_kinds, npy_uint8_samples_and_int64_labels) {
   const auto h = read_data_header(spec);
   EXPECT_EQ(h.shape, (std::vector<int64_t>{1, 3, 5}));
   EXPECT_EQ(h.classes, 4); // 1 + the largest training label
-  auto [tr, te] = load_splits(spec);
+  auto [tr, held_out, te] = load_splits(spec);
   EXPECT_EQ(tr.name, "npy");
   EXPECT_TRUE(torch::allclose(tr.images, scaled(train)));
   EXPECT_EQ(labels_of(tr), train.labels);
@@ -259,7 +259,7 @@ TEST_F(dataset_kinds, npy_float32_samples_and_int32_or_uint8_labels) {
   data_spec spec = npy_spec(dir_);
   spec.mean = {0.0};
   spec.std = {2.0}; // float32 samples are not scaled by 255: (x - 0) / 2
-  auto [tr, te] = load_splits(spec);
+  auto [tr, held_out, te] = load_splits(spec);
   EXPECT_EQ(tr.classes, 3);
   EXPECT_TRUE(torch::allclose(tr.images, torch::tensor(x).view({6, 2, 2, 3}) / 2));
   EXPECT_EQ(labels_of(tr), (std::vector<int64_t>{0, 1, 2, 0, 1, 2}));
@@ -357,7 +357,7 @@ TEST_F(dataset_kinds, image_folder_png_and_jpeg_resized_to_the_shape) {
   EXPECT_EQ(h.classes, 3);
   EXPECT_EQ(h.train, 6);
   EXPECT_EQ(h.test, 3);
-  auto [tr, te] = load_splits(spec);
+  auto [tr, held_out, te] = load_splits(spec);
   EXPECT_EQ(tr.images.sizes(), (std::vector<int64_t>{6, 3, 8, 8}));
   // Classes sorted (ant 0, bee 1, cat 2), taken in turn: a limit keeps each.
   EXPECT_EQ(labels_of(tr), (std::vector<int64_t>{0, 1, 2, 0, 1, 2}));
@@ -408,7 +408,7 @@ TEST_F(dataset_kinds, normalisation_given_per_channel_and_computed_from_training
   // split is normalised with the training split's statistics, not its own.
   spec.mean.clear();
   spec.std.clear();
-  auto [tr, te] = load_splits(spec);
+  auto [tr, held_out, te] = load_splits(spec);
   auto per_channel = tr.images.transpose(0, 1).reshape({3, -1});
   EXPECT_TRUE(torch::allclose(per_channel.mean(1), torch::zeros({3}), 0, 1e-4));
   EXPECT_TRUE(torch::allclose(per_channel.std(1, false), torch::ones({3}), 0, 1e-4));
@@ -450,10 +450,10 @@ TEST_F(dataset_kinds, over_the_memory_budget_is_refused_naming_it) {
   spec.memory_mb = 0.5;
   expect_error_naming([&] { load_data(spec, split::test); }, "data.memory_mb = 0.5 MiB");
   spec.memory_mb = 8;
-  EXPECT_EQ(load_splits(spec).first.size(), 300);
+  EXPECT_EQ(load_splits(spec).train.size(), 300);
   spec.memory_mb = 2;
   spec.train_limit = 50; // what the error says to lower: 150 samples, 1.8 MiB
-  EXPECT_EQ(load_splits(spec).first.size(), 50);
+  EXPECT_EQ(load_splits(spec).train.size(), 50);
 }
 
 // -- hostile files (issue 32) -------------------------------------------------------
@@ -485,7 +485,7 @@ TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
   data_spec cifar;
   cifar.kind = "cifar10";
   cifar.path = root + "/cifar";
-  EXPECT_EQ(load_splits(cifar).first.size(), 10) << "no roots: a link is followed";
+  EXPECT_EQ(load_splits(cifar).train.size(), 10) << "no roots: a link is followed";
   auto roots = std::make_unique<data_roots_scope>(root);
   expect_error_naming([&] { load_splits(cifar); },
                       {root + "/cifar/data_batch_2.bin: resolved to '" +
@@ -500,7 +500,7 @@ TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
   images.path = root + "/images";
   images.shape = {3, 8, 8};
   roots.reset();
-  EXPECT_EQ(load_splits(images).first.size(), 6);
+  EXPECT_EQ(load_splits(images).train.size(), 6);
   roots = std::make_unique<data_roots_scope>(root);
   expect_error_naming([&] { load_splits(images); }, {root + "/images/train/bee", needle});
   fs::remove(root + "/images/train/bee");
@@ -519,7 +519,7 @@ TEST_F(dataset_kinds, symlinks_out_of_the_roots_are_refused_for_every_kind) {
   fs::create_symlink(outside + "/labels.idx", root + "/tr-y.idx");
   data_spec idx = idx_spec(root);
   roots.reset();
-  EXPECT_EQ(load_splits(idx).first.size(), 4);
+  EXPECT_EQ(load_splits(idx).train.size(), 4);
   roots = std::make_unique<data_roots_scope>(root);
   expect_error_naming([&] { read_data_header(idx); }, {root + "/tr-y.idx", needle});
 }
@@ -618,7 +618,7 @@ TEST_F(dataset_kinds, an_image_too_large_once_decoded_is_refused_before_decoding
                       big + ": a 4000x3000 image of 3 channels takes 35 MiB decoded, more than "
                             "data.memory_mb = 16 MiB");
   spec.memory_mb = 64;
-  EXPECT_EQ(load_splits(spec).first.size(), 6);
+  EXPECT_EQ(load_splits(spec).train.size(), 6);
 }
 
 // Item 11: NaN or infinity in the samples: refused at load, counted, the
@@ -636,7 +636,7 @@ TEST_F(dataset_kinds, non_finite_samples_are_refused_naming_file_and_sample) {
                       path("x_train.npy") + ": 2 of 6 samples hold NaN or infinite values, the "
                                             "first is sample 3");
   spec.train_limit = 3; // the samples read are finite
-  EXPECT_EQ(load_splits(spec).first.size(), 3);
+  EXPECT_EQ(load_splits(spec).train.size(), 3);
 }
 
 // Item 12: an empty split is refused where its headers are read, not

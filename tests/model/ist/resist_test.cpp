@@ -100,7 +100,7 @@ TEST(resist, a_skipped_block_is_the_identity_and_stays_as_it_was) {
   EXPECT_FALSE(active[skipped]);
   const auto before = m.layers()[skipped].module.ptr()->parameters()[0].clone();
   const auto& data = train_data();
-  resist_local_steps(m, active, data, {{0, 1, 2, 3}, {4, 5, 6, 7}}, {0.1, 0.9, 0.0});
+  resist_local_steps(m, active, data, {{0, 1, 2, 3}, {4, 5, 6, 7}}, 0, {0.1, 0.9, 0.0});
   EXPECT_TRUE(torch::equal(before, m.layers()[skipped].module.ptr()->parameters()[0]));
   // Skipping a layer in the forward is the same as removing it.
   std::vector<named_layer> kept;

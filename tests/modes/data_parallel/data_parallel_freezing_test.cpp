@@ -164,7 +164,7 @@ std::string train_replicas(const data_parallel::worker_settings& spec,
     std::vector<std::vector<at::Tensor>> per_worker;
     for (int32_t w = 0; w < spec.workers; ++w) {
       double loss = 0;
-      auto grads = replicas[w].gradients(train, batches[w][k], loss);
+      auto grads = replicas[w].gradients(train, batches[w][k], 0, loss);
       if (spec.sync_every > 0)
         replicas[w].step(grads, lr);
       else

@@ -150,7 +150,7 @@ protected:
     auto data = baton::actors::load_data(t, t.data.train_limit); // its normalisation too
     if (!data)
       throw std::runtime_error(to_string(data.error()));
-    const auto& test = data->second;
+    const auto& test = data->test;
     const auto images = test.images.contiguous();
     const auto file = dir_.path() + "/" + job.name + "-images.f32";
     std::ofstream(file, std::ios::binary)
