@@ -103,19 +103,11 @@ std::optional<early_stop> early_stop_of(const job_result& out, int32_t patience)
   }
 }
 
-std::vector<at::Tensor> saved_weights(job_result& out, const std::string& group,
-                                      int32_t best_epoch, const std::vector<at::Tensor>& best,
-                                      const std::vector<at::Tensor>& last) {
-  if (best_epoch >= 0)
-    out.best_epochs[group] = best_epoch;
-  if (best.empty()) {
-    std::vector<at::Tensor> out_last;
-    for (const auto& t : last)
-      out_last.push_back(t.detach());
-    return out_last;
-  }
-  out.saved_best = true;
-  return best;
+void note_best_epoch(job_result& out, const std::string& group, int32_t best_epoch, bool kept) {
+  if (best_epoch < 0)
+    return;
+  out.best_epochs[group] = best_epoch;
+  out.saved_best = out.saved_best || kept;
 }
 
 } // namespace runtime

@@ -70,13 +70,10 @@ messages::actor_report local_group(const std::string& group, const std::string& 
 /// `patience`); nullopt when none did.
 std::optional<early_stop> early_stop_of(const job_result& out, int32_t patience);
 
-/// What a one-process run saves for --save-model of result group `group`:
-/// its best epoch (`best_epoch`, by validation accuracy; -1: none judged)
-/// noted in out.best_epochs, and `best`, that epoch's weights, when the run
-/// kept them (save: best; then out.saved_best), else `last`.
-std::vector<at::Tensor> saved_weights(job_result& out, const std::string& group,
-                                      int32_t best_epoch, const std::vector<at::Tensor>& best,
-                                      const std::vector<at::Tensor>& last);
+/// Notes result group `group`'s best epoch (by validation accuracy; -1:
+/// none judged) in out.best_epochs and, when the run `kept` its weights
+/// (save: best) for --save-model in place of the final ones, out.saved_best.
+void note_best_epoch(job_result& out, const std::string& group, int32_t best_epoch, bool kept);
 
 } // namespace runtime
 } // namespace baton::actors

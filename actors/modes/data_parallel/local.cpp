@@ -127,10 +127,13 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     report(worker, result, out);
     out.stopped = early_stop_of(out, t.selection.patience);
     // As worker 0 sends them (the best epoch's with save: best).
-    out.stage_weights.push_back({"weights", worker_name(0), 0, result.steps, 0,
-                                 saved_weights(out, workers_group, result.best_epoch,
-                                               result.best_weights, result.model.state()),
-                                 {}});
+    messages::tensor_set weights{"weights", worker_name(0), 0, result.steps, 0,
+                                 result.best_weights, {}};
+    if (weights.tensors.empty())
+      for (const auto& p : result.model.state())
+        weights.tensors.push_back(p.detach());
+    out.stage_weights.push_back(std::move(weights));
+    note_best_epoch(out, workers_group, result.best_epoch, !result.best_weights.empty());
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());

@@ -168,12 +168,10 @@ caf::expected<job_result> subnet_scheme<Network>::run_local(const topology& t,
   out.stopped = early_stop_of(out, t.selection.patience);
   // The network as the shards send it (--save-model): the final one, or
   // with save: best the best epoch's.
-  if (result.best_epoch >= 0)
-    out.best_epochs[workers_group] = result.best_epoch;
-  if (t.selection.keep_best && result.best_epoch >= 0) {
+  const bool kept = t.selection.keep_best && result.best_epoch >= 0;
+  if (kept)
     result.network = result.best_network;
-    out.saved_best = true;
-  }
+  note_best_epoch(out, workers_group, result.best_epoch, kept);
   auto owned = owned_pieces(result, worker);
   for (size_t s = 0; s < owned.size(); ++s)
     out.stage_weights.push_back({"weights", shard_name(static_cast<int32_t>(s)),

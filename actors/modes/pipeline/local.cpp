@@ -351,10 +351,10 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     out.stopped = stopped; // as the actors' run records it, at the last epoch too
     // With save: best, the stages' weights of its best epoch.
     auto saved = model::make_pretrain_model(t.backbone, task->classes);
-    if (auto ok = put_sent_weights(saved, saved_weights(out, head, best.best_epoch(),
-                                                        best.weights(), whole.state()),
+    if (auto ok = put_sent_weights(saved, best.weights().empty() ? whole.state() : best.weights(),
                                    "the local reference"))
       return ok;
+    note_best_epoch(out, head, best.best_epoch(), !best.weights().empty());
     report_stages(t, *task, whole, saved, trainers.stages.back().version(), trained, out);
     return out;
   } catch (const std::exception& e) {

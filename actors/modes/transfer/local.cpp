@@ -86,9 +86,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
       // As the head's actor sends them at the end (--save-model): with
       // save: best, those of its best epoch.
       out.stage_weights.push_back({"weights", h.name, 0, 0, 0, h.weights, {}});
-      if (h.best_epoch >= 0)
-        out.best_epochs[h.name] = h.best_epoch;
-      out.saved_best = out.saved_best || (t.selection.keep_best && h.best_epoch >= 0);
+      note_best_epoch(out, h.name, h.best_epoch, t.selection.keep_best);
     }
     out.stopped = early_stop_of(out, t.selection.patience);
     return out;
