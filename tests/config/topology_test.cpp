@@ -257,7 +257,8 @@ TEST_F(topology_test, shipped_configs_spell_data_kind_and_take_a_set_of_it) {
     if (text.find("\njob:") == std::string::npos)
       continue; // a workload for `baton compare`: no job to parse it with
     ++with_job;
-    auto t = load_topology(entry.path().string(), {"data.kind=synthetic"});
+    // Synthetic samples are not images: no augmentation (configs/adamw.yaml has one).
+    auto t = load_topology(entry.path().string(), {"data.kind=synthetic", "data.augment={}"});
     ASSERT_TRUE(t) << baton::describe(t.error());
     EXPECT_EQ(t->data.kind, "synthetic");
   }

@@ -331,9 +331,11 @@ TEST_F(data_parallel_run, scaled_and_warmed_up_lr_equals_the_local_reference) {
 // ring's workers equal the reference bit for bit, and node processes (the
 // role settings carry the optimizer) equal them too.
 TEST_F(data_parallel_run, adamw_with_a_cosine_schedule_equals_the_local_reference) {
-  // configs/adamw.yaml (AdamW, cosine after a warm-up epoch) made small, clipping.
+  // configs/adamw.yaml (AdamW, cosine after a warm-up epoch) made small, clipping;
+  // synthetic samples are not images: no augmentation.
   const std::vector<std::string> adamw{
-    "run",   source_path("configs/adamw.yaml"), "--set", "data.dataset=synthetic",
+    "run",   source_path("configs/adamw.yaml"), "--set", "data.augment={}",
+    "--set", "data.dataset=synthetic",
     "--set", "data.synthetic_train=200",        "--set", "data.synthetic_test=64",
     "--set", "data.batch_size=16",              "--set", "data.epochs=2",
     "--set", "runtime.compute_threads=1",       "--set", "optimizer.clip_grad_norm=1"};
