@@ -98,6 +98,11 @@
 //     (final_atom, actor_report)   its whole run; exactly once
 //     tensor_set{"weights", from, replica, step}   its share of the final weights
 //                        (plan `sends_weights`), before its final report
+//     tensor_set{"epoch_weights", from, replica, step = epoch}
+//                        the same after every epoch, with run.recovery.epoch_weights
+//                        (--save-model with save: best; runtime/best_epochs.hpp): a
+//                        head or pipeline stage at the epoch's end control, a
+//                        data-parallel worker 0 or an IST shard at its epoch's end
 //     progress{actor, epoch, samples, loss}        every runtime.progress_every steps
 //     control{start, 0, value = training samples of the run, text = actor}
 //                        the progress line's total, when it starts (one per job)
@@ -108,7 +113,8 @@
 //     (start_atom)       begin (once; ignored without a receiver): c <- control{start}
 //     control{shutdown}  end the stream at the next training step boundary
 //   sends    microbatch -> receivers: each epoch its training microbatches, then
-//                        its evaluation ones; dealt (flow/fanout.hpp): training to
+//                        its evaluation ones (the test split's, then the validation
+//                        samples', marked `validation`); dealt (flow/fanout.hpp): training to
 //                        replica index_in_step % replicas, evaluation to replica 0
 //            control{epoch_end, epoch, value = steps sent so far} -> every receiver
 //            control{end_of_stream, epoch, steps} -> every receiver; c <- final report

@@ -41,4 +41,17 @@ void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t
   EXPECT_EQ(trained, actors * steps);
 }
 
+void expect_same_best_epoch(const nlohmann::json& actors, const nlohmann::json& local,
+                            size_t epochs) {
+  const auto& mine = actors.at("heads")[0];
+  const auto& theirs = local.at("heads")[0];
+  ASSERT_EQ(mine.at("epochs").size(), epochs) << mine.dump();
+  ASSERT_EQ(theirs.at("epochs").size(), epochs) << theirs.dump();
+  for (size_t e = 0; e < epochs; ++e)
+    for (const char* key : {"validation_accuracy", "test_accuracy"})
+      EXPECT_EQ(mine.at("epochs")[e].at(key), theirs.at("epochs")[e].at(key)) << key << " " << e;
+  EXPECT_EQ(mine.at("best_epoch"), theirs.at("best_epoch"));
+  EXPECT_EQ(actors.value("saved", ""), "best");
+}
+
 } // namespace baton::testing

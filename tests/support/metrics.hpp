@@ -33,4 +33,11 @@ std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metric
 /// trained each of its steps once.
 void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t steps);
 
+/// Expects the first result of `actors` (a run that saved a model) and of
+/// `local` (its --mode local) to have `epochs` epochs with the same test and
+/// validation accuracies, the same best epoch, and `actors` to have saved
+/// that epoch's weights ("saved": "best").
+void expect_same_best_epoch(const nlohmann::json& actors, const nlohmann::json& local,
+                            size_t epochs);
+
 } // namespace baton::testing
