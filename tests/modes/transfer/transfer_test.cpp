@@ -93,3 +93,29 @@ TEST_F(transfer, short_run_reaches_sane_accuracy) {
   EXPECT_GT(metrics.at("wall_seconds").get<double>(), 0);
   EXPECT_FALSE(metrics.at("actors").empty());
 }
+
+// data.validation and data.augment (issue 35): the source sends the
+// validation samples after the test split's, through the frozen stages, and
+// every head evaluates them; each head is its own result with its own best
+// epoch. The heads end with the weights of --mode local, whose loop holds
+// out and augments the same samples, and the same best epochs (with the
+// stages' one thread: the backbone's sums then run in the same order).
+TEST_F(transfer, validation_and_augmentation_equal_the_local_run) {
+  auto validated = job(384, 128);
+  validated.insert(validated.end(), {"--set", "data.epochs=2", "--set", "data.validation=0.25",
+                                     "--set", "data.augment={crop: 2, flip: true}"});
+  auto local = validated;
+  local.insert(local.end(), {"--mode", "local", "--threads", "1", "--save-model",
+                             dir_->path() + "/best-local.pt"});
+  validated.insert(validated.end(), {"--save-model", dir_->path() + "/best.pt"});
+  auto reference = run_job(*dir_, local, "validated-local");
+  auto actors = run_job(*dir_, validated, "validated");
+  ASSERT_EQ(digests_by_actor(reference, "head").size(), 3u);
+  EXPECT_EQ(digests_by_actor(actors, "head"), digests_by_actor(reference, "head"));
+  expect_same_best_epoch(actors, reference, 2);
+  for (size_t h = 0; h < 3; ++h) {
+    const auto& head = actors.at("heads")[h];
+    EXPECT_EQ(head.at("best_epoch"), reference.at("heads")[h].at("best_epoch")) << head.dump();
+    EXPECT_EQ(head.at("validation_accuracy"), reference.at("heads")[h].at("validation_accuracy"));
+  }
+}
