@@ -126,7 +126,11 @@ std::string non_finite_losses(const job_result& r);
 /// recovery: restarts, faults [{kind, target, at_step, detected_after_ms
 /// (only when known), recovered_after_ms, restored_step}], trained {actor: {trained,
 /// duplicates}}, checkpoint_dir. A run stopped at runtime.stop_at_accuracy:
-/// stopped {actor, epoch (from 1), test_accuracy, seconds}.
+/// stopped {actor, epoch (from 1), test_accuracy, seconds, reason}, by
+/// early_stopping also {best_epoch, best_validation_accuracy, patience}.
+/// With validation samples: each epoch's and head's validation_accuracy,
+/// each head's best_epoch (from 1); "saved": "best" when stage_weights are
+/// the best epochs'.
 nlohmann::json to_json(const job_result& r);
 
 /// Reads a job result back from its metrics JSON (used by the baseline,
