@@ -74,18 +74,20 @@ using source_actor = caf::stateful_actor<source_state>;
 
 /// What a microbatch is cut from: the training part, the test split or the
 /// validation samples.
-enum class part { train, test, validation };
+enum class source_part { train, test, validation };
 
-microbatch make_microbatch(source_state& st, const std::vector<int64_t>& ids, part from) {
-  const bool eval = from != part::train;
-  auto [images, labels] = from == part::train ? model::gather_training(st.train, ids, st.epoch)
-                          : from == part::test ? model::gather(st.test, ids)
-                                               : model::gather(st.validation, ids);
+microbatch make_microbatch(source_state& st, const std::vector<int64_t>& ids,
+                           source_part from) {
+  const bool eval = from != source_part::train;
+  auto [images, labels] = from == source_part::train
+                            ? model::gather_training(st.train, ids, st.epoch)
+                          : from == source_part::test ? model::gather(st.test, ids)
+                                                      : model::gather(st.validation, ids);
   microbatch m;
   m.id = st.next_id++;
   m.epoch = st.epoch;
   m.eval = eval;
-  m.validation = from == part::validation;
+  m.validation = from == source_part::validation;
   m.payload = std::move(images);
   // A frozen stage's feature cache is keyed by them; the validation
   // samples count on from the test split's, so that no two meet.
@@ -140,12 +142,14 @@ bool make_next(source_state& st) {
     return true;
   auto since = activity::clock::now();
   if (st.next_train < st.train_plan.microbatches.size()) {
-    st.pending = make_microbatch(st, st.train_plan.microbatches[st.next_train], part::train);
+    st.pending =
+      make_microbatch(st, st.train_plan.microbatches[st.next_train], source_part::train);
     ++st.next_train;
   } else if (st.next_eval < st.eval_plan.size()) {
-    st.pending = make_microbatch(st, st.eval_plan[st.next_eval++], part::test);
+    st.pending = make_microbatch(st, st.eval_plan[st.next_eval++], source_part::test);
   } else if (st.next_validation < st.validation_plan.size()) {
-    st.pending = make_microbatch(st, st.validation_plan[st.next_validation++], part::validation);
+    st.pending = make_microbatch(st, st.validation_plan[st.next_validation++],
+                                 source_part::validation);
   } else {
     return false;
   }

@@ -64,7 +64,7 @@ const messages::epoch_result* epoch_of(const messages::actor_report& h, int32_t 
 }
 
 /// Whether some result has validation accuracies.
-bool validated(const job_result& r) {
+bool has_validation(const job_result& r) {
   for (const auto& h : r.heads)
     if (!h.epochs.empty() && h.epochs.back().validation_accuracy >= 0)
       return true;
@@ -356,16 +356,16 @@ std::string non_finite_losses(const job_result& r) {
 std::string results_table(const job_result& r) {
   std::ostringstream out;
   char line[256];
-  const bool validation = validated(r);
+  const bool validation = has_validation(r);
   std::snprintf(line, sizeof line, "%-12s %-10s %10s%s %10s %9s  %s\n", r.result_label.c_str(),
                 "task", "test acc", validation ? "    val acc" : "", "train loss", "samples",
                 "weights (sha256)");
   out << line;
   for (const auto& h : r.heads) {
     char val[32] = "";
+    const double last = h.epochs.empty() ? 0.0 : h.epochs.back().validation_accuracy;
     if (validation)
-      std::snprintf(val, sizeof val, " %9.2f%%",
-                    h.epochs.empty() ? 0.0 : 100 * std::max(0.0, h.epochs.back().validation_accuracy));
+      std::snprintf(val, sizeof val, " %9.2f%%", 100 * std::max(0.0, last));
     std::snprintf(line, sizeof line, "%-12s %-10s %9.2f%%%s %10.4f %9lld  %.16s\n",
                   h.actor.c_str(), h.task.c_str(), 100 * h.test_accuracy, val, h.train_loss,
                   static_cast<long long>(h.samples), h.weights_digest.c_str());

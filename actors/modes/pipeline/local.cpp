@@ -174,7 +174,7 @@ private:
 
 /// The accuracy of the trainers on `data` (-1 when it has no samples), in
 /// the source's evaluation batches.
-double accuracy(const topology& t, const model::task& task, local_trainers& trainers,
+double local_accuracy(const topology& t, const model::task& task, local_trainers& trainers,
                 const model::dataset& data) {
   if (data.size() == 0)
     return -1;
@@ -195,8 +195,8 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
   auto sums = flush_schedule(t) ? train_flush(task, trainers.stages[0], data.train, plan)
                 : static_1f1b_epoch{task, trainers, data.train, plan}.run();
   return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0,
-          std::max(0.0, accuracy(t, task, trainers, data.test)), sums.samples,
-          accuracy(t, task, trainers, data.validation)};
+          std::max(0.0, local_accuracy(t, task, trainers, data.test)), sums.samples,
+          local_accuracy(t, task, trainers, data.validation)};
 }
 
 /// One trainer for the whole model under a flush schedule, one per stage

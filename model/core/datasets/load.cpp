@@ -76,7 +76,7 @@ struct raw_training {
   raw_split validation;
 };
 
-raw_split rows(const raw_split& raw, const std::vector<int64_t>& ids) {
+raw_split raw_rows(const raw_split& raw, const std::vector<int64_t>& ids) {
   auto index = torch::tensor(ids, torch::kInt64);
   return {raw.samples.index_select(0, index), raw.labels.index_select(0, index)};
 }
@@ -85,7 +85,7 @@ raw_training split_training(raw_split raw, const data_spec& spec) {
   if (spec.validation == 0)
     return {std::move(raw), {}};
   const auto ids = validation_split(raw.labels.size(0), spec.validation, spec.seed);
-  return {rows(raw, ids.train), rows(raw, ids.validation)};
+  return {raw_rows(raw, ids.train), raw_rows(raw, ids.validation)};
 }
 
 raw_training read_training(const data_spec& spec) {
@@ -179,7 +179,7 @@ dataset synthetic_split(const data_spec& spec, split which) {
 }
 
 /// `data`'s rows `ids`, as a dataset of its own.
-dataset subset(const dataset& data, const std::vector<int64_t>& ids) {
+dataset dataset_rows(const dataset& data, const std::vector<int64_t>& ids) {
   dataset out = data;
   std::tie(out.images, out.labels) = gather(data, ids);
   return out;
@@ -191,7 +191,7 @@ std::pair<dataset, dataset> synthetic_training(const data_spec& spec) {
   if (spec.validation == 0)
     return {std::move(all), {}};
   const auto ids = validation_split(all.size(), spec.validation, spec.seed);
-  return {subset(all, ids.train), subset(all, ids.validation)};
+  return {dataset_rows(all, ids.train), dataset_rows(all, ids.validation)};
 }
 
 /// The training part carries the augmentation (gather_training).
