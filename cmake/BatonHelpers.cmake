@@ -1,54 +1,142 @@
-# baton_add_library(NAME SOURCES ... [TORCH_PCH])
-#   One library per folder; TORCH_PCH precompiles <torch/torch.h> for it
-#   (baton_torch_pch).
+# baton_add_library(NAME SOURCES ...)
+#   One library per folder, compiled in unity batches, with the precompiled
+#   <torch/torch.h> for the units that need it (baton_units).
 function(baton_add_library name)
-  cmake_parse_arguments(arg "TORCH_PCH" "" "SOURCES" ${ARGN})
+  cmake_parse_arguments(arg "" "" "SOURCES" ${ARGN})
   add_library(${name} STATIC ${arg_SOURCES})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  if(arg_TORCH_PCH)
-    baton_torch_pch(${name})
-  endif()
+  baton_units(${name} UNITY)
 endfunction()
 
-# baton_torch_pch(NAME)
-#   Gives NAME's translation units the precompiled <torch/torch.h>. It is
-#   compiled once, for the first target that asks (baton_model_core), and
-#   reused by the others: every target of the tree is compiled with the same
-#   definitions and language flags (GCC would ignore a precompiled header
-#   built with others; -Winvalid-pch says so). Loading it costs about a
-#   second, parsing torch/nn four to nine: only targets whose sources reach
-#   LibTorch's C++ frontend ask for it. LibTorch's headers include fmt's,
-#   whose definitions come with spdlog: every such target links it, so that
-#   they all see the same.
-function(baton_torch_pch name)
-  if(NOT BATON_USE_PCH)
+# baton_reaches_torch(FILE OUT)
+#   Sets OUT to whether FILE includes a <torch/...> header (LibTorch's C++
+#   frontend: torch/nn, torch/script.h, torch/torch.h), itself or through the
+#   tree's own headers ("actors/...", "model/..."). ATen's and c10's headers,
+#   which tensors need, do not count. Each file is read once per configure.
+function(baton_reaches_torch file out)
+  string(MAKE_C_IDENTIFIER "${file}" key)
+  get_property(known GLOBAL PROPERTY BATON_REACHES_TORCH_${key} SET)
+  if(known)
+    get_property(result GLOBAL PROPERTY BATON_REACHES_TORCH_${key})
+    set(${out} ${result} PARENT_SCOPE)
     return()
   endif()
-  target_link_libraries(${name} PRIVATE spdlog::spdlog)
-  get_property(donor GLOBAL PROPERTY BATON_TORCH_PCH_TARGET)
-  if(donor)
-    target_precompile_headers(${name} REUSE_FROM ${donor})
-  else()
-    target_precompile_headers(${name} PRIVATE <torch/torch.h>)
-    set_property(GLOBAL PROPERTY BATON_TORCH_PCH_TARGET ${name})
-  endif()
+  # Marked first, so that headers including each other end the walk.
+  set_property(GLOBAL PROPERTY BATON_REACHES_TORCH_${key} FALSE)
+  set(result FALSE)
+  file(STRINGS ${file} includes REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
+  foreach(line IN LISTS includes)
+    if(line MATCHES "include[ \t]*<torch/")
+      set(result TRUE)
+      break()
+    endif()
+    if(line MATCHES "include[ \t]*\"([^\"]+)\"")
+      set(header ${PROJECT_SOURCE_DIR}/${CMAKE_MATCH_1})
+      if(EXISTS ${header})
+        baton_reaches_torch(${header} header_reaches)
+        if(header_reaches)
+          set(result TRUE)
+          break()
+        endif()
+      endif()
+    endif()
+  endforeach()
+  set_property(GLOBAL PROPERTY BATON_REACHES_TORCH_${key} ${result})
+  set(${out} ${result} PARENT_SCOPE)
 endfunction()
 
-# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [TORCH_PCH] [LABELS ...] [TIMEOUT s])
+# baton_units(NAME [UNITY])
+#   How NAME's translation units are compiled.
+#   - The units that reach LibTorch's C++ frontend (baton_reaches_torch) get
+#     the precompiled <torch/torch.h>; the others are compiled without it
+#     (SKIP_PRECOMPILE_HEADERS). Parsed, torch/torch.h costs a unit 15-25 s of
+#     CPU; loading it precompiled (570 MB) 10-15 s, which a unit that needs
+#     only ATen's Tensor and CAF would pay for nothing. The header is compiled
+#     once, for the first target that needs it (baton_model_core), and reused
+#     by the others: every target of the tree is compiled with the same
+#     definitions and language flags (GCC would ignore a precompiled header
+#     built with others; -Winvalid-pch says so). LibTorch's headers include
+#     fmt's, whose definitions come with spdlog: every such target links it,
+#     so that they all see the same.
+#   - UNITY (with BATON_UNITY, the default): the units are compiled in
+#     batches of up to BATON_UNITY_BATCH, one source including them (a unity
+#     build), those of the frontend apart from the others. A batch parses its
+#     headers and instantiates CAF's and LibTorch's templates once: four units
+#     of actors/runtime took 27 s of CPU together against 58 s apart. Names
+#     at file scope of one unit (anonymous namespaces included) are seen by
+#     the next of its batch, so two units of a library do not define the same.
+#   Which units reach the frontend is read at configure time: after an
+#   include changes it, the build stays correct and re-running cmake makes it
+#   fast again.
+function(baton_units name)
+  cmake_parse_arguments(arg "UNITY" "" "" ${ARGN})
+  get_target_property(sources ${name} SOURCES)
+  set(torch_units "")
+  set(plain_units "")
+  foreach(source IN LISTS sources)
+    if(NOT source MATCHES "\\.cpp$")
+      continue()
+    endif()
+    get_filename_component(path ${source} ABSOLUTE)
+    baton_reaches_torch(${path} reaches)
+    if(reaches)
+      list(APPEND torch_units ${source})
+    else()
+      list(APPEND plain_units ${source})
+    endif()
+  endforeach()
+
+  if(BATON_USE_PCH)
+    if(plain_units)
+      set_source_files_properties(${plain_units} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+    if(torch_units)
+      target_link_libraries(${name} PRIVATE spdlog::spdlog)
+      get_property(donor GLOBAL PROPERTY BATON_TORCH_PCH_TARGET)
+      if(donor)
+        target_precompile_headers(${name} REUSE_FROM ${donor})
+      else()
+        target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+        set_property(GLOBAL PROPERTY BATON_TORCH_PCH_TARGET ${name})
+      endif()
+    endif()
+  endif()
+
+  if(NOT (arg_UNITY AND BATON_UNITY))
+    return()
+  endif()
+  set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE GROUP)
+  foreach(kind torch plain)
+    set(index 0)
+    foreach(source IN LISTS ${kind}_units)
+      math(EXPR batch "${index} / ${BATON_UNITY_BATCH}")
+      set_source_files_properties(${source} PROPERTIES UNITY_GROUP ${kind}${batch})
+      math(EXPR index "${index} + 1")
+      if(kind STREQUAL "plain")
+        # The source CMake writes for the batch: it must not load the
+        # precompiled header either.
+        set_source_files_properties(
+          ${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/${name}.dir/Unity/unity_${kind}${batch}_cxx.cxx
+          PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [LABELS ...] [TIMEOUT s] [CORES n])
 #   One GoogleTest executable per suite, registered with ctest. SUPPORT links
 #   baton_test_support (tests/support/: scratch directories, running baton,
 #   node processes), which brings the include path of the source tree.
-#   TORCH_PCH: the suite reaches LibTorch's C++ frontend (torch/torch.h,
-#   torch/nn: layered_model.hpp and what includes it) and reuses the
-#   precompiled header (baton_torch_pch).
+#   Its units that reach LibTorch's C++ frontend get the precompiled
+#   <torch/torch.h> (baton_units). CORES: the cores the suite keeps busy, all
+#   of the machine's unless given: `ctest -j` then runs it alone, as its
+#   liveness timeouts assume (only suites that say fewer run side by side).
 function(baton_add_test name)
-  cmake_parse_arguments(arg "SUPPORT;TORCH_PCH" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "SUPPORT" "TIMEOUT;CORES" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main)
-  if(arg_TORCH_PCH)
-    baton_torch_pch(${name})
-  endif()
+  baton_units(${name})
   if(arg_SUPPORT)
     target_link_libraries(${name} PRIVATE baton_test_support)
   endif()
@@ -59,7 +147,10 @@ function(baton_add_test name)
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 600)
   endif()
+  if(NOT arg_CORES)
+    cmake_host_system_information(RESULT arg_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+  endif()
   add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${arg_TIMEOUT}
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${arg_TIMEOUT} PROCESSORS ${arg_CORES}
     LABELS "${arg_LABELS}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endfunction()

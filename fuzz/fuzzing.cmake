@@ -39,6 +39,15 @@ endif()
 
 if(BATON_FUZZ AND baton_fuzz_ok)
   message(STATUS "baton fuzz: libFuzzer targets with ${BATON_FUZZ_CXX}")
+  # What the fuzzers compile themselves stays out of the unity batches.
+  include(${PROJECT_SOURCE_DIR}/fuzz/sources.cmake)
+  foreach(source ${BATON_FUZZ_MESSAGES_SOURCES} ${BATON_FUZZ_CONFIG_SOURCES}
+          ${BATON_FUZZ_FRAME_GUARD_SOURCES})
+    string(REGEX MATCH "^[a-z]+" folder ${source})
+    set_source_files_properties(${PROJECT_SOURCE_DIR}/${source}
+      DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
+      PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  endforeach()
   include(ExternalProject)
   set(baton_fuzz_dir ${PROJECT_BINARY_DIR}/fuzz)
   ExternalProject_Add(baton_fuzzers
@@ -69,8 +78,10 @@ if(BATON_FUZZ AND baton_fuzz_ok)
       COMMAND ${fuzzer} -runs=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 ${corpus})
     add_test(NAME ${target} COMMAND bash ${PROJECT_SOURCE_DIR}/fuzz/run_fuzzer.sh
       ${fuzzer} ${corpus} ${baton_fuzz_dir}/run/${target} ${seconds} ${max_len} ${ARGN})
-    set_tests_properties(${target}_corpus PROPERTIES LABELS fuzz TIMEOUT 300)
-    set_tests_properties(${target} PROPERTIES LABELS fuzz TIMEOUT 600)
+    # One thread each: `ctest -j` runs them side by side (PROCESSORS 1;
+    # every other suite takes all the cores, baton_add_test's CORES).
+    set_tests_properties(${target}_corpus PROPERTIES LABELS fuzz TIMEOUT 300 PROCESSORS 1)
+    set_tests_properties(${target} PROPERTIES LABELS fuzz TIMEOUT 600 PROCESSORS 1)
   endfunction()
 
   baton_add_fuzz_test(fuzz_messages messages 100 8192)

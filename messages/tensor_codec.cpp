@@ -20,8 +20,6 @@ namespace baton::messages::detail {
 
 namespace {
 
-constexpr size_t word_size = sizeof(capnp::word);
-
 /// Tensors at least this large are referenced by the message instead of being
 /// copied into it, so that their bytes are copied once, into the output.
 constexpr size_t reference_threshold = 4096;
@@ -163,7 +161,7 @@ caf::error write_tensor(wire::Tensor::Builder b, const at::Tensor& x, const std:
     }
   }
   auto bytes = static_cast<const capnp::byte*>(dense.data_ptr());
-  if (nbytes >= reference_threshold && reinterpret_cast<uintptr_t>(bytes) % word_size == 0) {
+  if (nbytes >= reference_threshold && reinterpret_cast<uintptr_t>(bytes) % sizeof(capnp::word) == 0) {
     reference(b, dense, nbytes, references);
   } else {
     // Small or misaligned (a view at an odd offset): copy into the message.

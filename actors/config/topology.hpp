@@ -16,7 +16,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/net/tls.hpp"
-#include "model/core/layered_model.hpp"
+#include "model/core/layer_tie.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::actors {

@@ -238,6 +238,12 @@ double of_limit(double rate, double limit) {
   return limit > 0 ? rate / limit : 0;
 }
 
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1 << 20));
+  return buf;
+}
+
 std::string ratio_cell(double ratio, int width, const char* suffix) {
   char buf[32];
   if (ratio > 0)

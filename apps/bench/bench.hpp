@@ -145,6 +145,9 @@ double of_limit(double rate, double limit);
 /// "0.76" or "-" (0: unknown), `width` wide: an "of limit" or ratio cell.
 std::string ratio_cell(double ratio, int width, const char* suffix = "");
 
+/// `bytes` in MiB with two decimals: "12.34".
+std::string mib(double bytes);
+
 // -- the PyTorch peers ------------------------------------------------------------
 //
 // Plain PyTorch processes doing a bench's work (tests/peers/*.py), run beside

@@ -132,12 +132,6 @@ std::pair<double, double> theory_of(const std::string& name, double gradient, in
   return {0, 0};
 }
 
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1 << 20));
-  return buf;
-}
-
 /// "f/b/x/s" milliseconds per step of a side's workers ("-" when its
 /// workers do not report the split).
 std::string split_of(const std::map<std::string, double>& f) {
@@ -241,7 +235,7 @@ void print_table_header(const bench_data_parallel_request& r) {
               "overlap", "MiB/step out/in", "theory out/in", "test acc", "steal");
 }
 
-void print_legend() {
+void print_data_parallel_legend() {
   std::printf(
     "\nsamples/s: training samples over training time (setup excluded); effic.: the ratio over "
     "W;\nf/b/x/s: a worker's forward, backward, wait for the exchange and optimizer step per "
@@ -415,7 +409,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     std::printf("\n%s\n", split_header(18).c_str());
     for (const auto& [label, split] : splits)
       std::printf("%s\n", split_row(label, 18, split).c_str());
-    print_legend();
+    print_data_parallel_legend();
   }
   return out.finish(code, r.interrupted);
 }

@@ -154,7 +154,7 @@ nlohmann::json report_side(const bench_freezing_request& r, const freezing_side&
           {"steal_fraction", run.steal}};
 }
 
-void print_legend() {
+void print_freezing_legend() {
   std::printf(
     "\nsamples/s: training samples over training time (setup excluded); speedup: over full "
     "fine-tuning;\ns/epoch: a worker's seconds per epoch in the forward (the frozen prefix "
@@ -202,7 +202,7 @@ int bench_freezing(const bench_freezing_request& r) {
     out.add(report_side(r, s, *run, full_rate, steps));
   }
   if (!stop_requested(r.interrupted))
-    print_legend();
+    print_freezing_legend();
   return out.finish(code, r.interrupted);
 }
 

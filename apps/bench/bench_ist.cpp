@@ -154,12 +154,6 @@ double theory_of(const bench_ist_request& r, const ist_side& s,
   return s.name == "ring" ? ring * r.local_steps : ring;
 }
 
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", bytes / (1 << 20));
-  return buf;
-}
-
 /// Prints one run and returns its JSON and its time to the target (-1: not
 /// reached).
 std::pair<nlohmann::json, double> report_run(const bench_ist_request& r, const ist_side& s,

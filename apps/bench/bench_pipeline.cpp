@@ -338,7 +338,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
 }
 
 /// What the legend under the tables means.
-void print_legend() {
+void print_pipeline_legend() {
   std::printf(
     "\nsamples/s: training samples over training time (setup excluded, the final evaluation "
     "included);\nstage busy: each stage's compute over its life; bubble: a stage's idle time "
@@ -416,7 +416,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
     report_model(r, name, *runs, out);
   }
   if (!stop_requested(r.interrupted))
-    print_legend();
+    print_pipeline_legend();
   return bench_figures{r.json_out, std::move(out)}.finish(code, r.interrupted);
 }
 

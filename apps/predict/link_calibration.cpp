@@ -172,9 +172,9 @@ struct endpoints {
 };
 
 /// A forked child, stopped and reaped when it goes out of scope.
-struct child {
+struct forked_child {
   pid_t pid = -1;
-  ~child() {
+  ~forked_child() {
     if (pid > 0) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
@@ -190,7 +190,7 @@ caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector
   int ports[2], results[2];
   if (::pipe2(ports, O_CLOEXEC) != 0 || ::pipe2(results, O_CLOEXEC) != 0)
     return make_error(errc::bad_file, "link calibration: cannot make a pipe");
-  child server, talker;
+  forked_child server, talker;
   server.pid = ::fork();
   if (server.pid == 0)
     serve(e.server_namespace.c_str(), e.server_address.c_str(), ports[1], buffer.data());

@@ -12,12 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-const json& summary_of(const json& run) {
-  static const json none = json::object();
-  auto it = run.find("summary");
-  return it != run.end() && it->is_object() ? *it : none;
-}
-
 /// Time to target of a run that reached it; none otherwise.
 std::optional<double> reached_seconds(const json& run) {
   const auto& s = summary_of(run);
@@ -37,12 +31,6 @@ std::pair<double, double> time_range(const json& run, double time) {
       return {*low, *high};
   }
   return {time, time};
-}
-
-std::string fixed(double x, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, x);
-  return text;
 }
 
 /// "12.3 s" or, for a repeated run, "12.3 s (median of 3 runs, 11.9-13.0 s)".
@@ -84,6 +72,18 @@ json labels_by_rate(std::vector<const json*> rows, Rate rate) {
 }
 
 } // namespace
+
+const json& summary_of(const json& run) {
+  static const json none = json::object();
+  auto it = run.find("summary");
+  return it != run.end() && it->is_object() ? *it : none;
+}
+
+std::string fixed(double x, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, x);
+  return text;
+}
 
 std::optional<double> number_at(const json& j, const char* key) {
   if (!j.is_object())

@@ -61,4 +61,10 @@ nlohmann::json with_predicted_steps(nlohmann::json runs, const nlohmann::json& p
 /// A number of `j` at `key`, none when it is missing or not a number.
 std::optional<double> number_at(const nlohmann::json& j, const char* key);
 
+/// A run's "summary" object, an empty one when it has none.
+const nlohmann::json& summary_of(const nlohmann::json& run);
+
+/// `x` with `digits` digits after the point ("%.*f").
+std::string fixed(double x, int digits);
+
 } // namespace baton::apps

@@ -31,12 +31,6 @@ pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; white-space: pre-wr
 .note { color: #555; }
 )";
 
-std::string fixed(double x, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, x);
-  return text;
-}
-
 std::string seconds_text(std::optional<double> s) {
   return s ? fixed(*s, *s < 10 ? 2 : 1) + " s" : "&ndash;";
 }
@@ -58,11 +52,6 @@ std::string percent_text(std::optional<double> fraction) {
 
 std::string cell(const std::string& html, bool name = false) {
   return std::string{name ? "<td class=\"name\">" : "<td>"} + html + "</td>";
-}
-
-const json& summary_of(const json& run) {
-  static const json none = json::object();
-  return run.contains("summary") && run["summary"].is_object() ? run["summary"] : none;
 }
 
 // -- the header: what ran where ------------------------------------------------------

@@ -240,12 +240,6 @@ int64_t backbone_features(const model_spec& spec) {
   return output_features(make_model(probed), probed);
 }
 
-std::string layer_tie::reason() const {
-  return "layers '" + first_layer + "' and '" + other_layer +
-         "', which share one parameter (tied weights: '" + parameter + "' is '" + other_name +
-         "')";
-}
-
 std::vector<layer_tie> layer_ties(const layered_model& m) {
   std::vector<layer_tie> out;
   for (const auto& p : m.parameter_table())
@@ -254,17 +248,6 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
         out.push_back({p.layer, p.tied_layers[i], m.layers()[p.layer].name,
                        m.layers()[p.tied_layers[i]].name, p.name, p.tied_names[i]});
   return out;
-}
-
-const layer_tie* separated_tie(const std::vector<layer_tie>& ties,
-                               const std::vector<size_t>& cuts) {
-  const auto part_of = [&](size_t layer) {
-    return std::upper_bound(cuts.begin(), cuts.end(), layer) - cuts.begin();
-  };
-  for (const auto& tie : ties)
-    if (part_of(tie.first) != part_of(tie.other))
-      return &tie;
-  return nullptr;
 }
 
 int64_t parameter_count(const layered_model& m) {

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
+#include "model/core/layer_tie.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::model {
@@ -116,28 +117,9 @@ int64_t backbone_features(const model_spec& spec);
 /// layer.
 bool set_residual_scale(const named_layer& layer, double scale);
 
-/// Two layers that hold one parameter (tied weights).
-struct layer_tie {
-  size_t first = 0;        ///< index of the first layer holding it
-  size_t other = 0;        ///< index of a later layer holding it too
-  std::string first_layer; ///< their names
-  std::string other_layer;
-  std::string parameter;   ///< its name, "first_layer.param"
-  std::string other_name;  ///< its name in the other layer, "other_layer.param"
-  /// "layers 'b' and 'd', which share one parameter (tied weights:
-  /// 'b.weight' is 'd.weight')".
-  std::string reason() const;
-};
-
 /// Every pair of layers of `m` that share a parameter, in parameter order
 /// (a parameter held by three layers gives two: the first with each other).
 std::vector<layer_tie> layer_ties(const layered_model& m);
-
-/// The first of `ties` that a cut of the layers into contiguous parts
-/// separates, or nullptr. `cuts`: the first layer index of every part but
-/// the first, ascending (a pipeline's stage boundaries).
-const layer_tie* separated_tie(const std::vector<layer_tie>& ties,
-                               const std::vector<size_t>& cuts);
 
 /// Number of scalar parameters (a tied parameter counted once).
 int64_t parameter_count(const layered_model& m);

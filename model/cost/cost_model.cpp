@@ -6,13 +6,11 @@
 #include <utility>
 
 #include "model/core/error.hpp"
+#include "model/cost/overloaded.hpp"
 
 namespace baton::model::cost {
 
 namespace {
-
-template <class... Fs> struct overloaded : Fs... { using Fs::operator()...; };
-template <class... Fs> overloaded(Fs...) -> overloaded<Fs...>;
 
 constexpr double mebibyte = 1024.0 * 1024.0;
 

@@ -5,13 +5,11 @@
 #include <string>
 
 #include "model/core/error.hpp"
+#include "model/cost/overloaded.hpp"
 
 namespace baton::model::cost {
 
 namespace {
-
-template <class... Fs> struct overloaded : Fs... { using Fs::operator()...; };
-template <class... Fs> overloaded(Fs...) -> overloaded<Fs...>;
 
 /// Steps simulated after the warm-up: enough for a steady state, few enough
 /// for a projection to 64 hosts to stay quick.

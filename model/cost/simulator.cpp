@@ -49,7 +49,7 @@ constexpr double never = std::numeric_limits<double>::infinity();
 /// Seconds below which a computation is done (rounding of the rates).
 constexpr double epsilon = 1e-12;
 
-void require(bool ok, const std::string& what) {
+void expect(bool ok, const std::string& what) {
   if (!ok)
     throw error("simulator: expected " + what);
 }
@@ -360,33 +360,33 @@ simulation engine::run() {
 }
 
 void check(const simulated_plan& p) {
-  require(!p.actors.empty(), "at least one actor");
-  require(!p.machine_cores.empty(), "at least one machine");
+  expect(!p.actors.empty(), "at least one actor");
+  expect(!p.machine_cores.empty(), "at least one machine");
   for (int32_t c : p.machine_cores)
-    require(c >= 1, "machines of at least one core");
+    expect(c >= 1, "machines of at least one core");
   for (const auto& h : p.hosts)
-    require(h.machine >= 0 && static_cast<size_t>(h.machine) < p.machine_cores.size(),
+    expect(h.machine >= 0 && static_cast<size_t>(h.machine) < p.machine_cores.size(),
             "a host on a machine of the plan");
-  require(p.link.bandwidth > 0, "bandwidth > 0 bytes/s");
-  require(p.warmup_steps >= 0, "warmup_steps >= 0");
+  expect(p.link.bandwidth > 0, "bandwidth > 0 bytes/s");
+  expect(p.warmup_steps >= 0, "warmup_steps >= 0");
   int32_t steps = -1;
   for (const auto& a : p.actors) {
-    require(a.host >= 0 && static_cast<size_t>(a.host) < p.hosts.size(),
+    expect(a.host >= 0 && static_cast<size_t>(a.host) < p.hosts.size(),
             "actor " + a.name + " on a host of the plan");
     int32_t ends = 0;
     for (const auto& o : a.program) {
       if (o.kind == operation::kind_t::step_end)
         ++ends;
       if (o.kind == operation::kind_t::send || o.kind == operation::kind_t::receive)
-        require(o.peer >= 0 && static_cast<size_t>(o.peer) < p.actors.size(),
+        expect(o.peer >= 0 && static_cast<size_t>(o.peer) < p.actors.size(),
                 "actor " + a.name + "'s peers among the plan's actors");
-      require(o.seconds >= 0 && o.bytes >= 0 && o.window >= 0,
+      expect(o.seconds >= 0 && o.bytes >= 0 && o.window >= 0,
               "actor " + a.name + "'s seconds, bytes and windows >= 0");
     }
-    require(steps < 0 || ends == steps, "the same number of step_ends in every actor");
+    expect(steps < 0 || ends == steps, "the same number of step_ends in every actor");
     steps = ends;
   }
-  require(steps > p.warmup_steps, "more steps than warmup_steps (" +
+  expect(steps > p.warmup_steps, "more steps than warmup_steps (" +
                                     std::to_string(p.warmup_steps) + "), got " +
                                     std::to_string(steps));
 }

@@ -66,7 +66,7 @@ bool idle(const shard_state& st) {
   return st.core->part().empty();
 }
 
-void finish(shard_actor* self) {
+void finish_shard(shard_actor* self) {
   auto& st = self->state;
   st.finished = true;
   auto r = activity_report(st.name, "data_parallel_shard", st.node, st.work);
@@ -109,7 +109,7 @@ void advance(shard_actor* self) {
     st.work.add_busy(since);
   }
   if (!st.finished && st.core->steps() == st.steps)
-    finish(self);
+    finish_shard(self);
 }
 
 /// A worker's gradient slice: recorded, then the steps it completes taken.
@@ -161,7 +161,7 @@ void on_start(shard_actor* self) {
         }
     });
   if (!st.finished && (idle(st) || st.steps == 0))
-    finish(self);
+    finish_shard(self);
 }
 
 caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
@@ -180,7 +180,7 @@ caf::behavior shard_behavior(shard_actor* self, shard_setup setup) {
     [=](group_atom, const caf::actor& peer, int32_t index) { return on_peer(self, peer, index); },
     [=](start_atom) { on_start(self); },
     [=](tensor_set& t) { on_push(self, t); },
-    stop_on_request(self, finish),
+    stop_on_request(self, finish_shard),
     [=](fault_atom, const std::string& kind) {
       fail(self, self->state.coordinator, self->state.name, "injected fault: " + kind);
     },

@@ -25,7 +25,7 @@ int64_t label_offset(const data_spec& spec) {
   return spec.kind == "cifar100" && spec.label == "fine" ? 1 : 0;
 }
 
-std::vector<std::string> files_of(const data_spec& spec, split which) {
+std::vector<std::string> cifar_files_of(const data_spec& spec, split which) {
   std::vector<std::string> names;
   if (spec.kind == "cifar100")
     names = {which == split::train ? "train.bin" : "test.bin"};
@@ -57,7 +57,7 @@ int64_t records_in(const data_spec& spec, const data_file& file) {
 split_header cifar_header(const data_spec& spec, split which) {
   split_header h;
   h.shape = {3, cifar_side, cifar_side};
-  for (const auto& path : files_of(spec, which))
+  for (const auto& path : cifar_files_of(spec, which))
     h.samples += records_in(spec, open_batch(spec, path));
   return h;
 }
@@ -72,7 +72,7 @@ raw_split read_cifar(const data_spec& spec, split which, int64_t count) {
   auto* labels = out.labels.data_ptr<int64_t>();
   std::vector<char> record(static_cast<size_t>(record_bytes(spec)));
   int64_t done = 0;
-  for (const auto& path : files_of(spec, which)) {
+  for (const auto& path : cifar_files_of(spec, which)) {
     if (done == count)
       break;
     const data_file file = open_batch(spec, path);

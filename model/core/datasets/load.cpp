@@ -325,7 +325,7 @@ int64_t data_classes(const data_spec& spec) {
 namespace {
 
 /// Where a split's samples are: its file, or its folder.
-std::string files_of(const data_spec& spec, split which) {
+std::string split_files_of(const data_spec& spec, split which) {
   const auto& files = which == split::train ? spec.train : spec.test;
   if (spec.kind == "npy")
     return files.x;
@@ -342,7 +342,7 @@ std::string files_of(const data_spec& spec, split which) {
 void check_not_empty(const data_spec& spec, const split_header& h, split which) {
   if (h.samples > 0)
     return;
-  throw file_error(files_of(spec, which) + ": the " + split_name(which) +
+  throw file_error(split_files_of(spec, which) + ": the " + split_name(which) +
                    " split has no samples (expected at least one: " +
                    (which == split::train ? "a run trains on them"
                                           : "a run reports its test accuracy on them") +

@@ -207,7 +207,7 @@ void read_rows(const data_file& file, const npy_array& a, int64_t count, int64_t
     file.read_at(a.data_offset, out, static_cast<size_t>(count * row_bytes), "the array");
 }
 
-const data_spec::split_files& files_of(const data_spec& spec, split which) {
+const data_spec::split_files& npy_files_of(const data_spec& spec, split which) {
   const auto& files = which == split::train ? spec.train : spec.test;
   if (files.x.empty() || files.y.empty())
     throw file_error("data." + split_name(which) + ": expected the paths of x and y (.npy files)");
@@ -274,7 +274,7 @@ int64_t row_bytes(const npy_array& x, const split_header& h) {
 } // namespace
 
 split_header npy_header(const data_spec& spec, split which) {
-  const auto& files = files_of(spec, which);
+  const auto& files = npy_files_of(spec, which);
   const data_file x_file = open_npy(files.x), y_file = open_npy(files.y);
   auto [x, h] = x_header(x_file);
   read_rows(x_file, x, 0, row_bytes(x, h), nullptr);
@@ -283,7 +283,7 @@ split_header npy_header(const data_spec& spec, split which) {
 }
 
 raw_split read_npy(const data_spec& spec, split which, int64_t count) {
-  const auto& files = files_of(spec, which);
+  const auto& files = npy_files_of(spec, which);
   const data_file x_file = open_npy(files.x), y_file = open_npy(files.y);
   auto [x, h] = x_header(x_file);
   const npy_array y = y_header(y_file, h.samples);
@@ -299,7 +299,7 @@ raw_split read_npy(const data_spec& spec, split which, int64_t count) {
 }
 
 int64_t npy_classes(const data_spec& spec) {
-  const auto& files = files_of(spec, split::train);
+  const auto& files = npy_files_of(spec, split::train);
   const data_file x_file = open_npy(files.x), y_file = open_npy(files.y);
   const auto [x, h] = x_header(x_file);
   const npy_array y = y_header(y_file, h.samples);

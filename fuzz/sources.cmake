@@ -1,0 +1,32 @@
+# The main tree's sources that the fuzzers compile themselves, instrumented
+# (fuzz/CMakeLists.txt), relative to the source tree's root. The main build
+# (fuzz/fuzzing.cmake) compiles each of them alone, outside its unity
+# batches: a fuzzer takes what it does not define from the main build's
+# archives, and an archive member holding one of these with other units
+# would define them twice.
+set(BATON_FUZZ_MESSAGES_SOURCES
+  messages/errc.cpp
+  messages/codec.cpp
+  messages/fields.cpp
+  messages/shared_memory.cpp
+  messages/tensor_codec.cpp
+  messages/to_string.cpp
+  messages/type_ids.cpp)
+# The topology and node.yaml parsers, with the modes' sections; the schemas
+# come from the registry's list of modes (registry.cpp), which names each
+# mode's plan and local reference: the modes' archives supply them.
+set(BATON_FUZZ_CONFIG_SOURCES
+  actors/runtime/node.cpp
+  actors/config/topology.cpp
+  actors/config/yaml_field.cpp
+  actors/modes/batch_norm.cpp
+  actors/modes/one_task.cpp
+  actors/modes/data_parallel/section.cpp
+  actors/modes/data_parallel/worker_settings.cpp
+  actors/modes/data_parallel/freeze_section.cpp
+  actors/modes/ist/section.cpp
+  actors/modes/registry.cpp
+  actors/modes/pipeline/section.cpp
+  actors/modes/transfer/section.cpp)
+# The BASP frame guard (CAF-free).
+set(BATON_FUZZ_FRAME_GUARD_SOURCES actors/net/frame_guard.cpp)
