@@ -41,6 +41,17 @@ void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t
   EXPECT_EQ(trained, actors * steps);
 }
 
+saved_runs run_both_saving(const scratch_dir& dir, const std::vector<std::string>& args,
+                           const std::string& name) {
+  saved_runs out;
+  out.local_model = dir.path() + "/" + name + "-local.pt";
+  out.actors_model = dir.path() + "/" + name + ".pt";
+  out.local = run_job(dir, with(args, {"--mode", "local", "--save-model", out.local_model}),
+                      name + "-local");
+  out.actors = run_job(dir, with(args, {"--save-model", out.actors_model}), name);
+  return out;
+}
+
 void expect_same_best_epoch(const nlohmann::json& actors, const nlohmann::json& local,
                             size_t epochs) {
   const auto& mine = actors.at("heads")[0];

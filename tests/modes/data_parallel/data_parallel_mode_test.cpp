@@ -396,15 +396,12 @@ TEST_F(data_parallel_run, validation_augmentation_and_early_stopping_equal_the_l
     "--set", "data.epochs=3",                       "--set", "data.validation=0.25",
     "--set", "data.augment={crop: 2, flip: true}",  "--set", "data_parallel.model=convnet",
     "--set", "runtime.compute_threads=1"};
-  const auto local_model = dir_->path() + "/best-local.pt", model = dir_->path() + "/best.pt";
-  auto local = run_job(*dir_, with(small, {"--mode", "local", "--save-model", local_model}),
-                       "best-local");
-  auto actors = run_job(*dir_, with(small, {"--save-model", model}), "best-embedded");
-  auto reference = digests_by_actor(local, "data_parallel_worker");
+  const auto runs = run_both_saving(*dir_, small, "best");
+  auto reference = digests_by_actor(runs.local, "data_parallel_worker");
   ASSERT_EQ(reference.size(), 2u);
-  EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"), reference);
-  expect_same_best_epoch(actors, local, 3);
-  EXPECT_EQ(saved_difference(model, local_model), 0.0);
+  EXPECT_EQ(digests_by_actor(runs.actors, "data_parallel_worker"), reference);
+  expect_same_best_epoch(runs.actors, runs.local, 3);
+  EXPECT_EQ(saved_difference(runs.actors_model, runs.local_model), 0.0);
   // Without augmentation another run: the test can fail.
   EXPECT_NE(digests_by_actor(run_job(*dir_,
                                      with(small, {"--mode", "local", "--set",

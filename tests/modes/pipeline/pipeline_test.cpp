@@ -137,22 +137,19 @@ TEST_F(pipeline, validation_augmentation_and_the_best_epoch_equal_the_local_run)
                                              "data.test_limit=128", "--set", "data.epochs=3",
                                              "--set", "data.validation=0.25", "--set",
                                              "data.augment={crop: 2, flip: true}"});
-  const auto local_model = dir_->path() + "/best-local.pt", model = dir_->path() + "/best.pt";
-  auto local = run_job(*dir_, with(augmented, {"--mode", "local", "--save-model", local_model}),
-                       "best-local");
-  auto actors = run_job(*dir_, with(augmented, {"--save-model", model}), "best");
-  auto reference = digests_by_actor(local, "pipeline_stage");
+  const auto runs = run_both_saving(*dir_, augmented, "best");
+  auto reference = digests_by_actor(runs.local, "pipeline_stage");
   ASSERT_EQ(reference.size(), 3u);
-  EXPECT_EQ(digests_by_actor(actors, "pipeline_stage"), reference);
-  expect_same_best_epoch(actors, local, 3);
-  EXPECT_EQ(max_difference(model, local_model), 0.0);
+  EXPECT_EQ(digests_by_actor(runs.actors, "pipeline_stage"), reference);
+  expect_same_best_epoch(runs.actors, runs.local, 3);
+  EXPECT_EQ(max_difference(runs.actors_model, runs.local_model), 0.0);
   // The saved model is its best epoch's: not the final weights unless the
   // last epoch was the best.
   const auto last = dir_->path() + "/last.pt";
   run_job(*dir_, with(augmented, {"--mode", "local", "--save-model", last, "--set", "save=last"}),
           "last-local");
-  if (actors.at("heads")[0].at("best_epoch") != 3)
-    EXPECT_GT(max_difference(last, local_model), 0.0);
+  if (runs.actors.at("heads")[0].at("best_epoch") != 3)
+    EXPECT_GT(max_difference(last, runs.local_model), 0.0);
   // And the augmentation changes the weights: the test can fail.
   EXPECT_NE(digests_by_actor(run_job(*dir_,
                                      with(augmented, {"--mode", "local", "--set",

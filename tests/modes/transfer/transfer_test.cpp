@@ -104,12 +104,10 @@ TEST_F(transfer, validation_and_augmentation_equal_the_local_run) {
   auto validated = job(384, 128);
   validated.insert(validated.end(), {"--set", "data.epochs=2", "--set", "data.validation=0.25",
                                      "--set", "data.augment={crop: 2, flip: true}"});
-  auto local = validated;
-  local.insert(local.end(), {"--mode", "local", "--threads", "1", "--save-model",
-                             dir_->path() + "/best-local.pt"});
-  validated.insert(validated.end(), {"--save-model", dir_->path() + "/best.pt"});
-  auto reference = run_job(*dir_, local, "validated-local");
-  auto actors = run_job(*dir_, validated, "validated");
+  validated.insert(validated.end(), {"--threads", "1"}); // read by --mode local only
+  const auto runs = run_both_saving(*dir_, validated, "validated");
+  const auto& reference = runs.local;
+  const auto& actors = runs.actors;
   ASSERT_EQ(digests_by_actor(reference, "head").size(), 3u);
   EXPECT_EQ(digests_by_actor(actors, "head"), digests_by_actor(reference, "head"));
   expect_same_best_epoch(actors, reference, 2);
