@@ -138,6 +138,7 @@ json profile_json(const std::vector<parsed_strategy>& strategies) {
   for (const auto& s : strategies)
     if (s.costed) {
       json m = {{"model", s.costed->model},
+                {"optimizer", s.costed->optimizer},
                 {"batch", s.costed->load.batch_size},
                 {"profiled_batch", s.costed->load.profiled_batch},
                 {"layers", s.costed->load.layers.size()}};

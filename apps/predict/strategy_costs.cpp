@@ -65,7 +65,7 @@ model::layered_model build(const trained_model& m) {
 }
 
 std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, int64_t batch) {
-  std::string key = m.spec.name + "/" + std::to_string(batch) + "/" +
+  std::string key = m.spec.name + "/" + m.optimizer.name + "/" + std::to_string(batch) + "/" +
                     std::to_string(m.spec.classes) + "/" + std::to_string(m.spec.wide_features);
   for (int64_t x : shape)
     key += "x" + std::to_string(x);
@@ -224,6 +224,7 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   costed_strategy c;
   c.name = name;
   c.model = profile->model;
+  c.optimizer = trained_model_of(t).optimizer.name;
   c.load = workload_of(*profile, t);
   caf::expected<cost::strategy> s = pipeline          ? pipeline_of(name, t, c.hosts)
                                     : t.job == "ist" ? ist_of(name, t, c.hosts)

@@ -24,6 +24,7 @@ namespace cost = baton::model::cost;
 struct costed_strategy {
   std::string name;        ///< as --strategies names it
   std::string model;       ///< the model it trains (profiled)
+  std::string optimizer;   ///< the optimizer that steps it (the profile's step)
   cost::workload load;     ///< that model's profile and the batch it trains at
   cost::strategy strategy; ///< its settings
   int32_t hosts = 1;       ///< hosts its topology uses (workers; a pipeline's replicas)

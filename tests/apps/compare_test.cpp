@@ -196,6 +196,59 @@ TEST(compare, local_stops_at_the_budget) {
   EXPECT_FALSE(s["time_estimated"].get<bool>());
 }
 
+// Issue 35 item 7: the workload's `optimizer:` (AdamW, a cosine schedule
+// after a warm-up) with a validation split and augmentation is what every
+// strategy runs; IST, whose rounds restart SGD's state, is skipped naming it.
+TEST(compare, the_workload_optimizer_is_every_strategy_s_and_ist_is_skipped_naming_it) {
+  scratch_dir dir{"compare-adamw"};
+  auto path = dir.path() + "/adamw.yaml";
+  std::ofstream{path} << "seed: 42\n"
+                         "data:\n"
+                         "  dataset: fashion-mnist\n"
+                         "  dir: /usr/share/datasets/fashion-mnist\n"
+                         "  train_limit: 512\n"
+                         "  test_limit: 200\n"
+                         "  batch_size: 64\n"
+                         "  epochs: 1\n"
+                         "  validation: 0.1\n"
+                         "  augment: {crop: 1, flip: true}\n"
+                         "optimizer:\n"
+                         "  name: adamw\n"
+                         "  lr: 0.002\n"
+                         "  weight_decay: 0.01\n"
+                         "  schedule: cosine\n"
+                         "  warmup_epochs: 1\n"
+                         "backbone: {checkpoint: none}\n"
+                      << mlp_sections
+                      << "tasks:\n"
+                         "  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}\n"
+                         "task: all10\n";
+  auto out = dir.path() + "/out";
+  auto run = run_baton({"compare", path, "--strategies", "local,data-parallel:ring,ist",
+                        "--local-nodes", "2", "--target", "0.5", "--repeat", "1", "--out", out});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  auto report = read_json(out + "/report.json");
+  ASSERT_TRUE(report.is_object()) << "report.json does not parse";
+  std::set<std::string> ran;
+  for (const auto& r : report["runs"]) {
+    ran.insert(r["strategy"].get<std::string>());
+    EXPECT_TRUE(r.contains("summary")) << r.dump(); // none failed
+  }
+  EXPECT_EQ(ran, (std::set<std::string>{"local", "data-parallel:ring"})) << report.dump();
+  ASSERT_EQ(report["skipped"].size(), 1u) << report.dump();
+  EXPECT_EQ(report["skipped"][0]["strategy"], "ist");
+  EXPECT_NE(report["skipped"][0]["reason"].get<std::string>().find("adamw is not supported"),
+            std::string::npos)
+    << report["skipped"][0].dump();
+  // The topologies compare ran keep the workload's section whole.
+  for (const char* label : {"local", "data-parallel-ring"}) {
+    std::ifstream in{out + "/" + label + ".yaml"};
+    std::string text{std::istreambuf_iterator<char>{in}, {}};
+    for (const char* kept : {"name: adamw", "schedule: cosine", "validation: 0.1", "flip: true"})
+      EXPECT_NE(text.find(kept), std::string::npos) << label << " lost " << kept << ":\n" << text;
+  }
+}
+
 TEST(compare, bad_input_is_exit_2_with_the_reason) {
   scratch_dir dir{"compare-bad"};
   auto workload = write_workload(dir.path(), mlp_sections);

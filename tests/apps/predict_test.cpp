@@ -101,6 +101,34 @@ TEST(predict, every_strategy_with_a_given_link) {
   EXPECT_EQ(p["note"], "statistical efficiency at larger W is not predicted, only assumed");
 }
 
+// Issue 35 item 7: the workload's `optimizer:` steps the profiled model
+// (AdamW's step is a cost of its own); IST, which takes SGD steps only, is
+// not predicted, with the reason.
+TEST(predict, the_workload_optimizer_is_profiled_and_ist_is_skipped_naming_it) {
+  scratch_dir dir("predict-adamw");
+  std::string path = tiny_workload(dir.path());
+  std::ofstream(path, std::ios::app) << "optimizer: {name: adamw, lr: 0.002, schedule: cosine}\n";
+  const std::string out = dir.path() + "/predictions.json";
+  auto r = run_baton({"predict", path, "--latency", "0.0001", "--bandwidth", "1gbit", "--hosts",
+                      "2", "--measured-hosts", "2", "--json", out});
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_TRUE(contains(r.text, "stepped by adamw")) << r.text;
+  const json p = read_json(out);
+  EXPECT_EQ(p["profile"]["optimizer"], "adamw") << p["profile"];
+  bool ist_skipped = false;
+  for (const auto& s : p["skipped"])
+    if (s["strategy"] == "ist") {
+      ist_skipped = true;
+      EXPECT_TRUE(contains(s["reason"].get<std::string>(), "adamw is not supported")) << s;
+    }
+  EXPECT_TRUE(ist_skipped) << p["skipped"];
+  std::set<std::string> measured;
+  for (const auto& row : p["measured"])
+    measured.insert(row["strategy"]);
+  for (const char* name : {"local", "data-parallel:ring", "data-parallel:ps"})
+    EXPECT_TRUE(measured.count(name)) << name << " " << p["measured"];
+}
+
 TEST(predict, the_loopback_is_measured_once_and_kept) {
   scratch_dir dir("predict-loopback");
   const std::string workload = tiny_workload(dir.path());
