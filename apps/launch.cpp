@@ -429,28 +429,29 @@ std::map<std::string, std::string> environment_variables() {
   return out;
 }
 
-int report_run(const run_request& r, const caf::expected<job_result>& result) {
-  if (!result)
-    return fail(result.error());
+int report_run(const run_request& r, caf::expected<finished_run> run) {
+  if (!run)
+    return fail(run.error());
+  const job_result& result = run->result;
   // The table first: what was trained is shown even if an output fails.
-  std::printf("%s", results_table(*result).c_str());
+  std::printf("%s", results_table(result).c_str());
   std::fflush(stdout);
-  if (auto err = write_outputs(r, *result))
+  if (auto err = write_outputs(r, *run))
     return fail(err);
   // Only now: a run whose outputs failed may still be resumed.
-  record_finished(r, *result);
+  record_finished(r, result);
   if (!r.metrics_out.empty())
     std::printf("metrics written to %s\n", r.metrics_out.c_str());
   if (!r.trace_out.empty())
     std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
   if (!r.save_model.empty())
     std::printf("model saved to %s\n", r.save_model.c_str());
-  if (!result->failed.empty()) {
-    spdlog::error("the run failed, its work so far is in the outputs above: {}", result->failed);
+  if (!result.failed.empty()) {
+    spdlog::error("the run failed, its work so far is in the outputs above: {}", result.failed);
     return 2;
   }
   // Issue 32 item 11: NaN weights are a failed run, not exit 0.
-  if (auto rows = actors::non_finite_losses(*result); !rows.empty()) {
+  if (auto rows = actors::non_finite_losses(result); !rows.empty()) {
     spdlog::error("the training loss is not finite for {}, so its weights are not finite "
                   "either: the run failed (the warnings above name where the first NaN or inf "
                   "came from and what the strategy can change)",

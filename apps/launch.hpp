@@ -11,7 +11,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/runtime/job_result.hpp"
+#include "actors/modes/run.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "apps/args.hpp"
 
@@ -32,6 +32,6 @@ int cmd_launch(args& a, const std::atomic<bool>& interrupted);
 /// (write_outputs), the run record, where each went; the exit code (2 for
 /// a run that failed but kept its work in the outputs, 1 for a run whose
 /// training loss, and so its weights, went non-finite).
-int report_run(const actors::run_request& r, const caf::expected<actors::job_result>& result);
+int report_run(const actors::run_request& r, caf::expected<actors::finished_run> run);
 
 } // namespace baton::apps

@@ -13,7 +13,7 @@
 
 namespace baton::model {
 
-/// name, classes, features, in_channels, wide_features, hidden, path, seed.
+/// name, classes, features, in_channels, wide_features, hidden, path, classifier, seed.
 template <class Inspector>
 void inspect(Inspector& f, model_spec& x) {
   f.field("name", x.name);
@@ -25,6 +25,7 @@ void inspect(Inspector& f, model_spec& x) {
   f.field("wide_features", x.wide_features);
   f.optional_field("hidden", x.hidden); // absent in settings written before ist_mlp
   f.field("path", x.path);
+  f.optional_field("classifier", x.classifier); // absent in settings written before it
   f.field("seed", x.seed);
 }
 
@@ -51,6 +52,7 @@ void inspect(Inspector& f, data_spec& x) {
   f.field("kind", x.kind)
     .one_of({"fashion-mnist", "idx", "cifar10", "cifar100", "npy", "image-folder", "synthetic"});
   f.field("path", x.path);
+  f.optional_field("classifier", x.classifier); // absent in settings written before it
   f.field("train", x.train);
   f.field("test", x.test);
   f.field("label", x.label);

@@ -57,7 +57,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
     {"data.train", {"images", "labels", "x", "y"}},
     {"data.test", {"images", "labels", "x", "y"}},
     {"data.normalize", {"mean", "std"}},
-    {"backbone", {"model", "path", "wide_features", "checkpoint", "pretrain"}},
+    {"backbone", {"model", "path", "wide_features", "classifier", "checkpoint", "pretrain"}},
     {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer", "if_missing"}},
     {"backbone.pretrain.optimizer", optimizer},
     {"tasks.*", {"name", "labels"}},
@@ -703,6 +703,9 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   bool torchscript = t.backbone.name == "torchscript";
   refuse_other_model(section, "path", "torchscript", t.backbone.name);
   refuse_other_model(section, "wide_features", "convnet_wide", t.backbone.name);
+  read_if(section, "classifier", t.backbone.classifier,
+          [](const field& f) { return read_choice(f, {"auto", "append"}); });
+  refuse_other_model(section, "classifier", "torchscript", t.backbone.name);
   if (torchscript && !path_key)
     model_key->fail("'backbone.model' is torchscript but 'backbone.path' is not given");
   if (torchscript && !fs::exists(t.backbone.path))
@@ -1246,7 +1249,9 @@ caf::expected<topology> parse_document(const std::string& yaml_text, source_info
       root.expected("a map of sections (" + join(*keys_of("", source)) + ")");
     for (const auto& text : overrides)
       apply_override(doc, text, source);
-    return build_topology(root, jobs);
+    topology t = build_topology(root, jobs);
+    t.text = yaml_text;
+    return t;
   } catch (const config_error& e) {
     return make_error(errc::bad_config, e.what());
   } catch (const std::exception& e) {

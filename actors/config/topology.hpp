@@ -125,6 +125,9 @@ struct fault_spec {
 /// strategy by changing `job:` and its section alone.
 struct workload {
   std::string file;          ///< path it was read from ("<embedded>" for defaults)
+  /// The YAML text it was parsed from, before the `--set` overrides: read
+  /// once, it is what a run record keeps (never the file read again).
+  std::string text;
   uint64_t seed = 42;
 
   // -- data ------------------------------------------------------------------

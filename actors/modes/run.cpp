@@ -13,6 +13,7 @@
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
+#include "model/core/dataset.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -77,14 +78,13 @@ caf::expected<actor_job> actor_job_of(const topology& t, const run_request& r) {
 
 } // namespace
 
-caf::expected<job_result> run_job(const run_request& r) {
+caf::expected<finished_run> run_job(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
     return t.error();
   const auto* mode = find_mode(t->job);
   if (mode == nullptr)
     return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
-  derive_thread_budgets(*t);
   auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
                                           {"--curves", r.curves},
                                           {"--trace", r.trace_out},
@@ -96,24 +96,26 @@ caf::expected<job_result> run_job(const run_request& r) {
     return err;
   if (auto err = check_flags(r, *mode))
     return err;
-  // An actor run's plan, made once, its faults checked, before anything is
-  // prepared.
+  // An actor run's plan, made once (its thread budgets with it), its faults
+  // checked, before anything is prepared.
   std::optional<actor_job> job;
   if (r.mode.empty() && r.baseline.empty()) {
     auto made = actor_job_of(*t, r);
     if (!made)
       return made.error();
     job = std::move(*made);
+  } else {
+    derive_thread_budgets(*t); // the one process's torch threads
   }
   if (mode->prepare != nullptr)
     if (auto ok = mode->prepare(*t); !ok)
       return ok.error();
-  if (r.mode == "local") {
-    return mode->local(*t, r);
-  }
-  if (r.baseline == "separate")
-    return mode->run_separate(*t, r);
-  return run_actors(std::move(*job), r);
+  auto result = r.mode == "local"             ? mode->local(*t, r)
+                : r.baseline == "separate" ? mode->run_separate(*t, r)
+                                           : run_actors(std::move(*job), r);
+  if (!result)
+    return result.error();
+  return finished_run{std::move(*t), std::move(*result)};
 }
 
 caf::error pretrain(const run_request& r) {
@@ -125,10 +127,28 @@ caf::error pretrain(const run_request& r) {
   return caf::none;
 }
 
-caf::error write_outputs(const run_request& r, const job_result& result) {
-  if (!r.metrics_out.empty())
+namespace {
+
+/// The data's normalisation for the metrics; none (warned) when the
+/// training files can no longer be read.
+std::optional<model::input_normalisation> normalisation_of(const topology& t) {
+  try {
+    return model::data_normalisation(t.data);
+  } catch (const std::exception& e) {
+    spdlog::info("the metrics go without the data's normalisation (the data is not read here: {})", e.what());
+    return std::nullopt;
+  }
+}
+
+} // namespace
+
+caf::error write_outputs(const run_request& r, finished_run& run) {
+  const auto& result = run.result;
+  if (!r.metrics_out.empty()) {
+    run.result.normalisation = normalisation_of(run.workload);
     if (auto ok = write_metrics(result, r.metrics_out); !ok)
       return ok.error();
+  }
   if (!r.curves.empty())
     if (auto ok = write_curves(result, r.curves); !ok)
       return ok.error();
@@ -136,13 +156,11 @@ caf::error write_outputs(const run_request& r, const job_result& result) {
     if (auto err = write_chrome_trace(r.trace_out, result.actors))
       return err;
   if (!r.save_model.empty()) {
-    auto t = load_request_topology(r);
-    if (!t)
-      return t.error();
-    const auto* mode = find_mode(t->job);
+    const auto* mode = find_mode(run.workload.job);
     if (mode == nullptr || mode->save_model == nullptr)
-      return make_error(errc::bad_config, "--save-model: job: " + t->job + " saves no model");
-    if (auto ok = mode->save_model(*t, result, r.save_model); !ok)
+      return make_error(errc::bad_config,
+                        "--save-model: job: " + run.workload.job + " saves no model");
+    if (auto ok = mode->save_model(run.workload, result, r.save_model); !ok)
       return ok.error();
   }
   return caf::none;

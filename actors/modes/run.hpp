@@ -19,15 +19,22 @@ inline namespace modes {
 /// separate). Flags the mode does not offer are refused first. The output
 /// files are checked before anything trains (writable, not a directory, not
 /// an input of the run) and are written by write_outputs.
-caf::expected<job_result> run_job(const run_request& r);
+/// A finished run: the topology it read (once) and what it trained.
+struct finished_run {
+  topology workload;
+  job_result result;
+};
+
+caf::expected<finished_run> run_job(const run_request& r);
 
 /// `baton pretrain`: pre-trains the backbone of the request's topology and
 /// writes its checkpoint (backbone.checkpoint), whether or not one exists.
 caf::error pretrain(const run_request& r);
 
-/// Writes what `r` asked for of a finished run: --metrics-out, --curves,
-/// --trace, --save-model (by the job's mode).
-caf::error write_outputs(const run_request& r, const job_result& result);
+/// Writes what `r` asked for of a finished run: --metrics-out (with the
+/// data's normalisation), --curves, --trace, --save-model (by the job's
+/// mode, from the topology the run trained, not the file as it is now).
+caf::error write_outputs(const run_request& r, finished_run& run);
 
 } // namespace modes
 } // namespace baton::actors

@@ -242,6 +242,10 @@ nlohmann::json to_json(const job_result& r) {
     j["failed"] = r.failed;
   if (r.saved_best)
     j["saved"] = "best";
+  if (r.normalisation)
+    j["normalisation"] = {{"mean", r.normalisation->mean},
+                          {"std", r.normalisation->std},
+                          {"source", r.normalisation->source}};
   return j;
 }
 
@@ -315,6 +319,12 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       r.stopped = stop_from_json(j.at("stopped"));
     r.failed = j.value("failed", "");
     r.saved_best = j.value("saved", "") == "best";
+    if (j.contains("normalisation")) {
+      const auto& n = j.at("normalisation");
+      r.normalisation = model::input_normalisation{n.at("mean").get<std::vector<double>>(),
+                                                   n.at("std").get<std::vector<double>>(),
+                                                   n.value("source", "")};
+    }
     // Edges are listed flat; each belongs to the actor that sent on it.
     for (const auto& e : j.value("edges", nlohmann::json::array()))
       for (auto& a : r.actors)

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "messages/types.hpp"
+#include "model/core/specs.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -79,6 +80,10 @@ struct job_result {
   std::map<std::string, int32_t> best_epochs;
   /// stage_weights are the best epochs' (save: best), not the final ones.
   bool saved_best = false;
+  /// How the data's raw samples were normalised (kind, mean, std, where they
+  /// came from): what an exported model applies to raw inputs. The metrics
+  /// JSON writes it as "normalisation"; absent where it was not computed.
+  std::optional<model::input_normalisation> normalisation;
   std::vector<fault_record> faults;               ///< injected and seen, in order
   int32_t restarts = 0;                           ///< restarts from checkpoints
   std::map<std::string, trained_count> trained;   ///< by trainable actor

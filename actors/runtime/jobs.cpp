@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/config/default_topology.hpp"
+#include "actors/config/yaml_field.hpp"
 #include "actors/net/framed_transport.hpp"
 #include "actors/net/system.hpp"
 #include "actors/runtime/checkpoints.hpp"
@@ -135,7 +136,7 @@ void record_outputs(const run_request& r, run_record& record) {
 } // namespace
 
 caf::expected<job_result> run_actors(actor_job job, const run_request& r) {
-  auto record = request_record(r);
+  auto record = request_record(r, job.where.text);
   if (!record)
     return record.error();
   if (record->run_id.empty())
@@ -237,6 +238,18 @@ bool has_run_record(const std::string& dir) {
   return fs::exists(run_record_path(dir), ec);
 }
 
+/// The text of the request's topology file, or the built-in default's: read
+/// here once, then parsed from this text.
+caf::expected<std::string> request_text(const run_request& r) {
+  if (r.topology_path.empty())
+    return std::string{default_topology_yaml};
+  std::string text;
+  if (std::string why = detail::read_config_file(r.topology_path, text); !why.empty())
+    return make_error(errc::bad_config,
+                      "cannot read topology file '" + r.topology_path + "': " + why);
+  return text;
+}
+
 /// `--resume DIR`: the recorded run's topology and options (request_record);
 /// its training settings must be those of the recorded run.
 caf::expected<topology> load_resumed_topology(const run_request& r,
@@ -250,7 +263,10 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
     return load_request_topology(as_given, jobs);
   }
   auto then = read_run_record(r.resume_dir);
-  auto now = request_record(r);
+  auto text = request_text(r);
+  if (!text)
+    return text.error();
+  auto now = request_record(r, *text);
   if (!then)
     return then.error();
   if (!now)
@@ -277,11 +293,10 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
 
 } // namespace
 
-caf::expected<run_record> request_record(const run_request& r) {
-  auto record = make_run_record(r.topology_path, default_topology_yaml, r.overrides);
-  if (record)
-    record_outputs(r, *record);
-  if (!record || r.resume_dir.empty() || !has_run_record(r.resume_dir))
+caf::expected<run_record> request_record(const run_request& r, const std::string& text) {
+  caf::expected<run_record> record = make_run_record(r.topology_path, text, r.overrides);
+  record_outputs(r, *record);
+  if (r.resume_dir.empty() || !has_run_record(r.resume_dir))
     return record;
   auto then = read_run_record(r.resume_dir);
   if (!then)

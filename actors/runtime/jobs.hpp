@@ -48,10 +48,11 @@ caf::expected<std::string> fault_override(const std::string& text);
 caf::expected<topology> load_request_topology(const run_request& r,
                                               const std::vector<job_schema>& jobs);
 
-/// The topology and options of the run `r` describes; with --resume DIR and
-/// a record there, the recorded topology (unless `r` names one) and the
+/// The topology and options of the run `r` describes, `text` being the
+/// topology as the run read it (topology::text); with --resume DIR and a
+/// record there, the recorded topology (unless `r` names one) and the
 /// recorded options followed by `r`'s. Its outputs are `r`'s.
-caf::expected<run_record> request_record(const run_request& r);
+caf::expected<run_record> request_record(const run_request& r, const std::string& text);
 
 /// `--resume DIR`: the outputs the recorded run was started with
 /// (--metrics-out, --curves, --trace, --save-model; run.yaml's `outputs`)

@@ -53,19 +53,13 @@ std::string run_record_path(const std::string& checkpoint_dir) {
   return (fs::path(checkpoint_dir) / "run.yaml").string();
 }
 
-caf::expected<run_record> make_run_record(const std::string& topology_file,
-                                          const std::string& default_text,
-                                          const std::vector<std::string>& overrides) {
+run_record make_run_record(const std::string& topology_file, const std::string& text,
+                           const std::vector<std::string>& overrides) {
   run_record r;
-  if (topology_file.empty()) {
-    r.topology_text = default_text;
-  } else {
+  r.topology_text = text;
+  if (!topology_file.empty()) {
     std::error_code ec;
     r.topology_file = fs::absolute(topology_file, ec).lexically_normal().string();
-    if (std::string why = detail::read_config_file(topology_file, r.topology_text);
-        !why.empty())
-      return make_error(errc::bad_config,
-                        "cannot read topology file '" + topology_file + "': " + why);
   }
   for (const auto& o : overrides)
     if (!is_fault_override(o))

@@ -54,12 +54,12 @@ std::string run_record_path(const std::string& checkpoint_dir);
 /// start rather than write a record its `--resume` could not read.
 caf::error check_record_size(const run_record& record);
 
-/// The record of a run from its topology file (empty: the built-in default,
-/// whose text is `default_text`) and `--set` options. Fault overrides are left
-/// out: a resumed run injects the faults it is given, not the killed run's.
-caf::expected<run_record> make_run_record(const std::string& topology_file,
-                                          const std::string& default_text,
-                                          const std::vector<std::string>& overrides);
+/// The record of a run from its topology file (empty: the built-in default),
+/// the text the run parsed (the file as it was read, never read again) and
+/// its `--set` options. Fault overrides are left out: a resumed run injects
+/// the faults it is given, not the killed run's.
+run_record make_run_record(const std::string& topology_file, const std::string& text,
+                           const std::vector<std::string>& overrides);
 
 /// Writes `record` to run_record_path(dir) (temporary file + rename);
 /// refuses one over max_record_bytes (check_record_size).

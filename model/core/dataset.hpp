@@ -13,15 +13,6 @@ namespace baton::model {
 
 enum class split { train, test };
 
-/// How raw samples become a dataset's images: uint8 values over 255, others
-/// as they are, then (x - mean) / std, one value for every channel or one
-/// per channel.
-struct input_normalisation {
-  std::vector<double> mean;
-  std::vector<double> std;
-  std::string source; ///< "data.normalize", "Fashion-MNIST's published values", ...
-};
-
 /// A labelled image dataset held in memory.
 struct dataset {
   std::string name;   ///< its kind: "fashion-mnist", "synthetic", "cifar10", ...

@@ -18,15 +18,17 @@ layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
   const int64_t features = output_features(body, backbone);
   // A user's model that already ends in the task's logits is trained as
   // given: a Linear on top of its logits trained far worse (issue 35).
-  if (backbone.name == "torchscript" && features == classes) {
+  if (backbone.name == "torchscript" && features == classes && backbone.classifier != "append") {
     log_once("model: " + backbone.path + " ends in " + std::to_string(features) +
              " outputs, the task's classes: trained as given, no classifier appended");
     return body;
   }
   if (backbone.name == "torchscript")
     log_once("model: " + backbone.path + " ends in " + std::to_string(features) +
-             " features, the task has " + std::to_string(classes) +
-             " classes: classifier fc2 appended, Linear(" + std::to_string(features) + " -> " +
+             (backbone.classifier == "append"
+                ? " outputs and backbone.classifier is append"
+                : " features, the task has " + std::to_string(classes) + " classes") +
+             ": classifier fc2 appended, Linear(" + std::to_string(features) + " -> " +
              std::to_string(classes) + ")");
   auto layers = body.layers();
   model_spec classifier;

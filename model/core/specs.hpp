@@ -37,7 +37,20 @@ struct model_spec {
   std::vector<int64_t> hidden{4096}; ///< hidden widths, one per hidden layer, of a
                                      ///< strategy's network (model/ist's ist_mlp)
   std::string path;                ///< torchscript file (name == "torchscript")
+  /// Whether a torchscript model gets a classifier (fc2, Linear(outputs ->
+  /// classes)) on top: "auto" when its output width is not the task's
+  /// classes, "append" always (backbone.classifier).
+  std::string classifier = "auto";
   uint64_t seed = 0;               ///< initialisation seed
+};
+
+/// How raw samples become a dataset's images: uint8 values over 255, others
+/// as they are, then (x - mean) / std, one value for every channel or one
+/// per channel.
+struct input_normalisation {
+  std::vector<double> mean;
+  std::vector<double> std;
+  std::string source; ///< "data.normalize", "Fashion-MNIST's published values", ...
 };
 
 /// Where the samples come from and how they are read (the topology's

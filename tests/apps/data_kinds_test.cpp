@@ -135,10 +135,29 @@ std::string data_parallel_job(const std::string& data, const std::string& model)
          tasks + "task: all10\n";
 }
 
+/// Issue 35 item 2: the metrics carry the normalisation the run applied.
+void expect_normalisation(const nlohmann::json& metrics, const std::vector<double>& mean,
+                          const std::vector<double>& std, const std::string& source) {
+  ASSERT_TRUE(metrics.contains("normalisation")) << metrics.dump();
+  const auto& n = metrics.at("normalisation");
+  EXPECT_EQ(n.at("mean").get<std::vector<double>>(), mean) << n;
+  EXPECT_EQ(n.at("std").get<std::vector<double>>(), std) << n;
+  EXPECT_NE(n.at("source").get<std::string>().find(source), std::string::npos) << n;
+}
+
 } // namespace
 
 TEST_F(data_kinds, transfer_from_a_cifar10_folder) {
-  expect_accuracy_reported(run("transfer-cifar", transfer_job(cifar_data)), 500);
+  auto metrics = run("transfer-cifar", transfer_job(cifar_data));
+  expect_accuracy_reported(metrics, 500);
+  // Computed from the 500 training samples, per channel.
+  ASSERT_TRUE(metrics.contains("normalisation")) << metrics.dump();
+  const auto& n = metrics.at("normalisation");
+  EXPECT_EQ(n.at("mean").size(), 3u) << n;
+  EXPECT_EQ(n.at("std").size(), 3u) << n;
+  EXPECT_NE(n.at("source").get<std::string>().find("training split's 500 samples"),
+            std::string::npos)
+    << n;
 }
 
 TEST_F(data_kinds, transfer_from_a_cifar10_folder_read_on_a_node_process) {
@@ -169,7 +188,9 @@ TEST_F(data_kinds, pipeline_from_an_npy_pair_read_on_a_node_process) {
 }
 
 TEST_F(data_kinds, transfer_from_an_npy_pair) {
-  expect_accuracy_reported(run("transfer-npy", transfer_job(npy_data)), 400);
+  auto metrics = run("transfer-npy", transfer_job(npy_data));
+  expect_accuracy_reported(metrics, 400);
+  expect_normalisation(metrics, {0.5, 0.5, 0.5}, {0.25, 0.25, 0.25}, "data.normalize");
 }
 
 TEST_F(data_kinds, transfer_and_data_parallel_from_an_image_folder) {

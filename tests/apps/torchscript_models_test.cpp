@@ -169,6 +169,17 @@ TEST_F(torchscript_models, a_model_that_ends_in_the_classes_logits_is_trained_as
   ASSERT_EQ(appended.exit_code, 0) << appended.text;
   EXPECT_TRUE(contains(appended.text, "classifier fc2 appended, Linear(64 -> 10)"))
     << appended.text;
+  // Asked for, logits10.pt gets one too: its stages end at fc2.
+  const auto asked = run_baton_bounded(
+    with(job("configs/pipeline.yaml", "logits10.pt", 256,
+             {"backbone.classifier=append",
+              "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]", "data.epochs=1"}),
+         {"--mode", "local"}),
+    300);
+  ASSERT_EQ(asked.exit_code, 0) << asked.text;
+  EXPECT_TRUE(contains(asked.text, "backbone.classifier is append: classifier fc2 appended, "
+                                   "Linear(10 -> 10)"))
+    << asked.text;
 }
 
 TEST_F(torchscript_models, data_parallel_freezes_a_prefix_of_its_children) {

@@ -368,6 +368,18 @@ TEST_F(topology_test, values_out_of_range) {
   expect_error_at(text, "momentum", {"'backbone.pretrain.optimizer.momentum' must be a number"});
 }
 
+// `backbone.classifier` (issue 35 item 3): a torchscript model's own choice,
+// `auto` or `append`, refused for a built-in backbone and for another value.
+TEST_F(topology_test, the_classifier_is_a_torchscript_backbones_choice) {
+  auto t = load(tasks_and_heads);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->backbone.classifier, "auto");
+  std::string text = tasks_and_heads + "backbone: {classifier: append}\n";
+  expect_error_at(text, "classifier", {"backbone.model: torchscript only"});
+  text = tasks_and_heads + "backbone: {classifier: replace}\n";
+  expect_error_at(text, "replace", {"'backbone.classifier' must be one of: auto, append"});
+}
+
 // The workload's `optimizer:` (issue 35): every head and the pre-training
 // take it, a head's own keys override it; keys of another optimizer or
 // schedule, an unknown name and a schedule a transfer head cannot follow are
