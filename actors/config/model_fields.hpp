@@ -52,7 +52,6 @@ void inspect(Inspector& f, data_spec& x) {
   f.field("kind", x.kind)
     .one_of({"fashion-mnist", "idx", "cifar10", "cifar100", "npy", "image-folder", "synthetic"});
   f.field("path", x.path);
-  f.optional_field("classifier", x.classifier); // absent in settings written before it
   f.field("train", x.train);
   f.field("test", x.test);
   f.field("label", x.label);
