@@ -19,6 +19,7 @@
 
 #include "actors/config/job_schema.hpp"
 #include "actors/config/topology.hpp"
+#include "actors/config/yaml_codec.hpp"
 #include "actors/config/yaml_field.hpp"
 
 namespace baton::model {

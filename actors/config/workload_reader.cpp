@@ -267,7 +267,7 @@ model::data_header declared_header(const field& data, const topology& t,
     h.shape = {1, 28, 28};
   if (d.kind == "cifar10" || d.kind == "cifar100")
     h.shape = {3, 32, 32};
-  const bool classes_known = d.classes > 0 || d.kind != "npy" && d.kind != "image-folder";
+  const bool classes_known = d.classes > 0 || (d.kind != "npy" && d.kind != "image-folder");
   const std::string missing = h.shape.empty() && !classes_known ? "data.shape [C, H, W] and "
                                                                   "data.classes"
                               : h.shape.empty()                 ? "data.shape [C, H, W]"
