@@ -1,22 +1,21 @@
 // The workload's sections: the job, the data (kind, files, shape, limits,
-// normalisation, validation, augmentation), the tasks, the backbone (built
-// here to learn its layer names: the one part of the reader that reaches
-// LibTorch's frontend), the trained task, the target accuracy and which
-// epoch is kept.
+// normalisation, validation, augmentation), the tasks, the backbone (its
+// layer names and ties from model::list_layers: the reader includes no
+// LibTorch frontend header), the trained task, the target accuracy and
+// which epoch is kept.
 
 #include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <optional>
-
-#include <c10/util/Exception.h>
+#include <utility>
 
 #include "actors/config/topology_parts.hpp"
 #include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/error.hpp"
-#include "model/core/layered_model.hpp"
+#include "model/core/layer_listing.hpp"
 
 namespace baton::actors {
 inline namespace config {
@@ -408,29 +407,20 @@ void parse_pretrain(const field& section, topology& t) {
           [](const field& f) { return read_choice(f, {"error", "pretrain"}) == "pretrain"; });
 }
 
-// The backbone's layer names, which a strategy's keys name, and its ties. convnet_wide is built
-// narrow: its names do not depend on the width, and the default width would
-// allocate ~150 MB only to read them.
-std::vector<std::string> layer_names(model::model_spec spec, const field& blame,
+// The backbone's layer names, which a strategy's keys name, and its ties.
+std::vector<std::string> layer_names(const model::model_spec& spec, const field& blame,
                                      std::vector<model::layer_tie>& ties) {
-  if (spec.name == "convnet_wide")
-    spec.wide_features = 1;
-  std::vector<std::string> names;
+  model::layer_listing layers;
   try {
-    const auto m = model::make_model(spec);
-    names = m.layer_names();
-    ties = model::layer_ties(m);
-  } catch (const model::error& e) {
-    blame.fail("cannot build the backbone: " + std::string(e.what()));
-  } catch (const c10::Error& e) {
-    blame.fail("cannot build the backbone: " + std::string(e.what_without_backtrace()));
-  } catch (const std::exception& e) {
+    layers = model::list_layers(spec);
+  } catch (const std::exception& e) { // model::error, and anything LibTorch's loader throws
     blame.fail("cannot build the backbone: " + std::string(e.what()));
   }
-  if (names.empty())
+  if (layers.names.empty())
     blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
                "its layers)");
-  return names;
+  ties = std::move(layers.ties);
+  return layers.names;
 }
 
 // `backbone.KEY` describes the model `model` only: with another it would be

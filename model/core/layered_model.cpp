@@ -9,6 +9,7 @@
 
 #include "model/core/digest.hpp"
 #include "model/core/error.hpp"
+#include "model/core/layer_listing.hpp"
 #include "model/core/model_parts.hpp"
 
 namespace baton::model {
@@ -248,6 +249,19 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
         out.push_back({p.layer, p.tied_layers[i], m.layers()[p.layer].name,
                        m.layers()[p.tied_layers[i]].name, p.name, p.tied_names[i]});
   return out;
+}
+
+layer_listing list_layers(model_spec spec) {
+  // Names and ties do not depend on the width; the default would allocate
+  // ~150 MB only to read them.
+  if (spec.name == "convnet_wide")
+    spec.wide_features = 1;
+  try {
+    const auto m = make_model(spec);
+    return {m.layer_names(), layer_ties(m)};
+  } catch (const c10::Error& e) {
+    throw error(e.what_without_backtrace());
+  }
 }
 
 int64_t parameter_count(const layered_model& m) {
