@@ -73,7 +73,7 @@ caf::expected<actor_job> actor_job_of(const topology& t, const run_request& r) {
   auto plan = plan_of(placed);
   if (!plan)
     return plan.error();
-  return actor_job{std::move(*plan), placed, facts_of(placed), all_roles()};
+  return actor_job{std::move(*plan), placed, facts_of(placed), all_roles(), t.text};
 }
 
 } // namespace

@@ -136,7 +136,7 @@ void record_outputs(const run_request& r, run_record& record) {
 } // namespace
 
 caf::expected<job_result> run_actors(actor_job job, const run_request& r) {
-  auto record = request_record(r, job.where.text);
+  auto record = request_record(r, job.topology_text);
   if (!record)
     return record.error();
   if (record->run_id.empty())

@@ -73,6 +73,9 @@ struct actor_job {
   cluster where;
   job_facts facts;              ///< names for messages and results, the job's length
   std::vector<role_type> roles; ///< what the embedded process may spawn
+  /// The topology's text as the run read it (topology::text): what its run
+  /// record keeps, never the file read again.
+  std::string topology_text;
 };
 
 /// Runs `job` with actors: embedded in this process, on the cluster's
