@@ -124,16 +124,21 @@ function(baton_units name)
   endforeach()
 endfunction()
 
-# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [LABELS ...] [TIMEOUT s] [CORES n])
+# baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [SERIAL] [LABELS ...] [TIMEOUT s]
+#                [CORES n] [COST s])
 #   One GoogleTest executable per suite, registered with ctest. SUPPORT links
 #   baton_test_support (tests/support/: scratch directories, running baton,
 #   node processes), which brings the include path of the source tree.
 #   Its units that reach LibTorch's C++ frontend get the precompiled
-#   <torch/torch.h> (baton_units). CORES: the cores the suite keeps busy, all
-#   of the machine's unless given: `ctest -j` then runs it alone, as its
-#   liveness timeouts assume (only suites that say fewer run side by side).
+#   <torch/torch.h> (baton_units). CORES: the cores the suite keeps busy
+#   (ctest's PROCESSORS), 1 unless given: measured, a suite keeps 1.0 to 1.6
+#   cores busy (docs/tests.md), so `ctest -j2` runs two side by side. SERIAL:
+#   the suite runs alone (RUN_SERIAL), for those whose detection timeouts or
+#   measured rates assume an otherwise idle machine. COST: its seconds, so
+#   that ctest starts the longest suites first (it orders by COST until it
+#   has measured them).
 function(baton_add_test name)
-  cmake_parse_arguments(arg "SUPPORT" "TIMEOUT;CORES" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(arg "SUPPORT;SERIAL" "TIMEOUT;CORES;COST" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main)
   baton_units(${name})
@@ -148,9 +153,15 @@ function(baton_add_test name)
     set(arg_TIMEOUT 600)
   endif()
   if(NOT arg_CORES)
-    cmake_host_system_information(RESULT arg_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+    set(arg_CORES 1)
   endif()
   add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${arg_TIMEOUT} PROCESSORS ${arg_CORES}
     LABELS "${arg_LABELS}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  if(arg_SERIAL)
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+  endif()
+  if(arg_COST)
+    set_tests_properties(${name} PROPERTIES COST ${arg_COST})
+  endif()
 endfunction()

@@ -111,7 +111,7 @@ TEST_F(configs, data_parallel_trains_at_every_size) {
 // own settings (baton run configs/adamw.yaml): see the file's comment and
 // docs/configuration.md#the-shipped-configs.
 TEST_F(configs, adamw_trains_at_every_size) {
-  for (const char* size : {"data.train_limit=2048", "data.train_limit=8192"}) {
+  for (const char* size : {"data.train_limit=2048", "data.train_limit=4096"}) {
     const auto m = expect_trains("adamw", size, {"data.test_limit=300", "data.epochs=2"});
     ASSERT_TRUE(m.contains("heads") && !m.at("heads").empty()) << m.dump();
     const auto& head = m.at("heads")[0];
