@@ -129,13 +129,15 @@ caf::error pretrain(const run_request& r) {
 
 namespace {
 
-/// The data's normalisation for the metrics; none (warned) when the
-/// training files can no longer be read.
+/// The data's normalisation for the metrics; none (said in the log) where
+/// the training files are not read here (on listed nodes, or gone).
 std::optional<model::input_normalisation> normalisation_of(const topology& t) {
   try {
     return model::data_normalisation(t.data);
   } catch (const std::exception& e) {
-    spdlog::info("the metrics go without the data's normalisation (the data is not read here: {})", e.what());
+    spdlog::info("the metrics go without the data's normalisation (the data is not read here: "
+                 "{})",
+                 e.what());
     return std::nullopt;
   }
 }

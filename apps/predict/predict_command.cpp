@@ -149,8 +149,7 @@ void print_predictions(const json& p) {
   for (const auto& m : p["profile"]["models"])
     std::printf("profile: %s stepped by %s, %d layers, profiled at %d samples, batch %d\n",
                 m["model"].get<std::string>().c_str(), m["optimizer"].get<std::string>().c_str(),
-                m["layers"].get<int>(),
-                m["profiled_batch"].get<int>(), m["batch"].get<int>());
+                m["layers"].get<int>(), m["profiled_batch"].get<int>(), m["batch"].get<int>());
   for (const auto& s : p["skipped"])
     std::printf("not predicted: %s at %d hosts: %s\n", s["strategy"].get<std::string>().c_str(),
                 s["hosts"].get<int>(), s["reason"].get<std::string>().c_str());
