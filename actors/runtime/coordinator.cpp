@@ -1,7 +1,6 @@
 #include "actors/runtime/coordinator.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -170,28 +169,11 @@ private:
       return; // other members of its result group have not sent this epoch
     progress_.clear();
     for (const auto& e : report->epochs) {
-      spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%{}  train loss {:.4f}  ({} samples)",
-                   e.epoch + 1, report->actor, 100 * e.test_accuracy,
-                   e.validation_accuracy >= 0
-                     ? fmt::format("  validation {:6.2f}%", 100 * e.validation_accuracy)
-                     : std::string{},
-                   e.train_loss, e.samples);
-      if (!std::isfinite(e.train_loss))
-        warn_diverged(report->actor, e.epoch);
+      log_epoch(report->actor, e, plan_.divergence_advice);
       best_.epoch(report->actor, e.epoch, e.validation_accuracy);
       begin_stop(stop_.epoch(report->actor, e.epoch, e.test_accuracy, seconds,
                              e.validation_accuracy));
     }
-  }
-
-  /// `actor`'s training loss in epoch `epoch` is not finite: says so, with
-  /// what the mode that made the plan advises (its own keys: a data-parallel
-  /// user is told of workers and batches, a 1f1b user of stale microbatch steps).
-  void warn_diverged(const std::string& actor, int32_t epoch) const {
-    const std::string& advice = plan_.divergence_advice;
-    spdlog::warn("{}: the training loss of epoch {} is not finite, training diverged; {}",
-                 actor, epoch + 1,
-                 advice.empty() ? "lower the optimizer's lr or momentum" : advice);
   }
 
   // -- stopping early (run_stop.hpp): target_accuracy, the time budget -----------

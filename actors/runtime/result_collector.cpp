@@ -1,7 +1,10 @@
 #include "actors/runtime/result_collector.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
+
+#include <spdlog/spdlog.h>
 
 namespace baton::actors {
 inline namespace runtime {
@@ -153,6 +156,19 @@ void result_collector::finish(job_result& result) {
       result.stage_weights.push_back(std::move(it->second));
   }
   clear();
+}
+
+void log_epoch(const std::string& group, const messages::epoch_result& e,
+               const std::string& advice) {
+  spdlog::info("epoch {} {:<10} test accuracy {:6.2f}%{}  train loss {:.4f}  ({} samples)",
+               e.epoch + 1, group, 100 * e.test_accuracy,
+               e.validation_accuracy >= 0
+                 ? fmt::format("  validation {:6.2f}%", 100 * e.validation_accuracy)
+                 : std::string{},
+               e.train_loss, e.samples);
+  if (!std::isfinite(e.train_loss))
+    spdlog::warn("{}: the training loss of epoch {} is not finite, training diverged; {}", group,
+                 e.epoch + 1, advice.empty() ? "lower the optimizer's lr or momentum" : advice);
 }
 
 } // namespace runtime

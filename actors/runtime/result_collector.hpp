@@ -87,5 +87,12 @@ private:
   std::map<std::string, int64_t> bytes_sent_;
 };
 
+/// Logs a result group's complete epoch: its test (and validation) accuracy,
+/// loss and samples; a loss that is not finite is warned about with
+/// `advice` (job_plan::divergence_advice: the mode's own keys, "lower the
+/// optimizer's lr or momentum" when empty).
+void log_epoch(const std::string& group, const messages::epoch_result& e,
+               const std::string& advice);
+
 } // namespace runtime
 } // namespace baton::actors
