@@ -4,7 +4,7 @@
 // gone `patience` epochs without beating it (the workload's `save: best`
 // and `early_stopping`, model::selection_spec). Plain data: the local
 // references, the coordinator's stop (actors/runtime/run_stop.hpp) and the
-// weights it keeps (actors/runtime/best_weights.hpp) all judge epochs by it.
+// weights it keeps (actors/runtime/best_epochs.hpp) all judge epochs by it.
 
 #include <cstdint>
 
