@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "actors/config/section_optimizer.hpp"
 #include "actors/config/topology_parts.hpp"
 #include "actors/net/system.hpp"
 #include "model/core/error.hpp"
@@ -101,6 +102,20 @@ model::optimizer_spec detail::read_optimizer(const field& section,
     section.fail(section.name() + ": " + e.what());
   }
   return optimizer;
+}
+
+detail::section_optimizer detail::read_section_optimizer(const field& root, const field& section,
+                                                        const topology& t,
+                                                        const model::optimizer_spec& fallback) {
+  auto own = section.get("optimizer");
+  auto workload = root.get("optimizer");
+  if (own && workload)
+    own->fail(own->name() + " is the older name of the workload's optimizer section, which " +
+              t.optimizer_where + " gives too (expected one of them)");
+  section_optimizer out{t.optimizer ? *t.optimizer : fallback, own ? own : workload};
+  if (own)
+    out.optimizer = read_optimizer(*own, out.optimizer);
+  return out;
 }
 
 int32_t detail::read_compute_threads(const field& f) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "actors/config/section_optimizer.hpp"
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/one_task.hpp"
@@ -47,22 +48,16 @@ void read_schedule(const field& section, section_spec& s) {
 /// both; lr_scaling and base_batch are read from whichever is given.
 void read_optimizer_of(const field& root, const field& section, const topology& t,
                        section_spec& s) {
-  auto own = section.get("optimizer");
-  auto workload = root.get("optimizer");
-  if (own && workload)
-    own->fail(own->name() + " is the older name of the workload's optimizer section, which " +
-              t.optimizer_where + " gives too (expected one of them)");
-  s.optimizer = t.optimizer ? *t.optimizer : t.pretrain.optimizer;
-  if (own)
-    s.optimizer = read_optimizer(*own, s.optimizer);
-  if (auto f = own ? own : workload)
-    read_schedule(*f, s);
+  auto read = read_section_optimizer(root, section, t, t.pretrain.optimizer);
+  s.optimizer = read.optimizer;
+  if (read.given)
+    read_schedule(*read.given, s);
   s.warmup_epochs = s.optimizer.warmup_epochs;
   // A worker's step covers its whole trainable part: the ring, local SGD
   // and the reference clip over it. A parameter shard holds only its key
   // range, so the global norm would need a round the protocol does not have.
   if (s.optimizer.clip_grad_norm > 0 && s.exchange == "ps")
-    (own ? *own : workload ? *workload : section)
+    (read.given ? *read.given : section)
       .fail("clip_grad_norm needs the norm of the whole gradient, which no parameter shard "
             "has (data_parallel.exchange: ps); expected no clip_grad_norm, or exchange: ring");
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "actors/config/section_optimizer.hpp"
 #include "actors/modes/one_task.hpp"
 #include "model/core/error.hpp"
 #include "model/ist/ist.hpp"
@@ -92,16 +93,9 @@ void check_batch(const field& root, const topology& t) {
 /// schedule and clipping are refused, with the reason.
 void read_optimizer_of(const field& root, const field& section, const topology& t,
                        section_spec& s) {
-  auto own = section.get("optimizer");
-  auto workload = root.get("optimizer");
-  if (own && workload)
-    own->fail(own->name() + " is the older name of the workload's optimizer section, which " +
-              t.optimizer_where + " gives too (expected one of them)");
-  if (t.optimizer)
-    s.optimizer = *t.optimizer;
-  if (own)
-    s.optimizer = read_optimizer(*own, s.optimizer);
-  const field& blame = own ? *own : workload ? *workload : section;
+  auto read = read_section_optimizer(root, section, t, s.optimizer);
+  s.optimizer = read.optimizer;
+  const field& blame = read.given ? *read.given : section;
   const auto& o = s.optimizer;
   auto refuse = [&](const std::string& what) {
     blame.fail(blame.name() + ": " + what + " (IST and ResIST take plain SGD steps, with a "
