@@ -78,8 +78,8 @@ if(BATON_FUZZ AND baton_fuzz_ok)
       COMMAND ${fuzzer} -runs=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 ${corpus})
     add_test(NAME ${target} COMMAND bash ${PROJECT_SOURCE_DIR}/fuzz/run_fuzzer.sh
       ${fuzzer} ${corpus} ${baton_fuzz_dir}/run/${target} ${seconds} ${max_len} ${ARGN})
-    # One thread each: `ctest -j` runs them side by side (PROCESSORS 1;
-    # every other suite takes all the cores, baton_add_test's CORES).
+    # One thread each: `ctest -j` runs them beside the other suites
+    # (PROCESSORS 1, as baton_add_test's default CORES).
     set_tests_properties(${target}_corpus PROPERTIES LABELS fuzz TIMEOUT 300 PROCESSORS 1)
     set_tests_properties(${target} PROPERTIES LABELS fuzz TIMEOUT 600 PROCESSORS 1)
   endfunction()
