@@ -362,8 +362,12 @@ const char* peers_legend() {
          "PyTorch N thread(s): tests/peers/train_peer.py,\nthe same model, data, batch and SGD "
          "in one plain process with torch.set_num_threads(N), timed over\nits steps after a "
          "warm-up; DDP gloo Wx1: tests/peers/ddp_peer.py, W processes of one thread, the same\n"
-         "per-worker batch; every peer runs with GLIBC_TUNABLES=glibc.malloc.mmap_max=0:"
-         "glibc.malloc.arena_max=1:\nglibc.malloc.trim_threshold=1073741824:glibc.malloc.hugetlb=1 "
+         "per-worker batch; PyTorch Wx1 apart: W one-thread train_peer.py processes side by "
+         "side, sharing\nnothing, started together and timed over one window, their samples/s "
+         "summed: the host's own\nceiling (the limit less what the cores share: caches, memory, "
+         "clock); every peer runs with\nGLIBC_TUNABLES=glibc.malloc.mmap_max=0:"
+         "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824:\n"
+         "glibc.malloc.hugetlb=1 "
          "(the strongest peer); --json has their\ncommand lines.";
 }
 

@@ -267,7 +267,9 @@ struct dp_peer {
 
 /// The peers: PyTorch with W threads at the global batch (what a user picks
 /// for W cores), with 1 thread at the per-worker batch (the limit's side, in
-/// PyTorch), DDP gloo W x 1 at the per-worker batch; the bench's optimizer,
+/// PyTorch), DDP gloo W x 1 at the per-worker batch, and W one-thread
+/// PyTorch processes side by side, sharing nothing (the host's own ceiling
+/// under the limit: what W cores give W computations); the bench's optimizer,
 /// about as many samples as the bench's sides train (2048 under --quick,
 /// 512 for resnet18).
 std::vector<dp_peer> peers_of(const bench_data_parallel_request& r) {
@@ -289,9 +291,12 @@ std::vector<dp_peer> peers_of(const bench_data_parallel_request& r) {
   };
   auto ddp = common(r.batch, global);
   ddp.insert(ddp.end(), {"--workers", w});
+  auto apart = threads(1, r.batch);
+  apart.insert(apart.end(), {"--copies", w, "--seconds", r.quick ? "3" : "6"});
   return {{"pytorch-" + w, "PyTorch " + w + " threads", "train_peer.py", threads(r.workers, global)},
           {"pytorch-1", "PyTorch 1 thread", "train_peer.py", threads(1, r.batch)},
-          {"ddp", "DDP gloo " + w + "x1", "ddp_peer.py", ddp}};
+          {"ddp", "DDP gloo " + w + "x1", "ddp_peer.py", ddp},
+          {"pytorch-apart", "PyTorch " + w + "x1 apart", "train_peer.py", std::move(apart)}};
 }
 
 /// Prints a row whose only figures are its samples/s (the limit, a peer).

@@ -92,8 +92,16 @@ std::string percentages(const std::vector<double>& xs) {
   return out;
 }
 
-/// Profiles the model and plans two stages; the planned topology's path.
-caf::expected<std::string> plan_two_stages(const std::string& topology, const std::string& dir,
+/// A planned 2-stage topology and how well the plan balances its stages.
+struct planned_stages {
+  std::string path; ///< the planned topology
+  /// The stages' planned compute over W x the slowest's: the share of the
+  /// limit this split reaches at best, with nothing lost to the runtime.
+  double balance = 1;
+};
+
+/// Profiles the model and plans two stages.
+caf::expected<planned_stages> plan_two_stages(const std::string& topology, const std::string& dir,
                                            const std::string& label, bool quick) {
   profile_request p;
   p.topology_path = topology;
@@ -108,9 +116,17 @@ caf::expected<std::string> plan_two_stages(const std::string& topology, const st
   q.straight = true;
   q.out = dir + "/" + label + ".planned.yaml";
   q.topology_path = topology;
-  if (auto planned = run_plan(q); !planned)
+  auto planned = run_plan(q);
+  if (!planned)
     return planned.error();
-  return q.out;
+  double sum = 0;
+  double slowest = 0;
+  for (const auto& stage : planned->stages) {
+    sum += stage.compute_seconds;
+    slowest = std::max(slowest, stage.compute_seconds);
+  }
+  auto stages = static_cast<double>(planned->stages.size());
+  return planned_stages{q.out, slowest > 0 ? sum / (stages * slowest) : 1.0};
 }
 
 /// The schedules a bench runs: the requested ones, and 1f1b's dynamic order
@@ -135,25 +151,35 @@ struct pipeline_peer {
   std::string name;  ///< "pytorch-1"
   std::string label; ///< "PyTorch 1 thread"
   int32_t threads = 1;
+  int32_t copies = 1; ///< processes side by side, sharing nothing
 };
 
+/// The peers: one thread (what (a) is in PyTorch), two threads (what a user
+/// picks for 2 cores), and two one-thread processes side by side: the host's
+/// own ceiling under the limit (what 2 cores give 2 computations).
 const std::vector<pipeline_peer>& pipeline_peers() {
   static const std::vector<pipeline_peer> peers{{"pytorch-1", "PyTorch 1 thread", 1},
-                                                {"pytorch-2", "PyTorch 2 threads", 2}};
+                                                {"pytorch-2", "PyTorch 2 threads", 2},
+                                                {"pytorch-apart", "PyTorch 2x1 apart", 1, 2}};
   return peers;
 }
 
 /// train_peer.py's arguments for `model`: the sides' minibatch (one batch of
 /// 4 x 32 samples per step: what a user of PyTorch picks) and optimizer, a
 /// few seconds of steps under --quick.
-std::vector<std::string> peer_args(const std::string& model, int32_t threads, bool quick) {
+std::vector<std::string> peer_args(const std::string& model, const pipeline_peer& peer,
+                                   bool quick) {
   bool resnet = model == "resnet18";
   int32_t steps = resnet ? (quick ? 4 : 16) : (quick ? 16 : 64);
-  return {"--model", model, "--threads", std::to_string(threads),
-          "--batch", std::to_string(bench_microbatches * bench_microbatch),
-          "--steps", std::to_string(steps), "--warmup", resnet ? "1" : "3",
-          "--lr", "0.01", "--momentum", "0.9",
-          "--train-limit", quick ? "4096" : "0"};
+  std::vector<std::string> args{"--model", model, "--threads", std::to_string(peer.threads),
+                                "--batch", std::to_string(bench_microbatches * bench_microbatch),
+                                "--steps", std::to_string(steps), "--warmup", resnet ? "1" : "3",
+                                "--lr", "0.01", "--momentum", "0.9",
+                                "--train-limit", quick ? "4096" : "0"};
+  if (peer.copies > 1)
+    args.insert(args.end(), {"--copies", std::to_string(peer.copies), "--seconds",
+                             quick ? "3" : "6"});
+  return args;
 }
 
 /// The runs of one model: the baton sides ("local", then the schedules) and
@@ -196,7 +222,7 @@ caf::expected<model_runs> run_sides(const bench_pipeline_request& r, const std::
       if (side != "local")
         continue;
       for (const auto& peer : pipeline_peers()) {
-        auto run = run_peer("train_peer.py", peer_args(name, peer.threads, r.quick), dir,
+        auto run = run_peer("train_peer.py", peer_args(name, peer, r.quick), dir,
                             name + "-" + peer.name + "-" + std::to_string(rep), r.interrupted);
         if (stop_requested(r.interrupted))
           return make_error(errc::interrupted, "interrupted");
@@ -254,12 +280,16 @@ double pytorch_rate(model_runs& runs) {
 /// Prints the limit and the PyTorch peers' rows and adds them to `out`
 /// ("limits", "peers").
 void report_limit_and_peers(const std::string& name, model_runs& runs, double limit,
-                            double local_rate, double peer_rate, nlohmann::json& out) {
+                            double balance, double local_rate, double peer_rate,
+                            nlohmann::json& out) {
   print_rate_row("limit = 2 x (a)", limit, limit, local_rate, peer_rate, 0);
+  print_rate_row("the split's bound", balance * limit, limit, local_rate, peer_rate, 0);
   out["limits"].push_back({{"model", name},
                            {"one_thread_samples_per_second", local_rate},
                            {"stages", bench_stages},
-                           {"limit_samples_per_second", limit}});
+                           {"limit_samples_per_second", limit},
+                           {"split_balance", balance},
+                           {"split_bound_samples_per_second", balance * limit}});
   for (const auto& peer : pipeline_peers()) {
     if (runs.peers.count(peer.name) == 0)
       continue;
@@ -280,7 +310,7 @@ void report_limit_and_peers(const std::string& name, model_runs& runs, double li
 /// then each schedule's median run), then where each schedule's step went,
 /// and adds them to `out`.
 void report_model(const bench_pipeline_request& r, const std::string& name, model_runs& runs,
-                  nlohmann::json& out) {
+                  double balance, nlohmann::json& out) {
   const auto& local = median_run(runs.sides.at("local"));
   auto local_rate = samples_per_second(local.result);
   auto limit = bench_stages * local_rate;
@@ -292,7 +322,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
               "(a) local", local_rate, ratio_cell(of_limit(local_rate, limit), 8).c_str(),
               "1.00x", ratio_cell(of_limit(local_rate, peer_rate), 8, "x").c_str(), "-", "-",
               "-", "-", "-", 100 * local.steal);
-  report_limit_and_peers(name, runs, limit, local_rate, peer_rate, out);
+  report_limit_and_peers(name, runs, limit, balance, local_rate, peer_rate, out);
   std::vector<std::pair<std::string, step_split>> splits;
   for (const auto& schedule : schedules_of(r)) {
     const auto& side = median_run(runs.sides.at(schedule));
@@ -343,12 +373,14 @@ void print_pipeline_legend() {
     "\nsamples/s: training samples over training time (setup excluded, the final evaluation "
     "included);\nstage busy: each stage's compute over its life; bubble: a stage's idle time "
     "between two pieces\nof training work over its training time (mean of the stages); theory: "
-    "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; "
-    "CPU beyond: CPU of the stages' processes\nwhile training beyond the stages' computations "
-    "(messages, wire, CAF, the source) over those\ncomputations; extra CPU: CPU seconds of every "
-    "process of (b) (starting included) over (a)'s,\nminus 1; steal: CPU time the hypervisor "
-    "gave to other guests during the run (noise);\n1f1b order: 1f1b (PipeDream's static "
-    "order, repeatable) against 1f1b-dynamic (a waiting\nbackward first, a forward whenever a "
+    "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; the "
+    "split's bound: the limit x the\nplanned stages' compute over 2 x the slowest's (what this "
+    "split reaches with no runtime cost);\nCPU beyond: CPU of the stages' processes while "
+    "training beyond the stages' computations\n(messages, wire, CAF, the source) over those "
+    "computations; extra CPU: CPU seconds of every\nprocess of (b) (starting included) over "
+    "(a)'s, minus 1; steal: CPU time the hypervisor gave to\nother guests during the run "
+    "(noise); 1f1b order: 1f1b (PipeDream's static order, repeatable)\nagainst 1f1b-dynamic "
+    "(a waiting backward first, a forward whenever a "
     "credit returns), median samples/s;\n%s\n%s", peers_legend(), split_legend());
 }
 
@@ -405,7 +437,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    auto runs = run_sides(r, name, *planned, overrides, dir->path());
+    auto runs = run_sides(r, name, planned->path, overrides, dir->path());
     if (!runs) {
       if (stop_requested(r.interrupted))
         break; // the rows of the models before this one are written
@@ -413,7 +445,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    report_model(r, name, *runs, out);
+    report_model(r, name, *runs, planned->balance, out);
   }
   if (!stop_requested(r.interrupted))
     print_pipeline_legend();
