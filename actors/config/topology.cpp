@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "actors/config/topology_file.hpp"
 #include "actors/config/topology_parts.hpp"
 #include "messages/errc.hpp"
 #include "model/core/dataset.hpp"
@@ -229,13 +230,20 @@ const model::task* workload::find_task(const std::string& name) const {
   return it == tasks.end() ? nullptr : &*it;
 }
 
-caf::expected<topology> load_topology(const std::string& path,
-                                      const std::vector<std::string>& overrides,
-                                      const std::vector<job_schema>& jobs) {
+caf::expected<std::string> read_topology_file(const std::string& path) {
   std::string text;
   if (std::string why = read_config_file(path, text); !why.empty())
     return make_error(errc::bad_config, "cannot read topology file '" + path + "': " + why);
-  return parse_document(text, source_info{path, fs::path(path).parent_path(), {}}, overrides,
+  return text;
+}
+
+caf::expected<topology> load_topology(const std::string& path,
+                                      const std::vector<std::string>& overrides,
+                                      const std::vector<job_schema>& jobs) {
+  auto text = read_topology_file(path);
+  if (!text)
+    return text.error();
+  return parse_document(*text, source_info{path, fs::path(path).parent_path(), {}}, overrides,
                         jobs);
 }
 

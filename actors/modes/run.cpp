@@ -129,13 +129,15 @@ caf::error pretrain(const run_request& r) {
 
 namespace {
 
-/// The data's normalisation for the metrics; none (said in the log) where
-/// the training files are not read here (on listed nodes, or gone).
+/// The data's normalisation for the metrics and the saved model, computed
+/// once; none (said in the log) where the training files are not read here
+/// (on listed nodes, or gone): a save then reads them itself, and fails
+/// with the reason.
 std::optional<model::input_normalisation> normalisation_of(const topology& t) {
   try {
     return model::data_normalisation(t.data);
   } catch (const std::exception& e) {
-    spdlog::info("the metrics go without the data's normalisation (the data is not read here: "
+    spdlog::info("the outputs go without the data's normalisation (the data is not read here: "
                  "{})",
                  e.what());
     return std::nullopt;
@@ -146,8 +148,9 @@ std::optional<model::input_normalisation> normalisation_of(const topology& t) {
 
 caf::error write_outputs(const run_request& r, finished_run& run) {
   const auto& result = run.result;
-  if (!r.metrics_out.empty()) {
+  if (!r.metrics_out.empty() || !r.save_model.empty())
     run.result.normalisation = normalisation_of(run.workload);
+  if (!r.metrics_out.empty()) {
     if (auto ok = write_metrics(result, r.metrics_out); !ok)
       return ok.error();
   }

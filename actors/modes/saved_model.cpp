@@ -37,12 +37,17 @@ caf::error put_sent_weights(model::layered_model& m, const std::vector<at::Tenso
   return caf::none;
 }
 
+model::input_normalisation export_normalisation(const model::data_spec& data,
+                                                const job_result& result) {
+  return result.normalisation ? *result.normalisation : model::data_normalisation(data);
+}
+
 model::export_options export_options_of(const model::model_spec& spec,
-                                        const model::data_spec& data) {
+                                        const model::data_spec& data, const job_result& result) {
   model::export_options options;
   if (spec.name == "torchscript")
     options.script_path = spec.path;
-  options.input = model::data_normalisation(data);
+  options.input = export_normalisation(data, result);
   return options;
 }
 

@@ -35,7 +35,13 @@ caf::error put_sent_weights(model::layered_model& m, const std::vector<at::Tenso
 /// needs: its TorchScript file when it is a `torchscript` model, and the
 /// data's normalisation (the module's first step on raw samples).
 model::export_options export_options_of(const model::model_spec& spec,
-                                        const model::data_spec& data);
+                                        const model::data_spec& data, const job_result& result);
+
+/// The normalisation an export starts with: the one the run's outputs
+/// computed (`result.normalisation`, set once by write_outputs), else the
+/// data's, read now (model::data_normalisation; throws where it cannot be).
+model::input_normalisation export_normalisation(const model::data_spec& data,
+                                                const job_result& result);
 
 /// Runs `write` (which writes `path`) and returns its error; an exception
 /// becomes bad_file "cannot save the model to PATH: WHAT".

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/config/default_topology.hpp"
-#include "actors/config/yaml_field.hpp"
+#include "actors/config/topology_file.hpp"
 #include "actors/net/framed_transport.hpp"
 #include "actors/net/system.hpp"
 #include "actors/runtime/checkpoints.hpp"
@@ -243,11 +243,7 @@ bool has_run_record(const std::string& dir) {
 caf::expected<std::string> request_text(const run_request& r) {
   if (r.topology_path.empty())
     return std::string{default_topology_yaml};
-  std::string text;
-  if (std::string why = detail::read_config_file(r.topology_path, text); !why.empty())
-    return make_error(errc::bad_config,
-                      "cannot read topology file '" + r.topology_path + "': " + why);
-  return text;
+  return read_topology_file(r.topology_path);
 }
 
 /// `--resume DIR`: the recorded run's topology and options (request_record);

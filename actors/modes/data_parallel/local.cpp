@@ -153,7 +153,7 @@ caf::expected<void> save_model(const topology& t, const job_result& result,
     auto whole = make_worker_model(spec);
     if (auto err = put_sent_weights(whole, **sent, worker_name(0)))
       return err;
-    model::export_model(whole, path, export_options_of(spec, t.data));
+    model::export_model(whole, path, export_options_of(spec, t.data, result));
     return caf::error{};
   });
 }

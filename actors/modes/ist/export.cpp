@@ -30,7 +30,7 @@ caf::expected<void> save_scheme_model(const topology& t, const job_result& resul
   }
   return saving(path, [&] {
     auto whole = Scheme::whole_network(spec, owned);
-    whole.options.input = model::data_normalisation(t.data);
+    whole.options.input = export_normalisation(t.data, result);
     model::export_model(whole.model, path, whole.options);
     return caf::error{};
   });

@@ -380,7 +380,7 @@ caf::expected<void> save_model(const topology& given, const job_result& result,
       if (auto err = put_sent_weights(slice, sent.tensors, sent.from))
         return err;
     }
-    model::export_model(whole, path, export_options_of(t.backbone, t.data));
+    model::export_model(whole, path, export_options_of(t.backbone, t.data, result));
     return caf::error{};
   });
 }

@@ -43,7 +43,7 @@ caf::expected<void> save_model(const topology& t, const job_result& result,
         return err;
       heads.push_back({h.spec.name, std::move(head)});
     }
-    model::save_module(model::script_module(backbone, export_options_of(t.backbone, t.data), heads),
+    model::save_module(model::script_module(backbone, export_options_of(t.backbone, t.data, result), heads),
                        path);
     return caf::error{};
   });
