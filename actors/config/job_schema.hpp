@@ -35,8 +35,34 @@ inline std::string epochs_text(int64_t epochs) {
   return std::to_string(epochs) + (epochs == 1 ? " epoch" : " epochs");
 }
 
+/// Something a job's settings cannot recover from, said as data: the
+/// parser refuses it where the run asks for recovery (`runtime.
+/// checkpoint_every`, else `faults`), at `path` ("" : at that key itself),
+/// as "<the key> <why>".
+struct recovery_refusal {
+  std::string path; ///< dotted, as written ("data_parallel.max_staleness"); "" for none
+  std::string why;  ///< "with max_staleness 2: job: data-parallel recovers ..."
+};
+
+/// What a job's `parse` reads: its settings struct (kept as
+/// topology::mode_spec) and what the parser checks against the sections it
+/// reads after it (the runtime and the faults).
+struct job_reading {
+  std::any settings;
+  /// Its length in the steps its faults count when they are not the common
+  /// `epochs x minibatches` (data-parallel: steps of its W workers together;
+  /// IST: rounds): `own_length` is set and `length` is nullopt where the
+  /// data's size is not known here.
+  bool own_length = false;
+  std::optional<job_length> length;
+  /// What recovery (checkpoints, faults) cannot be asked of these settings.
+  std::vector<recovery_refusal> refuses_recovery;
+  /// Why delays and drops on credit edges (`faults` of kind delay, drop)
+  /// cannot be asked ("" : they can): its actors exchange on no credit edge.
+  std::string refuses_edge_faults;
+};
+
 /// One training mode, as the topology parser sees it (`job: NAME`).
-/// Every hook but `parse` may be null when the mode has nothing to say.
 struct job_schema {
   std::string name; ///< the value of `job:`
   /// Its own top-level section, read with `job: NAME` only and refused with
@@ -64,18 +90,12 @@ struct job_schema {
   std::map<std::string, std::string> refusals;
   /// Reads its section and checks what it needs of the common ones, right
   /// after the backbone (`layers`: the backbone's layer names), and returns
-  /// its settings struct, which the parser keeps as topology::mode_spec
-  /// (it may also settle workload keys the job decides, e.g. the model it
-  /// trains). Null: a job planned but not implemented yet, refused by name.
-  std::any (*parse)(const detail::field& root, const std::vector<std::string>& layers,
-                    topology& t) = nullptr;
-  /// Its length when its steps are not the common `epochs x minibatches`
-  /// (data-parallel: steps of its W workers together; IST: rounds), read
-  /// after `parse`; nullopt when the data's size is not known here. Null:
-  /// the common length.
-  std::optional<job_length> (*length)(const topology& t) = nullptr;
-  /// After the runtime section and the faults: what must hold between them.
-  void (*check)(const detail::field& root, const topology& t) = nullptr;
+  /// its settings struct, which the parser keeps as topology::mode_spec, with
+  /// its length and what it refuses of recovery (it may also settle workload
+  /// keys the job decides, e.g. the model it trains). Null: a job planned but
+  /// not implemented yet, refused by name.
+  job_reading (*parse)(const detail::field& root, const std::vector<std::string>& layers,
+                       topology& t) = nullptr;
 };
 
 namespace detail {

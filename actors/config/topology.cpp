@@ -38,16 +38,23 @@ std::vector<std::string> readers_of(const std::vector<job_schema>& jobs, const s
   return names;
 }
 
+// The field at `dotted` ("data_parallel.freeze.policy") under `root`, if
+// it is there.
+std::optional<field> find_path(const field& root, const std::string& dotted) {
+  std::optional<field> f = root;
+  std::string segment;
+  std::istringstream segments(dotted);
+  while (f && std::getline(segments, segment, '.'))
+    f = f->node().IsMap() ? f->get(segment) : std::nullopt;
+  return f;
+}
+
 // The keys the job says it does not read (job_schema::refusals), a common
 // one (backbone.model under job: ist) or another job's, refused with its
 // reason before anything reads them: "'backbone.model' is convnet, but ...".
 void refuse_unread_keys(const field& root, const topology& t) {
   for (const auto& [dotted, reason] : t.schema->refusals) {
-    std::optional<field> f = root;
-    std::string segment;
-    std::istringstream segments(dotted);
-    while (f && std::getline(segments, segment, '.'))
-      f = f->node().IsMap() ? f->get(segment) : std::nullopt;
+    std::optional<field> f = find_path(root, dotted);
     if (!f)
       continue;
     const YAML::Node& value = f->node();
@@ -93,6 +100,37 @@ void refuse_other_jobs(const field& root, const std::vector<job_schema>& jobs,
   }
 }
 
+// What the job's settings refuse of recovery (job_reading::refuses_recovery),
+// refused where the run asks for it: at runtime.checkpoint_every, else at
+// the faults.
+void refuse_recovery(const field& root, const job_reading& job, const topology& t) {
+  std::optional<field> blame;
+  if (auto runtime = root.get("runtime"); runtime && t.runtime.checkpoint_every > 0)
+    blame = runtime->get("checkpoint_every");
+  if (!blame && !t.faults.empty())
+    blame = root.get("faults");
+  if (!blame)
+    return;
+  for (const auto& refusal : job.refuses_recovery) {
+    auto at = refusal.path.empty() ? blame : find_path(root, refusal.path);
+    (at ? *at : *blame).fail(blame->name() + " " + refusal.why);
+  }
+}
+
+// Delays and drops name credit edges: refused, each at its list entry, for a
+// job whose actors exchange on none (job_reading::refuses_edge_faults).
+void refuse_edge_faults(const field& root, const job_reading& job, const topology& t) {
+  if (job.refuses_edge_faults.empty() || t.faults.empty())
+    return;
+  size_t i = 0;
+  for (const field& item : root.require("faults").items("a list of faults", max_faults)) {
+    const auto& f = t.faults.at(i++);
+    if (f.kind == "delay" || f.kind == "drop")
+      item.fail("fault '" + f.kind + "' is not supported by job: " + t.job + " (" +
+                job.refuses_edge_faults + "; expected throw, kill_node, stop_node or chaos)");
+  }
+}
+
 // Sections are read in dependency order: nodes before any `node:` key, the
 // data set before the tasks (label count), tasks before the backbone's
 // pretrain task and `task`, the workload before the job's own section.
@@ -124,15 +162,16 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
   std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
   parse_trained_task(root, t);
   refuse_other_jobs(root, jobs, t);
-  t.mode_spec = t.schema->parse(root, layers, t);
+  job_reading job = t.schema->parse(root, layers, t);
+  t.mode_spec = std::move(job.settings);
   parse_runtime(root.section("runtime"), t.runtime);
   parse_target_accuracy(root, t);
   parse_selection(root, t);
-  if (t.schema->length)
-    length = t.schema->length(t);
+  if (job.own_length)
+    length = job.length;
   t.faults = parse_faults(root.section("faults"), length);
-  if (t.schema->check)
-    t.schema->check(root, t);
+  refuse_recovery(root, job, t);
+  refuse_edge_faults(root, job, t);
   return t;
 }
 

@@ -1,16 +1,20 @@
 #pragma once
 
 // A training mode: one folder under actors/modes/, one entry of the registry
-// (actors/modes/registry.cpp, the one list of modes).
+// (actors/modes/registry.cpp, the one list of modes). Five hooks:
 //
-//   name, section keys, parse   ->  its settings struct (topology::mode_spec)
+//   parse (in its schema)       ->  its settings struct (topology::mode_spec),
+//                                   its length and what it refuses of recovery
 //   plan(topology, use)         ->  job_plan: the actors, edges, threads and
 //                                   nodes the runtime runs (placement, fault
 //                                   checks and thread budgets read the plan)
 //   local(topology, request)    ->  job_result: the same arithmetic in one
 //                                   process, the reference
+//   save_model, run_separate    ->  its export and its separate baseline
+//                                   (null when it has none)
 //
-// plus optional hooks, null when the mode has nothing to do there.
+// and data: its section's keys, its roles, its rows of compare's catalogue,
+// whether it starts from a pretrained backbone and whether its actors trace.
 
 #include <string>
 
@@ -19,6 +23,8 @@
 #include "actors/config/job_schema.hpp"
 #include "actors/config/topology.hpp"
 #include "actors/runtime/job_plan.hpp"
+#include "actors/modes/strategy_variant.hpp"
+#include "actors/roles/role_type.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/jobs.hpp"
 
@@ -55,14 +61,24 @@ struct mode {
   /// the reference the actor run is checked and benchmarked against.
   caf::expected<job_result> (*local)(const topology& t, const run_request& r) = nullptr;
 
-  // -- optional hooks ---------------------------------------------------------
-  /// Before anything runs (e.g. pre-train a missing backbone).
-  caf::expected<void> (*prepare)(const topology& t) = nullptr;
-  /// `--save-model PATH`: the trained model, from the weights the actors sent.
+  /// `--save-model PATH`: the trained model, from the weights the actors
+  /// sent (null: the job saves none).
   caf::expected<void> (*save_model)(const topology& t, const job_result& result,
                                     const std::string& path) = nullptr;
-  /// `--baseline separate`: the job as independent processes.
+  /// `--baseline separate`: the job as independent processes (null: none).
   caf::expected<job_result> (*run_separate)(const topology& t, const run_request& r) = nullptr;
+
+  // -- data --------------------------------------------------------------------
+  /// The roles its plans name (the source, which every mode's plan may
+  /// name, is the registry's): a node spawns them by name.
+  std::vector<role_type> roles;
+  /// Its rows of `baton compare`'s and `baton predict`'s catalogue, in
+  /// their default order (none: not compared, as transfer).
+  std::vector<strategy_variant> variants;
+  /// It starts from a pretrained backbone: a missing one is refused, or
+  /// pre-trained first with backbone.pretrain.if_missing: pretrain
+  /// (ensure_pretrained, before anything runs).
+  bool starts_pretrained = false;
   /// `--trace`: its actors record their schedule.
   bool traces = false;
 

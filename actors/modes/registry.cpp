@@ -31,36 +31,37 @@
 namespace baton::actors {
 inline namespace modes {
 
-const std::vector<role_type>& all_roles() {
-  static const std::vector<role_type> roles{
-    {"source", spawn_source_role},
-    {"stage", transfer::spawn_stage_role},
-    {"head", transfer::spawn_head_role},
-    {"pipeline_stage", pipeline::spawn_stage_role},
-    {"data_parallel_worker", data_parallel::spawn_worker_role},
-    {"ist_worker", ist::neuron_scheme::spawn_worker_role},
-    {"ist_shard", ist::neuron_scheme::spawn_shard_role},
-    {"resist_worker", ist::block_scheme::spawn_worker_role},
-    {"resist_shard", ist::block_scheme::spawn_shard_role},
-    {"data_parallel_shard", data_parallel::spawn_shard_role},
-  };
-  return roles;
-}
-
 const std::vector<mode>& all_modes() {
-  // One line a mode: schema, plan, local reference, then its optional hooks
-  // (prepare, save_model, run_separate, traces). The first is the default job
-  // (`job:` absent). Transfer and data-parallel start from a pretrained
-  // backbone (a missing one is refused, or pre-trained first with
-  // backbone.pretrain.if_missing: pretrain); a pipeline trains the backbone
+  // One entry a mode: schema, plan, local reference, export, separate
+  // baseline; its roles; its rows of compare's catalogue (in this order);
+  // whether it starts pretrained; whether it traces. The first is the
+  // default job (`job:` absent). Transfer and data-parallel
+  // start from a pretrained backbone; a pipeline trains the backbone
   // itself, IST's shards make the initial network from the seed.
   static const std::vector<mode> modes{
-    {transfer::schema(), transfer::plan, transfer::run_local, ensure_pretrained, transfer::save_model, transfer::run_separate},
-    {pipeline::schema(), pipeline::plan, pipeline::run_local, nullptr, pipeline::save_model, nullptr, true},
-    {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, ensure_pretrained, data_parallel::save_model},
-    {ist::schema(), same_plan<ist::plan>, ist::run_local, nullptr, ist::save_model},
+    {transfer::schema(), transfer::plan, transfer::run_local, transfer::save_model, transfer::run_separate,
+     {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role}}, {}, true},
+    {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, data_parallel::save_model, nullptr,
+     {{"data_parallel_worker", data_parallel::spawn_worker_role}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
+     data_parallel::variants(), true},
+    {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, nullptr,
+     {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, true},
+    {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, nullptr,
+     {{"ist_worker", ist::neuron_scheme::spawn_worker_role}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
+      {"resist_worker", ist::block_scheme::spawn_worker_role}, {"resist_shard", ist::block_scheme::spawn_shard_role}},
+     ist::variants()},
   };
   return modes;
+}
+
+const std::vector<role_type>& all_roles() {
+  static const std::vector<role_type> roles = [] {
+    std::vector<role_type> out{{"source", spawn_source_role}};
+    for (const auto& m : all_modes())
+      out.insert(out.end(), m.roles.begin(), m.roles.end());
+    return out;
+  }();
+  return roles;
 }
 
 const std::vector<job_schema>& all_job_schemas() {

@@ -107,8 +107,8 @@ caf::expected<finished_run> run_job(const run_request& r) {
   } else {
     derive_thread_budgets(*t); // the one process's torch threads
   }
-  if (mode->prepare != nullptr)
-    if (auto ok = mode->prepare(*t); !ok)
+  if (mode->starts_pretrained)
+    if (auto ok = ensure_pretrained(*t); !ok)
       return ok.error();
   auto result = r.mode == "local"             ? mode->local(*t, r)
                 : r.baseline == "separate" ? mode->run_separate(*t, r)

@@ -19,18 +19,5 @@ std::vector<messages::edge_stats> edges_to(const std::string& from, int32_t coun
   return edges;
 }
 
-void refuse_edge_faults(const detail::field& root, const topology& t, const std::string& job,
-                        const std::string& why) {
-  if (t.faults.empty())
-    return;
-  size_t i = 0;
-  for (const detail::field& item : root.require("faults").items("a list of faults", max_faults)) {
-    const auto& f = t.faults.at(i++);
-    if (f.kind == "delay" || f.kind == "drop")
-      item.fail("fault '" + f.kind + "' is not supported by job: " + job + " (" + why +
-                "; expected throw, kill_node, stop_node or chaos)");
-  }
-}
-
 } // namespace modes
 } // namespace baton::actors

@@ -30,12 +30,5 @@ std::string shard_name(int32_t shard);
 std::vector<messages::edge_stats> edges_to(const std::string& from, int32_t count,
                                            std::string (*name_of)(int32_t));
 
-/// Refuses each `delay` or `drop` fault of `t` at its item of `faults:` in
-/// `root`: the workers and shards of job `job` send nothing through a credit
-/// edge, where those faults act; `why` says what they exchange instead.
-/// Throws config_error naming the file, the line and the faults it takes.
-void refuse_edge_faults(const detail::field& root, const topology& t, const std::string& job,
-                        const std::string& why);
-
 } // namespace modes
 } // namespace baton::actors

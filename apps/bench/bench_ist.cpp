@@ -17,7 +17,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/dataset.hpp"
 #include "model/ist/ist.hpp"
-#include "model/ist/mlp.hpp"
+#include "model/ist_mlp/mlp.hpp"
 #include "model/core/layered_model.hpp"
 
 namespace baton::apps {

@@ -177,7 +177,11 @@ row make_row(strategy_choice s, const compare_request& r) {
 /// not chosen, so that a strategy named alone is checked against the
 /// workload, not against itself); "" when local does not apply.
 std::string reference_model(const compare_request& c) {
-  auto local = make_row(all_strategies(c.hosts()).front(), c);
+  auto all = all_strategies(c.hosts());
+  auto reference = std::find_if(all.begin(), all.end(), [](auto& s) { return !s.distributed; });
+  if (reference == all.end())
+    return {};
+  auto local = make_row(*reference, c);
   std::error_code ec;
   fs::remove(local.topology, ec);
   return local.skipped.empty() ? local.model : std::string{};

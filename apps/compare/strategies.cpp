@@ -20,57 +20,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Local SGD's L when the workload's data_parallel section names none.
-constexpr int32_t default_sync_every = 8;
-/// gpipe's microbatches per minibatch when the workload has 1 (one
-/// microbatch would leave every stage but one idle at every moment).
-constexpr int32_t gpipe_microbatches = 4;
-
-strategy_choice data_parallel(std::string name, std::string summary, int32_t hosts,
-                              std::vector<std::string> own) {
-  strategy_choice s{std::move(name), std::move(summary), "data-parallel", "data_parallel"};
-  s.overrides = {"data_parallel.workers=" + std::to_string(hosts)};
-  s.overrides.insert(s.overrides.end(), own.begin(), own.end());
-  s.batch_split = hosts;
-  return s;
-}
-
-strategy_choice pipeline(std::string schedule, std::string summary, int32_t microbatches) {
-  strategy_choice s{"pipeline:" + schedule, std::move(summary), "pipeline", "pipeline"};
-  s.overrides = {"pipeline.schedule=" + schedule};
-  s.microbatches_per_step = microbatches;
-  return s;
+/// `text` with "{W}" replaced by the cluster's hosts.
+std::string with_hosts(std::string text, int32_t hosts) {
+  const std::string w = "{W}";
+  for (auto at = text.find(w); at != std::string::npos; at = text.find(w, at))
+    text.replace(at, w.size(), std::to_string(hosts));
+  return text;
 }
 
 } // namespace
 
 std::vector<strategy_choice> all_strategies(int32_t hosts) {
-  auto w = std::to_string(hosts);
-  auto local = data_parallel("local", "one process, every core: the global batch per step (the "
-                             "ring's steps, bit for bit)", hosts, {"data_parallel.exchange=ring"});
-  local.flags = {"--mode", "local"};
-  local.distributed = false;
-  auto ist = strategy_choice{"ist", "independent subnets: each of W workers trains a disjoint "
-                             "part of every hidden layer for L local steps", "ist", "ist"};
-  ist.overrides = {"ist.workers=" + w};
-  ist.batch_split = hosts;
-  return {
-    local,
-    data_parallel("data-parallel:ring", "W workers, gradients all-reduced over a ring every "
-                  "step", hosts, {"data_parallel.exchange=ring"}),
-    data_parallel("data-parallel:ps", "W workers, gradients pushed to W parameter shards, "
-                  "weights pulled, every step", hosts,
-                  {"data_parallel.exchange=ps", "data_parallel.shards=" + w}),
-    data_parallel("data-parallel:local-sgd", "W workers, own steps, weights averaged every L "
-                  "steps", hosts, {"data_parallel.exchange=ring"}),
-    pipeline("1f1b", "the model split into the planner's stages, one forward one backward, "
-             "weight stashing", 1),
-    pipeline("gpipe", "the planner's stages, all forwards then all backwards of "
-             "microbatches, a flush per minibatch", gpipe_microbatches),
-    ist,
-    data_parallel("fine-tune:adaptive", "the ring with AutoFreeze: converged blocks freeze, "
-                  "their gradients leave the ring", hosts, {"data_parallel.exchange=ring"}),
-  };
+  std::vector<strategy_choice> out;
+  for (const auto& mode : actors::all_modes())
+    for (const auto& v : mode.variants) {
+      strategy_choice s{v.name, v.summary, mode.name(), mode.schema.section};
+      for (const auto& o : v.overrides)
+        s.overrides.push_back(with_hosts(o, hosts));
+      if (v.local)
+        s.flags = {"--mode", "local"};
+      s.distributed = !v.local;
+      s.batch_split = v.splits_batch ? hosts : 1;
+      s.microbatches_per_step = v.microbatches;
+      s.keeps = v.keeps;
+      s.defaults = v.defaults;
+      out.push_back(std::move(s));
+    }
+  return out;
 }
 
 caf::expected<std::vector<strategy_choice>> choose_strategies(const std::string& list,
@@ -126,9 +102,15 @@ void absolute_paths(YAML::Node& doc, const fs::path& base) {
         absolute_path(data[split], key, base);
 }
 
+/// Keys of a strategy's section that choose another strategy of its job
+/// or place its actors: dropped, unless its variant keeps them (its
+/// overrides and defaults set what it needs).
+const char* choosing_keys[] = {"workers", "nodes", "shard_nodes", "exchange", "shards",
+                               "max_staleness", "schedule", "sync_every", "freeze"};
+
 /// The strategy's own section: the keys that choose another strategy of
-/// its job (exchange, sync_every, freeze, ...) or place its actors go (its
-/// overrides set what it needs), the workload's optimizer
+/// its job go (choosing_keys), its variant's defaults fill what the
+/// workload leaves out, and the workload's optimizer
 /// (backbone.pretrain.optimizer) is its optimizer when it names none.
 void tidy_section(const strategy_choice& s, YAML::Node& doc) {
   if (s.section.empty())
@@ -136,21 +118,13 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
   YAML::Node section = doc[s.section];
   if (!section || !section.IsMap())
     section = doc[s.section] = YAML::Node(YAML::NodeType::Map);
-  for (const char* key : {"workers", "nodes", "shard_nodes", "exchange", "shards",
-                          "max_staleness", "schedule"})
-    section.remove(key);
-  if (s.name == "data-parallel:local-sgd") {
-    if (!section["sync_every"] || section["sync_every"].as<int>() < 1)
-      section["sync_every"] = default_sync_every;
-  } else {
-    section.remove("sync_every");
-  }
-  bool freezes = s.name.rfind("fine-tune:", 0) == 0;
-  if (!freezes)
-    section.remove("freeze");
-  else if (!section["freeze"] || !section["freeze"]["policy"] ||
-           section["freeze"]["policy"].as<std::string>() != "adaptive")
-    section["freeze"] = YAML::Load("{policy: adaptive}");
+  for (const char* key : choosing_keys)
+    if (std::find(s.keeps.begin(), s.keeps.end(), key) == s.keeps.end())
+      section.remove(key);
+  if (!s.defaults.empty())
+    for (const auto& entry : YAML::Load(s.defaults))
+      if (!section[entry.first.Scalar()])
+        section[entry.first.Scalar()] = YAML::Clone(entry.second);
   auto pretrain = doc["backbone"] ? doc["backbone"]["pretrain"] : YAML::Node{};
   // The workload's `optimizer:` is every strategy's; without it, the
   // pre-training's stands in for the strategies' older keys.
@@ -181,8 +155,8 @@ caf::expected<std::string> derive_topology(const strategy_choice& s, const std::
     if (!doc.IsMap())
       return make_error(errc::bad_config, file + ": expected a map of sections");
     doc["job"] = s.job;
-    for (const char* section : {"pipeline", "data_parallel", "ist"})
-      if (section != s.section)
+    for (const auto& mode : actors::all_modes())
+      if (const auto& section = mode.schema.section; !section.empty() && section != s.section)
         doc.remove(section);
     if (s.job != "transfer") {
       doc.remove("heads");
@@ -238,7 +212,7 @@ caf::expected<std::vector<std::string>> run_overrides(strategy_choice& s,
   out.push_back("data.batch_size=" + std::to_string(batch / s.batch_split));
   if (s.microbatches_per_step > 1) {
     s.microbatches_per_step = microbatches > 1 ? static_cast<int32_t>(microbatches)
-                                               : gpipe_microbatches;
+                                               : s.microbatches_per_step;
     out.push_back("data.microbatches=" + std::to_string(s.microbatches_per_step));
   }
   return out;

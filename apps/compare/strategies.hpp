@@ -33,11 +33,16 @@ struct strategy_choice {
   /// pipeline: 1, its minibatch is the global batch).
   int32_t batch_split = 1;
   int32_t microbatches_per_step = 1;  ///< pipeline microbatches per optimiser step
+  /// Keys of its section kept from the workload, and a YAML map of what it
+  /// sets where the workload says nothing (strategy_variant).
+  std::vector<std::string> keeps;
+  std::string defaults;
 };
 
 /// Every strategy known, in the order of the default --strategies, with
 /// their overrides for a cluster of `hosts` nodes (W = hosts for
-/// data-parallel and IST; pipeline's stages are the planner's).
+/// data-parallel and IST; pipeline's stages are the planner's): every
+/// mode's variants (actors/modes/registry.cpp), in the registry's order.
 std::vector<strategy_choice> all_strategies(int32_t hosts);
 
 /// The strategies named by a --strategies list ("a,b,c"); an unknown name

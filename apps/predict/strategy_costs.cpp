@@ -11,7 +11,7 @@
 #include "messages/errc.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/pretrain.hpp"
-#include "model/ist/mlp.hpp"
+#include "model/ist_mlp/mlp.hpp"
 
 namespace baton::apps {
 

@@ -25,7 +25,7 @@ struct model_spec {
   /// "head" (linear `features`->128 relu linear 128->classes),
   /// "mlp", "torchscript"; make_model builds these. A strategy's own
   /// network carries its name here too and is built by that strategy's
-  /// model library (model/ist/mlp.hpp's "ist_mlp").
+  /// model library (model/ist_mlp/mlp.hpp's "ist_mlp").
   std::string name = "convnet";
   int64_t classes = 10;            ///< output classes (classifier, head)
   int64_t features = 256;          ///< input width (classifier, head): backbone_features()

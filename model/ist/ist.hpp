@@ -6,7 +6,7 @@
 // written back in place, which shard owns which slice, the bytes a round
 // moves, L local SGD steps on a subnet, and `run_local`, the one-process
 // reference the actor mode is checked against. The network is network
-// (model/ist/network.hpp).
+// (model/ist_mlp/network.hpp).
 //
 // Conventions the actors must follow to match the reference bit for bit:
 // - seeds: one run seed. The network is make_network(shape, seed); the
@@ -54,7 +54,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "model/core/dataset.hpp"
-#include "model/ist/network.hpp"
+#include "model/ist_mlp/network.hpp"
 #include "model/core/training.hpp"
 
 namespace baton::model::ist {

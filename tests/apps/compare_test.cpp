@@ -49,8 +49,8 @@ const char* mlp_sections = "data_parallel: {model: ist_mlp, hidden: [256]}\n"
                            "ist: {hidden: [256], local_steps: 2}\n";
 
 const std::vector<std::string> catalogue{"local", "data-parallel:ring", "data-parallel:ps",
-                                         "data-parallel:local-sgd", "pipeline:1f1b",
-                                         "pipeline:gpipe", "ist", "fine-tune:adaptive"};
+                                         "data-parallel:local-sgd", "fine-tune:adaptive",
+                                         "pipeline:1f1b", "pipeline:gpipe", "ist"};
 
 json read_json(const std::string& path) {
   std::ifstream in{path};

@@ -7,7 +7,7 @@
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/one_task.hpp"
-#include "model/ist/network.hpp"
+#include "model/ist_mlp/network.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
 
@@ -176,8 +176,53 @@ void read_ps(const field& section, const topology& t, section_spec& s) {
     s.shard_nodes = read_nodes(*f, t, s.shards, "shard");
 }
 
+/// The job's steps (its W workers step together) when its training set's
+/// size is known here (a synthetic set) or bounded (data.train_limit):
+/// epochs x steps per epoch.
+std::optional<job_length> length_of(const topology& t, int32_t workers) {
+  const int64_t samples = t.data.train_samples_bound();
+  if (samples <= 0)
+    return std::nullopt;
+  try {
+    const int64_t per_epoch = model::data_parallel_steps_per_epoch(
+      samples, workers, t.plan.batch_size, model::remainder_policy::pad);
+    return job_length{t.plan.epochs * per_epoch,
+                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
+                        + " steps of " + std::to_string(workers) + " workers x "
+                        + std::to_string(t.plan.batch_size) + " samples from "
+                        + std::to_string(samples) + " training samples"};
+  } catch (const model::error&) {
+    return std::nullopt; // too little data: the workers say so when they load it
+  }
+}
+
+/// Faults and checkpoints count global steps: workers and shards throw and
+/// checkpoint at steps, nodes are killed or stopped after one. What recovery
+/// cannot make exact yet is refused: bounded staleness (a worker's
+/// checkpoint would not be a cut of the shards') and adaptive freezing (its
+/// change-rate sums are not checkpointed). Ring chunks and the shards'
+/// pushes and pulls go through no credit edge: no delay or drop.
+job_reading reading_of(const topology& t, section_spec s) {
+  job_reading job;
+  job.own_length = true;
+  job.length = length_of(t, s.workers);
+  if (s.max_staleness > 0)
+    job.refuses_recovery.push_back(
+      {"data_parallel.max_staleness",
+       "with max_staleness " + std::to_string(s.max_staleness) +
+         ": job: data-parallel recovers from faults under BSP only (a worker's checkpoint is a "
+         "cut of the shards' only then; expected 0)"});
+  if (s.freeze.policy == "adaptive")
+    job.refuses_recovery.push_back(
+      {"data_parallel.freeze.policy", "with adaptive freezing: its interval's gradient sums are "
+                                      "not checkpointed (expected freeze.policy none or fixed)"});
+  job.refuses_edge_faults = "ring chunks and the shards' pushes and pulls use no credit edge";
+  job.settings = std::move(s);
+  return job;
+}
+
 // `data_parallel:` (job: data-parallel only; absent: every default).
-std::any parse(const field& root, const std::vector<std::string>&, topology& t) {
+job_reading parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("data_parallel");
   section_spec s;
@@ -204,65 +249,43 @@ std::any parse(const field& root, const std::vector<std::string>&, topology& t) 
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);
-  return s;
-}
-
-/// The job's steps (its W workers step together) when its training set's
-/// size is known here (a synthetic set) or bounded (data.train_limit):
-/// epochs x steps per epoch.
-std::optional<job_length> length_of(const topology& t) {
-  const int64_t samples = t.data.train_samples_bound();
-  if (samples <= 0)
-    return std::nullopt;
-  const int32_t workers = section_of(t).workers;
-  try {
-    const int64_t per_epoch = model::data_parallel_steps_per_epoch(
-      samples, workers, t.plan.batch_size, model::remainder_policy::pad);
-    return job_length{t.plan.epochs * per_epoch,
-                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
-                        + " steps of " + std::to_string(workers) + " workers x "
-                        + std::to_string(t.plan.batch_size) + " samples from "
-                        + std::to_string(samples) + " training samples"};
-  } catch (const model::error&) {
-    return std::nullopt; // too little data: the workers say so when they load it
-  }
-}
-
-/// What recovery cannot make exact yet, refused at `blame`: bounded
-/// staleness (a worker's checkpoint would not be a cut of the shards') and
-/// adaptive freezing (its change-rate sums are not checkpointed).
-void check_recoverable(const field& root, const field& blame, const topology& t) {
-  const auto& s = section_of(t);
-  auto section = root.section("data_parallel");
-  if (s.max_staleness > 0)
-    section.require("max_staleness")
-      .fail(blame.name() + " with max_staleness " + std::to_string(s.max_staleness) +
-            ": job: data-parallel recovers from faults under BSP only (a worker's "
-            "checkpoint is a cut of the shards' only then; expected 0)");
-  if (s.freeze.policy == "adaptive")
-    section.section("freeze").require("policy").fail(
-      blame.name() + " with adaptive freezing: its interval's gradient sums are not "
-                     "checkpointed (expected freeze.policy none or fixed)");
-}
-
-/// Faults and checkpoints count global steps: workers and shards throw and
-/// checkpoint at steps, nodes are killed or stopped after one. Ring chunks
-/// and the shards' pushes and pulls go through no credit edge: no delay or
-/// drop. Refused with bounded staleness and adaptive freezing.
-void check(const field& root, const topology& t) {
-  if (auto runtime = root.get("runtime"); runtime && t.runtime.checkpoint_every > 0)
-    check_recoverable(root, runtime->require("checkpoint_every"), t);
-  if (t.faults.empty())
-    return;
-  check_recoverable(root, root.require("faults"), t);
-  refuse_edge_faults(root, t, "data-parallel",
-                     "ring chunks and the shards' pushes and pulls use no credit edge");
+  return reading_of(t, std::move(s));
 }
 
 } // namespace
 
 const section_spec& section_of(const topology& t) {
   return std::any_cast<const section_spec&>(t.mode_spec);
+}
+
+std::vector<strategy_variant> variants() {
+  strategy_variant local{"local", "one process, every core: the global batch per step (the "
+                                  "ring's steps, bit for bit)",
+                         {"data_parallel.workers={W}", "data_parallel.exchange=ring"}};
+  local.local = true;
+  strategy_variant ring{"data-parallel:ring",
+                        "W workers, gradients all-reduced over a ring every step",
+                        {"data_parallel.workers={W}", "data_parallel.exchange=ring"}};
+  strategy_variant ps{"data-parallel:ps",
+                      "W workers, gradients pushed to W parameter shards, weights pulled, every "
+                      "step",
+                      {"data_parallel.workers={W}", "data_parallel.exchange=ps",
+                       "data_parallel.shards={W}"}};
+  // Local SGD's L, when the workload's section names none: 8.
+  strategy_variant local_sgd{"data-parallel:local-sgd",
+                             "W workers, own steps, weights averaged every L steps",
+                             {"data_parallel.workers={W}", "data_parallel.exchange=ring"},
+                             "{sync_every: 8}", {"sync_every"}};
+  strategy_variant adaptive{"fine-tune:adaptive",
+                            "the ring with AutoFreeze: converged blocks freeze, their gradients "
+                            "leave the ring",
+                            {"data_parallel.workers={W}", "data_parallel.exchange=ring",
+                             "data_parallel.freeze.policy=adaptive"},
+                            "", {"freeze"}};
+  std::vector<strategy_variant> out{local, ring, ps, local_sgd, adaptive};
+  for (auto& v : out)
+    v.splits_batch = true;
+  return out;
 }
 
 job_schema schema() {
@@ -280,8 +303,6 @@ job_schema schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.own_model = true;
-  schema.length = length_of;
-  schema.check = check;
   return schema;
 }
 

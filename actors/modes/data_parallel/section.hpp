@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/modes/strategy_variant.hpp"
 #include "actors/config/job_schema.hpp"
 #include "actors/modes/worker_group.hpp"
 #include "model/core/freezing.hpp"
@@ -83,6 +84,9 @@ const section_spec& section_of(const topology& t);
 
 /// The schema of job: data-parallel, for the topology parser.
 job_schema schema();
+
+/// Its rows of `baton compare`'s and `baton predict`'s catalogue.
+std::vector<strategy_variant> variants();
 
 } // namespace data_parallel
 } // namespace modes

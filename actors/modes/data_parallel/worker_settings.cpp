@@ -7,7 +7,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "model/core/checkpoint.hpp"
 #include "model/core/pretrain.hpp"
-#include "model/ist/mlp.hpp"
+#include "model/ist_mlp/mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {

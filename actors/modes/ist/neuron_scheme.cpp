@@ -12,7 +12,7 @@
 #include "actors/modes/ist/worker.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
-#include "model/ist/mlp.hpp"
+#include "model/ist_mlp/mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -337,7 +337,7 @@ exported_network neuron_scheme::whole_network(const worker_settings& spec,
     put_pieces(whole, partition, 0,
                model::ist::shard_pieces(spec.shape, partition, 0, s, spec.shards),
                owned.at(static_cast<size_t>(s)));
-  // IST's mlp as layers (model/ist/mlp.hpp): its parameters are the
+  // IST's mlp as layers (model/ist_mlp/mlp.hpp): its parameters are the
   // network's, in parameters() order; its forward is ist::forward's.
   model::model_spec layers;
   layers.name = model::ist::mlp_name;

@@ -1,7 +1,7 @@
 #pragma once
 
 // IST's subnet scheme (ist.kind: ist; subnet_scheme.hpp): the hidden neurons
-// of the mlp (model/ist/network.hpp) are partitioned among the workers
+// of the mlp (model/ist_mlp/network.hpp) are partitioned among the workers
 // every round (model::ist::make_partition of seed and round, computed by
 // every actor), and shard s owns 1/S of the neurons of every hidden layer
 // (model::ist::shard_pieces).

@@ -112,7 +112,29 @@ void read_optimizer_of(const field& root, const field& section, const topology& 
     refuse("clip_grad_norm is not supported: a worker holds only its subnet's gradient");
 }
 
-std::any parse(const field& root, const std::vector<std::string>&, topology& t) {
+/// The rounds of the job (its steps for faults) when its training set's
+/// size is known here (a synthetic set) or bounded (data.train_limit).
+std::optional<job_length> length_of(const topology& t, const section_spec& s) {
+  const int64_t samples = t.data.train_samples_bound();
+  if (samples <= 0)
+    return std::nullopt;
+  try {
+    auto steps = model::ist::steps_per_epoch(samples, t.plan.batch_size, s.workers);
+    const int64_t per_epoch = model::ist::rounds_per_epoch(steps, s.local_steps);
+    return job_length{t.plan.epochs * per_epoch,
+                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
+                        + " rounds of " + std::to_string(s.local_steps) + " local steps from "
+                        + std::to_string(samples) + " training samples",
+                      "round"};
+  } catch (const model::error&) {
+    return std::nullopt; // too little data: the workers say so when they load it
+  }
+}
+
+/// Faults and checkpoints count rounds (the job's step): workers and shards
+/// throw and checkpoint at rounds, nodes are killed or stopped after one.
+/// Its actors send no microbatches through a fanout: no delay or drop.
+job_reading parse(const field& root, const std::vector<std::string>&, topology& t) {
   read_one_task_heads(root, t);
   field section = root.section("ist");
   section_spec s;
@@ -138,35 +160,13 @@ std::any parse(const field& root, const std::vector<std::string>&, topology& t) 
     s.nodes = read_nodes(*f, t, s.workers);
   // The job trains its own network: the backbone section's model is not used.
   t.backbone.name = s.kind == "resist" ? "resnet18" : "mlp";
-  return s;
-}
-
-/// The rounds of the job (its steps for faults) when its training set's
-/// size is known here (a synthetic set) or bounded (data.train_limit).
-std::optional<job_length> length_of(const topology& t) {
-  const int64_t samples = t.data.train_samples_bound();
-  if (samples <= 0)
-    return std::nullopt;
-  const auto& s = section_of(t);
-  try {
-    auto steps = model::ist::steps_per_epoch(samples, t.plan.batch_size, s.workers);
-    const int64_t per_epoch = model::ist::rounds_per_epoch(steps, s.local_steps);
-    return job_length{t.plan.epochs * per_epoch,
-                      epochs_text(t.plan.epochs) + " x " + std::to_string(per_epoch)
-                        + " rounds of " + std::to_string(s.local_steps) + " local steps from "
-                        + std::to_string(samples) + " training samples",
-                      "round"};
-  } catch (const model::error&) {
-    return std::nullopt; // too little data: the workers say so when they load it
-  }
-}
-
-/// Faults and checkpoints count rounds (the job's step): workers and shards
-/// throw and checkpoint at rounds, nodes are killed or stopped after one.
-/// Its actors send no microbatches through a fanout: no delay or drop.
-void check(const field& root, const topology& t) {
-  refuse_edge_faults(root, t, "ist",
-                     "its workers and shards exchange subnets, not microbatches on credit edges");
+  job_reading job;
+  job.own_length = true;
+  job.length = length_of(t, s);
+  job.refuses_edge_faults =
+    "its workers and shards exchange subnets, not microbatches on credit edges";
+  job.settings = std::move(s);
+  return job;
 }
 
 } // namespace
@@ -177,6 +177,14 @@ const section_spec& section_of(const topology& t) {
 
 const std::string& shard_node(const section_spec& s, int32_t shard) {
   return s.nodes.at(static_cast<size_t>(shard % s.workers));
+}
+
+std::vector<strategy_variant> variants() {
+  strategy_variant ist{"ist", "independent subnets: each of W workers trains a disjoint part of "
+                              "every hidden layer for L local steps",
+                       {"ist.workers={W}"}};
+  ist.splits_batch = true;
+  return {ist};
 }
 
 job_schema schema() {
@@ -194,8 +202,6 @@ job_schema schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.own_model = true;
-  schema.length = length_of;
-  schema.check = check;
   return schema;
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/modes/strategy_variant.hpp"
 #include "actors/config/job_schema.hpp"
 #include "actors/modes/worker_group.hpp"
 #include "model/core/training.hpp"
@@ -56,6 +57,9 @@ const std::string& shard_node(const section_spec& s, int32_t shard);
 
 /// The schema of job: ist, for the topology parser.
 job_schema schema();
+
+/// Its rows of `baton compare`'s and `baton predict`'s catalogue.
+std::vector<strategy_variant> variants();
 
 } // namespace ist
 } // namespace modes

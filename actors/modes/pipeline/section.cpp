@@ -150,21 +150,6 @@ section_spec parse_pipeline(const field& section, const std::vector<std::string>
   return s;
 }
 
-/// Recovery restores a consistent cut of the weights, which only the
-/// synchronous schedules have between minibatches.
-void check_recovery(const field& root, const topology& t) {
-  if (!asynchronous(section_of(t)))
-    return;
-  if (!t.faults.empty())
-    root.require("faults").fail("faults and recovery need a synchronous schedule (gpipe or "
-                                "1f1b-flush): asynchronous 1f1b has no step at which every "
-                                "stage's weights are consistent");
-  if (t.runtime.checkpoint_every > 0)
-    root.require("runtime").require("checkpoint_every")
-      .fail("checkpoints need a synchronous schedule (gpipe or 1f1b-flush): under 1f1b the "
-            "stages never share a step with nothing in flight");
-}
-
 /// The smallest microbatch of a minibatch of `size` samples cut into
 /// data.microbatches pieces, as model::plan_epoch cuts it.
 int64_t smallest_microbatch(int64_t size, int32_t microbatches) {
@@ -220,12 +205,19 @@ void check_optimizer_of(const field& root, const topology& t) {
                "stage's gradient, which no stage has); expected no clip_grad_norm");
 }
 
-std::any parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+job_reading parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   read_one_task_heads(root, t);
   check_optimizer_of(root, t);
+  job_reading job;
   auto settings = parse_pipeline(root.section("pipeline"), layers, t);
   check_batch_norm(root, t);
-  return settings;
+  if (asynchronous(settings))
+    job.refuses_recovery.push_back(
+      {"pipeline.schedule", "asks for recovery, which needs a synchronous schedule (gpipe or "
+                            "1f1b-flush): under asynchronous 1f1b no step has every stage's "
+                            "weights consistent and nothing in flight"});
+  job.settings = std::move(settings);
+  return job;
 }
 
 } // namespace
@@ -236,6 +228,18 @@ int32_t machines_of(const topology& t) {
 
 const section_spec& section_of(const topology& t) {
   return std::any_cast<const section_spec&>(t.mode_spec);
+}
+
+std::vector<strategy_variant> variants() {
+  strategy_variant one_f_one_b{"pipeline:1f1b", "the model split into the planner's stages, one "
+                                                "forward one backward, weight stashing",
+                               {"pipeline.schedule=1f1b"}};
+  // gpipe's flush leaves every stage but one idle with one microbatch: 4.
+  strategy_variant gpipe{"pipeline:gpipe", "the planner's stages, all forwards then all "
+                                           "backwards of microbatches, a flush per minibatch",
+                         {"pipeline.schedule=gpipe"}};
+  gpipe.microbatches = 4;
+  return {one_f_one_b, gpipe};
 }
 
 job_schema schema() {
@@ -250,7 +254,6 @@ job_schema schema() {
                                         "writes one)"}};
   add_one_task_heads(schema);
   schema.parse = parse;
-  schema.check = check_recovery;
   return schema;
 }
 

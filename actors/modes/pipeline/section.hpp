@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/modes/strategy_variant.hpp"
 #include "actors/config/job_schema.hpp"
 
 namespace baton::actors {
@@ -68,6 +69,9 @@ const section_spec& section_of(const topology& t);
 
 /// The schema of job: pipeline, for the topology parser.
 job_schema schema();
+
+/// Its rows of `baton compare`'s and `baton predict`'s catalogue.
+std::vector<strategy_variant> variants();
 
 } // namespace pipeline
 } // namespace modes

@@ -242,7 +242,7 @@ int32_t parse_head_threads(const field& root) {
 }
 
 // The heads take the features the backbone outputs, whatever their width.
-std::any parse(const field& root, const std::vector<std::string>& layers, topology& t) {
+job_reading parse(const field& root, const std::vector<std::string>& layers, topology& t) {
   field backbone = root.section("backbone");
   section_spec s;
   parse_split(backbone, layers, s);
@@ -267,7 +267,9 @@ std::any parse(const field& root, const std::vector<std::string>& layers, topolo
   for (auto& head : s.heads)
     head.spec.model.features = features;
   s.head_threads = parse_head_threads(root);
-  return s;
+  job_reading job;
+  job.settings = std::move(s);
+  return job;
 }
 
 } // namespace

@@ -14,7 +14,7 @@
 
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
-#include "model/ist/mlp.hpp"
+#include "model/ist_mlp/mlp.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/tiny_model.hpp"
 

@@ -15,7 +15,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
-#include "model/ist/network.hpp"
+#include "model/ist_mlp/network.hpp"
 #include "model/core/layered_model.hpp"
 #include "tests/modes/data_parallel/small_job.hpp"
 #include "tests/support/text.hpp"

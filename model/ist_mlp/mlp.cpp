@@ -1,10 +1,10 @@
-#include "model/ist/mlp.hpp"
+#include "model/ist_mlp/mlp.hpp"
 
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
 #include "model/core/model_parts.hpp"
-#include "model/ist/network.hpp"
+#include "model/ist_mlp/network.hpp"
 
 namespace baton::model::ist {
 

@@ -1,4 +1,4 @@
-#include "model/ist/network.hpp"
+#include "model/ist_mlp/network.hpp"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
-// model_spec "ist_mlp" (model/ist/mlp.hpp): IST's network
-// (model/ist/network.hpp) as a layered_model, so that the data-parallel
+// model_spec "ist_mlp" (model/ist_mlp/mlp.hpp): IST's network
+// (model/ist_mlp/network.hpp) as a layered_model, so that the data-parallel
 // mode trains the same network as job: ist. Its parameters and forward equal
 // ist::make_network / ist::forward bit for bit.
 
@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "model/core/error.hpp"
-#include "model/ist/mlp.hpp"
-#include "model/ist/network.hpp"
+#include "model/ist_mlp/mlp.hpp"
+#include "model/ist_mlp/network.hpp"
 #include "model/core/layered_model.hpp"
 
 using namespace baton::model;
