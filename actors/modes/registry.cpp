@@ -140,11 +140,13 @@ caf::expected<job_plan> plan_of(const topology& t) {
   const auto* mode = find_mode(t.job);
   if (mode == nullptr)
     return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
-  topology budgeted = t;
-  derive_thread_budgets(budgeted);
-  auto plan = mode->plan(budgeted, plan_use::run);
+  // Made once: the budgets the topology leaves unset are a step over it.
+  auto plan = mode->plan(t, plan_use::run);
   if (!plan)
     return plan;
+  for (auto& a : plan->actors)
+    a.threads_asked = a.threads_asked || t.runtime.compute_threads_asked;
+  set_thread_budgets(*plan, cores());
   std::vector<std::string> nodes;
   for (const auto& n : t.nodes)
     nodes.push_back(n.name);

@@ -30,9 +30,9 @@ const mode* find_mode(const std::string& name);
 /// load_request_topology with every mode's schema (all_job_schemas()).
 caf::expected<topology> load_request_topology(const run_request& r);
 
-/// The plan of `t`'s job (`job:`), made by its mode with the thread
-/// budgets `t` leaves unset derived from it (derive_thread_budgets), its
-/// actors placed on `t`'s nodes (place_round_robin) and `t`'s faults checked
+/// The plan of `t`'s job (`job:`), made once by its mode, the thread
+/// budgets `t` leaves unset set over it (set_thread_budgets), its actors
+/// placed on `t`'s nodes (place_round_robin) and `t`'s faults checked
 /// against it (check_faults): what the runtime runs.
 caf::expected<job_plan> plan_of(const topology& t);
 

@@ -31,6 +31,9 @@ struct planned_actor {
   std::string with;
   std::string settings; ///< the role's settings (YAML); the runtime adds `run:`
   int32_t threads = 1;  ///< compute threads, checked against the node's cores
+  /// Its budget was asked (runtime.compute_threads, runtime.head_threads):
+  /// set_thread_budgets leaves it as it is.
+  bool threads_asked = false;
   /// Checkpointed and restored on a restart; a `throw` fault (and chaos) may
   /// name it. The last trainable actor in plan order reports its steps.
   bool trainable = false;

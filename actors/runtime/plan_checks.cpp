@@ -1,7 +1,11 @@
 #include "actors/runtime/plan_checks.hpp"
 
+#include <algorithm>
 #include <string>
 
+#include <yaml-cpp/yaml.h>
+
+#include "actors/config/yaml_codec.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 
@@ -62,10 +66,31 @@ int32_t compute_actors(const job_plan& plan) {
                                             [](const planned_actor& a) { return a.threads > 0; }));
 }
 
+namespace {
+
+int32_t share_of(int32_t cores, int32_t actors) {
+  return std::max<int32_t>(1, cores / std::max<int32_t>(1, actors));
+}
+
+} // namespace
+
 void derive_thread_budgets(runtime_spec& r, int32_t actors, int32_t cores) {
-  auto share = std::max<int32_t>(1, cores / std::max<int32_t>(1, actors));
   if (!r.compute_threads_asked)
-    r.compute_threads = share;
+    r.compute_threads = share_of(cores, actors);
+}
+
+void set_thread_budgets(job_plan& plan, int32_t cores) {
+  const int32_t share = share_of(cores, compute_actors(plan));
+  for (auto& a : plan.actors) {
+    if (a.threads <= 0 || a.threads_asked || a.threads == share)
+      continue;
+    auto settings = YAML::Load(a.settings);
+    if (!settings.IsMap() || !settings["threads"])
+      continue; // no torch threads of its own (a source)
+    settings["threads"] = share;
+    a.settings = dump(settings);
+    a.threads = share;
+  }
 }
 
 } // namespace runtime

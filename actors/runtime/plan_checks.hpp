@@ -31,5 +31,12 @@ int32_t compute_actors(const job_plan& plan);
 /// machine has.
 void derive_thread_budgets(runtime_spec& r, int32_t actors, int32_t cores);
 
+/// The thread budgets of a plan, a step over it (no re-plan): every actor
+/// that computes and whose budget was not asked (planned_actor::
+/// threads_asked) and whose settings hold `threads:` gets an equal share of
+/// `cores` over the plan's computing actors, at least 1, in its `threads`
+/// and in its settings.
+void set_thread_budgets(job_plan& plan, int32_t cores);
+
 } // namespace runtime
 } // namespace baton::actors

@@ -3,6 +3,7 @@
 #include "actors/modes/registry.hpp"
 #include "actors/modes/transfer/head_settings.hpp"
 #include "actors/modes/transfer/section.hpp"
+#include "actors/runtime/local_run.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -961,6 +962,31 @@ TEST_F(topology_test, head_threads_is_transfers_own) {
   ASSERT_TRUE(plan) << baton::describe(plan.error());
   EXPECT_EQ(plan->find("a")->threads, 2);
   EXPECT_EQ(plan->threads_asked_by, "runtime.compute_threads");
+}
+
+// Issue 36: the budgets a topology leaves unset are a step over its one
+// plan: each computing actor whose budget was not asked gets the machine's
+// share over the plan's computing actors, in the plan and in its settings;
+// an asked budget (runtime.head_threads) stays.
+TEST_F(topology_test, unasked_budgets_are_set_over_the_one_plan) {
+  auto t = load(tasks_and_heads + "runtime: {head_threads: 3}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  auto plan = baton::actors::plan_of(*t);
+  ASSERT_TRUE(plan) << baton::describe(plan.error());
+  int32_t computing = 0;
+  for (const auto& a : plan->actors)
+    computing += a.threads > 0 ? 1 : 0;
+  const int32_t share = std::max<int32_t>(1, baton::actors::cores() / computing);
+  for (const auto& a : plan->actors)
+    if (a.role == "stage")
+      EXPECT_EQ(a.threads, share) << a.name;
+  const auto* head = plan->find("a");
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->threads, 3);
+  EXPECT_TRUE(head->threads_asked);
+  auto settings = baton::actors::transfer::parse_head_settings(head->settings);
+  ASSERT_TRUE(settings) << baton::describe(settings.error());
+  EXPECT_EQ(settings->threads, 3);
 }
 
 // Item 10: label 99 made a 100-way head, 1e8 a 51 GB allocation.

@@ -29,6 +29,7 @@ void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
     head_settings spec{h.spec, threads, t.runtime.progress_every, {}};
     auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
     head.threads = threads;
+    head.threads_asked = settings.head_threads > 0;
     head.trainable = true;
     head.sends_weights = true; // its trained weights, for --save-model
     head.result = h.spec.name;

@@ -18,6 +18,7 @@
 #include "actors/modes/data_parallel/ring_exchange.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
+#include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
@@ -107,6 +108,21 @@ TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
   ASSERT_TRUE(p) << baton::describe(p.error());
   ASSERT_EQ(p->actors.size(), 2u);
   EXPECT_EQ(p->edges.size(), 2u);
+}
+
+// Issue 36: the plan is made once and the budget it leaves unset is a step
+// over it: one worker has the machine's cores, in the plan and in the
+// settings it is spawned with.
+TEST(data_parallel_section, one_worker_gets_every_core_in_its_settings) {
+  auto t = dp.parse("  workers: 1\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  auto p = plan_of(*t);
+  ASSERT_TRUE(p) << baton::describe(p.error());
+  ASSERT_EQ(p->actors.size(), 1u);
+  EXPECT_EQ(p->actors[0].threads, cores());
+  auto settings = parse_worker_settings(p->actors[0].settings);
+  ASSERT_TRUE(settings) << baton::describe(settings.error());
+  EXPECT_EQ(settings->threads, cores());
 }
 
 // -- the plan -----------------------------------------------------------------------
