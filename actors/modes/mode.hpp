@@ -22,9 +22,9 @@
 
 #include "actors/config/job_schema.hpp"
 #include "actors/config/topology.hpp"
-#include "actors/runtime/job_plan.hpp"
 #include "actors/modes/strategy_variant.hpp"
 #include "actors/roles/role_type.hpp"
+#include "actors/runtime/job_plan.hpp"
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/jobs.hpp"
 
