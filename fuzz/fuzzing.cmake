@@ -65,7 +65,7 @@ if(BATON_FUZZ AND baton_fuzz_ok)
     INSTALL_COMMAND ""
     DEPENDS baton_modes_common baton_mode_transfer baton_mode_pipeline
       baton_mode_data_parallel baton_mode_ist baton_actors_runtime baton_messages baton_model_core baton_model_planning
-      baton_model_transfer baton_model_data_parallel baton_model_ist)
+      baton_model_transfer baton_model_data_parallel baton_model_ist_mlp baton_model_ist)
 
   # baton_add_fuzz_test(TARGET CORPUS SECONDS MAX_LEN [DICT]): its two ctest
   # cases; SECONDS is a share of BATON_FUZZ_SECONDS, in percent.
