@@ -16,14 +16,14 @@ struct strategy_variant {
   std::string name;    ///< "data-parallel:ring", as --strategies takes it
   std::string summary; ///< one line for help and the report
   /// KEY=VALUE, as `baton run --set`; "{W}" stands for the cluster's hosts.
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides = {};
   /// YAML map merged into the mode's section where the workload leaves the
   /// keys out ("{sync_every: 8}"); "" for none.
-  std::string defaults;
+  std::string defaults = "";
   /// Keys of the mode's section that choose the variant (exchange, freeze,
   /// ...): the workload's are dropped and the overrides or defaults set
   /// them, unless the variant keeps them (`keeps`).
-  std::vector<std::string> keeps;
+  std::vector<std::string> keeps = {};
   /// `--mode local`: one process, not over --local-nodes and --link.
   bool local = false;
   /// W workers take G / W each of the global batch G (data-parallel, IST);

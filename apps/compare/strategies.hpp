@@ -26,8 +26,8 @@ struct strategy_choice {
   std::string summary;                ///< one line for help and the report
   std::string job;                    ///< `job:` of its runs
   std::string section;                ///< the topology section it reads ("" none)
-  std::vector<std::string> overrides; ///< KEY=VALUE, as `baton run --set`
-  std::vector<std::string> flags;     ///< more `baton run` flags (local: --mode local)
+  std::vector<std::string> overrides = {}; ///< KEY=VALUE, as `baton run --set`
+  std::vector<std::string> flags = {};     ///< more `baton run` flags (local: --mode local)
   bool distributed = true;            ///< runs over --local-nodes and --link
   /// Workers that split the global batch (data-parallel, IST, local: W;
   /// pipeline: 1, its minibatch is the global batch).
@@ -35,8 +35,8 @@ struct strategy_choice {
   int32_t microbatches_per_step = 1;  ///< pipeline microbatches per optimiser step
   /// Keys of its section kept from the workload, and a YAML map of what it
   /// sets where the workload says nothing (strategy_variant).
-  std::vector<std::string> keeps;
-  std::string defaults;
+  std::vector<std::string> keeps = {};
+  std::string defaults = "";
 };
 
 /// Every strategy known, in the order of the default --strategies, with
