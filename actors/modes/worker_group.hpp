@@ -2,8 +2,9 @@
 
 // What the modes whose workers train one model together share: the result
 // group their workers report into (data-parallel's workers, IST's), merged
-// into one result of the job, their actors' names and the faults they
-// refuse. actors/config/names.cpp reserves the name.
+// into one result of the job, and their actors' names (the faults they
+// refuse are said by their parse, job_reading::refuses_edge_faults).
+// actors/config/names.cpp reserves the name.
 
 #include <cstdint>
 #include <string>
