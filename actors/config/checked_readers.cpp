@@ -2,7 +2,9 @@
 // the optimizer, a thread budget, a task, an error's "at most".
 
 #include <string>
+#include <vector>
 
+#include "actors/config/section_fields.hpp"
 #include "actors/config/section_optimizer.hpp"
 #include "actors/config/topology_parts.hpp"
 #include "actors/net/system.hpp"
@@ -34,53 +36,23 @@ std::string detail::read_node(const field& f, const std::vector<node_address>& n
   return name;
 }
 
-const std::vector<std::string>& detail::optimizer_keys() {
-  static const std::vector<std::string> keys = {
-    "name",     "lr",            "momentum",    "nesterov", "betas", "eps",    "weight_decay",
-    "schedule", "warmup_epochs", "step_epochs", "gamma",    "min_lr", "clip_grad_norm"};
-  return keys;
+namespace {
+
+double non_negative_number(const field& f) {
+  return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
 }
 
-model::optimizer_spec detail::read_optimizer(const field& section,
-                                             model::optimizer_spec optimizer) {
-  check_section(section);
-  auto non_negative = [](const field& f) {
-    return read_number(f, "a non-negative number", [](double x) { return x >= 0; });
-  };
-  auto fraction = [](const field& f) {
-    return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
-  };
-  auto positive = [](const field& f) {
-    return read_number(f, "a positive number", [](double x) { return x > 0; });
-  };
-  read_if(section, "name", optimizer.name,
-          [](const field& f) { return read_choice(f, model::optimizer_names()); });
-  read_if(section, "lr", optimizer.lr, positive);
-  read_if(section, "momentum", optimizer.momentum, fraction);
-  read_if(section, "nesterov", optimizer.nesterov, read_bool);
-  if (auto f = section.get("betas")) {
-    std::vector<double> betas;
-    for (const field& v : f->items("a list of two numbers in [0, 1) (beta1, beta2)", 2))
-      betas.push_back(fraction(v));
-    if (betas.size() != 2)
-      f->fail(f->name() + " must be two numbers [beta1, beta2], got " +
-              std::to_string(betas.size()));
-    optimizer.beta1 = betas[0];
-    optimizer.beta2 = betas[1];
-  }
-  read_if(section, "eps", optimizer.eps, positive);
-  read_if(section, "weight_decay", optimizer.weight_decay, non_negative);
-  read_if(section, "schedule", optimizer.schedule,
-          [](const field& f) { return read_choice(f, model::schedule_names()); });
-  read_if(section, "warmup_epochs", optimizer.warmup_epochs, [](const field& f) {
-    return read_number(f, "a number of epochs in [0, 1000]",
-                       [](double x) { return x >= 0 && x <= 1000; });
-  });
-  read_if(section, "step_epochs", optimizer.step_epochs, positive);
-  read_if(section, "gamma", optimizer.gamma, positive);
-  read_if(section, "min_lr", optimizer.min_lr, non_negative);
-  read_if(section, "clip_grad_norm", optimizer.clip_grad_norm, non_negative);
-  // Settings that only make sense with another name are refused, not ignored.
+double fraction_number(const field& f) {
+  return read_number(f, "a number in [0, 1)", [](double x) { return x >= 0 && x < 1; });
+}
+
+double positive_number(const field& f) {
+  return read_number(f, "a positive number", [](double x) { return x > 0; });
+}
+
+// Settings that only make sense with another name or schedule are refused,
+// not ignored; then model::check_optimizer's refusals.
+void check_optimizer_section(const field& section, model::optimizer_spec& optimizer) {
   auto only = [&](const char* key, bool ok, const std::string& why) {
     if (auto f = section.get(key); f && !ok)
       f->fail(f->name() + " " + why + " (optimizer name is " + optimizer.name + ")");
@@ -101,6 +73,61 @@ model::optimizer_spec detail::read_optimizer(const field& section,
   } catch (const model::error& e) {
     section.fail(section.name() + ": " + e.what());
   }
+}
+
+// torch.optim's names (docs/configuration.md).
+const section_fields<model::optimizer_spec>& optimizer_fields() {
+  using spec = model::optimizer_spec;
+  static const section_fields<spec> fields{
+    {
+      {"name", [](const field& f, const field&,
+                  spec& o) { o.name = read_choice(f, model::optimizer_names()); }},
+      {"lr", [](const field& f, const field&, spec& o) { o.lr = positive_number(f); }},
+      {"momentum",
+       [](const field& f, const field&, spec& o) { o.momentum = fraction_number(f); }},
+      {"nesterov", [](const field& f, const field&, spec& o) { o.nesterov = read_bool(f); }},
+      {"betas",
+       [](const field& f, const field&, spec& o) {
+         std::vector<double> betas;
+         for (const field& v : f.items("a list of two numbers in [0, 1) (beta1, beta2)", 2))
+           betas.push_back(fraction_number(v));
+         if (betas.size() != 2)
+           f.fail(f.name() + " must be two numbers [beta1, beta2], got " +
+                  std::to_string(betas.size()));
+         o.beta1 = betas[0];
+         o.beta2 = betas[1];
+       }},
+      {"eps", [](const field& f, const field&, spec& o) { o.eps = positive_number(f); }},
+      {"weight_decay",
+       [](const field& f, const field&, spec& o) { o.weight_decay = non_negative_number(f); }},
+      {"schedule", [](const field& f, const field&,
+                      spec& o) { o.schedule = read_choice(f, model::schedule_names()); }},
+      {"warmup_epochs",
+       [](const field& f, const field&, spec& o) {
+         o.warmup_epochs = read_number(f, "a number of epochs in [0, 1000]",
+                                       [](double x) { return x >= 0 && x <= 1000; });
+       }},
+      {"step_epochs",
+       [](const field& f, const field&, spec& o) { o.step_epochs = positive_number(f); }},
+      {"gamma", [](const field& f, const field&, spec& o) { o.gamma = positive_number(f); }},
+      {"min_lr", [](const field& f, const field&, spec& o) { o.min_lr = non_negative_number(f); }},
+      {"clip_grad_norm",
+       [](const field& f, const field&, spec& o) { o.clip_grad_norm = non_negative_number(f); }},
+    },
+    check_optimizer_section};
+  return fields;
+}
+
+} // namespace
+
+const std::vector<std::string>& detail::optimizer_keys() {
+  static const std::vector<std::string> keys = optimizer_fields().keys();
+  return keys;
+}
+
+model::optimizer_spec detail::read_optimizer(const field& section,
+                                             model::optimizer_spec optimizer) {
+  optimizer_fields().read(section, optimizer);
   return optimizer;
 }
 

@@ -1,9 +1,15 @@
 // The cluster's sections: the nodes, the runtime (windows, threads,
 // timeouts, checkpoints, TLS) and the faults to inject.
 
+#include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "actors/config/section_fields.hpp"
 #include "actors/config/topology_parts.hpp"
 #include "actors/net/system.hpp"
 #include "messages/errc.hpp"
@@ -17,130 +23,186 @@ namespace {
 
 // `runtime.tls`: this run's certificate, key and CA, checked here because
 // CAF aborts the process on files it cannot load.
-tls_settings parse_tls(const field& section) {
-  check_section(section);
-  tls_settings tls;
-  read_if(section, "certificate", tls.certificate, read_path);
-  read_if(section, "key", tls.key, read_path);
-  read_if(section, "ca", tls.ca, read_path);
-  if (auto err = check_tls_files(tls))
-    section.fail("'runtime.tls' (or --tls-cert, --tls-key, --tls-ca): " + describe(err));
-  return tls;
+const section_fields<tls_settings>& tls_fields() {
+  static const section_fields<tls_settings> fields{
+    {
+      {"certificate", [](const field& f, const field&, tls_settings& tls) {
+         tls.certificate = read_path(f);
+       }},
+      {"key", [](const field& f, const field&, tls_settings& tls) { tls.key = read_path(f); }},
+      {"ca", [](const field& f, const field&, tls_settings& tls) { tls.ca = read_path(f); }},
+    },
+    [](const field& section, tls_settings& tls) {
+      if (auto err = check_tls_files(tls))
+        section.fail("'runtime.tls' (or --tls-cert, --tls-key, --tls-ca): " + describe(err));
+    }};
+  return fields;
 }
 
 // `runtime.compute_threads`, or its older name `runtime.stage_threads`: not both.
-void parse_compute_threads(const field& section, runtime_spec& r) {
-  std::optional<field> f = section.get("compute_threads"), older = section.get("stage_threads");
-  if (f && older)
-    older->fail("give runtime.compute_threads or runtime.stage_threads, not both "
-                "(runtime.stage_threads is its older name)");
-  if (!f)
-    f = older;
-  if (f)
-    r.compute_threads = read_compute_threads(*f);
-  r.compute_threads_asked = f.has_value();
+void set_compute_threads(const field& f, runtime_spec& r) {
+  r.compute_threads = read_compute_threads(f);
+  r.compute_threads_asked = true;
+}
+
+const section_fields<runtime_spec>& runtime_fields() {
+  static const section_fields<runtime_spec> fields{{
+    // Messages in flight per edge; each may be 64 MiB, and the receiver holds them.
+    {"window", [](const field& f, const field&, runtime_spec& r) {
+       r.window = positive_int32(f);
+       if (r.window > 256)
+         f.expected("a positive integer at most 256 (messages in flight per edge)");
+     }},
+    {"scheduler_threads", [](const field& f, const field&, runtime_spec& r) {
+       r.scheduler_threads = read_integer<int32_t>(
+         f, 1, max_scheduler_threads,
+         "a number of threads from 1 to " + std::to_string(max_scheduler_threads));
+     }},
+    {"compute_threads", [](const field& f, const field& section, runtime_spec& r) {
+       if (auto older = section.get("stage_threads"))
+         older->fail("give runtime.compute_threads or runtime.stage_threads, not both "
+                     "(runtime.stage_threads is its older name)");
+       set_compute_threads(f, r);
+     }},
+    {"stage_threads", [](const field& f, const field&, runtime_spec& r) {
+       set_compute_threads(f, r);
+     }},
+    {"heartbeat_ms", [](const field& f, const field&, runtime_spec& r) {
+       r.heartbeat_interval = positive_milliseconds(f);
+     }},
+    {"connection_timeout_ms", [](const field& f, const field&, runtime_spec& r) {
+       r.connection_timeout = positive_milliseconds(f);
+     }},
+    {"request_timeout_ms", [](const field& f, const field&, runtime_spec& r) {
+       r.request_timeout = positive_milliseconds(f);
+     }},
+    {"progress_every", [](const field& f, const field&, runtime_spec& r) {
+       r.progress_every = positive_int32(f);
+     }},
+    {"checkpoint_every", [](const field& f, const field&, runtime_spec& r) {
+       r.checkpoint_every = read_integer<int32_t>(f, 0, std::numeric_limits<int32_t>::max(),
+                                                  "a number of steps (0: no checkpoints)");
+     }},
+    {"checkpoint_dir", [](const field& f, const field&, runtime_spec& r) {
+       r.checkpoint_dir = read_path(f);
+     }},
+    {"max_restarts", [](const field& f, const field&, runtime_spec& r) {
+       r.max_restarts = read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
+     }},
+    {"stall_timeout_ms", [](const field& f, const field&, runtime_spec& r) {
+       r.stall_timeout = positive_milliseconds(f);
+     }},
+    {"slow_node_timeout_ms", [](const field& f, const field&, runtime_spec& r) {
+       r.slow_node_timeout = positive_milliseconds(f);
+     }},
+    // The workload's target_accuracy in its older place: read with it
+    // (parse_target_accuracy), which refuses both.
+    {"stop_at_accuracy", [](const field&, const field&, runtime_spec&) {}},
+    {"stop_after_seconds", [](const field& f, const field&, runtime_spec& r) {
+       r.stop_after_seconds =
+         read_number(f, "a number of seconds above 0", [](double x) { return x > 0; });
+     }},
+    {"shared_memory", [](const field& f, const field&, runtime_spec& r) {
+       r.shared_memory = read_bool(f);
+     }},
+    {"tls", [](const field& f, const field&, runtime_spec& r) { tls_fields().read(f, r.tls); }},
+  }};
+  return fields;
 }
 
 } // namespace
 
 void detail::parse_runtime(const field& section, runtime_spec& r) {
-  check_section(section);
-  // Messages in flight per edge; each may be 64 MiB, and the receiver holds them.
-  read_if(section, "window", r.window, [](const field& f) {
-    auto window = positive_int32(f);
-    if (window > 256)
-      f.expected("a positive integer at most 256 (messages in flight per edge)");
-    return window;
-  });
-  read_if(section, "scheduler_threads", r.scheduler_threads, [](const field& f) {
-    return read_integer<int32_t>(f, 1, max_scheduler_threads,
-                                 "a number of threads from 1 to "
-                                   + std::to_string(max_scheduler_threads));
-  });
-  parse_compute_threads(section, r);
-  read_if(section, "heartbeat_ms", r.heartbeat_interval, positive_milliseconds);
-  read_if(section, "connection_timeout_ms", r.connection_timeout, positive_milliseconds);
-  read_if(section, "request_timeout_ms", r.request_timeout, positive_milliseconds);
-  read_if(section, "progress_every", r.progress_every, positive_int32);
-  read_if(section, "checkpoint_every", r.checkpoint_every, [](const field& f) {
-    return read_integer<int32_t>(f, 0, std::numeric_limits<int32_t>::max(),
-                                 "a number of steps (0: no checkpoints)");
-  });
-  read_if(section, "checkpoint_dir", r.checkpoint_dir, read_path);
-  read_if(section, "max_restarts", r.max_restarts, [](const field& f) {
-    return read_integer<int32_t>(f, 0, 1000, "a number of restarts from 0 to 1000");
-  });
-  read_if(section, "stall_timeout_ms", r.stall_timeout, positive_milliseconds);
-  read_if(section, "slow_node_timeout_ms", r.slow_node_timeout, positive_milliseconds);
-  read_if(section, "stop_after_seconds", r.stop_after_seconds, [](const field& f) {
-    return read_number(f, "a number of seconds above 0", [](double x) { return x > 0; });
-  });
-  read_if(section, "shared_memory", r.shared_memory, read_bool);
-  if (auto f = section.get("tls"))
-    r.tls = parse_tls(*f);
+  runtime_fields().read(section, r);
 }
 
 namespace {
 
-// The edge of a delay or drop fault: `from` sends to `to` (an edge of the
-// job's plan, checked when it is made: actors/runtime/plan_checks.hpp).
-void read_edge_fault(const field& item, fault_spec& f) {
-  f.from = read_name(item.require("from"));
-  f.to = read_name(item.require("to"));
-  if (f.kind == "delay")
-    f.delay = positive_milliseconds(item.require("delay_ms"));
-  else if (f.at_step < 0)
-    item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
+// The kinds of fault and the keys each takes: any other is refused, not
+// ignored.
+using fault_kind = std::pair<std::string, std::vector<std::string>>;
+const std::vector<fault_kind>& fault_kinds() {
+  static const std::vector<fault_kind> kinds = {
+    {"throw", {"kind", "actor", "at_step"}},
+    {"kill_node", {"kind", "node", "at_step", "after_ms"}},
+    {"stop_node", {"kind", "node", "at_step", "after_ms", "stopped_ms"}},
+    {"delay", {"kind", "from", "to", "delay_ms"}},
+    {"drop", {"kind", "from", "to", "at_step"}},
+    {"chaos", {"kind", "rate", "seed"}},
+  };
+  return kinds;
 }
 
-fault_spec parse_fault(const field& item) {
-  check_section(item);
-  fault_spec f;
-  f.where = item.where();
-  f.kind = read_choice(item.require("kind"),
-                       {"throw", "kill_node", "stop_node", "delay", "drop", "chaos"});
-  read_if(item, "at_step", f.at_step, non_negative_int64);
-  read_if(item, "after_ms", f.after, positive_milliseconds);
-  auto only = [&](const std::vector<std::string>& keys) {
-    for (const auto* key : {"actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
-                            "delay_ms", "rate", "seed"})
-      if (item.get(key) && !contains(keys, key))
-        item.fail("fault '" + f.kind + "' takes " + join(keys) + " (not " + key + ")");
-  };
-  if (f.kind == "delay" || f.kind == "drop") {
-    only({"kind", "from", "to", f.kind == "delay" ? "delay_ms" : "at_step"});
-    read_edge_fault(item, f);
-    return f;
-  }
-  if (f.kind == "chaos") {
-    only({"kind", "rate", "seed"});
-    f.rate = read_number(item.require("rate"), "a probability per step in (0, 1]",
-                         [](double x) { return x > 0 && x <= 1; });
-    read_if(item, "seed", f.seed, [](const field& s) {
-      return read_integer<uint64_t>(s, 0, std::numeric_limits<uint64_t>::max(), "a seed");
-    });
-    return f;
-  }
+// What each kind needs, once its keys are read. A throw names a trainable
+// actor of the job's plan and an edge fault an edge of it (both checked when
+// the plan is made: actors/runtime/plan_checks.hpp); a node fault's node is
+// checked when the job starts (`--local-nodes` makes them later).
+void check_fault(const field& item, fault_spec& f) {
   if (f.kind == "throw") {
-    // A trainable actor of the job's plan, checked when it is made.
-    f.actor = read_name(item.require("actor"));
+    item.require("actor");
     if (f.at_step < 0)
       item.fail("fault 'throw' needs at_step (the step during which the actor throws)");
-    if (item.get("node") || item.get("after_ms") || item.get("stopped_ms"))
-      item.fail("fault 'throw' takes kind, actor and at_step only");
-  } else {
-    // Nodes are checked when the job starts: `--local-nodes` makes them later.
-    f.node = read_name(item.require("node"));
+  } else if (f.kind == "kill_node" || f.kind == "stop_node") {
+    item.require("node");
     if ((f.at_step < 0) == (f.after.count() < 0))
       item.fail("fault '" + f.kind + "' needs exactly one of at_step and after_ms");
-    if (item.get("actor"))
-      item.fail("fault '" + f.kind + "' names a node, not an actor");
     if (f.kind == "stop_node")
-      f.stopped = positive_milliseconds(item.require("stopped_ms"));
-    else if (item.get("stopped_ms"))
-      item.fail("stopped_ms applies to kind stop_node only");
+      item.require("stopped_ms");
+  } else if (f.kind == "delay" || f.kind == "drop") {
+    item.require("from");
+    item.require("to");
+    if (f.kind == "delay")
+      item.require("delay_ms");
+    else if (f.at_step < 0)
+      item.fail("fault 'drop' needs at_step (the step whose first microbatch is dropped)");
+  } else if (f.kind == "chaos") {
+    item.require("rate");
   }
-  return f;
+}
+
+const section_fields<fault_spec>& fault_fields() {
+  static const section_fields<fault_spec> fields{
+    {
+      {"kind",
+       [](const field& value, const field& item, fault_spec& f) {
+         std::vector<std::string> kinds;
+         for (const auto& [kind, keys] : fault_kinds())
+           kinds.push_back(kind);
+         f.kind = read_choice(value, kinds);
+         const std::vector<std::string>& takes =
+           std::find_if(fault_kinds().begin(), fault_kinds().end(),
+                        [&](const fault_kind& k) { return k.first == f.kind; })
+             ->second;
+         for (const auto& entry : item.node())
+           if (const std::string& key = entry.first.Scalar(); !contains(takes, key))
+             item.child(entry.first, entry.second)
+               .fail("fault '" + f.kind + "' takes " + join(takes) + " (not " + key + ")");
+       },
+       true},
+      {"actor", [](const field& v, const field&, fault_spec& f) { f.actor = read_name(v); }},
+      {"node", [](const field& v, const field&, fault_spec& f) { f.node = read_name(v); }},
+      {"at_step",
+       [](const field& v, const field&, fault_spec& f) { f.at_step = non_negative_int64(v); }},
+      {"after_ms",
+       [](const field& v, const field&, fault_spec& f) { f.after = positive_milliseconds(v); }},
+      {"stopped_ms",
+       [](const field& v, const field&, fault_spec& f) { f.stopped = positive_milliseconds(v); }},
+      {"from", [](const field& v, const field&, fault_spec& f) { f.from = read_name(v); }},
+      {"to", [](const field& v, const field&, fault_spec& f) { f.to = read_name(v); }},
+      {"delay_ms",
+       [](const field& v, const field&, fault_spec& f) { f.delay = positive_milliseconds(v); }},
+      {"rate",
+       [](const field& v, const field&, fault_spec& f) {
+         f.rate = read_number(v, "a probability per step in (0, 1]",
+                              [](double x) { return x > 0 && x <= 1; });
+       }},
+      {"seed",
+       [](const field& v, const field&, fault_spec& f) {
+         f.seed = read_integer<uint64_t>(v, 0, std::numeric_limits<uint64_t>::max(), "a seed");
+       }},
+    },
+    check_fault};
+  return fields;
 }
 
 // A fault at a step the job never reaches would never fire: a run "with a
@@ -166,29 +228,53 @@ std::vector<fault_spec> detail::parse_faults(const field& list,
   std::vector<fault_spec> faults;
   for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
                                       "after_ms, stopped_ms})", max_faults)) {
-    faults.push_back(parse_fault(item));
+    fault_spec f;
+    f.where = item.where();
+    fault_fields().read(item, f);
+    faults.push_back(std::move(f));
     check_fault_step(item, faults.back(), length);
   }
   return faults;
 }
 
+namespace {
+
+const section_fields<node_address>& node_fields() {
+  static const section_fields<node_address> fields{{
+    {"name",
+     [](const field& v, const field&, node_address& n) { n.name = read_new_name(v, "node"); },
+     true},
+    {"host", [](const field& v, const field&, node_address& n) { n.host = read_string(v); }},
+    {"port",
+     [](const field& v, const field&, node_address& n) {
+       n.port = read_integer<uint16_t>(v, 1, 65535, "a port number from 1 to 65535");
+     },
+     true},
+  }};
+  return fields;
+}
+
+} // namespace
+
 std::vector<node_address> detail::parse_nodes(const field& list) {
   std::vector<node_address> nodes;
   unique_names names("node"), addresses("address");
   for (const field& item : list.items("a list of nodes ({name, host, port})", max_nodes)) {
-    check_section(item);
     node_address node;
     node.where = item.where();
-    field name = item.require("name");
-    node.name = read_new_name(name, "node");
-    names.add(name, node.name);
-    read_if(item, "host", node.host, read_string);
-    field port = item.require("port");
-    node.port = read_integer<uint16_t>(port, 1, 65535, "a port number from 1 to 65535");
-    addresses.add(port, node.host + ":" + std::to_string(node.port));
+    node_fields().read(item, node);
+    names.add(item.require("name"), node.name);
+    addresses.add(item.require("port"), node.host + ":" + std::to_string(node.port));
     nodes.push_back(std::move(node));
   }
   return nodes;
+}
+
+std::map<std::string, std::vector<std::string>> detail::cluster_section_keys() {
+  return {{"runtime", runtime_fields().keys()},
+          {"runtime.tls", tls_fields().keys()},
+          {"faults.*", fault_fields().keys()},
+          {"nodes.*", node_fields().keys()}};
 }
 
 } // namespace config

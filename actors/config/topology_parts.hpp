@@ -34,6 +34,10 @@ namespace detail {
 
 /// The keys of each common map section by path pattern ("*": a list index).
 const std::map<std::string, std::vector<std::string>>& section_keys();
+/// Those of the workload's sections and of the cluster's, from their field
+/// lists (workload_reader.cpp, cluster_reader.cpp).
+std::map<std::string, std::vector<std::string>> workload_section_keys();
+std::map<std::string, std::vector<std::string>> cluster_section_keys();
 /// The keys of the map at `pattern`, the common sections' and every job's;
 /// nullopt for a path that is not a map of the schema.
 std::optional<std::vector<std::string>> keys_of(const std::string& pattern,

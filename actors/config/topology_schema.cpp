@@ -1,6 +1,7 @@
-// The key schema: which keys each section has, by path pattern. The
-// validation (check_section) and `--set` (overrides.cpp) both read this one
-// table, so they cannot disagree about what a known key is.
+// The key schema: which keys each section has, by path pattern, taken from
+// the sections' field lists. The validation (check_section) and `--set`
+// (overrides.cpp) both read this one table, so they cannot disagree about
+// what a known key is.
 
 #include <charconv>
 #include <sstream>
@@ -14,38 +15,22 @@ using namespace detail;
 
 // -- schema -------------------------------------------------------------------
 
-// The keys of each map section by path pattern ("*" stands for a list index).
-// The validation and `--set` both read this one table, so they cannot
-// disagree about what a known key is.
+// The keys of each map section by path pattern ("*" stands for a list
+// index): the top level's, and each common section's from its field list
+// (actors/config/section_fields.hpp). The validation and `--set` both read
+// this one table, so they cannot disagree about what a known key is.
 const std::map<std::string, std::vector<std::string>>& detail::section_keys() {
-  static const std::vector<std::string> optimizer = optimizer_keys();
-  static const std::map<std::string, std::vector<std::string>> keys = {
-    {"", {"job", "seed", "data", "backbone", "tasks", "task", "target_accuracy", "save",
-          "early_stopping", "runtime", "nodes", "faults", "optimizer"}},
-    {"early_stopping", {"patience"}},
-    {"optimizer", optimizer},
-    {"data", {"dataset", "kind", "dir", "train", "test", "label", "shape", "classes",
-              "normalize", "memory_mb", "train_limit", "test_limit", "batch_size",
-              "microbatches", "epochs", "node", "synthetic_train", "synthetic_test",
-              "synthetic_shape", "validation", "augment"}},
-    {"data.augment", {"crop", "flip"}},
-    {"data.train", {"images", "labels", "x", "y"}},
-    {"data.test", {"images", "labels", "x", "y"}},
-    {"data.normalize", {"mean", "std"}},
-    {"backbone", {"model", "path", "wide_features", "classifier", "checkpoint", "pretrain"}},
-    {"backbone.pretrain", {"task", "epochs", "train_limit", "optimizer", "if_missing"}},
-    {"backbone.pretrain.optimizer", optimizer},
-    {"tasks.*", {"name", "labels"}},
-    {"runtime", {"window", "scheduler_threads", "compute_threads", "stage_threads", "heartbeat_ms",
-                 "connection_timeout_ms", "request_timeout_ms", "progress_every",
-                 "checkpoint_every", "checkpoint_dir", "max_restarts", "stall_timeout_ms",
-                 "slow_node_timeout_ms",
-                 "stop_at_accuracy", "stop_after_seconds", "shared_memory", "tls"}},
-    {"runtime.tls", {"certificate", "key", "ca"}},
-    {"faults.*", {"kind", "actor", "node", "at_step", "after_ms", "stopped_ms", "from", "to",
-                  "delay_ms", "rate", "seed"}},
-    {"nodes.*", {"name", "host", "port"}},
-  };
+  static const std::map<std::string, std::vector<std::string>> keys = [] {
+    std::map<std::string, std::vector<std::string>> out = {
+      {"", {"job", "seed", "data", "backbone", "tasks", "task", "target_accuracy", "save",
+            "early_stopping", "runtime", "nodes", "faults", "optimizer"}},
+      {"optimizer", optimizer_keys()},
+      {"backbone.pretrain.optimizer", optimizer_keys()},
+    };
+    out.merge(workload_section_keys());
+    out.merge(cluster_section_keys());
+    return out;
+  }();
   return keys;
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "actors/config/section_fields.hpp"
 #include "actors/config/topology_parts.hpp"
 #include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
@@ -103,154 +104,228 @@ void check_synthetic_size(const field& data, const std::string& key, const topol
 bool reads_dir(const std::string& kind) { return kind != "npy" && kind != "synthetic"; }
 bool names_files(const std::string& kind) { return kind == "idx" || kind == "npy"; }
 
-// `data.train` / `data.test`: a split's files.
-void parse_split_files(const field& data, const std::string& key, topology& t) {
-  auto& files = key == "train" ? t.data.train : t.data.test;
-  std::optional<field> f = data.get(key);
-  const std::string& kind = t.data.kind;
-  if (!f) {
-    if (kind == "npy")
-      data.fail("data.kind is npy but 'data." + key + "' is not given (expected {x: X.npy, "
-                "y: Y.npy})");
-    return;
-  }
-  if (!names_files(kind))
-    f->fail("'data." + key + "' applies to data.kind idx and npy only (the kind is '" + kind
-            + "')");
-  check_section(*f);
-  const bool npy = kind == "npy";
-  const char* samples = npy ? "x" : "images";
-  const char* labels = npy ? "y" : "labels";
-  for (const char* other : {npy ? "images" : "x", npy ? "labels" : "y"})
-    if (auto wrong = f->get(other))
-      wrong->fail("'data." + key + "." + other + "' is not read with data.kind " + kind
-                  + " (expected " + samples + " and " + labels + ")");
-  // idx file names are relative to data.dir; npy paths to the topology file.
-  auto read = [&](const field& name) { return npy ? read_path(name) : read_string(name); };
-  if (npy) {
-    files.x = read(f->require(samples));
-    files.y = read(f->require(labels));
-  } else {
-    read_if(*f, samples, files.x, read);
-    read_if(*f, labels, files.y, read);
-  }
+// A split's files as data.kind reads them: idx names them relative to
+// data.dir, npy gives paths (relative to the topology file) to x and y.
+struct split_reading {
+  const std::string& kind;
+  model::data_spec::split_files& files;
+};
+
+// `data.KEY.KEY2` of the other kind of files is refused.
+void refuse_other_files(const field& f, const split_reading& s, bool npy_key) {
+  if ((s.kind == "npy") != npy_key)
+    f.fail(f.name() + " is not read with data.kind " + s.kind + " (expected " +
+           (s.kind == "npy" ? "x and y" : "images and labels") + ")");
 }
 
-// `data.normalize: {mean: [..], std: [..]}`: one value per channel (or one
-// for all), std positive.
-void parse_normalize(const field& f, topology& t) {
-  check_section(f);
-  auto list = [](const field& values, bool positive) {
-    std::vector<double> out;
-    for (const field& v : values.items("a list of numbers, one per channel", 64))
-      out.push_back(read_number(v, positive ? "a positive number" : "a number",
-                                [&](double x) { return !positive || x > 0; }));
-    if (out.empty())
-      values.fail(values.name() + " must have one number per channel, got none");
-    return out;
-  };
-  field mean = f.require("mean"), std = f.require("std");
-  t.data.mean = list(mean, false);
-  t.data.std = list(std, true);
-  if (t.data.mean.size() != t.data.std.size())
-    std.fail(std.name() + " has " + std::to_string(t.data.std.size()) + " values, mean has "
-             + std::to_string(t.data.mean.size()) + " (expected one per channel in each)");
+const section_fields<split_reading>& split_fields() {
+  static const section_fields<split_reading> fields{
+    {
+      {"images", [](const field& f, const field&, split_reading& s) {
+         refuse_other_files(f, s, false);
+         s.files.x = read_string(f);
+       }},
+      {"labels", [](const field& f, const field&, split_reading& s) {
+         refuse_other_files(f, s, false);
+         s.files.y = read_string(f);
+       }},
+      {"x", [](const field& f, const field&, split_reading& s) {
+         refuse_other_files(f, s, true);
+         s.files.x = read_path(f);
+       }},
+      {"y", [](const field& f, const field&, split_reading& s) {
+         refuse_other_files(f, s, true);
+         s.files.y = read_path(f);
+       }},
+    },
+    [](const field& split, split_reading& s) {
+      if (s.kind == "npy") {
+        split.require("x");
+        split.require("y");
+      }
+    }};
+  return fields;
 }
 
-// `data.kind`, or its older spelling `data.dataset` (fashion-mnist or
-// synthetic); not both.
-void parse_kind(const field& data, topology& t) {
-  std::optional<field> dataset = data.get("dataset"), kind = data.get("kind");
-  if (dataset && kind)
-    kind->fail("give data.kind or data.dataset, not both (data.dataset is its older name)");
-  read_if(data, "dataset", t.data.kind,
-          [](const field& f) { return read_choice(f, {"fashion-mnist", "synthetic"}); });
-  read_if(data, "kind", t.data.kind, [](const field& f) {
-    return read_choice(f, {"fashion-mnist", "idx", "cifar10", "cifar100", "npy",
-                           "image-folder", "synthetic"});
-  });
+// `data.train` / `data.test`: a split's files (data.kind idx and npy only).
+void read_split_files(const field& f, topology& t, model::data_spec::split_files& files) {
+  if (!names_files(t.data.kind))
+    f.fail(f.name() + " applies to data.kind idx and npy only (the kind is '" + t.data.kind
+           + "')");
+  split_reading split{t.data.kind, files};
+  split_fields().read(f, split);
+}
+
+// One value per channel (or one for all), std positive.
+std::vector<double> read_channel_values(const field& values, bool positive) {
+  std::vector<double> out;
+  for (const field& v : values.items("a list of numbers, one per channel", 64))
+    out.push_back(read_number(v, positive ? "a positive number" : "a number",
+                              [&](double x) { return !positive || x > 0; }));
+  if (out.empty())
+    values.fail(values.name() + " must have one number per channel, got none");
+  return out;
+}
+
+// `data.normalize: {mean: [..], std: [..]}`.
+const section_fields<model::data_spec>& normalize_fields() {
+  using spec = model::data_spec;
+  static const section_fields<spec> fields{
+    {
+      {"mean",
+       [](const field& f, const field&, spec& d) { d.mean = read_channel_values(f, false); },
+       true},
+      {"std", [](const field& f, const field&, spec& d) { d.std = read_channel_values(f, true); },
+       true},
+    },
+    [](const field& section, spec& d) {
+      if (d.mean.size() == d.std.size())
+        return;
+      field std = section.require("std");
+      std.fail(std.name() + " has " + std::to_string(d.std.size()) + " values, mean has "
+               + std::to_string(d.mean.size()) + " (expected one per channel in each)");
+    }};
+  return fields;
+}
+
+// `data.augment`: crop, flip.
+const section_fields<model::data_spec::augment_spec>& augment_fields() {
+  using spec = model::data_spec::augment_spec;
+  static const section_fields<spec> fields{{
+    {"crop", [](const field& f, const field&, spec& a) {
+       a.crop = read_integer<int64_t>(f, 0, 1 << 20, "a number of pixels from 0");
+     }},
+    {"flip", [](const field& f, const field&, spec& a) { a.flip = read_bool(f); }},
+  }};
+  return fields;
+}
+
+// What is checked across the data section's keys once they are read: the
+// directory a kind reads, the files npy needs, the size of a synthetic set.
+void check_data_section(const field& data, topology& t) {
   const std::string& k = t.data.kind;
-  if (k == "npy")
-    t.data.train = t.data.test = {};
-  // A synthetic set ignores data.dir, so that `--set data.dataset=synthetic`
-  // works over a file that names a directory (as it always has).
-  if (auto f = data.get("dir"); f && k == "npy")
-    f->fail("'data.dir' is not read with data.kind npy (give data.train and data.test: "
-            "{x: X.npy, y: Y.npy})");
-  if (k != "fashion-mnist" && reads_dir(k) && !data.get("dir"))
+  if (k != "fashion-mnist" && reads_dir(k) && !data.get("dir")) {
+    std::optional<field> kind = data.get("kind");
     (kind ? *kind : data).fail("data.kind is " + k + " but 'data.dir' is not given");
+  }
+  if (k == "npy")
+    for (const char* key : {"train", "test"})
+      if (!data.get(key))
+        data.fail(std::string("data.kind is npy but 'data.") + key
+                  + "' is not given (expected {x: X.npy, y: Y.npy})");
+  check_synthetic_size(data, "synthetic_train", t);
+  check_synthetic_size(data, "synthetic_test", t);
 }
 
-// `data.shape` (image-folder: the size every image is resized to; other
-// file kinds: what the samples are, checked when they are read) and
-// `data.synthetic_shape` (synthetic: the samples made).
-void parse_shape(const field& data, topology& t) {
-  if (auto f = data.get("synthetic_shape")) {
-    if (!t.data.synthetic())
-      f->fail(f->name() + " applies to data.dataset: synthetic only (the dataset is '"
-              + t.data.kind + "')");
-    t.data.shape = read_sample_shape(*f);
-  }
-  if (auto f = data.get("shape")) {
-    if (t.data.synthetic())
-      f->fail("'data.shape' is data.synthetic_shape for data.kind synthetic");
-    t.data.shape = read_sample_shape(*f);
-  }
+// The data section, in the order it is read: the kind first (the keys
+// after it depend on it), the microbatches last (bounded by the batch size).
+const section_fields<topology>& data_fields() {
+  static const section_fields<topology> fields{
+    {
+      // The older name of data.kind (fashion-mnist or synthetic); not both.
+      {"dataset", [](const field& f, const field& data, topology& t) {
+         if (auto kind = data.get("kind"))
+           kind->fail("give data.kind or data.dataset, not both (data.dataset is its older "
+                      "name)");
+         t.data.kind = read_choice(f, {"fashion-mnist", "synthetic"});
+       }},
+      {"kind", [](const field& f, const field&, topology& t) {
+         t.data.kind = read_choice(f, {"fashion-mnist", "idx", "cifar10", "cifar100", "npy",
+                                       "image-folder", "synthetic"});
+         if (t.data.kind == "npy")
+           t.data.train = t.data.test = {};
+       }},
+      // A synthetic set ignores data.dir, so that `--set data.dataset=synthetic`
+      // works over a file that names a directory (as it always has).
+      {"dir", [](const field& f, const field&, topology& t) {
+         if (t.data.kind == "npy")
+           f.fail("'data.dir' is not read with data.kind npy (give data.train and data.test: "
+                  "{x: X.npy, y: Y.npy})");
+         t.data.path = read_path(f);
+       }},
+      {"train", [](const field& f, const field&, topology& t) {
+         read_split_files(f, t, t.data.train);
+       }},
+      {"test", [](const field& f, const field&, topology& t) {
+         read_split_files(f, t, t.data.test);
+       }},
+      {"label", [](const field& f, const field&, topology& t) {
+         if (t.data.kind != "cifar100")
+           f.fail("'data.label' applies to data.kind cifar100 only (the kind is '" + t.data.kind
+                  + "')");
+         t.data.label = read_choice(f, {"fine", "coarse"});
+       }},
+      // data.shape (image-folder: the size every image is resized to; other
+      // file kinds: what the samples are, checked when they are read) and
+      // data.synthetic_shape (synthetic: the samples made).
+      {"synthetic_shape", [](const field& f, const field&, topology& t) {
+         if (!t.data.synthetic())
+           f.fail(f.name() + " applies to data.dataset: synthetic only (the dataset is '"
+                  + t.data.kind + "')");
+         t.data.shape = read_sample_shape(f);
+       }},
+      {"shape", [](const field& f, const field&, topology& t) {
+         if (t.data.synthetic())
+           f.fail("'data.shape' is data.synthetic_shape for data.kind synthetic");
+         t.data.shape = read_sample_shape(f);
+       }},
+      {"classes", [](const field& f, const field&, topology& t) {
+         t.data.classes =
+           read_integer<int64_t>(f, 1, int64_t{1} << 20, "a number of classes from 1 to 2^20");
+       }},
+      {"normalize", [](const field& f, const field&, topology& t) {
+         normalize_fields().read(f, t.data);
+       }},
+      {"memory_mb", [](const field& f, const field&, topology& t) {
+         t.data.memory_mb =
+           read_number(f, "a positive number of MiB", [](double x) { return x > 0; });
+       }},
+      {"train_limit", [](const field& f, const field&, topology& t) {
+         t.data.train_limit = non_negative_int64(f);
+       }},
+      {"test_limit", [](const field& f, const field&, topology& t) {
+         t.data.test_limit = non_negative_int64(f);
+       }},
+      {"batch_size", [](const field& f, const field&, topology& t) {
+         t.plan.batch_size = positive_int64(f);
+       }},
+      {"epochs", [](const field& f, const field&, topology& t) {
+         t.plan.epochs = positive_int32(f);
+       }},
+      {"synthetic_train", [](const field& f, const field&, topology& t) {
+         t.data.synthetic_train = positive_int64(f);
+       }},
+      {"synthetic_test", [](const field& f, const field&, topology& t) {
+         t.data.synthetic_test = positive_int64(f);
+       }},
+      {"node", [](const field& f, const field&, topology& t) {
+         t.source_node = read_node(f, t.nodes);
+       }},
+      {"validation", [](const field& f, const field&, topology& t) {
+         t.data.validation =
+           read_number(f, "a fraction of the training samples above 0 and below 1 (0.1 for 10%)",
+                       [](double x) { return x > 0 && x < 1; });
+       }},
+      {"augment", [](const field& f, const field&, topology& t) {
+         augment_fields().read(f, t.data.augment);
+       }},
+      {"microbatches", [](const field& f, const field&, topology& t) {
+         auto most = static_cast<int32_t>(
+           std::min<int64_t>(t.plan.batch_size, std::numeric_limits<int32_t>::max()));
+         t.plan.microbatches = read_integer<int32_t>(
+           f, 1, most, "an integer from 1 to the batch size (" + std::to_string(most) + ")");
+       }},
+    },
+    check_data_section};
+  return fields;
 }
 
 } // namespace
 
 void detail::parse_data(const field& data, topology& t) {
-  check_section(data);
   t.data.seed = t.plan.seed;
-  parse_kind(data, t);
-  read_if(data, "dir", t.data.path, read_path);
-  parse_split_files(data, "train", t);
-  parse_split_files(data, "test", t);
-  if (auto f = data.get("label")) {
-    if (t.data.kind != "cifar100")
-      f->fail("'data.label' applies to data.kind cifar100 only (the kind is '" + t.data.kind
-              + "')");
-    t.data.label = read_choice(*f, {"fine", "coarse"});
-  }
-  parse_shape(data, t);
-  read_if(data, "classes", t.data.classes, [](const field& f) {
-    return read_integer<int64_t>(f, 1, int64_t{1} << 20, "a number of classes from 1 to 2^20");
-  });
-  if (auto f = data.get("normalize"))
-    parse_normalize(*f, t);
-  read_if(data, "memory_mb", t.data.memory_mb, [](const field& f) {
-    return read_number(f, "a positive number of MiB", [](double x) { return x > 0; });
-  });
-  read_if(data, "train_limit", t.data.train_limit, non_negative_int64);
-  read_if(data, "test_limit", t.data.test_limit, non_negative_int64);
-  read_if(data, "batch_size", t.plan.batch_size, positive_int64);
-  read_if(data, "epochs", t.plan.epochs, positive_int32);
-  read_if(data, "synthetic_train", t.data.synthetic_train, positive_int64);
-  read_if(data, "synthetic_test", t.data.synthetic_test, positive_int64);
-  check_synthetic_size(data, "synthetic_train", t);
-  check_synthetic_size(data, "synthetic_test", t);
-  read_if(data, "node", t.source_node, [&](const field& f) { return read_node(f, t.nodes); });
-  read_if(data, "validation", t.data.validation, [](const field& f) {
-    return read_number(f, "a fraction of the training samples above 0 and below 1 (0.1 for 10%)",
-                       [](double x) { return x > 0 && x < 1; });
-  });
-  if (auto f = data.get("augment")) {
-    check_section(*f);
-    read_if(*f, "crop", t.data.augment.crop, [](const field& c) {
-      return read_integer<int64_t>(c, 0, 1 << 20, "a number of pixels from 0");
-    });
-    read_if(*f, "flip", t.data.augment.flip, read_bool);
-  }
-  // Read last: its upper bound is the batch size, wherever that key is.
-  if (auto f = data.get("microbatches")) {
-    auto most = static_cast<int32_t>(
-      std::min<int64_t>(t.plan.batch_size, std::numeric_limits<int32_t>::max()));
-    t.plan.microbatches = read_integer<int32_t>(
-      *f, 1, most, "an integer from 1 to the batch size (" + std::to_string(most) + ")");
-  }
+  data_fields().read(data, t);
 }
-
 
 namespace {
 
@@ -351,32 +426,52 @@ std::optional<job_length> detail::length_of(const model::data_header& data, bool
 
 namespace {
 
+// A task entry as it is read: the dataset's classes bound its labels.
+struct task_reading {
+  int64_t classes;
+  const std::string& dataset;
+  std::string name;
+  std::vector<int64_t> labels;
+};
+
 // A task maps each class of the dataset to a task class: the map has one
 // entry per dataset class (a shorter one would index past its end) and the
 // task has at most as many classes (a task class of 99 would make a 100-way
 // head that never sees 90 of them, 1e8 a 51 GB one). The size is checked
 // before any entry is read.
-model::task parse_task(const field& item, int64_t classes, const std::string& dataset) {
-  check_section(item);
-  std::string name = read_new_name(item.require("name"), "task");
-  field labels = item.require("labels");
-  const std::string count = std::to_string(classes);
-  if (labels.node().IsSequence() && labels.node().size() != static_cast<size_t>(classes))
+void read_labels(const field& labels, const field&, task_reading& task) {
+  const std::string count = std::to_string(task.classes);
+  const std::string& dataset = task.dataset;
+  if (labels.node().IsSequence() && labels.node().size() != static_cast<size_t>(task.classes))
     labels.fail(labels.name() + " must map the " + count + " classes of " + dataset + ", got "
                 + std::to_string(labels.node().size()) + " labels");
-  const std::string what = "a task class from 0 to " + std::to_string(classes - 1) + " ("
+  const std::string what = "a task class from 0 to " + std::to_string(task.classes - 1) + " ("
                            + dataset + " has " + count + " classes; a task has at most as many)";
-  std::vector<int64_t> label_map;
-  for (const field& label :
-       labels.items("a list of task classes, one per dataset class", static_cast<size_t>(classes)))
-    label_map.push_back(read_integer<int64_t>(label, 0, classes - 1, what));
-  if (label_map.empty()) // `labels: []` or `labels:` with nothing
+  for (const field& label : labels.items("a list of task classes, one per dataset class",
+                                         static_cast<size_t>(task.classes)))
+    task.labels.push_back(read_integer<int64_t>(label, 0, task.classes - 1, what));
+  if (task.labels.empty()) // `labels: []` or `labels:` with nothing
     labels.fail(labels.name() + " must map the " + count + " classes of " + dataset
                 + ", got no labels");
+}
+
+const section_fields<task_reading>& task_fields() {
+  static const section_fields<task_reading> fields{{
+    {"name", [](const field& f, const field&,
+                task_reading& task) { task.name = read_new_name(f, "task"); },
+     true},
+    {"labels", read_labels, true},
+  }};
+  return fields;
+}
+
+model::task parse_task(const field& item, int64_t classes, const std::string& dataset) {
+  task_reading task{classes, dataset, {}, {}};
+  task_fields().read(item, task);
   try {
-    return model::make_task(name, label_map);
+    return model::make_task(task.name, task.labels);
   } catch (const model::error& e) {
-    labels.fail(e.what());
+    item.require("labels").fail(e.what());
   }
 }
 
@@ -395,16 +490,24 @@ std::vector<model::task> detail::parse_tasks(const field& list, int64_t classes,
 
 namespace {
 
-void parse_pretrain(const field& section, topology& t) {
-  check_section(section);
-  read_if(section, "task", t.pretrain.task, [&](const field& f) { return read_task(f, t).name; });
-  read_if(section, "epochs", t.pretrain.epochs, positive_int32);
-  read_if(section, "train_limit", t.pretrain.train_limit, non_negative_int64);
-  // A per-part override over the workload's optimizer section.
-  read_if(section, "optimizer", t.pretrain.optimizer,
-          [&](const field& f) { return read_optimizer(f, t.pretrain.optimizer); });
-  read_if(section, "if_missing", t.pretrain.if_missing_pretrain,
-          [](const field& f) { return read_choice(f, {"error", "pretrain"}) == "pretrain"; });
+// `backbone.pretrain`: how the starting weights are made when missing.
+const section_fields<topology>& pretrain_fields() {
+  static const section_fields<topology> fields{{
+    {"task", [](const field& f, const field&,
+                topology& t) { t.pretrain.task = read_task(f, t).name; }},
+    {"epochs", [](const field& f, const field&,
+                  topology& t) { t.pretrain.epochs = positive_int32(f); }},
+    {"train_limit", [](const field& f, const field&,
+                       topology& t) { t.pretrain.train_limit = non_negative_int64(f); }},
+    // A per-part override over the workload's optimizer section.
+    {"optimizer", [](const field& f, const field&, topology& t) {
+       t.pretrain.optimizer = read_optimizer(f, t.pretrain.optimizer);
+     }},
+    {"if_missing", [](const field& f, const field&, topology& t) {
+       t.pretrain.if_missing_pretrain = read_choice(f, {"error", "pretrain"}) == "pretrain";
+     }},
+  }};
+  return fields;
 }
 
 // The backbone's layer names, which a strategy's keys name, and its ties.
@@ -425,11 +528,53 @@ std::vector<std::string> layer_names(const model::model_spec& spec, const field&
 
 // `backbone.KEY` describes the model `model` only: with another it would be
 // ignored, so it is refused.
-void refuse_other_model(const field& section, const char* key, const std::string& model,
-                        const std::string& name) {
-  if (auto f = section.get(key); f && name != model)
-    f->fail(f->name() + " is read with backbone.model: " + model + " only (the model is '" +
-            name + "')");
+void refuse_other_model(const field& f, const std::string& model, const topology& t) {
+  if (t.backbone.name != model)
+    f.fail(f.name() + " is read with backbone.model: " + model + " only (the model is '" +
+           t.backbone.name + "')");
+}
+
+// A TorchScript backbone is a file that exists.
+void check_torchscript(const field& section, topology& t) {
+  if (t.backbone.name != "torchscript")
+    return;
+  std::optional<field> path = section.get("path");
+  if (!path)
+    section.require("model").fail("'backbone.model' is torchscript but 'backbone.path' is not "
+                                  "given");
+  if (!fs::exists(t.backbone.path))
+    path->fail("'backbone.path' names '" + path->node().Scalar() + "', but '" + t.backbone.path
+               + "' does not exist");
+}
+
+// The model and its files.
+const section_fields<topology>& backbone_fields() {
+  static const section_fields<topology> fields{
+    {
+      {"model", [](const field& f, const field&, topology& t) {
+         t.backbone.name = read_choice(f, {"convnet", "convnet_wide", "resnet18", "torchscript"});
+       }},
+      {"path", [](const field& f, const field&, topology& t) {
+         t.backbone.path = read_path(f);
+         refuse_other_model(f, "torchscript", t);
+       }},
+      {"wide_features", [](const field& f, const field&, topology& t) {
+         t.backbone.wide_features = positive_int64(f);
+         refuse_other_model(f, "convnet_wide", t);
+       }},
+      {"classifier", [](const field& f, const field&, topology& t) {
+         t.backbone.classifier = read_choice(f, {"auto", "append"});
+         refuse_other_model(f, "torchscript", t);
+       }},
+      // `baton pretrain` creates the checkpoint: it need not exist yet.
+      {"checkpoint", [](const field& f, const field&, topology& t) {
+         t.checkpoint_where = f.where();
+         t.checkpoint = read_checkpoint(f);
+       }},
+      {"pretrain", [](const field& f, const field&, topology& t) { pretrain_fields().read(f, t); }},
+    },
+    check_torchscript};
+  return fields;
 }
 
 } // namespace
@@ -438,37 +583,14 @@ void refuse_other_model(const field& section, const char* key, const std::string
 // (which a strategy's keys refer to), and an error doing so is reported on
 // the key that chose it. Returns those names.
 std::vector<std::string> detail::parse_backbone(const field& section, topology& t) {
-  check_section(section);
   t.backbone.seed = model::derive_seed(t.seed, "backbone");
+  backbone_fields().read(section, t);
   std::optional<field> model_key = section.get("model");
-  if (model_key)
-    t.backbone.name =
-      read_choice(*model_key, {"convnet", "convnet_wide", "resnet18", "torchscript"});
-  read_if(section, "wide_features", t.backbone.wide_features, positive_int64);
-  // `baton pretrain` creates the checkpoint: it need not exist yet.
-  read_if(section, "checkpoint", t.checkpoint, [&](const field& f) {
-    t.checkpoint_where = f.where();
-    return read_checkpoint(f);
-  });
-  std::optional<field> path_key = section.get("path");
-  if (path_key)
-    t.backbone.path = read_path(*path_key);
-  bool torchscript = t.backbone.name == "torchscript";
-  refuse_other_model(section, "path", "torchscript", t.backbone.name);
-  refuse_other_model(section, "wide_features", "convnet_wide", t.backbone.name);
-  read_if(section, "classifier", t.backbone.classifier,
-          [](const field& f) { return read_choice(f, {"auto", "append"}); });
-  refuse_other_model(section, "classifier", "torchscript", t.backbone.name);
-  if (torchscript && !path_key)
-    model_key->fail("'backbone.model' is torchscript but 'backbone.path' is not given");
-  if (torchscript && !fs::exists(t.backbone.path))
-    path_key->fail("'backbone.path' names '" + path_key->node().Scalar() + "', but '"
-                   + t.backbone.path + "' does not exist");
-  if (auto f = section.get("pretrain"))
-    parse_pretrain(*f, t);
   if (!model_key && t.schema->own_model)
     return {}; // the job's own section names its model
-  const field& blame = torchscript ? *path_key : model_key ? *model_key : section;
+  const field& blame = t.backbone.name == "torchscript" ? section.require("path")
+                       : model_key                      ? *model_key
+                                                        : section;
   return layer_names(t.backbone, blame, t.backbone_ties);
 }
 
@@ -503,6 +625,30 @@ void detail::parse_target_accuracy(const field& root, topology& t) {
     t.target_accuracy = read(*older);
 }
 
+namespace {
+
+// `early_stopping: {patience: N}`: it needs both its patience and
+// validation samples.
+const section_fields<topology>& early_stopping_fields() {
+  static const section_fields<topology> fields{
+    {
+      {"patience", [](const field& f, const field&, topology& t) {
+         t.selection.patience = read_integer<int32_t>(f, 1, 1 << 20, "a number of epochs from 1");
+       }},
+    },
+    [](const field& section, topology& t) {
+      if (!section.get("patience"))
+        section.fail("early_stopping needs patience: the epochs without a higher validation "
+                     "accuracy after which the run stops");
+      if (t.data.validation <= 0)
+        section.fail("early_stopping judges epochs by their validation accuracy, but the data "
+                     "holds out no validation samples (give data.validation, e.g. 0.1)");
+    }};
+  return fields;
+}
+
+} // namespace
+
 // `save: best | last` and `early_stopping: {patience: N}`, both judging
 // epochs by their validation accuracy: `best` (the default with
 // data.validation) needs validation samples, and so does early stopping.
@@ -515,18 +661,8 @@ void detail::parse_selection(const field& root, topology& t) {
       f->fail("save: best keeps the epoch of the highest validation accuracy, but the data "
               "holds out no validation samples (give data.validation, e.g. 0.1, or save: last)");
   }
-  if (auto f = root.get("early_stopping")) {
-    check_section(*f);
-    read_if(*f, "patience", t.selection.patience, [](const field& p) {
-      return read_integer<int32_t>(p, 1, 1 << 20, "a number of epochs from 1");
-    });
-    if (!f->get("patience"))
-      f->fail("early_stopping needs patience: the epochs without a higher validation "
-              "accuracy after which the run stops");
-    if (!validation)
-      f->fail("early_stopping judges epochs by their validation accuracy, but the data holds "
-              "out no validation samples (give data.validation, e.g. 0.1)");
-  }
+  if (auto f = root.get("early_stopping"))
+    early_stopping_fields().read(*f, t);
 }
 
 // `data.augment`: image samples only, and a crop that keeps part of each
@@ -547,6 +683,18 @@ void detail::set_sample_shape(const model::data_header& h, topology& t) {
   t.backbone.in_channels = h.shape[0];
   t.backbone.in_height = h.shape[1];
   t.backbone.in_width = h.shape[2];
+}
+
+std::map<std::string, std::vector<std::string>> detail::workload_section_keys() {
+  return {{"early_stopping", early_stopping_fields().keys()},
+          {"data", data_fields().keys()},
+          {"data.augment", augment_fields().keys()},
+          {"data.train", split_fields().keys()},
+          {"data.test", split_fields().keys()},
+          {"data.normalize", normalize_fields().keys()},
+          {"backbone", backbone_fields().keys()},
+          {"backbone.pretrain", pretrain_fields().keys()},
+          {"tasks.*", task_fields().keys()}};
 }
 
 } // namespace config
