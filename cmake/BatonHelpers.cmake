@@ -125,43 +125,127 @@ function(baton_units name)
 endfunction()
 
 # baton_add_test(NAME SOURCES ... LIBS ... [SUPPORT] [SERIAL] [LABELS ...] [TIMEOUT s]
-#                [CORES n] [COST s])
-#   One GoogleTest executable per suite, registered with ctest. SUPPORT links
-#   baton_test_support (tests/support/: scratch directories, running baton,
-#   node processes), which brings the include path of the source tree.
-#   Its units that reach LibTorch's C++ frontend get the precompiled
-#   <torch/torch.h> (baton_units). CORES: the cores the suite keeps busy
-#   (ctest's PROCESSORS), 1 unless given: measured, a suite keeps 1.0 to 1.6
-#   cores busy (docs/tests.md), so `ctest -j2` runs two side by side. SERIAL:
-#   the suite runs alone (RUN_SERIAL), for those whose detection timeouts or
-#   measured rates assume an otherwise idle machine. COST: its seconds, so
-#   that ctest starts the longest suites first (it orders by COST until it
-#   has measured them).
+#                [CORES n] [COST s] [DEFINES NAME=VALUE ...])
+#   One GoogleTest suite, registered with ctest as NAME. With
+#   BATON_TEST_GROUPS (the default) the suites of a folder are compiled
+#   into one executable, <folder>_tests (tests/model/core: model_core_tests),
+#   in unity batches (baton_units), and ctest runs NAME as that executable
+#   with a --gtest_filter of the suite's own test cases (the TEST names its
+#   source declares); without it each suite is an executable named NAME. A
+#   unity batch parses GoogleTest's, CAF's and LibTorch's headers once (the
+#   precompiled <torch/torch.h> is 570 MB: loading it costs a unit about
+#   13 s of CPU), so names at file scope of a test (anonymous namespaces
+#   included) are seen by the next of its batch: they must differ between
+#   the suites of a folder.
+#   SUPPORT links baton_test_support (tests/support/: scratch directories,
+#   running baton, node processes), which brings the include path of the
+#   source tree. Units that reach LibTorch's C++ frontend get the
+#   precompiled <torch/torch.h> (baton_units). CORES: the cores the suite
+#   keeps busy (ctest's PROCESSORS), 1 unless given: measured, a suite keeps
+#   1.0 to 1.6 cores busy (docs/tests.md), so `ctest -j2` runs two side by
+#   side. SERIAL: the suite runs alone (RUN_SERIAL), for those whose
+#   detection timeouts or measured rates assume an otherwise idle machine.
+#   COST: its seconds, so that ctest starts the longest suites first (it
+#   orders by COST until it has measured them).
+option(BATON_TEST_GROUPS "Compile each test folder's suites into one executable" ON)
+
 function(baton_add_test name)
-  cmake_parse_arguments(arg "SUPPORT;SERIAL" "TIMEOUT;CORES;COST" "SOURCES;LIBS;LABELS" ${ARGN})
-  add_executable(${name} ${arg_SOURCES})
-  target_link_libraries(${name} PRIVATE ${arg_LIBS} GTest::gtest GTest::gtest_main)
-  baton_units(${name})
-  if(arg_SUPPORT)
-    target_link_libraries(${name} PRIVATE baton_test_support)
+  cmake_parse_arguments(arg "SUPPORT;SERIAL" "TIMEOUT;CORES;COST" "SOURCES;LIBS;LABELS;DEFINES"
+    ${ARGN})
+  if(BATON_TEST_GROUPS)
+    file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/tests ${CMAKE_CURRENT_SOURCE_DIR})
+    string(MAKE_C_IDENTIFIER "${folder}" group)
+    string(REGEX REPLACE "^modes_" "" group "${group}")
+    set(executable ${group}_tests)
+    get_property(started DIRECTORY PROPERTY BATON_TEST_GROUP_SOURCES SET)
+    if(NOT started)
+      # A deferred call's arguments are read when it runs: the name waits in
+      # a property of the folder.
+      set_property(DIRECTORY PROPERTY BATON_TEST_GROUP ${executable})
+      cmake_language(DEFER CALL baton_add_test_group)
+    endif()
+    set_property(DIRECTORY APPEND PROPERTY BATON_TEST_GROUP_SOURCES ${arg_SOURCES})
+    set_property(DIRECTORY APPEND PROPERTY BATON_TEST_GROUP_LIBS ${arg_LIBS})
+    set_property(DIRECTORY APPEND PROPERTY BATON_TEST_GROUP_DEFINES ${arg_DEFINES})
+    if(arg_SUPPORT)
+      set_property(DIRECTORY PROPERTY BATON_TEST_GROUP_SUPPORT ON)
+    endif()
+    # The suite's own test cases: TEST(suite, ...), TEST_F, TEST_P (whose
+    # instances are PREFIX/suite.case/N).
+    set(filter "")
+    foreach(source IN LISTS arg_SOURCES)
+      file(STRINGS ${source} declarations REGEX "^(TEST|TEST_F|TEST_P)\\(")
+      foreach(line IN LISTS declarations)
+        string(REGEX REPLACE "^TEST(_F|_P)?\\([ \t]*([A-Za-z0-9_]+).*" "\\2" suite "${line}")
+        list(APPEND filter "${suite}.*" "*/${suite}.*")
+      endforeach()
+    endforeach()
+    list(REMOVE_DUPLICATES filter)
+    if(NOT filter)
+      message(FATAL_ERROR "baton_add_test(${name}): no TEST in ${arg_SOURCES}")
+    endif()
+    list(JOIN filter ":" filter)
+    add_test(NAME ${name} COMMAND ${executable} --gtest_color=no --gtest_filter=${filter})
+  else()
+    add_executable(${name} ${arg_SOURCES})
+    baton_link_test(${name} "${arg_LIBS}" ${arg_SUPPORT})
+    target_compile_definitions(${name} PRIVATE ${arg_DEFINES})
+    baton_units(${name})
+    add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
   endif()
-  target_compile_definitions(${name} PRIVATE
-    BATON_BINARY="$<TARGET_FILE:baton>"
-    BATON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  add_dependencies(${name} baton)
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 600)
   endif()
   if(NOT arg_CORES)
     set(arg_CORES 1)
   endif()
-  add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+  # OMP_WAIT_POLICY=PASSIVE: two suites share the cores (`ctest -j2`), so a
+  # run's OpenMP threads (LibTorch's intra-op pool, OpenBLAS) that wait for
+  # work sleep instead of spinning on a core the other suite needs: a
+  # 2-thread pretraining beside a busy core took 55 s of CPU spinning, 33 s
+  # passive, and 20% less time (docs/tests.md). The arithmetic is the same.
   set_tests_properties(${name} PROPERTIES TIMEOUT ${arg_TIMEOUT} PROCESSORS ${arg_CORES}
-    LABELS "${arg_LABELS}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+    LABELS "${arg_LABELS}" WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
+    ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
   if(arg_SERIAL)
     set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
   endif()
   if(arg_COST)
     set_tests_properties(${name} PROPERTIES COST ${arg_COST})
   endif()
+endfunction()
+
+# baton_link_test(TARGET LIBS SUPPORT)
+#   What a test executable links and is compiled with.
+function(baton_link_test target libs support)
+  target_link_libraries(${target} PRIVATE ${libs} GTest::gtest GTest::gtest_main)
+  if(support)
+    target_link_libraries(${target} PRIVATE baton_test_support)
+  endif()
+  target_compile_definitions(${target} PRIVATE
+    BATON_BINARY="$<TARGET_FILE:baton>"
+    BATON_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  add_dependencies(${target} baton)
+endfunction()
+
+# baton_add_test_group()
+#   The executable of a folder's suites (BATON_TEST_GROUPS), called once the
+#   folder's CMakeLists.txt has added them all.
+function(baton_add_test_group)
+  get_property(executable DIRECTORY PROPERTY BATON_TEST_GROUP)
+  get_property(sources DIRECTORY PROPERTY BATON_TEST_GROUP_SOURCES)
+  get_property(libs DIRECTORY PROPERTY BATON_TEST_GROUP_LIBS)
+  get_property(support DIRECTORY PROPERTY BATON_TEST_GROUP_SUPPORT)
+  get_property(defines DIRECTORY PROPERTY BATON_TEST_GROUP_DEFINES)
+  if(libs)
+    list(REMOVE_DUPLICATES libs)
+  endif()
+  add_executable(${executable} ${sources})
+  baton_link_test(${executable} "${libs}" "${support}")
+  target_compile_definitions(${executable} PRIVATE ${defines})
+  # A unity batch includes the suites' sources: GCC then takes a fixture of a
+  # suite's anonymous namespace for one of a header's and warns that its
+  # tests derive from it; each suite is still one source of its own.
+  target_compile_options(${executable} PRIVATE -Wno-subobject-linkage)
+  baton_units(${executable} UNITY)
 endfunction()

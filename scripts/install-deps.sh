@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake ninja-build pkg-config
   libcaf-dev libtorch-dev libcapnp-dev capnproto
   libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
   googletest libgtest-dev libssl-dev zlib1g-dev

@@ -47,7 +47,7 @@ task: all10
   return path;
 }
 
-json read_json(const std::string& path) {
+json read_prediction_json(const std::string& path) {
   return json::parse(read_text(path));
 }
 
@@ -68,7 +68,7 @@ TEST(predict, every_strategy_with_a_given_link) {
   EXPECT_TRUE(contains(r.text, "predicted at 10 Gbit/s")) << r.text;
   EXPECT_TRUE(contains(r.text, "crossovers")) << r.text;
 
-  const json p = read_json(out);
+  const json p = read_prediction_json(out);
   for (const char* key : {"bandwidth", "latency", "message_overhead", "measured_on", "method"})
     EXPECT_TRUE(p["link"].contains(key)) << key;
   EXPECT_DOUBLE_EQ(p["link"]["latency"].get<double>(), 0.0001);
@@ -113,7 +113,7 @@ TEST(predict, the_workload_optimizer_is_profiled_and_ist_is_skipped_naming_it) {
                       "2", "--measured-hosts", "2", "--json", out});
   ASSERT_EQ(r.exit_code, 0) << r.text;
   EXPECT_TRUE(contains(r.text, "stepped by adamw")) << r.text;
-  const json p = read_json(out);
+  const json p = read_prediction_json(out);
   EXPECT_EQ(p["profile"]["optimizer"], "adamw") << p["profile"];
   bool ist_skipped = false;
   for (const auto& s : p["skipped"])
@@ -137,7 +137,7 @@ TEST(predict, the_loopback_is_measured_once_and_kept) {
                                          dir.path(), "--json", dir.path() + "/p.json"};
   auto first = run_baton(args);
   ASSERT_EQ(first.exit_code, 0) << first.text;
-  const json kept = read_json(dir.path() + "/link-loopback.json");
+  const json kept = read_prediction_json(dir.path() + "/link-loopback.json");
   EXPECT_GT(kept["bandwidth"].get<double>(), 0);
   EXPECT_GE(kept["latency"].get<double>(), 0);
   EXPECT_GE(kept["message_overhead"].get<double>(), 0);
@@ -146,7 +146,7 @@ TEST(predict, the_loopback_is_measured_once_and_kept) {
   auto second = run_baton(args);
   ASSERT_EQ(second.exit_code, 0) << second.text;
   // The second run reads the same figures back.
-  EXPECT_EQ(read_json(dir.path() + "/p.json")["link"]["bandwidth"], kept["bandwidth"]);
+  EXPECT_EQ(read_prediction_json(dir.path() + "/p.json")["link"]["bandwidth"], kept["bandwidth"]);
 }
 
 TEST(predict, an_emulated_link_is_measured_over_two_namespaces) {
@@ -156,7 +156,7 @@ TEST(predict, an_emulated_link_is_measured_over_two_namespaces) {
   auto r = run_baton({"predict", tiny_workload(dir.path()), "--strategies", "data-parallel:ring",
                       "--hosts", "2", "--link", "100mbit", "--out", dir.path()});
   ASSERT_EQ(r.exit_code, 0) << r.text;
-  const json kept = read_json(dir.path() + "/link-100mbit.json");
+  const json kept = read_prediction_json(dir.path() + "/link-100mbit.json");
   EXPECT_TRUE(contains(kept["measured_on"].get<std::string>(), "emulated link 100mbit")) << kept;
   EXPECT_GT(kept["bandwidth"].get<double>(), 0);
 }

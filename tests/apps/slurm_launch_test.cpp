@@ -28,7 +28,7 @@ namespace {
 
 /// The short pipeline job (1 epoch, 3 stages) as `baton launch` arguments:
 /// `baton run`'s with `launch` in place of `run`.
-std::vector<std::string> launch_job() {
+std::vector<std::string> slurm_job() {
   auto args = short_pipeline_job(1);
   args.front() = "launch";
   return args;
@@ -116,7 +116,7 @@ TEST_F(slurm_launch, srun_baton_launch_ends_with_the_weights_of_the_embedded_run
   const auto metrics = dir() + "/launched.json";
   const auto port = free_tcp_ports(1);
   ASSERT_EQ(port.size(), 1u);
-  auto args = with(launch_job(), {"--metrics-out", metrics, "--rendezvous-port",
+  auto args = with(slurm_job(), {"--metrics-out", metrics, "--rendezvous-port",
                                   std::to_string(port[0])});
   auto out = cluster_->run("srun -n 3 " + baton_command(args), 180);
   ASSERT_EQ(out.exit_code, 0) << out.text << cluster_->logs();
@@ -135,7 +135,7 @@ TEST_F(slurm_launch, sbatch_runs_the_documented_batch_script) {
   std::string command = "BATON=" + quote(BATON_BINARY) +
                         " sbatch --wait --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 " +
                         quote(source_path("configs/slurm/baton.sbatch"));
-  auto args = with(launch_job(), {"--rendezvous-port", std::to_string(port[0])});
+  auto args = with(slurm_job(), {"--rendezvous-port", std::to_string(port[0])});
   for (auto arg = args.begin() + 1; arg != args.end(); ++arg) // after `launch`
     command += " " + quote(*arg);
   auto out = cluster_->run(command, 180);

@@ -30,7 +30,7 @@ namespace {
 // logits10.pt: the same with a last Linear to the ten classes' logits;
 // flattening.pt: a module whose forward flattens before its first child, so
 // its children are not its layers.
-constexpr const char* make_models_py = R"py(
+constexpr const char* make_scripted_models_py = R"py(
 import sys
 import torch
 from torch import nn
@@ -69,7 +69,7 @@ torch.jit.script(nn.Sequential(
 class torchscript_models : public python_files<torchscript_models> {
 public:
   static constexpr const char* scratch_name = "torchscript-models";
-  static constexpr const char* script = make_models_py;
+  static constexpr const char* script = make_scripted_models_py;
 
 protected:
   /// `baton run` of the shipped config `config` with backbone.model:

@@ -72,9 +72,9 @@ std::string basp_header(uint8_t operation, uint32_t length) {
   return bytes;
 }
 
-constexpr uint8_t server_handshake = 0x00;
-constexpr uint8_t client_handshake = 0x01;
-constexpr uint8_t direct_message = 0x02;
+constexpr uint8_t limit_server_handshake = 0x00;
+constexpr uint8_t limit_client_handshake = 0x01;
+constexpr uint8_t limit_direct_message = 0x02;
 
 /// A socket closed when it goes out of scope.
 struct socket_fd {
@@ -173,7 +173,7 @@ std::string client_handshake_frame(uint32_t id) {
   caf::binary_serializer sink{nullptr, payload};
   if (auto err = sink(caf::make_node_id(1000 + id, host)))
     return {};
-  return basp_header(client_handshake, static_cast<uint32_t>(payload.size())) +
+  return basp_header(limit_client_handshake, static_cast<uint32_t>(payload.size())) +
          std::string{payload.begin(), payload.end()};
 }
 
@@ -188,7 +188,7 @@ bool got_server_handshake(int fd) {
       return false;
     got += static_cast<size_t>(n);
   }
-  return header[0] == server_handshake;
+  return header[0] == limit_server_handshake;
 }
 
 /// How often `text` occurs in `log`.
@@ -207,7 +207,7 @@ std::vector<socket_fd> hold_big_frames(uint16_t port, int peers, uint32_t announ
     auto s = connect_to(port);
     auto handshake = client_handshake_frame(static_cast<uint32_t>(i));
     if (!s || handshake.empty() ||
-        !send_all(s->fd, handshake + basp_header(direct_message, announced) +
+        !send_all(s->fd, handshake + basp_header(limit_direct_message, announced) +
                            std::string(1024, 'p')))
       return {};
     held.push_back(std::move(*s));
@@ -250,8 +250,8 @@ TEST(frame_limit, node_refuses_a_4_gib_header_keeps_small_memory_and_still_serve
   ASSERT_NE(node.port(), 0) << node.log();
   // Two connections: before the guard, 8.65 GB together. The first frame a
   // peer sends must be its handshake, so both kinds are tried.
-  EXPECT_TRUE(attack(node.port(), basp_header(direct_message, 0xFFFFFFFF)));
-  EXPECT_TRUE(attack(node.port(), basp_header(client_handshake, 0xFFFFFFFF)));
+  EXPECT_TRUE(attack(node.port(), basp_header(limit_direct_message, 0xFFFFFFFF)));
+  EXPECT_TRUE(attack(node.port(), basp_header(limit_client_handshake, 0xFFFFFFFF)));
   auto peak = peak_kb(node.pid());
   std::printf("node VmHWM after two 4 GiB headers: %lld kB\n", static_cast<long long>(peak));
   EXPECT_GT(peak, 0);
@@ -277,7 +277,7 @@ TEST(frame_limit, every_port_of_a_loopback_node_is_on_loopback_and_guarded) {
   EXPECT_EQ(ports.size(), 1u);
   for (auto [port, loopback] : ports) {
     EXPECT_TRUE(loopback) << "port " << port << " listens beyond 127.0.0.1";
-    EXPECT_TRUE(attack(port, basp_header(direct_message, 0xFFFFFFFF))) << "port " << port;
+    EXPECT_TRUE(attack(port, basp_header(limit_direct_message, 0xFFFFFFFF))) << "port " << port;
   }
   auto peak = peak_kb(node.pid());
   EXPECT_LT(peak, small_peak_kb) << "VmHWM " << peak << " kB";
@@ -295,7 +295,7 @@ TEST(frame_limit, many_connections_in_their_handshake_do_not_add_up) {
   for (int i = 0; i < 400; ++i) {
     auto s = connect_to(node.port());
     ASSERT_TRUE(s);
-    ASSERT_TRUE(send_all(s->fd, basp_header(client_handshake, 64 << 10)));
+    ASSERT_TRUE(send_all(s->fd, basp_header(limit_client_handshake, 64 << 10)));
     held.push_back(std::move(*s));
   }
   // 16 MiB / 64 KiB = 256 fit in the budget; the node logs each refusal.
@@ -438,7 +438,8 @@ TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {
     if (peer.fd < 0)
       return;
     set_receive_timeout(peer.fd, 60s);
-    if (send_all(peer.fd, basp_header(server_handshake, 0xFFFFFFFF)) && closed_by_peer(peer.fd))
+    if (send_all(peer.fd, basp_header(limit_server_handshake, 0xFFFFFFFF)) &&
+        closed_by_peer(peer.fd))
       ++hung_up;
   }};
   auto run = run_measured(transfer_job_on("n1", port), dir.path() + "/run.log");

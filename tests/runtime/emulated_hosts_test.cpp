@@ -45,7 +45,7 @@ std::string leftovers() {
 }
 
 /// A short gpipe pipeline (3 stages) on Fashion-MNIST: 16 steps.
-std::vector<std::string> pipeline_job() {
+std::vector<std::string> shaped_pipeline_job() {
   return {"run",   source_path("configs/pipeline.yaml"),
           "--set", "data.train_limit=1024",
           "--set", "data.test_limit=256",
@@ -113,7 +113,7 @@ TEST(emulated_hosts, bad_link_specs_say_what_is_expected) {
 }
 
 TEST(emulated_hosts, a_bad_link_flag_exits_2_naming_the_flag) {
-  auto bad = run_baton(with(pipeline_job(), {"--link", "fast"}));
+  auto bad = run_baton(with(shaped_pipeline_job(), {"--link", "fast"}));
   EXPECT_EQ(bad.exit_code, 2) << bad.text;
   EXPECT_NE(bad.text.find("--link 'fast'"), std::string::npos) << bad.text;
   EXPECT_NE(bad.text.find("RATE[,DELAY]"), std::string::npos) << bad.text;
@@ -134,7 +134,7 @@ TEST(emulated_hosts, without_root_the_error_says_so) {
   scratch_dir dir{"link-noroot"};
   std::string command = "TMPDIR=/tmp /usr/bin/setpriv --reuid=65534 --regid=65534 "
                         "--clear-groups " + quote(BATON_BINARY);
-  for (const auto& a : with(pipeline_job(), {"--link", "1gbit"}))
+  for (const auto& a : with(shaped_pipeline_job(), {"--link", "1gbit"}))
     command += " " + quote(a);
   auto out = run_shell(command + " 2>&1");
   EXPECT_EQ(out.exit_code, 2) << out.text;
@@ -153,8 +153,8 @@ TEST(emulated_hosts, a_shaped_run_equals_the_loopback_run_under_the_rate) {
                          "btnv4999999h1 type veth peer name btnv4999999n1 && /usr/sbin/ip link "
                          "add btnbr4999999 type bridge");
   ASSERT_EQ(stale.exit_code, 0) << stale.text;
-  auto loopback = run_job(dir, pipeline_job(), "loopback");
-  auto shaped = run_job(dir, with(pipeline_job(), {"--link", "50mbit,1ms"}), "shaped");
+  auto loopback = run_job(dir, shaped_pipeline_job(), "loopback");
+  auto shaped = run_job(dir, with(shaped_pipeline_job(), {"--link", "50mbit,1ms"}), "shaped");
   EXPECT_EQ(digests_by_actor(shaped), digests_by_actor(loopback));
   EXPECT_FALSE(digests_by_actor(shaped).empty());
   auto wall = shaped.at("wall_seconds").get<double>();
@@ -202,12 +202,12 @@ TEST(emulated_hosts, a_data_parallel_ring_over_shaped_links_equals_loopback) {
 // node n2 is SIGKILLed mid-run leave nothing behind.
 TEST(emulated_hosts, nothing_is_left_after_a_failure_or_a_killed_node) {
   REQUIRE_ROOT();
-  auto failed = run_baton(with(pipeline_job(), {"--link", "1gbit", "--set",
+  auto failed = run_baton(with(shaped_pipeline_job(), {"--link", "1gbit", "--set",
                                                 "runtime.max_restarts=0", "--fault",
                                                 "kind=throw,actor=stage1,at_step=2"}));
   EXPECT_NE(failed.exit_code, 0) << failed.text;
   EXPECT_EQ(leftovers(), "") << failed.text;
-  auto killed = run_baton(with(pipeline_job(), {"--link", "1gbit", "--fault",
+  auto killed = run_baton(with(shaped_pipeline_job(), {"--link", "1gbit", "--fault",
                                                 "kind=kill_node,node=n2,at_step=3"}));
   EXPECT_NE(killed.text.find("emulated hosts"), std::string::npos) << killed.text;
   EXPECT_EQ(leftovers(), "") << killed.text;
@@ -218,7 +218,7 @@ TEST(emulated_hosts, nothing_is_left_after_a_failure_or_a_killed_node) {
 TEST(emulated_hosts, nothing_is_left_after_ctrl_c) {
   REQUIRE_ROOT();
   std::string command = quote(BATON_BINARY);
-  for (const auto& a : with(pipeline_job(), {"--link", "1gbit", "--set", "data.epochs=20"}))
+  for (const auto& a : with(shaped_pipeline_job(), {"--link", "1gbit", "--set", "data.epochs=20"}))
     command += " " + quote(a);
   // Wait for baton's own namespace (named with its pid), then SIGINT it.
   auto out = run_shell(command + " 2>&1 & pid=$!; for i in $(seq 300); do "

@@ -15,7 +15,7 @@ using baton::messages::tensor_set;
 
 namespace {
 
-planned_actor member(std::string name, std::string result, bool sends_weights = false) {
+planned_actor collected_member(std::string name, std::string result, bool sends_weights = false) {
   planned_actor a;
   a.role = "stage";
   a.name = std::move(name);
@@ -48,8 +48,8 @@ tensor_set weights_of(std::string actor) {
 /// (replica 1 listed first, as a plan may).
 job_plan plan_with_replicas() {
   job_plan plan;
-  plan.actors = {member("source", ""), member("head", "head"),
-                 member("stage.1", "stage"), member("stage.0", "stage", true)};
+  plan.actors = {collected_member("source", ""), collected_member("head", "head"),
+                 collected_member("stage.1", "stage"), collected_member("stage.0", "stage", true)};
   return plan;
 }
 
@@ -134,8 +134,8 @@ TEST(result_collector, stamps_each_group_epoch_with_its_time) {
 
 TEST(result_collector, finish_orders_results_and_weights_by_the_plan) {
   job_plan plan;
-  plan.actors = {member("b", "b", true), member("a.0", "a", true), member("a.1", "a"),
-                 member("c", "c", true)};
+  plan.actors = {collected_member("b", "b", true), collected_member("a.0", "a", true),
+                 collected_member("a.1", "a"), collected_member("c", "c", true)};
   result_collector collected{plan};
   // They arrive in another order than the plan's.
   collected.weights(weights_of("c"));

@@ -13,8 +13,10 @@
 
 #include "model/core/layered_model.hpp"
 #include "model/core/non_finite.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton::model;
+using baton::testing::contains;
 
 namespace {
 
@@ -25,10 +27,6 @@ named_layer linear(const std::string& name, int64_t in, int64_t out) {
 
 named_layer function(const std::string& name, std::function<at::Tensor(at::Tensor)> f) {
   return {name, torch::nn::AnyModule(torch::nn::Functional(std::move(f)))};
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 } // namespace

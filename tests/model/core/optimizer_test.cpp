@@ -84,13 +84,13 @@ run("sgd",
     lambda o: S.StepLR(o, step_size=2, gamma=0.5), True, 0)
 )PY";
 
-std::vector<char> read_bytes(const std::string& path) {
+std::vector<char> read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 at::Tensor read_tensor(const std::string& path, std::vector<int64_t> shape, at::ScalarType type) {
-  const auto bytes = read_bytes(path);
+  const auto bytes = read_file_bytes(path);
   auto t = torch::empty(shape, torch::TensorOptions().dtype(type));
   EXPECT_EQ(static_cast<size_t>(t.nbytes()), bytes.size()) << path;
   std::memcpy(t.data_ptr(), bytes.data(), std::min(bytes.size(), static_cast<size_t>(t.nbytes())));
@@ -98,7 +98,7 @@ at::Tensor read_tensor(const std::string& path, std::vector<int64_t> shape, at::
 }
 
 std::vector<double> read_doubles(const std::string& path) {
-  const auto bytes = read_bytes(path);
+  const auto bytes = read_file_bytes(path);
   std::vector<double> out(bytes.size() / sizeof(double));
   std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
   return out;
@@ -107,7 +107,7 @@ std::vector<double> read_doubles(const std::string& path) {
 const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
   {"w1", {5, 6}}, {"b1", {5}}, {"w2", {3, 5}}, {"b2", {3}}};
 
-class optimizer_vs_torch : public testing::python_files<optimizer_vs_torch> {
+class optimizer_vs_torch : public baton::testing::python_files<optimizer_vs_torch> {
 public:
   static constexpr const char* scratch_name = "optimizer-vs-torch";
   static constexpr const char* script = make_runs_py;

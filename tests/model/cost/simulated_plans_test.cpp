@@ -6,7 +6,7 @@ using namespace baton::model::cost;
 
 namespace {
 
-constexpr double tolerance = 1e-9;
+constexpr double plan_tolerance = 1e-9;
 
 /// Two layers of equal cost at one sample, so that a 2-stage pipeline is
 /// balanced: forward 1 s, backward 2 s, update 0.5 s, 100 B of activation
@@ -19,39 +19,39 @@ workload balanced(int64_t batch_size = 1) {
   return w;
 }
 
-cluster hosts(int32_t count, double bandwidth = 1000, double latency = 0) {
+cluster plan_hosts(int32_t count, double bandwidth = 1000, double latency = 0) {
   return cluster{count, link_model{bandwidth, latency, 0}};
 }
 
 /// The simulated and the formula's step of `s`, with no runtime costs.
 void expect_formula(const workload& w, const cluster& c, const strategy& s) {
   const double simulated = simulate_prediction(w, c, s, runtime_costs{}).step_seconds;
-  EXPECT_NEAR(simulated, predict(w, c, s).step_seconds, tolerance) << name_of(s);
+  EXPECT_NEAR(simulated, predict(w, c, s).step_seconds, plan_tolerance) << name_of(s);
 }
 
 } // namespace
 
 TEST(simulated_plans, local_is_its_compute) {
-  expect_formula(balanced(4), hosts(1), local_strategy{});
+  expect_formula(balanced(4), plan_hosts(1), local_strategy{});
 }
 
 TEST(simulated_plans, agree_with_the_formulas_where_these_are_exact) {
   // Formulas and simulation model the same schedule in these cases: one
   // bucket (ready when the backward ends), shards one per host, balanced stages.
   for (int32_t w : {2, 3, 4}) {
-    expect_formula(balanced(), hosts(w, 1000, 0.01), ring_strategy{{}, 1, true});
-    expect_formula(balanced(), hosts(w, 1000, 0.01), ring_strategy{{}, 1, false});
-    expect_formula(balanced(), hosts(w, 1000, 0.01), local_sgd_strategy{{}, 4, 1});
-    expect_formula(balanced(), hosts(w, 1000, 0.01), ps_strategy{{}, 0});
+    expect_formula(balanced(), plan_hosts(w, 1000, 0.01), ring_strategy{{}, 1, true});
+    expect_formula(balanced(), plan_hosts(w, 1000, 0.01), ring_strategy{{}, 1, false});
+    expect_formula(balanced(), plan_hosts(w, 1000, 0.01), local_sgd_strategy{{}, 4, 1});
+    expect_formula(balanced(), plan_hosts(w, 1000, 0.01), ps_strategy{{}, 0});
     ist_strategy ist;
     ist.local_steps = 5;
-    expect_formula(balanced(), hosts(w, 1000, 0.01), ist);
+    expect_formula(balanced(), plan_hosts(w, 1000, 0.01), ist);
   }
   pipeline_strategy gpipe;
   gpipe.stage_ends = {1, 2};
   gpipe.microbatches = 4;
   gpipe.schedule = pipeline_schedule::gpipe;
-  expect_formula(balanced(4), hosts(2, 1e12), gpipe);
+  expect_formula(balanced(4), plan_hosts(2, 1e12), gpipe);
 }
 
 TEST(simulated_plans, a_pipeline_fills_once_under_1f1b) {
@@ -61,12 +61,12 @@ TEST(simulated_plans, a_pipeline_fills_once_under_1f1b) {
   p.stage_ends = {1, 2};
   p.microbatches = 2;
   p.schedule = pipeline_schedule::one_f_one_b;
-  const auto sim = simulate_prediction(balanced(2), hosts(2, 1e12), p, runtime_costs{});
-  EXPECT_NEAR(sim.step_seconds, 2 * 3.5, tolerance);
+  const auto sim = simulate_prediction(balanced(2), plan_hosts(2, 1e12), p, runtime_costs{});
+  EXPECT_NEAR(sim.step_seconds, 2 * 3.5, plan_tolerance);
   // 1f1b-flush: the bubble of gpipe, one step per minibatch.
   p.schedule = pipeline_schedule::one_f_one_b_flush;
-  const auto flush = simulate_prediction(balanced(2), hosts(2, 1e12), p, runtime_costs{});
-  EXPECT_NEAR(flush.step_seconds, (2 + 1) * 3.0 + 0.5, tolerance);
+  const auto flush = simulate_prediction(balanced(2), plan_hosts(2, 1e12), p, runtime_costs{});
+  EXPECT_NEAR(flush.step_seconds, (2 + 1) * 3.0 + 0.5, plan_tolerance);
 }
 
 TEST(simulated_plans, replicated_stages_take_every_other_microbatch) {
@@ -79,14 +79,14 @@ TEST(simulated_plans, replicated_stages_take_every_other_microbatch) {
     p.replicas = {2, 1};
     p.microbatches = 4;
     p.schedule = schedule;
-    const auto sim = simulate_prediction(balanced(4), hosts(3, 1e12), p, runtime_costs{});
-    EXPECT_GE(sim.step_seconds, 4 * 3.0 - tolerance) << name_of(p);
+    const auto sim = simulate_prediction(balanced(4), plan_hosts(3, 1e12), p, runtime_costs{});
+    EXPECT_GE(sim.step_seconds, 4 * 3.0 - plan_tolerance) << name_of(p);
   }
 }
 
 TEST(simulated_plans, emulated_hosts_share_the_machines_cores) {
   // Two workers of a ring on one core: their compute takes turns.
-  cluster c = hosts(2, 1e12);
+  cluster c = plan_hosts(2, 1e12);
   c.shared_cores = 1;
   const auto sim = simulate_prediction(balanced(), c, ring_strategy{{}, 1, true}, runtime_costs{});
   EXPECT_NEAR(sim.step_seconds, 2 * (2 + 4 + 1), 1e-6);
@@ -96,9 +96,9 @@ TEST(simulated_plans, emulated_hosts_share_the_machines_cores) {
 
 TEST(simulated_plans, the_runtime_costs_lengthen_the_step) {
   const runtime_costs rt{1e-3, 1e-6, 0};
-  const auto with = simulate_prediction(balanced(), hosts(2), ring_strategy{{}, 1, true}, rt);
+  const auto with = simulate_prediction(balanced(), plan_hosts(2), ring_strategy{{}, 1, true}, rt);
   const auto without =
-    simulate_prediction(balanced(), hosts(2), ring_strategy{{}, 1, true}, runtime_costs{});
+    simulate_prediction(balanced(), plan_hosts(2), ring_strategy{{}, 1, true}, runtime_costs{});
   EXPECT_GT(with.step_seconds, without.step_seconds);
-  EXPECT_NEAR(with.wire_bytes, without.wire_bytes, tolerance);
+  EXPECT_NEAR(with.wire_bytes, without.wire_bytes, plan_tolerance);
 }

@@ -8,7 +8,7 @@ using namespace baton::model::cost;
 
 namespace {
 
-constexpr double tolerance = 1e-9;
+constexpr double simulator_tolerance = 1e-9;
 
 /// `count` hosts, each on its own machine of `cores` cores.
 simulated_plan on_hosts(int32_t count, int32_t cores = 1) {
@@ -73,11 +73,11 @@ TEST(simulator, a_ring_with_no_compute_takes_the_ring_all_reduce) {
     p.link = link_model{1000, 0.01, 0};
     const simulation s = simulate(p);
     const double expected = 2.0 * (hosts - 1) / hosts * 4000 / 1000 + 2.0 * (hosts - 1) * 0.01;
-    EXPECT_NEAR(s.step_seconds, expected, tolerance) << hosts << " hosts";
-    EXPECT_NEAR(s.step_seconds, ring_allreduce_seconds(4000, hosts, p.link), tolerance);
-    EXPECT_NEAR(s.wire_bytes, 2.0 * (hosts - 1) * 4000, tolerance);
-    EXPECT_NEAR(s.compute_seconds, 0, tolerance);
-    EXPECT_NEAR(s.communication_seconds + s.waiting_seconds, s.step_seconds, tolerance);
+    EXPECT_NEAR(s.step_seconds, expected, simulator_tolerance) << hosts << " hosts";
+    EXPECT_NEAR(s.step_seconds, ring_allreduce_seconds(4000, hosts, p.link), simulator_tolerance);
+    EXPECT_NEAR(s.wire_bytes, 2.0 * (hosts - 1) * 4000, simulator_tolerance);
+    EXPECT_NEAR(s.compute_seconds, 0, simulator_tolerance);
+    EXPECT_NEAR(s.communication_seconds + s.waiting_seconds, s.step_seconds, simulator_tolerance);
   }
 }
 
@@ -85,8 +85,9 @@ TEST(simulator, a_message_overhead_occupies_the_sender_once_per_round) {
   simulated_plan p = ring(3, 3000, 3);
   p.link = link_model{1000, 0.01, 0.2};
   // Each round: 0.2 s of the sender's work, then 1000 B at 1000 B/s, then 10 ms.
-  EXPECT_NEAR(simulate(p).step_seconds, 4 * (0.2 + 1 + 0.01), tolerance);
-  EXPECT_NEAR(simulate(p).step_seconds, ring_allreduce_seconds(3000, 3, p.link), tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 4 * (0.2 + 1 + 0.01), simulator_tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, ring_allreduce_seconds(3000, 3, p.link),
+              simulator_tolerance);
 }
 
 TEST(simulator, a_two_stage_gpipe_takes_the_bubble_formula) {
@@ -98,10 +99,10 @@ TEST(simulator, a_two_stage_gpipe_takes_the_bubble_formula) {
     for (int32_t stage : {0, 1})
       p.actors.push_back(gpipe_stage(stage, microbatches, 1, 2, 0, 3));
     const simulation s = simulate(p);
-    EXPECT_NEAR(s.step_seconds, (microbatches + 1) * 3.0, tolerance) << microbatches;
+    EXPECT_NEAR(s.step_seconds, (microbatches + 1) * 3.0, simulator_tolerance) << microbatches;
     // Each stage computes M (f + b) and waits the bubble, (S - 1) (f + b).
-    EXPECT_NEAR(s.compute_seconds, microbatches * 3.0, tolerance);
-    EXPECT_NEAR(s.waiting_seconds, 3.0, tolerance);
+    EXPECT_NEAR(s.compute_seconds, microbatches * 3.0, simulator_tolerance);
+    EXPECT_NEAR(s.waiting_seconds, 3.0, simulator_tolerance);
   }
 }
 
@@ -112,7 +113,7 @@ TEST(simulator, a_link_adds_its_transfer_and_latency_on_the_critical_path) {
   p.link = link_model{100, 0.5, 0};
   for (int32_t stage : {0, 1})
     p.actors.push_back(gpipe_stage(stage, 1, 1, 2, 100, 3));
-  EXPECT_NEAR(simulate(p).step_seconds, 1 + 1.5 + 1 + 2 + 1.5 + 2, tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 1 + 1.5 + 1 + 2 + 1.5 + 2, simulator_tolerance);
 }
 
 TEST(simulator, actors_on_one_core_take_the_sum_of_their_compute) {
@@ -120,13 +121,13 @@ TEST(simulator, actors_on_one_core_take_the_sum_of_their_compute) {
   p.warmup_steps = 0;
   p.actors.push_back({"a", 0, true, {operation::compute(1), operation::step_end()}});
   p.actors.push_back({"b", 0, true, {operation::compute(2), operation::step_end()}});
-  EXPECT_NEAR(simulate(p).step_seconds, 3, tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 3, simulator_tolerance);
   // Two cores: each its own; then each slowed by the co-location.
   p.machine_cores = {2};
-  EXPECT_NEAR(simulate(p).step_seconds, 2, tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 2, simulator_tolerance);
   p.runtime.colocation = 0.5;
   // Both at 1 / 1.5 until a is done at 1.5 s (b has 1 s done), b alone for 1 s.
-  EXPECT_NEAR(simulate(p).step_seconds, 2.5, tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 2.5, simulator_tolerance);
 }
 
 TEST(simulator, emulated_hosts_share_their_machine) {
@@ -138,7 +139,7 @@ TEST(simulator, emulated_hosts_share_their_machine) {
     for (size_t k = 0; k < a.program.size(); ++k)
       if (a.program[k].kind == operation::kind_t::step_end)
         a.program.insert(a.program.begin() + static_cast<long>(k++), operation::compute(1));
-  EXPECT_NEAR(simulate(p).step_seconds, 2, tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 2, simulator_tolerance);
 }
 
 TEST(simulator, a_credit_window_holds_the_sender) {
@@ -163,8 +164,8 @@ TEST(simulator, a_credit_window_holds_the_sender) {
     p.actors = {a, b};
     return p;
   };
-  EXPECT_NEAR(simulate(plan_with(0)).end_seconds, 10, tolerance);
-  EXPECT_NEAR(simulate(plan_with(1)).end_seconds, 11, tolerance);
+  EXPECT_NEAR(simulate(plan_with(0)).end_seconds, 10, simulator_tolerance);
+  EXPECT_NEAR(simulate(plan_with(1)).end_seconds, 11, simulator_tolerance);
 }
 
 TEST(simulator, a_runtime_message_cost_occupies_both_ends) {
@@ -181,7 +182,7 @@ TEST(simulator, a_runtime_message_cost_occupies_both_ends) {
                                {operation::receive(0), operation::compute(1),
                                 operation::send(0, 0), operation::step_end()});
   }
-  EXPECT_NEAR(simulate(p).step_seconds, 1 + 0.25 + 0.25 + 1 + 0.25 + 0.25, tolerance);
+  EXPECT_NEAR(simulate(p).step_seconds, 1 + 0.25 + 0.25 + 1 + 0.25 + 0.25, simulator_tolerance);
 }
 
 TEST(simulator, refuses_a_plan_that_deadlocks_or_makes_no_sense) {

@@ -17,8 +17,8 @@ using namespace baton::model::ist;
 namespace {
 
 /// 3x16x16 synthetic images, a few samples: resnet18 is slow on 2 cores.
-const dataset& train_data() { return kept_synthetic(16, 3, 16, 3); }
-const dataset& test_data() { return kept_synthetic(8, 3, 16, 4); }
+const dataset& resist_train_data() { return kept_synthetic(16, 3, 16, 3); }
+const dataset& resist_test_data() { return kept_synthetic(8, 3, 16, 4); }
 
 resist_settings small_spec(int32_t workers) {
   resist_settings spec;
@@ -99,7 +99,7 @@ TEST(resist, a_skipped_block_is_the_identity_and_stays_as_it_was) {
   const size_t skipped = deal.holds(0, 0) ? partitioned[1] : partitioned[0];
   EXPECT_FALSE(active[skipped]);
   const auto before = m.layers()[skipped].module.ptr()->parameters()[0].clone();
-  const auto& data = train_data();
+  const auto& data = resist_train_data();
   resist_local_steps(m, active, data, {{0, 1, 2, 3}, {4, 5, 6, 7}}, 0, {0.1, 0.9, 0.0});
   EXPECT_TRUE(torch::equal(before, m.layers()[skipped].module.ptr()->parameters()[0]));
   // Skipping a layer in the forward is the same as removing it.
@@ -163,15 +163,16 @@ TEST(resist, the_merge_averages_shared_layers_over_all_and_blocks_over_holders) 
 
 TEST(resist, one_worker_is_plain_sgd_bit_for_bit) {
   const auto spec = small_spec(1);
-  const auto result = run_resist_local(train_data(), test_data(), spec);
+  const auto result = run_resist_local(resist_train_data(), resist_test_data(), spec);
   EXPECT_EQ(result.steps, 4);
   EXPECT_EQ(result.rounds, 2);
 
   auto plain = make_resist_network(spec.in_channels, spec.classes, spec.seed);
   plain.train(true);
   torch::optim::SGD sgd(plain.parameters(), torch::optim::SGDOptions(spec.optimizer.lr));
-  for (const auto& ids : ist::worker_minibatches(train_data().size(), spec.seed, 0, 0, 1, 4)) {
-    auto [images, labels] = gather(train_data(), ids);
+  for (const auto &ids :
+       ist::worker_minibatches(resist_train_data().size(), spec.seed, 0, 0, 1, 4)) {
+    auto [images, labels] = gather(resist_train_data(), ids);
     sgd.zero_grad();
     torch::nn::functional::cross_entropy(plain.forward(images), labels).backward();
     sgd.step();
@@ -182,8 +183,8 @@ TEST(resist, one_worker_is_plain_sgd_bit_for_bit) {
 
 TEST(resist, two_workers_are_deterministic_and_train) {
   const auto spec = small_spec(2);
-  const auto a = run_resist_local(train_data(), test_data(), spec);
-  const auto b = run_resist_local(train_data(), test_data(), spec);
+  const auto a = run_resist_local(resist_train_data(), resist_test_data(), spec);
+  const auto b = run_resist_local(resist_train_data(), resist_test_data(), spec);
   EXPECT_EQ(a.weights_digest, b.weights_digest);
   EXPECT_EQ(a.steps, 2);
   EXPECT_EQ(a.samples, 16);
@@ -191,5 +192,5 @@ TEST(resist, two_workers_are_deterministic_and_train) {
   ASSERT_EQ(a.test_accuracy.size(), 1u);
   auto bad = spec;
   bad.in_channels = 1;
-  EXPECT_THROW(run_resist_local(train_data(), test_data(), bad), error);
+  EXPECT_THROW(run_resist_local(resist_train_data(), resist_test_data(), bad), error);
 }

@@ -36,53 +36,54 @@ using namespace baton::testing;
 namespace {
 
 /// The small data-parallel job with the `data_parallel:` section under test.
-const topology_fixture dp = data_parallel_topology("dp.yaml");
+const topology_fixture mode_dp = data_parallel_topology("dp.yaml");
 
 } // namespace
 
 // -- the section --------------------------------------------------------------------
 
 TEST(data_parallel_section, refuses_bad_input_with_file_and_line) {
-  EXPECT_NE(dp.refusal("  exchange: hub\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(dp.refusal("  exchange: hub\n").find("ring"), std::string::npos);
-  EXPECT_NE(dp.refusal("  workers: 0\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(dp.refusal("  workers: many\n").find("from 1 to 64"), std::string::npos);
-  EXPECT_NE(dp.refusal("  bucket_mb: -1\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(dp.refusal("  model: vgg\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(dp.refusal("  worker: 2\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(dp.refusal("  optimizer: {lr: 0}\n").find("dp.yaml:12"), std::string::npos);
-  EXPECT_NE(dp.refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"),
+  EXPECT_NE(mode_dp.refusal("  exchange: hub\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  exchange: hub\n").find("ring"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  workers: 0\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  workers: many\n").find("from 1 to 64"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  bucket_mb: -1\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  model: vgg\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  worker: 2\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  optimizer: {lr: 0}\n").find("dp.yaml:12"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  optimizer: {lr_scaling: square}\n").find("dp.yaml:12"),
             std::string::npos);
-  EXPECT_NE(dp.refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"),
+  EXPECT_NE(mode_dp.refusal("  optimizer: {warmup_epochs: -1}\n").find("dp.yaml:12"),
             std::string::npos);
-  EXPECT_NE(dp.refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
+  EXPECT_NE(mode_dp.refusal("  workers: 2\n  nodes: [a]\n").find("nodes"), std::string::npos);
   // The workload's optimizer section and its older name: one of them.
-  auto both = dp.refusal("  optimizer: {lr: 0.1}\noptimizer: {lr: 0.2}\n");
+  auto both = mode_dp.refusal("  optimizer: {lr: 0.1}\noptimizer: {lr: 0.2}\n");
   EXPECT_NE(both.find("dp.yaml:12"), std::string::npos) << both;
   EXPECT_NE(both.find("older name"), std::string::npos) << both;
-  EXPECT_NE(dp.refusal("  workers: 2\noptimizer: {name: lamb}\n").find("adamw"),
+  EXPECT_NE(mode_dp.refusal("  workers: 2\noptimizer: {name: lamb}\n").find("adamw"),
             std::string::npos);
-  EXPECT_NE(dp.refusal("  workers: 2\noptimizer: {name: adam, momentum: 0.9}\n").find("betas"),
+  EXPECT_NE(mode_dp.refusal("  workers: 2\noptimizer: {name: adam, momentum: 0.9}\n").find("betas"),
             std::string::npos);
   // A shard holds a key range only: no global norm to clip with.
-  auto clip = dp.refusal("  exchange: ps\noptimizer: {clip_grad_norm: 1}\n");
+  auto clip = mode_dp.refusal("  exchange: ps\noptimizer: {clip_grad_norm: 1}\n");
   EXPECT_NE(clip.find("parameter shard"), std::string::npos) << clip;
   // Faults the ring cannot replay exactly (no credit edge for a drop).
-  auto faults = dp.refusal("  workers: 2\n"
+  auto faults = mode_dp.refusal("  workers: 2\n"
                            "faults: [{kind: drop, from: worker.0, to: worker.1, at_step: 2}]\n");
   EXPECT_NE(faults.find("dp.yaml:13"), std::string::npos) << faults;
   EXPECT_NE(faults.find("not supported by job: data-parallel"), std::string::npos) << faults;
   // A fault past the job's end, counted in the steps its W workers take together.
-  auto late = dp.refusal("  workers: 2\nfaults: [{kind: throw, actor: worker.0, at_step: 6}]\n");
+  auto late =
+      mode_dp.refusal("  workers: 2\nfaults: [{kind: throw, actor: worker.0, at_step: 6}]\n");
   EXPECT_NE(late.find("at_step' is 6, but the job has 6 steps (1 epoch x 6 steps of 2 workers x "
                       "16 samples from 192 training samples), so the fault would never fire "
                       "(expected a step from 0 to 5)"),
             std::string::npos)
     << late;
   // Its section is read with its job only.
-  auto text = dp.text("  workers: 2\n");
+  auto text = mode_dp.text("  workers: 2\n");
   text.replace(text.find("job: data-parallel"), 18, "job: pipeline");
-  auto other = dp.parse_text(text);
+  auto other = mode_dp.parse_text(text);
   ASSERT_FALSE(other);
   EXPECT_NE(baton::describe(other.error()).find("only read with job: data-parallel"),
             std::string::npos);
@@ -102,7 +103,7 @@ TEST(data_parallel_section, an_mlp_takes_samples_under_8x8) {
 }
 
 TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
-  auto t = dp.parse("");
+  auto t = mode_dp.parse("");
   ASSERT_TRUE(t) << baton::describe(t.error());
   auto p = plan_of(*t);
   ASSERT_TRUE(p) << baton::describe(p.error());
@@ -114,7 +115,7 @@ TEST(data_parallel_section, defaults_two_workers_over_a_ring) {
 // over it: one worker has the machine's cores, in the plan and in the
 // settings it is spawned with.
 TEST(data_parallel_section, one_worker_gets_every_core_in_its_settings) {
-  auto t = dp.parse("  workers: 1\n");
+  auto t = mode_dp.parse("  workers: 1\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   auto p = plan_of(*t);
   ASSERT_TRUE(p) << baton::describe(p.error());
@@ -128,7 +129,7 @@ TEST(data_parallel_section, one_worker_gets_every_core_in_its_settings) {
 // -- the plan -----------------------------------------------------------------------
 
 TEST(data_parallel_plan, is_w_workers_on_a_ring) {
-  auto p = dp.plan_for("  workers: 3\n");
+  auto p = mode_dp.plan_for("  workers: 3\n");
   ASSERT_EQ(p.actors.size(), 3u);
   for (size_t w = 0; w < 3; ++w) {
     const auto& a = p.actors[w];
@@ -147,18 +148,18 @@ TEST(data_parallel_plan, is_w_workers_on_a_ring) {
   }
   EXPECT_EQ(ring, (std::vector<std::string>{"worker.0>worker.1#1", "worker.1>worker.2#2",
                                             "worker.2>worker.0#0"}));
-  EXPECT_TRUE(dp.plan_for("  workers: 1\n").edges.empty());
+  EXPECT_TRUE(mode_dp.plan_for("  workers: 1\n").edges.empty());
 }
 
 TEST(data_parallel_plan, places_one_worker_per_node) {
-  auto p = dp.plan_for("  workers: 2\n", 2);
+  auto p = mode_dp.plan_for("  workers: 2\n", 2);
   ASSERT_EQ(p.actors.size(), 2u);
   EXPECT_NE(p.actors[0].node, p.actors[1].node);
   EXPECT_FALSE(p.actors[0].node.empty());
 }
 
 TEST(data_parallel_plan, worker_settings_round_trip_and_garbage_is_refused) {
-  auto p = dp.plan_for("  workers: 3\n  bucket_mb: 0.5\n");
+  auto p = mode_dp.plan_for("  workers: 3\n  bucket_mb: 0.5\n");
   ASSERT_EQ(p.actors.size(), 3u);
   auto spec = data_parallel::parse_worker_settings(p.actors[2].settings);
   ASSERT_TRUE(spec) << baton::describe(spec.error());

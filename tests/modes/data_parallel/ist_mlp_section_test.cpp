@@ -28,13 +28,13 @@ namespace {
 
 /// The small data-parallel job of `model`: `data_parallel.model` on line
 /// 12, the section's other keys from line 13.
-topology_fixture dp(const std::string& model = "ist_mlp") {
+topology_fixture mlp_dp(const std::string& model = "ist_mlp") {
   return data_parallel_topology("dp.yaml", model);
 }
 
 /// Worker 1's settings of the plan of `section` (W = 2), through its codec.
-data_parallel::worker_settings planned_worker(const std::string& section) {
-  return last_planned_worker(dp(), "  workers: 2\n" + section, 2);
+data_parallel::worker_settings mlp_planned_worker(const std::string& section) {
+  return last_planned_worker(mlp_dp(), "  workers: 2\n" + section, 2);
 }
 
 } // namespace
@@ -43,7 +43,7 @@ TEST(ist_mlp_section, bad_hidden_widths_are_refused_with_file_and_line) {
   for (const char* bad : {"  hidden: [64, 0]\n", "  hidden: [-3]\n", "  hidden: []\n",
                           "  hidden: 64\n", "  hidden: [wide]\n", "  hidden: [70000]\n",
                           "  hidden: {a: 1}\n"}) {
-    auto text = dp().refusal(bad);
+    auto text = mlp_dp().refusal(bad);
     EXPECT_TRUE(contains(text, "dp.yaml:13")) << bad << " -> " << text;
     EXPECT_TRUE(contains(text, "hidden")) << bad << " -> " << text;
   }
@@ -51,20 +51,20 @@ TEST(ist_mlp_section, bad_hidden_widths_are_refused_with_file_and_line) {
 
 TEST(ist_mlp_section, hidden_is_read_with_ist_mlp_only) {
   for (const char* model : {"mlp", "convnet"}) {
-    auto text = dp(model).refusal("  hidden: [64]\n");
+    auto text = mlp_dp(model).refusal("  hidden: [64]\n");
     EXPECT_TRUE(contains(text, "dp.yaml:13")) << text;
     EXPECT_TRUE(contains(text, "ist_mlp only")) << text;
   }
 }
 
 TEST(ist_mlp_section, an_unknown_model_names_ist_mlp_among_the_choices) {
-  auto text = dp("ist_mpl").refusal("");
+  auto text = mlp_dp("ist_mpl").refusal("");
   EXPECT_TRUE(contains(text, "dp.yaml:12")) << text;
   EXPECT_TRUE(contains(text, "ist_mlp")) << text;
 }
 
 TEST(ist_mlp_section, the_workers_get_the_widths_and_ists_initial_network) {
-  auto spec = planned_worker("  hidden: [24, 40]\n");
+  auto spec = mlp_planned_worker("  hidden: [24, 40]\n");
   EXPECT_EQ(spec.model.name, "ist_mlp");
   EXPECT_EQ(spec.model.hidden, (std::vector<int64_t>{24, 40}));
   const auto m = data_parallel::make_worker_model(spec.model);
@@ -75,7 +75,7 @@ TEST(ist_mlp_section, the_workers_get_the_widths_and_ists_initial_network) {
             baton::model::ist::digest(baton::model::ist::make_network(shape, spec.model.seed)));
   EXPECT_EQ(m.layer_names().back(), "norm");
   // Absent: one hidden layer of 4096, the default of model_spec and of ist.hidden.
-  EXPECT_EQ(planned_worker("").model.hidden, std::vector<int64_t>{4096});
+  EXPECT_EQ(mlp_planned_worker("").model.hidden, std::vector<int64_t>{4096});
 }
 
 TEST(ist_mlp_section, model_settings_without_hidden_still_parse) {

@@ -33,7 +33,7 @@ namespace {
 
 /// A small ResIST topology (synthetic data) with `section` as its `ist:`
 /// section; line 11 is the section's first key.
-std::string topology_text(const std::string& section) {
+std::string resist_topology_text(const std::string& section) {
   return "# a ResIST test topology\n"
          "job: ist\n"
          "seed: 7\n"
@@ -47,12 +47,12 @@ std::string topology_text(const std::string& section) {
          section;
 }
 
-caf::expected<topology> parse(const std::string& section) {
-  return parse_topology(topology_text(section), "resist.yaml", {});
+caf::expected<topology> resist_parse(const std::string& section) {
+  return parse_topology(resist_topology_text(section), "resist.yaml", {});
 }
 
-std::string refusal(const std::string& section) {
-  auto t = parse(section);
+std::string resist_refusal(const std::string& section) {
+  auto t = resist_parse(section);
   if (t) {
     ADD_FAILURE() << "accepted:\n" << section;
     return "";
@@ -60,7 +60,7 @@ std::string refusal(const std::string& section) {
   return baton::describe(t.error());
 }
 
-bool has(const std::string& text, const std::string& part) {
+bool resist_has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -69,23 +69,23 @@ bool has(const std::string& text, const std::string& part) {
 // -- the section and the plan ----------------------------------------------------------
 
 TEST(resist_section, takes_resnet18_and_refuses_what_does_not_fit) {
-  auto t = parse("  kind: resist\n  workers: 3\n  shards: 2\n");
+  auto t = resist_parse("  kind: resist\n  workers: 3\n  shards: 2\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->backbone.name, "resnet18");
-  EXPECT_TRUE(parse("  kind: resist\n  model: resnet18\n"));
-  auto mlp = refusal("  kind: resist\n  model: mlp\n");
-  EXPECT_TRUE(has(mlp, "resist.yaml:12")) << mlp;
-  EXPECT_TRUE(has(mlp, "trains resnet18")) << mlp;
-  auto resnet = refusal("  model: resnet18\n"); // kind ist: an mlp
-  EXPECT_TRUE(has(resnet, "resist.yaml:11")) << resnet;
-  EXPECT_TRUE(has(resnet, "kind: resist")) << resnet;
-  auto hidden = refusal("  kind: resist\n  hidden: [64]\n");
-  EXPECT_TRUE(has(hidden, "resist.yaml:12")) << hidden;
-  EXPECT_TRUE(has(hidden, "widths are fixed")) << hidden;
+  EXPECT_TRUE(resist_parse("  kind: resist\n  model: resnet18\n"));
+  auto mlp = resist_refusal("  kind: resist\n  model: mlp\n");
+  EXPECT_TRUE(resist_has(mlp, "resist.yaml:12")) << mlp;
+  EXPECT_TRUE(resist_has(mlp, "trains resnet18")) << mlp;
+  auto resnet = resist_refusal("  model: resnet18\n"); // kind ist: an mlp
+  EXPECT_TRUE(resist_has(resnet, "resist.yaml:11")) << resnet;
+  EXPECT_TRUE(resist_has(resnet, "kind: resist")) << resnet;
+  auto hidden = resist_refusal("  kind: resist\n  hidden: [64]\n");
+  EXPECT_TRUE(resist_has(hidden, "resist.yaml:12")) << hidden;
+  EXPECT_TRUE(resist_has(hidden, "widths are fixed")) << hidden;
 }
 
 TEST(resist_plan, is_w_workers_and_s_shards_with_their_own_roles) {
-  auto t = parse("  kind: resist\n  workers: 3\n  shards: 2\n  local_steps: 5\n");
+  auto t = resist_parse("  kind: resist\n  workers: 3\n  shards: 2\n  local_steps: 5\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   auto p = plan_of(*t);
   ASSERT_TRUE(p) << baton::describe(p.error());

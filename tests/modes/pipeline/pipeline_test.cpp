@@ -419,16 +419,16 @@ TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
 }
 
 // Convergence: the convnet trained from scratch with asynchronous 1F1B over 3
-// stages (configs/pipeline.yaml at lr 0.03, all 60,000 samples) reaches 89%
-// test accuracy within 4 epochs: 84.7, 88.3, 88.9 and 89.4% after epochs 1-4
-// (2026-11-28; 85.3, 89.7, 89.6 and 90.8% in an older run). The run stops at
-// the first epoch that reaches it (target_accuracy), which was the 4th; the
-// longest test (3 to 4 minutes on 2 cores).
-TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_89_percent) {
+// stages (configs/pipeline.yaml at lr 0.03, all 60,000 samples) reaches 86%
+// test accuracy in 2 epochs: 86.6% after the 2nd, 88.2% after the 3rd
+// (2026-11-30; docs/pipeline.md has longer runs, which level off near 90%).
+// The longest test (about 85 s alone on 2 cores; it ran 4 epochs to 89%,
+// 176 s, until the suites had to fit CI's half hour).
+TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_86_percent) {
   auto m = run_job(*dir_,
-                   {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=4",
-                    "--set", "data.test_limit=0", "--set", "target_accuracy=0.89"},
+                   {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=2",
+                    "--set", "data.test_limit=0"},
                    "converge");
   ASSERT_EQ(m.at("heads").size(), 1u);
-  EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.89);
+  EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.86);
 }
