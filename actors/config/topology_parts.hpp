@@ -4,8 +4,10 @@
 // topology.cpp (build_topology, parse_document): the key schema that
 // validation and `--set` share (topology_schema.cpp), the checked readers
 // the modes use too (checked_readers.cpp, declared in job_schema.hpp), the
-// workload's sections (workload_reader.cpp), the cluster's (cluster_reader.cpp:
-// nodes, runtime, faults) and the `--set` overrides (overrides.cpp).
+// data section (data_reader.cpp), the workload's others (workload_reader.cpp),
+// the cluster's (cluster_reader.cpp: nodes, runtime, faults) and the `--set`
+// overrides (overrides.cpp). Each common section is read by its field list
+// (section_fields.hpp).
 // Internal to actors/config.
 
 #include <cstddef>
@@ -30,12 +32,14 @@ namespace baton::actors {
 inline namespace config {
 namespace detail {
 
-// -- the key schema (topology_schema.cpp) ---------------------------------------
+// -- the key schema (topology_schema.cpp) ------------------------------------------
 
 /// The keys of each common map section by path pattern ("*": a list index).
 const std::map<std::string, std::vector<std::string>>& section_keys();
-/// Those of the workload's sections and of the cluster's, from their field
-/// lists (workload_reader.cpp, cluster_reader.cpp).
+/// Those of the data section, of the workload's others and of the cluster's,
+/// from their field lists (data_reader.cpp, workload_reader.cpp,
+/// cluster_reader.cpp).
+std::map<std::string, std::vector<std::string>> data_section_keys();
 std::map<std::string, std::vector<std::string>> workload_section_keys();
 std::map<std::string, std::vector<std::string>> cluster_section_keys();
 /// The keys of the map at `pattern`, the common sections' and every job's;
@@ -52,30 +56,33 @@ std::string in_section(const std::string& path);
 /// "; did you mean 'epochs'?" after a key error, or "".
 std::string hint(const std::string& suggestion);
 
-// -- the workload (workload_reader.cpp) -----------------------------------------
+// -- the data (data_reader.cpp) ----------------------------------------------------
 
-void parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t);
 void parse_data(const field& data, topology& t);
 model::data_header check_dataset(const field& data, const topology& t, bool& known);
 void check_normalize(const field& data, const topology& t, const model::data_header& h);
 void check_augment(const field& data, const topology& t, const model::data_header& h);
 std::optional<job_length> length_of(const model::data_header& data, bool known,
                                     const topology& t);
+void set_sample_shape(const model::data_header& h, topology& t);
+
+// -- the workload's other sections (workload_reader.cpp) ---------------------------
+
+void parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t);
 std::vector<model::task> parse_tasks(const field& list, int64_t classes,
                                      const std::string& dataset);
-void set_sample_shape(const model::data_header& h, topology& t);
 std::vector<std::string> parse_backbone(const field& section, topology& t);
 void parse_trained_task(const field& root, topology& t);
 void parse_target_accuracy(const field& root, topology& t);
 void parse_selection(const field& root, topology& t);
 
-// -- the cluster (cluster_reader.cpp) -------------------------------------------
+// -- the cluster (cluster_reader.cpp) ----------------------------------------------
 
 std::vector<node_address> parse_nodes(const field& list);
 void parse_runtime(const field& section, runtime_spec& r);
 std::vector<fault_spec> parse_faults(const field& list, const std::optional<job_length>& length);
 
-// -- `--set` (overrides.cpp) ----------------------------------------------------
+// -- `--set` (overrides.cpp) -------------------------------------------------------
 
 /// Applies one "a.b.c=value" to the document; the paths it touches remember
 /// the override, so that errors in its value name it instead of a line.

@@ -27,6 +27,7 @@ const std::map<std::string, std::vector<std::string>>& detail::section_keys() {
       {"optimizer", optimizer_keys()},
       {"backbone.pretrain.optimizer", optimizer_keys()},
     };
+    out.merge(data_section_keys());
     out.merge(workload_section_keys());
     out.merge(cluster_section_keys());
     return out;
