@@ -54,7 +54,6 @@ void detail::parse_job(const field& root, const std::vector<job_schema>& jobs, t
                          " are)");
 }
 
-
 namespace {
 
 // A task entry as it is read: the dataset's classes bound its labels.
