@@ -11,6 +11,27 @@ namespace baton::actors {
 inline namespace modes {
 namespace data_parallel {
 
+namespace {
+
+/// own = (own + received) / workers, element by element in one pass: the
+/// chunk's sum as ring_allreduce adds it, then divided as mean_of_sum's
+/// at::div divides (both float32 operations, so the same bits).
+void add_then_divide(at::Tensor& own, const at::Tensor& received, int32_t workers) {
+  const at::Tensor other = received.contiguous();
+  if (!own.is_contiguous()) {
+    own.add_(other).div_(static_cast<double>(workers));
+    return;
+  }
+  float* o = own.data_ptr<float>();
+  const float* r = other.data_ptr<float>();
+  const auto w = static_cast<float>(workers);
+  const int64_t n = own.numel();
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = (o[i] + r[i]) / w;
+}
+
+} // namespace
+
 ring_exchange::ring_exchange(int32_t worker, int32_t workers)
     : worker_(worker), workers_(workers) {
   if (workers < 1 || worker < 0 || worker >= workers)
@@ -28,6 +49,7 @@ ring_exchange::place ring_exchange::place_of(int32_t round, bool sending) const 
   p.bucket = static_cast<size_t>(round / per_bucket);
   int32_t k = round % per_bucket;
   p.reduce = k < workers_ - 1;
+  p.last_reduce = k == workers_ - 2;
   if (!p.reduce)
     k -= workers_ - 1;
   int32_t chunk = p.reduce ? (sending ? model::reduce_scatter_send_chunk(worker_, k, workers_)
@@ -40,8 +62,7 @@ ring_exchange::place ring_exchange::place_of(int32_t round, bool sending) const 
 
 ring_message ring_exchange::message(int32_t round) const {
   auto p = place_of(round, true);
-  auto chunk = model::slice(buckets_[p.bucket], p.chunk);
-  return {round, views_ ? chunk : chunk.clone()};
+  return {round, model::slice(buckets_[p.bucket], p.chunk)};
 }
 
 void ring_exchange::start(const std::vector<int64_t>& sizes) {
@@ -109,7 +130,9 @@ void ring_exchange::apply_kept(std::vector<ring_message>& out) {
     if (!buckets_[p.bucket].defined())
       return; // its bucket is not here yet
     auto own = model::slice(buckets_[p.bucket], p.chunk);
-    if (p.reduce)
+    if (p.last_reduce)
+      add_then_divide(own, it->second, workers_);
+    else if (p.reduce)
       own.add_(it->second); // own + received, as ring_allreduce adds
     else
       own.copy_(it->second);

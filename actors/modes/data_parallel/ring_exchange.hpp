@@ -7,8 +7,10 @@
 //
 // A bucket takes 2 (W - 1) rounds (model/data_parallel/data_parallel.hpp's chunk
 // schedule): rounds 0 .. W-2 reduce-scatter (the receiver adds the chunk into
-// its own copy, own + received), rounds W-1 .. 2W-3 all-gather (the receiver
-// overwrites its copy). Rounds are numbered through the step, bucket after
+// its own copy, own + received; the last of them also divides the chunk's
+// sum by W in the same pass, so the chunk goes around as the mean and no
+// pass over the whole gradient divides it afterwards), rounds W-1 .. 2W-3
+// all-gather (the receiver overwrites its copy). Rounds are numbered through the step, bucket after
 // bucket. A bucket's first round is sent as soon as the bucket is put (during
 // the backward, when the worker overlaps: DDP's bucketed all-reduce), any
 // other round right after the round before it was applied (it needs that
@@ -16,7 +18,14 @@
 // (the next bucket's first, sent while this worker still reduces the one
 // before) waits here. Every chunk's sum is the one model::ring_allreduce
 // takes, so an actor ring's result equals it bit for bit whatever the order
-// of puts and arrivals.
+// of puts and arrivals, and every mean model::mean_of_sum's (x + y then / W
+// in float32, as at::div divides by W).
+//
+// Messages view the sender's bucket (no copy), whether the successor is in
+// this process (it reads the view when it applies the round) or in another
+// (CAF's I/O thread serializes the view later): no worker writes a chunk it
+// sent before that chunk's mean comes back around the ring, which is after
+// the successor read it, and a bucket is never written once done().
 //
 //   start(sizes) -> put(b, values) -> send m -> receive(m') -> send ... -> done()
 
@@ -35,8 +44,7 @@ namespace data_parallel {
 /// A chunk on its way to the ring's successor.
 struct ring_message {
   int32_t round = 0; ///< its round in the step (bucket after bucket)
-  /// float32, 1-D: a copy, or with send_views a view of the sender's bucket.
-  at::Tensor chunk;
+  at::Tensor chunk; ///< float32, 1-D: a view of the sender's bucket
 };
 
 /// One worker's ring all-reduce of a step's buckets.
@@ -45,15 +53,6 @@ public:
   /// Worker `worker` of `workers` (0 <= worker < workers; throws
   /// model::error otherwise).
   ring_exchange(int32_t worker, int32_t workers);
-
-  /// Whether messages view this worker's buckets instead of copying them:
-  /// only for a successor in this process, which reads the view when it
-  /// applies the round. That is safe because no worker writes a chunk it
-  /// sent before the chunk's sum comes back around the ring, after the
-  /// successor's read, and the buckets are never written once done()
-  /// (their mean is taken out of place). A successor in another process
-  /// needs copies: its message is serialized later, by CAF's I/O thread.
-  void send_views(bool views) { views_ = views; }
 
   /// Starts a step whose buckets have these sizes (float32 elements, the
   /// same on every worker); none of them is here yet.
@@ -76,23 +75,25 @@ public:
   /// the wrong size or type (nothing is kept then).
   std::vector<ring_message> receive(ring_message m);
 
-  /// Whether every bucket was put and every round applied (the buckets hold sums).
+  /// Whether every bucket was put and every round applied (the buckets hold means).
   bool done() const { return put_ == buckets_.size() && received_ == rounds(); }
   /// The round to be applied next.
   int32_t expected_round() const { return received_; }
   /// Rounds of the step: 2 (W - 1) per bucket.
   int32_t rounds() const;
-  /// The buckets: this worker's gradients before, the sums over every worker
-  /// (not yet divided by W) once done().
+  /// The buckets: this worker's values before, their means over every
+  /// worker (sum / W) once done().
   const std::vector<at::Tensor>& buckets() const { return buckets_; }
 
 private:
-  /// Bucket, chunk range and whether it is the reduce-scatter, of round `r`
-  /// as sent (`sending`) or received by this worker.
+  /// Bucket, chunk range and whether it is the reduce-scatter (and its last
+  /// round, which divides), of round `r` as sent (`sending`) or received by
+  /// this worker.
   struct place {
     size_t bucket = 0;
     model::key_range chunk;
     bool reduce = true;
+    bool last_reduce = false;
   };
   place place_of(int32_t round, bool sending) const;
   ring_message message(int32_t round) const;
@@ -101,7 +102,6 @@ private:
 
   int32_t worker_;
   int32_t workers_;
-  bool views_ = false;
   std::vector<at::Tensor> buckets_;                   ///< undefined until put
   std::vector<std::vector<model::key_range>> chunks_; ///< per bucket: ring_chunks
   size_t put_ = 0;

@@ -211,7 +211,7 @@ void finish_step(worker_actor* self) {
   auto& st = self->state;
   {
     compute_scope compute{st.work};
-    const auto reduced = st.replica->mean(st.ring->buckets(), st.spec.workers);
+    const auto reduced = st.replica->per_key(st.ring->buckets());
     st.replica->step(reduced, current_lr(st));
     if (auto decision = st.replica->adapt(st.step, reduced))
       log_decision(st.name, *decision); // every worker logs the same at the same step
@@ -242,7 +242,7 @@ void begin_average(worker_actor* self) {
 void finish_average(worker_actor* self) {
   auto& st = self->state;
   compute_scope compute{st.work};
-  st.replica->set_parameters(st.replica->mean(st.ring->buckets(), st.spec.workers));
+  st.replica->set_parameters(st.replica->per_key(st.ring->buckets()));
   st.exchanging = false;
   st.averaging = false;
 }
@@ -579,7 +579,6 @@ caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, in
                         std::to_string(model::ring_next(st.spec.worker, st.spec.workers)) +
                         ", not " + std::to_string(index));
   st.next = peer;
-  st.ring->send_views(peer.node() == self->node());
   return caf::ok_atom::value;
 }
 

@@ -51,20 +51,33 @@ namespace {
 /// gradient: a hook on every parameter that takes one, removed when this
 /// goes. flush() hands over, after the backward, the buckets no hook
 /// completed.
+///
+/// A hook copies its gradient into the bucket's flat vector at once (where
+/// bucket_flat would put it) and keeps no reference to it: autograd then
+/// stores the gradient itself as the parameter's (a gradient someone else
+/// still holds is cloned first, a pass over every gradient of the step).
 class bucket_hooks {
 public:
   bucket_hooks(std::vector<at::Tensor>& parameters, const model::flat_layout& layout,
                const std::vector<model::bucket>& buckets,
                const worker_replica::bucket_ready& on_bucket)
       : parameters_(parameters), layout_(layout), buckets_(buckets), on_bucket_(on_bucket),
-        slots_(parameters.size()), pending_(buckets.size(), 0), sent_(buckets.size(), false),
-        bucket_of_(parameters.size(), buckets.size()) {
-    for (size_t b = 0; b < buckets.size(); ++b)
-      for (size_t i : buckets[b].keys)
+        arrived_(parameters.size(), false), offset_(parameters.size(), 0),
+        flats_(buckets.size()), pending_(buckets.size(), 0), sent_(buckets.size(), false),
+        gaps_(buckets.size(), false), bucket_of_(parameters.size(), buckets.size()) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      int64_t at = 0;
+      for (size_t i : buckets[b].keys) {
+        offset_[i] = at;
+        at += layout.keys[i].range.size();
         if (parameters[i].requires_grad()) {
           bucket_of_[i] = b;
           pending_[b] += 1;
+        } else {
+          gaps_[b] = true; // its values stay zeros, as bucket_flat's
         }
+      }
+    }
     for (size_t i = 0; i < parameters.size(); ++i)
       if (bucket_of_[i] < buckets.size())
         handles_.emplace_back(
@@ -91,23 +104,36 @@ private:
   /// the models baton builds, so this is what the backward stores).
   void arrived(size_t i, const at::Tensor& g) {
     const size_t b = bucket_of_[i];
-    if (slots_[i].defined() || sent_[b])
-      throw model::error("data-parallel overlap: parameter " + layout_.keys[i].name +
+    const auto& key = layout_.keys[i];
+    if (arrived_[i] || sent_[b])
+      throw model::error("data-parallel overlap: parameter " + key.name +
                          " got two gradients in one backward (a parameter used twice)");
-    slots_[i] = g;
+    if (g.numel() != key.range.size())
+      throw model::error("data-parallel overlap: parameter " + key.name + " got a gradient of " +
+                         std::to_string(g.numel()) + " values, expected " +
+                         std::to_string(key.range.size()));
+    arrived_[i] = true;
+    torch::NoGradGuard no_grad;
+    auto& flat = flats_[b];
+    if (!flat.defined())
+      flat = gaps_[b] ? torch::zeros({buckets_[b].numel}) : torch::empty({buckets_[b].numel});
+    flat.narrow(0, offset_[i], key.range.size()).view(g.sizes()).copy_(g);
     if (--pending_[b] > 0)
       return;
     sent_[b] = true;
-    on_bucket_(b, model::bucket_flat(buckets_[b], layout_, slots_));
+    on_bucket_(b, std::move(flat));
   }
 
   std::vector<at::Tensor>& parameters_;
   const model::flat_layout& layout_;
   const std::vector<model::bucket>& buckets_;
   const worker_replica::bucket_ready& on_bucket_;
-  std::vector<at::Tensor> slots_; ///< per key: its gradient, once arrived
+  std::vector<bool> arrived_;      ///< per key: its gradient is in its bucket
+  std::vector<int64_t> offset_;   ///< per key: where it starts in its bucket
+  std::vector<at::Tensor> flats_; ///< per bucket: its flat vector, once a gradient arrived
   std::vector<size_t> pending_;   ///< per bucket: gradients not arrived yet
   std::vector<bool> sent_;
+  std::vector<bool> gaps_;        ///< per bucket: it has a key that takes no gradient
   std::vector<size_t> bucket_of_; ///< per key (buckets.size(): none)
   std::vector<std::pair<size_t, unsigned>> handles_;
 };
@@ -185,14 +211,12 @@ std::vector<int64_t> worker_replica::bucket_sizes() const {
   return sizes;
 }
 
-std::vector<at::Tensor> worker_replica::mean(const std::vector<at::Tensor>& sums,
-                                             int32_t workers) const {
-  TORCH_CHECK(sums.size() == buckets_.size(), "worker replica: ", sums.size(), " sums for ",
-              buckets_.size(), " buckets");
+std::vector<at::Tensor> worker_replica::per_key(const std::vector<at::Tensor>& means) const {
+  TORCH_CHECK(means.size() == buckets_.size(), "worker replica: ", means.size(),
+              " means for ", buckets_.size(), " buckets");
   std::vector<at::Tensor> out(layout_.keys.size());
   for (size_t b = 0; b < buckets_.size(); ++b)
-    model::scatter_bucket(buckets_[b], layout_, model::mean_of_sum(sums[b], workers),
-                          out);
+    model::scatter_bucket(buckets_[b], layout_, means[b], out);
   return out;
 }
 

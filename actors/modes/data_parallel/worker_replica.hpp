@@ -8,9 +8,9 @@
 // performs for that worker, in its order, so that a ring of actors holding
 // these ends with the reference's weights bit for bit:
 //
-//   gradients(ids) -> bucket_vectors -> (ring: sums) -> mean -> step -> adapt
+//   gradients(ids) -> bucket_vectors -> (ring: means) -> per_key -> step -> adapt
 //   local SGD: gradients -> step ... every L steps: bucket_vectors(parameters)
-//              -> (ring: sums) -> mean -> set_parameters
+//              -> (ring: means) -> per_key -> set_parameters
 //
 // The caller (the worker actor) moves the vectors around the ring.
 
@@ -69,8 +69,8 @@ public:
 
   /// gradients(), and each bucket's flat vector handed to `on_bucket` as
   /// soon as the backward has produced the bucket's last gradient (hooks on
-  /// the parameters; the bucket is cut from the gradients the backward
-  /// stores, so the vector is bucket_vectors' bit for bit), the rest (a
+  /// the parameters copy each gradient into its bucket as it arrives, so the
+  /// vector is bucket_vectors' bit for bit), the rest (a
   /// bucket with a key that got no gradient) after the backward: each bucket
   /// exactly once, in the order the backward finishes them.
   std::vector<at::Tensor> gradients(const model::dataset& data, const std::vector<int64_t>& ids,
@@ -89,15 +89,15 @@ public:
   /// Each bucket's size in float32 elements (ring_exchange::start).
   std::vector<int64_t> bucket_sizes() const;
 
-  /// Per key, the buckets' sums over the workers divided by `workers`
-  /// (at::div after the sum, as the reference); undefined for frozen keys.
-  std::vector<at::Tensor> mean(const std::vector<at::Tensor>& sums, int32_t workers) const;
+  /// Per key, a view of its values in the buckets (the ring's means:
+  /// model::mean_of_sum's bits); undefined for frozen keys.
+  std::vector<at::Tensor> per_key(const std::vector<at::Tensor>& means) const;
 
   /// Local SGD: the trainable parameters take the values of `mean`.
   void set_parameters(const std::vector<at::Tensor>& mean);
 
   /// Adaptive freezing after global step `step` with its reduced gradients
-  /// (mean's result): adds them to the interval's sums and, when a decision
+  /// (per_key's result): adds them to the interval's sums and, when a decision
   /// is due, takes it, keeps it and moves the freeze point (layout, buckets
   /// and cache follow). Returns the decision taken, if any. Nothing without
   /// adaptive freezing.

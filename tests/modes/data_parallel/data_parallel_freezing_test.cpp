@@ -142,15 +142,16 @@ std::string train_replicas(const data_parallel::worker_settings& spec,
   std::vector<worker_replica> replicas;
   for (int32_t w = 0; w < spec.workers; ++w)
     replicas.emplace_back(data_parallel::make_worker_model(spec.model), spec);
-  auto sum_over = [&](const std::vector<std::vector<at::Tensor>>& per_worker) {
-    std::vector<at::Tensor> sums;
+  // Each bucket's mean over the workers, as the ring leaves it.
+  auto mean_over = [&](const std::vector<std::vector<at::Tensor>>& per_worker) {
+    std::vector<at::Tensor> means;
     for (size_t b = 0; b < per_worker.front().size(); ++b) {
       std::vector<at::Tensor> inputs;
       for (const auto& vectors : per_worker)
         inputs.push_back(vectors[b]);
-      sums.push_back(m::ring_allreduce(inputs));
+      means.push_back(m::mean_of_sum(m::ring_allreduce(inputs), spec.workers));
     }
-    return sums;
+    return means;
   };
   std::vector<std::vector<std::vector<int64_t>>> batches;
   for (int32_t w = 0; w < spec.workers; ++w)
@@ -171,9 +172,9 @@ std::string train_replicas(const data_parallel::worker_settings& spec,
         per_worker.push_back(replicas[w].bucket_vectors(grads));
     }
     if (spec.sync_every == 0) {
-      const auto sums = sum_over(per_worker);
+      const auto means = mean_over(per_worker);
       for (auto& r : replicas) {
-        const auto reduced = r.mean(sums, spec.workers);
+        const auto reduced = r.per_key(means);
         r.step(reduced, lr);
         r.adapt(static_cast<int64_t>(k), reduced);
       }
@@ -183,9 +184,9 @@ std::string train_replicas(const data_parallel::worker_settings& spec,
       std::vector<std::vector<at::Tensor>> weights;
       for (auto& r : replicas)
         weights.push_back(r.bucket_vectors(r.parameters()));
-      const auto sums = sum_over(weights);
+      const auto means = mean_over(weights);
       for (auto& r : replicas)
-        r.set_parameters(r.mean(sums, spec.workers));
+        r.set_parameters(r.per_key(means));
     }
   }
   for (const auto& r : replicas)
