@@ -13,21 +13,24 @@ namespace data_parallel {
 
 namespace {
 
-/// own = (own + received) / workers, element by element in one pass: the
+/// out = (own + received) / workers, element by element in one pass: the
 /// chunk's sum as ring_allreduce adds it, then divided as mean_of_sum's
-/// at::div divides (both float32 operations, so the same bits).
-void add_then_divide(at::Tensor& own, const at::Tensor& received, int32_t workers) {
+/// at::div divides (both float32 operations, so the same bits). `out` may
+/// be `own`.
+void add_then_divide(const at::Tensor& own, const at::Tensor& received, int32_t workers,
+                     at::Tensor& out) {
   const at::Tensor other = received.contiguous();
-  if (!own.is_contiguous()) {
-    own.add_(other).div_(static_cast<double>(workers));
+  if (!own.is_contiguous() || !out.is_contiguous()) {
+    out.copy_(own.add(other).div_(static_cast<double>(workers)));
     return;
   }
-  float* o = own.data_ptr<float>();
+  const float* o = own.data_ptr<float>();
   const float* r = other.data_ptr<float>();
+  float* result = out.data_ptr<float>();
   const auto w = static_cast<float>(workers);
   const int64_t n = own.numel();
   for (int64_t i = 0; i < n; ++i)
-    o[i] = (o[i] + r[i]) / w;
+    result[i] = (o[i] + r[i]) / w;
 }
 
 } // namespace
@@ -39,15 +42,23 @@ ring_exchange::ring_exchange(int32_t worker, int32_t workers)
                        std::to_string(workers) + ": expected 0 <= worker < workers");
 }
 
+int32_t ring_exchange::per_bucket() const {
+  return swaps() ? 2 : 2 * (workers_ - 1);
+}
+
 int32_t ring_exchange::rounds() const {
-  return static_cast<int32_t>(buckets_.size()) * 2 * (workers_ - 1);
+  return static_cast<int32_t>(buckets_.size()) * per_bucket();
 }
 
 ring_exchange::place ring_exchange::place_of(int32_t round, bool sending) const {
-  const int32_t per_bucket = 2 * (workers_ - 1);
   place p;
-  p.bucket = static_cast<size_t>(round / per_bucket);
-  int32_t k = round % per_bucket;
+  p.bucket = static_cast<size_t>(round / per_bucket());
+  int32_t k = round % per_bucket();
+  if (swaps()) {
+    p.chunk = chunks_[p.bucket][static_cast<size_t>(k)];
+    p.last_reduce = true;
+    return p;
+  }
   p.reduce = k < workers_ - 1;
   p.last_reduce = k == workers_ - 2;
   if (!p.reduce)
@@ -67,6 +78,7 @@ ring_message ring_exchange::message(int32_t round) const {
 
 void ring_exchange::start(const std::vector<int64_t>& sizes) {
   buckets_.assign(sizes.size(), at::Tensor());
+  means_.assign(sizes.size(), at::Tensor());
   chunks_.clear();
   for (int64_t size : sizes)
     chunks_.push_back(model::ring_chunks(size, workers_));
@@ -87,8 +99,13 @@ std::vector<ring_message> ring_exchange::put(size_t b, at::Tensor values) {
   buckets_[b] = values.reshape({-1});
   put_ += 1;
   std::vector<ring_message> out;
-  if (workers_ > 1)
-    out.push_back(message(static_cast<int32_t>(b) * 2 * (workers_ - 1)));
+  const auto first = static_cast<int32_t>(b) * per_bucket();
+  if (swaps()) {
+    out.push_back(message(first));
+    out.push_back(message(first + 1));
+  } else if (workers_ > 1) {
+    out.push_back(message(first));
+  }
   apply_kept(out);
   return out;
 }
@@ -124,22 +141,32 @@ std::vector<ring_message> ring_exchange::receive(ring_message m) {
 
 void ring_exchange::apply_kept(std::vector<ring_message>& out) {
   torch::NoGradGuard no_grad;
-  const int32_t per_bucket = 2 * (workers_ - 1);
   for (auto it = kept_.find(received_); it != kept_.end(); it = kept_.find(received_)) {
     auto p = place_of(received_, false);
     if (!buckets_[p.bucket].defined())
       return; // its bucket is not here yet
     auto own = model::slice(buckets_[p.bucket], p.chunk);
-    if (p.last_reduce)
-      add_then_divide(own, it->second, workers_);
-    else if (p.reduce)
+    if (swaps()) {
+      // Out of place: the messages the other worker reads view this bucket.
+      auto& mean = means_[p.bucket];
+      if (!mean.defined())
+        mean = at::empty_like(buckets_[p.bucket]);
+      auto into = model::slice(mean, p.chunk);
+      add_then_divide(own, it->second, workers_, into);
+      if ((received_ + 1) % per_bucket() == 0)
+        buckets_[p.bucket] = std::move(mean);
+    } else if (p.last_reduce) {
+      add_then_divide(own, it->second, workers_, own);
+    } else if (p.reduce) {
       own.add_(it->second); // own + received, as ring_allreduce adds
-    else
+    } else {
       own.copy_(it->second);
+    }
     kept_.erase(it);
     received_ += 1;
-    // A bucket's first round went out when it was put.
-    if (received_ < rounds() && received_ % per_bucket != 0)
+    // A bucket's first round went out when it was put (both, when two
+    // workers swap).
+    if (!swaps() && received_ < rounds() && received_ % per_bucket() != 0)
       out.push_back(message(received_));
   }
 }

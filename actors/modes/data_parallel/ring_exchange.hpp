@@ -10,7 +10,13 @@
 // its own copy, own + received; the last of them also divides the chunk's
 // sum by W in the same pass, so the chunk goes around as the mean and no
 // pass over the whole gradient divides it afterwards), rounds W-1 .. 2W-3
-// all-gather (the receiver overwrites its copy). Rounds are numbered through the step, bucket after
+// all-gather (the receiver overwrites its copy). Two workers swap whole
+// buckets instead: a bucket's two rounds are its two chunks, both sent when
+// it is put (the same bytes: the ring's 2 (W - 1) / W of a bucket is one
+// bucket for W = 2), and each worker takes (own + received) / 2 out of
+// place: the ring's sum for every element, since x + y is y + x in floating
+// point, one message's latency after the backward instead of the
+// reduce-scatter's round trip. Rounds are numbered through the step, bucket after
 // bucket. A bucket's first round is sent as soon as the bucket is put (during
 // the backward, when the worker overlaps: DDP's bucketed all-reduce), any
 // other round right after the round before it was applied (it needs that
@@ -96,6 +102,9 @@ private:
     bool last_reduce = false;
   };
   place place_of(int32_t round, bool sending) const;
+  /// Whether the two workers swap whole buckets (W = 2).
+  bool swaps() const { return workers_ == 2; }
+  int32_t per_bucket() const;
   ring_message message(int32_t round) const;
   /// Applies the kept rounds that can be, in order; appends what follows.
   void apply_kept(std::vector<ring_message>& out);
@@ -103,6 +112,7 @@ private:
   int32_t worker_;
   int32_t workers_;
   std::vector<at::Tensor> buckets_;                   ///< undefined until put
+  std::vector<at::Tensor> means_; ///< two workers: per bucket, its mean as it is made
   std::vector<std::vector<model::key_range>> chunks_; ///< per bucket: ring_chunks
   size_t put_ = 0;
   int32_t received_ = 0;
