@@ -424,6 +424,9 @@ double prediction::seconds_for_epochs(double epochs) const {
 double ring_allreduce_seconds(double bytes, int32_t hosts, const link_model& link) {
   if (hosts <= 1 || bytes <= 0)
     return 0;
+  // Two hosts swap their halves' messages at once: one latency, not two.
+  if (hosts == 2)
+    return 2.0 * link.message_seconds(bytes / 2) - link.latency;
   return 2.0 * (hosts - 1) * link.message_seconds(bytes / hosts);
 }
 

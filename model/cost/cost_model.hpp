@@ -243,6 +243,7 @@ prediction predict(const workload& w, const cluster& c, const strategy& s);
 /// A ring all-reduce of `bytes` over `hosts`: reduce-scatter then
 /// all-gather, 2(W-1) rounds, in each every host sends a chunk of bytes/W to
 /// its successor: 2(W-1) x link.message_seconds(bytes / W); 0 for W = 1.
+/// Two hosts swap both halves at once (ring_exchange.hpp): one latency less.
 double ring_allreduce_seconds(double bytes, int32_t hosts, const link_model& link);
 
 /// Gradient buckets as model::make_buckets cuts them, at layer granularity:

@@ -73,13 +73,21 @@ simulated_plan finish(plan_writer w, const cluster& c, int32_t warmup) {
 
 /// A ring all-reduce of `bytes` among `ring` (actor indices, in ring
 /// order): 2 (W - 1) rounds, each a chunk of bytes / W to the successor
-/// and one from the predecessor (ring_exchange.hpp's schedule).
+/// and one from the predecessor (ring_exchange.hpp's schedule); two
+/// workers send both halves, then receive both.
 void ring_rounds(plan_writer& out, const std::vector<int32_t>& ring, double bytes) {
   const auto n = static_cast<int32_t>(ring.size());
   for (int32_t k = 0; k < n; ++k) {
     const int32_t self = ring[static_cast<size_t>(k)];
     const int32_t next = ring[static_cast<size_t>((k + 1) % n)];
     const int32_t previous = ring[static_cast<size_t>((k + n - 1) % n)];
+    if (n == 2) {
+      out.send(self, next, bytes / 2);
+      out.send(self, next, bytes / 2);
+      out.receive(self, previous);
+      out.receive(self, previous);
+      continue;
+    }
     for (int32_t round = 0; round < 2 * (n - 1); ++round) {
       out.send(self, next, bytes / n);
       out.receive(self, previous);
