@@ -128,6 +128,8 @@ struct EpochResult {
   testAccuracy @2 :Float64;
   samples @3 :Int64;
   validationAccuracy @4 :Float64 = -1;  # -1: no validation samples
+  evaluated @5 :Int64;    # test samples testAccuracy covers (0: not counted)
+  validated @6 :Int64;    # validation samples validationAccuracy covers
 }
 
 struct TraceEvent {

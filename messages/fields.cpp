@@ -65,6 +65,8 @@ void write_epochs(wire::ActorReport::Builder b, const std::vector<epoch_result>&
     out.setTestAccuracy(xs[i].test_accuracy);
     out.setSamples(xs[i].samples);
     out.setValidationAccuracy(xs[i].validation_accuracy);
+    out.setEvaluated(xs[i].evaluated);
+    out.setValidated(xs[i].validated);
   }
 }
 
@@ -388,7 +390,8 @@ caf::error read_fields(decoder& d, wire::ActorReport::Reader r, actor_report& x)
   for (auto epoch : epochs)
     x.epochs.push_back(epoch_result{epoch.getEpoch(), epoch.getTrainLoss(),
                                     epoch.getTestAccuracy(), epoch.getSamples(),
-                                    epoch.getValidationAccuracy()});
+                                    epoch.getValidationAccuracy(), epoch.getEvaluated(),
+                                    epoch.getValidated()});
   x.bubble_seconds = r.getBubbleSeconds();
   x.trace.reserve(trace.size());
   for (auto event : trace)

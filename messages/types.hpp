@@ -115,6 +115,10 @@ struct epoch_result {
   /// Fraction in [0, 1] on the samples held out for validation
   /// (data.validation); -1: the run has none.
   double validation_accuracy = -1;
+  /// Test and validation samples the two accuracies cover (0: not counted):
+  /// a result group's accuracy pools its members' by them.
+  int64_t evaluated = 0;
+  int64_t validated = 0;
 };
 
 /// One slice of an actor's schedule (for `--trace`): what it did, when, on

@@ -34,7 +34,9 @@ struct epoch_sums {
                              evaluated ? static_cast<double>(correct) / evaluated : 0.0,
                              samples,
                              validated ? static_cast<double>(validation_correct) / validated
-                                       : -1.0};
+                                       : -1.0,
+                             evaluated,
+                             validated};
     *this = {};
     return e;
   }

@@ -33,7 +33,8 @@ std::string training_counters::to_json() const {
   nlohmann::json epochs_json = nlohmann::json::array();
   for (const auto& e : epochs)
     epochs_json.push_back(
-      {e.epoch, e.train_loss, e.test_accuracy, e.samples, e.validation_accuracy});
+      {e.epoch, e.train_loss, e.test_accuracy, e.samples, e.validation_accuracy, e.evaluated,
+       e.validated});
   nlohmann::json j = {{"loss_sum", epoch.loss_sum},   {"samples", epoch.samples},
                       {"correct", epoch.correct},     {"evaluated", epoch.evaluated},
                       {"validation_correct", epoch.validation_correct},
@@ -57,8 +58,12 @@ training_counters training_counters::from_json(const std::string& text) {
     c.epoch.validation_correct = j.value("validation_correct", int64_t{0});
     c.epoch.validated = j.value("validated", int64_t{0});
     for (const auto& e : j.at("epochs"))
+      // Entries 5 and 6 (the samples evaluated) are absent before workers
+      // split their evaluation.
       c.epochs.push_back({e.at(0).get<int32_t>(), e.at(1).get<double>(), e.at(2).get<double>(),
-                          e.at(3).get<int64_t>(), e.size() > 4 ? e.at(4).get<double>() : -1.0});
+                          e.at(3).get<int64_t>(), e.size() > 4 ? e.at(4).get<double>() : -1.0,
+                          e.size() > 5 ? e.at(5).get<int64_t>() : 0,
+                          e.size() > 6 ? e.at(6).get<int64_t>() : 0});
     c.samples_total = j.at("samples_total").get<int64_t>();
     c.trained = j.at("trained").get<int64_t>();
     c.duplicates = j.at("duplicates").get<int64_t>();

@@ -9,6 +9,33 @@
 namespace baton::actors {
 inline namespace runtime {
 
+namespace {
+
+/// Epoch `e`'s test (or validation) accuracy of the members pooled: their
+/// correct counts summed over the samples they evaluated (members that
+/// counted none are left out); nullopt when none counted any.
+std::optional<double> pooled_accuracy(const std::vector<messages::actor_report>& reports,
+                                      size_t e, bool validation, int64_t& samples) {
+  int64_t correct = 0;
+  samples = 0;
+  for (const auto& r : reports) {
+    if (e >= r.epochs.size())
+      continue;
+    const auto& x = r.epochs[e];
+    const int64_t n = validation ? x.validated : x.evaluated;
+    const double accuracy = validation ? x.validation_accuracy : x.test_accuracy;
+    if (n <= 0 || !(accuracy >= 0 && accuracy <= 1))
+      continue;
+    correct += std::llround(accuracy * static_cast<double>(n));
+    samples += n;
+  }
+  if (samples == 0)
+    return std::nullopt;
+  return static_cast<double>(correct) / static_cast<double>(samples);
+}
+
+} // namespace
+
 messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports) {
   std::sort(reports.begin(), reports.end(),
             [](const auto& a, const auto& b) { return a.actor < b.actor; });
@@ -26,8 +53,23 @@ messages::actor_report merge_replica_reports(std::vector<messages::actor_report>
       into.samples = samples;
     }
   }
-  if (!merged.epochs.empty())
+  // Members that split the evaluation (data-parallel workers) each count
+  // their share; otherwise the first member's accuracy is the group's.
+  bool last_pooled = false;
+  for (size_t e = 0; e < merged.epochs.size(); ++e) {
+    auto& into = merged.epochs[e];
+    auto pooled = pooled_accuracy(reports, e, false, into.evaluated);
+    if (pooled)
+      into.test_accuracy = *pooled;
+    last_pooled = pooled.has_value();
+    if (auto validation = pooled_accuracy(reports, e, true, into.validated))
+      into.validation_accuracy = *validation;
+  }
+  if (!merged.epochs.empty()) {
     merged.train_loss = merged.epochs.back().train_loss;
+    if (last_pooled)
+      merged.test_accuracy = merged.epochs.back().test_accuracy;
+  }
   return merged;
 }
 

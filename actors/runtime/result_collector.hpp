@@ -21,7 +21,9 @@ inline namespace runtime {
 
 /// One report for the replicas of a stage: samples add up, the training loss
 /// is the samples-weighted mean, and accuracy is replica 0's (evaluation
-/// microbatches all go to replica 0). Replicas end with the same weights; the
+/// microbatches all go to replica 0), or, where the members counted the
+/// samples they evaluated (data-parallel workers that split the test
+/// batches), their correct predictions over those samples. Replicas end with the same weights; the
 /// digest is replica 0's (each replica's own is in the actors list). Its
 /// actor is the replicas' name without ".N". `reports` is not empty.
 messages::actor_report merge_replica_reports(std::vector<messages::actor_report> reports);

@@ -96,6 +96,39 @@ TEST(result_collector, replicas_merge_samples_and_weighted_loss_with_replica_0s_
   EXPECT_EQ(result.actors[1].actor, "stage.0");
 }
 
+TEST(result_collector, members_that_split_the_evaluation_pool_their_counts) {
+  // Data-parallel workers: 1000 test samples in 4 batches, worker 0 took 2 (500
+  // samples, 401 right), worker 1 the others (500, 410); 100 validation
+  // samples, 60 and 40 of them (45 and 30 right).
+  auto plan = plan_with_replicas();
+  result_collector collected{plan};
+  auto a = report("stage.0", 0, 64, 1.0, 401.0 / 500);
+  a.epochs[0].evaluated = 500;
+  a.epochs[0].validation_accuracy = 45.0 / 60;
+  a.epochs[0].validated = 60;
+  auto b = report("stage.1", 0, 64, 1.0, 410.0 / 500);
+  b.epochs[0].evaluated = 500;
+  b.epochs[0].validation_accuracy = 30.0 / 40;
+  b.epochs[0].validated = 40;
+  ASSERT_FALSE(collected.epoch_report(b).has_value());
+  auto epoch = collected.epoch_report(a);
+  ASSERT_TRUE(epoch.has_value());
+  // The same double as one worker that counted 811 of 1000 and 75 of 100.
+  EXPECT_EQ(epoch->epochs[0].test_accuracy, 811.0 / 1000);
+  EXPECT_EQ(epoch->epochs[0].evaluated, 1000);
+  EXPECT_EQ(epoch->epochs[0].validation_accuracy, 75.0 / 100);
+  EXPECT_EQ(epoch->epochs[0].validated, 100);
+  EXPECT_EQ(epoch->test_accuracy, 811.0 / 1000);
+  // A member that evaluated nothing is left out; counts that make no sense too.
+  auto c = report("stage.0", 0, 64, 1.0, 0.0);
+  auto d = report("stage.1", 0, 64, 1.0, 7.0 / 9);
+  d.epochs[0].evaluated = 9;
+  auto pooled = baton::actors::merge_replica_reports({c, d});
+  EXPECT_EQ(pooled.epochs[0].test_accuracy, 7.0 / 9);
+  d.epochs[0].evaluated = -9;
+  EXPECT_EQ(baton::actors::merge_replica_reports({c, d}).epochs[0].test_accuracy, 0.0);
+}
+
 TEST(result_collector, an_epoch_report_waits_for_every_member_of_its_group) {
   auto plan = plan_with_replicas();
   result_collector collected{plan};

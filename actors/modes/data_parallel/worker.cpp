@@ -273,14 +273,30 @@ void maybe_report_progress(worker_actor* self) {
 
 // -- epochs and reports ----------------------------------------------------------------
 
-/// Worker 0's test and validation accuracy counts, as the reference
-/// evaluates (evaluation mode, then the freeze point's modes again).
+/// Whether every worker evaluates a share of the test and validation
+/// batches at an epoch's end (else worker 0 evaluates them all): only
+/// where the workers then hold the same weights and buffers, a synchronous
+/// ring over a model without buffers (batch norm's running statistics are
+/// each worker's own, and the reference evaluates worker 0's).
+bool shares_evaluation(const worker_state& st) {
+  return st.spec.workers > 1 && st.spec.exchange == "ring" && st.spec.sync_every == 0 &&
+         st.replica->model().buffers().empty();
+}
+
+/// Test and validation accuracy counts, as the reference evaluates
+/// (evaluation mode, then the freeze point's modes again): this worker's
+/// share of the batches, or all of them on worker 0; the coordinator pools
+/// the shares (merge_replica_reports).
 void evaluate(worker_state& st) {
-  st.counters.epoch.add_evaluation(false, st.replica->correct(st.test, st.spec.eval_batch),
-                                   st.test.size());
-  if (st.validation.size() > 0)
-    st.counters.epoch.add_evaluation(
-      true, st.replica->correct(st.validation, st.spec.eval_batch), st.validation.size());
+  const bool shared = shares_evaluation(st);
+  const int32_t part = shared ? st.spec.worker : 0;
+  const int32_t parts = shared ? st.spec.workers : 1;
+  auto test = st.replica->share_correct(st.test, st.spec.eval_batch, part, parts);
+  st.counters.epoch.add_evaluation(false, test.correct, test.evaluated);
+  if (st.validation.size() == 0)
+    return;
+  auto validation = st.replica->share_correct(st.validation, st.spec.eval_batch, part, parts);
+  st.counters.epoch.add_evaluation(true, validation.correct, validation.evaluated);
 }
 
 messages::actor_report make_report(worker_state& st) {
@@ -323,7 +339,7 @@ void finish(worker_actor* self) {
 
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
-  if (lead(st)) {
+  if (lead(st) || shares_evaluation(st)) {
     compute_scope compute{st.work};
     evaluate(st);
   }

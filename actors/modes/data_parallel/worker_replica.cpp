@@ -246,15 +246,23 @@ std::optional<model::freeze_decision> worker_replica::adapt(
 }
 
 int64_t worker_replica::correct(const model::dataset& test, int64_t eval_batch) {
+  return share_correct(test, eval_batch, 0, 1).correct;
+}
+
+worker_replica::score worker_replica::share_correct(const model::dataset& test,
+                                                    int64_t eval_batch, int32_t part,
+                                                    int32_t parts) {
   torch::NoGradGuard no_grad;
   model_.slice(0, model_.size()).train(false);
-  int64_t correct = 0;
-  for (const auto& ids : model::plan_eval(test.size(), eval_batch)) {
-    auto [images, labels] = model::gather(test, ids);
-    correct += model_.forward(images).argmax(1).eq(labels).sum().item<int64_t>();
+  score s;
+  const auto batches = model::plan_eval(test.size(), eval_batch);
+  for (size_t k = static_cast<size_t>(part); k < batches.size(); k += static_cast<size_t>(parts)) {
+    auto [images, labels] = model::gather(test, batches[k]);
+    s.correct += model_.forward(images).argmax(1).eq(labels).sum().item<int64_t>();
+    s.evaluated += static_cast<int64_t>(batches[k].size());
   }
   model::apply_freeze_point(model_, point_);
-  return correct;
+  return s;
 }
 
 model::training_state worker_replica::save_state(int64_t steps) const {

@@ -108,6 +108,16 @@ public:
   /// `eval_batch` (evaluation mode, then the freeze point's modes again).
   int64_t correct(const model::dataset& test, int64_t eval_batch);
 
+  /// What a share of that evaluation found.
+  struct score {
+    int64_t correct = 0;
+    int64_t evaluated = 0; ///< samples
+  };
+  /// correct() over the evaluation batches k with k % parts == part only:
+  /// the same batches, so the parts' counts add up to correct()'s.
+  score share_correct(const model::dataset& test, int64_t eval_batch, int32_t part,
+                      int32_t parts);
+
   // -- checkpoints (actors/roles/checkpointing.hpp) -------------------------------------
 
   /// Its weights and buffers (named_state: batch norm's statistics are this
