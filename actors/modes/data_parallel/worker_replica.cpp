@@ -245,10 +245,6 @@ std::optional<model::freeze_decision> worker_replica::adapt(
   return decision;
 }
 
-int64_t worker_replica::correct(const model::dataset& test, int64_t eval_batch) {
-  return share_correct(test, eval_batch, 0, 1).correct;
-}
-
 worker_replica::score worker_replica::share_correct(const model::dataset& test,
                                                     int64_t eval_batch, int32_t part,
                                                     int32_t parts) {

@@ -104,17 +104,16 @@ public:
   std::optional<model::freeze_decision> adapt(int64_t step,
                                               const std::vector<at::Tensor>& reduced);
 
-  /// Correct predictions of the whole model over `test` in batches of
-  /// `eval_batch` (evaluation mode, then the freeze point's modes again).
-  int64_t correct(const model::dataset& test, int64_t eval_batch);
-
-  /// What a share of that evaluation found.
+  /// What a share of an evaluation found.
   struct score {
     int64_t correct = 0;
     int64_t evaluated = 0; ///< samples
   };
-  /// correct() over the evaluation batches k with k % parts == part only:
-  /// the same batches, so the parts' counts add up to correct()'s.
+  /// Correct predictions of the whole model over `test` in batches of
+  /// `eval_batch` (evaluation mode, then the freeze point's modes again),
+  /// of the batches k with k % parts == part only: every part evaluates
+  /// the same batches it would alone, so the parts' counts add up to the
+  /// whole evaluation's (part 0 of 1).
   score share_correct(const model::dataset& test, int64_t eval_batch, int32_t part,
                       int32_t parts);
 
