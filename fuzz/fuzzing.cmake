@@ -66,7 +66,7 @@ if(BATON_FUZZ AND baton_fuzz_ok)
     # build decide what is out of date on every build.
     BUILD_ALWAYS ON
     INSTALL_COMMAND ""
-    DEPENDS baton_modes_common baton_mode_transfer baton_mode_pipeline
+    DEPENDS baton_modes baton_modes_common baton_mode_transfer baton_mode_pipeline
       baton_mode_data_parallel baton_mode_ist baton_actors_runtime baton_messages baton_model_core baton_model_planning
       baton_model_transfer baton_model_data_parallel baton_model_ist_mlp baton_model_ist)
 
@@ -77,9 +77,10 @@ if(BATON_FUZZ AND baton_fuzz_ok)
     set(corpus ${PROJECT_SOURCE_DIR}/fuzz/corpus/${corpus})
     math(EXPR seconds "(${BATON_FUZZ_SECONDS} * ${percent} + 99) / 100")
     # -runs=0: execute every input of the corpus once, then stop.
-    add_test(NAME ${target}_corpus
-      COMMAND ${fuzzer} -runs=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 ${corpus})
-    add_test(NAME ${target} COMMAND bash ${PROJECT_SOURCE_DIR}/fuzz/run_fuzzer.sh
+    # Under nice as every suite that is not SERIAL (baton_test_command).
+    add_test(NAME ${target}_corpus COMMAND nice -n 10
+      ${fuzzer} -runs=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 ${corpus})
+    add_test(NAME ${target} COMMAND nice -n 10 bash ${PROJECT_SOURCE_DIR}/fuzz/run_fuzzer.sh
       ${fuzzer} ${corpus} ${baton_fuzz_dir}/run/${target} ${seconds} ${max_len} ${ARGN})
     # One thread each: `ctest -j` runs them beside the other suites
     # (PROCESSORS 1, as baton_add_test's default CORES).

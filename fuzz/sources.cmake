@@ -12,9 +12,10 @@ set(BATON_FUZZ_MESSAGES_SOURCES
   messages/tensor_codec.cpp
   messages/to_string.cpp
   messages/type_ids.cpp)
-# The topology and node.yaml parsers, with the modes' sections; the schemas
-# come from the registry's list of modes (registry.cpp), which names each
-# mode's plan and local reference: the modes' archives supply them.
+# The topology and node.yaml parsers, with the modes' sections. The list of
+# modes that holds their schemas (actors/modes/registry.cpp, a table that
+# parses nothing) comes from the main build's archive, with each mode's plan
+# and local reference.
 set(BATON_FUZZ_CONFIG_SOURCES
   actors/runtime/node.cpp
   actors/config/topology.cpp
@@ -25,7 +26,6 @@ set(BATON_FUZZ_CONFIG_SOURCES
   actors/modes/data_parallel/worker_settings.cpp
   actors/modes/data_parallel/freeze_section.cpp
   actors/modes/ist/section.cpp
-  actors/modes/registry.cpp
   actors/modes/pipeline/section.cpp
   actors/modes/transfer/section.cpp)
 # The BASP frame guard (CAF-free).

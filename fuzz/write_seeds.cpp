@@ -3,6 +3,7 @@
 // tensor segment), and tensors of every dtype in fuzz_tensor's input form.
 // Run by hand when the wire schema changes; the output is committed:
 //
+//   cmake --build build/fuzz --target fuzz_write_seeds
 //   build/fuzz/fuzz_write_seeds fuzz/corpus
 //
 // The files are named seed-*: regression inputs found by fuzzing are named

@@ -20,13 +20,6 @@
 
 namespace baton::model {
 
-/// `freeze: {policy: adaptive, interval: N, percentile: P, max_frozen: M}`.
-struct adaptive_freeze_options {
-  int32_t interval = 50;    ///< steps between two decisions
-  double percentile = 50;   ///< in [0, 100]
-  int32_t max_frozen = -1;  ///< most groups ever frozen; -1: all freezable groups
-};
-
 /// One evaluation of the rule, for the log and the metrics JSON.
 struct freeze_decision {
   int64_t step = 0;               ///< the global step after which it was taken

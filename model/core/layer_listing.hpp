@@ -1,10 +1,13 @@
 #pragma once
 
-// A model's layers as names and ties, without LibTorch in the caller: what
-// the topology reader needs of a backbone (the names a strategy's keys refer
-// to, the ties a cut must not separate). Built in model/core, where the
-// model is.
+// A model's layers as names and ties, and a backbone's output width, without
+// LibTorch in the caller: what the topology reader and the strategies'
+// sections need of a model (the names a strategy's keys refer to, the ties a
+// cut must not separate, the width the heads take). Built in model/core,
+// where the model is: a section that includes this header compiles without
+// LibTorch's headers (a quarter of the time).
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,5 +27,19 @@ struct layer_listing {
 /// names do not depend on the width). Throws model::error on a model that
 /// cannot be built, LibTorch's errors included (without their backtrace).
 layer_listing list_layers(model_spec spec);
+
+/// The layers of the model `baton pretrain` and a pipeline train on a task
+/// of `classes` classes (make_pretrain_model): the backbone's and its
+/// classifier "fc2", or a TorchScript backbone's alone when it ends in the
+/// task's logits. Throws as make_pretrain_model does.
+std::vector<std::string> list_pretrain_layers(const model_spec& backbone, int64_t classes);
+
+/// The width of the features a backbone built from `spec` outputs, measured
+/// as output_features (layered_model.hpp) does: 256 for convnet and
+/// convnet_wide, 512 for resnet18, whatever a TorchScript backbone outputs;
+/// what the classifier and the heads take. Throws model::error for a model
+/// that is not a backbone (convnet, convnet_wide, resnet18, torchscript), or
+/// as output_features does.
+int64_t backbone_features(const model_spec& spec);
 
 } // namespace baton::model

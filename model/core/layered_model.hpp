@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 
+#include "model/core/layer_listing.hpp"
 #include "model/core/layer_tie.hpp"
 #include "model/core/specs.hpp"
 
@@ -101,14 +102,6 @@ layered_model make_model(const model_spec& spec);
 /// Throws model::error when it fails on that input or its output is not
 /// [N, features].
 int64_t output_features(const layered_model& backbone, const model_spec& spec);
-
-/// The width of the features a backbone built from `spec` outputs, measured
-/// as output_features does (256 for convnet and convnet_wide, 512 for
-/// resnet18, whatever a TorchScript backbone outputs): what the classifier
-/// and the heads take. Throws model::error for a model that is not a
-/// backbone (convnet, convnet_wide, resnet18, torchscript), or as
-/// output_features does.
-int64_t backbone_features(const model_spec& spec);
 
 /// Sets the factor on the residual branch of `layer` when it is a resnet18
 /// BasicBlock (relu(scale x branch + shortcut); 1, the default, is

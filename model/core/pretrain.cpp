@@ -13,6 +13,10 @@
 
 namespace baton::model {
 
+std::vector<std::string> list_pretrain_layers(const model_spec& backbone, int64_t classes) {
+  return make_pretrain_model(backbone, classes).layer_names();
+}
+
 layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
   const layered_model body = make_model(backbone);
   const int64_t features = output_features(body, backbone);

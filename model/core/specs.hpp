@@ -11,6 +11,14 @@
 
 namespace baton::model {
 
+/// The settings of layer freezing's adaptive rule (freezing.hpp): `freeze:
+/// {policy: adaptive, interval: N, percentile: P, max_frozen: M}`.
+struct adaptive_freeze_options {
+  int32_t interval = 50;    ///< steps between two decisions
+  double percentile = 50;   ///< in [0, 100]
+  int32_t max_frozen = -1;  ///< most groups ever frozen; -1: all freezable groups
+};
+
 /// What to build: a reference model by name, or a TorchScript file.
 struct model_spec {
   /// "convnet" (backbone, 16 layers: conv1 relu1 conv2 relu2 pool1 conv3 relu3

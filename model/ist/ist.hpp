@@ -56,6 +56,7 @@
 #include "model/core/dataset.hpp"
 #include "model/ist_mlp/network.hpp"
 #include "model/core/training.hpp"
+#include "model/ist/epoch_steps.hpp"
 
 namespace baton::model::ist {
 
@@ -168,16 +169,7 @@ int64_t subnet_elements(const shape& shape, const partition& partition,
 /// W divides every width.
 double bytes_formula(const shape& shape, int32_t workers);
 
-// -- data and local steps ----------------------------------------------------------
-
-/// Local steps per worker per epoch: floor(floor(n / batch_size) / W), as
-/// the authors' loop (len(train_loader) // world_size). Throws model::error
-/// when it is 0 or an argument is not positive, or batch_size < 2 (batch
-/// statistics of one sample).
-int64_t steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t workers);
-
-/// Rounds per epoch: ceil(steps_per_epoch / local_steps).
-int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps);
+// -- data and local steps (the counts: epoch_steps.hpp) ------------------------------
 
 /// Worker `worker`'s minibatches of epoch `epoch` (0-based): the first
 /// steps x batch_size samples of epoch_order(n, derive_seed(seed,

@@ -8,7 +8,7 @@
 #include "actors/modes/data_parallel/freeze_section.hpp"
 #include "actors/modes/one_task.hpp"
 #include "model/ist_mlp/network.hpp"
-#include "model/data_parallel/data_parallel.hpp"
+#include "model/data_parallel/worker_data.hpp"
 #include "model/core/error.hpp"
 
 namespace baton::actors {

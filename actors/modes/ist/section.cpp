@@ -6,7 +6,8 @@
 #include "actors/config/section_optimizer.hpp"
 #include "actors/modes/one_task.hpp"
 #include "model/core/error.hpp"
-#include "model/ist/ist.hpp"
+#include "model/ist/epoch_steps.hpp"
+#include "model/ist_mlp/network.hpp"
 
 namespace baton::actors {
 inline namespace modes {

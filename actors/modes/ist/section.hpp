@@ -22,7 +22,7 @@
 #include "actors/modes/strategy_variant.hpp"
 #include "actors/config/job_schema.hpp"
 #include "actors/modes/worker_group.hpp"
-#include "model/core/training.hpp"
+#include "model/core/specs.hpp"
 
 namespace baton::actors {
 inline namespace modes {

@@ -7,7 +7,7 @@
 
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/one_task.hpp"
-#include "model/core/pretrain.hpp"
+#include "model/core/layer_listing.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -84,12 +84,12 @@ void provisional_stages(const topology& t, size_t layers, section_spec& s) {
 
 // The layers of the whole model being trained: the backbone's `layers` and
 // its classifier "fc2", or a TorchScript backbone's alone when it already
-// ends in the task's logits (model::make_pretrain_model decides).
+// ends in the task's logits (model::list_pretrain_layers decides).
 std::vector<std::string> trained_layers(std::vector<std::string> layers, const topology& t) {
   const auto* task = t.find_task(t.task);
   if (t.backbone.name == "torchscript" && task != nullptr) {
     try {
-      return model::make_pretrain_model(t.backbone, task->classes).layer_names();
+      return model::list_pretrain_layers(t.backbone, task->classes);
     } catch (const std::exception&) {
       // Reading the backbone reported its own errors; the stages are then
       // checked against the classifier's name as for any backbone.

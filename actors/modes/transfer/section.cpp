@@ -9,7 +9,7 @@
 #include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/error.hpp"
-#include "model/core/layered_model.hpp"
+#include "model/core/layer_listing.hpp"
 
 namespace baton::actors {
 inline namespace modes {
