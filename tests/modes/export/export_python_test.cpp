@@ -36,23 +36,19 @@ using nlohmann::json;
 
 namespace {
 
-/// Reads the test split (raw float32 [N, ...] and its shape) and, for every
-/// output of the module, its labels, the batch size baton evaluates in (IST
-/// normalises with the batch's statistics) and whose parameters make the
-/// digest: "" all, "heads.NAME" one head's, "after:LAYER" the top-level
-/// children after LAYER (a pipeline's last stage). Prints, by output,
+/// For each pair of arguments MODEL SPEC (one Python process for a test
+/// case's models: importing torch costs ~2 s of CPU): reads the test split
+/// (raw float32 [N, ...] and its shape) and, for every output of the module,
+/// its labels, the batch size baton evaluates in (IST normalises with the
+/// batch's statistics) and whose parameters make the digest: "" all,
+/// "heads.NAME" one head's, "after:LAYER" the top-level children after LAYER
+/// (a pipeline's last stage). Prints a line a pair, by output,
 /// {"correct": n, "digest": sha256}.
 constexpr const char* evaluate_py = R"(import hashlib, json, sys
 import numpy as np
 import torch
 
-model_file, spec_file = sys.argv[1], sys.argv[2]
-spec = json.load(open(spec_file))
-x = torch.from_numpy(np.fromfile(spec["images"], dtype=np.float32).reshape(spec["shape"]))
-model = torch.jit.load(model_file)
-model.eval()
-
-def parameters(key):
+def parameters(model, key):
     if key == "":
         return list(model.parameters())
     if key.startswith("heads."):
@@ -64,7 +60,7 @@ def parameters(key):
         seen = seen or name == after
     return out
 
-def correct(inputs, output):
+def correct(model, inputs, output):
     labels = torch.tensor(output["labels"])
     n = 0
     with torch.no_grad():
@@ -76,22 +72,30 @@ def correct(inputs, output):
             n += int((logits.argmax(1) == labels[begin:end]).sum())
     return n
 
-# The same samples as the IDX file holds them (uint8): the module normalises them.
-raw = None
-if "raw" in spec:
-    import gzip
-    values = np.frombuffer(gzip.open(spec["raw"]["file"]).read(), dtype=np.uint8, offset=16)
-    raw = torch.from_numpy(values.copy()).reshape(-1, 1, 28, 28)[:spec["raw"]["count"]]
+def evaluate(model_file, spec_file):
+    spec = json.load(open(spec_file))
+    x = torch.from_numpy(np.fromfile(spec["images"], dtype=np.float32).reshape(spec["shape"]))
+    model = torch.jit.load(model_file)
+    model.eval()
+    # The same samples as the IDX file holds them (uint8): the module normalises them.
+    raw = None
+    if "raw" in spec:
+        import gzip
+        values = np.frombuffer(gzip.open(spec["raw"]["file"]).read(), dtype=np.uint8, offset=16)
+        raw = torch.from_numpy(values.copy()).reshape(-1, 1, 28, 28)[:spec["raw"]["count"]]
+    result = {}
+    for output in spec["outputs"]:
+        digest = hashlib.sha256()
+        for p in parameters(model, output["digest_of"]):
+            digest.update(p.detach().contiguous().numpy().tobytes())
+        result[output["name"]] = {"correct": correct(model, x, output),
+                                  "digest": digest.hexdigest()}
+        if raw is not None:
+            result[output["name"]]["raw_correct"] = correct(model, raw, output)
+    return result
 
-result = {}
-for output in spec["outputs"]:
-    digest = hashlib.sha256()
-    for p in parameters(output["digest_of"]):
-        digest.update(p.detach().contiguous().numpy().tobytes())
-    result[output["name"]] = {"correct": correct(x, output), "digest": digest.hexdigest()}
-    if raw is not None:
-        result[output["name"]]["raw_correct"] = correct(raw, output)
-print(json.dumps(result))
+for model_file, spec_file in zip(sys.argv[1::2], sys.argv[2::2]):
+    print(json.dumps(evaluate(model_file, spec_file)), flush=True)
 )";
 
 /// One result row of a run and how Python finds it in the module.
@@ -118,10 +122,19 @@ std::vector<std::string> tiny(const std::string& config, std::vector<std::string
   return args;
 }
 
-/// The JSON of the last line of `text` that starts with '{' (discarded when none).
-json last_json_line(const std::string& text) {
-  const auto at = text.rfind("\n{");
-  return json::parse(at == std::string::npos ? text : text.substr(at + 1), nullptr, false);
+/// The JSON of every line of `text` that starts with '{', in order.
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    auto end = text.find('\n', begin);
+    if (end == std::string::npos)
+      end = text.size();
+    if (text[begin] == '{')
+      out.push_back(json::parse(text.substr(begin, end - begin), nullptr, false));
+    begin = end + 1;
+  }
+  return out;
 }
 
 class export_python : public ::testing::Test {
@@ -178,37 +191,52 @@ protected:
     return {path, test.size()};
   }
 
-  /// Trains `job` with --save-model, evaluates the file in Python and
-  /// compares every output with the metrics.
-  void check(const exported_job& job) {
-    SCOPED_TRACE(job.name);
-    const auto model_file = dir_.path() + "/" + job.name + ".pt";
-    auto args = job.args;
-    args.insert(args.end(), {"--save-model", model_file});
-    const auto metrics = run_job(dir_, args, job.name);
-    ASSERT_FALSE(metrics.is_discarded());
-    const auto [spec, test_size] = write_split(job);
-    ASSERT_GT(test_size, 0);
-    const auto python = run_python(dir_.path(), "evaluate.py", evaluate_py, {model_file, spec});
+  /// Trains each of `jobs` with --save-model, evaluates their files in one
+  /// Python process and compares every output with its job's metrics.
+  void check(const std::vector<exported_job>& jobs) {
+    struct trained {
+      json metrics;
+      int64_t test_size = 0;
+    };
+    std::vector<trained> runs;
+    std::vector<std::string> python_args;
+    for (const auto& job : jobs) {
+      SCOPED_TRACE(job.name);
+      const auto model_file = dir_.path() + "/" + job.name + ".pt";
+      auto args = job.args;
+      args.insert(args.end(), {"--save-model", model_file});
+      auto metrics = run_job(dir_, args, job.name);
+      ASSERT_FALSE(metrics.is_discarded());
+      const auto [spec, test_size] = write_split(job);
+      ASSERT_GT(test_size, 0);
+      runs.push_back({std::move(metrics), test_size});
+      python_args.insert(python_args.end(), {model_file, spec});
+    }
+    const auto python = run_python(dir_.path(), "evaluate.py", evaluate_py, python_args);
     ASSERT_EQ(python.exit_code, 0) << python.text;
-    const auto got = last_json_line(python.text);
-    ASSERT_FALSE(got.is_discarded()) << python.text;
-    for (const auto& o : job.outputs) {
-      const json* row = nullptr;
-      for (const auto& h : metrics["heads"])
-        if (h["name"] == o.row)
-          row = &h;
-      ASSERT_NE(row, nullptr) << "no result row " << o.row << " in " << metrics.dump();
-      const double accuracy = (*row)["test_accuracy"];
-      EXPECT_EQ(got[o.row]["correct"].get<int64_t>(),
-                std::llround(accuracy * static_cast<double>(test_size)))
-        << o.row << ": Python's predictions on the test split differ from baton's";
-      EXPECT_EQ(got[o.row]["digest"], (*row)["weights_digest"])
-        << o.row << ": the module's weights are not the trained ones";
-      if (got[o.row].contains("raw_correct"))
-        EXPECT_EQ(got[o.row]["raw_correct"].get<int64_t>(),
-                  std::llround(accuracy * static_cast<double>(test_size)))
-          << o.row << ": the module fed the IDX file's uint8 images differs from baton";
+    const auto results = json_lines(python.text);
+    ASSERT_EQ(results.size(), jobs.size()) << python.text;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      SCOPED_TRACE(jobs[j].name);
+      const auto& got = results[j];
+      ASSERT_FALSE(got.is_discarded()) << python.text;
+      const auto& metrics = runs[j].metrics;
+      const auto test_size = static_cast<double>(runs[j].test_size);
+      for (const auto& o : jobs[j].outputs) {
+        const json* row = nullptr;
+        for (const auto& h : metrics["heads"])
+          if (h["name"] == o.row)
+            row = &h;
+        ASSERT_NE(row, nullptr) << "no result row " << o.row << " in " << metrics.dump();
+        const double accuracy = (*row)["test_accuracy"];
+        EXPECT_EQ(got[o.row]["correct"].get<int64_t>(), std::llround(accuracy * test_size))
+          << o.row << ": Python's predictions on the test split differ from baton's";
+        EXPECT_EQ(got[o.row]["digest"], (*row)["weights_digest"])
+          << o.row << ": the module's weights are not the trained ones";
+        if (got[o.row].contains("raw_correct"))
+          EXPECT_EQ(got[o.row]["raw_correct"].get<int64_t>(), std::llround(accuracy * test_size))
+            << o.row << ": the module fed the IDX file's uint8 images differs from baton";
+      }
     }
   }
 
@@ -227,27 +255,27 @@ std::vector<output> transfer_heads() {
 
 TEST_F(export_python, transfer_returns_every_heads_logits) {
   const auto args = tiny("configs/transfer.yaml", {"--set", "backbone.checkpoint=none"});
-  check({"transfer", args, transfer_heads()});
-  check({"transfer-local", with(args, {"--mode", "local"}), transfer_heads()});
+  check({{"transfer", args, transfer_heads()},
+         {"transfer-local", with(args, {"--mode", "local"}), transfer_heads()}});
 }
 
 TEST_F(export_python, pipeline_assembles_its_stages) {
   // The result row is the last stage: its digest covers the layers after pool2.
   const std::vector<output> last_stage{{"stage2", "", "all10", "after:pool2", 64}};
   const auto args = tiny("configs/pipeline.yaml");
-  check({"pipeline", args, last_stage});
-  check({"pipeline-local", with(args, {"--mode", "local"}), last_stage});
+  check({{"pipeline", args, last_stage},
+         {"pipeline-local", with(args, {"--mode", "local"}), last_stage}});
 }
 
 TEST_F(export_python, data_parallel_saves_worker_0s_model) {
   const std::vector<output> workers{{"workers", "", "all10", "", 256}};
   const auto args = tiny("configs/data-parallel.yaml");
-  check({"ring", args, workers});
-  check({"ring-local", with(args, {"--mode", "local"}), workers});
-  check({"ps", with(args, {"--set", "data_parallel.exchange=ps"}), workers});
-  check({"local-sgd", with(args, {"--set", "data_parallel.sync_every=4"}), workers});
-  check({"freezing", tiny("configs/fine-tune.yaml", {"--set", "backbone.checkpoint=none"}),
-         workers});
+  check({{"ring", args, workers},
+         {"ring-local", with(args, {"--mode", "local"}), workers},
+         {"ps", with(args, {"--set", "data_parallel.exchange=ps"}), workers},
+         {"local-sgd", with(args, {"--set", "data_parallel.sync_every=4"}), workers},
+         {"freezing", tiny("configs/fine-tune.yaml", {"--set", "backbone.checkpoint=none"}),
+          workers}});
 }
 
 TEST_F(export_python, ist_and_resist_save_the_assembled_network) {
@@ -255,11 +283,11 @@ TEST_F(export_python, ist_and_resist_save_the_assembled_network) {
   // batches of ist.eval_batch (256).
   const std::vector<output> workers{{"workers", "", "all10", "", 256}};
   const auto ist = tiny("configs/ist.yaml", {"--set", "ist.hidden=[64]"});
-  check({"ist", ist, workers});
-  check({"ist-local", with(ist, {"--mode", "local"}), workers});
   const auto resist = tiny("configs/resist.yaml");
-  check({"resist", resist, workers});
-  check({"resist-local", with(resist, {"--mode", "local"}), workers});
+  check({{"ist", ist, workers},
+         {"ist-local", with(ist, {"--mode", "local"}), workers},
+         {"resist", resist, workers},
+         {"resist-local", with(resist, {"--mode", "local"}), workers}});
 }
 
 TEST_F(export_python, a_torchscript_backbone_is_exported_with_its_trained_layers) {
@@ -278,16 +306,17 @@ torch.jit.script(backbone).save(sys.argv[1])
   const std::vector<std::string> script{"--set", "backbone.model=torchscript", "--set",
                                         "backbone.path=" + dir_.path() + "/backbone64.pt",
                                         "--set", "backbone.checkpoint=none"};
-  check({"script-transfer", tiny("configs/transfer.yaml", with(script, {"--set",
-                                                                        "backbone.split=[\"2\"]"})),
-         transfer_heads()});
-  check({"script-pipeline",
-         tiny("configs/pipeline.yaml",
-              with(script, {"--set", "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]"})),
-         {{"stage1", "", "all10", "after:2", 64}}});
-  check({"script-data-parallel",
-         tiny("configs/data-parallel.yaml", with(script, {"--set", "data_parallel.model=torchscript"})),
-         {{"workers", "", "all10", "", 256}}});
+  check({{"script-transfer",
+          tiny("configs/transfer.yaml", with(script, {"--set", "backbone.split=[\"2\"]"})),
+          transfer_heads()},
+         {"script-pipeline",
+          tiny("configs/pipeline.yaml",
+               with(script, {"--set", "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]"})),
+          {{"stage1", "", "all10", "after:2", 64}}},
+         {"script-data-parallel",
+          tiny("configs/data-parallel.yaml",
+               with(script, {"--set", "data_parallel.model=torchscript"})),
+          {{"workers", "", "all10", "", 256}}}});
 }
 
 TEST(export_flags, save_model_with_baseline_separate_is_refused) {
