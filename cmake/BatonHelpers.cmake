@@ -235,15 +235,19 @@ function(baton_test_optimization target)
   target_compile_options(${target} PRIVATE -O1)
 endfunction()
 
+# What every test that is not SERIAL runs under (baton_test_command, and the
+# fuzz targets of fuzz/fuzzing.cmake): the processes a test starts inherit it.
+set(BATON_TEST_NICE nice -n 10)
+
 # baton_test_command(OUT EXECUTABLE SERIAL)
-#   The command line that runs EXECUTABLE (a target) as a suite: under `nice
-#   -n 10` unless SERIAL (baton_add_test), so a SERIAL suite keeps its cores
-#   beside any other. The processes a suite starts inherit its niceness.
+#   The command line that runs EXECUTABLE (a target) as a suite: under
+#   BATON_TEST_NICE unless SERIAL (baton_add_test), so a SERIAL suite keeps its
+#   cores beside any other.
 function(baton_test_command out executable serial)
   if(serial)
     set(${out} $<TARGET_FILE:${executable}> PARENT_SCOPE)
   else()
-    set(${out} nice -n 10 $<TARGET_FILE:${executable}> PARENT_SCOPE)
+    set(${out} ${BATON_TEST_NICE} $<TARGET_FILE:${executable}> PARENT_SCOPE)
   endif()
 endfunction()
 

@@ -77,10 +77,10 @@ if(BATON_FUZZ AND baton_fuzz_ok)
     set(corpus ${PROJECT_SOURCE_DIR}/fuzz/corpus/${corpus})
     math(EXPR seconds "(${BATON_FUZZ_SECONDS} * ${percent} + 99) / 100")
     # -runs=0: execute every input of the corpus once, then stop.
-    # Under nice as every suite that is not SERIAL (baton_test_command).
-    add_test(NAME ${target}_corpus COMMAND nice -n 10
+    # Under BATON_TEST_NICE, as every suite that is not SERIAL.
+    add_test(NAME ${target}_corpus COMMAND ${BATON_TEST_NICE}
       ${fuzzer} -runs=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 ${corpus})
-    add_test(NAME ${target} COMMAND nice -n 10 bash ${PROJECT_SOURCE_DIR}/fuzz/run_fuzzer.sh
+    add_test(NAME ${target} COMMAND ${BATON_TEST_NICE} bash ${PROJECT_SOURCE_DIR}/fuzz/run_fuzzer.sh
       ${fuzzer} ${corpus} ${baton_fuzz_dir}/run/${target} ${seconds} ${max_len} ${ARGN})
     # One thread each: `ctest -j` runs them beside the other suites
     # (PROCESSORS 1, as baton_add_test's default CORES).
