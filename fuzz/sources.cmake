@@ -17,7 +17,7 @@ set(BATON_FUZZ_MESSAGES_SOURCES
 # parses nothing) comes from the main build's archive, with each mode's plan
 # and local reference.
 set(BATON_FUZZ_CONFIG_SOURCES
-  actors/runtime/node.cpp
+  actors/runtime/node_settings.cpp
   actors/config/topology.cpp
   actors/config/yaml_field.cpp
   actors/modes/batch_norm.cpp

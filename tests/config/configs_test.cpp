@@ -109,9 +109,10 @@ TEST_F(configs, data_parallel_trains_at_every_size) {
 // warm-up and annealing. Every epoch reports its validation accuracy, which
 // is above chance too, and the run names its best epoch. Measured with its
 // own settings (baton run configs/adamw.yaml): see the file's comment and
-// docs/configuration.md#the-shipped-configs.
+// docs/configuration.md#the-shipped-configs. Sizes 1,024 and 2,048 (73.3%
+// test and 74.5% validation accuracy after 2 epochs of 1,024: 2026-11-30).
 TEST_F(configs, adamw_trains_at_every_size) {
-  for (const char* size : {"data.train_limit=2048", "data.train_limit=4096"}) {
+  for (const char* size : {"data.train_limit=1024", "data.train_limit=2048"}) {
     const auto m = expect_trains("adamw", size, {"data.test_limit=300", "data.epochs=2"});
     ASSERT_TRUE(m.contains("heads") && !m.at("heads").empty()) << m.dump();
     const auto& head = m.at("heads")[0];

@@ -419,16 +419,18 @@ TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
 }
 
 // Convergence: the convnet trained from scratch with asynchronous 1F1B over 3
-// stages (configs/pipeline.yaml at lr 0.03, all 60,000 samples) reaches 86%
-// test accuracy in 2 epochs: 86.6% after the 2nd, 88.2% after the 3rd
-// (2026-11-30; docs/pipeline.md has longer runs, which level off near 90%).
-// The longest test (about 85 s alone on 2 cores; it ran 4 epochs to 89%,
-// 176 s, until the suites had to fit CI's half hour).
-TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_86_percent) {
+// stages (configs/pipeline.yaml at lr 0.03, all 60,000 samples) reaches 82%
+// test accuracy in one epoch: 83.69% in each of three runs (2026-11-30, the
+// static 1F1B order repeats its arithmetic), 86.6% after a 2nd epoch, 88.2%
+// after a 3rd (docs/pipeline.md has longer runs, which level off near 90%);
+// chance is 10%. The longest test: about 42 s alone on 2 cores (it ran 4
+// epochs to 89%, 176 s, then 2 to 86%, 85 s, until the suites had to fit
+// CI's half hour).
+TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_82_percent_in_one_epoch) {
   auto m = run_job(*dir_,
-                   {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=2",
+                   {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=1",
                     "--set", "data.test_limit=0"},
                    "converge");
   ASSERT_EQ(m.at("heads").size(), 1u);
-  EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.86);
+  EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.82);
 }
