@@ -124,10 +124,6 @@ topology_values(const std::string& yaml_text, const std::string& name,
   return topology_values(yaml_text, name, overrides, all_job_schemas());
 }
 
-caf::expected<topology> load_request_topology(const run_request& r) {
-  return load_request_topology(r, all_job_schemas());
-}
-
 void derive_thread_budgets(topology& t) {
   const auto* mode = find_mode(t.job);
   if (mode == nullptr || t.runtime.compute_threads_asked)
@@ -140,8 +136,12 @@ caf::expected<job_plan> plan_of(const topology& t) {
   const auto* mode = find_mode(t.job);
   if (mode == nullptr)
     return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
+  return plan_of(*mode, t);
+}
+
+caf::expected<job_plan> plan_of(const mode& job, const topology& t) {
   // Made once: the budgets the topology leaves unset are a step over it.
-  auto plan = mode->plan(t, plan_use::run);
+  auto plan = job.plan(t, plan_use::run);
   if (!plan)
     return plan;
   for (auto& a : plan->actors)

@@ -27,7 +27,11 @@ const std::vector<mode>& all_modes();
 /// The mode named `name` (`job:`), or nullptr.
 const mode* find_mode(const std::string& name);
 
-/// load_request_topology with every mode's schema (all_job_schemas()).
+/// Loads the request's topology (file or built-in default) with overrides
+/// (actors/modes/request.cpp): read once, parsed once, no plan made. With
+/// --resume DIR: the run recorded in DIR (request_record), refused with a
+/// list of the differences when its training settings are not the recorded
+/// run's.
 caf::expected<topology> load_request_topology(const run_request& r);
 
 /// The plan of `t`'s job (`job:`), made once by its mode, the thread
@@ -35,6 +39,9 @@ caf::expected<topology> load_request_topology(const run_request& r);
 /// placed on `t`'s nodes (place_round_robin) and `t`'s faults checked
 /// against it (check_faults): what the runtime runs.
 caf::expected<job_plan> plan_of(const topology& t);
+
+/// The same, by `job`, the mode of `t.job` its caller has found already.
+caf::expected<job_plan> plan_of(const mode& job, const topology& t);
 
 /// Sets the thread budget `t` leaves unset (runtime.compute_threads) to
 /// this machine's share for each actor of its plan

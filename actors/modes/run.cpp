@@ -66,11 +66,11 @@ namespace {
 /// What the runtime runs of `t` with `r`'s actors: the plan, made once on
 /// the cluster's nodes by name (with `--local-nodes N`, n1..nN, before they
 /// run), the cluster, what the runtime reads of the workload, the roles.
-caf::expected<actor_job> actor_job_of(const topology& t, const run_request& r) {
+caf::expected<actor_job> actor_job_of(const mode& job, const topology& t, const run_request& r) {
   // Node names are known before the nodes run: run_actors starts n1..nN
   // and learns their addresses.
   auto placed = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
-  auto plan = plan_of(placed);
+  auto plan = plan_of(job, placed);
   if (!plan)
     return plan.error();
   return actor_job{std::move(*plan), placed, facts_of(placed), all_roles(), t.text};
@@ -100,7 +100,7 @@ caf::expected<finished_run> run_job(const run_request& r) {
   // checked, before anything is prepared.
   std::optional<actor_job> job;
   if (r.mode.empty() && r.baseline.empty()) {
-    auto made = actor_job_of(*t, r);
+    auto made = actor_job_of(*mode, *t, r);
     if (!made)
       return made.error();
     job = std::move(*made);
@@ -115,7 +115,7 @@ caf::expected<finished_run> run_job(const run_request& r) {
                                            : run_actors(std::move(*job), r);
   if (!result)
     return result.error();
-  return finished_run{std::move(*t), std::move(*result)};
+  return finished_run{std::move(*t), std::move(*result), mode};
 }
 
 caf::error pretrain(const run_request& r) {
@@ -161,7 +161,7 @@ caf::error write_outputs(const run_request& r, finished_run& run) {
     if (auto err = write_chrome_trace(r.trace_out, result.actors))
       return err;
   if (!r.save_model.empty()) {
-    const auto* mode = find_mode(run.workload.job);
+    const auto* mode = run.job;
     if (mode == nullptr || mode->save_model == nullptr)
       return make_error(errc::bad_config,
                         "--save-model: job: " + run.workload.job + " saves no model");

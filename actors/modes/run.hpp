@@ -13,6 +13,8 @@
 namespace baton::actors {
 inline namespace modes {
 
+struct mode;
+
 /// Runs the job the request describes with its mode (registry.hpp): the
 /// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
 /// its one-process reference (--mode local) or its baseline (--baseline
@@ -23,6 +25,7 @@ inline namespace modes {
 struct finished_run {
   topology workload;
   job_result result;
+  const mode* job = nullptr; ///< the mode of workload.job, found once by run_job
 };
 
 caf::expected<finished_run> run_job(const run_request& r);

@@ -41,13 +41,6 @@ struct run_request {
 /// "kind=throw,actor=stage1,at_step=5" -> "faults.+={kind: throw, ...}".
 caf::expected<std::string> fault_override(const std::string& text);
 
-/// Loads the request's topology (file or built-in default) with overrides,
-/// `job:` one of `jobs`. With --resume DIR: the run recorded in DIR
-/// (request_record), refused with a list of the differences when its
-/// training settings are not the recorded run's.
-caf::expected<topology> load_request_topology(const run_request& r,
-                                              const std::vector<job_schema>& jobs);
-
 /// The topology and options of the run `r` describes, `text` being the
 /// topology as the run read it (topology::text); with --resume DIR and a
 /// record there, the recorded topology (unless `r` names one) and the

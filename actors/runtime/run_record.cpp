@@ -53,6 +53,11 @@ std::string run_record_path(const std::string& checkpoint_dir) {
   return (fs::path(checkpoint_dir) / "run.yaml").string();
 }
 
+bool has_run_record(const std::string& dir) {
+  std::error_code ec;
+  return fs::exists(run_record_path(dir), ec);
+}
+
 run_record make_run_record(const std::string& topology_file, const std::string& text,
                            const std::vector<std::string>& overrides) {
   run_record r;

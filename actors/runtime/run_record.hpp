@@ -49,6 +49,9 @@ std::string new_run_id();
 /// The record's file in a checkpoint directory.
 std::string run_record_path(const std::string& checkpoint_dir);
 
+/// Whether `dir` has a run record (checkpoints of an older baton have none).
+bool has_run_record(const std::string& dir);
+
 /// errc::bad_config when `record` would take more than max_record_bytes as
 /// run.yaml (a topology and many long `--set` options): a run refuses to
 /// start rather than write a record its `--resume` could not read.

@@ -56,7 +56,7 @@ protected:
 // A stage throws during step 9: every actor restarts from the checkpoint of
 // step 8 and the run ends with the fault-free weights.
 TEST_F(faults, a_stage_that_throws_restarts_from_its_checkpoint) {
-  auto clean = run_job(*dir_, pipeline_job(), "gpipe-clean");
+  const auto& clean = shared_run(*dir_, pipeline_job(), "gpipe-clean");
   auto faulty = run_job(
     *dir_, with(pipeline_job(), {"--fault", "kind=throw,actor=stage1,at_step=9"}), "gpipe-throw");
   expect_same_training(faulty, clean);
@@ -73,7 +73,8 @@ TEST_F(faults, a_stage_that_throws_restarts_from_its_checkpoint) {
 // The same over node processes, with the node of stage 0 SIGKILLed after
 // step 6: its actors move to a surviving node.
 TEST_F(faults, a_killed_node_is_replaced) {
-  auto clean = run_job(*dir_, with(pipeline_job(), {"--local-nodes", "3"}), "nodes-clean");
+  const auto& clean =
+    shared_run(*dir_, with(pipeline_job(), {"--local-nodes", "3"}), "nodes-clean");
   auto faulty = run_job(*dir_,
                         with(pipeline_job(), {"--local-nodes", "3", "--fault",
                                               "kind=kill_node,node=n2,at_step=6"}),
@@ -92,7 +93,7 @@ TEST_F(faults, a_killed_node_is_replaced) {
 // The transfer job: a head throws; the frozen stages and the other heads
 // restart too, and every head ends as in the fault-free run.
 TEST_F(faults, a_head_that_throws_in_the_transfer_job) {
-  auto clean = run_job(*dir_, transfer_job(), "transfer-clean");
+  const auto& clean = shared_run(*dir_, transfer_job(), "transfer-clean");
   auto faulty = run_job(
     *dir_, with(transfer_job(), {"--fault", "kind=throw,actor=footwear,at_step=6"}),
     "transfer-throw");
@@ -136,7 +137,7 @@ TEST_F(faults, resume_after_the_coordinator_was_killed) {
 // detects it and the job restarts from its checkpoints. A delay on another
 // edge changes the timing only.
 TEST_F(faults, a_dropped_microbatch_is_detected_by_the_stall_timeout) {
-  auto clean = run_job(*dir_, pipeline_job(), "drop-clean");
+  const auto& clean = shared_run(*dir_, pipeline_job(), "gpipe-clean");
   auto faulty = run_job(*dir_,
                         with(pipeline_job(),
                              {"--set", "runtime.stall_timeout_ms=3000", "--fault",
@@ -157,7 +158,7 @@ TEST_F(faults, a_dropped_microbatch_is_detected_by_the_stall_timeout) {
 // head when the rest of its step comes, and the job restarts from its
 // checkpoints. Every head ends as in the fault-free run.
 TEST_F(faults, edge_faults_from_a_frozen_stage_end_with_the_fault_free_weights) {
-  auto clean = run_job(*dir_, transfer_job(), "frozen-clean");
+  const auto& clean = shared_run(*dir_, transfer_job(), "transfer-clean");
   auto delayed = run_job(
     *dir_, with(transfer_job(), {"--fault", "kind=delay,from=stage2,to=footwear,delay_ms=5"}),
     "frozen-delay");
@@ -176,7 +177,8 @@ TEST_F(faults, edge_faults_from_a_frozen_stage_end_with_the_fault_free_weights) 
 // Seeded chaos over node processes: throws, kills and stops at random steps;
 // the run still ends with the fault-free weights.
 TEST_F(faults, seeded_chaos_ends_with_the_fault_free_weights) {
-  auto clean = run_job(*dir_, with(pipeline_job(), {"--local-nodes", "3"}), "chaos-clean");
+  const auto& clean =
+    shared_run(*dir_, with(pipeline_job(), {"--local-nodes", "3"}), "nodes-clean");
   auto faulty = run_job(*dir_,
                         with(pipeline_job(), {"--local-nodes", "3", "--set",
                                               "runtime.max_restarts=20", "--fault",

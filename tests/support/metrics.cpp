@@ -1,6 +1,8 @@
 #include "tests/support/metrics.hpp"
 
 #include <fstream>
+#include <map>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -20,6 +22,15 @@ nlohmann::json run_job(const scratch_dir& dir, std::vector<std::string> args,
   auto out = run_baton(args);
   EXPECT_EQ(out.exit_code, 0) << out.text;
   return read_json(metrics);
+}
+
+const nlohmann::json& shared_run(const scratch_dir& dir, const std::vector<std::string>& args,
+                                 const std::string& name) {
+  static std::map<std::pair<std::string, std::vector<std::string>>, nlohmann::json> runs;
+  auto [at, added] = runs.try_emplace({dir.path(), args});
+  if (added)
+    at->second = run_job(dir, args, name);
+  return at->second;
 }
 
 std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metrics,

@@ -22,6 +22,13 @@ nlohmann::json read_json(const std::string& path);
 nlohmann::json run_job(const scratch_dir& dir, std::vector<std::string> args,
                        const std::string& name);
 
+/// run_job, once per test process for the same `args` in the same `dir`:
+/// the cases of a suite that compare with the same reference run (a
+/// fault-free job, a --mode local run) share it; its metrics are in
+/// NAME.json of the first case that asked. A failed run is not run again.
+const nlohmann::json& shared_run(const scratch_dir& dir, const std::vector<std::string>& args,
+                                 const std::string& name);
+
 /// The weights digest of every actor in `metrics` that reports one (the
 /// trainable actors), by actor name; only those of `role` when it is given
 /// ("head", "pipeline_stage").

@@ -313,8 +313,9 @@ TEST_F(data_parallel_run, embedded_equals_the_local_reference) {
   for (int32_t workers : {2, 3}) {
     auto tag = "w" + std::to_string(workers);
     auto bucket_mb = workers == 2 ? "25" : "0.25";
-    auto local = run_job(*dir_, with(job(workers, bucket_mb), {"--mode", "local"}), tag + "-local");
-    auto actors = run_job(*dir_, job(workers, bucket_mb), tag + "-embedded");
+    const auto& local =
+      shared_run(*dir_, with(job(workers, bucket_mb), {"--mode", "local"}), tag + "-local");
+    const auto& actors = shared_run(*dir_, job(workers, bucket_mb), tag + "-embedded");
     auto reference = digests_by_actor(local, "data_parallel_worker");
     ASSERT_EQ(reference.size(), static_cast<size_t>(workers));
     EXPECT_EQ(digests_by_actor(actors, "data_parallel_worker"), reference) << tag;
@@ -337,7 +338,7 @@ TEST_F(data_parallel_run, scaled_and_warmed_up_lr_equals_the_local_reference) {
             digests_by_actor(local, "data_parallel_worker"));
   // And the schedule changes the result: the test can fail.
   EXPECT_NE(digests_by_actor(local, "data_parallel_worker"),
-            digests_by_actor(run_job(*dir_, with(job(2), {"--mode", "local"}), "plain-local"),
+            digests_by_actor(shared_run(*dir_, with(job(2), {"--mode", "local"}), "w2-local"),
                              "data_parallel_worker"));
 }
 
@@ -443,7 +444,7 @@ TEST_F(data_parallel_run, validation_augmentation_and_early_stopping_equal_the_l
 }
 
 TEST_F(data_parallel_run, node_processes_equal_embedded) {
-  auto embedded = run_job(*dir_, job(2), "embedded");
+  const auto& embedded = shared_run(*dir_, job(2), "w2-embedded");
   auto nodes = run_job(*dir_, with(job(2), {"--local-nodes", "2"}), "nodes");
   auto digests = digests_by_actor(embedded, "data_parallel_worker");
   ASSERT_EQ(digests.size(), 2u);

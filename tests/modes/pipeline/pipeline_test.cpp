@@ -87,11 +87,11 @@ protected:
 // weights of the local run with gradient accumulation over the same
 // microbatches, here bit for bit (same thread budget, same order of sums).
 TEST_F(pipeline, synchronous_schedules_equal_the_local_run) {
-  auto local = run_job(*dir_, with(job("gpipe"), {"--mode", "local"}), "local");
+  const auto& local = shared_run(*dir_, with(job("gpipe"), {"--mode", "local"}), "local");
   ASSERT_EQ(digests_by_actor(local, "pipeline_stage").size(), 3u);
   EXPECT_EQ(digests_by_actor(run_job(*dir_, job("gpipe"), "gpipe"), "pipeline_stage"),
             digests_by_actor(local, "pipeline_stage"));
-  EXPECT_EQ(digests_by_actor(run_job(*dir_, job("1f1b-flush"), "flush"), "pipeline_stage"),
+  EXPECT_EQ(digests_by_actor(shared_run(*dir_, job("1f1b-flush"), "flush"), "pipeline_stage"),
             digests_by_actor(local, "pipeline_stage"));
 }
 
@@ -117,8 +117,8 @@ TEST_F(pipeline, adamw_equals_the_local_run) {
               reference)
       << schedule;
     // AdamW is not the shipped SGD: the test can fail.
-    EXPECT_NE(digests_by_actor(run_job(*dir_, with(job(schedule), {"--mode", "local"}),
-                                       "sgd-local-" + schedule),
+    EXPECT_NE(digests_by_actor(shared_run(*dir_, with(job(schedule), {"--mode", "local"}),
+                                          "sgd-local-" + schedule),
                                "pipeline_stage"),
               reference)
       << schedule;
@@ -172,7 +172,7 @@ TEST_F(pipeline, synchronous_schedule_over_node_processes_equals_the_local_run) 
 // each backward uses its forward's version is stage_trainer_test's job).
 TEST_F(pipeline, asynchronous_1f1b_trains_every_sample) {
   auto async = run_job(*dir_, job("1f1b"), "async");
-  auto flush = run_job(*dir_, job("1f1b-flush"), "flush-ref");
+  const auto& flush = shared_run(*dir_, job("1f1b-flush"), "flush");
   ASSERT_EQ(async.at("heads").size(), 1u);
   EXPECT_EQ(async.at("heads")[0].at("samples").get<int64_t>(), 1024);
   EXPECT_LT(async.at("heads")[0].at("train_loss").get<double>(), 2.31); // ln 10 = 2.303
@@ -187,7 +187,7 @@ TEST_F(pipeline, asynchronous_1f1b_trains_every_sample) {
 // The forward of microbatch k at stage i (NOAM 3 - i) used version
 // max(0, k - NOAM + 1): the order is PipeDream's, not just some fixed order.
 TEST_F(pipeline, static_1f1b_is_repeatable_and_equals_its_local_simulation) {
-  auto local = run_job(*dir_, with(job("1f1b"), {"--mode", "local"}), "local-static");
+  const auto& local = shared_run(*dir_, with(job("1f1b"), {"--mode", "local"}), "local-static");
   auto reference = digests_by_actor(local, "pipeline_stage");
   ASSERT_EQ(reference.size(), 3u);
   auto trace = dir_->path() + "/static.trace.json";
