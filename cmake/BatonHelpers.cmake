@@ -128,8 +128,11 @@ endfunction()
 #                [CORES n] [COST s] [DEFINES NAME=VALUE ...])
 #   One GoogleTest suite, registered with ctest as NAME. With
 #   BATON_TEST_GROUPS (the default) the suites of a folder are compiled
-#   into one executable, <folder>_tests (tests/model/core: model_core_tests),
-#   in unity batches (baton_units), and ctest runs NAME as that executable
+#   into one executable, <folder>_tests (tests/config: config_tests; the
+#   subfolders of a layer that sets BATON_TEST_LAYER share the layer's:
+#   tests/model/core and tests/model/ist are in model_tests, tests/modes/*
+#   in modes_tests, tests/config, flow, net, roles and runtime in
+#   actors_tests), in unity batches (baton_units), and ctest runs NAME as that executable
 #   with a --gtest_filter of the suite's own test cases (the TEST names its
 #   source declares); without it each suite is an executable named NAME. A
 #   unity batch parses GoogleTest's, CAF's and LibTorch's headers once (the
@@ -137,7 +140,7 @@ endfunction()
 #   unit about 13 s of CPU before any code is generated; the test units took
 #   1,461 s one by one, 678 s in batches), so names at file scope of a test
 #   (anonymous namespaces included) are seen by the next of its batch: they
-#   must differ between the suites of a folder.
+#   must differ between the suites of an executable.
 #   SUPPORT links baton_test_support (tests/support/: scratch directories,
 #   running baton, node processes), which brings the include path of the
 #   source tree. Units that reach LibTorch's C++ frontend get the
@@ -159,22 +162,40 @@ function(baton_add_test name)
   cmake_parse_arguments(arg "SUPPORT;SERIAL" "TIMEOUT;CORES;COST" "SOURCES;LIBS;LABELS;DEFINES"
     ${ARGN})
   if(BATON_TEST_GROUPS)
-    file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/tests ${CMAKE_CURRENT_SOURCE_DIR})
-    string(MAKE_C_IDENTIFIER "${folder}" group)
-    string(REGEX REPLACE "^modes_" "" group "${group}")
+    # The folder whose suites share the executable: this one, or the layer's
+    # (BATON_TEST_LAYER, set by tests/model/ and tests/modes/ for their
+    # subfolders, and by tests/ for the layers of actors/, which it names
+    # BATON_TEST_LAYER_NAME).
+    if(BATON_TEST_LAYER)
+      set(owner ${BATON_TEST_LAYER})
+    else()
+      set(owner ${CMAKE_CURRENT_SOURCE_DIR})
+    endif()
+    if(BATON_TEST_LAYER_NAME)
+      set(group ${BATON_TEST_LAYER_NAME})
+    else()
+      file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR}/tests ${owner})
+      string(MAKE_C_IDENTIFIER "${folder}" group)
+    endif()
     set(executable ${group}_tests)
-    get_property(started DIRECTORY PROPERTY BATON_TEST_GROUP_SOURCES SET)
+    set(sources "")
+    foreach(source IN LISTS arg_SOURCES)
+      get_filename_component(source ${source} ABSOLUTE) # from this folder
+      list(APPEND sources ${source})
+    endforeach()
+    set(arg_SOURCES ${sources})
+    get_property(started DIRECTORY ${owner} PROPERTY BATON_TEST_GROUP_SOURCES SET)
     if(NOT started)
       # A deferred call's arguments are read when it runs: the name waits in
-      # a property of the folder.
-      set_property(DIRECTORY PROPERTY BATON_TEST_GROUP ${executable})
-      cmake_language(DEFER CALL baton_add_test_group)
+      # a property of the folder, whose end adds the executable.
+      set_property(DIRECTORY ${owner} PROPERTY BATON_TEST_GROUP ${executable})
+      cmake_language(DEFER DIRECTORY ${owner} CALL baton_add_test_group)
     endif()
-    set_property(DIRECTORY APPEND PROPERTY BATON_TEST_GROUP_SOURCES ${arg_SOURCES})
-    set_property(DIRECTORY APPEND PROPERTY BATON_TEST_GROUP_LIBS ${arg_LIBS})
-    set_property(DIRECTORY APPEND PROPERTY BATON_TEST_GROUP_DEFINES ${arg_DEFINES})
+    set_property(DIRECTORY ${owner} APPEND PROPERTY BATON_TEST_GROUP_SOURCES ${arg_SOURCES})
+    set_property(DIRECTORY ${owner} APPEND PROPERTY BATON_TEST_GROUP_LIBS ${arg_LIBS})
+    set_property(DIRECTORY ${owner} APPEND PROPERTY BATON_TEST_GROUP_DEFINES ${arg_DEFINES})
     if(arg_SUPPORT)
-      set_property(DIRECTORY PROPERTY BATON_TEST_GROUP_SUPPORT ON)
+      set_property(DIRECTORY ${owner} PROPERTY BATON_TEST_GROUP_SUPPORT ON)
     endif()
     # The suite's own test cases: TEST(suite, ...), TEST_F, TEST_P (whose
     # instances are PREFIX/suite.case/N).

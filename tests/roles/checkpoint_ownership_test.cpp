@@ -25,9 +25,11 @@
 #include "model/core/error.hpp"
 #include "model/core/training_checkpoint.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton;
 using namespace baton::actors;
+using baton::testing::contains;
 using baton::testing::scratch_dir;
 namespace fs = std::filesystem;
 
@@ -56,10 +58,6 @@ protected:
     return r;
   }
 };
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 } // namespace
 

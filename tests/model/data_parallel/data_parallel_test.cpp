@@ -19,8 +19,8 @@ using baton::model::testing::tiny_model;
 
 namespace {
 
-const dataset& train_data() { return kept_synthetic(64, 1, 28, 3); }
-const dataset& test_data() { return kept_synthetic(32, 1, 28, 4); }
+const dataset& dp_train_data() { return kept_synthetic(64, 1, 28, 3); }
+const dataset& dp_test_data() { return kept_synthetic(32, 1, 28, 4); }
 
 data_parallel_settings base_spec(int32_t workers) {
   data_parallel_settings spec;
@@ -39,7 +39,7 @@ void plain_step(layered_model& m, std::vector<at::Tensor>& momentum, bool first,
                 const std::vector<std::vector<int64_t>>& parts, const optimizer_spec& opt) {
   at::Tensor loss;
   for (const auto& ids : parts) {
-    auto [images, labels] = gather(train_data(), ids);
+    auto [images, labels] = gather(dp_train_data(), ids);
     auto l = torch::nn::functional::cross_entropy(m.forward(images), labels);
     loss = loss.defined() ? loss + l : l;
   }
@@ -312,12 +312,12 @@ TEST(data_parallel, lr_is_scaled_linearly_and_warmed_up) {
 
 TEST(data_parallel, one_worker_equals_plain_sgd_bit_for_bit) {
   auto spec = base_spec(1);
-  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   auto m = tiny_model();
   auto momentum = zeros_like_parameters(m);
   bool first = true;
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
-    const auto order = epoch_order(train_data().size(), spec.seed, epoch);
+    const auto order = epoch_order(dp_train_data().size(), spec.seed, epoch);
     for (size_t begin = 0; begin < order.size(); begin += 8, first = false)
       plain_step(m, momentum, first, {{order.begin() + begin, order.begin() + begin + 8}},
                  spec.optimizer);
@@ -337,13 +337,13 @@ TEST(data_parallel, one_worker_follows_the_scaled_and_warmed_up_lr) {
   spec.linear_scaling = true;
   spec.base_batch = 4;
   spec.warmup_epochs = 1;
-  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   const lr_schedule schedule{spec.optimizer.lr, true, 8, 4, 1};
   auto m = tiny_model();
   auto momentum = zeros_like_parameters(m);
   int64_t step = 0;
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
-    const auto order = epoch_order(train_data().size(), spec.seed, epoch);
+    const auto order = epoch_order(dp_train_data().size(), spec.seed, epoch);
     for (size_t begin = 0; begin < order.size(); begin += 8, ++step) {
       optimizer_spec opt = spec.optimizer;
       opt.lr = scheduled_lr(schedule, step, 8);
@@ -353,22 +353,22 @@ TEST(data_parallel, one_worker_follows_the_scaled_and_warmed_up_lr) {
   }
   EXPECT_EQ(result.weights_digest, weights_digest(m));
   EXPECT_NE(result.weights_digest,
-            run_data_parallel_local(tiny_model, train_data(), test_data(), base_spec(1))
+            run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), base_spec(1))
                 .weights_digest);
 }
 
 // The step function is torch::optim::SGD's arithmetic (to rounding).
 TEST(data_parallel, one_worker_is_torch_sgd_to_float_tolerance) {
   const auto spec = base_spec(1);
-  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   auto m = tiny_model();
   torch::optim::SGD sgd(m.parameters(), torch::optim::SGDOptions(spec.optimizer.lr)
                                             .momentum(spec.optimizer.momentum)
                                             .weight_decay(spec.optimizer.weight_decay));
   for (int32_t epoch = 0; epoch < spec.epochs; ++epoch) {
-    const auto order = epoch_order(train_data().size(), spec.seed, epoch);
+    const auto order = epoch_order(dp_train_data().size(), spec.seed, epoch);
     for (size_t begin = 0; begin < order.size(); begin += 8) {
-      auto [images, labels] = gather(train_data(), {order.begin() + begin,
+      auto [images, labels] = gather(dp_train_data(), {order.begin() + begin,
                                                     order.begin() + begin + 8});
       sgd.zero_grad();
       torch::nn::functional::cross_entropy(m.forward(images), labels).backward();
@@ -389,7 +389,8 @@ TEST(data_parallel, workers_equal_gradient_accumulation_over_the_global_minibatc
       auto spec = base_spec(workers);
       spec.sum = sum;
       spec.remainder = remainder_policy::drop;
-      const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+      const auto result =
+        run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
       auto m = tiny_model();
       auto momentum = zeros_like_parameters(m);
       bool first = true;
@@ -425,7 +426,7 @@ TEST(data_parallel, two_workers_by_hand_bit_for_bit_with_per_worker_batch_norm) 
     return layered_model(std::move(layers));
   };
   auto spec = base_spec(2);
-  const auto result = run_data_parallel_local(make, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(make, dp_train_data(), dp_test_data(), spec);
   std::vector<layered_model> models{make(), make()};
   auto momentum = zeros_like_parameters(models[0]);
   int64_t step = 0;
@@ -435,7 +436,7 @@ TEST(data_parallel, two_workers_by_hand_bit_for_bit_with_per_worker_batch_norm) 
       for (int32_t w = 0; w < 2; ++w) {
         const auto share = worker_share(64, spec.seed, epoch, w, 2, spec.remainder);
         auto [images, labels] =
-            gather(train_data(), {share.begin() + 8 * k, share.begin() + 8 * (k + 1)});
+            gather(dp_train_data(), {share.begin() + 8 * k, share.begin() + 8 * (k + 1)});
         torch::nn::functional::cross_entropy(models[w].forward(images), labels).backward();
         for (auto& p : models[w].parameters()) {
           grads[w].push_back(p.grad().clone());
@@ -461,19 +462,19 @@ TEST(data_parallel, two_workers_by_hand_bit_for_bit_with_per_worker_batch_norm) 
 TEST(data_parallel, frozen_prefix_never_changes) {
   auto spec = base_spec(2);
   spec.freeze_up_to = "relu1";
-  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   EXPECT_EQ(result.frozen_layers, 3u);
   EXPECT_EQ(weights_digest(result.model.slice(0, 3)), weights_digest(tiny_model().slice(0, 3)));
   EXPECT_NE(weights_digest(result.model.slice(3, 6)), weights_digest(tiny_model().slice(3, 6)));
   spec.freeze_up_to = "no_such_layer";
-  EXPECT_THROW(run_data_parallel_local(tiny_model, train_data(), test_data(), spec), error);
+  EXPECT_THROW(run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec), error);
 }
 
 TEST(data_parallel, local_sgd_with_one_worker_equals_plain_sgd) {
   auto spec = base_spec(1);
-  const auto plain = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto plain = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   spec.sync_every = 3;
-  const auto local = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto local = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   EXPECT_EQ(local.weights_digest, plain.weights_digest);
 }
 
@@ -482,7 +483,7 @@ TEST(data_parallel, local_sgd_with_one_worker_equals_plain_sgd) {
 TEST(data_parallel, local_sgd_averages_every_l_steps) {
   auto spec = base_spec(2);
   spec.sync_every = 2;
-  const auto result = run_data_parallel_local(tiny_model, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), spec);
   std::vector<layered_model> models{tiny_model(), tiny_model()};
   std::vector<std::vector<at::Tensor>> momentum{zeros_like_parameters(models[0]),
                                                 zeros_like_parameters(models[1])};
@@ -505,8 +506,9 @@ TEST(data_parallel, local_sgd_averages_every_l_steps) {
       }
     }
   EXPECT_EQ(result.weights_digest, weights_digest(models[0]));
-  EXPECT_NE(result.weights_digest, run_data_parallel_local(tiny_model, train_data(), test_data(),
-                                                           base_spec(2)).weights_digest);
+  EXPECT_NE(result.weights_digest,
+            run_data_parallel_local(tiny_model, dp_train_data(), dp_test_data(), base_spec(2))
+              .weights_digest);
 }
 
 // -- tied weights (DESIGN invariant 14) -------------------------------------------
@@ -531,7 +533,7 @@ TEST(data_parallel, tied_weights_step_once_as_torch_sgd_steps_them) {
   using baton::model::testing::tied_model;
   auto spec = base_spec(2);
   spec.remainder = remainder_policy::drop;
-  const auto result = run_data_parallel_local(tied_model, train_data(), test_data(), spec);
+  const auto result = run_data_parallel_local(tied_model, dp_train_data(), dp_test_data(), spec);
   auto m = tied_model();
   // The distinct tensors, picked by hand (not through named_parameters).
   std::vector<std::pair<std::string, at::Tensor>> distinct;
@@ -553,7 +555,7 @@ TEST(data_parallel, tied_weights_step_once_as_torch_sgd_steps_them) {
     for (size_t k = 0; k < batches[0].size(); ++k) {
       std::vector<int64_t> ids = batches[0][k]; // equal halves: the mean of the two means
       ids.insert(ids.end(), batches[1][k].begin(), batches[1][k].end());
-      auto [images, labels] = gather(train_data(), ids);
+      auto [images, labels] = gather(dp_train_data(), ids);
       sgd.zero_grad();
       torch::nn::functional::cross_entropy(m.forward(images), labels).backward();
       sgd.step();

@@ -19,8 +19,8 @@ using namespace baton::model::ist;
 namespace {
 
 /// 6x6 synthetic images (36 inputs): every run takes milliseconds.
-const dataset& train_data() { return kept_synthetic(72, 1, 6, 3); }
-const dataset& test_data() { return kept_synthetic(40, 1, 6, 4); }
+const dataset& ist_train_data() { return kept_synthetic(72, 1, 6, 3); }
+const dataset& ist_test_data() { return kept_synthetic(40, 1, 6, 4); }
 
 ist::shape small_shape(std::vector<int64_t> hidden) {
   ist::shape s;
@@ -74,7 +74,7 @@ ist::network from_modules(const torch::nn::Sequential& seq, size_t hidden_layers
 void train_modules(torch::nn::Sequential& seq, torch::optim::SGD& sgd,
                    const std::vector<std::vector<int64_t>>& minibatches) {
   for (const auto& ids : minibatches) {
-    auto [images, labels] = gather(train_data(), ids);
+    auto [images, labels] = gather(ist_train_data(), ids);
     sgd.zero_grad();
     torch::nn::functional::cross_entropy(seq->forward(images), labels).backward();
     sgd.step();
@@ -180,7 +180,7 @@ TEST(ist, a_round_leaves_weights_outside_every_diagonal_block_as_they_were) {
   spec.batch_size = 8;
   spec.local_steps = 3; // 72 / 8 / 3 = 3 steps: one round
   spec.optimizer = {0.1, 0.9, 0};
-  const auto result = ist::run_local(train_data(), test_data(), spec);
+  const auto result = ist::run_local(ist_train_data(), ist_test_data(), spec);
   ASSERT_EQ(result.rounds, 1);
   const auto start = ist::make_network(spec.shape, spec.seed);
   const auto p = ist::make_partition(spec.shape.hidden, 3, spec.seed, 0);
@@ -210,9 +210,9 @@ TEST(ist, a_subnet_evaluates_as_a_network) {
   const auto whole = ist::make_network(shape, 1);
   const auto sub = slice_subnet(whole, ist::make_partition(shape.hidden, 2, 1, 0), 1);
   EXPECT_EQ(sub.shape().hidden, (std::vector<int64_t>{4, 3}));
-  auto [images, labels] = gather(test_data(), {0, 1, 2, 3});
+  auto [images, labels] = gather(ist_test_data(), {0, 1, 2, 3});
   EXPECT_EQ(ist::forward(sub, images).sizes(), (std::vector<int64_t>{4, 10}));
-  const auto e = ist::evaluate(sub, test_data(), 13); // 40 = 13 + 13 + 13 + 1: the 1 joins
+  const auto e = ist::evaluate(sub, ist_test_data(), 13); // 40 = 13 + 13 + 13 + 1: the 1 joins
   EXPECT_EQ(e.samples, 40);
   EXPECT_TRUE(e.accuracy >= 0 && e.accuracy <= 1);
   EXPECT_GT(e.loss, 0);
@@ -228,7 +228,7 @@ TEST(ist, one_worker_is_plain_sgd_on_the_whole_network_bit_for_bit) {
   spec.local_steps = 4; // 9 steps per epoch: rounds of 4, 4, 1
   spec.epochs = 2;
   spec.optimizer = {0.05, 0, 1e-3};
-  const auto result = ist::run_local(train_data(), test_data(), spec);
+  const auto result = ist::run_local(ist_train_data(), ist_test_data(), spec);
   EXPECT_EQ(result.rounds, 6);
   auto seq = as_modules(ist::make_network(spec.shape, spec.seed));
   torch::optim::SGD sgd(seq->parameters(),
@@ -248,7 +248,7 @@ TEST(ist, one_worker_with_momentum_resets_it_every_round) {
   spec.local_steps = 9; // one round per epoch: a fresh optimizer per epoch
   spec.epochs = 2;
   spec.optimizer = {0.05, 0.9, 0};
-  const auto result = ist::run_local(train_data(), test_data(), spec);
+  const auto result = ist::run_local(ist_train_data(), ist_test_data(), spec);
   auto seq = as_modules(ist::make_network(spec.shape, spec.seed));
   for (int32_t epoch = 0; epoch < 2; ++epoch) {
     torch::optim::SGD sgd(seq->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
@@ -319,7 +319,7 @@ TEST(ist, one_round_of_two_workers_is_slice_local_steps_and_write_back_by_hand) 
   spec.batch_size = 8;
   spec.local_steps = 4; // 72 / 8 / 2 = 4 steps: exactly one round
   spec.optimizer = {0.1, 0.9, 1e-3};
-  const auto result = ist::run_local(train_data(), test_data(), spec);
+  const auto result = ist::run_local(ist_train_data(), ist_test_data(), spec);
   ASSERT_EQ(result.rounds, 1);
 
   const auto start = ist::make_network(spec.shape, spec.seed);

@@ -21,7 +21,7 @@ namespace {
 
 /// Local steps per worker in job(): floor(floor(400 / 16) / 2) = 12 per
 /// epoch, 2 epochs.
-constexpr int64_t steps_per_worker = 24;
+constexpr int64_t ist_steps_per_worker = 24;
 
 class ist_faults : public ::testing::Test {
 protected:
@@ -65,7 +65,7 @@ protected:
     EXPECT_EQ(faulty.at("trained"), reference.at("trained"));
     ASSERT_EQ(faulty.at("trained").size(), 2u);
     for (const auto& [actor, count] : faulty.at("trained").items()) {
-      EXPECT_EQ(count.at("trained").get<int64_t>(), steps_per_worker) << actor;
+      EXPECT_EQ(count.at("trained").get<int64_t>(), ist_steps_per_worker) << actor;
       EXPECT_EQ(count.at("duplicates").get<int64_t>(), 0) << actor;
     }
     EXPECT_EQ(faulty.at("restarts"), restarts);
