@@ -97,6 +97,5 @@ caf::expected<topology> load_request_topology(const run_request& r) {
                         with_default_checkpoint(r.overrides), jobs);
 }
 
-
 } // namespace modes
 } // namespace baton::actors
