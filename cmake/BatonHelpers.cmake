@@ -128,7 +128,7 @@ endfunction()
 #                [CORES n] [COST s] [DEFINES NAME=VALUE ...])
 #   One GoogleTest suite, registered with ctest as NAME. With
 #   BATON_TEST_GROUPS (the default) the suites of a folder are compiled
-#   into one executable, <folder>_tests (tests/config: config_tests; the
+#   into one executable, <folder>_tests (tests/messages: messages_tests; the
 #   subfolders of a layer that sets BATON_TEST_LAYER share the layer's:
 #   tests/model/core and tests/model/ist are in model_tests, tests/modes/*
 #   in modes_tests, tests/config, flow, net, roles and runtime in
