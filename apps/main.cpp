@@ -158,12 +158,13 @@ usage:
                                         starts on emulated hosts, as `baton run --link`)
   baton bench data-parallel [--quick] [--json FILE] [--model mlp|convnet|resnet18]
                        [--workers W] [--batch B] [--shards S] [--sync-every L]
-                       [--side ring|ring-serial|ps|local-sgd|ps-stale]... [--link RATE[,DELAY]]
-                       [--set KEY=VALUE]...
+                       [--side ring|ring-serial|embedded|ps|local-sgd|ps-stale]...
+                       [--link RATE[,DELAY]] [--set KEY=VALUE]...
                                         (a) local loop, one compute thread, global batch
                                         W x B (default 2 x 64), vs W workers on W node
                                         processes, one thread each: ring, ring without
-                                        overlap (ring-serial), ps, local SGD,
+                                        overlap (ring-serial), the ring's W workers in
+                                        this process (embedded), ps, local SGD,
                                         ps with bounded staleness (--side: only those):
                                         samples/s, ratio, efficiency, time split per step,
                                         overlap, bytes per step next to the theory

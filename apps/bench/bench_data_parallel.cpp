@@ -41,6 +41,7 @@ std::vector<dp_side> sides_of(const bench_data_parallel_request& r) {
     {"local", "(a) local",
      {"data_parallel.workers=1", "data.batch_size=" + std::to_string(r.workers * r.batch)}},
     {"ring", "(b) ring", {"data_parallel.workers=" + w}},
+    {"embedded", "(b\") embedded", {"data_parallel.workers=" + w}},
     {"ring-serial", "(b') ring, serial",
      {"data_parallel.workers=" + w, "data_parallel.overlap=false"}},
     {"ps", "(c) ps S=" + std::to_string(r.shards),
@@ -123,7 +124,7 @@ std::pair<double, double> bytes_per_step(const job_result& r, int32_t workers, i
 /// shards send it back, for ps).
 std::pair<double, double> theory_of(const std::string& name, double gradient, int32_t workers,
                                     int32_t sync_every) {
-  if (name == "ring" || name == "ring-serial")
+  if (name == "ring" || name == "ring-serial" || name == "embedded")
     return {model::ring_bytes_theory(gradient, workers), 0};
   if (name == "local-sgd")
     return {model::ring_bytes_theory(gradient, workers) / sync_every, 0};
@@ -398,7 +399,9 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
     o.insert(o.end(), s.overrides.begin(), s.overrides.end());
     o.insert(o.end(), r.overrides.begin(), r.overrides.end());
     std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
-    if (s.name != "local")
+    if (s.name == "embedded")
+      flags.clear(); // every worker in this process
+    else if (s.name != "local")
       flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
     auto run =
       run_row(topology, o, flags, dir->path(), s.name, r.interrupted, s.label, 18, code);
@@ -445,7 +448,8 @@ bool read_data_parallel_flag(args& a, const std::string& flag,
     return a.value(flag, v) && parse_int(flag, v, r.sync_every) && r.sync_every >= 1;
   if (flag == "--side")
     return a.value(flag, v) &&
-           (v == "ring" || v == "ring-serial" || v == "ps" || v == "local-sgd" ||
+           (v == "ring" || v == "ring-serial" || v == "embedded" || v == "ps" ||
+            v == "local-sgd" ||
             v == "ps-stale") &&
            (r.sides.push_back(v), true);
   if (flag == "--set")

@@ -126,6 +126,55 @@ void sgd_step_in_place(at::Tensor& parameter, const at::Tensor& gradient, at::Te
   parameter.copy_(sgd_step_out_of_place(parameter, gradient, momentum, optimizer, first));
 }
 
+bool sgd_step_of_mean_in_place(at::Tensor& parameter, const std::vector<mean_piece>& pieces,
+                               int32_t workers, parameter_state& state,
+                               const optimizer_spec& optimizer, double lr) {
+  auto& momentum = state.first;
+  auto fits = [&](const at::Tensor& t) {
+    return t.defined() && t.scalar_type() == at::kFloat && t.is_contiguous();
+  };
+  if (optimizer.name != "sgd" || optimizer.nesterov || workers < 1 || !fits(parameter) ||
+      !fits(momentum) || !momentum.sizes().equals(parameter.sizes()) ||
+      momentum.data_ptr() == parameter.data_ptr())
+    return false;
+  int64_t covered = 0;
+  for (const auto& piece : pieces) {
+    if (!fits(piece.a) || !fits(piece.b) || piece.b.numel() != piece.a.numel())
+      return false;
+    if (piece.offset < 0 || piece.offset + piece.a.numel() > parameter.numel())
+      return false;
+    covered += piece.a.numel();
+  }
+  if (covered != parameter.numel())
+    return false;
+  torch::NoGradGuard no_grad;
+  // fused_sgd_step's operations per element, its gradient read as the mean.
+  const float rate = static_cast<float>(lr);
+  const float mu = static_cast<float>(optimizer.momentum);
+  const float decay = static_cast<float>(optimizer.weight_decay);
+  const auto w = static_cast<float>(workers);
+  const bool first = state.steps == 0;
+  for (const auto& piece : pieces) {
+    const float* a = piece.a.data_ptr<float>();
+    const float* b = piece.b.data_ptr<float>();
+    float* p = parameter.data_ptr<float>() + piece.offset;
+    float* m = momentum.data_ptr<float>() + piece.offset;
+    at::parallel_for(0, piece.a.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float mean = (a[i] + b[i]) / w;
+        float grad = decay != 0 ? mean + decay * p[i] : mean;
+        if (mu != 0) {
+          m[i] = first ? grad : m[i] * mu + grad;
+          grad = m[i];
+        }
+        p[i] = p[i] - rate * grad;
+      }
+    });
+  }
+  state.steps += 1;
+  return true;
+}
+
 // -- Adam, AdamW -------------------------------------------------------------------
 
 namespace {

@@ -66,6 +66,26 @@ at::Tensor optimizer_step_out_of_place(const at::Tensor& parameter, const at::Te
 void optimizer_step_in_place(at::Tensor& parameter, const at::Tensor& gradient,
                              parameter_state& state, const optimizer_spec& optimizer, double lr);
 
+/// A part of a gradient that is the mean of two workers' values: elements
+/// [offset, offset + a.numel()) of the flattened parameter have the gradient
+/// (a + b) / workers (1-D float32 views, as two workers' buckets hold them).
+struct mean_piece {
+  int64_t offset = 0;
+  at::Tensor a;
+  at::Tensor b;
+};
+
+/// optimizer_step_in_place with the gradient given by `pieces` (together
+/// each element of `parameter` once), every element's mean taken in the
+/// step's own pass: (a + b) then / workers in float32, mean_of_two's bits,
+/// so `parameter` and `state` end as optimizer_step_in_place leaves them with
+/// that mean in memory, without the pass that would write it. Only where
+/// the step is SGD's fused one (no Nesterov, float32 contiguous tensors, a
+/// momentum buffer); returns false and changes nothing otherwise.
+bool sgd_step_of_mean_in_place(at::Tensor& parameter, const std::vector<mean_piece>& pieces,
+                               int32_t workers, parameter_state& state,
+                               const optimizer_spec& optimizer, double lr);
+
 /// torch.nn.utils.clip_grad_norm_ (1.13) over `gradients` (undefined entries
 /// are skipped): the total L2 norm N of all of them, each multiplied by
 /// min(1, max_norm / (N + 1e-6)); returns new tensors (the inputs are not

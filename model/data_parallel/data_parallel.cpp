@@ -267,6 +267,22 @@ at::Tensor mean_of_sum(const at::Tensor& sum, int32_t workers) {
   return workers == 1 ? sum : at::div(sum, static_cast<double>(workers));
 }
 
+void mean_of_two(const at::Tensor& a, const at::Tensor& b, int32_t workers, at::Tensor& out) {
+  torch::NoGradGuard no_grad;
+  const at::Tensor other = b.contiguous();
+  if (!a.is_contiguous() || !out.is_contiguous()) {
+    out.copy_(a.add(other).div_(static_cast<double>(workers)));
+    return;
+  }
+  const float* x = a.data_ptr<float>();
+  const float* y = other.data_ptr<float>();
+  float* result = out.data_ptr<float>();
+  const auto w = static_cast<float>(workers);
+  const int64_t n = a.numel();
+  for (int64_t i = 0; i < n; ++i)
+    result[i] = (x[i] + y[i]) / w;
+}
+
 at::Tensor bucket_flat(const bucket& b, const flat_layout& layout,
                        const std::vector<at::Tensor>& per_key) {
   torch::NoGradGuard no_grad;

@@ -188,6 +188,11 @@ std::vector<bucket> make_buckets(const flat_layout& layout, double bucket_mb = 2
 /// worker `sum` itself: dividing by 1 changes no bit).
 at::Tensor mean_of_sum(const at::Tensor& sum, int32_t workers);
 
+/// out = (a + b) / workers, element by element in one pass: the sum as
+/// ring_allreduce adds two values, then divided as mean_of_sum's at::div
+/// divides (float32 operations both, so the same bits). `out` may be `a`.
+void mean_of_two(const at::Tensor& a, const at::Tensor& b, int32_t workers, at::Tensor& out);
+
 /// A bucket's flat vector from per-key tensors (undefined ones as zeros).
 at::Tensor bucket_flat(const bucket& b, const flat_layout& layout,
                        const std::vector<at::Tensor>& per_key);

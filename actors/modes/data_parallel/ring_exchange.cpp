@@ -11,30 +11,6 @@ namespace baton::actors {
 inline namespace modes {
 namespace data_parallel {
 
-namespace {
-
-/// out = (own + received) / workers, element by element in one pass: the
-/// chunk's sum as ring_allreduce adds it, then divided as mean_of_sum's
-/// at::div divides (both float32 operations, so the same bits). `out` may
-/// be `own`.
-void add_then_divide(const at::Tensor& own, const at::Tensor& received, int32_t workers,
-                     at::Tensor& out) {
-  const at::Tensor other = received.contiguous();
-  if (!own.is_contiguous() || !out.is_contiguous()) {
-    out.copy_(own.add(other).div_(static_cast<double>(workers)));
-    return;
-  }
-  const float* o = own.data_ptr<float>();
-  const float* r = other.data_ptr<float>();
-  float* result = out.data_ptr<float>();
-  const auto w = static_cast<float>(workers);
-  const int64_t n = own.numel();
-  for (int64_t i = 0; i < n; ++i)
-    result[i] = (o[i] + r[i]) / w;
-}
-
-} // namespace
-
 ring_exchange::ring_exchange(int32_t worker, int32_t workers)
     : worker_(worker), workers_(workers) {
   if (workers < 1 || worker < 0 || worker >= workers)
@@ -78,7 +54,8 @@ ring_message ring_exchange::message(int32_t round) const {
 
 void ring_exchange::start(const std::vector<int64_t>& sizes) {
   buckets_.assign(sizes.size(), at::Tensor());
-  means_.assign(sizes.size(), at::Tensor());
+  means_.clear();
+  others_.assign(sizes.size(), {});
   chunks_.clear();
   for (int64_t size : sizes)
     chunks_.push_back(model::ring_chunks(size, workers_));
@@ -147,16 +124,11 @@ void ring_exchange::apply_kept(std::vector<ring_message>& out) {
       return; // its bucket is not here yet
     auto own = model::slice(buckets_[p.bucket], p.chunk);
     if (swaps()) {
-      // Out of place: the messages the other worker reads view this bucket.
-      auto& mean = means_[p.bucket];
-      if (!mean.defined())
-        mean = at::empty_like(buckets_[p.bucket]);
-      auto into = model::slice(mean, p.chunk);
-      add_then_divide(own, it->second, workers_, into);
-      if ((received_ + 1) % per_bucket() == 0)
-        buckets_[p.bucket] = std::move(mean);
+      // Kept: the mean is taken where it is read (means(), or the optimizer
+      // step's own pass), and the other worker reads this bucket meanwhile.
+      others_[p.bucket].push_back({p.chunk, std::move(it->second)});
     } else if (p.last_reduce) {
-      add_then_divide(own, it->second, workers_, own);
+      model::mean_of_two(own, it->second, workers_, own);
     } else if (p.reduce) {
       own.add_(it->second); // own + received, as ring_allreduce adds
     } else {
@@ -169,6 +141,28 @@ void ring_exchange::apply_kept(std::vector<ring_message>& out) {
     if (!swaps() && received_ < rounds() && received_ % per_bucket() != 0)
       out.push_back(message(received_));
   }
+}
+
+const std::vector<at::Tensor>& ring_exchange::means() {
+  if (!swaps())
+    return buckets_; // reduced in place
+  if (!done() || !means_.empty() || others_.size() != buckets_.size())
+    return means_; // not yet, made already, or released
+  torch::NoGradGuard no_grad;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    auto mean = at::empty_like(buckets_[b]);
+    for (const auto& other : others_[b]) {
+      auto into = model::slice(mean, other.range);
+      model::mean_of_two(model::slice(buckets_[b], other.range), other.values, workers_, into);
+    }
+    means_.push_back(std::move(mean));
+  }
+  return means_;
+}
+
+void ring_exchange::release() {
+  means_.clear();
+  others_.clear();
 }
 
 } // namespace data_parallel

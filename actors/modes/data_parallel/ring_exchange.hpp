@@ -13,8 +13,10 @@
 // all-gather (the receiver overwrites its copy). Two workers swap whole
 // buckets instead: a bucket's two rounds are its two chunks, both sent when
 // it is put (the same bytes: the ring's 2 (W - 1) / W of a bucket is one
-// bucket for W = 2), and each worker takes (own + received) / 2 out of
-// place: the ring's sum for every element, since x + y is y + x in floating
+// bucket for W = 2), and each worker keeps what it received and takes
+// (own + received) / 2 where the mean is read (means(), or the optimizer
+// step's own pass over own() and others(): no pass that writes the mean):
+// the ring's sum for every element, since x + y is y + x in floating
 // point, one message's latency after the backward instead of the
 // reduce-scatter's round trip. Rounds are numbered through the step, bucket after
 // bucket. A bucket's first round is sent as soon as the bucket is put (during
@@ -46,6 +48,12 @@
 namespace baton::actors {
 inline namespace modes {
 namespace data_parallel {
+
+/// Two workers: a chunk of the other worker's bucket, as it arrived.
+struct other_chunk {
+  model::key_range range; ///< its elements in the bucket
+  at::Tensor values;      ///< float32, 1-D
+};
 
 /// A chunk on its way to the ring's successor.
 struct ring_message {
@@ -87,9 +95,21 @@ public:
   int32_t expected_round() const { return received_; }
   /// Rounds of the step: 2 (W - 1) per bucket.
   int32_t rounds() const;
-  /// The buckets: this worker's values before, their means over every
-  /// worker (sum / W) once done().
-  const std::vector<at::Tensor>& buckets() const { return buckets_; }
+  /// Once done(), the buckets' means over every worker (sum / W,
+  /// model::mean_of_sum's bits); two workers' are made on the first call.
+  const std::vector<at::Tensor>& means();
+
+  /// Whether the two workers swap whole buckets (W = 2): own() and others()
+  /// then hold the step's values, each bucket's mean (own + other) / 2.
+  bool swaps() const { return workers_ == 2; }
+  /// Two workers: this worker's buckets, as put.
+  const std::vector<at::Tensor>& own() const { return buckets_; }
+  /// Two workers, once done(): per bucket, the other worker's chunks.
+  const std::vector<std::vector<other_chunk>>& others() const { return others_; }
+
+  /// Drops the other worker's chunks and the means made of them once the
+  /// step has read them (shared-memory slabs go back to their writer).
+  void release();
 
 private:
   /// Bucket, chunk range and whether it is the reduce-scatter (and its last
@@ -102,8 +122,6 @@ private:
     bool last_reduce = false;
   };
   place place_of(int32_t round, bool sending) const;
-  /// Whether the two workers swap whole buckets (W = 2).
-  bool swaps() const { return workers_ == 2; }
   int32_t per_bucket() const;
   ring_message message(int32_t round) const;
   /// Applies the kept rounds that can be, in order; appends what follows.
@@ -112,7 +130,8 @@ private:
   int32_t worker_;
   int32_t workers_;
   std::vector<at::Tensor> buckets_;                   ///< undefined until put
-  std::vector<at::Tensor> means_; ///< two workers: per bucket, its mean as it is made
+  std::vector<at::Tensor> means_; ///< two workers: per bucket, its mean once asked
+  std::vector<std::vector<other_chunk>> others_; ///< two workers: per bucket, as received
   std::vector<std::vector<model::key_range>> chunks_; ///< per bucket: ring_chunks
   size_t put_ = 0;
   int32_t received_ = 0;

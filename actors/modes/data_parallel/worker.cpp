@@ -206,15 +206,21 @@ void apply_arrived(worker_actor* self) {
 
 /// The all-reduced gradients divided by W, then one SGD step of every
 /// trainable parameter with the scheduled lr (the reference's sgd_update),
-/// then the adaptive freezing decision when one is due.
+/// then the adaptive freezing decision when one is due. Two workers' mean
+/// is taken in the step's own pass where the step allows.
 void finish_step(worker_actor* self) {
   auto& st = self->state;
   {
     compute_scope compute{st.work};
-    const auto reduced = st.replica->per_key(st.ring->buckets());
-    st.replica->step(reduced, current_lr(st));
-    if (auto decision = st.replica->adapt(st.step, reduced))
-      log_decision(st.name, *decision); // every worker logs the same at the same step
+    if (st.ring->swaps() && st.replica->steps_of_mean()) {
+      st.replica->step_of_mean(st.ring->own(), st.ring->others(), current_lr(st));
+    } else {
+      const auto reduced = st.replica->per_key(st.ring->means());
+      st.replica->step(reduced, current_lr(st));
+      if (auto decision = st.replica->adapt(st.step, reduced))
+        log_decision(st.name, *decision); // every worker logs the same at the same step
+    }
+    st.ring->release();
   }
   st.step += 1;
   st.in_epoch += 1;
@@ -242,7 +248,8 @@ void begin_average(worker_actor* self) {
 void finish_average(worker_actor* self) {
   auto& st = self->state;
   compute_scope compute{st.work};
-  st.replica->set_parameters(st.replica->per_key(st.ring->buckets()));
+  st.replica->set_parameters(st.replica->per_key(st.ring->means()));
+  st.ring->release();
   st.exchanging = false;
   st.averaging = false;
 }

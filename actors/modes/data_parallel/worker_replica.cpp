@@ -196,6 +196,48 @@ void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
   phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
 
+bool worker_replica::steps_of_mean() const {
+  return optimizer_.name == "sgd" && optimizer_.clip_grad_norm <= 0 && !freezer_;
+}
+
+void worker_replica::step_of_mean(const std::vector<at::Tensor>& own,
+                                  const std::vector<std::vector<other_chunk>>& others,
+                                  double lr) {
+  auto began = std::chrono::steady_clock::now();
+  TORCH_CHECK(own.size() == buckets_.size() && others.size() == buckets_.size(),
+              "worker replica: ", own.size(), " and ", others.size(), " buckets for ",
+              buckets_.size());
+  torch::NoGradGuard no_grad;
+  constexpr int32_t workers = 2;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    int64_t at = 0; // the key's first element in the bucket
+    for (size_t i : buckets_[b].keys) {
+      const auto& key = layout_.keys[i];
+      const int64_t end = at + key.range.size();
+      std::vector<model::mean_piece> pieces;
+      for (const auto& other : others[b]) {
+        const int64_t from = std::max(at, other.range.begin);
+        const int64_t to = std::min(end, other.range.end);
+        if (from < to)
+          pieces.push_back({from - at, own[b].narrow(0, from, to - from),
+                            other.values.narrow(0, from - other.range.begin, to - from)});
+      }
+      auto parameter = parameters_[i].detach();
+      if (!model::sgd_step_of_mean_in_place(parameter, pieces, workers, state_[i], optimizer_,
+                                            lr)) {
+        auto mean = at::empty({key.range.size()});
+        for (const auto& piece : pieces) {
+          auto into = mean.narrow(0, piece.offset, piece.a.numel());
+          model::mean_of_two(piece.a, piece.b, workers, into);
+        }
+        model::optimizer_step_in_place(parameter, mean.view(key.shape), state_[i], optimizer_, lr);
+      }
+      at = end;
+    }
+  }
+  phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
 std::vector<at::Tensor> worker_replica::bucket_vectors(
   const std::vector<at::Tensor>& per_key) const {
   std::vector<at::Tensor> flats;

@@ -23,6 +23,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "actors/modes/data_parallel/ring_exchange.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
 #include "messages/types.hpp"
 #include "model/data_parallel/data_parallel.hpp"
@@ -81,6 +82,20 @@ public:
   /// after clip_grad_norm over those entries when the optimizer clips; a
   /// key's first step starts its momentum buffer, as torch's SGD does.
   void step(const std::vector<at::Tensor>& gradients, double lr);
+
+  /// Whether step_of_mean stands for step(per_key(means), lr): SGD, no
+  /// clipping (its norm is over the means) and no adaptive freezing (it
+  /// reads them).
+  bool steps_of_mean() const;
+
+  /// Two workers (ring_exchange::swaps): step(per_key(means), lr) with each
+  /// bucket's mean (own + other) / 2 taken in the optimizer's own pass
+  /// (model::sgd_step_of_mean_in_place), and into a key's own tensor first
+  /// where that step does not fuse: the same weights bit for bit, without
+  /// the pass that writes the means. `own` and `others` as
+  /// ring_exchange::own and others give them once done.
+  void step_of_mean(const std::vector<at::Tensor>& own,
+                    const std::vector<std::vector<other_chunk>>& others, double lr);
 
   /// The flat vector of every bucket (model::bucket_flat) of per-key
   /// tensors: gradients, or parameters() for local SGD's average.

@@ -234,6 +234,44 @@ TEST(optimizer, sgd_steps_are_the_fused_sgd_steps_bit_for_bit) {
   EXPECT_EQ(state.steps, 3);
 }
 
+// Two workers' mean taken in the step's pass, given in pieces that split a
+// parameter anywhere, leaves the weights and momentum of the step with the
+// mean in memory, bit for bit, from the first step on; a step that does not
+// fuse is refused untouched.
+TEST(optimizer, an_sgd_step_of_a_mean_in_pieces_is_the_step_of_the_mean_bit_for_bit) {
+  torch::manual_seed(4);
+  for (int32_t workers : {2, 3}) {
+    optimizer_spec o{0.05, 0.9, 1e-4};
+    auto p = torch::randn({10, 30});
+    auto q = p.clone();
+    auto state = make_parameter_state(p, o);
+    auto fused = make_parameter_state(q, o);
+    for (int step = 0; step < 3; ++step) {
+      const auto a = torch::randn({300});
+      const auto b = torch::randn({300});
+      optimizer_step_in_place(p, (a + b).div_(workers).view({10, 30}), state, o, 0.04);
+      std::vector<mean_piece> pieces{{0, a.narrow(0, 0, 7), b.narrow(0, 0, 7)},
+                                     {7, a.narrow(0, 7, 293), b.narrow(0, 7, 293)}};
+      ASSERT_TRUE(sgd_step_of_mean_in_place(q, pieces, workers, fused, o, 0.04));
+    }
+    EXPECT_TRUE(torch::equal(p, q));
+    EXPECT_TRUE(torch::equal(state.first, fused.first));
+    EXPECT_EQ(fused.steps, 3);
+  }
+  optimizer_spec adam{0.001};
+  adam.name = "adam";
+  auto w = torch::zeros({4});
+  auto state = make_parameter_state(w, adam);
+  const auto g = torch::ones({4});
+  EXPECT_FALSE(sgd_step_of_mean_in_place(w, {{0, g, g}}, 2, state, adam, 0.001));
+  optimizer_spec sgd{0.1, 0.9};
+  state = make_parameter_state(w, sgd);
+  EXPECT_FALSE(sgd_step_of_mean_in_place(w, {{1, g.narrow(0, 0, 3), g.narrow(0, 0, 3)}}, 2,
+                                         state, sgd, 0.1)); // element 0 not covered
+  EXPECT_TRUE(torch::equal(w, torch::zeros({4})));
+  EXPECT_EQ(state.steps, 0);
+}
+
 TEST(optimizer, the_schedule_warms_up_decays_and_keeps_data_parallel_scaling) {
   optimizer_spec o;
   o.lr = 0.1;

@@ -232,7 +232,7 @@ std::vector<at::Tensor> simulate_ring(const std::vector<std::vector<at::Tensor>>
   }
   for (const auto& r : ring)
     EXPECT_TRUE(r.done());
-  return ring.front().buckets();
+  return ring.front().means();
 }
 
 } // namespace
