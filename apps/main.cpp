@@ -148,9 +148,11 @@ usage:
                                         shared backbone vs separate baseline, side by side
                                         (--local-nodes: the shared side over N node processes)
   baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
-                       [--schedule gpipe|1f1b-flush|1f1b|1f1b-dynamic] [--repeat N] [--link RATE[,DELAY]]
+                       [--schedule gpipe|1f1b-flush|1f1b|1f1b-dynamic] [--repeat N]
+                       [--link RATE[,DELAY] | --embedded]
                                         (a) local loop, one compute thread, vs (b) a 2-stage
-                                        pipeline on 2 node processes, one thread each, per
+                                        pipeline on 2 node processes (--embedded: in one
+                                        process), one thread each, per
                                         schedule: samples/s, ratio, utilisation, bubble,
                                         overhead; --repeat: N interleaved runs per side,
                                         the median shown (default 1)

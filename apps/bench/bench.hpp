@@ -226,6 +226,7 @@ struct bench_pipeline_request {
   std::vector<std::string> schedules{"gpipe", "1f1b-flush", "1f1b"};
   int32_t repeat = 1; ///< runs per side, interleaved; the median is shown
   std::string link;   ///< --link RATE[,DELAY] for the node processes (empty: loopback)
+  bool embedded = false; ///< the stages in the bench's run process instead of 2 node processes
   const std::atomic<bool>* interrupted = nullptr;
 };
 

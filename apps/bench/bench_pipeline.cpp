@@ -206,7 +206,8 @@ caf::expected<model_runs> run_sides(const bench_pipeline_request& r, const std::
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
       if (side != "local") {
         o.insert(o.end(), {"pipeline.schedule=" + side, "runtime.compute_threads=1"});
-        flags = with_link({"--local-nodes", "2"}, r.link);
+        flags = r.embedded ? std::vector<std::string>{}
+                           : with_link({"--local-nodes", "2"}, r.link);
       }
       steal_meter steal;
       auto label = name + "-" + side + "-" + std::to_string(rep);
@@ -405,9 +406,10 @@ int bench_pipeline(const bench_pipeline_request& r) {
     return 1;
   std::printf("baton bench pipeline: %s, %u cores, %d run(s) per side (median shown)\n"
               "  (a) local: the whole model in one process, one compute thread\n"
-              "  (b) 2 stages (planned by `baton plan --straight`) on 2 node processes, one "
-              "compute thread each\n",
-              r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat);
+              "  (b) 2 stages (planned by `baton plan --straight`) %s, one compute thread "
+              "each\n",
+              r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat,
+              r.embedded ? "in one process (embedded)" : "on 2 node processes");
   nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick}, {"repeat", r.repeat},
                         {"cores", std::thread::hardware_concurrency()},
                         {"results", nlohmann::json::array()},
@@ -470,8 +472,15 @@ int bench_pipeline_command(args& a, const std::atomic<bool>* interrupted) {
       return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0;
     if (flag == "--link")
       return a.value(flag, v) && parse_link(flag, v, r.link);
+    if (flag == "--embedded")
+      return r.embedded = true;
     return false;
   });
+  if (read && r.embedded && !r.link.empty()) {
+    std::fprintf(stderr, "baton bench pipeline: --link shapes the link between node processes; "
+                         "--embedded has none\n");
+    return 2;
+  }
   return read ? bench_pipeline(r) : 2;
 }
 
