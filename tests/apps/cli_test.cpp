@@ -75,3 +75,17 @@ TEST(cli, run_as_one_copy_or_in_a_batch_script_still_runs) {
     EXPECT_FALSE(contains(out.text, "baton launch")) << vars << "\n" << out.text;
   }
 }
+
+// Issue 33: the benches' embedded sides are named in the help, and an
+// embedded pipeline refuses a link it does not have (no node process to put
+// on an emulated host) before it profiles anything.
+TEST(cli, bench_help_names_the_embedded_sides_and_an_embedded_pipeline_takes_no_link) {
+  auto help = run_baton({"bench", "--help"});
+  EXPECT_TRUE(contains(help.text, "[--side ring|ring-serial|embedded|ps|local-sgd|ps-stale]"))
+    << help.text;
+  EXPECT_TRUE(contains(help.text, "[--link RATE[,DELAY] | --embedded]")) << help.text;
+  auto out = run_baton({"bench", "pipeline", "--embedded", "--link", "1gbit"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_TRUE(contains(out.text, "--embedded has none")) << out.text;
+  EXPECT_FALSE(contains(out.text, "profile of")) << out.text;
+}
