@@ -188,6 +188,17 @@ int64_t data_value(const std::string& key, const std::string& text,
   return fallback;
 }
 
+/// Whether `o` (KEY=VALUE) sets a key of another strategy's section, one
+/// derive_topology dropped from the file `s` runs: a setting of the
+/// strategies that read that section, not of `s`.
+bool sets_another_section(const strategy_choice& s, const std::string& o) {
+  const auto section = o.substr(0, o.find_first_of(".="));
+  for (const auto& mode : actors::all_modes())
+    if (mode.schema.section == section)
+      return section != s.section;
+  return false;
+}
+
 } // namespace
 
 caf::expected<std::vector<std::string>> run_overrides(strategy_choice& s,
@@ -195,7 +206,9 @@ caf::expected<std::vector<std::string>> run_overrides(strategy_choice& s,
                                                       const std::string& file,
                                                       const std::vector<std::string>& user) {
   std::vector<std::string> out = s.overrides;
-  out.insert(out.end(), user.begin(), user.end());
+  for (const auto& o : user)
+    if (!sets_another_section(s, o))
+      out.push_back(o);
   int64_t batch = 0, microbatches = 1;
   try {
     batch = data_value("batch_size", derived, user, 64);

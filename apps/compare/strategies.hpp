@@ -56,7 +56,10 @@ caf::expected<std::vector<strategy_choice>> choose_strategies(const std::string&
 /// an error when `file` cannot be read or is not YAML.
 caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file);
 
-/// The overrides of a run of `s`: its own, the user's, then the batch per
+/// The overrides of a run of `s`: its own, the user's (but those of another
+/// strategy's section, which the file `s` runs does not have: `--set
+/// data_parallel.model=mlp` is for the strategies that read
+/// `data_parallel:`), then the batch per
 /// worker (G / W) from the global batch G (the user's data.batch_size, else
 /// the derived text's, else 64) and gpipe's microbatches (the workload's
 /// when more than 1, else 4: s.microbatches_per_step is set to them).
