@@ -194,6 +194,9 @@ struct strategy {
 struct cluster {
   std::vector<node_address> nodes; ///< empty = embedded (all actors in one process)
   std::string source_node;     ///< `data.node`: the source's node; empty when embedded
+  /// Bytes/s of the link between its nodes when the run emulates one
+  /// (`--link`), for the planners; 0 when not known (their default).
+  double link_bandwidth = 0;
   runtime_spec runtime;
   std::vector<fault_spec> faults;
 

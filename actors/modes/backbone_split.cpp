@@ -82,8 +82,9 @@ caf::expected<backbone_split> plan_stages(const topology& t, model::partition_op
       for (size_t k = tie.first + 1; k <= tie.other; ++k)
         options.joined[k] = true;
     }
-  options.bandwidth =
-    across_processes ? default_link_bandwidth : std::numeric_limits<double>::infinity();
+  options.bandwidth = !across_processes    ? std::numeric_limits<double>::infinity()
+                      : t.link_bandwidth > 0 ? t.link_bandwidth
+                                             : default_link_bandwidth;
   out.bandwidth = options.bandwidth;
   try {
     out.plan = model::plan_partition(out.profile.layers, options);

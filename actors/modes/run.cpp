@@ -10,6 +10,7 @@
 #include "actors/modes/pretraining.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/curves.hpp"
+#include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
@@ -70,6 +71,7 @@ caf::expected<actor_job> actor_job_of(const mode& job, const topology& t, const 
   // Node names are known before the nodes run: run_actors starts n1..nN
   // and learns their addresses.
   auto placed = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
+  placed.link_bandwidth = link_bytes_per_second(r.link); // the planner's, with --link
   auto plan = plan_of(job, placed);
   if (!plan)
     return plan.error();

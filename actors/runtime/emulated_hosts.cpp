@@ -175,6 +175,12 @@ std::optional<link_spec> parse_link_spec(const std::string& text, std::string& e
   return std::nullopt;
 }
 
+double link_bytes_per_second(const std::string& text) {
+  std::string error;
+  auto link = text.empty() ? std::nullopt : parse_link_spec(text, error);
+  return link ? static_cast<double>(link->rate_bits) / 8 : 0;
+}
+
 std::string find_tool(const std::string& name) {
   for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
     auto path = std::string{dir} + name;

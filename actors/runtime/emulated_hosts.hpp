@@ -42,6 +42,10 @@ inline constexpr const char* link_spec_form =
 /// was wrong and the expected form.
 std::optional<link_spec> parse_link_spec(const std::string& text, std::string& error);
 
+/// The bytes/s of a `--link` RATE[,DELAY] (0 for "" or text that does not
+/// parse): what the planners take as the link's bandwidth.
+double link_bytes_per_second(const std::string& text);
+
 /// How a command run by run_tool ended.
 struct tool_result {
   int exit_code = -1; ///< 128 + signal if killed; -1 if it could not start

@@ -62,8 +62,10 @@ caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_
     return t.error();
   if (t->job != "pipeline")
     return cost_strategy_of(choice.name, *t, profiles);
-  // The planner's stages, as a run over `hosts` nodes settles them.
+  // The planner's stages, as a run over `hosts` nodes on the runs' link
+  // settles them.
   auto placed = actors::with_local_nodes(*t, hosts);
+  placed.link_bandwidth = actors::link_bytes_per_second(r.link);
   if (auto settled = actors::pipeline::settle_stages(placed); !settled)
     return settled.error();
   return cost_strategy_of(choice.name, placed, profiles);
@@ -196,7 +198,7 @@ json crossover_texts(const predict_request& r, const std::vector<parsed_strategy
   std::vector<cost::costed> subjects;
   for (const auto& s : strategies)
     if (s.costed)
-      subjects.push_back({s.costed->load, s.costed->projected});
+      subjects.push_back({s.costed->load, s.costed->projected, s.name});
   json out = json::array();
   for (const auto& x : cost::crossovers(subjects, link.link, r.hosts, r.bandwidths))
     out.push_back(x.sentence());

@@ -28,11 +28,25 @@ cluster at_bandwidth(cluster c, double bandwidth) {
   return c;
 }
 
+std::string name_of(const costed& s) {
+  return s.name.empty() ? name_of(s.plan) : s.name;
+}
+
 /// Fills the names: whoever leads where `lead_above` is measured.
 crossover named(crossover x, const costed& a, const costed& b, double lead_above) {
-  x.faster_above = name_of(lead_above > 0 ? a.plan : b.plan);
-  x.faster_below = name_of(lead_above > 0 ? b.plan : a.plan);
+  x.faster_above = name_of(lead_above > 0 ? a : b);
+  x.faster_below = name_of(lead_above > 0 ? b : a);
   return x;
+}
+
+/// Appends `x` unless `out` says it already: the same sentence (two
+/// strategies costed alike cross a third at the same place).
+void add_once(std::vector<crossover>& out, const crossover& x) {
+  const auto sentence = x.sentence();
+  for (const auto& y : out)
+    if (y.sentence() == sentence)
+      return;
+  out.push_back(x);
 }
 
 } // namespace
@@ -168,12 +182,12 @@ std::vector<crossover> crossovers(const std::vector<costed>& strategies, const l
       for (int32_t h : hosts)
         if (*high > *low)
           if (auto x = bandwidth_crossover(a, b, cluster{h, base}, *low, *high))
-            out.push_back(*x);
+            add_once(out, *x);
       for (double bandwidth : bandwidths) {
         link_model link = base;
         link.bandwidth = bandwidth;
         if (auto x = hosts_crossover(a, b, link, hosts))
-          out.push_back(*x);
+          add_once(out, *x);
       }
     }
   return out;

@@ -42,6 +42,9 @@ std::vector<projection_point> project(const workload& w, const strategy& s, cons
 struct costed {
   workload load;
   strategy plan;
+  /// What the strategy is called where it was chosen (`fine-tune:adaptive`
+  /// is costed as a ring); "" names it by its plan (name_of).
+  std::string name = "";
 };
 
 /// Where two strategies swap places in samples per second along one axis

@@ -14,6 +14,7 @@
 #include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/saved_model.hpp"
+#include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "actors/runtime/run_stop.hpp"
 #include "messages/errc.hpp"
@@ -249,6 +250,7 @@ caf::expected<topology> with_planned_stages(const topology& t, const run_request
   if (!section_of(t).stages_auto)
     return t;
   topology cluster = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
+  cluster.link_bandwidth = link_bytes_per_second(r.link);
   if (auto ok = settle_stages(cluster); !ok)
     return ok.error();
   topology out = t;

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -360,6 +361,26 @@ TEST(cost_model, crossovers_of_strategies_with_their_own_workloads) {
                                 link_model{}, {2}, {100, 1000});
   ASSERT_EQ(moved.size(), 1u);
   EXPECT_NEAR(moved[0].at, 3000.0 / 19, 1e-5);
+}
+
+TEST(cost_model, crossovers_are_named_as_chosen_and_said_once) {
+  // fine-tune:adaptive is costed as a ring: its crossovers with local name it, not the
+  // ring, and a sentence two host counts give alike (none here) or two strategies costed
+  // alike cross a third with is said once.
+  const auto named = crossovers({{tiny(), local_strategy{}},
+                                 {tiny(), ring_strategy{}, "fine-tune:adaptive"}},
+                                link_model{}, {2, 3, 4}, {100, 250, 1000});
+  ASSERT_EQ(named.size(), 4u);
+  for (const auto& x : named)
+    EXPECT_TRUE(x.faster_above == "fine-tune:adaptive" || x.faster_below == "fine-tune:adaptive")
+      << x.sentence();
+  const auto twice = crossovers({{tiny(), local_strategy{}}, {tiny(), ring_strategy{}},
+                                 {tiny(), ring_strategy{}}},
+                                link_model{}, {2, 3, 4}, {100, 250, 1000});
+  std::set<std::string> sentences;
+  for (const auto& x : twice)
+    EXPECT_TRUE(sentences.insert(x.sentence()).second) << "said twice: " << x.sentence();
+  EXPECT_EQ(twice.size(), 4u);
 }
 
 // -- properties ----------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 #include "actors/modes/planning.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/backbone_split.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/transfer/plan.hpp"
 #include "actors/modes/transfer/section.hpp"
+#include "actors/runtime/emulated_hosts.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/commands.hpp"
@@ -312,6 +315,27 @@ TEST_F(planning_test, pipeline_stages_auto_are_planned_for_a_run) {
   auto check = baton::actors::pipeline::plan(*again, baton::actors::plan_use::check);
   ASSERT_TRUE(check) << baton::describe(check.error());
   EXPECT_TRUE(pipeline_of(*again).stages_auto);
+}
+
+// Issue 34: the planner plans for the link a run emulates (`--link 100mbit`
+// sets link_bandwidth), not for its default of 1e9 bytes/s; in one process
+// the links are free whatever the cluster says.
+TEST_F(planning_test, pipeline_stages_are_planned_for_the_link_in_force) {
+  auto t = parse_pipeline("data: {batch_size: 16, microbatches: 2}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  auto unknown = baton::actors::plan_pipeline_stages(*t, 2, true);
+  ASSERT_TRUE(unknown) << baton::describe(unknown.error());
+  EXPECT_EQ(unknown->bandwidth, baton::actors::default_link_bandwidth);
+  t->link_bandwidth = baton::actors::link_bytes_per_second("100mbit");
+  EXPECT_EQ(t->link_bandwidth, 12.5e6);
+  auto shaped = baton::actors::plan_pipeline_stages(*t, 2, true);
+  ASSERT_TRUE(shaped) << baton::describe(shaped.error());
+  EXPECT_EQ(shaped->bandwidth, 12.5e6);
+  auto embedded = baton::actors::plan_pipeline_stages(*t, 2, false);
+  ASSERT_TRUE(embedded) << baton::describe(embedded.error());
+  EXPECT_TRUE(std::isinf(embedded->bandwidth));
+  EXPECT_EQ(baton::actors::link_bytes_per_second(""), 0);
+  EXPECT_EQ(baton::actors::link_bytes_per_second("fast"), 0);
 }
 
 // -- backbone.split: auto ------------------------------------------------------------------
