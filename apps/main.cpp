@@ -161,7 +161,7 @@ usage:
   baton bench data-parallel [--quick] [--json FILE] [--model mlp|convnet|resnet18]
                        [--workers W] [--batch B] [--shards S] [--sync-every L]
                        [--side ring|ring-serial|embedded|ps|local-sgd|ps-stale]...
-                       [--link RATE[,DELAY]] [--set KEY=VALUE]...
+                       [--repeat N] [--link RATE[,DELAY]] [--set KEY=VALUE]...
                                         (a) local loop, one compute thread, global batch
                                         W x B (default 2 x 64), vs W workers on W node
                                         processes, one thread each: ring, ring without
@@ -169,7 +169,8 @@ usage:
                                         this process (embedded), ps, local SGD,
                                         ps with bounded staleness (--side: only those):
                                         samples/s, ratio, efficiency, time split per step,
-                                        overlap, bytes per step next to the theory
+                                        overlap, bytes per step next to the theory;
+                                        --repeat: N interleaved rounds, the median shown
   baton bench freezing [--quick] [--json FILE] [--epochs E] [--batch B] [--link RATE[,DELAY]]
                                         a convnet pretrained on groups4 fine-tuned on all10
                                         by 2 workers on 2 node processes: fully, frozen after

@@ -269,6 +269,7 @@ struct bench_data_parallel_request {
   std::vector<std::string> sides;
   std::vector<std::string> overrides;
   std::string link;           ///< --link RATE[,DELAY] for the node processes (empty: loopback)
+  int32_t repeat = 1;         ///< rounds of every side, interleaved; a row is their median
   const std::atomic<bool>* interrupted = nullptr;
 };
 

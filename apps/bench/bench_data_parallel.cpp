@@ -215,7 +215,7 @@ nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& 
 
 void print_header(const bench_data_parallel_request& r) {
   std::printf("baton bench data-parallel: %s, model %s, W = %d workers x %lld samples per step, "
-              "%lld training samples, %u cores, link %s\n"
+              "%lld training samples, %u cores, link %s, %d run(s) per side (median shown)\n"
               "  (a') local: the whole model in one process, one compute thread, the per-worker "
               "batch (%lld):\n       the limit is W x its samples/s\n"
               "  (a) local: the same with the global batch (W x %lld)\n"
@@ -225,7 +225,7 @@ void print_header(const bench_data_parallel_request& r) {
               r.quick ? "quick" : "full", r.model.c_str(), r.workers,
               static_cast<long long>(r.batch), static_cast<long long>(r.train_limit),
               std::thread::hardware_concurrency(), r.link.empty() ? "loopback" : r.link.c_str(),
-              static_cast<long long>(r.batch), static_cast<long long>(r.batch), r.workers,
+              r.repeat, static_cast<long long>(r.batch), static_cast<long long>(r.batch), r.workers,
               r.workers);
 }
 
@@ -300,6 +300,16 @@ std::vector<dp_peer> peers_of(const bench_data_parallel_request& r) {
           {"pytorch-apart", "PyTorch " + w + "x1 apart", "train_peer.py", std::move(apart)}};
 }
 
+/// "  run 2/3 (b) ring   1001 samples/s": a run of a round, before the table.
+void print_round(const bench_data_parallel_request& r, int32_t round, const std::string& label,
+                 double rate) {
+  if (r.repeat > 1)
+    std::printf("  run %d/%d %-18s %.0f samples/s\n", round, r.repeat, label.c_str(), rate);
+  else
+    std::printf("  run %-18s %.0f samples/s\n", label.c_str(), rate);
+  std::fflush(stdout);
+}
+
 /// Prints a row whose only figures are its samples/s (the limit, a peer).
 void print_rate_row(const std::string& label, double rate, const references& ref,
                     double steal) {
@@ -333,41 +343,69 @@ void report_limit_and_peers(const bench_data_parallel_request& r, const side_run
   std::fflush(stdout);
 }
 
-/// Runs (a') and the peers (before the table: every row then shows its
-/// ratios), prints their rows and writes them to the figures ("limit",
-/// "peers"); false when stopped.
+/// The runs of (a') and the peers, every round's.
+struct limit_runs {
+  std::vector<side_run> one;                ///< (a'), the rounds it ran in
+  std::vector<std::vector<peer_run>> peers; ///< per peer (peers_of's order), every round's
+};
+
+/// "-2" for round 2 of more: the name of a round's run (its files); "" for
+/// a single round.
+std::string round_suffix(const bench_data_parallel_request& r, int32_t round) {
+  return r.repeat > 1 ? "-" + std::to_string(round) : "";
+}
+
+/// Runs (a') and the peers of round `round` into `runs`; after the last
+/// round (before the table: every row then shows its ratios) sets `ref` from
+/// their medians, prints their rows and writes them to the figures
+/// ("limit", "peers"). False when stopped.
 bool run_limit_and_peers(const bench_data_parallel_request& r, const std::string& topology,
-                         const std::string& dir, references& ref, bench_figures& out,
-                         int& code) {
+                         const std::string& dir, int32_t round, limit_runs& runs,
+                         references& ref, bench_figures& out, int& code) {
   auto side = limit_side(r);
   auto o = common_overrides(r);
   o.insert(o.end(), side.overrides.begin(), side.overrides.end());
   o.insert(o.end(), r.overrides.begin(), r.overrides.end());
   std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
-  auto one = run_row(topology, o, flags, dir, side.name, r.interrupted, side.label, 18, code);
+  auto one = run_row(topology, o, flags, dir, side.name + round_suffix(r, round), r.interrupted,
+                     side.label, 18, code);
   if (stop_requested(r.interrupted))
     return false;
-  double one_rate = one ? samples_per_second(one->result) : 0;
-  ref.limit = r.workers * one_rate;
-  std::vector<peer_run> peers;
-  for (const auto& p : peers_of(r)) {
-    peers.push_back(run_peer(p.script, p.args, dir, p.name, r.interrupted));
+  if (one) {
+    print_round(r, round, side.label, samples_per_second(one->result));
+    runs.one.push_back(std::move(*one));
+  }
+  const auto all = peers_of(r);
+  runs.peers.resize(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& p = all[i];
+    runs.peers[i].push_back(
+      run_peer(p.script, p.args, dir, p.name + round_suffix(r, round), r.interrupted));
     if (stop_requested(r.interrupted))
       return false;
-    std::printf("  run %-18s %s\n", p.label.c_str(),
-                peers.back().ran()
-                  ? (std::to_string(std::lround(peers.back().samples_per_second())) +
-                     " samples/s").c_str()
-                  : peers.back().skipped.c_str());
+    const auto& run = runs.peers[i].back();
+    if (run.ran())
+      print_round(r, round, p.label, run.samples_per_second());
+    else
+      std::printf("  run %-18s %s\n", p.label.c_str(), run.skipped.c_str());
     std::fflush(stdout);
   }
+  if (round < r.repeat)
+    return true;
+  const side_run* median = runs.one.empty() ? nullptr : &median_run(runs.one);
+  double one_rate = median ? samples_per_second(median->result) : 0;
+  ref.limit = r.workers * one_rate;
+  std::vector<peer_run> peers;
+  for (auto& rounds : runs.peers)
+    peers.push_back(median_peer(rounds));
   ref.pytorch = peers.at(0).samples_per_second();
   ref.ddp = peers.at(2).samples_per_second();
   out.json()["limit"] = {{"one_thread_samples_per_second", one_rate}, {"workers", r.workers},
                          {"batch", r.batch}, {"limit_samples_per_second", ref.limit},
+                         {"rounds", runs.one.size()},
                          {"command", side_command(topology, o, flags, dir, side.name)},
-                         {"steal_fraction", one ? one->steal : 0.0}};
-  report_limit_and_peers(r, one ? &*one : nullptr, peers, ref, out);
+                         {"steal_fraction", median ? median->steal : 0.0}};
+  report_limit_and_peers(r, median, peers, ref, out);
   return true;
 }
 
@@ -382,36 +420,49 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
   auto gradient = static_cast<double>(gradient_bytes(r.model));
   bench_figures out{r.json_out,
                     {{"bench", "data-parallel"}, {"quick", r.quick}, {"model", r.model},
-                     {"workers", r.workers}, {"batch", r.batch},
+                     {"workers", r.workers}, {"batch", r.batch}, {"repeat", r.repeat},
                      {"train_samples", r.train_limit}, {"link", r.link},
                      {"gradient_bytes", gradient}, {"peers", nlohmann::json::array()},
                      {"peer_glibc_tunables", peer_glibc_tunables}}};
   references ref;
   ref.gradient = gradient;
   int code = 0;
-  if (!run_limit_and_peers(r, topology, dir->path(), ref, out, code))
-    return out.finish(code, r.interrupted);
+  // Rounds of every side, interleaved ((a'), the peers, (a), (b), ..., then
+  // again), so that a slow spell of the host hits all sides; a row is the
+  // median of its rounds, written after its last.
+  limit_runs limit;
+  std::map<std::string, std::vector<side_run>> rounds;
   std::vector<std::pair<std::string, step_split>> splits;
-  for (const auto& s : sides_of(r)) {
-    if (stop_requested(r.interrupted))
-      break;
-    auto o = common_overrides(r);
-    o.insert(o.end(), s.overrides.begin(), s.overrides.end());
-    o.insert(o.end(), r.overrides.begin(), r.overrides.end());
-    std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
-    if (s.name == "embedded")
-      flags.clear(); // every worker in this process
-    else if (s.name != "local")
-      flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
-    auto run =
-      run_row(topology, o, flags, dir->path(), s.name, r.interrupted, s.label, 18, code);
-    if (!run)
-      continue; // failed, or stopped: the rows of the sides before this one are written
-    if (s.name == "local")
-      ref.local_rate = samples_per_second(run->result);
-    else
-      splits.emplace_back(s.label, split_of_data_parallel(run->result));
-    out.add(report_side(r, s, *run, ref));
+  for (int32_t round = 1; round <= r.repeat && !stop_requested(r.interrupted); ++round) {
+    if (!run_limit_and_peers(r, topology, dir->path(), round, limit, ref, out, code))
+      return out.finish(code, r.interrupted);
+    for (const auto& s : sides_of(r)) {
+      if (stop_requested(r.interrupted))
+        break;
+      auto o = common_overrides(r);
+      o.insert(o.end(), s.overrides.begin(), s.overrides.end());
+      o.insert(o.end(), r.overrides.begin(), r.overrides.end());
+      std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
+      if (s.name == "embedded")
+        flags.clear(); // every worker in this process
+      else if (s.name != "local")
+        flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
+      auto run = run_row(topology, o, flags, dir->path(), s.name + round_suffix(r, round),
+                         r.interrupted, s.label, 18, code);
+      if (run) {
+        if (round < r.repeat)
+          print_round(r, round, s.label, samples_per_second(run->result));
+        rounds[s.name].push_back(std::move(*run));
+      }
+      if (round < r.repeat || rounds[s.name].empty())
+        continue; // failed, or stopped: the rows of the sides before this one are written
+      const auto& median = median_run(rounds[s.name]);
+      if (s.name == "local")
+        ref.local_rate = samples_per_second(median.result);
+      else
+        splits.emplace_back(s.label, split_of_data_parallel(median.result));
+      out.add(report_side(r, s, median, ref));
+    }
   }
   if (!stop_requested(r.interrupted)) {
     std::printf("\n%s\n", split_header(18).c_str());
@@ -456,6 +507,8 @@ bool read_data_parallel_flag(args& a, const std::string& flag,
     return a.value(flag, v) && (r.overrides.push_back(v), true);
   if (flag == "--link")
     return a.value(flag, v) && parse_link(flag, v, r.link);
+  if (flag == "--repeat")
+    return a.value(flag, v) && parse_int(flag, v, r.repeat) && r.repeat > 0 && r.repeat <= 20;
   return false;
 }
 

@@ -76,9 +76,10 @@ TEST(cli, run_as_one_copy_or_in_a_batch_script_still_runs) {
   }
 }
 
-// Issue 33: the benches' embedded sides are named in the help, and an
-// embedded pipeline refuses a link it does not have (no node process to put
-// on an emulated host) before it profiles anything.
+// Issue 33: the benches' embedded sides and the data-parallel bench's rounds
+// are named in the help; an embedded pipeline refuses a link it does not
+// have (no node process to put on an emulated host) before it profiles
+// anything, and no round is not a bench.
 TEST(cli, bench_help_names_the_embedded_sides_and_an_embedded_pipeline_takes_no_link) {
   auto help = run_baton({"bench", "--help"});
   EXPECT_TRUE(contains(help.text, "[--side ring|ring-serial|embedded|ps|local-sgd|ps-stale]"))
@@ -88,4 +89,10 @@ TEST(cli, bench_help_names_the_embedded_sides_and_an_embedded_pipeline_takes_no_
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_TRUE(contains(out.text, "--embedded has none")) << out.text;
   EXPECT_FALSE(contains(out.text, "profile of")) << out.text;
+  // Rounds of the data-parallel bench: 1 to 20.
+  EXPECT_TRUE(contains(help.text, "[--repeat N] [--link RATE[,DELAY]] [--set KEY=VALUE]..."))
+    << help.text;
+  auto none = run_baton({"bench", "data-parallel", "--repeat", "0"});
+  EXPECT_EQ(none.exit_code, 2) << none.text;
+  EXPECT_FALSE(contains(none.text, "run (a') local")) << none.text;
 }
