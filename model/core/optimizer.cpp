@@ -128,14 +128,16 @@ void sgd_step_in_place(at::Tensor& parameter, const at::Tensor& gradient, at::Te
 
 bool sgd_step_of_mean_in_place(at::Tensor& parameter, const std::vector<mean_piece>& pieces,
                                int32_t workers, parameter_state& state,
-                               const optimizer_spec& optimizer, double lr) {
+                               const optimizer_spec& optimizer, double lr, at::Tensor* next) {
   auto& momentum = state.first;
+  at::Tensor& into = next != nullptr ? *next : parameter;
   auto fits = [&](const at::Tensor& t) {
     return t.defined() && t.scalar_type() == at::kFloat && t.is_contiguous();
   };
   if (optimizer.name != "sgd" || optimizer.nesterov || workers < 1 || !fits(parameter) ||
       !fits(momentum) || !momentum.sizes().equals(parameter.sizes()) ||
-      momentum.data_ptr() == parameter.data_ptr())
+      momentum.data_ptr() == parameter.data_ptr() || !fits(into) ||
+      !into.sizes().equals(parameter.sizes()) || into.data_ptr() == momentum.data_ptr())
     return false;
   int64_t covered = 0;
   for (const auto& piece : pieces) {
@@ -157,8 +159,9 @@ bool sgd_step_of_mean_in_place(at::Tensor& parameter, const std::vector<mean_pie
   for (const auto& piece : pieces) {
     const float* a = piece.a.data_ptr<float>();
     const float* b = piece.b.data_ptr<float>();
-    float* p = parameter.data_ptr<float>() + piece.offset;
+    const float* p = parameter.data_ptr<float>() + piece.offset;
     float* m = momentum.data_ptr<float>() + piece.offset;
+    float* n = into.data_ptr<float>() + piece.offset;
     at::parallel_for(0, piece.a.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float mean = (a[i] + b[i]) / w;
@@ -167,7 +170,7 @@ bool sgd_step_of_mean_in_place(at::Tensor& parameter, const std::vector<mean_pie
           m[i] = first ? grad : m[i] * mu + grad;
           grad = m[i];
         }
-        p[i] = p[i] - rate * grad;
+        n[i] = p[i] - rate * grad;
       }
     });
   }

@@ -81,10 +81,13 @@ struct mean_piece {
 /// so `parameter` and `state` end as optimizer_step_in_place leaves them with
 /// that mean in memory, without the pass that would write it. Only where
 /// the step is SGD's fused one (no Nesterov, float32 contiguous tensors, a
-/// momentum buffer); returns false and changes nothing otherwise.
+/// momentum buffer); returns false and changes nothing otherwise. With
+/// `next`, the new weights go there (a tensor like `parameter`) and
+/// `parameter` stays as it was: optimizer_step_out_of_place's result.
 bool sgd_step_of_mean_in_place(at::Tensor& parameter, const std::vector<mean_piece>& pieces,
                                int32_t workers, parameter_state& state,
-                               const optimizer_spec& optimizer, double lr);
+                               const optimizer_spec& optimizer, double lr,
+                               at::Tensor* next = nullptr);
 
 /// torch.nn.utils.clip_grad_norm_ (1.13) over `gradients` (undefined entries
 /// are skipped): the total L2 norm N of all of them, each multiplied by

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::actors {
@@ -173,15 +174,23 @@ at::Tensor shard_optimizer::step() {
     throw model::error("parameter shard: the pushes of step " + std::to_string(steps_) +
                        " have not all arrived");
   auto it = pushed_.find(steps_);
+  const double lr = model::scheduled_lr(schedule_, steps_, steps_per_epoch_);
   // The reference's arithmetic per element (model/data_parallel/data_parallel.hpp): the
   // sum in worker order, then / W, then the step; optimizer_step_out_of_place is
   // per element, so stepping the slice at once gives the bits of stepping
-  // each parameter whole.
-  const at::Tensor mean = at::div(model::worker_order_sum(it->second),
-                                  static_cast<double>(workers_));
+  // each parameter whole. Two workers' mean is taken in SGD's own pass
+  // (g0 + g1 then / 2: the same bits), where SGD allows.
+  auto next = at::empty_like(weights_);
+  const auto& pushes = it->second;
+  if (workers_ != 2 ||
+      !model::sgd_step_of_mean_in_place(weights_, {{0, pushes[0], pushes[1]}}, workers_, state_,
+                                        optimizer_, lr, &next)) {
+    const at::Tensor mean = at::div(model::worker_order_sum(pushes),
+                                    static_cast<double>(workers_));
+    next = model::optimizer_step_out_of_place(weights_, mean, state_, optimizer_, lr);
+  }
   pushed_.erase(it);
-  const double lr = model::scheduled_lr(schedule_, steps_, steps_per_epoch_);
-  weights_ = model::optimizer_step_out_of_place(weights_, mean, state_, optimizer_, lr);
+  weights_ = std::move(next);
   steps_ += 1;
   return weights_;
 }

@@ -257,6 +257,18 @@ TEST(optimizer, an_sgd_step_of_a_mean_in_pieces_is_the_step_of_the_mean_bit_for_
     EXPECT_TRUE(torch::equal(p, q));
     EXPECT_TRUE(torch::equal(state.first, fused.first));
     EXPECT_EQ(fused.steps, 3);
+    // Out of place, as a parameter shard steps: `q` stays, the result is the
+    // out-of-place step's.
+    const auto a = torch::randn({300});
+    const auto b = torch::randn({300});
+    const auto expected =
+      optimizer_step_out_of_place(p, (a + b).div_(workers).view({10, 30}), state, o, 0.04);
+    const auto before = q.clone();
+    auto next = torch::empty_like(q);
+    ASSERT_TRUE(sgd_step_of_mean_in_place(q, {{0, a, b}}, workers, fused, o, 0.04, &next));
+    EXPECT_TRUE(torch::equal(next, expected));
+    EXPECT_TRUE(torch::equal(q, before));
+    EXPECT_TRUE(torch::equal(state.first, fused.first));
   }
   optimizer_spec adam{0.001};
   adam.name = "adam";
