@@ -180,9 +180,9 @@ at::Tensor shard_optimizer::step() {
   // per element, so stepping the slice at once gives the bits of stepping
   // each parameter whole. Two workers' mean is taken in SGD's own pass
   // (g0 + g1 then / 2: the same bits), where SGD allows.
-  auto next = at::empty_like(weights_);
   const auto& pushes = it->second;
-  if (workers_ != 2 ||
+  at::Tensor next = workers_ == 2 ? at::empty_like(weights_) : at::Tensor{};
+  if (!next.defined() ||
       !model::sgd_step_of_mean_in_place(weights_, {{0, pushes[0], pushes[1]}}, workers_, state_,
                                         optimizer_, lr, &next)) {
     const at::Tensor mean = at::div(model::worker_order_sum(pushes),
