@@ -200,6 +200,19 @@ std::string strategy_of(const job_result& r) {
   return r.mode.empty() ? r.job : r.mode;
 }
 
+std::optional<steady_training> steady_after(const job_result& r, const std::string& actor,
+                                            int64_t samples, double seconds) {
+  if (r.restarts > 0 || r.heads.empty())
+    return std::nullopt;
+  for (const auto& a : r.actors)
+    if (a.actor == actor && a.samples > samples) {
+      double after = 1 - static_cast<double>(samples) / static_cast<double>(a.samples);
+      return steady_training{std::llround(static_cast<double>(r.heads.front().samples) * after),
+                             seconds};
+    }
+  return std::nullopt;
+}
+
 nlohmann::json to_json(const job_result& r) {
   nlohmann::json j;
   j["job"] = r.job;
@@ -209,6 +222,8 @@ nlohmann::json to_json(const job_result& r) {
   j["topology"] = r.topology_file;
   j["wall_seconds"] = r.wall_seconds;
   j["train_seconds"] = r.train_seconds;
+  if (r.steady)
+    j["steady"] = {{"samples", r.steady->samples}, {"seconds", r.steady->seconds}};
   j["heads"] = nlohmann::json::array();
   for (const auto& h : r.heads)
     j["heads"].push_back(head_json(r, h));
@@ -294,6 +309,9 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
     r.topology_file = j.value("topology", "");
     r.wall_seconds = j.at("wall_seconds").get<double>();
     r.train_seconds = j.value("train_seconds", 0.0);
+    if (j.contains("steady"))
+      r.steady = steady_training{j.at("steady").at("samples").get<int64_t>(),
+                                 j.at("steady").at("seconds").get<double>()};
     for (const auto& h : j.at("heads"))
       read_head(h, r);
     for (const auto& n : j.at("nodes"))

@@ -54,6 +54,13 @@ struct trained_count {
   int64_t duplicates = 0;
 };
 
+/// The training after its warm-up (model/core/warm_up.hpp): the samples the
+/// result's first row trained from then to the end, and their seconds.
+struct steady_training {
+  int64_t samples = 0;
+  double seconds = 0;
+};
+
 struct job_result {
   std::string job;  ///< `job:` of the topology that ran
   /// The strategy (job_plan::strategy): transfer | pipeline | data-parallel |
@@ -69,6 +76,10 @@ struct job_result {
   /// From the first training microbatch to the end: the wall without setup
   /// (connecting nodes, spawning actors, loading data and models).
   double train_seconds = 0;
+  /// From the end of the warm-up (the first progress report; a local run's
+  /// as many samples) to the end: what `baton bench` rates. Unset for a run
+  /// too short to report progress, and for one restarted from a checkpoint.
+  std::optional<steady_training> steady;
   std::vector<messages::actor_report> heads;  ///< in topology order
   std::vector<messages::node_report> nodes;
   std::vector<messages::actor_report> actors; ///< every actor, heads included
@@ -107,6 +118,13 @@ struct job_result {
   std::string failed;
 };
 
+/// The training of the finished run `r` after its first progress report,
+/// which `actor` sent having trained `samples`, `seconds` before the end:
+/// the samples of r's first row in the proportion `actor` trained after the
+/// report. Unset after a restart, or when `actor` reported no more samples.
+std::optional<steady_training> steady_after(const job_result& r, const std::string& actor,
+                                            int64_t samples, double seconds);
+
 /// The strategy `r` names: its mode, else its job.
 std::string strategy_of(const job_result& r);
 
@@ -118,7 +136,8 @@ std::string strategy_of(const job_result& r);
 /// (issue 32 item 11: it ended with exit 0).
 std::string non_finite_losses(const job_result& r);
 
-/// The metrics JSON: job; mode (strategy_of); run; result_label; wall_seconds; train_seconds; heads [{name, task, test_accuracy,
+/// The metrics JSON: job; mode (strategy_of); run; result_label; wall_seconds; train_seconds;
+/// steady {samples, seconds} (when set); heads [{name, task, test_accuracy,
 /// train_loss, samples, weights_digest, epochs [{epoch (from 1, as the log
 /// numbers them), train_loss, test_accuracy, samples, seconds and
 /// bytes_sent (when known)}]}]; nodes [{name,

@@ -54,6 +54,18 @@ job_result local_result(const topology& t, const std::string& node,
   return out;
 }
 
+int64_t warm_up_samples(const topology& t, int64_t global_batch) {
+  return static_cast<int64_t>(t.runtime.progress_every) * global_batch;
+}
+
+void set_steady(job_result& out, const std::optional<model::warm_up_end>& warm,
+                int64_t samples) {
+  if (!warm)
+    return;
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - warm->at);
+  out.steady = steady_training{samples - warm->samples, seconds.count()};
+}
+
 messages::actor_report local_group(const std::string& group, const std::string& role,
                                    const std::string& task, int64_t samples,
                                    const std::vector<double>& train_loss,

@@ -17,6 +17,7 @@
 #include "actors/runtime/job_result.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/specs.hpp"
+#include "model/core/warm_up.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -50,6 +51,16 @@ training_start training_starts();
 job_result local_result(const topology& t, const std::string& node,
                         std::chrono::steady_clock::time_point started,
                         const training_start& training);
+
+/// The samples of the warm-up of a one-process run of `t`: as many steps of
+/// `global_batch` samples as the actors' runs train before their first
+/// progress report (runtime.progress_every).
+int64_t warm_up_samples(const topology& t, int64_t global_batch);
+
+/// Sets `out.steady` from the end of the warm-up `warm` (nothing when
+/// unset) to now, of a run that trained `samples` in all.
+void set_steady(job_result& out, const std::optional<model::warm_up_end>& warm,
+                int64_t samples);
 
 /// What a one-process run trained as one result reports of it, as the
 /// actors' result group `group` (role `role`, training `task`) reports it:

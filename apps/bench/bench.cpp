@@ -102,6 +102,8 @@ std::vector<std::string> with_link(std::vector<std::string> flags, const std::st
 }
 
 double samples_per_second(const job_result& r) {
+  if (r.steady && r.steady->seconds > 0 && r.steady->samples > 0)
+    return static_cast<double>(r.steady->samples) / r.steady->seconds;
   int64_t samples = r.heads.empty() ? 0 : r.heads.front().samples;
   double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
   return seconds > 0 ? samples / seconds : 0;

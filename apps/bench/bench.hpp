@@ -71,9 +71,11 @@ std::optional<owned_directory> bench_directory(const std::string& prefix);
 /// `flags` with `--link LINK` added when `link` is not empty.
 std::vector<std::string> with_link(std::vector<std::string> flags, const std::string& link);
 
-/// Training samples per second of a run: its samples over its training
-/// time (setup excluded on both sides: processes, data, models; evaluation
-/// included, which both sides do on the same test samples).
+/// Training samples per second of a run after its warm-up (job_result's
+/// steady: from its first progress report to its end, as the PyTorch peers
+/// time their steps after a warm-up; setup excluded on both sides:
+/// processes, data, models); over its whole training time when the run was
+/// too short to report progress.
 double samples_per_second(const job_result& r);
 
 /// The CPU time this machine's hypervisor gave to others (steal), from

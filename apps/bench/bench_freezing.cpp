@@ -156,7 +156,8 @@ nlohmann::json report_side(const bench_freezing_request& r, const freezing_side&
 
 void print_freezing_legend() {
   std::printf(
-    "\nsamples/s: training samples over training time (setup excluded); speedup: over full "
+    "\nsamples/s: training samples over training time after the warm-up (setup and the first 20 "
+    "steps\nexcluded); speedup: over full "
     "fine-tuning;\ns/epoch: a worker's seconds per epoch in the forward (the frozen prefix "
     "included, or read from the\ncache), the backward, waiting for the ring and the optimizer "
     "step; MiB/step: what the workers sent\nper step (frozen layers send nothing); frozen at: "

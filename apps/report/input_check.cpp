@@ -129,7 +129,10 @@ void metrics(const json& m, const std::string& at) {
   fields(m, at, {{"mode", kind::text}, {"run", kind::text}, {"job", kind::text},
                  {"heads", kind::array}, {"train_seconds", kind::non_negative},
                  {"wall_seconds", kind::non_negative}, {"failed", kind::text},
-                 {"trained", kind::object}});
+                 {"trained", kind::object}, {"steady", kind::object}});
+  if (auto s = m.find("steady"); s != m.end())
+    fields(*s, child(at, "steady"),
+           {{"samples", kind::non_negative}, {"seconds", kind::non_negative}});
   objects(m, at, "heads", [](const json& head, const std::string& h) {
     fields(head, h, {{"name", kind::text}, {"task", kind::text}, {"samples", kind::non_negative},
                      {"test_accuracy", kind::fraction}, {"train_loss", kind::number, true},

@@ -369,6 +369,7 @@ struct run_state {
   double epoch_loss = 0;        ///< sum of minibatch mean loss x samples
   int64_t epoch_samples = 0;
   data_parallel_result result;
+  warm_up_watch warm_up{spec.warm_up_samples};
 };
 
 /// Moves the freeze point (never backwards) on every replica and cache.
@@ -535,6 +536,7 @@ bool train_epoch(run_state& s, int32_t epoch, OverBudget over_budget) {
     else
       synchronous_step(s, minibatches);
     ++s.step;
+    s.warm_up.trained(s.result.samples + s.epoch_samples);
   }
   if (s.spec.sync_every > 0 && s.local_steps > 0)
     average_parameters(s);
@@ -633,6 +635,7 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
   s.result.best_epoch = best.best_epoch();
   s.result.best_weights = best.weights();
   s.result.steps = s.step;
+  s.result.warmed_up = s.warm_up.end();
   s.result.frozen_layers = s.point;
   s.result.weights_digest = weights_digest(s.workers.front().model);
   s.result.model = s.workers.front().model;

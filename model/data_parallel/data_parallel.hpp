@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@
 #include "model/core/optimizer.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/training.hpp"
+#include "model/core/warm_up.hpp"
 #include "model/data_parallel/worker_data.hpp"
 
 namespace baton::model {
@@ -285,6 +287,9 @@ struct data_parallel_settings {
   /// limit), as the actors' runs stop at runtime.stop_after_seconds; the
   /// epoch cut short is not evaluated.
   double stop_after_seconds = 0;
+  /// The warm-up's samples (all workers'): warmed_up marks when they are
+  /// trained (0: not marked).
+  int64_t warm_up_samples = 0;
   /// Keep the best epoch's weights by validation accuracy, stop after
   /// `patience` epochs without a better one (the workload's `save`,
   /// `early_stopping`), as the actors' runs do.
@@ -303,6 +308,8 @@ struct data_parallel_result {
   std::vector<at::Tensor> best_weights;
   /// Per epoch: seconds from the start of training until its evaluation ended.
   std::vector<double> epoch_seconds;
+  /// When spec.warm_up_samples were trained (unset: never, or not asked).
+  std::optional<warm_up_end> warmed_up;
   int64_t steps = 0;                 ///< global steps taken
   int64_t samples = 0;               ///< samples trained (all workers)
   std::string weights_digest;        ///< weights_digest of the final model

@@ -196,3 +196,33 @@ TEST(job_result, an_early_stop_round_trips_and_is_in_the_table) {
             std::string::npos)
     << baton::actors::results_table(r);
 }
+
+TEST(job_result, the_steady_training_is_the_first_rows_samples_after_the_first_report) {
+  job_result r;
+  actor_report workers;
+  workers.actor = "workers";
+  workers.samples = 8192; // two workers' 4,096 each
+  r.heads = {workers};
+  r.actors = {actor("worker0", 1, 0, 0), actor("worker1", 1, 0, 0)};
+  r.actors[0].samples = 4096;
+  // worker0 reported after 1,024 of its 4,096 samples: a quarter of the row's.
+  auto steady = baton::actors::steady_after(r, "worker0", 1024, 3.0);
+  ASSERT_TRUE(steady.has_value());
+  EXPECT_EQ(steady->samples, 6144);
+  EXPECT_DOUBLE_EQ(steady->seconds, 3.0);
+  // Unset for an actor with no more samples, an unknown one, and after a restart.
+  EXPECT_FALSE(baton::actors::steady_after(r, "worker0", 4096, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_after(r, "worker9", 10, 3.0).has_value());
+  r.restarts = 1;
+  EXPECT_FALSE(baton::actors::steady_after(r, "worker0", 1024, 3.0).has_value());
+
+  r.restarts = 0;
+  r.steady = steady;
+  auto back = job_result_from_json(to_json(r));
+  ASSERT_TRUE(back);
+  ASSERT_TRUE(back->steady.has_value());
+  EXPECT_EQ(back->steady->samples, 6144);
+  EXPECT_DOUBLE_EQ(back->steady->seconds, 3.0);
+  r.steady.reset();
+  EXPECT_FALSE(to_json(r).contains("steady"));
+}

@@ -104,6 +104,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     spec.target_accuracy = t.target_accuracy;
     spec.stop_after_seconds = t.runtime.stop_after_seconds;
     spec.selection = t.selection;
+    spec.warm_up_samples = warm_up_samples(t, spec.batch_size * spec.workers);
     auto result =
       model::run_data_parallel_local([&] { return initial_model(worker); }, *data, spec);
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
@@ -121,6 +122,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
                      ? "early_stopping.patience spent"
                      : "runtime.stop_after_seconds spent");
     auto out = local_result(t, "local", started, training_started);
+    set_steady(out, result.warmed_up, result.samples);
     out.result_label = "workers";
     for (size_t e = 0; e < result.epoch_seconds.size(); ++e)
       out.epoch_seconds[workers_group][static_cast<int32_t>(e)] = result.epoch_seconds[e];

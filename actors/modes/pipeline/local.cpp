@@ -37,6 +37,14 @@ namespace {
 /// trainer per stage (asynchronous 1f1b: the stages' versions differ).
 struct local_trainers {
   std::vector<model::stage_trainer> stages;
+  model::warm_up_watch warm_up;
+  int64_t trained = 0; ///< samples through the last stage's backward, every epoch's
+
+  /// The last stage trained a microbatch of `samples`.
+  void trained_microbatch(int64_t samples) {
+    trained += samples;
+    warm_up.trained(trained);
+  }
 
   /// Evaluation through every trainer in order.
   at::Tensor infer(at::Tensor x) {
@@ -60,8 +68,9 @@ struct epoch_sums {
 
 /// Flush schedules: microbatch by microbatch through the whole model, a step
 /// per minibatch (gradient accumulation).
-epoch_sums train_flush(const model::task& task, model::stage_trainer& trainer,
+epoch_sums train_flush(const model::task& task, local_trainers& trainers,
                        const model::dataset& train, const model::epoch_plan& plan) {
+  auto& trainer = trainers.stages.front();
   epoch_sums sums;
   int32_t in_step = 0;
   for (size_t k = 0; k < plan.microbatches.size(); ++k) {
@@ -71,6 +80,7 @@ epoch_sums train_flush(const model::task& task, model::stage_trainer& trainer,
     auto b = trainer.backward_loss(static_cast<int64_t>(k), model::apply(task, y), size);
     sums.loss_sum += b.loss * x.size(0);
     sums.samples += x.size(0);
+    trainers.trained_microbatch(x.size(0));
     if (++in_step == size) {
       trainer.step();
       in_step = 0;
@@ -154,6 +164,7 @@ private:
     auto r = trainer.backward_loss(k, model::apply(task_, labels), 1);
     sums_.loss_sum += r.loss * out.size(0);
     sums_.samples += out.size(0);
+    trainers_.trained_microbatch(out.size(0));
     finish_backward(i, k, r);
     return true;
   }
@@ -193,7 +204,7 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
                                   local_trainers& trainers, const model::data_splits& data,
                                   int32_t epoch) {
   auto plan = model::plan_epoch(data.train.size(), t.plan, epoch);
-  auto sums = flush_schedule(t) ? train_flush(task, trainers.stages[0], data.train, plan)
+  auto sums = flush_schedule(t) ? train_flush(task, trainers, data.train, plan)
                 : static_1f1b_epoch{task, trainers, data.train, plan}.run();
   return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0,
           std::max(0.0, local_accuracy(t, task, trainers, data.test)), sums.samples,
@@ -204,6 +215,7 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
 /// (sharing the whole model's layers) under 1f1b.
 local_trainers make_trainers(const topology& t, const model::layered_model& whole) {
   local_trainers out;
+  out.warm_up = model::warm_up_watch{warm_up_samples(t, t.plan.batch_size)};
   bool flush = flush_schedule(t);
   const auto& stages = section_of(t).stages;
   for (size_t i = 0; i < (flush ? 1 : stages.size()); ++i)
@@ -348,6 +360,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
                      stop_reason(*stopped, t.target_accuracy), epoch + 1, t.plan.epochs);
     }
     auto out = local_result(t, "local", started, training_started);
+    set_steady(out, trainers.warm_up.end(), trained.samples);
     out.result_label = "stage";
     out.epoch_seconds[head] = epoch_seconds;
     out.stopped = stopped; // as the actors' run records it, at the last epoch too

@@ -325,6 +325,30 @@ TEST_F(data_parallel_run, embedded_equals_the_local_reference) {
   }
 }
 
+// The training after the warm-up (what `baton bench` rates): from the first
+// progress report of the actors, or as many samples of the local run, to the
+// end; the same weights.
+TEST_F(data_parallel_run, the_steady_training_follows_the_first_progress_report) {
+  auto reporting = with(job(2), {"--set", "runtime.progress_every=3"});
+  for (const auto& run : {run_job(*dir_, with(reporting, {"--mode", "local"}), "steady-local"),
+                          run_job(*dir_, reporting, "steady-embedded")}) {
+    SCOPED_TRACE(run.at("run").get<std::string>());
+    ASSERT_TRUE(run.contains("steady"));
+    auto samples = run.at("steady").at("samples").get<int64_t>();
+    auto seconds = run.at("steady").at("seconds").get<double>();
+    // 3 steps of 2 x 16 samples warm up, of 2 epochs of 7 steps.
+    EXPECT_GT(samples, 0);
+    EXPECT_LE(samples, run.at("heads").at(0).at("samples").get<int64_t>() - 3 * 32);
+    EXPECT_GT(seconds, 0);
+    EXPECT_LT(seconds, run.at("train_seconds").get<double>());
+    EXPECT_EQ(digests_by_actor(run, "data_parallel_worker"),
+              digests_by_actor(shared_run(*dir_, with(job(2), {"--mode", "local"}), "w2-local"),
+                               "data_parallel_worker"));
+  }
+  // Too short for a report: no steady part.
+  EXPECT_FALSE(shared_run(*dir_, job(2, "25"), "w2-embedded").contains("steady"));
+}
+
 // Linear lr scaling with warmup (Goyal et al.): every worker computes the
 // same scheduled lr per step, as the reference does.
 TEST_F(data_parallel_run, scaled_and_warmed_up_lr_equals_the_local_reference) {
