@@ -421,6 +421,10 @@ std::vector<at::Tensor> worker_gradients(run_state& s, replica& w,
 /// in the spec's summation order (frozen keys stay undefined).
 std::vector<at::Tensor> all_reduce_mean(const run_state& s,
                                         const std::vector<std::vector<at::Tensor>>& per_worker) {
+  // One worker's mean is its own tensors, bit for bit (x / 1 is x): no copy
+  // into buckets and back (the limit's one-thread run is this loop at W = 1).
+  if (per_worker.size() == 1)
+    return per_worker.front();
   std::vector<at::Tensor> out(s.layout.keys.size());
   for (const auto& b : s.buckets) {
     std::vector<at::Tensor> inputs;
