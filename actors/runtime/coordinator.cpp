@@ -94,10 +94,9 @@ public:
     result_.job = facts_.job;
     result_.stopped = stop_.stopped();
     collected_.finish(result_);
-    if (first_progress_)
-      result_.steady =
-        steady_after(result_, first_progress_->actor, first_progress_->samples,
-                     std::chrono::duration<double>(ended - first_progress_->at).count());
+    if (const auto& first = progress_.first_report())
+      result_.steady = steady_after(result_, first->actor, first->samples,
+                                    std::chrono::duration<double>(ended - first->at).count());
     if (auto why = best_.finish(result_); !why.empty() && options_.epoch_weights)
       spdlog::warn("--save-model writes the final weights, not the best epoch's: {}", why);
     return std::move(result_);
@@ -221,11 +220,8 @@ private:
   }
 
   void on_progress(const messages::progress& p) {
-    if (!from_current())
-      return;
-    progress_.update(p.actor, p.epoch, p.samples, p.loss);
-    if (!first_progress_)
-      first_progress_ = {p.actor, p.samples, clock_type::now()};
+    if (from_current())
+      progress_.update(p.actor, p.epoch, p.samples, p.loss);
   }
 
   void on_control(const messages::control& c) {
@@ -487,13 +483,6 @@ private:
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
   best_epochs best_; ///< each result's best epoch by validation accuracy, its weights
   run_stop stop_; ///< target_accuracy, early stopping, the time budget, a salvage
-  /// The first progress report: where the warm-up ended (job_result::steady).
-  struct progress_mark {
-    std::string actor;
-    int64_t samples = 0;
-    clock_type::time_point at;
-  };
-  std::optional<progress_mark> first_progress_;
 };
 
 } // namespace

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "actors/runtime/job_plan.hpp"
@@ -28,6 +29,14 @@ public:
   void set_total(int64_t samples) { total_ = samples * shares(); }
   /// `actor` reported `samples` done so far with recent mean `loss`.
   void update(const std::string& actor, int32_t epoch, int64_t samples, double loss);
+  /// The run's first report: its actor, the samples it had trained and when
+  /// it came (where the warm-up ended: job_result::steady).
+  struct report {
+    std::string actor;
+    int64_t samples = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  const std::optional<report>& first_report() const { return first_; }
   /// Clears the line before other output (on a terminal).
   void clear();
 
@@ -54,6 +63,7 @@ private:
   int32_t epoch_ = 0;
   std::map<std::string, group_progress> groups_; ///< by result group (or actor)
   bool drawn_ = false;
+  std::optional<report> first_;
 };
 
 } // namespace runtime

@@ -50,3 +50,17 @@ TEST(progress_line, the_members_of_a_group_add_up) {
   line.update("stage2.1", 0, 200, 1.0);
   EXPECT_TRUE(starts_with(line.render(), "epoch 1  500/1000 samples  ")) << line.render();
 }
+
+// The first report marks where the run's warm-up ended (job_result::steady):
+// the later ones do not move it.
+TEST(progress_line, keeps_the_first_report) {
+  job_plan plan;
+  plan.actors = {member("stage1", "stage1")};
+  progress_line line{false, plan};
+  EXPECT_FALSE(line.first_report().has_value());
+  line.update("stage1", 0, 640, 1.0);
+  line.update("stage1", 0, 1280, 0.9);
+  ASSERT_TRUE(line.first_report().has_value());
+  EXPECT_EQ(line.first_report()->actor, "stage1");
+  EXPECT_EQ(line.first_report()->samples, 640);
+}
