@@ -15,6 +15,7 @@
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/cost/projection.hpp"
+#include "model/cost/simulated_plans.hpp"
 
 namespace baton::apps {
 
@@ -127,6 +128,22 @@ json row_of(const std::string& name, const cost::prediction& p) {
           {"samples_per_second", p.samples_per_second()}};
 }
 
+/// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp),
+/// next to the formula's: the runtime's own costs are the link's calibrated
+/// per-message cost only (no per-byte or co-location term is calibrated yet).
+/// {"error": why} when the plan cannot be simulated.
+json simulated_row(const costed_strategy& s, const cost::cluster& c) {
+  try {
+    auto p = cost::simulate_prediction(s.load, c, s.strategy, cost::runtime_costs{});
+    json row = row_of(s.name, p);
+    row.erase("strategy");
+    row.erase("hosts");
+    return row;
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+
 json link_json(const link_calibration& c) {
   json j = to_json(c);
   j.erase("samples");
@@ -169,7 +186,9 @@ json measured_rows(const predict_request& r, const link_calibration& link,
       }
       // The runs compared with these are emulated hosts sharing this machine's cores.
       cost::cluster c{h, link.link, static_cast<int32_t>(std::thread::hardware_concurrency())};
-      rows.push_back(row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy)));
+      auto row = row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy));
+      row["simulated"] = simulated_row(*s.costed, c);
+      rows.push_back(std::move(row));
     }
   }
   return rows;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <string>
 
 namespace baton::apps {
@@ -225,10 +226,23 @@ json with_predicted_steps(json runs, const json& predictions, const json& cluste
   return runs;
 }
 
+namespace {
+
+/// The simulated step of a run's prediction (its "simulated" object).
+std::optional<double> simulated_step(const json& run) {
+  if (!run.contains("predicted") || !run["predicted"].contains("simulated"))
+    return std::nullopt;
+  return number_at(run["predicted"]["simulated"], "step_seconds");
+}
+
+} // namespace
+
 json prediction_check(const json& runs) {
   json rows = json::array();
   std::vector<const json*> predicted;
   double abs_error = 0;
+  double simulated_abs_error = 0;
+  size_t simulated_rows = 0;
   for (const auto& run : runs) {
     auto measured = number_at(summary_of(run), "step_seconds");
     auto guess = run.contains("predicted") ? number_at(run["predicted"], "step_seconds")
@@ -242,6 +256,13 @@ json prediction_check(const json& runs) {
                     {"measured_step_seconds", *measured},
                     {"predicted_step_seconds", *guess},
                     {"error_percent", error}});
+    if (auto simulated = simulated_step(run); simulated && *simulated > 0) {
+      double e = (*simulated - *measured) / *measured * 100;
+      rows.back()["simulated_step_seconds"] = *simulated;
+      rows.back()["simulated_error_percent"] = e;
+      simulated_abs_error += std::fabs(e);
+      ++simulated_rows;
+    }
     predicted.push_back(&run);
   }
   if (rows.empty())
@@ -251,11 +272,22 @@ json prediction_check(const json& runs) {
   });
   auto predicted_ranking =
     labels_by_rate(predicted, [](const json& r) { return predicted_rate(r).value_or(0); });
-  return {{"runs", rows},
-          {"measured_ranking", measured_ranking},
-          {"predicted_ranking", predicted_ranking},
-          {"ranking_matches", measured_ranking == predicted_ranking},
-          {"mean_abs_error_percent", abs_error / static_cast<double>(rows.size())}};
+  json check = {{"runs", rows},
+                {"measured_ranking", measured_ranking},
+                {"predicted_ranking", predicted_ranking},
+                {"ranking_matches", measured_ranking == predicted_ranking},
+                {"mean_abs_error_percent", abs_error / static_cast<double>(rows.size())}};
+  if (simulated_rows == rows.size()) {
+    // Every run also has a simulated step: the simulation's own ranking and error.
+    auto simulated_ranking = labels_by_rate(predicted, [](const json& r) {
+      return number_at(r["predicted"]["simulated"], "samples_per_second").value_or(0);
+    });
+    check["simulated_ranking"] = simulated_ranking;
+    check["simulated_ranking_matches"] = measured_ranking == simulated_ranking;
+    check["simulated_mean_abs_error_percent"] =
+      simulated_abs_error / static_cast<double>(rows.size());
+  }
+  return check;
 }
 
 } // namespace baton::apps

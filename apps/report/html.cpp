@@ -215,7 +215,14 @@ std::string predictions_section(const json& report) {
                         "samples/s) "} +
             (check.value("ranking_matches", false) ? "<b>matches</b>" : "<b>does not match</b>") +
             " the measured one; mean step time error " +
-            fixed(check.value("mean_abs_error_percent", 0.0), 1) + "%.</p>\n";
+            fixed(check.value("mean_abs_error_percent", 0.0), 1) + "%" +
+            (check.contains("simulated_mean_abs_error_percent")
+               ? std::string{". A simulation of each run's plan: mean error "} +
+                   fixed(check.value("simulated_mean_abs_error_percent", 0.0), 1) +
+                   "%, its ranking " +
+                   (check.value("simulated_ranking_matches", false) ? "matches" : "does not match")
+               : std::string{}) +
+            ".</p>\n";
   const auto& predictions = report.value("predictions", json::object());
   if (!predictions.is_object() || predictions.empty())
     return html;
