@@ -128,25 +128,19 @@ json row_of(const std::string& name, const cost::prediction& p) {
           {"samples_per_second", p.samples_per_second()}};
 }
 
-/// The prediction of `s` on `c` (a run compare measures): a simulation of
-/// its plan (model/cost/simulator.hpp; the runtime's own cost is the link's
-/// calibrated per-message cost, no per-byte or co-location term is
-/// calibrated yet), method "simulation", with the formula's figures as
-/// "formula" to cross-check; the formula's, method "formula", when the
-/// plan cannot be simulated (its reason as "simulation_error").
-json measured_row(const costed_strategy& s, const std::string& name, const cost::cluster& c) {
-  json formula = row_of(name, cost::predict(s.load, c, s.strategy));
+/// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp),
+/// next to the formula's: the runtime's own costs are the link's calibrated
+/// per-message cost only (no per-byte or co-location term is calibrated yet).
+/// {"error": why} when the plan cannot be simulated.
+json simulated_row(const costed_strategy& s, const cost::cluster& c) {
   try {
-    json row = row_of(name, cost::simulate_prediction(s.load, c, s.strategy, {}));
-    row["method"] = "simulation";
-    formula.erase("strategy");
-    formula.erase("hosts");
-    row["formula"] = std::move(formula);
+    auto p = cost::simulate_prediction(s.load, c, s.strategy, cost::runtime_costs{});
+    json row = row_of(s.name, p);
+    row.erase("strategy");
+    row.erase("hosts");
     return row;
   } catch (const std::exception& e) {
-    formula["method"] = "formula";
-    formula["simulation_error"] = e.what();
-    return formula;
+    return {{"error", e.what()}};
   }
 }
 
@@ -192,7 +186,9 @@ json measured_rows(const predict_request& r, const link_calibration& link,
       }
       // The runs compared with these are emulated hosts sharing this machine's cores.
       cost::cluster c{h, link.link, static_cast<int32_t>(std::thread::hardware_concurrency())};
-      rows.push_back(measured_row(*s.costed, s.name, c));
+      auto row = row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy));
+      row["simulated"] = simulated_row(*s.costed, c);
+      rows.push_back(std::move(row));
     }
   }
   return rows;

@@ -228,12 +228,11 @@ json with_predicted_steps(json runs, const json& predictions, const json& cluste
 
 namespace {
 
-/// The formula's step of a run's prediction (its "formula" object, beside
-/// the simulation's).
-std::optional<double> formula_step(const json& run) {
-  if (!run.contains("predicted") || !run["predicted"].contains("formula"))
+/// The simulated step of a run's prediction (its "simulated" object).
+std::optional<double> simulated_step(const json& run) {
+  if (!run.contains("predicted") || !run["predicted"].contains("simulated"))
     return std::nullopt;
-  return number_at(run["predicted"]["formula"], "step_seconds");
+  return number_at(run["predicted"]["simulated"], "step_seconds");
 }
 
 } // namespace
@@ -242,8 +241,8 @@ json prediction_check(const json& runs) {
   json rows = json::array();
   std::vector<const json*> predicted;
   double abs_error = 0;
-  double formula_abs_error = 0;
-  size_t formula_rows = 0;
+  double simulated_abs_error = 0;
+  size_t simulated_rows = 0;
   for (const auto& run : runs) {
     auto measured = number_at(summary_of(run), "step_seconds");
     auto guess = run.contains("predicted") ? number_at(run["predicted"], "step_seconds")
@@ -257,13 +256,12 @@ json prediction_check(const json& runs) {
                     {"measured_step_seconds", *measured},
                     {"predicted_step_seconds", *guess},
                     {"error_percent", error}});
-    rows.back()["method"] = run["predicted"].value("method", "formula");
-    if (auto formula = formula_step(run); formula && *formula > 0) {
-      double e = (*formula - *measured) / *measured * 100;
-      rows.back()["formula_step_seconds"] = *formula;
-      rows.back()["formula_error_percent"] = e;
-      formula_abs_error += std::fabs(e);
-      ++formula_rows;
+    if (auto simulated = simulated_step(run); simulated && *simulated > 0) {
+      double e = (*simulated - *measured) / *measured * 100;
+      rows.back()["simulated_step_seconds"] = *simulated;
+      rows.back()["simulated_error_percent"] = e;
+      simulated_abs_error += std::fabs(e);
+      ++simulated_rows;
     }
     predicted.push_back(&run);
   }
@@ -279,14 +277,15 @@ json prediction_check(const json& runs) {
                 {"predicted_ranking", predicted_ranking},
                 {"ranking_matches", measured_ranking == predicted_ranking},
                 {"mean_abs_error_percent", abs_error / static_cast<double>(rows.size())}};
-  if (formula_rows == rows.size()) {
-    // Every run's prediction was simulated, the formula beside it: the cross-check.
-    auto formula_ranking = labels_by_rate(predicted, [](const json& r) {
-      return number_at(r["predicted"]["formula"], "samples_per_second").value_or(0);
+  if (simulated_rows == rows.size()) {
+    // Every run also has a simulated step: the simulation's own ranking and error.
+    auto simulated_ranking = labels_by_rate(predicted, [](const json& r) {
+      return number_at(r["predicted"]["simulated"], "samples_per_second").value_or(0);
     });
-    check["formula_ranking"] = formula_ranking;
-    check["formula_ranking_matches"] = measured_ranking == formula_ranking;
-    check["formula_mean_abs_error_percent"] = formula_abs_error / static_cast<double>(rows.size());
+    check["simulated_ranking"] = simulated_ranking;
+    check["simulated_ranking_matches"] = measured_ranking == simulated_ranking;
+    check["simulated_mean_abs_error_percent"] =
+      simulated_abs_error / static_cast<double>(rows.size());
   }
   return check;
 }

@@ -194,8 +194,8 @@ void predicted_step(const json& p, const std::string& at) {
                  {"step_seconds", kind::non_negative},
                  {"samples_per_second", kind::non_negative},
                  {"samples_per_step", kind::non_negative}});
-  if (auto s = p.find("formula"); s != p.end())
-    fields(*s, child(at, "formula"),
+  if (auto s = p.find("simulated"); s != p.end() && s->is_object() && !s->contains("error"))
+    fields(*s, child(at, "simulated"),
            {{"step_seconds", kind::non_negative}, {"samples_per_second", kind::non_negative}});
 }
 
