@@ -239,8 +239,9 @@ void print_table_header(const bench_data_parallel_request& r) {
 void print_data_parallel_legend() {
   std::printf(
     "\nsamples/s: training samples over training time after the warm-up (setup and the first 20 "
-    "steps\nexcluded, as the peers exclude theirs); effic.: the ratio over W;\nf/b/x/s: a worker's forward, backward, wait for the exchange and optimizer step per "
-    "step (ms,\nmean over workers); overlap: of the exchange's time (its first bucket on the "
+    "steps\nexcluded, as the peers exclude theirs); effic.: the ratio over W;\nf/b/x/s: a "
+    "worker's forward, backward, wait for the exchange and optimizer step per step (ms,\nmean "
+    "over workers); overlap: of the exchange's time (its first bucket on the "
     "ring to its end), the share\nspent alongside the backward; "
     "MiB/step out/in:\nwhat a worker sends (to its ring successor or the shards) and the shards "
     "send it, per step,\nnext to the theory (ring 2(W-1)/W x gradient bytes, divided by L for "
