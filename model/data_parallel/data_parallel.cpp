@@ -206,29 +206,26 @@ at::Tensor ring_allreduce(const std::vector<at::Tensor>& inputs) {
   const auto w_count = static_cast<int32_t>(inputs.size());
   if (w_count == 1)
     return inputs.front().detach().reshape({-1}); // nothing to add: no copy
-  std::vector<at::Tensor> held;
+  // The ring's sums, computed straight into the result: in the
+  // reduce-scatter chunk c leaves worker c and each next worker adds its own
+  // term to what it received (own + received), so the chunk ends as
+  // x_{c+W-1} + (... + (x_{c+1} + x_c)); addition commutes bit for bit, so
+  // ((x_c + x_{c+1}) + ...) + x_{c+W-1}, one pass per chunk, is the same sum.
+  // The all-gather only copies it to every worker.
+  std::vector<at::Tensor> flat;
   for (const auto& t : inputs)
-    held.push_back(t.detach().reshape({-1}).clone());
-  const auto chunks = ring_chunks(held.front().numel(), w_count);
-  for (int32_t step = 0; step + 1 < w_count; ++step) {
-    // All sends of a step leave before any receive is applied, as on a ring.
-    std::vector<at::Tensor> sent;
-    for (int32_t w = 0; w < w_count; ++w)
-      sent.push_back(slice(held[w], chunks[reduce_scatter_send_chunk(w, step, w_count)]).clone());
-    for (int32_t w = 0; w < w_count; ++w) {
-      auto own = slice(held[ring_next(w, w_count)], chunks[reduce_scatter_send_chunk(w, step, w_count)]);
-      own.add_(sent[w]);
-    }
+    flat.push_back(t.detach().reshape({-1}));
+  at::Tensor sum = torch::empty({flat.front().numel()}, flat.front().options());
+  const auto chunks = ring_chunks(sum.numel(), w_count);
+  for (int32_t c = 0; c < w_count; ++c) {
+    const auto& range = chunks[static_cast<size_t>(c)];
+    auto out = slice(sum, range);
+    at::add_out(out, slice(flat[static_cast<size_t>(c)], range),
+                slice(flat[static_cast<size_t>(ring_next(c, w_count))], range));
+    for (int32_t k = 2; k < w_count; ++k)
+      out.add_(slice(flat[static_cast<size_t>(modulo(c + k, w_count))], range));
   }
-  for (int32_t step = 0; step + 1 < w_count; ++step) {
-    std::vector<at::Tensor> sent;
-    for (int32_t w = 0; w < w_count; ++w)
-      sent.push_back(slice(held[w], chunks[all_gather_send_chunk(w, step, w_count)]).clone());
-    for (int32_t w = 0; w < w_count; ++w)
-      slice(held[ring_next(w, w_count)], chunks[all_gather_send_chunk(w, step, w_count)])
-          .copy_(sent[w]);
-  }
-  return held.front();
+  return sum;
 }
 
 at::Tensor worker_order_sum(const std::vector<at::Tensor>& inputs) {
