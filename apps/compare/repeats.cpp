@@ -9,7 +9,8 @@ namespace {
 using nlohmann::json;
 
 /// The figures a repeated row gives the median and the spread of.
-const char* spread_keys[] = {"time_to_target_seconds", "samples_per_second", "step_seconds"};
+const char* spread_keys[] = {"time_to_target_seconds", "samples_per_second", "step_seconds",
+                             "steady_step_seconds"};
 
 bool reached(const json& record) {
   return record["summary"].value("reached", false);

@@ -196,6 +196,22 @@ json time_split(const json& metrics) {
           {"waiting", bubble / total}};
 }
 
+/// The step after the warm-up (the metrics' `steady`: from the first
+/// progress report to the end), at the run's samples per step; null for a
+/// run too short to report. What the cost model predicts: a steady step,
+/// without the first steps' page faults and allocations, which weigh on a
+/// short run's mean.
+json steady_step_seconds(const json& metrics, double samples, double steps) {
+  auto it = metrics.find("steady");
+  if (it == metrics.end() || !it->is_object() || steps <= 0 || samples <= 0)
+    return nullptr;
+  const double steady_samples = number(*it, "samples");
+  const double seconds = number(*it, "seconds");
+  if (steady_samples <= 0 || seconds <= 0)
+    return nullptr;
+  return seconds / (steady_samples / (samples / steps));
+}
+
 } // namespace
 
 json summarize(const json& metrics, std::optional<double> target, const json& settings) {
@@ -212,6 +228,7 @@ json summarize(const json& metrics, std::optional<double> target, const json& se
   auto epochs = s["epochs_run"].get<int64_t>();
   s["steps"] = steps > 0 ? json(static_cast<int64_t>(steps + 0.5)) : json(nullptr);
   s["step_seconds"] = steps > 0 ? json(train / steps) : json(nullptr);
+  s["steady_step_seconds"] = steady_step_seconds(metrics, samples, steps);
   s["bytes_per_step"] = steps > 0 ? json(bytes / steps) : json(nullptr);
   s["bytes_per_epoch"] = epochs > 0 ? bytes / epochs : 0.0;
   machine_figures(metrics, s);

@@ -174,6 +174,7 @@ void summary(const json& s, const std::string& at) {
                  {"train_seconds", kind::non_negative}, {"wall_seconds", kind::non_negative},
                  {"samples_per_second", kind::non_negative}, {"steps", kind::non_negative, true},
                  {"step_seconds", kind::non_negative, true},
+                 {"steady_step_seconds", kind::non_negative, true},
                  {"bytes_per_step", kind::non_negative, true},
                  {"bytes_per_epoch", kind::non_negative, true},
                  {"peak_rss_bytes", kind::non_negative}, {"cpu_utilisation", kind::non_negative},

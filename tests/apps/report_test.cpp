@@ -200,6 +200,14 @@ TEST_F(report, draws_the_predictions) {
   ASSERT_EQ(rows.size(), 1u) << "the local run has no measured step time";
   EXPECT_EQ(rows[0]["label"], "ring");
   EXPECT_GT(rows[0]["predicted_step_seconds"].get<double>(), 0);
+  // The measured step is the steady one when the run reported progress.
+  const auto& summary = j["runs"][0]["summary"];
+  ASSERT_TRUE(rows[0].contains("measured_after_warm_up")) << rows[0].dump();
+  const bool steady = summary.contains("steady_step_seconds") &&
+                      summary["steady_step_seconds"].is_number();
+  EXPECT_EQ(rows[0]["measured_after_warm_up"].get<bool>(), steady) << summary.dump();
+  EXPECT_DOUBLE_EQ(rows[0]["measured_step_seconds"].get<double>(),
+                   summary[steady ? "steady_step_seconds" : "step_seconds"].get<double>());
   // The simulation of the plan beside the formula: its step and error.
   EXPECT_GT(rows[0].value("simulated_step_seconds", 0.0), 0) << rows[0].dump();
   EXPECT_TRUE(rows[0].contains("simulated_error_percent")) << rows[0].dump();
