@@ -91,7 +91,9 @@ usage:
       --baseline separate    train every head in its own process with its own backbone
       --mode local           one process, no actors (the reference loop)
       --only-head NAME       with --mode local: train only this head
-      --threads N            with --mode local: torch threads (default: all cores)
+      --threads N            with --mode local: torch threads (default: the actors' budget,
+                             runtime.compute_threads, so that its sums are theirs bit for
+                             bit; job: transfer, all cores)
       --metrics-out FILE     write the metrics JSON to FILE
       --curves FILE.csv      write the learning curves as CSV: a row per epoch per result
                              (head, stage, workers) and a row per actor with its totals;

@@ -10,6 +10,7 @@
 
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/jobs.hpp"
+#include "actors/runtime/local_run.hpp"
 #include "apps/args.hpp"
 #include "messages/errc.hpp"
 
@@ -37,8 +38,12 @@ std::vector<strategy_choice> all_strategies(int32_t hosts) {
       strategy_choice s{v.name, v.summary, mode.name(), mode.schema.section};
       for (const auto& o : v.overrides)
         s.overrides.push_back(with_hosts(o, hosts));
+      // Every core of the machine the W emulated hosts share (a local
+      // run's default is the actors' budget, one thread each here, so that
+      // its sums are theirs bit for bit; OpenBLAS adds in another order on
+      // more threads).
       if (v.local)
-        s.flags = {"--mode", "local"};
+        s.flags = {"--mode", "local", "--threads", std::to_string(actors::cores())};
       s.distributed = !v.local;
       s.batch_split = v.splits_batch ? hosts : 1;
       s.microbatches_per_step = v.microbatches;

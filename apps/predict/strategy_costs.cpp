@@ -7,6 +7,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/ist/section.hpp"
 #include "actors/modes/planning.hpp"
+#include "actors/runtime/local_run.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "messages/errc.hpp"
 #include "model/core/layered_model.hpp"
@@ -64,9 +65,12 @@ model::layered_model build(const trained_model& m) {
   return model::make_pretrain_model(m.spec, m.spec.classes);
 }
 
-std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, int64_t batch) {
+std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, int64_t batch,
+                   int32_t threads) {
   std::string key = m.spec.name + "/" + m.optimizer.name + "/" + std::to_string(batch) + "/" +
                     std::to_string(m.spec.classes) + "/" + std::to_string(m.spec.wide_features);
+  if (threads != 1)
+    key += "/t" + std::to_string(threads);
   for (int64_t x : shape)
     key += "x" + std::to_string(x);
   for (int64_t h : m.spec.hidden)
@@ -168,10 +172,11 @@ cost::strategy projected_of(cost::strategy s, int32_t hosts) {
 
 } // namespace
 
-caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch) {
+caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch,
+                                                      int32_t threads) {
   const trained_model m = trained_model_of(t);
   const auto shape = actors::sample_shape_of(t);
-  const std::string key = key_of(m, shape, batch);
+  const std::string key = key_of(m, shape, batch, threads);
   if (auto found = made_.find(key); found != made_.end())
     return found->second;
   if (!file_.empty()) {
@@ -184,7 +189,7 @@ caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t
   model::profile_options options;
   options.microbatch_size = batch;
   options.sample_shape = shape;
-  options.threads = 1; // as every worker and stage computes (runtime.compute_threads)
+  options.threads = threads;
   options.seed = t.seed;
   options.optimizer = m.optimizer;
   try {
@@ -218,7 +223,10 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   const bool pipeline = t.job == "pipeline";
   const int64_t batch = pipeline ? std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches)
                                  : t.plan.batch_size;
-  auto profile = profiles.of(t, batch);
+  // Every worker and stage computes on one thread (runtime.compute_threads
+  // on W emulated hosts sharing this machine's cores); `local`, one process
+  // running every worker's pass in turn, on every core (compare runs it so).
+  auto profile = profiles.of(t, batch, name == "local" ? actors::cores() : 1);
   if (!profile)
     return profile.error();
   costed_strategy c;

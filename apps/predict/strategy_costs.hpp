@@ -34,16 +34,17 @@ struct costed_strategy {
   cost::strategy projected;
 };
 
-/// Profiles (model::profile_model, one torch thread, as `baton profile`)
-/// the model each strategy trains, once per model and batch: a comparison
-/// profiles its mlp once, not per strategy. A `baton profile` file given
+/// Profiles (model::profile_model, as `baton profile`) the model each
+/// strategy trains, once per model, batch and torch threads: a comparison
+/// profiles its mlp once per thread count, not per strategy. A `baton profile` file given
 /// with --profile serves every strategy that trains its model.
 class profile_cache {
 public:
   explicit profile_cache(std::string profile_file = "") : file_(std::move(profile_file)) {}
-  /// The profile of the model `t` trains at `batch` samples, and the
-  /// model's name.
-  caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch);
+  /// The profile of the model `t` trains at `batch` samples on `threads`
+  /// torch threads, and the model's name.
+  caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch,
+                                         int32_t threads = 1);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
 

@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
+#include <utility>
 #include <sstream>
 #include <thread>
 
@@ -129,21 +131,62 @@ bool reaped_within(pid_t pid, std::chrono::milliseconds limit) {
 
 } // namespace
 
+namespace {
+
+/// The first port of the range the OS hands out for bind(0) and connect
+/// (/proc/sys/net/ipv4/ip_local_port_range; Linux's default 32768).
+int ephemeral_start() {
+  std::ifstream in{"/proc/sys/net/ipv4/ip_local_port_range"};
+  int first = 0;
+  return in >> first && first > 1024 ? first : 32768;
+}
+
+/// A socket bound to `port` on every address (0: the OS picks), and the
+/// port it got; -1 when the port is taken.
+std::pair<int, uint16_t> bound_socket(uint16_t port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return {-1, 0};
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  socklen_t length = sizeof address;
+  if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ::close(s);
+    return {-1, 0};
+  }
+  return {s, ntohs(address.sin_port)};
+}
+
+} // namespace
+
 std::vector<uint16_t> free_tcp_ports(size_t count) {
+  // Below the ephemeral range where it has room: a port the OS handed out
+  // for bind(0) and that is closed again can go to any process of a suite
+  // running beside this one (a node's listener, a connection) before the
+  // job binds it, as sbatch's rank 0 once found in `ctest -j2` ("address in
+  // use"); the OS never hands out these, so only a bind to the port itself
+  // can take it. Each is still checked free by binding it.
+  const int below = ephemeral_start();
+  const int first = std::min(20000, below / 2);
+  std::mt19937 pick{std::random_device{}()};
   std::vector<int> sockets;
   std::vector<uint16_t> ports;
-  for (size_t i = 0; i < count; ++i) {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  for (int tries = 0; ports.size() < count && tries < 200 && below - first > 100; ++tries) {
+    auto [s, port] = bound_socket(static_cast<uint16_t>(
+      std::uniform_int_distribution<int>{first, below - 1}(pick)));
+    if (s < 0)
+      continue;
+    sockets.push_back(s); // held open until all are bound: the ports differ
+    ports.push_back(port);
+  }
+  while (ports.size() < count) { // no room below: the OS's choice
+    auto [s, port] = bound_socket(0);
     if (s < 0)
       break;
-    sockets.push_back(s); // held open until all are bound: the ports differ
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    socklen_t length = sizeof address;
-    if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-      break;
-    ports.push_back(ntohs(address.sin_port));
+    sockets.push_back(s);
+    ports.push_back(port);
   }
   for (int s : sockets)
     ::close(s);

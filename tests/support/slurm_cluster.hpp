@@ -16,9 +16,11 @@
 
 namespace baton::testing {
 
-/// `count` distinct TCP ports that no socket uses now, on every address (the
-/// OS chose them; they are free again when this returns); empty when it
-/// gave fewer.
+/// `count` distinct TCP ports that no socket uses now, on every address,
+/// below the range the OS hands out for bind(0) where there is room (so
+/// that no other process is given one before the caller binds it), each
+/// checked free by binding it; free again when this returns; empty when
+/// fewer were found.
 std::vector<uint16_t> free_tcp_ports(size_t count);
 
 /// Why a Slurm cluster cannot run here: not root (slurmd starts every task

@@ -260,7 +260,7 @@ const section_spec& section_of(const topology& t) {
 
 std::vector<strategy_variant> variants() {
   strategy_variant local{"local", "one process, every core: the global batch per step (the "
-                                  "ring's steps, bit for bit)",
+                                  "ring's steps; OpenBLAS's sums in its order on every core)",
                          {"data_parallel.workers={W}", "data_parallel.exchange=ring"}};
   local.local = true;
   strategy_variant ring{"data-parallel:ring",
