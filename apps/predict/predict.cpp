@@ -220,7 +220,9 @@ json crossover_texts(const predict_request& r, const std::vector<parsed_strategy
       subjects.push_back({s.costed->load, s.costed->projected, s.name});
   json out = json::array();
   for (const auto& x : cost::crossovers(subjects, link.link, r.hosts, r.bandwidths))
-    out.push_back(x.sentence());
+    out.push_back({{"sentence", x.sentence()},
+                   {"faster_above", x.faster_above},
+                   {"faster_below", x.faster_below}});
   return out;
 }
 

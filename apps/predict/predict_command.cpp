@@ -157,7 +157,7 @@ void print_predictions(const json& p) {
   print_projection(p["projection"]);
   std::printf("\ncrossovers:%s\n", p["crossovers"].empty() ? " none on this grid" : "");
   for (const auto& x : p["crossovers"])
-    std::printf("  %s\n", x.get<std::string>().c_str());
+    std::printf("  %s\n", x["sentence"].get<std::string>().c_str());
   std::printf("note: %s\n", p["note"].get<std::string>().c_str());
 }
 

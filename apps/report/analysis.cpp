@@ -237,6 +237,20 @@ std::optional<double> simulated_step(const json& run) {
 
 } // namespace
 
+std::map<std::string, double> check_errors(const json& check) {
+  std::map<std::string, double> out;
+  if (!check.is_object() || !check.contains("runs"))
+    return out;
+  for (const auto& row : check["runs"]) {
+    auto error = number_at(row, "error_percent");
+    if (!error)
+      continue;
+    double& worst = out[row.value("strategy", "")];
+    worst = std::max(worst, std::fabs(*error));
+  }
+  return out;
+}
+
 json prediction_check(const json& runs) {
   json rows = json::array();
   std::vector<const json*> predicted;

@@ -5,7 +5,9 @@
 // compare with the measurements. Pure functions of the report's JSON.
 
 #include <cstddef>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +53,14 @@ std::optional<double> speedup_over_local(const nlohmann::json& runs, const nlohm
 /// "ranking_matches", "mean_abs_error_percent"}; null when no run has a
 /// prediction.
 nlohmann::json prediction_check(const nlohmann::json& runs);
+
+/// A check error beyond which a strategy's projection and crossovers are
+/// not drawn (percent of the measured step).
+constexpr double drawn_error_limit = 25;
+
+/// Each strategy's largest step-time error in `check` (prediction_check's
+/// object or null), absolute, in percent, by strategy name.
+std::map<std::string, double> check_errors(const nlohmann::json& check);
 
 /// `runs` with a "predicted" step for each run that has none, from the
 /// row of `predictions`' "measured" of the same strategy (of the same

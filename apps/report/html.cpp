@@ -237,9 +237,30 @@ std::string predictions_section(const json& report) {
   const auto& crossovers = predictions.value("crossovers", json::array());
   if (crossovers.empty())
     html += "<li>none: on this grid of hosts and link rates no strategy overtakes another</li>\n";
-  for (const auto& c : crossovers)
-    html += "<li>" + html_escape(c.is_string() ? c.get<std::string>() : text_at(c, "sentence")) +
-            "</li>\n";
+  // Each with the error of its strategies' measured check: a crossover of
+  // a strategy whose check is off by more than drawn_error_limit is not
+  // stated, only named with why.
+  const auto errors = check_errors(check);
+  for (const auto& c : crossovers) {
+    const std::string sentence = c.is_string() ? c.get<std::string>() : text_at(c, "sentence");
+    std::string band, dropped;
+    for (const char* side : {"faster_above", "faster_below"}) {
+      auto it = c.is_object() ? errors.find(c.value(side, "")) : errors.end();
+      if (it == errors.end())
+        continue;
+      const std::string error = it->first + " " + fixed(it->second, 1) + "%";
+      auto& list = it->second > drawn_error_limit ? dropped : band;
+      list += (list.empty() ? "" : ", ") + error;
+    }
+    if (!dropped.empty())
+      html += "<li class=\"dropped\">not stated: a crossover of a strategy whose measured check "
+              "is off by more than " + fixed(drawn_error_limit, 0) + "% (" + html_escape(dropped) +
+              ")</li>\n";
+    else
+      html += "<li>" + html_escape(sentence) +
+              (band.empty() ? "" : " (the check's step-time error: " + html_escape(band) + ")") +
+              "</li>\n";
+  }
   return html + "</ul>\n";
 }
 

@@ -250,7 +250,9 @@ void predictions(const json& p, const std::string& at) {
   if (auto c = p.find("crossovers"); c != p.end())
     for (size_t i = 0; i < c->size(); ++i)
       if (!(*c)[i].is_string())
-        fields((*c)[i], item(child(at, "crossovers"), i), {{"sentence", kind::text}});
+        fields((*c)[i], item(child(at, "crossovers"), i),
+               {{"sentence", kind::text}, {"faster_above", kind::text},
+                {"faster_below", kind::text}});
 }
 
 void header(const json& j) {

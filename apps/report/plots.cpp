@@ -290,35 +290,93 @@ std::string rate_name(double bits_per_second) {
   return number(bits_per_second / 1e9) + " Gbit/s";
 }
 
+/// What the projection's caption says of the check: the strategies drawn
+/// with error bars (their error), those not drawn (over the limit) and
+/// those never measured.
+std::string check_sentence(const std::map<std::string, double>& errors,
+                           const std::set<std::string>& strategies) {
+  std::string banded, dropped, unchecked;
+  auto add = [](std::string& list, const std::string& item) {
+    list += (list.empty() ? "" : ", ") + item;
+  };
+  for (const auto& strategy : strategies) {
+    auto it = errors.find(strategy);
+    if (it == errors.end())
+      add(unchecked, strategy);
+    else if (it->second > drawn_error_limit)
+      add(dropped, strategy + " (" + fixed(it->second, 1) + "%)");
+    else
+      add(banded, strategy + " +/-" + fixed(it->second, 1) + "%");
+  }
+  std::string out;
+  if (!banded.empty())
+    out += " The bars around a point span its strategy's step-time error in the measured "
+           "check: " + banded + ".";
+  if (!dropped.empty())
+    out += " Not drawn: " + dropped + ", whose measured check is off by more than " +
+           fixed(drawn_error_limit, 0) + "%, so their projection would say nothing.";
+  if (!unchecked.empty())
+    out += " Without error bars (no run of theirs to check against): " + unchecked + ".";
+  return out;
+}
+
 /// One plot per bandwidth of the projection: samples/s against hosts, a
-/// line per strategy.
-std::vector<report_plot> projection_plots(const json& points) {
-  std::map<double, std::map<std::string, std::string>> by_bandwidth; // bits/s: data per strategy
+/// line per strategy with error bars of its check error; a strategy whose
+/// check is off by more than drawn_error_limit is left out (`errors`:
+/// check_errors of the runs).
+std::vector<report_plot> projection_plots(const json& points,
+                                          const std::map<std::string, double>& errors) {
+  struct line {
+    std::string data, band;
+  };
+  std::map<double, std::map<std::string, line>> by_bandwidth; // bits/s: lines per strategy
+  std::set<std::string> strategies;
   for (const auto& point : points) {
     auto bandwidth = point_bits(point);
     auto hosts = number_at(point, "hosts");
     auto rate = point_rate(point);
+    const std::string strategy = point.value("strategy", "?");
+    strategies.insert(strategy);
+    auto error = errors.find(strategy);
     // Log axes: a point at 0 hosts or 0 samples/s has no place on them.
-    if (bandwidth && hosts && rate && *hosts > 0 && *rate > 0)
-      by_bandwidth[*bandwidth][point.value("strategy", "?")] +=
-        number(*hosts) + " " + number(*rate) + "\n";
+    if (!bandwidth || !hosts || !rate || *hosts <= 0 || *rate <= 0 ||
+        (error != errors.end() && error->second > drawn_error_limit))
+      continue;
+    auto& l = by_bandwidth[*bandwidth][strategy];
+    l.data += number(*hosts) + " " + number(*rate) + "\n";
+    if (error != errors.end()) {
+      const double e = error->second / 100;
+      l.band += number(*hosts) + " " + number(*rate) + " " + number(*rate / (1 + e)) + " " +
+                number(*rate * (1 + e)) + "\n";
+    }
   }
+  const std::string said = check_sentence(errors, strategies);
   std::vector<report_plot> plots;
   for (const auto& [bandwidth, lines] : by_bandwidth) {
     report_plot p;
     p.figure.name = "projection_" + std::to_string(plots.size());
     p.title = "Projection at " + rate_name(bandwidth);
-    std::string plot;
+    std::string plot, bands;
     size_t i = 0;
-    for (const auto& [strategy, data] : lines) {
-      add_line(p, plot, p.figure.name + "_" + std::to_string(i) + ".dat", data, i, strategy);
+    for (const auto& [strategy, l] : lines) {
+      if (!l.band.empty()) {
+        const auto file = p.figure.name + "_band_" + std::to_string(i) + ".dat";
+        p.figure.data.emplace_back(file, l.band);
+        // Error bars: a projection to one host count is one point.
+        bands += std::string{bands.empty() ? "" : ", "} + "'" + file +
+                 "' using 1:2:3:4 with yerrorbars pt 0 lw 1 lc rgb '" + colour(i) + "' notitle";
+      }
+      add_line(p, plot, p.figure.name + "_" + std::to_string(i) + ".dat", l.data, i, strategy);
       ++i;
     }
+    // The error bars first, under the lines.
+    if (!bands.empty())
+      plot = "plot " + bands + ", " + plot.substr(5);
     p.figure.commands = "set grid\nset logscale x 2\nset logscale y 10\n"
                         "set key outside right top\nset xlabel 'hosts'\n"
                         "set ylabel 'predicted samples per second'\n" + plot;
     p.caption = "The cost model's samples per second of each strategy on more hosts, every "
-                "link at " + rate_name(bandwidth) + " (predicted, not run).";
+                "link at " + rate_name(bandwidth) + " (predicted, not run)." + said;
     plots.push_back(std::move(p));
   }
   return plots;
@@ -374,12 +432,13 @@ std::vector<report_plot> report_plots(const json& report) {
   plots.push_back(step_plot(runs));
   plots.push_back(bytes_plot(runs));
   plots.push_back(split_plot(runs));
-  if (auto check = prediction_check(runs); !check.is_null())
+  const auto check = prediction_check(runs);
+  if (!check.is_null())
     plots.push_back(predicted_plot(check));
   if (report.contains("predictions") && report["predictions"].is_object()) {
     auto projection = report["predictions"].value("projection", json::array());
     if (projection.is_array())
-      for (auto& p : projection_plots(projection))
+      for (auto& p : projection_plots(projection, check_errors(check)))
         plots.push_back(std::move(p));
   }
   for (auto& p : plots)

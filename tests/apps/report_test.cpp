@@ -223,6 +223,49 @@ TEST_F(report, draws_the_predictions) {
   EXPECT_TRUE(contains(figure_of(html, "projection_0"), "<path"));
 }
 
+// Issue 34: the projections and crossovers carry the error of their
+// strategy's measured check, and a strategy whose check is off by more than
+// 25% is not drawn and its crossovers not stated, the page saying why. The
+// ring's run is given a predicted step 10% and then 50% over its measured
+// one; `local` has no run with a step to check and is drawn without a band.
+TEST_F(report, projections_carry_the_check_error_and_leave_out_a_strategy_off_by_over_25) {
+  auto predicted = run_baton({"predict", source_path("configs/data-parallel.yaml"), "--strategies",
+                              "local,data-parallel:ring", "--measured-hosts", "2", "--latency",
+                              "0.0001", "--set", "data.train_limit=256", "--set",
+                              "data.test_limit=200", "--json", path_of("banded.json")});
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.text;
+  for (double over : {0.10, 0.50}) {
+    SCOPED_TRACE(over);
+    auto j = read_json(out_ + "/report.json");
+    j["runs"][0]["strategy"] = "data-parallel:ring";
+    j["runs"][0]["summary"]["steady_step_seconds"] = 0.010;
+    j["runs"][0]["predicted"] = {{"step_seconds", 0.010 * (1 + over)}};
+    j["predictions"] = read_json(path_of("banded.json"));
+    const auto name = "banded-" + std::to_string(static_cast<int>(100 * over));
+    write_text(path_of(name + ".json"), j.dump());
+    auto out = run_baton({"report", path_of(name + ".json"), "--out", path_of(name)});
+    ASSERT_EQ(out.exit_code, 0) << out.text;
+    EXPECT_EQ(validate(path_of(name + "/report.json")).exit_code, 0);
+    auto r = read_json(path_of(name + "/report.json"));
+    std::string captions;
+    for (const auto& p : r["plots"])
+      if (p["name"].get<std::string>().rfind("projection_", 0) == 0)
+        captions += p["caption"].get<std::string>() + "\n";
+    ASSERT_FALSE(captions.empty()) << r["plots"].dump();
+    EXPECT_TRUE(contains(captions, "Without error bars (no run of theirs to check against): local"))
+      << captions;
+    auto html = read_text(path_of(name + "/report.html"));
+    if (over < 0.25) {
+      EXPECT_TRUE(contains(captions, "data-parallel:ring +/-10.0%")) << captions;
+      EXPECT_TRUE(contains(figure_of(html, "projection_0"), "<path"));
+    } else {
+      EXPECT_TRUE(contains(captions, "Not drawn: data-parallel:ring (50.0%)")) << captions;
+      EXPECT_FALSE(contains(html, "overtakes data-parallel:ring")) << html;
+      EXPECT_FALSE(contains(html, "data-parallel:ring overtakes")) << html;
+    }
+  }
+}
+
 // Text from the files (here a label from a file name) is escaped in the
 // page: it cannot add markup.
 TEST_F(report, escapes_text_from_files) {
