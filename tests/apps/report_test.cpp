@@ -227,7 +227,7 @@ TEST_F(report, draws_the_predictions) {
 // strategy's measured check, and a strategy whose check is off by more than
 // 25% is not drawn and its crossovers not stated, the page saying why. The
 // ring's run is given a predicted step 10% and then 50% over its measured
-// one; `local` has no run with a step to check and is drawn without a band.
+// one; `local` has no run with a step to check and is drawn without error bars.
 TEST_F(report, projections_carry_the_check_error_and_leave_out_a_strategy_off_by_over_25) {
   auto predicted = run_baton({"predict", source_path("configs/data-parallel.yaml"), "--strategies",
                               "local,data-parallel:ring", "--measured-hosts", "2", "--latency",
