@@ -1,8 +1,6 @@
 // The `baton` command: parses arguments, builds a request and hands it to the
 // libraries. No logic of its own.
 
-#include <malloc.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,10 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -528,67 +524,6 @@ int cmd_plan(args& a) {
 }
 
 } // namespace
-
-/// glibc serves large blocks with mmap and gives them back on free, and a
-/// thread's own arena cannot hold a block over 64 MiB (it mmaps it, whatever
-/// M_MMAP_MAX says): every step's gradients, buckets and new weights were
-/// fresh pages, zeroed by the kernel and faulted in. All threads now share
-/// the main arena (a brk heap that grows as needed), no block is mmapped,
-/// and up to 2 GiB of free heap is kept for reuse. Measured with `baton
-/// bench data-parallel --quick --side ring-serial` (the 20 M-parameter mlp):
-/// the one-process loop 367 -> 599 samples/s, the ring over 2 node processes
-/// 324 -> 514 (its optimizer step 48 -> 25 ms). The MALLOC_*_ environment
-/// variables (MALLOC_ARENA_MAX, MALLOC_MMAP_MAX_, ...) still win.
-///
-/// The heap's first GiB is then reserved (address space only: a page is
-/// memory once touched) in transparent huge pages where the kernel offers
-/// them on request (/sys/kernel/mm/transparent_hugepage/enabled: madvise):
-/// a worker's heap grows to ~600 MiB in its first steps, and in 4 KiB pages
-/// that was ~150,000 page faults per process, which cost most on a virtual
-/// machine. `baton run configs/data-parallel.yaml` (mlp, 2 x 128, 8192
-/// samples, --local-nodes 2) under `perf stat -e page-faults`: 418,000 ->
-/// 106,000 faults, 686-738 -> 856-958 samples/s (glibc's own
-/// glibc.malloc.hugetlb=1, set in the environment, did alike).
-///
-/// It runs before any library is initialised (the executable's
-/// .preinit_array), so that LibTorch's static registrations fill the tuned
-/// heap too: `baton --version` took 0.70 s of CPU, 0.52 s so (`perf stat -r
-/// 15 baton --version`), and every node process and test run starts that
-/// much sooner. libc is not initialised yet either: the environment is
-/// read from `envp` (getenv answers nothing here).
-void tune_allocator(int, char**, char** envp) {
-  auto has = [envp](std::string_view name) {
-    for (char** e = envp; e != nullptr && *e != nullptr; ++e)
-      if (std::string_view{*e}.substr(0, name.size()) == name)
-        return true;
-    return false;
-  };
-  if (!has("MALLOC_ARENA_MAX="))
-    mallopt(M_ARENA_MAX, 1);
-  const bool heap_only = !has("MALLOC_MMAP_MAX_=");
-  if (heap_only)
-    mallopt(M_MMAP_MAX, 0);
-  const bool keep_free_heap = !has("MALLOC_TRIM_THRESHOLD_=");
-  if (keep_free_heap)
-    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-  if (!has("MALLOC_TOP_PAD_="))
-    mallopt(M_TOP_PAD, 64 << 20);
-  if (!heap_only || !keep_free_heap)
-    return;
-  constexpr size_t reserved = size_t{1} << 30;
-  constexpr uintptr_t huge_page = uintptr_t{2} << 20;
-  void* block = std::malloc(reserved);
-  if (block == nullptr)
-    return;
-  const auto first = (reinterpret_cast<uintptr_t>(block) + huge_page - 1) & ~(huge_page - 1);
-  const auto last = (reinterpret_cast<uintptr_t>(block) + reserved) & ~(huge_page - 1);
-  if (last > first)
-    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE); // a hint
-  std::free(block); // kept by the heap: below the trim threshold
-}
-
-__attribute__((section(".preinit_array"), used)) void (*const tune_allocator_first)(
-  int, char**, char**) = tune_allocator;
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("baton"));

@@ -275,7 +275,10 @@ endfunction()
 # baton_link_test(TARGET LIBS SUPPORT)
 #   What a test executable links and is compiled with.
 function(baton_link_test target libs support)
-  target_link_libraries(${target} PRIVATE ${libs} GTest::gtest GTest::gtest_main)
+  # The heap baton runs on (apps/tuned_heap.cpp), tuned before LibTorch
+  # initialises: the suites' own training runs on it too.
+  target_link_libraries(${target} PRIVATE baton_tuned_heap ${libs} GTest::gtest
+                        GTest::gtest_main)
   baton_test_optimization(${target})
   if(support)
     target_link_libraries(${target} PRIVATE baton_test_support)
