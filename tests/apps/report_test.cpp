@@ -65,8 +65,27 @@ protected:
     ASSERT_FALSE(out_.empty()) << "the tiny runs or their report failed";
   }
   static std::string path_of(const std::string& name) { return dir_->path() + "/" + name; }
+
+  /// `baton predict`'s predictions of local and the ring for the tiny
+  /// workload (as `baton compare --predict` adds them), made once for the
+  /// suite: the file's path, or "" when predict failed (the case fails).
+  static std::string predictions() {
+    if (predictions_.empty()) {
+      auto predicted = run_baton({"predict", source_path("configs/data-parallel.yaml"),
+                                  "--strategies", "local,data-parallel:ring", "--measured-hosts",
+                                  "2", "--latency", "0.0001", "--set", "data.train_limit=256",
+                                  "--set", "data.test_limit=200", "--json",
+                                  path_of("predictions.json")});
+      EXPECT_EQ(predicted.exit_code, 0) << predicted.text;
+      if (predicted.exit_code == 0)
+        predictions_ = path_of("predictions.json");
+    }
+    return predictions_;
+  }
+
   static inline std::unique_ptr<scratch_dir> dir_;
   static inline std::string out_;
+  static inline std::string predictions_;
 };
 
 } // namespace
@@ -182,14 +201,11 @@ TEST_F(report, reads_its_own_report_and_a_bench_json) {
 // its measured one, the ranking check, one projection plot per bandwidth
 // and the crossovers' section; still valid against the schema.
 TEST_F(report, draws_the_predictions) {
-  auto predicted = run_baton({"predict", source_path("configs/data-parallel.yaml"), "--strategies",
-                              "local,data-parallel:ring", "--measured-hosts", "2", "--latency",
-                              "0.0001", "--set", "data.train_limit=256", "--set",
-                              "data.test_limit=200", "--json", path_of("predictions.json")});
-  ASSERT_EQ(predicted.exit_code, 0) << predicted.text;
+  const auto predicted = predictions();
+  ASSERT_FALSE(predicted.empty());
   auto j = read_json(out_ + "/report.json");
   j["runs"][0]["strategy"] = "data-parallel:ring"; // compare's name of the strategy run
-  j["predictions"] = read_json(path_of("predictions.json"));
+  j["predictions"] = read_json(predicted);
   write_text(path_of("predicted.json"), j.dump());
   auto out = run_baton({"report", path_of("predicted.json"), "--out", path_of("predicted")});
   ASSERT_EQ(out.exit_code, 0) << out.text;
@@ -229,18 +245,15 @@ TEST_F(report, draws_the_predictions) {
 // ring's run is given a predicted step 10% and then 50% over its measured
 // one; `local` has no run with a step to check and is drawn without error bars.
 TEST_F(report, projections_carry_the_check_error_and_leave_out_a_strategy_off_by_over_25) {
-  auto predicted = run_baton({"predict", source_path("configs/data-parallel.yaml"), "--strategies",
-                              "local,data-parallel:ring", "--measured-hosts", "2", "--latency",
-                              "0.0001", "--set", "data.train_limit=256", "--set",
-                              "data.test_limit=200", "--json", path_of("banded.json")});
-  ASSERT_EQ(predicted.exit_code, 0) << predicted.text;
+  const auto predicted = predictions();
+  ASSERT_FALSE(predicted.empty());
   for (double over : {0.10, 0.50}) {
     SCOPED_TRACE(over);
     auto j = read_json(out_ + "/report.json");
     j["runs"][0]["strategy"] = "data-parallel:ring";
     j["runs"][0]["summary"]["steady_step_seconds"] = 0.010;
     j["runs"][0]["predicted"] = {{"step_seconds", 0.010 * (1 + over)}};
-    j["predictions"] = read_json(path_of("banded.json"));
+    j["predictions"] = read_json(predicted);
     const auto name = "banded-" + std::to_string(static_cast<int>(100 * over));
     write_text(path_of(name + ".json"), j.dump());
     auto out = run_baton({"report", path_of(name + ".json"), "--out", path_of(name)});
