@@ -28,7 +28,8 @@ struct report_plot {
 /// double's limit ("x range is invalid" at 1e308).
 inline constexpr double max_plotted = 1e15;
 
-/// The plots of `report` (the prediction plots only with predictions), in
+/// The plots of `report` (the prediction plots only with predictions and
+/// its "prediction_check"), in
 /// the page's order; those with nothing to draw or a value beyond
 /// max_plotted have `omitted` set and are not given to gnuplot.
 std::vector<report_plot> report_plots(const nlohmann::json& report);
