@@ -352,10 +352,6 @@ struct run_state {
   const dataset& train;
   int32_t epoch = 0;            ///< the epoch under way (augmentation's draws)
   std::vector<replica> workers;
-  /// Every replica's parameters are worker 0's tensors (each replica keeps
-  /// its own gradients, buffers and autograd graph): set when every step
-  /// is synchronous, as every replica then holds worker 0's weights anyway.
-  bool shared_parameters = false;
   size_t point = 0;             ///< freeze point: layers [0, point) frozen
   int64_t feature_block = 1;    ///< frozen_features' block_rows for this prefix
   flat_layout layout;
@@ -469,19 +465,6 @@ void optimizer_update(run_state& s, replica& w, const std::vector<at::Tensor>& g
   }
 }
 
-/// Copies worker 0's trainable parameters into every other replica (none to
-/// copy when they share worker 0's, see start).
-void broadcast_parameters(run_state& s) {
-  if (s.shared_parameters)
-    return;
-  torch::NoGradGuard no_grad;
-  const auto& source = s.workers.front().parameters;
-  for (size_t w = 1; w < s.workers.size(); ++w)
-    for (size_t i = 0; i < source.size(); ++i)
-      if (s.layout.keys[i].range.begin >= s.layout.frozen_numel)
-        s.workers[w].parameters[i].copy_(source[i]);
-}
-
 /// Takes the adaptive freezing decision when one is due, on the reduced gradient.
 void adapt_freezing(run_state& s, const std::vector<at::Tensor>& reduced) {
   if (!s.freezer)
@@ -499,14 +482,14 @@ void adapt_freezing(run_state& s, const std::vector<at::Tensor>& reduced) {
     set_point(s, freeze_point(s.workers.front().model, decision->layer));
 }
 
-/// A synchronous step: every worker's gradient, reduced, one update.
+/// A synchronous step: every worker's gradient, reduced, one update (of
+/// worker 0's parameters, which every replica shares: see start).
 void synchronous_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatches) {
   std::vector<std::vector<at::Tensor>> per_worker;
   for (size_t w = 0; w < s.workers.size(); ++w)
     per_worker.push_back(worker_gradients(s, s.workers[w], minibatches[w]));
   const auto reduced = all_reduce_mean(s, per_worker);
   optimizer_update(s, s.workers.front(), reduced);
-  broadcast_parameters(s);
   adapt_freezing(s, reduced);
 }
 
@@ -609,11 +592,10 @@ void start(run_state& s, const model_factory& make) {
     s.workers.push_back(std::move(r));
   }
   // Synchronous steps update worker 0 and leave every replica with its
-  // weights: the replicas share worker 0's parameter storage instead of
-  // copying it in after every step (the same weights, no pass over them;
-  // local SGD's replicas step apart and keep their own).
-  s.shared_parameters = spec.sync_every == 0 && spec.workers > 1;
-  if (s.shared_parameters) {
+  // weights: the replicas share worker 0's parameter tensors (each keeps
+  // its own gradients, buffers and autograd graph) instead of copying them
+  // in after every step; local SGD's replicas step apart and keep their own.
+  if (spec.sync_every == 0) {
     torch::NoGradGuard no_grad;
     const auto& first = s.workers.front().parameters;
     for (size_t w = 1; w < s.workers.size(); ++w)
