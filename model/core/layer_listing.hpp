@@ -3,9 +3,10 @@
 // A model's layers as names and ties, and a backbone's output width, without
 // LibTorch in the caller: what the topology reader and the strategies'
 // sections need of a model (the names a strategy's keys refer to, the ties a
-// cut must not separate, the width the heads take). Built in model/core,
-// where the model is: a section that includes this header compiles without
-// LibTorch's headers (a quarter of the time).
+// cut must not separate, the width the heads take). A built-in model's are
+// read from its declaration (architecture.hpp), a TorchScript file's by
+// loading it: a section that includes this header compiles without
+// LibTorch's headers (a quarter of the time), and builds no model.
 
 #include <cstdint>
 #include <string>
@@ -23,10 +24,11 @@ struct layer_listing {
   std::vector<layer_tie> ties;
 };
 
-/// Builds `spec`'s model to list its layers (a convnet_wide narrow: its
-/// names do not depend on the width). Throws model::error on a model that
-/// cannot be built, LibTorch's errors included (without their backtrace).
-layer_listing list_layers(model_spec spec);
+/// The layers of `spec`'s model: a built-in one's from its declaration
+/// (architecture.hpp, nothing built), a TorchScript file's by loading it.
+/// Throws model::error on a model that cannot be built, LibTorch's errors
+/// included (without their backtrace).
+layer_listing list_layers(const model_spec& spec);
 
 /// The layers of the model `baton pretrain` and a pipeline train on a task
 /// of `classes` classes (make_pretrain_model): the backbone's and its
@@ -34,9 +36,10 @@ layer_listing list_layers(model_spec spec);
 /// task's logits. Throws as make_pretrain_model does.
 std::vector<std::string> list_pretrain_layers(const model_spec& backbone, int64_t classes);
 
-/// The width of the features a backbone built from `spec` outputs, measured
-/// as output_features (layered_model.hpp) does: 256 for convnet and
-/// convnet_wide, 512 for resnet18, whatever a TorchScript backbone outputs;
+/// The width of the features a backbone built from `spec` outputs: 256 for
+/// convnet and convnet_wide, 512 for resnet18 (their declarations'), what a
+/// TorchScript backbone outputs measured as output_features
+/// (layered_model.hpp) does;
 /// what the classifier and the heads take. Throws model::error for a model
 /// that is not a backbone (convnet, convnet_wide, resnet18, torchscript), or
 /// as output_features does.

@@ -165,34 +165,11 @@ void layered_model::train(bool on) {
 }
 
 layered_model make_model(const model_spec& spec) {
-  if ((spec.name == "classifier" || spec.name == "head" || spec.name == "mlp") &&
-      spec.classes <= 0)
-    throw error("model '" + spec.name + "': expected classes > 0, got " +
-                std::to_string(spec.classes));
-  if ((spec.name == "classifier" || spec.name == "head") && spec.features <= 0)
-    throw error("model '" + spec.name + "': expected features > 0, got " +
-                std::to_string(spec.features));
   if (spec.name == "torchscript") // pretrained: keep the file's weights
     return layered_model(torchscript_layers(spec));
-  std::vector<named_layer> layers;
-  if (spec.name == "convnet")
-    layers = convnet(spec);
-  else if (spec.name == "convnet_wide")
-    layers = convnet_wide(spec);
-  else if (spec.name == "resnet18")
-    layers = resnet18(spec.in_channels);
-  else if (spec.name == "classifier")
-    layers.push_back(linear_layer("fc2", spec.features, spec.classes));
-  else if (spec.name == "head")
-    layers = head(spec);
-  else if (spec.name == "mlp")
-    layers = mlp(spec);
-  else
-    throw error("unknown model '" + spec.name + "', expected convnet, convnet_wide, resnet18, "
-                "classifier, head, mlp or torchscript");
-  layered_model m(std::move(layers));
-  initialise(m, spec.seed,
-             spec.name == "resnet18" ? conv_init::kaiming_fan_out : conv_init::fan_in_uniform);
+  const model_declaration declaration = declare_model(spec);
+  layered_model m(build_layers(declaration));
+  initialise(m, spec.seed, declaration.convolutions);
   return m;
 }
 
@@ -235,10 +212,9 @@ int64_t backbone_features(const model_spec& spec) {
   if (std::find(backbones.begin(), backbones.end(), spec.name) == backbones.end())
     throw error("model '" + spec.name +
                 "' is not a backbone (expected convnet, convnet_wide, resnet18 or torchscript)");
-  model_spec probed = spec;
-  if (probed.name == "convnet_wide")
-    probed.wide_features = 1; // an inner width: its output (fc1b's) does not depend on it
-  return output_features(make_model(probed), probed);
+  if (is_declared(spec.name)) // read, not built: resnet18 would take ~45 MB and a probe
+    return declared_features(declare_model(spec));
+  return output_features(make_model(spec), spec);
 }
 
 std::vector<layer_tie> layer_ties(const layered_model& m) {
@@ -251,11 +227,13 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
   return out;
 }
 
-layer_listing list_layers(model_spec spec) {
-  // Names and ties do not depend on the width; the default would allocate
-  // ~150 MB only to read them.
-  if (spec.name == "convnet_wide")
-    spec.wide_features = 1;
+layer_listing list_layers(const model_spec& spec) {
+  if (is_declared(spec.name)) { // read, not built; a declared model ties no weights
+    layer_listing listing;
+    for (const auto& layer : declare_model(spec).layers)
+      listing.names.push_back(layer.name);
+    return listing;
+  }
   try {
     const auto m = make_model(spec);
     return {m.layer_names(), layer_ties(m)};

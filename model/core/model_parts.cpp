@@ -84,16 +84,10 @@ void initialise(layered_model& m, uint64_t seed, conv_init convolutions) {
 
 using torch::nn::AnyModule;
 
-named_layer conv_layer(const char* name, int64_t in, int64_t out) {
-  return {name, AnyModule(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)))};
-}
 named_layer linear_layer(const char* name, int64_t in, int64_t out, bool bias) {
   return {name, AnyModule(torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias)))};
 }
 named_layer relu_layer(const char* name) { return {name, AnyModule(torch::nn::ReLU())}; }
-named_layer pool_layer(const char* name) {
-  return {name, AnyModule(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)))};
-}
 named_layer flatten_layer(const char* name) { return {name, AnyModule(torch::nn::Flatten())}; }
 named_layer batch_norm_layer(const char* name, int64_t features) {
   return {name, AnyModule(torch::nn::BatchNorm1d(

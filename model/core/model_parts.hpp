@@ -2,24 +2,19 @@
 
 // The parts model/core builds models from (model/core/layered_model.cpp's
 // make_model): deterministic initialisation, the common layers, the built-in
-// networks and a TorchScript file's children. Internal to model/: callers
-// outside it use make_model.
+// networks from their declarations (architecture.hpp) and a TorchScript
+// file's children. Internal to model/: callers outside it use make_model.
 
 #include <cstdint>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "model/core/architecture.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::model {
-
-/// How convolution weights are drawn.
-enum class conv_init {
-  fan_in_uniform,    ///< PyTorch's default: uniform +-1/sqrt(fan_in), as linear layers
-  kaiming_fan_out,   ///< torchvision's ResNet: normal, std sqrt(2 / fan_out)
-};
 
 /// Re-initialises every parameter of `m` from `seed` alone, as PyTorch's
 /// defaults do in distribution (uniform +-1/sqrt(fan_in) for weights and
@@ -33,28 +28,16 @@ void initialise(layered_model& m, uint64_t seed,
 
 // -- layers --------------------------------------------------------------------
 
-/// A 3x3 convolution, padding 1.
-named_layer conv_layer(const char* name, int64_t in, int64_t out);
 named_layer linear_layer(const char* name, int64_t in, int64_t out, bool bias = true);
 named_layer relu_layer(const char* name);
-/// A 2x2 max pool.
-named_layer pool_layer(const char* name);
 named_layer flatten_layer(const char* name);
 /// Batch norm over `features` without running statistics.
 named_layer batch_norm_layer(const char* name, int64_t features);
 
-// -- built-in networks (model_spec::name) ---------------------------------------
+// -- built-in networks ---------------------------------------------------------
 
-/// The convnet's output width, and the heads' default input width.
-inline constexpr int64_t convnet_features = 256;
-/// resnet18's output width.
-inline constexpr int64_t resnet18_features = 512;
-
-std::vector<named_layer> convnet(const model_spec& spec);
-std::vector<named_layer> convnet_wide(const model_spec& spec);
-std::vector<named_layer> head(const model_spec& spec);
-std::vector<named_layer> mlp(const model_spec& spec);
-std::vector<named_layer> resnet18(int64_t in_channels);
+/// The layers of a declared model (architecture.hpp), built in order.
+std::vector<named_layer> build_layers(const model_declaration& declaration);
 
 /// The top-level children of the TorchScript file `spec.path`, each a layer.
 /// Throws file_error on a missing or unreadable file, and on a module that is

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/architecture.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
@@ -14,7 +15,16 @@
 namespace baton::model {
 
 std::vector<std::string> list_pretrain_layers(const model_spec& backbone, int64_t classes) {
-  return make_pretrain_model(backbone, classes).layer_names();
+  if (!is_declared(backbone.name)) // a TorchScript file ending in the logits gets no fc2
+    return make_pretrain_model(backbone, classes).layer_names();
+  const model_declaration body = declare_model(backbone);
+  std::vector<std::string> names;
+  for (const auto& layer : body.layers)
+    names.push_back(layer.name);
+  for (const auto& layer :
+       declare_model(pretrain_classifier(declared_features(body), classes)).layers)
+    names.push_back(layer.name);
+  return names;
 }
 
 layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
@@ -35,10 +45,7 @@ layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {
              ": classifier fc2 appended, Linear(" + std::to_string(features) + " -> " +
              std::to_string(classes) + ")");
   auto layers = body.layers();
-  model_spec classifier;
-  classifier.name = "classifier";
-  classifier.classes = classes;
-  classifier.features = features;
+  model_spec classifier = pretrain_classifier(features, classes);
   classifier.seed = derive_seed(backbone.seed, "fc2");
   const layered_model head = make_model(classifier);
   layers.insert(layers.end(), head.layers().begin(), head.layers().end());

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/layer_listing.hpp"
 #include "model/core/pretrain.hpp"
 #include "tests/support/tiny_model.hpp"
 
@@ -128,6 +129,27 @@ TEST(layered_model, pretrain_model_classifier_takes_the_backbone_features) {
   EXPECT_EQ(resnet.forward(input({2, 3, 32, 32}, 3)).sizes(), (std::vector<int64_t>{2, 10}));
   auto convnet = make_pretrain_model(spec_of("convnet", 3), 10);
   EXPECT_EQ(convnet.forward(input({2, 1, 28, 28}, 3)).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+TEST(layered_model, a_declared_model_lists_the_layers_make_model_builds) {
+  for (const char* name : {"convnet", "convnet_wide", "resnet18", "head", "classifier", "mlp"}) {
+    auto spec = spec_of(name, 4);
+    spec.wide_features = 64;
+    spec.in_height = spec.in_width = 16; // the mlp's first layer over 256 inputs
+    const auto built = make_model(spec);
+    const auto listed = list_layers(spec);
+    EXPECT_EQ(listed.names, built.layer_names()) << name;
+    EXPECT_TRUE(listed.ties.empty() && layer_ties(built).empty()) << name;
+    if (std::string{name} == "head" || std::string{name} == "classifier" ||
+        std::string{name} == "mlp")
+      continue; // not backbones
+    EXPECT_EQ(backbone_features(spec), output_features(built, spec)) << name;
+    EXPECT_EQ(list_pretrain_layers(spec, 7), make_pretrain_model(spec, 7).layer_names()) << name;
+  }
+  auto small = spec_of("convnet", 4);
+  small.in_height = 7;
+  EXPECT_THROW(list_layers(small), error); // refused as make_model refuses it
+  EXPECT_THROW(list_layers(spec_of("lenet", 4)), error);
 }
 
 TEST(layered_model, head_and_classifier) {
