@@ -55,7 +55,8 @@ struct trained_count {
 };
 
 /// The training after its warm-up (model/core/warm_up.hpp): the samples the
-/// result's first row trained from then to the end, and their seconds.
+/// result's first row trained from then to the end of that epoch (its
+/// evaluation left out), and their seconds.
 struct steady_training {
   int64_t samples = 0;
   double seconds = 0;
@@ -118,12 +119,13 @@ struct job_result {
   std::string failed;
 };
 
-/// The training of the finished run `r` after its first progress report,
-/// which `actor` sent having trained `samples`, `seconds` before the end:
-/// the samples of r's first row in the proportion `actor` trained after the
-/// report. Unset after a restart, or when `actor` reported no more samples.
-std::optional<steady_training> steady_after(const job_result& r, const std::string& actor,
-                                            int64_t samples, double seconds);
+/// The training of the finished run `r` between two progress reports of
+/// `actor` (progress_line's first and last), sent having trained `from` and
+/// `to` samples, `seconds` apart: the samples of r's first row in the
+/// proportion `actor` trained between them. Unset after a restart, or when
+/// `actor` trained nothing between them.
+std::optional<steady_training> steady_between(const job_result& r, const std::string& actor,
+                                              int64_t from, int64_t to, double seconds);
 
 /// The strategy `r` names: its mode, else its job.
 std::string strategy_of(const job_result& r);

@@ -58,12 +58,9 @@ int64_t warm_up_samples(const topology& t, int64_t global_batch) {
   return static_cast<int64_t>(t.runtime.progress_every) * global_batch;
 }
 
-void set_steady(job_result& out, const std::optional<model::warm_up_end>& warm,
-                int64_t samples) {
-  if (!warm)
-    return;
-  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - warm->at);
-  out.steady = steady_training{samples - warm->samples, seconds.count()};
+void set_steady(job_result& out, const std::optional<model::steady_span>& steady) {
+  if (steady && steady->samples > 0 && steady->seconds > 0)
+    out.steady = steady_training{steady->samples, steady->seconds};
 }
 
 messages::actor_report local_group(const std::string& group, const std::string& role,

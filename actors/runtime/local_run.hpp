@@ -57,10 +57,8 @@ job_result local_result(const topology& t, const std::string& node,
 /// progress report (runtime.progress_every).
 int64_t warm_up_samples(const topology& t, int64_t global_batch);
 
-/// Sets `out.steady` from the end of the warm-up `warm` (nothing when
-/// unset) to now, of a run that trained `samples` in all.
-void set_steady(job_result& out, const std::optional<model::warm_up_end>& warm,
-                int64_t samples);
+/// Sets `out.steady` from a warm_up_watch's span (nothing when unset).
+void set_steady(job_result& out, const std::optional<model::steady_span>& steady);
 
 /// What a one-process run trained as one result reports of it, as the
 /// actors' result group `group` (role `role`, training `task`) reports it:

@@ -15,7 +15,9 @@ progress_line::progress_line(bool tty, const job_plan& plan, std::chrono::second
 void progress_line::update(const std::string& actor, int32_t epoch, int64_t samples,
                            double loss) {
   if (!first_)
-    first_ = report{actor, samples, clock::now()};
+    first_ = report{actor, epoch, samples, clock::now()};
+  else if (actor == first_->actor && (!last_ || epoch == first_->epoch))
+    last_ = report{actor, epoch, samples, clock::now()};
   const auto* planned = plan_.find(actor);
   const auto& group = planned == nullptr || planned->result.empty() ? actor : planned->result;
   auto& g = groups_[group];

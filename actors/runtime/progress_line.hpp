@@ -29,14 +29,19 @@ public:
   void set_total(int64_t samples) { total_ = samples * shares(); }
   /// `actor` reported `samples` done so far with recent mean `loss`.
   void update(const std::string& actor, int32_t epoch, int64_t samples, double loss);
-  /// The run's first report: its actor, the samples it had trained and when
-  /// it came (where the warm-up ended: job_result::steady).
+  /// A report: its actor, epoch, the samples it had trained and when it came.
   struct report {
     std::string actor;
+    int32_t epoch = 0;
     int64_t samples = 0;
     std::chrono::steady_clock::time_point at;
   };
+  /// The run's first report (where the warm-up ended) and the last its actor
+  /// sent in that epoch (or, when the epoch had no other, in the next): the
+  /// steady training lies between them, no evaluation inside
+  /// (job_result::steady).
   const std::optional<report>& first_report() const { return first_; }
+  const std::optional<report>& last_report() const { return last_; }
   /// Clears the line before other output (on a terminal).
   void clear();
 
@@ -64,6 +69,7 @@ private:
   std::map<std::string, group_progress> groups_; ///< by result group (or actor)
   bool drawn_ = false;
   std::optional<report> first_;
+  std::optional<report> last_;
 };
 
 } // namespace runtime

@@ -548,6 +548,7 @@ bool train_epoch(run_state& s, int32_t epoch, OverBudget over_budget) {
   }
   if (s.spec.sync_every > 0 && s.local_steps > 0)
     average_parameters(s);
+  s.warm_up.epoch_ended();
   s.result.samples += s.epoch_samples;
   s.result.train_loss.push_back(
       s.epoch_samples > 0 ? s.epoch_loss / static_cast<double>(s.epoch_samples) : 0.0);
@@ -654,7 +655,7 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
   s.result.best_epoch = best.best_epoch();
   s.result.best_weights = best.weights();
   s.result.steps = s.step;
-  s.result.warmed_up = s.warm_up.end();
+  s.result.steady = s.warm_up.steady();
   s.result.frozen_layers = s.point;
   s.result.weights_digest = weights_digest(s.workers.front().model);
   s.result.model = s.workers.front().model;

@@ -287,7 +287,7 @@ struct data_parallel_settings {
   /// limit), as the actors' runs stop at runtime.stop_after_seconds; the
   /// epoch cut short is not evaluated.
   double stop_after_seconds = 0;
-  /// The warm-up's samples (all workers'): warmed_up marks when they are
+  /// The warm-up's samples (all workers'): `steady` starts when they are
   /// trained (0: not marked).
   int64_t warm_up_samples = 0;
   /// Keep the best epoch's weights by validation accuracy, stop after
@@ -308,8 +308,9 @@ struct data_parallel_result {
   std::vector<at::Tensor> best_weights;
   /// Per epoch: seconds from the start of training until its evaluation ended.
   std::vector<double> epoch_seconds;
-  /// When spec.warm_up_samples were trained (unset: never, or not asked).
-  std::optional<warm_up_end> warmed_up;
+  /// The training from spec.warm_up_samples to the end of that epoch
+  /// (unset: never reached, or not asked).
+  std::optional<steady_span> steady;
   int64_t steps = 0;                 ///< global steps taken
   int64_t samples = 0;               ///< samples trained (all workers)
   std::string weights_digest;        ///< weights_digest of the final model

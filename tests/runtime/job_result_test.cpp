@@ -197,7 +197,7 @@ TEST(job_result, an_early_stop_round_trips_and_is_in_the_table) {
     << baton::actors::results_table(r);
 }
 
-TEST(job_result, the_steady_training_is_the_first_rows_samples_after_the_first_report) {
+TEST(job_result, the_steady_training_is_the_first_rows_samples_between_two_reports) {
   job_result r;
   actor_report workers;
   workers.actor = "workers";
@@ -205,23 +205,25 @@ TEST(job_result, the_steady_training_is_the_first_rows_samples_after_the_first_r
   r.heads = {workers};
   r.actors = {actor("worker0", 1, 0, 0), actor("worker1", 1, 0, 0)};
   r.actors[0].samples = 4096;
-  // worker0 reported after 1,024 of its 4,096 samples: a quarter of the row's.
-  auto steady = baton::actors::steady_after(r, "worker0", 1024, 3.0);
+  // worker0 reported after 1,024 and 3,072 of its 4,096 samples: half the row's.
+  auto steady = baton::actors::steady_between(r, "worker0", 1024, 3072, 3.0);
   ASSERT_TRUE(steady.has_value());
-  EXPECT_EQ(steady->samples, 6144);
+  EXPECT_EQ(steady->samples, 4096);
   EXPECT_DOUBLE_EQ(steady->seconds, 3.0);
-  // Unset for an actor with no more samples, an unknown one, and after a restart.
-  EXPECT_FALSE(baton::actors::steady_after(r, "worker0", 4096, 3.0).has_value());
-  EXPECT_FALSE(baton::actors::steady_after(r, "worker9", 10, 3.0).has_value());
+  // Unset for nothing trained between, more than the actor trained, an
+  // unknown actor, and after a restart.
+  EXPECT_FALSE(baton::actors::steady_between(r, "worker0", 1024, 1024, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_between(r, "worker0", 1024, 5000, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_between(r, "worker9", 10, 20, 3.0).has_value());
   r.restarts = 1;
-  EXPECT_FALSE(baton::actors::steady_after(r, "worker0", 1024, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_between(r, "worker0", 1024, 3072, 3.0).has_value());
 
   r.restarts = 0;
   r.steady = steady;
   auto back = job_result_from_json(to_json(r));
   ASSERT_TRUE(back);
   ASSERT_TRUE(back->steady.has_value());
-  EXPECT_EQ(back->steady->samples, 6144);
+  EXPECT_EQ(back->steady->samples, 4096);
   EXPECT_DOUBLE_EQ(back->steady->seconds, 3.0);
   r.steady.reset();
   EXPECT_FALSE(to_json(r).contains("steady"));

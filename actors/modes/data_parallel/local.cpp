@@ -122,7 +122,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
                      ? "early_stopping.patience spent"
                      : "runtime.stop_after_seconds spent");
     auto out = local_result(t, "local", started, training_started);
-    set_steady(out, result.warmed_up, result.samples);
+    set_steady(out, result.steady);
     out.result_label = "workers";
     for (size_t e = 0; e < result.epoch_seconds.size(); ++e)
       out.epoch_seconds[workers_group][static_cast<int32_t>(e)] = result.epoch_seconds[e];

@@ -206,6 +206,7 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
   auto plan = model::plan_epoch(data.train.size(), t.plan, epoch);
   auto sums = flush_schedule(t) ? train_flush(task, trainers, data.train, plan)
                 : static_1f1b_epoch{task, trainers, data.train, plan}.run();
+  trainers.warm_up.epoch_ended();
   return {epoch, sums.samples ? sums.loss_sum / sums.samples : 0.0,
           std::max(0.0, local_accuracy(t, task, trainers, data.test)), sums.samples,
           local_accuracy(t, task, trainers, data.validation)};
@@ -360,7 +361,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
                      stop_reason(*stopped, t.target_accuracy), epoch + 1, t.plan.epochs);
     }
     auto out = local_result(t, "local", started, training_started);
-    set_steady(out, trainers.warm_up.end(), trained.samples);
+    set_steady(out, trainers.warm_up.steady());
     out.result_label = "stage";
     out.epoch_seconds[head] = epoch_seconds;
     out.stopped = stopped; // as the actors' run records it, at the last epoch too
