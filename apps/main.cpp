@@ -89,7 +89,8 @@ usage:
       --only-head NAME       with --mode local: train only this head
       --threads N            with --mode local: torch threads (default: the actors' budget,
                              runtime.compute_threads, so that its sums are theirs bit for
-                             bit; job: transfer, all cores)
+                             bit; job: transfer, all cores); data-parallel computes
+                             min(N, W) workers at once on N / that threads each
       --metrics-out FILE     write the metrics JSON to FILE
       --curves FILE.csv      write the learning curves as CSV: a row per epoch per result
                              (head, stage, workers) and a row per actor with its totals;

@@ -224,9 +224,15 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   const int64_t batch = pipeline ? std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches)
                                  : t.plan.batch_size;
   // Every worker and stage computes on one thread (runtime.compute_threads
-  // on W emulated hosts sharing this machine's cores); `local`, one process
-  // running every worker's pass in turn, on every core (compare runs it so).
-  auto profile = profiles.of(t, batch, name == "local" ? actors::cores() : 1);
+  // on W emulated hosts sharing this machine's cores). `local` is one
+  // process on every core (compare runs it so): data-parallel's computes
+  // min(W, cores) workers at once, each on its share of the cores (its
+  // local loop's lanes); the others' one loop uses them all.
+  const int32_t cores = actors::cores();
+  int32_t lanes = 1;
+  if (name == "local" && t.job == "data-parallel")
+    lanes = std::max(1, std::min(actors::data_parallel::section_of(t).workers, cores));
+  auto profile = profiles.of(t, batch, name == "local" ? std::max(1, cores / lanes) : 1);
   if (!profile)
     return profile.error();
   costed_strategy c;
@@ -242,9 +248,9 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   if (name == "local") {
     // `--mode local`: one process trains every worker's batch each step.
     const auto* workers = std::get_if<cost::ring_strategy>(&*s);
-    c.load.batch_size *= c.hosts;
+    s = cost::strategy{cost::local_strategy{workers ? workers->freeze : cost::freezing{},
+                                            c.hosts, lanes}};
     c.hosts = 1;
-    s = cost::strategy{cost::local_strategy{workers ? workers->freeze : cost::freezing{}}};
   }
   c.strategy = *s;
   c.projected = projected_of(*s, c.hosts);

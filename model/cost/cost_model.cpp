@@ -107,8 +107,9 @@ prediction on_every_host(const workload& w, const cluster& c) {
 prediction predict_local(const workload& w, const cluster&, const local_strategy& s) {
   check(w, s.freeze);
   prediction p;
-  p.compute_seconds = compute_of(w, w.batch_size, s.freeze).total();
-  p.samples_per_step = w.batch_size;
+  p.compute_seconds =
+    compute_of(w, static_cast<double>(w.batch_size) * rounds_of(s), s.freeze).total();
+  p.samples_per_step = w.batch_size * s.workers;
   return p;
 }
 
@@ -403,6 +404,11 @@ double evaluation_of(const workload& w, const cluster& c, const strategy& s,
 } // namespace
 
 // -- public -------------------------------------------------------------------------------
+
+int32_t rounds_of(const local_strategy& s) {
+  require(s.workers >= 1 && s.lanes >= 1, "local: workers >= 1 and lanes >= 1");
+  return (s.workers + s.lanes - 1) / s.lanes;
+}
 
 double link_model::message_seconds(double bytes) const {
   return latency + message_overhead + bytes / bandwidth;

@@ -94,13 +94,21 @@ struct freezing {
 
 // -- strategies ------------------------------------------------------------------
 
-/// `--mode local`: one process trains batch_size (b) samples per step.
-///   step = F + B + U, where F, B are the forward and backward of every
-///   layer at b samples (a frozen prefix: see freezing) and U the update of
-///   the trainable layers. No communication, no waiting.
+/// `--mode local`: one process trains `workers` x batch_size (b) samples
+/// per step, its workers computed `lanes` at a time (each lane on its
+/// share of the cores, as the profile was taken).
+///   step = F + B + U at ceil(workers / lanes) x b samples, where F, B are
+///   the forward and backward of every layer (a frozen prefix: see
+///   freezing) and U the update of the trainable layers. No communication,
+///   no waiting.
 struct local_strategy {
   freezing freeze;
+  int32_t workers = 1;
+  int32_t lanes = 1;
 };
+
+/// The samples each lane of `s` computes per step, in worker batches.
+int32_t rounds_of(const local_strategy& s);
 
 /// data-parallel, exchange: ring (every step's gradients all-reduced).
 /// Each of the W hosts runs F + B + U on its own b samples (W b samples a

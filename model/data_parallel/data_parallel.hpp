@@ -290,6 +290,12 @@ struct data_parallel_settings {
   /// The warm-up's samples (all workers'): `steady` starts when they are
   /// trained (0: not marked).
   int64_t warm_up_samples = 0;
+  /// Workers computed at once (worker_lanes.hpp), each on
+  /// `threads_per_worker` torch threads: 1 computes them one after another
+  /// on the caller's threads. Their sums do not depend on it, only on each
+  /// worker's thread count.
+  int32_t concurrent_workers = 1;
+  int32_t threads_per_worker = 1;
   /// Keep the best epoch's weights by validation accuracy, stop after
   /// `patience` epochs without a better one (the workload's `save`,
   /// `early_stopping`), as the actors' runs do.

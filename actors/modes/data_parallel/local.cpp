@@ -105,6 +105,12 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     spec.stop_after_seconds = t.runtime.stop_after_seconds;
     spec.selection = t.selection;
     spec.warm_up_samples = warm_up_samples(t, spec.batch_size * spec.workers);
+    // Threads for several workers compute that many at once, each on its
+    // share (--threads 2, two workers: each on one thread, as the actors on
+    // two cores, and so with their sums).
+    const int32_t threads = r.threads > 0 ? r.threads : t.runtime.compute_threads;
+    spec.concurrent_workers = std::max(1, std::min(threads, spec.workers));
+    spec.threads_per_worker = std::max(1, threads / spec.concurrent_workers);
     auto result =
       model::run_data_parallel_local([&] { return initial_model(worker); }, *data, spec);
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)

@@ -92,6 +92,18 @@ TEST(cost_model, compute_scales_with_the_batch_but_the_update_does_not) {
   expect_split(predict(tiny(2), hosts(1), local_strategy{}), 17, 0, 0);
 }
 
+// W workers computed `lanes` at a time: a step is ceil(W / lanes) workers'
+// batches in turn, and trains W batches.
+TEST(cost_model, local_computes_its_workers_lanes_at_a_time) {
+  const prediction two_lanes = predict(tiny(), hosts(1), local_strategy{{}, 2, 2});
+  expect_split(two_lanes, 9, 0, 0); // one batch's time
+  EXPECT_EQ(two_lanes.samples_per_step, 2);
+  expect_split(predict(tiny(), hosts(1), local_strategy{{}, 2, 1}), 17, 0, 0); // two in turn
+  expect_split(predict(tiny(), hosts(1), local_strategy{{}, 3, 2}), 17, 0, 0);
+  EXPECT_EQ(predict(tiny(), hosts(1), local_strategy{{}, 3, 2}).samples_per_step, 3);
+  EXPECT_THROW(predict(tiny(), hosts(1), local_strategy{{}, 2, 0}), baton::model::error);
+}
+
 TEST(cost_model, epoch_is_steps_times_step) {
   workload w = tiny();
   w.samples_per_epoch = 10;

@@ -511,6 +511,43 @@ TEST(data_parallel, local_sgd_averages_every_l_steps) {
               .weights_digest);
 }
 
+// The workers computed at once on their own threads (worker_lanes) give
+// what they give one after another, bit for bit: each worker's arithmetic
+// is its own, its thread count unchanged (one), and the loss is summed in
+// worker order; the mean and the optimizer's step, cut between the lanes,
+// are elementwise. Synchronous with per-worker batch norm (SGD, and AdamW
+// with clipping), local SGD, and three workers on two lanes.
+TEST(data_parallel, workers_computed_at_once_equal_one_after_another) {
+  const auto with_norm = [] {
+    auto layers = tiny_model().layers();
+    layers.insert(layers.begin() + 2,
+                  {"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(32))});
+    return layered_model(std::move(layers));
+  };
+  for (int32_t workers : {2, 3})
+    for (int32_t sync_every : {0, 2, -1}) {
+      SCOPED_TRACE("workers " + std::to_string(workers) + ", sync_every " +
+                   std::to_string(sync_every));
+      auto spec = base_spec(workers);
+      spec.sync_every = std::max(0, sync_every);
+      if (sync_every < 0) { // synchronous AdamW, clipped
+        spec.optimizer.name = "adamw";
+        spec.optimizer.lr = 0.01;
+        spec.optimizer.clip_grad_norm = 0.5;
+      }
+      const auto one_by_one = run_data_parallel_local(with_norm, dp_train_data(),
+                                                      dp_test_data(), spec);
+      spec.concurrent_workers = 2;
+      spec.threads_per_worker = 1;
+      const auto at_once = run_data_parallel_local(with_norm, dp_train_data(), dp_test_data(),
+                                                   spec);
+      EXPECT_EQ(at_once.weights_digest, one_by_one.weights_digest);
+      EXPECT_EQ(at_once.train_loss, one_by_one.train_loss);
+      EXPECT_EQ(at_once.test_accuracy, one_by_one.test_accuracy);
+      EXPECT_TRUE(torch::equal(at_once.model.buffers()[0], one_by_one.model.buffers()[0]));
+    }
+}
+
 // -- tied weights (DESIGN invariant 14) -------------------------------------------
 
 TEST(data_parallel, a_tied_tensor_is_one_key_of_the_layout) {

@@ -327,10 +327,12 @@ TEST_F(data_parallel_run, embedded_equals_the_local_reference) {
 
 // The training after the warm-up (what `baton bench` rates): from the first
 // progress report of the actors, or as many samples of the local run, to the
-// end; the same weights.
+// end of that epoch; the same weights. The local run on two threads computes
+// the two workers at once, one thread each, with the actors' sums.
 TEST_F(data_parallel_run, the_steady_training_follows_the_first_progress_report) {
   auto reporting = with(job(2), {"--set", "runtime.progress_every=3"});
-  for (const auto& run : {run_job(*dir_, with(reporting, {"--mode", "local"}), "steady-local"),
+  for (const auto& run : {run_job(*dir_, with(reporting, {"--mode", "local", "--threads", "2"}),
+                                  "steady-local"),
                           run_job(*dir_, reporting, "steady-embedded")}) {
     SCOPED_TRACE(run.at("run").get<std::string>());
     ASSERT_TRUE(run.contains("steady"));
