@@ -4,7 +4,11 @@
 
 namespace baton::model {
 
-worker_lanes::worker_lanes(size_t lanes, int32_t torch_threads) : torch_threads_(torch_threads) {
+worker_lanes::worker_lanes(size_t lanes, int32_t torch_threads)
+    : torch_threads_(torch_threads), caller_threads_(at::get_num_threads()) {
+  // Once for the run: ATen resizes its thread pool on every change of the
+  // count, which cost more than a small step when it was done per call.
+  at::set_num_threads(torch_threads_);
   for (size_t lane = 1; lane < lanes; ++lane)
     threads_.emplace_back([this, lane] { serve(lane); });
 }
@@ -17,6 +21,7 @@ worker_lanes::~worker_lanes() {
   started_.notify_all();
   for (auto& t : threads_)
     t.join();
+  at::set_num_threads(caller_threads_);
 }
 
 void worker_lanes::run(size_t n, const std::function<void(size_t)>& job) {
@@ -29,11 +34,7 @@ void worker_lanes::run(size_t n, const std::function<void(size_t)>& job) {
     ++generation_;
   }
   started_.notify_all();
-  // The caller's own torch threads are the lanes' while it is one of them.
-  const int saved = at::get_num_threads();
-  at::set_num_threads(torch_threads_);
   work(0);
-  at::set_num_threads(saved);
   std::unique_lock<std::mutex> lock(mutex_);
   finished_.wait(lock, [this] { return running_ == 0; });
   job_ = nullptr;

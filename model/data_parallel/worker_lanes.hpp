@@ -18,7 +18,8 @@
 namespace baton::model {
 
 /// `lanes` threads for the life of a run (the caller is the first), each
-/// computing on `torch_threads` intra-op threads.
+/// computing on `torch_threads` intra-op threads: the caller's too, from
+/// construction to destruction (its own count is restored then).
 class worker_lanes {
 public:
   worker_lanes(size_t lanes, int32_t torch_threads);
@@ -38,6 +39,7 @@ private:
   void work(size_t lane);
 
   int32_t torch_threads_;
+  int caller_threads_;
   std::mutex mutex_;
   std::condition_variable started_, finished_;
   uint64_t generation_ = 0;   ///< one per run()
