@@ -611,8 +611,9 @@ void average_parameters(run_state& s) {
 void local_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatches) {
   // Each replica has its own optimizer state (momentum, adam's moments),
   // never averaged: only the weights are.
-  every_worker_step(s, minibatches,
-                    [&s](worker_step& step, size_t w) { optimizer_update(s, s.workers[w], step.grads); });
+  every_worker_step(s, minibatches, [&s](worker_step& step, size_t w) {
+    optimizer_update(s, s.workers[w], step.grads);
+  });
   if (++s.local_steps == s.spec.sync_every)
     average_parameters(s);
 }
