@@ -1,6 +1,7 @@
 #include "apps/predict/strategy_costs.hpp"
 
 #include <algorithm>
+#include <future>
 
 #include "actors/modes/backbone_split.hpp"
 #include "actors/modes/data_parallel/section.hpp"
@@ -173,10 +174,12 @@ cost::strategy projected_of(cost::strategy s, int32_t hosts) {
 } // namespace
 
 caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch,
-                                                      int32_t threads) {
+                                                      int32_t threads, int32_t copies) {
   const trained_model m = trained_model_of(t);
   const auto shape = actors::sample_shape_of(t);
-  const std::string key = key_of(m, shape, batch, threads);
+  std::string key = key_of(m, shape, batch, threads);
+  if (copies > 1)
+    key += "/c" + std::to_string(copies);
   if (auto found = made_.find(key); found != made_.end())
     return found->second;
   if (!file_.empty()) {
@@ -193,7 +196,13 @@ caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t
   options.seed = t.seed;
   options.optimizer = m.optimizer;
   try {
-    auto profile = model::profile_model(build(m), options);
+    auto profile_one = [&] { return model::profile_model(build(m), options); };
+    std::vector<std::future<model::model_profile>> others;
+    for (int32_t k = 1; k < copies; ++k)
+      others.push_back(std::async(std::launch::async, profile_one));
+    auto profile = profile_one();
+    for (auto& other : others)
+      other.get();
     profile.model = m.spec.name;
     return made_[key] = profile;
   } catch (const std::exception& e) { // model::error, c10::Error
@@ -232,7 +241,8 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   int32_t lanes = 1;
   if (name == "local" && t.job == "data-parallel")
     lanes = std::max(1, std::min(actors::data_parallel::section_of(t).workers, cores));
-  auto profile = profiles.of(t, batch, name == "local" ? std::max(1, cores / lanes) : 1);
+  auto profile = name == "local" ? profiles.of(t, batch, std::max(1, cores / lanes), lanes)
+                                 : profiles.of(t, batch);
   if (!profile)
     return profile.error();
   costed_strategy c;

@@ -42,9 +42,11 @@ class profile_cache {
 public:
   explicit profile_cache(std::string profile_file = "") : file_(std::move(profile_file)) {}
   /// The profile of the model `t` trains at `batch` samples on `threads`
-  /// torch threads, and the model's name.
+  /// torch threads, and the model's name; with `copies` > 1, taken while as
+  /// many copies profile side by side (as the local loop's lanes compute,
+  /// sharing the cores' caches and memory), the first copy's figures.
   caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch,
-                                         int32_t threads = 1);
+                                         int32_t threads = 1, int32_t copies = 1);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
 
