@@ -10,6 +10,7 @@
 
 #include "messages/types.hpp"
 #include "model/core/specs.hpp"
+#include "model/core/warm_up.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -54,13 +55,10 @@ struct trained_count {
   int64_t duplicates = 0;
 };
 
-/// The training after its warm-up (model/core/warm_up.hpp): the samples the
-/// result's first row trained from then to the end of that epoch (its
-/// evaluation left out), and their seconds.
-struct steady_training {
-  int64_t samples = 0;
-  double seconds = 0;
-};
+/// The training after its warm-up (model/core/warm_up.hpp's span): the
+/// samples the result's first row trained from then to the end of that
+/// epoch (its evaluation left out), and their seconds.
+using steady_training = model::steady_span;
 
 struct job_result {
   std::string job;  ///< `job:` of the topology that ran

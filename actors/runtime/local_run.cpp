@@ -60,7 +60,7 @@ int64_t warm_up_samples(const topology& t, int64_t global_batch) {
 
 void set_steady(job_result& out, const std::optional<model::steady_span>& steady) {
   if (steady && steady->samples > 0 && steady->seconds > 0)
-    out.steady = steady_training{steady->samples, steady->seconds};
+    out.steady = steady;
 }
 
 messages::actor_report local_group(const std::string& group, const std::string& role,

@@ -1,6 +1,6 @@
 #include "model/core/architecture.hpp"
 
-#include <algorithm>
+#include <map>
 
 #include "model/core/error.hpp"
 
@@ -106,17 +106,29 @@ std::vector<layer_declaration> mlp(const model_spec& spec) {
           linear("fc3", hidden, spec.classes, false)};
 }
 
-const std::vector<std::string>& declared_names() {
-  static const std::vector<std::string> names{"convnet",    "convnet_wide", "resnet18",
-                                              "classifier", "head",         "mlp"};
-  return names;
+/// Every declared model by name: what is_declared and declare_model read.
+const std::map<std::string, model_declaration (*)(const model_spec&)>& declarations() {
+  static const std::map<std::string, model_declaration (*)(const model_spec&)> table{
+    {"convnet", [](const model_spec& s) { return model_declaration{convnet(s)}; }},
+    {"convnet_wide", [](const model_spec& s) { return model_declaration{convnet_wide(s)}; }},
+    {"resnet18",
+     [](const model_spec& s) {
+       return model_declaration{resnet18(s.in_channels), conv_init::kaiming_fan_out};
+     }},
+    {"classifier",
+     [](const model_spec& s) {
+       return model_declaration{{linear("fc2", s.features, s.classes)}};
+     }},
+    {"head", [](const model_spec& s) { return model_declaration{head(s)}; }},
+    {"mlp", [](const model_spec& s) { return model_declaration{mlp(s)}; }},
+  };
+  return table;
 }
 
 } // namespace
 
 bool is_declared(const std::string& model_name) {
-  const auto& names = declared_names();
-  return std::find(names.begin(), names.end(), model_name) != names.end();
+  return declarations().count(model_name) > 0;
 }
 
 model_declaration declare_model(const model_spec& spec) {
@@ -127,20 +139,17 @@ model_declaration declare_model(const model_spec& spec) {
   if ((spec.name == "classifier" || spec.name == "head") && spec.features <= 0)
     throw error("model '" + spec.name + "': expected features > 0, got " +
                 std::to_string(spec.features));
-  if (spec.name == "convnet")
-    return {convnet(spec)};
-  if (spec.name == "convnet_wide")
-    return {convnet_wide(spec)};
-  if (spec.name == "resnet18")
-    return {resnet18(spec.in_channels), conv_init::kaiming_fan_out};
-  if (spec.name == "classifier")
-    return {{linear("fc2", spec.features, spec.classes)}};
-  if (spec.name == "head")
-    return {head(spec)};
-  if (spec.name == "mlp")
-    return {mlp(spec)};
+  if (auto found = declarations().find(spec.name); found != declarations().end())
+    return found->second(spec);
   throw error("unknown model '" + spec.name + "', expected convnet, convnet_wide, resnet18, "
               "classifier, head, mlp or torchscript");
+}
+
+std::vector<std::string> layer_names(const model_declaration& declaration) {
+  std::vector<std::string> names;
+  for (const auto& layer : declaration.layers)
+    names.push_back(layer.name);
+  return names;
 }
 
 model_spec pretrain_classifier(int64_t features, int64_t classes) {

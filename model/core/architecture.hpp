@@ -60,6 +60,9 @@ bool is_declared(const std::string& model_name);
 /// (an image under 8x8 for the convnets, classes or features not positive).
 model_declaration declare_model(const model_spec& spec);
 
+/// The names of a declaration's layers, in order.
+std::vector<std::string> layer_names(const model_declaration& declaration);
+
 /// The classifier ("fc2", Linear(features -> classes)) that make_pretrain_model
 /// puts on a backbone of `features` outputs for a task of `classes` classes.
 model_spec pretrain_classifier(int64_t features, int64_t classes);

@@ -228,12 +228,8 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
 }
 
 layer_listing list_layers(const model_spec& spec) {
-  if (is_declared(spec.name)) { // read, not built; a declared model ties no weights
-    layer_listing listing;
-    for (const auto& layer : declare_model(spec).layers)
-      listing.names.push_back(layer.name);
-    return listing;
-  }
+  if (is_declared(spec.name)) // read, not built; a declared model ties no weights
+    return {layer_names(declare_model(spec)), {}};
   try {
     const auto m = make_model(spec);
     return {m.layer_names(), layer_ties(m)};

@@ -18,12 +18,10 @@ std::vector<std::string> list_pretrain_layers(const model_spec& backbone, int64_
   if (!is_declared(backbone.name)) // a TorchScript file ending in the logits gets no fc2
     return make_pretrain_model(backbone, classes).layer_names();
   const model_declaration body = declare_model(backbone);
-  std::vector<std::string> names;
-  for (const auto& layer : body.layers)
-    names.push_back(layer.name);
-  for (const auto& layer :
-       declare_model(pretrain_classifier(declared_features(body), classes)).layers)
-    names.push_back(layer.name);
+  auto names = layer_names(body);
+  const auto classifier = declare_model(pretrain_classifier(declared_features(body), classes));
+  for (auto& name : layer_names(classifier))
+    names.push_back(std::move(name));
   return names;
 }
 

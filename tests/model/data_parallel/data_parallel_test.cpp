@@ -53,6 +53,14 @@ void plain_step(layered_model& m, std::vector<at::Tensor>& momentum, bool first,
   }
 }
 
+/// tiny_model with batch norm (running statistics) after its first layer:
+/// each worker's own buffers.
+layered_model tiny_model_with_batch_norm() {
+  auto layers = tiny_model().layers();
+  layers.insert(layers.begin() + 2, {"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(32))});
+  return layered_model(std::move(layers));
+}
+
 std::vector<at::Tensor> zeros_like_parameters(const layered_model& m) {
   std::vector<at::Tensor> out;
   for (const auto& p : m.parameters())
@@ -419,12 +427,7 @@ TEST(data_parallel, workers_equal_gradient_accumulation_over_the_global_minibatc
 // averaged, worker 0 steps and its weights are copied; the result keeps
 // worker 0's running statistics.
 TEST(data_parallel, two_workers_by_hand_bit_for_bit_with_per_worker_batch_norm) {
-  const auto make = [] {
-    auto layers = tiny_model().layers();
-    layers.insert(layers.begin() + 2,
-                  {"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(32))});
-    return layered_model(std::move(layers));
-  };
+  const auto make = tiny_model_with_batch_norm;
   auto spec = base_spec(2);
   const auto result = run_data_parallel_local(make, dp_train_data(), dp_test_data(), spec);
   std::vector<layered_model> models{make(), make()};
@@ -518,12 +521,7 @@ TEST(data_parallel, local_sgd_averages_every_l_steps) {
 // are elementwise. Synchronous with per-worker batch norm (SGD, and AdamW
 // with clipping), local SGD, and three workers on two lanes.
 TEST(data_parallel, workers_computed_at_once_equal_one_after_another) {
-  const auto with_norm = [] {
-    auto layers = tiny_model().layers();
-    layers.insert(layers.begin() + 2,
-                  {"bn1", torch::nn::AnyModule(torch::nn::BatchNorm1d(32))});
-    return layered_model(std::move(layers));
-  };
+  const auto with_norm = tiny_model_with_batch_norm;
   for (int32_t workers : {2, 3})
     for (int32_t sync_every : {0, 2, -1}) {
       SCOPED_TRACE("workers " + std::to_string(workers) + ", sync_every " +
