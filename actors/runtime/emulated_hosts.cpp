@@ -181,6 +181,10 @@ double link_bytes_per_second(const std::string& text) {
   return link ? static_cast<double>(link->rate_bits) / 8 : 0;
 }
 
+uint64_t burst_bytes(const link_spec& link) {
+  return std::max<uint64_t>(64 * 1024, link.rate_bits / 8 / 100);
+}
+
 std::string find_tool(const std::string& name) {
   for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/", "/bin/"}) {
     auto path = std::string{dir} + name;
@@ -349,11 +353,9 @@ bool emulated_hosts::add_host(int32_t index, int subnet, std::string& error) {
 }
 
 bool emulated_hosts::shape(const host& h, const link_spec& link, std::string& error) {
-  // A burst of 10 ms at the rate (at least 64 KiB: a segmentation-offloaded
-  // packet); packets wait at most 50 ms in the queue before being dropped.
-  auto burst = std::max<uint64_t>(64 * 1024, link.rate_bits / 8 / 100);
+  // Packets wait at most 50 ms in the queue before being dropped.
   std::vector<std::string> tbf{"handle", "1:", "tbf", "rate", rate_text(link.rate_bits),
-                               "burst", std::to_string(burst), "latency", "50ms"};
+                               "burst", std::to_string(burst_bytes(link)), "latency", "50ms"};
   auto in_namespace = std::vector<std::string>{ip_, "netns", "exec", h.name_space, tc_};
   auto root = [&](std::vector<std::string> prefix, const std::string& device) {
     prefix.insert(prefix.end(), {"qdisc", "add", "dev", device, "root"});

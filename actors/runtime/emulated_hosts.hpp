@@ -46,6 +46,10 @@ std::optional<link_spec> parse_link_spec(const std::string& text, std::string& e
 /// parse): what the planners take as the link's bandwidth.
 double link_bytes_per_second(const std::string& text);
 
+/// The burst of the token bucket (tc's tbf) that shapes an emulated link:
+/// 10 ms at the rate, at least 64 KiB (a segmentation-offloaded packet).
+uint64_t burst_bytes(const link_spec& link);
+
 /// How a command run by run_tool ended.
 struct tool_result {
   int exit_code = -1; ///< 128 + signal if killed; -1 if it could not start

@@ -242,8 +242,9 @@ link_calibration from_times(const std::vector<double>& sizes, const std::vector<
                               times.begin() + static_cast<long>((s + 1) * round_trips));
     c.samples.push_back({sizes[s], median(trips) / 2});
   }
-  const auto [fixed, bandwidth] = fit_link(c.samples);
+  const auto [fixed, bandwidth, burst] = fit_link(c.samples);
   c.link.bandwidth = bandwidth;
+  c.link.burst = burst;
   // A streamed message costs its overhead or its bytes' time on the link, whichever is longer.
   const double per_message = times.back() / streamed_messages - streamed_bytes / bandwidth;
   c.link.message_overhead = std::clamp(per_message, 0.0, fixed);
@@ -267,10 +268,14 @@ caf::expected<link_calibration> read_cache(const std::string& path) {
   c.link.bandwidth = j.value("bandwidth", 0.0);
   c.link.latency = j.value("latency", 0.0);
   c.link.message_overhead = j.value("message_overhead", 0.0);
+  // A file written before the burst was kept: read it from its samples.
+  c.link.burst = j.value("burst", -1.0);
   c.measured_on = j.value("measured_on", "");
   c.method = j.value("method", "");
   for (const auto& s : j.value("samples", nlohmann::json::array()))
     c.samples.push_back({s.value("bytes", 0.0), s.value("seconds", 0.0)});
+  if (c.link.burst < 0)
+    c.link.burst = fit_link(c.samples).burst;
   c.cache_file = path;
   c.cached = true;
   return c;
@@ -281,7 +286,8 @@ const char* method_text =
   "(at most 0.15 s of the link), median of 7 round trips each, halved; bandwidth from the two "
   "largest (past tc's burst), a = the time of the smallest (1 kB, within the burst); "
   "message_overhead = the time per message of 2000 64-byte messages streamed back to back; "
-  "latency = a - message_overhead";
+  "latency = a - message_overhead; burst = the largest's bytes less what its time past a "
+  "carried at the bandwidth";
 
 caf::expected<link_calibration> measure_emulated(const std::string& text) {
   std::string error;
@@ -326,6 +332,7 @@ nlohmann::json to_json(const link_calibration& c) {
   return {{"bandwidth", c.link.bandwidth},
           {"latency", c.link.latency},
           {"message_overhead", c.link.message_overhead},
+          {"burst", c.link.burst},
           {"measured_on", c.measured_on},
           {"method", c.method},
           {"samples", samples}};
@@ -339,7 +346,7 @@ std::string default_link_cache_dir() {
   return (fs::temp_directory_path() / "baton").string();
 }
 
-std::pair<double, double> fit_link(const std::vector<link_sample>& given) {
+link_fit fit_link(const std::vector<link_sample>& given) {
   // The bandwidth from the two largest messages: tc's tbf lets a burst (10 ms of the
   // rate) pass at the veth's speed, so small messages say nothing of the rate, and a
   // fit over every size is pulled to it. The fixed part from the small ones.
@@ -348,16 +355,18 @@ std::pair<double, double> fit_link(const std::vector<link_sample>& given) {
             [](const link_sample& a, const link_sample& b) { return a.bytes < b.bytes; });
   constexpr double unlimited = std::numeric_limits<double>::infinity();
   if (samples.empty())
-    return {0, unlimited};
-  double bandwidth = unlimited;
+    return {0, unlimited, 0};
+  link_fit fit{samples.front().seconds, unlimited, 0};
   if (samples.size() >= 2) {
     const auto& big = samples.back();
     const auto& next = samples[samples.size() - 2];
-    if (big.seconds > next.seconds)
-      bandwidth = (big.bytes - next.bytes) / (big.seconds - next.seconds);
+    if (big.seconds > next.seconds) {
+      fit.bandwidth = (big.bytes - next.bytes) / (big.seconds - next.seconds);
+      // The largest took (bytes - burst) / bandwidth after the fixed part.
+      fit.burst = std::max(0.0, big.bytes - (big.seconds - fit.fixed) * fit.bandwidth);
+    }
   }
-  // The smallest message, within the burst: its time is the fixed part.
-  return {samples.front().seconds, bandwidth};
+  return fit;
 }
 
 caf::expected<link_calibration> calibrate_link(const std::string& link,

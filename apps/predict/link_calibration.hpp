@@ -41,12 +41,20 @@ nlohmann::json to_json(const link_calibration& c);
 /// $HOME/.cache/baton, else the system's temp directory.
 std::string default_link_cache_dir();
 
-/// One-way time = a + bytes / bandwidth from the samples: the bandwidth
-/// from the two largest (tc's tbf lets a burst of 10 ms of the rate pass at
-/// the veth's speed: small messages say nothing of the rate), a the time of
-/// the smallest (within the burst). Returns {a,
-/// bandwidth}; bandwidth is infinite when the largest take no longer.
-std::pair<double, double> fit_link(const std::vector<link_sample>& samples);
+/// What fit_link reads from the samples.
+struct link_fit {
+  double fixed = 0;     ///< a: the smallest message's time
+  double bandwidth = 0; ///< bytes per second (infinite when the largest take no longer)
+  double burst = 0;     ///< bytes that passed at once (a token bucket's), >= 0
+};
+
+/// One-way time = a + max(0, bytes - burst) / bandwidth from the samples:
+/// the bandwidth from the two largest (tc's tbf lets a burst of 10 ms of
+/// the rate pass at the veth's speed: small messages say nothing of the
+/// rate), a the time of the smallest (within the burst), the burst what the
+/// largest took less than a + bytes / bandwidth (a ping-pong of messages of
+/// at least twice the burst refills the bucket between them).
+link_fit fit_link(const std::vector<link_sample>& samples);
 
 /// The link of `link` ("" or "loopback": the loopback; else a --link
 /// RATE[,DELAY]), read from `cache_dir`/link-NAME.json when it is there,

@@ -104,12 +104,14 @@ caf::expected<link_calibration> link_of(const predict_request& r) {
   c.link.bandwidth = r.bandwidths.empty() ? model::cost::gbit_per_second(1) : r.bandwidths.front();
   if (!r.link.empty()) {
     std::string error;
-    if (auto spec = actors::parse_link_spec(r.link, error))
+    if (auto spec = actors::parse_link_spec(r.link, error)) {
       c.link.bandwidth = static_cast<double>(spec->rate_bits) / 8;
+      c.link.burst = static_cast<double>(actors::burst_bytes(*spec));
+    }
   }
   c.measured_on = r.link.empty() ? "given" : "given, --link " + r.link;
   c.method = "given: --latency (message_overhead 0, bandwidth from --link or the first "
-             "--bandwidth)";
+             "--bandwidth, burst the emulated link's token bucket with --link, else 0)";
   return c;
 }
 

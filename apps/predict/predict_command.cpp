@@ -140,9 +140,10 @@ void print_measured(const json& rows) {
 
 void print_predictions(const json& p) {
   const auto& link = p["link"];
-  std::printf("link: %.4g Gbit/s, latency %.1f us, per-message overhead %.1f us (%s%s)\n",
+  std::printf("link: %.4g Gbit/s, latency %.1f us, per-message overhead %.1f us, burst %.0f kB "
+              "(%s%s)\n",
               8 * link["bandwidth"].get<double>() / 1e9, 1e6 * link["latency"].get<double>(),
-              1e6 * link["message_overhead"].get<double>(),
+              1e6 * link["message_overhead"].get<double>(), link.value("burst", 0.0) / 1e3,
               link["measured_on"].get<std::string>().c_str(),
               link.contains("cache_file") ? (", kept in " + link["cache_file"].get<std::string>()).c_str()
                                           : "");

@@ -30,6 +30,7 @@ void check(const workload& w, const cluster& c) {
   require(c.link.bandwidth > 0, "bandwidth > 0 bytes/s");
   require(c.link.latency >= 0 && c.link.message_overhead >= 0,
           "latency and message_overhead >= 0 seconds");
+  require(c.link.burst >= 0, "a link burst >= 0 bytes");
 }
 
 void check(const workload& w, const freezing& f) {
@@ -86,6 +87,28 @@ double exchange_seconds(double payload, int32_t workers, int32_t shards, const l
   return link.latency + slowest;
 }
 
+/// The bytes of one direction of exchange_seconds on the busiest host's
+/// link: what its token bucket credits.
+double exchange_bytes(double payload, int32_t workers, int32_t shards) {
+  if (workers == 1)
+    return 0;
+  const int32_t held = (shards + workers - 1) / workers;
+  return std::max(payload * (shards - held) / shards, payload * held * (workers - 1) / shards);
+}
+
+/// One exchange_seconds after its link idled `idle` seconds, less the
+/// bucket's credit.
+double credited_exchange(double payload, int32_t workers, int32_t shards, token_bucket& tokens,
+                         double idle, const link_model& link) {
+  return exchange_seconds(payload, workers, shards, link) -
+         tokens.send(exchange_bytes(payload, workers, shards), idle);
+}
+
+/// Bytes each host sends in a ring all-reduce of `bytes`: 2 (W - 1) / W of them.
+double ring_host_bytes(double bytes, int32_t hosts) {
+  return 2.0 * (hosts - 1) * bytes / hosts;
+}
+
 /// The share of shards on the host holding the most: its shards' updates
 /// run one after the other.
 double busiest_shard_share(int32_t workers, int32_t shards) {
@@ -123,15 +146,26 @@ prediction predict_ring(const workload& w, const cluster& c, const ring_strategy
   const step_compute compute = compute_of(w, w.batch_size, s.freeze);
   const double scale = scale_of(w, w.batch_size);
   const double backward_end = compute.forward + compute.backward;
-  double ring_end = 0;
-  for (const bucket& b : gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb)) {
-    double ready = backward_end;
-    if (s.overlap) {
-      ready = compute.forward;
-      for (size_t k = b.first_layer; k < w.layers.size(); ++k)
-        ready += w.layers[k].backward_seconds * scale;
+  const auto buckets = gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb);
+  // Two steps: the second has the link's token bucket in its steady state.
+  token_bucket tokens(c.link);
+  double ring_end = 0, quiet_since = 0; // this step's times; the link went quiet at quiet_since
+  for (int step = 0; step < 2; ++step) {
+    ring_end = 0;
+    for (const bucket& b : buckets) {
+      double ready = backward_end;
+      if (s.overlap) {
+        ready = compute.forward;
+        for (size_t k = b.first_layer; k < w.layers.size(); ++k)
+          ready += w.layers[k].backward_seconds * scale;
+      }
+      const double start = std::max(ready, ring_end);
+      ring_end = start + ring_allreduce_seconds(b.bytes, c.hosts, c.link) -
+                 tokens.send(ring_host_bytes(b.bytes, c.hosts), start - quiet_since);
+      quiet_since = ring_end;
     }
-    ring_end = std::max(ready, ring_end) + ring_allreduce_seconds(b.bytes, c.hosts, c.link);
+    // The next step starts after the update: the link's quiet time carries over.
+    quiet_since -= std::max(backward_end, ring_end) + compute.update;
   }
   prediction p = on_every_host(w, c);
   p.compute_seconds = compute.total();
@@ -148,11 +182,18 @@ prediction predict_ps(const workload& w, const cluster& c, const ps_strategy& s)
   const int32_t shards = s.shards == 0 ? c.hosts : s.shards;
   require(shards >= 1, "ps shards >= 1 (0: one per host), got " + std::to_string(s.shards));
   const step_compute compute = compute_of(w, w.batch_size, s.freeze);
-  const double exchange = exchange_seconds(compute.gradient_bytes, c.hosts, shards, c.link);
+  const double update = compute.update * busiest_shard_share(c.hosts, shards);
+  // Two steps: the second has the link's token bucket in its steady state.
+  token_bucket tokens(c.link);
+  double push = 0, pull = 0;
+  for (int step = 0; step < 2; ++step) {
+    push = credited_exchange(compute.gradient_bytes, c.hosts, shards, tokens,
+                             compute.forward + compute.backward, c.link);
+    pull = credited_exchange(compute.gradient_bytes, c.hosts, shards, tokens, update, c.link);
+  }
   prediction p = on_every_host(w, c);
-  p.compute_seconds = compute.forward + compute.backward +
-                      compute.update * busiest_shard_share(c.hosts, shards);
-  p.communication_seconds = 2 * exchange;
+  p.compute_seconds = compute.forward + compute.backward + update;
+  p.communication_seconds = push + pull;
   p.wire_bytes = 2.0 * (c.hosts - 1) * compute.gradient_bytes;
   return p;
 }
@@ -164,9 +205,19 @@ prediction predict_local_sgd(const workload& w, const cluster& c, const local_sg
   check(w, s.freeze);
   require(s.sync_every >= 1, "sync_every >= 1, got " + std::to_string(s.sync_every));
   const step_compute compute = compute_of(w, w.batch_size, s.freeze);
+  const auto buckets = gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb);
+  // Two averages: the second has the link's token bucket in its steady
+  // state; the first bucket's link idled for the L steps.
+  token_bucket tokens(c.link);
   double average = 0;
-  for (const bucket& b : gradient_buckets(w.layers, s.freeze.frozen_layers, s.bucket_mb))
-    average += ring_allreduce_seconds(b.bytes, c.hosts, c.link);
+  for (int round = 0; round < 2; ++round) {
+    average = 0;
+    double idle = s.sync_every * compute.total();
+    for (const bucket& b : buckets) {
+      average += ring_allreduce_seconds(b.bytes, c.hosts, c.link) -
+                 tokens.send(ring_host_bytes(b.bytes, c.hosts), std::exchange(idle, 0.0));
+    }
+  }
   prediction p = on_every_host(w, c);
   p.compute_seconds = compute.total();
   p.communication_seconds = average / s.sync_every;
@@ -186,10 +237,18 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
   const double fraction = ist_subnet_fraction_of(s, c.hosts);
   const step_compute whole = compute_of(w, w.batch_size, freezing{});
   const double subnet_bytes = whole.gradient_bytes * fraction;
+  const double round_compute = whole.total() * fraction * s.local_steps;
+  // Two rounds: the second has the link's token bucket in its steady state.
+  // The slices go back after the L steps and the next round's come at once.
+  token_bucket tokens(c.link);
+  double back = 0, out = 0;
+  for (int round = 0; round < 2; ++round) {
+    back = credited_exchange(subnet_bytes, c.hosts, shards, tokens, round_compute, c.link);
+    out = credited_exchange(subnet_bytes, c.hosts, shards, tokens, 0, c.link);
+  }
   prediction p = on_every_host(w, c);
   p.compute_seconds = whole.total() * fraction;
-  p.communication_seconds =
-    2 * exchange_seconds(subnet_bytes, c.hosts, shards, c.link) / s.local_steps;
+  p.communication_seconds = (back + out) / s.local_steps;
   p.wire_bytes = 2.0 * (c.hosts - 1) * subnet_bytes / s.local_steps;
   p.steps_per_epoch = w.samples_per_epoch / w.batch_size / c.hosts;
   return p;
@@ -396,7 +455,9 @@ double evaluation_of(const workload& w, const cluster& c, const strategy& s,
   double pull = 0;
   if (std::holds_alternative<ist_strategy>(s) && c.hosts > 1) {
     const double whole = compute_of(w, 1, freezing{}).gradient_bytes;
-    pull = c.link.message_seconds(whole * (c.hosts - 1) / c.hosts);
+    // After an epoch of rounds the link's bucket is full.
+    const double bytes = whole * (c.hosts - 1) / c.hosts;
+    pull = c.link.message_seconds(bytes) - std::min(bytes, c.link.burst) / c.link.bandwidth;
   }
   return evaluation_forward(w) + pull;
 }
@@ -412,6 +473,13 @@ int32_t rounds_of(const local_strategy& s) {
 
 double link_model::message_seconds(double bytes) const {
   return latency + message_overhead + bytes / bandwidth;
+}
+
+double token_bucket::send(double bytes, double idle_seconds) {
+  tokens_ = std::min(link_.burst, tokens_ + std::max(0.0, idle_seconds) * link_.bandwidth);
+  const double passed = std::min(bytes, tokens_);
+  tokens_ -= passed;
+  return passed / link_.bandwidth;
 }
 
 double prediction::samples_per_second() const {

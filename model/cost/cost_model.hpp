@@ -17,6 +17,10 @@
 // - Every host has one full-duplex link of `bandwidth` bytes/s each way; a
 //   message of n bytes takes latency + message_overhead + n / bandwidth. The
 //   switch is never the bottleneck (every host pair at full rate at once).
+//   A link with a burst (link_model::burst) credits each exchange of the
+//   data-parallel strategies and IST with its token bucket (token_bucket),
+//   refilled while the link idled before it; a pipeline's per-microbatch
+//   messages are not credited (a link that limits a pipeline never idles).
 // - One thread of compute per host; compute and communication of a host
 //   overlap only where a strategy says so.
 // - Hosts are identical (the profile's machine), nothing fails, stragglers
@@ -67,8 +71,29 @@ struct link_model {
   double bandwidth = 125e6;      ///< bytes per second, each way (> 0); 1 Gbit/s = 125e6
   double latency = 0;            ///< seconds from send to arrival, per message
   double message_overhead = 0;   ///< seconds of sender/receiver work per message
+  /// Bytes a shaped link lets pass at once after it idled (a token bucket:
+  /// tc's tbf on emulated hosts, a cloud link's burst), refilled at
+  /// `bandwidth` while the link carries nothing; 0 for a link without one.
+  double burst = 0;
   /// latency + message_overhead + bytes / bandwidth.
   double message_seconds(double bytes) const;
+};
+
+/// A link's token bucket over a run: the credit of the bytes sent in turn.
+/// Start it full, send a step's phases in order, each after the seconds its
+/// link idled; a phase of n bytes passes min(n, tokens) at once and the rest
+/// at the rate (the bucket empties while the link is busy). A step's second
+/// pass gives the steady state.
+class token_bucket {
+public:
+  explicit token_bucket(const link_model& link) : link_(link), tokens_(link.burst) {}
+  /// The seconds `bytes` save against their time at the rate, after the link
+  /// idled `idle_seconds`: min(bytes, tokens) / bandwidth.
+  double send(double bytes, double idle_seconds);
+
+private:
+  const link_model& link_;
+  double tokens_;
 };
 
 /// W hosts joined by one kind of link.

@@ -88,6 +88,8 @@ public:
     }
     sending_.assign(p.hosts.size(), 0);
     receiving_.assign(p.hosts.size(), 0);
+    tokens_out_.assign(p.hosts.size(), p.link.burst);
+    tokens_in_.assign(p.hosts.size(), p.link.burst);
   }
 
   simulation run();
@@ -124,6 +126,20 @@ private:
   };
   std::vector<transfer> wire_;
   std::vector<int32_t> sending_, receiving_; ///< transfers per host and direction
+  /// Each host's token buckets (link_model::burst), out and in: full after
+  /// an idle spell, emptied by what passes at once, refilled while idle.
+  std::vector<double> tokens_out_, tokens_in_;
+  void refill(double dt) {
+    const auto add = [&](double& tokens) {
+      tokens = std::min(plan_.link.burst, tokens + dt * plan_.link.bandwidth);
+    };
+    for (size_t h = 0; h < sending_.size(); ++h) {
+      if (sending_[h] == 0)
+        add(tokens_out_[h]);
+      if (receiving_[h] == 0)
+        add(tokens_in_[h]);
+    }
+  }
   std::map<edge, double> last_arrival_;      ///< a connection delivers in order
   double rate_of(const transfer& t) const {
     return plan_.link.bandwidth / std::max(sending_[t.from_host], receiving_[t.to_host]);
@@ -199,12 +215,16 @@ bool engine::advance(size_t index) {
         const auto to = static_cast<size_t>(plan_.actors[static_cast<size_t>(s.peer)].host);
         if (a.marks >= plan_.warmup_steps)
           wire_bytes_ += s.bytes; // a measured step's
-        if (s.bytes > 0) {
-          wire_.push_back({e, from, to, s.bytes, s.bytes});
+        // What both ends' buckets hold passes at once; the rest at the rate.
+        const double credit = std::min({s.bytes, tokens_out_[from], tokens_in_[to]});
+        tokens_out_[from] -= credit;
+        tokens_in_[to] -= credit;
+        if (s.bytes > credit) {
+          wire_.push_back({e, from, to, s.bytes, s.bytes - credit});
           ++sending_[from];
           ++receiving_[to];
         } else {
-          deliver(e, now_ + plan_.link.latency, 0);
+          deliver(e, now_ + plan_.link.latency, s.bytes);
         }
       } else {
         deliver(e, now_, s.bytes);
@@ -304,6 +324,7 @@ simulation engine::run() {
     if (next == never)
       deadlock();
     account(next - now_);
+    refill(next - now_);
     for (transfer& t : wire_) {
       const double rate = rate_of(t);
       t.remaining = now_ + t.remaining / rate <= next ? 0.0 : t.remaining - (next - now_) * rate;
@@ -368,6 +389,7 @@ void check(const simulated_plan& p) {
     expect(h.machine >= 0 && static_cast<size_t>(h.machine) < p.machine_cores.size(),
             "a host on a machine of the plan");
   expect(p.link.bandwidth > 0, "bandwidth > 0 bytes/s");
+  expect(p.link.burst >= 0, "a link burst >= 0 bytes");
   expect(p.warmup_steps >= 0, "warmup_steps >= 0");
   int32_t steps = -1;
   for (const auto& a : p.actors) {

@@ -3,8 +3,10 @@
 // A discrete-event simulation of a training plan (issue 34 part 2): actors
 // placed on hosts, each running a program of operations (compute, send,
 // receive), the hosts' cores shared by the actors on them (processor
-// sharing), messages over links with latency, bandwidth per direction and a
-// per-message cost that occupies the sender and the receiver, and credit
+// sharing), messages over links with latency, bandwidth per direction, a
+// token bucket per direction (link_model::burst: what passes at once after
+// the link idled) and a per-message cost that occupies the sender and the
+// receiver, and credit
 // windows (at most K messages in flight per edge). A strategy's schedule is
 // written into the programs (model/cost/simulated_plans.hpp builds them);
 // the simulator knows no strategy. Pure arithmetic: no torch, no actors.

@@ -395,6 +395,35 @@ TEST(cost_model, crossovers_are_named_as_chosen_and_said_once) {
   EXPECT_EQ(twice.size(), 4u);
 }
 
+// -- a shaped link's burst ----------------------------------------------------------------
+
+TEST(cost_model, a_burst_credits_each_exchange_with_what_its_link_idled) {
+  // A token bucket of 1000 B (1 s of the link), refilled while the link idles.
+  cluster c = hosts(2);
+  c.link.burst = 1000;
+  // Ring, one 3000 B bucket: each host sends 3000 B after 9 s without traffic (update,
+  // forward, backward): 1000 B pass at once, 3 - 1 = 2 s exposed.
+  expect_split(predict(tiny(), c, ring_strategy{}), 9, 2, 0);
+  // ps, S = 2: the push (1500 B a host) after the 8 s backward is credited 1 s (0.5 s
+  // left); the pull follows the shards' 0.5 s step, which refills 500 B: 1.5 - 0.5 = 1 s.
+  expect_split(predict(tiny(), c, ps_strategy{{}, 2}), 8.5, 1.5, 0);
+  // Local SGD, L = 4: the 3 s average after 36 s of steps, credited 1 s: 2 / 4 a step.
+  expect_split(predict(tiny(), c, local_sgd_strategy{{}, 4, 25}), 9, 0.5, 0);
+  // IST, L = 5: the 750 B slices go back after 22.5 s of steps (credited whole), the
+  // next round's 750 B come at once on the 250 B left: 0.5 s a round, 0.1 s a step.
+  expect_split(predict(tiny(), c, ist_strategy{0, 5, 0}), 4.5, 0.1, 0);
+  // A bucket that holds every byte leaves the fixed costs only.
+  c.link.burst = 1e6;
+  expect_split(predict(tiny(), c, ring_strategy{}), 9, 0, 0);
+  // The bucket on its own: full at the start, refilled at the rate up to the burst.
+  c.link.burst = 1000;
+  token_bucket tokens(c.link);
+  EXPECT_NEAR(tokens.send(400, 0), 0.4, tolerance);
+  EXPECT_NEAR(tokens.send(1000, 0), 0.6, tolerance);
+  EXPECT_NEAR(tokens.send(1000, 0.25), 0.25, tolerance);
+  EXPECT_NEAR(tokens.send(1000, 60), 1, tolerance);
+}
+
 // -- properties ----------------------------------------------------------------------------
 
 TEST(cost_model, more_bandwidth_is_never_slower_and_more_latency_never_faster) {

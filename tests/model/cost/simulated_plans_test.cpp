@@ -54,6 +54,26 @@ TEST(simulated_plans, agree_with_the_formulas_where_these_are_exact) {
   expect_formula(balanced(4), plan_hosts(2, 1e12), gpipe);
 }
 
+TEST(simulated_plans, agree_with_the_formulas_on_a_link_with_a_burst) {
+  // Without latency the ring's rounds follow each other with no idle link between them,
+  // and two hosts' exchanges are one message each way: the buckets credit what the
+  // formulas credit. A burst of 300 B is less than one exchange, 5000 B more than all.
+  for (double burst : {300.0, 5000.0}) {
+    for (int32_t w : {2, 3, 4}) {
+      cluster c = plan_hosts(w);
+      c.link.burst = burst;
+      expect_formula(balanced(), c, ring_strategy{{}, 1, true});
+      expect_formula(balanced(), c, local_sgd_strategy{{}, 4, 1});
+    }
+    cluster two = plan_hosts(2);
+    two.link.burst = burst;
+    expect_formula(balanced(), two, ps_strategy{{}, 0});
+    ist_strategy ist;
+    ist.local_steps = 5;
+    expect_formula(balanced(), two, ist);
+  }
+}
+
 TEST(simulated_plans, a_pipeline_fills_once_under_1f1b) {
   // 1f1b steps after every microbatch and never flushes: one microbatch
   // every t = f + b + u per stage, no bubble in the steady state.

@@ -191,6 +191,37 @@ TEST(simulator, a_runtime_message_cost_occupies_both_ends) {
   EXPECT_NEAR(simulate(p).step_seconds, 1 + 0.25 + 0.25 + 1 + 0.25 + 0.25, simulator_tolerance);
 }
 
+TEST(simulator, a_burst_passes_at_once_and_refills_only_while_the_link_idles) {
+  // Host 0 computes, sends 500 B to host 1 and waits for an empty reply; 1000 B/s,
+  // latency 0.01 s each way.
+  const auto plan = [](double compute, double burst) {
+    simulated_plan p = on_hosts(2);
+    p.link = link_model{1000, 0.01, 0};
+    p.link.burst = burst;
+    p.warmup_steps = 2; // the bucket's steady state
+    simulated_actor ask{"ask", 0, true, {}}, answer{"answer", 1, true, {}};
+    for (int32_t s = 0; s < 5; ++s) {
+      ask.program.insert(ask.program.end(), {operation::compute(compute),
+                                             operation::send(1, 500), operation::receive(1),
+                                             operation::step_end()});
+      answer.program.insert(answer.program.end(), {operation::receive(0),
+                                                   operation::send(0, 0),
+                                                   operation::step_end()});
+    }
+    p.actors = {ask, answer};
+    return simulate(p).step_seconds;
+  };
+  // No burst: 1 + 0.5 + 2 x 0.01.
+  EXPECT_NEAR(plan(1.0, 0), 1.52, simulator_tolerance);
+  // 600 B refilled in the 1 s of compute: the 500 B pass at once.
+  EXPECT_NEAR(plan(1.0, 600), 1.02, simulator_tolerance);
+  // A bucket of 300 B: 200 B at the rate.
+  EXPECT_NEAR(plan(1.0, 300), 1.22, simulator_tolerance);
+  // 0.2 s of compute: the link idles 0.22 s a step (the two latencies and the compute) and
+  // refills 220 B; 280 B at the rate: 0.2 + 0.28 + 0.02.
+  EXPECT_NEAR(plan(0.2, 600), 0.5, simulator_tolerance);
+}
+
 TEST(simulator, refuses_a_plan_that_deadlocks_or_makes_no_sense) {
   simulated_plan p = on_hosts(2);
   p.actors.push_back({"a", 0, true, {operation::receive(1), operation::step_end(),
