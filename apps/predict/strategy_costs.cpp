@@ -176,13 +176,30 @@ cost::strategy projected_of(cost::strategy s, int32_t hosts) {
 caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch,
                                                       int32_t threads, int32_t copies) {
   const trained_model m = trained_model_of(t);
+  return profiled(t, m.spec, m.optimizer, batch, threads, copies, true);
+}
+
+caf::expected<model::model_profile> profile_cache::subnet_of(const topology& t, int64_t batch,
+                                                             int32_t workers) {
+  trained_model m = trained_model_of(t);
+  for (int64_t& width : m.spec.hidden)
+    width = (width + workers - 1) / workers;
+  return profiled(t, m.spec, m.optimizer, batch, 1, 1, false);
+}
+
+caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
+                                                            const model::model_spec& spec,
+                                                            const model::optimizer_spec& optimizer,
+                                                            int64_t batch, int32_t threads,
+                                                            int32_t copies, bool from_file) {
+  const trained_model m{spec, optimizer};
   const auto shape = actors::sample_shape_of(t);
   std::string key = key_of(m, shape, batch, threads);
   if (copies > 1)
     key += "/c" + std::to_string(copies);
   if (auto found = made_.find(key); found != made_.end())
     return found->second;
-  if (!file_.empty()) {
+  if (from_file && !file_.empty()) {
     auto p = actors::load_profile(file_);
     if (!p)
       return p.error();
@@ -255,6 +272,17 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
                                                       : data_parallel_of(name, t, c.load, c.hosts);
   if (!s)
     return s.error();
+  if (auto* ist = std::get_if<cost::ist_strategy>(&*s)) {
+    // A subnet's step, profiled: its smaller matrices do not shrink as f does.
+    auto subnet = profiles.subnet_of(t, batch, c.hosts);
+    if (!subnet)
+      return subnet.error();
+    for (const auto& l : workload_of(*subnet, t).layers)
+      ist->subnet_step_seconds += l.forward_seconds + l.backward_seconds + l.update_seconds;
+    ist->subnet_step_seconds *= static_cast<double>(batch) /
+                                static_cast<double>(std::max<int64_t>(1, subnet->microbatch_size));
+    ist->subnet_workers = c.hosts;
+  }
   if (name == "local") {
     // `--mode local`: one process trains every worker's batch each step.
     const auto* workers = std::get_if<cost::ring_strategy>(&*s);

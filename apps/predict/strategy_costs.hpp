@@ -47,12 +47,24 @@ public:
   /// sharing the cores' caches and memory), the first copy's figures.
   caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch,
                                          int32_t threads = 1, int32_t copies = 1);
+  /// job: ist: the profile of one worker's subnet at `workers` workers (the
+  /// network with the largest part of every hidden layer, ceil(width / W)
+  /// neurons) at `batch` samples on one thread. Always profiled (a --profile
+  /// file holds the whole network).
+  caf::expected<model::model_profile> subnet_of(const actors::topology& t, int64_t batch,
+                                                int32_t workers);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
 
 private:
   std::string file_;
   std::map<std::string, model::model_profile> made_;
+  /// The profile of `spec` stepped by `optimizer`; `from_file`: file_ may serve it.
+  caf::expected<model::model_profile> profiled(const actors::topology& t,
+                                               const model::model_spec& spec,
+                                               const model::optimizer_spec& optimizer,
+                                               int64_t batch, int32_t threads, int32_t copies,
+                                               bool from_file);
 };
 
 /// The cost model's view of one strategy: `t` is the workload parsed with

@@ -225,7 +225,7 @@ prediction predict_local_sgd(const workload& w, const cluster& c, const local_sg
   return p;
 }
 
-/// Each worker trains its subnet (subnet_fraction of the compute) for L
+/// Each worker trains its subnet (ist_worker_step_seconds a step) for L
 /// steps; per round its subnet's slices come from the shards and go back
 /// (two exchanges), amortised over the L steps. An epoch is
 /// floor(samples / batch_size / W) steps, as model::ist::steps_per_epoch.
@@ -234,10 +234,12 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
   require(shards >= 1, "ist shards >= 1, got " + std::to_string(s.shards));
   require(s.local_steps >= 1, "ist local_steps >= 1, got " + std::to_string(s.local_steps));
   require(s.subnet_fraction >= 0 && s.subnet_fraction <= 1, "ist subnet_fraction in [0, 1]");
+  require(s.subnet_step_seconds >= 0, "ist subnet_step_seconds >= 0");
   const double fraction = ist_subnet_fraction_of(s, c.hosts);
   const step_compute whole = compute_of(w, w.batch_size, freezing{});
   const double subnet_bytes = whole.gradient_bytes * fraction;
-  const double round_compute = whole.total() * fraction * s.local_steps;
+  const double step = ist_worker_step_seconds(w, s, c.hosts);
+  const double round_compute = step * s.local_steps;
   // Two rounds: the second has the link's token bucket in its steady state.
   // The slices go back after the L steps and the next round's come at once.
   token_bucket tokens(c.link);
@@ -247,7 +249,7 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
     out = credited_exchange(subnet_bytes, c.hosts, shards, tokens, 0, c.link);
   }
   prediction p = on_every_host(w, c);
-  p.compute_seconds = whole.total() * fraction;
+  p.compute_seconds = step;
   p.communication_seconds = (back + out) / s.local_steps;
   p.wire_bytes = 2.0 * (c.hosts - 1) * subnet_bytes / s.local_steps;
   p.steps_per_epoch = w.samples_per_epoch / w.batch_size / c.hosts;
@@ -570,6 +572,13 @@ double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers) {
   if (s.mlp_inputs > 0)
     return ist_mlp_subnet_fraction(s.mlp_inputs, s.mlp_hidden, s.mlp_classes, workers);
   return 1.0 / workers;
+}
+
+double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t workers) {
+  const double fraction = ist_subnet_fraction_of(s, workers);
+  if (s.subnet_step_seconds > 0 && s.subnet_workers >= 1)
+    return s.subnet_step_seconds * fraction / ist_subnet_fraction_of(s, s.subnet_workers);
+  return fraction * compute_of(w, static_cast<double>(w.batch_size), freezing{}).total();
 }
 
 /// For each stage count the fastest stage ends, then the count with the

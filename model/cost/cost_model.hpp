@@ -214,8 +214,10 @@ struct pipeline_strategy {
 /// job: ist. W workers (the hosts), S shards (dealt as the ps's), L local
 /// steps per round. A worker trains its subnet, a fraction f of the
 /// parameters (P) and of the compute, on its own b samples:
-///   step = f (F + B + U) + 2 exchange(f P) / L  (exchange as for the ps: the
+///   step = C + 2 exchange(f P) / L  (exchange as for the ps: the
 ///   subnet's slices from the shards at the round's start, back at its end)
+///   C = f (F + B + U), or, with the subnet's own profile at W0 workers,
+///   its step x f(W) / f(W0) (ist_worker_step_seconds)
 ///   wire bytes = 2 (W - 1) f P / L;  steps per epoch = floor(N / b / W).
 /// The shards' writes and the per-round partition are not counted.
 struct ist_strategy {
@@ -231,6 +233,12 @@ struct ist_strategy {
   int64_t mlp_inputs = 0;
   std::vector<int64_t> mlp_hidden;
   int64_t mlp_classes = 0;
+  /// The subnet's own step at batch_size samples (the forward, backward and
+  /// update of an mlp of the largest part of every hidden layer at
+  /// `subnet_workers` workers, profiled), 0: none. A subnet's smaller
+  /// matrices and its layers' fixed costs do not shrink with f.
+  double subnet_step_seconds = 0;
+  int32_t subnet_workers = 0;
 };
 
 using strategy = std::variant<local_strategy, ring_strategy, ps_strategy, local_sgd_strategy,
@@ -319,6 +327,11 @@ step_compute compute_of(const workload& w, double batch, const freezing& f);
 /// IST's subnet fraction f for `workers` workers: subnet_fraction, else the
 /// mlp's (ist_mlp_subnet_fraction), else 1 / W.
 double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers);
+
+/// A worker's compute per IST step on `w` at `workers` workers: the
+/// subnet's profiled step x f(W) / f(subnet_workers) when there is one,
+/// else f(W) x the whole network's F + B + U.
+double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t workers);
 
 /// A pipeline's stage ends: the given ones, or (none given) the fastest
 /// straight pipeline on at most min(W, layers) hosts, as predict chooses it.

@@ -236,7 +236,7 @@ simulated_plan local_sgd_plan(const workload& w, const cluster& c, const local_s
 
 /// IST: worker w on host w, shard s on host s % W. Each round a worker
 /// takes its subnet's slice from every shard (f P / S), trains L local steps
-/// on its subnet (f of the compute), and sends the slices back. One round
+/// on its subnet (ist_worker_step_seconds each), and sends the slices back. One round
 /// of warm-up, two measured.
 simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy& s,
                         const runtime_costs& rt) {
@@ -247,6 +247,7 @@ simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy&
   const double fraction = ist_subnet_fraction_of(s, c.hosts);
   const step_compute whole = compute_of(w, static_cast<double>(w.batch_size), freezing{});
   const double slice = whole.gradient_bytes * fraction / shards;
+  const double step_seconds = ist_worker_step_seconds(w, s, c.hosts);
   std::vector<int32_t> workers, servers;
   for (int32_t h = 0; h < c.hosts; ++h)
     workers.push_back(out.add("worker" + std::to_string(h), h, true));
@@ -257,7 +258,7 @@ simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy&
       for (int32_t server : servers)
         out.receive(worker, server);
       for (int32_t step = 0; step < s.local_steps; ++step) {
-        out.compute(worker, fraction * (whole.forward + whole.backward + whole.update));
+        out.compute(worker, step_seconds);
         if (step + 1 == s.local_steps)
           for (int32_t server : servers)
             out.send(worker, server, slice);
