@@ -51,7 +51,8 @@ std::string text_of(const caf::error& e) {
 /// The topology a run of `choice` would parse, as baton compare makes it
 /// (derive_topology, run_overrides), then its cost model inputs.
 caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_choice& choice,
-                                             int32_t hosts, profile_cache& profiles) {
+                                             int32_t hosts, profile_cache& profiles,
+                                             int32_t side_by_side) {
   auto text = derive_topology(choice, r.workload);
   if (!text)
     return text.error();
@@ -62,21 +63,23 @@ caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_
   if (!t)
     return t.error();
   if (t->job != "pipeline")
-    return cost_strategy_of(choice.name, *t, profiles);
+    return cost_strategy_of(choice.name, *t, profiles, side_by_side);
   // The planner's stages, as a run over `hosts` nodes on the runs' link
   // settles them.
   auto placed = actors::with_local_nodes(*t, hosts);
   placed.link_bandwidth = actors::link_bytes_per_second(r.link);
   if (auto settled = actors::pipeline::settle_stages(placed); !settled)
     return settled.error();
-  return cost_strategy_of(choice.name, placed, profiles);
+  return cost_strategy_of(choice.name, placed, profiles, side_by_side);
 }
 
 /// Every strategy of the list at `hosts` hosts: the workload parsed with
-/// the user's overrides and the strategy's, then its cost model inputs.
+/// the user's overrides and the strategy's, then its cost model inputs,
+/// profiled with `side_by_side` copies computing at once (cost_strategy_of).
 caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_request& r,
                                                              int32_t hosts,
-                                                             profile_cache& profiles) {
+                                                             profile_cache& profiles,
+                                                             int32_t side_by_side = 1) {
   auto chosen = r.strategies.empty() ? all_strategies(hosts)
                                      : choose_strategies(r.strategies, hosts);
   if (!chosen)
@@ -84,7 +87,7 @@ caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_reque
   std::vector<parsed_strategy> out;
   for (auto& choice : *chosen) {
     parsed_strategy p{choice.name, hosts, std::nullopt, ""};
-    auto c = costed_choice(r, choice, hosts, profiles);
+    auto c = costed_choice(r, choice, hosts, profiles, side_by_side);
     if (c)
       p.costed = *c;
     else
@@ -171,12 +174,18 @@ json profile_json(const std::vector<parsed_strategy>& strategies) {
   return first;
 }
 
-/// Each strategy at each measured host count on the calibrated link.
+/// Each strategy at each measured host count on the calibrated link. The
+/// runs compared with these are emulated hosts sharing this machine's cores:
+/// min(W, cores) of their workers or stages compute at once, so the profile
+/// is taken with as many copies side by side (the caches and memory they
+/// share slow each), and compute beyond the cores stretches
+/// (cluster::shared_cores).
 json measured_rows(const predict_request& r, const link_calibration& link,
                    profile_cache& profiles, json& skipped) {
   json rows = json::array();
+  const auto cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   for (int32_t h : r.measured_hosts) {
-    auto parsed = parse_strategies(r, h, profiles);
+    auto parsed = parse_strategies(r, h, profiles, std::min(h, cores));
     if (!parsed)
       continue; // the list was checked at the base
     for (const auto& s : *parsed) {
@@ -186,8 +195,7 @@ json measured_rows(const predict_request& r, const link_calibration& link,
           skipped.push_back(why);
         continue;
       }
-      // The runs compared with these are emulated hosts sharing this machine's cores.
-      cost::cluster c{h, link.link, static_cast<int32_t>(std::thread::hardware_concurrency())};
+      cost::cluster c{h, link.link, cores};
       auto row = row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy));
       row["simulated"] = simulated_row(*s.costed, c);
       rows.push_back(std::move(row));

@@ -180,11 +180,11 @@ caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t
 }
 
 caf::expected<model::model_profile> profile_cache::subnet_of(const topology& t, int64_t batch,
-                                                             int32_t workers) {
+                                                             int32_t workers, int32_t copies) {
   trained_model m = trained_model_of(t);
   for (int64_t& width : m.spec.hidden)
     width = (width + workers - 1) / workers;
-  return profiled(t, m.spec, m.optimizer, batch, 1, 1, false);
+  return profiled(t, m.spec, m.optimizer, batch, 1, copies, false);
 }
 
 caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
@@ -242,7 +242,7 @@ cost::workload workload_of(const model::model_profile& p, const topology& t) {
 }
 
 caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const topology& t,
-                                                profile_cache& profiles) {
+                                                profile_cache& profiles, int32_t side_by_side) {
   if (t.job != "data-parallel" && t.job != "pipeline" && t.job != "ist")
     return refuse(name, "job: " + t.job + " has no cost model (data-parallel, pipeline and ist "
                                          "have)");
@@ -259,7 +259,7 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   if (name == "local" && t.job == "data-parallel")
     lanes = std::max(1, std::min(actors::data_parallel::section_of(t).workers, cores));
   auto profile = name == "local" ? profiles.of(t, batch, std::max(1, cores / lanes), lanes)
-                                 : profiles.of(t, batch);
+                                 : profiles.of(t, batch, 1, side_by_side);
   if (!profile)
     return profile.error();
   costed_strategy c;
@@ -274,7 +274,7 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
     return s.error();
   if (auto* ist = std::get_if<cost::ist_strategy>(&*s)) {
     // A subnet's step, profiled: its smaller matrices do not shrink as f does.
-    auto subnet = profiles.subnet_of(t, batch, c.hosts);
+    auto subnet = profiles.subnet_of(t, batch, c.hosts, side_by_side);
     if (!subnet)
       return subnet.error();
     for (const auto& l : workload_of(*subnet, t).layers)

@@ -49,10 +49,10 @@ public:
                                          int32_t threads = 1, int32_t copies = 1);
   /// job: ist: the profile of one worker's subnet at `workers` workers (the
   /// network with the largest part of every hidden layer, ceil(width / W)
-  /// neurons) at `batch` samples on one thread. Always profiled (a --profile
-  /// file holds the whole network).
+  /// neurons) at `batch` samples on one thread, `copies` as in of(). Always
+  /// profiled (a --profile file holds the whole network).
   caf::expected<model::model_profile> subnet_of(const actors::topology& t, int64_t batch,
-                                                int32_t workers);
+                                                int32_t workers, int32_t copies = 1);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
 
@@ -68,11 +68,15 @@ private:
 };
 
 /// The cost model's view of one strategy: `t` is the workload parsed with
-/// the strategy's overrides. errc::bad_config for a job the model does not
-/// cover (transfer, resist) or a setting it cannot read (naming it).
+/// the strategy's overrides; its model profiled with `side_by_side` copies
+/// computing at once (its workers or stages on emulated hosts sharing this
+/// machine's cores; 1: alone, as on hosts of their own). `local` takes its
+/// own lanes instead. errc::bad_config for a job the model does not cover
+/// (transfer, resist) or a setting it cannot read (naming it).
 caf::expected<costed_strategy> cost_strategy_of(const std::string& name,
                                                 const actors::topology& t,
-                                                profile_cache& profiles);
+                                                profile_cache& profiles,
+                                                int32_t side_by_side = 1);
 
 /// The workload of a profile: its layers, the batch it was taken at, the
 /// batch trained (`batch_size`), samples per epoch and test samples.
