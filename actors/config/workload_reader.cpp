@@ -13,6 +13,7 @@
 
 #include "actors/config/section_fields.hpp"
 #include "actors/config/topology_parts.hpp"
+#include "model/core/architecture.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/error.hpp"
 #include "model/core/layer_listing.hpp"
@@ -182,7 +183,7 @@ const section_fields<topology>& backbone_fields() {
   static const section_fields<topology> fields{
     {
       {"model", [](const field& f, const field&, topology& t) {
-         t.backbone.name = read_choice(f, {"convnet", "convnet_wide", "resnet18", "torchscript"});
+         t.backbone.name = read_choice(f, model::backbone_models());
        }},
       {"path", [](const field& f, const field&, topology& t) {
          t.backbone.path = read_path(f);

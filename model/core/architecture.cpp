@@ -127,6 +127,12 @@ const std::map<std::string, model_declaration (*)(const model_spec&)>& declarati
 
 } // namespace
 
+const std::vector<std::string>& backbone_models() {
+  static const std::vector<std::string> models{"convnet", "convnet_wide", "resnet18",
+                                               "torchscript"};
+  return models;
+}
+
 bool is_declared(const std::string& model_name) {
   return declarations().count(model_name) > 0;
 }

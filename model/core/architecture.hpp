@@ -60,6 +60,10 @@ bool is_declared(const std::string& model_name);
 /// (an image under 8x8 for the convnets, classes or features not positive).
 model_declaration declare_model(const model_spec& spec);
 
+/// What a backbone may be (backbone.model): the declared backbones and a
+/// TorchScript file ("torchscript"), in the order the docs list them.
+const std::vector<std::string>& backbone_models();
+
 /// The names of a declaration's layers, in order.
 std::vector<std::string> layer_names(const model_declaration& declaration);
 

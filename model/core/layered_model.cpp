@@ -208,10 +208,14 @@ int64_t output_features(const layered_model& backbone, const model_spec& spec) {
 }
 
 int64_t backbone_features(const model_spec& spec) {
-  const std::vector<std::string> backbones{"convnet", "convnet_wide", "resnet18", "torchscript"};
-  if (std::find(backbones.begin(), backbones.end(), spec.name) == backbones.end())
-    throw error("model '" + spec.name +
-                "' is not a backbone (expected convnet, convnet_wide, resnet18 or torchscript)");
+  const auto& backbones = backbone_models();
+  if (std::find(backbones.begin(), backbones.end(), spec.name) == backbones.end()) {
+    std::string expected;
+    for (const auto& name : backbones)
+      expected += (expected.empty() ? "" : ", ") + name;
+    throw error("model '" + spec.name + "' is not a backbone (expected one of: " + expected +
+                ")");
+  }
   if (is_declared(spec.name)) // read, not built: resnet18 would take ~45 MB and a probe
     return declared_features(declare_model(spec));
   return output_features(make_model(spec), spec);
