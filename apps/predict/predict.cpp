@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/pipeline/plan.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
+#include "actors/runtime/local_run.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/link_calibration.hpp"
@@ -183,7 +183,7 @@ json profile_json(const std::vector<parsed_strategy>& strategies) {
 json measured_rows(const predict_request& r, const link_calibration& link,
                    profile_cache& profiles, json& skipped) {
   json rows = json::array();
-  const auto cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const int32_t cores = actors::cores();
   for (int32_t h : r.measured_hosts) {
     auto parsed = parse_strategies(r, h, profiles, std::min(h, cores));
     if (!parsed)

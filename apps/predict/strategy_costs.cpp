@@ -277,10 +277,8 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
     auto subnet = profiles.subnet_of(t, batch, c.hosts, side_by_side);
     if (!subnet)
       return subnet.error();
-    for (const auto& l : workload_of(*subnet, t).layers)
-      ist->subnet_step_seconds += l.forward_seconds + l.backward_seconds + l.update_seconds;
-    ist->subnet_step_seconds *= static_cast<double>(batch) /
-                                static_cast<double>(std::max<int64_t>(1, subnet->microbatch_size));
+    ist->subnet_step_seconds =
+      cost::compute_of(workload_of(*subnet, t), static_cast<double>(batch), {}).total();
     ist->subnet_workers = c.hosts;
   }
   if (name == "local") {

@@ -66,34 +66,44 @@ prediction finish(prediction p, const workload& w, double evaluation) {
 
 // -- worker <-> shard exchanges (ps, IST) --------------------------------------------------
 
-/// One direction of every worker exchanging `payload` bytes with S shards
-/// (payload / S each), the shards dealt round-robin over the W hosts (shard s
-/// on host s % W, each host also a worker). Host n holds k_n shards: its
-/// worker's slices to the other hosts' shards are payload (S - k_n) / S, its
-/// shards' slices from the other workers k_n (W - 1) payload / S, on the two
-/// directions of its link. The phase ends when the busiest host is done:
-/// latency + max_n [overhead x max(S - k_n, k_n (W - 1)) + max(out_n, in_n) / B].
+/// What host n's link carries in one direction of every worker exchanging
+/// `payload` bytes with S shards (payload / S each), the shards dealt
+/// round-robin over the W hosts (shard s on host s % W, each host also a
+/// worker). Host n holds k_n shards: its worker's slices to the other hosts'
+/// shards are payload (S - k_n) / S (out), its shards' slices from the other
+/// workers k_n (W - 1) payload / S (in), on the two directions of its link.
+struct host_exchange {
+  double bytes = 0;    ///< max(out_n, in_n)
+  double messages = 0; ///< max(S - k_n, k_n (W - 1))
+};
+
+host_exchange host_exchange_of(double payload, int32_t workers, int32_t shards, int32_t n) {
+  const int32_t held = shards / workers + (n < shards % workers ? 1 : 0);
+  const double out = payload * (shards - held) / shards;
+  const double in = payload * held * (workers - 1) / shards;
+  return {std::max(out, in), static_cast<double>(std::max(shards - held, held * (workers - 1)))};
+}
+
+/// The phase ends when the busiest host is done:
+/// latency + max_n [overhead x messages_n + bytes_n / B].
 double exchange_seconds(double payload, int32_t workers, int32_t shards, const link_model& link) {
   if (workers == 1)
     return 0;
   double slowest = 0;
   for (int32_t n = 0; n < workers; ++n) {
-    const int32_t held = shards / workers + (n < shards % workers ? 1 : 0);
-    const double out = payload * (shards - held) / shards;
-    const double in = payload * held * (workers - 1) / shards;
-    const double messages = std::max(shards - held, held * (workers - 1));
-    slowest = std::max(slowest, link.message_overhead * messages + std::max(out, in) / link.bandwidth);
+    const host_exchange h = host_exchange_of(payload, workers, shards, n);
+    slowest = std::max(slowest, link.message_overhead * h.messages + h.bytes / link.bandwidth);
   }
   return link.latency + slowest;
 }
 
-/// The bytes of one direction of exchange_seconds on the busiest host's
-/// link: what its token bucket credits.
+/// The most bytes a host's link carries in one direction of
+/// exchange_seconds: what its token bucket credits.
 double exchange_bytes(double payload, int32_t workers, int32_t shards) {
-  if (workers == 1)
-    return 0;
-  const int32_t held = (shards + workers - 1) / workers;
-  return std::max(payload * (shards - held) / shards, payload * held * (workers - 1) / shards);
+  double most = 0;
+  for (int32_t n = 0; workers > 1 && n < workers; ++n)
+    most = std::max(most, host_exchange_of(payload, workers, shards, n).bytes);
+  return most;
 }
 
 /// One exchange_seconds after its link idled `idle` seconds, less the
