@@ -419,18 +419,18 @@ TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
 }
 
 // Convergence: the convnet trained from scratch with asynchronous 1F1B over 3
-// stages (configs/pipeline.yaml at lr 0.0125, all 60,000 samples) reaches 82%
-// test accuracy in one epoch: 84.34% on an AVX2 machine (2026-12-01, the
-// static 1F1B order repeats its arithmetic; at lr 0.03, 83.69% in each of
-// three runs on an AVX-512 one on 2026-11-30, while the AVX2 one diverged;
-// docs/pipeline.md has longer runs, which level off near 90%); chance is 10%. The longest test: about 42 s alone on 2 cores (it ran 4
-// epochs to 89%, 176 s, then 2 to 86%, 85 s, until the suites had to fit
-// CI's half hour).
-TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_82_percent_in_one_epoch) {
+// stages (configs/pipeline.yaml at lr 0.0125) reaches 77% test accuracy (all
+// 10,000 test images) after 30,000 samples, one epoch of half the training set:
+// 79.6% on an AVX2 machine (2026-12-01; the static 1F1B order repeats its
+// arithmetic), 84.3% after all 60,000. Its first ~150 steps stay near a loss of
+// 2.30 (configs_test). Chance is 10%; docs/pipeline.md has longer runs, which
+// level off near 90%. The longest case: about 54 s alone on 2 cores (60,000
+// samples took 102 s, until the suites had to fit CI's half hour).
+TEST_F(pipeline, convnet_1f1b_over_three_stages_reaches_77_percent_in_30000_samples) {
   auto m = run_job(*dir_,
                    {"run", source_path("configs/pipeline.yaml"), "--set", "data.epochs=1",
-                    "--set", "data.test_limit=0"},
+                    "--set", "data.train_limit=30000", "--set", "data.test_limit=0"},
                    "converge");
   ASSERT_EQ(m.at("heads").size(), 1u);
-  EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.82);
+  EXPECT_GE(m.at("heads")[0].at("test_accuracy").get<double>(), 0.77);
 }
