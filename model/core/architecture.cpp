@@ -158,6 +158,14 @@ std::vector<std::string> layer_names(const model_declaration& declaration) {
   return names;
 }
 
+std::vector<std::string> batch_dependent_names(const model_declaration& declaration) {
+  std::vector<std::string> names;
+  for (const auto& layer : declaration.layers)
+    if (layer.what == layer_declaration::kind::feature_norm)
+      names.push_back(layer.name);
+  return names;
+}
+
 model_spec pretrain_classifier(int64_t features, int64_t classes) {
   model_spec classifier;
   classifier.name = "classifier";

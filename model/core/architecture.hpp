@@ -67,6 +67,11 @@ const std::vector<std::string>& backbone_models();
 /// The names of a declaration's layers, in order.
 std::vector<std::string> layer_names(const model_declaration& declaration);
 
+/// The names of a declaration's layers whose output for a sample depends on
+/// the rest of its batch (feature_norm: batch norm without running
+/// statistics), in order.
+std::vector<std::string> batch_dependent_names(const model_declaration& declaration);
+
 /// The classifier ("fc2", Linear(features -> classes)) that make_pretrain_model
 /// puts on a backbone of `features` outputs for a task of `classes` classes.
 model_spec pretrain_classifier(int64_t features, int64_t classes);

@@ -18,10 +18,14 @@
 namespace baton::model {
 
 /// The layers of the model `spec` builds (make_model): their names in
-/// order and the parameters two of them hold (tied weights).
+/// order, the parameters two of them hold (tied weights), and the layers
+/// whose output for a sample depends on the rest of its batch
+/// (batch_dependent_layers, freezing.hpp: batch norm without running
+/// statistics), in order.
 struct layer_listing {
   std::vector<std::string> names;
   std::vector<layer_tie> ties;
+  std::vector<std::string> batch_dependent;
 };
 
 /// The layers of `spec`'s model: a built-in one's from its declaration
@@ -34,7 +38,7 @@ layer_listing list_layers(const model_spec& spec);
 /// of `classes` classes (make_pretrain_model): the backbone's and its
 /// classifier "fc2", or a TorchScript backbone's alone when it ends in the
 /// task's logits. Throws as make_pretrain_model does.
-std::vector<std::string> list_pretrain_layers(const model_spec& backbone, int64_t classes);
+layer_listing list_pretrain_layers(const model_spec& backbone, int64_t classes);
 
 /// The width of the features a backbone built from `spec` outputs: 256 for
 /// convnet and convnet_wide, 512 for resnet18 (their declarations'), what a

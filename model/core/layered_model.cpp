@@ -9,6 +9,7 @@
 
 #include "model/core/digest.hpp"
 #include "model/core/error.hpp"
+#include "model/core/freezing.hpp"
 #include "model/core/layer_listing.hpp"
 #include "model/core/model_parts.hpp"
 
@@ -232,11 +233,13 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
 }
 
 layer_listing list_layers(const model_spec& spec) {
-  if (is_declared(spec.name)) // read, not built; a declared model ties no weights
-    return {layer_names(declare_model(spec)), {}};
+  if (is_declared(spec.name)) { // read, not built; a declared model ties no weights
+    const auto declaration = declare_model(spec);
+    return {layer_names(declaration), {}, batch_dependent_names(declaration)};
+  }
   try {
     const auto m = make_model(spec);
-    return {m.layer_names(), layer_ties(m)};
+    return {m.layer_names(), layer_ties(m), batch_dependent_layers(m)};
   } catch (const c10::Error& e) {
     throw error(e.what_without_backtrace());
   }

@@ -21,19 +21,33 @@ shape shape_of(const model_spec& spec) {
   return shape;
 }
 
+/// The names of fc<k>, bn<k> and relu<k> of hidden layer k (1-based).
+struct hidden_names {
+  std::string fc, bn, relu;
+};
+
+hidden_names names_of_hidden(size_t k) {
+  const std::string n = std::to_string(k);
+  return {"fc" + n, "bn" + n, "relu" + n};
+}
+
+/// The output layer's name: fc<L+1> after L hidden layers.
+std::string output_name(const shape& shape) {
+  return "fc" + std::to_string(shape.hidden.size() + 1);
+}
+
 std::vector<named_layer> ist_layers(const shape& shape) {
   std::vector<named_layer> layers;
   layers.push_back(flatten_layer("flatten"));
   int64_t fan_in = shape.inputs;
   for (size_t k = 0; k < shape.hidden.size(); ++k) {
-    const std::string n = std::to_string(k + 1);
-    layers.push_back(linear_layer(("fc" + n).c_str(), fan_in, shape.hidden[k], false));
-    layers.push_back(batch_norm_layer(("bn" + n).c_str(), shape.hidden[k]));
-    layers.push_back(relu_layer(("relu" + n).c_str()));
+    const auto names = names_of_hidden(k + 1);
+    layers.push_back(linear_layer(names.fc.c_str(), fan_in, shape.hidden[k], false));
+    layers.push_back(batch_norm_layer(names.bn.c_str(), shape.hidden[k]));
+    layers.push_back(relu_layer(names.relu.c_str()));
     fan_in = shape.hidden[k];
   }
-  const std::string out = "fc" + std::to_string(shape.hidden.size() + 1);
-  layers.push_back(linear_layer(out.c_str(), fan_in, shape.classes, false));
+  layers.push_back(linear_layer(output_name(shape).c_str(), fan_in, shape.classes, false));
   layers.push_back({"norm", torch::nn::AnyModule(torch::nn::BatchNorm1d(
                                 torch::nn::BatchNorm1dOptions(shape.classes)
                                     .affine(false)
@@ -54,6 +68,22 @@ layered_model make_mlp(const model_spec& spec) {
   for (size_t i = 0; i < params.size(); ++i)
     params[i].copy_(values[i]);
   return m;
+}
+
+layer_listing list_mlp_layers(const model_spec& spec) {
+  const auto shape = shape_of(spec);
+  check_shape(shape);
+  layer_listing out;
+  out.names.push_back("flatten");
+  for (size_t k = 1; k <= shape.hidden.size(); ++k) {
+    auto names = names_of_hidden(k);
+    out.names.insert(out.names.end(), {names.fc, names.bn, names.relu});
+    out.batch_dependent.push_back(std::move(names.bn));
+  }
+  out.names.push_back(output_name(shape));
+  out.names.push_back("norm");
+  out.batch_dependent.push_back("norm");
+  return out;
 }
 
 } // namespace baton::model::ist

@@ -4,6 +4,7 @@
 // trains layered models (data-parallel's `model: ist_mlp`) trains the same
 // network as job: ist, bit for bit.
 
+#include "model/core/layer_listing.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/specs.hpp"
 
@@ -22,5 +23,10 @@ inline constexpr const char* mlp_name = "ist_mlp";
 /// batch's statistics, as forward does). Throws model::error on
 /// `classes <= 0`, an empty `hidden` or a non-positive width.
 layered_model make_mlp(const model_spec& spec);
+
+/// make_mlp(spec)'s layers, listed without building the network: their
+/// names, no ties, and its batch norms (every bn<k> and `norm`) as the layers
+/// that normalise over the batch. Throws as make_mlp does on a bad shape.
+layer_listing list_mlp_layers(const model_spec& spec);
 
 } // namespace baton::model::ist

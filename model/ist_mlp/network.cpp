@@ -24,6 +24,8 @@ at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
                            at::globalContext().userEnabledCuDNN());
 }
 
+} // namespace
+
 void check_shape(const shape& shape) {
   bool ok = shape.inputs > 0 && shape.classes > 0 && !shape.hidden.empty();
   for (int64_t h : shape.hidden)
@@ -32,8 +34,6 @@ void check_shape(const shape& shape) {
     throw error("ist network: expected inputs, classes and every hidden width > 0 and at least "
                 "one hidden layer");
 }
-
-} // namespace
 
 shape network::shape() const {
   ist::shape s;

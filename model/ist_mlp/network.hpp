@@ -72,6 +72,9 @@ struct network {
 /// `hidden`.
 network make_network(const shape& shape, uint64_t seed);
 
+/// Throws model::error, as make_network does, on a shape it does not build.
+void check_shape(const shape& shape);
+
 /// The logits [B, classes] of `images` ([B, ...], flattened to [B, inputs]).
 /// Autograd records it when the tensors require gradients. B >= 2 (batch
 /// statistics of one sample are undefined: torch throws).

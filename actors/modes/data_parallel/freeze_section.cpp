@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include "actors/modes/data_parallel/worker.hpp"
+#include "actors/modes/data_parallel/worker_layers.hpp"
 #include "model/core/augment.hpp"
-#include "model/core/freezing.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -18,12 +17,12 @@ using namespace detail;
 /// The keys only adaptive freezing reads.
 const std::vector<std::string> adaptive_keys{"groups", "interval", "percentile", "max_frozen"};
 
-/// The model a worker will hold (its layer names and modules).
-model::layered_model worker_model(const topology& t, const section_spec& s) {
+/// The layers of the model a worker will hold, read without building it.
+model::layer_listing worker_layers(const topology& t, const section_spec& s) {
   model::model_spec spec = t.backbone;
   const auto* task = t.find_task(s.task);
   spec.classes = task != nullptr ? task->classes : 10;
-  return make_worker_model(spec);
+  return list_worker_layers(spec);
 }
 
 /// `task`: one of the topology's tasks.
@@ -35,11 +34,15 @@ std::string read_worker_task(const field& f, const topology& t) {
 }
 
 /// Every layer but the classifier (the last): the layers that may be frozen.
-std::vector<std::string> freezable_layers(const model::layered_model& m) {
-  std::vector<std::string> names;
-  for (size_t l = 0; l + 1 < m.size(); ++l)
-    names.push_back(m.layers()[l].name);
-  return names;
+std::vector<std::string> freezable_layers(const model::layer_listing& m) {
+  return {m.names.begin(), m.names.end() - (m.names.empty() ? 0 : 1)};
+}
+
+/// The layers before and including `up_to` (model::freeze_point): a name
+/// the settings read from freezable_layers.
+size_t freeze_point(const model::layer_listing& m, const std::string& up_to) {
+  return static_cast<size_t>(std::find(m.names.begin(), m.names.end(), up_to) -
+                             m.names.begin()) + 1;
 }
 
 /// `freeze: {up_to: LAYER}`.
@@ -97,17 +100,17 @@ void read_adaptive(const field& freeze, const std::vector<std::string>& layers,
 }
 
 /// The largest prefix the settings may freeze: what a cache must hold.
-size_t largest_point(const model::layered_model& m, const freeze_spec& s) {
+size_t largest_point(const model::layer_listing& m, const freeze_spec& s) {
   if (s.policy == "fixed")
-    return model::freeze_point(m, s.up_to);
+    return freeze_point(m, s.up_to);
   const auto most = s.adaptive.max_frozen < 0 ? s.groups.size()
                                               : static_cast<size_t>(s.adaptive.max_frozen);
-  return model::freeze_point(m, s.groups[most - 1]);
+  return freeze_point(m, s.groups[most - 1]);
 }
 
 /// `cache: memory|none` and `cache_mb`: refused over a prefix whose output
 /// depends on the rest of the batch, as the reference refuses it.
-void read_cache(const field& freeze, const model::layered_model& m, freeze_spec& out) {
+void read_cache(const field& freeze, const model::layer_listing& m, freeze_spec& out) {
   read_if(freeze, "cache_mb", out.cache_mb, [](const field& f) {
     return read_number(f, "a number of MiB in (0, 1048576]",
                        [](double x) { return x > 0 && x <= 1048576; });
@@ -116,9 +119,12 @@ void read_cache(const field& freeze, const model::layered_model& m, freeze_spec&
   if (!f || read_choice(*f, {"memory", "none"}) == "none")
     return;
   out.cache = true;
-  auto dependent = model::batch_dependent_layers(m.slice(0, largest_point(m, out)));
-  if (!dependent.empty())
-    f->fail(f->name() + " is 'memory', but frozen layer '" + dependent.front() +
+  const auto point = largest_point(m, out);
+  const auto dependent = std::find_if(
+    m.batch_dependent.begin(), m.batch_dependent.end(),
+    [&](const std::string& name) { return freeze_point(m, name) <= point; });
+  if (dependent != m.batch_dependent.end())
+    f->fail(f->name() + " is 'memory', but frozen layer '" + *dependent +
             "' normalises over the batch (batch norm without running statistics): its output "
             "cannot be cached per sample (freeze before it or set cache: none)");
 }
@@ -190,7 +196,7 @@ void read_freezing(const field& root, const field& section, const topology& t,
   auto freeze = section.get("freeze");
   if (freeze && !freeze->is_null()) {
     check_section(*freeze);
-    const auto m = worker_model(t, s);
+    const auto m = worker_layers(t, s);
     const auto layers = freezable_layers(m);
     s.freeze.policy = "fixed";
     if (auto policy = freeze->get("policy"))

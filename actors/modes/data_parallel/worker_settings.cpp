@@ -5,6 +5,7 @@
 
 #include "actors/config/yaml_codec.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
+#include "actors/modes/data_parallel/worker_layers.hpp"
 #include "model/core/checkpoint.hpp"
 #include "model/core/pretrain.hpp"
 #include "model/ist_mlp/mlp.hpp"
@@ -28,6 +29,14 @@ model::layered_model make_worker_model(const model::model_spec& spec) {
   if (spec.name == "mlp")
     return model::make_model(spec);
   return model::make_pretrain_model(spec, spec.classes);
+}
+
+model::layer_listing list_worker_layers(const model::model_spec& spec) {
+  if (spec.name == model::ist::mlp_name)
+    return model::ist::list_mlp_layers(spec);
+  if (spec.name == "mlp")
+    return model::list_layers(spec);
+  return model::list_pretrain_layers(spec, spec.classes);
 }
 
 model::layered_model initial_model(const worker_settings& spec) {

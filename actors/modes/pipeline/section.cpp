@@ -89,7 +89,7 @@ std::vector<std::string> trained_layers(std::vector<std::string> layers, const t
   const auto* task = t.find_task(t.task);
   if (t.backbone.name == "torchscript" && task != nullptr) {
     try {
-      return model::list_pretrain_layers(t.backbone, task->classes);
+      return model::list_pretrain_layers(t.backbone, task->classes).names;
     } catch (const std::exception&) {
       // Reading the backbone reported its own errors; the stages are then
       // checked against the classifier's name as for any backbone.

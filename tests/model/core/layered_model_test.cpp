@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/freezing.hpp"
 #include "model/core/layer_listing.hpp"
 #include "model/core/pretrain.hpp"
 #include "tests/support/tiny_model.hpp"
@@ -140,11 +141,15 @@ TEST(layered_model, a_declared_model_lists_the_layers_make_model_builds) {
     const auto listed = list_layers(spec);
     EXPECT_EQ(listed.names, built.layer_names()) << name;
     EXPECT_TRUE(listed.ties.empty() && layer_ties(built).empty()) << name;
+    EXPECT_EQ(listed.batch_dependent, batch_dependent_layers(built)) << name;
     if (std::string{name} == "head" || std::string{name} == "classifier" ||
         std::string{name} == "mlp")
       continue; // not backbones
     EXPECT_EQ(backbone_features(spec), output_features(built, spec)) << name;
-    EXPECT_EQ(list_pretrain_layers(spec, 7), make_pretrain_model(spec, 7).layer_names()) << name;
+    const auto pretrain = make_pretrain_model(spec, 7);
+    EXPECT_EQ(list_pretrain_layers(spec, 7).names, pretrain.layer_names()) << name;
+    EXPECT_EQ(list_pretrain_layers(spec, 7).batch_dependent, batch_dependent_layers(pretrain))
+      << name;
   }
   auto small = spec_of("convnet", 4);
   small.in_height = 7;

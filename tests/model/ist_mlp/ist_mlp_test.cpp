@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "model/core/error.hpp"
+#include "model/core/freezing.hpp"
 #include "model/ist_mlp/mlp.hpp"
 #include "model/ist_mlp/network.hpp"
 #include "model/core/layered_model.hpp"
@@ -131,6 +132,20 @@ TEST(ist_mlp_spec, layer_names_and_input_channels) {
             (std::vector<std::string>{"flatten", "fc1", "bn1", "relu1", "fc2", "bn2", "relu2",
                                       "fc3", "norm"}));
   EXPECT_EQ(m.parameters().front().size(1), 3 * 28 * 28);
+}
+
+// What the data-parallel freeze section reads at parse time, without
+// building the network: the built model's names and batch norms.
+TEST(ist_mlp_spec, its_listing_is_the_built_model_s_layers) {
+  for (const auto& hidden : {std::vector<int64_t>{6}, std::vector<int64_t>{6, 4, 5}}) {
+    const auto spec = mlp_model_spec(hidden, 3);
+    const auto m = ist::make_mlp(spec);
+    const auto listed = ist::list_mlp_layers(spec);
+    EXPECT_EQ(listed.names, m.layer_names());
+    EXPECT_EQ(listed.batch_dependent, batch_dependent_layers(m));
+    EXPECT_TRUE(listed.ties.empty());
+  }
+  EXPECT_THROW(ist::list_mlp_layers(mlp_model_spec({8, 0}, 1)), error);
 }
 
 TEST(ist_mlp_spec, refuses_an_empty_or_non_positive_width) {

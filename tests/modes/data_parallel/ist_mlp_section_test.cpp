@@ -13,8 +13,10 @@
 #include "actors/config/topology.hpp"
 #include "actors/config/yaml_codec.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
+#include "actors/modes/data_parallel/worker_layers.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
+#include "model/core/freezing.hpp"
 #include "model/ist_mlp/network.hpp"
 #include "model/core/layered_model.hpp"
 #include "tests/modes/data_parallel/small_job.hpp"
@@ -76,6 +78,25 @@ TEST(ist_mlp_section, the_workers_get_the_widths_and_ists_initial_network) {
   EXPECT_EQ(m.layer_names().back(), "norm");
   // Absent: one hidden layer of 4096, the default of model_spec and of ist.hidden.
   EXPECT_EQ(mlp_planned_worker("").model.hidden, std::vector<int64_t>{4096});
+}
+
+// The freeze section reads a worker's layers without building its model:
+// the same names and batch norms as the model make_worker_model builds.
+TEST(ist_mlp_section, a_worker_s_layers_are_listed_as_built) {
+  for (const char* name : {"ist_mlp", "mlp", "convnet", "resnet18"}) {
+    baton::model::model_spec spec;
+    spec.name = name;
+    spec.classes = 7;
+    spec.hidden = {24, 40};
+    if (spec.name == "resnet18") {
+      spec.in_channels = 3;
+      spec.in_height = spec.in_width = 32;
+    }
+    const auto m = data_parallel::make_worker_model(spec);
+    const auto listed = data_parallel::list_worker_layers(spec);
+    EXPECT_EQ(listed.names, m.layer_names()) << name;
+    EXPECT_EQ(listed.batch_dependent, baton::model::batch_dependent_layers(m)) << name;
+  }
 }
 
 TEST(ist_mlp_section, model_settings_without_hidden_still_parse) {
