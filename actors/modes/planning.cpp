@@ -12,12 +12,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/data_parallel/section.hpp"
+#include "actors/modes/ist/section.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/core/error.hpp"
 #include "model/core/pretrain.hpp"
+#include "model/ist_mlp/mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -41,14 +44,6 @@ std::string format(const char* pattern, ...) {
 
 std::string mebibytes(double bytes) {
   return format("%.2f", bytes / 1048576.0);
-}
-
-/// The model a pipeline trains for the topology: the backbone with the
-/// classifier pre-training puts on it (layer "fc2"), or the mlp as it is.
-model::layered_model pipeline_model(const topology& t) {
-  if (t.backbone.name == "mlp")
-    return model::make_model(t.backbone);
-  return model::make_pretrain_model(t.backbone, 10);
 }
 
 std::string profile_table(const model::model_profile& p) {
@@ -210,6 +205,29 @@ caf::expected<profile_file> load_profile(const std::string& path) {
   return profile_from_json(j, path);
 }
 
+trained_model trained_model_of(const topology& t) {
+  trained_model m{t.backbone, t.pretrain.optimizer};
+  const model::task* task = t.find_task(t.task);
+  m.spec.classes = task != nullptr ? task->classes : 10;
+  if (t.job == "data-parallel") {
+    m.optimizer = data_parallel::section_of(t).optimizer;
+  } else if (t.job == "ist") {
+    const auto& s = ist::section_of(t);
+    m.spec.name = model::ist::mlp_name;
+    m.spec.hidden = s.hidden;
+    m.optimizer = s.optimizer;
+  }
+  return m;
+}
+
+model::layered_model build_trained_model(const trained_model& m) {
+  if (m.spec.name == model::ist::mlp_name)
+    return model::ist::make_mlp(m.spec);
+  if (m.spec.name == "mlp")
+    return model::make_model(m.spec);
+  return model::make_pretrain_model(m.spec, m.spec.classes);
+}
+
 caf::expected<profile_file> run_profile(const profile_request& r) {
   if (r.out.empty())
     return make_error(errc::bad_config, "baton profile: --out FILE is required");
@@ -227,15 +245,15 @@ caf::expected<profile_file> run_profile(const profile_request& r) {
   options.warmups = profile_warmups;
   options.threads = 1;
   options.seed = t->seed;
-  options.optimizer = t->pretrain.optimizer;
+  const auto trained = trained_model_of(*t);
+  options.optimizer = trained.optimizer;
   try {
-    auto m = pipeline_model(*t);
-    p.profile = model::profile_model(m, options);
+    p.profile = model::profile_model(build_trained_model(trained), options);
   } catch (const std::exception& e) { // model::error, c10::Error
     return make_error(errc::bad_config, r.topology_path + ": cannot profile the model: " +
                                           e.what());
   }
-  p.profile.model = t->backbone.name;
+  p.profile.model = trained.spec.name;
   std::printf("profile of %s (%zu layers), microbatch of %lld samples, %d timed microbatches "
               "after %d warm-ups, 1 torch thread, on %s (%d cores)\n",
               p.profile.model.c_str(), p.profile.layers.size(),

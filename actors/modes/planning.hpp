@@ -25,6 +25,21 @@ inline namespace modes {
 
 // -- profile --------------------------------------------------------------------
 
+/// The model `t`'s job trains and the optimizer that steps it: what its
+/// workers or stages build (data-parallel's worker model, a pipeline's or
+/// transfer's backbone with its classifier "fc2", IST's network), with the
+/// trained task's classes. What `baton profile`, predict and compare time.
+struct trained_model {
+  model::model_spec spec;
+  model::optimizer_spec optimizer;
+};
+
+trained_model trained_model_of(const topology& t);
+
+/// `m` at its initial weights, built as the job's workers or stages build
+/// it. Throws model::error.
+model::layered_model build_trained_model(const trained_model& m);
+
 /// `baton profile` arguments.
 struct profile_request {
   std::string topology_path;
@@ -42,9 +57,10 @@ struct profile_file {
   int32_t microbatches_per_minibatch = 1; ///< the topology's data.microbatches
 };
 
-/// Profiles the topology's model (backbone + classifier, as pre-training
-/// builds it; the mlp as it is) with one torch thread, prints a per-layer
-/// table and writes the JSON to `r.out`.
+/// Profiles the model the topology's job trains (trained_model_of: the
+/// backbone with its classifier, the mlp or IST's network as they are) with
+/// its optimizer and one torch thread, prints a per-layer table and writes
+/// the JSON to `r.out`.
 caf::expected<profile_file> run_profile(const profile_request& r);
 
 /// The profile JSON: {"model", "topology", "microbatch_size",

@@ -25,46 +25,14 @@ using actors::topology;
 constexpr int64_t fashion_mnist_train = 60000;
 constexpr int64_t fashion_mnist_test = 10000;
 
-int64_t classes_of(const topology& t) {
-  const model::task* task = t.find_task(t.task);
-  return task ? task->classes : 10;
-}
-
 int64_t split_size(const topology& t, int64_t limit, int64_t whole) {
   if (limit > 0)
     return limit;
   return t.data.kind == "fashion-mnist" ? whole : 0;
 }
 
-/// The model `t`'s job trains and the optimizer that steps it: what its
-/// workers or stages build (data_parallel/worker_settings.cpp, pipeline/stage.cpp,
-/// IST's network).
-struct trained_model {
-  model::model_spec spec;
-  model::optimizer_spec optimizer;
-};
-
-trained_model trained_model_of(const topology& t) {
-  trained_model m{t.backbone, t.pretrain.optimizer};
-  m.spec.classes = classes_of(t);
-  if (t.job == "data-parallel") {
-    m.optimizer = actors::data_parallel::section_of(t).optimizer;
-  } else if (t.job == "ist") {
-    const auto& s = actors::ist::section_of(t);
-    m.spec.name = model::ist::mlp_name;
-    m.spec.hidden = s.hidden;
-    m.optimizer = s.optimizer;
-  }
-  return m;
-}
-
-model::layered_model build(const trained_model& m) {
-  if (m.spec.name == model::ist::mlp_name)
-    return model::ist::make_mlp(m.spec);
-  if (m.spec.name == "mlp")
-    return model::make_model(m.spec);
-  return model::make_pretrain_model(m.spec, m.spec.classes);
-}
+using actors::trained_model;
+using actors::trained_model_of;
 
 std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, int64_t batch,
                    int32_t threads) {
@@ -153,7 +121,7 @@ caf::expected<cost::strategy> ist_of(const std::string& name, const topology& t,
   x.local_steps = s.local_steps;
   x.mlp_inputs = t.backbone.in_channels * t.backbone.in_height * t.backbone.in_width;
   x.mlp_hidden = s.hidden;
-  x.mlp_classes = classes_of(t);
+  x.mlp_classes = trained_model_of(t).spec.classes;
   return cost::strategy{x};
 }
 
@@ -213,7 +181,7 @@ caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
   options.seed = t.seed;
   options.optimizer = m.optimizer;
   try {
-    auto profile_one = [&] { return model::profile_model(build(m), options); };
+    auto profile_one = [&] { return model::profile_model(actors::build_trained_model(m), options); };
     std::vector<std::future<model::model_profile>> others;
     for (int32_t k = 1; k < copies; ++k)
       others.push_back(std::async(std::launch::async, profile_one));

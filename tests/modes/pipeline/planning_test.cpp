@@ -152,6 +152,36 @@ TEST_F(planning_test, profile_then_plan_writes_a_topology_that_loads) {
   EXPECT_NE(out.text.find("no partition"), std::string::npos) << out.text;
 }
 
+// `baton profile` times the model the job trains: IST's network of
+// ist.hidden (it timed the backbone's mlp), and data-parallel's ist_mlp (it
+// refused it as an unknown model), with the task's classes.
+TEST_F(planning_test, profile_times_the_model_the_job_trains) {
+  const auto profile = path("ist.json");
+  auto out = run_baton({"profile", source_path("configs/ist.yaml"), "--out", profile,
+                        "--microbatches", "2", "--batch", "8"});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  auto j = read_json(profile);
+  EXPECT_EQ(j["model"], "ist_mlp");
+  ASSERT_EQ(j["layers"].size(), 6u); // flatten fc1 bn1 relu1 fc2 norm
+  EXPECT_EQ(j["layers"][1]["parameter_bytes"], 784 * 2048 * 4); // fc1 of ist.hidden [2048]
+  EXPECT_EQ(j["layers"][5]["name"], "norm");
+
+  std::ifstream in(source_path("configs/data-parallel.yaml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "\n  model: convnet";
+  const auto at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << "configs/data-parallel.yaml names no model: convnet";
+  text.replace(at, key.size(), "\n  model: ist_mlp\n  hidden: [64]");
+  const auto topology = path("dp-ist-mlp.yaml");
+  std::ofstream(topology) << text;
+  out = run_baton({"profile", topology, "--out", profile, "--microbatches", "2", "--batch", "8"});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  j = read_json(profile);
+  EXPECT_EQ(j["model"], "ist_mlp");
+  ASSERT_EQ(j["layers"].size(), 6u);
+  EXPECT_EQ(j["layers"][1]["parameter_bytes"], 784 * 64 * 4);
+}
+
 TEST_F(planning_test, bad_arguments_exit_with_2) {
   EXPECT_EQ(run_baton({"plan", "--machines", "2"}).exit_code, 2);
   EXPECT_EQ(run_baton({"plan", "--profile", path("missing.json"), "--machines", "2"}).exit_code,
