@@ -162,7 +162,6 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
                 "threads >= 1");
   model_profile profile;
   profile.microbatch_size = options.microbatch_size;
-  profile.microbatches = options.microbatches;
   profile.threads = options.threads;
   profile.hostname = this_hostname();
   profile.cores = static_cast<int32_t>(std::thread::hardware_concurrency());
@@ -177,7 +176,14 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   // Each layer's figure is the median over the timed microbatches: on a
   // shared host one slow spell must not move a plan's stage boundary.
   std::vector<std::vector<double>> forwards(m.size()), backwards(m.size()), updates(m.size());
-  for (int32_t pass = 0; pass < options.warmups + options.microbatches; ++pass) {
+  double timed_seconds = 0;
+  auto more = [&](int32_t pass) {
+    const int32_t timed = pass - options.warmups;
+    return timed < options.microbatches ||
+           (timed_seconds < options.min_timed_seconds && timed < max_timed_microbatches);
+  };
+  for (int32_t pass = 0; more(pass); ++pass) {
+    const auto started = std::chrono::steady_clock::now();
     auto measured = profile_pass(m, input, options.backward);
     for (size_t k = 0; k < m.size(); ++k) {
       auto update = options.backward && profile.layers[k].parameter_bytes > 0
@@ -190,7 +196,11 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
       backwards[k].push_back(measured[k].backward_seconds);
       updates[k].push_back(update);
     }
+    if (pass >= options.warmups)
+      timed_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
+  profile.microbatches = static_cast<int32_t>(forwards.empty() ? 0 : forwards.front().size());
   for (size_t k = 0; k < m.size(); ++k) {
     profile.layers[k].forward_seconds = median(forwards[k]);
     profile.layers[k].backward_seconds = median(backwards[k]);

@@ -20,6 +20,10 @@ struct profile_options {
   int64_t microbatch_size = 32;                   ///< samples per timed microbatch
   std::vector<int64_t> sample_shape{1, 28, 28};   ///< one input sample (C, H, W)
   int32_t microbatches = 10;                      ///< timed microbatches (median taken)
+  /// More timed microbatches until they took this long (at most
+  /// max_timed_microbatches): a small model's 10 passes of a few ms are
+  /// one spell of the host, and its first passes run slow.
+  double min_timed_seconds = 0;
   int32_t warmups = 2;                            ///< untimed microbatches first
   int32_t threads = 1;                            ///< torch intra-op threads while profiling
   uint64_t seed = 0;                              ///< synthetic input seed
@@ -40,12 +44,16 @@ struct model_profile {
   std::vector<layer_cost> layers;
 };
 
+/// The most microbatches min_timed_seconds adds up to.
+inline constexpr int32_t max_timed_microbatches = 1000;
+
 /// Times every layer of `m` in the context of training: one forward over the
 /// whole model with autograd recording and one backward through it (a
 /// ones-like gradient on the last output), the layers timed by timestamps
 /// between them and by a hook on each output that marks the start of its
 /// layer's backward; each figure is the median over `microbatches` after
-/// `warmups`. The first layer computes no input gradient (as in training).
+/// `warmups` (more while the timed ones took less than min_timed_seconds;
+/// model_profile::microbatches says how many). The first layer computes no input gradient (as in training).
 /// update_seconds is one out-of-place SGD step of the layer's parameters
 /// with `options.optimizer` (as a stage steps; 0 without parameters).
 /// activation_bytes is the output's size and parameter_bytes the layer's

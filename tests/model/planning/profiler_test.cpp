@@ -96,6 +96,24 @@ TEST(profiler_test, mlp_sizes_follow_the_microbatch) {
     EXPECT_GT(profile.layers[k].backward_seconds, 0.0) << profile.layers[k].name;
 }
 
+// min_timed_seconds adds timed microbatches until they took that long (a
+// Linear(8 -> 2) over 4 samples takes microseconds: 2 never take 20 ms), up
+// to max_timed_microbatches, and the profile says how many it timed.
+TEST(profiler_test, a_small_model_is_timed_for_min_timed_seconds) {
+  model_spec spec;
+  spec.name = "classifier";
+  spec.features = 8;
+  spec.classes = 2;
+  auto model = make_model(spec);
+  auto options = quick_options();
+  options.sample_shape = {8};
+  EXPECT_EQ(profile_model(model, options).microbatches, 2);
+  options.min_timed_seconds = 0.02;
+  const auto profile = profile_model(model, options);
+  EXPECT_GT(profile.microbatches, 2);
+  EXPECT_LE(profile.microbatches, baton::model::max_timed_microbatches);
+}
+
 TEST(profiler_test, wrong_input_shape_names_the_layer) {
   model_spec spec; // convnet expects 1 channel
   auto model = make_model(spec);
