@@ -12,8 +12,6 @@
 #include "actors/modes/pipeline/section.hpp"
 #include "messages/errc.hpp"
 #include "model/core/layered_model.hpp"
-#include "model/core/pretrain.hpp"
-#include "model/ist_mlp/mlp.hpp"
 
 namespace baton::apps {
 
@@ -188,7 +186,9 @@ caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
   options.optimizer = m.optimizer;
   options.min_timed_seconds = profile_seconds;
   try {
-    auto profile_one = [&] { return model::profile_model(actors::build_trained_model(m), options); };
+    auto profile_one = [&] {
+      return model::profile_model(actors::build_trained_model(m), options);
+    };
     std::vector<std::future<model::model_profile>> others;
     for (int32_t k = 1; k < copies; ++k)
       others.push_back(std::async(std::launch::async, profile_one));
