@@ -13,13 +13,13 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/data_parallel/section.hpp"
+#include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/ist/section.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/core/error.hpp"
-#include "model/core/pretrain.hpp"
 #include "model/ist_mlp/mlp.hpp"
 
 namespace baton::actors {
@@ -220,12 +220,10 @@ trained_model trained_model_of(const topology& t) {
   return m;
 }
 
+// A data-parallel worker's model is every job's: the mlp or IST's network
+// whole, else the backbone with its classifier.
 model::layered_model build_trained_model(const trained_model& m) {
-  if (m.spec.name == model::ist::mlp_name)
-    return model::ist::make_mlp(m.spec);
-  if (m.spec.name == "mlp")
-    return model::make_model(m.spec);
-  return model::make_pretrain_model(m.spec, m.spec.classes);
+  return data_parallel::make_worker_model(m.spec);
 }
 
 caf::expected<profile_file> run_profile(const profile_request& r) {

@@ -151,19 +151,14 @@ model_declaration declare_model(const model_spec& spec) {
               "classifier, head, mlp or torchscript");
 }
 
-std::vector<std::string> layer_names(const model_declaration& declaration) {
-  std::vector<std::string> names;
-  for (const auto& layer : declaration.layers)
-    names.push_back(layer.name);
-  return names;
-}
-
-std::vector<std::string> batch_dependent_names(const model_declaration& declaration) {
-  std::vector<std::string> names;
-  for (const auto& layer : declaration.layers)
+layer_listing listing_of(const model_declaration& declaration) {
+  layer_listing out;
+  for (const auto& layer : declaration.layers) {
+    out.names.push_back(layer.name);
     if (layer.what == layer_declaration::kind::feature_norm)
-      names.push_back(layer.name);
-  return names;
+      out.batch_dependent.push_back(layer.name);
+  }
+  return out;
 }
 
 model_spec pretrain_classifier(int64_t features, int64_t classes) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/core/layer_listing.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::model {
@@ -64,13 +65,11 @@ model_declaration declare_model(const model_spec& spec);
 /// TorchScript file ("torchscript"), in the order the docs list them.
 const std::vector<std::string>& backbone_models();
 
-/// The names of a declaration's layers, in order.
-std::vector<std::string> layer_names(const model_declaration& declaration);
-
-/// The names of a declaration's layers whose output for a sample depends on
-/// the rest of its batch (feature_norm: batch norm without running
+/// A declaration's layers as a listing: their names, no ties (a declared
+/// model ties no weights), and the layers whose output for a sample depends
+/// on the rest of its batch (feature_norm: batch norm without running
 /// statistics), in order.
-std::vector<std::string> batch_dependent_names(const model_declaration& declaration);
+layer_listing listing_of(const model_declaration& declaration);
 
 /// The classifier ("fc2", Linear(features -> classes)) that make_pretrain_model
 /// puts on a backbone of `features` outputs for a task of `classes` classes.

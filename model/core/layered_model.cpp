@@ -232,14 +232,15 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
   return out;
 }
 
+layer_listing listing_of(const layered_model& m) {
+  return {m.layer_names(), layer_ties(m), batch_dependent_layers(m)};
+}
+
 layer_listing list_layers(const model_spec& spec) {
-  if (is_declared(spec.name)) { // read, not built; a declared model ties no weights
-    const auto declaration = declare_model(spec);
-    return {layer_names(declaration), {}, batch_dependent_names(declaration)};
-  }
+  if (is_declared(spec.name)) // read, not built
+    return listing_of(declare_model(spec));
   try {
-    const auto m = make_model(spec);
-    return {m.layer_names(), layer_ties(m), batch_dependent_layers(m)};
+    return listing_of(make_model(spec));
   } catch (const c10::Error& e) {
     throw error(e.what_without_backtrace());
   }

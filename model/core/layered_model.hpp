@@ -114,6 +114,10 @@ bool set_residual_scale(const named_layer& layer, double scale);
 /// (a parameter held by three layers gives two: the first with each other).
 std::vector<layer_tie> layer_ties(const layered_model& m);
 
+/// `m`'s layers as a listing: names, ties and the layers that normalise over
+/// the batch (batch_dependent_layers).
+layer_listing listing_of(const layered_model& m);
+
 /// Number of scalar parameters (a tied parameter counted once).
 int64_t parameter_count(const layered_model& m);
 

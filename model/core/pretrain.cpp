@@ -9,7 +9,6 @@
 #include "model/core/batches.hpp"
 #include "model/core/checkpoint.hpp"
 #include "model/core/error.hpp"
-#include "model/core/freezing.hpp"
 #include "model/core/head_loop.hpp"
 #include "model/core/layer_listing.hpp"
 #include "model/core/log_once.hpp"
@@ -17,15 +16,12 @@
 namespace baton::model {
 
 layer_listing list_pretrain_layers(const model_spec& backbone, int64_t classes) {
-  if (!is_declared(backbone.name)) { // a TorchScript file ending in the logits gets no fc2
-    const auto m = make_pretrain_model(backbone, classes);
-    return {m.layer_names(), layer_ties(m), batch_dependent_layers(m)};
-  }
-  const model_declaration body = declare_model(backbone);
-  auto whole = body;
-  const auto classifier = declare_model(pretrain_classifier(declared_features(body), classes));
+  if (!is_declared(backbone.name)) // a TorchScript file ending in the logits gets no fc2
+    return listing_of(make_pretrain_model(backbone, classes));
+  model_declaration whole = declare_model(backbone);
+  const auto classifier = declare_model(pretrain_classifier(declared_features(whole), classes));
   whole.layers.insert(whole.layers.end(), classifier.layers.begin(), classifier.layers.end());
-  return {layer_names(whole), {}, batch_dependent_names(whole)};
+  return listing_of(whole);
 }
 
 layered_model make_pretrain_model(const model_spec& backbone, int64_t classes) {

@@ -53,7 +53,8 @@ inline constexpr int32_t max_timed_microbatches = 1000;
 /// between them and by a hook on each output that marks the start of its
 /// layer's backward; each figure is the median over `microbatches` after
 /// `warmups` (more while the timed ones took less than min_timed_seconds;
-/// model_profile::microbatches says how many). The first layer computes no input gradient (as in training).
+/// model_profile::microbatches says how many). The first layer computes no
+/// input gradient (as in training).
 /// update_seconds is one out-of-place SGD step of the layer's parameters
 /// with `options.optimizer` (as a stage steps; 0 without parameters).
 /// activation_bytes is the output's size and parameter_bytes the layer's

@@ -19,6 +19,7 @@
 #include "tests/support/commands.hpp"
 #include "tests/support/metrics.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using baton::actors::profile_file;
 using baton::actors::profile_from_json;
@@ -62,6 +63,16 @@ class planning_test : public ::testing::Test {
 protected:
   std::string path(const std::string& name) const { return dir_.path() + "/" + name; }
 
+  /// `baton profile TOPOLOGY --out path(name)` over 2 microbatches of 8
+  /// samples; its JSON, or a discarded value when the command failed.
+  nlohmann::json profiled(const std::string& topology, const std::string& name) const {
+    auto out = run_baton({"profile", topology, "--out", path(name), "--microbatches", "2",
+                          "--batch", "8"});
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    return out.exit_code == 0 ? read_json(path(name))
+                              : nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+
   scratch_dir dir_{"planning"};
 };
 
@@ -100,10 +111,7 @@ TEST_F(planning_test, bad_profiles_name_the_key) {
 
 TEST_F(planning_test, profile_then_plan_writes_a_topology_that_loads) {
   const auto profile = path("profile.json");
-  auto out = run_baton({"profile", source_path("configs/transfer.yaml"), "--out", profile,
-                        "--microbatches", "2", "--batch", "8"});
-  ASSERT_EQ(out.exit_code, 0) << out.text;
-  auto j = read_json(profile);
+  auto j = profiled(source_path("configs/transfer.yaml"), "profile.json");
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["model"], "convnet");
   EXPECT_EQ(j["microbatch_size"], 8);
@@ -112,7 +120,7 @@ TEST_F(planning_test, profile_then_plan_writes_a_topology_that_loads) {
   EXPECT_EQ(j["layers"][16]["name"], "fc2");
 
   const auto planned = path("planned.yaml");
-  out = run_baton({"plan", "--profile", profile, "--machines", "3", "--out", planned});
+  auto out = run_baton({"plan", "--profile", profile, "--machines", "3", "--out", planned});
   ASSERT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("configuration "), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("predicted time per microbatch of the slowest stage"),
@@ -156,27 +164,22 @@ TEST_F(planning_test, profile_then_plan_writes_a_topology_that_loads) {
 // ist.hidden (it timed the backbone's mlp), and data-parallel's ist_mlp (it
 // refused it as an unknown model), with the task's classes.
 TEST_F(planning_test, profile_times_the_model_the_job_trains) {
-  const auto profile = path("ist.json");
-  auto out = run_baton({"profile", source_path("configs/ist.yaml"), "--out", profile,
-                        "--microbatches", "2", "--batch", "8"});
-  ASSERT_EQ(out.exit_code, 0) << out.text;
-  auto j = read_json(profile);
+  auto j = profiled(source_path("configs/ist.yaml"), "ist.json");
+  ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["model"], "ist_mlp");
   ASSERT_EQ(j["layers"].size(), 6u); // flatten fc1 bn1 relu1 fc2 norm
   EXPECT_EQ(j["layers"][1]["parameter_bytes"], 784 * 2048 * 4); // fc1 of ist.hidden [2048]
   EXPECT_EQ(j["layers"][5]["name"], "norm");
 
-  std::ifstream in(source_path("configs/data-parallel.yaml"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = baton::testing::read_text(source_path("configs/data-parallel.yaml"));
   const std::string key = "\n  model: convnet";
   const auto at = text.find(key);
   ASSERT_NE(at, std::string::npos) << "configs/data-parallel.yaml names no model: convnet";
   text.replace(at, key.size(), "\n  model: ist_mlp\n  hidden: [64]");
   const auto topology = path("dp-ist-mlp.yaml");
   std::ofstream(topology) << text;
-  out = run_baton({"profile", topology, "--out", profile, "--microbatches", "2", "--batch", "8"});
-  ASSERT_EQ(out.exit_code, 0) << out.text;
-  j = read_json(profile);
+  j = profiled(topology, "dp-ist-mlp.json");
+  ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["model"], "ist_mlp");
   ASSERT_EQ(j["layers"].size(), 6u);
   EXPECT_EQ(j["layers"][1]["parameter_bytes"], 784 * 64 * 4);
