@@ -244,6 +244,16 @@ int64_t prefix_block_rows(const layered_model& prefix, bool cache, int64_t featu
 /// How the workers' gradients are summed (see the conventions above).
 enum class summation { ring, worker_order };
 
+/// The mean of W >= 2 workers' values of elements [first, first + n) of a
+/// bucket of `bucket_numel` elements, into `out` (float32, contiguous, n
+/// elements): each element summed in the order `order` gives it (ring:
+/// ring_allreduce's, from its chunk's worker on; worker_order:
+/// worker_order_sum's), then divided as mean_of_sum divides, in one pass
+/// with no copy of the inputs and the same bits. inputs[w]: worker w's n
+/// values (float32; undefined: zeros, as bucket_flat puts them).
+void mean_of_workers(const std::vector<at::Tensor>& inputs, int64_t bucket_numel, int64_t first,
+                     summation order, at::Tensor& out);
+
 /// A data-parallel run.
 struct data_parallel_settings {
   int32_t workers = 2;

@@ -273,6 +273,41 @@ TEST(data_parallel, ring_allreduce_sums_each_chunk_in_ring_order) {
   EXPECT_THROW(ring_allreduce({g[0], at::zeros({3})}), error);
 }
 
+// A part of a bucket, meaned in one pass, has the bits of the whole bucket
+// summed (in ring or worker order) then divided, wherever the part starts and
+// however many chunk boundaries it crosses; an absent worker counts as zeros.
+TEST(data_parallel, mean_of_workers_is_the_bucket_s_sum_then_its_division_bit_for_bit) {
+  auto gen = at::detail::createCPUGenerator(5);
+  const int64_t numel = 1003;
+  for (int32_t workers : {2, 3, 4, 5})
+    for (summation order : {summation::ring, summation::worker_order}) {
+      std::vector<at::Tensor> g;
+      for (int w = 0; w < workers; ++w)
+        g.push_back(at::randn({numel}, gen) * std::pow(10.0, (w % 3) * 3)); // rounding-sensitive
+      g[1].zero_(); // as bucket_flat puts an undefined gradient
+      const auto sum = order == summation::ring ? ring_allreduce(g) : worker_order_sum(g);
+      const at::Tensor want = mean_of_sum(sum, workers);
+      const std::vector<std::pair<int64_t, int64_t>> spans{{0, numel}, {1, 500}, {250, 7},
+                                                           {990, 13}};
+      for (auto [first, n] : spans) {
+        SCOPED_TRACE(std::to_string(workers) + " workers, elements " + std::to_string(first) +
+                     " + " + std::to_string(n));
+        std::vector<at::Tensor> parts;
+        for (int w = 0; w < workers; ++w)
+          parts.push_back(w == 1 ? at::Tensor() : g[w].narrow(0, first, n));
+        at::Tensor got = torch::empty({n});
+        mean_of_workers(parts, numel, first, order, got);
+        EXPECT_TRUE(torch::equal(got, want.narrow(0, first, n)));
+      }
+    }
+  at::Tensor out = torch::empty({4});
+  EXPECT_THROW(mean_of_workers({at::zeros({4})}, 4, 0, summation::ring, out), error);
+  EXPECT_THROW(mean_of_workers({at::zeros({4}), at::zeros({3})}, 4, 0, summation::ring, out),
+               error);
+  EXPECT_THROW(mean_of_workers({at::zeros({4}), at::zeros({4})}, 4, 1, summation::ring, out),
+               error);
+}
+
 // -- buckets ---------------------------------------------------------------------------
 
 TEST(data_parallel, buckets_take_trainable_keys_in_reverse_order) {
