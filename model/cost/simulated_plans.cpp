@@ -352,7 +352,8 @@ void backward_of(plan_writer& out, const std::vector<stage_costs>& st, size_t k,
 
 /// The pipeline's stages, one replica per host in stage order, in the
 /// schedule's static order (pipeline/stage.cpp): gpipe every forward of a
-/// minibatch then every backward, a flush and one step per minibatch;
+/// minibatch then every backward (the last stage each microbatch's forward
+/// and backward in one go), a flush and one step per minibatch;
 /// 1f1b (PipeDream's order) stage k runs the forward of microbatch m' before
 /// the backward of m when m' <= m + S - k - 1 (S - k - 1 warm-up forwards,
 /// then one forward one backward), with a flush and one step per minibatch
@@ -389,8 +390,13 @@ simulated_plan pipeline_plan(const workload& w, const cluster& c, const pipeline
         for (int64_t m = first; m < first + span; ++m) {
           if (m % st[k].replicas != j)
             continue;
-          const int64_t forwards_before =
-            s.schedule == pipeline_schedule::gpipe ? first + span - 1 : std::min(first + span - 1, m + ahead);
+          // The last stage takes a microbatch's forward, loss and backward in
+          // one go under every schedule (pipeline/stage.cpp's last_stage):
+          // its gradient goes back while the next activations come in.
+          const bool last = k + 1 == st.size();
+          const int64_t forwards_before = s.schedule == pipeline_schedule::gpipe && !last
+                                            ? first + span - 1
+                                            : std::min(first + span - 1, m + ahead);
           for (; forwarded <= forwards_before; ++forwarded)
             if (forwarded % st[k].replicas == j)
               forward_of(out, st, k, self, forwarded);

@@ -118,14 +118,34 @@ private:
   std::map<edge, std::deque<double>> arrived_; ///< delivered, not yet received: their bytes
   std::map<edge, int32_t> in_flight_; ///< posted, not yet received
   std::priority_queue<arrival, std::vector<arrival>, std::greater<>> arrivals_;
-  /// A message on the wire: its bytes not yet sent, shared fairly.
+  /// A message on the wire: its bytes not yet sent. Each pair of hosts has
+  /// one connection each way (the nodes' TCP connection), which sends its
+  /// messages in order: the first on a connection is sent, the others wait
+  /// behind it; the connections sending at once share the hosts' links
+  /// fairly.
   struct transfer {
     edge on;
     size_t from_host, to_host;
     double bytes, remaining;
   };
-  std::vector<transfer> wire_;
-  std::vector<int32_t> sending_, receiving_; ///< transfers per host and direction
+  std::vector<transfer> wire_; ///< in the order they were posted
+  std::vector<int32_t> sending_, receiving_; ///< transfers sent now, per host and direction
+  /// Whether wire_[k] is the first message of its connection (is being sent).
+  bool sending_now(size_t k) const {
+    for (size_t j = 0; j < k; ++j)
+      if (wire_[j].from_host == wire_[k].from_host && wire_[j].to_host == wire_[k].to_host)
+        return false;
+    return true;
+  }
+  void count_sending() {
+    std::fill(sending_.begin(), sending_.end(), 0);
+    std::fill(receiving_.begin(), receiving_.end(), 0);
+    for (size_t k = 0; k < wire_.size(); ++k)
+      if (sending_now(k)) {
+        ++sending_[wire_[k].from_host];
+        ++receiving_[wire_[k].to_host];
+      }
+  }
   /// Each host's token buckets (link_model::burst), out and in: full after
   /// an idle spell, emptied by what passes at once, refilled while idle.
   std::vector<double> tokens_out_, tokens_in_;
@@ -221,8 +241,6 @@ bool engine::advance(size_t index) {
         tokens_in_[to] -= credit;
         if (s.bytes > credit) {
           wire_.push_back({e, from, to, s.bytes, s.bytes - credit});
-          ++sending_[from];
-          ++receiving_[to];
         } else {
           deliver(e, now_ + plan_.link.latency, s.bytes);
         }
@@ -315,9 +333,11 @@ simulation engine::run() {
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
         ++computing_on_[static_cast<size_t>(
           plan_.hosts[static_cast<size_t>(plan_.actors[k].host)].machine)];
+    count_sending();
     double next = arrivals_.empty() ? never : arrivals_.top().at;
-    for (const transfer& t : wire_)
-      next = std::min(next, now_ + t.remaining / rate_of(t));
+    for (size_t k = 0; k < wire_.size(); ++k)
+      if (sending_now(k))
+        next = std::min(next, now_ + wire_[k].remaining / rate_of(wire_[k]));
     for (size_t k = 0; k < actors_.size(); ++k)
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
         next = std::min(next, now_ + actors_[k].remaining / rate_of(k));
@@ -325,7 +345,10 @@ simulation engine::run() {
       deadlock();
     account(next - now_);
     refill(next - now_);
-    for (transfer& t : wire_) {
+    for (size_t k = 0; k < wire_.size(); ++k) {
+      if (!sending_now(k))
+        continue;
+      transfer& t = wire_[k];
       const double rate = rate_of(t);
       t.remaining = now_ + t.remaining / rate <= next ? 0.0 : t.remaining - (next - now_) * rate;
     }
@@ -337,8 +360,6 @@ simulation engine::run() {
         continue;
       }
       deliver(wire_[k].on, now_ + plan_.link.latency, wire_[k].bytes);
-      --sending_[wire_[k].from_host];
-      --receiving_[wire_[k].to_host];
       wire_.erase(wire_.begin() + static_cast<long>(k));
     }
     while (!arrivals_.empty() && arrivals_.top().at <= now_) {

@@ -89,6 +89,23 @@ TEST(simulated_plans, a_pipeline_fills_once_under_1f1b) {
   EXPECT_NEAR(flush.step_seconds, (2 + 1) * 3.0 + 0.5, plan_tolerance);
 }
 
+TEST(simulated_plans, gpipe_s_last_stage_sends_each_gradient_back_at_once) {
+  // Two microbatches of one sample (f 1 s, b 2 s, u 0.5 s per stage), 100 B
+  // of activation over a link of 10 B/s: 10 s a message, a connection's in
+  // order. Stage 0 forwards at 0-2, its activations arrive at 11 and 21;
+  // the last stage takes each one's forward and backward in one go (14,
+  // 24) and sends its gradient back while the next activation comes in
+  // (they arrive at 24 and 34); stage 0's backwards 24-26 and 34-36, its
+  // update 36-36.5. (With the last stage's forwards first, its gradients
+  // left after 22 and the step took 10 s more.)
+  pipeline_strategy p;
+  p.stage_ends = {1, 2};
+  p.microbatches = 2;
+  p.schedule = pipeline_schedule::gpipe;
+  const auto sim = simulate_prediction(balanced(2), plan_hosts(2, 10), p, runtime_costs{});
+  EXPECT_NEAR(sim.step_seconds, 36.5, plan_tolerance);
+}
+
 TEST(simulated_plans, replicated_stages_take_every_other_microbatch) {
   // Stage 0 on two replicas, stage 1 on one: the plan runs without deadlock
   // under every schedule and is never faster than stage 1 alone.

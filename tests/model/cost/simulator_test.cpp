@@ -112,6 +112,35 @@ TEST(simulator, a_two_stage_gpipe_takes_the_bubble_formula) {
   }
 }
 
+TEST(simulator, a_connection_sends_its_messages_in_order) {
+  // Host 0 sends two messages of 100 B to host 1 (one connection: in order)
+  // and one to host 2 (another connection: sharing host 0's link with the
+  // first). At 100 B/s: the first to host 1 and the one to host 2 share the
+  // link, 50 B/s each, until both are sent at 2 s; the second to host 1
+  // then has the link alone and is sent at 3 s. Each receiver computes 1 s
+  // per message it gets: host 2 ends at 3 s, host 1 at 4 s.
+  simulated_plan p = on_hosts(3);
+  p.link = link_model{100, 0, 0};
+  p.warmup_steps = 0;
+  simulated_actor sender{"sender", 0, true, {}};
+  for (int32_t to : {1, 1, 2})
+    sender.program.push_back(operation::send(to, 100));
+  sender.program.push_back(operation::step_end());
+  p.actors.push_back(sender);
+  for (int32_t host : {1, 2}) {
+    simulated_actor receiver{"receiver" + std::to_string(host), host, true, {}};
+    for (int32_t m = 0; m < (host == 1 ? 2 : 1); ++m) {
+      receiver.program.push_back(operation::receive(0));
+      receiver.program.push_back(operation::compute(1));
+    }
+    receiver.program.push_back(operation::step_end());
+    p.actors.push_back(receiver);
+  }
+  const simulation s = simulate(p);
+  EXPECT_NEAR(s.end_seconds, 4, simulator_tolerance);
+  EXPECT_NEAR(s.step_seconds, 4, simulator_tolerance);
+}
+
 TEST(simulator, a_link_adds_its_transfer_and_latency_on_the_critical_path) {
   // One microbatch, 100 B at 100 B/s and 0.5 s latency each way: f0 + (1 + 0.5)
   // + f1 + b1 + (1 + 0.5) + b0.
