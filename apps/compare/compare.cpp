@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "apps/compare/run_record.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/predict.hpp"
+#include "apps/predict/strategy_costs.hpp"
 #include "apps/report/analysis.hpp"
 #include "apps/report/machine.hpp"
 #include "apps/report/report.hpp"
@@ -467,10 +469,8 @@ json report_header(const compare_request& r) {
           {"skipped", json::array()}};
 }
 
-/// The cost model's predictions (--predict), each run's measured
-/// configuration copied into its record's "predicted".
-void add_predictions(json& report, const compare_request& r, const std::vector<row>& rows,
-                     const std::atomic<bool>* interrupted) {
+/// What --predict asks of the cost model: the strategies of `rows` that ran.
+predict_request prediction_request(const compare_request& r, const std::vector<row>& rows) {
   predict_request p;
   p.workload = r.workload;
   p.overrides = r.overrides;
@@ -483,7 +483,29 @@ void add_predictions(json& report, const compare_request& r, const std::vector<r
     p.bandwidths = {*r.bandwidth};
   p.latency = r.latency;
   p.link = r.link;
-  auto predicted = predict(p, interrupted);
+  return p;
+}
+
+/// --predict: the predictions' profiles taken after each round's runs, in
+/// the host's windows those runs had: after the first round by predicting
+/// once (which profiles every model), after the others by profiling them
+/// again (profile_cache::profile_again). Nothing is said of a failure here:
+/// add_predictions says it.
+void profile_in_round(int32_t round, const compare_request& r, const std::vector<row>& rows,
+                      profile_cache& profiles, const std::atomic<bool>* interrupted) {
+  if (r.predict_hosts.empty() || stop_requested(interrupted))
+    return;
+  if (round == 1)
+    (void)predict(prediction_request(r, rows), interrupted, &profiles);
+  else
+    profiles.profile_again();
+}
+
+/// The cost model's predictions (--predict) from `profiles`, each run's
+/// measured configuration copied into its record's "predicted".
+void add_predictions(json& report, const compare_request& r, const std::vector<row>& rows,
+                     profile_cache& profiles, const std::atomic<bool>* interrupted) {
+  auto predicted = predict(prediction_request(r, rows), interrupted, &profiles);
   if (!predicted) {
     std::printf("predictions: %s\n", describe(predicted.error()).c_str());
     report["predictions"] = {{"error", describe(predicted.error())}};
@@ -514,6 +536,7 @@ int32_t default_repeat(const compare_request& r, size_t strategies, double first
 /// that a slow spell of the host hits all of them, and puts each
 /// strategy's row (combine_repeats) into report["runs"], ranked. Returns N.
 int32_t run_rounds(const std::vector<const row*>& rows, const compare_request& r, json& report,
+                   const std::function<void(int32_t)>& after_round,
                    const std::atomic<bool>* interrupted) {
   std::vector<std::vector<json>> records(rows.size());
   // Without --repeat the rounds are known after the first: 3 until then.
@@ -527,6 +550,7 @@ int32_t run_rounds(const std::vector<const row*>& rows, const compare_request& r
       auto first = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_started);
       rounds = default_repeat(r, rows.size(), first.count());
     }
+    after_round(round);
   }
   json runs = json::array();
   for (const auto& strategy : records)
@@ -573,9 +597,12 @@ int compare(const compare_request& r, const std::vector<strategy_choice>& chosen
   for (const auto& row : rows)
     if (row.skipped.empty())
       running.push_back(&row);
-  report["repeat"] = run_rounds(running, r, report, interrupted);
+  profile_cache profiles;
+  report["repeat"] = run_rounds(
+    running, r, report,
+    [&](int32_t round) { profile_in_round(round, r, rows, profiles, interrupted); }, interrupted);
   if (!r.predict_hosts.empty() && !stop_requested(interrupted))
-    add_predictions(report, r, rows, interrupted);
+    add_predictions(report, r, rows, profiles, interrupted);
   print_table(report);
   if (auto written = write_report(report, r.out); !written) {
     std::fprintf(stderr, "baton compare: the report: %s\n", describe(written.error()).c_str());

@@ -253,10 +253,12 @@ caf::error check(const predict_request& r) {
 } // namespace
 
 caf::expected<nlohmann::json> predict(const predict_request& r,
-                                      const std::atomic<bool>* interrupted) {
+                                      const std::atomic<bool>* interrupted,
+                                      profile_cache* shared) {
   if (auto err = check(r))
     return err;
-  profile_cache profiles(r.profile);
+  profile_cache own(r.profile);
+  profile_cache& profiles = shared != nullptr ? *shared : own;
   auto strategies = parse_strategies(r, base_hosts, profiles);
   if (!strategies)
     return strategies.error();
@@ -276,6 +278,7 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
       skipped.push_back({{"strategy", s.name}, {"hosts", s.hosts}, {"reason", s.skipped}});
   json out = {{"link", link_json(*link)}, {"profile", profile_json(*strategies)}};
   out["measured"] = measured_rows(r, *link, profiles, skipped);
+  out["profile_rounds"] = profiles.rounds();
   out["projection"] = projection_rows(r, *strategies, *link);
   out["crossovers"] = crossover_texts(r, *strategies, *link);
   out["skipped"] = skipped;

@@ -17,6 +17,8 @@
 
 namespace baton::apps {
 
+class profile_cache;
+
 /// What to predict.
 struct predict_request {
   std::string workload;                ///< WORKLOAD.yaml
@@ -36,9 +38,11 @@ struct predict_request {
 /// The predictions as the report's "predictions" object (docs/cost-model.md):
 /// the link model and how it was measured, the profile, the step time of
 /// each strategy at each measured configuration, the projection over hosts
-/// x bandwidths and the crossovers found.
+/// x bandwidths and the crossovers found. With `profiles`, the profiles are
+/// that cache's (made there when missing); without, made for this call.
 caf::expected<nlohmann::json> predict(const predict_request& r,
-                                      const std::atomic<bool>* interrupted);
+                                      const std::atomic<bool>* interrupted,
+                                      profile_cache* profiles = nullptr);
 
 /// `baton predict WORKLOAD.yaml [flags]`: the exit code.
 int cmd_predict(args& a, const std::atomic<bool>* interrupted);

@@ -185,7 +185,7 @@ caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
   options.seed = t.seed;
   options.optimizer = m.optimizer;
   options.min_timed_seconds = profile_seconds;
-  try {
+  auto make = [m, options, copies] {
     auto profile_one = [&] {
       return model::profile_model(actors::build_trained_model(m), options);
     };
@@ -196,11 +196,29 @@ caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
     for (auto& other : others)
       other.get();
     profile.model = m.spec.name;
+    return profile;
+  };
+  try {
+    auto profile = make();
+    makers_[key] = make;
+    taken_[key] = {profile};
     return made_[key] = profile;
   } catch (const std::exception& e) { // model::error, c10::Error
     return make_error(errc::bad_config, t.file + ": cannot profile the model " + m.spec.name +
                                           ": " + e.what());
   }
+}
+
+void profile_cache::profile_again() {
+  for (const auto& [key, make] : makers_) {
+    try {
+      taken_[key].push_back(make());
+    } catch (const std::exception&) { // profiled once already: keep those
+      continue;
+    }
+    made_[key] = model::median_of_profiles(taken_[key]);
+  }
+  rounds_ += 1;
 }
 
 cost::workload workload_of(const model::model_profile& p, const topology& t) {

@@ -7,8 +7,10 @@
 // buckets, sync_every, freezing, pipeline stages and schedule, IST's
 // workers and local steps) as a cost::strategy. docs/cost-model.md.
 
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -55,10 +57,24 @@ public:
                                                 int32_t workers, int32_t copies = 1);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
+  /// Profiles every model this cache profiled once more; each profile is
+  /// then the median of all its profiles (model::median_of_profiles). A
+  /// comparison profiles in each of its rounds, after the round's runs, so
+  /// that its predictions read the host in the windows its runs did: one
+  /// profile of half a second is one spell of a shared host, and moved
+  /// predictions by up to 40% between compares. Profiles read from the
+  /// file are not taken again.
+  void profile_again();
+  /// How many profiles each one profiled here is the median of (1 before
+  /// profile_again).
+  int32_t rounds() const { return rounds_; }
 
 private:
   std::string file_;
   std::map<std::string, model::model_profile> made_;
+  std::map<std::string, std::function<model::model_profile()>> makers_; ///< by key
+  std::map<std::string, std::vector<model::model_profile>> taken_;     ///< by key
+  int32_t rounds_ = 1;
   /// The profile of `spec` stepped by `optimizer`; `from_file`: file_ may serve it.
   caf::expected<model::model_profile> profiled(const actors::topology& t,
                                                const model::model_spec& spec,

@@ -155,6 +155,33 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
 
 } // namespace
 
+model_profile median_of_profiles(const std::vector<model_profile>& profiles) {
+  if (profiles.empty())
+    throw error("profiles: none to take the median of");
+  model_profile out = profiles.front();
+  out.microbatches = 0;
+  for (const auto& p : profiles) {
+    bool same = p.layers.size() == out.layers.size();
+    for (size_t k = 0; same && k < p.layers.size(); ++k)
+      same = p.layers[k].name == out.layers[k].name;
+    if (!same)
+      throw error("profiles: the median of profiles of different layers");
+    out.microbatches += p.microbatches;
+  }
+  for (size_t k = 0; k < out.layers.size(); ++k) {
+    auto median_by = [&](double layer_cost::*figure) {
+      std::vector<double> xs;
+      for (const auto& p : profiles)
+        xs.push_back(p.layers[k].*figure);
+      return median(xs);
+    };
+    out.layers[k].forward_seconds = median_by(&layer_cost::forward_seconds);
+    out.layers[k].backward_seconds = median_by(&layer_cost::backward_seconds);
+    out.layers[k].update_seconds = median_by(&layer_cost::update_seconds);
+  }
+  return out;
+}
+
 model_profile profile_model(const layered_model& m, const profile_options& options) {
   if (options.microbatch_size < 1 || options.microbatches < 1 || options.warmups < 0 ||
       options.threads < 1)

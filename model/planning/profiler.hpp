@@ -65,4 +65,10 @@ inline constexpr int32_t max_timed_microbatches = 1000;
 /// Throws model::error when a layer rejects the input shape.
 model_profile profile_model(const layered_model& m, const profile_options& options);
 
+/// Profiles of one model taken at different moments as one: every layer's
+/// forward, backward and update the median over them (the upper middle of
+/// an even count), the rest as the first says, `microbatches` their sum.
+/// Throws model::error when `profiles` is empty or their layers differ.
+model_profile median_of_profiles(const std::vector<model_profile>& profiles);
+
 } // namespace baton::model

@@ -138,7 +138,7 @@ TEST(compare, repeated_runs_give_their_spread_and_no_winner_when_none_reached_th
   // One epoch of 512 samples cannot reach 99% on Fashion-MNIST.
   auto run = run_baton({"compare", workload, "--strategies", "local,data-parallel:ring",
                         "--local-nodes", "2", "--target", "0.99", "--budget", "120",
-                        "--repeat", "2", "--out", out});
+                        "--repeat", "2", "--predict", "2", "--out", out});
   ASSERT_EQ(run.exit_code, 0) << run.text;
   EXPECT_NE(run.text.find("None reached the target (99.0% test accuracy): no winner"),
             std::string::npos)
@@ -165,6 +165,9 @@ TEST(compare, repeated_runs_give_their_spread_and_no_winner_when_none_reached_th
   const auto& recommendation = report["recommendation"];
   EXPECT_EQ(recommendation["kind"], "none_reached");
   EXPECT_TRUE(recommendation["winners"].empty()) << recommendation.dump();
+  // The predictions' profiles were taken in both rounds, after their runs.
+  EXPECT_EQ(report["predictions"].value("profile_rounds", 0), 2) << report["predictions"].dump();
+  EXPECT_EQ(report["prediction_check"]["runs"].size(), 2u) << report["prediction_check"].dump();
   EXPECT_NE(recommendation["sentence"].get<std::string>().find("shortest common time"),
             std::string::npos)
     << recommendation.dump();

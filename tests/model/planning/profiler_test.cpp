@@ -10,6 +10,8 @@
 #include "model/core/pretrain.hpp"
 
 using baton::model::make_model;
+using baton::model::median_of_profiles;
+using baton::model::model_profile;
 using baton::model::model_spec;
 using baton::model::profile_model;
 using baton::model::profile_options;
@@ -112,6 +114,30 @@ TEST(profiler_test, a_small_model_is_timed_for_min_timed_seconds) {
   const auto profile = profile_model(model, options);
   EXPECT_GT(profile.microbatches, 2);
   EXPECT_LE(profile.microbatches, baton::model::max_timed_microbatches);
+}
+
+// Profiles taken at different moments: each figure the median of its own,
+// the timed microbatches summed; profiles of other layers are refused.
+TEST(profiler_test, the_median_of_profiles_is_taken_figure_by_figure) {
+  auto profile = [](double forward, double backward, double update) {
+    model_profile p;
+    p.model = "m";
+    p.microbatches = 10;
+    p.layers = {{"a", forward, backward, 64, 8, update}, {"b", 2 * forward, 1, 32, 0, 0}};
+    return p;
+  };
+  const auto m = median_of_profiles({profile(1, 5, 0.3), profile(3, 4, 0.1), profile(2, 6, 0.2)});
+  EXPECT_EQ(m.microbatches, 30);
+  EXPECT_DOUBLE_EQ(m.layers[0].forward_seconds, 2);
+  EXPECT_DOUBLE_EQ(m.layers[0].backward_seconds, 5);
+  EXPECT_DOUBLE_EQ(m.layers[0].update_seconds, 0.2);
+  EXPECT_DOUBLE_EQ(m.layers[1].forward_seconds, 4);
+  EXPECT_EQ(m.layers[1].activation_bytes, 32);
+  EXPECT_EQ(median_of_profiles({profile(7, 1, 0)}).layers[0].forward_seconds, 7);
+  auto other = profile(1, 1, 0);
+  other.layers[1].name = "c";
+  EXPECT_THROW(median_of_profiles({profile(1, 1, 0), other}), baton::model::error);
+  EXPECT_THROW(median_of_profiles({}), baton::model::error);
 }
 
 TEST(profiler_test, wrong_input_shape_names_the_layer) {
