@@ -24,6 +24,10 @@ namespace {
 /// than its three.
 std::vector<std::string> many_heads(int heads, int samples = 512) {
   auto args = short_transfer_job(samples);
+  // The source reads its samples while the coordinator's spawn request
+  // waits: 60,000 of them took more than the default 10 s once, on a CI
+  // host busy with another suite. This suite is about stopping, not that.
+  args.insert(args.end(), {"--set", "runtime.request_timeout_ms=120000"});
   for (int i = 1; i <= heads; ++i)
     args.insert(args.end(),
                 {"--set", "heads.+={name: h" + std::to_string(i) + ", task: all10}"});
