@@ -98,11 +98,8 @@ TEST(simulated_plans, gpipe_s_last_stage_sends_each_gradient_back_at_once) {
   // (they arrive at 24 and 34); stage 0's backwards 24-26 and 34-36, its
   // update 36-36.5. (With the last stage's forwards first, its gradients
   // left after 22 and the step took 10 s more.)
-  pipeline_strategy p;
-  p.stage_ends = {1, 2};
-  p.microbatches = 2;
-  p.schedule = pipeline_schedule::gpipe;
-  const auto sim = simulate_prediction(balanced(2), plan_hosts(2, 10), p, runtime_costs{});
+  const pipeline_strategy gpipe{{1, 2}, {}, 2, pipeline_schedule::gpipe};
+  const auto sim = simulate_prediction(balanced(2), plan_hosts(2, 10), gpipe, runtime_costs{});
   EXPECT_NEAR(sim.step_seconds, 36.5, plan_tolerance);
 }
 
