@@ -76,6 +76,9 @@ const section_fields<runtime_spec>& runtime_fields() {
     {"request_timeout_ms", [](const field& f, const field&, runtime_spec& r) {
        r.request_timeout = positive_milliseconds(f);
      }},
+    {"start_timeout_ms", [](const field& f, const field&, runtime_spec& r) {
+       r.start_timeout = positive_milliseconds(f);
+     }},
     {"progress_every", [](const field& f, const field&, runtime_spec& r) {
        r.progress_every = positive_int32(f);
      }},

@@ -76,7 +76,11 @@ struct runtime_spec {
   bool compute_threads_asked = false;
   std::chrono::milliseconds heartbeat_interval{200};
   std::chrono::milliseconds connection_timeout{2000};
-  std::chrono::milliseconds request_timeout{10000}; ///< spawn/wiring requests
+  std::chrono::milliseconds request_timeout{10000}; ///< wiring and other requests
+  /// A node's start of one actor: a source reads its whole dataset then, so
+  /// this bound is longer than request_timeout; a node lost meanwhile is
+  /// found at this bound (requests to a dead node fail at their deadline).
+  std::chrono::milliseconds start_timeout{300000};
   int32_t progress_every = 20;    ///< heads report progress every N steps
   /// Trainable actors checkpoint after every N optimiser steps; 0: never
   /// (a restart then begins from the initial weights).

@@ -39,7 +39,7 @@ public:
               const job_plan& plan, const run_options& options)
     : self_(sys), cluster_(c), facts_(facts), plan_(plan), options_(options),
       progress_(options.progress_tty, plan), nodes_(self_.ptr(), c.runtime.request_timeout),
-      pass_(self_.ptr(), c.runtime.request_timeout), collected_(plan),
+      pass_(self_.ptr(), c.runtime.request_timeout, c.runtime.start_timeout), collected_(plan),
       recovery_(c), best_(plan),
       stop_(facts.target_accuracy, c.runtime.stop_after_seconds, plan.result_groups().size(),
             facts.selection.patience) {}

@@ -19,7 +19,7 @@ caf::error job_pass::spawn(const caf::actor& spawner, const std::string& node,
   auto where = node.empty() ? std::string{"embedded"} : node;
   caf::error failure;
   messages::spawn_request request{a.role, a.name, std::move(settings), {}};
-  self_->request(spawner, timeout_, std::move(request))
+  self_->request(spawner, start_timeout_, std::move(request))
     .receive(
       [&](caf::actor& handle) {
         self_->monitor(handle);
@@ -30,9 +30,15 @@ caf::error job_pass::spawn(const caf::actor& spawner, const std::string& node,
         // outside its roots) is bad input of the run: exit code 2.
         bool bad_input = err.category() == error_category_atom &&
                          (err == errc::bad_file || err == errc::bad_config);
+        auto why = err == caf::sec::request_timeout
+                     ? "no answer within runtime.start_timeout_ms (" +
+                         std::to_string(start_timeout_.count()) +
+                         " ms; a source reads its whole dataset as it starts: raise it for a "
+                         "large dataset or a loaded host)"
+                     : describe(err);
         failure = make_error(bad_input ? static_cast<errc>(err.code()) : errc::actor_failed,
                              "cannot start " + a.role + " '" + a.name + "' on node '" + where +
-                               "': " + describe(err));
+                               "': " + why);
       });
   return failure;
 }

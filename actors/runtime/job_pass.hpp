@@ -40,14 +40,16 @@ struct placed_actor {
 class job_pass {
 public:
   /// A pass driven through `self` (which must outlive this), with `timeout`
-  /// for each request.
-  job_pass(caf::blocking_actor* self, std::chrono::milliseconds timeout)
-    : self_(self), timeout_(timeout) {}
+  /// for each request but a spawn's, which waits up to `start_timeout`.
+  job_pass(caf::blocking_actor* self, std::chrono::milliseconds timeout,
+           std::chrono::milliseconds start_timeout)
+    : self_(self), timeout_(timeout), start_timeout_(start_timeout) {}
 
   /// Asks `spawner` (of node `node`, "" the embedded process) to start `a`
   /// with `settings` (the plan's and this pass's run settings) and monitors
   /// it. A node refusing bad input (bad_file, bad_config) is that error,
-  /// anything else actor_failed; both say what could not start where.
+  /// anything else actor_failed; both say what could not start where, and a
+  /// start past `start_timeout` names runtime.start_timeout_ms.
   caf::error spawn(const caf::actor& spawner, const std::string& node, const planned_actor& a,
                    std::string settings);
   /// Tells every actor who its coordinator is (`self`), then introduces the
@@ -102,6 +104,7 @@ public:
 private:
   caf::blocking_actor* self_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds start_timeout_;
   std::vector<placed_actor> actors_;
 };
 

@@ -162,6 +162,7 @@ TEST_F(topology_test, reference_file_tasks_heads_and_runtime) {
   EXPECT_EQ(t->runtime.heartbeat_interval.count(), 200);
   EXPECT_EQ(t->runtime.connection_timeout.count(), 2000);
   EXPECT_EQ(t->runtime.request_timeout.count(), 10000);
+  EXPECT_EQ(t->runtime.start_timeout.count(), 300000);
   EXPECT_EQ(t->runtime.progress_every, 20);
   EXPECT_TRUE(t->runtime.shared_memory);
 }
