@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -41,6 +43,10 @@ constexpr double streamed_bytes = 64;
 constexpr double largest_message = 16.4e6; // 1 kB x 4^7
 constexpr double seconds_per_message = 0.15; // the largest message is at most this long
 constexpr int child_timeout_ms = 120000;
+constexpr int exchange_hosts = 3;          // the all-to-all's
+constexpr int exchange_rounds = 6;         // the first one untimed
+constexpr double seconds_per_exchange = 0.1; // of the link, per peer and round
+constexpr int exchange_pause_ms = 50;      // between rounds: tc's bucket refills
 
 // -- the two processes ---------------------------------------------------------------------
 // Forked, they use only system calls on buffers allocated before fork (no
@@ -70,12 +76,8 @@ void no_delay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/// The server: listens on any port of `address`, writes the port to
-/// `report`, then answers one client until it says end.
-[[noreturn]] void serve(const char* ns, const char* address, int report, char* buffer) {
-  // A socket belongs to the namespace it is made in: enter it first.
-  if (!enter_namespace(ns))
-    ::_exit(3);
+/// A socket listening on any port of `address` (`port`), or -1.
+int listen_on(const char* address, int backlog, uint16_t& port) {
   int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in where{};
   where.sin_family = AF_INET;
@@ -83,10 +85,34 @@ void no_delay(int fd) {
   socklen_t length = sizeof where;
   if (listener < 0 ||
       ::bind(listener, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0 ||
-      ::listen(listener, 1) != 0 ||
+      ::listen(listener, backlog) != 0 ||
       ::getsockname(listener, reinterpret_cast<sockaddr*>(&where), &length) != 0)
+    return -1;
+  port = ntohs(where.sin_port);
+  return listener;
+}
+
+/// A socket connected to `address`:`port` with TCP_NODELAY, or -1.
+int connect_to(const char* address, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in where{};
+  where.sin_family = AF_INET;
+  where.sin_port = htons(port);
+  ::inet_pton(AF_INET, address, &where.sin_addr);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0)
+    return -1;
+  no_delay(fd);
+  return fd;
+}
+
+/// The server: listens on any port of `address`, writes the port to
+/// `report`, then answers one client until it says end.
+[[noreturn]] void serve(const char* ns, const char* address, int report, char* buffer) {
+  // A socket belongs to the namespace it is made in: enter it first.
+  uint16_t port = 0;
+  int listener = enter_namespace(ns) ? listen_on(address, 1, port) : -1;
+  if (listener < 0)
     ::_exit(3);
-  uint16_t port = ntohs(where.sin_port);
   write_all(report, reinterpret_cast<const char*>(&port), sizeof port);
   int fd = ::accept(listener, nullptr, nullptr);
   if (fd < 0)
@@ -127,17 +153,9 @@ bool ping_pong(int fd, char* buffer, uint64_t bytes, double& seconds) {
 /// stream's last) as doubles to `report`.
 [[noreturn]] void client(const char* ns, const char* address, uint16_t port, int report,
                          char* buffer, const double* sizes, size_t count, double* times) {
-  if (!enter_namespace(ns))
+  int fd = enter_namespace(ns) ? connect_to(address, port) : -1;
+  if (fd < 0)
     ::_exit(3);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in where{};
-  where.sin_family = AF_INET;
-  where.sin_port = htons(port);
-  ::inet_pton(AF_INET, address, &where.sin_addr);
-  if (fd < 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof where) != 0)
-    ::_exit(3);
-  no_delay(fd);
   double* out = times;
   for (size_t s = 0; s < count; ++s)
     for (int k = 0; k < warm_up_trips + round_trips; ++k) {
@@ -159,6 +177,88 @@ bool ping_pong(int fd, char* buffer, uint64_t bytes, double& seconds) {
   write_all(fd, reinterpret_cast<const char*>(&end), sizeof end);
   write_all(report, reinterpret_cast<const char*>(times),
             static_cast<size_t>(out - times) * sizeof(double));
+  ::_exit(0);
+}
+
+// -- the all-to-all --------------------------------------------------------------------------
+
+/// Makes `fd` non-blocking.
+bool non_blocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+/// Host `self` of the all-to-all: listens on its address, reports the port
+/// to `report`, reads every host's port from `control`, connects to each
+/// other host (its sends) and accepts each of theirs (its receives). Then
+/// per round: waits for a byte on `control`, sends `bytes` to every other
+/// host while it receives as many from each, and reports the round's
+/// seconds (a double) to `report`.
+[[noreturn]] void exchange_host(int self, const char* const* namespaces,
+                                const char* const* addresses, int control, int report,
+                                char* buffer, size_t buffer_bytes, uint64_t bytes) {
+  uint16_t ports[exchange_hosts] = {};
+  int listener =
+    enter_namespace(namespaces[self]) ? listen_on(addresses[self], exchange_hosts, ports[0]) : -1;
+  if (listener < 0)
+    ::_exit(3);
+  if (!write_all(report, reinterpret_cast<const char*>(ports), sizeof ports[0]) ||
+      !read_all(control, reinterpret_cast<char*>(ports), sizeof ports))
+    ::_exit(4);
+  int out[exchange_hosts - 1], in[exchange_hosts - 1];
+  int peers = 0;
+  for (int h = 0; h < exchange_hosts; ++h) {
+    if (h == self)
+      continue;
+    if ((out[peers++] = connect_to(addresses[h], ports[h])) < 0)
+      ::_exit(4);
+  }
+  for (int k = 0; k < peers; ++k)
+    if ((in[k] = ::accept(listener, nullptr, nullptr)) < 0)
+      ::_exit(4);
+  for (int k = 0; k < peers; ++k)
+    if (!non_blocking(out[k]) || !non_blocking(in[k]))
+      ::_exit(4);
+  char go = 0;
+  while (read_all(control, &go, 1) && go == 'g') {
+    uint64_t sent[exchange_hosts - 1] = {}, received[exchange_hosts - 1] = {};
+    pollfd watched[2 * (exchange_hosts - 1)];
+    auto start = clock_type::now();
+    for (;;) {
+      int n = 0;
+      for (int k = 0; k < peers; ++k) {
+        if (sent[k] < bytes)
+          watched[n++] = {out[k], POLLOUT, 0};
+        if (received[k] < bytes)
+          watched[n++] = {in[k], POLLIN, 0};
+      }
+      if (n == 0)
+        break;
+      if (::poll(watched, static_cast<nfds_t>(n), child_timeout_ms) <= 0)
+        ::_exit(5);
+      for (int k = 0; k < peers; ++k) {
+        if (sent[k] < bytes) {
+          auto done = ::send(out[k], buffer, std::min<uint64_t>(bytes - sent[k], buffer_bytes),
+                             MSG_NOSIGNAL);
+          if (done > 0)
+            sent[k] += static_cast<uint64_t>(done);
+          else if (done < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            ::_exit(5);
+        }
+        if (received[k] < bytes) {
+          auto done = ::recv(in[k], buffer, std::min<uint64_t>(bytes - received[k], buffer_bytes),
+                             0);
+          if (done > 0)
+            received[k] += static_cast<uint64_t>(done);
+          else if (done == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            ::_exit(5);
+        }
+      }
+    }
+    double seconds = since(start);
+    if (!write_all(report, reinterpret_cast<const char*>(&seconds), sizeof seconds))
+      ::_exit(5);
+  }
   ::_exit(0);
 }
 
@@ -221,6 +321,99 @@ caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector
   return times;
 }
 
+/// The all-to-all's rounds (the first untimed) among hosts in `namespaces`
+/// at `addresses`, `bytes` from every host to every other host a round: the
+/// slowest host's seconds of each timed round.
+caf::expected<std::vector<double>> measure_exchange(const std::vector<std::string>& namespaces,
+                                                    const std::vector<std::string>& addresses,
+                                                    uint64_t bytes) {
+  constexpr size_t buffer_bytes = 1u << 20;
+  std::vector<char> buffer(buffer_bytes, 'x');
+  const char* ns[exchange_hosts];
+  const char* at[exchange_hosts];
+  for (int h = 0; h < exchange_hosts; ++h) {
+    ns[h] = namespaces[static_cast<size_t>(h)].c_str();
+    at[h] = addresses[static_cast<size_t>(h)].c_str();
+  }
+  forked_child hosts[exchange_hosts];
+  int control[exchange_hosts][2], report[exchange_hosts][2];
+  auto failed = [] {
+    return make_error(errc::node_unreachable,
+                      "link calibration: the all-to-all's processes did not finish (cannot "
+                      "enter the emulated hosts' namespaces, or connect, within " +
+                        std::to_string(child_timeout_ms / 1000) + " s)");
+  };
+  struct pipes_closer {
+    int (&control)[exchange_hosts][2];
+    int (&report)[exchange_hosts][2];
+    ~pipes_closer() {
+      for (int h = 0; h < exchange_hosts; ++h)
+        for (int fd : {control[h][0], control[h][1], report[h][0], report[h][1]})
+          if (fd >= 0)
+            ::close(fd);
+    }
+  };
+  for (auto& p : control)
+    p[0] = p[1] = -1;
+  for (auto& p : report)
+    p[0] = p[1] = -1;
+  pipes_closer closer{control, report};
+  for (int h = 0; h < exchange_hosts; ++h)
+    if (::pipe2(control[h], O_CLOEXEC) != 0 || ::pipe2(report[h], O_CLOEXEC) != 0)
+      return make_error(errc::bad_file, "link calibration: cannot make a pipe");
+  for (int h = 0; h < exchange_hosts; ++h) {
+    hosts[h].pid = ::fork();
+    if (hosts[h].pid == 0) {
+      // Only its own pipes: a host that dies ends the parent's read of it.
+      for (int other = 0; other < exchange_hosts; ++other)
+        for (int fd : {control[other][1], report[other][0], other == h ? -1 : control[other][0],
+                       other == h ? -1 : report[other][1]})
+          if (fd >= 0)
+            ::close(fd);
+      exchange_host(h, ns, at, control[h][0], report[h][1], buffer.data(), buffer_bytes, bytes);
+    }
+    if (hosts[h].pid < 0)
+      return failed();
+  }
+  // The parent keeps no write end of a report: a child that dies ends its read at once.
+  for (auto& p : report) {
+    ::close(p[1]);
+    p[1] = -1;
+  }
+  uint16_t ports[exchange_hosts] = {};
+  for (int h = 0; h < exchange_hosts; ++h)
+    if (!read_all(report[h][0], reinterpret_cast<char*>(&ports[h]), sizeof ports[h],
+                  child_timeout_ms))
+      return failed();
+  for (int h = 0; h < exchange_hosts; ++h)
+    if (!write_all(control[h][1], reinterpret_cast<const char*>(ports), sizeof ports))
+      return failed();
+  std::vector<double> slowest;
+  for (int round = 0; round < exchange_rounds; ++round) {
+    ::usleep(exchange_pause_ms * 1000);
+    for (auto& p : control)
+      if (!write_all(p[1], "g", 1))
+        return failed();
+    double worst = 0;
+    for (auto& p : report) {
+      double seconds = 0;
+      if (!read_all(p[0], reinterpret_cast<char*>(&seconds), sizeof seconds, child_timeout_ms))
+        return failed();
+      worst = std::max(worst, seconds);
+    }
+    if (round > 0)
+      slowest.push_back(worst);
+  }
+  for (auto& p : control) { // the children end at the pipe's end
+    ::close(p[1]);
+    p[1] = -1;
+  }
+  for (auto& child : hosts)
+    if (::waitpid(child.pid, nullptr, 0) == child.pid)
+      child.pid = -1;
+  return slowest;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -270,7 +463,13 @@ caf::expected<link_calibration> read_cache(const std::string& path) {
   c.link.message_overhead = j.value("message_overhead", 0.0);
   // A file written before the burst was kept: read it from its samples.
   c.link.burst = j.value("burst", -1.0);
+  c.link.shared_efficiency = j.value("shared_efficiency", 1.0);
+  for (const auto& s : j.value("exchange_seconds", nlohmann::json::array()))
+    c.exchange_seconds.push_back(s.get<double>());
   c.measured_on = j.value("measured_on", "");
+  // Kept before the all-to-all was measured: measured again.
+  if (c.measured_on.rfind("emulated", 0) == 0 && !j.contains("shared_efficiency"))
+    return make_error(errc::bad_file, path + ": kept without the all-to-all");
   c.method = j.value("method", "");
   for (const auto& s : j.value("samples", nlohmann::json::array()))
     c.samples.push_back({s.value("bytes", 0.0), s.value("seconds", 0.0)});
@@ -287,7 +486,9 @@ const char* method_text =
   "largest (past tc's burst), a = the time of the smallest (1 kB, within the burst); "
   "message_overhead = the time per message of 2000 64-byte messages streamed back to back; "
   "latency = a - message_overhead; burst = the largest's bytes less what its time past a "
-  "carried at the bandwidth";
+  "carried at the bandwidth; an emulated link also: an all-to-all among 3 emulated hosts, each "
+  "sending 0.1 s of the rate to each other host at once after a 50 ms pause, 5 timed rounds: "
+  "shared_efficiency = (2 x bytes - burst) / bandwidth over the rounds' mean (slowest host)";
 
 caf::expected<link_calibration> measure_emulated(const std::string& text) {
   std::string error;
@@ -299,17 +500,28 @@ caf::expected<link_calibration> measure_emulated(const std::string& text) {
                       "--link " + text + ": measuring an emulated link needs root (network "
                       "namespaces and tc); run as root, or give --latency SECONDS (and "
                       "--bandwidth) to predict without measuring");
-  auto hosts = actors::emulated_hosts::create(2, *spec, error);
+  auto hosts = actors::emulated_hosts::create(exchange_hosts, *spec, error);
   if (!hosts)
     return make_error(errc::bad_config, "--link " + text + ": " + error);
-  endpoints e{"/run/netns/" + hosts->namespace_of(0), "/run/netns/" + hosts->namespace_of(1),
-              hosts->address_of(0)};
-  const auto sizes = sizes_for(static_cast<double>(spec->rate_bits) / 8);
-  auto times = measure(e, sizes);
+  std::vector<std::string> namespaces, addresses;
+  for (int h = 0; h < exchange_hosts; ++h) {
+    namespaces.push_back("/run/netns/" + hosts->namespace_of(h));
+    addresses.push_back(hosts->address_of(h));
+  }
+  const double rate = static_cast<double>(spec->rate_bits) / 8;
+  const auto sizes = sizes_for(rate);
+  auto times = measure(endpoints{namespaces[0], namespaces[1], addresses[0]}, sizes);
   if (!times)
     return times.error();
   link_calibration c = from_times(sizes, *times);
-  c.measured_on = "emulated link " + text + " between 2 emulated hosts (" + hosts->shaping() + ")";
+  const auto bytes = static_cast<uint64_t>(seconds_per_exchange * rate);
+  auto rounds = measure_exchange(namespaces, addresses, bytes);
+  if (!rounds)
+    return rounds.error();
+  c.link.shared_efficiency = exchange_efficiency(c.link, static_cast<double>(bytes), *rounds);
+  c.exchange_seconds = *rounds;
+  c.measured_on = "emulated link " + text + " between " + std::to_string(exchange_hosts) +
+                  " emulated hosts (" + hosts->shaping() + ")";
   return c;
 }
 
@@ -333,6 +545,8 @@ nlohmann::json to_json(const link_calibration& c) {
           {"latency", c.link.latency},
           {"message_overhead", c.link.message_overhead},
           {"burst", c.link.burst},
+          {"shared_efficiency", c.link.shared_efficiency},
+          {"exchange_seconds", c.exchange_seconds},
           {"measured_on", c.measured_on},
           {"method", c.method},
           {"samples", samples}};
@@ -344,6 +558,21 @@ std::string default_link_cache_dir() {
   if (const char* home = std::getenv("HOME"); home && *home)
     return std::string(home) + "/.cache/baton";
   return (fs::temp_directory_path() / "baton").string();
+}
+
+double exchange_efficiency(const model::cost::link_model& link, double bytes,
+                           const std::vector<double>& rounds) {
+  if (rounds.empty() || !std::isfinite(link.bandwidth))
+    return 1;
+  double sum = 0;
+  for (double seconds : rounds)
+    sum += seconds;
+  const double mean = sum / static_cast<double>(rounds.size());
+  // Each host sends (and receives) `bytes` to (from) each of the others,
+  // the first `burst` of them at once after the pause.
+  const double sent = (exchange_hosts - 1) * bytes;
+  const double at_rate = std::max(0.0, sent - link.burst) / link.bandwidth;
+  return mean > 0 ? std::clamp(at_rate / mean, 0.05, 1.0) : 1.0;
 }
 
 link_fit fit_link(const std::vector<link_sample>& given) {

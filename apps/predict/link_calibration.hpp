@@ -29,12 +29,15 @@ struct link_calibration {
   std::string measured_on; ///< "loopback" or "emulated link 1gbit (2 hosts, ...)"
   std::string method;      ///< how, in words
   std::vector<link_sample> samples;
+  /// The all-to-all's timed rounds, slowest host each (emulated links).
+  std::vector<double> exchange_seconds;
   std::string cache_file;  ///< where it is kept ("" when not)
   bool cached = false;     ///< read from cache_file, not measured now
 };
 
-/// {bandwidth, latency, message_overhead, measured_on, method, samples:
-/// [{bytes, seconds}]}: the cache file and the "link" of the predictions.
+/// {bandwidth, latency, message_overhead, burst, shared_efficiency,
+/// measured_on, method, samples: [{bytes, seconds}], exchange_seconds}: the
+/// cache file and the "link" of the predictions.
 nlohmann::json to_json(const link_calibration& c);
 
 /// The default directory of the cache: $XDG_CACHE_HOME/baton, else
@@ -47,6 +50,14 @@ struct link_fit {
   double bandwidth = 0; ///< bytes per second (infinite when the largest take no longer)
   double burst = 0;     ///< bytes that passed at once (a token bucket's), >= 0
 };
+
+/// link_model::shared_efficiency from an all-to-all among 3 hosts, each
+/// sending `bytes` to each other host a round (`rounds`: the slowest host's
+/// seconds of each): the time the rate gives the 2 `bytes` a host sends
+/// (less the burst, which passes at once after a pause) over the rounds'
+/// mean, within [0.05, 1]; 1 without rounds.
+double exchange_efficiency(const model::cost::link_model& link, double bytes,
+                           const std::vector<double>& rounds);
 
 /// One-way time = a + max(0, bytes - burst) / bandwidth from the samples:
 /// the bandwidth from the two largest (tc's tbf lets a burst of 10 ms of
@@ -69,7 +80,11 @@ link_fit fit_link(const std::vector<link_sample>& samples);
 /// halved: a + bytes / bandwidth fitted (fit_link). Then 2000 messages of
 /// 64 bytes streamed back to back: their time each is the per-message
 /// overhead (the sender's and receiver's work, the part of a that does not
-/// overlap when messages follow each other); latency = a - overhead.
+/// overlap when messages follow each other); latency = a - overhead. An
+/// emulated link is also measured by an all-to-all among 3 emulated hosts
+/// (every host sends 0.1 s of the rate to each other host at once, 5 timed
+/// rounds): link_model::shared_efficiency (exchange_efficiency). A kept
+/// file of an emulated link without it is measured again.
 caf::expected<link_calibration> calibrate_link(const std::string& link,
                                                const std::string& cache_dir);
 

@@ -75,6 +75,13 @@ struct link_model {
   /// tc's tbf on emulated hosts, a cloud link's burst), refilled at
   /// `bandwidth` while the link carries nothing; 0 for a link without one.
   double burst = 0;
+  /// The share of the rate a host's link delivers while it carries two or
+  /// more connections at once (a worker's pushes to two shards, two
+  /// shards' answers to one worker): TCP's flows do not split a link
+  /// equally, and a phase of sends ends with its slowest flow. Measured
+  /// by the link calibration's all-to-all (apps/predict/link_calibration);
+  /// read by the simulation only. 1: the rate, split equally.
+  double shared_efficiency = 1;
   /// latency + message_overhead + bytes / bandwidth.
   double message_seconds(double bytes) const;
 };

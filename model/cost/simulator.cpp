@@ -162,7 +162,9 @@ private:
   }
   std::map<edge, double> last_arrival_;      ///< a connection delivers in order
   double rate_of(const transfer& t) const {
-    return plan_.link.bandwidth / std::max(sending_[t.from_host], receiving_[t.to_host]);
+    const int32_t sharing = std::max(sending_[t.from_host], receiving_[t.to_host]);
+    return plan_.link.bandwidth / sharing *
+           (sharing >= 2 ? plan_.link.shared_efficiency : 1.0);
   }
   void deliver(const edge& e, double at, double bytes) {
     at = std::max(at, last_arrival_[e]);
@@ -411,6 +413,8 @@ void check(const simulated_plan& p) {
             "a host on a machine of the plan");
   expect(p.link.bandwidth > 0, "bandwidth > 0 bytes/s");
   expect(p.link.burst >= 0, "a link burst >= 0 bytes");
+  expect(p.link.shared_efficiency > 0 && p.link.shared_efficiency <= 1,
+         "a link's shared_efficiency in (0, 1]");
   expect(p.warmup_steps >= 0, "warmup_steps >= 0");
   int32_t steps = -1;
   for (const auto& a : p.actors) {

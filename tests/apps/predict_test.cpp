@@ -149,16 +149,27 @@ TEST(predict, the_loopback_is_measured_once_and_kept) {
   EXPECT_EQ(read_prediction_json(dir.path() + "/p.json")["link"]["bandwidth"], kept["bandwidth"]);
 }
 
-TEST(predict, an_emulated_link_is_measured_over_two_namespaces) {
+// The ping-pong between two of three emulated hosts, and the all-to-all
+// among the three (the share of the rate a link shared by two connections
+// delivers). A file kept before the all-to-all was measured is measured
+// again.
+TEST(predict, an_emulated_link_is_measured_over_namespaces) {
   if (::geteuid() != 0)
     GTEST_SKIP() << "emulated links need root (network namespaces and tc)";
   scratch_dir dir("predict-link");
-  auto r = run_baton({"predict", tiny_workload(dir.path()), "--strategies", "data-parallel:ring",
-                      "--hosts", "2", "--link", "100mbit", "--out", dir.path()});
+  std::ofstream(dir.path() + "/link-100mbit.json") <<
+    R"({"bandwidth": 1.0, "latency": 0.0, "message_overhead": 0.0, "burst": 0.0,
+        "measured_on": "emulated link 100mbit between 2 emulated hosts"})";
+  auto r = run_baton({"predict", tiny_workload(dir.path()), "--strategies", "data-parallel:ps",
+                      "--hosts", "3", "--link", "100mbit", "--out", dir.path()});
   ASSERT_EQ(r.exit_code, 0) << r.text;
   const json kept = read_prediction_json(dir.path() + "/link-100mbit.json");
-  EXPECT_TRUE(contains(kept["measured_on"].get<std::string>(), "emulated link 100mbit")) << kept;
-  EXPECT_GT(kept["bandwidth"].get<double>(), 0);
+  EXPECT_TRUE(contains(kept["measured_on"].get<std::string>(), "emulated link 100mbit between 3"))
+    << kept;
+  EXPECT_GT(kept["bandwidth"].get<double>(), 1e6);
+  EXPECT_GT(kept["shared_efficiency"].get<double>(), 0);
+  EXPECT_LE(kept["shared_efficiency"].get<double>(), 1);
+  EXPECT_EQ(kept["exchange_seconds"].size(), 5u) << kept;
 }
 
 TEST(predict, bad_input_is_exit_2_naming_it) {

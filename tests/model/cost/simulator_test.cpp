@@ -141,6 +141,35 @@ TEST(simulator, a_connection_sends_its_messages_in_order) {
   EXPECT_NEAR(s.step_seconds, 4, simulator_tolerance);
 }
 
+TEST(simulator, a_link_carrying_two_connections_delivers_its_shared_efficiency) {
+  // Host 0 sends 100 B to host 1 and 100 B to host 2 at once over a link of
+  // 100 B/s that delivers half its rate while it carries two connections
+  // (link_model::shared_efficiency 0.5): 25 B/s each, both sent at 4 s
+  // (2 s at the rate split equally). A connection alone keeps the rate.
+  for (double efficiency : {1.0, 0.5}) {
+    simulated_plan p = on_hosts(3);
+    p.link = link_model{100, 0, 0};
+    p.link.shared_efficiency = efficiency;
+    p.warmup_steps = 0;
+    simulated_actor sender{"sender", 0, true, {}};
+    for (int32_t to : {1, 2})
+      sender.program.push_back(operation::send(to, 100));
+    sender.program.push_back(operation::step_end());
+    p.actors.push_back(sender);
+    for (int32_t host : {1, 2})
+      p.actors.push_back({"receiver" + std::to_string(host), host, true,
+                          {operation::receive(0), operation::step_end()}});
+    EXPECT_NEAR(simulate(p).end_seconds, 2 / efficiency, simulator_tolerance) << efficiency;
+  }
+  simulated_plan alone = on_hosts(2);
+  alone.link = link_model{100, 0, 0};
+  alone.link.shared_efficiency = 0.5;
+  alone.warmup_steps = 0;
+  alone.actors.push_back({"sender", 0, true, {operation::send(1, 100), operation::step_end()}});
+  alone.actors.push_back({"receiver", 1, true, {operation::receive(0), operation::step_end()}});
+  EXPECT_NEAR(simulate(alone).end_seconds, 1, simulator_tolerance);
+}
+
 TEST(simulator, a_link_adds_its_transfer_and_latency_on_the_critical_path) {
   // One microbatch, 100 B at 100 B/s and 0.5 s latency each way: f0 + (1 + 0.5)
   // + f1 + b1 + (1 + 0.5) + b0.
