@@ -3,8 +3,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -464,8 +464,11 @@ caf::expected<link_calibration> read_cache(const std::string& path) {
   // A file written before the burst was kept: read it from its samples.
   c.link.burst = j.value("burst", -1.0);
   c.link.shared_efficiency = j.value("shared_efficiency", 1.0);
+  if (!(c.link.shared_efficiency > 0 && c.link.shared_efficiency <= 1))
+    return make_error(errc::bad_file, path + ": shared_efficiency is not in (0, 1]");
   for (const auto& s : j.value("exchange_seconds", nlohmann::json::array()))
-    c.exchange_seconds.push_back(s.get<double>());
+    if (s.is_number())
+      c.exchange_seconds.push_back(s.get<double>());
   c.measured_on = j.value("measured_on", "");
   // Kept before the all-to-all was measured: measured again.
   if (c.measured_on.rfind("emulated", 0) == 0 && !j.contains("shared_efficiency"))
