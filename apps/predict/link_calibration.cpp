@@ -282,37 +282,54 @@ struct forked_child {
   }
 };
 
+/// A pipe whose open ends close when it goes out of scope (or by close()).
+struct owned_pipe {
+  int read = -1, write = -1;
+  bool open() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      return false;
+    read = fds[0];
+    write = fds[1];
+    return true;
+  }
+  static void close(int& fd) {
+    if (fd >= 0)
+      ::close(fd);
+    fd = -1;
+  }
+  ~owned_pipe() {
+    close(read);
+    close(write);
+  }
+};
+
 /// Runs the server and the client; the round trips per size and the
 /// stream's time (last).
 caf::expected<std::vector<double>> measure(const endpoints& e, const std::vector<double>& sizes) {
   std::vector<char> buffer(static_cast<size_t>(largest_message) + 1, 'b');
   std::vector<double> times(sizes.size() * round_trips + 1, 0);
-  int ports[2], results[2];
-  if (::pipe2(ports, O_CLOEXEC) != 0 || ::pipe2(results, O_CLOEXEC) != 0)
+  owned_pipe ports, results;
+  if (!ports.open() || !results.open())
     return make_error(errc::bad_file, "link calibration: cannot make a pipe");
   forked_child server, talker;
   server.pid = ::fork();
   if (server.pid == 0)
-    serve(e.server_namespace.c_str(), e.server_address.c_str(), ports[1], buffer.data());
+    serve(e.server_namespace.c_str(), e.server_address.c_str(), ports.write, buffer.data());
   // The parent keeps no write end: a child that dies ends the read at once.
-  ::close(ports[1]);
-  ports[1] = -1;
+  owned_pipe::close(ports.write);
   uint16_t port = 0;
   bool ok = server.pid > 0 &&
-            read_all(ports[0], reinterpret_cast<char*>(&port), sizeof port, child_timeout_ms);
+            read_all(ports.read, reinterpret_cast<char*>(&port), sizeof port, child_timeout_ms);
   if (ok) {
     talker.pid = ::fork();
     if (talker.pid == 0)
-      client(e.client_namespace.c_str(), e.server_address.c_str(), port, results[1],
+      client(e.client_namespace.c_str(), e.server_address.c_str(), port, results.write,
              buffer.data(), sizes.data(), sizes.size(), times.data());
-    ::close(results[1]);
-    results[1] = -1;
-    ok = talker.pid > 0 && read_all(results[0], reinterpret_cast<char*>(times.data()),
+    owned_pipe::close(results.write);
+    ok = talker.pid > 0 && read_all(results.read, reinterpret_cast<char*>(times.data()),
                                     times.size() * sizeof(double), child_timeout_ms);
   }
-  for (int fd : {ports[0], ports[1], results[0], results[1]})
-    if (fd >= 0)
-      ::close(fd);
   if (!ok)
     return make_error(errc::node_unreachable,
                       "link calibration: the ping-pong processes did not finish (cannot enter "
@@ -336,78 +353,63 @@ caf::expected<std::vector<double>> measure_exchange(const std::vector<std::strin
     at[h] = addresses[static_cast<size_t>(h)].c_str();
   }
   forked_child hosts[exchange_hosts];
-  int control[exchange_hosts][2], report[exchange_hosts][2];
+  owned_pipe control[exchange_hosts], report[exchange_hosts];
   auto failed = [] {
     return make_error(errc::node_unreachable,
                       "link calibration: the all-to-all's processes did not finish (cannot "
                       "enter the emulated hosts' namespaces, or connect, within " +
                         std::to_string(child_timeout_ms / 1000) + " s)");
   };
-  struct pipes_closer {
-    int (&control)[exchange_hosts][2];
-    int (&report)[exchange_hosts][2];
-    ~pipes_closer() {
-      for (int h = 0; h < exchange_hosts; ++h)
-        for (int fd : {control[h][0], control[h][1], report[h][0], report[h][1]})
-          if (fd >= 0)
-            ::close(fd);
-    }
-  };
-  for (auto& p : control)
-    p[0] = p[1] = -1;
-  for (auto& p : report)
-    p[0] = p[1] = -1;
-  pipes_closer closer{control, report};
   for (int h = 0; h < exchange_hosts; ++h)
-    if (::pipe2(control[h], O_CLOEXEC) != 0 || ::pipe2(report[h], O_CLOEXEC) != 0)
+    if (!control[h].open() || !report[h].open())
       return make_error(errc::bad_file, "link calibration: cannot make a pipe");
   for (int h = 0; h < exchange_hosts; ++h) {
     hosts[h].pid = ::fork();
     if (hosts[h].pid == 0) {
       // Only its own pipes: a host that dies ends the parent's read of it.
-      for (int other = 0; other < exchange_hosts; ++other)
-        for (int fd : {control[other][1], report[other][0], other == h ? -1 : control[other][0],
-                       other == h ? -1 : report[other][1]})
-          if (fd >= 0)
-            ::close(fd);
-      exchange_host(h, ns, at, control[h][0], report[h][1], buffer.data(), buffer_bytes, bytes);
+      for (int other = 0; other < exchange_hosts; ++other) {
+        owned_pipe::close(control[other].write);
+        owned_pipe::close(report[other].read);
+        if (other != h) {
+          owned_pipe::close(control[other].read);
+          owned_pipe::close(report[other].write);
+        }
+      }
+      exchange_host(h, ns, at, control[h].read, report[h].write, buffer.data(), buffer_bytes,
+                    bytes);
     }
     if (hosts[h].pid < 0)
       return failed();
   }
   // The parent keeps no write end of a report: a child that dies ends its read at once.
-  for (auto& p : report) {
-    ::close(p[1]);
-    p[1] = -1;
-  }
+  for (auto& p : report)
+    owned_pipe::close(p.write);
   uint16_t ports[exchange_hosts] = {};
   for (int h = 0; h < exchange_hosts; ++h)
-    if (!read_all(report[h][0], reinterpret_cast<char*>(&ports[h]), sizeof ports[h],
+    if (!read_all(report[h].read, reinterpret_cast<char*>(&ports[h]), sizeof ports[h],
                   child_timeout_ms))
       return failed();
   for (int h = 0; h < exchange_hosts; ++h)
-    if (!write_all(control[h][1], reinterpret_cast<const char*>(ports), sizeof ports))
+    if (!write_all(control[h].write, reinterpret_cast<const char*>(ports), sizeof ports))
       return failed();
   std::vector<double> slowest;
   for (int round = 0; round < exchange_rounds; ++round) {
     ::usleep(exchange_pause_ms * 1000);
     for (auto& p : control)
-      if (!write_all(p[1], "g", 1))
+      if (!write_all(p.write, "g", 1))
         return failed();
     double worst = 0;
     for (auto& p : report) {
       double seconds = 0;
-      if (!read_all(p[0], reinterpret_cast<char*>(&seconds), sizeof seconds, child_timeout_ms))
+      if (!read_all(p.read, reinterpret_cast<char*>(&seconds), sizeof seconds, child_timeout_ms))
         return failed();
       worst = std::max(worst, seconds);
     }
     if (round > 0)
       slowest.push_back(worst);
   }
-  for (auto& p : control) { // the children end at the pipe's end
-    ::close(p[1]);
-    p[1] = -1;
-  }
+  for (auto& p : control) // the children end at the pipe's end
+    owned_pipe::close(p.write);
   for (auto& child : hosts)
     if (::waitpid(child.pid, nullptr, 0) == child.pid)
       child.pid = -1;
