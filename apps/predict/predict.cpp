@@ -24,7 +24,9 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* efficiency_note =
-  "statistical efficiency at larger W is not predicted, only assumed";
+  "each step is simulated from the strategy's plan on that many hosts (the formulas' figures, "
+  "inside each measured row, are the cross-check); statistical efficiency at larger W is not "
+  "predicted, only assumed";
 
 /// The host count the strategies are parsed at when no run is predicted:
 /// a projection takes their settings to every W.
@@ -133,20 +135,28 @@ json row_of(const std::string& name, const cost::prediction& p) {
           {"samples_per_second", p.samples_per_second()}};
 }
 
-/// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp),
-/// next to the formula's: the runtime's own costs are the link's calibrated
-/// per-message cost only (no per-byte or co-location term is calibrated yet).
-/// {"error": why} when the plan cannot be simulated.
-json simulated_row(const costed_strategy& s, const cost::cluster& c) {
+/// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp;
+/// the runtime's own costs are the link's calibrated per-message cost only:
+/// no per-byte or co-location term is calibrated), with the formula's
+/// figures inside it ("formula") as the cross-check. A plan the simulation
+/// cannot run is predicted by the formula and says why ("method": "formula",
+/// "simulation_error").
+json predicted_row(const costed_strategy& s, const cost::cluster& c) {
+  const auto formula = cost::predict(s.load, c, s.strategy);
+  json row;
   try {
-    auto p = cost::simulate_prediction(s.load, c, s.strategy, cost::runtime_costs{});
-    json row = row_of(s.name, p);
-    row.erase("strategy");
-    row.erase("hosts");
-    return row;
+    row = row_of(s.name, cost::simulate_prediction(s.load, c, s.strategy, cost::runtime_costs{}));
+    row["method"] = "simulation";
   } catch (const std::exception& e) {
-    return {{"error", e.what()}};
+    row = row_of(s.name, formula);
+    row["method"] = "formula";
+    row["simulation_error"] = e.what();
   }
+  json cross_check = row_of(s.name, formula);
+  cross_check.erase("strategy");
+  cross_check.erase("hosts");
+  row["formula"] = cross_check;
+  return row;
 }
 
 json link_json(const link_calibration& c) {
@@ -195,41 +205,64 @@ json measured_rows(const predict_request& r, const link_calibration& link,
           skipped.push_back(why);
         continue;
       }
-      cost::cluster c{h, link.link, cores};
-      auto row = row_of(s.name, cost::predict(s.costed->load, c, s.costed->strategy));
-      row["simulated"] = simulated_row(*s.costed, c);
-      rows.push_back(std::move(row));
+      rows.push_back(predicted_row(*s.costed, cost::cluster{h, link.link, cores}));
     }
   }
   return rows;
 }
 
+/// Each strategy simulated on every (hosts, bandwidth) of the projection, its
+/// plan built for that many hosts; by the formula where its plan cannot be
+/// simulated ("method" says which).
 json projection_rows(const predict_request& r, const std::vector<parsed_strategy>& strategies,
                      const link_calibration& link) {
   json rows = json::array();
+  const auto simulation = cost::by_simulation();
   for (const auto& s : strategies) {
     if (!s.costed)
       continue;
-    for (const auto& point : cost::project(s.costed->load, s.costed->projected, link.link,
-                                           r.hosts, r.bandwidths))
+    const auto project = [&](const cost::predictor& by) {
+      return cost::project(s.costed->load, s.costed->projected, link.link, r.hosts,
+                           r.bandwidths, by);
+    };
+    std::vector<cost::projection_point> points;
+    std::string method = "simulation";
+    try {
+      points = project(simulation);
+    } catch (const std::exception&) {
+      points = project(cost::by_formula());
+      method = "formula";
+    }
+    for (const auto& point : points)
       rows.push_back({{"strategy", s.name},
                       {"hosts", point.hosts},
                       {"bandwidth_bits", point.bandwidth * 8},
                       {"step_seconds", point.predicted.step_seconds},
                       {"samples_per_second", point.predicted.samples_per_second()},
-                      {"hosts_used", point.predicted.hosts}});
+                      {"hosts_used", point.predicted.hosts},
+                      {"method", method}});
   }
   return rows;
 }
 
+/// Where the simulated strategies overtake each other on the projection's
+/// grid (the formulas' where a plan cannot be simulated), and by which.
 json crossover_texts(const predict_request& r, const std::vector<parsed_strategy>& strategies,
-                     const link_calibration& link) {
+                     const link_calibration& link, std::string& method) {
   std::vector<cost::costed> subjects;
   for (const auto& s : strategies)
     if (s.costed)
       subjects.push_back({s.costed->load, s.costed->projected, s.name});
+  std::vector<cost::crossover> found;
+  method = "simulation";
+  try {
+    found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, cost::by_simulation());
+  } catch (const std::exception&) {
+    found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, cost::by_formula());
+    method = "formula";
+  }
   json out = json::array();
-  for (const auto& x : cost::crossovers(subjects, link.link, r.hosts, r.bandwidths))
+  for (const auto& x : found)
     out.push_back({{"sentence", x.sentence()},
                    {"faster_above", x.faster_above},
                    {"faster_below", x.faster_below}});
@@ -280,7 +313,9 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
   out["measured"] = measured_rows(r, *link, profiles, skipped);
   out["profile_rounds"] = profiles.rounds();
   out["projection"] = projection_rows(r, *strategies, *link);
-  out["crossovers"] = crossover_texts(r, *strategies, *link);
+  std::string crossovers_method;
+  out["crossovers"] = crossover_texts(r, *strategies, *link, crossovers_method);
+  out["crossovers_method"] = crossovers_method;
   out["skipped"] = skipped;
   out["note"] = efficiency_note;
   return out;

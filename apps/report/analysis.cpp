@@ -228,9 +228,9 @@ json with_predicted_steps(json runs, const json& predictions, const json& cluste
 
 namespace {
 
-/// The predicted step of a run: the formula's ("predicted") or the
-/// simulation's ("simulated", inside it); `training` leaves out its share of
-/// the evaluation, where it gives one.
+/// The predicted step of a run: the prediction's ("predicted": a simulation
+/// of the run's plan) or the formula's cross-check ("formula", inside it);
+/// `training` leaves out its share of the evaluation, where it gives one.
 std::optional<double> predicted_step(const json& run, const std::string& which, bool training) {
   if (!run.contains("predicted"))
     return std::nullopt;
@@ -261,8 +261,8 @@ json prediction_check(const json& runs) {
   json rows = json::array();
   std::vector<const json*> predicted;
   double abs_error = 0;
-  double simulated_abs_error = 0;
-  size_t simulated_rows = 0;
+  double formula_abs_error = 0;
+  size_t formula_rows = 0;
   for (const auto& run : runs) {
     // The step after the warm-up where the run measured one: the model
     // predicts a steady step (the whole run's mean also carries the first
@@ -282,13 +282,14 @@ json prediction_check(const json& runs) {
                     {"measured_after_warm_up", steady.has_value()},
                     {"predicted_step_seconds", *guess},
                     {"error_percent", error}});
-    if (auto simulated = predicted_step(run, "simulated", steady.has_value());
-        simulated && *simulated > 0) {
-      double e = (*simulated - *measured) / *measured * 100;
-      rows.back()["simulated_step_seconds"] = *simulated;
-      rows.back()["simulated_error_percent"] = e;
-      simulated_abs_error += std::fabs(e);
-      ++simulated_rows;
+    rows.back()["method"] = run["predicted"].value("method", "formula");
+    if (auto formula = predicted_step(run, "formula", steady.has_value());
+        formula && *formula > 0) {
+      double e = (*formula - *measured) / *measured * 100;
+      rows.back()["formula_step_seconds"] = *formula;
+      rows.back()["formula_error_percent"] = e;
+      formula_abs_error += std::fabs(e);
+      ++formula_rows;
     }
     predicted.push_back(&run);
   }
@@ -304,15 +305,20 @@ json prediction_check(const json& runs) {
                 {"predicted_ranking", predicted_ranking},
                 {"ranking_matches", measured_ranking == predicted_ranking},
                 {"mean_abs_error_percent", abs_error / static_cast<double>(rows.size())}};
-  if (simulated_rows == rows.size()) {
-    // Every run also has a simulated step: the simulation's own ranking and error.
-    auto simulated_ranking = labels_by_rate(predicted, [](const json& r) {
-      return number_at(r["predicted"]["simulated"], "samples_per_second").value_or(0);
+  // What made the predictions checked: every run's simulated, or not.
+  const bool all_simulated = std::all_of(rows.begin(), rows.end(), [](const json& row) {
+    return row.value("method", "") == "simulation";
+  });
+  check["method"] = all_simulated ? "simulation" : "formula";
+  if (formula_rows == rows.size()) {
+    // Every run also has the formula's step: the cross-check's own ranking and error.
+    auto formula_ranking = labels_by_rate(predicted, [](const json& r) {
+      return number_at(r["predicted"]["formula"], "samples_per_second").value_or(0);
     });
-    check["simulated_ranking"] = simulated_ranking;
-    check["simulated_ranking_matches"] = measured_ranking == simulated_ranking;
-    check["simulated_mean_abs_error_percent"] =
-      simulated_abs_error / static_cast<double>(rows.size());
+    check["formula_ranking"] = formula_ranking;
+    check["formula_ranking_matches"] = measured_ranking == formula_ranking;
+    check["formula_mean_abs_error_percent"] =
+      formula_abs_error / static_cast<double>(rows.size());
   }
   return check;
 }

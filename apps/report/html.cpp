@@ -212,15 +212,17 @@ std::string predictions_section(const json& report) {
   const auto& check = report.value("prediction_check", json{});
   if (!check.is_null())
     html += std::string{"<p id=\"ranking-check\">The cost model's ranking of these runs (by "
-                        "samples/s) "} +
+                        "samples/s, "} +
+            (check.value("method", "") == "simulation" ? "from a simulation of each run's plan) "
+                                                        : "from the formulas) ") +
             (check.value("ranking_matches", false) ? "<b>matches</b>" : "<b>does not match</b>") +
             " the measured one; mean step time error " +
             fixed(check.value("mean_abs_error_percent", 0.0), 1) + "%" +
-            (check.contains("simulated_mean_abs_error_percent")
-               ? std::string{". A simulation of each run's plan: mean error "} +
-                   fixed(check.value("simulated_mean_abs_error_percent", 0.0), 1) +
-                   "%, its ranking " +
-                   (check.value("simulated_ranking_matches", false) ? "matches" : "does not match")
+            (check.contains("formula_mean_abs_error_percent")
+               ? std::string{". The formulas' cross-check: mean error "} +
+                   fixed(check.value("formula_mean_abs_error_percent", 0.0), 1) +
+                   "%, their ranking " +
+                   (check.value("formula_ranking_matches", false) ? "matches" : "does not match")
                : std::string{}) +
             ".</p>\n";
   const auto& predictions = report.value("predictions", json::object());

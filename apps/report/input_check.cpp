@@ -195,8 +195,8 @@ void predicted_step(const json& p, const std::string& at) {
                  {"step_seconds", kind::non_negative},
                  {"samples_per_second", kind::non_negative},
                  {"samples_per_step", kind::non_negative}});
-  if (auto s = p.find("simulated"); s != p.end() && s->is_object() && !s->contains("error"))
-    fields(*s, child(at, "simulated"),
+  if (auto f = p.find("formula"); f != p.end() && f->is_object())
+    fields(*f, child(at, "formula"),
            {{"step_seconds", kind::non_negative}, {"samples_per_second", kind::non_negative}});
 }
 

@@ -3,17 +3,46 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <tuple>
 
 #include "model/core/error.hpp"
+#include "model/cost/simulated_plans.hpp"
 
 namespace baton::model::cost {
 
 namespace {
 
+/// samples/s of a strategy on a cluster.
+using rate_function = std::function<double(const costed&, const cluster&)>;
+
+rate_function rate_by(const predictor& by) {
+  return [&by](const costed& s, const cluster& c) {
+    return by.step(s.load, c, s.plan).samples_per_second();
+  };
+}
+
+/// The same, each strategy's rate at a (hosts, bandwidth) made once: one
+/// crossovers() call asks every pair at the same grid points.
+class remembered_rates {
+public:
+  explicit remembered_rates(const predictor& by) : by_(by) {}
+  double operator()(const costed& s, const cluster& c) {
+    const auto key = std::make_tuple(&s, c.hosts, c.link.bandwidth);
+    auto found = rates_.find(key);
+    if (found == rates_.end())
+      found = rates_.emplace(key, by_.step(s.load, c, s.plan).samples_per_second()).first;
+    return found->second;
+  }
+
+private:
+  const predictor& by_;
+  std::map<std::tuple<const costed*, int32_t, double>, double> rates_;
+};
+
 /// samples/s of a minus samples/s of b: > 0 where a leads.
-double lead(const costed& a, const costed& b, const cluster& c) {
-  return predict(a.load, c, a.plan).samples_per_second() -
-         predict(b.load, c, b.plan).samples_per_second();
+double lead(const costed& a, const costed& b, const cluster& c, const rate_function& rate) {
+  return rate(a, c) - rate(b, c);
 }
 
 std::vector<costed> on_one_workload(const workload& w, const std::vector<strategy>& strategies) {
@@ -49,7 +78,26 @@ void add_once(std::vector<crossover>& out, const crossover& x) {
   out.push_back(x);
 }
 
+std::optional<crossover> along_bandwidth(const costed& a, const costed& b, const cluster& c,
+                                         double low, double high, const predictor& by,
+                                         const rate_function& rate);
+std::optional<crossover> along_hosts(const costed& a, const costed& b, const link_model& link,
+                                     const std::vector<int32_t>& hosts,
+                                     const rate_function& rate);
+
 } // namespace
+
+const predictor& by_formula() {
+  static const predictor formula{predict, 200, 1e-9};
+  return formula;
+}
+
+predictor by_simulation(const runtime_costs& runtime) {
+  return {[runtime](const workload& w, const cluster& c, const strategy& s) {
+            return simulate_prediction(w, c, s, runtime);
+          },
+          13, 1e-2};
+}
 
 double gbit_per_second(double gbit) {
   return gbit * 125e6;
@@ -77,13 +125,13 @@ const std::vector<double>& default_projection_bandwidths() {
 
 std::vector<projection_point> project(const workload& w, const strategy& s, const link_model& base,
                                       const std::vector<int32_t>& hosts,
-                                      const std::vector<double>& bandwidths) {
+                                      const std::vector<double>& bandwidths, const predictor& by) {
   std::vector<projection_point> out;
   for (int32_t h : hosts)
     for (double bandwidth : bandwidths) {
       cluster c{h, base};
       c.link.bandwidth = bandwidth;
-      out.push_back({h, bandwidth, predict(w, c, s)});
+      out.push_back({h, bandwidth, by.step(w, c, s)});
     }
   return out;
 }
@@ -101,30 +149,40 @@ std::string crossover::sentence() const {
 
 std::optional<crossover> bandwidth_crossover(const workload& w, const strategy& a,
                                              const strategy& b, const cluster& c, double low,
-                                             double high) {
-  return bandwidth_crossover(costed{w, a}, costed{w, b}, c, low, high);
+                                             double high, const predictor& by) {
+  return bandwidth_crossover(costed{w, a}, costed{w, b}, c, low, high, by);
 }
 
 std::optional<crossover> bandwidth_crossover(const costed& a, const costed& b, const cluster& c,
-                                             double low, double high) {
+                                             double low, double high, const predictor& by) {
+  return along_bandwidth(a, b, c, low, high, by, rate_by(by));
+}
+
+namespace {
+
+std::optional<crossover> along_bandwidth(const costed& a, const costed& b, const cluster& c,
+                                         double low, double high, const predictor& by,
+                                         const rate_function& rate) {
   if (!(low > 0 && high > low))
     throw error("cost model: expected 0 < low < high bandwidths");
-  constexpr int points = 200;
+  const int32_t points = std::max(by.grid_points, 2);
   const double ratio = std::pow(high / low, 1.0 / (points - 1));
   double below = low;
-  double lead_below = lead(a, b, at_bandwidth(c, below));
-  for (int k = 1; k < points; ++k) {
-    double above = k + 1 == points ? high : below * ratio;
-    double lead_above = lead(a, b, at_bandwidth(c, above));
+  double lead_below = lead(a, b, at_bandwidth(c, below), rate);
+  for (int32_t k = 1; k < points; ++k) {
+    // The grid's points by their index (not by products of the ratio), so
+    // that every pair asks the same rates.
+    double above = k + 1 == points ? high : low * std::pow(ratio, k);
+    double lead_above = lead(a, b, at_bandwidth(c, above), rate);
     if ((lead_below > 0) == (lead_above > 0)) {
       below = above;
       lead_below = lead_above;
       continue;
     }
     const double sign_above = lead_above;
-    while (above / below - 1 > 1e-9) {
+    while (above / below - 1 > by.precision) {
       const double middle = std::sqrt(below * above);
-      if ((lead(a, b, at_bandwidth(c, middle)) > 0) == (lead_below > 0))
+      if ((lead(a, b, at_bandwidth(c, middle), rate) > 0) == (lead_below > 0))
         below = middle;
       else
         above = middle;
@@ -138,19 +196,14 @@ std::optional<crossover> bandwidth_crossover(const costed& a, const costed& b, c
   return std::nullopt;
 }
 
-std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, const strategy& b,
-                                         const link_model& link,
-                                         const std::vector<int32_t>& hosts) {
-  return hosts_crossover(costed{w, a}, costed{w, b}, link, hosts);
-}
-
-std::optional<crossover> hosts_crossover(const costed& a, const costed& b, const link_model& link,
-                                         const std::vector<int32_t>& hosts) {
+std::optional<crossover> along_hosts(const costed& a, const costed& b, const link_model& link,
+                                     const std::vector<int32_t>& hosts,
+                                     const rate_function& rate) {
   if (hosts.empty())
     return std::nullopt;
-  const bool a_leads_first = lead(a, b, cluster{hosts.front(), link}) > 0;
+  const bool a_leads_first = lead(a, b, cluster{hosts.front(), link}, rate) > 0;
   for (int32_t h : hosts) {
-    const double lead_here = lead(a, b, cluster{h, link});
+    const double lead_here = lead(a, b, cluster{h, link}, rate);
     if ((lead_here > 0) != a_leads_first) {
       crossover x;
       x.along = crossover::axis::hosts;
@@ -162,18 +215,33 @@ std::optional<crossover> hosts_crossover(const costed& a, const costed& b, const
   return std::nullopt;
 }
 
+} // namespace
+
+std::optional<crossover> hosts_crossover(const workload& w, const strategy& a, const strategy& b,
+                                         const link_model& link, const std::vector<int32_t>& hosts,
+                                         const predictor& by) {
+  return hosts_crossover(costed{w, a}, costed{w, b}, link, hosts, by);
+}
+
+std::optional<crossover> hosts_crossover(const costed& a, const costed& b, const link_model& link,
+                                         const std::vector<int32_t>& hosts, const predictor& by) {
+  return along_hosts(a, b, link, hosts, rate_by(by));
+}
+
 std::vector<crossover> crossovers(const workload& w, const std::vector<strategy>& strategies,
                                   const link_model& base, const std::vector<int32_t>& hosts,
-                                  const std::vector<double>& bandwidths) {
-  return crossovers(on_one_workload(w, strategies), base, hosts, bandwidths);
+                                  const std::vector<double>& bandwidths, const predictor& by) {
+  return crossovers(on_one_workload(w, strategies), base, hosts, bandwidths, by);
 }
 
 std::vector<crossover> crossovers(const std::vector<costed>& strategies, const link_model& base,
                                   const std::vector<int32_t>& hosts,
-                                  const std::vector<double>& bandwidths) {
+                                  const std::vector<double>& bandwidths, const predictor& by) {
   std::vector<crossover> out;
   if (bandwidths.empty())
     return out;
+  remembered_rates remembered(by);
+  const rate_function rate = std::ref(remembered);
   const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
   for (size_t i = 0; i < strategies.size(); ++i)
     for (size_t j = i + 1; j < strategies.size(); ++j) {
@@ -181,12 +249,12 @@ std::vector<crossover> crossovers(const std::vector<costed>& strategies, const l
       const costed& b = strategies[j];
       for (int32_t h : hosts)
         if (*high > *low)
-          if (auto x = bandwidth_crossover(a, b, cluster{h, base}, *low, *high))
+          if (auto x = along_bandwidth(a, b, cluster{h, base}, *low, *high, by, rate))
             add_once(out, *x);
       for (double bandwidth : bandwidths) {
         link_model link = base;
         link.bandwidth = bandwidth;
-        if (auto x = hosts_crossover(a, b, link, hosts))
+        if (auto x = along_hosts(a, b, link, hosts, rate))
           add_once(out, *x);
       }
     }

@@ -63,6 +63,7 @@ struct step {
   int32_t peer = -1;   ///< post, wait
   int32_t window = 0;  ///< post
   time_kind as = time_kind::compute;
+  int32_t edge = -1;   ///< post, wait: the edge's index (engine::edges_)
 };
 
 /// An actor as it runs.
@@ -88,6 +89,9 @@ public:
     }
     sending_.assign(p.hosts.size(), 0);
     receiving_.assign(p.hosts.size(), 0);
+    connections_.resize(p.hosts.size() * p.hosts.size());
+    out_of_.resize(p.hosts.size());
+    into_.resize(p.hosts.size());
     tokens_out_.assign(p.hosts.size(), p.link.burst);
     tokens_in_.assign(p.hosts.size(), p.link.burst);
   }
@@ -95,10 +99,15 @@ public:
   simulation run();
 
 private:
-  using edge = std::pair<int32_t, int32_t>; // from, to
+  /// An edge (from, to) as it runs, found by the index its steps carry.
+  struct edge {
+    std::deque<double> arrived; ///< delivered, not yet received: their bytes
+    int32_t in_flight = 0;      ///< posted, not yet received
+    double last_arrival = 0;    ///< a connection delivers in order
+  };
   struct arrival {
     double at;
-    edge on;
+    int32_t on; ///< the edge
     double bytes;
     bool operator>(const arrival& o) const { return at > o.at; }
   };
@@ -107,7 +116,9 @@ private:
     return plan_.actors[static_cast<size_t>(from)].host != plan_.actors[static_cast<size_t>(to)].host;
   }
 
-  std::vector<step> expand(const simulated_actor& a) const;
+  std::vector<step> expand(const simulated_actor& a);
+  /// The index of edge (from, to) in edges_, added on first use.
+  int32_t edge_of(int32_t from, int32_t to);
   bool advance(size_t index);
   double rate_of(size_t index) const;
   void account(double dt);
@@ -115,36 +126,104 @@ private:
 
   const simulated_plan& plan_;
   std::vector<running> actors_;
-  std::map<edge, std::deque<double>> arrived_; ///< delivered, not yet received: their bytes
-  std::map<edge, int32_t> in_flight_; ///< posted, not yet received
+  std::vector<edge> edges_;
+  std::map<std::pair<int32_t, int32_t>, int32_t> edge_index_; ///< (from, to) -> edges_
   std::priority_queue<arrival, std::vector<arrival>, std::greater<>> arrivals_;
-  /// A message on the wire: its bytes not yet sent. Each pair of hosts has
-  /// one connection each way (the nodes' TCP connection), which sends its
-  /// messages in order: the first on a connection is sent, the others wait
-  /// behind it; the connections sending at once share the hosts' links
-  /// fairly.
+  /// A message on the wire: its bytes not yet sent.
   struct transfer {
-    edge on;
-    size_t from_host, to_host;
+    int32_t on; ///< the edge
     double bytes, remaining;
   };
-  std::vector<transfer> wire_; ///< in the order they were posted
-  std::vector<int32_t> sending_, receiving_; ///< transfers sent now, per host and direction
-  /// Whether wire_[k] is the first message of its connection (is being sent).
-  bool sending_now(size_t k) const {
-    for (size_t j = 0; j < k; ++j)
-      if (wire_[j].from_host == wire_[k].from_host && wire_[j].to_host == wire_[k].to_host)
-        return false;
-    return true;
+  /// Each pair of hosts has one connection each way (the nodes' TCP
+  /// connection), which sends its messages in order: the first on a
+  /// connection is sent, the others wait behind it; the connections sending
+  /// at once share the hosts' links fairly. A connection's rate changes
+  /// only when a connection of one of its hosts starts or stops sending:
+  /// then its front's remaining bytes are settled and its end computed
+  /// again, so that an event costs the connections of the hosts it touches
+  /// and a scan of the sending connections' ends (a flat array; a heap of
+  /// ends, pushed at every change, cost as much), not a pass over every
+  /// message on the wire: a 64-host parameter server's step (4,096
+  /// connections sending at once) 4.5 s -> 0.6 s.
+  struct connection {
+    size_t from_host = 0, to_host = 0;
+    std::deque<transfer> queue; ///< in the order they were posted; the front is sent
+    double rate = 0;            ///< of the front, since `settled`
+    double settled = 0;         ///< when the front's remaining was last brought up to date
+    size_t slot = 0;            ///< its place in busy_ and ends_ while it sends
+  };
+  std::vector<connection> connections_;            ///< by from_host x hosts + to_host
+  std::vector<std::vector<size_t>> out_of_, into_; ///< per host, its sending connections
+  std::vector<size_t> busy_;  ///< the connections sending now
+  std::vector<double> ends_;  ///< when each of busy_ ends its front at its rate
+  std::vector<int32_t> sending_, receiving_; ///< connections sending now, per host and direction
+  void post(int32_t e, size_t from, size_t to, double bytes, double remaining) {
+    const size_t index = from * sending_.size() + to;
+    connection& c = connections_[index];
+    c.queue.push_back({e, bytes, remaining});
+    if (c.queue.size() > 1)
+      return; // behind the one being sent
+    c.from_host = from;
+    c.to_host = to;
+    c.settled = now_;
+    c.rate = 0; // to be rated
+    c.slot = busy_.size();
+    busy_.push_back(index);
+    ends_.push_back(never);
+    ++sending_[from];
+    ++receiving_[to];
+    out_of_[from].push_back(index);
+    into_[to].push_back(index);
+    rerate(from, to);
   }
-  void count_sending() {
-    std::fill(sending_.begin(), sending_.end(), 0);
-    std::fill(receiving_.begin(), receiving_.end(), 0);
-    for (size_t k = 0; k < wire_.size(); ++k)
-      if (sending_now(k)) {
-        ++sending_[wire_[k].from_host];
-        ++receiving_[wire_[k].to_host];
-      }
+  /// `index` sent its front: the next message goes, or it stops sending.
+  void sent(size_t index) {
+    connection& c = connections_[index];
+    c.queue.pop_front();
+    if (!c.queue.empty()) {
+      c.settled = now_;
+      ends_[c.slot] = now_ + c.queue.front().remaining / c.rate;
+      return;
+    }
+    // Out of busy_: the last sending connection takes its slot.
+    connections_[busy_.back()].slot = c.slot;
+    busy_[c.slot] = busy_.back();
+    ends_[c.slot] = ends_.back();
+    busy_.pop_back();
+    ends_.pop_back();
+    --sending_[c.from_host];
+    --receiving_[c.to_host];
+    const auto drop = [index](std::vector<size_t>& list) {
+      list.erase(std::find(list.begin(), list.end(), index));
+    };
+    drop(out_of_[c.from_host]);
+    drop(into_[c.to_host]);
+    rerate(c.from_host, c.to_host);
+  }
+  /// Settles every connection of hosts `from` (sending) and `to`
+  /// (receiving) whose rate moved, and computes its end again.
+  void rerate(size_t from, size_t to) {
+    const auto again = [this](size_t index) {
+      connection& c = connections_[index];
+      const double rate = rate_of(c);
+      if (rate == c.rate)
+        return; // its end holds
+      transfer& t = c.queue.front();
+      t.remaining = std::max(0.0, t.remaining - (now_ - c.settled) * c.rate);
+      c.settled = now_;
+      c.rate = rate;
+      ends_[c.slot] = now_ + t.remaining / rate;
+    };
+    for (size_t h : {from, to}) {
+      for (size_t index : out_of_[h])
+        again(index);
+      for (size_t index : into_[h])
+        again(index);
+    }
+  }
+  /// The first end of a sending connection's front.
+  double next_end() const {
+    return ends_.empty() ? never : *std::min_element(ends_.begin(), ends_.end());
   }
   /// Each host's token buckets (link_model::burst), out and in: full after
   /// an idle spell, emptied by what passes at once, refilled while idle.
@@ -160,15 +239,15 @@ private:
         add(tokens_in_[h]);
     }
   }
-  std::map<edge, double> last_arrival_;      ///< a connection delivers in order
-  double rate_of(const transfer& t) const {
-    const int32_t sharing = std::max(sending_[t.from_host], receiving_[t.to_host]);
+  double rate_of(const connection& c) const {
+    const int32_t sharing = std::max(sending_[c.from_host], receiving_[c.to_host]);
     return plan_.link.bandwidth / sharing *
            (sharing >= 2 ? plan_.link.shared_efficiency : 1.0);
   }
-  void deliver(const edge& e, double at, double bytes) {
-    at = std::max(at, last_arrival_[e]);
-    last_arrival_[e] = at;
+  void deliver(int32_t e, double at, double bytes) {
+    double& last = edges_[static_cast<size_t>(e)].last_arrival;
+    at = std::max(at, last);
+    last = at;
     arrivals_.push({at, e, bytes});
   }
   std::vector<int32_t> computing_on_; ///< per machine, this instant
@@ -176,7 +255,14 @@ private:
   double wire_bytes_ = 0; ///< sent between hosts in the senders' measured steps
 };
 
-std::vector<step> engine::expand(const simulated_actor& a) const {
+int32_t engine::edge_of(int32_t from, int32_t to) {
+  auto [at, added] = edge_index_.try_emplace({from, to}, static_cast<int32_t>(edges_.size()));
+  if (added)
+    edges_.emplace_back();
+  return at->second;
+}
+
+std::vector<step> engine::expand(const simulated_actor& a) {
   const auto& rt = plan_.runtime;
   std::vector<step> out;
   const int32_t self = static_cast<int32_t>(&a - plan_.actors.data());
@@ -190,11 +276,12 @@ std::vector<step> engine::expand(const simulated_actor& a) const {
       if (cross_host(self, o.peer))
         cpu += plan_.link.message_overhead + rt.byte_seconds * o.bytes;
       out.push_back({step::kind_t::cpu, cpu, 0, -1, 0, time_kind::communication});
-      out.push_back({step::kind_t::post, 0, o.bytes, o.peer, o.window, time_kind::communication});
+      out.push_back({step::kind_t::post, 0, o.bytes, o.peer, o.window, time_kind::communication,
+                     edge_of(self, o.peer)});
       break;
     }
     case operation::kind_t::receive:
-      out.push_back({step::kind_t::wait, 0, 0, o.peer, 0, o.as});
+      out.push_back({step::kind_t::wait, 0, 0, o.peer, 0, o.as, edge_of(o.peer, self)});
       // + the bytes' deserialising, added when the message is taken.
       out.push_back({step::kind_t::cpu, rt.message_seconds, 0, o.peer, 0,
                      time_kind::communication});
@@ -227,10 +314,11 @@ bool engine::advance(size_t index) {
       continue;
     }
     if (s.kind == step::kind_t::post) {
-      const edge e{self, s.peer};
-      if (s.window > 0 && in_flight_[e] >= s.window)
+      const int32_t e = s.edge;
+      edge& on = edges_[static_cast<size_t>(e)];
+      if (s.window > 0 && on.in_flight >= s.window)
         return moved;
-      ++in_flight_[e];
+      ++on.in_flight;
       if (cross_host(self, s.peer)) {
         // On the wire: the host's link each way is shared by its transfers.
         const auto from = static_cast<size_t>(plan_.actors[index].host);
@@ -242,7 +330,7 @@ bool engine::advance(size_t index) {
         tokens_out_[from] -= credit;
         tokens_in_[to] -= credit;
         if (s.bytes > credit) {
-          wire_.push_back({e, from, to, s.bytes, s.bytes - credit});
+          post(e, from, to, s.bytes, s.bytes - credit);
         } else {
           deliver(e, now_ + plan_.link.latency, s.bytes);
         }
@@ -250,13 +338,12 @@ bool engine::advance(size_t index) {
         deliver(e, now_, s.bytes);
       }
     } else if (s.kind == step::kind_t::wait) {
-      const edge e{s.peer, self};
-      auto found = arrived_.find(e);
-      if (found == arrived_.end() || found->second.empty())
+      edge& on = edges_[static_cast<size_t>(s.edge)];
+      if (on.arrived.empty())
         return moved;
-      const double bytes = found->second.front();
-      found->second.pop_front();
-      --in_flight_[e];
+      const double bytes = on.arrived.front();
+      on.arrived.pop_front();
+      --on.in_flight;
       // The receiver's cpu step that follows pays the bytes' share.
       if (cross_host(s.peer, self))
         a.steps[a.next + 1].seconds += plan_.runtime.byte_seconds * bytes;
@@ -335,11 +422,8 @@ simulation engine::run() {
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
         ++computing_on_[static_cast<size_t>(
           plan_.hosts[static_cast<size_t>(plan_.actors[k].host)].machine)];
-    count_sending();
-    double next = arrivals_.empty() ? never : arrivals_.top().at;
-    for (size_t k = 0; k < wire_.size(); ++k)
-      if (sending_now(k))
-        next = std::min(next, now_ + wire_[k].remaining / rate_of(wire_[k]));
+    const double first_end = next_end();
+    double next = std::min(arrivals_.empty() ? never : arrivals_.top().at, first_end);
     for (size_t k = 0; k < actors_.size(); ++k)
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
         next = std::min(next, now_ + actors_[k].remaining / rate_of(k));
@@ -347,25 +431,23 @@ simulation engine::run() {
       deadlock();
     account(next - now_);
     refill(next - now_);
-    for (size_t k = 0; k < wire_.size(); ++k) {
-      if (!sending_now(k))
-        continue;
-      transfer& t = wire_[k];
-      const double rate = rate_of(t);
-      t.remaining = now_ + t.remaining / rate <= next ? 0.0 : t.remaining - (next - now_) * rate;
-    }
     now_ = next;
-    // Sent: arrives a latency later.
-    for (size_t k = 0; k < wire_.size();) {
-      if (wire_[k].remaining > 0) {
-        ++k;
-        continue;
+    // Sent: arrives a latency later; the connection's next message is sent.
+    for (std::vector<size_t> done; first_end <= now_;) {
+      done.clear();
+      for (size_t k = 0; k < busy_.size(); ++k)
+        if (ends_[k] <= now_)
+          done.push_back(busy_[k]);
+      if (done.empty())
+        break;
+      for (size_t index : done) {
+        const transfer& t = connections_[index].queue.front();
+        deliver(t.on, now_ + plan_.link.latency, t.bytes);
+        sent(index);
       }
-      deliver(wire_[k].on, now_ + plan_.link.latency, wire_[k].bytes);
-      wire_.erase(wire_.begin() + static_cast<long>(k));
     }
     while (!arrivals_.empty() && arrivals_.top().at <= now_) {
-      arrived_[arrivals_.top().on].push_back(arrivals_.top().bytes);
+      edges_[static_cast<size_t>(arrivals_.top().on)].arrived.push_back(arrivals_.top().bytes);
       arrivals_.pop();
     }
   }

@@ -83,12 +83,16 @@ TEST(predict, every_strategy_with_a_given_link) {
                             "samples_per_second"})
       EXPECT_TRUE(row.contains(key)) << key << " in " << row;
     EXPECT_GT(row["step_seconds"].get<double>(), 0) << row;
+    // Simulated from the plan (issue 34), the formula inside as the cross-check.
+    EXPECT_EQ(row.value("method", ""), "simulation") << row;
+    EXPECT_GT(row["formula"].value("step_seconds", 0.0), 0) << row;
     measured.insert(row["strategy"]);
   }
   for (const auto& row : p["projection"]) {
     for (const char* key : {"strategy", "hosts", "bandwidth_bits", "step_seconds",
                             "samples_per_second"})
       EXPECT_TRUE(row.contains(key)) << key << " in " << row;
+    EXPECT_EQ(row.value("method", ""), "simulation") << row;
     projected.insert(row["strategy"]);
   }
   for (const auto& name : modelled) {
@@ -98,7 +102,9 @@ TEST(predict, every_strategy_with_a_given_link) {
   // Every strategy predicted at 2 x 2 points of the grid.
   EXPECT_EQ(p["projection"].size(), 4 * projected.size());
   EXPECT_TRUE(p["crossovers"].is_array());
-  EXPECT_EQ(p["note"], "statistical efficiency at larger W is not predicted, only assumed");
+  EXPECT_EQ(p.value("crossovers_method", ""), "simulation");
+  EXPECT_TRUE(contains(p.value("note", ""), "statistical efficiency at larger W is not predicted"))
+    << p["note"];
 }
 
 // Issue 35 item 7: the workload's `optimizer:` steps the profiled model

@@ -224,10 +224,13 @@ TEST_F(report, draws_the_predictions) {
   EXPECT_EQ(rows[0]["measured_after_warm_up"].get<bool>(), steady) << summary.dump();
   EXPECT_DOUBLE_EQ(rows[0]["measured_step_seconds"].get<double>(),
                    summary[steady ? "steady_step_seconds" : "step_seconds"].get<double>());
-  // The simulation of the plan beside the formula: its step and error.
-  EXPECT_GT(rows[0].value("simulated_step_seconds", 0.0), 0) << rows[0].dump();
-  EXPECT_TRUE(rows[0].contains("simulated_error_percent")) << rows[0].dump();
-  EXPECT_TRUE(r["prediction_check"].contains("simulated_mean_abs_error_percent"));
+  // The prediction is the simulation of the plan; the formula beside it is
+  // the cross-check, with its step and error.
+  EXPECT_EQ(rows[0].value("method", ""), "simulation") << rows[0].dump();
+  EXPECT_EQ(r["prediction_check"].value("method", ""), "simulation");
+  EXPECT_GT(rows[0].value("formula_step_seconds", 0.0), 0) << rows[0].dump();
+  EXPECT_TRUE(rows[0].contains("formula_error_percent")) << rows[0].dump();
+  EXPECT_TRUE(r["prediction_check"].contains("formula_mean_abs_error_percent"));
   std::set<std::string> plots;
   for (const auto& p : r["plots"])
     plots.insert(p["name"].get<std::string>());
