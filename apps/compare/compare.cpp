@@ -487,16 +487,16 @@ predict_request prediction_request(const compare_request& r, const std::vector<r
 }
 
 /// --predict: the predictions' profiles taken after each round's runs, in
-/// the host's windows those runs had: after the first round by predicting
-/// once (which profiles every model), after the others by profiling them
-/// again (profile_cache::profile_again). Nothing is said of a failure here:
+/// the host's windows those runs had: after the first round every model the
+/// predictions need (profile_models: nothing simulated yet), after the
+/// others each of them again (profile_cache::profile_again). Nothing is said of a failure here:
 /// add_predictions says it.
 void profile_in_round(int32_t round, const compare_request& r, const std::vector<row>& rows,
                       profile_cache& profiles, const std::atomic<bool>* interrupted) {
   if (r.predict_hosts.empty() || stop_requested(interrupted))
     return;
   if (round == 1)
-    (void)predict(prediction_request(r, rows), interrupted, &profiles);
+    (void)profile_models(prediction_request(r, rows), profiles);
   else
     profiles.profile_again();
 }
@@ -505,7 +505,12 @@ void profile_in_round(int32_t round, const compare_request& r, const std::vector
 /// measured configuration copied into its record's "predicted".
 void add_predictions(json& report, const compare_request& r, const std::vector<row>& rows,
                      profile_cache& profiles, const std::atomic<bool>* interrupted) {
-  auto predicted = predict(prediction_request(r, rows), interrupted, &profiles);
+  auto request = prediction_request(r, rows);
+  request.progress = [](const std::string& what) {
+    std::printf("predictions: %s\n", what.c_str());
+    std::fflush(stdout);
+  };
+  auto predicted = predict(request, interrupted, &profiles);
   if (!predicted) {
     std::printf("predictions: %s\n", describe(predicted.error()).c_str());
     report["predictions"] = {{"error", describe(predicted.error())}};

@@ -283,7 +283,23 @@ caf::error check(const predict_request& r) {
   return {};
 }
 
+void tell(const predict_request& r, const std::string& what) {
+  if (r.progress)
+    r.progress(what);
+}
+
 } // namespace
+
+caf::error profile_models(const predict_request& r, profile_cache& profiles) {
+  if (auto err = check(r))
+    return err;
+  auto strategies = parse_strategies(r, base_hosts, profiles);
+  if (!strategies)
+    return strategies.error();
+  for (int32_t h : r.measured_hosts)
+    (void)parse_strategies(r, h, profiles, std::min(h, actors::cores()));
+  return {};
+}
 
 caf::expected<nlohmann::json> predict(const predict_request& r,
                                       const std::atomic<bool>* interrupted,
@@ -292,6 +308,7 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
     return err;
   profile_cache own(r.profile);
   profile_cache& profiles = shared != nullptr ? *shared : own;
+  tell(r, "profiling the models the strategies train");
   auto strategies = parse_strategies(r, base_hosts, profiles);
   if (!strategies)
     return strategies.error();
@@ -302,6 +319,7 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
                                                                : ": " + strategies->front().skipped));
   if (stop_requested(interrupted))
     return make_error(errc::interrupted, "baton predict: interrupted");
+  tell(r, r.latency ? "the link as given" : "the link: measured, or read from its kept file");
   auto link = link_of(r);
   if (!link)
     return link.error();
@@ -312,7 +330,18 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
   json out = {{"link", link_json(*link)}, {"profile", profile_json(*strategies)}};
   out["measured"] = measured_rows(r, *link, profiles, skipped);
   out["profile_rounds"] = profiles.rounds();
+  const auto costed = std::count_if(strategies->begin(), strategies->end(),
+                                    [](const parsed_strategy& s) { return s.costed.has_value(); });
+  const auto counted = [](size_t n, const std::string& one, const std::string& many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  tell(r, "simulating " + counted(static_cast<size_t>(costed), "strategy", "strategies") + " at " +
+            counted(r.hosts.size(), "host count", "host counts") + " x " +
+            counted(r.bandwidths.size(), "rate", "rates"));
   out["projection"] = projection_rows(r, *strategies, *link);
+  if (stop_requested(interrupted))
+    return make_error(errc::interrupted, "baton predict: interrupted");
+  tell(r, "looking for crossovers");
   std::string crossovers_method;
   out["crossovers"] = crossover_texts(r, *strategies, *link, crossovers_method);
   out["crossovers_method"] = crossovers_method;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct predict_request {
   /// Where the measured links are kept (link-NAME.json), measured once:
   /// "" = default_link_cache_dir() (link_calibration.hpp).
   std::string cache_dir;
+  /// Told what predict() starts on (profiling, the link, the projection's
+  /// simulations, the crossovers): a projection to 64 hosts simulates for
+  /// tens of seconds. Empty: nothing is said.
+  std::function<void(const std::string&)> progress;
 };
 
 /// The predictions as the report's "predictions" object (docs/cost-model.md):
@@ -43,6 +48,11 @@ struct predict_request {
 caf::expected<nlohmann::json> predict(const predict_request& r,
                                       const std::atomic<bool>* interrupted,
                                       profile_cache* profiles = nullptr);
+
+/// Profiles into `profiles` every model predict(r) would profile (each
+/// strategy at the base and at each measured host count), predicting
+/// nothing: a comparison's first round.
+caf::error profile_models(const predict_request& r, profile_cache& profiles);
 
 /// `baton predict WORKLOAD.yaml [flags]`: the exit code.
 int cmd_predict(args& a, const std::atomic<bool>* interrupted);

@@ -173,6 +173,9 @@ int cmd_predict(args& a, const std::atomic<bool>* interrupted) {
   c.request.workload = a.take();
   if (!read_predict_flags(a, c))
     return 2;
+  c.request.progress = [](const std::string& what) {
+    std::fprintf(stderr, "baton predict: %s\n", what.c_str());
+  };
   auto p = predict(c.request, interrupted);
   if (!p)
     return fail(p.error());
