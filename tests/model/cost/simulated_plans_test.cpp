@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model/cost/projection.hpp"
+
 using namespace baton::model::cost;
 
 namespace {
@@ -135,4 +137,34 @@ TEST(simulated_plans, the_runtime_costs_lengthen_the_step) {
     simulate_prediction(balanced(), plan_hosts(2), ring_strategy{{}, 1, true}, runtime_costs{});
   EXPECT_GT(with.step_seconds, without.step_seconds);
   EXPECT_NEAR(with.wire_bytes, without.wire_bytes, plan_tolerance);
+}
+
+TEST(simulated_plans, projections_and_crossovers_by_simulation_follow_the_plans) {
+  // local against the ring with one bucket, whose simulated steps are the formulas' (above):
+  // the crossovers found between the simulated strategies are the formulas', each along
+  // the bandwidth within the simulation's 1%, and every projected point is the
+  // simulation of the plan at that many hosts.
+  const std::vector<strategy> pair{local_strategy{}, ring_strategy{{}, 1, true}};
+  const std::vector<int32_t> hosts{2, 3, 4};
+  const std::vector<double> rates{100, 250, 1000};
+  const link_model link{1000, 0.01, 0};
+  const auto simulated = crossovers(balanced(), pair, link, hosts, rates, by_simulation());
+  const auto formula = crossovers(balanced(), pair, link, hosts, rates, by_formula());
+  ASSERT_FALSE(formula.empty());
+  ASSERT_EQ(simulated.size(), formula.size());
+  for (size_t k = 0; k < formula.size(); ++k) {
+    SCOPED_TRACE(formula[k].sentence());
+    EXPECT_EQ(simulated[k].along, formula[k].along);
+    EXPECT_EQ(simulated[k].faster_above, formula[k].faster_above);
+    EXPECT_NEAR(simulated[k].at, formula[k].at, 0.01 * formula[k].at);
+  }
+  const auto points = project(balanced(), ring_strategy{{}, 1, true}, link, hosts, rates,
+                              by_simulation());
+  ASSERT_EQ(points.size(), hosts.size() * rates.size());
+  for (const auto& point : points) {
+    cluster c{point.hosts, link};
+    c.link.bandwidth = point.bandwidth;
+    const auto alone = simulate_prediction(balanced(), c, ring_strategy{{}, 1, true}, {});
+    EXPECT_DOUBLE_EQ(point.predicted.step_seconds, alone.step_seconds);
+  }
 }
