@@ -489,8 +489,8 @@ predict_request prediction_request(const compare_request& r, const std::vector<r
 /// --predict: the predictions' profiles taken after each round's runs, in
 /// the host's windows those runs had: after the first round every model the
 /// predictions need (profile_models: nothing simulated yet), after the
-/// others each of them again (profile_cache::profile_again). Nothing is said of a failure here:
-/// add_predictions says it.
+/// others each of them again (profile_cache::profile_again). Nothing is
+/// said of a failure here: add_predictions says it.
 void profile_in_round(int32_t round, const compare_request& r, const std::vector<row>& rows,
                       profile_cache& profiles, const std::atomic<bool>* interrupted) {
   if (r.predict_hosts.empty() || stop_requested(interrupted))
