@@ -219,8 +219,10 @@ usage:
                                         each strategy's step time and samples/s predicted by
                                         the cost model (no training run) from the workload's
                                         profile and a link model measured once per link (or
-                                        --latency): a table per bandwidth, strategies x
-                                        hosts, and the crossovers (see docs/cost-model.md)
+                                        --latency), each step simulated from the strategy's
+                                        plan on that many hosts (the formula beside it): a
+                                        table per bandwidth, strategies x hosts, and the
+                                        crossovers (see docs/cost-model.md)
   baton report FILE... [--out DIR] [--target ACC]
                                         the report of `baton compare` from existing files:
                                         metrics JSON (`baton run --metrics-out`), a
