@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/pipeline/plan.hpp"
@@ -211,13 +212,32 @@ json measured_rows(const predict_request& r, const link_calibration& link,
   return rows;
 }
 
+/// Thrown by a simulation asked for once a stop was requested: the
+/// projection and the crossovers simulate for tens of seconds at 64 hosts.
+struct stopped : std::runtime_error {
+  stopped() : std::runtime_error("baton predict: interrupted") {}
+};
+
+/// The simulation, which throws `stopped` instead of simulating once
+/// `interrupted` is set.
+cost::predictor stoppable_simulation(const std::atomic<bool>* interrupted) {
+  cost::predictor by = cost::by_simulation();
+  by.step = [step = by.step, interrupted](const cost::workload& w, const cost::cluster& c,
+                                          const cost::strategy& s) {
+    if (stop_requested(interrupted))
+      throw stopped{};
+    return step(w, c, s);
+  };
+  return by;
+}
+
 /// Each strategy simulated on every (hosts, bandwidth) of the projection, its
 /// plan built for that many hosts; by the formula where its plan cannot be
 /// simulated ("method" says which).
 json projection_rows(const predict_request& r, const std::vector<parsed_strategy>& strategies,
-                     const link_calibration& link) {
+                     const link_calibration& link, const std::atomic<bool>* interrupted) {
   json rows = json::array();
-  const auto simulation = cost::by_simulation();
+  const auto simulation = stoppable_simulation(interrupted);
   for (const auto& s : strategies) {
     if (!s.costed)
       continue;
@@ -229,6 +249,8 @@ json projection_rows(const predict_request& r, const std::vector<parsed_strategy
     std::string method = "simulation";
     try {
       points = project(simulation);
+    } catch (const stopped&) {
+      throw;
     } catch (const std::exception&) {
       points = project(cost::by_formula());
       method = "formula";
@@ -248,7 +270,8 @@ json projection_rows(const predict_request& r, const std::vector<parsed_strategy
 /// Where the simulated strategies overtake each other on the projection's
 /// grid (the formulas' where a plan cannot be simulated), and by which.
 json crossover_texts(const predict_request& r, const std::vector<parsed_strategy>& strategies,
-                     const link_calibration& link, std::string& method) {
+                     const link_calibration& link, const std::atomic<bool>* interrupted,
+                     std::string& method) {
   std::vector<cost::costed> subjects;
   for (const auto& s : strategies)
     if (s.costed)
@@ -256,7 +279,10 @@ json crossover_texts(const predict_request& r, const std::vector<parsed_strategy
   std::vector<cost::crossover> found;
   method = "simulation";
   try {
-    found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, cost::by_simulation());
+    found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths,
+                             stoppable_simulation(interrupted));
+  } catch (const stopped&) {
+    throw;
   } catch (const std::exception&) {
     found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, cost::by_formula());
     method = "formula";
@@ -338,13 +364,15 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
   tell(r, "simulating " + counted(static_cast<size_t>(costed), "strategy", "strategies") + " at " +
             counted(r.hosts.size(), "host count", "host counts") + " x " +
             counted(r.bandwidths.size(), "rate", "rates"));
-  out["projection"] = projection_rows(r, *strategies, *link);
-  if (stop_requested(interrupted))
-    return make_error(errc::interrupted, "baton predict: interrupted");
-  tell(r, "looking for crossovers");
-  std::string crossovers_method;
-  out["crossovers"] = crossover_texts(r, *strategies, *link, crossovers_method);
-  out["crossovers_method"] = crossovers_method;
+  try {
+    out["projection"] = projection_rows(r, *strategies, *link, interrupted);
+    tell(r, "looking for crossovers");
+    std::string crossovers_method;
+    out["crossovers"] = crossover_texts(r, *strategies, *link, interrupted, crossovers_method);
+    out["crossovers_method"] = crossovers_method;
+  } catch (const stopped& e) {
+    return make_error(errc::interrupted, e.what());
+  }
   out["skipped"] = skipped;
   out["note"] = efficiency_note;
   return out;

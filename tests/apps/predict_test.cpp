@@ -2,16 +2,20 @@
 // a tiny mlp workload with a given link prints every strategy and writes the
 // predictions object with its documented fields; the link measured on the
 // loopback (and on an emulated link where we are root) is kept once per
-// link; bad input is exit 2 naming what was wrong.
+// link; bad input is exit 2 naming what was wrong; a signal while it
+// simulates stops it.
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
@@ -226,4 +230,24 @@ TEST(predict, non_finite_and_absurd_numbers_are_refused) {
                       "--hosts", "2", "--strategies", "local,data-parallel:ring"});
   EXPECT_EQ(r.exit_code, 0) << r.text;
   EXPECT_FALSE(contains(r.text, "nan")) << r.text;
+}
+
+// A signal while the projection to 64 hosts is simulated (tens of seconds on
+// the default grid) stops predict at the next simulation: exit 130, and no
+// predictions file.
+TEST(predict, a_signal_while_simulating_stops_it_and_writes_nothing) {
+  scratch_dir dir("predict-signal");
+  const std::string out = dir.path() + "/predictions.json";
+  baton_process predict{{"predict", tiny_workload(dir.path()), "--latency", "0.0001", "--json",
+                         out},
+                        dir.path() + "/predict.log"};
+  ASSERT_TRUE(predict.await_output("simulating", std::chrono::seconds(240))) << predict.output();
+  predict.signal(SIGINT);
+  // A bound, not a timing: the stop watchdog ends baton 15 s after the signal.
+  const int code = predict.wait_for(std::chrono::seconds(120));
+  const auto text = predict.output();
+  ASSERT_NE(code, -1) << "still running 120 s after SIGINT:\n" << text;
+  EXPECT_EQ(code, 130) << text;
+  EXPECT_TRUE(contains(text, "interrupted")) << text;
+  EXPECT_FALSE(std::ifstream(out).good()) << "wrote " << out << ":\n" << text;
 }
