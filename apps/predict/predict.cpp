@@ -136,6 +136,44 @@ json row_of(const std::string& name, const cost::prediction& p) {
           {"samples_per_second", p.samples_per_second()}};
 }
 
+/// Thrown by a simulation asked for once a stop was requested: the
+/// projection and the crossovers simulate for tens of seconds at 64 hosts.
+struct stopped : std::runtime_error {
+  stopped() : std::runtime_error("baton predict: interrupted") {}
+};
+
+/// The simulation, which throws `stopped` instead of simulating once
+/// `interrupted` is set.
+cost::predictor stoppable_simulation(const std::atomic<bool>* interrupted) {
+  cost::predictor by = cost::by_simulation();
+  by.step = [step = by.step, interrupted](const cost::workload& w, const cost::cluster& c,
+                                          const cost::strategy& s) {
+    if (stop_requested(interrupted))
+      throw stopped{};
+    return step(w, c, s);
+  };
+  return by;
+}
+
+/// What `make` gives by `simulation`, or by the formulas where a plan cannot
+/// be simulated (a requested stop goes on as `stopped`); `method` says
+/// which, `why` (when given) why the simulation failed.
+template <typename Make>
+auto simulated_or_formula(const Make& make, const cost::predictor& simulation,
+                          std::string& method, std::string* why = nullptr) {
+  try {
+    method = "simulation";
+    return make(simulation);
+  } catch (const stopped&) {
+    throw;
+  } catch (const std::exception& e) {
+    method = "formula";
+    if (why != nullptr)
+      *why = e.what();
+    return make(cost::by_formula());
+  }
+}
+
 /// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp;
 /// the runtime's own costs are the link's calibrated per-message cost only:
 /// no per-byte or co-location term is calibrated), with the formula's
@@ -143,17 +181,16 @@ json row_of(const std::string& name, const cost::prediction& p) {
 /// cannot run is predicted by the formula and says why ("method": "formula",
 /// "simulation_error").
 json predicted_row(const costed_strategy& s, const cost::cluster& c) {
-  const auto formula = cost::predict(s.load, c, s.strategy);
-  json row;
-  try {
-    row = row_of(s.name, cost::simulate_prediction(s.load, c, s.strategy, cost::runtime_costs{}));
-    row["method"] = "simulation";
-  } catch (const std::exception& e) {
-    row = row_of(s.name, formula);
-    row["method"] = "formula";
-    row["simulation_error"] = e.what();
-  }
-  json cross_check = row_of(s.name, formula);
+  std::string method, why;
+  json row = row_of(s.name, simulated_or_formula(
+                              [&](const cost::predictor& by) {
+                                return by.step(s.load, c, s.strategy);
+                              },
+                              cost::by_simulation(), method, &why));
+  row["method"] = method;
+  if (!why.empty())
+    row["simulation_error"] = why;
+  json cross_check = row_of(s.name, cost::predict(s.load, c, s.strategy));
   cross_check.erase("strategy");
   cross_check.erase("hosts");
   row["formula"] = cross_check;
@@ -212,25 +249,6 @@ json measured_rows(const predict_request& r, const link_calibration& link,
   return rows;
 }
 
-/// Thrown by a simulation asked for once a stop was requested: the
-/// projection and the crossovers simulate for tens of seconds at 64 hosts.
-struct stopped : std::runtime_error {
-  stopped() : std::runtime_error("baton predict: interrupted") {}
-};
-
-/// The simulation, which throws `stopped` instead of simulating once
-/// `interrupted` is set.
-cost::predictor stoppable_simulation(const std::atomic<bool>* interrupted) {
-  cost::predictor by = cost::by_simulation();
-  by.step = [step = by.step, interrupted](const cost::workload& w, const cost::cluster& c,
-                                          const cost::strategy& s) {
-    if (stop_requested(interrupted))
-      throw stopped{};
-    return step(w, c, s);
-  };
-  return by;
-}
-
 /// Each strategy simulated on every (hosts, bandwidth) of the projection, its
 /// plan built for that many hosts; by the formula where its plan cannot be
 /// simulated ("method" says which).
@@ -245,17 +263,8 @@ json projection_rows(const predict_request& r, const std::vector<parsed_strategy
       return cost::project(s.costed->load, s.costed->projected, link.link, r.hosts,
                            r.bandwidths, by);
     };
-    std::vector<cost::projection_point> points;
-    std::string method = "simulation";
-    try {
-      points = project(simulation);
-    } catch (const stopped&) {
-      throw;
-    } catch (const std::exception&) {
-      points = project(cost::by_formula());
-      method = "formula";
-    }
-    for (const auto& point : points)
+    std::string method;
+    for (const auto& point : simulated_or_formula(project, simulation, method))
       rows.push_back({{"strategy", s.name},
                       {"hosts", point.hosts},
                       {"bandwidth_bits", point.bandwidth * 8},
@@ -276,19 +285,11 @@ json crossover_texts(const predict_request& r, const std::vector<parsed_strategy
   for (const auto& s : strategies)
     if (s.costed)
       subjects.push_back({s.costed->load, s.costed->projected, s.name});
-  std::vector<cost::crossover> found;
-  method = "simulation";
-  try {
-    found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths,
-                             stoppable_simulation(interrupted));
-  } catch (const stopped&) {
-    throw;
-  } catch (const std::exception&) {
-    found = cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, cost::by_formula());
-    method = "formula";
-  }
+  const auto find = [&](const cost::predictor& by) {
+    return cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, by);
+  };
   json out = json::array();
-  for (const auto& x : found)
+  for (const auto& x : simulated_or_formula(find, stoppable_simulation(interrupted), method))
     out.push_back({{"sentence", x.sentence()},
                    {"faster_above", x.faster_above},
                    {"faster_below", x.faster_below}});

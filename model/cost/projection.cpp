@@ -26,17 +26,17 @@ rate_function rate_by(const predictor& by) {
 /// crossovers() call asks every pair at the same grid points.
 class remembered_rates {
 public:
-  explicit remembered_rates(const predictor& by) : by_(by) {}
+  explicit remembered_rates(const predictor& by) : rate_(rate_by(by)) {}
   double operator()(const costed& s, const cluster& c) {
     const auto key = std::make_tuple(&s, c.hosts, c.link.bandwidth);
     auto found = rates_.find(key);
     if (found == rates_.end())
-      found = rates_.emplace(key, by_.step(s.load, c, s.plan).samples_per_second()).first;
+      found = rates_.emplace(key, rate_(s, c)).first;
     return found->second;
   }
 
 private:
-  const predictor& by_;
+  rate_function rate_;
   std::map<std::tuple<const costed*, int32_t, double>, double> rates_;
 };
 
