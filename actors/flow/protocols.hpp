@@ -271,6 +271,8 @@
 //     (auth_atom, string PEM, string signature) -> ok_atom           proof; with TLS
 //                                          it serves nothing else before it
 //   pulse  (pulse_atom) -> (pulse_atom) to the sender, at once
+//          (pulse_atom, tensor_set) -> (pulse_atom) to the sender once decoded
+//          (baton predict's runtime calibration)
 //
 // == The coordinator (runtime/coordinator.cpp, job_nodes.cpp, node_watch.cpp) =
 //

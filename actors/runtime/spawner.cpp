@@ -69,18 +69,18 @@ messages::node_report current_node_report(const std::string& node) {
   return r;
 }
 
-namespace {
-
-/// Answers every (pulse_atom) with (pulse_atom): an event-based actor on the
-/// node's scheduler, free while the detached spawner loads data.
 caf::behavior pulse_behavior(caf::event_based_actor* self) {
+  const auto answer = [self] {
+    if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+      self->send(sender, pulse_atom::value);
+  };
   return {
-    [=](pulse_atom) {
-      if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
-        self->send(sender, pulse_atom::value);
-    },
+    [=](pulse_atom) { answer(); },
+    [=](pulse_atom, const messages::tensor_set&) { answer(); },
   };
 }
+
+namespace {
 
 /// A spawner's state: its node, its policy and who proved their identity.
 struct spawner_state {

@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
 #include <caf/expected.hpp>
+#include <caf/fwd.hpp>
 
 #include "actors/net/tls.hpp"
 #include "actors/roles/role_type.hpp"
@@ -43,9 +44,16 @@ struct spawner_policy {
 
 /// A node's liveness probe: (get_atom, pulse_atom) to a spawner answers its
 /// pulse actor; (pulse_atom) to the pulse actor is answered at once with
-/// (pulse_atom). The coordinator's watch (job_nodes) pings it: the spawner
+/// (pulse_atom), and so is (pulse_atom, tensor_set) once decoded (the
+/// runtime calibration's sized message). The coordinator's watch (job_nodes) pings it: the spawner
 /// itself blocks while it spawns (loading data), so it cannot be the probe.
 using pulse_atom = caf::atom_constant<caf::atom("pulse")>;
+
+/// The pulse actor's behaviour: an event-based actor on the node's
+/// scheduler, free while the detached spawner loads data; it answers a
+/// (pulse_atom) and a (pulse_atom, tensor_set) with (pulse_atom) to the
+/// sender (the latter once decoded: apps/predict/runtime_calibration.hpp).
+caf::behavior pulse_behavior(caf::event_based_actor* self);
 
 /// Spawns the spawner of node `node`: answers spawn_request with the new
 /// actor, (get_atom, node_atom) with a node_report and (get_atom, pulse_atom)

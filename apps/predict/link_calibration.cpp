@@ -476,8 +476,7 @@ caf::expected<link_calibration> read_cache(const std::string& path) {
   if (c.measured_on.rfind("emulated", 0) == 0 && !j.contains("shared_efficiency"))
     return make_error(errc::bad_file, path + ": kept without the all-to-all");
   c.method = j.value("method", "");
-  for (const auto& s : j.value("samples", nlohmann::json::array()))
-    c.samples.push_back({s.value("bytes", 0.0), s.value("seconds", 0.0)});
+  c.samples = samples_of(j.value("samples", nlohmann::json::array()));
   if (c.link.burst < 0)
     c.link.burst = fit_link(c.samples).burst;
   c.cache_file = path;
@@ -542,10 +541,30 @@ caf::expected<link_calibration> measure_loopback() {
 
 } // namespace
 
+nlohmann::json samples_json(const std::vector<link_sample>& samples) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : samples)
+    out.push_back({{"bytes", s.bytes}, {"seconds", s.seconds}});
+  return out;
+}
+
+std::vector<link_sample> samples_of(const nlohmann::json& samples) {
+  std::vector<link_sample> out;
+  for (const auto& s : samples)
+    if (s.is_object())
+      out.push_back({s.value("bytes", 0.0), s.value("seconds", 0.0)});
+  return out;
+}
+
+std::string keep_calibration(const std::string& cache_dir, const std::string& name,
+                             const nlohmann::json& j) {
+  const std::string path = cache_dir + "/" + name;
+  std::error_code ec;
+  fs::create_directories(cache_dir, ec);
+  return model::try_replace_file(path, j.dump(2) + "\n").empty() ? path : "";
+}
+
 nlohmann::json to_json(const link_calibration& c) {
-  nlohmann::json samples = nlohmann::json::array();
-  for (const auto& s : c.samples)
-    samples.push_back({{"bytes", s.bytes}, {"seconds", s.seconds}});
   return {{"bandwidth", c.link.bandwidth},
           {"latency", c.link.latency},
           {"message_overhead", c.link.message_overhead},
@@ -554,7 +573,7 @@ nlohmann::json to_json(const link_calibration& c) {
           {"exchange_seconds", c.exchange_seconds},
           {"measured_on", c.measured_on},
           {"method", c.method},
-          {"samples", samples}};
+          {"samples", samples_json(c.samples)}};
 }
 
 std::string default_link_cache_dir() {
@@ -615,12 +634,9 @@ caf::expected<link_calibration> calibrate_link(const std::string& link,
   if (!c)
     return c.error();
   c->method = method_text;
-  if (!path.empty()) {
-    std::error_code ec;
-    fs::create_directories(cache_dir, ec);
-    if (model::try_replace_file(path, to_json(*c).dump(2) + "\n").empty())
-      c->cache_file = path;
-  }
+  if (!path.empty())
+    c->cache_file = keep_calibration(cache_dir, file_name_of(loopback ? "loopback" : link),
+                                     to_json(*c));
   return c;
 }
 

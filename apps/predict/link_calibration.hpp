@@ -35,6 +35,15 @@ struct link_calibration {
   bool cached = false;     ///< read from cache_file, not measured now
 };
 
+/// [{bytes, seconds}] of `samples`, and back (a missing field reads 0).
+nlohmann::json samples_json(const std::vector<link_sample>& samples);
+std::vector<link_sample> samples_of(const nlohmann::json& samples);
+
+/// Writes `j` to `cache_dir`/`name` (the directory made first): that path,
+/// or "" when it could not be written (a calibration is then not kept).
+std::string keep_calibration(const std::string& cache_dir, const std::string& name,
+                             const nlohmann::json& j);
+
 /// {bandwidth, latency, message_overhead, burst, shared_efficiency,
 /// measured_on, method, samples: [{bytes, seconds}], exchange_seconds}: the
 /// cache file and the "link" of the predictions.

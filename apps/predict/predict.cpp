@@ -12,6 +12,7 @@
 #include "apps/bench/bench.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/link_calibration.hpp"
+#include "apps/predict/runtime_calibration.hpp"
 #include "apps/predict/strategy_costs.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
@@ -121,6 +122,24 @@ caf::expected<link_calibration> link_of(const predict_request& r) {
   return c;
 }
 
+/// The runtime's own costs beside the loopback's sockets (calibrate_runtime),
+/// none when the link is given (--latency: nothing is measured).
+caf::expected<runtime_calibration> runtime_of(const predict_request& r,
+                                              const link_calibration& link) {
+  if (r.latency) {
+    runtime_calibration none;
+    none.method = "none: the link is given (--latency), nothing is measured";
+    return none;
+  }
+  const std::string dir = r.cache_dir.empty() ? default_link_cache_dir() : r.cache_dir;
+  if (r.link.empty() || r.link == "loopback")
+    return calibrate_runtime(link.link, dir);
+  auto loopback = calibrate_link("loopback", dir);
+  if (!loopback)
+    return loopback.error();
+  return calibrate_runtime(loopback->link, dir);
+}
+
 // -- the predictions object ---------------------------------------------------------------
 
 json row_of(const std::string& name, const cost::prediction& p) {
@@ -144,8 +163,9 @@ struct stopped : std::runtime_error {
 
 /// The simulation, which throws `stopped` instead of simulating once
 /// `interrupted` is set.
-cost::predictor stoppable_simulation(const std::atomic<bool>* interrupted) {
-  cost::predictor by = cost::by_simulation();
+cost::predictor stoppable_simulation(const std::atomic<bool>* interrupted,
+                                     const cost::runtime_costs& runtime) {
+  cost::predictor by = cost::by_simulation(runtime);
   by.step = [step = by.step, interrupted](const cost::workload& w, const cost::cluster& c,
                                           const cost::strategy& s) {
     if (stop_requested(interrupted))
@@ -174,22 +194,28 @@ auto simulated_or_formula(const Make& make, const cost::predictor& simulation,
   }
 }
 
-/// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp;
-/// the runtime's own costs are the link's calibrated per-message cost only:
-/// no per-byte or co-location term is calibrated), with the formula's
-/// figures inside it ("formula") as the cross-check. A plan the simulation
-/// cannot run is predicted by the formula and says why ("method": "formula",
+/// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp)
+/// with the runtime's calibrated costs ("runtime_seconds": what they add to
+/// the step), and the formula's figures inside it ("formula") as the
+/// cross-check. A plan the simulation cannot run is
+/// predicted by the formula and says why ("method": "formula",
 /// "simulation_error").
-json predicted_row(const costed_strategy& s, const cost::cluster& c) {
+json predicted_row(const costed_strategy& s, const cost::cluster& c,
+                   const cost::runtime_costs& runtime) {
   std::string method, why;
   json row = row_of(s.name, simulated_or_formula(
                               [&](const cost::predictor& by) {
                                 return by.step(s.load, c, s.strategy);
                               },
-                              cost::by_simulation(), method, &why));
+                              cost::by_simulation(runtime), method, &why));
   row["method"] = method;
   if (!why.empty())
     row["simulation_error"] = why;
+  // What of the step the runtime's own costs make: the plan simulated without them.
+  if (method == "simulation")
+    row["runtime_seconds"] =
+      row["step_seconds"].get<double>() -
+      cost::by_simulation().step(s.load, c, s.strategy).step_seconds;
   json cross_check = row_of(s.name, cost::predict(s.load, c, s.strategy));
   cross_check.erase("strategy");
   cross_check.erase("hosts");
@@ -197,7 +223,10 @@ json predicted_row(const costed_strategy& s, const cost::cluster& c) {
   return row;
 }
 
-json link_json(const link_calibration& c) {
+/// A calibration (the link's, the runtime's) as the predictions show it:
+/// without its samples, with the file it is kept in.
+template <class Calibration>
+json shown(const Calibration& c) {
   json j = to_json(c);
   j.erase("samples");
   if (!c.cache_file.empty())
@@ -229,7 +258,7 @@ json profile_json(const std::vector<parsed_strategy>& strategies) {
 /// share slow each), and compute beyond the cores stretches
 /// (cluster::shared_cores).
 json measured_rows(const predict_request& r, const link_calibration& link,
-                   profile_cache& profiles, json& skipped) {
+                   const cost::runtime_costs& runtime, profile_cache& profiles, json& skipped) {
   json rows = json::array();
   const int32_t cores = actors::cores();
   for (int32_t h : r.measured_hosts) {
@@ -243,7 +272,7 @@ json measured_rows(const predict_request& r, const link_calibration& link,
           skipped.push_back(why);
         continue;
       }
-      rows.push_back(predicted_row(*s.costed, cost::cluster{h, link.link, cores}));
+      rows.push_back(predicted_row(*s.costed, cost::cluster{h, link.link, cores}, runtime));
     }
   }
   return rows;
@@ -253,9 +282,10 @@ json measured_rows(const predict_request& r, const link_calibration& link,
 /// plan built for that many hosts; by the formula where its plan cannot be
 /// simulated ("method" says which).
 json projection_rows(const predict_request& r, const std::vector<parsed_strategy>& strategies,
-                     const link_calibration& link, const std::atomic<bool>* interrupted) {
+                     const link_calibration& link, const cost::runtime_costs& runtime,
+                     const std::atomic<bool>* interrupted) {
   json rows = json::array();
-  const auto simulation = stoppable_simulation(interrupted);
+  const auto simulation = stoppable_simulation(interrupted, runtime);
   for (const auto& s : strategies) {
     if (!s.costed)
       continue;
@@ -279,8 +309,8 @@ json projection_rows(const predict_request& r, const std::vector<parsed_strategy
 /// Where the simulated strategies overtake each other on the projection's
 /// grid (the formulas' where a plan cannot be simulated), and by which.
 json crossover_texts(const predict_request& r, const std::vector<parsed_strategy>& strategies,
-                     const link_calibration& link, const std::atomic<bool>* interrupted,
-                     std::string& method) {
+                     const link_calibration& link, const cost::runtime_costs& runtime,
+                     const std::atomic<bool>* interrupted, std::string& method) {
   std::vector<cost::costed> subjects;
   for (const auto& s : strategies)
     if (s.costed)
@@ -289,7 +319,8 @@ json crossover_texts(const predict_request& r, const std::vector<parsed_strategy
     return cost::crossovers(subjects, link.link, r.hosts, r.bandwidths, by);
   };
   json out = json::array();
-  for (const auto& x : simulated_or_formula(find, stoppable_simulation(interrupted), method))
+  for (const auto& x :
+       simulated_or_formula(find, stoppable_simulation(interrupted, runtime), method))
     out.push_back({{"sentence", x.sentence()},
                    {"faster_above", x.faster_above},
                    {"faster_below", x.faster_below}});
@@ -350,12 +381,19 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
   auto link = link_of(r);
   if (!link)
     return link.error();
+  tell(r, r.latency ? "the runtime's own cost: none (the link is given)"
+                    : "the runtime's own cost: measured, or read from its kept file");
+  auto runtime = runtime_of(r, *link);
+  if (!runtime)
+    return runtime.error();
   json skipped = json::array();
   for (const auto& s : *strategies)
     if (!s.costed)
       skipped.push_back({{"strategy", s.name}, {"hosts", s.hosts}, {"reason", s.skipped}});
-  json out = {{"link", link_json(*link)}, {"profile", profile_json(*strategies)}};
-  out["measured"] = measured_rows(r, *link, profiles, skipped);
+  json out = {{"link", shown(*link)},
+              {"runtime", shown(*runtime)},
+              {"profile", profile_json(*strategies)}};
+  out["measured"] = measured_rows(r, *link, runtime->costs, profiles, skipped);
   out["profile_rounds"] = profiles.rounds();
   const auto costed = std::count_if(strategies->begin(), strategies->end(),
                                     [](const parsed_strategy& s) { return s.costed.has_value(); });
@@ -366,10 +404,12 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
             counted(r.hosts.size(), "host count", "host counts") + " x " +
             counted(r.bandwidths.size(), "rate", "rates"));
   try {
-    out["projection"] = projection_rows(r, *strategies, *link, interrupted);
+    out["projection"] =
+      projection_rows(r, *strategies, *link, runtime->costs, interrupted);
     tell(r, "looking for crossovers");
     std::string crossovers_method;
-    out["crossovers"] = crossover_texts(r, *strategies, *link, interrupted, crossovers_method);
+    out["crossovers"] =
+      crossover_texts(r, *strategies, *link, runtime->costs, interrupted, crossovers_method);
     out["crossovers_method"] = crossovers_method;
   } catch (const stopped& e) {
     return make_error(errc::interrupted, e.what());

@@ -124,16 +124,18 @@ void print_projection(const json& rows) {
 void print_measured(const json& rows) {
   if (rows.empty())
     return;
-  std::printf("\npredicted on the calibrated link\n%-26s %5s %9s %9s %9s %9s %9s %12s %10s\n",
-              "strategy", "hosts", "step ms", "compute", "comm", "waiting", "eval", "MB/step",
-              "samples/s");
+  std::printf("\npredicted on the calibrated link (runtime: what the runtime's own costs add)\n"
+              "%-26s %5s %9s %9s %9s %9s %9s %9s %12s %10s\n",
+              "strategy", "hosts", "step ms", "compute", "comm", "waiting", "eval", "runtime",
+              "MB/step", "samples/s");
   for (const auto& row : rows)
-    std::printf("%-26s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %12.3f %10.0f\n",
+    std::printf("%-26s %5d %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %12.3f %10.0f\n",
                 row["strategy"].get<std::string>().c_str(), row["hosts"].get<int>(),
                 1e3 * row["step_seconds"].get<double>(), 1e3 * row["compute_seconds"].get<double>(),
                 1e3 * row["communication_seconds"].get<double>(),
                 1e3 * row["waiting_seconds"].get<double>(),
                 1e3 * row["evaluation_seconds"].get<double>(),
+                1e3 * row.value("runtime_seconds", 0.0),
                 row["bytes_per_step"].get<double>() / 1e6,
                 row["samples_per_second"].get<double>());
 }
@@ -147,6 +149,15 @@ void print_predictions(const json& p) {
               link["measured_on"].get<std::string>().c_str(),
               link.contains("cache_file") ? (", kept in " + link["cache_file"].get<std::string>()).c_str()
                                           : "");
+  const auto& runtime = p["runtime"];
+  std::printf("runtime: %.2f us a message at each end, %.1f us more between hosts, %.3f ms per "
+              "MB (%s)\n",
+              1e6 * runtime.value("message_seconds", 0.0),
+              1e6 * runtime.value("remote_message_seconds", 0.0),
+              1e9 * runtime.value("byte_seconds", 0.0),
+              runtime.contains("cache_file")
+                ? ("kept in " + runtime["cache_file"].get<std::string>()).c_str()
+                : runtime.value("method", "").c_str());
   for (const auto& m : p["profile"]["models"])
     std::printf("profile: %s stepped by %s, %d layers, profiled at %d samples, batch %d\n",
                 m["model"].get<std::string>().c_str(), m["optimizer"].get<std::string>().c_str(),

@@ -207,6 +207,22 @@ std::string table_section(const json& report) {
 
 // -- predictions, commands, skipped ---------------------------------------------------
 
+/// The runtime's own costs the simulation charged (a report of predictions
+/// made before they were measured has none: "").
+std::string runtime_sentence(const json& runtime) {
+  if (!runtime.is_object() || !runtime.contains("byte_seconds"))
+    return "";
+  return "The runtime's own cost per message: " +
+         fixed(1e6 * runtime.value("message_seconds", 0.0), 2) + " &micro;s at each end, " +
+         fixed(1e6 * runtime.value("remote_message_seconds", 0.0), 1) +
+         " &micro;s more between hosts, " + fixed(1e9 * runtime.value("byte_seconds", 0.0), 3) +
+         " ms per MB (" +
+         html_escape(runtime.contains("cache_file") ? "measured once, kept in " +
+                                                        text_at(runtime, "cache_file")
+                                                    : text_at(runtime, "method")) +
+         "). ";
+}
+
 std::string predictions_section(const json& report) {
   std::string html;
   const auto& check = report.value("prediction_check", json{});
@@ -234,7 +250,8 @@ std::string predictions_section(const json& report) {
   const auto& link = predictions.value("link", json::object());
   html += "<p class=\"note\">The cost model's link: " +
           html_escape(text_at(link, "measured_on")) + ", " + html_escape(text_at(link, "method")) +
-          ". " + html_escape(text_at(predictions, "note")) + ".</p>\n";
+          ". " + runtime_sentence(predictions.value("runtime", json::object())) +
+          html_escape(text_at(predictions, "note")) + ".</p>\n";
   html += "<h2>Crossovers</h2>\n<ul id=\"crossovers\">\n";
   const auto& crossovers = predictions.value("crossovers", json::array());
   if (crossovers.empty())

@@ -274,7 +274,8 @@ std::vector<step> engine::expand(const simulated_actor& a) {
     case operation::kind_t::send: {
       double cpu = rt.message_seconds;
       if (cross_host(self, o.peer))
-        cpu += plan_.link.message_overhead + rt.byte_seconds * o.bytes;
+        cpu += plan_.link.message_overhead + rt.remote_message_seconds +
+               rt.byte_seconds * o.bytes;
       out.push_back({step::kind_t::cpu, cpu, 0, -1, 0, time_kind::communication});
       out.push_back({step::kind_t::post, 0, o.bytes, o.peer, o.window, time_kind::communication,
                      edge_of(self, o.peer)});
@@ -282,7 +283,7 @@ std::vector<step> engine::expand(const simulated_actor& a) {
     }
     case operation::kind_t::receive:
       out.push_back({step::kind_t::wait, 0, 0, o.peer, 0, o.as, edge_of(o.peer, self)});
-      // + the bytes' deserialising, added when the message is taken.
+      // + a message between hosts' share, added when the message is taken.
       out.push_back({step::kind_t::cpu, rt.message_seconds, 0, o.peer, 0,
                      time_kind::communication});
       break;
@@ -344,9 +345,10 @@ bool engine::advance(size_t index) {
       const double bytes = on.arrived.front();
       on.arrived.pop_front();
       --on.in_flight;
-      // The receiver's cpu step that follows pays the bytes' share.
+      // The receiver's cpu step that follows pays a message between hosts.
       if (cross_host(s.peer, self))
-        a.steps[a.next + 1].seconds += plan_.runtime.byte_seconds * bytes;
+        a.steps[a.next + 1].seconds +=
+          plan_.runtime.remote_message_seconds + plan_.runtime.byte_seconds * bytes;
     } else {
       ++a.marks;
       a.mark_times.push_back(now_);

@@ -73,6 +73,10 @@ struct runtime_costs {
   /// CPU seconds the actor runtime spends on a message, at the sender and
   /// again at the receiver (enqueue, dispatch), any message.
   double message_seconds = 0;
+  /// Seconds more for a message between hosts, at the sender and again at
+  /// the receiver (the middleman's framing and its thread's hand-offs),
+  /// beyond the link's own per-message cost.
+  double remote_message_seconds = 0;
   /// CPU seconds per byte of a message between hosts, at the sender and again
   /// at the receiver (serialising, copying, deserialising).
   double byte_seconds = 0;

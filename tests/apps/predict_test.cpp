@@ -77,6 +77,9 @@ TEST(predict, every_strategy_with_a_given_link) {
     EXPECT_TRUE(p["link"].contains(key)) << key;
   EXPECT_DOUBLE_EQ(p["link"]["latency"].get<double>(), 0.0001);
   EXPECT_DOUBLE_EQ(p["link"]["bandwidth"].get<double>(), 125e6);
+  // A given link measures nothing: no runtime costs either.
+  EXPECT_DOUBLE_EQ(p["runtime"].value("remote_message_seconds", -1.0), 0) << p["runtime"];
+  EXPECT_TRUE(contains(p["runtime"].value("method", ""), "--latency")) << p["runtime"];
   EXPECT_EQ(p["profile"]["model"], "ist_mlp");
   EXPECT_GT(p["profile"]["layers"].get<int>(), 0);
   EXPECT_TRUE(p["profile"].contains("batch"));
@@ -139,7 +142,10 @@ TEST(predict, the_workload_optimizer_is_profiled_and_ist_is_skipped_naming_it) {
     EXPECT_TRUE(measured.count(name)) << name << " " << p["measured"];
 }
 
-TEST(predict, the_loopback_is_measured_once_and_kept) {
+// The loopback's sockets and the runtime beside them (a real `baton node`),
+// each measured once and kept; a runtime file of another machine is
+// measured again.
+TEST(predict, the_loopback_and_the_runtime_are_measured_once_and_kept) {
   scratch_dir dir("predict-loopback");
   const std::string workload = tiny_workload(dir.path());
   const std::vector<std::string> args = {"predict", workload, "--strategies",
@@ -153,10 +159,35 @@ TEST(predict, the_loopback_is_measured_once_and_kept) {
   EXPECT_GE(kept["message_overhead"].get<double>(), 0);
   EXPECT_FALSE(kept["samples"].empty());
   EXPECT_TRUE(contains(kept["method"].get<std::string>(), "ping-pong")) << kept;
+  const std::string runtime_file = dir.path() + "/runtime.json";
+  const json runtime = read_prediction_json(runtime_file);
+  // A message to another process's actor takes longer than to one of this
+  // process, and a 4 MB tensor longer than a bare message.
+  EXPECT_GT(runtime["local_round_trip"].get<double>(), 0) << runtime;
+  EXPECT_GT(runtime["remote_round_trip"].get<double>(), runtime["local_round_trip"].get<double>())
+    << runtime;
+  ASSERT_EQ(runtime["samples"].size(), 4u) << runtime;
+  EXPECT_GT(runtime["samples"][3]["seconds"].get<double>(),
+            runtime["remote_round_trip"].get<double>()) << runtime;
+  for (const char* key : {"message_seconds", "remote_message_seconds", "byte_seconds"})
+    EXPECT_GE(runtime[key].get<double>(), 0) << key << " in " << runtime;
+  EXPECT_FALSE(runtime["machine"].get<std::string>().empty());
   auto second = run_baton(args);
   ASSERT_EQ(second.exit_code, 0) << second.text;
   // The second run reads the same figures back.
-  EXPECT_EQ(read_prediction_json(dir.path() + "/p.json")["link"]["bandwidth"], kept["bandwidth"]);
+  const json p = read_prediction_json(dir.path() + "/p.json");
+  EXPECT_EQ(p["link"]["bandwidth"], kept["bandwidth"]);
+  EXPECT_EQ(p["runtime"]["remote_message_seconds"], runtime["remote_message_seconds"]);
+  EXPECT_EQ(p["runtime"]["cache_file"], runtime_file);
+
+  json elsewhere = runtime;
+  elsewhere["machine"] = "another CPU, 96 cores";
+  elsewhere["remote_message_seconds"] = 0.5;
+  std::ofstream(runtime_file) << elsewhere.dump();
+  auto third = run_baton(args);
+  ASSERT_EQ(third.exit_code, 0) << third.text;
+  EXPECT_EQ(read_prediction_json(runtime_file)["machine"], runtime["machine"]);
+  EXPECT_LT(read_prediction_json(runtime_file)["remote_message_seconds"].get<double>(), 0.5);
 }
 
 // The ping-pong between two of three emulated hosts, and the all-to-all

@@ -131,7 +131,10 @@ TEST(simulated_plans, emulated_hosts_share_the_machines_cores) {
 }
 
 TEST(simulated_plans, the_runtime_costs_lengthen_the_step) {
-  const runtime_costs rt{1e-3, 1e-6, 0};
+  runtime_costs rt;
+  rt.message_seconds = 1e-3;
+  rt.remote_message_seconds = 1e-4;
+  rt.byte_seconds = 1e-6;
   const auto with = simulate_prediction(balanced(), plan_hosts(2), ring_strategy{{}, 1, true}, rt);
   const auto without =
     simulate_prediction(balanced(), plan_hosts(2), ring_strategy{{}, 1, true}, runtime_costs{});

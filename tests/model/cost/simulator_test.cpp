@@ -194,6 +194,24 @@ TEST(simulator, actors_on_one_core_take_the_sum_of_their_compute) {
   EXPECT_NEAR(simulate(p).step_seconds, 2.5, simulator_tolerance);
 }
 
+TEST(simulator, a_message_costs_the_runtime_at_both_ends) {
+  // a sends b 1,000 bytes over a link of 1,000 bytes/s with 0.5 s latency:
+  // the sender's cpu (message + remote + bytes), the wire (1 s + 0.5 s), the
+  // receiver's cpu (the same); a message within a host pays only `message`.
+  simulated_plan p = on_hosts(2);
+  p.warmup_steps = 0;
+  p.link = {1000, 0.5, 0};
+  p.runtime.message_seconds = 0.1;
+  p.runtime.remote_message_seconds = 0.2;
+  p.runtime.byte_seconds = 1e-4;
+  p.actors.push_back({"a", 0, true, {operation::send(1, 1000), operation::step_end()}});
+  p.actors.push_back({"b", 1, true, {operation::receive(0), operation::step_end()}});
+  const double end = 0.1 + 0.2 + 0.1;
+  EXPECT_NEAR(simulate(p).step_seconds, end + 1.5 + end, simulator_tolerance);
+  p.actors[1].host = 0;
+  EXPECT_NEAR(simulate(p).step_seconds, 0.1 + 0.1, simulator_tolerance);
+}
+
 TEST(simulator, emulated_hosts_share_their_machine) {
   // Two hosts on one machine of one core: the ring's two actors compute in turn.
   simulated_plan p = ring(2, 0, 3);

@@ -1,0 +1,296 @@
+#include "apps/predict/runtime_calibration.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/net/system.hpp"
+#include "actors/runtime/local_cluster.hpp"
+#include "actors/runtime/spawner.hpp"
+#include "messages/codec.hpp"
+#include "messages/errc.hpp"
+
+namespace baton::apps {
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+using actors::pulse_atom;
+
+constexpr int32_t local_trips = 4000;
+constexpr int32_t remote_trips = 400;
+constexpr int32_t sized_trips = 9;
+constexpr int32_t warm_up = 3;
+/// Float tensors of 64 kB, 256 kB, 1 MB and 4 MB.
+constexpr int64_t sized_floats[] = {16 << 10, 64 << 10, 256 << 10, 1 << 20};
+constexpr auto request_timeout = std::chrono::seconds(10);
+constexpr const char* runtime_file = "runtime.json";
+
+const char* runtime_method =
+  "a `baton node` on 127.0.0.1 (no shared memory) and this process's actor system: an "
+  "event-based actor sends the node's pulse 400 bare messages, each after the last one's "
+  "answer, then float tensors of 64 kB to 4 MB (a tensor_set, 9 each, answered bare); and "
+  "4000 bare messages to a pulse actor of this process; medians after 3 warm-up trips. Per "
+  "end of a message: message_seconds = the local round trip / 4; remote_message_seconds = "
+  "(the remote round trip / 2 - the loopback socket's latency + message_overhead) / 2 - "
+  "message_seconds; byte_seconds = (the sized one-way times' least-squares slope - 1 / the "
+  "loopback socket's bandwidth) / 2; colocation 0 (the profile is taken with as many copies "
+  "side by side as compute at once)";
+
+/// The median of the round trips after the first `warm_up`.
+double settled_median(std::vector<double> seconds) {
+  seconds.erase(seconds.begin(), seconds.begin() + std::min<long>(warm_up, seconds.size()));
+  if (seconds.empty())
+    return 0;
+  const auto middle = seconds.begin() + static_cast<long>(seconds.size() / 2);
+  std::nth_element(seconds.begin(), middle, seconds.end());
+  return *middle;
+}
+
+/// The messages a driver sends in turn, each after the last one's answer,
+/// and each one's round trip.
+struct trips {
+  caf::actor target;
+  std::vector<std::optional<messages::tensor_set>> messages;
+  std::vector<double> seconds;
+  clock_type::time_point sent;
+};
+
+/// Sends `t`'s messages to its target in turn, timing each answer
+/// (pulse_atom); (ok_atom) to `done` after the last one, or at once when the
+/// target goes away.
+caf::behavior driver(caf::event_based_actor* self, std::shared_ptr<trips> t, caf::actor done) {
+  const auto next = [self, t, done] {
+    const size_t k = t->seconds.size();
+    if (k == t->messages.size()) {
+      self->send(done, caf::ok_atom::value);
+      self->quit();
+      return;
+    }
+    t->sent = clock_type::now();
+    if (t->messages[k])
+      self->send(t->target, pulse_atom::value, *t->messages[k]);
+    else
+      self->send(t->target, pulse_atom::value);
+  };
+  self->monitor(t->target);
+  self->set_down_handler([self, done](const caf::down_msg&) {
+    self->send(done, caf::ok_atom::value);
+    self->quit();
+  });
+  return {
+    [next](caf::ok_atom) { next(); },
+    [t, next](pulse_atom) {
+      t->seconds.push_back(
+        std::chrono::duration<double>(clock_type::now() - t->sent).count());
+      next();
+    },
+  };
+}
+
+/// Runs `t` from `self`'s system; the round trips, or an error when the
+/// target answered fewer than all.
+caf::expected<std::vector<double>> run_trips(caf::scoped_actor& self, std::shared_ptr<trips> t) {
+  auto d = self->spawn(driver, t, caf::actor_cast<caf::actor>(self));
+  self->send(d, caf::ok_atom::value);
+  bool finished = false;
+  self->receive([&](caf::ok_atom) { finished = true; },
+                caf::after(std::chrono::seconds(60)) >> [] {});
+  if (!finished || t->seconds.size() != t->messages.size())
+    return make_error(errc::node_unreachable,
+                      "the runtime calibration's node answered " +
+                        std::to_string(t->seconds.size()) + " of " +
+                        std::to_string(t->messages.size()) + " messages");
+  return std::move(t->seconds);
+}
+
+/// `count` bare messages to `target`: the median round trip after the warm-up.
+caf::expected<double> bare_round_trip(caf::scoped_actor& self, const caf::actor& target,
+                                      int32_t count) {
+  auto t = std::make_shared<trips>();
+  t->target = target;
+  t->messages.resize(static_cast<size_t>(count + warm_up));
+  auto seconds = run_trips(self, t);
+  if (!seconds)
+    return seconds.error();
+  return settled_median(std::move(*seconds));
+}
+
+/// A tensor of `floats` to `target`, sized_trips times: each size's median.
+caf::expected<std::vector<double>> sized_round_trips(caf::scoped_actor& self,
+                                                     const caf::actor& target) {
+  std::vector<double> out;
+  for (int64_t floats : sized_floats) {
+    messages::tensor_set m;
+    m.kind = "gradients";
+    m.from = "calibration";
+    m.tensors.push_back(at::ones({floats}));
+    auto t = std::make_shared<trips>();
+    t->target = target;
+    t->messages.assign(static_cast<size_t>(sized_trips + warm_up), m);
+    auto seconds = run_trips(self, t);
+    if (!seconds)
+      return seconds.error();
+    out.push_back(settled_median(std::move(*seconds)));
+  }
+  return out;
+}
+
+caf::expected<runtime_calibration> measure(const model::cost::link_model& loopback) {
+  actors::system_settings settings;
+  settings.shared_memory = false;
+  auto work = actors::make_work_directory("baton-runtime-calibration");
+  if (!work)
+    return work.error();
+  actors::owned_directory owned{*work};
+  auto nodes = actors::local_cluster::start(1, settings, *work);
+  if (!nodes)
+    return nodes.error();
+  caf::actor_system_config cfg;
+  actors::configure(cfg, settings);
+  caf::actor_system sys{cfg};
+  runtime_calibration c;
+  {
+    caf::scoped_actor self{sys};
+    const auto& node = nodes->addresses().front();
+    auto spawner = sys.middleman().remote_actor(node.host, node.port);
+    if (!spawner)
+      return make_error(errc::node_unreachable, "the runtime calibration's node on port " +
+                                                  std::to_string(node.port) + ": " +
+                                                  sys.render(spawner.error()));
+    caf::actor pulse;
+    caf::error failed;
+    self->request(*spawner, request_timeout, caf::get_atom::value, pulse_atom::value)
+      .receive([&](caf::actor& a) { pulse = std::move(a); },
+               [&](caf::error& e) { failed = std::move(e); });
+    if (!pulse)
+      return make_error(errc::node_unreachable,
+                        "the runtime calibration's node gave no pulse: " + sys.render(failed));
+    auto remote = bare_round_trip(self, pulse, remote_trips);
+    if (!remote)
+      return remote.error();
+    auto sized = sized_round_trips(self, pulse);
+    if (!sized)
+      return sized.error();
+    auto here = self->spawn<caf::hidden>(actors::pulse_behavior);
+    auto local = bare_round_trip(self, here, local_trips);
+    self->send_exit(here, caf::exit_reason::user_shutdown);
+    if (!local)
+      return local.error();
+    c.local_round_trip = *local;
+    c.remote_round_trip = *remote;
+    for (size_t k = 0; k < sized->size(); ++k)
+      c.samples.push_back({4.0 * static_cast<double>(sized_floats[k]), (*sized)[k] - *remote / 2});
+  }
+  nodes->stop();
+  c.costs = runtime_costs_of(c.local_round_trip, c.remote_round_trip, c.samples, loopback);
+  return c;
+}
+
+caf::expected<runtime_calibration> read_kept(const std::string& path) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("byte_seconds"))
+    return make_error(errc::bad_file, path + ": not a runtime calibration");
+  runtime_calibration c;
+  c.costs.message_seconds = j.value("message_seconds", -1.0);
+  c.costs.remote_message_seconds = j.value("remote_message_seconds", -1.0);
+  c.costs.byte_seconds = j.value("byte_seconds", -1.0);
+  c.costs.colocation = j.value("colocation", -1.0);
+  for (double v : {c.costs.message_seconds, c.costs.remote_message_seconds,
+                   c.costs.byte_seconds, c.costs.colocation})
+    if (!(v >= 0 && v < 1))
+      return make_error(errc::bad_file, path + ": a cost is not in [0, 1)");
+  c.machine = j.value("machine", "");
+  if (c.machine != machine_text())
+    return make_error(errc::bad_file, path + ": measured on another machine (" + c.machine + ")");
+  c.method = j.value("method", "");
+  c.local_round_trip = j.value("local_round_trip", 0.0);
+  c.remote_round_trip = j.value("remote_round_trip", 0.0);
+  c.samples = samples_of(j.value("samples", nlohmann::json::array()));
+  c.cache_file = path;
+  c.cached = true;
+  return c;
+}
+
+} // namespace
+
+nlohmann::json to_json(const runtime_calibration& c) {
+  return {{"message_seconds", c.costs.message_seconds},
+          {"remote_message_seconds", c.costs.remote_message_seconds},
+          {"byte_seconds", c.costs.byte_seconds},
+          {"colocation", c.costs.colocation},
+          {"machine", c.machine},
+          {"method", c.method},
+          {"local_round_trip", c.local_round_trip},
+          {"remote_round_trip", c.remote_round_trip},
+          {"samples", samples_json(c.samples)}};
+}
+
+std::string machine_text() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos)
+        model = line.substr(line.find_first_not_of(' ', colon + 1));
+      break;
+    }
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
+
+model::cost::runtime_costs runtime_costs_of(double local_round_trip, double remote_round_trip,
+                                            const std::vector<link_sample>& samples,
+                                            const model::cost::link_model& loopback) {
+  model::cost::runtime_costs out;
+  out.message_seconds = std::max(0.0, local_round_trip / 4);
+  const double socket_fixed = loopback.latency + loopback.message_overhead;
+  out.remote_message_seconds =
+    std::max(0.0, (remote_round_trip / 2 - socket_fixed) / 2 - out.message_seconds);
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& s : samples) {
+    n += 1;
+    sx += s.bytes;
+    sy += s.seconds;
+    sxx += s.bytes * s.bytes;
+    sxy += s.bytes * s.seconds;
+  }
+  const double spread = n * sxx - sx * sx;
+  if (n >= 2 && spread > 0) {
+    const double slope = (n * sxy - sx * sy) / spread;
+    const double socket = std::isfinite(loopback.bandwidth) && loopback.bandwidth > 0
+                            ? 1 / loopback.bandwidth
+                            : 0;
+    out.byte_seconds = std::max(0.0, (slope - socket) / 2);
+  }
+  return out;
+}
+
+caf::expected<runtime_calibration> calibrate_runtime(const model::cost::link_model& loopback,
+                                                     const std::string& cache_dir) {
+  const std::string path = cache_dir.empty() ? "" : cache_dir + "/" + runtime_file;
+  if (!path.empty() && fs::exists(path))
+    if (auto cached = read_kept(path))
+      return cached;
+  auto c = measure(loopback);
+  if (!c)
+    return c.error();
+  c->machine = machine_text();
+  c->method = runtime_method;
+  if (!path.empty())
+    c->cache_file = keep_calibration(cache_dir, runtime_file, to_json(*c));
+  return c;
+}
+
+} // namespace baton::apps
