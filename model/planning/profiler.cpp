@@ -155,6 +155,17 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
 
 } // namespace
 
+double profile_figure(std::vector<double> xs, profile_statistic statistic) {
+  if (xs.empty())
+    throw error("profile: no timed microbatch to take a figure of");
+  if (statistic == profile_statistic::median)
+    return median(xs);
+  double sum = 0;
+  for (double x : xs)
+    sum += x;
+  return sum / static_cast<double>(xs.size());
+}
+
 model_profile median_of_profiles(const std::vector<model_profile>& profiles) {
   if (profiles.empty())
     throw error("profiles: none to take the median of");
@@ -229,9 +240,9 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   }
   profile.microbatches = static_cast<int32_t>(forwards.empty() ? 0 : forwards.front().size());
   for (size_t k = 0; k < m.size(); ++k) {
-    profile.layers[k].forward_seconds = median(forwards[k]);
-    profile.layers[k].backward_seconds = median(backwards[k]);
-    profile.layers[k].update_seconds = median(updates[k]);
+    profile.layers[k].forward_seconds = profile_figure(forwards[k], options.statistic);
+    profile.layers[k].backward_seconds = profile_figure(backwards[k], options.statistic);
+    profile.layers[k].update_seconds = profile_figure(updates[k], options.statistic);
   }
   return profile;
 }

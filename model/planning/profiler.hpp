@@ -15,11 +15,27 @@ namespace baton::model {
 
 class layered_model;
 
+/// What each layer's figure is over the timed microbatches.
+enum class profile_statistic {
+  /// The planner's: one slow spell of a shared host must not move a stage
+  /// boundary.
+  median,
+  /// The cost model's: a run's step is the mean of its steps, which a
+  /// shared host's slow spells lengthen (pass times' mean / median 1.02-1.09
+  /// on this 2-core VM, docs/cost-model.md).
+  mean,
+};
+
+/// The median (the upper middle of an even count) or the mean of `xs` (not
+/// empty).
+double profile_figure(std::vector<double> xs, profile_statistic statistic);
+
 /// How to profile.
 struct profile_options {
   int64_t microbatch_size = 32;                   ///< samples per timed microbatch
   std::vector<int64_t> sample_shape{1, 28, 28};   ///< one input sample (C, H, W)
-  int32_t microbatches = 10;                      ///< timed microbatches (median taken)
+  int32_t microbatches = 10;                      ///< timed microbatches (`statistic` taken)
+  profile_statistic statistic = profile_statistic::median;
   /// More timed microbatches until they took this long (at most
   /// max_timed_microbatches): a small model's 10 passes of a few ms are
   /// one spell of the host, and its first passes run slow.
@@ -51,7 +67,7 @@ inline constexpr int32_t max_timed_microbatches = 1000;
 /// whole model with autograd recording and one backward through it (a
 /// ones-like gradient on the last output), the layers timed by timestamps
 /// between them and by a hook on each output that marks the start of its
-/// layer's backward; each figure is the median over `microbatches` after
+/// layer's backward; each figure is the `statistic` over `microbatches` after
 /// `warmups` (more while the timed ones took less than min_timed_seconds;
 /// model_profile::microbatches says how many). The first layer computes no
 /// input gradient (as in training).

@@ -116,6 +116,30 @@ TEST(profiler_test, a_small_model_is_timed_for_min_timed_seconds) {
   EXPECT_LE(profile.microbatches, baton::model::max_timed_microbatches);
 }
 
+// A figure over the timed microbatches: the planner's median (a slow one
+// moves nothing) or the cost model's mean (a run's step is its steps' mean);
+// a figure of nothing is refused.
+TEST(profiler_test, a_figure_is_the_median_or_the_mean_of_the_timed_microbatches) {
+  using baton::model::profile_figure;
+  using baton::model::profile_statistic;
+  EXPECT_DOUBLE_EQ(profile_figure({1, 10, 2}, profile_statistic::median), 2);
+  EXPECT_DOUBLE_EQ(profile_figure({1, 10, 2, 3}, profile_statistic::median), 3);
+  EXPECT_DOUBLE_EQ(profile_figure({1, 10, 2, 3}, profile_statistic::mean), 4);
+  EXPECT_THROW(profile_figure({}, profile_statistic::mean), baton::model::error);
+  // A whole profile by its means: positive figures, as many microbatches.
+  model_spec spec;
+  spec.name = "classifier";
+  spec.features = 8;
+  spec.classes = 2;
+  auto options = quick_options();
+  options.sample_shape = {8};
+  options.statistic = profile_statistic::mean;
+  const auto profile = profile_model(make_model(spec), options);
+  EXPECT_EQ(profile.microbatches, 2);
+  for (const auto& l : profile.layers)
+    EXPECT_GT(l.forward_seconds, 0) << l.name;
+}
+
 // Profiles taken at different moments: each figure the median of its own,
 // the timed microbatches summed; profiles of other layers are refused.
 TEST(profiler_test, the_median_of_profiles_is_taken_figure_by_figure) {
