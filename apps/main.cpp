@@ -218,8 +218,10 @@ usage:
                 [--out DIR] [--set KEY=VALUE]...
                                         each strategy's step time and samples/s predicted by
                                         the cost model (no training run) from the workload's
-                                        profile and a link model measured once per link (or
-                                        --latency), each step simulated from the strategy's
+                                        profile, a link model measured once per link (or
+                                        --latency) and the runtime's own cost per message
+                                        measured once per machine (kept in DIR with the
+                                        links), each step simulated from the strategy's
                                         plan on that many hosts (the formula beside it): a
                                         table per bandwidth, strategies x hosts, and the
                                         crossovers (see docs/cost-model.md)

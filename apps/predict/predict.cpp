@@ -197,9 +197,8 @@ auto simulated_or_formula(const Make& make, const cost::predictor& simulation,
 /// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp)
 /// with the runtime's calibrated costs ("runtime_seconds": what they add to
 /// the step), and the formula's figures inside it ("formula") as the
-/// cross-check. A plan the simulation cannot run is
-/// predicted by the formula and says why ("method": "formula",
-/// "simulation_error").
+/// cross-check. A plan the simulation cannot run is predicted by the
+/// formula and says why ("method": "formula", "simulation_error").
 json predicted_row(const costed_strategy& s, const cost::cluster& c,
                    const cost::runtime_costs& runtime) {
   std::string method, why;

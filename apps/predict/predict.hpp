@@ -31,8 +31,9 @@ struct predict_request {
   std::optional<double> latency;       ///< seconds (default: calibrated)
   std::string link;                    ///< the emulated link of the runs ("": loopback)
   std::string profile;                 ///< a `baton profile` file ("": profile now)
-  /// Where the measured links are kept (link-NAME.json), measured once:
-  /// "" = default_link_cache_dir() (link_calibration.hpp).
+  /// Where the measured links (link-NAME.json) and the runtime's costs
+  /// (runtime.json) are kept, measured once: "" = default_link_cache_dir()
+  /// (link_calibration.hpp).
   std::string cache_dir;
   /// Told what predict() starts on (profiling, the link, the projection's
   /// simulations, the crossovers): a projection to 64 hosts simulates for

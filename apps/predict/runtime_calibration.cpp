@@ -42,7 +42,7 @@ const char* runtime_method =
   "answer, then float tensors of 64 kB to 4 MB (a tensor_set, 9 each, answered bare); and "
   "4000 bare messages to a pulse actor of this process; medians after 3 warm-up trips. Per "
   "end of a message: message_seconds = the local round trip / 4; remote_message_seconds = "
-  "(the remote round trip / 2 - the loopback socket's latency + message_overhead) / 2 - "
+  "(the remote round trip / 2 - the loopback socket's latency and message_overhead) / 2 - "
   "message_seconds; byte_seconds = (the sized one-way times' least-squares slope - 1 / the "
   "loopback socket's bandwidth) / 2; colocation 0 (the profile is taken with as many copies "
   "side by side as compute at once)";
@@ -99,14 +99,19 @@ caf::behavior driver(caf::event_based_actor* self, std::shared_ptr<trips> t, caf
 }
 
 /// Runs `t` from `self`'s system; the round trips, or an error when the
-/// target answered fewer than all.
+/// target answered fewer than all (it went away) or not within a minute.
 caf::expected<std::vector<double>> run_trips(caf::scoped_actor& self, std::shared_ptr<trips> t) {
   auto d = self->spawn(driver, t, caf::actor_cast<caf::actor>(self));
   self->send(d, caf::ok_atom::value);
   bool finished = false;
   self->receive([&](caf::ok_atom) { finished = true; },
                 caf::after(std::chrono::seconds(60)) >> [] {});
-  if (!finished || t->seconds.size() != t->messages.size())
+  if (!finished) { // the driver may still write `t`: not read
+    self->send_exit(d, caf::exit_reason::user_shutdown);
+    return make_error(errc::node_unreachable,
+                      "the runtime calibration's node did not answer within a minute");
+  }
+  if (t->seconds.size() != t->messages.size())
     return make_error(errc::node_unreachable,
                       "the runtime calibration's node answered " +
                         std::to_string(t->seconds.size()) + " of " +
@@ -126,7 +131,8 @@ caf::expected<double> bare_round_trip(caf::scoped_actor& self, const caf::actor&
   return settled_median(std::move(*seconds));
 }
 
-/// A tensor of `floats` to `target`, sized_trips times: each size's median.
+/// A tensor of each of sized_floats' sizes to `target`, sized_trips times
+/// each: each size's median round trip.
 caf::expected<std::vector<double>> sized_round_trips(caf::scoped_actor& self,
                                                      const caf::actor& target) {
   std::vector<double> out;
