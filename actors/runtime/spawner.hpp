@@ -45,8 +45,9 @@ struct spawner_policy {
 /// A node's liveness probe: (get_atom, pulse_atom) to a spawner answers its
 /// pulse actor; (pulse_atom) to the pulse actor is answered at once with
 /// (pulse_atom), and so is (pulse_atom, tensor_set) once decoded (the
-/// runtime calibration's sized message). The coordinator's watch (job_nodes) pings it: the spawner
-/// itself blocks while it spawns (loading data), so it cannot be the probe.
+/// runtime calibration's sized message). The coordinator's watch
+/// (job_nodes) pings it: the spawner itself blocks while it spawns (loading
+/// data), so it cannot be the probe.
 using pulse_atom = caf::atom_constant<caf::atom("pulse")>;
 
 /// The pulse actor's behaviour: an event-based actor on the node's
