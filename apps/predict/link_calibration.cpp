@@ -416,11 +416,6 @@ caf::expected<std::vector<double>> measure_exchange(const std::vector<std::strin
   return slowest;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 /// 1 kB, 10 kB, ..., up to 4 MB or what the link carries in 0.1 s.
 std::vector<double> sizes_for(double rate_bytes) {
   const double largest = std::min(largest_message, seconds_per_message * rate_bytes);
@@ -435,7 +430,7 @@ link_calibration from_times(const std::vector<double>& sizes, const std::vector<
   for (size_t s = 0; s < sizes.size(); ++s) {
     std::vector<double> trips(times.begin() + static_cast<long>(s * round_trips),
                               times.begin() + static_cast<long>((s + 1) * round_trips));
-    c.samples.push_back({sizes[s], median(trips) / 2});
+    c.samples.push_back({sizes[s], median_of(trips) / 2});
   }
   const auto [fixed, bandwidth, burst] = fit_link(c.samples);
   c.link.bandwidth = bandwidth;
@@ -540,6 +535,13 @@ caf::expected<link_calibration> measure_loopback() {
 }
 
 } // namespace
+
+double median_of(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 nlohmann::json samples_json(const std::vector<link_sample>& samples) {
   nlohmann::json out = nlohmann::json::array();

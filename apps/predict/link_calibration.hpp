@@ -35,6 +35,10 @@ struct link_calibration {
   bool cached = false;     ///< read from cache_file, not measured now
 };
 
+/// The median of `v`, the upper middle of an even count; 0 when empty. The
+/// timed trips of a calibration (the link's, the runtime's).
+double median_of(std::vector<double> v);
+
 /// [{bytes, seconds}] of `samples`, and back (a missing field reads 0).
 nlohmann::json samples_json(const std::vector<link_sample>& samples);
 std::vector<link_sample> samples_of(const nlohmann::json& samples);

@@ -103,9 +103,14 @@ caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_reque
 
 // -- the link ------------------------------------------------------------------------------
 
+/// Where the link's and the runtime's calibrations are kept.
+std::string cache_dir_of(const predict_request& r) {
+  return r.cache_dir.empty() ? default_link_cache_dir() : r.cache_dir;
+}
+
 caf::expected<link_calibration> link_of(const predict_request& r) {
   if (!r.latency)
-    return calibrate_link(r.link, r.cache_dir.empty() ? default_link_cache_dir() : r.cache_dir);
+    return calibrate_link(r.link, cache_dir_of(r));
   link_calibration c;
   c.link.latency = *r.latency;
   c.link.bandwidth = r.bandwidths.empty() ? model::cost::gbit_per_second(1) : r.bandwidths.front();
@@ -131,7 +136,7 @@ caf::expected<runtime_calibration> runtime_of(const predict_request& r,
     none.method = "none: the link is given (--latency), nothing is measured";
     return none;
   }
-  const std::string dir = r.cache_dir.empty() ? default_link_cache_dir() : r.cache_dir;
+  const std::string dir = cache_dir_of(r);
   if (r.link.empty() || r.link == "loopback")
     return calibrate_runtime(link.link, dir);
   auto loopback = calibrate_link("loopback", dir);

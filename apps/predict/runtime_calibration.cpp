@@ -48,13 +48,9 @@ const char* runtime_method =
   "side by side as compute at once)";
 
 /// The median of the round trips after the first `warm_up`.
-double settled_median(std::vector<double> seconds) {
-  seconds.erase(seconds.begin(), seconds.begin() + std::min<long>(warm_up, seconds.size()));
-  if (seconds.empty())
-    return 0;
-  const auto middle = seconds.begin() + static_cast<long>(seconds.size() / 2);
-  std::nth_element(seconds.begin(), middle, seconds.end());
-  return *middle;
+double settled_median(const std::vector<double>& seconds) {
+  const auto skipped = std::min<size_t>(warm_up, seconds.size());
+  return median_of({seconds.begin() + static_cast<long>(skipped), seconds.end()});
 }
 
 /// The messages a driver sends in turn, each after the last one's answer,
@@ -128,7 +124,7 @@ caf::expected<double> bare_round_trip(caf::scoped_actor& self, const caf::actor&
   auto seconds = run_trips(self, t);
   if (!seconds)
     return seconds.error();
-  return settled_median(std::move(*seconds));
+  return settled_median(*seconds);
 }
 
 /// A tensor of each of sized_floats' sizes to `target`, sized_trips times
@@ -147,7 +143,7 @@ caf::expected<std::vector<double>> sized_round_trips(caf::scoped_actor& self,
     auto seconds = run_trips(self, t);
     if (!seconds)
       return seconds.error();
-    out.push_back(settled_median(std::move(*seconds)));
+    out.push_back(settled_median(*seconds));
   }
   return out;
 }
