@@ -109,11 +109,17 @@ std::vector<layer_declaration> mlp(const model_spec& spec) {
 /// Every declared model by name: what is_declared and declare_model read.
 const std::map<std::string, model_declaration (*)(const model_spec&)>& declarations() {
   static const std::map<std::string, model_declaration (*)(const model_spec&)> table{
-    {"convnet", [](const model_spec& s) { return model_declaration{convnet(s)}; }},
-    {"convnet_wide", [](const model_spec& s) { return model_declaration{convnet_wide(s)}; }},
+    {"convnet",
+     [](const model_spec& s) {
+       return model_declaration{convnet(s), weight_init::kaiming_fan_in};
+     }},
+    {"convnet_wide",
+     [](const model_spec& s) {
+       return model_declaration{convnet_wide(s), weight_init::kaiming_fan_in};
+     }},
     {"resnet18",
      [](const model_spec& s) {
-       return model_declaration{resnet18(s.in_channels), conv_init::kaiming_fan_out};
+       return model_declaration{resnet18(s.in_channels), weight_init::kaiming_fan_out};
      }},
     {"classifier",
      [](const model_spec& s) {

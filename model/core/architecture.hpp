@@ -41,15 +41,20 @@ struct layer_declaration {
 };
 
 /// How a declared model's parameters are drawn (initialise, model_parts.hpp).
-enum class conv_init {
-  fan_in_uniform,  ///< PyTorch's default: uniform +-1/sqrt(fan_in), as linear layers
-  kaiming_fan_out, ///< torchvision's ResNet: normal, std sqrt(2 / fan_out)
+enum class weight_init {
+  fan_in_uniform,  ///< PyTorch's default: uniform +-1/sqrt(fan_in), convolutions and linear
+  kaiming_fan_out, ///< torchvision's ResNet: convolutions normal, std sqrt(2 / fan_out)
+  /// He's for layers each followed by a ReLU: convolutions and linear layers normal, std
+  /// sqrt(2 / fan_in), biases 0. A ReLU stack drawn by PyTorch's default keeps a sixth of
+  /// its input's second moment per layer: the convnet's 6 layers started at a loss of 2.30
+  /// and stayed there for ~150 SGD steps at lr 0.0125.
+  kaiming_fan_in,
 };
 
 /// A built-in model: its layers in order and how its weights are drawn.
 struct model_declaration {
   std::vector<layer_declaration> layers;
-  conv_init convolutions = conv_init::fan_in_uniform;
+  weight_init weights = weight_init::fan_in_uniform;
 };
 
 /// Whether `model_name` is declared (every model make_model builds but a

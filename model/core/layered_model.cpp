@@ -170,7 +170,7 @@ layered_model make_model(const model_spec& spec) {
     return layered_model(torchscript_layers(spec));
   const model_declaration declaration = declare_model(spec);
   layered_model m(build_layers(declaration));
-  initialise(m, spec.seed, declaration.convolutions);
+  initialise(m, spec.seed, declaration.weights);
   return m;
 }
 

@@ -53,7 +53,7 @@ void fill_normal(at::Tensor& t, double deviation, std::mt19937_64& rng) {
 
 } // namespace
 
-void initialise(layered_model& m, uint64_t seed, conv_init convolutions) {
+void initialise(layered_model& m, uint64_t seed, weight_init weights) {
   torch::NoGradGuard no_grad;
   std::mt19937_64 rng(mix64(seed));
   for (const auto& layer : m.layers()) {
@@ -61,9 +61,14 @@ void initialise(layered_model& m, uint64_t seed, conv_init convolutions) {
       auto params = module->named_parameters(/*recurse=*/false);
       auto* weight = params.find("weight");
       auto* bias = params.find("bias");
-      if (weight && weight->dim() == 4 && convolutions == conv_init::kaiming_fan_out) {
+      if (weight && weight->dim() == 4 && weights == weight_init::kaiming_fan_out) {
         const double fan_out = static_cast<double>(weight->numel() / weight->size(1));
         fill_normal(*weight, std::sqrt(2.0 / fan_out), rng);
+        if (bias)
+          bias->zero_();
+      } else if (weight && weight->dim() >= 2 && weights == weight_init::kaiming_fan_in) {
+        const double fan_in = static_cast<double>((*weight)[0].numel());
+        fill_normal(*weight, std::sqrt(2.0 / fan_in), rng);
         if (bias)
           bias->zero_();
       } else if (weight && weight->dim() >= 2) {

@@ -16,15 +16,15 @@
 
 namespace baton::model {
 
-/// Re-initialises every parameter of `m` from `seed` alone, as PyTorch's
-/// defaults do in distribution (uniform +-1/sqrt(fan_in) for weights and
-/// biases of linear and convolution layers; ones and zeros for normalisation),
-/// but from a local generator: modules are built concurrently in several
-/// threads, and the global torch generator would make the weights depend on
-/// the interleaving. Buffers keep the values their modules start with
-/// (running mean 0, running variance 1).
+/// Re-initialises every parameter of `m` from `seed` alone, as `weights` says
+/// (PyTorch's defaults in distribution: uniform +-1/sqrt(fan_in) for weights
+/// and biases of linear and convolution layers; ones and zeros for
+/// normalisation), but from a local generator: modules are built concurrently
+/// in several threads, and the global torch generator would make the weights
+/// depend on the interleaving. Buffers keep the values their modules start
+/// with (running mean 0, running variance 1).
 void initialise(layered_model& m, uint64_t seed,
-                conv_init convolutions = conv_init::fan_in_uniform);
+                weight_init weights = weight_init::fan_in_uniform);
 
 // -- layers --------------------------------------------------------------------
 

@@ -142,13 +142,13 @@ TEST_F(configs, ist_trains_at_every_size) {
     expect_trains("ist", size, {"data.test_limit=500", "data.epochs=1"});
 }
 
-// The convnet from its initial weights stays near a loss of 2.30 for its first
-// ~150 steps at the config's lr 0.0125 (the stable one for asynchronous 1f1b):
-// 2,048 samples reached 17.7% after one epoch (32 steps) and 64% after four, 8,192
-// 27.7% after one, 16,384 71% after one. So each size runs 128+ steps.
+// The convnet from its initial weights at the config's lr 0.0125 (the stable one for
+// asynchronous 1f1b): 2,048 samples reach 46% after one epoch (32 steps). From PyTorch's
+// default initialisation (the convnet's until 2026-12-01) it sat near a loss of 2.30
+// for its first ~150 steps: 17.7% after those 32 steps, so each size ran 128+.
 TEST_F(configs, pipeline_trains_at_every_size) {
-  expect_trains("pipeline", "data.train_limit=2048", {"data.test_limit=300", "data.epochs=4"});
-  expect_trains("pipeline", "data.train_limit=16384", {"data.test_limit=300"});
+  for (const char* size : {"data.train_limit=2048", "data.train_limit=8192"})
+    expect_trains("pipeline", size, {"data.test_limit=300"});
 }
 
 TEST_F(configs, resist_trains_at_every_size) {
