@@ -32,6 +32,7 @@
 #include "apps/report/report.hpp"
 #include "apps/version.hpp"
 #include "apps/launch.hpp"
+#include "apps/zygote.hpp"
 #include "messages/errc.hpp"
 
 extern char** environ;
@@ -530,7 +531,9 @@ int cmd_plan(args& a) {
 
 } // namespace
 
-int main(int argc, char** argv) {
+/// The command line's command, in a fresh process (or in a child of the
+/// suites' zygote: apps/zygote.hpp).
+int run_command(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("baton"));
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGINT, on_signal);
@@ -586,4 +589,10 @@ int main(int argc, char** argv) {
                            "report", "profile", "plan", "certs", "help", "--version"});
   std::fprintf(stderr, "baton: unknown command '%s'%s\n%s", command.c_str(), hint.c_str(), usage);
   return 2;
+}
+
+int main(int argc, char** argv) {
+  if (const char* socket = std::getenv("BATON_TEST_ZYGOTE"); socket != nullptr && *socket)
+    return baton::apps::serve_zygote(socket, run_command);
+  return run_command(argc, argv);
 }

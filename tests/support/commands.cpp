@@ -1,8 +1,13 @@
 #include "tests/support/commands.hpp"
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+
+#include "tests/support/zygote.hpp"
 
 namespace baton::testing {
 
@@ -20,6 +25,42 @@ std::string baton_command(const std::vector<std::string>& args) {
   return command + " 2>&1 </dev/null";
 }
 
+namespace {
+
+int shell_exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// `baton ARGS...` forked by the suite's zygote, its output read to the end
+/// (as popen's); std::nullopt when there is no zygote.
+std::optional<command_output> run_forked(const std::vector<std::string>& args) {
+  int output[2];
+  if (::pipe2(output, O_CLOEXEC) != 0)
+    return std::nullopt;
+  auto child = zygote_start(args, output[1]);
+  ::close(output[1]);
+  if (!child) {
+    ::close(output[0]);
+    return std::nullopt;
+  }
+  command_output out;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(output[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    out.text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(output[0]);
+  const int status = zygote_wait(*child).first;
+  out.exit_code = status < 0 ? -1 : shell_exit_code(status);
+  return out;
+}
+
+} // namespace
+
 command_output run_shell(const std::string& command) {
   command_output out;
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -29,12 +70,13 @@ command_output run_shell(const std::string& command) {
   size_t n;
   while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0)
     out.text.append(buffer, n);
-  int status = ::pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  out.exit_code = shell_exit_code(::pclose(pipe));
   return out;
 }
 
 command_output run_baton(const std::vector<std::string>& args) {
+  if (auto forked = run_forked(args))
+    return *forked;
   return run_shell(baton_command(args));
 }
 
