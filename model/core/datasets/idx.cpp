@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 
 #include "model/core/data_file.hpp"
 #include "model/core/datasets/readers.hpp"
+#include "model/core/datasets/verified_files.hpp"
 #include "model/core/error.hpp"
 
 namespace baton::model::datasets {
@@ -72,35 +74,47 @@ uint32_t big_endian_u32(const unsigned char* p) {
          uint32_t{p[3]};
 }
 
+/// An IDX file open for reading, and what it was when opened.
+struct idx_file {
+  gz_file stream;
+  struct stat identity {}; ///< fstat's: verified_before and remember_verified take it
+};
+
 /// Opens `path` through data_file (in the data roots, a regular file:
 /// gzopen would open a directory and read a FIFO without end).
-gz_file gz_open(const std::string& path, const data_spec& spec) {
+idx_file gz_open(const std::string& path, const data_spec& spec) {
   data_file file(path, "an IDX file");
   const int fd = file.release();
+  idx_file out;
+  ::fstat(fd, &out.identity); // a failure leaves an identity no record has
   errno = 0;
-  gz_file f{gzdopen(fd, "rb")};
-  if (!f) {
+  out.stream.reset(gzdopen(fd, "rb"));
+  if (!out.stream) {
     ::close(fd);
     std::string why = errno != 0 ? std::string{": "} + std::strerror(errno) : "";
     throw file_error(path + ": cannot open" + why + " (expected an IDX file)");
   }
-  gzbuffer(f.get(), 1 << 18); // fewer, larger reads: an images file is tens of MB
-  return f;
+  gzbuffer(out.stream.get(), 1 << 18); // fewer, larger reads: an images file is tens of MB
+  return out;
 }
 
 /// Reads a gzip stream on to its end, discarding `remaining` bytes, so that
 /// zlib checks the whole file's CRC-32 and length before a prefix of it is
 /// used: a flipped byte past a limit would otherwise go unnoticed while the
 /// prefix it corrupts trains. (A raw file has no checksum; its length is
-/// checked the same way.)
-void gz_verify_rest(gzFile f, const std::string& path, size_t remaining, const char* what) {
+/// checked the same way.) A file that passed before and is unchanged is not
+/// read past the prefix again (verified_files.hpp).
+void gz_verify_rest(idx_file& f, const std::string& path, size_t remaining, const char* what) {
+  if (remaining > 0 && verified_before(f.identity))
+    return;
   std::vector<unsigned char> scratch(std::min<size_t>(remaining, size_t{1} << 20));
   while (remaining > 0) {
     const size_t chunk = std::min(remaining, scratch.size());
-    gz_read_exact(f, path, scratch.data(), chunk, what);
+    gz_read_exact(f.stream.get(), path, scratch.data(), chunk, what);
     remaining -= chunk;
   }
-  gz_expect_end(f, path);
+  gz_expect_end(f.stream.get(), path);
+  remember_verified(f.identity);
 }
 
 /// Reads an IDX header of unsigned bytes with `min_dims` to `max_dims`
@@ -167,30 +181,30 @@ void read_labels_header(gzFile f, const std::string& path, int64_t total) {
 split_header idx_header(const data_spec& spec, split which) {
   const auto paths = paths_of(spec, which);
   const split_header h =
-    read_images_header(gz_open(paths.images, spec).get(), paths.images, spec);
-  read_labels_header(gz_open(paths.labels, spec).get(), paths.labels, h.samples);
+    read_images_header(gz_open(paths.images, spec).stream.get(), paths.images, spec);
+  read_labels_header(gz_open(paths.labels, spec).stream.get(), paths.labels, h.samples);
   return h;
 }
 
 raw_split read_idx(const data_spec& spec, split which, int64_t count) {
   const auto paths = paths_of(spec, which);
   auto images = gz_open(paths.images, spec);
-  const split_header h = read_images_header(images.get(), paths.images, spec);
+  const split_header h = read_images_header(images.stream.get(), paths.images, spec);
   count = std::min(count, h.samples);
   const auto per_sample = static_cast<size_t>(h.shape[0] * h.shape[1] * h.shape[2]);
   raw_split out;
   out.samples = torch::empty({count, h.shape[0], h.shape[1], h.shape[2]}, torch::kUInt8);
-  gz_read_exact(images.get(), paths.images, out.samples.data_ptr(),
+  gz_read_exact(images.stream.get(), paths.images, out.samples.data_ptr(),
                 static_cast<size_t>(out.samples.numel()), "the pixels");
   // With a limit the rest is read too (and dropped): the checksum covers it.
-  gz_verify_rest(images.get(), paths.images, static_cast<size_t>(h.samples - count) * per_sample,
+  gz_verify_rest(images, paths.images, static_cast<size_t>(h.samples - count) * per_sample,
                  "the pixels");
   auto labels_file = gz_open(paths.labels, spec);
-  read_labels_header(labels_file.get(), paths.labels, h.samples);
+  read_labels_header(labels_file.stream.get(), paths.labels, h.samples);
   auto labels = torch::empty({count}, torch::kUInt8);
-  gz_read_exact(labels_file.get(), paths.labels, labels.data_ptr(), static_cast<size_t>(count),
-                "the labels");
-  gz_verify_rest(labels_file.get(), paths.labels, static_cast<size_t>(h.samples - count),
+  gz_read_exact(labels_file.stream.get(), paths.labels, labels.data_ptr(),
+                static_cast<size_t>(count), "the labels");
+  gz_verify_rest(labels_file, paths.labels, static_cast<size_t>(h.samples - count),
                  "the labels");
   out.labels = labels.to(torch::kInt64);
   check_labels(out.labels, data_classes(spec), paths.labels);

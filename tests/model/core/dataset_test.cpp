@@ -1,5 +1,7 @@
 #include "model/core/dataset.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -7,11 +9,13 @@
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <zlib.h>
 
+#include "model/core/datasets/verified_files.hpp"
 #include "model/core/error.hpp"
 #include "tests/support/data_files.hpp"
 #include "tests/support/model_errors.hpp"
@@ -230,6 +234,45 @@ TEST_F(dataset_files, fashion_mnist_limit_still_checks_the_whole_gzip_file) {
                       path("t10k-images-idx3-ubyte.gz") + ": corrupt gzip data");
   write_file("t10k-images-idx3-ubyte.gz", gz);
   EXPECT_EQ(load_fashion_mnist(dir_.string(), split::test, 100).size(), 100);
+}
+
+// A file whose whole check passed is not read past a limit again while it is unchanged
+// (model/core/datasets/verified_files.hpp: 0.3 s of CPU a run for the training images);
+// a byte changed in place changes its identity, and it is checked whole again.
+TEST_F(dataset_files, a_verified_file_is_read_only_to_its_limit_until_it_changes) {
+  const char* before = std::getenv("XDG_CACHE_HOME");
+  const std::string kept = before != nullptr ? before : "";
+  ::setenv("XDG_CACHE_HOME", path("cache").c_str(), 1); // not the user's records
+  auto identity = [&](const std::string& name) {
+    struct stat s {};
+    EXPECT_EQ(::stat(path(name).c_str(), &s), 0) << name;
+    return s;
+  };
+  auto gz = read_bytes(fmnist_dir + "/t10k-images-idx3-ubyte.gz");
+  fs::copy_file(fmnist_dir + "/t10k-labels-idx1-ubyte.gz", path("t10k-labels-idx1-ubyte.gz"));
+  write_file("t10k-images-idx3-ubyte.gz", gz);
+  // Changed under 2 s ago: checked, not remembered (it may still be being written).
+  EXPECT_EQ(load_fashion_mnist(dir_.string(), split::test, 100).size(), 100);
+  EXPECT_FALSE(baton::model::datasets::verified_before(identity("t10k-images-idx3-ubyte.gz")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(load_fashion_mnist(dir_.string(), split::test, 100).size(), 100);
+  EXPECT_TRUE(baton::model::datasets::verified_before(identity("t10k-images-idx3-ubyte.gz")));
+  EXPECT_TRUE(fs::exists(path("cache/baton/verified-files")));
+  // 64 bytes flipped in place, past the first 100 samples: refused as before.
+  {
+    std::fstream in_place(path("t10k-images-idx3-ubyte.gz"),
+                          std::ios::in | std::ios::out | std::ios::binary);
+    in_place.seekp(static_cast<std::streamoff>(gz.size() / 3));
+    for (size_t i = gz.size() / 3; i < gz.size() / 3 + 64; ++i)
+      in_place.put(static_cast<char>(gz[i] ^ 0x5a));
+  }
+  EXPECT_FALSE(baton::model::datasets::verified_before(identity("t10k-images-idx3-ubyte.gz")));
+  expect_error_naming([&] { load_fashion_mnist(dir_.string(), split::test, 100); },
+                      path("t10k-images-idx3-ubyte.gz") + ": corrupt gzip data");
+  if (before != nullptr)
+    ::setenv("XDG_CACHE_HOME", kept.c_str(), 1);
+  else
+    ::unsetenv("XDG_CACHE_HOME");
 }
 
 // -- synthetic ------------------------------------------------------------------------
