@@ -42,10 +42,11 @@ bool read_all(int fd, void* out, size_t n) {
   return true;
 }
 
-bool write_all(int fd, const void* data, size_t n) {
+/// To a client's connection: one that went away is not a SIGPIPE.
+bool send_all(int fd, const void* data, size_t n) {
   const auto* bytes = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t put = ::write(fd, bytes, n);
+    const ssize_t put = ::send(fd, bytes, n, MSG_NOSIGNAL);
     if (put < 0 && errno == EINTR)
       continue;
     if (put <= 0)
@@ -193,8 +194,8 @@ int serve_zygote(const char* socket_path, command_main body) {
         if (at == answers.end())
           continue;
         const int64_t peak_kb = usage.ru_maxrss;
-        write_all(at->second, &status, sizeof status);
-        write_all(at->second, &peak_kb, sizeof peak_kb);
+        send_all(at->second, &status, sizeof status);
+        send_all(at->second, &peak_kb, sizeof peak_kb);
         ::close(at->second);
         answers.erase(at);
       }
@@ -220,7 +221,7 @@ int serve_zygote(const char* socket_path, command_main body) {
     }
     r.close_streams();
     const int32_t told = child;
-    if (child < 0 || !write_all(connection, &told, sizeof told)) {
+    if (child < 0 || !send_all(connection, &told, sizeof told)) {
       ::close(connection);
       continue;
     }

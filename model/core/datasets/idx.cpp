@@ -78,6 +78,7 @@ uint32_t big_endian_u32(const unsigned char* p) {
 struct idx_file {
   gz_file stream;
   struct stat identity {}; ///< fstat's: verified_before and remember_verified take it
+  bool identified = false; ///< fstat answered: without it the file is checked whole
 };
 
 /// Opens `path` through data_file (in the data roots, a regular file:
@@ -86,7 +87,7 @@ idx_file gz_open(const std::string& path, const data_spec& spec) {
   data_file file(path, "an IDX file");
   const int fd = file.release();
   idx_file out;
-  ::fstat(fd, &out.identity); // a failure leaves an identity no record has
+  out.identified = ::fstat(fd, &out.identity) == 0;
   errno = 0;
   out.stream.reset(gzdopen(fd, "rb"));
   if (!out.stream) {
@@ -105,7 +106,7 @@ idx_file gz_open(const std::string& path, const data_spec& spec) {
 /// checked the same way.) A file that passed before and is unchanged is not
 /// read past the prefix again (verified_files.hpp).
 void gz_verify_rest(idx_file& f, const std::string& path, size_t remaining, const char* what) {
-  if (remaining > 0 && verified_before(f.identity))
+  if (remaining > 0 && f.identified && verified_before(f.identity))
     return;
   std::vector<unsigned char> scratch(std::min<size_t>(remaining, size_t{1} << 20));
   while (remaining > 0) {
@@ -114,7 +115,8 @@ void gz_verify_rest(idx_file& f, const std::string& path, size_t remaining, cons
     remaining -= chunk;
   }
   gz_expect_end(f.stream.get(), path);
-  remember_verified(f.identity);
+  if (f.identified)
+    remember_verified(f.identity);
 }
 
 /// Reads an IDX header of unsigned bytes with `min_dims` to `max_dims`
