@@ -21,41 +21,14 @@
 #include <utility>
 #include <vector>
 
+#include "model/core/fd_io.hpp"
+
 namespace baton::apps {
 
 namespace {
 
 /// Its bound: a request is a command line and an environment.
 constexpr uint32_t largest_request = 16u << 20;
-
-bool read_all(int fd, void* out, size_t n) {
-  auto* bytes = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::read(fd, bytes, n);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      return false;
-    bytes += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-/// To a client's connection: one that went away is not a SIGPIPE.
-bool send_all(int fd, const void* data, size_t n) {
-  const auto* bytes = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t put = ::send(fd, bytes, n, MSG_NOSIGNAL);
-    if (put < 0 && errno == EINTR)
-      continue;
-    if (put <= 0)
-      return false;
-    bytes += put;
-    n -= static_cast<size_t>(put);
-  }
-  return true;
-}
 
 /// A command to start: its standard streams and its NUL-ended strings.
 struct request {
@@ -89,14 +62,16 @@ bool receive(int connection, request& r) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
         c->cmsg_len == CMSG_LEN(3 * sizeof(int)))
       std::memcpy(r.streams.data(), CMSG_DATA(c), 3 * sizeof(int));
+  char* const length_bytes = reinterpret_cast<char*>(&length);
   bool whole = r.streams[0] >= 0 &&
-               (got == sizeof length || read_all(connection, reinterpret_cast<char*>(&length) + got,
-                                                 sizeof length - static_cast<size_t>(got))) &&
+               (got == sizeof length ||
+                model::read_all(connection, length_bytes + got,
+                                sizeof length - static_cast<size_t>(got))) &&
                length <= largest_request;
   std::string payload;
   if (whole) {
     payload.resize(length);
-    whole = read_all(connection, payload.data(), length);
+    whole = model::read_all(connection, payload.data(), length);
   }
   std::vector<std::string> parts;
   for (size_t begin = 0; whole && begin < payload.size();) {
@@ -194,8 +169,9 @@ int serve_zygote(const char* socket_path, command_main body) {
         if (at == answers.end())
           continue;
         const int64_t peak_kb = usage.ru_maxrss;
-        send_all(at->second, &status, sizeof status);
-        send_all(at->second, &peak_kb, sizeof peak_kb);
+        const int answer = at->second;
+        model::write_all(answer, reinterpret_cast<const char*>(&status), sizeof status);
+        model::write_all(answer, reinterpret_cast<const char*>(&peak_kb), sizeof peak_kb);
         ::close(at->second);
         answers.erase(at);
       }
@@ -221,7 +197,8 @@ int serve_zygote(const char* socket_path, command_main body) {
     }
     r.close_streams();
     const int32_t told = child;
-    if (child < 0 || !send_all(connection, &told, sizeof told)) {
+    if (child < 0 ||
+        !model::write_all(connection, reinterpret_cast<const char*>(&told), sizeof told)) {
       ::close(connection);
       continue;
     }

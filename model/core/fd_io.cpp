@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace baton::model {
@@ -24,8 +25,13 @@ bool readable(int fd, int timeout_ms) {
 } // namespace
 
 bool write_all(int fd, const char* data, size_t n) {
+  bool socket = true; // until send says otherwise
   while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
+    ssize_t w = socket ? ::send(fd, data, n, MSG_NOSIGNAL) : ::write(fd, data, n);
+    if (w < 0 && socket && errno == ENOTSOCK) {
+      socket = false;
+      continue;
+    }
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0) {

@@ -10,7 +10,9 @@
 namespace baton::model {
 
 /// Writes all `n` bytes at `data` to `fd`, across short writes and EINTR.
-/// False with errno on failure (EIO for a write that wrote nothing).
+/// False with errno on failure (EIO for a write that wrote nothing). To a
+/// socket whose peer went away: false with EPIPE, not a SIGPIPE that ends
+/// the process (send's MSG_NOSIGNAL).
 bool write_all(int fd, const char* data, size_t n);
 
 /// Reads exactly `n` bytes from `fd` into `data`, across short reads and

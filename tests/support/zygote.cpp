@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "model/core/fd_io.hpp"
+
 extern char** environ;
 
 namespace baton::testing {
@@ -37,33 +39,6 @@ std::vector<std::string> read_at_load_now() {
       out.emplace_back(*e);
   std::sort(out.begin(), out.end());
   return out;
-}
-
-bool read_all(int fd, void* out, size_t n) {
-  auto* bytes = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::read(fd, bytes, n);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      return false;
-    bytes += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-bool send_all(int fd, const char* bytes, size_t n) {
-  while (n > 0) {
-    const ssize_t put = ::send(fd, bytes, n, MSG_NOSIGNAL);
-    if (put < 0 && errno == EINTR)
-      continue;
-    if (put <= 0)
-      return false;
-    bytes += put;
-    n -= static_cast<size_t>(put);
-  }
-  return true;
 }
 
 /// A connection to the zygote's socket; -1 when it does not answer.
@@ -197,10 +172,11 @@ std::optional<zygote_child> zygote_start(const std::vector<std::string>& args, i
   c->cmsg_len = CMSG_LEN(sizeof streams);
   std::memcpy(CMSG_DATA(c), streams.data(), sizeof streams);
   const bool sent = ::sendmsg(connection, &message, MSG_NOSIGNAL) == sizeof length &&
-                    send_all(connection, payload.data(), payload.size());
+                    model::write_all(connection, payload.data(), payload.size());
   ::close(null);
   int32_t pid = -1;
-  if (!sent || !read_all(connection, &pid, sizeof pid) || pid <= 0) {
+  if (!sent || !model::read_all(connection, reinterpret_cast<char*>(&pid), sizeof pid) ||
+      pid <= 0) {
     ::close(connection);
     return std::nullopt;
   }
@@ -210,8 +186,9 @@ std::optional<zygote_child> zygote_start(const std::vector<std::string>& args, i
 std::pair<int, int64_t> zygote_wait(zygote_child& child) {
   int32_t status = -1;
   int64_t peak_kb = -1;
-  const bool told = read_all(child.connection, &status, sizeof status) &&
-                    read_all(child.connection, &peak_kb, sizeof peak_kb);
+  const bool told =
+    model::read_all(child.connection, reinterpret_cast<char*>(&status), sizeof status) &&
+    model::read_all(child.connection, reinterpret_cast<char*>(&peak_kb), sizeof peak_kb);
   ::close(child.connection);
   child.connection = -1;
   if (!told)
