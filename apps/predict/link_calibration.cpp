@@ -25,6 +25,7 @@
 #include "actors/runtime/emulated_hosts.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/cache_dir.hpp"
 #include "model/core/fd_io.hpp"
 
 namespace baton::apps {
@@ -579,11 +580,8 @@ nlohmann::json to_json(const link_calibration& c) {
 }
 
 std::string default_link_cache_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/baton";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/baton";
-  return (fs::temp_directory_path() / "baton").string();
+  const std::string dir = model::user_cache_dir();
+  return dir.empty() ? (fs::temp_directory_path() / "baton").string() : dir;
 }
 
 double exchange_efficiency(const model::cost::link_model& link, double bytes,

@@ -4,13 +4,14 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+
+#include "model/core/cache_dir.hpp"
 
 namespace baton::model::datasets {
 
@@ -31,12 +32,8 @@ std::string record_of(const struct stat& s) {
 }
 
 std::string records_path() {
-  namespace fs = std::filesystem;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-    return (fs::path(xdg) / "baton" / "verified-files").string();
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-    return (fs::path(home) / ".cache" / "baton" / "verified-files").string();
-  return {};
+  const std::string dir = user_cache_dir();
+  return dir.empty() ? dir : dir + "/verified-files";
 }
 
 std::mutex records_mutex;
