@@ -245,11 +245,11 @@ function(baton_add_test name)
 endfunction()
 
 # baton_test_optimization(TARGET)
-#   Test code compiles at -O1 (after the build type's -O3, so it wins): a
+#   Test code compiles at -O1 (after the build type's -O2, so it wins): a
 #   suite's own code asserts and drives runs, and the code under test comes
-#   from the libraries, compiled -O3. A unity batch of the data-parallel
+#   from the libraries, compiled -O2. A unity batch of the data-parallel
 #   suites took 28 s of CPU at -O1 against 43 s at -O3. GCC takes the
-#   precompiled <torch/torch.h> (built at -O3) at -O1 too: both define
+#   precompiled <torch/torch.h> (built at -O2) at -O1 too: both define
 #   __OPTIMIZE__, and -Winvalid-pch would say otherwise. The arithmetic is
 #   the same (no -ffast-math, no contraction of float expressions in ISO C++).
 function(baton_test_optimization target)

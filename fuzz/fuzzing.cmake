@@ -42,15 +42,6 @@ endif()
 
 if(BATON_FUZZ AND baton_fuzz_ok)
   message(STATUS "baton fuzz: libFuzzer targets with ${BATON_FUZZ_CXX}")
-  # What the fuzzers compile themselves stays out of the unity batches.
-  include(${PROJECT_SOURCE_DIR}/fuzz/sources.cmake)
-  foreach(source ${BATON_FUZZ_MESSAGES_SOURCES} ${BATON_FUZZ_CONFIG_SOURCES}
-          ${BATON_FUZZ_FRAME_GUARD_SOURCES})
-    string(REGEX MATCH "^[a-z]+" folder ${source})
-    set_source_files_properties(${PROJECT_SOURCE_DIR}/${source}
-      DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
-      PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
-  endforeach()
   include(ExternalProject)
   set(baton_fuzz_dir ${PROJECT_BINARY_DIR}/fuzz)
   ExternalProject_Add(baton_fuzzers

@@ -1,9 +1,8 @@
 # The main tree's sources that the fuzzers compile themselves, instrumented
-# (fuzz/CMakeLists.txt), relative to the source tree's root. The main build
-# (fuzz/fuzzing.cmake) compiles each of them alone, outside its unity
-# batches: a fuzzer takes what it does not define from the main build's
-# archives, and an archive member holding one of these with other units
-# would define them twice.
+# (fuzz/CMakeLists.txt), relative to the source tree's root. A fuzzer takes
+# what it does not define from the main build's archives, whose unity batches
+# hold these units too: its own, instrumented definitions come first
+# (fuzz/CMakeLists.txt, --allow-multiple-definition).
 set(BATON_FUZZ_MESSAGES_SOURCES
   messages/errc.cpp
   messages/codec.cpp

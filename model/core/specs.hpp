@@ -191,6 +191,13 @@ struct head_spec {
   optimizer_spec optimizer;
 };
 
+/// A data-parallel worker's canonical block rows of its frozen prefix
+/// (data_parallel_settings::feature_block). Measured here, minibatch 32, one
+/// thread: the convnet prefixes (up to pool1, pool3, relu6) cost about what
+/// one batch costs with 4 (and with 1), mlp's fc1 4x (13x with 1); 16 and
+/// more cost 2-3x on the convnet (the rows crowd into more blocks).
+inline constexpr int64_t default_feature_block = 4;
+
 /// How a frozen backbone's features are computed and kept (the transfer
 /// job's `backbone.cache`, `backbone.cache_mb`, `backbone.feature_block`).
 struct feature_cache_spec {

@@ -284,11 +284,8 @@ struct data_parallel_settings {
   /// Rows of the frozen prefix's canonical blocks (frozen_features'
   /// block_rows), with or without the cache, so that the cache equals
   /// recomputation bit for bit. 0 runs the prefix over the whole minibatch
-  /// (only without the cache). Measured here, minibatch 32, one thread: the
-  /// convnet prefixes (up to pool1, pool3, relu6) cost about what one batch
-  /// costs with 4 (and with 1), mlp's fc1 4x (13x with 1); 16 and more cost
-  /// 2-3x on the convnet (the rows crowd into more blocks).
-  int64_t feature_block = 4;
+  /// (only without the cache).
+  int64_t feature_block = default_feature_block;
   int64_t eval_batch = 256;
   /// Stop after the first epoch whose test accuracy reaches this (0: train
   /// every epoch), as the actors' runs stop at the workload's target_accuracy.

@@ -4,14 +4,11 @@
 // trains layered models (data-parallel's `model: ist_mlp`) trains the same
 // network as job: ist, bit for bit.
 
-#include "model/core/layer_listing.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/core/specs.hpp"
+#include "model/ist_mlp/mlp_layers.hpp"
 
 namespace baton::model::ist {
-
-/// The model_spec name make_mlp builds.
-inline constexpr const char* mlp_name = "ist_mlp";
 
 /// IST's network as layers: flatten, then per hidden layer k fc<k> (no bias)
 /// bn<k> (batch statistics, affine) relu<k>, then fc<L+1> (no bias) and `norm`
@@ -23,10 +20,5 @@ inline constexpr const char* mlp_name = "ist_mlp";
 /// batch's statistics, as forward does). Throws model::error on
 /// `classes <= 0`, an empty `hidden` or a non-positive width.
 layered_model make_mlp(const model_spec& spec);
-
-/// make_mlp(spec)'s layers, listed without building the network: their
-/// names, no ties, and its batch norms (every bn<k> and `norm`) as the layers
-/// that normalise over the batch. Throws as make_mlp does on a bad shape.
-layer_listing list_mlp_layers(const model_spec& spec);
 
 } // namespace baton::model::ist

@@ -11,9 +11,8 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/role_settings.hpp"
-#include "model/core/freezing.hpp"
+#include "model/core/specs.hpp"
 #include "model/core/task.hpp"
-#include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -53,7 +52,7 @@ struct worker_settings {
   bool cache = false;              ///< the frozen prefix's output cached per sample
   double cache_mb = 256;           ///< the cache's budget (MiB)
   /// Rows of the frozen prefix's canonical blocks (frozen_features).
-  int64_t feature_block = model::data_parallel_settings{}.feature_block;
+  int64_t feature_block = model::default_feature_block;
   /// A pretrained backbone (`baton pretrain`'s whole-model checkpoint): every
   /// layer but the classifier "fc2" starts from it; "" for the seeded weights.
   std::string checkpoint;
