@@ -4,10 +4,7 @@
 // linked whole).
 
 #include <malloc.h>
-#include <sys/mman.h>
 
-#include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string_view>
 
@@ -24,15 +21,15 @@ namespace {
 /// 324 -> 514 (its optimizer step 48 -> 25 ms). The MALLOC_*_ environment
 /// variables (MALLOC_ARENA_MAX, MALLOC_MMAP_MAX_, ...) still win.
 ///
-/// The heap's first GiB is then reserved (address space only: a page is
-/// memory once touched) in transparent huge pages where the kernel offers
-/// them on request (/sys/kernel/mm/transparent_hugepage/enabled: madvise):
-/// a worker's heap grows to ~600 MiB in its first steps, and in 4 KiB pages
-/// that was ~150,000 page faults per process, which cost most on a virtual
-/// machine. `baton run configs/data-parallel.yaml` (mlp, 2 x 128, 8192
-/// samples, --local-nodes 2) under `perf stat -e page-faults`: 418,000 ->
-/// 106,000 faults, 686-738 -> 856-958 samples/s (glibc's own
-/// glibc.malloc.hugetlb=1, set in the environment, did alike).
+/// The heap is not put in transparent huge pages (MADV_HUGEPAGE on its
+/// first GiB, until 2026-12-02): on this virtual machine a huge page's first
+/// touch cost ~25 ms of system time (the kernel zeroes 2 MiB that the host
+/// must back), against ~5 us for a 4 KiB page that the guest reuses.
+/// `baton run configs/data-parallel.yaml --set data.train_limit=8192
+/// --local-nodes 2`: 35-36 s with huge pages (7.6-8.6 s of system time),
+/// 30-31 s without (1.7 s); a ResIST `--mode local` run 11 -> 7 s (120 huge
+/// page faults, 3.1 s of system time). An earlier measurement on this kind
+/// of machine had found them faster (686-738 -> 856-958 samples/s).
 ///
 /// It runs before any library is initialised (the executable's
 /// .preinit_array), so that LibTorch's static registrations fill the tuned
@@ -57,18 +54,6 @@ void tune_allocator(int, char**, char** envp) {
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   if (!has("MALLOC_TOP_PAD_="))
     mallopt(M_TOP_PAD, 64 << 20);
-  if (!heap_only || !keep_free_heap)
-    return;
-  constexpr size_t reserved = size_t{1} << 30;
-  constexpr uintptr_t huge_page = uintptr_t{2} << 20;
-  void* block = std::malloc(reserved);
-  if (block == nullptr)
-    return;
-  const auto first = (reinterpret_cast<uintptr_t>(block) + huge_page - 1) & ~(huge_page - 1);
-  const auto last = (reinterpret_cast<uintptr_t>(block) + reserved) & ~(huge_page - 1);
-  if (last > first)
-    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE); // a hint
-  std::free(block); // kept by the heap: below the trim threshold
 }
 
 } // namespace

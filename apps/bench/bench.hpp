@@ -158,8 +158,12 @@ std::string mib(double bytes);
 
 /// The allocator setting every peer runs with: glibc's mmap threshold,
 /// arenas and trimming set as baton sets them with mallopt, and its heap in
-/// transparent huge pages as baton reserves it (the strongest peer on these
-/// VMs: DDP gloo 2x1 on the mlp 900 -> 933-964 samples/s with hugetlb=1).
+/// transparent huge pages (the strongest peer on these VMs: DDP gloo 2x1 on
+/// the mlp 900 -> 933-964 samples/s with hugetlb=1; on 2026-12-02 PyTorch 2
+/// threads, mlp b256, 1,024-1,032 against 1,000-1,010, its huge pages' first
+/// touch, 4.5 s of system time, before the timed steps). baton's own heap no
+/// longer asks for huge pages (apps/tuned_heap.cpp): a run pays that first
+/// touch in its wall time.
 inline constexpr const char* peer_glibc_tunables =
   "glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=1073741824:"
   "glibc.malloc.hugetlb=1";
