@@ -45,12 +45,6 @@ protected:
 // thread. The run used to hang (CAF counted the actor that never started)
 // and ignore signals; now it ends with exit code 1 and names the actor.
 TEST_F(stopping, a_head_that_cannot_get_a_thread_stops_the_run_with_an_error) {
-  // The backbone checkpoint (configs/transfer.yaml's) is made first, by this
-  // unlimited process, unless a suite made it already.
-  if (!fs::exists(source_path("build/checkpoints/convnet-pretrained.pt"))) {
-    auto pretrain = run_baton({"pretrain", source_path("configs/transfer.yaml")});
-    ASSERT_EQ(pretrain.exit_code, 0) << pretrain.text;
-  }
   auto args = many_heads(40);
   args.insert(args.end(), {"--set", "runtime.checkpoint_every=0"});
   process_limits limits;

@@ -16,6 +16,7 @@ std::vector<std::string> short_pipeline_job(int epochs) {
 
 std::vector<std::string> short_transfer_job(int samples) {
   return {"run",   source_path("configs/transfer.yaml"),
+          "--set", "backbone.checkpoint=none",
           "--set", "data.train_limit=" + std::to_string(samples),
           "--set", "data.test_limit=128"};
 }

@@ -14,7 +14,8 @@ namespace baton::testing {
 /// checkpoint every 4 steps.
 std::vector<std::string> short_pipeline_job(int epochs = 2);
 
-/// configs/transfer.yaml (three heads on the frozen backbone) on `samples`
+/// configs/transfer.yaml (three heads on the frozen backbone, at its initial
+/// weights: no suite waits for the 20,000-sample pre-training) on `samples`
 /// training samples and 128 test samples.
 std::vector<std::string> short_transfer_job(int samples = 512);
 
