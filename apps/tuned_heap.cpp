@@ -35,8 +35,9 @@ namespace {
 /// .preinit_array), so that LibTorch's static registrations fill the tuned
 /// heap too: `baton --version` took 0.70 s of CPU, 0.52 s so (`perf stat -r
 /// 15 baton --version`), and every node process and test run starts that
-/// much sooner; the test executables train on it as baton does. libc is not initialised yet either: the environment is
-/// read from `envp` (getenv answers nothing here).
+/// much sooner; the test executables train on it as baton does. libc is not
+/// initialised yet either: the environment is read from `envp` (getenv
+/// answers nothing here).
 void tune_allocator(int, char**, char** envp) {
   auto has = [envp](std::string_view name) {
     for (char** e = envp; e != nullptr && *e != nullptr; ++e)
@@ -46,11 +47,9 @@ void tune_allocator(int, char**, char** envp) {
   };
   if (!has("MALLOC_ARENA_MAX="))
     mallopt(M_ARENA_MAX, 1);
-  const bool heap_only = !has("MALLOC_MMAP_MAX_=");
-  if (heap_only)
+  if (!has("MALLOC_MMAP_MAX_="))
     mallopt(M_MMAP_MAX, 0);
-  const bool keep_free_heap = !has("MALLOC_TRIM_THRESHOLD_=");
-  if (keep_free_heap)
+  if (!has("MALLOC_TRIM_THRESHOLD_="))
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   if (!has("MALLOC_TOP_PAD_="))
     mallopt(M_TOP_PAD, 64 << 20);
