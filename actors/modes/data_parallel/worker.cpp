@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -79,6 +81,14 @@ struct worker_state {
   bool finished = false;
   std::optional<ring_exchange> ring;
   std::deque<tensor_set> inbox; ///< the predecessor's chunks, in arrival (= send) order
+  /// Two workers of one process train one set of weights (share_weights),
+  /// each stepping a half of it; then a step begins once the other's half of
+  /// the step before is in (other_stepped: the steps it has finished).
+  bool halves = false;
+  int64_t other_stepped = 0;
+  /// The weights this worker left for the other to take (the table that
+  /// holds them for it lets them go with this worker).
+  std::shared_ptr<std::vector<at::Tensor>> left;
 
   // -- exchange: ps (ps_exchange.hpp) ---------------------------------------------
   std::vector<caf::actor> shards;                ///< by shard index (peer edges)
@@ -212,7 +222,10 @@ void finish_step(worker_actor* self) {
   auto& st = self->state;
   {
     compute_scope compute{st.work};
-    if (st.ring->swaps() && st.replica->steps_of_mean()) {
+    if (st.halves) {
+      st.replica->step_of_mean(st.ring->own(), st.ring->others(), current_lr(st),
+                               st.spec.worker, 2);
+    } else if (st.ring->swaps() && st.replica->steps_of_mean()) {
       st.replica->step_of_mean(st.ring->own(), st.ring->others(), current_lr(st));
     } else {
       const auto reduced = st.replica->per_key(st.ring->means());
@@ -222,6 +235,8 @@ void finish_step(worker_actor* self) {
     }
     st.ring->release();
   }
+  if (st.halves) // the other's weights too: it begins its next step once this is in
+    self->send(st.next, tensor_set{"stepped", st.name, st.spec.worker, st.step, 0, {}, {}});
   st.step += 1;
   st.in_epoch += 1;
   st.exchanging = false;
@@ -460,6 +475,12 @@ void advance(worker_actor* self) {
   if (uses_ps(st))
     return advance_ps(self);
   while (st.started && !st.finished) {
+    if (st.halves && !st.exchanging && st.other_stepped < st.step) {
+      st.work.waiting_for("the other half of step " + std::to_string(st.step - 1) + " from " +
+                          worker_name(model::ring_next(st.spec.worker, st.spec.workers)));
+      st.waiting_since = activity::clock::now();
+      return;
+    }
     auto since = activity::clock::now();
     if (!st.exchanging && !start_next(self)) {
       st.work.add_busy(since);
@@ -573,12 +594,31 @@ std::string missing_peers(const worker_state& st) {
   return st.spec.workers > 1 && !st.next ? "its ring successor" : "";
 }
 
+/// The other worker of a pair that trains one set of weights has stepped
+/// its half of step t.step.
+void on_other_stepped(worker_actor* self, const tensor_set& t) {
+  auto& st = self->state;
+  auto other = model::ring_next(st.spec.worker, st.spec.workers);
+  if (!st.halves || t.replica != other || t.step != st.other_stepped || !t.tensors.empty())
+    return fail(self, st.coordinator, st.name,
+                "refused a tensor_set 'stepped' of step " + std::to_string(t.step) + " from '" +
+                  t.from + "' (expected " +
+                  (st.halves ? "step " + std::to_string(st.other_stepped) + " from " +
+                                 worker_name(other)
+                             : std::string{"none: this worker trains weights of its own"}) +
+                  ")");
+  st.other_stepped = t.step + 1;
+  guarded(self, "ring all-reduce", [=] { advance(self); });
+}
+
 /// A chunk from the predecessor: queued (it may come before this worker's
 /// start or gradients), then applied in order.
 void on_chunk(worker_actor* self, tensor_set& t) {
   auto& st = self->state;
   if (uses_ps(st))
     return on_pull(self, t);
+  if (t.kind == "stepped" && !t.invalid)
+    return on_other_stepped(self, t);
   auto previous = model::ring_previous(st.spec.worker, st.spec.workers);
   if (t.invalid || t.kind != "ring" || st.spec.workers == 1 || t.replica != previous ||
       t.tensors.size() != 1 || t.step < st.step)
@@ -605,6 +645,53 @@ caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, in
   return caf::ok_atom::value;
 }
 
+/// Where the two workers of a pair in one process meet (share_weights):
+/// the first to start leaves its weights and momentum under the pair's
+/// actor ids, the second takes them.
+struct weights_left_table {
+  std::mutex mutex;
+  std::map<std::pair<caf::actor_id, caf::actor_id>, std::weak_ptr<std::vector<at::Tensor>>>
+    left;
+};
+
+weights_left_table& weights_left() {
+  static weights_left_table table;
+  return table;
+}
+
+/// Two ring workers in one process, synchronous SGD whose step each element
+/// takes alone: they train one set of weights, each stepping half of it
+/// with the two gradients' mean (the same values as each stepping all of it
+/// in its own copy: the step's memory traffic halves, and the forward and
+/// backward read one copy of the weights from the caches). Called before
+/// the first step; the first of the pair to get here leaves its tensors, the
+/// second takes them, so neither writes the shared weights before both
+/// hold them (a step is written after the other's gradients arrived).
+void share_weights(worker_actor* self) {
+  auto& st = self->state;
+  if (st.spec.workers != 2 || st.spec.sync_every != 0 || uses_ps(st) ||
+      !st.replica->steps_in_parts() || st.next.node() != self->node())
+    return;
+  st.halves = true;
+  st.other_stepped = st.step;
+  auto& table = weights_left();
+  std::lock_guard<std::mutex> lock{table.mutex};
+  for (auto it = table.left.begin(); it != table.left.end();)
+    it = it->second.expired() ? table.left.erase(it) : std::next(it);
+  const caf::actor_id ids[] = {self->id(), st.next.id()};
+  const std::pair<caf::actor_id, caf::actor_id> pair{std::min(ids[0], ids[1]),
+                                                     std::max(ids[0], ids[1])};
+  if (auto it = table.left.find(pair); it != table.left.end()) {
+    if (auto tensors = it->second.lock()) {
+      st.replica->share(*tensors);
+      table.left.erase(it);
+      return;
+    }
+  }
+  st.left = std::make_shared<std::vector<at::Tensor>>(st.replica->stepped_tensors());
+  table.left.emplace(pair, st.left);
+}
+
 void on_start(worker_actor* self) {
   auto& st = self->state;
   if (st.started)
@@ -620,6 +707,7 @@ void on_start(worker_actor* self) {
                                    st.spec.data.plan.epochs,
                                  st.name, {}});
   guarded(self, "training", [=] {
+    share_weights(self);
     begin_run(self->state);
     advance(self);
   });

@@ -202,40 +202,97 @@ bool worker_replica::steps_of_mean() const {
 
 void worker_replica::step_of_mean(const std::vector<at::Tensor>& own,
                                   const std::vector<std::vector<other_chunk>>& others,
-                                  double lr) {
+                                  double lr, int32_t part, int32_t parts) {
   auto began = std::chrono::steady_clock::now();
   TORCH_CHECK(own.size() == buckets_.size() && others.size() == buckets_.size(),
               "worker replica: ", own.size(), " and ", others.size(), " buckets for ",
               buckets_.size());
+  TORCH_CHECK(parts >= 1 && part >= 0 && part < parts, "worker replica: part ", part, " of ",
+              parts);
   torch::NoGradGuard no_grad;
   constexpr int32_t workers = 2;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    int64_t at = 0; // the key's first element in the bucket
+    const int64_t lo = buckets_[b].numel * part / parts;
+    const int64_t hi = buckets_[b].numel * (part + 1) / parts;
+    int64_t end = 0; // the previous key's end in the bucket
     for (size_t i : buckets_[b].keys) {
       const auto& key = layout_.keys[i];
-      const int64_t end = at + key.range.size();
+      const int64_t begin = end;
+      end = begin + key.range.size();
+      // This part's elements of the key: [first, last) in the bucket.
+      const int64_t first = std::max(begin, lo);
+      const int64_t last = std::min(end, hi);
+      if (first >= last) {
+        state_[i].steps += 1; // stepped by the other part: its count is every part's
+        continue;
+      }
       std::vector<model::mean_piece> pieces;
       for (const auto& other : others[b]) {
-        const int64_t from = std::max(at, other.range.begin);
-        const int64_t to = std::min(end, other.range.end);
+        const int64_t from = std::max(first, other.range.begin);
+        const int64_t to = std::min(last, other.range.end);
         if (from < to)
-          pieces.push_back({from - at, own[b].narrow(0, from, to - from),
+          pieces.push_back({from - first, own[b].narrow(0, from, to - from),
                             other.values.narrow(0, from - other.range.begin, to - from)});
       }
-      auto parameter = parameters_[i].detach();
-      if (!model::sgd_step_of_mean_in_place(parameter, pieces, workers, state_[i], optimizer_,
-                                            lr)) {
-        auto mean = at::empty({key.range.size()});
-        for (const auto& piece : pieces) {
-          auto into = mean.narrow(0, piece.offset, piece.a.numel());
-          model::mean_of_two(piece.a, piece.b, workers, into);
+      if (flat(i)) { // the part's elements as 1-D views of the parameter and its momentum
+        auto part_of = [&](const at::Tensor& t) {
+          return t.view({-1}).narrow(0, first - begin, last - first);
+        };
+        auto parameter = part_of(parameters_[i].detach());
+        model::parameter_state state{part_of(state_[i].first), {}, state_[i].steps};
+        if (model::sgd_step_of_mean_in_place(parameter, pieces, workers, state, optimizer_, lr)) {
+          state_[i].steps = state.steps;
+          continue;
         }
-        model::optimizer_step_in_place(parameter, mean.view(key.shape), state_[i], optimizer_, lr);
       }
-      at = end;
+      if (parts > 1) // steps_in_parts() promised the fused step
+        throw model::error("worker replica: a part of " + key.name +
+                           " stepped by a step that does not fuse");
+      auto mean = at::empty({key.range.size()});
+      for (const auto& piece : pieces) {
+        auto into = mean.narrow(0, piece.offset, piece.a.numel());
+        model::mean_of_two(piece.a, piece.b, workers, into);
+      }
+      auto whole = parameters_[i].detach();
+      model::optimizer_step_in_place(whole, mean.view(key.shape), state_[i], optimizer_, lr);
     }
   }
   phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+bool worker_replica::flat(size_t key) const {
+  return parameters_[key].is_contiguous() && state_[key].first.is_contiguous();
+}
+
+bool worker_replica::steps_in_parts() const {
+  bool all_flat = true;
+  for (size_t i = 0; all_flat && i < parameters_.size(); ++i)
+    all_flat = flat(i);
+  return steps_of_mean() && !optimizer_.nesterov && all_flat;
+}
+
+std::vector<at::Tensor> worker_replica::stepped_tensors() const {
+  std::vector<at::Tensor> tensors;
+  for (const auto& p : parameters_)
+    tensors.push_back(p.detach());
+  for (const auto& s : state_)
+    tensors.push_back(s.first);
+  return tensors;
+}
+
+void worker_replica::share(const std::vector<at::Tensor>& tensors) {
+  const size_t n = parameters_.size();
+  bool fits = tensors.size() == 2 * n;
+  for (size_t i = 0; fits && i < n; ++i)
+    fits = tensors[i].sizes().equals(parameters_[i].sizes()) &&
+           tensors[n + i].sizes().equals(state_[i].first.sizes());
+  if (!fits)
+    throw model::error("worker replica: the weights to share are not of this model");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < n; ++i) {
+    parameters_[i].set_data(tensors[i]);
+    state_[i].first = tensors[n + i];
+  }
 }
 
 std::vector<at::Tensor> worker_replica::bucket_vectors(

@@ -93,9 +93,28 @@ public:
   /// (model::sgd_step_of_mean_in_place), and into a key's own tensor first
   /// where that step does not fuse: the same weights bit for bit, without
   /// the pass that writes the means. `own` and `others` as
-  /// ring_exchange::own and others give them once done.
+  /// ring_exchange::own and others give them once done. Of every bucket only
+  /// part `part` of `parts` (its elements [n part / parts, n (part + 1) /
+  /// parts)): two replicas that share their weights (share()) step a half
+  /// each, every element as one replica steps it alone.
   void step_of_mean(const std::vector<at::Tensor>& own,
-                    const std::vector<std::vector<other_chunk>>& others, double lr);
+                    const std::vector<std::vector<other_chunk>>& others, double lr,
+                    int32_t part = 0, int32_t parts = 1);
+
+  /// Whether two replicas may share their weights and step a half each
+  /// (share(), step_of_mean's parts): steps_of_mean() with SGD's fused
+  /// step (no Nesterov), whose every element is computed alone.
+  bool steps_in_parts() const;
+
+  /// What a step writes: every parameter, then its momentum buffer.
+  std::vector<at::Tensor> stepped_tensors() const;
+
+  /// This replica's parameters and momentum buffers become `tensors`, the
+  /// stepped_tensors() of a replica of the same model with the same values
+  /// (two workers of one process at the same step): from then on the two
+  /// train one set of weights. Throws model::error on tensors of other
+  /// shapes.
+  void share(const std::vector<at::Tensor>& tensors);
 
   /// The flat vector of every bucket (model::bucket_flat) of per-key
   /// tensors: gradients, or parameters() for local SGD's average.
@@ -166,6 +185,9 @@ public:
 
 private:
   void set_point(size_t point);
+  /// Whether key `key`'s parameter and momentum are contiguous (1-D views
+  /// of their parts exist).
+  bool flat(size_t key) const;
 
   model::layered_model model_;
   std::vector<at::Tensor> parameters_;

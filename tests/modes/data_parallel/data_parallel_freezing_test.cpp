@@ -23,6 +23,7 @@
 #include "model/data_parallel/data_parallel.hpp"
 #include "model/core/dataset.hpp"
 #include "model/core/digest.hpp"
+#include "model/core/error.hpp"
 #include "model/core/freezing.hpp"
 #include "tests/modes/data_parallel/small_job.hpp"
 #include "tests/support/commands.hpp"
@@ -238,6 +239,67 @@ TEST(worker_replica, replicas_equal_the_local_reference) {
     }
     EXPECT_EQ(train_replicas(spec, train), result.weights_digest) << "adaptive " << adaptive;
   }
+}
+
+// Two replicas that share their weights (share()), each stepping a half of
+// every bucket (step_of_mean's parts), end each step with the weights and
+// momentum of a replica that steps every element in its own copy: buckets
+// of 0.25 MiB, so that a half's edge cuts a key, and keys that fall wholly
+// in one half (their step count still follows).
+TEST(worker_replica, two_sharing_their_weights_step_as_one_that_steps_all) {
+  namespace m = baton::model;
+  const auto train = m::make_synthetic(48, 1, 28, 28, 10, 3);
+  data_parallel::worker_settings spec;
+  spec.workers = 2;
+  spec.model.name = "convnet";
+  spec.model.classes = 10;
+  spec.optimizer.lr = 0.05;
+  spec.optimizer.momentum = 0.9;
+  spec.optimizer.weight_decay = 1e-3;
+  spec.bucket_mb = 0.25;
+  worker_replica first(data_parallel::make_worker_model(spec.model), spec);
+  worker_replica second(data_parallel::make_worker_model(spec.model), spec);
+  worker_replica alone(data_parallel::make_worker_model(spec.model), spec);
+  ASSERT_TRUE(first.steps_in_parts());
+  second.share(first.stepped_tensors());
+  const auto shared = first.stepped_tensors();
+  const auto seconds = second.stepped_tensors();
+  for (size_t i = 0; i < shared.size(); ++i)
+    ASSERT_EQ(seconds[i].data_ptr(), shared[i].data_ptr()) << i;
+  ASSERT_GT(first.bucket_sizes().size(), 2u);
+  for (int64_t step = 0; step < 3; ++step) {
+    data_parallel::ring_exchange ring0(0, 2), ring1(1, 2);
+    ring0.start(first.bucket_sizes());
+    ring1.start(first.bucket_sizes());
+    std::vector<int64_t> ids0, ids1;
+    for (int64_t k = 0; k < 8; ++k) {
+      ids0.push_back(16 * step + k);
+      ids1.push_back(16 * step + 8 + k);
+    }
+    double loss = 0;
+    auto flats0 = first.bucket_vectors(first.gradients(train, ids0, 0, loss));
+    auto flats1 = second.bucket_vectors(second.gradients(train, ids1, 0, loss));
+    for (size_t b = 0; b < flats0.size(); ++b) {
+      for (auto& msg : ring0.put(b, flats0[b]))
+        ring1.receive(std::move(msg));
+      for (auto& msg : ring1.put(b, flats1[b]))
+        ring0.receive(std::move(msg));
+    }
+    ASSERT_TRUE(ring0.done() && ring1.done());
+    alone.step_of_mean(ring0.own(), ring0.others(), 0.05);
+    first.step_of_mean(ring0.own(), ring0.others(), 0.05, 0, 2);
+    second.step_of_mean(ring1.own(), ring1.others(), 0.05, 1, 2);
+    const auto together = first.stepped_tensors();
+    const auto apart = alone.stepped_tensors();
+    for (size_t i = 0; i < together.size(); ++i)
+      ASSERT_TRUE(at::equal(together[i], apart[i])) << "tensor " << i << ", step " << step;
+    EXPECT_EQ(m::weights_digest(second.model()), m::weights_digest(alone.model()));
+  }
+  // A model of other shapes is refused.
+  data_parallel::worker_settings mlp = spec;
+  mlp.model.name = "mlp";
+  worker_replica other(data_parallel::make_worker_model(mlp.model), mlp);
+  EXPECT_THROW(other.share(first.stepped_tensors()), baton::model::error);
 }
 
 // -- runs against the local reference ------------------------------------------------
