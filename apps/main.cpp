@@ -161,10 +161,11 @@ usage:
                                         starts on emulated hosts, as `baton run --link`)
   baton bench data-parallel [--quick] [--json FILE] [--model mlp|convnet|resnet18]
                        [--workers W] [--batch B] [--shards S] [--sync-every L]
-                       [--side ring|ring-serial|embedded|ps|local-sgd|ps-stale]...
+                       [--side local-threads|ring|ring-serial|embedded|ps|local-sgd|ps-stale]...
                        [--repeat N] [--link RATE[,DELAY]] [--set KEY=VALUE]...
                                         (a) local loop, one compute thread, global batch
-                                        W x B (default 2 x 64), vs W workers on W node
+                                        W x B (default 2 x 64), and with W threads
+                                        (local-threads), vs W workers on W node
                                         processes, one thread each: ring, ring without
                                         overlap (ring-serial), the ring's W workers in
                                         this process (embedded), ps, local SGD,

@@ -31,16 +31,20 @@ struct dp_side {
   std::vector<std::string> overrides; ///< over the common overrides
 };
 
-/// The rows: (a) one process, one compute thread, the global batch; (b) the
-/// ring, each bucket all-reduced as the backward finishes it, and (b') once
-/// the whole backward is done; (c) the parameter server; (d) local SGD over
-/// the ring; (e) the parameter server with bounded staleness.
+/// The rows: (a) one process, one compute thread, the global batch; (a")
+/// the same loop with W threads, the W workers' computations at once (what a
+/// user of `--mode local --threads W` gets, against PyTorch's W-thread
+/// process); (b) the ring, each bucket all-reduced as the backward finishes
+/// it, and (b') once the whole backward is done; (c) the parameter server;
+/// (d) local SGD over the ring; (e) the parameter server with bounded
+/// staleness.
 std::vector<dp_side> sides_of(const bench_data_parallel_request& r) {
   auto w = std::to_string(r.workers);
   std::vector<dp_side> all{
     {"local", "(a) local",
      {"data_parallel.workers=1", "data.batch_size=" + std::to_string(r.workers * r.batch)}},
     {"ring", "(b) ring", {"data_parallel.workers=" + w}},
+    {"local-threads", "(a\") local, " + w + "t", {"data_parallel.workers=" + w}},
     {"embedded", "(b\") embedded", {"data_parallel.workers=" + w}},
     {"ring-serial", "(b') ring, serial",
      {"data_parallel.workers=" + w, "data_parallel.overlap=false"}},
@@ -208,7 +212,7 @@ nlohmann::json report_side(const bench_data_parallel_request& r, const dp_side& 
     {"test_accuracy", run.result.heads.front().test_accuracy},
     {"weights_digest", run.result.heads.front().weights_digest},
     {"steal_fraction", run.steal}};
-  if (!local)
+  if (!local && s.name != "local-threads")
     row["step_split"] = split_of_data_parallel(run.result).to_json();
   return row;
 }
@@ -218,7 +222,8 @@ void print_header(const bench_data_parallel_request& r) {
               "%lld training samples, %u cores, link %s, %d run(s) per side (median shown)\n"
               "  (a') local: the whole model in one process, one compute thread, the per-worker "
               "batch (%lld):\n       the limit is W x its samples/s\n"
-              "  (a) local: the same with the global batch (W x %lld)\n"
+              "  (a) local: the same with the global batch (W x %lld); (a\"): with W threads, "
+              "the W workers' computations at once\n"
               "  (b)-(e): W workers on W node processes, one compute thread each\n"
               "  PyTorch peers: 1 thread at the per-worker batch, %d threads at the global "
               "batch, DDP gloo %dx1\n\n",
@@ -444,7 +449,9 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
       o.insert(o.end(), s.overrides.begin(), s.overrides.end());
       o.insert(o.end(), r.overrides.begin(), r.overrides.end());
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
-      if (s.name == "embedded")
+      if (s.name == "local-threads")
+        flags.back() = std::to_string(r.workers);
+      else if (s.name == "embedded")
         flags.clear(); // every worker in this process
       else if (s.name != "local")
         flags = with_link({"--local-nodes", std::to_string(r.workers)}, r.link);
@@ -460,7 +467,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
       const auto& median = median_run(rounds[s.name]);
       if (s.name == "local")
         ref.local_rate = samples_per_second(median.result);
-      else
+      else if (s.name != "local-threads") // no actors: no split
         splits.emplace_back(s.label, split_of_data_parallel(median.result));
       out.add(report_side(r, s, median, ref));
     }
@@ -500,9 +507,8 @@ bool read_data_parallel_flag(args& a, const std::string& flag,
     return a.value(flag, v) && parse_int(flag, v, r.sync_every) && r.sync_every >= 1;
   if (flag == "--side")
     return a.value(flag, v) &&
-           (v == "ring" || v == "ring-serial" || v == "embedded" || v == "ps" ||
-            v == "local-sgd" ||
-            v == "ps-stale") &&
+           (v == "local-threads" || v == "ring" || v == "ring-serial" || v == "embedded" ||
+            v == "ps" || v == "local-sgd" || v == "ps-stale") &&
            (r.sides.push_back(v), true);
   if (flag == "--set")
     return a.value(flag, v) && (r.overrides.push_back(v), true);

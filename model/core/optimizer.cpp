@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
+#include "model/core/vectorised.hpp"
 
 namespace baton::model {
 
@@ -83,8 +84,10 @@ struct sgd_pass {
 /// (element i reads and writes element i only: ivdep), so that GCC
 /// vectorises it: with the momentum's store under `if (mu != 0)` the loop
 /// stayed scalar, about twice the time memory allows (perf, the mlp's 20 M
-/// weights). The same operations per element either way.
+/// weights); at -O2 only with BATON_VECTORISED. The same operations per
+/// element either way.
 template <class Gradient>
+BATON_VECTORISED
 void sgd_elements(const sgd_pass& s, Gradient gradient_of, int64_t begin, int64_t end) {
   const float* p = s.p;
   float* m = s.m;

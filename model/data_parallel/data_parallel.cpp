@@ -17,6 +17,7 @@
 #include "model/core/batches.hpp"
 #include "model/core/non_finite.hpp"
 #include "model/core/stage_trainer.hpp"
+#include "model/core/vectorised.hpp"
 #include "model/data_parallel/worker_lanes.hpp"
 
 namespace baton::model {
@@ -266,6 +267,7 @@ at::Tensor mean_of_sum(const at::Tensor& sum, int32_t workers) {
   return workers == 1 ? sum : at::div(sum, static_cast<double>(workers));
 }
 
+BATON_VECTORISED
 void mean_of_two(const at::Tensor& a, const at::Tensor& b, int32_t workers, at::Tensor& out) {
   torch::NoGradGuard no_grad;
   const at::Tensor other = b.contiguous();
@@ -282,6 +284,7 @@ void mean_of_two(const at::Tensor& a, const at::Tensor& b, int32_t workers, at::
     result[i] = (x[i] + y[i]) / w;
 }
 
+BATON_VECTORISED
 void mean_of_workers(const std::vector<at::Tensor>& inputs, int64_t bucket_numel, int64_t first,
                      summation order, at::Tensor& out) {
   const auto workers = static_cast<int32_t>(inputs.size());
@@ -620,12 +623,58 @@ void adapt_freezing(run_state& s, const std::vector<at::Tensor>& reduced) {
     set_point(s, freeze_point(s.workers.front().model, decision->layer));
 }
 
+/// Two workers' SGD step with their gradients' mean taken in the step's own
+/// pass (sgd_step_of_mean_in_place, as a pair of worker actors steps), each
+/// lane its part of every key: the weights optimizer_update leaves with
+/// all_reduce_mean's mean, without the pass that writes the mean. Returns
+/// false, having changed nothing, where that step does not apply: another
+/// optimizer, Nesterov, clipping or adaptive freezing (they read the mean),
+/// tensors that are not contiguous.
+bool step_of_two_means(run_state& s, const std::vector<std::vector<at::Tensor>>& per_worker) {
+  const auto& o = s.spec.optimizer;
+  if (per_worker.size() != 2 || o.name != "sgd" || o.nesterov || o.clip_grad_norm > 0 ||
+      s.freezer)
+    return false;
+  auto& w = s.workers.front();
+  const auto& a = per_worker[0];
+  const auto& b = per_worker[1];
+  std::vector<int64_t> sizes(w.parameters.size(), 0), steps(w.parameters.size(), 0);
+  for (size_t i = 0; i < w.parameters.size(); ++i) {
+    if (!a[i].defined() && !b[i].defined())
+      continue;
+    for (const at::Tensor* t :
+         std::initializer_list<const at::Tensor*>{&w.parameters[i], &w.state[i].first, &a[i],
+                                                  &b[i]})
+      if (!t->defined() || !t->is_contiguous() || t->scalar_type() != at::kFloat ||
+          t->numel() != w.parameters[i].numel())
+        return false;
+    sizes[i] = w.parameters[i].numel();
+  }
+  const double lr = scheduled_lr(s.schedule, s.step, s.steps_per_epoch);
+  in_parts(s, sizes, [&](size_t i, int64_t lo, int64_t hi) {
+    auto part = [lo, hi](const at::Tensor& t) { return t.view({-1}).narrow(0, lo, hi - lo); };
+    at::Tensor parameter = part(w.parameters[i].detach());
+    parameter_state state{part(w.state[i].first), {}, w.state[i].steps};
+    TORCH_CHECK(sgd_step_of_mean_in_place(parameter, {{0, part(a[i]), part(b[i])}}, 2, state, o,
+                                          lr),
+                "data-parallel reference: the step of two means did not fuse");
+    if (lo == 0)
+      steps[i] = state.steps;
+  });
+  for (size_t i = 0; i < w.parameters.size(); ++i)
+    if (sizes[i] > 0)
+      w.state[i].steps = steps[i];
+  return true;
+}
+
 /// A synchronous step: every worker's gradient, reduced, one update (of
 /// worker 0's parameters, which every replica shares: see start).
 void synchronous_step(run_state& s, const std::vector<std::vector<int64_t>>& minibatches) {
   std::vector<std::vector<at::Tensor>> per_worker;
   for (auto& step : every_worker_step(s, minibatches, [](worker_step&, size_t) {}))
     per_worker.push_back(std::move(step.grads));
+  if (step_of_two_means(s, per_worker))
+    return;
   const auto reduced = all_reduce_mean(s, per_worker);
   optimizer_update(s, s.workers.front(), reduced, true);
   adapt_freezing(s, reduced);

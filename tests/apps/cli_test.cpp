@@ -82,7 +82,7 @@ TEST(cli, run_as_one_copy_or_in_a_batch_script_still_runs) {
 // anything, and no round is not a bench.
 TEST(cli, bench_help_names_the_embedded_sides_and_an_embedded_pipeline_takes_no_link) {
   auto help = run_baton({"bench", "--help"});
-  EXPECT_TRUE(contains(help.text, "[--side ring|ring-serial|embedded|ps|local-sgd|ps-stale]"))
+  EXPECT_TRUE(contains(help.text, "[--side local-threads|ring|ring-serial|embedded|ps|local-sgd|ps-stale]"))
     << help.text;
   EXPECT_TRUE(contains(help.text, "[--link RATE[,DELAY] | --embedded]")) << help.text;
   auto out = run_baton({"bench", "pipeline", "--embedded", "--link", "1gbit"});
