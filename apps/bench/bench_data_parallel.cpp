@@ -43,8 +43,8 @@ std::vector<dp_side> sides_of(const bench_data_parallel_request& r) {
   std::vector<dp_side> all{
     {"local", "(a) local",
      {"data_parallel.workers=1", "data.batch_size=" + std::to_string(r.workers * r.batch)}},
-    {"ring", "(b) ring", {"data_parallel.workers=" + w}},
     {"local-threads", "(a\") local, " + w + "t", {"data_parallel.workers=" + w}},
+    {"ring", "(b) ring", {"data_parallel.workers=" + w}},
     {"embedded", "(b\") embedded", {"data_parallel.workers=" + w}},
     {"ring-serial", "(b') ring, serial",
      {"data_parallel.workers=" + w, "data_parallel.overlap=false"}},
