@@ -82,10 +82,14 @@ struct worker_state {
   std::optional<ring_exchange> ring;
   std::deque<tensor_set> inbox; ///< the predecessor's chunks, in arrival (= send) order
   /// Two workers of one process train one set of weights (share_weights),
-  /// each stepping a half of it; then a step begins once the other's half of
-  /// the step before is in (other_stepped: the steps it has finished).
+  /// each stepping a half of it with both gradients as autograd left them
+  /// (no bucket, no ring: own_grads, other_grads); a step begins once the
+  /// other's half of the step before is in (other_stepped: the steps it has
+  /// finished).
   bool halves = false;
   int64_t other_stepped = 0;
+  std::vector<at::Tensor> own_grads;
+  std::optional<std::vector<at::Tensor>> other_grads;
   /// The weights this worker left for the other to take (the table that
   /// holds them for it lets them go with this worker).
   std::shared_ptr<std::vector<at::Tensor>> left;
@@ -177,10 +181,28 @@ void send_rounds(worker_actor* self, const std::vector<ring_message>& messages) 
     send_round(self, m);
 }
 
+/// The pair's step (share_weights): this worker's gradients, handed to the
+/// other as autograd left them (the tensors themselves: one process).
+void begin_pair_step(worker_actor* self) {
+  auto& st = self->state;
+  st.exchanging = true;
+  {
+    compute_scope compute{st.work};
+    st.own_grads = gradients_of_next(st);
+  }
+  st.ring_edge.messages += 1;
+  for (const auto& g : st.own_grads)
+    st.ring_edge.bytes += g.defined() ? static_cast<int64_t>(g.nbytes()) : 0;
+  self->send(st.next,
+             tensor_set{"gradients", st.name, st.spec.worker, st.step, 0, st.own_grads, {}});
+}
+
 /// Computes the step's gradients and puts their buckets on the ring: each
 /// as the backward finishes it (overlap), or all after the backward.
 void begin_step(worker_actor* self) {
   auto& st = self->state;
+  if (st.halves)
+    return begin_pair_step(self);
   st.ring->start(st.replica->bucket_sizes());
   st.exchanging = true;
   compute_scope compute{st.work};
@@ -222,10 +244,7 @@ void finish_step(worker_actor* self) {
   auto& st = self->state;
   {
     compute_scope compute{st.work};
-    if (st.halves) {
-      st.replica->step_of_mean(st.ring->own(), st.ring->others(), current_lr(st),
-                               st.spec.worker, 2);
-    } else if (st.ring->swaps() && st.replica->steps_of_mean()) {
+    if (st.ring->swaps() && st.replica->steps_of_mean()) {
       st.replica->step_of_mean(st.ring->own(), st.ring->others(), current_lr(st));
     } else {
       const auto reduced = st.replica->per_key(st.ring->means());
@@ -235,8 +254,23 @@ void finish_step(worker_actor* self) {
     }
     st.ring->release();
   }
-  if (st.halves) // the other's weights too: it begins its next step once this is in
-    self->send(st.next, tensor_set{"stepped", st.name, st.spec.worker, st.step, 0, {}, {}});
+  st.step += 1;
+  st.in_epoch += 1;
+  st.exchanging = false;
+}
+
+/// The pair's step once both gradients are here: this worker's half of
+/// every key stepped with their mean, then the other told (its weights too:
+/// it begins its next step once this is in).
+void finish_pair_step(worker_actor* self) {
+  auto& st = self->state;
+  {
+    compute_scope compute{st.work};
+    st.replica->step_of_two(st.own_grads, *st.other_grads, current_lr(st), st.spec.worker, 2);
+  }
+  st.own_grads.clear();
+  st.other_grads.reset();
+  self->send(st.next, tensor_set{"stepped", st.name, st.spec.worker, st.step, 0, {}, {}});
   st.step += 1;
   st.in_epoch += 1;
   st.exchanging = false;
@@ -486,6 +520,19 @@ void advance(worker_actor* self) {
       st.work.add_busy(since);
       continue;
     }
+    if (st.halves) {
+      if (!st.other_grads) {
+        st.work.waiting_for("the gradients of step " + std::to_string(st.step) + " from " +
+                            worker_name(model::ring_next(st.spec.worker, st.spec.workers)));
+        st.work.add_busy(since);
+        st.waiting_since = activity::clock::now();
+        return;
+      }
+      finish_pair_step(self);
+      maybe_report_progress(self);
+      st.work.add_busy(since);
+      continue;
+    }
     apply_arrived(self);
     if (!st.ring->done()) {
       st.work.waiting_for("ring chunks of step " + std::to_string(st.step) + " from " +
@@ -594,6 +641,24 @@ std::string missing_peers(const worker_state& st) {
   return st.spec.workers > 1 && !st.next ? "its ring successor" : "";
 }
 
+/// The other worker of a pair that trains one set of weights: its
+/// gradients of this step.
+void on_other_gradients(worker_actor* self, tensor_set& t) {
+  auto& st = self->state;
+  auto other = model::ring_next(st.spec.worker, st.spec.workers);
+  if (!st.halves || t.replica != other || t.step != st.step || st.other_grads ||
+      t.tensors.size() != st.replica->parameters().size())
+    return fail(self, st.coordinator, st.name,
+                "refused a tensor_set 'gradients' of step " + std::to_string(t.step) +
+                  " from '" + t.from + "' (expected " +
+                  (st.halves ? "one set of step " + std::to_string(st.step) + " from " +
+                                 worker_name(other)
+                             : std::string{"none: this worker trains weights of its own"}) +
+                  ")");
+  st.other_grads = std::move(t.tensors);
+  guarded(self, "the pair's step", [=] { advance(self); });
+}
+
 /// The other worker of a pair that trains one set of weights has stepped
 /// its half of step t.step.
 void on_other_stepped(worker_actor* self, const tensor_set& t) {
@@ -619,6 +684,8 @@ void on_chunk(worker_actor* self, tensor_set& t) {
     return on_pull(self, t);
   if (t.kind == "stepped" && !t.invalid)
     return on_other_stepped(self, t);
+  if (t.kind == "gradients" && !t.invalid)
+    return on_other_gradients(self, t);
   auto previous = model::ring_previous(st.spec.worker, st.spec.workers);
   if (t.invalid || t.kind != "ring" || st.spec.workers == 1 || t.replica != previous ||
       t.tensors.size() != 1 || t.step < st.step)

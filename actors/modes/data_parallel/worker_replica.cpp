@@ -202,60 +202,77 @@ bool worker_replica::steps_of_mean() const {
 
 void worker_replica::step_of_mean(const std::vector<at::Tensor>& own,
                                   const std::vector<std::vector<other_chunk>>& others,
-                                  double lr, int32_t part, int32_t parts) {
+                                  double lr) {
   auto began = std::chrono::steady_clock::now();
   TORCH_CHECK(own.size() == buckets_.size() && others.size() == buckets_.size(),
               "worker replica: ", own.size(), " and ", others.size(), " buckets for ",
               buckets_.size());
-  TORCH_CHECK(parts >= 1 && part >= 0 && part < parts, "worker replica: part ", part, " of ",
-              parts);
   torch::NoGradGuard no_grad;
   constexpr int32_t workers = 2;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const int64_t lo = buckets_[b].numel * part / parts;
-    const int64_t hi = buckets_[b].numel * (part + 1) / parts;
-    int64_t end = 0; // the previous key's end in the bucket
+    int64_t at = 0; // the key's first element in the bucket
     for (size_t i : buckets_[b].keys) {
       const auto& key = layout_.keys[i];
-      const int64_t begin = end;
-      end = begin + key.range.size();
-      // This part's elements of the key: [first, last) in the bucket.
-      const int64_t first = std::max(begin, lo);
-      const int64_t last = std::min(end, hi);
-      if (first >= last) {
-        state_[i].steps += 1; // stepped by the other part: its count is every part's
-        continue;
-      }
+      const int64_t end = at + key.range.size();
       std::vector<model::mean_piece> pieces;
       for (const auto& other : others[b]) {
-        const int64_t from = std::max(first, other.range.begin);
-        const int64_t to = std::min(last, other.range.end);
+        const int64_t from = std::max(at, other.range.begin);
+        const int64_t to = std::min(end, other.range.end);
         if (from < to)
-          pieces.push_back({from - first, own[b].narrow(0, from, to - from),
+          pieces.push_back({from - at, own[b].narrow(0, from, to - from),
                             other.values.narrow(0, from - other.range.begin, to - from)});
       }
-      if (flat(i)) { // the part's elements as 1-D views of the parameter and its momentum
-        auto part_of = [&](const at::Tensor& t) {
-          return t.view({-1}).narrow(0, first - begin, last - first);
-        };
-        auto parameter = part_of(parameters_[i].detach());
-        model::parameter_state state{part_of(state_[i].first), {}, state_[i].steps};
-        if (model::sgd_step_of_mean_in_place(parameter, pieces, workers, state, optimizer_, lr)) {
-          state_[i].steps = state.steps;
-          continue;
+      auto parameter = parameters_[i].detach();
+      if (!model::sgd_step_of_mean_in_place(parameter, pieces, workers, state_[i], optimizer_,
+                                            lr)) {
+        auto mean = at::empty({key.range.size()});
+        for (const auto& piece : pieces) {
+          auto into = mean.narrow(0, piece.offset, piece.a.numel());
+          model::mean_of_two(piece.a, piece.b, workers, into);
         }
+        model::optimizer_step_in_place(parameter, mean.view(key.shape), state_[i], optimizer_, lr);
       }
-      if (parts > 1) // steps_in_parts() promised the fused step
-        throw model::error("worker replica: a part of " + key.name +
-                           " stepped by a step that does not fuse");
-      auto mean = at::empty({key.range.size()});
-      for (const auto& piece : pieces) {
-        auto into = mean.narrow(0, piece.offset, piece.a.numel());
-        model::mean_of_two(piece.a, piece.b, workers, into);
-      }
-      auto whole = parameters_[i].detach();
-      model::optimizer_step_in_place(whole, mean.view(key.shape), state_[i], optimizer_, lr);
+      at = end;
     }
+  }
+  phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+void worker_replica::step_of_two(const std::vector<at::Tensor>& own,
+                                 const std::vector<at::Tensor>& other, double lr, int32_t part,
+                                 int32_t parts) {
+  auto began = std::chrono::steady_clock::now();
+  if (own.size() != parameters_.size() || other.size() != parameters_.size() || parts < 1 ||
+      part < 0 || part >= parts)
+    throw model::error("worker replica: " + std::to_string(own.size()) + " and " +
+                       std::to_string(other.size()) + " gradients for " +
+                       std::to_string(parameters_.size()) + " parameters, part " +
+                       std::to_string(part) + " of " + std::to_string(parts));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!own[i].defined() && !other[i].defined())
+      continue; // frozen
+    const int64_t n = parameters_[i].numel();
+    if (!own[i].defined() || !other[i].defined() || own[i].numel() != n ||
+        other[i].numel() != n || !flat(i))
+      throw model::error("worker replica: the gradients of parameter " + std::to_string(i) +
+                         " do not fit it");
+    const int64_t lo = n * part / parts;
+    const int64_t hi = n * (part + 1) / parts;
+    if (lo == hi) {
+      state_[i].steps += 1; // stepped by another part: its count is every part's
+      continue;
+    }
+    auto part_of = [lo, hi](const at::Tensor& t) {
+      return t.contiguous().view({-1}).narrow(0, lo, hi - lo);
+    };
+    auto parameter = part_of(parameters_[i].detach());
+    model::parameter_state state{part_of(state_[i].first), {}, state_[i].steps};
+    if (!model::sgd_step_of_mean_in_place(parameter, {{0, part_of(own[i]), part_of(other[i])}},
+                                          2, state, optimizer_, lr))
+      throw model::error("worker replica: parameter " + std::to_string(i) +
+                         ": the step does not fuse");
+    state_[i].steps = state.steps;
   }
   phases_.step += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }

@@ -93,17 +93,22 @@ public:
   /// (model::sgd_step_of_mean_in_place), and into a key's own tensor first
   /// where that step does not fuse: the same weights bit for bit, without
   /// the pass that writes the means. `own` and `others` as
-  /// ring_exchange::own and others give them once done. Of every bucket only
-  /// part `part` of `parts` (its elements [n part / parts, n (part + 1) /
-  /// parts)): two replicas that share their weights (share()) step a half
-  /// each, every element as one replica steps it alone.
+  /// ring_exchange::own and others give them once done.
   void step_of_mean(const std::vector<at::Tensor>& own,
-                    const std::vector<std::vector<other_chunk>>& others, double lr,
-                    int32_t part = 0, int32_t parts = 1);
+                    const std::vector<std::vector<other_chunk>>& others, double lr);
+
+  /// Two replicas that share their weights (share()): step_of_mean with the
+  /// two workers' gradients as gradients() returns them (per parameter,
+  /// undefined for frozen ones; no bucket), of every key only part `part`
+  /// of `parts` (its elements [n part / parts, n (part + 1) / parts)): each
+  /// of the two steps a half, every element as one replica steps it alone.
+  /// Throws model::error where the step does not fuse (see steps_in_parts).
+  void step_of_two(const std::vector<at::Tensor>& own, const std::vector<at::Tensor>& other,
+                   double lr, int32_t part, int32_t parts);
 
   /// Whether two replicas may share their weights and step a half each
-  /// (share(), step_of_mean's parts): steps_of_mean() with SGD's fused
-  /// step (no Nesterov), whose every element is computed alone.
+  /// (share(), step_of_two): steps_of_mean() with SGD's fused step (no
+  /// Nesterov) over contiguous weights, whose every element is computed alone.
   bool steps_in_parts() const;
 
   /// What a step writes: every parameter, then its momentum buffer.

@@ -242,10 +242,9 @@ TEST(worker_replica, replicas_equal_the_local_reference) {
 }
 
 // Two replicas that share their weights (share()), each stepping a half of
-// every bucket (step_of_mean's parts), end each step with the weights and
-// momentum of a replica that steps every element in its own copy: buckets
-// of 0.25 MiB, so that a half's edge cuts a key, and keys that fall wholly
-// in one half (their step count still follows).
+// every key with the two workers' gradients (step_of_two), end each step
+// with the weights and momentum of a replica that steps its own copy with
+// the ring's buckets (step_of_mean), bit for bit.
 TEST(worker_replica, two_sharing_their_weights_step_as_one_that_steps_all) {
   namespace m = baton::model;
   const auto train = m::make_synthetic(48, 1, 28, 28, 10, 3);
@@ -266,19 +265,21 @@ TEST(worker_replica, two_sharing_their_weights_step_as_one_that_steps_all) {
   const auto seconds = second.stepped_tensors();
   for (size_t i = 0; i < shared.size(); ++i)
     ASSERT_EQ(seconds[i].data_ptr(), shared[i].data_ptr()) << i;
-  ASSERT_GT(first.bucket_sizes().size(), 2u);
+  double loss = 0;
   for (int64_t step = 0; step < 3; ++step) {
-    data_parallel::ring_exchange ring0(0, 2), ring1(1, 2);
-    ring0.start(first.bucket_sizes());
-    ring1.start(first.bucket_sizes());
     std::vector<int64_t> ids0, ids1;
     for (int64_t k = 0; k < 8; ++k) {
       ids0.push_back(16 * step + k);
       ids1.push_back(16 * step + 8 + k);
     }
-    double loss = 0;
-    auto flats0 = first.bucket_vectors(first.gradients(train, ids0, 0, loss));
-    auto flats1 = second.bucket_vectors(second.gradients(train, ids1, 0, loss));
+    const auto grads0 = first.gradients(train, ids0, 0, loss);
+    const auto grads1 = second.gradients(train, ids1, 0, loss);
+    // The replica alone: the two workers' buckets swapped over a ring.
+    data_parallel::ring_exchange ring0(0, 2), ring1(1, 2);
+    ring0.start(alone.bucket_sizes());
+    ring1.start(alone.bucket_sizes());
+    auto flats0 = alone.bucket_vectors(grads0);
+    auto flats1 = alone.bucket_vectors(grads1);
     for (size_t b = 0; b < flats0.size(); ++b) {
       for (auto& msg : ring0.put(b, flats0[b]))
         ring1.receive(std::move(msg));
@@ -287,15 +288,17 @@ TEST(worker_replica, two_sharing_their_weights_step_as_one_that_steps_all) {
     }
     ASSERT_TRUE(ring0.done() && ring1.done());
     alone.step_of_mean(ring0.own(), ring0.others(), 0.05);
-    first.step_of_mean(ring0.own(), ring0.others(), 0.05, 0, 2);
-    second.step_of_mean(ring1.own(), ring1.others(), 0.05, 1, 2);
+    first.step_of_two(grads0, grads1, 0.05, 0, 2);
+    second.step_of_two(grads1, grads0, 0.05, 1, 2);
     const auto together = first.stepped_tensors();
     const auto apart = alone.stepped_tensors();
     for (size_t i = 0; i < together.size(); ++i)
       ASSERT_TRUE(at::equal(together[i], apart[i])) << "tensor " << i << ", step " << step;
     EXPECT_EQ(m::weights_digest(second.model()), m::weights_digest(alone.model()));
   }
-  // A model of other shapes is refused.
+  // Gradients of another model, and a model of other shapes, are refused.
+  const auto one = first.gradients(train, {0, 1}, 0, loss);
+  EXPECT_THROW(first.step_of_two(one, {}, 0.05, 0, 2), baton::model::error);
   data_parallel::worker_settings mlp = spec;
   mlp.model.name = "mlp";
   worker_replica other(data_parallel::make_worker_model(mlp.model), mlp);
