@@ -177,6 +177,12 @@
 //                  step_size = the ring round, {chunk}}   kept, applied in round
 //                    order (ring_exchange.hpp), of this step or a later one
 //       tensor_set{"ps_pull", from, replica = shard, step, {slice}}   exchange ps
+//       a pair in one process (W = 2, synchronous SGD; worker.cpp share_weights,
+//       one set of weights taken when the successor is given):
+//       tensor_set{"gradients", from, replica = the other, step, {gradient per
+//                  parameter}}   the other's of this step
+//       tensor_set{"stepped", from, replica = the other, step, {}}   the other
+//                  stepped its half of step; the next step waits for it
 //     a step s   begins: after_step(s) (checkpoint when due, step_atom), throw
 //                fault; forward and backward of its minibatch, then
 //                ring: each gradient bucket's 2 (W - 1) rounds to the successor,
@@ -184,6 +190,9 @@
 //                  backward); the sum / W, one SGD step. Local SGD (sync_every L):
 //                  its own step; the weights go round after every L steps and
 //                  at every epoch end, averaged
+//                a pair in one process: tensor_set{"gradients"} to the other,
+//                  then half of every parameter stepped with the two
+//                  gradients' mean, tensor_set{"stepped"} to the other
 //                ps: tensor_set{"ps_push", name, replica = w, step, {slice}} to
 //                  every busy shard; steps on while at most max_staleness ahead
 //                  of the pulled steps; an epoch ends with every step pulled

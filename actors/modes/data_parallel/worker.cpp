@@ -673,7 +673,7 @@ void on_other_stepped(worker_actor* self, const tensor_set& t) {
                              : std::string{"none: this worker trains weights of its own"}) +
                   ")");
   st.other_stepped = t.step + 1;
-  guarded(self, "ring all-reduce", [=] { advance(self); });
+  guarded(self, "the pair's step", [=] { advance(self); });
 }
 
 /// A chunk from the predecessor: queued (it may come before this worker's
@@ -698,23 +698,9 @@ void on_chunk(worker_actor* self, tensor_set& t) {
   guarded(self, "ring all-reduce", [=] { advance(self); });
 }
 
-/// The ring's successor: the plan's one peer edge of this worker.
-caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
-  auto& st = self->state;
-  if (uses_ps(st))
-    return on_shard_peer(self, peer, index);
-  if (st.spec.workers == 1 || index != model::ring_next(st.spec.worker, st.spec.workers))
-    return make_error(errc::bad_config,
-                      st.name + ": its only peer is its successor on the ring, worker " +
-                        std::to_string(model::ring_next(st.spec.worker, st.spec.workers)) +
-                        ", not " + std::to_string(index));
-  st.next = peer;
-  return caf::ok_atom::value;
-}
-
 /// Where the two workers of a pair in one process meet (share_weights):
-/// the first to start leaves its weights and momentum under the pair's
-/// actor ids, the second takes them.
+/// the first to be given its successor leaves its weights and momentum
+/// under the pair's actor ids, the second takes them.
 struct weights_left_table {
   std::mutex mutex;
   std::map<std::pair<caf::actor_id, caf::actor_id>, std::weak_ptr<std::vector<at::Tensor>>>
@@ -730,13 +716,12 @@ weights_left_table& weights_left() {
 /// takes alone: they train one set of weights, each stepping half of it
 /// with the two gradients' mean (the same values as each stepping all of it
 /// in its own copy: the step's memory traffic halves, and the forward and
-/// backward read one copy of the weights from the caches). Called before
-/// the first step; the first of the pair to get here leaves its tensors, the
-/// second takes them, so neither writes the shared weights before both
-/// hold them (a step is written after the other's gradients arrived).
+/// backward read one copy of the weights from the caches). Called when the
+/// plan gives the worker its successor, before any worker starts: the first
+/// of the pair to get here leaves its tensors, the second takes them.
 void share_weights(worker_actor* self) {
   auto& st = self->state;
-  if (st.spec.workers != 2 || st.spec.sync_every != 0 || uses_ps(st) ||
+  if (st.halves || st.spec.workers != 2 || st.spec.sync_every != 0 || uses_ps(st) ||
       !st.replica->steps_in_parts() || st.next.node() != self->node())
     return;
   st.halves = true;
@@ -759,6 +744,25 @@ void share_weights(worker_actor* self) {
   table.left.emplace(pair, st.left);
 }
 
+/// The ring's successor: the plan's one peer edge of this worker.
+caf::result<caf::ok_atom> on_peer(worker_actor* self, const caf::actor& peer, int32_t index) {
+  auto& st = self->state;
+  if (uses_ps(st))
+    return on_shard_peer(self, peer, index);
+  if (st.spec.workers == 1 || index != model::ring_next(st.spec.worker, st.spec.workers))
+    return make_error(errc::bad_config,
+                      st.name + ": its only peer is its successor on the ring, worker " +
+                        std::to_string(model::ring_next(st.spec.worker, st.spec.workers)) +
+                        ", not " + std::to_string(index));
+  st.next = peer;
+  try {
+    share_weights(self);
+  } catch (const std::exception& e) {
+    return make_error(errc::bad_config, st.name + ": " + e.what());
+  }
+  return caf::ok_atom::value;
+}
+
 void on_start(worker_actor* self) {
   auto& st = self->state;
   if (st.started)
@@ -774,7 +778,6 @@ void on_start(worker_actor* self) {
                                    st.spec.data.plan.epochs,
                                  st.name, {}});
   guarded(self, "training", [=] {
-    share_weights(self);
     begin_run(self->state);
     advance(self);
   });
