@@ -450,7 +450,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
       o.insert(o.end(), r.overrides.begin(), r.overrides.end());
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
       if (s.name == "local-threads")
-        flags.back() = std::to_string(r.workers);
+        flags.back() = std::to_string(r.workers); // --threads W
       else if (s.name == "embedded")
         flags.clear(); // every worker in this process
       else if (s.name != "local")
