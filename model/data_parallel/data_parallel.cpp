@@ -125,6 +125,25 @@ at::Tensor flatten(const std::vector<at::Tensor>& tensors, const flat_layout& la
   return parts.empty() ? torch::zeros({0}) : torch::cat(parts);
 }
 
+at::Tensor flatten_range(const std::vector<at::Tensor>& tensors, const flat_layout& layout,
+                         const key_range& range) {
+  TORCH_CHECK(tensors.size() == layout.keys.size(), "flatten_range: ", tensors.size(),
+              " tensors for ", layout.keys.size(), " keys");
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (size_t i : keys_in(range, layout)) {
+    const key_range& key = layout.keys[i].range;
+    const int64_t begin = std::max(key.begin, range.begin);
+    const int64_t end = std::min(key.end, range.end);
+    parts.push_back(tensors[i].defined()
+                      ? tensors[i].detach().reshape({-1}).narrow(0, begin - key.begin, end - begin)
+                      : torch::zeros({end - begin}));
+  }
+  if (parts.size() == 1)
+    return parts.front().clone(at::MemoryFormat::Contiguous);
+  return parts.empty() ? torch::zeros({0}) : torch::cat(parts);
+}
+
 std::vector<at::Tensor> unflatten(const at::Tensor& flat, const flat_layout& layout) {
   std::vector<at::Tensor> out;
   for (const auto& key : layout.keys)

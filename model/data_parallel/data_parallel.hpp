@@ -113,6 +113,11 @@ std::vector<size_t> keys_in(const key_range& range, const flat_layout& layout);
 /// its key's size. Precondition: tensors.size() == layout.keys.size().
 at::Tensor flatten(const std::vector<at::Tensor>& tensors, const flat_layout& layout);
 
+/// Elements `range` of flatten(tensors, layout), copied once into a vector of its own
+/// (no flat vector of every key in between).
+at::Tensor flatten_range(const std::vector<at::Tensor>& tensors, const flat_layout& layout,
+                         const key_range& range);
+
 /// The tensors of `flat` per key, shaped as the parameters, copied.
 std::vector<at::Tensor> unflatten(const at::Tensor& flat, const flat_layout& layout);
 

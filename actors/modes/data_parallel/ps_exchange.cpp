@@ -66,10 +66,9 @@ const model::key_range& ps_exchange::part(int32_t shard) const {
 }
 
 std::vector<at::Tensor> ps_exchange::split(const std::vector<at::Tensor>& gradients) const {
-  const at::Tensor flat = model::flatten(gradients, layout_);
   std::vector<at::Tensor> out;
   for (const auto& p : parts_)
-    out.push_back(p.empty() ? at::Tensor() : model::slice(flat, p).clone());
+    out.push_back(p.empty() ? at::Tensor() : model::flatten_range(gradients, layout_, p));
   return out;
 }
 

@@ -11,7 +11,7 @@
 // worker pushes to it, it sends nothing (0 bytes for frozen keys).
 //
 //   worker w, step k                         shard s
-//   gradient -> flat -> split ---- push ---> shard_optimizer::push(w, k, g)
+//   gradient -> split (one copy) -- push --> shard_optimizer::push(w, k, g)
 //                                            ... all W pushes of step k:
 //                                            sum in worker order, / W,
 //                                            sgd_step_out_of_place
@@ -74,8 +74,10 @@ public:
   bool idle(int32_t shard) const { return part(shard).empty(); }
 
   /// The flat gradient (model::flatten: a parameter without a gradient
-  /// counts as zeros) cut into one contiguous copy per shard; undefined for
-  /// an idle shard. `gradients` in named_parameters order.
+  /// counts as zeros) cut into one contiguous copy per shard, each copied
+  /// once from the gradients (model::flatten_range: no flat vector of the
+  /// whole in between); undefined for an idle shard. `gradients` in
+  /// named_parameters order.
   std::vector<at::Tensor> split(const std::vector<at::Tensor>& gradients) const;
 
   /// Shard s's new slice of step `step`. Throws model::error (nothing

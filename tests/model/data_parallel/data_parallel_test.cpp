@@ -172,6 +172,17 @@ TEST(data_parallel, flatten_slice_and_write_back_round_trip) {
   EXPECT_EQ(copy.narrow(0, 0, 100).abs().sum().item<float>(), 0.0f);
 }
 
+TEST(data_parallel, a_range_flattened_alone_is_that_range_of_the_whole) {
+  const auto m = tiny_model();
+  const auto layout = make_flat_layout(m);
+  auto tensors = m.parameters();
+  tensors[1] = at::Tensor(); // a parameter without a gradient: zeros
+  const at::Tensor whole = flatten(tensors, layout);
+  for (const key_range r : {key_range{100, 26000}, key_range{0, 10}, key_range{25100, 25120},
+                            key_range{0, layout.numel}, key_range{5, 5}})
+    EXPECT_TRUE(torch::equal(flatten_range(tensors, layout, r), slice(whole, r)));
+}
+
 // A parameter split across two shards steps right: stepping the flat vector
 // shard by shard gives the bits of stepping each parameter whole.
 TEST(data_parallel, stepping_shard_slices_equals_stepping_whole_parameters) {
