@@ -19,6 +19,9 @@
 #      stage's feature cache is keyed by) and ActorReport's figures and
 #      events: a version-2 reader would drop the ids, and a cache could not
 #      tell which samples it holds.
+#   4  Tensor's sharedOffset (a tensor in shared memory may start anywhere in
+#      its file: a view of a gradient bucket that was written there): a
+#      version-3 reader would read the wrong bytes.
 
 @0xa65fcc7ffb637ae2;
 
@@ -46,6 +49,7 @@ struct Tensor {
   data @2 :Data;          # product(shape) * element size bytes, row-major
   shared @3 :Text;        # or, with no data: the /dev/shm file holding them
                           # (node processes of one host, messages/shared_memory.hpp)
+  sharedOffset @4 :UInt64; # where in that file's data they start
 }
 
 # -- training traffic ----------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include <ATen/ops/empty.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <caf/binary_deserializer.hpp>
@@ -396,6 +397,14 @@ void use_shared_memory(bool on) {
 
 bool shared_memory_in_use() {
   return shared_memory.load(std::memory_order_relaxed);
+}
+
+at::Tensor empty_for_sending(int64_t numel) {
+  if (static_cast<uint64_t>(numel) * sizeof(float) >= detail::shared_memory_threshold &&
+      shared_memory_in_use())
+    if (auto t = detail::slab_tensor(numel); t.defined())
+      return t;
+  return at::empty({numel});
 }
 
 template <class T>

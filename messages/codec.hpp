@@ -45,6 +45,13 @@ void use_shared_memory(bool on);
 /// Whether use_shared_memory(true) was called (and not undone).
 bool shared_memory_in_use();
 
+/// An uninitialised float32 vector of `numel` elements that is to be sent:
+/// while use_shared_memory(true) is in force and it is large enough to
+/// travel so, its bytes are in this process's shared memory, and a message
+/// of it (or of a view of it) to another process of this host copies
+/// nothing; otherwise, or when no slab can be made, at::empty's.
+at::Tensor empty_for_sending(int64_t numel);
+
 /// An encoded message: a Cap'n Proto flat array (segment table + segments).
 using wire_bytes = std::vector<char>;
 

@@ -28,23 +28,19 @@ constexpr const char* directory = "/dev/shm/";
 /// Every slab's name starts so, followed by the writer's pid and a number.
 constexpr const char* prefix = "baton-slab-";
 
-constexpr uint64_t slab_magic = 0x62617473'6c616231; // "batslab1"
+constexpr uint64_t slab_magic = 0x62617473'6c616232; // "batslab2"
 
-/// The first bytes of a slab; the tensor's bytes follow at data_offset.
+/// The first bytes of a slab; its data follow at data_offset.
 struct slab_header {
   uint64_t magic;
-  uint64_t capacity;          ///< bytes after the header
-  uint64_t length;            ///< bytes of the message it holds
-  std::atomic<uint32_t> state; ///< slab_free, slab_sent or slab_taken
+  uint64_t capacity; ///< bytes after the header
+  /// The writer's tensor (slab_tensor) while it lives, and each message sent
+  /// from the slab until its receiver's tensor goes: free for its writer at 0.
+  std::atomic<uint32_t> holds;
+  /// Messages sent from the slab that no receiver took yet.
+  std::atomic<uint32_t> unclaimed;
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
-
-/// A slab's states: free for its writer; sent (share_bytes wrote a message
-/// into it, no receiver took it yet); taken (a receiver's tensor is the
-/// slab's bytes, until the receiver lets the tensor go).
-constexpr uint32_t slab_free = 0;
-constexpr uint32_t slab_sent = 1;
-constexpr uint32_t slab_taken = 2;
 
 constexpr size_t data_offset = 64;
 static_assert(sizeof(slab_header) <= data_offset);
@@ -65,8 +61,8 @@ void close_mapping(mapping& m) {
   m = mapping{};
 }
 
-/// Another process's slab as this one maps it: unmapped when the registry
-/// forgets it and the last tensor taken from it is gone.
+/// A slab as this process maps it (its own or another process's): unmapped
+/// when the registry forgets it and the last tensor of its bytes is gone.
 struct mapped_slab {
   mapping m;
   mapped_slab() = default;
@@ -79,7 +75,7 @@ struct mapped_slab {
 /// a receiver), by name.
 struct slab_registry {
   std::mutex mutex;
-  std::map<std::string, mapping> own;
+  std::map<std::string, std::shared_ptr<mapped_slab>> own;
   size_t own_bytes = 0;
   uint64_t next = 0;
   std::map<std::string, std::shared_ptr<mapped_slab>> mapped;
@@ -131,29 +127,61 @@ void remove_own_files() {
 caf::expected<std::string> make_slab(slab_registry& r, size_t capacity) {
   auto name = prefix + std::to_string(::getpid()) + "-" + std::to_string(r.next++);
   const auto path = directory + name;
-  mapping m;
+  auto slab = std::make_shared<mapped_slab>();
+  auto& m = slab->m;
   m.size = data_offset + capacity;
   m.fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (m.fd < 0)
     return make_error(errc::payload_too_large, "cannot create " + path + ": " + error_text());
   if (::ftruncate(m.fd, static_cast<off_t>(m.size)) != 0) {
     auto why = error_text();
-    close_mapping(m);
     ::unlink(path.c_str());
     return make_error(errc::payload_too_large, "cannot size " + path + ": " + why);
   }
   void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
   if (p == MAP_FAILED) {
     auto why = error_text();
-    close_mapping(m);
     ::unlink(path.c_str());
     return make_error(errc::payload_too_large, "cannot map " + path + ": " + why);
   }
   m.base = static_cast<char*>(p);
-  new (m.base) slab_header{slab_magic, capacity, 0, {0}};
-  r.own.emplace(name, m);
+  new (m.base) slab_header{slab_magic, capacity, {0}, {0}};
   r.own_bytes += m.size;
+  r.own.emplace(name, std::move(slab));
   return name;
+}
+
+/// The smallest free slab of this process with room for `bytes`, made when
+/// none is free; its name.
+caf::expected<std::string> free_slab(slab_registry& r, size_t bytes) {
+  const std::string* chosen = nullptr;
+  size_t chosen_capacity = 0;
+  for (auto& [name, slab] : r.own) {
+    const auto* h = slab->m.header();
+    if (h->capacity >= bytes && h->holds.load(std::memory_order_acquire) == 0 &&
+        (chosen == nullptr || h->capacity < chosen_capacity)) {
+      chosen = &name;
+      chosen_capacity = h->capacity;
+    }
+  }
+  if (chosen != nullptr)
+    return *chosen;
+  size_t capacity = shared_memory_threshold;
+  while (capacity < bytes)
+    capacity *= 2;
+  if (r.own_bytes + data_offset + capacity > max_slab_bytes)
+    return make_error(errc::payload_too_large, "the slabs of this process are all busy");
+  return make_slab(r, capacity);
+}
+
+/// A tensor of `shape` at `data`, in `slab`, that the slab holds until the
+/// tensor and its views go.
+at::Tensor held_tensor(const std::shared_ptr<mapped_slab>& slab, char* data,
+                       at::IntArrayRef shape, at::TensorOptions options) {
+  auto* h = slab->m.header();
+  return at::from_blob(
+    data, shape,
+    [keep = slab, h](void*) { h->holds.fetch_sub(1, std::memory_order_acq_rel); }, options);
 }
 
 /// The mapping of another process's slab `path`, mapped on first use.
@@ -186,37 +214,47 @@ caf::expected<std::shared_ptr<mapped_slab>> slab_of(slab_registry& r, const std:
 
 } // namespace
 
-caf::expected<std::string> share_bytes(const void* data, size_t bytes) {
+at::Tensor slab_tensor(int64_t numel) {
+  const auto bytes = static_cast<size_t>(numel) * sizeof(float);
   auto& r = registry();
   std::lock_guard<std::mutex> lock{r.mutex};
-  const std::string* chosen = nullptr;
-  for (auto& [name, m] : r.own)
-    if (m.header()->capacity >= bytes &&
-        m.header()->state.load(std::memory_order_acquire) == slab_free &&
-        (chosen == nullptr || m.header()->capacity < r.own.at(*chosen).header()->capacity))
-      chosen = &name;
-  std::string made;
-  if (chosen == nullptr) {
-    size_t capacity = shared_memory_threshold;
-    while (capacity < bytes)
-      capacity *= 2;
-    if (r.own_bytes + data_offset + capacity > max_slab_bytes)
-      return make_error(errc::payload_too_large, "the slabs of this process are all busy");
-    auto name = make_slab(r, capacity);
-    if (!name)
-      return name.error();
-    made = std::move(*name);
-    chosen = &made;
-  }
-  auto& m = r.own.at(*chosen);
-  std::memcpy(m.base + data_offset, data, bytes);
-  m.header()->length = bytes;
-  m.header()->state.store(slab_sent, std::memory_order_release);
-  return *chosen;
+  auto name = free_slab(r, bytes);
+  if (!name)
+    return {};
+  const auto& slab = r.own.at(*name);
+  slab->m.header()->holds.store(1, std::memory_order_release);
+  return held_tensor(slab, slab->m.base + data_offset, {numel}, at::kFloat);
 }
 
-caf::error take_bytes(const std::string& name, uint64_t bytes, at::IntArrayRef shape,
-                      at::TensorOptions options, const std::string& what, at::Tensor& out) {
+caf::expected<shared_place> share_bytes(const void* data, size_t bytes) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock{r.mutex};
+  // Bytes in a slab of this process already (slab_tensor's, held by the
+  // caller's tensor): counted, not copied.
+  const auto* at = static_cast<const char*>(data);
+  for (auto& [name, slab] : r.own) {
+    const char* begin = slab->m.base + data_offset;
+    auto* h = slab->m.header();
+    if (at >= begin && at < begin + h->capacity &&
+        bytes <= h->capacity - static_cast<size_t>(at - begin)) {
+      h->holds.fetch_add(1, std::memory_order_acq_rel);
+      h->unclaimed.fetch_add(1, std::memory_order_release);
+      return shared_place{name, static_cast<uint64_t>(at - begin)};
+    }
+  }
+  auto name = free_slab(r, bytes);
+  if (!name)
+    return name.error();
+  auto& m = r.own.at(*name)->m;
+  std::memcpy(m.base + data_offset, data, bytes);
+  m.header()->holds.store(1, std::memory_order_relaxed);
+  m.header()->unclaimed.store(1, std::memory_order_release);
+  return shared_place{*name, 0};
+}
+
+caf::error take_bytes(const std::string& name, uint64_t offset, uint64_t bytes,
+                      at::IntArrayRef shape, at::TensorOptions options, const std::string& what,
+                      at::Tensor& out) {
   if (writer_of(name) <= 0)
     return make_error(errc::malformed_message,
                       what + ": '" + name.substr(0, 64) + "' is not a shared tensor's name");
@@ -236,19 +274,22 @@ caf::error take_bytes(const std::string& name, uint64_t bytes, at::IntArrayRef s
                       what + ": its shared memory " + path + " was cut short");
   }
   auto* h = m.header();
-  uint32_t sent = slab_sent;
-  if (h->magic != slab_magic || h->capacity > m.size - data_offset || h->length != bytes ||
-      !h->state.compare_exchange_strong(sent, slab_taken, std::memory_order_acq_rel))
+  if (h->magic != slab_magic || h->capacity > m.size - data_offset || offset > h->capacity ||
+      bytes > h->capacity - offset)
     return make_error(errc::malformed_message,
-                      what + ": its shared memory " + path + " holds no message of " +
-                        std::to_string(bytes) + " bytes (taken already, or another one)");
-  // The tensor is the slab's bytes (no copy): the slab is the receiver's
-  // until the tensor goes, then free for its writer again. The mapping
-  // lives as long as the tensor, even past stop_slabs.
-  out = at::from_blob(
-    m.base + data_offset, shape,
-    [keep = *slab, h](void*) { h->state.store(slab_free, std::memory_order_release); },
-    options);
+                      what + ": its shared memory " + path + " holds no " +
+                        std::to_string(bytes) + " bytes at offset " + std::to_string(offset));
+  uint32_t unclaimed = h->unclaimed.load(std::memory_order_acquire);
+  do {
+    if (unclaimed == 0)
+      return make_error(errc::malformed_message,
+                        what + ": its shared memory " + path +
+                          " holds no message to take (taken already)");
+  } while (!h->unclaimed.compare_exchange_weak(unclaimed, unclaimed - 1,
+                                               std::memory_order_acq_rel));
+  // The tensor is the slab's bytes (no copy), held until the tensor goes.
+  // The mapping lives as long as the tensor, even past stop_slabs.
+  out = held_tensor(*slab, m.base + data_offset + offset, shape, options);
   return caf::none;
 }
 
@@ -261,13 +302,11 @@ void start_slabs() {
 void stop_slabs() {
   auto& r = registry();
   std::lock_guard<std::mutex> lock{r.mutex};
-  for (auto& [name, m] : r.own) {
-    close_mapping(m);
+  for (const auto& [name, slab] : r.own)
     ::unlink((directory + name).c_str());
-  }
-  r.own.clear();
+  r.own.clear(); // unmapped as the tensors of their bytes go
   r.own_bytes = 0;
-  r.mapped.clear(); // unmapped as the tensors taken from them go
+  r.mapped.clear();
 }
 
 } // namespace baton::messages::detail

@@ -154,8 +154,9 @@ caf::error write_tensor(wire::Tensor::Builder b, const at::Tensor& x, const std:
     return caf::none;
   if (limits.shared_memory && nbytes >= shared_memory_threshold &&
       references.shared_bytes + nbytes <= limits.max_message_bytes) {
-    if (auto name = share_bytes(dense.data_ptr(), nbytes)) {
-      b.setShared(*name);
+    if (auto place = share_bytes(dense.data_ptr(), nbytes)) {
+      b.setShared(place->name);
+      b.setSharedOffset(place->offset);
       references.shared_bytes += nbytes;
       return caf::none;
     }
@@ -206,7 +207,7 @@ caf::error read_tensor(wire::Tensor::Reader r, const std::string& what,
                         what + ": the message's tensors in shared memory exceed " +
                           limit_text(limits));
     shared_left -= *bytes;
-    return take_bytes(r.getShared(), *bytes, shape, options, what, out);
+    return take_bytes(r.getShared(), r.getSharedOffset(), *bytes, shape, options, what, out);
   }
   if (data.size() != *bytes)
     return make_error(errc::shape_mismatch, what + ": shape " + shape_text(shape) + " of "

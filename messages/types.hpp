@@ -21,7 +21,7 @@
 namespace baton::messages {
 
 /// Version of messages/baton.capnp written by this build; readers refuse others.
-inline constexpr uint32_t schema_version = 3;
+inline constexpr uint32_t schema_version = 4;
 
 /// Default limit of one encoded message (and of one tensor), in bytes.
 inline constexpr uint64_t default_max_message_bytes = uint64_t{64} << 20;

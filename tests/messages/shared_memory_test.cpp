@@ -104,6 +104,40 @@ TEST_F(shared_memory, a_large_tensor_travels_through_a_slab_that_is_reused) {
   EXPECT_EQ(own_shared_files().size(), 2u) << "a freed slab serves the third message";
 }
 
+TEST_F(shared_memory, a_view_of_a_tensor_made_for_sending_travels_without_a_copy) {
+  auto bucket = empty_for_sending(int64_t{1} << 20); // 4 MiB, in a slab of this process
+  ASSERT_EQ(own_shared_files().size(), 1u);
+  bucket.copy_(at::arange(bucket.numel(), at::kFloat));
+  auto x = sample(tag<tensor_set>{});
+  const auto chunk = bucket.narrow(0, 1000, 300000); // 1.2 MB at an offset into the slab
+  x.tensors.push_back(chunk);
+  const auto buf = serialized(x);
+  EXPECT_LT(buf.size(), size_t{1} << 20) << "the chunk is not in the message";
+  EXPECT_EQ(own_shared_files().size(), 1u) << "no slab for a copy";
+  auto y = deserialized(buf);
+  ASSERT_FALSE(y.invalid) << describe(y.invalid);
+  expect_same_tensor(chunk, y.tensors.back(), "chunk");
+  bucket.narrow(0, 1000, 1).fill_(-1); // the receiver's tensor is the sender's bytes
+  EXPECT_EQ(y.tensors.back()[0].item<float>(), -1.0f);
+  const auto again = deserialized(buf);
+  EXPECT_TRUE(is(again.invalid, errc::malformed_message)) << describe(again.invalid);
+  // Held by the sender's tensor and by the receiver's: the next takes another slab.
+  x = tensor_set{};
+  auto second = empty_for_sending(int64_t{1} << 20);
+  EXPECT_EQ(own_shared_files().size(), 2u);
+  // Free once both are gone.
+  bucket = at::Tensor{};
+  y = tensor_set{};
+  second = at::Tensor{};
+  auto third = empty_for_sending(int64_t{1} << 20);
+  EXPECT_EQ(own_shared_files().size(), 2u) << "a freed slab serves again";
+  use_shared_memory(false);
+  EXPECT_FALSE(third.data_ptr() == nullptr) << "a tensor of a slab outlives the slabs";
+  third.fill_(1);
+  EXPECT_EQ(empty_for_sending(int64_t{1} << 20).numel(), int64_t{1} << 20);
+  EXPECT_TRUE(own_shared_files().empty()) << "without shared memory: at::empty's";
+}
+
 TEST_F(shared_memory, without_it_every_tensor_is_in_the_message) {
   use_shared_memory(false);
   const auto buf = serialized(large_set());

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "messages/codec.hpp"
 #include "model/core/augment.hpp"
 #include "model/core/error.hpp"
 #include "model/core/batches.hpp"
@@ -115,8 +116,13 @@ private:
     arrived_[i] = true;
     torch::NoGradGuard no_grad;
     auto& flat = flats_[b];
-    if (!flat.defined())
-      flat = gaps_[b] ? torch::zeros({buckets_[b].numel}) : torch::empty({buckets_[b].numel});
+    if (!flat.defined()) {
+      // In shared memory between the node processes of one host: the ring
+      // sends the bucket (its chunks) without copying it again.
+      flat = messages::empty_for_sending(buckets_[b].numel);
+      if (gaps_[b])
+        flat.zero_(); // its keys without a gradient stay zeros, as bucket_flat's
+    }
     flat.narrow(0, offset_[i], key.range.size()).view(g.sizes()).copy_(g);
     if (--pending_[b] > 0)
       return;
