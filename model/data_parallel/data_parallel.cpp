@@ -126,7 +126,7 @@ at::Tensor flatten(const std::vector<at::Tensor>& tensors, const flat_layout& la
 }
 
 at::Tensor flatten_range(const std::vector<at::Tensor>& tensors, const flat_layout& layout,
-                         const key_range& range) {
+                         const key_range& range, at::Tensor out) {
   TORCH_CHECK(tensors.size() == layout.keys.size(), "flatten_range: ", tensors.size(),
               " tensors for ", layout.keys.size(), " keys");
   torch::NoGradGuard no_grad;
@@ -139,9 +139,18 @@ at::Tensor flatten_range(const std::vector<at::Tensor>& tensors, const flat_layo
                       ? tensors[i].detach().reshape({-1}).narrow(0, begin - key.begin, end - begin)
                       : torch::zeros({end - begin}));
   }
-  if (parts.size() == 1)
-    return parts.front().clone(at::MemoryFormat::Contiguous);
-  return parts.empty() ? torch::zeros({0}) : torch::cat(parts);
+  if (!out.defined())
+    return parts.size() == 1 ? parts.front().clone(at::MemoryFormat::Contiguous)
+           : parts.empty()   ? torch::zeros({0})
+                             : torch::cat(parts);
+  TORCH_CHECK(out.numel() == range.size() && out.is_contiguous(), "flatten_range: ",
+              out.numel(), " elements to write ", range.size());
+  int64_t at = 0;
+  for (const auto& part : parts) {
+    out.narrow(0, at, part.numel()).copy_(part);
+    at += part.numel();
+  }
+  return out;
 }
 
 std::vector<at::Tensor> unflatten(const at::Tensor& flat, const flat_layout& layout) {

@@ -114,9 +114,10 @@ std::vector<size_t> keys_in(const key_range& range, const flat_layout& layout);
 at::Tensor flatten(const std::vector<at::Tensor>& tensors, const flat_layout& layout);
 
 /// Elements `range` of flatten(tensors, layout), copied once into a vector of its own
-/// (no flat vector of every key in between).
+/// (no flat vector of every key in between): `out` when given (range.size() float32
+/// elements, contiguous), else a new one.
 at::Tensor flatten_range(const std::vector<at::Tensor>& tensors, const flat_layout& layout,
-                         const key_range& range);
+                         const key_range& range, at::Tensor out = {});
 
 /// The tensors of `flat` per key, shaped as the parameters, copied.
 std::vector<at::Tensor> unflatten(const at::Tensor& flat, const flat_layout& layout);

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include "messages/codec.hpp"
 #include "model/core/error.hpp"
 #include "model/core/optimizer.hpp"
 #include "model/core/stage_trainer.hpp"
@@ -68,7 +69,9 @@ const model::key_range& ps_exchange::part(int32_t shard) const {
 std::vector<at::Tensor> ps_exchange::split(const std::vector<at::Tensor>& gradients) const {
   std::vector<at::Tensor> out;
   for (const auto& p : parts_)
-    out.push_back(p.empty() ? at::Tensor() : model::flatten_range(gradients, layout_, p));
+    out.push_back(p.empty() ? at::Tensor()
+                            : model::flatten_range(gradients, layout_, p,
+                                                   messages::empty_for_sending(p.size())));
   return out;
 }
 
@@ -180,7 +183,9 @@ at::Tensor shard_optimizer::step() {
   // each parameter whole. Two workers' mean is taken in SGD's own pass
   // (g0 + g1 then / 2: the same bits), where SGD allows.
   const auto& pushes = it->second;
-  at::Tensor next = workers_ == 2 ? at::empty_like(weights_) : at::Tensor{};
+  // The new weights go to every worker: made for sending (no copy to another
+  // node process of this host).
+  at::Tensor next = workers_ == 2 ? messages::empty_for_sending(weights_.numel()) : at::Tensor{};
   if (!next.defined() ||
       !model::sgd_step_of_mean_in_place(weights_, {{0, pushes[0], pushes[1]}}, workers_, state_,
                                         optimizer_, lr, &next)) {

@@ -181,6 +181,12 @@ TEST(data_parallel, a_range_flattened_alone_is_that_range_of_the_whole) {
   for (const key_range r : {key_range{100, 26000}, key_range{0, 10}, key_range{25100, 25120},
                             key_range{0, layout.numel}, key_range{5, 5}})
     EXPECT_TRUE(torch::equal(flatten_range(tensors, layout, r), slice(whole, r)));
+  const key_range r{100, 26000};
+  at::Tensor out = torch::empty({r.size()});
+  const at::Tensor written = flatten_range(tensors, layout, r, out);
+  EXPECT_EQ(written.data_ptr(), out.data_ptr());
+  EXPECT_TRUE(torch::equal(out, slice(whole, r)));
+  EXPECT_THROW(flatten_range(tensors, layout, r, torch::empty({5})), c10::Error);
 }
 
 // A parameter split across two shards steps right: stepping the flat vector
