@@ -95,7 +95,7 @@ public:
   /// (`ip netns exec NAME`); the program's argv follows.
   std::vector<std::string> launcher(size_t i) const;
   /// How the links are shaped, for the log line ("tc tbf rate ... and netem
-  /// delay ...", or why there is no delay).
+  /// delay ...", or why there is no delay, and TCP's congestion control).
   const std::string& shaping() const { return shaping_; }
 
   /// Stops whatever still runs inside the namespaces (SIGKILL) and removes
@@ -114,6 +114,9 @@ private:
   bool add_bridge(int subnet, std::string& error);
   bool add_host(int32_t index, int subnet, std::string& error);
   bool shape(const host& h, const link_spec& link, std::string& error);
+  /// Sets TCP's congestion control in every host to cubic; false (and why,
+  /// in `why`) where it cannot: the hosts then keep this machine's default.
+  bool use_cubic(std::string& why) const;
 
   std::string ip_;
   std::string tc_;

@@ -142,6 +142,26 @@ TEST(emulated_hosts, without_root_the_error_says_so) {
   EXPECT_EQ(leftovers(), "");
 }
 
+// Every emulated host runs TCP cubic, whatever this machine's default
+// (emulated_hosts.cpp: BBR on a link without delay halves a busy direction's
+// rate), and the log line says so.
+TEST(emulated_hosts, every_host_runs_tcp_cubic) {
+  REQUIRE_ROOT();
+  std::string error;
+  auto spec = parse_link_spec("100mbit", error);
+  ASSERT_TRUE(spec) << error;
+  auto hosts = baton::actors::emulated_hosts::create(2, *spec, error);
+  ASSERT_TRUE(hosts) << error;
+  EXPECT_NE(hosts->shaping().find("TCP cubic"), std::string::npos) << hosts->shaping();
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    auto cc = run_shell("/usr/sbin/ip netns exec " + hosts->namespace_of(i) +
+                        " cat /proc/sys/net/ipv4/tcp_congestion_control");
+    EXPECT_EQ(cc.text, "cubic\n") << hosts->namespace_of(i);
+  }
+  hosts.reset();
+  EXPECT_EQ(leftovers(), "");
+}
+
 // The same pipeline over loopback and over 50 Mbit/s links (1 ms where the
 // kernel has netem): the same weights; every node-to-node direction carried
 // less than the link rate over the run. A crashed earlier run's namespace
