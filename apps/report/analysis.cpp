@@ -72,6 +72,29 @@ json labels_by_rate(std::vector<const json*> rows, Rate rate) {
   return labels;
 }
 
+/// Whether the measured rates keep the order of the predicted ones: no two
+/// runs whose predicted rates differ by more than `predicted_tie` (relative)
+/// are measured the other way round. The pairs predicted closer than that
+/// are added to `ties` (labels): the model does not order them.
+template <class Rate, class Predicted>
+bool order_kept(const std::vector<const json*>& rows, Rate measured, Predicted predicted,
+                json& ties) {
+  constexpr double predicted_tie = 0.01;
+  bool kept = true;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = i + 1; j < rows.size(); ++j) {
+      const double pi = predicted(*rows[i]);
+      const double pj = predicted(*rows[j]);
+      if (std::fabs(pi - pj) <= predicted_tie * std::max(pi, pj)) {
+        ties.push_back({rows[i]->value("label", ""), rows[j]->value("label", "")});
+        continue;
+      }
+      if ((pi > pj) != (measured(*rows[i]) > measured(*rows[j])))
+        kept = false;
+    }
+  return kept;
+}
+
 } // namespace
 
 const json& summary_of(const json& run) {
@@ -295,15 +318,17 @@ json prediction_check(const json& runs) {
   }
   if (rows.empty())
     return nullptr;
-  auto measured_ranking = labels_by_rate(predicted, [](const json& r) {
+  auto measured_rate = [](const json& r) {
     return number_at(summary_of(r), "samples_per_second").value_or(0);
-  });
-  auto predicted_ranking =
-    labels_by_rate(predicted, [](const json& r) { return predicted_rate(r).value_or(0); });
+  };
+  auto predicted_rate_of = [](const json& r) { return predicted_rate(r).value_or(0); };
+  json ties = json::array();
+  const bool kept = order_kept(predicted, measured_rate, predicted_rate_of, ties);
   json check = {{"runs", rows},
-                {"measured_ranking", measured_ranking},
-                {"predicted_ranking", predicted_ranking},
-                {"ranking_matches", measured_ranking == predicted_ranking},
+                {"measured_ranking", labels_by_rate(predicted, measured_rate)},
+                {"predicted_ranking", labels_by_rate(predicted, predicted_rate_of)},
+                {"ranking_matches", kept},
+                {"predicted_ties", ties},
                 {"mean_abs_error_percent", abs_error / static_cast<double>(rows.size())}};
   // What made the predictions checked: every run's simulated, or not.
   const bool all_simulated = std::all_of(rows.begin(), rows.end(), [](const json& row) {
@@ -312,11 +337,13 @@ json prediction_check(const json& runs) {
   check["method"] = all_simulated ? "simulation" : "formula";
   if (formula_rows == rows.size()) {
     // Every run also has the formula's step: the cross-check's own ranking and error.
-    auto formula_ranking = labels_by_rate(predicted, [](const json& r) {
+    auto formula_rate = [](const json& r) {
       return number_at(r["predicted"]["formula"], "samples_per_second").value_or(0);
-    });
-    check["formula_ranking"] = formula_ranking;
-    check["formula_ranking_matches"] = measured_ranking == formula_ranking;
+    };
+    json formula_ties = json::array();
+    check["formula_ranking"] = labels_by_rate(predicted, formula_rate);
+    check["formula_ranking_matches"] =
+      order_kept(predicted, measured_rate, formula_rate, formula_ties);
     check["formula_mean_abs_error_percent"] =
       formula_abs_error / static_cast<double>(rows.size());
   }

@@ -50,8 +50,10 @@ std::optional<double> speedup_over_local(const nlohmann::json& runs, const nlohm
 /// measured x 100)}], "measured_ranking" and "predicted_ranking" (labels,
 /// fastest first: by samples/s, predicted samples/s = samples per step over
 /// the predicted step when the prediction has no samples_per_second),
-/// "ranking_matches", "mean_abs_error_percent"}; null when no run has a
-/// prediction.
+/// "ranking_matches" (no two runs whose predicted rates differ by more than
+/// 1% measured the other way round), "predicted_ties" (the pairs of labels
+/// predicted within 1% of each other: not ordered by the model),
+/// "mean_abs_error_percent"}; null when no run has a prediction.
 nlohmann::json prediction_check(const nlohmann::json& runs);
 
 /// A check error beyond which a strategy's projection and crossovers are

@@ -1,0 +1,47 @@
+// The cost model's check against a compare's runs (apps/report/analysis):
+// the ranking is kept unless two runs that the prediction orders are
+// measured the other way round; runs predicted within 1% of each other are
+// a tie that the model does not order, listed as such.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/report/analysis.hpp"
+
+using baton::apps::prediction_check;
+using nlohmann::json;
+
+namespace {
+
+/// A run measured at `measured` samples/s (192 samples a step) and predicted at `predicted`.
+json run(const std::string& label, double measured, double predicted) {
+  return {{"label", label},
+          {"strategy", "data-parallel:" + label},
+          {"summary", {{"samples_per_second", measured}, {"step_seconds", 192 / measured}}},
+          {"predicted",
+           {{"samples_per_second", predicted},
+            {"samples_per_step", 192},
+            {"step_seconds", 192 / predicted},
+            {"method", "simulation"}}}};
+}
+
+} // namespace
+
+TEST(prediction_check, a_pair_predicted_alike_is_not_ordered) {
+  // ring and ps predicted at the same rate (0.1% apart), measured ps slower.
+  const auto check = prediction_check(json::array(
+    {run("local", 900, 1000), run("ps", 690, 703.0), run("ring", 700, 703.7)}));
+  EXPECT_TRUE(check["ranking_matches"].get<bool>()) << check.dump();
+  ASSERT_EQ(check["predicted_ties"].size(), 1u) << check.dump();
+  EXPECT_EQ(check["predicted_ties"][0], json::array({"ps", "ring"}));
+  EXPECT_EQ(check["measured_ranking"], json::array({"local", "ring", "ps"}));
+}
+
+TEST(prediction_check, a_pair_ordered_by_the_prediction_and_measured_the_other_way_is_a_miss) {
+  const auto check = prediction_check(json::array(
+    {run("local", 900, 1000), run("ps", 690, 720), run("ring", 700, 700)}));
+  EXPECT_FALSE(check["ranking_matches"].get<bool>()) << check.dump();
+  EXPECT_TRUE(check["predicted_ties"].empty()) << check.dump();
+  EXPECT_NEAR(check["mean_abs_error_percent"].get<double>(),
+              (10 + 100 * (1 - 690.0 / 720) + 0) / 3, 1e-6); // step errors: m / p - 1
+}
