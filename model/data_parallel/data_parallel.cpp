@@ -114,6 +114,17 @@ std::vector<size_t> keys_in(const key_range& range, const flat_layout& layout) {
   return out;
 }
 
+std::vector<key_piece> key_pieces(const key_range& range, const flat_layout& layout) {
+  std::vector<key_piece> pieces;
+  for (size_t i : keys_in(range, layout)) {
+    const key_range& key = layout.keys[i].range;
+    const int64_t begin = std::max(key.begin, range.begin);
+    const int64_t end = std::min(key.end, range.end);
+    pieces.push_back({i, begin - key.begin, begin - range.begin, end - begin});
+  }
+  return pieces;
+}
+
 at::Tensor flatten(const std::vector<at::Tensor>& tensors, const flat_layout& layout) {
   TORCH_CHECK(tensors.size() == layout.keys.size(), "flatten: ", tensors.size(),
               " tensors for ", layout.keys.size(), " keys");
@@ -130,25 +141,16 @@ at::Tensor flatten_range(const std::vector<at::Tensor>& tensors, const flat_layo
   TORCH_CHECK(tensors.size() == layout.keys.size(), "flatten_range: ", tensors.size(),
               " tensors for ", layout.keys.size(), " keys");
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> parts;
-  for (size_t i : keys_in(range, layout)) {
-    const key_range& key = layout.keys[i].range;
-    const int64_t begin = std::max(key.begin, range.begin);
-    const int64_t end = std::min(key.end, range.end);
-    parts.push_back(tensors[i].defined()
-                      ? tensors[i].detach().reshape({-1}).narrow(0, begin - key.begin, end - begin)
-                      : torch::zeros({end - begin}));
-  }
   if (!out.defined())
-    return parts.size() == 1 ? parts.front().clone(at::MemoryFormat::Contiguous)
-           : parts.empty()   ? torch::zeros({0})
-                             : torch::cat(parts);
+    out = torch::empty({range.size()});
   TORCH_CHECK(out.numel() == range.size() && out.is_contiguous(), "flatten_range: ",
               out.numel(), " elements to write ", range.size());
-  int64_t at = 0;
-  for (const auto& part : parts) {
-    out.narrow(0, at, part.numel()).copy_(part);
-    at += part.numel();
+  for (const auto& p : key_pieces(range, layout)) {
+    auto into = out.narrow(0, p.in_range, p.size);
+    if (tensors[p.key].defined())
+      into.copy_(tensors[p.key].detach().reshape({-1}).narrow(0, p.in_key, p.size));
+    else
+      into.zero_(); // a parameter without a gradient counts as zeros
   }
   return out;
 }

@@ -108,6 +108,18 @@ key_range trainable_part(const key_range& range, const flat_layout& layout);
 /// The indices of the keys that `range` touches, in key order.
 std::vector<size_t> keys_in(const key_range& range, const flat_layout& layout);
 
+/// The part of one key that a range covers: `size` elements from `in_key` in
+/// the key, at `in_range` in the range.
+struct key_piece {
+  size_t key = 0;
+  int64_t in_key = 0;
+  int64_t in_range = 0;
+  int64_t size = 0;
+};
+
+/// The pieces of `range`, one per key it touches, in key order.
+std::vector<key_piece> key_pieces(const key_range& range, const flat_layout& layout);
+
 /// One flat float32 vector of `tensors` (each flattened, in order); an
 /// undefined tensor (a parameter without a gradient) contributes zeros of
 /// its key's size. Precondition: tensors.size() == layout.keys.size().

@@ -41,14 +41,10 @@ std::vector<model::key_range> shard_parts(const model::flat_layout& layout, int3
 void write_range(std::vector<at::Tensor>& parameters, const model::flat_layout& layout,
                  const model::key_range& range, const at::Tensor& values) {
   torch::NoGradGuard no_grad;
-  for (size_t i : model::keys_in(range, layout)) {
-    const model::key_range& key = layout.keys[i].range;
-    const int64_t begin = std::max(key.begin, range.begin);
-    const int64_t end = std::min(key.end, range.end);
+  for (const auto& p : model::key_pieces(range, layout))
     // view(): a parameter is contiguous, and a copy would be written in vain.
-    parameters[i].detach().view({-1}).narrow(0, begin - key.begin, end - begin)
-      .copy_(values.narrow(0, begin - range.begin, end - begin));
-  }
+    parameters[p.key].detach().view({-1}).narrow(0, p.in_key, p.size)
+      .copy_(values.narrow(0, p.in_range, p.size));
 }
 
 // -- the worker's side ---------------------------------------------------------------
