@@ -140,8 +140,7 @@ prediction on_every_host(const workload& w, const cluster& c) {
 prediction predict_local(const workload& w, const cluster&, const local_strategy& s) {
   check(w, s.freeze);
   prediction p;
-  p.compute_seconds =
-    compute_of(w, static_cast<double>(w.batch_size) * rounds_of(s), s.freeze).total();
+  p.compute_seconds = local_step_seconds(w, s);
   p.samples_per_step = w.batch_size * s.workers;
   return p;
 }
@@ -481,6 +480,11 @@ double evaluation_of(const workload& w, const cluster& c, const strategy& s,
 int32_t rounds_of(const local_strategy& s) {
   require(s.workers >= 1 && s.lanes >= 1, "local: workers >= 1 and lanes >= 1");
   return (s.workers + s.lanes - 1) / s.lanes;
+}
+
+double local_step_seconds(const workload& w, const local_strategy& s) {
+  const step_compute c = compute_of(w, static_cast<double>(w.batch_size) * rounds_of(s), s.freeze);
+  return c.forward + c.backward + (s.mean_and_step_seconds > 0 ? s.mean_and_step_seconds : c.update);
 }
 
 double link_model::message_seconds(double bytes) const {

@@ -129,18 +129,25 @@ struct freezing {
 /// `--mode local`: one process trains `workers` x batch_size (b) samples
 /// per step, its workers computed `lanes` at a time (each lane on its
 /// share of the cores, as the profile was taken).
-///   step = F + B + U at ceil(workers / lanes) x b samples, where F, B are
+///   step = F + B at ceil(workers / lanes) x b samples + U, where F, B are
 ///   the forward and backward of every layer (a frozen prefix: see
-///   freezing) and U the update of the trainable layers. No communication,
-///   no waiting.
+///   freezing) and U the step's end: the workers' mean and the optimizer
+///   step on the lanes as measured (mean_and_step_seconds), else the
+///   profile's update of the trainable layers. No communication, no waiting.
 struct local_strategy {
   freezing freeze;
   int32_t workers = 1;
   int32_t lanes = 1;
+  /// The loop's mean of its workers' gradients and its optimizer step, per
+  /// step, timed on its lanes (model::time_mean_and_step); 0: not measured.
+  double mean_and_step_seconds = 0;
 };
 
 /// The samples each lane of `s` computes per step, in worker batches.
 int32_t rounds_of(const local_strategy& s);
+
+/// The compute of one step of `s` (the formula above).
+double local_step_seconds(const workload& w, const local_strategy& s);
 
 /// data-parallel, exchange: ring (every step's gradients all-reduced).
 /// Each of the W hosts runs F + B + U on its own b samples (W b samples a

@@ -101,10 +101,9 @@ simulated_plan local_plan(const workload& w, const cluster& c, const local_strat
                           const runtime_costs& rt) {
   plan_writer out = writer_for(cluster{1, c.link, c.shared_cores}, rt);
   const int32_t a = out.add("local", 0, true);
-  const step_compute cost =
-    compute_of(w, static_cast<double>(w.batch_size) * rounds_of(s), s.freeze);
+  const double step = local_step_seconds(w, s);
   for (int32_t k = 0; k < 1 + measured_steps; ++k) {
-    out.compute(a, cost.forward + cost.backward + cost.update);
+    out.compute(a, step);
     out.step_end(a);
   }
   return finish(std::move(out), cluster{1, c.link, c.shared_cores}, 1);

@@ -662,8 +662,7 @@ void adapt_freezing(run_state& s, const std::vector<at::Tensor>& reduced) {
 /// tensors that are not contiguous.
 bool step_of_two_means(run_state& s, const std::vector<std::vector<at::Tensor>>& per_worker) {
   const auto& o = s.spec.optimizer;
-  if (per_worker.size() != 2 || o.name != "sgd" || o.nesterov || o.clip_grad_norm > 0 ||
-      s.freezer)
+  if (!steps_of_two_means(static_cast<int32_t>(per_worker.size()), o, s.freezer.has_value()))
     return false;
   auto& w = s.workers.front();
   const auto& a = per_worker[0];
@@ -884,6 +883,74 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
     if (w.cache)
       s.result.cache += w.cache->stats();
   return s.result;
+}
+
+bool steps_of_two_means(int32_t workers, const optimizer_spec& optimizer, bool adaptive) {
+  return workers == 2 && optimizer.name == "sgd" && !optimizer.nesterov &&
+         optimizer.clip_grad_norm <= 0 && !adaptive;
+}
+
+double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
+                          const optimizer_spec& optimizer, int32_t passes) {
+  if (elements < 1 || workers < 1 || lanes < 1 || passes < 1)
+    throw error("data-parallel: timing the mean and step needs elements, workers, lanes and "
+                "passes >= 1");
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (int32_t w = 0; w < workers; ++w)
+    grads.push_back(torch::randn({elements}).mul_(1e-3));
+  at::Tensor parameter = torch::randn({elements});
+  parameter_state state = make_parameter_state(parameter, optimizer);
+  state.steps = 1; // every pass a steady step (sgd's first takes the gradient as its buffer)
+  const bool fused = steps_of_two_means(workers, optimizer, false);
+  std::unique_ptr<worker_lanes> pool;
+  if (lanes > 1)
+    pool = std::make_unique<worker_lanes>(static_cast<size_t>(lanes), 1);
+  at::Tensor mean;
+  // Lane k's part of the flat vector, as in_parts cuts every key.
+  auto lane = [&](size_t k) {
+    torch::NoGradGuard guard; // the guard is a thread's own
+    const int64_t lo = elements * static_cast<int64_t>(k) / lanes;
+    const int64_t hi = elements * (static_cast<int64_t>(k) + 1) / lanes;
+    auto part = [lo, hi](const at::Tensor& t) { return t.defined() ? t.narrow(0, lo, hi - lo) : t; };
+    at::Tensor p = part(parameter);
+    parameter_state st{part(state.first), part(state.second), state.steps};
+    if (fused) {
+      sgd_step_of_mean_in_place(p, {{0, part(grads[0]), part(grads[1])}}, 2, st, optimizer, 0.01);
+      return;
+    }
+    at::Tensor gradient = part(grads[0]);
+    if (workers > 1) {
+      std::vector<at::Tensor> parts;
+      for (const auto& g : grads)
+        parts.push_back(part(g));
+      gradient = part(mean);
+      mean_of_workers(parts, elements, lo, summation::ring, gradient);
+    }
+    const parameter_state views = st;
+    optimizer_step_in_place(p, gradient, st, optimizer, 0.01);
+    // As optimizer_update: a step that made new moments gives them back.
+    for (auto [view, moment] :
+         {std::pair{views.first, st.first}, std::pair{views.second, st.second}})
+      if (view.defined() && moment.data_ptr() != view.data_ptr())
+        view.copy_(moment);
+  };
+  std::vector<double> seconds;
+  for (int32_t k = 0; k < 3 + passes; ++k) {
+    const auto began = std::chrono::steady_clock::now();
+    if (workers > 1 && !fused)
+      mean = torch::empty({elements}); // the reference's mean is a new tensor each step
+    if (pool)
+      pool->run(static_cast<size_t>(lanes), lane);
+    else
+      lane(0);
+    if (k >= 3)
+      seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + static_cast<long>(seconds.size() / 2),
+                   seconds.end());
+  return seconds[seconds.size() / 2];
 }
 
 } // namespace baton::model

@@ -370,4 +370,20 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
                                              const dataset& test,
                                              const data_parallel_settings& spec);
 
+/// Whether the reference's synchronous step takes two workers' mean in the
+/// optimizer's own pass (plain SGD without Nesterov, clipping or adaptive
+/// freezing) instead of writing the mean and then stepping.
+bool steps_of_two_means(int32_t workers, const optimizer_spec& optimizer, bool adaptive);
+
+/// Seconds the reference spends per synchronous step once its W workers'
+/// gradients are in: their mean (mean_of_workers, ring order) and the
+/// optimizer step, or the two fused (steps_of_two_means), each of `lanes`
+/// threads its part (worker_lanes, as the reference's lanes), timed on
+/// `elements` float32 parameters: the median of `passes` after 3 warm-up
+/// passes. What the cost model adds to the workers' forward and backward for
+/// `--mode local`. Throws model::error unless elements, workers, lanes and
+/// passes are >= 1.
+double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
+                          const optimizer_spec& optimizer, int32_t passes = 15);
+
 } // namespace baton::model

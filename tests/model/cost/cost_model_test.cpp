@@ -104,6 +104,12 @@ TEST(cost_model, local_computes_its_workers_lanes_at_a_time) {
   EXPECT_THROW(predict(tiny(), hosts(1), local_strategy{{}, 2, 0}), baton::model::error);
 }
 
+// A timed end of the step (the workers' mean and the step on the lanes)
+// takes the place of the profile's update: forward 3 + backward 5 + 0.25 s.
+TEST(cost_model, local_takes_its_timed_mean_and_step_for_the_update) {
+  expect_split(predict(tiny(), hosts(1), local_strategy{{}, 3, 2, 0.25}), 16.25, 0, 0);
+}
+
 TEST(cost_model, epoch_is_steps_times_step) {
   workload w = tiny();
   w.samples_per_epoch = 10;

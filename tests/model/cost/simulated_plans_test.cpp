@@ -35,6 +35,7 @@ void expect_formula(const workload& w, const cluster& c, const strategy& s) {
 
 TEST(simulated_plans, local_is_its_compute) {
   expect_formula(balanced(4), plan_hosts(1), local_strategy{});
+  expect_formula(balanced(4), plan_hosts(1), local_strategy{{}, 3, 2, 0.25}); // a timed step end
 }
 
 TEST(simulated_plans, agree_with_the_formulas_where_these_are_exact) {

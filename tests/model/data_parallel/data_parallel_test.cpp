@@ -325,6 +325,27 @@ TEST(data_parallel, mean_of_workers_is_the_bucket_s_sum_then_its_division_bit_fo
                error);
 }
 
+// What the cost model adds to `--mode local`'s workers: a time, for every
+// path the reference takes (one worker's step, two workers' fused step, the
+// mean of three then the step; adam), and an error for a bad request.
+TEST(data_parallel, the_mean_and_step_of_the_reference_is_timed_on_its_lanes) {
+  optimizer_spec sgd;
+  sgd.name = "sgd";
+  sgd.momentum = 0.9;
+  optimizer_spec adam;
+  adam.name = "adam";
+  EXPECT_TRUE(steps_of_two_means(2, sgd, false));
+  EXPECT_FALSE(steps_of_two_means(2, sgd, true));
+  EXPECT_FALSE(steps_of_two_means(3, sgd, false));
+  EXPECT_FALSE(steps_of_two_means(2, adam, false));
+  for (auto [workers, lanes] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{3, 2}}) {
+    EXPECT_GT(time_mean_and_step(10000, workers, lanes, sgd, 3), 0) << workers;
+    EXPECT_GT(time_mean_and_step(10000, workers, lanes, adam, 3), 0) << workers;
+  }
+  EXPECT_THROW(time_mean_and_step(0, 2, 2, sgd), error);
+  EXPECT_THROW(time_mean_and_step(100, 2, 0, sgd), error);
+}
+
 // -- buckets ---------------------------------------------------------------------------
 
 TEST(data_parallel, buckets_take_trainable_keys_in_reverse_order) {
