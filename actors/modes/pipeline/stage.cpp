@@ -344,10 +344,12 @@ void after_backward(pipeline_actor* self, int64_t id) {
 void send_gradient(pipeline_actor* self, int64_t id, int64_t step, int64_t version,
                    at::Tensor value) {
   auto& st = self->state;
+  auto sent = clock_type::now();
   gradient g{id, step, version, std::move(value), {}};
   st.backward_edge.messages += 1;
   st.backward_edge.bytes += static_cast<int64_t>(g.value.nbytes());
   self->send(st.in_flight.at(id).sender, std::move(g));
+  st.trace.record("send", sent, clock_type::now(), id, -1);
 }
 
 void maybe_report_progress(pipeline_actor* self, const microbatch& m, double loss) {
@@ -426,10 +428,11 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
   }
   auto sent = clock_type::now();
   auto step = m.step;
+  auto id = m.id;
   st.downstream.send(self, std::move(m));
   if (st.downstream.dropped_last())
     self->send(st.coordinator, fault_atom::value, std::string{"dropped"}, st.name, step);
-  st.trace.record("send", sent, clock_type::now(), -1, -1);
+  st.trace.record("send", sent, clock_type::now(), id, -1);
 }
 
 void backward_one(pipeline_actor* self, gradient g) {
