@@ -912,13 +912,14 @@ double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
     torch::NoGradGuard guard; // the guard is a thread's own
     const int64_t lo = elements * static_cast<int64_t>(k) / lanes;
     const int64_t hi = elements * (static_cast<int64_t>(k) + 1) / lanes;
-    auto part = [lo, hi](const at::Tensor& t) { return t.defined() ? t.narrow(0, lo, hi - lo) : t; };
+    auto part = [lo, hi](const at::Tensor& t) {
+      return t.defined() ? t.narrow(0, lo, hi - lo) : t;
+    };
     at::Tensor p = part(parameter);
     parameter_state st{part(state.first), part(state.second), state.steps};
-    if (fused) {
-      sgd_step_of_mean_in_place(p, {{0, part(grads[0]), part(grads[1])}}, 2, st, optimizer, 0.01);
+    if (fused &&
+        sgd_step_of_mean_in_place(p, {{0, part(grads[0]), part(grads[1])}}, 2, st, optimizer, 0.01))
       return;
-    }
     at::Tensor gradient = part(grads[0]);
     if (workers > 1) {
       std::vector<at::Tensor> parts;
@@ -938,7 +939,7 @@ double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
   std::vector<double> seconds;
   for (int32_t k = 0; k < 3 + passes; ++k) {
     const auto began = std::chrono::steady_clock::now();
-    if (workers > 1 && !fused)
+    if (workers > 1)
       mean = torch::empty({elements}); // the reference's mean is a new tensor each step
     if (pool)
       pool->run(static_cast<size_t>(lanes), lane);
