@@ -186,21 +186,31 @@ simulated_plan ps_plan(const workload& w, const cluster& c, const ps_strategy& s
     workers.push_back(out.add("worker" + std::to_string(h), h, true));
   for (int32_t k = 0; k < shards; ++k)
     servers.push_back(out.add("shard" + std::to_string(k), k % c.hosts, false));
+  // The runtime hands all of an actor's messages of a step to its
+  // connections at once and the kernel sends them side by side; in the
+  // plan one goes after the other, so each starts at a different peer
+  // (worker h at shard h + 1, shard k at worker k + 1): all starting at the
+  // first peer would queue every first message on one host's link.
+  const auto nth = [](const std::vector<int32_t>& peers, size_t from, size_t k) {
+    return peers[(from + 1 + k) % peers.size()];
+  };
   for (int32_t step = 0; step < 1 + measured_steps; ++step) {
-    for (int32_t worker : workers) {
+    for (size_t h = 0; h < workers.size(); ++h) {
+      const int32_t worker = workers[h];
       out.compute(worker, cost.forward + cost.backward);
-      for (int32_t server : servers)
-        out.send(worker, server, slice);
+      for (size_t k = 0; k < servers.size(); ++k)
+        out.send(worker, nth(servers, h, k), slice);
       for (int32_t server : servers)
         out.receive(worker, server);
       out.step_end(worker);
     }
-    for (int32_t server : servers) {
+    for (size_t k = 0; k < servers.size(); ++k) {
+      const int32_t server = servers[k];
       for (int32_t worker : workers)
         out.receive(server, worker, time_kind::waiting);
       out.compute(server, cost.update / shards);
-      for (int32_t worker : workers)
-        out.send(server, worker, slice);
+      for (size_t h = 0; h < workers.size(); ++h)
+        out.send(server, nth(workers, k, h), slice);
       out.step_end(server);
     }
   }

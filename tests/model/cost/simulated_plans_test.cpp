@@ -71,6 +71,11 @@ TEST(simulated_plans, agree_with_the_formulas_on_a_link_with_a_burst) {
     cluster two = plan_hosts(2);
     two.link.burst = burst;
     expect_formula(balanced(), two, ps_strategy{{}, 0});
+    // Three hosts: each worker's first push goes to another shard, as the
+    // kernel sends a step's pushes side by side (not all to shard 0 first).
+    cluster three = plan_hosts(3);
+    three.link.burst = burst;
+    expect_formula(balanced(), three, ps_strategy{{}, 0});
     ist_strategy ist;
     ist.local_steps = 5;
     expect_formula(balanced(), two, ist);
