@@ -590,6 +590,22 @@ std::vector<at::Tensor> all_reduce_mean(const run_state& s,
   return out;
 }
 
+/// One optimizer step of a part of a parameter (`parameter`, `gradient` and
+/// `views`' moments: views of the same elements), written in place; a step
+/// that made new moments (not a fused one) gives them back into the views.
+/// Returns the state's step count after it.
+int64_t step_part_in_place(at::Tensor parameter, const at::Tensor& gradient,
+                           const parameter_state& views, const optimizer_spec& optimizer,
+                           double lr) {
+  parameter_state state = views;
+  optimizer_step_in_place(parameter, gradient, state, optimizer, lr);
+  for (auto [view, moment] :
+       {std::pair{views.first, state.first}, std::pair{views.second, state.second}})
+    if (view.defined() && moment.data_ptr() != view.data_ptr())
+      view.copy_(moment);
+  return state.steps;
+}
+
 /// One optimizer step of replica `w`'s trainable keys with `grads`
 /// (clipped first when the optimizer says so: over the trainable keys).
 void optimizer_update(run_state& s, replica& w, const std::vector<at::Tensor>& grads,
@@ -619,17 +635,12 @@ void optimizer_update(run_state& s, replica& w, const std::vector<at::Tensor>& g
     auto part = [lo, hi](const at::Tensor& t) {
       return t.defined() ? t.reshape({-1}).narrow(0, lo, hi - lo) : t;
     };
-    at::Tensor parameter = part(w.parameters[i].detach());
-    const parameter_state views{part(w.state[i].first), part(w.state[i].second), 0};
-    parameter_state state{views.first, views.second, w.state[i].steps};
-    optimizer_step_in_place(parameter, part(clipped[i]), state, s.spec.optimizer, lr);
-    // A step that made new moments (not a fused one) gives them back.
-    for (auto [view, moment] : {std::pair{views.first, state.first},
-                                std::pair{views.second, state.second}})
-      if (view.defined() && moment.data_ptr() != view.data_ptr())
-        view.copy_(moment);
+    const int64_t taken =
+      step_part_in_place(part(w.parameters[i].detach()), part(clipped[i]),
+                         {part(w.state[i].first), part(w.state[i].second), w.state[i].steps},
+                         s.spec.optimizer, lr);
     if (lo == 0)
-      steps[i] = state.steps;
+      steps[i] = taken;
   });
   for (size_t i = 0; i < w.parameters.size(); ++i)
     if (sizes[i] > 0)
@@ -928,13 +939,7 @@ double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
       gradient = part(mean);
       mean_of_workers(parts, elements, lo, summation::ring, gradient);
     }
-    const parameter_state views = st;
-    optimizer_step_in_place(p, gradient, st, optimizer, 0.01);
-    // As optimizer_update: a step that made new moments gives them back.
-    for (auto [view, moment] :
-         {std::pair{views.first, st.first}, std::pair{views.second, st.second}})
-      if (view.defined() && moment.data_ptr() != view.data_ptr())
-        view.copy_(moment);
+    step_part_in_place(p, gradient, st, optimizer, 0.01); // as optimizer_update's lanes
   };
   std::vector<double> seconds;
   for (int32_t k = 0; k < 3 + passes; ++k) {
