@@ -300,11 +300,27 @@ std::unique_ptr<emulated_hosts> emulated_hosts::create(int32_t count, const link
 // --link 100mbit`) took 327-332 ms a step with BBR and 274-277 with cubic,
 // where the link carries the bytes in 272; tcpdump showed BBR's direction
 // pausing 16 ms after every ~190 kB.
+//
+// A namespace may only pick an algorithm of the machine's
+// net.ipv4.tcp_allowed_congestion_control (the kernel's rule for every
+// namespace but the first), which on a machine booted with BBR as its
+// default is "reno bbr": cubic is added to that list first. Only the list
+// of what may be chosen grows; the machine's own default stays.
 bool emulated_hosts::use_cubic(std::string& why) const {
   const auto sysctl = find_tool("sysctl");
   if (sysctl.empty()) {
     why = "no `sysctl` command (procps)";
     return false;
+  }
+  const std::string allowed_key = "net.ipv4.tcp_allowed_congestion_control";
+  auto allowed = run_tool({sysctl, "-n", allowed_key});
+  std::string list = allowed.output.substr(0, allowed.output.find('\n'));
+  if (allowed.exit_code == 0 && (" " + list + " ").find(" cubic ") == std::string::npos) {
+    auto r = run_tool({sysctl, "-qw", allowed_key + "=" + list + " cubic"});
+    if (r.exit_code != 0) {
+      why = "cubic is not in " + allowed_key + " (" + list + ") and cannot be added: " + r.output;
+      return false;
+    }
   }
   for (const auto& h : hosts_) {
     auto r = run_tool({ip_, "netns", "exec", h.name_space, sysctl, "-qw",
