@@ -149,30 +149,13 @@ cost::strategy projected_of(cost::strategy s, int32_t hosts) {
 caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch,
                                                       int32_t threads, int32_t copies) {
   const trained_model m = trained_model_of(t);
-  return profiled(t, m.spec, m.optimizer, batch, threads, copies, true);
-}
-
-caf::expected<model::model_profile> profile_cache::subnet_of(const topology& t, int64_t batch,
-                                                             int32_t workers, int32_t copies) {
-  trained_model m = trained_model_of(t);
-  for (int64_t& width : m.spec.hidden)
-    width = (width + workers - 1) / workers;
-  return profiled(t, m.spec, m.optimizer, batch, 1, copies, false);
-}
-
-caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
-                                                            const model::model_spec& spec,
-                                                            const model::optimizer_spec& optimizer,
-                                                            int64_t batch, int32_t threads,
-                                                            int32_t copies, bool from_file) {
-  const trained_model m{spec, optimizer};
   const auto shape = actors::sample_shape_of(t);
   std::string key = key_of(m, shape, batch, threads);
   if (copies > 1)
     key += "/c" + std::to_string(copies);
   if (auto found = made_.find(key); found != made_.end())
     return found->second;
-  if (from_file && !file_.empty()) {
+  if (!file_.empty()) {
     auto p = actors::load_profile(file_);
     if (!p)
       return p.error();
@@ -213,6 +196,58 @@ caf::expected<model::model_profile> profile_cache::profiled(const topology& t,
   }
 }
 
+namespace {
+
+/// Each figure's median over `timings`.
+actors::ist::round_timing median_of_rounds(const std::vector<actors::ist::round_timing>& timings) {
+  auto median = [&](auto figure) {
+    std::vector<double> v;
+    for (const auto& t : timings)
+      v.push_back(figure(t));
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  actors::ist::round_timing m;
+  m.step = median([](const auto& t) { return t.step; });
+  m.round.assemble = median([](const auto& t) { return t.round.assemble; });
+  m.round.split = median([](const auto& t) { return t.round.split; });
+  m.round.partition = median([](const auto& t) { return t.round.partition; });
+  m.round.take = median([](const auto& t) { return t.round.take; });
+  m.round.put = median([](const auto& t) { return t.round.put; });
+  return m;
+}
+
+} // namespace
+
+caf::expected<actors::ist::round_timing> profile_cache::round_of(const topology& t, int64_t batch,
+                                                                 int32_t workers, int32_t shards,
+                                                                 int32_t copies) {
+  const auto& section = actors::ist::section_of(t);
+  const trained_model m = trained_model_of(t);
+  model::ist::shape shape;
+  shape.inputs = t.backbone.in_channels * t.backbone.in_height * t.backbone.in_width;
+  shape.hidden = section.hidden;
+  shape.classes = m.spec.classes;
+  std::string key = "ist/" + std::to_string(batch) + "/w" + std::to_string(workers) + "/s" +
+                    std::to_string(shards) + "/c" + std::to_string(copies) + "/l" +
+                    std::to_string(section.local_steps) + "/i" + std::to_string(shape.inputs) +
+                    "/k" + std::to_string(shape.classes);
+  for (int64_t h : shape.hidden)
+    key += "h" + std::to_string(h);
+  if (auto found = rounds_taken_.find(key); found != rounds_taken_.end())
+    return median_of_rounds(found->second);
+  auto make = [=, optimizer = section.optimizer, steps = section.local_steps] {
+    return actors::ist::time_round(shape, workers, shards, steps, batch, optimizer, copies);
+  };
+  try {
+    rounds_taken_[key] = {make()};
+    round_makers_[key] = make;
+    return rounds_taken_[key].front();
+  } catch (const std::exception& e) { // model::error, c10::Error
+    return make_error(errc::bad_config, t.file + ": cannot time a round of IST: " + e.what());
+  }
+}
+
 void profile_cache::profile_again() {
   for (const auto& [key, make] : makers_) {
     try {
@@ -221,6 +256,13 @@ void profile_cache::profile_again() {
       continue;
     }
     made_[key] = model::median_of_profiles(taken_[key]);
+  }
+  for (const auto& [key, make] : round_makers_) {
+    try {
+      rounds_taken_[key].push_back(make());
+    } catch (const std::exception&) { // timed once already: keep those
+      continue;
+    }
   }
   rounds_ += 1;
 }
@@ -270,13 +312,17 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
   if (!s)
     return s.error();
   if (auto* ist = std::get_if<cost::ist_strategy>(&*s)) {
-    // A subnet's step, profiled: its smaller matrices do not shrink as f does.
-    auto subnet = profiles.subnet_of(t, batch, c.hosts, side_by_side);
-    if (!subnet)
-      return subnet.error();
-    ist->subnet_step_seconds =
-      cost::compute_of(workload_of(*subnet, t), static_cast<double>(batch), {}).total();
+    // A subnet's step and a round's own work, timed as the roles run them:
+    // a subnet's smaller matrices do not shrink as f does, and a round
+    // assembles, cuts and writes back pieces no layer's profile has.
+    const int32_t shards = ist->shards == 0 ? c.hosts : ist->shards;
+    auto round = profiles.round_of(t, batch, c.hosts, shards, side_by_side);
+    if (!round)
+      return round.error();
+    ist->subnet_step_seconds = round->step;
     ist->subnet_workers = c.hosts;
+    ist->round = round->round;
+    ist->timed_shards = shards;
   }
   if (name == "local") {
     // `--mode local`: one process trains every worker's batch each step,

@@ -15,6 +15,7 @@
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
+#include "actors/modes/ist/round_timing.hpp"
 #include "model/cost/cost_model.hpp"
 #include "model/planning/profiler.hpp"
 
@@ -49,16 +50,19 @@ public:
   /// sharing the cores' caches and memory), the first copy's figures.
   caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch,
                                          int32_t threads = 1, int32_t copies = 1);
-  /// job: ist: the profile of one worker's subnet at `workers` workers (the
-  /// network with the largest part of every hidden layer, ceil(width / W)
-  /// neurons) at `batch` samples on one thread, `copies` as in of(). Always
-  /// profiled (a --profile file holds the whole network).
-  caf::expected<model::model_profile> subnet_of(const actors::topology& t, int64_t batch,
-                                                int32_t workers, int32_t copies = 1);
+  /// job: ist: a round of `workers` workers and `shards` shards at `batch`
+  /// samples a step as its roles run it (the subnet assembled from its
+  /// pieces, its local steps, the subnet cut, the shards' pieces taken and
+  /// written back: actors::ist::time_round), `copies` as in of(). Always
+  /// timed (a --profile file holds the whole network's layers).
+  caf::expected<actors::ist::round_timing> round_of(const actors::topology& t, int64_t batch,
+                                                    int32_t workers, int32_t shards,
+                                                    int32_t copies = 1);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
-  /// Profiles every model this cache profiled once more; each profile is
-  /// then the median of all its profiles (model::median_of_profiles). A
+  /// Profiles every model this cache profiled once more (and times every
+  /// round again); each profile is then the median of all its profiles
+  /// (model::median_of_profiles), each round figure its median. A
   /// comparison profiles in each of its rounds, after the round's runs, so
   /// that its predictions read the host in the windows its runs did: one
   /// profile of half a second is one spell of a shared host, and moved
@@ -74,13 +78,9 @@ private:
   std::map<std::string, model::model_profile> made_;
   std::map<std::string, std::function<model::model_profile()>> makers_; ///< by key
   std::map<std::string, std::vector<model::model_profile>> taken_;     ///< by key
+  std::map<std::string, std::function<actors::ist::round_timing()>> round_makers_;
+  std::map<std::string, std::vector<actors::ist::round_timing>> rounds_taken_;
   int32_t rounds_ = 1;
-  /// The profile of `spec` stepped by `optimizer`; `from_file`: file_ may serve it.
-  caf::expected<model::model_profile> profiled(const actors::topology& t,
-                                               const model::model_spec& spec,
-                                               const model::optimizer_spec& optimizer,
-                                               int64_t batch, int32_t threads, int32_t copies,
-                                               bool from_file);
 };
 
 /// The cost model's view of one strategy: `t` is the workload parsed with

@@ -254,7 +254,7 @@ namespace {
 /// The predicted step of a run: the prediction's ("predicted": a simulation
 /// of the run's plan) or the formula's cross-check ("formula", inside it);
 /// `training` leaves out its share of the evaluation, where it gives one.
-std::optional<double> predicted_step(const json& run, const std::string& which, bool training) {
+std::optional<double> predicted_step_of(const json& run, const std::string& which, bool training) {
   if (!run.contains("predicted"))
     return std::nullopt;
   const json& p = which == "predicted" ? run["predicted"] : run["predicted"].value(which, json());
@@ -294,7 +294,7 @@ json prediction_check(const json& runs) {
     // step, without the evaluation's share.
     auto steady = number_at(summary_of(run), "steady_step_seconds");
     auto measured = steady ? steady : number_at(summary_of(run), "step_seconds");
-    auto guess = predicted_step(run, "predicted", steady.has_value());
+    auto guess = predicted_step_of(run, "predicted", steady.has_value());
     if (!measured || !guess || *measured <= 0)
       continue;
     double error = (*guess - *measured) / *measured * 100;
@@ -306,7 +306,7 @@ json prediction_check(const json& runs) {
                     {"predicted_step_seconds", *guess},
                     {"error_percent", error}});
     rows.back()["method"] = run["predicted"].value("method", "formula");
-    if (auto formula = predicted_step(run, "formula", steady.has_value());
+    if (auto formula = predicted_step_of(run, "formula", steady.has_value());
         formula && *formula > 0) {
       double e = (*formula - *measured) / *measured * 100;
       rows.back()["formula_step_seconds"] = *formula;

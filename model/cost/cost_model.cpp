@@ -236,7 +236,10 @@ prediction predict_local_sgd(const workload& w, const cluster& c, const local_sg
 
 /// Each worker trains its subnet (ist_worker_step_seconds a step) for L
 /// steps; per round its subnet's slices come from the shards and go back
-/// (two exchanges), amortised over the L steps. An epoch is
+/// (two exchanges), amortised over the L steps, with the round's own work
+/// (ist_round_of): the worker's assembly and cut are its compute, the
+/// shards' partition and the W pieces they take and write back what it
+/// waits for beside the exchanges. An epoch is
 /// floor(samples / batch_size / W) steps, as model::ist::steps_per_epoch.
 prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& s) {
   const int32_t shards = s.shards == 0 ? c.hosts : s.shards;
@@ -248,7 +251,8 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
   const step_compute whole = compute_of(w, w.batch_size, freezing{});
   const double subnet_bytes = whole.gradient_bytes * fraction;
   const double step = ist_worker_step_seconds(w, s, c.hosts);
-  const double round_compute = step * s.local_steps;
+  const ist_round_seconds own = ist_round_of(s, c.hosts, shards);
+  const double round_compute = step * s.local_steps + own.assemble + own.split;
   // Two rounds: the second has the link's token bucket in its steady state.
   // The slices go back after the L steps and the next round's come at once.
   token_bucket tokens(c.link);
@@ -258,8 +262,13 @@ prediction predict_ist(const workload& w, const cluster& c, const ist_strategy& 
     out = credited_exchange(subnet_bytes, c.hosts, shards, tokens, 0, c.link);
   }
   prediction p = on_every_host(w, c);
-  p.compute_seconds = step;
-  p.communication_seconds = (back + out) / s.local_steps;
+  p.compute_seconds = round_compute / s.local_steps;
+  // A shard takes the W workers' pieces one after the other and writes
+  // them back as they come, one after the other: the last is written back
+  // after W takes and one put, or after one take and W puts.
+  const double shard_work =
+    own.partition + std::max(c.hosts * own.take + own.put, own.take + c.hosts * own.put);
+  p.communication_seconds = (back + out + shard_work) / s.local_steps;
   p.wire_bytes = 2.0 * (c.hosts - 1) * subnet_bytes / s.local_steps;
   p.steps_per_epoch = w.samples_per_epoch / w.batch_size / c.hosts;
   return p;
@@ -588,6 +597,20 @@ double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers) {
   if (s.mlp_inputs > 0)
     return ist_mlp_subnet_fraction(s.mlp_inputs, s.mlp_hidden, s.mlp_classes, workers);
   return 1.0 / workers;
+}
+
+ist_round_seconds ist_round_of(const ist_strategy& s, int32_t workers, int32_t shards) {
+  if (s.timed_shards < 1 || s.subnet_workers < 1)
+    return {};
+  const double subnet =
+    ist_subnet_fraction_of(s, workers) / ist_subnet_fraction_of(s, s.subnet_workers);
+  const double piece = subnet * s.timed_shards / std::max(1, shards);
+  ist_round_seconds r = s.round;
+  r.assemble *= subnet;
+  r.split *= subnet;
+  r.take *= piece;
+  r.put *= piece;
+  return r;
 }
 
 double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t workers) {

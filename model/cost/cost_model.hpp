@@ -233,7 +233,18 @@ struct pipeline_strategy {
 ///   C = f (F + B + U), or, with the subnet's own profile at W0 workers,
 ///   its step x f(W) / f(W0) (ist_worker_step_seconds)
 ///   wire bytes = 2 (W - 1) f P / L;  steps per epoch = floor(N / b / W).
-/// The shards' writes and the per-round partition are not counted.
+/// A round's own work (ist_round_seconds), when timed, adds to it: the
+/// worker's assembly and cut to its compute, the shards' partition, pieces
+/// taken and pieces written back, which the workers wait for, to its
+/// communication.
+struct ist_round_seconds {
+  double assemble = 0;  ///< a worker: the round's partition and its subnet from its pieces
+  double split = 0;     ///< a worker: its trained subnet cut into every shard's pieces
+  double partition = 0; ///< a shard: the round's partition
+  double take = 0;      ///< a shard: its pieces of one worker's subnet
+  double put = 0;       ///< a shard: one worker's trained pieces written back
+};
+
 struct ist_strategy {
   int32_t shards = 0;            ///< S (0: W, one per host)
   int32_t local_steps = 10;      ///< L >= 1
@@ -253,6 +264,10 @@ struct ist_strategy {
   /// matrices and its layers' fixed costs do not shrink with f.
   double subnet_step_seconds = 0;
   int32_t subnet_workers = 0;
+  /// A round's own work at `subnet_workers` workers and `timed_shards`
+  /// shards, timed as the runtime does it (timed_shards 0: none).
+  ist_round_seconds round;
+  int32_t timed_shards = 0;
 };
 
 using strategy = std::variant<local_strategy, ring_strategy, ps_strategy, local_sgd_strategy,
@@ -346,6 +361,12 @@ double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers);
 /// subnet's profiled step x f(W) / f(subnet_workers) when there is one,
 /// else f(W) x the whole network's F + B + U.
 double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t workers);
+
+/// A round's own work at `workers` workers and `shards` shards: the timed
+/// one (s.round) with a worker's figures x f(W) / f(subnet_workers) and a
+/// shard's pieces x (f(W) / S) / (f(subnet_workers) / timed_shards); all
+/// zero when none was timed.
+ist_round_seconds ist_round_of(const ist_strategy& s, int32_t workers, int32_t shards);
 
 /// A pipeline's stage ends: the given ones, or (none given) the fastest
 /// straight pipeline on at most min(W, layers) hosts, as predict chooses it.

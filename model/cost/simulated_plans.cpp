@@ -244,9 +244,12 @@ simulated_plan local_sgd_plan(const workload& w, const cluster& c, const local_s
 }
 
 /// IST: worker w on host w, shard s on host s % W. Each round a worker
-/// takes its subnet's slice from every shard (f P / S), trains L local steps
-/// on its subnet (ist_worker_step_seconds each), and sends the slices back. One round
-/// of warm-up, two measured.
+/// takes its subnet's slice from every shard (f P / S), assembles its
+/// subnet, trains L local steps on it (ist_worker_step_seconds each), cuts
+/// it and sends the slices back; a shard makes the round's partition, takes
+/// each worker's pieces before it sends them and writes each worker's back
+/// as they come (ist_round_of: the runtime's own work of a round, when
+/// timed). One round of warm-up, two measured.
 simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy& s,
                         const runtime_costs& rt) {
   const int32_t shards = s.shards == 0 ? c.hosts : s.shards;
@@ -257,6 +260,7 @@ simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy&
   const step_compute whole = compute_of(w, static_cast<double>(w.batch_size), freezing{});
   const double slice = whole.gradient_bytes * fraction / shards;
   const double step_seconds = ist_worker_step_seconds(w, s, c.hosts);
+  const ist_round_seconds own = ist_round_of(s, c.hosts, shards);
   std::vector<int32_t> workers, servers;
   for (int32_t h = 0; h < c.hosts; ++h)
     workers.push_back(out.add("worker" + std::to_string(h), h, true));
@@ -266,19 +270,27 @@ simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy&
     for (int32_t worker : workers) {
       for (int32_t server : servers)
         out.receive(worker, server);
+      out.compute(worker, own.assemble);
       for (int32_t step = 0; step < s.local_steps; ++step) {
         out.compute(worker, step_seconds);
-        if (step + 1 == s.local_steps)
+        if (step + 1 == s.local_steps) {
+          out.compute(worker, own.split);
           for (int32_t server : servers)
             out.send(worker, server, slice);
+        }
         out.step_end(worker);
       }
     }
     for (int32_t server : servers) {
-      for (int32_t worker : workers)
+      out.compute(server, own.partition);
+      for (int32_t worker : workers) {
+        out.compute(server, own.take);
         out.send(server, worker, slice);
-      for (int32_t worker : workers)
+      }
+      for (int32_t worker : workers) {
         out.receive(server, worker, time_kind::waiting);
+        out.compute(server, own.put);
+      }
       for (int32_t step = 0; step < s.local_steps; ++step)
         out.step_end(server);
     }

@@ -1,6 +1,10 @@
 #include "actors/modes/ist/neuron_scheme.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
 #include <string>
 
 #include <torch/torch.h>
@@ -9,6 +13,7 @@
 #include "actors/modes/ist/section.hpp"
 #include "actors/modes/ist/shard.hpp"
 #include "actors/modes/ist/role_settings_yaml.hpp"
+#include "actors/modes/ist/round_timing.hpp"
 #include "actors/modes/ist/worker.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
@@ -150,6 +155,120 @@ int64_t owned_elements(const model::ist::shape& shape, int32_t shard, int32_t sh
                                                    shards))
     n += piece.elements;
   return n;
+}
+
+// -- a round, timed ----------------------------------------------------------------------
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+/// This thread's torch budget at one thread while it lives.
+struct one_thread {
+  int saved = at::get_num_threads();
+  one_thread() { at::set_num_threads(1); }
+  ~one_thread() { at::set_num_threads(saved); }
+  one_thread(const one_thread&) = delete;
+  one_thread& operator=(const one_thread&) = delete;
+};
+
+/// Rounds each copy times after its warm-up one.
+constexpr int32_t timed_rounds = 5;
+
+/// Every timed round's figures, of every copy.
+struct round_samples {
+  std::vector<double> assemble, step, split, partition, take, put;
+};
+
+/// One copy: a warm-up round, `timed_rounds` timed ones into `out` (under
+/// `lock`), then untimed ones until every copy has timed its own (`timed`
+/// counts those), so that no copy's figures come from a machine the others
+/// have left.
+void time_rounds(const model::ist::shape& shape, int32_t workers, int32_t shards,
+                 int32_t local_steps, int64_t batch, const model::optimizer_spec& optimizer,
+                 int32_t copies, std::atomic<int32_t>& timed, std::mutex& lock,
+                 round_samples& out) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  one_thread budget; // a worker's compute thread
+  model::dataset data;
+  data.name = "synthetic";
+  data.images = torch::randn({batch * local_steps, 1, 1, shape.inputs});
+  data.labels = torch::randint(shape.classes, {batch * local_steps}, torch::kLong);
+  data.classes = shape.classes;
+  std::vector<std::vector<int64_t>> minibatches(static_cast<size_t>(local_steps));
+  for (int64_t i = 0; i < batch * local_steps; ++i)
+    minibatches[static_cast<size_t>(i / batch)].push_back(i);
+  auto whole = model::ist::make_network(shape, 42);
+  for (int32_t round = 0; round <= timed_rounds || timed.load() < copies; ++round) {
+    const auto began = clock::now();
+    const auto p = model::ist::make_partition(shape.hidden, workers, 42, round);
+    const auto partitioned = clock::now();
+    std::vector<std::vector<at::Tensor>> pieces;
+    for (int32_t s = 0; s < shards; ++s)
+      pieces.push_back(
+        take_pieces(whole, p, 0, model::ist::shard_pieces(shape, p, 0, s, shards)));
+    const auto taken = clock::now();
+    auto subnet = assemble_subnet(shape, p, 0, pieces);
+    const auto assembled = clock::now();
+    model::ist::local_steps(subnet, data, minibatches, 0, optimizer);
+    const auto trained = clock::now();
+    std::vector<std::vector<at::Tensor>> back;
+    for (int32_t s = 0; s < shards; ++s)
+      back.push_back(split_subnet(subnet, shape, p, 0, s, shards));
+    const auto cut = clock::now();
+    for (int32_t s = 0; s < shards; ++s)
+      put_pieces(whole, p, 0, model::ist::shard_pieces(shape, p, 0, s, shards),
+                 back[static_cast<size_t>(s)]);
+    const auto written = clock::now();
+    if (round == 0 || round > timed_rounds)
+      continue; // the warm-up, or keeping the others company
+    std::lock_guard<std::mutex> guard{lock};
+    out.partition.push_back(seconds(began, partitioned));
+    out.take.push_back(seconds(partitioned, taken) / shards);
+    out.assemble.push_back(seconds(began, partitioned) + seconds(taken, assembled));
+    out.step.push_back(seconds(assembled, trained) / local_steps);
+    out.split.push_back(seconds(trained, cut));
+    out.put.push_back(seconds(cut, written) / shards);
+    if (round == timed_rounds)
+      timed += 1;
+  }
+}
+
+} // namespace
+
+round_timing time_round(const model::ist::shape& shape, int32_t workers, int32_t shards,
+                        int32_t local_steps, int64_t batch,
+                        const model::optimizer_spec& optimizer, int32_t copies) {
+  if (workers < 1 || shards < 1 || local_steps < 1 || batch < 1 || copies < 1)
+    throw model::error("ist: timing a round needs workers, shards, local_steps, batch and "
+                       "copies >= 1");
+  std::atomic<int32_t> timed{0};
+  std::mutex lock;
+  round_samples samples;
+  auto one = [&] {
+    try {
+      time_rounds(shape, workers, shards, local_steps, batch, optimizer, copies, timed, lock,
+                  samples);
+    } catch (...) {
+      timed += copies; // the others stop at their own count
+      throw;
+    }
+  };
+  std::vector<std::future<void>> others;
+  for (int32_t k = 1; k < copies; ++k)
+    others.push_back(std::async(std::launch::async, one));
+  one();
+  for (auto& other : others)
+    other.get();
+  return {{median_of(samples.assemble), median_of(samples.split), median_of(samples.partition),
+           median_of(samples.take), median_of(samples.put)},
+          median_of(samples.step)};
 }
 
 // -- the scheme: settings ----------------------------------------------------------------

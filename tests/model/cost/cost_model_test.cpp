@@ -340,6 +340,32 @@ TEST(cost_model, ist_takes_its_subnets_profiled_step_and_scales_it_by_f) {
   EXPECT_NEAR(ist_worker_step_seconds(tiny(), profiled, 4), 3, tolerance);
 }
 
+TEST(cost_model, ist_adds_a_timed_round_s_own_work) {
+  // The subnet's step timed at W = 2, S = 2 (6 s, as above), with a round's own work:
+  // assembly 1 s and cut 2 s to the worker's compute, 3 s / L = 0.6 s a step more; the
+  // shards' partition 0.5 s, and W = 2 pieces taken at 0.25 s and written back at 0.5 s
+  // one after the other (the last after one take and two puts: 1.25 s), 1.75 s a round,
+  // to the communication beside the exchange: 0.3 + 0.35 s.
+  ist_strategy timed{0, 5, 0, 4, {8}, 2};
+  timed.subnet_step_seconds = 6;
+  timed.subnet_workers = 2;
+  timed.round = {1, 2, 0.5, 0.25, 0.5};
+  timed.timed_shards = 2;
+  expect_split(predict(tiny(), hosts(2), timed), 6 + 3.0 / 5, 0.3 + 1.75 / 5, 0);
+  // At W = 4, S = 4: a subnet of f = 1/4 instead of 1/2 halves the worker's figures, and
+  // a shard's piece of it (f / S) is a quarter of one at W = 2 (1/4 of 1/2 against 1/2 of 1/2).
+  const ist_round_seconds four = ist_round_of(timed, 4, 4);
+  EXPECT_NEAR(four.assemble, 0.5, tolerance);
+  EXPECT_NEAR(four.split, 1, tolerance);
+  EXPECT_NEAR(four.partition, 0.5, tolerance);
+  EXPECT_NEAR(four.take, 0.0625, tolerance);
+  EXPECT_NEAR(four.put, 0.125, tolerance);
+  // Nothing timed: nothing added.
+  timed.timed_shards = 0;
+  EXPECT_NEAR(ist_round_of(timed, 2, 2).put, 0, tolerance);
+  expect_split(predict(tiny(), hosts(2), timed), 6, 0.3, 0);
+}
+
 TEST(cost_model, shards_zero_are_one_per_host) {
   EXPECT_NEAR(predict(tiny(), hosts(3), ps_strategy{{}, 0}).step_seconds,
               predict(tiny(), hosts(3), ps_strategy{{}, 3}).step_seconds, tolerance);

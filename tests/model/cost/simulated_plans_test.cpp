@@ -1,5 +1,7 @@
 #include "model/cost/simulated_plans.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "model/cost/projection.hpp"
@@ -79,6 +81,27 @@ TEST(simulated_plans, agree_with_the_formulas_on_a_link_with_a_burst) {
     ist_strategy ist;
     ist.local_steps = 5;
     expect_formula(balanced(), two, ist);
+  }
+}
+
+TEST(simulated_plans, ist_s_round_work_is_on_its_path_as_the_formula_has_it) {
+  // A link that carries the slices in no time: a round is the shard's partition, its W
+  // pieces taken one after the other (the last worker's last), the worker's assembly,
+  // L steps and cut, and the pieces written back one after the other as they come: the
+  // last after W takes and a put, or (puts longer than takes) after a take and W puts.
+  for (int32_t w : {2, 3}) {
+    ist_strategy ist;
+    ist.local_steps = 4;
+    ist.subnet_workers = w;
+    ist.subnet_step_seconds = 1;
+    ist.round = {0.2, 0.3, 0.1, 0.05, 0.07};
+    ist.timed_shards = w;
+    expect_formula(balanced(), plan_hosts(w, 1e15), ist);
+    const double round = 0.1 + std::max(w * 0.05 + 0.07, 0.05 + w * 0.07) + 0.2 + 4 + 0.3;
+    EXPECT_NEAR(simulate_prediction(balanced(), plan_hosts(w, 1e15), ist, runtime_costs{})
+                  .step_seconds,
+                round / 4, 1e-6)
+      << "W=" << w;
   }
 }
 

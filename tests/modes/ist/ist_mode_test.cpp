@@ -13,6 +13,7 @@
 #include "actors/config/topology.hpp"
 #include "actors/modes/ist/role_settings.hpp"
 #include "actors/modes/ist/neuron_scheme.hpp"
+#include "actors/modes/ist/round_timing.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
@@ -264,6 +265,24 @@ TEST(ist_pieces, assemble_to_the_slice_and_write_back_in_place) {
       }
       EXPECT_TRUE(same(actual, expected)) << "W=" << workers << " S=" << shards;
     }
+}
+
+TEST(ist_pieces, a_round_is_timed_as_the_roles_run_it) {
+  // What `baton predict` puts in IST's simulated plan: every part of a round took some
+  // time, with one copy and with two side by side; nonsense is refused.
+  const model::ist::shape shape{12, {8}, 3};
+  const model::optimizer_spec sgd{0.01, 0.0, 0.0};
+  for (int32_t copies : {1, 2}) {
+    const auto t = time_round(shape, 2, 2, 3, 4, sgd, copies);
+    EXPECT_GT(t.step, 0) << copies;
+    EXPECT_GT(t.round.assemble, 0) << copies;
+    EXPECT_GT(t.round.split, 0) << copies;
+    EXPECT_GT(t.round.partition, 0) << copies;
+    EXPECT_GT(t.round.take, 0) << copies;
+    EXPECT_GT(t.round.put, 0) << copies;
+  }
+  EXPECT_THROW(time_round(shape, 2, 2, 3, 4, sgd, 0), model::error);
+  EXPECT_THROW(time_round(shape, 9, 2, 3, 4, sgd, 1), model::error); // 9 workers, 8 neurons
 }
 
 TEST(ist_pieces, owned_slices_make_the_whole_network) {
