@@ -113,13 +113,9 @@ const section_fields<runtime_spec>& runtime_fields() {
   return fields;
 }
 
-} // namespace
-
-void detail::parse_runtime(const field& section, runtime_spec& r) {
+void parse_runtime(const field& section, runtime_spec& r) {
   runtime_fields().read(section, r);
 }
-
-namespace {
 
 // The kinds of fault and the keys each takes: any other is refused, not
 // ignored.
@@ -224,10 +220,7 @@ void check_fault_step(const field& item, const fault_spec& f,
                 + "), so the fault would never fire (" + expected + ")");
 }
 
-} // namespace
-
-std::vector<fault_spec> detail::parse_faults(const field& list,
-                                             const std::optional<job_length>& length) {
+std::vector<fault_spec> parse_faults(const field& list, const std::optional<job_length>& length) {
   std::vector<fault_spec> faults;
   for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
                                       "after_ms, stopped_ms})", max_faults)) {
@@ -239,8 +232,6 @@ std::vector<fault_spec> detail::parse_faults(const field& list,
   }
   return faults;
 }
-
-namespace {
 
 const section_fields<node_address>& node_fields() {
   static const section_fields<node_address> fields{{
@@ -271,6 +262,11 @@ std::vector<node_address> detail::parse_nodes(const field& list) {
     nodes.push_back(std::move(node));
   }
   return nodes;
+}
+
+void detail::read_cluster(const field& root, const std::optional<job_length>& length, topology& t) {
+  parse_runtime(root.section("runtime"), t.runtime);
+  t.faults = parse_faults(root.section("faults"), length);
 }
 
 std::map<std::string, std::vector<std::string>> detail::cluster_section_keys() {

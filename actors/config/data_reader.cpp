@@ -288,14 +288,10 @@ const section_fields<topology>& data_fields() {
   return fields;
 }
 
-} // namespace
-
-void detail::parse_data(const field& data, topology& t) {
+void parse_data(const field& data, topology& t) {
   t.data.seed = t.plan.seed;
   data_fields().read(data, t);
 }
-
-namespace {
 
 // What the data is when the coordinator cannot read its files (they are on
 // the source's node): the kind's fixed shape and classes, or data.shape and
@@ -324,8 +320,6 @@ model::data_header declared_header(const field& data, const topology& t,
   return h;
 }
 
-} // namespace
-
 // The data's shape, classes and sizes: a synthetic set's as the topology
 // says; files are read here (their headers only) when this process or its
 // local nodes will read them (no `nodes:` listed), which also refuses a
@@ -333,7 +327,7 @@ model::data_header declared_header(const field& data, const topology& t,
 // before any actor or process starts. On listed nodes the source's node
 // reads them, and the data section says what they are (declared_header);
 // `known` is then false: the training size is at most data.train_limit.
-model::data_header detail::check_dataset(const field& data, const topology& t, bool& known) {
+model::data_header check_dataset(const field& data, const topology& t, bool& known) {
   known = t.embedded() || t.data.synthetic();
   if (!known)
     return declared_header(data, t,
@@ -359,7 +353,7 @@ model::data_header detail::check_dataset(const field& data, const topology& t, b
 
 // `data.normalize` has one value for every channel, or one for all: the
 // samples' channels are known only once their headers are read.
-void detail::check_normalize(const field& data, const topology& t, const model::data_header& h) {
+void check_normalize(const field& data, const topology& t, const model::data_header& h) {
   const auto values = static_cast<int64_t>(t.data.mean.size());
   if (values <= 1 || h.shape.empty() || values == h.shape[0])
     return;
@@ -372,8 +366,7 @@ void detail::check_normalize(const field& data, const topology& t, const model::
 // Steps = epochs x minibatches per epoch (a last partial minibatch counts, as
 // model::plan_epoch cuts it); nullopt when the size is unknown or the count
 // would not fit in 64 bits.
-std::optional<job_length> detail::length_of(const model::data_header& data, bool known,
-                                    const topology& t) {
+std::optional<job_length> length_of(const model::data_header& data, bool known, const topology& t) {
   const std::optional<int64_t> samples =
     known ? std::optional<int64_t>{data.train}
           : data.train > 0 ? std::optional<int64_t>{data.train} : std::nullopt;
@@ -394,7 +387,7 @@ std::optional<job_length> detail::length_of(const model::data_header& data, bool
 
 // `data.augment`: image samples only, and a crop that keeps part of each
 // (checked once their shape is known).
-void detail::check_augment(const field& data, const topology& t, const model::data_header& h) {
+void check_augment(const field& data, const topology& t, const model::data_header& h) {
   if (!t.data.augment.any())
     return;
   if (auto why = model::augment_refusal(t.data.augment, t.data.kind, h.shape); !why.empty())
@@ -405,11 +398,23 @@ void detail::check_augment(const field& data, const topology& t, const model::da
 // the samples' (the convnets' flatten width follows from the size, and
 // building them refuses one under 8x8; resnet18 takes any size). A
 // TorchScript backbone's input is not known before it runs.
-void detail::set_sample_shape(const model::data_header& h, topology& t) {
+void set_sample_shape(const model::data_header& h, topology& t) {
   t.sample_shape = h.shape;
   t.backbone.in_channels = h.shape[0];
   t.backbone.in_height = h.shape[1];
   t.backbone.in_width = h.shape[2];
+}
+
+} // namespace
+
+detail::data_reading detail::read_data(const field& data, topology& t) {
+  parse_data(data, t);
+  bool known = true;
+  const model::data_header header = check_dataset(data, t, known);
+  check_normalize(data, t, header);
+  check_augment(data, t, header);
+  set_sample_shape(header, t);
+  return {header.classes, length_of(header, known, t)};
 }
 
 std::map<std::string, std::vector<std::string>> detail::data_section_keys() {

@@ -133,7 +133,9 @@ void refuse_edge_faults(const field& root, const job_reading& job, const topolog
 
 // Sections are read in dependency order: nodes before any `node:` key, the
 // data set before the tasks (label count), tasks before the backbone's
-// pretrain task and `task`, the workload before the job's own section.
+// pretrain task and `task`, the workload before the job's own section, the
+// job's length before the faults' steps. Each reader file is entered once
+// for its sections (the job's name first, the nodes apart).
 topology build_topology(const field& root, const std::vector<job_schema>& jobs) {
   check_section(root);
   topology t;
@@ -145,31 +147,13 @@ topology build_topology(const field& root, const std::vector<job_schema>& jobs) 
                                   "a non-negative integer");
   });
   t.plan.seed = t.seed;
-  parse_data(root.section("data"), t);
-  bool known = true;
-  const model::data_header data = check_dataset(root.section("data"), t, known);
-  check_normalize(root.section("data"), t, data);
-  check_augment(root.section("data"), t, data);
-  std::optional<job_length> length = length_of(data, known, t);
-  t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
-  set_sample_shape(data, t);
+  const data_reading data = read_data(root.section("data"), t);
   refuse_unread_keys(root, t);
-  if (auto f = root.get("optimizer")) {
-    t.optimizer = read_optimizer(*f, {});
-    t.optimizer_where = f->where();
-    t.pretrain.optimizer = *t.optimizer;
-  }
-  std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
-  parse_trained_task(root, t);
+  std::vector<std::string> layers = read_workload(root, data.classes, t);
   refuse_other_jobs(root, jobs, t);
   job_reading job = t.schema->parse(root, layers, t);
   t.mode_spec = std::move(job.settings);
-  parse_runtime(root.section("runtime"), t.runtime);
-  parse_target_accuracy(root, t);
-  parse_selection(root, t);
-  if (job.own_length)
-    length = job.length;
-  t.faults = parse_faults(root.section("faults"), length);
+  read_cluster(root, job.own_length ? job.length : data.length, t);
   refuse_recovery(root, job, t);
   refuse_edge_faults(root, job, t);
   return t;

@@ -58,29 +58,30 @@ std::string hint(const std::string& suggestion);
 
 // -- the data (data_reader.cpp) ----------------------------------------------------
 
-void parse_data(const field& data, topology& t);
-model::data_header check_dataset(const field& data, const topology& t, bool& known);
-void check_normalize(const field& data, const topology& t, const model::data_header& h);
-void check_augment(const field& data, const topology& t, const model::data_header& h);
-std::optional<job_length> length_of(const model::data_header& data, bool known,
-                                    const topology& t);
-void set_sample_shape(const model::data_header& h, topology& t);
+/// The data section read into `t` and checked against its data set's
+/// header (read from disk): its normalisation and augmentation, the
+/// samples' shape; returned, what the other sections need of the header.
+struct data_reading {
+  int64_t classes = 0;               ///< the data set's (the tasks' labels)
+  std::optional<job_length> length;  ///< the job's length where the data gives it
+};
+data_reading read_data(const field& data, topology& t);
 
 // -- the workload's other sections (workload_reader.cpp) ---------------------------
 
+/// `job:` and its schema, into `t` (first: the other sections are read for it).
 void parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t);
-std::vector<model::task> parse_tasks(const field& list, int64_t classes,
-                                     const std::string& dataset);
-std::vector<std::string> parse_backbone(const field& section, topology& t);
-void parse_trained_task(const field& root, topology& t);
-void parse_target_accuracy(const field& root, topology& t);
-void parse_selection(const field& root, topology& t);
+/// The workload around the job's own section, into `t`: the tasks (labels
+/// of `classes` data set classes), `optimizer`, the backbone (returns its
+/// layer names), the trained task, the target accuracy and the epoch
+/// selection.
+std::vector<std::string> read_workload(const field& root, int64_t classes, topology& t);
 
 // -- the cluster (cluster_reader.cpp) ----------------------------------------------
 
 std::vector<node_address> parse_nodes(const field& list);
-void parse_runtime(const field& section, runtime_spec& r);
-std::vector<fault_spec> parse_faults(const field& list, const std::optional<job_length>& length);
+/// `runtime` and `faults` (their steps checked against the job's `length`), into `t`.
+void read_cluster(const field& root, const std::optional<job_length>& length, topology& t);
 
 // -- `--set` (overrides.cpp) -------------------------------------------------------
 

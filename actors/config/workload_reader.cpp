@@ -106,9 +106,7 @@ model::task parse_task(const field& item, int64_t classes, const std::string& da
   }
 }
 
-} // namespace
-
-std::vector<model::task> detail::parse_tasks(const field& list, int64_t classes,
+std::vector<model::task> parse_tasks(const field& list, int64_t classes,
                                      const std::string& dataset) {
   std::vector<model::task> tasks;
   unique_names names("task");
@@ -118,8 +116,6 @@ std::vector<model::task> detail::parse_tasks(const field& list, int64_t classes,
   }
   return tasks;
 }
-
-namespace {
 
 // `backbone.pretrain`: how the starting weights are made when missing.
 const section_fields<topology>& pretrain_fields() {
@@ -208,12 +204,10 @@ const section_fields<topology>& backbone_fields() {
   return fields;
 }
 
-} // namespace
-
 // The model and its files; the model is built to learn its layer names
 // (which a strategy's keys refer to), and an error doing so is reported on
 // the key that chose it. Returns those names.
-std::vector<std::string> detail::parse_backbone(const field& section, topology& t) {
+std::vector<std::string> parse_backbone(const field& section, topology& t) {
   t.backbone.seed = model::derive_seed(t.seed, "backbone");
   backbone_fields().read(section, t);
   std::optional<field> model_key = section.get("model");
@@ -227,7 +221,7 @@ std::vector<std::string> detail::parse_backbone(const field& section, topology& 
 
 // `task:`, else `backbone.pretrain.task`, else the first of `tasks`; the
 // pre-training task defaults to it.
-void detail::parse_trained_task(const field& root, topology& t) {
+void parse_trained_task(const field& root, topology& t) {
   if (auto f = root.get("task"))
     t.task = read_task(*f, t).name;
   else if (!t.pretrain.task.empty())
@@ -240,7 +234,7 @@ void detail::parse_trained_task(const field& root, topology& t) {
 
 // `target_accuracy` (the workload's), or its older place
 // `runtime.stop_at_accuracy`: not both.
-void detail::parse_target_accuracy(const field& root, topology& t) {
+void parse_target_accuracy(const field& root, topology& t) {
   auto read = [](const field& f) {
     return read_number(f, "a test accuracy in (0, 1] (0.85 for 85%)",
                        [](double x) { return x > 0 && x <= 1; });
@@ -255,8 +249,6 @@ void detail::parse_target_accuracy(const field& root, topology& t) {
   if (older)
     t.target_accuracy = read(*older);
 }
-
-namespace {
 
 // `early_stopping: {patience: N}`: it needs both its patience and
 // validation samples.
@@ -278,12 +270,10 @@ const section_fields<topology>& early_stopping_fields() {
   return fields;
 }
 
-} // namespace
-
 // `save: best | last` and `early_stopping: {patience: N}`, both judging
 // epochs by their validation accuracy: `best` (the default with
 // data.validation) needs validation samples, and so does early stopping.
-void detail::parse_selection(const field& root, topology& t) {
+void parse_selection(const field& root, topology& t) {
   const bool validation = t.data.validation > 0;
   t.selection.keep_best = validation;
   if (auto f = root.get("save")) {
@@ -294,6 +284,22 @@ void detail::parse_selection(const field& root, topology& t) {
   }
   if (auto f = root.get("early_stopping"))
     early_stopping_fields().read(*f, t);
+}
+
+} // namespace
+
+std::vector<std::string> detail::read_workload(const field& root, int64_t classes, topology& t) {
+  t.tasks = parse_tasks(root.require("tasks"), classes, t.data.kind);
+  if (auto f = root.get("optimizer")) {
+    t.optimizer = read_optimizer(*f, {});
+    t.optimizer_where = f->where();
+    t.pretrain.optimizer = *t.optimizer;
+  }
+  std::vector<std::string> layers = parse_backbone(root.section("backbone"), t);
+  parse_trained_task(root, t);
+  parse_target_accuracy(root, t);
+  parse_selection(root, t);
+  return layers;
 }
 
 std::map<std::string, std::vector<std::string>> detail::workload_section_keys() {
