@@ -225,18 +225,8 @@ struct pipeline_strategy {
   pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
 };
 
-/// job: ist. W workers (the hosts), S shards (dealt as the ps's), L local
-/// steps per round. A worker trains its subnet, a fraction f of the
-/// parameters (P) and of the compute, on its own b samples:
-///   step = C + 2 exchange(f P) / L  (exchange as for the ps: the
-///   subnet's slices from the shards at the round's start, back at its end)
-///   C = f (F + B + U), or, with the subnet's own profile at W0 workers,
-///   its step x f(W) / f(W0) (ist_worker_step_seconds)
-///   wire bytes = 2 (W - 1) f P / L;  steps per epoch = floor(N / b / W).
-/// A round's own work (ist_round_seconds), when timed, adds to it: the
-/// worker's assembly and cut to its compute, the shards' partition, pieces
-/// taken and pieces written back, which the workers wait for, to its
-/// communication.
+/// IST's round besides its local steps, as the runtime does it (timed:
+/// actors::ist::time_round).
 struct ist_round_seconds {
   double assemble = 0;  ///< a worker: the round's partition and its subnet from its pieces
   double split = 0;     ///< a worker: its trained subnet cut into every shard's pieces
@@ -245,6 +235,18 @@ struct ist_round_seconds {
   double put = 0;       ///< a shard: one worker's trained pieces written back
 };
 
+/// job: ist. W workers (the hosts), S shards (dealt as the ps's), L local
+/// steps per round. A worker trains its subnet, a fraction f of the
+/// parameters (P) and of the compute, on its own b samples:
+///   step = C + 2 exchange(f P) / L  (exchange as for the ps: the
+///   subnet's slices from the shards at the round's start, back at its end)
+///   C = f (F + B + U), or, with the subnet's step timed at W0 workers,
+///   that step x f(W) / f(W0) (ist_worker_step_seconds)
+///   wire bytes = 2 (W - 1) f P / L;  steps per epoch = floor(N / b / W).
+/// A round's own work (ist_round_seconds), when timed, adds to it: the
+/// worker's assembly and cut to its compute, the shards' partition, pieces
+/// taken and pieces written back, which the workers wait for, to its
+/// communication (ist_round_of).
 struct ist_strategy {
   int32_t shards = 0;            ///< S (0: W, one per host)
   int32_t local_steps = 10;      ///< L >= 1
@@ -258,9 +260,8 @@ struct ist_strategy {
   int64_t mlp_inputs = 0;
   std::vector<int64_t> mlp_hidden;
   int64_t mlp_classes = 0;
-  /// The subnet's own step at batch_size samples (the forward, backward and
-  /// update of an mlp of the largest part of every hidden layer at
-  /// `subnet_workers` workers, profiled), 0: none. A subnet's smaller
+  /// The subnet's own local step at batch_size samples at `subnet_workers`
+  /// workers, timed as a worker runs it, 0: none. A subnet's smaller
   /// matrices and its layers' fixed costs do not shrink with f.
   double subnet_step_seconds = 0;
   int32_t subnet_workers = 0;
@@ -358,7 +359,7 @@ step_compute compute_of(const workload& w, double batch, const freezing& f);
 double ist_subnet_fraction_of(const ist_strategy& s, int32_t workers);
 
 /// A worker's compute per IST step on `w` at `workers` workers: the
-/// subnet's profiled step x f(W) / f(subnet_workers) when there is one,
+/// subnet's timed step x f(W) / f(subnet_workers) when there is one,
 /// else f(W) x the whole network's F + B + U.
 double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t workers);
 

@@ -328,16 +328,16 @@ TEST(cost_model, ist_from_its_mlp_shrinks_the_subnet_with_more_workers) {
   EXPECT_NEAR(predict(tiny(), hosts(4), from_mlp).compute_seconds, 9.0 / 4, tolerance);
 }
 
-TEST(cost_model, ist_takes_its_subnets_profiled_step_and_scales_it_by_f) {
-  // The subnet profiled at W = 2 steps in 6 s (not f x 9 = 4.5): the compute at W = 2;
+TEST(cost_model, ist_takes_its_subnets_timed_step_and_scales_it_by_f) {
+  // The subnet timed at W = 2 steps in 6 s (not f x 9 = 4.5): the compute at W = 2;
   // at W = 4 the mlp's f halves (1/2 -> 1/4): 3 s. The exchange is the subnet's bytes as
   // before (0.3 s a step at W = 2).
-  ist_strategy profiled{0, 5, 0, 4, {8}, 2};
-  profiled.subnet_step_seconds = 6;
-  profiled.subnet_workers = 2;
-  expect_split(predict(tiny(), hosts(2), profiled), 6, 0.3, 0);
-  EXPECT_NEAR(predict(tiny(), hosts(4), profiled).compute_seconds, 3, tolerance);
-  EXPECT_NEAR(ist_worker_step_seconds(tiny(), profiled, 4), 3, tolerance);
+  ist_strategy timed{0, 5, 0, 4, {8}, 2};
+  timed.subnet_step_seconds = 6;
+  timed.subnet_workers = 2;
+  expect_split(predict(tiny(), hosts(2), timed), 6, 0.3, 0);
+  EXPECT_NEAR(predict(tiny(), hosts(4), timed).compute_seconds, 3, tolerance);
+  EXPECT_NEAR(ist_worker_step_seconds(tiny(), timed, 4), 3, tolerance);
 }
 
 TEST(cost_model, ist_adds_a_timed_round_s_own_work) {
