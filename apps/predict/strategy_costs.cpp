@@ -10,6 +10,7 @@
 #include "actors/modes/planning.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "actors/modes/pipeline/section.hpp"
+#include "apps/predict/link_calibration.hpp"
 #include "messages/errc.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/data_parallel/data_parallel.hpp"
@@ -204,8 +205,7 @@ actors::ist::round_timing median_of_rounds(const std::vector<actors::ist::round_
     std::vector<double> v;
     for (const auto& t : timings)
       v.push_back(figure(t));
-    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-    return v[v.size() / 2];
+    return median_of(std::move(v));
   };
   actors::ist::round_timing m;
   m.step = median([](const auto& t) { return t.step; });
@@ -262,9 +262,7 @@ double profile_cache::mean_and_step_of(int64_t elements, int32_t workers, int32_
     taken.push_back(make());
     step_end_makers_[key] = make;
   }
-  std::vector<double> v = taken;
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
+  return median_of(taken);
 }
 
 void profile_cache::profile_again() {
