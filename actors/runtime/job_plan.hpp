@@ -99,6 +99,13 @@ struct job_plan {
   /// derived budgets, which share the cores already, so the coordinator
   /// warns only about asked ones that exceed a node's cores.
   std::string threads_asked_by;
+  /// What planning a run settled that the topology left open, measured
+  /// (`plan_use::run`), as `--set` overrides that give another run the same
+  /// plan without measuring: a pipeline's `stages: auto` as
+  /// "pipeline.stages=[{last_layer: pool3}, {last_layer: fc2}]". The
+  /// metrics write them as "settled"; compare's check predicts a run with
+  /// them. Empty: nothing was left open.
+  std::vector<std::string> settled;
 
   /// The actor named `name`, or nullptr.
   const planned_actor* find(const std::string& name) const {

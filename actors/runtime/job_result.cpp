@@ -261,6 +261,8 @@ nlohmann::json to_json(const job_result& r) {
     j["normalisation"] = {{"mean", r.normalisation->mean},
                           {"std", r.normalisation->std},
                           {"source", r.normalisation->source}};
+  if (!r.settled.empty())
+    j["settled"] = r.settled;
   return j;
 }
 
@@ -337,6 +339,7 @@ caf::expected<job_result> job_result_from_json(const nlohmann::json& j) {
       r.stopped = stop_from_json(j.at("stopped"));
     r.failed = j.value("failed", "");
     r.saved_best = j.value("saved", "") == "best";
+    r.settled = j.value("settled", std::vector<std::string>{});
     if (j.contains("normalisation")) {
       const auto& n = j.at("normalisation");
       r.normalisation = model::input_normalisation{n.at("mean").get<std::vector<double>>(),

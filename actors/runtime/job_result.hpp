@@ -115,6 +115,9 @@ struct job_result {
   /// outputs are written and baton exits with code 2; the metrics JSON
   /// writes it as "failed".
   std::string failed;
+  /// What the run's planning settled (job_plan::settled); the metrics JSON
+  /// writes it as "settled" when not empty.
+  std::vector<std::string> settled;
 };
 
 /// The training of the finished run `r` between two progress reports of
@@ -152,6 +155,8 @@ std::string non_finite_losses(const job_result& r);
 /// duplicates}}, checkpoint_dir. A run stopped at runtime.stop_at_accuracy:
 /// stopped {actor, epoch (from 1), test_accuracy, seconds, reason}, by
 /// early_stopping also {best_epoch, best_validation_accuracy, patience}.
+/// settled: ["KEY=VALUE", ...] when the plan settled keys the topology left
+/// open (job_plan::settled).
 /// With validation samples: each epoch's and head's validation_accuracy,
 /// each head's best_epoch (from 1); "saved": "best" when stage_weights are
 /// the best epochs'.

@@ -174,6 +174,7 @@ void result_collector::clear() {
 void result_collector::finish(job_result& result) {
   result.mode = plan_.strategy.empty() ? result.job : plan_.strategy;
   result.result_label = plan_.result_label;
+  result.settled = plan_.settled;
   result.actors.insert(result.actors.end(), std::make_move_iterator(actors_.begin()),
                        std::make_move_iterator(actors_.end()));
   for (auto& [actor, count] : trained_)

@@ -501,11 +501,29 @@ void profile_in_round(int32_t round, const compare_request& r, const std::vector
     profiles.profile_again();
 }
 
+/// What a run record's planning settled (its metrics' "settled" strings),
+/// none when its metrics have none or not as strings.
+std::vector<std::string> settled_of(const json& run) {
+  std::vector<std::string> out;
+  auto m = run.find("metrics");
+  if (m == run.end() || !m->is_object())
+    return out;
+  for (const auto& key : m->value("settled", json::array()))
+    if (key.is_string())
+      out.push_back(key.get<std::string>());
+  return out;
+}
+
 /// The cost model's predictions (--predict) from `profiles`, each run's
-/// measured configuration copied into its record's "predicted".
+/// measured configuration copied into its record's "predicted". A row's
+/// measured configuration is predicted with what its median run's planning
+/// settled (its metrics' "settled": a pipeline's stages), not planned again.
 void add_predictions(json& report, const compare_request& r, const std::vector<row>& rows,
                      profile_cache& profiles, const std::atomic<bool>* interrupted) {
   auto request = prediction_request(r, rows);
+  for (const auto& run : report["runs"])
+    if (auto settled = settled_of(run); !settled.empty())
+      request.settled[run.value("strategy", "")] = settled;
   request.progress = [](const std::string& what) {
     std::printf("predictions: %s\n", what.c_str());
     std::fflush(stdout);

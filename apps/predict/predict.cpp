@@ -53,23 +53,26 @@ std::string text_of(const caf::error& e) {
 }
 
 /// The topology a run of `choice` would parse, as baton compare makes it
-/// (derive_topology, run_overrides), then its cost model inputs.
+/// (derive_topology, run_overrides), with what its measured run settled
+/// when `as_run` (predict_request::settled), then its cost model inputs.
 caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_choice& choice,
                                              int32_t hosts, profile_cache& profiles,
-                                             int32_t side_by_side) {
+                                             int32_t side_by_side, bool as_run) {
   auto text = derive_topology(choice, r.workload);
   if (!text)
     return text.error();
   auto overrides = run_overrides(choice, *text, r.workload, r.overrides);
   if (!overrides)
     return overrides.error();
+  if (auto ran = r.settled.find(choice.name); as_run && ran != r.settled.end())
+    overrides->insert(overrides->end(), ran->second.begin(), ran->second.end());
   auto t = actors::parse_topology_as(*text, r.workload, *overrides);
   if (!t)
     return t.error();
   if (t->job != "pipeline")
     return cost_strategy_of(choice.name, *t, profiles, side_by_side);
   // The planner's stages, as a run over `hosts` nodes on the runs' link
-  // settles them.
+  // settles them (none to settle when the run's are given).
   auto placed = actors::with_local_nodes(*t, hosts);
   placed.link_bandwidth = actors::link_bytes_per_second(r.link);
   if (auto settled = actors::pipeline::settle_stages(placed); !settled)
@@ -78,12 +81,14 @@ caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_
 }
 
 /// Every strategy of the list at `hosts` hosts: the workload parsed with
-/// the user's overrides and the strategy's, then its cost model inputs,
-/// profiled with `side_by_side` copies computing at once (cost_strategy_of).
+/// the user's overrides and the strategy's (and, `as_run`, what its
+/// measured run settled), then its cost model inputs, profiled with
+/// `side_by_side` copies computing at once (cost_strategy_of).
 caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_request& r,
                                                              int32_t hosts,
                                                              profile_cache& profiles,
-                                                             int32_t side_by_side = 1) {
+                                                             int32_t side_by_side = 1,
+                                                             bool as_run = false) {
   auto chosen = r.strategies.empty() ? all_strategies(hosts)
                                      : choose_strategies(r.strategies, hosts);
   if (!chosen)
@@ -91,7 +96,7 @@ caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_reque
   std::vector<parsed_strategy> out;
   for (auto& choice : *chosen) {
     parsed_strategy p{choice.name, hosts, std::nullopt, ""};
-    auto c = costed_choice(r, choice, hosts, profiles, side_by_side);
+    auto c = costed_choice(r, choice, hosts, profiles, side_by_side, as_run);
     if (c)
       p.costed = *c;
     else
@@ -266,7 +271,7 @@ json measured_rows(const predict_request& r, const link_calibration& link,
   json rows = json::array();
   const int32_t cores = actors::cores();
   for (int32_t h : r.measured_hosts) {
-    auto parsed = parse_strategies(r, h, profiles, std::min(h, cores));
+    auto parsed = parse_strategies(r, h, profiles, std::min(h, cores), true);
     if (!parsed)
       continue; // the list was checked at the base
     for (const auto& s : *parsed) {
@@ -277,6 +282,8 @@ json measured_rows(const predict_request& r, const link_calibration& link,
         continue;
       }
       rows.push_back(predicted_row(*s.costed, cost::cluster{h, link.link, cores}, runtime));
+      if (auto ran = r.settled.find(s.name); ran != r.settled.end())
+        rows.back()["settled"] = ran->second;
     }
   }
   return rows;
@@ -359,7 +366,7 @@ caf::error profile_models(const predict_request& r, profile_cache& profiles) {
   if (!strategies)
     return strategies.error();
   for (int32_t h : r.measured_hosts)
-    (void)parse_strategies(r, h, profiles, std::min(h, actors::cores()));
+    (void)parse_strategies(r, h, profiles, std::min(h, actors::cores()), true);
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct predict_request {
   std::vector<std::string> overrides;  ///< the user's --set
   std::string strategies;              ///< a --strategies list ("": all that apply)
   std::vector<int32_t> measured_hosts; ///< configurations run (compare): predicted too
+  /// By strategy: what its measured run's planning settled (the metrics'
+  /// "settled", job_plan::settled: a pipeline's stages), as `--set`
+  /// overrides given to that strategy at the measured host counts, so that
+  /// the prediction costs the plan that ran instead of planning again on
+  /// its own profile. Compare fills it from each row's median run.
+  std::map<std::string, std::vector<std::string>> settled;
   std::vector<int32_t> hosts{4, 8, 16, 32, 64};         ///< the projection's hosts
   std::vector<double> bandwidths{125e6, 1.25e9, 12.5e9}; ///< bytes/s: 1, 10, 100 Gbit/s
   std::optional<double> latency;       ///< seconds (default: calibrated)

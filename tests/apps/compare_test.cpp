@@ -200,6 +200,27 @@ TEST(compare, local_stops_at_the_budget) {
   EXPECT_FALSE(s["time_estimated"].get<bool>());
 }
 
+// Issue 34: a pipeline with the planner's stages is predicted with the
+// stages its run settled (the metrics' "settled"), not with a plan the
+// prediction makes again from its own profile (over 100mbit two cuts are
+// close, and the prediction had simulated another one than the run trained).
+TEST(compare, a_pipeline_is_predicted_with_the_stages_its_run_settled) {
+  scratch_dir dir{"compare-settled"};
+  auto workload = write_workload(dir.path(), "", 1);
+  auto out = dir.path() + "/out";
+  auto run = run_baton({"compare", workload, "--strategies", "pipeline:gpipe", "--local-nodes",
+                        "2", "--repeat", "1", "--predict", "2", "--out", out});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  auto report = read_json(out + "/report.json");
+  ASSERT_TRUE(report.is_object()) << "report.json does not parse";
+  ASSERT_EQ(report["runs"].size(), 1u) << report.dump();
+  const auto& r = report["runs"][0];
+  const auto settled = r["metrics"].value("settled", json::array());
+  ASSERT_EQ(settled.size(), 1u) << r["metrics"].dump();
+  EXPECT_EQ(settled[0].get<std::string>().rfind("pipeline.stages=[", 0), 0u) << settled;
+  EXPECT_EQ(r["predicted"].value("settled", json::array()), settled) << r["predicted"].dump();
+}
+
 // Issue 35 item 7: configs/adamw.yaml (AdamW, a cosine schedule after a
 // warm-up, a validation split, augmentation) made small, run by compare:
 // the workload's optimizer is every strategy's, and IST, whose rounds

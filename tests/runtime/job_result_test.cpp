@@ -138,6 +138,20 @@ TEST(job_result, train_seconds_and_stage_cpu_round_trip) {
   EXPECT_EQ(back->actors.at(1).process_cpu_seconds, 0.0);
 }
 
+// What the plan settled (a pipeline's stages) is written when there is any
+// and read back; a run without it has no "settled".
+TEST(job_result, what_the_plan_settled_round_trips) {
+  job_result r;
+  r.wall_seconds = 1;
+  EXPECT_FALSE(to_json(r).contains("settled"));
+  r.settled = {"pipeline.stages=[{last_layer: pool3}, {last_layer: fc2}]"};
+  auto j = to_json(r);
+  ASSERT_TRUE(j.contains("settled"));
+  auto back = job_result_from_json(j);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->settled, r.settled);
+}
+
 // Role-specific figures come back by name; events that are JSON objects are
 // embedded as objects and read back as their compact text.
 TEST(job_result, figures_and_events_round_trip) {

@@ -258,14 +258,18 @@ void report_stages(const topology& t, const model::task& task, model::layered_mo
 
 /// `t` with the planner's stages when it leaves them to the planner, planned
 /// for the cluster the actors would run on (--local-nodes N, its nodes, or
-/// none), so that the reference has the stages of the run it is compared to.
-caf::expected<topology> with_planned_stages(const topology& t, const run_request& r) {
+/// none), so that the reference has the stages of the run it is compared to;
+/// `settled` gets them as settle_stages gives them.
+caf::expected<topology> with_planned_stages(const topology& t, const run_request& r,
+                                            std::vector<std::string>& settled) {
   if (!section_of(t).stages_auto)
     return t;
   topology cluster = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
   cluster.link_bandwidth = link_bytes_per_second(r.link);
-  if (auto ok = settle_stages(cluster); !ok)
-    return ok.error();
+  auto overrides = settle_stages(cluster);
+  if (!overrides)
+    return overrides.error();
+  settled = std::move(*overrides);
   topology out = t;
   out.mode_spec = cluster.mode_spec;
   return out;
@@ -316,7 +320,8 @@ topology with_sent_stages(const topology& t, const job_result& result) {
 } // namespace
 
 caf::expected<job_result> run_local(const topology& given, const run_request& r) {
-  auto settled = with_planned_stages(given, r);
+  std::vector<std::string> settled_keys;
+  auto settled = with_planned_stages(given, r, settled_keys);
   if (!settled)
     return settled.error();
   const topology& t = *settled;
@@ -363,6 +368,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     auto out = local_result(t, "local", started, training_started);
     set_steady(out, trainers.warm_up.steady());
     out.result_label = "stage";
+    out.settled = std::move(settled_keys);
     out.epoch_seconds[head] = epoch_seconds;
     out.stopped = stopped; // as the actors' run records it, at the last epoch too
     // With save: best, the stages' weights of its best epoch.

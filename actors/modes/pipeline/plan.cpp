@@ -124,30 +124,38 @@ void log_planned_stages(const backbone_split& b, int32_t machines) {
 
 } // namespace
 
-caf::expected<void> settle_stages(topology& t) {
+caf::expected<std::vector<std::string>> settle_stages(topology& t) {
   auto settings = section_of(t);
   if (!settings.stages_auto)
-    return caf::unit;
+    return std::vector<std::string>{};
   const int32_t machines = machines_of(t);
   auto planned = plan_pipeline_stages(t, machines, !t.embedded());
   if (!planned)
     return planned.error();
   log_planned_stages(*planned, machines);
   settings.stages.clear();
-  for (const auto& s : planned->plan.stages)
+  std::string ends;
+  for (const auto& s : planned->plan.stages) {
     settings.stages.push_back({s.begin, s.end, 1, "", {}});
+    ends += (ends.empty() ? "{last_layer: " : ", {last_layer: ")
+            + planned->profile.layers[s.end - 1].name + "}";
+  }
   settings.stages_auto = false;
   t.mode_spec = settings;
-  return caf::unit;
+  return std::vector<std::string>{"pipeline.stages=[" + ends + "]"};
 }
 
 caf::expected<job_plan> plan(const topology& t, plan_use use) {
   if (use == plan_use::check || !section_of(t).stages_auto)
     return plan(t);
   topology settled = t;
-  if (auto ok = settle_stages(settled); !ok)
-    return ok.error();
-  return plan(settled);
+  auto overrides = settle_stages(settled);
+  if (!overrides)
+    return overrides.error();
+  auto out = plan(settled);
+  if (out)
+    out->settled = std::move(*overrides);
+  return out;
 }
 
 caf::expected<job_plan> plan(const topology& t) {

@@ -11,6 +11,9 @@
 // result; replica 0 of each stage sends its weights. Every optimiser step is
 // a consistent cut under gpipe and 1f1b-flush, not under asynchronous 1f1b.
 
+#include <string>
+#include <vector>
+
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
@@ -38,8 +41,11 @@ caf::expected<job_plan> plan(const topology& t, plan_use use);
 /// at most machines_of(t) machines (plan_pipeline_stages,
 /// actors/modes/backbone_split.hpp; links between node processes when `t`
 /// has nodes), clears stages_auto and logs "pipeline: stages from the
-/// planner: [conv1..pool1] [...]". Nothing happens otherwise.
-caf::expected<void> settle_stages(topology& t);
+/// planner: [conv1..pool1] [...]". Returns what it settled as the `--set`
+/// override that gives another run these stages without planning
+/// (`pipeline.stages=[{last_layer: pool1}, {last_layer: fc2}]`); nothing
+/// happens, and nothing is returned, when the topology gives its stages.
+caf::expected<std::vector<std::string>> settle_stages(topology& t);
 
 } // namespace pipeline
 } // namespace modes

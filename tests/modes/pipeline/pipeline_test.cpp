@@ -281,12 +281,17 @@ task: all10
   EXPECT_EQ(std::count(stages.begin(), stages.end(), '{'), static_cast<long>(chosen.size()))
     << stages;
   EXPECT_EQ(nodes.at("heads")[0].at("samples").get<int64_t>(), 512);
+  // The metrics name what the plan settled as the --set that gives these
+  // stages (compare's check predicts the run with it).
+  const std::string settled = "pipeline.stages=[" + stages + "]";
+  EXPECT_EQ(nodes.value("settled", nlohmann::json::array()), nlohmann::json::array({settled}))
+    << nodes.dump();
   auto local = run_job(*dir_,
-                       {"run", workload, "--set", "job=pipeline", "--set",
-                        "pipeline.stages=[" + stages + "]", "--mode", "local", "--save-model",
-                        local_model},
+                       {"run", workload, "--set", "job=pipeline", "--set", settled, "--mode",
+                        "local", "--save-model", local_model},
                        "auto-local");
   EXPECT_EQ(chosen, digests_by_actor(local, "pipeline_stage")) << stages;
+  EXPECT_FALSE(local.contains("settled")) << "its stages were given";
   // --save-model assembles the planned stages' weights (the topology it
   // reads again does not list them).
   EXPECT_EQ(max_difference(model, local_model), 0.0);

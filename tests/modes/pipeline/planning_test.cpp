@@ -330,7 +330,8 @@ TEST_F(planning_test, pipeline_stages_auto_are_planned_for_a_run) {
     EXPECT_GT(l.forward_seconds, 0) << l.name;
   EXPECT_GT(planned->profile.layers.front().backward_seconds + planned->profile.layers.back()
               .backward_seconds, 0) << "a pipeline's stages train: backward is profiled";
-  ASSERT_TRUE(baton::actors::pipeline::settle_stages(*t));
+  auto settled = baton::actors::pipeline::settle_stages(*t);
+  ASSERT_TRUE(settled) << baton::describe(settled.error());
   EXPECT_FALSE(pipeline_of(*t).stages_auto);
   const auto& stages = pipeline_of(*t).stages;
   ASSERT_FALSE(stages.empty());
@@ -343,6 +344,20 @@ TEST_F(planning_test, pipeline_stages_auto_are_planned_for_a_run) {
     begin = s.end;
   }
   EXPECT_EQ(begin, 17u);
+  // What it settled, given to another run as --set, is the same stages
+  // without planning (compare's check predicts a run with it).
+  ASSERT_EQ(settled->size(), 1u);
+  EXPECT_EQ(settled->front().rfind("pipeline.stages=[{last_layer: ", 0), 0u) << settled->front();
+  auto given = baton::actors::parse_topology(
+    pipeline_base + "data: {batch_size: 16, microbatches: 2}\n", "p.yaml", *settled);
+  ASSERT_TRUE(given) << baton::describe(given.error());
+  EXPECT_FALSE(pipeline_of(*given).stages_auto);
+  ASSERT_EQ(pipeline_of(*given).stages.size(), stages.size());
+  for (size_t k = 0; k < stages.size(); ++k)
+    EXPECT_EQ(pipeline_of(*given).stages[k].end, stages[k].end) << k;
+  auto plan = baton::actors::pipeline::plan(*given, baton::actors::plan_use::run);
+  ASSERT_TRUE(plan) << baton::describe(plan.error());
+  EXPECT_TRUE(plan->settled.empty()) << "nothing left open";
   auto again = parse_pipeline("pipeline:\n  stages: auto\n");
   ASSERT_TRUE(again);
   auto check = baton::actors::pipeline::plan(*again, baton::actors::plan_use::check);
