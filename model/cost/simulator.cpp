@@ -252,7 +252,7 @@ private:
   }
   std::vector<int32_t> computing_on_; ///< per machine, this instant
   double now_ = 0;
-  double wire_bytes_ = 0; ///< sent between hosts in the senders' measured steps
+  double wire_bytes_ = 0; ///< sent between hosts over the whole run
 };
 
 int32_t engine::edge_of(int32_t from, int32_t to) {
@@ -324,8 +324,7 @@ bool engine::advance(size_t index) {
         // On the wire: the host's link each way is shared by its transfers.
         const auto from = static_cast<size_t>(plan_.actors[index].host);
         const auto to = static_cast<size_t>(plan_.actors[static_cast<size_t>(s.peer)].host);
-        if (a.marks >= plan_.warmup_steps)
-          wire_bytes_ += s.bytes; // a measured step's
+        wire_bytes_ += s.bytes;
         // What both ends' buckets hold passes at once; the rest at the rate.
         const double credit = std::min({s.bytes, tokens_out_[from], tokens_in_[to]});
         tokens_out_[from] -= credit;
@@ -465,7 +464,7 @@ simulation engine::run() {
   const int32_t measured = out.steps - plan_.warmup_steps;
   const double start = plan_.warmup_steps > 0 ? end_of(plan_.warmup_steps) : 0.0;
   out.step_seconds = (end_of(out.steps) - start) / measured;
-  out.wire_bytes = wire_bytes_ / measured;
+  out.wire_bytes = wire_bytes_ / out.steps;
   int32_t reported = 0;
   for (size_t k = 0; k < actors_.size(); ++k) {
     if (!plan_.actors[k].reported)

@@ -109,7 +109,10 @@ struct simulation {
   double compute_seconds = 0;
   double communication_seconds = 0;
   double waiting_seconds = 0;
-  double wire_bytes = 0;          ///< bytes between hosts per measured step
+  /// Bytes between hosts per step: the run's over its steps (every plan
+  /// sends alike each step; a sender's own measured steps would miss what
+  /// a pipeline's stage sends a step ahead).
+  double wire_bytes = 0;
   int32_t steps = 0;              ///< step_ends per actor
   double end_seconds = 0;         ///< when the last actor finished
 };

@@ -120,6 +120,28 @@ TEST(simulated_plans, a_pipeline_fills_once_under_1f1b) {
   EXPECT_NEAR(flush.step_seconds, (2 + 1) * 3.0 + 0.5, plan_tolerance);
 }
 
+TEST(simulated_plans, a_pipeline_s_bytes_are_a_step_s_messages_under_every_schedule) {
+  // Each microbatch's activation forward and its gradient back on every cut,
+  // whatever the schedule: 1f1b's stages send a step ahead of each other,
+  // which a sender's own measured steps would miss (they held 10 of 12).
+  for (auto schedule : {pipeline_schedule::gpipe, pipeline_schedule::one_f_one_b_flush,
+                        pipeline_schedule::one_f_one_b})
+    for (int32_t stages : {2, 3}) {
+      workload w = balanced(4);
+      w.layers.push_back({"c", 1, 2, 0.5, 100, 1000});
+      pipeline_strategy p;
+      p.stage_ends = stages == 2 ? std::vector<size_t>{2, 3} : std::vector<size_t>{1, 2, 3};
+      p.microbatches = 2;
+      p.schedule = schedule;
+      const auto sim = simulate_prediction(w, plan_hosts(stages, 1e12), p, runtime_costs{});
+      EXPECT_NEAR(sim.wire_bytes, 2.0 * (stages - 1) * 4 * 100, plan_tolerance)
+        << name_of(p) << ", " << stages << " stages";
+      EXPECT_NEAR(sim.wire_bytes, predict(w, plan_hosts(stages, 1e12), p).wire_bytes,
+                  plan_tolerance)
+        << name_of(p);
+    }
+}
+
 TEST(simulated_plans, gpipe_s_last_stage_sends_each_gradient_back_at_once) {
   // Two microbatches of one sample (f 1 s, b 2 s, u 0.5 s per stage), 100 B
   // of activation over a link of 10 B/s: 10 s a message, a connection's in
