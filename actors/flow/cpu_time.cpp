@@ -2,6 +2,8 @@
 
 #include <ctime>
 
+#include <time.h>
+
 namespace baton::actors {
 inline namespace flow {
 
@@ -25,6 +27,14 @@ double thread_cpu_seconds() {
 
 double process_cpu_seconds() {
   return cpu_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+double process_cpu_seconds(pid_t pid) {
+  clockid_t clock{};
+  timespec t{};
+  if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &t) != 0)
+    return -1;
+  return seconds_of(t);
 }
 
 } // namespace flow

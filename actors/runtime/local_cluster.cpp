@@ -148,6 +148,13 @@ caf::expected<local_cluster> local_cluster::start(int32_t count, const system_se
   return cluster;
 }
 
+std::vector<pid_t> local_cluster::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& n : nodes_)
+    out.push_back(n.pid());
+  return out;
+}
+
 cluster local_cluster::place(cluster c) const {
   for (auto& n : c.nodes)
     for (const auto& a : addresses_)

@@ -46,6 +46,9 @@ public:
   /// The nodes' addresses, in order n1..nN.
   const std::vector<node_address>& addresses() const { return addresses_; }
 
+  /// The nodes' process ids, in order n1..nN.
+  std::vector<pid_t> pids() const;
+
   /// `c` with the addresses of its nodes named n1..nN replaced by the
   /// running nodes' (with_local_nodes names them first).
   cluster place(cluster c) const;

@@ -151,10 +151,11 @@ void print_predictions(const json& p) {
                                           : "");
   const auto& runtime = p["runtime"];
   std::printf("runtime: %.2f us a message at each end, %.1f us more between hosts, %.3f ms per "
-              "MB (%s)\n",
+              "MB, %.3f ms of CPU per MB at each end beside the actors (%s)\n",
               1e6 * runtime.value("message_seconds", 0.0),
               1e6 * runtime.value("remote_message_seconds", 0.0),
               1e9 * runtime.value("byte_seconds", 0.0),
+              1e9 * runtime.value("io_byte_seconds", 0.0),
               runtime.contains("cache_file")
                 ? ("kept in " + runtime["cache_file"].get<std::string>()).c_str()
                 : runtime.value("method", "").c_str());

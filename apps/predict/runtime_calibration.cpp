@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/flow/cpu_time.hpp"
 #include "actors/net/system.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/spawner.hpp"
@@ -29,7 +30,7 @@ using actors::pulse_atom;
 
 constexpr int32_t local_trips = 4000;
 constexpr int32_t remote_trips = 400;
-constexpr int32_t sized_trips = 9;
+constexpr int32_t trips_per_size = 9;
 constexpr int32_t warm_up = 3;
 /// Float tensors of 64 kB, 256 kB, 1 MB and 4 MB.
 constexpr int64_t sized_floats[] = {16 << 10, 64 << 10, 256 << 10, 1 << 20};
@@ -44,8 +45,27 @@ const char* runtime_method =
   "end of a message: message_seconds = the local round trip / 4; remote_message_seconds = "
   "(the remote round trip / 2 - the loopback socket's latency and message_overhead) / 2 - "
   "message_seconds; byte_seconds = (the sized one-way times' least-squares slope - 1 / the "
-  "loopback socket's bandwidth) / 2; colocation 0 (the profile is taken with as many copies "
-  "side by side as compute at once)";
+  "loopback socket's bandwidth) / 2; io_byte_seconds = the least-squares slope of both "
+  "processes' CPU seconds per sized trip (this one and the node, every thread) / 2 - "
+  "byte_seconds; colocation 0 (the profile is taken with as many copies side by side as "
+  "compute at once)";
+
+/// The least-squares slope of seconds over bytes; none with fewer than two
+/// sizes.
+std::optional<double> slope_of(const std::vector<link_sample>& samples) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& s : samples) {
+    n += 1;
+    sx += s.bytes;
+    sy += s.seconds;
+    sxx += s.bytes * s.bytes;
+    sxy += s.bytes * s.seconds;
+  }
+  const double spread = n * sxx - sx * sx;
+  if (n < 2 || spread <= 0)
+    return std::nullopt;
+  return (n * sxy - sx * sy) / spread;
+}
 
 /// The median of the round trips after the first `warm_up`.
 double settled_median(const std::vector<double>& seconds) {
@@ -127,11 +147,22 @@ caf::expected<double> bare_round_trip(caf::scoped_actor& self, const caf::actor&
   return settled_median(*seconds);
 }
 
-/// A tensor of each of sized_floats' sizes to `target`, sized_trips times
-/// each: each size's median round trip.
-caf::expected<std::vector<double>> sized_round_trips(caf::scoped_actor& self,
-                                                     const caf::actor& target) {
-  std::vector<double> out;
+/// What one size's trips measured.
+struct size_measured {
+  double seconds = 0;     ///< the median round trip
+  double cpu_seconds = 0; ///< both processes' CPU per trip (-1: not read)
+};
+
+/// A tensor of each of sized_floats' sizes to `target`, trips_per_size times
+/// each (after the warm-up): each size's median round trip and the CPU a
+/// trip took in this process and `node` (every thread of both).
+caf::expected<std::vector<size_measured>> sized_round_trips(caf::scoped_actor& self,
+                                                          const caf::actor& target, pid_t node) {
+  const auto both_cpu = [node] {
+    const double there = actors::process_cpu_seconds(node);
+    return there < 0 ? -1.0 : there + actors::process_cpu_seconds();
+  };
+  std::vector<size_measured> out;
   for (int64_t floats : sized_floats) {
     messages::tensor_set m;
     m.kind = "gradients";
@@ -139,11 +170,16 @@ caf::expected<std::vector<double>> sized_round_trips(caf::scoped_actor& self,
     m.tensors.push_back(at::ones({floats}));
     auto t = std::make_shared<trips>();
     t->target = target;
-    t->messages.assign(static_cast<size_t>(sized_trips + warm_up), m);
+    t->messages.assign(static_cast<size_t>(trips_per_size + warm_up), m);
+    const double before = both_cpu();
     auto seconds = run_trips(self, t);
     if (!seconds)
       return seconds.error();
-    out.push_back(settled_median(*seconds));
+    const double after = both_cpu();
+    out.push_back({settled_median(*seconds),
+                   before < 0 || after < 0
+                     ? -1.0
+                     : (after - before) / static_cast<double>(t->messages.size())});
   }
   return out;
 }
@@ -181,7 +217,7 @@ caf::expected<runtime_calibration> measure(const model::cost::link_model& loopba
     auto remote = bare_round_trip(self, pulse, remote_trips);
     if (!remote)
       return remote.error();
-    auto sized = sized_round_trips(self, pulse);
+    auto sized = sized_round_trips(self, pulse, nodes->pids().front());
     if (!sized)
       return sized.error();
     auto here = self->spawn<caf::hidden>(actors::pulse_behavior);
@@ -191,11 +227,16 @@ caf::expected<runtime_calibration> measure(const model::cost::link_model& loopba
       return local.error();
     c.local_round_trip = *local;
     c.remote_round_trip = *remote;
-    for (size_t k = 0; k < sized->size(); ++k)
-      c.samples.push_back({4.0 * static_cast<double>(sized_floats[k]), (*sized)[k] - *remote / 2});
+    for (size_t k = 0; k < sized->size(); ++k) {
+      const double bytes = 4.0 * static_cast<double>(sized_floats[k]);
+      c.samples.push_back({bytes, (*sized)[k].seconds - *remote / 2});
+      if ((*sized)[k].cpu_seconds >= 0)
+        c.cpu_samples.push_back({bytes, (*sized)[k].cpu_seconds});
+    }
   }
   nodes->stop();
-  c.costs = runtime_costs_of(c.local_round_trip, c.remote_round_trip, c.samples, loopback);
+  c.costs = runtime_costs_of(c.local_round_trip, c.remote_round_trip, c.samples, loopback,
+                             c.cpu_samples);
   return c;
 }
 
@@ -204,13 +245,16 @@ caf::expected<runtime_calibration> read_kept(const std::string& path) {
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("byte_seconds"))
     return make_error(errc::bad_file, path + ": not a runtime calibration");
+  if (!j.contains("io_byte_seconds")) // kept before the CPU of a message was measured
+    return make_error(errc::bad_file, path + ": no io_byte_seconds");
   runtime_calibration c;
   c.costs.message_seconds = j.value("message_seconds", -1.0);
   c.costs.remote_message_seconds = j.value("remote_message_seconds", -1.0);
   c.costs.byte_seconds = j.value("byte_seconds", -1.0);
+  c.costs.io_byte_seconds = j.value("io_byte_seconds", -1.0);
   c.costs.colocation = j.value("colocation", -1.0);
   for (double v : {c.costs.message_seconds, c.costs.remote_message_seconds,
-                   c.costs.byte_seconds, c.costs.colocation})
+                   c.costs.byte_seconds, c.costs.io_byte_seconds, c.costs.colocation})
     if (!(v >= 0 && v < 1))
       return make_error(errc::bad_file, path + ": a cost is not in [0, 1)");
   c.machine = j.value("machine", "");
@@ -220,6 +264,7 @@ caf::expected<runtime_calibration> read_kept(const std::string& path) {
   c.local_round_trip = j.value("local_round_trip", 0.0);
   c.remote_round_trip = j.value("remote_round_trip", 0.0);
   c.samples = samples_of(j.value("samples", nlohmann::json::array()));
+  c.cpu_samples = samples_of(j.value("cpu_samples", nlohmann::json::array()));
   c.cache_file = path;
   c.cached = true;
   return c;
@@ -231,12 +276,14 @@ nlohmann::json to_json(const runtime_calibration& c) {
   return {{"message_seconds", c.costs.message_seconds},
           {"remote_message_seconds", c.costs.remote_message_seconds},
           {"byte_seconds", c.costs.byte_seconds},
+          {"io_byte_seconds", c.costs.io_byte_seconds},
           {"colocation", c.costs.colocation},
           {"machine", c.machine},
           {"method", c.method},
           {"local_round_trip", c.local_round_trip},
           {"remote_round_trip", c.remote_round_trip},
-          {"samples", samples_json(c.samples)}};
+          {"samples", samples_json(c.samples)},
+          {"cpu_samples", samples_json(c.cpu_samples)}};
 }
 
 std::string machine_text() {
@@ -254,28 +301,21 @@ std::string machine_text() {
 
 model::cost::runtime_costs runtime_costs_of(double local_round_trip, double remote_round_trip,
                                             const std::vector<link_sample>& samples,
-                                            const model::cost::link_model& loopback) {
+                                            const model::cost::link_model& loopback,
+                                            const std::vector<link_sample>& cpu_samples) {
   model::cost::runtime_costs out;
   out.message_seconds = std::max(0.0, local_round_trip / 4);
   const double socket_fixed = loopback.latency + loopback.message_overhead;
   out.remote_message_seconds =
     std::max(0.0, (remote_round_trip / 2 - socket_fixed) / 2 - out.message_seconds);
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& s : samples) {
-    n += 1;
-    sx += s.bytes;
-    sy += s.seconds;
-    sxx += s.bytes * s.bytes;
-    sxy += s.bytes * s.seconds;
-  }
-  const double spread = n * sxx - sx * sx;
-  if (n >= 2 && spread > 0) {
-    const double slope = (n * sxy - sx * sy) / spread;
+  if (const auto slope = slope_of(samples)) {
     const double socket = std::isfinite(loopback.bandwidth) && loopback.bandwidth > 0
                             ? 1 / loopback.bandwidth
                             : 0;
-    out.byte_seconds = std::max(0.0, (slope - socket) / 2);
+    out.byte_seconds = std::max(0.0, (*slope - socket) / 2);
   }
+  if (const auto cpu = slope_of(cpu_samples))
+    out.io_byte_seconds = std::max(0.0, *cpu / 2 - out.byte_seconds);
   return out;
 }
 

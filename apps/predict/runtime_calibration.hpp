@@ -28,13 +28,16 @@ struct runtime_calibration {
   /// Each size's one-way time: the median round trip of a tensor of `bytes`
   /// to a node's pulse less half the bare one (its answer is bare).
   std::vector<link_sample> samples;
+  /// Each size's CPU seconds per round trip, this process's and the node's
+  /// (every thread of both: the runtime's I/O and the kernel's socket copies).
+  std::vector<link_sample> cpu_samples;
   std::string cache_file;     ///< where it is kept ("" when not)
   bool cached = false;        ///< read from cache_file, not measured now
 };
 
-/// {message_seconds, remote_message_seconds, byte_seconds, colocation,
-/// machine, method, local_round_trip, remote_round_trip, samples}: the cache
-/// file and the predictions' "runtime".
+/// {message_seconds, remote_message_seconds, byte_seconds, io_byte_seconds,
+/// colocation, machine, method, local_round_trip, remote_round_trip, samples,
+/// cpu_samples}: the cache file and the predictions' "runtime".
 nlohmann::json to_json(const runtime_calibration& c);
 
 /// This machine as the kept file names it: the CPU's model and its cores.
@@ -47,12 +50,17 @@ std::string machine_text();
 /// - remote_message_seconds = (remote_round_trip / 2 - socket a) / 2 -
 ///   message_seconds, socket a = latency + message_overhead;
 /// - byte_seconds = (the sized one-way times' least-squares slope - 1 /
-///   socket bandwidth) / 2.
+///   socket bandwidth) / 2;
+/// - io_byte_seconds = the least-squares slope of `cpu_samples` (both ends'
+///   CPU per trip over its bytes) / 2 - byte_seconds: what a byte costs the
+///   cores at each end beyond what the actors wait for (none without
+///   `cpu_samples`).
 /// Each at least 0; colocation 0 (the profile is taken with as many copies
 /// side by side as compute at once: predict.cpp's measured_rows).
 model::cost::runtime_costs runtime_costs_of(double local_round_trip, double remote_round_trip,
                                             const std::vector<link_sample>& samples,
-                                            const model::cost::link_model& loopback);
+                                            const model::cost::link_model& loopback,
+                                            const std::vector<link_sample>& cpu_samples = {});
 
 /// The runtime's costs, read from `cache_dir`/runtime.json when it is there
 /// and names this machine, else measured and written there (`cache_dir`
@@ -62,9 +70,10 @@ model::cost::runtime_costs runtime_costs_of(double local_round_trip, double remo
 /// How: a `baton node` is started on 127.0.0.1 (no shared memory, as
 /// between hosts); this process's actor system asks its spawner for the
 /// pulse actor. An event-based actor here sends it 400 bare messages, each
-/// after the last one's answer, then tensors of 64 kB to 4 MB (9 each);
-/// and 4000 bare messages to a pulse actor of this process. Medians of the
-/// round trips after the first few (runtime_costs_of). About 2 s.
+/// after the last one's answer, then tensors of 64 kB to 4 MB (9 each,
+/// both processes' CPU read around each size's trips); and 4000 bare
+/// messages to a pulse actor of this process. Medians of the round trips
+/// after the first few (runtime_costs_of). About 2 s.
 caf::expected<runtime_calibration> calibrate_runtime(const model::cost::link_model& loopback,
                                                      const std::string& cache_dir);
 

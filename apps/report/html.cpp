@@ -216,7 +216,8 @@ std::string runtime_sentence(const json& runtime) {
          fixed(1e6 * runtime.value("message_seconds", 0.0), 2) + " &micro;s at each end, " +
          fixed(1e6 * runtime.value("remote_message_seconds", 0.0), 1) +
          " &micro;s more between hosts, " + fixed(1e9 * runtime.value("byte_seconds", 0.0), 3) +
-         " ms per MB (" +
+         " ms per MB, and " + fixed(1e9 * runtime.value("io_byte_seconds", 0.0), 3) +
+         " ms of CPU per MB at each end beside the actors (" +
          html_escape(runtime.contains("cache_file") ? "measured once, kept in " +
                                                         text_at(runtime, "cache_file")
                                                     : text_at(runtime, "method")) +

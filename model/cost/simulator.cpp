@@ -94,6 +94,7 @@ public:
     into_.resize(p.hosts.size());
     tokens_out_.assign(p.hosts.size(), p.link.burst);
     tokens_in_.assign(p.hosts.size(), p.link.burst);
+    io_on_.assign(p.machine_cores.size(), 0);
   }
 
   simulation run();
@@ -121,6 +122,11 @@ private:
   int32_t edge_of(int32_t from, int32_t to);
   bool advance(size_t index);
   double rate_of(size_t index) const;
+  double machine_rate(size_t machine) const;
+  size_t machine_of(int32_t actor) const {
+    const auto host = static_cast<size_t>(plan_.actors[static_cast<size_t>(actor)].host);
+    return static_cast<size_t>(plan_.hosts[host].machine);
+  }
   void account(double dt);
   [[noreturn]] void deadlock() const;
 
@@ -250,7 +256,10 @@ private:
     last = at;
     arrivals_.push({at, e, bytes});
   }
-  std::vector<int32_t> computing_on_; ///< per machine, this instant
+  std::vector<int32_t> computing_on_; ///< per machine, this instant (its I/O counts as one)
+  /// Per machine: CPU seconds of messages' I/O left to run (io_byte_seconds),
+  /// one more computation on its cores while there is any.
+  std::vector<double> io_on_;
   double now_ = 0;
   double wire_bytes_ = 0; ///< sent between hosts over the whole run
 };
@@ -325,6 +334,9 @@ bool engine::advance(size_t index) {
         const auto from = static_cast<size_t>(plan_.actors[index].host);
         const auto to = static_cast<size_t>(plan_.actors[static_cast<size_t>(s.peer)].host);
         wire_bytes_ += s.bytes;
+        // Both ends' I/O, run beside the actors (the receiver's while the bytes come in).
+        io_on_[machine_of(self)] += plan_.runtime.io_byte_seconds * s.bytes;
+        io_on_[machine_of(s.peer)] += plan_.runtime.io_byte_seconds * s.bytes;
         // What both ends' buckets hold passes at once; the rest at the rate.
         const double credit = std::min({s.bytes, tokens_out_[from], tokens_in_[to]});
         tokens_out_[from] -= credit;
@@ -362,8 +374,11 @@ bool engine::advance(size_t index) {
 /// the machine's cores split evenly (processor sharing), slowed by the
 /// co-location of those computing at once.
 double engine::rate_of(size_t index) const {
-  const auto host = static_cast<size_t>(plan_.actors[index].host);
-  const auto machine = static_cast<size_t>(plan_.hosts[host].machine);
+  return machine_rate(machine_of(static_cast<int32_t>(index)));
+}
+
+/// The share of a core each computation on `machine` gets (rate_of).
+double engine::machine_rate(size_t machine) const {
   const double cores = plan_.machine_cores[machine];
   const double busy = computing_on_[machine];
   const double share = std::min(1.0, cores / busy);
@@ -392,6 +407,9 @@ void engine::account(double dt) {
     if (a.marks >= plan_.warmup_steps)
       a.kinds[static_cast<int>(kind)] += dt;
   }
+  for (size_t m = 0; m < io_on_.size(); ++m)
+    if (io_on_[m] > epsilon)
+      io_on_[m] = io_on_[m] <= dt * machine_rate(m) ? 0.0 : io_on_[m] - dt * machine_rate(m);
 }
 
 void engine::deadlock() const {
@@ -421,13 +439,18 @@ simulation engine::run() {
     std::fill(computing_on_.begin(), computing_on_.end(), 0);
     for (size_t k = 0; k < actors_.size(); ++k)
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
-        ++computing_on_[static_cast<size_t>(
-          plan_.hosts[static_cast<size_t>(plan_.actors[k].host)].machine)];
+        ++computing_on_[machine_of(static_cast<int32_t>(k))];
+    for (size_t m = 0; m < io_on_.size(); ++m)
+      if (io_on_[m] > epsilon)
+        ++computing_on_[m];
     const double first_end = next_end();
     double next = std::min(arrivals_.empty() ? never : arrivals_.top().at, first_end);
     for (size_t k = 0; k < actors_.size(); ++k)
       if (!actors_[k].done() && actors_[k].steps[actors_[k].next].kind == step::kind_t::cpu)
         next = std::min(next, now_ + actors_[k].remaining / rate_of(k));
+    for (size_t m = 0; m < io_on_.size(); ++m)
+      if (io_on_[m] > epsilon)
+        next = std::min(next, now_ + io_on_[m] / machine_rate(m));
     if (next == never)
       deadlock();
     account(next - now_);

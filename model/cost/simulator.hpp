@@ -80,6 +80,11 @@ struct runtime_costs {
   /// CPU seconds per byte of a message between hosts, at the sender and again
   /// at the receiver (serialising, copying, deserialising).
   double byte_seconds = 0;
+  /// CPU seconds per byte of a message between hosts, at the sender's
+  /// machine and again at the receiver's, that no actor waits for (the
+  /// runtime's I/O threads, the kernel's socket copies): beyond
+  /// byte_seconds, it takes a share of its machine's cores while it runs.
+  double io_byte_seconds = 0;
   /// Slowdown of a computation when k actors compute at once on k cores of
   /// one machine (memory bandwidth, caches): each runs 1 + colocation (k - 1)
   /// times slower than alone. 0: none.

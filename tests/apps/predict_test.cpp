@@ -169,8 +169,14 @@ TEST(predict, the_loopback_and_the_runtime_are_measured_once_and_kept) {
   ASSERT_EQ(runtime["samples"].size(), 4u) << runtime;
   EXPECT_GT(runtime["samples"][3]["seconds"].get<double>(),
             runtime["remote_round_trip"].get<double>()) << runtime;
-  for (const char* key : {"message_seconds", "remote_message_seconds", "byte_seconds"})
+  for (const char* key :
+       {"message_seconds", "remote_message_seconds", "byte_seconds", "io_byte_seconds"})
     EXPECT_GE(runtime[key].get<double>(), 0) << key << " in " << runtime;
+  // Both processes' CPU per trip, read around each size's trips: a 4 MB
+  // tensor takes more of it than 64 kB (copies at both ends).
+  ASSERT_EQ(runtime["cpu_samples"].size(), 4u) << runtime;
+  EXPECT_GT(runtime["cpu_samples"][3]["seconds"].get<double>(),
+            runtime["cpu_samples"][0]["seconds"].get<double>()) << runtime;
   EXPECT_FALSE(runtime["machine"].get<std::string>().empty());
   auto second = run_baton(args);
   ASSERT_EQ(second.exit_code, 0) << second.text;
@@ -179,6 +185,15 @@ TEST(predict, the_loopback_and_the_runtime_are_measured_once_and_kept) {
   EXPECT_EQ(p["link"]["bandwidth"], kept["bandwidth"]);
   EXPECT_EQ(p["runtime"]["remote_message_seconds"], runtime["remote_message_seconds"]);
   EXPECT_EQ(p["runtime"]["cache_file"], runtime_file);
+
+  // A file kept before a message's CPU was measured is measured again.
+  json older = runtime;
+  older.erase("io_byte_seconds");
+  older["remote_message_seconds"] = 0.5;
+  std::ofstream(runtime_file) << older.dump();
+  ASSERT_EQ(run_baton(args).exit_code, 0);
+  EXPECT_TRUE(read_prediction_json(runtime_file).contains("io_byte_seconds"));
+  EXPECT_LT(read_prediction_json(runtime_file)["remote_message_seconds"].get<double>(), 0.5);
 
   json elsewhere = runtime;
   elsewhere["machine"] = "another CPU, 96 cores";

@@ -212,6 +212,37 @@ TEST(simulator, a_message_costs_the_runtime_at_both_ends) {
   EXPECT_NEAR(simulate(p).step_seconds, 0.1 + 0.1, simulator_tolerance);
 }
 
+TEST(simulator, a_message_s_io_takes_its_machines_cores_beside_the_actors) {
+  // a sends b 1,000 bytes (a link of no cost), then each computes 1 s; the
+  // I/O is 1 ms a byte at each end (1 s), which neither actor waits for.
+  const auto plan_on = [](int32_t cores) {
+    simulated_plan p = on_hosts(2);
+    p.machine_cores = {cores};
+    p.hosts = {{0}, {0}};
+    p.warmup_steps = 0;
+    p.link = {1e15, 0, 0};
+    p.runtime.io_byte_seconds = 1e-3;
+    p.actors.push_back(
+      {"a", 0, true, {operation::send(1, 1000), operation::compute(1), operation::step_end()}});
+    p.actors.push_back(
+      {"b", 1, true, {operation::receive(0), operation::compute(1), operation::step_end()}});
+    return p;
+  };
+  // Both ends on one machine: 2 s of I/O. One core, three at work (a, b,
+  // the I/O): a third each until the actors are done at 3 s.
+  const simulation one = simulate(plan_on(1));
+  EXPECT_NEAR(one.step_seconds, 3, simulator_tolerance);
+  EXPECT_NEAR(one.wire_bytes, 1000, simulator_tolerance);
+  // Two cores: 2/3 of a core each until the actors are done at 1.5 s.
+  EXPECT_NEAR(simulate(plan_on(2)).step_seconds, 1.5, simulator_tolerance);
+  // Three cores: a core each; none waits for the I/O.
+  EXPECT_NEAR(simulate(plan_on(3)).step_seconds, 1, simulator_tolerance);
+  // Within one host no message reaches a socket: no I/O.
+  simulated_plan same = plan_on(1);
+  same.actors[1].host = 0;
+  EXPECT_NEAR(simulate(same).step_seconds, 2, simulator_tolerance);
+}
+
 TEST(simulator, emulated_hosts_share_their_machine) {
   // Two hosts on one machine of one core: the ring's two actors compute in turn.
   simulated_plan p = ring(2, 0, 3);
