@@ -59,7 +59,7 @@ plan_writer writer_for(const cluster& c, const runtime_costs& runtime) {
 }
 
 /// A host of its own has a core per actor on it (compute_threads: 1).
-simulated_plan finish(plan_writer w, const cluster& c, int32_t warmup) {
+simulated_plan finish(plan_writer w, const cluster& c, int32_t warmup, int32_t cooldown = 0) {
   if (c.shared_cores <= 0) {
     std::vector<int32_t> actors(w.plan.hosts.size(), 0);
     for (const auto& a : w.plan.actors)
@@ -68,6 +68,7 @@ simulated_plan finish(plan_writer w, const cluster& c, int32_t warmup) {
       w.plan.machine_cores[h] = std::max(1, actors[h]);
   }
   w.plan.warmup_steps = warmup;
+  w.plan.cooldown_steps = cooldown;
   return std::move(w.plan);
 }
 
@@ -395,10 +396,13 @@ simulated_plan pipeline_plan(const workload& w, const cluster& c, const pipeline
       out.add("stage" + std::to_string(k) + "." + std::to_string(j), st[k].first_actor + j, true);
   const auto stages = static_cast<int64_t>(st.size());
   const bool flush = s.schedule != pipeline_schedule::one_f_one_b;
-  // 1f1b fills once: enough steps that the fill is a small part of the warm-up.
+  // 1f1b fills once: enough steps that the fill is a small part of the warm-up;
+  // and drains once, as many steps at the end, left out too (its first stages ran
+  // the last microbatches' forwards ahead: the last steps hold less work).
   const int32_t warmup =
     flush ? 1 : static_cast<int32_t>((2 * stages + s.microbatches - 1) / s.microbatches);
-  const int32_t steps = warmup + measured_steps;
+  const int32_t cooldown = flush ? 0 : warmup;
+  const int32_t steps = warmup + measured_steps + cooldown;
   const int64_t m_total = static_cast<int64_t>(steps) * s.microbatches;
   for (size_t k = 0; k < st.size(); ++k)
     for (int32_t j = 0; j < st[k].replicas; ++j) {
@@ -436,7 +440,7 @@ simulated_plan pipeline_plan(const workload& w, const cluster& c, const pipeline
         }
       }
     }
-  return finish(std::move(out), used, warmup);
+  return finish(std::move(out), used, warmup, cooldown);
 }
 
 } // namespace

@@ -95,6 +95,9 @@ public:
     tokens_out_.assign(p.hosts.size(), p.link.burst);
     tokens_in_.assign(p.hosts.size(), p.link.burst);
     io_on_.assign(p.machine_cores.size(), 0);
+    steps_ = static_cast<int32_t>(std::count_if(
+      p.actors.front().program.begin(), p.actors.front().program.end(),
+      [](const operation& o) { return o.kind == operation::kind_t::step_end; }));
   }
 
   simulation run();
@@ -260,6 +263,7 @@ private:
   /// Per machine: CPU seconds of messages' I/O left to run (io_byte_seconds),
   /// one more computation on its cores while there is any.
   std::vector<double> io_on_;
+  int32_t steps_ = 0; ///< step_ends per actor (check: the same in every one)
   double now_ = 0;
   double wire_bytes_ = 0; ///< sent between hosts over the whole run
 };
@@ -404,7 +408,7 @@ void engine::account(double dt) {
     } else if (s.kind == step::kind_t::wait) {
       kind = s.as;
     }
-    if (a.marks >= plan_.warmup_steps)
+    if (a.marks >= plan_.warmup_steps && a.marks < steps_ - plan_.cooldown_steps)
       a.kinds[static_cast<int>(kind)] += dt;
   }
   for (size_t m = 0; m < io_on_.size(); ++m)
@@ -484,9 +488,9 @@ simulation engine::run() {
       end = std::max(end, a.mark_times[static_cast<size_t>(mark - 1)]);
     return end;
   };
-  const int32_t measured = out.steps - plan_.warmup_steps;
+  const int32_t measured = out.steps - plan_.warmup_steps - plan_.cooldown_steps;
   const double start = plan_.warmup_steps > 0 ? end_of(plan_.warmup_steps) : 0.0;
-  out.step_seconds = (end_of(out.steps) - start) / measured;
+  out.step_seconds = (end_of(out.steps - plan_.cooldown_steps) - start) / measured;
   out.wire_bytes = wire_bytes_ / out.steps;
   int32_t reported = 0;
   for (size_t k = 0; k < actors_.size(); ++k) {
@@ -521,7 +525,7 @@ void check(const simulated_plan& p) {
   expect(p.link.burst >= 0, "a link burst >= 0 bytes");
   expect(p.link.shared_efficiency > 0 && p.link.shared_efficiency <= 1,
          "a link's shared_efficiency in (0, 1]");
-  expect(p.warmup_steps >= 0, "warmup_steps >= 0");
+  expect(p.warmup_steps >= 0 && p.cooldown_steps >= 0, "warmup_steps and cooldown_steps >= 0");
   int32_t steps = -1;
   for (const auto& a : p.actors) {
     expect(a.host >= 0 && static_cast<size_t>(a.host) < p.hosts.size(),
@@ -539,9 +543,9 @@ void check(const simulated_plan& p) {
     expect(steps < 0 || ends == steps, "the same number of step_ends in every actor");
     steps = ends;
   }
-  expect(steps > p.warmup_steps, "more steps than warmup_steps (" +
-                                    std::to_string(p.warmup_steps) + "), got " +
-                                    std::to_string(steps));
+  expect(steps > p.warmup_steps + p.cooldown_steps,
+         "more steps than warmup_steps + cooldown_steps (" +
+           std::to_string(p.warmup_steps + p.cooldown_steps) + "), got " + std::to_string(steps));
 }
 
 } // namespace

@@ -100,13 +100,16 @@ struct simulated_plan {
   std::vector<simulated_actor> actors;
   /// Steps left out of the average (filling a pipeline, a first round).
   int32_t warmup_steps = 1;
+  /// Steps left out at the end: a pipeline that never flushes drains there
+  /// (its first stages ran their last forwards ahead, in earlier steps).
+  int32_t cooldown_steps = 0;
 };
 
 /// The steady state of a simulated plan.
 struct simulation {
-  /// Mean seconds per step after the warm-up: (end of the last step - end
-  /// of the warm-up's last) / measured steps, a step ending when every actor
-  /// has passed it.
+  /// Mean seconds per step between the warm-up and the cool-down: (end of
+  /// the last measured step - end of the warm-up's last) / measured steps, a
+  /// step ending when every actor has passed it.
   double step_seconds = 0;
   /// The reported actors' mean time per measured step in each kind; idle
   /// time (done before the others) counts as waiting, so the three add up to

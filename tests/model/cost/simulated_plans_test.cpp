@@ -120,6 +120,25 @@ TEST(simulated_plans, a_pipeline_fills_once_under_1f1b) {
   EXPECT_NEAR(flush.step_seconds, (2 + 1) * 3.0 + 0.5, plan_tolerance);
 }
 
+TEST(simulated_plans, a_1f1b_step_on_shared_cores_holds_a_step_s_work) {
+  // Three stages on one core, a link of no cost: the core never idles, and a
+  // step is the whole step's work, 3 stages x 2 microbatches x 3.5 s. (The
+  // drain at the end, where the first stages had run their forwards ahead, was
+  // counted in until 2026-12-03: 18 s here, 7.5 of 10.5 with one microbatch.)
+  workload w = balanced(2);
+  w.layers.push_back({"c", 1, 2, 0.5, 100, 1000});
+  pipeline_strategy p;
+  p.stage_ends = {1, 2, 3};
+  p.microbatches = 2;
+  p.schedule = pipeline_schedule::one_f_one_b;
+  cluster c = plan_hosts(3, 1e15);
+  c.shared_cores = 1;
+  EXPECT_NEAR(simulate_prediction(w, c, p, runtime_costs{}).step_seconds, 21, 1e-6);
+  p.microbatches = 1;
+  w.batch_size = 1;
+  EXPECT_NEAR(simulate_prediction(w, c, p, runtime_costs{}).step_seconds, 10.5, 1e-6);
+}
+
 TEST(simulated_plans, a_pipeline_s_bytes_are_a_step_s_messages_under_every_schedule) {
   // Each microbatch's activation forward and its gradient back on every cut,
   // whatever the schedule: 1f1b's stages send a step ahead of each other,
