@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
+#include <variant>
 
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/pipeline/plan.hpp"
@@ -206,11 +208,14 @@ auto simulated_or_formula(const Make& make, const cost::predictor& simulation,
 
 /// The step of `s` on `c` from a simulation of its plan (model/cost/simulator.hpp)
 /// with the runtime's calibrated costs ("runtime_seconds": what they add to
-/// the step), and the formula's figures inside it ("formula") as the
-/// cross-check. A plan the simulation cannot run is predicted by the
-/// formula and says why ("method": "formula", "simulation_error").
+/// the step beside `runtime.colocation`, which is the workload's), and the
+/// formula's figures inside it ("formula") as the cross-check, from
+/// `formula_from`'s profile when given. A plan the simulation cannot run is
+/// predicted by the formula and says why ("method": "formula",
+/// "simulation_error").
 json predicted_row(const costed_strategy& s, const cost::cluster& c,
-                   const cost::runtime_costs& runtime) {
+                   const cost::runtime_costs& runtime,
+                   const costed_strategy* formula_from = nullptr) {
   std::string method, why;
   json row = row_of(s.name, simulated_or_formula(
                               [&](const cost::predictor& by) {
@@ -221,11 +226,15 @@ json predicted_row(const costed_strategy& s, const cost::cluster& c,
   if (!why.empty())
     row["simulation_error"] = why;
   // What of the step the runtime's own costs make: the plan simulated without them.
-  if (method == "simulation")
+  if (method == "simulation") {
+    cost::runtime_costs colocated;
+    colocated.colocation = runtime.colocation;
     row["runtime_seconds"] =
       row["step_seconds"].get<double>() -
-      cost::by_simulation().step(s.load, c, s.strategy).step_seconds;
-  json cross_check = row_of(s.name, cost::predict(s.load, c, s.strategy));
+      cost::by_simulation(colocated).step(s.load, c, s.strategy).step_seconds;
+  }
+  const costed_strategy& f = formula_from != nullptr ? *formula_from : s;
+  json cross_check = row_of(s.name, cost::predict(f.load, c, f.strategy));
   cross_check.erase("strategy");
   cross_check.erase("hosts");
   row["formula"] = cross_check;
@@ -260,18 +269,53 @@ json profile_json(const std::vector<parsed_strategy>& strategies) {
   return first;
 }
 
+/// The compute of a workload's layers (forward, backward, update).
+double compute_of(const cost::workload& w) {
+  double sum = 0;
+  for (const auto& l : w.layers)
+    sum += l.forward_seconds + l.backward_seconds + l.update_seconds;
+  return sum;
+}
+
+/// A pipeline's stages compute at once only part of a step (one waits for
+/// another; one may hold nearly all the layers): its profile is taken alone
+/// and the co-location of `copies` side by side (`shared`) becomes the
+/// simulation's, which slows only the stages computing at once:
+/// colocation = (shared / alone - 1) / (copies - 1), at least 0. nullopt for
+/// another strategy, or one copy: profiled side by side, as its workers all
+/// compute at once.
+std::optional<costed_strategy> alone_with_colocation(const predict_request& r, int32_t hosts,
+                                                     profile_cache& profiles, int32_t copies,
+                                                     const costed_strategy& shared,
+                                                     double& colocation) {
+  if (copies < 2 || !std::holds_alternative<cost::pipeline_strategy>(shared.strategy))
+    return std::nullopt;
+  predict_request one = r;
+  one.strategies = shared.name;
+  auto parsed = parse_strategies(one, hosts, profiles, 1, true);
+  if (!parsed || parsed->size() != 1 || !parsed->front().costed)
+    return std::nullopt;
+  const double alone = compute_of(parsed->front().costed->load);
+  if (!(alone > 0))
+    return std::nullopt;
+  colocation = std::max(0.0, (compute_of(shared.load) / alone - 1) / (copies - 1));
+  return parsed->front().costed;
+}
+
 /// Each strategy at each measured host count on the calibrated link. The
 /// runs compared with these are emulated hosts sharing this machine's cores:
 /// min(W, cores) of their workers or stages compute at once, so the profile
 /// is taken with as many copies side by side (the caches and memory they
 /// share slow each), and compute beyond the cores stretches
-/// (cluster::shared_cores).
+/// (cluster::shared_cores); a pipeline's profile alone, with the co-location
+/// measured (alone_with_colocation).
 json measured_rows(const predict_request& r, const link_calibration& link,
                    const cost::runtime_costs& runtime, profile_cache& profiles, json& skipped) {
   json rows = json::array();
   const int32_t cores = actors::cores();
   for (int32_t h : r.measured_hosts) {
-    auto parsed = parse_strategies(r, h, profiles, std::min(h, cores), true);
+    const int32_t copies = std::min(h, cores);
+    auto parsed = parse_strategies(r, h, profiles, copies, true);
     if (!parsed)
       continue; // the list was checked at the base
     for (const auto& s : *parsed) {
@@ -281,7 +325,16 @@ json measured_rows(const predict_request& r, const link_calibration& link,
           skipped.push_back(why);
         continue;
       }
-      rows.push_back(predicted_row(*s.costed, cost::cluster{h, link.link, cores}, runtime));
+      const cost::cluster c{h, link.link, cores};
+      double colocation = 0;
+      if (auto alone = alone_with_colocation(r, h, profiles, copies, *s.costed, colocation)) {
+        cost::runtime_costs with = runtime;
+        with.colocation = colocation;
+        rows.push_back(predicted_row(*alone, c, with, &*s.costed));
+        rows.back()["colocation"] = colocation;
+      } else {
+        rows.push_back(predicted_row(*s.costed, c, runtime));
+      }
       if (auto ran = r.settled.find(s.name); ran != r.settled.end())
         rows.back()["settled"] = ran->second;
     }

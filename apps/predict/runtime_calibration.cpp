@@ -48,7 +48,7 @@ const char* runtime_method =
   "loopback socket's bandwidth) / 2; io_byte_seconds = the least-squares slope of both "
   "processes' CPU seconds per sized trip (this one and the node, every thread) / 2 - "
   "byte_seconds; colocation 0 (the profile is taken with as many copies side by side as "
-  "compute at once)";
+  "compute at once; a pipeline's rows set the workload's own)";
 
 /// The least-squares slope of seconds over bytes; none with fewer than two
 /// sizes.

@@ -56,7 +56,8 @@ std::string machine_text();
 ///   cores at each end beyond what the actors wait for (none without
 ///   `cpu_samples`).
 /// Each at least 0; colocation 0 (the profile is taken with as many copies
-/// side by side as compute at once: predict.cpp's measured_rows).
+/// side by side as compute at once, predict.cpp's measured_rows; a
+/// pipeline's rows set the workload's own: alone_with_colocation).
 model::cost::runtime_costs runtime_costs_of(double local_round_trip, double remote_round_trip,
                                             const std::vector<link_sample>& samples,
                                             const model::cost::link_model& loopback,

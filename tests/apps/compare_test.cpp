@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -219,6 +220,14 @@ TEST(compare, a_pipeline_is_predicted_with_the_stages_its_run_settled) {
   ASSERT_EQ(settled.size(), 1u) << r["metrics"].dump();
   EXPECT_EQ(settled[0].get<std::string>().rfind("pipeline.stages=[", 0), 0u) << settled;
   EXPECT_EQ(r["predicted"].value("settled", json::array()), settled) << r["predicted"].dump();
+  // Its stages compute at once only part of a step: profiled alone, with the
+  // co-location of two copies side by side as the simulation's own.
+  if (std::thread::hardware_concurrency() >= 2) {
+    const double colocation = r["predicted"].value("colocation", -1.0);
+    EXPECT_GE(colocation, 0) << r["predicted"].dump();
+    EXPECT_LT(colocation, 1) << r["predicted"].dump();
+    EXPECT_TRUE(r["predicted"].contains("formula")) << r["predicted"].dump();
+  }
 }
 
 // Issue 35 item 7: configs/adamw.yaml (AdamW, a cosine schedule after a
