@@ -247,6 +247,7 @@ template <class Calibration>
 json shown(const Calibration& c) {
   json j = to_json(c);
   j.erase("samples");
+  j.erase("cpu_samples");
   if (!c.cache_file.empty())
     j["cache_file"] = c.cache_file;
   return j;
