@@ -339,4 +339,14 @@ TEST(simulator, refuses_a_plan_that_deadlocks_or_makes_no_sense) {
   p.actors[1].program.pop_back();
   EXPECT_THROW(simulate(p), baton::model::error); // unequal steps
   EXPECT_THROW(simulate(simulated_plan{}), baton::model::error);
+  // Two steps, one left out at each end: none measured; a negative cool-down.
+  simulated_plan two = on_hosts(1);
+  two.actors.push_back({"a", 0, true, {operation::compute(1), operation::step_end(),
+                                       operation::compute(1), operation::step_end()}});
+  two.cooldown_steps = 1;
+  EXPECT_THROW(simulate(two), baton::model::error);
+  two.warmup_steps = 0;
+  EXPECT_NEAR(simulate(two).step_seconds, 1, simulator_tolerance);
+  two.cooldown_steps = -1;
+  EXPECT_THROW(simulate(two), baton::model::error);
 }
