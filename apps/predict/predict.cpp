@@ -270,25 +270,22 @@ json profile_json(const std::vector<parsed_strategy>& strategies) {
   return first;
 }
 
-/// The compute of a workload's layers (forward, backward, update).
-double compute_of(const cost::workload& w) {
-  double sum = 0;
-  for (const auto& l : w.layers)
-    sum += l.forward_seconds + l.backward_seconds + l.update_seconds;
-  return sum;
-}
+/// A pipeline profiled alone and the co-location its simulation takes.
+struct profiled_alone {
+  costed_strategy costed;
+  double colocation = 0;
+};
 
 /// A pipeline's stages compute at once only part of a step (one waits for
 /// another; one may hold nearly all the layers): its profile is taken alone
 /// and the co-location of `copies` side by side (`shared`) becomes the
 /// simulation's, which slows only the stages computing at once:
-/// colocation = (shared / alone - 1) / (copies - 1), at least 0. nullopt for
-/// another strategy, or one copy: profiled side by side, as its workers all
-/// compute at once.
-std::optional<costed_strategy> alone_with_colocation(const predict_request& r, int32_t hosts,
-                                                     profile_cache& profiles, int32_t copies,
-                                                     const costed_strategy& shared,
-                                                     double& colocation) {
+/// colocation = (shared / alone - 1) / (copies - 1) of a step's compute, at
+/// least 0. nullopt for another strategy, or one copy: profiled side by side,
+/// as its workers all compute at once.
+std::optional<profiled_alone> alone_with_colocation(const predict_request& r, int32_t hosts,
+                                                    profile_cache& profiles, int32_t copies,
+                                                    const costed_strategy& shared) {
   if (copies < 2 || !std::holds_alternative<cost::pipeline_strategy>(shared.strategy))
     return std::nullopt;
   predict_request one = r;
@@ -296,11 +293,15 @@ std::optional<costed_strategy> alone_with_colocation(const predict_request& r, i
   auto parsed = parse_strategies(one, hosts, profiles, 1, true);
   if (!parsed || parsed->size() != 1 || !parsed->front().costed)
     return std::nullopt;
-  const double alone = compute_of(parsed->front().costed->load);
-  if (!(alone > 0))
+  const auto step_compute = [](const cost::workload& w) {
+    return cost::compute_of(w, static_cast<double>(w.batch_size), cost::freezing{}).total();
+  };
+  const costed_strategy& alone = *parsed->front().costed;
+  const double alone_seconds = step_compute(alone.load);
+  if (!(alone_seconds > 0))
     return std::nullopt;
-  colocation = std::max(0.0, (compute_of(shared.load) / alone - 1) / (copies - 1));
-  return parsed->front().costed;
+  return profiled_alone{
+    alone, std::max(0.0, (step_compute(shared.load) / alone_seconds - 1) / (copies - 1))};
 }
 
 /// Each strategy at each measured host count on the calibrated link. The
@@ -327,12 +328,11 @@ json measured_rows(const predict_request& r, const link_calibration& link,
         continue;
       }
       const cost::cluster c{h, link.link, cores};
-      double colocation = 0;
-      if (auto alone = alone_with_colocation(r, h, profiles, copies, *s.costed, colocation)) {
+      if (auto alone = alone_with_colocation(r, h, profiles, copies, *s.costed)) {
         cost::runtime_costs with = runtime;
-        with.colocation = colocation;
-        rows.push_back(predicted_row(*alone, c, with, &*s.costed));
-        rows.back()["colocation"] = colocation;
+        with.colocation = alone->colocation;
+        rows.push_back(predicted_row(alone->costed, c, with, &*s.costed));
+        rows.back()["colocation"] = alone->colocation;
       } else {
         rows.push_back(predicted_row(*s.costed, c, runtime));
       }
