@@ -4,6 +4,7 @@
 #include <future>
 
 #include "actors/modes/backbone_split.hpp"
+#include "actors/modes/data_parallel/local.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/ist/section.hpp"
@@ -248,19 +249,22 @@ caf::expected<actors::ist::round_timing> profile_cache::round_of(const topology&
   }
 }
 
-double profile_cache::mean_and_step_of(int64_t elements, int32_t workers, int32_t lanes,
-                                       const model::optimizer_spec& optimizer) {
-  const std::string key = std::to_string(elements) + "/w" + std::to_string(workers) + "/l" +
-                          std::to_string(lanes) + "/" + optimizer.name + "/m" +
-                          std::to_string(optimizer.momentum) + "/d" +
-                          std::to_string(optimizer.weight_decay) + "/n" +
-                          std::to_string(optimizer.nesterov) + "/c" +
-                          std::to_string(optimizer.clip_grad_norm);
-  auto& taken = step_ends_taken_[key];
+caf::expected<double> profile_cache::local_step_of(const topology& t, int32_t threads) {
+  const auto& section = actors::data_parallel::section_of(t);
+  const trained_model m = trained_model_of(t);
+  const std::string key = m.spec.name + "/b" + std::to_string(t.plan.batch_size) + "/w" +
+                          std::to_string(section.workers) + "/t" + std::to_string(threads) +
+                          "/" + m.optimizer.name;
+  auto& taken = local_steps_taken_[key];
   if (taken.empty()) {
-    auto make = [=] { return model::time_mean_and_step(elements, workers, lanes, optimizer); };
-    taken.push_back(make());
-    step_end_makers_[key] = make;
+    auto step = actors::data_parallel::time_local_step(t, threads);
+    if (!step)
+      return step.error();
+    taken.push_back(*step);
+    local_step_makers_[key] = [t, threads] {
+      auto again = actors::data_parallel::time_local_step(t, threads);
+      return again ? *again : 0.0;
+    };
   }
   return median_of(taken);
 }
@@ -274,8 +278,9 @@ void profile_cache::profile_again() {
     }
     made_[key] = model::median_of_profiles(taken_[key]);
   }
-  for (const auto& [key, make] : step_end_makers_)
-    step_ends_taken_[key].push_back(make());
+  for (const auto& [key, make] : local_step_makers_)
+    if (const double step = make(); step > 0) // timed once already: keep those
+      local_steps_taken_[key].push_back(step);
   for (const auto& [key, make] : round_makers_) {
     try {
       rounds_taken_[key].push_back(make());
@@ -344,19 +349,19 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
     ist->timed_shards = shards;
   }
   if (name == "local") {
-    // `--mode local`: one process trains every worker's batch each step,
-    // then takes their mean and steps on its lanes: that end is timed, not
-    // read from the profile's one-thread update (compare-mlp's 3 workers on
-    // 2 lanes: a third of a millisecond of a 6 ms step).
+    // `--mode local`: one process trains every worker's batch each step on
+    // its lanes, then takes their mean and steps: the loop is timed whole,
+    // its end read cold after the backward as no layer's profile has it
+    // (compare-mlp's 2 workers on 2 lanes: the mean and step 0.13 ms timed
+    // apart, 0.5 ms in the loop; the loop 4.6-5.5 ms a step where the
+    // layers and that end summed to 4.0).
     const auto* workers = std::get_if<cost::ring_strategy>(&*s);
     cost::local_strategy local{workers ? workers->freeze : cost::freezing{}, c.hosts, lanes};
     if (t.job == "data-parallel") {
-      const double bytes = cost::compute_of(c.load, static_cast<double>(batch), local.freeze)
-                             .gradient_bytes;
-      if (bytes >= sizeof(float))
-        local.mean_and_step_seconds = profiles.mean_and_step_of(
-          static_cast<int64_t>(bytes / sizeof(float)), c.hosts, lanes,
-          trained_model_of(t).optimizer);
+      auto step = profiles.local_step_of(t, cores);
+      if (!step)
+        return step.error();
+      local.loop_step_seconds = *step;
     }
     s = cost::strategy{local};
     c.hosts = 1;

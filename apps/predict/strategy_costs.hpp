@@ -58,11 +58,13 @@ public:
   caf::expected<actors::ist::round_timing> round_of(const actors::topology& t, int64_t batch,
                                                     int32_t workers, int32_t shards,
                                                     int32_t copies = 1);
-  /// `--mode local`'s end of a step (model::time_mean_and_step: the mean of
-  /// `workers` gradients of `elements` floats and the step, on `lanes`
-  /// lanes), timed once per key, again in each profile_again (the median).
-  double mean_and_step_of(int64_t elements, int32_t workers, int32_t lanes,
-                          const model::optimizer_spec& optimizer);
+  /// job: data-parallel's `--mode local` step on `threads` torch threads,
+  /// its loop timed whole on random samples of the workload's shape
+  /// (actors::data_parallel::time_local_step: the lanes' forwards and
+  /// backwards, the gradients' mean and the step as the loop runs them),
+  /// once per model, batch, workers and threads, again in each
+  /// profile_again (the median).
+  caf::expected<double> local_step_of(const actors::topology& t, int32_t threads);
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
   /// Profiles every model this cache profiled once more (and times every
@@ -85,8 +87,8 @@ private:
   std::map<std::string, std::vector<model::model_profile>> taken_;     ///< by key
   std::map<std::string, std::function<actors::ist::round_timing()>> round_makers_;
   std::map<std::string, std::vector<actors::ist::round_timing>> rounds_taken_;
-  std::map<std::string, std::function<double()>> step_end_makers_;
-  std::map<std::string, std::vector<double>> step_ends_taken_;
+  std::map<std::string, std::function<double()>> local_step_makers_;
+  std::map<std::string, std::vector<double>> local_steps_taken_;
   int32_t rounds_ = 1;
 };
 

@@ -492,10 +492,11 @@ int32_t rounds_of(const local_strategy& s) {
 }
 
 double local_step_seconds(const workload& w, const local_strategy& s) {
+  if (s.loop_step_seconds > 0)
+    return s.loop_step_seconds;
   const step_compute c =
     compute_of(w, static_cast<double>(w.batch_size) * rounds_of(s), s.freeze);
-  const double end = s.mean_and_step_seconds > 0 ? s.mean_and_step_seconds : c.update;
-  return c.forward + c.backward + end;
+  return c.forward + c.backward + c.update;
 }
 
 double link_model::message_seconds(double bytes) const {

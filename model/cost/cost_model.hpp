@@ -129,18 +129,19 @@ struct freezing {
 /// `--mode local`: one process trains `workers` x batch_size (b) samples
 /// per step, its workers computed `lanes` at a time (each lane on its
 /// share of the cores, as the profile was taken).
-///   step = F + B at ceil(workers / lanes) x b samples + U, where F, B are
-///   the forward and backward of every layer (a frozen prefix: see
-///   freezing) and U the step's end: the workers' mean and the optimizer
-///   step on the lanes as measured (mean_and_step_seconds), else the
-///   profile's update of the trainable layers. No communication, no waiting.
+///   step = the loop's step as timed (loop_step_seconds), else
+///   F + B at ceil(workers / lanes) x b samples + U, where F, B are the
+///   forward and backward of every layer (a frozen prefix: see freezing)
+///   and U the profile's update of the trainable layers. No communication,
+///   no waiting.
 struct local_strategy {
   freezing freeze;
   int32_t workers = 1;
   int32_t lanes = 1;
-  /// The loop's mean of its workers' gradients and its optimizer step, per
-  /// step, timed on its lanes (model::time_mean_and_step); 0: not measured.
-  double mean_and_step_seconds = 0;
+  /// The loop's steady step timed whole (model::time_reference_steps: its
+  /// lanes, the workers' mean and the step, and what joins them); 0: not
+  /// measured.
+  double loop_step_seconds = 0;
 };
 
 /// The samples each lane of `s` computes per step, in worker batches.

@@ -901,62 +901,34 @@ bool steps_of_two_means(int32_t workers, const optimizer_spec& optimizer, bool a
          optimizer.clip_grad_norm <= 0 && !adaptive;
 }
 
-double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
-                          const optimizer_spec& optimizer, int32_t passes) {
-  if (elements < 1 || workers < 1 || lanes < 1 || passes < 1)
-    throw error("data-parallel: timing the mean and step needs elements, workers, lanes and "
-                "passes >= 1");
-  torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> grads;
-  for (int32_t w = 0; w < workers; ++w)
-    grads.push_back(torch::randn({elements}).mul_(1e-3));
-  at::Tensor parameter = torch::randn({elements});
-  parameter_state state = make_parameter_state(parameter, optimizer);
-  state.steps = 1; // every pass a steady step (sgd's first takes the gradient as its buffer)
-  const bool fused = steps_of_two_means(workers, optimizer, false);
-  std::unique_ptr<worker_lanes> pool;
-  if (lanes > 1)
-    pool = std::make_unique<worker_lanes>(static_cast<size_t>(lanes), 1);
-  at::Tensor mean;
-  // Lane k's part of the flat vector, as in_parts cuts every key.
-  auto lane = [&](size_t k) {
-    torch::NoGradGuard guard; // the guard is a thread's own
-    const int64_t lo = elements * static_cast<int64_t>(k) / lanes;
-    const int64_t hi = elements * (static_cast<int64_t>(k) + 1) / lanes;
-    auto part = [lo, hi](const at::Tensor& t) {
-      return t.defined() ? t.narrow(0, lo, hi - lo) : t;
-    };
-    at::Tensor p = part(parameter);
-    parameter_state st{part(state.first), part(state.second), state.steps};
-    if (fused &&
-        sgd_step_of_mean_in_place(p, {{0, part(grads[0]), part(grads[1])}}, 2, st, optimizer, 0.01))
-      return;
-    at::Tensor gradient = part(grads[0]);
-    if (workers > 1) {
-      std::vector<at::Tensor> parts;
-      for (const auto& g : grads)
-        parts.push_back(part(g));
-      gradient = part(mean);
-      mean_of_workers(parts, elements, lo, summation::ring, gradient);
-    }
-    step_part_in_place(p, gradient, st, optimizer, 0.01); // as optimizer_update's lanes
-  };
-  std::vector<double> seconds;
-  for (int32_t k = 0; k < 3 + passes; ++k) {
-    const auto began = std::chrono::steady_clock::now();
-    if (workers > 1)
-      mean = torch::empty({elements}); // the reference's mean is a new tensor each step
-    if (pool)
-      pool->run(static_cast<size_t>(lanes), lane);
-    else
-      lane(0);
-    if (k >= 3)
-      seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + static_cast<long>(seconds.size() / 2),
-                   seconds.end());
-  return seconds[seconds.size() / 2];
+double time_reference_steps(const model_factory& make, data_parallel_settings spec,
+                            const std::vector<int64_t>& sample_shape, int64_t classes,
+                            int32_t steps, int32_t warm_up) {
+  if (steps < 1 || warm_up < 1 || classes < 1)
+    throw error("data-parallel: timing the reference's steps needs steps, warm-up steps and "
+                "classes >= 1");
+  const int64_t per_step = static_cast<int64_t>(spec.workers) * spec.batch_size;
+  std::vector<int64_t> shape{per_step * (steps + warm_up)};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  data_splits data;
+  data.train.name = "synthetic";
+  data.train.images = torch::randn(shape);
+  data.train.labels = torch::randint(classes, {shape.front()}, torch::kLong);
+  data.train.classes = classes;
+  // One step's samples to test on (batch norm with batch statistics needs
+  // more than one): the evaluation after the epoch is not timed.
+  data.test = data.train;
+  data.test.images = data.train.images.narrow(0, 0, per_step);
+  data.test.labels = data.train.labels.narrow(0, 0, per_step);
+  spec.epochs = 1;
+  spec.warm_up_samples = per_step * warm_up;
+  spec.target_accuracy = 0;
+  spec.stop_after_seconds = 0;
+  spec.selection = {};
+  const auto steady = run_data_parallel_local(make, data, spec).steady;
+  if (!steady || steady->samples <= 0)
+    throw error("data-parallel: the reference's timed steps ended inside its warm-up");
+  return steady->seconds / (static_cast<double>(steady->samples) / static_cast<double>(per_step));
 }
 
 } // namespace baton::model

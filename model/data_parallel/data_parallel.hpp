@@ -375,15 +375,18 @@ data_parallel_result run_data_parallel_local(const model_factory& make, const da
 /// freezing) instead of writing the mean and then stepping.
 bool steps_of_two_means(int32_t workers, const optimizer_spec& optimizer, bool adaptive);
 
-/// Seconds the reference spends per synchronous step once its W workers'
-/// gradients are in: their mean (mean_of_workers, ring order) and the
-/// optimizer step, or the two fused (steps_of_two_means), each of `lanes`
-/// threads its part (worker_lanes, as the reference's lanes), timed on
-/// `elements` float32 parameters: the median of `passes` after 3 warm-up
-/// passes. What the cost model adds to the workers' forward and backward for
-/// `--mode local`. Throws model::error unless elements, workers, lanes and
-/// passes are >= 1.
-double time_mean_and_step(int64_t elements, int32_t workers, int32_t lanes,
-                          const optimizer_spec& optimizer, int32_t passes = 15);
+/// Seconds of one steady step of run_data_parallel_local as `spec` runs
+/// it: its workers' forwards and backwards on their lanes, their gradients'
+/// mean, the optimizer step and what joins them (the minibatches' gather,
+/// the loss, the lanes' hand-overs), timed over `steps` steps after `warm_up`
+/// on random samples of `sample_shape` with labels in [0, classes): what the
+/// cost model takes for `--mode local`, whose end of a step no layer's
+/// profile has (a mean of W gradients read cold, after the backward).
+/// spec's epochs, data and stopping are the timing's own. Throws
+/// model::error unless steps, warm_up and classes are >= 1, and as
+/// run_data_parallel_local.
+double time_reference_steps(const model_factory& make, data_parallel_settings spec,
+                            const std::vector<int64_t>& sample_shape, int64_t classes,
+                            int32_t steps = 15, int32_t warm_up = 5);
 
 } // namespace baton::model

@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/flow/error_of.hpp"
+#include "actors/modes/backbone_split.hpp"
 #include "actors/modes/data_parallel/plan.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker_replica.hpp"
@@ -21,7 +23,9 @@ namespace data_parallel {
 
 namespace {
 
-model::data_parallel_settings reference_settings(const worker_settings& worker) {
+/// The reference's settings for `worker` on `threads` torch threads.
+model::data_parallel_settings reference_settings(const worker_settings& worker,
+                                                 int32_t threads) {
   model::data_parallel_settings spec;
   spec.workers = worker.workers;
   spec.batch_size = worker.data.plan.batch_size;
@@ -43,6 +47,11 @@ model::data_parallel_settings reference_settings(const worker_settings& worker) 
   spec.cache = worker.cache;
   spec.cache_mb = worker.cache_mb;
   spec.feature_block = worker.feature_block;
+  // Threads for several workers compute that many at once, each on its
+  // share (--threads 2, two workers: each on one thread, as the actors on
+  // two cores, and so with their sums).
+  spec.concurrent_workers = std::max(1, std::min(threads, spec.workers));
+  spec.threads_per_worker = std::max(1, threads / spec.concurrent_workers);
   return spec;
 }
 
@@ -100,17 +109,11 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     auto training_started = training_starts();
     // The target, the budget and early stopping stop it as they stop the
     // actors' runs, so that `baton compare` measures its time to target as theirs.
-    auto spec = reference_settings(worker);
+    auto spec = reference_settings(worker, r.threads > 0 ? r.threads : t.runtime.compute_threads);
     spec.target_accuracy = t.target_accuracy;
     spec.stop_after_seconds = t.runtime.stop_after_seconds;
     spec.selection = t.selection;
     spec.warm_up_samples = warm_up_samples(t, spec.batch_size * spec.workers);
-    // Threads for several workers compute that many at once, each on its
-    // share (--threads 2, two workers: each on one thread, as the actors on
-    // two cores, and so with their sums).
-    const int32_t threads = r.threads > 0 ? r.threads : t.runtime.compute_threads;
-    spec.concurrent_workers = std::max(1, std::min(threads, spec.workers));
-    spec.threads_per_worker = std::max(1, threads / spec.concurrent_workers);
     auto result =
       model::run_data_parallel_local([&] { return initial_model(worker); }, *data, spec);
     for (size_t e = 0; e < result.test_accuracy.size(); ++e)
@@ -145,6 +148,26 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
     return out;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, e.what());
+  }
+}
+
+caf::expected<double> time_local_step(const topology& t, int32_t threads) {
+  const auto* task = t.find_task(section_of(t).task);
+  if (task == nullptr)
+    return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
+  const int previous = at::get_num_threads();
+  try {
+    auto worker = worker_settings_of(t, *task, 0);
+    worker.checkpoint.clear(); // initial weights: the timing needs none of the file's
+    at::set_num_threads(threads);
+    auto seconds = model::time_reference_steps([&] { return initial_model(worker); },
+                                               reference_settings(worker, threads),
+                                               sample_shape_of(t), worker.model.classes);
+    at::set_num_threads(previous);
+    return seconds;
+  } catch (const std::exception& e) { // model::error, c10::Error
+    at::set_num_threads(previous);
+    return error_of(e, t.file + ": timing the local loop's steps");
   }
 }
 

@@ -22,6 +22,13 @@ namespace data_parallel {
 /// which the workers use: the same arithmetic bit for bit).
 caf::expected<job_result> run_local(const topology& t, const run_request& r);
 
+/// Seconds of one steady step of run_local's loop on `threads` torch
+/// threads (its lanes as run_local cuts them), timed on random samples of
+/// the workload's shape at the topology's batch and workers, from initial
+/// weights (model::time_reference_steps): what `baton compare --predict`
+/// takes for `local`. Errors: a task or model the topology cannot build.
+caf::expected<double> time_local_step(const topology& t, int32_t threads);
+
 /// `--save-model PATH`: the trained model (worker 0's weights and buffers,
 /// which it sends at the end; the reference's final model with --mode local)
 /// as a TorchScript module (model/core/export.hpp, docs/exporting.md), which

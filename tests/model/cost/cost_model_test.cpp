@@ -104,10 +104,9 @@ TEST(cost_model, local_computes_its_workers_lanes_at_a_time) {
   EXPECT_THROW(predict(tiny(), hosts(1), local_strategy{{}, 2, 0}), baton::model::error);
 }
 
-// A timed end of the step (the workers' mean and the step on the lanes)
-// takes the place of the profile's update: forward 3 + backward 5 + 0.25 s.
-TEST(cost_model, local_takes_its_timed_mean_and_step_for_the_update) {
-  expect_split(predict(tiny(), hosts(1), local_strategy{{}, 3, 2, 0.25}), 16.25, 0, 0);
+// The loop's step timed whole takes the place of the layers' sum.
+TEST(cost_model, local_takes_its_loop_s_timed_step) {
+  expect_split(predict(tiny(), hosts(1), local_strategy{{}, 3, 2, 0.25}), 0.25, 0, 0);
 }
 
 TEST(cost_model, epoch_is_steps_times_step) {

@@ -325,10 +325,11 @@ TEST(data_parallel, mean_of_workers_is_the_bucket_s_sum_then_its_division_bit_fo
                error);
 }
 
-// What the cost model adds to `--mode local`'s workers: a time, for every
-// path the reference takes (one worker's step, two workers' fused step, the
-// mean of three then the step; adam), and an error for a bad request.
-TEST(data_parallel, the_mean_and_step_of_the_reference_is_timed_on_its_lanes) {
+// What the cost model takes for `--mode local`: the loop's steady step, for
+// every path the reference takes (one worker; two workers' fused step on two
+// lanes; three workers' mean then the step; adam), and an error for a bad
+// request. The stopping settings of the spec are the timing's own.
+TEST(data_parallel, the_reference_s_steps_are_timed_whole_on_its_lanes) {
   optimizer_spec sgd;
   sgd.name = "sgd";
   sgd.momentum = 0.9;
@@ -338,12 +339,18 @@ TEST(data_parallel, the_mean_and_step_of_the_reference_is_timed_on_its_lanes) {
   EXPECT_FALSE(steps_of_two_means(2, sgd, true));
   EXPECT_FALSE(steps_of_two_means(3, sgd, false));
   EXPECT_FALSE(steps_of_two_means(2, adam, false));
-  for (auto [workers, lanes] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{3, 2}}) {
-    EXPECT_GT(time_mean_and_step(10000, workers, lanes, sgd, 3), 0) << workers;
-    EXPECT_GT(time_mean_and_step(10000, workers, lanes, adam, 3), 0) << workers;
-  }
-  EXPECT_THROW(time_mean_and_step(0, 2, 2, sgd), error);
-  EXPECT_THROW(time_mean_and_step(100, 2, 0, sgd), error);
+  for (auto [workers, lanes] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{3, 2}})
+    for (const auto& optimizer : {sgd, adam}) {
+      auto spec = base_spec(workers);
+      spec.optimizer = optimizer;
+      spec.concurrent_workers = lanes;
+      spec.target_accuracy = 1.0;    // the timing's epoch is its own: no stop
+      spec.stop_after_seconds = 1e-9;
+      EXPECT_GT(time_reference_steps(tiny_model, spec, {1, 28, 28}, 10, 3, 2), 0)
+        << workers << " " << optimizer.name;
+    }
+  EXPECT_THROW(time_reference_steps(tiny_model, base_spec(2), {1, 28, 28}, 10, 0), error);
+  EXPECT_THROW(time_reference_steps(tiny_model, base_spec(2), {1, 28, 28}, 0), error);
 }
 
 // -- buckets ---------------------------------------------------------------------------
