@@ -238,6 +238,8 @@ json predicted_row(const costed_strategy& s, const cost::cluster& c,
   cross_check.erase("strategy");
   cross_check.erase("hosts");
   row["formula"] = cross_check;
+  if (s.timed_step_seconds > 0)
+    row["layers_scaled_to_step_seconds"] = s.timed_step_seconds;
   return row;
 }
 

@@ -29,6 +29,9 @@ struct costed_strategy {
   std::string model;       ///< the model it trains (profiled)
   std::string optimizer;   ///< the optimizer that steps it (the profile's step)
   cost::workload load;     ///< that model's profile and the batch it trains at
+  /// A data-parallel worker's step timed whole (profile_cache::worker_step_of)
+  /// that `load`'s layers were scaled to sum to; 0: the layers as profiled.
+  double timed_step_seconds = 0;
   cost::strategy strategy; ///< its settings
   int32_t hosts = 1;       ///< hosts its topology uses (workers; a pipeline's replicas)
   /// The settings as a projection to other host counts keeps them: workers
@@ -65,6 +68,14 @@ public:
   /// once per model, batch, workers and threads, again in each
   /// profile_again (the median).
   caf::expected<double> local_step_of(const actors::topology& t, int32_t threads);
+  /// job: data-parallel: one worker's step (its whole model, unfrozen, on
+  /// one thread at its batch) timed as the loop runs it, `copies` timing
+  /// side by side (actors::data_parallel::time_worker_step), the median
+  /// over the profile rounds as local_step_of's.
+  caf::expected<double> worker_step_of(const actors::topology& t, int32_t copies);
+  /// Whether the layers' profiles are read from a --profile file (taken as
+  /// they are: not scaled to a step timed here).
+  bool from_file() const { return !file_.empty(); }
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
   /// Profiles every model this cache profiled once more (and times every
@@ -87,8 +98,12 @@ private:
   std::map<std::string, std::vector<model::model_profile>> taken_;     ///< by key
   std::map<std::string, std::function<actors::ist::round_timing()>> round_makers_;
   std::map<std::string, std::vector<actors::ist::round_timing>> rounds_taken_;
-  std::map<std::string, std::function<double()>> local_step_makers_;
-  std::map<std::string, std::vector<double>> local_steps_taken_;
+  /// A loop's step timed by `time` under `key`, once, then again in each
+  /// profile_again: the median of its timings.
+  caf::expected<double> loop_step(const std::string& key,
+                                  std::function<caf::expected<double>()> time);
+  std::map<std::string, std::function<double()>> loop_step_makers_;   ///< by key
+  std::map<std::string, std::vector<double>> loop_steps_taken_;       ///< by key
   int32_t rounds_ = 1;
 };
 

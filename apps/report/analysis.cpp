@@ -72,24 +72,40 @@ json labels_by_rate(std::vector<const json*> rows, Rate rate) {
   return labels;
 }
 
+/// A run's measured samples/s as the lowest and the highest of its repeats
+/// (the median twice for one run).
+struct measured_range {
+  double low = 0, high = 0;
+};
+
 /// Whether the measured rates keep the order of the predicted ones: no two
 /// runs whose predicted rates differ by more than `predicted_tie` (relative)
 /// are measured the other way round. The pairs predicted closer than that
-/// are added to `ties` (labels): the model does not order them.
-template <class Rate, class Predicted>
-bool order_kept(const std::vector<const json*>& rows, Rate measured, Predicted predicted,
-                json& ties) {
+/// are added to `ties` (labels): the model does not order them. The pairs
+/// whose repeats' ranges of samples/s overlap are added to `measured_ties`:
+/// the runs do not order them either (the recommendation's tie), and they
+/// cannot break the order.
+template <class Measured, class Predicted>
+bool order_kept(const std::vector<const json*>& rows, Measured measured, Predicted predicted,
+                json& ties, json& measured_ties) {
   constexpr double predicted_tie = 0.01;
   bool kept = true;
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = i + 1; j < rows.size(); ++j) {
+      const json pair = {rows[i]->value("label", ""), rows[j]->value("label", "")};
       const double pi = predicted(*rows[i]);
       const double pj = predicted(*rows[j]);
       if (std::fabs(pi - pj) <= predicted_tie * std::max(pi, pj)) {
-        ties.push_back({rows[i]->value("label", ""), rows[j]->value("label", "")});
+        ties.push_back(pair);
         continue;
       }
-      if ((pi > pj) != (measured(*rows[i]) > measured(*rows[j])))
+      const measured_range mi = measured(*rows[i]);
+      const measured_range mj = measured(*rows[j]);
+      if (mi.low <= mj.high && mj.low <= mi.high) {
+        measured_ties.push_back(pair);
+        continue;
+      }
+      if ((pi > pj) != (mi.low > mj.high))
         kept = false;
     }
   return kept;
@@ -321,14 +337,27 @@ json prediction_check(const json& runs) {
   auto measured_rate = [](const json& r) {
     return number_at(summary_of(r), "samples_per_second").value_or(0);
   };
+  auto measured_range_of = [&](const json& r) {
+    const double median = measured_rate(r);
+    measured_range range{median, median};
+    const auto spread = r.value("spread", json::object()).value("samples_per_second", json());
+    if (auto low = number_at(spread, "min"))
+      range.low = std::min(range.low, *low);
+    if (auto high = number_at(spread, "max"))
+      range.high = std::max(range.high, *high);
+    return range;
+  };
   auto predicted_rate_of = [](const json& r) { return predicted_rate(r).value_or(0); };
   json ties = json::array();
-  const bool kept = order_kept(predicted, measured_rate, predicted_rate_of, ties);
+  json measured_ties = json::array();
+  const bool kept =
+    order_kept(predicted, measured_range_of, predicted_rate_of, ties, measured_ties);
   json check = {{"runs", rows},
                 {"measured_ranking", labels_by_rate(predicted, measured_rate)},
                 {"predicted_ranking", labels_by_rate(predicted, predicted_rate_of)},
                 {"ranking_matches", kept},
                 {"predicted_ties", ties},
+                {"measured_ties", measured_ties},
                 {"mean_abs_error_percent", abs_error / static_cast<double>(rows.size())}};
   // What made the predictions checked: every run's simulated, or not.
   const bool all_simulated = std::all_of(rows.begin(), rows.end(), [](const json& row) {
@@ -341,9 +370,10 @@ json prediction_check(const json& runs) {
       return number_at(r["predicted"]["formula"], "samples_per_second").value_or(0);
     };
     json formula_ties = json::array();
+    json formula_measured_ties = json::array();
     check["formula_ranking"] = labels_by_rate(predicted, formula_rate);
-    check["formula_ranking_matches"] =
-      order_kept(predicted, measured_rate, formula_rate, formula_ties);
+    check["formula_ranking_matches"] = order_kept(predicted, measured_range_of, formula_rate,
+                                                  formula_ties, formula_measured_ties);
     check["formula_mean_abs_error_percent"] =
       formula_abs_error / static_cast<double>(rows.size());
   }

@@ -224,18 +224,29 @@ std::string runtime_sentence(const json& runtime) {
          "). ";
 }
 
-/// ", where it orders them (A and B predicted within 1%: not ordered)", or "".
-std::string predicted_ties_text(const json& check) {
-  const auto& ties = check.value("predicted_ties", json::array());
-  if (!ties.is_array() || ties.empty())
-    return "";
+/// "A and B, C and D" of a check's pairs of labels at `key`, or "".
+std::string pairs_text(const json& check, const char* key) {
+  const auto& ties = check.value(key, json::array());
   std::string pairs;
+  if (!ties.is_array())
+    return pairs;
   for (const auto& pair : ties)
     if (pair.is_array() && pair.size() == 2 && pair[0].is_string() && pair[1].is_string())
       pairs += (pairs.empty() ? "" : ", ") + html_escape(pair[0].get<std::string>()) + " and " +
                html_escape(pair[1].get<std::string>());
-  return pairs.empty() ? "" : " where it orders them (" + pairs +
-                                " predicted within 1% of each other: not ordered)";
+  return pairs;
+}
+
+/// " where it orders them (A and B predicted within 1% ...)" and " and the
+/// runs order them (C and D: ...)" where the check has such pairs.
+std::string ties_text(const json& check) {
+  std::string text;
+  if (auto pairs = pairs_text(check, "predicted_ties"); !pairs.empty())
+    text += " where it orders them (" + pairs + " predicted within 1% of each other: not ordered)";
+  if (auto pairs = pairs_text(check, "measured_ties"); !pairs.empty())
+    text += std::string{text.empty() ? " where" : " and"} + " the runs order them (" + pairs +
+            ": their repeats' ranges of samples/s overlap, not ordered)";
+  return text;
 }
 
 std::string predictions_section(const json& report) {
@@ -247,7 +258,7 @@ std::string predictions_section(const json& report) {
             (check.value("method", "") == "simulation" ? "from a simulation of each run's plan) "
                                                         : "from the formulas) ") +
             (check.value("ranking_matches", false) ? "<b>matches</b>" : "<b>does not match</b>") +
-            " the measured one" + predicted_ties_text(check) + "; mean step time error " +
+            " the measured one" + ties_text(check) + "; mean step time error " +
             fixed(check.value("mean_abs_error_percent", 0.0), 1) + "%" +
             (check.contains("formula_mean_abs_error_percent")
                ? std::string{". The formulas' cross-check: mean error "} +

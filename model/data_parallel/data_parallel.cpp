@@ -903,7 +903,7 @@ bool steps_of_two_means(int32_t workers, const optimizer_spec& optimizer, bool a
 
 double time_reference_steps(const model_factory& make, data_parallel_settings spec,
                             const std::vector<int64_t>& sample_shape, int64_t classes,
-                            int32_t steps, int32_t warm_up) {
+                            int32_t steps, int32_t warm_up, double min_seconds) {
   if (steps < 1 || warm_up < 1 || classes < 1)
     throw error("data-parallel: timing the reference's steps needs steps, warm-up steps and "
                 "classes >= 1");
@@ -928,7 +928,18 @@ double time_reference_steps(const model_factory& make, data_parallel_settings sp
   const auto steady = run_data_parallel_local(make, data, spec).steady;
   if (!steady || steady->samples <= 0)
     throw error("data-parallel: the reference's timed steps ended inside its warm-up");
-  return steady->seconds / (static_cast<double>(steady->samples) / static_cast<double>(per_step));
+  const double step =
+    steady->seconds / (static_cast<double>(steady->samples) / static_cast<double>(per_step));
+  if (step <= 0 || step * steps >= min_seconds)
+    return step;
+  const auto step_bytes =
+    std::max<int64_t>(1, static_cast<int64_t>(data.train.images.nbytes()) / (steps + warm_up));
+  const auto most = static_cast<double>(max_timed_reference_bytes / step_bytes - warm_up);
+  const double more = std::min(most, std::ceil(min_seconds / step));
+  if (more <= steps)
+    return step;
+  return time_reference_steps(make, spec, sample_shape, classes, static_cast<int32_t>(more),
+                              warm_up);
 }
 
 } // namespace baton::model

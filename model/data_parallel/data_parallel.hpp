@@ -382,11 +382,17 @@ bool steps_of_two_means(int32_t workers, const optimizer_spec& optimizer, bool a
 /// on random samples of `sample_shape` with labels in [0, classes): what the
 /// cost model takes for `--mode local`, whose end of a step no layer's
 /// profile has (a mean of W gradients read cold, after the backward).
-/// spec's epochs, data and stopping are the timing's own. Throws
-/// model::error unless steps, warm_up and classes are >= 1, and as
-/// run_data_parallel_local.
+/// spec's epochs, data and stopping are the timing's own. When the timed
+/// steps took less than `min_seconds`, as many more are timed again as fill
+/// it (their samples at most max_timed_reference_bytes): one spell of a
+/// shared host is a large share of 15 steps of a few ms. Throws model::error
+/// unless steps, warm_up and classes are >= 1, and as run_data_parallel_local.
 double time_reference_steps(const model_factory& make, data_parallel_settings spec,
                             const std::vector<int64_t>& sample_shape, int64_t classes,
-                            int32_t steps = 15, int32_t warm_up = 5);
+                            int32_t steps = 15, int32_t warm_up = 5, double min_seconds = 0);
+
+/// The most bytes of random samples time_reference_steps makes to fill its
+/// `min_seconds`.
+inline constexpr int64_t max_timed_reference_bytes = int64_t{64} << 20;
 
 } // namespace baton::model

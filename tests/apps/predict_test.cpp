@@ -93,7 +93,13 @@ TEST(predict, every_strategy_with_a_given_link) {
     // Simulated from the plan (issue 34), the formula inside as the cross-check.
     EXPECT_EQ(row.value("method", ""), "simulation") << row;
     EXPECT_GT(row["formula"].value("step_seconds", 0.0), 0) << row;
-    measured.insert(row["strategy"]);
+    // A data-parallel worker's layers sum to its step timed whole.
+    const std::string name = row["strategy"];
+    const bool worker = name.rfind("data-parallel:", 0) == 0;
+    EXPECT_EQ(row.contains("layers_scaled_to_step_seconds"), worker) << row;
+    if (worker)
+      EXPECT_GT(row["layers_scaled_to_step_seconds"].get<double>(), 0) << row;
+    measured.insert(name);
   }
   for (const auto& row : p["projection"]) {
     for (const char* key : {"strategy", "hosts", "bandwidth_bits", "step_seconds",
