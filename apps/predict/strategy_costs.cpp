@@ -290,11 +290,23 @@ caf::expected<double> profile_cache::local_step_of(const topology& t, int32_t th
   return loop_step(key, [t, threads] { return actors::data_parallel::time_local_step(t, threads); });
 }
 
-caf::expected<double> profile_cache::worker_step_of(const topology& t, int32_t copies) {
+caf::expected<double> profile_cache::whole_step_of(const topology& t, int64_t batch,
+                                                  int32_t copies) {
   const trained_model m = trained_model_of(t);
-  std::string key = "worker/" + key_of(m, actors::sample_shape_of(t), t.plan.batch_size, 1) +
-                    "/c" + std::to_string(copies);
-  return loop_step(key, [t, copies] { return actors::data_parallel::time_worker_step(t, copies); });
+  const auto shape = actors::sample_shape_of(t);
+  const std::string key = "whole/" + key_of(m, shape, batch, 1) + "/c" + std::to_string(copies);
+  return loop_step(key, [m, shape, batch, copies, file = t.file]() -> caf::expected<double> {
+    model::data_parallel_settings spec;
+    spec.batch_size = batch;
+    spec.optimizer = m.optimizer;
+    try {
+      return model::time_whole_step([&m] { return actors::build_trained_model(m); }, spec, shape,
+                                    m.spec.classes, copies, model::timed_loop_seconds);
+    } catch (const std::exception& e) { // model::error, c10::Error
+      return make_error(errc::bad_config,
+                        file + ": cannot time a step of the model " + m.spec.name + ": " + e.what());
+    }
+  });
 }
 
 void profile_cache::profile_again() {
@@ -363,13 +375,14 @@ caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const t
                                                       : data_parallel_of(name, t, c.load, c.hosts);
   if (!s)
     return s.error();
-  if (t.job == "data-parallel" && name != "local" && !profiles.from_file()) {
-    // A worker computes its whole model in one graph per step: the layers
-    // timed one by one inside a pass summed 7-9% above that step for the
-    // convnet at 32 samples (30.5-31.0 ms against 28.4), 2.4% for the mlp.
-    // Their sum is taken from the step timed whole; their split (what a
-    // frozen prefix saves, when a bucket is ready) from the profile.
-    auto step = profiles.worker_step_of(t, side_by_side);
+  if ((t.job == "data-parallel" || pipeline) && name != "local" && !profiles.from_file()) {
+    // A worker computes its whole model in one graph a step, a stage its
+    // layers: the layers timed one by one inside a pass summed 7-9% above
+    // the step timed whole for the convnet at 32 samples (30.5-31.0 ms
+    // against 28.4), 2.4% for the mlp. Their sum is taken from the step
+    // timed whole; their split (what a frozen prefix saves, when a bucket
+    // is ready, a stage's share) from the profile.
+    auto step = profiles.whole_step_of(t, batch, side_by_side);
     if (!step)
       return step.error();
     scale_to_step(c.load, *step);

@@ -29,8 +29,9 @@ struct costed_strategy {
   std::string model;       ///< the model it trains (profiled)
   std::string optimizer;   ///< the optimizer that steps it (the profile's step)
   cost::workload load;     ///< that model's profile and the batch it trains at
-  /// A data-parallel worker's step timed whole (profile_cache::worker_step_of)
-  /// that `load`'s layers were scaled to sum to; 0: the layers as profiled.
+  /// The model's step timed whole (profile_cache::whole_step_of) that
+  /// `load`'s layers were scaled to sum to (a data-parallel worker's, a
+  /// pipeline's); 0: the layers as profiled.
   double timed_step_seconds = 0;
   cost::strategy strategy; ///< its settings
   int32_t hosts = 1;       ///< hosts its topology uses (workers; a pipeline's replicas)
@@ -68,11 +69,12 @@ public:
   /// once per model, batch, workers and threads, again in each
   /// profile_again (the median).
   caf::expected<double> local_step_of(const actors::topology& t, int32_t threads);
-  /// job: data-parallel: one worker's step (its whole model, unfrozen, on
-  /// one thread at its batch) timed as the loop runs it, `copies` timing
-  /// side by side (actors::data_parallel::time_worker_step), the median
-  /// over the profile rounds as local_step_of's.
-  caf::expected<double> worker_step_of(const actors::topology& t, int32_t copies);
+  /// The model `t` trains, one step at `batch` samples on one thread timed
+  /// whole (model::time_whole_step: forward, loss, backward and step as the
+  /// local loop runs them, unfrozen), while `copies` - 1 more copies time
+  /// the same beside it; the median over the profile rounds as
+  /// local_step_of's.
+  caf::expected<double> whole_step_of(const actors::topology& t, int64_t batch, int32_t copies);
   /// Whether the layers' profiles are read from a --profile file (taken as
   /// they are: not scaled to a step timed here).
   bool from_file() const { return !file_.empty(); }

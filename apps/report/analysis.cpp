@@ -49,66 +49,70 @@ std::string label_of(const json& run) {
   return run.value("label", run.value("strategy", "run"));
 }
 
-/// Samples per second the cost model predicts for `run` (see prediction_check).
-std::optional<double> predicted_rate(const json& run) {
-  const auto& p = run.at("predicted");
-  if (auto rate = number_at(p, "samples_per_second"))
-    return rate;
-  auto step = number_at(p, "step_seconds");
-  auto samples = number_at(p, "samples_per_step");
-  if (step && samples && *step > 0)
-    return *samples / *step;
-  return std::nullopt;
-}
+/// A run as the check ranks it: its samples a step over the step checked
+/// (after the warm-up where it measured one, as the errors), measured (the
+/// median, and the range of its repeats) and predicted (simulated, and by
+/// the formula: 0 without).
+struct ranked_run {
+  const json* run = nullptr;
+  double measured = 0, low = 0, high = 0; ///< samples/s
+  double predicted = 0, formula = 0;      ///< samples/s
+};
 
 /// Labels of `rows` sorted by `rate`, highest first.
 template <class Rate>
-json labels_by_rate(std::vector<const json*> rows, Rate rate) {
+json labels_by_rate(std::vector<ranked_run> rows, Rate rate) {
   std::stable_sort(rows.begin(), rows.end(),
-                   [&](const json* a, const json* b) { return rate(*a) > rate(*b); });
+                   [&](const ranked_run& a, const ranked_run& b) { return rate(a) > rate(b); });
   json labels = json::array();
-  for (const auto* r : rows)
-    labels.push_back(r->value("label", ""));
+  for (const auto& r : rows)
+    labels.push_back(r.run->value("label", ""));
   return labels;
 }
-
-/// A run's measured samples/s as the lowest and the highest of its repeats
-/// (the median twice for one run).
-struct measured_range {
-  double low = 0, high = 0;
-};
 
 /// Whether the measured rates keep the order of the predicted ones: no two
 /// runs whose predicted rates differ by more than `predicted_tie` (relative)
 /// are measured the other way round. The pairs predicted closer than that
 /// are added to `ties` (labels): the model does not order them. The pairs
-/// whose repeats' ranges of samples/s overlap are added to `measured_ties`:
-/// the runs do not order them either (the recommendation's tie), and they
-/// cannot break the order.
-template <class Measured, class Predicted>
-bool order_kept(const std::vector<const json*>& rows, Measured measured, Predicted predicted,
-                json& ties, json& measured_ties) {
+/// whose repeats' ranges overlap are added to `measured_ties`: the runs do
+/// not order them either (the recommendation's tie), and they cannot break
+/// the order.
+template <class Predicted>
+bool order_kept(const std::vector<ranked_run>& rows, Predicted predicted, json& ties,
+                json& measured_ties) {
   constexpr double predicted_tie = 0.01;
   bool kept = true;
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = i + 1; j < rows.size(); ++j) {
-      const json pair = {rows[i]->value("label", ""), rows[j]->value("label", "")};
-      const double pi = predicted(*rows[i]);
-      const double pj = predicted(*rows[j]);
-      if (std::fabs(pi - pj) <= predicted_tie * std::max(pi, pj)) {
+      const auto& a = rows[i];
+      const auto& b = rows[j];
+      const json pair = {a.run->value("label", ""), b.run->value("label", "")};
+      const double pa = predicted(a);
+      const double pb = predicted(b);
+      if (std::fabs(pa - pb) <= predicted_tie * std::max(pa, pb)) {
         ties.push_back(pair);
         continue;
       }
-      const measured_range mi = measured(*rows[i]);
-      const measured_range mj = measured(*rows[j]);
-      if (mi.low <= mj.high && mj.low <= mi.high) {
+      if (a.low <= b.high && b.low <= a.high) {
         measured_ties.push_back(pair);
         continue;
       }
-      if ((pi > pj) != (mi.low > mj.high))
+      if ((pa > pb) != (a.low > b.high))
         kept = false;
     }
   return kept;
+}
+
+/// Samples a step of a run: its prediction's, else its measured rate times
+/// its measured step.
+std::optional<double> samples_per_step(const json& run) {
+  if (auto samples = number_at(run.value("predicted", json::object()), "samples_per_step"))
+    return samples;
+  auto rate = number_at(summary_of(run), "samples_per_second");
+  auto step = number_at(summary_of(run), "step_seconds");
+  if (rate && step)
+    return *rate * *step;
+  return std::nullopt;
 }
 
 } // namespace
@@ -298,7 +302,7 @@ std::map<std::string, double> check_errors(const json& check) {
 
 json prediction_check(const json& runs) {
   json rows = json::array();
-  std::vector<const json*> predicted;
+  std::vector<ranked_run> ranked;
   double abs_error = 0;
   double formula_abs_error = 0;
   size_t formula_rows = 0;
@@ -309,9 +313,11 @@ json prediction_check(const json& runs) {
     // holds no evaluation, so it is checked against the predicted training
     // step, without the evaluation's share.
     auto steady = number_at(summary_of(run), "steady_step_seconds");
-    auto measured = steady ? steady : number_at(summary_of(run), "step_seconds");
+    const char* key = steady ? "steady_step_seconds" : "step_seconds";
+    auto measured = number_at(summary_of(run), key);
     auto guess = predicted_step_of(run, "predicted", steady.has_value());
-    if (!measured || !guess || *measured <= 0)
+    auto samples = samples_per_step(run);
+    if (!measured || !guess || !samples || *measured <= 0 || *guess <= 0)
       continue;
     double error = (*guess - *measured) / *measured * 100;
     abs_error += std::fabs(error);
@@ -322,6 +328,13 @@ json prediction_check(const json& runs) {
                     {"predicted_step_seconds", *guess},
                     {"error_percent", error}});
     rows.back()["method"] = run["predicted"].value("method", "formula");
+    // Ranked by the steps checked: the repeats' slowest and fastest steps
+    // are the range of the run's rate.
+    const auto spread = run.value("spread", json::object()).value(key, json());
+    const double slowest = std::max(*measured, number_at(spread, "max").value_or(*measured));
+    const double fastest = std::min(*measured, number_at(spread, "min").value_or(*measured));
+    ranked_run r{&run, *samples / *measured, *samples / slowest, *samples / fastest,
+                 *samples / *guess};
     if (auto formula = predicted_step_of(run, "formula", steady.has_value());
         formula && *formula > 0) {
       double e = (*formula - *measured) / *measured * 100;
@@ -329,32 +342,20 @@ json prediction_check(const json& runs) {
       rows.back()["formula_error_percent"] = e;
       formula_abs_error += std::fabs(e);
       ++formula_rows;
+      r.formula = *samples / *formula;
     }
-    predicted.push_back(&run);
+    ranked.push_back(r);
   }
   if (rows.empty())
     return nullptr;
-  auto measured_rate = [](const json& r) {
-    return number_at(summary_of(r), "samples_per_second").value_or(0);
-  };
-  auto measured_range_of = [&](const json& r) {
-    const double median = measured_rate(r);
-    measured_range range{median, median};
-    const auto spread = r.value("spread", json::object()).value("samples_per_second", json());
-    if (auto low = number_at(spread, "min"))
-      range.low = std::min(range.low, *low);
-    if (auto high = number_at(spread, "max"))
-      range.high = std::max(range.high, *high);
-    return range;
-  };
-  auto predicted_rate_of = [](const json& r) { return predicted_rate(r).value_or(0); };
+  auto measured_rate = [](const ranked_run& r) { return r.measured; };
+  auto predicted_rate = [](const ranked_run& r) { return r.predicted; };
   json ties = json::array();
   json measured_ties = json::array();
-  const bool kept =
-    order_kept(predicted, measured_range_of, predicted_rate_of, ties, measured_ties);
+  const bool kept = order_kept(ranked, predicted_rate, ties, measured_ties);
   json check = {{"runs", rows},
-                {"measured_ranking", labels_by_rate(predicted, measured_rate)},
-                {"predicted_ranking", labels_by_rate(predicted, predicted_rate_of)},
+                {"measured_ranking", labels_by_rate(ranked, measured_rate)},
+                {"predicted_ranking", labels_by_rate(ranked, predicted_rate)},
                 {"ranking_matches", kept},
                 {"predicted_ties", ties},
                 {"measured_ties", measured_ties},
@@ -366,14 +367,12 @@ json prediction_check(const json& runs) {
   check["method"] = all_simulated ? "simulation" : "formula";
   if (formula_rows == rows.size()) {
     // Every run also has the formula's step: the cross-check's own ranking and error.
-    auto formula_rate = [](const json& r) {
-      return number_at(r["predicted"]["formula"], "samples_per_second").value_or(0);
-    };
+    auto formula_rate = [](const ranked_run& r) { return r.formula; };
     json formula_ties = json::array();
     json formula_measured_ties = json::array();
-    check["formula_ranking"] = labels_by_rate(predicted, formula_rate);
-    check["formula_ranking_matches"] = order_kept(predicted, measured_range_of, formula_rate,
-                                                  formula_ties, formula_measured_ties);
+    check["formula_ranking"] = labels_by_rate(ranked, formula_rate);
+    check["formula_ranking_matches"] =
+      order_kept(ranked, formula_rate, formula_ties, formula_measured_ties);
     check["formula_mean_abs_error_percent"] =
       formula_abs_error / static_cast<double>(rows.size());
   }

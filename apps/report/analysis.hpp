@@ -48,14 +48,14 @@ std::optional<double> speedup_over_local(const nlohmann::json& runs, const nlohm
 /// step: {"runs": [{label, strategy, measured_step_seconds,
 /// predicted_step_seconds, error_percent ((predicted - measured) /
 /// measured x 100)}], "measured_ranking" and "predicted_ranking" (labels,
-/// fastest first: by samples/s, predicted samples/s = samples per step over
-/// the predicted step when the prediction has no samples_per_second),
-/// "ranking_matches" (no two runs whose predicted rates differ by more than
-/// 1% measured the other way round, each run's samples/s its repeats'
-/// min-max: "spread"), "predicted_ties" (the pairs of labels predicted
-/// within 1% of each other: not ordered by the model), "measured_ties" (the
-/// pairs whose ranges overlap: not ordered by the runs, as the
-/// recommendation's tie),
+/// fastest first: by samples/s, each run's samples per step over the step
+/// checked: after the warm-up where the run measured one, the predicted
+/// training step beside it, as the errors), "ranking_matches" (no two runs
+/// whose predicted rates differ by more than 1% measured the other way
+/// round, a run's measured rate the range of its repeats' steps: "spread"),
+/// "predicted_ties" (the pairs of labels predicted within 1% of each other:
+/// not ordered by the model), "measured_ties" (the pairs whose ranges
+/// overlap: not ordered by the runs, as the recommendation's tie),
 /// "mean_abs_error_percent"}; null when no run has a prediction.
 nlohmann::json prediction_check(const nlohmann::json& runs);
 

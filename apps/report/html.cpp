@@ -245,7 +245,7 @@ std::string ties_text(const json& check) {
     text += " where it orders them (" + pairs + " predicted within 1% of each other: not ordered)";
   if (auto pairs = pairs_text(check, "measured_ties"); !pairs.empty())
     text += std::string{text.empty() ? " where" : " and"} + " the runs order them (" + pairs +
-            ": their repeats' ranges of samples/s overlap, not ordered)";
+            ": their repeats' ranges overlap, not ordered)";
   return text;
 }
 
@@ -254,7 +254,7 @@ std::string predictions_section(const json& report) {
   const auto& check = report.value("prediction_check", json{});
   if (!check.is_null())
     html += std::string{"<p id=\"ranking-check\">The cost model's ranking of these runs (by "
-                        "samples/s, "} +
+                        "samples/s after the warm-up, "} +
             (check.value("method", "") == "simulation" ? "from a simulation of each run's plan) "
                                                         : "from the formulas) ") +
             (check.value("ranking_matches", false) ? "<b>matches</b>" : "<b>does not match</b>") +

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -940,6 +942,32 @@ double time_reference_steps(const model_factory& make, data_parallel_settings sp
     return step;
   return time_reference_steps(make, spec, sample_shape, classes, static_cast<int32_t>(more),
                               warm_up);
+}
+
+double time_whole_step(const model_factory& make, data_parallel_settings spec,
+                       const std::vector<int64_t>& sample_shape, int64_t classes,
+                       int32_t copies, double min_seconds) {
+  if (copies < 1)
+    throw error("timing a whole step needs copies >= 1, got " + std::to_string(copies));
+  spec.workers = 1;
+  spec.concurrent_workers = 1;
+  spec.sync_every = 0;
+  auto time_one = [&] {
+    at::set_num_threads(1);
+    return time_reference_steps(make, spec, sample_shape, classes, 15, 5, min_seconds);
+  };
+  // A future's destructor waits for its copy, also when another one threw.
+  const int previous = at::get_num_threads();
+  std::vector<std::future<double>> timings;
+  for (int32_t k = 0; k < copies; ++k)
+    timings.push_back(std::async(std::launch::async, time_one));
+  for (auto& timing : timings)
+    timing.wait();
+  at::set_num_threads(previous);
+  const double seconds = timings.front().get();
+  for (size_t k = 1; k < timings.size(); ++k)
+    timings[k].get();
+  return seconds;
 }
 
 } // namespace baton::model

@@ -391,8 +391,25 @@ double time_reference_steps(const model_factory& make, data_parallel_settings sp
                             const std::vector<int64_t>& sample_shape, int64_t classes,
                             int32_t steps = 15, int32_t warm_up = 5, double min_seconds = 0);
 
+/// The least time the cost model's timings of a step span (their
+/// min_seconds): compare-mlp's `local` step of 4.4 ms over 15 steps (66 ms)
+/// was timed at 4.4 ms in one compare and 7.4 in the next, its runs at 6.1.
+inline constexpr double timed_loop_seconds = 0.3;
+
 /// The most bytes of random samples time_reference_steps makes to fill its
 /// `min_seconds`.
 inline constexpr int64_t max_timed_reference_bytes = int64_t{64} << 20;
+
+/// One model's training step timed whole: time_reference_steps of one worker
+/// (spec.workers = 1, no exchange) on one torch thread, while `copies` - 1
+/// more copies time the same beside it, each on a thread of its own (W
+/// workers or stages on emulated hosts sharing this machine's cores); the
+/// first copy's figure. The caller's torch thread count is as it was (the
+/// process holds one figure of it, which each copy's thread sets). What the
+/// cost model scales a layers' profile to. Throws model::error unless
+/// copies >= 1, and as time_reference_steps.
+double time_whole_step(const model_factory& make, data_parallel_settings spec,
+                       const std::vector<int64_t>& sample_shape, int64_t classes,
+                       int32_t copies = 1, double min_seconds = 0);
 
 } // namespace baton::model

@@ -1,8 +1,6 @@
 #include "actors/modes/data_parallel/local.hpp"
 
 #include <chrono>
-#include <future>
-#include <vector>
 
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
@@ -153,11 +151,6 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r) {
   }
 }
 
-/// The least time a loop's timing spans (model::time_reference_steps'
-/// min_seconds): compare-mlp's `local` step of 4.4 ms over 15 steps (66 ms)
-/// was timed at 4.4 ms in one compare and 7.4 in the next, its runs at 6.1.
-constexpr double loop_timed_seconds = 0.3;
-
 caf::expected<double> time_local_step(const topology& t, int32_t threads) {
   const auto* task = t.find_task(section_of(t).task);
   if (task == nullptr)
@@ -169,54 +162,12 @@ caf::expected<double> time_local_step(const topology& t, int32_t threads) {
     at::set_num_threads(threads);
     auto seconds = model::time_reference_steps(
       [&] { return initial_model(worker); }, reference_settings(worker, threads),
-      sample_shape_of(t), worker.model.classes, 15, 5, loop_timed_seconds);
+      sample_shape_of(t), worker.model.classes, 15, 5, model::timed_loop_seconds);
     at::set_num_threads(previous);
     return seconds;
   } catch (const std::exception& e) { // model::error, c10::Error
     at::set_num_threads(previous);
     return error_of(e, t.file + ": timing the local loop's steps");
-  }
-}
-
-caf::expected<double> time_worker_step(const topology& t, int32_t copies) {
-  const auto* task = t.find_task(section_of(t).task);
-  if (task == nullptr)
-    return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");
-  if (copies < 1)
-    return make_error(errc::bad_config, "timing a worker's step needs copies >= 1");
-  try {
-    auto worker = worker_settings_of(t, *task, 0);
-    worker.checkpoint.clear();
-    // One worker's whole model, unfrozen, stepping alone: what the
-    // workers' compute is, without their exchange.
-    worker.workers = 1;
-    worker.sync_every = 0;
-    worker.freeze_up_to.clear();
-    worker.freeze_groups.clear();
-    worker.cache = false;
-    auto time_one = [&worker, &t] {
-      at::set_num_threads(1); // this thread's OpenMP budget
-      return model::time_reference_steps([&] { return initial_model(worker); },
-                                         reference_settings(worker, 1), sample_shape_of(t),
-                                         worker.model.classes, 15, 5, loop_timed_seconds);
-    };
-    // Each copy on a thread of its own (a future's destructor waits for it,
-    // also when another copy threw). Torch's thread count is also one
-    // figure for the process (at::get_num_threads): the caller's is put
-    // back after them (`local` timed after a ring read 45 ms, not 37).
-    const int previous = at::get_num_threads();
-    std::vector<std::future<double>> timings;
-    for (int32_t k = 0; k < copies; ++k)
-      timings.push_back(std::async(std::launch::async, time_one));
-    for (auto& timing : timings)
-      timing.wait();
-    at::set_num_threads(previous);
-    const double seconds = timings.front().get();
-    for (size_t k = 1; k < timings.size(); ++k)
-      timings[k].get();
-    return seconds;
-  } catch (const std::exception& e) { // model::error, c10::Error
-    return error_of(e, t.file + ": timing a worker's step");
   }
 }
 

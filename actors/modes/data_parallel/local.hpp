@@ -29,15 +29,6 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r);
 /// takes for `local`. Errors: a task or model the topology cannot build.
 caf::expected<double> time_local_step(const topology& t, int32_t threads);
 
-/// Seconds of one steady step of one data-parallel worker's compute: its
-/// whole model, unfrozen, on one torch thread at the worker's batch, timed
-/// as run_local's loop runs it with one worker (model::time_reference_steps,
-/// no exchange), while `copies` - 1 more copies time the same beside it (W
-/// workers on emulated hosts sharing this machine's cores); the first
-/// copy's figure. What `baton compare --predict` scales the layers' profile
-/// of a ring's, a ps' or local SGD's workers to. Errors as time_local_step.
-caf::expected<double> time_worker_step(const topology& t, int32_t copies);
-
 /// `--save-model PATH`: the trained model (worker 0's weights and buffers,
 /// which it sends at the end; the reference's final model with --mode local)
 /// as a TorchScript module (model/core/export.hpp, docs/exporting.md), which

@@ -353,6 +353,21 @@ TEST(data_parallel, the_reference_s_steps_are_timed_whole_on_its_lanes) {
   EXPECT_THROW(time_reference_steps(tiny_model, base_spec(2), {1, 28, 28}, 0), error);
 }
 
+// Issue 34: what the cost model scales a layers' profile to: one model's
+// step timed whole (one worker, whatever the spec's W and sync) while a copy
+// times beside it; the caller's torch thread count, which each copy's thread
+// sets, is as it was; several steps' worth of samples fill `min_seconds`.
+TEST(data_parallel, a_whole_step_is_timed_beside_its_copies_and_the_caller_keeps_its_threads) {
+  auto spec = base_spec(3);
+  spec.sync_every = 2;
+  const int before = at::get_num_threads();
+  EXPECT_GT(time_whole_step(tiny_model, spec, {1, 28, 28}, 10, 2, 0.02), 0);
+  EXPECT_EQ(at::get_num_threads(), before);
+  EXPECT_GT(time_whole_step(tiny_model, spec, {1, 28, 28}, 10), 0);
+  EXPECT_THROW(time_whole_step(tiny_model, spec, {1, 28, 28}, 10, 0), error);
+  EXPECT_EQ(at::get_num_threads(), before);
+}
+
 // -- buckets ---------------------------------------------------------------------------
 
 TEST(data_parallel, buckets_take_trainable_keys_in_reverse_order) {

@@ -14,7 +14,6 @@
 #include <torch/torch.h>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/data_parallel/local.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"
 #include "actors/modes/job_schemas.hpp"
@@ -125,20 +124,6 @@ TEST(data_parallel_section, one_worker_gets_every_core_in_its_settings) {
   auto settings = parse_worker_settings(p->actors[0].settings);
   ASSERT_TRUE(settings) << baton::describe(settings.error());
   EXPECT_EQ(settings->threads, cores());
-}
-
-// Issue 34: what `baton compare --predict` scales a worker's layers to: one
-// worker's step timed whole while a copy times beside it; the caller's torch
-// thread count is as it was (the process holds one figure of it).
-TEST(data_parallel_section, a_worker_s_step_is_timed_whole_and_the_caller_keeps_its_threads) {
-  auto t = mode_dp.parse("  workers: 3\n  sync_every: 2\n");
-  ASSERT_TRUE(t) << baton::describe(t.error());
-  const int before = at::get_num_threads();
-  auto step = time_worker_step(*t, 2);
-  ASSERT_TRUE(step) << baton::describe(step.error());
-  EXPECT_GT(*step, 0);
-  EXPECT_EQ(at::get_num_threads(), before);
-  EXPECT_FALSE(time_worker_step(*t, 0));
 }
 
 // -- the plan -----------------------------------------------------------------------
