@@ -392,8 +392,9 @@ double time_reference_steps(const model_factory& make, data_parallel_settings sp
                             int32_t steps = 15, int32_t warm_up = 5, double min_seconds = 0);
 
 /// The least time the cost model's timings of a step span (their
-/// min_seconds): compare-mlp's `local` step of 4.4 ms over 15 steps (66 ms)
-/// was timed at 4.4 ms in one compare and 7.4 in the next, its runs at 6.1.
+/// min_seconds): 15 steps of a few ms are one spell of a shared host
+/// (compare-mlp's `local` on 3 workers, 0.1 s of them, was timed at 6.5 ms
+/// in one check and 7.4 in the next, its runs at 6.1-6.4).
 inline constexpr double timed_loop_seconds = 0.3;
 
 /// The most bytes of random samples time_reference_steps makes to fill its
