@@ -13,6 +13,7 @@
 #include "actors/modes/pipeline/section.hpp"
 #include "apps/predict/link_calibration.hpp"
 #include "messages/errc.hpp"
+#include "model/core/dataset.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 
@@ -22,14 +23,17 @@ namespace {
 
 using actors::topology;
 
-/// Fashion-MNIST's splits, for a workload that reads them whole (limit 0).
-constexpr int64_t fashion_mnist_train = 60000;
-constexpr int64_t fashion_mnist_test = 10000;
-
-int64_t split_size(const topology& t, int64_t limit, int64_t whole) {
-  if (limit > 0)
-    return limit;
-  return t.data.kind == "fashion-mnist" ? whole : 0;
+/// The samples of a split as a run reads them (after its limit; the
+/// training split less its validation), from the data's headers, for every
+/// kind (an npy workload's evaluation had been predicted at 0: no size known
+/// but Fashion-MNIST's); the limit, else 0, where they cannot be read (the
+/// run says why).
+int64_t split_size(const topology& t, model::split which) {
+  try {
+    return model::data_size(t.data, which);
+  } catch (const std::exception&) { // model::file_error, model::error
+    return which == model::split::train ? t.data.train_limit : t.data.test_limit;
+  }
 }
 
 using actors::trained_model;
@@ -339,8 +343,8 @@ cost::workload workload_of(const model::model_profile& p, const topology& t) {
                         static_cast<double>(l.parameter_bytes)});
   w.profiled_batch = std::max<int64_t>(1, p.microbatch_size);
   w.batch_size = t.plan.batch_size;
-  w.samples_per_epoch = split_size(t, t.data.train_limit, fashion_mnist_train);
-  w.test_samples = split_size(t, t.data.test_limit, fashion_mnist_test);
+  w.samples_per_epoch = split_size(t, model::split::train);
+  w.test_samples = split_size(t, model::split::test);
   return w;
 }
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/baton_process.hpp"
+#include "tests/support/data_files.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
@@ -119,6 +120,43 @@ TEST(predict, every_strategy_with_a_given_link) {
   EXPECT_EQ(p.value("crossovers_method", ""), "simulation");
   EXPECT_TRUE(contains(p.value("note", ""), "statistical efficiency at larger W is not predicted"))
     << p["note"];
+}
+
+// Issue 34: a workload's epoch and test split are read from its files'
+// headers, whatever their kind: an npy workload's evaluation had been
+// predicted at nothing (only Fashion-MNIST's sizes were known).
+TEST(predict, an_npy_workload_s_evaluation_is_predicted_from_its_files) {
+  scratch_dir dir("predict-npy");
+  write_npy_pair(dir.path() + "/x_train.npy", dir.path() + "/y_train.npy",
+                 make_samples(256, 1, 8, 8, 10, 1));
+  write_npy_pair(dir.path() + "/x_test.npy", dir.path() + "/y_test.npy",
+                 make_samples(128, 1, 8, 8, 10, 2));
+  const std::string path = dir.path() + "/npy.yaml";
+  std::ofstream(path) << R"(seed: 42
+data:
+  kind: npy
+  train: {x: x_train.npy, y: y_train.npy}
+  test: {x: x_test.npy, y: y_test.npy}
+  batch_size: 32
+  epochs: 1
+backbone:
+  checkpoint: none
+data_parallel:
+  model: ist_mlp
+  hidden: [64]
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+task: all10
+)";
+  const std::string out = dir.path() + "/predictions.json";
+  auto r = run_baton({"predict", path, "--strategies", "local,data-parallel:ring", "--latency",
+                      "0.0001", "--bandwidth", "1gbit", "--hosts", "2", "--measured-hosts", "2",
+                      "--json", out});
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const json p = read_prediction_json(out);
+  ASSERT_FALSE(p["measured"].empty()) << p;
+  for (const auto& row : p["measured"])
+    EXPECT_GT(row.value("evaluation_seconds", 0.0), 0) << row;
 }
 
 // Issue 35 item 7: the workload's `optimizer:` steps the profiled model
