@@ -26,16 +26,18 @@ using json = nlohmann::json;
 
 namespace {
 
-/// configs/compare-mlp.yaml made tiny: a [64] mlp, 512 samples.
-std::string tiny_workload(const std::string& dir) {
-  const std::string path = dir + "/tiny.yaml";
-  std::ofstream(path) << R"(seed: 42
-data:
-  dataset: fashion-mnist
+/// Fashion-MNIST's first 512 training and 200 test samples.
+constexpr const char* tiny_fashion_mnist = R"(  dataset: fashion-mnist
   dir: /usr/share/datasets/fashion-mnist
   train_limit: 512
   test_limit: 200
-  batch_size: 32
+)";
+
+/// configs/compare-mlp.yaml made tiny: a [64] mlp, on `data` (the lines of
+/// the `data:` section but its batch and epochs).
+std::string tiny_workload(const std::string& dir, const std::string& data = tiny_fashion_mnist) {
+  const std::string path = dir + "/tiny.yaml";
+  std::ofstream(path) << "seed: 42\ndata:\n" << data << R"(  batch_size: 32
   epochs: 1
 backbone:
   checkpoint: none
@@ -131,23 +133,10 @@ TEST(predict, an_npy_workload_s_evaluation_is_predicted_from_its_files) {
                  make_samples(256, 1, 8, 8, 10, 1));
   write_npy_pair(dir.path() + "/x_test.npy", dir.path() + "/y_test.npy",
                  make_samples(128, 1, 8, 8, 10, 2));
-  const std::string path = dir.path() + "/npy.yaml";
-  std::ofstream(path) << R"(seed: 42
-data:
-  kind: npy
+  const std::string path = tiny_workload(dir.path(), R"(  kind: npy
   train: {x: x_train.npy, y: y_train.npy}
   test: {x: x_test.npy, y: y_test.npy}
-  batch_size: 32
-  epochs: 1
-backbone:
-  checkpoint: none
-data_parallel:
-  model: ist_mlp
-  hidden: [64]
-tasks:
-  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
-task: all10
-)";
+)");
   const std::string out = dir.path() + "/predictions.json";
   auto r = run_baton({"predict", path, "--strategies", "local,data-parallel:ring", "--latency",
                       "0.0001", "--bandwidth", "1gbit", "--hosts", "2", "--measured-hosts", "2",
