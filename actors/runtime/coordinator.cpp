@@ -94,9 +94,8 @@ public:
     result_.job = facts_.job;
     result_.stopped = stop_.stopped();
     collected_.finish(result_);
-    if (const auto &first = progress_.first_report(), &last = progress_.last_report(); last)
-      result_.steady = steady_between(result_, first->actor, first->samples, last->samples,
-                                      std::chrono::duration<double>(last->at - first->at).count());
+    if (auto steady = progress_.steady())
+      result_.steady = steady_of(result_, steady->actor, steady->samples, steady->seconds);
     if (auto why = best_.finish(result_); !why.empty() && options_.epoch_weights)
       spdlog::warn("--save-model writes the final weights, not the best epoch's: {}", why);
     return std::move(result_);

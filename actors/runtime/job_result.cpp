@@ -200,13 +200,13 @@ std::string strategy_of(const job_result& r) {
   return r.mode.empty() ? r.job : r.mode;
 }
 
-std::optional<steady_training> steady_between(const job_result& r, const std::string& actor,
-                                              int64_t from, int64_t to, double seconds) {
-  if (r.restarts > 0 || r.heads.empty() || to <= from || seconds <= 0)
+std::optional<steady_training> steady_of(const job_result& r, const std::string& actor,
+                                         int64_t samples, double seconds) {
+  if (r.restarts > 0 || r.heads.empty() || samples <= 0 || seconds <= 0)
     return std::nullopt;
   for (const auto& a : r.actors)
-    if (a.actor == actor && a.samples >= to) {
-      double share = static_cast<double>(to - from) / static_cast<double>(a.samples);
+    if (a.actor == actor && a.samples >= samples) {
+      double share = static_cast<double>(samples) / static_cast<double>(a.samples);
       return steady_training{std::llround(static_cast<double>(r.heads.front().samples) * share),
                              seconds};
     }

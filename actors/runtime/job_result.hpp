@@ -120,13 +120,12 @@ struct job_result {
   std::vector<std::string> settled;
 };
 
-/// The training of the finished run `r` between two progress reports of
-/// `actor` (progress_line's first and last), sent having trained `from` and
-/// `to` samples, `seconds` apart: the samples of r's first row in the
-/// proportion `actor` trained between them. Unset after a restart, or when
-/// `actor` trained nothing between them.
-std::optional<steady_training> steady_between(const job_result& r, const std::string& actor,
-                                              int64_t from, int64_t to, double seconds);
+/// The steady training of the finished run `r`, where `actor` trained
+/// `samples` of its own in `seconds` (progress_line::steady): the samples of
+/// r's first row in the proportion `actor` trained. Unset after a restart,
+/// or when `actor` trained nothing in it or fewer samples in all.
+std::optional<steady_training> steady_of(const job_result& r, const std::string& actor,
+                                         int64_t samples, double seconds);
 
 /// The strategy `r` names: its mode, else its job.
 std::string strategy_of(const job_result& r);

@@ -14,10 +14,10 @@ progress_line::progress_line(bool tty, const job_plan& plan, std::chrono::second
 
 void progress_line::update(const std::string& actor, int32_t epoch, int64_t samples,
                            double loss) {
-  if (!first_)
-    first_ = report{actor, epoch, samples, clock::now()};
-  else if (actor == first_->actor && (!last_ || epoch == first_->epoch))
-    last_ = report{actor, epoch, samples, clock::now()};
+  if (!steady_actor_)
+    steady_actor_ = actor;
+  if (actor == *steady_actor_)
+    steady_report(epoch, samples);
   const auto* planned = plan_.find(actor);
   const auto& group = planned == nullptr || planned->result.empty() ? actor : planned->result;
   auto& g = groups_[group];
@@ -33,6 +33,31 @@ void progress_line::update(const std::string& actor, int32_t epoch, int64_t samp
     last_log_ = now;
     spdlog::info("{}", render());
   }
+}
+
+void progress_line::steady_report(int32_t epoch, int64_t samples) {
+  const report now{epoch, samples, clock::now()};
+  if (from_ && epoch == from_->epoch) {
+    to_ = now;
+    return;
+  }
+  if (from_ && to_ && to_->samples > from_->samples) { // an epoch ended: its span joins
+    closed_samples_ += to_->samples - from_->samples;
+    closed_seconds_ += std::chrono::duration<double>(to_->at - from_->at).count();
+  }
+  from_ = now;
+  to_.reset();
+}
+
+std::optional<progress_line::steady_reports> progress_line::steady() const {
+  steady_reports sum{steady_actor_.value_or(""), closed_samples_, closed_seconds_};
+  if (from_ && to_ && to_->samples > from_->samples) {
+    sum.samples += to_->samples - from_->samples;
+    sum.seconds += std::chrono::duration<double>(to_->at - from_->at).count();
+  }
+  if (sum.samples <= 0)
+    return std::nullopt;
+  return sum;
 }
 
 void progress_line::clear() {

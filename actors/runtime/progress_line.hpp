@@ -29,19 +29,17 @@ public:
   void set_total(int64_t samples) { total_ = samples * shares(); }
   /// `actor` reported `samples` done so far with recent mean `loss`.
   void update(const std::string& actor, int32_t epoch, int64_t samples, double loss);
-  /// A report: its actor, epoch, the samples it had trained and when it came.
-  struct report {
+  /// The steady training as one actor's reports show it: the samples that
+  /// actor trained after its first report (where the warm-up ended), every
+  /// epoch's from its first report to its last, and their seconds; the
+  /// evaluations between epochs are never inside (job_result::steady).
+  struct steady_reports {
     std::string actor;
-    int32_t epoch = 0;
     int64_t samples = 0;
-    std::chrono::steady_clock::time_point at;
+    double seconds = 0;
   };
-  /// The run's first report (where the warm-up ended) and the last its actor
-  /// sent in that epoch (or, when the epoch had no other, in the next): the
-  /// steady training lies between them, no evaluation inside
-  /// (job_result::steady).
-  const std::optional<report>& first_report() const { return first_; }
-  const std::optional<report>& last_report() const { return last_; }
+  /// Unset while the first report's actor has sent no second in an epoch.
+  std::optional<steady_reports> steady() const;
   /// Clears the line before other output (on a terminal).
   void clear();
 
@@ -68,8 +66,19 @@ private:
   int32_t epoch_ = 0;
   std::map<std::string, group_progress> groups_; ///< by result group (or actor)
   bool drawn_ = false;
-  std::optional<report> first_;
-  std::optional<report> last_;
+  /// One report of the steady training's actor.
+  struct report {
+    int32_t epoch = 0;
+    int64_t samples = 0;
+    clock::time_point at;
+  };
+  void steady_report(int32_t epoch, int64_t samples);
+
+  std::optional<std::string> steady_actor_; ///< the first report's
+  std::optional<report> from_;              ///< the open epoch's first report
+  std::optional<report> to_;                ///< and its last so far
+  int64_t closed_samples_ = 0;              ///< the ended epochs' spans
+  double closed_seconds_ = 0;
 };
 
 } // namespace runtime

@@ -3,10 +3,11 @@
 // Where a run's warm-up ends. A run's first steps allocate and first touch
 // their memory (the gradients, the optimizer's state, the allocator's
 // arenas): `baton bench` rates the training after them, as the PyTorch peers
-// time theirs after their warm-up steps, up to the end of that epoch (the
-// evaluation after it is not training). The actors' runs mark the first
-// progress report (runtime.progress_every steps in) and the last of its
-// epoch; the one-process runs mark as many samples with this watch.
+// time theirs after their warm-up steps, and `baton compare` checks its
+// predictions against it. The steady training is every epoch's training
+// after the warm-up, the evaluations between epochs left out. The actors'
+// runs mark it with their progress reports (runtime.progress_every steps
+// apart); the one-process runs mark every step with this watch.
 
 #include <chrono>
 #include <cstdint>
@@ -20,48 +21,72 @@ struct warm_up_end {
   int64_t samples = 0;
 };
 
-/// The steady training: the samples trained from the end of the warm-up to
-/// the last step of that epoch, and their seconds (no evaluation inside).
+/// The steady training: the samples trained after the warm-up, every
+/// epoch's, and their seconds (no evaluation inside).
 struct steady_span {
   int64_t samples = 0;
   double seconds = 0;
 };
 
-/// Marks the end of the warm-up, and the steps after it up to the end of its
-/// epoch (or, where it ended with the epoch's last step, of the next one).
+/// Marks the end of the warm-up and sums the steps after it, epoch by epoch:
+/// an epoch's span runs from its start (or the warm-up's end) to its last
+/// step, so the evaluation after an epoch is never inside.
 class warm_up_watch {
 public:
   explicit warm_up_watch(int64_t samples = 0) : samples_(samples) {}
 
+  /// An epoch starts (its evaluation, if any, is behind it).
+  void epoch_started() {
+    if (end_)
+      from_ = warm_up_end{std::chrono::steady_clock::now(), trained_};
+  }
+
   /// `trained` samples are trained so far (a step just ended).
   void trained(int64_t trained) {
     const auto now = std::chrono::steady_clock::now();
+    trained_ = trained;
     if (!end_) {
       if (samples_ > 0 && trained >= samples_)
-        end_ = warm_up_end{now, trained};
-    } else if (!closed_) {
-      last_ = warm_up_end{now, trained};
+        from_ = end_ = warm_up_end{now, trained};
+    } else if (from_) {
+      to_ = warm_up_end{now, trained};
+    } else { // an epoch nobody said started: from its first step's end
+      from_ = warm_up_end{now, trained};
     }
   }
 
-  /// An epoch's last step ended: its evaluation is not steady training.
-  void epoch_ended() { closed_ = last_.has_value(); }
+  /// An epoch's last step ended: its span joins the sum.
+  void epoch_ended() {
+    if (from_ && to_ && to_->samples > from_->samples) {
+      closed_.samples += to_->samples - from_->samples;
+      closed_.seconds += std::chrono::duration<double>(to_->at - from_->at).count();
+    }
+    from_.reset();
+    to_.reset();
+  }
 
   const std::optional<warm_up_end>& end() const { return end_; }
 
-  /// The steady span; unset while no step ended after the warm-up.
+  /// The steady span so far (the open epoch's steps included); unset while
+  /// no step ended after the warm-up.
   std::optional<steady_span> steady() const {
-    if (!end_ || !last_)
+    steady_span sum = closed_;
+    if (from_ && to_ && to_->samples > from_->samples) {
+      sum.samples += to_->samples - from_->samples;
+      sum.seconds += std::chrono::duration<double>(to_->at - from_->at).count();
+    }
+    if (sum.samples <= 0)
       return std::nullopt;
-    return steady_span{last_->samples - end_->samples,
-                       std::chrono::duration<double>(last_->at - end_->at).count()};
+    return sum;
   }
 
 private:
   int64_t samples_ = 0;
+  int64_t trained_ = 0;
   std::optional<warm_up_end> end_;
-  std::optional<warm_up_end> last_; ///< the last step of the steady span so far
-  bool closed_ = false;
+  std::optional<warm_up_end> from_; ///< where the open epoch's span starts
+  std::optional<warm_up_end> to_;   ///< its last step so far
+  steady_span closed_;              ///< the ended epochs' spans
 };
 
 } // namespace baton::model

@@ -759,6 +759,7 @@ bool train_epoch(run_state& s, int32_t epoch, OverBudget over_budget) {
   s.epoch = epoch;
   s.epoch_loss = 0;
   s.epoch_samples = 0;
+  s.warm_up.epoch_started();
   for (size_t k = 0; k < batches.front().size(); ++k) {
     if (over_budget()) {
       s.result.samples += s.epoch_samples;

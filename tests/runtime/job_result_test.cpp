@@ -211,7 +211,7 @@ TEST(job_result, an_early_stop_round_trips_and_is_in_the_table) {
     << baton::actors::results_table(r);
 }
 
-TEST(job_result, the_steady_training_is_the_first_rows_samples_between_two_reports) {
+TEST(job_result, the_steady_training_is_the_first_rows_samples_in_the_reporter_s_share) {
   job_result r;
   actor_report workers;
   workers.actor = "workers";
@@ -219,18 +219,18 @@ TEST(job_result, the_steady_training_is_the_first_rows_samples_between_two_repor
   r.heads = {workers};
   r.actors = {actor("worker0", 1, 0, 0), actor("worker1", 1, 0, 0)};
   r.actors[0].samples = 4096;
-  // worker0 reported after 1,024 and 3,072 of its 4,096 samples: half the row's.
-  auto steady = baton::actors::steady_between(r, "worker0", 1024, 3072, 3.0);
+  // worker0 trained 2,048 of its 4,096 samples steadily: half the row's.
+  auto steady = baton::actors::steady_of(r, "worker0", 2048, 3.0);
   ASSERT_TRUE(steady.has_value());
   EXPECT_EQ(steady->samples, 4096);
   EXPECT_DOUBLE_EQ(steady->seconds, 3.0);
   // Unset for nothing trained between, more than the actor trained, an
   // unknown actor, and after a restart.
-  EXPECT_FALSE(baton::actors::steady_between(r, "worker0", 1024, 1024, 3.0).has_value());
-  EXPECT_FALSE(baton::actors::steady_between(r, "worker0", 1024, 5000, 3.0).has_value());
-  EXPECT_FALSE(baton::actors::steady_between(r, "worker9", 10, 20, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_of(r, "worker0", 0, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_of(r, "worker0", 5000, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_of(r, "worker9", 10, 3.0).has_value());
   r.restarts = 1;
-  EXPECT_FALSE(baton::actors::steady_between(r, "worker0", 1024, 3072, 3.0).has_value());
+  EXPECT_FALSE(baton::actors::steady_of(r, "worker0", 2048, 3.0).has_value());
 
   r.restarts = 0;
   r.steady = steady;

@@ -51,30 +51,33 @@ TEST(progress_line, the_members_of_a_group_add_up) {
   EXPECT_TRUE(starts_with(line.render(), "epoch 1  500/1000 samples  ")) << line.render();
 }
 
-// The first report marks where the run's warm-up ended (job_result::steady):
-// the later ones do not move it. The steady training ends at its actor's
-// last report of that epoch, before the evaluation.
-TEST(progress_line, keeps_the_first_report_and_the_last_of_its_epoch) {
+// The first report marks where the run's warm-up ended (job_result::steady);
+// its actor's reports then sum every epoch's span, from the epoch's first
+// report to its last, so that no evaluation between epochs is inside.
+TEST(progress_line, sums_the_first_reporter_s_epochs_after_its_first_report) {
   job_plan plan;
   plan.actors = {member("stage1", "stage1"), member("stage0", "stage0")};
   progress_line line{false, plan};
-  EXPECT_FALSE(line.first_report().has_value());
-  line.update("stage1", 0, 640, 1.0);
-  EXPECT_FALSE(line.last_report().has_value());
+  EXPECT_FALSE(line.steady().has_value());
+  line.update("stage1", 0, 640, 1.0); // the warm-up ends
+  EXPECT_FALSE(line.steady().has_value());
   line.update("stage1", 0, 1280, 0.9);
   line.update("stage0", 0, 1920, 0.9); // another actor: not its measure
   line.update("stage1", 0, 1920, 0.8);
+  ASSERT_TRUE(line.steady().has_value());
+  EXPECT_EQ(line.steady()->actor, "stage1");
+  EXPECT_EQ(line.steady()->samples, 1280);
   line.update("stage1", 1, 2560, 0.7); // the next epoch: after an evaluation
-  ASSERT_TRUE(line.first_report().has_value());
-  EXPECT_EQ(line.first_report()->actor, "stage1");
-  EXPECT_EQ(line.first_report()->samples, 640);
-  ASSERT_TRUE(line.last_report().has_value());
-  EXPECT_EQ(line.last_report()->samples, 1920);
-  // An epoch with one report: the span reaches the next epoch's first.
+  EXPECT_EQ(line.steady()->samples, 1280);
+  line.update("stage1", 1, 3840, 0.6);
+  EXPECT_EQ(line.steady()->samples, 1280 + 1280);
+  EXPECT_GE(line.steady()->seconds, 0.0);
+  // An epoch with one report adds nothing: its span would hold an evaluation.
   progress_line short_epochs{false, plan};
   short_epochs.update("stage1", 0, 640, 1.0);
   short_epochs.update("stage1", 1, 1280, 0.9);
+  EXPECT_FALSE(short_epochs.steady().has_value());
   short_epochs.update("stage1", 1, 1920, 0.8);
-  ASSERT_TRUE(short_epochs.last_report().has_value());
-  EXPECT_EQ(short_epochs.last_report()->samples, 1280);
+  ASSERT_TRUE(short_epochs.steady().has_value());
+  EXPECT_EQ(short_epochs.steady()->samples, 640);
 }

@@ -204,6 +204,7 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
                                   local_trainers& trainers, const model::data_splits& data,
                                   int32_t epoch) {
   auto plan = model::plan_epoch(data.train.size(), t.plan, epoch);
+  trainers.warm_up.epoch_started();
   auto sums = flush_schedule(t) ? train_flush(task, trainers, data.train, plan)
                 : static_1f1b_epoch{task, trainers, data.train, plan}.run();
   trainers.warm_up.epoch_ended();
