@@ -103,7 +103,9 @@
 //                        (--save-model with save: best; runtime/best_epochs.hpp): a
 //                        head or pipeline stage at the epoch's end control, a
 //                        data-parallel worker 0 or an IST shard at its epoch's end
-//     progress{actor, epoch, samples, loss}        every runtime.progress_every steps
+//     progress{actor, epoch, samples, loss}        every runtime.progress_every steps,
+//                        after an epoch's first and where its training ends
+//                        (progress_pace.hpp)
 //     control{start, 0, value = training samples of the run, text = actor}
 //                        the progress line's total, when it starts (one per job)
 //

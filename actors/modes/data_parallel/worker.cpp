@@ -18,6 +18,7 @@
 #include "actors/flow/role_handlers.hpp"
 #include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
+#include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
@@ -104,7 +105,7 @@ struct worker_state {
   int64_t noted = 0; ///< the last step whose beginning was checkpointed and told
   activity work;
   messages::edge_stats ring_edge;
-  int64_t steps_since_progress = 0;
+  progress_pace progress;
   /// Since when it waits for the exchange (set when advance() returns for
   /// it), and the seconds it waited in all.
   std::optional<activity::clock::time_point> waiting_since;
@@ -317,14 +318,18 @@ void local_step(worker_actor* self) {
     begin_average(self);
 }
 
-void maybe_report_progress(worker_actor* self) {
+/// Worker 0's progress line (progress_pace.hpp says when).
+void report_progress(worker_actor* self) {
   auto& st = self->state;
-  if (!lead(st) || ++st.steps_since_progress < st.spec.progress_every)
-    return;
-  st.steps_since_progress = 0;
   auto& e = st.counters.epoch;
   self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
                                                 e.samples ? e.loss_sum / e.samples : 0.0, {}});
+}
+
+void maybe_report_progress(worker_actor* self) {
+  auto& st = self->state;
+  if (lead(st) && st.progress.due(st.epoch, 1, st.spec.progress_every))
+    report_progress(self);
 }
 
 // -- epochs and reports ----------------------------------------------------------------
@@ -395,6 +400,8 @@ void finish(worker_actor* self) {
 
 void end_epoch(worker_actor* self) {
   auto& st = self->state;
+  if (lead(st))
+    report_progress(self); // the epoch's training ends here, before its evaluation
   if (lead(st) || shares_evaluation(st)) {
     compute_scope compute{st.work};
     evaluate(st);

@@ -45,6 +45,7 @@
 #include "actors/flow/compute_thread.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/failure.hpp"
+#include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
 #include "actors/flow/role_handlers.hpp"
 #include "actors/modes/ist/section.hpp"
@@ -114,7 +115,8 @@ struct worker_state {
   activity work;
   std::vector<messages::edge_stats> edges; ///< to each shard
   int64_t received_bytes = 0; ///< the subnets' from the shards (not worker 0's owned tensors)
-  int64_t steps_since_progress = 0;
+  progress_pace progress;
+  int64_t round_steps = 0; ///< the last round's local steps
 };
 
 template <class Scheme>
@@ -177,7 +179,7 @@ void train_round(worker_actor<Scheme>* self, const arrivals& pieces) {
   st.counters.epoch.loss_sum += trained.steps.loss_sum;
   st.counters.epoch.samples += trained.steps.samples;
   st.counters.samples_total += trained.steps.samples;
-  st.steps_since_progress += trained.steps.steps;
+  st.round_steps = trained.steps.steps;
   for (int32_t s = 0; s < st.spec.shards; ++s) {
     auto& back = trained.to_shards[static_cast<size_t>(s)];
     auto& edge = st.edges[static_cast<size_t>(s)];
@@ -275,13 +277,14 @@ void end_epoch(worker_actor<Scheme>* self) {
   finish(self);
 }
 
-/// Worker 0's progress line, every spec.progress_every local steps.
+/// Worker 0's progress line after a round (progress_pace.hpp says when; an
+/// epoch's last round ends its training).
 template <class Scheme>
-void report_progress(worker_actor<Scheme>* self) {
+void report_progress(worker_actor<Scheme>* self, bool epoch_ends) {
   auto& st = self->state;
-  if (!lead(st) || st.steps_since_progress < st.spec.progress_every)
+  const bool due = st.progress.due(st.epoch, st.round_steps, st.spec.progress_every);
+  if (!lead(st) || !(due || epoch_ends))
     return;
-  st.steps_since_progress = 0;
   auto& e = st.counters.epoch;
   self->send(st.coordinator, messages::progress{st.name, st.epoch, st.counters.samples_total,
                                                 e.samples ? e.loss_sum / e.samples : 0.0, {}});
@@ -314,7 +317,8 @@ bool take_round(worker_actor<Scheme>* self) {
   auto pieces = std::move(it->second);
   st.subnets.erase(it);
   train_round(self, pieces);
-  if (st.round % st.rounds_per_epoch == 0) { // the epoch's last round
+  const bool epoch_ends = st.round % st.rounds_per_epoch == 0;
+  if (epoch_ends) { // the epoch's last round
     if (lead(st))
       st.evaluating = true;
     else
@@ -322,7 +326,7 @@ bool take_round(worker_actor<Scheme>* self) {
   } else {
     checkpoint_round(self);
   }
-  report_progress(self);
+  report_progress(self, epoch_ends);
   return true;
 }
 

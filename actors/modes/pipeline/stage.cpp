@@ -18,6 +18,7 @@
 #include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
 #include "actors/flow/fanout.hpp"
+#include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
 #include "actors/flow/trace.hpp"
 #include "actors/modes/pipeline/input_order.hpp"
@@ -111,7 +112,7 @@ struct pipeline_state {
   std::optional<microbatch_position> last_forward; ///< last training forward
   int64_t drain_step = -1; ///< training ends with this step before the next drain
   int32_t drain_size = 0;  ///< microbatches of drain_step
-  int64_t steps_since_progress = 0;
+  progress_pace progress;
 };
 
 using pipeline_actor = caf::stateful_actor<pipeline_state>;
@@ -352,13 +353,17 @@ void send_gradient(pipeline_actor* self, int64_t id, int64_t step, int64_t versi
   st.trace.record("send", sent, clock_type::now(), id, -1);
 }
 
+/// The last stage's progress line (progress_pace.hpp says when): after a
+/// training step, and at the epoch's first evaluation microbatch, where its
+/// training ended.
 void maybe_report_progress(pipeline_actor* self, const microbatch& m, double loss) {
   auto& st = self->state;
-  if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
-    return;
-  st.steps_since_progress = 0;
-  self->send(st.coordinator,
-             messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
+  const bool due = m.eval ? st.progress.ended(m.epoch)
+                          : m.index_in_step == m.step_size - 1 &&
+                              st.progress.due(m.epoch, 1, st.spec.progress_every);
+  if (due)
+    self->send(st.coordinator,
+               messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
 }
 
 /// The version a training forward uses: the input stage's under vertical sync.
@@ -375,6 +380,8 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
                              " carries no labels for task '" + st.spec.task + "'");
   auto batch = m.payload.size(0);
   if (m.eval) {
+    const auto& e = st.counters.epoch;
+    maybe_report_progress(self, m, e.samples ? e.loss_sum / e.samples : 0.0);
     compute_scope compute{st.work};
     auto logits = st.trainer->infer(m.payload);
     st.counters.epoch.add_evaluation(

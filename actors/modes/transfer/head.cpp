@@ -12,6 +12,7 @@
 #include "actors/flow/role_handlers.hpp"
 #include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
+#include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
 #include "actors/roles/training_counters.hpp"
 #include "actors/roles/checkpointing.hpp"
@@ -42,21 +43,26 @@ struct head_state {
   activity work;
   training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
   std::optional<checkpointing> checkpoints;
-  int64_t steps_since_progress = 0;
+  progress_pace progress;
   double progress_loss = 0;
   int64_t progress_samples = 0;
 };
 
 using head_actor = caf::stateful_actor<head_state>;
 
+/// The head's progress line (progress_pace.hpp says when): after a
+/// training step, and at the epoch's first evaluation microbatch, where its
+/// training ended.
 void maybe_report_progress(head_actor* self, const microbatch& m) {
   auto& st = self->state;
-  if (m.index_in_step != m.step_size - 1 || ++st.steps_since_progress < st.spec.progress_every)
+  const bool due = m.eval ? st.progress.ended(m.epoch)
+                          : m.index_in_step == m.step_size - 1 &&
+                              st.progress.due(m.epoch, 1, st.spec.progress_every);
+  if (!due)
     return;
   auto loss = st.progress_loss / std::max<int64_t>(1, st.progress_samples);
   self->send(st.coordinator,
              messages::progress{st.name, m.epoch, st.counters.samples_total, loss, {}});
-  st.steps_since_progress = 0;
   st.progress_loss = 0;
   st.progress_samples = 0;
 }
@@ -91,6 +97,8 @@ bool process(head_actor* self, const microbatch& m) {
            " came, but a microbatch before it never did (" + lost + ")");
     return false;
   }
+  if (m.eval)
+    maybe_report_progress(self, m);
   auto since = activity::clock::now();
   auto trained = guarded(self, "training on microbatch " + std::to_string(m.id) + " failed", [&] {
     use_thread_budget(st.spec.threads);
