@@ -372,7 +372,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
 void print_pipeline_legend() {
   std::printf(
     "\nsamples/s: training samples over training time after the warm-up (setup and the first 20 "
-    "steps\nexcluded, as the peers exclude theirs; the final evaluation included);\nstage busy: "
+    "steps\nexcluded, as the peers exclude theirs; the evaluations too);\nstage busy: "
     "each stage's compute over its life; bubble: a stage's idle time between two pieces\nof "
     "training work over its training time (mean of the stages); theory: "
     "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; the "
