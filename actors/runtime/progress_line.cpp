@@ -36,28 +36,20 @@ void progress_line::update(const std::string& actor, int32_t epoch, int64_t samp
 }
 
 void progress_line::steady_report(int32_t epoch, int64_t samples) {
-  const report now{epoch, samples, clock::now()};
-  if (from_ && epoch == from_->epoch) {
-    to_ = now;
+  const model::training_mark now{clock::now(), samples};
+  if (steady_spans_.open() && epoch == steady_epoch_) {
+    steady_spans_.extend(now);
     return;
   }
-  if (from_ && to_ && to_->samples > from_->samples) { // an epoch ended: its span joins
-    closed_samples_ += to_->samples - from_->samples;
-    closed_seconds_ += std::chrono::duration<double>(to_->at - from_->at).count();
-  }
-  from_ = now;
-  to_.reset();
+  steady_spans_.start(now); // an epoch's first report (the one before joins the sum)
+  steady_epoch_ = epoch;
 }
 
 std::optional<progress_line::steady_reports> progress_line::steady() const {
-  steady_reports sum{steady_actor_.value_or(""), closed_samples_, closed_seconds_};
-  if (from_ && to_ && to_->samples > from_->samples) {
-    sum.samples += to_->samples - from_->samples;
-    sum.seconds += std::chrono::duration<double>(to_->at - from_->at).count();
-  }
-  if (sum.samples <= 0)
+  auto sum = steady_spans_.total();
+  if (!sum)
     return std::nullopt;
-  return sum;
+  return steady_reports{steady_actor_.value_or(""), sum->samples, sum->seconds};
 }
 
 void progress_line::clear() {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/runtime/job_plan.hpp"
+#include "model/core/warm_up.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -66,19 +67,11 @@ private:
   int32_t epoch_ = 0;
   std::map<std::string, group_progress> groups_; ///< by result group (or actor)
   bool drawn_ = false;
-  /// One report of the steady training's actor.
-  struct report {
-    int32_t epoch = 0;
-    int64_t samples = 0;
-    clock::time_point at;
-  };
   void steady_report(int32_t epoch, int64_t samples);
 
   std::optional<std::string> steady_actor_; ///< the first report's
-  std::optional<report> from_;              ///< the open epoch's first report
-  std::optional<report> to_;                ///< and its last so far
-  int64_t closed_samples_ = 0;              ///< the ended epochs' spans
-  double closed_seconds_ = 0;
+  int32_t steady_epoch_ = 0;                ///< the epoch of its open span
+  model::epoch_spans steady_spans_;
 };
 
 } // namespace runtime
