@@ -59,6 +59,59 @@ private:
 };
 TORCH_MODULE(BasicBlock);
 
+/// Max pooling through ATen's channels-last kernel, which runs over the
+/// channels in vector lanes: the convnet's pool1 at 32 samples on one thread
+/// 3.4 ms forward in NCHW, 0.4 ms channels-last, 0.9 ms with the two layout
+/// copies and the indices. The output and indices come back in NCHW
+/// and the backward is the plain layer's (max_pool2d_with_indices_backward
+/// over the NCHW input), so gradients are the plain layer's bit for bit:
+/// both kernels scan a window row by row and keep its first largest value
+/// (a NaN, its last), giving the same index.
+struct channels_last_max_pool : torch::autograd::Function<channels_last_max_pool> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                            const torch::nn::MaxPool2dOptions& o) {
+    auto [output, indices] =
+      at::max_pool2d_with_indices(input.contiguous(at::MemoryFormat::ChannelsLast),
+                                  o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                                  o.ceil_mode());
+    indices = indices.contiguous();
+    ctx->save_for_backward({input, indices});
+    const auto list = [](const auto& a) { return std::vector<int64_t>(a->begin(), a->end()); };
+    auto& d = ctx->saved_data;
+    d["kernel"] = list(o.kernel_size());
+    d["stride"] = list(o.stride());
+    d["padding"] = list(o.padding());
+    d["dilation"] = list(o.dilation());
+    d["ceil_mode"] = o.ceil_mode();
+    return output.contiguous();
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& d = ctx->saved_data;
+    return {at::max_pool2d_with_indices_backward(
+              grads[0], saved[0], d.at("kernel").toIntVector(), d.at("stride").toIntVector(),
+              d.at("padding").toIntVector(), d.at("dilation").toIntVector(),
+              d.at("ceil_mode").toBool(), saved[1]),
+            torch::autograd::Variable()};
+  }
+};
+
+/// torch::nn::MaxPool2d (its options, its name, exported as it) whose
+/// batched forward is channels_last_max_pool.
+class ChannelsLastMaxPool2dImpl : public torch::nn::MaxPool2dImpl {
+public:
+  using MaxPool2dImpl::MaxPool2dImpl;
+
+  torch::Tensor forward(const torch::Tensor& input) {
+    if (input.dim() != 4)
+      return MaxPool2dImpl::forward(input);
+    return channels_last_max_pool::apply(input, options);
+  }
+};
+TORCH_MODULE(ChannelsLastMaxPool2d);
+
 named_layer build_layer(const layer_declaration& layer) {
   using namespace torch::nn;
   using kind = layer_declaration::kind;
@@ -78,7 +131,7 @@ named_layer build_layer(const layer_declaration& layer) {
   case kind::relu:
     return relu_layer(name);
   case kind::max_pool:
-    return {name, AnyModule(MaxPool2d(
+    return {name, AnyModule(ChannelsLastMaxPool2d(
                       MaxPool2dOptions(layer.kernel).stride(layer.stride).padding(layer.padding)))};
   case kind::average_pool:
     return {name, AnyModule(AdaptiveAvgPool2d(AdaptiveAvgPool2dOptions(1)))};

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,6 +12,7 @@
 #include "model/core/error.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/layer_listing.hpp"
+#include "model/core/model_parts.hpp"
 #include "model/core/pretrain.hpp"
 #include "tests/support/tiny_model.hpp"
 
@@ -123,6 +126,35 @@ TEST(layered_model, resnet18_initialisation_as_torchvision) {
 // The convnet's layers are each followed by a ReLU: He's normal over fan_in, so that the
 // stack keeps its input's scale (PyTorch's default kept a sixth per layer, and SGD at
 // configs/pipeline.yaml's lr sat at a loss of 2.30 for ~150 steps).
+// The built-in models' max pooling runs ATen's channels-last kernel
+// (builtin_models.cpp) and must give torch::max_pool2d's output and input
+// gradient bit for bit: after a ReLU most windows tie at zero (the same
+// index must win), a NaN wins its window; the convnet's 2x2 and
+// resnet18's 3x3 / 2 padded, batched and in evaluation's NoGradGuard.
+TEST(layered_model, max_pooling_is_torch_s_bit_for_bit) {
+  using kind = layer_declaration::kind;
+  for (auto [kernel, stride, padding] : {std::tuple{2, 2, 0}, std::tuple{3, 2, 1}}) {
+    model_declaration d;
+    d.layers = {{"pool", kind::max_pool, 0, 0, kernel, stride, padding}};
+    auto pool = build_layers(d).front().module;
+    auto x = torch::relu(input({4, 8, 14, 14}, 5));
+    x[1][2][3][4] = std::numeric_limits<float>::quiet_NaN();
+    const auto g = input({4, 8, 7, 7}, 6);
+    auto ours = x.clone().requires_grad_();
+    auto plain = x.clone().requires_grad_();
+    const auto y = pool.forward(ours);
+    const auto expected = torch::max_pool2d(plain, kernel, stride, padding);
+    EXPECT_TRUE(torch::equal(y.nan_to_num(-1), expected.nan_to_num(-1))) << kernel;
+    EXPECT_TRUE(y.is_contiguous());
+    y.backward(g);
+    expected.backward(g);
+    EXPECT_TRUE(torch::equal(ours.grad(), plain.grad())) << kernel;
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(pool.forward(x).nan_to_num(-1), expected.nan_to_num(-1)));
+    EXPECT_TRUE(torch::equal(pool.forward(x[0]), torch::max_pool2d(x[0], kernel, stride, padding)));
+  }
+}
+
 TEST(layered_model, convnet_initialisation_is_he_s_for_relu_layers) {
   for (const char* name : {"convnet", "convnet_wide"}) {
     auto spec = spec_of(name, 5);
