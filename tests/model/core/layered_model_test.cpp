@@ -123,9 +123,6 @@ TEST(layered_model, resnet18_initialisation_as_torchvision) {
   EXPECT_TRUE(make_model(spec_of("convnet", 1)).named_buffers().empty());
 }
 
-// The convnet's layers are each followed by a ReLU: He's normal over fan_in, so that the
-// stack keeps its input's scale (PyTorch's default kept a sixth per layer, and SGD at
-// configs/pipeline.yaml's lr sat at a loss of 2.30 for ~150 steps).
 // The built-in models' max pooling runs ATen's channels-last kernel
 // (builtin_models.cpp) and must give torch::max_pool2d's output and input
 // gradient bit for bit: after a ReLU most windows tie at zero (the same
@@ -155,6 +152,9 @@ TEST(layered_model, max_pooling_is_torch_s_bit_for_bit) {
   }
 }
 
+// The convnet's layers are each followed by a ReLU: He's normal over fan_in, so that the
+// stack keeps its input's scale (PyTorch's default kept a sixth per layer, and SGD at
+// configs/pipeline.yaml's lr sat at a loss of 2.30 for ~150 steps).
 TEST(layered_model, convnet_initialisation_is_he_s_for_relu_layers) {
   for (const char* name : {"convnet", "convnet_wide"}) {
     auto spec = spec_of(name, 5);
