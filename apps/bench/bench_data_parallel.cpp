@@ -79,7 +79,7 @@ std::vector<std::string> common_overrides(const bench_data_parallel_request& r) 
          "data.synthetic_shape=[3, 32, 32]",
          "data.synthetic_train=" + std::to_string(r.train_limit), "data.synthetic_test=256",
          "data.batch_size=" + std::to_string(r.batch), "data.epochs=1",
-         "runtime.compute_threads=1"};
+         "runtime.compute_threads=1", "runtime.progress_every=1"};
   return o;
 }
 

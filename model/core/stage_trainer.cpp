@@ -1,6 +1,7 @@
 #include "model/core/stage_trainer.hpp"
 
 #include <optional>
+#include <utility>
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -169,6 +170,16 @@ void stage_trainer::use_parameters(const std::vector<at::Tensor>& data) {
     parameters_[i].set_data(data[i]);
 }
 
+/// Undefined, not zeros: the next backward then hands its gradients to the
+/// parameters as they are (autograd's AccumulateGrad takes a first gradient
+/// over), where zeros cost a pass that writes them and another that adds
+/// onto them: resnet18's 11 M parameters, 44 MiB twice per microbatch under
+/// 1f1b. A sum onto zeros is the gradient itself: the same weights.
+void stage_trainer::clear_gradients() {
+  for (auto& p : parameters_)
+    p.mutable_grad() = at::Tensor();
+}
+
 void stage_trainer::release(int64_t version) {
   versions_.at(version).users -= 1;
   drop_unused(version);
@@ -185,11 +196,9 @@ void stage_trainer::drop_unused(int64_t version) {
 std::vector<at::Tensor> stage_trainer::take_gradients() {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> out;
-  for (auto& p : parameters_) {
-    out.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
-    if (p.grad().defined())
-      p.mutable_grad().zero_();
-  }
+  for (auto& p : parameters_)
+    out.push_back(p.grad().defined() ? std::exchange(p.mutable_grad(), at::Tensor())
+                                     : torch::zeros_like(p));
   return out;
 }
 
@@ -220,9 +229,8 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
   for (size_t i = 0; i < parameters_.size(); ++i) {
     auto& p = parameters_[i];
     next.push_back(optimizer_step_out_of_place(p.detach(), clipped[i], state_[i], optimizer_, lr));
-    if (p.grad().defined())
-      p.mutable_grad().zero_();
   }
+  clear_gradients();
   auto previous = version_++;
   versions_[version_] = {next, 0};
   use_parameters(next);
@@ -269,9 +277,7 @@ void stage_trainer::restore(const training_state& s) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < buffers.size(); ++i)
     buffers[i].second.copy_(buffer_values[i]);
-  for (auto& p : parameters_)
-    if (p.grad().defined())
-      p.mutable_grad().zero_();
+  clear_gradients();
   state_ = std::move(states);
   version_ = s.version;
   versions_.clear();

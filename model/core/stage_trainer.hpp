@@ -95,12 +95,12 @@ public:
     epochs_ = epochs;
   }
 
-  /// One optimizer step over the accumulated gradients (then zeroed):
+  /// One optimizer step over the accumulated gradients (then cleared):
   /// version + 1.
   void step();
 
-  /// The accumulated gradients (zeros for parameters that got none), copied;
-  /// the accumulators are zeroed. A replica's contribution to its group.
+  /// The accumulated gradients (zeros for parameters that got none), taken:
+  /// the accumulators are cleared. A replica's contribution to its group.
   std::vector<at::Tensor> take_gradients();
 
   /// One optimizer step with `gradients` (one per parameter, in parameters'
@@ -142,6 +142,7 @@ private:
   backward_result run_backward(int64_t id, const at::Tensor* output_gradient,
                                const at::Tensor* labels, int32_t scale);
   void use_parameters(const std::vector<at::Tensor>& data);
+  void clear_gradients();
   void release(int64_t version);
   void drop_unused(int64_t version);
 
