@@ -150,13 +150,14 @@ usage:
                                         (--local-nodes: the shared side over N node processes)
   baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
                        [--schedule gpipe|1f1b-flush|1f1b|1f1b-dynamic] [--repeat N]
-                       [--link RATE[,DELAY] | --embedded]
+                       [--link RATE[,DELAY] | --embedded] [--microbatches 2|4|8]
                                         (a) local loop, one compute thread, vs (b) a 2-stage
                                         pipeline on 2 node processes (--embedded: in one
                                         process), one thread each, per
                                         schedule: samples/s, ratio, utilisation, bubble,
                                         overhead; --repeat: N interleaved runs per side,
-                                        the median shown (default 1)
+                                        the median shown (default 1); minibatches of 128
+                                        in --microbatches microbatches (default 4)
                                         (every bench: --link puts the node processes it
                                         starts on emulated hosts, as `baton run --link`)
   baton bench data-parallel [--quick] [--json FILE] [--model mlp|convnet|resnet18]

@@ -233,6 +233,7 @@ struct bench_pipeline_request {
   int32_t repeat = 1; ///< runs per side, interleaved; the median is shown
   std::string link;   ///< --link RATE[,DELAY] for the node processes (empty: loopback)
   bool embedded = false; ///< the stages in the bench's run process instead of 2 node processes
+  int32_t microbatches = 4; ///< per minibatch of 128 samples: 2, 4 or 8
   const std::atomic<bool>* interrupted = nullptr;
 };
 

@@ -45,11 +45,15 @@ const std::vector<bench_model>& bench_models() {
   return models;
 }
 
-/// Every side trains minibatches of 4 microbatches of 32 samples: gpipe's
-/// bubble over 2 stages is then 1/5 in theory, and the plan is made for the
-/// microbatch the stages run.
-constexpr int32_t bench_microbatches = 4;
-constexpr int64_t bench_microbatch = 32;
+/// Every side trains minibatches of 128 samples, the PyTorch peers' batch;
+/// the baton sides cut them into --microbatches (4 by default: 32 samples
+/// each, gpipe's bubble over 2 stages 1/5 in theory), and the plan is made
+/// for the microbatch the stages run.
+constexpr int64_t bench_minibatch = 128;
+
+int64_t microbatch_of(const bench_pipeline_request& r) {
+  return bench_minibatch / r.microbatches;
+}
 
 double cpu_seconds(const job_result& r) {
   double sum = 0;
@@ -104,13 +108,14 @@ struct planned_stages {
 };
 
 /// Profiles the model and plans two stages.
-caf::expected<planned_stages> plan_two_stages(const std::string& topology, const std::string& dir,
-                                           const std::string& label, bool quick) {
+caf::expected<planned_stages> plan_two_stages(const bench_pipeline_request& r,
+                                              const std::string& topology,
+                                              const std::string& dir, const std::string& label) {
   profile_request p;
   p.topology_path = topology;
   p.out = dir + "/" + label + ".profile.json";
-  p.microbatches = quick ? 10 : 20;
-  p.microbatch_size = bench_microbatch;
+  p.microbatches = r.quick ? 10 : 20;
+  p.microbatch_size = microbatch_of(r);
   if (auto profiled = run_profile(p); !profiled)
     return profiled.error();
   plan_request q;
@@ -175,7 +180,7 @@ std::vector<std::string> peer_args(const std::string& model, const pipeline_peer
   bool resnet = model == "resnet18";
   int32_t steps = resnet ? (quick ? 4 : 32) : (quick ? 16 : 64);
   std::vector<std::string> args{"--model", model, "--threads", std::to_string(peer.threads),
-                                "--batch", std::to_string(bench_microbatches * bench_microbatch),
+                                "--batch", std::to_string(bench_minibatch),
                                 "--steps", std::to_string(steps), "--warmup", resnet ? "1" : "3",
                                 "--lr", "0.01", "--momentum", "0.9",
                                 "--train-limit", quick ? "4096" : "0"};
@@ -335,7 +340,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
     auto figures = stages_of(side.result);
     auto theory = schedule.rfind("1f1b", 0) == 0 && schedule != "1f1b-flush"
                     ? 0.0
-                    : gpipe_bubble(2, bench_microbatches);
+                    : gpipe_bubble(2, r.microbatches);
     auto split = split_of_pipeline(side.result);
     auto overhead = std::max(0.0, split.cpu_beyond_compute);
     auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
@@ -375,12 +380,13 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
 void print_pipeline_legend() {
   std::printf(
     "\nsamples/s: training samples over training time after the warm-up (setup and the first 20 "
-    "steps\nexcluded, resnet18's first step only, as the peers exclude theirs; the evaluations too);\nstage busy: "
-    "each stage's compute over its life; bubble: a stage's idle time between two pieces\nof "
-    "training work over its training time (mean of the stages); theory: "
-    "(p-1)/(m+p-1) for p = 2\nstages, m = 4 microbatches (flush schedules), 0 for 1f1b; the "
-    "split's bound: the limit x the\nplanned stages' compute over 2 x the slowest's (what this "
-    "split reaches with no runtime cost);\nCPU beyond: CPU of the stages' processes while "
+    "steps\nexcluded, resnet18's first step only, as the peers exclude theirs; the evaluations "
+    "too);\nstage busy: each stage's compute over its life; bubble: a stage's idle time between "
+    "two pieces\nof training work over its training time (mean of the stages); theory: "
+    "(p-1)/(m+p-1) for p = 2\nstages, m microbatches a minibatch (--microbatches), flush "
+    "schedules, 0 for 1f1b; the split's bound:\nthe limit x the planned stages' compute over 2 x "
+    "the slowest's (what this split reaches with no\nruntime cost); CPU beyond: CPU of the "
+    "stages' processes while "
     "training beyond the stages' computations\n(messages, wire, CAF, the source) over those "
     "computations; extra CPU: CPU seconds of every\nprocess of (b) (starting included) over "
     "(a)'s, minus 1; steal: CPU time the hypervisor gave to\nother guests during the run "
@@ -390,14 +396,14 @@ void print_pipeline_legend() {
 }
 
 /// The topology overrides of one model's sides.
-std::vector<std::string> overrides_of(const bench_model& m, bool quick) {
-  auto overrides = quick ? m.quick : m.full;
+std::vector<std::string> overrides_of(const bench_pipeline_request& r, const bench_model& m) {
+  auto overrides = r.quick ? m.quick : m.full;
   // 1f1b steps after every microbatch, 4 times as often as the other
   // sides, and diverged at the topology's lr of 0.05 with momentum 0.9: the
   // bench trains at lr 0.01 on every side (it measures speed, not accuracy).
   overrides.insert(overrides.end(),
-                   {"data.microbatches=" + std::to_string(bench_microbatches),
-                    "data.batch_size=" + std::to_string(bench_microbatches * bench_microbatch),
+                   {"data.microbatches=" + std::to_string(r.microbatches),
+                    "data.batch_size=" + std::to_string(bench_minibatch),
                     "backbone.pretrain.optimizer.lr=0.01"});
   return overrides;
 }
@@ -408,13 +414,18 @@ int bench_pipeline(const bench_pipeline_request& r) {
   auto dir = bench_directory("baton-bench-pipeline"); // a failed side's log tail is in its error
   if (!dir)
     return 1;
-  std::printf("baton bench pipeline: %s, %u cores, %d run(s) per side (median shown)\n"
+  std::printf("baton bench pipeline: %s, %u cores, %d run(s) per side (median shown), "
+              "minibatches of %lld samples in %d microbatches of %lld\n"
               "  (a) local: the whole model in one process, one compute thread\n"
               "  (b) 2 stages (planned by `baton plan --straight`) %s, one compute thread "
               "each\n",
               r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat,
+              static_cast<long long>(bench_minibatch), r.microbatches,
+              static_cast<long long>(microbatch_of(r)),
               r.embedded ? "in one process (embedded)" : "on 2 node processes");
   nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick}, {"repeat", r.repeat},
+                        {"microbatches", r.microbatches},
+                        {"microbatch_size", microbatch_of(r)},
                         {"cores", std::thread::hardware_concurrency()},
                         {"results", nlohmann::json::array()},
                         {"orders", nlohmann::json::array()},
@@ -433,9 +444,9 @@ int bench_pipeline(const bench_pipeline_request& r) {
       spdlog::error("bench pipeline: unknown model '{}' (convnet, resnet18)", name);
       return 2;
     }
-    auto overrides = overrides_of(*m, r.quick);
-    auto planned = plan_two_stages(std::string{BATON_SOURCE_DIR} + "/" + m->topology,
-                                   dir->path(), name, r.quick);
+    auto overrides = overrides_of(r, *m);
+    auto planned = plan_two_stages(r, std::string{BATON_SOURCE_DIR} + "/" + m->topology,
+                                   dir->path(), name);
     if (!planned || stop_requested(r.interrupted)) {
       if (stop_requested(r.interrupted))
         break;
@@ -478,6 +489,9 @@ int bench_pipeline_command(args& a, const std::atomic<bool>* interrupted) {
       return a.value(flag, v) && parse_link(flag, v, r.link);
     if (flag == "--embedded")
       return r.embedded = true;
+    if (flag == "--microbatches")
+      return a.value(flag, v) && parse_int(flag, v, r.microbatches) &&
+             (r.microbatches == 2 || r.microbatches == 4 || r.microbatches == 8);
     return false;
   });
   if (read && r.embedded && !r.link.empty()) {

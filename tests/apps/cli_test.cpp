@@ -96,3 +96,16 @@ TEST(cli, bench_help_names_the_embedded_sides_and_an_embedded_pipeline_takes_no_
   EXPECT_EQ(none.exit_code, 2) << none.text;
   EXPECT_FALSE(contains(none.text, "run (a') local")) << none.text;
 }
+
+// Issue 33: the pipeline bench cuts its minibatches of 128 into 2, 4 or 8
+// microbatches; any other count is refused before anything is profiled.
+TEST(cli, bench_pipeline_takes_2_4_or_8_microbatches) {
+  auto help = run_baton({"bench", "--help"});
+  EXPECT_TRUE(contains(help.text, "[--microbatches 2|4|8]")) << help.text;
+  for (const char* bad : {"3", "0", "16", "four"}) {
+    auto out = run_baton({"bench", "pipeline", "--microbatches", bad});
+    EXPECT_EQ(out.exit_code, 2) << bad << "\n" << out.text;
+    EXPECT_TRUE(contains(out.text, "--microbatches")) << out.text;
+    EXPECT_FALSE(contains(out.text, "profile of")) << out.text;
+  }
+}
