@@ -325,6 +325,11 @@ void optimizer_step_in_place(at::Tensor& parameter, const at::Tensor& gradient,
 
 // -- clipping and schedule -----------------------------------------------------------
 
+void clear_gradients(std::vector<at::Tensor>& parameters) {
+  for (auto& p : parameters)
+    p.mutable_grad() = at::Tensor();
+}
+
 std::vector<at::Tensor> clip_grad_norm(const std::vector<at::Tensor>& gradients,
                                        double max_norm) {
   if (max_norm <= 0)

@@ -142,7 +142,6 @@ private:
   backward_result run_backward(int64_t id, const at::Tensor* output_gradient,
                                const at::Tensor* labels, int32_t scale);
   void use_parameters(const std::vector<at::Tensor>& data);
-  void clear_gradients();
   void release(int64_t version);
   void drop_unused(int64_t version);
 

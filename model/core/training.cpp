@@ -52,7 +52,7 @@ struct head_trainer::optimizer_state {
     if (adam.empty()) {
       static_cast<torch::optim::SGDOptions&>(sgd.param_groups().front().options()).lr(lr);
       sgd.step();
-      clear_gradients();
+      clear_gradients(parameters);
       return;
     }
     for (size_t i = 0; i < parameters.size(); ++i) {
@@ -61,15 +61,7 @@ struct head_trainer::optimizer_state {
       auto p = parameters[i].detach();
       optimizer_step_in_place(p, parameters[i].grad(), adam[i], spec, lr);
     }
-    clear_gradients();
-  }
-
-  /// Undefined, not zeros (libtorch 1.13's zero_grad() writes zeros): the
-  /// next backward's gradient becomes the parameter's as it is, with no pass
-  /// that writes zeros and none that adds onto them (stage_trainer's too).
-  void clear_gradients() {
-    for (auto& p : parameters)
-      p.mutable_grad() = at::Tensor();
+    clear_gradients(parameters);
   }
 };
 

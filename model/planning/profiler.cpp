@@ -13,6 +13,7 @@
 
 #include "model/core/error.hpp"
 #include "model/core/layered_model.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/stage_trainer.hpp"
 
 namespace baton::model {
@@ -36,8 +37,8 @@ int64_t parameter_bytes(const named_layer& layer) {
 }
 
 void clear_gradients(const named_layer& layer) {
-  for (auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
-    p.mutable_grad() = at::Tensor();
+  auto parameters = layer.module.ptr()->parameters(/*recurse=*/true);
+  model::clear_gradients(parameters);
 }
 
 /// One optimiser step of a layer's parameters as a training stage takes it
