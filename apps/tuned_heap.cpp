@@ -10,16 +10,22 @@
 
 namespace {
 
-/// glibc serves large blocks with mmap and gives them back on free, and a
-/// thread's own arena cannot hold a block over 64 MiB (it mmaps it, whatever
-/// M_MMAP_MAX says): every step's gradients, buckets and new weights were
-/// fresh pages, zeroed by the kernel and faulted in. All threads now share
-/// the main arena (a brk heap that grows as needed), no block is mmapped,
-/// and up to 2 GiB of free heap is kept for reuse. Measured with `baton
-/// bench data-parallel --quick --side ring-serial` (the 20 M-parameter mlp):
-/// the one-process loop 367 -> 599 samples/s, the ring over 2 node processes
-/// 324 -> 514 (its optimizer step 48 -> 25 ms). The MALLOC_*_ environment
-/// variables (MALLOC_ARENA_MAX, MALLOC_MMAP_MAX_, ...) still win.
+/// glibc serves large blocks with mmap and gives them back on free: every
+/// step's gradients, buckets and new weights were fresh pages, zeroed by the
+/// kernel and faulted in. No block is mmapped now, and up to 2 GiB of free
+/// heap is kept for reuse. Measured with `baton bench data-parallel --quick
+/// --side ring-serial` (the 20 M-parameter mlp): the one-process loop 367 ->
+/// 599 samples/s, the ring over 2 node processes 324 -> 514 (its optimizer
+/// step 48 -> 25 ms). The MALLOC_*_ environment variables (MALLOC_ARENA_MAX,
+/// MALLOC_MMAP_MAX_, ...) still win.
+///
+/// glibc gives threads arenas of their own (up to 8 a core). A thread's
+/// arena cannot hold a block over 64 MiB (it mmaps it, whatever M_MMAP_MAX
+/// says), so until 2026-12-04 every thread shared the main arena, and the
+/// threads of one process that computed side by side waited on its lock
+/// (two lanes of `--mode local --threads 2` on a small CNN: 25-32% slower).
+/// Tensors that large are now the tensor heap's (model/core/tensor_heap.hpp):
+/// mapped once and kept for reuse.
 ///
 /// The heap is not put in transparent huge pages (MADV_HUGEPAGE on its
 /// first GiB, until 2026-12-02): on this virtual machine a huge page's first
@@ -45,8 +51,6 @@ void tune_allocator(int, char**, char** envp) {
         return true;
     return false;
   };
-  if (!has("MALLOC_ARENA_MAX="))
-    mallopt(M_ARENA_MAX, 1);
   if (!has("MALLOC_MMAP_MAX_="))
     mallopt(M_MMAP_MAX, 0);
   if (!has("MALLOC_TRIM_THRESHOLD_="))
