@@ -23,10 +23,11 @@ namespace baton::testing {
 
 namespace {
 
-/// Whether a library may read `variable` as it loads, before `main`: a
-/// child of the zygote has the value the zygote started with.
+/// Whether a library (or baton's tensor heap) reads `variable` as it loads,
+/// before `main`: a child of the zygote has the value the zygote started with.
 bool read_at_load(const std::string& variable) {
-  for (const char* prefix : {"OMP_", "GOMP_", "MALLOC_", "LD_", "OPENBLAS_", "GLIBC_TUNABLES"})
+  for (const char* prefix :
+       {"OMP_", "GOMP_", "MALLOC_", "LD_", "OPENBLAS_", "GLIBC_TUNABLES", "BATON_TENSOR_HEAP"})
     if (variable.rfind(prefix, 0) == 0)
       return true;
   return false;
