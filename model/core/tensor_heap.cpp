@@ -25,6 +25,10 @@ std::size_t& block_size_of(void* data) {
   return *reinterpret_cast<std::size_t*>(static_cast<char*>(data) - tensor_alignment);
 }
 
+std::size_t round_up(std::size_t n, std::size_t unit) {
+  return (n + unit - 1) / unit * unit;
+}
+
 void* block_of(void* data) {
   return static_cast<char*>(data) - tensor_alignment;
 }
@@ -37,7 +41,8 @@ public:
     {
       std::lock_guard lock{mutex_};
       // The smallest kept block that fits, if it wastes at most a quarter.
-      if (auto kept = kept_.lower_bound(size); kept != kept_.end() && kept->first <= size + size / 4) {
+      auto kept = kept_.lower_bound(size);
+      if (kept != kept_.end() && kept->first <= size + size / 4) {
         size = kept->first;
         void* block = kept->second;
         kept_.erase(kept);
@@ -90,10 +95,10 @@ public:
     const c10::Device cpu{c10::DeviceType::CPU};
     if (n == 0)
       return {nullptr, nullptr, &free_tensor_block, cpu};
-    std::size_t size = (tensor_alignment + n + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
+    std::size_t size = round_up(tensor_alignment + n, tensor_alignment);
     void* block = nullptr;
     if (size >= tensor_heap_large_block) {
-      size = (size + large_block_unit - 1) / large_block_unit * large_block_unit;
+      size = round_up(size, large_block_unit);
       block = the_large_blocks().take(size);
     } else if (block = std::aligned_alloc(tensor_alignment, size); block == nullptr) {
       throw std::bad_alloc{};
@@ -109,7 +114,8 @@ public:
 };
 
 bool install_tensor_heap() {
-  if (const char* setting = std::getenv("BATON_TENSOR_HEAP"); setting != nullptr && std::string_view{setting} == "0")
+  const char* setting = std::getenv("BATON_TENSOR_HEAP");
+  if (setting != nullptr && std::string_view{setting} == "0")
     return false;
   static tensor_allocator allocator;
   // Above LibTorch's own (priority 0), whichever registers first.

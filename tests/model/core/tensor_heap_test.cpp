@@ -21,6 +21,7 @@ constexpr int64_t floats_of(std::size_t bytes) {
 
 TEST(tensor_heap, is_the_cpu_allocator_of_a_process_that_links_model_core) {
   ASSERT_TRUE(tensor_heap_installed());
+  EXPECT_NE(c10::GetCPUAllocator(), c10::GetDefaultCPUAllocator());
   at::Tensor t = at::empty({16}, at::kFloat);
   EXPECT_EQ(t.storage().allocator(), c10::GetCPUAllocator());
 }
