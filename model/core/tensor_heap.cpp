@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <new>
 #include <string_view>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 namespace baton::model {
 
@@ -27,6 +27,14 @@ std::size_t& block_size_of(void* data) {
 
 std::size_t round_up(std::size_t n, std::size_t unit) {
   return (n + unit - 1) / unit * unit;
+}
+
+/// LibTorch's own error for an allocation that failed, as its allocator says it.
+[[noreturn]] void out_of_memory(std::size_t bytes) {
+  TORCH_CHECK_WITH(OutOfMemoryError, false,
+                   "baton's tensor heap: not enough memory: you tried to allocate ", bytes,
+                   " bytes");
+  std::abort(); // not reached
 }
 
 void* block_of(void* data) {
@@ -52,7 +60,7 @@ public:
     }
     void* block = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (block == MAP_FAILED)
-      throw std::bad_alloc{};
+      out_of_memory(size);
     return block;
   }
 
@@ -101,7 +109,7 @@ public:
       size = round_up(size, large_block_unit);
       block = the_large_blocks().take(size);
     } else if (block = std::aligned_alloc(tensor_alignment, size); block == nullptr) {
-      throw std::bad_alloc{};
+      out_of_memory(size);
     }
     void* data = static_cast<char*>(block) + tensor_alignment;
     block_size_of(data) = size;

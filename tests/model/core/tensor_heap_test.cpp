@@ -69,4 +69,9 @@ TEST(tensor_heap, a_tensor_made_on_one_thread_is_freed_on_another) {
   freer.join();
 }
 
+TEST(tensor_heap, memory_it_cannot_have_is_libtorch_s_out_of_memory_error) {
+  // 2^50 bytes: more than any machine maps.
+  EXPECT_THROW(at::empty({int64_t{1} << 48}, at::kFloat), c10::OutOfMemoryError);
+}
+
 } // namespace
