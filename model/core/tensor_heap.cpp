@@ -9,6 +9,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
 namespace baton::model {
@@ -29,7 +30,7 @@ std::size_t round_up(std::size_t n, std::size_t unit) {
   return (n + unit - 1) / unit * unit;
 }
 
-/// LibTorch's own error for an allocation that failed, as its allocator says it.
+/// A large block that cannot be mapped: LibTorch's error for memory it cannot have.
 [[noreturn]] void out_of_memory(std::size_t bytes) {
   TORCH_CHECK_WITH(OutOfMemoryError, false,
                    "baton's tensor heap: not enough memory: you tried to allocate ", bytes,
@@ -94,7 +95,7 @@ void free_tensor_block(void* data) {
   if (size >= tensor_heap_large_block)
     the_large_blocks().give(block_of(data), size);
   else
-    std::free(block_of(data));
+    c10::free_cpu(block_of(data));
 }
 
 class tensor_allocator final : public c10::Allocator {
@@ -108,8 +109,8 @@ public:
     if (size >= tensor_heap_large_block) {
       size = round_up(size, large_block_unit);
       block = the_large_blocks().take(size);
-    } else if (block = std::aligned_alloc(tensor_alignment, size); block == nullptr) {
-      out_of_memory(size);
+    } else {
+      block = c10::alloc_cpu(size); // LibTorch's own: aligned, its out-of-memory error
     }
     void* data = static_cast<char*>(block) + tensor_alignment;
     block_size_of(data) = size;
