@@ -327,6 +327,11 @@ TEST(simulator, a_burst_passes_at_once_and_refills_only_while_the_link_idles) {
   // 0.2 s of compute: the link idles 0.22 s a step (the two latencies and the compute) and
   // refills 220 B; 280 B at the rate: 0.2 + 0.28 + 0.02.
   EXPECT_NEAR(plan(0.2, 600), 0.5, simulator_tolerance);
+  // A bucket of 3000 B would carry these five steps' 280 B short each: the steady state
+  // is the same 0.5 s (a link that sends more than it refills drains any bucket).
+  EXPECT_NEAR(plan(0.2, 3000), 0.5, simulator_tolerance);
+  // And a bucket that refills in the compute stays full: 1.02 s.
+  EXPECT_NEAR(plan(1.0, 3000), 1.02, simulator_tolerance);
 }
 
 TEST(simulator, refuses_a_plan_that_deadlocks_or_makes_no_sense) {
