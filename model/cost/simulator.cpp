@@ -48,8 +48,10 @@ namespace {
 constexpr double never = std::numeric_limits<double>::infinity();
 /// Seconds below which a computation is done (rounding of the rates).
 constexpr double epsilon = 1e-12;
-/// Runs of a plan from its buckets' last state at most (simulate).
+/// Runs of a plan at most (simulate), and the share of a step within
+/// which two runs agree.
 constexpr int32_t max_bucket_rounds = 8;
+constexpr double bucket_tolerance = 0.02;
 
 void expect(bool ok, const std::string& what) {
   if (!ok)
@@ -557,34 +559,74 @@ void check(const simulated_plan& p) {
            std::to_string(p.warmup_steps + p.cooldown_steps) + "), got " + std::to_string(steps));
 }
 
+/// Where a plan's buckets likely stand between steps: full when the
+/// longest compute of an actor a step refills what a step's exchange takes
+/// from them on every host and direction (a link that idles long enough),
+/// else empty. Only a first guess: simulate runs the plan again from where
+/// a run left them.
+buckets likely_buckets(const simulated_plan& p) {
+  const size_t hosts = p.hosts.size();
+  std::vector<double> out(hosts, 0), in(hosts, 0);
+  double compute = 0;
+  for (const auto& a : p.actors) {
+    double seconds = 0;
+    for (const auto& o : a.program) {
+      if (o.kind == operation::kind_t::compute)
+        seconds += o.seconds;
+      if (o.kind != operation::kind_t::send)
+        continue;
+      const auto to = static_cast<size_t>(p.actors[static_cast<size_t>(o.peer)].host);
+      if (to == static_cast<size_t>(a.host))
+        continue;
+      out[static_cast<size_t>(a.host)] += o.bytes;
+      in[to] += o.bytes;
+    }
+    compute = std::max(compute, seconds);
+  }
+  const auto& first = p.actors.front().program;
+  const auto steps = static_cast<double>(
+    std::count_if(first.begin(), first.end(),
+                  [](const operation& o) { return o.kind == operation::kind_t::step_end; }));
+  const double refilled = compute / steps * p.link.bandwidth;
+  const auto refills = [&](double bytes) {
+    return refilled >= std::min(bytes / steps, p.link.burst);
+  };
+  const bool full = std::all_of(out.begin(), out.end(), refills) &&
+                    std::all_of(in.begin(), in.end(), refills);
+  const double level = full ? p.link.burst : 0.0;
+  return {std::vector<double>(hosts, level), std::vector<double>(hosts, level)};
+}
+
 } // namespace
 
 simulation simulate(const simulated_plan& p) {
   check(p);
   const size_t hosts = p.hosts.size();
-  buckets start{std::vector<double>(hosts, p.link.burst), std::vector<double>(hosts, p.link.burst)};
-  engine first(p, start);
-  simulation out = first.run();
-  // A plan holds a few steps and starts with full buckets (an idle link).
-  // A strategy that sends more a step than its link refills drains them
-  // only after more steps than that (a 1 MB burst, 0.2 MB short a step):
-  // then its steady state lies between empty and where they ended. Run it
-  // again from empty, and from where each run left them, until they hold.
-  const double tolerance = 0.01 * p.link.burst;
-  const auto moved = [&](const buckets& from, const buckets& to) {
-    double most = 0;
-    for (size_t h = 0; h < hosts; ++h)
-      most = std::max({most, std::abs(to.out[h] - from.out[h]), std::abs(to.in[h] - from.in[h])});
-    return most > tolerance;
-  };
-  if (p.link.burst <= 0 || !moved(start, first.left()))
-    return out;
-  start = {std::vector<double>(hosts, 0.0), std::vector<double>(hosts, 0.0)};
+  // The steady state of the links' token buckets: a plan holds a few steps,
+  // too few to drain a burst from full when a step sends more than its link
+  // refills (a 1.2 MB burst, 0.2 MB short a step) or to fill one from empty
+  // when the link idles. The plan runs from the likely state, then from
+  // where the last run left them, until a run ends with its buckets where
+  // it started them (within what would move its step by bucket_tolerance)
+  // or two runs agree on the step.
+  buckets start = likely_buckets(p);
+  simulation out;
   for (int32_t round = 0; round < max_bucket_rounds; ++round) {
-    engine again(p, start);
-    out = again.run();
-    const buckets end = again.left();
-    if (!moved(start, end))
+    engine run(p, start);
+    const simulation next = run.run();
+    const bool agree = round > 0 && std::abs(next.step_seconds - out.step_seconds) <=
+                                      bucket_tolerance * out.step_seconds;
+    out = next;
+    if (p.link.burst <= 0 || out.wire_bytes <= 0 || agree)
+      break;
+    const buckets end = run.left();
+    const auto measured = static_cast<double>(out.steps - p.warmup_steps - p.cooldown_steps);
+    const double allowed = bucket_tolerance * out.step_seconds * measured * p.link.bandwidth;
+    bool settled = true;
+    for (size_t h = 0; h < hosts; ++h)
+      settled = settled && std::abs(end.out[h] - start.out[h]) <= allowed &&
+                std::abs(end.in[h] - start.in[h]) <= allowed;
+    if (settled)
       break;
     start = end;
   }
