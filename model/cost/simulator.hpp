@@ -128,9 +128,10 @@ struct simulation {
 /// Runs `p` to its end, from the steady state of its links' token buckets
 /// (a plan's few steps would neither drain a burst larger than a step's
 /// shortfall nor fill an empty one: the plan runs from where they likely
-/// stand, then from where each run left them, until they hold). Throws model::error on a plan that makes no sense
-/// (no actors, a bad index, unequal step counts, no step after the warm-up)
-/// or that deadlocks (naming the actors blocked and on whom).
+/// stand, then from where each run left them, until they hold). Throws
+/// model::error on a plan that makes no sense (no actors, a bad index,
+/// unequal step counts, no step after the warm-up) or that deadlocks
+/// (naming the actors blocked and on whom).
 simulation simulate(const simulated_plan& p);
 
 } // namespace baton::model::cost
