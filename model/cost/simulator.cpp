@@ -58,6 +58,13 @@ void expect(bool ok, const std::string& what) {
     throw error("simulator: expected " + what);
 }
 
+/// The steps of an actor's program: its step_ends.
+int32_t step_ends_of(const std::vector<operation>& program) {
+  return static_cast<int32_t>(
+    std::count_if(program.begin(), program.end(),
+                  [](const operation& o) { return o.kind == operation::kind_t::step_end; }));
+}
+
 /// One step of an actor's expanded program: a send is its CPU work then its
 /// post, a receive its wait then its CPU work.
 struct step {
@@ -104,9 +111,7 @@ public:
     tokens_out_ = start.out;
     tokens_in_ = start.in;
     io_on_.assign(p.machine_cores.size(), 0);
-    steps_ = static_cast<int32_t>(std::count_if(
-      p.actors.front().program.begin(), p.actors.front().program.end(),
-      [](const operation& o) { return o.kind == operation::kind_t::step_end; }));
+    steps_ = step_ends_of(p.actors.front().program);
   }
 
   simulation run();
@@ -541,10 +546,8 @@ void check(const simulated_plan& p) {
   for (const auto& a : p.actors) {
     expect(a.host >= 0 && static_cast<size_t>(a.host) < p.hosts.size(),
             "actor " + a.name + " on a host of the plan");
-    int32_t ends = 0;
+    const int32_t ends = step_ends_of(a.program);
     for (const auto& o : a.program) {
-      if (o.kind == operation::kind_t::step_end)
-        ++ends;
       if (o.kind == operation::kind_t::send || o.kind == operation::kind_t::receive)
         expect(o.peer >= 0 && static_cast<size_t>(o.peer) < p.actors.size(),
                 "actor " + a.name + "'s peers among the plan's actors");
@@ -583,10 +586,7 @@ buckets likely_buckets(const simulated_plan& p) {
     }
     compute = std::max(compute, seconds);
   }
-  const auto& first = p.actors.front().program;
-  const auto steps = static_cast<double>(
-    std::count_if(first.begin(), first.end(),
-                  [](const operation& o) { return o.kind == operation::kind_t::step_end; }));
+  const auto steps = static_cast<double>(step_ends_of(p.actors.front().program));
   const double refilled = compute / steps * p.link.bandwidth;
   const auto refills = [&](double bytes) {
     return refilled >= std::min(bytes / steps, p.link.burst);
