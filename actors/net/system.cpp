@@ -42,6 +42,16 @@ void configure(caf::actor_system_config& cfg, const system_settings& s) {
   // over CAF 0.17's automatic connections, which two nodes may open at once
   // and then lose messages on.
   cfg.set("middleman.enable-automatic-connections", false);
+  // A message from another node is deserialised by the thread that read it
+  // (the multiplexer's) and put in its actor's mailbox there. CAF 0.17's
+  // default hands it to a BASP worker on the scheduler first: one more
+  // thread to wake between the socket and a compute thread, on 2 cores
+  // often behind a busy one. Measured (2026-12-04, interleaved pairs, one
+  // binary): the digits' 2-stage gpipe on 2 node processes 5.02-5.21 ->
+  // 4.56-4.80 ms a step (embedded: 3.75), `baton bench pipeline --quick
+  // --model convnet` 1f1b 1,738-2,028 -> 2,019-2,105 samples/s; the mlp's
+  // ring and ps of 76 MB a step unchanged within the host's noise.
+  cfg.set("middleman.workers", size_t{0});
   if (s.tls.enabled())
     configure_tls(cfg, s.tls);
 }

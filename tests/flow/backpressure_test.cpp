@@ -101,3 +101,12 @@ TEST(backpressure, stage_on_a_node_never_exceeds_its_window) {
   self->send_exit(stage, caf::exit_reason::user_shutdown);
   node.stop();
 }
+
+// A message from another node goes from the socket's reader to its actor's
+// mailbox without a BASP worker between them (net/system.cpp): one thread
+// fewer to wake per message, which a pipeline's activations wait for.
+TEST(backpressure, a_node_delivers_remote_messages_from_the_thread_that_reads_them) {
+  caf::actor_system_config cfg;
+  actors::configure(cfg, {});
+  EXPECT_EQ(caf::get_or(cfg, "middleman.workers", size_t{1}), size_t{0});
+}
