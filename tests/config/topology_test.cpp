@@ -585,14 +585,14 @@ TEST_F(topology_test, nodes_without_placement_are_round_robin) {
   EXPECT_EQ(t->nodes[0].host, "127.0.0.1");
   EXPECT_EQ(t->nodes[1].host, "10.0.0.2");
   EXPECT_EQ(t->nodes[1].port, 7002);
-  // source, stage0..2, heads a..c over n1 n2 n1 n2 ...
+  // stage0..2, heads a..c over n1 n2 n1 n2 ...; the source beside stage0
   EXPECT_EQ(node_of(*t, "source"), "n1");
-  EXPECT_EQ(node_of(*t, "stage0"), "n2");
-  EXPECT_EQ(node_of(*t, "stage1"), "n1");
-  EXPECT_EQ(node_of(*t, "stage2"), "n2");
-  EXPECT_EQ(node_of(*t, "a"), "n1");
-  EXPECT_EQ(node_of(*t, "b"), "n2");
-  EXPECT_EQ(node_of(*t, "c"), "n1");
+  EXPECT_EQ(node_of(*t, "stage0"), "n1");
+  EXPECT_EQ(node_of(*t, "stage1"), "n2");
+  EXPECT_EQ(node_of(*t, "stage2"), "n1");
+  EXPECT_EQ(node_of(*t, "a"), "n2");
+  EXPECT_EQ(node_of(*t, "b"), "n1");
+  EXPECT_EQ(node_of(*t, "c"), "n2");
 }
 
 TEST_F(topology_test, explicit_placement_is_kept) {
@@ -625,26 +625,26 @@ TEST_F(topology_test, with_local_nodes_round_robin) {
     EXPECT_EQ(local.nodes[i].host, "127.0.0.1");
     EXPECT_EQ(local.nodes[i].port, 0);
   }
-  EXPECT_EQ(node_of(local, "source"), "n1");
-  EXPECT_EQ(node_of(local, "stage0"), "n2");
-  EXPECT_EQ(node_of(local, "stage1"), "n3");
-  EXPECT_EQ(node_of(local, "stage2"), "n1");
-  EXPECT_EQ(node_of(local, "all10"), "n2");
-  EXPECT_EQ(node_of(local, "footwear"), "n3");
-  EXPECT_EQ(node_of(local, "groups4"), "n1");
+  EXPECT_EQ(node_of(local, "source"), "n1"); // beside stage0
+  EXPECT_EQ(node_of(local, "stage0"), "n1");
+  EXPECT_EQ(node_of(local, "stage1"), "n2");
+  EXPECT_EQ(node_of(local, "stage2"), "n3");
+  EXPECT_EQ(node_of(local, "all10"), "n1");
+  EXPECT_EQ(node_of(local, "footwear"), "n2");
+  EXPECT_EQ(node_of(local, "groups4"), "n3");
 }
 
 TEST_F(topology_test, with_local_nodes_keeps_placements_on_its_nodes) {
-  std::string text = "nodes:\n  - {name: n2, port: 7002}\n  - {name: far, port: 7009}\n"
-                     + tasks_and_heads + "backbone: {split: [pool1], place: [far, n2]}\n";
+  std::string text = "nodes:\n  - {name: n3, port: 7002}\n  - {name: far, port: 7009}\n"
+                     + tasks_and_heads + "backbone: {split: [pool1], place: [far, n3]}\n";
   auto t = load(text);
   ASSERT_TRUE(t) << baton::describe(t.error());
   topology local = with_local_nodes(*t, 3);
-  EXPECT_EQ(node_of(local, "stage0"), "n2"); // was on `far`: back to its round-robin slot
-  EXPECT_EQ(node_of(local, "stage1"), "n2"); // kept, although its slot is n3
-  // Not placed in the file: its round-robin slot (0) of the local nodes.
+  EXPECT_EQ(node_of(local, "stage0"), "n1"); // was on `far`: back to its round-robin slot
+  EXPECT_EQ(node_of(local, "stage1"), "n3"); // kept, although its slot is n2
+  // Not placed in the file: beside stage0, wherever that goes.
   EXPECT_EQ(node_of(local, "source"), "n1");
-  EXPECT_EQ(node_of(local, "a"), "n1"); // was on `far` (slot 3): n1
+  EXPECT_EQ(node_of(local, "a"), "n3"); // its slot (2): n3
   topology embedded = with_local_nodes(*t, 0);
   EXPECT_TRUE(embedded.embedded());
   EXPECT_EQ(node_of(embedded, "stage1"), "");
@@ -694,7 +694,8 @@ TEST_F(topology_test, split_auto_stage_count) {
   t = load(two_nodes + tasks_and_heads + "backbone: {split: auto}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   expect_cover(*t, 3);
-  EXPECT_EQ(node_of(*t, "stage0"), "n2");
+  EXPECT_EQ(node_of(*t, "stage0"), "n1");
+  EXPECT_EQ(node_of(*t, "source"), "n1");
 }
 
 TEST_F(topology_test, split_auto_from_set_replaces_the_list) {

@@ -64,6 +64,32 @@ TEST(plan, transfer_is_a_chain_that_fans_out_to_the_heads) {
   }
 }
 
+// The source runs beside the stage it feeds, wherever that one is placed
+// (its microbatches and their credits then cross no process), and takes no
+// node of its own: with as many nodes as stages, each stage has one. A
+// source placed by hand (data.node) stays where it is put.
+TEST(plan, the_source_runs_beside_the_stage_it_feeds) {
+  for (const auto* file : {"pipeline.yaml", "transfer.yaml"}) {
+    auto t = load_topology(configs + file, {});
+    ASSERT_TRUE(t) << baton::describe(t.error());
+    auto p = baton::testing::plan_or_fail(t, 3);
+    ASSERT_NE(p.find("stage2"), nullptr) << file;
+    EXPECT_EQ(p.find("source")->node, "n1") << file;
+    EXPECT_EQ(p.find("stage0")->node, "n1") << file;
+    EXPECT_EQ(p.find("stage1")->node, "n2") << file;
+    EXPECT_EQ(p.find("stage2")->node, "n3") << file;
+
+    auto placed = with_local_nodes(*t, 3);
+    placed.source_node = "n3";
+    p = baton::testing::plan_or_fail(placed);
+    EXPECT_EQ(p.find("source")->node, "n3") << file;
+    EXPECT_EQ(p.find("stage0")->node, "n2") << file << ": the source's slot is its own";
+  }
+  // Replicas of the first stage: beside its first replica.
+  auto p = plan_from("pipeline.yaml", {"data.microbatches=2", "pipeline.stages.0.replicas=2"});
+  EXPECT_EQ(p.find("source")->with, "stage0.0");
+}
+
 // Pipeline "1-2-1": stage 1 replicated; consecutive stages all to all in
 // replica order, replicas peers of each other, the last stage the result,
 // replica 0 of each stage sends its weights.

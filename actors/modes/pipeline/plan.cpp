@@ -173,8 +173,12 @@ caf::expected<job_plan> plan(const topology& t) {
   auto source =
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_settings(t)));
   source.starts = true;
-  plan.actors.push_back(std::move(source));
   const auto& stages = section_of(t).stages;
+  // Beside the stage it feeds unless data.node places it: its microbatches
+  // and their credits then cross no process (docs/pipeline.md, placement).
+  if (t.source_node.empty() && !stages.empty())
+    source.with = stages.front().replicas > 1 ? "stage0.0" : "stage0";
+  plan.actors.push_back(std::move(source));
   auto noam = noam_of(stages);
   std::vector<std::vector<std::string>> levels{{"source"}};
   for (size_t i = 0; i < stages.size(); ++i) {

@@ -50,9 +50,12 @@ job_plan plan(const topology& t) {
   auto source =
     make_planned_actor("source", "source", t.source_node, to_yaml(make_source_settings(t)));
   source.starts = true;
+  const auto& settings = section_of(t);
+  // Beside the stage it feeds unless data.node places it (pipeline/plan.cpp).
+  if (t.source_node.empty() && !settings.stages.empty())
+    source.with = settings.stages.front().name;
   plan.actors.push_back(std::move(source));
   std::string previous = "source";
-  const auto& settings = section_of(t);
   for (const auto& s : settings.stages) {
     stage_settings spec{t.backbone,
                     t.checkpoint,
