@@ -121,14 +121,14 @@ struct stage_setup {
   std::string name;
   std::string node;
   stage_settings spec;
-  model::layered_model layers;
+  model::frozen_backbone backbone; ///< built once, where the spawn checks it
 };
 
 caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
   auto& init = self->state;
   init.name = std::move(setup.name);
   init.node = std::move(setup.node);
-  init.backbone.emplace(std::move(setup.layers), setup.spec.features);
+  init.backbone.emplace(std::move(setup.backbone));
   init.spec = std::move(setup.spec);
   caf::message_handler own{
     observe_coordinator(self),
@@ -204,8 +204,9 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
     if (spec.features.cache && spec.begin != 0)
       return make_error(errc::bad_config, name + ": a feature cache needs the stage that takes "
                                                  "the source's samples (layers from 0)");
-    model::frozen_backbone check{layers, spec.features}; // throws on a spec it refuses
-    stage_setup setup{name, node, spec, std::move(layers)};
+    // Throws on a spec it refuses, before the actor exists.
+    model::frozen_backbone backbone{std::move(layers), spec.features};
+    stage_setup setup{name, node, spec, std::move(backbone)};
     return spawn_detached(sys, name, stage_behavior, std::move(setup));
   } catch (const std::exception& e) {
     return error_of(e, name);
