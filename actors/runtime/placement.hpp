@@ -48,7 +48,7 @@ placement_choice node_for(const std::string& placed, const placement& nodes);
 /// every other actor takes the node of its slot, round-robin over `nodes`.
 /// Each actor not placed `with` another has a slot, placed by hand or not,
 /// so that placing one actor moves no other; with N nodes the first N
-/// actors (the source first) land on different nodes. Without nodes (an
+/// actors with a slot land on different nodes. Without nodes (an
 /// embedded run) every actor runs in this process ("").
 void place_round_robin(job_plan& plan, const std::vector<std::string>& nodes);
 
