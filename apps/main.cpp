@@ -146,8 +146,10 @@ usage:
                                         3650: the CA's 10 years; default 825)
   baton bench transfer [--heads K] [--quick] [--json FILE] [--backbone convnet|convnet_wide]
                        [--local-nodes N [--link RATE[,DELAY]]] [--set KEY=VALUE]...
-                                        shared backbone vs separate baseline, side by side
-                                        (--local-nodes: the shared side over N node processes)
+                                        shared backbone vs separate baseline, side by side,
+                                        and the shared side split for the cores (split: auto,
+                                        a stage per core; not with --local-nodes, which puts
+                                        the shared side on N node processes)
   baton bench pipeline [--quick] [--json FILE] [--model convnet|resnet18]
                        [--schedule gpipe|1f1b-flush|1f1b|1f1b-dynamic] [--repeat N]
                        [--link RATE[,DELAY] | --embedded] [--microbatches 2|4|8]

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -414,6 +415,21 @@ std::vector<std::string> side_overrides(const bench_request& r, const std::strin
   return o;
 }
 
+/// The shared side planned for this host: `split: auto` over one stage per
+/// core, what a user fitting the backbone to the cores would run; nullopt
+/// when the user's --set names the split or the actors go to node processes.
+std::optional<std::vector<std::string>> split_for_the_cores(const bench_request& r,
+                                                            std::vector<std::string> o) {
+  for (const auto& v : r.overrides)
+    if (v.rfind("backbone.split=", 0) == 0 || v.rfind("backbone.stages=", 0) == 0)
+      return std::nullopt;
+  if (r.local_nodes > 0)
+    return std::nullopt;
+  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  o.insert(o.end(), {"backbone.split=auto", "backbone.stages=" + std::to_string(cores)});
+  return o;
+}
+
 bool same_weights(const job_result& a, const job_result& b) {
   if (a.heads.size() != b.heads.size())
     return false;
@@ -507,6 +523,7 @@ struct transfer_sides {
   std::string backbone;
   job_result shared;
   job_result separate;
+  std::optional<job_result> fitted; ///< the shared side split for the cores
   transfer_references references;
 };
 
@@ -525,9 +542,12 @@ void print_limit_row(const std::string& backbone, const std::string& label, doub
 }
 
 /// Prints one backbone's limit table and adds its figures to `row`.
-void report_limit(const std::string& backbone, const job_result& shared,
-                  const job_result& separate, const transfer_references& ref,
-                  nlohmann::json& row) {
+void report_limit(const transfer_sides& sides, nlohmann::json& row) {
+  const auto& backbone = sides.backbone;
+  const auto& shared = sides.shared;
+  const auto& separate = sides.separate;
+  const auto& fitted = sides.fitted;
+  const auto& ref = sides.references;
   auto cores = std::max(1u, std::thread::hardware_concurrency());
   std::printf("%-13s %-18s %9s %8s %9s\n", backbone.c_str(), "side", "train s", "of limit",
               "/ PT 2t");
@@ -545,6 +565,8 @@ void report_limit(const std::string& backbone, const job_result& shared,
     peers.push_back(std::move(j));
   }
   print_limit_row("", "shared", train_seconds_of(shared), ref);
+  if (fitted)
+    print_limit_row("", "shared, auto split", train_seconds_of(*fitted), ref);
   print_limit_row("", "separate", train_seconds_of(separate), ref);
   std::fflush(stdout);
   row.update({{"one_thread_train_seconds",
@@ -555,6 +577,11 @@ void report_limit(const std::string& backbone, const job_result& shared,
               {"shared_of_limit", of_limit_time(train_seconds_of(shared), ref.limit_seconds)},
               {"separate_of_limit", of_limit_time(train_seconds_of(separate), ref.limit_seconds)},
               {"pytorch_2_threads_seconds", ref.peer_seconds},
+              {"auto_split_train_seconds", fitted ? train_seconds_of(*fitted) : 0.0},
+              {"auto_split_of_limit",
+               fitted ? of_limit_time(train_seconds_of(*fitted), ref.limit_seconds) : 0.0},
+              {"auto_split_over_pytorch_2_threads",
+               fitted ? of_limit(train_seconds_of(*fitted), ref.peer_seconds) : 0.0},
               {"shared_over_pytorch_2_threads", of_limit(train_seconds_of(shared), ref.peer_seconds)},
               {"peers", peers}});
 }
@@ -612,23 +639,44 @@ int bench_transfer(const bench_request& r) {
       code = 1;
       continue;
     }
-    out.add(compare(backbone, *shared, *separate));
-    done.push_back({backbone, std::move(*shared), std::move(*separate), std::move(*ref)});
+    std::optional<job_result> fitted;
+    if (auto o = split_for_the_cores(r, overrides)) {
+      auto run = run_side("", *o, {}, dir->path(), backbone + "-shared-auto", r.interrupted);
+      if (stop_requested(r.interrupted))
+        break;
+      if (!run) {
+        spdlog::error("{}, split: auto: {}", backbone, describe(run.error()));
+        code = 1;
+      } else {
+        fitted = std::move(*run);
+      }
+    }
+    auto row = compare(backbone, *shared, *separate);
+    if (fitted)
+      row["auto_split"] = compare(backbone + "/auto", *fitted, *separate);
+    out.add(std::move(row));
+    done.push_back({backbone, std::move(*shared), std::move(*separate), std::move(fitted),
+                    std::move(*ref)});
   }
   // The limit tables after the table above, each backbone's row completed.
   for (size_t i = 0; i < done.size() && !stop_requested(r.interrupted); ++i) {
     std::printf("\n");
-    report_limit(done[i].backbone, done[i].shared, done[i].separate, done[i].references,
-                 out.json()["results"][i]);
+    report_limit(done[i], out.json()["results"][i]);
   }
   if (!stop_requested(r.interrupted))
     std::printf("\ntrain s: training time (setup excluded, evaluation included); (a) local: "
                 "baton's one-process loop\n(--mode local) with one thread; limit: (a)'s time "
                 "over the cores; of limit: the limit over the\nside's time; / PT 2t: the "
                 "side's time over the PyTorch 2-thread peer's (below 1: baton is faster);\n"
+                "%s"
                 "PyTorch N thread(s): tests/peers/transfer_peer.py, the same heads on the same "
                 "frozen backbone\nby hand in one process with torch.set_num_threads(N), run with "
                 "GLIBC_TUNABLES=%s\n(the strongest peer); --json has their command lines.\n",
+                std::any_of(done.begin(), done.end(), [](const auto& d) { return d.fitted; })
+                  ? "shared, auto split (the row <backbone>/auto above): the shared side with "
+                    "backbone.split: auto and\nbackbone.stages: the cores (one stage per core, "
+                    "where the file's split may have more);\n"
+                  : "",
                 peer_glibc_tunables);
   return out.finish(code, r.interrupted);
 }
