@@ -21,6 +21,8 @@
 #include "apps/compare/run_record.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/error.hpp"
+#include "model/core/layer_listing.hpp"
 #include "model/core/specs.hpp"
 
 namespace baton::apps {
@@ -416,17 +418,27 @@ std::vector<std::string> side_overrides(const bench_request& r, const std::strin
 }
 
 /// The shared side planned for this host: `split: auto` over one stage per
-/// core, what a user fitting the backbone to the cores would run; nullopt
-/// when the user's --set names the split or the actors go to node processes.
+/// core (at most one per layer), what a user fitting the backbone to the
+/// cores would run; nullopt when the user's --set names the split or the
+/// actors go to node processes, or for a backbone that is not built in.
 std::optional<std::vector<std::string>> split_for_the_cores(const bench_request& r,
+                                                            const std::string& backbone,
                                                             std::vector<std::string> o) {
   for (const auto& v : r.overrides)
     if (v.rfind("backbone.split=", 0) == 0 || v.rfind("backbone.stages=", 0) == 0)
       return std::nullopt;
   if (r.local_nodes > 0)
     return std::nullopt;
-  auto cores = std::max(1u, std::thread::hardware_concurrency());
-  o.insert(o.end(), {"backbone.split=auto", "backbone.stages=" + std::to_string(cores)});
+  model::model_spec spec;
+  spec.name = backbone;
+  size_t layers = 0;
+  try {
+    layers = model::list_layers(spec).names.size();
+  } catch (const model::error&) {
+    return std::nullopt; // the shared side's own run says what is wrong
+  }
+  auto stages = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), layers);
+  o.insert(o.end(), {"backbone.split=auto", "backbone.stages=" + std::to_string(stages)});
   return o;
 }
 
@@ -595,7 +607,12 @@ int bench_transfer(const bench_request& r) {
   // Pre-training is not part of either side: do it first if needed.
   run_request base;
   base.overrides = side_overrides(r, "convnet");
-  if (auto t = load_request_topology(base); !t || !ensure_pretrained(*t)) {
+  auto t = load_request_topology(base);
+  if (!t) {
+    spdlog::error("{}", describe(t.error()));
+    return 2;
+  }
+  if (!ensure_pretrained(*t)) {
     spdlog::error("cannot prepare the pretrained backbone");
     return 1;
   }
@@ -640,7 +657,7 @@ int bench_transfer(const bench_request& r) {
       continue;
     }
     std::optional<job_result> fitted;
-    if (auto o = split_for_the_cores(r, overrides)) {
+    if (auto o = split_for_the_cores(r, backbone, overrides)) {
       auto run = run_side("", *o, {}, dir->path(), backbone + "-shared-auto", r.interrupted);
       if (stop_requested(r.interrupted))
         break;
