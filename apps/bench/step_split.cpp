@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace baton::apps {
@@ -63,13 +65,20 @@ double figure(const messages::actor_report& a, const std::string& name) {
 
 step_split split_of_pipeline(const job_result& r) {
   std::vector<actor_time> actors;
-  double compute_cpu = 0, process_cpu = 0;
+  double compute_cpu = 0;
+  // Each stage reports its process's CPU over its own training: stages that
+  // share a process (embedded) report the same CPU, counted once (the widest).
+  std::map<std::string, double> process_cpu_of;
   for (const auto& a : r.actors)
     if (a.role == "pipeline_stage") {
       actors.push_back({a.busy_seconds, a.bubble_seconds});
       compute_cpu += a.compute_cpu_seconds;
-      process_cpu += a.process_cpu_seconds;
+      auto& cpu = process_cpu_of[a.node];
+      cpu = std::max(cpu, a.process_cpu_seconds);
     }
+  double process_cpu = 0;
+  for (const auto& [node, cpu] : process_cpu_of)
+    process_cpu += cpu;
   auto s = split_of(r, actors, true);
   s.cpu_beyond_compute = compute_cpu > 0 ? process_cpu / compute_cpu - 1 : -1;
   return s;

@@ -12,9 +12,10 @@ using baton::messages::actor_report;
 
 namespace {
 
-actor_report stage(double busy, double bubble) {
+actor_report stage(double busy, double bubble, const std::string& node) {
   actor_report a;
   a.role = "pipeline_stage";
+  a.node = node;
   a.busy_seconds = busy;
   a.bubble_seconds = bubble;
   a.compute_cpu_seconds = busy;
@@ -40,7 +41,7 @@ double sum(const step_split& s) {
 TEST(step_split, a_pipeline_splits_its_bubble_into_imbalance_and_the_schedule) {
   job_result r;
   r.train_seconds = 10;
-  r.actors = {stage(8, 1), stage(6, 3)}; // mean compute 7, the slowest 8; mean bubble 2
+  r.actors = {stage(8, 1, "n1"), stage(6, 3, "n2")}; // mean compute 7, the slowest 8; mean bubble 2
   auto s = split_of_pipeline(r);
   EXPECT_EQ(s.actors, 2);
   EXPECT_TRUE(s.stages);
@@ -51,6 +52,16 @@ TEST(step_split, a_pipeline_splits_its_bubble_into_imbalance_and_the_schedule) {
   EXPECT_NEAR(s.overhead, 0.1, 1e-12);
   EXPECT_NEAR(sum(s), 1, 1e-12);
   EXPECT_NEAR(s.cpu_beyond_compute, 0.1, 1e-12);
+}
+
+TEST(step_split, stages_sharing_a_process_count_its_cpu_once) {
+  job_result r;
+  r.train_seconds = 10;
+  // Embedded: both stages report their one process's CPU, 15.4 s of it.
+  auto a = stage(8, 1, "embedded"), b = stage(6, 3, "embedded");
+  a.process_cpu_seconds = b.process_cpu_seconds = 15.4;
+  r.actors = {a, b};
+  EXPECT_NEAR(split_of_pipeline(r).cpu_beyond_compute, 0.1, 1e-12);
 }
 
 TEST(step_split, data_parallel_workers_wait_for_the_exchange_and_the_imbalance_is_capped_by_it) {
