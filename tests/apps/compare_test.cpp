@@ -6,6 +6,7 @@
 // winner when none reaches the target; `local` stopped by the budget; and
 // bad input, each exit code 2 with a message naming it.
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -221,11 +222,13 @@ TEST(compare, a_pipeline_is_predicted_with_the_stages_its_run_settled) {
   EXPECT_EQ(settled[0].get<std::string>().rfind("pipeline.stages=[", 0), 0u) << settled;
   EXPECT_EQ(r["predicted"].value("settled", json::array()), settled) << r["predicted"].dump();
   // Its stages compute at once only part of a step: profiled alone, with the
-  // co-location of two copies side by side as the simulation's own.
+  // co-location of two copies side by side as the simulation's own. Its value
+  // is a measured time (0.08-0.09 on a quiet 2-core host, above 1 while
+  // another suite computes beside this one): only its presence is checked.
   if (std::thread::hardware_concurrency() >= 2) {
     const double colocation = r["predicted"].value("colocation", -1.0);
     EXPECT_GE(colocation, 0) << r["predicted"].dump();
-    EXPECT_LT(colocation, 1) << r["predicted"].dump();
+    EXPECT_TRUE(std::isfinite(colocation)) << r["predicted"].dump();
     EXPECT_TRUE(r["predicted"].contains("formula")) << r["predicted"].dump();
   }
 }
