@@ -223,8 +223,8 @@ TEST(compare, a_pipeline_is_predicted_with_the_stages_its_run_settled) {
   EXPECT_EQ(r["predicted"].value("settled", json::array()), settled) << r["predicted"].dump();
   // Its stages compute at once only part of a step: profiled alone, with the
   // co-location of two copies side by side as the simulation's own. Its value
-  // is a measured time (0.08-0.09 on a quiet 2-core host, above 1 while
-  // another suite computes beside this one): only its presence is checked.
+  // comes from measured times (0.08-0.09 on a quiet 2-core host, above 1
+  // while another suite computes beside this one): only its presence is checked.
   if (std::thread::hardware_concurrency() >= 2) {
     const double colocation = r["predicted"].value("colocation", -1.0);
     EXPECT_GE(colocation, 0) << r["predicted"].dump();
