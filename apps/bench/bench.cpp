@@ -17,6 +17,7 @@
 #include "actors/runtime/child_process.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_cluster.hpp"
+#include "actors/runtime/local_run.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/compare/run_record.hpp"
 #include "messages/errc.hpp"
@@ -437,7 +438,7 @@ std::optional<std::vector<std::string>> split_for_the_cores(const bench_request&
   } catch (const model::error&) {
     return std::nullopt; // the shared side's own run says what is wrong
   }
-  auto stages = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), layers);
+  auto stages = std::min(static_cast<size_t>(actors::cores()), layers);
   o.insert(o.end(), {"backbone.split=auto", "backbone.stages=" + std::to_string(stages)});
   return o;
 }
@@ -514,7 +515,7 @@ std::optional<transfer_references> run_transfer_references(const bench_request& 
                            width, code);
   if (stop_requested(r.interrupted))
     return std::nullopt;
-  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto cores = actors::cores();
   if (ref.one_thread)
     ref.limit_seconds = train_seconds_of(ref.one_thread->result) / cores;
   for (int32_t threads : {1, 2}) {
@@ -560,7 +561,7 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
   const auto& separate = sides.separate;
   const auto& fitted = sides.fitted;
   const auto& ref = sides.references;
-  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto cores = actors::cores();
   std::printf("%-13s %-18s %9s %8s %9s\n", backbone.c_str(), "side", "train s", "of limit",
               "/ PT 2t");
   if (ref.one_thread)
