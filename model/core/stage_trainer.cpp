@@ -215,10 +215,20 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
   else if (optimizer_.schedule != "constant" || optimizer_.warmup_epochs > 0)
     throw error("stage step: the optimizer's schedule needs the run's length (set_schedule)");
   const auto clipped = clip_grad_norm(gradients, optimizer_.clip_grad_norm);
+  // The current version's tensors are stepped in place when nothing will
+  // read them again (no microbatch in flight used them, vertical sync keeps
+  // no older version): a pass reading and writing the same memory instead
+  // of a new buffer written beside them, the same arithmetic.
+  auto& current = versions_.at(version_);
   std::vector<at::Tensor> next;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    auto& p = parameters_[i];
-    next.push_back(optimizer_step_out_of_place(p.detach(), clipped[i], state_[i], optimizer_, lr));
+  if (current.users == 0 && version_ < retain_from_) {
+    next = current.parameters;
+    for (size_t i = 0; i < next.size(); ++i)
+      optimizer_step_in_place(next[i], clipped[i], state_[i], optimizer_, lr);
+  } else {
+    for (size_t i = 0; i < parameters_.size(); ++i)
+      next.push_back(optimizer_step_out_of_place(parameters_[i].detach(), clipped[i], state_[i],
+                                                 optimizer_, lr));
   }
   clear_gradients(parameters_);
   auto previous = version_++;

@@ -5,9 +5,11 @@
 // backward produces the gradient for the previous stage, a step makes a new
 // weight version. Actors only decide the order (the schedule).
 //
-// Weight stashing: the optimiser updates out of place, so every step makes
-// new parameter tensors (version v+1) while the tensors of version v live on
-// as long as a microbatch that ran forward with v has not gone backward. At
+// Weight stashing: while a microbatch that ran forward with version v has
+// not gone backward, the optimiser updates out of place: the step makes new
+// parameter tensors (version v+1) and the tensors of v live on. A step that
+// no in-flight microbatch and no vertical sync needs v for updates v's
+// tensors in place (the same arithmetic, one buffer less to write). At
 // backward, the stage swaps in the parameters of the microbatch's forward
 // version, runs autograd, and swaps the current version back: the backward of
 // m uses exactly the weights its forward used.
