@@ -179,6 +179,41 @@ TEST(stage_trainer, holds_no_more_versions_than_in_flight_microbatches_need) {
   EXPECT_EQ(stage.version(), total);
 }
 
+// A step that no in-flight microbatch needs the current version for updates
+// its tensors in place; one that a microbatch in flight needs makes new ones
+// (the stash above). Either way the same arithmetic: a stage kept out of
+// place (vertical sync holding every version) ends with the same bits.
+TEST(stage_trainer, a_version_nobody_needs_is_stepped_in_place_with_the_same_arithmetic) {
+  auto d = make_data(4, 8);
+  stage_trainer in_place{head_model(), sgd(), stash_mode::stash};
+  stage_trainer out_of_place{head_model(), sgd(), stash_mode::stash};
+  out_of_place.retain_from(0); // every version kept: each step writes new tensors
+  auto storage = [](const stage_trainer& s) { return s.layers().parameters()[0].data_ptr(); };
+  for (int b = 0; b < 3; ++b) {
+    auto before = storage(in_place);
+    auto before_kept = storage(out_of_place);
+    for (auto* stage : {&in_place, &out_of_place}) {
+      stage->forward(b, d[b].features, true);
+      stage->backward_loss(b, d[b].labels, 1);
+      stage->step();
+    }
+    EXPECT_EQ(storage(in_place), before);
+    EXPECT_NE(storage(out_of_place), before_kept);
+  }
+  auto a = in_place.layers().parameters();
+  auto b = out_of_place.layers().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  // A microbatch in flight on the current version: the step writes new tensors.
+  auto before = storage(in_place);
+  in_place.forward(3, d[3].features, true);
+  in_place.forward(4, d[0].features, true);
+  in_place.backward_loss(3, d[3].labels, 1);
+  in_place.step();
+  EXPECT_NE(storage(in_place), before);
+}
+
 TEST(stage_trainer, refuses_unknown_or_repeated_microbatches) {
   auto d = make_data(1, 4);
   stage_trainer stage{head_model(), sgd(), stash_mode::stash};
