@@ -42,7 +42,10 @@ void clear_gradients(const named_layer& layer) {
 }
 
 /// One optimiser step of a layer's parameters as a training stage takes it
-/// (model::sgd_step_out_of_place on gradients of the same shapes).
+/// while a microbatch in flight holds its weights (model::sgd_step_out_of_place
+/// on gradients of the same shapes). A stage that steps with none in flight
+/// (1f1b's last, the flush schedules') steps in place, a little faster
+/// (model/core/stage_trainer.cpp): the profile keeps the out-of-place figure.
 double time_update(const named_layer& layer, const optimizer_spec& optimizer) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> parameters, gradients, momenta;
