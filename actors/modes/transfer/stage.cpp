@@ -1,7 +1,12 @@
 #include "actors/modes/transfer/stage.hpp"
 
 #include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <variant>
 
@@ -9,6 +14,7 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/config/yaml_codec.hpp"
 #include "actors/flow/activity.hpp"
 #include "actors/flow/compute_thread.hpp"
 #include "actors/flow/role_handlers.hpp"
@@ -40,6 +46,9 @@ struct stage_state {
   stage_settings spec;
   /// Its layers, with the feature cache when spec.features asks for one.
   std::optional<model::frozen_backbone> backbone;
+  /// The whole backbone its layers are a slice of, shared with the other
+  /// stages of this process (whole_backbone): kept while a stage lives.
+  std::shared_ptr<const model::layered_model> whole;
 
   caf::actor coordinator;
   caf::actor upstream; ///< the sender of the microbatches: credits go back to it
@@ -122,6 +131,7 @@ struct stage_setup {
   std::string node;
   stage_settings spec;
   model::frozen_backbone backbone; ///< built once, where the spawn checks it
+  std::shared_ptr<const model::layered_model> whole;
 };
 
 caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
@@ -129,6 +139,7 @@ caf::behavior stage_behavior(stage_actor* self, stage_setup setup) {
   init.name = std::move(setup.name);
   init.node = std::move(setup.node);
   init.backbone.emplace(std::move(setup.backbone));
+  init.whole = std::move(setup.whole);
   init.spec = std::move(setup.spec);
   caf::message_handler own{
     observe_coordinator(self),
@@ -187,26 +198,58 @@ void report_features(const model::frozen_backbone& backbone, messages::actor_rep
   }
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A file's size and modification time ("" when it is absent or unnamed):
+/// a file written again between two spawns is read again.
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !fs::is_regular_file(path, ec))
+    return {};
+  auto size = fs::file_size(path, ec);
+  auto written = fs::last_write_time(path, ec).time_since_epoch().count();
+  return path + ":" + std::to_string(size) + ":" + std::to_string(written);
+}
+
+} // namespace
+
+std::shared_ptr<const model::layered_model> whole_backbone(const stage_settings& spec) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const model::layered_model>> built;
+  const auto key = write_yaml(spec.backbone) + "\n" + file_identity(spec.backbone.path) + "\n" +
+                   spec.checkpoint + "\n" + file_identity(spec.checkpoint);
+  std::lock_guard<std::mutex> lock{mutex};
+  for (auto it = built.begin(); it != built.end();)
+    it = it->second.expired() && it->first != key ? built.erase(it) : std::next(it);
+  if (auto kept = built[key].lock())
+    return kept;
+  auto whole = model::make_model(spec.backbone);
+  if (!spec.checkpoint.empty())
+    model::load_checkpoint(whole, spec.checkpoint);
+  whole.set_trainable(false);
+  whole.train(false);
+  auto shared = std::make_shared<const model::layered_model>(std::move(whole));
+  built[key] = shared;
+  return shared;
+}
+
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
                                       const std::string& node, const stage_settings& spec) {
   try {
-    auto whole = model::make_model(spec.backbone);
-    if (static_cast<size_t>(spec.end) > whole.size())
+    auto whole = whole_backbone(spec);
+    if (static_cast<size_t>(spec.end) > whole->size())
       return make_error(errc::bad_config,
                         name + ": layers [" + std::to_string(spec.begin) + ", " +
                           std::to_string(spec.end) + ") exceed the backbone's " +
-                          std::to_string(whole.size()) + " layers");
-    auto layers = whole.slice(spec.begin, spec.end);
-    if (!spec.checkpoint.empty())
-      model::load_checkpoint(layers, spec.checkpoint);
-    layers.set_trainable(false);
-    layers.train(false);
+                          std::to_string(whole->size()) + " layers");
     if (spec.features.cache && spec.begin != 0)
       return make_error(errc::bad_config, name + ": a feature cache needs the stage that takes "
                                                  "the source's samples (layers from 0)");
     // Throws on a spec it refuses, before the actor exists.
-    model::frozen_backbone backbone{std::move(layers), spec.features};
-    stage_setup setup{name, node, spec, std::move(backbone)};
+    model::frozen_backbone backbone{whole->slice(spec.begin, spec.end), spec.features};
+    stage_setup setup{name, node, spec, std::move(backbone), std::move(whole)};
     return spawn_detached(sys, name, stage_behavior, std::move(setup));
   } catch (const std::exception& e) {
     return error_of(e, name);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -10,14 +11,24 @@
 #include "actors/roles/role_type.hpp"
 #include "messages/types.hpp"
 #include "model/core/feature_cache.hpp"
+#include "model/core/layered_model.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 namespace transfer {
 
-/// Builds the backbone slice [begin, end), loads its weights from the
-/// checkpoint (errors are returned, nothing is spawned) and spawns a detached
-/// frozen stage named `name`.
+/// The whole frozen backbone `spec` names, its checkpoint loaded, built once
+/// for every stage of this process that slices it while one of them holds
+/// it (a 3-stage run in one process built it and read its checkpoint 3
+/// times); the stages only read it, each its own layers. Built again when
+/// the backbone's declaration, its TorchScript file or its checkpoint
+/// (path, size or modification time) differ. Throws what make_model and
+/// load_checkpoint throw.
+std::shared_ptr<const model::layered_model> whole_backbone(const stage_settings& spec);
+
+/// Slices [begin, end) of whole_backbone (its weights loaded from the
+/// checkpoint; errors are returned, nothing is spawned) and spawns a detached
+/// frozen stage named `name`, which holds the whole backbone while it lives.
 ///
 /// A stage computes its features as `spec.features` says
 /// (model::frozen_backbone): with `cache`, the stage that holds the whole
