@@ -16,21 +16,7 @@
 using baton::actors::transfer::stage_settings;
 using baton::actors::transfer::whole_backbone;
 
-namespace {
-
-/// Whether every parameter of `a` equals `b`'s, bit for bit.
-bool same_weights(const baton::model::layered_model& a, const baton::model::layered_model& b) {
-  auto pa = a.parameters();
-  auto pb = b.parameters();
-  if (pa.size() != pb.size())
-    return false;
-  for (size_t i = 0; i < pa.size(); ++i)
-    if (!torch::equal(pa[i], pb[i]))
-      return false;
-  return true;
-}
-
-} // namespace
+using baton::model::weights_digest;
 
 TEST(transfer_stage, the_stages_of_a_process_share_one_backbone_until_its_checkpoint_changes) {
   baton::testing::scratch_dir dir{"stage-backbone"};
@@ -48,7 +34,7 @@ TEST(transfer_stage, the_stages_of_a_process_share_one_backbone_until_its_checkp
   auto a = whole_backbone(spec);
   auto b = whole_backbone(spec);
   EXPECT_EQ(a.get(), b.get()); // one build for both stages
-  EXPECT_TRUE(same_weights(*a, first_weights));
+  EXPECT_EQ(weights_digest(*a), weights_digest(first_weights));
   for (const auto& p : a->parameters())
     EXPECT_FALSE(p.requires_grad()); // frozen
 
@@ -61,8 +47,8 @@ TEST(transfer_stage, the_stages_of_a_process_share_one_backbone_until_its_checkp
   fs::last_write_time(spec.checkpoint, written + std::chrono::seconds(1));
   auto c = whole_backbone(spec);
   EXPECT_NE(c.get(), a.get());
-  EXPECT_TRUE(same_weights(*c, second_weights));
-  EXPECT_TRUE(same_weights(*a, first_weights));
+  EXPECT_EQ(weights_digest(*c), weights_digest(second_weights));
+  EXPECT_EQ(weights_digest(*a), weights_digest(first_weights));
 
   // Another backbone declaration is another build.
   stage_settings other = spec;
