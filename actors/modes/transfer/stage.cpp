@@ -222,7 +222,7 @@ std::shared_ptr<const model::layered_model> whole_backbone(const stage_settings&
                    spec.checkpoint + "\n" + file_identity(spec.checkpoint);
   std::lock_guard<std::mutex> lock{mutex};
   for (auto it = built.begin(); it != built.end();)
-    it = it->second.expired() && it->first != key ? built.erase(it) : std::next(it);
+    it = it->second.expired() ? built.erase(it) : std::next(it);
   if (auto kept = built[key].lock())
     return kept;
   auto whole = model::make_model(spec.backbone);
