@@ -438,8 +438,6 @@ int report_run(const run_request& r, caf::expected<finished_run> run) {
   std::fflush(stdout);
   if (auto err = write_outputs(r, *run))
     return fail(err);
-  // Only now: a run whose outputs failed may still be resumed.
-  record_finished(r, result);
   if (!r.metrics_out.empty())
     std::printf("metrics written to %s\n", r.metrics_out.c_str());
   if (!r.trace_out.empty())

@@ -29,7 +29,7 @@ int cmd_launch(args& a, const std::atomic<bool>& interrupted);
 
 /// What `baton run` (and rank 0 of `baton launch`) prints and writes of a
 /// finished run: the results table first, then the outputs `r` asks for
-/// (write_outputs), the run record, where each went; the exit code (2 for
+/// and the run record (write_outputs), where each went; the exit code (2 for
 /// a run that failed but kept its work in the outputs, 1 for a run whose
 /// training loss, and so its weights, went non-finite).
 int report_run(const actors::run_request& r, caf::expected<actors::finished_run> run);

@@ -11,6 +11,7 @@
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/curves.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
+#include "actors/runtime/jobs.hpp"
 #include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
@@ -170,6 +171,8 @@ caf::error write_outputs(const run_request& r, finished_run& run) {
     if (auto ok = mode->save_model(run.workload, result, r.save_model); !ok)
       return ok.error();
   }
+  // Only now: a run whose outputs failed may still be resumed.
+  record_finished(r, result);
   return caf::none;
 }
 

@@ -36,7 +36,9 @@ caf::error pretrain(const run_request& r);
 
 /// Writes what `r` asked for of a finished run: --metrics-out (with the
 /// data's normalisation), --curves, --trace, --save-model (by the job's
-/// mode, from the topology the run trained, not the file as it is now).
+/// mode, from the topology the run trained, not the file as it is now),
+/// then, once they are all written, the run record's finished step (a run
+/// whose outputs failed may still be resumed).
 caf::error write_outputs(const run_request& r, finished_run& run);
 
 } // namespace modes
