@@ -138,8 +138,6 @@ caf::expected<job_result> run_actors(actor_job job, const run_request& r) {
   auto record = request_record(r, job.topology_text);
   if (!record)
     return record.error();
-  if (record->run_id.empty())
-    record->run_id = new_run_id();
   auto link = link_of(r);
   if (!link)
     return link.error();
@@ -215,12 +213,15 @@ caf::expected<std::string> fault_override(const std::string& text) {
 caf::expected<run_record> request_record(const run_request& r, const std::string& text) {
   caf::expected<run_record> record = make_run_record(r.topology_path, text, r.overrides);
   record_outputs(r, *record);
-  if (r.resume_dir.empty() || !has_run_record(r.resume_dir))
+  if (r.resume_dir.empty() || !has_run_record(r.resume_dir)) {
+    record->run_id = new_run_id();
     return record;
+  }
   auto then = read_run_record(r.resume_dir);
   if (!then)
     return then.error();
-  record->run_id = then->run_id; // a resumed run continues its own checkpoints
+  // A resumed run continues its own checkpoints (a record of an older baton has no id).
+  record->run_id = then->run_id.empty() ? new_run_id() : then->run_id;
   if (r.topology_path.empty()) {
     record->topology_file = then->topology_file;
     record->topology_text = then->topology_text;

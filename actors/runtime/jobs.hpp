@@ -44,7 +44,8 @@ caf::expected<std::string> fault_override(const std::string& text);
 /// The topology and options of the run `r` describes, `text` being the
 /// topology as the run read it (topology::text); with --resume DIR and a
 /// record there, the recorded topology (unless `r` names one) and the
-/// recorded options followed by `r`'s. Its outputs are `r`'s.
+/// recorded options followed by `r`'s. Its outputs are `r`'s; its run id is
+/// new, or the resumed run's.
 caf::expected<run_record> request_record(const run_request& r, const std::string& text);
 
 /// `--resume DIR`: the outputs the recorded run was started with
