@@ -21,6 +21,7 @@
 #include "actors/config/names.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/run.hpp"
+#include "actors/modes/run_outputs.hpp"
 #include "actors/runtime/launch_env.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
@@ -432,18 +433,9 @@ std::map<std::string, std::string> environment_variables() {
 int report_run(const run_request& r, caf::expected<finished_run> run) {
   if (!run)
     return fail(run.error());
-  const job_result& result = run->result;
-  // The table first: what was trained is shown even if an output fails.
-  std::printf("%s", results_table(result).c_str());
-  std::fflush(stdout);
   if (auto err = write_outputs(r, *run))
     return fail(err);
-  if (!r.metrics_out.empty())
-    std::printf("metrics written to %s\n", r.metrics_out.c_str());
-  if (!r.trace_out.empty())
-    std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
-  if (!r.save_model.empty())
-    std::printf("model saved to %s\n", r.save_model.c_str());
+  const job_result& result = run->result;
   if (!result.failed.empty()) {
     spdlog::error("the run failed, its work so far is in the outputs above: {}", result.failed);
     return 2;

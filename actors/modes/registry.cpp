@@ -24,61 +24,58 @@
 #include "actors/modes/transfer/section.hpp"
 #include "actors/roles/source.hpp"
 #include "actors/runtime/local_run.hpp"
-#include "actors/runtime/placement.hpp"
 #include "actors/runtime/plan_checks.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::actors {
 inline namespace modes {
 
-const std::vector<mode>& all_modes() {
+const mode_registry& registry() {
   // One entry a mode: schema, plan, local reference, export, separate
   // baseline; its roles; its rows of compare's catalogue (in this order);
   // whether it starts pretrained; whether it traces. The first is the
   // default job (`job:` absent). Transfer and data-parallel
   // start from a pretrained backbone; a pipeline trains the backbone
   // itself, IST's shards make the initial network from the seed.
-  static const std::vector<mode> modes{
-    {transfer::schema(), transfer::plan, transfer::run_local, transfer::save_model, transfer::run_separate,
-     {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role}}, {}, true},
-    {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, data_parallel::save_model, nullptr,
-     {{"data_parallel_worker", data_parallel::spawn_worker_role}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
-     data_parallel::variants(), true},
-    {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, nullptr,
-     {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, true},
-    {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, nullptr,
-     {{"ist_worker", ist::neuron_scheme::spawn_worker_role}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
-      {"resist_worker", ist::block_scheme::spawn_worker_role}, {"resist_shard", ist::block_scheme::spawn_shard_role}},
-     ist::variants()},
-  };
+  static const mode_registry modes = [] {
+    mode_registry r;
+    r.modes = {
+      {transfer::schema(), transfer::plan, transfer::run_local, transfer::save_model, transfer::run_separate,
+       {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role}}, {}, true},
+      {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, data_parallel::save_model, nullptr,
+       {{"data_parallel_worker", data_parallel::spawn_worker_role}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
+       data_parallel::variants(), true},
+      {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, nullptr,
+       {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, true},
+      {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, nullptr,
+       {{"ist_worker", ist::neuron_scheme::spawn_worker_role}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
+        {"resist_worker", ist::block_scheme::spawn_worker_role}, {"resist_shard", ist::block_scheme::spawn_shard_role}},
+       ist::variants()},
+    };
+    r.roles = {{"source", spawn_source_role}};
+    for (const auto& m : r.modes) {
+      r.schemas.push_back(m.schema);
+      r.roles.insert(r.roles.end(), m.roles.begin(), m.roles.end());
+    }
+    return r;
+  }();
   return modes;
 }
 
+const std::vector<mode>& all_modes() {
+  return registry().modes;
+}
+
 const std::vector<role_type>& all_roles() {
-  static const std::vector<role_type> roles = [] {
-    std::vector<role_type> out{{"source", spawn_source_role}};
-    for (const auto& m : all_modes())
-      out.insert(out.end(), m.roles.begin(), m.roles.end());
-    return out;
-  }();
-  return roles;
+  return registry().roles;
 }
 
 const std::vector<job_schema>& all_job_schemas() {
-  static const std::vector<job_schema> schemas = [] {
-    std::vector<job_schema> out;
-    for (const auto& m : all_modes())
-      out.push_back(m.schema);
-    return out;
-  }();
-  return schemas;
+  return registry().schemas;
 }
 
 const mode* find_mode(const std::string& name) {
-  for (const auto& m : all_modes())
-    if (m.name() == name)
-      return &m;
-  return nullptr;
+  return registry().find(name);
 }
 
 namespace {
@@ -137,27 +134,6 @@ caf::expected<job_plan> plan_of(const topology& t) {
   if (mode == nullptr)
     return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
   return plan_of(*mode, t);
-}
-
-caf::expected<job_plan> plan_of(const mode& job, const topology& t) {
-  // Made once: the budgets the topology leaves unset are a step over it.
-  auto plan = job.plan(t, plan_use::run);
-  if (!plan)
-    return plan;
-  for (auto& a : plan->actors)
-    a.threads_asked = a.threads_asked || t.runtime.compute_threads_asked;
-  set_thread_budgets(*plan, cores());
-  std::vector<std::string> nodes;
-  for (const auto& n : t.nodes)
-    nodes.push_back(n.name);
-  place_round_robin(*plan, nodes);
-  if (t.runtime.compute_threads_asked)
-    plan->threads_asked_by = std::string("runtime.compute_threads")
-                             + (plan->threads_asked_by.empty() ? "" : ", ")
-                             + plan->threads_asked_by;
-  if (auto err = check_faults(t.faults, *plan))
-    return err;
-  return plan;
 }
 
 } // namespace modes

@@ -18,6 +18,27 @@
 namespace baton::actors {
 inline namespace modes {
 
+/// The one list of modes, made once: each mode, the schemas the topology
+/// parser is handed (the modes' own, in their order) and every role a node
+/// may spawn (the shared ones and each mode's). A run reads all three from
+/// here in one call.
+struct mode_registry {
+  std::vector<mode> modes; ///< by the value of `job:`; the first is the default
+  std::vector<job_schema> schemas;
+  std::vector<role_type> roles;
+
+  /// The mode named `name` (`job:`), or nullptr.
+  const mode* find(const std::string& name) const {
+    for (const auto& m : modes)
+      if (m.name() == name)
+        return &m;
+    return nullptr;
+  }
+};
+
+/// The registry: every mode, schema and role.
+const mode_registry& registry();
+
 /// Every role a node may spawn: the shared ones and each mode's.
 const std::vector<role_type>& all_roles();
 
@@ -28,7 +49,7 @@ const std::vector<mode>& all_modes();
 const mode* find_mode(const std::string& name);
 
 /// Loads the request's topology (file or built-in default) with overrides
-/// (actors/modes/request.cpp): read once, parsed once, no plan made. With
+/// (actors/modes/run.cpp): read once, parsed once, no plan made. With
 /// --resume DIR: the run recorded in DIR (request_record), refused with a
 /// list of the differences when its training settings are not the recorded
 /// run's.
@@ -40,7 +61,8 @@ caf::expected<topology> load_request_topology(const run_request& r);
 /// against it (check_faults): what the runtime runs.
 caf::expected<job_plan> plan_of(const topology& t);
 
-/// The same, by `job`, the mode of `t.job` its caller has found already.
+/// The same, by `job`, the mode of `t.job` its caller has found already
+/// (actors/modes/run.cpp: a run's one plan).
 caf::expected<job_plan> plan_of(const mode& job, const topology& t);
 
 /// Sets the thread budget `t` leaves unset (runtime.compute_threads) to

@@ -1,3 +1,10 @@
+// `baton run`'s way, from the request to the finished run: the registry
+// read once (modes, schemas, roles); the request's topology (the file, the
+// built-in default or with --resume DIR the recorded run) read once and
+// parsed once with every mode's schema; the outputs and flags checked; the
+// one plan made (thread budgets, placement and fault checks are steps over
+// it); the job run by the runtime, the mode's reference or its baseline.
+// The outputs are written by write_outputs (run_outputs.cpp).
 #include "actors/modes/run.hpp"
 
 #include <optional>
@@ -6,19 +13,107 @@
 
 #include <spdlog/spdlog.h>
 
-#include "actors/flow/trace.hpp"
+#include "actors/config/default_topology.hpp"
+#include "actors/config/topology_file.hpp"
 #include "actors/modes/pretraining.hpp"
 #include "actors/modes/registry.hpp"
-#include "actors/runtime/curves.hpp"
+#include "actors/modes/run_outputs.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
-#include "actors/runtime/run_outputs.hpp"
+#include "actors/runtime/local_run.hpp"
+#include "actors/runtime/placement.hpp"
+#include "actors/runtime/plan_checks.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
-#include "model/core/dataset.hpp"
 
 namespace baton::actors {
 inline namespace modes {
+
+namespace {
+
+caf::expected<topology> load_topology_of(const run_request& r, const std::vector<job_schema>& jobs);
+
+/// The built-in default keeps its checkpoint where configs/transfer.yaml does.
+std::vector<std::string> with_default_checkpoint(const std::vector<std::string>& overrides) {
+  std::vector<std::string> all{"backbone.checkpoint=" BATON_SOURCE_DIR
+                               "/build/checkpoints/convnet-pretrained.pt"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return all;
+}
+
+/// The topology of `record`: the text it was started with, its overrides.
+caf::expected<topology> load_recorded(const run_record& record,
+                                      const std::vector<job_schema>& jobs) {
+  if (record.topology_file.empty())
+    return parse_topology(record.topology_text, default_topology_name,
+                          with_default_checkpoint(record.overrides), jobs);
+  return parse_topology_as(record.topology_text, record.topology_file, record.overrides, jobs);
+}
+
+/// The text of the request's topology file, or the built-in default's: read
+/// here once, then parsed from this text.
+caf::expected<std::string> request_text(const run_request& r) {
+  if (r.topology_path.empty())
+    return std::string{default_topology_yaml};
+  return read_topology_file(r.topology_path);
+}
+
+/// `--resume DIR`: the recorded run's topology and options (request_record);
+/// its training settings must be those of the recorded run.
+caf::expected<topology> load_resumed_topology(const run_request& r,
+                                              const std::vector<job_schema>& jobs) {
+  if (!has_run_record(r.resume_dir)) {
+    spdlog::warn("--resume {}: no {} (checkpoints of an older baton): the topology and --set "
+                 "options must be those of the run that wrote them",
+                 r.resume_dir, run_record_path(r.resume_dir));
+    run_request as_given = r;
+    as_given.resume_dir.clear();
+    return load_topology_of(as_given, jobs);
+  }
+  auto then = read_run_record(r.resume_dir);
+  auto text = request_text(r);
+  if (!text)
+    return text.error();
+  auto now = request_record(r, *text);
+  if (!then)
+    return then.error();
+  if (!now)
+    return now.error();
+  auto name = [](const run_record& x) {
+    return x.topology_file.empty() ? std::string{default_topology_name} : x.topology_file;
+  };
+  auto then_values = topology_values(then->topology_text, name(*then), then->overrides, jobs);
+  if (!then_values)
+    return then_values.error();
+  auto now_values = topology_values(now->topology_text, name(*now), now->overrides, jobs);
+  if (!now_values)
+    return now_values.error();
+  auto difference = settings_difference(training_settings(*then_values),
+                                        training_settings(*now_values));
+  if (!difference.empty())
+    return make_error(errc::bad_config,
+                      "--resume " + r.resume_dir + ": the checkpoints were trained with other "
+                      "settings (" + difference + "); a resumed run may change runtime, "
+                      "faults, nodes and placement only (the run's settings are in " +
+                      run_record_path(r.resume_dir) + ")");
+  return load_recorded(*now, jobs);
+}
+
+/// The request's topology parsed with `jobs`, the registry's schemas.
+caf::expected<topology> load_topology_of(const run_request& r, const std::vector<job_schema>& jobs) {
+  if (!r.resume_dir.empty())
+    return load_resumed_topology(r, jobs);
+  if (!r.topology_path.empty())
+    return load_topology(r.topology_path, r.overrides, jobs);
+  return parse_topology(default_topology_yaml, default_topology_name,
+                        with_default_checkpoint(r.overrides), jobs);
+}
+
+} // namespace
+
+caf::expected<topology> load_request_topology(const run_request& r) {
+  return load_topology_of(r, registry().schemas);
+}
 
 namespace {
 
@@ -63,39 +158,56 @@ caf::error check_flags(const run_request& r, const mode& job) {
 
 } // namespace
 
+caf::expected<job_plan> plan_of(const mode& job, const topology& t) {
+  // Made once: the budgets the topology leaves unset are a step over it.
+  auto plan = job.plan(t, plan_use::run);
+  if (!plan)
+    return plan;
+  for (auto& a : plan->actors)
+    a.threads_asked = a.threads_asked || t.runtime.compute_threads_asked;
+  set_thread_budgets(*plan, cores());
+  std::vector<std::string> nodes;
+  for (const auto& n : t.nodes)
+    nodes.push_back(n.name);
+  place_round_robin(*plan, nodes);
+  if (t.runtime.compute_threads_asked)
+    plan->threads_asked_by = std::string("runtime.compute_threads")
+                             + (plan->threads_asked_by.empty() ? "" : ", ")
+                             + plan->threads_asked_by;
+  if (auto err = check_faults(t.faults, *plan))
+    return err;
+  return plan;
+}
+
 namespace {
 
 /// What the runtime runs of `t` with `r`'s actors: the plan, made once on
 /// the cluster's nodes by name (with `--local-nodes N`, n1..nN, before they
 /// run), the cluster, what the runtime reads of the workload, the roles.
-caf::expected<actor_job> actor_job_of(const mode& job, const topology& t, const run_request& r) {
+caf::expected<actor_job> actor_job_of(const mode& job, const topology& t, const run_request& r,
+                                      const std::vector<role_type>& roles) {
   // Node names are known before the nodes run: run_actors starts n1..nN
   // and learns their addresses.
   auto placed = r.local_nodes > 0 ? with_local_nodes(t, r.local_nodes) : t;
-  placed.link_bandwidth = link_bytes_per_second(r.link); // the planner's, with --link
+  if (!r.link.empty())
+    placed.link_bandwidth = link_bytes_per_second(r.link); // the planner's
   auto plan = plan_of(job, placed);
   if (!plan)
     return plan.error();
-  return actor_job{std::move(*plan), placed, facts_of(placed), all_roles(), t.text};
+  return actor_job{std::move(*plan), placed, facts_of(placed), roles, t.text};
 }
 
 } // namespace
 
 caf::expected<finished_run> run_job(const run_request& r) {
-  auto t = load_request_topology(r);
+  const mode_registry& modes = registry();
+  auto t = load_topology_of(r, modes.schemas);
   if (!t)
     return t.error();
-  const auto* mode = find_mode(t->job);
+  const auto* mode = modes.find(t->job);
   if (mode == nullptr)
     return make_error(errc::bad_config, t->file + ": no training mode '" + t->job + "'");
-  auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
-                                          {"--curves", r.curves},
-                                          {"--trace", r.trace_out},
-                                          {"--save-model", r.save_model}};
-  auto inputs = std::vector<std::string>{t->file, t->checkpoint, t->backbone.path};
-  if (!r.resume_dir.empty())
-    inputs.push_back(run_record_path(r.resume_dir));
-  if (auto err = check_outputs(outputs, inputs))
+  if (auto err = check_outputs(r, *t))
     return err;
   if (auto err = check_flags(r, *mode))
     return err;
@@ -103,7 +215,7 @@ caf::expected<finished_run> run_job(const run_request& r) {
   // checked, before anything is prepared.
   std::optional<actor_job> job;
   if (r.mode.empty() && r.baseline.empty()) {
-    auto made = actor_job_of(*mode, *t, r);
+    auto made = actor_job_of(*mode, *t, r, modes.roles);
     if (!made)
       return made.error();
     job = std::move(*made);
@@ -127,52 +239,6 @@ caf::error pretrain(const run_request& r) {
     return t.error();
   if (auto ok = pretrain_backbone(*t); !ok)
     return ok.error();
-  return caf::none;
-}
-
-namespace {
-
-/// The data's normalisation for the metrics and the saved model, computed
-/// once; none (said in the log) where the training files are not read here
-/// (on listed nodes, or gone): a save then reads them itself, and fails
-/// with the reason.
-std::optional<model::input_normalisation> normalisation_of(const topology& t) {
-  try {
-    return model::data_normalisation(t.data);
-  } catch (const std::exception& e) {
-    spdlog::info("the outputs go without the data's normalisation (the data is not read here: "
-                 "{})",
-                 e.what());
-    return std::nullopt;
-  }
-}
-
-} // namespace
-
-caf::error write_outputs(const run_request& r, finished_run& run) {
-  const auto& result = run.result;
-  if (!r.metrics_out.empty() || !r.save_model.empty())
-    run.result.normalisation = normalisation_of(run.workload);
-  if (!r.metrics_out.empty()) {
-    if (auto ok = write_metrics(result, r.metrics_out); !ok)
-      return ok.error();
-  }
-  if (!r.curves.empty())
-    if (auto ok = write_curves(result, r.curves); !ok)
-      return ok.error();
-  if (!r.trace_out.empty())
-    if (auto err = write_chrome_trace(r.trace_out, result.actors))
-      return err;
-  if (!r.save_model.empty()) {
-    const auto* mode = run.job;
-    if (mode == nullptr || mode->save_model == nullptr)
-      return make_error(errc::bad_config,
-                        "--save-model: job: " + run.workload.job + " saves no model");
-    if (auto ok = mode->save_model(run.workload, result, r.save_model); !ok)
-      return ok.error();
-  }
-  // Only now: a run whose outputs failed may still be resumed.
-  record_finished(r, result);
   return caf::none;
 }
 

@@ -15,12 +15,6 @@ inline namespace modes {
 
 struct mode;
 
-/// Runs the job the request describes with its mode (registry.hpp): the
-/// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
-/// its one-process reference (--mode local) or its baseline (--baseline
-/// separate). Flags the mode does not offer are refused first. The output
-/// files are checked before anything trains (writable, not a directory, not
-/// an input of the run) and are written by write_outputs.
 /// A finished run: the topology it read (once) and what it trained.
 struct finished_run {
   topology workload;
@@ -28,18 +22,18 @@ struct finished_run {
   const mode* job = nullptr; ///< the mode of workload.job, found once by run_job
 };
 
+/// Runs the job the request describes with its mode (registry.hpp): the
+/// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
+/// its one-process reference (--mode local) or its baseline (--baseline
+/// separate). Flags the mode does not offer are refused first. The output
+/// files are checked before anything trains (writable, not a directory, not
+/// an input of the run: check_outputs) and are written by write_outputs
+/// (run_outputs.hpp).
 caf::expected<finished_run> run_job(const run_request& r);
 
 /// `baton pretrain`: pre-trains the backbone of the request's topology and
 /// writes its checkpoint (backbone.checkpoint), whether or not one exists.
 caf::error pretrain(const run_request& r);
-
-/// Writes what `r` asked for of a finished run: --metrics-out (with the
-/// data's normalisation), --curves, --trace, --save-model (by the job's
-/// mode, from the topology the run trained, not the file as it is now),
-/// then, once they are all written, the run record's finished step (a run
-/// whose outputs failed may still be resumed).
-caf::error write_outputs(const run_request& r, finished_run& run);
 
 } // namespace modes
 } // namespace baton::actors

@@ -19,7 +19,6 @@
 #include "actors/runtime/coordinator.hpp"
 
 #include "actors/runtime/local_cluster.hpp"
-#include "actors/runtime/run_outputs.hpp"
 #include "actors/runtime/spawner.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
@@ -213,15 +212,14 @@ caf::expected<std::string> fault_override(const std::string& text) {
 caf::expected<run_record> request_record(const run_request& r, const std::string& text) {
   caf::expected<run_record> record = make_run_record(r.topology_path, text, r.overrides);
   record_outputs(r, *record);
-  if (r.resume_dir.empty() || !has_run_record(r.resume_dir)) {
-    record->run_id = new_run_id();
+  if (r.resume_dir.empty() || !has_run_record(r.resume_dir))
     return record;
-  }
   auto then = read_run_record(r.resume_dir);
   if (!then)
     return then.error();
   // A resumed run continues its own checkpoints (a record of an older baton has no id).
-  record->run_id = then->run_id.empty() ? new_run_id() : then->run_id;
+  if (!then->run_id.empty())
+    record->run_id = then->run_id;
   if (r.topology_path.empty()) {
     record->topology_file = then->topology_file;
     record->topology_text = then->topology_text;

@@ -61,6 +61,7 @@ bool has_run_record(const std::string& dir) {
 run_record make_run_record(const std::string& topology_file, const std::string& text,
                            const std::vector<std::string>& overrides) {
   run_record r;
+  r.run_id = new_run_id();
   r.topology_text = text;
   if (!topology_file.empty()) {
     std::error_code ec;

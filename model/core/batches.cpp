@@ -7,23 +7,6 @@
 
 namespace baton::model {
 
-uint64_t derive_seed(uint64_t base, const std::string& name) {
-  // FNV-1a over the name's bytes, started from the base seed's bytes, then a
-  // SplitMix64 finaliser so that similar names give unrelated seeds.
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int i = 0; i < 8; ++i) {
-    h ^= (base >> (8 * i)) & 0xff;
-    h *= 0x100000001b3ULL;
-  }
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  return h ^ (h >> 31);
-}
-
 void check_plan(const batch_plan& plan) {
   if (plan.batch_size <= 0 || plan.microbatches <= 0 || plan.epochs < 0)
     throw error("batch plan: expected batch_size > 0, microbatches > 0 and epochs >= 0, got " +

@@ -14,7 +14,24 @@ namespace baton::model {
 
 /// Derives a per-actor seed from the run seed and a name (FNV-1a mix), so a
 /// head's initial weights do not depend on how many other heads there are.
-uint64_t derive_seed(uint64_t base, const std::string& name);
+/// Arithmetic on the seed, defined here: the topology reader derives its
+/// seeds without a call into the model's files.
+inline uint64_t derive_seed(uint64_t base, const std::string& name) {
+  // FNV-1a over the name's bytes, started from the base seed's bytes, then a
+  // SplitMix64 finaliser so that similar names give unrelated seeds.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int i = 0; i < 8; ++i) {
+    h ^= (base >> (8 * i)) & 0xff;
+    h *= 0x100000001b3ULL;
+  }
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
 
 /// Throws model::error unless batch_size > 0, microbatches > 0 and epochs >= 0.
 void check_plan(const batch_plan& plan);

@@ -1,0 +1,157 @@
+// A run's outputs, in one place: checked before anything trains, then
+// written from the finished run (the results table, the files asked for,
+// the run record's finished step).
+#include "actors/modes/run_outputs.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/flow/trace.hpp"
+#include "actors/modes/mode.hpp"
+#include "actors/runtime/curves.hpp"
+#include "actors/runtime/jobs.hpp"
+#include "actors/runtime/run_record.hpp"
+#include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
+#include "model/core/dataset.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A file a run will write, and the flag that named it.
+struct output_file {
+  std::string flag; ///< "--metrics-out"
+  std::string path; ///< empty: not asked for
+};
+
+/// Whether `a` and `b` name the same file: the same normalised path (also
+/// when neither exists yet), or the same inode (links).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  auto x = fs::weakly_canonical(a, ec);
+  auto y = fs::weakly_canonical(b, ec);
+  if (!x.empty() && x == y)
+    return true;
+  return fs::equivalent(a, b, ec) && !ec;
+}
+
+caf::error refuse(const output_file& out, const std::string& why) {
+  return make_error(errc::bad_file, out.flag + " " + out.path + ": " + why);
+}
+
+/// Creates and removes the temporary file the output is written through.
+caf::error check_writable(const output_file& out) {
+  std::error_code ec;
+  if (auto link = model::symlink_refusal(out.path); !link.empty())
+    return refuse(out, link);
+  auto status = fs::status(out.path, ec);
+  if (fs::is_directory(status))
+    return refuse(out, "is a directory (name a file)");
+  // A device or a pipe would be replaced by the rename that writes it.
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    return refuse(out, "is not a regular file");
+  auto dir = fs::path(out.path).parent_path();
+  if (!dir.empty() && !fs::is_directory(dir, ec))
+    return refuse(out, "the directory " + dir.string() + " does not exist");
+  // A new temporary file of its own name (never one that is there: a link
+  // at OUT.tmp once had the check create the file it pointed to), as the
+  // write will; a symbolic link at the output itself is refused.
+  if (auto why = model::try_check_writable(out.path); !why.empty())
+    return refuse(out, why);
+  return caf::none;
+}
+
+/// Each of `outputs` checked against `inputs` and the outputs before it.
+caf::error check_files(const std::vector<output_file>& outputs,
+                       const std::vector<std::string>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& out = outputs[i];
+    if (out.path.empty())
+      continue;
+    for (const auto& in : inputs)
+      if (!in.empty() && same_file(out.path, in))
+        return refuse(out, "is an input of this run (" + in + "); it would be overwritten");
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && same_file(out.path, outputs[j].path))
+        return refuse(out, "is also the file of " + outputs[j].flag);
+    if (auto err = check_writable(out))
+      return err;
+  }
+  return caf::none;
+}
+
+/// The data's normalisation for the metrics and the saved model, computed
+/// once; none (said in the log) where the training files are not read here
+/// (on listed nodes, or gone): a save then reads them itself, and fails
+/// with the reason.
+std::optional<model::input_normalisation> normalisation_of(const topology& t) {
+  try {
+    return model::data_normalisation(t.data);
+  } catch (const std::exception& e) {
+    spdlog::info("the outputs go without the data's normalisation (the data is not read here: "
+                 "{})",
+                 e.what());
+    return std::nullopt;
+  }
+}
+
+} // namespace
+
+caf::error check_outputs(const run_request& r, const topology& t) {
+  auto outputs = std::vector<output_file>{{"--metrics-out", r.metrics_out},
+                                          {"--curves", r.curves},
+                                          {"--trace", r.trace_out},
+                                          {"--save-model", r.save_model}};
+  auto inputs = std::vector<std::string>{t.file, t.checkpoint, t.backbone.path};
+  if (!r.resume_dir.empty())
+    inputs.push_back(run_record_path(r.resume_dir));
+  return check_files(outputs, inputs);
+}
+
+caf::error write_outputs(const run_request& r, finished_run& run) {
+  const auto& result = run.result;
+  // The table first: what was trained is shown even if a file fails.
+  std::printf("%s", results_table(result).c_str());
+  std::fflush(stdout);
+  if (!r.metrics_out.empty() || !r.save_model.empty())
+    run.result.normalisation = normalisation_of(run.workload);
+  if (!r.metrics_out.empty()) {
+    if (auto ok = write_metrics(result, r.metrics_out); !ok)
+      return ok.error();
+  }
+  if (!r.curves.empty())
+    if (auto ok = write_curves(result, r.curves); !ok)
+      return ok.error();
+  if (!r.trace_out.empty())
+    if (auto err = write_chrome_trace(r.trace_out, result.actors))
+      return err;
+  if (!r.save_model.empty()) {
+    const auto* mode = run.job;
+    if (mode == nullptr || mode->save_model == nullptr)
+      return make_error(errc::bad_config,
+                        "--save-model: job: " + run.workload.job + " saves no model");
+    if (auto ok = mode->save_model(run.workload, result, r.save_model); !ok)
+      return ok.error();
+  }
+  // Only now: a run whose outputs failed may still be resumed.
+  record_finished(r, result);
+  if (!r.metrics_out.empty())
+    std::printf("metrics written to %s\n", r.metrics_out.c_str());
+  if (!r.trace_out.empty())
+    std::printf("trace written to %s (open in https://ui.perfetto.dev)\n", r.trace_out.c_str());
+  if (!r.save_model.empty())
+    std::printf("model saved to %s\n", r.save_model.c_str());
+  return caf::none;
+}
+
+} // namespace modes
+} // namespace baton::actors
