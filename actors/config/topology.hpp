@@ -152,6 +152,12 @@ struct workload {
   /// TorchScript backbone's), found when it is built at parse time: a
   /// strategy that cuts the layers into parts keeps each tie in one part.
   std::vector<model::layer_tie> backbone_ties;
+  /// The width of the backbone's features (what a head takes), found with
+  /// its layers (model::layer_listing::features); 0 when it cannot be
+  /// measured, the reason in backbone_features_error (a job that needs the
+  /// width refuses it).
+  int64_t backbone_features = 0;
+  std::string backbone_features_error;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
   std::string checkpoint_where; ///< file:line of `backbone.checkpoint` ("" when not given)
   backbone_pretrain_spec pretrain;

@@ -137,9 +137,10 @@ const section_fields<topology>& pretrain_fields() {
   return fields;
 }
 
-// The backbone's layer names, which a strategy's keys name, and its ties.
+// The backbone's layer names, which a strategy's keys name, its ties and
+// the width of its features.
 std::vector<std::string> layer_names(const model::model_spec& spec, const field& blame,
-                                     std::vector<model::layer_tie>& ties) {
+                                     topology& t) {
   model::layer_listing layers;
   try {
     layers = model::list_layers(spec);
@@ -149,7 +150,9 @@ std::vector<std::string> layer_names(const model::model_spec& spec, const field&
   if (layers.names.empty())
     blame.fail("the backbone has no layers (a TorchScript backbone's top-level children are "
                "its layers)");
-  ties = std::move(layers.ties);
+  t.backbone_ties = std::move(layers.ties);
+  t.backbone_features = layers.features;
+  t.backbone_features_error = std::move(layers.features_error);
   return layers.names;
 }
 
@@ -216,7 +219,7 @@ std::vector<std::string> parse_backbone(const field& section, topology& t) {
   const field& blame = t.backbone.name == "torchscript" ? section.require("path")
                        : model_key                      ? *model_key
                                                         : section;
-  return layer_names(t.backbone, blame, t.backbone_ties);
+  return layer_names(t.backbone, blame, t);
 }
 
 // `task:`, else `backbone.pretrain.task`, else the first of `tasks`; the

@@ -26,10 +26,17 @@ struct layer_listing {
   std::vector<std::string> names;
   std::vector<layer_tie> ties;
   std::vector<std::string> batch_dependent;
+  /// A backbone's output width (backbone_features), found with its layers
+  /// (a TorchScript backbone's measured on the model listed, not loaded
+  /// again); 0 for a model that is not a backbone or whose output is not
+  /// [N, features], with the reason in features_error.
+  int64_t features = 0;
+  std::string features_error;
 };
 
 /// The layers of `spec`'s model: a built-in one's from its declaration
-/// (architecture.hpp, nothing built), a TorchScript file's by loading it.
+/// (architecture.hpp, nothing built), a TorchScript file's by loading it
+/// (and, for its features, one probe shaped as the data's samples).
 /// Throws model::error on a model that cannot be built, LibTorch's errors
 /// included (without their backtrace).
 layer_listing list_layers(const model_spec& spec);

@@ -208,15 +208,34 @@ int64_t output_features(const layered_model& backbone, const model_spec& spec) {
   return y.size(1);
 }
 
-int64_t backbone_features(const model_spec& spec) {
+namespace {
+
+/// Throws model::error unless `spec` names a backbone.
+void check_backbone(const model_spec& spec) {
   const auto& backbones = backbone_models();
-  if (std::find(backbones.begin(), backbones.end(), spec.name) == backbones.end()) {
-    std::string expected;
-    for (const auto& name : backbones)
-      expected += (expected.empty() ? "" : ", ") + name;
-    throw error("model '" + spec.name + "' is not a backbone (expected one of: " + expected +
-                ")");
+  if (std::find(backbones.begin(), backbones.end(), spec.name) != backbones.end())
+    return;
+  std::string expected;
+  for (const auto& name : backbones)
+    expected += (expected.empty() ? "" : ", ") + name;
+  throw error("model '" + spec.name + "' is not a backbone (expected one of: " + expected + ")");
+}
+
+/// The width `measure` finds into `out`, or why it cannot.
+template <class Measure>
+void measure_features(layer_listing& out, Measure measure) {
+  try {
+    out.features = measure();
+  } catch (const std::exception& e) { // model::error, and anything LibTorch throws
+    out.features = 0;
+    out.features_error = e.what();
   }
+}
+
+} // namespace
+
+int64_t backbone_features(const model_spec& spec) {
+  check_backbone(spec);
   if (is_declared(spec.name)) // read, not built: resnet18 would take ~45 MB and a probe
     return declared_features(declare_model(spec));
   return output_features(make_model(spec), spec);
@@ -233,14 +252,27 @@ std::vector<layer_tie> layer_ties(const layered_model& m) {
 }
 
 layer_listing listing_of(const layered_model& m) {
-  return {m.layer_names(), layer_ties(m), batch_dependent_layers(m)};
+  return {m.layer_names(), layer_ties(m), batch_dependent_layers(m), 0, {}};
 }
 
 layer_listing list_layers(const model_spec& spec) {
-  if (is_declared(spec.name)) // read, not built
-    return listing_of(declare_model(spec));
+  if (is_declared(spec.name)) { // read, not built
+    const model_declaration declaration = declare_model(spec);
+    layer_listing out = listing_of(declaration);
+    measure_features(out, [&] {
+      check_backbone(spec);
+      return declared_features(declaration);
+    });
+    return out;
+  }
   try {
-    return listing_of(make_model(spec));
+    const layered_model m = make_model(spec);
+    layer_listing out = listing_of(m);
+    measure_features(out, [&] {
+      check_backbone(spec);
+      return output_features(m, spec);
+    });
+    return out;
   } catch (const c10::Error& e) {
     throw error(e.what_without_backtrace());
   }

@@ -9,7 +9,6 @@
 #include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/error.hpp"
-#include "model/core/layer_listing.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -218,17 +217,16 @@ std::vector<head_placement> parse_heads(const field& list, const topology& t) {
   return heads;
 }
 
-// The width of the backbone's features, measured on the data's shape: what
-// every head takes. An error (a backbone whose output is not [N, features])
-// is reported on the key that chose the backbone.
-int64_t measure_features(const field& backbone, const topology& t) {
-  try {
-    return model::backbone_features(t.backbone);
-  } catch (const model::error& e) {
-    std::optional<field> key = backbone.get(t.backbone.name == "torchscript" ? "path" : "model");
-    (key ? *key : backbone).fail("job: transfer trains heads on the backbone's features, but " +
-                                 std::string(e.what()));
-  }
+// The width of the backbone's features, measured on the data's shape when
+// its layers were listed: what every head takes. An error (a backbone whose
+// output is not [N, features]) is reported on the key that chose the
+// backbone.
+int64_t backbone_features(const field& backbone, const topology& t) {
+  if (t.backbone_features > 0)
+    return t.backbone_features;
+  std::optional<field> key = backbone.get(t.backbone.name == "torchscript" ? "path" : "model");
+  (key ? *key : backbone).fail("job: transfer trains heads on the backbone's features, but " +
+                               t.backbone_features_error);
 }
 
 // `runtime.head_threads`, read before the common runtime section is checked
@@ -263,7 +261,7 @@ job_reading parse(const field& root, const std::vector<std::string>& layers, top
     s.heads = {make_head(t.task, *task, t)};
     refuse_schedule(root, s.heads.front().spec.optimizer, t);
   }
-  const int64_t features = measure_features(backbone, t);
+  const int64_t features = backbone_features(backbone, t);
   for (auto& head : s.heads)
     head.spec.model.features = features;
   s.head_threads = parse_head_threads(root);

@@ -201,9 +201,13 @@ TEST(layered_model, a_declared_model_lists_the_layers_make_model_builds) {
     EXPECT_TRUE(listed.ties.empty() && layer_ties(built).empty()) << name;
     EXPECT_EQ(listed.batch_dependent, batch_dependent_layers(built)) << name;
     if (std::string{name} == "head" || std::string{name} == "classifier" ||
-        std::string{name} == "mlp")
-      continue; // not backbones
+        std::string{name} == "mlp") {
+      EXPECT_EQ(listed.features, 0) << name; // not backbones
+      EXPECT_NE(listed.features_error.find("is not a backbone"), std::string::npos) << name;
+      continue;
+    }
     EXPECT_EQ(backbone_features(spec), output_features(built, spec)) << name;
+    EXPECT_EQ(listed.features, output_features(built, spec)) << name;
     const auto pretrain = make_pretrain_model(spec, 7);
     EXPECT_EQ(list_pretrain_layers(spec, 7).names, pretrain.layer_names()) << name;
     EXPECT_EQ(list_pretrain_layers(spec, 7).batch_dependent, batch_dependent_layers(pretrain))

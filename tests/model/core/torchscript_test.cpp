@@ -297,6 +297,11 @@ TEST_F(torchscript, a_module_for_other_samples_is_refused_naming_their_shape) {
 
 TEST_F(torchscript, backbone_features_are_measured_at_load) {
   EXPECT_EQ(backbone_features(spec_), 3); // the last Linear's 3 outputs
+  EXPECT_EQ(list_layers(spec_).features, 3); // listed and measured in one load
+  const auto unflat = list_layers(spec_of("unflat.pt"));
+  EXPECT_EQ(unflat.features, 0);
+  EXPECT_NE(unflat.features_error.find("torch.nn.Flatten()"), std::string::npos)
+    << unflat.features_error;
   const auto m = make_model(spec_);
   EXPECT_EQ(output_features(m, spec_), 3);
   // A backbone whose output is not [N, features] is told to end in Flatten.
