@@ -204,23 +204,7 @@ const section_fields<fault_spec>& fault_fields() {
   return fields;
 }
 
-// A fault at a step the job never reaches would never fire: a run "with a
-// fault" that has none. Refused when the job's length is known here.
-void check_fault_step(const field& item, const fault_spec& f,
-                      const std::optional<job_length>& length) {
-  std::optional<field> at_step = item.get("at_step");
-  if (!at_step || !length || f.at_step < length->steps)
-    return;
-  const std::string& step = length->step;
-  const std::string expected =
-    length->steps == 0 ? "expected no fault at a " + step
-                       : "expected a " + step + " from 0 to " + std::to_string(length->steps - 1);
-  at_step->fail(at_step->name() + " is " + std::to_string(f.at_step) + ", but the job has "
-                + std::to_string(length->steps) + " " + step + "s (" + length->how
-                + "), so the fault would never fire (" + expected + ")");
-}
-
-std::vector<fault_spec> parse_faults(const field& list, const std::optional<job_length>& length) {
+std::vector<fault_spec> parse_faults(const field& list) {
   std::vector<fault_spec> faults;
   for (const field& item : list.items("a list of faults ({kind, actor | node, at_step | "
                                       "after_ms, stopped_ms})", max_faults)) {
@@ -228,7 +212,6 @@ std::vector<fault_spec> parse_faults(const field& list, const std::optional<job_
     f.where = item.where();
     fault_fields().read(item, f);
     faults.push_back(std::move(f));
-    check_fault_step(item, faults.back(), length);
   }
   return faults;
 }
@@ -248,9 +231,7 @@ const section_fields<node_address>& node_fields() {
   return fields;
 }
 
-} // namespace
-
-std::vector<node_address> detail::parse_nodes(const field& list) {
+std::vector<node_address> parse_nodes(const field& list) {
   std::vector<node_address> nodes;
   unique_names names("node"), addresses("address");
   for (const field& item : list.items("a list of nodes ({name, host, port})", max_nodes)) {
@@ -264,9 +245,12 @@ std::vector<node_address> detail::parse_nodes(const field& list) {
   return nodes;
 }
 
-void detail::read_cluster(const field& root, const std::optional<job_length>& length, topology& t) {
+} // namespace
+
+void detail::read_cluster(const field& root, topology& t) {
+  t.nodes = parse_nodes(root.section("nodes"));
   parse_runtime(root.section("runtime"), t.runtime);
-  t.faults = parse_faults(root.section("faults"), length);
+  t.faults = parse_faults(root.section("faults"));
 }
 
 std::map<std::string, std::vector<std::string>> detail::cluster_section_keys() {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -131,29 +130,64 @@ void refuse_edge_faults(const field& root, const job_reading& job, const topolog
   }
 }
 
-// Sections are read in dependency order: nodes before any `node:` key, the
-// data set before the tasks (label count), tasks before the backbone's
-// pretrain task and `task`, the workload before the job's own section, the
-// job's length before the faults' steps. Each reader file is entered once
-// for its sections (the job's name first, the nodes apart).
+// `job:`, one of `jobs` (the first when absent); a job without a parser is
+// planned, not implemented yet.
+void parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t) {
+  std::vector<std::string> names, implemented;
+  for (const job_schema& job : jobs) {
+    names.push_back(job.name);
+    if (job.parse != nullptr)
+      implemented.push_back("'" + job.name + "'");
+  }
+  std::optional<field> f = root.get("job");
+  t.job = f ? read_choice(*f, names) : jobs.at(0).name;
+  t.schema = &*std::find_if(jobs.begin(), jobs.end(),
+                            [&](const job_schema& job) { return job.name == t.job; });
+  if (t.schema->parse == nullptr)
+    (f ? *f : root).fail("job '" + t.job + "' is not implemented yet (only " + join(implemented) +
+                         " are)");
+}
+
+// A fault at a step the job never reaches would never fire: a run "with a
+// fault" that has none. Refused, at its `at_step`, once the job's length is
+// known (the job's own, else the data's).
+void refuse_unreachable_faults(const field& root, const std::optional<job_length>& length,
+                               const topology& t) {
+  if (!length || t.faults.empty())
+    return;
+  size_t i = 0;
+  for (const field& item : root.require("faults").items("a list of faults", max_faults)) {
+    const fault_spec& f = t.faults.at(i++);
+    std::optional<field> at_step = item.get("at_step");
+    if (!at_step || f.at_step < length->steps)
+      continue;
+    const std::string& step = length->step;
+    const std::string expected =
+      length->steps == 0 ? "expected no fault at a " + step
+                         : "expected a " + step + " from 0 to " + std::to_string(length->steps - 1);
+    at_step->fail(at_step->name() + " is " + std::to_string(f.at_step) + ", but the job has "
+                  + std::to_string(length->steps) + " " + step + "s (" + length->how
+                  + "), so the fault would never fire (" + expected + ")");
+  }
+}
+
+// Sections are read in dependency order, each reader file entered once: the
+// cluster (nodes before any `node:` key), the job (its schema decides what
+// else is read), the workload (the data set before the tasks' labels, the
+// tasks before the backbone's pretrain task and `task`), the job's own
+// section, then what needs the job's length (the faults' steps).
 topology build_topology(const field& root, const std::vector<job_schema>& jobs) {
   check_section(root);
   topology t;
   t.file = root.source().file;
-  t.nodes = parse_nodes(root.section("nodes"));
+  read_cluster(root, t);
   parse_job(root, jobs, t);
-  read_if(root, "seed", t.seed, [](const field& f) {
-    return read_integer<uint64_t>(f, 0, std::numeric_limits<uint64_t>::max(),
-                                  "a non-negative integer");
-  });
-  t.plan.seed = t.seed;
-  const data_reading data = read_data(root.section("data"), t);
   refuse_unread_keys(root, t);
-  std::vector<std::string> layers = read_workload(root, data.classes, t);
+  workload_reading workload = read_workload(root, t);
   refuse_other_jobs(root, jobs, t);
-  job_reading job = t.schema->parse(root, layers, t);
+  job_reading job = t.schema->parse(root, workload.layers, t);
   t.mode_spec = std::move(job.settings);
-  read_cluster(root, job.own_length ? job.length : data.length, t);
+  refuse_unreachable_faults(root, job.own_length ? job.length : workload.length, t);
   refuse_recovery(root, job, t);
   refuse_edge_faults(root, job, t);
   return t;

@@ -67,21 +67,23 @@ struct data_reading {
 };
 data_reading read_data(const field& data, topology& t);
 
-// -- the workload's other sections (workload_reader.cpp) ---------------------------
+// -- the workload (workload_reader.cpp) --------------------------------------------
 
-/// `job:` and its schema, into `t` (first: the other sections are read for it).
-void parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t);
-/// The workload around the job's own section, into `t`: the tasks (labels
-/// of `classes` data set classes), `optimizer`, the backbone (returns its
-/// layer names), the trained task, the target accuracy and the epoch
-/// selection.
-std::vector<std::string> read_workload(const field& root, int64_t classes, topology& t);
+/// What the job's own section and the checks after it need of the workload.
+struct workload_reading {
+  std::vector<std::string> layers;  ///< the backbone's layer names
+  std::optional<job_length> length; ///< the job's length where the data gives it
+};
+/// The workload around the job's own section, into `t` (whose job is
+/// chosen): the seed, the data (read_data), the tasks, `optimizer`, the
+/// backbone, the trained task, the target accuracy and the epoch selection.
+workload_reading read_workload(const field& root, topology& t);
 
 // -- the cluster (cluster_reader.cpp) ----------------------------------------------
 
-std::vector<node_address> parse_nodes(const field& list);
-/// `runtime` and `faults` (their steps checked against the job's `length`), into `t`.
-void read_cluster(const field& root, const std::optional<job_length>& length, topology& t);
+/// `nodes`, `runtime` and `faults`, into `t` (the faults' steps are checked
+/// against the job's length once it is known: topology.cpp).
+void read_cluster(const field& root, topology& t);
 
 // -- `--set` (overrides.cpp) -------------------------------------------------------
 

@@ -1,10 +1,11 @@
-// The workload's sections but the data (data_reader.cpp): the job, the
+// The workload's sections: the seed, the data (data_reader.cpp), the
 // tasks, the backbone (its layer names and ties from model::list_layers:
 // the reader includes no LibTorch frontend header), the trained task, the
 // target accuracy and which epoch is kept.
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,24 +37,6 @@ std::string read_checkpoint(const field& f) {
 }
 
 } // namespace
-
-// `job:`, one of `jobs` (the first when absent); a job without a parser is
-// planned, not implemented yet.
-void detail::parse_job(const field& root, const std::vector<job_schema>& jobs, topology& t) {
-  std::vector<std::string> names, implemented;
-  for (const job_schema& job : jobs) {
-    names.push_back(job.name);
-    if (job.parse != nullptr)
-      implemented.push_back("'" + job.name + "'");
-  }
-  std::optional<field> f = root.get("job");
-  t.job = f ? read_choice(*f, names) : jobs.at(0).name;
-  t.schema = &*std::find_if(jobs.begin(), jobs.end(),
-                            [&](const job_schema& job) { return job.name == t.job; });
-  if (t.schema->parse == nullptr)
-    (f ? *f : root).fail("job '" + t.job + "' is not implemented yet (only " + join(implemented) +
-                         " are)");
-}
 
 namespace {
 
@@ -291,8 +274,14 @@ void parse_selection(const field& root, topology& t) {
 
 } // namespace
 
-std::vector<std::string> detail::read_workload(const field& root, int64_t classes, topology& t) {
-  t.tasks = parse_tasks(root.require("tasks"), classes, t.data.kind);
+workload_reading detail::read_workload(const field& root, topology& t) {
+  read_if(root, "seed", t.seed, [](const field& f) {
+    return read_integer<uint64_t>(f, 0, std::numeric_limits<uint64_t>::max(),
+                                  "a non-negative integer");
+  });
+  t.plan.seed = t.seed;
+  const data_reading data = read_data(root.section("data"), t);
+  t.tasks = parse_tasks(root.require("tasks"), data.classes, t.data.kind);
   if (auto f = root.get("optimizer")) {
     t.optimizer = read_optimizer(*f, {});
     t.optimizer_where = f->where();
@@ -302,7 +291,7 @@ std::vector<std::string> detail::read_workload(const field& root, int64_t classe
   parse_trained_task(root, t);
   parse_target_accuracy(root, t);
   parse_selection(root, t);
-  return layers;
+  return {std::move(layers), data.length};
 }
 
 std::map<std::string, std::vector<std::string>> detail::workload_section_keys() {
