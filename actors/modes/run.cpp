@@ -165,15 +165,18 @@ caf::expected<job_plan> plan_of(const mode& job, const topology& t) {
     return plan;
   for (auto& a : plan->actors)
     a.threads_asked = a.threads_asked || t.runtime.compute_threads_asked;
-  set_thread_budgets(*plan, cores());
-  std::vector<std::string> nodes;
-  for (const auto& n : t.nodes)
-    nodes.push_back(n.name);
-  place_round_robin(*plan, nodes);
   if (t.runtime.compute_threads_asked)
     plan->threads_asked_by = std::string("runtime.compute_threads")
                              + (plan->threads_asked_by.empty() ? "" : ", ")
                              + plan->threads_asked_by;
+  std::vector<std::string> nodes;
+  for (const auto& n : t.nodes)
+    nodes.push_back(n.name);
+  // The steps over the plan: placed on the nodes, the thread budgets it
+  // leaves unset set (the same share wherever an actor runs), the faults
+  // checked against its actors and edges.
+  place_round_robin(*plan, nodes);
+  set_thread_budgets(*plan, cores());
   if (auto err = check_faults(t.faults, *plan))
     return err;
   return plan;
