@@ -81,18 +81,21 @@ const mode* find_mode(const std::string& name) {
 namespace {
 
 /// `t` with the thread budgets it leaves unset derived from its plan, its
-/// faults checked against it; a plan that cannot be made is plan_of's to
-/// refuse.
+/// faults checked against the same plan (made once, and only when there is
+/// something to derive or check); a plan that cannot be made is plan_of's
+/// to refuse.
 caf::expected<topology> checked_against_plan(caf::expected<topology> t) {
   if (!t)
     return t;
-  derive_thread_budgets(*t);
   const auto* mode = find_mode(t->job);
-  if (mode == nullptr || t->faults.empty())
+  const bool derive = !t->runtime.compute_threads_asked;
+  if (mode == nullptr || (!derive && t->faults.empty()))
     return t;
   auto plan = mode->plan(*t, plan_use::check);
   if (!plan)
     return t;
+  if (derive)
+    derive_thread_budgets(t->runtime, compute_actors(*plan), cores());
   if (auto err = check_faults(t->faults, *plan))
     return err;
   return t;
