@@ -31,7 +31,8 @@ inline namespace modes {
 
 namespace {
 
-caf::expected<topology> load_topology_of(const run_request& r, const std::vector<job_schema>& jobs);
+caf::expected<topology> load_topology_of(const run_request& r,
+                                         const std::vector<job_schema>& jobs);
 
 /// The built-in default keeps its checkpoint where configs/transfer.yaml does.
 std::vector<std::string> with_default_checkpoint(const std::vector<std::string>& overrides) {
@@ -100,7 +101,8 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
 }
 
 /// The request's topology parsed with `jobs`, the registry's schemas.
-caf::expected<topology> load_topology_of(const run_request& r, const std::vector<job_schema>& jobs) {
+caf::expected<topology> load_topology_of(const run_request& r,
+                                         const std::vector<job_schema>& jobs) {
   if (!r.resume_dir.empty())
     return load_resumed_topology(r, jobs);
   if (!r.topology_path.empty())
