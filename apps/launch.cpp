@@ -476,6 +476,7 @@ int cmd_launch(args& a, const std::atomic<bool>& interrupted) {
   auto t = load_request_topology(o.run);
   if (!t)
     return fail(t.error());
+  o.run.topology_text = t->text; // rank 0's job: the file as read here, not read again
   return launch(o, *id, *t, interrupted);
 }
 

@@ -56,6 +56,8 @@ caf::expected<topology> load_recorded(const run_record& record,
 caf::expected<std::string> request_text(const run_request& r) {
   if (r.topology_path.empty())
     return std::string{default_topology_yaml};
+  if (!r.topology_text.empty())
+    return r.topology_text;
   return read_topology_file(r.topology_path);
 }
 
@@ -105,6 +107,8 @@ caf::expected<topology> load_topology_of(const run_request& r,
                                          const std::vector<job_schema>& jobs) {
   if (!r.resume_dir.empty())
     return load_resumed_topology(r, jobs);
+  if (!r.topology_path.empty() && !r.topology_text.empty())
+    return parse_topology_as(r.topology_text, r.topology_path, r.overrides, jobs);
   if (!r.topology_path.empty())
     return load_topology(r.topology_path, r.overrides, jobs);
   return parse_topology(default_topology_yaml, default_topology_name,

@@ -21,6 +21,10 @@ inline namespace runtime {
 /// `baton run` and `baton pretrain` arguments.
 struct run_request {
   std::string topology_path;             ///< empty: the built-in default
+  /// topology_path's text when the caller has read it already (`baton
+  /// launch`: each rank reads the file for the node names, and rank 0 runs
+  /// the job from that same text); empty: the file is read.
+  std::string topology_text;
   std::vector<std::string> overrides;    ///< --set key=value
   int32_t local_nodes = 0;               ///< --local-nodes N
   std::string link;                      ///< --link RATE[,DELAY]: local nodes on emulated hosts
