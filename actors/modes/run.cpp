@@ -102,17 +102,19 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
   return load_recorded(*now, jobs);
 }
 
-/// The request's topology parsed with `jobs`, the registry's schemas.
+/// The request's topology parsed with `jobs`, the registry's schemas, from
+/// its text (request_text: read once, or the caller's).
 caf::expected<topology> load_topology_of(const run_request& r,
                                          const std::vector<job_schema>& jobs) {
   if (!r.resume_dir.empty())
     return load_resumed_topology(r, jobs);
-  if (!r.topology_path.empty() && !r.topology_text.empty())
-    return parse_topology_as(r.topology_text, r.topology_path, r.overrides, jobs);
-  if (!r.topology_path.empty())
-    return load_topology(r.topology_path, r.overrides, jobs);
-  return parse_topology(default_topology_yaml, default_topology_name,
-                        with_default_checkpoint(r.overrides), jobs);
+  auto text = request_text(r);
+  if (!text)
+    return text.error();
+  if (r.topology_path.empty())
+    return parse_topology(*text, default_topology_name, with_default_checkpoint(r.overrides),
+                          jobs);
+  return parse_topology_as(*text, r.topology_path, r.overrides, jobs);
 }
 
 } // namespace
