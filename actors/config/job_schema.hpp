@@ -83,6 +83,10 @@ struct job_schema {
   /// the default backbone is then not built to read layer names the job
   /// never uses (a convnet refuses images under 8x8 that an mlp takes).
   bool own_model = false;
+  /// Whether it reads the backbone's output width (topology::
+  /// backbone_features: transfer's heads take it): found with the layers
+  /// for its jobs only (a TorchScript backbone's by a probe forward pass).
+  bool reads_backbone_features = false;
   /// Keys it does not read, refused with its own reason before the backbone
   /// is read, by dotted path: another job's ("backbone.split" under job:
   /// pipeline) or a common one ("backbone.model" under job: ist, which

@@ -153,9 +153,10 @@ struct workload {
   /// strategy that cuts the layers into parts keeps each tie in one part.
   std::vector<model::layer_tie> backbone_ties;
   /// The width of the backbone's features (what a head takes), found with
-  /// its layers (model::layer_listing::features); 0 when it cannot be
-  /// measured, the reason in backbone_features_error (a job that needs the
-  /// width refuses it).
+  /// its layers for a job that reads it (job_schema::
+  /// reads_backbone_features; model::layer_listing::features); 0 when it
+  /// cannot be measured, the reason in backbone_features_error (a job that
+  /// needs the width refuses it), or for another job.
   int64_t backbone_features = 0;
   std::string backbone_features_error;
   std::string checkpoint;      ///< pretrained weights; resolved against the file's dir
@@ -251,7 +252,7 @@ topology_values(const std::string& yaml_text, const std::string& name,
 
 /// The topology with `nodes` replaced by `count` local nodes n1..nN (ports
 /// filled in later). Its actors are placed on them when its plan is made
-/// (place_round_robin, actors/runtime/placement.hpp): those placed on a node
+/// (place_round_robin, actors/runtime/plan_checks.hpp): those placed on a node
 /// of another name are placed again.
 topology with_local_nodes(topology t, int32_t count);
 

@@ -120,13 +120,15 @@ const section_fields<topology>& pretrain_fields() {
   return fields;
 }
 
-// The backbone's layer names, which a strategy's keys name, its ties and
-// the width of its features.
+// The backbone's layer names, which a strategy's keys name, its ties and,
+// for a job that reads it, the width of its features.
 std::vector<std::string> layer_names(const model::model_spec& spec, const field& blame,
                                      topology& t) {
+  const auto features = t.schema->reads_backbone_features ? model::with_features::yes
+                                                          : model::with_features::no;
   model::layer_listing layers;
   try {
-    layers = model::list_layers(spec);
+    layers = model::list_layers(spec, features);
   } catch (const std::exception& e) { // model::error, and anything LibTorch's loader throws
     blame.fail("cannot build the backbone: " + std::string(e.what()));
   }

@@ -21,7 +21,6 @@
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_run.hpp"
-#include "actors/runtime/placement.hpp"
 #include "actors/runtime/plan_checks.hpp"
 #include "actors/runtime/run_record.hpp"
 #include "messages/errc.hpp"
@@ -167,25 +166,13 @@ caf::error check_flags(const run_request& r, const mode& job) {
 } // namespace
 
 caf::expected<job_plan> plan_of(const mode& job, const topology& t) {
-  // Made once: the budgets the topology leaves unset are a step over it.
+  // Made once: the budgets the topology leaves unset are a step over it,
+  // not a plan of their own.
   auto plan = job.plan(t, plan_use::run);
   if (!plan)
     return plan;
-  for (auto& a : plan->actors)
-    a.threads_asked = a.threads_asked || t.runtime.compute_threads_asked;
-  if (t.runtime.compute_threads_asked)
-    plan->threads_asked_by = std::string("runtime.compute_threads")
-                             + (plan->threads_asked_by.empty() ? "" : ", ")
-                             + plan->threads_asked_by;
-  std::vector<std::string> nodes;
-  for (const auto& n : t.nodes)
-    nodes.push_back(n.name);
-  // The steps over the plan: placed on the nodes, the thread budgets it
-  // leaves unset set (the same share wherever an actor runs), the faults
-  // checked against its actors and edges.
-  place_round_robin(*plan, nodes);
-  set_thread_budgets(*plan, cores());
-  if (auto err = check_faults(t.faults, *plan))
+  // The runtime's steps over it (placement, thread budgets, fault checks).
+  if (auto err = settle_plan(*plan, t))
     return err;
   return plan;
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -14,10 +13,6 @@
 
 namespace baton::actors {
 inline namespace runtime {
-
-int32_t cores() {
-  return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
-}
 
 caf::expected<model::data_splits> load_data(const topology& t, int64_t train_limit) {
   auto spec = make_source_settings(t);

@@ -15,15 +15,13 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/runtime/job_result.hpp"
+#include "actors/runtime/plan_checks.hpp" // cores()
 #include "model/core/dataset.hpp"
 #include "model/core/specs.hpp"
 #include "model/core/warm_up.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
-
-/// The machine's hardware threads (at least 1).
-int32_t cores();
 
 /// The topology's training part, validation samples and test split, exactly
 /// as its source reads them, with at most `train_limit` training samples (0:

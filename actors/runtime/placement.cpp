@@ -45,21 +45,6 @@ placement_choice node_for(const std::string& placed, const placement& nodes) {
   return choice;
 }
 
-void place_round_robin(job_plan& plan, const std::vector<std::string>& nodes) {
-  size_t slot = 0;
-  for (auto& a : plan.actors) {
-    if (!a.with.empty())
-      continue;
-    const bool kept = std::find(nodes.begin(), nodes.end(), a.node) != nodes.end();
-    if (!kept)
-      a.node = nodes.empty() ? std::string{} : nodes[slot % nodes.size()];
-    ++slot;
-  }
-  for (auto& a : plan.actors)
-    if (const auto* beside = plan.find(a.with); beside != nullptr)
-      a.node = beside->node;
-}
-
 std::vector<thread_oversubscription>
 oversubscribed_nodes(const job_plan& plan, const std::map<std::string, int32_t>& node_cores) {
   std::map<std::string, int32_t> threads; // node -> torch threads

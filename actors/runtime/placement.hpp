@@ -1,8 +1,9 @@
 #pragma once
 
-// Where an actor runs: the plan's actors placed on the cluster's nodes
-// before a run, and when the node the plan placed one on is lost: plain
-// data in, a node out (no actor system; the coordinator does the spawning).
+// Where an actor runs when the node the plan placed it on is lost, and the
+// nodes asked for more threads than they have: plain data in, a node out
+// (no actor system; the coordinator does the spawning). The plan's first
+// placement is a step over it before the run (settle_plan, plan_checks.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -41,16 +42,6 @@ struct placement_choice {
 /// live node with the fewest actors (actors spawned there plus lost nodes
 /// moved there), so spare nodes first. Never a lost node.
 placement_choice node_for(const std::string& placed, const placement& nodes);
-
-/// Gives every actor of `plan` a node of `nodes` (their names, in order), as
-/// the plan's order says: an actor on one of them stays there; an actor
-/// placed `with` another (planned_actor::with) goes where that one goes;
-/// every other actor takes the node of its slot, round-robin over `nodes`.
-/// Each actor not placed `with` another has a slot, placed by hand or not,
-/// so that placing one actor moves no other; with N nodes the first N
-/// actors with a slot land on different nodes. Without nodes (an
-/// embedded run) every actor runs in this process ("").
-void place_round_robin(job_plan& plan, const std::vector<std::string>& nodes);
 
 /// A node asked to run more compute threads than it has cores.
 struct thread_oversubscription {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 #include <yaml-cpp/yaml.h>
 
@@ -91,6 +92,41 @@ void set_thread_budgets(job_plan& plan, int32_t cores) {
     a.settings = dump(settings);
     a.threads = share;
   }
+}
+
+int32_t cores() {
+  return std::max(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+}
+
+void place_round_robin(job_plan& plan, const std::vector<std::string>& nodes) {
+  size_t slot = 0;
+  for (auto& a : plan.actors) {
+    if (!a.with.empty())
+      continue;
+    const bool kept = std::find(nodes.begin(), nodes.end(), a.node) != nodes.end();
+    if (!kept)
+      a.node = nodes.empty() ? std::string{} : nodes[slot % nodes.size()];
+    ++slot;
+  }
+  for (auto& a : plan.actors)
+    if (const auto* beside = plan.find(a.with); beside != nullptr)
+      a.node = beside->node;
+}
+
+caf::error settle_plan(job_plan& plan, const topology& t) {
+  const auto& r = t.runtime;
+  for (auto& a : plan.actors)
+    a.threads_asked = a.threads_asked || r.compute_threads_asked;
+  if (r.compute_threads_asked)
+    plan.threads_asked_by = std::string("runtime.compute_threads")
+                            + (plan.threads_asked_by.empty() ? "" : ", ")
+                            + plan.threads_asked_by;
+  std::vector<std::string> nodes;
+  for (const auto& n : t.nodes)
+    nodes.push_back(n.name);
+  place_round_robin(plan, nodes);
+  set_thread_budgets(plan, cores());
+  return check_faults(t.faults, plan);
 }
 
 } // namespace runtime

@@ -1,10 +1,13 @@
 #pragma once
 
-// What a topology's cluster asks of a job's plan, checked on the plan (its
-// actors, edges and threads) and not on the mode that made it: the actors
-// and edges its faults name, and the thread budgets its actors share.
+// The runtime's steps over a job's plan, made once by its mode: what the
+// topology's cluster asks of it, done and checked on the plan (its actors,
+// edges and threads) and not on the mode that made it: the nodes its
+// actors run on, the thread budgets they share, the actors and edges its
+// faults name.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -14,6 +17,27 @@
 
 namespace baton::actors {
 inline namespace runtime {
+
+/// The machine's hardware threads (at least 1).
+int32_t cores();
+
+/// The steps over `plan`, the plan of `t`'s job, in one, before it runs:
+/// the budgets runtime.compute_threads asks kept as asked; the actors
+/// placed on `t`'s nodes (place_round_robin); the thread budgets left unset
+/// set to this machine's share (set_thread_budgets: the same share wherever
+/// an actor runs); `t`'s faults checked against its actors and edges
+/// (check_faults, whose error it returns).
+caf::error settle_plan(job_plan& plan, const topology& t);
+
+/// Gives every actor of `plan` a node of `nodes` (their names, in order), as
+/// the plan's order says: an actor on one of them stays there; an actor
+/// placed `with` another (planned_actor::with) goes where that one goes;
+/// every other actor takes the node of its slot, round-robin over `nodes`.
+/// Each actor not placed `with` another has a slot, placed by hand or not,
+/// so that placing one actor moves no other; with N nodes the first N
+/// actors with a slot land on different nodes. Without nodes (an
+/// embedded run) every actor runs in this process ("").
+void place_round_robin(job_plan& plan, const std::vector<std::string>& nodes);
 
 /// Refuses a fault that names what `plan` does not have: a `throw` of an
 /// actor that is not trainable, a `delay` or `drop` on an edge that carries

@@ -27,19 +27,24 @@ struct layer_listing {
   std::vector<layer_tie> ties;
   std::vector<std::string> batch_dependent;
   /// A backbone's output width (backbone_features), found with its layers
-  /// (a TorchScript backbone's measured on the model listed, not loaded
-  /// again); 0 for a model that is not a backbone or whose output is not
-  /// [N, features], with the reason in features_error.
+  /// when asked (with_features::yes; a TorchScript backbone's measured on
+  /// the model listed, not loaded again); 0 when not asked, and for a model
+  /// that is not a backbone or whose output is not [N, features], with the
+  /// reason in features_error.
   int64_t features = 0;
   std::string features_error;
 };
 
+/// Whether list_layers also finds a backbone's output width (what a head
+/// takes): a TorchScript backbone's costs a forward pass of one probe.
+enum class with_features : bool { no, yes };
+
 /// The layers of `spec`'s model: a built-in one's from its declaration
 /// (architecture.hpp, nothing built), a TorchScript file's by loading it
-/// (and, for its features, one probe shaped as the data's samples).
-/// Throws model::error on a model that cannot be built, LibTorch's errors
-/// included (without their backtrace).
-layer_listing list_layers(const model_spec& spec);
+/// (and, for its features when asked, one probe shaped as the data's
+/// samples). Throws model::error on a model that cannot be built,
+/// LibTorch's errors included (without their backtrace).
+layer_listing list_layers(const model_spec& spec, with_features features = with_features::no);
 
 /// The layers of the model `baton pretrain` and a pipeline train on a task
 /// of `classes` classes (make_pretrain_model): the backbone's and its

@@ -255,23 +255,25 @@ layer_listing listing_of(const layered_model& m) {
   return {m.layer_names(), layer_ties(m), batch_dependent_layers(m), 0, {}};
 }
 
-layer_listing list_layers(const model_spec& spec) {
+layer_listing list_layers(const model_spec& spec, with_features features) {
   if (is_declared(spec.name)) { // read, not built
     const model_declaration declaration = declare_model(spec);
     layer_listing out = listing_of(declaration);
-    measure_features(out, [&] {
-      check_backbone(spec);
-      return declared_features(declaration);
-    });
+    if (features == with_features::yes)
+      measure_features(out, [&] {
+        check_backbone(spec);
+        return declared_features(declaration);
+      });
     return out;
   }
   try {
     const layered_model m = make_model(spec);
     layer_listing out = listing_of(m);
-    measure_features(out, [&] {
-      check_backbone(spec);
-      return output_features(m, spec);
-    });
+    if (features == with_features::yes)
+      measure_features(out, [&] {
+        check_backbone(spec);
+        return output_features(m, spec);
+      });
     return out;
   } catch (const c10::Error& e) {
     throw error(e.what_without_backtrace());

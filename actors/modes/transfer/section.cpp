@@ -291,6 +291,7 @@ job_schema schema() {
                  {"heads.*.optimizer", optimizer}};
   schema.lists = {"heads", "backbone.split", "backbone.place"};
   schema.readers = "jobs that run the backbone frozen";
+  schema.reads_backbone_features = true; // the heads' input width
   schema.parse = parse;
   return schema;
 }

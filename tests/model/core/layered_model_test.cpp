@@ -196,8 +196,9 @@ TEST(layered_model, a_declared_model_lists_the_layers_make_model_builds) {
     spec.wide_features = 64;
     spec.in_height = spec.in_width = 16; // the mlp's first layer over 256 inputs
     const auto built = make_model(spec);
-    const auto listed = list_layers(spec);
+    const auto listed = list_layers(spec, with_features::yes);
     EXPECT_EQ(listed.names, built.layer_names()) << name;
+    EXPECT_EQ(list_layers(spec).features, 0) << name; // not asked
     EXPECT_TRUE(listed.ties.empty() && layer_ties(built).empty()) << name;
     EXPECT_EQ(listed.batch_dependent, batch_dependent_layers(built)) << name;
     if (std::string{name} == "head" || std::string{name} == "classifier" ||

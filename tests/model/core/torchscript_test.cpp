@@ -297,8 +297,10 @@ TEST_F(torchscript, a_module_for_other_samples_is_refused_naming_their_shape) {
 
 TEST_F(torchscript, backbone_features_are_measured_at_load) {
   EXPECT_EQ(backbone_features(spec_), 3); // the last Linear's 3 outputs
-  EXPECT_EQ(list_layers(spec_).features, 3); // listed and measured in one load
-  const auto unflat = list_layers(spec_of("unflat.pt"));
+  // Listed and measured in one load.
+  EXPECT_EQ(list_layers(spec_, with_features::yes).features, 3);
+  EXPECT_EQ(list_layers(spec_).features, 0); // not asked: no probe
+  const auto unflat = list_layers(spec_of("unflat.pt"), with_features::yes);
   EXPECT_EQ(unflat.features, 0);
   EXPECT_NE(unflat.features_error.find("torch.nn.Flatten()"), std::string::npos)
     << unflat.features_error;
