@@ -9,6 +9,7 @@
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/ist/section.hpp"
 #include "actors/modes/planning.hpp"
+#include "actors/modes/registry.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "apps/predict/link_calibration.hpp"
@@ -350,9 +351,16 @@ cost::workload workload_of(const model::model_profile& p, const topology& t) {
 
 caf::expected<costed_strategy> cost_strategy_of(const std::string& name, const topology& t,
                                                 profile_cache& profiles, int32_t side_by_side) {
-  if (t.job != "data-parallel" && t.job != "pipeline" && t.job != "ist")
-    return refuse(name, "job: " + t.job + " has no cost model (data-parallel, pipeline and ist "
-                                         "have)");
+  // The jobs with a cost model are those with rows in the catalogue (the
+  // registry's variants), not a list of their own.
+  const auto* mode = actors::find_mode(t.job);
+  if (mode == nullptr || mode->variants.empty()) {
+    std::string modelled;
+    for (const auto& m : actors::all_modes())
+      if (!m.variants.empty())
+        modelled += (modelled.empty() ? "" : ", ") + m.name();
+    return refuse(name, "job: " + t.job + " has no cost model (" + modelled + " have one)");
+  }
   const bool pipeline = t.job == "pipeline";
   const int64_t batch = pipeline ? std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches)
                                  : t.plan.batch_size;
