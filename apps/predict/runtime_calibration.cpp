@@ -14,6 +14,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/flow/cpu_time.hpp"
+#include "actors/net/framed_transport.hpp"
 #include "actors/net/system.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/spawner.hpp"
@@ -201,7 +202,8 @@ caf::expected<runtime_calibration> measure(const model::cost::link_model& loopba
   {
     caf::scoped_actor self{sys};
     const auto& node = nodes->addresses().front();
-    auto spawner = sys.middleman().remote_actor(node.host, node.port);
+    // Through the guarded transport, as a run connects to its nodes.
+    auto spawner = actors::remote_actor_framed(sys, node.host, node.port);
     if (!spawner)
       return make_error(errc::node_unreachable, "the runtime calibration's node on port " +
                                                   std::to_string(node.port) + ": " +
