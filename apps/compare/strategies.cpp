@@ -81,9 +81,49 @@ caf::expected<std::vector<strategy_choice>> choose_strategies(const std::string&
 
 namespace {
 
-/// Keys of transfer's that other jobs refuse (docs/configuration.md).
-const char* transfer_backbone_keys[] = {"split", "stages", "place", "cache", "cache_mb",
-                                        "feature_block"};
+/// Whether `path` (dotted) is in a job's own section ("pipeline.stages.*").
+bool in_own_section(const std::string& path) {
+  for (const auto& mode : actors::all_modes()) {
+    const auto& own = mode.schema.section;
+    if (!own.empty() && (path == own || path.rfind(own + ".", 0) == 0))
+      return true;
+  }
+  return false;
+}
+
+/// The keys other jobs add to the common sections (their schemas' keys:
+/// transfer's backbone.split, runtime.head_threads, data-parallel's
+/// optimizer.lr_scaling) that `job` does not read, removed from `doc`: the
+/// parser refuses them by name under another job. The list is the
+/// registry's, not one of compare's own.
+void remove_other_jobs_keys(YAML::Node& doc, const std::string& job) {
+  const auto* chosen = actors::find_mode(job);
+  auto reads = [&](const std::string& path, const std::string& key) {
+    if (chosen == nullptr)
+      return false;
+    auto it = chosen->schema.keys.find(path);
+    return it != chosen->schema.keys.end() &&
+           std::find(it->second.begin(), it->second.end(), key) != it->second.end();
+  };
+  for (const auto& mode : actors::all_modes()) {
+    if (mode.name() == job)
+      continue;
+    for (const auto& [path, keys] : mode.schema.keys) {
+      // The top level's `heads` is below; a list entry's keys go with it.
+      if (path.empty() || path.find('*') != std::string::npos || in_own_section(path))
+        continue;
+      YAML::Node section = doc;
+      std::stringstream parts{path};
+      for (std::string part; section && std::getline(parts, part, '.');)
+        section.reset(section.IsMap() ? section[part] : YAML::Node{});
+      if (!section || !section.IsMap())
+        continue;
+      for (const auto& key : keys)
+        if (!reads(path, key))
+          section.remove(key);
+    }
+  }
+}
 
 /// Makes the relative path at doc[section][key] absolute against `base`:
 /// the derived text is written in another directory than the workload's.
@@ -163,12 +203,11 @@ caf::expected<std::string> derive_topology(const strategy_choice& s, const std::
     for (const auto& mode : actors::all_modes())
       if (const auto& section = mode.schema.section; !section.empty() && section != s.section)
         doc.remove(section);
-    if (s.job != "transfer") {
+    // A transfer workload's `heads` are its tasks; a one-task job would
+    // read the first as its own head.
+    if (s.job != "transfer")
       doc.remove("heads");
-      if (doc["backbone"] && doc["backbone"].IsMap())
-        for (const char* key : transfer_backbone_keys)
-          doc["backbone"].remove(key);
-    }
+    remove_other_jobs_keys(doc, s.job);
     tidy_section(s, doc);
     absolute_paths(doc, fs::absolute(file).parent_path());
     return "# " + s.name + ": " + file + " as `baton compare` ran it\n" + YAML::Dump(doc) + "\n";

@@ -188,12 +188,20 @@ TEST(compare, repeated_runs_give_their_spread_and_no_winner_when_none_reached_th
 
 TEST(compare, local_stops_at_the_budget) {
   scratch_dir dir{"compare-local-budget"};
-  // Far more epochs than 2 seconds train: only the budget ends the run.
-  auto workload = write_workload(dir.path(), mlp_sections, 100000);
+  // Far more epochs than 2 seconds train: only the budget ends the run. The
+  // workload also holds a key transfer adds to a common section, which
+  // data-parallel refuses by name: compare drops it (the registry's schemas
+  // say whose it is).
+  const std::string sections = std::string{mlp_sections} + "runtime: {head_threads: 1}\n";
+  auto workload = write_workload(dir.path(), sections, 100000);
   auto out = dir.path() + "/out";
   auto run = run_baton({"compare", workload, "--strategies", "local", "--target", "0.99",
                         "--budget", "2", "--repeat", "1", "--out", out});
   ASSERT_EQ(run.exit_code, 0) << run.text;
+  std::ifstream derived{out + "/local.yaml"};
+  const std::string text{std::istreambuf_iterator<char>{derived}, {}};
+  EXPECT_NE(text.find("data_parallel:"), std::string::npos) << text;
+  EXPECT_EQ(text.find("head_threads"), std::string::npos) << text;
   auto report = read_json(out + "/report.json");
   ASSERT_EQ(report["runs"].size(), 1u) << report.dump();
   const auto& s = report["runs"][0]["summary"];
