@@ -109,7 +109,8 @@ void remove_other_jobs_keys(YAML::Node& doc, const std::string& job) {
     if (mode.name() == job)
       continue;
     for (const auto& [path, keys] : mode.schema.keys) {
-      // The top level's `heads` is below; a list entry's keys go with it.
+      // The top level (`heads`) is derive_topology's to tidy; a list
+      // entry's keys go with its list.
       if (path.empty() || path.find('*') != std::string::npos || in_own_section(path))
         continue;
       YAML::Node section = doc;
