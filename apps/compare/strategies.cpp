@@ -81,6 +81,17 @@ caf::expected<std::vector<strategy_choice>> choose_strategies(const std::string&
 
 namespace {
 
+/// Whether `job`'s schema lists `key` at `path` (dotted: a section, ""
+/// the top level), the keys the parser reads under that job.
+bool job_reads(const std::string& job, const std::string& path, const std::string& key) {
+  const auto* mode = actors::find_mode(job);
+  if (mode == nullptr)
+    return false;
+  auto keys = mode->schema.keys.find(path);
+  return keys != mode->schema.keys.end() &&
+         std::find(keys->second.begin(), keys->second.end(), key) != keys->second.end();
+}
+
 /// Whether `path` (dotted) is in a job's own section ("pipeline.stages.*").
 bool in_own_section(const std::string& path) {
   for (const auto& mode : actors::all_modes()) {
@@ -97,14 +108,6 @@ bool in_own_section(const std::string& path) {
 /// parser refuses them by name under another job. The list is the
 /// registry's, not one of compare's own.
 void remove_other_jobs_keys(YAML::Node& doc, const std::string& job) {
-  const auto* chosen = actors::find_mode(job);
-  auto reads = [&](const std::string& path, const std::string& key) {
-    if (chosen == nullptr)
-      return false;
-    auto it = chosen->schema.keys.find(path);
-    return it != chosen->schema.keys.end() &&
-           std::find(it->second.begin(), it->second.end(), key) != it->second.end();
-  };
   for (const auto& mode : actors::all_modes()) {
     if (mode.name() == job)
       continue;
@@ -120,7 +123,7 @@ void remove_other_jobs_keys(YAML::Node& doc, const std::string& job) {
       if (!section || !section.IsMap())
         continue;
       for (const auto& key : keys)
-        if (!reads(path, key))
+        if (!job_reads(job, path, key))
           section.remove(key);
     }
   }
@@ -173,9 +176,10 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
         section[entry.first.Scalar()] = YAML::Clone(entry.second);
   auto pretrain = doc["backbone"] ? doc["backbone"]["pretrain"] : YAML::Node{};
   // The workload's `optimizer:` is every strategy's; without it, the
-  // pre-training's stands in for the strategies' older keys.
-  if (s.job != "pipeline" && !doc["optimizer"] && !section["optimizer"] && pretrain &&
-      pretrain.IsMap() && pretrain["optimizer"])
+  // pre-training's stands in for the older key of a section that has one
+  // (its schema says so: a pipeline's section has none).
+  if (job_reads(s.job, s.section, "optimizer") && !doc["optimizer"] && !section["optimizer"] &&
+      pretrain && pretrain.IsMap() && pretrain["optimizer"])
     section["optimizer"] = YAML::Clone(pretrain["optimizer"]);
   if (section.size() == 0)
     doc.remove(s.section);
