@@ -41,13 +41,14 @@ std::vector<std::string> with_default_checkpoint(const std::vector<std::string>&
   return all;
 }
 
-/// The topology of `record`: the text it was started with, its overrides.
-caf::expected<topology> load_recorded(const run_record& record,
-                                      const std::vector<job_schema>& jobs) {
-  if (record.topology_file.empty())
-    return parse_topology(record.topology_text, default_topology_name,
-                          with_default_checkpoint(record.overrides), jobs);
-  return parse_topology_as(record.topology_text, record.topology_file, record.overrides, jobs);
+/// `text` parsed as the topology file `file` with `overrides`; an empty
+/// `file` is the built-in default's text, with its checkpoint.
+caf::expected<topology> parse_text(const std::string& text, const std::string& file,
+                                   const std::vector<std::string>& overrides,
+                                   const std::vector<job_schema>& jobs) {
+  if (file.empty())
+    return parse_topology(text, default_topology_name, with_default_checkpoint(overrides), jobs);
+  return parse_topology_as(text, file, overrides, jobs);
 }
 
 /// The text of the request's topology file, or the built-in default's: read
@@ -98,7 +99,8 @@ caf::expected<topology> load_resumed_topology(const run_request& r,
                       "settings (" + difference + "); a resumed run may change runtime, "
                       "faults, nodes and placement only (the run's settings are in " +
                       run_record_path(r.resume_dir) + ")");
-  return load_recorded(*now, jobs);
+  // The topology the recorded run was started with, its options.
+  return parse_text(now->topology_text, now->topology_file, now->overrides, jobs);
 }
 
 /// The request's topology parsed with `jobs`, the registry's schemas, from
@@ -110,10 +112,7 @@ caf::expected<topology> load_topology_of(const run_request& r,
   auto text = request_text(r);
   if (!text)
     return text.error();
-  if (r.topology_path.empty())
-    return parse_topology(*text, default_topology_name, with_default_checkpoint(r.overrides),
-                          jobs);
-  return parse_topology_as(*text, r.topology_path, r.overrides, jobs);
+  return parse_text(*text, r.topology_path, r.overrides, jobs);
 }
 
 } // namespace
