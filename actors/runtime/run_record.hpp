@@ -59,8 +59,9 @@ caf::error check_record_size(const run_record& record);
 
 /// The record of a new run (a new id, new_run_id) from its topology file
 /// (empty: the built-in default), the text the run parsed (the file as it
-/// was read, never read again) and its `--set` options. Fault overrides are left out: a resumed run injects
-/// the faults it is given, not the killed run's.
+/// was read, never read again) and its `--set` options. Fault overrides are
+/// left out: a resumed run injects the faults it is given, not the killed
+/// run's.
 run_record make_run_record(const std::string& topology_file, const std::string& text,
                            const std::vector<std::string>& overrides);
 

@@ -198,8 +198,7 @@ TEST(compare, local_stops_at_the_budget) {
   auto run = run_baton({"compare", workload, "--strategies", "local", "--target", "0.99",
                         "--budget", "2", "--repeat", "1", "--out", out});
   ASSERT_EQ(run.exit_code, 0) << run.text;
-  std::ifstream derived{out + "/local.yaml"};
-  const std::string text{std::istreambuf_iterator<char>{derived}, {}};
+  const std::string text = read_text(out + "/local.yaml");
   EXPECT_NE(text.find("data_parallel:"), std::string::npos) << text;
   EXPECT_EQ(text.find("head_threads"), std::string::npos) << text;
   auto report = read_json(out + "/report.json");

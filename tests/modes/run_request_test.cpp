@@ -12,19 +12,16 @@
 #include "actors/runtime/jobs.hpp"
 #include "messages/errc.hpp"
 #include "tests/support/scratch_dir.hpp"
+#include "tests/support/text.hpp"
 
 using namespace baton::actors;
 using baton::describe;
+using baton::testing::read_text;
 using baton::testing::scratch_dir;
 
 namespace {
 
 const std::string request_configs = std::string(BATON_SOURCE_DIR) + "/configs/";
-
-std::string file_text_of(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 void overwrite_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -35,7 +32,7 @@ void overwrite_file(const std::string& path, const std::string& text) {
 TEST(run_request, the_text_the_caller_read_is_parsed_not_the_file_as_it_is_now) {
   scratch_dir dir("run-request");
   const std::string path = dir.path() + "/pipeline.yaml";
-  const std::string text = file_text_of(request_configs + "pipeline.yaml");
+  const std::string text = read_text(request_configs + "pipeline.yaml");
   ASSERT_FALSE(text.empty());
   overwrite_file(path, "job: [edited after it was read\n");
 
