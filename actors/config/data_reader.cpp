@@ -331,9 +331,9 @@ model::data_header check_dataset(const field& data, const topology& t, bool& kno
   known = t.embedded() || t.data.synthetic();
   if (!known)
     return declared_header(data, t,
-                           t.job == "data-parallel" || t.job == "ist"
-                             ? "each worker reads its shard of them on its own node"
-                             : "they are read on the source's node, data.node");
+                           t.schema->reads_data_on.empty()
+                             ? "they are read on the source's node, data.node"
+                             : t.schema->reads_data_on);
   std::optional<field> dir = data.get("dir");
   std::optional<field> kind = data.get("kind") ? data.get("kind") : data.get("dataset");
   const field& blame = dir ? *dir : kind ? *kind : data;

@@ -87,6 +87,15 @@ struct job_schema {
   /// backbone_features: transfer's heads take it): found with the layers
   /// for its jobs only (a TorchScript backbone's by a probe forward pass).
   bool reads_backbone_features = false;
+  /// Where its actors read the data's files when nodes are listed, said in
+  /// the error that asks the data section to declare what they hold: "each
+  /// worker reads its shard of them on its own node" ("": the source's
+  /// node, data.node, reads them).
+  std::string reads_data_on;
+  /// Which models it trains when not every backbone, said where a workload
+  /// trains another ("pipeline splits backbone.model: convnet, ..."); "":
+  /// any.
+  std::string trains;
   /// Keys it does not read, refused with its own reason before the backbone
   /// is read, by dotted path: another job's ("backbone.split" under job:
   /// pipeline) or a common one ("backbone.model" under job: ist, which

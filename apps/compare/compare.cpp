@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/modes/registry.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/compare/repeats.hpp"
 #include "apps/compare/run_record.hpp"
@@ -194,15 +195,14 @@ std::vector<row> make_rows(const std::vector<strategy_choice>& chosen, const com
   std::vector<row> rows;
   for (const auto& s : chosen)
     rows.push_back(make_row(s, r));
-  for (auto& row : rows)
-    if (row.skipped.empty() && !model.empty() && row.model != model)
-      row.skipped = row.strategy.name + " trains " + row.model + ", not the workload's " + model +
-                    (row.strategy.job == "pipeline"
-                       ? " (pipeline splits backbone.model: convnet, convnet_wide, resnet18 or "
-                         "torchscript)"
-                       : row.strategy.job == "ist"
-                           ? " (IST trains an mlp, ist_mlp in data_parallel.model, or a resnet18)"
-                           : "");
+  for (auto& row : rows) {
+    if (!row.skipped.empty() || model.empty() || row.model == model)
+      continue;
+    const auto* mode = actors::find_mode(row.strategy.job);
+    const std::string trains = mode != nullptr ? mode->schema.trains : std::string{};
+    row.skipped = row.strategy.name + " trains " + row.model + ", not the workload's " + model +
+                  (trains.empty() ? "" : " (" + trains + ")");
+  }
   return rows;
 }
 

@@ -298,6 +298,8 @@ TEST(compare, bad_input_is_exit_2_with_the_reason) {
   const std::vector<bad> cases{
     {{"--strategies", "data-paralel:ring"}, "did you mean 'data-parallel:ring'"},
     {{"--strategies", "pipeline:1f1b"}, "pipeline:1f1b does not apply"},
+    // Why, as the schema says it (job_schema::trains).
+    {{"--strategies", "pipeline:1f1b"}, "(pipeline splits backbone.model: convnet, convnet_wide"},
     {{"--target", "1.0"}, "--budget"},
     {{"--target", "1.5"}, "outside (0, 1]"},
     {{"--repeat", "0"}, "--repeat expects an integer from 1 to 100"},

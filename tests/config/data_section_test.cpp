@@ -158,6 +158,17 @@ TEST_F(data_section, listed_nodes_need_what_the_files_would_say) {
   ASSERT_TRUE(t) << describe(t.error());
   EXPECT_EQ(t->sample_shape, (std::vector<int64_t>{3, 8, 8}));
   EXPECT_TRUE(listed.parse("data:\n  kind: cifar10\n  dir: /nowhere\n")); // 3x32x32, 10
+  refused(npy_data(), "(they are read on the source's node, data.node)");
+  // A job whose workers read their shards says so (its schema's reads_data_on).
+  const topology_fixture sharded{
+    file_, nodes + small_job_topology("data-parallel", "data_parallel", "{checkpoint: none}",
+                                      "{kind: npy, train: {x: " + path("x.npy") + ", y: " +
+                                        path("y.npy") + "}, test: {x: " + path("x.npy") +
+                                        ", y: " + path("y.npy") + "}}") +
+                      "  workers: 2\n"};
+  const std::string why = sharded.refusal("");
+  EXPECT_NE(why.find("(each worker reads its shard of them on its own node)"),
+            std::string::npos) << why;
 }
 
 // data.validation, data.augment, save and early_stopping (issue 35): read

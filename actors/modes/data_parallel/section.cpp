@@ -303,6 +303,7 @@ job_schema schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.own_model = true;
+  schema.reads_data_on = "each worker reads its shard of them on its own node";
   return schema;
 }
 

@@ -203,6 +203,8 @@ job_schema schema() {
   add_one_task_heads(schema);
   schema.parse = parse;
   schema.own_model = true;
+  schema.trains = "IST trains an mlp, ist_mlp in data_parallel.model, or a resnet18";
+  schema.reads_data_on = "each worker reads its shard of them on its own node";
   return schema;
 }
 

@@ -254,6 +254,8 @@ job_schema schema() {
                                         "writes one)"}};
   add_one_task_heads(schema);
   schema.parse = parse;
+  schema.trains = "pipeline splits backbone.model: convnet, convnet_wide, resnet18 or "
+                  "torchscript";
   return schema;
 }
 
