@@ -198,6 +198,13 @@ struct strategy {
   /// (a struct of the mode's, e.g. data_parallel::section_spec): the parser knows
   /// no mode, and a mode reads its own with std::any_cast.
   std::any mode_spec;
+  /// What the job trains where it is not the backbone, and the optimizer
+  /// that steps it where it is not the workload's, as its parse settles
+  /// them (IST's network and widths; data-parallel's and IST's optimizer
+  /// section): what `baton profile`, predict and compare time (modes'
+  /// trained_model_of).
+  std::optional<model::model_spec> trained_network;
+  std::optional<model::optimizer_spec> trained_optimizer;
 };
 
 /// Where it runs: the nodes, the runtime's limits (with TLS) and the

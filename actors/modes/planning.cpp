@@ -12,15 +12,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
-#include "actors/modes/ist/section.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/core/error.hpp"
-#include "model/ist_mlp/mlp.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -206,17 +203,10 @@ caf::expected<profile_file> load_profile(const std::string& path) {
 }
 
 trained_model trained_model_of(const topology& t) {
-  trained_model m{t.backbone, t.pretrain.optimizer};
+  trained_model m{t.trained_network.value_or(t.backbone),
+                  t.trained_optimizer.value_or(t.pretrain.optimizer)};
   const model::task* task = t.find_task(t.task);
   m.spec.classes = task != nullptr ? task->classes : 10;
-  if (t.job == "data-parallel") {
-    m.optimizer = data_parallel::section_of(t).optimizer;
-  } else if (t.job == "ist") {
-    const auto& s = ist::section_of(t);
-    m.spec.name = model::ist::mlp_name;
-    m.spec.hidden = s.hidden;
-    m.optimizer = s.optimizer;
-  }
   return m;
 }
 

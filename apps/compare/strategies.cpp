@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/modes/planning.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_run.hpp"
@@ -298,9 +299,9 @@ caf::expected<std::string> applies(const strategy_choice& s, const std::string& 
   spdlog::set_level(level);
   if (!plan)
     return plan.error();
-  // IST's network is data-parallel's ist_mlp (bench ist compares them).
-  return t->job == "ist" && t->backbone.name == "mlp" ? std::string{"ist_mlp"}
-                                                      : t->backbone.name;
+  // The model the job trains (IST's network is data-parallel's ist_mlp:
+  // bench ist compares them).
+  return actors::trained_model_of(*t).spec.name;
 }
 
 } // namespace baton::apps

@@ -246,6 +246,7 @@ job_reading parse(const field& root, const std::vector<std::string>&, topology& 
   check_batch_norm(root, t, s.workers);
   read_freezing(root, section, t, s);
   read_optimizer_of(root, section, t, s);
+  t.trained_optimizer = s.optimizer;
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);

@@ -7,6 +7,7 @@
 #include "actors/modes/one_task.hpp"
 #include "model/core/error.hpp"
 #include "model/ist/epoch_steps.hpp"
+#include "model/ist_mlp/mlp_layers.hpp"
 #include "model/ist_mlp/network.hpp"
 
 namespace baton::actors {
@@ -161,6 +162,12 @@ job_reading parse(const field& root, const std::vector<std::string>&, topology& 
     s.nodes = read_nodes(*f, t, s.workers);
   // The job trains its own network: the backbone section's model is not used.
   t.backbone.name = s.kind == "resist" ? "resnet18" : "mlp";
+  if (s.kind == "ist") { // the mlp cut into subnets: data-parallel's ist_mlp
+    t.trained_network = t.backbone;
+    t.trained_network->name = model::ist::mlp_name;
+    t.trained_network->hidden = s.hidden;
+  }
+  t.trained_optimizer = s.optimizer;
   job_reading job;
   job.own_length = true;
   job.length = length_of(t, s);

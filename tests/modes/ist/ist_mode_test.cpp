@@ -15,6 +15,7 @@
 #include "actors/modes/ist/neuron_scheme.hpp"
 #include "actors/modes/ist/round_timing.hpp"
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/planning.hpp"
 #include "actors/modes/registry.hpp"
 #include "messages/errc.hpp"
 #include "model/core/error.hpp"
@@ -133,6 +134,22 @@ TEST(ist_section, defaults_two_workers_two_shards) {
   ASSERT_TRUE(p) << baton::describe(p.error());
   EXPECT_EQ(p->actors.size(), 4u);
   EXPECT_EQ(p->edges.size(), 8u);
+}
+
+// What `baton profile`, predict and compare time is the job's network, as
+// its section settles it: the mlp cut into subnets (ist_mlp, its widths),
+// stepped by its optimizer; ResIST's resnet18 is the backbone itself.
+TEST(ist_section, settles_the_network_it_trains) {
+  auto t = parse("  hidden: [48, 24]\n  optimizer: {lr: 0.25}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  const trained_model m = trained_model_of(*t);
+  EXPECT_EQ(m.spec.name, "ist_mlp");
+  EXPECT_EQ(m.spec.hidden, (std::vector<int64_t>{48, 24}));
+  EXPECT_EQ(m.spec.classes, 10);
+  EXPECT_DOUBLE_EQ(m.optimizer.lr, 0.25);
+  auto resist = parse("  kind: resist\n");
+  ASSERT_TRUE(resist) << baton::describe(resist.error());
+  EXPECT_EQ(trained_model_of(*resist).spec.name, "resnet18");
 }
 
 // -- the plan -----------------------------------------------------------------------
