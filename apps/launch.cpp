@@ -21,7 +21,6 @@
 #include "actors/config/names.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/run.hpp"
-#include "actors/modes/run_outputs.hpp"
 #include "actors/runtime/launch_env.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/node.hpp"
@@ -296,7 +295,7 @@ int run_over(run_request r, rendezvous_host& ranks, const std::vector<launch_pee
     stop = interrupted.load() || lost.has_value();
   }
   if (!lost)
-    return report_run(r, job.get());
+    return report_run(job.get());
   spdlog::error("baton launch: lost rank {} (its process ended): the job is stopped so that "
                 "the launcher can restart it (with runtime.checkpoint_every and "
                 "runtime.checkpoint_dir a restart resumes from the checkpoints)", *lost);
@@ -430,12 +429,10 @@ std::map<std::string, std::string> environment_variables() {
   return out;
 }
 
-int report_run(const run_request& r, caf::expected<finished_run> run) {
+int report_run(caf::expected<job_result> run) {
   if (!run)
     return fail(run.error());
-  if (auto err = write_outputs(r, *run))
-    return fail(err);
-  const job_result& result = run->result;
+  const job_result& result = *run;
   if (!result.failed.empty()) {
     spdlog::error("the run failed, its work so far is in the outputs above: {}", result.failed);
     return 2;

@@ -27,11 +27,11 @@ std::map<std::string, std::string> environment_variables();
 /// was lost, 2 for bad input.
 int cmd_launch(args& a, const std::atomic<bool>& interrupted);
 
-/// What `baton run` (and rank 0 of `baton launch`) prints and writes of a
-/// finished run: the results table first, then the outputs `r` asks for
-/// and the run record (write_outputs), where each went; the exit code (2 for
-/// a run that failed but kept its work in the outputs, 1 for a run whose
-/// training loss, and so its weights, went non-finite).
-int report_run(const actors::run_request& r, caf::expected<actors::finished_run> run);
+/// The exit code of `baton run` (and of rank 0 of `baton launch`) for a run
+/// whose outputs run_job wrote: 0, 2 for a run that failed but kept its
+/// work in the outputs, 1 for a run whose training loss, and so its
+/// weights, went non-finite; an error (no run, or outputs not written) is
+/// logged and gives its code.
+int report_run(caf::expected<actors::job_result> run);
 
 } // namespace baton::apps

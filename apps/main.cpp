@@ -370,7 +370,7 @@ int cmd_run(args& a, bool pretrain_only) {
   // A resumed run writes the outputs its first command asked for.
   if (auto err = actors::with_recorded_outputs(r))
     return fail(err);
-  return report_run(r, actors::run_job(r));
+  return report_run(actors::run_job(r));
 }
 
 int cmd_node(args& a) {

@@ -3,8 +3,8 @@
 // built-in default or with --resume DIR the recorded run) read once and
 // parsed once with every mode's schema; the outputs and flags checked; the
 // one plan made (thread budgets, placement and fault checks are steps over
-// it); the job run by the runtime, the mode's reference or its baseline.
-// The outputs are written by write_outputs (run_outputs.cpp).
+// it); the job run by the runtime, the mode's reference or its baseline;
+// its outputs written (write_outputs, run_outputs.cpp).
 #include "actors/modes/run.hpp"
 
 #include <optional>
@@ -196,7 +196,7 @@ caf::expected<actor_job> actor_job_of(const mode& job, const topology& t, const 
 
 } // namespace
 
-caf::expected<finished_run> run_job(const run_request& r) {
+caf::expected<job_result> run_job(const run_request& r) {
   const mode_registry& modes = registry();
   auto t = load_topology_of(r, modes.schemas);
   if (!t)
@@ -227,7 +227,9 @@ caf::expected<finished_run> run_job(const run_request& r) {
                                            : run_actors(std::move(*job), r);
   if (!result)
     return result.error();
-  return finished_run{std::move(*t), std::move(*result), mode};
+  if (auto err = write_outputs(r, *t, *mode, *result))
+    return err;
+  return result;
 }
 
 caf::error pretrain(const run_request& r) {

@@ -13,23 +13,16 @@
 namespace baton::actors {
 inline namespace modes {
 
-struct mode;
-
-/// A finished run: the topology it read (once) and what it trained.
-struct finished_run {
-  topology workload;
-  job_result result;
-  const mode* job = nullptr; ///< the mode of workload.job, found once by run_job
-};
-
 /// Runs the job the request describes with its mode (registry.hpp): the
 /// mode's plan with actors (embedded, on listed nodes or on --local-nodes),
 /// its one-process reference (--mode local) or its baseline (--baseline
 /// separate). Flags the mode does not offer are refused first. The output
 /// files are checked before anything trains (writable, not a directory, not
-/// an input of the run: check_outputs) and are written by write_outputs
-/// (run_outputs.hpp).
-caf::expected<finished_run> run_job(const run_request& r);
+/// an input of the run: check_outputs) and written once it has trained,
+/// also when a part of it failed (write_outputs, run_outputs.hpp): what it
+/// returns is the result as written; an error is a run that did not train
+/// or whose outputs could not be written.
+caf::expected<job_result> run_job(const run_request& r);
 
 /// `baton pretrain`: pre-trains the backbone of the request's topology and
 /// writes its checkpoint (backbone.checkpoint), whether or not one exists.

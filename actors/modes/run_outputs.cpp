@@ -117,13 +117,13 @@ caf::error check_outputs(const run_request& r, const topology& t) {
   return check_files(outputs, inputs);
 }
 
-caf::error write_outputs(const run_request& r, finished_run& run) {
-  const auto& result = run.result;
+caf::error write_outputs(const run_request& r, const topology& t, const mode& job,
+                         job_result& result) {
   // The table first: what was trained is shown even if a file fails.
   std::printf("%s", results_table(result).c_str());
   std::fflush(stdout);
   if (!r.metrics_out.empty() || !r.save_model.empty())
-    run.result.normalisation = normalisation_of(run.workload);
+    result.normalisation = normalisation_of(t);
   if (!r.metrics_out.empty()) {
     if (auto ok = write_metrics(result, r.metrics_out); !ok)
       return ok.error();
@@ -135,11 +135,9 @@ caf::error write_outputs(const run_request& r, finished_run& run) {
     if (auto err = write_chrome_trace(r.trace_out, result.actors))
       return err;
   if (!r.save_model.empty()) {
-    const auto* mode = run.job;
-    if (mode == nullptr || mode->save_model == nullptr)
-      return make_error(errc::bad_config,
-                        "--save-model: job: " + run.workload.job + " saves no model");
-    if (auto ok = mode->save_model(run.workload, result, r.save_model); !ok)
+    if (job.save_model == nullptr)
+      return make_error(errc::bad_config, "--save-model: job: " + t.job + " saves no model");
+    if (auto ok = job.save_model(t, result, r.save_model); !ok)
       return ok.error();
   }
   // Only now: a run whose outputs failed may still be resumed.

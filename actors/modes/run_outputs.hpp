@@ -9,11 +9,13 @@
 #include <caf/error.hpp>
 
 #include "actors/config/topology.hpp"
-#include "actors/modes/run.hpp"
+#include "actors/runtime/job_result.hpp"
 #include "actors/runtime/jobs.hpp"
 
 namespace baton::actors {
 inline namespace modes {
+
+struct mode;
 
 /// Checks each output `r` asks for: not a directory, its directory exists
 /// and a file can be created there (the temporary file it will be written
@@ -23,13 +25,15 @@ inline namespace modes {
 /// errc::bad_file naming the flag, the path and the reason.
 caf::error check_outputs(const run_request& r, const topology& t);
 
-/// Writes what `r` asked for of a finished run, in this order: the results
-/// table on stdout (shown even if a file then fails), --metrics-out (with
-/// the data's normalisation), --curves, --trace, --save-model (by the job's
-/// mode, from the topology the run trained, not the file as it is now),
-/// then, once they are all written, the run record's finished step (a run
-/// whose outputs failed may still be resumed), and where each file went.
-caf::error write_outputs(const run_request& r, finished_run& run);
+/// Writes what `r` asked for of `result`, the run of `t` (the topology it
+/// read once) by `job`, its mode, in this order: the results table on
+/// stdout (shown even if a file then fails), --metrics-out (with the data's
+/// normalisation, kept in `result`), --curves, --trace, --save-model (by
+/// `job`, from `t`, not the file as it is now), then, once they are all
+/// written, the run record's finished step (a run whose outputs failed may
+/// still be resumed), and where each file went.
+caf::error write_outputs(const run_request& r, const topology& t, const mode& job,
+                         job_result& result);
 
 } // namespace modes
 } // namespace baton::actors
