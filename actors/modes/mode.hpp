@@ -9,12 +9,15 @@
 //                                   nodes the runtime runs (placement, fault
 //                                   checks and thread budgets read the plan)
 //   local(topology, request)    ->  job_result: the same arithmetic in one
-//                                   process, the reference
-//   save_model, run_separate    ->  its export and its separate baseline
-//                                   (null when it has none)
+//                                   process, the reference (and its
+//                                   baseline, --baseline separate, if any)
+//   save_model                  ->  its export (null when it has none)
+//   cost(request, profiles)     ->  costed_strategy: its settings as the
+//                                   cost model's (null: not predicted)
 //
 // and data: its section's keys, its roles, its rows of compare's catalogue,
-// whether it starts from a pretrained backbone and whether its actors trace.
+// whether it has a separate baseline, whether it starts from a pretrained
+// backbone and whether its actors trace.
 
 #include <string>
 
@@ -22,6 +25,7 @@
 
 #include "actors/config/job_schema.hpp"
 #include "actors/config/topology.hpp"
+#include "actors/modes/costing.hpp"
 #include "actors/modes/strategy_variant.hpp"
 #include "actors/roles/role_type.hpp"
 #include "actors/runtime/job_plan.hpp"
@@ -58,15 +62,19 @@ struct mode {
   /// (same_plan<f> for a plan `f(topology)` that measures nothing).
   caf::expected<job_plan> (*plan)(const topology& t, plan_use use) = nullptr;
   /// `--mode local`: the same data and arithmetic in one process, no actors:
-  /// the reference the actor run is checked and benchmarked against.
+  /// the reference the actor run is checked and benchmarked against; with
+  /// `--baseline separate` (run_request::baseline, where
+  /// `separate_baseline`), the job as independent processes.
   caf::expected<job_result> (*local)(const topology& t, const run_request& r) = nullptr;
 
   /// `--save-model PATH`: the trained model, from the weights the actors
   /// sent (null: the job saves none).
   caf::expected<void> (*save_model)(const topology& t, const job_result& result,
                                     const std::string& path) = nullptr;
-  /// `--baseline separate`: the job as independent processes (null: none).
-  caf::expected<job_result> (*run_separate)(const topology& t, const run_request& r) = nullptr;
+  /// `baton predict` and `compare --predict`: a variant of its catalogue
+  /// (`q.name`) as the cost model's strategy, its model profiled with
+  /// `profiles` (costing.hpp; null: the job is not predicted).
+  caf::expected<costed_strategy> (*cost)(const cost_request& q, cost_profiles& profiles) = nullptr;
 
   // -- data --------------------------------------------------------------------
   /// The roles its plans name (the source, which every mode's plan may
@@ -75,6 +83,8 @@ struct mode {
   /// Its rows of `baton compare`'s and `baton predict`'s catalogue, in
   /// their default order (none: not compared, as transfer).
   std::vector<strategy_variant> variants;
+  /// `--baseline separate` applies: `local` runs it.
+  bool separate_baseline = false;
   /// It starts from a pretrained backbone: a missing one is refused, or
   /// pre-trained first with backbone.pretrain.if_missing: pretrain
   /// (ensure_pretrained, before anything runs).

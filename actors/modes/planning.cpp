@@ -202,14 +202,6 @@ caf::expected<profile_file> load_profile(const std::string& path) {
   return profile_from_json(j, path);
 }
 
-trained_model trained_model_of(const topology& t) {
-  trained_model m{t.trained_network.value_or(t.backbone),
-                  t.trained_optimizer.value_or(t.pretrain.optimizer)};
-  const model::task* task = t.find_task(t.task);
-  m.spec.classes = task != nullptr ? task->classes : 10;
-  return m;
-}
-
 // A data-parallel worker's model is every job's: the mlp or IST's network
 // whole, else the backbone with its classifier.
 model::layered_model build_trained_model(const trained_model& m) {

@@ -17,6 +17,7 @@
 
 #include "actors/config/topology.hpp"
 #include "actors/modes/backbone_split.hpp"
+#include "actors/modes/costing.hpp"
 #include "model/planning/partitioner.hpp"
 #include "model/planning/profiler.hpp"
 
@@ -25,18 +26,7 @@ inline namespace modes {
 
 // -- profile --------------------------------------------------------------------
 
-/// The model `t`'s job trains and the optimizer that steps it: what its
-/// workers or stages build (data-parallel's worker model, a pipeline's or
-/// transfer's backbone with its classifier "fc2", IST's network), with the
-/// trained task's classes. What `baton profile`, predict and compare time.
-struct trained_model {
-  model::model_spec spec;
-  model::optimizer_spec optimizer;
-};
-
-trained_model trained_model_of(const topology& t);
-
-/// `m` at its initial weights, built as the job's workers or stages build
+/// `m` (trained_model_of, costing.hpp) at its initial weights, built as the job's workers or stages build
 /// it. Throws model::error.
 model::layered_model build_trained_model(const trained_model& m);
 

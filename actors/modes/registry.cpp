@@ -1,16 +1,19 @@
 #include "actors/modes/registry.hpp"
 
+#include "actors/modes/data_parallel/cost.hpp"
 #include "actors/modes/data_parallel/local.hpp"
 #include "actors/modes/data_parallel/plan.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
 #include "actors/modes/ist/export.hpp"
+#include "actors/modes/ist/cost.hpp"
 #include "actors/modes/ist/local.hpp"
 #include "actors/modes/ist/plan.hpp"
 #include "actors/modes/ist/section.hpp"
 #include "actors/modes/ist/block_scheme.hpp"
 #include "actors/modes/ist/neuron_scheme.hpp"
 #include "actors/modes/data_parallel/shard.hpp"
+#include "actors/modes/pipeline/cost.hpp"
 #include "actors/modes/pipeline/local.hpp"
 #include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
@@ -31,23 +34,24 @@ namespace baton::actors {
 inline namespace modes {
 
 const mode_registry& registry() {
-  // One entry a mode: schema, plan, local reference, export, separate
-  // baseline; its roles; its rows of compare's catalogue (in this order);
-  // whether it starts pretrained; whether it traces. The first is the
-  // default job (`job:` absent). Transfer and data-parallel
+  // One entry a mode: schema, plan, local reference (and baseline),
+  // export, cost; its roles; its rows of compare's catalogue (in this
+  // order); whether it has a separate baseline; whether it starts
+  // pretrained; whether it traces. The first is the default job (`job:`
+  // absent). Transfer and data-parallel
   // start from a pretrained backbone; a pipeline trains the backbone
   // itself, IST's shards make the initial network from the seed.
   static const mode_registry modes = [] {
     mode_registry r;
     r.modes = {
-      {transfer::schema(), transfer::plan, transfer::run_local, transfer::save_model, transfer::run_separate,
-       {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role}}, {}, true},
-      {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, data_parallel::save_model, nullptr,
+      {transfer::schema(), transfer::plan, transfer::run_without_actors, transfer::save_model, nullptr,
+       {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role}}, {}, true, true},
+      {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, data_parallel::save_model, data_parallel::cost,
        {{"data_parallel_worker", data_parallel::spawn_worker_role}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
-       data_parallel::variants(), true},
-      {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, nullptr,
-       {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, true},
-      {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, nullptr,
+       data_parallel::variants(), false, true},
+      {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, pipeline::cost,
+       {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, false, true},
+      {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, ist::cost,
        {{"ist_worker", ist::neuron_scheme::spawn_worker_role}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
         {"resist_worker", ist::block_scheme::spawn_worker_role}, {"resist_shard", ist::block_scheme::spawn_shard_role}},
        ist::variants()},
@@ -137,6 +141,18 @@ caf::expected<job_plan> plan_of(const topology& t) {
   if (mode == nullptr)
     return make_error(errc::bad_config, t.file + ": no training mode '" + t.job + "'");
   return plan_of(*mode, t);
+}
+
+caf::expected<costed_strategy> cost_of(const cost_request& q, cost_profiles& profiles) {
+  const auto* mode = find_mode(q.t.job);
+  if (mode != nullptr && mode->cost != nullptr)
+    return mode->cost(q, profiles);
+  std::string modelled;
+  for (const auto& m : all_modes())
+    if (m.cost != nullptr)
+      modelled += (modelled.empty() ? "" : ", ") + m.name();
+  return refuse_cost(q.name, "job: " + q.t.job + " has no cost model (" + modelled +
+                               " have one)");
 }
 
 } // namespace modes

@@ -71,5 +71,10 @@ caf::expected<job_plan> plan_of(const mode& job, const topology& t);
 /// cannot be made (plan_of says why).
 void derive_thread_budgets(topology& t);
 
+/// The cost model's inputs for the variant `q.name` of `q.t`'s job, by its
+/// mode's cost (mode::cost, costing.hpp); errc::bad_config for a job
+/// without one, naming those with one.
+caf::expected<costed_strategy> cost_of(const cost_request& q, cost_profiles& profiles);
+
 } // namespace modes
 } // namespace baton::actors

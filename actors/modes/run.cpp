@@ -154,10 +154,10 @@ caf::error check_flags(const run_request& r, const mode& job) {
     return make_error(errc::bad_config,
                       "--save-model saves the model of one run; --baseline separate trains "
                       "independent processes (save one with --mode local --only-head NAME)");
-  if (!r.baseline.empty() && job.run_separate == nullptr)
+  if (!r.baseline.empty() && !job.separate_baseline)
     return make_error(errc::bad_config,
                       "--baseline separate applies to " +
-                        jobs_with([](const auto& m) { return m.run_separate != nullptr; }) +
+                        jobs_with([](const auto& m) { return m.separate_baseline; }) +
                         ", not job: " + job.name());
   return caf::none;
 }
@@ -222,9 +222,8 @@ caf::expected<job_result> run_job(const run_request& r) {
   if (mode->starts_pretrained)
     if (auto ok = ensure_pretrained(*t); !ok)
       return ok.error();
-  auto result = r.mode == "local"             ? mode->local(*t, r)
-                : r.baseline == "separate" ? mode->run_separate(*t, r)
-                                           : run_actors(std::move(*job), r);
+  // Without actors: the mode's reference, or its baseline (the request says which).
+  auto result = job ? run_actors(std::move(*job), r) : mode->local(*t, r);
   if (!result)
     return result.error();
   if (auto err = write_outputs(r, *t, *mode, *result))

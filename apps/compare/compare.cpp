@@ -19,7 +19,7 @@
 #include "apps/compare/run_record.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/predict.hpp"
-#include "apps/predict/strategy_costs.hpp"
+#include "apps/predict/profile_cache.hpp"
 #include "apps/report/analysis.hpp"
 #include "apps/report/machine.hpp"
 #include "apps/report/report.hpp"

@@ -8,14 +8,14 @@
 #include <variant>
 
 #include "actors/modes/job_schemas.hpp"
-#include "actors/modes/pipeline/plan.hpp"
+#include "actors/modes/registry.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
-#include "actors/runtime/local_run.hpp"
+#include "actors/runtime/plan_checks.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/compare/strategies.hpp"
 #include "apps/predict/link_calibration.hpp"
 #include "apps/predict/runtime_calibration.hpp"
-#include "apps/predict/strategy_costs.hpp"
+#include "apps/predict/profile_cache.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
 #include "model/cost/projection.hpp"
@@ -25,7 +25,9 @@ namespace baton::apps {
 
 namespace {
 
+using actors::costed_strategy;
 using json = nlohmann::json;
+namespace cost = model::cost;
 
 constexpr const char* efficiency_note =
   "each step is simulated from the strategy's plan on that many hosts (the formulas' figures, "
@@ -71,21 +73,15 @@ caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_
   auto t = actors::parse_topology_as(*text, r.workload, *overrides);
   if (!t)
     return t.error();
-  if (t->job != "pipeline")
-    return cost_strategy_of(choice.name, *t, profiles, side_by_side);
-  // The planner's stages, as a run over `hosts` nodes on the runs' link
-  // settles them (none to settle when the run's are given).
-  auto placed = actors::with_local_nodes(*t, hosts);
-  placed.link_bandwidth = actors::link_bytes_per_second(r.link);
-  if (auto settled = actors::pipeline::settle_stages(placed); !settled)
-    return settled.error();
-  return cost_strategy_of(choice.name, placed, profiles, side_by_side);
+  return actors::cost_of({choice.name, std::move(*t), hosts, actors::link_bytes_per_second(r.link),
+                          side_by_side},
+                         profiles);
 }
 
 /// Every strategy of the list at `hosts` hosts: the workload parsed with
 /// the user's overrides and the strategy's (and, `as_run`, what its
 /// measured run settled), then its cost model inputs, profiled with
-/// `side_by_side` copies computing at once (cost_strategy_of).
+/// `side_by_side` copies computing at once (actors::cost_of: its mode's cost).
 caf::expected<std::vector<parsed_strategy>> parse_strategies(const predict_request& r,
                                                              int32_t hosts,
                                                              profile_cache& profiles,

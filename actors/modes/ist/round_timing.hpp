@@ -1,9 +1,9 @@
 #pragma once
 
 // A round of IST (ist.kind: ist) timed as its roles run it, for `baton
-// predict` (apps/predict/strategy_costs.cpp): no actors, no LibTorch header,
-// so that predict's units need neither. Defined in neuron_scheme.cpp, with
-// the pieces it times.
+// predict` (ist/cost.cpp): no actors, no LibTorch header, so that its
+// units need neither. Defined in neuron_scheme.cpp, with the pieces it
+// times.
 
 #include <cstdint>
 

@@ -154,6 +154,10 @@ caf::expected<job_result> run_separate(const topology& t, const run_request& r) 
   return result;
 }
 
+caf::expected<job_result> run_without_actors(const topology& t, const run_request& r) {
+  return r.baseline == "separate" ? run_separate(t, r) : run_local(t, r);
+}
+
 } // namespace transfer
 } // namespace modes
 } // namespace baton::actors

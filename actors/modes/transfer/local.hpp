@@ -22,6 +22,10 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r);
 /// per head, the cores shared among them; their results merged.
 caf::expected<job_result> run_separate(const topology& t, const run_request& r);
 
+/// The mode's run without actors (mode::local): run_separate with
+/// `--baseline separate`, else run_local.
+caf::expected<job_result> run_without_actors(const topology& t, const run_request& r);
+
 } // namespace transfer
 } // namespace modes
 } // namespace baton::actors

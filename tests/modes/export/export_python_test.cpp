@@ -326,3 +326,14 @@ TEST(export_flags, save_model_with_baseline_separate_is_refused) {
   EXPECT_NE(out.text.find("--save-model saves the model of one run"), std::string::npos)
     << out.text;
 }
+
+// `--baseline separate` is the mode's own run without actors
+// (mode::separate_baseline): a job without one is refused, naming those with one.
+TEST(export_flags, baseline_separate_of_a_job_without_one_is_refused) {
+  const auto out = run_baton({"run", source_path("configs/pipeline.yaml"), "--baseline",
+                              "separate"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("--baseline separate applies to job: transfer, not job: pipeline"),
+            std::string::npos)
+    << out.text;
+}

@@ -1,0 +1,22 @@
+#pragma once
+
+// job: data-parallel's strategy as the cost model sees it: the ring, the ps
+// or local SGD with its frozen prefix on W workers, and `local`, the one
+// process on every core (docs/cost-model.md).
+
+#include <caf/expected.hpp>
+
+#include "actors/modes/costing.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+namespace data_parallel {
+
+/// The cost model's inputs for the variant `q.name` of `q.t`: its model
+/// profiled (`profiles`), its settings as a cost::strategy. errc::bad_config
+/// naming a setting the model does not cover.
+caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profiles);
+
+} // namespace data_parallel
+} // namespace modes
+} // namespace baton::actors

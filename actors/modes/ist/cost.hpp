@@ -1,0 +1,22 @@
+#pragma once
+
+// job: ist's strategy as the cost model sees it (kind ist, an mlp): W
+// workers, S shards and L local steps, a subnet's step and a round's own
+// work timed as the roles run them (docs/cost-model.md).
+
+#include <caf/expected.hpp>
+
+#include "actors/modes/costing.hpp"
+
+namespace baton::actors {
+inline namespace modes {
+namespace ist {
+
+/// The cost model's inputs for the variant `q.name` of `q.t`: its model
+/// profiled (`profiles`), its settings as a cost::strategy. errc::bad_config
+/// naming a setting the model does not cover.
+caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profiles);
+
+} // namespace ist
+} // namespace modes
+} // namespace baton::actors
