@@ -12,9 +12,10 @@ namespace baton::actors {
 inline namespace modes {
 namespace data_parallel {
 
-/// The cost model's inputs for the variant `q.name` of `q.t`: its model
-/// profiled (`profiles`), its settings as a cost::strategy. errc::bad_config
-/// naming a setting the model does not cover.
+/// The cost model's inputs for the variant `q.name` of `q.t`: its worker
+/// model profiled on one thread (`local`: on its lanes, with its loop timed
+/// whole), its exchange as a cost::strategy. errc::bad_config for a frozen
+/// prefix the profile lacks or bounded staleness (max_staleness > 0).
 caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profiles);
 
 } // namespace data_parallel

@@ -12,9 +12,10 @@ namespace baton::actors {
 inline namespace modes {
 namespace ist {
 
-/// The cost model's inputs for the variant `q.name` of `q.t`: its model
-/// profiled (`profiles`), its settings as a cost::strategy. errc::bad_config
-/// naming a setting the model does not cover.
+/// The cost model's inputs for the variant `q.name` of `q.t`: its network
+/// profiled on one thread, a subnet's step and a round's own work timed as
+/// its roles run them (time_round), its workers, shards and local steps as
+/// a cost::strategy. errc::bad_config for kind resist.
 caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profiles);
 
 } // namespace ist

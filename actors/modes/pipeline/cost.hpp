@@ -12,9 +12,10 @@ namespace baton::actors {
 inline namespace modes {
 namespace pipeline {
 
-/// The cost model's inputs for the variant `q.name` of `q.t`: its model
-/// profiled (`profiles`), its settings as a cost::strategy. errc::bad_config
-/// naming a setting the model does not cover.
+/// The cost model's inputs for the variant `q.name` of `q.t`: its stages
+/// settled for `q.hosts` nodes on `q.link_bandwidth` (settle_stages), a
+/// microbatch of its model profiled on one thread, its schedule as a
+/// cost::strategy. errc::bad_config for a schedule the model lacks.
 caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profiles);
 
 } // namespace pipeline
