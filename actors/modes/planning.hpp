@@ -26,8 +26,8 @@ inline namespace modes {
 
 // -- profile --------------------------------------------------------------------
 
-/// `m` (trained_model_of, costing.hpp) at its initial weights, built as the job's workers or stages build
-/// it. Throws model::error.
+/// `m` (trained_model_of, costing.hpp) at its initial weights, built as the
+/// job's workers or stages build it. Throws model::error.
 model::layered_model build_trained_model(const trained_model& m);
 
 /// `baton profile` arguments.

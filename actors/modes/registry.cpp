@@ -5,8 +5,8 @@
 #include "actors/modes/data_parallel/plan.hpp"
 #include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker.hpp"
-#include "actors/modes/ist/export.hpp"
 #include "actors/modes/ist/cost.hpp"
+#include "actors/modes/ist/export.hpp"
 #include "actors/modes/ist/local.hpp"
 #include "actors/modes/ist/plan.hpp"
 #include "actors/modes/ist/section.hpp"
@@ -38,9 +38,9 @@ const mode_registry& registry() {
   // export, cost; its roles; its rows of compare's catalogue (in this
   // order); whether it has a separate baseline; whether it starts
   // pretrained; whether it traces. The first is the default job (`job:`
-  // absent). Transfer and data-parallel
-  // start from a pretrained backbone; a pipeline trains the backbone
-  // itself, IST's shards make the initial network from the seed.
+  // absent). Transfer and data-parallel start from a pretrained backbone;
+  // a pipeline trains the backbone itself, IST's shards make the initial
+  // network from the seed.
   static const mode_registry modes = [] {
     mode_registry r;
     r.modes = {

@@ -125,8 +125,8 @@ caf::expected<double> profile_cache::whole_step_of(const topology& t, int64_t ba
         [&m] { return actors::build_trained_model(m); }, spec, shape, m.spec.classes, copies,
         model::timed_loop_seconds)};
     } catch (const std::exception& e) { // model::error, c10::Error
-      return make_error(errc::bad_config,
-                        file + ": cannot time a step of the model " + m.spec.name + ": " + e.what());
+      return make_error(errc::bad_config, file + ": cannot time a step of the model " +
+                                            m.spec.name + ": " + e.what());
     }
   });
   if (!step)

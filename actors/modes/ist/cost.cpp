@@ -32,14 +32,15 @@ caf::expected<round_timing> round_of(const topology& t, int64_t batch, int32_t w
                     std::to_string(shape.classes);
   for (int64_t h : shape.hidden)
     key += "h" + std::to_string(h);
-  auto figures = profiles.timed(key, [=, optimizer = s.optimizer, steps = s.local_steps]()
-                                       -> caf::expected<std::vector<double>> {
+  using figures_or_error = caf::expected<std::vector<double>>;
+  auto figures = profiles.timed(key, [=, file = t.file, optimizer = s.optimizer,
+                                      steps = s.local_steps]() -> figures_or_error {
     try {
       const round_timing r = time_round(shape, workers, shards, steps, batch, optimizer, copies);
       return std::vector<double>{r.step, r.round.assemble, r.round.split, r.round.partition,
                                  r.round.take, r.round.put};
     } catch (const std::exception& e) { // model::error, c10::Error
-      return make_error(errc::bad_config, t.file + ": cannot time a round of IST: " + e.what());
+      return make_error(errc::bad_config, file + ": cannot time a round of IST: " + e.what());
     }
   });
   if (!figures)
