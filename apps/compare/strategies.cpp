@@ -209,10 +209,10 @@ caf::expected<std::string> derive_topology(const strategy_choice& s, const std::
     for (const auto& mode : actors::all_modes())
       if (const auto& section = mode.schema.section; !section.empty() && section != s.section)
         doc.remove(section);
-    // A transfer workload's `heads` are its tasks; a one-task job would
-    // read the first as its own head.
-    if (s.job != "transfer")
-      doc.remove("heads");
+    // Every strategy of the catalogue (the modes' variants) trains one
+    // task: a transfer workload's `heads` are its tasks, which a one-task
+    // job would read as its own head (their older form).
+    doc.remove("heads");
     remove_other_jobs_keys(doc, s.job);
     tidy_section(s, doc);
     absolute_paths(doc, fs::absolute(file).parent_path());
