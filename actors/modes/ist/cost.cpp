@@ -14,18 +14,15 @@ namespace ist {
 
 namespace {
 
-/// A round of `workers` workers and `shards` shards at `batch` samples a
-/// step as its roles run it (time_round: the subnet assembled from its
-/// pieces, its local steps, the subnet cut, the shards' pieces taken and
-/// written back), `copies` side by side. Always timed (a --profile file
-/// holds the whole network's layers).
-caf::expected<round_timing> round_of(const topology& t, int64_t batch, int32_t workers,
-                                     int32_t shards, int32_t copies, cost_profiles& profiles) {
+/// A round of the network `shape` with `workers` workers and `shards`
+/// shards at `batch` samples a step as its roles run it (time_round: the
+/// subnet assembled from its pieces, its local steps, the subnet cut, the
+/// shards' pieces taken and written back), `copies` side by side. Always
+/// timed (a --profile file holds the whole network's layers).
+caf::expected<round_timing> round_of(const topology& t, const model::ist::shape& shape,
+                                     int64_t batch, int32_t workers, int32_t shards,
+                                     int32_t copies, cost_profiles& profiles) {
   const auto& s = section_of(t);
-  model::ist::shape shape;
-  shape.inputs = t.backbone.in_channels * t.backbone.in_height * t.backbone.in_width;
-  shape.hidden = s.hidden;
-  shape.classes = trained_model_of(t).spec.classes;
   std::string key = "ist/" + std::to_string(batch) + "/w" + std::to_string(workers) + "/s" +
                     std::to_string(shards) + "/c" + std::to_string(copies) + "/l" +
                     std::to_string(s.local_steps) + "/i" + std::to_string(shape.inputs) + "/k" +
@@ -70,17 +67,21 @@ caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profil
     return profile.error();
   costed_strategy c = costed_of(q.name, t, *profile);
   c.hosts = s.workers;
+  model::ist::shape shape;
+  shape.inputs = t.backbone.in_channels * t.backbone.in_height * t.backbone.in_width;
+  shape.hidden = s.hidden;
+  shape.classes = trained_model_of(t).spec.classes;
   model::cost::ist_strategy x;
   x.shards = s.shards;
   x.local_steps = s.local_steps;
-  x.mlp_inputs = t.backbone.in_channels * t.backbone.in_height * t.backbone.in_width;
-  x.mlp_hidden = s.hidden;
-  x.mlp_classes = trained_model_of(t).spec.classes;
+  x.mlp_inputs = shape.inputs;
+  x.mlp_hidden = shape.hidden;
+  x.mlp_classes = shape.classes;
   // A subnet's step and a round's own work, timed as the roles run them:
   // a subnet's smaller matrices do not shrink as f does, and a round
   // assembles, cuts and writes back pieces no layer's profile has.
   const int32_t shards = x.shards == 0 ? c.hosts : x.shards;
-  auto round = round_of(t, batch, c.hosts, shards, q.side_by_side, profiles);
+  auto round = round_of(t, shape, batch, c.hosts, shards, q.side_by_side, profiles);
   if (!round)
     return round.error();
   x.subnet_step_seconds = round->step;

@@ -1,7 +1,6 @@
 #include "actors/modes/pipeline/cost.hpp"
 
-#include <algorithm>
-
+#include "actors/modes/backbone_split.hpp"
 #include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
 
@@ -48,7 +47,7 @@ caf::expected<costed_strategy> cost(const cost_request& q, cost_profiles& profil
   if (auto settled = settle_stages(t); !settled)
     return settled.error();
   // Every stage computes a microbatch on one thread.
-  const int64_t batch = std::max<int64_t>(1, t.plan.batch_size / t.plan.microbatches);
+  const int64_t batch = microbatch_size_of(t);
   auto profile = profiles.of(t, batch, 1, q.side_by_side);
   if (!profile)
     return profile.error();
