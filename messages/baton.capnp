@@ -75,6 +75,9 @@ struct Microbatch {
   # With eval: the validation samples (data.validation), not the test split;
   # their sample ids count on from the test split's.
   validation @10 :Bool;
+  # The input of the previous stage's last layer, whose weight gradient the
+  # receiver computes (weight_gradient: next); absent otherwise.
+  boundaryInput @11 :Tensor;
 }
 
 struct Gradient {
@@ -82,6 +85,9 @@ struct Gradient {
   step @1 :Int64;
   weightVersion @2 :Int64;
   value @3 :Tensor;       # absent: an undefined tensor
+  # The weight gradients of the receiver's last layer (weight, then bias),
+  # computed by the sender (weight_gradient: next); empty otherwise.
+  weightGradients @4 :List(OptionalTensor);
 }
 
 # One entry of a TensorSet; a list of Tensor could not say "undefined".

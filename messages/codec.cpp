@@ -452,6 +452,8 @@ BATON_DEFINE_CODEC(progress)
 
 int64_t payload_bytes(const microbatch& x) {
   int64_t total = x.payload.defined() ? static_cast<int64_t>(x.payload.nbytes()) : 0;
+  if (x.boundary_input.defined())
+    total += static_cast<int64_t>(x.boundary_input.nbytes());
   for (const auto& task : x.labels)
     if (task.values.defined())
       total += static_cast<int64_t>(task.values.nbytes());

@@ -110,7 +110,8 @@ BATON_DECLARE_INSPECT(progress)
 
 #undef BATON_DECLARE_INSPECT
 
-/// Bytes a microbatch occupies on an edge (payload + labels), for metrics.
+/// Bytes a microbatch occupies on an edge (payload, boundary input, labels),
+/// for metrics.
 int64_t payload_bytes(const microbatch& x);
 
 } // namespace baton::messages

@@ -159,6 +159,8 @@ caf::error write_fields(encoder& e, wire::Microbatch::Builder b, const microbatc
   auto samples = b.initSamples(static_cast<unsigned>(x.samples.size()));
   for (size_t i = 0; i < x.samples.size(); ++i)
     samples.set(static_cast<unsigned>(i), x.samples[i]);
+  if (x.boundary_input.defined())
+    return e.tensor(b.initBoundaryInput(), x.boundary_input, "boundary input");
   return caf::none;
 }
 
@@ -167,7 +169,14 @@ caf::error write_fields(encoder& e, wire::Gradient::Builder b, const gradient& x
   b.setStep(x.step);
   b.setWeightVersion(x.weight_version);
   if (x.value.defined())
-    return e.tensor(b.initValue(), x.value, "gradient");
+    if (auto err = e.tensor(b.initValue(), x.value, "gradient"))
+      return err;
+  auto weights = b.initWeightGradients(static_cast<unsigned>(x.weight_gradients.size()));
+  for (size_t i = 0; i < x.weight_gradients.size(); ++i)
+    if (x.weight_gradients[i].defined())
+      if (auto err = e.tensor(weights[static_cast<unsigned>(i)].initValue(),
+                              x.weight_gradients[i], entry_name("weight gradients", i)))
+        return err;
   return caf::none;
 }
 
@@ -298,6 +307,9 @@ caf::error read_fields(decoder& d, wire::Microbatch::Reader r, microbatch& x) {
   x.samples.resize(samples.size());
   for (unsigned i = 0; i < samples.size(); ++i)
     x.samples[i] = samples[i];
+  if (r.hasBoundaryInput())
+    if (auto err = d.tensor(r.getBoundaryInput(), "boundary input", x.boundary_input))
+      return err;
   return check_samples(x);
 }
 
@@ -306,7 +318,17 @@ caf::error read_fields(decoder& d, wire::Gradient::Reader r, gradient& x) {
   x.step = r.getStep();
   x.weight_version = r.getWeightVersion();
   if (r.hasValue())
-    return d.tensor(r.getValue(), "gradient", x.value);
+    if (auto err = d.tensor(r.getValue(), "gradient", x.value))
+      return err;
+  auto weights = r.getWeightGradients();
+  if (auto err = claim<wire::OptionalTensor>(d, weights, "weight gradients"))
+    return err;
+  x.weight_gradients.resize(weights.size());
+  for (unsigned i = 0; i < weights.size(); ++i)
+    if (weights[i].hasValue())
+      if (auto err = d.tensor(weights[i].getValue(), entry_name("weight gradients", i),
+                              x.weight_gradients[i]))
+        return err;
   return caf::none;
 }
 

@@ -97,6 +97,8 @@ std::string to_string(const microbatch& x) {
     out.field(("labels[" + task.task + "]").c_str(), task.values);
   if (!x.samples.empty())
     out.field("samples", static_cast<int64_t>(x.samples.size()));
+  if (x.boundary_input.defined())
+    out.field("boundary_input", x.boundary_input);
   return out.str();
 }
 
@@ -106,6 +108,8 @@ std::string to_string(const gradient& x) {
   summary out{"gradient"};
   out.field("microbatch", x.microbatch_id).field("step", x.step);
   out.field("version", x.weight_version).field("value", x.value);
+  for (size_t i = 0; i < x.weight_gradients.size(); ++i)
+    out.field(("weight_gradients[" + std::to_string(i) + "]").c_str(), x.weight_gradients[i]);
   return out.str();
 }
 

@@ -49,6 +49,9 @@ struct microbatch {
   /// by them. Empty: not known (not cut from a data set); otherwise exactly
   /// one id >= 0 per payload row, or the message is invalid.
   std::vector<int64_t> samples;
+  /// The input of the previous stage's last layer, whose weight gradient the
+  /// receiving stage computes (`weight_gradient: next`); undefined otherwise.
+  at::Tensor boundary_input;
   caf::error invalid;         ///< set when received bytes could not be decoded
 };
 
@@ -58,6 +61,9 @@ struct gradient {
   int64_t step = 0;
   int64_t weight_version = -1;
   at::Tensor value;
+  /// The receiver's last layer's weight gradients (weight, then bias),
+  /// computed by the sender (`weight_gradient: next`); empty otherwise.
+  std::vector<at::Tensor> weight_gradients;
   caf::error invalid;
 };
 

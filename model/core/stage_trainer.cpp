@@ -1,5 +1,6 @@
 #include "model/core/stage_trainer.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -64,8 +65,89 @@ stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, sta
   versions_[0] = {std::move(data), 0};
 }
 
+namespace {
+
+/// The convolution `layer` holds, when it is one whose weight gradient can be
+/// computed apart from its backward (zero padding given as sizes); else a
+/// model::error naming what it is.
+std::shared_ptr<torch::nn::Conv2dImpl> boundary_convolution(const named_layer& layer) {
+  auto conv = std::dynamic_pointer_cast<torch::nn::Conv2dImpl>(layer.module.ptr());
+  if (!conv)
+    throw error("weight_gradient: next: layer '" + layer.name +
+                "' is not a convolution (the next stage computes a Conv2d's weight gradient only)");
+  if (!c10::get_if<torch::ExpandingArray<2>>(&conv->options.padding()) ||
+      !c10::get_if<torch::enumtype::kZeros>(&conv->options.padding_mode()))
+    throw error("weight_gradient: next: convolution '" + layer.name +
+                "' pads other than with zeros of given sizes");
+  return conv;
+}
+
+/// The weight half of `conv`'s backward: its weight's gradient and its
+/// bias's when it has one, from its input and the gradient of its output,
+/// as autograd's ConvolutionBackward0 computes them (the kernel ATen picks
+/// for these tensors and options; the weight's values are not read).
+std::vector<at::Tensor> weight_gradients(const torch::nn::Conv2dImpl& conv,
+                                         const at::Tensor& input,
+                                         const at::Tensor& output_gradient) {
+  torch::NoGradGuard no_grad;
+  const auto& o = conv.options;
+  const bool bias = conv.bias.defined();
+  const auto& padding = *c10::get_if<torch::ExpandingArray<2>>(&o.padding());
+  std::vector<int64_t> bias_sizes;
+  if (bias)
+    bias_sizes = conv.bias.sizes().vec();
+  auto [ignored, weight, bias_gradient] = at::convolution_backward(
+    output_gradient, input, conv.weight,
+    bias ? c10::optional<at::IntArrayRef>(bias_sizes) : c10::nullopt, *o.stride(), *padding,
+    *o.dilation(), /*transposed=*/false, /*output_padding=*/{0, 0}, o.groups(),
+    {false, true, bias});
+  std::vector<at::Tensor> out{weight};
+  if (bias)
+    out.push_back(bias_gradient);
+  return out;
+}
+
+} // namespace
+
+void stage_trainer::hand_on_weight_gradient() {
+  if (layers_.size() == 0)
+    throw error("weight_gradient: next: the stage has no layers");
+  const size_t last = layers_.size() - 1;
+  boundary_convolution(layers_.layers()[last]);
+  const auto table = layers_.parameter_table();
+  last_parameters_.clear();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i].layer != last && std::find(table[i].tied_layers.begin(),
+                                            table[i].tied_layers.end(),
+                                            last) == table[i].tied_layers.end())
+      continue;
+    if (table[i].layer != last || !table[i].tied_layers.empty())
+      throw error("weight_gradient: next: parameter '" + table[i].name +
+                  "' of the last layer is tied to another layer");
+    last_parameters_.push_back(i);
+  }
+  if (last_parameters_.empty())
+    throw error("weight_gradient: next: layer '" + layers_.layers()[last].name +
+                "' has no parameters");
+  for (size_t i : last_parameters_)
+    parameters_[i].requires_grad_(false); // its backward computes the input half only
+  handing_on_.emplace(layers_.slice(0, last), layers_.slice(last, last + 1));
+}
+
+void stage_trainer::take_weight_gradient(const named_layer& previous) {
+  taking_ = boundary_convolution(previous);
+}
+
+at::Tensor stage_trainer::run_forward(const at::Tensor& leaf, boundary_io* boundary) {
+  if (!handing_on_)
+    return layers_.forward(leaf);
+  auto last_input = handing_on_->first.forward(leaf);
+  boundary->last_input = last_input.detach();
+  return handing_on_->second.forward(last_input);
+}
+
 at::Tensor stage_trainer::forward(int64_t id, const at::Tensor& input, bool first_stage,
-                                  int64_t version) {
+                                  int64_t version, boundary_io* boundary) {
   if (stash_.count(id) != 0)
     throw error("stage forward: microbatch " + std::to_string(id) + " is already in flight");
   if (version < 0)
@@ -74,7 +156,18 @@ at::Tensor stage_trainer::forward(int64_t id, const at::Tensor& input, bool firs
     throw error("stage forward: microbatch " + std::to_string(id) + " asks for weight version " +
                 std::to_string(version) + ", which this stage no longer holds (current " +
                 std::to_string(version_) + ")");
+  if ((handing_on_ || taking_) && boundary == nullptr)
+    throw error("stage forward: microbatch " + std::to_string(id) +
+                " without the tensors of its boundary's weight gradient");
   stashed s;
+  if (taking_) {
+    const auto& previous = boundary->previous_input;
+    if (!previous.defined() || previous.dim() != 4 || input.dim() == 0 ||
+        previous.size(0) != input.size(0))
+      throw error("stage forward: microbatch " + std::to_string(id) +
+                  " came without the input of the previous stage's last layer for its rows");
+    s.previous_input = previous;
+  }
   s.input = input;
   s.first_stage = first_stage;
   s.version = version;
@@ -83,7 +176,7 @@ at::Tensor stage_trainer::forward(int64_t id, const at::Tensor& input, bool firs
     use_parameters(versions_.at(version).parameters);
   {
     torch::AutoGradMode grad{mode_ == stash_mode::stash};
-    s.output = layers_.forward(s.leaf);
+    s.output = run_forward(s.leaf, boundary);
   }
   if (version != version_)
     use_parameters(versions_.at(version_).parameters);
@@ -111,20 +204,48 @@ at::Tensor stage_trainer::infer(const at::Tensor& input) {
   return layers_.forward(input);
 }
 
-backward_result stage_trainer::backward(int64_t id, const at::Tensor& output_gradient) {
-  return run_backward(id, &output_gradient, nullptr, 1);
+backward_result stage_trainer::backward(int64_t id, const at::Tensor& output_gradient,
+                                        const std::vector<at::Tensor>& last_weight_gradients) {
+  return run_backward(id, &output_gradient, nullptr, 1, last_weight_gradients);
 }
 
 backward_result stage_trainer::backward_loss(int64_t id, const at::Tensor& labels,
                                              int32_t scale) {
-  return run_backward(id, nullptr, &labels, scale);
+  return run_backward(id, nullptr, &labels, scale, {});
+}
+
+void stage_trainer::accumulate_last(const std::vector<at::Tensor>& gradients) {
+  if (gradients.size() != last_parameters_.size())
+    throw error("stage backward: " + std::to_string(gradients.size()) +
+                " weight gradients of the last layer for its " +
+                std::to_string(last_parameters_.size()) + " parameters");
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    const auto& p = parameters_[last_parameters_[k]];
+    if (!gradients[k].defined() || !gradients[k].sizes().equals(p.sizes()) ||
+        gradients[k].scalar_type() != p.scalar_type())
+      throw error("stage backward: weight gradient " + std::to_string(k) +
+                  " of the last layer does not match its parameter's shape and type");
+  }
+  torch::NoGradGuard no_grad;
+  // As autograd's AccumulateGrad: the first gradient is taken (a copy: the
+  // message may be shared), the next ones added in place.
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    auto& grad = parameters_[last_parameters_[k]].mutable_grad();
+    if (grad.defined())
+      grad.add_(gradients[k]);
+    else
+      grad = gradients[k].detach().clone();
+  }
 }
 
 backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output_gradient,
-                                            const at::Tensor* labels, int32_t scale) {
+                                            const at::Tensor* labels, int32_t scale,
+                                            const std::vector<at::Tensor>& last_weight_gradients) {
   auto it = stash_.find(id);
   if (it == stash_.end())
     throw error("stage backward: microbatch " + std::to_string(id) + " is not in flight");
+  if (handing_on_)
+    accumulate_last(last_weight_gradients); // checked before anything changes
   auto s = std::move(it->second);
   stash_.erase(it);
   backward_result result;
@@ -142,7 +263,8 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
     // count the microbatch twice.
     running_statistics.emplace(layers_);
     s.leaf = s.first_stage ? s.input : s.input.detach().requires_grad_(true);
-    s.output = layers_.forward(s.leaf);
+    boundary_io ignored;
+    s.output = run_forward(s.leaf, &ignored);
     result.backward_version = version_;
   }
   if (labels != nullptr) {
@@ -158,6 +280,9 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
   }
   if (!s.first_stage)
     result.input_gradient = s.leaf.grad();
+  if (taking_)
+    result.previous_weight_gradients =
+      weight_gradients(*taking_, s.previous_input, result.input_gradient);
   if (mode_ == stash_mode::stash)
     use_parameters(versions_.at(version_).parameters);
   release(s.version);

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -38,6 +39,10 @@
 #include "model/core/optimizer.hpp"
 #include "model/core/training.hpp"
 #include "model/core/training_checkpoint.hpp"
+
+namespace torch::nn {
+class Conv2dImpl;
+}
 
 namespace baton::model {
 
@@ -52,6 +57,16 @@ struct backward_result {
   int64_t forward_version = -1;  ///< weight version the forward used
   int64_t backward_version = -1; ///< weight version the backward used
   double loss = 0;               ///< mean loss (last stage only)
+  /// With take_weight_gradient: the previous stage's last layer's weight
+  /// gradients (weight, then bias when it has one), to send back.
+  std::vector<at::Tensor> previous_weight_gradients;
+};
+
+/// What crosses a boundary beside the activations when the next stage
+/// computes the weight gradient of this stage's last layer.
+struct boundary_io {
+  at::Tensor previous_input; ///< in (take_weight_gradient): the previous stage's last layer's input
+  at::Tensor last_input;     ///< out (hand_on_weight_gradient): this stage's last layer's input
 };
 
 /// A trainable stage: a slice of layers, its optimizer state and its weight
@@ -65,9 +80,23 @@ public:
   /// `first_stage`: the input needs no gradient. Returns the output,
   /// detached (to send). In training mode: batch norm normalises with the
   /// microbatch's statistics and updates its running statistics (buffers).
-  /// Precondition: `id` is not in flight.
+  /// Precondition: `id` is not in flight. `boundary`: required when the
+  /// stage hands on or takes a boundary's weight gradient (throws
+  /// model::error without it, or without a previous input of the
+  /// microbatch's rows).
   at::Tensor forward(int64_t id, const at::Tensor& input, bool first_stage,
-                     int64_t version = -1);
+                     int64_t version = -1, boundary_io* boundary = nullptr);
+
+  /// The next stage computes the weight gradient of this stage's last layer
+  /// (a torch::nn::Conv2d with zero padding whose parameters no other layer
+  /// holds; throws model::error otherwise): its parameters get their
+  /// gradients from backward()'s `last_weight_gradients`.
+  void hand_on_weight_gradient();
+  /// This stage computes the weight gradient of `previous`, the previous
+  /// stage's last layer as built from the same model (only its shape and
+  /// options are read), from its input in boundary_io and this stage's
+  /// input gradient; same requirements as hand_on_weight_gradient.
+  void take_weight_gradient(const named_layer& previous);
 
   /// Vertical sync: no later forward will ask for a version older than `v`;
   /// versions from `v` on are kept even when no microbatch uses them yet.
@@ -84,7 +113,11 @@ public:
 
   /// Backward of microbatch `id` given dL/d(output). Gradients accumulate
   /// into the parameters until step(). Precondition: forward(id) ran.
-  backward_result backward(int64_t id, const at::Tensor& output_gradient);
+  /// `last_weight_gradients`: with hand_on_weight_gradient, the last
+  /// layer's weight gradients the next stage computed (throws model::error
+  /// when they do not fit its parameters).
+  backward_result backward(int64_t id, const at::Tensor& output_gradient,
+                           const std::vector<at::Tensor>& last_weight_gradients = {});
 
   /// Last stage: cross entropy of the output of `id` against `labels`,
   /// scaled by 1/`scale` (microbatches per minibatch), then backward.
@@ -133,6 +166,7 @@ private:
     at::Tensor input;   ///< the input as received (for recomputation)
     at::Tensor leaf;    ///< the input leaf of the graph (needs grad unless first stage)
     at::Tensor output;  ///< the graph's output
+    at::Tensor previous_input; ///< take_weight_gradient: the previous layer's input
     int64_t version = 0;
     bool first_stage = false;
   };
@@ -142,7 +176,10 @@ private:
   };
 
   backward_result run_backward(int64_t id, const at::Tensor* output_gradient,
-                               const at::Tensor* labels, int32_t scale);
+                               const at::Tensor* labels, int32_t scale,
+                               const std::vector<at::Tensor>& last_weight_gradients);
+  at::Tensor run_forward(const at::Tensor& leaf, boundary_io* boundary);
+  void accumulate_last(const std::vector<at::Tensor>& gradients);
   void use_parameters(const std::vector<at::Tensor>& data);
   void release(int64_t version);
   void drop_unused(int64_t version);
@@ -159,6 +196,12 @@ private:
   std::map<int64_t, stashed> stash_;
   std::map<int64_t, version_entry> versions_;
   non_finite_watch watch_{"the last pipeline stage"}; ///< names where a NaN loss came from
+  /// hand_on_weight_gradient: the layers before the last, the last, and the
+  /// last one's parameters (indices into parameters_).
+  std::optional<std::pair<layered_model, layered_model>> handing_on_;
+  std::vector<size_t> last_parameters_;
+  /// take_weight_gradient: the previous stage's last layer.
+  std::shared_ptr<torch::nn::Conv2dImpl> taking_;
 };
 
 } // namespace baton::model

@@ -65,6 +65,8 @@ stage_settings stage_settings_of(const topology& t, const model::task& task, siz
   spec.upstream_replicas = i == 0 ? 1 : stages[i - 1].replicas;
   spec.max_in_flight = settings.schedule == "gpipe" ? 0 : max_in_flight;
   spec.vertical_sync = settings.vertical_sync;
+  spec.hands_on_weight_gradient = stages[i].weight_gradient_next;
+  spec.takes_weight_gradient = i > 0 && stages[i - 1].weight_gradient_next;
   return spec;
 }
 

@@ -7,6 +7,7 @@
 
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/one_task.hpp"
+#include "model/core/architecture.hpp"
 #include "model/core/layer_listing.hpp"
 
 namespace baton::actors {
@@ -23,6 +24,19 @@ bool asynchronous(const section_spec& s) {
   return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
 }
 
+
+// `weight_gradient: next` moves a convolution's weight gradient: a declared
+// backbone's layer `name` must be one (a TorchScript backbone's layers are
+// checked when its stages are built).
+void check_convolution(const field& f, const std::string& name, const topology& t) {
+  if (!model::is_declared(t.backbone.name))
+    return;
+  for (const auto& layer : model::declare_model(t.backbone).layers)
+    if (layer.name == name && layer.what == model::layer_declaration::kind::convolution)
+      return;
+  f.fail(f.name() + " is next, but '" + name + "' is not a convolution (the next stage "
+         "computes the weight gradient of a stage that ends in one)");
+}
 
 // One `pipeline.stages` entry: the stage after `previous_end` up to its
 // `last_layer`, on `replicas` machines.
@@ -62,6 +76,15 @@ stage_spec parse_stage(const field& item, const std::vector<std::string>& layers
       nodes->fail(nodes->name() + " names " + std::to_string(stage.replica_nodes.size()) +
                   " nodes for " + std::to_string(stage.replicas) + " replicas");
   }
+  read_if(item, "weight_gradient", stage.weight_gradient_next, [&](const field& f) {
+    const std::string where = read_string(f);
+    if (where != "here" && where != "next")
+      f.fail(f.name() + " is '" + where + "' (expected here, the stage's own, or next: the "
+             "next stage computes its last layer's weight gradient)");
+    if (where == "next")
+      check_convolution(f, name, t);
+    return where == "next";
+  });
   if (stage.replicas > 1 && s.vertical_sync)
     item.fail("a replicated stage cannot run with pipeline.vertical_sync: a replica group's "
               "versions count group steps, not the input stage's (set replicas: 1 or "
@@ -125,6 +148,9 @@ void parse_stages(const std::optional<field>& stages, std::vector<std::string> l
   if (s.stages.empty() || s.stages.back().end != layers.size())
     stages->fail(stages->name() + " must end with a stage whose last_layer is the model's last "
                  "layer '" + layers.back() + "'");
+  if (s.stages.back().weight_gradient_next)
+    stages->fail(stages->name() + ": the last stage has no next stage to compute its "
+                 "weight gradient (weight_gradient: next)");
 }
 
 // `pipeline:` (job: pipeline only; optional): the schedule and the stages.
@@ -247,7 +273,7 @@ job_schema schema() {
   schema.name = "pipeline";
   schema.section = "pipeline";
   schema.keys = {{"pipeline", {"schedule", "vertical_sync", "stages"}},
-                 {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes"}}};
+                 {"pipeline.stages.*", {"last_layer", "replicas", "node", "nodes", "weight_gradient"}}};
   schema.lists = {"pipeline.stages"};
   schema.refusals = {{"backbone.split", "job: pipeline takes its stages from the 'pipeline' "
                                         "section (`baton profile` then `baton plan --out` "

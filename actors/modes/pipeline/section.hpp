@@ -40,6 +40,9 @@ struct stage_spec {
   int32_t replicas = 1;
   std::string node;  ///< node name; empty when embedded or not placed
   std::vector<std::string> replica_nodes; ///< node of each replica (`nodes:`), else empty
+  /// `weight_gradient: next`: the next stage computes the weight gradient of
+  /// this stage's last layer, a convolution (model/core/stage_trainer.hpp).
+  bool weight_gradient_next = false;
 
   /// The node of replica `r`.
   const std::string& node_of(int32_t r) const {

@@ -343,12 +343,15 @@ void after_backward(pipeline_actor* self, int64_t id) {
 }
 
 void send_gradient(pipeline_actor* self, int64_t id, int64_t step, int64_t version,
-                   at::Tensor value) {
+                   model::backward_result& r) {
   auto& st = self->state;
   auto sent = clock_type::now();
-  gradient g{id, step, version, std::move(value), {}};
+  gradient g{id, step, version, std::move(r.input_gradient),
+             std::move(r.previous_weight_gradients), {}};
   st.backward_edge.messages += 1;
   st.backward_edge.bytes += static_cast<int64_t>(g.value.nbytes());
+  for (const auto& w : g.weight_gradients)
+    st.backward_edge.bytes += static_cast<int64_t>(w.nbytes());
   self->send(st.in_flight.at(id).sender, std::move(g));
   st.trace.record("send", sent, clock_type::now(), id, -1);
 }
@@ -393,7 +396,8 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
   model::backward_result r;
   {
     compute_scope compute{st.work};
-    st.trainer->forward(m.id, m.payload, st.spec.first, forward_version(st, m));
+    model::boundary_io boundary{std::move(m.boundary_input), {}};
+    st.trainer->forward(m.id, m.payload, st.spec.first, forward_version(st, m), &boundary);
     forwarded = clock_type::now();
     r = st.trainer->backward_loss(m.id, *labels, flush(st) ? m.step_size : 1);
   }
@@ -403,7 +407,7 @@ void last_stage(pipeline_actor* self, microbatch& m, clock_type::time_point sinc
   st.counters.epoch.samples += batch;
   st.counters.samples_total += batch;
   if (!st.spec.first)
-    send_gradient(self, m.id, m.step, m.weight_version, r.input_gradient);
+    send_gradient(self, m.id, m.step, m.weight_version, r);
   after_backward(self, m.id);
   maybe_report_progress(self, m, r.loss);
 }
@@ -429,7 +433,9 @@ void forward_one(pipeline_actor* self, microbatch m, const caf::actor& sender) {
   } else {
     compute_scope compute{st.work};
     auto version = forward_version(st, m);
-    m.payload = st.trainer->forward(m.id, m.payload, st.spec.first, version);
+    model::boundary_io boundary{std::move(m.boundary_input), {}};
+    m.payload = st.trainer->forward(m.id, m.payload, st.spec.first, version, &boundary);
+    m.boundary_input = std::move(boundary.last_input); // weight_gradient: next
     st.trace.record("forward", since, clock_type::now(), m.id,
                     version < 0 ? st.trainer->version() : version);
   }
@@ -448,11 +454,11 @@ void backward_one(pipeline_actor* self, gradient g) {
   model::backward_result r;
   {
     compute_scope compute{st.work};
-    r = st.trainer->backward(g.microbatch_id, g.value);
+    r = st.trainer->backward(g.microbatch_id, g.value, g.weight_gradients);
   }
   st.trace.record("backward", since, clock_type::now(), g.microbatch_id, r.backward_version);
   if (!st.spec.first)
-    send_gradient(self, g.microbatch_id, g.step, g.weight_version, r.input_gradient);
+    send_gradient(self, g.microbatch_id, g.step, g.weight_version, r);
   after_backward(self, g.microbatch_id);
 }
 
@@ -789,6 +795,10 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
     // minibatch use one version anyway, so stashing costs nothing there.
     auto trainer = std::make_shared<model::stage_trainer>(
       whole.slice(spec.begin, spec.end), spec.optimizer, model::stash_mode::stash);
+    if (spec.hands_on_weight_gradient)
+      trainer->hand_on_weight_gradient();
+    if (spec.takes_weight_gradient)
+      trainer->take_weight_gradient(whole.layers()[static_cast<size_t>(spec.begin) - 1]);
     training_counters counters;
     if (auto restored = checkpointing{spec.recovery}.restore()) {
       trainer->restore(*restored);

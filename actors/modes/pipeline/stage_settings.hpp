@@ -35,6 +35,11 @@ struct stage_settings {
   int32_t upstream_replicas = 1; ///< senders of its microbatches (copies of each control)
   int32_t max_in_flight = 0;     ///< forwards without backward (PipeDream's NOAM); 0: no limit
   bool vertical_sync = false;    ///< forward with the version the input stage chose
+  /// weight_gradient: next (model/core/stage_trainer.hpp): the next stage
+  /// computes the weight gradient of this stage's last layer; this stage
+  /// computes that of the previous stage's last layer.
+  bool hands_on_weight_gradient = false;
+  bool takes_weight_gradient = false;
   bool trace = false;            ///< record the schedule for --trace: `run.trace`
   recovery_settings recovery;        ///< `run.recovery`
 };
@@ -61,6 +66,12 @@ void inspect(Inspector& f, stage_settings& x) {
   f.field("upstream_replicas", x.upstream_replicas).at_least(1);
   f.field("max_in_flight", x.max_in_flight).at_least(0);
   f.field("vertical_sync", x.vertical_sync);
+  f.field("hands_on_weight_gradient", x.hands_on_weight_gradient);
+  f.expect("hands_on_weight_gradient", !(x.hands_on_weight_gradient && x.last),
+           "false on the last stage");
+  f.field("takes_weight_gradient", x.takes_weight_gradient);
+  f.expect("takes_weight_gradient", !(x.takes_weight_gradient && x.first),
+           "false on the first stage");
   inspect_run(f, x.recovery, x.trace);
 }
 

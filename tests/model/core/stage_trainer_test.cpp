@@ -1,5 +1,7 @@
 #include "model/core/stage_trainer.hpp"
 
+#include <map>
+
 #include <torch/torch.h>
 #include <gtest/gtest.h>
 
@@ -409,4 +411,86 @@ TEST(stage_trainer, batch_norm_stage_interleaves_forwards_and_backwards) {
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_TRUE(torch::allclose(got[i].grad(), expected[i].grad(), 1e-4, 1e-6)) << i;
+}
+
+namespace {
+
+/// The convnet cut after conv3, trained by two stages over `steps` steps of
+/// 1F1B order (two microbatches in flight at the first stage, a step after
+/// each backward), with conv3's weight gradient computed by the second
+/// stage when `next` (weight_gradient: next); the parameters of both.
+std::vector<at::Tensor> convnet_after_conv3(bool next, int steps) {
+  const auto spec = spec_of("convnet", 3);
+  auto whole = make_model(spec);
+  const auto cut = static_cast<size_t>(whole.index_of("conv3") + 1);
+  stage_trainer first{whole.slice(0, cut), sgd(), stash_mode::stash};
+  stage_trainer second{whole.slice(cut, whole.size()), sgd(), stash_mode::stash};
+  if (next) {
+    first.hand_on_weight_gradient();
+    second.take_weight_gradient(whole.layers()[cut - 1]);
+  }
+  auto gen = at::detail::createCPUGenerator(11);
+  auto forward = [&](int64_t id) {
+    boundary_io sent, received;
+    auto x = at::randn({4, 1, 28, 28}, gen);
+    auto y = first.forward(id, x, true, -1, next ? &sent : nullptr);
+    received.previous_input = sent.last_input;
+    auto out = second.forward(id, y, false, -1, next ? &received : nullptr);
+    return at::sin(out) * 1e-3; // any gradient that depends on the output
+  };
+  std::map<int64_t, at::Tensor> gradients;
+  gradients[0] = forward(0);
+  for (int64_t id = 0; id < steps; ++id) {
+    gradients[id + 1] = forward(id + 1);
+    auto r = second.backward(id, gradients.at(id));
+    second.step();
+    first.backward(id, r.input_gradient, r.previous_weight_gradients);
+    first.step();
+  }
+  return whole.parameters();
+}
+
+} // namespace
+
+// weight_gradient: next moves where conv3's weight gradient is computed,
+// not what it is: the weights after many 1F1B steps (stashed versions, the
+// step in place and out of place) are the same bits as when the first stage
+// computes it.
+TEST(stage_trainer, a_boundary_weight_gradient_computed_by_the_next_stage_is_the_same_bits) {
+  auto here = convnet_after_conv3(false, 6);
+  auto next = convnet_after_conv3(true, 6);
+  ASSERT_EQ(here.size(), next.size());
+  for (size_t i = 0; i < here.size(); ++i)
+    EXPECT_TRUE(torch::equal(here[i], next[i])) << "parameter " << i;
+  // Trained, and finite (NaN equals nothing).
+  const auto untrained = make_model(spec_of("convnet", 3)).parameters();
+  EXPECT_FALSE(torch::equal(here[4], untrained[4])) << "conv3's weight";
+  for (const auto& p : next)
+    EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+}
+
+TEST(stage_trainer, refuses_a_boundary_weight_gradient_it_cannot_move) {
+  const auto spec = spec_of("convnet", 3);
+  auto whole = make_model(spec);
+  const auto relu1 = static_cast<size_t>(whole.index_of("relu1"));
+  stage_trainer ends_in_relu{whole.slice(0, relu1 + 1), sgd(), stash_mode::stash};
+  EXPECT_THROW(ends_in_relu.hand_on_weight_gradient(), error);
+  stage_trainer second{whole.slice(relu1 + 1, whole.size()), sgd(), stash_mode::stash};
+  EXPECT_THROW(second.take_weight_gradient(whole.layers()[relu1]), error);
+
+  stage_trainer first{whole.slice(0, relu1), sgd(), stash_mode::stash};
+  first.hand_on_weight_gradient();
+  auto x = at::randn({2, 1, 28, 28});
+  EXPECT_THROW(first.forward(0, x, true), error); // no boundary_io
+  boundary_io io;
+  auto y = first.forward(0, x, true, -1, &io);
+  EXPECT_EQ(io.last_input.sizes(), x.sizes()); // conv1's input
+  EXPECT_THROW(first.backward(0, at::ones_like(y), {}), error);
+  EXPECT_THROW(first.backward(0, at::ones_like(y), {at::zeros({3, 3})}), error);
+  EXPECT_EQ(first.in_flight(), 1u); // refused before anything changed
+  const auto& conv1 = whole.layers()[0];
+  stage_trainer taker{whole.slice(relu1, whole.size()), sgd(), stash_mode::stash};
+  taker.take_weight_gradient(conv1);
+  boundary_io missing;
+  EXPECT_THROW(taker.forward(0, y, false, -1, &missing), error);
 }
