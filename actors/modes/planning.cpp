@@ -119,7 +119,10 @@ bool read_layer(const json_reader& read, const json& j, size_t index, model::lay
          read.integer(j, "activation_bytes", l.activation_bytes, err) &&
          read.integer(j, "parameter_bytes", l.parameter_bytes, err) &&
          // Profiles written before update times were measured have none.
-         (!j.contains("update_seconds") || read.number(j, "update_seconds", l.update_seconds, err));
+         (!j.contains("update_seconds") || read.number(j, "update_seconds", l.update_seconds, err)) &&
+         // Profiles written before weight_gradient: next have none (no layer's moves).
+         (!j.contains("weight_gradient_seconds") ||
+          read.number(j, "weight_gradient_seconds", l.weight_gradient_seconds, err));
 }
 
 // -- printing the plan ------------------------------------------------------------------
@@ -142,7 +145,8 @@ json to_json(const profile_file& p) {
                       {"backward_seconds", l.backward_seconds},
                       {"activation_bytes", l.activation_bytes},
                       {"parameter_bytes", l.parameter_bytes},
-                      {"update_seconds", l.update_seconds}});
+                      {"update_seconds", l.update_seconds},
+                      {"weight_gradient_seconds", l.weight_gradient_seconds}});
   return {{"model", p.profile.model},
           {"topology", p.topology},
           {"microbatch_size", p.profile.microbatch_size},
@@ -270,6 +274,11 @@ std::string describe_plan(const model::partition_plan& plan, const profile_file&
                   layer_range(s, layers).c_str(), s.replicas, 1e3 * s.compute_seconds,
                   1e3 * s.weight_sync_seconds, 1e3 * s.output_seconds,
                   mebibytes(s.memory_bytes).c_str(), s.in_flight);
+    if (s.weight_gradient_next)
+      out += format("      stage %zu computes the weight gradient of %s (%.3f ms of its backward: "
+                    "weight_gradient: next)\n",
+                    k + 1, layers[s.end - 1].name.c_str(),
+                    1e3 * layers[s.end - 1].weight_gradient_seconds);
   }
   out += format("predicted time per microbatch of the slowest stage: %.3f ms (one machine: "
                 "%.3f ms, %.2fx); per minibatch of %d microbatches: %.3f ms\n",
@@ -340,6 +349,8 @@ caf::expected<std::string> planned_topology_yaml(const std::string& topology_pat
     YAML::Node stage;
     stage["last_layer"] = layers[s.end - 1].name;
     stage["replicas"] = s.replicas;
+    if (s.weight_gradient_next)
+      stage["weight_gradient"] = "next";
     stage.SetStyle(YAML::EmitterStyle::Flow);
     pipeline["stages"].push_back(stage);
   }

@@ -65,30 +65,26 @@ stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, sta
   versions_[0] = {std::move(data), 0};
 }
 
-namespace {
-
-/// The convolution `layer` holds, when it is one whose weight gradient can be
-/// computed apart from its backward (zero padding given as sizes); else a
-/// model::error naming what it is.
-std::shared_ptr<torch::nn::Conv2dImpl> boundary_convolution(const named_layer& layer) {
+std::shared_ptr<torch::nn::Conv2dImpl> boundary_convolution(const named_layer& layer,
+                                                            std::string* why) {
   auto conv = std::dynamic_pointer_cast<torch::nn::Conv2dImpl>(layer.module.ptr());
+  std::string reason;
   if (!conv)
-    throw error("weight_gradient: next: layer '" + layer.name +
-                "' is not a convolution (the next stage computes a Conv2d's weight gradient only)");
-  if (!c10::get_if<torch::ExpandingArray<2>>(&conv->options.padding()) ||
-      !c10::get_if<torch::enumtype::kZeros>(&conv->options.padding_mode()))
-    throw error("weight_gradient: next: convolution '" + layer.name +
-                "' pads other than with zeros of given sizes");
-  return conv;
+    reason = "layer '" + layer.name + "' is not a convolution (the next stage computes a "
+             "Conv2d's weight gradient only)";
+  else if (!c10::get_if<torch::ExpandingArray<2>>(&conv->options.padding()) ||
+           !c10::get_if<torch::enumtype::kZeros>(&conv->options.padding_mode()))
+    reason = "convolution '" + layer.name + "' pads other than with zeros of given sizes";
+  if (reason.empty())
+    return conv;
+  if (why != nullptr)
+    *why = reason;
+  return nullptr;
 }
 
-/// The weight half of `conv`'s backward: its weight's gradient and its
-/// bias's when it has one, from its input and the gradient of its output,
-/// as autograd's ConvolutionBackward0 computes them (the kernel ATen picks
-/// for these tensors and options; the weight's values are not read).
-std::vector<at::Tensor> weight_gradients(const torch::nn::Conv2dImpl& conv,
-                                         const at::Tensor& input,
-                                         const at::Tensor& output_gradient) {
+std::vector<at::Tensor> convolution_weight_gradients(const torch::nn::Conv2dImpl& conv,
+                                                     const at::Tensor& input,
+                                                     const at::Tensor& output_gradient) {
   torch::NoGradGuard no_grad;
   const auto& o = conv.options;
   const bool bias = conv.bias.defined();
@@ -107,13 +103,24 @@ std::vector<at::Tensor> weight_gradients(const torch::nn::Conv2dImpl& conv,
   return out;
 }
 
+namespace {
+
+/// boundary_convolution, or a model::error saying why not.
+std::shared_ptr<torch::nn::Conv2dImpl> required_convolution(const named_layer& layer) {
+  std::string why;
+  auto conv = boundary_convolution(layer, &why);
+  if (!conv)
+    throw error("weight_gradient: next: " + why);
+  return conv;
+}
+
 } // namespace
 
 void stage_trainer::hand_on_weight_gradient() {
   if (layers_.size() == 0)
     throw error("weight_gradient: next: the stage has no layers");
   const size_t last = layers_.size() - 1;
-  boundary_convolution(layers_.layers()[last]);
+  required_convolution(layers_.layers()[last]);
   const auto table = layers_.parameter_table();
   last_parameters_.clear();
   for (size_t i = 0; i < table.size(); ++i) {
@@ -135,7 +142,7 @@ void stage_trainer::hand_on_weight_gradient() {
 }
 
 void stage_trainer::take_weight_gradient(const named_layer& previous) {
-  taking_ = boundary_convolution(previous);
+  taking_ = required_convolution(previous);
 }
 
 at::Tensor stage_trainer::run_forward(const at::Tensor& leaf, boundary_io* boundary) {
@@ -282,7 +289,7 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
     result.input_gradient = s.leaf.grad();
   if (taking_)
     result.previous_weight_gradients =
-      weight_gradients(*taking_, s.previous_input, result.input_gradient);
+      convolution_weight_gradients(*taking_, s.previous_input, result.input_gradient);
   if (mode_ == stash_mode::stash)
     use_parameters(versions_.at(version_).parameters);
   release(s.version);

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -68,6 +69,20 @@ struct boundary_io {
   at::Tensor previous_input; ///< in (take_weight_gradient): the previous stage's last layer's input
   at::Tensor last_input;     ///< out (hand_on_weight_gradient): this stage's last layer's input
 };
+
+/// The convolution `layer` holds when the next stage can compute its weight
+/// gradient (a torch::nn::Conv2d padding with zeros of given sizes), else
+/// nullptr with the reason in `why`.
+std::shared_ptr<torch::nn::Conv2dImpl> boundary_convolution(const named_layer& layer,
+                                                            std::string* why = nullptr);
+
+/// The weight half of `conv`'s backward: its weight's gradient, then its
+/// bias's when it has one, from its input and the gradient of its output,
+/// as autograd's ConvolutionBackward0 computes them (the kernel ATen picks
+/// for these tensors and options; the weight's values are not read).
+std::vector<at::Tensor> convolution_weight_gradients(const torch::nn::Conv2dImpl& conv,
+                                                     const at::Tensor& input,
+                                                     const at::Tensor& output_gradient);
 
 /// A trainable stage: a slice of layers, its optimizer state and its weight
 /// versions. Not thread-safe: one actor owns it.

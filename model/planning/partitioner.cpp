@@ -253,6 +253,38 @@ partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
   return plan;
 }
 
+void hand_on_weight_gradients(const std::vector<layer_cost>& layers, partition_plan& plan,
+                              double bandwidth, bool forward_only) {
+  if (forward_only)
+    return; // nothing computes a gradient
+  for (size_t k = 0; k + 1 < plan.stages.size(); ++k) {
+    auto& here = plan.stages[k];
+    auto& next = plan.stages[k + 1];
+    const auto& last = layers[here.end - 1];
+    const double moved = last.weight_gradient_seconds;
+    if (moved <= 0 || here.weight_gradient_next || here.replicas != 1 || next.replicas != 1 ||
+        here.end - here.begin < 2) // its input is the previous stage's output: the link's
+      continue;
+    const double extra_bytes = static_cast<double>(layers[here.end - 2].activation_bytes) +
+                               static_cast<double>(last.parameter_bytes);
+    const double output = here.output_seconds + extra_bytes / bandwidth;
+    const double before = std::max({here.stage_seconds(), next.stage_seconds(),
+                                    here.output_seconds});
+    const double after = std::max({std::max(here.compute_seconds - moved, here.weight_sync_seconds),
+                                   std::max(next.compute_seconds + moved, next.weight_sync_seconds),
+                                   output});
+    if (!(after < before))
+      continue;
+    here.compute_seconds -= moved;
+    next.compute_seconds += moved;
+    here.output_seconds = output;
+    here.weight_gradient_next = true;
+  }
+  plan.slowest_seconds = 0;
+  for (const auto& s : plan.stages)
+    plan.slowest_seconds = std::max({plan.slowest_seconds, s.stage_seconds(), s.output_seconds});
+}
+
 bool feasible(const partition_plan& plan, const partition_options& options) {
   if (plan.machines_used() > options.machines)
     return false;
@@ -277,7 +309,9 @@ partition_plan plan_partition(const std::vector<layer_cost>& layers,
                 std::to_string(options.stages) + " stages on " +
                 std::to_string(options.machines) +
                 " machines: expected 1 to min(layers, machines) stages, or 0 for any");
-  return planner(layers, options).run();
+  auto plan = planner(layers, options).run();
+  hand_on_weight_gradients(layers, plan, options.bandwidth, options.forward_only);
+  return plan;
 }
 
 } // namespace baton::model

@@ -27,6 +27,10 @@ struct layer_cost {
   int64_t parameter_bytes = 0;
   /// One optimiser step of the layer's parameters (0 without parameters).
   double update_seconds = 0;
+  /// The part of backward_seconds the next stage can compute instead when a
+  /// stage ends with this layer (`weight_gradient: next`: a convolution's
+  /// weight gradient, model/core/stage_trainer.hpp); 0 for other layers.
+  double weight_gradient_seconds = 0;
 };
 
 /// What a layer costs a training stage per microbatch: forward, backward
@@ -70,6 +74,11 @@ struct stage_plan {
   /// 2 x output activation / bandwidth (1 x when forward-only; 0 for the last stage)
   double output_seconds = 0;
   double memory_bytes = 0;            ///< per machine: (parameters + activations) x in_flight
+  /// The next stage computes the weight gradient of this stage's last layer
+  /// (hand_on_weight_gradients): compute_seconds is without it, the next
+  /// stage's with it, output_seconds with the layer's input and its weight
+  /// gradient on the link.
+  bool weight_gradient_next = false;
   /// max(compute, weight sync): what PipeDream's T(i->j, m) is for this stage.
   double stage_seconds() const;
 };
@@ -99,6 +108,14 @@ partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
                                   const std::vector<std::pair<size_t, int32_t>>& stage_ends,
                                   double bandwidth, bool forward_only = false);
 
+/// Moves the weight gradient of a stage's last layer to the next stage
+/// (`weight_gradient: next`) at each boundary, first to last, where that
+/// lowers the slower of the two stages and the link between them, both
+/// stages unreplicated; the plan's figures follow. Plans stay as they were
+/// where no layer has a weight_gradient_seconds.
+void hand_on_weight_gradients(const std::vector<layer_cost>& layers, partition_plan& plan,
+                              double bandwidth, bool forward_only = false);
+
 /// True when every stage of `plan` fits the options (memory, machines,
 /// straight).
 bool feasible(const partition_plan& plan, const partition_options& options);
@@ -106,7 +123,9 @@ bool feasible(const partition_plan& plan, const partition_options& options);
 /// The partition with the smallest slowest-stage time over every contiguous
 /// split and replica assignment with at most `machines` machines in all (on
 /// ties: fewer stages, then earlier stage ends and fewer replicas in the
-/// first stage), or over exactly `options.stages` stages. Runs in O(L^2 M^3)
+/// first stage), or over exactly `options.stages` stages, then with the
+/// weight gradients handed on where that helps (hand_on_weight_gradients;
+/// not when forward_only). Runs in O(L^2 M^3)
 /// for L layers and M machines. Throws model::error when no partition fits (no
 /// layers, fewer than one machine, a bandwidth <= 0, a stage count out of
 /// range, or no stages within the memory limit).

@@ -95,6 +95,7 @@ at::Tensor run_layer(const named_layer& layer, const at::Tensor& input) {
 struct layer_pass {
   double forward_seconds = 0;
   double backward_seconds = 0;
+  double weight_gradient_seconds = 0; ///< a convolution's weight half, timed alone
   int64_t activation_bytes = 0;
 };
 
@@ -126,6 +127,7 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
   // backward_starts[k]: when layer k's backward began; a layer whose
   // output needs no gradient (no parameter before it) has no backward.
   std::vector<std::optional<clock::time_point>> backward_starts(n);
+  std::vector<double> weight_gradients(n, 0.0);
   clock::time_point backward_end;
   if (backward && outputs[n - 1].requires_grad()) {
     for (size_t k = 0; k < n; ++k)
@@ -135,12 +137,23 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
         });
     outputs[n - 1].backward(torch::ones_like(outputs[n - 1]));
     backward_end = clock::now();
+    // The part of a convolution's backward that the next stage could run
+    // when a stage ends with it (weight_gradient: next), timed on its input
+    // in the pass (the first layer's input is a stage's, never handed on).
+    for (size_t k = 1; k < n; ++k)
+      if (auto conv = boundary_convolution(m.layers()[k])) {
+        const auto began = clock::now();
+        convolution_weight_gradients(*conv, outputs[k - 1].detach(),
+                                     torch::ones_like(outputs[k]));
+        weight_gradients[k] = std::chrono::duration<double>(clock::now() - began).count();
+      }
     for (const auto& layer : m.layers())
       clear_gradients(layer);
   }
   std::vector<layer_pass> out(n);
   for (size_t k = 0; k < n; ++k) {
     out[k].activation_bytes = static_cast<int64_t>(outputs[k].nbytes());
+    out[k].weight_gradient_seconds = weight_gradients[k];
     auto began = k == 0 ? forward_start : forward_ends[k - 1];
     out[k].forward_seconds = std::chrono::duration<double>(forward_ends[k] - began).count();
     if (!backward_starts[k])
@@ -193,6 +206,7 @@ model_profile median_of_profiles(const std::vector<model_profile>& profiles) {
     out.layers[k].forward_seconds = median_by(&layer_cost::forward_seconds);
     out.layers[k].backward_seconds = median_by(&layer_cost::backward_seconds);
     out.layers[k].update_seconds = median_by(&layer_cost::update_seconds);
+    out.layers[k].weight_gradient_seconds = median_by(&layer_cost::weight_gradient_seconds);
   }
   return out;
 }
@@ -217,7 +231,8 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   const auto input = at::randn(shape, generator, torch::kFloat32);
   // Each layer's figure is the median over the timed microbatches: on a
   // shared host one slow spell must not move a plan's stage boundary.
-  std::vector<std::vector<double>> forwards(m.size()), backwards(m.size()), updates(m.size());
+  std::vector<std::vector<double>> forwards(m.size()), backwards(m.size()), updates(m.size()),
+    weight_gradients(m.size());
   double timed_seconds = 0;
   auto more = [&](int32_t pass) {
     const int32_t timed = pass - options.warmups;
@@ -237,6 +252,7 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
       forwards[k].push_back(measured[k].forward_seconds);
       backwards[k].push_back(measured[k].backward_seconds);
       updates[k].push_back(update);
+      weight_gradients[k].push_back(measured[k].weight_gradient_seconds);
     }
     if (pass >= options.warmups)
       timed_seconds +=
@@ -247,6 +263,10 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
     profile.layers[k].forward_seconds = profile_figure(forwards[k], options.statistic);
     profile.layers[k].backward_seconds = profile_figure(backwards[k], options.statistic);
     profile.layers[k].update_seconds = profile_figure(updates[k], options.statistic);
+    // Never more than the layer's whole backward (two clocks, one median each).
+    profile.layers[k].weight_gradient_seconds =
+      std::min(profile_figure(weight_gradients[k], options.statistic),
+               profile.layers[k].backward_seconds);
   }
   return profile;
 }

@@ -866,6 +866,26 @@ TEST_F(topology_test, pipeline_replicas_and_stage_actors_are_bounded) {
                                     "replicas counted"});
 }
 
+// weight_gradient: next moves a convolution's weight gradient to the next
+// stage: refused on another layer, on the last stage, and as another word.
+TEST_F(topology_test, a_weight_gradient_moves_from_a_convolution_to_a_next_stage) {
+  const std::string pipeline = "job: pipeline\n" + tasks_and_heads + "pipeline:\n  stages:\n";
+  auto t = load(pipeline + "    - {last_layer: conv3, weight_gradient: next}\n"
+                           "    - {last_layer: fc2, weight_gradient: here}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  expect_error_at(pipeline + "    - {last_layer: relu3, weight_gradient: next}\n"
+                             "    - {last_layer: fc2}\n",
+                  "next", {"'pipeline.stages.0.weight_gradient' is next, but 'relu3' is not a "
+                           "convolution"});
+  expect_error_at(pipeline + "    - {last_layer: conv3}\n"
+                             "    - {last_layer: fc2, weight_gradient: next}\n",
+                  "next", {"'pipeline.stages.1.weight_gradient' is next, but the last stage "
+                           "has no next stage"});
+  expect_error_at(pipeline + "    - {last_layer: conv3, weight_gradient: later}\n"
+                             "    - {last_layer: fc2}\n",
+                  "later", {"'pipeline.stages.0.weight_gradient' is 'later' (expected here"});
+}
+
 // Bounded memory: a synthetic split is made in memory (it was a bad_alloc).
 TEST_F(topology_test, a_synthetic_split_is_at_most_4_gib) {
   expect_error_at("data:\n  dataset: synthetic\n  synthetic_train: 1000000000000\n"

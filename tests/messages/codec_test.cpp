@@ -251,6 +251,23 @@ TEST(codec, gradient_round_trips) {
   expect_same(x, round_trip(x));
 }
 
+// weight_gradient: next: a microbatch carries the input of the previous
+// stage's last layer, a gradient that layer's weight gradients back.
+TEST(codec, a_boundary_input_and_weight_gradients_round_trip) {
+  auto m = sample(tag<microbatch>{});
+  m.boundary_input = pattern({4, 32, 14, 14}, at::kFloat);
+  auto y = round_trip(m);
+  expect_same(m, y);
+  EXPECT_EQ(y.boundary_input.sizes(), m.boundary_input.sizes());
+  EXPECT_EQ(payload_bytes(m), payload_bytes(sample(tag<microbatch>{})) +
+                                static_cast<int64_t>(m.boundary_input.nbytes()));
+  auto g = sample(tag<gradient>{});
+  g.weight_gradients = {pattern({64, 32, 3, 3}, at::kFloat), pattern({64}, at::kFloat)};
+  auto h = round_trip(g);
+  expect_same(g, h);
+  EXPECT_EQ(h.weight_gradients.size(), 2u);
+}
+
 TEST(codec, tensor_set_round_trips_tensors_of_any_dtype_and_shape) {
   auto x = sample(tag<tensor_set>{});
   auto y = round_trip(x);

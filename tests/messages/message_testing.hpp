@@ -195,6 +195,7 @@ inline void expect_same(const microbatch& a, const microbatch& b) {
   EXPECT_EQ(a.weight_version, b.weight_version);
   EXPECT_EQ(a.samples, b.samples);
   expect_same_tensor(a.payload, b.payload, "payload");
+  expect_same_tensor(a.boundary_input, b.boundary_input, "boundary input");
   ASSERT_EQ(a.labels.size(), b.labels.size());
   for (size_t i = 0; i < a.labels.size(); ++i) {
     EXPECT_EQ(a.labels[i].task, b.labels[i].task);
@@ -208,6 +209,9 @@ inline void expect_same(const gradient& a, const gradient& b) {
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.weight_version, b.weight_version);
   expect_same_tensor(a.value, b.value, "gradient");
+  ASSERT_EQ(a.weight_gradients.size(), b.weight_gradients.size());
+  for (size_t i = 0; i < a.weight_gradients.size(); ++i)
+    expect_same_tensor(a.weight_gradients[i], b.weight_gradients[i], "weight gradient");
 }
 
 inline void expect_same(const tensor_set& a, const tensor_set& b) {

@@ -119,8 +119,12 @@ void log_planned_stages(const backbone_split& b, int32_t machines) {
                1e3 * b.plan.slowest_seconds);
   for (size_t k = 0; k < b.plan.stages.size(); ++k) {
     const auto& s = b.plan.stages[k];
-    spdlog::info("  stage{} {}: compute {:.3f} ms, send {:.3f} ms", k,
-                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds);
+    spdlog::info("  stage{} {}: compute {:.3f} ms, send {:.3f} ms{}", k,
+                 layer_range(s, p.layers), 1e3 * s.compute_seconds, 1e3 * s.output_seconds,
+                 s.weight_gradient_next
+                   ? fmt::format(" (stage{} computes the weight gradient of {})", k + 1,
+                                 p.layers[s.end - 1].name)
+                   : std::string{});
   }
 }
 
@@ -138,9 +142,10 @@ caf::expected<std::vector<std::string>> settle_stages(topology& t) {
   settings.stages.clear();
   std::string ends;
   for (const auto& s : planned->plan.stages) {
-    settings.stages.push_back({s.begin, s.end, 1, "", {}});
+    settings.stages.push_back({s.begin, s.end, 1, "", {}, s.weight_gradient_next});
     ends += (ends.empty() ? "{last_layer: " : ", {last_layer: ")
-            + planned->profile.layers[s.end - 1].name + "}";
+            + planned->profile.layers[s.end - 1].name
+            + (s.weight_gradient_next ? ", weight_gradient: next}" : "}");
   }
   settings.stages_auto = false;
   t.mode_spec = settings;

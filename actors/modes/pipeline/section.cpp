@@ -81,6 +81,9 @@ stage_spec parse_stage(const field& item, const std::vector<std::string>& layers
     if (where != "here" && where != "next")
       f.fail(f.name() + " is '" + where + "' (expected here, the stage's own, or next: the "
              "next stage computes its last layer's weight gradient)");
+    if (where == "next" && end == layers.size())
+      f.fail(f.name() + " is next, but the last stage has no next stage to compute its "
+             "weight gradient");
     if (where == "next")
       check_convolution(f, name, t);
     return where == "next";
@@ -148,9 +151,6 @@ void parse_stages(const std::optional<field>& stages, std::vector<std::string> l
   if (s.stages.empty() || s.stages.back().end != layers.size())
     stages->fail(stages->name() + " must end with a stage whose last_layer is the model's last "
                  "layer '" + layers.back() + "'");
-  if (s.stages.back().weight_gradient_next)
-    stages->fail(stages->name() + ": the last stage has no next stage to compute its "
-                 "weight gradient (weight_gradient: next)");
 }
 
 // `pipeline:` (job: pipeline only; optional): the schedule and the stages.
