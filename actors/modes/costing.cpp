@@ -36,6 +36,7 @@ void scale_to_step(model::cost::workload& w, double step) {
     l.forward_seconds *= scale;
     l.backward_seconds *= scale;
     l.update_seconds *= scale;
+    l.weight_gradient_seconds *= scale;
   }
 }
 
@@ -58,7 +59,7 @@ model::cost::workload workload_of(const model::model_profile& p, const topology&
   for (const auto& l : p.layers)
     w.layers.push_back({l.name, l.forward_seconds, l.backward_seconds, l.update_seconds,
                         static_cast<double>(l.activation_bytes),
-                        static_cast<double>(l.parameter_bytes)});
+                        static_cast<double>(l.parameter_bytes), l.weight_gradient_seconds});
   w.profiled_batch = std::max<int64_t>(1, p.microbatch_size);
   w.batch_size = t.plan.batch_size;
   w.samples_per_epoch = split_size(t, model::split::train);

@@ -359,7 +359,8 @@ void check_stages(const workload& w, const pipeline_strategy& s, const std::vect
 
 std::vector<stage_figures> stage_figures_of(const microbatch_costs& costs,
                                             const std::vector<size_t>& ends,
-                                            const std::vector<int32_t>& replicas) {
+                                            const std::vector<int32_t>& replicas,
+                                            const std::vector<bool>& weight_gradient_next) {
   std::vector<stage_figures> out;
   size_t begin = 0;
   for (size_t k = 0; k < ends.size(); ++k) {
@@ -379,6 +380,19 @@ std::vector<stage_figures> stage_figures_of(const microbatch_costs& costs,
     f.group_bytes = static_cast<double>(r) * (r - 1) * parameters;
     out.push_back(f);
     begin = ends[k];
+  }
+  // weight_gradient: next (simulated_plans.cpp's stages_of does the same).
+  for (size_t k = 0; k + 1 < out.size() && k < weight_gradient_next.size(); ++k) {
+    const size_t last = ends[k] - 1;
+    if (!weight_gradient_next[k] || last == 0)
+      continue;
+    const auto& layers = costs.w->layers;
+    const double moved = layers[last].weight_gradient_seconds * costs.scale;
+    out[k].compute -= moved / replicas[k];
+    out[k + 1].compute += moved / replicas[k + 1];
+    out[k].link_bytes += layers[last - 1].activation_bytes * costs.scale +
+                         layers[last].parameter_bytes;
+    out[k].link = 2 * costs.link->message_overhead + out[k].link_bytes / costs.link->bandwidth;
   }
   return out;
 }
@@ -421,7 +435,7 @@ prediction predict_stages(const workload& w, const cluster& c, const pipeline_st
                           const std::vector<size_t>& ends, const std::vector<int32_t>& replicas) {
   const microbatch_costs costs(w, c.link, s);
   double slowest_stage = 0, slowest = 0, update = 0, group = 0, bytes = 0;
-  for (const auto& f : stage_figures_of(costs, ends, replicas)) {
+  for (const auto& f : stage_figures_of(costs, ends, replicas, s.weight_gradient_next)) {
     slowest_stage = std::max(slowest_stage, f.compute);
     slowest = std::max({slowest, f.compute, f.link});
     update = std::max(update, f.update);

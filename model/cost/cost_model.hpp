@@ -49,6 +49,10 @@ struct layer_profile {
   double update_seconds = 0;   ///< one optimiser step of the layer's parameters
   double activation_bytes = 0; ///< the layer's output at the profiled batch
   double parameter_bytes = 0;  ///< also its gradient's bytes
+  /// The part of backward_seconds the next stage computes when a stage ends
+  /// with this layer under `weight_gradient: next` (a convolution's weight
+  /// gradient); 0 for other layers.
+  double weight_gradient_seconds = 0;
 };
 
 /// The workload: its profile and how it is batched.
@@ -224,6 +228,11 @@ struct pipeline_strategy {
   std::vector<int32_t> replicas; ///< per stage (empty: 1 each)
   int32_t microbatches = 1;      ///< M >= 1
   pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
+  /// Per stage of stage_ends: the next stage computes the weight gradient of
+  /// its last layer (`weight_gradient: next`; empty: none). The moved time
+  /// goes with it, the layer's input crosses beside its output and the
+  /// weight gradient comes back with the input gradient.
+  std::vector<bool> weight_gradient_next;
 };
 
 /// IST's round besides its local steps, as the runtime does it (timed:

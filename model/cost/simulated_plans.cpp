@@ -304,7 +304,8 @@ simulated_plan ist_plan(const workload& w, const cluster& c, const ist_strategy&
 /// Per microbatch, what stage s costs and sends.
 struct stage_costs {
   double forward = 0, backward = 0, update = 0, parameter_bytes = 0;
-  double activation_bytes = 0; ///< its last layer's output (0 for the last stage)
+  double activation_bytes = 0; ///< what it sends forward: its last layer's output (0 for the last stage)
+  double gradient_bytes = 0;   ///< what the next stage sends back: activation_bytes' gradient
   int32_t replicas = 1;
   int32_t first_actor = 0;     ///< replica j is actor first_actor + j
   int32_t replica_of(int64_t microbatch) const {
@@ -328,13 +329,28 @@ std::vector<stage_costs> stages_of(const workload& w, const cluster& c,
       st.update += w.layers[l].update_seconds;
       st.parameter_bytes += w.layers[l].parameter_bytes;
     }
-    if (k + 1 < ends.size())
+    if (k + 1 < ends.size()) {
       st.activation_bytes = w.layers[ends[k] - 1].activation_bytes * scale;
+      st.gradient_bytes = st.activation_bytes;
+    }
     st.replicas = s.stage_ends.empty() || s.replicas.empty() ? 1 : s.replicas[k];
     st.first_actor = actor;
     actor += st.replicas;
     out.push_back(st);
     begin = ends[k];
+  }
+  // weight_gradient: next: the weight half of a stage's last layer's backward
+  // runs on the next stage, its input crosses with the output, the weight
+  // gradient comes back with the input gradient.
+  for (size_t k = 0; k + 1 < out.size() && k < s.weight_gradient_next.size(); ++k) {
+    const size_t last = ends[k] - 1;
+    if (!s.weight_gradient_next[k] || last == 0)
+      continue;
+    const double moved = w.layers[last].weight_gradient_seconds * scale;
+    out[k].backward -= moved;
+    out[k + 1].backward += moved;
+    out[k].activation_bytes += w.layers[last - 1].activation_bytes * scale;
+    out[k].gradient_bytes += w.layers[last].parameter_bytes;
   }
   return out;
 }
@@ -369,7 +385,7 @@ void backward_of(plan_writer& out, const std::vector<stage_costs>& st, size_t k,
     out.receive(self, st[k + 1].replica_of(m), time_kind::waiting);
   out.compute(self, st[k].backward);
   if (k > 0)
-    out.send(self, st[k - 1].replica_of(m), st[k - 1].activation_bytes);
+    out.send(self, st[k - 1].replica_of(m), st[k - 1].gradient_bytes);
 }
 
 /// The pipeline's stages, one replica per host in stage order, in the

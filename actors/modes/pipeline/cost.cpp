@@ -32,6 +32,7 @@ caf::expected<cost_model::strategy> strategy_of(const std::string& name, const t
   for (const auto& stage : s.stages) {
     p.stage_ends.push_back(stage.end);
     p.replicas.push_back(stage.replicas);
+    p.weight_gradient_next.push_back(stage.weight_gradient_next);
     hosts += stage.replicas;
   }
   return cost_model::strategy{p};
