@@ -264,6 +264,9 @@ std::string describe_plan(const model::partition_plan& plan, const profile_file&
                            static_cast<long long>(p.profile.microbatch_size), options.machines,
                            options.bandwidth, bytes_or_unlimited(options.memory).c_str(),
                            options.straight ? ", straight (no replication)" : "");
+  // What handing on the cuts' weight gradients would give (not planned by default).
+  auto handed = plan;
+  model::hand_on_weight_gradients(layers, handed, options.bandwidth, options.forward_only);
   out += format("configuration %s: %zu stage(s) on %d machine(s)\n", plan.notation().c_str(),
                 plan.stages.size(), plan.machines_used());
   out += format("%-5s %-20s %8s %11s %9s %9s %10s %9s\n", "stage", "layers", "replicas",
@@ -274,6 +277,12 @@ std::string describe_plan(const model::partition_plan& plan, const profile_file&
                   layer_range(s, layers).c_str(), s.replicas, 1e3 * s.compute_seconds,
                   1e3 * s.weight_sync_seconds, 1e3 * s.output_seconds,
                   mebibytes(s.memory_bytes).c_str(), s.in_flight);
+    if (k < handed.stages.size() && handed.stages[k].weight_gradient_next && !s.weight_gradient_next)
+      out += format("      (weight_gradient: next would move %.3f ms of %s's backward to stage "
+                    "%zu: slowest stage %.3f ms instead of %.3f)\n",
+                    1e3 * layers[s.end - 1].weight_gradient_seconds,
+                    layers[s.end - 1].name.c_str(), k + 1, 1e3 * handed.slowest_seconds,
+                    1e3 * plan.slowest_seconds);
     if (s.weight_gradient_next)
       out += format("      stage %zu computes the weight gradient of %s (%.3f ms of its backward: "
                     "weight_gradient: next)\n",

@@ -310,7 +310,8 @@ partition_plan plan_partition(const std::vector<layer_cost>& layers,
                 std::to_string(options.machines) +
                 " machines: expected 1 to min(layers, machines) stages, or 0 for any");
   auto plan = planner(layers, options).run();
-  hand_on_weight_gradients(layers, plan, options.bandwidth, options.forward_only);
+  if (options.hand_on_weight_gradients)
+    hand_on_weight_gradients(layers, plan, options.bandwidth, options.forward_only);
   return plan;
 }
 

@@ -59,6 +59,12 @@ struct partition_options {
   /// parameter, tied weights, which one stage must hold); shorter than the
   /// layers (or empty): the rest may be cut anywhere.
   std::vector<bool> joined;
+  /// Then hand on the weight gradients where that helps
+  /// (hand_on_weight_gradients). Off by default: the next stage computes
+  /// the weight half before it sends the input gradient back, which delays
+  /// the previous stage by as much; measured over node processes the
+  /// balance did not pay for that yet (docs/pipeline.md).
+  bool hand_on_weight_gradients = false;
 };
 
 /// One stage of a plan: layers [begin, end) on `replicas` machines.
@@ -124,8 +130,8 @@ bool feasible(const partition_plan& plan, const partition_options& options);
 /// split and replica assignment with at most `machines` machines in all (on
 /// ties: fewer stages, then earlier stage ends and fewer replicas in the
 /// first stage), or over exactly `options.stages` stages, then with the
-/// weight gradients handed on where that helps (hand_on_weight_gradients;
-/// not when forward_only). Runs in O(L^2 M^3)
+/// weight gradients handed on where that helps when the options ask
+/// (hand_on_weight_gradients; not when forward_only). Runs in O(L^2 M^3)
 /// for L layers and M machines. Throws model::error when no partition fits (no
 /// layers, fewer than one machine, a bandwidth <= 0, a stage count out of
 /// range, or no stages within the memory limit).

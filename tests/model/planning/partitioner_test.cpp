@@ -268,6 +268,8 @@ TEST(partitioner_test, a_weight_gradient_moves_to_the_next_stage_where_it_balanc
   partition_options options;
   options.machines = 2;
   options.straight = true;
+  EXPECT_FALSE(plan_partition(layers, options).stages[0].weight_gradient_next); // not asked
+  options.hand_on_weight_gradients = true;
   auto plan = plan_partition(layers, options);
   ASSERT_EQ(plan.stages.size(), 2u);
   EXPECT_EQ(plan.stages[0].end, 2u);
