@@ -86,7 +86,9 @@ struct Gradient {
   weightVersion @2 :Int64;
   value @3 :Tensor;       # absent: an undefined tensor
   # The weight gradients of the receiver's last layer (weight, then bias),
-  # computed by the sender (weight_gradient: next); empty otherwise.
+  # computed by the sender (weight_gradient: next) and sent after the
+  # microbatch's gradient, in a message of their own without a value;
+  # empty otherwise.
   weightGradients @4 :List(OptionalTensor);
 }
 

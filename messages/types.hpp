@@ -62,7 +62,9 @@ struct gradient {
   int64_t weight_version = -1;
   at::Tensor value;
   /// The receiver's last layer's weight gradients (weight, then bias),
-  /// computed by the sender (`weight_gradient: next`); empty otherwise.
+  /// computed by the sender (`weight_gradient: next`) and sent after the
+  /// microbatch's gradient, in a message of their own with no `value` (the
+  /// weight half); empty otherwise.
   std::vector<at::Tensor> weight_gradients;
   caf::error invalid;
 };

@@ -211,17 +211,24 @@ at::Tensor stage_trainer::infer(const at::Tensor& input) {
   return layers_.forward(input);
 }
 
-backward_result stage_trainer::backward(int64_t id, const at::Tensor& output_gradient,
-                                        const std::vector<at::Tensor>& last_weight_gradients) {
-  return run_backward(id, &output_gradient, nullptr, 1, last_weight_gradients);
+backward_result stage_trainer::backward(int64_t id, const at::Tensor& output_gradient) {
+  return run_backward(id, &output_gradient, nullptr, 1);
 }
 
 backward_result stage_trainer::backward_loss(int64_t id, const at::Tensor& labels,
                                              int32_t scale) {
-  return run_backward(id, nullptr, &labels, scale, {});
+  return run_backward(id, nullptr, &labels, scale);
 }
 
-void stage_trainer::accumulate_last(const std::vector<at::Tensor>& gradients) {
+std::vector<at::Tensor> stage_trainer::previous_weight_gradients(const backward_result& r) const {
+  if (!taking_)
+    throw error("stage backward: this stage takes no weight gradient of the previous one");
+  return convolution_weight_gradients(*taking_, r.previous_input, r.input_gradient);
+}
+
+void stage_trainer::add_last_weight_gradients(const std::vector<at::Tensor>& gradients) {
+  if (weight_gradients_missing_ == 0)
+    throw error("stage backward: weight gradients of the last layer for no backward");
   if (gradients.size() != last_parameters_.size())
     throw error("stage backward: " + std::to_string(gradients.size()) +
                 " weight gradients of the last layer for its " +
@@ -243,16 +250,20 @@ void stage_trainer::accumulate_last(const std::vector<at::Tensor>& gradients) {
     else
       grad = gradients[k].detach().clone();
   }
+  weight_gradients_missing_ -= 1;
+}
+
+void stage_trainer::check_no_weight_gradient_missing(const char* what) const {
+  if (weight_gradients_missing_ > 0)
+    throw error(std::string{what} + ": the last layer's weight gradients of " +
+                std::to_string(weight_gradients_missing_) + " backward(s) are missing");
 }
 
 backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output_gradient,
-                                            const at::Tensor* labels, int32_t scale,
-                                            const std::vector<at::Tensor>& last_weight_gradients) {
+                                            const at::Tensor* labels, int32_t scale) {
   auto it = stash_.find(id);
   if (it == stash_.end())
     throw error("stage backward: microbatch " + std::to_string(id) + " is not in flight");
-  if (handing_on_)
-    accumulate_last(last_weight_gradients); // checked before anything changes
   auto s = std::move(it->second);
   stash_.erase(it);
   backward_result result;
@@ -287,9 +298,9 @@ backward_result stage_trainer::run_backward(int64_t id, const at::Tensor* output
   }
   if (!s.first_stage)
     result.input_gradient = s.leaf.grad();
-  if (taking_)
-    result.previous_weight_gradients =
-      convolution_weight_gradients(*taking_, s.previous_input, result.input_gradient);
+  result.previous_input = std::move(s.previous_input);
+  if (handing_on_)
+    weight_gradients_missing_ += 1;
   if (mode_ == stash_mode::stash)
     use_parameters(versions_.at(version_).parameters);
   release(s.version);
@@ -316,6 +327,7 @@ void stage_trainer::drop_unused(int64_t version) {
 }
 
 std::vector<at::Tensor> stage_trainer::take_gradients() {
+  check_no_weight_gradient_missing("stage gradients");
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> out;
   for (auto& p : parameters_)
@@ -325,6 +337,7 @@ std::vector<at::Tensor> stage_trainer::take_gradients() {
 }
 
 void stage_trainer::step() {
+  check_no_weight_gradient_missing("stage step");
   std::vector<at::Tensor> accumulated;
   for (const auto& p : parameters_)
     accumulated.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
@@ -410,6 +423,7 @@ void stage_trainer::restore(const training_state& s) {
   for (size_t i = 0; i < buffers.size(); ++i)
     buffers[i].second.copy_(buffer_values[i]);
   clear_gradients(parameters_);
+  weight_gradients_missing_ = 0;
   state_ = std::move(states);
   version_ = s.version;
   versions_.clear();

@@ -58,9 +58,9 @@ struct backward_result {
   int64_t forward_version = -1;  ///< weight version the forward used
   int64_t backward_version = -1; ///< weight version the backward used
   double loss = 0;               ///< mean loss (last stage only)
-  /// With take_weight_gradient: the previous stage's last layer's weight
-  /// gradients (weight, then bias when it has one), to send back.
-  std::vector<at::Tensor> previous_weight_gradients;
+  /// With take_weight_gradient: the previous stage's last layer's input,
+  /// for previous_weight_gradients().
+  at::Tensor previous_input;
 };
 
 /// What crosses a boundary beside the activations when the next stage
@@ -105,7 +105,7 @@ public:
   /// The next stage computes the weight gradient of this stage's last layer
   /// (a torch::nn::Conv2d with zero padding whose parameters no other layer
   /// holds; throws model::error otherwise): its parameters get their
-  /// gradients from backward()'s `last_weight_gradients`.
+  /// gradients from add_last_weight_gradients(), one call per backward.
   void hand_on_weight_gradient();
   /// This stage computes the weight gradient of `previous`, the previous
   /// stage's last layer as built from the same model (only its shape and
@@ -128,11 +128,21 @@ public:
 
   /// Backward of microbatch `id` given dL/d(output). Gradients accumulate
   /// into the parameters until step(). Precondition: forward(id) ran.
-  /// `last_weight_gradients`: with hand_on_weight_gradient, the last
-  /// layer's weight gradients the next stage computed (throws model::error
-  /// when they do not fit its parameters).
-  backward_result backward(int64_t id, const at::Tensor& output_gradient,
-                           const std::vector<at::Tensor>& last_weight_gradients = {});
+  backward_result backward(int64_t id, const at::Tensor& output_gradient);
+
+  /// With take_weight_gradient: the weight half of the previous stage's
+  /// last layer's backward for `r` (weight, then bias when it has one), to
+  /// send back. Apart from backward() so that the input gradient can go
+  /// first: the previous stage's own backward needs only that.
+  std::vector<at::Tensor> previous_weight_gradients(const backward_result& r) const;
+
+  /// With hand_on_weight_gradient: the last layer's weight gradients of one
+  /// backward as the next stage computed them, added as autograd's
+  /// AccumulateGrad would, in the order of the backwards. step() and
+  /// take_gradients() throw model::error while a backward's are missing;
+  /// so does this when they do not fit the parameters or no backward
+  /// waits for them (then nothing changes).
+  void add_last_weight_gradients(const std::vector<at::Tensor>& gradients);
 
   /// Last stage: cross entropy of the output of `id` against `labels`,
   /// scaled by 1/`scale` (microbatches per minibatch), then backward.
@@ -191,10 +201,9 @@ private:
   };
 
   backward_result run_backward(int64_t id, const at::Tensor* output_gradient,
-                               const at::Tensor* labels, int32_t scale,
-                               const std::vector<at::Tensor>& last_weight_gradients);
+                               const at::Tensor* labels, int32_t scale);
   at::Tensor run_forward(const at::Tensor& leaf, boundary_io* boundary);
-  void accumulate_last(const std::vector<at::Tensor>& gradients);
+  void check_no_weight_gradient_missing(const char* what) const;
   void use_parameters(const std::vector<at::Tensor>& data);
   void release(int64_t version);
   void drop_unused(int64_t version);
@@ -215,6 +224,9 @@ private:
   /// last one's parameters (indices into parameters_).
   std::optional<std::pair<layered_model, layered_model>> handing_on_;
   std::vector<size_t> last_parameters_;
+  /// Backwards whose last weight gradients add_last_weight_gradients has
+  /// not had yet.
+  int64_t weight_gradients_missing_ = 0;
   /// take_weight_gradient: the previous stage's last layer.
   std::shared_ptr<torch::nn::Conv2dImpl> taking_;
 };

@@ -392,7 +392,8 @@ std::vector<stage_figures> stage_figures_of(const microbatch_costs& costs,
     out[k + 1].compute += moved / replicas[k + 1];
     out[k].link_bytes += layers[last - 1].activation_bytes * costs.scale +
                          layers[last].parameter_bytes;
-    out[k].link = 2 * costs.link->message_overhead + out[k].link_bytes / costs.link->bandwidth;
+    // Three messages: the output (with the input), the gradient, the weight half.
+    out[k].link = 3 * costs.link->message_overhead + out[k].link_bytes / costs.link->bandwidth;
   }
   return out;
 }

@@ -306,6 +306,13 @@ struct stage_costs {
   double forward = 0, backward = 0, update = 0, parameter_bytes = 0;
   double activation_bytes = 0; ///< what it sends forward: its last layer's output (0 for the last stage)
   double gradient_bytes = 0;   ///< what the next stage sends back: activation_bytes' gradient
+  /// weight_gradient: next — the weight half of the previous stage's last
+  /// layer that this stage computes after sending the input gradient, and
+  /// the weight gradients it sends back after it; whether this stage's
+  /// step waits for the next stage's.
+  double weight_half = 0;
+  double weight_half_bytes = 0;
+  bool hands_on = false;
   int32_t replicas = 1;
   int32_t first_actor = 0;     ///< replica j is actor first_actor + j
   int32_t replica_of(int64_t microbatch) const {
@@ -340,17 +347,19 @@ std::vector<stage_costs> stages_of(const workload& w, const cluster& c,
     begin = ends[k];
   }
   // weight_gradient: next: the weight half of a stage's last layer's backward
-  // runs on the next stage, its input crosses with the output, the weight
-  // gradient comes back with the input gradient.
+  // runs on the next stage after it sent the input gradient back, the
+  // layer's input crosses with the output, the weight gradients come back in
+  // a message of their own.
   for (size_t k = 0; k + 1 < out.size() && k < s.weight_gradient_next.size(); ++k) {
     const size_t last = ends[k] - 1;
     if (!s.weight_gradient_next[k] || last == 0)
       continue;
     const double moved = w.layers[last].weight_gradient_seconds * scale;
     out[k].backward -= moved;
-    out[k + 1].backward += moved;
+    out[k].hands_on = true;
     out[k].activation_bytes += w.layers[last - 1].activation_bytes * scale;
-    out[k].gradient_bytes += w.layers[last].parameter_bytes;
+    out[k + 1].weight_half = moved;
+    out[k + 1].weight_half_bytes = w.layers[last].parameter_bytes;
   }
   return out;
 }
@@ -378,14 +387,23 @@ void forward_of(plan_writer& out, const std::vector<stage_costs>& st, size_t k, 
 }
 
 /// The backward of microbatch m: the gradient from the stage after, compute,
-/// the input's gradient to the stage before.
+/// the input's gradient to the stage before (weight_gradient: next: then
+/// the previous stage's weight half, sent after it; and the next stage's
+/// weight half received before what follows the backward).
 void backward_of(plan_writer& out, const std::vector<stage_costs>& st, size_t k, int32_t self,
                  int64_t m) {
   if (k + 1 < st.size())
     out.receive(self, st[k + 1].replica_of(m), time_kind::waiting);
   out.compute(self, st[k].backward);
-  if (k > 0)
+  if (k > 0) {
     out.send(self, st[k - 1].replica_of(m), st[k - 1].gradient_bytes);
+    if (st[k - 1].hands_on) {
+      out.compute(self, st[k].weight_half);
+      out.send(self, st[k - 1].replica_of(m), st[k].weight_half_bytes);
+    }
+  }
+  if (st[k].hands_on)
+    out.receive(self, st[k + 1].replica_of(m), time_kind::waiting);
 }
 
 /// The pipeline's stages, one replica per host in stage order, in the

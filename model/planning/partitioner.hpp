@@ -60,10 +60,11 @@ struct partition_options {
   /// layers (or empty): the rest may be cut anywhere.
   std::vector<bool> joined;
   /// Then hand on the weight gradients where that helps
-  /// (hand_on_weight_gradients). Off by default: the next stage computes
-  /// the weight half before it sends the input gradient back, which delays
-  /// the previous stage by as much; measured over node processes the
-  /// balance did not pay for that yet (docs/pipeline.md).
+  /// (hand_on_weight_gradients). Off by default: the balance it gives did
+  /// not show in measured throughput, embedded or over node processes
+  /// (docs/pipeline.md: a 2-stage 1F1B's first stage also waits for the
+  /// second stage's forward and backward of each microbatch, which it does
+  /// not shorten).
   bool hand_on_weight_gradients = false;
 };
 

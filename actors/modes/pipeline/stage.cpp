@@ -102,6 +102,12 @@ struct pipeline_state {
   int64_t steps_done = 0;                  ///< minibatches completed (flush schedules)
   int32_t backwards_in_step = 0;
   replica_group group;
+  /// weight_gradient: next — the next stage's weight halves of this
+  /// stage's last layer, by microbatch, until its backward here ran; and the
+  /// microbatch whose backward ran before its half came (the stage waits:
+  /// its step or its replica sum needs the half).
+  std::map<int64_t, std::vector<at::Tensor>> weight_halves;
+  std::optional<int64_t> awaiting_weight_half;
 
   training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
   std::optional<checkpointing> checkpoints;
@@ -138,7 +144,7 @@ int32_t share_of(int32_t size, int32_t r, int32_t n) {
 
 /// Nothing in flight, no gradient waiting, every step contributed to made.
 bool drained(const pipeline_state& st) {
-  return st.trainer->in_flight() == 0 && st.gradients.empty() &&
+  return st.trainer->in_flight() == 0 && st.gradients.empty() && !st.awaiting_weight_half &&
          st.group.applied == st.group.contributed;
 }
 
@@ -342,18 +348,57 @@ void after_backward(pipeline_actor* self, int64_t id) {
              [&] { return st.trainer->save_state(); });
 }
 
+void send_backward(pipeline_actor* self, const caf::actor& to, gradient g) {
+  auto& st = self->state;
+  auto sent = clock_type::now();
+  auto id = g.microbatch_id;
+  st.backward_edge.messages += 1;
+  if (g.value.defined())
+    st.backward_edge.bytes += static_cast<int64_t>(g.value.nbytes());
+  for (const auto& w : g.weight_gradients)
+    st.backward_edge.bytes += static_cast<int64_t>(w.nbytes());
+  self->send(to, std::move(g));
+  st.trace.record("send", sent, clock_type::now(), id, -1);
+}
+
+/// Sends the input gradient of `id` upstream; with takes_weight_gradient,
+/// then the weight half of the previous stage's last layer in a second
+/// message, computed while the previous stage runs its own backward.
 void send_gradient(pipeline_actor* self, int64_t id, int64_t step, int64_t version,
                    model::backward_result& r) {
   auto& st = self->state;
-  auto sent = clock_type::now();
-  gradient g{id, step, version, std::move(r.input_gradient),
-             std::move(r.previous_weight_gradients), {}};
-  st.backward_edge.messages += 1;
-  st.backward_edge.bytes += static_cast<int64_t>(g.value.nbytes());
-  for (const auto& w : g.weight_gradients)
-    st.backward_edge.bytes += static_cast<int64_t>(w.nbytes());
-  self->send(st.in_flight.at(id).sender, std::move(g));
-  st.trace.record("send", sent, clock_type::now(), id, -1);
+  const auto& to = st.in_flight.at(id).sender;
+  send_backward(self, to, gradient{id, step, version, r.input_gradient, {}, {}});
+  if (!st.spec.takes_weight_gradient)
+    return;
+  auto since = clock_type::now();
+  std::vector<at::Tensor> half;
+  {
+    compute_scope compute{st.work};
+    half = st.trainer->previous_weight_gradients(r);
+  }
+  st.trace.record("weight_half", since, clock_type::now(), id, r.backward_version);
+  send_backward(self, to, gradient{id, step, version, {}, std::move(half), {}});
+}
+
+/// After the backward of `id`: with hands_on_weight_gradient, adds its
+/// weight half, or waits for it; then steps or contributes (after_backward).
+void finish_backward(pipeline_actor* self, int64_t id) {
+  auto& st = self->state;
+  if (st.spec.hands_on_weight_gradient) {
+    auto half = st.weight_halves.find(id);
+    if (half == st.weight_halves.end()) {
+      st.awaiting_weight_half = id;
+      return;
+    }
+    {
+      compute_scope compute{st.work};
+      st.trainer->add_last_weight_gradients(half->second);
+    }
+    st.weight_halves.erase(half);
+    st.awaiting_weight_half.reset();
+  }
+  after_backward(self, id);
 }
 
 /// The last stage's progress line (progress_pace.hpp says when): after a
@@ -454,12 +499,12 @@ void backward_one(pipeline_actor* self, gradient g) {
   model::backward_result r;
   {
     compute_scope compute{st.work};
-    r = st.trainer->backward(g.microbatch_id, g.value, g.weight_gradients);
+    r = st.trainer->backward(g.microbatch_id, g.value);
   }
   st.trace.record("backward", since, clock_type::now(), g.microbatch_id, r.backward_version);
   if (!st.spec.first)
     send_gradient(self, g.microbatch_id, g.step, g.weight_version, r);
-  after_backward(self, g.microbatch_id);
+  finish_backward(self, g.microbatch_id);
 }
 
 // -- reports and controls ------------------------------------------------------------
@@ -616,6 +661,8 @@ void notice_drain(pipeline_actor* self) {
 void act(pipeline_actor* self) {
   auto& st = self->state;
   for (;;) {
+    if (st.awaiting_weight_half)
+      return; // its step or replica sum comes first
     drop_duplicates(self);
     notice_drain(self);
     auto next = static_order(st) ? static_next(st) : dynamic_next(st);
@@ -706,6 +753,28 @@ void on_peer_tensors(pipeline_actor* self, tensor_set& t) {
   });
 }
 
+/// weight_gradient: next — the next stage's weight half of `g`'s
+/// microbatch (a gradient without a value): kept until its backward here
+/// ran, or finishing the backward that waits for it.
+void on_weight_half(pipeline_actor* self, gradient g) {
+  auto& st = self->state;
+  auto id = g.microbatch_id;
+  if (!st.spec.hands_on_weight_gradient || g.value.defined() || st.weight_halves.count(id))
+    return fail(self, st.coordinator, st.name,
+                "refused weight gradients of microbatch " + std::to_string(id) +
+                  " it cannot use");
+  st.weight_halves.emplace(id, std::move(g.weight_gradients));
+  if (st.awaiting_weight_half != id)
+    return;
+  guarded(self, "backward", [=] {
+    auto& st = self->state;
+    auto since = clock_type::now();
+    finish_backward(self, id);
+    account(st, since, true);
+    act(self);
+  });
+}
+
 /// A replica learns peer number `replica` of its group.
 caf::result<caf::ok_atom> on_peer(pipeline_actor* self, const caf::actor& peer, int32_t replica) {
   auto& st = self->state;
@@ -751,6 +820,8 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
       auto& st = self->state;
       if (g.invalid || st.spec.last || st.in_flight.count(g.microbatch_id) == 0)
         return fail(self, st.coordinator, st.name, "refused a gradient it cannot use");
+      if (!g.weight_gradients.empty())
+        return on_weight_half(self, std::move(g));
       st.gradients.push_back(std::move(g));
       guarded(self, "backward", [=] { act(self); });
     },

@@ -444,7 +444,9 @@ std::vector<at::Tensor> convnet_after_conv3(bool next, int steps) {
     gradients[id + 1] = forward(id + 1);
     auto r = second.backward(id, gradients.at(id));
     second.step();
-    first.backward(id, r.input_gradient, r.previous_weight_gradients);
+    first.backward(id, r.input_gradient);
+    if (next) // the second message: the weight half after the input gradient
+      first.add_last_weight_gradients(second.previous_weight_gradients(r));
     first.step();
   }
   return whole.parameters();
@@ -485,9 +487,14 @@ TEST(stage_trainer, refuses_a_boundary_weight_gradient_it_cannot_move) {
   boundary_io io;
   auto y = first.forward(0, x, true, -1, &io);
   EXPECT_EQ(io.last_input.sizes(), x.sizes()); // conv1's input
-  EXPECT_THROW(first.backward(0, at::ones_like(y), {}), error);
-  EXPECT_THROW(first.backward(0, at::ones_like(y), {at::zeros({3, 3})}), error);
-  EXPECT_EQ(first.in_flight(), 1u); // refused before anything changed
+  EXPECT_THROW(first.add_last_weight_gradients({}), error); // for no backward
+  first.backward(0, at::ones_like(y));
+  EXPECT_THROW(first.step(), error); // conv1's weight half is missing
+  EXPECT_THROW(first.take_gradients(), error);
+  EXPECT_THROW(first.add_last_weight_gradients({}), error);
+  EXPECT_THROW(first.add_last_weight_gradients({at::zeros({3, 3})}), error);
+  EXPECT_EQ(first.version(), 0); // refused before anything changed
+  EXPECT_THROW(second.previous_weight_gradients({}), error); // takes none
   const auto& conv1 = whole.layers()[0];
   stage_trainer taker{whole.slice(relu1, whole.size()), sgd(), stash_mode::stash};
   taker.take_weight_gradient(conv1);

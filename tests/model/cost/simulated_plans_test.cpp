@@ -175,6 +175,29 @@ TEST(simulated_plans, gpipe_s_last_stage_sends_each_gradient_back_at_once) {
   EXPECT_NEAR(sim.step_seconds, 36.5, plan_tolerance);
 }
 
+TEST(simulated_plans, a_weight_half_handed_on_runs_while_the_stage_before_computes) {
+  // Stage 0 ends in a layer whose backward of 4 s is half weight gradient:
+  // f 2, b 6, u 1 against stage 1's 1, 2, 0.5. With weight_gradient: next
+  // stage 1 computes those 2 s after it has sent the input gradient back,
+  // while stage 0 runs its backward (4 s now), whose step waits for them:
+  // the step is stage 0's work, 7 s a microbatch instead of 9.
+  workload w = balanced(2);
+  w.layers[1].backward_seconds = 4;
+  w.layers[1].weight_gradient_seconds = 2;
+  w.layers.push_back({"c", 1, 2, 0.5, 100, 1000});
+  pipeline_strategy p;
+  p.stage_ends = {2, 3};
+  p.microbatches = 2;
+  p.schedule = pipeline_schedule::one_f_one_b;
+  const auto here = simulate_prediction(w, plan_hosts(2, 1e12), p, runtime_costs{});
+  EXPECT_NEAR(here.step_seconds, 2 * 9.0, 1e-6);
+  p.weight_gradient_next = {true, false};
+  const auto next = simulate_prediction(w, plan_hosts(2, 1e12), p, runtime_costs{});
+  EXPECT_NEAR(next.step_seconds, 2 * 7.0, 1e-6);
+  // The layer's input crosses beside its output, the weight gradient back.
+  EXPECT_NEAR(next.wire_bytes - here.wire_bytes, 2 * (100.0 + 1000), 1e-6);
+}
+
 TEST(simulated_plans, replicated_stages_take_every_other_microbatch) {
   // Stage 0 on two replicas, stage 1 on one: the plan runs without deadlock
   // under every schedule and is never faster than stage 1 alone.

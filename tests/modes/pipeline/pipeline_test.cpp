@@ -210,7 +210,8 @@ TEST_F(pipeline, static_1f1b_is_repeatable_and_equals_its_local_simulation) {
 // weight_gradient: next (each convolution ending a stage has its weight
 // gradient computed by the next stage, its input crossing beside its output)
 // moves work, not arithmetic: static 1F1B ends with the weights of its local
-// simulation, embedded and over node processes (the tensors on the wire).
+// simulation, embedded and over node processes (the tensors on the wire),
+// and gpipe its own.
 TEST_F(pipeline, a_weight_gradient_computed_by_the_next_stage_changes_no_weight) {
   const std::vector<std::string> stages{
     "--set", "pipeline.stages=[{last_layer: conv2, weight_gradient: next}, "
@@ -226,7 +227,40 @@ TEST_F(pipeline, a_weight_gradient_computed_by_the_next_stage_changes_no_weight)
                                                   {"--local-nodes", "3"}),
                                      "next-nodes"),
                              "pipeline_stage"),
-            reference);
+            reference);  // gpipe: a step per minibatch, after every weight half of it is in.
+  auto gpipe = digests_by_actor(
+    run_job(*dir_, with(with(job("gpipe"), stages), {"--mode", "local"}), "next-gpipe-local"),
+    "pipeline_stage");
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("gpipe"), stages), "next-gpipe"),
+                             "pipeline_stage"),
+            gpipe);
+}
+
+// The weight half goes back in a message of its own after the input
+// gradient, and a stage steps (or adds to its replica group's sum) only once
+// it is in, in the order of its backwards: with a replicated stage handing
+// it on to a replicated one (whose replicas send in any order), static 1f1b
+// ends with the weights of the same stages without it, embedded and over
+// node processes. (Under gpipe, replicas sum their microbatches in the
+// order their gradients come, which is not repeatable with or without it.)
+TEST_F(pipeline, a_weight_gradient_handed_on_between_replicas_changes_no_weight) {
+  auto stages = [](const std::string& where) {
+    return std::vector<std::string>{
+      "--set", "data.microbatches=4", "--set", "data.train_limit=512", "--set",
+      "pipeline.stages=[{last_layer: conv2, replicas: 2, weight_gradient: " + where +
+        "}, {last_layer: conv4, replicas: 2, weight_gradient: " + where +
+        "}, {last_layer: fc2}]"};
+  };
+  auto here = digests_by_actor(run_job(*dir_, with(job("1f1b"), stages("here")), "replicas-here"),
+                               "pipeline_stage");
+  ASSERT_EQ(here.size(), 5u);
+  EXPECT_EQ(here.at("stage0.0"), here.at("stage0.1"));
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("1f1b"), stages("next")), "replicas-next"),
+                             "pipeline_stage"),
+            here);
+  auto nodes = run_job(*dir_, with(with(job("1f1b"), stages("next")), {"--local-nodes", "3"}),
+                       "replicas-next-nodes");
+  EXPECT_EQ(digests_by_actor(nodes, "pipeline_stage"), here);
 }
 
 // The same with replicated stages: stage 1 takes the microbatches of stage
