@@ -236,6 +236,18 @@ stage_plan evaluate_stage(const std::vector<layer_cost>& layers, size_t begin, s
   return s;
 }
 
+namespace {
+
+/// The slowest of a plan's stages and links.
+double slowest_of(const partition_plan& plan) {
+  double slowest = 0;
+  for (const auto& s : plan.stages)
+    slowest = std::max({slowest, s.stage_seconds(), s.output_seconds});
+  return slowest;
+}
+
+} // namespace
+
 partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
                                   const std::vector<std::pair<size_t, int32_t>>& stage_ends,
                                   double bandwidth, bool forward_only) {
@@ -246,10 +258,9 @@ partition_plan evaluate_partition(const std::vector<layer_cost>& layers,
     const auto [end, replicas] = stage_ends[static_cast<size_t>(k)];
     plan.stages.push_back(
       evaluate_stage(layers, begin, end, replicas, count - 1 - k, bandwidth, forward_only));
-    const auto& s = plan.stages.back();
-    plan.slowest_seconds = std::max({plan.slowest_seconds, s.stage_seconds(), s.output_seconds});
     begin = end;
   }
+  plan.slowest_seconds = slowest_of(plan);
   return plan;
 }
 
@@ -280,9 +291,7 @@ void hand_on_weight_gradients(const std::vector<layer_cost>& layers, partition_p
     here.output_seconds = output;
     here.weight_gradient_next = true;
   }
-  plan.slowest_seconds = 0;
-  for (const auto& s : plan.stages)
-    plan.slowest_seconds = std::max({plan.slowest_seconds, s.stage_seconds(), s.output_seconds});
+  plan.slowest_seconds = slowest_of(plan);
 }
 
 bool feasible(const partition_plan& plan, const partition_options& options) {
