@@ -168,9 +168,10 @@ bool front_ready(const pipeline_state& st) {
   return !flush(st) || m.step == st.steps_done;
 }
 
-/// Several senders whose microbatches a static order takes in id order.
+/// Several senders whose microbatches the repeatable orders (static 1f1b
+/// and the flush schedules) take in id order.
 bool merging(const pipeline_state& st) {
-  return static_order(st) && st.spec.upstream_replicas > 1;
+  return (static_order(st) || flush(st)) && st.spec.upstream_replicas > 1;
 }
 
 microbatch_position position_of(const microbatch& m) {
@@ -200,7 +201,7 @@ void release_held(pipeline_state& st, Predicate may_go) {
 }
 
 /// Queues an arrived microbatch: at once, or when merging, in the source's
-/// order (input_order), so that the static order does not depend on which
+/// order (input_order), so that the order does not depend on which
 /// upstream replica was faster.
 void admit(pipeline_state& st, pipeline_state::input in) {
   if (!merging(st))
@@ -575,15 +576,6 @@ bool training_input(const pipeline_state::input& in) {
   return m != nullptr && !m->eval;
 }
 
-/// The dynamic orders: a waiting backward first (gpipe: a ready forward
-/// first), otherwise the front input when it may go.
-operation dynamic_next(const pipeline_state& st) {
-  bool forward_first = st.spec.schedule == "gpipe" && front_ready(st);
-  if (!st.gradients.empty() && !forward_first)
-    return operation::backward;
-  return front_ready(st) ? operation::input : operation::wait;
-}
-
 /// The gradient of the oldest microbatch in flight, or end(): a static order
 /// takes backwards in forward order (gradients of replicated receivers
 /// arrive in any order).
@@ -593,6 +585,24 @@ std::deque<gradient>::const_iterator oldest_gradient(const pipeline_state& st) {
   auto oldest = st.in_flight.begin()->first;
   return std::find_if(st.gradients.begin(), st.gradients.end(),
                       [&](const gradient& g) { return g.microbatch_id == oldest; });
+}
+
+/// The gradient the next backward takes: the oldest microbatch's under the
+/// repeatable orders (static 1f1b, and the flush schedules, whose step then
+/// adds the microbatches' gradients in forward order whichever receiver
+/// replica answered first), the first to arrive under 1f1b-dynamic; end()
+/// when none may go.
+std::deque<gradient>::const_iterator next_gradient(const pipeline_state& st) {
+  return st.spec.schedule == "1f1b-dynamic" ? st.gradients.begin() : oldest_gradient(st);
+}
+
+/// The dynamic orders: a waiting backward first (gpipe: a ready forward
+/// first), otherwise the front input when it may go.
+operation dynamic_next(const pipeline_state& st) {
+  bool forward_first = st.spec.schedule == "gpipe" && front_ready(st);
+  if (next_gradient(st) != st.gradients.end() && !forward_first)
+    return operation::backward;
+  return front_ready(st) ? operation::input : operation::wait;
 }
 
 /// Whether this stage has forwarded its whole share of the training before
@@ -668,7 +678,7 @@ void act(pipeline_actor* self) {
     auto next = static_order(st) ? static_next(st) : dynamic_next(st);
     auto since = clock_type::now();
     if (next == operation::backward) {
-      auto it = static_order(st) ? oldest_gradient(st) : st.gradients.begin();
+      auto it = next_gradient(st);
       gradient g = *it; // shares its tensor
       st.gradients.erase(it);
       use_thread_budget(st.spec.threads);

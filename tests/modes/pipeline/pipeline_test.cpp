@@ -240,9 +240,8 @@ TEST_F(pipeline, a_weight_gradient_computed_by_the_next_stage_changes_no_weight)
 // gradient, and a stage steps (or adds to its replica group's sum) only once
 // it is in, in the order of its backwards: with a replicated stage handing
 // it on to a replicated one (whose replicas send in any order), static 1f1b
-// ends with the weights of the same stages without it, embedded and over
-// node processes. (Under gpipe, replicas sum their microbatches in the
-// order their gradients come, which is not repeatable with or without it.)
+// and gpipe end with the weights of the same stages without it (over node
+// processes: the test above, unreplicated).
 TEST_F(pipeline, a_weight_gradient_handed_on_between_replicas_changes_no_weight) {
   auto stages = [](const std::string& where) {
     return std::vector<std::string>{
@@ -258,9 +257,12 @@ TEST_F(pipeline, a_weight_gradient_handed_on_between_replicas_changes_no_weight)
   EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("1f1b"), stages("next")), "replicas-next"),
                              "pipeline_stage"),
             here);
-  auto nodes = run_job(*dir_, with(with(job("1f1b"), stages("next")), {"--local-nodes", "3"}),
-                       "replicas-next-nodes");
-  EXPECT_EQ(digests_by_actor(nodes, "pipeline_stage"), here);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("gpipe"), stages("next")),
+                                     "replicas-next-gpipe"),
+                             "pipeline_stage"),
+            digests_by_actor(run_job(*dir_, with(job("gpipe"), stages("here")),
+                                     "replicas-here-gpipe"),
+                             "pipeline_stage"));
 }
 
 // The same with replicated stages: stage 1 takes the microbatches of stage
@@ -284,6 +286,39 @@ TEST_F(pipeline, replicated_static_1f1b_is_repeatable) {
   auto nodes = run_job(*dir_, with(with(job("1f1b"), replicated), {"--local-nodes", "3"}),
                        "replicated-static-nodes");
   EXPECT_EQ(digests_by_actor(nodes, "pipeline_stage"), reference);
+}
+
+// The flush schedules with replicated stages: a stage after replicas takes
+// their microbatches in the source's order, a stage takes its backwards in
+// forward order whichever receiver replica answered first, so a replica's
+// step adds its microbatches' gradients in one order: the same weights run
+// after run (until 2026-12-06 they were added as they came: three runs of
+// gpipe gave three digests), with credit windows 1 and 2, embedded and over
+// node processes.
+TEST_F(pipeline, replicated_flush_schedules_are_repeatable) {
+  const std::vector<std::string> replicated{
+    "--set", "data.microbatches=4",           "--set", "data.train_limit=512",
+    "--set", "pipeline.stages=[{last_layer: conv2, replicas: 2}, "
+             "{last_layer: conv4, replicas: 2}, {last_layer: fc2}]"};
+  for (const std::string schedule : {"gpipe", "1f1b-flush"}) {
+    auto first = digests_by_actor(run_job(*dir_, with(job(schedule), replicated),
+                                          "replicated-" + schedule + "-1"),
+                                  "pipeline_stage");
+    ASSERT_EQ(first.size(), 5u);
+    EXPECT_EQ(first.at("stage0.0"), first.at("stage0.1"));
+    EXPECT_EQ(first.at("stage1.0"), first.at("stage1.1"));
+    auto again = with(with(job(schedule), replicated), {"--set", "runtime.window=2"});
+    EXPECT_EQ(digests_by_actor(run_job(*dir_, again, "replicated-" + schedule + "-2"),
+                               "pipeline_stage"),
+              first)
+      << schedule;
+    if (schedule == "gpipe")
+      EXPECT_EQ(digests_by_actor(run_job(*dir_, with(with(job(schedule), replicated),
+                                                      {"--local-nodes", "3"}),
+                                         "replicated-gpipe-nodes"),
+                                 "pipeline_stage"),
+                first);
+  }
 }
 
 // The dynamic order stays an option (`pipeline.schedule: 1f1b-dynamic`):
