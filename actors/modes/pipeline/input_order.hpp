@@ -1,8 +1,9 @@
 #pragma once
 
 // The order in which a stage under a repeatable schedule (static 1F1B, gpipe,
-// 1f1b-flush) takes the microbatches that several upstream replicas send it. Plain data, no CAF, no tensors: the
-// stage holds the microbatches, this says when the lowest held one may go.
+// 1f1b-flush) takes the microbatches that several upstream replicas send it.
+// Plain data, no CAF, no tensors: the stage holds the microbatches, this says
+// when the lowest held one may go.
 
 #include <cstdint>
 
