@@ -381,17 +381,11 @@ std::vector<stage_figures> stage_figures_of(const microbatch_costs& costs,
     out.push_back(f);
     begin = ends[k];
   }
-  // weight_gradient: next (simulated_plans.cpp's stages_of does the same).
-  for (size_t k = 0; k + 1 < out.size() && k < weight_gradient_next.size(); ++k) {
-    const size_t last = ends[k] - 1;
-    if (!weight_gradient_next[k] || last == 0)
-      continue;
-    const auto& layers = costs.w->layers;
-    const double moved = layers[last].weight_gradient_seconds * costs.scale;
-    out[k].compute -= moved / replicas[k];
-    out[k + 1].compute += moved / replicas[k + 1];
-    out[k].link_bytes += layers[last - 1].activation_bytes * costs.scale +
-                         layers[last].parameter_bytes;
+  for (const auto& h : handed_on_halves(*costs.w, ends, weight_gradient_next, costs.scale)) {
+    const size_t k = h.stage;
+    out[k].compute -= h.seconds / replicas[k];
+    out[k + 1].compute += h.seconds / replicas[k + 1];
+    out[k].link_bytes += h.input_bytes + h.gradient_bytes;
     // Three messages: the output (with the input), the gradient, the weight half.
     out[k].link = 3 * costs.link->message_overhead + out[k].link_bytes / costs.link->bandwidth;
   }
@@ -638,6 +632,19 @@ double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t
 
 /// For each stage count the fastest stage ends, then the count with the
 /// shortest predicted step (fewer stages on a tie).
+std::vector<handed_on_half> handed_on_halves(const workload& w, const std::vector<size_t>& ends,
+                                             const std::vector<bool>& next, double scale) {
+  std::vector<handed_on_half> out;
+  for (size_t k = 0; k + 1 < ends.size() && k < next.size(); ++k) {
+    const size_t last = ends[k] - 1;
+    if (!next[k] || last == 0)
+      continue;
+    out.push_back({k, w.layers[last].weight_gradient_seconds * scale,
+                   w.layers[last - 1].activation_bytes * scale, w.layers[last].parameter_bytes});
+  }
+  return out;
+}
+
 std::vector<size_t> pipeline_stage_ends_of(const workload& w, const cluster& c,
                                            const pipeline_strategy& s) {
   if (!s.stage_ends.empty())

@@ -231,7 +231,7 @@ struct pipeline_strategy {
   /// Per stage of stage_ends: the next stage computes the weight gradient of
   /// its last layer (`weight_gradient: next`; empty: none). The moved time
   /// goes with it, the layer's input crosses beside its output and the
-  /// weight gradient comes back with the input gradient.
+  /// weight gradient comes back after the input gradient (handed_on_halves).
   std::vector<bool> weight_gradient_next;
 };
 
@@ -383,5 +383,23 @@ ist_round_seconds ist_round_of(const ist_strategy& s, int32_t workers, int32_t s
 /// straight pipeline on at most min(W, layers) hosts, as predict chooses it.
 std::vector<size_t> pipeline_stage_ends_of(const workload& w, const cluster& c,
                                            const pipeline_strategy& s);
+
+/// A cut whose stage hands its last layer's weight half on to the next
+/// (`weight_gradient: next`), per microbatch: the seconds moved from `stage`
+/// to the next, the layer's input (sent beside the output) and its weight
+/// gradients (sent back after the input gradient).
+struct handed_on_half {
+  size_t stage = 0;
+  double seconds = 0;
+  double input_bytes = 0;
+  double gradient_bytes = 0;
+};
+
+/// The cuts of a pipeline with stage ends `ends` that `next` (per stage,
+/// pipeline_strategy::weight_gradient_next) hands on, at microbatches of
+/// `scale` x the profiled batch; a stage of one layer hands nothing on (its
+/// input is the previous stage's output).
+std::vector<handed_on_half> handed_on_halves(const workload& w, const std::vector<size_t>& ends,
+                                             const std::vector<bool>& next, double scale);
 
 } // namespace baton::model::cost

@@ -350,16 +350,12 @@ std::vector<stage_costs> stages_of(const workload& w, const cluster& c,
   // runs on the next stage after it sent the input gradient back, the
   // layer's input crosses with the output, the weight gradients come back in
   // a message of their own.
-  for (size_t k = 0; k + 1 < out.size() && k < s.weight_gradient_next.size(); ++k) {
-    const size_t last = ends[k] - 1;
-    if (!s.weight_gradient_next[k] || last == 0)
-      continue;
-    const double moved = w.layers[last].weight_gradient_seconds * scale;
-    out[k].backward -= moved;
-    out[k].hands_on = true;
-    out[k].activation_bytes += w.layers[last - 1].activation_bytes * scale;
-    out[k + 1].weight_half = moved;
-    out[k + 1].weight_half_bytes = w.layers[last].parameter_bytes;
+  for (const auto& h : handed_on_halves(w, ends, s.weight_gradient_next, scale)) {
+    out[h.stage].backward -= h.seconds;
+    out[h.stage].hands_on = true;
+    out[h.stage].activation_bytes += h.input_bytes;
+    out[h.stage + 1].weight_half = h.seconds;
+    out[h.stage + 1].weight_half_bytes = h.gradient_bytes;
   }
   return out;
 }

@@ -194,6 +194,8 @@ TEST(simulated_plans, a_weight_half_handed_on_runs_while_the_stage_before_comput
   p.weight_gradient_next = {true, false};
   const auto next = simulate_prediction(w, plan_hosts(2, 1e12), p, runtime_costs{});
   EXPECT_NEAR(next.step_seconds, 2 * 7.0, 1e-6);
+  // The formula agrees: the moved seconds leave stage 0 and join stage 1.
+  EXPECT_NEAR(predict(w, plan_hosts(2, 1e12), p).step_seconds, next.step_seconds, 1e-6);
   // The layer's input crosses beside its output, the weight gradient back.
   EXPECT_NEAR(next.wire_bytes - here.wire_bytes, 2 * (100.0 + 1000), 1e-6);
 }
