@@ -227,7 +227,8 @@ TEST_F(pipeline, a_weight_gradient_computed_by_the_next_stage_changes_no_weight)
                                                   {"--local-nodes", "3"}),
                                      "next-nodes"),
                              "pipeline_stage"),
-            reference);  // gpipe: a step per minibatch, after every weight half of it is in.
+            reference);
+  // gpipe: a step per minibatch, after every weight half of it is in.
   auto gpipe = digests_by_actor(
     run_job(*dir_, with(with(job("gpipe"), stages), {"--mode", "local"}), "next-gpipe-local"),
     "pipeline_stage");
