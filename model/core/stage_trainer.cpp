@@ -342,6 +342,7 @@ void stage_trainer::step() {
   for (const auto& p : parameters_)
     accumulated.push_back(p.grad().defined() ? p.grad() : torch::zeros_like(p));
   step(accumulated);
+  clear_gradients(parameters_);
 }
 
 void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
@@ -375,7 +376,6 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
       next.push_back(optimizer_step_out_of_place(parameters_[i].detach(), clipped[i], state_[i],
                                                  optimizer_, lr));
   }
-  clear_gradients(parameters_);
   auto previous = version_++;
   versions_[version_] = {next, 0};
   use_parameters(next);

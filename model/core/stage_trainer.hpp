@@ -164,7 +164,9 @@ public:
   std::vector<at::Tensor> take_gradients();
 
   /// One optimizer step with `gradients` (one per parameter, in parameters'
-  /// order) instead of the accumulated ones: version + 1.
+  /// order) instead of the accumulated ones: version + 1. The accumulated
+  /// gradients stay: a replica group's step may come while a later
+  /// backward's are in them, waiting for its weight half.
   void step(const std::vector<at::Tensor>& gradients);
 
   /// Current weights, buffers, optimizer state (momentum.<name>, and

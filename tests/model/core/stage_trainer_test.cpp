@@ -501,3 +501,58 @@ TEST(stage_trainer, refuses_a_boundary_weight_gradient_it_cannot_move) {
   boundary_io missing;
   EXPECT_THROW(taker.forward(0, y, false, -1, &missing), error);
 }
+
+namespace {
+
+/// Stage 0 of the convnet cut after conv2 (weight_gradient: next) runs the
+/// backward of microbatch 0, takes its gradients as a replica's share, then
+/// runs the backward of microbatch 1; its group's step with that share comes
+/// before that backward or while it waits for its weight half. The
+/// gradients then taken, and the parameters.
+std::vector<at::Tensor> group_step_around_a_waiting_backward(bool while_waiting) {
+  auto whole = make_model(spec_of("convnet", 3));
+  const auto cut = static_cast<size_t>(whole.index_of("conv2") + 1);
+  stage_trainer first{whole.slice(0, cut), sgd(), stash_mode::stash};
+  stage_trainer second{whole.slice(cut, whole.size()), sgd(), stash_mode::stash};
+  first.hand_on_weight_gradient();
+  second.take_weight_gradient(whole.layers()[cut - 1]);
+  auto gen = at::detail::createCPUGenerator(5);
+  std::vector<backward_result> downstream;
+  for (int64_t id = 0; id < 2; ++id) {
+    boundary_io sent, received;
+    auto y = first.forward(id, at::randn({4, 1, 28, 28}, gen), true, -1, &sent);
+    received.previous_input = sent.last_input;
+    auto out = second.forward(id, y, false, -1, &received);
+    downstream.push_back(second.backward(id, at::sin(out) * 1e-3));
+  }
+  first.backward(0, downstream[0].input_gradient);
+  first.add_last_weight_gradients(second.previous_weight_gradients(downstream[0]));
+  auto share = first.take_gradients();
+  if (!while_waiting)
+    first.step(share);
+  first.backward(1, downstream[1].input_gradient);
+  if (while_waiting)
+    first.step(share);
+  first.add_last_weight_gradients(second.previous_weight_gradients(downstream[1]));
+  auto out = first.take_gradients();
+  for (const auto& p : first.layers().parameters())
+    out.push_back(p.detach());
+  return out;
+}
+
+} // namespace
+
+// A replica group's step may come while a backward waits for its weight
+// half: static 1F1B's replicas run their last backwards without waiting for
+// the group step before (the cool-down). The step leaves the gradients that
+// backward accumulated; until 2026-12-06 it cleared them, and now and then
+// the replicas' last step lost a microbatch's input half (a run's stage 0
+// digest differed from the same stages' without the move).
+TEST(stage_trainer, a_group_step_keeps_the_gradients_of_a_backward_waiting_for_its_half) {
+  auto before = group_step_around_a_waiting_backward(false);
+  auto waiting = group_step_around_a_waiting_backward(true);
+  ASSERT_EQ(before.size(), waiting.size());
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_TRUE(torch::equal(before[i], waiting[i])) << "tensor " << i;
+  EXPECT_GT(before[0].abs().sum().item<double>(), 0) << "conv1's weight gradient";
+}
