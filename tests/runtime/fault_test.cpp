@@ -93,6 +93,22 @@ TEST_F(faults, a_killed_node_is_replaced) {
     EXPECT_NE(a.at("node"), "n2") << a.at("name");
 }
 
+// A stage that computes its predecessor's last weight gradient
+// (weight_gradient: next) throws during step 9, over node processes: both
+// restart from the checkpoint of step 8, the halves of the lost steps are
+// computed again, and the run ends with the fault-free weights.
+TEST_F(faults, a_stage_computing_the_weight_half_of_the_one_before_restarts) {
+  const auto next = with(pipeline_job(),
+                         {"--local-nodes", "2", "--set",
+                          "pipeline.stages=[{last_layer: conv3, weight_gradient: next}, "
+                          "{last_layer: fc2}]"});
+  auto clean = run_job(*dir_, next, "next-clean");
+  auto faulty =
+    run_job(*dir_, with(next, {"--fault", "kind=throw,actor=stage1,at_step=9"}), "next-throw");
+  expect_same_training(faulty, clean);
+  EXPECT_EQ(faulty.at("restarts"), 1);
+}
+
 // The transfer job: a head throws; the frozen stages and the other heads
 // restart too, and every head ends as in the fault-free run.
 TEST_F(faults, a_head_that_throws_in_the_transfer_job) {
