@@ -33,6 +33,16 @@ protected:
             "--set", "pipeline.schedule=" + schedule};
   }
 
+  /// Three stages, the first two of two replicas each (4 microbatches of
+  /// 512 samples), whose last convolution's weight gradient is computed
+  /// `where` (weight_gradient: here or next).
+  static std::vector<std::string> replicated_stages(const std::string& where) {
+    return {"--set", "data.microbatches=4", "--set", "data.train_limit=512", "--set",
+            "pipeline.stages=[{last_layer: conv2, replicas: 2, weight_gradient: " + where +
+              "}, {last_layer: conv4, replicas: 2, weight_gradient: " + where +
+              "}, {last_layer: fc2}]"};
+  }
+
   /// Every parameter of a checkpoint of the pipeline's model (convnet + fc2).
   static std::vector<torch::Tensor> saved_parameters(const std::string& path) {
     baton::model::model_spec convnet;
@@ -241,36 +251,26 @@ TEST_F(pipeline, a_weight_gradient_computed_by_the_next_stage_changes_no_weight)
 // gradient, and a stage steps (or adds to its replica group's sum) only once
 // it is in, in the order of its backwards: with a replicated stage handing
 // it on to a replicated one (whose replicas send in any order), static 1f1b
-// (embedded and over node processes) and gpipe end with the weights of the
-// same stages without it. A group step that comes while a replica's last
-// backward waits for its half leaves that backward's gradients
-// (stage_trainer_test has the order that this run meets only now and then).
+// (embedded and over node processes) and gpipe (the test below) end with
+// the weights of the same stages without it. A group step that comes while
+// a replica's last backward waits for its half leaves that backward's
+// gradients (stage_trainer_test has the order this run meets now and then).
 TEST_F(pipeline, a_weight_gradient_handed_on_between_replicas_changes_no_weight) {
-  auto stages = [](const std::string& where) {
-    return std::vector<std::string>{
-      "--set", "data.microbatches=4", "--set", "data.train_limit=512", "--set",
-      "pipeline.stages=[{last_layer: conv2, replicas: 2, weight_gradient: " + where +
-        "}, {last_layer: conv4, replicas: 2, weight_gradient: " + where +
-        "}, {last_layer: fc2}]"};
-  };
-  auto here = digests_by_actor(run_job(*dir_, with(job("1f1b"), stages("here")), "replicas-here"),
-                               "pipeline_stage");
+  auto here = digests_by_actor(
+    run_job(*dir_, with(job("1f1b"), replicated_stages("here")), "replicas-here"),
+    "pipeline_stage");
   ASSERT_EQ(here.size(), 5u);
   EXPECT_EQ(here.at("stage0.0"), here.at("stage0.1"));
-  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("1f1b"), stages("next")), "replicas-next"),
-                             "pipeline_stage"),
+  EXPECT_EQ(digests_by_actor(
+              run_job(*dir_, with(job("1f1b"), replicated_stages("next")), "replicas-next"),
+              "pipeline_stage"),
             here);
-  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(with(job("1f1b"), stages("next")),
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(with(job("1f1b"), replicated_stages("next")),
                                                   {"--local-nodes", "3"}),
                                      "replicas-next-nodes"),
                              "pipeline_stage"),
             here);
-  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("gpipe"), stages("next")),
-                                     "replicas-next-gpipe"),
-                             "pipeline_stage"),
-            digests_by_actor(run_job(*dir_, with(job("gpipe"), stages("here")),
-                                     "replicas-here-gpipe"),
-                             "pipeline_stage"));
+  // gpipe: replicated_flush_schedules_are_repeatable below.
 }
 
 // The same with replicated stages: stage 1 takes the microbatches of stage
@@ -304,10 +304,7 @@ TEST_F(pipeline, replicated_static_1f1b_is_repeatable) {
 // gpipe gave three digests), with credit windows 1 and 2, embedded and over
 // node processes.
 TEST_F(pipeline, replicated_flush_schedules_are_repeatable) {
-  const std::vector<std::string> replicated{
-    "--set", "data.microbatches=4",           "--set", "data.train_limit=512",
-    "--set", "pipeline.stages=[{last_layer: conv2, replicas: 2}, "
-             "{last_layer: conv4, replicas: 2}, {last_layer: fc2}]"};
+  const auto replicated = replicated_stages("here");
   for (const std::string schedule : {"gpipe", "1f1b-flush"}) {
     auto first = digests_by_actor(run_job(*dir_, with(job(schedule), replicated),
                                           "replicated-" + schedule + "-1"),
@@ -320,12 +317,19 @@ TEST_F(pipeline, replicated_flush_schedules_are_repeatable) {
                                "pipeline_stage"),
               first)
       << schedule;
-    if (schedule == "gpipe")
-      EXPECT_EQ(digests_by_actor(run_job(*dir_, with(with(job(schedule), replicated),
-                                                      {"--local-nodes", "3"}),
-                                         "replicated-gpipe-nodes"),
-                                 "pipeline_stage"),
-                first);
+    if (schedule != "gpipe")
+      continue;
+    EXPECT_EQ(digests_by_actor(run_job(*dir_, with(with(job(schedule), replicated),
+                                                    {"--local-nodes", "3"}),
+                                       "replicated-gpipe-nodes"),
+                               "pipeline_stage"),
+              first);
+    // The stages handing on their last weight gradient to each other
+    // (a_weight_gradient_handed_on_between_replicas_changes_no_weight).
+    EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job(schedule), replicated_stages("next")),
+                                       "replicated-gpipe-next"),
+                               "pipeline_stage"),
+              first);
   }
 }
 
