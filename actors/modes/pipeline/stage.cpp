@@ -22,6 +22,7 @@
 #include "actors/flow/protocols.hpp"
 #include "actors/flow/trace.hpp"
 #include "actors/modes/pipeline/input_order.hpp"
+#include "actors/modes/pipeline/replica_group.hpp"
 #include "actors/roles/training_counters.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/injected_faults.hpp"
@@ -60,18 +61,6 @@ struct in_flight_entry {
   int32_t step_size = 1;
 };
 
-/// The replica group of a replicated stage: replicas sum their gradients of
-/// each step (the source's minibatch) and step together, in step order.
-struct replica_group {
-  std::vector<caf::actor> peers;                   ///< by replica index (self: null)
-  std::map<int64_t, int32_t> backwards_of_step;    ///< this replica's backwards per step
-  std::map<int64_t, std::vector<at::Tensor>> mine; ///< this replica's sums, until sent
-  std::map<int64_t, std::map<int32_t, std::vector<at::Tensor>>> contributions;
-  std::map<int64_t, int32_t> size_of_step;         ///< microbatches per step
-  int64_t contributed = 0; ///< steps this replica contributed to (in order)
-  int64_t applied = 0;     ///< group steps made
-};
-
 struct pipeline_state {
   std::string name;
   std::string node;
@@ -102,6 +91,7 @@ struct pipeline_state {
   int64_t steps_done = 0;                  ///< minibatches completed (flush schedules)
   int32_t backwards_in_step = 0;
   replica_group group;
+  std::vector<caf::actor> peers; ///< the group's replicas by index (self: null)
   /// weight_gradient: next — the next stage's weight halves of this
   /// stage's last layer, by microbatch, until its backward here ran; and the
   /// microbatch whose backward ran before its half came (the stage waits:
@@ -137,15 +127,10 @@ bool replicated(const pipeline_state& st) {
   return st.spec.replicas > 1;
 }
 
-/// Microbatches of a `size`-microbatch step that replica `r` of `n` gets.
-int32_t share_of(int32_t size, int32_t r, int32_t n) {
-  return size > r ? (size - 1 - r) / n + 1 : 0;
-}
-
 /// Nothing in flight, no gradient waiting, every step contributed to made.
 bool drained(const pipeline_state& st) {
   return st.trainer->in_flight() == 0 && st.gradients.empty() && !st.awaiting_weight_half &&
-         st.group.applied == st.group.contributed;
+         st.group.settled();
 }
 
 /// Whether the front input may go now.
@@ -156,7 +141,7 @@ bool front_ready(const pipeline_state& st) {
     // Epoch ends and the end of the stream carry the source's step count: a
     // replica that had no share of the last steps waits for them too.
     return drained(st) && (!replicated(st) || c->kind == control_kind::shutdown ||
-                           st.group.applied >= c->value);
+                           st.group.applied() >= c->value);
   const auto& m = std::get<microbatch>(st.inputs.front().item);
   if (!st.spec.last && !st.downstream.can_send(m))
     return false;
@@ -229,99 +214,49 @@ void account(pipeline_state& st, clock_type::time_point start, bool training) {
 /// Makes every group step whose contributions are all in, in step order.
 void try_group_steps(pipeline_actor* self) {
   auto& st = self->state;
-  auto& g = st.group;
   for (;;) {
-    auto it = g.contributions.find(g.applied);
-    if (it == g.contributions.end() || it->second.size() < static_cast<size_t>(st.spec.replicas))
-      return;
     auto since = clock_type::now();
     {
       compute_scope compute{st.work};
-      // Summed in replica order on every replica: the same bits everywhere.
-      auto sum = it->second.at(0);
-      for (int32_t r = 1; r < st.spec.replicas; ++r)
-        for (size_t i = 0; i < sum.size(); ++i)
-          sum[i] = sum[i] + it->second.at(r)[i];
-      if (!flush(st)) // 1f1b: each loss was its microbatch's mean: average them
-        for (auto& t : sum)
-          t = t / g.size_of_step.at(g.applied);
-      st.trainer->step(sum);
+      // 1f1b: each loss was its microbatch's mean, so the group's mean.
+      auto sum = st.group.next_step(!flush(st));
+      if (!sum)
+        return;
+      st.trainer->step(*sum);
     }
     st.trace.record("step", since, clock_type::now(), -1, st.trainer->version());
-    g.contributions.erase(it);
-    g.size_of_step.erase(g.applied);
-    g.applied += 1;
     st.steps_done += 1;
     after_step(self, st.coordinator, st.name, *st.checkpoints, st.trainer->version(),
                st.counters, [&] { return st.trainer->save_state(); });
   }
 }
 
-/// Sends this replica's sum of `step` to its peers and keeps it.
-void contribute(pipeline_actor* self, int64_t step, std::vector<at::Tensor> sum) {
-  auto& st = self->state;
-  auto& g = st.group;
-  for (int32_t r = 0; r < st.spec.replicas; ++r)
-    if (r != st.spec.replica)
-      self->send(g.peers.at(r), tensor_set{"gradients", st.name, st.spec.replica, step,
-                                           g.size_of_step.at(step), sum, {}});
-  g.contributions[step][st.spec.replica] = std::move(sum);
-  g.contributed = step + 1;
-}
-
-/// Contributes, in step order, every step whose share this replica has done
-/// (a step it has no share of contributes zeros).
+/// Sends this replica's sum of every step whose share it has done to its
+/// peers, in step order (a step it has no share of contributes zeros).
 void contribute_ready(pipeline_actor* self) {
   auto& st = self->state;
-  auto& g = st.group;
-  for (;;) {
-    auto size = g.size_of_step.find(g.contributed);
-    if (size == g.size_of_step.end())
-      return;
-    auto share = share_of(size->second, st.spec.replica, st.spec.replicas);
-    if (share == 0) {
-      contribute(self, g.contributed, st.trainer->take_gradients());
-      continue;
-    }
-    auto done = g.backwards_of_step.find(g.contributed);
-    if (done == g.backwards_of_step.end() || done->second < share)
-      return;
-    auto step = g.contributed;
-    g.backwards_of_step.erase(done);
-    auto sum = std::move(g.mine.at(step));
-    g.mine.erase(step);
-    contribute(self, step, std::move(sum));
-  }
+  auto zeros = [&] { return st.trainer->take_gradients(); };
+  while (auto c = st.group.next_contribution(zeros))
+    for (int32_t r = 0; r < st.spec.replicas; ++r)
+      if (r != st.spec.replica)
+        self->send(st.peers.at(r), tensor_set{"gradients", st.name, st.spec.replica, c->step,
+                                              c->step_size, c->sum, {}});
 }
 
 /// A replicated stage's backward: its gradients go to its step's sum.
 void after_replica_backward(pipeline_actor* self, const in_flight_entry& e) {
   auto& st = self->state;
-  auto& g = st.group;
-  g.size_of_step[e.step] = e.step_size;
   {
     compute_scope compute{st.work};
-    auto grads = st.trainer->take_gradients();
-    auto& sum = g.mine[e.step];
-    if (sum.empty())
-      sum = std::move(grads);
-    else
-      for (size_t i = 0; i < sum.size(); ++i)
-        sum[i] = sum[i] + grads[i];
+    st.group.add_backward(e.step, e.step_size, st.trainer->take_gradients());
   }
-  g.backwards_of_step[e.step] += 1;
   contribute_ready(self);
   try_group_steps(self);
 }
 
 void on_peer_gradients(pipeline_actor* self, tensor_set& t) {
   auto& st = self->state;
-  auto& g = st.group;
-  if (t.step < g.applied || g.contributions[t.step].count(t.replica))
-    throw std::runtime_error("replica " + std::to_string(t.replica) + " sent step " +
-                             std::to_string(t.step) + " twice");
-  g.size_of_step[t.step] = t.step_size;
-  g.contributions[t.step][t.replica] = std::move(t.tensors);
+  st.group.add_peer(t.replica, t.step, t.step_size, std::move(t.tensors));
   contribute_ready(self);
   try_group_steps(self);
 }
@@ -634,8 +569,7 @@ operation static_next(const pipeline_state& st) {
   // and that step (as DDP's backward waits for its all-reduce): each
   // forward's version counts the group steps before it in its own order.
   if (room && !st.inputs.empty() && training_input(st.inputs.front()))
-    return front_ready(st) && st.group.applied == st.group.contributed ? operation::input
-                                                                       : operation::wait;
+    return front_ready(st) && st.group.settled() ? operation::input : operation::wait;
   if (st.trainer->in_flight() > 0)
     return oldest_gradient(st) == st.gradients.end() ? operation::wait : operation::backward;
   return front_ready(st) ? operation::input : operation::wait;
@@ -651,7 +585,7 @@ void learn_drain(pipeline_actor* self, int64_t step, int32_t size) {
   st.drain_size = size;
   for (const auto& r : st.receivers)
     self->send(r, drain_atom::value, step, size);
-  for (const auto& peer : st.group.peers)
+  for (const auto& peer : st.peers)
     if (peer)
       self->send(peer, drain_atom::value, step, size);
 }
@@ -741,8 +675,8 @@ void init_state(pipeline_actor* self, pipeline_setup setup) {
   init.order = input_order{init.spec.replica, init.spec.replicas};
   // A restored stage continues after the step of its checkpoint.
   init.steps_done = init.trainer->version();
-  init.group.applied = init.group.contributed = init.trainer->version();
-  init.group.peers.resize(static_cast<size_t>(init.spec.replicas));
+  init.group = replica_group{init.spec.replica, init.spec.replicas, init.trainer->version()};
+  init.peers.resize(static_cast<size_t>(init.spec.replicas));
   init.backward_edge = {init.name, "upstream", 0, 0};
 }
 
@@ -791,7 +725,7 @@ caf::result<caf::ok_atom> on_peer(pipeline_actor* self, const caf::actor& peer, 
   if (replica < 0 || replica >= st.spec.replicas || replica == st.spec.replica)
     return make_error(errc::bad_config, st.name + ": no replica " + std::to_string(replica) +
                                           " in a group of " + std::to_string(st.spec.replicas));
-  st.group.peers[static_cast<size_t>(replica)] = peer;
+  st.peers[static_cast<size_t>(replica)] = peer;
   return caf::ok_atom::value;
 }
 
