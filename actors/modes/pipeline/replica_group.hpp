@@ -50,7 +50,8 @@ public:
   /// The next step in step order whose share this replica has done, its
   /// sum kept for the group step (a step it has no share of contributes
   /// `zeros()`); nullopt while the next one is not done.
-  std::optional<contribution> next_contribution(const std::function<std::vector<at::Tensor>()>& zeros);
+  std::optional<contribution>
+  next_contribution(const std::function<std::vector<at::Tensor>()>& zeros);
 
   /// The next group step in step order whose contributions are all in:
   /// their sum in replica order (the same bits on every replica), divided
