@@ -267,6 +267,34 @@ void report_orders(const std::string& name, std::map<std::string, std::vector<si
                            {"static_over_dynamic", ratio}});
 }
 
+/// Each schedule's median samples/s against the host's own ceiling, PyTorch's
+/// one-thread processes apart (the limit less what two computing cores cost
+/// each other here), when that peer ran.
+void report_ceiling(const bench_pipeline_request& r, const std::string& name, model_runs& runs,
+                    nlohmann::json& out) {
+  if (runs.peers.count("pytorch-apart") == 0)
+    return;
+  const auto& apart = median_peer(runs.peers.at("pytorch-apart"));
+  auto ceiling = apart.samples_per_second();
+  if (!apart.ran() || ceiling <= 0)
+    return;
+  std::string line;
+  nlohmann::json ratios = nlohmann::json::object();
+  for (const auto& schedule : schedules_of(r)) {
+    auto ratio = samples_per_second(median_run(runs.sides.at(schedule)).result) / ceiling;
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%s %s %.2fx", line.empty() ? "" : ",", schedule.c_str(),
+                  ratio);
+    line += cell;
+    ratios[schedule] = ratio;
+  }
+  std::printf("%-9s of the host's ceiling (PyTorch 2x1 apart, %.1f samples/s):%s\n", "", ceiling,
+              line.c_str());
+  std::fflush(stdout);
+  out["ceilings"].push_back(
+    {{"model", name}, {"apart_samples_per_second", ceiling}, {"of_ceiling", ratios}});
+}
+
 /// The stages of the bench's pipeline: the limit is this many one-thread sides.
 constexpr int32_t bench_stages = 2;
 
@@ -371,6 +399,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                               {"pipeline_steal_fraction", side.steal}});
   }
   report_orders(name, runs.sides, out);
+  report_ceiling(r, name, runs, out);
   std::printf("\n%-9s %s\n", "", split_header(17).c_str());
   for (const auto& [label, split] : splits)
     std::printf("%-9s %s\n", "", split_row(label, 17, split).c_str());
