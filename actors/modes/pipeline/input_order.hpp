@@ -20,6 +20,12 @@ struct microbatch_position {
   bool eval = false;         ///< evaluation: after every training microbatch of its epoch
 };
 
+/// Microbatches of a `size`-microbatch step that replica `r` of `n` gets
+/// (fanout's dealing: training microbatch i goes to replica i % n).
+inline int32_t share_of(int32_t size, int32_t r, int32_t n) {
+  return size > r ? (size - 1 - r) / n + 1 : 0;
+}
+
 /// The source's order (microbatch ids) of the microbatches dealt to replica
 /// `replica` of `replicas`, whatever the order in which several senders'
 /// microbatches arrive. Each sender's microbatches arrive in id order; the
@@ -63,9 +69,7 @@ public:
   }
 
   /// Microbatches of a `size`-microbatch step that this replica gets.
-  int32_t share_of(int32_t size) const {
-    return size > replica_ ? (size - 1 - replica_) / replicas_ + 1 : 0;
-  }
+  int32_t share_of(int32_t size) const { return pipeline::share_of(size, replica_, replicas_); }
 
 private:
   bool share_done() const { return taken_ == share_; }

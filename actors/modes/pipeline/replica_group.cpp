@@ -40,12 +40,12 @@ std::optional<contribution> replica_group::next_contribution(
   if (size == size_of_step_.end())
     return std::nullopt;
   contribution c{contributed_, size->second, {}};
-  if (share_of(c.step_size, replica_, replicas_) == 0) {
+  const auto share = share_of(c.step_size, replica_, replicas_);
+  if (share == 0) {
     c.sum = zeros();
   } else {
     auto done = backwards_of_step_.find(c.step);
-    if (done == backwards_of_step_.end() ||
-        done->second < share_of(c.step_size, replica_, replicas_))
+    if (done == backwards_of_step_.end() || done->second < share)
       return std::nullopt;
     backwards_of_step_.erase(done);
     c.sum = std::move(mine_.at(c.step));

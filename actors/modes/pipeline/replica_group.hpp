@@ -14,15 +14,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "actors/modes/pipeline/input_order.hpp" // share_of
+
 namespace baton::actors {
 inline namespace modes {
 namespace pipeline {
-
-/// Microbatches of a `size`-microbatch step that replica `r` of `n` gets
-/// (microbatch i goes to replica i % n).
-inline int32_t share_of(int32_t size, int32_t r, int32_t n) {
-  return size > r ? (size - 1 - r) / n + 1 : 0;
-}
 
 /// A replica's sum of one step, to send to its peers.
 struct contribution {
