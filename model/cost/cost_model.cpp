@@ -630,8 +630,6 @@ double ist_worker_step_seconds(const workload& w, const ist_strategy& s, int32_t
   return fraction * compute_of(w, static_cast<double>(w.batch_size), freezing{}).total();
 }
 
-/// For each stage count the fastest stage ends, then the count with the
-/// shortest predicted step (fewer stages on a tie).
 std::vector<handed_on_half> handed_on_halves(const workload& w, const std::vector<size_t>& ends,
                                              const std::vector<bool>& next, double scale) {
   std::vector<handed_on_half> out;
@@ -645,6 +643,8 @@ std::vector<handed_on_half> handed_on_halves(const workload& w, const std::vecto
   return out;
 }
 
+/// For each stage count the fastest stage ends, then the count with the
+/// shortest predicted step (fewer stages on a tie).
 std::vector<size_t> pipeline_stage_ends_of(const workload& w, const cluster& c,
                                            const pipeline_strategy& s) {
   if (!s.stage_ends.empty())
