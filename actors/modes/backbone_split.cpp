@@ -43,6 +43,7 @@ caf::expected<model::model_profile> profile_stages(const topology& t, bool train
   options.threads = t.runtime.compute_threads;
   options.seed = t.seed;
   options.backward = training;
+  options.weight_gradients = false; // this split hands no weight half on
   options.optimizer = t.pretrain.optimizer;
   try {
     auto m = training ? model::make_pretrain_model(t.backbone, classes_of_task(t))

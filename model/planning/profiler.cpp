@@ -107,10 +107,11 @@ struct layer_pass {
 /// layer's backward starts. Layers timed alone on detached inputs summed to
 /// 1.35x the measured training step of the convnet, and not evenly: plans
 /// made from them were unbalanced. Without `backward`, the forwards run with
-/// autograd off, as a frozen stage runs them (backward times stay 0). One
-/// entry per layer.
+/// autograd off, as a frozen stage runs them (backward times stay 0). With
+/// `weight_gradients`, each convolution's weight half is timed after the
+/// backward. One entry per layer.
 std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& input,
-                                     bool backward) {
+                                     bool backward, bool weight_gradients) {
   const size_t n = m.size();
   std::vector<at::Tensor> outputs(n);
   std::vector<clock::time_point> forward_ends(n);
@@ -127,7 +128,7 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
   // backward_starts[k]: when layer k's backward began; a layer whose
   // output needs no gradient (no parameter before it) has no backward.
   std::vector<std::optional<clock::time_point>> backward_starts(n);
-  std::vector<double> weight_gradients(n, 0.0);
+  std::vector<double> weight_halves(n, 0.0);
   clock::time_point backward_end;
   if (backward && outputs[n - 1].requires_grad()) {
     for (size_t k = 0; k < n; ++k)
@@ -140,12 +141,12 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
     // The part of a convolution's backward that the next stage could run
     // when a stage ends with it (weight_gradient: next), timed on its input
     // in the pass (the first layer's input is a stage's, never handed on).
-    for (size_t k = 1; k < n; ++k)
+    for (size_t k = 1; weight_gradients && k < n; ++k)
       if (auto conv = boundary_convolution(m.layers()[k])) {
         const auto began = clock::now();
         convolution_weight_gradients(*conv, outputs[k - 1].detach(),
                                      torch::ones_like(outputs[k]));
-        weight_gradients[k] = std::chrono::duration<double>(clock::now() - began).count();
+        weight_halves[k] = std::chrono::duration<double>(clock::now() - began).count();
       }
     for (const auto& layer : m.layers())
       clear_gradients(layer);
@@ -153,7 +154,7 @@ std::vector<layer_pass> profile_pass(const layered_model& m, const at::Tensor& i
   std::vector<layer_pass> out(n);
   for (size_t k = 0; k < n; ++k) {
     out[k].activation_bytes = static_cast<int64_t>(outputs[k].nbytes());
-    out[k].weight_gradient_seconds = weight_gradients[k];
+    out[k].weight_gradient_seconds = weight_halves[k];
     auto began = k == 0 ? forward_start : forward_ends[k - 1];
     out[k].forward_seconds = std::chrono::duration<double>(forward_ends[k] - began).count();
     if (!backward_starts[k])
@@ -241,7 +242,7 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
   };
   for (int32_t pass = 0; more(pass); ++pass) {
     const auto started = std::chrono::steady_clock::now();
-    auto measured = profile_pass(m, input, options.backward);
+    auto measured = profile_pass(m, input, options.backward, options.weight_gradients);
     for (size_t k = 0; k < m.size(); ++k) {
       auto update = options.backward && profile.layers[k].parameter_bytes > 0
                       ? time_update(m.layers()[k], options.optimizer)

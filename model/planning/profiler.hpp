@@ -47,6 +47,11 @@ struct profile_options {
   /// false: forward only, without autograd, as frozen stages run it
   /// (backward_seconds stay 0).
   bool backward = true;
+  /// Time each convolution's weight half on its own after the backward
+  /// (weight_gradient_seconds: what `baton plan` offers to hand on, and the
+  /// cost of a stage list naming `weight_gradient: next`); a plan that never
+  /// hands one on (`stages: auto` at a run's start) skips it.
+  bool weight_gradients = true;
 };
 
 /// The measured costs of a model.

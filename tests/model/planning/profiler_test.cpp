@@ -78,6 +78,26 @@ TEST(profiler_test, convnet_layers_have_positive_times_and_exact_sizes) {
   EXPECT_EQ(total, baton::model::parameter_count(model) * float_bytes);
 }
 
+TEST(profiler_test, a_convolution_s_weight_half_is_timed_only_when_asked) {
+  model_spec spec; // convnet
+  auto model = baton::model::make_pretrain_model(spec, 10);
+  auto asked = profile_model(model, quick_options());
+  auto options = quick_options();
+  options.weight_gradients = false;
+  auto skipped = profile_model(model, options);
+  ASSERT_EQ(asked.layers.size(), skipped.layers.size());
+  for (size_t k = 0; k < asked.layers.size(); ++k) {
+    const auto& name = asked.layers[k].name;
+    // The first convolution's input is the model's, never handed on.
+    if (name.rfind("conv", 0) == 0 && name != "conv1")
+      EXPECT_GT(asked.layers[k].weight_gradient_seconds, 0.0) << name;
+    else
+      EXPECT_EQ(asked.layers[k].weight_gradient_seconds, 0.0) << name;
+    EXPECT_EQ(skipped.layers[k].weight_gradient_seconds, 0.0) << name;
+    EXPECT_GT(skipped.layers[k].backward_seconds, 0.0) << name;
+  }
+}
+
 TEST(profiler_test, mlp_sizes_follow_the_microbatch) {
   model_spec spec;
   spec.name = "mlp";
