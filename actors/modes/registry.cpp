@@ -38,9 +38,9 @@ const mode_registry& registry() {
   // export, cost; its roles; its rows of compare's catalogue (in this
   // order); whether it has a separate baseline; whether it starts
   // pretrained; whether it traces. The first is the default job (`job:`
-  // absent). Transfer and data-parallel start from a pretrained backbone;
-  // a pipeline trains the backbone itself, IST's shards make the initial
-  // network from the seed.
+  // absent). Transfer, data-parallel and a pipeline start from
+  // backbone.checkpoint when it names one; IST's shards make the initial
+  // network from the seed (its section refuses a checkpoint).
   static const mode_registry modes = [] {
     mode_registry r;
     r.modes = {
@@ -50,7 +50,7 @@ const mode_registry& registry() {
        {{"data_parallel_worker", data_parallel::spawn_worker_role}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
        data_parallel::variants(), false, true},
       {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, pipeline::cost,
-       {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, false, true},
+       {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, true, true},
       {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, ist::cost,
        {{"ist_worker", ist::neuron_scheme::spawn_worker_role}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
         {"resist_worker", ist::block_scheme::spawn_worker_role}, {"resist_shard", ist::block_scheme::spawn_shard_role}},

@@ -178,4 +178,10 @@ void load_checkpoint(layered_model& m, const std::string& path) {
     params[i].second.copy_(values[i]);
 }
 
+void load_pretrained_backbone(layered_model& whole, const std::string& path) {
+  // The slice shares its modules with `whole`: loading it loads whole's.
+  auto backbone = whole.slice(0, whole.size() - 1);
+  load_checkpoint(backbone, path);
+}
+
 } // namespace baton::model

@@ -32,4 +32,11 @@ void save_module(const torch::jit::Module& module, const std::string& path);
 /// a shape mismatch; the model is then unchanged.
 void load_checkpoint(layered_model& m, const std::string& path);
 
+/// Loads a pretrained backbone (`baton pretrain`'s whole-model checkpoint,
+/// or an export of one) into `whole`, a backbone followed by its classifier:
+/// every layer but the last, which keeps its seeded weights (the file's
+/// classifier is its pretraining task's, perhaps with other classes).
+/// Throws as load_checkpoint.
+void load_pretrained_backbone(layered_model& whole, const std::string& path);
+
 } // namespace baton::model

@@ -22,11 +22,8 @@ model::layered_model make_worker_model(const model::model_spec& spec) {
 
 model::layered_model initial_model(const worker_settings& spec) {
   auto m = make_worker_model(spec.model);
-  if (!spec.checkpoint.empty()) {
-    // The slice shares its modules with `m`: loading it loads m's backbone.
-    auto backbone = m.slice(0, m.size() - 1);
-    model::load_checkpoint(backbone, spec.checkpoint);
-  }
+  if (!spec.checkpoint.empty())
+    model::load_pretrained_backbone(m, spec.checkpoint);
   return m;
 }
 

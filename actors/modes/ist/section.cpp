@@ -88,6 +88,17 @@ void check_batch(const field& root, const topology& t) {
                            "(expected at least 2)");
 }
 
+/// The shards make the initial network from the seed: a pretrained
+/// backbone would be silently left unread.
+void check_checkpoint(const field& root, const topology& t) {
+  if (t.checkpoint.empty())
+    return;
+  auto key = root.section("backbone").get("checkpoint");
+  (key ? *key : root).fail("backbone.checkpoint names a pretrained backbone, but job: ist's "
+                           "shards make their initial network from the seed and read none "
+                           "(expected checkpoint: none)");
+}
+
 // `ist:` (job: ist only; absent: every default).
 /// The workload's `optimizer:`, or its older name `ist.optimizer` (over
 /// the authors' plain SGD), not both. IST's local steps are SGD's with a
@@ -157,6 +168,7 @@ job_reading parse(const field& root, const std::vector<std::string>&, topology& 
   }
   read_optimizer_of(root, section, t, s);
   check_batch(root, t);
+  check_checkpoint(root, t);
   s.nodes.resize(static_cast<size_t>(s.workers));
   if (auto f = section.get("nodes"))
     s.nodes = read_nodes(*f, t, s.workers);

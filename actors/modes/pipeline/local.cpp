@@ -22,6 +22,7 @@
 #include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/best_weights.hpp"
+#include "model/core/checkpoint.hpp"
 #include "model/core/pretrain.hpp"
 #include "model/core/stage_trainer.hpp"
 #include "model/core/task.hpp"
@@ -338,6 +339,8 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     if (!data)
       return data.error();
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
+    if (!t.checkpoint.empty())
+      model::load_pretrained_backbone(whole, t.checkpoint); // as the stages do
     auto trainers = make_trainers(t, whole);
     messages::actor_report trained;
     auto training_started = training_starts();

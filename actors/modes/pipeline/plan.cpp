@@ -58,6 +58,7 @@ stage_settings stage_settings_of(const topology& t, const model::task& task, siz
   spec.last = i + 1 == stages.size();
   spec.schedule = settings.schedule;
   spec.optimizer = t.pretrain.optimizer;
+  spec.checkpoint = t.checkpoint;
   spec.window = t.runtime.window;
   spec.threads = t.runtime.compute_threads;
   spec.progress_every = t.runtime.progress_every;

@@ -30,6 +30,7 @@
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
+#include "model/core/checkpoint.hpp"
 #include "model/core/pretrain.hpp"
 #include "model/core/stage_trainer.hpp"
 
@@ -795,6 +796,8 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
                                                const stage_settings& spec) {
   try {
     auto whole = model::make_pretrain_model(spec.backbone, spec.classes);
+    if (!spec.checkpoint.empty())
+      model::load_pretrained_backbone(whole, spec.checkpoint);
     if (static_cast<size_t>(spec.end) > whole.size())
       return make_error(errc::bad_config, name + ": layers [" + std::to_string(spec.begin) +
                                             ", " + std::to_string(spec.end) + ") exceed the " +
@@ -830,6 +833,8 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
 caf::error check_paths(const stage_settings& spec, const path_roots& roots) {
   // A trainable actor writes its checkpoints there and restores from them.
   if (auto err = check_checkpoint_path(spec.recovery.checkpoint_dir, "checkpoint directory", roots))
+    return err;
+  if (auto err = check_checkpoint_path(spec.checkpoint, "checkpoint", roots))
     return err;
   return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
 }

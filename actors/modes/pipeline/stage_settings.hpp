@@ -27,6 +27,10 @@ struct stage_settings {
   bool last = false;         ///< computes the loss
   std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
   model::optimizer_spec optimizer;
+  /// A pretrained backbone (`backbone.checkpoint`: `baton pretrain`'s
+  /// whole-model checkpoint): every layer but the classifier starts from
+  /// it; "" for the seeded weights.
+  std::string checkpoint;
   int32_t window = 4;
   int32_t threads = 1;
   int32_t progress_every = 20;
@@ -57,6 +61,7 @@ void inspect(Inspector& f, stage_settings& x) {
   f.field("last", x.last);
   f.field("schedule", x.schedule).one_of({"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
   f.field("optimizer", x.optimizer);
+  f.field("checkpoint", x.checkpoint);
   f.field("window", x.window).at_least(1);
   f.field("threads", x.threads).at_least(1);
   f.field("progress_every", x.progress_every);

@@ -119,6 +119,14 @@ TEST(ist_section, refuses_bad_input_with_file_and_line) {
   auto one = parse_topology(text, "ist.yaml", {});
   ASSERT_FALSE(one);
   EXPECT_TRUE(has(baton::describe(one.error()), "ist.yaml:5")) << baton::describe(one.error());
+  // The shards make the network from the seed: a pretrained backbone would go unread.
+  text = topology_text("  workers: 2\n");
+  text.replace(text.find("checkpoint: none"), 16, "checkpoint: pretrained.pt");
+  auto pretrained = parse_topology(text, "ist.yaml", {});
+  ASSERT_FALSE(pretrained);
+  const auto why = baton::describe(pretrained.error());
+  EXPECT_TRUE(has(why, "ist.yaml:6")) << why;
+  EXPECT_TRUE(has(why, "from the seed")) << why;
   // Its section is read with its job only.
   text = topology_text("  workers: 2\n");
   text.replace(text.find("job: ist"), 8, "job: pipeline");

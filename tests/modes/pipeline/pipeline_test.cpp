@@ -523,6 +523,27 @@ TEST_F(pipeline, stashing_and_vertical_sync_in_the_trace) {
   }
 }
 
+// backbone.checkpoint: every stage but the classifier starts from the
+// pretrained backbone (pre-trained first here, as pretrain.if_missing
+// says), in the local reference as in the actors.
+TEST_F(pipeline, stages_start_from_a_pretrained_backbone) {
+  const std::vector<std::string> pretrained{
+    "--set", "backbone.checkpoint=" + dir_->path() + "/pretrained.pt",
+    "--set", "backbone.pretrain.if_missing=pretrain",
+    "--set", "backbone.pretrain.train_limit=256"};
+  auto local = run_job(*dir_, with(with(job("gpipe"), pretrained), {"--mode", "local"}),
+                       "pretrained-local");
+  auto reference = digests_by_actor(local, "pipeline_stage");
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(job("gpipe"), pretrained), "pretrained"),
+                             "pipeline_stage"),
+            reference);
+  // From the seeded weights, the same run ends elsewhere: the file was read.
+  EXPECT_NE(digests_by_actor(shared_run(*dir_, with(job("gpipe"), {"--mode", "local"}), "local"),
+                             "pipeline_stage"),
+            reference);
+}
+
 // A pipeline run's --save-model is a backbone checkpoint a transfer job reads.
 TEST_F(pipeline, a_saved_pipeline_model_is_a_transfer_backbone) {
   auto model = dir_->path() + "/pretrained-by-pipeline.pt";
