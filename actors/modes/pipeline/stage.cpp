@@ -796,8 +796,6 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
                                                const stage_settings& spec) {
   try {
     auto whole = model::make_pretrain_model(spec.backbone, spec.classes);
-    if (!spec.checkpoint.empty())
-      model::load_pretrained_backbone(whole, spec.checkpoint);
     if (static_cast<size_t>(spec.end) > whole.size())
       return make_error(errc::bad_config, name + ": layers [" + std::to_string(spec.begin) +
                                             ", " + std::to_string(spec.end) + ") exceed the " +
@@ -809,6 +807,8 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
                                             ", " + std::to_string(spec.end) + ") would split " +
                                             tie->reason() +
                                             "; a pipeline trains a parameter in one stage");
+    if (!spec.checkpoint.empty())
+      model::load_pretrained_backbone(whole, spec.checkpoint);
     // Every schedule stashes: under flush schedules all forwards of a
     // minibatch use one version anyway, so stashing costs nothing there.
     auto trainer = std::make_shared<model::stage_trainer>(
