@@ -277,8 +277,9 @@ endfunction()
 function(baton_link_test target libs support)
   # The heap baton runs on (apps/tuned_heap.cpp), tuned before LibTorch
   # initialises: the suites' own training runs on it too.
-  target_link_libraries(${target} PRIVATE baton_tuned_heap ${libs} GTest::gtest
-                        GTest::gtest_main)
+  # baton_test_tmpdir: the program's own $TMPDIR (tests/support/test_tmpdir.cpp).
+  target_link_libraries(${target} PRIVATE baton_tuned_heap baton_test_tmpdir ${libs}
+                        GTest::gtest GTest::gtest_main)
   baton_test_optimization(${target})
   if(support)
     target_link_libraries(${target} PRIVATE baton_test_support)

@@ -120,14 +120,22 @@ void send_event(watch_actor* self, const liveness_event& e) {
     self->send(to, late_atom::value, e.node, static_cast<int64_t>(e.silent.count()));
 }
 
+/// A pause as a person reads it: milliseconds under 10 s (the limits a pause
+/// is judged against are often that short), seconds above.
+std::string pause_text(milliseconds paused) {
+  if (paused < std::chrono::seconds{10})
+    return std::to_string(paused.count()) + " ms";
+  return fmt::format("{:.1f} s", paused.count() / 1000.0);
+}
+
 void on_tick(watch_actor* self) {
   auto& s = self->state;
   milliseconds paused{0};
   auto events = s.judged.tick(node_liveness::clock_type::now(), paused);
   if (paused.count() > 0)
-    spdlog::warn("this process did not run for {:.1f} s (stopped, e.g. Ctrl-Z, or starved): "
+    spdlog::warn("this process did not run for {} (stopped, e.g. Ctrl-Z, or starved): "
                  "every node gets {} ms from now to answer before it counts as late",
-                 paused.count() / 1000.0, s.limits.late.count());
+                 pause_text(paused), s.limits.late.count());
   for (const auto& e : events)
     send_event(self, e);
   for (const auto& node : s.judged.watched())
