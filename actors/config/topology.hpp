@@ -59,6 +59,7 @@ struct backbone_pretrain_spec {
   /// `error` (the default): the run is refused with a hint to run `baton
   /// pretrain`, so that a mistyped path never trains from scratch unnoticed.
   bool if_missing_pretrain = false;
+  std::string where; ///< file:line of the `backbone.pretrain` section ("" when not given)
 };
 
 /// Runtime settings (`runtime`).

@@ -186,7 +186,10 @@ const section_fields<topology>& backbone_fields() {
          t.checkpoint_where = f.where();
          t.checkpoint = read_checkpoint(f);
        }},
-      {"pretrain", [](const field& f, const field&, topology& t) { pretrain_fields().read(f, t); }},
+      {"pretrain", [](const field& f, const field&, topology& t) {
+         t.pretrain.where = f.where();
+         pretrain_fields().read(f, t);
+       }},
     },
     check_torchscript};
   return fields;

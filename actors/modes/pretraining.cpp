@@ -1,14 +1,21 @@
 #include "actors/modes/pretraining.hpp"
 
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <ATen/Parallel.h>
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/checkpoint.hpp"
+#include "model/core/error.hpp"
 #include "model/core/pretrain.hpp"
 
 namespace baton::actors {
@@ -26,11 +33,121 @@ std::string missing_checkpoint(const topology& t) {
          "to pre-train a missing checkpoint before the run";
 }
 
+/// `[a, b, c]`.
+template <class T>
+std::string list_text(const std::vector<T>& values) {
+  return fmt::format("[{}]", fmt::join(values, ", "));
+}
+
+/// The settings' lines ("key: value") whose value differs between `made`
+/// (the file's) and `now`, each as "key: made -> now", at most `most`.
+std::vector<std::string> changed_settings(const std::string& made, const std::string& now,
+                                          size_t most) {
+  auto by_key = [](const std::string& text) {
+    std::map<std::string, std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (auto colon = line.find(": "); colon != std::string::npos)
+        lines[line.substr(0, colon)] = line.substr(colon + 2);
+    return lines;
+  };
+  const auto before = by_key(made), after = by_key(now);
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : after) {
+    auto it = before.find(key);
+    const std::string old = it == before.end() ? "(not recorded)" : it->second;
+    if (old != value && changed.size() < most)
+      changed.push_back(key + ": " + old + " -> " + value);
+  }
+  return changed;
+}
+
+/// Warns when the existing checkpoint was pre-trained with settings other
+/// than the topology's `backbone.pretrain` (a config edited since, or
+/// another config's file): the run would start from weights that `baton
+/// pretrain` of this topology would not make. Only where the topology says
+/// how (a `backbone.pretrain` section) and the file says how it was made.
+void warn_of_other_settings(const topology& t) {
+  if (t.pretrain.where.empty())
+    return;
+  std::optional<std::string> made;
+  try {
+    made = model::checkpoint_settings(t.checkpoint);
+  } catch (const model::file_error&) {
+    return; // the load that follows reports an unreadable file
+  }
+  if (!made)
+    return;
+  const auto changed = changed_settings(*made, pretraining_settings_text(t), 4);
+  if (changed.empty())
+    return;
+  spdlog::warn("backbone.checkpoint {} was pre-trained with other settings than {}'s "
+               "backbone.pretrain ({}): this run starts from those weights; `baton pretrain "
+               "{}` (with this run's --set options) makes them again with its settings",
+               t.checkpoint, t.pretrain.where, fmt::join(changed, "; "), t.file);
+}
+
 } // namespace
 
+std::string pretraining_settings_text(const topology& t) {
+  const auto* task = t.find_task(t.pretrain.task);
+  const auto& b = t.backbone;
+  const auto& o = t.pretrain.optimizer;
+  const auto& d = t.data;
+  std::string text;
+  auto line = [&text](const std::string& key, const auto& value) {
+    text += fmt::format("{}: {}\n", key, value);
+  };
+  line("backbone.model", b.name);
+  if (b.name == "torchscript") {
+    line("backbone.path", b.path);
+    line("backbone.classifier", b.classifier);
+  }
+  if (b.name == "convnet_wide")
+    line("backbone.wide_features", b.wide_features);
+  line("backbone.input", list_text(std::vector<int64_t>{b.in_channels, b.in_height, b.in_width}));
+  line("seed", t.seed);
+  line("backbone.pretrain.task", t.pretrain.task);
+  if (task != nullptr)
+    line("backbone.pretrain.task.labels", list_text(task->label_map));
+  line("backbone.pretrain.epochs", t.pretrain.epochs);
+  line("backbone.pretrain.train_limit", t.pretrain.train_limit);
+  line("backbone.pretrain.optimizer.name", o.name);
+  line("backbone.pretrain.optimizer.lr", o.lr);
+  line("backbone.pretrain.optimizer.momentum", o.momentum);
+  line("backbone.pretrain.optimizer.weight_decay", o.weight_decay);
+  line("backbone.pretrain.optimizer.nesterov", o.nesterov);
+  line("backbone.pretrain.optimizer.betas", list_text(std::vector<double>{o.beta1, o.beta2}));
+  line("backbone.pretrain.optimizer.eps", o.eps);
+  line("backbone.pretrain.optimizer.schedule", o.schedule);
+  line("backbone.pretrain.optimizer.warmup_epochs", o.warmup_epochs);
+  line("backbone.pretrain.optimizer.step_epochs", o.step_epochs);
+  line("backbone.pretrain.optimizer.gamma", o.gamma);
+  line("backbone.pretrain.optimizer.min_lr", o.min_lr);
+  line("backbone.pretrain.optimizer.clip_grad_norm", o.clip_grad_norm);
+  line("data.batch_size", t.plan.batch_size);
+  line("data.microbatches", t.plan.microbatches);
+  line("data.kind", d.kind);
+  line("data.path", d.path);
+  line("data.files", list_text(std::vector<std::string>{d.train.x, d.train.y}));
+  line("data.label", d.label);
+  line("data.shape", list_text(d.shape));
+  line("data.classes", d.classes);
+  line("data.normalize", list_text(d.mean) + " " + list_text(d.std));
+  line("data.synthetic_train", d.synthetic_train);
+  line("data.seed", d.seed);
+  line("data.validation", d.validation);
+  line("data.augment", fmt::format("crop {} flip {}", d.augment.crop, d.augment.flip));
+  return text;
+}
+
 caf::expected<void> ensure_pretrained(const topology& t) {
-  if (t.checkpoint.empty() || std::filesystem::exists(t.checkpoint))
+  if (t.checkpoint.empty())
     return caf::unit;
+  if (std::filesystem::exists(t.checkpoint)) {
+    warn_of_other_settings(t);
+    return caf::unit;
+  }
   if (!t.pretrain.if_missing_pretrain)
     return make_error(errc::bad_config, missing_checkpoint(t));
   return pretrain_backbone(t);
@@ -56,7 +173,8 @@ caf::expected<void> pretrain_backbone(const topology& t) {
     // The samples read: at most pretrain.train_limit, fewer in a smaller dataset.
     spdlog::info("pre-training the backbone ({}) on task {} ({} samples, {} epoch(s)) into {}",
                  t.backbone.name, task->name, train.size(), t.pretrain.epochs, t.checkpoint);
-    model::pretraining_settings spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint};
+    model::pretraining_settings spec{t.backbone, *task, t.pretrain.optimizer, t.plan, t.checkpoint,
+                                     pretraining_settings_text(t)};
     spec.plan.epochs = t.pretrain.epochs;
     auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
     spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",

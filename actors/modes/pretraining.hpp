@@ -4,6 +4,8 @@
 // that start from a pretrained backbone (transfer, data-parallel) prepare
 // before a run, and what `baton pretrain` does.
 
+#include <string>
+
 #include <caf/expected.hpp>
 
 #include "actors/config/topology.hpp"
@@ -11,8 +13,10 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// A mode's `prepare` hook: nothing when the backbone checkpoint
-/// (`backbone.checkpoint`) exists or the topology has none. A missing one is
+/// A mode's `prepare` hook: nothing when the topology has no backbone
+/// checkpoint (`backbone.checkpoint`); a warning when it exists but was
+/// pre-trained with other settings than the topology's `backbone.pretrain`
+/// gives (pretraining_settings_text), nothing else. A missing one is
 /// pre-trained first (and logged) only with `backbone.pretrain.if_missing:
 /// pretrain`; otherwise the run is refused (bad_config naming the key's
 /// file:line, the path and the hint `baton pretrain FILE`), so that a
@@ -20,8 +24,16 @@ inline namespace modes {
 caf::expected<void> ensure_pretrained(const topology& t);
 
 /// Pre-trains the backbone and writes its checkpoint, whether or not one
-/// exists (`baton pretrain`); nothing when the topology has none.
+/// exists (`baton pretrain`), with pretraining_settings_text(t) in it;
+/// nothing when the topology has none.
 caf::expected<void> pretrain_backbone(const topology& t);
+
+/// What decides the pretrained weights, as "key: value" lines (the model,
+/// the seed, `backbone.pretrain`'s task, epochs, samples and optimizer, the
+/// batches and the data): stored in the checkpoint by pretrain_backbone and
+/// compared by ensure_pretrained, which warns when an existing file was made
+/// with other values than a topology's `backbone.pretrain` gives now.
+std::string pretraining_settings_text(const topology& t);
 
 } // namespace modes
 } // namespace baton::actors

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include <spdlog/spdlog.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -25,7 +26,8 @@
 //   buffer, and a forward that PyTorch runs.
 // Both hold the TorchScript extra file `baton.sha256`: the SHA-256 of every
 // parameter and buffer (name, dtype, shape and bytes, in name order),
-// checked on load. LibTorch does not check the zip's CRCs, so before it a
+// checked on load; a pretrained checkpoint also `baton.settings`, the text of
+// the settings that trained it (checkpoint_settings). LibTorch does not check the zip's CRCs, so before it a
 // file with bytes overwritten loaded and trained to NaN. torch.jit.load
 // ignores extra files: Python loads the file as it is.
 
@@ -38,6 +40,7 @@ namespace {
 using named_tensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 constexpr const char* checksum_file = "baton.sha256";
+constexpr const char* settings_file = "baton.settings";
 
 /// The SHA-256 of `tensors` as a model file's checksum covers them.
 std::string checksum_of(named_tensors tensors) {
@@ -65,24 +68,6 @@ named_tensors tensors_of(const torch::jit::Module& module) {
   return out;
 }
 
-/// The bytes of the model file holding `module`, built in memory so that a
-/// full disk fails in replace_file, not inside LibTorch's archive writer.
-std::string module_bytes(const torch::jit::Module& module) {
-  std::ostringstream out;
-  module.save(out, {{checksum_file, checksum_of(tensors_of(module)) + "\n"}});
-  return out.str();
-}
-
-/// The checkpoint layout's module: `state` as attributes of one module.
-torch::jit::Module flat_module(const named_tensors& state) {
-  // What torch::serialize::OutputArchive builds.
-  torch::jit::Module module("__torch__.Module", std::make_shared<torch::jit::CompilationUnit>(),
-                            /*shouldMangle=*/true);
-  for (const auto& [name, tensor] : state)
-    module.register_parameter(name, tensor.detach(), /*is_buffer=*/false);
-  return module;
-}
-
 /// Makes the directory of `path`; file_error naming it otherwise.
 void make_parent_directory(const std::string& path) {
   const fs::path target(path);
@@ -93,6 +78,41 @@ void make_parent_directory(const std::string& path) {
       throw file_error(path + ": cannot create directory '" + target.parent_path().string() +
                        "' (" + ec.message() + ")");
   }
+}
+
+/// The bytes of the model file holding `module` (and `settings`, when not
+/// empty), built in memory so that a full disk fails in replace_file, not
+/// inside LibTorch's archive writer.
+std::string module_bytes(const torch::jit::Module& module, const std::string& settings) {
+  torch::jit::ExtraFilesMap extra{{checksum_file, checksum_of(tensors_of(module)) + "\n"}};
+  if (!settings.empty())
+    extra.emplace(settings_file, settings);
+  std::ostringstream out;
+  module.save(out, extra);
+  return out.str();
+}
+
+/// save_module with the settings text of save_checkpoint.
+void save_module_with(const torch::jit::Module& module, const std::string& path,
+                      const std::string& settings) {
+  make_parent_directory(path);
+  std::string bytes;
+  try {
+    bytes = module_bytes(module, settings);
+  } catch (const c10::Error& e) {
+    throw file_error(path + ": cannot serialise the model (" + e.what_without_backtrace() + ")");
+  }
+  replace_file(path, bytes);
+}
+
+/// The checkpoint layout's module: `state` as attributes of one module.
+torch::jit::Module flat_module(const named_tensors& state) {
+  // What torch::serialize::OutputArchive builds.
+  torch::jit::Module module("__torch__.Module", std::make_shared<torch::jit::CompilationUnit>(),
+                            /*shouldMangle=*/true);
+  for (const auto& [name, tensor] : state)
+    module.register_parameter(name, tensor.detach(), /*is_buffer=*/false);
+  return module;
 }
 
 /// The file's module with its checksum verified; file_error naming `path`
@@ -127,23 +147,32 @@ torch::jit::Module verified_module(const std::string& path) {
 
 } // namespace
 
-void save_checkpoint(const layered_model& m, const std::string& path) {
+void save_checkpoint(const layered_model& m, const std::string& path,
+                     const std::string& settings) {
   try {
-    save_module(flat_module(m.named_state()), path);
+    save_module_with(flat_module(m.named_state()), path, settings);
   } catch (const c10::Error& e) {
     throw file_error(path + ": cannot serialise the model (" + e.what_without_backtrace() + ")");
   }
 }
 
 void save_module(const torch::jit::Module& module, const std::string& path) {
-  make_parent_directory(path);
-  std::string bytes;
+  save_module_with(module, path, {});
+}
+
+std::optional<std::string> checkpoint_settings(const std::string& path) {
+  if (!fs::is_regular_file(path))
+    throw file_error(path + ": checkpoint file not found");
   try {
-    bytes = module_bytes(module);
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    const std::string record = std::string{"extra/"} + settings_file;
+    if (!reader.hasRecord(record))
+      return std::nullopt;
+    auto [data, size] = reader.getRecord(record);
+    return std::string(static_cast<const char*>(data.get()), size);
   } catch (const c10::Error& e) {
-    throw file_error(path + ": cannot serialise the model (" + e.what_without_backtrace() + ")");
+    throw file_error(path + ": not a readable checkpoint (" + e.what_without_backtrace() + ")");
   }
-  replace_file(path, bytes);
 }
 
 void load_checkpoint(layered_model& m, const std::string& path) {

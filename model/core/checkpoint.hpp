@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "model/core/layered_model.hpp"
@@ -12,10 +13,18 @@ namespace baton::model {
 
 /// Writes every parameter and buffer of `m` (named_state()) under its
 /// "layer.name" key, with their SHA-256, through replace_file: all or
-/// nothing, `path` keeps its previous content on any failure. Throws
-/// model::file_error naming `path` and the cause (a full disk, a read-only
-/// directory).
-void save_checkpoint(const layered_model& m, const std::string& path);
+/// nothing, `path` keeps its previous content on any failure. `settings`,
+/// when given, is stored beside them (the text of what made the weights,
+/// checkpoint_settings reads it back). Throws model::file_error naming
+/// `path` and the cause (a full disk, a read-only directory).
+void save_checkpoint(const layered_model& m, const std::string& path,
+                     const std::string& settings = {});
+
+/// The settings text save_checkpoint stored in the model file at `path`;
+/// nullopt for a file without one (an export, a file of an older baton).
+/// Reads that entry of the archive only, not the tensors. Throws
+/// model::file_error naming `path` when it is no readable model file.
+std::optional<std::string> checkpoint_settings(const std::string& path);
 
 /// Writes `module` (an export: model/core/export.hpp) to `path` as
 /// torch.jit.save does, with the SHA-256 of its parameters and buffers,

@@ -76,7 +76,7 @@ double pretrain(const pretraining_settings& spec, const dataset& train, const da
                   " is not finite, so the weights are not finite either: " + spec.out_path +
                   " is not written (the warning above says where the first NaN or inf came "
                   "from; if the weights diverged, lower backbone.pretrain.optimizer.lr)");
-  save_checkpoint(runs.front()->trainer.model(), spec.out_path);
+  save_checkpoint(runs.front()->trainer.model(), spec.out_path, spec.settings);
   return runs.front()->result.test_accuracy.back();
 }
 

@@ -20,6 +20,7 @@ struct pretraining_settings {
   optimizer_spec optimizer;
   batch_plan plan;
   std::string out_path;
+  std::string settings; ///< stored in the checkpoint (save_checkpoint's settings)
 };
 
 /// Pre-training of a backbone + classifier on `t`: trains `epochs` epochs on

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <gtest/gtest.h>
 #include <torch/script.h>
@@ -46,6 +47,27 @@ TEST_F(checkpoint, whole_model_round_trip_creates_directories_atomically) {
   save_checkpoint(make_model(spec_of("convnet", 3)), file);
   load_checkpoint(loaded, file);
   EXPECT_EQ(weights_digest(loaded), weights_digest(make_model(spec_of("convnet", 3))));
+}
+
+// The settings a pretraining stores with its weights read back as written,
+// without loading the tensors; a file without them (an export, an older
+// checkpoint) has none, and a file that is no model file is refused by name.
+TEST_F(checkpoint, the_settings_stored_with_a_checkpoint_read_back) {
+  const auto model = make_model(spec_of("convnet", 1));
+  const std::string text = "backbone.model: convnet\nseed: 42\n";
+  save_checkpoint(model, path("with.pt"), text);
+  EXPECT_EQ(checkpoint_settings(path("with.pt")), text);
+  auto loaded = make_model(spec_of("convnet", 2));
+  load_checkpoint(loaded, path("with.pt")); // the checksum covers the tensors only
+  EXPECT_EQ(weights_digest(loaded), weights_digest(model));
+
+  save_checkpoint(model, path("without.pt"));
+  EXPECT_EQ(checkpoint_settings(path("without.pt")), std::nullopt);
+  std::ofstream(path("junk.pt")) << "not a zip archive";
+  expect_error_naming([&] { checkpoint_settings(path("junk.pt")); },
+                      {path("junk.pt"), "not a readable checkpoint"});
+  expect_error_naming([&] { checkpoint_settings(path("absent.pt")); },
+                      {path("absent.pt"), "not found"});
 }
 
 // Batch norm's running statistics are buffers, not parameters: a checkpoint

@@ -93,10 +93,23 @@ TEST_F(missing_checkpoint, if_missing_pretrain_pretrains_first_and_says_so) {
   EXPECT_TRUE(contains(out.text, "pre-training the backbone (convnet) on task all10 (128 "
                                  "samples, 1 epoch(s)) into " + file)) << out.text;
   EXPECT_TRUE(std::filesystem::exists(file));
-  // The next run loads it: no second pre-training.
+  // The next run loads it: no second pre-training, and no warning (the
+  // settings it was made with are the topology's).
   const auto again = run_baton(args);
   ASSERT_EQ(again.exit_code, 0) << again.text;
   EXPECT_FALSE(contains(again.text, "pre-training")) << again.text;
+  EXPECT_FALSE(contains(again.text, "pre-trained with other settings")) << again.text;
+  // A topology whose backbone.pretrain now says otherwise (an edited config)
+  // still starts from the file, and is told which settings differ.
+  args.insert(args.end(), {"--set", "backbone.pretrain.optimizer.lr=0.003"});
+  const auto edited = run_baton(args);
+  ASSERT_EQ(edited.exit_code, 0) << edited.text;
+  EXPECT_FALSE(contains(edited.text, "pre-training")) << edited.text;
+  for (const std::string& part :
+       {"backbone.checkpoint " + file + " was pre-trained with other settings",
+        std::string{"backbone.pretrain.optimizer.lr: "}, std::string{" -> 0.003"},
+        "`baton pretrain " + source_path("configs/transfer.yaml") + "`"})
+    EXPECT_TRUE(contains(edited.text, part)) << part << " not in: " << edited.text;
 }
 
 TEST_F(missing_checkpoint, a_bad_if_missing_value_is_refused) {
