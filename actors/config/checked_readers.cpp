@@ -132,8 +132,8 @@ model::optimizer_spec detail::read_optimizer(const field& section,
 }
 
 detail::section_optimizer detail::read_section_optimizer(const field& root, const field& section,
-                                                        const topology& t,
-                                                        const model::optimizer_spec& fallback) {
+                                                         const topology& t,
+                                                         const model::optimizer_spec& fallback) {
   auto own = section.get("optimizer");
   auto workload = root.get("optimizer");
   if (own && workload)

@@ -60,7 +60,7 @@ void add_keys(std::optional<std::vector<std::string>>& keys, const std::vector<s
 // map of the schema. Which job may use a key is checked once `job:` is
 // known (refuse_other_jobs).
 std::optional<std::vector<std::string>> detail::keys_of(const std::string& pattern,
-                                                const source_info& source) {
+                                                        const source_info& source) {
   std::optional<std::vector<std::string>> keys;
   if (auto common = section_keys().find(pattern); common != section_keys().end())
     keys = common->second;

@@ -62,7 +62,7 @@ nlohmann::ordered_json to_json(const profile_file& p);
 /// Reads a profile JSON; `name` (its path) is used in error messages
 /// (errc::bad_file naming the key and what was expected).
 caf::expected<profile_file> profile_from_json(const nlohmann::ordered_json& j,
-                                               const std::string& name);
+                                              const std::string& name);
 caf::expected<profile_file> load_profile(const std::string& path);
 
 // -- plan -------------------------------------------------------------------------

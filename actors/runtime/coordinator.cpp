@@ -487,8 +487,8 @@ private:
 } // namespace
 
 caf::expected<job_result> run_actor_job(caf::actor_system& sys, const cluster& c,
-                                       const job_facts& facts, const job_plan& plan,
-                                       const run_options& options) {
+                                        const job_facts& facts, const job_plan& plan,
+                                        const run_options& options) {
   coordinator run{sys, c, facts, plan, options};
   return run.run();
 }

@@ -62,8 +62,8 @@ struct run_options {
 /// job_pass (the actors of a pass), result_collector (their reports),
 /// checkpoints.hpp and fault_injector (recovery as plain data).
 caf::expected<job_result> run_actor_job(caf::actor_system& sys, const cluster& c,
-                                       const job_facts& facts, const job_plan& plan,
-                                       const run_options& options);
+                                        const job_facts& facts, const job_plan& plan,
+                                        const run_options& options);
 
 } // namespace runtime
 } // namespace baton::actors

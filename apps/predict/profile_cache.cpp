@@ -111,7 +111,7 @@ caf::expected<std::vector<double>> profile_cache::timed(
 }
 
 caf::expected<double> profile_cache::whole_step_of(const topology& t, int64_t batch,
-                                                  int32_t copies) {
+                                                   int32_t copies) {
   const trained_model m = trained_model_of(t);
   const auto shape = actors::sample_shape_of(t);
   const std::string key = "whole/" + key_of(m, shape, batch, 1) + "/c" + std::to_string(copies);

@@ -158,7 +158,7 @@ struct size_measured {
 /// each (after the warm-up): each size's median round trip and the CPU a
 /// trip took in this process and `node` (every thread of both).
 caf::expected<std::vector<size_measured>> sized_round_trips(caf::scoped_actor& self,
-                                                          const caf::actor& target, pid_t node) {
+                                                            const caf::actor& target, pid_t node) {
   const auto both_cpu = [node] {
     const double there = actors::process_cpu_seconds(node);
     return there < 0 ? -1.0 : there + actors::process_cpu_seconds();

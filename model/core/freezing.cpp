@@ -46,7 +46,7 @@ double change_rate(double previous, double current) {
 } // namespace
 
 std::optional<freeze_decision> adaptive_freezer::decide(int64_t step,
-                                                       const std::vector<double>& norms) {
+                                                        const std::vector<double>& norms) {
   if (norms.size() != groups_.size())
     throw error("adaptive freezing: " + std::to_string(norms.size()) + " gradient norms for " +
                 std::to_string(groups_.size()) + " groups");

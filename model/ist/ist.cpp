@@ -96,7 +96,7 @@ const std::vector<int64_t>& partition::neurons(size_t layer, int32_t worker) con
 }
 
 partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
-                                 uint64_t seed, int64_t round) {
+                         uint64_t seed, int64_t round) {
   check_workers(hidden, workers, "workers");
   partition p;
   p.round = round;
@@ -116,7 +116,7 @@ partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
 // -- subnets ---------------------------------------------------------------------
 
 network slice_subnet(const network& whole, const partition& partition,
-                         int32_t worker) {
+                     int32_t worker) {
   torch::NoGradGuard no_grad;
   const size_t layers = whole.hidden_layers();
   network sub;
@@ -174,7 +174,7 @@ neuron_range shard_neurons(int64_t width, int32_t shard, int32_t shards) {
 }
 
 std::vector<piece> shard_pieces(const shape& shape, const partition& partition,
-                                        int32_t worker, int32_t shard, int32_t shards) {
+                                int32_t worker, int32_t shard, int32_t shards) {
   check_workers(shape.hidden, shards, "shards");
   const auto widths = subnet_widths(partition, worker);
   const size_t layers = widths.size();
@@ -253,7 +253,7 @@ void put_piece(network& whole, const partition& partition, int32_t worker,
 // -- bytes -----------------------------------------------------------------------
 
 int64_t subnet_elements(const shape& shape, const partition& partition,
-                            int32_t worker) {
+                        int32_t worker) {
   const auto widths = subnet_widths(partition, worker);
   int64_t n = 0, previous = shape.inputs;
   for (int64_t h : widths) {
@@ -295,8 +295,8 @@ int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps) {
 }
 
 std::vector<std::vector<int64_t>> worker_minibatches(int64_t dataset_size, uint64_t seed,
-                                                         int32_t epoch, int32_t worker,
-                                                         int32_t workers, int64_t batch_size) {
+                                                     int32_t epoch, int32_t worker,
+                                                     int32_t workers, int64_t batch_size) {
   if (worker < 0 || worker >= workers)
     throw error("ist: worker " + std::to_string(worker) + " of " + std::to_string(workers));
   const int64_t steps = steps_per_epoch(dataset_size, batch_size, workers);
@@ -330,8 +330,8 @@ void sgd_update(const at::Tensor& parameter, const at::Tensor& gradient, at::Ten
 } // namespace
 
 local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
-                           const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
-                           const optimizer_spec& optimizer, const minibatch_loss& loss) {
+                       const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
+                       const optimizer_spec& optimizer, const minibatch_loss& loss) {
   std::vector<at::Tensor> momentum(parameters.size()); // reset: a fresh optimizer per round
   local_result out;
   for (const auto& ids : minibatches) {
@@ -354,8 +354,8 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
 }
 
 local_result local_steps(network& subnet, const dataset& train,
-                                 const std::vector<std::vector<int64_t>>& minibatches,
-                                 int32_t epoch, const optimizer_spec& optimizer) {
+                         const std::vector<std::vector<int64_t>>& minibatches,
+                         int32_t epoch, const optimizer_spec& optimizer) {
   auto parameters = subnet.parameters();
   for (auto& p : parameters)
     p.requires_grad_(true);
@@ -385,8 +385,8 @@ void check_spec(const dataset& train, const settings& spec) {
 /// One round: every worker's subnet sliced from `whole` as it is, trained on
 /// its minibatches, written back.
 local_result run_round(network& whole, const dataset& train, const settings& spec,
-                           const partition& partition, const round_minibatches& minibatches,
-                           int32_t epoch, result& result) {
+                       const partition& partition, const round_minibatches& minibatches,
+                       int32_t epoch, result& result) {
   std::vector<network> subnets;
   for (int32_t w = 0; w < spec.workers; ++w)
     subnets.push_back(slice_subnet(whole, partition, w));

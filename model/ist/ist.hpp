@@ -96,7 +96,7 @@ struct partition {
 /// The partition of round `round` for hidden widths `hidden`. Throws
 /// model::error unless 1 <= workers <= every width.
 partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
-                                 uint64_t seed, int64_t round);
+                         uint64_t seed, int64_t round);
 
 // -- subnets ---------------------------------------------------------------------
 
@@ -105,7 +105,7 @@ partition make_partition(const std::vector<int64_t>& hidden, int32_t workers,
 /// columns) of every hidden-to-hidden layer, the columns of the output
 /// layer for its last-layer neurons, its neurons' batch norm parameters.
 network slice_subnet(const network& whole, const partition& partition,
-                         int32_t worker);
+                     int32_t worker);
 
 /// Writes `subnet` (shaped as slice_subnet(whole, partition, worker)) back
 /// into `whole` in place, at the elements it was sliced from; every other
@@ -140,7 +140,7 @@ struct piece {
 /// pieces are listed too). Throws model::error unless 1 <= shards <= every
 /// width and 0 <= shard < shards.
 std::vector<piece> shard_pieces(const shape& shape, const partition& partition,
-                                        int32_t worker, int32_t shard, int32_t shards);
+                                int32_t worker, int32_t shard, int32_t shards);
 
 /// The values of `piece` for worker `worker`, taken from `whole` (or from
 /// any network of the whole's shape that holds at least the shard's owned
@@ -161,7 +161,7 @@ void put_piece(network& whole, const partition& partition, int32_t worker,
 /// Scalars in worker `worker`'s subnet of `partition`: what it receives at
 /// the start of a round and sends back at its end (each way).
 int64_t subnet_elements(const shape& shape, const partition& partition,
-                            int32_t worker);
+                        int32_t worker);
 
 /// The formula the bench prints next to the count, in float32 bytes each
 /// way per worker per round: the first and last layers' weights / W, every
@@ -176,8 +176,8 @@ double bytes_formula(const shape& shape, int32_t workers);
 /// "ist-data/<worker>"), epoch), cut into steps_per_epoch minibatches of
 /// batch_size.
 std::vector<std::vector<int64_t>> worker_minibatches(int64_t dataset_size, uint64_t seed,
-                                                         int32_t epoch, int32_t worker,
-                                                         int32_t workers, int64_t batch_size);
+                                                     int32_t epoch, int32_t worker,
+                                                     int32_t workers, int64_t batch_size);
 
 /// What some local steps did.
 struct local_result {
@@ -233,8 +233,8 @@ using minibatch_loss =
 /// as a clone of the round's first update), then parameter -= lr x update.
 /// Shared by IST's and ResIST's local steps (model/ist/resist.hpp).
 local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
-                           const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
-                           const optimizer_spec& optimizer, const minibatch_loss& loss);
+                       const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
+                       const optimizer_spec& optimizer, const minibatch_loss& loss);
 
 /// Trains `subnet` in place for one round: one step per entry of
 /// `minibatches` (sample ids of `train` in epoch `epoch`), each on its mean loss, with
@@ -243,8 +243,8 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
 /// lr x update). The subnet's tensors need not require gradients; they do
 /// not afterwards.
 local_result local_steps(network& subnet, const dataset& train,
-                                 const std::vector<std::vector<int64_t>>& minibatches,
-                                 int32_t epoch, const optimizer_spec& optimizer);
+                         const std::vector<std::vector<int64_t>>& minibatches,
+                         int32_t epoch, const optimizer_spec& optimizer);
 
 // -- the local reference -------------------------------------------------------
 

@@ -107,9 +107,9 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 }
 
 local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
-                                    const dataset& train,
-                                    const std::vector<std::vector<int64_t>>& minibatches,
-                                    int32_t epoch, const optimizer_spec& optimizer) {
+                                const dataset& train,
+                                const std::vector<std::vector<int64_t>>& minibatches,
+                                int32_t epoch, const optimizer_spec& optimizer) {
   std::vector<at::Tensor> parameters;
   for (size_t i = 0; i < m.size(); ++i)
     if (active.at(i))
@@ -232,7 +232,7 @@ struct run_state {
 /// One round: every replica from the merged network, its minibatches on
 /// its sub-ResNet, then the merge.
 local_result run_round(run_state& s, const dataset& train, int64_t round, int32_t epoch,
-                           const round_minibatches& minibatches) {
+                       const round_minibatches& minibatches) {
   const auto deal = make_resist_deal(s.partitioned.size(), s.spec.workers, s.spec.seed, round);
   local_result sum;
   for (int32_t w = 0; w < s.spec.workers; ++w) {

@@ -172,7 +172,7 @@ caf::expected<double> time_local_step(const topology& t, int32_t threads) {
 }
 
 caf::expected<void> save_model(const topology& t, const job_result& result,
-                                             const std::string& path) {
+                               const std::string& path) {
   const auto* task = t.find_task(section_of(t).task);
   if (task == nullptr)
     return make_error(errc::bad_config, "data_parallel.task is not a task of the topology");

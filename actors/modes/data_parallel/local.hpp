@@ -35,7 +35,7 @@ caf::expected<double> time_local_step(const topology& t, int32_t threads);
 /// is also a whole-model checkpoint. Errors: weights missing or of the wrong
 /// shape.
 caf::expected<void> save_model(const topology& t, const job_result& result,
-                                             const std::string& path);
+                               const std::string& path);
 
 } // namespace data_parallel
 } // namespace modes

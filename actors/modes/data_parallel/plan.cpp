@@ -121,7 +121,7 @@ std::string divergence_advice(const topology& t) {
 } // namespace
 
 worker_settings worker_settings_of(const topology& t, const model::task& task,
-                                          int32_t worker) {
+                                   int32_t worker) {
   const auto& settings = section_of(t);
   worker_settings spec;
   spec.worker = worker;
@@ -146,7 +146,7 @@ worker_settings worker_settings_of(const topology& t, const model::task& task,
 }
 
 shard_settings shard_settings_of(const topology& t, const model::task& task,
-                                        int32_t shard) {
+                                 int32_t shard) {
   const auto worker = worker_settings_of(t, task, 0);
   shard_settings spec;
   spec.shard = shard;

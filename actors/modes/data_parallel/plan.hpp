@@ -31,12 +31,12 @@ namespace data_parallel {
 /// Worker w's settings in a topology of job: data-parallel (the task it
 /// trains: backbone.pretrain.task, looked up by the caller).
 worker_settings worker_settings_of(const topology& t, const model::task& task,
-                                          int32_t worker);
+                                   int32_t worker);
 
 /// Shard s's settings in a topology of job: data-parallel with exchange: ps
 /// (the workers' model, data, optimizer and schedule).
 shard_settings shard_settings_of(const topology& t, const model::task& task,
-                                        int32_t shard);
+                                 int32_t shard);
 
 /// The plan of a data-parallel topology; bad_config (naming the file) when
 /// its task is unknown or a ring chunk would exceed the 64 MiB a message

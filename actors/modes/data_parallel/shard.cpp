@@ -223,9 +223,9 @@ int64_t training_samples(const source_settings& data) {
 }
 
 caf::expected<caf::actor> spawn_shard(caf::actor_system& sys,
-                                                    const std::string& name,
-                                                    const std::string& node,
-                                                    const shard_settings& spec) {
+                                      const std::string& name,
+                                      const std::string& node,
+                                      const shard_settings& spec) {
   try {
     const auto& plan = spec.data.plan;
     const int64_t per_epoch = model::data_parallel_steps_per_epoch(
@@ -238,11 +238,9 @@ caf::expected<caf::actor> spawn_shard(caf::actor_system& sys,
   }
 }
 
-caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys,
-                                                         const spawn_args& args) {
-  return parse_check_spawn<shard_settings>(sys, args, parse_shard_settings,
-                                                     check_shard_paths,
-                                                     spawn_shard);
+caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys, const spawn_args& args) {
+  return parse_check_spawn<shard_settings>(sys, args, parse_shard_settings, check_shard_paths,
+                                           spawn_shard);
 }
 
 } // namespace data_parallel

@@ -45,15 +45,14 @@ int64_t training_samples(const source_settings& data);
 
 /// Builds the shard's part and spawns a detached shard `name`.
 caf::expected<caf::actor> spawn_shard(caf::actor_system& sys,
-                                                    const std::string& name,
-                                                    const std::string& node,
-                                                    const shard_settings& spec);
+                                      const std::string& name,
+                                      const std::string& node,
+                                      const shard_settings& spec);
 
 /// The `data_parallel_shard` role of a node's role table: parses the
 /// settings, checks its dataset directory against the node's data_dirs and
 /// spawns; starts nothing on any error.
-caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys,
-                                                         const spawn_args& args);
+caf::expected<caf::actor> spawn_shard_role(caf::actor_system& sys, const spawn_args& args);
 
 } // namespace data_parallel
 } // namespace modes

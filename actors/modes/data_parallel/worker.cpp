@@ -808,9 +808,9 @@ caf::behavior worker_behavior(worker_actor* self, worker_setup setup) {
 } // namespace
 
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
-                                                     const std::string& name,
-                                                     const std::string& node,
-                                                     const worker_settings& spec) {
+                                       const std::string& name,
+                                       const std::string& node,
+                                       const worker_settings& spec) {
   try {
     // The task's labels, once: the reference trains on the same.
     auto data = load_task_data(spec.data, spec.task);
@@ -841,11 +841,9 @@ caf::error check_worker_paths(const worker_settings& spec, const path_roots& roo
 
 } // namespace
 
-caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys,
-                                                          const spawn_args& args) {
-  return parse_check_spawn<worker_settings>(sys, args, parse_worker_settings,
-                                                      check_worker_paths,
-                                                      spawn_worker);
+caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys, const spawn_args& args) {
+  return parse_check_spawn<worker_settings>(sys, args, parse_worker_settings, check_worker_paths,
+                                            spawn_worker);
 }
 
 } // namespace data_parallel

@@ -79,15 +79,14 @@ model::layered_model initial_model(const worker_settings& spec);
 
 /// Loads the worker's data and model and spawns a detached worker `name`.
 caf::expected<caf::actor> spawn_worker(caf::actor_system& sys,
-                                                     const std::string& name,
-                                                     const std::string& node,
-                                                     const worker_settings& spec);
+                                       const std::string& name,
+                                       const std::string& node,
+                                       const worker_settings& spec);
 
 /// The `data_parallel_worker` role of a node's role table: parses the
 /// settings, checks its dataset directory against the node's data_dirs and
 /// spawns; starts nothing on any error.
-caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys,
-                                                          const spawn_args& args);
+caf::expected<caf::actor> spawn_worker_role(caf::actor_system& sys, const spawn_args& args);
 
 } // namespace data_parallel
 } // namespace modes

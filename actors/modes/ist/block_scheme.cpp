@@ -93,7 +93,7 @@ void copy_in(model::layered_model& network, const std::vector<at::Tensor>& value
 }
 
 model::ist::resist_deal deal_of(const block_layout& layout, int32_t workers, uint64_t seed,
-                           int64_t round) {
+                                int64_t round) {
   return model::ist::make_resist_deal(layout.partitioned.size(), workers, seed, round);
 }
 
@@ -161,8 +161,8 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
 
 template <>
 model::ist::evaluation block_scheme::evaluate(worker_model& m, const worker_settings& spec,
-                                             const std::vector<std::vector<at::Tensor>>& owned,
-                                             const model::dataset& test) {
+                                              const std::vector<std::vector<at::Tensor>>& owned,
+                                              const model::dataset& test) {
   for (int32_t s = 0; s < spec.shards; ++s)
     copy_in(m.network, owned[static_cast<size_t>(s)], range_of(m.layout, s),
             shard_name(s) + "'s owned tensors");

@@ -107,8 +107,8 @@ void put_pieces(model::ist::network& whole, const model::ist::partition& partiti
 }
 
 model::ist::network assemble_subnet(const model::ist::shape& shape,
-                                   const model::ist::partition& partition, int32_t worker,
-                                   const std::vector<std::vector<at::Tensor>>& from_shards) {
+                                    const model::ist::partition& partition, int32_t worker,
+                                    const std::vector<std::vector<at::Tensor>>& from_shards) {
   const auto shards = static_cast<int32_t>(from_shards.size());
   const size_t tensors = 3 * shape.hidden.size() + 1;
   std::vector<std::vector<at::Tensor>> parts(tensors);
@@ -356,8 +356,8 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
 
 template <>
 model::ist::evaluation neuron_scheme::evaluate(worker_model& m, const worker_settings& spec,
-                                              const std::vector<std::vector<at::Tensor>>& owned,
-                                              const model::dataset& test) {
+                                               const std::vector<std::vector<at::Tensor>>& owned,
+                                               const model::dataset& test) {
   for (int32_t s = 0; s < spec.shards; ++s)
     put_pieces(m.whole, m.whole_partition, 0,
                model::ist::shard_pieces(spec.shape, m.whole_partition, 0, s, spec.shards),

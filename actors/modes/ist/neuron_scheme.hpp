@@ -102,8 +102,8 @@ void put_pieces(model::ist::network& whole, const model::ist::partition& partiti
 /// along its piece dim in shard order, equal to slice_subnet bit for bit.
 /// Throws model::error on a missing piece or a wrong shape.
 model::ist::network assemble_subnet(const model::ist::shape& shape,
-                                   const model::ist::partition& partition, int32_t worker,
-                                   const std::vector<std::vector<at::Tensor>>& from_shards);
+                                    const model::ist::partition& partition, int32_t worker,
+                                    const std::vector<std::vector<at::Tensor>>& from_shards);
 
 /// The pieces of `subnet` that go back to shard `shard` (contiguous copies).
 std::vector<at::Tensor> split_subnet(const model::ist::network& subnet,

@@ -109,7 +109,7 @@ struct subnet_scheme {
   /// Worker 0: the whole network from every shard's owned tensors,
   /// evaluated on `test` as the scheme's reference evaluates it.
   static model::ist::evaluation evaluate(worker_model& m, const worker_settings& spec,
-                                        const pieces& owned, const model::dataset& test);
+                                         const pieces& owned, const model::dataset& test);
   /// A figure of the worker's report ("formula_bytes_per_round", "model_bytes").
   static messages::named_figure worker_figure(const worker_model& m,
                                               const worker_settings& spec);

@@ -188,7 +188,7 @@ private:
 /// The accuracy of the trainers on `data` (-1 when it has no samples), in
 /// the source's evaluation batches.
 double local_accuracy(const topology& t, const model::task& task, local_trainers& trainers,
-                const model::dataset& data) {
+                      const model::dataset& data) {
   if (data.size() == 0)
     return -1;
   int64_t correct = 0;
@@ -202,8 +202,8 @@ double local_accuracy(const topology& t, const model::task& task, local_trainers
 /// One epoch, microbatch by microbatch as the stages see them, then its
 /// test and validation accuracy.
 messages::epoch_result train_epoch(const topology& t, const model::task& task,
-                                  local_trainers& trainers, const model::data_splits& data,
-                                  int32_t epoch) {
+                                   local_trainers& trainers, const model::data_splits& data,
+                                   int32_t epoch) {
   auto plan = model::plan_epoch(data.train.size(), t.plan, epoch);
   trainers.warm_up.epoch_started();
   auto sums = flush_schedule(t) ? train_flush(task, trainers, data.train, plan)
@@ -389,7 +389,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
 }
 
 caf::expected<void> save_model(const topology& given, const job_result& result,
-                                        const std::string& path) {
+                               const std::string& path) {
   const topology t = with_sent_stages(given, result);
   const auto* task = t.find_task(t.task);
   const auto& stages = section_of(t).stages;

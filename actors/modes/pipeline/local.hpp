@@ -30,7 +30,7 @@ caf::expected<job_result> run_local(const topology& t, const run_request& r);
 /// PyTorch runs, and a checkpoint of backbone + classifier in the form
 /// `baton pretrain` writes and a transfer job's `backbone.checkpoint` reads.
 caf::expected<void> save_model(const topology& t, const job_result& result,
-                                        const std::string& path);
+                               const std::string& path);
 
 } // namespace pipeline
 } // namespace modes

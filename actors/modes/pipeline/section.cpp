@@ -41,7 +41,7 @@ void check_convolution(const field& f, const std::string& name, const topology& 
 // One `pipeline.stages` entry: the stage after `previous_end` up to its
 // `last_layer`, on `replicas` machines.
 stage_spec parse_stage(const field& item, const std::vector<std::string>& layers,
-                           size_t previous_end, const topology& t, const section_spec& s) {
+                       size_t previous_end, const topology& t, const section_spec& s) {
   check_section(item);
   field last = item.require("last_layer");
   std::string name = read_string(last);
@@ -155,7 +155,7 @@ void parse_stages(const std::optional<field>& stages, std::vector<std::string> l
 
 // `pipeline:` (job: pipeline only; optional): the schedule and the stages.
 section_spec parse_pipeline(const field& section, const std::vector<std::string>& layers,
-                                 const topology& t) {
+                            const topology& t) {
   check_section(section);
   section_spec s;
   if (section.is_null()) {

@@ -792,8 +792,8 @@ caf::behavior pipeline_behavior(pipeline_actor* self, pipeline_setup setup) {
 } // namespace
 
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
-                                               const std::string& node,
-                                               const stage_settings& spec) {
+                                      const std::string& node,
+                                      const stage_settings& spec) {
   try {
     auto whole = model::make_pretrain_model(spec.backbone, spec.classes);
     if (static_cast<size_t>(spec.end) > whole.size())
@@ -839,10 +839,9 @@ caf::error check_paths(const stage_settings& spec, const path_roots& roots) {
   return check_checkpoint_path(spec.backbone.path, "TorchScript file", roots);
 }
 
-caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys,
-                                                    const spawn_args& args) {
+caf::expected<caf::actor> spawn_stage_role(caf::actor_system& sys, const spawn_args& args) {
   return parse_check_spawn<stage_settings>(sys, args, parse_stage_settings, check_paths,
-                                                spawn_stage);
+                                           spawn_stage);
 }
 
 } // namespace pipeline

@@ -43,8 +43,8 @@ namespace pipeline {
 /// replicas hold the same weights. Under vertical sync, a stage runs each
 /// microbatch with the weight version the input stage stamped on it.
 caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string& name,
-                                               const std::string& node,
-                                               const stage_settings& spec);
+                                      const std::string& node,
+                                      const stage_settings& spec);
 
 /// Refuses (errc::bad_file) a pipeline_stage whose settings read a file outside the
 /// node's roots: its checkpoint directory and TorchScript file against `checkpoint_dir`.

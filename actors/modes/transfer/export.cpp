@@ -24,7 +24,7 @@ bool ran(const job_result& result, const std::string& name) {
 } // namespace
 
 caf::expected<void> save_model(const topology& t, const job_result& result,
-                                        const std::string& path) {
+                               const std::string& path) {
   return saving(path, [&] {
     // The backbone is frozen: its weights are the checkpoint's, as every
     // stage loaded them.

@@ -20,7 +20,7 @@ namespace transfer {
 /// actor_failed when a head sent no weights; bad_file when the file cannot
 /// be written.
 caf::expected<void> save_model(const topology& t, const job_result& result,
-                                        const std::string& path);
+                               const std::string& path);
 
 } // namespace transfer
 } // namespace modes
