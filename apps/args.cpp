@@ -1,8 +1,10 @@
 #include "apps/args.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <optional>
 #include <regex>
 #include <vector>
@@ -23,7 +25,61 @@ std::vector<std::string>& known_flags() {
   return flags;
 }
 
+int& flag_errors() {
+  static int count = 0;
+  return count;
+}
+
+/// Whether `text` starts or ends with white space (stoi and stod skip the
+/// leading one: `--port ' 80'` was taken as 80).
+bool padded(const std::string& text) {
+  return !text.empty() && (std::isspace(static_cast<unsigned char>(text.front())) != 0 ||
+                           std::isspace(static_cast<unsigned char>(text.back())) != 0);
+}
+
 } // namespace
+
+void report_flag_error(const std::string& text) {
+  ++flag_errors();
+  std::fprintf(stderr, "baton: %s\n", text.c_str());
+}
+
+int flag_errors_reported() {
+  return flag_errors();
+}
+
+bool args::repeatable(const std::string& flag) {
+  return flag == "--set" || flag == "--fault" || flag == "--side" || flag == "--tls-allow";
+}
+
+bool args::value(const std::string& flag, std::string& out) {
+  if (done()) {
+    report_flag_error(flag + " needs a value");
+    return false;
+  }
+  if (!repeatable(flag) && std::find(given.begin(), given.end(), flag) != given.end()) {
+    report_flag_error(flag + " is given twice: give it once (only --set, --fault, --side and "
+                             "--tls-allow may repeat)");
+    return false;
+  }
+  given.push_back(flag);
+  out = take();
+  if (out.empty()) {
+    report_flag_error(flag + " needs a value, got an empty one (leave the flag out for its "
+                             "default)");
+    return false;
+  }
+  return true;
+}
+
+void report_refused_flag(const char* command, const std::string& flag, const std::string* value) {
+  if (value != nullptr)
+    std::fprintf(stderr, "%s: bad value '%s' for %s (see baton help)\n", command, value->c_str(),
+                 flag.c_str());
+  else
+    std::fprintf(stderr, "%s: bad argument '%s'%s (see baton help)\n", command, flag.c_str(),
+                 flag_hint(flag).c_str());
+}
 
 int exit_code_of(const caf::error& err) {
   if (err.category() != error_category_atom)
@@ -50,12 +106,11 @@ bool parse_int(const std::string& flag, const std::string& text, int32_t& out) {
   try {
     size_t used = 0;
     out = std::stoi(text, &used);
-    if (used == text.size() && out >= 0)
+    if (used == text.size() && out >= 0 && !padded(text))
       return true;
   } catch (const std::exception&) {
   }
-  std::fprintf(stderr, "baton: %s expects a non-negative integer, got '%s'\n", flag.c_str(),
-               text.c_str());
+  report_flag_error(fmt::format("{} expects a non-negative integer, got '{}'", flag, text));
   return false;
 }
 
@@ -64,14 +119,14 @@ bool parse_in_range(const std::string& flag, const std::string& text, int32_t mi
   try {
     size_t used = 0;
     long long n = std::stoll(text, &used);
-    if (used == text.size() && n >= min && n <= max) {
+    if (used == text.size() && n >= min && n <= max && !padded(text)) {
       out = static_cast<int32_t>(n);
       return true;
     }
   } catch (const std::exception&) {
   }
-  std::fprintf(stderr, "baton: %s expects an integer from %d to %d, got '%s'\n", flag.c_str(),
-               min, max, text.c_str());
+  report_flag_error(
+    fmt::format("{} expects an integer from {} to {}, got '{}'", flag, min, max, text));
   return false;
 }
 
@@ -82,8 +137,8 @@ bool parse_port(const std::string& flag, const std::string& text, uint16_t& out)
     return true;
   }
   if (n > 65535)
-    std::fprintf(stderr, "baton: %s expects a port from 0 (any) to 65535, got '%s'\n",
-                 flag.c_str(), text.c_str());
+    report_flag_error(
+      fmt::format("{} expects a port from 0 (any) to 65535, got '{}'", flag, text));
   return false;
 }
 
@@ -95,7 +150,7 @@ std::optional<double> finite_number(const std::string& text) {
   try {
     size_t used = 0;
     double x = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(x))
+    if (used == text.size() && std::isfinite(x) && !padded(text))
       return x;
   } catch (const std::exception&) {
   }
@@ -110,8 +165,7 @@ bool parse_positive(const std::string& flag, const std::string& text, double& ou
     out = *x;
     return true;
   }
-  std::fprintf(stderr, "baton: %s expects a positive number, got '%s'\n", flag.c_str(),
-               text.c_str());
+  report_flag_error(fmt::format("{} expects a positive number, got '{}'", flag, text));
   return false;
 }
 
@@ -122,8 +176,7 @@ bool parse_number_in(const std::string& flag, const std::string& text, double mi
     out = *x;
     return true;
   }
-  std::fprintf(stderr, "baton: %s expects %s, got '%s'\n", flag.c_str(), expected.c_str(),
-               text.c_str());
+  report_flag_error(fmt::format("{} expects {}, got '{}'", flag, expected, text));
   return false;
 }
 
@@ -135,7 +188,7 @@ bool parse_latency(const std::string& flag, const std::string& text, double& out
 bool parse_link(const std::string& flag, const std::string& text, std::string& out) {
   std::string error;
   if (!actors::parse_link_spec(text, error)) {
-    std::fprintf(stderr, "baton: %s %s\n", flag.c_str(), error.c_str());
+    report_flag_error(flag + " " + error);
     return false;
   }
   out = text;
@@ -154,13 +207,31 @@ bool parse_bandwidth(const std::string& flag, const std::string& text,
   auto spec = text.find(',') == std::string::npos ? actors::parse_link_spec(text, error)
                                                   : std::nullopt;
   if (!spec) {
-    std::fprintf(stderr,
-                 "baton: %s expects a rate as --link takes it (1gbit, 100mbit: bits per second) "
-                 "or a number of bytes per second (1e9), got '%s'\n",
-                 flag.c_str(), text.c_str());
+    report_flag_error(fmt::format("{} expects a rate as --link takes it (1gbit, 100mbit: bits "
+                                  "per second) or a number of bytes per second (1e9), got '{}'",
+                                  flag, text));
     return false;
   }
   bytes_per_second = static_cast<double>(spec->rate_bits) / 8;
+  return true;
+}
+
+bool not_an_input(const char* command, const std::string& out_flag, const std::string& out,
+                  const std::vector<std::pair<std::string, std::string>>& inputs) {
+  namespace fs = std::filesystem;
+  for (const auto& [flag, input] : inputs) {
+    if (out.empty() || input.empty())
+      continue;
+    std::error_code ec;
+    const bool same = fs::absolute(out, ec).lexically_normal() ==
+                        fs::absolute(input, ec).lexically_normal() ||
+                      fs::equivalent(out, input, ec);
+    if (same) {
+      std::fprintf(stderr, "%s: %s '%s' is an input of this command (%s): name another file\n",
+                   command, out_flag.c_str(), out.c_str(), flag.c_str());
+      return false;
+    }
+  }
   return true;
 }
 
@@ -179,7 +250,10 @@ std::string hint_among(const std::string& typed, const std::vector<std::string>&
 }
 
 std::string flag_hint(const std::string& flag) {
-  return hint_among(flag, known_flags());
+  const auto& known = known_flags();
+  if (std::find(known.begin(), known.end(), flag) != known.end())
+    return {};
+  return hint_among(flag, known);
 }
 
 } // namespace baton::apps

@@ -6,26 +6,34 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/error.hpp>
 
 namespace baton::apps {
 
+/// Prints "baton: TEXT" to stderr as the reason a flag was refused, and
+/// counts it (read_flags then adds no line of its own).
+void report_flag_error(const std::string& text);
+
+/// How many report_flag_error printed so far.
+int flag_errors_reported();
+
 /// Argument cursor with "needs a value" errors.
 struct args {
   std::vector<std::string> items;
   size_t next = 0;
+  std::vector<std::string> given; ///< the flags value() read, in order
   bool done() const { return next >= items.size(); }
   std::string take() { return items[next++]; }
-  bool value(const std::string& flag, std::string& out) {
-    if (done()) {
-      std::fprintf(stderr, "baton: %s needs a value\n", flag.c_str());
-      return false;
-    }
-    out = take();
-    return true;
-  }
+  /// The value of `flag` into `out`: refused when none follows, when it is
+  /// empty (an empty path or list is not the flag left out) or when `flag`
+  /// was given before (one would silently win) unless it repeats by design
+  /// (repeatable).
+  bool value(const std::string& flag, std::string& out);
+  /// --set, --fault, --side and --tls-allow: each use adds one.
+  static bool repeatable(const std::string& flag);
 };
 
 /// The exit code of a command that failed with `err`: 2 bad input, 130
@@ -69,6 +77,13 @@ bool parse_link(const std::string& flag, const std::string& text, std::string& o
 /// range, 1kbit to 100gbit (125 to 12.5e9 bytes/s).
 bool parse_bandwidth(const std::string& flag, const std::string& text, double& bytes_per_second);
 
+/// Whether `out`, a file a command writes, is none of `inputs` (the same
+/// path, or the same file by another name): "COMMAND: OUT_FLAG 'F' is an
+/// input of this command (INPUT_FLAG)" printed and false otherwise; an input
+/// overwritten by an output is gone when the output is wrong.
+bool not_an_input(const char* command, const std::string& out_flag, const std::string& out,
+                  const std::vector<std::pair<std::string, std::string>>& inputs);
+
 /// Records the flags `text` lists (every "--word" in it): main gives `baton
 /// help`'s text, so that a mistyped flag is compared with every flag of baton.
 void set_known_flags(const std::string& text);
@@ -77,19 +92,28 @@ void set_known_flags(const std::string& text);
 /// (did_you_mean), or "" when none is close.
 std::string hint_among(const std::string& typed, const std::vector<std::string>& known);
 
-/// hint_among(flag, every flag of baton): " (did you mean '--metrics-out'?)".
+/// hint_among(flag, every flag of baton): " (did you mean '--metrics-out'?)";
+/// "" for a flag baton has (a known flag with a bad value is no typo).
 std::string flag_hint(const std::string& flag);
+
+/// The line read_flags prints for `flag` that `accept` refused without
+/// saying why (report_flag_error): its value when it took one (`value`,
+/// else null), else the flag as an unknown argument of `command`.
+void report_refused_flag(const char* command, const std::string& flag, const std::string* value);
 
 /// Reads every remaining argument with `accept(flag)`, which takes the values
 /// it needs from `a` and says whether the argument was good; the first bad
-/// one is reported as "COMMAND: bad argument 'X'". Whether all were good.
+/// one is reported (report_refused_flag), unless `accept` said why already.
+/// Whether all were good.
 template <class Accept>
 bool read_flags(args& a, const char* command, Accept&& accept) {
   while (!a.done()) {
+    const size_t at = a.next;
     auto flag = a.take();
+    const int reported = flag_errors_reported();
     if (!accept(flag)) {
-      std::fprintf(stderr, "%s: bad argument '%s'%s (see baton help)\n", command, flag.c_str(),
-                   flag_hint(flag).c_str());
+      if (flag_errors_reported() == reported)
+        report_refused_flag(command, flag, a.next > at + 1 ? &a.items[at + 1] : nullptr);
       return false;
     }
   }

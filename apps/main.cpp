@@ -201,9 +201,9 @@ usage:
                                         median over N microbatches (default 10) of B samples
                                         (default: data.batch_size / data.microbatches)
   baton plan --profile profile.json --machines N [--bandwidth B] [--memory M] [--straight]
-             [--out topology.yaml] [--topology TOPOLOGY.yaml]
+             [--out topology.yaml [--topology TOPOLOGY.yaml]]
                                         PipeDream's partitioner: stages and replicas ("2-1-1")
-                                        for at most N machines, B between machines: a rate as
+                                        for at most N (1-1024) machines, B between them: a rate as
                                         --link takes it (1gbit, 100mbit) or bytes/s (default
                                         1e9 = 8gbit), M bytes per machine (default unlimited);
                                         --straight: no replication; --out: the topology with
@@ -355,9 +355,19 @@ int cmd_run(args& a, bool pretrain_only) {
   actors::run_request r;
   r.interrupted = &interrupted;
   r.progress_tty = ::isatty(STDERR_FILENO) != 0;
-  while (!a.done())
-    if (!parse_run_flag(a, a.take(), r))
+  while (!a.done()) {
+    auto flag = a.take();
+    // `baton pretrain` takes the topology and --set: baton run's other flags
+    // were accepted and ignored.
+    if (pretrain_only && flag != "--set" && !flag.empty() && flag[0] == '-') {
+      std::fprintf(stderr, "baton pretrain: %s is not one of its options (it takes "
+                           "[TOPOLOGY.yaml] and --set KEY=VALUE; see baton help)\n",
+                   flag.c_str());
       return 2;
+    }
+    if (!parse_run_flag(a, flag, r))
+      return 2;
+  }
   if (!r.link.empty() && (r.local_nodes < 1 || r.mode == "local" || !r.baseline.empty())) {
     std::fprintf(stderr, "baton run: --link needs --local-nodes N (it shapes the links of the "
                          "local node processes), without --mode local or --baseline\n");
@@ -486,9 +496,10 @@ int cmd_profile(args& a) {
     if (flag == "--out")
       return a.value(flag, r.out);
     if (flag == "--microbatches")
-      return a.value(flag, v) && parse_int(flag, v, r.microbatches) && r.microbatches > 0;
+      return a.value(flag, v) && parse_in_range(flag, v, 1, 100000, r.microbatches);
     if (flag == "--batch")
-      return a.value(flag, v) && parse_int(flag, v, n) && n > 0 && (r.microbatch_size = n, true);
+      return a.value(flag, v) && parse_in_range(flag, v, 1, 1 << 20, n) &&
+             (r.microbatch_size = n, true);
     if (!flag.empty() && flag[0] != '-' && r.topology_path.empty())
       return r.topology_path = flag, true;
     return false;
@@ -499,6 +510,8 @@ int cmd_profile(args& a) {
     std::fprintf(stderr, "baton profile: expected TOPOLOGY.yaml and --out FILE (see baton help)\n");
     return 2;
   }
+  if (!not_an_input("baton profile", "--out", r.out, {{"the topology", r.topology_path}}))
+    return 2;
   auto profile = actors::run_profile(r);
   return profile ? 0 : fail(profile.error());
 }
@@ -509,8 +522,10 @@ int cmd_plan(args& a) {
   bool read = read_flags(a, "baton plan", [&](const std::string& flag) {
     if (flag == "--profile")
       return a.value(flag, r.profile_path);
+    // The partitioner's table grows with machines x layers^2: 1,000 took 4 s,
+    // 100,000 ran for minutes.
     if (flag == "--machines")
-      return a.value(flag, v) && parse_int(flag, v, r.machines) && r.machines > 0;
+      return a.value(flag, v) && parse_in_range(flag, v, 1, 1024, r.machines);
     if (flag == "--bandwidth")
       return a.value(flag, v) && parse_bandwidth(flag, v, r.bandwidth);
     if (flag == "--memory")
@@ -529,6 +544,14 @@ int cmd_plan(args& a) {
     std::fprintf(stderr, "baton plan: expected --profile FILE and --machines N (see baton help)\n");
     return 2;
   }
+  if (!r.topology_path.empty() && r.out.empty()) {
+    std::fprintf(stderr, "baton plan: --topology names the topology that --out writes with the "
+                         "planned stages: give --out too\n");
+    return 2;
+  }
+  if (!not_an_input("baton plan", "--out", r.out,
+                    {{"--profile", r.profile_path}, {"--topology", r.topology_path}}))
+    return 2;
   auto plan = actors::run_plan(r);
   return plan ? 0 : fail(plan.error());
 }

@@ -7,6 +7,7 @@
 // its outputs written (write_outputs, run_outputs.cpp).
 #include "actors/modes/run.hpp"
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "actors/modes/pretraining.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/modes/run_outputs.hpp"
+#include "actors/runtime/checkpoints.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/jobs.hpp"
 #include "actors/runtime/local_run.hpp"
@@ -65,6 +67,21 @@ caf::expected<std::string> request_text(const run_request& r) {
 /// its training settings must be those of the recorded run.
 caf::expected<topology> load_resumed_topology(const run_request& r,
                                               const std::vector<job_schema>& jobs) {
+  // Refused before anything is written there: a directory that holds no run
+  // became one (its run.yaml and run.lock) and then refused the right one.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(r.resume_dir, ec))
+    return make_error(errc::bad_config,
+                      "--resume " + r.resume_dir +
+                        (std::filesystem::exists(r.resume_dir, ec)
+                           ? ": not a directory (name the checkpoint directory of a run)"
+                           : ": no such directory (name the checkpoint directory of a run)"));
+  if (!has_run_record(r.resume_dir) && !holds_checkpoints(r.resume_dir))
+    return make_error(errc::bad_config,
+                      "--resume " + r.resume_dir + ": holds no run to continue (no " +
+                        run_record_path(r.resume_dir) +
+                        " and no checkpoints ACTOR/step-N.ckpt): name the directory a failed "
+                        "run gave, or runtime.checkpoint_dir's");
   if (!has_run_record(r.resume_dir)) {
     spdlog::warn("--resume {}: no {} (checkpoints of an older baton): the topology and --set "
                  "options must be those of the run that wrote them",
@@ -140,6 +157,21 @@ caf::error check_flags(const run_request& r, const mode& job) {
     return make_error(errc::bad_config, "--mode " + r.mode + ": only 'local' is known");
   if (!r.baseline.empty() && r.baseline != "separate")
     return make_error(errc::bad_config, "--baseline " + r.baseline + ": only 'separate' is known");
+  // Flags of one kind of run given to another were ignored, the run not the one asked for.
+  if (r.mode.empty() && r.threads > 0)
+    return make_error(errc::bad_config,
+                      "--threads sets the torch threads of --mode local; an actor run's are "
+                      "runtime.compute_threads (--set runtime.compute_threads=N)");
+  if (!r.only_head.empty() && (r.mode.empty() || !job.separate_baseline))
+    return make_error(errc::bad_config,
+                      "--only-head trains one head with --mode local, in " +
+                        jobs_with([](const auto& m) { return m.separate_baseline; }) +
+                        " (the jobs with heads)" +
+                        (r.mode.empty() ? std::string{} : ", not job: " + job.name()));
+  if (r.local_nodes > 0 && (!r.mode.empty() || !r.baseline.empty()))
+    return make_error(errc::bad_config,
+                      "--local-nodes runs the actors over node processes; --mode local and "
+                      "--baseline separate run none");
   if (!r.trace_out.empty() && (!job.traces || !r.mode.empty()))
     return make_error(errc::bad_config,
                       "--trace records the actors of a run (not --mode local) of " +
@@ -235,6 +267,10 @@ caf::error pretrain(const run_request& r) {
   auto t = load_request_topology(r);
   if (!t)
     return t.error();
+  if (t->checkpoint.empty())
+    return make_error(errc::bad_config,
+                      t->file + ": backbone.checkpoint is none: there is no file to pre-train "
+                                "(name one, e.g. --set backbone.checkpoint=convnet.pt)");
   if (auto ok = pretrain_backbone(*t); !ok)
     return ok.error();
   return caf::none;

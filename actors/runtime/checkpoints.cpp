@@ -255,10 +255,8 @@ caf::expected<checkpoint_choice> choose_checkpoints(const runtime_spec& limits,
                                           std::to_string(limits.checkpoint_every) +
                                           " but no checkpoint directory is set");
   choice.kept = true;
-  std::error_code ec;
-  std::filesystem::create_directories(choice.dir, ec);
-  if (auto err = write_run_record(choice.dir, record))
-    return err;
+  // A resumed run finds its step before it writes anything: a refused
+  // --resume leaves the directory as it was.
   if (!options.resume_dir.empty()) {
     auto step = newest_own_step(choice, plan.trainable_names());
     if (!step)
@@ -269,6 +267,12 @@ caf::expected<checkpoint_choice> choose_checkpoints(const runtime_spec& limits,
                                           ": no step of which every trainable actor (" +
                                           detail::join(plan.trainable_names()) +
                                           ") has a valid checkpoint");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(choice.dir, ec);
+  if (auto err = write_run_record(choice.dir, record))
+    return err;
+  if (!options.resume_dir.empty()) {
     spdlog::info("resuming run {} from step {} (checkpoints in {})", choice.run_id,
                  choice.restore_step, choice.dir);
   } else {
@@ -301,6 +305,17 @@ run_settings run_settings_of(const planned_actor& a, const job_plan& plan,
   run.recovery.restore_step = checkpoints.restore_step;
   run.trace = trace;
   return run;
+}
+
+bool holds_checkpoints(const std::string& run_dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
+    if (!entry.is_directory(ec))
+      continue;
+    if (!model::checkpoint_store{entry.path().string()}.valid_steps().empty())
+      return true;
+  }
+  return false;
 }
 
 std::vector<int64_t> common_checkpoint_steps(const std::string& run_dir,

@@ -104,6 +104,10 @@ run_settings run_settings_of(const planned_actor& a, const job_plan& plan,
                              const checkpoint_choice& checkpoints, fault_injector& faults,
                              bool trace);
 
+/// Whether `run_dir` holds a valid checkpoint of any actor
+/// (DIR/ACTOR/step-N.ckpt): what a directory --resume can continue needs.
+bool holds_checkpoints(const std::string& run_dir);
+
 /// Steps of which every one of `actors` has a valid checkpoint under
 /// `run_dir` (0, the initial weights, is always one), descending.
 std::vector<int64_t> common_checkpoint_steps(const std::string& run_dir,

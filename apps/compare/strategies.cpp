@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include "actors/config/topology_file.hpp"
 #include "actors/modes/planning.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/jobs.hpp"
@@ -186,23 +186,15 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
     doc.remove(s.section);
 }
 
-std::string read_text(const std::string& file, bool& ok) {
-  std::ifstream in{file};
-  ok = static_cast<bool>(in);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 } // namespace
 
 caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file) {
-  bool ok = false;
-  auto text = read_text(file, ok);
-  if (!ok)
-    return make_error(errc::bad_config, "cannot read the workload '" + file + "'");
+  // As `baton run` reads it: its size limit, and a directory or a device refused by name.
+  auto text = actors::read_topology_file(file);
+  if (!text)
+    return text.error();
   try {
-    YAML::Node doc = YAML::Load(text);
+    YAML::Node doc = YAML::Load(*text);
     if (!doc.IsMap())
       return make_error(errc::bad_config, file + ": expected a map of sections");
     doc["job"] = s.job;

@@ -185,6 +185,9 @@ int cmd_predict(args& a, const std::atomic<bool>* interrupted) {
   c.request.workload = a.take();
   if (!read_predict_flags(a, c))
     return 2;
+  if (!not_an_input("baton predict", "--json", c.json_out,
+                    {{"the workload", c.request.workload}, {"--profile", c.request.profile}}))
+    return 2;
   c.request.progress = [](const std::string& what) {
     std::fprintf(stderr, "baton predict: %s\n", what.c_str());
   };

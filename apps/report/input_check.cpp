@@ -375,7 +375,10 @@ private:
 caf::expected<json> read_input_json(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    return make_error(errc::bad_file, path + ": no such file");
+    return make_error(errc::bad_file,
+                      path + (std::filesystem::exists(path, ec)
+                                ? ": not a regular file (a directory, a device, a FIFO)"
+                                : ": no such file"));
   const auto size = std::filesystem::file_size(path, ec);
   if (ec)
     return make_error(errc::bad_file, path + ": cannot be read: " + ec.message());

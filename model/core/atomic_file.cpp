@@ -102,11 +102,26 @@ int open_for_writing(const std::string& path, int flags, mode_t mode, std::strin
   return fd;
 }
 
-std::string try_replace_file(const std::string& path, std::string_view bytes, mode_t mode) {
+std::string replacement_refusal(const std::string& path) {
   // rename(2) would replace the link, not follow it; refused all the same:
   // the link was not baton's, and a user who meant its target learns why.
   if (auto link = symlink_refusal(path); !link.empty())
-    return cannot_write(path, link);
+    return link;
+  // rename(2) would replace a device or a FIFO with a file: run as root,
+  // `--out /dev/null` would have left every process a regular /dev/null.
+  std::error_code ec;
+  const auto status = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(status) || fs::is_regular_file(status))
+    return {};
+  return fs::is_directory(status)
+           ? "it is a directory (name a file in it)"
+           : "it is not a regular file (a device, a FIFO or a socket): baton writes files "
+             "only, and replacing it would remove it";
+}
+
+std::string try_replace_file(const std::string& path, std::string_view bytes, mode_t mode) {
+  if (auto why = replacement_refusal(path); !why.empty())
+    return cannot_write(path, why);
   std::error_code ec;
   const bool existed = fs::exists(path, ec);
   std::string tmp;
@@ -136,8 +151,8 @@ std::string try_replace_file(const std::string& path, std::string_view bytes, mo
 }
 
 std::string try_check_writable(const std::string& path) {
-  if (auto link = symlink_refusal(path); !link.empty())
-    return cannot_write(path, link);
+  if (auto why = replacement_refusal(path); !why.empty())
+    return cannot_write(path, why);
   std::error_code ec;
   if (auto dir = fs::path(path).parent_path(); !dir.empty())
     fs::create_directories(dir, ec);

@@ -26,6 +26,13 @@ namespace baton::model {
 /// which a caller prefixes with the file's name.
 std::string symlink_refusal(const std::string& path);
 
+/// Why baton does not replace `path` with a file of its own: "" when it is
+/// absent or a regular file, else why (symlink_refusal's reason; a
+/// directory; a device, FIFO or socket, which a rename would remove),
+/// which a caller prefixes with the file's name. try_replace_file and
+/// try_check_writable refuse such a path.
+std::string replacement_refusal(const std::string& path);
+
 /// Opens `path` for writing (`flags`: O_WRONLY or O_RDWR, with O_CREAT,
 /// O_APPEND, ... as wanted; O_NOFOLLOW and O_CLOEXEC are added), creating it
 /// with `mode` less the umask: never through a symbolic link, and only a
@@ -41,8 +48,8 @@ int open_for_writing(const std::string& path, int flags, mode_t mode, std::strin
 /// which is written completely, fsync'ed and renamed over `path`; the
 /// directory is then fsync'ed. A reader sees the old file or the new one.
 /// On any failure the temporary file is removed and `path` keeps what it
-/// held (or stays absent). A symbolic link at `path` is refused
-/// (symlink_refusal), not replaced. Returns "" on success, else a message naming
+/// held (or stays absent). A symbolic link, a directory, a device, a FIFO
+/// or a socket at `path` is refused (replacement_refusal), not replaced. Returns "" on success, else a message naming
 /// `path`, the step that failed and the cause (strerror), e.g.
 /// "cannot write 'm.pt': No space left on device (nothing was changed: the
 /// previous 'm.pt' is kept)".
@@ -51,7 +58,7 @@ std::string try_replace_file(const std::string& path, std::string_view bytes,
 
 /// Whether `path` can be written before the work that produces it is done:
 /// makes its directory (as save_checkpoint would), creates a temporary file
-/// there and removes it; refuses a symbolic link at `path`. Returns "" or a
+/// there and removes it; refuses what try_replace_file refuses at `path`. Returns "" or a
 /// message naming `path` and the cause. A disk with room for an empty file passes: it can still fill up.
 std::string try_check_writable(const std::string& path);
 

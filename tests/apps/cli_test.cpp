@@ -3,6 +3,8 @@
 // runs (`baton run` started as several copies by a launcher).
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -108,4 +110,35 @@ TEST(cli, bench_pipeline_takes_2_4_or_8_microbatches) {
     EXPECT_TRUE(contains(out.text, "--microbatches")) << out.text;
     EXPECT_FALSE(contains(out.text, "profile of")) << out.text;
   }
+}
+
+// A hostile sweep of every command's flags (2026-12-06) found values that were
+// taken as the flag left out, flags that silently won over an earlier one or
+// were ignored by the command given them, and refusals that blamed a typo.
+// Each is refused now, with what to do, before anything runs.
+TEST(cli, flags_with_an_empty_value_twice_or_out_of_place_are_refused) {
+  const auto config = source_path("configs/data-parallel.yaml");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+    {{"run", config, "--metrics-out", ""}, "--metrics-out needs a value, got an empty one"},
+    {{"run", "--resume", ""}, "--resume needs a value, got an empty one"},
+    {{"run", config, "--metrics-out", "a.json", "--metrics-out", "b.json"},
+     "--metrics-out is given twice"},
+    {{"run", config, "--threads", "2"}, "--threads sets the torch threads of --mode local"},
+    {{"run", config, "--only-head", "all10"}, "--only-head trains one head with --mode local"},
+    {{"run", config, "--mode", "local", "--local-nodes", "2"}, "--local-nodes runs the actors"},
+    {{"pretrain", config, "--local-nodes", "2"}, "--local-nodes is not one of its options"},
+    {{"pretrain", config}, "backbone.checkpoint is none: there is no file to pre-train"},
+    {{"node", "--port", " 80"}, "--port expects a non-negative integer, got ' 80'"},
+    {{"plan", "--profile", "p.json", "--machines", "100000"}, "from 1 to 1024"},
+    {{"bench", "pipeline", "--repeat", "0"}, "bad value '0' for --repeat"}};
+  for (const auto& [args, message] : refused) {
+    auto out = run_baton(args);
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_TRUE(contains(out.text, message)) << message << " not in: " << out.text;
+    EXPECT_FALSE(contains(out.text, "did you mean")) << out.text; // the flag is right
+  }
+  // A repeatable flag still repeats.
+  auto sets = run_baton({"run", config, "--set", "data.train_limit=64", "--set",
+                         "data.test_limit=32", "--set", "data.epochs=0"});
+  EXPECT_FALSE(contains(sets.text, "given twice")) << sets.text;
 }

@@ -280,3 +280,22 @@ TEST_F(checkpoint_dir, a_resumed_run_writes_the_outputs_of_its_first_command) {
   EXPECT_GT(fs::file_size(out + "model.pt"), 0u) << resumed.text;
   EXPECT_TRUE(contains(resumed.text, "model saved to " + out + "model.pt")) << resumed.text;
 }
+
+// A refused --resume wrote its run.yaml and run.lock into the directory it
+// refused (making one for a mistyped name), and the right command was then
+// refused for that record's settings: nothing is written before the
+// directory is known to hold a run.
+TEST_F(checkpoint_dir, a_refused_resume_leaves_the_directory_as_it_was) {
+  const auto empty = dir_->path() + "/empty";
+  fs::create_directory(empty);
+  auto refused = run_baton({"run", "--resume", empty});
+  EXPECT_EQ(refused.exit_code, 2) << refused.text;
+  EXPECT_TRUE(contains(refused.text, "holds no run to continue")) << refused.text;
+  EXPECT_TRUE(fs::is_empty(empty));
+
+  const auto missing = dir_->path() + "/missing";
+  auto absent = run_baton({"run", "--resume", missing});
+  EXPECT_EQ(absent.exit_code, 2) << absent.text;
+  EXPECT_TRUE(contains(absent.text, "no such directory")) << absent.text;
+  EXPECT_FALSE(fs::exists(missing));
+}

@@ -53,12 +53,13 @@ void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t
 }
 
 saved_runs run_both_saving(const scratch_dir& dir, const std::vector<std::string>& args,
-                           const std::string& name) {
+                           const std::string& name, const std::vector<std::string>& local_only) {
   saved_runs out;
   out.local_model = dir.path() + "/" + name + "-local.pt";
   out.actors_model = dir.path() + "/" + name + ".pt";
-  out.local = run_job(dir, with(args, {"--mode", "local", "--save-model", out.local_model}),
-                      name + "-local");
+  auto local = with(args, {"--mode", "local", "--save-model", out.local_model});
+  local.insert(local.end(), local_only.begin(), local_only.end());
+  out.local = run_job(dir, local, name + "-local");
   out.actors = run_job(dir, with(args, {"--save-model", out.actors_model}), name);
   return out;
 }

@@ -40,14 +40,16 @@ std::map<std::string, std::string> digests_by_actor(const nlohmann::json& metric
 /// trained each of its steps once.
 void expect_steps_trained(const nlohmann::json& metrics, int32_t actors, int64_t steps);
 
-/// A job run by its actors and by --mode local, each with --save-model into
-/// the scratch directory: their metrics and the two models' paths.
+/// A job run by its actors and by --mode local (with `local_only` too, such
+/// as --threads), each with --save-model into the scratch directory: their
+/// metrics and the two models' paths.
 struct saved_runs {
   nlohmann::json actors, local;
   std::string actors_model, local_model;
 };
 saved_runs run_both_saving(const scratch_dir& dir, const std::vector<std::string>& args,
-                           const std::string& name);
+                           const std::string& name,
+                           const std::vector<std::string>& local_only = {});
 
 /// Expects the first result of `actors` (a run that saved a model) and of
 /// `local` (its --mode local) to have `epochs` epochs with the same test and

@@ -17,6 +17,9 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -210,4 +213,28 @@ TEST_F(atomic_file, open_for_writing_opens_only_a_plain_file_of_its_own) {
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
   EXPECT_LT(open_for_writing(path("fifo"), O_RDWR | O_CREAT, 0644, why), 0);
   EXPECT_TRUE(baton::testing::contains(why, "not a regular file")) << why;
+}
+
+// A device, a FIFO or a directory in the file's place is refused, not
+// replaced: rename(2) over /dev/full made it a regular file (the outputs of
+// `baton profile --out`, `plan --out`, `predict --json`, `report --out`, a
+// node's --port-file and a pretraining's checkpoint, run as root), which
+// every other process then wrote into.
+TEST_F(atomic_file, a_device_a_fifo_or_a_directory_in_the_files_place_is_refused) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
+  fs::create_directory(path("dir"));
+  const std::vector<std::pair<std::string, std::string>> refused{
+    {"fifo", "it is not a regular file"}, {"dir", "it is a directory"}};
+  for (const auto& [name, kind] : refused)
+    for (const auto& why : {try_replace_file(path(name), "new"), try_check_writable(path(name))})
+      EXPECT_TRUE(baton::testing::contains(why, "cannot write '" + path(name) + "': " + kind))
+        << why;
+  EXPECT_TRUE(fs::is_fifo(path("fifo")));
+  EXPECT_TRUE(fs::is_directory(path("dir")));
+  // A character device (/dev/null is one on every Linux), checked without
+  // writing near it: the refusal comes before any temporary file is made.
+  if (fs::is_character_file("/dev/null"))
+    EXPECT_TRUE(baton::testing::contains(try_check_writable("/dev/null"), "not a regular file"));
+  EXPECT_THROW(save_checkpoint(layered_model{}, path("fifo")), file_error);
+  EXPECT_TRUE(fs::is_fifo(path("fifo")));
 }

@@ -104,8 +104,7 @@ TEST_F(transfer, validation_and_augmentation_equal_the_local_run) {
   auto validated = job(384, 128);
   validated.insert(validated.end(), {"--set", "data.epochs=2", "--set", "data.validation=0.25",
                                      "--set", "data.augment={crop: 2, flip: true}"});
-  validated.insert(validated.end(), {"--threads", "1"}); // read by --mode local only
-  const auto runs = run_both_saving(*dir_, validated, "validated");
+  const auto runs = run_both_saving(*dir_, validated, "validated", {"--threads", "1"});
   const auto& reference = runs.local;
   const auto& actors = runs.actors;
   ASSERT_EQ(digests_by_actor(reference, "head").size(), 3u);
