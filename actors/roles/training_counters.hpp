@@ -13,6 +13,7 @@
 #include "actors/config/role_settings.hpp"
 #include "actors/flow/epoch_sums.hpp"
 #include "actors/flow/protocols.hpp"
+#include "actors/flow/tensor_parts.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {
@@ -87,7 +88,7 @@ void send_epoch_weights(Actor* self, const caf::actor& coordinator,
   messages::tensor_set w{"epoch_weights", name, replica, epoch, 0, {}, {}};
   for (const auto& t : state)
     w.tensors.push_back(t.detach().clone()); // it trains on in place
-  self->send(coordinator, std::move(w));
+  send_in_parts(self, coordinator, std::move(w));
 }
 
 } // namespace roles

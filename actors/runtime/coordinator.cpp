@@ -9,6 +9,7 @@
 #include "actors/config/role_settings.hpp"
 #include "actors/flow/activity.hpp"
 #include "actors/flow/protocols.hpp"
+#include "actors/flow/tensor_parts.hpp"
 
 #include "actors/runtime/best_epochs.hpp"
 #include "actors/runtime/checkpoints.hpp"
@@ -205,16 +206,16 @@ private:
     return true;
   }
 
-  void on_weights(messages::tensor_set& w) {
-    if (!from_current())
+  void on_weights(messages::tensor_set& part) {
+    auto whole = from_current() ? parts_.take(std::move(part)) : std::nullopt;
+    if (!whole)
       return;
+    auto& w = *whole;
     if (w.kind == "epoch_weights" && !w.invalid && options_.epoch_weights)
       return best_.weights(std::move(w));
-    if (w.kind != "weights" || w.invalid) {
-      spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected)",
-                   w.kind, w.from);
-      return;
-    }
+    if (w.kind != "weights" || w.invalid)
+      return spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected){}",
+                          w.kind, w.from, w.invalid ? ": " + describe(w.invalid) : "");
     collected_.weights(std::move(w));
   }
 
@@ -473,6 +474,7 @@ private:
   job_nodes nodes_;
   job_pass pass_;              ///< this pass's actors
   result_collector collected_; ///< what they reported
+  tensor_set_assembler parts_;  ///< weights sent in parts (flow/tensor_parts.hpp)
   job_result result_;
 
   liveness live_; ///< this pass's heartbeats, and when each node was last heard

@@ -15,26 +15,27 @@
 
 #include "actors/flow/activity.hpp"
 #include "actors/flow/compute_thread.hpp"
-#include "actors/flow/role_handlers.hpp"
-#include "actors/flow/failure.hpp"
 #include "actors/flow/error_of.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
-#include "actors/modes/data_parallel/section.hpp"
+#include "actors/flow/role_handlers.hpp"
+#include "actors/flow/tensor_parts.hpp"
 #include "actors/modes/data_parallel/ps_exchange.hpp"
 #include "actors/modes/data_parallel/ring_exchange.hpp"
+#include "actors/modes/data_parallel/section.hpp"
 #include "actors/modes/data_parallel/worker_replica.hpp"
-#include "actors/roles/training_counters.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/source.hpp"
+#include "actors/roles/training_counters.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
-#include "model/data_parallel/data_parallel.hpp"
 #include "model/core/error.hpp"
 #include "model/core/freezing.hpp"
 #include "model/core/specs.hpp"
 #include "model/core/stage_trainer.hpp"
+#include "model/data_parallel/data_parallel.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -394,7 +395,7 @@ void finish(worker_actor* self) {
   st.finished = true;
   report_trained(self, st.coordinator, st.name, st.counters);
   if (lead(st))
-    self->send(st.coordinator, weights_of(st));
+    send_in_parts(self, st.coordinator, weights_of(st));
   self->send(st.coordinator, final_atom::value, make_report(st));
 }
 

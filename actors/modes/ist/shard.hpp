@@ -48,8 +48,9 @@
 #include "actors/flow/failure.hpp"
 #include "actors/flow/protocols.hpp"
 #include "actors/flow/role_handlers.hpp"
-#include "actors/modes/ist/section.hpp"
+#include "actors/flow/tensor_parts.hpp"
 #include "actors/modes/ist/round_actor.hpp"
+#include "actors/modes/ist/section.hpp"
 #include "actors/modes/ist/subnet_scheme.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/training_counters.hpp"
@@ -160,8 +161,9 @@ template <class Scheme>
 void finish(shard_actor<Scheme>* self) {
   auto& st = self->state;
   st.finished = true;
-  self->send(st.coordinator, tensor_set{"weights", st.name, st.spec.shard, st.round, 0,
-                                        Scheme::owned(st.model), {}});
+  send_in_parts(self, st.coordinator,
+                tensor_set{"weights", st.name, st.spec.shard, st.round, 0, Scheme::owned(st.model),
+                           {}});
   self->send(st.coordinator, final_atom::value, make_report(st));
 }
 

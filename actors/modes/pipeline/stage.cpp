@@ -12,21 +12,22 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
-#include "actors/flow/epoch_sums.hpp"
 #include "actors/flow/compute_thread.hpp"
-#include "actors/flow/role_handlers.hpp"
-#include "actors/flow/failure.hpp"
+#include "actors/flow/epoch_sums.hpp"
 #include "actors/flow/error_of.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/fanout.hpp"
 #include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
+#include "actors/flow/role_handlers.hpp"
+#include "actors/flow/tensor_parts.hpp"
 #include "actors/flow/trace.hpp"
 #include "actors/modes/pipeline/input_order.hpp"
 #include "actors/modes/pipeline/replica_group.hpp"
-#include "actors/roles/training_counters.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/injected_faults.hpp"
 #include "actors/roles/sender_handlers.hpp"
+#include "actors/roles/training_counters.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
@@ -480,7 +481,7 @@ void on_control(pipeline_actor* self, const control& c) {
   } else if (c.kind == control_kind::end_of_stream) {
     report_trained(self, st.coordinator, st.name, st.counters);
     if (st.spec.replica == 0)
-      self->send(st.coordinator, weights_of(st));
+      send_in_parts(self, st.coordinator, weights_of(st));
     auto report = make_report(st);
     report.trace = st.trace.take();
     self->send(st.coordinator, final_atom::value, std::move(report));

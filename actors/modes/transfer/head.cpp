@@ -7,16 +7,17 @@
 #include <caf/all.hpp>
 
 #include "actors/flow/activity.hpp"
-#include "actors/flow/epoch_sums.hpp"
 #include "actors/flow/compute_thread.hpp"
-#include "actors/flow/role_handlers.hpp"
-#include "actors/flow/failure.hpp"
+#include "actors/flow/epoch_sums.hpp"
 #include "actors/flow/error_of.hpp"
+#include "actors/flow/failure.hpp"
 #include "actors/flow/progress_pace.hpp"
 #include "actors/flow/protocols.hpp"
-#include "actors/roles/training_counters.hpp"
+#include "actors/flow/role_handlers.hpp"
+#include "actors/flow/tensor_parts.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/injected_faults.hpp"
+#include "actors/roles/training_counters.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/types.hpp"
@@ -162,7 +163,7 @@ void on_control(head_actor* self, const control& c) {
                        st.trainer->model().state());
   } else if (c.kind == control_kind::end_of_stream) {
     report_trained(self, st.coordinator, st.name, st.counters);
-    self->send(st.coordinator, weights_of(st)); // for --save-model
+    send_in_parts(self, st.coordinator, weights_of(st)); // for --save-model
     self->send(st.coordinator, final_atom::value, make_report(st));
   }
 }
