@@ -14,6 +14,7 @@
 #include "actors/config/yaml_field.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "messages/errc.hpp"
+#include "model/core/atomic_file.hpp"
 
 namespace baton::apps {
 
@@ -97,8 +98,20 @@ int exit_code_of(const caf::error& err) {
   }
 }
 
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
 int fail(const caf::error& err) {
-  spdlog::error("{}", describe(err));
+  spdlog::error("{}", printable(describe(err)));
   return exit_code_of(err);
 }
 
@@ -213,6 +226,14 @@ bool parse_bandwidth(const std::string& flag, const std::string& text,
     return false;
   }
   bytes_per_second = static_cast<double>(spec->rate_bits) / 8;
+  return true;
+}
+
+bool writable_output(const std::string& flag, const std::string& path) {
+  if (auto why = model::try_check_writable(path); !why.empty()) {
+    report_flag_error(flag + ": " + why);
+    return false;
+  }
   return true;
 }
 

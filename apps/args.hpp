@@ -40,7 +40,12 @@ struct args {
 /// interrupted, 1 otherwise (`baton help` lists them).
 int exit_code_of(const caf::error& err);
 
-/// Logs `err` and returns its exit code.
+/// `text` with its control characters (an escape sequence quoted from a
+/// binary file given as a topology) as \xNN, line ends and tabs kept: an
+/// error message never drives the terminal.
+std::string printable(const std::string& text);
+
+/// Logs `err` (printable) and returns its exit code.
 int fail(const caf::error& err);
 
 /// A non-negative integer.
@@ -76,6 +81,11 @@ bool parse_link(const std::string& flag, const std::string& text, std::string& o
 /// positive number of bytes per second (`1e9`); either within `--link`'s
 /// range, 1kbit to 100gbit (125 to 12.5e9 bytes/s).
 bool parse_bandwidth(const std::string& flag, const std::string& text, double& bytes_per_second);
+
+/// Whether the file `path` that FLAG names can be written (its directory
+/// made, a file created there; model::try_check_writable), checked when
+/// the flag is read: a bench or a plan found it out after its work.
+bool writable_output(const std::string& flag, const std::string& path);
 
 /// Whether `out`, a file a command writes, is none of `inputs` (the same
 /// path, or the same file by another name): "COMMAND: OUT_FLAG 'F' is an

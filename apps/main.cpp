@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -494,7 +495,7 @@ int cmd_profile(args& a) {
   bool read = read_flags(a, "baton profile", [&](const std::string& flag) {
     int32_t n = 0;
     if (flag == "--out")
-      return a.value(flag, r.out);
+      return a.value(flag, r.out) && writable_output(flag, r.out);
     if (flag == "--microbatches")
       return a.value(flag, v) && parse_in_range(flag, v, 1, 100000, r.microbatches);
     if (flag == "--batch")
@@ -533,7 +534,7 @@ int cmd_plan(args& a) {
     if (flag == "--straight")
       return r.straight = true;
     if (flag == "--out")
-      return a.value(flag, r.out);
+      return a.value(flag, r.out) && writable_output(flag, r.out);
     if (flag == "--topology")
       return a.value(flag, r.topology_path);
     return false;
@@ -607,13 +608,20 @@ int run_command(int argc, char** argv) {
     return cmd_plan(a);
   if (command == "certs")
     return cmd_certs(a);
+  const std::vector<std::string> commands{"run",     "pretrain", "node",    "launch", "bench",
+                                          "compare", "predict",  "report",  "profile", "plan",
+                                          "certs",   "help",     "--version"};
   if (command == "help") {
-    std::fputs(a.done() ? usage : usage_of(a.take()).c_str(), stdout);
+    const auto of = a.done() ? std::string{} : a.take();
+    if (!of.empty() && std::find(commands.begin(), commands.end(), of) == commands.end()) {
+      std::fprintf(stderr, "baton help: no command '%s'%s\n", of.c_str(),
+                   hint_among(of, commands).c_str());
+      return 2;
+    }
+    std::fputs(of.empty() ? usage : usage_of(of).c_str(), stdout);
     return 0;
   }
-  const auto hint =
-      hint_among(command, {"run", "pretrain", "node", "launch", "bench", "compare", "predict",
-                           "report", "profile", "plan", "certs", "help", "--version"});
+  const auto hint = hint_among(command, commands);
   std::fprintf(stderr, "baton: unknown command '%s'%s\n%s", command.c_str(), hint.c_str(), usage);
   return 2;
 }

@@ -61,7 +61,8 @@ caf::error check_writable(const output_file& out) {
     return refuse(out, "is not a regular file");
   auto dir = fs::path(out.path).parent_path();
   if (!dir.empty() && !fs::is_directory(dir, ec))
-    return refuse(out, "the directory " + dir.string() + " does not exist");
+    return refuse(out, fs::exists(dir, ec) ? dir.string() + " is not a directory"
+                                           : "the directory " + dir.string() + " does not exist");
   // A new temporary file of its own name (never one that is there: a link
   // at OUT.tmp once had the check create the file it pointed to), as the
   // write will; a symbolic link at the output itself is refused.

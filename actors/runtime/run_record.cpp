@@ -154,13 +154,31 @@ caf::expected<run_record> read_run_record(const std::string& dir) {
   std::string text;
   if (std::string why = detail::read_config_file(path, text, max_record_bytes); !why.empty())
     return make_error(errc::bad_file, path + ": cannot read the run record: " + why);
+  // What is wrong, by key: yaml-cpp's own words ("operator[] call on a
+  // scalar", "bad conversion") say nothing to whoever edited the file.
+  auto text_of = [](const YAML::Node& node, const std::string& what) {
+    if (!node || !node.IsScalar())
+      throw YAML::Exception(YAML::Mark::null_mark(), "no text at " + what);
+    return node.as<std::string>();
+  };
+  auto text_at = [&](const YAML::Node& map, const char* key) {
+    return text_of(map[key], std::string{"'"} + key + "'");
+  };
+  auto texts_at = [&](const YAML::Node& map, const char* key, std::vector<std::string>& out) {
+    const auto node = map[key];
+    if (node && !node.IsSequence())
+      throw YAML::Exception(YAML::Mark::null_mark(), std::string{"'"} + key + "' is no list");
+    for (size_t i = 0; node && i < node.size(); ++i)
+      out.push_back(text_of(node[i], std::string{"'"} + key + "' item " + std::to_string(i + 1)));
+  };
   try {
     auto doc = YAML::Load(text);
+    if (!doc.IsMap())
+      throw YAML::Exception(YAML::Mark::null_mark(), "not a map of keys");
     run_record r;
-    r.topology_file = doc["topology_file"].as<std::string>();
-    r.topology_text = doc["topology"].as<std::string>();
-    for (const auto& o : doc["overrides"])
-      r.overrides.push_back(o.as<std::string>());
+    r.topology_file = text_at(doc, "topology_file");
+    r.topology_text = text_at(doc, "topology");
+    texts_at(doc, "overrides", r.overrides);
     // Absent in the record of a baton before run ids.
     if (doc["run_id"])
       r.run_id = doc["run_id"].as<std::string>();
@@ -176,9 +194,7 @@ caf::expected<run_record> read_run_record(const std::string& dir) {
       for (const auto& [key, member] : output_fields)
         if (outputs[key])
           r.*member = outputs[key].as<std::string>();
-    if (auto actors = doc["actors"])
-      for (const auto& a : actors)
-        r.actors.push_back(a.as<std::string>());
+    texts_at(doc, "actors", r.actors);
     return r;
   } catch (const YAML::Exception& e) {
     return make_error(errc::bad_file, path + ": not a run record written by baton (" + e.msg +

@@ -711,7 +711,7 @@ int bench_transfer_command(args& a, const std::atomic<bool>* interrupted) {
     if (flag == "--local-nodes")
       return a.value(flag, v) && parse_int(flag, v, r.local_nodes);
     if (flag == "--json")
-      return a.value(flag, r.json_out);
+      return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
     if (flag == "--backbone")
       return a.value(flag, v) && (r.backbones = {v}, true);
     if (flag == "--set")

@@ -492,7 +492,7 @@ bool read_data_parallel_flag(args& a, const std::string& flag,
   if (flag == "--quick")
     return r.quick = true;
   if (flag == "--json")
-    return a.value(flag, r.json_out);
+    return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
   if (flag == "--model")
     return a.value(flag, v) && (v == "mlp" || v == "convnet" || v == "resnet18") &&
            (r.model = v, true);

@@ -123,7 +123,7 @@ int bench_faults_command(args& a, const std::atomic<bool>* interrupted) {
     if (flag == "--quick")
       return r.quick = true;
     if (flag == "--json")
-      return a.value(flag, r.json_out);
+      return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
     if (flag == "--kill-at")
       return a.value(flag, v) && parse_int(flag, v, step) && step >= 0 && (r.kill_at = v, true);
     if (flag == "--link")

@@ -216,7 +216,7 @@ int bench_freezing_command(args& a, const std::atomic<bool>* interrupted) {
     if (flag == "--quick")
       return r.quick = true;
     if (flag == "--json")
-      return a.value(flag, r.json_out);
+      return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
     if (flag == "--epochs")
       return a.value(flag, v) && parse_int(flag, v, r.epochs) && r.epochs >= 1;
     if (flag == "--batch")

@@ -310,7 +310,7 @@ bool read_ist_flag(args& a, const std::string& flag, bench_ist_request& r) {
   if (flag == "--quick")
     return r.quick = true;
   if (flag == "--json")
-    return a.value(flag, r.json_out);
+    return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
   if (flag == "--workers")
     return a.value(flag, v) && parse_int(flag, v, r.workers) && r.workers >= 2 &&
            r.workers <= 16;

@@ -506,7 +506,7 @@ int bench_pipeline_command(args& a, const std::atomic<bool>* interrupted) {
     if (flag == "--quick")
       return r.quick = true;
     if (flag == "--json")
-      return a.value(flag, r.json_out);
+      return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
     if (flag == "--model")
       return a.value(flag, v) && (v == "convnet" || v == "resnet18") && (r.models = {v}, true);
     if (flag == "--schedule")

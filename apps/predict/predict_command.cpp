@@ -69,7 +69,7 @@ bool read_predict_flags(args& a, command_line& c) {
     if (flag == "--profile")
       return a.value(flag, r.profile);
     if (flag == "--json")
-      return a.value(flag, c.json_out);
+      return a.value(flag, c.json_out) && writable_output(flag, c.json_out);
     if (flag == "--out")
       return a.value(flag, r.cache_dir);
     if (flag == "--set") {

@@ -2,6 +2,7 @@
 // command's own usage with `--help`) and what it refuses before anything
 // runs (`baton run` started as several copies by a launcher).
 
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/commands.hpp"
+#include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
 
 using namespace baton::testing;
@@ -137,6 +139,17 @@ TEST(cli, flags_with_an_empty_value_twice_or_out_of_place_are_refused) {
     EXPECT_TRUE(contains(out.text, message)) << message << " not in: " << out.text;
     EXPECT_FALSE(contains(out.text, "did you mean")) << out.text; // the flag is right
   }
+  // Bytes of a binary file quoted in an error are escaped, not sent to the terminal.
+  scratch_dir dir{"cli"};
+  const auto junk = dir.path() + "/junk.yaml";
+  std::ofstream(junk) << "job: \x1b[31mred\n";
+  auto escaped = run_baton({"run", junk});
+  EXPECT_EQ(escaped.exit_code, 2) << escaped.text;
+  EXPECT_TRUE(contains(escaped.text, "\\x1b[31mred")) << escaped.text;
+  EXPECT_FALSE(contains(escaped.text, "\x1b")) << escaped.text;
+  auto help = run_baton({"help", "nosuch"});
+  EXPECT_EQ(help.exit_code, 2) << help.text;
+  EXPECT_TRUE(contains(help.text, "no command 'nosuch'")) << help.text;
   // A repeatable flag still repeats.
   auto sets = run_baton({"run", config, "--set", "data.train_limit=64", "--set",
                          "data.test_limit=32", "--set", "data.epochs=0"});

@@ -298,4 +298,13 @@ TEST_F(checkpoint_dir, a_refused_resume_leaves_the_directory_as_it_was) {
   EXPECT_EQ(absent.exit_code, 2) << absent.text;
   EXPECT_TRUE(contains(absent.text, "no such directory")) << absent.text;
   EXPECT_FALSE(fs::exists(missing));
+
+  // A record that is not one is refused by what is wrong, not yaml-cpp's words.
+  const auto scalar = dir_->path() + "/scalar";
+  fs::create_directory(scalar);
+  std::ofstream(scalar + "/run.yaml") << "just a line\n";
+  auto odd = run_baton({"run", "--resume", scalar});
+  EXPECT_EQ(odd.exit_code, 2) << odd.text;
+  EXPECT_TRUE(contains(odd.text, "not a run record written by baton (not a map of keys)"))
+    << odd.text;
 }
