@@ -168,10 +168,11 @@ caf::error check_flags(const run_request& r, const mode& job) {
                         jobs_with([](const auto& m) { return m.separate_baseline; }) +
                         " (the jobs with heads)" +
                         (r.mode.empty() ? std::string{} : ", not job: " + job.name()));
-  if (r.local_nodes > 0 && (!r.mode.empty() || !r.baseline.empty()))
+  // (--mode local takes it: a pipeline's reference plans its stages for those nodes.)
+  if (r.local_nodes > 0 && !r.baseline.empty())
     return make_error(errc::bad_config,
-                      "--local-nodes runs the actors over node processes; --mode local and "
-                      "--baseline separate run none");
+                      "--local-nodes runs the actors over node processes; --baseline separate "
+                      "runs each head in a process of its own, without nodes");
   if (!r.trace_out.empty() && (!job.traces || !r.mode.empty()))
     return make_error(errc::bad_config,
                       "--trace records the actors of a run (not --mode local) of " +
