@@ -61,10 +61,13 @@ bool parse_launch_flag(args& a, const std::string& flag, launch_options& o) {
     return a.value(flag, r.save_model);
   if (flag == "--resume")
     return a.value(flag, r.resume_dir);
+  // The hosts a launch takes (actors::max_launch_hosts): the range the
+  // environment's variables are checked against too.
+  constexpr auto most = static_cast<int32_t>(actors::max_launch_hosts);
   if (flag == "--rank")
-    return a.value(flag, v) && parse_in_range(flag, v, 0, INT32_MAX - 1, n) && (o.flags.rank = n, true);
+    return a.value(flag, v) && parse_in_range(flag, v, 0, most - 1, n) && (o.flags.rank = n, true);
   if (flag == "--world-size")
-    return a.value(flag, v) && parse_in_range(flag, v, 1, INT32_MAX, n) &&
+    return a.value(flag, v) && parse_in_range(flag, v, 1, most, n) &&
            (o.flags.world_size = n, true);
   if (flag == "--master-addr")
     return a.value(flag, o.flags.master_addr);

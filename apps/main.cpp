@@ -411,7 +411,7 @@ int cmd_node(args& a) {
     } else if (flag == "--heartbeat-ms") {
       ok = a.value(flag, v) && parse_int(flag, v, n);
       s.system.heartbeat_interval = std::chrono::milliseconds{n};
-    } else if (flag == "--connection-timeout-ms") {
+    } else if (flag == "--connection-timeout-ms") { // 0: the runtime's default (local nodes)
       ok = a.value(flag, v) && parse_int(flag, v, n);
       s.system.connection_timeout = std::chrono::milliseconds{n};
     } else if (flag == "--tls-cert") {

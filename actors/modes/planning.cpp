@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -74,22 +75,26 @@ struct json_reader {
     return make_error(errc::bad_file, name + ": '" + key + "': expected " + expected);
   }
 
+  /// Seconds of one layer on one microbatch: 1e308 summed to inf and was planned.
   bool number(const json& j, const std::string& key, double& out, caf::error& err) const {
     auto it = j.find(key);
     if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
-        it->get<double>() < 0) {
-      err = fail(key, "a non-negative number");
+        it->get<double>() < 0 || it->get<double>() > 1e6) {
+      err = fail(key, "a number of seconds from 0 to 1e6");
       return false;
     }
     out = it->get<double>();
     return true;
   }
 
+  /// An integer of `out`'s range, at least `least` (a profile's counts: 1).
   template <class Integer>
-  bool integer(const json& j, const std::string& key, Integer& out, caf::error& err) const {
+  bool integer(const json& j, const std::string& key, Integer& out, caf::error& err,
+               int64_t least = 0) const {
     auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
-      err = fail(key, "a non-negative integer");
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < least ||
+        it->get<int64_t>() > static_cast<int64_t>(std::numeric_limits<Integer>::max())) {
+      err = fail(key, least == 0 ? "a non-negative integer" : "a positive integer");
       return false;
     }
     out = static_cast<Integer>(it->get<int64_t>());
@@ -167,10 +172,10 @@ caf::expected<profile_file> profile_from_json(const json& j, const std::string& 
   caf::error err;
   if (!read.string(j, "model", p.profile.model, err) ||
       !read.string(j, "topology", p.topology, err) ||
-      !read.integer(j, "microbatch_size", p.profile.microbatch_size, err) ||
-      !read.integer(j, "microbatches_per_minibatch", p.microbatches_per_minibatch, err) ||
-      !read.integer(j, "timed_microbatches", p.profile.microbatches, err) ||
-      !read.integer(j, "threads", p.profile.threads, err))
+      !read.integer(j, "microbatch_size", p.profile.microbatch_size, err, 1) ||
+      !read.integer(j, "microbatches_per_minibatch", p.microbatches_per_minibatch, err, 1) ||
+      !read.integer(j, "timed_microbatches", p.profile.microbatches, err, 1) ||
+      !read.integer(j, "threads", p.profile.threads, err, 1))
     return err;
   read.integer(j, "warmups", p.warmups, err); // informative only
   if (auto machine = j.find("machine"); machine != j.end() && machine->is_object()) {

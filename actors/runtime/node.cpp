@@ -145,8 +145,10 @@ std::string bind_failure(const std::string& host, uint16_t port) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0)
-    return {};
+  if (int failed = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+      failed != 0)
+    return "'" + host + "' is no address of this host (" + ::gai_strerror(failed) +
+           "): give --host one of its names or addresses, 0.0.0.0 or 127.0.0.1";
   int error = 0;
   int fd = ::socket(found->ai_family, found->ai_socktype, found->ai_protocol);
   int on = 1;

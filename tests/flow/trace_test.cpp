@@ -227,13 +227,13 @@ TEST_F(chrome_trace_file, an_unwritable_path_is_an_error_naming_it) {
   ASSERT_TRUE(err);
   EXPECT_TRUE(err == errc::bad_file) << baton::describe(err);
   EXPECT_NE(baton::describe(err).find(missing), std::string::npos) << baton::describe(err);
-  // A directory in the way: writing the temporary file works, the rename
-  // does not, and the temporary file is removed again.
+  // A directory in the way is refused before any temporary file is made
+  // (model::replacement_refusal), and stays.
   fs::create_directory(path("taken"));
   err = write_chrome_trace(path("taken"), sample_reports());
   ASSERT_TRUE(err);
   EXPECT_TRUE(err == errc::bad_file) << baton::describe(err);
-  EXPECT_NE(baton::describe(err).find("cannot rename"), std::string::npos)
+  EXPECT_NE(baton::describe(err).find("it is a directory"), std::string::npos)
     << baton::describe(err);
   EXPECT_FALSE(fs::exists(path("taken.tmp")));
   EXPECT_TRUE(fs::is_directory(path("taken")));
