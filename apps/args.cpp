@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <exception>
-#include <filesystem>
 #include <optional>
 #include <regex>
 #include <vector>
@@ -239,15 +238,8 @@ bool writable_output(const std::string& flag, const std::string& path) {
 
 bool not_an_input(const char* command, const std::string& out_flag, const std::string& out,
                   const std::vector<std::pair<std::string, std::string>>& inputs) {
-  namespace fs = std::filesystem;
   for (const auto& [flag, input] : inputs) {
-    if (out.empty() || input.empty())
-      continue;
-    std::error_code ec;
-    const bool same = fs::absolute(out, ec).lexically_normal() ==
-                        fs::absolute(input, ec).lexically_normal() ||
-                      fs::equivalent(out, input, ec);
-    if (same) {
+    if (!out.empty() && !input.empty() && model::same_file(out, input)) {
       std::fprintf(stderr, "%s: %s '%s' is an input of this command (%s): name another file\n",
                    command, out_flag.c_str(), out.c_str(), flag.c_str());
       return false;

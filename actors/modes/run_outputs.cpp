@@ -33,17 +33,6 @@ struct output_file {
   std::string path; ///< empty: not asked for
 };
 
-/// Whether `a` and `b` name the same file: the same normalised path (also
-/// when neither exists yet), or the same inode (links).
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  auto x = fs::weakly_canonical(a, ec);
-  auto y = fs::weakly_canonical(b, ec);
-  if (!x.empty() && x == y)
-    return true;
-  return fs::equivalent(a, b, ec) && !ec;
-}
-
 caf::error refuse(const output_file& out, const std::string& why) {
   return make_error(errc::bad_file, out.flag + " " + out.path + ": " + why);
 }
@@ -79,10 +68,10 @@ caf::error check_files(const std::vector<output_file>& outputs,
     if (out.path.empty())
       continue;
     for (const auto& in : inputs)
-      if (!in.empty() && same_file(out.path, in))
+      if (!in.empty() && model::same_file(out.path, in))
         return refuse(out, "is an input of this run (" + in + "); it would be overwritten");
     for (size_t j = 0; j < i; ++j)
-      if (!outputs[j].path.empty() && same_file(out.path, outputs[j].path))
+      if (!outputs[j].path.empty() && model::same_file(out.path, outputs[j].path))
         return refuse(out, "is also the file of " + outputs[j].flag);
     if (auto err = check_writable(out))
       return err;

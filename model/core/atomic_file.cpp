@@ -102,6 +102,15 @@ int open_for_writing(const std::string& path, int flags, mode_t mode, std::strin
   return fd;
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  auto x = fs::weakly_canonical(a, ec);
+  auto y = fs::weakly_canonical(b, ec);
+  if (!x.empty() && x == y)
+    return true;
+  return fs::equivalent(a, b, ec) && !ec;
+}
+
 std::string replacement_refusal(const std::string& path) {
   // rename(2) would replace the link, not follow it; refused all the same:
   // the link was not baton's, and a user who meant its target learns why.

@@ -33,6 +33,11 @@ std::string symlink_refusal(const std::string& path);
 /// try_check_writable refuse such a path.
 std::string replacement_refusal(const std::string& path);
 
+/// Whether `a` and `b` name the same file: the same normalised path (also
+/// when neither exists yet), or the same inode (links): an output that is
+/// an input of the same command is refused by it.
+bool same_file(const std::string& a, const std::string& b);
+
 /// Opens `path` for writing (`flags`: O_WRONLY or O_RDWR, with O_CREAT,
 /// O_APPEND, ... as wanted; O_NOFOLLOW and O_CLOEXEC are added), creating it
 /// with `mode` less the umask: never through a symbolic link, and only a
