@@ -471,6 +471,9 @@ int cmd_launch(args& a, const std::atomic<bool>& interrupted) {
   if (!id)
     return fail(id.error());
   spdlog::info("baton launch: {}", id->origin);
+  if (auto why = unknown_host(id->master_addr); !why.empty())
+    return fail(make_error(errc::bad_config, "rank 0's host '" + id->master_addr + "': " + why
+                                               + " (where it came from is in the line above)"));
   // Every rank reads the topology: a host without the file (or with another
   // one) fails here, and the node names come from it.
   auto t = load_request_topology(o.run);

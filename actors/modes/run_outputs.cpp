@@ -48,10 +48,8 @@ caf::error check_writable(const output_file& out) {
   // A device or a pipe would be replaced by the rename that writes it.
   if (fs::exists(status) && !fs::is_regular_file(status))
     return refuse(out, "is not a regular file");
-  auto dir = fs::path(out.path).parent_path();
-  if (!dir.empty() && !fs::is_directory(dir, ec))
-    return refuse(out, fs::exists(dir, ec) ? dir.string() + " is not a directory"
-                                           : "the directory " + dir.string() + " does not exist");
+  if (auto why = model::missing_directory(out.path); !why.empty())
+    return refuse(out, why);
   // A new temporary file of its own name (never one that is there: a link
   // at OUT.tmp once had the check create the file it pointed to), as the
   // write will; a symbolic link at the output itself is refused.

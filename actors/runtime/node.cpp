@@ -96,13 +96,8 @@ caf::error check_node_settings(const node_settings& s) {
   if (!s.port_file.empty()) {
     if (std::error_code ec; std::filesystem::is_directory(s.port_file, ec))
       return make_error(errc::bad_file, "--port-file " + s.port_file + " is a directory");
-    auto dir = std::filesystem::path(s.port_file).parent_path();
-    if (std::error_code ec; !dir.empty() && !std::filesystem::is_directory(dir, ec))
-      return make_error(errc::bad_file,
-                        "--port-file " + s.port_file + ": " +
-                          (std::filesystem::exists(dir, ec) ? dir.string() + " is not a directory"
-                                                            : "the directory " + dir.string() +
-                                                                " does not exist"));
+    if (auto why = model::missing_directory(s.port_file); !why.empty())
+      return make_error(errc::bad_file, "--port-file " + s.port_file + ": " + why);
     // Through a new temporary file, as the write: never PORT_FILE.tmp, which
     // a link put there would have had the check truncate.
     if (auto why = model::try_check_writable(s.port_file); !why.empty())

@@ -195,6 +195,18 @@ bool loopback_only(const std::string& host) {
   return loopback;
 }
 
+std::string unknown_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int code = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (code == 0) {
+    ::freeaddrinfo(found);
+    return {};
+  }
+  return code == EAI_NONAME || code == EAI_FAIL ? ::gai_strerror(code) : "";
+}
+
 // -- the registration line ----------------------------------------------------
 
 std::string registration_text(const launch_peer& self, int32_t world_size,

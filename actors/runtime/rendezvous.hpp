@@ -47,6 +47,11 @@ inline namespace runtime {
 /// this machine alone).
 bool loopback_only(const std::string& host);
 
+/// Why `host` names no address: the resolver's answer when it says the name
+/// does not exist (a typo in --master-addr), "" when it resolves or the
+/// failure may pass (a name server not answering yet).
+std::string unknown_host(const std::string& host);
+
 /// A rank's node as rank 0 learns it at the rendezvous.
 struct launch_peer {
   int32_t rank = 0;

@@ -713,7 +713,7 @@ int bench_transfer_command(args& a, const std::atomic<bool>* interrupted) {
     if (flag == "--json")
       return a.value(flag, r.json_out) && writable_output(flag, r.json_out);
     if (flag == "--backbone")
-      return a.value(flag, v) && (r.backbones = {v}, true);
+      return a.value(flag, v) && (v == "convnet" || v == "convnet_wide") && (r.backbones = {v}, true);
     if (flag == "--set")
       return a.value(flag, v) && (r.overrides.push_back(v), true);
     if (flag == "--link")

@@ -17,6 +17,11 @@ inline namespace bench {
 
 namespace {
 
+/// The samples the bench trains (one epoch) and a minibatch of them (2
+/// microbatches of 32): its steps.
+int64_t fault_bench_samples(bool quick) { return quick ? 2048 : 8192; }
+constexpr int64_t fault_bench_minibatch = 64;
+
 /// Every trainable actor's digest, by name.
 std::map<std::string, std::string> digests(const job_result& r) {
   std::map<std::string, std::string> out;
@@ -63,8 +68,8 @@ int bench_faults(const bench_faults_request& r) {
   auto dir = bench_directory("baton-bench-faults"); // a failed side's log tail is in its error
   if (!dir)
     return 1;
-  const int64_t samples = r.quick ? 2048 : 8192;
-  const int64_t steps = samples / 64; // one epoch of minibatches of 2 x 32
+  const int64_t samples = fault_bench_samples(r.quick);
+  const int64_t steps = samples / fault_bench_minibatch;
   auto kill_at = r.kill_at == "half" ? steps / 2 : std::stoll(r.kill_at);
   std::vector<std::string> overrides{
     "data.train_limit=" + std::to_string(samples), "data.test_limit=1000",
@@ -130,6 +135,16 @@ int bench_faults_command(args& a, const std::atomic<bool>* interrupted) {
       return a.value(flag, v) && parse_link(flag, v, r.link);
     return false;
   });
+  // The step must come within the run: a kill after its end never happens,
+  // found only after both runs.
+  const int64_t steps = fault_bench_samples(r.quick) / fault_bench_minibatch;
+  if (read && r.kill_at != "half" && step >= steps) {
+    std::fprintf(stderr, "baton bench faults: --kill-at %d: the run has %lld steps (%s); give a "
+                         "step from 0 to %lld\n",
+                 step, static_cast<long long>(steps), r.quick ? "--quick" : "without --quick",
+                 static_cast<long long>(steps - 1));
+    return 2;
+  }
   return read ? bench_faults(r) : 2;
 }
 

@@ -128,6 +128,15 @@ std::string replacement_refusal(const std::string& path) {
              "only, and replacing it would remove it";
 }
 
+std::string missing_directory(const std::string& path) {
+  const auto dir = fs::path(path).parent_path();
+  std::error_code ec;
+  if (dir.empty() || fs::is_directory(dir, ec))
+    return {};
+  return fs::exists(dir, ec) ? dir.string() + " is not a directory"
+                             : "the directory " + dir.string() + " does not exist";
+}
+
 std::string try_replace_file(const std::string& path, std::string_view bytes, mode_t mode) {
   if (auto why = replacement_refusal(path); !why.empty())
     return cannot_write(path, why);

@@ -33,6 +33,12 @@ std::string symlink_refusal(const std::string& path);
 /// try_check_writable refuse such a path.
 std::string replacement_refusal(const std::string& path);
 
+/// Why `path` cannot be created where it is without making a directory: ""
+/// when its directory is there (or it names none), else "the directory D
+/// does not exist" or "D is not a directory". For outputs a launcher or a
+/// run names in a directory of its own, where a missing one is a mistake.
+std::string missing_directory(const std::string& path);
+
 /// Whether `a` and `b` name the same file: the same normalised path (also
 /// when neither exists yet), or the same inode (links): an output that is
 /// an input of the same command is refused by it.

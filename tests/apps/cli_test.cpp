@@ -157,3 +157,23 @@ TEST(cli, flags_with_an_empty_value_twice_or_out_of_place_are_refused) {
                          "data.test_limit=32", "--set", "data.epochs=0"});
   EXPECT_FALSE(contains(sets.text, "given twice")) << sets.text;
 }
+
+// Mistakes each of these commands once found only after minutes of work (a
+// profiled model, a whole bench side) or reported as another one (a TLS
+// refusal for a host name that does not exist): refused first.
+TEST(cli, a_mistake_in_a_flag_is_refused_before_any_work) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused{
+    {{"predict", source_path("configs/pipeline.yaml"), "--profile", "nosuch.json"},
+     "nosuch.json: cannot read the profile"},
+    {{"bench", "transfer", "--backbone", "nosuch"}, "bad value 'nosuch' for --backbone"},
+    {{"bench", "faults", "--kill-at", "128"}, "--kill-at 128: the run has 128 steps"},
+    {{"launch", "--master-addr", "nosuch.invalid", "--rank", "1", "--world-size", "2",
+      "--job-id", "x", source_path("configs/pipeline.yaml")},
+     "rank 0's host 'nosuch.invalid'"}};
+  for (const auto& [args, message] : refused) {
+    auto out = run_baton(args);
+    EXPECT_EQ(out.exit_code, 2) << out.text;
+    EXPECT_TRUE(contains(out.text, message)) << message << " not in: " << out.text;
+    EXPECT_FALSE(contains(out.text, "profiling")) << out.text;
+  }
+}
