@@ -1,16 +1,84 @@
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
 #include "model/core/error.hpp"
 #include "model/core/model_parts.hpp"
+#include "model/core/random.hpp"
 
 namespace baton::model {
 
 namespace {
+
+// -- random numbers a layer draws ----------------------------------------------
+
+/// Whether `m`'s forward draws random numbers in training (dropout, RReLU,
+/// a `rand_like` of its own): its graph with every call inlined, searched
+/// for ATen's random operators. A graph that cannot be read counts as one
+/// that draws.
+bool draws_random_numbers(const torch::jit::Module& m) {
+  static const std::set<std::string> random_operators{
+    "aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
+    "aten::alpha_dropout", "aten::alpha_dropout_", "aten::feature_alpha_dropout",
+    "aten::feature_alpha_dropout_", "aten::native_dropout", "aten::bernoulli",
+    "aten::bernoulli_", "aten::rand", "aten::rand_like", "aten::randn", "aten::randn_like",
+    "aten::randint", "aten::randint_like", "aten::randperm", "aten::normal", "aten::normal_",
+    "aten::uniform_", "aten::multinomial", "aten::poisson", "aten::binomial", "aten::rrelu",
+    "aten::rrelu_", "aten::rrelu_with_noise", "aten::rrelu_with_noise_", "aten::exponential_",
+    "aten::geometric_", "aten::cauchy_", "aten::log_normal_", "aten::random_"};
+  std::shared_ptr<torch::jit::Graph> graph;
+  try {
+    graph = m.get_method("forward").graph()->copy();
+    torch::jit::Inline(*graph);
+  } catch (const std::exception&) {
+    return true;
+  }
+  std::function<bool(const torch::jit::Block*)> draws = [&](const torch::jit::Block* block) {
+    for (const auto* node : block->nodes()) {
+      if (random_operators.count(node->kind().toQualString()) != 0)
+        return true;
+      for (const auto* inner : node->blocks())
+        if (draws(inner))
+          return true;
+    }
+    return false;
+  };
+  return draws(graph->block());
+}
+
+/// A digest of `x`: its type, shape and up to 4,096 of its 8-byte words,
+/// evenly spaced. The same tensor gives the same digest in every process.
+uint64_t sampled_digest(const at::Tensor& x) {
+  const at::Tensor c = x.contiguous();
+  uint64_t h = mix64(static_cast<uint64_t>(c.scalar_type()));
+  for (const auto size : c.sizes())
+    h = mix64(h ^ static_cast<uint64_t>(size));
+  const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+  const size_t words = static_cast<size_t>(c.numel()) * c.element_size() / 8;
+  const size_t stride = std::max<size_t>(1, words / 4096);
+  for (size_t i = 0; i < words; i += stride) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes + 8 * i, sizeof word);
+    h = mix64(h ^ word);
+  }
+  return h;
+}
+
+/// Held while a layer seeds PyTorch's default generator and draws from it:
+/// the generator is one per process, and the stages, workers and heads of
+/// a process compute on threads of their own.
+std::mutex& default_generator_holder() {
+  static std::mutex holder;
+  return holder;
+}
 
 // -- a TorchScript child as a layer ------------------------------------------
 
@@ -20,13 +88,34 @@ namespace {
 /// named_parameters(), named_buffers(), checkpoints and optimisers see and
 /// update exactly the tensors the interpreter uses (batch norm updates its
 /// running statistics in place).
+///
+/// A child that draws random numbers in training (dropout) draws them from
+/// PyTorch's default generator seeded for the call with the model's seed,
+/// the layer's position and a digest of its input: the same microbatch at
+/// the same layer gets the same mask in every layout (stages, workers,
+/// node processes, `--mode local`), in every run and when a microbatch is
+/// trained again after a restart (DESIGN invariants 1, 2, 7, 8 and 10).
+/// Such calls are serialised in a process; other layers are not.
 class ScriptLayerImpl : public torch::nn::Module {
 public:
-  explicit ScriptLayerImpl(torch::jit::Module module) : module_(std::move(module)) {
+  ScriptLayerImpl(torch::jit::Module module, uint64_t random_key)
+    : module_(std::move(module)), random_key_(random_key),
+      draws_random_numbers_(draws_random_numbers(module_)) {
     mirror(*this, module_);
   }
 
-  torch::Tensor forward(torch::Tensor x) { return module_.forward({std::move(x)}).toTensor(); }
+  torch::Tensor forward(torch::Tensor x) {
+    if (!draws_random_numbers_ || !module_.is_training())
+      return module_.forward({std::move(x)}).toTensor();
+    const uint64_t seed = mix64(random_key_ ^ sampled_digest(x));
+    std::lock_guard<std::mutex> hold(default_generator_holder());
+    auto generator = at::detail::getDefaultCPUGenerator();
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_current_seed(seed);
+    }
+    return module_.forward({std::move(x)}).toTensor();
+  }
 
   void train(bool on = true) override {
     module_.train(on);
@@ -47,6 +136,8 @@ private:
   }
 
   torch::jit::Module module_;
+  uint64_t random_key_;
+  bool draws_random_numbers_;
 };
 TORCH_MODULE(ScriptLayer);
 
@@ -226,8 +317,10 @@ std::vector<named_layer> torchscript_layers(const model_spec& spec) {
   unify_ties(module, spec.path);
   check_form(module, spec);
   std::vector<named_layer> layers;
-  for (const auto& child : module.named_children())
-    layers.push_back({child.name, torch::nn::AnyModule(ScriptLayer(child.value))});
+  for (const auto& child : module.named_children()) {
+    const uint64_t random_key = mix64(spec.seed ^ mix64(layers.size()));
+    layers.push_back({child.name, torch::nn::AnyModule(ScriptLayer(child.value, random_key))});
+  }
   return layers;
 }
 

@@ -28,6 +28,7 @@ namespace {
 
 // backbone64.pt: [N, 1, 28, 28] -> 64 features (not the convnet's 256);
 // logits10.pt: the same with a last Linear to the ten classes' logits;
+// dropout64.pt: backbone64 with a dropout before its Linear;
 // flattening.pt: a module whose forward flattens before its first child, so
 // its children are not its layers.
 constexpr const char* make_scripted_models_py = R"py(
@@ -44,6 +45,12 @@ torch.jit.script(nn.Sequential(
     nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
     nn.Flatten(), nn.Linear(8 * 14 * 14, 64), nn.ReLU(), nn.Linear(64, 10))).save(
     out + "/logits10.pt")
+
+torch.manual_seed(0)
+torch.jit.script(nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Dropout(0.5), nn.Linear(8 * 14 * 14, 64), nn.ReLU())).save(
+    out + "/dropout64.pt")
 
 class Flattening(nn.Module):
     def __init__(self):
@@ -149,6 +156,39 @@ TEST_F(torchscript_models, data_parallel_ring_and_ps_end_with_the_references_wei
   ps.insert(ps.end(), {"--set", "data_parallel.exchange=ps"});
   EXPECT_EQ(digests_by_actor(run_job(*dir_, ps, "ps"), "data_parallel_worker").at("worker.0"),
             expected);
+}
+
+// Dropout draws its mask from PyTorch's one generator per process, which
+// the stages' and workers' threads shared in an order timing decided:
+// every run of such a model ended with other weights, and no layout with
+// its reference's. Its mask is now a function of the seed, the layer and
+// its input: the same in every run, layout and process.
+TEST_F(torchscript_models, a_model_with_dropout_draws_the_same_masks_in_every_layout) {
+  const auto digest = [](const nlohmann::json& metrics, const std::string& name) {
+    for (const auto& head : metrics.at("heads"))
+      if (head.at("name") == name)
+        return head.at("weights_digest").get<std::string>();
+    ADD_FAILURE() << "no result '" << name << "' in " << metrics.dump();
+    return std::string{};
+  };
+  const auto pipeline = job("configs/pipeline.yaml", "dropout64.pt", 1024,
+                            {"pipeline.schedule=gpipe", "data.microbatches=2",
+                             "pipeline.stages=[{last_layer: \"2\"}, {last_layer: fc2}]"});
+  const auto stages = digest(run_job(*dir_, pipeline, "dropout-pipeline"), "stage1");
+  auto local = pipeline;
+  local.insert(local.end(), {"--mode", "local"});
+  EXPECT_EQ(digest(run_job(*dir_, local, "dropout-pipeline-local"), "stage1"), stages);
+  auto nodes = pipeline;
+  nodes.insert(nodes.end(), {"--local-nodes", "2"});
+  EXPECT_EQ(digest(run_job(*dir_, nodes, "dropout-pipeline-nodes"), "stage1"), stages);
+
+  const auto ring = job("configs/data-parallel.yaml", "dropout64.pt", 1024,
+                        {"data_parallel.model=torchscript", "data.epochs=1"});
+  const auto workers = digest(run_job(*dir_, ring, "dropout-ring"), "workers");
+  auto ring_local = ring;
+  ring_local.insert(ring_local.end(), {"--mode", "local"});
+  EXPECT_EQ(digest(run_job(*dir_, ring_local, "dropout-ring-local"), "workers"), workers);
+  EXPECT_EQ(digest(run_job(*dir_, ring, "dropout-ring-again"), "workers"), workers);
 }
 
 TEST_F(torchscript_models, a_model_that_ends_in_the_classes_logits_is_trained_as_given) {
