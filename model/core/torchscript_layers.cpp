@@ -20,11 +20,17 @@ namespace {
 
 // -- random numbers a layer draws ----------------------------------------------
 
-/// Whether `m`'s forward draws random numbers in training (dropout, RReLU,
-/// a `rand_like` of its own): its graph with every call inlined, searched
-/// for ATen's random operators. A graph that cannot be read counts as one
-/// that draws.
-bool draws_random_numbers(const torch::jit::Module& m) {
+/// What a child's forward does that its layer must know: draw random
+/// numbers in training (dropout, RReLU, a `rand_like` of its own) and
+/// change a tensor in place (`ReLU(inplace=True)`: `aten::relu_`), which
+/// autograd refuses on a stage's input. Read from its graph with every call
+/// inlined; a graph that cannot be read counts as doing both.
+struct forward_traits {
+  bool draws_random_numbers = true;
+  bool works_in_place = true;
+};
+
+forward_traits traits_of(const torch::jit::Module& m) {
   static const std::set<std::string> random_operators{
     "aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
     "aten::alpha_dropout", "aten::alpha_dropout_", "aten::feature_alpha_dropout",
@@ -39,19 +45,22 @@ bool draws_random_numbers(const torch::jit::Module& m) {
     graph = m.get_method("forward").graph()->copy();
     torch::jit::Inline(*graph);
   } catch (const std::exception&) {
-    return true;
+    return {};
   }
-  std::function<bool(const torch::jit::Block*)> draws = [&](const torch::jit::Block* block) {
+  forward_traits traits{false, false};
+  std::function<void(const torch::jit::Block*)> read = [&](const torch::jit::Block* block) {
     for (const auto* node : block->nodes()) {
-      if (random_operators.count(node->kind().toQualString()) != 0)
-        return true;
+      const std::string kind = node->kind().toQualString();
+      traits.draws_random_numbers |= random_operators.count(kind) != 0;
+      // aten::relu_, aten::add_; not a name such as aten::__and__.
+      traits.works_in_place |= kind.rfind("aten::", 0) == 0 && kind.size() > 7 &&
+                               kind.back() == '_' && kind[kind.size() - 2] != '_';
       for (const auto* inner : node->blocks())
-        if (draws(inner))
-          return true;
+        read(inner);
     }
-    return false;
   };
-  return draws(graph->block());
+  read(graph->block());
+  return traits;
 }
 
 /// A digest of `x`: its type, shape and up to 4,096 of its 8-byte words,
@@ -95,17 +104,22 @@ std::mutex& default_generator_holder() {
 /// the same layer gets the same mask in every layout (stages, workers,
 /// node processes, `--mode local`), in every run and when a microbatch is
 /// trained again after a restart (DESIGN invariants 1, 2, 7, 8 and 10).
-/// Such calls are serialised in a process; other layers are not.
+/// Such calls are serialised in a process; other layers are not. A child
+/// that works in place (`ReLU(inplace=True)`) first in a stage computes on
+/// a copy of the stage's input, which autograd would not let it change.
 class ScriptLayerImpl : public torch::nn::Module {
 public:
   ScriptLayerImpl(torch::jit::Module module, uint64_t random_key)
-    : module_(std::move(module)), random_key_(random_key),
-      draws_random_numbers_(draws_random_numbers(module_)) {
+    : module_(std::move(module)), random_key_(random_key), traits_(traits_of(module_)) {
     mirror(*this, module_);
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    if (!draws_random_numbers_ || !module_.is_training())
+    // A stage's input is a leaf that takes its gradient; a child that works
+    // in place gets a copy (the same values; the gradient passes through).
+    if (traits_.works_in_place && x.is_leaf() && x.requires_grad())
+      x = x.clone();
+    if (!traits_.draws_random_numbers || !module_.is_training())
       return module_.forward({std::move(x)}).toTensor();
     const uint64_t seed = mix64(random_key_ ^ sampled_digest(x));
     std::lock_guard<std::mutex> hold(default_generator_holder());
@@ -137,7 +151,7 @@ private:
 
   torch::jit::Module module_;
   uint64_t random_key_;
-  bool draws_random_numbers_;
+  forward_traits traits_;
 };
 TORCH_MODULE(ScriptLayer);
 
