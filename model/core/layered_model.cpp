@@ -158,6 +158,10 @@ std::vector<at::Tensor> layered_model::state() const {
 void layered_model::set_trainable(bool trainable) {
   for (auto& p : parameters())
     p.set_requires_grad(trainable);
+  if (trainable)
+    for (const auto& layer : layers_)
+      for (auto p : parameters_frozen_by_file(*layer.module.ptr()))
+        p.set_requires_grad(false);
 }
 
 void layered_model::train(bool on) {

@@ -81,7 +81,8 @@ public:
   std::vector<std::pair<std::string, at::Tensor>> named_state() const;
   std::vector<at::Tensor> state() const;
 
-  /// Sets requires_grad on every parameter.
+  /// Sets requires_grad on every parameter; true leaves out those a
+  /// TorchScript file keeps out of training (parameters_frozen_by_file).
   void set_trainable(bool trainable);
   /// Switches every layer between training and evaluation behaviour.
   void train(bool on);

@@ -46,6 +46,11 @@ std::vector<named_layer> build_layers(const model_declaration& declaration);
 /// probe_input(spec)), naming its children and the form expected.
 std::vector<named_layer> torchscript_layers(const model_spec& spec);
 
+/// The parameters of `layer`, a TorchScript child, that its file keeps out
+/// of training (`requires_grad=False` when it was saved); none for another
+/// layer.
+std::vector<at::Tensor> parameters_frozen_by_file(const torch::nn::Module& layer);
+
 /// Why `e` happened, in one line: the last line of its message, without a
 /// c10::Error's backtrace or the TorchScript interpreter's traceback (it
 /// throws torch::jit::JITException, a std::runtime_error, for an error

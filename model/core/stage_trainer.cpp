@@ -60,6 +60,7 @@ stage_trainer::stage_trainer(layered_model layers, optimizer_spec optimizer, sta
   check_optimizer(optimizer_);
   for (const auto& p : parameters_) {
     state_.push_back(make_parameter_state(p, optimizer_));
+    frozen_.push_back(!p.requires_grad());
     data.push_back(p.detach());
   }
   versions_[0] = {std::move(data), 0};
@@ -370,11 +371,14 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
   if (current.users == 0 && version_ < retain_from_) {
     next = current.parameters;
     for (size_t i = 0; i < next.size(); ++i)
-      optimizer_step_in_place(next[i], clipped[i], state_[i], optimizer_, lr);
+      if (!frozen_[i])
+        optimizer_step_in_place(next[i], clipped[i], state_[i], optimizer_, lr);
   } else {
+    // A frozen tensor is shared by the versions: nothing steps it in place.
     for (size_t i = 0; i < parameters_.size(); ++i)
-      next.push_back(optimizer_step_out_of_place(parameters_[i].detach(), clipped[i], state_[i],
-                                                 optimizer_, lr));
+      next.push_back(frozen_[i] ? parameters_[i].detach()
+                                : optimizer_step_out_of_place(parameters_[i].detach(), clipped[i],
+                                                              state_[i], optimizer_, lr));
   }
   auto previous = version_++;
   versions_[version_] = {next, 0};

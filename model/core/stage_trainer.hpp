@@ -213,6 +213,9 @@ private:
   layered_model layers_;
   std::vector<at::Tensor> parameters_; ///< the parameter variables (leaves)
   std::vector<parameter_state> state_; ///< per parameter; steps == version_
+  /// Per parameter: kept out of training by its TorchScript file
+  /// (requires_grad False when saved); a step leaves it as it is.
+  std::vector<bool> frozen_;
   optimizer_spec optimizer_;
   int64_t steps_per_epoch_ = 0;
   int64_t epochs_ = 0;

@@ -112,7 +112,13 @@ public:
   ScriptLayerImpl(torch::jit::Module module, uint64_t random_key)
     : module_(std::move(module)), random_key_(random_key), traits_(traits_of(module_)) {
     mirror(*this, module_);
+    for (const auto& p : module_.named_parameters(/*recurse=*/true))
+      if (!p.value.requires_grad())
+        frozen_.push_back(p.value);
   }
+
+  /// The parameters the file keeps out of training (requires_grad False).
+  const std::vector<at::Tensor>& frozen() const { return frozen_; }
 
   torch::Tensor forward(torch::Tensor x) {
     // A stage's input is a leaf that takes its gradient; a child that works
@@ -152,6 +158,7 @@ private:
   torch::jit::Module module_;
   uint64_t random_key_;
   forward_traits traits_;
+  std::vector<at::Tensor> frozen_;
 };
 TORCH_MODULE(ScriptLayer);
 
@@ -321,6 +328,11 @@ std::string error_reason(const std::exception& e) {
     if (line.find_first_not_of(" \t") != std::string::npos)
       last = line.substr(line.find_first_not_of(" \t"));
   return last;
+}
+
+std::vector<at::Tensor> parameters_frozen_by_file(const torch::nn::Module& layer) {
+  const auto* script = dynamic_cast<const ScriptLayerImpl*>(&layer);
+  return script != nullptr ? script->frozen() : std::vector<at::Tensor>{};
 }
 
 std::vector<named_layer> torchscript_layers(const model_spec& spec) {

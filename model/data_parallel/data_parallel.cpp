@@ -15,6 +15,7 @@
 #include "model/core/augment.hpp"
 #include "model/core/best_weights.hpp"
 #include "model/core/error.hpp"
+#include "model/core/model_parts.hpp"
 #include "model/core/optimizer.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/non_finite.hpp"
@@ -87,6 +88,10 @@ flat_layout make_flat_layout(const layered_model& m, size_t frozen_layers) {
     key.layer = p.layer;
     key.range = {layout.numel, layout.numel + p.tensor.numel()};
     key.shape = p.tensor.sizes().vec();
+    const auto fixed = parameters_frozen_by_file(*m.layers()[p.layer].module.ptr());
+    key.fixed = std::any_of(fixed.begin(), fixed.end(), [&](const at::Tensor& t) {
+      return t.unsafeGetTensorImpl() == p.tensor.unsafeGetTensorImpl();
+    });
     layout.numel = key.range.end;
     if (p.layer < frozen_layers)
       layout.frozen_numel = key.range.end;
@@ -614,7 +619,10 @@ void optimizer_update(run_state& s, replica& w, const std::vector<at::Tensor>& g
                       bool on_lanes = false) {
   const double lr = scheduled_lr(s.schedule, s.step, s.steps_per_epoch);
   torch::NoGradGuard no_grad;
-  const auto clipped = clip_grad_norm(grads, s.spec.optimizer.clip_grad_norm);
+  auto clipped = clip_grad_norm(grads, s.spec.optimizer.clip_grad_norm);
+  for (size_t i = 0; i < clipped.size() && i < s.layout.keys.size(); ++i)
+    if (s.layout.keys[i].fixed) // kept by its file: never stepped
+      clipped[i] = at::Tensor();
   auto flat_view = [](const at::Tensor& t) { return !t.defined() || t.is_contiguous(); };
   for (size_t i = 0; i < w.parameters.size() && on_lanes; ++i)
     on_lanes = flat_view(w.parameters[i]) && flat_view(w.state[i].first) &&

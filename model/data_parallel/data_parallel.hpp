@@ -72,6 +72,9 @@ struct parameter_key {
   size_t layer = 0;         ///< index of its (first, when tied) layer in the model
   key_range range;          ///< its elements in the flat vector
   std::vector<int64_t> shape;
+  /// Kept out of training by its TorchScript file (requires_grad False
+  /// when saved): exchanged as zeros like any key, never stepped.
+  bool fixed = false;
 };
 
 /// The model's parameters, in named_parameters() order, laid end to end as

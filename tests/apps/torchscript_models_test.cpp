@@ -28,6 +28,8 @@ namespace {
 
 // backbone64.pt: [N, 1, 28, 28] -> 64 features (not the convnet's 256);
 // logits10.pt: the same with a last Linear to the ten classes' logits;
+// partly_frozen64.pt: backbone64 whose convolution's weight (not its
+// bias) does not require grad;
 // dropout64.pt: backbone64 with a dropout before its Linear and its ReLUs
 // in place (torchvision's form);
 // flattening.pt: a module whose forward flattens before its first child, so
@@ -52,6 +54,13 @@ torch.jit.script(nn.Sequential(
     nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
     nn.Flatten(), nn.Dropout(0.5), nn.Linear(8 * 14 * 14, 64), nn.ReLU(inplace=True))).save(
     out + "/dropout64.pt")
+
+torch.manual_seed(0)
+partly = nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(8 * 14 * 14, 64), nn.ReLU())
+partly[0].weight.requires_grad_(False)
+torch.jit.script(partly).save(out + "/partly_frozen64.pt")
 
 class Flattening(nn.Module):
     def __init__(self):
@@ -193,6 +202,52 @@ TEST_F(torchscript_models, a_model_with_dropout_and_in_place_relus_is_the_same_i
   ring_local.insert(ring_local.end(), {"--mode", "local"});
   EXPECT_EQ(digest(run_job(*dir_, ring_local, "dropout-ring-local"), "workers"), workers);
   EXPECT_EQ(digest(run_job(*dir_, ring, "dropout-ring-again"), "workers"), workers);
+}
+
+// A parameter saved with requires_grad False is the user's frozen one (a
+// pretrained embedding, a fixed filter): it was trained all the same, and
+// with weight decay it moved even where its gradient was zero. Now no
+// layout steps it, and every layout still ends with the reference's weights.
+TEST_F(torchscript_models, a_parameter_the_file_freezes_is_never_trained) {
+  const auto ring = job("configs/data-parallel.yaml", "partly_frozen64.pt", 1024,
+                        {"data_parallel.model=torchscript", "data.epochs=1",
+                         "data_parallel.optimizer={name: adamw, lr: 0.001, weight_decay: 0.1}"});
+  auto local = ring;
+  local.insert(local.end(), {"--mode", "local"});
+  const auto reference = run_job(*dir_, local, "frozen-local");
+  const auto expected = reference.at("heads").at(0).at("weights_digest").get<std::string>();
+  auto ps = ring;
+  ps.insert(ps.end(), {"--set", "data_parallel.exchange=ps", "--local-nodes", "2"});
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, ps, "frozen-ps"), "data_parallel_worker")
+              .at("worker.0"),
+            expected);
+  auto saved = ring;
+  saved.insert(saved.end(), {"--local-nodes", "2", "--save-model", path("partly_frozen.out.pt")});
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, saved, "frozen-ring"), "data_parallel_worker")
+              .at("worker.0"),
+            expected);
+  const auto pipeline = job("configs/pipeline.yaml", "partly_frozen64.pt", 1024,
+                            {"pipeline.schedule=1f1b", "optimizer.weight_decay=0.1",
+                             "pipeline.stages=[{last_layer: \"4\"}, {last_layer: fc2}]"});
+  auto pipeline_saved = pipeline;
+  pipeline_saved.insert(pipeline_saved.end(),
+                        {"--save-model", path("partly_frozen.pipeline.pt")});
+  run_job(*dir_, pipeline_saved, "frozen-pipeline");
+  // In plain PyTorch: the weight as the file has it, the bias trained.
+  const auto check = run_python(dir_->path(), "frozen_check.py", R"py(
+import sys
+import torch
+given = dict(torch.jit.load(sys.argv[1]).named_parameters())
+for trained in sys.argv[2:]:
+    out = dict(torch.jit.load(trained).named_parameters())
+    print(trained, torch.equal(out["0.weight"], given["0.weight"]),
+          torch.equal(out["0.bias"], given["0.bias"]))
+)py",
+                                {path("partly_frozen64.pt"), path("partly_frozen.out.pt"),
+                                 path("partly_frozen.pipeline.pt")});
+  ASSERT_EQ(check.exit_code, 0) << check.text;
+  EXPECT_TRUE(contains(check.text, "partly_frozen.out.pt True False")) << check.text;
+  EXPECT_TRUE(contains(check.text, "partly_frozen.pipeline.pt True False")) << check.text;
 }
 
 TEST_F(torchscript_models, a_model_that_ends_in_the_classes_logits_is_trained_as_given) {

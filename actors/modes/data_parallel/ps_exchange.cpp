@@ -179,6 +179,9 @@ at::Tensor shard_optimizer::step() {
   // each parameter whole. Two workers' mean is taken in SGD's own pass
   // (g0 + g1 then / 2: the same bits), where SGD allows.
   const auto& pushes = it->second;
+  std::vector<at::Tensor> kept;
+  for (const auto& r : fixed_)
+    kept.push_back(weights_.narrow(0, r.begin, r.size()).clone());
   // The new weights go to every worker: made for sending (no copy to another
   // node process of this host).
   at::Tensor next = workers_ == 2 ? messages::empty_for_sending(weights_.numel()) : at::Tensor{};
@@ -188,6 +191,13 @@ at::Tensor shard_optimizer::step() {
     const at::Tensor mean = at::div(model::worker_order_sum(pushes),
                                     static_cast<double>(workers_));
     next = model::optimizer_step_out_of_place(weights_, mean, state_, optimizer_, lr);
+  }
+  for (size_t k = 0; k < fixed_.size(); ++k) {
+    const auto& r = fixed_[k];
+    next.narrow(0, r.begin, r.size()).copy_(kept[k]);
+    for (auto* t : {&state_.first, &state_.second})
+      if (t->defined())
+        t->narrow(0, r.begin, r.size()).zero_();
   }
   pushed_.erase(it);
   weights_ = std::move(next);

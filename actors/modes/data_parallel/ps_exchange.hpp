@@ -146,6 +146,10 @@ public:
   /// recorded.
   void restore(int64_t steps, const at::Tensor& weights, const at::Tensor& momentum,
                const at::Tensor& second = {});
+  /// The ranges of the part (offsets into it) of keys their TorchScript
+  /// file keeps out of training: a step leaves their weights as they are
+  /// and their optimizer state zero, as the reference never steps them.
+  void keep_fixed(std::vector<model::key_range> ranges) { fixed_ = std::move(ranges); }
 
 private:
   model::key_range part_;
@@ -157,6 +161,7 @@ private:
   int64_t steps_per_epoch_;
   std::map<int64_t, std::vector<at::Tensor>> pushed_; ///< step -> per worker
   int64_t steps_ = 0;
+  std::vector<model::key_range> fixed_; ///< keep_fixed's
 };
 
 } // namespace data_parallel

@@ -199,6 +199,12 @@ shard_optimizer make_core(const shard_settings& spec, int64_t steps_per_epoch) {
                               spec.warmup_epochs, spec.optimizer, spec.data.plan.epochs};
   shard_optimizer core{part,     model::slice(flat, part), spec.workers, spec.optimizer,
                        schedule, steps_per_epoch};
+  std::vector<model::key_range> fixed;
+  for (const auto& key : layout.keys)
+    if (key.fixed && key.range.begin < part.end && part.begin < key.range.end)
+      fixed.push_back({std::max(key.range.begin, part.begin) - part.begin,
+                       std::min(key.range.end, part.end) - part.begin});
+  core.keep_fixed(std::move(fixed));
   // A restored shard: its part's weights and momentum of restore_step.
   if (auto restored = checkpointing{spec.recovery}.restore())
     core.restore(restored->version, restored->at("weights"), restored->at("momentum"),

@@ -194,7 +194,7 @@ void worker_replica::step(const std::vector<at::Tensor>& gradients, double lr) {
   // gradient in a synchronous step, the worker's own in local SGD.
   const auto clipped = model::clip_grad_norm(gradients, optimizer_.clip_grad_norm);
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    if (!clipped[i].defined())
+    if (!clipped[i].defined() || layout_.keys[i].fixed)
       continue;
     auto parameter = parameters_[i].detach();
     model::optimizer_step_in_place(parameter, clipped[i], state_[i], optimizer_, lr);
@@ -220,6 +220,10 @@ void worker_replica::step_of_mean(const std::vector<at::Tensor>& own,
     for (size_t i : buckets_[b].keys) {
       const auto& key = layout_.keys[i];
       const int64_t end = at + key.range.size();
+      if (key.fixed) { // kept by its file: never stepped
+        at = end;
+        continue;
+      }
       std::vector<model::mean_piece> pieces;
       for (const auto& other : others[b]) {
         const int64_t from = std::max(at, other.range.begin);
@@ -256,8 +260,8 @@ void worker_replica::step_of_two(const std::vector<at::Tensor>& own,
                        std::to_string(part) + " of " + std::to_string(parts));
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    if (!own[i].defined() && !other[i].defined())
-      continue; // frozen
+    if ((!own[i].defined() && !other[i].defined()) || layout_.keys[i].fixed)
+      continue; // frozen, or kept by its file
     const int64_t n = parameters_[i].numel();
     if (!own[i].defined() || !other[i].defined() || own[i].numel() != n ||
         other[i].numel() != n || !flat(i))
