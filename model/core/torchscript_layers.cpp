@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -18,7 +19,7 @@ namespace baton::model {
 
 namespace {
 
-// -- random numbers a layer draws ----------------------------------------------
+// -- what a child's forward does -----------------------------------------------
 
 /// What a child's forward does that its layer must know: draw random
 /// numbers in training (dropout, RReLU, a `rand_like` of its own) and
