@@ -4,7 +4,6 @@
 #include "actors/modes/run_outputs.hpp"
 
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +22,6 @@
 namespace baton::actors {
 inline namespace modes {
 
-namespace fs = std::filesystem;
-
 namespace {
 
 /// A file a run will write, and the flag that named it.
@@ -39,15 +36,10 @@ caf::error refuse(const output_file& out, const std::string& why) {
 
 /// Creates and removes the temporary file the output is written through.
 caf::error check_writable(const output_file& out) {
-  std::error_code ec;
-  if (auto link = model::symlink_refusal(out.path); !link.empty())
-    return refuse(out, link);
-  auto status = fs::status(out.path, ec);
-  if (fs::is_directory(status))
-    return refuse(out, "is a directory (name a file)");
-  // A device or a pipe would be replaced by the rename that writes it.
-  if (fs::exists(status) && !fs::is_regular_file(status))
-    return refuse(out, "is not a regular file");
+  // A link, a directory, a device or a pipe, which the rename that writes
+  // the file would replace.
+  if (auto why = model::replacement_refusal(out.path); !why.empty())
+    return refuse(out, why);
   if (auto why = model::missing_directory(out.path); !why.empty())
     return refuse(out, why);
   // A new temporary file of its own name (never one that is there: a link

@@ -94,8 +94,6 @@ caf::error check_node_settings(const node_settings& s) {
   // Before listening: a launcher waits for this file, so a node that cannot
   // write it must say so instead of serving without it.
   if (!s.port_file.empty()) {
-    if (std::error_code ec; std::filesystem::is_directory(s.port_file, ec))
-      return make_error(errc::bad_file, "--port-file " + s.port_file + " is a directory");
     if (auto why = model::missing_directory(s.port_file); !why.empty())
       return make_error(errc::bad_file, "--port-file " + s.port_file + ": " + why);
     // Through a new temporary file, as the write: never PORT_FILE.tmp, which
