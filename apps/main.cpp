@@ -1,6 +1,8 @@
 // The `baton` command: parses arguments, builds a request and hands it to the
 // libraries. No logic of its own.
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +60,28 @@ void on_signal(int) {
     (void)ignored;
     ::_exit(130);
   }
+}
+
+/// A reader of standard output or error that went away (`baton bench ... |
+/// head`) stops the command as SIGINT does, so that its node processes and
+/// temporary files go with it; what it prints from then on goes to
+/// /dev/null. A SIGPIPE of another descriptor (a socket, a child's pipe) is
+/// left to the write that raised it, which fails with EPIPE.
+void on_broken_pipe(int) {
+  bool gone = false;
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, 0) != 1 || (p.revents & POLLERR) == 0)
+      continue; // a pipe's writing end polls POLLERR once its reader is gone
+    int null = ::open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+    gone = true;
+  }
+  if (gone)
+    interrupted.store(true);
 }
 
 /// Makes a signal always end the process: a command busy where it cannot
@@ -244,7 +268,8 @@ usage:
                                         the tree it was built from
 
 exit codes: 0 success, 1 run failed, 2 bad input (config, file, node) or a file that
-cannot be written (full disk, read-only directory), 130 interrupted
+cannot be written (full disk, read-only directory), 130 interrupted (SIGINT, SIGTERM,
+or the reader of its output gone, as `| head` goes)
 )";
 
 /// The part of `usage` about `command` ("compare", "bench"): the lines from
@@ -566,6 +591,7 @@ int run_command(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, on_broken_pipe);
   // Ctrl-Z stops the local node processes with baton, `fg` continues them.
   actors::stop_children_with_this_process();
   start_stop_watchdog();

@@ -68,6 +68,23 @@ void on_terminal_stop(int) {
   errno = saved;
 }
 
+/// In a child between fork and exec (async-signal-safe): every signal this
+/// process handles back to its default, as execv would leave it; ignored
+/// ones stay ignored. Otherwise a stop signal in between (the parent
+/// stopping a child it has just started) ran the parent's handler in the
+/// copy, which printed the parent's "second signal" message.
+void reset_handled_signals() {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_DFL ||
+        old.sa_handler == SIG_IGN)
+      continue;
+    struct sigaction fresh {};
+    fresh.sa_handler = SIG_DFL;
+    ::sigaction(sig, &fresh, nullptr);
+  }
+}
+
 int exit_code(int status) {
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
@@ -97,6 +114,7 @@ caf::expected<child_process> child_process::start(const std::vector<std::string>
   if (pid == 0) {
     // Own process group: a Ctrl-C on the terminal reaches the parent only,
     // which then stops its children in order.
+    reset_handled_signals();
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent)

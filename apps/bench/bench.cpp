@@ -137,11 +137,13 @@ steal_meter::sample steal_meter::read() {
 caf::expected<void> run_process(const std::vector<std::string>& argv, const std::string& log,
                                 const std::atomic<bool>* interrupted, const while_running& tick,
                                 const std::string& what) {
+  if (stop_requested(interrupted))
+    return make_error(errc::interrupted, "interrupted");
   auto child = child_process::start(argv, log);
   if (!child)
     return child.error();
   while (child->running()) {
-    if (interrupted && interrupted->load())
+    if (stop_requested(interrupted))
       return make_error(errc::interrupted, "interrupted");
     if (tick)
       tick();

@@ -2,11 +2,15 @@
 // pipeline --quick --json F` used to go on to the next model, exit 5-10 s
 // later with 1 and overwrite F with `"results": []`. Now every bench stops at
 // the first SIGINT or SIGTERM, exits 130, and writes the rows it finished
-// (marked "interrupted") or leaves F as it was.
+// (marked "interrupted") or leaves F as it was. A reader of its output that
+// goes away (`| head`) stops it the same way.
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -66,4 +70,35 @@ TEST(bench_signal, sigterm_after_a_row_writes_the_finished_rows_and_exits_130) {
   EXPECT_EQ(figures.at("results").at(0).at("side"), "local");
   EXPECT_GT(figures.at("results").at(0).at("samples_per_second").get<double>(), 0);
   EXPECT_EQ(text.find("(b) ring   "), std::string::npos) << "the ring side finished:\n" << text;
+}
+
+// `baton bench ... | head -1`: the SIGPIPE of the bench's next line used to end
+// baton where it stood and leave its $TMPDIR/baton-bench-* directory. Now it
+// stops the bench as SIGINT does: exit 130, the directory removed.
+TEST(bench_signal, a_reader_of_its_output_that_goes_away_stops_it_cleanly) {
+  scratch_dir dir{"bench-pipe"};
+  scoped_tmpdir tmp{dir.path()};
+  int ends[2];
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  process_limits setup;
+  setup.stdout_fd = ends[1];
+  baton_process bench{{"bench", "data-parallel", "--quick", "--model", "convnet", "--side",
+                       "ring", "--batch", "32", "--set", "data.train_limit=1024", "--set",
+                       "data.test_limit=200"},
+                      dir.path() + "/stderr.log", setup};
+  ::close(ends[1]);
+  // `head -1`: the first line, then the reader is gone.
+  std::string line;
+  char c = 0;
+  while (::read(ends[0], &c, 1) == 1 && c != '\n')
+    line += c;
+  ::close(ends[0]);
+  ASSERT_FALSE(line.empty()) << bench.output();
+  int code = bench.wait_for(std::chrono::seconds(120));
+  auto text = bench.output();
+  ASSERT_NE(code, -1) << "still running 120 s after its reader went:\n" << text;
+  EXPECT_EQ(code, 130) << "ended by the SIGPIPE (141) or otherwise:\n" << text;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().rfind("baton-bench", 0), std::string::npos)
+        << entry.path() << " was left behind:\n" << text;
 }

@@ -26,7 +26,7 @@ int exit_code_of(int status) {
 [[noreturn]] void exec_baton(char* const* argv, int log, const process_limits& limits,
                              pid_t parent) {
   ::setpgid(0, 0);
-  ::dup2(log, STDOUT_FILENO);
+  ::dup2(limits.stdout_fd >= 0 ? limits.stdout_fd : log, STDOUT_FILENO);
   ::dup2(log, STDERR_FILENO);
   if (limits.as_nobody && ::getuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
     ::_exit(126);

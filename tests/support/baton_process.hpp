@@ -21,6 +21,9 @@ struct process_limits {
   bool as_nobody = false;
   /// RLIMIT_NPROC, the threads the user may have in all; 0 leaves it alone.
   rlim_t user_threads = 0;
+  /// Standard output into this descriptor (a pipe's writing end the test
+  /// reads) instead of the log; -1 keeps it in the log.
+  int stdout_fd = -1;
 };
 
 /// `baton ARGS...` started in the constructor, in a process group of its
