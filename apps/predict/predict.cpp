@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "actors/modes/job_schemas.hpp"
+#include "actors/modes/planning.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/plan_checks.hpp"
@@ -427,7 +428,16 @@ caf::expected<nlohmann::json> predict(const predict_request& r,
                                       profile_cache* shared) {
   if (auto err = check(r))
     return err;
-  profile_cache own(r.profile);
+  // The file is read once, before any model is profiled: a mistake in it is
+  // refused first, not found after minutes as "no strategy applies".
+  std::optional<model::model_profile> given;
+  if (!r.profile.empty()) {
+    auto file = actors::load_profile(r.profile);
+    if (!file)
+      return file.error();
+    given = std::move(file->profile);
+  }
+  profile_cache own(std::move(given));
   profile_cache& profiles = shared != nullptr ? *shared : own;
   tell(r, "profiling the models the strategies train");
   auto strategies = parse_strategies(r, base_hosts, profiles);

@@ -7,7 +7,6 @@
 #include <set>
 #include <sstream>
 
-#include "actors/modes/planning.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/predict/predict.hpp"
 #include "model/core/atomic_file.hpp"
@@ -189,10 +188,6 @@ int cmd_predict(args& a, const std::atomic<bool>* interrupted) {
   if (!not_an_input("baton predict", "--json", c.json_out,
                     {{"the workload", c.request.workload}, {"--profile", c.request.profile}}))
     return 2;
-  // The profile is read before the models are profiled, not after.
-  if (!c.request.profile.empty())
-    if (auto profile = actors::load_profile(c.request.profile); !profile)
-      return fail(profile.error());
   c.request.progress = [](const std::string& what) {
     std::fprintf(stderr, "baton predict: %s\n", what.c_str());
   };

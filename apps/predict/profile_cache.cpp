@@ -49,13 +49,8 @@ caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t
     key += "/c" + std::to_string(copies);
   if (auto found = made_.find(key); found != made_.end())
     return found->second;
-  if (!file_.empty()) {
-    auto p = actors::load_profile(file_);
-    if (!p)
-      return p.error();
-    if (p->profile.model == m.spec.name)
-      return made_[key] = p->profile;
-  }
+  if (given_ && given_->model == m.spec.name)
+    return made_[key] = *given_;
   model::profile_options options;
   options.microbatch_size = batch;
   options.sample_shape = shape;

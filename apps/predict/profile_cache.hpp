@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,11 @@ namespace baton::apps {
 /// model.
 class profile_cache : public actors::cost_profiles {
 public:
-  explicit profile_cache(std::string profile_file = "") : file_(std::move(profile_file)) {}
+  /// `given`: the profile of a `baton profile` file (actors::load_profile),
+  /// which serves every strategy that trains its model; none: every model is
+  /// profiled here.
+  explicit profile_cache(std::optional<model::model_profile> given = std::nullopt)
+    : given_(std::move(given)) {}
   caf::expected<model::model_profile> of(const actors::topology& t, int64_t batch,
                                          int32_t threads = 1, int32_t copies = 1) override;
   caf::expected<double> whole_step_of(const actors::topology& t, int64_t batch,
@@ -31,7 +36,7 @@ public:
   caf::expected<std::vector<double>> timed(
     const std::string& key,
     std::function<caf::expected<std::vector<double>>()> time) override;
-  bool from_file() const override { return !file_.empty(); }
+  bool from_file() const override { return given_.has_value(); }
   /// The profiles made or read so far, by key.
   const std::map<std::string, model::model_profile>& all() const { return made_; }
   /// Profiles every model this cache profiled once more (and times every
@@ -48,7 +53,7 @@ public:
   int32_t rounds() const { return rounds_; }
 
 private:
-  std::string file_;
+  std::optional<model::model_profile> given_;
   std::map<std::string, model::model_profile> made_;
   std::map<std::string, std::function<model::model_profile()>> makers_; ///< by key
   std::map<std::string, std::vector<model::model_profile>> taken_;     ///< by key
