@@ -391,10 +391,10 @@ node_settings node_of(const launch_options& o, const std::string& name, bool loo
   return s;
 }
 
-/// Starts this rank's node and plays its part; the exit code.
-int launch(launch_options o, const launch_identity& id, const topology& t,
+/// Starts this rank's node and plays its part; the exit code. `loopback`:
+/// rank 0's host resolves to loopback addresses only (look_up).
+int launch(launch_options o, const launch_identity& id, const topology& t, bool loopback,
            const std::atomic<bool>& interrupted) {
-  bool loopback = loopback_only(id.master_addr);
   auto name = node_name(o, t, id);
   if (!o.tls_dir.empty()) {
     auto tls = tls_files(o.tls_dir, name);
@@ -471,16 +471,18 @@ int cmd_launch(args& a, const std::atomic<bool>& interrupted) {
   if (!id)
     return fail(id.error());
   spdlog::info("baton launch: {}", id->origin);
-  if (auto why = unknown_host(id->master_addr); !why.empty())
-    return fail(make_error(errc::bad_config, "rank 0's host '" + id->master_addr + "': " + why
-                                               + " (where it came from is in the line above)"));
+  const auto master = look_up(id->master_addr);
+  if (!master.unknown.empty())
+    return fail(make_error(errc::bad_config, "rank 0's host '" + id->master_addr + "': " +
+                                               master.unknown +
+                                               " (where it came from is in the line above)"));
   // Every rank reads the topology: a host without the file (or with another
   // one) fails here, and the node names come from it.
   auto t = load_request_topology(o.run);
   if (!t)
     return fail(t.error());
   o.run.topology_text = t->text; // rank 0's job: the file as read here, not read again
-  return launch(o, *id, *t, interrupted);
+  return launch(o, *id, *t, master.loopback, interrupted);
 }
 
 } // namespace baton::apps

@@ -175,36 +175,34 @@ struct rendezvous_host::pending {
   clock_type::time_point since;  ///< when it connected
 };
 
-bool loopback_only(const std::string& host) {
+host_answer look_up(const std::string& host) {
+  host_answer answer;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
-    return false;
-  bool loopback = true;
+  if (host.empty())
+    return answer;
+  if (int code = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); code != 0) {
+    if (code == EAI_NONAME || code == EAI_FAIL)
+      answer.unknown = ::gai_strerror(code);
+    return answer;
+  }
+  answer.loopback = true;
   for (auto a = found; a != nullptr; a = a->ai_next) {
     if (a->ai_family == AF_INET) {
       auto ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
-      loopback = loopback && (ip >> 24) == 127;
+      answer.loopback = answer.loopback && (ip >> 24) == 127;
     } else {
       auto& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
-      loopback = loopback && a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&ip);
+      answer.loopback = answer.loopback && a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&ip);
     }
   }
   ::freeaddrinfo(found);
-  return loopback;
+  return answer;
 }
 
-std::string unknown_host(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int code = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (code == 0) {
-    ::freeaddrinfo(found);
-    return {};
-  }
-  return code == EAI_NONAME || code == EAI_FAIL ? ::gai_strerror(code) : "";
+bool loopback_only(const std::string& host) {
+  return look_up(host).loopback;
 }
 
 // -- the registration line ----------------------------------------------------

@@ -41,16 +41,23 @@
 namespace baton::actors {
 inline namespace runtime {
 
-/// True if every address `host` resolves to is a loopback address (127/8,
-/// ::1): only processes on this machine can reach a port there (a node
-/// without TLS listens only there; a launch whose rank 0 is there runs on
-/// this machine alone).
-bool loopback_only(const std::string& host);
+/// What the resolver says of a host name, asked once.
+struct host_answer {
+  /// True if every address it resolves to is a loopback address (127/8,
+  /// ::1): only processes on this machine can reach a port there (a node
+  /// without TLS listens only there; a launch whose rank 0 is there runs on
+  /// this machine alone).
+  bool loopback = false;
+  /// Why it names no address: the resolver's answer when it says the name
+  /// does not exist (a typo in --master-addr), "" when it resolves or the
+  /// failure may pass (a name server not answering yet).
+  std::string unknown;
+};
 
-/// Why `host` names no address: the resolver's answer when it says the name
-/// does not exist (a typo in --master-addr), "" when it resolves or the
-/// failure may pass (a name server not answering yet).
-std::string unknown_host(const std::string& host);
+host_answer look_up(const std::string& host);
+
+/// look_up(host).loopback.
+bool loopback_only(const std::string& host);
 
 /// A rank's node as rank 0 learns it at the rendezvous.
 struct launch_peer {
