@@ -66,8 +66,9 @@ forward_traits traits_of(const torch::jit::Module& m) {
 
 /// A digest of `x`: its type, shape and up to 4,096 of its 8-byte words,
 /// evenly spaced. The same tensor gives the same digest in every process.
+/// Read detached: a copy made contiguous is no part of the autograd graph.
 uint64_t sampled_digest(const at::Tensor& x) {
-  const at::Tensor c = x.contiguous();
+  const at::Tensor c = x.detach().contiguous();
   uint64_t h = mix64(static_cast<uint64_t>(c.scalar_type()));
   for (const auto size : c.sizes())
     h = mix64(h ^ static_cast<uint64_t>(size));
