@@ -11,6 +11,8 @@
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/modes/costing.hpp"
+#include "actors/modes/planning.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
@@ -87,6 +89,36 @@ void warn_of_other_settings(const topology& t) {
                t.checkpoint, t.pretrain.where, fmt::join(changed, "; "), t.file);
 }
 
+/// Why the existing checkpoint cannot start the model this run trains
+/// (loaded into it as its stages and workers load it: every tensor's name
+/// and shape), with how its file says it was made; "" when it can. A
+/// checkpoint pre-trained for other data (Fashion-MNIST's 1 channel, now 3)
+/// failed every stage as it started, after a warning that the run "starts
+/// from those weights".
+std::string unfit_checkpoint(const topology& t) {
+  try {
+    auto whole = build_trained_model(trained_model_of(t));
+    model::load_pretrained_backbone(whole, t.checkpoint);
+    return {};
+  } catch (const model::file_error& e) {
+    std::string made_with;
+    try {
+      if (auto made = model::checkpoint_settings(t.checkpoint))
+        if (auto changed = changed_settings(*made, pretraining_settings_text(t), 4);
+            !changed.empty())
+          made_with =
+            fmt::format(" (pre-trained with other settings: {})", fmt::join(changed, "; "));
+    } catch (const model::file_error&) {
+    }
+    const auto& where = t.checkpoint_where.empty() ? t.file : t.checkpoint_where;
+    return where + ": backbone.checkpoint cannot start this run's " + t.backbone.name + ": " +
+           e.what() + made_with + ". `baton pretrain " + t.file +
+           "` (with this run's --set options) makes it again for this run, replacing it; or "
+           "name another file in backbone.checkpoint (with backbone.pretrain.if_missing: "
+           "pretrain, a missing one is pre-trained before the run)";
+  }
+}
+
 } // namespace
 
 std::string pretraining_settings_text(const topology& t) {
@@ -145,6 +177,8 @@ caf::expected<void> ensure_pretrained(const topology& t) {
   if (t.checkpoint.empty())
     return caf::unit;
   if (std::filesystem::exists(t.checkpoint)) {
+    if (auto why = unfit_checkpoint(t); !why.empty())
+      return make_error(errc::bad_config, why);
     warn_of_other_settings(t);
     return caf::unit;
   }

@@ -14,9 +14,12 @@ namespace baton::actors {
 inline namespace modes {
 
 /// A mode's `prepare` hook: nothing when the topology has no backbone
-/// checkpoint (`backbone.checkpoint`); a warning when it exists but was
-/// pre-trained with other settings than the topology's `backbone.pretrain`
-/// gives (pretraining_settings_text), nothing else. A missing one is
+/// checkpoint (`backbone.checkpoint`). One that exists is refused (bad_config
+/// naming the key's file:line, what does not fit and how the file was made)
+/// when it does not fit the model the run trains, as its stages and workers
+/// would load it; a warning when it fits but was pre-trained with other
+/// settings than the topology's `backbone.pretrain` gives
+/// (pretraining_settings_text), nothing else. A missing one is
 /// pre-trained first (and logged) only with `backbone.pretrain.if_missing:
 /// pretrain`; otherwise the run is refused (bad_config naming the key's
 /// file:line, the path and the hint `baton pretrain FILE`), so that a

@@ -615,10 +615,8 @@ int bench_transfer(const bench_request& r) {
     spdlog::error("{}", describe(t.error()));
     return 2;
   }
-  if (!ensure_pretrained(*t)) {
-    spdlog::error("cannot prepare the pretrained backbone");
-    return 1;
-  }
+  if (auto ready = ensure_pretrained(*t); !ready)
+    return fail(ready.error());
   if (stop_requested(r.interrupted))
     return interrupted_exit_code;
   auto where = r.local_nodes > 0 ? "actors on " + std::to_string(r.local_nodes) +

@@ -3,7 +3,8 @@
 // run with the key's file:line and a hint to run `baton pretrain`, and train
 // nothing; only `backbone.pretrain.if_missing: pretrain` (the shipped
 // transfer and fine-tune configs, so that a fresh clone's first command
-// runs) pre-trains a missing checkpoint first, and says so.
+// runs) pre-trains a missing checkpoint first, and says so. One that exists
+// but cannot start the model (made for other data) is refused as well.
 
 #include <algorithm>
 #include <filesystem>
@@ -118,4 +119,35 @@ TEST_F(missing_checkpoint, a_bad_if_missing_value_is_refused) {
   EXPECT_EQ(out.exit_code, 2) << out.text;
   EXPECT_TRUE(contains(out.text, "if_missing")) << out.text;
   EXPECT_TRUE(contains(out.text, "pretrain")) << out.text;
+}
+
+// A checkpoint pre-trained for other data (here Fashion-MNIST's 1 channel,
+// then a run on 3-channel samples) cannot start the model: refused before
+// anything starts, saying what does not fit, how the file was made and what
+// to do, and the file left as it was. Before, a warning said the run
+// "starts from those weights" and then every stage failed as it started.
+TEST_F(missing_checkpoint, a_checkpoint_made_for_other_data_is_refused_before_anything_starts) {
+  const auto file = path("made.pt");
+  std::vector<std::string> args{"run", source_path("configs/transfer.yaml"), "--set",
+                                "backbone.checkpoint=" + file};
+  args.insert(args.end(), tiny.begin(), tiny.end());
+  ASSERT_EQ(run_baton(args).exit_code, 0);
+  const auto made = read_text(file);
+  args.insert(args.end(),
+              {"--set", "data.kind=synthetic", "--set", "data.synthetic_shape=[3, 28, 28]", "--set",
+               "data.synthetic_train=128", "--set", "data.synthetic_test=64"});
+  const auto out = run_baton(args);
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  for (const std::string& part :
+       {"--set backbone.checkpoint=" + file +
+          ": backbone.checkpoint cannot start this run's convnet",
+        std::string{"key 'conv1.weight' has shape [32, 1, 3, 3] Float, "
+                    "expected [32, 3, 3, 3] Float"},
+        std::string{"pre-trained with other settings: backbone.input: [1, 28, 28] -> [3, 28, 28]"},
+        "`baton pretrain " + source_path("configs/transfer.yaml") + "`"})
+    EXPECT_TRUE(contains(out.text, part)) << part << " not in: " << out.text;
+  EXPECT_FALSE(contains(out.text, "starts from those weights")) << out.text;
+  EXPECT_FALSE(contains(out.text, "refused to spawn")) << out.text;
+  EXPECT_FALSE(contains(out.text, "pre-training")) << out.text;
+  EXPECT_EQ(read_text(file), made);
 }
