@@ -20,7 +20,13 @@ std::optional<early_stop> run_stop::epoch(const std::string& head, int32_t epoch
     return std::nullopt;
   if (patience_ > 0 && validation_accuracy >= 0) {
     auto& judged = judged_.try_emplace(head, patience_).first->second;
-    judged.add(epoch, validation_accuracy);
+    // An epoch reported again (a restart replayed its end) was judged: added
+    // twice, it counted as an epoch without a higher accuracy, and a run
+    // restarted after its first epoch stopped there with "0 epochs without".
+    if (auto last = last_judged_.find(head); last == last_judged_.end() || epoch > last->second) {
+      last_judged_[head] = epoch;
+      judged.add(epoch, validation_accuracy);
+    }
     size_t exhausted = 0;
     for (const auto& [group, selection] : judged_)
       exhausted += selection.exhausted() ? 1 : 0;

@@ -41,7 +41,8 @@ public:
   /// target_accuracy (in this or an earlier epoch), or once every one has
   /// gone `patience` epochs without a higher validation accuracy
   /// (model::epoch_selection; reason "early_stopping"); none before, and
-  /// none once stopping.
+  /// none once stopping. An epoch reported again (a restart replays the
+  /// steps after its checkpoint) is not judged again.
   std::optional<early_stop> epoch(const std::string& head, int32_t epoch, double test_accuracy,
                                   double seconds, double validation_accuracy = -1);
   /// `trained` seconds into training: the stop at the time budget, keeping
@@ -71,6 +72,7 @@ private:
   int32_t patience_;
   std::set<std::string> reached_; ///< heads that reached the target
   std::map<std::string, model::epoch_selection> judged_; ///< by head: its validation epochs
+  std::map<std::string, int32_t> last_judged_;           ///< by head: its last epoch judged
   /// The last epoch reported (what a stop at the time budget keeps).
   early_stop last_epoch_{"", -1, 0, 0, "stop_after_seconds"};
   std::optional<early_stop> stopped_;

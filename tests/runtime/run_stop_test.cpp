@@ -103,3 +103,20 @@ TEST(run_stop, early_stopping_once_every_head_spent_its_patience) {
   ASSERT_TRUE(target);
   EXPECT_EQ(target->reason, "stop_at_accuracy");
 }
+
+// A restart from a checkpoint before an epoch's end replays that end, and its
+// report comes again: judged once. It was added twice, as an epoch without a
+// higher accuracy, and a pipeline restarted after its first epoch stopped
+// there ("0 epochs without a higher validation accuracy").
+TEST(run_stop, an_epoch_reported_again_after_a_restart_is_judged_once) {
+  run_stop stop{0, 0, 1, 1};
+  EXPECT_FALSE(stop.epoch("a", 0, 0.5, 1, 0.60));
+  EXPECT_FALSE(stop.epoch("a", 0, 0.5, 2, 0.60)); // the replay
+  EXPECT_FALSE(stop.epoch("a", 1, 0.6, 3, 0.70));
+  EXPECT_FALSE(stop.epoch("a", 0, 0.5, 4, 0.60)); // a later restart's replays
+  EXPECT_FALSE(stop.epoch("a", 1, 0.6, 5, 0.70));
+  auto at = stop.epoch("a", 2, 0.6, 6, 0.65);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->epoch, 2);
+  EXPECT_EQ(at->best_epoch, 1);
+}
