@@ -64,7 +64,10 @@ std::string best_epochs::finish(job_result& result) const {
     const auto kept = best_.find(w.from);
     if (group == judged_.end() || kept == best_.end() ||
         kept->second.first != group->second.best_epoch())
-      return "'" + w.from + "' sent no weights of its best epoch";
+      return "'" + w.from + "' sent no weights of its best epoch" +
+             (group == judged_.end()
+                ? std::string{}
+                : " (epoch " + std::to_string(group->second.best_epoch() + 1) + ")");
   }
   for (auto& w : result.stage_weights)
     w.tensors = best_.at(w.from).second;

@@ -49,6 +49,11 @@ public:
   /// weights stay (a sender whose best epoch never came).
   std::string finish(job_result& result) const;
 
+  /// By sender: the epoch of the best weights kept so far, and the weights.
+  const std::map<std::string, std::pair<int32_t, std::vector<at::Tensor>>>& kept() const {
+    return best_;
+  }
+
 private:
   /// The result group of a weight sender ("" for another actor).
   std::string group_of(const std::string& sender) const;

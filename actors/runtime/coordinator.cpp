@@ -10,9 +10,9 @@
 #include "actors/flow/activity.hpp"
 #include "actors/flow/protocols.hpp"
 #include "actors/flow/tensor_parts.hpp"
-
 #include "actors/runtime/best_epochs.hpp"
 #include "actors/runtime/checkpoints.hpp"
+#include "actors/runtime/epoch_record.hpp"
 #include "actors/runtime/fault_sending.hpp"
 #include "actors/runtime/job_nodes.hpp"
 #include "actors/runtime/job_pass.hpp"
@@ -59,6 +59,7 @@ public:
       return err;
     if (recovery_.checkpoints().kept)
       result_.checkpoint_dir = recovery_.checkpoints().dir;
+    record_.resume(recovery_.checkpoints().dir, recovery_.checkpoints().run_id, best_, stop_);
     if (auto warning = short_stall_timeout_warning(stall_limit(), activity::heartbeat_interval))
       spdlog::warn("{}", *warning);
     // Each pass runs the job from its restore step; a failure the topology
@@ -129,9 +130,8 @@ private:
 
   // -- training: each handler ignores a message of an earlier pass ---------------
 
-  /// Whether the message being handled comes from an actor of this pass.
-  /// Such a message (a report, not a heartbeat) shows the job advancing and
-  /// its node alive.
+  /// Whether the message being handled comes from an actor of this pass
+  /// (then, a report and not a heartbeat, it shows its node alive).
   bool from_current() {
     auto* a = pass_.find(caf::actor_cast<caf::actor_addr>(self_->current_sender()));
     if (a != nullptr)
@@ -174,6 +174,7 @@ private:
     for (const auto& e : report->epochs) {
       log_epoch(report->actor, e, plan_.divergence_advice);
       best_.epoch(report->actor, e.epoch, e.validation_accuracy);
+      record_.add({report->actor, e.epoch, e.test_accuracy, e.validation_accuracy}, best_);
       begin_stop(stop_.epoch(report->actor, e.epoch, e.test_accuracy, seconds,
                              e.validation_accuracy));
     }
@@ -212,7 +213,7 @@ private:
       return;
     auto& w = *whole;
     if (w.kind == "epoch_weights" && !w.invalid && options_.epoch_weights)
-      return best_.weights(std::move(w));
+      return record_.weights(best_, std::move(w));
     if (w.kind != "weights" || w.invalid)
       return spdlog::warn("ignored a tensor_set '{}' from '{}' (only stage weights are expected){}",
                           w.kind, w.from, w.invalid ? ": " + describe(w.invalid) : "");
@@ -228,10 +229,8 @@ private:
     if (c.kind != messages::control_kind::start || !from_current())
       return;
     progress_.set_total(c.value);
-    // A fault at a step past the job's end never fires. The parser refuses
-    // one when it knows the job's length; when the data is read on a listed
-    // node it is known only now, from the source's sample count (all
-    // epochs): said once, as the run starts.
+    // A fault past the job's end never fires: refused by the parser where it
+    // knows the length, said here where only the source's count tells it.
     for (const auto& warning :
          recovery_.unreachable_faults(c.value, facts_.epochs, facts_.batch_size))
       spdlog::warn("{}", warning);
@@ -483,6 +482,7 @@ private:
   clock_type::time_point training_started_;   ///< this pass's start (timed faults)
   clock_type::time_point first_pass_started_; ///< the job's first pass's (epoch times)
   best_epochs best_; ///< each result's best epoch by validation accuracy, its weights
+  epoch_record record_; ///< the epochs judged and the best weights, kept for --resume
   run_stop stop_; ///< target_accuracy, early stopping, the time budget, a salvage
 };
 

@@ -308,3 +308,43 @@ TEST_F(checkpoint_dir, a_refused_resume_leaves_the_directory_as_it_was) {
   EXPECT_TRUE(contains(odd.text, "not a run record written by baton (not a map of keys)"))
     << odd.text;
 }
+
+// A run resumed with --resume judged the epochs after its restart only: the
+// first of them was "the best" (its weights saved by --save-model with save:
+// best), and early stopping counted its patience from there, so the run
+// trained on past the epoch where its uninterrupted twin stopped. The epochs
+// judged and the best epoch's weights are kept in the checkpoint directory:
+// here the run fails in epoch 4 (best: epoch 3, its end not replayed by the
+// restore) and, resumed, stops after epoch 4 as the twin does and saves the
+// twin's model, byte for byte.
+TEST_F(checkpoint_dir, a_resumed_run_keeps_its_best_epoch_and_its_early_stopping) {
+  const auto out = dir_->path() + "/best-";
+  const auto checkpoints = out + "checkpoints";
+  const std::vector<std::string> job{
+    "run", source_path("configs/pipeline.yaml"), "--set", "pipeline.schedule=gpipe", "--set",
+    "data.microbatches=4", "--set", "data.validation=0.1", "--set", "data.epochs=6", "--set",
+    "data.train_limit=2048", "--set", "data.test_limit=500", "--set",
+    "early_stopping={patience: 1}"};
+  auto twin = run_baton(with(job, {"--save-model", out + "twin.pt"}));
+  ASSERT_EQ(twin.exit_code, 0) << twin.text;
+  ASSERT_TRUE(contains(twin.text, "stopped after epoch 4: stage2 had 1 epochs without a higher "
+                                  "validation accuracy than epoch 3's"))
+    << twin.text;
+
+  // 29 steps an epoch: step 100 is in epoch 4, after the checkpoint of step 95.
+  auto failed = run_baton(
+    with(job, {"--set", "runtime.checkpoint_every=5", "--set", "runtime.max_restarts=0", "--set",
+               "runtime.checkpoint_dir=" + checkpoints, "--fault",
+               "kind=throw,actor=stage1,at_step=100", "--save-model", out + "resumed.pt"}));
+  ASSERT_EQ(failed.exit_code, 1) << failed.text;
+  auto resumed = run_baton({"run", "--resume", checkpoints});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "3 epoch(s) judged before the restart")) << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "stopped after epoch 4: stage2 had 1 epochs without a "
+                                     "higher validation accuracy than epoch 3's"))
+    << resumed.text;
+  EXPECT_TRUE(contains(resumed.text, "stage2: best epoch 3 by validation accuracy"))
+    << resumed.text;
+  EXPECT_FALSE(contains(resumed.text, "epoch 5 stage2")) << resumed.text;
+  EXPECT_EQ(read_text(out + "resumed.pt"), read_text(out + "twin.pt"));
+}
