@@ -82,9 +82,16 @@ void epoch_record::resume(std::string dir, std::string run_id, best_epochs& best
     // Its stop, if any, is the next report's: exhausted patience stays so.
     (void)stop.epoch(e.group, e.epoch, e.test_accuracy, 0, e.validation_accuracy);
   }
-  std::error_code ec;
+  load_kept_weights(best);
+  spdlog::info("{}: {} epoch(s) judged before the restart, judged again", dir_, epochs_.size());
+}
+
+void epoch_record::load_kept_weights(best_epochs& best) {
   const auto folders = weights_dir(dir_);
-  for (const auto& entry : fs::directory_iterator(linked(folders) ? "" : folders, ec)) {
+  std::error_code ec;
+  if (linked(folders) || !fs::is_directory(folders, ec))
+    return;
+  for (const auto& entry : fs::directory_iterator(folders, ec)) {
     const auto sender = entry.path().filename().string();
     if (linked(entry.path()))
       continue;
@@ -103,7 +110,6 @@ void epoch_record::resume(std::string dir, std::string run_id, best_epochs& best
                    e.what());
     }
   }
-  spdlog::info("{}: {} epoch(s) judged before the restart, judged again", dir_, epochs_.size());
 }
 
 void epoch_record::add(judged_epoch e, const best_epochs& best) {

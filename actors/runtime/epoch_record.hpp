@@ -39,11 +39,6 @@ public:
   /// hands `best` the best weights kept; a new run finds none of its own.
   void resume(std::string dir, std::string run_id, best_epochs& best, run_stop& stop);
 
-  /// The epochs the file holds for this run, in the order they were
-  /// judged; none when it is missing or another run's (a new run in a
-  /// finished run's directory). A file that cannot be read is a warning.
-  std::vector<judged_epoch> read() const;
-
   /// Adds `e` (with a validation accuracy, after every epoch of its group
   /// recorded; a replay after a restart is not added again) and writes the
   /// file again whole (model::try_replace_file); then keep(best), as
@@ -60,6 +55,13 @@ public:
   void keep(const best_epochs& best);
 
 private:
+  /// The epochs the file holds for this run, in the order they were
+  /// judged; none when it is missing or another run's (a new run in a
+  /// finished run's directory). A file that cannot be read is a warning.
+  std::vector<judged_epoch> read() const;
+  /// Hands `best` each sender's best weights kept for this run.
+  void load_kept_weights(best_epochs& best);
+
   std::string dir_; ///< "": nothing is kept
   std::string run_id_;
   std::vector<judged_epoch> epochs_;
