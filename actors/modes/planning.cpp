@@ -152,15 +152,18 @@ json to_json(const profile_file& p) {
                       {"parameter_bytes", l.parameter_bytes},
                       {"update_seconds", l.update_seconds},
                       {"weight_gradient_seconds", l.weight_gradient_seconds}});
-  return {{"model", p.profile.model},
-          {"topology", p.topology},
-          {"microbatch_size", p.profile.microbatch_size},
-          {"microbatches_per_minibatch", p.microbatches_per_minibatch},
-          {"timed_microbatches", p.profile.microbatches},
-          {"warmups", p.warmups},
-          {"threads", p.profile.threads},
-          {"machine", {{"hostname", p.profile.hostname}, {"cores", p.profile.cores}}},
-          {"layers", layers}};
+  json j{{"model", p.profile.model},
+         {"topology", p.topology},
+         {"microbatch_size", p.profile.microbatch_size},
+         {"microbatches_per_minibatch", p.microbatches_per_minibatch},
+         {"timed_microbatches", p.profile.microbatches},
+         {"warmups", p.warmups},
+         {"threads", p.profile.threads},
+         {"machine", {{"hostname", p.profile.hostname}, {"cores", p.profile.cores}}},
+         {"layers", layers}};
+  if (!p.profile.sample_shape.empty())
+    j["sample_shape"] = p.profile.sample_shape;
+  return j;
 }
 
 caf::expected<profile_file> profile_from_json(const json& j, const std::string& name) {
@@ -178,6 +181,14 @@ caf::expected<profile_file> profile_from_json(const json& j, const std::string& 
       !read.integer(j, "threads", p.profile.threads, err, 1))
     return err;
   read.integer(j, "warmups", p.warmups, err); // informative only
+  // Files written before it was recorded have none: not checked then.
+  if (auto shape = j.find("sample_shape"); shape != j.end()) {
+    if (!shape->is_array() || shape->size() != 3 ||
+        !std::all_of(shape->begin(), shape->end(),
+                     [](const json& x) { return x.is_number_integer() && x.get<int64_t>() > 0; }))
+      return read.fail("sample_shape", "three positive integers (C, H, W)");
+    p.profile.sample_shape = shape->get<std::vector<int64_t>>();
+  }
   if (auto machine = j.find("machine"); machine != j.end() && machine->is_object()) {
     p.profile.hostname = machine->value("hostname", "");
     p.profile.cores = machine->value("cores", 0);

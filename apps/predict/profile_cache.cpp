@@ -38,6 +38,53 @@ std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, in
   return key;
 }
 
+/// "1x28x28".
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (auto x : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(x);
+  return text;
+}
+
+/// Why the profile of a `baton profile` file does not time the model `m`
+/// trains on samples of `shape` ("" when it does): another sample shape
+/// (where the file records one), or layers of other names or sizes (a
+/// TorchScript model is always "torchscript", whatever its file; an mlp of
+/// other widths has the same layer names). Before, any profile of a model
+/// of that name was taken, and its times predicted another workload.
+std::string misfit(const model::model_profile& p, const trained_model& m,
+                   const std::vector<int64_t>& shape) {
+  const std::string again = " (profile it with `baton profile`)";
+  if (!p.sample_shape.empty() && p.sample_shape != shape)
+    return "it profiled " + p.model + " on samples of " + shape_text(p.sample_shape) +
+           ", this workload's are " + shape_text(shape) + again;
+  std::vector<std::pair<std::string, int64_t>> layers;
+  try {
+    const auto model = actors::build_trained_model(m);
+    for (const auto& l : model.layers()) {
+      int64_t bytes = 0;
+      for (const auto& w : l.module.ptr()->parameters(/*recurse=*/true))
+        bytes += static_cast<int64_t>(w.nbytes());
+      layers.emplace_back(l.name, bytes);
+    }
+  } catch (const std::exception&) {
+    return ""; // the model cannot be built: profiling it says why
+  }
+  for (size_t k = 0; k < std::max(layers.size(), p.layers.size()); ++k) {
+    auto there = k < p.layers.size()
+                   ? p.layers[k].name + " (" + std::to_string(p.layers[k].parameter_bytes) +
+                       " bytes of parameters)"
+                   : std::string{"no layer"};
+    auto here = k < layers.size() ? layers[k].first + " (" + std::to_string(layers[k].second) +
+                                      " bytes of parameters)"
+                                  : std::string{"no layer"};
+    if (there != here)
+      return "it profiled a " + p.model + " of other layers than this workload's: its layer " +
+             std::to_string(k + 1) + " is " + there + ", this workload's " + here + again;
+  }
+  return "";
+}
+
 } // namespace
 
 caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t batch,
@@ -49,8 +96,11 @@ caf::expected<model::model_profile> profile_cache::of(const topology& t, int64_t
     key += "/c" + std::to_string(copies);
   if (auto found = made_.find(key); found != made_.end())
     return found->second;
-  if (given_ && given_->model == m.spec.name)
+  if (given_ && given_->model == m.spec.name) {
+    if (auto why = misfit(*given_, m, shape); !why.empty())
+      return make_error(errc::bad_config, t.file + ": --profile: " + why);
     return made_[key] = *given_;
+  }
   model::profile_options options;
   options.microbatch_size = batch;
   options.sample_shape = shape;

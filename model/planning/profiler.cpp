@@ -219,6 +219,7 @@ model_profile profile_model(const layered_model& m, const profile_options& optio
                 "threads >= 1");
   model_profile profile;
   profile.microbatch_size = options.microbatch_size;
+  profile.sample_shape = options.sample_shape;
   profile.threads = options.threads;
   profile.hostname = this_hostname();
   profile.cores = static_cast<int32_t>(std::thread::hardware_concurrency());

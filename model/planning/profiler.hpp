@@ -58,6 +58,7 @@ struct profile_options {
 struct model_profile {
   std::string model;            ///< model name, as the topology says it
   int64_t microbatch_size = 0;
+  std::vector<int64_t> sample_shape; ///< C, H, W of a sample (empty: a file that has none)
   int32_t microbatches = 0;     ///< timed microbatches per figure
   int32_t threads = 1;
   std::string hostname;

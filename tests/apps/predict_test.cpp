@@ -331,3 +331,47 @@ TEST(predict, a_signal_while_simulating_stops_it_and_writes_nothing) {
   EXPECT_TRUE(contains(text, "interrupted")) << text;
   EXPECT_FALSE(std::ifstream(out).good()) << "wrote " << out << ":\n" << text;
 }
+
+// `--profile F` served every strategy whose model has F's model's name,
+// whatever it was profiled on: a profile of the mlp at 1x28x28 and [64]
+// predicted a workload of 1x20x20 samples, or of [32]. F now records its
+// samples' shape, and its layers' names and sizes must be the workload's
+// model's; a profile that does not fit is refused naming the difference.
+TEST(predict, a_profile_of_another_shape_or_width_is_refused) {
+  scratch_dir dir("predict-profile");
+  const std::string workload = tiny_workload(dir.path());
+  const std::string topology = dir.path() + "/dp.yaml";
+  std::ofstream(topology) << "job: data-parallel\nseed: 42\ndata:\n"
+                          << tiny_fashion_mnist << R"(  batch_size: 32
+backbone:
+  checkpoint: none
+data_parallel:
+  model: ist_mlp
+  hidden: [64]
+tasks:
+  - {name: all10, labels: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}
+task: all10
+)";
+  const std::string profile = dir.path() + "/p.json";
+  auto made = run_baton({"profile", topology, "--out", profile});
+  ASSERT_EQ(made.exit_code, 0) << made.text;
+  EXPECT_EQ(read_prediction_json(profile)["sample_shape"], json::parse("[1, 28, 28]"));
+  const std::vector<std::string> predict{
+    "predict", workload, "--profile", profile, "--latency",    "0.0001",
+    "--bandwidth", "1gbit", "--hosts", "2",    "--strategies", "data-parallel:ring"};
+  auto fits = run_baton(predict);
+  EXPECT_EQ(fits.exit_code, 0) << fits.text;
+  auto narrower = run_baton(
+    with(predict, {"--set", "data_parallel.hidden=[32]", "--set", "ist.hidden=[32]"}));
+  EXPECT_EQ(narrower.exit_code, 2) << narrower.text;
+  EXPECT_TRUE(contains(narrower.text, "--profile: it profiled a ist_mlp of other layers than this "
+                                      "workload's: its layer 2 is fc1 (200704 bytes of "
+                                      "parameters), this workload's fc1 (100352"))
+    << narrower.text;
+  auto smaller = run_baton(with(predict, {"--set", "data.dataset=synthetic", "--set",
+                                          "data.synthetic_shape=[1, 20, 20]"}));
+  EXPECT_EQ(smaller.exit_code, 2) << smaller.text;
+  EXPECT_TRUE(contains(smaller.text, "it profiled ist_mlp on samples of 1x28x28, this "
+                                     "workload's are 1x20x20"))
+    << smaller.text;
+}
