@@ -7,6 +7,7 @@
 #include "actors/modes/planning.hpp"
 #include "apps/predict/link_calibration.hpp"
 #include "messages/errc.hpp"
+#include "model/core/dataset.hpp"
 #include "model/core/layered_model.hpp"
 #include "model/data_parallel/data_parallel.hpp"
 
@@ -38,14 +39,6 @@ std::string key_of(const trained_model& m, const std::vector<int64_t>& shape, in
   return key;
 }
 
-/// "1x28x28".
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text;
-  for (auto x : shape)
-    text += (text.empty() ? "" : "x") + std::to_string(x);
-  return text;
-}
-
 /// Why the profile of a `baton profile` file does not time the model `m`
 /// trains on samples of `shape` ("" when it does): another sample shape
 /// (where the file records one), or layers of other names or sizes (a
@@ -56,8 +49,8 @@ std::string misfit(const model::model_profile& p, const trained_model& m,
                    const std::vector<int64_t>& shape) {
   const std::string again = " (profile it with `baton profile`)";
   if (!p.sample_shape.empty() && p.sample_shape != shape)
-    return "it profiled " + p.model + " on samples of " + shape_text(p.sample_shape) +
-           ", this workload's are " + shape_text(shape) + again;
+    return "it profiled " + p.model + " on samples of " + model::shape_text(p.sample_shape) +
+           ", this workload's are " + model::shape_text(shape) + again;
   std::vector<std::pair<std::string, int64_t>> layers;
   try {
     const auto model = actors::build_trained_model(m);

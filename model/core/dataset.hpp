@@ -75,6 +75,9 @@ data_header read_data_header(const data_spec& spec);
 /// from the spec, the others' from their training split's headers).
 std::vector<int64_t> data_shape(const data_spec& spec);
 
+/// A sample's shape as messages name it: "1x28x28".
+std::string shape_text(const std::vector<int64_t>& shape);
+
 /// The samples of a split, after its limit, from its headers (the training
 /// split less its validation samples).
 int64_t data_size(const data_spec& spec, split which);

@@ -210,13 +210,6 @@ std::string mib_text(double mib) {
   return text;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (auto d : shape)
-    s += (s.empty() ? "" : "x") + std::to_string(d);
-  return s;
-}
-
 std::string values_text(const std::vector<double>& values) {
   std::string out;
   for (double v : values) {
@@ -241,6 +234,13 @@ void log_loaded(const data_spec& spec, const std::string& which, const dataset& 
 }
 
 } // namespace
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (auto d : shape)
+    s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
 
 namespace datasets {
 
