@@ -98,6 +98,10 @@ struct source_settings {
   std::vector<model::task> tasks; ///< labels of every task travel with each microbatch
   int32_t window = 4;
   int64_t start_step = 0; ///< first training step to emit: `run.recovery.restore_step`
+  /// The training samples the plan counted a learning-rate schedule's steps
+  /// from (actors/modes/schedule_length.hpp); the source refuses to start
+  /// on another number. 0: not checked (no schedule).
+  int64_t train_samples = 0;
 };
 
 /// Its fields, the batch plan's among them (batch_size, microbatches,
@@ -111,6 +115,7 @@ void inspect(Inspector& f, source_settings& x) {
   f.field("seed", x.plan.seed);
   f.field("tasks", x.tasks);
   f.field("window", x.window).at_least(1);
+  f.optional_field("train_samples", x.train_samples).at_least(0);
   f.optional_field("run",
                    [&] {
                      run_settings run;

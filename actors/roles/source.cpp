@@ -294,6 +294,13 @@ caf::expected<caf::actor> spawn_source(caf::actor_system& sys, const std::string
   auto data = load_source_data(spec);
   if (!data)
     return data.error();
+  if (spec.train_samples > 0 && data->train.size() != spec.train_samples)
+    return make_error(errc::bad_config,
+                      name + ": the training split has " + std::to_string(data->train.size()) +
+                        " samples here, but the run was planned for " +
+                        std::to_string(spec.train_samples) +
+                        " (its learning-rate schedule counts their steps): the data this node "
+                        "reads differs from the data where the run was planned");
   source_setup setup{name, node, spec, std::move(*data)};
   return spawn_detached(sys, name, source_behavior, std::move(setup));
 }

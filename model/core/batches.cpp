@@ -37,6 +37,19 @@ epoch_plan plan_epoch(int64_t dataset_size, const batch_plan& plan, int32_t epoc
   return out;
 }
 
+epoch_counts count_epoch(int64_t dataset_size, const batch_plan& plan) {
+  check_plan(plan);
+  const int64_t n = std::max<int64_t>(dataset_size, 0);
+  const int64_t full = n / plan.batch_size;
+  const int64_t rest = n % plan.batch_size;
+  epoch_counts out;
+  out.minibatches = full + (rest > 0 ? 1 : 0);
+  // A minibatch is cut into min(microbatches, its size) pieces, as plan_epoch.
+  out.microbatches = full * std::min<int64_t>(plan.microbatches, plan.batch_size) +
+                     std::min<int64_t>(plan.microbatches, rest);
+  return out;
+}
+
 std::vector<std::vector<int64_t>> plan_eval(int64_t dataset_size, int64_t batch_size) {
   if (batch_size <= 0)
     throw error("evaluation plan: expected batch_size > 0, got " + std::to_string(batch_size));

@@ -47,6 +47,16 @@ struct epoch_plan {
 };
 epoch_plan plan_epoch(int64_t dataset_size, const batch_plan& plan, int32_t epoch);
 
+/// How many minibatches (optimizer steps of a flush schedule) and
+/// microbatches (steps of an unreplicated 1f1b stage) plan_epoch cuts an
+/// epoch of `dataset_size` samples into: the same in every epoch, counted
+/// without the samples. Throws model::error as check_plan.
+struct epoch_counts {
+  int64_t minibatches = 0;
+  int64_t microbatches = 0;
+};
+epoch_counts count_epoch(int64_t dataset_size, const batch_plan& plan);
+
 /// The test split in order, cut into batches of `batch_size`.
 std::vector<std::vector<int64_t>> plan_eval(int64_t dataset_size, int64_t batch_size);
 

@@ -375,7 +375,7 @@ double lr_at(const optimizer_spec& o, int64_t step, int64_t steps_per_epoch, int
 
 std::string describe(const optimizer_spec& o) {
   std::string text = fmt::format("{} lr {:g}", o.name, o.lr);
-  if (o.schedule != "constant" || o.warmup_epochs > 0) {
+  if (o.scheduled()) {
     text += " (" + o.schedule;
     if (o.warmup_epochs > 0)
       text += fmt::format(", warm-up {:g} epochs", o.warmup_epochs);

@@ -62,8 +62,8 @@ double pretrain(const pretraining_settings& spec, const dataset& train, const da
   runs.push_back(std::make_unique<head_run>(
       whole, make_pretrain_model(spec.backbone, spec.task_def.classes)));
   // The schedule's steps: one per minibatch, a last partial one kept (plan_epoch).
-  runs.front()->trainer.set_schedule(
-    (train.size() + spec.plan.batch_size - 1) / spec.plan.batch_size, spec.plan.epochs);
+  runs.front()->trainer.set_schedule(count_epoch(train.size(), spec.plan).minibatches,
+                                     spec.plan.epochs);
   frozen_backbone identity{layered_model{}, {}}; // no layers: forward returns its input
   for (int32_t epoch = 0; epoch < spec.plan.epochs; ++epoch)
     train_heads(identity, runs, train, spec.plan, epoch, progress);

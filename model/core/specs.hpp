@@ -161,6 +161,10 @@ struct optimizer_spec {
   /// The largest L2 norm of the gradients of one step over the parameters
   /// it covers (torch.nn.utils.clip_grad_norm_); 0: no clipping.
   double clip_grad_norm = 0;
+
+  /// Not constant, or with a warm-up: each step's lr (model::lr_at) then
+  /// needs the run's length.
+  bool scheduled() const { return schedule != "constant" || warmup_epochs > 0; }
 };
 
 /// A task: a label map over the dataset's classes.

@@ -359,7 +359,7 @@ void stage_trainer::step(const std::vector<at::Tensor>& gradients) {
   double lr = optimizer_.lr;
   if (steps_per_epoch_ > 0)
     lr = lr_at(optimizer_, version_, steps_per_epoch_, epochs_);
-  else if (optimizer_.schedule != "constant" || optimizer_.warmup_epochs > 0)
+  else if (optimizer_.scheduled())
     throw error("stage step: the optimizer's schedule needs the run's length (set_schedule)");
   const auto clipped = clip_grad_norm(gradients, optimizer_.clip_grad_norm);
   // The current version's tensors are stepped in place when nothing will

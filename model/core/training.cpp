@@ -37,7 +37,7 @@ struct head_trainer::optimizer_state {
     double lr = spec.lr;
     if (steps_per_epoch > 0)
       lr = lr_at(spec, version, steps_per_epoch, epochs);
-    else if (spec.schedule != "constant" || spec.warmup_epochs > 0)
+    else if (spec.scheduled())
       throw error("head step: the optimizer's schedule needs the run's length (set_schedule)");
     torch::NoGradGuard no_grad;
     if (spec.clip_grad_norm > 0) {

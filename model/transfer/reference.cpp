@@ -39,6 +39,10 @@ std::vector<head_result> run_transfer_local(frozen_backbone& backbone,
                   " outputs, expected at least the " + std::to_string(spec.task_def.classes) +
                   " classes of task '" + spec.task_def.name + "'");
     runs.push_back(std::make_unique<head_run>(spec, make_model(spec.model)));
+    // A step per minibatch, as the plan counts a head actor's.
+    if (spec.optimizer.scheduled())
+      runs.back()->trainer.set_schedule(count_epoch(data.train.size(), plan).minibatches,
+                                        plan.epochs);
     runs.back()->result.name = spec.name;
     runs.back()->result.task = spec.task_def.name;
   }

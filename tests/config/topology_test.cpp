@@ -384,8 +384,9 @@ TEST_F(topology_test, the_classifier_is_a_torchscript_backbones_choice) {
 
 // The workload's `optimizer:` (issue 35): every head and the pre-training
 // take it, a head's own keys override it; keys of another optimizer or
-// schedule, an unknown name and a schedule a transfer head cannot follow are
-// refused at their line.
+// schedule and an unknown name are refused at their line; a head's schedule
+// is read, and refused where the data it counts its steps from cannot be
+// read.
 TEST_F(topology_test, the_workload_optimizer_section) {
   auto t = load(tasks_and_heads + "optimizer: {name: adamw, lr: 0.001, betas: [0.8, 0.99], "
                                   "weight_decay: 0.01, clip_grad_norm: 2}\n",
@@ -409,7 +410,13 @@ TEST_F(topology_test, the_workload_optimizer_section) {
   text = tasks_and_heads + "optimizer: {name: adam, amsgrad: true}\n";
   expect_error_at(text, "amsgrad", {"amsgrad"});
   text = tasks_and_heads + "optimizer: {schedule: cosine, warmup_epochs: 1}\n";
-  expect_error(load(text), {"transfer's heads step at a constant lr"});
+  auto scheduled = load(text);
+  ASSERT_TRUE(scheduled) << baton::describe(scheduled.error());
+  EXPECT_EQ(transfer(*scheduled).heads[0].spec.optimizer.schedule, "cosine");
+  text = "nodes: [{name: n1, port: 7001}]\ndata: {dir: /nonexistent}\n" + text;
+  expect_error(load(text), {"job: transfer's heads (the workload's optimizer section is at ",
+                            "step along the schedule 'cosine'",
+                            "cannot read the data's headers (/nonexistent)"});
 }
 
 TEST_F(topology_test, missing_file) {

@@ -119,7 +119,7 @@ void read_optimizer_of(const field& root, const field& section, const topology& 
     refuse(o.name + " is not supported: its moments would restart every round");
   if (o.nesterov)
     refuse("nesterov is not supported");
-  if (o.schedule != "constant" || o.warmup_epochs > 0)
+  if (o.scheduled())
     refuse("a learning-rate schedule is not supported");
   if (o.clip_grad_norm > 0)
     refuse("clip_grad_norm is not supported: a worker holds only its subnet's gradient");

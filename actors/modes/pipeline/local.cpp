@@ -14,6 +14,7 @@
 #include "actors/modes/pipeline/plan.hpp"
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/saved_model.hpp"
+#include "actors/modes/schedule_length.hpp"
 #include "actors/runtime/emulated_hosts.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "actors/runtime/run_stop.hpp"
@@ -57,8 +58,7 @@ struct local_trainers {
 
 /// gpipe and 1f1b-flush: one step per minibatch.
 bool flush_schedule(const topology& t) {
-  const std::string& schedule = section_of(t).schedule;
-  return schedule == "gpipe" || schedule == "1f1b-flush";
+  return !asynchronous(section_of(t));
 }
 
 /// A training epoch's sums.
@@ -215,15 +215,23 @@ messages::epoch_result train_epoch(const topology& t, const model::task& task,
 }
 
 /// One trainer for the whole model under a flush schedule, one per stage
-/// (sharing the whole model's layers) under 1f1b.
-local_trainers make_trainers(const topology& t, const model::layered_model& whole) {
+/// (sharing the whole model's layers) under 1f1b; a scheduled optimizer
+/// counts their steps over epochs of `train_samples`, as the plan counts
+/// the stages'.
+local_trainers make_trainers(const topology& t, const model::layered_model& whole,
+                             int64_t train_samples) {
   local_trainers out;
   out.warm_up = model::warm_up_watch{warm_up_samples(t, t.plan.batch_size)};
   bool flush = flush_schedule(t);
   const auto& stages = section_of(t).stages;
-  for (size_t i = 0; i < (flush ? 1 : stages.size()); ++i)
-    out.stages.emplace_back(flush ? whole : whole.slice(stages[i].begin, stages[i].end),
-                            t.pretrain.optimizer, model::stash_mode::stash);
+  const auto epoch = model::count_epoch(train_samples, t.plan);
+  for (size_t i = 0; i < (flush ? 1 : stages.size()); ++i) {
+    auto& trainer =
+      out.stages.emplace_back(flush ? whole : whole.slice(stages[i].begin, stages[i].end),
+                              t.pretrain.optimizer, model::stash_mode::stash);
+    if (t.pretrain.optimizer.scheduled())
+      trainer.set_schedule(flush ? epoch.minibatches : epoch.microbatches, t.plan.epochs);
+  }
   return out;
 }
 
@@ -341,7 +349,7 @@ caf::expected<job_result> run_local(const topology& given, const run_request& r)
     auto whole = model::make_pretrain_model(t.backbone, task->classes);
     if (!t.checkpoint.empty())
       model::load_pretrained_backbone(whole, t.checkpoint); // as the stages do
-    auto trainers = make_trainers(t, whole);
+    auto trainers = make_trainers(t, whole, data->train.size());
     messages::actor_report trained;
     auto training_started = training_starts();
     // The target, the budget and early stopping stop it after an epoch, as

@@ -6,11 +6,13 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/modes/backbone_split.hpp"
+#include "actors/modes/schedule_length.hpp"
 
 #include "actors/modes/pipeline/section.hpp"
 #include "actors/modes/pipeline/stage_settings.hpp"
 #include "actors/roles/source.hpp"
 #include "messages/errc.hpp"
+#include "model/core/batches.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -43,9 +45,11 @@ caf::error check_stages(const topology& t) {
   return caf::none;
 }
 
-/// Stage i's settings, for every replica but its index.
+/// Stage i's settings, for every replica but its index; `epoch` counts the
+/// steps of a scheduled optimizer (none: a constant lr).
 stage_settings stage_settings_of(const topology& t, const model::task& task, size_t i,
-                                 int32_t max_in_flight) {
+                                 int32_t max_in_flight,
+                                 const std::optional<model::epoch_counts>& epoch) {
   const auto& settings = section_of(t);
   const auto& stages = settings.stages;
   stage_settings spec;
@@ -58,6 +62,13 @@ stage_settings stage_settings_of(const topology& t, const model::task& task, siz
   spec.last = i + 1 == stages.size();
   spec.schedule = settings.schedule;
   spec.optimizer = t.pretrain.optimizer;
+  if (epoch) {
+    // A step per minibatch under a flush schedule and for a replica group;
+    // an unreplicated 1f1b stage steps after every microbatch.
+    const bool per_minibatch = !asynchronous(settings) || stages[i].replicas > 1;
+    spec.steps_per_epoch = per_minibatch ? epoch->minibatches : epoch->microbatches;
+    spec.epochs = t.plan.epochs;
+  }
   spec.checkpoint = t.checkpoint;
   spec.window = t.runtime.window;
   spec.threads = t.runtime.compute_threads;
@@ -175,11 +186,19 @@ caf::expected<job_plan> plan(const topology& t) {
                                           "' is not one of the topology's tasks");
   if (auto err = check_stages(t))
     return err;
+  auto source_spec = make_source_settings(t);
+  std::optional<model::epoch_counts> epoch;
+  if (t.pretrain.optimizer.scheduled()) {
+    const auto samples = planned_training_samples(t, "job: pipeline's stages");
+    if (!samples)
+      return samples.error();
+    epoch = model::count_epoch(*samples, t.plan);
+    source_spec.train_samples = *samples;
+  }
   job_plan plan;
   plan.divergence_advice = divergence_advice(t);
   plan.result_label = "stage"; // the last stage's result: the model's
-  auto source =
-    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_settings(t)));
+  auto source = make_planned_actor("source", "source", t.source_node, to_yaml(source_spec));
   source.starts = true;
   const auto& stages = section_of(t).stages;
   // Beside the stage it feeds unless data.node places it: its microbatches
@@ -191,7 +210,7 @@ caf::expected<job_plan> plan(const topology& t) {
   std::vector<std::vector<std::string>> levels{{"source"}};
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& stage = stages[i];
-    auto spec = stage_settings_of(t, *task, i, noam[i]);
+    auto spec = stage_settings_of(t, *task, i, noam[i], epoch);
     auto base = "stage" + std::to_string(i);
     levels.emplace_back();
     for (int32_t r = 0; r < stage.replicas; ++r) {

@@ -7,6 +7,7 @@
 
 #include "actors/modes/batch_norm.hpp"
 #include "actors/modes/one_task.hpp"
+#include "actors/modes/schedule_length.hpp"
 #include "model/core/architecture.hpp"
 #include "model/core/layer_listing.hpp"
 
@@ -18,11 +19,6 @@ namespace {
 
 // The located fields and their checked readers (actors/config/yaml_field.hpp).
 using namespace detail;
-
-// 1f1b and 1f1b-dynamic: a step after every microbatch, no consistent cut.
-bool asynchronous(const section_spec& s) {
-  return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
-}
 
 
 // `weight_gradient: next` moves a convolution's weight gradient: a declared
@@ -212,9 +208,10 @@ void check_batch_norm(const field& root, const topology& t) {
 
 // The stages are its own section's; `heads` of older files name the task.
 /// The stages step with the workload's optimizer (backbone.pretrain.optimizer
-/// overrides it); each holds the state of its own layers. Refused: a
-/// schedule (a stage does not know the run's steps) and clip_grad_norm (its
-/// norm is over every stage's gradient, which no stage has).
+/// overrides it); each holds the state of its own layers and counts its
+/// schedule's steps from the training samples (schedule_length.hpp).
+/// Refused: a schedule where the data cannot be read, and clip_grad_norm
+/// (its norm is over every stage's gradient, which no stage has).
 void check_optimizer_of(const field& root, const topology& t) {
   const auto pretrain = root.section("backbone").section("pretrain").get("optimizer");
   const auto workload = root.get("optimizer");
@@ -222,10 +219,7 @@ void check_optimizer_of(const field& root, const topology& t) {
     return;
   const field& blame = pretrain ? *pretrain : *workload;
   const auto& o = t.pretrain.optimizer;
-  if (o.schedule != "constant" || o.warmup_epochs > 0)
-    blame.fail(blame.name() + ": job: pipeline steps at a constant lr (a stage does not know "
-               "the run's steps); expected schedule: constant and no warmup_epochs (the "
-               "schedules run under job: data-parallel)");
+  refuse_unknown_length(blame, o, t, "job: pipeline's stages");
   if (o.clip_grad_norm > 0)
     blame.fail(blame.name() + ": job: pipeline cannot clip_grad_norm (the norm is over every "
                "stage's gradient, which no stage has); expected no clip_grad_norm");
@@ -250,6 +244,10 @@ job_reading parse(const field& root, const std::vector<std::string>& layers, top
 
 int32_t machines_of(const topology& t) {
   return t.embedded() ? embedded_stages : static_cast<int32_t>(t.nodes.size());
+}
+
+bool asynchronous(const section_spec& s) {
+  return s.schedule == "1f1b" || s.schedule == "1f1b-dynamic";
 }
 
 const section_spec& section_of(const topology& t) {

@@ -70,6 +70,11 @@ int32_t machines_of(const topology& t);
 /// std::bad_any_cast for a topology of another job).
 const section_spec& section_of(const topology& t);
 
+/// 1f1b and 1f1b-dynamic: an unreplicated stage steps after every
+/// microbatch, and no step has every stage's weights consistent; gpipe and
+/// 1f1b-flush step once per minibatch.
+bool asynchronous(const section_spec& s);
+
 /// The schema of job: pipeline, for the topology parser.
 job_schema schema();
 

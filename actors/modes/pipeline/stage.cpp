@@ -814,6 +814,8 @@ caf::expected<caf::actor> spawn_stage(caf::actor_system& sys, const std::string&
     // minibatch use one version anyway, so stashing costs nothing there.
     auto trainer = std::make_shared<model::stage_trainer>(
       whole.slice(spec.begin, spec.end), spec.optimizer, model::stash_mode::stash);
+    if (spec.steps_per_epoch > 0)
+      trainer->set_schedule(spec.steps_per_epoch, spec.epochs);
     if (spec.hands_on_weight_gradient)
       trainer->hand_on_weight_gradient();
     if (spec.takes_weight_gradient)

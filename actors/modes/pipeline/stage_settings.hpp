@@ -27,6 +27,11 @@ struct stage_settings {
   bool last = false;         ///< computes the loss
   std::string schedule = "1f1b"; ///< gpipe | 1f1b-flush | 1f1b | 1f1b-dynamic
   model::optimizer_spec optimizer;
+  /// The optimizer's schedule over the run (model::lr_at): the stage's steps
+  /// per epoch (a minibatch's under a flush schedule or replicated, a
+  /// microbatch's under 1f1b) and the epochs; 0: a constant lr.
+  int64_t steps_per_epoch = 0;
+  int32_t epochs = 0;
   /// A pretrained backbone (`backbone.checkpoint`: `baton pretrain`'s
   /// whole-model checkpoint): every layer but the classifier starts from
   /// it; "" for the seeded weights.
@@ -61,6 +66,8 @@ void inspect(Inspector& f, stage_settings& x) {
   f.field("last", x.last);
   f.field("schedule", x.schedule).one_of({"gpipe", "1f1b-flush", "1f1b", "1f1b-dynamic"});
   f.field("optimizer", x.optimizer);
+  f.optional_field("steps_per_epoch", x.steps_per_epoch).at_least(0);
+  f.optional_field("epochs", x.epochs).at_least(0);
   f.field("checkpoint", x.checkpoint);
   f.field("window", x.window).at_least(1);
   f.field("threads", x.threads).at_least(1);

@@ -217,6 +217,8 @@ caf::expected<caf::actor> spawn_head(caf::actor_system& sys, const std::string& 
     auto trainer = std::make_shared<model::head_trainer>(
       model::make_model(spec.head.model), spec.head.task_def, spec.head.optimizer);
     trainer->set_name(name);
+    if (spec.steps_per_epoch > 0)
+      trainer->set_schedule(spec.steps_per_epoch, spec.epochs);
     training_counters counters;
     if (auto restored = checkpointing{spec.recovery}.restore()) {
       trainer->restore(*restored);

@@ -18,6 +18,10 @@ namespace transfer {
 /// A trainable head.
 struct head_settings {
   model::head_spec head;
+  /// The optimizer's schedule over the run (model::lr_at): the head's steps
+  /// per epoch (one a minibatch) and the epochs; 0: a constant lr.
+  int64_t steps_per_epoch = 0;
+  int32_t epochs = 0;
   int32_t threads = 1;
   int32_t progress_every = 20;
   recovery_settings recovery; ///< `run.recovery`
@@ -30,6 +34,8 @@ void inspect(Inspector& f, head_settings& x) {
   f.field("task", x.head.task_def);
   f.field("model", x.head.model);
   f.field("optimizer", x.head.optimizer);
+  f.optional_field("steps_per_epoch", x.steps_per_epoch).at_least(0);
+  f.optional_field("epochs", x.epochs).at_least(0);
   f.field("threads", x.threads).at_least(1);
   f.field("progress_every", x.progress_every).at_least(1);
   inspect_run(f, x.recovery);

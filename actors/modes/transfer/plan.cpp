@@ -1,15 +1,19 @@
 #include "actors/modes/transfer/plan.hpp"
 
+#include <algorithm>
 #include <cassert>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "actors/modes/backbone_split.hpp"
+#include "actors/modes/schedule_length.hpp"
 
 #include "actors/modes/transfer/head_settings.hpp"
 #include "actors/modes/transfer/stage_settings.hpp"
 #include "actors/modes/transfer/section.hpp"
 #include "actors/roles/source.hpp"
+#include "model/core/batches.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -19,14 +23,20 @@ namespace {
 
 // The heads, each fed by `previous` (the last stage); their torch threads
 // are runtime.head_threads when it is set, else the common compute_threads.
+// A head with a scheduled optimizer steps once per minibatch of an epoch
+// of `samples` (schedule_length.hpp).
 void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
-               const std::string& previous) {
+               const std::string& previous, const std::optional<int64_t>& samples) {
   const int32_t threads =
     settings.head_threads > 0 ? settings.head_threads : t.runtime.compute_threads;
   if (settings.head_threads > 0)
     plan.threads_asked_by = "runtime.head_threads";
   for (const auto& h : settings.heads) {
-    head_settings spec{h.spec, threads, t.runtime.progress_every, {}};
+    head_settings spec{h.spec, 0, 0, threads, t.runtime.progress_every, {}};
+    if (samples && h.spec.optimizer.scheduled()) {
+      spec.steps_per_epoch = model::count_epoch(*samples, t.plan).minibatches;
+      spec.epochs = t.plan.epochs;
+    }
     auto head = make_planned_actor("head", h.spec.name, h.node, to_yaml(spec));
     head.threads = threads;
     head.threads_asked = settings.head_threads > 0;
@@ -40,17 +50,26 @@ void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
 
 } // namespace
 
-job_plan plan(const topology& t) {
+caf::expected<job_plan> plan(const topology& t) {
+  const auto& settings = section_of(t);
+  auto source_spec = make_source_settings(t);
+  std::optional<int64_t> samples;
+  if (std::any_of(settings.heads.begin(), settings.heads.end(),
+                  [](const head_placement& h) { return h.spec.optimizer.scheduled(); })) {
+    auto planned = planned_training_samples(t, "job: transfer's heads");
+    if (!planned)
+      return planned.error();
+    samples = *planned;
+    source_spec.train_samples = *samples;
+  }
   job_plan plan;
   // Only the heads train (the backbone is frozen), each with its own optimizer.
   plan.divergence_advice = fmt::format(
     "job: transfer trains each head with its own heads[].optimizer, one SGD step per minibatch "
     "of {} samples; lower that head's lr or momentum",
     t.plan.batch_size);
-  auto source =
-    make_planned_actor("source", "source", t.source_node, to_yaml(make_source_settings(t)));
+  auto source = make_planned_actor("source", "source", t.source_node, to_yaml(source_spec));
   source.starts = true;
-  const auto& settings = section_of(t);
   // Beside the stage it feeds unless data.node places it (pipeline/plan.cpp).
   if (t.source_node.empty() && !settings.stages.empty())
     source.with = settings.stages.front().name;
@@ -70,7 +89,7 @@ job_plan plan(const topology& t) {
     plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
     previous = s.name;
   }
-  add_heads(plan, t, settings, previous);
+  add_heads(plan, t, settings, previous, samples);
   return plan;
 }
 

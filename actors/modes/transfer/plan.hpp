@@ -21,8 +21,9 @@ namespace transfer {
 
 /// The plan of a transfer topology (job: transfer) as its settings stand:
 /// with `backbone.split: auto` unresolved, the placeholder split the parser
-/// made.
-job_plan plan(const topology& t);
+/// made; errc::bad_config when a head's schedule needs the training samples
+/// and the data cannot be read here.
+caf::expected<job_plan> plan(const topology& t);
 
 /// The plan of a transfer topology for `use`: for a run, `backbone.split:
 /// auto` is resolved first (resolve_backbone_split; a link between stages

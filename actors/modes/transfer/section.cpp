@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/modes/schedule_length.hpp"
 #include "model/core/augment.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/error.hpp"
@@ -167,14 +168,16 @@ void check_feature_cache(const field& section, const section_spec& s) {
 
 // -- heads ---------------------------------------------------------------------------
 
-// A head steps once per minibatch of features and does not know the run's
-// steps, so it takes a constant lr; `blame` is the section that asked.
+// A head steps once per minibatch of features, counted from the training
+// samples where the run is planned (schedule_length.hpp); `blame` is the
+// section that asked.
 void refuse_schedule(const field& blame, const model::optimizer_spec& o, const topology& t) {
-  if (o.schedule != "constant" || o.warmup_epochs > 0)
-    blame.fail(blame.name() + ": job: transfer's heads step at a constant lr (a head does "
-               "not know the run's steps); expected schedule: constant and no warmup_epochs" +
-               (t.optimizer_where.empty() ? "" : " (the workload's optimizer section is at " +
-                                                   t.optimizer_where + ")"));
+  refuse_unknown_length(blame, o, t,
+                        "job: transfer's heads" +
+                          (t.optimizer_where.empty()
+                             ? std::string{}
+                             : " (the workload's optimizer section is at " + t.optimizer_where +
+                                 ")"));
 }
 
 // A head `name` training `task` with the workload's optimizer.

@@ -91,6 +91,23 @@ TEST(training, plan_epoch_cuts_minibatches_into_microbatches) {
   EXPECT_THROW(plan_epoch(10, plan, 0), error);
 }
 
+TEST(training, count_epoch_counts_what_plan_epoch_cuts) {
+  batch_plan plan;
+  plan.seed = 3;
+  for (int64_t batch : {1, 4, 7})
+    for (int32_t parts : {1, 3, 8})
+      for (int64_t samples : {0, 1, 5, 10, 29}) {
+        plan.batch_size = batch;
+        plan.microbatches = parts;
+        const auto cut = plan_epoch(samples, plan, 0);
+        const auto counted = count_epoch(samples, plan);
+        EXPECT_EQ(counted.microbatches, static_cast<int64_t>(cut.microbatches.size()));
+        EXPECT_EQ(counted.minibatches, cut.step_of.empty() ? 0 : cut.step_of.back() + 1);
+      }
+  plan.batch_size = 0;
+  EXPECT_THROW(count_epoch(10, plan), error);
+}
+
 TEST(training, plan_eval_is_the_split_in_order) {
   auto batches = plan_eval(10, 4);
   ASSERT_EQ(batches.size(), 3u);

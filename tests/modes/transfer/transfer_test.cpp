@@ -116,3 +116,35 @@ TEST_F(transfer, validation_and_augmentation_equal_the_local_run) {
     EXPECT_EQ(head.at("validation_accuracy"), reference.at("heads")[h].at("validation_accuracy"));
   }
 }
+
+// A learning-rate schedule per head (issue 35's optimizer section; refused
+// under job: transfer until 2026-12-06): each head counts its steps, one a
+// minibatch, from the training samples the plan read, as --mode local
+// counts its heads', and ends with its weights, embedded and over node
+// processes; a head without a schedule keeps its constant lr.
+TEST_F(transfer, a_learning_rate_schedule_equals_the_local_run) {
+  auto scheduled = job(384, 128);
+  scheduled.insert(scheduled.end(),
+                   {"--set", "data.epochs=2", "--set", "heads.0.optimizer.schedule=cosine",
+                    "--set", "heads.0.optimizer.warmup_epochs=0.5", "--set",
+                    "heads.1.optimizer.schedule=step", "--set", "heads.1.optimizer.gamma=0.5"});
+  auto reference =
+    digests_by_actor(run_job(*dir_, with(scheduled, {"--mode", "local", "--threads", "1"}),
+                             "scheduled-local"),
+                     "head");
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, scheduled, "scheduled"), "head"), reference);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(scheduled, {"--local-nodes", "2"}),
+                                     "scheduled-nodes"),
+                             "head"),
+            reference);
+  // The schedules change the first two heads' weights, not the third's.
+  auto constant = digests_by_actor(
+    run_job(*dir_, with(with(job(384, 128), {"--set", "data.epochs=2"}),
+                        {"--mode", "local", "--threads", "1"}),
+            "constant-local"),
+    "head");
+  EXPECT_NE(constant.at("all10"), reference.at("all10"));
+  EXPECT_NE(constant.at("footwear"), reference.at("footwear"));
+  EXPECT_EQ(constant.at("groups4"), reference.at("groups4"));
+}
