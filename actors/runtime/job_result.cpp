@@ -428,10 +428,12 @@ std::string results_table(const job_result& r) {
     out << line;
   } else if (r.stopped && r.stopped->reason == "early_stopping") {
     std::snprintf(line, sizeof line,
-                  "stopped after epoch %d: %s had %d epochs without a higher validation "
+                  "stopped after epoch %d: %s had %d epoch%s without a higher validation "
                   "accuracy than epoch %d's %.2f%% (early_stopping.patience)\n",
                   r.stopped->epoch + 1, r.stopped->actor.c_str(),
-                  r.stopped->epoch - r.stopped->best_epoch, r.stopped->best_epoch + 1,
+                  r.stopped->epoch - r.stopped->best_epoch,
+                  r.stopped->epoch - r.stopped->best_epoch == 1 ? "" : "s",
+                  r.stopped->best_epoch + 1,
                   100 * r.stopped->best_validation_accuracy);
     out << line;
   } else if (r.stopped) {

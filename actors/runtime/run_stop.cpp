@@ -73,9 +73,10 @@ std::string stop_reason(const early_stop& at, double target_accuracy) {
     return fmt::format("epoch {} of {} reached {:.2f}% (target_accuracy {:.2f}%)", at.epoch + 1,
                        at.actor, 100 * at.test_accuracy, 100 * target_accuracy);
   if (at.reason == "early_stopping")
-    return fmt::format("epoch {} of {}: {} epochs without a higher validation accuracy than "
+    return fmt::format("epoch {} of {}: {} epoch{} without a higher validation accuracy than "
                        "epoch {}'s {:.2f}% (early_stopping.patience {})",
-                       at.epoch + 1, at.actor, at.epoch - at.best_epoch, at.best_epoch + 1,
+                       at.epoch + 1, at.actor, at.epoch - at.best_epoch,
+                       at.epoch - at.best_epoch == 1 ? "" : "s", at.best_epoch + 1,
                        100 * at.best_validation_accuracy, at.patience);
   return fmt::format("trained {:.1f} s (runtime.stop_after_seconds)", at.seconds);
 }

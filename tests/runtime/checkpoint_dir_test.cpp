@@ -327,7 +327,7 @@ TEST_F(checkpoint_dir, a_resumed_run_keeps_its_best_epoch_and_its_early_stopping
     "early_stopping={patience: 1}"};
   auto twin = run_baton(with(job, {"--save-model", out + "twin.pt"}));
   ASSERT_EQ(twin.exit_code, 0) << twin.text;
-  ASSERT_TRUE(contains(twin.text, "stopped after epoch 4: stage2 had 1 epochs without a higher "
+  ASSERT_TRUE(contains(twin.text, "stopped after epoch 4: stage2 had 1 epoch without a higher "
                                   "validation accuracy than epoch 3's"))
     << twin.text;
 
@@ -340,7 +340,7 @@ TEST_F(checkpoint_dir, a_resumed_run_keeps_its_best_epoch_and_its_early_stopping
   auto resumed = run_baton({"run", "--resume", checkpoints});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.text;
   EXPECT_TRUE(contains(resumed.text, "3 epoch(s) judged before the restart")) << resumed.text;
-  EXPECT_TRUE(contains(resumed.text, "stopped after epoch 4: stage2 had 1 epochs without a "
+  EXPECT_TRUE(contains(resumed.text, "stopped after epoch 4: stage2 had 1 epoch without a "
                                      "higher validation accuracy than epoch 3's"))
     << resumed.text;
   EXPECT_TRUE(contains(resumed.text, "stage2: best epoch 3 by validation accuracy"))
