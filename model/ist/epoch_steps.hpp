@@ -17,4 +17,18 @@ int64_t steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t worker
 /// Rounds per epoch: ceil(steps_per_epoch / local_steps).
 int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps);
 
+/// Where a round's local steps lie in the run, for the optimizer's schedule
+/// (model::lr_at): the run's step of the round's first minibatch, the steps
+/// per epoch and the epochs. per_epoch 0: a constant lr.
+struct round_steps {
+  int64_t first = 0;
+  int64_t per_epoch = 0;
+  int64_t epochs = 0;
+};
+
+/// The round_steps of round `round`, numbered over the run as the epochs
+/// number them (epoch x rounds_per_epoch + the round within it).
+round_steps steps_of_round(int64_t round, int64_t steps_per_epoch, int32_t local_steps,
+                           int64_t epochs);
+
 } // namespace baton::model::ist

@@ -8,6 +8,7 @@
 #include "model/core/augment.hpp"
 #include "model/core/epoch_selection.hpp"
 #include "model/core/error.hpp"
+#include "model/core/optimizer.hpp"
 #include "model/core/batches.hpp"
 #include "model/core/non_finite.hpp"
 #include "model/core/random.hpp"
@@ -288,6 +289,13 @@ int64_t steps_per_epoch(int64_t dataset_size, int64_t batch_size, int32_t worker
   return steps;
 }
 
+round_steps steps_of_round(int64_t round, int64_t steps_per_epoch, int32_t local_steps,
+                           int64_t epochs) {
+  const int64_t rounds = rounds_per_epoch(steps_per_epoch, local_steps);
+  return {round / rounds * steps_per_epoch + round % rounds * local_steps, steps_per_epoch,
+          epochs};
+}
+
 int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps) {
   if (steps_per_epoch < 1 || local_steps < 1)
     throw error("ist: expected steps per epoch and local_steps >= 1");
@@ -313,7 +321,7 @@ namespace {
 /// torch::optim::SGD::step's arithmetic for one parameter, in place. Call
 /// under NoGradGuard.
 void sgd_update(const at::Tensor& parameter, const at::Tensor& gradient, at::Tensor& momentum,
-                const optimizer_spec& optimizer) {
+                const optimizer_spec& optimizer, double lr) {
   auto d_p = gradient;
   if (optimizer.weight_decay != 0)
     d_p = d_p.add(parameter, optimizer.weight_decay);
@@ -324,14 +332,15 @@ void sgd_update(const at::Tensor& parameter, const at::Tensor& gradient, at::Ten
       momentum.mul_(optimizer.momentum).add_(d_p, 1.0);
     d_p = momentum;
   }
-  parameter.add_(d_p, -optimizer.lr);
+  parameter.add_(d_p, -lr);
 }
 
 } // namespace
 
 local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
                        const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
-                       const optimizer_spec& optimizer, const minibatch_loss& loss) {
+                       const optimizer_spec& optimizer, const minibatch_loss& loss,
+                       const round_steps& at) {
   std::vector<at::Tensor> momentum(parameters.size()); // reset: a fresh optimizer per round
   local_result out;
   for (const auto& ids : minibatches) {
@@ -343,8 +352,11 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
     const auto gradients = torch::autograd::grad({l}, parameters);
     {
       torch::NoGradGuard no_grad;
+      const double lr = at.per_epoch > 0
+                          ? lr_at(optimizer, at.first + out.steps, at.per_epoch, at.epochs)
+                          : optimizer.lr;
       for (size_t i = 0; i < parameters.size(); ++i)
-        sgd_update(parameters[i], gradients[i], momentum[i], optimizer);
+        sgd_update(parameters[i], gradients[i], momentum[i], optimizer, lr);
     }
     out.loss_sum += l.item<double>() * static_cast<double>(ids.size());
     out.samples += static_cast<int64_t>(ids.size());
@@ -355,14 +367,16 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
 
 local_result local_steps(network& subnet, const dataset& train,
                          const std::vector<std::vector<int64_t>>& minibatches,
-                         int32_t epoch, const optimizer_spec& optimizer) {
+                         int32_t epoch, const optimizer_spec& optimizer,
+                         const round_steps& at) {
   auto parameters = subnet.parameters();
   for (auto& p : parameters)
     p.requires_grad_(true);
   const auto out = sgd_steps(parameters, train, minibatches, epoch, optimizer,
                              [&](const at::Tensor& images, const at::Tensor& labels) {
                                return loss(forward(subnet, images), labels);
-                             });
+                             },
+                             at);
   for (auto& p : parameters)
     p.requires_grad_(false);
   return out;
@@ -386,14 +400,14 @@ void check_spec(const dataset& train, const settings& spec) {
 /// its minibatches, written back.
 local_result run_round(network& whole, const dataset& train, const settings& spec,
                        const partition& partition, const round_minibatches& minibatches,
-                       int32_t epoch, result& result) {
+                       int32_t epoch, const round_steps& at, result& result) {
   std::vector<network> subnets;
   for (int32_t w = 0; w < spec.workers; ++w)
     subnets.push_back(slice_subnet(whole, partition, w));
   local_result sum;
   for (int32_t w = 0; w < spec.workers; ++w) {
     const auto r = local_steps(subnets[static_cast<size_t>(w)], train,
-                                   minibatches[static_cast<size_t>(w)], epoch, spec.optimizer);
+                               minibatches[static_cast<size_t>(w)], epoch, spec.optimizer, at);
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
     result.exchanged_elements[static_cast<size_t>(w)] +=
@@ -411,7 +425,7 @@ void run_epoch(network& whole, const dataset& train, const settings& spec, int32
                         const auto partition =
                             make_partition(spec.shape.hidden, spec.workers, spec.seed, round);
                         return run_round(whole, train, spec, partition, minibatches, epoch,
-                                         result);
+                                         schedule_of(round, train.size(), spec), result);
                       });
 }
 

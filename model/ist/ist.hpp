@@ -222,6 +222,17 @@ void run_reference_epoch(const dataset& train, const Spec& spec, int32_t epoch, 
   result.train_loss.push_back(sum.loss_sum / static_cast<double>(sum.samples));
 }
 
+/// Where round `round` of a run of `spec` over `train_size` samples lies for
+/// its optimizer's schedule (none for a constant lr): IST's and ResIST's
+/// settings alike.
+template <class Spec>
+round_steps schedule_of(int64_t round, int64_t train_size, const Spec& spec) {
+  if (!spec.optimizer.scheduled())
+    return {};
+  return steps_of_round(round, steps_per_epoch(train_size, spec.batch_size, spec.workers),
+                        spec.local_steps, spec.epochs);
+}
+
 /// The mean loss of a minibatch's logits, of its images and labels.
 using minibatch_loss =
     std::function<at::Tensor(const at::Tensor& images, const at::Tensor& labels)>;
@@ -230,11 +241,14 @@ using minibatch_loss =
 /// epoch `epoch`: augmented as gather_training says) on its `loss`, over `parameters` (which require gradients), with
 /// torch::optim::SGD::step's arithmetic per parameter, in place (no
 /// dampening, no Nesterov): weight decay, then the momentum buffer (created
-/// as a clone of the round's first update), then parameter -= lr x update.
-/// Shared by IST's and ResIST's local steps (model/ist/resist.hpp).
+/// as a clone of the round's first update), then parameter -= lr x update,
+/// lr the schedule's at the run's step (at.first + k for the k-th minibatch;
+/// optimizer.lr when at.per_epoch is 0). Shared by IST's and ResIST's local
+/// steps (model/ist/resist.hpp).
 local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset& train,
                        const std::vector<std::vector<int64_t>>& minibatches, int32_t epoch,
-                       const optimizer_spec& optimizer, const minibatch_loss& loss);
+                       const optimizer_spec& optimizer, const minibatch_loss& loss,
+                       const round_steps& at = {});
 
 /// Trains `subnet` in place for one round: one step per entry of
 /// `minibatches` (sample ids of `train` in epoch `epoch`), each on its mean loss, with
@@ -244,7 +258,8 @@ local_result sgd_steps(const std::vector<at::Tensor>& parameters, const dataset&
 /// not afterwards.
 local_result local_steps(network& subnet, const dataset& train,
                          const std::vector<std::vector<int64_t>>& minibatches,
-                         int32_t epoch, const optimizer_spec& optimizer);
+                         int32_t epoch, const optimizer_spec& optimizer,
+                         const round_steps& at = {});
 
 // -- the local reference -------------------------------------------------------
 

@@ -109,7 +109,8 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                 const dataset& train,
                                 const std::vector<std::vector<int64_t>>& minibatches,
-                                int32_t epoch, const optimizer_spec& optimizer) {
+                                int32_t epoch, const optimizer_spec& optimizer,
+                                const round_steps& at) {
   std::vector<at::Tensor> parameters;
   for (size_t i = 0; i < m.size(); ++i)
     if (active.at(i))
@@ -120,7 +121,8 @@ local_result resist_local_steps(layered_model& m, const std::vector<bool>& activ
                    [&](const at::Tensor& images, const at::Tensor& labels) {
                      return torch::nn::functional::cross_entropy(
                          resist_forward(m, active, images), labels);
-                   });
+                   },
+                   at);
 }
 
 at::Tensor resist_average(const std::vector<at::Tensor>& values) {
@@ -240,7 +242,8 @@ local_result run_round(run_state& s, const dataset& train, int64_t round, int32_
     copy_state(replica, s.merged);
     const auto active = resist_active_layers(replica.size(), s.partitioned, deal, w);
     const auto r = resist_local_steps(replica, active, train, minibatches[static_cast<size_t>(w)],
-                                      epoch, s.spec.optimizer);
+                                      epoch, s.spec.optimizer,
+                                      schedule_of(round, train.size(), s.spec));
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
   }

@@ -116,7 +116,8 @@ at::Tensor resist_forward(const layered_model& m, const std::vector<bool>& activ
 local_result resist_local_steps(layered_model& m, const std::vector<bool>& active,
                                 const dataset& train,
                                 const std::vector<std::vector<int64_t>>& minibatches,
-                                int32_t epoch, const optimizer_spec& optimizer);
+                                int32_t epoch, const optimizer_spec& optimizer,
+                                const round_steps& at = {});
 
 /// The average of `values` (one per holder, in ascending worker order, all
 /// of one shape and type): their sum from the first in that order, divided

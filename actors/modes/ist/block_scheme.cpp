@@ -149,7 +149,8 @@ trained_round block_scheme::train(worker_model& m, const worker_settings& spec, 
     model::ist::resist_active_layers(m.layout.layers, m.layout.partitioned, deal, spec.worker);
   trained_round out;
   out.steps =
-    model::ist::resist_local_steps(m.network, active, data, minibatches, epoch, spec.optimizer);
+    model::ist::resist_local_steps(m.network, active, data, minibatches, epoch, spec.optimizer,
+                                   schedule_of(spec, round, data.size()));
   const auto state = m.network.state();
   for (int32_t s = 0; s < spec.shards; ++s) {
     out.to_shards.emplace_back();

@@ -347,7 +347,8 @@ trained_round neuron_scheme::train(worker_model&, const worker_settings& spec, i
     model::ist::make_partition(spec.shape.hidden, spec.workers, spec.data.plan.seed, round);
   auto subnet = assemble_subnet(spec.shape, partition, spec.worker, from_shards);
   trained_round out;
-  out.steps = model::ist::local_steps(subnet, data, minibatches, epoch, spec.optimizer);
+  out.steps = model::ist::local_steps(subnet, data, minibatches, epoch, spec.optimizer,
+                                      schedule_of(spec, round, data.size()));
   for (int32_t s = 0; s < spec.shards; ++s)
     out.to_shards.push_back(
       split_subnet(subnet, spec.shape, partition, spec.worker, s, spec.shards));

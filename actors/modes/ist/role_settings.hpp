@@ -17,6 +17,7 @@
 #include "actors/modes/ist/section.hpp"
 #include "model/core/task.hpp"
 #include "model/core/training.hpp"
+#include "model/ist/epoch_steps.hpp"
 
 namespace baton::actors {
 inline namespace modes {
@@ -56,6 +57,19 @@ struct shard_settings {
   /// round to restore (restore_step), the round it throws in (a fault).
   recovery_settings recovery;
 };
+
+/// Where round `round` lies for the worker's optimizer schedule (none for
+/// a constant lr), its epochs' steps counted over `train_size` samples as
+/// the local reference counts them (model::ist::schedule_of).
+template <class Scheme>
+model::ist::round_steps schedule_of(const worker_settings<Scheme>& spec, int64_t round,
+                                    int64_t train_size) {
+  if (!spec.optimizer.scheduled())
+    return {};
+  return model::ist::steps_of_round(
+    round, model::ist::steps_per_epoch(train_size, spec.data.plan.batch_size, spec.workers),
+    spec.local_steps, spec.data.plan.epochs);
+}
 
 /// `index` (the key `what`: "worker", "shard") of `count` (the key
 /// `what`s, 1 to max_workers).

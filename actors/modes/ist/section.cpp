@@ -102,8 +102,8 @@ void check_checkpoint(const field& root, const topology& t) {
 // `ist:` (job: ist only; absent: every default).
 /// The workload's `optimizer:`, or its older name `ist.optimizer` (over
 /// the authors' plain SGD), not both. IST's local steps are SGD's with a
-/// fresh momentum every round (model/ist/ist.hpp): adam's moments, a
-/// schedule and clipping are refused, with the reason.
+/// fresh momentum every round (model/ist/ist.hpp), each at its step's lr of
+/// the schedule: adam's moments and clipping are refused, with the reason.
 void read_optimizer_of(const field& root, const field& section, const topology& t,
                        section_spec& s) {
   auto read = read_section_optimizer(root, section, t, s.optimizer);
@@ -113,14 +113,12 @@ void read_optimizer_of(const field& root, const field& section, const topology& 
   auto refuse = [&](const std::string& what) {
     blame.fail(blame.name() + ": " + what + " (IST and ResIST take plain SGD steps, with a "
                "fresh optimizer every round as the authors do; expected name: sgd, no "
-               "nesterov, schedule: constant without warm-up, no clip_grad_norm)");
+               "nesterov, no clip_grad_norm)");
   };
   if (o.name != "sgd")
     refuse(o.name + " is not supported: its moments would restart every round");
   if (o.nesterov)
     refuse("nesterov is not supported");
-  if (o.scheduled())
-    refuse("a learning-rate schedule is not supported");
   if (o.clip_grad_norm > 0)
     refuse("clip_grad_norm is not supported: a worker holds only its subnet's gradient");
 }

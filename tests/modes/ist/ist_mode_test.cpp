@@ -415,6 +415,34 @@ TEST_F(ist_run, embedded_equals_the_local_reference) {
   }
 }
 
+// A learning-rate schedule (cosine after half an epoch's warm-up; refused
+// under job: ist until 2026-12-06): each local step takes the lr of its
+// step in the run, counted as the local reference counts it (4 steps per
+// worker per epoch in rounds of 3 and 1 here), so the actors end with the
+// reference's network, embedded and over node processes, and not with the
+// constant lr's.
+TEST_F(ist_run, a_learning_rate_schedule_equals_the_local_reference) {
+  const auto at = model::ist::steps_of_round(3, 4, 3, 2);
+  EXPECT_EQ(at.first, 7); // epoch 1's second round: 4 + 3
+  EXPECT_EQ(model::ist::steps_of_round(2, 4, 3, 2).first, 4);
+  const auto scheduled =
+    with(job(3, 2, "[50, 37]"), {"--set", "ist.optimizer.schedule=cosine", "--set",
+                                 "ist.optimizer.warmup_epochs=0.5"});
+  auto reference = digests_by_actor(
+    run_job(*dir_, with(scheduled, {"--mode", "local"}), "cosine-local"), "ist_worker");
+  ASSERT_EQ(reference.size(), 1u);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, scheduled, "cosine-embedded"), "ist_worker"),
+            reference);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, with(scheduled, {"--local-nodes", "2"}),
+                                     "cosine-nodes"),
+                             "ist_worker"),
+            reference);
+  EXPECT_NE(digests_by_actor(run_job(*dir_, with(job(3, 2, "[50, 37]"), {"--mode", "local"}),
+                                     "constant-local"),
+                             "ist_worker"),
+            reference);
+}
+
 // Two node processes: the same network; the bytes each worker sends and
 // receives per round are its subnet's scalars x 4, each way (the shards
 // also send worker 0 their owned slices after each epoch).
