@@ -155,7 +155,7 @@ bool check_request(const compare_request& r) {
 row make_row(strategy_choice s, const compare_request& r) {
   row out{s, label_of(s.name)};
   out.topology = r.out + "/" + out.label + ".yaml";
-  auto text = derive_topology(s, r.workload);
+  auto text = derive_topology(s, r.workload, r.overrides);
   if (!text)
     return out.skipped = describe(text.error()), out;
   if (auto why = model::try_replace_file(out.topology, *text); !why.empty())
@@ -192,17 +192,27 @@ std::string reference_model(const compare_request& c) {
   return local.skipped.empty() ? local.model : std::string{};
 }
 
+/// The rows of `chosen`; one that would train another model than local's
+/// is skipped, and when local does not apply, another model than the first
+/// row's that does (rows of different models are no comparison).
 std::vector<row> make_rows(const std::vector<strategy_choice>& chosen, const compare_request& r) {
   auto model = reference_model(r);
   std::vector<row> rows;
   for (const auto& s : chosen)
     rows.push_back(make_row(s, r));
+  std::string whose = "the workload's";
+  const auto first = std::find_if(rows.begin(), rows.end(),
+                                  [](const row& x) { return x.skipped.empty(); });
+  if (model.empty() && first != rows.end()) {
+    model = first->model;
+    whose = first->strategy.name + "'s (local does not apply)";
+  }
   for (auto& row : rows) {
-    if (!row.skipped.empty() || model.empty() || row.model == model)
+    if (!row.skipped.empty() || row.model == model)
       continue;
     const auto* mode = actors::find_mode(row.strategy.job);
     const std::string trains = mode != nullptr ? mode->schema.trains : std::string{};
-    row.skipped = row.strategy.name + " trains " + row.model + ", not the workload's " + model +
+    row.skipped = row.strategy.name + " trains " + row.model + ", not " + whose + " " + model +
                   (trains.empty() ? "" : " (" + trains + ")");
   }
   return rows;

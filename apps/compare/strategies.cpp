@@ -158,11 +158,21 @@ void absolute_paths(YAML::Node& doc, const fs::path& base) {
 const char* choosing_keys[] = {"workers", "nodes", "shard_nodes", "exchange", "shards",
                                "max_staleness", "schedule", "sync_every", "freeze"};
 
+/// Whether one of the user's `--set`s gives the workload's `optimizer:`
+/// (`optimizer={...}` or `optimizer.KEY=...`), as the file may.
+bool sets_workload_optimizer(const std::vector<std::string>& user) {
+  return std::any_of(user.begin(), user.end(), [](const std::string& o) {
+    return o.rfind("optimizer=", 0) == 0 || o.rfind("optimizer.", 0) == 0;
+  });
+}
+
 /// The strategy's own section: the keys that choose another strategy of
 /// its job go (choosing_keys), its variant's defaults fill what the
 /// workload leaves out, and the workload's optimizer
-/// (backbone.pretrain.optimizer) is its optimizer when it names none.
-void tidy_section(const strategy_choice& s, YAML::Node& doc) {
+/// (backbone.pretrain.optimizer) is its optimizer when it names none and
+/// neither the file nor the user's `--set` (`user`) gives `optimizer:`.
+void tidy_section(const strategy_choice& s, YAML::Node& doc,
+                  const std::vector<std::string>& user) {
   if (s.section.empty())
     return;
   YAML::Node section = doc[s.section];
@@ -179,8 +189,9 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
   // The workload's `optimizer:` is every strategy's; without it, the
   // pre-training's stands in for the older key of a section that has one
   // (its schema says so: a pipeline's section has none).
-  if (job_reads(s.job, s.section, "optimizer") && !doc["optimizer"] && !section["optimizer"] &&
-      pretrain && pretrain.IsMap() && pretrain["optimizer"])
+  if (job_reads(s.job, s.section, "optimizer") && !doc["optimizer"] &&
+      !sets_workload_optimizer(user) && !section["optimizer"] && pretrain && pretrain.IsMap() &&
+      pretrain["optimizer"])
     section["optimizer"] = YAML::Clone(pretrain["optimizer"]);
   if (section.size() == 0)
     doc.remove(s.section);
@@ -188,7 +199,8 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc) {
 
 } // namespace
 
-caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file) {
+caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file,
+                                           const std::vector<std::string>& user) {
   // As `baton run` reads it: its size limit, and a directory or a device refused by name.
   auto text = actors::read_topology_file(file);
   if (!text)
@@ -206,7 +218,7 @@ caf::expected<std::string> derive_topology(const strategy_choice& s, const std::
     // job would read as its own head (their older form).
     doc.remove("heads");
     remove_other_jobs_keys(doc, s.job);
-    tidy_section(s, doc);
+    tidy_section(s, doc, user);
     absolute_paths(doc, fs::absolute(file).parent_path());
     return "# " + s.name + ": " + file + " as `baton compare` ran it\n" + YAML::Dump(doc) + "\n";
   } catch (const YAML::Exception& e) {

@@ -63,7 +63,7 @@ std::string text_of(const caf::error& e) {
 caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_choice& choice,
                                              int32_t hosts, profile_cache& profiles,
                                              int32_t side_by_side, bool as_run) {
-  auto text = derive_topology(choice, r.workload);
+  auto text = derive_topology(choice, r.workload, r.overrides);
   if (!text)
     return text.error();
   auto overrides = run_overrides(choice, *text, r.workload, r.overrides);

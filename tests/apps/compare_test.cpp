@@ -287,6 +287,38 @@ TEST(compare, the_workload_optimizer_is_every_strategy_s_and_ist_is_skipped_nami
   }
 }
 
+// An `optimizer:` given by --set is the workload's, as one in the file is:
+// until 2026-12-06 compare still copied the pre-training's optimizer into
+// the data-parallel and IST sections, and every run of theirs was refused
+// for giving both ("'data_parallel.optimizer' is the older name of the
+// workload's optimizer section, which --set optimizer=... gives too").
+// With local refused, a strategy that trains another model than the
+// first strategy that applies does not apply (the pipeline's convnet then
+// ran beside IST's mlp, and was ranked against it).
+TEST(compare, an_optimizer_given_by_set_is_every_strategy_s) {
+  scratch_dir dir{"compare-set-optimizer"};
+  const auto workload = write_workload(dir.path(), mlp_sections, 1);
+  const auto out = dir.path() + "/out";
+  auto run = run_baton({"compare", workload, "--strategies", "local,data-parallel:ring,ist",
+                        "--repeat", "1", "--out", out, "--set",
+                        "optimizer={lr: 0.05, momentum: 0.9, schedule: cosine}"});
+  ASSERT_EQ(run.exit_code, 0) << run.text;
+  auto report = read_json(out + "/report.json");
+  ASSERT_TRUE(report.is_object()) << "report.json does not parse";
+  std::set<std::string> ran;
+  for (const auto& r : report["runs"])
+    if (r.contains("summary"))
+      ran.insert(r["strategy"].get<std::string>());
+  EXPECT_EQ(ran, (std::set<std::string>{"local", "data-parallel:ring", "ist"})) << report.dump();
+  auto other = run_baton({"compare", workload, "--strategies", "pipeline:1f1b,ist", "--repeat",
+                          "1", "--out", out + "-models", "--set",
+                          "data_parallel.model=no_such_model"});
+  EXPECT_EQ(other.exit_code, 2) << other.text; // a strategy named that does not apply
+  EXPECT_TRUE(contains(other.text, "ist trains ist_mlp, not pipeline:1f1b's (local does not "
+                                   "apply) convnet"))
+    << other.text;
+}
+
 TEST(compare, bad_input_is_exit_2_with_the_reason) {
   scratch_dir dir{"compare-bad"};
   auto workload = write_workload(dir.path(), mlp_sections);
