@@ -382,8 +382,11 @@ std::string median_text(const json& r, const char* key, const char* format,
 
 std::string time_text(const json& r) {
   const auto& s = r["summary"];
-  if (s["reached"].get<bool>())
-    return median_text(r, "time_to_target_seconds", "%.1f s", "%.1f");
+  if (s["reached"].get<bool>()) {
+    const int digits = seconds_digits(s["time_to_target_seconds"].get<double>());
+    const std::string format = "%." + std::to_string(digits) + "f";
+    return median_text(r, "time_to_target_seconds", (format + " s").c_str(), format.c_str());
+  }
   if (s["epochs_run"].get<int64_t>() == 0)
     return "not reached, no epoch evaluated";
   auto text = format_text("not reached, best %.1f%%", 100 * s["best_accuracy"].get<double>());

@@ -34,14 +34,16 @@ std::pair<double, double> time_range(const json& run, double time) {
   return {time, time};
 }
 
-/// "12.3 s" or, for a repeated run, "12.3 s (median of 3 runs, 11.9-13.0 s)".
+/// "12.3 s" or, for a repeated run, "12.3 s (median of 3 runs, 11.9-13.0 s)"
+/// (seconds_digits: "0.863 s" under a second).
 std::string time_text(const json& run, double time) {
   auto [low, high] = time_range(run, time);
   auto runs = run.contains("spread") ? number_at(run["spread"], "runs") : std::nullopt;
-  std::string text = fixed(time, 1) + " s";
+  const int digits = seconds_digits(time);
+  std::string text = fixed(time, digits) + " s";
   if (runs && *runs > 1)
-    text += " (median of " + fixed(*runs, 0) + " runs, " + fixed(low, 1) + "-" + fixed(high, 1) +
-            " s)";
+    text += " (median of " + fixed(*runs, 0) + " runs, " + fixed(low, digits) + "-" +
+            fixed(high, digits) + " s)";
   return text;
 }
 
@@ -123,6 +125,10 @@ const json& summary_of(const json& run) {
   return it != run.end() && it->is_object() ? *it : none;
 }
 
+int seconds_digits(double seconds) {
+  return seconds < 1 ? 3 : seconds < 10 ? 2 : 1;
+}
+
 std::string fixed(double x, int digits) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", digits, x);
@@ -192,7 +198,7 @@ json recommendation(const json& runs, const json& target) {
     std::string sentence = "None reached " + goal + ": no winner.";
     if (common) {
       sentence += " The rows are ranked by the best test accuracy reached within the shortest "
-                  "common time, " + fixed(*common, 1) + " s:";
+                  "common time, " + fixed(*common, seconds_digits(*common)) + " s:";
       for (size_t i = 0; i < order.size(); ++i) {
         const auto& run = runs[order[i]];
         if (!run.contains("summary"))

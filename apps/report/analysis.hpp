@@ -82,4 +82,10 @@ const nlohmann::json& summary_of(const nlohmann::json& run);
 /// `x` with `digits` digits after the point ("%.*f").
 std::string fixed(double x, int digits);
 
+/// The digits after the point that show a time of `seconds` to three
+/// significant digits up to 10 s ("0.863 s", "4.36 s") and to a tenth
+/// above ("12.3 s"): short runs that differ by a few percent do not all
+/// read "0.9 s" beside a winner.
+int seconds_digits(double seconds);
+
 } // namespace baton::apps

@@ -32,7 +32,7 @@ pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; white-space: pre-wr
 )";
 
 std::string seconds_text(std::optional<double> s) {
-  return s ? fixed(*s, *s < 10 ? 2 : 1) + " s" : "&ndash;";
+  return s ? fixed(*s, seconds_digits(*s)) + " s" : "&ndash;";
 }
 
 std::string bytes_text(std::optional<double> b) {
@@ -159,7 +159,7 @@ std::string table_row(const json& report, const json& run, size_t rank) {
   const auto& s = summary_of(run);
   auto speedup = speedup_over_local(report["runs"], run);
   auto steps = number_at(s, "step_seconds");
-  auto seconds = [](double x) { return fixed(x, x < 10 ? 2 : 1); };
+  auto seconds = [](double x) { return fixed(x, seconds_digits(x)); };
   auto rate = [](double x) { return fixed(x, 0); };
   auto milliseconds = [](double x) { return fixed(1000 * x, 1); };
   return std::string{recommended(report, run) ? "<tr class=\"best\">" : "<tr>"} +
