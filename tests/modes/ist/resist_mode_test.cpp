@@ -264,6 +264,24 @@ TEST_F(resist_run, embedded_equals_the_local_reference) {
   }
 }
 
+// A learning-rate schedule (cosine after half an epoch's warm-up; refused
+// until 2026-12-06): each sub-ResNet's local step takes its step's lr in
+// the run, as the reference's, so the actors (W = 3: rounds of 3, 3 and 2
+// steps) end with its network, and not with the constant lr's.
+TEST_F(resist_run, a_learning_rate_schedule_equals_the_local_reference) {
+  const auto scheduled = with(job(3, 2), {"--set", "ist.optimizer.schedule=cosine", "--set",
+                                          "ist.optimizer.warmup_epochs=0.5"});
+  auto reference = digests_by_actor(
+    run_job(*dir_, with(scheduled, {"--mode", "local"}), "cosine-local"), "resist_worker");
+  ASSERT_EQ(reference.size(), 1u);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_, scheduled, "cosine-embedded"), "resist_worker"),
+            reference);
+  EXPECT_NE(digests_by_actor(run_job(*dir_, with(job(3, 2), {"--mode", "local"}),
+                                     "constant-local"),
+                             "resist_worker"),
+            reference);
+}
+
 // Two node processes: the same network; each worker sends, per round, the
 // tensors of the layers it ran (not the blocks it was not dealt).
 TEST_F(resist_run, node_processes_equal_embedded_and_send_only_the_subnet) {
