@@ -54,12 +54,8 @@ std::string misfit(const model::model_profile& p, const trained_model& m,
   std::vector<std::pair<std::string, int64_t>> layers;
   try {
     const auto model = actors::build_trained_model(m);
-    for (const auto& l : model.layers()) {
-      int64_t bytes = 0;
-      for (const auto& w : l.module.ptr()->parameters(/*recurse=*/true))
-        bytes += static_cast<int64_t>(w.nbytes());
-      layers.emplace_back(l.name, bytes);
-    }
+    for (const auto& l : model.layers())
+      layers.emplace_back(l.name, model::parameter_bytes(l));
   } catch (const std::exception&) {
     return ""; // the model cannot be built: profiling it says why
   }

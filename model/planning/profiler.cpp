@@ -18,6 +18,13 @@
 
 namespace baton::model {
 
+int64_t parameter_bytes(const named_layer& layer) {
+  int64_t bytes = 0;
+  for (const auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
+    bytes += static_cast<int64_t>(p.nbytes());
+  return bytes;
+}
+
 namespace {
 
 using clock = std::chrono::steady_clock;
@@ -27,13 +34,6 @@ std::string this_hostname() {
   if (::gethostname(name, sizeof(name) - 1) != 0)
     return "unknown";
   return name;
-}
-
-int64_t parameter_bytes(const named_layer& layer) {
-  int64_t bytes = 0;
-  for (const auto& p : layer.module.ptr()->parameters(/*recurse=*/true))
-    bytes += static_cast<int64_t>(p.nbytes());
-  return bytes;
 }
 
 void clear_gradients(const named_layer& layer) {

@@ -14,6 +14,7 @@
 namespace baton::model {
 
 class layered_model;
+struct named_layer;
 
 /// What each layer's figure is over the timed microbatches.
 enum class profile_statistic {
@@ -86,6 +87,10 @@ inline constexpr int32_t max_timed_microbatches = 1000;
 /// parameters get gradients (cleared again); their values do not change.
 /// Throws model::error when a layer rejects the input shape.
 model_profile profile_model(const layered_model& m, const profile_options& options);
+
+/// The bytes of `layer`'s parameters (its children's included): a
+/// profile's parameter_bytes.
+int64_t parameter_bytes(const named_layer& layer);
 
 /// Profiles of one model taken at different moments as one: every layer's
 /// forward, backward and update the median over them (the upper middle of
