@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "model/core/specs.hpp"
+
 namespace baton::model::ist {
 
 /// Local steps per worker per epoch: floor(floor(n / batch_size) / W), as
@@ -30,5 +32,13 @@ struct round_steps {
 /// number them (epoch x rounds_per_epoch + the round within it).
 round_steps steps_of_round(int64_t round, int64_t steps_per_epoch, int32_t local_steps,
                            int64_t epochs);
+
+/// Where round `round` lies for `optimizer`'s schedule (none for a constant
+/// lr), in a run of `epochs` epochs of `train_size` samples, `batch_size` per
+/// worker step over `workers`, `local_steps` a round: the workers' and the
+/// local references' one count.
+round_steps schedule_of(const optimizer_spec& optimizer, int64_t round, int64_t train_size,
+                        int64_t batch_size, int32_t workers, int32_t local_steps,
+                        int64_t epochs);
 
 } // namespace baton::model::ist

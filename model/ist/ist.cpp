@@ -296,6 +296,15 @@ round_steps steps_of_round(int64_t round, int64_t steps_per_epoch, int32_t local
           epochs};
 }
 
+round_steps schedule_of(const optimizer_spec& optimizer, int64_t round, int64_t train_size,
+                        int64_t batch_size, int32_t workers, int32_t local_steps,
+                        int64_t epochs) {
+  if (!optimizer.scheduled())
+    return {};
+  return steps_of_round(round, steps_per_epoch(train_size, batch_size, workers), local_steps,
+                        epochs);
+}
+
 int64_t rounds_per_epoch(int64_t steps_per_epoch, int32_t local_steps) {
   if (steps_per_epoch < 1 || local_steps < 1)
     throw error("ist: expected steps per epoch and local_steps >= 1");
@@ -425,7 +434,10 @@ void run_epoch(network& whole, const dataset& train, const settings& spec, int32
                         const auto partition =
                             make_partition(spec.shape.hidden, spec.workers, spec.seed, round);
                         return run_round(whole, train, spec, partition, minibatches, epoch,
-                                         schedule_of(round, train.size(), spec), result);
+                                         schedule_of(spec.optimizer, round, train.size(), spec.batch_size,
+                                                     spec.workers, spec.local_steps,
+                                                     spec.epochs),
+                                         result);
                       });
 }
 

@@ -222,17 +222,6 @@ void run_reference_epoch(const dataset& train, const Spec& spec, int32_t epoch, 
   result.train_loss.push_back(sum.loss_sum / static_cast<double>(sum.samples));
 }
 
-/// Where round `round` of a run of `spec` over `train_size` samples lies for
-/// its optimizer's schedule (none for a constant lr): IST's and ResIST's
-/// settings alike.
-template <class Spec>
-round_steps schedule_of(int64_t round, int64_t train_size, const Spec& spec) {
-  if (!spec.optimizer.scheduled())
-    return {};
-  return steps_of_round(round, steps_per_epoch(train_size, spec.batch_size, spec.workers),
-                        spec.local_steps, spec.epochs);
-}
-
 /// The mean loss of a minibatch's logits, of its images and labels.
 using minibatch_loss =
     std::function<at::Tensor(const at::Tensor& images, const at::Tensor& labels)>;

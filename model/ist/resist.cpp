@@ -243,7 +243,9 @@ local_result run_round(run_state& s, const dataset& train, int64_t round, int32_
     const auto active = resist_active_layers(replica.size(), s.partitioned, deal, w);
     const auto r = resist_local_steps(replica, active, train, minibatches[static_cast<size_t>(w)],
                                       epoch, s.spec.optimizer,
-                                      schedule_of(round, train.size(), s.spec));
+                                      schedule_of(s.spec.optimizer, round, train.size(),
+                                                  s.spec.batch_size, s.spec.workers,
+                                                  s.spec.local_steps, s.spec.epochs));
     sum.loss_sum += r.loss_sum;
     sum.samples += r.samples;
   }

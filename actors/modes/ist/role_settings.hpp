@@ -58,17 +58,13 @@ struct shard_settings {
   recovery_settings recovery;
 };
 
-/// Where round `round` lies for the worker's optimizer schedule (none for
-/// a constant lr), its epochs' steps counted over `train_size` samples as
-/// the local reference counts them (model::ist::schedule_of).
+/// Where round `round` lies for the worker's optimizer schedule, over
+/// `train_size` samples (model::ist::schedule_of, as the local reference).
 template <class Scheme>
 model::ist::round_steps schedule_of(const worker_settings<Scheme>& spec, int64_t round,
                                     int64_t train_size) {
-  if (!spec.optimizer.scheduled())
-    return {};
-  return model::ist::steps_of_round(
-    round, model::ist::steps_per_epoch(train_size, spec.data.plan.batch_size, spec.workers),
-    spec.local_steps, spec.data.plan.epochs);
+  return model::ist::schedule_of(spec.optimizer, round, train_size, spec.data.plan.batch_size,
+                                 spec.workers, spec.local_steps, spec.data.plan.epochs);
 }
 
 /// `index` (the key `what`: "worker", "shard") of `count` (the key
