@@ -414,6 +414,8 @@ detail::data_reading detail::read_data(const field& data, topology& t) {
   check_normalize(data, t, header);
   check_augment(data, t, header);
   set_sample_shape(header, t);
+  if (known)
+    t.training_samples = header.train;
   return {header.classes, length_of(header, known, t)};
 }
 

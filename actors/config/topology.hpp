@@ -142,6 +142,12 @@ struct workload {
   /// [C, H, W] of the data's samples: read from its files' headers at parse
   /// time (or declared with data.shape where a listed node reads them).
   std::vector<int64_t> sample_shape{1, 28, 28};
+  /// A training epoch's samples (after data.train_limit, less the validation
+  /// samples) from the headers read where the topology was parsed: by the
+  /// data's reader where this process or its local nodes read the files, by
+  /// a job that counts a schedule's steps where listed nodes do
+  /// (actors/modes/schedule_length.hpp); nullopt where nothing read them.
+  std::optional<int64_t> training_samples;
   model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
 
   // -- model -------------------------------------------------------------------

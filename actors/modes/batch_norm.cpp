@@ -1,26 +1,14 @@
 #include "actors/modes/batch_norm.hpp"
 
-#include <algorithm>
-
-#include "model/core/dataset.hpp"
-#include "model/core/error.hpp"
-
 namespace baton::actors {
 inline namespace modes {
 
 std::optional<int64_t> known_training_samples(const topology& t) {
-  if (t.data.synthetic())
-    return t.data.synthetic_train;
-  std::optional<int64_t> limit;
+  if (t.training_samples)
+    return t.training_samples;
   if (t.data.train_limit > 0)
-    limit = t.data.train_limit;
-  if (!t.embedded())
-    return limit; // the data is on the source's node
-  try {
-    return model::data_size(t.data, model::split::train); // after the limit
-  } catch (const model::error&) {
-    return limit; // the parser refuses an unreadable dataset with its own error
-  }
+    return t.data.train_limit; // the data is on the source's node
+  return std::nullopt;
 }
 
 void refuse_batch_norm_step(const config::detail::field& blame, int64_t samples,

@@ -17,9 +17,9 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// The training samples when this process can know them at load: a
-/// synthetic set's size; Fashion-MNIST's (its IDX header, read when the
-/// data is read here: no `nodes:`) cut by data.train_limit; else the limit
+/// The training samples when this process can know them at load: those the
+/// data's headers gave where they were read here (topology::training_samples,
+/// after data.train_limit, less the validation samples); else the limit
 /// alone (nullopt when there is none).
 std::optional<int64_t> known_training_samples(const topology& t);
 

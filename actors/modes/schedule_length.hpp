@@ -8,7 +8,6 @@
 // of another run's length.
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include <caf/expected.hpp>
@@ -19,21 +18,17 @@
 namespace baton::actors {
 inline namespace modes {
 
-/// The samples of a training epoch as the source reads them
-/// (model::data_size: after data.train_limit, less the validation samples),
-/// from the data's headers read here; nullopt when they cannot be read here
-/// (the files are on another host).
-std::optional<int64_t> training_samples_here(const topology& t);
+/// At parse time, when `o` is scheduled: the training samples of an epoch
+/// (topology::training_samples), which the data's reader has where this
+/// process reads the files; where listed nodes read them, their headers are
+/// read here once. Fails at `blame` when this host cannot read them: `who`
+/// steps ("job: pipeline's stages").
+void count_schedule_samples(const config::detail::field& blame, const model::optimizer_spec& o,
+                            topology& t, const std::string& who);
 
-/// training_samples_here for a plan, or errc::bad_config naming `who`
-/// ("job: pipeline's stages") when the data cannot be read here (the parser
-/// refused that already, unless the files went away since).
+/// The training samples the parse counted for a plan, or errc::bad_config
+/// naming `who` when it counted none (a topology not made by the parser).
 caf::expected<int64_t> planned_training_samples(const topology& t, const std::string& who);
-
-/// Fails at `blame` when `o` is scheduled and training_samples_here has no
-/// answer: `who` steps ("job: pipeline's stages").
-void refuse_unknown_length(const config::detail::field& blame, const model::optimizer_spec& o,
-                           const topology& t, const std::string& who);
 
 } // namespace modes
 } // namespace baton::actors

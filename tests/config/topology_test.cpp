@@ -419,6 +419,34 @@ TEST_F(topology_test, the_workload_optimizer_section) {
                             "cannot read the data's headers (/nonexistent)"});
 }
 
+// A training epoch's samples (after the limit, less the validation samples)
+// come with the data's headers where this process reads them; where a
+// listed node reads the files, a schedule counts them once at parse, and
+// the plan takes that count (schedule_length.hpp).
+TEST_F(topology_test, the_training_samples_are_read_once_with_the_data) {
+  const std::string data = "data: {train_limit: 1000, validation: 0.1}\n";
+  auto t = load(tasks_and_heads + data);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->training_samples, std::optional<int64_t>{900});
+  const std::string nodes = "nodes: [{name: n1, port: 7001}]\n";
+  t = load(nodes + tasks_and_heads + data);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->training_samples, std::nullopt) << "read on the source's node";
+  t = load(nodes + tasks_and_heads + data + "optimizer: {schedule: cosine}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(t->training_samples, std::optional<int64_t>{900});
+  auto plan = baton::actors::plan_of(*t);
+  ASSERT_TRUE(plan) << baton::describe(plan.error());
+  t->training_samples.reset(); // a topology the parser did not make
+  plan = baton::actors::plan_of(*t);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(baton::describe(plan.error()).find("job: transfer's heads step along a schedule "
+                                               "counted from the training samples, and none "
+                                               "were counted"),
+            std::string::npos)
+    << baton::describe(plan.error());
+}
+
 TEST_F(topology_test, missing_file) {
   std::string path = (dir_ / "absent.yaml").string();
   expect_error(load_topology(path),

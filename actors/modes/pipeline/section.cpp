@@ -212,14 +212,14 @@ void check_batch_norm(const field& root, const topology& t) {
 /// schedule's steps from the training samples (schedule_length.hpp).
 /// Refused: a schedule where the data cannot be read, and clip_grad_norm
 /// (its norm is over every stage's gradient, which no stage has).
-void check_optimizer_of(const field& root, const topology& t) {
+void check_optimizer_of(const field& root, topology& t) {
   const auto pretrain = root.section("backbone").section("pretrain").get("optimizer");
   const auto workload = root.get("optimizer");
   if (!pretrain && !workload)
     return;
   const field& blame = pretrain ? *pretrain : *workload;
   const auto& o = t.pretrain.optimizer;
-  refuse_unknown_length(blame, o, t, "job: pipeline's stages");
+  count_schedule_samples(blame, o, t, "job: pipeline's stages");
   if (o.clip_grad_norm > 0)
     blame.fail(blame.name() + ": job: pipeline cannot clip_grad_norm (the norm is over every "
                "stage's gradient, which no stage has); expected no clip_grad_norm");

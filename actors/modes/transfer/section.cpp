@@ -171,13 +171,12 @@ void check_feature_cache(const field& section, const section_spec& s) {
 // A head steps once per minibatch of features, counted from the training
 // samples where the run is planned (schedule_length.hpp); `blame` is the
 // section that asked.
-void refuse_schedule(const field& blame, const model::optimizer_spec& o, const topology& t) {
-  refuse_unknown_length(blame, o, t,
-                        "job: transfer's heads" +
-                          (t.optimizer_where.empty()
-                             ? std::string{}
-                             : " (the workload's optimizer section is at " + t.optimizer_where +
-                                 ")"));
+void count_head_schedule(const field& blame, const model::optimizer_spec& o, topology& t) {
+  const std::string where = t.optimizer_where.empty()
+                              ? std::string{}
+                              : " (the workload's optimizer section is at " +
+                                  t.optimizer_where + ")";
+  count_schedule_samples(blame, o, t, "job: transfer's heads" + where);
 }
 
 // A head `name` training `task` with the workload's optimizer.
@@ -193,7 +192,7 @@ head_placement make_head(const std::string& name, const model::task& task, const
   return head;
 }
 
-head_placement parse_head(const field& item, const topology& t) {
+head_placement parse_head(const field& item, topology& t) {
   check_section(item);
   const std::string name = read_new_name(item.require("name"), "head");
   head_placement head = make_head(name, read_task(item.require("task"), t), t);
@@ -201,12 +200,12 @@ head_placement parse_head(const field& item, const topology& t) {
   auto own = item.get("optimizer");
   if (own)
     head.spec.optimizer = read_optimizer(*own, head.spec.optimizer);
-  refuse_schedule(own ? *own : item, head.spec.optimizer, t);
+  count_head_schedule(own ? *own : item, head.spec.optimizer, t);
   read_if(item, "node", head.node, [&](const field& f) { return read_node(f, t.nodes); });
   return head;
 }
 
-std::vector<head_placement> parse_heads(const field& list, const topology& t) {
+std::vector<head_placement> parse_heads(const field& list, topology& t) {
   std::vector<field> items =
     list.items("a list of heads ({name, task, node, optimizer})", max_heads);
   if (items.empty())
@@ -262,7 +261,7 @@ job_reading parse(const field& root, const std::vector<std::string>& layers, top
     s.heads = parse_heads(root.require("heads"), t);
   else {
     s.heads = {make_head(t.task, *task, t)};
-    refuse_schedule(root, s.heads.front().spec.optimizer, t);
+    count_head_schedule(root, s.heads.front().spec.optimizer, t);
   }
   const int64_t features = backbone_features(backbone, t);
   for (auto& head : s.heads)
