@@ -433,10 +433,10 @@ void run_epoch(network& whole, const dataset& train, const settings& spec, int32
                       [&](int64_t round, const round_minibatches& minibatches) {
                         const auto partition =
                             make_partition(spec.shape.hidden, spec.workers, spec.seed, round);
-                        return run_round(whole, train, spec, partition, minibatches, epoch,
-                                         schedule_of(spec.optimizer, round, train.size(), spec.batch_size,
-                                                     spec.workers, spec.local_steps,
-                                                     spec.epochs),
+                        const auto at =
+                          schedule_of(spec.optimizer, round, train.size(), spec.batch_size,
+                                      spec.workers, spec.local_steps, spec.epochs);
+                        return run_round(whole, train, spec, partition, minibatches, epoch, at,
                                          result);
                       });
 }
