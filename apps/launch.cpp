@@ -26,7 +26,6 @@
 #include "actors/runtime/node.hpp"
 #include "actors/runtime/rendezvous.hpp"
 #include "actors/runtime/run_record.hpp"
-#include "model/core/dataset.hpp"
 #include "messages/errc.hpp"
 
 extern char** environ;
@@ -150,23 +149,20 @@ caf::error check_unique_names(const std::vector<launch_peer>& nodes) {
 /// What the models are built for, given to the run over the ranks' nodes,
 /// where the job does not read the data's files (docs/data.md#on-a-cluster):
 /// rank 0 has read their headers when it loaded the topology (one that
-/// lists no nodes), so the data section gets the shape and classes they
-/// say where it does not say them. A topology that lists its nodes says
-/// them itself (its load asks for them).
+/// lists no nodes; topology::data_header), so the data section gets the
+/// shape and classes they say where it does not say them. A topology that
+/// lists its nodes says them itself (its load asks for them).
 caf::error declare_data(run_request& r, const topology& t) {
   const auto& d = t.data;
   const bool fixed = d.kind == "fashion-mnist" || d.kind == "cifar10" || d.kind == "cifar100";
   const bool need_classes = d.classes <= 0 && (d.kind == "npy" || d.kind == "image-folder");
   if (!t.embedded() || d.synthetic() || fixed || (!d.shape.empty() && !need_classes))
     return caf::none;
-  model::data_header h;
-  try {
-    h = model::read_data_header(d);
-  } catch (const std::exception& e) {
-    return make_error(errc::bad_config, t.file + ": rank 0 cannot read the dataset's headers (" +
-                                          e.what() + "): give data.shape and data.classes "
-                                          "(docs/data.md#on-a-cluster)");
-  }
+  if (!t.data_header)
+    return make_error(errc::bad_config, t.file + ": rank 0 has not read the dataset's headers: "
+                                                 "give data.shape and data.classes "
+                                                 "(docs/data.md#on-a-cluster)");
+  const model::data_header& h = *t.data_header;
   if (d.shape.empty() && h.shape.size() == 3)
     r.overrides.push_back("data.shape=[" + std::to_string(h.shape[0]) + ", " +
                           std::to_string(h.shape[1]) + ", " + std::to_string(h.shape[2]) + "]");

@@ -414,8 +414,10 @@ detail::data_reading detail::read_data(const field& data, topology& t) {
   check_normalize(data, t, header);
   check_augment(data, t, header);
   set_sample_shape(header, t);
-  if (known)
+  if (known) {
     t.training_samples = header.train;
+    t.data_header = header;
+  }
   return {header.classes, length_of(header, known, t)};
 }
 

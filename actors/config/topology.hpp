@@ -148,6 +148,13 @@ struct workload {
   /// a job that counts a schedule's steps where listed nodes do
   /// (actors/modes/schedule_length.hpp); nullopt where nothing read them.
   std::optional<int64_t> training_samples;
+  /// The data's headers as the data's reader read them where the topology
+  /// was parsed (this process or its local nodes read the files): the
+  /// samples' shape, the classes and both splits' samples, for whatever
+  /// needs them after the parse (a prediction's epoch and evaluation, a
+  /// launch's declared data) without reading the files again; nullopt on
+  /// listed nodes, whose source's node reads them.
+  std::optional<model::data_header> data_header;
   model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
 
   // -- model -------------------------------------------------------------------

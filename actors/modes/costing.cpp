@@ -13,9 +13,12 @@ namespace {
 /// The samples of a split as a run reads them (after its limit; the
 /// training split less its validation), from the data's headers, for every
 /// kind (an npy workload's evaluation had been predicted at 0: no size known
-/// but Fashion-MNIST's); the limit, else 0, where they cannot be read (the
-/// run says why).
+/// but Fashion-MNIST's): as the parse read them, else (a topology of listed
+/// nodes) from the files where this host has them; the limit, else 0, where
+/// they cannot be read (the run says why).
 int64_t split_size(const topology& t, model::split which) {
+  if (t.data_header)
+    return which == model::split::train ? t.data_header->train : t.data_header->test;
   try {
     return model::data_size(t.data, which);
   } catch (const std::exception&) { // model::file_error, model::error

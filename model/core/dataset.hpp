@@ -56,16 +56,6 @@ int64_t validation_size(int64_t samples, double fraction);
 /// Debian's dataset-fashion-mnist location.
 inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
 
-/// What a dataset's headers declare (a few bytes of each file; an image
-/// folder's listing and first image's header), read before a job starts.
-struct data_header {
-  std::vector<int64_t> shape; ///< [C, H, W] of one sample
-  int64_t classes = 0;
-  int64_t train = 0; ///< training samples, after data.train_limit, less validation
-  int64_t validation = 0; ///< training samples held out for validation
-  int64_t test = 0;  ///< test samples, after data.test_limit
-};
-
 /// Reads the headers of both splits, checks they agree and that the data
 /// fits in `spec.memory_mb`. Throws model::file_error naming the file on a
 /// missing or corrupt one, model::error over the budget.

@@ -126,6 +126,17 @@ struct data_spec {
   const char* train_samples_key() const { return synthetic() ? "synthetic_train" : "train_limit"; }
 };
 
+/// What a dataset's headers declare (a few bytes of each file; an image
+/// folder's listing and first image's header), read before a job starts
+/// (model::read_data_header, model/core/dataset.hpp).
+struct data_header {
+  std::vector<int64_t> shape; ///< [C, H, W] of one sample
+  int64_t classes = 0;
+  int64_t train = 0; ///< training samples, after data.train_limit, less validation
+  int64_t validation = 0; ///< training samples held out for validation
+  int64_t test = 0;  ///< test samples, after data.test_limit
+};
+
 /// Which epoch's weights a run keeps and when it stops without progress
 /// (the workload's `save` and `early_stopping` keys): both judge an epoch by
 /// its validation accuracy (model/core/epoch_selection.hpp).

@@ -420,21 +420,31 @@ TEST_F(topology_test, the_workload_optimizer_section) {
 }
 
 // A training epoch's samples (after the limit, less the validation samples)
-// come with the data's headers where this process reads them; where a
-// listed node reads the files, a schedule counts them once at parse, and
-// the plan takes that count (schedule_length.hpp).
+// come with the data's headers where this process reads them, and the
+// headers stay with the topology (the test split's samples for a
+// prediction, the shape and classes for a launch); where a listed node
+// reads the files, a schedule counts the training samples once at parse,
+// and the plan takes that count (schedule_length.hpp).
 TEST_F(topology_test, the_training_samples_are_read_once_with_the_data) {
-  const std::string data = "data: {train_limit: 1000, validation: 0.1}\n";
+  const std::string data = "data: {train_limit: 1000, test_limit: 300, validation: 0.1}\n";
   auto t = load(tasks_and_heads + data);
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->training_samples, std::optional<int64_t>{900});
+  ASSERT_TRUE(t->data_header);
+  EXPECT_EQ(t->data_header->train, 900);
+  EXPECT_EQ(t->data_header->validation, 100);
+  EXPECT_EQ(t->data_header->test, 300);
+  EXPECT_EQ(t->data_header->classes, 10);
+  EXPECT_EQ(t->data_header->shape, (std::vector<int64_t>{1, 28, 28}));
   const std::string nodes = "nodes: [{name: n1, port: 7001}]\n";
   t = load(nodes + tasks_and_heads + data);
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->training_samples, std::nullopt) << "read on the source's node";
+  EXPECT_FALSE(t->data_header) << "read on the source's node";
   t = load(nodes + tasks_and_heads + data + "optimizer: {schedule: cosine}\n");
   ASSERT_TRUE(t) << baton::describe(t.error());
   EXPECT_EQ(t->training_samples, std::optional<int64_t>{900});
+  EXPECT_FALSE(t->data_header) << "the schedule counts the training samples only";
   auto plan = baton::actors::plan_of(*t);
   ASSERT_TRUE(plan) << baton::describe(plan.error());
   t->training_samples.reset(); // a topology the parser did not make
