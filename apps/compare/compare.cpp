@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/config/topology_file.hpp"
 #include "actors/modes/registry.hpp"
 #include "apps/bench/bench.hpp"
 #include "apps/compare/repeats.hpp"
@@ -36,6 +37,10 @@ namespace {
 /// `baton compare` options.
 struct compare_request {
   std::string workload;
+  /// The workload file's text, read once before any strategy is derived
+  /// from it: every row, and the predictions made after the runs, are of
+  /// the workload as it was then (a file edited meanwhile changes none).
+  std::string workload_text;
   std::string strategies; ///< "" = all that apply
   int32_t local_nodes = 0;
   std::string link;
@@ -155,7 +160,7 @@ bool check_request(const compare_request& r) {
 row make_row(strategy_choice s, const compare_request& r) {
   row out{s, label_of(s.name)};
   out.topology = r.out + "/" + out.label + ".yaml";
-  auto text = derive_topology(s, r.workload, r.overrides);
+  auto text = derive_topology(s, r.workload_text, r.workload, r.overrides);
   if (!text)
     return out.skipped = describe(text.error()), out;
   if (auto why = model::try_replace_file(out.topology, *text); !why.empty())
@@ -488,6 +493,7 @@ json report_header(const compare_request& r) {
 predict_request prediction_request(const compare_request& r, const std::vector<row>& rows) {
   predict_request p;
   p.workload = r.workload;
+  p.workload_text = r.workload_text;
   p.overrides = r.overrides;
   for (const auto& row : rows)
     if (row.skipped.empty())
@@ -660,6 +666,13 @@ int cmd_compare(args& a, const std::atomic<bool>* interrupted) {
     return 2;
   if (!check_request(r))
     return 2;
+  // As `baton run` reads it: its size limit, and a directory or a device refused by name.
+  auto text = actors::read_topology_file(r.workload);
+  if (!text) {
+    std::fprintf(stderr, "baton compare: %s\n", describe(text.error()).c_str());
+    return 2;
+  }
+  r.workload_text = std::move(*text);
   bool named = !r.strategies.empty();
   auto chosen = named ? choose_strategies(r.strategies, r.hosts())
                       : caf::expected<std::vector<strategy_choice>>{all_strategies(r.hosts())};

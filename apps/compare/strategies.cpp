@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
-#include "actors/config/topology_file.hpp"
 #include "actors/modes/planning.hpp"
 #include "actors/modes/registry.hpp"
 #include "actors/runtime/jobs.hpp"
@@ -199,14 +198,11 @@ void tidy_section(const strategy_choice& s, YAML::Node& doc,
 
 } // namespace
 
-caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file,
+caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& text,
+                                           const std::string& file,
                                            const std::vector<std::string>& user) {
-  // As `baton run` reads it: its size limit, and a directory or a device refused by name.
-  auto text = actors::read_topology_file(file);
-  if (!text)
-    return text.error();
   try {
-    YAML::Node doc = YAML::Load(*text);
+    YAML::Node doc = YAML::Load(text);
     if (!doc.IsMap())
       return make_error(errc::bad_config, file + ": expected a map of sections");
     doc["job"] = s.job;

@@ -50,13 +50,16 @@ std::vector<strategy_choice> all_strategies(int32_t hosts);
 caf::expected<std::vector<strategy_choice>> choose_strategies(const std::string& list,
                                                               int32_t hosts);
 
-/// The topology text `s` runs: the workload file's text with `job:` set to
+/// The topology text `s` runs: the workload's `text` (its file read once
+/// for every strategy, actors::read_topology_file) with `job:` set to
 /// s.job, without the sections of other strategies (transfer's backbone
-/// keys too), relative paths made absolute (the text is written elsewhere);
-/// an error when `file` cannot be read or is not YAML. `user`: the user's
-/// `--set`s, which the runs get too (one that gives `optimizer:` keeps the
-/// pre-training's optimizer out of the strategy's section).
-caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& file,
+/// keys too), relative paths made absolute against `file`'s directory (the
+/// text is written elsewhere); an error when the text is not YAML (`file`
+/// names it). `user`: the user's `--set`s, which the runs get too (one that
+/// gives `optimizer:` keeps the pre-training's optimizer out of the
+/// strategy's section).
+caf::expected<std::string> derive_topology(const strategy_choice& s, const std::string& text,
+                                           const std::string& file,
                                            const std::vector<std::string>& user);
 
 /// The overrides of a run of `s`: its own, the user's (but those of another

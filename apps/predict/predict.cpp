@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "actors/config/topology_file.hpp"
 #include "actors/modes/job_schemas.hpp"
 #include "actors/modes/planning.hpp"
 #include "actors/modes/registry.hpp"
@@ -63,7 +64,7 @@ std::string text_of(const caf::error& e) {
 caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_choice& choice,
                                              int32_t hosts, profile_cache& profiles,
                                              int32_t side_by_side, bool as_run) {
-  auto text = derive_topology(choice, r.workload, r.overrides);
+  auto text = derive_topology(choice, r.workload_text, r.workload, r.overrides);
   if (!text)
     return text.error();
   auto overrides = run_overrides(choice, *text, r.workload, r.overrides);
@@ -410,11 +411,29 @@ void tell(const predict_request& r, const std::string& what) {
     r.progress(what);
 }
 
+/// `r` with its workload's text: the caller's, else the file read once here
+/// (as `baton run` reads it: its size limit, a directory or a device refused
+/// by name), for every strategy and host count after.
+caf::expected<predict_request> with_workload_text(const predict_request& r) {
+  if (!r.workload_text.empty())
+    return r;
+  auto text = actors::read_topology_file(r.workload);
+  if (!text)
+    return text.error();
+  predict_request read = r;
+  read.workload_text = std::move(*text);
+  return read;
+}
+
 } // namespace
 
-caf::error profile_models(const predict_request& r, profile_cache& profiles) {
-  if (auto err = check(r))
+caf::error profile_models(const predict_request& request, profile_cache& profiles) {
+  if (auto err = check(request))
     return err;
+  auto read = with_workload_text(request);
+  if (!read)
+    return read.error();
+  const predict_request& r = *read;
   auto strategies = parse_strategies(r, base_hosts, profiles);
   if (!strategies)
     return strategies.error();
@@ -423,12 +442,16 @@ caf::error profile_models(const predict_request& r, profile_cache& profiles) {
   return {};
 }
 
-caf::expected<nlohmann::json> predict(const predict_request& r,
+caf::expected<nlohmann::json> predict(const predict_request& request,
                                       const std::atomic<bool>* interrupted,
                                       profile_cache* shared) {
-  if (auto err = check(r))
+  if (auto err = check(request))
     return err;
-  // The file is read once, before any model is profiled: a mistake in it is
+  auto read = with_workload_text(request);
+  if (!read)
+    return read.error();
+  const predict_request& r = *read;
+  // The profile file is read once, before any model is profiled: a mistake in it is
   // refused first, not found after minutes as "no strategy applies".
   std::optional<model::model_profile> given;
   if (!r.profile.empty()) {

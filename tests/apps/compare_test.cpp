@@ -6,6 +6,7 @@
 // winner when none reaches the target; `local` stopped by the budget; and
 // bad input, each exit code 2 with a message naming it.
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/scratch_dir.hpp"
 #include "tests/support/text.hpp"
@@ -238,6 +240,32 @@ TEST(compare, a_pipeline_is_predicted_with_the_stages_its_run_settled) {
     EXPECT_TRUE(std::isfinite(colocation)) << r["predicted"].dump();
     EXPECT_TRUE(r["predicted"].contains("formula")) << r["predicted"].dump();
   }
+}
+
+// The workload is read once (issue 36 item 1): its file replaced once the
+// rows are made, the predictions after the runs are of the workload they
+// trained. Before, the predictions read the file again: the ring's row had
+// none ("'data' is not a map").
+TEST(compare, the_predictions_are_of_the_workload_that_ran) {
+  scratch_dir dir{"compare-read-once"};
+  auto workload = write_workload(dir.path(), mlp_sections, 1);
+  auto out = dir.path() + "/out";
+  baton_process compare{{"compare", workload, "--strategies", "local,data-parallel:ring",
+                         "--repeat", "1", "--predict", "2", "--latency", "0.0001", "--out", out},
+                        dir.path() + "/compare.log"};
+  ASSERT_TRUE(compare.await_output("strategies on", std::chrono::seconds(240)))
+    << compare.output();
+  std::ofstream(workload, std::ios::trunc) << "data: [replaced while comparing]\n";
+  ASSERT_EQ(compare.wait(), 0) << compare.output();
+  auto report = read_json(out + "/report.json");
+  ASSERT_TRUE(report.is_object()) << "report.json does not parse";
+  EXPECT_FALSE(report["predictions"].contains("error")) << report["predictions"].dump();
+  EXPECT_EQ(report["predictions"].value("skipped", json::array()), json::array())
+    << report["predictions"].dump();
+  ASSERT_EQ(report["runs"].size(), 2u) << report.dump();
+  for (const auto& run : report["runs"])
+    if (run["strategy"] == "data-parallel:ring")
+      EXPECT_TRUE(run.contains("predicted")) << run.dump();
 }
 
 // Issue 35 item 7: configs/adamw.yaml (AdamW, a cosine schedule after a

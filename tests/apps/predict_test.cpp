@@ -315,6 +315,30 @@ TEST(predict, non_finite_and_absurd_numbers_are_refused) {
 // A signal while the projection to 64 hosts is simulated (tens of seconds on
 // the default grid) stops predict at the next simulation: exit 130, and no
 // predictions file.
+// The workload is read once (issue 36 item 1): its file replaced while
+// baton predict profiles changes none of the strategies it predicts, at any
+// host count. Each strategy and host count read the file again before: all
+// but the first came out "not predicted: 'data' is not a map".
+TEST(predict, the_workload_is_read_once_whatever_becomes_of_its_file) {
+  scratch_dir dir("predict-read-once");
+  const std::string out = dir.path() + "/predictions.json";
+  const std::string workload = tiny_workload(dir.path());
+  baton_process predict{{"predict", workload, "--strategies", "local,data-parallel:ring,ist",
+                         "--latency", "0.0001", "--hosts", "2,4", "--json", out},
+                        dir.path() + "/predict.log"};
+  ASSERT_TRUE(predict.await_output("profiling", std::chrono::seconds(120))) << predict.output();
+  std::ofstream(workload, std::ios::trunc) << "data: [replaced while predicting]\n";
+  ASSERT_EQ(predict.wait(), 0) << predict.output();
+  const json p = read_prediction_json(out);
+  EXPECT_EQ(p["skipped"], json::array()) << p["skipped"].dump();
+  std::set<std::pair<std::string, int32_t>> projected;
+  for (const auto& row : p["projection"])
+    projected.insert({row.value("strategy", ""), row.value("hosts", 0)});
+  for (const char* name : {"local", "data-parallel:ring", "ist"})
+    for (int32_t hosts : {2, 4})
+      EXPECT_EQ(projected.count({name, hosts}), 1u) << name << " at " << hosts << " hosts";
+}
+
 TEST(predict, a_signal_while_simulating_stops_it_and_writes_nothing) {
   scratch_dir dir("predict-signal");
   const std::string out = dir.path() + "/predictions.json";
