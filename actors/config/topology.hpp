@@ -149,11 +149,11 @@ struct workload {
   /// (actors/modes/schedule_length.hpp); nullopt where nothing read them.
   std::optional<int64_t> training_samples;
   /// The data's headers as the data's reader read them where the topology
-  /// was parsed (this process or its local nodes read the files): the
-  /// samples' shape, the classes and both splits' samples, for whatever
-  /// needs them after the parse (a prediction's epoch and evaluation, a
-  /// launch's declared data) without reading the files again; nullopt on
-  /// listed nodes, whose source's node reads them.
+  /// was parsed (this process or its local nodes read the files; a
+  /// synthetic set's from its keys): the samples' shape, the classes and
+  /// both splits' samples, for whatever needs them after the parse (a
+  /// prediction's epoch and evaluation, a launch's declared data) without
+  /// reading the files again; nullopt where listed nodes read the files.
   std::optional<model::data_header> data_header;
   model::batch_plan plan;    ///< batch_size, microbatches, epochs, seed
 
