@@ -213,6 +213,18 @@ caf::expected<void> pretrain_backbone(const topology& t) {
     auto accuracy = model::pretrain(spec, train, test, log_progress("pretrain"));
     spdlog::info("pretrained backbone written to {} (test accuracy {:.2f}% on {})",
                  t.checkpoint, 100 * accuracy, task->name);
+    // A network whose early steps were too large can end with dead units:
+    // finite, written, and answering one class whatever it sees (4,096
+    // samples of groups4 at lr 0.05 with momentum 0.9: 50.00%, the largest
+    // group's share; a run fine-tuned from it stayed at chance).
+    if (const double share = model::most_frequent_share(*task, test);
+        test.size() > 0 && accuracy <= share + 1e-9)
+      spdlog::warn("the pretrained backbone {} is no better than always answering {}'s most "
+                   "frequent class ({:.2f}% of the test samples): it has learned nothing a run "
+                   "can start from (a collapse: units that no input turns on). Lower "
+                   "backbone.pretrain.optimizer.lr or pre-train on more samples "
+                   "(backbone.pretrain.train_limit), then `baton pretrain {}` again",
+                   t.checkpoint, task->name, 100 * share, t.file);
     return caf::unit;
   } catch (const std::exception& e) {
     return make_error(errc::bad_file, std::string{"pre-training failed: "} + e.what());

@@ -1,5 +1,6 @@
 #include "model/core/pretrain.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -78,6 +79,22 @@ double pretrain(const pretraining_settings& spec, const dataset& train, const da
                   "from; if the weights diverged, lower backbone.pretrain.optimizer.lr)");
   save_checkpoint(runs.front()->trainer.model(), spec.out_path, spec.settings);
   return runs.front()->result.test_accuracy.back();
+}
+
+double most_frequent_share(const task& t, const dataset& d) {
+  const int64_t n = d.labels.defined() ? d.labels.numel() : 0;
+  if (n == 0 || t.classes <= 0)
+    return 0;
+  const at::Tensor labels = d.labels.to(at::kLong).contiguous();
+  const int64_t* label = labels.data_ptr<int64_t>();
+  std::vector<int64_t> counts(static_cast<size_t>(t.classes), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto c = static_cast<size_t>(label[i]);
+    if (c < t.label_map.size())
+      counts[static_cast<size_t>(t.label_map[c])] += 1;
+  }
+  return static_cast<double>(*std::max_element(counts.begin(), counts.end())) /
+         static_cast<double>(n);
 }
 
 } // namespace baton::model

@@ -29,6 +29,10 @@ struct pretraining_settings {
 double pretrain(const pretraining_settings& spec, const dataset& train, const dataset& test,
                 const progress_fn& progress = {});
 
+/// The share of `d`'s samples in `t`'s most frequent class: the accuracy of
+/// a network that answers that class whatever it sees (0 for no sample).
+double most_frequent_share(const task& t, const dataset& d);
+
 /// The backbone + classifier used by pretrain (classifier layer named "fc2",
 /// Linear(backbone features -> classes)); a `torchscript` backbone whose
 /// output width is `classes` alone, as given. Logs which for a torchscript one.

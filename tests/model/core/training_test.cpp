@@ -63,6 +63,16 @@ TEST(training, task_maps_labels) {
   EXPECT_THROW(make_task("negative", {0, -1}), error);
 }
 
+// The accuracy of a network that answers one class whatever it sees: what
+// `baton pretrain` warns a pretrained backbone is no better than (a collapse).
+TEST(training, the_most_frequent_class_share_is_counted_on_the_task_s_classes) {
+  dataset d;
+  d.labels = torch::tensor({5, 0, 9, 7, 8, 1, 2, 3}, torch::kInt64);
+  EXPECT_DOUBLE_EQ(most_frequent_share(footwear(), d), 5.0 / 8); // 0, 8, 1, 2, 3: class 0
+  EXPECT_DOUBLE_EQ(most_frequent_share(all10(), d), 1.0 / 8);
+  EXPECT_DOUBLE_EQ(most_frequent_share(all10(), dataset{}), 0.0);
+}
+
 TEST(training, derive_seed_depends_on_base_and_name) {
   EXPECT_EQ(derive_seed(42, "all10"), derive_seed(42, "all10"));
   EXPECT_NE(derive_seed(42, "all10"), derive_seed(42, "all11"));
