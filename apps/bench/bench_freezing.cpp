@@ -118,8 +118,8 @@ caf::expected<std::string> pretrain(const bench_freezing_request& r, const std::
                                 "--set", "backbone.pretrain.epochs=1"};
   if (r.quick)
     argv.insert(argv.end(), {"--set", "backbone.pretrain.optimizer.lr=0.02"});
-  std::printf("pretraining the convnet on groups4 (%s samples, 1 epoch, lr %s)...\n",
-              r.quick ? "4096" : "20000", r.quick ? "0.02" : "0.05");
+  std::printf("pretraining the convnet on groups4 (%s samples, 1 epoch%s)...\n",
+              r.quick ? "4096" : "20000", r.quick ? ", lr 0.02" : "");
   std::fflush(stdout);
   if (auto done = run_command(argv, dir + "/pretrain.log", r.interrupted); !done)
     return done.error();

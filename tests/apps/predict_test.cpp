@@ -312,9 +312,6 @@ TEST(predict, non_finite_and_absurd_numbers_are_refused) {
   EXPECT_FALSE(contains(r.text, "nan")) << r.text;
 }
 
-// A signal while the projection to 64 hosts is simulated (tens of seconds on
-// the default grid) stops predict at the next simulation: exit 130, and no
-// predictions file.
 // The workload is read once (issue 36 item 1): its file replaced while
 // baton predict profiles changes none of the strategies it predicts, at any
 // host count. Each strategy and host count read the file again before: all
@@ -339,6 +336,9 @@ TEST(predict, the_workload_is_read_once_whatever_becomes_of_its_file) {
       EXPECT_EQ(projected.count({name, hosts}), 1u) << name << " at " << hosts << " hosts";
 }
 
+// A signal while the projection to 64 hosts is simulated (tens of seconds on
+// the default grid) stops predict at the next simulation: exit 130, and no
+// predictions file.
 TEST(predict, a_signal_while_simulating_stops_it_and_writes_nothing) {
   scratch_dir dir("predict-signal");
   const std::string out = dir.path() + "/predictions.json";
