@@ -3,6 +3,7 @@
 // the run record's finished step).
 #include "actors/modes/run_outputs.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -97,11 +98,36 @@ caf::error check_outputs(const run_request& r, const topology& t) {
   return check_files(outputs, inputs);
 }
 
+std::vector<std::string> untrained_results(const topology& t, const job_result& result) {
+  // A loss within this of ln C has not moved from the uniform answer (the
+  // rows of a fine-tuning from a collapsed checkpoint: 2.3020-2.3031 against
+  // ln 10 = 2.3026).
+  constexpr double margin = 0.01;
+  std::vector<std::string> out;
+  for (const auto& h : result.heads) {
+    const model::task* task = t.find_task(h.task);
+    if (task == nullptr || task->classes < 2 || h.epochs.empty() || !std::isfinite(h.train_loss))
+      continue;
+    const double uniform = std::log(static_cast<double>(task->classes));
+    if (h.train_loss < uniform - margin)
+      continue;
+    out.push_back(fmt::format(
+      "'{}' learned nothing: its training loss ended at {:.4f}, the loss of answering {}'s {} "
+      "classes alike (ln {} = {:.4f}). The usual causes: a backbone checkpoint whose "
+      "pretraining collapsed (`baton pretrain` warns of one), too small or too large an lr for "
+      "its steps, or too few steps",
+      h.actor, h.train_loss, task->name, task->classes, task->classes, uniform));
+  }
+  return out;
+}
+
 caf::error write_outputs(const run_request& r, const topology& t, const mode& job,
                          job_result& result) {
   // The table first: what was trained is shown even if a file fails.
   std::printf("%s", results_table(result).c_str());
   std::fflush(stdout);
+  for (const auto& warning : untrained_results(t, result))
+    spdlog::warn("{}", warning);
   if (!r.metrics_out.empty() || !r.save_model.empty())
     result.normalisation = normalisation_of(t);
   if (!r.metrics_out.empty()) {

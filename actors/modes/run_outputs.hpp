@@ -6,6 +6,9 @@
 // nothing kept, and never one of the run's own inputs; then everything a
 // finished run writes.
 
+#include <string>
+#include <vector>
+
 #include <caf/error.hpp>
 
 #include "actors/config/topology.hpp"
@@ -24,6 +27,13 @@ struct mode;
 /// resumed run's record) and no two outputs are the same file.
 /// errc::bad_file naming the flag, the path and the reason.
 caf::error check_outputs(const run_request& r, const topology& t);
+
+/// What to tell of each result of `result` that learned nothing: its last
+/// epoch's training loss at or above ln C for its task's C classes, the loss
+/// of answering every class alike (a model that answers one class whatever
+/// it sees ends there too). One warning per such result; none when every
+/// result learned.
+std::vector<std::string> untrained_results(const topology& t, const job_result& result);
 
 /// Writes what `r` asked for of `result`, the run of `t` (the topology it
 /// read once) by `job`, its mode, in this order: the results table on
