@@ -1,6 +1,5 @@
 #include "model/core/pretrain.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -13,6 +12,7 @@
 #include "model/core/head_loop.hpp"
 #include "model/core/layer_listing.hpp"
 #include "model/core/log_once.hpp"
+#include "model/core/task.hpp"
 
 namespace baton::model {
 
@@ -82,19 +82,12 @@ double pretrain(const pretraining_settings& spec, const dataset& train, const da
 }
 
 double most_frequent_share(const task& t, const dataset& d) {
-  const int64_t n = d.labels.defined() ? d.labels.numel() : 0;
+  const int64_t n = d.size();
   if (n == 0 || t.classes <= 0)
     return 0;
-  const at::Tensor labels = d.labels.to(at::kLong).contiguous();
-  const int64_t* label = labels.data_ptr<int64_t>();
-  std::vector<int64_t> counts(static_cast<size_t>(t.classes), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto c = static_cast<size_t>(label[i]);
-    if (c < t.label_map.size())
-      counts[static_cast<size_t>(t.label_map[c])] += 1;
-  }
-  return static_cast<double>(*std::max_element(counts.begin(), counts.end())) /
-         static_cast<double>(n);
+  // The task's classes as its training sees them (apply: the label map).
+  const at::Tensor counts = apply(t, d.labels).bincount({}, t.classes);
+  return static_cast<double>(counts.max().item<int64_t>()) / static_cast<double>(n);
 }
 
 } // namespace baton::model
