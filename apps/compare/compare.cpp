@@ -132,10 +132,6 @@ bool read_flag(args& a, const std::string& flag, compare_request& r) {
 bool check_request(const compare_request& r) {
   if (r.workload.empty())
     return fail_input("expects a workload file: baton compare WORKLOAD.yaml [flags]");
-  if (std::error_code ec; !fs::is_regular_file(r.workload, ec))
-    return fail_input("cannot read the workload '" + r.workload + "': " +
-                      (fs::exists(r.workload, ec) ? "not a regular file (a directory, a device)"
-                                                  : "no such file"));
   if (!r.link.empty() && r.local_nodes < 1)
     return fail_input("--link needs --local-nodes N (it shapes the links between the local "
                       "node processes)");

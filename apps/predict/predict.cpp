@@ -64,7 +64,7 @@ std::string text_of(const caf::error& e) {
 caf::expected<costed_strategy> costed_choice(const predict_request& r, strategy_choice& choice,
                                              int32_t hosts, profile_cache& profiles,
                                              int32_t side_by_side, bool as_run) {
-  auto text = derive_topology(choice, r.workload_text, r.workload, r.overrides);
+  auto text = derive_topology(choice, *r.workload_text, r.workload, r.overrides);
   if (!text)
     return text.error();
   auto overrides = run_overrides(choice, *text, r.workload, r.overrides);
@@ -415,7 +415,7 @@ void tell(const predict_request& r, const std::string& what) {
 /// (as `baton run` reads it: its size limit, a directory or a device refused
 /// by name), for every strategy and host count after.
 caf::expected<predict_request> with_workload_text(const predict_request& r) {
-  if (!r.workload_text.empty())
+  if (r.workload_text)
     return r;
   auto text = actors::read_topology_file(r.workload);
   if (!text)

@@ -25,8 +25,8 @@ class profile_cache;
 struct predict_request {
   std::string workload;                ///< WORKLOAD.yaml
   /// Its text, read once for every strategy and host count (compare passes
-  /// the text its runs were derived from); "": predict() reads the file once.
-  std::string workload_text;
+  /// the text its runs were derived from); none: predict() reads the file once.
+  std::optional<std::string> workload_text;
   std::vector<std::string> overrides;  ///< the user's --set
   std::string strategies;              ///< a --strategies list ("": all that apply)
   std::vector<int32_t> measured_hosts; ///< configurations run (compare): predicted too
