@@ -246,6 +246,13 @@ double of_limit(double rate, double limit) {
   return limit > 0 ? rate / limit : 0;
 }
 
+std::vector<round_rate> rates_by_round(const std::vector<side_run>& runs) {
+  std::vector<round_rate> out;
+  for (const auto& run : runs)
+    out.push_back({run.round, samples_per_second(run.result)});
+  return out;
+}
+
 std::string mib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bytes / (1 << 20));

@@ -14,6 +14,7 @@
 #include "actors/runtime/job_result.hpp"
 #include "actors/runtime/local_cluster.hpp"
 #include "apps/args.hpp"
+#include "apps/bench/rounds.hpp"
 
 namespace baton::apps {
 inline namespace bench {
@@ -99,6 +100,7 @@ private:
 struct side_run {
   job_result result;
   double steal = 0;
+  int32_t round = 1; ///< the --repeat round it ran in (1, 2, ...)
 };
 
 /// Called about every 100 ms while a child runs (baton compare's progress).
@@ -143,6 +145,9 @@ const side_run& median_run(std::vector<side_run>& runs);
 
 /// `rate` over `limit` ("of limit"); 0 when the limit is unknown (0).
 double of_limit(double rate, double limit);
+
+/// Each run's round and samples/s (for of_limit_by_round, apps/bench/rounds.hpp).
+std::vector<round_rate> rates_by_round(const std::vector<side_run>& runs);
 
 /// "0.76" or "-" (0: unknown), `width` wide: an "of limit" or ratio cell.
 std::string ratio_cell(double ratio, int width, const char* suffix = "");

@@ -379,6 +379,7 @@ bool run_limit_and_peers(const bench_data_parallel_request& r, const std::string
     return false;
   if (one) {
     print_round(r, round, side.label, samples_per_second(one->result));
+    one->round = round;
     runs.one.push_back(std::move(*one));
   }
   const auto all = peers_of(r);
@@ -439,6 +440,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
   limit_runs limit;
   std::map<std::string, std::vector<side_run>> rounds;
   std::vector<std::pair<std::string, step_split>> splits;
+  std::vector<std::pair<std::string, std::vector<double>>> by_round; // of limit, per side
   for (int32_t round = 1; round <= r.repeat && !stop_requested(r.interrupted); ++round) {
     if (!run_limit_and_peers(r, topology, dir->path(), round, limit, ref, out, code))
       return out.finish(code, r.interrupted);
@@ -460,6 +462,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
       if (run) {
         if (round < r.repeat)
           print_round(r, round, s.label, samples_per_second(run->result));
+        run->round = round;
         rounds[s.name].push_back(std::move(*run));
       }
       if (round < r.repeat || rounds[s.name].empty())
@@ -469,8 +472,20 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
         ref.local_rate = samples_per_second(median.result);
       else if (s.name != "local-threads") // no actors: no split
         splits.emplace_back(s.label, split_of_data_parallel(median.result));
-      out.add(report_side(r, s, median, ref));
+      auto row = report_side(r, s, median, ref);
+      auto ratios =
+        of_limit_by_round(rates_by_round(rounds[s.name]), rates_by_round(limit.one), r.workers);
+      row["of_limit_by_round"] = ratios;
+      if (r.repeat > 1 && !ratios.empty())
+        by_round.emplace_back(s.label, std::move(ratios));
+      out.add(std::move(row));
     }
+  }
+  if (!stop_requested(r.interrupted) && !by_round.empty()) {
+    std::printf("\nof limit round by round (each round's side over %d x that round's (a')):\n",
+                r.workers);
+    for (const auto& [label, ratios] : by_round)
+      std::printf("%-18s %s\n", label.c_str(), rounds_text(ratios).c_str());
   }
   if (!stop_requested(r.interrupted)) {
     std::printf("\n%s\n", split_header(18).c_str());

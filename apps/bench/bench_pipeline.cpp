@@ -224,7 +224,7 @@ caf::expected<model_runs> run_sides(const bench_pipeline_request& r, const std::
         return result.error() == errc::interrupted
                  ? result.error()
                  : make_error(errc::actor_failed, side + ": " + describe(result.error()));
-      runs.sides[side].push_back({std::move(*result), steal.fraction()});
+      runs.sides[side].push_back({std::move(*result), steal.fraction(), rep});
       std::printf("  run %d/%d %-17s %8.1f samples/s\n", rep, r.repeat, side.c_str(),
                   samples_per_second(runs.sides[side].back().result));
       std::fflush(stdout);
@@ -343,6 +343,25 @@ void report_limit_and_peers(const std::string& name, model_runs& runs, double li
   }
 }
 
+/// `schedule`'s "of limit" round by round (of_limit_by_round).
+std::vector<double> by_round(const model_runs& runs, const std::string& schedule) {
+  return of_limit_by_round(rates_by_round(runs.sides.at(schedule)),
+                           rates_by_round(runs.sides.at("local")), bench_stages);
+}
+
+/// With more than one round, each schedule's "of limit" round by round.
+void print_rounds(const bench_pipeline_request& r, const model_runs& runs) {
+  if (r.repeat < 2)
+    return;
+  std::printf("%-9s of limit round by round (each round's side over %d x that round's (a)):\n",
+              "", bench_stages);
+  for (const auto& schedule : schedules_of(r))
+    if (auto ratios = by_round(runs, schedule); !ratios.empty())
+      std::printf("%-9s %-17s %s\n", "", ("(b) " + schedule).c_str(),
+                  rounds_text(ratios).c_str());
+  std::fflush(stdout);
+}
+
 /// Prints one model's rows (the local side, the limit, the PyTorch peers,
 /// then each schedule's median run), then where each schedule's step went,
 /// and adds them to `out`.
@@ -387,6 +406,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                               {"ratio", ratio},
                               {"limit_samples_per_second", limit},
                               {"of_limit", of_limit(rate, limit)},
+                              {"of_limit_by_round", by_round(runs, schedule)},
                               {"pytorch_2_threads_samples_per_second", peer_rate},
                               {"vs_pytorch_2_threads", of_limit(rate, peer_rate)},
                               {"step_split", split.to_json()},
@@ -398,6 +418,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                               {"local_steal_fraction", local.steal},
                               {"pipeline_steal_fraction", side.steal}});
   }
+  print_rounds(r, runs);
   report_orders(name, runs.sides, out);
   report_ceiling(r, name, runs, out);
   std::printf("\n%-9s %s\n", "", split_header(17).c_str());
