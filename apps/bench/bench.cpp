@@ -399,6 +399,14 @@ const peer_run& median_peer(std::vector<peer_run>& runs) {
   return *ran[ran.size() / 2];
 }
 
+std::vector<round_rate> rates_by_round(const std::vector<peer_run>& runs) {
+  std::vector<round_rate> out;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i].ran())
+      out.push_back({static_cast<int32_t>(i) + 1, runs[i].samples_per_second()});
+  return out;
+}
+
 namespace {
 
 /// `heads` heads cycling over the default tasks.

@@ -146,7 +146,7 @@ const side_run& median_run(std::vector<side_run>& runs);
 /// `rate` over `limit` ("of limit"); 0 when the limit is unknown (0).
 double of_limit(double rate, double limit);
 
-/// Each run's round and samples/s (for of_limit_by_round, apps/bench/rounds.hpp).
+/// Each run's round and samples/s (for ratios_by_round, apps/bench/rounds.hpp).
 std::vector<round_rate> rates_by_round(const std::vector<side_run>& runs);
 
 /// "0.76" or "-" (0: unknown), `width` wide: an "of limit" or ratio cell.
@@ -211,6 +211,10 @@ const char* peers_legend();
 /// The peer run with the median samples/s of those of `runs` that ran
 /// (else the first; `runs` not empty).
 const peer_run& median_peer(std::vector<peer_run>& runs);
+
+/// The round and samples/s of each of a peer's runs that ran; `runs` holds
+/// one run per round, in round order (a skipped or failed one included).
+std::vector<round_rate> rates_by_round(const std::vector<peer_run>& runs);
 
 /// `baton bench transfer` options.
 struct bench_request {

@@ -440,7 +440,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
   limit_runs limit;
   std::map<std::string, std::vector<side_run>> rounds;
   std::vector<std::pair<std::string, step_split>> splits;
-  std::vector<std::pair<std::string, std::vector<double>>> by_round; // of limit, per side
+  std::vector<std::pair<std::string, side_rounds>> by_round; // per side, with --repeat
   for (int32_t round = 1; round <= r.repeat && !stop_requested(r.interrupted); ++round) {
     if (!run_limit_and_peers(r, topology, dir->path(), round, limit, ref, out, code))
       return out.finish(code, r.interrupted);
@@ -473,19 +473,21 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
       else if (s.name != "local-threads") // no actors: no split
         splits.emplace_back(s.label, split_of_data_parallel(median.result));
       auto row = report_side(r, s, median, ref);
-      auto ratios =
-        of_limit_by_round(rates_by_round(rounds[s.name]), rates_by_round(limit.one), r.workers);
-      row["of_limit_by_round"] = ratios;
-      if (r.repeat > 1 && !ratios.empty())
+      const auto rates = rates_by_round(rounds[s.name]);
+      side_rounds ratios{ratios_by_round(rates, rates_by_round(limit.one), r.workers),
+                         ratios_by_round(rates, rates_by_round(limit.peers.at(0)), 1)};
+      row["of_limit_by_round"] = ratios.of_limit;
+      row["vs_pytorch_2_threads_by_round"] = ratios.vs_pytorch;
+      if (r.repeat > 1 && !ratios.text().empty())
         by_round.emplace_back(s.label, std::move(ratios));
       out.add(std::move(row));
     }
   }
   if (!stop_requested(r.interrupted) && !by_round.empty()) {
-    std::printf("\nof limit round by round (each round's side over %d x that round's (a')):\n",
-                r.workers);
+    std::printf("\nround by round (each round's side over %d x that round's (a'), and over its "
+                "PyTorch 2 threads):\n", r.workers);
     for (const auto& [label, ratios] : by_round)
-      std::printf("%-18s %s\n", label.c_str(), rounds_text(ratios).c_str());
+      std::printf("%-18s %s\n", label.c_str(), ratios.text().c_str());
   }
   if (!stop_requested(r.interrupted)) {
     std::printf("\n%s\n", split_header(18).c_str());

@@ -343,22 +343,25 @@ void report_limit_and_peers(const std::string& name, model_runs& runs, double li
   }
 }
 
-/// `schedule`'s "of limit" round by round (of_limit_by_round).
-std::vector<double> by_round(const model_runs& runs, const std::string& schedule) {
-  return of_limit_by_round(rates_by_round(runs.sides.at(schedule)),
-                           rates_by_round(runs.sides.at("local")), bench_stages);
+/// `schedule`'s ratios round by round: over 2 x (a) and over PyTorch's 2
+/// threads of the same round.
+side_rounds by_round(const model_runs& runs, const std::string& schedule) {
+  const auto side = rates_by_round(runs.sides.at(schedule));
+  side_rounds out{ratios_by_round(side, rates_by_round(runs.sides.at("local")), bench_stages)};
+  if (auto peer = runs.peers.find("pytorch-2"); peer != runs.peers.end())
+    out.vs_pytorch = ratios_by_round(side, rates_by_round(peer->second), 1);
+  return out;
 }
 
-/// With more than one round, each schedule's "of limit" round by round.
+/// With more than one round, each schedule's ratios round by round.
 void print_rounds(const bench_pipeline_request& r, const model_runs& runs) {
   if (r.repeat < 2)
     return;
-  std::printf("%-9s of limit round by round (each round's side over %d x that round's (a)):\n",
-              "", bench_stages);
+  std::printf("%-9s round by round (each round's side over %d x that round's (a), and over its "
+              "PyTorch 2 threads):\n", "", bench_stages);
   for (const auto& schedule : schedules_of(r))
-    if (auto ratios = by_round(runs, schedule); !ratios.empty())
-      std::printf("%-9s %-17s %s\n", "", ("(b) " + schedule).c_str(),
-                  rounds_text(ratios).c_str());
+    if (auto rounds = by_round(runs, schedule).text(); !rounds.empty())
+      std::printf("%-9s %-17s %s\n", "", ("(b) " + schedule).c_str(), rounds.c_str());
   std::fflush(stdout);
 }
 
@@ -389,6 +392,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                     ? 0.0
                     : gpipe_bubble(2, r.microbatches);
     auto split = split_of_pipeline(side.result);
+    auto rounds = by_round(runs, schedule);
     auto overhead = std::max(0.0, split.cpu_beyond_compute);
     auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
     std::printf("%-9s %-17s %9.1f %8s %6.2fx %8s %11s %6.1f%% %6.1f%% %9.1f%% %8.1f%% %5.0f%%\n",
@@ -406,7 +410,8 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                               {"ratio", ratio},
                               {"limit_samples_per_second", limit},
                               {"of_limit", of_limit(rate, limit)},
-                              {"of_limit_by_round", by_round(runs, schedule)},
+                              {"of_limit_by_round", rounds.of_limit},
+                              {"vs_pytorch_2_threads_by_round", rounds.vs_pytorch},
                               {"pytorch_2_threads_samples_per_second", peer_rate},
                               {"vs_pytorch_2_threads", of_limit(rate, peer_rate)},
                               {"step_split", split.to_json()},

@@ -7,10 +7,10 @@
 namespace baton::apps {
 inline namespace bench {
 
-std::vector<double> of_limit_by_round(const std::vector<round_rate>& side,
-                                      const std::vector<round_rate>& one, int32_t units) {
+std::vector<double> ratios_by_round(const std::vector<round_rate>& side,
+                                    const std::vector<round_rate>& reference, int32_t units) {
   std::map<int32_t, double> limits; // per round
-  for (const auto& r : one)
+  for (const auto& r : reference)
     limits[r.round] = units * r.samples_per_second;
   std::map<int32_t, double> ratios;
   for (const auto& r : side)
@@ -32,6 +32,15 @@ std::string rounds_text(std::vector<double> ratios) {
   std::sort(ratios.begin(), ratios.end());
   std::snprintf(cell, sizeof cell, " (median %.2f)", ratios[ratios.size() / 2]);
   return text + cell;
+}
+
+std::string side_rounds::text() const {
+  std::string text;
+  if (!of_limit.empty())
+    text = "of limit " + rounds_text(of_limit);
+  if (!vs_pytorch.empty())
+    text += (text.empty() ? "" : ", ") + std::string{"vs PT 2t "} + rounds_text(vs_pytorch);
+  return text;
 }
 
 } // namespace bench

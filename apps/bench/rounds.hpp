@@ -1,10 +1,10 @@
 #pragma once
 
-// A bench side's ratio to its limit round by round (`baton bench pipeline`
-// and `baton bench data-parallel` with --repeat N): the rounds run every side
-// in turn, so a slow spell of the host weighs on both sides of a round's
-// ratio alike, where the ratio of two medians may take each side from
-// another round.
+// A bench side's ratios round by round (`baton bench pipeline` and `baton
+// bench data-parallel` with --repeat N: of its limit, and against PyTorch's
+// 2 threads): the rounds run every side in turn, so a slow spell of the host
+// weighs on both sides of a round's ratio alike, where the ratio of two
+// medians may take each side from another round.
 
 #include <cstdint>
 #include <string>
@@ -20,14 +20,24 @@ struct round_rate {
 };
 
 /// For every round both ran in, in round order: the side's samples/s over
-/// `units` x the one-thread side's (`one`) of the same round ("of limit";
-/// 0 where that side's rate is 0).
-std::vector<double> of_limit_by_round(const std::vector<round_rate>& side,
-                                      const std::vector<round_rate>& one, int32_t units);
+/// `units` x the reference's of the same round (the one-thread side's with
+/// units = W: "of limit"; a peer's with 1); 0 where the reference's is 0.
+std::vector<double> ratios_by_round(const std::vector<round_rate>& side,
+                                    const std::vector<round_rate>& reference, int32_t units);
 
 /// "0.84 0.86 0.83 (median 0.84)": `ratios` (not empty) in their order, and
 /// their median (the upper one of an even count, as the benches' rows take).
 std::string rounds_text(std::vector<double> ratios);
+
+/// A parallel side's ratios round by round.
+struct side_rounds {
+  std::vector<double> of_limit;   ///< over W x the one-thread side
+  std::vector<double> vs_pytorch; ///< over PyTorch's 2-thread peer (empty: it did not run)
+
+  /// "of limit 0.84 0.86 (median 0.86), vs PT 2t 0.93 0.95 (median 0.95)",
+  /// a part without rounds left out ("" for none).
+  std::string text() const;
+};
 
 } // namespace bench
 } // namespace baton::apps
