@@ -477,7 +477,7 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
       side_rounds ratios{ratios_by_round(rates, rates_by_round(limit.one), r.workers),
                          ratios_by_round(rates, rates_by_round(limit.peers.at(0)), 1)};
       row["of_limit_by_round"] = ratios.of_limit;
-      row["vs_pytorch_2_threads_by_round"] = ratios.vs_pytorch;
+      row["vs_pytorch_threads_by_round"] = ratios.vs_pytorch;
       if (r.repeat > 1 && !ratios.text().empty())
         by_round.emplace_back(s.label, std::move(ratios));
       out.add(std::move(row));
@@ -485,9 +485,10 @@ int bench_data_parallel(const bench_data_parallel_request& r) {
   }
   if (!stop_requested(r.interrupted) && !by_round.empty()) {
     std::printf("\nround by round (each round's side over %d x that round's (a'), and over its "
-                "PyTorch 2 threads):\n", r.workers);
+                "PyTorch %d threads):\n", r.workers, r.workers);
+    const auto peer = "PT " + std::to_string(r.workers) + "t";
     for (const auto& [label, ratios] : by_round)
-      std::printf("%-18s %s\n", label.c_str(), ratios.text().c_str());
+      std::printf("%-18s %s\n", label.c_str(), ratios.text(peer).c_str());
   }
   if (!stop_requested(r.interrupted)) {
     std::printf("\n%s\n", split_header(18).c_str());

@@ -34,12 +34,12 @@ std::string rounds_text(std::vector<double> ratios) {
   return text + cell;
 }
 
-std::string side_rounds::text() const {
+std::string side_rounds::text(const std::string& peer) const {
   std::string text;
   if (!of_limit.empty())
     text = "of limit " + rounds_text(of_limit);
   if (!vs_pytorch.empty())
-    text += (text.empty() ? "" : ", ") + std::string{"vs PT 2t "} + rounds_text(vs_pytorch);
+    text += (text.empty() ? "" : ", ") + ("vs " + peer + " ") + rounds_text(vs_pytorch);
   return text;
 }
 

@@ -32,11 +32,12 @@ std::string rounds_text(std::vector<double> ratios);
 /// A parallel side's ratios round by round.
 struct side_rounds {
   std::vector<double> of_limit;   ///< over W x the one-thread side
-  std::vector<double> vs_pytorch; ///< over PyTorch's 2-thread peer (empty: it did not run)
+  std::vector<double> vs_pytorch; ///< over PyTorch's W-thread peer (empty: it did not run)
 
-  /// "of limit 0.84 0.86 (median 0.86), vs PT 2t 0.93 0.95 (median 0.95)",
-  /// a part without rounds left out ("" for none).
-  std::string text() const;
+  /// "of limit 0.84 0.86 (median 0.86), vs PT 2t 0.93 0.95 (median 0.95)"
+  /// (the peer as its column names it: `peer`), a part without rounds left
+  /// out ("" for none).
+  std::string text(const std::string& peer = "PT 2t") const;
 };
 
 } // namespace bench

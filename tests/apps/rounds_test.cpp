@@ -39,4 +39,5 @@ TEST(rounds, a_side_s_text_leaves_out_a_ratio_without_rounds) {
   EXPECT_EQ((side_rounds{{0.84}, {}}.text()), "of limit 0.84 (median 0.84)"); // no python3-torch
   EXPECT_EQ((side_rounds{{}, {0.95}}.text()), "vs PT 2t 0.95 (median 0.95)");
   EXPECT_EQ(side_rounds{}.text(), "");
+  EXPECT_EQ((side_rounds{{}, {1.02}}.text("PT 4t")), "vs PT 4t 1.02 (median 1.02)"); // W = 4
 }
