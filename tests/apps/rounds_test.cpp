@@ -1,6 +1,7 @@
 // A bench side's ratios round by round (apps/bench/rounds): each round's
-// ratio takes the reference (the one-thread side, a peer) of the same round, rounds one side missed
-// are left out, and the text gives the rounds in order with their median.
+// ratio takes the reference (the one-thread side, a peer) of the same round,
+// rounds one side missed are left out, and the text gives the rounds in
+// order with their median.
 
 #include <gtest/gtest.h>
 
