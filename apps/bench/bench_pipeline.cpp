@@ -353,15 +353,17 @@ side_rounds by_round(const model_runs& runs, const std::string& schedule) {
   return out;
 }
 
-/// With more than one round, each schedule's ratios round by round.
-void print_rounds(const bench_pipeline_request& r, const model_runs& runs) {
+/// With more than one round, each schedule's ratios round by round
+/// (`rounds`: by label, as report_model took them).
+void print_rounds(const bench_pipeline_request& r,
+                  const std::vector<std::pair<std::string, side_rounds>>& rounds) {
   if (r.repeat < 2)
     return;
   std::printf("%-9s round by round (each round's side over %d x that round's (a), and over its "
               "PyTorch 2 threads):\n", "", bench_stages);
-  for (const auto& schedule : schedules_of(r))
-    if (auto rounds = by_round(runs, schedule).text(); !rounds.empty())
-      std::printf("%-9s %-17s %s\n", "", ("(b) " + schedule).c_str(), rounds.c_str());
+  for (const auto& [label, ratios] : rounds)
+    if (auto text = ratios.text(); !text.empty())
+      std::printf("%-9s %-17s %s\n", "", label.c_str(), text.c_str());
   std::fflush(stdout);
 }
 
@@ -383,6 +385,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
               "-", "-", "-", 100 * local.steal);
   report_limit_and_peers(name, runs, limit, balance, local_rate, peer_rate, out);
   std::vector<std::pair<std::string, step_split>> splits;
+  std::vector<std::pair<std::string, side_rounds>> rounds_of; // per schedule
   for (const auto& schedule : schedules_of(r)) {
     const auto& side = median_run(runs.sides.at(schedule));
     auto rate = samples_per_second(side.result);
@@ -403,6 +406,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                 100 * overhead, 100 * extra_cpu, 100 * side.steal);
     std::fflush(stdout);
     splits.emplace_back("(b) " + schedule, split);
+    rounds_of.emplace_back("(b) " + schedule, rounds);
     out["results"].push_back({{"model", name},
                               {"schedule", schedule},
                               {"local_samples_per_second", local_rate},
@@ -423,7 +427,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                               {"local_steal_fraction", local.steal},
                               {"pipeline_steal_fraction", side.steal}});
   }
-  print_rounds(r, runs);
+  print_rounds(r, rounds_of);
   report_orders(name, runs.sides, out);
   report_ceiling(r, name, runs, out);
   std::printf("\n%-9s %s\n", "", split_header(17).c_str());
