@@ -6,6 +6,7 @@
 set(BATON_FUZZ_MESSAGES_SOURCES
   messages/errc.cpp
   messages/codec.cpp
+  messages/crossing_cpu.cpp
   messages/fields.cpp
   messages/shared_memory.cpp
   messages/tensor_codec.cpp

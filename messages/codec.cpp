@@ -19,6 +19,7 @@
 #include <kj/exception.h>
 
 #include "messages/baton.capnp.h"
+#include "messages/crossing_cpu.hpp"
 #include "messages/errc.hpp"
 #include "messages/fields.hpp"
 #include "messages/shared_memory.hpp"
@@ -311,6 +312,7 @@ caf::expected<T> decode_words(kj::ArrayPtr<const capnp::word> words, const codec
 
 template <class T>
 caf::error save(caf::serializer& f, const T& x) {
+  crossing_scope serialising{crossing_part::serialisation};
   // Whatever cannot be encoded travels as a refusal: CAF 0.17 would otherwise
   // send a truncated message that the receiver drops without a word.
   outgoing_ptr out;
@@ -353,6 +355,7 @@ void set_invalid(T& x, caf::error reason) {
 
 template <class T>
 caf::error load(caf::deserializer& f, T& x) {
+  crossing_scope serialising{crossing_part::serialisation};
   const auto limits = process_limits();
   uint32_t size = 0;
   if (auto err = f(size))

@@ -15,6 +15,10 @@ messages::actor_report activity_report(std::string actor, std::string role, std:
   r.idle_seconds = work.idle_seconds();
   r.compute_cpu_seconds = work.compute_cpu_seconds();
   r.process_cpu_seconds = work.process_cpu_seconds_since_begin();
+  if (auto crossing = work.crossing_cpu_since_begin();
+      crossing.serialisation > 0 || crossing.wire > 0)
+    r.figures.insert(r.figures.end(), {{"serialisation_cpu_seconds", crossing.serialisation},
+                                       {"wire_cpu_seconds", crossing.wire}});
   return r;
 }
 

@@ -10,6 +10,7 @@
 
 #include "actors/flow/cpu_time.hpp"
 #include "actors/flow/heartbeats.hpp"
+#include "messages/crossing_cpu.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {
@@ -31,6 +32,7 @@ public:
       started_ = true;
       first_ = clock::now();
       process_cpu_at_begin_ = process_cpu_seconds();
+      crossing_at_begin_ = messages::crossing_cpu_so_far();
     }
   }
   /// Adds the time since `since` to busy time: a piece of work is done (a
@@ -50,6 +52,15 @@ public:
     return started_ ? process_cpu_seconds() - process_cpu_at_begin_ : 0;
   }
 
+  /// The CPU seconds the process spent on crossing messages since begin().
+  messages::crossing_cpu crossing_cpu_since_begin() const {
+    if (!started_)
+      return {};
+    auto now = messages::crossing_cpu_so_far();
+    return {now.serialisation - crossing_at_begin_.serialisation,
+            now.wire - crossing_at_begin_.wire};
+  }
+
   double busy_seconds() const { return std::chrono::duration<double>(busy_).count(); }
   double idle_seconds() const {
     if (!started_)
@@ -63,10 +74,14 @@ private:
   clock::duration busy_{0};
   double compute_cpu_ = 0;
   double process_cpu_at_begin_ = 0;
+  messages::crossing_cpu crossing_at_begin_;
 };
 
 /// A report of actor `actor` (role `role`, on `node`) with what its
-/// activity measured: busy, idle, compute CPU and process CPU seconds.
+/// activity measured: busy, idle, compute CPU and process CPU seconds, and
+/// when its process sent or received messages of other processes, the
+/// figures "serialisation_cpu_seconds" and "wire_cpu_seconds" (the
+/// process's, since begin()).
 messages::actor_report activity_report(std::string actor, std::string role, std::string node,
                                        const activity& work);
 

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/net/frame_guard.hpp"
+#include "messages/crossing_cpu.hpp"
 
 namespace baton::actors {
 inline namespace net {
@@ -67,6 +68,7 @@ public:
   net::rw_state read_some(size_t& result, net::native_socket fd, void* buf, size_t len);
 
   net::rw_state write_some(size_t& result, net::native_socket fd, const void* buf, size_t len) {
+    messages::crossing_scope writing{messages::crossing_part::wire};
     return caf::policy::tcp::write_some(result, fd, buf, len);
   }
 
@@ -175,7 +177,10 @@ net::rw_state framed_policy::read_some(size_t& result, net::native_socket fd, vo
     return wait(result); // reading was switched on again by someone else
   if (guard.header_missing() > 0)
     return read_header(result, fd, buf, len);
-  auto state = caf::policy::tcp::read_some(result, fd, buf, len);
+  auto state = [&] {
+    messages::crossing_scope reading{messages::crossing_part::wire};
+    return caf::policy::tcp::read_some(result, fd, buf, len);
+  }();
   if (state != net::rw_state::success || result == 0 || guard.feed(buf, result))
     return state;
   return refuse(result);
@@ -187,7 +192,10 @@ net::rw_state framed_policy::read_header(size_t& result, net::native_socket fd, 
                                          size_t len) {
   auto& guard = connection_->guard;
   unsigned char bytes[basp_header_bytes];
-  auto state = caf::policy::tcp::read_some(result, fd, bytes, guard.header_missing());
+  auto state = [&] {
+    messages::crossing_scope reading{messages::crossing_part::wire};
+    return caf::policy::tcp::read_some(result, fd, bytes, guard.header_missing());
+  }();
   if (state != net::rw_state::success || result == 0)
     return state;
   auto headers = guard.headers();

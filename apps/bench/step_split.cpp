@@ -14,7 +14,8 @@ using actors::job_result;
 nlohmann::json step_split::to_json() const {
   nlohmann::json j = {{"compute", compute},     {"waiting", waiting},
                       {"bubble", bubble},       {"imbalance", imbalance},
-                      {"overhead", overhead}};
+                      {"overhead", overhead},   {"serialisation", serialisation},
+                      {"wire", wire}};
   if (cpu_beyond_compute >= 0)
     j["cpu_beyond_compute"] = cpu_beyond_compute;
   return j;
@@ -61,6 +62,27 @@ double figure(const messages::actor_report& a, const std::string& name) {
   return 0;
 }
 
+/// Adds to `s` the CPU that the run's processes spent on crossing messages
+/// (activity.hpp's figures; actors of one process report its counters, the
+/// widest is taken) over the lives of `role`'s actors.
+void add_crossing(const job_result& r, const std::string& role, step_split& s) {
+  std::map<std::string, std::pair<double, double>> of_process;
+  double lives = 0;
+  for (const auto& a : r.actors) {
+    auto& [serialisation, wire] = of_process[a.node];
+    serialisation = std::max(serialisation, figure(a, "serialisation_cpu_seconds"));
+    wire = std::max(wire, figure(a, "wire_cpu_seconds"));
+    if (a.role == role)
+      lives += a.busy_seconds + a.idle_seconds;
+  }
+  if (lives <= 0)
+    return;
+  for (const auto& [node, cpu] : of_process) {
+    s.serialisation += cpu.first / lives;
+    s.wire += cpu.second / lives;
+  }
+}
+
 } // namespace
 
 step_split split_of_pipeline(const job_result& r) {
@@ -80,6 +102,7 @@ step_split split_of_pipeline(const job_result& r) {
   for (const auto& [node, cpu] : process_cpu_of)
     process_cpu += cpu;
   auto s = split_of(r, actors, true);
+  add_crossing(r, "pipeline_stage", s);
   s.cpu_beyond_compute = compute_cpu > 0 ? process_cpu / compute_cpu - 1 : -1;
   return s;
 }
@@ -89,9 +112,11 @@ step_split split_of_data_parallel(const job_result& r) {
   for (const auto& a : r.actors)
     if (a.role == "data_parallel_worker")
       actors.push_back({figure(a, "forward_seconds") + figure(a, "backward_seconds") +
-                          figure(a, "step_seconds"),
+                          figure(a, "step_seconds") + figure(a, "evaluate_seconds"),
                         figure(a, "exchange_wait_seconds")});
-  return split_of(r, actors, false);
+  auto s = split_of(r, actors, false);
+  add_crossing(r, "data_parallel_worker", s);
+  return s;
 }
 
 namespace {
@@ -106,8 +131,9 @@ int label_width(int width) {
 std::string split_header(int width) {
   width = label_width(width);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%-*s %8s %8s %8s %9s %8s", width, "where the step went",
-                "compute", "waiting", "bubble", "imbalance", "overhead");
+  std::snprintf(buf, sizeof buf, "%-*s %8s %8s %8s %9s %8s | %10s %6s", width,
+                "where the step went", "compute", "waiting", "bubble", "imbalance", "overhead",
+                "ser/copies", "wire");
   return buf;
 }
 
@@ -128,17 +154,18 @@ std::string split_row(const std::string& label, int width, const step_split& s) 
     return std::string{buf};
   };
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%-*s %s %s %s %s %s", width, label.c_str(),
+  std::snprintf(buf, sizeof buf, "%-*s %s %s %s %s %s | %s %s", width, label.c_str(),
                 cell(s.compute, true, 8).c_str(), cell(s.waiting, !s.stages, 8).c_str(),
                 cell(s.bubble, s.stages, 8).c_str(), cell(s.imbalance, true, 9).c_str(),
-                cell(s.overhead, true, 8).c_str());
+                cell(s.overhead, true, 8).c_str(), cell(s.serialisation, true, 10).c_str(),
+                cell(s.wire, true, 6).c_str());
   return buf;
 }
 
 const char* split_legend() {
   return "where the step went (fractions of the training time, mean over the stages or "
          "workers; they add up to 100%):\n"
-         "  compute: forward, backward and optimizer step (a stage's evaluation too); compute "
+         "  compute: forward, backward, optimizer step and the epochs' evaluations; compute "
          "minus `of limit`\n    is what the computations cost beyond the one-thread side's "
          "(smaller batches, shared caches)\n"
          "  waiting: a worker waiting for the gradient exchange (wire, copies, the other "
@@ -148,7 +175,13 @@ const char* split_legend() {
          "  imbalance: the slowest stage's or worker's compute minus the mean (what the others "
          "wait for it)\n"
          "  overhead: the rest, neither computing nor waiting: the runtime's messages, "
-         "serialisation, CAF,\n    the source, CPU taken from the compute threads\n";
+         "serialisation, CAF,\n    the source, CPU taken from the compute threads\n"
+         "  ser/copies, wire (right of the bar; CPU of other threads, counted in the columns "
+         "before it as slower\n    compute, waiting or overhead): the CPU every process of the "
+         "run spent serialising the messages\n    that crossed it (capnp, tensor bytes copied "
+         "into and out of CAF's buffers or shared slabs) and\n    in the kernel's socket reads "
+         "and writes, over the cores' time (the stages' or workers' lives);\n    0.0% when no "
+         "message crosses a process (embedded)\n";
 }
 
 } // namespace bench

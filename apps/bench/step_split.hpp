@@ -2,7 +2,8 @@
 
 // Where the step of a parallel bench side went (`baton bench pipeline` and
 // `baton bench data-parallel`): compute, waiting, bubble, imbalance and the
-// runtime's overhead, from the metrics the run wrote.
+// runtime's overhead, from the metrics the run wrote; and the cores' time
+// that serialisation and the wire took.
 
 #include <cstdint>
 #include <string>
@@ -28,11 +29,20 @@ struct step_split {
   /// The CPU of the actors' processes beyond their computations, over those
   /// computations (stages report it; -1: unknown).
   double cpu_beyond_compute = -1;
+  /// The CPU every process of the run spent serialising the messages that
+  /// crossed it (copies into and out of CAF's buffers and shared slabs
+  /// included), and in the kernel's socket reads and writes, over the cores'
+  /// time (the compute actors' lives added up): the runtime's share of the
+  /// cores, which the columns above count as the computations' loss (slower
+  /// compute), waiting or overhead. 0 when no message crossed a process.
+  double serialisation = 0;
+  double wire = 0;
   int32_t actors = 0; ///< the compute actors found (0: no split)
   bool stages = false; ///< a pipeline's stages (bubble), else data-parallel workers (waiting)
 
   /// {"compute": ..., "waiting": ..., "bubble": ..., "imbalance": ...,
-  /// "overhead": ..., "cpu_beyond_compute": ... (when known)}.
+  /// "overhead": ..., "serialisation": ..., "wire": ...,
+  /// "cpu_beyond_compute": ... (when known)}.
   nlohmann::json to_json() const;
 };
 
@@ -41,8 +51,8 @@ struct step_split {
 step_split split_of_pipeline(const actors::job_result& r);
 
 /// The split of a data-parallel run, from its "data_parallel_worker"
-/// actors' figures: forward, backward and step seconds are compute,
-/// exchange_wait seconds are waited.
+/// actors' figures: forward, backward, step and evaluate seconds are
+/// compute, exchange_wait seconds are waited.
 step_split split_of_data_parallel(const actors::job_result& r);
 
 /// The header of a table of splits, its first column `width` wide.

@@ -1,6 +1,7 @@
 // Where the step of a parallel bench side went (apps/bench/step_split): the
 // fractions add up to 1, the waiting explained by unequal compute is
-// imbalance, and a run without the actors' figures has no split.
+// imbalance, the CPU of crossing messages is counted once a process over the
+// compute actors' lives, and a run without the actors' figures has no split.
 
 #include <gtest/gtest.h>
 
@@ -62,6 +63,35 @@ TEST(step_split, stages_sharing_a_process_count_its_cpu_once) {
   a.process_cpu_seconds = b.process_cpu_seconds = 15.4;
   r.actors = {a, b};
   EXPECT_NEAR(split_of_pipeline(r).cpu_beyond_compute, 0.1, 1e-12);
+}
+
+TEST(step_split, serialisation_and_wire_count_each_process_once_over_the_actors_lives) {
+  job_result r;
+  r.train_seconds = 10;
+  // Two processes; the second holds a stage and a source, which report the
+  // same process's counters (the source began earlier: the widest is taken).
+  auto first = stage(8, 1, "n1"), second = stage(6, 3, "n2");
+  first.idle_seconds = 2;  // lives: 10 s each
+  second.idle_seconds = 4;
+  first.figures = {{"serialisation_cpu_seconds", 0.4}, {"wire_cpu_seconds", 0.2}};
+  second.figures = {{"serialisation_cpu_seconds", 0.3}, {"wire_cpu_seconds", 0.1}};
+  actor_report source;
+  source.role = "source";
+  source.node = "n2";
+  source.busy_seconds = 20;
+  source.figures = {{"serialisation_cpu_seconds", 0.8}, {"wire_cpu_seconds", 0.2}};
+  r.actors = {first, second, source};
+  auto s = split_of_pipeline(r);
+  EXPECT_NEAR(s.serialisation, (0.4 + 0.8) / 20, 1e-12);
+  EXPECT_NEAR(s.wire, (0.2 + 0.2) / 20, 1e-12);
+  EXPECT_NEAR(sum(s), 1, 1e-12) << "the CPU of other threads is not a part of the step";
+  EXPECT_NE(split_row("(b) 1f1b", 17, s).find("6.0%"), std::string::npos)
+    << split_row("(b) 1f1b", 17, s);
+  EXPECT_EQ(s.to_json().at("wire").get<double>(), s.wire);
+  // In one process nothing crosses: no figures, 0.
+  r.actors = {stage(8, 1, "embedded"), stage(6, 3, "embedded")};
+  EXPECT_EQ(split_of_pipeline(r).serialisation, 0);
+  EXPECT_EQ(split_of_pipeline(r).wire, 0);
 }
 
 TEST(step_split, data_parallel_workers_wait_for_the_exchange_and_the_imbalance_is_capped_by_it) {

@@ -1,6 +1,6 @@
 // The codecs of messages/codec.hpp within one process: round trips of every
 // struct (bit for bit), every kind of bad input as an error value, the size
-// limit, CAF's serializer path, and fuzz loops over corrupted microbatches and
+// limit, CAF's serializer path (and the CPU it counts), and fuzz loops over corrupted microbatches and
 // tensor sets.
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <capnp/any.h>
 
 #include "messages/codec.hpp"
+#include "messages/crossing_cpu.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/messages/message_testing.hpp"
 
@@ -737,6 +738,17 @@ TEST(codec, caf_serialization_round_trips) {
   auto set = sample(tag<tensor_set>{});
   auto set_buf = caf_serialize(set);
   expect_same(set, caf_deserialize<tensor_set>(set_buf));
+}
+
+TEST(codec, caf_serialization_counts_its_cpu_as_serialisation_not_wire) {
+  microbatch x = sample(tag<microbatch>{});
+  x.payload = at::rand({1024, 1024}); // 4 MiB: copied into CAF's buffer and out
+  const auto before = crossing_cpu_so_far();
+  auto buf = caf_serialize(x);
+  expect_same(x, caf_deserialize<microbatch>(buf));
+  const auto after = crossing_cpu_so_far();
+  EXPECT_GT(after.serialisation, before.serialisation);
+  EXPECT_EQ(after.wire, before.wire) << "no socket was read or written";
 }
 
 TEST(codec, caf_serialization_of_a_tensor_set_with_an_oversized_tensor_arrives_invalid) {

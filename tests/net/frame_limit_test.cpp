@@ -3,7 +3,10 @@
 // node answers `baton run` with one. Before the frame guard each header made
 // the receiver allocate and zero-fill 4 GiB; now the connection is refused
 // at the header and logged, the receiver's peak memory (VmHWM, ru_maxrss)
-// stays small, and the node still serves a run.
+// stays small, and the node still serves a run. Beside it, the guarded
+// transport's other duty: the CPU a message that crosses to another process
+// costs its sender (serialisation, the socket's writes and reads) is counted
+// (messages/crossing_cpu.hpp).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,6 +32,7 @@
 #include "actors/net/frame_guard.hpp"
 #include "actors/net/framed_transport.hpp"
 #include "actors/net/system.hpp"
+#include "messages/crossing_cpu.hpp"
 #include "messages/errc.hpp"
 #include "messages/type_ids.hpp"
 #include "tests/support/baton_process.hpp"
@@ -416,6 +420,32 @@ TEST(frame_limit, a_frame_that_waited_for_the_budget_is_read_when_it_frees) {
   request.join();
   EXPECT_EQ(answer, errc::unknown_actor_type) << describe(answer) << "\n" << node.log();
   EXPECT_TRUE(node.running()) << node.log();
+}
+
+// A request of 1 MiB to a real node and its answer: this process spent CPU
+// serialising the request and in the socket's writes and reads, and counted
+// it (a bench reports it as the runtime's share of the cores).
+TEST(frame_limit, a_message_to_a_node_counts_its_serialisation_and_wire_cpu) {
+  scratch_dir dir{"frame-limit"};
+  node_process node{dir.path(), "n1"};
+  ASSERT_NE(node.port(), 0) << node.log();
+  caf::actor_system_config cfg;
+  actors::system_settings settings;
+  settings.connection_timeout = std::chrono::milliseconds{0};
+  actors::configure(cfg, settings);
+  caf::actor_system sys{cfg};
+  auto spawner = actors::remote_actor_framed(sys, "127.0.0.1", node.port());
+  ASSERT_TRUE(spawner) << sys.render(spawner.error());
+  const auto before = messages::crossing_cpu_so_far();
+  caf::error answer = make_error(errc::actor_failed, "no answer");
+  caf::scoped_actor self{sys};
+  self->request(*spawner, std::chrono::seconds(120),
+                messages::spawn_request{"no_such_role", "x", std::string(1 << 20, 'a'), {}})
+    .receive([&](caf::actor&) { answer = caf::none; }, [&](caf::error& err) { answer = err; });
+  EXPECT_EQ(answer, errc::unknown_actor_type) << describe(answer) << "\n" << node.log();
+  const auto after = messages::crossing_cpu_so_far();
+  EXPECT_GT(after.serialisation, before.serialisation);
+  EXPECT_GT(after.wire, before.wire);
 }
 
 TEST(frame_limit, coordinator_refuses_a_fake_node_announcing_4_gib) {

@@ -114,6 +114,8 @@ struct worker_state {
   /// Seconds from a step's first bucket on the ring to its backward's end:
   /// the exchange alongside the backward (overlap).
   double overlap = 0;
+  /// Seconds spent evaluating at the epochs' ends (training time too).
+  double evaluate_seconds = 0;
 };
 
 using worker_actor = caf::stateful_actor<worker_state>;
@@ -375,7 +377,8 @@ messages::actor_report make_report(worker_state& st) {
                                      {"backward_seconds", phases.backward},
                                      {"exchange_wait_seconds", st.exchange_wait},
                                      {"overlap_seconds", st.overlap},
-                                     {"step_seconds", phases.step}});
+                                     {"step_seconds", phases.step},
+                                     {"evaluate_seconds", st.evaluate_seconds}});
   if (st.next)
     r.edges.push_back(st.ring_edge);
   r.edges.insert(r.edges.end(), st.shard_edges.begin(), st.shard_edges.end());
@@ -405,7 +408,9 @@ void end_epoch(worker_actor* self) {
     report_progress(self); // the epoch's training ends here, before its evaluation
   if (lead(st) || shares_evaluation(st)) {
     compute_scope compute{st.work};
+    const auto since = activity::clock::now();
     evaluate(st);
+    st.evaluate_seconds += std::chrono::duration<double>(activity::clock::now() - since).count();
   }
   close_epoch(self, st.coordinator, st.counters, st.epoch, [&] { return make_report(st); });
   if (lead(st))
