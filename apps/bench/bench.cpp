@@ -19,6 +19,7 @@
 #include "actors/runtime/local_cluster.hpp"
 #include "actors/runtime/local_run.hpp"
 #include "apps/bench/bench.hpp"
+#include "apps/bench/step_split.hpp"
 #include "apps/compare/run_record.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
@@ -598,6 +599,12 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
   if (fitted)
     print_limit_row("", "shared, auto split", train_seconds_of(*fitted), ref);
   print_limit_row("", "separate", train_seconds_of(separate), ref);
+  const auto shared_split = split_of_transfer(shared, cores);
+  std::printf("%-13s where the cores' time went:\n%-13s %-18s %s\n", "", "", "shared",
+              shared_split.text().c_str());
+  if (fitted)
+    std::printf("%-13s %-18s %s\n", "", "shared, auto split",
+                split_of_transfer(*fitted, cores).text().c_str());
   std::fflush(stdout);
   row.update({{"one_thread_train_seconds",
                ref.one_thread ? train_seconds_of(ref.one_thread->result) : 0.0},
@@ -613,6 +620,9 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
               {"auto_split_over_pytorch_2_threads",
                fitted ? of_limit(train_seconds_of(*fitted), ref.peer_seconds) : 0.0},
               {"shared_over_pytorch_2_threads", of_limit(train_seconds_of(shared), ref.peer_seconds)},
+              {"shared_cores", shared_split.to_json()},
+              {"auto_split_cores",
+               fitted ? split_of_transfer(*fitted, cores).to_json() : nlohmann::json::object()},
               {"peers", peers}});
 }
 
@@ -701,6 +711,12 @@ int bench_transfer(const bench_request& r) {
                 "baton's one-process loop\n(--mode local) with one thread; limit: (a)'s time "
                 "over the cores; of limit: the limit over the\nside's time; / PT 2t: the "
                 "side's time over the PyTorch 2-thread peer's (below 1: baton is faster);\n"
+                "where the cores' time went: the CPU of the side's processes while training over "
+                "the cores x its\ntraining time (idle: no actor had work for a core, the "
+                "backbone and heads waiting for each other\nor the source), of it ser/copies and "
+                "wire as under `baton bench pipeline` (0.0%% in one process);\nbusy: each "
+                "backbone stage's and head's computing time over the training time (a stage or\n"
+                "head computes with up to the cores' threads);\n"
                 "%s"
                 "PyTorch N thread(s): tests/peers/transfer_peer.py, the same heads on the same "
                 "frozen backbone\nby hand in one process with torch.set_num_threads(N), run with "

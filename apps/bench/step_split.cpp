@@ -62,25 +62,35 @@ double figure(const messages::actor_report& a, const std::string& name) {
   return 0;
 }
 
-/// Adds to `s` the CPU that the run's processes spent on crossing messages
-/// (activity.hpp's figures; actors of one process report its counters, the
-/// widest is taken) over the lives of `role`'s actors.
-void add_crossing(const job_result& r, const std::string& role, step_split& s) {
+/// The CPU seconds that the run's processes spent on crossing messages,
+/// serialising them and on the wire (activity.hpp's figures; the actors of
+/// one process report its counters, the widest is taken).
+std::pair<double, double> crossing_seconds(const job_result& r) {
   std::map<std::string, std::pair<double, double>> of_process;
-  double lives = 0;
   for (const auto& a : r.actors) {
     auto& [serialisation, wire] = of_process[a.node];
     serialisation = std::max(serialisation, figure(a, "serialisation_cpu_seconds"));
     wire = std::max(wire, figure(a, "wire_cpu_seconds"));
+  }
+  std::pair<double, double> sum;
+  for (const auto& [node, cpu] : of_process) {
+    sum.first += cpu.first;
+    sum.second += cpu.second;
+  }
+  return sum;
+}
+
+/// Adds to `s` the CPU of crossing messages over the lives of `role`'s actors.
+void add_crossing(const job_result& r, const std::string& role, step_split& s) {
+  double lives = 0;
+  for (const auto& a : r.actors)
     if (a.role == role)
       lives += a.busy_seconds + a.idle_seconds;
-  }
   if (lives <= 0)
     return;
-  for (const auto& [node, cpu] : of_process) {
-    s.serialisation += cpu.first / lives;
-    s.wire += cpu.second / lives;
-  }
+  auto [serialisation, wire] = crossing_seconds(r);
+  s.serialisation = serialisation / lives;
+  s.wire = wire / lives;
 }
 
 } // namespace
@@ -116,6 +126,54 @@ step_split split_of_data_parallel(const job_result& r) {
                         figure(a, "exchange_wait_seconds")});
   auto s = split_of(r, actors, false);
   add_crossing(r, "data_parallel_worker", s);
+  return s;
+}
+
+nlohmann::json core_split::to_json() const {
+  if (used < 0)
+    return nlohmann::json::object();
+  nlohmann::json j = {{"cores_used", used},
+                      {"cores_idle", std::max(0.0, 1 - used)},
+                      {"serialisation", serialisation},
+                      {"wire", wire},
+                      {"busy", nlohmann::json::object()}};
+  for (const auto& [actor, fraction] : busy)
+    j["busy"][actor] = fraction;
+  return j;
+}
+
+std::string core_split::text() const {
+  if (used < 0)
+    return "no figures: the run reported no CPU of its processes";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "cores used %.1f%% (idle %.1f%%), of them ser/copies %.1f%%, wire %.1f%%",
+                100 * used, 100 * std::max(0.0, 1 - used), 100 * serialisation, 100 * wire);
+  std::string out = buf;
+  for (size_t i = 0; i < busy.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%s %.0f%%", i == 0 ? "; busy: " : ", ",
+                  busy[i].first.c_str(), 100 * busy[i].second);
+    out += buf;
+  }
+  return out;
+}
+
+core_split split_of_transfer(const job_result& r, int32_t cores) {
+  core_split s;
+  const double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+  double cpu = 0;
+  for (const auto& n : r.nodes)
+    cpu += n.cpu_seconds;
+  if (seconds <= 0 || cores <= 0 || cpu <= 0)
+    return s;
+  const double cores_time = cores * seconds;
+  s.used = cpu / cores_time;
+  auto [serialisation, wire] = crossing_seconds(r);
+  s.serialisation = serialisation / cores_time;
+  s.wire = wire / cores_time;
+  for (const auto& a : r.actors)
+    if (a.role == "stage" || a.role == "head")
+      s.busy.emplace_back(a.actor, a.busy_seconds / seconds);
   return s;
 }
 

@@ -1,7 +1,8 @@
 // Where the step of a parallel bench side went (apps/bench/step_split): the
 // fractions add up to 1, the waiting explained by unequal compute is
 // imbalance, the CPU of crossing messages is counted once a process over the
-// compute actors' lives, and a run without the actors' figures has no split.
+// compute actors' lives, a transfer run's cores' time is split by its
+// processes' CPU, and a run without the actors' figures has no split.
 
 #include <gtest/gtest.h>
 
@@ -111,6 +112,36 @@ TEST(step_split, data_parallel_workers_wait_for_the_exchange_and_the_imbalance_i
   EXPECT_NEAR(sum(s), 1, 1e-12);
   EXPECT_LT(s.cpu_beyond_compute, 0) << "workers do not report their process's CPU";
   EXPECT_FALSE(s.to_json().contains("cpu_beyond_compute"));
+}
+
+TEST(step_split, a_transfer_run_splits_the_cores_time_and_lists_its_actors_busy) {
+  job_result r;
+  r.train_seconds = 10;
+  baton::messages::node_report node;
+  node.cpu_seconds = 18; // of 2 cores x 10 s
+  r.nodes = {node};
+  actor_report source, stage, head;
+  source.role = "source";
+  source.busy_seconds = 1;
+  stage.actor = "stage0";
+  stage.role = "stage";
+  stage.busy_seconds = 9.5;
+  stage.figures = {{"serialisation_cpu_seconds", 0.2}, {"wire_cpu_seconds", 0.1}};
+  head.actor = "h1";
+  head.role = "head";
+  head.busy_seconds = 3;
+  r.actors = {source, stage, head};
+  auto s = split_of_transfer(r, 2);
+  EXPECT_DOUBLE_EQ(s.used, 0.9);
+  EXPECT_DOUBLE_EQ(s.serialisation, 0.01);
+  EXPECT_DOUBLE_EQ(s.wire, 0.005);
+  ASSERT_EQ(s.busy.size(), 2u) << "the source computes nothing of the model";
+  EXPECT_EQ(s.text(), "cores used 90.0% (idle 10.0%), of them ser/copies 1.0%, wire 0.5%; "
+                      "busy: stage0 95%, h1 30%");
+  EXPECT_DOUBLE_EQ(s.to_json().at("busy").at("h1").get<double>(), 0.3);
+  r.nodes.clear(); // no CPU reported: unknown, not 0% used
+  EXPECT_LT(split_of_transfer(r, 2).used, 0);
+  EXPECT_TRUE(split_of_transfer(r, 2).to_json().empty());
 }
 
 TEST(step_split, a_run_without_its_actors_figures_has_no_split) {

@@ -135,13 +135,8 @@ bool process(head_actor* self, const microbatch& m) {
 }
 
 messages::actor_report make_report(const head_state& st) {
-  messages::actor_report r;
-  r.actor = st.name;
-  r.role = "head";
+  auto r = activity_report(st.name, "head", st.node, st.work);
   r.task = st.spec.head.task_def.name;
-  r.node = st.node;
-  r.busy_seconds = st.work.busy_seconds();
-  r.idle_seconds = st.work.idle_seconds();
   report_counters(st.counters, r);
   r.weights_digest = model::weights_digest(st.trainer->model());
   return r;

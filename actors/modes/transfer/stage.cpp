@@ -62,12 +62,7 @@ using stage_actor = caf::stateful_actor<stage_state>;
 
 void send_report(stage_actor* self) {
   auto& st = self->state;
-  messages::actor_report report;
-  report.actor = st.name;
-  report.role = "stage";
-  report.node = st.node;
-  report.busy_seconds = st.work.busy_seconds();
-  report.idle_seconds = st.work.idle_seconds();
+  auto report = activity_report(st.name, "stage", st.node, st.work);
   report.edges = st.downstream.edges();
   report_features(*st.backbone, report);
   self->send(st.coordinator, final_atom::value, std::move(report));
