@@ -1,5 +1,8 @@
 #include "messages/crossing_cpu.hpp"
 
+#include <atomic>
+#include <cstdint>
+
 #include <time.h>
 
 namespace baton::messages {

@@ -163,8 +163,8 @@ struct actor_report {
   std::vector<epoch_result> epochs;
   double bubble_seconds = 0;  ///< idle while it had work in flight (pipeline stages)
   std::vector<trace_event> trace; ///< its schedule, when the run is traced
-  double compute_cpu_seconds = 0; ///< its thread's CPU inside computations (pipeline stages)
-  double process_cpu_seconds = 0; ///< its process's CPU since its first work (pipeline stages)
+  double compute_cpu_seconds = 0; ///< its thread's CPU in computations (stages, workers)
+  double process_cpu_seconds = 0; ///< its process's CPU since its first work
   std::vector<named_figure> figures; ///< role-specific figures, in the actor's order
   /// Role-specific events, one JSON object per entry (an adaptive freezing
   /// decision, say); the metrics JSON lists them, parsed, under "events".

@@ -149,7 +149,7 @@ nlohmann::json actor_json(const messages::actor_report& a) {
                           {"bubble_fraction", fraction_of_life(a.bubble_seconds, a)}};
   if (!a.weights_digest.empty())
     actor["weights_digest"] = a.weights_digest; // trainable actors
-  if (a.process_cpu_seconds > 0) {              // pipeline stages
+  if (a.process_cpu_seconds > 0) {              // actors that measure their CPU
     actor["compute_cpu_seconds"] = a.compute_cpu_seconds;
     actor["process_cpu_seconds"] = a.process_cpu_seconds;
   }
