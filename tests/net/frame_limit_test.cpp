@@ -52,6 +52,26 @@ namespace {
 /// small run uses about 250 MB, one refused header used to add 4.36 GB.
 constexpr int64_t small_peak_kb = 500 * 1024;
 
+/// `cfg` as the coordinator's: CAF 0.17 would time out a connection whose
+/// server handshake comes after its first heartbeat tick (last_seen starts
+/// at 0), so no connection timeout.
+void configure_as_coordinator(caf::actor_system_config& cfg) {
+  actors::system_settings settings;
+  settings.connection_timeout = std::chrono::milliseconds{0};
+  actors::configure(cfg, settings);
+}
+
+/// What `spawner` answers a request, carrying `bytes` bytes of text, to
+/// spawn a role it does not know: unknown_actor_type once it read it.
+caf::error ask_unknown_spawn(caf::actor_system& sys, const caf::actor& spawner, size_t bytes) {
+  caf::error answer = make_error(errc::actor_failed, "no answer");
+  caf::scoped_actor self{sys};
+  self->request(spawner, std::chrono::seconds(120),
+                messages::spawn_request{"no_such_role", "x", std::string(bytes, 'a'), {}})
+    .receive([&](caf::actor&) { answer = caf::none; }, [&](caf::error& err) { answer = err; });
+  return answer;
+}
+
 /// VmHWM (peak resident set) of a running process, in KiB; -1 if unknown.
 int64_t peak_kb(pid_t pid) {
   std::istringstream status{read_text("/proc/" + std::to_string(pid) + "/status")};
@@ -400,21 +420,12 @@ TEST(frame_limit, a_frame_that_waited_for_the_budget_is_read_when_it_frees) {
     std::this_thread::sleep_for(10ms);
   ASSERT_GE(peak_kb(node.pid()) - before, allocated_kb);
   caf::actor_system_config cfg;
-  actors::system_settings settings;
-  // CAF 0.17 would time out a connection whose server handshake comes after
-  // its first heartbeat tick (last_seen starts at 0): as the coordinator, 0.
-  settings.connection_timeout = std::chrono::milliseconds{0};
-  actors::configure(cfg, settings);
+  configure_as_coordinator(cfg);
   caf::actor_system sys{cfg};
   auto spawner = actors::remote_actor_framed(sys, "127.0.0.1", node.port());
   ASSERT_TRUE(spawner) << sys.render(spawner.error());
-  caf::error answer = make_error(errc::actor_failed, "no answer");
-  std::thread request{[&] {
-    caf::scoped_actor self{sys};
-    self->request(*spawner, std::chrono::seconds(120),
-                  messages::spawn_request{"no_such_role", "x", std::string(256 << 10, 'a'), {}})
-      .receive([&](caf::actor&) { answer = caf::none; }, [&](caf::error& err) { answer = err; });
-  }};
+  caf::error answer;
+  std::thread request{[&] { answer = ask_unknown_spawn(sys, *spawner, 256 << 10); }};
   EXPECT_EQ(await_log(node, "waits: its frame of ", 1), 1u) << node.log();
   held.clear(); // the holders close: their share goes back
   request.join();
@@ -430,18 +441,12 @@ TEST(frame_limit, a_message_to_a_node_counts_its_serialisation_and_wire_cpu) {
   node_process node{dir.path(), "n1"};
   ASSERT_NE(node.port(), 0) << node.log();
   caf::actor_system_config cfg;
-  actors::system_settings settings;
-  settings.connection_timeout = std::chrono::milliseconds{0};
-  actors::configure(cfg, settings);
+  configure_as_coordinator(cfg);
   caf::actor_system sys{cfg};
   auto spawner = actors::remote_actor_framed(sys, "127.0.0.1", node.port());
   ASSERT_TRUE(spawner) << sys.render(spawner.error());
   const auto before = messages::crossing_cpu_so_far();
-  caf::error answer = make_error(errc::actor_failed, "no answer");
-  caf::scoped_actor self{sys};
-  self->request(*spawner, std::chrono::seconds(120),
-                messages::spawn_request{"no_such_role", "x", std::string(1 << 20, 'a'), {}})
-    .receive([&](caf::actor&) { answer = caf::none; }, [&](caf::error& err) { answer = err; });
+  auto answer = ask_unknown_spawn(sys, *spawner, 1 << 20);
   EXPECT_EQ(answer, errc::unknown_actor_type) << describe(answer) << "\n" << node.log();
   const auto after = messages::crossing_cpu_so_far();
   EXPECT_GT(after.serialisation, before.serialisation);
