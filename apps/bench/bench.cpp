@@ -600,11 +600,11 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
     print_limit_row("", "shared, auto split", train_seconds_of(*fitted), ref);
   print_limit_row("", "separate", train_seconds_of(separate), ref);
   const auto shared_split = split_of_transfer(shared, cores);
+  const auto fitted_split = fitted ? split_of_transfer(*fitted, cores) : core_split{};
   std::printf("%-13s where the cores' time went:\n%-13s %-18s %s\n", "", "", "shared",
               shared_split.text().c_str());
   if (fitted)
-    std::printf("%-13s %-18s %s\n", "", "shared, auto split",
-                split_of_transfer(*fitted, cores).text().c_str());
+    std::printf("%-13s %-18s %s\n", "", "shared, auto split", fitted_split.text().c_str());
   std::fflush(stdout);
   row.update({{"one_thread_train_seconds",
                ref.one_thread ? train_seconds_of(ref.one_thread->result) : 0.0},
@@ -621,8 +621,7 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
                fitted ? of_limit(train_seconds_of(*fitted), ref.peer_seconds) : 0.0},
               {"shared_over_pytorch_2_threads", of_limit(train_seconds_of(shared), ref.peer_seconds)},
               {"shared_cores", shared_split.to_json()},
-              {"auto_split_cores",
-               fitted ? split_of_transfer(*fitted, cores).to_json() : nlohmann::json::object()},
+              {"auto_split_cores", fitted_split.to_json()},
               {"peers", peers}});
 }
 
