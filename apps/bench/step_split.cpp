@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "messages/crossing_cpu.hpp"
+
 namespace baton::apps {
 inline namespace bench {
 
@@ -29,12 +31,17 @@ struct actor_time {
   double waited = 0;
 };
 
+/// The training time of `r` (its wall time when unknown).
+double training_seconds(const job_result& r) {
+  return r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+}
+
 /// The fractions of `actors` over the training time of `r`; what the actors
 /// waited beyond the imbalance goes to `bubble` (stages) or `waiting`.
 step_split split_of(const job_result& r, const std::vector<actor_time>& actors, bool stages) {
   step_split s;
   s.stages = stages;
-  double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+  const double seconds = training_seconds(r);
   if (actors.empty() || seconds <= 0)
     return s;
   s.actors = static_cast<int32_t>(actors.size());
@@ -62,22 +69,26 @@ double figure(const messages::actor_report& a, const std::string& name) {
   return 0;
 }
 
-/// The CPU seconds that the run's processes spent on crossing messages,
-/// serialising them and on the wire (activity.hpp's figures; the actors of
-/// one process report its counters, the widest is taken).
-std::pair<double, double> crossing_seconds(const job_result& r) {
-  std::map<std::string, std::pair<double, double>> of_process;
+/// `value` summed over the run's processes: the actors of one process report
+/// its counters, each since its own start, so the widest is taken.
+template <class Value>
+double over_processes(const job_result& r, Value value) {
+  std::map<std::string, double> of_process;
   for (const auto& a : r.actors) {
-    auto& [serialisation, wire] = of_process[a.node];
-    serialisation = std::max(serialisation, figure(a, "serialisation_cpu_seconds"));
-    wire = std::max(wire, figure(a, "wire_cpu_seconds"));
+    auto& widest = of_process[a.node];
+    widest = std::max(widest, value(a));
   }
-  std::pair<double, double> sum;
-  for (const auto& [node, cpu] : of_process) {
-    sum.first += cpu.first;
-    sum.second += cpu.second;
-  }
+  double sum = 0;
+  for (const auto& [node, seconds] : of_process)
+    sum += seconds;
   return sum;
+}
+
+/// The CPU seconds that the run's processes spent on crossing messages
+/// (activity.hpp's figures).
+messages::crossing_cpu crossing_seconds(const job_result& r) {
+  return {over_processes(r, [](const auto& a) { return figure(a, "serialisation_cpu_seconds"); }),
+          over_processes(r, [](const auto& a) { return figure(a, "wire_cpu_seconds"); })};
 }
 
 /// Adds to `s` the CPU of crossing messages over the lives of `role`'s actors.
@@ -88,9 +99,9 @@ void add_crossing(const job_result& r, const std::string& role, step_split& s) {
       lives += a.busy_seconds + a.idle_seconds;
   if (lives <= 0)
     return;
-  auto [serialisation, wire] = crossing_seconds(r);
-  s.serialisation = serialisation / lives;
-  s.wire = wire / lives;
+  const auto crossing = crossing_seconds(r);
+  s.serialisation = crossing.serialisation / lives;
+  s.wire = crossing.wire / lives;
 }
 
 } // namespace
@@ -98,19 +109,16 @@ void add_crossing(const job_result& r, const std::string& role, step_split& s) {
 step_split split_of_pipeline(const job_result& r) {
   std::vector<actor_time> actors;
   double compute_cpu = 0;
-  // Each stage reports its process's CPU over its own training: stages that
-  // share a process (embedded) report the same CPU, counted once (the widest).
-  std::map<std::string, double> process_cpu_of;
   for (const auto& a : r.actors)
     if (a.role == "pipeline_stage") {
       actors.push_back({a.busy_seconds, a.bubble_seconds});
       compute_cpu += a.compute_cpu_seconds;
-      auto& cpu = process_cpu_of[a.node];
-      cpu = std::max(cpu, a.process_cpu_seconds);
     }
-  double process_cpu = 0;
-  for (const auto& [node, cpu] : process_cpu_of)
-    process_cpu += cpu;
+  // Each stage reports its process's CPU over its own training: stages that
+  // share a process (embedded) report the same CPU, counted once.
+  const double process_cpu = over_processes(r, [](const auto& a) {
+    return a.role == "pipeline_stage" ? a.process_cpu_seconds : 0.0;
+  });
   auto s = split_of(r, actors, true);
   add_crossing(r, "pipeline_stage", s);
   s.cpu_beyond_compute = compute_cpu > 0 ? process_cpu / compute_cpu - 1 : -1;
@@ -160,7 +168,7 @@ std::string core_split::text() const {
 
 core_split split_of_transfer(const job_result& r, int32_t cores) {
   core_split s;
-  const double seconds = r.train_seconds > 0 ? r.train_seconds : r.wall_seconds;
+  const double seconds = training_seconds(r);
   double cpu = 0;
   for (const auto& n : r.nodes)
     cpu += n.cpu_seconds;
@@ -168,9 +176,9 @@ core_split split_of_transfer(const job_result& r, int32_t cores) {
     return s;
   const double cores_time = cores * seconds;
   s.used = cpu / cores_time;
-  auto [serialisation, wire] = crossing_seconds(r);
-  s.serialisation = serialisation / cores_time;
-  s.wire = wire / cores_time;
+  const auto crossing = crossing_seconds(r);
+  s.serialisation = crossing.serialisation / cores_time;
+  s.wire = crossing.wire / cores_time;
   for (const auto& a : r.actors)
     if (a.role == "stage" || a.role == "head")
       s.busy.emplace_back(a.actor, a.busy_seconds / seconds);
