@@ -1,5 +1,7 @@
 #include "actors/modes/registry.hpp"
 
+#include <algorithm>
+
 #include "actors/modes/data_parallel/cost.hpp"
 #include "actors/modes/data_parallel/local.hpp"
 #include "actors/modes/data_parallel/plan.hpp"
@@ -35,7 +37,7 @@ inline namespace modes {
 
 const mode_registry& registry() {
   // One entry a mode: schema, plan, local reference (and baseline),
-  // export, cost; its roles; its rows of compare's catalogue (in this
+  // export, cost; its roles (`true`: its actors train); its rows of compare's catalogue (in this
   // order); whether it has a separate baseline; whether it starts
   // pretrained; whether it traces. The first is the default job (`job:`
   // absent). Transfer, data-parallel and a pipeline start from
@@ -45,15 +47,15 @@ const mode_registry& registry() {
     mode_registry r;
     r.modes = {
       {transfer::schema(), transfer::plan, transfer::run_without_actors, transfer::save_model, nullptr,
-       {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role}}, {}, true, true},
+       {{"stage", transfer::spawn_stage_role}, {"head", transfer::spawn_head_role, true}}, {}, true, true},
       {data_parallel::schema(), same_plan<data_parallel::plan>, data_parallel::run_local, data_parallel::save_model, data_parallel::cost,
-       {{"data_parallel_worker", data_parallel::spawn_worker_role}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
+       {{"data_parallel_worker", data_parallel::spawn_worker_role, true}, {"data_parallel_shard", data_parallel::spawn_shard_role}},
        data_parallel::variants(), false, true},
       {pipeline::schema(), pipeline::plan, pipeline::run_local, pipeline::save_model, pipeline::cost,
-       {{"pipeline_stage", pipeline::spawn_stage_role}}, pipeline::variants(), false, true, true},
+       {{"pipeline_stage", pipeline::spawn_stage_role, true}}, pipeline::variants(), false, true, true},
       {ist::schema(), same_plan<ist::plan>, ist::run_local, ist::save_model, ist::cost,
-       {{"ist_worker", ist::neuron_scheme::spawn_worker_role}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
-        {"resist_worker", ist::block_scheme::spawn_worker_role}, {"resist_shard", ist::block_scheme::spawn_shard_role}},
+       {{"ist_worker", ist::neuron_scheme::spawn_worker_role, true}, {"ist_shard", ist::neuron_scheme::spawn_shard_role},
+        {"resist_worker", ist::block_scheme::spawn_worker_role, true}, {"resist_shard", ist::block_scheme::spawn_shard_role}},
        ist::variants()},
     };
     r.roles = {{"source", spawn_source_role}};
@@ -72,6 +74,12 @@ const std::vector<mode>& all_modes() {
 
 const std::vector<role_type>& all_roles() {
   return registry().roles;
+}
+
+bool role_trains(const std::string& role) {
+  const auto& roles = all_roles();
+  return std::any_of(roles.begin(), roles.end(),
+                     [&](const role_type& r) { return r.name == role && r.trains; });
 }
 
 const std::vector<job_schema>& all_job_schemas() {

@@ -42,6 +42,10 @@ const mode_registry& registry();
 /// Every role a node may spawn: the shared ones and each mode's.
 const std::vector<role_type>& all_roles();
 
+/// Whether the actors of role `role` train (role_type::trains); false for
+/// a role no mode registers.
+bool role_trains(const std::string& role);
+
 /// Every training mode, by the value of `job:`; the first is the default.
 const std::vector<mode>& all_modes();
 

@@ -49,6 +49,10 @@ struct spawn_args {
 struct role_type {
   std::string name;
   caf::expected<caf::actor> (*spawn)(caf::actor_system& sys, const spawn_args& args);
+  /// Its actors compute the forward and backward (workers, stages, heads),
+  /// so their busy and idle time is the run's time split (compare, report);
+  /// sources and shards move or store tensors.
+  bool trains = false;
 };
 
 /// A role's factory from its parts: parses `args.settings` with `parse`,

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+
+#include "actors/modes/registry.hpp"
 
 namespace baton::apps {
 
@@ -45,13 +46,10 @@ const json& array(const json& j, const char* key) {
   return i != j.end() && i->is_array() ? *i : empty;
 }
 
-/// The actors that train (and so whose time splits a row): data-parallel
-/// and IST workers, pipeline stages, transfer heads. Sources, shards and
-/// frozen backbone stages only move or store tensors.
+/// The actors that train, and so whose time splits a row: those of the
+/// roles the registry says train (actors::role_trains).
 bool trainable(const json& actor) {
-  static const std::set<std::string> roles{"data_parallel_worker", "pipeline_stage",
-                                           "ist_worker", "head"};
-  return roles.count(text(actor, "role")) > 0;
+  return actors::role_trains(text(actor, "role"));
 }
 
 /// Seconds into training when `epoch` (from 1) of `head` was complete: its

@@ -173,6 +173,31 @@ TEST_F(report, metrics_without_epoch_times_are_estimated_and_named) {
   EXPECT_TRUE(j["runs"][0]["summary"]["time_estimated"].get<bool>());
 }
 
+// The time split is of the actors that train, whichever strategy's they
+// are (the roles the registry marks): the ring's workers renamed as another
+// strategy's trainers split its time alike; as shards (which only store and
+// step) they leave no trainer, and the run counts as all compute. ResIST's
+// workers had been left out of a list of roles of compare's own.
+TEST_F(report, the_time_split_is_of_every_strategy_s_trainers) {
+  auto metrics = nlohmann::json::parse(read_text(dir_->path() + "/ring.json"));
+  auto split_as = [&](const std::string& role) {
+    auto renamed = metrics;
+    for (auto& a : renamed["actors"])
+      if (a["role"] == "data_parallel_worker")
+        a["role"] = role;
+    write_text(path_of(role + ".json"), renamed.dump());
+    auto out = run_baton({"report", path_of(role + ".json"), "--out", path_of(role)});
+    EXPECT_EQ(out.exit_code, 0) << out.text;
+    return read_json(path_of(role + "/report.json"))["runs"][0]["summary"]["time_split"];
+  };
+  const auto ring = split_as("data_parallel_worker");
+  ASSERT_TRUE(ring.is_object()) << ring.dump();
+  EXPECT_LT(ring["compute"].get<double>(), 1.0) << "two node processes wait for gradients";
+  for (const char* role : {"resist_worker", "ist_worker", "pipeline_stage", "head"})
+    EXPECT_EQ(split_as(role), ring) << role;
+  EXPECT_EQ(split_as("data_parallel_shard")["compute"], 1.0);
+}
+
 // A report.json reads back (its runs summarized again for --target), and so
 // does a bench's JSON with a "runs" array; the same labels twice are told apart.
 TEST_F(report, reads_its_own_report_and_a_bench_json) {
