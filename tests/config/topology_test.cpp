@@ -157,7 +157,7 @@ TEST_F(topology_test, reference_file_tasks_heads_and_runtime) {
   EXPECT_EQ(t->pretrain.task, "all10");
   EXPECT_EQ(t->pretrain.epochs, 1);
   EXPECT_EQ(t->pretrain.train_limit, 20000);
-  EXPECT_EQ(t->runtime.window, 4);
+  EXPECT_EQ(t->runtime.window, 16);
   EXPECT_EQ(t->runtime.scheduler_threads, 2);
   EXPECT_EQ(t->runtime.heartbeat_interval.count(), 200);
   EXPECT_EQ(t->runtime.connection_timeout.count(), 2000);
