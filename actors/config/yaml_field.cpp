@@ -131,14 +131,17 @@ std::string file_kind(mode_t mode) {
   return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
 }
 
-std::string too_large(uintmax_t size, size_t max_bytes) {
+std::string too_large(uintmax_t size, size_t max_bytes, const std::string& kind) {
+  const auto in_units = max_bytes >= (size_t{1} << 20) ? std::to_string(max_bytes >> 20) + " MiB"
+                                                       : std::to_string(max_bytes >> 10) + " KiB";
   return std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) + " ("
-         + std::to_string(max_bytes >> 10) + " KiB) a config file may have";
+         + in_units + ") " + kind + " may have";
 }
 
 } // namespace
 
-std::string read_config_file(const std::string& path, std::string& out, size_t max_bytes) {
+std::string read_config_file(const std::string& path, std::string& out, size_t max_bytes,
+                             const std::string& kind) {
   // O_NONBLOCK: opening a FIFO that has no writer would otherwise block
   // before fstat could refuse it.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -154,7 +157,7 @@ std::string read_config_file(const std::string& path, std::string& out, size_t m
   if (!S_ISREG(info.st_mode))
     return "not a regular file (" + file_kind(info.st_mode) + ")";
   if (static_cast<uintmax_t>(info.st_size) > max_bytes)
-    return too_large(static_cast<uintmax_t>(info.st_size), max_bytes);
+    return too_large(static_cast<uintmax_t>(info.st_size), max_bytes, kind);
   out.clear();
   char buffer[1 << 16];
   for (;;) {
@@ -167,7 +170,7 @@ std::string read_config_file(const std::string& path, std::string& out, size_t m
       return "";
     out.append(buffer, static_cast<size_t>(got));
     if (out.size() > max_bytes) // it grew after fstat
-      return too_large(out.size(), max_bytes) + " (it grew while read)";
+      return too_large(out.size(), max_bytes, kind) + " (it grew while read)";
   }
 }
 

@@ -50,7 +50,8 @@ std::vector<judged_epoch> epoch_record::read() const {
   if (dir_.empty() || !fs::exists(path, ec))
     return epochs;
   std::string text;
-  if (auto why = detail::read_config_file(path, text, max_epoch_record_bytes); !why.empty()) {
+  if (auto why = detail::read_config_file(path, text, max_epoch_record_bytes, "an epoch record");
+      !why.empty()) {
     spdlog::warn("{}: cannot read the epochs judged before the restart ({}): {}", path, why,
                  lost);
     return epochs;

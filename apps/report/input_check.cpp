@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <vector>
 
+#include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 
 namespace baton::apps {
@@ -373,23 +371,12 @@ private:
 } // namespace
 
 caf::expected<json> read_input_json(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    return make_error(errc::bad_file,
-                      path + (std::filesystem::exists(path, ec)
-                                ? ": not a regular file (a directory, a device, a FIFO)"
-                                : ": no such file"));
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec)
-    return make_error(errc::bad_file, path + ": cannot be read: " + ec.message());
-  if (size > max_input_bytes)
-    return make_error(errc::bad_file, path + ": " + std::to_string(size) + " bytes, more than the "
-                                        + std::to_string(max_input_bytes >> 20)
-                                        + " MiB a report reads");
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return make_error(errc::bad_file, path + ": cannot be read");
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // The file's kind and size checked on the file opened (a path that turns
+  // into a FIFO between a check and the open does not block the report).
+  std::string text;
+  if (auto why = actors::detail::read_config_file(path, text, max_input_bytes, "a report's input");
+      !why.empty())
+    return make_error(errc::bad_file, path + ": " + why);
   if (auto depth = nesting(text); depth > max_input_depth)
     return make_error(errc::bad_file, path + ": arrays and objects nested " + std::to_string(depth)
                                         + " deep, more than the "

@@ -10,6 +10,8 @@
 #include <regex>
 #include <set>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -320,8 +322,11 @@ TEST_F(report, escapes_text_from_files) {
   EXPECT_FALSE(contains(html, "<b>&x"));
 }
 
-// Bad input: exit 2 with the file (or value) named.
+// Bad input: exit 2 with the file (or value) named. A FIFO is refused
+// unread, by the kind of the file opened (a FIFO without a writer would
+// block a read).
 TEST_F(report, bad_input_is_exit_2_naming_it) {
+  ASSERT_EQ(::mkfifo(path_of("fifo.json").c_str(), 0600), 0);
   write_text(path_of("not.json"), "epoch,seconds\n1,2\n");
   write_text(path_of("other.json"), R"({"job": "transfer", "data": {}})");
   write_text(path_of("runless.json"), R"({"runs": [{"label": "x"}]})");
@@ -330,7 +335,8 @@ TEST_F(report, bad_input_is_exit_2_naming_it) {
     std::string says;
   };
   std::vector<bad_case> cases{
-    {{path_of("missing.json")}, path_of("missing.json") + ": no such file"},
+    {{path_of("missing.json")}, path_of("missing.json") + ": No such file or directory"},
+    {{path_of("fifo.json")}, path_of("fifo.json") + ": not a regular file (a FIFO or pipe)"},
     {{path_of("not.json")}, path_of("not.json") + ": not JSON"},
     {{path_of("other.json")}, path_of("other.json") + ": JSON of another kind"},
     {{path_of("runless.json")}, path_of("runless.json") + ": a run in \"runs\" without"},

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/runtime/run_record.hpp"
+#include "messages/errc.hpp"
 #include "tests/support/baton_process.hpp"
 #include "tests/support/commands.hpp"
 #include "tests/support/jobs.hpp"
@@ -176,6 +177,21 @@ TEST_F(checkpoint_dir, a_record_too_big_for_resume_is_refused_at_start) {
   auto text = run.output();
   EXPECT_TRUE(contains(text, "over the 1 MiB that `baton run --resume` reads")) << text;
   EXPECT_FALSE(fs::exists(dir_->path() + "/big/run.yaml")) << text;
+}
+
+// A run record over the size resume reads is refused unread, and the
+// refusal names what the file is (it said "a config file" of every bounded
+// file baton reads).
+TEST_F(checkpoint_dir, a_run_record_too_big_to_read_is_refused_naming_it) {
+  auto dir = dir_->path() + "/huge-record";
+  fs::create_directories(dir);
+  std::ofstream{actors::run_record_path(dir)} << std::string(actors::max_record_bytes + 1, '#');
+  auto record = actors::read_run_record(dir);
+  ASSERT_FALSE(record);
+  const auto text = baton::describe(record.error());
+  EXPECT_TRUE(contains(text, "cannot read the run record: 1048577 bytes, more than the 1048576 "
+                             "(1 MiB) a run record may have"))
+    << text;
 }
 
 // Issue 32 item 2: DIR/run.lock as a symbolic link made a run truncate and
