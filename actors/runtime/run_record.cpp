@@ -152,7 +152,8 @@ caf::expected<run_record> read_run_record(const std::string& dir) {
   // What write_run_record writes (at most max_record_bytes); a record that
   // is a device or a FIFO is refused unread.
   std::string text;
-  if (std::string why = detail::read_config_file(path, text, max_record_bytes, "a run record"); !why.empty())
+  if (std::string why = detail::read_config_file(path, text, max_record_bytes, "a run record");
+      !why.empty())
     return make_error(errc::bad_file, path + ": cannot read the run record: " + why);
   // What is wrong, by key: yaml-cpp's own words ("operator[] call on a
   // scalar", "bad conversion") say nothing to whoever edited the file.
