@@ -39,10 +39,11 @@ const mode_registry& registry() {
   // One entry a mode: schema, plan, local reference (and baseline),
   // export, cost; its roles (`true`: its actors train); its rows of
   // compare's catalogue (in this order); whether it has a separate
-  // baseline; whether it starts pretrained; whether it traces. The first is the default job (`job:`
-  // absent). Transfer, data-parallel and a pipeline start from
-  // backbone.checkpoint when it names one; IST's shards make the initial
-  // network from the seed (its section refuses a checkpoint).
+  // baseline; whether it starts pretrained; whether it traces. The first
+  // is the default job (`job:` absent). Transfer, data-parallel and a
+  // pipeline start from backbone.checkpoint when it names one; IST's shards
+  // make the initial network from the seed (its section refuses a
+  // checkpoint).
   static const mode_registry modes = [] {
     mode_registry r;
     r.modes = {
