@@ -102,6 +102,11 @@ struct source_settings {
   /// from (actors/modes/schedule_length.hpp); the source refuses to start
   /// on another number. 0: not checked (no schedule).
   int64_t train_samples = 0;
+  /// Every microbatch, evaluation ones too, to its receivers in turns by id
+  /// (flow::dealing::turns: replicas of a frozen backbone); false: the
+  /// replica rule of a trained stage (training microbatch i of a step to
+  /// replica i % n, evaluation to replica 0).
+  bool deal_in_turns = false;
 };
 
 /// Its fields, the batch plan's among them (batch_size, microbatches,
@@ -116,6 +121,7 @@ void inspect(Inspector& f, source_settings& x) {
   f.field("tasks", x.tasks);
   f.field("window", x.window).at_least(1);
   f.optional_field("train_samples", x.train_samples).at_least(0);
+  f.optional_field("deal_in_turns", x.deal_in_turns);
   f.optional_field("run",
                    [&] {
                      run_settings run;

@@ -19,6 +19,8 @@ void fanout::add(caf::actor receiver, const std::string& from, const std::string
 }
 
 size_t fanout::pick(const messages::microbatch& m) const {
+  if (dealing_ == dealing::turns)
+    return static_cast<size_t>(m.id) % receivers_.size();
   if (m.eval)
     return 0;
   return static_cast<size_t>(m.index_in_step) % receivers_.size();
@@ -27,7 +29,7 @@ size_t fanout::pick(const messages::microbatch& m) const {
 bool fanout::can_send(const messages::microbatch& m) const {
   if (receivers_.empty())
     return false;
-  if (dealing_ == dealing::deal)
+  if (dealing_ != dealing::broadcast)
     return receivers_[pick(m)].window.can_send();
   return std::all_of(receivers_.begin(), receivers_.end(),
                      [](const receiver& r) { return r.window.can_send(); });
@@ -35,7 +37,7 @@ bool fanout::can_send(const messages::microbatch& m) const {
 
 void fanout::send(caf::event_based_actor* self, messages::microbatch m) {
   dropped_last_ = false;
-  if (dealing_ == dealing::deal)
+  if (dealing_ != dealing::broadcast)
     return send_to(self, receivers_[pick(m)], std::move(m));
   for (size_t i = 0; i + 1 < receivers_.size(); ++i)
     send_to(self, receivers_[i], m); // a copy shares the payload's storage

@@ -20,6 +20,10 @@ enum class dealing {
   deal,
   /// Every microbatch to every receiver (a frozen stage to every head).
   broadcast,
+  /// Each microbatch, evaluation ones too, to receiver `id % receivers`:
+  /// replicas of a frozen backbone, which hold no weights to keep in step
+  /// and all evaluate (a head puts their outputs back in id order).
+  turns,
 };
 
 /// The receivers of an actor's microbatches: the next stage, its replicas,
@@ -30,8 +34,9 @@ enum class dealing {
 /// replica `index_in_step % replicas`, an evaluation microbatch to replica 0.
 /// So replica j of every replicated stage sees the same share of every
 /// minibatch, whichever replica of the stage before sent it, and one replica
-/// evaluates (its accuracy is the stage's). Broadcasting sends every
-/// microbatch to every receiver, once each receiver has a free slot.
+/// evaluates (its accuracy is the stage's). Taking turns deals by the
+/// microbatch's id alone. Broadcasting sends every microbatch to every
+/// receiver, once each receiver has a free slot.
 class fanout {
 public:
   /// A fanout that deals (the default) or broadcasts.
@@ -42,10 +47,11 @@ public:
 
   size_t size() const { return receivers_.size(); }
 
-  /// Which receiver `m` goes to when dealing. Precondition: size() > 0.
+  /// Which receiver `m` goes to when dealing or taking turns.
+  /// Precondition: size() > 0.
   size_t pick(const messages::microbatch& m) const;
 
-  /// Whether `m` can go: its receiver has a free slot (dealing), or every
+  /// Whether `m` can go: its receiver has a free slot (dealing, turns), or every
   /// receiver has one (broadcasting). False without receivers.
   bool can_send(const messages::microbatch& m) const;
 

@@ -227,6 +227,7 @@ caf::behavior source_behavior(source_actor* self, source_setup setup) {
   init.name = std::move(setup.name);
   init.node = std::move(setup.node);
   init.spec = std::move(setup.spec);
+  init.downstream = fanout{init.spec.deal_in_turns ? dealing::turns : dealing::deal};
   init.train = std::move(setup.data.train);
   init.test = std::move(setup.data.test);
   init.validation = std::move(setup.data.validation);

@@ -794,6 +794,25 @@ TEST_F(topology_test, split_auto_is_for_the_transfer_job_only) {
                    "'pipeline' section (`baton profile` then `baton plan --out` writes one)"});
 }
 
+TEST_F(topology_test, backbone_replicas_copy_every_stage) {
+  auto t = load(tasks_and_heads + "backbone: {split: [pool1], replicas: 2}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(transfer(*t).replicas, 2);
+  EXPECT_EQ(transfer(*t).stages.size(), 2u);
+  t = load(tasks_and_heads + "backbone: {split: []}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(transfer(*t).replicas, 1) << "one copy unless asked";
+  for (const char* count : {"0", "17", "-1", "two"})
+    expect_error_at(tasks_and_heads + "backbone:\n  replicas: " + count + "\n", "replicas:",
+                    {"'backbone.replicas' must be a number of copies of the backbone from 1 to "
+                     "16, got '" + std::string(count) + "'"});
+  expect_error_at(tasks_and_heads + "backbone:\n  split: []\n  cache: memory\n  "
+                                    "feature_block: 2\n  replicas: 2\n",
+                  "replicas: 2",
+                  {"'backbone.replicas' is 2, but 'backbone.cache' is memory: the cache is kept "
+                   "by the one copy of the backbone"});
+}
+
 // -- robustness -----------------------------------------------------------------------
 
 TEST_F(topology_test, garbage_is_an_error_value_never_an_exception) {

@@ -15,6 +15,7 @@
 #include "actors/flow/protocols.hpp"
 #include "actors/flow/role_handlers.hpp"
 #include "actors/flow/tensor_parts.hpp"
+#include "actors/modes/transfer/merged_input.hpp"
 #include "actors/roles/checkpointing.hpp"
 #include "actors/roles/injected_faults.hpp"
 #include "actors/roles/training_counters.hpp"
@@ -41,6 +42,8 @@ struct head_state {
   std::shared_ptr<model::head_trainer> trainer; ///< built by the spawner, used only here
 
   caf::actor coordinator;
+  /// What came from the backbone's replicas, taken in the source's order.
+  std::optional<merged_input> inputs;
   activity work;
   training_counters counters; ///< epoch sums, epochs, exactly-once counts (checkpointed)
   std::optional<checkpointing> checkpoints;
@@ -163,6 +166,20 @@ void on_control(head_actor* self, const control& c) {
   }
 }
 
+/// Takes every input that may go now (merged_input says which), until one
+/// fails the head.
+void take_inputs(head_actor* self) {
+  auto& st = self->state;
+  while (auto next = st.inputs->next()) {
+    if (auto* m = std::get_if<microbatch>(&*next)) {
+      if (!process(self, *m))
+        return;
+    } else {
+      on_control(self, std::get<control>(*next));
+    }
+  }
+}
+
 struct head_setup {
   std::string name;
   std::string node;
@@ -179,27 +196,30 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
   init.trainer = std::move(setup.trainer);
   init.counters = std::move(setup.counters);
   init.checkpoints.emplace(init.spec.recovery);
+  init.inputs.emplace(init.spec.replicas);
   return {
     observe_coordinator(self),
     answer_heartbeat(self, [] { return std::string{"microbatches from its stage"}; }),
-    [=](const microbatch& m) {
+    [=](microbatch& m) {
       auto& st = self->state;
       if (m.invalid)
         return fail(self, st.coordinator, st.name,
                     "refused a microbatch that could not be decoded: " + describe(m.invalid));
       st.work.begin();
       self->send(sender_of(self), messages::credit{m.id, 1, {}});
-      process(self, m);
+      st.inputs->add(std::move(m));
+      take_inputs(self);
     },
     [=](fault_atom, const std::string& kind) {
       auto& st = self->state;
       fail(self, st.coordinator, st.name, "injected fault: " + kind);
     },
-    [=](const control& c) {
+    [=](control& c) {
       if (c.invalid)
         return fail(self, self->state.coordinator, self->state.name,
                     "refused a control message: " + describe(c.invalid));
-      on_control(self, c);
+      self->state.inputs->add(std::move(c));
+      take_inputs(self);
     },
   };
 }

@@ -25,6 +25,9 @@ struct head_settings {
   int32_t threads = 1;
   int32_t progress_every = 20;
   recovery_settings recovery; ///< `run.recovery`
+  /// The replicas of the frozen backbone (`backbone.replicas`) whose
+  /// features it takes, in the source's order (merged_input.hpp).
+  int32_t replicas = 1;
 };
 
 /// The head's name, task, model and optimizer, then its own fields.
@@ -39,6 +42,7 @@ void inspect(Inspector& f, head_settings& x) {
   f.field("threads", x.threads).at_least(1);
   f.field("progress_every", x.progress_every).at_least(1);
   inspect_run(f, x.recovery);
+  f.optional_field("replicas", x.replicas).at_least(1);
 }
 
 /// A head's settings as YAML.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -21,18 +23,19 @@ namespace transfer {
 
 namespace {
 
-// The heads, each fed by `previous` (the last stage); their torch threads
+// The heads, each fed by `previous` (the last stage, or each replica's);
+// their torch threads
 // are runtime.head_threads when it is set, else the common compute_threads.
 // A head with a scheduled optimizer steps once per minibatch of an epoch
 // of `samples` (schedule_length.hpp).
 void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
-               const std::string& previous, const std::optional<int64_t>& samples) {
+               const std::vector<std::string>& previous, const std::optional<int64_t>& samples) {
   const int32_t threads =
     settings.head_threads > 0 ? settings.head_threads : t.runtime.compute_threads;
   if (settings.head_threads > 0)
     plan.threads_asked_by = "runtime.head_threads";
   for (const auto& h : settings.heads) {
-    head_settings spec{h.spec, 0, 0, threads, t.runtime.progress_every, {}};
+    head_settings spec{h.spec, 0, 0, threads, t.runtime.progress_every, {}, settings.replicas};
     if (samples && h.spec.optimizer.scheduled()) {
       spec.steps_per_epoch = model::count_epoch(*samples, t.plan).minibatches;
       spec.epochs = t.plan.epochs;
@@ -44,7 +47,8 @@ void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
     head.sends_weights = true; // its trained weights, for --save-model
     head.result = h.spec.name;
     plan.actors.push_back(std::move(head));
-    plan.edges.push_back({planned_edge::kind_t::data, previous, h.spec.name});
+    for (const auto& from : previous)
+      plan.edges.push_back({planned_edge::kind_t::data, from, h.spec.name});
   }
 }
 
@@ -68,13 +72,19 @@ caf::expected<job_plan> plan(const topology& t) {
     "job: transfer trains each head with its own heads[].optimizer, one SGD step per minibatch "
     "of {} samples; lower that head's lr or momentum",
     t.plan.batch_size);
+  // Replicas of the backbone take the source's microbatches in turns.
+  source_spec.deal_in_turns = settings.replicas > 1;
+  auto stage_name = [&](const stage_placement& s, int32_t replica) {
+    return settings.replicas > 1 ? s.name + "." + std::to_string(replica) : s.name;
+  };
   auto source = make_planned_actor("source", "source", t.source_node, to_yaml(source_spec));
   source.starts = true;
   // Beside the stage it feeds unless data.node places it (pipeline/plan.cpp).
   if (t.source_node.empty() && !settings.stages.empty())
-    source.with = settings.stages.front().name;
+    source.with = stage_name(settings.stages.front(), 0);
   plan.actors.push_back(std::move(source));
-  std::string previous = "source";
+  // A chain of stages per replica, from the source to every head.
+  std::vector<std::string> previous(settings.replicas, "source");
   for (const auto& s : settings.stages) {
     stage_settings spec{t.backbone,
                     t.checkpoint,
@@ -83,11 +93,13 @@ caf::expected<job_plan> plan(const topology& t) {
                     t.runtime.window,
                     t.runtime.compute_threads,
                     settings.features}; // one stage when not the default (section.cpp)
-    auto stage = make_planned_actor("stage", s.name, s.node, to_yaml(spec));
-    stage.threads = t.runtime.compute_threads;
-    plan.actors.push_back(std::move(stage));
-    plan.edges.push_back({planned_edge::kind_t::data, previous, s.name});
-    previous = s.name;
+    for (int32_t r = 0; r < settings.replicas; ++r) {
+      auto stage = make_planned_actor("stage", stage_name(s, r), s.node, to_yaml(spec));
+      stage.threads = t.runtime.compute_threads;
+      plan.actors.push_back(std::move(stage));
+      plan.edges.push_back({planned_edge::kind_t::data, previous[r], stage_name(s, r)});
+      previous[r] = stage_name(s, r);
+    }
   }
   add_heads(plan, t, settings, previous, samples);
   return plan;

@@ -166,6 +166,24 @@ void check_feature_cache(const field& section, const section_spec& s) {
             " stages (expected split: [], or backbone.stages: 1 with split: auto)");
 }
 
+// `backbone.replicas`: copies of the backbone's stages, 1 to max_replicas.
+// A cache is the one replica's: the samples of a data set would be dealt to
+// a replica by their position in an epoch's shuffled order, so each copy
+// would keep and miss others.
+int32_t parse_replicas(const field& section, const section_spec& s) {
+  std::optional<field> f = section.get("replicas");
+  if (!f)
+    return 1;
+  auto n = read_integer<int32_t>(*f, 1, max_replicas,
+                                 "a number of copies of the backbone from 1 to " +
+                                   std::to_string(max_replicas));
+  if (n > 1 && s.features.cache)
+    f->fail(f->name() + " is " + std::to_string(n) + ", but 'backbone.cache' is memory: the "
+            "cache is kept by the one copy of the backbone (each replica would keep and miss "
+            "other samples' features; expected replicas: 1 with a cache)");
+  return n;
+}
+
 // -- heads ---------------------------------------------------------------------------
 
 // A head steps once per minibatch of features, counted from the training
@@ -250,6 +268,7 @@ job_reading parse(const field& root, const std::vector<std::string>& layers, top
     place_stages(*f, t, s);
   parse_feature_cache(backbone, s.features);
   check_feature_cache(backbone, s);
+  s.replicas = parse_replicas(backbone, s);
   if (s.features.cache && t.data.augment.any())
     backbone.require("cache").fail(model::augment_cache_refusal("backbone.cache"));
   // Without `heads:`, one head trains the workload's `task`, named after it:
@@ -287,7 +306,8 @@ job_schema schema() {
   job_schema schema;
   schema.name = "transfer";
   schema.keys = {{"", {"heads"}},
-                 {"backbone", {"cache", "cache_mb", "feature_block", "split", "stages", "place"}},
+                 {"backbone",
+                  {"cache", "cache_mb", "feature_block", "split", "stages", "place", "replicas"}},
                  {"runtime", {"head_threads"}},
                  {"heads.*", {"name", "task", "node", "optimizer"}},
                  {"heads.*.optimizer", optimizer}};

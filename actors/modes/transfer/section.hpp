@@ -3,7 +3,8 @@
 // The topology of job: transfer, as its mode reads it: it has no section of
 // its own but adds keys to the common ones: `heads` (the trainable heads,
 // each on a task of `tasks`), and under `backbone` the frozen backbone's
-// slices (`split`, `stages`, `place`) and its feature cache (`cache`,
+// slices (`split`, `stages`, `place`), its copies (`replicas`) and its
+// feature cache (`cache`,
 // `cache_mb`, `feature_block`), and under `runtime` the heads' torch
 // threads (`head_threads`). They are kept in topology::mode_spec as
 // a section_spec (section_of reads it); its actors are the
@@ -25,6 +26,8 @@ inline constexpr size_t max_heads = 64;
 /// Stages of the frozen backbone (`backbone.split`, `backbone.stages`);
 /// never more than the model has layers.
 inline constexpr size_t max_stages = 64;
+/// Copies of the frozen backbone (`backbone.replicas`).
+inline constexpr int32_t max_replicas = 16;
 
 /// A contiguous slice [begin, end) of the backbone's layers, placed on a node.
 struct stage_placement {
@@ -52,6 +55,11 @@ struct section_spec {
   /// `backbone.cache` (none|memory), `cache_mb` and `feature_block`: how the
   /// frozen backbone's features are computed and kept.
   model::feature_cache_spec features;
+  /// `backbone.replicas`: copies of the whole chain of stages, each taking
+  /// every replicas-th microbatch in turn (evaluation included); every head
+  /// takes them back in the source's order. A replica of a stage runs on
+  /// the stage's node.
+  int32_t replicas = 1;
   std::vector<head_placement> heads; ///< `heads`, at least one
   /// `runtime.head_threads`: torch threads per head, 1..max_compute_threads;
   /// 0 (not set): the heads get runtime.compute_threads, asked or derived.
