@@ -436,29 +436,53 @@ std::vector<std::string> side_overrides(const bench_request& r, const std::strin
   return o;
 }
 
-/// The shared side planned for this host: `split: auto` over one stage per
-/// core (at most one per layer), what a user fitting the backbone to the
-/// cores would run; nullopt when the user's --set names the split or the
-/// actors go to node processes, or for a backbone that is not built in.
-std::optional<std::vector<std::string>> split_for_the_cores(const bench_request& r,
-                                                            const std::string& backbone,
-                                                            std::vector<std::string> o) {
-  for (const auto& v : r.overrides)
-    if (v.rfind("backbone.split=", 0) == 0 || v.rfind("backbone.stages=", 0) == 0)
-      return std::nullopt;
-  if (r.local_nodes > 0)
-    return std::nullopt;
+/// A layout of the shared side fitted to this host's cores, beside the
+/// file's: its label in the tables and its key in --json.
+struct core_layout {
+  std::string label; ///< "shared, auto split"
+  std::string key;   ///< "auto_split": auto_split_train_seconds, ...
+  std::string tag;   ///< "auto": the row <backbone>/auto
+  std::vector<std::string> overrides;
+};
+
+/// The shared side's layouts for this host, what a user fitting the
+/// backbone to the cores would run: `split: auto` over one stage per core
+/// (at most one per layer), and one copy of the whole backbone per core
+/// (`backbone.replicas`). None when the user's --set names the split or
+/// the copies, or the actors go to node processes, or for a backbone that
+/// is not built in; no copies with the user's feature cache (one copy keeps
+/// it).
+std::vector<core_layout> layouts_for_the_cores(const bench_request& r,
+                                               const std::string& backbone,
+                                               const std::vector<std::string>& o) {
+  auto sets = [&](const char* key) {
+    return std::any_of(r.overrides.begin(), r.overrides.end(),
+                       [&](const std::string& v) { return v.rfind(key, 0) == 0; });
+  };
+  if (sets("backbone.split=") || sets("backbone.stages=") || sets("backbone.replicas=") ||
+      r.local_nodes > 0)
+    return {};
   model::model_spec spec;
   spec.name = backbone;
   size_t layers = 0;
   try {
     layers = model::list_layers(spec).names.size();
   } catch (const model::error&) {
-    return std::nullopt; // the shared side's own run says what is wrong
+    return {}; // the shared side's own run says what is wrong
   }
-  auto stages = std::min(static_cast<size_t>(actors::cores()), layers);
-  o.insert(o.end(), {"backbone.split=auto", "backbone.stages=" + std::to_string(stages)});
-  return o;
+  const auto cores = static_cast<size_t>(actors::cores());
+  std::vector<core_layout> out;
+  auto split = o;
+  split.insert(split.end(), {"backbone.split=auto",
+                             "backbone.stages=" + std::to_string(std::min(cores, layers))});
+  out.push_back({"shared, auto split", "auto_split", "auto", std::move(split)});
+  if (!sets("backbone.cache=")) {
+    auto copies = o;
+    copies.insert(copies.end(),
+                  {"backbone.split=[]", "backbone.replicas=" + std::to_string(cores)});
+    out.push_back({"shared, replicas", "replicas", "replicas", std::move(copies)});
+  }
+  return out;
 }
 
 bool same_weights(const job_result& a, const job_result& b) {
@@ -554,7 +578,8 @@ struct transfer_sides {
   std::string backbone;
   job_result shared;
   job_result separate;
-  std::optional<job_result> fitted; ///< the shared side split for the cores
+  /// The shared side in the layouts for the cores, each with its run.
+  std::vector<std::pair<core_layout, job_result>> fitted;
   transfer_references references;
 };
 
@@ -577,7 +602,6 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
   const auto& backbone = sides.backbone;
   const auto& shared = sides.shared;
   const auto& separate = sides.separate;
-  const auto& fitted = sides.fitted;
   const auto& ref = sides.references;
   const auto cores = actors::cores();
   std::printf("%-13s %-18s %9s %8s %9s\n", backbone.c_str(), "side", "train s", "of limit",
@@ -596,15 +620,21 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
     peers.push_back(std::move(j));
   }
   print_limit_row("", "shared", train_seconds_of(shared), ref);
-  if (fitted)
-    print_limit_row("", "shared, auto split", train_seconds_of(*fitted), ref);
+  for (const auto& [layout, run] : sides.fitted)
+    print_limit_row("", layout.label, train_seconds_of(run), ref);
   print_limit_row("", "separate", train_seconds_of(separate), ref);
   const auto shared_split = split_of_transfer(shared, cores);
-  const auto fitted_split = fitted ? split_of_transfer(*fitted, cores) : core_split{};
   std::printf("%-13s where the cores' time went:\n%-13s %-18s %s\n", "", "", "shared",
               shared_split.text().c_str());
-  if (fitted)
-    std::printf("%-13s %-18s %s\n", "", "shared, auto split", fitted_split.text().c_str());
+  for (const auto& [layout, run] : sides.fitted) {
+    const auto split = split_of_transfer(run, cores);
+    std::printf("%-13s %-18s %s\n", "", layout.label.c_str(), split.text().c_str());
+    const auto seconds = train_seconds_of(run);
+    row.update({{layout.key + "_train_seconds", seconds},
+                {layout.key + "_of_limit", of_limit_time(seconds, ref.limit_seconds)},
+                {layout.key + "_over_pytorch_2_threads", of_limit(seconds, ref.peer_seconds)},
+                {layout.key + "_cores", split.to_json()}});
+  }
   std::fflush(stdout);
   row.update({{"one_thread_train_seconds",
                ref.one_thread ? train_seconds_of(ref.one_thread->result) : 0.0},
@@ -614,14 +644,8 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
               {"shared_of_limit", of_limit_time(train_seconds_of(shared), ref.limit_seconds)},
               {"separate_of_limit", of_limit_time(train_seconds_of(separate), ref.limit_seconds)},
               {"pytorch_2_threads_seconds", ref.peer_seconds},
-              {"auto_split_train_seconds", fitted ? train_seconds_of(*fitted) : 0.0},
-              {"auto_split_of_limit",
-               fitted ? of_limit_time(train_seconds_of(*fitted), ref.limit_seconds) : 0.0},
-              {"auto_split_over_pytorch_2_threads",
-               fitted ? of_limit(train_seconds_of(*fitted), ref.peer_seconds) : 0.0},
               {"shared_over_pytorch_2_threads", of_limit(train_seconds_of(shared), ref.peer_seconds)},
               {"shared_cores", shared_split.to_json()},
-              {"auto_split_cores", fitted_split.to_json()},
               {"peers", peers}});
 }
 
@@ -681,21 +705,24 @@ int bench_transfer(const bench_request& r) {
       code = 1;
       continue;
     }
-    std::optional<job_result> fitted;
-    if (auto o = split_for_the_cores(r, backbone, overrides)) {
-      auto run = run_side("", *o, {}, dir->path(), backbone + "-shared-auto", r.interrupted);
+    std::vector<std::pair<core_layout, job_result>> fitted;
+    for (auto& layout : layouts_for_the_cores(r, backbone, overrides)) {
+      auto run = run_side("", layout.overrides, {}, dir->path(), backbone + "-shared-" +
+                          layout.tag, r.interrupted);
       if (stop_requested(r.interrupted))
         break;
       if (!run) {
-        spdlog::error("{}, split: auto: {}", backbone, describe(run.error()));
+        spdlog::error("{}, {}: {}", backbone, layout.label, describe(run.error()));
         code = 1;
       } else {
-        fitted = std::move(*run);
+        fitted.emplace_back(std::move(layout), std::move(*run));
       }
     }
+    if (stop_requested(r.interrupted))
+      break;
     auto row = compare(backbone, *shared, *separate);
-    if (fitted)
-      row["auto_split"] = compare(backbone + "/auto", *fitted, *separate);
+    for (const auto& [layout, run] : fitted)
+      row[layout.key] = compare(backbone + "/" + layout.tag, run, *separate);
     out.add(std::move(row));
     done.push_back({backbone, std::move(*shared), std::move(*separate), std::move(fitted),
                     std::move(*ref)});
@@ -720,10 +747,14 @@ int bench_transfer(const bench_request& r) {
                 "PyTorch N thread(s): tests/peers/transfer_peer.py, the same heads on the same "
                 "frozen backbone\nby hand in one process with torch.set_num_threads(N), run with "
                 "GLIBC_TUNABLES=%s\n(the strongest peer); --json has their command lines.\n",
-                std::any_of(done.begin(), done.end(), [](const auto& d) { return d.fitted; })
+                std::any_of(done.begin(), done.end(),
+                            [](const auto& d) { return !d.fitted.empty(); })
                   ? "shared, auto split (the row <backbone>/auto above): the shared side with "
                     "backbone.split: auto and\nbackbone.stages: the cores (one stage per core, "
-                    "where the file's split may have more);\n"
+                    "where the file's split may have more);\nshared, replicas (the row "
+                    "<backbone>/replicas): the shared side with one copy of the whole\nbackbone "
+                    "per core (backbone.split: [], backbone.replicas: the cores), taking the "
+                    "microbatches\nin turns;\n"
                   : "",
                 peer_glibc_tunables);
   return out.finish(code, r.interrupted);

@@ -148,3 +148,33 @@ TEST_F(transfer, a_learning_rate_schedule_equals_the_local_run) {
   EXPECT_NE(constant.at("footwear"), reference.at("footwear"));
   EXPECT_EQ(constant.at("groups4"), reference.at("groups4"));
 }
+
+// backbone.replicas (issue 33): two copies of the frozen backbone take the
+// source's microbatches in turns, evaluation and validation ones too, and
+// every head takes their features back in the source's order: the heads
+// end with the weights of one backbone, over two epochs (each epoch's end
+// comes from both copies), embedded, as one stage per copy, and over node
+// processes.
+TEST_F(transfer, backbone_replicas_equal_one_backbone) {
+  auto base = with(job(384, 128), {"--set", "data.epochs=2", "--set", "data.validation=0.25"});
+  auto reference = digests_by_actor(run_job(*dir_, base, "one-copy"), "head");
+  ASSERT_EQ(reference.size(), 3u);
+  auto copies = run_job(*dir_, with(base, {"--set", "backbone.replicas=2"}), "two-copies");
+  EXPECT_EQ(digests_by_actor(copies, "head"), reference);
+  int64_t stages = 0;
+  for (const auto& a : copies.at("actors"))
+    stages += a.at("role") == "stage";
+  EXPECT_EQ(stages, 6) << "3 stages, 2 copies each";
+  EXPECT_EQ(digests_by_actor(run_job(*dir_,
+                                     with(base, {"--set", "backbone.replicas=2", "--set",
+                                                 "backbone.split=[]"}),
+                                     "two-whole-copies"),
+                             "head"),
+            reference);
+  EXPECT_EQ(digests_by_actor(run_job(*dir_,
+                                     with(base, {"--set", "backbone.replicas=2",
+                                                 "--local-nodes", "3"}),
+                                     "two-copies-nodes"),
+                             "head"),
+            reference);
+}
