@@ -503,7 +503,7 @@ nlohmann::json compare(const std::string& backbone, const job_result& shared,
                        const job_result& separate) {
   auto shared_mem = total_peak_rss(shared);
   auto separate_mem = total_peak_rss(separate);
-  std::printf("%-13s %9.1f %9.1f %7.2fx %9.0f %9.0f %7.2fx %10.1f  %s\n", backbone.c_str(),
+  std::printf("%-21s %9.1f %9.1f %7.2fx %9.0f %9.0f %7.2fx %10.1f  %s\n", backbone.c_str(),
               shared.wall_seconds, separate.wall_seconds,
               shared.wall_seconds / separate.wall_seconds, in_mib(shared_mem), in_mib(separate_mem),
               static_cast<double>(shared_mem) / separate_mem, in_mib(total_edge_bytes(shared)),
@@ -675,7 +675,7 @@ int bench_transfer(const bench_request& r) {
               r.heads, r.quick ? "quick (4096 train / 1000 test samples, 1 epoch)"
                                : "full data (60000 train / 10000 test, 1 epoch)",
               std::thread::hardware_concurrency(), r.heads, where.c_str(), r.heads);
-  std::printf("%-13s %9s %9s %8s %9s %9s %8s %10s  %s\n", "backbone", "shared s", "separate s",
+  std::printf("%-21s %9s %9s %8s %9s %9s %8s %10s  %s\n", "backbone", "shared s", "separate s",
               "time", "shared MiB", "sep. MiB", "memory", "edge MiB", "same weights");
   bench_figures out{r.json_out,
                     {{"bench", "transfer"}, {"heads", r.heads}, {"quick", r.quick},

@@ -178,3 +178,18 @@ TEST_F(transfer, backbone_replicas_equal_one_backbone) {
                              "head"),
             reference);
 }
+
+// A head that fails while two copies of the backbone feed it: the job
+// restarts from its checkpoints, the source deals again in turns from the
+// restored step, and every head ends with the fault-free run's weights,
+// each microbatch trained once.
+TEST_F(transfer, backbone_replicas_survive_a_head_s_failure) {
+  auto base = with(job(640, 128), {"--set", "data.epochs=2", "--set", "backbone.replicas=2",
+                                   "--set", "runtime.checkpoint_every=3"});
+  auto reference = run_job(*dir_, base, "copies-free");
+  auto failed = run_job(*dir_, with(base, {"--fault", "kind=throw,actor=all10,at_step=13"}),
+                        "copies-fault");
+  EXPECT_EQ(failed.at("restarts"), 1);
+  EXPECT_EQ(digests_by_actor(failed, "head"), digests_by_actor(reference, "head"));
+  EXPECT_EQ(failed.at("trained"), reference.at("trained"));
+}
