@@ -96,16 +96,9 @@ inline constexpr size_t max_string_bytes = 4096;
 /// checked reader sees it.
 inline constexpr size_t max_config_bytes = size_t{256} << 10;
 
-/// Reads the whole regular file `path` into `out`. Returns "" on success,
-/// else why not ("No such file or directory", "not a regular file (a
-/// character device)", "262145 bytes, more than the 262144 (256 KiB) a
-/// config file may have", where `kind` names the file). A device, FIFO,
-/// socket or directory is refused before any byte is read, on the file
-/// opened: /dev/zero never ends and a FIFO may never write. At most
-/// `max_bytes` + 1 bytes are read, even from a file that grows meanwhile.
-std::string read_config_file(const std::string& path, std::string& out,
-                             size_t max_bytes = max_config_bytes,
-                             const std::string& kind = "a config file");
+/// Reads the whole config file `path` into `out`, at most max_config_bytes
+/// (model::read_bounded_file, which says what "" or the words returned mean).
+std::string read_config_file(const std::string& path, std::string& out);
 
 // -- located values -------------------------------------------------------------
 

@@ -18,6 +18,7 @@
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/bounded_file.hpp"
 #include "model/core/error.hpp"
 
 namespace baton::actors {
@@ -213,7 +214,7 @@ caf::expected<profile_file> load_profile(const std::string& path) {
   // a few KB), as every config file: `--profile /dev/zero` read without end.
   constexpr size_t max_profile_bytes = size_t{4} << 20;
   std::string text;
-  if (std::string why = detail::read_config_file(path, text, max_profile_bytes, "a profile");
+  if (std::string why = model::read_bounded_file(path, text, max_profile_bytes, "a profile");
       !why.empty())
     return make_error(errc::bad_file, path + ": cannot read the profile: " + why
                                         + " (expected the JSON written by `baton profile --out`)");

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/config/yaml_field.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/bounded_file.hpp"
 #include "model/core/error.hpp"
 #include "model/core/training_checkpoint.hpp"
 
@@ -50,7 +50,7 @@ std::vector<judged_epoch> epoch_record::read() const {
   if (dir_.empty() || !fs::exists(path, ec))
     return epochs;
   std::string text;
-  if (auto why = detail::read_config_file(path, text, max_epoch_record_bytes, "an epoch record");
+  if (auto why = model::read_bounded_file(path, text, max_epoch_record_bytes, "an epoch record");
       !why.empty()) {
     spdlog::warn("{}: cannot read the epochs judged before the restart ({}): {}", path, why,
                  lost);

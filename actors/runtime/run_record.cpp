@@ -13,6 +13,7 @@
 #include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
 #include "model/core/atomic_file.hpp"
+#include "model/core/bounded_file.hpp"
 
 namespace baton::actors {
 inline namespace runtime {
@@ -152,7 +153,7 @@ caf::expected<run_record> read_run_record(const std::string& dir) {
   // What write_run_record writes (at most max_record_bytes); a record that
   // is a device or a FIFO is refused unread.
   std::string text;
-  if (std::string why = detail::read_config_file(path, text, max_record_bytes, "a run record");
+  if (std::string why = model::read_bounded_file(path, text, max_record_bytes, "a run record");
       !why.empty())
     return make_error(errc::bad_file, path + ": cannot read the run record: " + why);
   // What is wrong, by key: yaml-cpp's own words ("operator[] call on a

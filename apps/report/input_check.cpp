@@ -5,8 +5,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "actors/config/yaml_field.hpp"
 #include "messages/errc.hpp"
+#include "model/core/bounded_file.hpp"
 
 namespace baton::apps {
 
@@ -374,7 +374,7 @@ caf::expected<json> read_input_json(const std::string& path) {
   // The file's kind and size checked on the file opened (a path that turns
   // into a FIFO between a check and the open does not block the report).
   std::string text;
-  if (auto why = actors::detail::read_config_file(path, text, max_input_bytes, "a report's input");
+  if (auto why = model::read_bounded_file(path, text, max_input_bytes, "a report's input");
       !why.empty())
     return make_error(errc::bad_file, path + ": " + why);
   if (auto depth = nesting(text); depth > max_input_depth)
