@@ -199,7 +199,14 @@ caf::behavior head_behavior(head_actor* self, head_setup setup) {
   init.inputs.emplace(init.spec.replicas);
   return {
     observe_coordinator(self),
-    answer_heartbeat(self, [] { return std::string{"microbatches from its stage"}; }),
+    answer_heartbeat(self, [=] {
+      const auto& st = self->state;
+      if (st.spec.replicas == 1)
+        return std::string{"microbatches from its stage"};
+      // Held: they wait for a copy that has not sent its next one.
+      return "microbatches from the backbone's " + std::to_string(st.spec.replicas) +
+             " copies (" + std::to_string(st.inputs->held()) + " held for the source's order)";
+    }),
     [=](microbatch& m) {
       auto& st = self->state;
       if (m.invalid)
