@@ -39,7 +39,7 @@ enum class dealing {
 /// receiver, once each receiver has a free slot.
 class fanout {
 public:
-  /// A fanout that deals (the default) or broadcasts.
+  /// A fanout that deals (the default), takes turns or broadcasts.
   explicit fanout(dealing how = dealing::deal) : dealing_(how) {}
 
   /// Adds the next receiver (replicas in their order) with `window` slots.

@@ -24,10 +24,9 @@ namespace transfer {
 namespace {
 
 // The heads, each fed by `previous` (the last stage, or each replica's);
-// their torch threads
-// are runtime.head_threads when it is set, else the common compute_threads.
-// A head with a scheduled optimizer steps once per minibatch of an epoch
-// of `samples` (schedule_length.hpp).
+// their torch threads are runtime.head_threads when it is set, else the
+// common compute_threads. A head with a scheduled optimizer steps once per
+// minibatch of an epoch of `samples` (schedule_length.hpp).
 void add_heads(job_plan& plan, const topology& t, const section_spec& settings,
                const std::vector<std::string>& previous, const std::optional<int64_t>& samples) {
   const int32_t threads =

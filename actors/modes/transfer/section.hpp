@@ -4,11 +4,10 @@
 // its own but adds keys to the common ones: `heads` (the trainable heads,
 // each on a task of `tasks`), and under `backbone` the frozen backbone's
 // slices (`split`, `stages`, `place`), its copies (`replicas`) and its
-// feature cache (`cache`,
-// `cache_mb`, `feature_block`), and under `runtime` the heads' torch
-// threads (`head_threads`). They are kept in topology::mode_spec as
-// a section_spec (section_of reads it); its actors are the
-// frozen stages and the trainable heads.
+// feature cache (`cache`, `cache_mb`, `feature_block`), and under `runtime`
+// the heads' torch threads (`head_threads`). They are kept in
+// topology::mode_spec as a section_spec (section_of reads it); its actors
+// are the frozen stages and the trainable heads.
 
 #include <cstddef>
 #include <string>
