@@ -813,6 +813,26 @@ TEST_F(topology_test, backbone_replicas_copy_every_stage) {
                    "by the one copy of the backbone"});
 }
 
+TEST_F(topology_test, backbone_replicas_placed_one_node_per_copy) {
+  // A stage's place is a node (every copy there) or a list, one per copy.
+  auto t = load(two_nodes + tasks_and_heads +
+                "backbone: {split: [pool1], replicas: 2, place: [n1, [n2, n1]]}\n");
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  EXPECT_EQ(node_of(*t, "stage0.0"), "n1");
+  EXPECT_EQ(node_of(*t, "stage0.1"), "n1");
+  EXPECT_EQ(node_of(*t, "stage1.0"), "n2");
+  EXPECT_EQ(node_of(*t, "stage1.1"), "n1");
+  std::string text = two_nodes + tasks_and_heads + "backbone:\n  split: [pool1]\n  replicas: "
+                     "2\n  place: [n1, [n2]]\n";
+  expect_error_at(text, "place:", {"'backbone.place.1' names 1 nodes for 2 copies of the "
+                                   "backbone (expected a list of 2 node names, one per copy"});
+  text = two_nodes + tasks_and_heads + "backbone:\n  split: [pool1]\n  place: [n1, [n2, n1]]\n";
+  expect_error_at(text, "place:", {"'backbone.place.1' is a list, but the backbone has one copy"});
+  text = two_nodes + tasks_and_heads + "backbone:\n  split: [pool1]\n  replicas: 2\n  place: "
+         "[n1, [n2, n3]]\n";
+  expect_error_at(text, "place:", {"n3"});
+}
+
 // -- robustness -----------------------------------------------------------------------
 
 TEST_F(topology_test, garbage_is_an_error_value_never_an_exception) {

@@ -93,7 +93,7 @@ caf::expected<job_plan> plan(const topology& t) {
                     t.runtime.compute_threads,
                     settings.features}; // one stage when not the default (section.cpp)
     for (int32_t r = 0; r < settings.replicas; ++r) {
-      auto stage = make_planned_actor("stage", stage_name(s, r), s.node, to_yaml(spec));
+      auto stage = make_planned_actor("stage", stage_name(s, r), s.node_of(r), to_yaml(spec));
       stage.threads = t.runtime.compute_threads;
       plan.actors.push_back(std::move(stage));
       plan.edges.push_back({planned_edge::kind_t::data, previous[r], stage_name(s, r)});

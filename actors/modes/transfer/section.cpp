@@ -117,10 +117,30 @@ void parse_split(const field& section, const std::vector<std::string>& layers,
     s.stages = make_stages(split, layers);
 }
 
+// A stage's place: a node name (every copy of the backbone there), or with
+// `replicas` above 1 a list of them, one per copy.
+void place_stage(const field& item, const topology& t, int32_t replicas, stage_placement& stage) {
+  if (!item.node().IsSequence()) {
+    stage.node = read_node(item, t.nodes);
+    return;
+  }
+  const std::string expected = "a list of " + std::to_string(replicas) + " node names, one per "
+                               "copy of the backbone (backbone.replicas)";
+  if (replicas == 1)
+    item.fail(item.name() + " is a list, but the backbone has one copy (expected a node name, "
+              "or 'backbone.replicas' above 1 with one node per copy)");
+  for (const field& n : item.items(expected, static_cast<size_t>(max_replicas)))
+    stage.copy_nodes.push_back(read_node(n, t.nodes));
+  if (stage.copy_nodes.size() != static_cast<size_t>(replicas))
+    item.fail(item.name() + " names " + std::to_string(stage.copy_nodes.size()) + " nodes for " +
+              std::to_string(replicas) + " copies of the backbone (expected " + expected + ")");
+  stage.node = stage.copy_nodes.front();
+}
+
 void place_stages(const field& place, const topology& t, section_spec& s) {
   std::vector<field> items = place.items("a list of node names, one per stage", max_stages);
   for (size_t i = 0; i < items.size() && i < s.stages.size(); ++i)
-    s.stages[i].node = read_node(items[i], t.nodes);
+    place_stage(items[i], t, s.replicas, s.stages[i]);
   if (items.size() != s.stages.size())
     place.fail(place.name() + " must name one node per stage: the backbone has "
                + std::to_string(s.stages.size()) + " stages, got "
@@ -264,11 +284,11 @@ job_reading parse(const field& root, const std::vector<std::string>& layers, top
   field backbone = root.section("backbone");
   section_spec s;
   parse_split(backbone, layers, s);
-  if (auto f = backbone.get("place"))
-    place_stages(*f, t, s);
   parse_feature_cache(backbone, s.features);
   check_feature_cache(backbone, s);
   s.replicas = parse_replicas(backbone, s);
+  if (auto f = backbone.get("place"))
+    place_stages(*f, t, s);
   if (s.features.cache && t.data.augment.any())
     backbone.require("cache").fail(model::augment_cache_refusal("backbone.cache"));
   // Without `heads:`, one head trains the workload's `task`, named after it:

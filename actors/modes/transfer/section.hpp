@@ -34,6 +34,14 @@ struct stage_placement {
   size_t begin = 0;
   size_t end = 0;
   std::string node;  ///< node name; empty when embedded
+  /// One node per copy of the backbone (`place: [[n1, n2], ...]`); empty:
+  /// every copy on `node`.
+  std::vector<std::string> copy_nodes;
+
+  /// The node of copy `r`.
+  const std::string& node_of(int32_t r) const {
+    return copy_nodes.empty() ? node : copy_nodes[static_cast<size_t>(r)];
+  }
 };
 
 /// A trainable head placed on a node.
@@ -56,8 +64,8 @@ struct section_spec {
   model::feature_cache_spec features;
   /// `backbone.replicas`: copies of the whole chain of stages, each taking
   /// every replicas-th microbatch in turn (evaluation included); every head
-  /// takes them back in the source's order. A replica of a stage runs on
-  /// the stage's node.
+  /// takes them back in the source's order. A copy of a stage runs on the
+  /// stage's node, or on its own (stage_placement::copy_nodes).
   int32_t replicas = 1;
   std::vector<head_placement> heads; ///< `heads`, at least one
   /// `runtime.head_threads`: torch threads per head, 1..max_compute_threads;
