@@ -443,25 +443,37 @@ struct core_layout {
   std::string key;   ///< "auto_split": auto_split_train_seconds, ...
   std::string tag;   ///< "auto": the row <backbone>/auto
   std::vector<std::string> overrides;
+  std::vector<std::string> flags; ///< the shared side's (its node processes, its link)
 };
 
 /// The shared side's layouts for this host, what a user fitting the
 /// backbone to the cores would run: `split: auto` over one stage per core
 /// (at most one per layer), and one copy of the whole backbone per core
-/// (`backbone.replicas`). None when the user's --set names the split or
-/// the copies, or the actors go to node processes, or for a backbone that
-/// is not built in; no copies with the user's feature cache (one copy keeps
-/// it).
+/// (`backbone.replicas`); over node processes (`flags`: the shared side's
+/// --local-nodes N and --link) one copy per node. None when the user's --set
+/// names the split or the copies, or for a backbone that is not built in;
+/// no copies with the user's feature cache (one copy keeps it).
 std::vector<core_layout> layouts_for_the_cores(const bench_request& r,
                                                const std::string& backbone,
-                                               const std::vector<std::string>& o) {
+                                               const std::vector<std::string>& o,
+                                               const std::vector<std::string>& flags) {
   auto sets = [&](const char* key) {
     return std::any_of(r.overrides.begin(), r.overrides.end(),
                        [&](const std::string& v) { return v.rfind(key, 0) == 0; });
   };
-  if (sets("backbone.split=") || sets("backbone.stages=") || sets("backbone.replicas=") ||
-      r.local_nodes > 0)
+  if (sets("backbone.split=") || sets("backbone.stages=") || sets("backbone.replicas="))
     return {};
+  auto copies = [&](int32_t n) {
+    auto with_copies = o;
+    with_copies.insert(with_copies.end(),
+                       {"backbone.split=[]", "backbone.replicas=" + std::to_string(n)});
+    return core_layout{"shared, replicas", "replicas", "replicas", std::move(with_copies), flags};
+  };
+  if (r.local_nodes > 0) {
+    if (r.local_nodes < 2 || sets("backbone.cache="))
+      return {};
+    return {copies(r.local_nodes)}; // the copies spread over the nodes, one each
+  }
   model::model_spec spec;
   spec.name = backbone;
   size_t layers = 0;
@@ -475,13 +487,9 @@ std::vector<core_layout> layouts_for_the_cores(const bench_request& r,
   auto split = o;
   split.insert(split.end(), {"backbone.split=auto",
                              "backbone.stages=" + std::to_string(std::min(cores, layers))});
-  out.push_back({"shared, auto split", "auto_split", "auto", std::move(split)});
-  if (!sets("backbone.cache=")) {
-    auto copies = o;
-    copies.insert(copies.end(),
-                  {"backbone.split=[]", "backbone.replicas=" + std::to_string(cores)});
-    out.push_back({"shared, replicas", "replicas", "replicas", std::move(copies)});
-  }
+  out.push_back({"shared, auto split", "auto_split", "auto", std::move(split), {}});
+  if (!sets("backbone.cache="))
+    out.push_back(copies(static_cast<int32_t>(cores)));
   return out;
 }
 
@@ -649,6 +657,26 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
               {"peers", peers}});
 }
 
+/// What the layouts for the cores that ran are, for the footnote.
+std::string layouts_footnote(const std::vector<transfer_sides>& done) {
+  auto ran = [&](const std::string& key) {
+    return std::any_of(done.begin(), done.end(), [&](const transfer_sides& d) {
+      return std::any_of(d.fitted.begin(), d.fitted.end(),
+                         [&](const auto& f) { return f.first.key == key; });
+    });
+  };
+  std::string text;
+  if (ran("auto_split"))
+    text += "shared, auto split (the row <backbone>/auto above): the shared side with "
+            "backbone.split: auto and\nbackbone.stages: the cores (one stage per core, where "
+            "the file's split may have more);\n";
+  if (ran("replicas"))
+    text += "shared, replicas (the row <backbone>/replicas): the shared side with one copy of "
+            "the whole\nbackbone per core (backbone.split: [], backbone.replicas: the cores; "
+            "with --local-nodes N,\none per node), taking the microbatches in turns;\n";
+  return text;
+}
+
 } // namespace
 
 int bench_transfer(const bench_request& r) {
@@ -706,8 +734,8 @@ int bench_transfer(const bench_request& r) {
       continue;
     }
     std::vector<std::pair<core_layout, job_result>> fitted;
-    for (auto& layout : layouts_for_the_cores(r, backbone, overrides)) {
-      auto run = run_side("", layout.overrides, {}, dir->path(), backbone + "-shared-" +
+    for (auto& layout : layouts_for_the_cores(r, backbone, overrides, shared_flags)) {
+      auto run = run_side("", layout.overrides, layout.flags, dir->path(), backbone + "-shared-" +
                           layout.tag, r.interrupted);
       if (stop_requested(r.interrupted))
         break;
@@ -747,16 +775,7 @@ int bench_transfer(const bench_request& r) {
                 "PyTorch N thread(s): tests/peers/transfer_peer.py, the same heads on the same "
                 "frozen backbone\nby hand in one process with torch.set_num_threads(N), run with "
                 "GLIBC_TUNABLES=%s\n(the strongest peer); --json has their command lines.\n",
-                std::any_of(done.begin(), done.end(),
-                            [](const auto& d) { return !d.fitted.empty(); })
-                  ? "shared, auto split (the row <backbone>/auto above): the shared side with "
-                    "backbone.split: auto and\nbackbone.stages: the cores (one stage per core, "
-                    "where the file's split may have more);\nshared, replicas (the row "
-                    "<backbone>/replicas): the shared side with one copy of the whole\nbackbone "
-                    "per core (backbone.split: [], backbone.replicas: the cores), taking the "
-                    "microbatches\nin turns;\n"
-                  : "",
-                peer_glibc_tunables);
+                layouts_footnote(done).c_str(), peer_glibc_tunables);
   return out.finish(code, r.interrupted);
 }
 
