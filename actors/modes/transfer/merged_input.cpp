@@ -37,15 +37,23 @@ std::deque<messages::microbatch>* merged_input::lowest(std::optional<int32_t> on
   return best;
 }
 
+namespace {
+
+/// The front of `q`, taken out.
+head_input take_front(std::deque<messages::microbatch>& q) {
+  head_input out{std::move(q.front())};
+  q.pop_front();
+  return out;
+}
+
+} // namespace
+
 std::optional<head_input> merged_input::next() {
   const auto replicas = static_cast<int32_t>(by_replica_.size());
   if (!controls_.empty() && controls_.front().second == replicas) {
     // Complete: what came before it, then the control itself.
-    if (auto* q = lowest(controls_.front().first.epoch)) {
-      head_input out{std::move(q->front())};
-      q->pop_front();
-      return out;
-    }
+    if (auto* q = lowest(controls_.front().first.epoch))
+      return take_front(*q);
     head_input out{std::move(controls_.front().first)};
     controls_.pop_front();
     return out;
@@ -53,10 +61,7 @@ std::optional<head_input> merged_input::next() {
   if (std::any_of(by_replica_.begin(), by_replica_.end(),
                   [](const auto& q) { return q.empty(); }))
     return std::nullopt;
-  auto* q = lowest(std::nullopt);
-  head_input out{std::move(q->front())};
-  q->pop_front();
-  return out;
+  return take_front(*lowest(std::nullopt));
 }
 
 size_t merged_input::held() const {
