@@ -444,6 +444,7 @@ struct core_layout {
   std::string tag;   ///< "auto": the row <backbone>/auto
   std::vector<std::string> overrides;
   std::vector<std::string> flags; ///< the shared side's (its node processes, its link)
+  std::string explained;          ///< its lines of the footnote
 };
 
 /// The shared side's layouts for this host, what a user fitting the
@@ -467,7 +468,11 @@ std::vector<core_layout> layouts_for_the_cores(const bench_request& r,
     auto with_copies = o;
     with_copies.insert(with_copies.end(),
                        {"backbone.split=[]", "backbone.replicas=" + std::to_string(n)});
-    return core_layout{"shared, replicas", "replicas", "replicas", std::move(with_copies), flags};
+    return core_layout{"shared, replicas", "replicas", "replicas", std::move(with_copies), flags,
+                       "shared, replicas (the row <backbone>/replicas): the shared side with one "
+                       "copy of the whole\nbackbone per core (backbone.split: [], "
+                       "backbone.replicas: the cores; with --local-nodes N,\none per node), "
+                       "taking the microbatches in turns;\n"};
   };
   if (r.local_nodes > 0) {
     if (r.local_nodes < 2 || sets("backbone.cache="))
@@ -487,7 +492,10 @@ std::vector<core_layout> layouts_for_the_cores(const bench_request& r,
   auto split = o;
   split.insert(split.end(), {"backbone.split=auto",
                              "backbone.stages=" + std::to_string(std::min(cores, layers))});
-  out.push_back({"shared, auto split", "auto_split", "auto", std::move(split), {}});
+  out.push_back({"shared, auto split", "auto_split", "auto", std::move(split), {},
+                 "shared, auto split (the row <backbone>/auto above): the shared side with "
+                 "backbone.split: auto and\nbackbone.stages: the cores (one stage per core, where "
+                 "the file's split may have more);\n"});
   if (!sets("backbone.cache="))
     out.push_back(copies(static_cast<int32_t>(cores)));
   return out;
@@ -657,23 +665,14 @@ void report_limit(const transfer_sides& sides, nlohmann::json& row) {
               {"peers", peers}});
 }
 
-/// What the layouts for the cores that ran are, for the footnote.
+/// What the layouts for the cores that ran are, for the footnote: each
+/// layout's lines once, in the order they first ran.
 std::string layouts_footnote(const std::vector<transfer_sides>& done) {
-  auto ran = [&](const std::string& key) {
-    return std::any_of(done.begin(), done.end(), [&](const transfer_sides& d) {
-      return std::any_of(d.fitted.begin(), d.fitted.end(),
-                         [&](const auto& f) { return f.first.key == key; });
-    });
-  };
   std::string text;
-  if (ran("auto_split"))
-    text += "shared, auto split (the row <backbone>/auto above): the shared side with "
-            "backbone.split: auto and\nbackbone.stages: the cores (one stage per core, where "
-            "the file's split may have more);\n";
-  if (ran("replicas"))
-    text += "shared, replicas (the row <backbone>/replicas): the shared side with one copy of "
-            "the whole\nbackbone per core (backbone.split: [], backbone.replicas: the cores; "
-            "with --local-nodes N,\none per node), taking the microbatches in turns;\n";
+  for (const auto& d : done)
+    for (const auto& [layout, run] : d.fitted)
+      if (text.find(layout.explained) == std::string::npos)
+        text += layout.explained;
   return text;
 }
 
