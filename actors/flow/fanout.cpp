@@ -20,7 +20,7 @@ void fanout::add(caf::actor receiver, const std::string& from, const std::string
 
 size_t fanout::pick(const messages::microbatch& m) const {
   if (dealing_ == dealing::turns)
-    return static_cast<size_t>(m.id) % receivers_.size();
+    return turn_of(m.id, receivers_.size());
   if (m.eval)
     return 0;
   return static_cast<size_t>(m.index_in_step) % receivers_.size();

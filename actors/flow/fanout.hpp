@@ -9,6 +9,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include "actors/flow/credit_window.hpp"
+#include "actors/flow/turns.hpp"
 #include "messages/types.hpp"
 
 namespace baton::actors {
@@ -20,7 +21,7 @@ enum class dealing {
   deal,
   /// Every microbatch to every receiver (a frozen stage to every head).
   broadcast,
-  /// Each microbatch, evaluation ones too, to receiver `id % receivers`:
+  /// Each microbatch, evaluation ones too, to receiver `turn_of(id, receivers)` (turns.hpp):
   /// replicas of a frozen backbone, which hold no weights to keep in step
   /// and all evaluate (a head puts their outputs back in id order).
   turns,

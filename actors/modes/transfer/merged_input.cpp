@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "actors/flow/turns.hpp"
+
 namespace baton::actors {
 inline namespace modes {
 namespace transfer {
@@ -10,8 +12,7 @@ merged_input::merged_input(int32_t replicas)
     : by_replica_(static_cast<size_t>(std::max(1, replicas))) {}
 
 void merged_input::add(messages::microbatch m) {
-  auto r = static_cast<size_t>(m.id < 0 ? 0 : m.id) % by_replica_.size();
-  by_replica_[r].push_back(std::move(m));
+  by_replica_[turn_of(m.id, by_replica_.size())].push_back(std::move(m));
 }
 
 void merged_input::add(messages::control c) {

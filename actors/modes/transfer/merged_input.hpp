@@ -23,7 +23,7 @@ using head_input = std::variant<messages::microbatch, messages::control>;
 
 /// The inputs of a head fed by `replicas` replicas of the backbone's last
 /// stage, put back in the source's order. The source deals in turns
-/// (flow::dealing::turns: microbatch `id` to replica `id % replicas`), each
+/// (flow::dealing::turns: microbatch `id` to replica `turn_of(id, replicas)`), each
 /// replica's outputs arrive in id order, and every control comes once from
 /// each replica, after that replica's microbatches before it. So:
 ///   - the lowest id held may go once every replica has a microbatch held
