@@ -207,6 +207,7 @@ raw_split read_image_folder(const data_spec& spec, split which, int64_t count) {
                      " channels, expected 1 to 4");
   auto files = list_images(spec, which);
   count = std::min<int64_t>(count, static_cast<int64_t>(files.size()));
+  check_sample_count(count, shape, split_dir(spec, which));
   raw_split out;
   out.samples = torch::empty({count, shape[0], shape[1], shape[2]}, torch::kUInt8);
   out.labels = torch::empty({count}, torch::kInt64);

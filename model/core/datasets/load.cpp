@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -57,7 +58,11 @@ int64_t after_limit(const data_spec& spec, split which, int64_t samples) {
 }
 
 raw_split read_raw(const data_spec& spec, split which) {
-  const int64_t count = after_limit(spec, which, header_of(spec, which).samples);
+  // At most the limit: each reader reads its files' header itself and
+  // takes no more samples than they hold (a header read here first was one
+  // more open of every file).
+  const int64_t limit = limit_of(spec, which);
+  const int64_t count = limit > 0 ? limit : std::numeric_limits<int64_t>::max();
   if (is_idx(spec))
     return read_idx(spec, which, count);
   if (is_cifar(spec))

@@ -50,7 +50,8 @@ void check_sample_count(int64_t samples, const std::vector<int64_t>& shape,
 // -- idx: Fashion-MNIST, MNIST, KMNIST, EMNIST (idx.cpp) -----------------------
 
 split_header idx_header(const data_spec& spec, split which);
-/// The first `count` samples.
+/// The first `count` samples, or as many as the files hold when fewer (so
+/// do the readers below).
 raw_split read_idx(const data_spec& spec, split which, int64_t count);
 
 // -- cifar10, cifar100 (cifar.cpp) ---------------------------------------------
