@@ -248,6 +248,42 @@ TEST_F(dataset_kinds, npy_uint8_samples_and_int64_labels) {
   EXPECT_EQ(labels_of(te), test.labels);
 }
 
+// A limit above what the files hold reads them all: the readers take the
+// limit and stop at the files' own count (load.cpp no longer reads their
+// header for it first), a split read alone (load_data) and both together.
+TEST_F(dataset_kinds, a_limit_above_the_files_reads_every_sample) {
+  const auto train = make_samples(9, 1, 4, 6, 3, 5), test = make_samples(3, 1, 4, 6, 3, 6);
+  write_idx(dir_, "tr-x.idx", "tr-y.idx", train, true, false);
+  write_idx(dir_, "te-x.gz", "te-y.gz", test, true, false);
+  data_spec spec = idx_spec(dir_);
+  spec.classes = 3;
+  spec.train_limit = 100;
+  spec.test_limit = 50;
+  identity_normalisation(spec, 1);
+  const auto h = read_data_header(spec);
+  EXPECT_EQ(h.train, 9);
+  EXPECT_EQ(h.test, 3);
+  auto alone = load_data(spec, split::train);
+  ASSERT_EQ(alone.size(), 9);
+  EXPECT_TRUE(torch::allclose(alone.images, scaled(train).view({9, 1, 4, 6})));
+  auto [tr, held_out, te] = load_splits(spec);
+  ASSERT_EQ(tr.size(), 9);
+  ASSERT_EQ(te.size(), 3);
+  EXPECT_EQ(labels_of(te), test.labels);
+
+  write_bytes(path("x_train.npy"), npy_bytes("|u1", {9, 4, 6}, train.pixels.data(), 216));
+  write_bytes(path("y_train.npy"), npy_of("<i8", {9}, train.labels));
+  write_npy_pair(path("x_test.npy"), path("y_test.npy"), test);
+  data_spec npy = npy_spec(dir_);
+  npy.train_limit = 100;
+  npy.test_limit = 50;
+  identity_normalisation(npy, 1);
+  auto [ntr, nheld_out, nte] = load_splits(npy);
+  ASSERT_EQ(ntr.size(), 9);
+  ASSERT_EQ(nte.size(), 3);
+  EXPECT_TRUE(torch::allclose(ntr.images, scaled(train).view({9, 1, 4, 6})));
+}
+
 TEST_F(dataset_kinds, npy_float32_samples_and_int32_or_uint8_labels) {
   std::vector<float> x(6 * 2 * 2 * 3);
   for (size_t i = 0; i < x.size(); ++i)
