@@ -226,13 +226,16 @@ usage:
                                         median over N microbatches (default 10) of B samples
                                         (default: data.batch_size / data.microbatches)
   baton plan --profile profile.json --machines N [--bandwidth B] [--memory M] [--straight]
-             [--out topology.yaml [--topology TOPOLOGY.yaml]]
+             [--weight-gradient here|next] [--out topology.yaml [--topology TOPOLOGY.yaml]]
                                         PipeDream's partitioner: stages and replicas ("2-1-1")
                                         for at most N (1-1024) machines, B between them: a rate as
                                         --link takes it (1gbit, 100mbit) or bytes/s (default
                                         1e9 = 8gbit), M bytes per machine (default unlimited);
-                                        --straight: no replication; --out: the topology with
-                                        job: pipeline and the planned stages
+                                        --straight: no replication; --weight-gradient next: a
+                                        cut after a convolution hands its weight gradient to the
+                                        next stage where that lowers the slowest stage (here:
+                                        the plan only says what it would move); --out: the
+                                        topology with job: pipeline and the planned stages
   baton compare WORKLOAD.yaml [--strategies LIST] [--local-nodes N] [--link RATE[,DELAY]]
                 [--target ACC] [--budget SECONDS] [--repeat N] [--out DIR]
                 [--set KEY=VALUE]... [--predict HOSTS,...] [--bandwidth B] [--latency L]
@@ -558,6 +561,9 @@ int cmd_plan(args& a) {
       return a.value(flag, v) && parse_positive(flag, v, r.memory);
     if (flag == "--straight")
       return r.straight = true;
+    if (flag == "--weight-gradient")
+      return a.value(flag, v) && (v == "here" || v == "next") &&
+             (r.hand_on_weight_gradients = v == "next", true);
     if (flag == "--out")
       return a.value(flag, r.out) && writable_output(flag, r.out);
     if (flag == "--topology")

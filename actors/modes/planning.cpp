@@ -402,6 +402,7 @@ caf::expected<model::partition_plan> run_plan(const plan_request& r) {
   options.bandwidth = r.bandwidth;
   options.memory = r.memory;
   options.straight = r.straight;
+  options.hand_on_weight_gradients = r.hand_on_weight_gradients;
   model::partition_plan plan;
   try {
     plan = model::plan_partition(p->profile.layers, options);

@@ -74,6 +74,10 @@ struct plan_request {
   double bandwidth = default_link_bandwidth; ///< --bandwidth B, bytes/s
   double memory = std::numeric_limits<double>::infinity(); ///< --memory M, bytes per machine
   bool straight = false;      ///< --straight: no replication
+  /// --weight-gradient next: each cut whose stage ends in a convolution hands
+  /// that layer's weight gradient on where it lowers the slowest stage
+  /// (model::hand_on_weight_gradients); here (the default) only says so.
+  bool hand_on_weight_gradients = false;
   std::string out;            ///< --out FILE: the planned topology YAML
   std::string topology_path;  ///< --topology FILE; empty = the profile's
 };

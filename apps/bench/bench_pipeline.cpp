@@ -3,8 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -105,10 +106,11 @@ struct planned_stages {
   /// The stages' planned compute over W x the slowest's: the share of the
   /// limit this split reaches at best, with nothing lost to the runtime.
   double balance = 1;
+  bool hands_on = false; ///< a stage hands its last layer's weight gradient on
 };
 
-/// Profiles the model and plans two stages.
-caf::expected<planned_stages> plan_two_stages(const bench_pipeline_request& r,
+/// Profiles the model for the stages' microbatch; the profile's path.
+caf::expected<std::string> profile_for_stages(const bench_pipeline_request& r,
                                               const std::string& topology,
                                               const std::string& dir, const std::string& label) {
   profile_request p;
@@ -118,36 +120,93 @@ caf::expected<planned_stages> plan_two_stages(const bench_pipeline_request& r,
   p.microbatch_size = microbatch_of(r);
   if (auto profiled = run_profile(p); !profiled)
     return profiled.error();
+  return p.out;
+}
+
+/// Plans two stages from `profile`, of whole layers or (hand_on) with the
+/// cut's weight gradient handed on where the planner says that helps, into
+/// `out`.
+caf::expected<planned_stages> plan_two_stages(const std::string& profile,
+                                              const std::string& topology,
+                                              const std::string& out, bool hand_on) {
   plan_request q;
-  q.profile_path = p.out;
+  q.profile_path = profile;
   q.machines = 2;
   q.straight = true;
-  q.out = dir + "/" + label + ".planned.yaml";
+  q.hand_on_weight_gradients = hand_on;
+  q.out = out;
   q.topology_path = topology;
   auto planned = run_plan(q);
   if (!planned)
     return planned.error();
   double sum = 0;
   double slowest = 0;
+  bool hands_on = false;
   for (const auto& stage : planned->stages) {
     sum += stage.compute_seconds;
     slowest = std::max(slowest, stage.compute_seconds);
+    hands_on = hands_on || stage.weight_gradient_next;
   }
   auto stages = static_cast<double>(planned->stages.size());
-  return planned_stages{q.out, slowest > 0 ? sum / (stages * slowest) : 1.0};
+  return planned_stages{out, slowest > 0 ? sum / (stages * slowest) : 1.0, hands_on};
 }
 
-/// The schedules a bench runs: the requested ones, and 1f1b's dynamic order
-/// next to its static one, so that one run compares the two orders.
-std::vector<std::string> schedules_of(const bench_pipeline_request& r) {
-  std::vector<std::string> out;
+/// The side that runs 1f1b's static order over the plan that hands the
+/// cut's weight gradient on (weight_gradient: next).
+constexpr const char* handing_on_side = "1f1b-wg-next";
+
+/// A pipeline side: a schedule over one of the plans.
+struct pipeline_side {
+  std::string name;     ///< the row's: the schedule, or handing_on_side
+  std::string schedule; ///< pipeline.schedule
+  const planned_stages* plan = nullptr;
+};
+
+/// The pipeline sides of a bench: the requested schedules, 1f1b's dynamic
+/// order next to its static one (so that one run compares the two orders),
+/// and, when the planner hands a weight gradient on (`handing_on`), 1f1b's
+/// static order over that plan too.
+std::vector<pipeline_side> sides_of(const bench_pipeline_request& r, const planned_stages& whole,
+                                    const planned_stages* handing_on) {
+  std::vector<pipeline_side> out;
   for (const auto& schedule : r.schedules) {
-    out.push_back(schedule);
-    if (schedule == "1f1b" && std::find(r.schedules.begin(), r.schedules.end(),
-                                        "1f1b-dynamic") == r.schedules.end())
-      out.push_back("1f1b-dynamic");
+    out.push_back({schedule, schedule, &whole});
+    if (schedule != "1f1b")
+      continue;
+    if (std::find(r.schedules.begin(), r.schedules.end(), "1f1b-dynamic") == r.schedules.end())
+      out.push_back({"1f1b-dynamic", "1f1b-dynamic", &whole});
+    if (handing_on != nullptr && handing_on->hands_on)
+      out.push_back({handing_on_side, "1f1b", handing_on});
   }
   return out;
+}
+
+/// The plans a model's pipeline sides run.
+struct bench_plans {
+  planned_stages whole;                     ///< of whole layers
+  std::optional<planned_stages> handing_on; ///< with 1f1b: weight gradients handed on
+};
+
+/// Profiles the model once and plans its stages: of whole layers, and with
+/// 1f1b among the schedules, handing the cut's weight gradient on.
+caf::expected<bench_plans> plan_sides(const bench_pipeline_request& r,
+                                      const std::string& topology, const std::string& dir,
+                                      const std::string& label) {
+  auto profile = profile_for_stages(r, topology, dir, label);
+  if (!profile)
+    return profile.error();
+  auto whole = plan_two_stages(*profile, topology, dir + "/" + label + ".planned.yaml", false);
+  if (!whole)
+    return whole.error();
+  bench_plans plans{*whole, std::nullopt};
+  if (std::find(r.schedules.begin(), r.schedules.end(), "1f1b") == r.schedules.end())
+    return plans;
+  auto handing_on = plan_two_stages(*profile, topology,
+                                    dir + "/" + label + ".planned-wg-next.yaml", true);
+  if (!handing_on)
+    return handing_on.error();
+  plans.handing_on = *handing_on;
+  return plans;
 }
 
 } // namespace
@@ -201,25 +260,25 @@ struct model_runs {
 /// interleaved (local, the peers, each schedule, then again), so that a slow
 /// spell of the host hits all sides.
 caf::expected<model_runs> run_sides(const bench_pipeline_request& r, const std::string& name,
-                                    const std::string& planned,
+                                    const std::vector<pipeline_side>& pipelines,
                                     const std::vector<std::string>& overrides,
                                     const std::string& dir) {
-  std::vector<std::string> sides{"local"};
-  auto schedules = schedules_of(r);
-  sides.insert(sides.end(), schedules.begin(), schedules.end());
+  // (a) runs the plan of whole layers, which the flush schedules share.
+  std::vector<pipeline_side> sides{{"local", "", pipelines.front().plan}};
+  sides.insert(sides.end(), pipelines.begin(), pipelines.end());
   model_runs runs;
   for (int32_t rep = 1; rep <= r.repeat; ++rep) {
-    for (const auto& side : sides) {
+    for (const auto& [side, schedule, plan] : sides) {
       auto o = overrides;
       std::vector<std::string> flags{"--mode", "local", "--threads", "1"};
       if (side != "local") {
-        o.insert(o.end(), {"pipeline.schedule=" + side, "runtime.compute_threads=1"});
+        o.insert(o.end(), {"pipeline.schedule=" + schedule, "runtime.compute_threads=1"});
         flags = r.embedded ? std::vector<std::string>{}
                            : with_link({"--local-nodes", "2"}, r.link);
       }
       steal_meter steal;
       auto label = name + "-" + side + "-" + std::to_string(rep);
-      auto result = run_side(planned, o, flags, dir, label, r.interrupted);
+      auto result = run_side(plan->path, o, flags, dir, label, r.interrupted);
       if (!result)
         return result.error() == errc::interrupted
                  ? result.error()
@@ -267,11 +326,11 @@ void report_orders(const std::string& name, std::map<std::string, std::vector<si
                            {"static_over_dynamic", ratio}});
 }
 
-/// Each schedule's median samples/s against the host's own ceiling, PyTorch's
-/// one-thread processes apart (the limit less what two computing cores cost
-/// each other here), when that peer ran.
-void report_ceiling(const bench_pipeline_request& r, const std::string& name, model_runs& runs,
-                    nlohmann::json& out) {
+/// Each pipeline side's median samples/s against the host's own ceiling,
+/// PyTorch's one-thread processes apart (the limit less what two computing
+/// cores cost each other here), when that peer ran.
+void report_ceiling(const std::vector<pipeline_side>& pipelines, const std::string& name,
+                    model_runs& runs, nlohmann::json& out) {
   if (runs.peers.count("pytorch-apart") == 0)
     return;
   const auto& apart = median_peer(runs.peers.at("pytorch-apart"));
@@ -280,13 +339,13 @@ void report_ceiling(const bench_pipeline_request& r, const std::string& name, mo
     return;
   std::string line;
   nlohmann::json ratios = nlohmann::json::object();
-  for (const auto& schedule : schedules_of(r)) {
-    auto ratio = samples_per_second(median_run(runs.sides.at(schedule)).result) / ceiling;
+  for (const auto& side : pipelines) {
+    auto ratio = samples_per_second(median_run(runs.sides.at(side.name)).result) / ceiling;
     char cell[64];
-    std::snprintf(cell, sizeof cell, "%s %s %.2fx", line.empty() ? "" : ",", schedule.c_str(),
+    std::snprintf(cell, sizeof cell, "%s %s %.2fx", line.empty() ? "" : ",", side.name.c_str(),
                   ratio);
     line += cell;
-    ratios[schedule] = ratio;
+    ratios[side.name] = ratio;
   }
   std::printf("%-9s of the host's ceiling (PyTorch 2x1 apart, %.1f samples/s):%s\n", "", ceiling,
               line.c_str());
@@ -314,19 +373,28 @@ double pytorch_rate(model_runs& runs) {
                                        : 0.0;
 }
 
-/// Prints the limit and the PyTorch peers' rows and adds them to `out`
-/// ("limits", "peers").
-void report_limit_and_peers(const std::string& name, model_runs& runs, double limit,
-                            double balance, double local_rate, double peer_rate,
-                            nlohmann::json& out) {
+/// Prints the limit, the splits' bounds and the PyTorch peers' rows and adds
+/// them to `out` ("limits", "peers").
+void report_limit_and_peers(const std::string& name, model_runs& runs,
+                            const std::vector<pipeline_side>& pipelines, double limit,
+                            double local_rate, double peer_rate, nlohmann::json& out) {
   print_rate_row("limit = 2 x (a)", limit, limit, local_rate, peer_rate, 0);
+  const double balance = pipelines.front().plan->balance;
   print_rate_row("the split's bound", balance * limit, limit, local_rate, peer_rate, 0);
-  out["limits"].push_back({{"model", name},
+  nlohmann::json limits = {{"model", name},
                            {"one_thread_samples_per_second", local_rate},
                            {"stages", bench_stages},
                            {"limit_samples_per_second", limit},
                            {"split_balance", balance},
-                           {"split_bound_samples_per_second", balance * limit}});
+                           {"split_bound_samples_per_second", balance * limit}};
+  for (const auto& side : pipelines)
+    if (side.name == handing_on_side) {
+      const double handed = side.plan->balance;
+      print_rate_row("bound, wg next", handed * limit, limit, local_rate, peer_rate, 0);
+      limits["wg_next_split_balance"] = handed;
+      limits["wg_next_split_bound_samples_per_second"] = handed * limit;
+    }
+  out["limits"].push_back(std::move(limits));
   for (const auto& peer : pipeline_peers()) {
     if (runs.peers.count(peer.name) == 0)
       continue;
@@ -343,17 +411,17 @@ void report_limit_and_peers(const std::string& name, model_runs& runs, double li
   }
 }
 
-/// `schedule`'s ratios round by round: over 2 x (a) and over PyTorch's 2
-/// threads of the same round.
-side_rounds by_round(const model_runs& runs, const std::string& schedule) {
-  const auto side = rates_by_round(runs.sides.at(schedule));
+/// A pipeline side's ratios round by round: over 2 x (a) and over PyTorch's
+/// 2 threads of the same round.
+side_rounds by_round(const model_runs& runs, const std::string& name) {
+  const auto side = rates_by_round(runs.sides.at(name));
   side_rounds out{ratios_by_round(side, rates_by_round(runs.sides.at("local")), bench_stages)};
   if (auto peer = runs.peers.find("pytorch-2"); peer != runs.peers.end())
     out.vs_pytorch = ratios_by_round(side, rates_by_round(peer->second), 1);
   return out;
 }
 
-/// With more than one round, each schedule's ratios round by round
+/// With more than one round, each pipeline side's ratios round by round
 /// (`rounds`: by label, as report_model took them).
 void print_rounds(const bench_pipeline_request& r,
                   const std::vector<std::pair<std::string, side_rounds>>& rounds) {
@@ -368,10 +436,10 @@ void print_rounds(const bench_pipeline_request& r,
 }
 
 /// Prints one model's rows (the local side, the limit, the PyTorch peers,
-/// then each schedule's median run), then where each schedule's step went,
+/// then each pipeline side's median run), then where each side's step went,
 /// and adds them to `out`.
 void report_model(const bench_pipeline_request& r, const std::string& name, model_runs& runs,
-                  double balance, nlohmann::json& out) {
+                  const std::vector<pipeline_side>& pipelines, nlohmann::json& out) {
   const auto& local = median_run(runs.sides.at("local"));
   auto local_rate = samples_per_second(local.result);
   auto limit = bench_stages * local_rate;
@@ -383,11 +451,11 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
               "(a) local", local_rate, ratio_cell(of_limit(local_rate, limit), 8).c_str(),
               "1.00x", ratio_cell(of_limit(local_rate, peer_rate), 8, "x").c_str(), "-", "-",
               "-", "-", "-", 100 * local.steal);
-  report_limit_and_peers(name, runs, limit, balance, local_rate, peer_rate, out);
+  report_limit_and_peers(name, runs, pipelines, limit, local_rate, peer_rate, out);
   std::vector<std::pair<std::string, step_split>> splits;
-  std::vector<std::pair<std::string, side_rounds>> rounds_of; // per schedule
-  for (const auto& schedule : schedules_of(r)) {
-    const auto& side = median_run(runs.sides.at(schedule));
+  std::vector<std::pair<std::string, side_rounds>> rounds_of; // per pipeline side
+  for (const auto& [label, schedule, plan] : pipelines) {
+    const auto& side = median_run(runs.sides.at(label));
     auto rate = samples_per_second(side.result);
     auto ratio = rate / local_rate;
     auto figures = stages_of(side.result);
@@ -395,20 +463,22 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
                     ? 0.0
                     : gpipe_bubble(2, r.microbatches);
     auto split = split_of_pipeline(side.result);
-    auto rounds = by_round(runs, schedule);
+    auto rounds = by_round(runs, label);
     auto overhead = std::max(0.0, split.cpu_beyond_compute);
     auto extra_cpu = cpu_seconds(side.result) / cpu_seconds(local.result) - 1;
     std::printf("%-9s %-17s %9.1f %8s %6.2fx %8s %11s %6.1f%% %6.1f%% %9.1f%% %8.1f%% %5.0f%%\n",
-                "", ("(b) " + schedule).c_str(), rate,
+                "", ("(b) " + label).c_str(), rate,
                 ratio_cell(of_limit(rate, limit), 8).c_str(), ratio,
                 ratio_cell(of_limit(rate, peer_rate), 8, "x").c_str(),
                 percentages(figures.utilisation).c_str(), 100 * figures.bubble, 100 * theory,
                 100 * overhead, 100 * extra_cpu, 100 * side.steal);
     std::fflush(stdout);
-    splits.emplace_back("(b) " + schedule, split);
-    rounds_of.emplace_back("(b) " + schedule, rounds);
+    splits.emplace_back("(b) " + label, split);
+    rounds_of.emplace_back("(b) " + label, rounds);
     out["results"].push_back({{"model", name},
+                              {"side", label},
                               {"schedule", schedule},
+                              {"weight_gradient", plan->hands_on ? "next" : "here"},
                               {"local_samples_per_second", local_rate},
                               {"pipeline_samples_per_second", rate},
                               {"ratio", ratio},
@@ -429,7 +499,7 @@ void report_model(const bench_pipeline_request& r, const std::string& name, mode
   }
   print_rounds(r, rounds_of);
   report_orders(name, runs.sides, out);
-  report_ceiling(r, name, runs, out);
+  report_ceiling(pipelines, name, runs, out);
   std::printf("\n%-9s %s\n", "", split_header(17).c_str());
   for (const auto& [label, split] : splits)
     std::printf("%-9s %s\n", "", split_row(label, 17, split).c_str());
@@ -451,7 +521,10 @@ void print_pipeline_legend() {
     "(a)'s, minus 1; steal: CPU time the hypervisor gave to\nother guests during the run "
     "(noise); 1f1b order: 1f1b (PipeDream's static order, repeatable)\nagainst 1f1b-dynamic "
     "(a waiting backward first, a forward whenever a "
-    "credit returns), median samples/s;\n%s\n%s", peers_legend(), split_legend());
+    "credit returns), median samples/s;\n1f1b-wg-next: 1f1b's static order over the plan of "
+    "`baton plan --straight --weight-gradient next`\n(the second stage computes the weight "
+    "gradient of the first stage's last convolution; run when\nthat plan differs); bound, wg "
+    "next: that plan's bound;\n%s\n%s", peers_legend(), split_legend());
 }
 
 /// The topology overrides of one model's sides.
@@ -477,7 +550,8 @@ int bench_pipeline(const bench_pipeline_request& r) {
               "minibatches of %lld samples in %d microbatches of %lld\n"
               "  (a) local: the whole model in one process, one compute thread\n"
               "  (b) 2 stages (planned by `baton plan --straight`) %s, one compute thread "
-              "each\n",
+              "each;\n      1f1b-wg-next: the plan of `baton plan --straight --weight-gradient "
+              "next` (when it differs)\n",
               r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat,
               static_cast<long long>(bench_minibatch), r.microbatches,
               static_cast<long long>(microbatch_of(r)),
@@ -504,8 +578,8 @@ int bench_pipeline(const bench_pipeline_request& r) {
       return 2;
     }
     auto overrides = overrides_of(r, *m);
-    auto planned = plan_two_stages(r, std::string{BATON_SOURCE_DIR} + "/" + m->topology,
-                                   dir->path(), name);
+    auto planned = plan_sides(r, std::string{BATON_SOURCE_DIR} + "/" + m->topology, dir->path(),
+                              name);
     if (!planned || stop_requested(r.interrupted)) {
       if (stop_requested(r.interrupted))
         break;
@@ -513,7 +587,9 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    auto runs = run_sides(r, name, planned->path, overrides, dir->path());
+    const auto pipelines =
+      sides_of(r, planned->whole, planned->handing_on ? &*planned->handing_on : nullptr);
+    auto runs = run_sides(r, name, pipelines, overrides, dir->path());
     if (!runs) {
       if (stop_requested(r.interrupted))
         break; // the rows of the models before this one are written
@@ -521,7 +597,7 @@ int bench_pipeline(const bench_pipeline_request& r) {
       code = 1;
       continue;
     }
-    report_model(r, name, *runs, planned->balance, out);
+    report_model(r, name, *runs, pipelines, out);
   }
   if (!stop_requested(r.interrupted))
     print_pipeline_legend();

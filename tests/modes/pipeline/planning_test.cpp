@@ -195,6 +195,64 @@ TEST_F(planning_test, bad_arguments_exit_with_2) {
             2);
 }
 
+// `baton plan --weight-gradient next` hands the cut's weight gradient on
+// where that lowers the slowest stage, and writes it into the topology;
+// without it the plan only says what it would move. The profile's times are
+// set so that the one cut is after conv3: 19 ms before it, 16.5 ms after,
+// conv3's weight half 1 ms (18 against 17.5 handed on).
+TEST_F(planning_test, weight_gradient_next_hands_on_what_the_plan_offers) {
+  auto j = profiled(source_path("configs/pipeline.yaml"), "real.json");
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["layers"].size(), 17u);
+  ASSERT_EQ(j["layers"][5]["name"], "conv3");
+  for (size_t k = 0; k < 17; ++k) {
+    auto& layer = j["layers"][k];
+    const bool before = k < 5;
+    layer["forward_seconds"] = before || k == 5 ? 0.001 : 0.0005;
+    layer["backward_seconds"] = k == 5 ? 0.008 : 0.001;
+    layer["update_seconds"] = 0.0;
+    layer["activation_bytes"] = 1000;
+    if (layer.contains("weight_gradient_seconds"))
+      layer["weight_gradient_seconds"] = k == 5 ? 0.001 : 0.0;
+  }
+  const auto profile = path("profile.json");
+  std::ofstream(profile) << j.dump(2);
+  const auto planned = path("planned.yaml");
+
+  auto out = run_baton({"plan", "--profile", profile, "--machines", "2", "--straight", "--out",
+                        planned});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("weight_gradient: next would move 1.000 ms of conv3's backward to "
+                          "stage 1: slowest stage 18.000 ms instead of 19.000"),
+            std::string::npos)
+    << out.text;
+  auto t = baton::actors::load_topology(planned);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  ASSERT_EQ(pipeline_of(*t).stages.size(), 2u);
+  EXPECT_EQ(pipeline_of(*t).stages[0].end, 6u);
+  EXPECT_FALSE(pipeline_of(*t).stages[0].weight_gradient_next);
+
+  out = run_baton({"plan", "--profile", profile, "--machines", "2", "--straight",
+                   "--weight-gradient", "next", "--out", planned});
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("stage 1 computes the weight gradient of conv3 (1.000 ms of its "
+                          "backward: weight_gradient: next)"),
+            std::string::npos)
+    << out.text;
+  EXPECT_NE(out.text.find("of the slowest stage: 18.000 ms"), std::string::npos) << out.text;
+  t = baton::actors::load_topology(planned);
+  ASSERT_TRUE(t) << baton::describe(t.error());
+  ASSERT_EQ(pipeline_of(*t).stages.size(), 2u);
+  EXPECT_EQ(pipeline_of(*t).stages[0].end, 6u);
+  EXPECT_TRUE(pipeline_of(*t).stages[0].weight_gradient_next);
+  EXPECT_FALSE(pipeline_of(*t).stages[1].weight_gradient_next);
+
+  out = run_baton({"plan", "--profile", profile, "--machines", "2", "--weight-gradient",
+                   "later"});
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("later"), std::string::npos) << out.text;
+}
+
 // -- the `pipeline:` section of a topology ---------------------------------------------
 
 namespace {
