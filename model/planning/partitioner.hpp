@@ -60,11 +60,12 @@ struct partition_options {
   /// layers (or empty): the rest may be cut anywhere.
   std::vector<bool> joined;
   /// Then hand on the weight gradients where that helps
-  /// (hand_on_weight_gradients). Off by default: the balance it gives did
-  /// not show in measured throughput, embedded or over node processes
-  /// (docs/pipeline.md: a 2-stage 1F1B's first stage also waits for the
-  /// second stage's forward and backward of each microbatch, which it does
-  /// not shorten).
+  /// (hand_on_weight_gradients; `baton plan --weight-gradient next`). Off by
+  /// default: the balance it gives showed in measured throughput on one host
+  /// and not on another (docs/pipeline.md: a 2-stage 1F1B's first stage also
+  /// waits for the second stage's forward and backward of each microbatch,
+  /// which it does not shorten, and the weight half computed apart costs a
+  /// little more than inside the backward).
   bool hand_on_weight_gradients = false;
 };
 
