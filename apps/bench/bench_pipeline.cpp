@@ -263,7 +263,7 @@ caf::expected<model_runs> run_sides(const bench_pipeline_request& r, const std::
                                     const std::vector<pipeline_side>& pipelines,
                                     const std::vector<std::string>& overrides,
                                     const std::string& dir) {
-  // (a) runs the plan of whole layers, which the flush schedules share.
+  // (a) runs the plan of whole layers (every side but 1f1b-wg-next runs it).
   std::vector<pipeline_side> sides{{"local", "", pipelines.front().plan}};
   sides.insert(sides.end(), pipelines.begin(), pipelines.end());
   model_runs runs;
