@@ -271,8 +271,7 @@ TEST_F(dataset_kinds, a_limit_above_the_files_reads_every_sample) {
   ASSERT_EQ(te.size(), 3);
   EXPECT_EQ(labels_of(te), test.labels);
 
-  write_bytes(path("x_train.npy"), npy_bytes("|u1", {9, 4, 6}, train.pixels.data(), 216));
-  write_bytes(path("y_train.npy"), npy_of("<i8", {9}, train.labels));
+  write_npy_pair(path("x_train.npy"), path("y_train.npy"), train);
   write_npy_pair(path("x_test.npy"), path("y_test.npy"), test);
   data_spec npy = npy_spec(dir_);
   npy.train_limit = 100;
