@@ -151,6 +151,12 @@ caf::expected<planned_stages> plan_two_stages(const std::string& profile,
   return planned_stages{out, slowest > 0 ? sum / (stages * slowest) : 1.0, hands_on};
 }
 
+/// Whether the bench runs 1f1b's static order: then it also plans the
+/// stages with the cut's weight gradient handed on.
+bool runs_static_1f1b(const bench_pipeline_request& r) {
+  return std::find(r.schedules.begin(), r.schedules.end(), "1f1b") != r.schedules.end();
+}
+
 /// The side that runs 1f1b's static order over the plan that hands the
 /// cut's weight gradient on (weight_gradient: next).
 constexpr const char* handing_on_side = "1f1b-wg-next";
@@ -199,7 +205,7 @@ caf::expected<bench_plans> plan_sides(const bench_pipeline_request& r,
   if (!whole)
     return whole.error();
   bench_plans plans{*whole, std::nullopt};
-  if (std::find(r.schedules.begin(), r.schedules.end(), "1f1b") == r.schedules.end())
+  if (!runs_static_1f1b(r))
     return plans;
   auto handing_on = plan_two_stages(*profile, topology,
                                     dir + "/" + label + ".planned-wg-next.yaml", true);
@@ -550,12 +556,14 @@ int bench_pipeline(const bench_pipeline_request& r) {
               "minibatches of %lld samples in %d microbatches of %lld\n"
               "  (a) local: the whole model in one process, one compute thread\n"
               "  (b) 2 stages (planned by `baton plan --straight`) %s, one compute thread "
-              "each;\n      1f1b-wg-next: the plan of `baton plan --straight --weight-gradient "
-              "next` (when it differs)\n",
+              "each\n",
               r.quick ? "quick" : "full", std::thread::hardware_concurrency(), r.repeat,
               static_cast<long long>(bench_minibatch), r.microbatches,
               static_cast<long long>(microbatch_of(r)),
               r.embedded ? "in one process (embedded)" : "on 2 node processes");
+  if (runs_static_1f1b(r))
+    std::printf("      1f1b-wg-next: 1f1b over the plan of `baton plan --straight "
+                "--weight-gradient next` (when it differs)\n");
   nlohmann::json out = {{"bench", "pipeline"}, {"quick", r.quick}, {"repeat", r.repeat},
                         {"microbatches", r.microbatches},
                         {"microbatch_size", microbatch_of(r)},
